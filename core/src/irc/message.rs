@@ -1,0 +1,445 @@
+//! Zero-copy IRC message parsing (RFC 1459 with IRCv3 message tags) and formatting.
+//!
+//! [`Message::parse`] borrows every field from the input line and allocates nothing; tag values are
+//! unescaped lazily, and only when they contain an escape.
+
+use std::borrow::Cow;
+
+/// RFC 1459 allows at most 15 parameters; a 15th parameter takes the rest of the line.
+pub const MAX_PARAMS: usize = 15;
+
+/// Why a line is not an IRC message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseError {
+    /// The line has no command.
+    #[error("line has no command")]
+    MissingCommand,
+    /// The line is not valid UTF-8.
+    #[error("line is not valid UTF-8")]
+    InvalidUtf8,
+    /// The line holds a NUL, CR or LF byte inside it.
+    #[error("line contains a NUL, CR or LF byte")]
+    ForbiddenByte,
+    /// A tag section without the space that must end it.
+    #[error("tag section is not followed by a command")]
+    TagsWithoutCommand,
+}
+
+/// Why a message cannot be formatted as an IRC line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// A command must be letters or a three-digit numeric.
+    #[error("invalid command {0:?}")]
+    InvalidCommand(String),
+    /// A parameter contains NUL, CR or LF.
+    #[error("parameter {index} contains a NUL, CR or LF byte")]
+    ForbiddenByte {
+        /// Index of the offending parameter.
+        index: usize,
+    },
+    /// Only the last parameter may be empty, contain a space or start with ':'.
+    #[error("parameter {index} is empty, has a space or starts with ':' but is not last")]
+    InvalidMiddle {
+        /// Index of the offending parameter.
+        index: usize,
+    },
+    /// More than [`MAX_PARAMS`] parameters.
+    #[error("more than {MAX_PARAMS} parameters")]
+    TooManyParams,
+}
+
+/// The source of a message: `nick!user@host` or a server name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source<'a> {
+    /// The whole source as written, without the leading ':'.
+    pub raw: &'a str,
+    /// The nick (or server name when there is no `!`/`@`).
+    pub nick: &'a str,
+    /// The user part after `!`, if present.
+    pub user: Option<&'a str>,
+    /// The host part after `@`, if present.
+    pub host: Option<&'a str>,
+}
+
+impl<'a> Source<'a> {
+    /// Splits `nick!user@host`; any part may be missing.
+    pub fn parse(raw: &'a str) -> Self {
+        let (rest, host) = match raw.find('@') {
+            Some(at) => (&raw[..at], Some(&raw[at + 1..])),
+            None => (raw, None),
+        };
+        let (nick, user) = match rest.find('!') {
+            Some(bang) => (&rest[..bang], Some(&rest[bang + 1..])),
+            None => (rest, None),
+        };
+        Source {
+            raw,
+            nick,
+            user,
+            host,
+        }
+    }
+}
+
+/// One parsed IRC line, borrowing from the input.
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    tags: Option<&'a str>,
+    /// Who sent it, if the line has a source prefix.
+    pub source: Option<Source<'a>>,
+    /// The command as written (`PRIVMSG`, `001`, ...). Compare with [`Message::is`].
+    pub command: &'a str,
+    params: [&'a str; MAX_PARAMS],
+    param_count: u8,
+}
+
+impl<'a> Message<'a> {
+    /// Parses one line. A trailing `\r\n`, `\n` or `\r` is ignored; any other CR, LF or NUL is an
+    /// error. Runs of spaces between parameters count as one separator.
+    pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
+        let line = trim_line_end(line);
+        if memchr::memchr3(b'\0', b'\r', b'\n', line).is_some() {
+            return Err(ParseError::ForbiddenByte);
+        }
+        let line = std::str::from_utf8(line).map_err(|_| ParseError::InvalidUtf8)?;
+        Self::parse_str(line)
+    }
+
+    /// Parses one line that is already known to be UTF-8 and free of NUL, CR and LF.
+    fn parse_str(line: &'a str) -> Result<Self, ParseError> {
+        let mut rest = line.trim_start_matches(' ');
+        let mut tags = None;
+        if let Some(after) = rest.strip_prefix('@') {
+            let end = after.find(' ').ok_or(ParseError::TagsWithoutCommand)?;
+            tags = Some(&after[..end]);
+            rest = after[end..].trim_start_matches(' ');
+        }
+        let mut source = None;
+        if let Some(after) = rest.strip_prefix(':') {
+            let end = after.find(' ').ok_or(ParseError::MissingCommand)?;
+            source = Some(Source::parse(&after[..end]));
+            rest = after[end..].trim_start_matches(' ');
+        }
+        let (command, mut rest) = match rest.find(' ') {
+            Some(end) => (&rest[..end], &rest[end + 1..]),
+            None => (rest, ""),
+        };
+        if command.is_empty() {
+            return Err(ParseError::MissingCommand);
+        }
+        let mut params = [""; MAX_PARAMS];
+        let mut count = 0;
+        loop {
+            rest = rest.trim_start_matches(' ');
+            if rest.is_empty() {
+                break;
+            }
+            if let Some(trailing) = rest.strip_prefix(':') {
+                params[count] = trailing;
+                count += 1;
+                break;
+            }
+            if count == MAX_PARAMS - 1 {
+                params[count] = rest;
+                count += 1;
+                break;
+            }
+            match rest.find(' ') {
+                Some(end) => {
+                    params[count] = &rest[..end];
+                    rest = &rest[end + 1..];
+                }
+                None => {
+                    params[count] = rest;
+                    rest = "";
+                }
+            }
+            count += 1;
+        }
+        Ok(Message {
+            tags,
+            source,
+            command,
+            params,
+            param_count: count as u8,
+        })
+    }
+
+    /// The parameters, the trailing one included (without its ':').
+    pub fn params(&self) -> &[&'a str] {
+        &self.params[..self.param_count as usize]
+    }
+
+    /// Parameter `index`, if present.
+    pub fn param(&self, index: usize) -> Option<&'a str> {
+        self.params().get(index).copied()
+    }
+
+    /// The last parameter (for `PRIVMSG`, the text).
+    pub fn trailing(&self) -> Option<&'a str> {
+        self.params().last().copied()
+    }
+
+    /// Case-insensitive command comparison (`privmsg` is `PRIVMSG`).
+    pub fn is(&self, command: &str) -> bool {
+        self.command.eq_ignore_ascii_case(command)
+    }
+
+    /// The nick of the source, if the line has one.
+    pub fn source_nick(&self) -> Option<&'a str> {
+        self.source.map(|s| s.nick)
+    }
+
+    /// The raw, still escaped tag section without the leading '@'.
+    pub fn raw_tags(&self) -> Option<&'a str> {
+        self.tags
+    }
+
+    /// The message tags, values unescaped. A key without a value has an empty value.
+    pub fn tags(&self) -> impl Iterator<Item = (&'a str, Cow<'a, str>)> + 'a {
+        self.tags
+            .unwrap_or("")
+            .split(';')
+            .filter(|t| !t.is_empty())
+            .map(|tag| match tag.split_once('=') {
+                Some((key, value)) => (key, unescape_tag_value(value)),
+                None => (tag, Cow::Borrowed("")),
+            })
+    }
+
+    /// The value of tag `key` (the last one if it is repeated), unescaped.
+    pub fn tag(&self, key: &str) -> Option<Cow<'a, str>> {
+        self.tags()
+            .filter(|(k, _)| *k == key)
+            .last()
+            .map(|(_, v)| v)
+    }
+}
+
+fn trim_line_end(mut line: &[u8]) -> &[u8] {
+    while let [rest @ .., b'\r' | b'\n'] = line {
+        line = rest;
+    }
+    line
+}
+
+/// Unescapes an IRCv3 tag value: `\:` `;`, `\s` space, `\\` `\`, `\r`, `\n`; a backslash before
+/// any other character is dropped, and a trailing lone backslash is dropped.
+pub fn unescape_tag_value(value: &str) -> Cow<'_, str> {
+    if !value.contains('\\') {
+        return Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len());
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some(':') => out.push(';'),
+            Some('s') => out.push(' '),
+            Some('\\') => out.push('\\'),
+            Some('r') => out.push('\r'),
+            Some('n') => out.push('\n'),
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Escapes an IRCv3 tag value (the inverse of [`unescape_tag_value`]).
+pub fn escape_tag_value(value: &str) -> Cow<'_, str> {
+    if !value.contains([';', ' ', '\\', '\r', '\n']) {
+        return Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        match c {
+            ';' => out.push_str("\\:"),
+            ' ' => out.push_str("\\s"),
+            '\\' => out.push_str("\\\\"),
+            '\r' => out.push_str("\\r"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Formats `COMMAND p1 p2 :last` (no source, no CRLF) into `out`.
+///
+/// The last parameter is written as a trailing parameter (`:`-prefixed) when it needs to be: when
+/// it is empty, contains a space or starts with ':'.
+pub fn format_line(out: &mut String, command: &str, params: &[&str]) -> Result<(), FormatError> {
+    let numeric = command.len() == 3 && command.bytes().all(|b| b.is_ascii_digit());
+    if command.is_empty() || !(numeric || command.bytes().all(|b| b.is_ascii_alphabetic())) {
+        return Err(FormatError::InvalidCommand(command.to_owned()));
+    }
+    if params.len() > MAX_PARAMS {
+        return Err(FormatError::TooManyParams);
+    }
+    for (index, param) in params.iter().enumerate() {
+        if memchr::memchr3(b'\0', b'\r', b'\n', param.as_bytes()).is_some() {
+            return Err(FormatError::ForbiddenByte { index });
+        }
+        let last = index + 1 == params.len();
+        if !last && (param.is_empty() || param.contains(' ') || param.starts_with(':')) {
+            return Err(FormatError::InvalidMiddle { index });
+        }
+    }
+    out.push_str(command);
+    for (index, param) in params.iter().enumerate() {
+        out.push(' ');
+        let last = index + 1 == params.len();
+        if last && (param.is_empty() || param.contains(' ') || param.starts_with(':')) {
+            out.push(':');
+        }
+        out.push_str(param);
+    }
+    Ok(())
+}
+
+/// Formats a `PRIVMSG target :text` line (no CRLF).
+pub fn privmsg(target: &str, text: &str) -> Result<String, FormatError> {
+    let mut line = String::with_capacity(12 + target.len() + text.len());
+    // Always use the trailing form for the text, so that a text starting with a letter and
+    // without spaces is written the same way as any other.
+    if target.is_empty() || target.contains(' ') || target.starts_with(':') {
+        return Err(FormatError::InvalidMiddle { index: 0 });
+    }
+    format_line(&mut line, "PRIVMSG", &[target])?;
+    if memchr::memchr3(b'\0', b'\r', b'\n', text.as_bytes()).is_some() {
+        return Err(FormatError::ForbiddenByte { index: 1 });
+    }
+    line.push_str(" :");
+    line.push_str(text);
+    Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Message<'_> {
+        Message::parse(line.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn full_line_with_tags_source_and_trailing() {
+        let m = parse(
+            "@a=b\\\\and\\nk;c=72\\s45;d=gh\\:764 :nick!~user@host PRIVMSG #desk :OA1 RES x 1 0 hi there\r\n",
+        );
+        assert_eq!(m.command, "PRIVMSG");
+        let s = m.source.unwrap();
+        assert_eq!(
+            (s.nick, s.user, s.host),
+            ("nick", Some("~user"), Some("host"))
+        );
+        assert_eq!(m.params(), &["#desk", "OA1 RES x 1 0 hi there"]);
+        let tags: Vec<_> = m.tags().collect();
+        assert_eq!(
+            tags,
+            vec![
+                ("a", Cow::Borrowed("b\\and\nk")),
+                ("c", Cow::Borrowed("72 45")),
+                ("d", Cow::Borrowed("gh;764"))
+            ]
+        );
+    }
+
+    #[test]
+    fn params_and_spacing() {
+        let m = parse("foo bar baz asdf");
+        assert_eq!(
+            (m.command, m.params()),
+            ("foo", &["bar", "baz", "asdf"][..])
+        );
+        let m = parse(":src AWAY");
+        assert_eq!(m.params().len(), 0);
+        let m = parse("foo bar baz ::asdf");
+        assert_eq!(m.params(), &["bar", "baz", ":asdf"]);
+        let m = parse("foo bar baz :");
+        assert_eq!(m.params(), &["bar", "baz", ""]);
+        let m = parse(":coolguy   foo   bar  baz :  asdf quux ");
+        assert_eq!(m.params(), &["bar", "baz", "  asdf quux "]);
+        assert_eq!(m.source_nick(), Some("coolguy"));
+    }
+
+    #[test]
+    fn fifteenth_param_takes_the_rest() {
+        let m = parse("CMD 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17");
+        assert_eq!(m.params().len(), 15);
+        assert_eq!(m.param(14), Some("15 16 17"));
+    }
+
+    #[test]
+    fn duplicate_tags_keep_the_last_and_bare_keys() {
+        let m = parse("@a=1;b;a=2;c=\\ :x CMD");
+        assert_eq!(m.tag("a").as_deref(), Some("2"));
+        assert_eq!(m.tag("b").as_deref(), Some(""));
+        assert_eq!(m.tag("c").as_deref(), Some(""));
+        assert_eq!(m.tag("z"), None);
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(Message::parse(b"").unwrap_err(), ParseError::MissingCommand);
+        assert_eq!(
+            Message::parse(b":only-source").unwrap_err(),
+            ParseError::MissingCommand
+        );
+        assert_eq!(
+            Message::parse(b"@tags-only").unwrap_err(),
+            ParseError::TagsWithoutCommand
+        );
+        assert_eq!(
+            Message::parse(b"PRIVMSG #a :\xff").unwrap_err(),
+            ParseError::InvalidUtf8
+        );
+        assert_eq!(
+            Message::parse(b"PRIVMSG #a :a\0b").unwrap_err(),
+            ParseError::ForbiddenByte
+        );
+        assert_eq!(
+            Message::parse(b"PRIVMSG #a :a\rb").unwrap_err(),
+            ParseError::ForbiddenByte
+        );
+    }
+
+    #[test]
+    fn tag_escape_round_trip() {
+        for v in ["", "plain", "a;b c\\d\re\nf", "\\s\\:", "ünï ;"] {
+            assert_eq!(unescape_tag_value(&escape_tag_value(v)), v);
+        }
+        assert_eq!(unescape_tag_value("a\\bc\\"), "abc");
+    }
+
+    #[test]
+    fn format_and_reparse() {
+        let mut out = String::new();
+        format_line(&mut out, "USER", &["desk", "0", "*", "Desk bot"]).unwrap();
+        assert_eq!(out, "USER desk 0 * :Desk bot");
+        out.clear();
+        format_line(&mut out, "JOIN", &["#desk"]).unwrap();
+        assert_eq!(out, "JOIN #desk");
+        out.clear();
+        format_line(&mut out, "PONG", &[":x"]).unwrap();
+        assert_eq!(out, "PONG ::x");
+        assert!(format_line(&mut out, "PRIV MSG", &[]).is_err());
+        assert_eq!(
+            format_line(&mut out, "PRIVMSG", &["a b", "x"]),
+            Err(FormatError::InvalidMiddle { index: 0 })
+        );
+        assert_eq!(
+            privmsg("#desk", "a\nb"),
+            Err(FormatError::ForbiddenByte { index: 1 })
+        );
+        let line = privmsg("#desk", "OA1 REQ id 1 0").unwrap();
+        assert_eq!(line, "PRIVMSG #desk :OA1 REQ id 1 0");
+        assert_eq!(parse(&line).trailing(), Some("OA1 REQ id 1 0"));
+    }
+}

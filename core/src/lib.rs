@@ -1,0 +1,44 @@
+//! deskwire: a sans-IO protocol engine for agent tools.
+//!
+//! The engines in this crate do no I/O. They own no sockets, files, threads, clocks or random
+//! sources: the host feeds them what arrived (`handle_line`), the time (`now_ms`, a monotonic
+//! millisecond clock the host owns) and its commands (`request`, `respond`, `cancel`), and pulls out
+//! what to do next with `poll_output`. Every engine answers `poll_output` with one of:
+//!
+//! - [`oa1::Output::Transmit`]: a line to write to the IRC connection,
+//! - [`oa1::Output::Event`]: something the application should learn,
+//! - [`oa1::Output::Timeout`]: nothing more to do until that instant (or until new input).
+//!
+//! A drained engine always answers `Timeout`, so a host loop always has exactly one deadline to
+//! wait for:
+//!
+//! ```
+//! use deskwire::oa1::{Client, Config, Output};
+//!
+//! let mut desk = Client::new(Config::new("#desk", "desk"), 42);
+//! let now = 0;
+//! let id = desk.request(now, "uname -a", None).unwrap();
+//! loop {
+//!     match desk.poll_output(now) {
+//!         Output::Transmit(line) => {
+//!             // write `line` plus "\r\n" to the IRC socket
+//!             assert!(line.starts_with("PRIVMSG #desk :OA1 REQ "));
+//!             assert!(line.contains(&id));
+//!         }
+//!         Output::Event(event) => println!("{event:?}"),
+//!         // wait for input or until `deadline`, then call `handle_line` / `handle_timeout`
+//!         Output::Timeout(deadline) => { assert!(deadline > now); break; }
+//!     }
+//! }
+//! ```
+//!
+//! Modules:
+//! - [`irc`]: IRC line parsing and formatting, case mapping, line budgets, a session helper.
+//! - [`oa1`]: OA1, request/response RPC over IRC `PRIVMSG` lines, and the `RemoteBash` contract.
+//! - [`sim`]: an in-memory IRC channel relay for tests and demos.
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod irc;
+pub mod oa1;
+pub mod sim;
