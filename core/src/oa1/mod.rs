@@ -1,1 +1,267 @@
-//! OA1
+//! OA1: request/response RPC in IRC `PRIVMSG` lines (`specs/oa1-irc-rpc.md`).
+//!
+//! Two sans-IO endpoints share one channel:
+//! - [`Client`], the desk: sends a request, gets back one [`Event::Response`] or
+//!   [`Event::Failed`].
+//! - [`Server`], the remote: gets [`Event::Request`], streams the answer back with
+//!   [`Server::send`] / [`Server::finish`], or [`Server::fail`]s it.
+//!
+//! Both take every line the IRC connection receives through `handle_line` (they pick out the
+//! frames meant for them and learn our prefix from the rest), and give back lines to write, events
+//! and the next deadline through `poll_output`. Lines go out paced by a token bucket.
+//!
+//! The building blocks are public too: [`escape`], [`frame`], [`chunk`], [`reassembly`] and
+//! [`pacing`]; [`remote_bash`] holds the `RemoteBash` tool contract.
+
+pub mod chunk;
+mod client;
+pub mod escape;
+pub mod frame;
+mod ids;
+mod link;
+pub mod pacing;
+pub mod reassembly;
+pub mod remote_bash;
+mod server;
+
+pub use client::Client;
+pub use frame::{Frame, FrameType};
+pub use ids::IdGenerator;
+pub use pacing::Pacing;
+pub use server::Server;
+
+/// The marker appended to a response cut at the size cap (spec §10.1).
+pub const TRUNCATION_MARKER: &str = "\n...[truncated]...";
+
+/// How long a drained endpoint with nothing scheduled asks to sleep.
+pub const IDLE_WAIT_MS: u64 = 60_000;
+
+/// Endpoint configuration. Every limit has the spec's default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The desk channel (frames elsewhere are ignored; lines go there).
+    pub channel: String,
+    /// Our nick at registration (later changes are learned from the server's lines).
+    pub nick: String,
+    /// Accept frames from this nick only (spec §9 `allowed_sender_nick`).
+    pub allowed_sender: Option<String>,
+    /// Escaped payload bytes per frame at most (spec default 240).
+    pub max_frame_payload_bytes: usize,
+    /// Use the largest payload that fits the line instead of `max_frame_payload_bytes`.
+    pub adaptive_payload: bool,
+    /// Decoded bytes of one message at most (spec default 128 KiB).
+    pub max_message_bytes: usize,
+    /// Streams and requests in flight at most.
+    pub max_streams: usize,
+    /// Client: how long a request may take (spec default 30 s).
+    pub request_timeout_ms: u64,
+    /// How long a gap inside a stream may last (spec default 10 s).
+    pub partial_timeout_ms: u64,
+    /// Outgoing line pacing.
+    pub pacing: Pacing,
+    /// Inbound lines longer than this are ignored (IRC allows 512 plus 8191 of tags).
+    pub max_line_bytes: usize,
+    /// How many finished request ids are remembered (late frames for them are ignored).
+    pub finished_memory: usize,
+    /// Server: how long streamed output smaller than a frame may wait for more before it is sent.
+    pub flush_delay_ms: u64,
+}
+
+impl Config {
+    /// Spec defaults for an endpoint on `channel` with nick `nick`.
+    pub fn new(channel: &str, nick: &str) -> Self {
+        Config {
+            channel: channel.to_owned(),
+            nick: nick.to_owned(),
+            allowed_sender: None,
+            max_frame_payload_bytes: 240,
+            adaptive_payload: false,
+            max_message_bytes: 128 * 1024,
+            max_streams: 64,
+            request_timeout_ms: 30_000,
+            partial_timeout_ms: 10_000,
+            pacing: DEFAULT_PACING,
+            max_line_bytes: 512 + 8191,
+            finished_memory: 1024,
+            flush_delay_ms: 20,
+        }
+    }
+}
+
+/// Pacing defaults, measured against ngircd 26.1 (see `tests/pacing/measure_ngircd.py`).
+pub const DEFAULT_PACING: Pacing = Pacing {
+    burst: 3,
+    interval_ms: 1000,
+};
+
+/// What an endpoint wants from the host next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Write this IRC line (without CRLF; append `"\r\n"` on a raw socket).
+    Transmit(String),
+    /// Tell the application.
+    Event(Event),
+    /// Nothing to do before this instant (ms, the host's clock), unless new input arrives.
+    Timeout(u64),
+}
+
+/// Something the application should learn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// Client: the whole response arrived. When `truncated`, `text` ends with
+    /// [`TRUNCATION_MARKER`].
+    Response {
+        /// The request id.
+        id: String,
+        /// The reassembled, decoded text.
+        text: String,
+        /// Whether the response was cut at the size cap (here or by the remote).
+        truncated: bool,
+    },
+    /// Client: the request ended without a response.
+    Failed {
+        /// The request id.
+        id: String,
+        /// Why.
+        failure: Failure,
+    },
+    /// Server: a whole request arrived. Answer it with `send`/`finish` or `fail`.
+    Request {
+        /// The request id.
+        id: String,
+        /// Who sent it.
+        sender: String,
+        /// The decoded request payload (for `RemoteBash`, the command).
+        payload: String,
+    },
+    /// Server: the client cancelled a request; stop working on it.
+    Cancelled {
+        /// The request id.
+        id: String,
+        /// The reason the client gave.
+        reason: String,
+    },
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The remote answered `ERR code: message`.
+    Remote {
+        /// The error code (`error` when the remote gave none).
+        code: String,
+        /// The message.
+        message: String,
+    },
+    /// No complete response within the request timeout (a `CANCEL` was sent).
+    Timeout,
+    /// A chunk of the response never arrived (the gap outlived the partial timeout).
+    Incomplete,
+}
+
+impl Failure {
+    /// The error code for a tool result: the remote's code, `timeout` or `incomplete`.
+    pub fn code(&self) -> &str {
+        match self {
+            Failure::Remote { code, .. } => code,
+            Failure::Timeout => "timeout",
+            Failure::Incomplete => "incomplete",
+        }
+    }
+
+    /// A human-readable message.
+    pub fn message(&self) -> String {
+        match self {
+            Failure::Remote { message, .. } => message.clone(),
+            Failure::Timeout => "no complete response before the request timeout".to_owned(),
+            Failure::Incomplete => "a chunk of the response never arrived".to_owned(),
+        }
+    }
+
+    /// Parses an `ERR` payload `code: message` (DESIGN "OA1 decisions" 7): the code is the text
+    /// before the first `": "` when it matches `[a-z_]+`, else `error` and the whole text.
+    pub fn from_err_payload(text: &str) -> Self {
+        if let Some((code, message)) = text.split_once(": ") {
+            if !code.is_empty() && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                return Failure::Remote {
+                    code: code.to_owned(),
+                    message: message.to_owned(),
+                };
+            }
+        }
+        Failure::Remote {
+            code: "error".to_owned(),
+            message: text.to_owned(),
+        }
+    }
+}
+
+/// Misuse of an endpoint by the host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalError {
+    /// The payload is larger than `max_message_bytes`.
+    #[error("payload of {size} bytes exceeds the {max} byte limit")]
+    TooLarge {
+        /// Payload size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `max_streams` requests are already in flight.
+    #[error("{0} requests already in flight")]
+    TooManyInFlight(usize),
+    /// No request with this id is in progress (unknown, finished or cancelled).
+    #[error("no request {0:?} in progress")]
+    UnknownRequest(String),
+    /// The response of this id was already finished or failed.
+    #[error("request {0:?} was already answered")]
+    AlreadyFinished(String),
+    /// The error code must match `[a-z_]+`.
+    #[error("invalid error code {0:?}: use lower-case letters and '_'")]
+    InvalidErrorCode(String),
+    /// The channel and nick leave too little room in a line for any payload.
+    #[error("no room for a payload in a line to {0:?}")]
+    NoRoom(String),
+}
+
+/// Counters an endpoint keeps. `bytes_buffered` is a gauge; the rest only grow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Lines handed to `handle_line`.
+    pub lines_in: u64,
+    /// Lines handed out as `Transmit`.
+    pub lines_out: u64,
+    /// OA1 frames accepted for processing.
+    pub frames_in: u64,
+    /// OA1 frames sent.
+    pub frames_out: u64,
+    /// Payload bytes (escaped) sent.
+    pub payload_bytes_out: u64,
+    /// Lines that were not for us: other commands, channels, senders, or not OA1.
+    pub ignored: u64,
+    /// Lines from a sender that is not `allowed_sender` (a subset of `ignored`).
+    pub disallowed_sender: u64,
+    /// `OA1 ` lines that are not well-formed frames (a subset of `ignored`).
+    pub malformed_frames: u64,
+    /// Lines over `max_line_bytes` or not valid IRC (a subset of `ignored`).
+    pub invalid_lines: u64,
+    /// Duplicate chunks.
+    pub duplicates: u64,
+    /// Frames for finished, unknown or refused streams, or beyond a stream's end.
+    pub stale_frames: u64,
+    /// Messages cut at the size cap.
+    pub truncations: u64,
+    /// Requests over the size cap answered `too_large` (server).
+    pub too_large: u64,
+    /// Requests that timed out (client).
+    pub timeouts: u64,
+    /// Streams failed because a chunk never arrived.
+    pub incomplete: u64,
+    /// `CANCEL` frames sent (client) or received (server).
+    pub cancels: u64,
+    /// Bytes held right now in reassembly and outgoing queues.
+    pub bytes_buffered: u64,
+}

@@ -1,0 +1,247 @@
+//! The desk end: sends requests and turns response streams into one event each.
+
+use std::collections::HashMap;
+
+use super::escape::escape;
+use super::frame::{Frame, FrameType};
+use super::ids::IdGenerator;
+use super::link::Link;
+use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
+use super::{Config, Event, Failure, IDLE_WAIT_MS, LocalError, Output, Stats, TRUNCATION_MARKER};
+use crate::irc::Identity;
+
+/// The OA1 client (the desk). See the [module docs](super) and the crate docs for the host loop.
+#[derive(Debug)]
+pub struct Client {
+    link: Link,
+    ids: IdGenerator,
+    reassembler: Reassembler,
+    /// Request id → deadline.
+    requests: HashMap<String, u64>,
+}
+
+impl Client {
+    /// A client with `config`; `seed` fixes the sequence of request ids.
+    pub fn new(config: Config, seed: u64) -> Self {
+        let limits = ReassemblyLimits {
+            // Room for a remote's own truncation marker on a response cut at the same cap.
+            max_message_bytes: config.max_message_bytes + TRUNCATION_MARKER.len(),
+            max_streams: config.max_streams,
+            partial_timeout_ms: config.partial_timeout_ms,
+            expire_idle: false,
+            overflow: OverflowPolicy::Truncate,
+            finished_memory: config.finished_memory,
+        };
+        Client {
+            link: Link::new(config),
+            ids: IdGenerator::new(seed),
+            reassembler: Reassembler::new(limits),
+            requests: HashMap::new(),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.link.config
+    }
+
+    /// Who we are on the server, as learned from the lines seen so far.
+    pub fn identity(&self) -> &Identity {
+        &self.link.identity
+    }
+
+    /// Lets a host with its own IRC client tell us our prefix (`nick`, `user`, `host`).
+    pub fn set_identity(&mut self, nick: &str, user: &str, host: &str) {
+        self.link.identity.set_nick(nick);
+        self.link.identity.set_user_host(user, host);
+    }
+
+    /// Sends `payload` as a new request. `timeout_ms` overrides `request_timeout_ms` (for
+    /// `RemoteBash`, `timeout_sec`). Returns the request id its events will carry.
+    pub fn request(
+        &mut self,
+        now: u64,
+        payload: &str,
+        timeout_ms: Option<u64>,
+    ) -> Result<String, LocalError> {
+        let max = self.link.config.max_message_bytes;
+        if payload.len() > max {
+            return Err(LocalError::TooLarge {
+                size: payload.len(),
+                max,
+            });
+        }
+        if self.requests.len() >= self.link.config.max_streams {
+            return Err(LocalError::TooManyInFlight(self.requests.len()));
+        }
+        let id = loop {
+            let id = self.ids.next_id();
+            if !self.requests.contains_key(&id) && !self.reassembler.is_finished(&id) {
+                break id;
+            }
+        };
+        self.link.check_room(FrameType::Req, &id)?;
+        self.link
+            .queue_stream(FrameType::Req, &id, &escape(payload));
+        let timeout = timeout_ms.unwrap_or(self.link.config.request_timeout_ms);
+        self.requests
+            .insert(id.clone(), now.saturating_add(timeout));
+        Ok(id)
+    }
+
+    /// Cancels a request: no event will come for it, and the remote is sent a `CANCEL`.
+    pub fn cancel(&mut self, now: u64, id: &str, reason: &str) -> Result<(), LocalError> {
+        let _ = now;
+        if self.requests.remove(id).is_none() {
+            return Err(LocalError::UnknownRequest(id.to_owned()));
+        }
+        self.abandon(id, reason);
+        Ok(())
+    }
+
+    /// Forgets `id` everywhere and tells the remote to stop.
+    fn abandon(&mut self, id: &str, reason: &str) {
+        self.reassembler.finish_id(id);
+        self.link.withdraw(id);
+        let reason = escape(reason);
+        let budget = self.link.payload_budget(FrameType::Cancel, id, 1);
+        let cut = super::chunk::cut(&reason, 0, budget.max(super::chunk::MIN_PAYLOAD_BUDGET));
+        let frame = Frame {
+            kind: FrameType::Cancel,
+            id,
+            seq: 1,
+            more: false,
+            payload: &reason[..cut],
+        };
+        let line = self.link.frame_line(&frame);
+        self.link.queue(id, line, cut);
+        self.link.stats.cancels += 1;
+    }
+
+    /// Requests sent and not yet answered.
+    pub fn in_flight(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Takes one line the IRC connection received (with or without CRLF).
+    pub fn handle_line(&mut self, now: u64, line: &[u8]) {
+        let Some((sender, frame)) = self.link.accept(line) else {
+            return;
+        };
+        if !matches!(frame.kind, FrameType::Res | FrameType::Err)
+            || !self.requests.contains_key(frame.id)
+        {
+            self.link.stats.stale_frames += 1;
+            return;
+        }
+        let sender = self.link.fold(sender);
+        match self.reassembler.accept(now, &sender, &frame) {
+            Accepted::Buffered => {}
+            Accepted::Duplicate => self.link.stats.duplicates += 1,
+            Accepted::Ignored(_) | Accepted::Overflow => self.link.stats.stale_frames += 1,
+            Accepted::Complete(done) => {
+                let id = frame.id.to_owned();
+                self.requests.remove(&id);
+                // The other stream of this id (RES or ERR) is moot now.
+                self.reassembler.finish_id(&id);
+                let text = String::from_utf8_lossy(&done.data).into_owned();
+                let event = if frame.kind == FrameType::Err {
+                    Event::Failed {
+                        id,
+                        failure: Failure::from_err_payload(&text),
+                    }
+                } else {
+                    let (text, truncated) = self.finish_text(text, done.truncated);
+                    if truncated {
+                        self.link.stats.truncations += 1;
+                    }
+                    Event::Response {
+                        id,
+                        text,
+                        truncated,
+                    }
+                };
+                self.link.events.push_back(event);
+            }
+        }
+    }
+
+    /// Applies the size cap and the truncation marker (spec §6, §10.1). A remote that cut its
+    /// output at the same cap already appended the marker; that text is kept as it is.
+    fn finish_text(&self, mut text: String, cut_here: bool) -> (String, bool) {
+        let max = self.link.config.max_message_bytes;
+        let marked_by_remote =
+            text.ends_with(TRUNCATION_MARKER) && text.len() - TRUNCATION_MARKER.len() <= max;
+        if !marked_by_remote && (cut_here || text.len() > max) {
+            let mut cut = max.min(text.len());
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push_str(TRUNCATION_MARKER);
+        }
+        let truncated = text.ends_with(TRUNCATION_MARKER);
+        (text, truncated)
+    }
+
+    /// Fails what has expired by `now`: requests past their deadline (a `CANCEL` goes out) and
+    /// responses whose missing chunk never came. [`Client::poll_output`] calls this too.
+    pub fn handle_timeout(&mut self, now: u64) {
+        let expired: Vec<String> = self
+            .requests
+            .iter()
+            .filter(|&(_, &deadline)| deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            self.requests.remove(&id);
+            self.abandon(&id, "timeout");
+            self.link.stats.timeouts += 1;
+            self.link.events.push_back(Event::Failed {
+                id,
+                failure: Failure::Timeout,
+            });
+        }
+        for key in self.reassembler.expire(now) {
+            if self.requests.remove(&key.id).is_some() {
+                self.abandon(&key.id, "incomplete");
+                self.link.stats.incomplete += 1;
+                self.link.events.push_back(Event::Failed {
+                    id: key.id,
+                    failure: Failure::Incomplete,
+                });
+            }
+        }
+    }
+
+    /// The next thing to do: an event, a line to send, or the instant to wake up at. Call it
+    /// after every input until it returns [`Output::Timeout`].
+    pub fn poll_output(&mut self, now: u64) -> Output {
+        self.handle_timeout(now);
+        if let Some(event) = self.link.events.pop_front() {
+            return Output::Event(event);
+        }
+        if let Some(line) = self.link.take_queued(now) {
+            return Output::Transmit(line);
+        }
+        let mut deadline = now.saturating_add(IDLE_WAIT_MS);
+        if self.link.has_queued() {
+            deadline = deadline.min(self.link.ready_at(now));
+        }
+        if let Some(&d) = self.requests.values().min() {
+            deadline = deadline.min(d);
+        }
+        if let Some(d) = self.reassembler.next_deadline() {
+            deadline = deadline.min(d);
+        }
+        Output::Timeout(deadline.max(now))
+    }
+
+    /// Counters and the bytes buffered right now.
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.link.stats;
+        stats.bytes_buffered =
+            (self.reassembler.buffered_bytes() + self.link.queued_bytes()) as u64;
+        stats
+    }
+}

@@ -1,0 +1,198 @@
+//! What both endpoints share: filtering inbound lines down to our frames, learning our prefix,
+//! the line budget, and the paced outgoing queue.
+
+use std::collections::VecDeque;
+
+use super::chunk::{self, MIN_PAYLOAD_BUDGET};
+use super::frame::{Frame, FrameType};
+use super::pacing::TokenBucket;
+use super::{Config, Event, LocalError, Stats};
+use crate::irc::{Identity, Message};
+
+/// A line waiting for a token, tagged with its request id so it can be withdrawn.
+#[derive(Debug)]
+struct Queued {
+    id: String,
+    line: String,
+    payload_len: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct Link {
+    pub(crate) config: Config,
+    pub(crate) identity: Identity,
+    pub(crate) stats: Stats,
+    pub(crate) events: VecDeque<Event>,
+    pacer: TokenBucket,
+    outbox: VecDeque<Queued>,
+    outbox_bytes: usize,
+}
+
+impl Link {
+    pub(crate) fn new(config: Config) -> Self {
+        Link {
+            identity: Identity::new(&config.nick),
+            pacer: TokenBucket::new(config.pacing),
+            config,
+            stats: Stats::default(),
+            events: VecDeque::new(),
+            outbox: VecDeque::new(),
+            outbox_bytes: 0,
+        }
+    }
+
+    /// Picks out an OA1 frame meant for us from one inbound line: a `PRIVMSG` to our channel,
+    /// from someone else (and from the allowed sender when one is set), whose text is a frame.
+    /// Returns the sender's nick and the frame; everything else is counted and dropped.
+    pub(crate) fn accept<'a>(&mut self, line: &'a [u8]) -> Option<(&'a str, Frame<'a>)> {
+        self.stats.lines_in += 1;
+        let parsed = if line.len() > self.config.max_line_bytes {
+            None
+        } else {
+            Message::parse(line).ok()
+        };
+        let Some(msg) = parsed else {
+            self.stats.invalid_lines += 1;
+            self.stats.ignored += 1;
+            return None;
+        };
+        self.identity.observe(&msg);
+        let casemap = self.identity.casemapping();
+        let frame_text = match (msg.source_nick(), msg.params()) {
+            (Some(sender), [target, text])
+                if msg.is("PRIVMSG")
+                    && casemap.eq(target, &self.config.channel)
+                    && text.starts_with("OA1 ")
+                    && !self.identity.is_me(sender) =>
+            {
+                if let Some(allowed) = &self.config.allowed_sender {
+                    if !casemap.eq(sender, allowed) {
+                        self.stats.disallowed_sender += 1;
+                        self.stats.ignored += 1;
+                        return None;
+                    }
+                }
+                Some((sender, *text))
+            }
+            _ => None,
+        };
+        let Some((sender, text)) = frame_text else {
+            self.stats.ignored += 1;
+            return None;
+        };
+        match Frame::parse(text) {
+            Some(frame) => {
+                self.stats.frames_in += 1;
+                Some((sender, frame))
+            }
+            None => {
+                self.stats.malformed_frames += 1;
+                self.stats.ignored += 1;
+                None
+            }
+        }
+    }
+
+    /// The sender's nick folded under the server's case mapping (a stream key).
+    pub(crate) fn fold(&self, nick: &str) -> String {
+        self.identity.casemapping().fold(nick)
+    }
+
+    /// Escaped payload bytes that fit in frame `seq` of a `kind` stream for `id`.
+    pub(crate) fn payload_budget(&self, kind: FrameType, id: &str, seq: u32) -> usize {
+        let text_budget = self.identity.privmsg_text_budget(&self.config.channel);
+        let fits = text_budget.saturating_sub(Frame::header_len(kind, id, seq, false));
+        if self.config.adaptive_payload {
+            fits
+        } else {
+            fits.min(self.config.max_frame_payload_bytes)
+        }
+    }
+
+    /// Checks that frames for `id` have room for a payload at all.
+    pub(crate) fn check_room(&self, kind: FrameType, id: &str) -> Result<(), LocalError> {
+        // Seq 9999 is a frame deep into a 128 KiB message; budgets only shrink with more digits.
+        if self.payload_budget(kind, id, 9999) < MIN_PAYLOAD_BUDGET {
+            return Err(LocalError::NoRoom(self.config.channel.clone()));
+        }
+        Ok(())
+    }
+
+    /// The `PRIVMSG` line carrying one frame.
+    pub(crate) fn frame_line(&self, frame: &Frame<'_>) -> String {
+        let mut line =
+            String::with_capacity(16 + self.config.channel.len() + 32 + frame.payload.len());
+        line.push_str("PRIVMSG ");
+        line.push_str(&self.config.channel);
+        line.push_str(" :");
+        frame.write(&mut line);
+        line
+    }
+
+    /// Queues a whole stream for `id`, cut into frames that fit.
+    pub(crate) fn queue_stream(&mut self, kind: FrameType, id: &str, escaped: &str) {
+        let chunks = chunk::split(escaped, |seq| self.payload_budget(kind, id, seq));
+        let last = chunks.len();
+        for (i, payload) in chunks.into_iter().enumerate() {
+            let frame = Frame {
+                kind,
+                id,
+                seq: i as u32 + 1,
+                more: i + 1 < last,
+                payload,
+            };
+            let line = self.frame_line(&frame);
+            self.queue(id, line, payload.len());
+        }
+    }
+
+    pub(crate) fn queue(&mut self, id: &str, line: String, payload_len: usize) {
+        self.outbox_bytes += line.len();
+        self.outbox.push_back(Queued {
+            id: id.to_owned(),
+            line,
+            payload_len,
+        });
+    }
+
+    /// Withdraws every queued line of `id` (a cancelled or timed-out request).
+    pub(crate) fn withdraw(&mut self, id: &str) {
+        self.outbox.retain(|q| q.id != id);
+        self.outbox_bytes = self.outbox.iter().map(|q| q.line.len()).sum();
+    }
+
+    pub(crate) fn has_queued(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.outbox_bytes
+    }
+
+    /// When the next line may go.
+    pub(crate) fn ready_at(&self, now: u64) -> u64 {
+        self.pacer.ready_at(now)
+    }
+
+    /// Takes a pacing token if one is there.
+    pub(crate) fn try_take_token(&mut self, now: u64) -> bool {
+        self.pacer.try_take(now)
+    }
+
+    /// The next queued line, if pacing lets it go now.
+    pub(crate) fn take_queued(&mut self, now: u64) -> Option<String> {
+        if self.outbox.is_empty() || !self.pacer.try_take(now) {
+            return None;
+        }
+        let queued = self.outbox.pop_front()?;
+        self.outbox_bytes -= queued.line.len();
+        self.count_frame_out(queued.payload_len);
+        Some(queued.line)
+    }
+
+    pub(crate) fn count_frame_out(&mut self, payload_len: usize) {
+        self.stats.lines_out += 1;
+        self.stats.frames_out += 1;
+        self.stats.payload_bytes_out += payload_len as u64;
+    }
+}

@@ -1,0 +1,129 @@
+//! The `RemoteBash` tool contract at the OA1 level (spec §10).
+//!
+//! The model calls `RemoteBash {"command": ..., "timeout_sec": ...}`; the desk sends the command
+//! as the request payload and the tool result is the reassembled output text (with
+//! [`TRUNCATION_MARKER`](super::TRUNCATION_MARKER) when cut), or the JSON object
+//! `{"ok": false, "error": code, "message": message}` when the request failed.
+
+use serde::Deserialize;
+
+use super::{Client, Event, Failure, LocalError};
+
+/// The tool name the model sees.
+pub const TOOL_NAME: &str = "RemoteBash";
+
+/// The tool description (spec §10.2 guidance).
+pub const DESCRIPTION: &str = "Run a shell command on the remote machine and return its combined \
+stdout and stderr as text. Each call runs in a fresh shell: cd, exports and other shell state do \
+not carry over, so chain steps in one command (cd /x && make). Output travels over IRC, so it \
+may arrive chunked and is truncated past 128 KiB with a '...[truncated]...' marker: prefer \
+commands that keep output small (head, tail, rg -n, sed -n '1,120p', redirect big output to a \
+file). If you need structured output, ask the command itself for JSON.";
+
+/// The input schema (spec §10.1), as JSON text.
+pub const INPUT_SCHEMA: &str = r#"{"type":"object","properties":{"command":{"type":"string","description":"The shell command to run on the remote machine."},"timeout_sec":{"type":"integer","description":"Optional timeout (seconds)."}},"required":["command"]}"#;
+
+/// Arguments of one call.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RemoteBashArgs {
+    /// The shell command.
+    pub command: String,
+    /// Overrides the request timeout.
+    #[serde(default)]
+    pub timeout_sec: Option<u64>,
+}
+
+/// Why a call's arguments were refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArgsError {
+    /// Not a JSON object with a string `command` (and an optional non-negative integer
+    /// `timeout_sec`).
+    #[error("invalid RemoteBash arguments: {0}")]
+    Invalid(#[from] serde_json::Error),
+    /// `timeout_sec` of 0.
+    #[error("timeout_sec must be at least 1")]
+    ZeroTimeout,
+    /// The request could not be sent.
+    #[error(transparent)]
+    Local(#[from] LocalError),
+}
+
+impl RemoteBashArgs {
+    /// Parses the model's JSON arguments. An empty string means `{}` (and so fails for the
+    /// missing `command`).
+    pub fn parse(json: &str) -> Result<Self, ArgsError> {
+        let json = if json.trim().is_empty() { "{}" } else { json };
+        let args: RemoteBashArgs = serde_json::from_str(json)?;
+        if args.timeout_sec == Some(0) {
+            return Err(ArgsError::ZeroTimeout);
+        }
+        Ok(args)
+    }
+}
+
+/// Starts a `RemoteBash` call on `client`: returns the request id whose event answers it.
+pub fn call(client: &mut Client, now: u64, args_json: &str) -> Result<String, ArgsError> {
+    let args = RemoteBashArgs::parse(args_json)?;
+    let timeout_ms = args.timeout_sec.map(|s| s.saturating_mul(1000));
+    Ok(client.request(now, &args.command, timeout_ms)?)
+}
+
+/// The tool result for the model: the output text, or the failure object.
+pub fn tool_result(event: &Event) -> Option<(String, String)> {
+    match event {
+        Event::Response { id, text, .. } => Some((id.clone(), text.clone())),
+        Event::Failed { id, failure } => Some((id.clone(), failure_json(failure))),
+        _ => None,
+    }
+}
+
+/// `{"ok": false, "error": code, "message": message}`.
+pub fn failure_json(failure: &Failure) -> String {
+    serde_json::json!({
+        "ok": false,
+        "error": failure.code(),
+        "message": failure.message(),
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_arguments() {
+        let a = RemoteBashArgs::parse(r#"{"command":"ls -la","timeout_sec":5}"#).unwrap();
+        assert_eq!(a.command, "ls -la");
+        assert_eq!(a.timeout_sec, Some(5));
+        assert!(RemoteBashArgs::parse("").is_err());
+        assert!(RemoteBashArgs::parse(r#"{"command":1}"#).is_err());
+        assert!(RemoteBashArgs::parse(r#"{"command":"x","timeout_sec":-1}"#).is_err());
+        assert!(matches!(
+            RemoteBashArgs::parse(r#"{"command":"x","timeout_sec":0}"#),
+            Err(ArgsError::ZeroTimeout)
+        ));
+    }
+
+    #[test]
+    fn schema_is_the_spec_schema() {
+        let schema: serde_json::Value = serde_json::from_str(INPUT_SCHEMA).unwrap();
+        assert_eq!(schema["required"], serde_json::json!(["command"]));
+        assert_eq!(schema["properties"]["timeout_sec"]["type"], "integer");
+    }
+
+    #[test]
+    fn failure_object() {
+        let f = Failure::from_err_payload("timeout: remote execution exceeded 30s");
+        let v: serde_json::Value = serde_json::from_str(&failure_json(&f)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"ok": false, "error": "timeout", "message": "remote execution exceeded 30s"})
+        );
+        let f = Failure::from_err_payload("Bad Thing: x");
+        assert_eq!(f.code(), "error");
+        assert_eq!(f.message(), "Bad Thing: x");
+        assert_eq!(Failure::from_err_payload("no_colon").code(), "error");
+    }
+}

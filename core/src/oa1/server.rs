@@ -1,0 +1,341 @@
+//! The remote end: reassembles requests and streams responses back as they are produced.
+
+use std::collections::VecDeque;
+
+use super::chunk::{self, MIN_PAYLOAD_BUDGET};
+use super::escape::{escape, escape_into};
+use super::frame::{Frame, FrameType};
+use super::link::Link;
+use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
+use super::{Config, Event, IDLE_WAIT_MS, LocalError, Output, Stats, TRUNCATION_MARKER};
+use crate::irc::Identity;
+
+/// A response being streamed.
+#[derive(Debug)]
+struct Reply {
+    id: String,
+    /// Escaped output not sent yet is `escaped[sent..]`.
+    escaped: String,
+    sent: usize,
+    next_seq: u32,
+    /// Decoded output bytes accepted so far (the cap counts these).
+    accepted: usize,
+    truncated: bool,
+    finished: bool,
+    /// When the oldest unsent output arrived (for the flush delay).
+    waiting_since: Option<u64>,
+}
+
+impl Reply {
+    fn unsent(&self) -> &str {
+        &self.escaped[self.sent..]
+    }
+}
+
+/// The OA1 server (the remote). See the [module docs](super) and the crate docs for the host loop.
+#[derive(Debug)]
+pub struct Server {
+    link: Link,
+    reassembler: Reassembler,
+    /// Requests handed to the application and not yet answered, in round-robin order.
+    replies: VecDeque<Reply>,
+}
+
+impl Server {
+    /// A server with `config`.
+    pub fn new(config: Config) -> Self {
+        let limits = ReassemblyLimits {
+            max_message_bytes: config.max_message_bytes,
+            max_streams: config.max_streams,
+            partial_timeout_ms: config.partial_timeout_ms,
+            expire_idle: true,
+            overflow: OverflowPolicy::Reject,
+            finished_memory: config.finished_memory,
+        };
+        Server {
+            link: Link::new(config),
+            reassembler: Reassembler::new(limits),
+            replies: VecDeque::new(),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.link.config
+    }
+
+    /// Who we are on the server, as learned from the lines seen so far.
+    pub fn identity(&self) -> &Identity {
+        &self.link.identity
+    }
+
+    /// Lets a host with its own IRC client tell us our prefix (`nick`, `user`, `host`).
+    pub fn set_identity(&mut self, nick: &str, user: &str, host: &str) {
+        self.link.identity.set_nick(nick);
+        self.link.identity.set_user_host(user, host);
+    }
+
+    /// Requests handed out and not yet answered.
+    pub fn active(&self) -> usize {
+        self.replies.len()
+    }
+
+    /// Takes one line the IRC connection received (with or without CRLF).
+    pub fn handle_line(&mut self, now: u64, line: &[u8]) {
+        let Some((sender, frame)) = self.link.accept(line) else {
+            return;
+        };
+        match frame.kind {
+            FrameType::Req => self.handle_request_frame(now, sender, &frame),
+            FrameType::Cancel => self.handle_cancel(&frame),
+            // Responses of another server on the channel are not ours to handle.
+            FrameType::Res | FrameType::Err => self.link.stats.stale_frames += 1,
+        }
+    }
+
+    fn handle_request_frame(&mut self, now: u64, sender: &str, frame: &Frame<'_>) {
+        if self.replies.iter().any(|r| r.id == frame.id) {
+            self.link.stats.stale_frames += 1;
+            return;
+        }
+        let folded = self.link.fold(sender);
+        match self.reassembler.accept(now, &folded, frame) {
+            Accepted::Buffered => {}
+            Accepted::Duplicate => self.link.stats.duplicates += 1,
+            Accepted::Ignored(_) => self.link.stats.stale_frames += 1,
+            Accepted::Overflow => {
+                self.link.stats.too_large += 1;
+                let max = self.link.config.max_message_bytes;
+                self.queue_error(
+                    frame.id,
+                    "too_large",
+                    &format!("request exceeds {max} bytes"),
+                );
+            }
+            Accepted::Complete(done) => {
+                if self.replies.len() >= self.link.config.max_streams {
+                    self.queue_error(frame.id, "busy", "too many requests in progress");
+                    return;
+                }
+                self.replies.push_back(Reply {
+                    id: frame.id.to_owned(),
+                    escaped: String::new(),
+                    sent: 0,
+                    next_seq: 1,
+                    accepted: 0,
+                    truncated: false,
+                    finished: false,
+                    waiting_since: None,
+                });
+                self.link.events.push_back(Event::Request {
+                    id: frame.id.to_owned(),
+                    sender: sender.to_owned(),
+                    payload: String::from_utf8_lossy(&done.data).into_owned(),
+                });
+            }
+        }
+    }
+
+    fn handle_cancel(&mut self, frame: &Frame<'_>) {
+        if let Some(pos) = self.replies.iter().position(|r| r.id == frame.id) {
+            self.replies.remove(pos);
+            self.link.withdraw(frame.id);
+            self.link.stats.cancels += 1;
+            let reason = super::escape::unescape(frame.payload.as_bytes());
+            self.link.events.push_back(Event::Cancelled {
+                id: frame.id.to_owned(),
+                reason: String::from_utf8_lossy(&reason).into_owned(),
+            });
+        } else if self.reassembler.has_streams_for(frame.id) {
+            // Cancelled before the request was whole: drop it quietly.
+            self.reassembler.finish_id(frame.id);
+            self.link.stats.cancels += 1;
+        } else {
+            self.link.stats.stale_frames += 1;
+        }
+    }
+
+    fn reply_mut(&mut self, id: &str) -> Result<&mut Reply, LocalError> {
+        match self.replies.iter_mut().find(|r| r.id == id) {
+            Some(reply) if reply.finished => Err(LocalError::AlreadyFinished(id.to_owned())),
+            Some(reply) => Ok(reply),
+            None => Err(LocalError::UnknownRequest(id.to_owned())),
+        }
+    }
+
+    /// Streams more output of request `id`. Output past `max_message_bytes` is dropped and the
+    /// response ends with [`TRUNCATION_MARKER`].
+    pub fn send(&mut self, now: u64, id: &str, output: &str) -> Result<(), LocalError> {
+        let max = self.link.config.max_message_bytes;
+        let reply = self.reply_mut(id)?;
+        if reply.truncated || output.is_empty() {
+            return Ok(());
+        }
+        let room = max - reply.accepted;
+        let mut take = output.len().min(room);
+        while !output.is_char_boundary(take) {
+            take -= 1;
+        }
+        escape_into(&output[..take], &mut reply.escaped);
+        reply.accepted += take;
+        if take < output.len() {
+            escape_into(TRUNCATION_MARKER, &mut reply.escaped);
+            reply.truncated = true;
+            self.link.stats.truncations += 1;
+        }
+        let reply = self.reply_mut(id)?;
+        reply.waiting_since.get_or_insert(now);
+        Ok(())
+    }
+
+    /// Ends the response of request `id` once its output has gone out.
+    pub fn finish(&mut self, now: u64, id: &str) -> Result<(), LocalError> {
+        let _ = now;
+        self.reply_mut(id)?.finished = true;
+        Ok(())
+    }
+
+    /// Sends the whole response `text` of request `id` and ends it.
+    pub fn respond(&mut self, now: u64, id: &str, text: &str) -> Result<(), LocalError> {
+        self.send(now, id, text)?;
+        self.finish(now, id)
+    }
+
+    /// Answers request `id` with `ERR code: message`. Output not sent yet is dropped.
+    pub fn fail(
+        &mut self,
+        now: u64,
+        id: &str,
+        code: &str,
+        message: &str,
+    ) -> Result<(), LocalError> {
+        let _ = now;
+        if code.is_empty() || !code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            return Err(LocalError::InvalidErrorCode(code.to_owned()));
+        }
+        self.reply_mut(id)?;
+        self.replies.retain(|r| r.id != id);
+        self.queue_error(id, code, message);
+        Ok(())
+    }
+
+    fn queue_error(&mut self, id: &str, code: &str, message: &str) {
+        self.link.withdraw(id);
+        let escaped = escape(&format!("{code}: {message}"));
+        self.link.queue_stream(FrameType::Err, id, &escaped);
+    }
+
+    /// Fails request streams that went quiet for `partial_timeout_ms` (answered `ERR
+    /// incomplete`). [`Server::poll_output`] calls this too.
+    pub fn handle_timeout(&mut self, now: u64) {
+        for key in self.reassembler.expire(now) {
+            self.link.stats.incomplete += 1;
+            let secs = self.link.config.partial_timeout_ms / 1000;
+            self.queue_error(
+                &key.id,
+                "incomplete",
+                &format!("request stream idle for {secs}s"),
+            );
+        }
+    }
+
+    fn flush_due(&self, reply: &Reply, now: u64) -> bool {
+        let unsent = reply.unsent().len();
+        if reply.finished {
+            return true;
+        }
+        if unsent == 0 {
+            return false;
+        }
+        let budget = self
+            .link
+            .payload_budget(FrameType::Res, &reply.id, reply.next_seq);
+        unsent >= budget
+            || reply
+                .waiting_since
+                .is_some_and(|t| now >= t.saturating_add(self.link.config.flush_delay_ms))
+    }
+
+    /// The next frame of the first reply due, round robin. Takes a pacing token.
+    fn take_reply_frame(&mut self, now: u64) -> Option<String> {
+        let pos = (0..self.replies.len()).find(|&i| self.flush_due(&self.replies[i], now))?;
+        if !self.link.try_take_token(now) {
+            return None;
+        }
+        let mut reply = self.replies.remove(pos).expect("index in range");
+        let budget = self
+            .link
+            .payload_budget(FrameType::Res, &reply.id, reply.next_seq)
+            .max(MIN_PAYLOAD_BUDGET);
+        let end = chunk::cut(&reply.escaped, reply.sent, budget);
+        let last = reply.finished && end == reply.escaped.len();
+        let frame = Frame {
+            kind: FrameType::Res,
+            id: &reply.id,
+            seq: reply.next_seq,
+            more: !last,
+            payload: &reply.escaped[reply.sent..end],
+        };
+        let line = self.link.frame_line(&frame);
+        self.link.count_frame_out(end - reply.sent);
+        reply.sent = end;
+        reply.next_seq = reply.next_seq.saturating_add(1);
+        // Keep the buffer from growing with what was already sent.
+        if reply.sent > 4096 && reply.sent * 2 > reply.escaped.len() {
+            reply.escaped.drain(..reply.sent);
+            reply.sent = 0;
+        }
+        reply.waiting_since = if reply.unsent().is_empty() {
+            None
+        } else {
+            Some(now)
+        };
+        if !last {
+            self.replies.push_back(reply);
+        }
+        Some(line)
+    }
+
+    /// The next thing to do: an event, a line to send, or the instant to wake up at. Call it
+    /// after every input until it returns [`Output::Timeout`].
+    pub fn poll_output(&mut self, now: u64) -> Output {
+        self.handle_timeout(now);
+        if let Some(event) = self.link.events.pop_front() {
+            return Output::Event(event);
+        }
+        if let Some(line) = self.link.take_queued(now) {
+            return Output::Transmit(line);
+        }
+        if !self.link.has_queued() {
+            if let Some(line) = self.take_reply_frame(now) {
+                return Output::Transmit(line);
+            }
+        }
+        let mut deadline = now.saturating_add(IDLE_WAIT_MS);
+        let ready = self.link.ready_at(now);
+        if self.link.has_queued() {
+            deadline = deadline.min(ready);
+        }
+        for reply in &self.replies {
+            if self.flush_due(reply, now) {
+                deadline = deadline.min(ready);
+            } else if let Some(t) = reply.waiting_since {
+                let due = t.saturating_add(self.link.config.flush_delay_ms);
+                deadline = deadline.min(due.max(ready));
+            }
+        }
+        if let Some(d) = self.reassembler.next_deadline() {
+            deadline = deadline.min(d);
+        }
+        Output::Timeout(deadline.max(now))
+    }
+
+    /// Counters and the bytes buffered right now.
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.link.stats;
+        let replies: usize = self.replies.iter().map(|r| r.escaped.len()).sum();
+        stats.bytes_buffered =
+            (self.reassembler.buffered_bytes() + self.link.queued_bytes() + replies) as u64;
+        stats
+    }
+}
