@@ -1,7 +1,8 @@
 //! An in-memory IRC channel that behaves like a real server where OA1 cares: it adds the sender's
 //! `:nick!~user@host` prefix when relaying, refuses lines over 510 bytes from clients (ngircd
-//! disconnects for them), cuts relayed lines over 512 bytes the way ngircd does (`[CUT]`), and can
-//! inject channel noise. For tests, demos and examples; it does no I/O.
+//! disconnects for them), trims trailing whitespace from what it receives (ngircd's
+//! `ngt_TrimStr`), cuts relayed lines over 512 bytes the way ngircd does (`[CUT]`), and can inject
+//! channel noise. For tests, demos and examples; it does no I/O.
 
 use std::collections::VecDeque;
 
@@ -122,6 +123,7 @@ impl Relay {
         if line.len() > MAX_LINE_BYTES - 2 {
             return Err(RelayError::TooLong(line.len()));
         }
+        let line = line.trim_end_matches([' ', '\t']);
         let msg = Message::parse(line.as_bytes())?;
         let sender = self
             .members
@@ -209,9 +211,16 @@ mod tests {
             Some(":desk!~desk@127.0.0.1 PRIVMSG #desk :hi")
         );
         assert_eq!(relay.recv("desk"), None, "no echo to the sender");
-        let long = format!("PRIVMSG #desk :{}", "x".repeat(495));
+        relay
+            .send("desk", "PRIVMSG #desk :trailing space  \t")
+            .unwrap();
+        assert_eq!(
+            relay.recv("bot").as_deref(),
+            Some(":desk!~desk@127.0.0.1 PRIVMSG #desk :trailing space")
+        );
+        let long = format!("PRIVMSG #desk :{}", "x".repeat(496));
         assert_eq!(relay.send("desk", &long), Err(RelayError::TooLong(510 + 1)));
-        let fits = format!("PRIVMSG #desk :{}", "x".repeat(494));
+        let fits = format!("PRIVMSG #desk :{}", "x".repeat(495));
         relay.send("desk", &fits).unwrap();
         let got = relay.recv("bot").unwrap();
         assert!(got.ends_with("[CUT]"));

@@ -2,6 +2,14 @@
 //!
 //! The payload is escaped first and then cut, so every frame's escaped payload fits the budget.
 //! A cut never lands inside a UTF-8 sequence and never between the two bytes of an escape pair.
+//!
+//! No frame payload ends with a space either: IRC servers trim trailing whitespace from the lines
+//! they receive (ngircd's `ngt_TrimStr`), which would silently drop it. A cut moves back before
+//! trailing spaces so they start the next chunk instead; a chunk that is all spaces, or that ends
+//! the text with one, carries its last space as `\s` (IRCv3's escape for a space), see
+//! [`wire_payload`].
+
+use std::borrow::Cow;
 
 use super::escape::splits_escape_pair;
 
@@ -14,17 +22,36 @@ pub const MIN_PAYLOAD_BUDGET: usize = 4;
 /// [`MIN_PAYLOAD_BUDGET`]; the returned end is then greater than `start` unless the text is used up.
 pub fn cut(escaped: &str, start: usize, budget: usize) -> usize {
     debug_assert!(budget >= MIN_PAYLOAD_BUDGET);
-    if escaped.len() - start <= budget {
-        return escaped.len();
+    let mut end = escaped.len();
+    if end - start > budget {
+        end = start + budget;
+        while !escaped.is_char_boundary(end) {
+            end -= 1;
+        }
+        if splits_escape_pair(escaped.as_bytes(), start, end) {
+            end -= 1;
+        }
     }
-    let mut end = start + budget;
-    while !escaped.is_char_boundary(end) {
-        end -= 1;
-    }
-    if splits_escape_pair(escaped.as_bytes(), start, end) {
-        end -= 1;
+    if end > start && escaped.as_bytes()[end - 1] == b' ' {
+        let kept = escaped[start..end].trim_end_matches(' ').len();
+        let last = end == escaped.len();
+        if kept > 0 && (!last || end - start + 1 > budget) {
+            // The spaces start the next chunk (a leading space survives the server).
+            end = start + kept;
+        } else if end - start + 1 > budget {
+            // All spaces: leave room for the last one to travel as `\s`.
+            end -= 1;
+        }
     }
     end
+}
+
+/// The payload as it goes on the wire: a chunk that ends with a space carries that space as `\s`.
+pub fn wire_payload(chunk: &str) -> Cow<'_, str> {
+    match chunk.strip_suffix(' ') {
+        Some(rest) => Cow::Owned(format!("{rest}\\s")),
+        None => Cow::Borrowed(chunk),
+    }
 }
 
 /// Splits a whole escaped payload into chunks; `budget(seq)` gives the payload budget of the
@@ -67,16 +94,45 @@ mod tests {
         assert_eq!(split("abcde", |_| 4), vec!["abcd", "e"]);
     }
 
+    #[test]
+    fn no_chunk_ends_with_a_space_on_the_wire() {
+        assert_eq!(split("abc de", |_| 4), vec!["abc", " de"]);
+        assert_eq!(split("ab  cdef", |_| 4), vec!["ab", "  cd", "ef"]);
+        assert_eq!(split("         ", |_| 4), vec!["   ", "   ", "   "]);
+        assert_eq!(wire_payload("   "), "  \\s");
+        assert_eq!(split("x ", |_| 4), vec!["x "]);
+        assert_eq!(wire_payload("x "), "x\\s");
+        assert_eq!(wire_payload("x"), "x");
+        assert_eq!(unescape(wire_payload("a  ").as_bytes()), b"a  ".to_vec());
+    }
+
     proptest! {
+        #[test]
+        fn wire_payloads_fit_never_end_in_a_space_and_rejoin(
+            text in "[ a\\\n€]{0,60}",
+            budget in 4usize..12,
+        ) {
+            let escaped = escape(&text);
+            let mut rejoined = Vec::new();
+            for chunk in split(&escaped, |_| budget) {
+                let wire = wire_payload(chunk);
+                prop_assert!(wire.len() <= budget, "{:?} over {}", wire, budget);
+                prop_assert!(!wire.ends_with(' '));
+                rejoined.extend(unescape(wire.as_bytes()));
+            }
+            prop_assert_eq!(rejoined, text.as_bytes().to_vec());
+        }
+
         #[test]
         fn chunks_fit_and_rejoin(text in any::<String>(), budget in 4usize..40) {
             let escaped = escape(&text);
             let chunks = split(&escaped, |_| budget);
             let mut rejoined = Vec::new();
             for chunk in &chunks {
-                prop_assert!(chunk.len() <= budget);
+                let wire = wire_payload(chunk);
+                prop_assert!(wire.len() <= budget);
                 // each chunk decodes on its own: no pair was split
-                rejoined.extend(unescape(chunk.as_bytes()));
+                rejoined.extend(unescape(wire.as_bytes()));
             }
             prop_assert_eq!(rejoined, text.as_bytes().to_vec());
         }

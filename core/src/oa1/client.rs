@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use super::chunk;
 use super::escape::escape;
 use super::frame::{Frame, FrameType};
 use super::ids::IdGenerator;
@@ -105,16 +106,17 @@ impl Client {
         self.link.withdraw(id);
         let reason = escape(reason);
         let budget = self.link.payload_budget(FrameType::Cancel, id, 1);
-        let cut = super::chunk::cut(&reason, 0, budget.max(super::chunk::MIN_PAYLOAD_BUDGET));
+        let cut = chunk::cut(&reason, 0, budget.max(chunk::MIN_PAYLOAD_BUDGET));
+        let payload = chunk::wire_payload(&reason[..cut]);
         let frame = Frame {
             kind: FrameType::Cancel,
             id,
             seq: 1,
             more: false,
-            payload: &reason[..cut],
+            payload: &payload,
         };
         let line = self.link.frame_line(&frame);
-        self.link.queue(id, line, cut);
+        self.link.queue(id, line, payload.len());
         self.link.stats.cancels += 1;
     }
 

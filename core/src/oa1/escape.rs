@@ -1,6 +1,9 @@
 //! OA1 payload escaping (spec §3): `\` → `\\`, LF → `\n`, CR → `\r`, TAB → `\t`, and NUL → `\0`
 //! because IRC cannot carry NUL at all.
 //!
+//! A frame payload that would end with a space carries it as `\s` (servers trim trailing
+//! whitespace; see [`chunk`](super::chunk)), so decoding also maps `\s` to a space.
+//!
 //! Decoding is one pass over the bytes. An unknown escape `\x` stays `\x`, and a lone trailing
 //! backslash stays a backslash, so decoding never fails and never loses bytes. [`Unescaper`]
 //! decodes a stream fed in pieces, holding back a backslash that ends one piece until it sees the
@@ -97,6 +100,7 @@ fn push_escape(letter: u8, out: &mut Vec<u8>) {
         b'r' => out.push(b'\r'),
         b't' => out.push(b'\t'),
         b'0' => out.push(0),
+        b's' => out.push(b' '),
         other => out.extend_from_slice(&[b'\\', other]),
     }
 }
@@ -137,6 +141,7 @@ mod tests {
     #[test]
     fn unknown_escape_and_trailing_backslash_stay() {
         assert_eq!(unescape(b"\\x\\"), b"\\x\\".to_vec());
+        assert_eq!(unescape(b"a\\s"), b"a ".to_vec());
         assert_eq!(unescape(b"\\"), b"\\".to_vec());
     }
 

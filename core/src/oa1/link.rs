@@ -133,13 +133,14 @@ impl Link {
     pub(crate) fn queue_stream(&mut self, kind: FrameType, id: &str, escaped: &str) {
         let chunks = chunk::split(escaped, |seq| self.payload_budget(kind, id, seq));
         let last = chunks.len();
-        for (i, payload) in chunks.into_iter().enumerate() {
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let payload = chunk::wire_payload(chunk);
             let frame = Frame {
                 kind,
                 id,
                 seq: i as u32 + 1,
                 more: i + 1 < last,
-                payload,
+                payload: &payload,
             };
             let line = self.frame_line(&frame);
             self.queue(id, line, payload.len());

@@ -269,15 +269,16 @@ impl Server {
             .max(MIN_PAYLOAD_BUDGET);
         let end = chunk::cut(&reply.escaped, reply.sent, budget);
         let last = reply.finished && end == reply.escaped.len();
+        let payload = chunk::wire_payload(&reply.escaped[reply.sent..end]);
         let frame = Frame {
             kind: FrameType::Res,
             id: &reply.id,
             seq: reply.next_seq,
             more: !last,
-            payload: &reply.escaped[reply.sent..end],
+            payload: &payload,
         };
         let line = self.link.frame_line(&frame);
-        self.link.count_frame_out(end - reply.sent);
+        self.link.count_frame_out(payload.len());
         reply.sent = end;
         reply.next_seq = reply.next_seq.saturating_add(1);
         // Keep the buffer from growing with what was already sent.

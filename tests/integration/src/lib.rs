@@ -1,1 +1,258 @@
-//! Helpers shared by the real-peer integration tests.
+//! Helpers shared by the real-peer integration tests: a private ngircd on a free loopback port,
+//! and an IRC connection pumped by deskwire's session helper on a non-blocking socket.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use deskwire::irc::{
+    DecodedLine, LineDecoder, Session, SessionConfig, SessionEvent, SessionOutput,
+};
+
+/// A monotonic millisecond clock, as hosts give the engines.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock(Instant);
+
+impl Clock {
+    /// A clock starting at 0 now.
+    pub fn start() -> Self {
+        Clock(Instant::now())
+    }
+
+    /// Milliseconds since the start.
+    pub fn now(&self) -> u64 {
+        self.0.elapsed().as_millis() as u64
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::start()
+    }
+}
+
+/// A temporary directory removed on drop.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates a fresh directory under the system temp dir.
+    pub fn new(prefix: &str) -> std::io::Result<Self> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(TempDir(dir))
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; good enough for a test server).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
+}
+
+fn ngircd_binary() -> Option<PathBuf> {
+    [
+        "/usr/sbin/ngircd",
+        "/usr/bin/ngircd",
+        "/usr/local/sbin/ngircd",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+}
+
+/// A private ngircd in the foreground on a free loopback port, stopped on drop.
+#[derive(Debug)]
+pub struct Ngircd {
+    child: Child,
+    /// The port it listens on (127.0.0.1).
+    pub port: u16,
+    _dir: TempDir,
+}
+
+impl Ngircd {
+    /// Starts ngircd with a generated config and waits until it accepts connections.
+    /// Panics with a clear message when ngircd is not installed (`tests/run.sh` installs it).
+    pub fn start() -> Self {
+        let binary = ngircd_binary()
+            .expect("ngircd is not installed: run tests/run.sh, which installs it with apt");
+        let dir = TempDir::new("deskwire-ngircd").expect("temp dir");
+        let include = dir.path().join("conf.d");
+        std::fs::create_dir_all(&include).expect("conf.d");
+        let port = free_port();
+        let conf = dir.path().join("ngircd.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "[Global]\nName = irc.deskwire.test\nInfo = deskwire test server\n\
+                 AdminInfo1 = deskwire\nAdminInfo2 = tests\nAdminEMail = tests@deskwire.invalid\n\
+                 Listen = 127.0.0.1\nPorts = {port}\n\
+                 [Limits]\nMaxConnectionsIP = 0\nPingTimeout = 120\nPongTimeout = 60\n\
+                 [Options]\nPAM = no\nIdent = no\nDNS = no\nIncludeDir = {}\n",
+                include.display()
+            ),
+        )
+        .expect("write ngircd.conf");
+        let child = Command::new(binary)
+            .arg("-n")
+            .arg("-f")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start ngircd");
+        let server = Ngircd {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "ngircd did not start listening");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Ngircd {
+    fn drop(&mut self) {
+        // SIGTERM stops ngircd cleanly; then reap it so no zombie stays.
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One IRC connection: a non-blocking socket, a line decoder and the session helper.
+#[derive(Debug)]
+pub struct IrcConn {
+    socket: TcpStream,
+    decoder: LineDecoder,
+    /// The session helper (registration, PING, JOIN).
+    pub session: Session,
+    /// Whether the session joined its channel.
+    pub joined: bool,
+    /// Every line received, CRLF excluded, in order.
+    pub received: Vec<(u64, Vec<u8>)>,
+    /// The longest line received, CRLF included.
+    pub longest_line: usize,
+    /// Session events seen.
+    pub events: Vec<SessionEvent>,
+}
+
+impl IrcConn {
+    /// Connects and starts registering `nick`, joining `channel`.
+    pub fn connect(addr: &str, nick: &str, channel: &str, now: u64) -> Self {
+        let socket = TcpStream::connect(addr).expect("connect to the IRC server");
+        socket.set_nodelay(true).ok();
+        socket.set_nonblocking(true).expect("non-blocking");
+        IrcConn {
+            socket,
+            // Accept anything a server may send, so an over-long relayed line would be seen.
+            decoder: LineDecoder::new(64 * 1024),
+            session: Session::new(SessionConfig::new(nick, &[channel]), now),
+            joined: false,
+            received: Vec::new(),
+            longest_line: 0,
+            events: Vec::new(),
+        }
+    }
+
+    /// Writes one line plus CRLF (blocking until written).
+    pub fn write_line(&mut self, line: &str) {
+        let mut bytes = line.as_bytes().to_vec();
+        bytes.extend_from_slice(b"\r\n");
+        let mut written = 0;
+        while written < bytes.len() {
+            match self.socket.write(&bytes[written..]) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("write to IRC server: {e}"),
+            }
+        }
+    }
+
+    /// Reads what is there; returns the new lines (also recorded in `received`).
+    pub fn read_lines(&mut self, now: u64) -> Vec<Vec<u8>> {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match self.socket.read(&mut buf) {
+                Ok(0) => panic!("the IRC server closed the connection"),
+                Ok(n) => self.decoder.feed(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => panic!("read from IRC server: {e}"),
+            }
+        }
+        let mut lines = Vec::new();
+        while let Some(decoded) = self.decoder.next_line() {
+            match decoded {
+                DecodedLine::Line(line) => lines.push(line.to_vec()),
+                DecodedLine::TooLong { discarded } => panic!("a {discarded}-byte line arrived"),
+                _ => {}
+            }
+        }
+        for line in &lines {
+            self.longest_line = self.longest_line.max(line.len() + 2);
+            self.session.handle_line(now, line);
+            self.received.push((now, line.clone()));
+        }
+        lines
+    }
+
+    /// Runs the session: writes its lines, records its events. Returns its deadline.
+    pub fn pump_session(&mut self, now: u64) -> u64 {
+        loop {
+            match self.session.poll_output(now) {
+                SessionOutput::Transmit(line) => self.write_line(&line),
+                SessionOutput::Event(event) => {
+                    if matches!(event, SessionEvent::Joined { .. }) {
+                        self.joined = true;
+                    }
+                    if let SessionEvent::Disconnected { reason } = &event {
+                        panic!("IRC session ended: {reason:?}");
+                    }
+                    self.events.push(event);
+                }
+                SessionOutput::Timeout(t) => return t,
+            }
+        }
+    }
+}

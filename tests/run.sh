@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what the tests need on a fresh machine and runs every suite.
+#   bash tests/run.sh            everything
+#   FUZZ_SECONDS=0 bash tests/run.sh   skip the fuzz smoke run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+
+section() { printf '\n== %s\n' "$*"; }
+
+section "system packages"
+missing=()
+command -v ngircd >/dev/null 2>&1 || [ -x /usr/sbin/ngircd ] || missing+=(ngircd)
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+echo "ngircd: $(command -v ngircd || echo /usr/sbin/ngircd)"
+
+section "format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+section "Rust tests (unit, property, two-party harness, real ngircd, real child processes)"
+cargo test --workspace --quiet 2>&1 | tee target/test-output.txt
+# cargo prints a result line per test binary; sum them up into one closing line.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "rust: %d passed, %d failed\n", p, f }' target/test-output.txt
+
+section "desk demo (README main command)"
+out=$(cargo run --quiet --release --bin desk -- 'printf "hello from %s\n" desk')
+echo "$out"
+[ "$out" = "hello from desk" ]
+
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  section "fuzz smoke run (${FUZZ_SECONDS}s per target)"
+  if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked --quiet
+  fi
+  (
+    cd core/fuzz
+    for target in $(cargo fuzz list); do
+      echo "-- $target"
+      cargo fuzz run -s none "$target" -- -max_total_time="$FUZZ_SECONDS" 2>&1 | tail -n 2
+    done
+  )
+fi
+
+section "done"
