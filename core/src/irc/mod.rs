@@ -8,5 +8,10 @@ pub mod message;
 pub mod session;
 
 pub use casemap::CaseMapping;
+pub use decoder::{DEFAULT_MAX_LINE_BYTES, DecodedLine, LineDecoder};
 pub use identity::{Identity, MAX_LINE_BYTES};
 pub use message::{FormatError, Message, ParseError, Source, format_line, privmsg};
+pub use session::{
+    DisconnectReason, Session, SessionConfig, SessionError, SessionEvent, SessionOutput,
+    SessionStats,
+};

@@ -1,1 +1,1306 @@
-//! Placeholder: being written.
+//! A sans-IO IRC client session, for hosts that have no IRC client of their own.
+//!
+//! [`Session`] registers (`PASS`, `NICK`, `USER`), falls back to another nick when ours is taken,
+//! answers `PING`, joins the configured channels, keeps the link alive with its own `PING`, and learns
+//! the prefix the server shows for us (see [`Identity`]), which OA1 needs to size its chunks. It owns
+//! no socket and no clock: the host writes what [`SessionOutput::Transmit`] gives it (plus `"\r\n"`),
+//! feeds what it reads to [`Session::handle_bytes`] (or whole lines to [`Session::handle_line`]),
+//! and calls [`Session::handle_timeout`] when the last [`SessionOutput::Timeout`] deadline passes.
+//!
+//! ```
+//! use deskwire::irc::{Session, SessionConfig, SessionEvent, SessionOutput};
+//!
+//! let now = 0;
+//! let mut session = Session::new(SessionConfig::new("desk", &["#desk"]), now);
+//! let mut sent = Vec::new();
+//! // The server's side of the conversation, as the socket would deliver it.
+//! session.handle_bytes(now, b":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n");
+//! loop {
+//!     match session.poll_output(now) {
+//!         // write `line` plus "\r\n" to the socket
+//!         SessionOutput::Transmit(line) => sent.push(line),
+//!         SessionOutput::Event(SessionEvent::Registered { nick }) => assert_eq!(nick, "desk"),
+//!         SessionOutput::Event(event) => println!("{event:?}"),
+//!         // wait for bytes from the socket or until `deadline`, then call
+//!         // `handle_bytes` / `handle_timeout`
+//!         SessionOutput::Timeout(deadline) => {
+//!             assert!(deadline > now);
+//!             break;
+//!         }
+//!     }
+//! }
+//! assert_eq!(sent, ["NICK desk", "USER desk 0 * deskwire", "JOIN #desk"]);
+//! ```
+
+use std::collections::VecDeque;
+
+use super::decoder::{DEFAULT_MAX_LINE_BYTES, DecodedLine, LineDecoder};
+use super::identity::{Identity, MAX_LINE_BYTES};
+use super::message::{self, Message};
+
+/// The token of the keepalive `PING` the session sends.
+pub const KEEPALIVE_TOKEN: &str = "deskwire";
+
+/// Bytes a line we send may have before its CRLF (servers refuse longer ones).
+const MAX_OUTGOING: usize = MAX_LINE_BYTES - 2;
+
+/// How to register and what to join.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// The nick to ask for first.
+    pub nick: String,
+    /// The user name sent in `USER` (servers may show it with a `~` in front).
+    pub user: String,
+    /// The real name sent in `USER`.
+    pub realname: String,
+    /// The server password, sent as `PASS` before anything else.
+    pub password: Option<String>,
+    /// Channels to join once registered.
+    pub channels: Vec<String>,
+    /// How many nicks to try before giving up: the configured one, then with `_`, then with `1`,
+    /// `2`, ... appended. At least one is always tried.
+    pub max_nick_attempts: u32,
+    /// Send a keepalive `PING` when nothing arrived for this long.
+    pub ping_interval_ms: u64,
+    /// Give up on the link when nothing arrived this long after a keepalive `PING`.
+    pub ping_timeout_ms: u64,
+    /// Longest line accepted from the server, CRLF included; longer lines are ignored and counted.
+    pub max_line_bytes: usize,
+}
+
+impl SessionConfig {
+    /// A configuration for `nick` joining `channels`, with user `nick`, real name `deskwire`, 5
+    /// nick attempts, a keepalive `PING` after 60 s of silence, a 120 s timeout for its answer, and
+    /// lines of up to [`DEFAULT_MAX_LINE_BYTES`] (IRCv3 tags included).
+    pub fn new(nick: &str, channels: &[&str]) -> Self {
+        SessionConfig {
+            nick: nick.to_owned(),
+            user: nick.to_owned(),
+            realname: "deskwire".to_owned(),
+            password: None,
+            channels: channels.iter().map(|c| (*c).to_owned()).collect(),
+            max_nick_attempts: 5,
+            ping_interval_ms: 60_000,
+            ping_timeout_ms: 120_000,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        }
+    }
+
+    /// Checks every value; [`Session::new`] takes invalid values without panicking (see there),
+    /// this says what is wrong instead.
+    pub fn validate(&self) -> Result<(), SessionError> {
+        if sanitize_word(&self.nick) != self.nick {
+            return Err(SessionError::InvalidNick(self.nick.clone()));
+        }
+        if sanitize_word(&self.user) != self.user {
+            return Err(SessionError::InvalidUser(self.user.clone()));
+        }
+        if has_forbidden_byte(&self.realname) {
+            return Err(SessionError::ForbiddenByte);
+        }
+        if self.password.as_deref().is_some_and(has_forbidden_byte) {
+            return Err(SessionError::ForbiddenByte);
+        }
+        for channel in &self.channels {
+            validate_channel(channel)?;
+        }
+        Ok(())
+    }
+}
+
+/// Something the host should know about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionEvent {
+    /// The server accepted us (`001`) under this nick; the configured channels are being joined.
+    Registered {
+        /// Our nick, as the server confirmed it.
+        nick: String,
+    },
+    /// We are in this channel (the server echoed our `JOIN`).
+    Joined {
+        /// The channel, as the server wrote it.
+        channel: String,
+    },
+    /// Our nick changed.
+    NickChanged {
+        /// The nick before.
+        old: String,
+        /// The nick now.
+        new: String,
+    },
+    /// The prefix the server adds to our lines became known, or changed (a nick change, a host
+    /// cloak). It sets how much text fits in one line: see [`Identity::privmsg_text_budget`].
+    PrefixLearned {
+        /// `nick!user@host`.
+        prefix: String,
+    },
+    /// Someone removed us from a channel. Joining again is the host's choice ([`Session::join`]).
+    Kicked {
+        /// The channel.
+        channel: String,
+        /// The nick (or server) that kicked us.
+        by: String,
+        /// The reason given, possibly empty.
+        reason: String,
+    },
+    /// We left a channel (the server echoed a `PART` of ours).
+    Parted {
+        /// The channel.
+        channel: String,
+    },
+    /// The server answered with an error reply (numerics 400 to 599) that the session does not
+    /// handle itself, for example `474 #desk Cannot join channel (+b)` or
+    /// `404 #desk Cannot send to channel`.
+    ServerError {
+        /// The numeric and its parameters after our nick, separated by spaces.
+        message: String,
+    },
+    /// The session is over; the host should close the connection. Nothing more happens after it.
+    Disconnected {
+        /// Why.
+        reason: DisconnectReason,
+    },
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DisconnectReason {
+    /// The server closed the link with `ERROR`.
+    ServerClosed {
+        /// The text of the `ERROR` line.
+        message: String,
+    },
+    /// Nothing arrived for `ping_timeout_ms` after a keepalive `PING`.
+    TimedOut,
+    /// Every nick tried was taken or refused before registration.
+    NickUnavailable,
+    /// The host called [`Session::quit`].
+    Quit,
+}
+
+/// What [`Session::poll_output`] asks the host to do.
+///
+/// Exhaustive on purpose: a host loop handles exactly these three cases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionOutput {
+    /// Write this line, followed by `"\r\n"`, to the connection.
+    Transmit(String),
+    /// Tell the application.
+    Event(SessionEvent),
+    /// Nothing more to do until this instant (`now_ms` clock) or until bytes arrive; then call
+    /// [`Session::handle_timeout`]. A deadline at or before `now` means: call it right away.
+    Timeout(u64),
+}
+
+/// A misuse of the session by the host. The session is unchanged when one is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The session has ended (see [`SessionEvent::Disconnected`]).
+    #[error("the session has ended")]
+    Closed,
+    /// The server has not accepted us yet; messages would be refused.
+    #[error("not registered yet")]
+    NotRegistered,
+    /// A nick must be non-empty, without spaces, commas, control bytes or a leading ':'.
+    #[error("invalid nick {0:?}")]
+    InvalidNick(String),
+    /// A user name must be non-empty, without spaces, commas, control bytes or a leading ':'.
+    #[error("invalid user name {0:?}")]
+    InvalidUser(String),
+    /// A channel name must start with `#`, `&`, `+` or `!` and have no space, comma or control byte.
+    #[error("invalid channel name {0:?}")]
+    InvalidChannel(String),
+    /// A message target must be a channel or a nick, one only (no commas).
+    #[error("invalid message target {0:?}")]
+    InvalidTarget(String),
+    /// The text contains NUL, CR or LF; IRC cannot carry it.
+    #[error("text contains a NUL, CR or LF byte")]
+    ForbiddenByte,
+    /// An empty message text (servers refuse it).
+    #[error("empty message text")]
+    EmptyText,
+    /// The text does not fit one line once the server adds our prefix.
+    #[error("text of {len} bytes does not fit the {budget}-byte budget of one line")]
+    TooLong {
+        /// Bytes of text given.
+        len: usize,
+        /// Bytes of text that fit (see [`Identity::privmsg_text_budget`]).
+        budget: usize,
+    },
+}
+
+/// Counters, for logs and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionStats {
+    /// Lines received (all of them, ignored ones included).
+    pub lines_received: u64,
+    /// Lines queued for sending.
+    pub lines_queued: u64,
+    /// Lines ignored because they were longer than `max_line_bytes`.
+    pub ignored_too_long: u64,
+    /// Lines ignored because they were not IRC messages (bad UTF-8, no command, stray bytes) or
+    /// lacked a parameter the command needs.
+    pub ignored_invalid: u64,
+    /// Lines ignored because they arrived after the session ended.
+    pub ignored_after_close: u64,
+    /// Server `PING`s answered.
+    pub pings_answered: u64,
+    /// Keepalive `PING`s sent.
+    pub keepalive_pings: u64,
+    /// `NICK` commands sent during registration.
+    pub nick_attempts: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Registering,
+    Registered,
+    Closed,
+}
+
+/// A sans-IO IRC client session: see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Session {
+    config: SessionConfig,
+    identity: Identity,
+    state: State,
+    /// The nick the fallbacks are built from.
+    base_nick: String,
+    /// Channels to join once registered.
+    pending_joins: Vec<String>,
+    /// Channels we are in, as the server wrote them.
+    channels: Vec<String>,
+    reported_prefix: Option<String>,
+    queue: VecDeque<SessionOutput>,
+    decoder: LineDecoder,
+    last_received_ms: u64,
+    keepalive_sent_ms: Option<u64>,
+    stats: SessionStats,
+}
+
+impl Session {
+    /// Starts a session at `now_ms`: queues `PASS` (when a password is set), `NICK` and `USER`.
+    ///
+    /// Invalid configuration values do not panic: in the nick and user name, spaces, commas,
+    /// control bytes and a leading ':' become `_`; in the password and real name, NUL, CR and LF
+    /// become spaces; invalid channel names are skipped. [`SessionConfig::validate`] reports them
+    /// as errors instead.
+    pub fn new(config: SessionConfig, now_ms: u64) -> Self {
+        let base_nick = sanitize_word(&config.nick);
+        let user = sanitize_word(&config.user);
+        let mut realname = replace_forbidden(&config.realname);
+        if realname.trim().is_empty() {
+            realname = "deskwire".to_owned();
+        }
+        let pending_joins = config
+            .channels
+            .iter()
+            .filter(|c| validate_channel(c).is_ok())
+            .cloned()
+            .collect();
+        let mut session = Session {
+            identity: Identity::new(&base_nick),
+            state: State::Registering,
+            base_nick,
+            pending_joins,
+            channels: Vec::new(),
+            reported_prefix: None,
+            queue: VecDeque::new(),
+            decoder: LineDecoder::new(config.max_line_bytes),
+            last_received_ms: now_ms,
+            keepalive_sent_ms: None,
+            stats: SessionStats::default(),
+            config,
+        };
+        if let Some(password) = session.config.password.as_deref() {
+            let password = replace_forbidden(password);
+            session.send("PASS", &[&password]);
+        }
+        let nick = session.base_nick.clone();
+        session.stats.nick_attempts = 1;
+        session.send("NICK", &[&nick]);
+        session.send("USER", &[&user, "0", "*", &realname]);
+        session
+    }
+
+    /// What we know about ourselves: nick, learned prefix, server limits, text budget.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// Whether the server has accepted us (`001`) and the session has not ended.
+    pub fn is_registered(&self) -> bool {
+        self.state == State::Registered
+    }
+
+    /// Whether the session has ended ([`SessionEvent::Disconnected`] was queued).
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// The channels we are in, as the server wrote them.
+    pub fn channels(&self) -> &[String] {
+        &self.channels
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    /// Feeds bytes read from the connection; complete lines are handled right away and a partial
+    /// line waits for the rest. Over-long lines are dropped (counted), with bounded memory.
+    pub fn handle_bytes(&mut self, now_ms: u64, bytes: &[u8]) {
+        self.decoder.feed(bytes);
+        // The decoder borrows its buffer for each line, so take it out while handling lines.
+        let mut decoder = std::mem::take(&mut self.decoder);
+        while let Some(decoded) = decoder.next_line() {
+            match decoded {
+                DecodedLine::Line(line) => self.handle_line(now_ms, line),
+                _ => {
+                    self.stats.lines_received += 1;
+                    if self.state == State::Closed {
+                        self.stats.ignored_after_close += 1;
+                    } else {
+                        // An over-long line is still a sign of life.
+                        self.note_activity(now_ms);
+                        self.stats.ignored_too_long += 1;
+                    }
+                }
+            }
+        }
+        self.decoder = decoder;
+    }
+
+    /// Handles one line from the server, with or without its CRLF.
+    pub fn handle_line(&mut self, now_ms: u64, line: &[u8]) {
+        self.stats.lines_received += 1;
+        if self.state == State::Closed {
+            self.stats.ignored_after_close += 1;
+            return;
+        }
+        self.note_activity(now_ms);
+        let mut content = line;
+        while let [rest @ .., b'\r' | b'\n'] = content {
+            content = rest;
+        }
+        if content.len().saturating_add(2) > self.config.max_line_bytes {
+            self.stats.ignored_too_long += 1;
+            return;
+        }
+        match Message::parse(content) {
+            Ok(msg) => self.handle_message(&msg),
+            Err(_) => self.stats.ignored_invalid += 1,
+        }
+    }
+
+    /// Runs the keepalive: sends a `PING` after `ping_interval_ms` of silence and ends the session
+    /// when nothing answers within `ping_timeout_ms`. Calling it early does nothing.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        if self.state == State::Closed {
+            return;
+        }
+        match self.keepalive_sent_ms {
+            Some(sent) if now_ms >= sent.saturating_add(self.config.ping_timeout_ms) => {
+                self.close(DisconnectReason::TimedOut);
+            }
+            Some(_) => {}
+            None if now_ms >= self.keepalive_deadline() => {
+                self.keepalive_sent_ms = Some(now_ms);
+                self.stats.keepalive_pings += 1;
+                self.send("PING", &[KEEPALIVE_TOKEN]);
+            }
+            None => {}
+        }
+    }
+
+    /// The next thing to do: a line to send, an event, or the deadline to wait for. Call it until
+    /// it answers [`SessionOutput::Timeout`], after every `handle_*` call and app command.
+    pub fn poll_output(&mut self, now_ms: u64) -> SessionOutput {
+        if let Some(output) = self.queue.pop_front() {
+            return output;
+        }
+        let deadline = match (self.state, self.keepalive_sent_ms) {
+            (State::Closed, _) => now_ms.saturating_add(self.config.ping_interval_ms.max(1)),
+            (_, Some(sent)) => sent.saturating_add(self.config.ping_timeout_ms),
+            (_, None) => self.keepalive_deadline(),
+        };
+        SessionOutput::Timeout(deadline)
+    }
+
+    /// Joins `channel`: right away when registered, otherwise once the server accepts us.
+    /// [`SessionEvent::Joined`] follows when the server confirms.
+    pub fn join(&mut self, channel: &str) -> Result<(), SessionError> {
+        if self.state == State::Closed {
+            return Err(SessionError::Closed);
+        }
+        validate_channel(channel)?;
+        if self.state == State::Registered {
+            self.send("JOIN", &[channel]);
+        } else {
+            self.pending_joins.push(channel.to_owned());
+        }
+        Ok(())
+    }
+
+    /// Leaves `channel`; [`SessionEvent::Parted`] follows when the server confirms.
+    pub fn part(&mut self, channel: &str) -> Result<(), SessionError> {
+        match self.state {
+            State::Closed => return Err(SessionError::Closed),
+            State::Registering => return Err(SessionError::NotRegistered),
+            State::Registered => {}
+        }
+        validate_channel(channel)?;
+        self.send("PART", &[channel]);
+        Ok(())
+    }
+
+    /// Queues one `PRIVMSG target :text` line. The text must fit one line once the server adds our
+    /// prefix ([`Identity::privmsg_text_budget`]); splitting longer texts is the caller's job (OA1
+    /// does its own chunking).
+    pub fn privmsg(&mut self, target: &str, text: &str) -> Result<(), SessionError> {
+        match self.state {
+            State::Closed => return Err(SessionError::Closed),
+            State::Registering => return Err(SessionError::NotRegistered),
+            State::Registered => {}
+        }
+        if target.is_empty()
+            || target.starts_with(':')
+            || target.bytes().any(|b| b == b' ' || b == b',' || b < 0x20)
+        {
+            return Err(SessionError::InvalidTarget(target.to_owned()));
+        }
+        if has_forbidden_byte(text) {
+            return Err(SessionError::ForbiddenByte);
+        }
+        if text.is_empty() {
+            return Err(SessionError::EmptyText);
+        }
+        let budget = self.identity.privmsg_text_budget(target);
+        if text.len() > budget {
+            return Err(SessionError::TooLong {
+                len: text.len(),
+                budget,
+            });
+        }
+        match message::privmsg(target, text) {
+            Ok(line) => {
+                self.transmit(line);
+                Ok(())
+            }
+            Err(_) => Err(SessionError::InvalidTarget(target.to_owned())),
+        }
+    }
+
+    /// Sends `QUIT :reason` and ends the session: [`SessionEvent::Disconnected`] with
+    /// [`DisconnectReason::Quit`] follows the `QUIT` line. Does nothing when already ended.
+    pub fn quit(&mut self, reason: &str) {
+        if self.state == State::Closed {
+            return;
+        }
+        let reason = replace_forbidden(reason);
+        self.send("QUIT", &[truncate_utf8(&reason, 400)]);
+        self.close(DisconnectReason::Quit);
+    }
+
+    fn keepalive_deadline(&self) -> u64 {
+        self.last_received_ms
+            .saturating_add(self.config.ping_interval_ms)
+    }
+
+    fn note_activity(&mut self, now_ms: u64) {
+        self.last_received_ms = self.last_received_ms.max(now_ms);
+        self.keepalive_sent_ms = None;
+    }
+
+    fn handle_message(&mut self, msg: &Message<'_>) {
+        let from_me = msg.source.is_some_and(|s| self.identity.is_me(s.nick));
+        let old_nick = self.identity.nick().to_owned();
+        let learned = self.identity.observe(msg);
+        let command = msg.command;
+        if command.eq_ignore_ascii_case("PING") {
+            match msg.param(0) {
+                Some(token) => {
+                    self.stats.pings_answered += 1;
+                    self.send("PONG", &[token]);
+                }
+                None => self.stats.ignored_invalid += 1,
+            }
+        } else if command.eq_ignore_ascii_case("ERROR") {
+            let message = msg.trailing().unwrap_or("").to_owned();
+            self.close(DisconnectReason::ServerClosed { message });
+            return;
+        } else if command == "001" {
+            if self.state == State::Registering {
+                self.state = State::Registered;
+                let nick = self.identity.nick().to_owned();
+                self.event(SessionEvent::Registered { nick });
+                self.report_prefix();
+                for channel in std::mem::take(&mut self.pending_joins) {
+                    self.send("JOIN", &[&channel]);
+                }
+            }
+        } else if matches!(command, "432" | "433" | "436" | "437")
+            && self.state == State::Registering
+        {
+            // 433 * <nick> :Nickname is already in use; only the nick we last asked for counts.
+            let refused = msg.param(1).unwrap_or(self.identity.nick());
+            if self.identity.is_me(refused) {
+                self.try_next_nick();
+            }
+        } else if command.eq_ignore_ascii_case("JOIN") && from_me {
+            match msg.param(0) {
+                Some(channel) => {
+                    if !self.is_in(channel) {
+                        self.channels.push(channel.to_owned());
+                    }
+                    self.event(SessionEvent::Joined {
+                        channel: channel.to_owned(),
+                    });
+                }
+                None => self.stats.ignored_invalid += 1,
+            }
+        } else if command.eq_ignore_ascii_case("PART") && from_me {
+            match msg.param(0) {
+                Some(channel) => {
+                    self.forget_channel(channel);
+                    self.event(SessionEvent::Parted {
+                        channel: channel.to_owned(),
+                    });
+                }
+                None => self.stats.ignored_invalid += 1,
+            }
+        } else if command.eq_ignore_ascii_case("KICK") {
+            if let (Some(channel), Some(victim)) = (msg.param(0), msg.param(1)) {
+                if self.identity.is_me(victim) {
+                    self.forget_channel(channel);
+                    self.event(SessionEvent::Kicked {
+                        channel: channel.to_owned(),
+                        by: msg.source_nick().unwrap_or("").to_owned(),
+                        reason: msg.param(2).unwrap_or("").to_owned(),
+                    });
+                }
+            } else {
+                self.stats.ignored_invalid += 1;
+            }
+        } else if command.eq_ignore_ascii_case("NICK") && from_me {
+            let new = self.identity.nick().to_owned();
+            if new != old_nick {
+                self.event(SessionEvent::NickChanged { old: old_nick, new });
+            }
+        } else if is_error_numeric(command) {
+            // Skip our own nick (or `*`), the first parameter of every numeric reply.
+            let mut message = command.to_owned();
+            for param in msg.params().iter().skip(1) {
+                message.push(' ');
+                message.push_str(param);
+            }
+            self.event(SessionEvent::ServerError { message });
+        }
+        if learned {
+            self.report_prefix();
+        }
+    }
+
+    fn try_next_nick(&mut self) {
+        let max = self.config.max_nick_attempts.max(1);
+        if self.stats.nick_attempts >= max {
+            self.send("QUIT", &["no nick available"]);
+            self.close(DisconnectReason::NickUnavailable);
+            return;
+        }
+        let nick = fallback_nick(&self.base_nick, self.stats.nick_attempts);
+        self.stats.nick_attempts += 1;
+        self.identity.set_nick(&nick);
+        self.send("NICK", &[&nick]);
+    }
+
+    fn report_prefix(&mut self) {
+        let prefix = self.identity.learned_prefix();
+        if prefix.is_some() && prefix != self.reported_prefix {
+            self.reported_prefix = prefix.clone();
+            if let Some(prefix) = prefix {
+                self.event(SessionEvent::PrefixLearned { prefix });
+            }
+        }
+    }
+
+    fn is_in(&self, channel: &str) -> bool {
+        let mapping = self.identity.casemapping();
+        self.channels.iter().any(|c| mapping.eq(c, channel))
+    }
+
+    fn forget_channel(&mut self, channel: &str) {
+        let mapping = self.identity.casemapping();
+        self.channels.retain(|c| !mapping.eq(c, channel));
+    }
+
+    fn close(&mut self, reason: DisconnectReason) {
+        self.state = State::Closed;
+        self.keepalive_sent_ms = None;
+        self.event(SessionEvent::Disconnected { reason });
+    }
+
+    fn event(&mut self, event: SessionEvent) {
+        self.queue.push_back(SessionOutput::Event(event));
+    }
+
+    /// Formats and queues a command. Parameters are checked or sanitised by the callers; a line
+    /// that still cannot be formatted or is too long is not sent.
+    fn send(&mut self, command: &str, params: &[&str]) {
+        let mut line = String::new();
+        if message::format_line(&mut line, command, params).is_ok() && line.len() <= MAX_OUTGOING {
+            self.transmit(line);
+        }
+    }
+
+    fn transmit(&mut self, line: String) {
+        self.stats.lines_queued += 1;
+        self.queue.push_back(SessionOutput::Transmit(line));
+    }
+}
+
+/// The `attempt`-th fallback (1-based) for `base`: `base_`, then `base1`, `base2`, ...
+fn fallback_nick(base: &str, attempt: u32) -> String {
+    match attempt {
+        0 => base.to_owned(),
+        1 => format!("{base}_"),
+        n => format!("{base}{}", n - 1),
+    }
+}
+
+fn is_error_numeric(command: &str) -> bool {
+    command.len() == 3
+        && command.bytes().all(|b| b.is_ascii_digit())
+        && matches!(command.as_bytes()[0], b'4' | b'5')
+}
+
+fn has_forbidden_byte(text: &str) -> bool {
+    memchr::memchr3(b'\0', b'\r', b'\n', text.as_bytes()).is_some()
+}
+
+fn validate_channel(channel: &str) -> Result<(), SessionError> {
+    let valid = channel.len() >= 2
+        && channel.starts_with(['#', '&', '+', '!'])
+        && !channel.bytes().any(|b| b == b' ' || b == b',' || b < 0x20)
+        && "JOIN ".len() + channel.len() <= MAX_OUTGOING;
+    if valid {
+        Ok(())
+    } else {
+        Err(SessionError::InvalidChannel(channel.to_owned()))
+    }
+}
+
+/// A nick or user name usable as a middle parameter: forbidden bytes become `_`.
+fn sanitize_word(word: &str) -> String {
+    let mut out: String = word
+        .chars()
+        .map(|c| {
+            if c == ' ' || c == ',' || c.is_ascii_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if out.is_empty() {
+        out.push('_');
+    } else if out.starts_with(':') {
+        out.replace_range(..1, "_");
+    }
+    out
+}
+
+fn replace_forbidden(text: &str) -> String {
+    text.replace(['\0', '\r', '\n'], " ")
+}
+
+fn truncate_utf8(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Drains the session: the lines it sent, the events, and the deadline it ended on.
+    fn drain(session: &mut Session, now: u64) -> (Vec<String>, Vec<SessionEvent>, u64) {
+        let mut lines = Vec::new();
+        let mut events = Vec::new();
+        for _ in 0..10_000 {
+            match session.poll_output(now) {
+                SessionOutput::Transmit(line) => lines.push(line),
+                SessionOutput::Event(event) => events.push(event),
+                SessionOutput::Timeout(deadline) => return (lines, events, deadline),
+            }
+        }
+        panic!("poll_output never reached a Timeout");
+    }
+
+    fn server(session: &mut Session, now: u64, lines: &[&str]) -> (Vec<String>, Vec<SessionEvent>) {
+        for line in lines {
+            session.handle_line(now, format!("{line}\r\n").as_bytes());
+        }
+        let (sent, events, _) = drain(session, now);
+        (sent, events)
+    }
+
+    fn registered(channels: &[&str]) -> Session {
+        let mut session = Session::new(SessionConfig::new("desk", channels), 0);
+        drain(&mut session, 0);
+        server(&mut session, 0, &[":srv 001 desk :Welcome to the network"]);
+        session
+    }
+
+    #[test]
+    fn registration_then_join_and_prefix() {
+        let mut config = SessionConfig::new("desk", &["#desk", "#ops"]);
+        config.password = Some("s3cret".into());
+        let mut session = Session::new(config, 1_000);
+        let (sent, events, deadline) = drain(&mut session, 1_000);
+        assert_eq!(sent, ["PASS s3cret", "NICK desk", "USER desk 0 * deskwire"]);
+        assert!(events.is_empty());
+        assert_eq!(deadline, 61_000);
+        assert!(!session.is_registered());
+
+        let (sent, events) = server(
+            &mut session,
+            1_200,
+            &[
+                ":srv NOTICE * :*** Looking up your hostname",
+                ":srv 001 desk :Welcome to the Internet Relay Network desk",
+                ":srv 005 desk USERLEN=9 HOSTLEN=30 :are supported by this server",
+            ],
+        );
+        assert_eq!(sent, ["JOIN #desk", "JOIN #ops"]);
+        assert_eq!(
+            events,
+            [SessionEvent::Registered {
+                nick: "desk".into()
+            }]
+        );
+        assert!(session.is_registered());
+        assert_eq!(
+            session.identity().relay_prefix_len(),
+            1 + 4 + 1 + 10 + 1 + 30 + 1
+        );
+
+        let (sent, events) = server(
+            &mut session,
+            1_300,
+            &[
+                ":desk!~desk@127.0.0.1 JOIN #desk",
+                ":srv 353 desk = #desk :desk @bob",
+                ":desk!~desk@127.0.0.1 JOIN :#ops",
+            ],
+        );
+        assert!(sent.is_empty());
+        assert_eq!(
+            events,
+            [
+                SessionEvent::Joined {
+                    channel: "#desk".into()
+                },
+                SessionEvent::PrefixLearned {
+                    prefix: "desk!~desk@127.0.0.1".into()
+                },
+                SessionEvent::Joined {
+                    channel: "#ops".into()
+                },
+            ]
+        );
+        assert_eq!(session.channels(), ["#desk", "#ops"]);
+        assert_eq!(
+            session.identity().privmsg_text_budget("#desk"),
+            512 - ":desk!~desk@127.0.0.1 PRIVMSG #desk :\r\n".len()
+        );
+    }
+
+    #[test]
+    fn welcome_with_full_prefix_teaches_it_at_once() {
+        let mut session = Session::new(SessionConfig::new("desk", &["#desk"]), 0);
+        drain(&mut session, 0);
+        let (sent, events) = server(
+            &mut session,
+            5,
+            &[":srv 001 desk :Welcome to the Internet Relay Network desk!~desk@10.1.2.3"],
+        );
+        assert_eq!(sent, ["JOIN #desk"]);
+        assert_eq!(
+            events,
+            [
+                SessionEvent::Registered {
+                    nick: "desk".into()
+                },
+                SessionEvent::PrefixLearned {
+                    prefix: "desk!~desk@10.1.2.3".into()
+                },
+            ]
+        );
+        // The same prefix seen again is not reported again; a cloak is.
+        let (_, events) = server(
+            &mut session,
+            6,
+            &[
+                ":desk!~desk@10.1.2.3 JOIN #desk",
+                ":srv 396 desk cloak.example :is now your displayed host",
+            ],
+        );
+        assert_eq!(
+            events,
+            [
+                SessionEvent::Joined {
+                    channel: "#desk".into()
+                },
+                SessionEvent::PrefixLearned {
+                    prefix: "desk!~desk@cloak.example".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn nick_in_use_falls_back_then_gives_up() {
+        let mut config = SessionConfig::new("desk", &["#desk"]);
+        config.max_nick_attempts = 4;
+        let mut session = Session::new(config, 0);
+        drain(&mut session, 0);
+        let (sent, _) = server(
+            &mut session,
+            1,
+            &[":srv 433 * desk :Nickname is already in use"],
+        );
+        assert_eq!(sent, ["NICK desk_"]);
+        // A late 433 for a nick we no longer ask for changes nothing.
+        let (sent, _) = server(
+            &mut session,
+            2,
+            &[":srv 433 * desk :Nickname is already in use"],
+        );
+        assert!(sent.is_empty());
+        let (sent, _) = server(&mut session, 3, &[":srv 432 * desk_ :Erroneous nickname"]);
+        assert_eq!(sent, ["NICK desk1"]);
+        let (sent, _) = server(
+            &mut session,
+            4,
+            &[":srv 433 * desk1 :Nickname is already in use"],
+        );
+        assert_eq!(sent, ["NICK desk2"]);
+        assert_eq!(session.stats().nick_attempts, 4);
+        let (sent, events) = server(
+            &mut session,
+            5,
+            &[":srv 433 * desk2 :Nickname is already in use"],
+        );
+        assert_eq!(sent, ["QUIT :no nick available"]);
+        assert_eq!(
+            events,
+            [SessionEvent::Disconnected {
+                reason: DisconnectReason::NickUnavailable
+            }]
+        );
+        assert!(session.is_closed());
+        assert_eq!(session.join("#x"), Err(SessionError::Closed));
+    }
+
+    #[test]
+    fn fallback_nick_is_the_registered_nick() {
+        let mut session = Session::new(SessionConfig::new("desk", &["#desk"]), 0);
+        drain(&mut session, 0);
+        server(
+            &mut session,
+            1,
+            &[":srv 433 * desk :Nickname is already in use"],
+        );
+        let (sent, events) = server(&mut session, 2, &[":srv 001 desk_ :Welcome"]);
+        assert_eq!(sent, ["JOIN #desk"]);
+        assert_eq!(
+            events,
+            [SessionEvent::Registered {
+                nick: "desk_".into()
+            }]
+        );
+        assert_eq!(session.identity().nick(), "desk_");
+        // After registration a 433 is an ordinary error reply.
+        let (sent, events) = server(
+            &mut session,
+            3,
+            &[":srv 433 desk_ bob :Nickname is already in use"],
+        );
+        assert!(sent.is_empty());
+        assert_eq!(
+            events,
+            [SessionEvent::ServerError {
+                message: "433 bob Nickname is already in use".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn ping_is_answered_before_and_after_registration() {
+        let mut session = Session::new(SessionConfig::new("desk", &[]), 0);
+        drain(&mut session, 0);
+        let (sent, _) = server(&mut session, 1, &["PING :12345"]);
+        assert_eq!(sent, ["PONG 12345"]);
+        server(&mut session, 2, &[":srv 001 desk :Welcome"]);
+        let (sent, _) = server(
+            &mut session,
+            3,
+            &["PING :irc.example.net", "ping :with space"],
+        );
+        assert_eq!(sent, ["PONG irc.example.net", "PONG :with space"]);
+        assert_eq!(session.stats().pings_answered, 3);
+    }
+
+    #[test]
+    fn keepalive_ping_then_timeout() {
+        let mut session = registered(&[]);
+        let (_, _, deadline) = drain(&mut session, 0);
+        assert_eq!(deadline, 60_000);
+        // Early wake-ups do nothing.
+        session.handle_timeout(59_999);
+        assert_eq!(drain(&mut session, 59_999).0, Vec::<String>::new());
+        // A line resets the silence timer.
+        server(&mut session, 30_000, &[":bob!b@h PRIVMSG #desk :hi"]);
+        assert_eq!(drain(&mut session, 30_000).2, 90_000);
+        session.handle_timeout(90_000);
+        let (sent, events, deadline) = drain(&mut session, 90_000);
+        assert_eq!(sent, ["PING deskwire"]);
+        assert!(events.is_empty());
+        assert_eq!(deadline, 90_000 + 120_000);
+        // The answer keeps the link up.
+        server(&mut session, 90_050, &[":srv PONG srv :deskwire"]);
+        assert_eq!(drain(&mut session, 90_050).2, 150_050);
+        session.handle_timeout(150_050);
+        assert_eq!(drain(&mut session, 150_050).0, ["PING deskwire"]);
+        // No answer: the session ends, and keeps answering a deadline after the current time.
+        session.handle_timeout(270_049);
+        assert!(drain(&mut session, 270_049).1.is_empty());
+        session.handle_timeout(270_050);
+        let (sent, events, deadline) = drain(&mut session, 270_050);
+        assert!(sent.is_empty());
+        assert_eq!(
+            events,
+            [SessionEvent::Disconnected {
+                reason: DisconnectReason::TimedOut
+            }]
+        );
+        assert_eq!(deadline, 270_050 + 60_000);
+        assert!(session.is_closed());
+    }
+
+    #[test]
+    fn unregistered_link_times_out_too() {
+        let mut session = Session::new(SessionConfig::new("desk", &[]), 0);
+        drain(&mut session, 0);
+        session.handle_timeout(60_000);
+        assert_eq!(drain(&mut session, 60_000).0, ["PING deskwire"]);
+        session.handle_timeout(180_000);
+        assert_eq!(
+            drain(&mut session, 180_000).1,
+            [SessionEvent::Disconnected {
+                reason: DisconnectReason::TimedOut
+            }]
+        );
+    }
+
+    #[test]
+    fn kick_part_and_nick_change() {
+        let mut session = registered(&["#desk"]);
+        server(
+            &mut session,
+            1,
+            &[":desk!~d@h JOIN #desk", ":desk!~d@h JOIN #ops"],
+        );
+        // Someone else kicked: nothing for us.
+        let (_, events) = server(&mut session, 2, &[":op!o@h KICK #desk bob :bye"]);
+        assert!(events.is_empty());
+        let (sent, events) = server(&mut session, 3, &[":op!o@h KICK #Desk DESK :no bots"]);
+        assert!(sent.is_empty(), "rejoining is the host's choice");
+        assert_eq!(
+            events,
+            [SessionEvent::Kicked {
+                channel: "#Desk".into(),
+                by: "op".into(),
+                reason: "no bots".into()
+            }]
+        );
+        assert_eq!(session.channels(), ["#ops"]);
+        session.join("#desk").unwrap();
+        assert_eq!(drain(&mut session, 3).0, ["JOIN #desk"]);
+
+        session.part("#ops").unwrap();
+        assert_eq!(drain(&mut session, 4).0, ["PART #ops"]);
+        let (_, events) = server(&mut session, 4, &[":desk!~d@h PART #ops :Leaving"]);
+        assert_eq!(
+            events,
+            [SessionEvent::Parted {
+                channel: "#ops".into()
+            }]
+        );
+
+        let (_, events) = server(&mut session, 5, &[":desk!~d@h NICK :desk2"]);
+        assert_eq!(
+            events,
+            [
+                SessionEvent::NickChanged {
+                    old: "desk".into(),
+                    new: "desk2".into()
+                },
+                SessionEvent::PrefixLearned {
+                    prefix: "desk2!~d@h".into()
+                },
+            ]
+        );
+        assert!(session.identity().is_me("DESK2"));
+        // Someone else's nick change is not ours.
+        let (_, events) = server(&mut session, 6, &[":bob!b@h NICK bobby"]);
+        assert!(events.is_empty());
+    }
+
+    #[test]
+    fn error_line_disconnects_and_later_lines_are_ignored() {
+        let mut session = registered(&[]);
+        let (_, events) = server(
+            &mut session,
+            1,
+            &[
+                "ERROR :Closing link: desk[127.0.0.1] (Ping timeout)",
+                "PING :x",
+            ],
+        );
+        assert_eq!(
+            events,
+            [SessionEvent::Disconnected {
+                reason: DisconnectReason::ServerClosed {
+                    message: "Closing link: desk[127.0.0.1] (Ping timeout)".into()
+                }
+            }]
+        );
+        assert_eq!(session.stats().ignored_after_close, 1);
+        assert_eq!(session.privmsg("#desk", "hi"), Err(SessionError::Closed));
+    }
+
+    #[test]
+    fn error_replies_become_server_errors() {
+        let mut session = registered(&[]);
+        let (_, events) = server(
+            &mut session,
+            1,
+            &[":srv 474 desk #desk :Cannot join channel (+b)"],
+        );
+        assert_eq!(
+            events,
+            [SessionEvent::ServerError {
+                message: "474 #desk Cannot join channel (+b)".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn privmsg_checks_budget_and_bytes() {
+        let mut session = Session::new(SessionConfig::new("desk", &[]), 0);
+        drain(&mut session, 0);
+        assert_eq!(
+            session.privmsg("#desk", "early"),
+            Err(SessionError::NotRegistered)
+        );
+        server(
+            &mut session,
+            0,
+            &[":srv 001 desk :Welcome desk!~desk@127.0.0.1"],
+        );
+        session.privmsg("#desk", "OA1 REQ abc 1 0 uname").unwrap();
+        assert_eq!(
+            drain(&mut session, 0).0,
+            ["PRIVMSG #desk :OA1 REQ abc 1 0 uname"]
+        );
+
+        let budget = 512 - ":desk!~desk@127.0.0.1 PRIVMSG #desk :\r\n".len();
+        assert_eq!(session.identity().privmsg_text_budget("#desk"), budget);
+        session.privmsg("#desk", &"x".repeat(budget)).unwrap();
+        let (sent, _, _) = drain(&mut session, 0);
+        assert_eq!(sent[0].len() + ":desk!~desk@127.0.0.1 \r\n".len(), 512);
+        assert_eq!(
+            session.privmsg("#desk", &"x".repeat(budget + 1)),
+            Err(SessionError::TooLong {
+                len: budget + 1,
+                budget
+            })
+        );
+        assert_eq!(
+            session.privmsg("#desk", "a\r\nQUIT"),
+            Err(SessionError::ForbiddenByte)
+        );
+        assert_eq!(session.privmsg("#desk", ""), Err(SessionError::EmptyText));
+        assert_eq!(
+            session.privmsg("#a,#b", "hi"),
+            Err(SessionError::InvalidTarget("#a,#b".into()))
+        );
+        assert_eq!(
+            session.join("desk"),
+            Err(SessionError::InvalidChannel("desk".into()))
+        );
+        assert!(drain(&mut session, 0).0.is_empty());
+    }
+
+    #[test]
+    fn join_before_registration_waits_for_welcome() {
+        let mut session = Session::new(SessionConfig::new("desk", &[]), 0);
+        session.join("#later").unwrap();
+        let (sent, _, _) = drain(&mut session, 0);
+        assert!(!sent.iter().any(|l| l.starts_with("JOIN")));
+        let (sent, _) = server(&mut session, 1, &[":srv 001 desk :Welcome"]);
+        assert_eq!(sent, ["JOIN #later"]);
+    }
+
+    #[test]
+    fn quit_sends_quit_then_disconnects() {
+        let mut session = registered(&[]);
+        session.quit("bye\r\nnow");
+        let (sent, events, _) = drain(&mut session, 1);
+        assert_eq!(sent, ["QUIT :bye  now"]);
+        assert_eq!(
+            events,
+            [SessionEvent::Disconnected {
+                reason: DisconnectReason::Quit
+            }]
+        );
+        session.quit("again");
+        assert!(drain(&mut session, 1).0.is_empty());
+    }
+
+    #[test]
+    fn bytes_are_split_into_lines_and_bad_lines_counted() {
+        let mut config = SessionConfig::new("desk", &[]);
+        config.max_line_bytes = 64;
+        let mut session = Session::new(config, 0);
+        drain(&mut session, 0);
+        let long = format!(":srv NOTICE desk :{}\r\n", "x".repeat(100));
+        let mut stream = Vec::new();
+        stream.extend_from_slice(b"PING :a\r\n");
+        stream.extend_from_slice(long.as_bytes());
+        stream.extend_from_slice(b":srv\r\n\xff\xfe PRIVMSG\r\n:srv 001 desk :Welcome\r\nPING :b");
+        for byte in &stream {
+            session.handle_bytes(0, std::slice::from_ref(byte));
+        }
+        let (sent, events, _) = drain(&mut session, 0);
+        assert_eq!(sent, ["PONG a"]);
+        assert_eq!(
+            events,
+            [SessionEvent::Registered {
+                nick: "desk".into()
+            }]
+        );
+        session.handle_bytes(0, b"\r\n");
+        assert_eq!(drain(&mut session, 0).0, ["PONG b"]);
+        let stats = session.stats();
+        assert_eq!(stats.ignored_too_long, 1);
+        assert_eq!(stats.ignored_invalid, 2);
+        assert_eq!(stats.lines_received, 6);
+        // A long line handed over whole is refused the same way.
+        session.handle_line(0, long.as_bytes());
+        assert_eq!(session.stats().ignored_too_long, 2);
+    }
+
+    #[test]
+    fn invalid_config_is_sanitised_and_reported_by_validate() {
+        let mut config = SessionConfig::new("my desk", &["#ok", "bad", "#no,pe"]);
+        config.realname = "line\r\nQUIT".into();
+        assert_eq!(
+            config.validate(),
+            Err(SessionError::InvalidNick("my desk".into()))
+        );
+        let mut session = Session::new(config, 0);
+        let (sent, _, _) = drain(&mut session, 0);
+        assert_eq!(sent, ["NICK my_desk", "USER my_desk 0 * :line  QUIT"]);
+        let (sent, _) = server(&mut session, 0, &[":srv 001 my_desk :Welcome"]);
+        assert_eq!(sent, ["JOIN #ok"]);
+        assert_eq!(SessionConfig::new("desk", &["#desk"]).validate(), Ok(()));
+    }
+
+    fn arb_line() -> impl Strategy<Value = Vec<u8>> {
+        let word = prop_oneof![
+            Just("desk".to_owned()),
+            Just("DESK".to_owned()),
+            Just("desk_".to_owned()),
+            Just("#desk".to_owned()),
+            Just("*".to_owned()),
+            Just(":".to_owned()),
+            Just("".to_owned()),
+            "[ -~]{0,12}",
+        ];
+        let command = prop_oneof![
+            Just("PING"),
+            Just("PONG"),
+            Just("ERROR"),
+            Just("001"),
+            Just("005"),
+            Just("396"),
+            Just("432"),
+            Just("433"),
+            Just("474"),
+            Just("JOIN"),
+            Just("PART"),
+            Just("KICK"),
+            Just("NICK"),
+            Just("PRIVMSG"),
+        ];
+        let source = prop_oneof![
+            Just(String::new()),
+            Just(":desk!~d@h ".to_owned()),
+            Just(":srv ".to_owned()),
+            Just(":bob!b@h ".to_owned()),
+        ];
+        let structured = (source, command, proptest::collection::vec(word, 0..5)).prop_map(
+            |(source, command, params)| {
+                let mut line = format!("{source}{command}");
+                for p in params {
+                    line.push(' ');
+                    line.push_str(&p);
+                }
+                line.into_bytes()
+            },
+        );
+        prop_oneof![structured, proptest::collection::vec(any::<u8>(), 0..80)]
+    }
+
+    proptest! {
+        #[test]
+        fn random_lines_never_panic(
+            lines in proptest::collection::vec((arb_line(), 0u64..200_000), 0..40),
+            max_line_bytes in prop_oneof![Just(0usize), Just(16), Just(512)],
+        ) {
+            let mut config = SessionConfig::new("desk", &["#desk"]);
+            config.max_line_bytes = max_line_bytes;
+            let mut session = Session::new(config, 0);
+            let mut now = 0;
+            for (line, step) in lines {
+                now += step;
+                session.handle_line(now, &line);
+                session.handle_bytes(now, &line);
+                session.handle_timeout(now);
+                let _ = session.privmsg("#desk", "hello");
+                let (sent, _, deadline) = drain(&mut session, now);
+                prop_assert!(deadline > now);
+                for line in sent {
+                    prop_assert!(line.len() <= 510);
+                    prop_assert!(!line.contains(['\r', '\n', '\0']));
+                    prop_assert!(Message::parse(line.as_bytes()).is_ok());
+                }
+            }
+        }
+    }
+}
