@@ -1,1 +1,198 @@
-fn main() {}
+//! IRC line parsing: deskwire's zero-copy `Message::parse` against `irc_proto::Message::from_str`
+//! on the same realistic corpus (chat with and without IRCv3 tags, OA1 frames, numerics, PING,
+//! JOIN, NICK).
+//!
+//! Run: `cargo bench -p deskwire --bench irc_parse`
+//!
+//! irc-proto gets its input as `&str` (UTF-8 already checked), deskwire as `&[u8]` and checks
+//! UTF-8 itself, so the comparison leans in irc-proto's favour.
+
+use std::hint::black_box;
+use std::str::FromStr;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use deskwire::irc::Message;
+use irc_proto::Command;
+
+/// A small deterministic generator, so the corpus is the same on every run.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    fn below(&mut self, n: u64) -> usize {
+        (self.next() % n) as usize
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "build",
+    "is",
+    "green",
+    "again",
+    "can",
+    "you",
+    "check",
+    "desk",
+    "logs",
+    "deploy",
+    "staging",
+    "ok",
+    "thanks",
+    "running",
+    "tests",
+    "now",
+    "ünïcode",
+    "€",
+    "🙂",
+];
+
+/// `min_words` to `min_words + 11` words.
+fn text(rng: &mut Lcg, min_words: usize) -> String {
+    let words = min_words + rng.below(12);
+    (0..words)
+        .map(|_| WORDS[rng.below(WORDS.len() as u64)])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// About 4000 lines, each ending in CRLF as it comes off the socket.
+fn corpus() -> Vec<String> {
+    let mut rng = Lcg(0x5eed);
+    let mut lines = vec![
+        ":irc.example.net 001 desk :Welcome to the Internet Relay Network desk!~desk@127.0.0.1"
+            .to_owned(),
+        ":irc.example.net 005 desk RFC2812 IRCD=ngIRCd CHARSET=UTF-8 CASEMAPPING=ascii PREFIX=(qaohv)~&@%+ CHANTYPES=#&+ CHANMODES=beI,k,l,imMnOPQRstVz CHANLIMIT=#&+:10 :are supported on this server".to_owned(),
+        ":irc.example.net 005 desk CHANNELLEN=50 NICKLEN=9 TOPICLEN=490 AWAYLEN=127 KICKLEN=400 MODES=5 MAXLIST=beI:50 EXCEPTS=e INVEX=I PENALTY :are supported on this server".to_owned(),
+    ];
+    for i in 0..4000 {
+        let nick = format!("user{}", rng.below(50));
+        let line = match rng.below(20) {
+            // Plain chat.
+            0..=5 => format!(
+                ":{nick}!~{nick}@host-{}.example.net PRIVMSG #desk :{}",
+                rng.below(256),
+                text(&mut rng, 3)
+            ),
+            // Chat with IRCv3 tags (server-time, msgid, account, an escaped client tag).
+            6..=9 => format!(
+                "@time=2026-11-02T10:{:02}:{:02}.{:03}Z;msgid=Qx{i:08x}Zb;account={nick};+draft/reply=ab\\scd\\:ef :{nick}!~{nick}@host-{}.example.net PRIVMSG #desk :{}",
+                rng.below(60),
+                rng.below(60),
+                rng.below(1000),
+                rng.below(256),
+                text(&mut rng, 3)
+            ),
+            // OA1 frames of about 240 bytes.
+            10..=14 => {
+                let mut payload = text(&mut rng, 40);
+                // Escaped newlines, as OA1 carries command output.
+                let mut end = 180.min(payload.len());
+                while !payload.is_char_boundary(end) {
+                    end -= 1;
+                }
+                payload.truncate(end);
+                payload = payload.replace(' ', "\\n");
+                format!(
+                    ":rexd!~rexd@10.0.0.{} PRIVMSG #desk :OA1 RES k3j2h1g0f9e{} {} {} {}",
+                    rng.below(256),
+                    rng.below(10),
+                    1 + rng.below(40),
+                    rng.below(2),
+                    payload
+                )
+            }
+            15 => format!(
+                ":irc.example.net 353 desk = #desk :desk @rexd {}",
+                (0..20)
+                    .map(|n| format!("user{n}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            16 => format!("PING :irc.example.net-{}", rng.below(100_000)),
+            17 => format!(
+                ":{nick}!~{nick}@host-{}.example.net JOIN #desk",
+                rng.below(256)
+            ),
+            18 => format!(":{nick}!~{nick}@host.example.net NICK :{nick}_away"),
+            _ => format!(
+                ":{nick}!~{nick}@host.example.net NOTICE desk :{}",
+                text(&mut rng, 2)
+            ),
+        };
+        lines.push(line);
+    }
+    for line in &mut lines {
+        line.push_str("\r\n");
+    }
+    lines
+}
+
+fn bench_parse(c: &mut Criterion) {
+    let lines = corpus();
+    let bytes: usize = lines.iter().map(|l| l.len()).sum();
+    // Both parsers accept every line of the corpus.
+    for line in &lines {
+        Message::parse(line.as_bytes()).expect("deskwire parses the corpus");
+        irc_proto::Message::from_str(line).expect("irc-proto parses the corpus");
+    }
+
+    let mut group = c.benchmark_group("irc_parse");
+    group.throughput(Throughput::Bytes(bytes as u64));
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(3));
+    group.sample_size(50);
+
+    // Each side reads what a host would (command, parameters, source nick) into `work`, which the
+    // closure returns, so the parse cannot be optimised away.
+    group.bench_function("deskwire", |b| {
+        b.iter(|| {
+            let mut work = 0usize;
+            for line in &lines {
+                let msg = Message::parse(black_box(line.as_bytes())).unwrap();
+                work += msg.command.len() + msg.params().len();
+                if let Some(last) = msg.trailing() {
+                    work += last.len();
+                }
+                if let Some(nick) = msg.source_nick() {
+                    work += nick.len();
+                }
+            }
+            work
+        })
+    });
+
+    group.bench_function("irc-proto", |b| {
+        b.iter(|| {
+            let mut work = 0usize;
+            for line in &lines {
+                let msg = irc_proto::Message::from_str(black_box(line)).unwrap();
+                if let Some(nick) = msg.source_nickname() {
+                    work += nick.len();
+                }
+                work += msg.tags.as_ref().map_or(0, |t| t.len());
+                work += match &msg.command {
+                    Command::PRIVMSG(target, text) | Command::NOTICE(target, text) => {
+                        target.len() + text.len()
+                    }
+                    Command::Response(_, args) => args.len(),
+                    Command::Raw(command, args) => command.len() + args.len(),
+                    _ => 1,
+                };
+            }
+            work
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_parse);
+criterion_main!(benches);
