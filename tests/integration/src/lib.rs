@@ -90,9 +90,21 @@ pub struct Ngircd {
 }
 
 impl Ngircd {
-    /// Starts ngircd with a generated config and waits until it accepts connections.
-    /// Panics with a clear message when ngircd is not installed (`tests/run.sh` installs it).
+    /// Starts ngircd with its default flood protection (see `tests/pacing/measure_ngircd.py`).
     pub fn start() -> Self {
+        Self::start_with_limits("")
+    }
+
+    /// Starts ngircd with penalties off (`MaxPenaltyTime = 0`), for tests that move a lot of
+    /// data and are not about pacing.
+    pub fn start_without_penalties() -> Self {
+        Self::start_with_limits("MaxPenaltyTime = 0\n")
+    }
+
+    /// Starts ngircd with a generated config (extra `[Limits]` lines appended) and waits until it
+    /// accepts connections. Panics with a clear message when ngircd is not installed
+    /// (`tests/run.sh` installs it).
+    fn start_with_limits(extra_limits: &str) -> Self {
         let binary = ngircd_binary()
             .expect("ngircd is not installed: run tests/run.sh, which installs it with apt");
         let dir = TempDir::new("deskwire-ngircd").expect("temp dir");
@@ -106,7 +118,7 @@ impl Ngircd {
                 "[Global]\nName = irc.deskwire.test\nInfo = deskwire test server\n\
                  AdminInfo1 = deskwire\nAdminInfo2 = tests\nAdminEMail = tests@deskwire.invalid\n\
                  Listen = 127.0.0.1\nPorts = {port}\n\
-                 [Limits]\nMaxConnectionsIP = 0\nPingTimeout = 120\nPongTimeout = 60\n\
+                 [Limits]\nMaxConnectionsIP = 0\nPingTimeout = 120\nPongTimeout = 60\n{extra_limits}\
                  [Options]\nPAM = no\nIdent = no\nDNS = no\nIncludeDir = {}\n",
                 include.display()
             ),
