@@ -1,1 +1,198 @@
-fn main() {}
+//! OA1 encode (escape + chunk + format) and decode (parse + unescape + reassemble) of 128 KiB of
+//! mixed UTF-8, next to a `memcpy` of the same bytes in the same run.
+//!
+//! `cargo bench -p deskwire --bench oa1_codec`
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use deskwire::oa1::chunk::{split, wire_payload};
+use deskwire::oa1::escape::escape;
+use deskwire::oa1::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
+use deskwire::oa1::{Client, Config, Frame, FrameType, Output, Pacing, Server};
+
+/// Command output as it looks: lines of ~70 bytes, mostly ASCII, some accented and CJK text and
+/// emoji, tabs and the odd backslash.
+fn mixed_utf8(n: usize) -> String {
+    let words = [
+        "drwxr-xr-x",
+        "root",
+        "4096",
+        "Nov",
+        "22",
+        "07:02",
+        "src/",
+        "naïve",
+        "café",
+        "日本語",
+        "ファイル",
+        "🙂",
+        "\t",
+        "C:\\path",
+        "ok",
+        "--",
+        "Ünïcødé",
+        "build",
+        "passed",
+        "12.5%",
+    ];
+    let mut s = String::with_capacity(n + 16);
+    let mut line = 0;
+    let mut i = 0usize;
+    while s.len() < n {
+        let w = words[i % words.len()];
+        s.push_str(w);
+        line += w.len() + 1;
+        if line > 70 {
+            s.push('\n');
+            line = 0;
+        } else {
+            s.push(' ');
+        }
+        i = (i * 13 + 5) % 1_000_003;
+    }
+    while s.len() > n {
+        s.pop();
+    }
+    s
+}
+
+const SIZE: usize = 128 * 1024;
+
+/// The frames' IRC lines as a client receives them (with the server's prefix).
+fn response_lines(text: &str, id: &str) -> Vec<String> {
+    let escaped = escape(text);
+    let chunks = split(&escaped, |_| 240);
+    let n = chunks.len();
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            let payload = wire_payload(chunk);
+            let frame = Frame {
+                kind: FrameType::Res,
+                id,
+                seq: i as u32 + 1,
+                more: i + 1 < n,
+                payload: &payload,
+            };
+            format!(":deskbot!~bot@127.0.0.1 PRIVMSG #desk :{frame}")
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let text = mixed_utf8(SIZE);
+    let mut group = c.benchmark_group("oa1_128KiB");
+    group.throughput(Throughput::Bytes(SIZE as u64));
+
+    group.bench_function("memcpy (baseline)", |b| {
+        let mut dst = vec![0u8; SIZE];
+        b.iter(|| {
+            dst.copy_from_slice(black_box(text.as_bytes()));
+            black_box(&dst);
+        })
+    });
+
+    group.bench_function("encode: escape + chunk + format", |b| {
+        let mut line = String::with_capacity(512);
+        b.iter(|| {
+            let escaped = escape(black_box(&text));
+            let chunks = split(&escaped, |_| 240);
+            let n = chunks.len();
+            let mut total = 0;
+            for (i, chunk) in chunks.iter().enumerate() {
+                line.clear();
+                line.push_str("PRIVMSG #desk :");
+                let payload = wire_payload(chunk);
+                Frame {
+                    kind: FrameType::Res,
+                    id: "k3p2d9m1q7ab",
+                    seq: i as u32 + 1,
+                    more: i + 1 < n,
+                    payload: &payload,
+                }
+                .write(&mut line);
+                total += line.len();
+            }
+            black_box(total)
+        })
+    });
+
+    let id = "k3p2d9m1q7ab";
+    let lines = response_lines(&text, id);
+    let limits = ReassemblyLimits {
+        max_message_bytes: SIZE + 64,
+        max_streams: 64,
+        partial_timeout_ms: 10_000,
+        expire_idle: false,
+        overflow: OverflowPolicy::Truncate,
+        finished_memory: 0,
+    };
+    group.bench_function("decode: parse + unescape + reassemble", |b| {
+        b.iter(|| {
+            let mut r = Reassembler::new(limits);
+            let mut out = None;
+            for line in &lines {
+                let msg = deskwire::irc::Message::parse(line.as_bytes()).unwrap();
+                let frame = Frame::parse(msg.trailing().unwrap()).unwrap();
+                if let Accepted::Complete(done) = r.accept(0, msg.source_nick().unwrap(), &frame) {
+                    out = Some(done.data);
+                }
+            }
+            assert_eq!(out.as_ref().map(Vec::len), Some(SIZE));
+            black_box(out)
+        })
+    });
+
+    // The whole engines, as a host drives them: requests and responses through poll_output.
+    group.bench_function("engine: Server::respond + poll_output", |b| {
+        b.iter(|| {
+            let mut cfg = Config::new("#desk", "deskbot");
+            cfg.pacing = Pacing::UNLIMITED;
+            let mut server = Server::new(cfg);
+            server.handle_line(0, b":desk!~d@h PRIVMSG #desk :OA1 REQ abc 1 0 cat big");
+            let Output::Event(_) = server.poll_output(0) else {
+                panic!()
+            };
+            server.respond(0, "abc", black_box(&text)).unwrap();
+            let mut n = 0;
+            while let Output::Transmit(line) = server.poll_output(0) {
+                n += line.len();
+            }
+            black_box(n)
+        })
+    });
+
+    // The id the client will pick (ids are deterministic for a seed).
+    let client_id = Client::new(Config::new("#desk", "desk"), 1)
+        .request(0, "cat big", None)
+        .unwrap();
+    let client_lines = response_lines(&text, &client_id);
+    group.bench_function("engine: Client::handle_line to Response", |b| {
+        b.iter(|| {
+            let mut cfg = Config::new("#desk", "desk");
+            cfg.pacing = Pacing::UNLIMITED;
+            let mut client = Client::new(cfg, 1);
+            client.request(0, "cat big", None).unwrap();
+            while let Output::Transmit(_) = client.poll_output(0) {}
+            for line in &client_lines {
+                client.handle_line(0, line.as_bytes());
+            }
+            let Output::Event(event) = client.poll_output(0) else {
+                panic!()
+            };
+            black_box(event)
+        })
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(benches);

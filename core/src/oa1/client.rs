@@ -8,7 +8,9 @@ use super::frame::{Frame, FrameType};
 use super::ids::IdGenerator;
 use super::link::Link;
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
-use super::{Config, Event, Failure, IDLE_WAIT_MS, LocalError, Output, Stats, TRUNCATION_MARKER};
+use super::{
+    Config, Event, Failure, IDLE_WAIT_MS, LocalError, Output, Stats, TRUNCATION_MARKER, into_text,
+};
 use crate::irc::Identity;
 
 /// The OA1 client (the desk). See the [module docs](super) and the crate docs for the host loop.
@@ -136,8 +138,9 @@ impl Client {
             self.link.stats.stale_frames += 1;
             return;
         }
-        let sender = self.link.fold(sender);
-        match self.reassembler.accept(now, &sender, &frame) {
+        self.reassembler
+            .set_casemapping(self.link.identity.casemapping());
+        match self.reassembler.accept(now, sender, &frame) {
             Accepted::Buffered => {}
             Accepted::Duplicate => self.link.stats.duplicates += 1,
             Accepted::Ignored(_) | Accepted::Overflow => self.link.stats.stale_frames += 1,
@@ -146,7 +149,7 @@ impl Client {
                 self.requests.remove(&id);
                 // The other stream of this id (RES or ERR) is moot now.
                 self.reassembler.finish_id(&id);
-                let text = String::from_utf8_lossy(&done.data).into_owned();
+                let text = into_text(done.data);
                 let event = if frame.kind == FrameType::Err {
                     Event::Failed {
                         id,

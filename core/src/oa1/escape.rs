@@ -20,18 +20,46 @@ const ESCAPE: [u8; 256] = {
     table
 };
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether any of the 8 bytes in `word` needs escaping: a byte below 14 (NUL, TAB, LF, CR are
+/// all below 14) or a backslash. Exact as a yes/no (the classic "has less than" and "has zero
+/// byte" bit tricks), so 8 plain bytes are skipped with a few instructions.
+#[inline]
+fn word_needs_escape(word: u64) -> bool {
+    let below_14 = word.wrapping_sub(ONES * 14) & !word & HIGHS;
+    let backslashes = word ^ (ONES * u64::from(b'\\'));
+    let has_backslash = backslashes.wrapping_sub(ONES) & !backslashes & HIGHS;
+    (below_14 | has_backslash) != 0
+}
+
 /// Appends the escaped form of `text` to `out`.
 pub fn escape_into(text: &str, out: &mut String) {
     let bytes = text.as_bytes();
+    out.reserve(bytes.len() + bytes.len() / 32);
     let mut copied = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let letter = ESCAPE[b as usize];
-        if letter != 0 {
-            out.push_str(&text[copied..i]);
-            out.push('\\');
-            out.push(letter as char);
-            copied = i + 1;
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(word) = bytes.get(i..i + 8) {
+            let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            if !word_needs_escape(word) {
+                i += 8;
+                continue;
+            }
         }
+        let end = (i + 8).min(bytes.len());
+        for (j, &b) in bytes[i..end].iter().enumerate() {
+            let letter = ESCAPE[b as usize];
+            if letter != 0 {
+                // Escaped bytes are ASCII, so `copied..i + j` ends on a char boundary.
+                out.push_str(&text[copied..i + j]);
+                out.push('\\');
+                out.push(letter as char);
+                copied = i + j + 1;
+            }
+        }
+        i = end;
     }
     out.push_str(&text[copied..]);
 }
@@ -61,6 +89,7 @@ pub struct Unescaper {
 impl Unescaper {
     /// Decodes `piece` onto `out`. A backslash at the very end is held until the next piece.
     pub fn feed(&mut self, mut piece: &[u8], out: &mut Vec<u8>) {
+        out.reserve(piece.len());
         if self.held_backslash {
             let Some((&first, rest)) = piece.split_first() else {
                 return;
@@ -93,6 +122,7 @@ impl Unescaper {
     }
 }
 
+#[inline]
 fn push_escape(letter: u8, out: &mut Vec<u8>) {
     match letter {
         b'\\' => out.push(b'\\'),
@@ -165,6 +195,22 @@ mod tests {
         assert!(!splits_escape_pair(e, 0, 3));
         assert!(splits_escape_pair(e, 0, 4));
         assert!(!splits_escape_pair(e, 0, 5));
+    }
+
+    #[test]
+    fn word_check_matches_the_table() {
+        for b in 0..=255u8 {
+            for pos in 0..8 {
+                let mut word = [b'a'; 8];
+                word[pos] = b;
+                let needs = ESCAPE[b as usize] != 0 || b < 14;
+                assert_eq!(
+                    word_needs_escape(u64::from_le_bytes(word)),
+                    needs,
+                    "{b} at {pos}"
+                );
+            }
+        }
     }
 
     proptest! {

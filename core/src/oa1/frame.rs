@@ -73,6 +73,13 @@ pub fn is_valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Splits off the text before the next single space.
+#[inline]
+fn next_field(s: &str) -> Option<(&str, &str)> {
+    let space = s.bytes().position(|b| b == b' ')?;
+    Some((&s[..space], &s[space + 1..]))
+}
+
 fn parse_seq(s: &str) -> Option<u32> {
     let digits = s.as_bytes();
     if digits.is_empty() || digits[0] == b'0' || !digits.iter().all(u8::is_ascii_digit) {
@@ -84,22 +91,26 @@ fn parse_seq(s: &str) -> Option<u32> {
 impl<'a> Frame<'a> {
     /// Parses the text of a `PRIVMSG`. `None` when it is not an OA1 frame.
     pub fn parse(text: &'a str) -> Option<Self> {
-        let mut parts = text.splitn(6, ' ');
-        if parts.next()? != "OA1" {
-            return None;
-        }
-        let kind = FrameType::parse(parts.next()?)?;
-        let id = parts.next()?;
+        let rest = text.strip_prefix("OA1 ")?;
+        let (kind, rest) = next_field(rest)?;
+        let kind = FrameType::parse(kind)?;
+        let (id, rest) = next_field(rest)?;
         if !is_valid_id(id) {
             return None;
         }
-        let seq = parse_seq(parts.next()?)?;
-        let more = match parts.next()? {
-            "0" => false,
-            "1" => true,
+        let (seq, rest) = next_field(rest)?;
+        let seq = parse_seq(seq)?;
+        // MORE is the last field when the payload is empty (5 parts).
+        let (more, payload) = match rest.split_at_checked(1)? {
+            ("0", tail) => (false, tail),
+            ("1", tail) => (true, tail),
             _ => return None,
         };
-        let payload = parts.next().unwrap_or("");
+        let payload = match payload.as_bytes().first() {
+            None => "",
+            Some(b' ') => &payload[1..],
+            Some(_) => return None,
+        };
         Some(Frame {
             kind,
             id,
@@ -125,15 +136,25 @@ impl<'a> Frame<'a> {
 
     /// Appends the frame text to `out`. An empty payload is written without a trailing space.
     pub fn write(&self, out: &mut String) {
-        use fmt::Write;
-        let _ = write!(
-            out,
-            "OA1 {} {} {} {}",
-            self.kind,
-            self.id,
-            self.seq,
-            u8::from(self.more)
-        );
+        out.reserve(32 + self.id.len() + self.payload.len());
+        out.push_str("OA1 ");
+        out.push_str(self.kind.as_str());
+        out.push(' ');
+        out.push_str(self.id);
+        out.push(' ');
+        let mut digits = [0u8; 10];
+        let mut n = self.seq;
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
+        out.push_str(if self.more { " 1" } else { " 0" });
         if !self.payload.is_empty() {
             out.push(' ');
             out.push_str(self.payload);

@@ -93,11 +93,6 @@ impl Link {
         }
     }
 
-    /// The sender's nick folded under the server's case mapping (a stream key).
-    pub(crate) fn fold(&self, nick: &str) -> String {
-        self.identity.casemapping().fold(nick)
-    }
-
     /// Escaped payload bytes that fit in frame `seq` of a `kind` stream for `id`.
     pub(crate) fn payload_budget(&self, kind: FrameType, id: &str, seq: u32) -> usize {
         let text_budget = self.identity.privmsg_text_budget(&self.config.channel);

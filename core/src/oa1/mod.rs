@@ -88,6 +88,11 @@ impl Config {
     }
 }
 
+/// Decoded bytes as text: moved when they are UTF-8, invalid sequences replaced otherwise.
+pub(crate) fn into_text(data: Vec<u8>) -> String {
+    String::from_utf8(data).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 /// Pacing defaults, measured against ngircd 26.1 (see `tests/pacing/measure_ngircd.py`).
 pub const DEFAULT_PACING: Pacing = Pacing {
     burst: 3,

@@ -7,10 +7,11 @@
 //! `max_streams` streams, each holding at most `max_message_bytes` decoded plus the same again of
 //! out-of-order chunks.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use super::escape::Unescaper;
 use super::frame::{Frame, FrameType};
+use crate::irc::CaseMapping;
 
 /// Bytes charged per buffered out-of-order chunk on top of its payload, so that floods of empty
 /// chunks are bounded too.
@@ -48,7 +49,7 @@ pub struct ReassemblyLimits {
 /// Identifies one stream.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct StreamKey {
-    /// The sender's nick, case-folded.
+    /// The sender's nick as its first frame had it (compared under the case mapping).
     pub sender: String,
     /// Which stream of the request.
     pub kind: FrameType,
@@ -210,8 +211,10 @@ impl RecentIds {
 #[derive(Debug)]
 pub struct Reassembler {
     limits: ReassemblyLimits,
-    streams: HashMap<StreamKey, Stream>,
+    /// At most `max_streams` entries, so a linear scan beats hashing an owned key per frame.
+    streams: Vec<(StreamKey, Stream)>,
     finished: RecentIds,
+    casemapping: CaseMapping,
 }
 
 impl Reassembler {
@@ -219,9 +222,21 @@ impl Reassembler {
     pub fn new(limits: ReassemblyLimits) -> Self {
         Reassembler {
             limits,
-            streams: HashMap::new(),
+            streams: Vec::new(),
             finished: RecentIds::new(limits.finished_memory),
+            casemapping: CaseMapping::default(),
         }
+    }
+
+    /// Sets how sender nicks compare (from the server's `ISUPPORT CASEMAPPING`).
+    pub fn set_casemapping(&mut self, casemapping: CaseMapping) {
+        self.casemapping = casemapping;
+    }
+
+    fn position(&self, sender: &str, kind: FrameType, id: &str) -> Option<usize> {
+        self.streams.iter().position(|(key, _)| {
+            key.kind == kind && key.id == id && self.casemapping.eq(&key.sender, sender)
+        })
     }
 
     /// The limits in force.
@@ -229,25 +244,32 @@ impl Reassembler {
         &self.limits
     }
 
-    /// Takes one frame from `sender` (already case-folded by the caller) at time `now`.
+    /// Takes one frame from `sender` at time `now`.
     pub fn accept(&mut self, now: u64, sender: &str, frame: &Frame<'_>) -> Accepted {
-        if self.finished.contains(frame.id) {
-            return Accepted::Ignored(IgnoreReason::FinishedId);
-        }
-        let key = StreamKey {
-            sender: sender.to_owned(),
-            kind: frame.kind,
-            id: frame.id.to_owned(),
+        let index = match self.position(sender, frame.kind, frame.id) {
+            Some(index) => index,
+            None => {
+                // A finished id never has a stream, so only new streams need this lookup.
+                if self.finished.contains(frame.id) {
+                    return Accepted::Ignored(IgnoreReason::FinishedId);
+                }
+                if self.streams.len() >= self.limits.max_streams {
+                    return Accepted::Ignored(IgnoreReason::TooManyStreams);
+                }
+                let key = StreamKey {
+                    sender: sender.to_owned(),
+                    kind: frame.kind,
+                    id: frame.id.to_owned(),
+                };
+                self.streams.push((key, Stream::new(now)));
+                self.streams.len() - 1
+            }
         };
-        if !self.streams.contains_key(&key) && self.streams.len() >= self.limits.max_streams {
-            return Accepted::Ignored(IgnoreReason::TooManyStreams);
-        }
         let limits = self.limits;
-        let stream = self.streams.entry(key).or_insert_with(|| Stream::new(now));
-        match Self::accept_into(stream, now, frame, &limits) {
+        match Self::accept_into(&mut self.streams[index].1, now, frame, &limits) {
             Step::Pending(outcome) => outcome,
             Step::Done => {
-                let stream = self.remove(sender, frame.kind, frame.id);
+                let (_, stream) = self.streams.swap_remove(index);
                 self.finished.insert(frame.id);
                 Accepted::Complete(Completed {
                     data: stream.data,
@@ -255,20 +277,11 @@ impl Reassembler {
                 })
             }
             Step::Overflowed => {
-                self.remove(sender, frame.kind, frame.id);
+                self.streams.swap_remove(index);
                 self.finished.insert(frame.id);
                 Accepted::Overflow
             }
         }
-    }
-
-    fn remove(&mut self, sender: &str, kind: FrameType, id: &str) -> Stream {
-        let key = StreamKey {
-            sender: sender.to_owned(),
-            kind,
-            id: id.to_owned(),
-        };
-        self.streams.remove(&key).expect("stream exists")
     }
 
     fn accept_into(
@@ -328,15 +341,20 @@ impl Reassembler {
     /// Fails and forgets every stream whose gap (or idle time) passed `partial_timeout_ms`.
     pub fn expire(&mut self, now: u64) -> Vec<StreamKey> {
         let limits = self.limits;
-        let expired: Vec<StreamKey> = self
-            .streams
-            .iter()
-            .filter(|(_, s)| s.deadline(&limits).is_some_and(|d| d <= now))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in &expired {
-            self.streams.remove(key);
-            self.finished.insert(&key.id);
+        let mut expired = Vec::new();
+        let mut i = 0;
+        while i < self.streams.len() {
+            if self.streams[i]
+                .1
+                .deadline(&limits)
+                .is_some_and(|d| d <= now)
+            {
+                let (key, _) = self.streams.swap_remove(i);
+                self.finished.insert(&key.id);
+                expired.push(key);
+            } else {
+                i += 1;
+            }
         }
         expired
     }
@@ -344,14 +362,14 @@ impl Reassembler {
     /// The earliest instant at which [`Reassembler::expire`] has work.
     pub fn next_deadline(&self) -> Option<u64> {
         self.streams
-            .values()
-            .filter_map(|s| s.deadline(&self.limits))
+            .iter()
+            .filter_map(|(_, s)| s.deadline(&self.limits))
             .min()
     }
 
     /// Forgets every stream of `id` and ignores its frames from now on.
     pub fn finish_id(&mut self, id: &str) {
-        self.streams.retain(|key, _| key.id != id);
+        self.streams.retain(|(key, _)| key.id != id);
         self.finished.insert(id);
     }
 
@@ -362,7 +380,7 @@ impl Reassembler {
 
     /// Whether a stream of `id` is in progress.
     pub fn has_streams_for(&self, id: &str) -> bool {
-        self.streams.keys().any(|key| key.id == id)
+        self.streams.iter().any(|(key, _)| key.id == id)
     }
 
     /// Streams in flight.
@@ -372,7 +390,7 @@ impl Reassembler {
 
     /// Bytes held by all streams (decoded data plus out-of-order chunks and their overhead).
     pub fn buffered_bytes(&self) -> usize {
-        self.streams.values().map(Stream::buffered).sum()
+        self.streams.iter().map(|(_, s)| s.buffered()).sum()
     }
 }
 

@@ -98,8 +98,9 @@ impl Server {
             self.link.stats.stale_frames += 1;
             return;
         }
-        let folded = self.link.fold(sender);
-        match self.reassembler.accept(now, &folded, frame) {
+        self.reassembler
+            .set_casemapping(self.link.identity.casemapping());
+        match self.reassembler.accept(now, sender, frame) {
             Accepted::Buffered => {}
             Accepted::Duplicate => self.link.stats.duplicates += 1,
             Accepted::Ignored(_) => self.link.stats.stale_frames += 1,
@@ -130,7 +131,7 @@ impl Server {
                 self.link.events.push_back(Event::Request {
                     id: frame.id.to_owned(),
                     sender: sender.to_owned(),
-                    payload: String::from_utf8_lossy(&done.data).into_owned(),
+                    payload: super::into_text(done.data),
                 });
             }
         }
