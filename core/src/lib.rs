@@ -37,7 +37,9 @@
 //! - [`oa1`]: OA1, request/response RPC over IRC `PRIVMSG` lines, and the `RemoteBash` contract.
 //! - [`sim`]: an in-memory IRC channel relay for tests and demos.
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
+// `unsafe` is allowed only where a measurement asked for it, each with its SAFETY note:
+// oa1::escape (SSE2 compares; UTF-8 that escaping cannot break) and oa1::into_text.
+#![deny(unsafe_code)]
 
 pub mod irc;
 pub mod oa1;

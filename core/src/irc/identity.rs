@@ -77,6 +77,12 @@ impl Identity {
 
     /// Learns from one line the server sent. Returns whether anything changed.
     pub fn observe(&mut self, msg: &Message<'_>) -> bool {
+        // Most lines are other people's messages: skip them before copying anything.
+        let relevant = matches!(msg.command, "001" | "005" | "396")
+            || msg.source.is_some_and(|s| self.is_me(s.nick));
+        if !relevant {
+            return false;
+        }
         let before = self.clone();
         match msg.command {
             // 001 <nick> :Welcome to the network nick!user@host
@@ -114,10 +120,10 @@ impl Identity {
                         self.user = Some(user.to_owned());
                         self.host = Some(host.to_owned());
                     }
-                    if msg.is("NICK") {
-                        if let Some(new) = msg.param(0) {
-                            self.set_nick(new);
-                        }
+                    if msg.is("NICK")
+                        && let Some(new) = msg.param(0)
+                    {
+                        self.set_nick(new);
                     }
                 }
             }

@@ -20,48 +20,149 @@ const ESCAPE: [u8; 256] = {
     table
 };
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
+/// Finding the bytes to (un)escape a block at a time: 16 bytes with SSE2 on x86_64 (safe
+/// intrinsics, baseline on that target), 8 bytes with word bit tricks elsewhere.
+mod block {
+    #[cfg(target_arch = "x86_64")]
+    pub(super) const STEP: usize = 16;
+    #[cfg(not(target_arch = "x86_64"))]
+    pub(super) const STEP: usize = 8;
 
-/// Whether any of the 8 bytes in `word` needs escaping: a byte below 14 (NUL, TAB, LF, CR are
-/// all below 14) or a backslash. Exact as a yes/no (the classic "has less than" and "has zero
-/// byte" bit tricks), so 8 plain bytes are skipped with a few instructions.
+    // SAFETY (for the `unsafe` blocks below): SSE2 is part of every x86_64 target's baseline, and
+    // these intrinsics only compute on register values; none touches memory.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unsafe_code)]
+    mod imp {
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set_epi64x,
+            _mm_set1_epi8,
+        };
+
+        #[inline]
+        fn vector(block: &[u8; 16]) -> __m128i {
+            let lo = u64::from_le_bytes(block[..8].try_into().expect("8 bytes"));
+            let hi = u64::from_le_bytes(block[8..].try_into().expect("8 bytes"));
+            unsafe { _mm_set_epi64x(hi as i64, lo as i64) }
+        }
+
+        /// Bit k set when byte k is below 14 or a backslash.
+        #[inline]
+        pub(in super::super) fn specials(block: &[u8; 16]) -> u32 {
+            let v = vector(block);
+            unsafe {
+                let below_14 = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(13)), v);
+                let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+                _mm_movemask_epi8(_mm_or_si128(below_14, backslash)) as u32
+            }
+        }
+
+        /// Bit k set when byte k is a backslash.
+        #[inline]
+        pub(in super::super) fn backslashes(block: &[u8; 16]) -> u32 {
+            let v = vector(block);
+            unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8))) as u32 }
+        }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    mod imp {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGHS: u64 = 0x8080_8080_8080_8080;
+        const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+
+        /// The high bit of each zero byte (exact: no carries cross bytes).
+        fn zero_bytes(word: u64) -> u64 {
+            !(((word & LOW7) + LOW7) | word | LOW7)
+        }
+
+        /// Moves each byte's high bit down to bit (byte index), like SSE2's movemask.
+        fn gather(high_bits: u64) -> u32 {
+            (0..8).fold(0, |m, k| m | (((high_bits >> (8 * k + 7)) & 1) as u32) << k)
+        }
+
+        pub(in super::super) fn specials(block: &[u8; 8]) -> u32 {
+            let word = u64::from_le_bytes(*block);
+            let below_14 = !(((word & LOW7) + ONES * (0x80 - 14)) | word) & HIGHS;
+            gather(below_14 | zero_bytes(word ^ (ONES * u64::from(b'\\'))))
+        }
+
+        pub(in super::super) fn backslashes(block: &[u8; 8]) -> u32 {
+            gather(zero_bytes(
+                u64::from_le_bytes(*block) ^ (ONES * u64::from(b'\\')),
+            ))
+        }
+    }
+
+    pub(super) use imp::{backslashes, specials};
+
+    /// The block of `STEP` bytes at `bytes[at..]`.
+    #[inline]
+    pub(super) fn at(bytes: &[u8], at: usize) -> &[u8; STEP] {
+        bytes[at..at + STEP].try_into().expect("STEP bytes")
+    }
+}
+
+use block::STEP;
+
+/// Writes `b`, escaped if it must be, at `buf[w..]`; returns the new write position.
 #[inline]
-fn word_needs_escape(word: u64) -> bool {
-    let below_14 = word.wrapping_sub(ONES * 14) & !word & HIGHS;
-    let backslashes = word ^ (ONES * u64::from(b'\\'));
-    let has_backslash = backslashes.wrapping_sub(ONES) & !backslashes & HIGHS;
-    (below_14 | has_backslash) != 0
+fn put_escaped(buf: &mut [u8], w: usize, b: u8) -> usize {
+    let letter = ESCAPE[b as usize];
+    if letter == 0 {
+        buf[w] = b;
+        w + 1
+    } else {
+        buf[w] = b'\\';
+        buf[w + 1] = letter;
+        w + 2
+    }
 }
 
 /// Appends the escaped form of `text` to `out`.
+///
+/// Works 8 bytes at a time into a buffer sized for the worst case. A word is stored whole; when
+/// it holds a byte to escape, the write position only advances to that byte, which is then
+/// written escaped, and the scan restarts right after it. Measured against scanning for each
+/// special byte and appending the runs between them: see `core/benches/oa1_codec.rs`.
 pub fn escape_into(text: &str, out: &mut String) {
     let bytes = text.as_bytes();
-    out.reserve(bytes.len() + bytes.len() / 32);
-    let mut copied = 0;
+    let mut buf = std::mem::take(out).into_bytes();
+    let mut w = buf.len();
+    // Room for the text, an eighth more for escapes, and a block of slack; grown when the
+    // escapes use it up (zeroing twice the size up front cost more than all the growing).
+    buf.resize(w + bytes.len() + bytes.len() / 8 + 2 * STEP, 0);
     let mut i = 0;
-    while i < bytes.len() {
-        if let Some(word) = bytes.get(i..i + 8) {
-            let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-            if !word_needs_escape(word) {
-                i += 8;
-                continue;
-            }
+    while i + STEP <= bytes.len() {
+        if buf.len() - w < 2 * STEP {
+            buf.resize(buf.len() + (bytes.len() - i) + 2 * STEP, 0);
         }
-        let end = (i + 8).min(bytes.len());
-        for (j, &b) in bytes[i..end].iter().enumerate() {
-            let letter = ESCAPE[b as usize];
-            if letter != 0 {
-                // Escaped bytes are ASCII, so `copied..i + j` ends on a char boundary.
-                out.push_str(&text[copied..i + j]);
-                out.push('\\');
-                out.push(letter as char);
-                copied = i + j + 1;
-            }
+        let chunk = block::at(bytes, i);
+        buf[w..w + STEP].copy_from_slice(chunk);
+        let specials = block::specials(chunk);
+        if specials == 0 {
+            w += STEP;
+            i += STEP;
+            continue;
         }
-        i = end;
+        let skip = specials.trailing_zeros() as usize;
+        w = put_escaped(&mut buf, w + skip, bytes[i + skip]);
+        i += skip + 1;
     }
-    out.push_str(&text[copied..]);
+    buf.resize(buf.len().max(w + 2 * (bytes.len() - i)), 0);
+    for &b in &bytes[i..] {
+        w = put_escaped(&mut buf, w, b);
+    }
+    buf.truncate(w);
+    *out = into_string(buf);
+}
+
+/// `buf` holds valid UTF-8: escaping only turns ASCII bytes into ASCII pairs.
+#[allow(unsafe_code)]
+fn into_string(buf: Vec<u8>) -> String {
+    debug_assert!(std::str::from_utf8(&buf).is_ok());
+    // SAFETY: `buf` is the UTF-8 of a `&str` (and possibly of a `String` before it) with some
+    // ASCII bytes replaced by two ASCII bytes each, which keeps every sequence whole and valid.
+    unsafe { String::from_utf8_unchecked(buf) }
 }
 
 /// The escaped form of `text`.
@@ -88,30 +189,53 @@ pub struct Unescaper {
 
 impl Unescaper {
     /// Decodes `piece` onto `out`. A backslash at the very end is held until the next piece.
-    pub fn feed(&mut self, mut piece: &[u8], out: &mut Vec<u8>) {
-        out.reserve(piece.len());
+    ///
+    /// Like [`escape_into`], 8 bytes at a time, restarting the scan after each escape.
+    pub fn feed(&mut self, piece: &[u8], out: &mut Vec<u8>) {
+        let mut w = out.len();
+        out.resize(w + piece.len() + STEP, 0);
+        let mut i = 0;
         if self.held_backslash {
-            let Some((&first, rest)) = piece.split_first() else {
+            let Some(&first) = piece.first() else {
+                out.truncate(w);
                 return;
             };
             self.held_backslash = false;
-            push_escape(first, out);
-            piece = rest;
+            w = put_unescaped(out, w, first);
+            i = 1;
         }
-        while let Some(pos) = memchr::memchr(b'\\', piece) {
-            out.extend_from_slice(&piece[..pos]);
-            match piece.get(pos + 1) {
+        while i < piece.len() {
+            if i + STEP <= piece.len() {
+                let chunk = block::at(piece, i);
+                out[w..w + STEP].copy_from_slice(chunk);
+                let backslashes = block::backslashes(chunk);
+                if backslashes == 0 {
+                    w += STEP;
+                    i += STEP;
+                    continue;
+                }
+                let skip = backslashes.trailing_zeros() as usize;
+                w += skip;
+                i += skip;
+            } else if piece[i] != b'\\' {
+                out[w] = piece[i];
+                w += 1;
+                i += 1;
+                continue;
+            }
+            // piece[i] is a backslash.
+            match piece.get(i + 1) {
                 Some(&letter) => {
-                    push_escape(letter, out);
-                    piece = &piece[pos + 2..];
+                    w = put_unescaped(out, w, letter);
+                    i += 2;
                 }
                 None => {
                     self.held_backslash = true;
-                    return;
+                    i += 1;
                 }
             }
         }
-        out.extend_from_slice(piece);
+        out.truncate(w);
     }
 
     /// Ends the stream: a held lone backslash is kept as a backslash.
@@ -122,17 +246,33 @@ impl Unescaper {
     }
 }
 
+/// For each escape letter, the byte it stands for; `UNKNOWN` for letters that are no escape.
+const UNESCAPE: [u8; 256] = {
+    let mut table = [UNKNOWN; 256];
+    table[b'\\' as usize] = b'\\';
+    table[b'n' as usize] = b'\n';
+    table[b'r' as usize] = b'\r';
+    table[b't' as usize] = b'\t';
+    table[b'0' as usize] = 0;
+    table[b's' as usize] = b' ';
+    table
+};
+/// No escape decodes to 0xFF (it is not even UTF-8), so it marks the unknown letters.
+const UNKNOWN: u8 = 0xFF;
+
+/// Writes the byte an escape `\\<letter>` stands for at `out[w..]` (an unknown escape stays
+/// as it is, two bytes); returns the new write position. `out` has room for two bytes at `w`.
+/// A table rather than a `match`: the jump table's indirect branch mispredicted on every escape.
 #[inline]
-fn push_escape(letter: u8, out: &mut Vec<u8>) {
-    match letter {
-        b'\\' => out.push(b'\\'),
-        b'n' => out.push(b'\n'),
-        b'r' => out.push(b'\r'),
-        b't' => out.push(b'\t'),
-        b'0' => out.push(0),
-        b's' => out.push(b' '),
-        other => out.extend_from_slice(&[b'\\', other]),
+fn put_unescaped(out: &mut [u8], w: usize, letter: u8) -> usize {
+    let decoded = UNESCAPE[letter as usize];
+    if decoded == UNKNOWN {
+        out[w] = b'\\';
+        out[w + 1] = letter;
+        return w + 2;
     }
+    out[w] = decoded;
+    w + 1
 }
 
 /// Whether a cut at `pos` of the escaped text `escaped` would split an escape pair, given that
@@ -198,17 +338,19 @@ mod tests {
     }
 
     #[test]
-    fn word_check_matches_the_table() {
+    fn block_masks_are_exact() {
         for b in 0..=255u8 {
-            for pos in 0..8 {
-                let mut word = [b'a'; 8];
-                word[pos] = b;
-                let needs = ESCAPE[b as usize] != 0 || b < 14;
-                assert_eq!(
-                    word_needs_escape(u64::from_le_bytes(word)),
-                    needs,
-                    "{b} at {pos}"
-                );
+            for filler in [b'a', 0, 0xff, b'\\', 13, 14, 0x80] {
+                for pos in 0..STEP {
+                    let mut chunk = [filler; STEP];
+                    chunk[pos] = b;
+                    for (k, &byte) in chunk.iter().enumerate() {
+                        let bit = 1u32 << k;
+                        let special = block::specials(&chunk) & bit != 0;
+                        assert_eq!(special, byte < 14 || byte == b'\\', "{byte} at {k}");
+                        assert_eq!(block::backslashes(&chunk) & bit != 0, byte == b'\\');
+                    }
+                }
             }
         }
     }

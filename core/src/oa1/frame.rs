@@ -67,11 +67,20 @@ pub struct Frame<'a> {
 
 /// Whether `id` is a valid request id.
 pub fn is_valid_id(id: &str) -> bool {
-    (1..=MAX_ID_LEN).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=MAX_ID_LEN).contains(&id.len()) && id.bytes().all(|b| ID_BYTE[b as usize])
 }
+
+/// `[A-Za-z0-9_-]`.
+const ID_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'-';
+        b += 1;
+    }
+    table
+};
 
 /// Splits off the text before the next single space.
 #[inline]
@@ -153,7 +162,9 @@ impl<'a> Frame<'a> {
                 break;
             }
         }
-        out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
+        for &digit in &digits[start..] {
+            out.push(char::from(digit));
+        }
         out.push_str(if self.more { " 1" } else { " 0" });
         if !self.payload.is_empty() {
             out.push(' ');

@@ -65,12 +65,12 @@ impl Link {
                     && text.starts_with("OA1 ")
                     && !self.identity.is_me(sender) =>
             {
-                if let Some(allowed) = &self.config.allowed_sender {
-                    if !casemap.eq(sender, allowed) {
-                        self.stats.disallowed_sender += 1;
-                        self.stats.ignored += 1;
-                        return None;
-                    }
+                if let Some(allowed) = &self.config.allowed_sender
+                    && !casemap.eq(sender, allowed)
+                {
+                    self.stats.disallowed_sender += 1;
+                    self.stats.ignored += 1;
+                    return None;
                 }
                 Some((sender, *text))
             }

@@ -89,8 +89,16 @@ impl Config {
 }
 
 /// Decoded bytes as text: moved when they are UTF-8, invalid sequences replaced otherwise.
+///
+/// Validated with simdutf8: std's check took half of the desk's decode time on mixed UTF-8.
+#[allow(unsafe_code)]
 pub(crate) fn into_text(data: Vec<u8>) -> String {
-    String::from_utf8(data).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    if simdutf8::basic::from_utf8(&data).is_ok() {
+        // SAFETY: simdutf8 just checked that `data` is valid UTF-8.
+        unsafe { String::from_utf8_unchecked(data) }
+    } else {
+        String::from_utf8_lossy(&data).into_owned()
+    }
 }
 
 /// Pacing defaults, measured against ngircd 26.1 (see `tests/pacing/measure_ngircd.py`).
@@ -188,13 +196,14 @@ impl Failure {
     /// Parses an `ERR` payload `code: message` (DESIGN "OA1 decisions" 7): the code is the text
     /// before the first `": "` when it matches `[a-z_]+`, else `error` and the whole text.
     pub fn from_err_payload(text: &str) -> Self {
-        if let Some((code, message)) = text.split_once(": ") {
-            if !code.is_empty() && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
-                return Failure::Remote {
-                    code: code.to_owned(),
-                    message: message.to_owned(),
-                };
-            }
+        if let Some((code, message)) = text.split_once(": ")
+            && !code.is_empty()
+            && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+        {
+            return Failure::Remote {
+                code: code.to_owned(),
+                message: message.to_owned(),
+            };
         }
         Failure::Remote {
             code: "error".to_owned(),

@@ -308,10 +308,10 @@ impl Server {
         if let Some(line) = self.link.take_queued(now) {
             return Output::Transmit(line);
         }
-        if !self.link.has_queued() {
-            if let Some(line) = self.take_reply_frame(now) {
-                return Output::Transmit(line);
-            }
+        if !self.link.has_queued()
+            && let Some(line) = self.take_reply_frame(now)
+        {
+            return Output::Transmit(line);
         }
         let mut deadline = now.saturating_add(IDLE_WAIT_MS);
         let ready = self.link.ready_at(now);

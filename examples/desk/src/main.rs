@@ -97,7 +97,7 @@ enum Wire {
     /// A real IRC connection and its session helper.
     Irc {
         socket: TcpStream,
-        session: Session,
+        session: Box<Session>,
         joined: bool,
     },
 }
@@ -490,15 +490,15 @@ fn connect(
             };
             decoder.feed(&buf[..n]);
             while let Some(decoded) = decoder.next_line() {
-                if let DecodedLine::Line(line) = decoded {
-                    if tx.send(Input::Line(end, line.to_vec())).is_err() {
-                        return;
-                    }
+                if let DecodedLine::Line(line) = decoded
+                    && tx.send(Input::Line(end, line.to_vec())).is_err()
+                {
+                    return;
                 }
             }
         }
     });
-    let session = Session::new(SessionConfig::new(nick, &[channel]), 0);
+    let session = Box::new(Session::new(SessionConfig::new(nick, &[channel]), 0));
     Ok(Wire::Irc {
         socket,
         session,

@@ -87,10 +87,10 @@ impl World {
     fn step(&mut self, app: &mut dyn FnMut(&mut Server, u64, Event), done: &mut Vec<Event>) {
         let now = self.clock.now();
         for line in self.desk.read_lines(now) {
-            if let Some((id, seq)) = res_frame(&line) {
-                if let Some(sent) = self.sent_at.remove(&(id, seq)) {
-                    self.max_lag_ms = self.max_lag_ms.max(now - sent);
-                }
+            if let Some((id, seq)) = res_frame(&line)
+                && let Some(sent) = self.sent_at.remove(&(id, seq))
+            {
+                self.max_lag_ms = self.max_lag_ms.max(now - sent);
             }
             self.client.handle_line(now, &line);
         }
