@@ -268,17 +268,18 @@ impl Reassembler {
         let limits = self.limits;
         match Self::accept_into(&mut self.streams[index].1, now, frame, &limits) {
             Step::Pending(outcome) => outcome,
+            // Either way the id is over: its other streams (the other type, or another sender's)
+            // are dropped with it.
             Step::Done => {
                 let (_, stream) = self.streams.swap_remove(index);
-                self.finished.insert(frame.id);
+                self.finish_id(frame.id);
                 Accepted::Complete(Completed {
                     data: stream.data,
                     truncated: stream.truncated,
                 })
             }
             Step::Overflowed => {
-                self.streams.swap_remove(index);
-                self.finished.insert(frame.id);
+                self.finish_id(frame.id);
                 Accepted::Overflow
             }
         }
