@@ -36,11 +36,18 @@
 //! - [`irc`]: IRC line parsing and formatting, case mapping, line budgets, a session helper.
 //! - [`oa1`]: OA1, request/response RPC over IRC `PRIVMSG` lines, and the `RemoteBash` contract.
 //! - [`sim`]: an in-memory IRC channel relay for tests and demos.
+//! - [`jsonrpc`]: framing (NDJSON, `Content-Length`), the JSON-RPC 2.0 message model and the
+//!   correlation engine shared by the JSON protocols.
+//! - [`rexd`]: the REXD wire types (methods, results, events, error codes).
+//! - [`gateway`]: the gateway job state machine, idempotent job creation and approvals.
 #![warn(missing_docs)]
 // `unsafe` is allowed only where a measurement asked for it, each with its SAFETY note:
 // oa1::escape (SSE2 compares; UTF-8 that escaping cannot break) and oa1::into_text.
 #![deny(unsafe_code)]
 
+pub mod gateway;
 pub mod irc;
+pub mod jsonrpc;
 pub mod oa1;
+pub mod rexd;
 pub mod sim;
