@@ -34,6 +34,7 @@
 //!
 //! Modules:
 //! - [`irc`]: IRC line parsing and formatting, case mapping, line budgets, a session helper.
+//! - [`lines`]: a bounded line splitter for byte streams (IRC, NDJSON).
 //! - [`oa1`]: OA1, request/response RPC over IRC `PRIVMSG` lines, and the `RemoteBash` contract.
 //! - [`sim`]: an in-memory IRC channel relay for tests and demos.
 //! - [`jsonrpc`]: framing (NDJSON, `Content-Length`), the JSON-RPC 2.0 message model and the
@@ -48,6 +49,7 @@
 pub mod gateway;
 pub mod irc;
 pub mod jsonrpc;
+pub mod lines;
 pub mod oa1;
 pub mod rexd;
 pub mod sim;

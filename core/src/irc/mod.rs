@@ -2,16 +2,19 @@
 //! decoder for raw byte streams, and a sans-IO session helper for hosts without an IRC client.
 
 pub mod casemap;
-pub mod decoder;
 pub mod identity;
 pub mod message;
 pub mod session;
 
+pub use crate::lines::{DecodedLine, LineDecoder};
 pub use casemap::CaseMapping;
-pub use decoder::{DEFAULT_MAX_LINE_BYTES, DecodedLine, LineDecoder};
 pub use identity::{Identity, MAX_LINE_BYTES};
 pub use message::{FormatError, Message, ParseError, Source, format_line, privmsg};
 pub use session::{
     DisconnectReason, Session, SessionConfig, SessionError, SessionEvent, SessionOutput,
     SessionStats,
 };
+
+/// A line limit that fits any IRC line with IRCv3 message tags: 8191 bytes of tags (the `@` and
+/// the space after them included) plus the 512 bytes of a classic line (CRLF included).
+pub const DEFAULT_MAX_LINE_BYTES: usize = 8191 + 512;

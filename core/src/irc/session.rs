@@ -34,9 +34,10 @@
 
 use std::collections::VecDeque;
 
-use super::decoder::{DEFAULT_MAX_LINE_BYTES, DecodedLine, LineDecoder};
+use super::DEFAULT_MAX_LINE_BYTES;
 use super::identity::{Identity, MAX_LINE_BYTES};
 use super::message::{self, Message};
+use crate::lines::{DecodedLine, LineDecoder};
 
 /// The token of the keepalive `PING` the session sends.
 pub const KEEPALIVE_TOKEN: &str = "deskwire";

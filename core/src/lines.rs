@@ -1,4 +1,4 @@
-//! Splitting a raw IRC byte stream into lines, with a bounded buffer.
+//! Splitting a byte stream into lines, with a bounded buffer: IRC lines and NDJSON messages.
 //!
 //! [`LineDecoder`] follows tokio-util's `LinesCodec`: the host feeds whatever the socket gave it,
 //! then pulls lines until there are none left. A line longer than the limit is reported once as
@@ -6,7 +6,7 @@
 //! a peer cannot make the decoder buffer more than the limit.
 //!
 //! ```
-//! use deskwire::irc::{DecodedLine, LineDecoder};
+//! use deskwire::lines::{DecodedLine, LineDecoder};
 //!
 //! let mut decoder = LineDecoder::new(512);
 //! decoder.feed(b"PING :a\r\n:srv 001 desk :Wel");
@@ -16,9 +16,7 @@
 //! assert_eq!(decoder.next_line(), Some(DecodedLine::Line(b":srv 001 desk :Welcome")));
 //! ```
 
-/// A line limit that fits any IRC line with IRCv3 message tags: 8191 bytes of tags (the `@` and
-/// the space after them included) plus the 512 bytes of a classic line (CRLF included).
-pub const DEFAULT_MAX_LINE_BYTES: usize = 8191 + 512;
+use crate::irc::DEFAULT_MAX_LINE_BYTES;
 
 /// What [`LineDecoder::next_line`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +54,7 @@ pub struct LineDecoder {
     finished_too_long: Option<usize>,
 }
 
+/// The default limit fits any IRC line with message tags ([`DEFAULT_MAX_LINE_BYTES`]).
 impl Default for LineDecoder {
     fn default() -> Self {
         LineDecoder::new(DEFAULT_MAX_LINE_BYTES)
