@@ -2,3 +2,4 @@
 //! correlation engine (the peer) that the JSON protocols share.
 
 pub mod framing;
+pub mod message;

@@ -1,0 +1,665 @@
+//! The JSON-RPC 2.0 message model: requests, notifications, responses and errors, with ids that
+//! are numbers, strings or `null`, and batches.
+//!
+//! Params, results and error data stay raw JSON text ([`RawValue`]): the engine routes messages
+//! without building a tree for them, and hosts in other languages parse them with their own JSON
+//! library. `"jsonrpc": "2.0"` is checked on read and added on write.
+//!
+//! ```
+//! use deskwire::jsonrpc::message::{Id, Message, Parsed, parse};
+//!
+//! let parsed = parse(br#"{"jsonrpc":"2.0","id":7,"method":"fs.stat","params":{"path":"a"}}"#, 16).unwrap();
+//! let Parsed::Single(Message::Request { id, method, params }) = parsed else { panic!() };
+//! assert_eq!((id, method.as_str()), (Id::Number(7), "fs.stat"));
+//! assert_eq!(params.unwrap().get(), r#"{"path":"a"}"#);
+//! ```
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
+
+/// Raw JSON text (params, results, error data), compared by its text.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RawJson(Box<RawValue>);
+
+impl RawJson {
+    /// Checks that `json` is one JSON value and keeps it as it is.
+    pub fn from_string(json: String) -> Result<Self, serde_json::Error> {
+        RawValue::from_string(json).map(RawJson)
+    }
+
+    /// The JSON of any serialisable value.
+    pub fn to_raw<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
+        serde_json::value::to_raw_value(value).map(RawJson)
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The JSON as a borrowed raw value.
+    pub fn as_raw(&self) -> &RawValue {
+        &self.0
+    }
+}
+
+impl From<&RawValue> for RawJson {
+    fn from(raw: &RawValue) -> Self {
+        RawJson(raw.to_owned())
+    }
+}
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for RawJson {}
+
+impl fmt::Debug for RawJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+/// A request id: a number, a string, or `null` (only in an error answering an unreadable
+/// request). Fractional numbers are refused: the spec discourages them and no peer needs them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Id {
+    /// An integer id.
+    Number(i64),
+    /// A string id.
+    String(String),
+    /// `null`.
+    Null,
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Id::Number(n) => write!(f, "{n}"),
+            Id::String(s) => write!(f, "{s:?}"),
+            Id::Null => f.write_str("null"),
+        }
+    }
+}
+
+impl From<i64> for Id {
+    fn from(n: i64) -> Self {
+        Id::Number(n)
+    }
+}
+
+impl From<&str> for Id {
+    fn from(s: &str) -> Self {
+        Id::String(s.to_owned())
+    }
+}
+
+impl Serialize for Id {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Id::Number(n) => serializer.serialize_i64(*n),
+            Id::String(s) => serializer.serialize_str(s),
+            Id::Null => serializer.serialize_unit(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl de::Visitor<'_> for Visitor {
+            type Value = Id;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer, a string or null")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Id, E> {
+                Ok(Id::Number(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Id, E> {
+                i64::try_from(v)
+                    .map(Id::Number)
+                    .map_err(|_| E::custom("id out of range"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Id, E> {
+                Ok(Id::String(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Id, E> {
+                Ok(Id::String(v))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Id, E> {
+                Ok(Id::Null)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// The standard error codes (JSON-RPC 2.0 §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// -32700: invalid JSON.
+    ParseError,
+    /// -32600: not a valid request object.
+    InvalidRequest,
+    /// -32601: no such method.
+    MethodNotFound,
+    /// -32602: invalid method parameters.
+    InvalidParams,
+    /// -32603: internal error.
+    InternalError,
+}
+
+impl ErrorCode {
+    /// The numeric code.
+    pub fn code(self) -> i64 {
+        match self {
+            ErrorCode::ParseError => -32700,
+            ErrorCode::InvalidRequest => -32600,
+            ErrorCode::MethodNotFound => -32601,
+            ErrorCode::InvalidParams => -32602,
+            ErrorCode::InternalError => -32603,
+        }
+    }
+
+    /// The standard code for a number, if it is one.
+    pub fn from_code(code: i64) -> Option<Self> {
+        Some(match code {
+            -32700 => ErrorCode::ParseError,
+            -32600 => ErrorCode::InvalidRequest,
+            -32601 => ErrorCode::MethodNotFound,
+            -32602 => ErrorCode::InvalidParams,
+            -32603 => ErrorCode::InternalError,
+            _ => return None,
+        })
+    }
+
+    /// The spec's message for the code.
+    pub fn message(self) -> &'static str {
+        match self {
+            ErrorCode::ParseError => "Parse error",
+            ErrorCode::InvalidRequest => "Invalid Request",
+            ErrorCode::MethodNotFound => "Method not found",
+            ErrorCode::InvalidParams => "Invalid params",
+            ErrorCode::InternalError => "Internal error",
+        }
+    }
+}
+
+/// The `error` member of an error response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    /// The error code (see [`ErrorCode`] for the standard ones).
+    pub code: i64,
+    /// A short description.
+    pub message: String,
+    /// Extra information, as raw JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<RawJson>,
+}
+
+impl ErrorObject {
+    /// A standard error with the spec's message.
+    pub fn standard(code: ErrorCode) -> Self {
+        ErrorObject {
+            code: code.code(),
+            message: code.message().to_owned(),
+            data: None,
+        }
+    }
+
+    /// An error with any code and message.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        ErrorObject {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+/// One JSON-RPC message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// A call that wants an answer.
+    Request {
+        /// Its id.
+        id: Id,
+        /// The method.
+        method: String,
+        /// The params (an object or array), raw.
+        params: Option<RawJson>,
+    },
+    /// A call without an answer.
+    Notification {
+        /// The method.
+        method: String,
+        /// The params, raw.
+        params: Option<RawJson>,
+    },
+    /// A successful answer.
+    Response {
+        /// The request's id.
+        id: Id,
+        /// The result, raw (may be `null`).
+        result: RawJson,
+    },
+    /// A failed answer.
+    Error {
+        /// The request's id (`null` when it could not be read).
+        id: Id,
+        /// What went wrong.
+        error: ErrorObject,
+    },
+}
+
+/// A parsed frame: one message or a batch. In a batch each element is checked on its own, so
+/// one bad element does not spoil the rest (the spec answers it alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    /// One message.
+    Single(Message),
+    /// A batch, element by element.
+    Batch(Vec<Result<Message, Invalid>>),
+}
+
+/// Why a frame is not a message: what the answer should say.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Invalid {
+    /// Not UTF-8 or not JSON (-32700, answered with id `null`).
+    #[error("parse error: {0}")]
+    Parse(String),
+    /// JSON, but not a valid message (-32600). `id` is the request's id when it could be read.
+    #[error("invalid request: {reason}")]
+    Request {
+        /// The id, if the object had a readable one.
+        id: Option<Id>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An empty batch `[]` (-32600).
+    #[error("invalid request: empty batch")]
+    EmptyBatch,
+    /// More elements than the batch limit (-32600).
+    #[error("invalid request: batch of {len} exceeds the limit of {max}")]
+    BatchTooLarge {
+        /// Elements in the batch.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+impl Invalid {
+    /// The error response this calls for: its id and error object.
+    pub fn to_error(&self) -> (Id, ErrorObject) {
+        let (id, code) = match self {
+            Invalid::Parse(_) => (Id::Null, ErrorCode::ParseError),
+            Invalid::Request { id, .. } => {
+                (id.clone().unwrap_or(Id::Null), ErrorCode::InvalidRequest)
+            }
+            Invalid::EmptyBatch | Invalid::BatchTooLarge { .. } => {
+                (Id::Null, ErrorCode::InvalidRequest)
+            }
+        };
+        let mut error = ErrorObject::standard(code);
+        error.data = RawJson::to_raw(&self.to_string()).ok();
+        (id, error)
+    }
+}
+
+/// The members of any message object; which ones are present decides what it is.
+#[derive(Deserialize)]
+struct Members<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+/// `Some` whenever the member is present, `null` included (plain `Option` would read `null` as
+/// absent, and `"result": null` is a valid result).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// Parses one frame: a message or a batch of at most `batch_limit` elements.
+pub fn parse(bytes: &[u8], batch_limit: usize) -> Result<Parsed, Invalid> {
+    let text = std::str::from_utf8(bytes).map_err(|e| Invalid::Parse(e.to_string()))?;
+    let raw: &RawValue = serde_json::from_str(text).map_err(|e| Invalid::Parse(e.to_string()))?;
+    let json = raw.get();
+    if json.starts_with('[') {
+        let elements: Vec<&RawValue> =
+            serde_json::from_str(json).map_err(|e| Invalid::Parse(e.to_string()))?;
+        if elements.is_empty() {
+            return Err(Invalid::EmptyBatch);
+        }
+        if elements.len() > batch_limit {
+            return Err(Invalid::BatchTooLarge {
+                len: elements.len(),
+                max: batch_limit,
+            });
+        }
+        return Ok(Parsed::Batch(elements.into_iter().map(parse_one).collect()));
+    }
+    parse_one(raw).map(Parsed::Single)
+}
+
+fn invalid(id: Option<Id>, reason: impl Into<String>) -> Invalid {
+    Invalid::Request {
+        id,
+        reason: reason.into(),
+    }
+}
+
+/// Parses one message object.
+pub fn parse_one(raw: &RawValue) -> Result<Message, Invalid> {
+    if !raw.get().starts_with('{') {
+        return Err(invalid(None, "a message must be a JSON object"));
+    }
+    let m: Members<'_> =
+        serde_json::from_str(raw.get()).map_err(|e| invalid(None, e.to_string()))?;
+    let id = match m.id {
+        None => None,
+        Some(raw_id) => Some(
+            serde_json::from_str::<Id>(raw_id.get())
+                .map_err(|_| invalid(None, "id must be an integer, a string or null"))?,
+        ),
+    };
+    if m.jsonrpc.as_deref() != Some("2.0") {
+        return Err(invalid(id, "\"jsonrpc\" must be \"2.0\""));
+    }
+    match (m.method, m.result, m.error) {
+        (Some(method), None, None) => {
+            let method: String = serde_json::from_str(method.get())
+                .map_err(|_| invalid(id.clone(), "method must be a string"))?;
+            let params = match m.params {
+                None => None,
+                Some(p) if p.get().starts_with(['{', '[']) => Some(p.into()),
+                Some(_) => return Err(invalid(id, "params must be an object or an array")),
+            };
+            Ok(match id {
+                Some(id) => Message::Request { id, method, params },
+                None => Message::Notification { method, params },
+            })
+        }
+        (None, Some(result), None) => match id {
+            Some(id) => Ok(Message::Response {
+                id,
+                result: result.into(),
+            }),
+            None => Err(invalid(None, "a response needs an id")),
+        },
+        (None, None, Some(error)) => {
+            let error: ErrorObject = serde_json::from_str(error.get())
+                .map_err(|e| invalid(id.clone(), format!("bad error object: {e}")))?;
+            match id {
+                Some(id) => Ok(Message::Error { id, error }),
+                None => Err(invalid(None, "an error response needs an id")),
+            }
+        }
+        (None, None, None) => Err(invalid(id, "no method, result or error")),
+        _ => Err(invalid(
+            id,
+            "a message has exactly one of method, result and error",
+        )),
+    }
+}
+
+#[derive(Serialize)]
+struct Out<'a> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a Id>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ErrorObject>,
+}
+
+impl Message {
+    fn out(&self) -> Out<'_> {
+        let mut out = Out {
+            jsonrpc: "2.0",
+            id: None,
+            method: None,
+            params: None,
+            result: None,
+            error: None,
+        };
+        match self {
+            Message::Request { id, method, params } => {
+                out.id = Some(id);
+                out.method = Some(method);
+                out.params = params.as_ref().map(RawJson::as_raw);
+            }
+            Message::Notification { method, params } => {
+                out.method = Some(method);
+                out.params = params.as_ref().map(RawJson::as_raw);
+            }
+            Message::Response { id, result } => {
+                out.id = Some(id);
+                out.result = Some(result.as_raw());
+            }
+            Message::Error { id, error } => {
+                out.id = Some(id);
+                out.error = Some(error);
+            }
+        }
+        out
+    }
+
+    /// Appends the compact JSON of the message (no newline) to `out`.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        serde_json::to_writer(out, &self.out()).expect("serialising to a Vec cannot fail");
+    }
+
+    /// The compact JSON of the message.
+    pub fn to_json(&self) -> String {
+        let mut out = Vec::new();
+        self.write(&mut out);
+        String::from_utf8(out).expect("serde_json writes UTF-8")
+    }
+}
+
+/// Appends a batch (a JSON array of the messages) to `out`.
+pub fn write_batch(messages: &[Message], out: &mut Vec<u8>) {
+    out.push(b'[');
+    for (i, m) in messages.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        m.write(out);
+    }
+    out.push(b']');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn raw(json: &str) -> RawJson {
+        RawJson::from_string(json.to_owned()).unwrap()
+    }
+
+    fn single(json: &str) -> Result<Message, Invalid> {
+        match parse(json.as_bytes(), 8)? {
+            Parsed::Single(m) => Ok(m),
+            Parsed::Batch(_) => panic!("batch"),
+        }
+    }
+
+    #[test]
+    fn spec_examples() {
+        assert_eq!(
+            single(r#"{"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": 1}"#),
+            Ok(Message::Request {
+                id: Id::Number(1),
+                method: "subtract".into(),
+                params: Some(raw("[42, 23]"))
+            })
+        );
+        assert_eq!(
+            single(r#"{"jsonrpc": "2.0", "method": "update", "params": [1,2,3,4,5]}"#),
+            Ok(Message::Notification {
+                method: "update".into(),
+                params: Some(raw("[1,2,3,4,5]"))
+            })
+        );
+        assert_eq!(
+            single(r#"{"jsonrpc": "2.0", "result": 19, "id": "a"}"#),
+            Ok(Message::Response {
+                id: Id::String("a".into()),
+                result: raw("19")
+            })
+        );
+        assert_eq!(
+            single(r#"{"jsonrpc":"2.0","result":null,"id":3}"#),
+            Ok(Message::Response {
+                id: Id::Number(3),
+                result: raw("null")
+            })
+        );
+        assert_eq!(
+            single(
+                r#"{"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}, "id": null}"#
+            ),
+            Ok(Message::Error {
+                id: Id::Null,
+                error: ErrorObject::standard(ErrorCode::ParseError)
+            })
+        );
+        // id: null on a request is legal (if discouraged) and distinct from no id.
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","method":"m","id":null}"#),
+            Ok(Message::Request { id: Id::Null, .. })
+        ));
+    }
+
+    #[test]
+    fn invalid_messages_say_why_and_keep_the_id() {
+        assert!(matches!(single("{"), Err(Invalid::Parse(_))));
+        assert!(matches!(parse(b"\xff", 8), Err(Invalid::Parse(_))));
+        assert_eq!(
+            single(r#"{"jsonrpc":"1.0","method":"m","id":5}"#)
+                .unwrap_err()
+                .to_error()
+                .0,
+            Id::Number(5)
+        );
+        for bad in [
+            r#"{"method":"m","id":1}"#,
+            r#"{"jsonrpc":"2.0","method":1,"id":1}"#,
+            r#"{"jsonrpc":"2.0","method":"m","params":3,"id":1}"#,
+            r#"{"jsonrpc":"2.0","result":1,"error":{"code":1,"message":"x"},"id":1}"#,
+            r#"{"jsonrpc":"2.0","result":1}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","error":{"code":"x","message":"y"},"id":1}"#,
+            r#"1"#,
+        ] {
+            let err = single(bad).unwrap_err();
+            assert_eq!(err.to_error().1.code, -32600, "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn batches() {
+        let parsed = parse(
+            br#"[{"jsonrpc":"2.0","method":"a","id":1},{"foo":"boo"},{"jsonrpc":"2.0","method":"n"}]"#,
+            8,
+        )
+        .unwrap();
+        let Parsed::Batch(items) = parsed else {
+            panic!()
+        };
+        assert_eq!(items.len(), 3);
+        assert!(items[0].is_ok() && items[1].is_err() && items[2].is_ok());
+        assert_eq!(parse(b"[]", 8), Err(Invalid::EmptyBatch));
+        assert_eq!(
+            parse(b"[1,2,3]", 2),
+            Err(Invalid::BatchTooLarge { len: 3, max: 2 })
+        );
+        let mut out = Vec::new();
+        write_batch(
+            &[Message::Notification {
+                method: "x".into(),
+                params: None,
+            }],
+            &mut out,
+        );
+        assert_eq!(out, br#"[{"jsonrpc":"2.0","method":"x"}]"#);
+    }
+
+    fn id_strategy() -> impl Strategy<Value = Id> {
+        prop_oneof![
+            any::<i64>().prop_map(Id::Number),
+            ".{0,12}".prop_map(Id::String),
+            Just(Id::Null),
+        ]
+    }
+
+    fn json_strategy() -> impl Strategy<Value = RawJson> {
+        prop_oneof![
+            Just(raw("{}")),
+            Just(raw("[1,2]")),
+            ".{0,20}".prop_map(|s| RawJson::to_raw(&serde_json::json!({ "s": s })).unwrap()),
+        ]
+    }
+
+    fn message_strategy() -> impl Strategy<Value = Message> {
+        prop_oneof![
+            (
+                id_strategy(),
+                "[a-z.]{1,12}",
+                proptest::option::of(json_strategy())
+            )
+                .prop_map(|(id, method, params)| Message::Request {
+                    id,
+                    method,
+                    params
+                }),
+            ("[a-z./]{1,12}", proptest::option::of(json_strategy()))
+                .prop_map(|(method, params)| Message::Notification { method, params }),
+            (id_strategy(), json_strategy())
+                .prop_map(|(id, result)| Message::Response { id, result }),
+            (id_strategy(), any::<i64>(), ".{0,20}").prop_map(|(id, code, message)| {
+                Message::Error {
+                    id,
+                    error: ErrorObject::new(code, message),
+                }
+            }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_message_round_trips(message in message_strategy()) {
+            let json = message.to_json();
+            prop_assert_eq!(single(&json), Ok(message));
+        }
+    }
+}
