@@ -47,6 +47,7 @@
 #![deny(unsafe_code)]
 
 pub mod gateway;
+pub mod ids;
 pub mod irc;
 pub mod jsonrpc;
 pub mod lines;

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use super::chunk;
 use super::escape::escape;
 use super::frame::{Frame, FrameType};
-use super::ids::IdGenerator;
 use super::link::Link;
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
 use super::{
     Config, Event, Failure, IDLE_WAIT_MS, LocalError, Output, Stats, TRUNCATION_MARKER, into_text,
 };
+use crate::ids::IdGenerator;
 use crate::irc::Identity;
 
 /// The OA1 client (the desk). See the [module docs](super) and the crate docs for the host loop.

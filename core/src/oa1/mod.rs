@@ -17,16 +17,15 @@ pub mod chunk;
 mod client;
 pub mod escape;
 pub mod frame;
-mod ids;
 mod link;
 pub mod pacing;
 pub mod reassembly;
 pub mod remote_bash;
 mod server;
 
+pub use crate::ids::IdGenerator;
 pub use client::Client;
 pub use frame::{Frame, FrameType};
-pub use ids::IdGenerator;
 pub use pacing::Pacing;
 pub use server::Server;
 

@@ -1,4 +1,5 @@
-//! Request ids: 12 base36 characters from a seeded generator, so runs replay exactly.
+//! Deterministic ids from a seeded generator, so runs replay exactly: OA1 request ids (12 base36
+//! characters) and UUID v4 strings (the sidecar's correlation ids).
 
 const ALPHABET: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
 /// Characters per id: 36^12 ≈ 2^62, so random ids practically never collide.
@@ -35,12 +36,40 @@ impl IdGenerator {
         }
         String::from_utf8(id.to_vec()).expect("ASCII alphabet")
     }
+
+    /// The next UUID, version 4 (random) layout: `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`.
+    pub fn next_uuid_v4(&mut self) -> String {
+        let hi = (self.next_u64() & !0xF000) | 0x4000;
+        let lo = (self.next_u64() & !(0b11 << 62)) | (0b10 << 62);
+        format!(
+            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            hi >> 32,
+            (hi >> 16) & 0xFFFF,
+            hi & 0xFFFF,
+            lo >> 48,
+            lo & 0xFFFF_FFFF_FFFF
+        )
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::oa1::frame::is_valid_id;
+
+    #[test]
+    fn uuids_are_version_4() {
+        let mut g = IdGenerator::new(3);
+        for _ in 0..100 {
+            let u = g.next_uuid_v4();
+            let b = u.as_bytes();
+            assert_eq!(u.len(), 36);
+            assert_eq!([b[8], b[13], b[18], b[23]], [b'-'; 4]);
+            assert_eq!(b[14], b'4');
+            assert!(matches!(b[19], b'8' | b'9' | b'a' | b'b'), "{u}");
+        }
+        assert_ne!(g.next_uuid_v4(), g.next_uuid_v4());
+    }
 
     #[test]
     fn deterministic_valid_and_distinct() {
