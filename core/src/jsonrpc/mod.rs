@@ -1,5 +1,15 @@
 //! JSON-RPC: framing on byte streams, the JSON-RPC 2.0 message model, and a sans-IO
-//! correlation engine (the peer) that the JSON protocols share.
+//! correlation engine (the [`Peer`]) that the JSON protocols share through their
+//! [dialects](dialect).
 
+pub mod dialect;
 pub mod framing;
 pub mod message;
+pub mod peer;
+
+pub use dialect::{Code, Dialect, JsonRpc2, RemoteError, Sidecar, SidecarErrorCode};
+pub use message::{ErrorCode, ErrorObject, Id, Message, RawJson};
+pub use peer::{
+    CallError, Framing, LocalError, Output, Peer, PeerConfig, PeerEvent, PeerStats, TimeoutPolicy,
+    TimeoutRule,
+};

@@ -1,0 +1,1061 @@
+//! The correlation engine: one end of a JSON-RPC-style conversation, sans-IO.
+//!
+//! A [`Peer`] makes calls (a pending table of id → method, deadline, user data), answers the
+//! calls it receives, and routes what comes back. Deadlines come from a [`TimeoutPolicy`] by
+//! method prefix; progress messages push a deadline out, never past the call's hard maximum.
+//! The surface is the crate's usual one: `handle_bytes` / `handle_timeout` in, `poll_output`
+//! out.
+//!
+//! ```
+//! use deskwire::jsonrpc::{Output, Peer, PeerConfig, PeerEvent, JsonRpc2};
+//!
+//! let mut client = Peer::new(JsonRpc2, PeerConfig::default(), 1);
+//! let id = client.call(0, "session.info", None, 7).unwrap();
+//! let Output::Transmit(bytes) = client.poll_output(0) else { panic!() };
+//! assert_eq!(bytes, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session.info\"}\n");
+//! client.handle_bytes(5, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"ok\":true}}\n");
+//! let Output::Event(PeerEvent::Response { id: got, user, result, .. }) = client.poll_output(5) else { panic!() };
+//! assert_eq!((got, user, result.get()), (id, 7, "{\"ok\":true}"));
+//! ```
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use super::dialect::{Dialect, Inbound, Outbound, RemoteError, WriteError};
+use super::framing::{
+    ContentLengthDecoder, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_MESSAGE_BYTES, Frame,
+    NdjsonDecoder, encode_content_length, encode_ndjson,
+};
+use super::message::{Id, Invalid, RawJson};
+use crate::ids::IdGenerator;
+
+/// How long a drained peer with nothing scheduled asks to sleep.
+pub const IDLE_WAIT_MS: u64 = 60_000;
+
+/// How messages are delimited on the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// One message per line.
+    Ndjson,
+    /// `Content-Length` headers (LSP).
+    ContentLength,
+}
+
+/// A timeout for the methods that start with `prefix`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeoutRule {
+    /// The method prefix (`health.` matches `health.ping`; a full name matches itself).
+    pub prefix: String,
+    /// How long a call may go without an answer or progress.
+    pub timeout_ms: u64,
+    /// How long a call may take at most, however much progress it reports.
+    pub max_total_ms: u64,
+}
+
+/// Per-method timeouts; the longest matching prefix wins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeoutPolicy {
+    /// The rules.
+    pub rules: Vec<TimeoutRule>,
+    /// The timeout of methods no rule matches.
+    pub default_timeout_ms: u64,
+    /// How many timeouts a call may take in all, when its rule does not say (progress keeps a
+    /// call alive up to this multiple of its timeout).
+    pub default_max_total_factor: u64,
+}
+
+impl TimeoutPolicy {
+    /// One timeout for every method.
+    pub fn uniform(timeout_ms: u64) -> Self {
+        TimeoutPolicy {
+            rules: Vec::new(),
+            default_timeout_ms: timeout_ms,
+            default_max_total_factor: 10,
+        }
+    }
+
+    /// The sidecar spec's policy: `health.*` 10 s, `inference.embed` 30 s,
+    /// `inference.complete` and `inference.plan` 120 s, `training.start` 300 s (kept alive by
+    /// progress up to 10×), `model.*` 60 s; 30 s for anything else.
+    pub fn sidecar() -> Self {
+        let rule = |prefix: &str, secs: u64| TimeoutRule {
+            prefix: prefix.to_owned(),
+            timeout_ms: secs * 1000,
+            max_total_ms: secs * 1000 * 10,
+        };
+        TimeoutPolicy {
+            rules: vec![
+                rule("health.", 10),
+                rule("inference.embed", 30),
+                rule("inference.complete", 120),
+                rule("inference.plan", 120),
+                rule("training.start", 300),
+                rule("model.", 60),
+            ],
+            default_timeout_ms: 30_000,
+            default_max_total_factor: 10,
+        }
+    }
+
+    /// (timeout, hard maximum) for `method`.
+    pub fn lookup(&self, method: &str) -> (u64, u64) {
+        self.rules
+            .iter()
+            .filter(|r| method.starts_with(&r.prefix))
+            .max_by_key(|r| r.prefix.len())
+            .map(|r| (r.timeout_ms, r.max_total_ms.max(r.timeout_ms)))
+            .unwrap_or((
+                self.default_timeout_ms,
+                self.default_timeout_ms
+                    .saturating_mul(self.default_max_total_factor.max(1)),
+            ))
+    }
+}
+
+/// Peer configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerConfig {
+    /// Framing on the stream.
+    pub framing: Framing,
+    /// Largest message accepted.
+    pub max_message_bytes: usize,
+    /// Most elements in one batch.
+    pub batch_limit: usize,
+    /// Most outgoing calls in flight.
+    pub max_pending: usize,
+    /// Most incoming calls waiting for our answer; more are answered with an error.
+    pub max_incoming: usize,
+    /// Call deadlines.
+    pub timeouts: TimeoutPolicy,
+    /// A notification to send when a call is cancelled or times out, with `{"id": <id>}`
+    /// params (for example `$/cancelRequest`); `None` sends nothing.
+    pub cancel_notification: Option<String>,
+    /// How many answered or abandoned ids to remember, to tell a late answer from a stray one.
+    pub finished_memory: usize,
+}
+
+impl Default for PeerConfig {
+    fn default() -> Self {
+        PeerConfig {
+            framing: Framing::Ndjson,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            batch_limit: 64,
+            max_pending: 1024,
+            max_incoming: 1024,
+            timeouts: TimeoutPolicy::uniform(30_000),
+            cancel_notification: None,
+            finished_memory: 1024,
+        }
+    }
+}
+
+/// Why a call ended without a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The peer answered with an error.
+    Remote(RemoteError),
+    /// No answer (or progress) before the deadline, or the hard maximum passed.
+    Timeout,
+}
+
+/// Something the application should learn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PeerEvent {
+    /// The peer calls us: answer with [`Peer::respond`] or [`Peer::respond_error`].
+    Request {
+        /// The call's id.
+        id: Id,
+        /// The method.
+        method: String,
+        /// The params, raw.
+        params: Option<RawJson>,
+    },
+    /// The peer notifies us.
+    Notification {
+        /// The method.
+        method: String,
+        /// The params, raw.
+        params: Option<RawJson>,
+    },
+    /// A call of ours succeeded.
+    Response {
+        /// The call's id.
+        id: Id,
+        /// Its method.
+        method: String,
+        /// The user data given to [`Peer::call`].
+        user: u64,
+        /// The result, raw.
+        result: RawJson,
+    },
+    /// A call of ours failed.
+    Failed {
+        /// The call's id.
+        id: Id,
+        /// Its method.
+        method: String,
+        /// The user data given to [`Peer::call`].
+        user: u64,
+        /// Why.
+        error: CallError,
+    },
+    /// A call of ours reported progress (its deadline moved).
+    Progress {
+        /// The call's id.
+        id: Id,
+        /// Its method.
+        method: String,
+        /// The user data given to [`Peer::call`].
+        user: u64,
+        /// The progress data, raw.
+        progress: RawJson,
+    },
+    /// The peer sent something unreadable (already answered where the dialect does that).
+    Malformed {
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// What the peer wants from the host next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Write these bytes (framing included) to the stream.
+    Transmit(Vec<u8>),
+    /// Tell the application.
+    Event(PeerEvent),
+    /// Nothing to do before this instant (ms), unless new input arrives.
+    Timeout(u64),
+}
+
+/// Misuse of the peer by the host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalError {
+    /// An outgoing call with this id is already pending.
+    #[error("a call with id {0} is already pending")]
+    DuplicateId(Id),
+    /// `max_pending` calls are in flight.
+    #[error("{0} calls already pending")]
+    TooManyPending(usize),
+    /// No pending call (for `cancel`) or unanswered incoming request (for `respond`) has this id.
+    #[error("no call with id {0} is in progress")]
+    UnknownId(Id),
+    /// The dialect cannot write this.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+/// Counters. `pending`, `incoming` and `bytes_buffered` are gauges; the rest only grow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeerStats {
+    /// Frames read.
+    pub frames_in: u64,
+    /// Frames written.
+    pub frames_out: u64,
+    /// Frames or batch elements that were not valid messages.
+    pub malformed: u64,
+    /// Framing errors (over-long lines, bad headers, oversized bodies).
+    pub framing_errors: u64,
+    /// Answers for ids we never called (or forgot long ago).
+    pub unmatched_responses: u64,
+    /// Answers that came after the call was cancelled or timed out (dropped).
+    pub late_responses: u64,
+    /// Calls that timed out.
+    pub timeouts: u64,
+    /// Calls cancelled by the host.
+    pub cancelled: u64,
+    /// Incoming requests refused (duplicate id, or too many waiting).
+    pub refused_requests: u64,
+    /// Outgoing calls pending now.
+    pub pending: u64,
+    /// Incoming requests waiting for our answer now.
+    pub incoming: u64,
+    /// Bytes held by the decoder and the outbox now.
+    pub bytes_buffered: u64,
+}
+
+#[derive(Debug)]
+struct Pending {
+    method: String,
+    user: u64,
+    timeout_ms: u64,
+    deadline: u64,
+    hard_deadline: u64,
+}
+
+#[derive(Debug)]
+enum Decoder {
+    Ndjson(NdjsonDecoder),
+    ContentLength(ContentLengthDecoder),
+}
+
+/// A bounded memory of ids we stopped waiting for.
+#[derive(Debug, Default)]
+struct Abandoned {
+    order: VecDeque<Id>,
+    set: HashSet<Id>,
+    capacity: usize,
+}
+
+impl Abandoned {
+    fn insert(&mut self, id: Id) {
+        if self.capacity == 0 || !self.set.insert(id.clone()) {
+            return;
+        }
+        self.order.push_back(id);
+        if self.order.len() > self.capacity
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+    }
+}
+
+/// One end of a conversation in dialect `D`. See the module docs.
+#[derive(Debug)]
+pub struct Peer<D: Dialect> {
+    dialect: D,
+    config: PeerConfig,
+    decoder: Decoder,
+    ids: IdGenerator,
+    counter: i64,
+    pending: HashMap<Id, Pending>,
+    incoming: HashSet<Id>,
+    abandoned: Abandoned,
+    outbox: VecDeque<Vec<u8>>,
+    outbox_bytes: usize,
+    events: VecDeque<PeerEvent>,
+    stats: PeerStats,
+}
+
+impl<D: Dialect> Peer<D> {
+    /// A peer speaking `dialect`; `seed` fixes generated ids.
+    pub fn new(dialect: D, config: PeerConfig, seed: u64) -> Self {
+        let decoder = match config.framing {
+            Framing::Ndjson => Decoder::Ndjson(NdjsonDecoder::new(config.max_message_bytes)),
+            Framing::ContentLength => Decoder::ContentLength(ContentLengthDecoder::new(
+                config.max_message_bytes,
+                DEFAULT_MAX_HEADER_BYTES,
+            )),
+        };
+        Peer {
+            dialect,
+            abandoned: Abandoned {
+                capacity: config.finished_memory,
+                ..Default::default()
+            },
+            config,
+            decoder,
+            ids: IdGenerator::new(seed),
+            counter: 0,
+            pending: HashMap::new(),
+            incoming: HashSet::new(),
+            outbox: VecDeque::new(),
+            outbox_bytes: 0,
+            events: VecDeque::new(),
+            stats: PeerStats::default(),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &PeerConfig {
+        &self.config
+    }
+
+    /// Calls `method` with a generated id; `user` comes back with the answer.
+    pub fn call(
+        &mut self,
+        now: u64,
+        method: &str,
+        params: Option<RawJson>,
+        user: u64,
+    ) -> Result<Id, LocalError> {
+        let id = loop {
+            let id = self.dialect.next_id(&mut self.ids, &mut self.counter);
+            if !self.pending.contains_key(&id) {
+                break id;
+            }
+        };
+        self.call_with_id(now, id.clone(), method, params, user)?;
+        Ok(id)
+    }
+
+    /// Calls `method` with the host's own id. An id already pending is refused.
+    pub fn call_with_id(
+        &mut self,
+        now: u64,
+        id: Id,
+        method: &str,
+        params: Option<RawJson>,
+        user: u64,
+    ) -> Result<(), LocalError> {
+        if self.pending.contains_key(&id) {
+            return Err(LocalError::DuplicateId(id));
+        }
+        if self.pending.len() >= self.config.max_pending {
+            return Err(LocalError::TooManyPending(self.pending.len()));
+        }
+        self.send(Outbound::Request {
+            id: &id,
+            method,
+            params: params.as_ref(),
+        })?;
+        let (timeout_ms, max_total_ms) = self.config.timeouts.lookup(method);
+        self.pending.insert(
+            id,
+            Pending {
+                method: method.to_owned(),
+                user,
+                timeout_ms,
+                deadline: now.saturating_add(timeout_ms),
+                hard_deadline: now.saturating_add(max_total_ms),
+            },
+        );
+        Ok(())
+    }
+
+    /// Sends a notification.
+    pub fn notify(
+        &mut self,
+        now: u64,
+        method: &str,
+        params: Option<RawJson>,
+    ) -> Result<(), LocalError> {
+        let _ = now;
+        self.send(Outbound::Notification {
+            method,
+            params: params.as_ref(),
+        })
+    }
+
+    /// Answers the incoming request `id` with a result.
+    pub fn respond(&mut self, now: u64, id: &Id, result: RawJson) -> Result<(), LocalError> {
+        let _ = now;
+        self.take_incoming(id)?;
+        self.send(Outbound::Result {
+            id,
+            result: &result,
+        })
+    }
+
+    /// Answers the incoming request `id` with an error.
+    pub fn respond_error(
+        &mut self,
+        now: u64,
+        id: &Id,
+        error: RemoteError,
+    ) -> Result<(), LocalError> {
+        let _ = now;
+        self.take_incoming(id)?;
+        self.send(Outbound::Error { id, error: &error })
+    }
+
+    /// Answers the incoming request `id` with the dialect's "method not found" error.
+    pub fn respond_method_not_found(
+        &mut self,
+        now: u64,
+        id: &Id,
+        method: &str,
+    ) -> Result<(), LocalError> {
+        let error = self.dialect.method_not_found(method);
+        self.respond_error(now, id, error)
+    }
+
+    /// Reports progress on the incoming request `id` (dialects that have progress messages).
+    pub fn progress(&mut self, now: u64, id: &Id, progress: RawJson) -> Result<(), LocalError> {
+        let _ = now;
+        if !self.incoming.contains(id) {
+            return Err(LocalError::UnknownId(id.clone()));
+        }
+        self.send(Outbound::Progress {
+            id,
+            progress: &progress,
+        })
+    }
+
+    fn take_incoming(&mut self, id: &Id) -> Result<(), LocalError> {
+        if self.incoming.remove(id) {
+            Ok(())
+        } else {
+            Err(LocalError::UnknownId(id.clone()))
+        }
+    }
+
+    /// Stops waiting for call `id`: no event will come for it, and an answer that still arrives
+    /// is counted and dropped. Cancelling twice, or an id that is not pending, is `UnknownId`.
+    pub fn cancel(&mut self, now: u64, id: &Id) -> Result<(), LocalError> {
+        let _ = now;
+        if self.pending.remove(id).is_none() {
+            return Err(LocalError::UnknownId(id.clone()));
+        }
+        self.stats.cancelled += 1;
+        self.abandon(id.clone());
+        Ok(())
+    }
+
+    fn abandon(&mut self, id: Id) {
+        if let Some(method) = self.config.cancel_notification.clone() {
+            let params = RawJson::to_raw(&serde_json::json!({ "id": id })).ok();
+            // A dialect without notifications simply cannot tell the peer; nothing is lost.
+            let _ = self.send(Outbound::Notification {
+                method: &method,
+                params: params.as_ref(),
+            });
+        }
+        self.abandoned.insert(id);
+    }
+
+    fn send(&mut self, message: Outbound<'_>) -> Result<(), LocalError> {
+        let mut body = Vec::new();
+        self.dialect.write(message, &mut body)?;
+        let frame = match self.config.framing {
+            Framing::Ndjson => {
+                let mut f = Vec::with_capacity(body.len() + 1);
+                encode_ndjson(&body, &mut f);
+                f
+            }
+            Framing::ContentLength => {
+                let mut f = Vec::with_capacity(body.len() + 32);
+                encode_content_length(&body, &mut f);
+                f
+            }
+        };
+        self.outbox_bytes += frame.len();
+        self.outbox.push_back(frame);
+        Ok(())
+    }
+
+    /// Takes bytes the stream delivered.
+    pub fn handle_bytes(&mut self, now: u64, bytes: &[u8]) {
+        let mut frames: Vec<Result<Vec<u8>, String>> = Vec::new();
+        // Collect first: the decoder lends its buffer per frame.
+        match &mut self.decoder {
+            Decoder::Ndjson(d) => {
+                d.feed(bytes);
+                while let Some(f) = d.next_frame() {
+                    frames.push(frame_owned(f));
+                }
+            }
+            Decoder::ContentLength(d) => {
+                d.feed(bytes);
+                while let Some(f) = d.next_frame() {
+                    frames.push(frame_owned(f));
+                }
+            }
+        }
+        for frame in frames {
+            match frame {
+                Ok(body) => self.handle_frame(now, &body),
+                Err(reason) => {
+                    self.stats.framing_errors += 1;
+                    self.events.push_back(PeerEvent::Malformed { reason });
+                }
+            }
+        }
+    }
+
+    fn handle_frame(&mut self, now: u64, body: &[u8]) {
+        self.stats.frames_in += 1;
+        let items = match self.dialect.read(body, self.config.batch_limit) {
+            Ok(items) => items,
+            Err(invalid) => vec![Err(invalid)],
+        };
+        for item in items {
+            match item {
+                Ok(message) => self.handle_message(now, message),
+                Err(invalid) => self.handle_invalid(&invalid),
+            }
+        }
+    }
+
+    fn handle_invalid(&mut self, invalid: &Invalid) {
+        self.stats.malformed += 1;
+        if let Some((id, error)) = self.dialect.answer_invalid(invalid) {
+            let _ = self.send(Outbound::Error {
+                id: &id,
+                error: &error,
+            });
+        }
+        self.events.push_back(PeerEvent::Malformed {
+            reason: invalid.to_string(),
+        });
+    }
+
+    fn handle_message(&mut self, now: u64, message: Inbound) {
+        match message {
+            Inbound::Request { id, method, params } => {
+                let refusal = if self.incoming.contains(&id) {
+                    Some(self.dialect.duplicate_id())
+                } else if self.incoming.len() >= self.config.max_incoming {
+                    Some(RemoteError::new(
+                        self.dialect.duplicate_id().code,
+                        "too many requests in progress",
+                    ))
+                } else {
+                    None
+                };
+                if let Some(error) = refusal {
+                    self.stats.refused_requests += 1;
+                    let _ = self.send(Outbound::Error {
+                        id: &id,
+                        error: &error,
+                    });
+                    return;
+                }
+                self.incoming.insert(id.clone());
+                self.events
+                    .push_back(PeerEvent::Request { id, method, params });
+            }
+            Inbound::Notification { method, params } => {
+                self.events
+                    .push_back(PeerEvent::Notification { method, params });
+            }
+            Inbound::Result { id, result } => {
+                if let Some(p) = self.finish(&id) {
+                    self.events.push_back(PeerEvent::Response {
+                        id,
+                        method: p.method,
+                        user: p.user,
+                        result,
+                    });
+                }
+            }
+            Inbound::Error { id, error } => {
+                if let Some(p) = self.finish(&id) {
+                    self.events.push_back(PeerEvent::Failed {
+                        id,
+                        method: p.method,
+                        user: p.user,
+                        error: CallError::Remote(error),
+                    });
+                }
+            }
+            Inbound::Progress { id, progress } => {
+                if let Some(p) = self.pending.get_mut(&id) {
+                    p.deadline = now.saturating_add(p.timeout_ms).min(p.hard_deadline);
+                    let (method, user) = (p.method.clone(), p.user);
+                    self.events.push_back(PeerEvent::Progress {
+                        id,
+                        method,
+                        user,
+                        progress,
+                    });
+                } else {
+                    self.count_stray(&id);
+                }
+            }
+        }
+    }
+
+    /// Removes a pending call that was answered; counts answers nobody waits for.
+    fn finish(&mut self, id: &Id) -> Option<Pending> {
+        let pending = self.pending.remove(id);
+        if pending.is_none() {
+            self.count_stray(id);
+        }
+        pending
+    }
+
+    fn count_stray(&mut self, id: &Id) {
+        if self.abandoned.set.contains(id) {
+            self.stats.late_responses += 1;
+        } else {
+            self.stats.unmatched_responses += 1;
+        }
+    }
+
+    /// Fails the calls whose deadline passed. [`Peer::poll_output`] calls this too.
+    pub fn handle_timeout(&mut self, now: u64) {
+        let expired: Vec<Id> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            let p = self.pending.remove(&id).expect("listed above");
+            self.stats.timeouts += 1;
+            self.abandon(id.clone());
+            self.events.push_back(PeerEvent::Failed {
+                id,
+                method: p.method,
+                user: p.user,
+                error: CallError::Timeout,
+            });
+        }
+    }
+
+    /// The next thing to do: an event, bytes to write, or the instant to wake up at. Call it
+    /// after every input until it returns [`Output::Timeout`].
+    pub fn poll_output(&mut self, now: u64) -> Output {
+        self.handle_timeout(now);
+        if let Some(event) = self.events.pop_front() {
+            return Output::Event(event);
+        }
+        if let Some(frame) = self.outbox.pop_front() {
+            self.outbox_bytes -= frame.len();
+            self.stats.frames_out += 1;
+            return Output::Transmit(frame);
+        }
+        let next = self.pending.values().map(|p| p.deadline).min();
+        Output::Timeout(next.unwrap_or(now.saturating_add(IDLE_WAIT_MS)).max(now))
+    }
+
+    /// Whether call `id` is still waiting for its answer.
+    pub fn is_pending(&self, id: &Id) -> bool {
+        self.pending.contains_key(id)
+    }
+
+    /// Counters and gauges.
+    pub fn stats(&self) -> PeerStats {
+        let mut stats = self.stats;
+        stats.pending = self.pending.len() as u64;
+        stats.incoming = self.incoming.len() as u64;
+        let decoder = match &self.decoder {
+            Decoder::Ndjson(d) => d.buffered(),
+            Decoder::ContentLength(d) => d.buffered(),
+        };
+        stats.bytes_buffered = (decoder + self.outbox_bytes) as u64;
+        stats
+    }
+}
+
+fn frame_owned(frame: Frame<'_>) -> Result<Vec<u8>, String> {
+    match frame {
+        Frame::Message(body) => Ok(body.to_vec()),
+        Frame::Error(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::dialect::{Code, JsonRpc2, Sidecar, SidecarErrorCode};
+    use proptest::prelude::*;
+
+    fn raw(json: &str) -> RawJson {
+        RawJson::from_string(json.to_owned()).unwrap()
+    }
+
+    fn drain<D: Dialect>(peer: &mut Peer<D>, now: u64) -> (Vec<String>, Vec<PeerEvent>) {
+        let mut sent = Vec::new();
+        let mut events = Vec::new();
+        loop {
+            match peer.poll_output(now) {
+                Output::Transmit(b) => sent.push(String::from_utf8(b).unwrap()),
+                Output::Event(e) => events.push(e),
+                Output::Timeout(_) => return (sent, events),
+            }
+        }
+    }
+
+    fn sidecar() -> Peer<Sidecar> {
+        let config = PeerConfig {
+            timeouts: TimeoutPolicy::sidecar(),
+            ..PeerConfig::default()
+        };
+        Peer::new(Sidecar, config, 42)
+    }
+
+    #[test]
+    fn sidecar_concurrency_example_answers_out_of_order() {
+        let mut rust = sidecar();
+        let embed = rust
+            .call(0, "inference.embed", Some(raw("{\"text\":\"hi\"}")), 1)
+            .unwrap();
+        let complete = rust
+            .call(0, "inference.complete", Some(raw("{\"prompt\":\"x\"}")), 2)
+            .unwrap();
+        let (sent, _) = drain(&mut rust, 0);
+        assert_eq!(sent.len(), 2);
+        assert!(sent[0].starts_with(&format!(
+            "{{\"id\":{}",
+            serde_json::to_string(&embed).unwrap()
+        )));
+        let answer = |id: &Id, body: &str| {
+            format!(
+                "{{\"id\":{},\"result\":{body}}}\n",
+                serde_json::to_string(id).unwrap()
+            )
+        };
+        rust.handle_bytes(10, answer(&complete, "{\"text\":\"...\"}").as_bytes());
+        rust.handle_bytes(11, answer(&embed, "{\"embedding\":[0.1]}").as_bytes());
+        let (_, events) = drain(&mut rust, 11);
+        let users: Vec<u64> = events
+            .iter()
+            .map(|e| match e {
+                PeerEvent::Response { user, .. } => *user,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(users, vec![2, 1]);
+        assert_eq!(rust.stats().pending, 0);
+    }
+
+    #[test]
+    fn each_timeout_in_the_sidecar_policy() {
+        for (method, secs) in [
+            ("health.ping", 10),
+            ("inference.embed", 30),
+            ("inference.complete", 120),
+            ("inference.plan", 120),
+            ("training.start", 300),
+            ("model.load", 60),
+            ("lifecycle.shutdown", 30),
+        ] {
+            let mut rust = sidecar();
+            let id = rust.call(1_000, method, None, 9).unwrap();
+            drain(&mut rust, 1_000);
+            let deadline = 1_000 + secs * 1000;
+            assert_eq!(
+                rust.poll_output(1_000),
+                Output::Timeout(deadline),
+                "{method}"
+            );
+            assert!(drain(&mut rust, deadline - 1).1.is_empty());
+            let (_, events) = drain(&mut rust, deadline);
+            assert_eq!(
+                events,
+                vec![PeerEvent::Failed {
+                    id: id.clone(),
+                    method: method.into(),
+                    user: 9,
+                    error: CallError::Timeout
+                }]
+            );
+            // A late answer is counted and dropped.
+            rust.handle_bytes(
+                deadline + 1,
+                format!(
+                    "{{\"id\":{},\"result\":{{}}}}\n",
+                    serde_json::to_string(&id).unwrap()
+                )
+                .as_bytes(),
+            );
+            assert!(drain(&mut rust, deadline + 1).1.is_empty());
+            assert_eq!(rust.stats().late_responses, 1);
+        }
+    }
+
+    #[test]
+    fn progress_extends_up_to_the_hard_maximum() {
+        let mut rust = sidecar();
+        let id = rust.call(0, "training.start", None, 0).unwrap();
+        drain(&mut rust, 0);
+        let progress = format!(
+            "{{\"id\":{},\"progress\":{{\"epoch\":1}}}}\n",
+            serde_json::to_string(&id).unwrap()
+        );
+        let mut now = 0;
+        // Progress every 200 s keeps it alive...
+        for _ in 0..14 {
+            now += 200_000;
+            rust.handle_bytes(now, progress.as_bytes());
+            let (_, events) = drain(&mut rust, now);
+            assert!(
+                matches!(events.as_slice(), [PeerEvent::Progress { .. }]),
+                "{now}: {events:?}"
+            );
+        }
+        // ...but never past 10 × 300 s: the next deadline is the hard one, not now + 300 s.
+        assert_eq!(now, 2_800_000);
+        assert_eq!(rust.poll_output(now), Output::Timeout(3_000_000));
+        let (_, events) = drain(&mut rust, 3_000_000);
+        assert!(matches!(
+            events.as_slice(),
+            [PeerEvent::Failed {
+                error: CallError::Timeout,
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn cancellation_semantics() {
+        let mut client = Peer::new(
+            JsonRpc2,
+            PeerConfig {
+                cancel_notification: Some("$/cancelRequest".into()),
+                ..PeerConfig::default()
+            },
+            1,
+        );
+        let id = client.call(0, "exec.wait", None, 0).unwrap();
+        drain(&mut client, 0);
+        client.cancel(1, &id).unwrap();
+        assert_eq!(
+            client.cancel(1, &id),
+            Err(LocalError::UnknownId(id.clone())),
+            "double cancel"
+        );
+        assert_eq!(
+            client.cancel(1, &Id::Number(99)),
+            Err(LocalError::UnknownId(Id::Number(99)))
+        );
+        let (sent, events) = drain(&mut client, 1);
+        assert_eq!(
+            sent,
+            vec!["{\"jsonrpc\":\"2.0\",\"method\":\"$/cancelRequest\",\"params\":{\"id\":1}}\n"]
+        );
+        assert!(events.is_empty());
+        client.handle_bytes(2, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":0}\n");
+        client.handle_bytes(2, b"{\"jsonrpc\":\"2.0\",\"id\":77,\"result\":0}\n");
+        assert!(drain(&mut client, 2).1.is_empty(), "dropped");
+        let stats = client.stats();
+        assert_eq!(
+            (
+                stats.late_responses,
+                stats.unmatched_responses,
+                stats.pending
+            ),
+            (1, 1, 0)
+        );
+    }
+
+    #[test]
+    fn duplicate_ids_are_refused_both_ways() {
+        let mut a = Peer::new(JsonRpc2, PeerConfig::default(), 1);
+        a.call_with_id(0, Id::String("x".into()), "m", None, 0)
+            .unwrap();
+        assert_eq!(
+            a.call_with_id(0, Id::String("x".into()), "m", None, 0),
+            Err(LocalError::DuplicateId(Id::String("x".into())))
+        );
+        let mut b = Peer::new(JsonRpc2, PeerConfig::default(), 2);
+        b.handle_bytes(0, b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"m\"}\n{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"m\"}\n");
+        let (sent, events) = drain(&mut b, 0);
+        assert_eq!(events.len(), 1);
+        assert!(sent[0].contains("-32600"), "{sent:?}");
+        b.respond(1, &Id::Number(5), raw("true")).unwrap();
+        assert_eq!(
+            b.respond(1, &Id::Number(5), raw("true")),
+            Err(LocalError::UnknownId(Id::Number(5)))
+        );
+    }
+
+    #[test]
+    fn unknown_methods_and_garbage_are_answered() {
+        let mut server = Peer::new(JsonRpc2, PeerConfig::default(), 1);
+        server.handle_bytes(
+            0,
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"q\",\"method\":\"nope\"}\nnot json\n[]\n",
+        );
+        let (sent, events) = drain(&mut server, 0);
+        let PeerEvent::Request { id, method, .. } = &events[0] else {
+            panic!("{events:?}")
+        };
+        server
+            .respond_method_not_found(0, &id.clone(), &method.clone())
+            .unwrap();
+        let (more, _) = drain(&mut server, 0);
+        assert!(
+            sent[0].contains("-32700") && sent[0].contains("\"id\":null"),
+            "{sent:?}"
+        );
+        assert!(sent[1].contains("-32600"));
+        assert!(more[0].contains("-32601") && more[0].contains("\"id\":\"q\""));
+        assert_eq!(server.stats().malformed, 2);
+    }
+
+    #[test]
+    fn sidecar_errors_and_content_length_framing() {
+        let mut rust = Peer::new(
+            Sidecar,
+            PeerConfig {
+                framing: Framing::ContentLength,
+                ..PeerConfig::default()
+            },
+            3,
+        );
+        let id = rust
+            .call(0, "model.load", Some(raw("{\"model_id\":\"m\"}")), 4)
+            .unwrap();
+        let (sent, _) = drain(&mut rust, 0);
+        assert!(sent[0].starts_with("Content-Length: "));
+        let body = format!(
+            "{{\"id\":{},\"error\":{{\"code\":\"MODEL_NOT_FOUND\",\"message\":\"no\"}}}}",
+            serde_json::to_string(&id).unwrap()
+        );
+        rust.handle_bytes(
+            1,
+            format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes(),
+        );
+        let (_, events) = drain(&mut rust, 1);
+        assert_eq!(
+            events,
+            vec![PeerEvent::Failed {
+                id,
+                method: "model.load".into(),
+                user: 4,
+                error: CallError::Remote(RemoteError::new(
+                    SidecarErrorCode::ModelNotFound.code(),
+                    "no"
+                ))
+            }]
+        );
+        assert!(matches!(
+            SidecarErrorCode::ModelNotFound.code(),
+            Code::Name(_)
+        ));
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Call(u8),
+        Answer(u8),
+        Progress(u8),
+        Cancel(u8),
+        Advance(u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            any::<u8>().prop_map(Op::Call),
+            any::<u8>().prop_map(Op::Answer),
+            any::<u8>().prop_map(Op::Progress),
+            any::<u8>().prop_map(Op::Cancel),
+            (0u32..400_000).prop_map(Op::Advance),
+        ]
+    }
+
+    proptest! {
+        /// Random interleavings of calls, answers, progress, cancels and time: every call ends in
+        /// exactly one event or a cancel, and nothing stays in the pending table at the end.
+        #[test]
+        fn pending_table_never_leaks(ops in proptest::collection::vec(op(), 0..80)) {
+            let mut rust = sidecar();
+            let mut now = 0u64;
+            let mut ids: Vec<Id> = Vec::new();
+            let mut ended = 0usize;
+            let mut cancelled = 0usize;
+            for op in ops {
+                match op {
+                    Op::Call(m) => {
+                        let method = ["health.ping", "training.start", "model.load", "x"][usize::from(m) % 4];
+                        ids.push(rust.call(now, method, None, 0).unwrap());
+                    }
+                    Op::Answer(k) | Op::Progress(k) if !ids.is_empty() => {
+                        let id = &ids[usize::from(k) % ids.len()];
+                        let body = if matches!(op, Op::Answer(_)) { "\"result\":{}" } else { "\"progress\":{}" };
+                        rust.handle_bytes(now, format!("{{\"id\":{},{body}}}\n", serde_json::to_string(id).unwrap()).as_bytes());
+                    }
+                    Op::Cancel(k) if !ids.is_empty() => {
+                        let ok = rust.cancel(now, &ids[usize::from(k) % ids.len()]).is_ok();
+                        cancelled += usize::from(ok);
+                    }
+                    Op::Advance(ms) => now += u64::from(ms),
+                    _ => {}
+                }
+                let (_, events) = drain(&mut rust, now);
+                ended += events.iter().filter(|e| matches!(e, PeerEvent::Response { .. } | PeerEvent::Failed { .. })).count();
+            }
+            // Far in the future every call has ended one way or another.
+            let (_, events) = drain(&mut rust, now + 10_000_000);
+            ended += events.iter().filter(|e| matches!(e, PeerEvent::Response { .. } | PeerEvent::Failed { .. })).count();
+            prop_assert_eq!(rust.stats().pending, 0);
+            prop_assert_eq!(ended + cancelled, ids.len());
+        }
+    }
+}
