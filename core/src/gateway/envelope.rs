@@ -313,22 +313,13 @@ impl RequestEnvelope {
 
     /// Parses a JSON value.
     pub fn from_value(value: Value) -> Result<Self, ParseError> {
-        check_head(&value, "request", true)?;
-        let raw: RawRequest = serde_json::from_value(value).map_err(malformed)?;
-        check_envelope_id(&raw.id)?;
-        if raw
-            .auth
-            .as_ref()
-            .is_some_and(|a| a.token.expose().is_empty())
-        {
-            return Err(ParseError::Malformed("auth.token is empty".to_owned()));
-        }
-        let request = Request::from_parts(&raw.op, raw.payload)?;
+        let generic = GenericRequestEnvelope::from_value(value)?;
+        let request = Request::from_parts(&generic.op, Value::Object(generic.payload))?;
         Ok(RequestEnvelope {
-            v: raw.v,
-            id: raw.id,
-            ts: raw.ts,
-            auth: raw.auth,
+            v: generic.v,
+            id: generic.id,
+            ts: generic.ts,
+            auth: generic.auth,
             request,
         })
     }
@@ -386,6 +377,95 @@ impl Serialize for RequestEnvelope {
 impl<'de> Deserialize<'de> for RequestEnvelope {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         RequestEnvelope::from_value(Value::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A request envelope whose payload is not typed: any `op`, any object `payload`.
+///
+/// For code that routes or logs requests without knowing every operation, and for the spec's
+/// generic envelope example (`"op": "jobs.create"` with a placeholder `"payload": {}`, which
+/// is not a valid `jobs.create`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenericRequestEnvelope {
+    /// Protocol version.
+    pub v: Version,
+    /// Request id.
+    pub id: String,
+    /// When the Commander sent it.
+    pub ts: Timestamp,
+    /// The operation name, unchecked.
+    pub op: String,
+    /// The credential, when sent in the envelope.
+    pub auth: Option<Auth>,
+    /// The payload object.
+    pub payload: Map<String, Value>,
+}
+
+impl GenericRequestEnvelope {
+    /// Parses a message.
+    pub fn parse(bytes: &[u8]) -> Result<Self, ParseError> {
+        Self::from_value(serde_json::from_slice(bytes).map_err(malformed)?)
+    }
+
+    /// Parses a JSON value: everything a [`RequestEnvelope`] checks but the op and payload.
+    pub fn from_value(value: Value) -> Result<Self, ParseError> {
+        check_head(&value, "request", true)?;
+        let raw: RawRequest = serde_json::from_value(value).map_err(malformed)?;
+        check_envelope_id(&raw.id)?;
+        if raw.op.is_empty() {
+            return Err(ParseError::Malformed("op is empty".to_owned()));
+        }
+        if raw
+            .auth
+            .as_ref()
+            .is_some_and(|a| a.token.expose().is_empty())
+        {
+            return Err(ParseError::Malformed("auth.token is empty".to_owned()));
+        }
+        let Value::Object(payload) = raw.payload else {
+            return Err(ParseError::Malformed("payload is not an object".to_owned()));
+        };
+        Ok(GenericRequestEnvelope {
+            v: raw.v,
+            id: raw.id,
+            ts: raw.ts,
+            op: raw.op,
+            auth: raw.auth,
+            payload,
+        })
+    }
+
+    /// The message as JSON (with the token: for the wire, not for logs).
+    pub fn to_value(&self) -> Value {
+        let raw = RawRequest {
+            v: self.v.clone(),
+            id: self.id.clone(),
+            kind: "request".to_owned(),
+            ts: self.ts.clone(),
+            op: self.op.clone(),
+            auth: self.auth.clone(),
+            payload: Value::Object(self.payload.clone()),
+        };
+        serde_json::to_value(raw).unwrap_or(Value::Null)
+    }
+
+    /// The message with secrets scrubbed, for logs.
+    pub fn redacted(&self) -> Value {
+        let mut value = self.to_value();
+        redact_value(&mut value);
+        value
+    }
+}
+
+impl Serialize for GenericRequestEnvelope {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for GenericRequestEnvelope {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        GenericRequestEnvelope::from_value(Value::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
 

@@ -51,7 +51,8 @@ pub mod secret;
 
 pub use engine::{ApprovalTicket, Artifacts, ConnId, Gateway, OpStats, Outgoing, Stats, Transmit};
 pub use envelope::{
-    Auth, Envelope, EventEnvelope, RequestEnvelope, ResponseEnvelope, Timestamp, Version,
+    Auth, Envelope, EventEnvelope, GenericRequestEnvelope, RequestEnvelope, ResponseEnvelope,
+    Timestamp, Version,
 };
 pub use error::{ErrorBody, ErrorCode, LocalError, ParseError};
 pub use job::{JobState, TransitionError};

@@ -169,6 +169,13 @@ impl Request {
     /// Types `payload` for `op`.
     pub fn from_parts(op: &str, payload: Value) -> Result<Request, ParseError> {
         let kind = Op::parse(op).ok_or_else(|| ParseError::UnknownOp(op.to_owned()))?;
+        // serde would also read a struct from an array; the protocol (and schema) want objects.
+        if !payload.is_object() {
+            return Err(ParseError::InvalidParams {
+                op: kind.as_str(),
+                message: "payload is not an object".to_owned(),
+            });
+        }
         Ok(match kind {
             Op::Ping => Request::Ping(params(kind, payload)?),
             Op::JobsCreate => {

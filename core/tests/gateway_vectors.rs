@@ -1,0 +1,298 @@
+//! The gateway conformance vectors (tests/vectors/gateway.json), the ones every binding runs.
+//!
+//! - Each case is checked against `#/$defs/<def>` of core/schemas/gateway.schema.json and parsed
+//!   into the Rust type: both accept it exactly when `valid`. A valid case written back gives its
+//!   JSON again (or its `canonical` form, when a default or a number spelling changes it).
+//! - Each sequence is replayed through one `Gateway`: requests in, executor (`host`) calls, and
+//!   the transmitted envelopes compared with `out`, in order.
+
+use std::collections::BTreeMap;
+
+use deskwire::gateway::ops::{
+    ApprovalDecisionResult, ApprovalStatus, ApprovalsListResult, Diff, GitInfo, JobStatusBrief,
+    JobsResultResult, JobsStatusResult, Level, PingResult,
+};
+use deskwire::gateway::{
+    Artifacts, Config, ConnId, Envelope, ErrorBody, EventEnvelope, Gateway, GenericRequestEnvelope,
+    JobState, LocalError, Output, Request, RequestEnvelope, ResponseEnvelope, Timestamp, Token,
+    TransitionError,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+fn load(path: &str) -> Value {
+    let full = format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&full).expect(&full)).expect("JSON")
+}
+
+fn vectors() -> Value {
+    load("tests/vectors/gateway.json")
+}
+
+fn validator(schema: &Value, def: &str) -> jsonschema::Validator {
+    assert!(schema["$defs"].get(def).is_some(), "no $defs/{def}");
+    let mut root = schema.clone();
+    root["$ref"] = json!(format!("#/$defs/{def}"));
+    jsonschema::validator_for(&root).expect("schema compiles")
+}
+
+fn serde_round<T: DeserializeOwned + Serialize>(json: &Value) -> Result<Value, String> {
+    let value: T = serde_json::from_value(json.clone()).map_err(|e| e.to_string())?;
+    Ok(serde_json::to_value(value).expect("serialises"))
+}
+
+fn params_round(op: &str, json: &Value) -> Result<Value, String> {
+    Request::from_parts(op, json.clone())
+        .map(|r| r.payload())
+        .map_err(|e| e.to_string())
+}
+
+/// Parses `json` as the Rust type for `def` and writes it back.
+fn rust_round(def: &str, json: &Value) -> Result<Value, String> {
+    let e = |e: deskwire::gateway::ParseError| e.to_string();
+    match def {
+        "RequestEnvelope" => RequestEnvelope::from_value(json.clone())
+            .map(|r| r.to_value())
+            .map_err(e),
+        "GenericRequestEnvelope" => GenericRequestEnvelope::from_value(json.clone())
+            .map(|r| r.to_value())
+            .map_err(e),
+        "ResponseEnvelope" => ResponseEnvelope::from_value(json.clone())
+            .map(|r| r.to_value())
+            .map_err(e),
+        "EventEnvelope" => EventEnvelope::from_value(json.clone())
+            .map(|r| r.to_value())
+            .map_err(e),
+        "Envelope" => Envelope::from_value(json.clone())
+            .map(|r| r.to_value())
+            .map_err(e),
+        "PingParams" => params_round("gateway.ping", json),
+        "JobsCreateParams" => params_round("jobs.create", json),
+        "JobRef" => params_round("jobs.start", json),
+        "JobsCancelParams" => params_round("jobs.cancel", json),
+        "ApprovalsListParams" => params_round("approvals.list", json),
+        "ApprovalDecisionParams" => params_round("approvals.approve", json),
+        "PingResult" => serde_round::<PingResult>(json),
+        "JobStatusBrief" => serde_round::<JobStatusBrief>(json),
+        "JobsStatusResult" => serde_round::<JobsStatusResult>(json).and_then(|v| {
+            // The schema bounds progress to 0..=1; serde's f64 does not, the type's users do.
+            match v.get("progress").and_then(Value::as_f64) {
+                Some(p) if !(0.0..=1.0).contains(&p) => Err(format!("progress {p}")),
+                _ => Ok(v),
+            }
+        }),
+        "JobsResultResult" => serde_round::<JobsResultResult>(json),
+        "ApprovalsListResult" => serde_round::<ApprovalsListResult>(json),
+        "ApprovalDecisionResult" => serde_round::<ApprovalDecisionResult>(json),
+        "ErrorBody" => serde_round::<ErrorBody>(json),
+        "JobState" => serde_round::<JobState>(json),
+        other => panic!("no Rust type for def {other}"),
+    }
+}
+
+#[test]
+fn cases_match_schema_and_types() {
+    let doc = vectors();
+    assert_eq!(doc["protocol"], "gateway");
+    let schema = load(doc["schema"].as_str().unwrap());
+    let cases = doc["cases"].as_array().unwrap();
+    assert!(cases.len() >= 100, "{} cases", cases.len());
+    let mut validators = BTreeMap::new();
+    let mut failures = Vec::new();
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let def = case["def"].as_str().unwrap();
+        let json = &case["json"];
+        let valid = case["valid"].as_bool().unwrap();
+        let v = validators
+            .entry(def.to_owned())
+            .or_insert_with(|| validator(&schema, def));
+        let schema_ok = v.is_valid(json);
+        if schema_ok != valid {
+            let errors: Vec<String> = v.iter_errors(json).map(|e| e.to_string()).collect();
+            failures.push(format!("{name}: schema says {schema_ok} {errors:?}"));
+        }
+        match (rust_round(def, json), valid) {
+            (Ok(back), true) => {
+                let expected = case.get("canonical").unwrap_or(json);
+                if &back != expected {
+                    failures.push(format!("{name}: written back as {back}"));
+                }
+            }
+            (Err(why), true) => failures.push(format!("{name}: Rust refuses: {why}")),
+            (Ok(_), false) => failures.push(format!("{name}: Rust accepts an invalid case")),
+            (Err(_), false) => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_def_has_a_valid_case() {
+    let doc = vectors();
+    let schema = load(doc["schema"].as_str().unwrap());
+    let covered: Vec<&str> = doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["valid"] == true)
+        .map(|c| c["def"].as_str().unwrap())
+        .collect();
+    // Building blocks are covered through the defs that use them.
+    let through_others = [
+        "Version",
+        "Timestamp",
+        "Id",
+        "Op",
+        "Auth",
+        "ErrorCode",
+        "Level",
+        "ApprovalStatus",
+        "Decision",
+        "WorkspaceMode",
+        "JobSpec",
+        "Issue",
+        "Workspace",
+        "Policy",
+        "Instructions",
+        "JobEvent",
+        "GitInfo",
+        "Diff",
+        "ApprovalSummary",
+        "ApprovalInfo",
+    ];
+    for def in schema["$defs"].as_object().unwrap().keys() {
+        assert!(
+            covered.contains(&def.as_str()) || through_others.contains(&def.as_str()),
+            "no valid case for {def}"
+        );
+    }
+}
+
+fn artifacts(v: &Value) -> Artifacts {
+    let get = |k: &str| v.get(k).cloned();
+    Artifacts {
+        summary: get("summary").map(|s| s.as_str().unwrap().to_owned()),
+        git: get("git").map(|g| serde_json::from_value::<GitInfo>(g).unwrap()),
+        diff: get("diff").map(|d| serde_json::from_value::<Diff>(d).unwrap()),
+        checks: get("checks").map(|c| serde_json::from_value(c).unwrap()),
+        commands: get("commands").map(|c| serde_json::from_value(c).unwrap()),
+    }
+}
+
+/// Runs one executor call; returns the local error if any.
+fn host(gw: &mut Gateway, now: &mut u64, h: &Value) -> Result<(), LocalError> {
+    let s = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+    let job = s("jobId");
+    let state = |k: &str| serde_json::from_value::<JobState>(h[k].clone()).unwrap();
+    match h["action"].as_str().unwrap() {
+        "progress" => gw.set_progress(&job, h["step"].as_str(), h["progress"].as_f64()),
+        "log" => {
+            let level: Level = serde_json::from_value(h["level"].clone()).unwrap();
+            gw.log(&job, level, &s("msg"))
+        }
+        "review_ready" => gw.review_ready(*now, &job, artifacts(&h["artifacts"])),
+        "complete" => gw.complete(*now, &job, h.get("artifacts").map(artifacts)),
+        "fail" => gw.fail(
+            *now,
+            &job,
+            serde_json::from_value(h["error_body"].clone()).unwrap(),
+        ),
+        "roll_back" => gw.roll_back(*now, &job),
+        "cancel" => gw.cancel(*now, &job),
+        "transition" => gw.transition(*now, &job, state("to")),
+        "request_approval" => {
+            let ticket =
+                gw.request_approval(&job, h["approvalId"].as_str(), &s("kind"), &s("requested"))?;
+            let expected: ApprovalStatus = h.get("status").map_or(ApprovalStatus::Pending, |v| {
+                serde_json::from_value(v.clone()).unwrap()
+            });
+            assert_eq!(ticket.status, expected);
+            if let Some(id) = h["approvalId"].as_str() {
+                assert_eq!(ticket.approval_id, id);
+            }
+            Ok(())
+        }
+        "timeout" => {
+            *now = h["now_ms"].as_u64().unwrap();
+            gw.handle_timeout(*now);
+            Ok(())
+        }
+        other => panic!("unknown host action {other}"),
+    }
+}
+
+fn config(overrides: Option<&Value>) -> Config {
+    let mut config = Config::new(Token::new("s3cr3t-token"));
+    if let Some(o) = overrides {
+        for (key, value) in o.as_object().unwrap() {
+            match key.as_str() {
+                "gatewayVersion" => config.gateway_version = value.as_str().unwrap().to_owned(),
+                "maxRunning" => config.max_running = value.as_u64().unwrap() as usize,
+                "maxJobs" => config.max_jobs = value.as_u64().unwrap() as usize,
+                "requireSandbox" => config.require_sandbox = value.as_bool().unwrap(),
+                other => panic!("unknown config key {other}"),
+            }
+        }
+    }
+    config
+}
+
+#[test]
+fn sequences_replay_through_the_engine() {
+    let doc = vectors();
+    let schema = load(doc["schema"].as_str().unwrap());
+    let envelope_schema = validator(&schema, "Envelope");
+    let sequences = doc["sequences"].as_array().unwrap();
+    assert!(sequences.len() >= 10);
+    for seq in sequences {
+        let name = seq["name"].as_str().unwrap();
+        let ts = Timestamp::parse(seq["ts"].as_str().unwrap()).unwrap();
+        let mut gw = Gateway::new(config(seq.get("config")), 0, 0).unwrap();
+        let mut now = 0;
+        for (i, step) in seq["steps"].as_array().unwrap().iter().enumerate() {
+            let at = format!("{name} step {i}");
+            if let Some(n) = step.get("now_ms") {
+                now = n.as_u64().unwrap();
+            }
+            if let Some(input) = step.get("in") {
+                gw.handle_message(now, ConnId(1), input.to_string().as_bytes())
+                    .unwrap();
+            } else {
+                let result = host(&mut gw, &mut now, &step["host"]);
+                match step.get("error") {
+                    Some(e) => {
+                        let from = serde_json::from_value(e["from"].clone()).unwrap();
+                        let to = serde_json::from_value(e["to"].clone()).unwrap();
+                        assert_eq!(
+                            result,
+                            Err(LocalError::Transition(TransitionError { from, to })),
+                            "{at}"
+                        );
+                    }
+                    None => assert_eq!(result, Ok(()), "{at}"),
+                }
+            }
+            let mut out = Vec::new();
+            loop {
+                match gw.poll_output(now) {
+                    Output::Transmit(t) => {
+                        assert_eq!(t.conn, ConnId(1));
+                        out.push(t.message.envelope(ts.clone()).to_value());
+                    }
+                    Output::Event(_) => {}
+                    Output::Timeout(_) => break,
+                }
+            }
+            for o in &out {
+                assert!(
+                    envelope_schema.is_valid(o),
+                    "{at}: output fails the schema: {o}"
+                );
+            }
+            let expected = step["out"].as_array().unwrap();
+            assert_eq!(&out, expected, "{at}");
+        }
+    }
+}
