@@ -132,30 +132,30 @@ pub struct Stats {
 }
 
 #[derive(Debug, Clone)]
-struct Approval {
-    id: String,
-    kind: String,
-    requested: String,
-    status: ApprovalStatus,
-    reason: Option<String>,
+pub(super) struct Approval {
+    pub(super) id: String,
+    pub(super) kind: String,
+    pub(super) requested: String,
+    pub(super) status: ApprovalStatus,
+    pub(super) reason: Option<String>,
 }
 
 #[derive(Debug, Clone)]
-struct Job {
-    spec: JobSpec,
+pub(super) struct Job {
+    pub(super) spec: JobSpec,
     /// Canonical text of the `jobs.create` payload, for idempotency.
-    canonical: String,
-    state: JobState,
+    pub(super) canonical: String,
+    pub(super) state: JobState,
     /// Whether `jobs.start` ever took effect (a later `jobs.start` then answers the state).
-    started: bool,
-    step: Option<String>,
-    progress: Option<f64>,
+    pub(super) started: bool,
+    pub(super) step: Option<String>,
+    pub(super) progress: Option<f64>,
     /// While `RUNNING`: when it times out.
-    deadline: Option<u64>,
-    approvals: Vec<Approval>,
-    artifacts: Artifacts,
-    error: Option<ErrorBody>,
-    event_seq: u64,
+    pub(super) deadline: Option<u64>,
+    pub(super) approvals: Vec<Approval>,
+    pub(super) artifacts: Artifacts,
+    pub(super) error: Option<ErrorBody>,
+    pub(super) event_seq: u64,
 }
 
 /// SplitMix64: approval ids without a random source, fixed by the seed.
@@ -195,12 +195,12 @@ impl Ids {
 pub struct Gateway {
     pub(super) config: Config,
     started_ms: u64,
-    jobs: BTreeMap<String, Job>,
+    pub(super) jobs: BTreeMap<String, Job>,
     /// Job ids, oldest first (which final job to forget first, and listing order).
     order: VecDeque<String>,
     /// `QUEUED` jobs waiting for a run slot, first come first served.
-    run_queue: VecDeque<String>,
-    running: usize,
+    pub(super) run_queue: VecDeque<String>,
+    pub(super) running: usize,
     /// Approval id → job id.
     approval_index: BTreeMap<String, String>,
     authenticated: BTreeSet<ConnId>,
@@ -741,6 +741,11 @@ impl Gateway {
                     a.status = ApprovalStatus::Expired;
                 }
             }
+        }
+        if from == JobState::Queued && to != JobState::Running {
+            // Leaving the queue some other way: drop its entry now, so a queue that never moves
+            // (all run slots busy) cannot fill up with dead entries.
+            self.run_queue.retain(|id| id != job_id);
         }
         match to {
             JobState::Queued => {

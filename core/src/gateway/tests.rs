@@ -214,6 +214,7 @@ fn run_slots_queue_jobs_in_order() {
     gw.fail(2, "a", ErrorBody::new(ErrorCode::Internal, "boom"))
         .unwrap();
     assert_eq!(gw.job_state("c"), Some(JobState::Running));
+    assert!(gw.run_queue.is_empty());
     let result = call(&mut gw, 3, "jobs.result", json!({"jobId": "a"})).unwrap();
     assert_eq!(result["status"], "FAILED");
     assert_eq!(result["error"]["code"], "E_INTERNAL");
@@ -906,5 +907,95 @@ proptest! {
         drain(&mut gw, 0);
         let _ = Envelope::parse(&bytes);
         prop_assert!(!secret::redact_line(&bytes).contains(TOKEN));
+    }
+}
+
+/// One step of a random walk through the engine.
+#[derive(Debug, Clone)]
+enum Step {
+    Op(usize, usize),
+    Host(usize, usize),
+    Approval(usize),
+    Decide(usize, usize, bool),
+    Time(u64),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0..6usize, 0..3usize).prop_map(|(op, j)| Step::Op(op, j)),
+        (0..9usize, 0..3usize).prop_map(|(to, j)| Step::Host(to, j)),
+        (0..3usize).prop_map(Step::Approval),
+        (0..3usize, 0..4usize, any::<bool>()).prop_map(|(j, a, yes)| Step::Decide(j, a, yes)),
+        (0..4_000u64).prop_map(Step::Time),
+    ]
+}
+
+proptest! {
+    /// Whatever the Commander and the executor do, every state change is in the table, final
+    /// states never change, run slots are respected, and the engine stays within its limits.
+    #[test]
+    fn random_walks_keep_the_invariants(steps in prop::collection::vec(step(), 1..60)) {
+        let mut gw = gateway();
+        gw.config.max_running = 2;
+        gw.config.max_jobs = 3;
+        let jobs = ["a", "b", "c"];
+        let mut now = 0;
+        let mut finals: std::collections::BTreeMap<&str, JobState> = Default::default();
+        for s in steps {
+            match s.clone() {
+                Step::Op(op, j) => {
+                    let id = jobs[j];
+                    let (name, payload) = match op {
+                        0 => ("jobs.create", json!({"job": {"jobId": id, "repo": "r", "policy": {"timeoutSec": 2, "requireApprovals": j != 2}}})),
+                        1 => ("jobs.start", json!({"jobId": id})),
+                        2 => ("jobs.cancel", json!({"jobId": id})),
+                        3 => ("jobs.stream", json!({"jobId": id})),
+                        4 => ("jobs.status", json!({"jobId": id})),
+                        _ => ("jobs.result", json!({"jobId": id})),
+                    };
+                    gw.handle_message(now, C, &request("r", name, payload)).unwrap();
+                }
+                Step::Host(to, j) => { let _ = gw.transition(now, jobs[j], JobState::ALL[to]); }
+                Step::Approval(j) => { let _ = gw.request_approval(jobs[j], None, "shell", "x"); }
+                Step::Decide(j, a, yes) => {
+                    let op = if yes { "approvals.approve" } else { "approvals.deny" };
+                    let ids: Vec<String> = gw.jobs.get(jobs[j]).map(|job| job.approvals.iter().map(|x| x.id.clone()).collect()).unwrap_or_default();
+                    if let Some(id) = ids.get(a) {
+                        gw.handle_message(now, C, &request("d", op, json!({"jobId": jobs[j], "approvalId": id}))).unwrap();
+                    }
+                }
+                Step::Time(dt) => { now += dt; gw.handle_timeout(now); }
+            }
+            let (sent, events) = drain(&mut gw, now);
+            let answered = sent.iter().any(|o| matches!(o, Outgoing::Response { .. }));
+            prop_assert!(answered || !matches!(s, Step::Op(..)), "every request is answered");
+            for e in events {
+                if let Event::StateChanged { job_id, from, to } = e {
+                    prop_assert!(from.can_transition(to), "{} -> {}", from, to);
+                    prop_assert!(!from.is_terminal());
+                    let _ = job_id;
+                }
+            }
+            let running = gw.jobs.values().filter(|j| j.state == JobState::Running).count();
+            prop_assert_eq!(running, gw.running);
+            prop_assert!(running <= 2);
+            prop_assert!(gw.job_count() <= 3);
+            // A final job stays final until it is forgotten.
+            for id in jobs {
+                match (finals.get(id), gw.job_state(id)) {
+                    (Some(f), Some(now_state)) => prop_assert_eq!(*f, now_state),
+                    (_, Some(st)) if st.is_terminal() => { finals.insert(id, st); }
+                    (Some(_), None) => { finals.remove(id); }
+                    _ => {}
+                }
+            }
+            // Running jobs have deadlines and only they do; pending approvals only on running jobs.
+            for job in gw.jobs.values() {
+                prop_assert_eq!(job.deadline.is_some(), job.state == JobState::Running);
+                if job.state != JobState::Running {
+                    prop_assert!(job.approvals.iter().all(|a| a.status != ApprovalStatus::Pending));
+                }
+            }
+        }
     }
 }
