@@ -1,7 +1,7 @@
 //! Error codes on the wire, the error body, and the typed errors of this module.
 //!
 //! Three kinds of failure stay apart (h11 style): [`ParseError`] is the peer's fault (a message
-//! that is not a valid envelope), [`TransitionError`](super::job::TransitionError) is a job
+//! that is not a valid envelope), [`TransitionError`] is a job
 //! state change the table forbids, and [`LocalError`] is the host misusing the engine.
 
 use std::fmt;
@@ -269,4 +269,36 @@ pub enum LocalError {
         /// Why.
         reason: &'static str,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_unknown_ones_survive() {
+        for code in ErrorCode::KNOWN {
+            let json = serde_json::to_string(&code).unwrap();
+            assert_eq!(serde_json::from_str::<ErrorCode>(&json).unwrap(), code);
+        }
+        assert_eq!(
+            ErrorCode::parse("E_RATE_LIMITED"),
+            Some(ErrorCode::Other("E_RATE_LIMITED".into()))
+        );
+        for bad in ["", "E_", "e_policy_deny", "POLICY_DENY", "E_POLICY-DENY"] {
+            assert_eq!(ErrorCode::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn transition_errors_name_both_states() {
+        let body = ErrorBody::from(&TransitionError {
+            from: JobState::Completed,
+            to: JobState::Running,
+        });
+        assert_eq!(body.code, ErrorCode::InvalidTransition);
+        let details = body.details.unwrap();
+        assert_eq!(details["from"], "COMPLETED");
+        assert_eq!(details["to"], "RUNNING");
+    }
 }
