@@ -225,7 +225,8 @@ impl ContentLengthDecoder {
                     let skipping = matches!(self.state, State::SkipHeader { .. });
                     let Some(end) = find_blank_line(pending, scanned) else {
                         let scanned = pending.len().saturating_sub(3);
-                        if !skipping && pending.len() > self.max_header {
+                        // Up to 3 bytes of the blank line may already be here.
+                        if !skipping && pending.len() > self.max_header + 3 {
                             // Drop what we have and go on dropping through the blank line.
                             self.start += scanned;
                             self.state = State::SkipHeader { scanned: 0 };
