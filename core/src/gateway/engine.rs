@@ -31,7 +31,8 @@ pub struct Transmit {
 }
 
 /// A message the engine wants sent, without its `ts`: the host stamps it when formatting.
-#[derive(Debug, Clone, PartialEq)]
+/// `Debug` scrubs secrets from results.
+#[derive(Clone, PartialEq)]
 pub enum Outgoing {
     /// A response to request `id`.
     Response {
@@ -47,6 +48,23 @@ pub enum Outgoing {
         /// The event.
         event: JobEvent,
     },
+}
+
+impl std::fmt::Debug for Outgoing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outgoing::Response { id, outcome } => f
+                .debug_struct("Response")
+                .field("id", id)
+                .field("outcome", &outcome.as_ref().map(super::secret::RedactedMap))
+                .finish(),
+            Outgoing::Event { id, event } => f
+                .debug_struct("Event")
+                .field("id", id)
+                .field("event", event)
+                .finish(),
+        }
+    }
 }
 
 impl Outgoing {

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::error::{ErrorBody, ParseError};
 use super::ops::{JobEvent, Request, check_id, non_null};
-use super::secret::{Token, redact_value};
+use super::secret::{RedactedMap, Token, redact_value};
 use super::{PROTOCOL_VERSION, SUPPORTED_MAJOR};
 
 /// A protocol version, `MAJOR[.MINOR[.PATCH]]` (the spec writes `"1.0"`).
@@ -384,8 +384,8 @@ impl<'de> Deserialize<'de> for RequestEnvelope {
 ///
 /// For code that routes or logs requests without knowing every operation, and for the spec's
 /// generic envelope example (`"op": "jobs.create"` with a placeholder `"payload": {}`, which
-/// is not a valid `jobs.create`).
-#[derive(Debug, Clone, PartialEq)]
+/// is not a valid `jobs.create`). `Debug` shows the redacted form.
+#[derive(Clone, PartialEq)]
 pub struct GenericRequestEnvelope {
     /// Protocol version.
     pub v: Version,
@@ -457,6 +457,19 @@ impl GenericRequestEnvelope {
     }
 }
 
+impl fmt::Debug for GenericRequestEnvelope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GenericRequestEnvelope")
+            .field("v", &self.v)
+            .field("id", &self.id)
+            .field("ts", &self.ts)
+            .field("op", &self.op)
+            .field("auth", &self.auth)
+            .field("payload", &RedactedMap(&self.payload))
+            .finish()
+    }
+}
+
 impl Serialize for GenericRequestEnvelope {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.to_value().serialize(s)
@@ -471,8 +484,9 @@ impl<'de> Deserialize<'de> for GenericRequestEnvelope {
 
 /// A response envelope. `outcome` is `Ok(result)` for `"ok": true` and `Err(error)` for
 /// `"ok": false`; both `result` and `error` are always written, one of them `null`, as in the
-/// spec's example. On read, an absent `result`/`error` counts as `null`.
-#[derive(Debug, Clone, PartialEq)]
+/// spec's example. On read, an absent `result`/`error` counts as `null`. `Debug` scrubs
+/// secrets from the result.
+#[derive(Clone, PartialEq)]
 pub struct ResponseEnvelope {
     /// Protocol version.
     pub v: Version,
@@ -567,6 +581,17 @@ impl ResponseEnvelope {
         let mut value = self.to_value();
         redact_value(&mut value);
         value
+    }
+}
+
+impl fmt::Debug for ResponseEnvelope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseEnvelope")
+            .field("v", &self.v)
+            .field("id", &self.id)
+            .field("ts", &self.ts)
+            .field("outcome", &self.outcome.as_ref().map(RedactedMap))
+            .finish()
     }
 }
 

@@ -116,8 +116,9 @@ impl<'de> Deserialize<'de> for ErrorCode {
     }
 }
 
-/// The `error` object of a failed response: `{code, message, details}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The `error` object of a failed response: `{code, message, details}`. `Debug` scrubs
+/// secrets from `details`.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
     /// What went wrong, for programs.
     pub code: ErrorCode,
@@ -127,6 +128,19 @@ pub struct ErrorBody {
     /// `null` and absent both read as `None`; `None` is written as absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Map<String, Value>>,
+}
+
+impl fmt::Debug for ErrorBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ErrorBody")
+            .field("code", &self.code)
+            .field("message", &self.message)
+            .field(
+                "details",
+                &self.details.as_ref().map(super::secret::RedactedMap),
+            )
+            .finish()
+    }
 }
 
 impl ErrorBody {

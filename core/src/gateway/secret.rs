@@ -8,7 +8,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// What a scrubbed secret is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
@@ -127,6 +127,18 @@ pub fn redact_value(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(redact_value),
         _ => {}
+    }
+}
+
+/// Formats a JSON object for `Debug` with secrets scrubbed (used by the `Debug` impls of
+/// types that carry free-form JSON: results, error details, untyped payloads).
+pub struct RedactedMap<'a>(pub &'a Map<String, Value>);
+
+impl fmt::Debug for RedactedMap<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut value = Value::Object(self.0.clone());
+        redact_value(&mut value);
+        write!(f, "{value}")
     }
 }
 

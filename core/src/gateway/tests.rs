@@ -641,6 +641,30 @@ fn secrets_never_reach_logs() {
     for line in &lines {
         assert!(!line.contains(TOKEN), "{line}");
     }
+    // Free-form JSON (untyped payloads, results, error details) is scrubbed by key in Debug.
+    let generic = GenericRequestEnvelope::parse(&request(
+        "r",
+        "x.y",
+        json!({"apiKey": TOKEN, "nested": {"password": TOKEN}}),
+    ))
+    .unwrap();
+    let mut result = serde_json::Map::new();
+    result.insert("secret".into(), TOKEN.into());
+    let response = Outgoing::Response {
+        id: "r".into(),
+        outcome: Ok(result.clone()),
+    };
+    let envelope = response.envelope(Timestamp::from_unix_ms(0));
+    let error = ErrorBody::new(ErrorCode::Internal, "x").with_detail("token", TOKEN);
+    for line in [
+        format!("{generic:?}"),
+        format!("{response:?}"),
+        format!("{envelope:?}"),
+        format!("{error:?}"),
+    ] {
+        assert!(!line.contains(TOKEN), "{line}");
+        assert!(line.contains("[REDACTED]"), "{line}");
+    }
     assert!(env.log_line().contains(r#""jobId":"j""#));
     assert!(env.log_line().contains(r#""token":"[REDACTED]""#));
     // The wire form keeps it.
