@@ -41,6 +41,8 @@
 //!   correlation engine shared by the JSON protocols.
 //! - [`rexd`]: the REXD wire types (methods, results, events, error codes).
 //! - [`gateway`]: the gateway job state machine, idempotent job creation and approvals.
+//! - [`sidecar`]: typed params and results of the sidecar IPC methods (over [`jsonrpc`]).
+//! - [`mobile`]: the mobile companion's WebSocket messages and its client and server engines.
 #![warn(missing_docs)]
 // `unsafe` is allowed only where a measurement asked for it, each with its SAFETY note:
 // oa1::escape (SSE2 compares; UTF-8 that escaping cannot break) and oa1::into_text.
@@ -51,6 +53,8 @@ pub mod ids;
 pub mod irc;
 pub mod jsonrpc;
 pub mod lines;
+pub mod mobile;
 pub mod oa1;
 pub mod rexd;
+pub mod sidecar;
 pub mod sim;

@@ -1,0 +1,938 @@
+//! The desktop's end as a sans-IO engine: pairing, tokens, state sync, keep-alive,
+//! permission prompts and broadcasts, for any number of phones.
+//!
+//! The host runs the WebSocket server. For each upgrade request it calls [`Server::open`] with
+//! the bearer token of the `Authorization` header (see [`super::bearer_token`]) and follows the
+//! [`Admission`]: refuse the upgrade with 401, or complete it. Then it feeds text frames with
+//! [`Server::handle_text`], reports closed sockets with [`Server::closed`], and drains
+//! [`Server::poll_output`].
+//!
+//! Choices where the spec leaves room:
+//! - Pairing codes are single-use and expire (`pairing_code_ttl_ms`). The attempt limit counts
+//!   wrong codes across all connections (reconnecting does not reset it); at the limit the code
+//!   is burnt and every attempt, the right code included, is refused until the host shows a new
+//!   one ([`Server::start_pairing`]).
+//! - A failed pairing attempt is answered with `auth_result` (`success: false`) and the
+//!   connection is closed: a retry needs a new connection, which slows guessing.
+//! - An invalid bearer token is refused at the upgrade (the host answers 401); an unpaired
+//!   connection that does not pair within `auth_timeout_ms` is closed.
+//! - On every new session the server sends the current state, then every permission request
+//!   still waiting (so a phone that dropped and came back can still answer it).
+//! - Tokens are 256 bits from the seeded generator, hex-encoded. The generator is SplitMix64
+//!   (deterministic for tests), so the tokens are only as unguessable as the seed: seed it
+//!   from the operating system's random source in production.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::fmt;
+
+use super::message::{
+    AgentState, AuthResult, ChatMessage, ClientMessage, Command, PermissionRequest, ServerMessage,
+    TaskUpdate,
+};
+use super::{IDLE_WAIT_MS, LocalError};
+use crate::gateway::secret::constant_time_eq;
+use crate::ids::IdGenerator;
+
+/// A connection, numbered by the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+impl fmt::Display for ConnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Server configuration. The spec gives no numbers for these; the defaults are ours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// How long a pairing code stays valid.
+    pub pairing_code_ttl_ms: u64,
+    /// Wrong codes (in all) before the code is burnt.
+    pub max_pairing_attempts: u32,
+    /// How long a connection without a token may take to pair.
+    pub auth_timeout_ms: u64,
+    /// Time between pings to a connected phone.
+    pub ping_interval_ms: u64,
+    /// Pings in a row without a pong before the connection is closed.
+    pub max_missed_pongs: u32,
+    /// How long a permission request waits for an answer.
+    pub permission_timeout_ms: u64,
+    /// Permission requests waiting at most.
+    pub max_pending_permissions: usize,
+    /// Answered or expired permission ids remembered, to tell a duplicate answer from an
+    /// unknown one.
+    pub answered_memory: usize,
+    /// Connections open at most.
+    pub max_connections: usize,
+    /// Tokens kept at most; pairing beyond forgets the oldest (its phone must pair again).
+    pub max_tokens: usize,
+    /// Larger text frames are ignored (counted).
+    pub max_message_bytes: usize,
+    /// Outputs queued at most when the host does not drain `poll_output`; beyond that, the
+    /// engine's own pings are dropped (counted).
+    pub max_queued: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            pairing_code_ttl_ms: 5 * 60_000,
+            max_pairing_attempts: 5,
+            auth_timeout_ms: 30_000,
+            ping_interval_ms: 15_000,
+            max_missed_pongs: 2,
+            permission_timeout_ms: 5 * 60_000,
+            max_pending_permissions: 64,
+            answered_memory: 256,
+            max_connections: 8,
+            max_tokens: 16,
+            max_message_bytes: 64 * 1024,
+            max_queued: 4096,
+        }
+    }
+}
+
+/// What to do with an upgrade request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Admission {
+    /// The token is valid: complete the upgrade; the state sync is queued.
+    Authenticated,
+    /// No token: complete the upgrade; the phone must send `auth` with the pairing code.
+    AwaitingPairing,
+    /// Refuse the upgrade (401 for a bad token, 503 for too many connections).
+    Refused(Refusal),
+}
+
+/// Why an upgrade is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The bearer token is not one we issued (or it was revoked).
+    BadToken,
+    /// `max_connections` are open.
+    TooManyConnections,
+}
+
+/// Why a pairing attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PairingFailure {
+    /// Not the code shown; `attempts_left` more wrong codes burn it.
+    WrongCode {
+        /// Wrong codes still allowed.
+        attempts_left: u32,
+    },
+    /// Too many wrong codes: refused until a new code is shown.
+    LockedOut,
+    /// No code is shown (none started, used, cancelled or expired).
+    NoActiveCode,
+}
+
+impl PairingFailure {
+    /// The `error` text of the `auth_result`.
+    pub fn message(&self) -> &'static str {
+        match self {
+            PairingFailure::WrongCode { .. } => "invalid pairing code",
+            PairingFailure::LockedOut => "too many wrong codes; show a new code on the desktop",
+            PairingFailure::NoActiveCode => "no pairing code is active on the desktop",
+        }
+    }
+}
+
+/// Why the server closed a connection, or saw it close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The host reported the socket closed.
+    Closed,
+    /// Too many pings went unanswered.
+    PongTimeout,
+    /// The connection did not pair in time.
+    AuthTimeout,
+    /// The pairing attempt failed.
+    AuthFailed,
+    /// The host asked for it ([`Server::close`]).
+    Requested,
+}
+
+/// How a session was authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthMethod {
+    /// A bearer token on the upgrade.
+    Token,
+    /// A pairing code.
+    Pairing,
+}
+
+/// What the application should learn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A phone's session started (the state sync is on its way).
+    ClientConnected {
+        /// The connection.
+        conn: ConnId,
+        /// How it authenticated.
+        via: AuthMethod,
+    },
+    /// A phone paired: persist `token` (and give it to [`Server::add_token`] after a restart).
+    Paired {
+        /// The connection.
+        conn: ConnId,
+        /// The new token. A secret: never log it.
+        token: String,
+    },
+    /// A pairing attempt failed (the connection is being closed).
+    PairingFailed {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        failure: PairingFailure,
+    },
+    /// A connection ended.
+    ClientDisconnected {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        reason: CloseReason,
+    },
+    /// A phone sent an agent command.
+    Command {
+        /// The connection.
+        conn: ConnId,
+        /// The command.
+        command: Command,
+    },
+    /// A phone sent a chat message.
+    UserMessage {
+        /// The connection.
+        conn: ConnId,
+        /// The text.
+        content: String,
+    },
+    /// A permission request was answered (the first answer wins).
+    PermissionAnswered {
+        /// The request id.
+        id: String,
+        /// Who answered.
+        conn: ConnId,
+        /// Whether the call may run.
+        approved: bool,
+        /// Whether to apply the answer to such calls from now on.
+        remember: bool,
+    },
+    /// Nobody answered a permission request in time.
+    PermissionTimedOut {
+        /// The request id.
+        id: String,
+    },
+}
+
+/// What the server wants from the host next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Send this text frame on `conn`.
+    Transmit {
+        /// The connection.
+        conn: ConnId,
+        /// The frame.
+        text: String,
+    },
+    /// Close `conn` (the engine forgot it already; `closed` need not be called).
+    Close {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        reason: CloseReason,
+    },
+    /// Tell the application.
+    Event(Event),
+    /// Nothing to do before this instant (ms), unless new input arrives.
+    Timeout(u64),
+}
+
+/// A permission request to show, without its id (the server makes one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPermission {
+    /// The tool.
+    pub tool_name: String,
+    /// The command.
+    pub command: String,
+    /// A description for the user.
+    pub description: String,
+    /// The risk tier.
+    pub tier: String,
+}
+
+/// Counters. `connections`, `pending_permissions` and `tokens` are gauges; the rest only grow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Text frames received.
+    pub frames_in: u64,
+    /// Text frames sent.
+    pub frames_out: u64,
+    /// Frames that were not valid client messages.
+    pub malformed: u64,
+    /// Frames over `max_message_bytes`.
+    pub too_large: u64,
+    /// Valid messages that made no sense (anything but `auth` before pairing, `auth` after,
+    /// text on an unknown connection).
+    pub unexpected: u64,
+    /// Upgrades refused for a bad token.
+    pub bad_tokens: u64,
+    /// Wrong pairing codes (including attempts while locked out or without a code).
+    pub pairing_failures: u64,
+    /// Answers to permission requests we never made.
+    pub unknown_permission_responses: u64,
+    /// Second answers, or answers after the timeout.
+    pub duplicate_permission_responses: u64,
+    /// Pongs without an outstanding ping.
+    pub unsolicited_pongs: u64,
+    /// Outputs dropped because the queue was full.
+    pub dropped: u64,
+    /// Connections open now.
+    pub connections: u64,
+    /// Permission requests waiting now.
+    pub pending_permissions: u64,
+    /// Tokens held now.
+    pub tokens: u64,
+}
+
+#[derive(Debug)]
+struct Pairing {
+    code: String,
+    expires_at: u64,
+    wrong: u32,
+}
+
+#[derive(Debug)]
+struct Conn {
+    authenticated: bool,
+    /// Unpaired: the auth deadline; paired: the next ping.
+    deadline: u64,
+    awaiting_pong: bool,
+    missed: u32,
+}
+
+#[derive(Debug)]
+struct Pending {
+    request: PermissionRequest,
+    deadline: u64,
+}
+
+/// The desktop's end. See the [module docs](self).
+#[derive(Debug)]
+pub struct Server {
+    config: Config,
+    ids: IdGenerator,
+    agent: AgentState,
+    tokens: VecDeque<String>,
+    pairing: Option<Pairing>,
+    conns: BTreeMap<ConnId, Conn>,
+    /// Waiting permission requests, by id; `order` keeps them oldest first.
+    pending: BTreeMap<String, Pending>,
+    order: VecDeque<String>,
+    answered: VecDeque<String>,
+    answered_set: HashSet<String>,
+    queue: VecDeque<Output>,
+    stats: Stats,
+}
+
+impl Server {
+    /// A server with `config`; `seed` fixes pairing codes, tokens and permission ids (seed it
+    /// from the OS's random source in production).
+    pub fn new(config: Config, seed: u64) -> Self {
+        Server {
+            config,
+            ids: IdGenerator::new(seed),
+            agent: AgentState::Idle,
+            tokens: VecDeque::new(),
+            pairing: None,
+            conns: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            order: VecDeque::new(),
+            answered: VecDeque::new(),
+            answered_set: HashSet::new(),
+            queue: VecDeque::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.stats;
+        stats.connections = self.conns.len() as u64;
+        stats.pending_permissions = self.pending.len() as u64;
+        stats.tokens = self.tokens.len() as u64;
+        stats
+    }
+
+    /// The agent state phones are synced to.
+    pub fn agent_state(&self) -> &AgentState {
+        &self.agent
+    }
+
+    /// Accepts a token issued earlier (restored from storage). Empty tokens are ignored.
+    pub fn add_token(&mut self, token: &str) {
+        if token.is_empty() || self.token_index(token).is_some() {
+            return;
+        }
+        self.tokens.push_back(token.to_owned());
+        while self.tokens.len() > self.config.max_tokens.max(1) {
+            self.tokens.pop_front();
+        }
+    }
+
+    /// Stops accepting `token`; returns whether it was known. Open sessions stay up (close
+    /// them with [`Server::close`] if needed).
+    pub fn revoke_token(&mut self, token: &str) -> bool {
+        match self.token_index(token) {
+            Some(i) => {
+                self.tokens.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Which token matches, checking every token in constant time each (no early exit, so
+    /// the time does not say how many tokens exist before the match).
+    fn token_index(&self, presented: &str) -> Option<usize> {
+        let mut found = None;
+        for (i, token) in self.tokens.iter().enumerate() {
+            if constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+                found = Some(i);
+            }
+        }
+        found
+    }
+
+    /// Shows a new six-digit pairing code (replacing any earlier one and its attempt count).
+    pub fn start_pairing(&mut self, now: u64) -> String {
+        let code = format!("{:06}", self.ids.next_u64() % 1_000_000);
+        self.pairing = Some(Pairing {
+            code: code.clone(),
+            expires_at: now.saturating_add(self.config.pairing_code_ttl_ms),
+            wrong: 0,
+        });
+        code
+    }
+
+    /// Withdraws the pairing code.
+    pub fn cancel_pairing(&mut self) {
+        self.pairing = None;
+    }
+
+    /// The code to show, while one is valid and not burnt.
+    pub fn pairing_code(&self, now: u64) -> Option<&str> {
+        self.pairing
+            .as_ref()
+            .filter(|p| p.expires_at > now && p.wrong < self.config.max_pairing_attempts)
+            .map(|p| p.code.as_str())
+    }
+
+    /// An upgrade request arrived on `conn` with `bearer` (the token of its `Authorization:
+    /// Bearer` header, if any).
+    pub fn open(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        bearer: Option<&str>,
+    ) -> Result<Admission, LocalError> {
+        if self.conns.contains_key(&conn) {
+            return Err(LocalError::DuplicateConnection(conn.0));
+        }
+        if self.conns.len() >= self.config.max_connections {
+            return Ok(Admission::Refused(Refusal::TooManyConnections));
+        }
+        match bearer {
+            Some(token) => {
+                if self.token_index(token).is_none() {
+                    self.stats.bad_tokens += 1;
+                    return Ok(Admission::Refused(Refusal::BadToken));
+                }
+                self.conns.insert(
+                    conn,
+                    Conn {
+                        authenticated: false,
+                        deadline: now,
+                        awaiting_pong: false,
+                        missed: 0,
+                    },
+                );
+                self.begin_session(now, conn, AuthMethod::Token);
+                Ok(Admission::Authenticated)
+            }
+            None => {
+                self.conns.insert(
+                    conn,
+                    Conn {
+                        authenticated: false,
+                        deadline: now.saturating_add(self.config.auth_timeout_ms),
+                        awaiting_pong: false,
+                        missed: 0,
+                    },
+                );
+                Ok(Admission::AwaitingPairing)
+            }
+        }
+    }
+
+    fn begin_session(&mut self, now: u64, conn: ConnId, via: AuthMethod) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.authenticated = true;
+            c.deadline = now.saturating_add(self.config.ping_interval_ms);
+        }
+        self.event(Event::ClientConnected { conn, via });
+        self.send(conn, &ServerMessage::AgentStateUpdate(self.agent.clone()));
+        let waiting: Vec<ServerMessage> = self
+            .order
+            .iter()
+            .filter_map(|id| self.pending.get(id))
+            .map(|p| ServerMessage::PermissionRequest(p.request.clone()))
+            .collect();
+        for message in waiting {
+            self.send(conn, &message);
+        }
+    }
+
+    /// The socket of `conn` closed. Unknown connections (already closed by the engine) are
+    /// ignored.
+    pub fn closed(&mut self, now: u64, conn: ConnId) {
+        let _ = now;
+        if self.conns.remove(&conn).is_some() {
+            self.event(Event::ClientDisconnected {
+                conn,
+                reason: CloseReason::Closed,
+            });
+        }
+    }
+
+    /// Closes `conn` (an `Output::Close` follows).
+    pub fn close(&mut self, now: u64, conn: ConnId) -> Result<(), LocalError> {
+        let _ = now;
+        if !self.conns.contains_key(&conn) {
+            return Err(LocalError::UnknownConnection(conn.0));
+        }
+        self.drop_conn(conn, CloseReason::Requested);
+        Ok(())
+    }
+
+    fn drop_conn(&mut self, conn: ConnId, reason: CloseReason) {
+        self.conns.remove(&conn);
+        self.queue.push_back(Output::Close { conn, reason });
+        self.event(Event::ClientDisconnected { conn, reason });
+    }
+
+    /// Takes one text frame from `conn`.
+    pub fn handle_text(&mut self, now: u64, conn: ConnId, text: &str) {
+        self.stats.frames_in += 1;
+        let Some(c) = self.conns.get(&conn) else {
+            self.stats.unexpected += 1;
+            return;
+        };
+        let authenticated = c.authenticated;
+        if text.len() > self.config.max_message_bytes {
+            self.stats.too_large += 1;
+            return;
+        }
+        let Ok(message) = ClientMessage::parse(text) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        match (authenticated, message) {
+            (false, ClientMessage::Auth(auth)) => self.try_pair(now, conn, &auth.code),
+            (true, ClientMessage::Pong) => {
+                let c = self.conns.get_mut(&conn).expect("checked above");
+                if c.awaiting_pong {
+                    c.awaiting_pong = false;
+                    c.missed = 0;
+                } else {
+                    self.stats.unsolicited_pongs += 1;
+                }
+            }
+            (true, ClientMessage::Command(command)) => {
+                self.event(Event::Command { conn, command });
+            }
+            (true, ClientMessage::Message(m)) => {
+                self.event(Event::UserMessage {
+                    conn,
+                    content: m.content,
+                });
+            }
+            (true, ClientMessage::PermissionResponse(r)) => {
+                if self.pending.remove(&r.id).is_some() {
+                    self.order.retain(|id| id != &r.id);
+                    self.remember_answered(r.id.clone());
+                    self.event(Event::PermissionAnswered {
+                        id: r.id,
+                        conn,
+                        approved: r.approved,
+                        remember: r.remember,
+                    });
+                } else if self.answered_set.contains(&r.id) {
+                    self.stats.duplicate_permission_responses += 1;
+                } else {
+                    self.stats.unknown_permission_responses += 1;
+                }
+            }
+            // Anything but `auth` before pairing is ignored: an unpaired phone controls nothing.
+            _ => self.stats.unexpected += 1,
+        }
+    }
+
+    fn try_pair(&mut self, now: u64, conn: ConnId, code: &str) {
+        let max = self.config.max_pairing_attempts;
+        let outcome = match &mut self.pairing {
+            None => Err(PairingFailure::NoActiveCode),
+            Some(p) if p.expires_at <= now => Err(PairingFailure::NoActiveCode),
+            Some(p) if p.wrong >= max => Err(PairingFailure::LockedOut),
+            Some(p) => {
+                if constant_time_eq(code.as_bytes(), p.code.as_bytes()) {
+                    Ok(())
+                } else {
+                    p.wrong += 1;
+                    Err(if p.wrong >= max {
+                        PairingFailure::LockedOut
+                    } else {
+                        PairingFailure::WrongCode {
+                            attempts_left: max - p.wrong,
+                        }
+                    })
+                }
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                self.pairing = None;
+                let token = self.new_token();
+                self.add_token(&token);
+                self.send(
+                    conn,
+                    &ServerMessage::AuthResult(AuthResult::success(&token)),
+                );
+                self.event(Event::Paired {
+                    conn,
+                    token: token.clone(),
+                });
+                self.begin_session(now, conn, AuthMethod::Pairing);
+            }
+            Err(failure) => {
+                self.stats.pairing_failures += 1;
+                self.send(
+                    conn,
+                    &ServerMessage::AuthResult(AuthResult::failure(failure.message())),
+                );
+                self.event(Event::PairingFailed { conn, failure });
+                self.drop_conn(conn, CloseReason::AuthFailed);
+            }
+        }
+    }
+
+    fn new_token(&mut self) -> String {
+        loop {
+            let token: String = (0..4)
+                .map(|_| format!("{:016x}", self.ids.next_u64()))
+                .collect();
+            if self.token_index(&token).is_none() {
+                return token;
+            }
+        }
+    }
+
+    fn remember_answered(&mut self, id: String) {
+        if self.config.answered_memory == 0 || !self.answered_set.insert(id.clone()) {
+            return;
+        }
+        self.answered.push_back(id);
+        while self.answered.len() > self.config.answered_memory {
+            if let Some(old) = self.answered.pop_front() {
+                self.answered_set.remove(&old);
+            }
+        }
+    }
+
+    /// Sets the agent state and sends it to every phone.
+    pub fn set_state(&mut self, now: u64, state: AgentState) {
+        let _ = now;
+        self.agent = state;
+        self.broadcast(&ServerMessage::AgentStateUpdate(self.agent.clone()));
+    }
+
+    /// Sends a chat message to every phone.
+    pub fn send_message(&mut self, now: u64, message: ChatMessage) {
+        let _ = now;
+        self.broadcast(&ServerMessage::Message(message));
+    }
+
+    /// Sends task progress to every phone.
+    pub fn send_task_update(&mut self, now: u64, update: TaskUpdate) {
+        let _ = now;
+        self.broadcast(&ServerMessage::TaskUpdate(update));
+    }
+
+    /// Asks the phones for permission; returns the request id that
+    /// [`Event::PermissionAnswered`] or [`Event::PermissionTimedOut`] will carry. Phones that
+    /// connect later get it too, while it waits.
+    pub fn request_permission(
+        &mut self,
+        now: u64,
+        permission: NewPermission,
+    ) -> Result<String, LocalError> {
+        if self.pending.len() >= self.config.max_pending_permissions {
+            return Err(LocalError::TooManyPending(self.pending.len()));
+        }
+        let id = loop {
+            let id = self.ids.next_uuid_v4();
+            if !self.pending.contains_key(&id) && !self.answered_set.contains(&id) {
+                break id;
+            }
+        };
+        let request = PermissionRequest {
+            id: id.clone(),
+            tool_name: permission.tool_name,
+            command: permission.command,
+            description: permission.description,
+            tier: permission.tier,
+        };
+        self.broadcast(&ServerMessage::PermissionRequest(request.clone()));
+        self.pending.insert(
+            id.clone(),
+            Pending {
+                request,
+                deadline: now.saturating_add(self.config.permission_timeout_ms),
+            },
+        );
+        self.order.push_back(id.clone());
+        Ok(id)
+    }
+
+    /// Withdraws a waiting permission request (the agent no longer needs it). A later answer
+    /// is counted as a duplicate.
+    pub fn cancel_permission(&mut self, now: u64, id: &str) -> Result<(), LocalError> {
+        let _ = now;
+        if self.pending.remove(id).is_none() {
+            return Err(LocalError::UnknownPermission(id.to_owned()));
+        }
+        self.order.retain(|p| p != id);
+        self.remember_answered(id.to_owned());
+        Ok(())
+    }
+
+    /// Ids of the permission requests waiting, oldest first.
+    pub fn pending_permissions(&self) -> impl Iterator<Item = &str> {
+        self.order.iter().map(String::as_str)
+    }
+
+    /// Connections open now, paired or not.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Whether `conn` is open and authenticated.
+    pub fn is_authenticated(&self, conn: ConnId) -> bool {
+        self.conns.get(&conn).is_some_and(|c| c.authenticated)
+    }
+
+    fn broadcast(&mut self, message: &ServerMessage) {
+        let text = message.to_json();
+        let targets: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.authenticated)
+            .map(|(&id, _)| id)
+            .collect();
+        for conn in targets {
+            self.transmit(conn, text.clone());
+        }
+    }
+
+    fn send(&mut self, conn: ConnId, message: &ServerMessage) {
+        self.transmit(conn, message.to_json());
+    }
+
+    fn transmit(&mut self, conn: ConnId, text: String) {
+        self.stats.frames_out += 1;
+        self.queue.push_back(Output::Transmit { conn, text });
+    }
+
+    fn event(&mut self, event: Event) {
+        self.queue.push_back(Output::Event(event));
+    }
+
+    /// Does what is due by `now`: pings, closes for missed pongs and pairing timeouts,
+    /// permission timeouts. [`Server::poll_output`] calls this too.
+    pub fn handle_timeout(&mut self, now: u64) {
+        let due: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.deadline <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for conn in due {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                continue;
+            };
+            if !c.authenticated {
+                self.drop_conn(conn, CloseReason::AuthTimeout);
+                continue;
+            }
+            if c.awaiting_pong {
+                c.missed += 1;
+                if c.missed >= self.config.max_missed_pongs.max(1) {
+                    self.drop_conn(conn, CloseReason::PongTimeout);
+                    continue;
+                }
+            }
+            c.awaiting_pong = true;
+            // From now, not from the old deadline: a host that slept long sends one ping, not
+            // a burst.
+            c.deadline = now.saturating_add(self.config.ping_interval_ms.max(1));
+            if self.queue.len() >= self.config.max_queued {
+                self.stats.dropped += 1;
+            } else {
+                self.send(conn, &ServerMessage::Ping);
+            }
+        }
+        while let Some(id) = self.order.front() {
+            let expired = self.pending.get(id).is_none_or(|p| p.deadline <= now);
+            if !expired {
+                // Requests are made in order with one timeout, so the rest are later.
+                break;
+            }
+            let id = self.order.pop_front().expect("front exists");
+            if self.pending.remove(&id).is_some() {
+                self.remember_answered(id.clone());
+                self.event(Event::PermissionTimedOut { id });
+            }
+        }
+    }
+
+    /// The next thing to do: a frame to send, a connection to close, an event, or the instant
+    /// to wake up at. Call it after every input until it returns [`Output::Timeout`].
+    pub fn poll_output(&mut self, now: u64) -> Output {
+        self.handle_timeout(now);
+        if let Some(output) = self.queue.pop_front() {
+            return output;
+        }
+        let mut deadline = now.saturating_add(IDLE_WAIT_MS);
+        if let Some(d) = self.conns.values().map(|c| c.deadline).min() {
+            deadline = deadline.min(d);
+        }
+        if let Some(p) = self.order.front().and_then(|id| self.pending.get(id)) {
+            deadline = deadline.min(p.deadline);
+        }
+        Output::Timeout(deadline.max(now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(s: &mut Server, now: u64) -> Vec<Output> {
+        let mut out = Vec::new();
+        loop {
+            match s.poll_output(now) {
+                Output::Timeout(_) => return out,
+                o => out.push(o),
+            }
+        }
+    }
+
+    #[test]
+    fn codes_are_six_digits_and_deterministic() {
+        let mut a = Server::new(Config::default(), 9);
+        let mut b = Server::new(Config::default(), 9);
+        for _ in 0..50 {
+            let code = a.start_pairing(0);
+            assert!(crate::mobile::is_valid_code(&code), "{code}");
+            assert_eq!(code, b.start_pairing(0));
+        }
+    }
+
+    #[test]
+    fn pairing_then_token() {
+        let mut s = Server::new(Config::default(), 1);
+        let code = s.start_pairing(0);
+        assert_eq!(s.open(0, ConnId(1), None), Ok(Admission::AwaitingPairing));
+        s.handle_text(
+            1,
+            ConnId(1),
+            &format!(r#"{{"type":"auth","payload":{{"code":"{code}"}}}}"#),
+        );
+        let out = drain(&mut s, 1);
+        let token = out
+            .iter()
+            .find_map(|o| match o {
+                Output::Event(Event::Paired { token, .. }) => Some(token.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(token.len(), 64);
+        assert!(s.is_authenticated(ConnId(1)));
+        assert_eq!(s.pairing_code(1), None, "codes are single-use");
+        assert_eq!(
+            s.open(2, ConnId(2), Some(&token)),
+            Ok(Admission::Authenticated)
+        );
+        assert_eq!(
+            s.open(2, ConnId(3), Some("nope")),
+            Ok(Admission::Refused(Refusal::BadToken))
+        );
+        assert_eq!(
+            s.open(2, ConnId(2), None),
+            Err(LocalError::DuplicateConnection(2))
+        );
+    }
+
+    #[test]
+    fn unpaired_connections_control_nothing_and_time_out() {
+        let mut s = Server::new(Config::default(), 1);
+        s.open(0, ConnId(1), None).unwrap();
+        s.handle_text(
+            1,
+            ConnId(1),
+            r#"{"type":"command","payload":{"action":"start"}}"#,
+        );
+        assert_eq!(drain(&mut s, 1), []);
+        assert_eq!(s.stats().unexpected, 1);
+        let out = drain(&mut s, 30_000);
+        assert_eq!(
+            out[0],
+            Output::Close {
+                conn: ConnId(1),
+                reason: CloseReason::AuthTimeout
+            }
+        );
+    }
+
+    #[test]
+    fn token_table_is_bounded() {
+        let mut s = Server::new(
+            Config {
+                max_tokens: 2,
+                ..Config::default()
+            },
+            1,
+        );
+        for t in ["a", "b", "c"] {
+            s.add_token(t);
+        }
+        assert_eq!(s.stats().tokens, 2);
+        assert_eq!(
+            s.open(0, ConnId(1), Some("a")),
+            Ok(Admission::Refused(Refusal::BadToken))
+        );
+        assert!(s.revoke_token("c"));
+        assert!(!s.revoke_token("c"));
+    }
+}
