@@ -137,7 +137,7 @@ pub struct Stats {
     pub ignored: u64,
     /// Requests refused `E_UNAUTHORIZED`.
     pub unauthorized: u64,
-    /// Requests refused before their op was known (bad envelope, version).
+    /// Requests answered with an error before dispatch (bad envelope, version, credentials).
     pub refused: u64,
     /// Per operation.
     pub ops: BTreeMap<Op, OpStats>,
@@ -282,9 +282,12 @@ impl Gateway {
     }
 
     /// Replaces the accepted tokens (rotation). Fails, changing nothing, when none is usable.
+    /// Connections authenticated by the transport must authenticate again: the token they
+    /// showed may be the one just retired.
     pub fn set_tokens(&mut self, tokens: Vec<Token>) -> Result<(), LocalError> {
         check_tokens(&tokens)?;
         self.config.tokens = tokens;
+        self.authenticated.clear();
         Ok(())
     }
 

@@ -334,7 +334,13 @@ fn wrong_or_missing_token_is_refused() {
     gw.set_tokens(vec![Token::new(TOKEN), Token::new("new")])
         .unwrap();
     assert!(call(&mut gw, 0, "gateway.ping", json!({})).is_ok());
+    assert!(gw.authenticate_connection(C, TOKEN));
     gw.set_tokens(vec![Token::new("new")]).unwrap();
+    gw.handle_message(0, C, bad.to_string().as_bytes()).unwrap();
+    assert!(
+        matches!(&drain(&mut gw, 0).0[0], Outgoing::Response { outcome: Err(e), .. } if e.code == ErrorCode::Unauthorized),
+        "a rotation drops transport authentication"
+    );
     assert_eq!(
         code(call(&mut gw, 0, "gateway.ping", json!({}))),
         "E_UNAUTHORIZED"
@@ -1021,5 +1027,34 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn generated_approval_ids_are_fixed_by_the_seed() {
+    let ids = |seed| {
+        let mut gw = Gateway::new(Config::new(Token::new(TOKEN)), 0, seed).unwrap();
+        call(&mut gw, 0, "jobs.create", job("j")).unwrap();
+        call(&mut gw, 0, "jobs.start", json!({"jobId": "j"})).unwrap();
+        (0..5)
+            .map(|_| {
+                gw.request_approval("j", None, "shell", "x")
+                    .unwrap()
+                    .approval_id
+            })
+            .collect::<Vec<_>>()
+    };
+    let a = ids(9);
+    assert_eq!(a, ids(9));
+    assert_ne!(a, ids(10));
+    let unique: std::collections::BTreeSet<_> = a.iter().collect();
+    assert_eq!(unique.len(), 5);
+    for id in &a {
+        let body = id.strip_prefix("appr_").unwrap();
+        assert_eq!(body.len(), 26);
+        assert!(
+            body.bytes()
+                .all(|b| b"0123456789ABCDEFGHJKMNPQRSTVWXYZ".contains(&b))
+        );
     }
 }
