@@ -214,6 +214,15 @@ fn host(gw: &mut Gateway, now: &mut u64, h: &Value) -> Result<(), LocalError> {
             }
             Ok(())
         }
+        "authenticate" => {
+            let accepted = gw.authenticate_connection(ConnId(1), &s("token"));
+            assert_eq!(accepted, h["accepted"].as_bool().unwrap());
+            Ok(())
+        }
+        "close" => {
+            gw.close_connection(ConnId(1));
+            Ok(())
+        }
         "timeout" => {
             *now = h["now_ms"].as_u64().unwrap();
             gw.handle_timeout(*now);
