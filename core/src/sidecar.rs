@@ -43,6 +43,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::jsonrpc::dialect::{Dialect, Inbound};
 use crate::jsonrpc::{
     CallError, Code, Id, LocalError, Peer, PeerEvent, RawJson, RemoteError, Sidecar,
     SidecarErrorCode,
@@ -362,7 +363,6 @@ pub struct TrainingStartResult {
     /// Where the trained model is.
     pub model_path: String,
     /// Final metrics.
-    #[serde(default)]
     pub metrics: Map<String, Value>,
 }
 
@@ -627,6 +627,46 @@ impl SidecarResult {
             _ => None,
         }
     }
+}
+
+/// Why a sidecar line is not a valid message (see [`read_message`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MessageError {
+    /// The dialect refused it.
+    #[error("{0}")]
+    Invalid(String),
+    /// An error code that is not `SCREAMING_SNAKE_CASE`.
+    #[error("error code {0:?} is not SCREAMING_SNAKE_CASE")]
+    BadErrorCode(String),
+}
+
+/// Reads one sidecar message (a line without its `\n`) as `ipc-message.schema.json` does: the
+/// [`Sidecar`] dialect's checks plus the error code's spelling. For validators, tests and
+/// sidecars written on deskwire; the [`Peer`] itself stays lenient about codes.
+pub fn read_message(line: &[u8]) -> Result<Inbound, MessageError> {
+    let mut items = Sidecar
+        .read(line, 1)
+        .map_err(|e| MessageError::Invalid(e.to_string()))?;
+    if items.len() != 1 {
+        return Err(MessageError::Invalid("one message per line".to_owned()));
+    }
+    let message = items
+        .pop()
+        .expect("one item")
+        .map_err(|e| MessageError::Invalid(e.to_string()))?;
+    if let Inbound::Error {
+        error: RemoteError {
+            code: Code::Name(code),
+            ..
+        },
+        ..
+    } = &message
+        && !is_error_code(code)
+    {
+        return Err(MessageError::BadErrorCode(code.clone()));
+    }
+    Ok(message)
 }
 
 /// The sidecar error code of a failed call, when it is one of the spec's (`None` for a timeout

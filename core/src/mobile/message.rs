@@ -117,6 +117,43 @@ fn to_json<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("message payloads always serialise")
 }
 
+/// Any envelope, typed or not: for hosts that route or log messages of types this version
+/// does not know. `payload` is `None` when absent or `null`; it must otherwise be an object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    /// The `type`.
+    pub kind: String,
+    /// The payload.
+    pub payload: Option<serde_json::Map<String, Value>>,
+}
+
+impl Envelope {
+    /// Reads a text frame.
+    pub fn parse(text: &str) -> Result<Self, ParseError> {
+        Self::from_value(parse_value(text)?)
+    }
+
+    /// Reads a parsed JSON value.
+    pub fn from_value(value: Value) -> Result<Self, ParseError> {
+        let (kind, payload) = split(value)?;
+        let payload = match payload {
+            None => None,
+            Some(Value::Object(map)) => Some(map),
+            Some(_) => return Err(invalid(&kind, "the payload must be an object or null")),
+        };
+        Ok(Envelope { kind, payload })
+    }
+
+    /// The envelope as JSON (`"payload": null` when there is none).
+    pub fn to_value(&self) -> Value {
+        let payload = self.payload.clone().map_or(Value::Null, Value::Object);
+        let mut map = serde_json::Map::new();
+        map.insert("type".to_owned(), Value::String(self.kind.clone()));
+        map.insert("payload".to_owned(), payload);
+        Value::Object(map)
+    }
+}
+
 /// The status of the agent, with the data each status carries (spec "AgentState Payload").
 ///
 /// On the wire: `{"status": "Running", "data": {"task_id": "...", "iteration": 5}}`; `Idle`

@@ -48,9 +48,9 @@ pub mod server;
 
 pub use client::Client;
 pub use message::{
-    AgentState, Auth, AuthResult, ChatMessage, ClientMessage, Command, CommandAction, ParseError,
-    PausedData, PermissionRequest, PermissionResponse, RunningData, ServerMessage, StopReason,
-    StoppedData, TaskUpdate, UserMessage,
+    AgentState, Auth, AuthResult, ChatMessage, ClientMessage, Command, CommandAction, Envelope,
+    ParseError, PausedData, PermissionRequest, PermissionResponse, RunningData, ServerMessage,
+    StopReason, StoppedData, TaskUpdate, UserMessage,
 };
 pub use server::{ConnId, Server};
 

@@ -1,0 +1,217 @@
+//! The mobile conformance vectors (tests/vectors/mobile.json), the ones every binding runs.
+//!
+//! Each case is checked against `#/$defs/<def>` of its schema (the case's `schema`, else the
+//! file's) and parsed into the Rust type: both accept it exactly when `valid`. A valid case
+//! written back gives its JSON again (or its `canonical` form, where a default or a dropped
+//! unknown member changes it).
+
+use std::collections::BTreeMap;
+
+use deskwire::mobile::{
+    AgentState, ClientMessage, CommandAction, Envelope, ServerMessage, StopReason,
+};
+use serde_json::{Value, json};
+
+fn load(path: &str) -> Value {
+    let full = format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&full).expect(&full)).expect("JSON")
+}
+
+fn validator(schema: &Value, def: &str) -> jsonschema::Validator {
+    assert!(schema["$defs"].get(def).is_some(), "no $defs/{def}");
+    let mut root = schema.clone();
+    root["$ref"] = json!(format!("#/$defs/{def}"));
+    jsonschema::validator_for(&root).expect("schema compiles")
+}
+
+fn server(json: &Value) -> Result<ServerMessage, String> {
+    ServerMessage::from_value(json.clone()).map_err(|e| e.to_string())
+}
+
+fn client(json: &Value) -> Result<ClientMessage, String> {
+    ClientMessage::from_value(json.clone()).map_err(|e| e.to_string())
+}
+
+/// A payload read through its envelope (where the message-level checks live), written back.
+fn payload_round(kind: &str, server_side: bool, json: &Value) -> Result<Value, String> {
+    let envelope = json!({ "type": kind, "payload": json });
+    let back = if server_side {
+        server(&envelope)?.to_value()
+    } else {
+        client(&envelope)?.to_value()
+    };
+    Ok(back["payload"].clone())
+}
+
+/// A message of one given type, written back.
+fn typed_round(kind: &str, server_side: bool, json: &Value) -> Result<Value, String> {
+    let (got, back) = if server_side {
+        let m = server(json)?;
+        (m.kind(), m.to_value())
+    } else {
+        let m = client(json)?;
+        (m.kind(), m.to_value())
+    };
+    if got != kind {
+        return Err(format!("a {got} message, not {kind}"));
+    }
+    Ok(back)
+}
+
+fn serde_round<T: serde::de::DeserializeOwned + serde::Serialize>(
+    json: &Value,
+) -> Result<Value, String> {
+    let value: T = serde_json::from_value(json.clone()).map_err(|e| e.to_string())?;
+    Ok(serde_json::to_value(value).expect("serialises"))
+}
+
+fn rust_round(def: &str, json: &Value) -> Result<Value, String> {
+    match def {
+        "ServerMessage" => server(json).map(|m| m.to_value()),
+        "ClientMessage" => client(json).map(|m| m.to_value()),
+        "Envelope" => Envelope::from_value(json.clone())
+            .map(|e| e.to_value())
+            .map_err(|e| e.to_string()),
+        "AgentState" => AgentState::from_value(json.clone())
+            .map(|s| s.to_value())
+            .map_err(|e| e.to_string()),
+        "RunningData" => payload_round(
+            "agent_state_update",
+            true,
+            &json!({"status": "Running", "data": json}),
+        )
+        .map(|v| v["data"].clone()),
+        "PausedData" => payload_round(
+            "agent_state_update",
+            true,
+            &json!({"status": "Paused", "data": json}),
+        )
+        .map(|v| v["data"].clone()),
+        "StoppedData" => payload_round(
+            "agent_state_update",
+            true,
+            &json!({"status": "Stopped", "data": json}),
+        )
+        .map(|v| v["data"].clone()),
+        "StopReason" => serde_round::<StopReason>(json),
+        "CommandAction" => serde_round::<CommandAction>(json),
+        "AuthResult" => payload_round("auth_result", true, json),
+        "ChatMessage" => payload_round("message", true, json),
+        "PermissionRequest" => payload_round("permission_request", true, json),
+        "TaskUpdate" => payload_round("task_update", true, json),
+        "Auth" => payload_round("auth", false, json),
+        "Command" => payload_round("command", false, json),
+        "UserMessage" => payload_round("message", false, json),
+        "PermissionResponse" => payload_round("permission_response", false, json),
+        "AuthResultMessage" => typed_round("auth_result", true, json),
+        "AgentStateUpdateMessage" => typed_round("agent_state_update", true, json),
+        "ServerChatMessage" => typed_round("message", true, json),
+        "PermissionRequestMessage" => typed_round("permission_request", true, json),
+        "TaskUpdateMessage" => typed_round("task_update", true, json),
+        "PingMessage" => typed_round("ping", true, json),
+        "AuthMessage" => typed_round("auth", false, json),
+        "CommandMessage" => typed_round("command", false, json),
+        "ClientChatMessage" => typed_round("message", false, json),
+        "PermissionResponseMessage" => typed_round("permission_response", false, json),
+        "PongMessage" => typed_round("pong", false, json),
+        other => panic!("no Rust type for def {other}"),
+    }
+}
+
+#[test]
+fn cases_match_schema_and_types() {
+    let doc = load("tests/vectors/mobile.json");
+    assert_eq!(doc["protocol"], "mobile");
+    let default_schema = doc["schema"].as_str().unwrap().to_owned();
+    let cases = doc["cases"].as_array().unwrap();
+    assert!(cases.len() >= 100, "{} cases", cases.len());
+    let mut schemas = BTreeMap::new();
+    let mut validators = BTreeMap::new();
+    let mut failures = Vec::new();
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let def = case["def"].as_str().unwrap();
+        let path = case["schema"]
+            .as_str()
+            .unwrap_or(&default_schema)
+            .to_owned();
+        let json = &case["json"];
+        let valid = case["valid"].as_bool().unwrap();
+        let schema = schemas
+            .entry(path.clone())
+            .or_insert_with(|| load(&path))
+            .clone();
+        let v = validators
+            .entry((path, def.to_owned()))
+            .or_insert_with(|| validator(&schema, def));
+        let schema_ok = v.is_valid(json);
+        if schema_ok != valid {
+            let errors: Vec<String> = v.iter_errors(json).map(|e| e.to_string()).collect();
+            failures.push(format!("{name}: schema says {schema_ok} {errors:?}"));
+        }
+        match (rust_round(def, json), valid) {
+            (Ok(back), true) => {
+                let expected = case.get("canonical").unwrap_or(json);
+                if &back != expected {
+                    failures.push(format!("{name}: written back as {back}"));
+                }
+            }
+            (Err(why), true) => failures.push(format!("{name}: Rust refuses: {why}")),
+            (Ok(_), false) => failures.push(format!("{name}: Rust accepts an invalid case")),
+            (Err(_), false) => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_message_type_has_a_valid_case() {
+    let doc = load("tests/vectors/mobile.json");
+    let valid: Vec<&Value> = doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["valid"] == true)
+        .collect();
+    for (def, types) in [
+        ("ServerMessage", &ServerMessage::TYPES[..]),
+        ("ClientMessage", &ClientMessage::TYPES[..]),
+    ] {
+        for kind in types {
+            assert!(
+                valid
+                    .iter()
+                    .any(|c| c["def"] == def && c["json"]["type"] == *kind),
+                "no valid {def} case of type {kind}"
+            );
+        }
+    }
+    for status in ["Idle", "Running", "Paused", "Stopped"] {
+        assert!(
+            valid
+                .iter()
+                .any(|c| c["json"]["payload"]["status"] == status),
+            "no agent_state_update with {status}"
+        );
+    }
+}
+
+/// The same `$defs` in several files must not drift apart.
+#[test]
+fn shared_defs_are_identical() {
+    let ws = load("core/schemas/ws-message.schema.json");
+    let agent = load("core/schemas/agent-state.schema.json");
+    let permission = load("core/schemas/permission.schema.json");
+    for other in [&agent, &permission] {
+        for (name, def) in other["$defs"].as_object().unwrap() {
+            assert_eq!(&ws["$defs"][name], def, "$defs/{name} differs");
+        }
+    }
+    for schema in [&ws, &agent, &permission] {
+        assert_eq!(
+            schema["$schema"],
+            "https://json-schema.org/draft/2020-12/schema"
+        );
+        jsonschema::validator_for(schema).expect("compiles");
+    }
+}

@@ -1,0 +1,241 @@
+//! The sidecar conformance vectors (tests/vectors/sidecar.json), the ones every binding runs.
+//!
+//! Each case is checked against `#/$defs/<def>` of its schema (the case's `schema`, else the
+//! file's) and read by Rust: whole lines through the sidecar dialect
+//! ([`deskwire::sidecar::read_message`]), params and results through
+//! [`SidecarParams`] / [`SidecarResult`]. Both accept a case exactly when `valid`; a valid case
+//! written back gives its JSON again (or its `canonical` form).
+
+use std::collections::BTreeMap;
+
+use deskwire::jsonrpc::Sidecar;
+use deskwire::jsonrpc::dialect::{Dialect, Inbound, Outbound};
+use deskwire::sidecar::{
+    self, Progress, SidecarMethod, SidecarParams, SidecarResult, ToolCall, ToolResult,
+    TrainingConfig,
+};
+use serde_json::{Value, json};
+
+fn load(path: &str) -> Value {
+    let full = format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&full).expect(&full)).expect("JSON")
+}
+
+fn validator(schema: &Value, def: &str) -> jsonschema::Validator {
+    assert!(schema["$defs"].get(def).is_some(), "no $defs/{def}");
+    let mut root = schema.clone();
+    root["$ref"] = json!(format!("#/$defs/{def}"));
+    jsonschema::validator_for(&root).expect("schema compiles")
+}
+
+/// Reads a whole line with the dialect, keeps it when its kind is one of `kinds`, writes it
+/// back.
+fn line_round(json: &Value, kinds: &[&str]) -> Result<Value, String> {
+    let text = serde_json::to_string(json).unwrap();
+    let message = sidecar::read_message(text.as_bytes()).map_err(|e| e.to_string())?;
+    let kind = match &message {
+        Inbound::Request { .. } => "request",
+        Inbound::Notification { .. } => "notification",
+        Inbound::Result { .. } => "result",
+        Inbound::Error { .. } => "error",
+        Inbound::Progress { .. } => "progress",
+    };
+    if !kinds.contains(&kind) {
+        return Err(format!("a {kind}, not one of {kinds:?}"));
+    }
+    let outbound = match &message {
+        Inbound::Request { id, method, params } => Outbound::Request {
+            id,
+            method,
+            params: params.as_ref(),
+        },
+        Inbound::Result { id, result } => Outbound::Result { id, result },
+        Inbound::Error { id, error } => Outbound::Error { id, error },
+        Inbound::Progress { id, progress } => Outbound::Progress { id, progress },
+        Inbound::Notification { .. } => unreachable!("the sidecar dialect has none"),
+    };
+    let mut out = Vec::new();
+    Sidecar
+        .write(outbound, &mut out)
+        .map_err(|e| e.to_string())?;
+    Ok(serde_json::from_slice(&out).unwrap())
+}
+
+fn serde_round<T: serde::de::DeserializeOwned + serde::Serialize>(
+    json: &Value,
+) -> Result<Value, String> {
+    if !json.is_object() {
+        return Err("not an object".into());
+    }
+    let value: T = serde_json::from_value(json.clone()).map_err(|e| e.to_string())?;
+    Ok(serde_json::to_value(value).expect("serialises"))
+}
+
+/// The method whose params (or result) `def` names.
+fn method_of(def: &str) -> Option<(SidecarMethod, bool)> {
+    let (stem, params) = if let Some(stem) = def.strip_suffix("Params") {
+        (stem, true)
+    } else if let Some(stem) = def.strip_suffix("Result") {
+        (stem, false)
+    } else {
+        return None;
+    };
+    let method = match stem {
+        "HealthPing" => SidecarMethod::HealthPing,
+        "Shutdown" => SidecarMethod::LifecycleShutdown,
+        "Complete" => SidecarMethod::InferenceComplete,
+        "Embed" => SidecarMethod::InferenceEmbed,
+        "Plan" => SidecarMethod::InferencePlan,
+        "TrainingStart" => SidecarMethod::TrainingStart,
+        "TrainingStop" => SidecarMethod::TrainingStop,
+        "ModelList" => SidecarMethod::ModelList,
+        "ModelLoad" => SidecarMethod::ModelLoad,
+        "ModelSave" => SidecarMethod::ModelSave,
+        _ => return None,
+    };
+    Some((method, params))
+}
+
+fn rust_round(def: &str, json: &Value) -> Result<Value, String> {
+    if let Some((method, params)) = method_of(def) {
+        let text = serde_json::to_string(json).unwrap();
+        let raw = if params {
+            SidecarParams::parse(method.as_str(), &text)
+                .map(|p| p.to_raw())
+                .map_err(|e| e.to_string())?
+        } else {
+            SidecarResult::parse(method.as_str(), &text)
+                .map(|r| r.to_raw())
+                .map_err(|e| e.to_string())?
+        };
+        return Ok(serde_json::from_str(raw.get()).unwrap());
+    }
+    match def {
+        "Request" => line_round(json, &["request"]),
+        "SuccessResponse" => line_round(json, &["result"]),
+        "ErrorResponse" => line_round(json, &["error"]),
+        "ProgressMessage" => line_round(json, &["progress"]),
+        "Response" => line_round(json, &["result", "error"]),
+        "Message" => line_round(json, &["request", "result", "error", "progress"]),
+        "Method" => json
+            .as_str()
+            .and_then(SidecarMethod::parse)
+            .map(|m| json!(m.as_str()))
+            .ok_or_else(|| "unknown method".to_owned()),
+        "ErrorCode" => json
+            .as_str()
+            .filter(|c| sidecar::is_error_code(c))
+            .map(|c| json!(c))
+            .ok_or_else(|| "not SCREAMING_SNAKE_CASE".to_owned()),
+        "ErrorObject" => {
+            line_round(&json!({"id": "x", "error": json}), &["error"]).map(|v| v["error"].clone())
+        }
+        "Progress" => serde_round::<Progress>(json),
+        "TrainingConfig" => serde_round::<TrainingConfig>(json),
+        "ModelInfo" => serde_round::<deskwire::sidecar::ModelInfo>(json),
+        "ToolCall" => serde_round::<ToolCall>(json),
+        "ToolResult" => serde_round::<ToolResult>(json),
+        other => panic!("no Rust type for def {other}"),
+    }
+}
+
+#[test]
+fn cases_match_schema_and_types() {
+    let doc = load("tests/vectors/sidecar.json");
+    assert_eq!(doc["protocol"], "sidecar");
+    let default_schema = doc["schema"].as_str().unwrap().to_owned();
+    let cases = doc["cases"].as_array().unwrap();
+    assert!(cases.len() >= 90, "{} cases", cases.len());
+    let mut schemas = BTreeMap::new();
+    let mut validators = BTreeMap::new();
+    let mut failures = Vec::new();
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let def = case["def"].as_str().unwrap();
+        let path = case["schema"]
+            .as_str()
+            .unwrap_or(&default_schema)
+            .to_owned();
+        let json = &case["json"];
+        let valid = case["valid"].as_bool().unwrap();
+        let schema = schemas
+            .entry(path.clone())
+            .or_insert_with(|| load(&path))
+            .clone();
+        let v = validators
+            .entry((path, def.to_owned()))
+            .or_insert_with(|| validator(&schema, def));
+        let schema_ok = v.is_valid(json);
+        if schema_ok != valid {
+            let errors: Vec<String> = v.iter_errors(json).map(|e| e.to_string()).collect();
+            failures.push(format!("{name}: schema says {schema_ok} {errors:?}"));
+        }
+        match (rust_round(def, json), valid) {
+            (Ok(back), true) => {
+                let expected = case.get("canonical").unwrap_or(json);
+                if &back != expected {
+                    failures.push(format!("{name}: written back as {back}"));
+                }
+            }
+            (Err(why), true) => failures.push(format!("{name}: Rust refuses: {why}")),
+            (Ok(_), false) => failures.push(format!("{name}: Rust accepts an invalid case")),
+            (Err(_), false) => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_method_has_params_and_result_cases() {
+    let doc = load("tests/vectors/sidecar.json");
+    let valid_defs: Vec<&str> = doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["valid"] == true)
+        .map(|c| c["def"].as_str().unwrap())
+        .collect();
+    for method in SidecarMethod::ALL {
+        for params in [true, false] {
+            assert!(
+                valid_defs
+                    .iter()
+                    .any(|d| method_of(d) == Some((method, params))),
+                "{method}: no valid {} case",
+                if params { "params" } else { "result" }
+            );
+        }
+    }
+}
+
+/// Every schema compiles, and the copy of ToolCall in ipc-message equals tool-request's.
+#[test]
+fn schemas_compile_and_shared_defs_are_identical() {
+    let ipc = load("core/schemas/ipc-message.schema.json");
+    let tools = load("core/schemas/tool-request.schema.json");
+    for (name, def) in tools["$defs"].as_object().unwrap() {
+        assert_eq!(&ipc["$defs"][name], def, "$defs/{name} differs");
+    }
+    for schema in [&ipc, &tools] {
+        jsonschema::validator_for(schema).expect("compiles");
+    }
+    let methods: Vec<&str> = ipc["$defs"]["Method"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    let ours: Vec<&str> = SidecarMethod::ALL.iter().map(|m| m.as_str()).collect();
+    assert_eq!(methods, ours);
+    let codes: Vec<&str> = ipc["$defs"]["KnownErrorCode"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    let ours: Vec<&str> = deskwire::jsonrpc::SidecarErrorCode::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    assert_eq!(codes, ours);
+}
