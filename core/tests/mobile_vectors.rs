@@ -215,3 +215,152 @@ fn shared_defs_are_identical() {
         jsonschema::validator_for(schema).expect("compiles");
     }
 }
+
+mod roundtrip {
+    //! Any message written as JSON parses back to itself, and the JSON is valid against the
+    //! schema of its direction.
+
+    use deskwire::mobile::{
+        AgentState, Auth, AuthResult, ChatMessage, ClientMessage, Command, CommandAction,
+        PausedData, PermissionRequest, PermissionResponse, RunningData, ServerMessage, StopReason,
+        StoppedData, TaskUpdate, UserMessage,
+    };
+    use std::sync::LazyLock;
+
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-zA-Z0-9 _.-]{0,12}",
+            any::<String>(),
+            Just("\"\\\n\u{0}é💥".to_owned()),
+        ]
+    }
+
+    fn state() -> impl Strategy<Value = AgentState> {
+        prop_oneof![
+            Just(AgentState::Idle),
+            (text(), any::<u64>()).prop_map(|(task_id, iteration)| {
+                AgentState::Running(RunningData { task_id, iteration })
+            }),
+            (
+                text(),
+                proptest::option::of(text()),
+                proptest::option::of(text())
+            )
+                .prop_map(|(task_id, question, awaiting_permission)| {
+                    AgentState::Paused(PausedData {
+                        task_id,
+                        question,
+                        awaiting_permission,
+                    })
+                }),
+            (
+                text(),
+                prop_oneof![
+                    Just(StopReason::Completed),
+                    Just(StopReason::ManualStop),
+                    Just(StopReason::Error),
+                    Just(StopReason::IterationLimit),
+                ]
+            )
+                .prop_map(|(task_id, reason)| AgentState::Stopped(StoppedData { task_id, reason })),
+        ]
+    }
+
+    fn server_message() -> impl Strategy<Value = ServerMessage> {
+        prop_oneof![
+            ("[a-f0-9]{1,64}", proptest::option::of(text()))
+                .prop_map(|(token, _)| { ServerMessage::AuthResult(AuthResult::success(token)) }),
+            text().prop_map(|e| ServerMessage::AuthResult(AuthResult::failure(e))),
+            state().prop_map(ServerMessage::AgentStateUpdate),
+            (text(), text(), text()).prop_map(|(role, content, timestamp)| {
+                ServerMessage::Message(ChatMessage {
+                    role,
+                    content,
+                    timestamp,
+                })
+            }),
+            (text(), text(), text(), text(), text()).prop_map(
+                |(id, tool_name, command, description, tier)| {
+                    ServerMessage::PermissionRequest(PermissionRequest {
+                        id,
+                        tool_name,
+                        command,
+                        description,
+                        tier,
+                    })
+                }
+            ),
+            (text(), any::<u64>(), text()).prop_map(|(task_id, iteration, status)| {
+                ServerMessage::TaskUpdate(TaskUpdate {
+                    task_id,
+                    iteration,
+                    status,
+                })
+            }),
+            Just(ServerMessage::Ping),
+        ]
+    }
+
+    fn client_message() -> impl Strategy<Value = ClientMessage> {
+        let action = prop_oneof![
+            Just(CommandAction::Start),
+            Just(CommandAction::Stop),
+            Just(CommandAction::Pause),
+            Just(CommandAction::Resume),
+        ];
+        prop_oneof![
+            text().prop_map(|code| ClientMessage::Auth(Auth { code })),
+            (
+                action,
+                proptest::option::of(text()),
+                proptest::option::of(any::<u64>())
+            )
+                .prop_map(|(action, task, max_iterations)| {
+                    ClientMessage::Command(Command {
+                        action,
+                        task,
+                        max_iterations,
+                    })
+                }),
+            text().prop_map(|content| ClientMessage::Message(UserMessage { content })),
+            (text(), any::<bool>(), any::<bool>()).prop_map(|(id, approved, remember)| {
+                ClientMessage::PermissionResponse(PermissionResponse {
+                    id,
+                    approved,
+                    remember,
+                })
+            }),
+            Just(ClientMessage::Pong),
+        ]
+    }
+
+    fn validator(def: &str) -> jsonschema::Validator {
+        let mut schema = super::load("core/schemas/ws-message.schema.json");
+        schema["$ref"] = json!(format!("#/$defs/{def}"));
+        jsonschema::validator_for(&schema).unwrap()
+    }
+
+    static SERVER: LazyLock<jsonschema::Validator> = LazyLock::new(|| validator("ServerMessage"));
+    static CLIENT: LazyLock<jsonschema::Validator> = LazyLock::new(|| validator("ClientMessage"));
+
+    proptest! {
+        #[test]
+        fn server_messages_round_trip(m in server_message()) {
+            let text = m.to_json();
+            prop_assert_eq!(ServerMessage::parse(&text), Ok(m.clone()));
+            let value: Value = serde_json::from_str(&text).unwrap();
+            prop_assert!(SERVER.is_valid(&value), "{}", text);
+        }
+
+        #[test]
+        fn client_messages_round_trip(m in client_message()) {
+            let text = m.to_json();
+            prop_assert_eq!(ClientMessage::parse(&text), Ok(m.clone()));
+            let value: Value = serde_json::from_str(&text).unwrap();
+            prop_assert!(CLIENT.is_valid(&value), "{}", text);
+        }
+    }
+}

@@ -400,7 +400,7 @@ impl Client {
                 ServerMessage::Ping,
             ) => {
                 self.stats.pings += 1;
-                self.send(ClientMessage::Pong);
+                self.send_automatic(ClientMessage::Pong);
             }
             (ConnectionState::Authenticating, ServerMessage::AuthResult(result)) => {
                 self.code = None;
@@ -521,7 +521,17 @@ impl Client {
 
     fn send(&mut self, message: ClientMessage) {
         self.stats.frames_out += 1;
-        self.push(Output::Transmit(message.to_json()));
+        self.queue.push_back(Output::Transmit(message.to_json()));
+    }
+
+    /// Queues a frame the engine sends on its own (a `pong`). Only a host that never drains
+    /// fills the queue; these frames are what gives way then, instructions and events never do.
+    fn send_automatic(&mut self, message: ClientMessage) {
+        if self.queue.len() >= self.config.max_queued {
+            self.stats.dropped += 1;
+            return;
+        }
+        self.send(message);
     }
 
     fn event(&mut self, event: Event) {
@@ -529,13 +539,6 @@ impl Client {
     }
 
     fn push(&mut self, output: Output) {
-        // Only a host that never drains fills the queue; what the engine says on its own
-        // (pongs) is what gives way, instructions and events never do.
-        let automatic = matches!(&output, Output::Transmit(t) if t.contains(r#""type":"pong""#));
-        if automatic && self.queue.len() >= self.config.max_queued {
-            self.stats.dropped += 1;
-            return;
-        }
         self.queue.push_back(output);
     }
 
@@ -634,6 +637,23 @@ mod tests {
         assert_eq!(c.send_message(0, "hi"), Err(LocalError::NotConnected));
         c.pair(0, "123456").unwrap();
         assert_eq!(c.pair(0, "123456"), Err(LocalError::AlreadyConnected));
+    }
+
+    #[test]
+    fn unanswered_pongs_are_bounded() {
+        let config = Config {
+            max_queued: 3,
+            ..Config::default()
+        };
+        let mut c = Client::new(config, Some("t".into()));
+        c.start(0).unwrap();
+        c.connected(0).unwrap();
+        // Queue: Connect, Connected; then room for one pong.
+        for _ in 0..5 {
+            c.handle_text(1, r#"{"type":"ping"}"#);
+        }
+        assert_eq!(c.stats().dropped, 4);
+        assert_eq!(drain(&mut c, 1).len(), 3);
     }
 
     #[test]
