@@ -51,7 +51,7 @@ fn bench(c: &mut Criterion) {
             black_box(total)
         })
     });
-    group.bench_function("deskwire NdjsonDecoder", |b| {
+    group.bench_function("deskwire NdjsonDecoder feed + next_frame", |b| {
         b.iter(|| {
             let mut d = NdjsonDecoder::new(1 << 20);
             let mut total = 0;
@@ -60,6 +60,21 @@ fn bench(c: &mut Criterion) {
                 while let Some(Frame::Message(m)) = d.next_frame() {
                     total += m.len();
                 }
+            }
+            assert_eq!(total + messages.len(), ndjson.len());
+            black_box(total)
+        })
+    });
+    group.bench_function("deskwire NdjsonDecoder::decode (zero-copy)", |b| {
+        b.iter(|| {
+            let mut d = NdjsonDecoder::new(1 << 20);
+            let mut total = 0;
+            for read in black_box(&ndjson).chunks(READ) {
+                d.decode(read, |frame| {
+                    if let Frame::Message(m) = frame {
+                        total += m.len();
+                    }
+                });
             }
             assert_eq!(total + messages.len(), ndjson.len());
             black_box(total)

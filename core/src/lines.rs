@@ -87,6 +87,12 @@ impl LineDecoder {
         self.buf.len() - self.start
     }
 
+    /// Whether part of a line is held (buffered, or being dropped as over-long), so the next
+    /// bytes continue it rather than start a new line.
+    pub fn is_mid_line(&self) -> bool {
+        self.buffered() > 0 || self.discarding.is_some() || self.finished_too_long.is_some()
+    }
+
     /// Appends bytes that arrived. Nothing is decoded until [`next_line`](Self::next_line).
     pub fn feed(&mut self, mut bytes: &[u8]) {
         if self.start > 0 {

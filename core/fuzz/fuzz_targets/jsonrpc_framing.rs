@@ -43,10 +43,20 @@ fn owned(frame: Frame<'_>) -> Result<Vec<u8>, String> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&split, stream)) = data.split_first() else { return };
+    let Some((&split, stream)) = data.split_first() else {
+        return;
+    };
     let step = 1 + usize::from(split % 23);
     let pieces: Vec<&[u8]> = stream.chunks(step).collect();
     for ndjson in [true, false] {
         assert_eq!(frames(ndjson, &[stream]), frames(ndjson, &pieces));
     }
+    // The zero-copy path gives the same frames as feed + next_frame.
+    let mut d = NdjsonDecoder::new(MAX);
+    let mut direct = Vec::new();
+    for piece in &pieces {
+        d.decode(piece, |f| direct.push(owned(f)));
+        assert!(d.buffered() <= MAX + 2 + piece.len());
+    }
+    assert_eq!(direct, frames(true, &[stream]));
 });

@@ -529,29 +529,30 @@ impl<D: Dialect> Peer<D> {
 
     /// Takes bytes the stream delivered.
     pub fn handle_bytes(&mut self, now: u64, bytes: &[u8]) {
-        let mut frames: Vec<Result<Vec<u8>, String>> = Vec::new();
-        // Collect first: the decoder lends its buffer per frame.
-        match &mut self.decoder {
-            Decoder::Ndjson(d) => {
-                d.feed(bytes);
-                while let Some(f) = d.next_frame() {
-                    frames.push(frame_owned(f));
-                }
-            }
+        // The decoder lends out frames while `self` handles them, so it steps out of `self` for
+        // the duration (a decoder with no buffer costs nothing to make).
+        let placeholder = Decoder::Ndjson(NdjsonDecoder::new(0));
+        let mut decoder = std::mem::replace(&mut self.decoder, placeholder);
+        match &mut decoder {
+            Decoder::Ndjson(d) => d.decode(bytes, |frame| self.handle_decoded(now, frame)),
             Decoder::ContentLength(d) => {
                 d.feed(bytes);
-                while let Some(f) = d.next_frame() {
-                    frames.push(frame_owned(f));
+                while let Some(frame) = d.next_frame() {
+                    self.handle_decoded(now, frame);
                 }
             }
         }
-        for frame in frames {
-            match frame {
-                Ok(body) => self.handle_frame(now, &body),
-                Err(reason) => {
-                    self.stats.framing_errors += 1;
-                    self.events.push_back(PeerEvent::Malformed { reason });
-                }
+        self.decoder = decoder;
+    }
+
+    fn handle_decoded(&mut self, now: u64, frame: Frame<'_>) {
+        match frame {
+            Frame::Message(body) => self.handle_frame(now, body),
+            Frame::Error(e) => {
+                self.stats.framing_errors += 1;
+                self.events.push_back(PeerEvent::Malformed {
+                    reason: e.to_string(),
+                });
             }
         }
     }
@@ -719,13 +720,6 @@ impl<D: Dialect> Peer<D> {
         };
         stats.bytes_buffered = (decoder + self.outbox_bytes) as u64;
         stats
-    }
-}
-
-fn frame_owned(frame: Frame<'_>) -> Result<Vec<u8>, String> {
-    match frame {
-        Frame::Message(body) => Ok(body.to_vec()),
-        Frame::Error(e) => Err(e.to_string()),
     }
 }
 
