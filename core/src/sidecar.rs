@@ -617,6 +617,28 @@ pub fn parse_result<P: SidecarCall>(
     read(P::METHOD, "result", result.get())
 }
 
+impl SidecarParams {
+    /// The typed params of a `PeerEvent::Request` (the sidecar's side), with the request id to
+    /// answer; `None` for other events. An unknown method is `ResultError::UnknownMethod`:
+    /// answer it with `Peer::respond_method_not_found`.
+    pub fn from_event(event: &PeerEvent) -> Option<Result<(Id, Self), ResultError>> {
+        match event {
+            PeerEvent::Request { id, method, params } => {
+                let params = params.as_ref().map_or("{}", |p| p.get());
+                Some(SidecarParams::parse(method, params).map(|p| (id.clone(), p)))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Progress {
+    /// The progress as JSON, for `Peer::progress`.
+    pub fn to_raw(&self) -> RawJson {
+        raw(self)
+    }
+}
+
 impl SidecarResult {
     /// The typed result of a `PeerEvent::Response`; `None` for other events.
     pub fn from_event(event: &PeerEvent) -> Option<Result<Self, ResultError>> {
@@ -766,6 +788,89 @@ mod tests {
             parse_result::<ModelSaveParams>(&method, &result),
             Err(ResultError::MethodMismatch { .. })
         ));
+    }
+
+    /// Both ends on deskwire: the Rust core starts a training, the sidecar reports progress and
+    /// answers; a second call gets a typed error.
+    #[test]
+    fn training_with_progress_between_two_peers() {
+        let config = PeerConfig {
+            timeouts: TimeoutPolicy::sidecar(),
+            ..PeerConfig::default()
+        };
+        let mut core = Peer::new(Sidecar, config.clone(), 1);
+        let mut python = Peer::new(Sidecar, config, 2);
+        fn pump(from: &mut Peer<Sidecar>, to: &mut Peer<Sidecar>, now: u64) -> Vec<PeerEvent> {
+            let mut events = Vec::new();
+            loop {
+                match from.poll_output(now) {
+                    Output::Transmit(bytes) => to.handle_bytes(now, &bytes),
+                    Output::Event(e) => events.push(e),
+                    Output::Timeout(_) => return events,
+                }
+            }
+        }
+        let start = TrainingStartParams {
+            model_id: "my-custom-model".into(),
+            dataset_path: "/path/to/dataset.jsonl".into(),
+            config: TrainingConfig {
+                base_model: Some("gpt2".into()),
+                max_epochs: Some(10),
+                ..TrainingConfig::default()
+            },
+        };
+        let id = call(&mut core, 0, &start, 1).unwrap();
+        pump(&mut core, &mut python, 0);
+        let events = pump(&mut python, &mut core, 0);
+        let Some(Ok((got, SidecarParams::TrainingStart(params)))) =
+            SidecarParams::from_event(&events[0])
+        else {
+            panic!("{events:?}")
+        };
+        assert_eq!((got.clone(), params), (id.clone(), start));
+        // 299 s later, progress keeps the call alive past its 300 s timeout.
+        let progress = Progress {
+            stage: Some("training".into()),
+            epoch: Some(3),
+            total_epochs: Some(10),
+            ..Progress::default()
+        };
+        python.progress(299_000, &got, progress.to_raw()).unwrap();
+        pump(&mut python, &mut core, 299_000);
+        let events = pump(&mut core, &mut python, 299_000);
+        let PeerEvent::Progress { progress: raw, .. } = &events[0] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(Progress::parse(raw).unwrap(), progress);
+        let done = SidecarResult::TrainingStart(TrainingStartResult {
+            status: TrainingCompletedStatus::Value,
+            model_path: "/models/my-custom-model".into(),
+            metrics: Map::new(),
+        });
+        python.respond(500_000, &got, done.to_raw()).unwrap();
+        pump(&mut python, &mut core, 500_000);
+        let events = pump(&mut core, &mut python, 500_000);
+        assert_eq!(SidecarResult::from_event(&events[0]), Some(Ok(done)));
+
+        // A second training while one runs: a typed error code.
+        let id = call(&mut core, 500_000, &TrainingStopParams::default(), 2).unwrap();
+        pump(&mut core, &mut python, 500_000);
+        python
+            .respond_error(
+                500_000,
+                &id,
+                RemoteError::new(SidecarErrorCode::TrainingNotRunning.code(), "idle"),
+            )
+            .unwrap();
+        pump(&mut python, &mut core, 500_000);
+        let events = pump(&mut core, &mut python, 500_000);
+        let PeerEvent::Failed { error, .. } = &events[0] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(
+            error_code(error),
+            Some(SidecarErrorCode::TrainingNotRunning)
+        );
     }
 
     #[test]

@@ -816,3 +816,40 @@ fn every_spec_example_parses() {
         Ok(running("550e8400-...", 5))
     );
 }
+
+#[test]
+fn a_silent_server_is_given_up_on() {
+    let mut p = Pair::with_token("tok");
+    p.client = Client::new(
+        client::Config {
+            server_timeout_ms: Some(45_000),
+            ..client::Config::default()
+        },
+        Some("tok".into()),
+    );
+    p.client.start(0).unwrap();
+    // With the server's pings every 15 s, the connection stays up.
+    p.advance_to(120_000);
+    assert_eq!(p.connects, [0]);
+    // The server stops talking (its frames are lost): 45 s after the last ping the phone closes
+    // and reconnects 1 s later.
+    let last_ping = p
+        .wire
+        .iter()
+        .filter(|(_, d, _)| *d == "s>c")
+        .map(|(t, _, _)| *t)
+        .max()
+        .unwrap();
+    let conn = p.conn.take().unwrap();
+    p.advance_to(last_ping + 45_000);
+    assert!(p.client_events.iter().any(|(t, e)| *t == last_ping + 45_000
+        && *e
+            == client::Event::Disconnected {
+                reason: DisconnectReason::ServerTimeout,
+                retry_in_ms: Some(1_000)
+            }));
+    p.server.closed(p.now, conn);
+    p.advance_to(last_ping + 46_000);
+    assert_eq!(p.connects, [0, last_ping + 46_000]);
+    assert!(p.client.is_synced());
+}

@@ -38,6 +38,11 @@ pub struct Config {
     /// Outputs queued at most when the host does not drain `poll_output`; beyond that, frames
     /// the engine would send on its own (`pong`) are dropped (counted).
     pub max_queued: usize,
+    /// Close and reconnect when the server sends nothing (not even a ping) for this long: a
+    /// phone that changed networks often keeps a dead socket that never reports an error.
+    /// `None` (the default) waits forever, since the spec does not oblige a server to ping; with
+    /// deskwire's server (a ping every 15 s) 45 s is a good value.
+    pub server_timeout_ms: Option<u64>,
 }
 
 impl Default for Config {
@@ -48,6 +53,7 @@ impl Default for Config {
             max_message_bytes: 1024 * 1024,
             max_pending_permissions: 64,
             max_queued: 1024,
+            server_timeout_ms: None,
         }
     }
 }
@@ -74,6 +80,8 @@ pub enum DisconnectReason {
     Failed(String),
     /// The upgrade was refused with 401 or 403: the token is not valid.
     Unauthorized,
+    /// The engine gave up on a silent server (`server_timeout_ms`) and closed the socket.
+    ServerTimeout,
 }
 
 /// Where the client is.
@@ -195,6 +203,8 @@ pub struct Client {
     /// Failed attempts since the last established session.
     attempt: u32,
     agent: Option<AgentState>,
+    /// When the server last sent a frame (or the socket opened).
+    last_heard: u64,
     permissions: VecDeque<String>,
     queue: VecDeque<Output>,
     stats: Stats,
@@ -211,6 +221,7 @@ impl Client {
             pairing: false,
             attempt: 0,
             agent: None,
+            last_heard: 0,
             permissions: VecDeque::new(),
             queue: VecDeque::new(),
             stats: Stats::default(),
@@ -318,10 +329,10 @@ impl Client {
 
     /// The host finished the WebSocket upgrade (101).
     pub fn connected(&mut self, now: u64) -> Result<(), LocalError> {
-        let _ = now;
         if self.state != ConnectionState::Connecting {
             return Err(LocalError::NotConnecting);
         }
+        self.last_heard = now;
         if self.pairing {
             let code = self.code.clone().unwrap_or_default();
             self.send(ClientMessage::Auth(Auth { code }));
@@ -377,12 +388,33 @@ impl Client {
         {
             self.connect(now);
         }
+        if let Some(deadline) = self.silence_deadline()
+            && deadline <= now
+        {
+            self.push(Output::Close);
+            self.disconnected(now, DisconnectReason::ServerTimeout);
+        }
+    }
+
+    /// When a silent server is given up on (connected states only).
+    fn silence_deadline(&self) -> Option<u64> {
+        let timeout = self.config.server_timeout_ms?;
+        matches!(
+            self.state,
+            ConnectionState::Authenticating | ConnectionState::Online { .. }
+        )
+        .then(|| self.last_heard.saturating_add(timeout))
     }
 
     /// Takes one text frame from the server.
     pub fn handle_text(&mut self, now: u64, text: &str) {
-        let _ = now;
         self.stats.frames_in += 1;
+        if matches!(
+            self.state,
+            ConnectionState::Authenticating | ConnectionState::Online { .. }
+        ) {
+            self.last_heard = now;
+        }
         if text.len() > self.config.max_message_bytes {
             self.stats.too_large += 1;
             return;
@@ -549,10 +581,14 @@ impl Client {
         if let Some(output) = self.queue.pop_front() {
             return output;
         }
-        match self.state {
-            ConnectionState::Waiting { retry_at } => Output::Timeout(retry_at.max(now)),
-            _ => Output::Timeout(now.saturating_add(IDLE_WAIT_MS)),
-        }
+        let deadline = match self.state {
+            ConnectionState::Waiting { retry_at } => retry_at,
+            _ => self
+                .silence_deadline()
+                .unwrap_or(u64::MAX)
+                .min(now.saturating_add(IDLE_WAIT_MS)),
+        };
+        Output::Timeout(deadline.max(now))
     }
 }
 
