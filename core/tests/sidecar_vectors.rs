@@ -8,8 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use deskwire::jsonrpc::Sidecar;
-use deskwire::jsonrpc::dialect::{Dialect, Inbound, Outbound};
+use deskwire::jsonrpc::dialect::Inbound;
 use deskwire::sidecar::{
     self, Progress, SidecarMethod, SidecarParams, SidecarResult, ToolCall, ToolResult,
     TrainingConfig,
@@ -43,22 +42,28 @@ fn line_round(json: &Value, kinds: &[&str]) -> Result<Value, String> {
     if !kinds.contains(&kind) {
         return Err(format!("a {kind}, not one of {kinds:?}"));
     }
-    let outbound = match &message {
-        Inbound::Request { id, method, params } => Outbound::Request {
-            id,
-            method,
-            params: params.as_ref(),
-        },
-        Inbound::Result { id, result } => Outbound::Result { id, result },
-        Inbound::Error { id, error } => Outbound::Error { id, error },
-        Inbound::Progress { id, progress } => Outbound::Progress { id, progress },
+    // Written back by hand from what the dialect read (the dialect's own writer is tested
+    // beside it), so that this runner depends only on the read side.
+    let id = match &message {
+        Inbound::Request { id, .. }
+        | Inbound::Result { id, .. }
+        | Inbound::Error { id, .. }
+        | Inbound::Progress { id, .. } => serde_json::to_value(id).unwrap(),
         Inbound::Notification { .. } => unreachable!("the sidecar dialect has none"),
     };
-    let mut out = Vec::new();
-    Sidecar
-        .write(outbound, &mut out)
-        .map_err(|e| e.to_string())?;
-    Ok(serde_json::from_slice(&out).unwrap())
+    let raw = |r: &deskwire::jsonrpc::RawJson| -> Value { serde_json::from_str(r.get()).unwrap() };
+    Ok(match &message {
+        Inbound::Request { method, params, .. } => {
+            json!({"id": id, "method": method, "params": params.as_ref().map(raw)})
+        }
+        Inbound::Result { result, .. } => json!({"id": id, "result": raw(result)}),
+        Inbound::Error { error, .. } => json!({
+            "id": id,
+            "error": {"code": error.code.to_string(), "message": error.message}
+        }),
+        Inbound::Progress { progress, .. } => json!({"id": id, "progress": raw(progress)}),
+        Inbound::Notification { .. } => unreachable!("the sidecar dialect has none"),
+    })
 }
 
 fn serde_round<T: serde::de::DeserializeOwned + serde::Serialize>(
@@ -112,6 +117,15 @@ fn rust_round(def: &str, json: &Value) -> Result<Value, String> {
     }
     match def {
         "Request" => line_round(json, &["request"]),
+        "TypedRequest" => {
+            let back = line_round(json, &["request"])?;
+            let params = serde_json::to_string(&back["params"]).unwrap();
+            let typed = SidecarParams::parse(back["method"].as_str().unwrap(), &params)
+                .map_err(|e| e.to_string())?;
+            let mut written = back.clone();
+            written["params"] = serde_json::from_str(typed.to_raw().get()).unwrap();
+            Ok(written)
+        }
         "SuccessResponse" => line_round(json, &["result"]),
         "ErrorResponse" => line_round(json, &["error"]),
         "ProgressMessage" => line_round(json, &["progress"]),

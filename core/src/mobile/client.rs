@@ -592,8 +592,9 @@ impl Client {
     }
 }
 
-/// Why a frame was not taken (for hosts that parse themselves and want the reason).
-pub fn check_frame(text: &str, config: &Config) -> Result<ServerMessage, ParseError> {
+/// Reads a server frame the way [`Client::handle_text`] does (size limit, then parse), for
+/// hosts that want the reason a frame was dropped (the engine only counts it).
+pub fn parse_frame(text: &str, config: &Config) -> Result<ServerMessage, ParseError> {
     if text.len() > config.max_message_bytes {
         return Err(ParseError::TooLarge {
             size: text.len(),
