@@ -11,6 +11,10 @@
 //! Two streams: `lines` (1000 events, one ~70-byte line of output each, ending in `\n`, so the
 //! `data` string has an escape and is copied) and `chunks` (100 events of 4 KiB of output, as a
 //! daemon sends when output comes fast).
+//!
+//! Measured on the 2-core dev machine (busy, so absolute times are noisy; medians):
+//! `lines` value 2.93 ms, typed 1.32 ms (2.2x faster), two-pass 2.71 ms; `chunks` value
+//! 1.36 ms, typed 0.91 ms (1.5x faster), two-pass 1.03 ms.
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -202,6 +202,36 @@ impl ErrorObject {
     }
 }
 
+impl From<ErrorObject> for crate::jsonrpc::ErrorObject {
+    /// The same error for the `jsonrpc` peer, `data` as raw JSON.
+    fn from(e: ErrorObject) -> crate::jsonrpc::ErrorObject {
+        let mut out = crate::jsonrpc::ErrorObject::new(e.code, e.message);
+        // A `Value` always serializes.
+        out.data = e
+            .data
+            .and_then(|d| crate::jsonrpc::RawJson::to_raw(&d).ok());
+        out
+    }
+}
+
+impl From<crate::jsonrpc::ErrorObject> for ErrorObject {
+    /// The typed view of an error the `jsonrpc` peer received. `data` that is not valid JSON
+    /// cannot occur (the peer parsed it); it would be dropped.
+    fn from(e: crate::jsonrpc::ErrorObject) -> ErrorObject {
+        ErrorObject {
+            code: e.code,
+            data: e.data.and_then(|d| serde_json::from_str(d.get()).ok()),
+            message: e.message,
+        }
+    }
+}
+
+impl From<&RexdError> for crate::jsonrpc::ErrorObject {
+    fn from(e: &RexdError) -> crate::jsonrpc::ErrorObject {
+        e.to_error_object().into()
+    }
+}
+
 impl From<ErrorCode> for ErrorObject {
     fn from(code: ErrorCode) -> ErrorObject {
         ErrorObject::new(code)
@@ -287,6 +317,20 @@ mod tests {
                 "data": {"path": "/etc/passwd", "allowed_roots": ["/srv/app", "/home/deploy"]}})
         );
         assert_eq!(e.error_code(), Some(ErrorCode::ForbiddenPath));
+    }
+
+    #[test]
+    fn converts_to_and_from_the_jsonrpc_error_object() {
+        let e = ErrorObject::forbidden_path("/etc/passwd", &["/srv".to_owned()]);
+        let j: crate::jsonrpc::ErrorObject = e.clone().into();
+        assert_eq!(j.code, -32002);
+        assert_eq!(
+            serde_json::to_value(&j).unwrap(),
+            serde_json::to_value(&e).unwrap()
+        );
+        assert_eq!(ErrorObject::from(j), e);
+        let j = crate::jsonrpc::ErrorObject::from(&RexdError::UnknownMethod("x".into()));
+        assert_eq!(j.code, -32601);
     }
 
     #[test]

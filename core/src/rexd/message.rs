@@ -22,6 +22,7 @@ use super::fs::*;
 use super::method::Method;
 use super::pty::*;
 use super::session::*;
+use crate::jsonrpc::Id;
 
 /// Deserializes `T` from a JSON object only.
 ///
@@ -504,28 +505,25 @@ impl<'a> Envelope<'a> {
             .ok_or_else(|| RexdError::InvalidMessage("missing `method`".into()))
     }
 
-    /// The id as a value, checked to be a string, a number or null.
-    fn id_value(&self) -> Result<Value, RexdError> {
+    /// The id, by the rules of [`Id`]: a string, an integer (i64) or null.
+    fn id(&self) -> Result<Id, RexdError> {
         let Some(raw) = self.0.id else {
             return Err(RexdError::InvalidMessage("missing `id`".into()));
         };
-        match serde_json::from_str::<Value>(raw.get()) {
-            Ok(v @ (Value::String(_) | Value::Number(_) | Value::Null)) => Ok(v),
-            _ => Err(RexdError::InvalidMessage(
-                "`id` must be a string, a number or null".into(),
-            )),
-        }
+        serde_json::from_str::<Id>(raw.get()).map_err(|_| {
+            RexdError::InvalidMessage("`id` must be a string, an integer or null".into())
+        })
     }
 }
 
 /// A whole REXD request line: the JSON-RPC `id` and the typed request.
 ///
-/// The `id` is kept as JSON (a string, a number or `null`, as JSON-RPC allows) to be echoed
-/// back unchanged; correlating ids is the `jsonrpc` peer's job.
+/// The `id` follows [`Id`] (a string, an integer or `null`; fractional numbers are refused as
+/// the `jsonrpc` module does); correlating ids is the `jsonrpc` peer's job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestMessage {
     /// The request id.
-    pub id: Value,
+    pub id: Id,
     /// The method and params.
     pub request: Request,
 }
@@ -533,11 +531,11 @@ pub struct RequestMessage {
 impl RequestMessage {
     /// Parses a request line. Errors: [`RexdError::Parse`] (not JSON), [`RexdError::InvalidMessage`]
     /// (not a JSON-RPC 2.0 request: no `"jsonrpc":"2.0"`, no `method`, no `id` or an `id` that is
-    /// not a string, number or null), then those of [`Request::parse`].
+    /// not a string, integer or null), then those of [`Request::parse`].
     pub fn from_slice(line: &[u8]) -> Result<RequestMessage, RexdError> {
         let env = Envelope::from_slice(line)?;
         let method = env.method()?;
-        let id = env.id_value()?;
+        let id = env.id()?;
         Ok(RequestMessage {
             id,
             request: Request::parse(&method, env.params)?,
@@ -564,8 +562,8 @@ impl Serialize for RequestMessage {
 /// A whole error response line: `{"jsonrpc":"2.0","id":…,"error":{…}}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ErrorResponse {
-    /// The id of the request this answers (`null` when it could not be read).
-    pub id: Value,
+    /// The id of the request this answers ([`Id::Null`] when it could not be read).
+    pub id: Id,
     /// The error.
     pub error: ErrorObject,
 }
@@ -575,7 +573,7 @@ impl ErrorResponse {
     /// missing or malformed `error` object as [`RexdError::InvalidMessage`].
     pub fn from_slice(line: &[u8]) -> Result<ErrorResponse, RexdError> {
         let env = Envelope::from_slice(line)?;
-        let id = env.id_value()?;
+        let id = env.id()?;
         if env.result.is_some() || env.method.is_some() {
             return Err(RexdError::InvalidMessage(
                 "an error response has neither `result` nor `method`".into(),
@@ -657,7 +655,7 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":2,"method":"exec.start","params":{"session_id":"s_1","argv":["git","status","--short"],"cwd":"/srv/myapp"}}"#,
         )
         .unwrap();
-        assert_eq!(m.id, json!(2));
+        assert_eq!(m.id, Id::Number(2));
         let Request::ExecStart(p) = &m.request else {
             panic!()
         };

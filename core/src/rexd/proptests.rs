@@ -427,7 +427,7 @@ fn response() -> impl Strategy<Value = Response> {
 proptest! {
     #[test]
     fn request_round_trips(req in request()) {
-        let line = RequestMessage { id: serde_json::json!(1), request: req.clone() }.to_line();
+        let line = RequestMessage { id: crate::jsonrpc::Id::Number(1), request: req.clone() }.to_line();
         prop_assert_eq!(&RequestMessage::from_slice(line.as_bytes()).unwrap().request, &req);
         let params = serde_json::value::to_raw_value(&req.params_value()).unwrap();
         prop_assert_eq!(Request::parse(req.method().as_str(), Some(&params)).unwrap(), req);
