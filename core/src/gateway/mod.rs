@@ -42,6 +42,7 @@
 //! ```
 
 pub mod canonical;
+pub mod commander;
 mod engine;
 pub mod envelope;
 pub mod error;

@@ -180,8 +180,9 @@ pub trait Dialect {
         batch_limit: usize,
     ) -> Result<Vec<Result<Inbound, Invalid>>, Invalid>;
 
-    /// Appends the frame body of `message` (without the framing) to `out`.
-    fn write(&self, message: Outbound<'_>, out: &mut Vec<u8>) -> Result<(), WriteError>;
+    /// Appends the frame body of `message` (without the framing) to `out`. `now` is the
+    /// host's monotonic clock, for dialects that stamp messages.
+    fn write(&self, now: u64, message: Outbound<'_>, out: &mut Vec<u8>) -> Result<(), WriteError>;
 
     /// The next id for an outgoing call.
     fn next_id(&self, ids: &mut IdGenerator, counter: &mut i64) -> Id;
@@ -214,7 +215,7 @@ impl Dialect for JsonRpc2 {
         })
     }
 
-    fn write(&self, message: Outbound<'_>, out: &mut Vec<u8>) -> Result<(), WriteError> {
+    fn write(&self, _now: u64, message: Outbound<'_>, out: &mut Vec<u8>) -> Result<(), WriteError> {
         let message = match message {
             Outbound::Request { id, method, params } => Message::Request {
                 id: id.clone(),
@@ -484,7 +485,7 @@ impl Dialect for Sidecar {
         Ok(vec![Self::read_one(raw.get())])
     }
 
-    fn write(&self, message: Outbound<'_>, out: &mut Vec<u8>) -> Result<(), WriteError> {
+    fn write(&self, _now: u64, message: Outbound<'_>, out: &mut Vec<u8>) -> Result<(), WriteError> {
         fn string_id(id: &Id) -> Result<&str, WriteError> {
             match id {
                 Id::String(s) => Ok(s),
@@ -641,6 +642,7 @@ mod tests {
         let mut out = Vec::new();
         Sidecar
             .write(
+                0,
                 Outbound::Request {
                     id: &id,
                     method: "health.ping",
@@ -654,6 +656,7 @@ mod tests {
         out.clear();
         Sidecar
             .write(
+                0,
                 Outbound::Error {
                     id: &id,
                     error: &error,
@@ -671,6 +674,7 @@ mod tests {
         assert!(
             Sidecar
                 .write(
+                    0,
                     Outbound::Notification {
                         method: "n",
                         params: None
@@ -682,6 +686,7 @@ mod tests {
         assert!(
             Sidecar
                 .write(
+                    0,
                     Outbound::Result {
                         id: &Id::Number(1),
                         result: &raw("1")
@@ -700,6 +705,7 @@ mod tests {
         assert!(
             JsonRpc2
                 .write(
+                    0,
                     Outbound::Error {
                         id: &id,
                         error: &error
@@ -711,6 +717,7 @@ mod tests {
         assert!(
             JsonRpc2
                 .write(
+                    0,
                     Outbound::Progress {
                         id: &id,
                         progress: &raw("{}")

@@ -397,11 +397,14 @@ impl<D: Dialect> Peer<D> {
         if self.pending.len() >= self.config.max_pending {
             return Err(LocalError::TooManyPending(self.pending.len()));
         }
-        self.send(Outbound::Request {
-            id: &id,
-            method,
-            params: params.as_ref(),
-        })?;
+        self.send(
+            now,
+            Outbound::Request {
+                id: &id,
+                method,
+                params: params.as_ref(),
+            },
+        )?;
         let (timeout_ms, max_total_ms) = self.config.timeouts.lookup(method);
         self.pending.insert(
             id,
@@ -423,21 +426,25 @@ impl<D: Dialect> Peer<D> {
         method: &str,
         params: Option<RawJson>,
     ) -> Result<(), LocalError> {
-        let _ = now;
-        self.send(Outbound::Notification {
-            method,
-            params: params.as_ref(),
-        })
+        self.send(
+            now,
+            Outbound::Notification {
+                method,
+                params: params.as_ref(),
+            },
+        )
     }
 
     /// Answers the incoming request `id` with a result.
     pub fn respond(&mut self, now: u64, id: &Id, result: RawJson) -> Result<(), LocalError> {
-        let _ = now;
         self.take_incoming(id)?;
-        self.send(Outbound::Result {
-            id,
-            result: &result,
-        })
+        self.send(
+            now,
+            Outbound::Result {
+                id,
+                result: &result,
+            },
+        )
     }
 
     /// Answers the incoming request `id` with an error.
@@ -447,9 +454,8 @@ impl<D: Dialect> Peer<D> {
         id: &Id,
         error: RemoteError,
     ) -> Result<(), LocalError> {
-        let _ = now;
         self.take_incoming(id)?;
-        self.send(Outbound::Error { id, error: &error })
+        self.send(now, Outbound::Error { id, error: &error })
     }
 
     /// Answers the incoming request `id` with the dialect's "method not found" error.
@@ -465,14 +471,16 @@ impl<D: Dialect> Peer<D> {
 
     /// Reports progress on the incoming request `id` (dialects that have progress messages).
     pub fn progress(&mut self, now: u64, id: &Id, progress: RawJson) -> Result<(), LocalError> {
-        let _ = now;
         if !self.incoming.contains(id) {
             return Err(LocalError::UnknownId(id.clone()));
         }
-        self.send(Outbound::Progress {
-            id,
-            progress: &progress,
-        })
+        self.send(
+            now,
+            Outbound::Progress {
+                id,
+                progress: &progress,
+            },
+        )
     }
 
     fn take_incoming(&mut self, id: &Id) -> Result<(), LocalError> {
@@ -486,30 +494,32 @@ impl<D: Dialect> Peer<D> {
     /// Stops waiting for call `id`: no event will come for it, and an answer that still arrives
     /// is counted and dropped. Cancelling twice, or an id that is not pending, is `UnknownId`.
     pub fn cancel(&mut self, now: u64, id: &Id) -> Result<(), LocalError> {
-        let _ = now;
         if self.pending.remove(id).is_none() {
             return Err(LocalError::UnknownId(id.clone()));
         }
         self.stats.cancelled += 1;
-        self.abandon(id.clone());
+        self.abandon(now, id.clone());
         Ok(())
     }
 
-    fn abandon(&mut self, id: Id) {
+    fn abandon(&mut self, now: u64, id: Id) {
         if let Some(method) = self.config.cancel_notification.clone() {
             let params = RawJson::to_raw(&serde_json::json!({ "id": id })).ok();
             // A dialect without notifications simply cannot tell the peer; nothing is lost.
-            let _ = self.send(Outbound::Notification {
-                method: &method,
-                params: params.as_ref(),
-            });
+            let _ = self.send(
+                now,
+                Outbound::Notification {
+                    method: &method,
+                    params: params.as_ref(),
+                },
+            );
         }
         self.abandoned.insert(id);
     }
 
-    fn send(&mut self, message: Outbound<'_>) -> Result<(), LocalError> {
+    fn send(&mut self, now: u64, message: Outbound<'_>) -> Result<(), LocalError> {
         let mut body = Vec::new();
-        self.dialect.write(message, &mut body)?;
+        self.dialect.write(now, message, &mut body)?;
         let frame = match self.config.framing {
             Framing::Ndjson => {
                 let mut f = Vec::with_capacity(body.len() + 1);
@@ -566,18 +576,21 @@ impl<D: Dialect> Peer<D> {
         for item in items {
             match item {
                 Ok(message) => self.handle_message(now, message),
-                Err(invalid) => self.handle_invalid(&invalid),
+                Err(invalid) => self.handle_invalid(now, &invalid),
             }
         }
     }
 
-    fn handle_invalid(&mut self, invalid: &Invalid) {
+    fn handle_invalid(&mut self, now: u64, invalid: &Invalid) {
         self.stats.malformed += 1;
         if let Some((id, error)) = self.dialect.answer_invalid(invalid) {
-            let _ = self.send(Outbound::Error {
-                id: &id,
-                error: &error,
-            });
+            let _ = self.send(
+                now,
+                Outbound::Error {
+                    id: &id,
+                    error: &error,
+                },
+            );
         }
         self.events.push_back(PeerEvent::Malformed {
             reason: invalid.to_string(),
@@ -599,10 +612,13 @@ impl<D: Dialect> Peer<D> {
                 };
                 if let Some(error) = refusal {
                     self.stats.refused_requests += 1;
-                    let _ = self.send(Outbound::Error {
-                        id: &id,
-                        error: &error,
-                    });
+                    let _ = self.send(
+                        now,
+                        Outbound::Error {
+                            id: &id,
+                            error: &error,
+                        },
+                    );
                     return;
                 }
                 self.incoming.insert(id.clone());
@@ -678,7 +694,7 @@ impl<D: Dialect> Peer<D> {
         for id in expired {
             let p = self.pending.remove(&id).expect("listed above");
             self.stats.timeouts += 1;
-            self.abandon(id.clone());
+            self.abandon(now, id.clone());
             self.events.push_back(PeerEvent::Failed {
                 id,
                 method: p.method,
