@@ -916,6 +916,41 @@ mod tests {
     }
 
     #[test]
+    fn connection_limit_and_host_close() {
+        let mut s = Server::new(
+            Config {
+                max_connections: 1,
+                ..Config::default()
+            },
+            1,
+        );
+        assert_eq!(s.open(0, ConnId(1), None), Ok(Admission::AwaitingPairing));
+        assert_eq!(
+            s.open(0, ConnId(2), None),
+            Ok(Admission::Refused(Refusal::TooManyConnections))
+        );
+        assert_eq!(s.close(0, ConnId(1)), Ok(()));
+        assert_eq!(
+            drain(&mut s, 0),
+            [
+                Output::Close {
+                    conn: ConnId(1),
+                    reason: CloseReason::Requested
+                },
+                Output::Event(Event::ClientDisconnected {
+                    conn: ConnId(1),
+                    reason: CloseReason::Requested
+                })
+            ]
+        );
+        assert_eq!(s.close(0, ConnId(1)), Err(LocalError::UnknownConnection(1)));
+        // The host reporting the socket closed afterwards is harmless.
+        s.closed(0, ConnId(1));
+        assert_eq!(drain(&mut s, 0), []);
+        assert_eq!(s.open(0, ConnId(2), None), Ok(Admission::AwaitingPairing));
+    }
+
+    #[test]
     fn token_table_is_bounded() {
         let mut s = Server::new(
             Config {
