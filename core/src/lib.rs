@@ -45,7 +45,8 @@
 //! - [`mobile`]: the mobile companion's WebSocket messages and its client and server engines.
 #![warn(missing_docs)]
 // `unsafe` is allowed only where a measurement asked for it, each with its SAFETY note:
-// oa1::escape (SSE2 compares; UTF-8 that escaping cannot break) and oa1::into_text.
+// oa1::escape (SSE2 compares; AVX2 block loads and stores for decoding, behind run-time
+// detection; UTF-8 that escaping cannot break) and oa1::into_text.
 #![deny(unsafe_code)]
 
 pub mod gateway;

@@ -38,10 +38,12 @@ impl CaseMapping {
 
     /// Whether two names are equal under this mapping.
     pub fn eq(self, a: &str, b: &str) -> bool {
-        a.len() == b.len()
-            && a.bytes()
-                .zip(b.bytes())
-                .all(|(x, y)| self.fold_byte(x) == self.fold_byte(y))
+        // Byte-identical names are the common case (the same peer's nick, line after line).
+        a == b
+            || a.len() == b.len()
+                && a.bytes()
+                    .zip(b.bytes())
+                    .all(|(x, y)| self.fold_byte(x) == self.fold_byte(y))
     }
 
     /// The folded (lower-case) form of a name, for use as a map key.

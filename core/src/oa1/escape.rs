@@ -191,51 +191,24 @@ impl Unescaper {
     /// Decodes `piece` onto `out`. A backslash at the very end is held until the next piece.
     ///
     /// Like [`escape_into`], 8 bytes at a time, restarting the scan after each escape.
-    pub fn feed(&mut self, piece: &[u8], out: &mut Vec<u8>) {
-        let mut w = out.len();
-        out.resize(w + piece.len() + STEP, 0);
-        let mut i = 0;
+    pub fn feed(&mut self, mut piece: &[u8], out: &mut Vec<u8>) {
         if self.held_backslash {
-            let Some(&first) = piece.first() else {
-                out.truncate(w);
+            let Some((&letter, rest)) = piece.split_first() else {
                 return;
             };
             self.held_backslash = false;
-            w = put_unescaped(out, w, first);
-            i = 1;
-        }
-        while i < piece.len() {
-            if i + STEP <= piece.len() {
-                let chunk = block::at(piece, i);
-                out[w..w + STEP].copy_from_slice(chunk);
-                let backslashes = block::backslashes(chunk);
-                if backslashes == 0 {
-                    w += STEP;
-                    i += STEP;
-                    continue;
-                }
-                let skip = backslashes.trailing_zeros() as usize;
-                w += skip;
-                i += skip;
-            } else if piece[i] != b'\\' {
-                out[w] = piece[i];
-                w += 1;
-                i += 1;
-                continue;
+            match UNESCAPE[letter as usize] {
+                UNKNOWN => out.extend_from_slice(&[b'\\', letter]),
+                decoded => out.push(decoded),
             }
-            // piece[i] is a backslash.
-            match piece.get(i + 1) {
-                Some(&letter) => {
-                    w = put_unescaped(out, w, letter);
-                    i += 2;
-                }
-                None => {
-                    self.held_backslash = true;
-                    i += 1;
-                }
-            }
+            piece = rest;
         }
-        out.truncate(w);
+        #[cfg(target_arch = "x86_64")]
+        if let Some(held) = simd::unescape(piece, out) {
+            self.held_backslash = held;
+            return;
+        }
+        self.held_backslash = feed_scalar(piece, out);
     }
 
     /// Ends the stream: a held lone backslash is kept as a backslash.
@@ -243,6 +216,311 @@ impl Unescaper {
         if std::mem::take(&mut self.held_backslash) {
             out.push(b'\\');
         }
+    }
+}
+
+/// Decodes `piece` (which does not continue an escape) onto `out` without SIMD beyond the block
+/// scan; returns whether a final backslash is held for the next piece.
+///
+/// Like [`escape_into`], a block at a time, restarting the scan after each escape.
+fn feed_scalar(piece: &[u8], out: &mut Vec<u8>) -> bool {
+    let mut held = false;
+    let mut w = out.len();
+    out.resize(w + piece.len() + STEP, 0);
+    let mut i = 0;
+    while i < piece.len() {
+        if i + STEP <= piece.len() {
+            let chunk = block::at(piece, i);
+            out[w..w + STEP].copy_from_slice(chunk);
+            let backslashes = block::backslashes(chunk);
+            if backslashes == 0 {
+                w += STEP;
+                i += STEP;
+                continue;
+            }
+            let skip = backslashes.trailing_zeros() as usize;
+            w += skip;
+            i += skip;
+        } else if piece[i] != b'\\' {
+            out[w] = piece[i];
+            w += 1;
+            i += 1;
+            continue;
+        }
+        // piece[i] is a backslash.
+        match piece.get(i + 1) {
+            Some(&letter) => {
+                w = put_unescaped(out, w, letter);
+                i += 2;
+            }
+            None => {
+                held = true;
+                i += 1;
+            }
+        }
+    }
+    out.truncate(w);
+    held
+}
+
+/// Unescaping 32 bytes per step without a branch per escape, with AVX2 (checked at run time).
+///
+/// The scalar loop above restarts its block scan after every escape, and with command output
+/// (an escape every ~35 bytes: newlines, tabs, backslashes) its "block has a backslash" branch
+/// is a coin flip. Here every block takes the same path: each backslash followed by a known
+/// letter is overwritten with what the pair decodes to, bit masks find which backslashes really
+/// start a pair (in a run, every second one is a letter), and the letters of decoded pairs are
+/// squeezed out with byte shuffles. On `oa1_codec`'s corpus this decodes 128 KiB in about a
+/// third of the scalar loop's time.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod simd {
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm_castsi128_pd, _mm_storeh_pd, _mm_storel_epi64, _mm256_alignr_epi8,
+        _mm256_and_si256, _mm256_blendv_epi8, _mm256_castsi256_si128, _mm256_cmpeq_epi8,
+        _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_movemask_epi8,
+        _mm256_permute2x128_si256, _mm256_set_epi64x, _mm256_set1_epi8, _mm256_shuffle_epi8,
+    };
+
+    /// Whether the CPU runs [`unescape_blocks`].
+    #[inline]
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt")
+    }
+
+    /// Bytes per block.
+    pub(super) const BLOCK: usize = 32;
+
+    /// What one block's escapes do (bit k for byte k).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub(super) struct Masks {
+        /// Backslashes that start an escape pair.
+        pub(super) starts: u64,
+        /// Those of them whose letter is known (overwritten with the decoded byte).
+        pub(super) decoded: u64,
+        /// Bytes to drop: the letters of those escapes.
+        pub(super) dropped: u64,
+        /// The next block's first byte is the letter of an escape...
+        pub(super) letter_next: bool,
+        /// ... of a known one (so that letter is dropped).
+        pub(super) drop_next: bool,
+    }
+
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    const ODD: u64 = !EVEN;
+
+    /// From `backslash` (bit k: byte k is a backslash), `known_next` (bit k: byte k + 1 is a
+    /// known escape letter) and the previous block's masks, for a block of `WIDTH` bytes (32 or
+    /// 64; the bits above are clear).
+    #[inline]
+    pub(super) fn masks<const WIDTH: u32>(backslash: u64, known_next: u64, prev: Masks) -> Masks {
+        // A backslash that is itself a letter does not start a pair.
+        let b = backslash & !u64::from(prev.letter_next);
+        let run_starts = b & !(b << 1);
+        // Adding a run's lowest bit clears the run (and sets the bit after it, never part of a
+        // run): what the sum clears are the runs that begin on an even byte.
+        let even_runs = b & !b.wrapping_add(run_starts & EVEN);
+        let odd_runs = b & !even_runs;
+        // In a run, every second backslash (counting from its start) is a letter.
+        let letters_in_runs = (even_runs & ODD) | (odd_runs & EVEN);
+        let starts = b & !letters_in_runs;
+        let decoded = starts & known_next;
+        let top = WIDTH - 1;
+        Masks {
+            starts,
+            decoded,
+            dropped: ((decoded << 1) & (u64::MAX >> (63 - top))) | u64::from(prev.drop_next),
+            letter_next: (starts >> top) & 1 != 0,
+            drop_next: (decoded >> top) & 1 != 0,
+        }
+    }
+
+    /// For each 8-bit keep mask, the indices of its set bits in order (then zeros).
+    static COMPRESS: [u64; 256] = {
+        let mut table = [0u64; 256];
+        let mut mask = 0;
+        while mask < 256 {
+            let mut out = 0u64;
+            let mut n = 0;
+            let mut bit = 0;
+            while bit < 8 {
+                if mask & (1 << bit) != 0 {
+                    out |= (bit as u64) << (8 * n);
+                    n += 1;
+                }
+                bit += 1;
+            }
+            table[mask] = out;
+            mask += 1;
+        }
+        table
+    };
+
+    /// Indexed by a byte's low nibble: the escape letter with that nibble (no two share one),
+    /// or 0 (whose nibble is another)...
+    const LETTERS: [u8; 16] = *b"0\0rst\0\0\0\0\0\0\0\\\0n\0";
+    /// ... and what that letter decodes to.
+    const DECODED: [u8; 16] = *b"\0\0\r \t\0\0\0\0\0\0\0\\\0\n\0";
+
+    /// A 16-byte table in both 128-bit lanes (byte shuffles stay inside their lane).
+    #[inline]
+    fn table(bytes: [u8; 16]) -> __m256i {
+        let mut lo = [0u8; 8];
+        let mut hi = [0u8; 8];
+        lo.copy_from_slice(&bytes[..8]);
+        hi.copy_from_slice(&bytes[8..]);
+        let (lo, hi) = (i64::from_le_bytes(lo), i64::from_le_bytes(hi));
+        // SAFETY: builds a register from values; AVX is checked by `available()` before any
+        // caller runs.
+        unsafe { _mm256_set_epi64x(hi, lo, hi, lo) }
+    }
+
+    /// Appends the decoded `piece` to `out`. Returns whether `piece` ended with the backslash
+    /// of an escape pair (not written: its letter is in the next piece). `None` when the CPU
+    /// lacks AVX2.
+    pub(super) fn unescape(piece: &[u8], out: &mut Vec<u8>) -> Option<bool> {
+        if !available() {
+            return None;
+        }
+        // Decoding never grows the bytes; stores write up to a block past the decoded end.
+        out.reserve(piece.len() + BLOCK);
+        let start = out.len();
+        // SAFETY: `available()` checked avx2 and popcnt; `out` has room for `piece.len()` plus
+        // a block past `start`.
+        let (written, held) = unsafe { blocks(piece, out.as_mut_ptr().add(start)) };
+        // SAFETY: `blocks` wrote (initialised) the `written` bytes after `start`, within the
+        // capacity reserved above.
+        unsafe { out.set_len(start + written) };
+        Some(held)
+    }
+
+    /// Decodes `piece` to `dst`; returns the bytes written and whether the last backslash was
+    /// held back.
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of `piece.len() + BLOCK` bytes.
+    #[target_feature(enable = "avx2,popcnt")]
+    unsafe fn blocks(piece: &[u8], dst: *mut u8) -> (usize, bool) {
+        let (mut m, mut w) = (Masks::default(), 0);
+        let src = piece.as_ptr();
+        let len = piece.len();
+        let mut i = 0;
+        // Two blocks at a time share one mask computation.
+        while i + 2 * BLOCK < len {
+            // SAFETY: i + 65 <= len, so the loads are inside `piece`; the bytes written so far
+            // are at most those read, and `dst` has room for a block more than `piece`.
+            unsafe {
+                let (low, low_slash, low_known) = prepare(
+                    _mm256_loadu_si256(src.add(i).cast::<__m256i>()),
+                    _mm256_loadu_si256(src.add(i + 1).cast::<__m256i>()),
+                );
+                let (high, high_slash, high_known) = prepare(
+                    _mm256_loadu_si256(src.add(i + BLOCK).cast::<__m256i>()),
+                    _mm256_loadu_si256(src.add(i + BLOCK + 1).cast::<__m256i>()),
+                );
+                m = masks::<64>(
+                    u64::from(low_slash) | u64::from(high_slash) << 32,
+                    u64::from(low_known) | u64::from(high_known) << 32,
+                    m,
+                );
+                let keep = !m.dropped;
+                w += store(low, keep as u32, dst.add(w));
+                w += store(high, (keep >> 32) as u32, dst.add(w));
+            }
+            i += 2 * BLOCK;
+        }
+        if i + BLOCK < len {
+            // SAFETY: as above, with i + 33 <= len.
+            unsafe {
+                let (v, slash, known) = prepare(
+                    _mm256_loadu_si256(src.add(i).cast::<__m256i>()),
+                    _mm256_loadu_si256(src.add(i + 1).cast::<__m256i>()),
+                );
+                m = masks::<32>(u64::from(slash), u64::from(known), m);
+                w += store(v, !m.dropped as u32, dst.add(w));
+            }
+            i += BLOCK;
+        }
+        let rest = len - i;
+        if rest == 0 {
+            return (w, false);
+        }
+        let skip = (BLOCK - rest) as u32;
+        // SAFETY: as above for `dst`. For the loads: when `piece` has a whole block, the last
+        // block of it (overlapping bytes already done, which `skip` leaves out); otherwise a
+        // copy padded with zeros.
+        unsafe {
+            let v = if len >= BLOCK {
+                _mm256_loadu_si256(src.add(len - BLOCK).cast::<__m256i>())
+            } else {
+                let mut padded = [0u8; BLOCK];
+                padded[skip as usize..].copy_from_slice(piece);
+                _mm256_loadu_si256(padded.as_ptr().cast::<__m256i>())
+            };
+            // The byte after each byte, with a zero (no escape letter) after the last.
+            let next = _mm256_alignr_epi8::<1>(_mm256_permute2x128_si256::<0x81>(v, v), v);
+            let (v, slash, known) = prepare(v, next);
+            // Masks count from the first byte not skipped.
+            m = masks::<32>(u64::from(slash >> skip), u64::from(known >> skip), m);
+            w += store(v, (!m.dropped as u32) << skip, dst.add(w));
+        }
+        // A final backslash that starts a pair was kept (its "letter" was the zero): hold it.
+        let held = m.starts & (1 << (rest - 1)) != 0;
+        (w - usize::from(held), held)
+    }
+
+    /// For the block `v` and `next` (the byte after each of its bytes): `v` with every
+    /// backslash before a known letter replaced by what the pair decodes to, and the bit masks
+    /// of backslashes and of bytes followed by a known letter.
+    #[inline]
+    #[target_feature(enable = "avx2,popcnt")]
+    fn prepare(v: __m256i, next: __m256i) -> (__m256i, u32, u32) {
+        let is_slash = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8));
+        let next_low = _mm256_and_si256(next, _mm256_set1_epi8(0x0F));
+        let is_known = _mm256_cmpeq_epi8(_mm256_shuffle_epi8(table(LETTERS), next_low), next);
+        // Backslashes that are letters themselves (the second of `\\`) are dropped anyway.
+        let v = _mm256_blendv_epi8(
+            v,
+            _mm256_shuffle_epi8(table(DECODED), next_low),
+            _mm256_and_si256(is_slash, is_known),
+        );
+        (
+            v,
+            _mm256_movemask_epi8(is_slash) as u32,
+            _mm256_movemask_epi8(is_known) as u32,
+        )
+    }
+
+    /// Writes the bytes of `v` whose bit is set in `keep` to `dst`, in order; returns how many.
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of 32 bytes.
+    #[inline]
+    #[target_feature(enable = "avx2,popcnt")]
+    unsafe fn store(v: __m256i, keep: u32, dst: *mut u8) -> usize {
+        let group = |k: u32| COMPRESS[((keep >> (8 * k)) & 0xFF) as usize];
+        // Shuffle indices of the odd 8-byte groups point into their lane's upper half.
+        let upper = 0x0808_0808_0808_0808u64;
+        let order = _mm256_set_epi64x(
+            (group(3) | upper) as i64,
+            group(2) as i64,
+            (group(1) | upper) as i64,
+            group(0) as i64,
+        );
+        let packed = _mm256_shuffle_epi8(v, order);
+        let low = _mm256_castsi256_si128(packed);
+        let high = _mm256_extracti128_si256::<1>(packed);
+        let c0 = (keep & 0xFF).count_ones() as usize;
+        let c1 = (keep & 0xFFFF).count_ones() as usize;
+        let c2 = (keep & 0xFF_FFFF).count_ones() as usize;
+        // SAFETY: the caller's promise; each 8-byte store ends within 32 bytes of `dst`.
+        unsafe {
+            _mm_storel_epi64(dst.cast::<__m128i>(), low);
+            _mm_storeh_pd(dst.add(c0).cast::<f64>(), _mm_castsi128_pd(low));
+            _mm_storel_epi64(dst.add(c1).cast::<__m128i>(), high);
+            _mm_storeh_pd(dst.add(c2).cast::<f64>(), _mm_castsi128_pd(high));
+        }
+        keep.count_ones() as usize
     }
 }
 
@@ -355,7 +633,172 @@ mod tests {
         }
     }
 
+    /// The decoding rules one byte at a time, as plainly as they can be written.
+    fn unescape_reference(escaped: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < escaped.len() {
+            match (escaped[i], escaped.get(i + 1)) {
+                (b'\\', Some(&letter)) => {
+                    match letter {
+                        b'\\' => out.push(b'\\'),
+                        b'n' => out.push(b'\n'),
+                        b'r' => out.push(b'\r'),
+                        b't' => out.push(b'\t'),
+                        b'0' => out.push(0),
+                        b's' => out.push(b' '),
+                        other => out.extend([b'\\', other]),
+                    }
+                    i += 2;
+                }
+                (b, _) => {
+                    out.push(b);
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// Bytes rich in backslashes, escape letters and their near misses.
+    fn escape_heavy() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(
+            prop_oneof![
+                4 => Just(b'\\'),
+                1 => proptest::sample::select(b"nrt0sxN\\ \x1c\xff\xdcl".to_vec()),
+                2 => any::<u8>(),
+            ],
+            0..200,
+        )
+    }
+
+    #[test]
+    fn backslash_runs_of_every_length_and_phase() {
+        for lead in 0..20 {
+            for run in 0..40 {
+                for letter in [b'n', b'x', b'a', b'\\'] {
+                    let mut input = vec![b'a'; lead];
+                    input.extend(std::iter::repeat_n(b'\\', run));
+                    input.push(letter);
+                    input.extend([b'b'; 20]);
+                    assert_eq!(unescape(&input), unescape_reference(&input), "{lead} {run}");
+                }
+            }
+        }
+    }
+
+    /// The masks of one block of `width` bytes, found walking its bytes.
+    #[cfg(target_arch = "x86_64")]
+    fn masks_by_walking(
+        width: usize,
+        slash: u64,
+        known_next: u64,
+        prev: simd::Masks,
+    ) -> simd::Masks {
+        let mut m = simd::Masks {
+            dropped: u64::from(prev.drop_next),
+            ..Default::default()
+        };
+        let mut k = usize::from(prev.letter_next);
+        while k < width {
+            if slash & (1 << k) == 0 {
+                k += 1;
+                continue;
+            }
+            m.starts |= 1 << k;
+            let known = known_next & (1 << k) != 0;
+            if known {
+                m.decoded |= 1 << k;
+            }
+            if k == width - 1 {
+                (m.letter_next, m.drop_next) = (true, known);
+            } else if known {
+                m.dropped |= 1 << (k + 1);
+            }
+            k += 2;
+        }
+        m
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn block_masks_match_a_byte_walk() {
+        // Every backslash pattern of 16 bytes, at both ends of a block and in its middle, with
+        // and without a letter carried in.
+        let u32_bits = |x: u64| x & 0xFFFF_FFFF;
+        for pattern in 0u64..0x1_0000 {
+            for wide in [
+                pattern,
+                pattern << 16,
+                pattern << 48,
+                pattern | 0xFFFF_FFFF_0000,
+                pattern * 0x1_0001_0001_0001,
+            ] {
+                for (letter_next, drop_next) in [(false, false), (true, false), (true, true)] {
+                    let prev = simd::Masks {
+                        letter_next,
+                        drop_next,
+                        ..Default::default()
+                    };
+                    for known in [
+                        0u64,
+                        u64::MAX,
+                        0x5A5A_A5A5_5A5A_A5A5,
+                        !pattern.rotate_right(7),
+                    ] {
+                        assert_eq!(
+                            simd::masks::<64>(wide, known, prev),
+                            masks_by_walking(64, wide, known, prev),
+                            "{wide:#x} {known:#x} {prev:?}"
+                        );
+                        let (slash, known) = (u32_bits(wide), u32_bits(known));
+                        assert_eq!(
+                            simd::masks::<32>(slash, known, prev),
+                            masks_by_walking(32, slash, known, prev),
+                            "{slash:#x} {known:#x} {prev:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     proptest! {
+        #[test]
+        fn unescape_matches_the_reference(bytes in escape_heavy()) {
+            prop_assert_eq!(unescape(&bytes), unescape_reference(&bytes));
+        }
+
+        /// The path CPUs without AVX2 take (the SIMD one is what `unescape` runs here).
+        #[test]
+        fn scalar_feed_matches_the_reference(bytes in escape_heavy()) {
+            let mut out = b"kept".to_vec();
+            let held = feed_scalar(&bytes, &mut out);
+            if held {
+                out.push(b'\\');
+            }
+            let mut expected = b"kept".to_vec();
+            expected.extend(unescape_reference(&bytes));
+            prop_assert_eq!(out, expected);
+        }
+
+        #[test]
+        fn feeding_in_pieces_matches_the_reference(bytes in escape_heavy(), cuts in proptest::collection::vec(0usize..200, 0..6)) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.sort();
+            let mut out = b"kept".to_vec();
+            let mut d = Unescaper::default();
+            let mut last = 0;
+            for c in cuts.into_iter().chain([bytes.len()]) {
+                d.feed(&bytes[last..c], &mut out);
+                last = c;
+            }
+            d.finish(&mut out);
+            let mut expected = b"kept".to_vec();
+            expected.extend(unescape_reference(&bytes));
+            prop_assert_eq!(out, expected);
+        }
+
         #[test]
         fn round_trip(text in any::<String>()) {
             prop_assert_eq!(unescape(escape(&text).as_bytes()), text.as_bytes().to_vec());
