@@ -6,7 +6,9 @@
 //! - Each sequence is replayed through one `Gateway`: requests in, executor (`host`) calls, and
 //!   the transmitted envelopes compared with `out`, in order.
 
-use std::collections::BTreeMap;
+mod support;
+
+use support::{load, validator};
 
 use deskwire::gateway::ops::{
     ApprovalDecisionResult, ApprovalStatus, ApprovalsListResult, Diff, GitInfo, JobStatusBrief,
@@ -19,22 +21,10 @@ use deskwire::gateway::{
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
-
-fn load(path: &str) -> Value {
-    let full = format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(&full).expect(&full)).expect("JSON")
-}
+use serde_json::Value;
 
 fn vectors() -> Value {
     load("tests/vectors/gateway.json")
-}
-
-fn validator(schema: &Value, def: &str) -> jsonschema::Validator {
-    assert!(schema["$defs"].get(def).is_some(), "no $defs/{def}");
-    let mut root = schema.clone();
-    root["$ref"] = json!(format!("#/$defs/{def}"));
-    jsonschema::validator_for(&root).expect("schema compiles")
 }
 
 fn serde_round<T: DeserializeOwned + Serialize>(json: &Value) -> Result<Value, String> {
@@ -93,39 +83,7 @@ fn rust_round(def: &str, json: &Value) -> Result<Value, String> {
 
 #[test]
 fn cases_match_schema_and_types() {
-    let doc = vectors();
-    assert_eq!(doc["protocol"], "gateway");
-    let schema = load(doc["schema"].as_str().unwrap());
-    let cases = doc["cases"].as_array().unwrap();
-    assert!(cases.len() >= 100, "{} cases", cases.len());
-    let mut validators = BTreeMap::new();
-    let mut failures = Vec::new();
-    for case in cases {
-        let name = case["name"].as_str().unwrap();
-        let def = case["def"].as_str().unwrap();
-        let json = &case["json"];
-        let valid = case["valid"].as_bool().unwrap();
-        let v = validators
-            .entry(def.to_owned())
-            .or_insert_with(|| validator(&schema, def));
-        let schema_ok = v.is_valid(json);
-        if schema_ok != valid {
-            let errors: Vec<String> = v.iter_errors(json).map(|e| e.to_string()).collect();
-            failures.push(format!("{name}: schema says {schema_ok} {errors:?}"));
-        }
-        match (rust_round(def, json), valid) {
-            (Ok(back), true) => {
-                let expected = case.get("canonical").unwrap_or(json);
-                if &back != expected {
-                    failures.push(format!("{name}: written back as {back}"));
-                }
-            }
-            (Err(why), true) => failures.push(format!("{name}: Rust refuses: {why}")),
-            (Ok(_), false) => failures.push(format!("{name}: Rust accepts an invalid case")),
-            (Err(_), false) => {}
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    support::check_cases("gateway", 100, rust_round);
 }
 
 #[test]

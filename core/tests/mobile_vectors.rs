@@ -5,24 +5,14 @@
 //! written back gives its JSON again (or its `canonical` form, where a default or a dropped
 //! unknown member changes it).
 
-use std::collections::BTreeMap;
+mod support;
+
+use support::load;
 
 use deskwire::mobile::{
     AgentState, ClientMessage, CommandAction, Envelope, ServerMessage, StopReason,
 };
 use serde_json::{Value, json};
-
-fn load(path: &str) -> Value {
-    let full = format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(&full).expect(&full)).expect("JSON")
-}
-
-fn validator(schema: &Value, def: &str) -> jsonschema::Validator {
-    assert!(schema["$defs"].get(def).is_some(), "no $defs/{def}");
-    let mut root = schema.clone();
-    root["$ref"] = json!(format!("#/$defs/{def}"));
-    jsonschema::validator_for(&root).expect("schema compiles")
-}
 
 fn server(json: &Value) -> Result<ServerMessage, String> {
     ServerMessage::from_value(json.clone()).map_err(|e| e.to_string())
@@ -120,48 +110,7 @@ fn rust_round(def: &str, json: &Value) -> Result<Value, String> {
 
 #[test]
 fn cases_match_schema_and_types() {
-    let doc = load("tests/vectors/mobile.json");
-    assert_eq!(doc["protocol"], "mobile");
-    let default_schema = doc["schema"].as_str().unwrap().to_owned();
-    let cases = doc["cases"].as_array().unwrap();
-    assert!(cases.len() >= 100, "{} cases", cases.len());
-    let mut schemas = BTreeMap::new();
-    let mut validators = BTreeMap::new();
-    let mut failures = Vec::new();
-    for case in cases {
-        let name = case["name"].as_str().unwrap();
-        let def = case["def"].as_str().unwrap();
-        let path = case["schema"]
-            .as_str()
-            .unwrap_or(&default_schema)
-            .to_owned();
-        let json = &case["json"];
-        let valid = case["valid"].as_bool().unwrap();
-        let schema = schemas
-            .entry(path.clone())
-            .or_insert_with(|| load(&path))
-            .clone();
-        let v = validators
-            .entry((path, def.to_owned()))
-            .or_insert_with(|| validator(&schema, def));
-        let schema_ok = v.is_valid(json);
-        if schema_ok != valid {
-            let errors: Vec<String> = v.iter_errors(json).map(|e| e.to_string()).collect();
-            failures.push(format!("{name}: schema says {schema_ok} {errors:?}"));
-        }
-        match (rust_round(def, json), valid) {
-            (Ok(back), true) => {
-                let expected = case.get("canonical").unwrap_or(json);
-                if &back != expected {
-                    failures.push(format!("{name}: written back as {back}"));
-                }
-            }
-            (Err(why), true) => failures.push(format!("{name}: Rust refuses: {why}")),
-            (Ok(_), false) => failures.push(format!("{name}: Rust accepts an invalid case")),
-            (Err(_), false) => {}
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    support::check_cases("mobile", 100, rust_round);
 }
 
 #[test]

@@ -6,7 +6,9 @@
 //! [`SidecarParams`] / [`SidecarResult`]. Both accept a case exactly when `valid`; a valid case
 //! written back gives its JSON again (or its `canonical` form).
 
-use std::collections::BTreeMap;
+mod support;
+
+use support::load;
 
 use deskwire::jsonrpc::dialect::Inbound;
 use deskwire::sidecar::{
@@ -14,18 +16,6 @@ use deskwire::sidecar::{
     TrainingConfig,
 };
 use serde_json::{Value, json};
-
-fn load(path: &str) -> Value {
-    let full = format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(&full).expect(&full)).expect("JSON")
-}
-
-fn validator(schema: &Value, def: &str) -> jsonschema::Validator {
-    assert!(schema["$defs"].get(def).is_some(), "no $defs/{def}");
-    let mut root = schema.clone();
-    root["$ref"] = json!(format!("#/$defs/{def}"));
-    jsonschema::validator_for(&root).expect("schema compiles")
-}
 
 /// Reads a whole line with the dialect, keeps it when its kind is one of `kinds`, writes it
 /// back.
@@ -155,48 +145,7 @@ fn rust_round(def: &str, json: &Value) -> Result<Value, String> {
 
 #[test]
 fn cases_match_schema_and_types() {
-    let doc = load("tests/vectors/sidecar.json");
-    assert_eq!(doc["protocol"], "sidecar");
-    let default_schema = doc["schema"].as_str().unwrap().to_owned();
-    let cases = doc["cases"].as_array().unwrap();
-    assert!(cases.len() >= 90, "{} cases", cases.len());
-    let mut schemas = BTreeMap::new();
-    let mut validators = BTreeMap::new();
-    let mut failures = Vec::new();
-    for case in cases {
-        let name = case["name"].as_str().unwrap();
-        let def = case["def"].as_str().unwrap();
-        let path = case["schema"]
-            .as_str()
-            .unwrap_or(&default_schema)
-            .to_owned();
-        let json = &case["json"];
-        let valid = case["valid"].as_bool().unwrap();
-        let schema = schemas
-            .entry(path.clone())
-            .or_insert_with(|| load(&path))
-            .clone();
-        let v = validators
-            .entry((path, def.to_owned()))
-            .or_insert_with(|| validator(&schema, def));
-        let schema_ok = v.is_valid(json);
-        if schema_ok != valid {
-            let errors: Vec<String> = v.iter_errors(json).map(|e| e.to_string()).collect();
-            failures.push(format!("{name}: schema says {schema_ok} {errors:?}"));
-        }
-        match (rust_round(def, json), valid) {
-            (Ok(back), true) => {
-                let expected = case.get("canonical").unwrap_or(json);
-                if &back != expected {
-                    failures.push(format!("{name}: written back as {back}"));
-                }
-            }
-            (Err(why), true) => failures.push(format!("{name}: Rust refuses: {why}")),
-            (Ok(_), false) => failures.push(format!("{name}: Rust accepts an invalid case")),
-            (Err(_), false) => {}
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    support::check_cases("sidecar", 90, rust_round);
 }
 
 #[test]
