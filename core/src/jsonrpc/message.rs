@@ -336,7 +336,7 @@ struct Members<'a> {
 
 /// `Some` whenever the member is present, `null` included (plain `Option` would read `null` as
 /// absent, and `"result": null` is a valid result).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+pub(crate) fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
 }
 

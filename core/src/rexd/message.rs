@@ -456,21 +456,16 @@ impl<'de> Deserialize<'de> for FastNotification<'de> {
 struct RawEnvelope<'a> {
     #[serde(borrow, default)]
     jsonrpc: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "present")]
+    #[serde(borrow, default, deserialize_with = "crate::jsonrpc::message::present")]
     id: Option<&'a RawValue>,
     #[serde(borrow, default)]
     method: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "present")]
+    #[serde(borrow, default, deserialize_with = "crate::jsonrpc::message::present")]
     params: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
+    #[serde(borrow, default, deserialize_with = "crate::jsonrpc::message::present")]
     result: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
+    #[serde(borrow, default, deserialize_with = "crate::jsonrpc::message::present")]
     error: Option<&'a RawValue>,
-}
-
-/// `Some` whenever the field is there, `null` included (plain `Option` reads `null` as absent).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&'de RawValue>::deserialize(d).map(Some)
 }
 
 /// A checked [`RawEnvelope`].
