@@ -12,18 +12,21 @@ section() { printf '\n== %s\n' "$*"; }
 section "system packages"
 missing=()
 command -v ngircd >/dev/null 2>&1 || [ -x /usr/sbin/ngircd ] || missing+=(ngircd)
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+{ command -v ssh && command -v ssh-keygen; } >/dev/null 2>&1 || missing+=(openssh-client)
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 echo "ngircd: $(command -v ngircd || echo /usr/sbin/ngircd)"
+echo "sshd: /usr/sbin/sshd ($(ssh -V 2>&1))"
 
 section "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-section "Rust tests (unit, property, two-party harness, real ngircd, real child processes)"
+section "Rust tests (unit, property, two-party harness, real ngircd, real sshd, real child processes)"
 cargo test --workspace --quiet 2>&1 | tee target/test-output.txt
 # cargo prints a result line per test binary; sum them up into one closing line.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

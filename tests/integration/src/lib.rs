@@ -1,11 +1,16 @@
 //! Helpers shared by the real-peer integration tests: a private ngircd on a free loopback port,
-//! and an IRC connection pumped by deskwire's session helper on a non-blocking socket.
+//! an IRC connection pumped by deskwire's session helper on a non-blocking socket, and a private
+//! OpenSSH sshd ([`sshd::Sshd`]).
+
+pub mod sshd;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+pub use sshd::Sshd;
 
 use deskwire::irc::{
     DecodedLine, LineDecoder, Session, SessionConfig, SessionEvent, SessionOutput,
