@@ -483,6 +483,13 @@ impl<D: Dialect> Peer<D> {
         )
     }
 
+    /// Forgets the incoming request `id` without answering it, for protocols whose
+    /// cancellation says the receiver should not respond (MCP `notifications/cancelled`).
+    /// Without this an unanswered request would hold one of the `max_incoming` slots forever.
+    pub fn forget_incoming(&mut self, id: &Id) -> Result<(), LocalError> {
+        self.take_incoming(id)
+    }
+
     fn take_incoming(&mut self, id: &Id) -> Result<(), LocalError> {
         if self.incoming.remove(id) {
             Ok(())
@@ -802,6 +809,37 @@ mod tests {
             .collect();
         assert_eq!(users, vec![2, 1]);
         assert_eq!(rust.stats().pending, 0);
+    }
+
+    #[test]
+    fn a_forgotten_request_frees_its_slot_and_cannot_be_answered() {
+        let config = PeerConfig {
+            max_incoming: 1,
+            ..PeerConfig::default()
+        };
+        let mut server = Peer::new(JsonRpc2, config, 1);
+        server.handle_bytes(0, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"slow\"}\n");
+        let (_, events) = drain(&mut server, 0);
+        assert!(matches!(&events[..], [PeerEvent::Request { .. }]));
+        assert_eq!(server.stats().incoming, 1);
+
+        server.forget_incoming(&Id::Number(1)).unwrap();
+        assert_eq!(server.stats().incoming, 0);
+        let (sent, _) = drain(&mut server, 0);
+        assert!(sent.is_empty(), "forgetting sends nothing");
+        assert_eq!(
+            server.respond(0, &Id::Number(1), raw("{}")),
+            Err(LocalError::UnknownId(Id::Number(1)))
+        );
+        assert_eq!(
+            server.forget_incoming(&Id::Number(1)),
+            Err(LocalError::UnknownId(Id::Number(1)))
+        );
+        // The slot is free again: a second request is accepted, not refused.
+        server.handle_bytes(1, b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"slow\"}\n");
+        let (sent, events) = drain(&mut server, 1);
+        assert!(sent.is_empty(), "{sent:?}");
+        assert!(matches!(&events[..], [PeerEvent::Request { .. }]));
     }
 
     #[test]

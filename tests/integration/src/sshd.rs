@@ -96,6 +96,12 @@ impl Sshd {
     /// Panics with a clear message when the tools are missing (check [`Sshd::missing_tools`]
     /// first) or sshd does not come up (its log is in the message).
     pub fn start() -> Self {
+        Self::start_with_config("")
+    }
+
+    /// [`Sshd::start`] with extra `sshd_config` lines, for example
+    /// `SetEnv PATH=/opt/bin:/usr/bin:/bin` to put a program on the remote PATH of every login.
+    pub fn start_with_config(extra: &str) -> Self {
         if let Some(why) = Self::missing_tools() {
             panic!("{why}: run tests/run.sh, which installs them with apt");
         }
@@ -121,7 +127,7 @@ impl Sshd {
                  AuthorizedKeysFile {}\nPermitRootLogin prohibit-password\n\
                  PubkeyAuthentication yes\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nUseDNS no\n\
-                 LogLevel ERROR\n",
+                 LogLevel ERROR\n{extra}\n",
                 host_key.display(),
                 pid_file.display(),
                 authorized.display()

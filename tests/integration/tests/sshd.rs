@@ -84,3 +84,22 @@ fn a_wrong_key_is_refused() {
         "ssh reports an auth failure as 255"
     );
 }
+
+#[test]
+fn extra_config_sets_the_remote_path() {
+    if let Some(why) = Sshd::missing_tools() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let sshd = Sshd::start_with_config("SetEnv PATH=/opt/deskwire-test/bin:/usr/bin:/bin");
+    let out = sshd.command(["echo", "$PATH"]).output().expect("run ssh");
+    let path = String::from_utf8_lossy(&out.stdout);
+    // The login shell's rc files may prepend more; the configured entry must be there.
+    assert!(
+        path.trim()
+            .split(':')
+            .any(|p| p == "/opt/deskwire-test/bin"),
+        "PATH {path:?}, stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
