@@ -43,6 +43,7 @@
 //! - [`gateway`]: the gateway job state machine, idempotent job creation and approvals.
 //! - [`sidecar`]: typed params and results of the sidecar IPC methods (over [`jsonrpc`]).
 //! - [`mobile`]: the mobile companion's WebSocket messages and its client and server engines.
+//! - [`tools`]: tool specs, desk gating, policy and approvals, provider translation, retrieval.
 #![warn(missing_docs)]
 // `unsafe` is allowed only where a measurement asked for it, each with its SAFETY note:
 // oa1::escape (SSE2 compares; AVX2 block loads and stores for decoding, behind run-time
@@ -59,3 +60,4 @@ pub mod oa1;
 pub mod rexd;
 pub mod sidecar;
 pub mod sim;
+pub mod tools;

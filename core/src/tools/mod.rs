@@ -1,0 +1,66 @@
+//! The tool layer: the model sees one small set of logical tools; the runtime decides what is
+//! visible, what is allowed and where it runs (`oa1-irc-rpc.md` §10, `provider-tool-protocol.md`,
+//! `rexd-v1.md` "Runtime Routing Model").
+//!
+//! - [`spec`]: [`ToolSpec`], [`ToolCall`], [`ToolResult`].
+//! - [`builtin`]: `RemoteBash` and REXD's logical tools, and routing a logical call to a REXD
+//!   request ([`builtin::rexd_request`]).
+//! - [`registry`]: the tools with their visibility rules, in a stable order.
+//! - [`gating`]: [`Visibility`] over a per-agent [`Context`], [`Registry::visible_tools`],
+//!   [`authorize`] at call time, `tools_changed` ([`ToolsChanged`]).
+//! - [`policy`]: allow / deny / ask per tool and argument pattern, remembered answers.
+//! - [`approvals`]: requests with ids and deadlines, answers, timeouts; mappings to the mobile
+//!   `permission_request` and the gateway `approvals.*`.
+//! - [`Toolbox`]: all of the above as one sans-IO engine (`poll_output`).
+//!
+//! # The host loop
+//!
+//! ```
+//! use deskwire::tools::{
+//!     ApprovalResponse, Context, Event, Origin, Output, Policy, Registry, Rule, Tier, ToolCall,
+//!     Toolbox, Verdict, toolbox::Config,
+//! };
+//! use serde_json::json;
+//!
+//! let mut policy = Policy::allow_all();
+//! policy.push(Rule::ask("RemoteBash", Tier::High)).unwrap();
+//! let mut tools = Toolbox::new(Registry::with_builtins(), policy, Config::default(), 7);
+//!
+//! // The NPC sits down at the desk: RemoteBash appears.
+//! tools.set_context("npc-1", Context::bound_to("npc-1")).unwrap();
+//! let Output::Event(Event::ToolsChanged(change)) = tools.poll_output(0) else { panic!() };
+//! assert!(change.visible.contains(&"RemoteBash".to_string()));
+//!
+//! // The model calls it: a human must approve first.
+//! let call = ToolCall::new("call_1", "RemoteBash", json!({"command": "uname -a"}));
+//! let Verdict::Pending { approval_id } = tools.check_call(0, "npc-1", &call, Origin::Model).unwrap()
+//! else { panic!() };
+//! let Output::Event(Event::ApprovalRequested(request)) = tools.poll_output(0) else { panic!() };
+//! // show `request.to_permission_request()` on the phone; its answer comes back:
+//! let answer = ApprovalResponse { id: approval_id, approved: true, remember: false, reason: None };
+//! tools.respond(1_000, &answer).unwrap();
+//! let Output::Event(Event::ApprovalDecided(decided)) = tools.poll_output(1_000) else { panic!() };
+//! assert!(decided.may_run()); // now run it (oa1::remote_bash::call)
+//! // Drained: the next deadline (an hour ahead when nothing waits).
+//! assert!(matches!(tools.poll_output(1_000), Output::Timeout(_)));
+//! ```
+
+pub mod approvals;
+pub mod builtin;
+pub mod gating;
+pub mod policy;
+pub mod registry;
+pub mod spec;
+pub mod toolbox;
+
+pub use approvals::{
+    ApprovalConfig, ApprovalDecided, ApprovalError, ApprovalRequest, ApprovalResponse, Approvals,
+    Outcome,
+};
+pub use gating::{
+    Authorization, Context, DenyReason, Gate, Origin, ToolsChanged, Visibility, authorize,
+};
+pub use policy::{Action, Condition, Policy, PolicyError, Rule, Tier};
+pub use registry::{Registry, RegistryError};
+pub use spec::{SpecError, ToolCall, ToolResult, ToolSpec};
+pub use toolbox::{Event, Output, Toolbox, ToolboxError, Verdict};
