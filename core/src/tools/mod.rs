@@ -11,6 +11,7 @@
 //! - [`policy`]: allow / deny / ask per tool and argument pattern, remembered answers.
 //! - [`approvals`]: requests with ids and deadlines, answers, timeouts; mappings to the mobile
 //!   `permission_request` and the gateway `approvals.*`.
+//! - [`providers`]: translation to and from OpenAI Chat and Responses, Anthropic and Gemini.
 //! - [`Toolbox`]: all of the above as one sans-IO engine (`poll_output`).
 //!
 //! # The host loop
@@ -49,6 +50,7 @@ pub mod approvals;
 pub mod builtin;
 pub mod gating;
 pub mod policy;
+pub mod providers;
 pub mod registry;
 pub mod spec;
 pub mod toolbox;
