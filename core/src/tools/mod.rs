@@ -12,6 +12,9 @@
 //! - [`approvals`]: requests with ids and deadlines, answers, timeouts; mappings to the mobile
 //!   `permission_request` and the gateway `approvals.*`.
 //! - [`providers`]: translation to and from OpenAI Chat and Responses, Anthropic and Gemini.
+//! - [`slash`]: `/read notes.txt` → a user-authorised call of the same tool.
+//! - [`retrieval`]: top-N tools for an intent (BM25 over names and descriptions, blended with
+//!   host-supplied scores or embeddings).
 //! - [`Toolbox`]: all of the above as one sans-IO engine (`poll_output`).
 //!
 //! # The host loop
@@ -52,6 +55,8 @@ pub mod gating;
 pub mod policy;
 pub mod providers;
 pub mod registry;
+pub mod retrieval;
+pub mod slash;
 pub mod spec;
 pub mod toolbox;
 
