@@ -46,8 +46,8 @@
 //! - [`tools`]: tool specs, desk gating, policy and approvals, provider translation, retrieval.
 #![warn(missing_docs)]
 // `unsafe` is allowed only where a measurement asked for it, each with its SAFETY note:
-// oa1::escape (SSE2 compares; AVX2 block loads and stores for decoding, behind run-time
-// detection; UTF-8 that escaping cannot break) and oa1::into_text.
+// oa1::escape (SSE2 compares; AVX2 and AVX-512 block loads and stores for decoding, behind run-time
+// detection; UTF-8 that escaping cannot break), oa1::into_text and irc::message::short_str.
 #![deny(unsafe_code)]
 
 pub mod gateway;

@@ -200,3 +200,32 @@ fn out_of_order_flood_on_a_response_is_bounded() {
     drain(&mut || client.poll_output(100_000));
     assert_eq!(client.stats().bytes_buffered, 0);
 }
+
+/// Lines are not checked for UTF-8 one by one: a message is checked once it is whole. A peer
+/// that cuts inside a code point still gets its text across, and bytes that are not UTF-8 become
+/// U+FFFD instead of silently losing the line (which would leave a gap and fail the request).
+#[test]
+fn utf8_is_checked_on_the_whole_message() {
+    let mut client = Client::new(Config::new("#desk", "desk"), 1);
+    let id = client.request(0, "x", None).unwrap();
+    drain(&mut || client.poll_output(0));
+    let emoji = "🙂".as_bytes();
+    let frame = |seq: u32, more: u8, payload: &[u8]| {
+        let mut line = format!(":bot!~b@h PRIVMSG #desk :OA1 RES {id} {seq} {more} ").into_bytes();
+        line.extend_from_slice(payload);
+        line
+    };
+    client.handle_line(1, &frame(1, 1, &[b"ok ", &emoji[..2]].concat()));
+    client.handle_line(1, &frame(2, 1, &emoji[2..]));
+    client.handle_line(1, &frame(3, 0, b" bad \xff end"));
+    let (_, events, _) = drain(&mut || client.poll_output(1));
+    assert_eq!(
+        events,
+        vec![Event::Response {
+            id,
+            text: "ok 🙂 bad \u{FFFD} end".to_owned(),
+            truncated: false,
+        }]
+    );
+    assert_eq!(client.stats().bytes_buffered, 0);
+}

@@ -2,18 +2,21 @@
 //!
 //! - `Message::parse` never panics; a parsed message formatted back (tags, source, command,
 //!   params) parses to the same message.
+//! - `Privmsg::parse` (the OA1 fast path) reads the same source, target and text as
+//!   `Message::parse` whenever it reads a line, unless the text alone is not UTF-8.
 //! - `LineDecoder` gives the same lines whatever the feed sizes, never a line over its limit, and
 //!   never holds more than the limit after being drained.
 #![no_main]
 
 use deskwire::irc::message::escape_tag_value;
-use deskwire::irc::{DecodedLine, LineDecoder, Message, format_line};
+use deskwire::irc::{DecodedLine, LineDecoder, Message, ParseError, Privmsg, format_line};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(msg) = Message::parse(data) {
         check_round_trip(&msg);
     }
+    check_privmsg_fast_path(data);
 
     // The first bytes choose the line limit and the feed sizes; the rest is the stream.
     let (control, stream) = data.split_at(data.len().min(8));
@@ -104,4 +107,23 @@ fn check_round_trip(msg: &Message<'_>) {
         .map(|(key, value)| (key.to_owned(), value.into_owned()))
         .collect();
     assert_eq!(again_tags, tags);
+}
+
+fn check_privmsg_fast_path(line: &[u8]) {
+    let Some(fast) = Privmsg::parse(line) else {
+        return;
+    };
+    match Message::parse(line) {
+        Ok(msg) => {
+            assert!(msg.is("PRIVMSG"));
+            assert_eq!(msg.source, Some(fast.source));
+            assert_eq!(msg.params().len(), 2);
+            assert_eq!(msg.params()[0], fast.target);
+            assert_eq!(msg.params()[1].as_bytes(), fast.text);
+        }
+        Err(error) => {
+            assert_eq!(error, ParseError::InvalidUtf8);
+            assert!(std::str::from_utf8(fast.text).is_err());
+        }
+    }
 }

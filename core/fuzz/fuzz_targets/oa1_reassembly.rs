@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
                     id: IDS[usize::from(b >> 4) % IDS.len()],
                     seq: u32::from(b & 0x0F) + 1,
                     more: c & 1 == 1,
-                    payload: PAYLOADS[usize::from(c >> 1) % PAYLOADS.len()],
+                    payload: PAYLOADS[usize::from(c >> 1) % PAYLOADS.len()].as_bytes(),
                 };
                 let sender = SENDERS[usize::from(c >> 5) % SENDERS.len()];
                 if let Accepted::Complete(done) = r.accept(now, sender, &frame) {

@@ -9,7 +9,7 @@ pub mod session;
 pub use crate::lines::{DecodedLine, LineDecoder};
 pub use casemap::CaseMapping;
 pub use identity::{Identity, MAX_LINE_BYTES};
-pub use message::{FormatError, Message, ParseError, Source, format_line, privmsg};
+pub use message::{FormatError, Message, ParseError, Privmsg, Source, format_line, privmsg};
 pub use session::{
     DisconnectReason, Session, SessionConfig, SessionError, SessionEvent, SessionOutput,
     SessionStats,

@@ -115,7 +115,7 @@ impl Client {
             id,
             seq: 1,
             more: false,
-            payload: &payload,
+            payload: &*payload,
         };
         let line = self.link.frame_line(&frame);
         self.link.queue(id, line, payload.len());

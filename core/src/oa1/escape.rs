@@ -375,20 +375,52 @@ mod simd {
         unsafe { _mm256_set_epi64x(hi, lo, hi, lo) }
     }
 
+    /// The widest decoding kernel this CPU runs.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(super) enum Kernel {
+        /// 32-byte blocks, byte shuffles to squeeze ([`blocks`]).
+        Avx2,
+        /// 64-byte blocks, one compress to squeeze ([`wide::blocks`]).
+        Avx512,
+    }
+
+    impl Kernel {
+        /// Whether this CPU runs the kernel (the feature checks are cached by std).
+        #[inline]
+        pub(super) fn available(self) -> bool {
+            match self {
+                Kernel::Avx2 => available(),
+                Kernel::Avx512 => wide::available(),
+            }
+        }
+    }
+
     /// Appends the decoded `piece` to `out`. Returns whether `piece` ended with the backslash
     /// of an escape pair (not written: its letter is in the next piece). `None` when the CPU
     /// lacks AVX2.
     pub(super) fn unescape(piece: &[u8], out: &mut Vec<u8>) -> Option<bool> {
-        if !available() {
+        unescape_with(Kernel::Avx512, piece, out)
+            .or_else(|| unescape_with(Kernel::Avx2, piece, out))
+    }
+
+    /// [`unescape`] with one kernel; `None` when the CPU does not run it.
+    pub(super) fn unescape_with(kernel: Kernel, piece: &[u8], out: &mut Vec<u8>) -> Option<bool> {
+        if !kernel.available() {
             return None;
         }
-        // Decoding never grows the bytes; stores write up to a block past the decoded end.
-        out.reserve(piece.len() + BLOCK);
+        // Decoding never grows the bytes; stores write up to a wide block past the decoded end.
+        out.reserve(piece.len() + wide::BLOCK);
         let start = out.len();
-        // SAFETY: `available()` checked avx2 and popcnt; `out` has room for `piece.len()` plus
-        // a block past `start`.
-        let (written, held) = unsafe { blocks(piece, out.as_mut_ptr().add(start)) };
-        // SAFETY: `blocks` wrote (initialised) the `written` bytes after `start`, within the
+        // SAFETY: `kernel.available()` checked the kernel's CPU features; `out` has room for
+        // `piece.len()` plus a wide block past `start`.
+        let (written, held) = unsafe {
+            let dst = out.as_mut_ptr().add(start);
+            match kernel {
+                Kernel::Avx512 => wide::blocks(piece, dst),
+                Kernel::Avx2 => blocks(piece, dst),
+            }
+        };
+        // SAFETY: the kernel wrote (initialised) the `written` bytes after `start`, within the
         // capacity reserved above.
         unsafe { out.set_len(start + written) };
         Some(held)
@@ -521,6 +553,104 @@ mod simd {
             _mm_storeh_pd(dst.add(c2).cast::<f64>(), _mm_castsi128_pd(high));
         }
         keep.count_ones() as usize
+    }
+
+    /// The same decoding 64 bytes per step with AVX-512: one masked compress (VBMI2) replaces
+    /// the shuffle-table squeeze, and the masks come straight out of the compares.
+    pub(super) mod wide {
+        use std::arch::x86_64::{
+            __m512i, _mm_set_epi64x, _mm512_and_si512, _mm512_broadcast_i32x4,
+            _mm512_cmpeq_epi8_mask, _mm512_loadu_si512, _mm512_mask_blend_epi8,
+            _mm512_maskz_compress_epi8, _mm512_maskz_loadu_epi8, _mm512_set1_epi8,
+            _mm512_shuffle_epi8, _mm512_storeu_si512,
+        };
+
+        use super::{DECODED, LETTERS, Masks, masks};
+
+        /// Bytes per block.
+        pub(in super::super) const BLOCK: usize = 64;
+
+        /// Whether the CPU runs [`blocks`].
+        #[inline]
+        pub(in super::super) fn available() -> bool {
+            std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vbmi2")
+                && std::arch::is_x86_feature_detected!("popcnt")
+        }
+
+        /// A 16-byte table in all four 128-bit lanes.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        fn table(bytes: [u8; 16]) -> __m512i {
+            let lo = i64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8]));
+            let hi = i64::from_le_bytes(bytes[8..].try_into().unwrap_or([0; 8]));
+            _mm512_broadcast_i32x4(_mm_set_epi64x(hi, lo))
+        }
+
+        /// Decodes `piece` to `dst`; returns the bytes written and whether the last backslash
+        /// was held back (see `super::blocks`).
+        ///
+        /// # Safety
+        /// `dst` is valid for writes of `piece.len() + BLOCK` bytes.
+        #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
+        pub(in super::super) unsafe fn blocks(piece: &[u8], dst: *mut u8) -> (usize, bool) {
+            let (mut m, mut w) = (Masks::default(), 0);
+            let src = piece.as_ptr();
+            let len = piece.len();
+            let (letters, decoded) = (table(LETTERS), table(DECODED));
+            let mut i = 0;
+            loop {
+                let rest = len - i;
+                // Masked loads read only the bytes inside `piece` (the rest are zero, which is
+                // no backslash and no letter), so the last block needs no copy.
+                if rest == 0 {
+                    return (w, false);
+                }
+                let (here, after) = if rest > BLOCK {
+                    (u64::MAX, u64::MAX)
+                } else {
+                    // `rest` bytes from `i`, `rest - 1` from `i + 1`.
+                    let here = u64::MAX >> (BLOCK - rest);
+                    (here, here >> 1)
+                };
+                // SAFETY: the masks select bytes i..len of `piece` only; writes stay within
+                // `w + BLOCK <= i + BLOCK <= piece.len() + BLOCK` bytes of `dst`.
+                unsafe {
+                    let (v, next) = if rest > BLOCK {
+                        (
+                            _mm512_loadu_si512(src.add(i).cast()),
+                            _mm512_loadu_si512(src.add(i + 1).cast()),
+                        )
+                    } else {
+                        (
+                            _mm512_maskz_loadu_epi8(here, src.add(i).cast()),
+                            _mm512_maskz_loadu_epi8(after, src.add(i + 1).cast()),
+                        )
+                    };
+                    let slash = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'\\' as i8));
+                    let next_low = _mm512_and_si512(next, _mm512_set1_epi8(0x0F));
+                    let known =
+                        _mm512_cmpeq_epi8_mask(_mm512_shuffle_epi8(letters, next_low), next);
+                    let v = _mm512_mask_blend_epi8(
+                        slash & known,
+                        v,
+                        _mm512_shuffle_epi8(decoded, next_low),
+                    );
+                    m = masks::<64>(slash, known, m);
+                    let keep = !m.dropped & here;
+                    _mm512_storeu_si512(dst.add(w).cast(), _mm512_maskz_compress_epi8(keep, v));
+                    w += keep.count_ones() as usize;
+                }
+                if rest <= BLOCK {
+                    // A final backslash that starts a pair was kept (its "letter" was the zero):
+                    // hold it.
+                    let held = m.starts & (1 << (rest - 1)) != 0;
+                    return (w - usize::from(held), held);
+                }
+                i += BLOCK;
+            }
+        }
     }
 }
 
@@ -764,6 +894,33 @@ mod tests {
     }
 
     proptest! {
+        #[cfg(target_arch = "x86_64")]
+        #[test]
+        fn every_simd_kernel_matches_the_reference(bytes in escape_heavy(), held_at in 0usize..2) {
+            // Both kernels, whichever this CPU would pick, on a piece and on its prefix that
+            // may end in a held backslash.
+            for kernel in [simd::Kernel::Avx2, simd::Kernel::Avx512] {
+                let piece = &bytes[..bytes.len().saturating_sub(held_at)];
+                let mut out = b"prefix".to_vec();
+                let Some(held) = simd::unescape_with(kernel, piece, &mut out) else {
+                    continue;
+                };
+                let mut expected = b"prefix".to_vec();
+                let mut scalar = expected.clone();
+                let scalar_held = feed_scalar(piece, &mut scalar);
+                expected.extend(unescape_reference(piece));
+                if held {
+                    out.push(b'\\');
+                }
+                if scalar_held {
+                    scalar.push(b'\\');
+                }
+                prop_assert_eq!(held, scalar_held, "{:?}", kernel);
+                prop_assert_eq!(&out, &expected, "{:?}", kernel);
+                prop_assert_eq!(&scalar, &expected);
+            }
+        }
+
         #[test]
         fn unescape_matches_the_reference(bytes in escape_heavy()) {
             prop_assert_eq!(unescape(&bytes), unescape_reference(&bytes));

@@ -99,7 +99,7 @@ struct Stream {
     next_seq: u32,
     data: Vec<u8>,
     unescaper: Unescaper,
-    pending: BTreeMap<u32, (String, bool)>,
+    pending: BTreeMap<u32, (Box<[u8]>, bool)>,
     pending_cost: usize,
     final_seq: Option<u32>,
     truncated: bool,
@@ -136,12 +136,12 @@ impl Stream {
     }
 
     /// Decodes one in-order chunk. Returns false when the stream overflowed under `Reject`.
-    fn apply(&mut self, payload: &str, limits: &ReassemblyLimits) -> bool {
+    fn apply(&mut self, payload: &[u8], limits: &ReassemblyLimits) -> bool {
         self.next_seq = self.next_seq.saturating_add(1);
         if self.truncated {
             return true;
         }
-        self.unescaper.feed(payload.as_bytes(), &mut self.data);
+        self.unescaper.feed(payload, &mut self.data);
         self.check_cap(limits)
     }
 
@@ -244,8 +244,9 @@ impl Reassembler {
         &self.limits
     }
 
-    /// Takes one frame from `sender` at time `now`.
-    pub fn accept(&mut self, now: u64, sender: &str, frame: &Frame<'_>) -> Accepted {
+    /// Takes one frame from `sender` at time `now`. The payload is bytes: a stream's text is
+    /// checked for UTF-8 once it is whole (see [`Frame::parse_bytes`]).
+    pub fn accept(&mut self, now: u64, sender: &str, frame: &Frame<'_, [u8]>) -> Accepted {
         let index = match self.position(sender, frame.kind, frame.id) {
             Some(index) => index,
             None => {
@@ -288,7 +289,7 @@ impl Reassembler {
     fn accept_into(
         stream: &mut Stream,
         now: u64,
-        frame: &Frame<'_>,
+        frame: &Frame<'_, [u8]>,
         limits: &ReassemblyLimits,
     ) -> Step {
         let seq = frame.seq;
@@ -312,7 +313,7 @@ impl Reassembler {
             stream.pending_cost += cost;
             stream
                 .pending
-                .insert(seq, (frame.payload.to_owned(), frame.more));
+                .insert(seq, (frame.payload.into(), frame.more));
             stream.gap_since.get_or_insert(now);
         } else if !stream.apply(frame.payload, limits) {
             return Step::Overflowed;
@@ -425,17 +426,17 @@ mod tests {
         seq: u32,
         more: bool,
         payload: &'a str,
-    ) -> Frame<'a> {
+    ) -> Frame<'a, [u8]> {
         Frame {
             kind,
             id,
             seq,
             more,
-            payload,
+            payload: payload.as_bytes(),
         }
     }
 
-    fn res<'a>(id: &'a str, seq: u32, more: bool, payload: &'a str) -> Frame<'a> {
+    fn res<'a>(id: &'a str, seq: u32, more: bool, payload: &'a str) -> Frame<'a, [u8]> {
         frame(FrameType::Res, id, seq, more, payload)
     }
 

@@ -93,7 +93,7 @@ impl Server {
         }
     }
 
-    fn handle_request_frame(&mut self, now: u64, sender: &str, frame: &Frame<'_>) {
+    fn handle_request_frame(&mut self, now: u64, sender: &str, frame: &Frame<'_, [u8]>) {
         if self.replies.iter().any(|r| r.id == frame.id) {
             self.link.stats.stale_frames += 1;
             return;
@@ -137,12 +137,12 @@ impl Server {
         }
     }
 
-    fn handle_cancel(&mut self, frame: &Frame<'_>) {
+    fn handle_cancel(&mut self, frame: &Frame<'_, [u8]>) {
         if let Some(pos) = self.replies.iter().position(|r| r.id == frame.id) {
             self.replies.remove(pos);
             self.link.withdraw(frame.id);
             self.link.stats.cancels += 1;
-            let reason = super::escape::unescape(frame.payload.as_bytes());
+            let reason = super::escape::unescape(frame.payload);
             self.link.events.push_back(Event::Cancelled {
                 id: frame.id.to_owned(),
                 reason: String::from_utf8_lossy(&reason).into_owned(),
@@ -276,7 +276,7 @@ impl Server {
             id: &reply.id,
             seq: reply.next_seq,
             more: !last,
-            payload: &payload,
+            payload: &*payload,
         };
         let line = self.link.frame_line(&frame);
         self.link.count_frame_out(payload.len());
