@@ -9,6 +9,7 @@ use super::approvals::{
 use super::gating::Visibility;
 use super::gating::{self, Authorization, Context, Gate, Origin, TooManyAgents, ToolsChanged};
 use super::policy::Policy;
+use super::providers::ToolRequest;
 use super::registry::{Entry, Registry, RegistryError};
 use super::spec::{ToolCall, ToolSpec};
 
@@ -180,6 +181,18 @@ impl Toolbox {
         self.registry.visible_tools(agent, ctx)
     }
 
+    /// The tool part of `agent`'s next provider request: its visible tools, and with
+    /// `keep_list` the whole registry as the catalog, so APIs that can gate without changing
+    /// the tool list (Responses, Gemini) keep their prompt cache across desk binds. Turn it into
+    /// request fields with [`request_tools`](super::providers::request_tools).
+    pub fn tool_request(&self, agent: &str, keep_list: bool) -> ToolRequest<'_> {
+        ToolRequest {
+            tools: self.visible_tools(agent),
+            catalog: keep_list.then(|| self.registry.specs()),
+            ..ToolRequest::default()
+        }
+    }
+
     /// [`gating::authorize`] with the agent's stored context; changes nothing.
     pub fn authorize(&self, agent: &str, call: &ToolCall, origin: Origin) -> Authorization {
         let default = Context::default();
@@ -306,5 +319,29 @@ impl Toolbox {
             }
         }
         self.events.push_back(Event::ToolsChanged(change));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::providers::{self, Provider};
+
+    #[test]
+    fn tool_request_gates_by_list_or_by_allowed_names() {
+        let mut tools = Toolbox::new(
+            Registry::with_builtins(),
+            Policy::allow_all(),
+            Config::default(),
+            0,
+        );
+        tools.set_context("npc", Context::default()).unwrap();
+        let chat = providers::request_tools(Provider::OpenAiChat, &tools.tool_request("npc", true));
+        assert_eq!(chat["tools"].as_array().unwrap().len(), 6);
+        let gemini = providers::request_tools(Provider::Gemini, &tools.tool_request("npc", true));
+        let declared = &gemini["tools"][0]["functionDeclarations"];
+        assert_eq!(declared.as_array().unwrap().len(), 7);
+        let allowed = &gemini["toolConfig"]["functionCallingConfig"]["allowedFunctionNames"];
+        assert!(!allowed.as_array().unwrap().contains(&"RemoteBash".into()));
     }
 }

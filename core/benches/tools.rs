@@ -1,0 +1,126 @@
+//! A 500-tool registry: `visible_tools` for one agent plus translation to each provider's
+//! request JSON, written to bytes, next to `serde_json::to_vec` of the same finished JSON
+//! (the floor: what writing the request costs anyway).
+//!
+//! `cargo bench -p deskwire --bench tools -- --warm-up-time 1 --measurement-time 3`
+//!
+//! - `<provider>/translate`: `Registry::visible_tools` + `providers::request_tools` +
+//!   `serde_json::to_vec` of the result.
+//! - `<provider>/to_vec`: `serde_json::to_vec` of the finished request fields alone.
+//! - `visible_tools`: the gating alone.
+//!
+//! The registry: 500 tools, a third visible only while bound to a desk, a third behind a flag;
+//! schemas of 2 to 6 properties (strings, integers, enums, nullable unions, arrays, a nested
+//! object, a `$ref`), descriptions of ~120 bytes. The agent is bound and has the flag, so all
+//! 500 are visible and every translation does the whole list. Responses and Gemini are given
+//! the catalog (cache-keeping gating).
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use deskwire::tools::providers::{self, Provider, ToolRequest};
+use deskwire::tools::{Context, Registry, ToolSpec, Visibility};
+use serde_json::{Value, json};
+
+fn schema(i: usize) -> Value {
+    let mut props = serde_json::Map::new();
+    props.insert(
+        "path".into(),
+        json!({"type": "string", "description": "A path inside the workspace."}),
+    );
+    props.insert(
+        "limit".into(),
+        json!({"type": "integer", "minimum": 1, "description": "At most this many."}),
+    );
+    if i.is_multiple_of(2) {
+        props.insert(
+            "mode".into(),
+            json!({"type": "string", "enum": ["fast", "safe", "dry-run"]}),
+        );
+    }
+    if i.is_multiple_of(3) {
+        props.insert(
+            "note".into(),
+            json!({"type": ["string", "null"], "description": "Optional note."}),
+        );
+    }
+    if i.is_multiple_of(4) {
+        props.insert(
+            "tags".into(),
+            json!({"type": "array", "items": {"type": "string"}}),
+        );
+    }
+    if i.is_multiple_of(5) {
+        props.insert("target".into(), json!({"$ref": "#/$defs/target"}));
+    }
+    json!({
+        "type": "object",
+        "properties": props,
+        "required": ["path"],
+        "$defs": {"target": {"type": "object", "properties": {
+            "host": {"type": "string"}, "port": {"type": "integer"}}, "required": ["host"]}}
+    })
+}
+
+fn registry() -> Registry {
+    let mut r = Registry::new();
+    for i in 0..500 {
+        let spec = ToolSpec::new(
+            format!(
+                "tool_{i:03}_{}",
+                ["files", "net", "build", "vcs", "db"][i % 5]
+            ),
+            format!(
+                "Tool number {i}: does one thing to the workspace and reports what changed. \
+                 Prefer small outputs; use limit for long lists."
+            ),
+            schema(i),
+        )
+        .unwrap();
+        let vis = match i % 3 {
+            0 => Visibility::Always,
+            1 => Visibility::WhileBound,
+            _ => Visibility::WithFlag("ops".into()),
+        };
+        r.register(spec, vis).unwrap();
+    }
+    r
+}
+
+fn bench(c: &mut Criterion) {
+    let registry = registry();
+    let mut ctx = Context::bound_to("npc-1");
+    ctx.flags.insert("ops".into());
+    assert_eq!(registry.visible_tools("npc-1", &ctx).len(), 500);
+
+    c.bench_function("tools/visible_tools", |b| {
+        b.iter(|| black_box(registry.visible_tools(black_box("npc-1"), &ctx)))
+    });
+
+    for provider in Provider::ALL {
+        let keep_list = matches!(provider, Provider::OpenAiResponses | Provider::Gemini);
+        let translate = || {
+            let request = ToolRequest {
+                tools: registry.visible_tools("npc-1", &ctx),
+                catalog: keep_list.then(|| registry.specs()),
+                ..ToolRequest::default()
+            };
+            providers::request_tools(provider, &request)
+        };
+        let finished = Value::Object(translate());
+        let bytes = serde_json::to_vec(&finished).unwrap().len();
+        println!("{}: {bytes} bytes of request JSON", provider.name());
+
+        let mut group = c.benchmark_group(format!("tools/{}", provider.name()));
+        group.bench_function("translate", |b| {
+            b.iter(|| black_box(serde_json::to_vec(&translate()).unwrap()))
+        });
+        group.bench_function("to_vec", |b| {
+            b.iter(|| black_box(serde_json::to_vec(black_box(&finished)).unwrap()))
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
