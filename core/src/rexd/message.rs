@@ -339,6 +339,15 @@ impl<'a> Event<'a> {
 
     /// The whole JSON-RPC notification line, without the trailing newline.
     pub fn to_notification(&self) -> String {
+        let mut out = Vec::new();
+        self.write_notification(&mut out);
+        // serde_json writes UTF-8 only.
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Appends the notification line (without the trailing newline) to `out`: a daemon
+    /// streaming output writes straight into its output buffer, with no intermediate string.
+    pub fn write_notification(&self, out: &mut Vec<u8>) {
         struct Line<'e, 'a>(&'e Event<'a>);
         impl Serialize for Line<'_, '_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -357,8 +366,8 @@ impl<'a> Event<'a> {
                 map.end()
             }
         }
-        // Serializing plain structs of strings and integers into a String cannot fail.
-        serde_json::to_string(&Line(self)).unwrap_or_default()
+        // Serializing plain structs of strings and integers into memory cannot fail.
+        let _ = serde_json::to_writer(out, &Line(self));
     }
 
     /// The same event owning its strings.

@@ -1,0 +1,139 @@
+//! The audit log: one JSON line per request (and per process end), to a file or stderr —
+//! never stdout, which carries the protocol.
+//!
+//! Each entry has `ts` (RFC 3339, UTC), `session_id`, `client` (the session's `client_name`),
+//! `method`, `params` (redacted: file contents, input data, stdin and environment values are
+//! replaced by their size, commands and paths are kept because they are what an auditor wants)
+//! and `result` (a summary: `ok`, an error code and message, or an exit status).
+
+use std::io::Write;
+use std::path::Path;
+use std::time::SystemTime;
+
+use serde_json::{Value, json};
+
+use crate::sys;
+
+/// Where audit entries go.
+pub struct Audit {
+    out: Option<Box<dyn Write + Send>>,
+}
+
+impl std::fmt::Debug for Audit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Audit")
+            .field("enabled", &self.out.is_some())
+            .finish()
+    }
+}
+
+impl Audit {
+    /// No audit log.
+    pub fn disabled() -> Audit {
+        Audit { out: None }
+    }
+
+    /// Entries to stderr.
+    pub fn stderr() -> Audit {
+        Audit {
+            out: Some(Box::new(std::io::stderr())),
+        }
+    }
+
+    /// Entries appended to `path` (created with mode 0600 if missing).
+    pub fn file(path: &Path) -> std::io::Result<Audit> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| {
+                std::io::Error::new(e.kind(), format!("audit log {}: {e}", path.display()))
+            })?;
+        Ok(Audit {
+            out: Some(Box::new(f)),
+        })
+    }
+
+    /// Any writer (tests, embedding hosts).
+    pub fn to_writer(w: Box<dyn Write + Send>) -> Audit {
+        Audit { out: Some(w) }
+    }
+
+    /// Whether entries are written at all.
+    pub fn enabled(&self) -> bool {
+        self.out.is_some()
+    }
+
+    /// Writes one entry. A failing audit sink is reported on stderr once per failure and does
+    /// not stop the daemon.
+    pub fn record(
+        &mut self,
+        session_id: Option<&str>,
+        client: Option<&str>,
+        method: &str,
+        params: Value,
+        result: Value,
+    ) {
+        let Some(out) = self.out.as_mut() else {
+            return;
+        };
+        let entry = json!({
+            "ts": sys::rfc3339(SystemTime::now()),
+            "session_id": session_id,
+            "client": client,
+            "method": method,
+            "params": redact(params),
+            "result": result,
+        });
+        let mut line = entry.to_string();
+        line.push('\n');
+        if let Err(e) = out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
+            eprintln!("rexd: audit log write failed: {e}");
+        }
+    }
+}
+
+/// Replaces payloads by their size; keeps everything else.
+pub fn redact(params: Value) -> Value {
+    match params {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v) {
+                        ("content" | "data" | "stdin", Value::String(s)) => {
+                            Value::String(format!("<{} bytes redacted>", s.len()))
+                        }
+                        ("env", Value::Object(env)) => Value::Object(
+                            env.into_iter()
+                                .map(|(name, _)| (name, Value::String("<redacted>".into())))
+                                .collect(),
+                        ),
+                        (_, v) => v,
+                    };
+                    (k, v)
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_are_redacted_commands_kept() {
+        let r = redact(json!({
+            "session_id": "s_1", "argv": ["git", "push"], "stdin": "secret",
+            "env": {"TOKEN": "abc"}, "content": "hello", "path": "/srv/a"
+        }));
+        assert_eq!(r["argv"], json!(["git", "push"]));
+        assert_eq!(r["stdin"], json!("<6 bytes redacted>"));
+        assert_eq!(r["env"], json!({"TOKEN": "<redacted>"}));
+        assert_eq!(r["content"], json!("<5 bytes redacted>"));
+        assert_eq!(r["path"], json!("/srv/a"));
+    }
+}

@@ -1,0 +1,85 @@
+//! `rexd`: the REXD v1 daemon. `rexd --stdio` serves JSON-RPC on stdin/stdout.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use rexd::audit::Audit;
+use rexd::config::Config;
+use rexd::service::Settings;
+
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about = "REXD v1: a remote execution and file plane for agents"
+)]
+struct Args {
+    /// Serve JSON-RPC 2.0 (NDJSON) on stdin/stdout.
+    #[arg(long)]
+    stdio: bool,
+    /// The TOML configuration (the spec's /etc/rexd/config.toml format).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// An allowed root, in addition to the config's (repeatable). Without any, the current
+    /// directory.
+    #[arg(long = "root", value_name = "DIR")]
+    roots: Vec<PathBuf>,
+    /// Allow `shell: true` execs (also `security.allow_shell`).
+    #[arg(long)]
+    allow_shell: bool,
+    /// Write the audit log here (`-` for stderr), overriding `[audit]`.
+    #[arg(long, value_name = "PATH")]
+    audit_log: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rexd: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn settings(args: &Args) -> Result<Settings, String> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    for r in &args.roots {
+        let path = std::path::absolute(r).map_err(|e| format!("--root {}: {e}", r.display()))?;
+        config
+            .security
+            .allowed_roots
+            .push(rexd::config::RootEntry { path });
+    }
+    if config.security.allowed_roots.is_empty() {
+        let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
+        config
+            .security
+            .allowed_roots
+            .push(rexd::config::RootEntry { path: cwd });
+    }
+    config.security.allow_shell |= args.allow_shell;
+    config.validate().map_err(|e| e.to_string())?;
+    rexd::log::set_level(config.server.log_level);
+    let mut settings = Settings::from_config(&config).map_err(|e| e.to_string())?;
+    match args.audit_log.as_deref() {
+        None => {}
+        Some("-") => settings.audit = Audit::stderr(),
+        Some(path) => {
+            settings.audit = Audit::file(std::path::Path::new(path)).map_err(|e| e.to_string())?
+        }
+    }
+    Ok(settings)
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let settings = settings(&args)?;
+    if args.stdio {
+        return rexd::stdio::serve_stdio(settings).map_err(|e| e.to_string());
+    }
+    Err("choose a transport: --stdio".into())
+}

@@ -1,0 +1,307 @@
+//! The daemon's configuration: the spec's TOML file (`/etc/rexd/config.toml`), with the spec's
+//! defaults for everything it leaves out, checked once at startup.
+//!
+//! Additions to the spec's table are marked below; unknown keys are refused so a typo does not
+//! silently leave a limit at its default.
+
+use std::path::{Path, PathBuf};
+
+use deskwire::rexd::Limits;
+use serde::Deserialize;
+
+/// What can be wrong with a configuration.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TOML does not parse or does not fit the schema (the message names line and key).
+    #[error("invalid config {path}: {message}")]
+    Parse {
+        /// The file (or `<inline>`).
+        path: PathBuf,
+        /// The parser's explanation, with line and column.
+        message: String,
+    },
+    /// A value parses but makes no sense.
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[server]`.
+    #[serde(default)]
+    pub server: ServerSection,
+    /// `[limits]`: the spec's limits table; absent keys take the spec's defaults.
+    #[serde(default)]
+    pub limits: LimitsSection,
+    /// `[security]`.
+    #[serde(default)]
+    pub security: SecuritySection,
+    /// `[audit]`.
+    #[serde(default)]
+    pub audit: AuditSection,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// Serve JSON-RPC on stdio (the only v1 transport; `--irc` is chosen on the command line).
+    #[serde(default = "yes")]
+    pub stdio: bool,
+    /// `error`, `warn`, `info` or `debug`: how much the daemon says on stderr.
+    #[serde(default = "info")]
+    pub log_level: LogLevel,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            stdio: true,
+            log_level: LogLevel::Info,
+        }
+    }
+}
+
+/// Diagnostic verbosity (stderr; never stdout, which carries the protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Errors only.
+    Error,
+    /// Errors and warnings.
+    Warn,
+    /// The default.
+    Info,
+    /// Everything.
+    Debug,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn info() -> LogLevel {
+    LogLevel::Info
+}
+
+/// `[limits]`, with the spec's defaults for absent keys.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsSection {
+    /// Timeout of an exec that names none.
+    pub default_timeout_ms: u64,
+    /// The most any exec may ask for.
+    pub hard_timeout_ms: u64,
+    /// Output bytes kept per process (stdout and stderr together).
+    pub max_output_bytes: u64,
+    /// Bytes one `fs.read` returns at most.
+    pub max_file_read_bytes: u64,
+    /// Processes (exec and PTY) one session runs at once.
+    pub max_processes_per_session: u64,
+    /// Sessions served at once.
+    pub max_concurrent_sessions: u64,
+    /// Addition to the spec: how long a process may take to end after `TERM` (timeout, session
+    /// close) before its process group gets `KILL`.
+    pub kill_grace_ms: u64,
+    /// Addition to the spec: bytes of `exec.input` / `pty.input` buffered for a process that does
+    /// not read its input; more is refused with `resource_limit`.
+    pub max_input_buffer_bytes: u64,
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        let d = Limits::DEFAULT;
+        LimitsSection {
+            default_timeout_ms: d.default_timeout_ms.unwrap_or(30_000),
+            hard_timeout_ms: d.hard_timeout_ms.unwrap_or(300_000),
+            max_output_bytes: d.max_output_bytes.unwrap_or(1 << 20),
+            max_file_read_bytes: d.max_file_read_bytes.unwrap_or(1 << 20),
+            max_processes_per_session: d.max_processes_per_session.unwrap_or(8),
+            max_concurrent_sessions: d.max_concurrent_sessions.unwrap_or(16),
+            kill_grace_ms: 2_000,
+            max_input_buffer_bytes: 1 << 20,
+        }
+    }
+}
+
+impl LimitsSection {
+    /// The wire view (the spec's six limits).
+    pub fn to_limits(&self) -> Limits {
+        Limits {
+            max_output_bytes: Some(self.max_output_bytes),
+            max_file_read_bytes: Some(self.max_file_read_bytes),
+            max_processes_per_session: Some(self.max_processes_per_session),
+            default_timeout_ms: Some(self.default_timeout_ms),
+            hard_timeout_ms: Some(self.hard_timeout_ms),
+            max_concurrent_sessions: Some(self.max_concurrent_sessions),
+        }
+    }
+}
+
+/// `[security]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecuritySection {
+    /// Whether `shell: true` execs are allowed (the spec's default config says `true`; without
+    /// a config file the daemon starts with it off).
+    #[serde(default)]
+    pub allow_shell: bool,
+    /// `[[security.allowed_roots]]`: the directories file ops and `cwd` must stay inside.
+    #[serde(default)]
+    pub allowed_roots: Vec<RootEntry>,
+    /// Addition to the spec: programs that may run (matched against `argv[0]` and its file
+    /// name; a shell exec runs `sh`). Empty means any.
+    #[serde(default)]
+    pub allow_commands: Vec<String>,
+    /// Addition to the spec: programs that may never run (same matching); wins over the
+    /// allow list.
+    #[serde(default)]
+    pub deny_commands: Vec<String>,
+}
+
+/// One allowed root.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootEntry {
+    /// An absolute directory.
+    pub path: PathBuf,
+}
+
+/// `[audit]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSection {
+    /// Write audit entries.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Where (JSON lines, appended); stderr when absent.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+}
+
+impl Config {
+    /// Parses TOML text; `path` only names the source in errors.
+    pub fn from_toml(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads and parses a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::from_toml(&text, path)
+    }
+
+    /// Checks what TOML types cannot: absolute roots, not `/`, coherent limits.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for root in &self.security.allowed_roots {
+            if !root.path.is_absolute() {
+                return Err(ConfigError::Invalid(format!(
+                    "allowed root {:?} is not an absolute path",
+                    root.path
+                )));
+            }
+            if root.path == Path::new("/") {
+                return Err(ConfigError::Invalid(
+                    "allowed root \"/\" would allow everything; name the directories instead"
+                        .into(),
+                ));
+            }
+        }
+        let l = &self.limits;
+        if l.default_timeout_ms == 0 || l.hard_timeout_ms == 0 {
+            return Err(ConfigError::Invalid("timeouts must be above 0".into()));
+        }
+        if l.default_timeout_ms > l.hard_timeout_ms {
+            return Err(ConfigError::Invalid(format!(
+                "default_timeout_ms ({}) is above hard_timeout_ms ({})",
+                l.default_timeout_ms, l.hard_timeout_ms
+            )));
+        }
+        if l.max_concurrent_sessions == 0 || l.max_processes_per_session == 0 {
+            return Err(ConfigError::Invalid(
+                "max_concurrent_sessions and max_processes_per_session must be above 0".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_example_parses_as_is() {
+        let text = include_str!("../examples/config.toml");
+        let c = Config::from_toml(text, Path::new("config.toml")).unwrap();
+        assert!(c.server.stdio);
+        assert_eq!(c.server.log_level, LogLevel::Info);
+        assert_eq!(c.limits.hard_timeout_ms, 300_000);
+        assert_eq!(c.limits.max_processes_per_session, 8);
+        assert!(c.security.allow_shell);
+        let roots: Vec<_> = c.security.allowed_roots.iter().map(|r| &r.path).collect();
+        assert_eq!(
+            roots,
+            [Path::new("/srv/myapp"), Path::new("/home/deploy/projects")]
+        );
+        assert!(c.audit.enabled);
+        assert_eq!(
+            c.audit.path.as_deref(),
+            Some(Path::new("/var/log/rexd/audit.log"))
+        );
+        assert_eq!(c.limits.to_limits(), Limits::DEFAULT);
+    }
+
+    #[test]
+    fn missing_limits_keep_defaults() {
+        let c = Config::from_toml("[limits]\nmax_output_bytes = 10\n", Path::new("x")).unwrap();
+        assert_eq!(c.limits.max_output_bytes, 10);
+        assert_eq!(c.limits.default_timeout_ms, 30_000);
+        assert_eq!(
+            Config::from_toml("", Path::new("x")).unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
+    fn bad_configs_say_what_is_wrong() {
+        for (text, want) in [
+            ("[limits]\nmax_output_byte = 1\n", "max_output_byte"),
+            ("[limits]\nmax_output_bytes = \"big\"\n", "max_output_bytes"),
+            ("[security]\nallow_shell = 1\n", "allow_shell"),
+            ("[[security.allowed_roots]]\npath = \"rel\"\n", "absolute"),
+            ("[[security.allowed_roots]]\npath = \"/\"\n", "everything"),
+            (
+                "[limits]\ndefault_timeout_ms = 10\nhard_timeout_ms = 5\n",
+                "hard_timeout_ms",
+            ),
+            ("[server]\nlog_level = \"loud\"\n", "log_level"),
+            ("[sever]\n", "sever"),
+            ("[limits\n", "line 1"),
+        ] {
+            let e = Config::from_toml(text, Path::new("c.toml")).unwrap_err();
+            assert!(e.to_string().contains(want), "{text:?}: {e}");
+        }
+        let e = Config::load(Path::new("/nonexistent/rexd.toml")).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/rexd.toml"), "{e}");
+    }
+}

@@ -1,0 +1,445 @@
+//! `fs.read`, `fs.write`, `fs.list`, `fs.glob`, `fs.stat`, confined to a session's roots.
+//!
+//! Every path goes through [`Roots::resolve`] and is opened beneath its root's descriptor, so
+//! nothing outside the roots is read, listed or written. Writes:
+//! - never follow a symlink in the last component (refused as `forbidden_path`);
+//! - are atomic by default: a temporary file in the same (pinned) directory, renamed over the
+//!   target, so a reader sees the old or the new content and a directory swapped for a symlink
+//!   mid-write cannot redirect the rename;
+//! - honour `expected_mtime` (the file must exist with exactly that mtime) and `mode: create`
+//!   (the file must not exist; checked by `RENAME_NOREPLACE`, not by a racy look first).
+
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use deskwire::rexd::{
+    DirEntry, Encoding, ErrorCode, ErrorObject, FileType, FsGlobParams, FsGlobResult, FsListParams,
+    FsListResult, FsReadParams, FsReadResult, FsStatParams, FsStatResult, FsWriteParams,
+    FsWriteResult, WriteMode, data,
+};
+use serde_json::json;
+
+use crate::roots::{OpenError, Resolved, Roots};
+use crate::sys;
+
+/// Entries `fs.list` returns when the request names no `max_entries`.
+pub const DEFAULT_MAX_ENTRIES: u64 = 10_000;
+/// Matches `fs.glob` returns when the request names no `max_matches`.
+pub const DEFAULT_MAX_MATCHES: u64 = 10_000;
+/// Directory entries a recursive list or a glob looks at, at most (bounds the work one request
+/// can cause; the answer is `truncated` past it).
+pub const MAX_WALK_ENTRIES: usize = 200_000;
+
+/// Where fs operations run: the session's roots and cwd, and the read cap.
+#[derive(Debug, Clone, Copy)]
+pub struct FsContext<'a> {
+    /// The session's roots.
+    pub roots: &'a Roots,
+    /// The session's cwd (absolute, inside a root).
+    pub cwd: &'a Path,
+    /// `max_file_read_bytes`.
+    pub max_read: u64,
+}
+
+type OpResult<T> = Result<T, ErrorObject>;
+
+/// An error object for a failed open, naming the client's path.
+pub fn open_error(ctx: &FsContext<'_>, path: &str, e: OpenError) -> ErrorObject {
+    match e {
+        OpenError::Escape(_) => ErrorObject::forbidden_path(path, &ctx.roots.paths()),
+        OpenError::IsRoot => ErrorObject::new(ErrorCode::InvalidParams)
+            .with_message(format!("{path} is a workspace root")),
+        OpenError::Io(e) => io_error(path, &e),
+    }
+}
+
+/// An OS error on `path` as invalid params (the params name something that cannot be used)
+/// with the errno in `data`.
+pub fn io_error(path: &str, e: &std::io::Error) -> ErrorObject {
+    let code = match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => ErrorCode::Unauthorized,
+        _ => ErrorCode::InvalidParams,
+    };
+    ErrorObject::new(code)
+        .with_message(format!("{path}: {e}"))
+        .with_data(json!({"path": path, "errno": e.raw_os_error()}))
+}
+
+fn kind_of(st: &libc::stat) -> FileType {
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => FileType::File,
+        libc::S_IFDIR => FileType::Dir,
+        libc::S_IFLNK => FileType::Symlink,
+        _ => FileType::Other,
+    }
+}
+
+fn display(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// `fs.read`.
+pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
+    let r = ctx.roots.resolve(ctx.cwd, &p.path)?;
+    let fd = r
+        .open(libc::O_RDONLY)
+        .map_err(|e| open_error(ctx, &p.path, e))?;
+    let st = sys::fstat(fd.as_fd()).map_err(|e| io_error(&p.path, &e))?;
+    if kind_of(&st) != FileType::File {
+        return Err(ErrorObject::new(ErrorCode::InvalidParams)
+            .with_message(format!("{} is not a regular file", p.path)));
+    }
+    let size = st.st_size as u64;
+    let offset = p.offset.unwrap_or(0).min(size);
+    let wanted = p.length.unwrap_or(size - offset).min(size - offset);
+    let take = wanted.min(ctx.max_read);
+    let mut buf = vec![0u8; take as usize];
+    let n = sys::pread_full(fd.as_fd(), &mut buf, offset).map_err(|e| io_error(&p.path, &e))?;
+    buf.truncate(n);
+    let content = match p.encoding {
+        Encoding::Utf8 => String::from_utf8(buf).map_err(|_| {
+            ErrorObject::new(ErrorCode::InvalidParams).with_message(format!(
+                "{} is not valid UTF-8 in the range read; ask for encoding \"base64\"",
+                p.path
+            ))
+        })?,
+        other => data::encode_as(&buf, other).into_owned(),
+    };
+    Ok(FsReadResult {
+        path: display(&r.display()),
+        size,
+        mtime: sys::rfc3339(sys::mtime(&st)),
+        encoding: p.encoding,
+        content,
+        truncated: (n as u64) < wanted,
+    })
+}
+
+/// `fs.stat`. A path that does not exist (inside the roots) is `exists: false`, not an error.
+pub fn stat(ctx: &FsContext<'_>, p: &FsStatParams) -> OpResult<FsStatResult> {
+    let r = ctx.roots.resolve(ctx.cwd, &p.path)?;
+    let shown = display(&r.display());
+    let absent = FsStatResult {
+        path: shown.clone(),
+        exists: false,
+        kind: None,
+        size: None,
+        mtime: None,
+        mode: None,
+        uid: None,
+        gid: None,
+        symlink_target: None,
+    };
+    let (dir, name): (OwnedFd, OsString) = match r.open_parent() {
+        Ok(x) => x,
+        Err(OpenError::IsRoot) => (
+            r.open(libc::O_PATH | libc::O_DIRECTORY)
+                .map_err(|e| open_error(ctx, &p.path, e))?,
+            OsString::new(),
+        ),
+        Err(OpenError::Io(e)) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(absent),
+        Err(e) => return Err(open_error(ctx, &p.path, e)),
+    };
+    let st = match sys::stat_at(dir.as_fd(), &name) {
+        Ok(st) => st,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(absent),
+        Err(e) => return Err(io_error(&p.path, &e)),
+    };
+    let kind = kind_of(&st);
+    let symlink_target = match kind {
+        FileType::Symlink => sys::readlink_at(dir.as_fd(), &name)
+            .ok()
+            .map(|t| String::from_utf8_lossy(&t).into_owned()),
+        _ => None,
+    };
+    Ok(FsStatResult {
+        path: shown,
+        exists: true,
+        kind: Some(kind),
+        size: Some(st.st_size as u64),
+        mtime: Some(sys::rfc3339(sys::mtime(&st))),
+        mode: Some(st.st_mode & 0o7777),
+        uid: Some(st.st_uid),
+        gid: Some(st.st_gid),
+        symlink_target,
+    })
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// `fs.write`.
+pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> {
+    let bytes = p
+        .bytes()
+        .map_err(|e| ErrorObject::new(ErrorCode::InvalidParams).with_message(e.to_string()))?;
+    let r = ctx.roots.resolve(ctx.cwd, &p.path)?;
+    if p.mkdir_parents {
+        make_parents(ctx, &r, &p.path)?;
+    }
+    let (dir, name) = r.open_parent().map_err(|e| open_error(ctx, &p.path, e))?;
+    let dir = dir.as_fd();
+    let existing = match sys::stat_at(dir, &name) {
+        Ok(st) => Some(st),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+        Err(e) => return Err(io_error(&p.path, &e)),
+    };
+    if let Some(st) = &existing {
+        match kind_of(st) {
+            FileType::Symlink => {
+                return Err(ErrorObject::forbidden_path(&p.path, &ctx.roots.paths())
+                    .with_message("writes do not follow symlinks"));
+            }
+            FileType::File => {}
+            _ => {
+                return Err(ErrorObject::new(ErrorCode::InvalidParams)
+                    .with_message(format!("{} is not a regular file", p.path)));
+            }
+        }
+    }
+    let conflict = |why: &str| {
+        ErrorObject::new(ErrorCode::ConcurrencyConflict)
+            .with_message(format!("{}: {why}", p.path))
+            .with_data(json!({"path": p.path}))
+    };
+    if let Some(expected) = &p.expected_mtime {
+        match &existing {
+            None => return Err(conflict("expected_mtime given but the file does not exist")),
+            Some(st) if sys::rfc3339(sys::mtime(st)) != *expected => {
+                return Err(conflict("the file changed since expected_mtime")
+                    .with_data(json!({"path": p.path, "mtime": sys::rfc3339(sys::mtime(st))})));
+            }
+            Some(_) => {}
+        }
+    }
+    if p.mode == WriteMode::Create && existing.is_some() {
+        return Err(conflict("mode \"create\" but the file exists"));
+    }
+    let created = existing.is_none();
+    let file_mode = existing.as_ref().map_or(0o644, |st| st.st_mode & 0o7777);
+    let written_fd: OwnedFd = if p.atomic && p.mode != WriteMode::Append {
+        let tmp = OsString::from(format!(
+            ".{}.rexd-{}-{}.tmp",
+            name.to_string_lossy(),
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let fd = sys::openat(
+            dir,
+            &tmp,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+            file_mode,
+        )
+        .map_err(|e| io_error(&p.path, &e))?;
+        let done = write_all(fd.as_fd(), &bytes)
+            .and_then(|_| std::fs::File::from(fd.try_clone()?).sync_data())
+            .and_then(|_| sys::rename_at(dir, &tmp, &name, p.mode == WriteMode::Create));
+        if let Err(e) = done {
+            let _ = sys::unlink_at(dir, &tmp);
+            if e.raw_os_error() == Some(libc::EEXIST) {
+                return Err(conflict("mode \"create\" but the file exists"));
+            }
+            return Err(io_error(&p.path, &e));
+        }
+        fd
+    } else {
+        let flags = libc::O_WRONLY
+            | libc::O_CREAT
+            | match p.mode {
+                WriteMode::Append => libc::O_APPEND,
+                WriteMode::Create => libc::O_EXCL,
+                _ => libc::O_TRUNC,
+            };
+        let fd = sys::openat(dir, &name, flags, file_mode).map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => ErrorObject::forbidden_path(&p.path, &ctx.roots.paths()),
+            Some(libc::EEXIST) => conflict("mode \"create\" but the file exists"),
+            _ => io_error(&p.path, &e),
+        })?;
+        write_all(fd.as_fd(), &bytes).map_err(|e| io_error(&p.path, &e))?;
+        fd
+    };
+    let st = sys::fstat(written_fd.as_fd()).map_err(|e| io_error(&p.path, &e))?;
+    Ok(FsWriteResult {
+        path: display(&r.display()),
+        bytes_written: bytes.len() as u64,
+        mtime: sys::rfc3339(sys::mtime(&st)),
+        created,
+    })
+}
+
+fn write_all(fd: BorrowedFd<'_>, bytes: &[u8]) -> std::io::Result<()> {
+    // A duplicate descriptor, closed when the File drops.
+    std::fs::File::from(fd.try_clone_to_owned()?).write_all(bytes)
+}
+
+/// Creates the missing parents of `r`, each one beneath the root.
+fn make_parents(ctx: &FsContext<'_>, r: &Resolved, path: &str) -> OpResult<()> {
+    let Some(parent) = r.rel.parent() else {
+        return Ok(());
+    };
+    let mut at = PathBuf::new();
+    for comp in parent.components() {
+        let dir = crate::roots::Resolved {
+            root: r.root.clone(),
+            rel: at.clone(),
+        }
+        .open(libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| open_error(ctx, path, e))?;
+        match sys::mkdir_at(dir.as_fd(), comp.as_os_str()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+            Err(e) => return Err(io_error(path, &e)),
+        }
+        at.push(comp);
+    }
+    Ok(())
+}
+
+/// `fs.list`. Recursion does not follow symlinks (they are listed as `symlink`).
+pub fn list(ctx: &FsContext<'_>, p: &FsListParams) -> OpResult<FsListResult> {
+    let r = ctx.roots.resolve(ctx.cwd, &p.path)?;
+    let dir = r
+        .open(libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| open_error(ctx, &p.path, e))?;
+    let max = p.max_entries.unwrap_or(DEFAULT_MAX_ENTRIES) as usize;
+    let base = r.display();
+    let mut entries = Vec::new();
+    let mut truncated = false;
+    let mut visited = 0usize;
+    let mut stack: Vec<(OwnedFd, PathBuf)> = vec![(dir, base.clone())];
+    while let Some((fd, at)) = stack.pop() {
+        let mut names = sys::read_dir(fd.as_fd()).map_err(|e| io_error(&p.path, &e))?;
+        names.sort();
+        for name in names {
+            visited += 1;
+            if entries.len() >= max || visited > MAX_WALK_ENTRIES {
+                truncated = true;
+                break;
+            }
+            let st = sys::stat_at(fd.as_fd(), &name).ok();
+            let kind = st.as_ref().map_or(FileType::Other, kind_of);
+            let full = at.join(&name);
+            if p.recursive
+                && kind == FileType::Dir
+                && let Ok(sub) = sys::openat(fd.as_fd(), &name, libc::O_PATH | libc::O_DIRECTORY, 0)
+            {
+                stack.push((sub, full.clone()));
+            }
+            entries.push(DirEntry {
+                name: name.to_string_lossy().into_owned(),
+                path: display(&full),
+                kind,
+                size: st.as_ref().map(|s| s.st_size as u64),
+                mtime: st.as_ref().map(|s| sys::rfc3339(sys::mtime(s))),
+            });
+        }
+        if truncated {
+            break;
+        }
+    }
+    Ok(FsListResult {
+        path: display(&base),
+        entries,
+        truncated,
+    })
+}
+
+fn has_glob_meta(s: &OsStr) -> bool {
+    s.as_bytes()
+        .iter()
+        .any(|b| matches!(b, b'*' | b'?' | b'[' | b']' | b'{' | b'}'))
+}
+
+/// `fs.glob`: `*` stays within one path component, `**` crosses them. The literal leading
+/// components of the pattern choose the directory walked (it must be inside the roots);
+/// symlinks are not followed. Matches are absolute paths, sorted.
+pub fn glob(ctx: &FsContext<'_>, p: &FsGlobParams) -> OpResult<FsGlobResult> {
+    let cwd_res;
+    let cwd: &Path = match &p.cwd {
+        Some(c) => {
+            cwd_res = ctx.roots.resolve(ctx.cwd, c)?.display();
+            &cwd_res
+        }
+        None => ctx.cwd,
+    };
+    let full = cwd.join(&p.pattern);
+    // Split into the literal directory to walk and the pattern below it.
+    let mut base = PathBuf::new();
+    let mut rest = PathBuf::new();
+    for comp in full.components() {
+        if rest.as_os_str().is_empty() && !has_glob_meta(comp.as_os_str()) {
+            base.push(comp);
+        } else {
+            rest.push(comp);
+        }
+    }
+    if rest.as_os_str().is_empty() {
+        // No wildcard: the pattern names one path.
+        rest = PathBuf::from(base.file_name().unwrap_or_default());
+        base.pop();
+    }
+    let base_str = base.to_string_lossy().into_owned();
+    let r = ctx
+        .roots
+        .resolve(Path::new("/"), &base_str)
+        .map_err(|_| ErrorObject::forbidden_path(&p.pattern, &ctx.roots.paths()))?;
+    if rest.components().any(|c| c.as_os_str() == "..") {
+        return Err(ErrorObject::forbidden_path(&p.pattern, &ctx.roots.paths()));
+    }
+    let matcher = globset::GlobBuilder::new(&rest.to_string_lossy())
+        .literal_separator(true)
+        .build()
+        .map_err(|e| {
+            ErrorObject::new(ErrorCode::InvalidParams).with_message(format!("pattern: {e}"))
+        })?
+        .compile_matcher();
+    let max = p.max_matches.unwrap_or(DEFAULT_MAX_MATCHES) as usize;
+    let dir = match r.open(libc::O_PATH | libc::O_DIRECTORY) {
+        Ok(d) => d,
+        Err(OpenError::Io(e)) if e.raw_os_error() == Some(libc::ENOENT) => {
+            return Ok(FsGlobResult {
+                matches: vec![],
+                truncated: false,
+            });
+        }
+        Err(e) => return Err(open_error(ctx, &p.pattern, e)),
+    };
+    let walk_deep = rest.components().count() > 1 || rest.to_string_lossy().contains("**");
+    let base_shown = r.display();
+    let mut matches = Vec::new();
+    let mut truncated = false;
+    let mut visited = 0usize;
+    let mut stack: Vec<(OwnedFd, PathBuf)> = vec![(dir, PathBuf::new())];
+    'walk: while let Some((fd, rel)) = stack.pop() {
+        let Ok(names) = sys::read_dir(fd.as_fd()) else {
+            continue;
+        };
+        for name in names {
+            visited += 1;
+            if visited > MAX_WALK_ENTRIES {
+                truncated = true;
+                break 'walk;
+            }
+            let rel_path = rel.join(&name);
+            if matcher.is_match(&rel_path) {
+                if matches.len() >= max {
+                    truncated = true;
+                    break 'walk;
+                }
+                matches.push(display(&base_shown.join(&rel_path)));
+            }
+            if walk_deep
+                && let Ok(st) = sys::stat_at(fd.as_fd(), &name)
+                && kind_of(&st) == FileType::Dir
+                && let Ok(sub) = sys::openat(fd.as_fd(), &name, libc::O_PATH | libc::O_DIRECTORY, 0)
+            {
+                stack.push((sub, rel_path));
+            }
+        }
+    }
+    matches.sort();
+    Ok(FsGlobResult { matches, truncated })
+}

@@ -1,0 +1,1405 @@
+//! The daemon's engine: sessions, processes and file operations behind typed REXD requests,
+//! independent of any transport.
+//!
+//! A [`Service`] takes [`Request`]s with [`Service::call`] and hands back replies and events
+//! through [`Service::poll_output`]. It registers its children's descriptors in the host's
+//! [`mio::Registry`] with tokens at or above [`TOKEN_BASE`]; the host passes readiness for
+//! those tokens to [`Service::handle_event`], calls [`Service::pump`] to move output (within
+//! the bytes it can take, which is how a slow client slows the children down instead of
+//! growing memory), and [`Service::handle_timeout`] at [`Service::next_deadline`].
+//!
+//! ```no_run
+//! # use rexd::service::{Service, Settings, ServiceOutput, TOKEN_BASE};
+//! # fn main() -> std::io::Result<()> {
+//! let mut poll = mio::Poll::new()?;
+//! let mut service = Service::new(Settings::for_roots(&[std::env::current_dir()?])?, poll.registry().try_clone()?);
+//! let mut events = mio::Events::with_capacity(256);
+//! let clock = std::time::Instant::now();
+//! loop {
+//!     let now = clock.elapsed().as_millis() as u64;
+//!     service.pump(now, 1 << 20);
+//!     while let Some(out) = service.poll_output() {
+//!         match out {
+//!             ServiceOutput::Reply { handle, result } => { /* answer request `handle` */ }
+//!             ServiceOutput::Event(event) => { /* stream it */ }
+//!         }
+//!     }
+//!     let wait = service.next_deadline().map(|d| std::time::Duration::from_millis(d.saturating_sub(now)));
+//!     poll.poll(&mut events, if service.wants_pump() { Some(Default::default()) } else { wait })?;
+//!     let now = clock.elapsed().as_millis() as u64;
+//!     for e in events.iter() {
+//!         if e.token().0 >= TOKEN_BASE { service.handle_event(now, e.token(), e.is_readable() || e.is_read_closed(), e.is_writable() || e.is_write_closed()); }
+//!     }
+//!     service.handle_timeout(now);
+//! }
+//! # }
+//! ```
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use deskwire::rexd::{
+    Capability, ErrorCode, ErrorObject, Event, ExecErrorEvent, ExecExit, ExecInputParams,
+    ExecInputResult, ExecKillParams, ExecOutput, ExecStartParams, ExecStartResult, ExecWaitParams,
+    ExecWaitResult, Limits, OkResult, PROTOCOL_VERSION, ProcessInfo, ProcessStatus, Program,
+    PtyCloseParams, PtyExit, PtyInputParams, PtyOpenParams, PtyOpenResult, PtyOutput,
+    PtyResizeParams, Request, Response, SessionCloseParams, SessionInfoParams, SessionInfoResult,
+    SessionOpenParams, SessionOpenResult, Signal,
+};
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+use serde_json::{Value, json};
+
+use crate::audit::Audit;
+use crate::config::{Config, LimitsSection};
+use crate::fsops::{self, FsContext};
+use crate::process::{self, Launch, Spawned};
+use crate::roots::{OpenError, Roots};
+use crate::sys::{self, WaitStatus};
+
+/// Tokens at or above this belong to the service; hosts use smaller ones for their own sources.
+pub const TOKEN_BASE: usize = 1 << 20;
+/// Bytes read from a child's stream in one go.
+const READ_CHUNK: usize = 64 * 1024;
+/// Finished processes remembered per session for `exec.wait` / `session.info`.
+const FINISHED_MEMORY: usize = 1024;
+/// The version announced in `session.open`.
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What a service runs with.
+#[derive(Debug)]
+pub struct Settings {
+    /// The allowed roots.
+    pub roots: Roots,
+    /// Limits and extras (`kill_grace_ms`, input buffer).
+    pub limits: LimitsSection,
+    /// `shell: true` allowed.
+    pub allow_shell: bool,
+    /// Programs allowed (empty: any).
+    pub allow_commands: Vec<String>,
+    /// Programs refused.
+    pub deny_commands: Vec<String>,
+    /// Where audit entries go.
+    pub audit: Audit,
+}
+
+impl Settings {
+    /// Spec defaults, shell off, no audit, these roots.
+    pub fn for_roots(roots: &[PathBuf]) -> io::Result<Settings> {
+        Ok(Settings {
+            roots: Roots::open(roots)?,
+            limits: LimitsSection::default(),
+            allow_shell: false,
+            allow_commands: Vec::new(),
+            deny_commands: Vec::new(),
+            audit: Audit::disabled(),
+        })
+    }
+
+    /// From a parsed config (roots opened now; the audit sink as configured).
+    pub fn from_config(config: &Config) -> io::Result<Settings> {
+        let roots: Vec<PathBuf> = config
+            .security
+            .allowed_roots
+            .iter()
+            .map(|r| r.path.clone())
+            .collect();
+        let audit = match (config.audit.enabled, &config.audit.path) {
+            (false, _) => Audit::disabled(),
+            (true, None) => Audit::stderr(),
+            (true, Some(p)) => Audit::file(p)?,
+        };
+        Ok(Settings {
+            roots: Roots::open(&roots)?,
+            limits: config.limits.clone(),
+            allow_shell: config.security.allow_shell,
+            allow_commands: config.security.allow_commands.clone(),
+            deny_commands: config.security.deny_commands.clone(),
+            audit,
+        })
+    }
+}
+
+/// What the service gives back.
+#[derive(Debug)]
+pub enum ServiceOutput {
+    /// The answer to the call made with this `handle`.
+    Reply {
+        /// The host's handle from [`Service::call`].
+        handle: u64,
+        /// The result or the error to answer with.
+        result: Result<Response, ErrorObject>,
+    },
+    /// An event to stream (`exec.stdout`, `exec.exit`, `pty.output`, …).
+    Event(Event<'static>),
+}
+
+#[derive(Debug)]
+struct Session {
+    id: String,
+    client: String,
+    roots: Roots,
+    cwd: PathBuf,
+    limits: Limits,
+    /// Running and recently finished processes, by process id.
+    procs: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stream {
+    Stdout = 0,
+    Stderr = 1,
+    Stdin = 2,
+    Exit = 3,
+}
+
+impl Stream {
+    fn from_index(i: usize) -> Stream {
+        match i {
+            0 => Stream::Stdout,
+            1 => Stream::Stderr,
+            2 => Stream::Stdin,
+            _ => Stream::Exit,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum TimerKind {
+    /// The process ran past its timeout: TERM the group.
+    Timeout,
+    /// The grace after TERM ended: KILL the group.
+    Escalate,
+    /// An `exec.wait` with a timeout gives up (answers `running`).
+    Wait(u64),
+}
+
+/// One output stream of a child.
+#[derive(Debug)]
+struct Output {
+    fd: OwnedFd,
+    seq: u64,
+    /// An incomplete UTF-8 sequence held back until the next read completes it.
+    carry: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Proc {
+    key: u64,
+    id: String,
+    session: String,
+    pty_id: Option<String>,
+    pid: libc::pid_t,
+    pidfd: Option<OwnedFd>,
+    stdout: Option<Output>,
+    stderr: Option<Output>,
+    /// Stdin pipe, or the PTY master (which is also `stdout`'s source for a PTY).
+    stdin: Option<OwnedFd>,
+    stdin_buf: Vec<u8>,
+    stdin_eof: bool,
+    exit: Option<WaitStatus>,
+    bytes_stdout: u64,
+    bytes_stderr: u64,
+    cap: Option<u64>,
+    truncated: bool,
+    started_at: String,
+    started_ms: u64,
+    timed_out: bool,
+    killed: bool,
+    detached: bool,
+    /// Its session closed: no more events.
+    orphaned: bool,
+    /// Launch failed (`exec.error` sent).
+    failed: bool,
+    finished: bool,
+    waiters: Vec<u64>,
+}
+
+impl Proc {
+    fn status(&self) -> ProcessStatus {
+        if !self.finished {
+            ProcessStatus::Running
+        } else if self.timed_out {
+            ProcessStatus::TimedOut
+        } else if self.killed {
+            ProcessStatus::Killed
+        } else {
+            ProcessStatus::Exited
+        }
+    }
+
+    fn exit_code(&self) -> Option<i32> {
+        match self.exit {
+            Some(WaitStatus::Exited(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    fn signal(&self) -> Option<String> {
+        match self.exit {
+            Some(WaitStatus::Signaled(s)) => Some(sys::signal_name(s)),
+            _ => None,
+        }
+    }
+
+    fn wait_result(&self) -> ExecWaitResult {
+        ExecWaitResult {
+            status: self.status(),
+            exit_code: self.exit_code(),
+            signal: self.signal(),
+            bytes_stdout: self.bytes_stdout,
+            bytes_stderr: self.bytes_stderr,
+            truncated: self.truncated,
+        }
+    }
+
+    fn token(&self, s: Stream) -> Token {
+        Token(TOKEN_BASE + self.key as usize * 4 + s as usize)
+    }
+}
+
+/// The engine. See the module docs.
+#[derive(Debug)]
+pub struct Service {
+    settings: Settings,
+    registry: Registry,
+    sessions: HashMap<String, Session>,
+    procs: HashMap<String, Proc>,
+    by_key: HashMap<u64, String>,
+    /// Streams that may have more to read (edge-triggered readiness not yet drained).
+    readable: BTreeSet<(u64, usize)>,
+    timers: BTreeSet<(u64, u64, TimerKind)>,
+    /// exec.wait calls waiting: handle -> process id.
+    waits: HashMap<u64, String>,
+    outputs: VecDeque<ServiceOutput>,
+    next_session: u64,
+    next_key: u64,
+    next_pty: u64,
+    buf: Vec<u8>,
+}
+
+type OpResult<T> = Result<T, ErrorObject>;
+
+fn err(code: ErrorCode, message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(code).with_message(message)
+}
+
+fn signal_number(s: Signal) -> libc::c_int {
+    match s {
+        Signal::Hup => libc::SIGHUP,
+        Signal::Int => libc::SIGINT,
+        Signal::Quit => libc::SIGQUIT,
+        Signal::Abrt => libc::SIGABRT,
+        Signal::Kill => libc::SIGKILL,
+        Signal::Usr1 => libc::SIGUSR1,
+        Signal::Usr2 => libc::SIGUSR2,
+        Signal::Pipe => libc::SIGPIPE,
+        Signal::Alrm => libc::SIGALRM,
+        Signal::Cont => libc::SIGCONT,
+        Signal::Stop => libc::SIGSTOP,
+        Signal::Tstp => libc::SIGTSTP,
+        Signal::Winch => libc::SIGWINCH,
+        _ => libc::SIGTERM,
+    }
+}
+
+impl Service {
+    /// A service with `settings`, registering children in `registry` (a clone of the host's).
+    pub fn new(settings: Settings, registry: Registry) -> Service {
+        Service {
+            settings,
+            registry,
+            sessions: HashMap::new(),
+            procs: HashMap::new(),
+            by_key: HashMap::new(),
+            readable: BTreeSet::new(),
+            timers: BTreeSet::new(),
+            waits: HashMap::new(),
+            outputs: VecDeque::new(),
+            next_session: 0,
+            next_key: 0,
+            next_pty: 0,
+            buf: vec![0; READ_CHUNK],
+        }
+    }
+
+    /// The capabilities this daemon offers.
+    pub fn capabilities() -> Vec<Capability> {
+        vec![
+            Capability::Exec,
+            Capability::Fs,
+            Capability::Events,
+            Capability::ExecInput,
+            Capability::Pty,
+        ]
+    }
+
+    /// The daemon's roots.
+    pub fn roots(&self) -> &Roots {
+        &self.settings.roots
+    }
+
+    /// Handles one request; its reply (now, or later for `exec.wait`) comes out of
+    /// [`Service::poll_output`] with `handle`.
+    pub fn call(&mut self, now: u64, handle: u64, request: Request) {
+        let method = request.method();
+        let params = request.params_value();
+        let session_id = params
+            .get("session_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let result = self.dispatch(now, handle, request);
+        let deferred = matches!(result, Ok(None));
+        if self.settings.audit.enabled() {
+            let summary = match &result {
+                Ok(Some(r)) => summarize(r),
+                Ok(None) => json!({"deferred": true}),
+                Err(e) => json!({"error": e.code, "message": e.message}),
+            };
+            let sid = match &result {
+                Ok(Some(Response::SessionOpen(r))) => Some(r.session_id.clone()),
+                _ => session_id.clone(),
+            };
+            let client = sid
+                .as_deref()
+                .and_then(|s| self.sessions.get(s))
+                .map(|s| s.client.clone())
+                .or_else(|| {
+                    params
+                        .get("client_name")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                });
+            self.settings.audit.record(
+                sid.as_deref(),
+                client.as_deref(),
+                method.as_str(),
+                params,
+                summary,
+            );
+        }
+        if !deferred {
+            let result = result.map(|r| r.expect("not deferred"));
+            self.outputs
+                .push_back(ServiceOutput::Reply { handle, result });
+        }
+    }
+
+    /// `Ok(None)`: the reply comes later.
+    fn dispatch(&mut self, now: u64, handle: u64, request: Request) -> OpResult<Option<Response>> {
+        Ok(Some(match request {
+            Request::SessionOpen(p) => Response::SessionOpen(self.session_open(p)?),
+            Request::SessionClose(p) => Response::SessionClose(self.session_close(now, p)?),
+            Request::SessionInfo(p) => Response::SessionInfo(self.session_info(p)?),
+            Request::FsRead(p) => {
+                Response::FsRead(self.with_fs(&p.session_id, |c| fsops::read(c, &p))?)
+            }
+            Request::FsWrite(p) => {
+                Response::FsWrite(self.with_fs(&p.session_id, |c| fsops::write(c, &p))?)
+            }
+            Request::FsList(p) => {
+                Response::FsList(self.with_fs(&p.session_id, |c| fsops::list(c, &p))?)
+            }
+            Request::FsGlob(p) => {
+                Response::FsGlob(self.with_fs(&p.session_id, |c| fsops::glob(c, &p))?)
+            }
+            Request::FsStat(p) => {
+                Response::FsStat(self.with_fs(&p.session_id, |c| fsops::stat(c, &p))?)
+            }
+            Request::ExecStart(p) => Response::ExecStart(self.exec_start(now, p)?),
+            Request::ExecWait(p) => return self.exec_wait(now, handle, p),
+            Request::ExecKill(p) => Response::ExecKill(self.exec_kill(now, p)?),
+            Request::ExecInput(p) => Response::ExecInput(self.exec_input(p)?),
+            Request::PtyOpen(p) => Response::PtyOpen(self.pty_open(now, p)?),
+            Request::PtyInput(p) => Response::PtyInput(self.pty_input(p)?),
+            Request::PtyResize(p) => Response::PtyResize(self.pty_resize(p)?),
+            Request::PtyClose(p) => Response::PtyClose(self.pty_close(now, p)?),
+            other => {
+                return Err(err(
+                    ErrorCode::MethodNotFound,
+                    format!("{} is not served", other.method()),
+                ));
+            }
+        }))
+    }
+
+    fn session(&self, id: &str) -> OpResult<&Session> {
+        self.sessions.get(id).ok_or_else(|| {
+            err(
+                ErrorCode::InvalidParams,
+                format!("unknown session_id {id:?}"),
+            )
+            .with_data(json!({"session_id": id}))
+        })
+    }
+
+    fn with_fs<T>(
+        &self,
+        session: &str,
+        f: impl FnOnce(&FsContext<'_>) -> OpResult<T>,
+    ) -> OpResult<T> {
+        let s = self.session(session)?;
+        let ctx = FsContext {
+            roots: &s.roots,
+            cwd: &s.cwd,
+            max_read: s.limits.max_file_read_bytes.unwrap_or(u64::MAX),
+        };
+        f(&ctx)
+    }
+
+    fn session_open(&mut self, p: SessionOpenParams) -> OpResult<SessionOpenResult> {
+        let max = self.settings.limits.max_concurrent_sessions;
+        if self.sessions.len() as u64 >= max {
+            return Err(err(
+                ErrorCode::ResourceLimit,
+                format!("{max} sessions already open"),
+            ));
+        }
+        let offered = Service::capabilities();
+        if let Some(asked) = &p.requested_capabilities
+            && let Some(missing) = asked.iter().find(|c| !offered.contains(c))
+        {
+            return Err(err(
+                ErrorCode::UnsupportedCapability,
+                format!("capability {missing} is not offered"),
+            )
+            .with_data(json!({"capability": missing.as_str()})));
+        }
+        let roots = match &p.workspace_roots {
+            Some(want) if !want.is_empty() => self.settings.roots.narrow(want)?,
+            _ => self.settings.roots.clone(),
+        };
+        let cwd = roots
+            .first()
+            .map(|r| r.path().to_owned())
+            .ok_or_else(|| err(ErrorCode::Unauthorized, "the daemon has no allowed roots"))?;
+        let limits = self
+            .settings
+            .limits
+            .to_limits()
+            .lowered_by(&p.limits.unwrap_or_default());
+        self.next_session += 1;
+        let id = format!("s_{}", self.next_session);
+        let result = SessionOpenResult {
+            session_id: id.clone(),
+            protocol: PROTOCOL_VERSION.into(),
+            server_version: SERVER_VERSION.into(),
+            capabilities: offered,
+            limits,
+            workspace_roots: roots.paths(),
+        };
+        self.sessions.insert(
+            id.clone(),
+            Session {
+                id,
+                client: p.client_name,
+                roots,
+                cwd,
+                limits,
+                procs: Vec::new(),
+            },
+        );
+        Ok(result)
+    }
+
+    fn session_close(&mut self, now: u64, p: SessionCloseParams) -> OpResult<OkResult> {
+        self.session(&p.session_id)?;
+        self.close_session(now, &p.session_id);
+        Ok(OkResult { ok: true })
+    }
+
+    fn close_session(&mut self, now: u64, id: &str) {
+        let Some(session) = self.sessions.remove(id) else {
+            return;
+        };
+        for pid in session.procs {
+            let Some(proc_) = self.procs.get_mut(&pid) else {
+                continue;
+            };
+            proc_.orphaned = true;
+            if proc_.finished {
+                let key = proc_.key;
+                self.forget(key);
+                continue;
+            }
+            if !proc_.detached {
+                proc_.killed = true;
+                let (pgid, key) = (proc_.pid, proc_.key);
+                self.terminate(now, key, pgid);
+            }
+        }
+    }
+
+    /// TERM the group now, KILL it after the grace.
+    fn terminate(&mut self, now: u64, key: u64, pgid: libc::pid_t) {
+        let _ = sys::kill_group(pgid, libc::SIGTERM);
+        // A stopped process does not act on TERM until continued.
+        let _ = sys::kill_group(pgid, libc::SIGCONT);
+        self.timers.insert((
+            now.saturating_add(self.settings.limits.kill_grace_ms),
+            key,
+            TimerKind::Escalate,
+        ));
+    }
+
+    fn session_info(&self, p: SessionInfoParams) -> OpResult<SessionInfoResult> {
+        let s = self.session(&p.session_id)?;
+        let processes = s
+            .procs
+            .iter()
+            .filter_map(|id| self.procs.get(id))
+            .map(|pr| ProcessInfo {
+                process_id: pr.id.clone(),
+                status: pr.status(),
+                started_at: pr.started_at.clone(),
+                detached: pr.detached,
+                pty_id: pr.pty_id.clone(),
+            })
+            .collect();
+        Ok(SessionInfoResult {
+            session_id: s.id.clone(),
+            cwd: s.cwd.to_string_lossy().into_owned(),
+            workspace_roots: s.roots.paths(),
+            capabilities: Service::capabilities(),
+            limits: s.limits,
+            processes,
+        })
+    }
+
+    /// Policy checks shared by exec and PTY: shell mode, command lists, process count; then
+    /// the cwd opened beneath the session's roots.
+    fn prepare(&self, session: &str, program: &Program, cwd: Option<&str>) -> OpResult<OwnedFd> {
+        let s = self.session(session)?;
+        let name = match program {
+            Program::Shell(_) => {
+                if !self.settings.allow_shell {
+                    return Err(err(
+                        ErrorCode::UnsupportedCapability,
+                        "shell mode is disabled on this daemon (security.allow_shell)",
+                    ));
+                }
+                "sh".to_owned()
+            }
+            Program::Argv(argv) => argv[0].clone(),
+            #[allow(unreachable_patterns)]
+            _ => return Err(err(ErrorCode::InvalidParams, "unknown program kind")),
+        };
+        let base = Path::new(&name)
+            .file_name()
+            .map(|b| b.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let listed = |list: &[String]| list.iter().any(|c| *c == name || *c == base);
+        if listed(&self.settings.deny_commands)
+            || (!self.settings.allow_commands.is_empty() && !listed(&self.settings.allow_commands))
+        {
+            return Err(err(
+                ErrorCode::Unauthorized,
+                format!("command {name:?} is not allowed"),
+            )
+            .with_data(json!({"command": name})));
+        }
+        let running = s
+            .procs
+            .iter()
+            .filter(|id| self.procs.get(*id).is_some_and(|p| !p.finished))
+            .count() as u64;
+        if let Some(max) = s.limits.max_processes_per_session
+            && running >= max
+        {
+            return Err(err(
+                ErrorCode::ResourceLimit,
+                format!("{max} processes already running in this session"),
+            ));
+        }
+        let cwd_str = cwd.unwrap_or_else(|| s.cwd.to_str().unwrap_or("."));
+        let resolved = s.roots.resolve(&s.cwd, cwd_str)?;
+        resolved
+            .open(libc::O_PATH | libc::O_DIRECTORY)
+            .map_err(|e| match e {
+                OpenError::Escape(_) => ErrorObject::forbidden_path(cwd_str, &s.roots.paths()),
+                OpenError::IsRoot => ErrorObject::forbidden_path(cwd_str, &s.roots.paths()),
+                OpenError::Io(e) => fsops::io_error(cwd_str, &e),
+            })
+    }
+
+    fn new_proc(&mut self, now: u64, session: &str, detached: bool) -> Proc {
+        self.next_key += 1;
+        Proc {
+            key: self.next_key,
+            id: format!("p_{}", self.next_key),
+            session: session.to_owned(),
+            pty_id: None,
+            pid: 0,
+            pidfd: None,
+            stdout: None,
+            stderr: None,
+            stdin: None,
+            stdin_buf: Vec::new(),
+            stdin_eof: false,
+            exit: None,
+            bytes_stdout: 0,
+            bytes_stderr: 0,
+            cap: None,
+            truncated: false,
+            started_at: sys::rfc3339(SystemTime::now()),
+            started_ms: now,
+            timed_out: false,
+            killed: false,
+            detached,
+            orphaned: false,
+            failed: false,
+            finished: false,
+            waiters: Vec::new(),
+        }
+    }
+
+    fn exec_start(&mut self, now: u64, p: ExecStartParams) -> OpResult<ExecStartResult> {
+        let cwd = self.prepare(&p.session_id, &p.program, p.cwd.as_deref())?;
+        let limits = self.session(&p.session_id)?.limits;
+        let mut proc_ = self.new_proc(now, &p.session_id, p.detach);
+        proc_.cap = match (limits.max_output_bytes, p.max_output_bytes) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let launch = Launch {
+            program: &p.program,
+            cwd: &cwd,
+            env: p.env.as_ref(),
+        };
+        let result = ExecStartResult {
+            process_id: proc_.id.clone(),
+            started_at: proc_.started_at.clone(),
+        };
+        match process::spawn_pipes(&launch) {
+            Ok(sp) => {
+                if let Some(stdin) = &p.stdin {
+                    proc_.stdin_buf.extend_from_slice(stdin.as_bytes());
+                    proc_.stdin_eof = true;
+                }
+                self.attach(&mut proc_, sp)?;
+                if let Some(t) = limits.effective_timeout_ms(p.timeout_ms) {
+                    self.timers
+                        .insert((now.saturating_add(t), proc_.key, TimerKind::Timeout));
+                }
+            }
+            Err(e) => {
+                proc_.failed = true;
+                proc_.finished = true;
+                proc_.exit = None;
+                self.outputs
+                    .push_back(ServiceOutput::Event(Event::ExecError(ExecErrorEvent {
+                        session_id: p.session_id.clone(),
+                        process_id: proc_.id.clone(),
+                        message: format!("cannot start: {e}"),
+                        errno: e.raw_os_error(),
+                    })));
+            }
+        }
+        self.insert(proc_);
+        // Flush a stdin payload right away (the pipe is usually ready).
+        if let Some(id) = self.procs.get(&result.process_id).map(|p| p.key) {
+            self.flush_stdin(id);
+        }
+        Ok(result)
+    }
+
+    /// Registers a spawned child's descriptors.
+    fn attach(&mut self, proc_: &mut Proc, sp: Spawned) -> OpResult<()> {
+        let internal = |e: io::Error| err(ErrorCode::InternalError, format!("register: {e}"));
+        proc_.pid = sp.pid;
+        self.registry
+            .register(
+                &mut SourceFd(&sp.pidfd.as_raw_fd()),
+                proc_.token(Stream::Exit),
+                Interest::READABLE,
+            )
+            .map_err(internal)?;
+        proc_.pidfd = Some(sp.pidfd);
+        if let Some(fd) = sp.stdout {
+            self.registry
+                .register(
+                    &mut SourceFd(&fd.as_raw_fd()),
+                    proc_.token(Stream::Stdout),
+                    Interest::READABLE,
+                )
+                .map_err(internal)?;
+            proc_.stdout = Some(Output {
+                fd,
+                seq: 0,
+                carry: Vec::new(),
+            });
+        }
+        if let Some(fd) = sp.stderr {
+            self.registry
+                .register(
+                    &mut SourceFd(&fd.as_raw_fd()),
+                    proc_.token(Stream::Stderr),
+                    Interest::READABLE,
+                )
+                .map_err(internal)?;
+            proc_.stderr = Some(Output {
+                fd,
+                seq: 0,
+                carry: Vec::new(),
+            });
+        }
+        if let Some(fd) = sp.stdin {
+            if proc_.pty_id.is_some() {
+                // The PTY master: output is read from it, input written to it.
+                self.registry
+                    .register(
+                        &mut SourceFd(&fd.as_raw_fd()),
+                        proc_.token(Stream::Stdout),
+                        Interest::READABLE | Interest::WRITABLE,
+                    )
+                    .map_err(internal)?;
+                let read_side = fd
+                    .try_clone()
+                    .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+                proc_.stdout = Some(Output {
+                    fd: read_side,
+                    seq: 0,
+                    carry: Vec::new(),
+                });
+            } else {
+                self.registry
+                    .register(
+                        &mut SourceFd(&fd.as_raw_fd()),
+                        proc_.token(Stream::Stdin),
+                        Interest::WRITABLE,
+                    )
+                    .map_err(internal)?;
+            }
+            proc_.stdin = Some(fd);
+        }
+        // Output may already be waiting; edge-triggered readiness might have fired before
+        // registration.
+        self.readable.insert((proc_.key, Stream::Stdout as usize));
+        self.readable.insert((proc_.key, Stream::Stderr as usize));
+        Ok(())
+    }
+
+    fn insert(&mut self, proc_: Proc) {
+        if let Some(s) = self.sessions.get_mut(&proc_.session) {
+            s.procs.push(proc_.id.clone());
+            // Forget the oldest finished processes past the memory.
+            if s.procs.len() > FINISHED_MEMORY {
+                let procs = &self.procs;
+                let old: Vec<String> = s
+                    .procs
+                    .iter()
+                    .filter(|id| procs.get(*id).is_some_and(|p| p.finished))
+                    .take(s.procs.len() - FINISHED_MEMORY)
+                    .cloned()
+                    .collect();
+                s.procs.retain(|id| !old.contains(id));
+                for id in old {
+                    if let Some(p) = self.procs.remove(&id) {
+                        self.by_key.remove(&p.key);
+                    }
+                }
+            }
+        }
+        self.by_key.insert(proc_.key, proc_.id.clone());
+        self.procs.insert(proc_.id.clone(), proc_);
+    }
+
+    fn forget(&mut self, key: u64) {
+        if let Some(id) = self.by_key.remove(&key) {
+            self.procs.remove(&id);
+        }
+    }
+
+    fn proc_in(&mut self, session: &str, process: &str) -> OpResult<&mut Proc> {
+        self.session(session)?;
+        match self.procs.get_mut(process) {
+            Some(p) if p.session == session && !p.orphaned => Ok(p),
+            _ => Err(err(
+                ErrorCode::ProcessNotFound,
+                format!("no process {process:?} in this session"),
+            )
+            .with_data(json!({"process_id": process}))),
+        }
+    }
+
+    fn exec_wait(
+        &mut self,
+        now: u64,
+        handle: u64,
+        p: ExecWaitParams,
+    ) -> OpResult<Option<Response>> {
+        let proc_ = self.proc_in(&p.session_id, &p.process_id)?;
+        if proc_.finished {
+            return Ok(Some(Response::ExecWait(proc_.wait_result())));
+        }
+        proc_.waiters.push(handle);
+        let key = proc_.key;
+        self.waits.insert(handle, p.process_id.clone());
+        if let Some(t) = p.timeout_ms {
+            self.timers
+                .insert((now.saturating_add(t), key, TimerKind::Wait(handle)));
+        }
+        Ok(None)
+    }
+
+    fn exec_kill(&mut self, now: u64, p: ExecKillParams) -> OpResult<OkResult> {
+        let proc_ = self.proc_in(&p.session_id, &p.process_id)?;
+        if proc_.finished {
+            return Ok(OkResult { ok: false });
+        }
+        let sig = signal_number(p.signal);
+        if matches!(
+            sig,
+            libc::SIGTERM | libc::SIGKILL | libc::SIGHUP | libc::SIGINT
+        ) {
+            proc_.killed = true;
+        }
+        let (pgid, key) = (proc_.pid, proc_.key);
+        sys::kill_group(pgid, sig).map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+        if sig == libc::SIGTERM {
+            // TERM may be ignored; the grace still ends in KILL, as for timeouts.
+            let _ = sys::kill_group(pgid, libc::SIGCONT);
+            self.timers.insert((
+                now.saturating_add(self.settings.limits.kill_grace_ms),
+                key,
+                TimerKind::Escalate,
+            ));
+        }
+        Ok(OkResult { ok: true })
+    }
+
+    fn queue_input(
+        &mut self,
+        session: &str,
+        process: &str,
+        bytes: &[u8],
+        eof: bool,
+    ) -> OpResult<u64> {
+        let max = self.settings.limits.max_input_buffer_bytes;
+        let proc_ = self.proc_in(session, process)?;
+        if proc_.finished {
+            return Err(err(ErrorCode::ProcessNotFound, "the process has ended"));
+        }
+        if proc_.stdin.is_none() || proc_.stdin_eof {
+            return Err(err(ErrorCode::InvalidParams, "stdin is closed"));
+        }
+        if (proc_.stdin_buf.len() + bytes.len()) as u64 > max {
+            return Err(err(
+                ErrorCode::ResourceLimit,
+                format!("more than {max} bytes of input waiting for the process to read"),
+            ));
+        }
+        proc_.stdin_buf.extend_from_slice(bytes);
+        proc_.stdin_eof |= eof;
+        let key = proc_.key;
+        self.flush_stdin(key);
+        Ok(bytes.len() as u64)
+    }
+
+    fn exec_input(&mut self, p: ExecInputParams) -> OpResult<ExecInputResult> {
+        let bytes = p
+            .bytes()
+            .map_err(|e| err(ErrorCode::InvalidParams, e.to_string()))?
+            .into_owned();
+        if self
+            .procs
+            .get(&p.process_id)
+            .is_some_and(|x| x.pty_id.is_some())
+        {
+            return Err(err(
+                ErrorCode::InvalidParams,
+                "this process runs on a PTY: use pty.input",
+            ));
+        }
+        let accepted = self.queue_input(&p.session_id, &p.process_id, &bytes, p.eof)?;
+        Ok(ExecInputResult {
+            accepted_bytes: accepted,
+        })
+    }
+
+    /// Writes buffered input; closes stdin after it when EOF was asked for.
+    fn flush_stdin(&mut self, key: u64) {
+        let Some(id) = self.by_key.get(&key) else {
+            return;
+        };
+        let Some(p) = self.procs.get_mut(id) else {
+            return;
+        };
+        let Some(fd) = &p.stdin else {
+            return;
+        };
+        while !p.stdin_buf.is_empty() {
+            let mut f = std::mem::ManuallyDrop::new(unsafe_file(fd));
+            match f.write(&p.stdin_buf) {
+                Ok(n) => {
+                    p.stdin_buf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    // EPIPE: the process closed its stdin; what it did not read is dropped.
+                    p.stdin_buf.clear();
+                    p.stdin_eof = true;
+                    break;
+                }
+            }
+        }
+        if p.stdin_eof
+            && p.pty_id.is_none()
+            && let Some(fd) = p.stdin.take()
+        {
+            let _ = self.registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+        }
+    }
+
+    fn pty_open(&mut self, now: u64, p: PtyOpenParams) -> OpResult<PtyOpenResult> {
+        let cwd = self.prepare(&p.session_id, &p.program, p.cwd.as_deref())?;
+        let mut proc_ = self.new_proc(now, &p.session_id, false);
+        self.next_pty += 1;
+        let pty_id = format!("t_{}", self.next_pty);
+        proc_.pty_id = Some(pty_id.clone());
+        let (cols, rows) = p.size();
+        let launch = Launch {
+            program: &p.program,
+            cwd: &cwd,
+            env: p.env.as_ref(),
+        };
+        let sp = process::spawn_pty(&launch, cols, rows)
+            .map_err(|e| err(ErrorCode::InvalidParams, format!("cannot start: {e}")))?;
+        self.attach(&mut proc_, sp)?;
+        let result = PtyOpenResult {
+            pty_id,
+            process_id: proc_.id.clone(),
+        };
+        self.insert(proc_);
+        Ok(result)
+    }
+
+    fn pty_proc(&mut self, session: &str, pty_id: &str) -> OpResult<String> {
+        self.session(session)?;
+        self.procs
+            .values()
+            .find(|p| p.session == session && p.pty_id.as_deref() == Some(pty_id) && !p.orphaned)
+            .map(|p| p.id.clone())
+            .ok_or_else(|| {
+                err(
+                    ErrorCode::ProcessNotFound,
+                    format!("no PTY {pty_id:?} in this session"),
+                )
+                .with_data(json!({"pty_id": pty_id}))
+            })
+    }
+
+    fn pty_input(&mut self, p: PtyInputParams) -> OpResult<ExecInputResult> {
+        let bytes = p
+            .bytes()
+            .map_err(|e| err(ErrorCode::InvalidParams, e.to_string()))?
+            .into_owned();
+        let id = self.pty_proc(&p.session_id, &p.pty_id)?;
+        let accepted = self.queue_input(&p.session_id, &id, &bytes, false)?;
+        Ok(ExecInputResult {
+            accepted_bytes: accepted,
+        })
+    }
+
+    fn pty_resize(&mut self, p: PtyResizeParams) -> OpResult<OkResult> {
+        let id = self.pty_proc(&p.session_id, &p.pty_id)?;
+        let proc_ = &self.procs[&id];
+        let Some(master) = &proc_.stdin else {
+            return Err(err(ErrorCode::ProcessNotFound, "the PTY is closed"));
+        };
+        if p.cols == 0 || p.rows == 0 {
+            return Err(err(
+                ErrorCode::InvalidParams,
+                "cols and rows must be above 0",
+            ));
+        }
+        sys::set_winsize(master.as_fd(), p.cols, p.rows)
+            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+        Ok(OkResult { ok: true })
+    }
+
+    fn pty_close(&mut self, now: u64, p: PtyCloseParams) -> OpResult<OkResult> {
+        let id = self.pty_proc(&p.session_id, &p.pty_id)?;
+        let proc_ = self.procs.get_mut(&id).expect("found above");
+        let running = !proc_.finished;
+        let (pgid, key) = (proc_.pid, proc_.key);
+        if p.kill_process && running {
+            proc_.killed = true;
+        }
+        // Closing the master hangs up the terminal (SIGHUP to its session).
+        if let Some(fd) = proc_.stdin.take() {
+            let _ = self.registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+        }
+        if let Some(out) = proc_.stdout.take() {
+            drop(out);
+        }
+        proc_.stdin_buf.clear();
+        if p.kill_process && running {
+            self.terminate(now, key, pgid);
+        }
+        self.try_finish(now, key);
+        Ok(OkResult { ok: running })
+    }
+
+    /// Passes readiness of a service token (`readable` includes hang-up / error).
+    pub fn handle_event(&mut self, now: u64, token: Token, readable: bool, writable: bool) {
+        let Some(rel) = token.0.checked_sub(TOKEN_BASE) else {
+            return;
+        };
+        let key = (rel / 4) as u64;
+        let stream = Stream::from_index(rel % 4);
+        match stream {
+            Stream::Stdout | Stream::Stderr => {
+                if readable {
+                    self.readable.insert((key, stream as usize));
+                }
+                if writable {
+                    self.flush_stdin(key);
+                }
+            }
+            Stream::Stdin => self.flush_stdin(key),
+            Stream::Exit => self.reap(now, key),
+        }
+    }
+
+    fn reap(&mut self, now: u64, key: u64) {
+        let Some(id) = self.by_key.get(&key) else {
+            return;
+        };
+        let Some(p) = self.procs.get_mut(id) else {
+            return;
+        };
+        if p.exit.is_some() {
+            return;
+        }
+        if let Ok(Some(status)) = sys::try_wait(p.pid) {
+            p.exit = Some(status);
+            if let Some(fd) = p.pidfd.take() {
+                let _ = self.registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+            }
+            // Output may still be in the pipes; reading them to EOF comes before exec.exit.
+            self.readable.insert((key, Stream::Stdout as usize));
+            self.readable.insert((key, Stream::Stderr as usize));
+            self.try_finish(now, key);
+        }
+    }
+
+    /// Whether streams have data that [`Service::pump`] has not read yet (poll with a zero
+    /// timeout then, if the host can take more output).
+    pub fn wants_pump(&self) -> bool {
+        !self.readable.is_empty()
+    }
+
+    /// Reads children's output into events, up to about `budget` bytes (the room the host has
+    /// for output). Streams not drained stay queued for the next call.
+    pub fn pump(&mut self, now: u64, budget: usize) {
+        let mut budget = budget;
+        // Round robin: one chunk from each ready stream per round, so one chatty process does
+        // not starve the others.
+        while budget > 0 && !self.readable.is_empty() {
+            let round: Vec<(u64, usize)> = self.readable.iter().copied().collect();
+            for (key, stream) in round {
+                if budget == 0 {
+                    break;
+                }
+                match self.read_chunk(key, stream) {
+                    ReadOutcome::Data(n) => budget = budget.saturating_sub(n.max(1)),
+                    ReadOutcome::Drained => {
+                        self.readable.remove(&(key, stream));
+                    }
+                    ReadOutcome::Closed => {
+                        self.readable.remove(&(key, stream));
+                        self.try_finish(now, key);
+                    }
+                }
+            }
+        }
+    }
+
+    fn read_chunk(&mut self, key: u64, stream: usize) -> ReadOutcome {
+        let Some(id) = self.by_key.get(&key) else {
+            return ReadOutcome::Drained;
+        };
+        let Some(p) = self.procs.get_mut(id) else {
+            return ReadOutcome::Drained;
+        };
+        let is_err = stream == Stream::Stderr as usize;
+        let out = if is_err { &mut p.stderr } else { &mut p.stdout };
+        let Some(o) = out.as_mut() else {
+            return ReadOutcome::Drained;
+        };
+        let mut f = std::mem::ManuallyDrop::new(unsafe_file(&o.fd));
+        let n = match f.read(&mut self.buf) {
+            Ok(0) => 0,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadOutcome::Drained,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return ReadOutcome::Data(0),
+            // EIO: a PTY whose other side is all closed — the end of its output.
+            Err(_) => 0,
+        };
+        if n == 0 {
+            // EOF: flush a held-back partial character, then close.
+            let carry = std::mem::take(&mut o.carry);
+            if !carry.is_empty() {
+                emit_output(p, is_err, &carry, &mut self.outputs);
+            }
+            let out = if is_err { &mut p.stderr } else { &mut p.stdout };
+            if let Some(o) = out.take() {
+                let _ = self.registry.deregister(&mut SourceFd(&o.fd.as_raw_fd()));
+            }
+            return ReadOutcome::Closed;
+        }
+        // Complete UTF-8 goes out as text; an unfinished trailing sequence waits for more.
+        let mut data = std::mem::take(&mut o.carry);
+        data.extend_from_slice(&self.buf[..n]);
+        let keep = match std::str::from_utf8(&data) {
+            Ok(_) => data.len(),
+            Err(e) if e.error_len().is_none() && data.len() - e.valid_up_to() < 4 => {
+                e.valid_up_to()
+            }
+            Err(_) => data.len(),
+        };
+        o.carry = data[keep..].to_vec();
+        data.truncate(keep);
+        if !data.is_empty() {
+            emit_output(p, is_err, &data, &mut self.outputs);
+        }
+        ReadOutcome::Data(n)
+    }
+
+    /// Emits the terminal event and answers waiters once the process exited and its output
+    /// streams are closed (so `exec.exit` always follows the last output).
+    fn try_finish(&mut self, now: u64, key: u64) {
+        let Some(id) = self.by_key.get(&key).cloned() else {
+            return;
+        };
+        let Some(p) = self.procs.get_mut(&id) else {
+            return;
+        };
+        if p.finished || p.exit.is_none() || p.stdout.is_some() || p.stderr.is_some() {
+            return;
+        }
+        p.finished = true;
+        if let Some(fd) = p.stdin.take() {
+            let _ = self.registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+        }
+        p.stdin_buf = Vec::new();
+        let duration_ms = now.saturating_sub(p.started_ms);
+        if !p.orphaned {
+            let event = match &p.pty_id {
+                Some(pty) => Event::PtyExit(PtyExit {
+                    session_id: p.session.clone(),
+                    pty_id: pty.clone(),
+                    process_id: p.id.clone(),
+                    exit_code: p.exit_code(),
+                    signal: p.signal(),
+                    duration_ms,
+                }),
+                None => Event::ExecExit(ExecExit {
+                    session_id: p.session.clone(),
+                    process_id: p.id.clone(),
+                    exit_code: p.exit_code(),
+                    signal: p.signal(),
+                    timed_out: p.timed_out,
+                    duration_ms,
+                    bytes_stdout: p.bytes_stdout,
+                    bytes_stderr: p.bytes_stderr,
+                    truncated: p.truncated,
+                }),
+            };
+            self.outputs.push_back(ServiceOutput::Event(event));
+        }
+        let result = p.wait_result();
+        for handle in std::mem::take(&mut p.waiters) {
+            self.waits.remove(&handle);
+            self.outputs.push_back(ServiceOutput::Reply {
+                handle,
+                result: Ok(Response::ExecWait(result.clone())),
+            });
+        }
+        if self.settings.audit.enabled() {
+            let (sid, pid, code, sig, to) = (
+                p.session.clone(),
+                p.id.clone(),
+                p.exit_code(),
+                p.signal(),
+                p.timed_out,
+            );
+            let client = self.sessions.get(&sid).map(|s| s.client.clone());
+            self.settings.audit.record(
+                Some(&sid),
+                client.as_deref(),
+                "exec.exit",
+                json!({"process_id": pid}),
+                json!({"exit_code": code, "signal": sig, "timed_out": to, "duration_ms": duration_ms}),
+            );
+        }
+        self.timers.retain(|t| t.1 != key);
+        let orphaned = self.procs.get(&id).is_some_and(|p| p.orphaned);
+        if orphaned {
+            self.forget(key);
+        }
+    }
+
+    /// Fires timers due at `now`: timeouts (TERM), escalations (KILL), `exec.wait` timeouts.
+    pub fn handle_timeout(&mut self, now: u64) {
+        while let Some(&t) = self.timers.iter().next() {
+            if t.0 > now {
+                break;
+            }
+            self.timers.remove(&t);
+            let (_, key, kind) = t;
+            let Some(id) = self.by_key.get(&key).cloned() else {
+                continue;
+            };
+            let Some(p) = self.procs.get_mut(&id) else {
+                continue;
+            };
+            match kind {
+                TimerKind::Timeout if !p.finished => {
+                    p.timed_out = true;
+                    let pgid = p.pid;
+                    self.terminate(now, key, pgid);
+                }
+                TimerKind::Escalate if !p.finished => {
+                    let _ = sys::kill_group(p.pid, libc::SIGKILL);
+                }
+                TimerKind::Wait(handle) => {
+                    if let Some(pos) = p.waiters.iter().position(|h| *h == handle) {
+                        p.waiters.remove(pos);
+                        self.waits.remove(&handle);
+                        let result = p.wait_result();
+                        self.outputs.push_back(ServiceOutput::Reply {
+                            handle,
+                            result: Ok(Response::ExecWait(result)),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The earliest timer, if any.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.timers.iter().next().map(|t| t.0)
+    }
+
+    /// The next reply or event.
+    pub fn poll_output(&mut self) -> Option<ServiceOutput> {
+        self.outputs.pop_front()
+    }
+
+    /// Closes every session (the client went away): children are terminated unless detached.
+    pub fn shutdown(&mut self, now: u64) {
+        let ids: Vec<String> = self.sessions.keys().cloned().collect();
+        for id in ids {
+            self.close_session(now, &id);
+        }
+    }
+
+    /// Processes still running that the daemon must see end (not detached).
+    pub fn running_attached(&self) -> usize {
+        self.procs
+            .values()
+            .filter(|p| !p.finished && !p.detached && !p.failed)
+            .count()
+    }
+
+    /// Sessions open now.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+}
+
+enum ReadOutcome {
+    Data(usize),
+    Drained,
+    Closed,
+}
+
+/// A `File` view of a descriptor we keep owning (wrap in `ManuallyDrop`, never drop).
+fn unsafe_file(fd: &OwnedFd) -> std::fs::File {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the caller wraps the File in ManuallyDrop, so the descriptor is not closed twice.
+    unsafe { std::fs::File::from_raw_fd(fd.as_raw_fd()) }
+}
+
+/// Queues an output event, applying the process's output cap.
+fn emit_output(p: &mut Proc, is_err: bool, data: &[u8], outputs: &mut VecDeque<ServiceOutput>) {
+    if p.truncated || p.orphaned {
+        return;
+    }
+    let used = p.bytes_stdout + p.bytes_stderr;
+    let mut take = data.len();
+    if let Some(cap) = p.cap
+        && used + take as u64 > cap
+    {
+        take = cap.saturating_sub(used) as usize;
+        p.truncated = true;
+    }
+    if take == 0 {
+        return;
+    }
+    let data = &data[..take];
+    let event = if let Some(pty) = &p.pty_id {
+        let Some(o) = p.stdout.as_mut() else {
+            return;
+        };
+        o.seq += 1;
+        let seq = o.seq;
+        let (encoding, text) = deskwire::rexd::data::encode(data);
+        Event::PtyOutput(PtyOutput {
+            session_id: p.session.clone().into(),
+            pty_id: pty.clone().into(),
+            seq,
+            data: text.into_owned().into(),
+            encoding,
+        })
+    } else {
+        let o = if is_err { &mut p.stderr } else { &mut p.stdout };
+        let seq = match o.as_mut() {
+            Some(o) => {
+                o.seq += 1;
+                o.seq
+            }
+            // Output is only emitted while its stream is open.
+            None => return,
+        };
+        let out = ExecOutput::from_bytes(p.session.clone(), p.id.clone(), seq, data).into_owned();
+        if is_err {
+            Event::ExecStderr(out)
+        } else {
+            Event::ExecStdout(out)
+        }
+    };
+    if is_err {
+        p.bytes_stderr += take as u64;
+    } else {
+        p.bytes_stdout += take as u64;
+    }
+    outputs.push_back(ServiceOutput::Event(event));
+}
+
+/// A short result summary for the audit log.
+fn summarize(r: &Response) -> Value {
+    match r {
+        Response::ExecStart(x) => json!({"ok": true, "process_id": x.process_id}),
+        Response::PtyOpen(x) => json!({"ok": true, "pty_id": x.pty_id, "process_id": x.process_id}),
+        Response::FsRead(x) => {
+            json!({"ok": true, "bytes": x.content.len(), "truncated": x.truncated})
+        }
+        Response::FsWrite(x) => {
+            json!({"ok": true, "bytes_written": x.bytes_written, "created": x.created})
+        }
+        Response::FsList(x) => json!({"ok": true, "entries": x.entries.len()}),
+        Response::FsGlob(x) => json!({"ok": true, "matches": x.matches.len()}),
+        Response::ExecWait(x) => json!({"ok": true, "status": x.status, "exit_code": x.exit_code}),
+        Response::SessionOpen(x) => json!({"ok": true, "session_id": x.session_id}),
+        _ => json!({"ok": true}),
+    }
+}
