@@ -155,7 +155,15 @@ impl Daemon {
     /// Collects a process's output events until its terminal event; checks the seq order and
     /// that nothing of this process comes after the end.
     pub fn collect(&mut self, process_id: &str) -> Collected {
-        let mut c = Collected::default();
+        self.collect_after(process_id, 0)
+    }
+
+    /// [`Daemon::collect`] when the stdout events up to `seq_out` were already taken.
+    pub fn collect_after(&mut self, process_id: &str, seq_out: u64) -> Collected {
+        let mut c = Collected {
+            last_seq_out: seq_out,
+            ..Default::default()
+        };
         let mut kept = Vec::new();
         loop {
             let ev = self

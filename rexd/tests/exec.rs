@@ -1,0 +1,441 @@
+//! Processes through the real `rexd --stdio`: real children for every exec path.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Daemon, alive, group_members};
+use serde_json::{Value, json};
+
+fn setup() -> (tempfile::TempDir, Daemon, String) {
+    let root = tempfile::tempdir().unwrap();
+    let mut d = Daemon::rooted(root.path());
+    let s = d.open_session();
+    (root, d, s)
+}
+
+fn start(d: &mut Daemon, params: Value) -> String {
+    let r = d.call("exec.start", params);
+    assert!(r["started_at"].as_str().unwrap().ends_with('Z'));
+    r["process_id"].as_str().unwrap().to_owned()
+}
+
+/// Waits until `cond` holds or panics after `secs`.
+fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn argv_streams_and_exit_code() {
+    let (root, mut d, s) = setup();
+    std::fs::create_dir(root.path().join("sub")).unwrap();
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "argv": ["sh", "-c", "pwd; echo \"$GREETING\"; echo oops >&2; printf 'caf\\303\\251'; exit 7"],
+               "cwd": "sub", "env": {"GREETING": "hi there"}}),
+    );
+    let c = d.collect(&p);
+    let sub = std::fs::canonicalize(root.path().join("sub")).unwrap();
+    assert_eq!(c.out(), format!("{}\nhi there\ncafé", sub.display()));
+    assert_eq!(c.err(), "oops\n");
+    let exit = &c.exit["params"];
+    assert_eq!(c.exit["method"], "exec.exit");
+    assert_eq!(exit["exit_code"], 7);
+    assert_eq!(exit["signal"], Value::Null);
+    assert_eq!(exit["timed_out"], false);
+    assert_eq!(exit["bytes_stdout"], c.stdout.len());
+    assert_eq!(exit["bytes_stderr"], 5);
+    let w = d.call("exec.wait", json!({"session_id": s, "process_id": p}));
+    assert_eq!(
+        (w["status"].clone(), w["exit_code"].clone()),
+        (json!("exited"), json!(7))
+    );
+    // Binary output travels as base64.
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "argv": ["printf", "\\377\\000x"]}),
+    );
+    assert_eq!(d.collect(&p).stdout, b"\xff\x00x");
+}
+
+#[test]
+fn exit_comes_after_all_output() {
+    let (_r, mut d, s) = setup();
+    // Lots of output on both streams and an immediate exit: the exit event must still be last.
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "shell": true, "command": "seq 1 100000; seq 1 50000 >&2"}),
+    );
+    let c = d.collect(&p);
+    let expect: String = (1..=100000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(
+        c.exit["params"]["truncated"],
+        Value::Null,
+        "under the cap: {}",
+        c.exit
+    );
+    assert!(
+        c.out() == expect,
+        "stdout differs ({} bytes)",
+        c.stdout.len()
+    );
+    assert_eq!(
+        c.stderr.len(),
+        (1..=50000)
+            .map(|i: u32| i.to_string().len() + 1)
+            .sum::<usize>()
+    );
+    assert!(c.events > 2);
+    // Nothing of this process follows its exit.
+    let after = d.next_event(Duration::from_millis(300));
+    assert!(after.is_none(), "event after exit: {after:?}");
+}
+
+#[test]
+fn shell_mode_needs_allow_shell_and_launch_errors_are_events() {
+    let root = tempfile::tempdir().unwrap();
+    let mut d = Daemon::spawn(&["--root", root.path().to_str().unwrap()]);
+    let s = d.open_session();
+    let e = d.call_err(
+        "exec.start",
+        json!({"session_id": s, "shell": true, "command": "echo hi"}),
+    );
+    assert_eq!(e["code"], -32007);
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "argv": ["/nonexistent/program"]}),
+    );
+    let c = d.collect(&p);
+    assert_eq!(c.exit["method"], "exec.error");
+    assert_eq!(c.exit["params"]["errno"], libc_enoent());
+    let (_r2, mut d2, s2) = setup();
+    let p = start(
+        &mut d2,
+        json!({"session_id": s2, "shell": true, "command": "echo $((6*7))"}),
+    );
+    assert_eq!(d2.collect(&p).out(), "42\n");
+}
+
+fn libc_enoent() -> i32 {
+    2
+}
+
+#[test]
+fn stdin_payload_and_exec_input() {
+    let (_r, mut d, s) = setup();
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "argv": ["tr", "a-z", "A-Z"], "stdin": "hello\n"}),
+    );
+    assert_eq!(d.collect(&p).out(), "HELLO\n");
+    // Interactive: write, see the echo, write more, close.
+    let p = start(&mut d, json!({"session_id": s, "argv": ["cat"]}));
+    let r = d.call(
+        "exec.input",
+        json!({"session_id": s, "process_id": p, "data": "one\n"}),
+    );
+    assert_eq!(r["accepted_bytes"], 4);
+    let ev = d.next_event(common::WAIT).unwrap();
+    assert_eq!(
+        (ev["method"].clone(), ev["params"]["data"].clone()),
+        (json!("exec.stdout"), json!("one\n"))
+    );
+    assert_eq!(ev["params"]["seq"], 1);
+    d.call("exec.input", json!({"session_id": s, "process_id": p, "data": "dHdvCg==", "encoding": "base64", "eof": true}));
+    let c = d.collect_after(&p, 1);
+    assert_eq!(c.out(), "two\n");
+    assert_eq!(c.exit["params"]["exit_code"], 0);
+    let e = d.call_err(
+        "exec.input",
+        json!({"session_id": s, "process_id": p, "data": "late"}),
+    );
+    assert_eq!(e["code"], -32005);
+}
+
+#[test]
+fn kill_wait_and_statuses() {
+    let (_r, mut d, s) = setup();
+    let p = start(&mut d, json!({"session_id": s, "argv": ["sleep", "30"]}));
+    let w = d.call(
+        "exec.wait",
+        json!({"session_id": s, "process_id": p, "timeout_ms": 100}),
+    );
+    assert_eq!(w["status"], "running");
+    // A waiter without timeout is answered when the process ends.
+    d.send_raw(&json!({"jsonrpc": "2.0", "id": "w", "method": "exec.wait", "params": {"session_id": s, "process_id": p}}).to_string());
+    assert_eq!(
+        d.call("exec.kill", json!({"session_id": s, "process_id": p})),
+        json!({"ok": true})
+    );
+    let c = d.collect(&p);
+    assert_eq!(c.exit["params"]["signal"], "TERM");
+    assert_eq!(c.exit["params"]["exit_code"], Value::Null);
+    let w = d.response_to(&json!("w"));
+    assert_eq!(w["result"]["status"], "killed");
+    assert_eq!(
+        d.call(
+            "exec.kill",
+            json!({"session_id": s, "process_id": p, "signal": "KILL"})
+        ),
+        json!({"ok": false})
+    );
+    let e = d.call_err("exec.kill", json!({"session_id": s, "process_id": "p_999"}));
+    assert_eq!(e["code"], -32005);
+}
+
+#[test]
+fn output_cap_truncates_and_memory_stays_flat() {
+    let (_r, mut d, s) = setup();
+    let rss_before = rexd::sys::rss_kib(d.pid()).unwrap();
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "shell": true, "command": "yes | head -c 200M", "timeout_ms": 120000}),
+    );
+    let mut max_rss = rss_before;
+    let mut bytes = 0usize;
+    let exit = loop {
+        let ev = d.next_event(common::WAIT).expect("events");
+        if let Some(r) = rexd::sys::rss_kib(d.pid()) {
+            max_rss = max_rss.max(r);
+        }
+        match ev["method"].as_str().unwrap() {
+            "exec.stdout" => {
+                assert_eq!(ev["params"]["process_id"], p);
+                bytes += ev["params"]["data"].as_str().unwrap().len()
+            }
+            "exec.exit" => break ev,
+            other => panic!("{other}"),
+        }
+    };
+    assert_eq!(bytes, 1 << 20);
+    assert_eq!(exit["params"]["truncated"], true);
+    assert_eq!(exit["params"]["bytes_stdout"], 1 << 20);
+    assert_eq!(
+        exit["params"]["exit_code"], 0,
+        "the command runs to its end: {exit}"
+    );
+    assert!(
+        max_rss < rss_before + 32 * 1024,
+        "daemon RSS grew from {rss_before} KiB to {max_rss} KiB"
+    );
+    // A per-exec cap lower than the session's.
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "argv": ["seq", "1", "1000"], "max_output_bytes": 10}),
+    );
+    let c = d.collect(&p);
+    assert_eq!(c.out(), "1\n2\n3\n4\n5\n");
+    assert_eq!(c.exit["params"]["truncated"], true);
+}
+
+#[test]
+fn timeout_kills_the_whole_group_including_grandchildren() {
+    let (_r, mut d, s) = setup();
+    // The shell forks grandchildren (one ignoring TERM) and prints its pid = the group id.
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "shell": true, "timeout_ms": 500,
+               "command": "sleep 300 & (trap '' TERM; sleep 301) & sh -c 'sleep 302' & echo $$; wait"}),
+    );
+    let first = d.next_event(common::WAIT).unwrap();
+    let pgid: i32 = first["params"]["data"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    eventually(10, "grandchildren started", || {
+        group_members(pgid).len() >= 4
+    });
+    let members = group_members(pgid);
+    let c = d.collect(&p);
+    assert_eq!(c.exit["params"]["timed_out"], true, "{}", c.exit);
+    let w = d.call("exec.wait", json!({"session_id": s, "process_id": p}));
+    assert_eq!(w["status"], "timed_out");
+    // Everything in the group is gone (the TERM-ignoring one by the KILL after the grace).
+    eventually(10, "group gone", || group_members(pgid).is_empty());
+    for pid in members {
+        eventually(10, "member gone", || !alive(pid));
+    }
+}
+
+#[test]
+fn hundred_concurrent_execs_in_one_session() {
+    let root = tempfile::tempdir().unwrap();
+    let conf = root.path().join("c.toml");
+    std::fs::write(&conf, "[limits]\nmax_processes_per_session = 128\n").unwrap();
+    let mut d = Daemon::spawn(&[
+        "--config",
+        conf.to_str().unwrap(),
+        "--root",
+        root.path().to_str().unwrap(),
+    ]);
+    let s = d.open_session();
+    let ids: Vec<String> = (0..100)
+        .map(|i| start(&mut d, json!({"session_id": s, "argv": ["sh", "-c", format!("sleep 0.3; echo out-{i}; echo err-{i} >&2")]})))
+        .collect();
+    let info = d.call("session.info", json!({"session_id": s}));
+    assert_eq!(info["processes"].as_array().unwrap().len(), 100);
+    for (i, p) in ids.iter().enumerate() {
+        let c = d.collect(p);
+        assert_eq!(c.out(), format!("out-{i}\n"));
+        assert_eq!(c.err(), format!("err-{i}\n"));
+        assert_eq!(c.exit["params"]["exit_code"], 0);
+    }
+    // Over the default limit of 8 in a session that lowered it.
+    let s2 = d
+        .open_session_with(json!({"client_name": "t", "limits": {"max_processes_per_session": 2}}));
+    start(&mut d, json!({"session_id": s2, "argv": ["sleep", "5"]}));
+    start(&mut d, json!({"session_id": s2, "argv": ["sleep", "5"]}));
+    let e = d.call_err(
+        "exec.start",
+        json!({"session_id": s2, "argv": ["sleep", "5"]}),
+    );
+    assert_eq!(e["code"], -32008);
+}
+
+#[test]
+fn session_close_kills_children_unless_detached() {
+    let (_r, mut d, s) = setup();
+    let mut pids = Vec::new();
+    for detach in [false, false, true] {
+        let p = start(
+            &mut d,
+            json!({"session_id": s, "shell": true, "command": "echo $$; exec sleep 300", "detach": detach}),
+        );
+        let ev = d.next_event(common::WAIT).unwrap();
+        assert_eq!(ev["params"]["process_id"], p);
+        pids.push(
+            ev["params"]["data"]
+                .as_str()
+                .unwrap()
+                .trim()
+                .parse::<i32>()
+                .unwrap(),
+        );
+    }
+    assert!(pids.iter().all(|p| alive(*p)));
+    assert_eq!(
+        d.call("session.close", json!({"session_id": s})),
+        json!({"ok": true})
+    );
+    eventually(10, "attached children killed", || {
+        !alive(pids[0]) && !alive(pids[1])
+    });
+    assert!(alive(pids[2]), "the detached child keeps running");
+    unsafe_kill(pids[2]);
+    // The closed session's processes are not addressable any more.
+    let e = d.call_err("exec.wait", json!({"session_id": s, "process_id": "p_1"}));
+    assert_eq!(e["code"], -32602);
+    // Closing stdin ends the daemon, which ends the attached children of open sessions too.
+    let s2 = d.open_session();
+    let p = start(
+        &mut d,
+        json!({"session_id": s2, "shell": true, "command": "echo $$; exec sleep 300"}),
+    );
+    let ev = d.next_event(common::WAIT).unwrap();
+    assert_eq!(ev["params"]["process_id"], p);
+    let pid: i32 = ev["params"]["data"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    d.close_stdin();
+    eventually(10, "daemon exit kills children", || !alive(pid));
+}
+
+fn unsafe_kill(pid: i32) {
+    let _ = std::process::Command::new("kill")
+        .arg("-9")
+        .arg(pid.to_string())
+        .status();
+}
+
+#[test]
+fn pty_is_a_terminal_and_resizes() {
+    let (_r, mut d, s) = setup();
+    let r = d.call(
+        "pty.open",
+        json!({"session_id": s, "argv": ["sh"], "cols": 100, "rows": 30}),
+    );
+    let pty = r["pty_id"].as_str().unwrap().to_owned();
+    let mut screen = String::new();
+    let read_until = |d: &mut Daemon, want: &str, screen: &mut String| {
+        let deadline = Instant::now() + common::WAIT;
+        while !screen.contains(want) {
+            assert!(
+                Instant::now() < deadline,
+                "never saw {want:?} in {screen:?}"
+            );
+            if let Some(ev) = d.next_event(Duration::from_millis(200)) {
+                assert_eq!(ev["method"], "pty.output", "{ev}");
+                assert_eq!(ev["params"]["pty_id"], pty);
+                screen.push_str(&String::from_utf8_lossy(&common::data_bytes(&ev["params"])));
+            }
+        }
+    };
+    d.call("pty.input", json!({"session_id": s, "pty_id": pty, "data": "test -t 0 && test -t 1 && echo IS''ATTY; stty size\n"}));
+    read_until(&mut d, "ISATTY", &mut screen);
+    read_until(&mut d, "30 100", &mut screen);
+    assert_eq!(
+        d.call(
+            "pty.resize",
+            json!({"session_id": s, "pty_id": pty, "cols": 132, "rows": 50})
+        ),
+        json!({"ok": true})
+    );
+    d.call(
+        "pty.input",
+        json!({"session_id": s, "pty_id": pty, "data": "stty size\nexit 3\n"}),
+    );
+    read_until(&mut d, "50 132", &mut screen);
+    let exit = loop {
+        let ev = d.next_event(common::WAIT).expect("pty.exit");
+        if ev["method"] == "pty.exit" {
+            break ev;
+        }
+    };
+    assert_eq!(exit["params"]["exit_code"], 3);
+    assert_eq!(exit["params"]["process_id"], r["process_id"]);
+    // A program that is not a shell: isatty seen by a non-interactive child.
+    let r = d.call(
+        "pty.open",
+        json!({"session_id": s, "argv": ["sh", "-c", "[ -t 1 ] && echo tty-yes || echo tty-no"]}),
+    );
+    let mut out = String::new();
+    loop {
+        let ev = d.next_event(common::WAIT).unwrap();
+        if ev["method"] == "pty.exit" {
+            assert_eq!(ev["params"]["pty_id"], r["pty_id"]);
+            break;
+        }
+        out.push_str(&String::from_utf8_lossy(&common::data_bytes(&ev["params"])));
+    }
+    assert!(out.contains("tty-yes"), "{out:?}");
+    // Close kills a running PTY process.
+    let r = d.call(
+        "pty.open",
+        json!({"session_id": s, "argv": ["sleep", "300"]}),
+    );
+    assert_eq!(
+        d.call("pty.close", json!({"session_id": s, "pty_id": r["pty_id"]})),
+        json!({"ok": true})
+    );
+    let ev = loop {
+        let ev = d.next_event(common::WAIT).unwrap();
+        if ev["method"] == "pty.exit" {
+            break ev;
+        }
+    };
+    assert!(ev["params"]["signal"].is_string(), "{ev}");
+    let e = d.call_err(
+        "pty.input",
+        json!({"session_id": s, "pty_id": "t_999", "data": "x"}),
+    );
+    assert_eq!(e["code"], -32005);
+}
