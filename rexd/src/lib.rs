@@ -28,8 +28,10 @@
 pub mod audit;
 pub mod config;
 pub mod fsops;
+pub mod irc;
 pub mod log;
 pub mod process;
+pub mod remote_bash;
 pub mod roots;
 pub mod service;
 pub mod stdio;

@@ -275,6 +275,8 @@ pub struct Service {
     /// exec.wait calls waiting: handle -> process id.
     waits: HashMap<u64, String>,
     outputs: VecDeque<ServiceOutput>,
+    /// Events that must follow the reply being made (a launch failure's `exec.error`).
+    after_reply: Vec<ServiceOutput>,
     next_session: u64,
     next_key: u64,
     next_pty: u64,
@@ -319,6 +321,7 @@ impl Service {
             timers: BTreeSet::new(),
             waits: HashMap::new(),
             outputs: VecDeque::new(),
+            after_reply: Vec::new(),
             next_session: 0,
             next_key: 0,
             next_pty: 0,
@@ -386,6 +389,7 @@ impl Service {
             self.outputs
                 .push_back(ServiceOutput::Reply { handle, result });
         }
+        self.outputs.extend(self.after_reply.drain(..));
     }
 
     /// `Ok(None)`: the reply comes later.
@@ -689,8 +693,8 @@ impl Service {
                 proc_.failed = true;
                 proc_.finished = true;
                 proc_.exit = None;
-                self.outputs
-                    .push_back(ServiceOutput::Event(Event::ExecError(ExecErrorEvent {
+                self.after_reply
+                    .push(ServiceOutput::Event(Event::ExecError(ExecErrorEvent {
                         session_id: p.session_id.clone(),
                         process_id: proc_.id.clone(),
                         message: format!("cannot start: {e}"),

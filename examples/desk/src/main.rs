@@ -10,17 +10,16 @@
 //! Without `--irc`, the desk client and the remote executor talk through an in-process channel
 //! that behaves like an IRC server (`deskwire::sim::Relay`: adds the prefix, enforces 512 bytes,
 //! injects channel noise). With `--irc`, each end is a real IRC connection driven by the
-//! `deskwire::irc::Session` helper. Both ends are the sans-IO engines of `deskwire::oa1`, pumped
-//! by one loop that waits on a channel of inputs (socket lines, command output) or the engines'
-//! next deadline.
+//! `deskwire::irc::Session` helper. Both ends are the sans-IO engines of `deskwire::oa1`; the
+//! remote end executes with `rexd`'s `RemoteBash` executor (the same code as `rexd --irc`),
+//! whose children's pipes sit in the one mio poll the loop waits on, together with a waker for
+//! the socket reader threads and the engines' next deadline.
 
-mod executor;
-
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::ExitCode;
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
@@ -29,8 +28,12 @@ use deskwire::irc::{
 };
 use deskwire::oa1::{self, Client, Config, Event, Output, Pacing, Server, remote_bash};
 use deskwire::sim::Relay;
+use mio::{Events, Poll, Token, Waker};
+use rexd::remote_bash::{Executor, ExecutorConfig};
+use rexd::service::{Settings, TOKEN_BASE};
 
-use executor::{ExecEvent, Running};
+/// The poll token of the waker the socket reader threads ring.
+const WAKER: Token = Token(0);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Role {
@@ -77,9 +80,8 @@ struct Args {
     noise: u32,
 }
 
-/// Everything the loop waits for.
+/// What the socket reader threads send.
 enum Input {
-    Exec(ExecEvent),
     Line(End, Vec<u8>),
     Closed(End, String),
 }
@@ -112,9 +114,7 @@ struct Desk {
 struct Remote {
     server: Server,
     wire: Wire,
-    running: HashMap<String, Running>,
-    timeout: Duration,
-    cap: usize,
+    executor: Executor,
 }
 
 struct Clock(Instant);
@@ -139,6 +139,8 @@ fn main() -> ExitCode {
 fn run(args: Args) -> Result<ExitCode, String> {
     let clock = Clock(Instant::now());
     let (tx, rx) = mpsc::channel::<Input>();
+    let mut poll = Poll::new().map_err(|e| e.to_string())?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| e.to_string())?);
     if args.role != Role::Both && args.irc.is_none() {
         return Err("--role client and --role server need --irc HOST:PORT".into());
     }
@@ -167,7 +169,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 relay.join(nick, nick, "127.0.0.1");
                 Ok(Wire::Relay)
             }
-            Some(addr) => connect(addr, end, nick, &args.channel, tx.clone()),
+            Some(addr) => connect(addr, end, nick, &args.channel, tx.clone(), waker.clone()),
         }
     };
     let mut desk = match wants_desk {
@@ -180,18 +182,32 @@ fn run(args: Args) -> Result<ExitCode, String> {
         false => None,
     };
     let mut remote = match args.role != Role::Client {
-        true => Some(Remote {
-            server: Server::new(end_config(&args.remote_nick, &args.desk_nick)),
-            wire: wire_for(End::Remote, &args.remote_nick)?,
-            running: HashMap::new(),
-            timeout: Duration::from_secs_f64(
+        true => {
+            // Stateless `sh -c` in the current directory (the executor's allowed root).
+            let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
+            let settings = Settings::for_roots(&[cwd]).map_err(|e| e.to_string())?;
+            let exec_timeout = Duration::from_secs_f64(
                 args.exec_timeout_sec
                     .unwrap_or(args.timeout_sec as f64 * 0.9),
-            ),
-            cap: oa1::Config::new("#", "x").max_message_bytes,
-        }),
+            );
+            let executor = Executor::new(
+                settings,
+                poll.registry().try_clone().map_err(|e| e.to_string())?,
+                ExecutorConfig {
+                    timeout_ms: exec_timeout.as_millis() as u64,
+                    max_output_bytes: oa1::Config::new("#", "x").max_message_bytes,
+                },
+            )
+            .map_err(|e| e.to_string())?;
+            Some(Remote {
+                server: Server::new(end_config(&args.remote_nick, &args.desk_nick)),
+                wire: wire_for(End::Remote, &args.remote_nick)?,
+                executor,
+            })
+        }
         false => None,
     };
+    let mut events = Events::with_capacity(128);
     let relay_nicks = (args.desk_nick.clone(), args.remote_nick.clone());
 
     loop {
@@ -214,14 +230,8 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 deadline = deadline.min(pump_desk(d, now, &mut relay, &relay_nicks.0, &mut moved)?);
             }
             if let Some(r) = remote.as_mut() {
-                deadline = deadline.min(pump_remote(
-                    r,
-                    now,
-                    &mut relay,
-                    &relay_nicks.1,
-                    &tx,
-                    &mut moved,
-                )?);
+                deadline =
+                    deadline.min(pump_remote(r, now, &mut relay, &relay_nicks.1, &mut moved)?);
             }
             if in_process {
                 if let Some(d) = desk.as_mut() {
@@ -258,11 +268,36 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 ExitCode::FAILURE
             });
         }
-        let wait = Duration::from_millis(deadline.saturating_sub(clock.now()));
-        match rx.recv_timeout(wait) {
-            Ok(input) => handle_input(input, clock.now(), desk.as_mut(), remote.as_mut())?,
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return Err("input channel closed".into()),
+        let busy = remote.as_ref().is_some_and(|r| r.executor.wants_pump());
+        let wait = match busy {
+            true => Duration::ZERO,
+            false => Duration::from_millis(deadline.saturating_sub(clock.now())),
+        };
+        if let Err(e) = poll.poll(&mut events, Some(wait))
+            && e.kind() != std::io::ErrorKind::Interrupted
+        {
+            return Err(e.to_string());
+        }
+        let now = clock.now();
+        for e in events.iter() {
+            if e.token().0 >= TOKEN_BASE
+                && let Some(r) = remote.as_mut()
+            {
+                r.executor.handle_event(
+                    now,
+                    e.token(),
+                    e.is_readable() || e.is_read_closed() || e.is_error(),
+                    e.is_writable() || e.is_write_closed(),
+                );
+            }
+        }
+        loop {
+            match rx.try_recv() {
+                Ok(input) => handle_input(input, now, desk.as_mut(), remote.as_mut())?,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) if in_process => break,
+                Err(TryRecvError::Disconnected) => return Err("input channel closed".into()),
+            }
         }
     }
 }
@@ -283,35 +318,6 @@ fn handle_input(
     remote: Option<&mut Remote>,
 ) -> Result<(), String> {
     match input {
-        Input::Exec(ExecEvent::Output { id, text }) => {
-            if let Some(r) = remote {
-                // The request may have been cancelled meanwhile; its output is then moot.
-                let _ = r.server.send(now, &id, &text);
-            }
-        }
-        Input::Exec(ExecEvent::Done {
-            id,
-            code,
-            timed_out,
-        }) => {
-            if let Some(r) = remote {
-                r.running.remove(&id);
-                let _ = if timed_out {
-                    let secs = r.timeout.as_secs_f64();
-                    r.server.fail(
-                        now,
-                        &id,
-                        "timeout",
-                        &format!("remote execution exceeded {secs}s"),
-                    )
-                } else {
-                    if code.is_some_and(|c| c != 0) {
-                        eprintln!("remote: request {id} exited with {code:?}");
-                    }
-                    r.server.finish(now, &id)
-                };
-            }
-        }
         Input::Line(End::Desk, line) => {
             if let Some(d) = desk {
                 if let Wire::Irc { session, .. } = &mut d.wire {
@@ -364,48 +370,44 @@ fn pump_remote(
     now: u64,
     relay: &mut Relay,
     nick: &str,
-    tx: &Sender<Input>,
     moved: &mut bool,
 ) -> Result<u64, String> {
     let session_deadline = r.wire.pump_session(now, moved)?;
+    // The server and the executor feed each other until neither has anything new.
+    let mut requests = Vec::new();
     loop {
-        match r.server.poll_output(now) {
-            Output::Transmit(line) => {
-                r.wire.send(relay, nick, &line)?;
-                *moved = true;
-            }
-            Output::Event(Event::Request {
-                id,
-                sender,
-                payload,
-            }) => {
-                *moved = true;
-                eprintln!("remote: {sender} asks {id}: {payload}");
-                match executor::spawn(
-                    id.clone(),
-                    &payload,
-                    r.timeout,
-                    r.cap,
-                    tx.clone(),
-                    Input::Exec,
-                ) {
-                    Ok(running) => {
-                        r.running.insert(id, running);
-                    }
-                    Err(e) => {
-                        let _ = r.server.fail(now, &id, "spawn_failed", &e.to_string());
-                    }
+        r.executor.drive(now, &mut r.server, &mut requests);
+        let mut progressed = false;
+        let deadline = loop {
+            match r.server.poll_output(now) {
+                Output::Transmit(line) => {
+                    r.wire.send(relay, nick, &line)?;
+                    progressed = true;
                 }
-            }
-            Output::Event(Event::Cancelled { id, reason }) => {
-                *moved = true;
-                eprintln!("remote: {id} cancelled ({reason})");
-                if let Some(running) = r.running.remove(&id) {
-                    running.kill();
+                Output::Event(event) => {
+                    match &event {
+                        Event::Request {
+                            id,
+                            sender,
+                            payload,
+                        } => {
+                            eprintln!("remote: {sender} asks {id}: {payload}")
+                        }
+                        Event::Cancelled { id, reason } => {
+                            eprintln!("remote: {id} cancelled ({reason})")
+                        }
+                        _ => {}
+                    }
+                    requests.push(event);
+                    progressed = true;
                 }
+                Output::Timeout(t) => break t,
             }
-            Output::Event(_) => *moved = true,
-            Output::Timeout(t) => return Ok(t.min(session_deadline)),
+        };
+        *moved |= progressed;
+        if !progressed {
+            let exec_deadline = r.executor.next_deadline().unwrap_or(u64::MAX);
+            return Ok(deadline.min(session_deadline).min(exec_deadline));
         }
     }
 }
@@ -469,6 +471,7 @@ fn connect(
     nick: &str,
     channel: &str,
     tx: Sender<Input>,
+    waker: Arc<Waker>,
 ) -> Result<Wire, String> {
     let socket = TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
     socket.set_nodelay(true).ok();
@@ -480,11 +483,13 @@ fn connect(
             let n = match reader.read(&mut buf) {
                 Ok(0) => {
                     let _ = tx.send(Input::Closed(end, "server closed the connection".into()));
+                    let _ = waker.wake();
                     return;
                 }
                 Ok(n) => n,
                 Err(e) => {
                     let _ = tx.send(Input::Closed(end, e.to_string()));
+                    let _ = waker.wake();
                     return;
                 }
             };
@@ -496,6 +501,7 @@ fn connect(
                     return;
                 }
             }
+            let _ = waker.wake();
         }
     });
     let session = Box::new(Session::new(SessionConfig::new(nick, &[channel]), 0));

@@ -1,4 +1,5 @@
-//! `rexd`: the REXD v1 daemon. `rexd --stdio` serves JSON-RPC on stdin/stdout.
+//! `rexd`: the REXD v1 daemon. `rexd --stdio` serves JSON-RPC on stdin/stdout; `rexd --irc
+//! HOST:PORT --channel '#desk' --nick NAME` serves OA1 `RemoteBash` on an IRC channel.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,8 +16,33 @@ use rexd::service::Settings;
 )]
 struct Args {
     /// Serve JSON-RPC 2.0 (NDJSON) on stdin/stdout.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "irc")]
     stdio: bool,
+    /// Serve OA1 RemoteBash on an IRC channel: connect to HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    irc: Option<String>,
+    /// The desk channel (with --irc).
+    #[arg(long, default_value = "#desk")]
+    channel: String,
+    /// Our nick (with --irc).
+    #[arg(long, default_value = "rexd")]
+    nick: String,
+    /// Accept requests from this nick only (with --irc).
+    #[arg(long, value_name = "NICK")]
+    allow_from: Option<String>,
+    /// How long a RemoteBash command may run before `ERR timeout` (with --irc).
+    #[arg(long, default_value_t = 27.0)]
+    timeout_sec: f64,
+    /// Use the largest payload that fits each IRC line instead of 240 bytes (with --irc).
+    #[arg(long)]
+    adaptive: bool,
+    /// Lines sent in a burst before pacing starts (with --irc; the default suits ngircd).
+    #[arg(long)]
+    pacing_burst: Option<u32>,
+    /// Milliseconds between paced lines (with --irc; 0 sends as fast as the socket takes them,
+    /// only for servers without flood protection).
+    #[arg(long)]
+    pacing_interval_ms: Option<u64>,
     /// The TOML configuration (the spec's /etc/rexd/config.toml format).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -81,5 +107,24 @@ fn run(args: Args) -> Result<(), String> {
     if args.stdio {
         return rexd::stdio::serve_stdio(settings).map_err(|e| e.to_string());
     }
-    Err("choose a transport: --stdio".into())
+    if let Some(addr) = &args.irc {
+        let options = rexd::irc::IrcOptions {
+            addr: addr.clone(),
+            channel: args.channel.clone(),
+            nick: args.nick.clone(),
+            allowed_sender: args.allow_from.clone(),
+            timeout_ms: (args.timeout_sec * 1000.0) as u64,
+            adaptive: args.adaptive,
+            pacing: deskwire::oa1::Pacing {
+                burst: args
+                    .pacing_burst
+                    .unwrap_or(deskwire::oa1::DEFAULT_PACING.burst),
+                interval_ms: args
+                    .pacing_interval_ms
+                    .unwrap_or(deskwire::oa1::DEFAULT_PACING.interval_ms),
+            },
+        };
+        return rexd::irc::serve_irc(settings, &options).map_err(|e| format!("--irc {addr}: {e}"));
+    }
+    Err("choose a transport: --stdio or --irc HOST:PORT".into())
 }

@@ -1,0 +1,252 @@
+//! `rexd --irc` against a real ngircd, with the OA1 desk client (the core `oa1::Client` on an
+//! IRC connection driven by the core session helper) on the other side.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use deskwire::oa1::{Client, Config, Event, Output, Pacing, TRUNCATION_MARKER};
+use deskwire_integration::{Clock, IrcConn, Ngircd};
+
+const CHANNEL: &str = "#desk";
+
+struct Rexd(Child);
+
+impl Drop for Rexd {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_rexd(addr: &str, root: &Path, extra: &[&str]) -> Rexd {
+    Rexd(
+        Command::new(env!("CARGO_BIN_EXE_rexd"))
+            .args([
+                "--irc",
+                addr,
+                "--channel",
+                CHANNEL,
+                "--nick",
+                "deskbot",
+                "--allow-from",
+                "desk",
+            ])
+            .args(["--root", root.to_str().unwrap()])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn rexd --irc"),
+    )
+}
+
+struct Desk {
+    clock: Clock,
+    conn: IrcConn,
+    client: Client,
+    remote_joined: bool,
+}
+
+impl Desk {
+    fn connect(addr: &str, pacing: Pacing, timeout_ms: u64) -> Desk {
+        let clock = Clock::start();
+        let mut cfg = Config::new(CHANNEL, "desk");
+        cfg.allowed_sender = Some("deskbot".into());
+        cfg.pacing = pacing;
+        cfg.request_timeout_ms = timeout_ms;
+        let conn = IrcConn::connect(addr, "desk", CHANNEL, clock.now());
+        Desk {
+            client: Client::new(cfg, 7),
+            conn,
+            clock,
+            remote_joined: false,
+        }
+    }
+
+    /// Pumps until `done` returns something or `secs` pass.
+    fn run<T>(
+        &mut self,
+        secs: u64,
+        mut done: impl FnMut(&mut Desk, Option<Event>) -> Option<T>,
+    ) -> T {
+        let end = self.clock.now() + secs * 1000;
+        loop {
+            let now = self.clock.now();
+            assert!(now < end, "timed out");
+            for line in self.conn.read_lines(now) {
+                let text = String::from_utf8_lossy(&line);
+                // The remote joined after us (its JOIN) or before us (in the NAMES reply).
+                let names = text.split(' ').nth(1) == Some("353");
+                if (text.starts_with(":deskbot!") && text.contains(" JOIN "))
+                    || (names
+                        && text
+                            .split(' ')
+                            .any(|w| w.trim_start_matches([':', '@', '+']) == "deskbot"))
+                {
+                    self.remote_joined = true;
+                }
+                self.client.handle_line(now, &line);
+            }
+            self.conn.pump_session(now);
+            loop {
+                match self.client.poll_output(now) {
+                    Output::Transmit(line) => self.conn.write_line(&line),
+                    Output::Event(e) => {
+                        if let Some(v) = done(self, Some(e)) {
+                            return v;
+                        }
+                    }
+                    Output::Timeout(_) => break,
+                }
+            }
+            if let Some(v) = done(self, None) {
+                return v;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Keeps pumping for `ms` (lines queued behind an event, like a CANCEL, go out).
+    fn pump_for(&mut self, ms: u64) {
+        let until = self.clock.now() + ms;
+        self.run(ms / 1000 + 5, |d, _| (d.clock.now() >= until).then_some(()));
+    }
+
+    fn wait_ready(&mut self) {
+        self.run(20, |d, _| (d.conn.joined && d.remote_joined).then_some(()));
+    }
+
+    /// Sends `command` and waits for its answer.
+    fn ask(&mut self, command: &str, secs: u64) -> Event {
+        let now = self.clock.now();
+        let id = self.client.request(now, command, None).unwrap();
+        self.run(secs, |_, e| match e {
+            Some(e @ (Event::Response { .. } | Event::Failed { .. })) => {
+                let got = match &e {
+                    Event::Response { id, .. } | Event::Failed { id, .. } => id.clone(),
+                    _ => unreachable!(),
+                };
+                (got == id).then_some(e)
+            }
+            _ => None,
+        })
+    }
+}
+
+#[test]
+fn remote_bash_over_ngircd() {
+    let server = Ngircd::start();
+    let root = tempfile::tempdir().unwrap();
+    let _rexd = start_rexd(&server.addr(), root.path(), &["--timeout-sec", "2"]);
+    let mut desk = Desk::connect(&server.addr(), deskwire::oa1::DEFAULT_PACING, 30_000);
+    desk.wait_ready();
+
+    // Stateless sh -c in the root, stdout and stderr merged, UTF-8 and escapes intact.
+    let e = desk.ask("cd /tmp; printf 'héllo\\tworld\\n'; echo err >&2; pwd", 30);
+    let Event::Response {
+        text, truncated, ..
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!(text, "héllo\tworld\nerr\n/tmp\n");
+    assert!(!truncated);
+    // The cd did not carry over: a fresh shell starts in the root again.
+    let e = desk.ask("pwd", 30);
+    let Event::Response { text, .. } = e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(
+        text.trim(),
+        std::fs::canonicalize(root.path())
+            .unwrap()
+            .to_str()
+            .unwrap()
+    );
+
+    // Past the remote's timeout: ERR timeout, and the command's group is gone.
+    let pidfile = root.path().join("pid");
+    let e = desk.ask(
+        &format!("echo $$ > {}; sleep 300 & wait", pidfile.display()),
+        30,
+    );
+    let Event::Failed { failure, .. } = e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(failure.code(), "timeout", "{failure:?}");
+    let pgid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !common::group_members(pgid).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed-out group still alive"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn cancel_kills_and_big_output_is_truncated() {
+    let server = Ngircd::start_without_penalties();
+    let root = tempfile::tempdir().unwrap();
+    let _rexd = start_rexd(
+        &server.addr(),
+        root.path(),
+        &[
+            "--timeout-sec",
+            "60",
+            "--adaptive",
+            "--pacing-interval-ms",
+            "0",
+            "--pacing-burst",
+            "1000000",
+        ],
+    );
+    let mut desk = Desk::connect(&server.addr(), Pacing::UNLIMITED, 3_000);
+    desk.wait_ready();
+
+    // Output over the 128 KiB cap: the stream is cut and marked, and the command stopped.
+    let e = desk.ask("yes 0123456789abcdef | head -c 50000000", 60);
+    let Event::Response {
+        text, truncated, ..
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    assert!(truncated);
+    assert!(text.ends_with(TRUNCATION_MARKER));
+    assert!(text.starts_with("0123456789abcdef\n0123456789abcdef\n"));
+
+    // The desk gives up after 3 s and sends CANCEL: the remote kills the process group.
+    let pidfile = root.path().join("pid");
+    let e = desk.ask(
+        &format!("echo $$ > {}; exec sleep 300", pidfile.display()),
+        30,
+    );
+    let Event::Failed { failure, .. } = e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(failure.code(), "timeout");
+    desk.pump_for(300);
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while common::alive(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cancelled command still running"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
