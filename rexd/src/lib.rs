@@ -5,7 +5,8 @@
 //! behind typed [`deskwire::rexd::Request`]s. Transports drive it from one mio loop:
 //! [`stdio`] (NDJSON JSON-RPC 2.0, also over `ssh host rexd --stdio`) and [`irc`] (OA1
 //! `RemoteBash` on an IRC channel, [`remote_bash`]). Other frontends (MCP, embedding hosts) use
-//! the same `Service`.
+//! the same `Service`. [`client`] is the other end: `rex`, the client library and CLI (`local`
+//! and `ssh://` targets).
 //!
 //! ```
 //! use rexd::service::{Service, ServiceOutput, Settings};
@@ -26,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod client;
 pub mod config;
 pub mod fsops;
 pub mod irc;

@@ -1,0 +1,219 @@
+//! `rex` over real ssh next to plain ssh, on a private sshd on loopback.
+//!
+//! Each pair does the same work both ways, so the ratio is what REXD costs over ssh alone:
+//! - `connect_exec_true`: one fresh connection per call: `rex exec -- true` (the CLI) vs
+//!   `ssh host true`. Dominated by the ssh handshake and the remote login shell.
+//! - `exec_true`: one long-lived connection: `exec.start` + events until `exec.exit` through
+//!   the client library vs `/bin/true; echo marker` written to a long-lived `ssh host sh` (the
+//!   binary, so both fork and exec a process; the shell's builtin `true` would not).
+//! - `stream_200mb`: 200 MB of stdout (`yes … | head -c 200M`) as `exec.stdout` events vs the
+//!   same command's raw bytes through the long-lived ssh channel.
+//! - `fs_read_10mib`: `fs.read` of a 10 MiB file (in pieces of the daemon's
+//!   `max_file_read_bytes`) vs `cat` of it through the long-lived ssh channel.
+//!
+//! Run: `cargo bench -p rexd --bench ssh -- --warm-up-time 1 --measurement-time 3`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use deskwire::rexd::Program;
+use deskwire_integration::{Sshd, TempDir};
+use rexd::client::{Client, ConnectOptions, ExecOptions, TargetSpec};
+
+const REX: &str = env!("CARGO_BIN_EXE_rex");
+const REXD: &str = env!("CARGO_BIN_EXE_rexd");
+const STREAM_BYTES: u64 = 200_000_000;
+const FILE_BYTES: usize = 10 * 1024 * 1024;
+const STREAM_CMD: &str =
+    "yes 'the quick brown fox jumps over the lazy dog 0123456789' | head -c 200000000";
+
+struct World {
+    sshd: Sshd,
+    _tmp: TempDir,
+    spec: TargetSpec,
+    file: String,
+}
+
+fn world() -> Option<World> {
+    if let Some(why) = Sshd::missing_tools() {
+        eprintln!("ssh benches skipped: {why}");
+        return None;
+    }
+    let bin_dir = Path::new(REXD).parent().unwrap().display().to_string();
+    let sshd = Sshd::start_with_config(&format!("SetEnv PATH={bin_dir}:/usr/bin:/bin"));
+    let tmp = TempDir::new("rex-bench").unwrap();
+    let work = tmp.path().canonicalize().unwrap();
+    let config = work.join("rexd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlog_level = \"warn\"\n[limits]\nmax_output_bytes = 268435456\n\
+             [security]\nallow_shell = true\n[[security.allowed_roots]]\npath = \"{}\"\n\
+             [audit]\nenabled = false\n",
+            work.display()
+        ),
+    )
+    .unwrap();
+    let file = work.join("ten.bin");
+    let blob: Vec<u8> = (0..FILE_BYTES).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&file, blob).unwrap();
+    let spec = TargetSpec {
+        ssh_options: sshd.ssh_options(),
+        rexd_args: vec!["--config".into(), config.display().to_string()],
+        ..TargetSpec::new(sshd.url())
+    };
+    Some(World {
+        sshd,
+        _tmp: tmp,
+        spec,
+        file: file.display().to_string(),
+    })
+}
+
+/// A long-lived `ssh host sh`: commands in, their output back, one channel.
+struct SshShell {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl SshShell {
+    fn open(sshd: &Sshd) -> SshShell {
+        let mut child = sshd
+            .command(["sh"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::with_capacity(64 * 1024, child.stdout.take().unwrap());
+        SshShell {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Runs `cmd`, then reads `bytes` of its output and the marker line after it.
+    fn run(&mut self, cmd: &str, bytes: u64) {
+        writeln!(self.stdin, "{cmd}; echo __done__").unwrap();
+        self.stdin.flush().unwrap();
+        let copied = std::io::copy(&mut (&mut self.stdout).take(bytes), &mut std::io::sink());
+        assert_eq!(copied.unwrap(), bytes);
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, "__done__\n");
+    }
+}
+
+impl Drop for SshShell {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "exit");
+        let _ = self.child.wait();
+    }
+}
+
+fn connect(w: &World) -> Client {
+    Client::connect(&w.spec, &ConnectOptions::default()).expect("connect over ssh")
+}
+
+fn bench(c: &mut Criterion) {
+    let Some(w) = world() else { return };
+
+    let mut g = c.benchmark_group("connect_exec_true");
+    g.sample_size(10);
+    let mut rex_args: Vec<String> = vec!["-t".into(), w.sshd.url()];
+    rex_args.extend(w.spec.ssh_options.iter().map(|o| format!("--ssh-arg={o}")));
+    rex_args.extend(["exec", "--", "true"].map(String::from));
+    g.bench_function("rex_cli_over_ssh", |b| {
+        b.iter(|| {
+            let status = Command::new(REX)
+                .args(&rex_args)
+                .env("REX_TARGETS_FILE", "/nonexistent/targets.toml")
+                .status()
+                .unwrap();
+            assert!(status.success());
+        })
+    });
+    g.bench_function("plain_ssh", |b| {
+        b.iter(|| assert!(w.sshd.command(["true"]).status().unwrap().success()))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("exec_true");
+    let mut client = connect(&w);
+    g.bench_function("rex_over_ssh", |b| {
+        b.iter(|| {
+            let exit = client
+                .exec(
+                    Program::argv(["true"]),
+                    &ExecOptions::default(),
+                    None,
+                    &mut |_, _| Ok(()),
+                )
+                .unwrap();
+            assert_eq!(exit.exit_code, Some(0));
+        })
+    });
+    let mut shell = SshShell::open(&w.sshd);
+    g.bench_function("plain_ssh_channel", |b| {
+        b.iter(|| shell.run("/bin/true", 0))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("stream_200mb");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(20));
+    g.throughput(Throughput::Bytes(STREAM_BYTES));
+    g.bench_function("rex_over_ssh", |b| {
+        b.iter(|| {
+            let mut got = 0u64;
+            let exit = client
+                .exec(
+                    Program::shell(STREAM_CMD),
+                    &ExecOptions::default(),
+                    None,
+                    &mut |_, bytes| {
+                        got += bytes.len() as u64;
+                        Ok(())
+                    },
+                )
+                .unwrap();
+            assert_eq!((exit.exit_code, got), (Some(0), STREAM_BYTES));
+        })
+    });
+    g.bench_function("plain_ssh_channel", |b| {
+        b.iter(|| shell.run(STREAM_CMD, STREAM_BYTES))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("fs_read_10mib");
+    g.sample_size(10);
+    g.throughput(Throughput::Bytes(FILE_BYTES as u64));
+    g.bench_function("rex_over_ssh", |b| {
+        b.iter(|| {
+            let mut got = 0usize;
+            client
+                .read_file(&w.file, 0, None, &mut |bytes| {
+                    got += bytes.len();
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(got, FILE_BYTES);
+        })
+    });
+    let cat = format!("cat '{}'", w.file);
+    g.bench_function("plain_ssh_channel_cat", |b| {
+        b.iter(|| shell.run(&cat, FILE_BYTES as u64))
+    });
+    g.finish();
+
+    drop(shell);
+    client.close().unwrap();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

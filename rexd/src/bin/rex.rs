@@ -1,0 +1,584 @@
+//! `rex`: run commands and file operations on a REXD target.
+//!
+//! ```text
+//! rex exec -- git status --short        # argv mode, output streamed live
+//! rex sh 'make -j4 2>&1 | tail'         # shell mode (the daemon must allow it)
+//! rex read src/main.rs > main.rs        # byte-exact, any size
+//! rex target add server-a ssh://deploy@server-a --use
+//! rex ls /srv/myapp                     # now on server-a
+//! ```
+//!
+//! The remote exit code becomes rex's; a command killed by a signal exits 128+N, a timed-out
+//! one 124. rex's own failures: 127 when rexd is not installed on the target, 255 when the
+//! target cannot be reached, 1 when the daemon refuses a call, 2 for usage errors.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use deskwire::rexd::{ExecExit, FileType, Program, Signal, WriteMode};
+use rexd::client::targets::{self, TARGET_ENV};
+use rexd::client::{
+    Client, ClientError, ConnectOptions, ExecOptions, Stream, TargetSpec, Targets, WriteOptions,
+};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "rex",
+    version,
+    about = "Run commands and file operations on a REXD target"
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Args, Debug)]
+struct Global {
+    /// The target: a name from the targets file, `local`, or `ssh://[user@]host[:port]`
+    /// (default: $REX_TARGET, else the file's current target, else `local`).
+    #[arg(short, long, global = true)]
+    target: Option<String>,
+    /// The targets file (default: $REX_TARGETS_FILE, else $XDG_CONFIG_HOME/rex/targets.toml).
+    #[arg(long, global = true)]
+    targets_file: Option<PathBuf>,
+    /// ssh identity file (`ssh -i`).
+    #[arg(short, long, global = true)]
+    identity: Option<PathBuf>,
+    /// An ssh option (`ssh -o OPTION`), repeatable.
+    #[arg(short = 'o', long = "ssh-option", global = true)]
+    ssh_option: Vec<String>,
+    /// A raw ssh argument, repeatable (`--ssh-arg=-F --ssh-arg=none`).
+    #[arg(long = "ssh-arg", global = true, allow_hyphen_values = true)]
+    ssh_arg: Vec<String>,
+    /// The daemon program on the target (a path, or a name on its PATH).
+    #[arg(long, global = true)]
+    rexd: Option<String>,
+    /// An extra daemon argument after `--stdio`, repeatable.
+    #[arg(long = "rexd-arg", global = true, allow_hyphen_values = true)]
+    rexd_arg: Vec<String>,
+    /// A workspace root to ask for, repeatable.
+    #[arg(long = "root", global = true)]
+    roots: Vec<String>,
+    /// Show the transport's stderr (daemon logs, ssh messages) as it comes.
+    #[arg(short, long, global = true)]
+    verbose: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run a program (argv mode, no shell): `rex exec -- ls -la`.
+    Exec {
+        #[command(flatten)]
+        run: RunArgs,
+        /// The program and its arguments.
+        #[arg(required = true, last = true)]
+        argv: Vec<String>,
+    },
+    /// Run a shell command line (`sh -c` on the target).
+    Sh {
+        #[command(flatten)]
+        run: RunArgs,
+        /// The command line.
+        command: String,
+    },
+    /// Write a file's bytes to stdout.
+    Read {
+        path: String,
+        /// Start at this byte.
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        /// Read at most this many bytes.
+        #[arg(long)]
+        length: Option<u64>,
+    },
+    /// Write stdin (or --content) to a file, atomically.
+    Write {
+        path: String,
+        /// The content (default: read stdin).
+        #[arg(long)]
+        content: Option<String>,
+        /// Append instead of replacing.
+        #[arg(long, conflicts_with = "create")]
+        append: bool,
+        /// Fail if the file exists.
+        #[arg(long)]
+        create: bool,
+        /// Create missing parent directories.
+        #[arg(short = 'p', long)]
+        mkdir_parents: bool,
+        /// Refuse unless the file's mtime is still this (from `rex stat`).
+        #[arg(long)]
+        expected_mtime: Option<String>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a directory.
+    Ls {
+        #[arg(default_value = ".")]
+        path: String,
+        /// Recurse.
+        #[arg(short, long)]
+        recursive: bool,
+        /// Type, size and mtime too.
+        #[arg(short, long)]
+        long: bool,
+        /// At most this many entries.
+        #[arg(long)]
+        max_entries: Option<u64>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Find files by glob pattern within the allowed roots.
+    Glob {
+        pattern: String,
+        /// Relative to this directory.
+        #[arg(long)]
+        cwd: Option<String>,
+        /// At most this many matches.
+        #[arg(long)]
+        max_matches: Option<u64>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a path's type, size, mode and mtime.
+    Stat {
+        path: String,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the session: capabilities, limits, roots (JSON).
+    Info,
+    /// Named targets: list, use, add, remove.
+    #[command(subcommand)]
+    Target(TargetCmd),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Working directory on the target.
+    #[arg(long)]
+    cwd: Option<String>,
+    /// An environment variable `NAME=VALUE`, repeatable.
+    #[arg(short, long = "env", value_parser = parse_env)]
+    env: Vec<(String, String)>,
+    /// Kill the command after this many milliseconds (exit 124).
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// Cap the output at this many bytes.
+    #[arg(long)]
+    max_output_bytes: Option<u64>,
+    /// Forward rex's stdin to the command.
+    #[arg(long)]
+    stdin: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum TargetCmd {
+    /// List the targets; `*` marks the current one.
+    List,
+    /// Make NAME the current target.
+    Use { name: String },
+    /// Add (or replace) a named target.
+    Add {
+        name: String,
+        /// `local` or `ssh://[user@]host[:port]`.
+        url: String,
+        /// The working directory for commands.
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Make it the current target too.
+        #[arg(long = "use")]
+        make_current: bool,
+    },
+    /// Remove a named target.
+    Remove { name: String },
+    /// Print the resolved current target (TOML).
+    Show,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected NAME=VALUE, got {s:?}")),
+    }
+}
+
+/// rex's own exit codes (the remote command's code passes through unchanged).
+mod code {
+    pub const REFUSED: u8 = 1;
+    pub const TIMED_OUT: u8 = 124;
+    pub const NOT_FOUND: u8 = 127;
+    pub const UNREACHABLE: u8 = 255;
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("rex: {e}");
+            ExitCode::from(match e {
+                ClientError::RexdNotFound(_) => code::NOT_FOUND,
+                ClientError::Remote { .. }
+                | ClientError::Launch { .. }
+                | ClientError::BadTarget { .. }
+                | ClientError::UnknownTarget { .. }
+                | ClientError::TargetsFile { .. }
+                | ClientError::Output(_) => code::REFUSED,
+                _ => code::UNREACHABLE,
+            })
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<u8, ClientError> {
+    let file = targets::default_path(cli.global.targets_file.as_deref());
+    if let Cmd::Target(cmd) = cli.command {
+        return target_command(cmd, &cli.global, &file);
+    }
+    let spec = resolve(&cli.global, &file)?;
+    let options = ConnectOptions {
+        forward_stderr: cli.global.verbose,
+        ..ConnectOptions::default()
+    };
+    let mut client = Client::connect(&spec, &options)?;
+    let code = command(&mut client, cli.command)?;
+    client.close()?;
+    Ok(code)
+}
+
+/// The target to use, with the command line's overrides applied.
+fn resolve(global: &Global, file: &std::path::Path) -> Result<TargetSpec, ClientError> {
+    let targets = Targets::load(file)?;
+    let name = chosen_name(global, &targets);
+    let mut spec = targets.lookup(&name, file)?;
+    apply_overrides(&mut spec, global);
+    Ok(spec)
+}
+
+/// `--target`, else `$REX_TARGET`, else the file's current target.
+fn chosen_name(global: &Global, targets: &Targets) -> String {
+    global
+        .target
+        .clone()
+        .or_else(|| std::env::var(TARGET_ENV).ok().filter(|t| !t.is_empty()))
+        .unwrap_or_else(|| targets.current_name().to_owned())
+}
+
+fn apply_overrides(spec: &mut TargetSpec, global: &Global) {
+    if let Some(i) = &global.identity {
+        spec.identity_file = Some(i.clone());
+    }
+    for o in &global.ssh_option {
+        spec.ssh_options.extend(["-o".to_owned(), o.clone()]);
+    }
+    spec.ssh_options.extend(global.ssh_arg.iter().cloned());
+    if let Some(r) = &global.rexd {
+        spec.rexd = Some(r.clone());
+    }
+    spec.rexd_args.extend(global.rexd_arg.iter().cloned());
+    spec.workspace_roots.extend(global.roots.iter().cloned());
+}
+
+fn target_command(
+    cmd: TargetCmd,
+    global: &Global,
+    file: &std::path::Path,
+) -> Result<u8, ClientError> {
+    let mut targets = Targets::load(file)?;
+    match cmd {
+        TargetCmd::List => {
+            let current = targets.current_name().to_owned();
+            let mark = |name: &str| if name == current { "*" } else { " " };
+            if !targets.targets.contains_key("local") {
+                println!("{} local\tlocal", mark("local"));
+            }
+            for (name, spec) in &targets.targets {
+                println!("{} {name}\t{}", mark(name), spec.url);
+            }
+        }
+        TargetCmd::Use { name } => {
+            targets.use_target(&name, file)?;
+            targets.save(file)?;
+            eprintln!("rex: now using {name}");
+        }
+        TargetCmd::Add {
+            name,
+            url,
+            cwd,
+            make_current,
+        } => {
+            let mut spec = TargetSpec::new(url);
+            spec.cwd = cwd;
+            apply_overrides(&mut spec, global);
+            targets.add(&name, spec)?;
+            if make_current {
+                targets.use_target(&name, file)?;
+            }
+            targets.save(file)?;
+        }
+        TargetCmd::Remove { name } => {
+            if !targets.remove(&name) {
+                return Err(ClientError::UnknownTarget {
+                    known: targets
+                        .targets
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    name,
+                    file: file.display().to_string(),
+                });
+            }
+            targets.save(file)?;
+        }
+        TargetCmd::Show => {
+            let spec = resolve(global, file)?;
+            let name = chosen_name(global, &targets);
+            let text = toml::to_string_pretty(&spec).unwrap_or_default();
+            println!("# {name}\n{text}");
+        }
+    }
+    Ok(0)
+}
+
+fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
+    match cmd {
+        Cmd::Exec { run, argv } => exec(client, Program::Argv(argv), run),
+        Cmd::Sh { run, command } => exec(client, Program::Shell(command), run),
+        Cmd::Read {
+            path,
+            offset,
+            length,
+        } => {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            let result =
+                client.read_file(&path, offset, length, &mut |bytes| out.write_all(bytes))?;
+            out.flush().map_err(ClientError::Output)?;
+            if result.truncated {
+                eprintln!("rex: {path}: the daemon stopped short of the end (truncated)");
+            }
+            Ok(0)
+        }
+        Cmd::Write {
+            path,
+            content,
+            append,
+            create,
+            mkdir_parents,
+            expected_mtime,
+            json,
+        } => {
+            let bytes = match content {
+                Some(c) => c.into_bytes(),
+                None => {
+                    let mut buf = Vec::new();
+                    std::io::stdin()
+                        .read_to_end(&mut buf)
+                        .map_err(ClientError::Output)?;
+                    buf
+                }
+            };
+            let mode = if append {
+                WriteMode::Append
+            } else if create {
+                WriteMode::Create
+            } else {
+                WriteMode::Replace
+            };
+            let result = client.write_file(
+                &path,
+                &bytes,
+                &WriteOptions {
+                    mode,
+                    mkdir_parents,
+                    expected_mtime,
+                },
+            )?;
+            if json {
+                print_json(&result);
+            }
+            Ok(0)
+        }
+        Cmd::Ls {
+            path,
+            recursive,
+            long,
+            max_entries,
+            json,
+        } => {
+            let result = client.list(&path, recursive, max_entries)?;
+            if json {
+                print_json(&result);
+                return Ok(0);
+            }
+            for e in &result.entries {
+                let name = if recursive { &e.path } else { &e.name };
+                let slash = if e.kind == FileType::Dir { "/" } else { "" };
+                if long {
+                    println!(
+                        "{:<7} {:>12} {:<25} {name}{slash}",
+                        type_name(e.kind),
+                        e.size.map(|s| s.to_string()).unwrap_or_default(),
+                        e.mtime.as_deref().unwrap_or("")
+                    );
+                } else {
+                    println!("{name}{slash}");
+                }
+            }
+            if result.truncated {
+                eprintln!("rex: listing truncated");
+            }
+            Ok(0)
+        }
+        Cmd::Glob {
+            pattern,
+            cwd,
+            max_matches,
+            json,
+        } => {
+            let result = client.glob(&pattern, cwd, max_matches)?;
+            if json {
+                print_json(&result);
+            } else {
+                for m in &result.matches {
+                    println!("{m}");
+                }
+            }
+            if result.truncated {
+                eprintln!("rex: matches truncated");
+            }
+            Ok(0)
+        }
+        Cmd::Stat { path, json } => {
+            let s = client.stat(&path)?;
+            if json {
+                print_json(&s);
+            } else if !s.exists {
+                println!("{}: does not exist", s.path);
+                return Ok(code::REFUSED);
+            } else {
+                println!(
+                    "{}: {} size={} mode={} mtime={}{}",
+                    s.path,
+                    s.kind.map(type_name).unwrap_or("?"),
+                    s.size.map(|n| n.to_string()).unwrap_or_default(),
+                    s.mode.map(|m| format!("{m:o}")).unwrap_or_default(),
+                    s.mtime.as_deref().unwrap_or(""),
+                    s.symlink_target
+                        .as_deref()
+                        .map(|t| format!(" -> {t}"))
+                        .unwrap_or_default()
+                );
+            }
+            Ok(0)
+        }
+        Cmd::Info => {
+            print_json(&client.info()?);
+            Ok(0)
+        }
+        Cmd::Target(_) => unreachable!("handled before connecting"),
+    }
+}
+
+fn exec(client: &mut Client, program: Program, run: RunArgs) -> Result<u8, ClientError> {
+    let options = ExecOptions {
+        cwd: run.cwd,
+        env: run.env,
+        stdin: None,
+        timeout_ms: run.timeout_ms,
+        max_output_bytes: run.max_output_bytes,
+    };
+    let input: Option<Box<dyn Read + Send>> = if run.stdin {
+        Some(Box::new(std::io::stdin()))
+    } else {
+        None
+    };
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let exit = client.exec(program, &options, input, &mut |stream, bytes| {
+        // Written and flushed per event, so output shows as the command makes it.
+        match stream {
+            Stream::Stdout => {
+                let mut out = stdout.lock();
+                out.write_all(bytes)?;
+                out.flush()
+            }
+            Stream::Stderr => {
+                let mut err = stderr.lock();
+                err.write_all(bytes)?;
+                err.flush()
+            }
+        }
+    })?;
+    Ok(exit_code(&exit))
+}
+
+/// The shell's convention: the code, else 128 + the signal's number; 124 for a timeout.
+fn exit_code(exit: &ExecExit) -> u8 {
+    if exit.truncated {
+        eprintln!("rex: output truncated at the daemon's cap");
+    }
+    if exit.timed_out {
+        eprintln!("rex: timed out after {} ms", exit.duration_ms);
+        return code::TIMED_OUT;
+    }
+    if let Some(c) = exit.exit_code {
+        return (c & 0xff) as u8;
+    }
+    let number = exit
+        .signal
+        .as_deref()
+        .and_then(Signal::from_name)
+        .map(signal_number)
+        .unwrap_or(0);
+    if let Some(s) = &exit.signal {
+        eprintln!("rex: killed by SIG{}", s.trim_start_matches("SIG"));
+    }
+    128u8.wrapping_add(number)
+}
+
+fn signal_number(s: Signal) -> u8 {
+    match s {
+        Signal::Hup => 1,
+        Signal::Int => 2,
+        Signal::Quit => 3,
+        Signal::Abrt => 6,
+        Signal::Kill => 9,
+        Signal::Usr1 => 10,
+        Signal::Usr2 => 12,
+        Signal::Pipe => 13,
+        Signal::Alrm => 14,
+        Signal::Term => 15,
+        Signal::Cont => 18,
+        Signal::Stop => 19,
+        Signal::Tstp => 20,
+        Signal::Winch => 28,
+        _ => 0,
+    }
+}
+
+fn type_name(t: FileType) -> &'static str {
+    match t {
+        FileType::File => "file",
+        FileType::Dir => "dir",
+        FileType::Symlink => "symlink",
+        _ => "other",
+    }
+}
+
+fn print_json<T: serde::Serialize>(value: &T) {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => println!("{text}"),
+        Err(e) => eprintln!("rex: cannot print the result: {e}"),
+    }
+}

@@ -1,0 +1,904 @@
+//! A blocking client over a child process's stdio (`rexd --stdio`, or `ssh … rexd --stdio`).
+//!
+//! The core's sans-IO [`Peer`] does the JSON-RPC work (NDJSON framing, ids, the pending table,
+//! deadlines); this module is its host loop. A reader thread turns the child's stdout into
+//! chunks on a bounded channel (so a fast daemon is slowed down by the pipe, not buffered here
+//! without end), another keeps the tail of its stderr for error messages, and the caller's
+//! thread writes requests and waits on the channel until the peer's next deadline.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{self, Read, Write};
+use std::process::{Child, ChildStdin, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use deskwire::jsonrpc::{
+    CallError, Code, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RawJson, TimeoutPolicy,
+};
+use deskwire::rexd::data;
+use deskwire::rexd::{
+    Call, Capability, ErrorCode, Event, ExecExit, ExecInputParams, ExecKillParams, ExecStartParams,
+    FsGlobParams, FsGlobResult, FsListParams, FsListResult, FsReadParams, FsReadResult,
+    FsStatParams, FsStatResult, FsWriteParams, FsWriteResult, Limits, Method, Program,
+    SessionCloseParams, SessionInfoParams, SessionInfoResult, SessionOpenParams, SessionOpenResult,
+    Signal, WriteMode,
+};
+
+use super::error::ClientError;
+use super::target::{Endpoint, TargetSpec};
+
+/// Most bytes of events held while the caller waits for something else.
+pub const MAX_BUFFERED_EVENT_BYTES: usize = 64 * 1024 * 1024;
+/// How much of the transport's stderr is kept for error messages.
+const STDERR_TAIL_BYTES: usize = 8 * 1024;
+/// Chunks of stdout in flight between the reader thread and the caller (64 KiB each).
+const CHANNEL_CHUNKS: usize = 64;
+const READ_CHUNK: usize = 64 * 1024;
+/// The largest `fs.read` piece asked for (8 MiB: 11 MiB as base64, under the 16 MiB line cap).
+const MAX_READ_PIECE: u64 = 8 * 1024 * 1024;
+/// `fs.read` pieces asked for at once by [`Client::read_file`].
+pub const READ_AHEAD: usize = 3;
+/// `exec.input` calls in flight at once: the stdin forwarder waits for answers beyond this.
+const MAX_INPUT_IN_FLIGHT: usize = 4;
+
+/// How to connect.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// `client_name` in `session.open` (it shows in the daemon's audit log).
+    pub client_name: String,
+    /// How long one call may wait for its answer.
+    pub call_timeout_ms: u64,
+    /// Copy the transport's stderr (daemon logs, ssh messages) to ours as it comes.
+    pub forward_stderr: bool,
+    /// Limits to ask for (the daemon only lowers its own).
+    pub limits: Option<Limits>,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            client_name: "rex".into(),
+            call_timeout_ms: 120_000,
+            forward_stderr: false,
+            limits: None,
+        }
+    }
+}
+
+/// Which output stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// `exec.stdout`
+    Stdout,
+    /// `exec.stderr`
+    Stderr,
+}
+
+/// Per-command options of [`Client::exec`].
+#[derive(Debug, Clone, Default)]
+pub struct ExecOptions {
+    /// Working directory (the target's `cwd` when absent).
+    pub cwd: Option<String>,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+    /// A small stdin payload sent with the start (`stdin` param).
+    pub stdin: Option<String>,
+    /// The daemon kills the command after this long.
+    pub timeout_ms: Option<u64>,
+    /// Output cap for this command.
+    pub max_output_bytes: Option<u64>,
+}
+
+/// Options of [`Client::write_file`].
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Create only, replace (default) or append.
+    pub mode: WriteMode,
+    /// Create missing parent directories.
+    pub mkdir_parents: bool,
+    /// Refuse the write when the file's mtime is not this (optimistic concurrency).
+    pub expected_mtime: Option<String>,
+}
+
+/// What the threads hand the caller's thread.
+enum Input {
+    Stdout(Vec<u8>),
+    StdoutEnd(Option<io::Error>),
+    Local(Vec<u8>),
+    LocalEnd,
+}
+
+/// A counter the stdin forwarder waits on: at most [`MAX_INPUT_IN_FLIGHT`] chunks unanswered;
+/// closed when the command ends, so the forwarder stops instead of waiting forever.
+#[derive(Default)]
+struct Gate {
+    /// (chunks in flight, closed)
+    state: Mutex<(usize, bool)>,
+    cond: Condvar,
+}
+
+impl Gate {
+    /// Takes a slot; `false` once the gate is closed.
+    fn enter(&self) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while s.0 >= MAX_INPUT_IN_FLIGHT && !s.1 {
+            s = self.cond.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.0 += 1;
+        !s.1
+    }
+
+    fn leave(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.0 = s.0.saturating_sub(1);
+        self.cond.notify_all();
+    }
+
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.cond.notify_all();
+    }
+}
+
+/// Where forwarded stdin goes while a command runs.
+struct InputRoute {
+    process_id: String,
+    gate: Arc<Gate>,
+    calls: HashSet<Id>,
+    error: Option<ClientError>,
+}
+
+/// A connection to one daemon with one open session. See the module docs.
+pub struct Client {
+    target: String,
+    spec: TargetSpec,
+    endpoint: Endpoint,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    inbox: Receiver<Input>,
+    sender: SyncSender<Input>,
+    stderr_tail: Arc<Mutex<Vec<u8>>>,
+    stderr_thread: Option<JoinHandle<()>>,
+    peer: Peer<JsonRpc2>,
+    clock: Instant,
+    call_timeout_ms: u64,
+    answers: HashMap<Id, Result<RawJson, ClientError>>,
+    events: VecDeque<(Method, Option<RawJson>)>,
+    events_bytes: usize,
+    input: Option<InputRoute>,
+    session: Option<SessionOpenResult>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("target", &self.target)
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Starts the transport for `spec` and opens a session.
+    ///
+    /// A daemon that is not installed (locally, or on the remote PATH: ssh's exit 127) is
+    /// [`ClientError::RexdNotFound`] with how to fix it; an ssh failure (auth, host key,
+    /// network) is [`ClientError::Closed`] with ssh's own message.
+    pub fn connect(spec: &TargetSpec, options: &ConnectOptions) -> Result<Client, ClientError> {
+        let endpoint = spec.endpoint()?;
+        let mut cmd = spec.command()?;
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let program = cmd.get_program().to_string_lossy().into_owned();
+        let mut child = cmd.spawn().map_err(|source| {
+            if source.kind() == io::ErrorKind::NotFound && endpoint == Endpoint::Local {
+                ClientError::RexdNotFound(spec.missing_rexd_hint(&endpoint))
+            } else {
+                ClientError::Spawn {
+                    program: program.clone(),
+                    source,
+                }
+            }
+        })?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped above");
+        let stderr = child.stderr.take().expect("piped above");
+
+        let (sender, inbox) = sync_channel(CHANNEL_CHUNKS);
+        let out_sender = sender.clone();
+        std::thread::spawn(move || read_stdout(stdout, out_sender));
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        let tail = Arc::clone(&stderr_tail);
+        let forward = options.forward_stderr;
+        let stderr_thread = Some(std::thread::spawn(move || {
+            read_stderr(stderr, tail, forward)
+        }));
+
+        let config = PeerConfig {
+            timeouts: TimeoutPolicy::uniform(options.call_timeout_ms),
+            ..PeerConfig::default()
+        };
+        let mut client = Client {
+            target: endpoint.to_string(),
+            spec: spec.clone(),
+            endpoint,
+            child,
+            stdin,
+            inbox,
+            sender,
+            stderr_tail,
+            stderr_thread,
+            peer: Peer::new(JsonRpc2, config, u64::from(std::process::id())),
+            clock: Instant::now(),
+            call_timeout_ms: options.call_timeout_ms,
+            answers: HashMap::new(),
+            events: VecDeque::new(),
+            events_bytes: 0,
+            input: None,
+            session: None,
+        };
+        let roots = (!spec.workspace_roots.is_empty()).then(|| spec.workspace_roots.clone());
+        let opened = client.call(SessionOpenParams {
+            client_name: options.client_name.clone(),
+            client_version: Some(env!("CARGO_PKG_VERSION").into()),
+            workspace_roots: roots,
+            requested_capabilities: None,
+            limits: options.limits,
+        })?;
+        client.session = Some(opened);
+        Ok(client)
+    }
+
+    /// The target as a URL (`local`, `ssh://…`).
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// What `session.open` answered: session id, capabilities, limits, roots.
+    pub fn session(&self) -> &SessionOpenResult {
+        self.session.as_ref().expect("set by connect")
+    }
+
+    fn session_id(&self) -> String {
+        self.session().session_id.clone()
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.elapsed().as_millis() as u64
+    }
+
+    /// One typed call: sends `params`, waits for the answer (events that arrive meanwhile are
+    /// kept for [`Client::exec`]).
+    pub fn call<C: Call>(&mut self, params: C) -> Result<C::Result, ClientError> {
+        let raw = RawJson::to_raw(&params)
+            .map_err(|e| ClientError::Protocol(format!("encoding {}: {e}", C::METHOD)))?;
+        let result = self.call_raw(C::METHOD, raw)?;
+        serde_json::from_str(result.get()).map_err(|e| {
+            ClientError::Protocol(format!("the answer to {} does not fit: {e}", C::METHOD))
+        })
+    }
+
+    fn call_raw(&mut self, method: Method, params: RawJson) -> Result<RawJson, ClientError> {
+        let id = self.send_call(method, params)?;
+        self.answer_to(&id)
+    }
+
+    /// Sends a call without waiting; [`Client::answer_to`] waits for it.
+    fn send_call(&mut self, method: Method, params: RawJson) -> Result<Id, ClientError> {
+        let now = self.now();
+        Ok(self.peer.call(now, method.as_str(), Some(params), 0)?)
+    }
+
+    fn send<C: Call>(&mut self, params: &C) -> Result<Id, ClientError> {
+        let raw = RawJson::to_raw(params)
+            .map_err(|e| ClientError::Protocol(format!("encoding {}: {e}", C::METHOD)))?;
+        self.send_call(C::METHOD, raw)
+    }
+
+    fn typed_answer<C: Call>(&mut self, id: &Id) -> Result<C::Result, ClientError> {
+        let result = self.answer_to(id)?;
+        serde_json::from_str(result.get()).map_err(|e| {
+            ClientError::Protocol(format!("the answer to {} does not fit: {e}", C::METHOD))
+        })
+    }
+
+    /// Waits for the answer to call `id` (events that arrive meanwhile are kept).
+    fn answer_to(&mut self, id: &Id) -> Result<RawJson, ClientError> {
+        loop {
+            let deadline = self.pump()?;
+            if let Some(answer) = self.answers.remove(id) {
+                return answer;
+            }
+            self.wait_input(deadline)?;
+        }
+    }
+
+    /// Writes what the peer has to send and handles its events; returns its next deadline.
+    fn pump(&mut self) -> Result<u64, ClientError> {
+        loop {
+            let now = self.now();
+            match self.peer.poll_output(now) {
+                Output::Transmit(bytes) => self.transmit(&bytes)?,
+                Output::Event(event) => self.dispatch(event)?,
+                Output::Timeout(deadline) => return Ok(deadline),
+            }
+        }
+    }
+
+    fn transmit(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err(self.connection_lost(None));
+        };
+        if let Err(e) = stdin.write_all(bytes) {
+            // A broken pipe means the other end is gone: say why from its exit and stderr.
+            return Err(self.connection_lost(Some(e)));
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, event: PeerEvent) -> Result<(), ClientError> {
+        match event {
+            PeerEvent::Response { id, result, .. } if !self.input_answered(&id, None) => {
+                self.answers.insert(id, Ok(result));
+            }
+            PeerEvent::Failed {
+                id, method, error, ..
+            } => {
+                let error = match error {
+                    CallError::Remote(e) => ClientError::Remote {
+                        method,
+                        code: match e.code {
+                            Code::Number(n) => n,
+                            Code::Name(_) => ErrorCode::InternalError.code(),
+                        },
+                        message: e.message,
+                        data: e.data.and_then(|d| serde_json::from_str(d.get()).ok()),
+                    },
+                    _ => ClientError::Timeout {
+                        method,
+                        timeout_ms: self.call_timeout_ms,
+                    },
+                };
+                if let Some(error) = self.take_unless_input(&id, error) {
+                    self.answers.insert(id, Err(error));
+                }
+            }
+            PeerEvent::Notification { method, params } => {
+                // Only the spec's events are kept; anything else a newer daemon sends is noise.
+                if let Some(m) = Method::from_name(&method).filter(|m| m.is_event()) {
+                    let len = params.as_ref().map_or(0, |p| p.get().len());
+                    if self.events_bytes + len > MAX_BUFFERED_EVENT_BYTES {
+                        return Err(ClientError::Overflow(MAX_BUFFERED_EVENT_BYTES));
+                    }
+                    self.events_bytes += len;
+                    self.events.push_back((m, params));
+                }
+            }
+            PeerEvent::Request { id, method, .. } => {
+                // The daemon has nothing to ask a client in REXD v1.
+                let now = self.now();
+                self.peer.respond_method_not_found(now, &id, &method)?;
+            }
+            // Unreadable lines are counted by the peer and skipped: the stream goes on.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Whether `id` was an `exec.input` call (then its answer only opens the gate).
+    fn input_answered(&mut self, id: &Id, error: Option<ClientError>) -> bool {
+        let Some(route) = self.input.as_mut() else {
+            return false;
+        };
+        if !route.calls.remove(id) {
+            return false;
+        }
+        route.gate.leave();
+        if route.error.is_none() {
+            route.error = error;
+        }
+        true
+    }
+
+    fn take_unless_input(&mut self, id: &Id, error: ClientError) -> Option<ClientError> {
+        let is_input = self.input.as_ref().is_some_and(|r| r.calls.contains(id));
+        if is_input {
+            self.input_answered(id, Some(error));
+            None
+        } else {
+            Some(error)
+        }
+    }
+
+    /// Waits for input from the threads until `deadline` (peer time) and feeds it in.
+    fn wait_input(&mut self, deadline: u64) -> Result<(), ClientError> {
+        let wait = Duration::from_millis(deadline.saturating_sub(self.now()).max(1));
+        match self.inbox.recv_timeout(wait) {
+            Ok(input) => self.feed(input),
+            Err(RecvTimeoutError::Timeout) => Ok(()),
+            // The client holds a sender itself, so this cannot happen; treat it as the end.
+            Err(RecvTimeoutError::Disconnected) => Err(self.connection_lost(None)),
+        }
+    }
+
+    fn feed(&mut self, input: Input) -> Result<(), ClientError> {
+        match input {
+            Input::Stdout(bytes) => {
+                let now = self.now();
+                self.peer.handle_bytes(now, &bytes);
+                Ok(())
+            }
+            Input::StdoutEnd(error) => Err(self.connection_lost(error)),
+            Input::Local(chunk) => self.send_input(&chunk, false),
+            Input::LocalEnd => self.send_input(&[], true),
+        }
+    }
+
+    fn send_input(&mut self, chunk: &[u8], eof: bool) -> Result<(), ClientError> {
+        let session_id = self.session_id();
+        let Some(route) = self.input.as_mut() else {
+            return Ok(()); // the command already ended: nobody reads this any more
+        };
+        let (encoding, data) = data::encode(chunk);
+        let params = ExecInputParams {
+            session_id,
+            process_id: route.process_id.clone(),
+            data: data.into_owned(),
+            encoding,
+            eof,
+        };
+        let raw = RawJson::to_raw(&params)
+            .map_err(|e| ClientError::Protocol(format!("encoding exec.input: {e}")))?;
+        let now = self.now();
+        let id = self
+            .peer
+            .call(now, Method::ExecInput.as_str(), Some(raw), 0)?;
+        if let Some(route) = self.input.as_mut() {
+            route.calls.insert(id);
+        }
+        Ok(())
+    }
+
+    /// The transport ended: reap it and explain why, in the user's terms.
+    fn connection_lost(&mut self, io_error: Option<io::Error>) -> ClientError {
+        self.stdin = None;
+        let status = wait_with_timeout(&mut self.child, Duration::from_secs(3));
+        if let Some(t) = self.stderr_thread.take() {
+            // stderr closes when the transport exits (unless a grandchild holds it open).
+            let deadline = Instant::now() + Duration::from_millis(500);
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+        let stderr = String::from_utf8_lossy(
+            &self
+                .stderr_tail
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        )
+        .into_owned();
+        if status.and_then(|s| s.code()) == Some(127) {
+            let mut hint = self.spec.missing_rexd_hint(&self.endpoint);
+            if !stderr.trim().is_empty() {
+                hint.push_str(&format!(" [{}]", stderr.trim()));
+            }
+            return ClientError::RexdNotFound(hint);
+        }
+        match io_error {
+            Some(source) if status.is_none() => ClientError::Io {
+                target: self.target.clone(),
+                source,
+            },
+            _ => ClientError::Closed {
+                target: self.target.clone(),
+                status,
+                stderr,
+            },
+        }
+    }
+
+    /// Runs a command and streams its output to `sink` as it arrives; returns its exit.
+    ///
+    /// With `input`, that reader is forwarded to the command's stdin (`exec.input`) from a
+    /// thread, at most a few chunks ahead of the daemon, and closed at its end. A failing
+    /// `sink` (a closed stdout) kills the command.
+    pub fn exec(
+        &mut self,
+        program: Program,
+        options: &ExecOptions,
+        input: Option<Box<dyn Read + Send>>,
+        sink: &mut dyn FnMut(Stream, &[u8]) -> io::Result<()>,
+    ) -> Result<ExecExit, ClientError> {
+        let session_id = self.session_id();
+        let env = (!options.env.is_empty()).then(|| options.env.iter().cloned().collect());
+        let started = self.call(ExecStartParams {
+            session_id: session_id.clone(),
+            program,
+            cwd: options.cwd.clone().or_else(|| self.spec.cwd.clone()),
+            env,
+            stdin: options.stdin.clone(),
+            timeout_ms: options.timeout_ms,
+            max_output_bytes: options.max_output_bytes,
+            detach: false,
+        })?;
+        let process_id = started.process_id;
+        if let Some(reader) = input {
+            let gate = Arc::new(Gate::default());
+            self.input = Some(InputRoute {
+                process_id: process_id.clone(),
+                gate: Arc::clone(&gate),
+                calls: HashSet::new(),
+                error: None,
+            });
+            let sender = self.sender.clone();
+            std::thread::spawn(move || forward_input(reader, sender, gate));
+        }
+        let result = self.stream_until_exit(&process_id, sink);
+        if let Some(route) = self.input.take() {
+            route.gate.close();
+        }
+        if result.is_err() && self.stdin.is_some() {
+            // Best effort: do not leave the command running after we stopped listening.
+            let _ = self.call(ExecKillParams {
+                session_id,
+                process_id,
+                signal: Signal::Kill,
+            });
+        }
+        result
+    }
+
+    fn stream_until_exit(
+        &mut self,
+        process_id: &str,
+        sink: &mut dyn FnMut(Stream, &[u8]) -> io::Result<()>,
+    ) -> Result<ExecExit, ClientError> {
+        let mut last_seq = [0u64; 2];
+        loop {
+            while let Some((method, params)) = self.events.pop_front() {
+                self.events_bytes -= params.as_ref().map_or(0, |p| p.get().len());
+                let event = Event::parse_known(method, params.as_ref().map(RawJson::as_raw))
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                match event {
+                    Event::ExecStdout(o) | Event::ExecStderr(o) if o.process_id == process_id => {
+                        let (stream, slot) = if method == Method::ExecStdout {
+                            (Stream::Stdout, 0)
+                        } else {
+                            (Stream::Stderr, 1)
+                        };
+                        if o.seq <= last_seq[slot] {
+                            return Err(ClientError::Protocol(format!(
+                                "{method} seq {} after {}",
+                                o.seq, last_seq[slot]
+                            )));
+                        }
+                        last_seq[slot] = o.seq;
+                        let bytes = o
+                            .bytes()
+                            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                        sink(stream, &bytes).map_err(ClientError::Output)?;
+                    }
+                    Event::ExecExit(exit) if exit.process_id == process_id => return Ok(exit),
+                    Event::ExecError(e) if e.process_id == process_id => {
+                        return Err(ClientError::Launch { message: e.message });
+                    }
+                    // Another process of this session (none in the CLI): not ours to show.
+                    _ => {}
+                }
+            }
+            if let Some(error) = self.input.as_mut().and_then(|r| r.error.take()) {
+                // A refused `exec.input` while the command still runs: stdin is broken.
+                if error.remote_code() != Some(ErrorCode::ProcessNotFound) {
+                    return Err(error);
+                }
+            }
+            let deadline = self.pump()?;
+            if self.events.is_empty() {
+                self.wait_input(deadline)?;
+            }
+        }
+    }
+
+    /// Kills a process of this session.
+    pub fn kill(&mut self, process_id: &str, signal: Signal) -> Result<bool, ClientError> {
+        let session_id = self.session_id();
+        Ok(self
+            .call(ExecKillParams {
+                session_id,
+                process_id: process_id.to_owned(),
+                signal,
+            })?
+            .ok)
+    }
+
+    /// Reads a whole file (or `length` bytes from `offset`), byte-exact, in pieces of the
+    /// session's `max_file_read_bytes`, handing each piece to `sink` as it comes. Up to
+    /// [`READ_AHEAD`] pieces are asked for at once, so the daemon encodes the next while this
+    /// side decodes the last. Returns the last piece's metadata with empty `content`. A file
+    /// whose mtime changes between pieces is refused (`-32006`) rather than spliced.
+    pub fn read_file(
+        &mut self,
+        path: &str,
+        offset: u64,
+        length: Option<u64>,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<FsReadResult, ClientError> {
+        let mut ahead = VecDeque::new();
+        let result = self.read_pieces(path, offset, length, sink, &mut ahead);
+        // After an error, pieces may still be in flight.
+        self.drop_pieces(&mut ahead);
+        result
+    }
+
+    fn read_pieces(
+        &mut self,
+        path: &str,
+        offset: u64,
+        length: Option<u64>,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+        ahead: &mut VecDeque<(Id, u64)>,
+    ) -> Result<FsReadResult, ClientError> {
+        let session_id = self.session_id();
+        // Pieces stay well under the peer's message cap even base64-encoded.
+        let piece_max = self
+            .session()
+            .limits
+            .max_file_read_bytes
+            .map_or(MAX_READ_PIECE, |m| m.clamp(1, MAX_READ_PIECE));
+        let piece = |at: u64, len: u64| FsReadParams {
+            session_id: session_id.clone(),
+            path: path.to_owned(),
+            offset: Some(at),
+            length: Some(len),
+            // Base64 keeps any file byte-exact; utf8 would be lossy for binary files.
+            encoding: data::Encoding::Base64,
+        };
+        // The first piece tells the size; the rest can then be asked for ahead.
+        let first_len = length.map_or(piece_max, |l| l.min(piece_max));
+        let first_id = self.send(&piece(offset, first_len))?;
+        ahead.push_back((first_id, offset));
+        let mut at = offset;
+        let mut asked_to = offset + first_len;
+        let mut stop: Option<u64> = None;
+        let mut mtime: Option<String> = None;
+        loop {
+            let (id, piece_at) = ahead.pop_front().expect("a piece is always in flight here");
+            let got = self.typed_answer::<FsReadParams>(&id)?;
+            if piece_at != at {
+                // An earlier piece came back short, so this one does not follow on: drop the
+                // pieces in flight and ask again from where the data ends.
+                self.drop_pieces(ahead);
+                asked_to = at;
+            } else {
+                match &mtime {
+                    Some(m) if *m != got.mtime => {
+                        return Err(ClientError::Remote {
+                            method: Method::FsRead.as_str().into(),
+                            code: ErrorCode::ConcurrencyConflict.code(),
+                            message: format!("{path} changed while it was read"),
+                            data: None,
+                        });
+                    }
+                    Some(_) => {}
+                    None => mtime = Some(got.mtime.clone()),
+                }
+                let n = {
+                    let bytes = got
+                        .bytes()
+                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                    sink(&bytes).map_err(ClientError::Output)?;
+                    bytes.len() as u64
+                };
+                at += n;
+                let end = *stop.get_or_insert_with(|| {
+                    let file_end = got.size.max(offset);
+                    length.map_or(file_end, |l| file_end.min(offset.saturating_add(l)))
+                });
+                if n == 0 || at >= end {
+                    return Ok(FsReadResult {
+                        content: String::new(),
+                        // Cut short only when the daemon said so and gave nothing more.
+                        truncated: got.truncated && n == 0 && at < got.size,
+                        ..got
+                    });
+                }
+            }
+            let end = stop.unwrap_or(at);
+            while ahead.len() < READ_AHEAD && asked_to < end {
+                let len = piece_max.min(end - asked_to);
+                let id = self.send(&piece(asked_to, len))?;
+                ahead.push_back((id, asked_to));
+                asked_to += len;
+            }
+        }
+    }
+
+    /// Forgets pieces asked for but no longer wanted: their answers are dropped on arrival.
+    fn drop_pieces(&mut self, ahead: &mut VecDeque<(Id, u64)>) {
+        let now = self.now();
+        for (id, _) in ahead.drain(..) {
+            let _ = self.peer.cancel(now, &id);
+            self.answers.remove(&id);
+        }
+    }
+
+    /// Writes a file in one `fs.write` (utf8 when the bytes are text, else base64).
+    pub fn write_file(
+        &mut self,
+        path: &str,
+        content: &[u8],
+        options: &WriteOptions,
+    ) -> Result<FsWriteResult, ClientError> {
+        let (encoding, text) = data::encode(content);
+        let session_id = self.session_id();
+        self.call(FsWriteParams {
+            session_id,
+            path: path.to_owned(),
+            content: text.into_owned(),
+            encoding,
+            mode: options.mode,
+            mkdir_parents: options.mkdir_parents,
+            atomic: true,
+            expected_mtime: options.expected_mtime.clone(),
+        })
+    }
+
+    /// Lists a directory.
+    pub fn list(
+        &mut self,
+        path: &str,
+        recursive: bool,
+        max_entries: Option<u64>,
+    ) -> Result<FsListResult, ClientError> {
+        let session_id = self.session_id();
+        self.call(FsListParams {
+            session_id,
+            path: path.to_owned(),
+            recursive,
+            max_entries,
+        })
+    }
+
+    /// Globs within the allowed roots (`cwd` defaults to the target's).
+    pub fn glob(
+        &mut self,
+        pattern: &str,
+        cwd: Option<String>,
+        max_matches: Option<u64>,
+    ) -> Result<FsGlobResult, ClientError> {
+        let session_id = self.session_id();
+        let cwd = cwd.or_else(|| self.spec.cwd.clone());
+        self.call(FsGlobParams {
+            session_id,
+            pattern: pattern.to_owned(),
+            cwd,
+            max_matches,
+        })
+    }
+
+    /// Stats a path.
+    pub fn stat(&mut self, path: &str) -> Result<FsStatResult, ClientError> {
+        let session_id = self.session_id();
+        self.call(FsStatParams {
+            session_id,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The session's state on the daemon.
+    pub fn info(&mut self) -> Result<SessionInfoResult, ClientError> {
+        let session_id = self.session_id();
+        self.call(SessionInfoParams { session_id })
+    }
+
+    /// Whether the daemon announced `capability`.
+    pub fn has_capability(&self, capability: &Capability) -> bool {
+        self.session().capabilities.contains(capability)
+    }
+
+    /// Closes the session, ends the transport and reaps it.
+    pub fn close(mut self) -> Result<(), ClientError> {
+        let session_id = self.session_id();
+        let closed = self.call(SessionCloseParams { session_id });
+        self.shutdown();
+        closed.map(|_| ())
+    }
+
+    fn shutdown(&mut self) {
+        // EOF on its stdin ends `rexd --stdio` (and ssh with it).
+        self.stdin = None;
+        if wait_with_timeout(&mut self.child, Duration::from_secs(3)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Waits up to `limit` for `child` to exit; `None` if it is still running.
+fn wait_with_timeout(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => return None,
+        }
+    }
+}
+
+fn read_stdout(mut stdout: impl Read, sender: SyncSender<Input>) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        match stdout.read(&mut buf) {
+            Ok(0) => {
+                let _ = sender.send(Input::StdoutEnd(None));
+                return;
+            }
+            Ok(n) => {
+                if sender.send(Input::Stdout(buf[..n].to_vec())).is_err() {
+                    return; // the client is gone
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                let _ = sender.send(Input::StdoutEnd(Some(e)));
+                return;
+            }
+        }
+    }
+}
+
+fn read_stderr(mut stderr: impl Read, tail: Arc<Mutex<Vec<u8>>>, forward: bool) {
+    let mut buf = [0u8; 4096];
+    loop {
+        match stderr.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if forward {
+                    let _ = io::stderr().write_all(&buf[..n]);
+                }
+                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                t.extend_from_slice(&buf[..n]);
+                if t.len() > STDERR_TAIL_BYTES {
+                    let cut = t.len() - STDERR_TAIL_BYTES;
+                    t.drain(..cut);
+                }
+            }
+        }
+    }
+}
+
+fn forward_input(mut reader: Box<dyn Read + Send>, sender: SyncSender<Input>, gate: Arc<Gate>) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        // Each chunk (and the end marker) holds a slot until the daemon answers its call.
+        if !gate.enter() {
+            return; // the command ended
+        }
+        match reader.read(&mut buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => gate.leave(),
+            Ok(0) | Err(_) => {
+                let _ = sender.send(Input::LocalEnd);
+                return;
+            }
+            Ok(n) => {
+                if sender.send(Input::Local(buf[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! What can go wrong between `rex` and a daemon.
+
+use std::process::ExitStatus;
+
+use deskwire::jsonrpc::LocalError;
+use deskwire::rexd::ErrorCode;
+
+/// A client failure. Remote refusals (`-32002` and friends) are [`ClientError::Remote`];
+/// everything else is about reaching the daemon or understanding it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// A target URL or name that does not parse.
+    #[error("bad target {target:?}: {reason}")]
+    BadTarget {
+        /// What was given.
+        target: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A named target that is not in the targets file.
+    #[error("no target named {name:?} in {file} (known: {known})")]
+    UnknownTarget {
+        /// The name asked for.
+        name: String,
+        /// The targets file that was searched.
+        file: String,
+        /// The names it has, comma-separated.
+        known: String,
+    },
+    /// The targets file could not be read or written, or is not valid TOML of the right shape.
+    #[error("targets file {file}: {reason}")]
+    TargetsFile {
+        /// Its path.
+        file: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// `rexd` could not be started: not found locally, or not on the remote PATH.
+    #[error("{0}")]
+    RexdNotFound(String),
+    /// Starting the transport (`rexd` or `ssh`) failed.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The transport ended (the daemon or ssh exited, or closed its stdout).
+    #[error("the connection to {target} closed{}{}", status_text(.status), stderr_text(.stderr))]
+    Closed {
+        /// The target.
+        target: String,
+        /// How the transport process ended, when known.
+        status: Option<ExitStatus>,
+        /// The end of what it wrote on stderr.
+        stderr: String,
+    },
+    /// Reading or writing the transport's pipes failed.
+    #[error("i/o with {target}: {source}")]
+    Io {
+        /// The target.
+        target: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The daemon refused a call.
+    #[error("{method}: {}{message}{}", code_text(*.code), data_text(.data))]
+    Remote {
+        /// The method called.
+        method: String,
+        /// The JSON-RPC error code (`-32002` forbidden_path, …).
+        code: i64,
+        /// The daemon's message.
+        message: String,
+        /// The error's `data`, if any.
+        data: Option<serde_json::Value>,
+    },
+    /// No answer in time.
+    #[error("{method}: no answer within {timeout_ms} ms")]
+    Timeout {
+        /// The method called.
+        method: String,
+        /// The client's call timeout.
+        timeout_ms: u64,
+    },
+    /// The daemon answered something that does not fit the protocol.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The daemon could not launch a command (`exec.error`).
+    #[error("cannot run the command: {message}")]
+    Launch {
+        /// The daemon's message.
+        message: String,
+    },
+    /// The daemon streamed more than the client buffers while it waited for something else.
+    #[error("more than {0} bytes of events buffered; the daemon streams faster than it is read")]
+    Overflow(usize),
+    /// The output sink (our stdout) failed, for example a closed pipe.
+    #[error("writing output: {0}")]
+    Output(std::io::Error),
+    /// Misuse of the JSON-RPC peer (a bug here, not the daemon's fault).
+    #[error("internal: {0}")]
+    Local(#[from] LocalError),
+}
+
+impl ClientError {
+    /// The REXD error code of a remote refusal, if it is one of the spec's.
+    pub fn remote_code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Remote { code, .. } => ErrorCode::from_code(*code),
+            _ => None,
+        }
+    }
+}
+
+fn status_text(status: &Option<ExitStatus>) -> String {
+    match status {
+        Some(s) => format!(" ({s})"),
+        None => String::new(),
+    }
+}
+
+fn stderr_text(stderr: &str) -> String {
+    let s = stderr.trim();
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!(": {s}")
+    }
+}
+
+fn code_text(code: i64) -> String {
+    match ErrorCode::from_code(code) {
+        Some(c) => format!("{} ({code}): ", c.name()),
+        None => format!("error {code}: "),
+    }
+}
+
+fn data_text(data: &Option<serde_json::Value>) -> String {
+    match data {
+        Some(d) => format!(" {d}"),
+        None => String::new(),
+    }
+}

@@ -1,0 +1,37 @@
+//! `rex`, the REXD client: connect to a daemon on a target and call it, blocking.
+//!
+//! A target is `local` (a child `rexd --stdio`) or `ssh://[user@]host[:port]` (`ssh … rexd
+//! --stdio`); named targets and the current one live in a TOML file ([`targets`]), so the
+//! runtime, not the model, decides where `bash` and `read` go (the spec's routing model).
+//!
+//! ```no_run
+//! use rexd::client::{Client, ConnectOptions, ExecOptions, Stream, TargetSpec};
+//! use deskwire::rexd::Program;
+//!
+//! let target = TargetSpec::new("ssh://deploy@server-a");
+//! let mut rex = Client::connect(&target, &ConnectOptions::default())?;
+//! let exit = rex.exec(
+//!     Program::argv(["git", "status", "--short"]),
+//!     &ExecOptions::default(),
+//!     None,
+//!     &mut |stream, bytes| match stream {
+//!         Stream::Stdout => std::io::Write::write_all(&mut std::io::stdout(), bytes),
+//!         Stream::Stderr => std::io::Write::write_all(&mut std::io::stderr(), bytes),
+//!     },
+//! )?;
+//! println!("exit code {:?}", exit.exit_code);
+//! rex.close()?;
+//! # Ok::<(), rexd::client::ClientError>(())
+//! ```
+
+mod connection;
+mod error;
+mod target;
+pub mod targets;
+
+pub use connection::{
+    Client, ConnectOptions, ExecOptions, MAX_BUFFERED_EVENT_BYTES, Stream, WriteOptions,
+};
+pub use error::ClientError;
+pub use target::{Endpoint, TargetSpec, local_rexd};
+pub use targets::Targets;

@@ -1,0 +1,342 @@
+//! Where a daemon runs and how to start it: `local` (a child `rexd --stdio`) or
+//! `ssh://user@host[:port]` (`ssh … rexd --stdio`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::ClientError;
+
+/// The transport half of a target: which machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// This machine: spawn `rexd --stdio`.
+    Local,
+    /// Another machine over OpenSSH: `ssh [-p port] [user@]host rexd --stdio`.
+    Ssh {
+        /// The login user; ssh's default (config or the local user name) when absent.
+        user: Option<String>,
+        /// Host name or address (IPv6 without brackets).
+        host: String,
+        /// The port; ssh's default when absent.
+        port: Option<u16>,
+    },
+}
+
+impl Endpoint {
+    /// Parses `local` or `ssh://[user@]host[:port]` (IPv6 as `[::1]`).
+    ///
+    /// Hand-parsed on purpose: the grammar is this small, and a general URL parser would
+    /// accept paths, queries and percent-escapes that mean nothing to ssh.
+    pub fn parse(text: &str) -> Result<Endpoint, ClientError> {
+        let bad = |reason: &str| ClientError::BadTarget {
+            target: text.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if text == "local" {
+            return Ok(Endpoint::Local);
+        }
+        let rest = text
+            .strip_prefix("ssh://")
+            .ok_or_else(|| bad("expected `local` or `ssh://[user@]host[:port]`"))?;
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        let (user, hostport) = match rest.rsplit_once('@') {
+            Some((user, hp)) => (Some(user), hp),
+            None => (None, rest),
+        };
+        if let Some(user) = user
+            && (user.is_empty() || !user.chars().all(is_name_char))
+        {
+            return Err(bad("the user name may hold only letters, digits, `._-`"));
+        }
+        let (host, port) = if let Some(bracketed) = hostport.strip_prefix('[') {
+            let (host, after) = bracketed
+                .split_once(']')
+                .ok_or_else(|| bad("`[` without `]`"))?;
+            match after {
+                "" => (host, None),
+                p => (
+                    host,
+                    Some(p.strip_prefix(':').ok_or_else(|| bad("junk after `]`"))?),
+                ),
+            }
+        } else {
+            match hostport.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (hostport, None),
+            }
+        };
+        let host_ok = !host.is_empty()
+            && !host.starts_with('-')
+            && host.chars().all(|c| is_name_char(c) || c == ':');
+        if !host_ok {
+            return Err(bad("the host must be a name or an address"));
+        }
+        let port = match port {
+            None => None,
+            Some(p) => Some(
+                p.parse::<u16>()
+                    .ok()
+                    .filter(|&p| p > 0)
+                    .ok_or_else(|| bad("the port must be 1..=65535"))?,
+            ),
+        };
+        Ok(Endpoint::Ssh {
+            user: user.map(str::to_owned),
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Local => f.write_str("local"),
+            Endpoint::Ssh { user, host, port } => {
+                f.write_str("ssh://")?;
+                if let Some(u) = user {
+                    write!(f, "{u}@")?;
+                }
+                if host.contains(':') {
+                    write!(f, "[{host}]")?;
+                } else {
+                    f.write_str(host)?;
+                }
+                if let Some(p) = port {
+                    write!(f, ":{p}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A target as the targets file and the command line describe it: the endpoint plus how to
+/// reach and start the daemon there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSpec {
+    /// `local` or `ssh://[user@]host[:port]`.
+    pub url: String,
+    /// `ssh -i FILE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_file: Option<PathBuf>,
+    /// Extra ssh arguments, as given (`["-o", "ConnectTimeout=5"]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_options: Vec<String>,
+    /// The daemon program: a path, or a name looked up on the (remote) PATH. Default: `rexd`
+    /// (for `local`, the `rexd` next to the running `rex` first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rexd: Option<String>,
+    /// Extra daemon arguments after `--stdio` (`["--config", "/etc/rexd/config.toml"]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rexd_args: Vec<String>,
+    /// The workspace roots to ask for in `session.open` (the daemon may narrow them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workspace_roots: Vec<String>,
+    /// The working directory for commands when the call gives none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+impl TargetSpec {
+    /// A target with only a URL.
+    pub fn new(url: impl Into<String>) -> TargetSpec {
+        TargetSpec {
+            url: url.into(),
+            ..TargetSpec::default()
+        }
+    }
+
+    /// The parsed endpoint.
+    pub fn endpoint(&self) -> Result<Endpoint, ClientError> {
+        Endpoint::parse(&self.url)
+    }
+
+    /// The command that starts the daemon with its stdio as the connection.
+    pub fn command(&self) -> Result<Command, ClientError> {
+        match self.endpoint()? {
+            Endpoint::Local => {
+                let program = match &self.rexd {
+                    Some(p) => PathBuf::from(p),
+                    None => local_rexd(),
+                };
+                let mut cmd = Command::new(program);
+                cmd.arg("--stdio").args(&self.rexd_args);
+                Ok(cmd)
+            }
+            Endpoint::Ssh { user, host, port } => {
+                let mut cmd = Command::new("ssh");
+                // -T: no pty (the stream is bytes, not a terminal); -e none: no escape
+                // character, so no byte of the stream is ever taken as an ssh command.
+                cmd.args(["-T", "-e", "none"]);
+                if let Some(p) = port {
+                    cmd.arg("-p").arg(p.to_string());
+                }
+                if let Some(i) = &self.identity_file {
+                    cmd.arg("-i").arg(i);
+                }
+                cmd.args(&self.ssh_options);
+                cmd.arg(match user {
+                    Some(u) => format!("{u}@{host}"),
+                    None => host,
+                });
+                cmd.arg(self.remote_command());
+                Ok(cmd)
+            }
+        }
+    }
+
+    /// The remote shell command ssh runs: `rexd --stdio [args…]`, each word quoted.
+    pub fn remote_command(&self) -> String {
+        let program = self.rexd.as_deref().unwrap_or("rexd");
+        let words = std::iter::once(program)
+            .chain(std::iter::once("--stdio"))
+            .chain(self.rexd_args.iter().map(String::as_str));
+        // try_join fails only on NUL bytes, which no shell word can carry anyway.
+        shlex::try_join(words).unwrap_or_else(|_| format!("{program} --stdio"))
+    }
+
+    /// How to fix a missing daemon, for the error message.
+    pub(crate) fn missing_rexd_hint(&self, endpoint: &Endpoint) -> String {
+        match endpoint {
+            Endpoint::Local => format!(
+                "rexd was not found ({}): build it (`cargo build -p rexd`), put it next to rex or \
+                 on PATH, or name it with `--rexd PATH`",
+                self.rexd
+                    .clone()
+                    .unwrap_or_else(|| local_rexd().display().to_string())
+            ),
+            Endpoint::Ssh { host, .. } => format!(
+                "rexd is not on the remote PATH of {host} (`ssh … {}` found no such command). \
+                 Install it there (`scp target/release/rexd {host}:/usr/local/bin/rexd`), or name \
+                 its path with `--rexd /path/to/rexd` (`rexd = \"…\"` in the targets file)",
+                self.remote_command()
+            ),
+        }
+    }
+}
+
+/// The `rexd` for the `local` target: next to the running executable when there is one there
+/// (an installed or built pair), else `rexd` from PATH.
+pub fn local_rexd() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("rexd")))
+        .filter(|p| is_executable(p))
+        .unwrap_or_else(|| PathBuf::from("rexd"))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ssh(user: Option<&str>, host: &str, port: Option<u16>) -> Endpoint {
+        Endpoint::Ssh {
+            user: user.map(str::to_owned),
+            host: host.to_owned(),
+            port,
+        }
+    }
+
+    #[test]
+    fn endpoints_parse_and_print_back() {
+        for (text, want) in [
+            ("local", Endpoint::Local),
+            ("ssh://server-a", ssh(None, "server-a", None)),
+            (
+                "ssh://deploy@server-a",
+                ssh(Some("deploy"), "server-a", None),
+            ),
+            (
+                "ssh://root@127.0.0.1:2222",
+                ssh(Some("root"), "127.0.0.1", Some(2222)),
+            ),
+            ("ssh://u@[::1]:22", ssh(Some("u"), "::1", Some(22))),
+            ("ssh://[fe80::1]", ssh(None, "fe80::1", None)),
+        ] {
+            let got = Endpoint::parse(text).unwrap();
+            assert_eq!(got, want, "{text}");
+            assert_eq!(got.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn bad_endpoints_are_refused_with_a_reason() {
+        for text in [
+            "",
+            "remote",
+            "http://x",
+            "ssh://",
+            "ssh://@host",
+            "ssh://-oProxyCommand=x",
+            "ssh://u@h:0",
+            "ssh://u@h:70000",
+            "ssh://u@h:port",
+            "ssh://[::1",
+            "ssh://[::1]x",
+            "ssh://a b",
+            "ssh://u;rm@h",
+        ] {
+            let e = Endpoint::parse(text).unwrap_err();
+            assert!(matches!(e, ClientError::BadTarget { .. }), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn ssh_command_line() {
+        let spec = TargetSpec {
+            url: "ssh://deploy@server-a:2222".into(),
+            identity_file: Some("/k/id".into()),
+            ssh_options: vec!["-o".into(), "BatchMode=yes".into()],
+            rexd: Some("/opt/rex tools/rexd".into()),
+            rexd_args: vec!["--config".into(), "/etc/rexd/c.toml".into()],
+            ..TargetSpec::default()
+        };
+        let cmd = spec.command().unwrap();
+        assert_eq!(cmd.get_program(), "ssh");
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(
+            args,
+            [
+                "-T",
+                "-e",
+                "none",
+                "-p",
+                "2222",
+                "-i",
+                "/k/id",
+                "-o",
+                "BatchMode=yes",
+                "deploy@server-a",
+                "'/opt/rex tools/rexd' --stdio --config /etc/rexd/c.toml"
+            ]
+        );
+    }
+
+    #[test]
+    fn local_command_line() {
+        let spec = TargetSpec {
+            rexd: Some("/bin/rexd".into()),
+            rexd_args: vec!["--config".into(), "c.toml".into()],
+            ..TargetSpec::new("local")
+        };
+        let cmd = spec.command().unwrap();
+        assert_eq!(cmd.get_program(), "/bin/rexd");
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(args, ["--stdio", "--config", "c.toml"]);
+    }
+}
