@@ -32,6 +32,15 @@ cargo test --workspace --quiet 2>&1 | tee target/test-output.txt
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "rust: %d passed, %d failed\n", p, f }' target/test-output.txt
 
+section "MCP: rexd --mcp driven by the official MCP Python SDK"
+cargo build --quiet -p rexd --bin rexd
+venv=target/mcp-venv
+if ! "$venv/bin/python" -c 'import mcp, pytest' >/dev/null 2>&1; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.0' pytest
+fi
+REXD="$PWD/target/debug/rexd" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp
+
 section "desk demo (README main command)"
 out=$(cargo run --quiet --release --bin desk -- 'printf "hello from %s\n" desk')
 echo "$out"

@@ -4,9 +4,9 @@
 //! process group), file operations confined to allowlisted roots, limits and the audit log,
 //! behind typed [`deskwire::rexd::Request`]s. Transports drive it from one mio loop:
 //! [`stdio`] (NDJSON JSON-RPC 2.0, also over `ssh host rexd --stdio`) and [`irc`] (OA1
-//! `RemoteBash` on an IRC channel, [`remote_bash`]). Other frontends (MCP, embedding hosts) use
-//! the same `Service`. [`client`] is the other end: `rex`, the client library and CLI (`local`
-//! and `ssh://` targets).
+//! `RemoteBash` on an IRC channel, [`remote_bash`]). Other frontends use the same `Service`:
+//! [`mcp`] (`rexd --mcp`, the tools as an MCP server). [`client`] is the other end: `rex`, the
+//! client library and CLI (`local` and `ssh://` targets).
 //!
 //! ```
 //! use rexd::service::{Service, ServiceOutput, Settings};
@@ -32,6 +32,7 @@ pub mod config;
 pub mod fsops;
 pub mod irc;
 pub mod log;
+pub mod mcp;
 pub mod process;
 pub mod remote_bash;
 pub mod roots;

@@ -1,5 +1,6 @@
-//! `rexd`: the REXD v1 daemon. `rexd --stdio` serves JSON-RPC on stdin/stdout; `rexd --irc
-//! HOST:PORT --channel '#desk' --nick NAME` serves OA1 `RemoteBash` on an IRC channel.
+//! `rexd`: the REXD v1 daemon. `rexd --stdio` serves JSON-RPC on stdin/stdout; `rexd --mcp`
+//! the same tools as an MCP server; `rexd --irc HOST:PORT --channel '#desk' --nick NAME` serves
+//! OA1 `RemoteBash` on an IRC channel.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,6 +44,9 @@ struct Args {
     /// only for servers without flood protection).
     #[arg(long)]
     pacing_interval_ms: Option<u64>,
+    /// Serve the tools as an MCP server on stdin/stdout.
+    #[arg(long, conflicts_with_all = ["stdio", "irc"])]
+    mcp: bool,
     /// The TOML configuration (the spec's /etc/rexd/config.toml format).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -126,5 +130,8 @@ fn run(args: Args) -> Result<(), String> {
         };
         return rexd::irc::serve_irc(settings, &options).map_err(|e| format!("--irc {addr}: {e}"));
     }
-    Err("choose a transport: --stdio or --irc HOST:PORT".into())
+    if args.mcp {
+        return rexd::mcp::serve_stdio(settings).map_err(|e| e.to_string());
+    }
+    Err("choose a transport: --stdio, --mcp or --irc HOST:PORT".into())
 }
