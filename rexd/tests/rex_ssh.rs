@@ -51,16 +51,7 @@ fn target_use_moves_the_same_commands_between_hosts() {
         "sh",
         "if [ -n \"$SSH_CONNECTION\" ]; then echo over-ssh; else echo local; fi",
     ];
-    let config = format!("--rexd-arg={}", f.config.display());
-    f.run(&[
-        "target",
-        "add",
-        "here",
-        "local",
-        "--rexd-arg=--config",
-        &config,
-    ])
-    .ok();
+    f.add_local_target("here", &[]);
     assert_eq!(f.run(&probe).ok().text(), "over-ssh\n");
     f.run(&["target", "use", "here"]).ok();
     assert_eq!(f.run(&probe).ok().text(), "local\n");

@@ -74,18 +74,23 @@ impl Fixture {
     /// A `local` target: `rex` finds the `rexd` built next to it.
     pub fn local() -> Fixture {
         let f = Fixture::new("rex-local");
-        let config = f.config.display().to_string();
-        f.run(&[
+        f.add_local_target("here", &["--use"]);
+        f
+    }
+
+    /// Adds a named `local` target whose daemon reads this fixture's config.
+    pub fn add_local_target(&self, name: &str, extra: &[&str]) {
+        let config = format!("--rexd-arg={}", self.config.display());
+        let mut args = vec![
             "target",
             "add",
-            "here",
+            name,
             "local",
             "--rexd-arg=--config",
-            &format!("--rexd-arg={config}"),
-            "--use",
-        ])
-        .ok();
-        f
+            &config,
+        ];
+        args.extend_from_slice(extra);
+        self.run(&args).ok();
     }
 
     /// An `ssh://` target through a private sshd whose logins have the built `rexd` on their
