@@ -72,3 +72,65 @@ fn stdin_forwarding_stops_when_the_command_ends_first() {
     );
     assert_eq!(out.code, 4, "{}", out.stderr);
 }
+
+/// A Ctrl-C at the terminal reaches rex's whole process group; the command on the `local`
+/// target must not outlive it.
+#[test]
+fn ctrl_c_of_rex_stops_the_local_command() {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+
+    let f = Fixture::local();
+    let pid_file = f.dir().join("pid");
+    let script = format!("echo $$ > '{}'; exec sleep 60", pid_file.display());
+    let mut rex = f
+        .rex()
+        .args(["sh", &script])
+        .process_group(0) // rex leads a group, as a shell's foreground job does
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let pid = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(alive(pid));
+    // What the terminal does on Ctrl-C: SIGINT to the foreground process group.
+    let status = std::process::Command::new("kill")
+        .args(["-INT", "--", &format!("-{}", rex.id())])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    rex.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while alive(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command outlived rex's Ctrl-C"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Running (not a zombie waiting to be reaped).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| r.split_whitespace().next() != Some("Z"))
+        })
+        .unwrap_or(false)
+}

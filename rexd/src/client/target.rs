@@ -1,6 +1,7 @@
 //! Where a daemon runs and how to start it: `local` (a child `rexd --stdio`) or
 //! `ssh://user@host[:port]` (`ssh … rexd --stdio`).
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -169,6 +170,12 @@ impl TargetSpec {
                 };
                 let mut cmd = Command::new(program);
                 cmd.arg("--stdio").args(&self.rexd_args);
+                // Its own process group: a Ctrl-C at the terminal stops rex, and rexd, seeing
+                // its stdin close, kills the commands it runs (their groups are not the
+                // terminal's). Killed by the same SIGINT, it would leave them running. (ssh
+                // stays in ours: it may need the terminal for a passphrase prompt, and the
+                // remote rexd sees the channel close either way.)
+                cmd.process_group(0);
                 Ok(cmd)
             }
             Endpoint::Ssh { user, host, port } => {
