@@ -231,3 +231,38 @@ def test_roots_narrow_the_session_and_announce_list_changed(work):
                 assert text_of(top) == "top\n"
 
     run(main)
+
+
+def test_exec_with_stdin_and_a_timeout(work):
+    root, config = work
+
+    async def main():
+        async with stdio_client(params(config)) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                up = await s.call_tool("exec", {"argv": ["tr", "a-z", "A-Z"], "stdin": "shout\n"})
+                assert up.is_error is False
+                assert up.structured_content["stdout"] == "SHOUT\n"
+                slow = await s.call_tool("exec", {"argv": ["sleep", "30"], "timeout_ms": 300})
+                assert slow.is_error is True
+                assert slow.structured_content["timed_out"] is True
+                assert "[timed out after" in text_of(slow)
+
+    run(main)
+
+
+def test_without_allow_shell_there_is_no_bash(work):
+    root, config = work
+    config.write_text(config.read_text().replace("allow_shell = true", "allow_shell = false"))
+
+    async def main():
+        async with stdio_client(params(config)) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                names = [t.name for t in (await s.list_tools()).tools]
+                assert "bash" not in names and "exec" in names
+                with pytest.raises(MCPError) as e:
+                    await s.call_tool("bash", {"command": "true"})
+                assert e.value.error.code == -32602
+
+    run(main)
