@@ -266,3 +266,30 @@ def test_without_allow_shell_there_is_no_bash(work):
                 assert e.value.error.code == -32602
 
     run(main)
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+def test_roots_outside_the_allowlist_are_refused(work):
+    root, config = work
+    asked = []
+
+    async def list_roots(context):
+        asked.append(True)
+        return types.ListRootsResult(roots=[types.Root(uri="file:///etc")])
+
+    async def main():
+        async with stdio_client(params(config)) as (r, w):
+            async with ClientSession(r, w, list_roots_callback=list_roots) as s:
+                await s.initialize()
+                with anyio.fail_after(10):
+                    while not asked:
+                        await anyio.sleep(0.02)
+                # The server reads in order: our roots answer is handled before this ping.
+                await s.send_ping()
+                tools = {t.name: t for t in (await s.list_tools()).tools}
+                assert str(root) in tools["read"].description
+                assert "/etc" not in tools["read"].description
+                outside = await s.call_tool("read", {"path": "/etc/hostname"})
+                assert outside.is_error is True and "-32002" in text_of(outside)
+
+    run(main)
