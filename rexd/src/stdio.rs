@@ -16,9 +16,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use deskwire::jsonrpc::{
-    Code, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RawJson, RemoteError,
-};
+use deskwire::jsonrpc::{Code, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RemoteError};
 use deskwire::rexd::{ErrorObject, Request};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -119,13 +117,14 @@ pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> 
             match o {
                 ServiceOutput::Reply { handle, result } => {
                     if let Some(id) = pending.remove(&handle) {
-                        let sent = match result.map(|r| RawJson::to_raw(&r)) {
-                            Ok(Ok(raw)) => peer.respond(now, &id, raw),
-                            Ok(Err(e)) => peer.respond_error(
-                                now,
-                                &id,
-                                RemoteError::new(Code::Number(-32603), e.to_string()),
-                            ),
+                        let sent = match result {
+                            // Results are written once, straight into the output buffer (an
+                            // fs.read of megabytes would otherwise be copied three times on its
+                            // way through the peer); the peer only forgets the request.
+                            Ok(response) => peer.forget_incoming(&id).map(|()| {
+                                response.write_line(&id, &mut out);
+                                out.push(b'\n');
+                            }),
                             Err(e) => peer.respond_error(now, &id, remote_error(e)),
                         };
                         if let Err(e) = sent {

@@ -51,6 +51,7 @@
 pub mod data;
 mod error;
 mod exec;
+mod fast;
 mod fs;
 mod message;
 mod method;
