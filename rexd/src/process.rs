@@ -13,6 +13,9 @@ use deskwire::rexd::Program;
 
 use crate::sys;
 
+/// The size asked for a child's stdout and stderr pipes.
+pub const OUTPUT_PIPE_BYTES: usize = 256 * 1024;
+
 /// A started child and its descriptors (all non-blocking, close-on-exec).
 #[derive(Debug)]
 pub struct Spawned {
@@ -86,6 +89,11 @@ pub fn spawn_pipes(l: &Launch<'_>) -> io::Result<Spawned> {
     let stderr: OwnedFd = child.stderr.take().map(OwnedFd::from).ok_or_else(missing)?;
     for fd in [&stdin, &stdout, &stderr] {
         sys::set_nonblocking(fd.as_fd())?;
+    }
+    // A larger pipe lets a chatty child write more per wake-up of the daemon (64 KiB by
+    // default); best effort, the system may cap it.
+    for fd in [&stdout, &stderr] {
+        sys::set_pipe_size(fd.as_fd(), OUTPUT_PIPE_BYTES);
     }
     let (pid, pidfd) = finish(child)?;
     Ok(Spawned {

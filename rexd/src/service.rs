@@ -63,7 +63,7 @@ use crate::sys::{self, WaitStatus};
 /// Tokens at or above this belong to the service; hosts use smaller ones for their own sources.
 pub const TOKEN_BASE: usize = 1 << 20;
 /// Bytes read from a child's stream in one go.
-const READ_CHUNK: usize = 64 * 1024;
+const READ_CHUNK: usize = 256 * 1024;
 /// Finished processes remembered per session for `exec.wait` / `session.info`.
 const FINISHED_MEMORY: usize = 1024;
 /// The version announced in `session.open`.

@@ -340,6 +340,14 @@ pub fn fchdir(fd: RawFd) -> io::Result<()> {
     cvt(unsafe { libc::fchdir(fd) }).map(drop)
 }
 
+/// Asks for a pipe buffer of `bytes` (`F_SETPIPE_SZ`); failures (limits) are ignored.
+pub fn set_pipe_size(fd: BorrowedFd<'_>, bytes: usize) {
+    // SAFETY: fcntl on a valid descriptor.
+    unsafe {
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, bytes as libc::c_int);
+    }
+}
+
 /// Sets `O_NONBLOCK` on a descriptor.
 pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: fcntl on a valid descriptor.

@@ -63,6 +63,26 @@ pub fn write_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
     let mut start = 0;
     let mut i = 0;
+    // Clean 32-byte blocks (the common case for output and file text) cost one test.
+    while i + 32 <= bytes.len() {
+        let block = &bytes[i..i + 32];
+        let mut any = 0;
+        for w in block.chunks_exact(8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(w);
+            any |= needs_escape(u64::from_le_bytes(word));
+        }
+        if any != 0 {
+            for (j, &b) in block.iter().enumerate() {
+                if b < 0x20 || b == b'"' || b == b'\\' {
+                    out.extend_from_slice(&bytes[start..i + j]);
+                    escape_byte(b, out);
+                    start = i + j + 1;
+                }
+            }
+        }
+        i += 32;
+    }
     while i + 8 <= bytes.len() {
         let mut word = [0u8; 8];
         word.copy_from_slice(&bytes[i..i + 8]);
