@@ -349,7 +349,11 @@ impl Service {
     /// [`Service::poll_output`] with `handle`.
     pub fn call(&mut self, now: u64, handle: u64, request: Request) {
         let method = request.method();
-        let params = request.params_value();
+        // The params as JSON only for the audit log (an fs.write's content would be copied).
+        let params = match self.settings.audit.enabled() {
+            true => request.params_value(),
+            false => Value::Null,
+        };
         let session_id = params
             .get("session_id")
             .and_then(Value::as_str)
@@ -1291,6 +1295,11 @@ impl Service {
     /// The earliest timer, if any.
     pub fn next_deadline(&self) -> Option<u64> {
         self.timers.iter().next().map(|t| t.0)
+    }
+
+    /// Whether replies or events are waiting for [`Service::poll_output`].
+    pub fn has_output(&self) -> bool {
+        !self.outputs.is_empty()
     }
 
     /// The next reply or event.

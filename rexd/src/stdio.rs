@@ -82,8 +82,9 @@ pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> 
 
     loop {
         let now = now_ms();
-        // 1. Input.
-        while input_open && input_ready {
+        // 1. Input, unless the client is not reading our output: then its requests wait in
+        //    the pipe (it cannot make the daemon buffer without bound).
+        while input_open && input_ready && out.len() - written < HIGH_WATER {
             match stdin.read(&mut inbuf) {
                 Ok(0) => input_open = false,
                 Ok(n) => {
@@ -105,15 +106,35 @@ pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> 
         let room = HIGH_WATER.saturating_sub(out.len() - written);
         service.pump(now, room);
         service.handle_timeout(now);
-        drain_peer(
+        let mut peer_deadline = drain_peer(
             &mut peer,
             now,
             &mut out,
+            written,
             &mut service,
             &mut pending,
             &mut next_handle,
         );
-        while let Some(o) = service.poll_output() {
+        loop {
+            let Some(o) = service.poll_output() else {
+                // A request without an immediate reply (exec.wait): take the next one.
+                if peer_deadline.is_none() && out.len() - written < HIGH_WATER {
+                    peer_deadline = drain_peer(
+                        &mut peer,
+                        now,
+                        &mut out,
+                        written,
+                        &mut service,
+                        &mut pending,
+                        &mut next_handle,
+                    );
+                    if service_idle_after(&peer_deadline, &service) {
+                        break;
+                    }
+                    continue;
+                }
+                break;
+            };
             match o {
                 ServiceOutput::Reply { handle, result } => {
                     if let Some(id) = pending.remove(&handle) {
@@ -131,10 +152,11 @@ pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> 
                             crate::log::warn(&format!("reply to {id}: {e}"));
                         }
                     }
-                    drain_peer(
+                    peer_deadline = drain_peer(
                         &mut peer,
                         now,
                         &mut out,
+                        written,
                         &mut service,
                         &mut pending,
                         &mut next_handle,
@@ -175,14 +197,14 @@ pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> 
         }
         // 5. Wait.
         let mut wake = service.next_deadline();
-        if let Output::Timeout(t) = peer.poll_output(now) {
+        if let Some(t) = peer_deadline {
             wake = Some(wake.map_or(t, |w| w.min(t)));
         }
         if let Some(d) = shutdown_deadline {
             wake = Some(wake.map_or(d, |w| w.min(d)));
         }
         let backlog = out.len() - written;
-        let busy = (service.wants_pump() && backlog < HIGH_WATER)
+        let busy = ((service.wants_pump() || peer_deadline.is_none()) && backlog < HIGH_WATER)
             || (!input_pollable && input_open)
             || (!output_pollable && backlog > 0);
         let timeout = if busy {
@@ -212,16 +234,23 @@ pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> 
     }
 }
 
-/// Moves the peer's output: bytes to `out`, requests to the service, until it is drained.
+/// Moves the peer's output: bytes to `out`, and the next request to the service. Returns the
+/// peer's deadline once it is drained, `None` after handing over a request (call again after
+/// its reply) or while `out` holds [`HIGH_WATER`] bytes not yet written (requests then wait in
+/// the peer until the client reads).
 fn drain_peer(
     peer: &mut Peer<JsonRpc2>,
     now: u64,
     out: &mut Vec<u8>,
+    written: usize,
     service: &mut Service,
     pending: &mut HashMap<u64, Id>,
     next_handle: &mut u64,
-) {
+) -> Option<u64> {
     loop {
+        if out.len() - written >= HIGH_WATER {
+            return None;
+        }
         match peer.poll_output(now) {
             Output::Transmit(bytes) => out.extend_from_slice(&bytes),
             Output::Event(PeerEvent::Request { id, method, params }) => {
@@ -230,6 +259,9 @@ fn drain_peer(
                         *next_handle += 1;
                         pending.insert(*next_handle, id);
                         service.call(now, *next_handle, request);
+                        // One request at a time: its reply goes to `out` before the next is
+                        // taken, so the high-water check above sees what is waiting.
+                        return None;
                     }
                     Err(e) => {
                         let _ = peer.respond_error(now, &id, remote_error(e.to_error_object()));
@@ -243,9 +275,15 @@ fn drain_peer(
                 crate::log::warn(&format!("malformed input: {reason}"));
             }
             Output::Event(_) => {}
-            Output::Timeout(_) => return,
+            Output::Timeout(t) => return Some(t),
         }
     }
+}
+
+/// Whether the loop over service outputs can stop: the peer is drained or the service has
+/// nothing queued.
+fn service_idle_after(peer_deadline: &Option<u64>, service: &Service) -> bool {
+    peer_deadline.is_some() && !service.has_output()
 }
 
 fn file(fd: RawFd) -> std::fs::File {

@@ -485,3 +485,53 @@ fn config_file_and_bad_config() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// A client that sends many large requests without reading the answers cannot make the daemon
+/// buffer them: it stops reading requests while its output waits, and everything is answered
+/// once the client reads.
+#[test]
+fn a_client_that_does_not_read_cannot_grow_the_daemon() {
+    use std::io::{BufRead, BufReader, Write};
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("mb"), vec![b'x'; 1 << 20]).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args(["--stdio", "--root", root.path().to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let n = 150;
+    let writer = std::thread::spawn(move || {
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":0,"method":"session.open","params":{{"client_name":"t"}}}}"#
+        )
+        .unwrap();
+        for i in 1..=n {
+            writeln!(stdin, r#"{{"jsonrpc":"2.0","id":{i},"method":"fs.read","params":{{"session_id":"s_1","path":"mb"}}}}"#).unwrap();
+        }
+        stdin
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let rss = rexd::sys::rss_kib(pid).unwrap();
+    // 150 answers of 1 MiB would be 150 MiB; the backlog stays near the high-water mark.
+    assert!(
+        rss < 64 * 1024,
+        "daemon RSS {rss} KiB while its output is not read"
+    );
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let mut answered = 0;
+    while answered <= n {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0);
+        let head = &line[..line.len().min(64)];
+        assert!(head.contains("\"result\":{"), "{head}");
+        assert!(line.len() > 1 << 20 || answered == 0, "{head}");
+        answered += 1;
+    }
+    drop(writer.join().unwrap());
+    child.wait().unwrap();
+}
