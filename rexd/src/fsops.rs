@@ -85,8 +85,10 @@ fn display(p: &Path) -> String {
 /// `fs.read`.
 pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
     let r = ctx.roots.resolve(ctx.cwd, &p.path)?;
+    // O_NONBLOCK: opening a FIFO (which a command may have made in the root) must not hang
+    // the daemon; it is refused below as not a regular file.
     let fd = r
-        .open(libc::O_RDONLY)
+        .open(libc::O_RDONLY | libc::O_NONBLOCK)
         .map_err(|e| open_error(ctx, &p.path, e))?;
     let st = sys::fstat(fd.as_fd()).map_err(|e| io_error(&p.path, &e))?;
     if kind_of(&st) != FileType::File {
@@ -246,7 +248,10 @@ pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> 
         }
         fd
     } else {
+        // O_NONBLOCK: a FIFO swapped in after the check above fails (ENXIO) instead of
+        // blocking the daemon until some reader appears.
         let flags = libc::O_WRONLY
+            | libc::O_NONBLOCK
             | libc::O_CREAT
             | match p.mode {
                 WriteMode::Append => libc::O_APPEND,

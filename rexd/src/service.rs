@@ -687,7 +687,7 @@ impl Service {
                     proc_.stdin_buf.extend_from_slice(stdin.as_bytes());
                     proc_.stdin_eof = true;
                 }
-                self.attach(&mut proc_, sp)?;
+                self.attach_or_kill(&mut proc_, sp)?;
                 if let Some(t) = limits.effective_timeout_ms(p.timeout_ms) {
                     self.timers
                         .insert((now.saturating_add(t), proc_.key, TimerKind::Timeout));
@@ -712,6 +712,17 @@ impl Service {
             self.flush_stdin(id);
         }
         Ok(result)
+    }
+
+    /// [`Service::attach`], or, when the loop cannot take the child, kills and reaps it so no
+    /// process runs untracked.
+    fn attach_or_kill(&mut self, proc_: &mut Proc, sp: Spawned) -> OpResult<()> {
+        let pid = sp.pid;
+        // Descriptors already registered leave the poll when they close with `proc_`.
+        self.attach(proc_, sp).inspect_err(|_| {
+            let _ = sys::kill_group(pid, libc::SIGKILL);
+            sys::wait_blocking(pid);
+        })
     }
 
     /// Registers a spawned child's descriptors.
@@ -977,7 +988,7 @@ impl Service {
         };
         let sp = process::spawn_pty(&launch, cols, rows)
             .map_err(|e| err(ErrorCode::InvalidParams, format!("cannot start: {e}")))?;
-        self.attach(&mut proc_, sp)?;
+        self.attach_or_kill(&mut proc_, sp)?;
         let result = PtyOpenResult {
             pty_id,
             process_id: proc_.id.clone(),

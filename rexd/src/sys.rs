@@ -284,6 +284,13 @@ pub fn try_wait(pid: libc::pid_t) -> io::Result<Option<WaitStatus>> {
     }))
 }
 
+/// `waitpid(pid, 0)`: reaps a child that was just killed.
+pub fn wait_blocking(pid: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: waitpid writes only `status`.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+}
+
 /// A new PTY pair `(master, slave)` of `cols` × `rows`.
 pub fn openpty(cols: u16, rows: u16) -> io::Result<(OwnedFd, OwnedFd)> {
     let (mut master, mut slave) = (0, 0);

@@ -535,3 +535,28 @@ fn a_client_that_does_not_read_cannot_grow_the_daemon() {
     drop(writer.join().unwrap());
     child.wait().unwrap();
 }
+
+/// A FIFO in the root (any command can make one) neither hangs a read nor a write.
+#[test]
+fn fifos_do_not_hang_the_daemon() {
+    let (root, _o, mut d, s) = setup();
+    let fifo = root.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let e = d.call_err("fs.read", json!({"session_id": s, "path": "fifo"}));
+    assert_eq!(e["code"], -32602, "{e}");
+    for atomic in [false, true] {
+        let r = d.request(
+            "fs.write",
+            json!({"session_id": s, "path": "fifo", "content": "x", "atomic": atomic}),
+        );
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+    }
+    let st = d.call("fs.stat", json!({"session_id": s, "path": "fifo"}));
+    assert_eq!(st["type"], "other");
+}
