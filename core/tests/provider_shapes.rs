@@ -136,6 +136,9 @@ proptest! {
         V.with(|validators| {
             for (provider, validator) in validators {
                 let json = Value::Object(providers::request_tools(*provider, &request));
+                let mut text = Vec::new();
+                providers::write_request_tools(*provider, &request, &mut text);
+                prop_assert_eq!(&serde_json::from_slice::<Value>(&text).unwrap(), &json);
                 let errors: Vec<String> = validator
                     .iter_errors(&json)
                     .map(|e| format!("{e} at {}", e.instance_path()))
@@ -149,5 +152,24 @@ proptest! {
             }
             Ok(())
         })?;
+    }
+}
+
+proptest! {
+    /// The streaming Gemini schema writer and the tree-building converter agree.
+    #[test]
+    fn gemini_schema_writer_matches_the_converter(props in prop::collection::btree_map("[a-z_]{1,8}", schema(), 0..6), extra in schema()) {
+        use deskwire::tools::providers::gemini_schema::{Converted, convert_parameters};
+        let root = json!({
+            "type": "object", "properties": props, "required": [],
+            "$defs": {"point": {"type": "object", "properties": {
+                "x": {"type": "number"}, "next": {"$ref": "#/$defs/point"}}}}
+        });
+        let streamed = Converted::parameters(&root).map(|c| serde_json::to_value(c).unwrap());
+        prop_assert_eq!(streamed, convert_parameters(&root));
+        // Any node, not only object roots.
+        let node = json!({"type": "object", "properties": {"x": extra}});
+        let streamed = Converted::parameters(&node).map(|c| serde_json::to_value(c).unwrap());
+        prop_assert_eq!(streamed, convert_parameters(&node));
     }
 }

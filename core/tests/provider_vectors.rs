@@ -67,7 +67,12 @@ pub fn request_json(provider: Provider, case: &Value) -> Value {
         parallel_tool_calls: case["parallel_tool_calls"].as_bool(),
         strict: case["strict"].as_bool().unwrap_or(false),
     };
-    Value::Object(providers::request_tools(provider, &request))
+    let map = Value::Object(providers::request_tools(provider, &request));
+    // The text writer is the same translation.
+    let mut text = Vec::new();
+    providers::write_request_tools(provider, &request, &mut text);
+    assert_eq!(serde_json::from_slice::<Value>(&text).unwrap(), map);
+    map
 }
 
 fn error_name(e: &ParseError) -> &'static str {

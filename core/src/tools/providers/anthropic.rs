@@ -11,44 +11,67 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::openai_chat::{effective_choice, strict_compatible};
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
 use super::{
-    Budget, Limits, ParseError, ProviderResponse, Segment, ToolChoice, ToolRequest, call_segment,
-    call_segment_value, error_body, parse_json, str_field,
+    Budget, Limits, ParseError, ProviderResponse, Segment, SeqOf, ToolChoice, ToolRequest,
+    call_segment, call_segment_value, error_body, parse_json, str_field, to_map,
 };
-use crate::tools::spec::ToolResult;
+use crate::tools::spec::{ToolResult, ToolSpec};
+
+/// One `tools[]` entry, serialized from the borrowed spec.
+struct Tool<'a> {
+    spec: &'a ToolSpec,
+    strict: bool,
+}
+
+impl Serialize for Tool<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let spec = self.spec;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("name", &spec.name)?;
+        m.serialize_entry("description", &spec.description)?;
+        m.serialize_entry("input_schema", &spec.input_schema)?;
+        if self.strict && strict_compatible(&spec.input_schema) {
+            m.serialize_entry("strict", &true)?;
+        }
+        m.end()
+    }
+}
+
+/// The request fields of [`request_tools`], serializable without copying the schemas.
+pub struct Fields<'r, 'a>(pub &'r ToolRequest<'a>);
+
+impl Serialize for Fields<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let request = self.0;
+        let mut m = s.serialize_map(None)?;
+        let choice = effective_choice(request);
+        if request.tools.is_empty() || *choice == ToolChoice::None {
+            return m.end();
+        }
+        let tools = request.tools.iter().map(|spec| Tool {
+            spec,
+            strict: request.strict,
+        });
+        m.serialize_entry("tools", &SeqOf(tools))?;
+        let mut c = match choice {
+            ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+            ToolChoice::Required => json!({"type": "any"}),
+            _ => json!({"type": "auto"}),
+        };
+        if request.parallel_tool_calls == Some(false) {
+            c["disable_parallel_tool_use"] = Value::Bool(true);
+        }
+        m.serialize_entry("tool_choice", &c)?;
+        m.end()
+    }
+}
 
 /// `tools` and `tool_choice` (nothing for no tools or a `none` choice).
 pub fn request_tools(request: &ToolRequest<'_>) -> Map<String, Value> {
-    let mut out = Map::new();
-    let choice = effective_choice(request);
-    if request.tools.is_empty() || *choice == ToolChoice::None {
-        return out;
-    }
-    let tools = request
-        .tools
-        .iter()
-        .map(|t| {
-            let mut m = Map::new();
-            m.insert("name".into(), json!(t.name));
-            m.insert("description".into(), json!(t.description));
-            m.insert("input_schema".into(), t.input_schema.clone());
-            if request.strict && strict_compatible(&t.input_schema) {
-                m.insert("strict".into(), Value::Bool(true));
-            }
-            Value::Object(m)
-        })
-        .collect();
-    out.insert("tools".into(), Value::Array(tools));
-    let mut c = match choice {
-        ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
-        ToolChoice::Required => json!({"type": "any"}),
-        _ => json!({"type": "auto"}),
-    };
-    if request.parallel_tool_calls == Some(false) {
-        c["disable_parallel_tool_use"] = Value::Bool(true);
-    }
-    out.insert("tool_choice".into(), c);
-    out
+    to_map(&Fields(request))
 }
 
 /// A whole response body (`{"content": [...], "stop_reason": ...}`).

@@ -11,58 +11,90 @@
 
 use serde_json::{Map, Value, json};
 
-use super::gemini_schema::convert_parameters;
+use super::gemini_schema::Converted;
 use super::openai_chat::effective_choice;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
 use super::{
-    Budget, Limits, ParseError, ProviderResponse, Segment, ToolChoice, ToolRequest,
-    call_segment_value, error_body, parse_json, str_field,
+    Budget, Limits, ParseError, ProviderResponse, Segment, SeqOf, ToolChoice, ToolRequest,
+    call_segment_value, error_body, parse_json, str_field, to_map,
 };
 use crate::ids::IdGenerator;
-use crate::tools::spec::ToolResult;
+use crate::tools::spec::{ToolResult, ToolSpec};
+
+/// One function declaration; the schema is converted while it is written.
+struct Declaration<'a>(&'a ToolSpec);
+
+impl Serialize for Declaration<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let spec = self.0;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("name", &spec.name)?;
+        m.serialize_entry("description", &spec.description)?;
+        if let Some(p) = Converted::parameters(&spec.input_schema) {
+            m.serialize_entry("parameters", &p)?;
+        }
+        m.end()
+    }
+}
+
+/// The request fields of [`request_tools`], serializable without copying the schemas.
+pub struct Fields<'r, 'a>(pub &'r ToolRequest<'a>);
+
+impl Serialize for Fields<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Tools<'r, 'a>(&'r [&'a ToolSpec]);
+        impl Serialize for Tools<'_, '_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                struct Group<'r, 'a>(&'r [&'a ToolSpec]);
+                impl Serialize for Group<'_, '_> {
+                    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        let mut m = s.serialize_map(Some(1))?;
+                        m.serialize_entry(
+                            "functionDeclarations",
+                            &SeqOf(self.0.iter().map(|t| Declaration(t))),
+                        )?;
+                        m.end()
+                    }
+                }
+                s.collect_seq([Group(self.0)])
+            }
+        }
+        let request = self.0;
+        let mut m = s.serialize_map(None)?;
+        let listed = request.catalog.as_ref().unwrap_or(&request.tools);
+        if listed.is_empty() {
+            return m.end();
+        }
+        m.serialize_entry("tools", &Tools(listed))?;
+        let gated = request.catalog.is_some();
+        let visible: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        let forced: [&str; 1];
+        let (mode, allowed): (&str, Option<&[&str]>) = match effective_choice(request) {
+            _ if gated && visible.is_empty() => ("NONE", None),
+            ToolChoice::None => ("NONE", None),
+            ToolChoice::Tool(name) => {
+                forced = [name.as_str()];
+                ("ANY", Some(&forced[..]))
+            }
+            ToolChoice::Required => ("ANY", gated.then_some(visible.as_slice())),
+            ToolChoice::Auto if gated => ("VALIDATED", Some(visible.as_slice())),
+            ToolChoice::Auto => ("AUTO", None),
+        };
+        let mut config = Map::new();
+        config.insert("mode".into(), json!(mode));
+        if let Some(names) = allowed {
+            config.insert("allowedFunctionNames".into(), json!(names));
+        }
+        m.serialize_entry("toolConfig", &json!({ "functionCallingConfig": config }))?;
+        m.end()
+    }
+}
 
 /// `tools` and `toolConfig`.
 pub fn request_tools(request: &ToolRequest<'_>) -> Map<String, Value> {
-    let mut out = Map::new();
-    let listed = request.catalog.as_ref().unwrap_or(&request.tools);
-    if listed.is_empty() {
-        return out;
-    }
-    let declarations: Vec<Value> = listed
-        .iter()
-        .map(|t| {
-            let mut d = Map::new();
-            d.insert("name".into(), json!(t.name));
-            d.insert("description".into(), json!(t.description));
-            if let Some(p) = convert_parameters(&t.input_schema) {
-                d.insert("parameters".into(), p);
-            }
-            Value::Object(d)
-        })
-        .collect();
-    out.insert(
-        "tools".into(),
-        json!([{ "functionDeclarations": declarations }]),
-    );
-    let gated = request.catalog.is_some();
-    let visible: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
-    let (mode, allowed): (&str, Option<Vec<&str>>) = match effective_choice(request) {
-        _ if gated && visible.is_empty() => ("NONE", None),
-        ToolChoice::None => ("NONE", None),
-        ToolChoice::Tool(name) => ("ANY", Some(vec![name.as_str()])),
-        ToolChoice::Required => ("ANY", gated.then(|| visible.clone())),
-        ToolChoice::Auto if gated => ("VALIDATED", Some(visible.clone())),
-        ToolChoice::Auto => ("AUTO", None),
-    };
-    let mut config = Map::new();
-    config.insert("mode".into(), json!(mode));
-    if let Some(names) = allowed {
-        config.insert("allowedFunctionNames".into(), json!(names));
-    }
-    out.insert(
-        "toolConfig".into(),
-        json!({ "functionCallingConfig": config }),
-    );
-    out
+    to_map(&Fields(request))
 }
 
 /// Adds one `GenerateContentResponse` (a whole body, or one streamed chunk) to `response`.

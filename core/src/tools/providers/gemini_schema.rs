@@ -7,6 +7,8 @@
 //! `enum`, and keywords Gemini does not know (`$schema`, `additionalProperties`, `examples`,
 //! ...) dropped. An empty root object means no `parameters` at all.
 
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 /// `$ref` chains followed at most before a recursive schema is cut.
@@ -194,6 +196,179 @@ pub fn convert(schema: &Value, root: &Value, depth: usize) -> Value {
         }
     }
     Value::Object(out)
+}
+
+/// [`convert`] written straight to a serializer, without building the converted tree: the
+/// request writer's fast path. Nodes whose conversion merges schemas (`$ref`, `allOf`, an
+/// `anyOf` / `oneOf` that collapses to one member, or two sources of `anyOf`) go through
+/// [`convert`]; everything else streams. Both give the same JSON (tested).
+pub struct Converted<'a> {
+    schema: &'a Value,
+    root: &'a Value,
+    depth: usize,
+}
+
+impl<'a> Converted<'a> {
+    /// The Gemini form of a tool's input schema, to serialize; `None` when it takes no
+    /// arguments (as [`convert_parameters`]).
+    pub fn parameters(schema: &'a Value) -> Option<Converted<'a>> {
+        (!is_empty_object(schema)).then_some(Converted {
+            schema,
+            root: schema,
+            depth: 0,
+        })
+    }
+
+    fn child(&self, schema: &'a Value) -> Converted<'a> {
+        Converted {
+            schema,
+            root: self.root,
+            depth: self.depth,
+        }
+    }
+}
+
+fn non_null_count(members: &[Value]) -> usize {
+    members
+        .iter()
+        .filter(|m| m.get("type").and_then(Value::as_str) != Some("null"))
+        .count()
+}
+
+/// The keywords of one node, found in a single pass over its keys (a lookup per keyword
+/// cost more than the writing itself).
+#[derive(Default)]
+struct Node<'a> {
+    kept: Vec<(&'a str, &'a Value)>,
+    ty: Option<&'a Value>,
+    enumeration: Option<&'a Value>,
+    constant: Option<&'a Value>,
+    nullable: bool,
+    properties: Option<&'a Map<String, Value>>,
+    items: Option<&'a Value>,
+    any_of: Option<&'a Vec<Value>>,
+    one_of: Option<&'a Vec<Value>>,
+    merges: bool,
+}
+
+impl<'a> Node<'a> {
+    fn read(obj: &'a Map<String, Value>) -> Node<'a> {
+        let mut n = Node::default();
+        for (k, v) in obj {
+            match k.as_str() {
+                "type" => n.ty = Some(v),
+                "enum" => n.enumeration = Some(v),
+                "const" => n.constant = Some(v),
+                "nullable" => n.nullable = v == &Value::Bool(true),
+                "properties" => n.properties = v.as_object(),
+                "items" => n.items = Some(v),
+                "anyOf" => n.any_of = v.as_array(),
+                "oneOf" => n.one_of = v.as_array(),
+                "$ref" | "allOf" => n.merges = true,
+                k if KEPT.contains(&k) => n.kept.push((k, v)),
+                _ => {}
+            }
+        }
+        n
+    }
+
+    /// Whether [`Converted`] must fall back to building the node with [`convert`].
+    fn needs_merge(&self) -> bool {
+        let many_types = self
+            .ty
+            .and_then(Value::as_array)
+            .is_some_and(|t| t.iter().filter(|t| *t != "null").count() > 1);
+        let unions = usize::from(self.any_of.is_some()) + usize::from(self.one_of.is_some());
+        self.merges
+            || unions > 1
+            || (many_types && unions > 0)
+            || self
+                .any_of
+                .into_iter()
+                .chain(self.one_of)
+                .any(|u| non_null_count(u) <= 1)
+    }
+}
+
+impl Serialize for Converted<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Some(obj) = self.schema.as_object() else {
+            return s.serialize_map(Some(0))?.end();
+        };
+        let node = Node::read(obj);
+        if node.needs_merge() {
+            return convert(self.schema, self.root, self.depth).serialize(s);
+        }
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in &node.kept {
+            m.serialize_entry(k, v)?;
+        }
+        let is_null = |v: &Value| v.get("type").and_then(Value::as_str) == Some("null");
+        let union = node.any_of.or(node.one_of);
+        let mut nullable = node.nullable
+            || node
+                .enumeration
+                .and_then(Value::as_array)
+                .is_some_and(|e| e.contains(&Value::Null))
+            || union.is_some_and(|u| u.iter().any(is_null));
+        match node.ty {
+            Some(Value::Array(types)) => {
+                let non_null: Vec<&Value> = types.iter().filter(|t| *t != "null").collect();
+                nullable |= non_null.len() < types.len();
+                match non_null.as_slice() {
+                    [] => m.serialize_entry("type", "null")?,
+                    [one] => m.serialize_entry("type", one)?,
+                    many => {
+                        let any = many.iter().map(|t| json!({ "type": t }));
+                        m.serialize_entry("anyOf", &super::SeqOf(any))?;
+                    }
+                }
+            }
+            Some(t @ Value::String(_)) => m.serialize_entry("type", t)?,
+            _ => {}
+        }
+        if let Some(Value::Array(values)) = node.enumeration {
+            m.serialize_entry(
+                "enum",
+                &super::SeqOf(values.iter().filter(|v| !v.is_null())),
+            )?;
+        } else if let Some(c) = node.constant {
+            m.serialize_entry("enum", &[c])?;
+        }
+        if nullable {
+            m.serialize_entry("nullable", &true)?;
+        }
+        if let Some(props) = node.properties {
+            struct Props<'p, 'a>(&'p Converted<'a>, &'a Map<String, Value>);
+            impl Serialize for Props<'_, '_> {
+                fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                    s.collect_map(self.1.iter().map(|(k, v)| (k, self.0.child(v))))
+                }
+            }
+            m.serialize_entry("properties", &Props(self, props))?;
+        }
+        match node.items {
+            Some(Value::Array(tuple)) if !tuple.is_empty() => {
+                let any: Vec<Value> = tuple
+                    .iter()
+                    .map(|t| convert(t, self.root, self.depth))
+                    .collect();
+                m.serialize_entry("items", &json!({ "anyOf": any }))?;
+            }
+            Some(items @ (Value::Object(_) | Value::Bool(_))) => {
+                m.serialize_entry("items", &self.child(items))?;
+            }
+            _ => {}
+        }
+        if let Some(members) = union {
+            let any = members
+                .iter()
+                .filter(|v| !is_null(v))
+                .map(|v| self.child(v));
+            m.serialize_entry("anyOf", &super::SeqOf(any))?;
+        }
+        m.end()
+    }
 }
 
 #[cfg(test)]

@@ -9,9 +9,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
 use super::{
-    Budget, Limits, ParseError, ProviderResponse, Segment, ToolChoice, ToolRequest, call_segment,
-    error_body, parse_json, str_field,
+    Budget, Limits, ParseError, ProviderResponse, Segment, SeqOf, ToolChoice, ToolRequest,
+    call_segment, error_body, parse_json, str_field, to_map,
 };
 use crate::ids::IdGenerator;
 use crate::tools::spec::{ToolResult, ToolSpec};
@@ -46,18 +49,33 @@ pub fn strict_compatible(schema: &Value) -> bool {
     }
 }
 
-fn function(spec: &ToolSpec, strict: bool) -> Value {
-    let mut f = Map::new();
-    f.insert("name".into(), Value::String(spec.name.clone()));
-    f.insert(
-        "description".into(),
-        Value::String(spec.description.clone()),
-    );
-    f.insert("parameters".into(), spec.input_schema.clone());
-    if strict && strict_compatible(&spec.input_schema) {
-        f.insert("strict".into(), Value::Bool(true));
+/// One `tools[]` entry, serialized from the borrowed spec (no copy of the schema).
+struct Function<'a> {
+    spec: &'a ToolSpec,
+    strict: bool,
+}
+
+impl Serialize for Function<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Body<'a>(&'a Function<'a>);
+        impl Serialize for Body<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let spec = self.0.spec;
+                let mut m = s.serialize_map(None)?;
+                m.serialize_entry("name", &spec.name)?;
+                m.serialize_entry("description", &spec.description)?;
+                m.serialize_entry("parameters", &spec.input_schema)?;
+                if self.0.strict && strict_compatible(&spec.input_schema) {
+                    m.serialize_entry("strict", &true)?;
+                }
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("type", "function")?;
+        m.serialize_entry("function", &Body(self))?;
+        m.end()
     }
-    json!({"type": "function", "function": f})
 }
 
 /// The forced tool when it is offered; a hidden one cannot be forced, so nothing is called.
@@ -70,34 +88,39 @@ pub(crate) fn effective_choice<'c>(request: &'c ToolRequest<'_>) -> &'c ToolChoi
     }
 }
 
+/// The request fields of [`request_tools`], serializable without copying the schemas.
+pub struct Fields<'r, 'a>(pub &'r ToolRequest<'a>);
+
+impl Serialize for Fields<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let request = self.0;
+        let mut m = s.serialize_map(None)?;
+        if request.tools.is_empty() {
+            return m.end();
+        }
+        let tools = request.tools.iter().map(|spec| Function {
+            spec,
+            strict: request.strict,
+        });
+        m.serialize_entry("tools", &SeqOf(tools))?;
+        let choice = match effective_choice(request) {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+        };
+        m.serialize_entry("tool_choice", &choice)?;
+        if let Some(p) = request.parallel_tool_calls {
+            m.serialize_entry("parallel_tool_calls", &p)?;
+        }
+        m.end()
+    }
+}
+
 /// `tools`, `tool_choice` and `parallel_tool_calls` (nothing at all without tools: OpenAI
 /// refuses `tool_choice` and `parallel_tool_calls` alone).
 pub fn request_tools(request: &ToolRequest<'_>) -> Map<String, Value> {
-    let mut out = Map::new();
-    if request.tools.is_empty() {
-        return out;
-    }
-    out.insert(
-        "tools".into(),
-        Value::Array(
-            request
-                .tools
-                .iter()
-                .map(|t| function(t, request.strict))
-                .collect(),
-        ),
-    );
-    let choice = match effective_choice(request) {
-        ToolChoice::Auto => json!("auto"),
-        ToolChoice::None => json!("none"),
-        ToolChoice::Required => json!("required"),
-        ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
-    };
-    out.insert("tool_choice".into(), choice);
-    if let Some(p) = request.parallel_tool_calls {
-        out.insert("parallel_tool_calls".into(), Value::Bool(p));
-    }
-    out
+    to_map(&Fields(request))
 }
 
 /// Message `content`: a string, null, or an array of `{"type":"text","text"}` parts.

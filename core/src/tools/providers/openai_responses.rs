@@ -15,56 +15,111 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::openai_chat::{effective_choice, strict_compatible};
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
 use super::{
-    Budget, Limits, ParseError, ProviderResponse, Segment, ToolChoice, ToolRequest, call_segment,
-    error_body, parse_json, str_field,
+    Budget, Limits, ParseError, ProviderResponse, Segment, SeqOf, ToolChoice, ToolRequest,
+    call_segment, error_body, parse_json, str_field, to_map,
 };
 use crate::tools::spec::{ToolResult, ToolSpec};
 
-fn function(spec: &ToolSpec, strict: bool) -> Value {
-    json!({
-        "type": "function",
-        "name": spec.name,
-        "description": spec.description,
-        "parameters": spec.input_schema,
-        "strict": strict && strict_compatible(&spec.input_schema),
-    })
+/// One flat `tools[]` entry, serialized from the borrowed spec.
+struct Function<'a> {
+    spec: &'a ToolSpec,
+    strict: bool,
+}
+
+impl Serialize for Function<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let spec = self.spec;
+        let mut m = s.serialize_map(Some(5))?;
+        m.serialize_entry("type", "function")?;
+        m.serialize_entry("name", &spec.name)?;
+        m.serialize_entry("description", &spec.description)?;
+        m.serialize_entry("parameters", &spec.input_schema)?;
+        m.serialize_entry(
+            "strict",
+            &(self.strict && strict_compatible(&spec.input_schema)),
+        )?;
+        m.end()
+    }
+}
+
+/// `tool_choice`: a plain value, or `allowed_tools` written from the borrowed visible list.
+enum Choice<'r, 'a> {
+    Plain(Value),
+    Allowed {
+        mode: &'static str,
+        tools: &'r [&'a ToolSpec],
+    },
+}
+
+impl Serialize for Choice<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Named<'a>(&'a str);
+        impl Serialize for Named<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("type", "function")?;
+                m.serialize_entry("name", self.0)?;
+                m.end()
+            }
+        }
+        match self {
+            Choice::Plain(v) => v.serialize(s),
+            Choice::Allowed { mode, tools } => {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("type", "allowed_tools")?;
+                m.serialize_entry("mode", mode)?;
+                m.serialize_entry("tools", &SeqOf(tools.iter().map(|t| Named(&t.name))))?;
+                m.end()
+            }
+        }
+    }
+}
+
+/// The request fields of [`request_tools`], serializable without copying the schemas.
+pub struct Fields<'r, 'a>(pub &'r ToolRequest<'a>);
+
+impl Serialize for Fields<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let request = self.0;
+        let mut m = s.serialize_map(None)?;
+        let listed = request.catalog.as_ref().unwrap_or(&request.tools);
+        if listed.is_empty() {
+            return m.end();
+        }
+        let tools = listed.iter().map(|spec| Function {
+            spec,
+            strict: request.strict,
+        });
+        m.serialize_entry("tools", &SeqOf(tools))?;
+        let gated = request.catalog.is_some();
+        let allowed = |mode| Choice::Allowed {
+            mode,
+            tools: &request.tools,
+        };
+        let choice = match effective_choice(request) {
+            _ if gated && request.tools.is_empty() => Choice::Plain(json!("none")),
+            ToolChoice::Auto if gated => allowed("auto"),
+            ToolChoice::Required if gated => allowed("required"),
+            ToolChoice::Auto => Choice::Plain(json!("auto")),
+            ToolChoice::Required => Choice::Plain(json!("required")),
+            ToolChoice::None => Choice::Plain(json!("none")),
+            ToolChoice::Tool(name) => Choice::Plain(json!({"type": "function", "name": name})),
+        };
+        m.serialize_entry("tool_choice", &choice)?;
+        if let Some(p) = request.parallel_tool_calls {
+            m.serialize_entry("parallel_tool_calls", &p)?;
+        }
+        m.end()
+    }
 }
 
 /// `tools`, `tool_choice` and `parallel_tool_calls`.
 pub fn request_tools(request: &ToolRequest<'_>) -> Map<String, Value> {
-    let mut out = Map::new();
-    let listed = request.catalog.as_ref().unwrap_or(&request.tools);
-    if listed.is_empty() {
-        return out;
-    }
-    out.insert(
-        "tools".into(),
-        Value::Array(listed.iter().map(|t| function(t, request.strict)).collect()),
-    );
-    let gated = request.catalog.is_some();
-    let allowed = |mode: &str| {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"type": "function", "name": t.name}))
-            .collect();
-        json!({"type": "allowed_tools", "mode": mode, "tools": tools})
-    };
-    let choice = match effective_choice(request) {
-        _ if gated && request.tools.is_empty() => json!("none"),
-        ToolChoice::Auto if gated => allowed("auto"),
-        ToolChoice::Required if gated => allowed("required"),
-        ToolChoice::Auto => json!("auto"),
-        ToolChoice::Required => json!("required"),
-        ToolChoice::None => json!("none"),
-        ToolChoice::Tool(name) => json!({"type": "function", "name": name}),
-    };
-    out.insert("tool_choice".into(), choice);
-    if let Some(p) = request.parallel_tool_calls {
-        out.insert("parallel_tool_calls".into(), Value::Bool(p));
-    }
-    out
+    to_map(&Fields(request))
 }
 
 fn arguments_text(v: Option<&Value>) -> String {
