@@ -18,6 +18,7 @@
 //! - anthropic: 0.91 ms / 1.19 ms (0.8x), translate_map 6.9 ms (5.8x)
 //! - gemini: 2.85 ms / 1.55 ms (1.8x, the schema conversion), translate_map 9.9 ms (6.4x)
 //! - visible_tools: 5.0 µs
+//!
 //! Ratios under 1 are noise around "the same work": translate writes the same bytes from the
 //! same `Value`s, without an intermediate tree.
 //!
