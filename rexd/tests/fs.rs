@@ -484,6 +484,22 @@ fn config_file_and_bad_config() {
         "{err}"
     );
     assert!(out.stdout.is_empty());
+
+    // The spec's example parses, and on a machine without its directories the daemon says
+    // which one is missing instead of starting half-configured.
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/config.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args(["--stdio", "--config", example])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("/var/log/rexd/audit.log") || err.contains("/srv/myapp"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
 }
 
 /// A client that sends many large requests without reading the answers cannot make the daemon
