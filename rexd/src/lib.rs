@@ -24,6 +24,30 @@
 //! assert_eq!(r.protocol, "rexd/1");
 //! ```
 
+//!
+//! # Decisions where the spec leaves room
+//!
+//! - **Paths**: absolute, or relative to the session's cwd (its first root). A `..` component
+//!   is refused, never normalised; the rest is opened with `openat2(RESOLVE_BENEATH |
+//!   RESOLVE_NO_MAGICLINKS)` from a descriptor of the root (Linux ≥ 5.6), so symlinks out,
+//!   symlinks swapped in concurrently and `/proc/self/root` are refused (`-32002`). Writes never
+//!   follow a symlink in the last component; atomic writes rename a temporary file inside the
+//!   pinned parent directory. FIFOs are refused as not regular files.
+//! - **Processes**: each in its own process group; a timeout, `exec.kill` (TERM) or a session
+//!   close sends TERM to the group, then KILL after `kill_grace_ms`. `exec.exit` comes only once
+//!   the child is reaped *and* its pipes reached EOF, so after all output. Past
+//!   `max_output_bytes` output is read and dropped (`truncated`), the command runs on. A launch
+//!   failure answers `exec.start` and then sends `exec.error`. PTY processes have neither a
+//!   timeout nor an output cap (interactive; they end with `pty.close` or the session).
+//! - **Detached** processes survive `session.close` and the daemon's exit, but their output
+//!   pipes close with the daemon.
+//! - **Backpressure**: while more than [`stdio::HIGH_WATER`] bytes wait for stdout, neither
+//!   children's output nor new requests are read.
+//! - **Shell**: `shell: true` needs `security.allow_shell` (else `-32007`); command allow/deny
+//!   lists match `argv[0]` or its file name (`sh` for shell mode; else `-32001`).
+//! - **Additions to the config**: `limits.kill_grace_ms`, `limits.max_input_buffer_bytes`,
+//!   `security.allow_commands`, `security.deny_commands`; unknown keys are errors.
+
 #![warn(missing_docs)]
 
 pub mod audit;
