@@ -576,3 +576,76 @@ fn fifos_do_not_hang_the_daemon() {
     let st = d.call("fs.stat", json!({"session_id": s, "path": "fifo"}));
     assert_eq!(st["type"], "other");
 }
+
+/// Thousands of garbage lines (random bytes, broken and odd JSON): every line rexd writes is
+/// JSON, nothing crashes, and a real request still gets its answer.
+#[test]
+fn garbage_input_never_breaks_the_daemon() {
+    let root = tempfile::tempdir().unwrap();
+    let mut d = Daemon::spawn(&[
+        "--root",
+        root.path().to_str().unwrap(),
+        "--log-level",
+        "error",
+    ]);
+    let s = d.open_session();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let shapes = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"fs.read","params":{"session_id":"SID","path":PATH}}"#,
+        r#"{"jsonrpc":"2.0","id":"x","method":"exec.start","params":{"session_id":"SID","argv":PATH}}"#,
+        r#"{"jsonrpc":"2.0","id":[],"method":"fs.stat"}"#,
+        r#"{"jsonrpc":"2.0","id":1e400,"method":"fs.stat","params":{}}"#,
+        r#"[{"jsonrpc":"2.0","method":"x"},1,"a",{"jsonrpc":"2.0","id":3,"method":"fs.stat","params":{"session_id":"SID","path":PATH}}]"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"pty.resize","params":{"session_id":"SID","pty_id":PATH,"cols":70000,"rows":-1}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"fs.write","params":{"session_id":"SID","path":PATH,"content":"!!","encoding":"base64"}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"exec.kill","params":{"session_id":"SID","process_id":PATH,"signal":"KILL"}}"#,
+    ];
+    let paths = [
+        r#""../x""#,
+        r#""/etc""#,
+        r#""\u0000""#,
+        "null",
+        "7",
+        r#"["a"]"#,
+        r#""ok""#,
+        r#""a/b/""#,
+    ];
+    for i in 0..3000u64 {
+        let r = next();
+        let line = match r % 4 {
+            0 => {
+                let len = (next() % 200) as usize;
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| (next() % 256) as u8)
+                    .filter(|b| *b != b'\n')
+                    .collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+            1 => {
+                let full = shapes[(next() % shapes.len() as u64) as usize]
+                    .replace("SID", &s)
+                    .replace("PATH", paths[(next() % paths.len() as u64) as usize]);
+                let cut = (next() as usize) % (full.len() + 1);
+                full[..full.floor_char_boundary(cut)].to_owned()
+            }
+            _ => shapes[(next() % shapes.len() as u64) as usize]
+                .replace("SID", &s)
+                .replace("PATH", paths[(next() % paths.len() as u64) as usize]),
+        };
+        d.send_raw(&line);
+        if i % 500 == 0 {
+            // Still serving, in the middle of it all.
+            let st = d.call("fs.stat", json!({"session_id": s, "path": "."}));
+            assert_eq!(st["type"], "dir");
+        }
+    }
+    let st = d.call("fs.stat", json!({"session_id": s, "path": "."}));
+    assert_eq!(st["exists"], true);
+    assert!(d.child.try_wait().unwrap().is_none(), "rexd exited");
+}

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use rexd::audit::Audit;
-use rexd::config::Config;
+use rexd::config::{Config, LogLevel};
 use rexd::service::Settings;
 
 #[derive(Debug, Parser)]
@@ -57,6 +57,9 @@ struct Args {
     /// Allow `shell: true` execs (also `security.allow_shell`).
     #[arg(long)]
     allow_shell: bool,
+    /// Diagnostics on stderr: error, warn, info or debug (overrides `server.log_level`).
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
     /// Write the audit log here (`-` for stderr), overriding `[audit]`.
     #[arg(long, value_name = "PATH")]
     audit_log: Option<String>,
@@ -93,6 +96,19 @@ fn settings(args: &Args) -> Result<Settings, String> {
             .push(rexd::config::RootEntry { path: cwd });
     }
     config.security.allow_shell |= args.allow_shell;
+    if let Some(level) = &args.log_level {
+        config.server.log_level = match level.as_str() {
+            "error" => LogLevel::Error,
+            "warn" => LogLevel::Warn,
+            "info" => LogLevel::Info,
+            "debug" => LogLevel::Debug,
+            other => {
+                return Err(format!(
+                    "--log-level {other:?}: use error, warn, info or debug"
+                ));
+            }
+        };
+    }
     config.validate().map_err(|e| e.to_string())?;
     rexd::log::set_level(config.server.log_level);
     let mut settings = Settings::from_config(&config).map_err(|e| e.to_string())?;

@@ -48,7 +48,7 @@ impl Daemon {
             stdin: child.stdin.take(),
             child,
             rx,
-            next_id: 0,
+            next_id: 1000,
             backlog: VecDeque::new(),
         }
     }
