@@ -30,7 +30,7 @@ mod target;
 pub mod targets;
 
 pub use connection::{
-    Client, ConnectOptions, ExecOptions, MAX_BUFFERED_EVENT_BYTES, Stream, WriteOptions,
+    Client, ConnectOptions, ExecOptions, MAX_BUFFERED_EVENT_BYTES, READ_AHEAD, Stream, WriteOptions,
 };
 pub use error::ClientError;
 pub use target::{Endpoint, TargetSpec, local_rexd};
