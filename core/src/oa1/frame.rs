@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::irc::message::find_byte;
+
 /// The longest request id accepted.
 pub const MAX_ID_LEN: usize = 64;
 
@@ -91,6 +93,7 @@ impl<'a> Frame<'a, [u8]> {
     ///
     /// One pass over the header bytes: each field is scanned for the bytes it may hold and must
     /// end at a single space (this took a sixth of the decode time as `split`/`parse` calls).
+    #[inline]
     pub fn parse_bytes(bytes: &'a [u8]) -> Option<Self> {
         let rest = bytes.strip_prefix(b"OA1 ")?;
         let (kind, mut pos) = match rest.get(..4)? {
@@ -100,11 +103,17 @@ impl<'a> Frame<'a, [u8]> {
             _ if rest.starts_with(b"CANCEL ") => (FrameType::Cancel, 11),
             _ => return None,
         };
+        // The id ends at the next space. Finding it a word at a time and then checking its
+        // bytes without an early exit took the id from a sixth of the decode time (a byte loop
+        // whose exit branch mispredicted) to a few percent.
         let id_start = pos;
-        while bytes.get(pos).is_some_and(|&b| ID_BYTE[b as usize]) {
-            pos += 1;
-        }
-        if !(1..=MAX_ID_LEN).contains(&(pos - id_start)) || bytes.get(pos) != Some(&b' ') {
+        pos = find_byte(bytes, id_start, b' ')?;
+        let id_bytes = &bytes[id_start..pos];
+        if !(1..=MAX_ID_LEN).contains(&id_bytes.len())
+            || !id_bytes
+                .iter()
+                .fold(true, |ok, &b| ok & ID_BYTE[b as usize])
+        {
             return None;
         }
         // ASCII by the check above, so this cannot fail.
