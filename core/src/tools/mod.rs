@@ -17,6 +17,25 @@
 //!   host-supplied scores or embeddings).
 //! - [`Toolbox`]: all of the above as one sans-IO engine (`poll_output`).
 //!
+//! # What is gated where
+//!
+//! 1. **Listing** ([`Registry::visible_tools`], [`Toolbox::tool_request`]): each tool's
+//!    [`Visibility`] over the agent's [`Context`]; `RemoteBash` is [`Visibility::WhileBound`]
+//!    (`bound_npc_id == agent`). A change is a [`ToolsChanged`] event.
+//! 2. **Request** ([`providers`]): OpenAI Chat and Anthropic get only the visible tools; OpenAI
+//!    Responses (`allowed_tools`) and Gemini (`allowedFunctionNames`) can get the whole,
+//!    stable list with the visible names allowed, so a desk bind does not change the cached
+//!    prompt prefix.
+//! 3. **Call** ([`authorize`], [`Toolbox::check_call`]): unknown tool → an observation naming
+//!    the tools the agent has; hidden tool → refused, never run; arguments checked against the
+//!    schema's top level; then the [`Policy`] (deny lists, path roots, ask), with remembered
+//!    answers. Slash commands ([`slash`]) are [`Origin::User`]: no prompt, same refusals.
+//! 4. **Approval** ([`approvals`]): an id and a deadline; answered from the phone
+//!    (`permission_request`) or the Commander (`approvals.approve`), or timed out (not run).
+//! 5. **Execution** is the host's: [`builtin::rexd_request`] routes a logical call to the
+//!    current target's REXD session, [`crate::oa1::remote_bash::call`] sends `RemoteBash` to
+//!    the desk.
+//!
 //! # The host loop
 //!
 //! ```
