@@ -28,6 +28,7 @@ fn args() -> impl Strategy<Value = Value> {
 
 #[derive(Debug, Clone)]
 enum Piece {
+    Think(String),
     Text(String),
     Call(String, Value, Option<String>),
 }
@@ -35,6 +36,7 @@ enum Piece {
 fn pieces() -> impl Strategy<Value = Vec<Piece>> {
     prop::collection::vec(
         prop_oneof![
+            ".{0,20}".prop_map(Piece::Think),
             ".{1,20}".prop_map(Piece::Text),
             (
                 "[a-zA-Z_][a-zA-Z0-9_-]{0,10}",
@@ -52,6 +54,16 @@ fn response(pieces: &[Piece], provider: Provider) -> ProviderResponse {
     let mut r = ProviderResponse::default();
     for (i, p) in pieces.iter().enumerate() {
         match p {
+            // Reasoning travels only where the provider has it.
+            Piece::Think(t) => match provider {
+                Provider::Anthropic => r.segments.push(Segment::Reasoning {
+                    raw: json!({"type": "thinking", "thinking": t, "signature": format!("sig{i}")}),
+                }),
+                Provider::OpenAiResponses => r.segments.push(Segment::Reasoning {
+                    raw: json!({"type": "reasoning", "id": format!("rs_{i}"), "summary": [{"type": "summary_text", "text": t}]}),
+                }),
+                _ => {}
+            },
             Piece::Text(t) => {
                 if let Some(Segment::Text { text }) = r.segments.last_mut() {
                     text.push_str(t);

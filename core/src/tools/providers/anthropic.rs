@@ -96,7 +96,12 @@ pub fn parse_response(body: &[u8]) -> Result<ProviderResponse, ParseError> {
                 str_field(block, "name").unwrap_or_default().to_owned(),
                 block.get("input"),
             )),
-            _ => {} // thinking, server tools: not ours to run
+            Some("thinking" | "redacted_thinking") => {
+                response
+                    .segments
+                    .push(Segment::Reasoning { raw: block.clone() });
+            }
+            _ => {} // server tools: not ours to run
         }
     }
     Ok(response)
@@ -111,6 +116,14 @@ enum Block {
         start_input: Value,
         json: String,
     },
+    /// A `thinking` block: its start, and the text and signature from the deltas.
+    Thinking {
+        start: Value,
+        thinking: String,
+        signature: String,
+    },
+    /// A block that arrives whole (`redacted_thinking`).
+    Whole(Value),
     Other,
 }
 
@@ -165,6 +178,18 @@ impl StreamAssembler {
                             json: String::new(),
                         }
                     }
+                    Some("thinking") => {
+                        self.budget.take(&self.limits, b.to_string().len())?;
+                        Block::Thinking {
+                            start: b.clone(),
+                            thinking: str_field(b, "thinking").unwrap_or_default().to_owned(),
+                            signature: str_field(b, "signature").unwrap_or_default().to_owned(),
+                        }
+                    }
+                    Some("redacted_thinking") => {
+                        self.budget.take(&self.limits, b.to_string().len())?;
+                        Block::Whole(b.clone())
+                    }
                     _ => Block::Other,
                 };
                 self.blocks.insert(index, block);
@@ -175,6 +200,8 @@ impl StreamAssembler {
                 let (kind, text) = match str_field(delta, "type") {
                     Some("text_delta") => ("text", str_field(delta, "text")),
                     Some("input_json_delta") => ("json", str_field(delta, "partial_json")),
+                    Some("thinking_delta") => ("thinking", str_field(delta, "thinking")),
+                    Some("signature_delta") => ("signature", str_field(delta, "signature")),
                     _ => return Ok(()),
                 };
                 let text = text.unwrap_or_default();
@@ -182,6 +209,12 @@ impl StreamAssembler {
                 match (self.blocks.get_mut(&index), kind) {
                     (Some(Block::Text(t)), "text") => t.push_str(text),
                     (Some(Block::ToolUse { json, .. }), "json") => json.push_str(text),
+                    (Some(Block::Thinking { thinking, .. }), "thinking") => {
+                        thinking.push_str(text);
+                    }
+                    (Some(Block::Thinking { signature, .. }), "signature") => {
+                        signature.push_str(text);
+                    }
                     (None, _) => {
                         return Err(ParseError::Shape(format!(
                             "delta for block {index} before its start"
@@ -225,6 +258,16 @@ impl StreamAssembler {
                 } else {
                     call_segment(id, name, &json, None)
                 }),
+                Block::Thinking {
+                    mut start,
+                    thinking,
+                    signature,
+                } => {
+                    start["thinking"] = Value::String(thinking);
+                    start["signature"] = Value::String(signature);
+                    response.segments.push(Segment::Reasoning { raw: start });
+                }
+                Block::Whole(raw) => response.segments.push(Segment::Reasoning { raw }),
                 Block::Other => {}
             }
         }
@@ -232,8 +275,9 @@ impl StreamAssembler {
     }
 }
 
-/// The assistant message that echoes `response` (`text` and `tool_use` blocks; a call with
-/// malformed arguments is echoed with `{}`, since `input` must be an object).
+/// The assistant message that echoes `response` (`thinking` blocks as received, `text` and
+/// `tool_use` blocks; a call with malformed arguments is echoed with `{}`, since `input` must
+/// be an object).
 pub fn assistant_message(response: &ProviderResponse) -> Value {
     let mut content = Vec::new();
     for s in &response.segments {
@@ -244,6 +288,7 @@ pub fn assistant_message(response: &ProviderResponse) -> Value {
             Segment::InvalidToolCall {
                 invalid_tool_call: c,
             } => content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": {}})),
+            Segment::Reasoning { raw } => content.push(raw.clone()),
         }
     }
     json!({"role": "assistant", "content": content})

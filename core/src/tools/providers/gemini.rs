@@ -245,6 +245,7 @@ pub fn model_content(response: &ProviderResponse) -> Value {
             Segment::InvalidToolCall {
                 invalid_tool_call: c,
             } => parts.push(json!({"functionCall": {"name": c.name, "args": {}}})),
+            _ => {} // reasoning of other providers: Gemini keeps its own in thoughtSignature
         }
     }
     json!({"role": "model", "parts": parts})

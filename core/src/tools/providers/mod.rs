@@ -205,6 +205,14 @@ pub enum Segment {
         #[serde(rename = "invalidToolCall")]
         invalid_tool_call: InvalidToolCall,
     },
+    /// The model's reasoning as the provider sent it (Anthropic `thinking` /
+    /// `redacted_thinking` blocks, OpenAI Responses `reasoning` items), echoed back unchanged
+    /// on the next turn: with reasoning on, these providers refuse a tool-use continuation
+    /// that drops it. Not for the user.
+    Reasoning {
+        /// The block or item as received (streams: as assembled).
+        raw: Value,
+    },
 }
 
 /// A model's answer, normalised.

@@ -181,7 +181,10 @@ pub fn parse_response(body: &[u8]) -> Result<ProviderResponse, ParseError> {
         match str_field(item, "type") {
             Some("message") => response.push_text(&message_text(item)),
             Some("function_call") => response.segments.push(function_call(item)),
-            _ => {} // reasoning, built-in tool calls: not ours to run
+            Some("reasoning") => response
+                .segments
+                .push(Segment::Reasoning { raw: item.clone() }),
+            _ => {} // built-in tool calls: not ours to run
         }
     }
     Ok(response)
@@ -196,6 +199,8 @@ enum Item {
         name: String,
         arguments: String,
     },
+    /// A `reasoning` item, whole (from `output_item.done`).
+    Reasoning(Value),
     Other,
 }
 
@@ -245,6 +250,10 @@ impl StreamAssembler {
                     name,
                     arguments,
                 }
+            }
+            Some("reasoning") => {
+                self.budget.take(&self.limits, item.to_string().len())?;
+                Item::Reasoning(item.clone())
             }
             _ => Item::Other,
         })
@@ -375,6 +384,7 @@ impl StreamAssembler {
                 } => response
                     .segments
                     .push(call_segment(call_id, name, &arguments, item_id)),
+                Item::Reasoning(raw) => response.segments.push(Segment::Reasoning { raw }),
                 Item::Other => {}
             }
         }
@@ -382,8 +392,9 @@ impl StreamAssembler {
     }
 }
 
-/// The input items that echo `response` into the next request (`message` for text,
-/// `function_call` for each call), to be followed by [`function_call_output`]s.
+/// The input items that echo `response` into the next request (`reasoning` items as
+/// received, `message` for text, `function_call` for each call), to be followed by
+/// [`function_call_output`]s.
 pub fn input_items(response: &ProviderResponse) -> Vec<Value> {
     let mut items = Vec::new();
     for s in &response.segments {
@@ -398,6 +409,7 @@ pub fn input_items(response: &ProviderResponse) -> Vec<Value> {
             Segment::InvalidToolCall {
                 invalid_tool_call: c,
             } => items.push(call_item(&c.item_id, &c.id, &c.name, c.arguments.clone())),
+            Segment::Reasoning { raw } => items.push(raw.clone()),
         }
     }
     items
