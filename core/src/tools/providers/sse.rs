@@ -33,6 +33,8 @@ pub struct SseDecoder {
     line_seen: bool,
     /// The last byte was a CR (a following LF belongs to it).
     after_cr: bool,
+    /// Bytes of a leading UTF-8 byte order mark seen so far; `None` once the start is past.
+    bom: Option<usize>,
     event: String,
     data: String,
     has_data: bool,
@@ -51,6 +53,7 @@ impl SseDecoder {
             line: Vec::new(),
             line_seen: false,
             after_cr: false,
+            bom: Some(0),
             event: String::new(),
             data: String::new(),
             has_data: false,
@@ -62,7 +65,22 @@ impl SseDecoder {
 
     /// Takes the next bytes.
     pub fn feed(&mut self, bytes: &[u8]) {
+        const BOM: &[u8] = b"\xEF\xBB\xBF";
         let mut rest = bytes;
+        // The stream may start with a byte order mark, which is not part of the first line.
+        while let Some(seen) = self.bom {
+            match rest.first() {
+                None => return,
+                Some(&b) if b == BOM[seen] => {
+                    rest = &rest[1..];
+                    self.bom = (seen + 1 < BOM.len()).then_some(seen + 1);
+                }
+                Some(_) => {
+                    self.bom = None;
+                    self.feed(&BOM[..seen]);
+                }
+            }
+        }
         while !rest.is_empty() {
             if self.after_cr {
                 self.after_cr = false;
@@ -179,7 +197,7 @@ mod tests {
         })
     }
 
-    const STREAM: &[u8] = b": keep-alive\r\nevent: message_start\r\ndata: {\"a\":1}\r\n\r\ndata: x\ndata:y\n\nid: 3\n\ndata: last\r\rdata: tail";
+    const STREAM: &[u8] = b"\xEF\xBB\xBF: keep-alive\r\nevent: message_start\r\ndata: {\"a\":1}\r\n\r\ndata: x\ndata:y\n\nid: 3\n\ndata: last\r\rdata: tail";
 
     #[test]
     fn whole_byte_by_byte_and_trailing() {
@@ -202,6 +220,17 @@ mod tests {
         }
         bytes.finish();
         assert_eq!(all(&mut bytes), want);
+    }
+
+    #[test]
+    fn only_a_leading_bom_is_dropped() {
+        let mut d = SseDecoder::new(64);
+        d.feed(b"data: \xEF\xBB\xBFx\n\n");
+        assert_eq!(all(&mut d), vec![ev("", "\u{feff}x")]);
+        let mut d = SseDecoder::new(64);
+        d.feed(b"\xEF\xBB");
+        d.feed(b"\xBFdata: y\n\n");
+        assert_eq!(all(&mut d), vec![ev("", "y")]);
     }
 
     #[test]
