@@ -26,47 +26,56 @@ pub fn remote_bash() -> ToolSpec {
 /// Names of REXD's logical tools, in [`rexd_tools`] order.
 pub const REXD_TOOL_NAMES: [&str; 6] = ["bash", "read", "write", "list", "glob", "stat"];
 
-/// REXD's logical tools: one surface whatever machine the runtime routes them to.
+/// REXD's logical tools: one surface whatever machine the runtime routes them to. Arguments
+/// are the REXD params the tool maps to (the same names `rexd --mcp` offers), and unknown ones
+/// are refused (`additionalProperties: false`), so a misspelt argument is an error the model
+/// sees, not an option silently ignored.
 pub fn rexd_tools() -> Vec<ToolSpec> {
-    let spec = |name: &str, description: &str, schema: Value| {
+    let spec = |name: &str, description: &str, mut schema: Value| {
+        schema["additionalProperties"] = json!(false);
         ToolSpec::new(name, description, schema).expect("built-in schemas are object schemas")
     };
     vec![
         spec(
             "bash",
-            "Run a shell command on the current target machine and return its exit code, \
-             stdout and stderr. Each call starts a fresh shell; chain steps in one command \
-             (cd dir && make). Keep output small (head, tail, rg -n).",
+            "Run a shell command (sh -c) on the current target machine and return its exit \
+             code, stdout and stderr. Each call starts a fresh shell; chain steps in one \
+             command (cd dir && make). Keep output small (head, tail, rg -n).",
             json!({"type":"object","properties":{
-                "command":{"type":"string","description":"The shell command line."},
-                "cwd":{"type":"string","description":"Working directory (default: the session's)."},
-                "timeout_ms":{"type":"integer","description":"Kill the command after this many milliseconds."}
+                "command":{"type":"string","description":"The command line."},
+                "cwd":{"type":"string","description":"Working directory (absolute, inside a workspace root)."},
+                "timeout_ms":{"type":"integer","minimum":1,"description":"Kill the command after this many milliseconds."},
+                "stdin":{"type":"string","description":"Text given to the command's stdin."}
             },"required":["command"]}),
         ),
         spec(
             "read",
-            "Read a text file on the current target machine.",
+            "Read a text file (or a byte range of it) on the current target machine.",
             json!({"type":"object","properties":{
                 "path":{"type":"string","description":"The file."},
-                "offset":{"type":"integer","description":"First byte to read."},
-                "length":{"type":"integer","description":"Bytes to read at most."}
+                "offset":{"type":"integer","minimum":0,"description":"First byte to read."},
+                "length":{"type":"integer","minimum":0,"description":"Bytes to read at most."}
             },"required":["path"]}),
         ),
         spec(
             "write",
-            "Write a text file on the current target machine (replaces it by default).",
+            "Write a text file atomically on the current target machine (replaces it by \
+             default; create or append on request).",
             json!({"type":"object","properties":{
                 "path":{"type":"string","description":"The file."},
                 "content":{"type":"string","description":"The new text."},
-                "mode":{"type":"string","enum":["create","replace","append"],"description":"create fails if the file exists; append adds to the end."}
+                "mode":{"type":"string","enum":["create","replace","append"],"description":"create fails if the file exists; append adds to the end."},
+                "mkdir_parents":{"type":"boolean","description":"Create missing parent directories."},
+                "expected_mtime":{"type":"string","description":"Refuse unless the file's mtime is still this."}
             },"required":["path","content"]}),
         ),
         spec(
             "list",
-            "List a directory on the current target machine.",
+            "List a directory's entries (type, size, mtime) on the current target machine.",
             json!({"type":"object","properties":{
                 "path":{"type":"string","description":"The directory."},
-                "recursive":{"type":"boolean","description":"Descend into subdirectories."}
+                "recursive":{"type":"boolean","description":"Descend into subdirectories."},
+                "max_entries":{"type":"integer","minimum":1,"description":"Entries to return at most."}
             },"required":["path"]}),
         ),
         spec(
@@ -75,7 +84,8 @@ pub fn rexd_tools() -> Vec<ToolSpec> {
              current target machine.",
             json!({"type":"object","properties":{
                 "pattern":{"type":"string","description":"The glob, e.g. src/**/*.rs."},
-                "cwd":{"type":"string","description":"Base directory for a relative pattern."}
+                "cwd":{"type":"string","description":"Base directory for a relative pattern."},
+                "max_matches":{"type":"integer","minimum":1,"description":"Matches to return at most."}
             },"required":["pattern"]}),
         ),
         spec(
@@ -95,6 +105,12 @@ pub enum RouteError {
     /// Not one of [`REXD_TOOL_NAMES`].
     #[error("{0:?} is not a REXD logical tool")]
     NotRexdTool(String),
+    /// The arguments are not a JSON object.
+    #[error("the arguments of {0} must be a JSON object")]
+    NotAnObject(String),
+    /// `command` is empty.
+    #[error("`command` is empty")]
+    EmptyCommand,
     /// The arguments do not fit the tool's schema.
     #[error("invalid arguments for {tool}: {source}")]
     InvalidArgs {
@@ -106,15 +122,19 @@ pub enum RouteError {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct BashArgs {
     command: String,
     #[serde(default)]
     cwd: Option<String>,
     #[serde(default)]
     timeout_ms: Option<u64>,
+    #[serde(default)]
+    stdin: Option<String>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ReadArgs {
     path: String,
     #[serde(default)]
@@ -124,28 +144,40 @@ struct ReadArgs {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct WriteArgs {
     path: String,
     content: String,
     #[serde(default)]
     mode: WriteMode,
+    #[serde(default)]
+    mkdir_parents: bool,
+    #[serde(default)]
+    expected_mtime: Option<String>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ListArgs {
     path: String,
     #[serde(default)]
     recursive: bool,
+    #[serde(default)]
+    max_entries: Option<u64>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct GlobArgs {
     pattern: String,
     #[serde(default)]
     cwd: Option<String>,
+    #[serde(default)]
+    max_matches: Option<u64>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct StatArgs {
     path: String,
 }
@@ -154,6 +186,10 @@ struct StatArgs {
 /// on the current target). `bash` runs in shell mode: the model writes command lines.
 pub fn rexd_request(call: &ToolCall, session_id: &str) -> Result<Request, RouteError> {
     fn args<T: for<'de> Deserialize<'de>>(call: &ToolCall) -> Result<T, RouteError> {
+        // Derived deserializers also take arrays (fields by position); tool arguments are named.
+        if !call.args.is_object() {
+            return Err(RouteError::NotAnObject(call.name.clone()));
+        }
         T::deserialize(&call.args).map_err(|source| RouteError::InvalidArgs {
             tool: call.name.clone(),
             source,
@@ -163,10 +199,14 @@ pub fn rexd_request(call: &ToolCall, session_id: &str) -> Result<Request, RouteE
     Ok(match call.name.as_str() {
         "bash" => {
             let a: BashArgs = args(call)?;
+            if a.command.is_empty() {
+                return Err(RouteError::EmptyCommand);
+            }
             Request::ExecStart(ExecStartParams {
                 session_id,
                 program: Program::shell(a.command),
                 cwd: a.cwd,
+                stdin: a.stdin,
                 timeout_ms: a.timeout_ms,
                 ..ExecStartParams::default()
             })
@@ -188,7 +228,9 @@ pub fn rexd_request(call: &ToolCall, session_id: &str) -> Result<Request, RouteE
                 path: a.path,
                 content: a.content,
                 mode: a.mode,
+                mkdir_parents: a.mkdir_parents,
                 atomic: true,
+                expected_mtime: a.expected_mtime,
                 ..FsWriteParams::default()
             })
         }
@@ -198,7 +240,7 @@ pub fn rexd_request(call: &ToolCall, session_id: &str) -> Result<Request, RouteE
                 session_id,
                 path: a.path,
                 recursive: a.recursive,
-                max_entries: None,
+                max_entries: a.max_entries,
             })
         }
         "glob" => {
@@ -207,7 +249,7 @@ pub fn rexd_request(call: &ToolCall, session_id: &str) -> Result<Request, RouteE
                 session_id,
                 pattern: a.pattern,
                 cwd: a.cwd,
-                max_matches: None,
+                max_matches: a.max_matches,
             })
         }
         "stat" => {
@@ -244,8 +286,8 @@ mod tests {
         let cases = [
             (
                 "bash",
-                json!({"command":"git status","timeout_ms":500}),
-                json!({"method":"exec.start","params":{"session_id":"s_1","shell":true,"command":"git status","timeout_ms":500,"detach":false}}),
+                json!({"command":"git status","timeout_ms":500,"stdin":"y\n"}),
+                json!({"method":"exec.start","params":{"session_id":"s_1","shell":true,"command":"git status","stdin":"y\n","timeout_ms":500,"detach":false}}),
             ),
             (
                 "read",
@@ -254,13 +296,13 @@ mod tests {
             ),
             (
                 "write",
-                json!({"path":"/srv/a","content":"x","mode":"append"}),
-                json!({"method":"fs.write","params":{"session_id":"s_1","path":"/srv/a","content":"x","encoding":"utf8","mode":"append","mkdir_parents":false,"atomic":true}}),
+                json!({"path":"/srv/a","content":"x","mode":"append","mkdir_parents":true,"expected_mtime":"2026-11-22T10:00:00Z"}),
+                json!({"method":"fs.write","params":{"session_id":"s_1","path":"/srv/a","content":"x","encoding":"utf8","mode":"append","mkdir_parents":true,"atomic":true,"expected_mtime":"2026-11-22T10:00:00Z"}}),
             ),
             (
                 "list",
-                json!({"path":"/srv"}),
-                json!({"method":"fs.list","params":{"session_id":"s_1","path":"/srv","recursive":false}}),
+                json!({"path":"/srv","max_entries":10}),
+                json!({"method":"fs.list","params":{"session_id":"s_1","path":"/srv","recursive":false,"max_entries":10}}),
             ),
             (
                 "glob",
@@ -284,6 +326,22 @@ mod tests {
         assert!(matches!(
             rexd_request(&ToolCall::new("c", "read", json!({"path": 3})), "s"),
             Err(RouteError::InvalidArgs { .. })
+        ));
+        // Misspelt arguments are refused, not ignored; positional arrays are not arguments.
+        assert!(matches!(
+            rexd_request(
+                &ToolCall::new("c", "read", json!({"path": "a", "lenght": 3})),
+                "s"
+            ),
+            Err(RouteError::InvalidArgs { .. })
+        ));
+        assert!(matches!(
+            rexd_request(&ToolCall::new("c", "read", json!(["a"])), "s"),
+            Err(RouteError::NotAnObject(_))
+        ));
+        assert!(matches!(
+            rexd_request(&ToolCall::new("c", "bash", json!({"command": ""})), "s"),
+            Err(RouteError::EmptyCommand)
         ));
     }
 }

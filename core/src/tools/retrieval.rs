@@ -20,8 +20,15 @@ const K1: f64 = 1.2;
 /// BM25 length normalisation.
 const B: f64 = 0.75;
 
-/// The words of `text`: lowercase, split at non-alphanumerics and camelCase humps.
+/// The words of `text`: lowercase, split at non-alphanumerics and camelCase humps; single
+/// ASCII letters and digits (the `s` of `what's`) are dropped as noise.
 pub fn tokenize(text: &str) -> Vec<String> {
+    let mut tokens = split_words(text);
+    tokens.retain(|t| !(t.len() == 1 && t.is_ascii()));
+    tokens
+}
+
+fn split_words(text: &str) -> Vec<String> {
     let mut tokens = Vec::new();
     let mut word = String::new();
     let mut prev: Option<char> = None;
@@ -244,6 +251,7 @@ mod tests {
             ["httpserver", "naïve", "ünïcode"]
         );
         assert!(tokenize(" -- ").is_empty());
+        assert_eq!(tokenize("what's a 日"), ["what", "日"]);
     }
 
     fn index() -> (ToolIndex, Vec<ToolSpec>) {

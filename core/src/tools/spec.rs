@@ -109,7 +109,8 @@ impl ToolSpec {
     }
 
     /// Checks the arguments of a call against the schema's top level: an object, with every
-    /// `required` property, and each known property of its declared JSON type. Nested schemas
+    /// `required` property, each known property of its declared JSON type, and no unknown one
+    /// when the schema says `additionalProperties: false`. Nested schemas
     /// are the tool's business; this catches what models get wrong most (a missing or
     /// mistyped argument) before anything runs.
     pub fn check_args(&self, args: &Value) -> Result<(), String> {
@@ -127,9 +128,15 @@ impl ToolSpec {
                 missing.join(", ")
             ));
         }
+        let closed = self.input_schema.get("additionalProperties") == Some(&Value::Bool(false));
         if let Some(props) = self.properties() {
             for (key, value) in obj {
-                let Some(prop) = props.get(key) else { continue };
+                let Some(prop) = props.get(key) else {
+                    if closed {
+                        return Err(format!("{} has no argument {key}", self.name));
+                    }
+                    continue;
+                };
                 if !type_matches(prop.get("type"), value) {
                     return Err(format!(
                         "argument {key} of {} must be of type {}",
@@ -291,6 +298,17 @@ mod tests {
         assert!(spec.check_args(&json!({"path": 1})).is_err());
         assert!(spec.check_args(&json!({"path": "a", "n": 1.5})).is_err());
         assert!(spec.check_args(&json!(["a"])).is_err());
+        let closed = ToolSpec::new(
+            "stat",
+            "",
+            json!({"type":"object","properties":{"path":{"type":"string"}},"additionalProperties":false}),
+        )
+        .unwrap();
+        assert!(closed.check_args(&json!({"path": "a"})).is_ok());
+        assert_eq!(
+            closed.check_args(&json!({"path": "a", "pth": "b"})),
+            Err("stat has no argument pth".into())
+        );
     }
 
     #[test]
