@@ -17,8 +17,9 @@ use deskwire::oa1::{self, Output, Server};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
+use crate::frontend;
 use crate::remote_bash::{Executor, ExecutorConfig};
-use crate::service::{Settings, TOKEN_BASE};
+use crate::service::Settings;
 
 const SOCKET: Token = Token(0);
 
@@ -172,21 +173,17 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
         } else {
             Duration::from_millis(wake.saturating_sub(now_ms()))
         };
-        match poll.poll(&mut events, Some(timeout)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+        if !frontend::wait(&mut poll, &mut events, Some(timeout))? {
+            continue;
         }
         let now = now_ms();
         for e in events.iter() {
             match e.token() {
                 SOCKET => readable |= e.is_readable() || e.is_read_closed(),
-                t if t.0 >= TOKEN_BASE => executor.handle_event(
-                    now,
-                    t,
-                    e.is_readable() || e.is_read_closed() || e.is_error(),
-                    e.is_writable() || e.is_write_closed(),
-                ),
+                t if frontend::is_child_token(t) => {
+                    let (pipe_readable, pipe_writable) = frontend::child_readiness(e);
+                    executor.handle_event(now, t, pipe_readable, pipe_writable);
+                }
                 _ => {}
             }
         }

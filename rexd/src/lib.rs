@@ -2,7 +2,8 @@
 //!
 //! The engine is [`service::Service`]: sessions, processes (pipes or a PTY, each in its own
 //! process group), file operations confined to allowlisted roots, limits and the audit log,
-//! behind typed [`deskwire::rexd::Request`]s. Transports drive it from one mio loop:
+//! behind typed [`deskwire::rexd::Request`]s. Transports drive it from one mio loop
+//! ([`frontend`] for the stdio ones):
 //! [`stdio`] (NDJSON JSON-RPC 2.0, also over `ssh host rexd --stdio`) and [`irc`] (OA1
 //! `RemoteBash` on an IRC channel, [`remote_bash`]). Other frontends use the same `Service`:
 //! [`mcp`] (`rexd --mcp`, the tools as an MCP server). [`client`] is the other end: `rex`, the
@@ -41,7 +42,7 @@
 //!   timeout nor an output cap (interactive; they end with `pty.close` or the session).
 //! - **Detached** processes survive `session.close` and the daemon's exit, but their output
 //!   pipes close with the daemon.
-//! - **Backpressure**: while more than [`stdio::HIGH_WATER`] bytes wait for stdout, neither
+//! - **Backpressure**: while more than [`frontend::HIGH_WATER`] bytes wait for stdout, neither
 //!   children's output nor new requests are read.
 //! - **Shell**: `shell: true` needs `security.allow_shell` (else `-32007`); command allow/deny
 //!   lists match `argv[0]` or its file name (`sh` for shell mode; else `-32001`).
@@ -53,6 +54,7 @@
 pub mod audit;
 pub mod client;
 pub mod config;
+pub mod frontend;
 pub mod fsops;
 pub mod irc;
 pub mod log;

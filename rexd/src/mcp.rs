@@ -27,9 +27,8 @@
 //! Stdout carries MCP only; logs go to stderr.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
-use std::time::{Duration, Instant};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 
 use deskwire::jsonrpc::{
     Code, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RawJson, RemoteError,
@@ -39,13 +38,12 @@ use deskwire::rexd::{
     FsReadParams, FsStatParams, FsWriteParams, Program, Request, Response, SessionCloseParams,
     SessionOpenParams, Signal, WriteMode,
 };
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
+use mio::Poll;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::service::{Service, ServiceOutput, Settings, TOKEN_BASE};
-use crate::sys;
+use crate::frontend::{self, Frontend, Outbox};
+use crate::service::{Service, ServiceOutput, Settings};
 
 /// MCP revisions this server speaks (all use the `initialize` handshake).
 pub const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -53,10 +51,6 @@ pub const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-1
 pub const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
 /// Most bytes of a progress notification's `message` (the output chunk, cut).
 const PROGRESS_MESSAGE_BYTES: usize = 1024;
-/// Bytes waiting for stdout above which children's output is left in their pipes.
-const HIGH_WATER: usize = 4 << 20;
-const STDIN: Token = Token(0);
-const STDOUT: Token = Token(1);
 
 /// The logical tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -513,6 +507,35 @@ pub struct McpServer {
     peer_deadline: u64,
 }
 
+impl Frontend for McpServer {
+    fn service(&mut self) -> &mut Service {
+        &mut self.service
+    }
+
+    fn handle_input(&mut self, now: u64, bytes: &[u8]) {
+        self.peer.handle_bytes(now, bytes);
+    }
+
+    fn turn(&mut self, now: u64, out: &mut Outbox) {
+        self.process(now);
+        for bytes in self.out.drain(..) {
+            out.buffer().extend_from_slice(&bytes);
+        }
+    }
+
+    /// The peer's or the service's next deadline.
+    fn next_deadline(&mut self) -> Option<u64> {
+        Some(match self.service.next_deadline() {
+            Some(d) => d.min(self.peer_deadline),
+            None => self.peer_deadline,
+        })
+    }
+
+    fn has_work(&mut self) -> bool {
+        self.service.wants_pump()
+    }
+}
+
 #[derive(Debug, Clone)]
 enum CallRef {
     Starting(u64),
@@ -539,11 +562,6 @@ impl McpServer {
         }
     }
 
-    /// The service, for the I/O loop.
-    pub fn service(&mut self) -> &mut Service {
-        &mut self.service
-    }
-
     /// The tools offered now.
     pub fn tools(&self) -> Vec<Tool> {
         Tool::ALL
@@ -552,14 +570,9 @@ impl McpServer {
             .collect()
     }
 
-    /// Bytes from the client.
-    pub fn handle_bytes(&mut self, now: u64, bytes: &[u8]) {
-        self.peer.handle_bytes(now, bytes);
-    }
-
     /// Runs everything that is ready: client messages to the service, service outputs to
-    /// the client. Then [`McpServer::take_output`] has the bytes to write.
-    pub fn process(&mut self, now: u64) {
+    /// the client's queue (which [`Frontend::turn`] moves to the output).
+    fn process(&mut self, now: u64) {
         loop {
             let mut progressed = false;
             loop {
@@ -582,20 +595,6 @@ impl McpServer {
             if !progressed {
                 return;
             }
-        }
-    }
-
-    /// The next bytes for the client, if any.
-    pub fn take_output(&mut self) -> Option<Vec<u8>> {
-        self.out.pop_front()
-    }
-
-    /// When to come back if nothing arrives: the peer's or the service's next deadline
-    /// (valid after [`McpServer::process`]).
-    pub fn next_deadline(&self) -> u64 {
-        match self.service.next_deadline() {
-            Some(d) => d.min(self.peer_deadline),
-            None => self.peer_deadline,
         }
     }
 
@@ -1019,127 +1018,7 @@ pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> 
     let cap = settings.limits.max_output_bytes;
     let service = Service::new(settings, poll.registry().try_clone()?);
     let mut server = McpServer::new(service, allow_shell, cap);
-    // SAFETY: the caller keeps both descriptors open for the duration of the call.
-    let (in_fd, out_fd) = unsafe {
-        (
-            BorrowedFd::borrow_raw(input),
-            BorrowedFd::borrow_raw(output),
-        )
-    };
-    sys::set_nonblocking(in_fd)?;
-    sys::set_nonblocking(out_fd)?;
-    let input_pollable = poll
-        .registry()
-        .register(&mut SourceFd(&input), STDIN, Interest::READABLE)
-        .is_ok();
-    let output_pollable = poll
-        .registry()
-        .register(&mut SourceFd(&output), STDOUT, Interest::WRITABLE)
-        .is_ok();
-    let mut stdin = std::mem::ManuallyDrop::new(file(input));
-    let mut stdout = std::mem::ManuallyDrop::new(file(output));
-
-    let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
-    let mut written = 0usize;
-    let mut events = Events::with_capacity(256);
-    let mut inbuf = vec![0u8; 64 * 1024];
-    let clock = Instant::now();
-    let now_ms = || clock.elapsed().as_millis() as u64;
-    let mut input_open = true;
-    let mut input_ready = true;
-    let mut output_broken = false;
-    let mut shutdown_deadline: Option<u64> = None;
-
-    loop {
-        let now = now_ms();
-        while input_open && input_ready {
-            match stdin.read(&mut inbuf) {
-                Ok(0) => input_open = false,
-                Ok(n) => {
-                    server.handle_bytes(now, &inbuf[..n]);
-                    if !input_pollable {
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => input_ready = false,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => input_open = false,
-            }
-        }
-        if !input_open && shutdown_deadline.is_none() {
-            server.service().shutdown(now);
-            shutdown_deadline = Some(now + grace + 1000);
-        }
-        let room = HIGH_WATER.saturating_sub(out.len() - written);
-        server.service().pump(now, room);
-        server.service().handle_timeout(now);
-        server.process(now);
-        while let Some(bytes) = server.take_output() {
-            out.extend_from_slice(&bytes);
-        }
-        while written < out.len() && !output_broken {
-            match stdout.write(&out[written..]) {
-                Ok(n) => written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => output_broken = true,
-            }
-        }
-        if written == out.len() || output_broken {
-            out.clear();
-            written = 0;
-        } else if written > (1 << 20) {
-            out.drain(..written);
-            written = 0;
-        }
-        if output_broken && input_open {
-            input_open = false;
-            continue;
-        }
-        if let Some(deadline) = shutdown_deadline
-            && ((server.service().running_attached() == 0 && out.is_empty()) || now >= deadline)
-        {
-            return Ok(());
-        }
-        let mut wake = server.next_deadline();
-        if let Some(d) = shutdown_deadline {
-            wake = wake.min(d);
-        }
-        let backlog = out.len() - written;
-        let busy = (server.service().wants_pump() && backlog < HIGH_WATER)
-            || (!input_pollable && input_open)
-            || (!output_pollable && backlog > 0);
-        let timeout = if busy {
-            Some(Duration::ZERO)
-        } else {
-            Some(Duration::from_millis(wake.saturating_sub(now)))
-        };
-        match poll.poll(&mut events, timeout) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-        let now = now_ms();
-        for e in events.iter() {
-            match e.token() {
-                STDIN => input_ready = true,
-                STDOUT => {}
-                t if t.0 >= TOKEN_BASE => server.service().handle_event(
-                    now,
-                    t,
-                    e.is_readable() || e.is_read_closed() || e.is_error(),
-                    e.is_writable() || e.is_write_closed(),
-                ),
-                _ => {}
-            }
-        }
-    }
-}
-
-fn file(fd: RawFd) -> std::fs::File {
-    use std::os::fd::FromRawFd;
-    // SAFETY: wrapped in ManuallyDrop by the caller: the descriptor stays the caller's.
-    unsafe { std::fs::File::from_raw_fd(fd) }
+    frontend::serve(&mut server, &mut poll, grace, input, output)
 }
 
 /// `rexd --mcp`: MCP on the process's own stdin and stdout.

@@ -159,20 +159,28 @@ impl Ngircd {
 
 impl Drop for Ngircd {
     fn drop(&mut self) {
-        // SIGTERM stops ngircd cleanly; then reap it so no zombie stays.
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // SIGTERM stops ngircd cleanly.
+        stop_daemon(&mut self.child);
     }
+}
+
+/// Stops a test daemon: SIGTERM, up to 5 s for it to exit, then SIGKILL; reaped either way so
+/// no zombie stays.
+pub fn stop_daemon(child: &mut Child) {
+    let _ = Command::new("kill")
+        .arg(child.id().to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// One IRC connection: a non-blocking socket, a line decoder and the session helper.

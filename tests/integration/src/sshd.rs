@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{TempDir, free_port};
+use crate::{TempDir, free_port, stop_daemon};
 
 const SSHD_CANDIDATES: [&str; 3] = ["/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd"];
 
@@ -266,20 +266,7 @@ fn keygen(path: &Path) {
 
 impl Drop for Sshd {
     fn drop(&mut self) {
-        // SIGTERM stops the listener; sessions still open end with their clients. Then reap.
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // SIGTERM stops the listener; sessions still open end with their clients.
+        stop_daemon(&mut self.child);
     }
 }
