@@ -2,9 +2,9 @@
 //! runs), one mio loop for stdin, stdout, the children's pipes and the timers.
 //!
 //! The JSON-RPC side is the core's [`Peer`] in the [`JsonRpc2`] dialect (framing, ids,
-//! malformed input answered with the standard errors); requests become typed
-//! [`Request`]s and go to the [`Service`]; replies go back through the peer, events are written
-//! as notification lines in the order the service produced them. Stdout is the protocol only:
+//! malformed input answered with the standard errors, a batch answered with one array);
+//! requests become typed [`Request`]s and go to the [`Service`]; replies go back through the
+//! peer, events are written as notification lines in the order the service produced them. Stdout is the protocol only:
 //! diagnostics and the audit log go to stderr or a file.
 //!
 //! The I/O loop (backpressure, shutdown) is [`crate::frontend`]'s, shared with `rexd --mcp`.
@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
-use deskwire::jsonrpc::{Code, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RemoteError};
+use deskwire::jsonrpc::{
+    Code, ErrorCode, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RawJson, RemoteError,
+};
 use deskwire::rexd::{ErrorObject, Request};
 use mio::Poll;
 
@@ -86,6 +88,21 @@ impl Frontend for JsonRpcFrontend {
                 ServiceOutput::Reply { handle, result } => {
                     if let Some(id) = self.pending.remove(&handle) {
                         let sent = match result {
+                            // An answer inside a batch joins the batch's array: the peer
+                            // writes it.
+                            Ok(response) if self.peer.is_batched(&id) => {
+                                match RawJson::to_raw(&response) {
+                                    Ok(raw) => self.peer.respond(now, &id, raw),
+                                    Err(e) => self.peer.respond_error(
+                                        now,
+                                        &id,
+                                        RemoteError::new(
+                                            Code::Number(ErrorCode::InternalError.code()),
+                                            e.to_string(),
+                                        ),
+                                    ),
+                                }
+                            }
                             // Results are written once, straight into the output buffer (an
                             // fs.read of megabytes would otherwise be copied three times on its
                             // way through the peer); the peer only forgets the request.

@@ -156,6 +156,58 @@ fn stdin_payload_and_exec_input() {
     assert_eq!(e["code"], -32005);
 }
 
+/// A JSON-RPC batch gets one array of answers, once its last request is answered: here an
+/// `exec.wait` the daemon answers only when the process ends, so the `fs.stat` beside it waits
+/// for it. Notifications get nothing; bad elements get their own error objects.
+#[test]
+fn a_batch_is_answered_with_one_array() {
+    let (_r, mut d, s) = setup();
+    let p = start(&mut d, json!({"session_id": s, "argv": ["sleep", "30"]}));
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": "w", "method": "exec.wait", "params": {"session_id": s, "process_id": p}},
+        {"jsonrpc": "2.0", "id": "st", "method": "fs.stat", "params": {"session_id": s, "path": "."}},
+        {"jsonrpc": "2.0", "method": "session.info", "params": {"session_id": s}},
+        1,
+        {"jsonrpc": "2.0", "id": "u", "method": "no.such", "params": {}},
+    ]);
+    d.send_raw(&batch.to_string());
+    // A request sent after the batch is answered on its own while the batch waits.
+    let info = d.call("session.info", json!({"session_id": s}));
+    assert_eq!(info["session_id"], s);
+    assert!(
+        d.backlog()
+            .iter()
+            .all(|v| !v.is_array() && v.get("id") != Some(&json!("st"))),
+        "the batch went out before its exec.wait was answered: {:?}",
+        d.backlog()
+    );
+    assert_eq!(
+        d.call("exec.kill", json!({"session_id": s, "process_id": p})),
+        json!({"ok": true})
+    );
+    let answers = d.next_array(common::WAIT).expect("one array for the batch");
+    let answers = answers.as_array().unwrap();
+    assert_eq!(answers.len(), 4, "{answers:?}");
+    let by_id = |id: Value| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer for {id} in {answers:?}"))
+    };
+    assert_eq!(by_id(json!("w"))["result"]["status"], "killed");
+    assert_eq!(by_id(json!("st"))["result"]["type"], "dir");
+    assert_eq!(by_id(json!("u"))["error"]["code"], -32601);
+    assert_eq!(by_id(Value::Null)["error"]["code"], -32600);
+    // Nothing else answered any part of it.
+    assert!(
+        d.backlog().iter().all(|v| !["w", "st", "u"]
+            .iter()
+            .any(|id| v.get("id") == Some(&json!(id)))),
+        "{:?}",
+        d.backlog()
+    );
+}
+
 #[test]
 fn kill_wait_and_statuses() {
     let (_r, mut d, s) = setup();

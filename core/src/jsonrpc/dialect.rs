@@ -180,6 +180,13 @@ pub trait Dialect {
         batch_limit: usize,
     ) -> Result<Vec<Result<Inbound, Invalid>>, Invalid>;
 
+    /// Whether `frame` (which [`Dialect::read`] accepted) is a batch, whose answers go back as
+    /// one array. Only JSON-RPC 2.0 has batches.
+    fn is_batch(&self, frame: &[u8]) -> bool {
+        let _ = frame;
+        false
+    }
+
     /// Appends the frame body of `message` (without the framing) to `out`. `now` is the
     /// host's monotonic clock, for dialects that stamp messages.
     fn write(&self, now: u64, message: Outbound<'_>, out: &mut Vec<u8>) -> Result<(), WriteError>;
@@ -213,6 +220,14 @@ impl Dialect for JsonRpc2 {
             Parsed::Single(m) => vec![Ok(inbound(m))],
             Parsed::Batch(items) => items.into_iter().map(|m| m.map(inbound)).collect(),
         })
+    }
+
+    fn is_batch(&self, frame: &[u8]) -> bool {
+        // A frame `read` accepted is one JSON value: a batch when it is an array.
+        frame
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .is_some_and(|&b| b == b'[')
     }
 
     fn write(&self, _now: u64, message: Outbound<'_>, out: &mut Vec<u8>) -> Result<(), WriteError> {

@@ -6,6 +6,13 @@
 //! The surface is the crate's usual one: `handle_bytes` / `handle_timeout` in, `poll_output`
 //! out.
 //!
+//! Batches (JSON-RPC 2.0 §6): the requests of a batch reach the host one by one, like any
+//! others, and the host answers each whenever it likes; the peer collects the answers and
+//! writes them as one array once the last request of the batch is answered (or forgotten).
+//! Invalid elements and refused requests add their error objects to the array; notifications
+//! add nothing, so a batch of notifications gets no answer at all. An empty or oversized
+//! batch is one Invalid Request error, not an array.
+//!
 //! ```
 //! use deskwire::jsonrpc::{Output, Peer, PeerConfig, PeerEvent, JsonRpc2};
 //!
@@ -118,7 +125,7 @@ pub struct PeerConfig {
     pub framing: Framing,
     /// Largest message accepted.
     pub max_message_bytes: usize,
-    /// Most elements in one batch.
+    /// Most elements in one batch; a larger batch is refused with a single error.
     pub batch_limit: usize,
     /// Most outgoing calls in flight.
     pub max_pending: usize,
@@ -313,6 +320,23 @@ impl Abandoned {
     }
 }
 
+/// A batch whose requests are not all answered yet.
+#[derive(Debug, Default)]
+struct OpenBatch {
+    /// Requests of the batch still waiting for the host's answer.
+    waiting: usize,
+    /// Answer bodies so far, in the order they were made (the spec allows any order).
+    answers: Vec<Vec<u8>>,
+}
+
+/// The batches waiting for answers, and which incoming request belongs to which.
+#[derive(Debug, Default)]
+struct Batches {
+    open: HashMap<u64, OpenBatch>,
+    of_request: HashMap<Id, u64>,
+    next: u64,
+}
+
 /// One end of a conversation in dialect `D`. See the module docs.
 #[derive(Debug)]
 pub struct Peer<D: Dialect> {
@@ -323,6 +347,7 @@ pub struct Peer<D: Dialect> {
     counter: i64,
     pending: HashMap<Id, Pending>,
     incoming: HashSet<Id>,
+    batches: Batches,
     abandoned: Abandoned,
     outbox: VecDeque<Vec<u8>>,
     outbox_bytes: usize,
@@ -352,6 +377,7 @@ impl<D: Dialect> Peer<D> {
             counter: 0,
             pending: HashMap::new(),
             incoming: HashSet::new(),
+            batches: Batches::default(),
             outbox: VecDeque::new(),
             outbox_bytes: 0,
             events: VecDeque::new(),
@@ -437,14 +463,19 @@ impl<D: Dialect> Peer<D> {
 
     /// Answers the incoming request `id` with a result.
     pub fn respond(&mut self, now: u64, id: &Id, result: RawJson) -> Result<(), LocalError> {
-        self.take_incoming(id)?;
-        self.send(
+        if !self.incoming.contains(id) {
+            return Err(LocalError::UnknownId(id.clone()));
+        }
+        let body = self.encode(
             now,
             Outbound::Result {
                 id,
                 result: &result,
             },
-        )
+        )?;
+        self.take_incoming(id)?;
+        self.answer(id, body);
+        Ok(())
     }
 
     /// Answers the incoming request `id` with an error.
@@ -454,8 +485,13 @@ impl<D: Dialect> Peer<D> {
         id: &Id,
         error: RemoteError,
     ) -> Result<(), LocalError> {
+        if !self.incoming.contains(id) {
+            return Err(LocalError::UnknownId(id.clone()));
+        }
+        let body = self.encode(now, Outbound::Error { id, error: &error })?;
         self.take_incoming(id)?;
-        self.send(now, Outbound::Error { id, error: &error })
+        self.answer(id, body);
+        Ok(())
     }
 
     /// Answers the incoming request `id` with the dialect's "method not found" error.
@@ -486,8 +522,22 @@ impl<D: Dialect> Peer<D> {
     /// Forgets the incoming request `id` without answering it, for protocols whose
     /// cancellation says the receiver should not respond (MCP `notifications/cancelled`).
     /// Without this an unanswered request would hold one of the `max_incoming` slots forever.
+    ///
+    /// A request of a batch whose answer the host writes itself (around the peer) must not be
+    /// forgotten this way: see [`Peer::is_batched`].
     pub fn forget_incoming(&mut self, id: &Id) -> Result<(), LocalError> {
-        self.take_incoming(id)
+        self.take_incoming(id)?;
+        if let Some(batch) = self.batches.of_request.remove(id) {
+            self.batch_answered(batch, None);
+        }
+        Ok(())
+    }
+
+    /// Whether the incoming request `id` came in a batch, so its answer goes into the batch's
+    /// array: answer it with [`Peer::respond`] or [`Peer::respond_error`], never by writing a
+    /// line of one's own.
+    pub fn is_batched(&self, id: &Id) -> bool {
+        self.batches.of_request.contains_key(id)
     }
 
     fn take_incoming(&mut self, id: &Id) -> Result<(), LocalError> {
@@ -496,6 +546,49 @@ impl<D: Dialect> Peer<D> {
         } else {
             Err(LocalError::UnknownId(id.clone()))
         }
+    }
+
+    /// Sends the answer `body` to request `id` (already taken from `incoming`): alone, or into
+    /// its batch.
+    fn answer(&mut self, id: &Id, body: Vec<u8>) {
+        match self.batches.of_request.remove(id) {
+            Some(batch) => self.batch_answered(batch, Some(body)),
+            None => self.push_frame(&body),
+        }
+    }
+
+    /// One request of `batch` is done (`None`: forgotten, no answer); the last one sends the
+    /// array, if it holds anything.
+    fn batch_answered(&mut self, batch: u64, body: Option<Vec<u8>>) {
+        let Some(open) = self.batches.open.get_mut(&batch) else {
+            return;
+        };
+        open.answers.extend(body);
+        open.waiting -= 1;
+        if open.waiting == 0
+            && let Some(open) = self.batches.open.remove(&batch)
+        {
+            self.send_batch(open.answers);
+        }
+    }
+
+    /// Writes the answers of a batch as one array (nothing when there are none: a batch of
+    /// notifications is not answered).
+    fn send_batch(&mut self, answers: Vec<Vec<u8>>) {
+        if answers.is_empty() {
+            return;
+        }
+        let len = answers.iter().map(|a| a.len() + 1).sum::<usize>() + 1;
+        let mut array = Vec::with_capacity(len);
+        array.push(b'[');
+        for (i, answer) in answers.iter().enumerate() {
+            if i > 0 {
+                array.push(b',');
+            }
+            array.extend_from_slice(answer);
+        }
+        array.push(b']');
+        self.push_frame(&array);
     }
 
     /// Stops waiting for call `id`: no event will come for it, and an answer that still arrives
@@ -525,23 +618,34 @@ impl<D: Dialect> Peer<D> {
     }
 
     fn send(&mut self, now: u64, message: Outbound<'_>) -> Result<(), LocalError> {
+        let body = self.encode(now, message)?;
+        self.push_frame(&body);
+        Ok(())
+    }
+
+    /// The body of `message`, without framing.
+    fn encode(&self, now: u64, message: Outbound<'_>) -> Result<Vec<u8>, LocalError> {
         let mut body = Vec::new();
         self.dialect.write(now, message, &mut body)?;
+        Ok(body)
+    }
+
+    /// Frames `body` and queues it for the stream.
+    fn push_frame(&mut self, body: &[u8]) {
         let frame = match self.config.framing {
             Framing::Ndjson => {
                 let mut f = Vec::with_capacity(body.len() + 1);
-                encode_ndjson(&body, &mut f);
+                encode_ndjson(body, &mut f);
                 f
             }
             Framing::ContentLength => {
                 let mut f = Vec::with_capacity(body.len() + 32);
-                encode_content_length(&body, &mut f);
+                encode_content_length(body, &mut f);
                 f
             }
         };
         self.outbox_bytes += frame.len();
         self.outbox.push_back(frame);
-        Ok(())
     }
 
     /// Takes bytes the stream delivered.
@@ -576,23 +680,53 @@ impl<D: Dialect> Peer<D> {
 
     fn handle_frame(&mut self, now: u64, body: &[u8]) {
         self.stats.frames_in += 1;
+        // An unreadable, empty or oversized batch is one error, not an array (read says so).
         let items = match self.dialect.read(body, self.config.batch_limit) {
             Ok(items) => items,
-            Err(invalid) => vec![Err(invalid)],
+            Err(invalid) => return self.handle_invalid(now, &invalid, None),
         };
+        let batch = self.dialect.is_batch(body).then(|| {
+            let batch = self.batches.next;
+            self.batches.next += 1;
+            // Counts itself as one waiting request until every element is read, so the array
+            // cannot go out half-filled.
+            let open = OpenBatch {
+                waiting: 1,
+                answers: Vec::new(),
+            };
+            self.batches.open.insert(batch, open);
+            batch
+        });
         for item in items {
             match item {
-                Ok(message) => self.handle_message(now, message),
-                Err(invalid) => self.handle_invalid(now, &invalid),
+                Ok(message) => self.handle_message(now, message, batch),
+                Err(invalid) => self.handle_invalid(now, &invalid, batch),
             }
+        }
+        if let Some(batch) = batch {
+            self.batch_answered(batch, None);
         }
     }
 
-    fn handle_invalid(&mut self, now: u64, invalid: &Invalid) {
+    /// Sends an answer the peer makes itself (errors): alone, or into the open `batch`.
+    fn send_answer(&mut self, now: u64, batch: Option<u64>, message: Outbound<'_>) {
+        let Some(batch) = batch else {
+            let _ = self.send(now, message);
+            return;
+        };
+        if let Ok(body) = self.encode(now, message)
+            && let Some(open) = self.batches.open.get_mut(&batch)
+        {
+            open.answers.push(body);
+        }
+    }
+
+    fn handle_invalid(&mut self, now: u64, invalid: &Invalid, batch: Option<u64>) {
         self.stats.malformed += 1;
         if let Some((id, error)) = self.dialect.answer_invalid(invalid) {
-            let _ = self.send(
+            self.send_answer(
                 now,
+                batch,
                 Outbound::Error {
                     id: &id,
                     error: &error,
@@ -604,7 +738,7 @@ impl<D: Dialect> Peer<D> {
         });
     }
 
-    fn handle_message(&mut self, now: u64, message: Inbound) {
+    fn handle_message(&mut self, now: u64, message: Inbound, batch: Option<u64>) {
         match message {
             Inbound::Request { id, method, params } => {
                 let refusal = if self.incoming.contains(&id) {
@@ -619,14 +753,21 @@ impl<D: Dialect> Peer<D> {
                 };
                 if let Some(error) = refusal {
                     self.stats.refused_requests += 1;
-                    let _ = self.send(
+                    self.send_answer(
                         now,
+                        batch,
                         Outbound::Error {
                             id: &id,
                             error: &error,
                         },
                     );
                     return;
+                }
+                if let Some(batch) = batch
+                    && let Some(open) = self.batches.open.get_mut(&batch)
+                {
+                    open.waiting += 1;
+                    self.batches.of_request.insert(id.clone(), batch);
                 }
                 self.incoming.insert(id.clone());
                 self.events
@@ -1005,6 +1146,243 @@ mod tests {
         assert!(sent[1].contains("-32600"));
         assert!(more[0].contains("-32601") && more[0].contains("\"id\":\"q\""));
         assert_eq!(server.stats().malformed, 2);
+    }
+
+    /// The JSON values of the lines `peer` sent.
+    fn sent_values(sent: &[String]) -> Vec<serde_json::Value> {
+        sent.iter()
+            .map(|line| {
+                assert!(line.ends_with('\n'), "{line:?}");
+                serde_json::from_str(line).unwrap()
+            })
+            .collect()
+    }
+
+    /// The requests among `events`: (id, method).
+    fn requests(events: &[PeerEvent]) -> Vec<(Id, String)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                PeerEvent::Request { id, method, .. } => Some((id.clone(), method.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_mixed_batch_is_answered_with_one_array() {
+        let mut server = Peer::new(JsonRpc2, PeerConfig::default(), 1);
+        // The spec's §7 example: two requests, a notification, an invalid element, a request
+        // for an unknown method, another request, and a second notification.
+        server.handle_bytes(
+            0,
+            br#"[{"jsonrpc":"2.0","method":"sum","params":[1,2,4],"id":"1"},{"jsonrpc":"2.0","method":"notify_hello","params":[7]},{"jsonrpc":"2.0","method":"subtract","params":[42,23],"id":"2"},{"foo":"boo"},{"jsonrpc":"2.0","method":"foo.get","params":{"name":"myself"},"id":"5"},{"jsonrpc":"2.0","method":"get_data","id":"9"}]
+"#,
+        );
+        let (sent, events) = drain(&mut server, 0);
+        // Nothing is written before the requests are answered.
+        assert!(sent.is_empty(), "{sent:?}");
+        let calls = requests(&events);
+        assert_eq!(calls.len(), 4);
+        assert!(events.iter().any(
+            |e| matches!(e, PeerEvent::Notification { method, .. } if method == "notify_hello")
+        ));
+        for (id, method) in &calls {
+            match method.as_str() {
+                "sum" => server.respond(1, id, raw("7")).unwrap(),
+                "subtract" => server.respond(1, id, raw("19")).unwrap(),
+                "get_data" => server.respond(1, id, raw("[\"hello\",5]")).unwrap(),
+                _ => server.respond_method_not_found(1, id, method).unwrap(),
+            }
+            // Still nothing until the last answer.
+            if id != &calls.last().unwrap().0 {
+                assert!(drain(&mut server, 1).0.is_empty());
+            }
+        }
+        let (sent, _) = drain(&mut server, 1);
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        let array = sent_values(&sent).remove(0);
+        let answers = array.as_array().expect("one array");
+        assert_eq!(answers.len(), 5, "{array}");
+        let by_id = |id: serde_json::Value| {
+            answers
+                .iter()
+                .find(|a| a["id"] == id)
+                .unwrap_or_else(|| panic!("no answer for {id} in {array}"))
+        };
+        assert_eq!(by_id("1".into())["result"], 7);
+        assert_eq!(by_id("2".into())["result"], 19);
+        assert_eq!(by_id("9".into())["result"], serde_json::json!(["hello", 5]));
+        assert_eq!(by_id("5".into())["error"]["code"], -32601);
+        assert_eq!(by_id(serde_json::Value::Null)["error"]["code"], -32600);
+        assert!(answers.iter().all(|a| a["jsonrpc"] == "2.0"));
+        assert_eq!(server.stats().incoming, 0);
+    }
+
+    #[test]
+    fn a_batch_of_notifications_gets_no_answer() {
+        let mut server = Peer::new(JsonRpc2, PeerConfig::default(), 1);
+        server.handle_bytes(
+            0,
+            b"[{\"jsonrpc\":\"2.0\",\"method\":\"a\"},{\"jsonrpc\":\"2.0\",\"method\":\"b\",\"params\":[1]}]\n",
+        );
+        let (sent, events) = drain(&mut server, 0);
+        assert!(sent.is_empty(), "{sent:?}");
+        let methods: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                PeerEvent::Notification { method, .. } => Some(method.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(methods, ["a", "b"]);
+        // A request after it is answered on its own, as usual.
+        server.handle_bytes(1, b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"c\"}\n");
+        let (_, events) = drain(&mut server, 1);
+        server
+            .respond(1, &requests(&events)[0].0, raw("1"))
+            .unwrap();
+        let sent = sent_values(&drain(&mut server, 1).0);
+        assert_eq!(
+            sent,
+            [serde_json::json!({"jsonrpc":"2.0","id":3,"result":1})]
+        );
+    }
+
+    #[test]
+    fn an_empty_batch_is_one_error_object_not_an_array() {
+        let mut server = Peer::new(JsonRpc2, PeerConfig::default(), 1);
+        server.handle_bytes(0, b"[]\n  [ ]\n");
+        let sent = sent_values(&drain(&mut server, 0).0);
+        assert_eq!(sent.len(), 2);
+        for answer in sent {
+            assert!(answer.is_object(), "{answer}");
+            assert_eq!(
+                (answer["id"].clone(), answer["error"]["code"].clone()),
+                (serde_json::Value::Null, (-32600).into())
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_elements_get_their_own_error_objects_in_the_array() {
+        let mut server = Peer::new(JsonRpc2, PeerConfig::default(), 1);
+        server.handle_bytes(0, b"[1,2,3]\n");
+        let sent = sent_values(&drain(&mut server, 0).0);
+        assert_eq!(sent.len(), 1);
+        let answers = sent[0].as_array().expect("an array");
+        assert_eq!(answers.len(), 3);
+        for a in answers {
+            assert_eq!(a["error"]["code"], -32600);
+            assert_eq!(a["id"], serde_json::Value::Null);
+        }
+        // A valid request beside an invalid one and a duplicate id: its answer joins theirs.
+        server.handle_bytes(
+            1,
+            b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"},{\"jsonrpc\":\"1.0\",\"id\":2,\"method\":\"m\"},{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"}]\n",
+        );
+        let (sent, events) = drain(&mut server, 1);
+        assert!(sent.is_empty(), "{sent:?}");
+        assert_eq!(requests(&events), [(Id::Number(1), "m".to_owned())]);
+        server.respond(2, &Id::Number(1), raw("\"ok\"")).unwrap();
+        let sent = sent_values(&drain(&mut server, 2).0);
+        assert_eq!(
+            sent,
+            [serde_json::json!([
+                {"jsonrpc":"2.0","id":2,"error":{"code":-32600,"message":"Invalid Request","data":"invalid request: \"jsonrpc\" must be \"2.0\""}},
+                {"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: id already in use"}},
+                {"jsonrpc":"2.0","id":1,"result":"ok"},
+            ])]
+        );
+        assert_eq!(server.stats().malformed, 4);
+    }
+
+    #[test]
+    fn a_batch_waits_for_its_deferred_answer() {
+        let mut server = Peer::new(JsonRpc2, PeerConfig::default(), 1);
+        server.handle_bytes(
+            0,
+            b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"exec.wait\"},{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"fs.stat\"},{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"gone\"}]\n",
+        );
+        let (_, events) = drain(&mut server, 0);
+        assert_eq!(requests(&events).len(), 3);
+        assert!(server.is_batched(&Id::Number(1)));
+        server
+            .respond(0, &Id::Number(2), raw("{\"size\":1}"))
+            .unwrap();
+        // A cancelled request leaves the batch without an answer (MCP's rule).
+        server.forget_incoming(&Id::Number(3)).unwrap();
+        // Other traffic goes out meanwhile; the batch does not.
+        server.notify(5, "exec.stdout", None).unwrap();
+        let sent = sent_values(&drain(&mut server, 5).0);
+        assert_eq!(
+            sent,
+            [serde_json::json!({"jsonrpc":"2.0","method":"exec.stdout"})]
+        );
+        server
+            .respond_error(
+                900,
+                &Id::Number(1),
+                RemoteError::new(Code::Number(-32003), "exited"),
+            )
+            .unwrap();
+        let sent = sent_values(&drain(&mut server, 900).0);
+        assert_eq!(
+            sent,
+            [serde_json::json!([
+                {"jsonrpc":"2.0","id":2,"result":{"size":1}},
+                {"jsonrpc":"2.0","id":1,"error":{"code":-32003,"message":"exited"}},
+            ])]
+        );
+        assert!(!server.is_batched(&Id::Number(1)));
+        assert_eq!(
+            server.respond(900, &Id::Number(1), raw("1")),
+            Err(LocalError::UnknownId(Id::Number(1)))
+        );
+        // A batch whose only request is forgotten sends nothing.
+        server.handle_bytes(901, b"[{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"m\"}]\n");
+        drain(&mut server, 901);
+        server.forget_incoming(&Id::Number(4)).unwrap();
+        assert!(drain(&mut server, 901).0.is_empty());
+    }
+
+    #[test]
+    fn an_oversized_batch_is_refused_with_one_error() {
+        let config = PeerConfig {
+            batch_limit: 2,
+            ..PeerConfig::default()
+        };
+        let mut server = Peer::new(JsonRpc2, config, 1);
+        let request = |id: u32| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"m\"}}");
+        server.handle_bytes(
+            0,
+            format!("[{},{},{}]\n", request(1), request(2), request(3)).as_bytes(),
+        );
+        let (sent, events) = drain(&mut server, 0);
+        assert!(requests(&events).is_empty(), "nothing of it runs");
+        let sent = sent_values(&sent);
+        assert_eq!(sent.len(), 1);
+        assert!(sent[0].is_object(), "{}", sent[0]);
+        assert_eq!(sent[0]["error"]["code"], -32600);
+        assert_eq!(sent[0]["id"], serde_json::Value::Null);
+        // At the limit it is a batch like any other.
+        server.handle_bytes(1, format!("[{},{}]\n", request(1), request(2)).as_bytes());
+        let (_, events) = drain(&mut server, 1);
+        for (id, _) in requests(&events) {
+            server.respond(1, &id, raw("0")).unwrap();
+        }
+        let sent = sent_values(&drain(&mut server, 1).0);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn other_dialects_have_no_batches() {
+        let mut rust = sidecar();
+        rust.handle_bytes(0, b"[{\"id\":\"a\",\"method\":\"health.ping\"}]\n");
+        let (_, events) = drain(&mut rust, 0);
+        assert!(requests(&events).is_empty());
+        assert!(!rust.is_batched(&Id::String("a".into())));
     }
 
     #[test]

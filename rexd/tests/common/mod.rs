@@ -136,6 +136,27 @@ impl Daemon {
         r["session_id"].as_str().unwrap().to_owned()
     }
 
+    /// The next batch answer, a JSON array (from the backlog first).
+    pub fn next_array(&mut self, timeout: Duration) -> Option<Value> {
+        if let Some(i) = self.backlog.iter().position(Value::is_array) {
+            return self.backlog.remove(i);
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = self.recv(left)?;
+            if v.is_array() {
+                return Some(v);
+            }
+            self.backlog.push_back(v);
+        }
+    }
+
+    /// What was read but not yet asked for (responses and events).
+    pub fn backlog(&self) -> &VecDeque<Value> {
+        &self.backlog
+    }
+
     /// The next notification (from the backlog first).
     pub fn next_event(&mut self, timeout: Duration) -> Option<Value> {
         if let Some(i) = self.backlog.iter().position(|v| v.get("method").is_some()) {
