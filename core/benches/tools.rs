@@ -11,13 +11,14 @@
 //! - `<provider>/to_vec`: `serde_json::to_vec` of the finished request fields alone.
 //! - `visible_tools`: the gating alone.
 //!
-//! Measured on the shared 2-core dev machine under a load average of ~5.5 from other builds,
-//! so absolute times swing by 2x between runs; medians of one run (translate / to_vec):
-//! - openai_chat: 0.75 ms / 0.92 ms (0.8x), translate_map 6.0 ms (6.5x)
-//! - openai_responses: 1.51 ms / 1.35 ms (1.1x), translate_map 8.1 ms (6.0x)
-//! - anthropic: 0.91 ms / 1.19 ms (0.8x), translate_map 6.9 ms (5.8x)
-//! - gemini: 2.85 ms / 1.55 ms (1.8x, the schema conversion), translate_map 9.9 ms (6.4x)
-//! - visible_tools: 5.0 µs
+//! Measured on the shared 2-core dev machine while other builds ran (load average 3 to 6), so
+//! absolute times swing by up to 2x between runs. Medians, translate / to_vec, two runs:
+//! - openai_chat: 0.75 / 0.92 ms and 1.31 / 1.12 ms (0.8x to 1.2x); translate_map 6.0 to 9.0 ms
+//! - openai_responses: 1.51 / 1.35 ms and 0.90 / 1.01 ms (0.9x to 1.1x); translate_map 6.8 to 8.1 ms
+//! - anthropic: 0.91 / 1.19 ms and 0.82 / 1.46 ms (0.6x to 0.8x); translate_map 5.6 to 6.9 ms
+//! - gemini: 2.85 / 1.55 ms and 2.08 / 0.88 ms (1.8x to 2.4x: the schema conversion);
+//!   translate_map 6.4 to 9.9 ms
+//! - visible_tools: 5.0 and 9.3 µs
 //!
 //! Ratios under 1 are noise around "the same work": translate writes the same bytes from the
 //! same `Value`s, without an intermediate tree.
