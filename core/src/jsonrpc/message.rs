@@ -262,7 +262,7 @@ pub enum Message {
 }
 
 /// A parsed frame: one message or a batch. In a batch each element is checked on its own, so
-/// one bad element does not spoil the rest (the spec answers it alone).
+/// one bad element does not spoil the rest (it gets its own error object in the answer array).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Parsed {
     /// One message.
@@ -485,12 +485,22 @@ impl Message {
 
 /// Appends a batch (a JSON array of the messages) to `out`.
 pub fn write_batch(messages: &[Message], out: &mut Vec<u8>) {
+    write_array(messages, out, |m, out| m.write(out));
+}
+
+/// Appends a batch of messages already written (each one compact JSON object) to `out`.
+pub fn write_batch_bodies(bodies: &[Vec<u8>], out: &mut Vec<u8>) {
+    out.reserve(bodies.iter().map(|b| b.len() + 1).sum::<usize>() + 1);
+    write_array(bodies, out, |b, out| out.extend_from_slice(b));
+}
+
+fn write_array<T>(items: &[T], out: &mut Vec<u8>, write: impl Fn(&T, &mut Vec<u8>)) {
     out.push(b'[');
-    for (i, m) in messages.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        m.write(out);
+        write(item, out);
     }
     out.push(b']');
 }

@@ -32,7 +32,7 @@ use super::framing::{
     ContentLengthDecoder, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_MESSAGE_BYTES, Frame,
     NdjsonDecoder, encode_content_length, encode_ndjson,
 };
-use super::message::{Id, Invalid, RawJson};
+use super::message::{Id, Invalid, RawJson, write_batch_bodies};
 use crate::ids::IdGenerator;
 
 /// How long a drained peer with nothing scheduled asks to sleep.
@@ -578,16 +578,8 @@ impl<D: Dialect> Peer<D> {
         if answers.is_empty() {
             return;
         }
-        let len = answers.iter().map(|a| a.len() + 1).sum::<usize>() + 1;
-        let mut array = Vec::with_capacity(len);
-        array.push(b'[');
-        for (i, answer) in answers.iter().enumerate() {
-            if i > 0 {
-                array.push(b',');
-            }
-            array.extend_from_slice(answer);
-        }
-        array.push(b']');
+        let mut array = Vec::new();
+        write_batch_bodies(&answers, &mut array);
         self.push_frame(&array);
     }
 
