@@ -34,10 +34,11 @@ use deskwire::jsonrpc::{
     Code, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RawJson, RemoteError,
 };
 use deskwire::rexd::{
-    ErrorObject, Event, ExecKillParams, ExecOutput, ExecStartParams, FsGlobParams, FsListParams,
-    FsReadParams, FsStatParams, FsWriteParams, Program, Request, Response, SessionCloseParams,
-    SessionOpenParams, Signal, WriteMode,
+    ErrorObject, Event, ExecKillParams, ExecOutput, ExecStartParams, Program, Request, Response,
+    SessionCloseParams, SessionOpenParams, Signal,
 };
+use deskwire::tools::ToolCall;
+use deskwire::tools::builtin::{self, RouteError};
 use mio::Poll;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -115,87 +116,43 @@ impl Tool {
                 roots.join(", ")
             )
         };
-        let run_props = json!({
-            "cwd": {"type": "string", "description": "Working directory (absolute, inside a root)."},
-            "timeout_ms": {"type": "integer", "minimum": 1, "description": "Kill the command after this long."},
-            "stdin": {"type": "string", "description": "Text given to the command's stdin."}
-        });
-        let (title, description, mut schema, annotations) = match self {
-            Tool::Bash => (
-                "Run a shell command",
-                "Runs a command line with `sh -c` on the current target host and returns its \
-                 output and exit code. Output streams as progress while it runs.",
-                json!({"type": "object", "properties": {
-                    "command": {"type": "string", "description": "The command line."}},
-                    "required": ["command"]}),
-                json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}),
-            ),
+        // The six logical tools are core's (`deskwire::tools::builtin`, the one source of their
+        // descriptions and schemas); `exec`, argv without a shell, is this server's extra.
+        let (description, mut schema) = match self {
             Tool::Exec => (
-                "Run a program",
                 "Runs a program with arguments (no shell) on the current target host and \
-                 returns its output and exit code. Output streams as progress while it runs.",
+                 returns its output and exit code. Output streams as progress while it runs."
+                    .to_owned(),
                 json!({"type": "object", "properties": {
                     "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1,
-                             "description": "The program and its arguments."}},
-                    "required": ["argv"]}),
-                json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}),
+                             "description": "The program and its arguments."},
+                    "cwd": {"type": "string", "description": "Working directory (absolute, inside a root)."},
+                    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Kill the command after this long."},
+                    "stdin": {"type": "string", "description": "Text given to the command's stdin."}},
+                    "required": ["argv"], "additionalProperties": false}),
             ),
-            Tool::Read => (
-                "Read a file",
-                "Reads a text file (or a byte range of it).",
-                json!({"type": "object", "properties": {
-                    "path": {"type": "string"},
-                    "offset": {"type": "integer", "minimum": 0},
-                    "length": {"type": "integer", "minimum": 0}},
-                    "required": ["path"]}),
-                json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
-            ),
+            logical => {
+                let spec = builtin::rexd_tools()
+                    .into_iter()
+                    .find(|spec| spec.name == logical.name())
+                    .expect("every other tool is one of core's logical tools");
+                (spec.description, spec.input_schema)
+            }
+        };
+        let exec_hints = || json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true});
+        let read_hints = || json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false});
+        let (title, annotations) = match self {
+            Tool::Bash => ("Run a shell command", exec_hints()),
+            Tool::Exec => ("Run a program", exec_hints()),
+            Tool::Read => ("Read a file", read_hints()),
             Tool::Write => (
                 "Write a file",
-                "Writes a text file atomically (replace by default; create or append on request).",
-                json!({"type": "object", "properties": {
-                    "path": {"type": "string"},
-                    "content": {"type": "string"},
-                    "mode": {"type": "string", "enum": ["create", "replace", "append"]},
-                    "mkdir_parents": {"type": "boolean"},
-                    "expected_mtime": {"type": "string", "description": "Refuse unless the file's mtime is still this."}},
-                    "required": ["path", "content"]}),
                 json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}),
             ),
-            Tool::List => (
-                "List a directory",
-                "Lists a directory's entries with type, size and mtime.",
-                json!({"type": "object", "properties": {
-                    "path": {"type": "string"},
-                    "recursive": {"type": "boolean"},
-                    "max_entries": {"type": "integer", "minimum": 1}},
-                    "required": ["path"]}),
-                json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
-            ),
-            Tool::Glob => (
-                "Find files",
-                "Finds files matching a glob pattern (`**/*.rs`).",
-                json!({"type": "object", "properties": {
-                    "pattern": {"type": "string"},
-                    "cwd": {"type": "string"},
-                    "max_matches": {"type": "integer", "minimum": 1}},
-                    "required": ["pattern"]}),
-                json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
-            ),
-            Tool::Stat => (
-                "Stat a path",
-                "Tells whether a path exists, its type, size, mode and mtime.",
-                json!({"type": "object", "properties": {"path": {"type": "string"}},
-                       "required": ["path"]}),
-                json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
-            ),
+            Tool::List => ("List a directory", read_hints()),
+            Tool::Glob => ("Find files", read_hints()),
+            Tool::Stat => ("Stat a path", read_hints()),
         };
-        if self.is_exec()
-            && let (Some(props), Some(extra)) =
-                (schema["properties"].as_object_mut(), run_props.as_object())
-        {
-            props.extend(extra.clone());
-        }
         schema["additionalProperties"] = json!(false);
         let mut annotations = annotations;
         annotations["title"] = json!(title);
@@ -211,15 +168,6 @@ impl Tool {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BashArgs {
-    command: String,
-    cwd: Option<String>,
-    timeout_ms: Option<u64>,
-    stdin: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct ExecArgs {
     argv: Vec<String>,
     cwd: Option<String>,
@@ -227,138 +175,33 @@ struct ExecArgs {
     stdin: Option<String>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReadArgs {
-    path: String,
-    offset: Option<u64>,
-    length: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WriteArgs {
-    path: String,
-    content: String,
-    #[serde(default)]
-    mode: WriteMode,
-    #[serde(default)]
-    mkdir_parents: bool,
-    expected_mtime: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListArgs {
-    path: String,
-    #[serde(default)]
-    recursive: bool,
-    max_entries: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GlobArgs {
-    pattern: String,
-    cwd: Option<String>,
-    max_matches: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatArgs {
-    path: String,
-}
-
 /// Turns a tool's arguments into the REXD request that serves it.
 fn tool_request(tool: Tool, session_id: &str, args: Value) -> Result<Request, String> {
-    let session_id = session_id.to_owned();
+    if tool != Tool::Exec {
+        // Core routes the logical tools (`deskwire::tools::builtin::rexd_request`).
+        let call = ToolCall::new("mcp", tool.name(), args);
+        return builtin::rexd_request(&call, session_id).map_err(|e| match e {
+            RouteError::EmptyCommand => e.to_string(),
+            other => format!("bad arguments: {other}"),
+        });
+    }
     // Derived deserializers also take arrays (fields by position); MCP arguments are named.
     if !args.is_object() {
-        return Err(format!(
-            "bad arguments for {}: expected an object",
-            tool.name()
-        ));
+        return Err("bad arguments for exec: expected an object".to_owned());
     }
-    let bad = |e: serde_json::Error| format!("bad arguments for {}: {e}", tool.name());
-    Ok(match tool {
-        Tool::Bash => {
-            let a: BashArgs = serde_json::from_value(args).map_err(bad)?;
-            if a.command.is_empty() {
-                return Err("`command` is empty".into());
-            }
-            Request::ExecStart(ExecStartParams {
-                session_id,
-                program: Program::Shell(a.command),
-                cwd: a.cwd,
-                stdin: a.stdin,
-                timeout_ms: a.timeout_ms,
-                ..ExecStartParams::default()
-            })
-        }
-        Tool::Exec => {
-            let a: ExecArgs = serde_json::from_value(args).map_err(bad)?;
-            if a.argv.is_empty() {
-                return Err("`argv` is empty".into());
-            }
-            Request::ExecStart(ExecStartParams {
-                session_id,
-                program: Program::Argv(a.argv),
-                cwd: a.cwd,
-                stdin: a.stdin,
-                timeout_ms: a.timeout_ms,
-                ..ExecStartParams::default()
-            })
-        }
-        Tool::Read => {
-            let a: ReadArgs = serde_json::from_value(args).map_err(bad)?;
-            Request::FsRead(FsReadParams {
-                session_id,
-                path: a.path,
-                offset: a.offset,
-                length: a.length,
-                ..FsReadParams::default()
-            })
-        }
-        Tool::Write => {
-            let a: WriteArgs = serde_json::from_value(args).map_err(bad)?;
-            Request::FsWrite(FsWriteParams {
-                session_id,
-                path: a.path,
-                content: a.content,
-                mode: a.mode,
-                mkdir_parents: a.mkdir_parents,
-                atomic: true,
-                expected_mtime: a.expected_mtime,
-                ..FsWriteParams::default()
-            })
-        }
-        Tool::List => {
-            let a: ListArgs = serde_json::from_value(args).map_err(bad)?;
-            Request::FsList(FsListParams {
-                session_id,
-                path: a.path,
-                recursive: a.recursive,
-                max_entries: a.max_entries,
-            })
-        }
-        Tool::Glob => {
-            let a: GlobArgs = serde_json::from_value(args).map_err(bad)?;
-            Request::FsGlob(FsGlobParams {
-                session_id,
-                pattern: a.pattern,
-                cwd: a.cwd,
-                max_matches: a.max_matches,
-            })
-        }
-        Tool::Stat => {
-            let a: StatArgs = serde_json::from_value(args).map_err(bad)?;
-            Request::FsStat(FsStatParams {
-                session_id,
-                path: a.path,
-            })
-        }
-    })
+    let a: ExecArgs =
+        serde_json::from_value(args).map_err(|e| format!("bad arguments for exec: {e}"))?;
+    if a.argv.is_empty() {
+        return Err("`argv` is empty".into());
+    }
+    Ok(Request::ExecStart(ExecStartParams {
+        session_id: session_id.to_owned(),
+        program: Program::Argv(a.argv),
+        cwd: a.cwd,
+        stdin: a.stdin,
+        timeout_ms: a.timeout_ms,
+        ..ExecStartParams::default()
+    }))
 }
 
 /// A `CallToolResult`.
