@@ -160,7 +160,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// The numeric code.
-    pub fn code(self) -> i64 {
+    pub const fn code(self) -> i64 {
         match self {
             ErrorCode::ParseError => -32700,
             ErrorCode::InvalidRequest => -32600,
@@ -171,7 +171,7 @@ impl ErrorCode {
     }
 
     /// The standard code for a number, if it is one.
-    pub fn from_code(code: i64) -> Option<Self> {
+    pub const fn from_code(code: i64) -> Option<Self> {
         Some(match code {
             -32700 => ErrorCode::ParseError,
             -32600 => ErrorCode::InvalidRequest,

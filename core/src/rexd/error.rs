@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::method::Method;
+use crate::jsonrpc::message::ErrorCode as Standard;
 
 /// The error codes of REXD v1: the standard JSON-RPC codes it reuses and its own `-3200x` codes.
 ///
@@ -68,11 +69,11 @@ impl ErrorCode {
     /// The numeric code on the wire.
     pub const fn code(self) -> i64 {
         match self {
-            ErrorCode::ParseError => -32700,
-            ErrorCode::InvalidRequest => -32600,
-            ErrorCode::MethodNotFound => -32601,
-            ErrorCode::InvalidParams => -32602,
-            ErrorCode::InternalError => -32603,
+            ErrorCode::ParseError => Standard::ParseError.code(),
+            ErrorCode::InvalidRequest => Standard::InvalidRequest.code(),
+            ErrorCode::MethodNotFound => Standard::MethodNotFound.code(),
+            ErrorCode::InvalidParams => Standard::InvalidParams.code(),
+            ErrorCode::InternalError => Standard::InternalError.code(),
             ErrorCode::Unauthorized => -32001,
             ErrorCode::ForbiddenPath => -32002,
             ErrorCode::Timeout => -32003,
@@ -87,12 +88,16 @@ impl ErrorCode {
     /// The code with this number; `None` for numbers REXD does not define (a peer may still
     /// send them: keep the number, see [`ErrorObject::code`]).
     pub const fn from_code(code: i64) -> Option<ErrorCode> {
+        if let Some(standard) = Standard::from_code(code) {
+            return Some(match standard {
+                Standard::ParseError => ErrorCode::ParseError,
+                Standard::InvalidRequest => ErrorCode::InvalidRequest,
+                Standard::MethodNotFound => ErrorCode::MethodNotFound,
+                Standard::InvalidParams => ErrorCode::InvalidParams,
+                Standard::InternalError => ErrorCode::InternalError,
+            });
+        }
         Some(match code {
-            -32700 => ErrorCode::ParseError,
-            -32600 => ErrorCode::InvalidRequest,
-            -32601 => ErrorCode::MethodNotFound,
-            -32602 => ErrorCode::InvalidParams,
-            -32603 => ErrorCode::InternalError,
             -32001 => ErrorCode::Unauthorized,
             -32002 => ErrorCode::ForbiddenPath,
             -32003 => ErrorCode::Timeout,
