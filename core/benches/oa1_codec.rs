@@ -2,10 +2,15 @@
 //! mixed UTF-8, next to a `memcpy` of the same bytes in the same run.
 //!
 //! `cargo bench -p deskwire --bench oa1_codec`
+//!
+//! After criterion's groups, [`side_by_side`] times memcpy, encode and decode in turns and prints
+//! their medians and ratios: criterion runs one bench after the other, and on a shared host the
+//! machine under one can be twice as fast as under the next.
 
 use std::hint::black_box;
+use std::time::Instant;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use deskwire::irc::Privmsg;
 use deskwire::oa1::chunk::{split, wire_payload};
 use deskwire::oa1::escape::escape;
@@ -82,6 +87,105 @@ fn response_lines(text: &str, id: &str) -> Vec<String> {
         .collect()
 }
 
+/// Escapes, chunks and formats `text` as the lines of one response; returns their total length.
+fn encode(text: &str, line: &mut String) -> usize {
+    let escaped = escape(text);
+    let chunks = split(&escaped, |_| 240);
+    let n = chunks.len();
+    let mut total = 0;
+    for (i, chunk) in chunks.iter().enumerate() {
+        line.clear();
+        line.push_str("PRIVMSG #desk :");
+        let payload = wire_payload(chunk);
+        Frame {
+            kind: FrameType::Res,
+            id: "k3p2d9m1q7ab",
+            seq: i as u32 + 1,
+            more: i + 1 < n,
+            payload: &*payload,
+        }
+        .write(line);
+        total += line.len();
+    }
+    total
+}
+
+/// What the engines do per line: the relayed-PRIVMSG fast path, the frame header, and the
+/// reassembler (unescape); UTF-8 is checked once on the whole message.
+fn decode(lines: &[String]) -> String {
+    let limits = ReassemblyLimits {
+        max_message_bytes: SIZE + 64,
+        max_streams: 64,
+        partial_timeout_ms: 10_000,
+        expire_idle: false,
+        overflow: OverflowPolicy::Truncate,
+        finished_memory: 0,
+    };
+    let mut r = Reassembler::new(limits);
+    for line in lines {
+        let msg = Privmsg::parse(line.as_bytes()).expect("a relayed PRIVMSG");
+        let frame = Frame::parse_bytes(msg.text).expect("an OA1 frame");
+        if let Accepted::Complete(done) = r.accept(0, msg.source.nick, &frame) {
+            return deskwire::oa1::into_text(done.data);
+        }
+    }
+    panic!("the response did not complete")
+}
+
+/// memcpy, encode and decode measured in turns, round after round, so that all three see the
+/// same machine: on a shared host the speed of a whole criterion run moves by 2x from one minute
+/// to the next. Prints the median throughput of each and the median per-round ratio to memcpy.
+fn side_by_side() {
+    const ROUNDS: usize = 3000;
+    let text = mixed_utf8(SIZE);
+    let lines = response_lines(&text, "k3p2d9m1q7ab");
+    let mut dst = vec![0u8; SIZE];
+    let mut line = String::with_capacity(512);
+    let mut times: [Vec<f64>; 3] = Default::default();
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        dst.copy_from_slice(black_box(text.as_bytes()));
+        black_box(&dst);
+        times[0].push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        black_box(encode(black_box(&text), &mut line));
+        times[1].push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        black_box(decode(black_box(&lines)));
+        times[2].push(start.elapsed().as_secs_f64());
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let ratios =
+        |i: usize| -> Vec<f64> { (0..ROUNDS).map(|r| times[i][r] / times[0][r]).collect() };
+    let (mut encode_ratio, mut decode_ratio) = (ratios(1), ratios(2));
+    let gib = |t: f64| SIZE as f64 / t / f64::from(1u32 << 30);
+    let memcpy = median(&mut times[0]);
+    println!(
+        "\noa1_128KiB side by side, {ROUNDS} rounds of memcpy, encode, decode in turn (medians):"
+    );
+    println!("  memcpy {:>6.2} GiB/s", gib(memcpy));
+    for (name, i, ratio) in [
+        ("encode", 1, &mut encode_ratio),
+        ("decode", 2, &mut decode_ratio),
+    ] {
+        let t = median(&mut times[i]);
+        println!(
+            "  {name} {:>6.2} GiB/s  ({:.1}x the time of memcpy)",
+            gib(t),
+            median(ratio)
+        );
+    }
+}
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    side_by_side();
+}
+
 fn bench(c: &mut Criterion) {
     let text = mixed_utf8(SIZE);
     let mut group = c.benchmark_group("oa1_128KiB");
@@ -97,54 +201,16 @@ fn bench(c: &mut Criterion) {
 
     group.bench_function("encode: escape + chunk + format", |b| {
         let mut line = String::with_capacity(512);
-        b.iter(|| {
-            let escaped = escape(black_box(&text));
-            let chunks = split(&escaped, |_| 240);
-            let n = chunks.len();
-            let mut total = 0;
-            for (i, chunk) in chunks.iter().enumerate() {
-                line.clear();
-                line.push_str("PRIVMSG #desk :");
-                let payload = wire_payload(chunk);
-                Frame {
-                    kind: FrameType::Res,
-                    id: "k3p2d9m1q7ab",
-                    seq: i as u32 + 1,
-                    more: i + 1 < n,
-                    payload: &*payload,
-                }
-                .write(&mut line);
-                total += line.len();
-            }
-            black_box(total)
-        })
+        b.iter(|| encode(black_box(&text), &mut line))
     });
 
     let id = "k3p2d9m1q7ab";
     let lines = response_lines(&text, id);
-    let limits = ReassemblyLimits {
-        max_message_bytes: SIZE + 64,
-        max_streams: 64,
-        partial_timeout_ms: 10_000,
-        expire_idle: false,
-        overflow: OverflowPolicy::Truncate,
-        finished_memory: 0,
-    };
     group.bench_function("decode: parse + unescape + reassemble", |b| {
         b.iter(|| {
-            let mut r = Reassembler::new(limits);
-            let mut out = None;
-            for line in &lines {
-                // What the engines do per line: the relayed-PRIVMSG fast path, the frame header,
-                // and the reassembler (unescape); UTF-8 is checked once on the whole message.
-                let msg = Privmsg::parse(line.as_bytes()).unwrap();
-                let frame = Frame::parse_bytes(msg.text).unwrap();
-                if let Accepted::Complete(done) = r.accept(0, msg.source.nick, &frame) {
-                    out = Some(deskwire::oa1::into_text(done.data));
-                }
-            }
-            assert_eq!(out.as_ref().map(String::len), Some(SIZE));
-            black_box(out)
+            let out = decode(black_box(&lines));
+            assert_eq!(out.len(), SIZE);
+            out
         })
     });
 
@@ -198,4 +264,3 @@ criterion_group! {
         .measurement_time(std::time::Duration::from_secs(2));
     targets = bench
 }
-criterion_main!(benches);

@@ -2,6 +2,7 @@
 //! decoder for raw byte streams, and a sans-IO session helper for hosts without an IRC client.
 
 pub mod casemap;
+mod forbidden;
 pub mod identity;
 pub mod message;
 pub mod session;

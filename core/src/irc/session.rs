@@ -681,7 +681,7 @@ fn is_error_numeric(command: &str) -> bool {
 }
 
 fn has_forbidden_byte(text: &str) -> bool {
-    memchr::memchr3(b'\0', b'\r', b'\n', text.as_bytes()).is_some()
+    super::forbidden::has_forbidden_byte(text.as_bytes())
 }
 
 fn validate_channel(channel: &str) -> Result<(), SessionError> {
