@@ -10,9 +10,9 @@
 
 use std::hint::black_box;
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use deskwire::irc::Message;
 use irc_proto::Command;
 
@@ -150,6 +150,80 @@ fn read_irc_proto(msg: &irc_proto::Message) -> usize {
     work
 }
 
+// Each side reads what a host would (command, parameters, source nick) into `work`, which it
+// returns, so the parse cannot be optimised away.
+
+fn parse_deskwire(lines: &[String]) -> usize {
+    let mut work = 0usize;
+    for line in lines {
+        let msg = Message::parse(line.as_bytes()).unwrap();
+        work += msg.command.len() + msg.params().len();
+        if let Some(last) = msg.trailing() {
+            work += last.len();
+        }
+        if let Some(nick) = msg.source_nick() {
+            work += nick.len();
+        }
+    }
+    work
+}
+
+/// irc-proto from `&str`: its input already checked as UTF-8, which deskwire's is not.
+fn parse_irc_proto(lines: &[String]) -> usize {
+    let mut work = 0usize;
+    for line in lines {
+        let msg = irc_proto::Message::from_str(line).unwrap();
+        work += read_irc_proto(&msg);
+    }
+    work
+}
+
+/// irc-proto from the same bytes deskwire gets, as they come off the socket.
+fn parse_irc_proto_bytes(lines: &[String]) -> usize {
+    let mut work = 0usize;
+    for line in lines {
+        let text = std::str::from_utf8(line.as_bytes()).unwrap();
+        let msg = irc_proto::Message::from_str(text).unwrap();
+        work += read_irc_proto(&msg);
+    }
+    work
+}
+
+/// The three parsers timed in turns, round after round, so that they see the same machine (a
+/// shared host's speed moves by 2x between criterion's benches); prints the median per-round
+/// ratio of irc-proto's time to deskwire's.
+fn side_by_side() {
+    const ROUNDS: usize = 300;
+    let lines = corpus();
+    type Parse = fn(&[String]) -> usize;
+    let parsers: [(&str, Parse); 3] = [
+        ("deskwire", parse_deskwire),
+        ("irc-proto", parse_irc_proto),
+        ("irc-proto+utf8", parse_irc_proto_bytes),
+    ];
+    let mut times: [Vec<f64>; 3] = Default::default();
+    for _ in 0..ROUNDS {
+        for (i, (_, parse)) in parsers.iter().enumerate() {
+            let start = Instant::now();
+            black_box(parse(black_box(&lines)));
+            times[i].push(start.elapsed().as_secs_f64());
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!("\nirc_parse side by side, {ROUNDS} rounds of the three parsers in turn (medians):");
+    for (i, (name, _)) in parsers.iter().enumerate() {
+        let ratio = median((0..ROUNDS).map(|r| times[i][r] / times[0][r]).collect());
+        let time = median(times[i].clone());
+        println!(
+            "  {name:<15} {:>8.1} us  ({ratio:.2}x deskwire's time)",
+            time * 1e6
+        );
+    }
+}
+
 fn bench_parse(c: &mut Criterion) {
     let lines = corpus();
     let bytes: usize = lines.iter().map(|l| l.len()).sum();
@@ -165,51 +239,19 @@ fn bench_parse(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(3));
     group.sample_size(50);
 
-    // Each side reads what a host would (command, parameters, source nick) into `work`, which the
-    // closure returns, so the parse cannot be optimised away.
-    group.bench_function("deskwire", |b| {
-        b.iter(|| {
-            let mut work = 0usize;
-            for line in &lines {
-                let msg = Message::parse(black_box(line.as_bytes())).unwrap();
-                work += msg.command.len() + msg.params().len();
-                if let Some(last) = msg.trailing() {
-                    work += last.len();
-                }
-                if let Some(nick) = msg.source_nick() {
-                    work += nick.len();
-                }
-            }
-            work
-        })
-    });
-
-    // irc-proto from `&str`: its input already checked as UTF-8, which deskwire's is not.
+    group.bench_function("deskwire", |b| b.iter(|| parse_deskwire(black_box(&lines))));
     group.bench_function("irc-proto", |b| {
-        b.iter(|| {
-            let mut work = 0usize;
-            for line in &lines {
-                let msg = irc_proto::Message::from_str(black_box(line)).unwrap();
-                work += read_irc_proto(&msg);
-            }
-            work
-        })
+        b.iter(|| parse_irc_proto(black_box(&lines)))
     });
-
-    // irc-proto from the same bytes deskwire gets, as they come off the socket.
     group.bench_function("irc-proto+utf8", |b| {
-        b.iter(|| {
-            let mut work = 0usize;
-            for line in &lines {
-                let text = std::str::from_utf8(black_box(line.as_bytes())).unwrap();
-                let msg = irc_proto::Message::from_str(text).unwrap();
-                work += read_irc_proto(&msg);
-            }
-            work
-        })
+        b.iter(|| parse_irc_proto_bytes(black_box(&lines)))
     });
     group.finish();
 }
 
 criterion_group!(benches, bench_parse);
-criterion_main!(benches);
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    side_by_side();
+}
