@@ -12,6 +12,9 @@
 //!
 //! The building blocks are public too: [`escape`], [`frame`], [`chunk`], [`reassembly`] and
 //! [`pacing`]; [`remote_bash`] holds the `RemoteBash` tool contract.
+//!
+//! `tests/vectors/oa1.json` holds the conformance cases every binding runs: escaping, frames,
+//! chunking, `ERR` payloads, and scripted client and server exchanges on a virtual clock.
 
 pub mod chunk;
 mod client;
