@@ -25,6 +25,7 @@ echo "sshd: /usr/sbin/sshd ($(ssh -V 2>&1))"
 section "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 section "Rust tests (unit, property, two-party harness, real ngircd, real sshd, real child processes)"
 cargo test --workspace --quiet 2>&1 | tee target/test-output.txt

@@ -1,5 +1,5 @@
 //! The Commander's side of the gateway protocol: the gateway envelope as a
-//! [`Dialect`](crate::jsonrpc::Dialect), so the orchestrator drives calls through the same
+//! [`Dialect`], so the orchestrator drives calls through the same
 //! correlation engine as the other JSON protocols ([`Peer`](crate::jsonrpc::Peer): pending table,
 //! per-op timeouts, cancellation).
 //!
