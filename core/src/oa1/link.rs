@@ -56,9 +56,9 @@ impl Link {
         }
         // Other people's relayed messages, nearly every line, take the fast path; our own echo
         // and everything else go through the full parser so the identity can learn from them.
-        let (sender, target, text) = match Privmsg::parse(line) {
+        let (sender, target, text, mine) = match Privmsg::parse(line) {
             Some(msg) if !self.identity.is_me(msg.source.nick) => {
-                (msg.source.nick, msg.target, msg.text)
+                (msg.source.nick, msg.target, msg.text, false)
             }
             _ => {
                 let Ok(msg) = Message::parse(line) else {
@@ -69,7 +69,9 @@ impl Link {
                 self.identity.observe(&msg);
                 match (msg.source_nick(), msg.params()) {
                     (Some(sender), [target, text]) if msg.is("PRIVMSG") => {
-                        (sender, *target, text.as_bytes())
+                        // Checked after `observe`, which may have just learned a new nick.
+                        let mine = self.identity.is_me(sender);
+                        (sender, *target, text.as_bytes(), mine)
                     }
                     _ => {
                         self.stats.ignored += 1;
@@ -79,10 +81,7 @@ impl Link {
             }
         };
         let casemap = self.identity.casemapping();
-        if !text.starts_with(b"OA1 ")
-            || !casemap.eq(target, &self.config.channel)
-            || self.identity.is_me(sender)
-        {
+        if mine || !text.starts_with(b"OA1 ") || !casemap.eq(target, &self.config.channel) {
             self.stats.ignored += 1;
             return None;
         }
