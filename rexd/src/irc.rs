@@ -42,78 +42,190 @@ pub struct IrcOptions {
     pub pacing: oa1::Pacing,
 }
 
-/// Serves `RemoteBash` on the channel until the IRC link ends (an error says why).
+/// The first wait before reconnecting; it doubles per failed attempt.
+const RECONNECT_FIRST_MS: u64 = 1_000;
+/// The longest wait between reconnection attempts.
+const RECONNECT_MAX_MS: u64 = 60_000;
+
+/// How long to wait before reconnection attempt `attempt` (0 for the first): 1 s, 2 s, 4 s, …
+/// up to a minute.
+fn reconnect_delay_ms(attempt: u32) -> u64 {
+    RECONNECT_FIRST_MS
+        .saturating_mul(1 << attempt.min(16))
+        .min(RECONNECT_MAX_MS)
+}
+
+/// Serves `RemoteBash` on the channel until stopped.
+///
+/// A link that is lost after we joined is reconnected after 1, 2, 4 … 60 s (back to 1 s once a
+/// connection joins again); the commands of the lost link are killed, since their answers have
+/// nowhere to go (OA1 makes no promise across reconnects; the desk times the requests out). Only
+/// a first connection that never joins is an error, so a wrong address or channel fails fast.
 pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
     let clock = Instant::now();
     let now_ms = || clock.elapsed().as_millis() as u64;
     let mut poll = Poll::new()?;
-    let addr = options
-        .addr
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
-    let std_socket = std::net::TcpStream::connect(addr)?;
-    std_socket.set_nodelay(true)?;
-    std_socket.set_nonblocking(true)?;
-    let mut socket = TcpStream::from_std(std_socket);
-    poll.registry()
-        .register(&mut socket, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
-    let mut session = Session::new(
-        SessionConfig::new(&options.nick, &[&options.channel]),
-        now_ms(),
-    );
-    let mut config = oa1::Config::new(&options.channel, &options.nick);
-    config.allowed_sender = options.allowed_sender.clone();
-    config.adaptive_payload = options.adaptive;
-    config.pacing = options.pacing;
-    let cap = config.max_message_bytes;
-    let mut server = Server::new(config);
     let mut executor = Executor::new(
         settings,
         poll.registry().try_clone()?,
         ExecutorConfig {
             timeout_ms: options.timeout_ms,
-            max_output_bytes: cap,
+            max_output_bytes: oa1_config(options).max_message_bytes,
         },
     )
     .map_err(io::Error::other)?;
-    let mut decoder = LineDecoder::default();
-    let mut out: Vec<u8> = Vec::new();
     let mut events = Events::with_capacity(128);
-    let mut buf = vec![0u8; 16 * 1024];
-    let mut oa1_events = Vec::new();
-    let mut readable = true;
+    let mut ever_joined = false;
+    let mut attempt = 0;
+    loop {
+        let (lost, joined, sink) = match Link::connect(&mut poll, options, now_ms()) {
+            Ok(mut link) => {
+                let lost = link.serve(&mut poll, &mut events, &mut executor, &now_ms);
+                let _ = poll.registry().deregister(&mut link.socket);
+                (lost, link.joined, link.server)
+            }
+            Err(e) => (e, false, Server::new(oa1_config(options))),
+        };
+        ever_joined |= joined;
+        if !ever_joined {
+            return Err(lost);
+        }
+        if joined {
+            attempt = 0;
+        }
+        executor.cancel_all(now_ms());
+        let delay = reconnect_delay_ms(attempt);
+        attempt = attempt.saturating_add(1);
+        crate::log::info(&format!(
+            "IRC link lost ({lost}); reconnecting in {delay} ms"
+        ));
+        let until = now_ms() + delay;
+        wait_servicing_children(&mut poll, &mut events, &mut executor, sink, until, &now_ms)?;
+    }
+}
 
+/// Sleeps until `until` while the killed commands end: their pipes and exits are still read,
+/// and what they would answer goes to `sink`, the lost link's engine, which nobody reads.
+fn wait_servicing_children(
+    poll: &mut Poll,
+    events: &mut Events,
+    executor: &mut Executor,
+    mut sink: Server,
+    until: u64,
+    now_ms: &dyn Fn() -> u64,
+) -> io::Result<()> {
     loop {
         let now = now_ms();
-        while readable {
-            match socket.read(&mut buf) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "IRC server closed the connection",
-                    ));
-                }
-                Ok(n) => {
-                    decoder.feed(&buf[..n]);
-                    while let Some(line) = decoder.next_line() {
-                        if let DecodedLine::Line(line) = line {
-                            session.handle_line(now, line);
-                            server.handle_line(now, line);
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => readable = false,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+        executor.drive(now, &mut sink, &mut Vec::new());
+        if now >= until {
+            return Ok(());
+        }
+        let timeout = if executor.wants_pump() {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(until - now)
+        };
+        if frontend::wait(poll, events, Some(timeout))? {
+            dispatch_children(events, executor, now_ms());
+        }
+    }
+}
+
+fn oa1_config(options: &IrcOptions) -> oa1::Config {
+    let mut config = oa1::Config::new(&options.channel, &options.nick);
+    config.allowed_sender = options.allowed_sender.clone();
+    config.adaptive_payload = options.adaptive;
+    config.pacing = options.pacing;
+    config
+}
+
+fn dispatch_children(events: &Events, executor: &mut Executor, now: u64) {
+    for e in events.iter() {
+        let t = e.token();
+        if frontend::is_child_token(t) {
+            let (pipe_readable, pipe_writable) = frontend::child_readiness(e);
+            executor.handle_event(now, t, pipe_readable, pipe_writable);
+        }
+    }
+}
+
+/// One connection to the IRC server: the socket, the session that keeps it registered and
+/// joined, and the OA1 server of this link.
+struct Link {
+    socket: TcpStream,
+    session: Session,
+    server: Server,
+    decoder: LineDecoder,
+    out: Vec<u8>,
+    oa1_events: Vec<oa1::Event>,
+    readable: bool,
+    /// Whether this connection got into the channel.
+    joined: bool,
+    nick: String,
+}
+
+impl Link {
+    fn resolve(options: &IrcOptions) -> io::Result<std::net::SocketAddr> {
+        options
+            .addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))
+    }
+
+    fn connect(poll: &mut Poll, options: &IrcOptions, now: u64) -> io::Result<Link> {
+        let std_socket = std::net::TcpStream::connect(Self::resolve(options)?)?;
+        std_socket.set_nodelay(true)?;
+        std_socket.set_nonblocking(true)?;
+        let mut socket = TcpStream::from_std(std_socket);
+        poll.registry()
+            .register(&mut socket, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
+        Ok(Link {
+            socket,
+            session: Session::new(SessionConfig::new(&options.nick, &[&options.channel]), now),
+            server: Server::new(oa1_config(options)),
+            decoder: LineDecoder::default(),
+            out: Vec::new(),
+            oa1_events: Vec::new(),
+            readable: true,
+            joined: false,
+            nick: options.nick.clone(),
+        })
+    }
+
+    /// Runs the link until it ends; the error says why.
+    fn serve(
+        &mut self,
+        poll: &mut Poll,
+        events: &mut Events,
+        executor: &mut Executor,
+        now_ms: &dyn Fn() -> u64,
+    ) -> io::Error {
+        loop {
+            if let Err(e) = self.turn(poll, events, executor, now_ms) {
+                return e;
             }
         }
-        session.handle_timeout(now);
+    }
+
+    /// Reads what arrived, moves the engines and the executor, writes, and waits for the next
+    /// readiness or deadline.
+    fn turn(
+        &mut self,
+        poll: &mut Poll,
+        events: &mut Events,
+        executor: &mut Executor,
+        now_ms: &dyn Fn() -> u64,
+    ) -> io::Result<()> {
+        let now = now_ms();
+        self.read(now)?;
+        self.session.handle_timeout(now);
         let session_deadline = loop {
-            match session.poll_output(now) {
-                SessionOutput::Transmit(line) => push_line(&mut out, &line),
+            match self.session.poll_output(now) {
+                SessionOutput::Transmit(line) => push_line(&mut self.out, &line),
                 SessionOutput::Event(SessionEvent::Joined { channel }) => {
-                    crate::log::info(&format!("joined {channel} as {}", options.nick));
+                    self.joined = true;
+                    crate::log::info(&format!("joined {channel} as {}", self.nick));
                 }
                 SessionOutput::Event(SessionEvent::Disconnected { reason }) => {
                     return Err(io::Error::other(format!("IRC session ended: {reason:?}")));
@@ -122,14 +234,66 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
                 SessionOutput::Timeout(t) => break t,
             }
         };
-        // The server and the executor feed each other until neither has anything new.
-        let server_deadline = loop {
-            executor.drive(now, &mut server, &mut oa1_events);
+        let server_deadline = self.exchange(now, executor);
+        self.write()?;
+        let mut wake = session_deadline.min(server_deadline);
+        if let Some(t) = executor.next_deadline() {
+            wake = wake.min(t);
+        }
+        let timeout = if executor.wants_pump() {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(wake.saturating_sub(now_ms()))
+        };
+        if frontend::wait(poll, events, Some(timeout))? {
+            let now = now_ms();
+            for e in events.iter() {
+                if e.token() == SOCKET {
+                    self.readable |= e.is_readable() || e.is_read_closed();
+                }
+            }
+            dispatch_children(events, executor, now);
+        }
+        Ok(())
+    }
+
+    fn read(&mut self, now: u64) -> io::Result<()> {
+        let mut buf = [0u8; 16 * 1024];
+        while self.readable {
+            match self.socket.read(&mut buf) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "IRC server closed the connection",
+                    ));
+                }
+                Ok(n) => {
+                    self.decoder.feed(&buf[..n]);
+                    while let Some(line) = self.decoder.next_line() {
+                        if let DecodedLine::Line(line) = line {
+                            self.session.handle_line(now, line);
+                            self.server.handle_line(now, line);
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The server and the executor feed each other until neither has anything new; returns the
+    /// server's next deadline.
+    fn exchange(&mut self, now: u64, executor: &mut Executor) -> u64 {
+        loop {
+            executor.drive(now, &mut self.server, &mut self.oa1_events);
             let mut moved = false;
             let deadline = loop {
-                match server.poll_output(now) {
+                match self.server.poll_output(now) {
                     Output::Transmit(line) => {
-                        push_line(&mut out, &line);
+                        push_line(&mut self.out, &line);
                         moved = true;
                     }
                     Output::Event(e) => {
@@ -144,49 +308,30 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
                             }
                             _ => {}
                         }
-                        oa1_events.push(e);
+                        self.oa1_events.push(e);
                         moved = true;
                     }
                     Output::Timeout(t) => break t,
                 }
             };
             if !moved {
-                break deadline;
+                return deadline;
             }
-        };
-        while !out.is_empty() {
-            match socket.write(&out) {
+        }
+    }
+
+    fn write(&mut self) -> io::Result<()> {
+        while !self.out.is_empty() {
+            match self.socket.write(&self.out) {
                 Ok(n) => {
-                    out.drain(..n);
+                    self.out.drain(..n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
-        let mut wake = session_deadline.min(server_deadline);
-        if let Some(t) = executor.next_deadline() {
-            wake = wake.min(t);
-        }
-        let timeout = if executor.wants_pump() {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(wake.saturating_sub(now_ms()))
-        };
-        if !frontend::wait(&mut poll, &mut events, Some(timeout))? {
-            continue;
-        }
-        let now = now_ms();
-        for e in events.iter() {
-            match e.token() {
-                SOCKET => readable |= e.is_readable() || e.is_read_closed(),
-                t if frontend::is_child_token(t) => {
-                    let (pipe_readable, pipe_writable) = frontend::child_readiness(e);
-                    executor.handle_event(now, t, pipe_readable, pipe_writable);
-                }
-                _ => {}
-            }
-        }
+        Ok(())
     }
 }
 

@@ -142,6 +142,15 @@ impl Executor {
         self.kill(now, &process);
     }
 
+    /// Kills every command (the link their answers would go to is gone); their ends are not
+    /// reported.
+    pub fn cancel_all(&mut self, now: u64) {
+        let ids: Vec<String> = self.by_request.keys().cloned().collect();
+        for id in ids {
+            self.cancel(now, &id);
+        }
+    }
+
     fn kill(&mut self, now: u64, process: &str) {
         self.next_handle += 1;
         self.service.call(

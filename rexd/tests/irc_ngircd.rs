@@ -250,3 +250,44 @@ fn cancel_kills_and_big_output_is_truncated() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn reconnects_after_the_server_restarts() {
+    let mut server = Ngircd::start();
+    let root = tempfile::tempdir().unwrap();
+    let mut rexd = start_rexd(&server.addr(), root.path(), &[]);
+    let mut desk = Desk::connect(&server.addr(), deskwire::oa1::DEFAULT_PACING, 30_000);
+    desk.wait_ready();
+    let e = desk.ask("echo before", 30);
+    assert!(
+        matches!(&e, Event::Response { text, .. } if text == "before\n"),
+        "{e:?}"
+    );
+
+    // Every connection drops; rexd waits 1 s, connects again and rejoins the channel.
+    server.restart();
+    let mut desk = Desk::connect(&server.addr(), deskwire::oa1::DEFAULT_PACING, 30_000);
+    desk.wait_ready();
+    let e = desk.ask("echo after", 30);
+    assert!(
+        matches!(&e, Event::Response { text, .. } if text == "after\n"),
+        "{e:?}"
+    );
+    assert!(rexd.0.try_wait().unwrap().is_none(), "rexd exited");
+}
+
+#[test]
+fn a_first_connection_that_fails_is_an_error() {
+    // Nothing listens on this port: rexd reports it and exits instead of retrying forever.
+    let port = deskwire_integration::free_port();
+    let root = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args(["--irc", &format!("127.0.0.1:{port}"), "--channel", CHANNEL])
+        .args(["--root", root.path().to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rexd --irc");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("refused"), "{stderr}");
+}

@@ -19,7 +19,8 @@ struct Args {
     /// Serve JSON-RPC 2.0 (NDJSON) on stdin/stdout.
     #[arg(long, conflicts_with = "irc")]
     stdio: bool,
-    /// Serve OA1 RemoteBash on an IRC channel: connect to HOST:PORT.
+    /// Serve OA1 RemoteBash on an IRC channel: connect to HOST:PORT. A link lost after joining
+    /// is reconnected after 1 s, doubling up to 60 s; a first connection that fails is an error.
     #[arg(long, value_name = "HOST:PORT")]
     irc: Option<String>,
     /// The desk channel (with --irc).

@@ -91,6 +91,7 @@ pub struct Ngircd {
     child: Child,
     /// The port it listens on (127.0.0.1).
     pub port: u16,
+    conf: PathBuf,
     _dir: TempDir,
 }
 
@@ -129,26 +130,40 @@ impl Ngircd {
             ),
         )
         .expect("write ngircd.conf");
+        let server = Ngircd {
+            child: Self::spawn(&binary, &conf, port),
+            port,
+            conf,
+            _dir: dir,
+        };
+        server
+    }
+
+    /// Runs ngircd on `conf` and waits until it accepts connections on `port`.
+    fn spawn(binary: &Path, conf: &Path, port: u16) -> Child {
         let child = Command::new(binary)
             .arg("-n")
             .arg("-f")
-            .arg(&conf)
+            .arg(conf)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start ngircd");
-        let server = Ngircd {
-            child,
-            port,
-            _dir: dir,
-        };
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "ngircd did not start listening");
             std::thread::sleep(Duration::from_millis(20));
         }
-        server
+        child
+    }
+
+    /// Stops the server (every client loses its connection) and starts it again on the same
+    /// port with the same configuration.
+    pub fn restart(&mut self) {
+        stop_daemon(&mut self.child);
+        let binary = ngircd_binary().expect("ngircd is installed");
+        self.child = Self::spawn(&binary, &self.conf, self.port);
     }
 
     /// `127.0.0.1:PORT`.
