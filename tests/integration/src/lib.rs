@@ -130,13 +130,12 @@ impl Ngircd {
             ),
         )
         .expect("write ngircd.conf");
-        let server = Ngircd {
+        Ngircd {
             child: Self::spawn(&binary, &conf, port),
             port,
             conf,
             _dir: dir,
-        };
-        server
+        }
     }
 
     /// Runs ngircd on `conf` and waits until it accepts connections on `port`.
