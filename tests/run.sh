@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 
-section() { printf '\n== %s\n' "$*"; }
+section() { printf '\n== %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 section "system packages"
 missing=()
