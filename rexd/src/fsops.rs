@@ -51,7 +51,7 @@ type OpResult<T> = Result<T, ErrorObject>;
 pub fn open_error(ctx: &FsContext<'_>, path: &str, e: OpenError) -> ErrorObject {
     match e {
         OpenError::Escape(_) => ErrorObject::forbidden_path(path, &ctx.roots.paths()),
-        OpenError::IsRoot => ErrorObject::new(ErrorCode::InvalidParams)
+        OpenError::IsRoot => ErrorObject::of(ErrorCode::InvalidParams)
             .with_message(format!("{path} is a workspace root")),
         OpenError::Io(e) => io_error(path, &e),
     }
@@ -64,7 +64,7 @@ pub fn io_error(path: &str, e: &std::io::Error) -> ErrorObject {
         Some(libc::EACCES) | Some(libc::EPERM) => ErrorCode::Unauthorized,
         _ => ErrorCode::InvalidParams,
     };
-    ErrorObject::new(code)
+    ErrorObject::of(code)
         .with_message(format!("{path}: {e}"))
         .with_data(json!({"path": path, "errno": e.raw_os_error()}))
 }
@@ -92,7 +92,7 @@ pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
         .map_err(|e| open_error(ctx, &p.path, e))?;
     let st = sys::fstat(fd.as_fd()).map_err(|e| io_error(&p.path, &e))?;
     if kind_of(&st) != FileType::File {
-        return Err(ErrorObject::new(ErrorCode::InvalidParams)
+        return Err(ErrorObject::of(ErrorCode::InvalidParams)
             .with_message(format!("{} is not a regular file", p.path)));
     }
     let size = st.st_size as u64;
@@ -104,7 +104,7 @@ pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
     buf.truncate(n);
     let content = match p.encoding {
         Encoding::Utf8 => String::from_utf8(buf).map_err(|_| {
-            ErrorObject::new(ErrorCode::InvalidParams).with_message(format!(
+            ErrorObject::of(ErrorCode::InvalidParams).with_message(format!(
                 "{} is not valid UTF-8 in the range read; ask for encoding \"base64\"",
                 p.path
             ))
@@ -177,7 +177,7 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> {
     let bytes = p
         .bytes()
-        .map_err(|e| ErrorObject::new(ErrorCode::InvalidParams).with_message(e.to_string()))?;
+        .map_err(|e| ErrorObject::of(ErrorCode::InvalidParams).with_message(e.to_string()))?;
     let r = ctx.roots.resolve(ctx.cwd, &p.path)?;
     if p.mkdir_parents {
         make_parents(ctx, &r, &p.path)?;
@@ -197,13 +197,13 @@ pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> 
             }
             FileType::File => {}
             _ => {
-                return Err(ErrorObject::new(ErrorCode::InvalidParams)
+                return Err(ErrorObject::of(ErrorCode::InvalidParams)
                     .with_message(format!("{} is not a regular file", p.path)));
             }
         }
     }
     let conflict = |why: &str| {
-        ErrorObject::new(ErrorCode::ConcurrencyConflict)
+        ErrorObject::of(ErrorCode::ConcurrencyConflict)
             .with_message(format!("{}: {why}", p.path))
             .with_data(json!({"path": p.path}))
     };
@@ -398,7 +398,7 @@ pub fn glob(ctx: &FsContext<'_>, p: &FsGlobParams) -> OpResult<FsGlobResult> {
         .literal_separator(true)
         .build()
         .map_err(|e| {
-            ErrorObject::new(ErrorCode::InvalidParams).with_message(format!("pattern: {e}"))
+            ErrorObject::of(ErrorCode::InvalidParams).with_message(format!("pattern: {e}"))
         })?
         .compile_matcher();
     let max = p.max_matches.unwrap_or(DEFAULT_MAX_MATCHES) as usize;

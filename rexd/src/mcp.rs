@@ -218,10 +218,13 @@ fn tool_result(text: String, structured: Option<Value>, is_error: bool) -> Value
 
 /// A refusal as a tool result the model can read (`forbidden_path (-32002): …`).
 fn error_result(e: &ErrorObject) -> Value {
-    let name = e.error_code().map(|c| c.name()).unwrap_or("error");
+    let name = e
+        .code_as::<deskwire::rexd::ErrorCode>()
+        .map(|c| c.name())
+        .unwrap_or("error");
     let mut text = format!("{name} ({}): {}", e.code, e.message);
     if let Some(d) = &e.data {
-        text.push_str(&format!(" {d}"));
+        text.push_str(&format!(" {}", d.get()));
     }
     tool_result(
         text,

@@ -150,7 +150,7 @@ impl Roots {
     pub fn resolve(&self, cwd: &Path, path: &str) -> Result<Resolved, ErrorObject> {
         let forbidden = || ErrorObject::forbidden_path(path, &self.paths());
         if path.is_empty() || path.contains('\0') {
-            return Err(ErrorObject::new(ErrorCode::InvalidParams)
+            return Err(ErrorObject::of(ErrorCode::InvalidParams)
                 .with_message("path must be non-empty and contain no NUL"));
         }
         let joined = cwd.join(path);
@@ -195,7 +195,7 @@ impl Roots {
                 .map_err(|e| match e {
                     OpenError::Escape(_) => forbidden(),
                     OpenError::IsRoot => forbidden(),
-                    OpenError::Io(e) => ErrorObject::new(ErrorCode::InvalidParams)
+                    OpenError::Io(e) => ErrorObject::of(ErrorCode::InvalidParams)
                         .with_message(format!("workspace root {want}: {e}")),
                 })?;
             let path = resolved.display();
@@ -228,7 +228,7 @@ mod tests {
         );
         for bad in ["..", "a/../b", "../x", "/etc/passwd", "/proc/self/root/etc"] {
             let e = roots.resolve(&root, bad).unwrap_err();
-            assert_eq!(e.error_code(), Some(ErrorCode::ForbiddenPath), "{bad}");
+            assert_eq!(e.code_as(), Some(ErrorCode::ForbiddenPath), "{bad}");
         }
         // A sibling whose name extends the root's is not inside it.
         let sibling = format!("{}-evil/x", root.display());

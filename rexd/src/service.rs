@@ -286,7 +286,7 @@ pub struct Service {
 type OpResult<T> = Result<T, ErrorObject>;
 
 fn err(code: ErrorCode, message: impl Into<String>) -> ErrorObject {
-    ErrorObject::new(code).with_message(message)
+    ErrorObject::of(code).with_message(message)
 }
 
 fn signal_number(s: Signal) -> libc::c_int {

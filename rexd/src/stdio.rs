@@ -24,7 +24,6 @@ use crate::service::{Service, ServiceOutput, Settings};
 
 /// Turns a REXD error object into the peer's error.
 pub fn remote_error(e: ErrorObject) -> RemoteError {
-    let e: deskwire::jsonrpc::ErrorObject = e.into();
     RemoteError {
         code: Code::Number(e.code),
         message: e.message,

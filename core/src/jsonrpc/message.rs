@@ -142,6 +142,18 @@ impl<'de> Deserialize<'de> for Id {
     }
 }
 
+/// A protocol's set of error codes: JSON-RPC's standard ones ([`ErrorCode`]), or a protocol's
+/// that extend them (REXD's `-3200x`, [`crate::rexd::ErrorCode`]). One [`ErrorObject`] carries
+/// a code of any set; [`ErrorObject::code_as`] reads it back as the set the reader knows.
+pub trait ErrorCodes: Copy {
+    /// The number on the wire.
+    fn code(self) -> i64;
+    /// The default `message` for an error with this code.
+    fn message(self) -> &'static str;
+    /// The code with this number, `None` when the set does not define it.
+    fn from_code(code: i64) -> Option<Self>;
+}
+
 /// The standard error codes (JSON-RPC 2.0 §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -183,7 +195,7 @@ impl ErrorCode {
     }
 
     /// The spec's message for the code.
-    pub fn message(self) -> &'static str {
+    pub const fn message(self) -> &'static str {
         match self {
             ErrorCode::ParseError => "Parse error",
             ErrorCode::InvalidRequest => "Invalid Request",
@@ -194,7 +206,33 @@ impl ErrorCode {
     }
 }
 
-/// The `error` member of an error response.
+impl ErrorCodes for ErrorCode {
+    fn code(self) -> i64 {
+        ErrorCode::code(self)
+    }
+    fn message(self) -> &'static str {
+        ErrorCode::message(self)
+    }
+    fn from_code(code: i64) -> Option<Self> {
+        ErrorCode::from_code(code)
+    }
+}
+
+/// The `error` member of an error response: the one error model of every JSON-RPC 2.0
+/// protocol here (REXD's errors are these too, with its codes).
+///
+/// `code` stays a plain number so that codes a reader does not know survive a round trip;
+/// [`ErrorObject::code_as`] gives the typed view in the code set the reader knows.
+///
+/// ```
+/// use deskwire::jsonrpc::{ErrorCode, ErrorObject};
+/// use deskwire::rexd;
+///
+/// let e = ErrorObject::of(rexd::ErrorCode::ForbiddenPath).with_message("outside the roots");
+/// assert_eq!(e.code, -32002);
+/// assert_eq!(e.code_as::<rexd::ErrorCode>(), Some(rexd::ErrorCode::ForbiddenPath));
+/// assert_eq!(e.code_as::<ErrorCode>(), None); // not a standard code
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorObject {
     /// The error code (see [`ErrorCode`] for the standard ones).
@@ -209,6 +247,11 @@ pub struct ErrorObject {
 impl ErrorObject {
     /// A standard error with the spec's message.
     pub fn standard(code: ErrorCode) -> Self {
+        Self::of(code)
+    }
+
+    /// An error with `code` (of any [`ErrorCodes`] set) and its default message, no data.
+    pub fn of<C: ErrorCodes>(code: C) -> Self {
         ErrorObject {
             code: code.code(),
             message: code.message().to_owned(),
@@ -223,6 +266,37 @@ impl ErrorObject {
             message: message.into(),
             data: None,
         }
+    }
+
+    /// The same error with this `message`.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
+    /// The same error with this structured `data`.
+    pub fn with_data(mut self, data: serde_json::Value) -> Self {
+        // A `Value` always serializes (its map keys are strings).
+        self.data = RawJson::to_raw(&data).ok();
+        self
+    }
+
+    /// The code as a member of the set `C`, `None` when `C` does not define the number.
+    pub fn code_as<C: ErrorCodes>(&self) -> Option<C> {
+        C::from_code(self.code)
+    }
+
+    /// `data` as a JSON tree.
+    pub fn data_value(&self) -> Option<serde_json::Value> {
+        self.data
+            .as_ref()
+            .and_then(|d| serde_json::from_str(d.get()).ok())
+    }
+}
+
+impl From<ErrorCode> for ErrorObject {
+    fn from(code: ErrorCode) -> Self {
+        ErrorObject::of(code)
     }
 }
 

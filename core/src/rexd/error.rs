@@ -1,12 +1,13 @@
-//! REXD error codes, the JSON-RPC error object REXD sends, and the errors of this module.
+//! REXD error codes (the standard JSON-RPC codes extended with REXD's `-3200x`), REXD's
+//! constructors of the one JSON-RPC error object, and the errors of this module.
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::method::Method;
-use crate::jsonrpc::message::ErrorCode as Standard;
+pub use crate::jsonrpc::message::ErrorObject;
+use crate::jsonrpc::message::{ErrorCode as Standard, ErrorCodes};
 
 /// The error codes of REXD v1: the standard JSON-RPC codes it reuses and its own `-3200x` codes.
 ///
@@ -157,89 +158,51 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// The JSON-RPC error object (`{"code", "message", "data"}`) as REXD fills it.
-///
-/// `code` stays a plain number so that codes this version does not know survive a round trip;
-/// [`ErrorObject::error_code`] gives the typed view. `data` is free-form structured detail, e.g.
-/// `{"path": …, "allowed_roots": […]}` for `forbidden_path`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorObject {
-    /// The numeric code, normally one of [`ErrorCode`].
-    pub code: i64,
-    /// A short human-readable description.
-    pub message: String,
-    /// Structured detail; omitted when `None`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
-
-impl ErrorObject {
-    /// An error object with `code`'s default message and no data.
-    pub fn new(code: ErrorCode) -> ErrorObject {
-        ErrorObject {
-            code: code.code(),
-            message: code.message().to_owned(),
-            data: None,
-        }
-    }
-
-    /// The same object with this `message`.
-    pub fn with_message(mut self, message: impl Into<String>) -> ErrorObject {
-        self.message = message.into();
-        self
-    }
-
-    /// The same object with this `data`.
-    pub fn with_data(mut self, data: Value) -> ErrorObject {
-        self.data = Some(data);
-        self
-    }
-
-    /// The typed code, `None` when the number is not one REXD defines.
-    pub fn error_code(&self) -> Option<ErrorCode> {
-        ErrorCode::from_code(self.code)
-    }
-
-    /// The `forbidden_path` error of the spec's example: `data` names the path and the roots.
-    pub fn forbidden_path(path: &str, allowed_roots: &[String]) -> ErrorObject {
-        ErrorObject::new(ErrorCode::ForbiddenPath)
-            .with_data(serde_json::json!({ "path": path, "allowed_roots": allowed_roots }))
-    }
-}
-
-impl From<ErrorObject> for crate::jsonrpc::ErrorObject {
-    /// The same error for the `jsonrpc` peer, `data` as raw JSON.
-    fn from(e: ErrorObject) -> crate::jsonrpc::ErrorObject {
-        let mut out = crate::jsonrpc::ErrorObject::new(e.code, e.message);
-        // A `Value` always serializes.
-        out.data = e
-            .data
-            .and_then(|d| crate::jsonrpc::RawJson::to_raw(&d).ok());
-        out
-    }
-}
-
-impl From<crate::jsonrpc::ErrorObject> for ErrorObject {
-    /// The typed view of an error the `jsonrpc` peer received. `data` that is not valid JSON
-    /// cannot occur (the peer parsed it); it would be dropped.
-    fn from(e: crate::jsonrpc::ErrorObject) -> ErrorObject {
-        ErrorObject {
-            code: e.code,
-            data: e.data.and_then(|d| serde_json::from_str(d.get()).ok()),
-            message: e.message,
+impl From<Standard> for ErrorCode {
+    /// Every standard JSON-RPC code is a REXD code: REXD's set extends the standard one.
+    fn from(code: Standard) -> ErrorCode {
+        match code {
+            Standard::ParseError => ErrorCode::ParseError,
+            Standard::InvalidRequest => ErrorCode::InvalidRequest,
+            Standard::MethodNotFound => ErrorCode::MethodNotFound,
+            Standard::InvalidParams => ErrorCode::InvalidParams,
+            _ => ErrorCode::InternalError,
         }
     }
 }
 
-impl From<&RexdError> for crate::jsonrpc::ErrorObject {
-    fn from(e: &RexdError) -> crate::jsonrpc::ErrorObject {
-        e.to_error_object().into()
+impl ErrorCodes for ErrorCode {
+    fn code(self) -> i64 {
+        ErrorCode::code(self)
+    }
+    fn message(self) -> &'static str {
+        ErrorCode::message(self)
+    }
+    fn from_code(code: i64) -> Option<Self> {
+        ErrorCode::from_code(code)
     }
 }
 
 impl From<ErrorCode> for ErrorObject {
     fn from(code: ErrorCode) -> ErrorObject {
-        ErrorObject::new(code)
+        ErrorObject::of(code)
+    }
+}
+
+/// REXD's errors are JSON-RPC's one error object ([`crate::jsonrpc::ErrorObject`]) with REXD's
+/// codes: `data` is free-form structured detail, e.g. `{"path": …, "allowed_roots": […]}` for
+/// `forbidden_path`; `code_as::<rexd::ErrorCode>()` gives the typed code.
+impl ErrorObject {
+    /// The `forbidden_path` error of the spec's example: `data` names the path and the roots.
+    pub fn forbidden_path(path: &str, allowed_roots: &[String]) -> ErrorObject {
+        ErrorObject::of(ErrorCode::ForbiddenPath)
+            .with_data(serde_json::json!({ "path": path, "allowed_roots": allowed_roots }))
+    }
+}
+
+impl From<&RexdError> for ErrorObject {
+    fn from(e: &RexdError) -> ErrorObject {
+        e.to_error_object()
     }
 }
 
@@ -292,7 +255,7 @@ impl RexdError {
         if let RexdError::UnknownMethod(name) = self {
             data.insert("method".into(), Value::String(name.clone()));
         }
-        ErrorObject::new(self.error_code()).with_data(Value::Object(data))
+        ErrorObject::of(self.error_code()).with_data(Value::Object(data))
     }
 }
 
@@ -321,27 +284,48 @@ mod tests {
             serde_json::json!({"code": -32002, "message": "Path is outside allowed roots",
                 "data": {"path": "/etc/passwd", "allowed_roots": ["/srv/app", "/home/deploy"]}})
         );
-        assert_eq!(e.error_code(), Some(ErrorCode::ForbiddenPath));
+        assert_eq!(e.code_as(), Some(ErrorCode::ForbiddenPath));
     }
 
+    /// REXD's error object is JSON-RPC's: what the peer hands over needs no conversion, and
+    /// REXD's codes read the standard ones too.
     #[test]
-    fn converts_to_and_from_the_jsonrpc_error_object() {
-        let e = ErrorObject::forbidden_path("/etc/passwd", &["/srv".to_owned()]);
-        let j: crate::jsonrpc::ErrorObject = e.clone().into();
-        assert_eq!(j.code, -32002);
+    fn one_error_model_with_rexd_codes_extending_the_standard_ones() {
+        let e: crate::jsonrpc::ErrorObject = ErrorObject::forbidden_path("/etc/passwd", &[]);
+        assert_eq!(e.code_as::<ErrorCode>(), Some(ErrorCode::ForbiddenPath));
         assert_eq!(
-            serde_json::to_value(&j).unwrap(),
-            serde_json::to_value(&e).unwrap()
+            e.code_as::<Standard>(),
+            None,
+            "-32002 is REXD's, not standard"
         );
-        assert_eq!(ErrorObject::from(j), e);
-        let j = crate::jsonrpc::ErrorObject::from(&RexdError::UnknownMethod("x".into()));
+        let standard = crate::jsonrpc::ErrorObject::standard(Standard::InvalidParams);
+        assert_eq!(
+            standard.code_as::<ErrorCode>(),
+            Some(ErrorCode::InvalidParams)
+        );
+        assert_eq!(standard, ErrorObject::of(ErrorCode::InvalidParams));
+        for s in [
+            Standard::ParseError,
+            Standard::InvalidRequest,
+            Standard::MethodNotFound,
+            Standard::InvalidParams,
+            Standard::InternalError,
+        ] {
+            let extended = ErrorCode::from(s);
+            assert_eq!(
+                (extended.code(), extended.message()),
+                (s.code(), s.message())
+            );
+        }
+        let j = ErrorObject::from(&RexdError::UnknownMethod("x".into()));
         assert_eq!(j.code, -32601);
+        assert_eq!(j.data_value().unwrap()["method"], "x");
     }
 
     #[test]
     fn unknown_codes_survive() {
         let e: ErrorObject = serde_json::from_str(r#"{"code":-31999,"message":"x"}"#).unwrap();
-        assert_eq!(e.error_code(), None);
+        assert_eq!(e.code_as::<ErrorCode>(), None);
         assert_eq!(
             serde_json::to_string(&e).unwrap(),
             r#"{"code":-31999,"message":"x"}"#

@@ -901,7 +901,7 @@ mod tests {
     fn error_response_line() {
         let line = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32002,"message":"Path is outside allowed roots","data":{"path":"/etc/passwd","allowed_roots":["/srv/app","/home/deploy"]}}}"#;
         let e = ErrorResponse::from_slice(line).unwrap();
-        assert_eq!(e.error.error_code(), Some(ErrorCode::ForbiddenPath));
+        assert_eq!(e.error.code_as(), Some(ErrorCode::ForbiddenPath));
         assert_eq!(
             serde_json::from_str::<Value>(&e.to_line()).unwrap(),
             serde_json::from_slice::<Value>(line).unwrap()
