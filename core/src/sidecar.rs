@@ -124,6 +124,22 @@ impl fmt::Display for SidecarMethod {
     }
 }
 
+/// JSON: the wire name (`"health.ping"`).
+impl Serialize for SidecarMethod {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SidecarMethod {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Self::parse(&name).ok_or_else(|| {
+            serde::de::Error::custom(format_args!("unknown sidecar method {name:?}"))
+        })
+    }
+}
+
 impl FromStr for SidecarMethod {
     type Err = ResultError;
 
@@ -132,8 +148,9 @@ impl FromStr for SidecarMethod {
     }
 }
 
-/// Why params or a result could not be read as the method's type.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why params or a result could not be read as the method's type. JSON: externally tagged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ResultError {
     /// Not a method of the spec.
@@ -651,8 +668,9 @@ impl SidecarResult {
     }
 }
 
-/// Why a sidecar line is not a valid message (see [`read_message`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a sidecar line is not a valid message (see [`read_message`]). JSON: externally tagged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum MessageError {
     /// The dialect refused it.

@@ -11,12 +11,12 @@ mod support;
 use support::{load, validator};
 
 use deskwire::gateway::ops::{
-    ApprovalDecisionResult, ApprovalStatus, ApprovalsListResult, Diff, GitInfo, JobStatusBrief,
-    JobsResultResult, JobsStatusResult, Level, PingResult,
+    ApprovalDecisionResult, ApprovalStatus, ApprovalsListResult, JobStatusBrief, JobsResultResult,
+    JobsStatusResult, Level, PingResult,
 };
 use deskwire::gateway::{
-    Artifacts, Config, ConnId, Envelope, ErrorBody, EventEnvelope, Gateway, GenericRequestEnvelope,
-    JobState, LocalError, Output, Request, RequestEnvelope, ResponseEnvelope, Timestamp, Token,
+    Config, ConnId, Envelope, ErrorBody, EventEnvelope, Gateway, GenericRequestEnvelope, JobState,
+    LocalError, Output, Request, RequestEnvelope, ResponseEnvelope, Timestamp, Token,
     TransitionError,
 };
 use serde::Serialize;
@@ -25,6 +25,10 @@ use serde_json::Value;
 
 fn vectors() -> Value {
     load("tests/vectors/gateway.json")
+}
+
+fn from<T: DeserializeOwned>(v: &Value) -> T {
+    serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"))
 }
 
 fn serde_round<T: DeserializeOwned + Serialize>(json: &Value) -> Result<Value, String> {
@@ -128,17 +132,6 @@ fn every_def_has_a_valid_case() {
     }
 }
 
-fn artifacts(v: &Value) -> Artifacts {
-    let get = |k: &str| v.get(k).cloned();
-    Artifacts {
-        summary: get("summary").map(|s| s.as_str().unwrap().to_owned()),
-        git: get("git").map(|g| serde_json::from_value::<GitInfo>(g).unwrap()),
-        diff: get("diff").map(|d| serde_json::from_value::<Diff>(d).unwrap()),
-        checks: get("checks").map(|c| serde_json::from_value(c).unwrap()),
-        commands: get("commands").map(|c| serde_json::from_value(c).unwrap()),
-    }
-}
-
 /// Runs one executor call; returns the local error if any.
 fn host(gw: &mut Gateway, now: &mut u64, h: &Value) -> Result<(), LocalError> {
     let s = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
@@ -150,8 +143,8 @@ fn host(gw: &mut Gateway, now: &mut u64, h: &Value) -> Result<(), LocalError> {
             let level: Level = serde_json::from_value(h["level"].clone()).unwrap();
             gw.log(&job, level, &s("msg"))
         }
-        "review_ready" => gw.review_ready(*now, &job, artifacts(&h["artifacts"])),
-        "complete" => gw.complete(*now, &job, h.get("artifacts").map(artifacts)),
+        "review_ready" => gw.review_ready(*now, &job, from(&h["artifacts"])),
+        "complete" => gw.complete(*now, &job, h.get("artifacts").map(from)),
         "fail" => gw.fail(
             *now,
             &job,
@@ -190,19 +183,15 @@ fn host(gw: &mut Gateway, now: &mut u64, h: &Value) -> Result<(), LocalError> {
     }
 }
 
+/// The sequence's config (camelCase, core's serde: missing fields take the defaults) with the
+/// token every sequence authenticates with.
 fn config(overrides: Option<&Value>) -> Config {
-    let mut config = Config::new(Token::new("s3cr3t-token"));
-    if let Some(o) = overrides {
-        for (key, value) in o.as_object().unwrap() {
-            match key.as_str() {
-                "gatewayVersion" => config.gateway_version = value.as_str().unwrap().to_owned(),
-                "maxRunning" => config.max_running = value.as_u64().unwrap() as usize,
-                "maxJobs" => config.max_jobs = value.as_u64().unwrap() as usize,
-                "requireSandbox" => config.require_sandbox = value.as_bool().unwrap(),
-                other => panic!("unknown config key {other}"),
-            }
-        }
-    }
+    let mut config: Config = overrides.map_or_else(Config::default, from);
+    assert!(
+        config.tokens.is_empty(),
+        "the vectors leave the token to the runner"
+    );
+    config.tokens = vec![Token::new("s3cr3t-token")];
     config
 }
 

@@ -2,7 +2,7 @@
 //!
 //! - `authorize`: `agent`, `context` (`bound_npc_id`, `target`, `cwd`, `flags`), `call`,
 //!   `origin` (`model` / `user`) → `expect` `{"kind": "allowed" | "needs_approval" |
-//!   "denied" | "unknown", "tier"?, "reason"?, "observation"?}`.
+//!   "denied" | "unknown", "tier"?, "reason"?, "message"?, "observation"?}`.
 //! - `slash`: `line` → `expect` `{"name", "args"}` or `{"error": kind}`.
 //! - `visible`: `agent`, `context` → `expect`, the visible tool names in order.
 //!
@@ -13,107 +13,22 @@
 //! `DESKWIRE_BLESS=1` rewrites every `expect` (review the diff).
 
 use deskwire::ids::IdGenerator;
-use deskwire::tools::slash::{self, SlashError};
-use deskwire::tools::{
-    Action, Authorization, Condition, Context, DenyReason, Origin, Policy, Registry, Rule, Tier,
-    ToolCall, authorize,
-};
+use deskwire::tools::{Context, Origin, Policy, Registry, ToolCall, authorize, slash};
 use serde_json::{Value, json};
 
-fn action(v: &Value) -> Action {
+// Policies, contexts, calls, origins, authorizations and slash errors are read and written by
+// core's serde impls: this runner proves their JSON shapes.
+
+fn from<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+    serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"))
+}
+
+/// The variant name of an externally tagged value: a unit variant's string or the single key.
+fn kind(v: &Value) -> String {
     match v {
-        Value::String(s) if s == "allow" => Action::Allow,
-        Value::Object(o) if o.contains_key("ask") => {
-            Action::Ask(Tier::from_name(o["ask"].as_str().unwrap()).unwrap())
-        }
-        Value::Object(o) if o.contains_key("deny") => {
-            Action::Deny(o["deny"].as_str().unwrap().to_owned())
-        }
-        other => panic!("bad action {other}"),
-    }
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_owned())
-        .collect()
-}
-
-fn policy(v: &Value) -> Policy {
-    let mut p = Policy::new(action(&v["default"]));
-    for r in v["rules"].as_array().unwrap() {
-        let when = match &r["when"] {
-            Value::String(s) if s == "always" => Condition::Always,
-            w if w.get("commands").is_some() => Condition::CommandMatches(strings(&w["commands"])),
-            w if w.get("outside").is_some() => Condition::PathOutside {
-                roots: strings(&w["outside"]),
-            },
-            w if w.get("arg").is_some() => Condition::ArgMatches {
-                arg: w["arg"].as_str().unwrap().to_owned(),
-                patterns: strings(&w["patterns"]),
-            },
-            other => panic!("bad condition {other}"),
-        };
-        p.push(Rule::new(
-            r["tool"].as_str().unwrap(),
-            when,
-            action(&r["action"]),
-        ))
-        .unwrap();
-    }
-    p
-}
-
-fn context(v: &Value) -> Context {
-    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-    Context {
-        bound_npc_id: s("bound_npc_id"),
-        target: s("target"),
-        cwd: s("cwd"),
-        flags: v
-            .get("flags")
-            .map(|f| strings(f).into_iter().collect())
-            .unwrap_or_default(),
-    }
-}
-
-fn authorization(a: Authorization) -> Value {
-    match a {
-        Authorization::Allowed => json!({"kind": "allowed"}),
-        Authorization::NeedsApproval { tier } => {
-            json!({"kind": "needs_approval", "tier": tier.as_str()})
-        }
-        Authorization::Denied {
-            reason,
-            observation,
-        } => {
-            let reason = match reason {
-                DenyReason::NotVisible => "not_visible",
-                DenyReason::InvalidArguments(_) => "invalid_arguments",
-                DenyReason::Policy(_) => "policy",
-                _ => "other",
-            };
-            json!({"kind": "denied", "reason": reason, "observation": observation})
-        }
-        Authorization::Unknown { observation } => {
-            json!({"kind": "unknown", "observation": observation})
-        }
-        _ => json!({"kind": "other"}),
-    }
-}
-
-fn slash_error(e: &SlashError) -> &'static str {
-    match e {
-        SlashError::NotACommand => "not_a_command",
-        SlashError::UnknownCommand { .. } => "unknown_command",
-        SlashError::UnterminatedQuote => "unterminated_quote",
-        SlashError::MissingArgument { .. } => "missing_argument",
-        SlashError::TooManyArguments { .. } => "too_many_arguments",
-        SlashError::BadValue { .. } => "bad_value",
-        SlashError::BadJson(_) => "bad_json",
-        _ => "other",
+        Value::String(s) => s.clone(),
+        Value::Object(o) if o.len() == 1 => o.keys().next().unwrap().clone(),
+        other => panic!("not an externally tagged value: {other}"),
     }
 }
 
@@ -123,7 +38,11 @@ fn tools_vectors() {
     let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(doc["protocol"], "tools");
     let registry = Registry::with_builtins();
-    let policy = policy(&doc["policy"]);
+    let policy: Policy = from(&doc["policy"]);
+    // The policy writes back to the same JSON (plus the default memory bound).
+    let mut written = serde_json::to_value(&policy).unwrap();
+    written.as_object_mut().unwrap().remove("max_remembered");
+    assert_eq!(written, doc["policy"]);
     let bless = std::env::var("DESKWIRE_BLESS").is_ok_and(|v| v == "1");
     let mut failures = Vec::new();
     let cases = doc["cases"].as_array_mut().unwrap();
@@ -131,25 +50,14 @@ fn tools_vectors() {
     for case in cases.iter_mut() {
         let got = match case["kind"].as_str().unwrap() {
             "authorize" => {
-                let c = &case["call"];
-                let call = ToolCall::new(
-                    c["id"].as_str().unwrap(),
-                    c["name"].as_str().unwrap(),
-                    c["args"].clone(),
-                );
-                let origin = match case["origin"].as_str() {
-                    Some("user") => Origin::User,
-                    _ => Origin::Model,
-                };
+                let call: ToolCall = from(&case["call"]);
+                let origin: Origin = case.get("origin").map_or(Origin::Model, from);
                 let agent = case["agent"].as_str().unwrap();
-                authorization(authorize(
-                    &registry,
-                    &policy,
-                    &call,
-                    agent,
-                    &context(&case["context"]),
-                    origin,
-                ))
+                let context: Context = from(&case["context"]);
+                let got = authorize(&registry, &policy, &call, agent, &context, origin);
+                let json = serde_json::to_value(&got).unwrap();
+                assert_eq!(from::<deskwire::tools::Authorization>(&json), got);
+                json
             }
             "slash" => match slash::parse(
                 case["line"].as_str().unwrap(),
@@ -157,10 +65,10 @@ fn tools_vectors() {
                 &mut IdGenerator::new(0),
             ) {
                 Ok(call) => json!({"name": call.name, "args": call.args}),
-                Err(e) => json!({"error": slash_error(&e)}),
+                Err(e) => json!({"error": kind(&serde_json::to_value(&e).unwrap())}),
             },
             "visible" => json!(
-                registry.visible_names(case["agent"].as_str().unwrap(), &context(&case["context"]))
+                registry.visible_names(case["agent"].as_str().unwrap(), &from(&case["context"]))
             ),
             other => panic!("unknown kind {other}"),
         };

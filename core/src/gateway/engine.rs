@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::canonical::canonical_json;
@@ -17,8 +17,10 @@ use super::ops::{
 use super::secret::Token;
 use super::{Config, Event, IDLE_WAIT_MS, Output};
 
-/// A connection, named by the host (a WebSocket, or one HTTP request of the fallback).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A connection, named by the host (a WebSocket, or one HTTP request of the fallback). JSON:
+/// the number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct ConnId(pub u64);
 
 /// A message for one connection.
@@ -92,23 +94,30 @@ impl Outgoing {
     }
 }
 
-/// What the executor produced, for `jobs.result` (all optional).
-#[derive(Debug, Clone, Default, PartialEq)]
+/// What the executor produced, for `jobs.result` (all optional). JSON: the members of
+/// `jobs.result` (`summary`, `git`, `diff`, `checks`, `commands`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Artifacts {
     /// What was done.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     /// Where the changes are.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub git: Option<GitInfo>,
     /// The changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<Diff>,
     /// Check outcomes by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub checks: Option<BTreeMap<String, String>>,
     /// Commands run.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub commands: Option<Vec<String>>,
 }
 
-/// The answer to [`Gateway::request_approval`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The answer to [`Gateway::request_approval`]. JSON: `{"approval_id", "status"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalTicket {
     /// The approval's id (the host's, or `appr_` and 26 base32 characters from the seed).
     pub approval_id: String,
@@ -119,7 +128,8 @@ pub struct ApprovalTicket {
 
 /// Counters for one operation (the spec: "métricas por operação", metrics per operation).
 /// Latency is the host's to measure: the engine answers within the `handle_message` call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct OpStats {
     /// Requests answered.
     pub requests: u64,
@@ -127,8 +137,9 @@ pub struct OpStats {
     pub errors: u64,
 }
 
-/// Counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Counters. JSON: the fields by name, `ops` keyed by the operation's wire name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Stats {
     /// Messages given to `handle_message`.
     pub messages: u64,

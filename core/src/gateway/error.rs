@@ -183,8 +183,10 @@ impl From<&ParseError> for ErrorBody {
     }
 }
 
-/// Why a message from the peer is not a valid envelope. Each maps to an [`ErrorCode`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a message from the peer is not a valid envelope. Each maps to an [`ErrorCode`]. JSON:
+/// externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ParseError {
     /// Longer than `Config::max_message_bytes` (not parsed at all).
@@ -243,7 +245,9 @@ impl ParseError {
 }
 
 /// The host misused the engine (distinct from peer faults, which become error responses).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// JSON: externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum LocalError {
     /// `Config::tokens` is empty or holds an empty token: no request could ever be accepted.

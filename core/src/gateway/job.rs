@@ -126,8 +126,8 @@ pub fn next_states(from: JobState) -> &'static [JobState] {
         .unwrap_or(&[])
 }
 
-/// A state change the table forbids.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+/// A state change the table forbids. JSON: `{"from", "to"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[error("illegal job transition {from} -> {to}")]
 pub struct TransitionError {
     /// The state the job is in.

@@ -70,7 +70,12 @@ pub const SUPPORTED_MAJOR: u32 = 1;
 pub const IDLE_WAIT_MS: u64 = 60_000;
 
 /// Engine configuration. The spec sets no limits; every default here is deskwire's choice.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// JSON: the fields in camelCase, as the gateway's wire and `tests/vectors/gateway.json` spell
+/// them (`{"tokens": ["s3cret"], "maxRunning": 2}`); missing fields take the defaults of
+/// [`Config::new`], and a missing `tokens` is none (which [`Gateway::new`] refuses).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct Config {
     /// Accepted bearer tokens. More than one while rotating ("rotacionável", rotatable): put the
     /// new token next to the old, move the Commander over, then drop the old one.
@@ -99,6 +104,16 @@ pub struct Config {
     /// Refuse jobs with `"sandbox": false` (`E_POLICY_DENY`, label `sandbox-required`, the
     /// spec's error example). Default false.
     pub require_sandbox: bool,
+}
+
+impl Default for Config {
+    /// The defaults without a token (add one before [`Gateway::new`]).
+    fn default() -> Self {
+        Config {
+            tokens: Vec::new(),
+            ..Config::new(Token::new(""))
+        }
+    }
 }
 
 impl Config {
@@ -132,8 +147,10 @@ pub enum Output {
     Timeout(u64),
 }
 
-/// Something the host's executor should act on.
-#[derive(Debug, Clone, PartialEq)]
+/// Something the host's executor should act on. JSON: externally tagged, snake_case
+/// (`{"state_changed": {"job_id": "j1", "from": "QUEUED", "to": "RUNNING"}}`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Event {
     /// A job was created (`jobs.create`); it waits for `jobs.start`.

@@ -83,6 +83,21 @@ pub enum Op {
     ApprovalsDeny,
 }
 
+/// JSON: the wire name (`"jobs.create"`), also as a map key.
+impl Serialize for Op {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Op {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Op::parse(&name)
+            .ok_or_else(|| serde::de::Error::custom(format_args!("unknown operation {name:?}")))
+    }
+}
+
 impl Op {
     /// Every operation.
     pub const ALL: [Op; 10] = [

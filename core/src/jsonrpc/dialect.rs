@@ -33,14 +33,16 @@ impl fmt::Display for Code {
     }
 }
 
-/// An error answer, in any dialect.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An error answer, in any dialect. JSON: `{"code", "message", "data"?}`, the code a number
+/// or a string as the dialect carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteError {
     /// The code.
     pub code: Code,
     /// A human-readable message.
     pub message: String,
     /// Extra data, raw JSON (JSON-RPC 2.0 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<RawJson>,
 }
 
@@ -145,8 +147,9 @@ pub enum Outbound<'a> {
     },
 }
 
-/// Something the dialect cannot write.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Something the dialect cannot write. JSON: externally tagged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum WriteError {
     /// The dialect has no such message (progress in JSON-RPC 2.0, say).
@@ -317,8 +320,10 @@ fn inbound(message: Message) -> Inbound {
     }
 }
 
-/// The sidecar error codes (`sidecar-ipc-and-mobile-ws.md`, "Error Codes").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The sidecar error codes (`sidecar-ipc-and-mobile-ws.md`, "Error Codes"). JSON: the wire
+/// name (`"MODEL_NOT_LOADED"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
 pub enum SidecarErrorCode {
     /// The model is not loaded; call `model.load` first.

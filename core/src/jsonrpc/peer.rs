@@ -27,6 +27,8 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
+use serde::{Deserialize, Serialize};
+
 use super::dialect::{Dialect, Inbound, Outbound, RemoteError, WriteError};
 use super::framing::{
     ContentLengthDecoder, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_MESSAGE_BYTES, Frame,
@@ -38,8 +40,9 @@ use crate::ids::IdGenerator;
 /// How long a drained peer with nothing scheduled asks to sleep.
 pub const IDLE_WAIT_MS: u64 = 60_000;
 
-/// How messages are delimited on the stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How messages are delimited on the stream. JSON: `"ndjson"` or `"content_length"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Framing {
     /// One message per line.
     Ndjson,
@@ -48,7 +51,7 @@ pub enum Framing {
 }
 
 /// A timeout for the methods that start with `prefix`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimeoutRule {
     /// The method prefix (`health.` matches `health.ping`; a full name matches itself).
     pub prefix: String,
@@ -58,8 +61,10 @@ pub struct TimeoutRule {
     pub max_total_ms: u64,
 }
 
-/// Per-method timeouts; the longest matching prefix wins.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Per-method timeouts; the longest matching prefix wins. JSON: the fields by name; missing
+/// ones take [`TimeoutPolicy::default`]'s values (30 s for every method, up to 10×).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TimeoutPolicy {
     /// The rules.
     pub rules: Vec<TimeoutRule>,
@@ -68,6 +73,12 @@ pub struct TimeoutPolicy {
     /// How many timeouts a call may take in all, when its rule does not say (progress keeps a
     /// call alive up to this multiple of its timeout).
     pub default_max_total_factor: u64,
+}
+
+impl Default for TimeoutPolicy {
+    fn default() -> Self {
+        TimeoutPolicy::uniform(30_000)
+    }
 }
 
 impl TimeoutPolicy {
@@ -118,8 +129,9 @@ impl TimeoutPolicy {
     }
 }
 
-/// Peer configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Peer configuration. JSON: the fields by name; missing ones take the defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PeerConfig {
     /// Framing on the stream.
     pub framing: Framing,
@@ -148,15 +160,17 @@ impl Default for PeerConfig {
             batch_limit: 64,
             max_pending: 1024,
             max_incoming: 1024,
-            timeouts: TimeoutPolicy::uniform(30_000),
+            timeouts: TimeoutPolicy::default(),
             cancel_notification: None,
             finished_memory: 1024,
         }
     }
 }
 
-/// Why a call ended without a result.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a call ended without a result. JSON: `{"remote": {"code", "message", "data"?}}` or
+/// `"timeout"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum CallError {
     /// The peer answered with an error.
@@ -165,8 +179,11 @@ pub enum CallError {
     Timeout,
 }
 
-/// Something the application should learn.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Something the application should learn. JSON: externally tagged, e.g.
+/// `{"response": {"id": 1, "method": "m", "user": 0, "result": {...}}}`; params, results and
+/// progress are embedded as the JSON they are (absent params are left out).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum PeerEvent {
     /// The peer calls us: answer with [`Peer::respond`] or [`Peer::respond_error`].
@@ -176,6 +193,7 @@ pub enum PeerEvent {
         /// The method.
         method: String,
         /// The params, raw.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         params: Option<RawJson>,
     },
     /// The peer notifies us.
@@ -183,6 +201,7 @@ pub enum PeerEvent {
         /// The method.
         method: String,
         /// The params, raw.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         params: Option<RawJson>,
     },
     /// A call of ours succeeded.
@@ -225,19 +244,22 @@ pub enum PeerEvent {
     },
 }
 
-/// What the peer wants from the host next.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the peer wants from the host next. JSON: `{"transmit": "<the frame as text>"}` (the
+/// peer writes only UTF-8), `{"event": {...}}` or `{"timeout": <ms>}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Output {
     /// Write these bytes (framing included) to the stream.
-    Transmit(Vec<u8>),
+    Transmit(#[serde(with = "utf8_bytes")] Vec<u8>),
     /// Tell the application.
     Event(PeerEvent),
     /// Nothing to do before this instant (ms), unless new input arrives.
     Timeout(u64),
 }
 
-/// Misuse of the peer by the host.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Misuse of the peer by the host. JSON: externally tagged (`{"unknown_id": 3}`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum LocalError {
     /// An outgoing call with this id is already pending.
@@ -255,7 +277,8 @@ pub enum LocalError {
 }
 
 /// Counters. `pending`, `incoming` and `bytes_buffered` are gauges; the rest only grow.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PeerStats {
     /// Frames read.
     pub frames_in: u64,
@@ -281,6 +304,24 @@ pub struct PeerStats {
     pub incoming: u64,
     /// Bytes held by the decoder and the outbox now.
     pub bytes_buffered: u64,
+}
+
+/// Frames as JSON strings: every dialect writes UTF-8, so the text is the bytes.
+mod utf8_bytes {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => s.serialize_str(text),
+            Err(_) => s.serialize_bytes(bytes),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        String::deserialize(d)
+            .map(String::into_bytes)
+            .map_err(|e| D::Error::custom(format!("a frame as text: {e}")))
+    }
 }
 
 #[derive(Debug)]

@@ -24,8 +24,10 @@ use super::message::{
 };
 use super::{IDLE_WAIT_MS, LocalError, is_valid_code};
 
-/// Client configuration; the defaults are the spec's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Client configuration; the defaults are the spec's. JSON: the fields by name; missing ones
+/// take the defaults.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Config {
     /// Delays before reconnect attempts 1, 2, ... (spec: 1, 2, 4, 8, 16 s).
     pub backoff_ms: Vec<u64>,
@@ -70,8 +72,10 @@ impl Config {
     }
 }
 
-/// Why the connection ended, as the host saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why the connection ended, as the host saw it. JSON: `"closed"`, `{"failed": "why"}`,
+/// `"unauthorized"`, `"server_timeout"`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum DisconnectReason {
     /// The socket closed (either side).
@@ -84,8 +88,9 @@ pub enum DisconnectReason {
     ServerTimeout,
 }
 
-/// Where the client is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where the client is. JSON: `"idle"`, `{"waiting": {"retry_at": 5000}}`, ...
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ConnectionState {
     /// Not connected and not trying.
@@ -106,8 +111,10 @@ pub enum ConnectionState {
     },
 }
 
-/// What the application should learn.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the application should learn. JSON: externally tagged, snake_case (`"connected"`,
+/// `{"paired": {"token": ".."}}`, `{"message": {"role", "content", "timestamp"}}`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Event {
     /// The session is up (after the upgrade with a token, or after pairing).
@@ -146,8 +153,9 @@ pub enum Event {
     TaskUpdate(TaskUpdate),
 }
 
-/// What the client wants from the host next.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the client wants from the host next. JSON: externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Output {
     /// Open the WebSocket; with `Authorization: Bearer <bearer>` on the upgrade when given
     /// (see [`super::authorization_header`]). Then call [`Client::connected`] or
@@ -167,7 +175,8 @@ pub enum Output {
 }
 
 /// Counters. `pending_permissions` is a gauge; the rest only grow.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Stats {
     /// Connection attempts (`Connect` instructions).
     pub connects: u64,

@@ -15,8 +15,9 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-/// Why a text frame is not a valid message.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a text frame is not a valid message. JSON: externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ParseError {
     /// The text is not JSON.

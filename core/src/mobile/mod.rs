@@ -76,8 +76,9 @@ pub fn bearer_token(header: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// Misuse of an engine by the host.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Misuse of an engine by the host. JSON: externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum LocalError {
     /// The client has neither a token nor a pairing code to connect with.

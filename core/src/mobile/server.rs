@@ -33,8 +33,11 @@ use super::{IDLE_WAIT_MS, LocalError};
 use crate::gateway::secret::constant_time_eq;
 use crate::ids::IdGenerator;
 
-/// A connection, numbered by the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A connection, numbered by the host. JSON: the number.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct ConnId(pub u64);
 
 impl fmt::Display for ConnId {
@@ -43,8 +46,10 @@ impl fmt::Display for ConnId {
     }
 }
 
-/// Server configuration. The spec gives no numbers for these; the defaults are ours.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Server configuration. The spec gives no numbers for these; the defaults are ours. JSON: the
+/// fields by name; missing ones take the defaults.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Config {
     /// How long a pairing code stays valid.
     pub pairing_code_ttl_ms: u64,
@@ -93,8 +98,10 @@ impl Default for Config {
     }
 }
 
-/// What to do with an upgrade request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What to do with an upgrade request. JSON: `"authenticated"`, `"awaiting_pairing"`,
+/// `{"refused": "bad_token"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Admission {
     /// The token is valid: complete the upgrade; the state sync is queued.
@@ -106,7 +113,8 @@ pub enum Admission {
 }
 
 /// Why an upgrade is refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Refusal {
     /// The bearer token is not one we issued (or it was revoked).
@@ -116,7 +124,8 @@ pub enum Refusal {
 }
 
 /// Why a pairing attempt failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum PairingFailure {
     /// Not the code shown; `attempts_left` more wrong codes burn it.
@@ -142,7 +151,8 @@ impl PairingFailure {
 }
 
 /// Why the server closed a connection, or saw it close.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum CloseReason {
     /// The host reported the socket closed.
@@ -158,7 +168,8 @@ pub enum CloseReason {
 }
 
 /// How a session was authenticated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AuthMethod {
     /// A bearer token on the upgrade.
@@ -167,8 +178,10 @@ pub enum AuthMethod {
     Pairing,
 }
 
-/// What the application should learn.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the application should learn. JSON: externally tagged, snake_case
+/// (`{"client_connected": {"conn": 1, "via": "token"}}`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Event {
     /// A phone's session started (the state sync is on its way).
@@ -231,8 +244,9 @@ pub enum Event {
     },
 }
 
-/// What the server wants from the host next.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the server wants from the host next. JSON: externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Output {
     /// Send this text frame on `conn`.
     Transmit {
@@ -254,8 +268,9 @@ pub enum Output {
     Timeout(u64),
 }
 
-/// A permission request to show, without its id (the server makes one).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A permission request to show, without its id (the server makes one). JSON:
+/// `{"tool_name", "command", "description", "tier"}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NewPermission {
     /// The tool.
     pub tool_name: String,
@@ -268,7 +283,8 @@ pub struct NewPermission {
 }
 
 /// Counters. `connections`, `pending_permissions` and `tokens` are gauges; the rest only grow.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Stats {
     /// Text frames received.
     pub frames_in: u64,

@@ -10,6 +10,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use super::policy::Tier;
 use super::spec::ToolCall;
 use crate::gateway;
@@ -18,8 +20,9 @@ use crate::ids::IdGenerator;
 use crate::mobile::server::NewPermission;
 use crate::mobile::{PermissionRequest, PermissionResponse};
 
-/// Limits and defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Limits and defaults. JSON: the fields by name; missing ones take the defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ApprovalConfig {
     /// How long a request waits for an answer (default 5 minutes, as the mobile server).
     pub timeout_ms: u64,
@@ -36,8 +39,8 @@ impl Default for ApprovalConfig {
     }
 }
 
-/// A call waiting for a human.
-#[derive(Debug, Clone, PartialEq)]
+/// A call waiting for a human. JSON: the fields by name, `call` as a [`ToolCall`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalRequest {
     /// `appr_` and 12 base36 characters from the seeded generator.
     pub id: String,
@@ -101,16 +104,18 @@ impl ApprovalRequest {
     }
 }
 
-/// A human's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A human's answer. JSON: `{"id", "approved", "remember"?, "reason"?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalResponse {
     /// The request's id (ours, or an id linked with [`Approvals::link_external`]).
     pub id: String,
     /// Run it or not.
     pub approved: bool,
     /// Apply the same answer to such calls from now on.
+    #[serde(default)]
     pub remember: bool,
     /// Why, if said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
@@ -169,8 +174,9 @@ impl ApprovalResponse {
     }
 }
 
-/// How a request was settled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a request was settled. JSON: `"approved"`, `"denied"`, `"timed_out"`, `"cancelled"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Outcome {
     /// Run it.
@@ -183,8 +189,8 @@ pub enum Outcome {
     Cancelled,
 }
 
-/// A settled request.
-#[derive(Debug, Clone, PartialEq)]
+/// A settled request. JSON: `{"request", "outcome", "remember", "reason"?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalDecided {
     /// The request.
     pub request: ApprovalRequest,
@@ -193,6 +199,7 @@ pub struct ApprovalDecided {
     /// The human asked to remember the answer.
     pub remember: bool,
     /// The reason given, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
@@ -235,8 +242,9 @@ impl ApprovalDecided {
     }
 }
 
-/// Misuse of [`Approvals`] by the host.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Misuse of [`Approvals`] by the host. JSON: externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ApprovalError {
     /// [`ApprovalConfig::max_pending`] requests wait already.

@@ -7,20 +7,28 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Serialize};
+
 use super::policy::{Action, Policy, Tier};
 use super::registry::Registry;
 use super::spec::ToolCall;
 
 /// The facts about one agent that visibility rules read. The host owns them and sets them
 /// whenever they change ([`Gate::set_context`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// JSON: `{"bound_npc_id"?, "target"?, "cwd"?, "flags": [..]}`; every member may be left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Context {
     /// The NPC currently bound to the agent's desk, if any (OA1 §10.3: `RemoteBash` only
     /// while `bound_npc_id == npc_id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub bound_npc_id: Option<String>,
     /// The machine the runtime routes REXD calls to (`/target server-a`), if chosen.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// The working directory relative paths resolve against (policy path checks).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// Free-form facts (`"online"`, `"admin"`), for [`Visibility::WithFlag`].
     pub flags: BTreeSet<String>,
@@ -36,8 +44,10 @@ impl Context {
     }
 }
 
-/// When an agent may see a tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// When an agent may see a tool. JSON: `"always"`, `"never"`, `"while_bound"`,
+/// `"with_target"`, `{"with_flag": "f"}`, `{"all_of": [..]}`, `{"any_of": [..]}`, `{"not": v}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Visibility {
     /// Always.
@@ -88,8 +98,9 @@ impl Visibility {
     }
 }
 
-/// Who asked for the call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who asked for the call. JSON: `"model"` or `"user"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Origin {
     /// The model decided to call it (agent autonomy: approvals apply).
     Model,
@@ -98,8 +109,10 @@ pub enum Origin {
     User,
 }
 
-/// Why a call was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a call was refused. JSON: `"not_visible"`, `{"invalid_arguments": "why"}`,
+/// `{"policy": "reason"}` (inside an [`Authorization`] it is flattened: see there).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum DenyReason {
     /// The tool exists but this agent may not see it now.
@@ -110,8 +123,12 @@ pub enum DenyReason {
     Policy(String),
 }
 
-/// The answer of [`authorize`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The answer of [`authorize`]. JSON (as `tests/vectors/tools.json` writes it), tagged by
+/// `kind`: `{"kind": "allowed"}`, `{"kind": "needs_approval", "tier"}`,
+/// `{"kind": "denied", "reason": "not_visible" | "invalid_arguments" | "policy", "message"?,
+/// "observation"}` (`message`: the detail of the last two), `{"kind": "unknown", "observation"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "AuthorizationJson", from = "AuthorizationJson")]
 #[non_exhaustive]
 pub enum Authorization {
     /// Run it.
@@ -144,6 +161,81 @@ impl Authorization {
                 Some(observation)
             }
             _ => None,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum AuthorizationJson {
+    Allowed,
+    NeedsApproval {
+        tier: Tier,
+    },
+    Denied {
+        reason: DenyKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        observation: String,
+    },
+    Unknown {
+        observation: String,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum DenyKind {
+    NotVisible,
+    InvalidArguments,
+    Policy,
+}
+
+impl From<Authorization> for AuthorizationJson {
+    fn from(a: Authorization) -> Self {
+        match a {
+            Authorization::Allowed => AuthorizationJson::Allowed,
+            Authorization::NeedsApproval { tier } => AuthorizationJson::NeedsApproval { tier },
+            Authorization::Denied {
+                reason,
+                observation,
+            } => {
+                let (reason, message) = match reason {
+                    DenyReason::NotVisible => (DenyKind::NotVisible, None),
+                    DenyReason::InvalidArguments(m) => (DenyKind::InvalidArguments, Some(m)),
+                    DenyReason::Policy(m) => (DenyKind::Policy, Some(m)),
+                };
+                AuthorizationJson::Denied {
+                    reason,
+                    message,
+                    observation,
+                }
+            }
+            Authorization::Unknown { observation } => AuthorizationJson::Unknown { observation },
+        }
+    }
+}
+
+impl From<AuthorizationJson> for Authorization {
+    fn from(a: AuthorizationJson) -> Self {
+        match a {
+            AuthorizationJson::Allowed => Authorization::Allowed,
+            AuthorizationJson::NeedsApproval { tier } => Authorization::NeedsApproval { tier },
+            AuthorizationJson::Denied {
+                reason,
+                message,
+                observation,
+            } => Authorization::Denied {
+                reason: match reason {
+                    DenyKind::NotVisible => DenyReason::NotVisible,
+                    DenyKind::InvalidArguments => {
+                        DenyReason::InvalidArguments(message.unwrap_or_default())
+                    }
+                    DenyKind::Policy => DenyReason::Policy(message.unwrap_or_default()),
+                },
+                observation,
+            },
+            AuthorizationJson::Unknown { observation } => Authorization::Unknown { observation },
         }
     }
 }
@@ -209,8 +301,9 @@ pub fn authorize(
 }
 
 /// `tools_changed`: what one agent may see changed (like MCP
-/// `notifications/tools/list_changed`, with the difference included).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `notifications/tools/list_changed`, with the difference included). JSON:
+/// `{"agent", "visible", "added", "removed"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolsChanged {
     /// The agent.
     pub agent: String,
@@ -222,8 +315,8 @@ pub struct ToolsChanged {
     pub removed: Vec<String>,
 }
 
-/// The host registered more agents than [`Gate::new`] allows.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// The host registered more agents than [`Gate::new`] allows. JSON: the limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 #[error("too many agents (at most {0})")]
 pub struct TooManyAgents(pub usize);
 

@@ -18,13 +18,16 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::gating::Context;
 use super::spec::ToolCall;
 
-/// How risky a call is, for the approval prompt (mobile `tier`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// How risky a call is, for the approval prompt (mobile `tier`). JSON: `"low"`, `"medium"`,
+/// `"high"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Tier {
     /// Reads, harmless commands.
     Low,
@@ -55,8 +58,9 @@ impl Tier {
     }
 }
 
-/// What a rule (or the default) says.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a rule (or the default) says. JSON: `"allow"`, `{"ask": "high"}`, `{"deny": "reason"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Action {
     /// Run it.
     Allow,
@@ -76,8 +80,11 @@ impl Action {
     }
 }
 
-/// When a rule applies to a call of its tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// When a rule applies to a call of its tool. JSON (as `tests/vectors/tools.json` writes it):
+/// `"always"`, `{"commands": [globs]}`, `{"arg": "name", "patterns": [globs]}`,
+/// `{"outside": [roots]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "ConditionJson", from = "ConditionJson")]
 #[non_exhaustive]
 pub enum Condition {
     /// Every call.
@@ -99,8 +106,10 @@ pub enum Condition {
     },
 }
 
-/// One rule: for calls of `tool` (`*` for any tool) under `when`, do `action`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One rule: for calls of `tool` (`*` for any tool) under `when`, do `action`. JSON:
+/// `{"tool", "when", "action"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Rule {
     /// The tool's name, or `*`.
     pub tool: String,
@@ -188,8 +197,9 @@ impl Rule {
     }
 }
 
-/// A rule could not be compiled.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A rule could not be compiled. JSON: externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum PolicyError {
     /// A glob does not parse.
@@ -203,6 +213,72 @@ pub enum PolicyError {
     /// A root is not an absolute path.
     #[error("root {0:?} is not an absolute path")]
     RelativeRoot(String),
+}
+
+/// [`Condition`]'s JSON.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum ConditionJson {
+    Always(AlwaysWord),
+    Commands(CommandsJson),
+    Arg(ArgJson),
+    Outside(OutsideJson),
+}
+
+#[derive(Serialize, Deserialize)]
+enum AlwaysWord {
+    #[serde(rename = "always")]
+    Always,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandsJson {
+    commands: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArgJson {
+    arg: String,
+    patterns: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutsideJson {
+    outside: Vec<String>,
+}
+
+impl From<Condition> for ConditionJson {
+    fn from(c: Condition) -> Self {
+        match c {
+            Condition::Always => ConditionJson::Always(AlwaysWord::Always),
+            Condition::CommandMatches(commands) => {
+                ConditionJson::Commands(CommandsJson { commands })
+            }
+            Condition::ArgMatches { arg, patterns } => {
+                ConditionJson::Arg(ArgJson { arg, patterns })
+            }
+            Condition::PathOutside { roots } => {
+                ConditionJson::Outside(OutsideJson { outside: roots })
+            }
+        }
+    }
+}
+
+impl From<ConditionJson> for Condition {
+    fn from(c: ConditionJson) -> Self {
+        match c {
+            ConditionJson::Always(_) => Condition::Always,
+            ConditionJson::Commands(c) => Condition::CommandMatches(c.commands),
+            ConditionJson::Arg(a) => Condition::ArgMatches {
+                arg: a.arg,
+                patterns: a.patterns,
+            },
+            ConditionJson::Outside(o) => Condition::PathOutside { roots: o.outside },
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -240,6 +316,11 @@ struct Memory {
 }
 
 /// Rules, a default, and remembered answers.
+///
+/// JSON: `{"default": action, "rules": [rule, ...], "max_remembered": n}` (`rules` and
+/// `max_remembered` may be left out; `default` may not, so a typo cannot open everything).
+/// Reading compiles every rule, so a bad glob or a relative root is a deserialization error.
+/// Remembered answers are state, not configuration: they are not written.
 #[derive(Debug, Clone)]
 pub struct Policy {
     rules: Vec<(Rule, Matcher)>,
@@ -363,6 +444,49 @@ impl Policy {
     /// How many answers are remembered.
     pub fn remembered_len(&self) -> usize {
         self.memory.decisions.len()
+    }
+}
+
+#[derive(Serialize)]
+struct PolicyOut<'a> {
+    default: &'a Action,
+    rules: Vec<&'a Rule>,
+    max_remembered: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyIn {
+    default: Action,
+    #[serde(default)]
+    rules: Vec<Rule>,
+    #[serde(default = "default_max_remembered")]
+    max_remembered: usize,
+}
+
+fn default_max_remembered() -> usize {
+    DEFAULT_MAX_REMEMBERED
+}
+
+impl Serialize for Policy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        PolicyOut {
+            default: &self.default,
+            rules: self.rules.iter().map(|(rule, _)| rule).collect(),
+            max_remembered: self.memory.max,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Policy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let json = PolicyIn::deserialize(d)?;
+        let mut policy = Policy::new(json.default).with_max_remembered(json.max_remembered);
+        for rule in json.rules {
+            policy.push(rule).map_err(serde::de::Error::custom)?;
+        }
+        Ok(policy)
     }
 }
 

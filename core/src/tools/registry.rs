@@ -8,8 +8,8 @@ use super::builtin;
 use super::gating::{Context, Visibility};
 use super::spec::ToolSpec;
 
-/// A registered tool.
-#[derive(Debug, Clone, PartialEq)]
+/// A registered tool. JSON: `{"spec": tool spec, "visibility": ...}`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
     /// What the model sees.
     pub spec: ToolSpec,
@@ -17,8 +17,9 @@ pub struct Entry {
     pub visibility: Visibility,
 }
 
-/// Why a registration was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a registration was refused. JSON: externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RegistryError {
     /// A tool of that name is registered already.

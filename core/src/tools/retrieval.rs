@@ -61,8 +61,8 @@ struct Doc {
     len: f64,
 }
 
-/// A ranked tool.
-#[derive(Debug, Clone, PartialEq)]
+/// A ranked tool. JSON: `{"name", "score"}`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Scored {
     /// The tool.
     pub name: String,
@@ -70,17 +70,47 @@ pub struct Scored {
     pub score: f64,
 }
 
-/// A semantic score from the host, passed by value with the query.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// A semantic score from the host, passed by value with the query. JSON: `"none"`,
+/// `{"scores": {"name": 0.8, ...}}` (in that order), `{"query_embedding": [0.1, ...]}`.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum HostScores {
     /// Lexical only.
     #[default]
     None,
     /// The host's own scores in [0, 1] by tool name (missing tools score 0).
-    Scores(Vec<(String, f64)>),
+    Scores(#[serde(with = "pairs_as_map")] Vec<(String, f64)>),
     /// The query's embedding; cosine similarity with each tool's stored embedding, mapped
     /// from [-1, 1] to [0, 1] (tools without one score 0).
     QueryEmbedding(Vec<f32>),
+}
+
+/// Name → score pairs as a JSON object, keeping their order.
+mod pairs_as_map {
+    use serde::de::{MapAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(pairs: &[(String, f64)], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, f64)>, D::Error> {
+        struct Pairs;
+        impl<'de> Visitor<'de> for Pairs {
+            type Value = Vec<(String, f64)>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of tool names to scores")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(0).min(1024));
+                while let Some(pair) = map.next_entry()? {
+                    pairs.push(pair);
+                }
+                Ok(pairs)
+            }
+        }
+        d.deserialize_map(Pairs)
+    }
 }
 
 /// The search index over a set of tools.

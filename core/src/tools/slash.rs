@@ -21,8 +21,10 @@ use super::registry::Registry;
 use super::spec::{ToolCall, ToolSpec};
 use crate::ids::IdGenerator;
 
-/// Why a line is not a usable slash command.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a line is not a usable slash command. JSON: externally tagged, snake_case
+/// (`"not_a_command"`, `{"unknown_command": {"name", "available"}}`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SlashError {
     /// The line does not start with `/` (send it to the model instead).

@@ -19,8 +19,9 @@ pub struct ToolSpec {
     pub input_schema: Value,
 }
 
-/// Why a [`ToolSpec`] was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a [`ToolSpec`] was refused. JSON: externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SpecError {
     /// The name is empty, too long, or has characters some provider refuses.

@@ -3,6 +3,8 @@
 
 use std::collections::VecDeque;
 
+use serde::{Deserialize, Serialize};
+
 use super::approvals::{
     ApprovalConfig, ApprovalDecided, ApprovalError, ApprovalRequest, ApprovalResponse, Approvals,
 };
@@ -13,8 +15,10 @@ use super::providers::ToolRequest;
 use super::registry::{Entry, Registry, RegistryError};
 use super::spec::{ToolCall, ToolSpec};
 
-/// Limits.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Limits. JSON: `{"max_agents", "approvals": {"timeout_ms", "max_pending"}}`; missing fields
+/// take the defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Config {
     /// Agents tracked at most (default 1024).
     pub max_agents: usize,
@@ -31,8 +35,10 @@ impl Default for Config {
     }
 }
 
-/// Something the host should learn.
-#[derive(Debug, Clone, PartialEq)]
+/// Something the host should learn. JSON: externally tagged, snake_case
+/// (`{"tools_changed": {...}}`, `{"approval_requested": {...}}`, `{"approval_decided": {...}}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Event {
     /// An agent's visible tools changed: rebuild its tool list (send MCP
@@ -45,8 +51,9 @@ pub enum Event {
     ApprovalDecided(ApprovalDecided),
 }
 
-/// What [`Toolbox::poll_output`] answers.
-#[derive(Debug, Clone, PartialEq)]
+/// What [`Toolbox::poll_output`] answers. JSON: `{"event": ...}` or `{"timeout": ms}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 // An event is moved out once and is rare next to the work around it: boxing would only add an
 // allocation per event.
@@ -59,8 +66,10 @@ pub enum Output {
     Timeout(u64),
 }
 
-/// What to do with a call now.
-#[derive(Debug, Clone, PartialEq)]
+/// What to do with a call now. JSON: `"run"`, `{"refuse": {"observation"}}`,
+/// `{"pending": {"approval_id"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Verdict {
     /// Run it.
@@ -77,8 +86,9 @@ pub enum Verdict {
     },
 }
 
-/// Host misuse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Host misuse. JSON: externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ToolboxError {
     /// See [`TooManyAgents`].

@@ -36,16 +36,21 @@ use serde_json::{Map, Value};
 use super::spec::{ToolCall, ToolSpec};
 use crate::ids::IdGenerator;
 
-/// The APIs deskwire speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The APIs deskwire speaks. JSON: `"openai_chat"`, `"openai_responses"`, `"anthropic"`,
+/// `"gemini"` (as [`Provider::name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Provider {
     /// OpenAI Chat Completions.
+    #[serde(rename = "openai_chat")]
     OpenAiChat,
     /// OpenAI Responses.
+    #[serde(rename = "openai_responses")]
     OpenAiResponses,
     /// Anthropic Messages.
+    #[serde(rename = "anthropic")]
     Anthropic,
     /// Google Gemini `generateContent`.
+    #[serde(rename = "gemini")]
     Gemini,
 }
 
@@ -74,8 +79,10 @@ impl Provider {
     }
 }
 
-/// Whether and which tool the model must call.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Whether and which tool the model must call. JSON: `"auto"`, `"none"`, `"required"`,
+/// `{"tool": "name"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
     /// The model decides.
     #[default]
@@ -265,8 +272,9 @@ impl ProviderResponse {
     }
 }
 
-/// What went wrong reading a provider's response.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// What went wrong reading a provider's response. JSON: externally tagged, snake_case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ParseError {
     /// Not JSON.
@@ -283,8 +291,10 @@ pub enum ParseError {
     TooLarge(&'static str),
 }
 
-/// Bounds on what a (streamed) response may make the parser hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Bounds on what a (streamed) response may make the parser hold. JSON: the fields by name;
+/// missing ones take the defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Limits {
     /// Bytes of text, argument fragments and SSE lines held at most (default 16 MiB).
     pub max_bytes: usize,
