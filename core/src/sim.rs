@@ -3,6 +3,14 @@
 //! disconnects for them), trims trailing whitespace from what it receives (ngircd's
 //! `ngt_TrimStr`), cuts relayed lines over 512 bytes the way ngircd does (`[CUT]`), and can inject
 //! channel noise. For tests, demos and examples; it does no I/O.
+//!
+//! [`Relay`] moves whole lines between nicks, for the bare OA1 endpoints; [`Network`] is a whole
+//! in-memory IRC server over raw bytes (registration, `JOIN`, `PING`), for the per-connection
+//! engines.
+
+mod network;
+
+pub use network::{ClientId, MAX_PENDING_BYTES, Network};
 
 use std::collections::VecDeque;
 
@@ -62,7 +70,7 @@ pub struct Relay {
     stats: RelayStats,
 }
 
-const NOISE: &[&str] = &[
+pub(crate) const NOISE: &[&str] = &[
     ":chatty!~chat@lounge.example PRIVMSG {chan} :anyone seen the build logs?",
     ":chatty!~chat@lounge.example PRIVMSG {chan} :OA1 RES {id} 1 0 spoofed answer",
     ":chatty!~chat@lounge.example PRIVMSG {chan} :OA1 garbage frame",
@@ -138,16 +146,8 @@ impl Relay {
             return Ok(());
         }
         let mut relayed = format!(":{} {}", sender.prefix(), line);
-        let with_crlf = relayed.len() + 2;
-        self.stats.longest_line = self.stats.longest_line.max(with_crlf);
-        if with_crlf > MAX_LINE_BYTES {
-            // ngircd cuts by bytes (even inside a UTF-8 sequence) and appends "[CUT]".
-            let mut cut = MAX_LINE_BYTES - 2 - "[CUT]".len();
-            while !relayed.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            relayed.truncate(cut);
-            relayed.push_str("[CUT]");
+        self.stats.longest_line = self.stats.longest_line.max(relayed.len() + 2);
+        if cut_relayed(&mut relayed) {
             self.stats.cut_lines += 1;
         }
         for m in self.members.iter_mut().filter(|m| m.nick != from) {
@@ -191,6 +191,22 @@ impl Relay {
     pub fn stats(&self) -> RelayStats {
         self.stats
     }
+}
+
+/// Cuts a relayed line that would be over 512 bytes with its CRLF the way ngircd does (by bytes,
+/// ending in `[CUT]`; ngircd may even split a UTF-8 sequence, this keeps the text valid).
+/// Returns whether it cut.
+pub(crate) fn cut_relayed(relayed: &mut String) -> bool {
+    if relayed.len() + 2 <= MAX_LINE_BYTES {
+        return false;
+    }
+    let mut cut = MAX_LINE_BYTES - 2 - "[CUT]".len();
+    while !relayed.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    relayed.truncate(cut);
+    relayed.push_str("[CUT]");
+    true
 }
 
 #[cfg(test)]

@@ -34,6 +34,8 @@
 
 use std::collections::VecDeque;
 
+use serde::{Deserialize, Serialize};
+
 use super::DEFAULT_MAX_LINE_BYTES;
 use super::identity::{Identity, MAX_LINE_BYTES};
 use super::message::{self, Message};
@@ -46,7 +48,11 @@ pub const KEEPALIVE_TOKEN: &str = "deskwire";
 const MAX_OUTGOING: usize = MAX_LINE_BYTES - 2;
 
 /// How to register and what to join.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// As JSON only `nick` is required; `user` defaults to the nick and the rest to
+/// [`SessionConfig::new`]'s values. Unknown keys are refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "SessionConfigJson")]
 pub struct SessionConfig {
     /// The nick to ask for first.
     pub nick: String,
@@ -67,6 +73,49 @@ pub struct SessionConfig {
     pub ping_timeout_ms: u64,
     /// Longest line accepted from the server, CRLF included; longer lines are ignored and counted.
     pub max_line_bytes: usize,
+}
+
+/// [`SessionConfig`] as JSON gives it: the defaults fill what is missing.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionConfigJson {
+    nick: String,
+    user: Option<String>,
+    realname: Option<String>,
+    password: Option<String>,
+    #[serde(default)]
+    channels: Vec<String>,
+    max_nick_attempts: Option<u32>,
+    ping_interval_ms: Option<u64>,
+    ping_timeout_ms: Option<u64>,
+    max_line_bytes: Option<usize>,
+}
+
+impl From<SessionConfigJson> for SessionConfig {
+    fn from(json: SessionConfigJson) -> Self {
+        let mut config = SessionConfig::new(&json.nick, &[]);
+        config.channels = json.channels;
+        config.password = json.password;
+        if let Some(user) = json.user {
+            config.user = user;
+        }
+        if let Some(realname) = json.realname {
+            config.realname = realname;
+        }
+        if let Some(n) = json.max_nick_attempts {
+            config.max_nick_attempts = n;
+        }
+        if let Some(ms) = json.ping_interval_ms {
+            config.ping_interval_ms = ms;
+        }
+        if let Some(ms) = json.ping_timeout_ms {
+            config.ping_timeout_ms = ms;
+        }
+        if let Some(n) = json.max_line_bytes {
+            config.max_line_bytes = n;
+        }
+        config
+    }
 }
 
 impl SessionConfig {
@@ -109,8 +158,9 @@ impl SessionConfig {
     }
 }
 
-/// Something the host should know about.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Something the host should know about. As JSON: `{"joined": {"channel": "#desk"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SessionEvent {
     /// The server accepted us (`001`) under this nick; the configured channels are being joined.
@@ -164,8 +214,9 @@ pub enum SessionEvent {
     },
 }
 
-/// Why a session ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a session ended. As JSON: `"timed_out"` or `{"server_closed": {"message": ...}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum DisconnectReason {
     /// The server closed the link with `ERROR`.
@@ -175,6 +226,8 @@ pub enum DisconnectReason {
     },
     /// Nothing arrived for `ping_timeout_ms` after a keepalive `PING`.
     TimedOut,
+    /// The host said the connection closed or failed ([`Session::handle_eof`]).
+    ConnectionLost,
     /// Every nick tried was taken or refused before registration.
     NickUnavailable,
     /// The host called [`Session::quit`].
@@ -234,7 +287,7 @@ pub enum SessionError {
 }
 
 /// Counters, for logs and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct SessionStats {
     /// Lines received (all of them, ignored ones included).
@@ -362,16 +415,7 @@ impl Session {
         while let Some(decoded) = decoder.next_line() {
             match decoded {
                 DecodedLine::Line(line) => self.handle_line(now_ms, line),
-                _ => {
-                    self.stats.lines_received += 1;
-                    if self.state == State::Closed {
-                        self.stats.ignored_after_close += 1;
-                    } else {
-                        // An over-long line is still a sign of life.
-                        self.note_activity(now_ms);
-                        self.stats.ignored_too_long += 1;
-                    }
-                }
+                _ => self.note_too_long(now_ms),
             }
         }
         self.decoder = decoder;
@@ -396,6 +440,38 @@ impl Session {
         match Message::parse(content) {
             Ok(msg) => self.handle_message(&msg),
             Err(_) => self.stats.ignored_invalid += 1,
+        }
+    }
+
+    /// The connection closed or failed: the session ends with
+    /// [`DisconnectReason::ConnectionLost`] (nothing happens when it had already ended).
+    pub fn handle_eof(&mut self, now_ms: u64) {
+        let _ = now_ms;
+        if self.state != State::Closed {
+            self.close(DisconnectReason::ConnectionLost);
+        }
+    }
+
+    /// An over-long line was dropped before it reached the session: count it; it is still a
+    /// sign of life.
+    pub(crate) fn note_too_long(&mut self, now_ms: u64) {
+        self.stats.lines_received += 1;
+        if self.state == State::Closed {
+            self.stats.ignored_after_close += 1;
+        } else {
+            self.note_activity(now_ms);
+            self.stats.ignored_too_long += 1;
+        }
+    }
+
+    /// Takes note of a line already known to be someone else's relayed `PRIVMSG` (the OA1
+    /// endpoints' fast path): it only keeps the link alive, so it is not parsed again.
+    pub(crate) fn handle_relayed(&mut self, now_ms: u64) {
+        self.stats.lines_received += 1;
+        if self.state == State::Closed {
+            self.stats.ignored_after_close += 1;
+        } else {
+            self.note_activity(now_ms);
         }
     }
 

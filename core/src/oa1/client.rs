@@ -242,6 +242,34 @@ impl Client {
         Output::Timeout(deadline.max(now))
     }
 
+    /// Holds outgoing lines back (`true`) or lets them go (`false`). While held, requests are
+    /// accepted and queue up; their timeouts run. For hosts that must not send before their IRC
+    /// client is in the channel; [`super::Desk`] does this by itself.
+    pub fn set_held(&mut self, held: bool) {
+        self.link.set_held(held);
+    }
+
+    /// The connection is gone: every request in flight fails with [`Failure::Disconnected`] and
+    /// queued lines are dropped (no `CANCEL` can reach the remote any more).
+    pub fn disconnect(&mut self, now: u64) {
+        let _ = now;
+        let mut ids: Vec<String> = self.requests.drain().map(|(id, _)| id).collect();
+        ids.sort();
+        for id in ids {
+            self.reassembler.finish_id(&id);
+            self.link.events.push_back(Event::Failed {
+                id,
+                failure: Failure::Disconnected,
+            });
+        }
+        self.link.clear_queue();
+    }
+
+    /// Whether the last line handled was someone else's relayed `PRIVMSG`.
+    pub(crate) fn last_was_relayed(&self) -> bool {
+        self.link.last_was_relayed
+    }
+
     /// Counters and the bytes buffered right now.
     pub fn stats(&self) -> Stats {
         let mut stats = self.link.stats;

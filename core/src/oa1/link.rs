@@ -26,6 +26,11 @@ pub(crate) struct Link {
     pacer: TokenBucket,
     outbox: VecDeque<Queued>,
     outbox_bytes: usize,
+    /// While held, lines stay queued: the connection is not in the channel yet (or lost it).
+    held: bool,
+    /// Whether the last line given to `accept` was someone else's relayed `PRIVMSG` (the fast
+    /// path), which an IRC session helper need not parse again.
+    pub(crate) last_was_relayed: bool,
 }
 
 impl Link {
@@ -38,6 +43,8 @@ impl Link {
             events: VecDeque::new(),
             outbox: VecDeque::new(),
             outbox_bytes: 0,
+            held: false,
+            last_was_relayed: false,
         }
     }
 
@@ -49,6 +56,7 @@ impl Link {
     /// message once, which costs a fifth of checking every line.
     pub(crate) fn accept<'a>(&mut self, line: &'a [u8]) -> Option<(&'a str, Frame<'a, [u8]>)> {
         self.stats.lines_in += 1;
+        self.last_was_relayed = false;
         if line.len() > self.config.max_line_bytes {
             self.stats.invalid_lines += 1;
             self.stats.ignored += 1;
@@ -58,6 +66,7 @@ impl Link {
         // and everything else go through the full parser so the identity can learn from them.
         let (sender, target, text, mine) = match Privmsg::parse(line) {
             Some(msg) if !self.identity.is_me(msg.source.nick) => {
+                self.last_was_relayed = true;
                 (msg.source.nick, msg.target, msg.text, false)
             }
             _ => {
@@ -169,8 +178,24 @@ impl Link {
         self.outbox_bytes = self.outbox.iter().map(|q| q.line.len()).sum();
     }
 
+    /// Whether queued lines wait for a pacing token (not for the hold to end).
     pub(crate) fn has_queued(&self) -> bool {
-        !self.outbox.is_empty()
+        !self.held && !self.outbox.is_empty()
+    }
+
+    /// Holds lines back, or lets them go again.
+    pub(crate) fn set_held(&mut self, held: bool) {
+        self.held = held;
+    }
+
+    pub(crate) fn is_held(&self) -> bool {
+        self.held
+    }
+
+    /// Drops every queued line (the connection is gone).
+    pub(crate) fn clear_queue(&mut self) {
+        self.outbox.clear();
+        self.outbox_bytes = 0;
     }
 
     pub(crate) fn queued_bytes(&self) -> usize {
@@ -189,7 +214,7 @@ impl Link {
 
     /// The next queued line, if pacing lets it go now.
     pub(crate) fn take_queued(&mut self, now: u64) -> Option<String> {
-        if self.outbox.is_empty() || !self.pacer.try_take(now) {
+        if self.held || self.outbox.is_empty() || !self.pacer.try_take(now) {
             return None;
         }
         let queued = self.outbox.pop_front()?;

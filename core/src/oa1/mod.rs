@@ -18,18 +18,27 @@
 
 pub mod chunk;
 mod client;
+pub mod connection;
 pub mod escape;
 pub mod frame;
 mod link;
 pub mod pacing;
 pub mod reassembly;
 pub mod remote_bash;
+mod roles;
 mod server;
+
+use serde::{Deserialize, Serialize};
 
 pub use crate::ids::IdGenerator;
 pub use client::Client;
+pub use connection::{
+    ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState, ConnectionStats, Desk,
+    LinkEvent, Remote,
+};
 pub use frame::{Frame, FrameType};
 pub use pacing::Pacing;
+pub use roles::{Requester, Responder};
 pub use server::Server;
 
 /// The marker appended to a response cut at the size cap (spec §10.1).
@@ -39,7 +48,11 @@ pub const TRUNCATION_MARKER: &str = "\n...[truncated]...";
 pub const IDLE_WAIT_MS: u64 = 60_000;
 
 /// Endpoint configuration. Every limit has the spec's default.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// As JSON (`tests/vectors/oa1.json`) `channel` and `nick` are required and every other key
+/// defaults to [`Config::new`]'s value; unknown keys are refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "ConfigJson")]
 pub struct Config {
     /// The desk channel (frames elsewhere are ignored; lines go there).
     pub channel: String,
@@ -90,6 +103,48 @@ impl Config {
     }
 }
 
+/// [`Config`] as JSON gives it: the defaults fill what is missing.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigJson {
+    channel: String,
+    nick: String,
+    #[serde(default)]
+    allowed_sender: Option<String>,
+    max_frame_payload_bytes: Option<usize>,
+    adaptive_payload: Option<bool>,
+    max_message_bytes: Option<usize>,
+    max_streams: Option<usize>,
+    request_timeout_ms: Option<u64>,
+    partial_timeout_ms: Option<u64>,
+    pacing: Option<Pacing>,
+    max_line_bytes: Option<usize>,
+    finished_memory: Option<usize>,
+    flush_delay_ms: Option<u64>,
+}
+
+impl From<ConfigJson> for Config {
+    fn from(json: ConfigJson) -> Self {
+        let d = Config::new(&json.channel, &json.nick);
+        Config {
+            allowed_sender: json.allowed_sender,
+            max_frame_payload_bytes: json
+                .max_frame_payload_bytes
+                .unwrap_or(d.max_frame_payload_bytes),
+            adaptive_payload: json.adaptive_payload.unwrap_or(d.adaptive_payload),
+            max_message_bytes: json.max_message_bytes.unwrap_or(d.max_message_bytes),
+            max_streams: json.max_streams.unwrap_or(d.max_streams),
+            request_timeout_ms: json.request_timeout_ms.unwrap_or(d.request_timeout_ms),
+            partial_timeout_ms: json.partial_timeout_ms.unwrap_or(d.partial_timeout_ms),
+            pacing: json.pacing.unwrap_or(d.pacing),
+            max_line_bytes: json.max_line_bytes.unwrap_or(d.max_line_bytes),
+            finished_memory: json.finished_memory.unwrap_or(d.finished_memory),
+            flush_delay_ms: json.flush_delay_ms.unwrap_or(d.flush_delay_ms),
+            ..d
+        }
+    }
+}
+
 /// A reassembled message as text, as the engines make it: moved when it is UTF-8, invalid
 /// sequences replaced with U+FFFD otherwise (lines are not checked one by one; see
 /// [`Frame::parse_bytes`]).
@@ -111,8 +166,10 @@ pub const DEFAULT_PACING: Pacing = Pacing {
     interval_ms: 1000,
 };
 
-/// What an endpoint wants from the host next.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What an endpoint wants from the host next. As JSON: `{"transmit": line}`,
+/// `{"event": {...}}` or `{"timeout": ms}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Output {
     /// Write this IRC line (without CRLF; append `"\r\n"` on a raw socket).
     Transmit(String),
@@ -123,6 +180,10 @@ pub enum Output {
 }
 
 /// Something the application should learn.
+///
+/// As JSON (`tests/vectors/oa1.json`): `{"response": {"id", "text", "truncated"}}`,
+/// `{"failed": {"id", "error": code, "message"}}`, `{"request": {"id", "sender", "payload"}}`,
+/// `{"cancelled": {"id", "reason"}}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
@@ -161,6 +222,49 @@ pub enum Event {
     },
 }
 
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStructVariant;
+        match self {
+            Event::Response {
+                id,
+                text,
+                truncated,
+            } => {
+                let mut v = serializer.serialize_struct_variant("Event", 0, "response", 3)?;
+                v.serialize_field("id", id)?;
+                v.serialize_field("text", text)?;
+                v.serialize_field("truncated", truncated)?;
+                v.end()
+            }
+            Event::Failed { id, failure } => {
+                let mut v = serializer.serialize_struct_variant("Event", 1, "failed", 3)?;
+                v.serialize_field("id", id)?;
+                v.serialize_field("error", failure.code())?;
+                v.serialize_field("message", &failure.message())?;
+                v.end()
+            }
+            Event::Request {
+                id,
+                sender,
+                payload,
+            } => {
+                let mut v = serializer.serialize_struct_variant("Event", 2, "request", 3)?;
+                v.serialize_field("id", id)?;
+                v.serialize_field("sender", sender)?;
+                v.serialize_field("payload", payload)?;
+                v.end()
+            }
+            Event::Cancelled { id, reason } => {
+                let mut v = serializer.serialize_struct_variant("Event", 3, "cancelled", 2)?;
+                v.serialize_field("id", id)?;
+                v.serialize_field("reason", reason)?;
+                v.end()
+            }
+        }
+    }
+}
+
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -176,6 +280,8 @@ pub enum Failure {
     Timeout,
     /// A chunk of the response never arrived (the gap outlived the partial timeout).
     Incomplete,
+    /// The IRC connection ended before the response arrived.
+    Disconnected,
 }
 
 impl Failure {
@@ -185,6 +291,7 @@ impl Failure {
             Failure::Remote { code, .. } => code,
             Failure::Timeout => "timeout",
             Failure::Incomplete => "incomplete",
+            Failure::Disconnected => "disconnected",
         }
     }
 
@@ -194,6 +301,7 @@ impl Failure {
             Failure::Remote { message, .. } => message.clone(),
             Failure::Timeout => "no complete response before the request timeout".to_owned(),
             Failure::Incomplete => "a chunk of the response never arrived".to_owned(),
+            Failure::Disconnected => "the IRC connection ended before the response".to_owned(),
         }
     }
 
@@ -243,10 +351,28 @@ pub enum LocalError {
     /// The channel and nick leave too little room in a line for any payload.
     #[error("no room for a payload in a line to {0:?}")]
     NoRoom(String),
+    /// The IRC connection has ended; make a new engine for a new connection.
+    #[error("the IRC connection has ended")]
+    Closed,
+}
+
+impl LocalError {
+    /// The error's name as the conformance vectors and the bindings write it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LocalError::TooLarge { .. } => "too_large",
+            LocalError::TooManyInFlight(_) => "too_many_in_flight",
+            LocalError::UnknownRequest(_) => "unknown_request",
+            LocalError::AlreadyFinished(_) => "already_finished",
+            LocalError::InvalidErrorCode(_) => "invalid_error_code",
+            LocalError::NoRoom(_) => "no_room",
+            LocalError::Closed => "closed",
+        }
+    }
 }
 
 /// Counters an endpoint keeps. `bytes_buffered` is a gauge; the rest only grow.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
     /// Lines handed to `handle_line`.
     pub lines_in: u64,

@@ -4,8 +4,9 @@
 //! Implemented as GCRA (a virtual scheduling clock), which is a token bucket of `burst` tokens
 //! refilled one per `interval_ms`, kept as one number.
 
-/// Token-bucket settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Token-bucket settings. As JSON: `{"burst": 3, "interval_ms": 1000}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Pacing {
     /// Lines that may go out back to back after a quiet period.
     pub burst: u32,

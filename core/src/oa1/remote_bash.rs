@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 
-use super::{Client, Event, Failure, LocalError};
+use super::{Event, Failure, LocalError, Requester};
 
 /// The tool name the model sees.
 pub const TOOL_NAME: &str = "RemoteBash";
@@ -62,8 +62,13 @@ impl RemoteBashArgs {
     }
 }
 
-/// Starts a `RemoteBash` call on `client`: returns the request id whose event answers it.
-pub fn call(client: &mut Client, now: u64, args_json: &str) -> Result<String, ArgsError> {
+/// Starts a `RemoteBash` call on `client` (a [`Client`](super::Client) or a
+/// [`Desk`](super::Desk)): returns the request id whose event answers it.
+pub fn call<R: Requester + ?Sized>(
+    client: &mut R,
+    now: u64,
+    args_json: &str,
+) -> Result<String, ArgsError> {
     let args = RemoteBashArgs::parse(args_json)?;
     let timeout_ms = args.timeout_sec.map(|s| s.saturating_mul(1000));
     Ok(client.request(now, &args.command, timeout_ms)?)

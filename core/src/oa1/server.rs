@@ -259,6 +259,9 @@ impl Server {
 
     /// The next frame of the first reply due, round robin. Takes a pacing token.
     fn take_reply_frame(&mut self, now: u64) -> Option<String> {
+        if self.link.is_held() {
+            return None;
+        }
         let pos = (0..self.replies.len()).find(|&i| self.flush_due(&self.replies[i], now))?;
         if !self.link.try_take_token(now) {
             return None;
@@ -318,7 +321,7 @@ impl Server {
         if self.link.has_queued() {
             deadline = deadline.min(ready);
         }
-        for reply in &self.replies {
+        for reply in self.replies.iter().filter(|_| !self.link.is_held()) {
             if self.flush_due(reply, now) {
                 deadline = deadline.min(ready);
             } else if let Some(t) = reply.waiting_since {
@@ -330,6 +333,32 @@ impl Server {
             deadline = deadline.min(d);
         }
         Output::Timeout(deadline.max(now))
+    }
+
+    /// Holds outgoing lines back (`true`) or lets them go (`false`). While held, requests still
+    /// arrive and answers still queue; nothing is transmitted. For hosts that must not send before
+    /// their IRC client is in the channel; [`super::Remote`] does this by itself.
+    pub fn set_held(&mut self, held: bool) {
+        self.link.set_held(held);
+    }
+
+    /// The connection is gone: every request in progress ends with [`Event::Cancelled`] (reason
+    /// `"disconnected"`), so the application stops its work, and queued lines are dropped.
+    pub fn disconnect(&mut self, now: u64) {
+        let _ = now;
+        for reply in std::mem::take(&mut self.replies) {
+            self.link.events.push_back(Event::Cancelled {
+                id: reply.id,
+                reason: "disconnected".to_owned(),
+            });
+        }
+        self.reassembler = Reassembler::new(*self.reassembler.limits());
+        self.link.clear_queue();
+    }
+
+    /// Whether the last line handled was someone else's relayed `PRIVMSG`.
+    pub(crate) fn last_was_relayed(&self) -> bool {
+        self.link.last_was_relayed
     }
 
     /// Counters and the bytes buffered right now.

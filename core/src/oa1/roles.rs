@@ -1,0 +1,78 @@
+//! The two roles of OA1 as traits, so code that only asks or only answers (the `RemoteBash`
+//! glue, an executor) works the same over the bare endpoints ([`Client`], [`Server`]) and the
+//! per-connection engines ([`Desk`], [`Remote`]).
+
+use super::{Client, Desk, LocalError, Remote, Server};
+
+/// The asking side: the desk.
+pub trait Requester {
+    /// Sends `payload` as a new request; `timeout_ms` overrides the configured request timeout.
+    /// Returns the id its events will carry.
+    fn request(
+        &mut self,
+        now: u64,
+        payload: &str,
+        timeout_ms: Option<u64>,
+    ) -> Result<String, LocalError>;
+
+    /// Cancels a request in flight: no event comes for it, and the remote is sent a `CANCEL`.
+    fn cancel(&mut self, now: u64, id: &str, reason: &str) -> Result<(), LocalError>;
+}
+
+/// The answering side: the remote.
+pub trait Responder {
+    /// Streams more output of request `id`.
+    fn send(&mut self, now: u64, id: &str, output: &str) -> Result<(), LocalError>;
+
+    /// Ends the response of request `id` once its output has gone out.
+    fn finish(&mut self, now: u64, id: &str) -> Result<(), LocalError>;
+
+    /// Answers request `id` with `ERR code: message`.
+    fn fail(&mut self, now: u64, id: &str, code: &str, message: &str) -> Result<(), LocalError>;
+}
+
+macro_rules! requester {
+    ($($t:ty),*) => {$(
+        impl Requester for $t {
+            fn request(
+                &mut self,
+                now: u64,
+                payload: &str,
+                timeout_ms: Option<u64>,
+            ) -> Result<String, LocalError> {
+                <$t>::request(self, now, payload, timeout_ms)
+            }
+
+            fn cancel(&mut self, now: u64, id: &str, reason: &str) -> Result<(), LocalError> {
+                <$t>::cancel(self, now, id, reason)
+            }
+        }
+    )*};
+}
+
+macro_rules! responder {
+    ($($t:ty),*) => {$(
+        impl Responder for $t {
+            fn send(&mut self, now: u64, id: &str, output: &str) -> Result<(), LocalError> {
+                <$t>::send(self, now, id, output)
+            }
+
+            fn finish(&mut self, now: u64, id: &str) -> Result<(), LocalError> {
+                <$t>::finish(self, now, id)
+            }
+
+            fn fail(
+                &mut self,
+                now: u64,
+                id: &str,
+                code: &str,
+                message: &str,
+            ) -> Result<(), LocalError> {
+                <$t>::fail(self, now, id, code, message)
+            }
+        }
+    )*};
+}
+
+requester!(Client, Desk);
+responder!(Server, Remote);

@@ -1,0 +1,452 @@
+//! The per-connection engines (`oa1::Desk`, `oa1::Remote`) against the in-memory IRC server
+//! (`sim::Network`), on a virtual clock: the join orders, requests made before registration,
+//! the end of the connection, kicks, and the JSON shapes the bindings see.
+
+use deskwire::irc::{DisconnectReason, SessionEvent};
+use deskwire::oa1::{
+    ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, Failure,
+    LinkEvent, LocalError, Pacing, Remote,
+};
+use deskwire::sim::{ClientId, Network};
+
+/// What one drain of `poll_output` gave: the bytes written, the events, the deadline.
+#[derive(Debug, Default)]
+struct Drain {
+    lines: Vec<String>,
+    events: Vec<ConnectionEvent>,
+    deadline: u64,
+}
+
+impl Drain {
+    fn has_line(&self, prefix: &str) -> bool {
+        self.lines.iter().any(|l| l.starts_with(prefix))
+    }
+
+    fn has_event(&self, event: &ConnectionEvent) -> bool {
+        self.events.contains(event)
+    }
+}
+
+trait Engine {
+    fn handle_bytes(&mut self, now: u64, bytes: &[u8]);
+    fn poll_output(&mut self, now: u64) -> ConnectionOutput;
+    fn state(&self) -> ConnectionState;
+}
+
+macro_rules! engine {
+    ($($t:ty),*) => {$(
+        impl Engine for $t {
+            fn handle_bytes(&mut self, now: u64, bytes: &[u8]) {
+                <$t>::handle_bytes(self, now, bytes)
+            }
+            fn poll_output(&mut self, now: u64) -> ConnectionOutput {
+                <$t>::poll_output(self, now)
+            }
+            fn state(&self) -> ConnectionState {
+                <$t>::state(self)
+            }
+        }
+    )*};
+}
+engine!(Desk, Remote);
+
+/// Drains the engine once, writing what it transmits into the network.
+fn drain(engine: &mut dyn Engine, net: &mut Network, client: ClientId, now: u64) -> Drain {
+    let mut drain = Drain::default();
+    loop {
+        match engine.poll_output(now) {
+            ConnectionOutput::Transmit(bytes) => {
+                assert!(
+                    bytes.ends_with(b"\r\n"),
+                    "a transmit is one line with its CRLF"
+                );
+                assert!(bytes.len() <= 512, "{} bytes", bytes.len());
+                net.handle_bytes(client, &bytes);
+                drain
+                    .lines
+                    .push(String::from_utf8(bytes).unwrap().trim_end().to_owned());
+            }
+            ConnectionOutput::Event(event) => drain.events.push(event),
+            ConnectionOutput::Timeout(deadline) => {
+                assert!(deadline >= now);
+                drain.deadline = deadline;
+                return drain;
+            }
+        }
+    }
+}
+
+/// Delivers what the network has for `client` and drains the engine once.
+fn step(engine: &mut dyn Engine, net: &mut Network, client: ClientId, now: u64) -> Drain {
+    let bytes = net.take_bytes(client);
+    if !bytes.is_empty() {
+        engine.handle_bytes(now, &bytes);
+    }
+    drain(engine, net, client, now)
+}
+
+fn desk_config() -> ConnectionConfig {
+    let mut config = ConnectionConfig::new("desk", "#desk");
+    config.oa1.allowed_sender = Some("deskbot".into());
+    config.oa1.pacing = Pacing::UNLIMITED;
+    config
+}
+
+fn remote_config() -> ConnectionConfig {
+    let mut config = ConnectionConfig::new("deskbot", "#desk");
+    config.oa1.allowed_sender = Some("desk".into());
+    config.oa1.pacing = Pacing::UNLIMITED;
+    config
+}
+
+fn ready() -> ConnectionEvent {
+    ConnectionEvent::Link(LinkEvent::StateChanged {
+        state: ConnectionState::Ready,
+    })
+}
+
+/// Steps the engine until it is ready (at most a few round trips with the server).
+fn bring_up(engine: &mut dyn Engine, net: &mut Network, client: ClientId, now: u64) {
+    for _ in 0..5 {
+        step(engine, net, client, now);
+        if engine.state() == ConnectionState::Ready {
+            return;
+        }
+    }
+    panic!("not ready: {:?}", engine.state());
+}
+
+/// Steps both ends until the desk reports an OA1 event; returns it.
+fn run_until_desk_event(
+    desk: &mut Desk,
+    remote: &mut Remote,
+    net: &mut Network,
+    (d, r): (ClientId, ClientId),
+    now: u64,
+) -> Event {
+    for _ in 0..20 {
+        let from_remote = step(remote, net, r, now);
+        for event in from_remote.events {
+            if let ConnectionEvent::Oa1(Event::Request { id, payload, .. }) = event {
+                remote
+                    .respond(now, &id, &format!("ran: {payload}\n"))
+                    .unwrap();
+            }
+        }
+        step(remote, net, r, now);
+        for event in step(desk, net, d, now).events {
+            if let ConnectionEvent::Oa1(event) = event {
+                return event;
+            }
+        }
+    }
+    panic!("no answer");
+}
+
+#[test]
+fn a_request_made_before_registration_leaves_in_the_drain_that_reports_the_join() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("10.0.0.1"), net.connect("10.0.0.2"));
+    let mut remote = Remote::new(remote_config(), 0);
+    bring_up(&mut remote, &mut net, r, 0);
+
+    let mut desk = Desk::new(desk_config(), 0, 7);
+    let id = desk.request(0, "uname -a", None).unwrap();
+    assert_eq!(desk.state(), ConnectionState::Registering);
+    let first = drain(&mut desk, &mut net, d, 0);
+    assert_eq!(first.lines, ["NICK desk", "USER desk 0 * deskwire"]);
+    let registered = step(&mut desk, &mut net, d, 10);
+    assert_eq!(registered.lines, ["JOIN #desk"], "no frame before the join");
+    let joined = step(&mut desk, &mut net, d, 20);
+    assert!(
+        joined.has_event(&ConnectionEvent::Irc(SessionEvent::Joined {
+            channel: "#desk".into()
+        }))
+    );
+    assert!(joined.has_event(&ready()));
+    assert_eq!(
+        joined.lines,
+        [format!("PRIVMSG #desk :OA1 REQ {id} 1 0 uname -a")]
+    );
+    let answer = run_until_desk_event(&mut desk, &mut remote, &mut net, (d, r), 30);
+    assert_eq!(
+        answer,
+        Event::Response {
+            id,
+            text: "ran: uname -a\n".into(),
+            truncated: false
+        }
+    );
+}
+
+#[test]
+fn a_desk_that_joins_after_the_remote() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0);
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7);
+    drain(&mut desk, &mut net, d, 0);
+    step(&mut desk, &mut net, d, 5); // 001 → JOIN
+    assert_eq!(desk.state(), ConnectionState::Joining);
+    let id = desk.request(6, "ls", None).unwrap();
+    let joined = step(&mut desk, &mut net, d, 7);
+    // The NAMES reply that came with the JOIN echo shows the remote: no wait for it.
+    assert!(
+        joined.has_event(&ConnectionEvent::Link(LinkEvent::PeerJoined {
+            nick: "deskbot".into()
+        }))
+    );
+    assert!(joined.has_event(&ready()));
+    assert!(joined.has_line(&format!("PRIVMSG #desk :OA1 REQ {id} 1 0 ls")));
+    let answer = run_until_desk_event(&mut desk, &mut remote, &mut net, (d, r), 8);
+    assert!(matches!(answer, Event::Response { text, .. } if text == "ran: ls\n"));
+}
+
+#[test]
+fn a_remote_that_joins_after_the_desk() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut desk = Desk::new(desk_config(), 0, 7);
+    for t in 0..3 {
+        step(&mut desk, &mut net, d, t);
+    }
+    assert_eq!(desk.state(), ConnectionState::WaitingForPeer);
+    let id = desk.request(3, "hostname", None).unwrap();
+    let waiting = step(&mut desk, &mut net, d, 3);
+    assert!(
+        waiting.lines.is_empty(),
+        "nobody to send to: {:?}",
+        waiting.lines
+    );
+    assert!(
+        waiting.deadline <= 3 + 30_000,
+        "the request timeout runs meanwhile"
+    );
+
+    let mut remote = Remote::new(remote_config(), 4);
+    bring_up(&mut remote, &mut net, r, 4);
+    let peer = step(&mut desk, &mut net, d, 5);
+    assert!(
+        peer.has_event(&ConnectionEvent::Link(LinkEvent::PeerJoined {
+            nick: "deskbot".into()
+        }))
+    );
+    assert!(peer.has_event(&ready()));
+    assert!(peer.has_line(&format!("PRIVMSG #desk :OA1 REQ {id} 1 0 hostname")));
+    let answer = run_until_desk_event(&mut desk, &mut remote, &mut net, (d, r), 6);
+    assert!(matches!(answer, Event::Response { text, .. } if text == "ran: hostname\n"));
+}
+
+#[test]
+fn the_desk_waits_again_when_the_remote_leaves() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0);
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7);
+    bring_up(&mut desk, &mut net, d, 0);
+    remote.quit(1, "bye");
+    drain(&mut remote, &mut net, r, 1);
+    net.disconnect(r);
+    let left = step(&mut desk, &mut net, d, 2);
+    assert!(left.has_event(&ConnectionEvent::Link(LinkEvent::PeerLeft {
+        nick: "deskbot".into()
+    })));
+    assert_eq!(desk.state(), ConnectionState::WaitingForPeer);
+    desk.request(3, "held", None).unwrap();
+    assert!(drain(&mut desk, &mut net, d, 3).lines.is_empty());
+}
+
+#[test]
+fn without_an_allowed_sender_the_desk_sends_once_joined() {
+    let mut net = Network::new(1);
+    let d = net.connect("h1");
+    let mut config = desk_config();
+    config.oa1.allowed_sender = None;
+    let mut desk = Desk::new(config, 0, 7);
+    let id = desk.request(0, "x", None).unwrap();
+    drain(&mut desk, &mut net, d, 0);
+    step(&mut desk, &mut net, d, 1);
+    let joined = step(&mut desk, &mut net, d, 2);
+    assert!(joined.has_event(&ready()));
+    assert!(joined.has_line(&format!("PRIVMSG #desk :OA1 REQ {id} 1 0 x")));
+}
+
+#[test]
+fn the_end_of_the_connection_fails_what_is_in_flight() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0);
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7);
+    bring_up(&mut desk, &mut net, d, 0);
+    let id = desk.request(1, "sleep 100", None).unwrap();
+    drain(&mut desk, &mut net, d, 1);
+    let asked = step(&mut remote, &mut net, r, 2);
+    assert!(asked.events.iter().any(|e| matches!(
+        e,
+        ConnectionEvent::Oa1(Event::Request { payload, .. }) if payload == "sleep 100"
+    )));
+
+    desk.handle_eof(3);
+    let end = drain(&mut desk, &mut net, d, 3);
+    assert!(
+        end.has_event(&ConnectionEvent::Irc(SessionEvent::Disconnected {
+            reason: DisconnectReason::ConnectionLost
+        }))
+    );
+    assert!(end.has_event(&ConnectionEvent::Oa1(Event::Failed {
+        id: id.clone(),
+        failure: Failure::Disconnected
+    })));
+    assert_eq!(desk.state(), ConnectionState::Closed);
+    assert_eq!(desk.request(4, "again", None), Err(LocalError::Closed));
+
+    remote.handle_eof(5);
+    let end = drain(&mut remote, &mut net, r, 5);
+    assert!(end.has_event(&ConnectionEvent::Oa1(Event::Cancelled {
+        id,
+        reason: "disconnected".into()
+    })));
+    assert_eq!(remote.active(), 0);
+}
+
+#[test]
+fn a_kick_holds_lines_and_the_engine_joins_again() {
+    let mut net = Network::new(1);
+    let d = net.connect("h1");
+    let mut config = desk_config();
+    config.oa1.allowed_sender = None;
+    let mut desk = Desk::new(config, 0, 7);
+    bring_up(&mut desk, &mut net, d, 0);
+    desk.handle_bytes(10, b":op!o@h KICK #desk desk :out\r\n");
+    let kicked = drain(&mut desk, &mut net, d, 10);
+    assert_eq!(desk.state(), ConnectionState::Joining);
+    assert_eq!(
+        kicked.deadline,
+        10 + 5_000,
+        "the rejoin is the next deadline"
+    );
+    // The server forgot us too (the sim has no KICK command; leave the channel for real).
+    net.handle_bytes(d, b"PART #desk\r\n");
+    net.take_bytes(d);
+    let id = desk.request(11, "later", None).unwrap();
+    assert!(drain(&mut desk, &mut net, d, 11).lines.is_empty());
+    let rejoin = drain(&mut desk, &mut net, d, 5_010);
+    assert_eq!(rejoin.lines, ["JOIN #desk"]);
+    let back = step(&mut desk, &mut net, d, 5_020);
+    assert!(back.has_event(&ready()));
+    assert!(back.has_line(&format!("PRIVMSG #desk :OA1 REQ {id} 1 0 later")));
+}
+
+#[test]
+fn pings_are_answered_and_the_keepalive_runs() {
+    let mut net = Network::new(1);
+    let d = net.connect("h1");
+    let mut config = desk_config();
+    config.oa1.allowed_sender = None;
+    let mut desk = Desk::new(config, 0, 7);
+    bring_up(&mut desk, &mut net, d, 0);
+    desk.handle_bytes(100, b"PING :abc\r\n");
+    assert_eq!(drain(&mut desk, &mut net, d, 100).lines, ["PONG abc"]);
+    let idle = drain(&mut desk, &mut net, d, 101);
+    assert_eq!(
+        idle.deadline,
+        100 + 60_000,
+        "the keepalive is the next deadline"
+    );
+    assert_eq!(
+        drain(&mut desk, &mut net, d, 60_100).lines,
+        ["PING deskwire"]
+    );
+}
+
+#[test]
+fn events_and_outputs_have_the_vectors_json_shapes() {
+    let json = |e: &ConnectionEvent| serde_json::to_value(e).unwrap();
+    assert_eq!(
+        json(&ConnectionEvent::Irc(SessionEvent::Joined {
+            channel: "#desk".into()
+        })),
+        serde_json::json!({"joined": {"channel": "#desk"}})
+    );
+    assert_eq!(
+        json(&ready()),
+        serde_json::json!({"state_changed": {"state": "ready"}})
+    );
+    assert_eq!(
+        json(&ConnectionEvent::Oa1(Event::Failed {
+            id: "a".into(),
+            failure: Failure::Disconnected
+        })),
+        serde_json::json!({"failed": {"id": "a", "error": "disconnected",
+            "message": "the IRC connection ended before the response"}})
+    );
+    assert_eq!(
+        json(&ConnectionEvent::Irc(SessionEvent::Disconnected {
+            reason: DisconnectReason::ConnectionLost
+        })),
+        serde_json::json!({"disconnected": {"reason": "connection_lost"}})
+    );
+    assert_eq!(
+        serde_json::to_value(ConnectionOutput::Timeout(5)).unwrap(),
+        serde_json::json!({"timeout": 5})
+    );
+}
+
+#[test]
+fn the_config_from_json_takes_overrides_and_refuses_unknown_keys() {
+    let config = ConnectionConfig::from_json(
+        r##"{"nick": "desk", "channel": "#ops",
+            "session": {"password": "pw", "ping_interval_ms": 1000},
+            "oa1": {"allowed_sender": "bot", "pacing": {"burst": 5, "interval_ms": 200}}}"##,
+    )
+    .unwrap();
+    let mut expected = ConnectionConfig::new("desk", "#ops");
+    expected.session.password = Some("pw".into());
+    expected.session.ping_interval_ms = 1000;
+    expected.oa1.allowed_sender = Some("bot".into());
+    expected.oa1.pacing = Pacing {
+        burst: 5,
+        interval_ms: 200,
+    };
+    assert_eq!(config, expected);
+    for bad in [
+        r##"{"nick": "desk"}"##,
+        r##"{"nick": "desk", "channel": "#d", "colour": 1}"##,
+        r##"{"nick": "desk", "channel": "#d", "oa1": {"max_streems": 1}}"##,
+        r##"{"nick": "desk", "channel": "#d", "session": {"nick": 5}}"##,
+        r##"{"nick": "desk", "channel": "#d", "oa1": {"pacing": {"burst": -1}}}"##,
+        "not json",
+    ] {
+        assert!(ConnectionConfig::from_json(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn garbage_and_floods_from_the_server_leave_the_engine_working() {
+    let mut net = Network::new(1);
+    let d = net.connect("h1");
+    let mut config = desk_config();
+    config.oa1.allowed_sender = None;
+    let mut desk = Desk::new(config, 0, 7);
+    bring_up(&mut desk, &mut net, d, 0);
+    desk.handle_bytes(1, &[0xff, 0xfe, b'\r', b'\n', b':', b' ', b'\n']);
+    desk.handle_bytes(1, &vec![b'x'; 100_000]);
+    desk.handle_bytes(1, b"\r\n");
+    for _ in 0..10_000 {
+        desk.handle_bytes(
+            1,
+            b":a!b@c 353 desk = #desk :x y z\r\n:a!b@c JOIN #desk\r\n",
+        );
+    }
+    let stats = desk.stats();
+    assert_eq!(stats.irc.ignored_too_long, 1);
+    assert!(stats.oa1.bytes_buffered < 1024);
+    let id = desk.request(2, "still here", None).unwrap();
+    assert!(
+        drain(&mut desk, &mut net, d, 2)
+            .has_line(&format!("PRIVMSG #desk :OA1 REQ {id} 1 0 still here"))
+    );
+}
