@@ -42,6 +42,11 @@
 //!   timeout nor an output cap (interactive; they end with `pty.close` or the session).
 //! - **Detached** processes survive `session.close` and the daemon's exit, but their output
 //!   pipes close with the daemon.
+//! - **Stdin**: `exec.input` is answered once its bytes are in the child's pipe (or the child
+//!   closed its stdin or ended; what it never read is dropped), so a client that waits for
+//!   answers has no more in flight than the daemon buffers (`max_input_buffer_bytes`). A
+//!   process started without `stdin` keeps its stdin open for `exec.input`; `"stdin": ""`
+//!   starts it with an empty one (EOF at once).
 //! - **Backpressure**: while more than [`frontend::HIGH_WATER`] bytes wait for stdout, neither
 //!   children's output nor new requests are read.
 //! - **Shell**: `shell: true` needs `security.allow_shell` (else `-32007`); command allow/deny

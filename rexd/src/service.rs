@@ -216,6 +216,9 @@ struct Proc {
     failed: bool,
     finished: bool,
     waiters: Vec<u64>,
+    /// `exec.input` calls answered once their bytes are in the pipe (or stdin closed):
+    /// (handle, bytes accepted). The answer is the client's flow control, as ssh's window is.
+    input_waiters: Vec<(u64, u64)>,
 }
 
 impl Proc {
@@ -420,7 +423,7 @@ impl Service {
             Request::ExecStart(p) => Response::ExecStart(self.exec_start(now, p)?),
             Request::ExecWait(p) => return self.exec_wait(now, handle, p),
             Request::ExecKill(p) => Response::ExecKill(self.exec_kill(now, p)?),
-            Request::ExecInput(p) => Response::ExecInput(self.exec_input(p)?),
+            Request::ExecInput(p) => return self.exec_input(handle, p),
             Request::PtyOpen(p) => Response::PtyOpen(self.pty_open(now, p)?),
             Request::PtyInput(p) => Response::PtyInput(self.pty_input(p)?),
             Request::PtyResize(p) => Response::PtyResize(self.pty_resize(p)?),
@@ -661,6 +664,7 @@ impl Service {
             failed: false,
             finished: false,
             waiters: Vec::new(),
+            input_waiters: Vec::new(),
         }
     }
 
@@ -918,7 +922,9 @@ impl Service {
         Ok(bytes.len() as u64)
     }
 
-    fn exec_input(&mut self, p: ExecInputParams) -> OpResult<ExecInputResult> {
+    /// Queues input; the answer waits until the pipe took it (or stdin closed), so a client
+    /// that waits for answers never has more in flight than the daemon buffers.
+    fn exec_input(&mut self, handle: u64, p: ExecInputParams) -> OpResult<Option<Response>> {
         let bytes = p
             .bytes()
             .map_err(|e| err(ErrorCode::InvalidParams, e.to_string()))?
@@ -934,9 +940,27 @@ impl Service {
             ));
         }
         let accepted = self.queue_input(&p.session_id, &p.process_id, &bytes, p.eof)?;
-        Ok(ExecInputResult {
-            accepted_bytes: accepted,
-        })
+        match self.procs.get_mut(&p.process_id) {
+            Some(proc_) if !proc_.stdin_buf.is_empty() => {
+                proc_.input_waiters.push((handle, accepted));
+                Ok(None)
+            }
+            _ => Ok(Some(Response::ExecInput(ExecInputResult {
+                accepted_bytes: accepted,
+            }))),
+        }
+    }
+
+    /// Answers the `exec.input` calls waiting on `p`'s buffer.
+    fn answer_input(p: &mut Proc, outputs: &mut VecDeque<ServiceOutput>) {
+        for (handle, accepted) in std::mem::take(&mut p.input_waiters) {
+            outputs.push_back(ServiceOutput::Reply {
+                handle,
+                result: Ok(Response::ExecInput(ExecInputResult {
+                    accepted_bytes: accepted,
+                })),
+            });
+        }
     }
 
     /// Writes buffered input; closes stdin after it when EOF was asked for.
@@ -965,6 +989,9 @@ impl Service {
                     break;
                 }
             }
+        }
+        if p.stdin_buf.is_empty() {
+            Self::answer_input(p, &mut self.outputs);
         }
         if p.stdin_eof
             && p.pty_id.is_none()
@@ -1207,6 +1234,8 @@ impl Service {
             let _ = self.registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
         }
         p.stdin_buf = Vec::new();
+        // What the process never read is dropped; the calls that brought it are answered.
+        Self::answer_input(p, &mut self.outputs);
         let duration_ms = now.saturating_sub(p.started_ms);
         if !p.orphaned {
             let event = match &p.pty_id {

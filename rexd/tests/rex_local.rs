@@ -66,10 +66,7 @@ fn stdin_forwarding_stops_when_the_command_ends_first() {
     let f = Fixture::local();
     // The command never reads: rex must still exit with its code, not wait on the input.
     let input = vec![b'x'; 8 << 20];
-    let out = f.run_with_stdin(
-        &["exec", "--stdin", "--", "sh", "-c", "exit 4"],
-        Some(&input),
-    );
+    let out = f.run_with_stdin(&["exec", "--", "sh", "-c", "exit 4"], Some(&input));
     assert_eq!(out.code, 4, "{}", out.stderr);
 }
 

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! rex exec -- git status --short        # argv mode, output streamed live
+//! git diff | rex exec -- wc -l          # stdin forwarded, EOF passed on (as ssh; -n: empty)
 //! rex sh 'make -j4 2>&1 | tail'         # shell mode (the daemon must allow it)
 //! rex read src/main.rs > main.rs        # byte-exact, any size
 //! rex target add server-a ssh://deploy@server-a --use
@@ -71,6 +72,7 @@ struct Global {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run a program (argv mode, no shell): `rex exec -- ls -la`.
+    #[command(after_help = STDIN_HELP)]
     Exec {
         #[command(flatten)]
         run: RunArgs,
@@ -79,6 +81,7 @@ enum Cmd {
         argv: Vec<String>,
     },
     /// Run a shell command line (`sh -c` on the target).
+    #[command(after_help = STDIN_HELP)]
     Sh {
         #[command(flatten)]
         run: RunArgs,
@@ -175,10 +178,18 @@ struct RunArgs {
     /// Cap the output at this many bytes.
     #[arg(long)]
     max_output_bytes: Option<u64>,
-    /// Forward rex's stdin to the command.
-    #[arg(long)]
-    stdin: bool,
+    /// Give the command an empty stdin (like `ssh -n`) and leave rex's own unread.
+    #[arg(short = 'n', long)]
+    no_stdin: bool,
 }
+
+/// What `rex exec --help` and `rex sh --help` say about stdin.
+const STDIN_HELP: &str = "\
+Stdin works as with ssh: rex's stdin is forwarded to the command as it comes, and its end
+(EOF) closes the command's stdin, so `printf 'a\\nb\\n' | rex exec -- cat` prints both lines.
+A command that never reads its stdin is not held up by it. Use -n to give the command an empty
+stdin instead, e.g. in a `while read` loop whose own stdin rex must not eat:
+  while read -r host; do rex -t \"$host\" exec -n -- uptime; done < hosts";
 
 #[derive(Subcommand, Debug)]
 enum TargetCmd {
@@ -498,10 +509,11 @@ fn exec(client: &mut Client, program: Program, run: RunArgs) -> Result<u8, Clien
         timeout_ms: run.timeout_ms,
         max_output_bytes: run.max_output_bytes,
     };
-    let input: Option<Box<dyn Read + Send>> = if run.stdin {
-        Some(Box::new(std::io::stdin()))
-    } else {
+    // As ssh: forward stdin unless -n (then the client gives the command an empty one).
+    let input: Option<Box<dyn Read + Send>> = if run.no_stdin {
         None
+    } else {
+        Some(Box::new(std::io::stdin()))
     };
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use deskwire::jsonrpc::{
     CallError, Code, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RawJson, TimeoutPolicy,
+    TimeoutRule,
 };
 use deskwire::rexd::data;
 use deskwire::rexd::{
@@ -83,7 +84,8 @@ pub struct ExecOptions {
     pub cwd: Option<String>,
     /// Extra environment.
     pub env: Vec<(String, String)>,
-    /// A small stdin payload sent with the start (`stdin` param).
+    /// A small stdin payload sent with the start (`stdin` param), then EOF. Without it and
+    /// without an `input` reader, [`Client::exec`] gives the command an empty stdin.
     pub stdin: Option<String>,
     /// The daemon kills the command after this long.
     pub timeout_ms: Option<u64>,
@@ -139,6 +141,10 @@ impl Gate {
     fn close(&self) {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
         self.cond.notify_all();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1
     }
 }
 
@@ -217,8 +223,16 @@ impl Client {
             read_stderr(stderr, tail, forward)
         }));
 
+        let mut timeouts = TimeoutPolicy::uniform(options.call_timeout_ms);
+        // The daemon answers `exec.input` once the command took the bytes: a command that does
+        // not read for a while holds the stdin forwarder, as ssh's window does, without failing.
+        timeouts.rules.push(TimeoutRule {
+            prefix: Method::ExecInput.as_str().to_owned(),
+            timeout_ms: u64::MAX,
+            max_total_ms: u64::MAX,
+        });
         let config = PeerConfig {
-            timeouts: TimeoutPolicy::uniform(options.call_timeout_ms),
+            timeouts,
             ..PeerConfig::default()
         };
         let mut client = Client {
@@ -439,8 +453,8 @@ impl Client {
 
     fn send_input(&mut self, chunk: &[u8], eof: bool) -> Result<(), ClientError> {
         let session_id = self.session_id();
-        let Some(route) = self.input.as_mut() else {
-            return Ok(()); // the command already ended: nobody reads this any more
+        let Some(route) = self.input.as_mut().filter(|r| !r.gate.is_closed()) else {
+            return Ok(()); // the command ended or closed its stdin: nobody reads this any more
         };
         let (encoding, data) = data::encode(chunk);
         let params = ExecInputParams {
@@ -506,9 +520,12 @@ impl Client {
 
     /// Runs a command and streams its output to `sink` as it arrives; returns its exit.
     ///
-    /// With `input`, that reader is forwarded to the command's stdin (`exec.input`) from a
-    /// thread, at most a few chunks ahead of the daemon, and closed at its end. A failing
-    /// `sink` (a closed stdout) kills the command.
+    /// Stdin works as ssh's does. With `input`, that reader is forwarded to the command's
+    /// stdin (`exec.input`) from a thread, at most a few chunks ahead of what the command has
+    /// taken, and its end (EOF) closes the command's stdin; a command that exits or closes its
+    /// stdin without reading it all just stops the forwarding. Without `input` the command's
+    /// stdin is [`ExecOptions::stdin`], or empty (ssh's `-n`): never a pipe left open. A
+    /// failing `sink` (a closed stdout) kills the command.
     pub fn exec(
         &mut self,
         program: Program,
@@ -523,7 +540,11 @@ impl Client {
             program,
             cwd: options.cwd.clone().or_else(|| self.spec.cwd.clone()),
             env,
-            stdin: options.stdin.clone(),
+            // No reader: the command gets the payload or an empty stdin, then EOF.
+            stdin: match (&input, &options.stdin) {
+                (None, None) => Some(String::new()),
+                _ => options.stdin.clone(),
+            },
             timeout_ms: options.timeout_ms,
             max_output_bytes: options.max_output_bytes,
             detach: false,
@@ -593,10 +614,17 @@ impl Client {
                     _ => {}
                 }
             }
-            if let Some(error) = self.input.as_mut().and_then(|r| r.error.take()) {
-                // A refused `exec.input` while the command still runs: stdin is broken.
-                if error.remote_code() != Some(ErrorCode::ProcessNotFound) {
-                    return Err(error);
+            if let Some(route) = self.input.as_mut()
+                && let Some(error) = route.error.take()
+            {
+                match error.remote_code() {
+                    // The command closed its stdin (`invalid_params`: "stdin is closed") or
+                    // ended: what it did not read is dropped, as ssh drops it; stop reading ours.
+                    Some(ErrorCode::InvalidParams | ErrorCode::ProcessNotFound) => {
+                        route.gate.close();
+                    }
+                    // Anything else (the daemon's input cap, a lost transport) is an error.
+                    _ => return Err(error),
                 }
             }
             let deadline = self.pump()?;

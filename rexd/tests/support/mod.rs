@@ -234,12 +234,31 @@ pub fn shell_mode(f: &Fixture) {
     assert_eq!(out.text(), "X2\n");
 }
 
+/// As with ssh, rex's stdin is the command's: forwarded as it comes, its end closes the
+/// command's stdin (no flag needed).
 pub fn stdin_is_forwarded(f: &Fixture) {
+    // The case: without EOF passed on, cat would wait until the timeout (exit 124).
+    let out = f
+        .run_with_stdin(
+            &["exec", "--timeout-ms", "20000", "--", "cat"],
+            Some(b"a\nb\n"),
+        )
+        .ok();
+    assert_eq!(out.text(), "a\nb\n");
+
     let mut input = b"hello\n".repeat(30_000); // 180 kB: several exec.input chunks
     input.extend_from_slice(b"end\n");
     let out = f
         .run_with_stdin(
-            &["exec", "--stdin", "--", "sh", "-c", "tr a-z A-Z | uniq -c"],
+            &[
+                "exec",
+                "--timeout-ms",
+                "20000",
+                "--",
+                "sh",
+                "-c",
+                "tr a-z A-Z | uniq -c",
+            ],
             Some(&input),
         )
         .ok();
@@ -253,6 +272,70 @@ pub fn stdin_is_forwarded(f: &Fixture) {
         ["30000 HELLO", "1 END"],
         "every line arrived, in order, then EOF"
     );
+}
+
+/// `-n` (ssh's flag) gives the command an empty stdin and leaves rex's own unread.
+pub fn no_stdin_gives_an_empty_stdin(f: &Fixture) {
+    let script = "if read -r line; then echo \"read $line\"; else echo eof; fi";
+    for flag in ["-n", "--no-stdin"] {
+        let out = f
+            .run_with_stdin(
+                &["sh", "--timeout-ms", "20000", flag, script],
+                Some(b"not for the command\n"),
+            )
+            .ok();
+        assert_eq!(out.text(), "eof\n", "{flag}");
+    }
+    // Without -n the same command reads the line.
+    let out = f
+        .run_with_stdin(
+            &["sh", "--timeout-ms", "20000", script],
+            Some(b"for the command\n"),
+        )
+        .ok();
+    assert_eq!(out.text(), "read for the command\n");
+}
+
+/// A command that never reads its stdin (or closes it) runs to its end whatever rex's stdin
+/// holds: the input waits (as ssh's does) and what the command never took is dropped.
+pub fn a_command_that_never_reads_stdin(f: &Fixture) {
+    // 4 MiB: more than the daemon buffers (1 MiB) and the pipe holds.
+    let input = vec![b'x'; 4 << 20];
+    let out = f
+        .run_with_stdin(
+            &["sh", "--timeout-ms", "20000", "sleep 1; echo done"],
+            Some(&input),
+        )
+        .ok();
+    assert_eq!(out.text(), "done\n");
+    let out = f.run_with_stdin(
+        &[
+            "sh",
+            "--timeout-ms",
+            "20000",
+            "exec 0<&-; sleep 0.5; echo closed; exit 3",
+        ],
+        Some(&input),
+    );
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert_eq!(out.text(), "closed\n");
+    // A terminal-like stdin that never ends does not hold rex once the command exits.
+    let mut child = f
+        .rex()
+        .args(["exec", "--", "echo", "quick"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _open_stdin = child.stdin.take();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"quick\n");
 }
 
 /// Output arrives while the command still runs, not at its end.
@@ -398,6 +481,16 @@ macro_rules! core_cases {
         fn stdin_is_forwarded() {
             let Some(f) = $fixture else { return };
             support::stdin_is_forwarded(&f);
+        }
+        #[test]
+        fn no_stdin_gives_an_empty_stdin() {
+            let Some(f) = $fixture else { return };
+            support::no_stdin_gives_an_empty_stdin(&f);
+        }
+        #[test]
+        fn a_command_that_never_reads_stdin() {
+            let Some(f) = $fixture else { return };
+            support::a_command_that_never_reads_stdin(&f);
         }
         #[test]
         fn output_is_live() {
