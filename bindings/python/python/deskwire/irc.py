@@ -1,0 +1,132 @@
+"""IRC: the line parser and a client session over raw socket bytes.
+
+:func:`parse` reads one line (RFC 1459 with IRCv3 tags) into a :class:`Message`. :class:`Session`
+registers, answers ``PING``, joins channels and learns our prefix; its events are the dataclasses
+below. :class:`deskwire.oa1.Desk` and :class:`deskwire.oa1.Remote` include a session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple, Union
+
+from ._deskwire.irc import Session, parse, privmsg
+from ._events import event
+
+__all__ = [
+    "parse",
+    "privmsg",
+    "Session",
+    "Message",
+    "Registered",
+    "Joined",
+    "NickChanged",
+    "PrefixLearned",
+    "Kicked",
+    "Parted",
+    "ServerError",
+    "Disconnected",
+]
+
+
+@event("irc", "message")
+@dataclass(frozen=True)
+class Message:
+    """One parsed IRC line."""
+
+    tags: Dict[str, str]
+    """IRCv3 tags, values unescaped (the last of a repeated key wins)."""
+    source: Optional[str]
+    """The source prefix as written (``nick!user@host`` or a server), without the ``:``."""
+    nick: Optional[str]
+    """The nick (or server name) of the source."""
+    user: Optional[str]
+    """The user part of the source."""
+    host: Optional[str]
+    """The host part of the source."""
+    command: str
+    """The command as written (``PRIVMSG``, ``001``, ...)."""
+    params: Tuple[str, ...]
+    """The parameters, the trailing one included."""
+
+
+@event("irc", "registered")
+@dataclass(frozen=True)
+class Registered:
+    """The server accepted us (``001``) under ``nick``; the channels are being joined."""
+
+    nick: str
+    """Our nick, as the server confirmed it."""
+
+
+@event("irc", "joined")
+@dataclass(frozen=True)
+class Joined:
+    """We are in ``channel`` (the server echoed our ``JOIN``)."""
+
+    channel: str
+    """The channel, as the server wrote it."""
+
+
+@event("irc", "nick_changed")
+@dataclass(frozen=True)
+class NickChanged:
+    """Our nick changed."""
+
+    old: str
+    """The nick before."""
+    new: str
+    """The nick now."""
+
+
+@event("irc", "prefix_learned")
+@dataclass(frozen=True)
+class PrefixLearned:
+    """The prefix the server adds to our lines became known or changed."""
+
+    prefix: str
+    """``nick!user@host``."""
+
+
+@event("irc", "kicked")
+@dataclass(frozen=True)
+class Kicked:
+    """Someone removed us from ``channel``."""
+
+    channel: str
+    """The channel."""
+    by: str
+    """Who kicked us."""
+    reason: str
+    """The reason given, possibly empty."""
+
+
+@event("irc", "parted")
+@dataclass(frozen=True)
+class Parted:
+    """We left ``channel``."""
+
+    channel: str
+    """The channel."""
+
+
+@event("irc", "server_error")
+@dataclass(frozen=True)
+class ServerError:
+    """An error reply (numerics 400 to 599) the session does not handle itself."""
+
+    message: str
+    """The numeric and its parameters after our nick."""
+
+
+@event("irc", "disconnected")
+@dataclass(frozen=True)
+class Disconnected:
+    """The session is over; close the connection.
+
+    ``reason`` is ``"timed_out"``, ``"connection_lost"``, ``"nick_unavailable"``, ``"quit"``, or
+    ``{"server_closed": {"message": ...}}``.
+    """
+
+    reason: Union[str, Dict[str, Any]]
+    """Why."""

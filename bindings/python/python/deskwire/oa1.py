@@ -1,0 +1,154 @@
+"""OA1: request/response RPC in IRC ``PRIVMSG`` lines, and the ``RemoteBash`` tool contract.
+
+Per connection (raw socket bytes in, lines with CRLF out): :class:`Desk` sends requests and gets
+:class:`Response` or :class:`Failed`; :class:`Remote` gets :class:`Request` and answers with
+``send``/``finish``, ``respond`` or ``fail``. Both include an IRC session, so their
+``poll_output`` also gives :mod:`deskwire.irc` events. :class:`Client` and :class:`Server` are the
+same endpoints over IRC lines, for hosts that already have an IRC client.
+
+The building blocks: :func:`escape`, :func:`unescape`, :func:`split` (chunking),
+:func:`parse_frame`, :func:`format_frame`, :func:`parse_err_payload`.
+
+``RemoteBash``: :data:`TOOL_NAME`, :data:`TOOL_DESCRIPTION`, :data:`TOOL_INPUT_SCHEMA`,
+:func:`remote_bash_args` (the model's arguments → ``(command, timeout_ms)``) and
+:func:`remote_bash_result` (an outcome → the tool result text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from ._deskwire.oa1 import (
+    TOOL_DESCRIPTION,
+    TOOL_INPUT_SCHEMA,
+    TOOL_NAME,
+    TRUNCATION_MARKER,
+    Client,
+    Desk,
+    Remote,
+    Server,
+    escape,
+    format_frame,
+    parse_err_payload,
+    parse_frame,
+    remote_bash_args,
+    remote_bash_failure,
+    split,
+    unescape,
+)
+from ._events import event
+
+__all__ = [
+    "Client",
+    "Server",
+    "Desk",
+    "Remote",
+    "Response",
+    "Failed",
+    "Request",
+    "Cancelled",
+    "StateChanged",
+    "PeerJoined",
+    "PeerLeft",
+    "escape",
+    "unescape",
+    "split",
+    "parse_frame",
+    "format_frame",
+    "parse_err_payload",
+    "remote_bash_args",
+    "remote_bash_failure",
+    "remote_bash_result",
+    "TRUNCATION_MARKER",
+    "TOOL_NAME",
+    "TOOL_DESCRIPTION",
+    "TOOL_INPUT_SCHEMA",
+]
+
+
+@event("oa1", "response")
+@dataclass(frozen=True)
+class Response:
+    """Desk: the whole response to request ``id`` arrived."""
+
+    id: str
+    """The request id."""
+    text: str
+    """The reassembled, decoded text (ends with :data:`TRUNCATION_MARKER` when truncated)."""
+    truncated: bool
+    """Whether it was cut at the size cap."""
+
+
+@event("oa1", "failed")
+@dataclass(frozen=True)
+class Failed:
+    """Desk: request ``id`` ended without a response."""
+
+    id: str
+    """The request id."""
+    error: str
+    """The code: the remote's ``ERR`` code, ``timeout``, ``incomplete`` or ``disconnected``."""
+    message: str
+    """A human-readable message."""
+
+
+@event("oa1", "request")
+@dataclass(frozen=True)
+class Request:
+    """Remote: a whole request arrived; answer it."""
+
+    id: str
+    """The request id."""
+    sender: str
+    """Who sent it."""
+    payload: str
+    """The decoded payload (for ``RemoteBash``, the command)."""
+
+
+@event("oa1", "cancelled")
+@dataclass(frozen=True)
+class Cancelled:
+    """Remote: the desk cancelled request ``id``; stop working on it."""
+
+    id: str
+    """The request id."""
+    reason: str
+    """The reason the desk gave."""
+
+
+@event("oa1", "state_changed")
+@dataclass(frozen=True)
+class StateChanged:
+    """Desk/Remote: the connection's state changed."""
+
+    state: str
+    """``"registering"``, ``"joining"``, ``"ready"`` or ``"closed"``."""
+
+
+@event("oa1", "peer_joined")
+@dataclass(frozen=True)
+class PeerJoined:
+    """Desk/Remote: the configured peer (``allowed_sender``) is in the channel."""
+
+    nick: str
+    """Its nick."""
+
+
+@event("oa1", "peer_left")
+@dataclass(frozen=True)
+class PeerLeft:
+    """Desk/Remote: the configured peer left the channel."""
+
+    nick: str
+    """Its nick."""
+
+
+def remote_bash_result(outcome: Union[Response, Failed]) -> str:
+    """The ``RemoteBash`` tool result for the model: the output text of a :class:`Response`, or
+    ``{"ok": false, "error": code, "message": ...}`` for a :class:`Failed`."""
+    if isinstance(outcome, Response):
+        return outcome.text
+    if isinstance(outcome, Failed):
+        return remote_bash_failure(outcome.error, outcome.message)
+    raise TypeError(f"expected oa1.Response or oa1.Failed, got {type(outcome).__name__}")

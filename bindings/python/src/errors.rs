@@ -1,0 +1,112 @@
+//! The one place where core errors become Python exceptions (`deskwire._errors`).
+//!
+//! The core splits misuse by the host (`LocalError`) from faults of the peer (`RemoteError`,
+//! parse errors, timeouts); the Python tree keeps that split: `LocalError`, `ClosedError`,
+//! `RemoteError`, `ProtocolError`, `RequestTimeout`, all under `DeskwireError`.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+/// Which Python exception class an error maps to.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// Misuse by the caller.
+    Local,
+    /// Use after close.
+    Closed,
+    /// An error answer from the peer.
+    Remote,
+    /// Unreadable input from the peer.
+    Protocol,
+    /// No answer in time.
+    Timeout,
+}
+
+impl Kind {
+    fn class_name(self) -> &'static str {
+        match self {
+            Kind::Local => "LocalError",
+            Kind::Closed => "ClosedError",
+            Kind::Remote => "RemoteError",
+            Kind::Protocol => "ProtocolError",
+            Kind::Timeout => "RequestTimeout",
+        }
+    }
+}
+
+static CLASSES: PyOnceLock<[Py<PyType>; 5]> = PyOnceLock::new();
+
+fn class(py: Python<'_>, kind: Kind) -> PyResult<Bound<'_, PyType>> {
+    let classes = CLASSES.get_or_try_init(py, || -> PyResult<_> {
+        let module = py.import("deskwire._errors")?;
+        let get = |k: Kind| -> PyResult<Py<PyType>> {
+            Ok(module
+                .getattr(k.class_name())?
+                .cast_into::<PyType>()?
+                .unbind())
+        };
+        Ok([
+            get(Kind::Local)?,
+            get(Kind::Closed)?,
+            get(Kind::Remote)?,
+            get(Kind::Protocol)?,
+            get(Kind::Timeout)?,
+        ])
+    })?;
+    Ok(classes[kind as usize].bind(py).clone())
+}
+
+/// A deskwire exception of `kind` with the core's `code` and a message.
+pub fn error(kind: Kind, code: &str, message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    Python::attach(|py| match class(py, kind) {
+        Ok(cls) => match cls.call1((code, message)) {
+            Ok(instance) => PyErr::from_value(instance),
+            Err(e) => e,
+        },
+        Err(e) => e,
+    })
+}
+
+/// Misuse by the caller.
+pub fn local(code: &str, message: impl Into<String>) -> PyErr {
+    error(Kind::Local, code, message)
+}
+
+/// Unreadable input from the peer.
+pub fn protocol(code: &str, message: impl Into<String>) -> PyErr {
+    error(Kind::Protocol, code, message)
+}
+
+/// The engine was closed.
+pub fn closed(what: &str) -> PyErr {
+    error(Kind::Closed, "closed", format!("the {what} is closed"))
+}
+
+/// Core error enums that know their code name.
+pub trait Coded: std::fmt::Display {
+    /// The core's snake_case name of this error (what the vectors call it).
+    fn code(&self) -> &'static str;
+    /// Which Python class it maps to.
+    fn kind(&self) -> Kind {
+        Kind::Local
+    }
+}
+
+/// Converts any coded core error into its exception.
+pub fn raise<E: Coded>(e: E) -> PyErr {
+    error(e.kind(), e.code(), e.to_string())
+}
+
+impl Coded for deskwire::oa1::LocalError {
+    fn code(&self) -> &'static str {
+        deskwire::oa1::LocalError::code(self)
+    }
+    fn kind(&self) -> Kind {
+        match self {
+            deskwire::oa1::LocalError::Closed => Kind::Closed,
+            _ => Kind::Local,
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! The native module `deskwire._deskwire` behind the Python package `deskwire`.
+//!
+//! Each Rust module wraps one core module and registers its names in a submodule of
+//! `_deskwire` (`_deskwire.oa1`, ...); the Python package's modules (`deskwire.oa1`, ...)
+//! re-export them next to the event dataclasses. This crate converts types and nothing else:
+//! protocol rules live in `deskwire` (core).
+
+use pyo3::prelude::*;
+
+mod convert;
+mod errors;
+mod irc;
+mod jsonrpc;
+mod oa1;
+mod sim;
+mod slot;
+mod tools;
+
+fn submodule(
+    parent: &Bound<'_, PyModule>,
+    name: &str,
+    fill: fn(&Bound<'_, PyModule>) -> PyResult<()>,
+) -> PyResult<()> {
+    let py = parent.py();
+    let m = PyModule::new(py, name)?;
+    fill(&m)?;
+    parent.add_submodule(&m)?;
+    // Registered under its dotted name so `from deskwire._deskwire.oa1 import Client` works
+    // (an extension module's submodules are otherwise only attributes).
+    py.import("sys")?
+        .getattr("modules")?
+        .set_item(format!("deskwire._deskwire.{name}"), &m)?;
+    Ok(())
+}
+
+/// A call that does nothing, to measure the cost of crossing into Rust (benchmarks).
+#[pyfunction]
+fn noop() {}
+
+#[pymodule]
+fn _deskwire(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<convert::Transmit>()?;
+    m.add_class::<convert::Timeout>()?;
+    m.add_function(wrap_pyfunction!(noop, m)?)?;
+    submodule(m, "oa1", oa1::register)?;
+    submodule(m, "irc", irc::register)?;
+    submodule(m, "sim", sim::register)?;
+    submodule(m, "jsonrpc", jsonrpc::register)?;
+    submodule(m, "tools", tools::register)?;
+    Ok(())
+}

@@ -1,0 +1,557 @@
+//! `deskwire.oa1`: escaping, frames, chunking, the bare `Client`/`Server` endpoints, and the
+//! per-connection `Desk`/`Remote` engines over raw IRC bytes.
+
+use deskwire::oa1::{self as core, ConnectionEvent, ConnectionOutput, Frame, FrameType, Output};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+
+use crate::convert::{self, from_py, serde_event, to_py};
+use crate::errors::{self, raise};
+use crate::slot::Slot;
+
+/// Inputs at least this large are handled with the GIL released.
+pub const BULK_BYTES: usize = 64 * 1024;
+
+/// Escapes `text` for an OA1 payload (`\\`, `\n`, `\r`, `\t`, NUL as `\0`).
+#[pyfunction]
+fn escape(py: Python<'_>, text: &str) -> String {
+    if text.len() >= BULK_BYTES {
+        py.detach(|| core::escape::escape(text))
+    } else {
+        core::escape::escape(text)
+    }
+}
+
+/// Decodes an escaped OA1 payload back to bytes (unknown escapes stay as they are).
+#[pyfunction]
+fn unescape<'py>(py: Python<'py>, escaped: &[u8]) -> Bound<'py, PyBytes> {
+    let out = if escaped.len() >= BULK_BYTES {
+        py.detach(|| core::escape::unescape(escaped))
+    } else {
+        core::escape::unescape(escaped)
+    };
+    PyBytes::new(py, &out)
+}
+
+/// Escapes `text` and cuts it into frame payloads of at most `budget` bytes each, never inside
+/// an escape pair or a UTF-8 sequence (the payloads the endpoints send, in order).
+#[pyfunction]
+fn split(py: Python<'_>, text: &str, budget: usize) -> PyResult<Vec<String>> {
+    if budget < core::chunk::MIN_PAYLOAD_BUDGET {
+        return Err(errors::local(
+            "invalid_value",
+            format!(
+                "a budget below {} bytes cannot hold an escape pair",
+                core::chunk::MIN_PAYLOAD_BUDGET
+            ),
+        ));
+    }
+    let work = || {
+        let escaped = core::escape::escape(text);
+        core::chunk::split(&escaped, |_| budget)
+            .into_iter()
+            .map(|chunk| core::chunk::wire_payload(chunk).into_owned())
+            .collect::<Vec<_>>()
+    };
+    Ok(if text.len() >= BULK_BYTES {
+        py.detach(work)
+    } else {
+        work()
+    })
+}
+
+fn frame_type(name: &str) -> PyResult<FrameType> {
+    Ok(match name {
+        "REQ" => FrameType::Req,
+        "RES" => FrameType::Res,
+        "ERR" => FrameType::Err,
+        "CANCEL" => FrameType::Cancel,
+        other => {
+            return Err(errors::local(
+                "invalid_value",
+                format!("frame type {other:?}: use REQ, RES, ERR or CANCEL"),
+            ));
+        }
+    })
+}
+
+/// Parses the text of a `PRIVMSG` as an OA1 frame: a dict with `type`, `id`, `seq`, `more`,
+/// `payload` (still escaped), or `None` when the text is not a well-formed frame.
+#[pyfunction]
+fn parse_frame<'py>(py: Python<'py>, text: &str) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Some(frame) = Frame::parse(text) else {
+        return Ok(None);
+    };
+    let dict = PyDict::new(py);
+    dict.set_item("type", frame.kind.as_str())?;
+    dict.set_item("id", frame.id)?;
+    dict.set_item("seq", frame.seq)?;
+    dict.set_item("more", frame.more)?;
+    dict.set_item("payload", frame.payload)?;
+    Ok(Some(dict))
+}
+
+/// Formats an OA1 frame (`OA1 TYPE ID SEQ MORE PAYLOAD`); `payload` must already be escaped.
+#[pyfunction]
+#[pyo3(signature = (kind, id, seq, more, payload = ""))]
+fn format_frame(kind: &str, id: &str, seq: u32, more: bool, payload: &str) -> PyResult<String> {
+    if !core::frame::is_valid_id(id) {
+        return Err(errors::local(
+            "invalid_value",
+            format!("frame id {id:?}: 1 to 64 of [A-Za-z0-9_-]"),
+        ));
+    }
+    if seq == 0 {
+        return Err(errors::local("invalid_value", "seq starts at 1"));
+    }
+    let frame = Frame {
+        kind: frame_type(kind)?,
+        id,
+        seq,
+        more,
+        payload,
+    };
+    Ok(frame.to_string())
+}
+
+/// Reads an `ERR` payload `code: message` as `(code, message)` (code `error` when it has none).
+#[pyfunction]
+fn parse_err_payload(payload: &str) -> (String, String) {
+    let failure = core::Failure::from_err_payload(payload);
+    (failure.code().to_owned(), failure.message())
+}
+
+/// A core `Config` from `channel`, `nick` and keyword overrides in its serde shape.
+fn oa1_config(
+    channel: &str,
+    nick: &str,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<core::Config> {
+    match options {
+        Some(options) => {
+            let dict = options.copy()?;
+            dict.set_item("channel", channel)?;
+            dict.set_item("nick", nick)?;
+            from_py("oa1 config", dict.as_any())
+        }
+        None => Ok(core::Config::new(channel, nick)),
+    }
+}
+
+/// The shared body of a `poll_output` over a bare endpoint's `Output`.
+fn output<'py>(py: Python<'py>, output: Output) -> PyResult<Bound<'py, PyAny>> {
+    match output {
+        Output::Transmit(line) => convert::transmit(py, line.as_bytes()),
+        Output::Event(event) => serde_event(py, "oa1", &event),
+        Output::Timeout(at) => convert::timeout(py, at),
+    }
+}
+
+/// The desk end of OA1 over IRC lines you read and write yourself (see `Desk` for an engine
+/// that also speaks IRC): `request`, then feed every received line to `handle_line` and drain
+/// `poll_output` until it returns a `Timeout`.
+///
+/// `Client("#desk", "desk", seed=42, request_timeout_ms=5000)`: keyword options are the keys of
+/// the core's OA1 config (`allowed_sender`, `max_frame_payload_bytes`, `adaptive_payload`,
+/// `max_message_bytes`, `max_streams`, `request_timeout_ms`, `partial_timeout_ms`, `pacing`
+/// as `{"burst": n, "interval_ms": ms}`, `max_line_bytes`, `finished_memory`, `flush_delay_ms`).
+#[pyclass(module = "deskwire.oa1", name = "Client")]
+pub struct Client(Slot<core::Client>);
+
+#[pymethods]
+impl Client {
+    #[new]
+    #[pyo3(signature = (channel, nick, *, seed = 0, **options))]
+    fn new(
+        channel: &str,
+        nick: &str,
+        seed: u64,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let config = oa1_config(channel, nick, options)?;
+        Ok(Client(Slot::new(core::Client::new(config, seed), "client")))
+    }
+
+    /// Sends `payload` as a request; returns its id. `timeout_ms` overrides the configured
+    /// request timeout.
+    #[pyo3(signature = (now_ms, payload, timeout_ms = None))]
+    fn request(&self, now_ms: u64, payload: &str, timeout_ms: Option<u64>) -> PyResult<String> {
+        self.0
+            .with(|c| c.request(now_ms, payload, timeout_ms))?
+            .map_err(raise)
+    }
+
+    /// Cancels request `id`: it fails no more, and `CANCEL` tells the remote to stop.
+    fn cancel(&self, now_ms: u64, id: &str, reason: &str) -> PyResult<()> {
+        self.0
+            .with(|c| c.cancel(now_ms, id, reason))?
+            .map_err(raise)
+    }
+
+    /// One IRC line as received (without CRLF).
+    fn handle_line(&self, py: Python<'_>, now_ms: u64, line: &[u8]) -> PyResult<()> {
+        if line.len() >= BULK_BYTES {
+            py.detach(|| self.0.with(|c| c.handle_line(now_ms, line)))
+        } else {
+            self.0.with(|c| c.handle_line(now_ms, line))
+        }
+    }
+
+    /// The deadline of the last `Timeout` passed.
+    fn handle_timeout(&self, now_ms: u64) -> PyResult<()> {
+        self.0.with(|c| c.handle_timeout(now_ms))
+    }
+
+    /// The next thing to do: a `Transmit` (one IRC line, without CRLF), an event
+    /// (`Response`, `Failed`) or a `Timeout`.
+    fn poll_output<'py>(&self, py: Python<'py>, now_ms: u64) -> PyResult<Bound<'py, PyAny>> {
+        output(py, self.0.with(|c| c.poll_output(now_ms))?)
+    }
+
+    /// Requests in flight.
+    #[getter]
+    fn in_flight(&self) -> PyResult<usize> {
+        self.0.with(|c| c.in_flight())
+    }
+
+    /// The counters, as a dict.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.0.with(|c| c.stats())?)
+    }
+
+    /// Drops the engine; later calls raise `ClosedError`.
+    fn close(&self) {
+        self.0.close()
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+/// The remote end of OA1 over IRC lines you read and write yourself (see `Remote`): each
+/// `Request` event is answered with `send` + `finish`, `respond`, or `fail`.
+///
+/// `Server("#desk", "deskbot", allowed_sender="desk")`; the keyword options are the same as
+/// `Client`'s.
+#[pyclass(module = "deskwire.oa1", name = "Server")]
+pub struct Server(Slot<core::Server>);
+
+#[pymethods]
+impl Server {
+    #[new]
+    #[pyo3(signature = (channel, nick, **options))]
+    fn new(channel: &str, nick: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let config = oa1_config(channel, nick, options)?;
+        Ok(Server(Slot::new(core::Server::new(config), "server")))
+    }
+
+    /// Streams `output` as part of the answer to `id` (sent in frames as they fill).
+    fn send(&self, now_ms: u64, id: &str, output: &str) -> PyResult<()> {
+        self.0.with(|s| s.send(now_ms, id, output))?.map_err(raise)
+    }
+
+    /// Ends the answer to `id`.
+    fn finish(&self, now_ms: u64, id: &str) -> PyResult<()> {
+        self.0.with(|s| s.finish(now_ms, id))?.map_err(raise)
+    }
+
+    /// Answers `id` with `text` in one go (`send` + `finish`).
+    fn respond(&self, now_ms: u64, id: &str, text: &str) -> PyResult<()> {
+        self.0.with(|s| s.respond(now_ms, id, text))?.map_err(raise)
+    }
+
+    /// Answers `id` with `ERR code: message` (`code` of `[a-z_]+`).
+    fn fail(&self, now_ms: u64, id: &str, code: &str, message: &str) -> PyResult<()> {
+        self.0
+            .with(|s| s.fail(now_ms, id, code, message))?
+            .map_err(raise)
+    }
+
+    /// One IRC line as received (without CRLF).
+    fn handle_line(&self, py: Python<'_>, now_ms: u64, line: &[u8]) -> PyResult<()> {
+        if line.len() >= BULK_BYTES {
+            py.detach(|| self.0.with(|s| s.handle_line(now_ms, line)))
+        } else {
+            self.0.with(|s| s.handle_line(now_ms, line))
+        }
+    }
+
+    /// The deadline of the last `Timeout` passed.
+    fn handle_timeout(&self, now_ms: u64) -> PyResult<()> {
+        self.0.with(|s| s.handle_timeout(now_ms))
+    }
+
+    /// The next thing to do: a `Transmit` (one IRC line, without CRLF), an event
+    /// (`Request`, `Cancelled`) or a `Timeout`.
+    fn poll_output<'py>(&self, py: Python<'py>, now_ms: u64) -> PyResult<Bound<'py, PyAny>> {
+        output(py, self.0.with(|s| s.poll_output(now_ms))?)
+    }
+
+    /// Requests being answered.
+    #[getter]
+    fn active(&self) -> PyResult<usize> {
+        self.0.with(|s| s.active())
+    }
+
+    /// The counters, as a dict.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.0.with(|s| s.stats())?)
+    }
+
+    /// Drops the engine; later calls raise `ClosedError`.
+    fn close(&self) {
+        self.0.close()
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+/// A `ConnectionConfig` from nick, channel and the optional parts of its JSON shape.
+fn connection_config(
+    nick: &str,
+    channel: &str,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<core::ConnectionConfig> {
+    let mut json = serde_json::Map::new();
+    if let Some(options) = options {
+        let extra: serde_json::Map<String, serde_json::Value> =
+            from_py("connection config", options.as_any())?;
+        json = extra;
+    }
+    json.insert("nick".into(), nick.into());
+    json.insert("channel".into(), channel.into());
+    core::ConnectionConfig::from_json(&serde_json::Value::Object(json).to_string())
+        .map_err(|e| errors::local("invalid_value", format!("connection config: {e}")))
+}
+
+fn connection_output<'py>(
+    py: Python<'py>,
+    output: ConnectionOutput,
+) -> PyResult<Bound<'py, PyAny>> {
+    match output {
+        ConnectionOutput::Transmit(bytes) => convert::transmit(py, &bytes),
+        ConnectionOutput::Event(ConnectionEvent::Irc(event)) => serde_event(py, "irc", &event),
+        ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => serde_event(py, "oa1", &event),
+        // The link's own events (state changes, the peer joining or leaving).
+        ConnectionOutput::Event(other) => serde_event(py, "oa1", &other),
+        ConnectionOutput::Timeout(at) => convert::timeout(py, at),
+    }
+}
+
+macro_rules! connection_methods {
+    ($ty:ident, { $($own:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            $($own)*
+
+            /// Bytes read from the socket (partial lines wait for the rest).
+            fn handle_bytes(&self, py: Python<'_>, now_ms: u64, data: &[u8]) -> PyResult<()> {
+                if data.len() >= BULK_BYTES {
+                    py.detach(|| self.0.with(|e| e.handle_bytes(now_ms, data)))
+                } else {
+                    self.0.with(|e| e.handle_bytes(now_ms, data))
+                }
+            }
+
+            /// The socket closed or failed.
+            fn handle_eof(&self, now_ms: u64) -> PyResult<()> {
+                self.0.with(|e| e.handle_eof(now_ms))
+            }
+
+            /// The deadline of the last `Timeout` passed.
+            fn handle_timeout(&self, now_ms: u64) -> PyResult<()> {
+                self.0.with(|e| e.handle_timeout(now_ms))
+            }
+
+            /// Leaves the server with `QUIT :reason`.
+            #[pyo3(signature = (now_ms, reason = "bye"))]
+            fn quit(&self, now_ms: u64, reason: &str) -> PyResult<()> {
+                self.0.with(|e| e.quit(now_ms, reason))
+            }
+
+            /// The next thing to do: a `Transmit` (one IRC line, CRLF included), an event
+            /// (`irc.Registered`, `irc.Joined`, ..., `oa1.Response`, ...) or a `Timeout`.
+            fn poll_output<'py>(
+                &self,
+                py: Python<'py>,
+                now_ms: u64,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                connection_output(py, self.0.with(|e| e.poll_output(now_ms))?)
+            }
+
+            /// The connection's state as the core names it: `"registering"`, `"joining"`,
+            /// `"ready"`, `"closed"`, ...
+            #[getter]
+            fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                to_py(py, &self.0.with(|e| e.state())?)
+            }
+
+            /// The counters of both layers: `{"irc": {...}, "oa1": {...}}`.
+            fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                to_py(py, &self.0.with(|e| e.stats())?)
+            }
+
+            /// Drops the engine; later calls raise `ClosedError`.
+            fn close(&self) {
+                self.0.close()
+            }
+
+            /// Whether `close` was called.
+            #[getter]
+            fn closed(&self) -> bool {
+                self.0.is_closed()
+            }
+        }
+    };
+}
+
+/// The desk end of OA1 on one IRC connection: registration, `PING`, `JOIN` and the OA1 client
+/// in one engine over raw socket bytes. Requests made before the channel is joined wait inside.
+///
+/// `Desk("desk", "#desk", seed=42, now_ms=0, oa1={"allowed_sender": "deskbot"},
+/// session={"password": "..."})`: `session` and `oa1` hold what differs from the defaults, in
+/// the shape of the core's `ConnectionConfig`.
+#[pyclass(module = "deskwire.oa1", name = "Desk")]
+pub struct Desk(Slot<core::Desk>);
+
+connection_methods!(Desk, {
+    #[new]
+    #[pyo3(signature = (nick, channel, *, seed = 0, now_ms = 0, **options))]
+    fn new(
+        nick: &str,
+        channel: &str,
+        seed: u64,
+        now_ms: u64,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let config = connection_config(nick, channel, options)?;
+        Ok(Desk(Slot::new(
+            core::Desk::new(config, now_ms, seed),
+            "desk",
+        )))
+    }
+
+    /// Sends `payload` as a request (queued until the channel is joined); returns its id.
+    #[pyo3(signature = (now_ms, payload, timeout_ms = None))]
+    fn request(&self, now_ms: u64, payload: &str, timeout_ms: Option<u64>) -> PyResult<String> {
+        self.0
+            .with(|d| d.request(now_ms, payload, timeout_ms))?
+            .map_err(raise)
+    }
+
+    /// Cancels request `id` and tells the remote with `CANCEL`.
+    fn cancel(&self, now_ms: u64, id: &str, reason: &str) -> PyResult<()> {
+        self.0
+            .with(|d| d.cancel(now_ms, id, reason))?
+            .map_err(raise)
+    }
+
+    /// Requests in flight.
+    #[getter]
+    fn in_flight(&self) -> PyResult<usize> {
+        self.0.with(|d| d.in_flight())
+    }
+});
+
+/// The remote end of OA1 on one IRC connection: each `oa1.Request` is answered with `send` +
+/// `finish`, `respond` or `fail`; `oa1.Cancelled` says to stop.
+///
+/// `Remote("deskbot", "#desk", oa1={"allowed_sender": "desk"})`.
+#[pyclass(module = "deskwire.oa1", name = "Remote")]
+pub struct Remote(Slot<core::Remote>);
+
+connection_methods!(Remote, {
+    #[new]
+    #[pyo3(signature = (nick, channel, *, now_ms = 0, **options))]
+    fn new(
+        nick: &str,
+        channel: &str,
+        now_ms: u64,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let config = connection_config(nick, channel, options)?;
+        Ok(Remote(Slot::new(
+            core::Remote::new(config, now_ms),
+            "remote",
+        )))
+    }
+
+    /// Streams `output` as part of the answer to `id`.
+    fn send(&self, now_ms: u64, id: &str, output: &str) -> PyResult<()> {
+        self.0.with(|r| r.send(now_ms, id, output))?.map_err(raise)
+    }
+
+    /// Ends the answer to `id`.
+    fn finish(&self, now_ms: u64, id: &str) -> PyResult<()> {
+        self.0.with(|r| r.finish(now_ms, id))?.map_err(raise)
+    }
+
+    /// Answers `id` with `text` in one go.
+    fn respond(&self, now_ms: u64, id: &str, text: &str) -> PyResult<()> {
+        self.0.with(|r| r.respond(now_ms, id, text))?.map_err(raise)
+    }
+
+    /// Answers `id` with `ERR code: message`.
+    fn fail(&self, now_ms: u64, id: &str, code: &str, message: &str) -> PyResult<()> {
+        self.0
+            .with(|r| r.fail(now_ms, id, code, message))?
+            .map_err(raise)
+    }
+
+    /// Requests being answered.
+    #[getter]
+    fn active(&self) -> PyResult<usize> {
+        self.0.with(|r| r.active())
+    }
+});
+
+/// `RemoteBash` arguments (`{"command": ..., "timeout_sec": ...}`) as `(command, timeout_ms)`;
+/// a `LocalError` with code `invalid_arguments` when they are not valid.
+#[pyfunction]
+fn remote_bash_args(args: &Bound<'_, PyAny>) -> PyResult<(String, Option<u64>)> {
+    let json = if let Ok(text) = args.cast::<PyString>() {
+        text.to_cow()?.into_owned()
+    } else {
+        convert::json_of("RemoteBash arguments", args)?
+    };
+    let parsed = core::remote_bash::RemoteBashArgs::parse(&json)
+        .map_err(|e| errors::local("invalid_arguments", e.to_string()))?;
+    Ok((
+        parsed.command,
+        parsed.timeout_sec.map(|s| s.saturating_mul(1000)),
+    ))
+}
+
+/// The `RemoteBash` tool result of an OA1 outcome: the output text of a `Response`, or the
+/// `{"ok": false, "error": code, "message": ...}` JSON of a `Failed` (code, message).
+#[pyfunction]
+fn remote_bash_failure(code: &str, message: &str) -> String {
+    serde_json::json!({ "ok": false, "error": code, "message": message }).to_string()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(escape, m)?)?;
+    m.add_function(wrap_pyfunction!(unescape, m)?)?;
+    m.add_function(wrap_pyfunction!(split, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(format_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_err_payload, m)?)?;
+    m.add_function(wrap_pyfunction!(remote_bash_args, m)?)?;
+    m.add_function(wrap_pyfunction!(remote_bash_failure, m)?)?;
+    m.add_class::<Client>()?;
+    m.add_class::<Server>()?;
+    m.add_class::<Desk>()?;
+    m.add_class::<Remote>()?;
+    m.add("TRUNCATION_MARKER", core::TRUNCATION_MARKER)?;
+    m.add("TOOL_NAME", core::remote_bash::TOOL_NAME)?;
+    m.add("TOOL_DESCRIPTION", core::remote_bash::DESCRIPTION)?;
+    m.add("TOOL_INPUT_SCHEMA", core::remote_bash::INPUT_SCHEMA)?;
+    Ok(())
+}

@@ -1,0 +1,514 @@
+//! `deskwire.tools`: the tool layer (registry, desk gating, policy, approvals) and the
+//! translation to and from the OpenAI, Anthropic and Gemini APIs.
+
+use deskwire::ids::IdGenerator;
+use deskwire::tools::providers::{
+    self, Limits, ParseError, Provider, ProviderResponse, ToolChoice, ToolRequest, anthropic,
+    gemini, openai_chat, openai_responses,
+};
+use deskwire::tools::{
+    self as core, Context, Origin, Policy, Registry, ToolCall, ToolResult, ToolSpec, ToolboxError,
+    Visibility,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+
+use crate::convert::{self, from_py, serde_event, to_py, value_of};
+use crate::errors::{self, Coded, Kind, raise};
+use crate::oa1::BULK_BYTES;
+use crate::slot::Slot;
+
+impl Coded for ToolboxError {
+    fn code(&self) -> &'static str {
+        match self {
+            ToolboxError::TooManyAgents(_) => "too_many_agents",
+            ToolboxError::Registry(_) => "registry",
+            ToolboxError::Approval(_) => "approval",
+            _ => "toolbox_error",
+        }
+    }
+}
+
+impl Coded for ParseError {
+    fn code(&self) -> &'static str {
+        match self {
+            ParseError::NotJson(_) => "not_json",
+            ParseError::Shape(_) => "shape",
+            ParseError::Provider(_) => "provider",
+            ParseError::TooLarge(_) => "too_large",
+            _ => "parse_error",
+        }
+    }
+    fn kind(&self) -> Kind {
+        match self {
+            ParseError::Provider(_) => Kind::Remote,
+            _ => Kind::Protocol,
+        }
+    }
+}
+
+/// A provider from its name: `openai_chat`, `openai_responses`, `anthropic`, `gemini`.
+fn provider(name: &str) -> PyResult<Provider> {
+    Provider::from_name(name).ok_or_else(|| {
+        errors::local(
+            "invalid_value",
+            format!("provider {name:?}: use openai_chat, openai_responses, anthropic or gemini"),
+        )
+    })
+}
+
+fn choice(value: Option<&Bound<'_, PyAny>>) -> PyResult<ToolChoice> {
+    let Some(value) = value else {
+        return Ok(ToolChoice::Auto);
+    };
+    if value.is_none() {
+        return Ok(ToolChoice::Auto);
+    }
+    if let Ok(s) = value.cast::<PyString>() {
+        return match &*s.to_cow()? {
+            "auto" => Ok(ToolChoice::Auto),
+            "none" => Ok(ToolChoice::None),
+            "required" => Ok(ToolChoice::Required),
+            name => Ok(ToolChoice::Tool(name.to_owned())),
+        };
+    }
+    if let Ok(d) = value.cast::<PyDict>()
+        && let Some(tool) = d.get_item("tool")?
+    {
+        return Ok(ToolChoice::Tool(tool.extract()?));
+    }
+    Err(errors::local(
+        "invalid_value",
+        "choice: \"auto\", \"none\", \"required\", a tool name or {\"tool\": name}",
+    ))
+}
+
+/// Bytes of a provider body given as bytes, str, or a JSON value (dict, SDK object).
+fn body_bytes(body: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(b) = body.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if let Ok(s) = body.cast::<PyString>() {
+        return Ok(s.to_cow()?.as_bytes().to_vec());
+    }
+    Ok(value_of("response body", body)?.to_string().into_bytes())
+}
+
+fn request_fields<'py>(
+    py: Python<'py>,
+    provider_name: &str,
+    request: &ToolRequest<'_>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let map = providers::request_tools(provider(provider_name)?, request);
+    convert::py_of_value(py, &serde_json::Value::Object(map))
+}
+
+/// The tool fields of a request body for `provider` (`tools`, `tool_choice`, `toolConfig`, ...)
+/// for the given tool specs: merge them into the SDK call (`client.chat.completions.create(
+/// model=..., messages=..., **fields)`).
+#[pyfunction]
+#[pyo3(signature = (provider, tools, *, choice = None, catalog = None, parallel_tool_calls = None, strict = false))]
+fn request_tools<'py>(
+    py: Python<'py>,
+    provider: &str,
+    tools: &Bound<'py, PyAny>,
+    choice: Option<&Bound<'py, PyAny>>,
+    catalog: Option<&Bound<'py, PyAny>>,
+    parallel_tool_calls: Option<bool>,
+    strict: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let specs: Vec<ToolSpec> = from_py("tools", tools)?;
+    let catalog: Option<Vec<ToolSpec>> = catalog.map(|c| from_py("catalog", c)).transpose()?;
+    let request = ToolRequest {
+        tools: specs.iter().collect(),
+        catalog: catalog.as_ref().map(|c| c.iter().collect()),
+        choice: self::choice(choice)?,
+        parallel_tool_calls,
+        strict,
+    };
+    request_fields(py, provider, &request)
+}
+
+/// A whole (non-streamed) response of `provider` — bytes, str, a dict, or the SDK's own
+/// response object (anything with `model_dump`) — normalised to
+/// `{"segments": [...], "stop_reason": ...}`. Raises `ProtocolError` (not JSON, not the
+/// provider's shape, too large) or `RemoteError` (the provider reported an error).
+#[pyfunction]
+#[pyo3(signature = (provider, body, *, seed = 0))]
+fn parse_response<'py>(
+    py: Python<'py>,
+    provider: &str,
+    body: &Bound<'py, PyAny>,
+    seed: u64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let provider = self::provider(provider)?;
+    let bytes = body_bytes(body)?;
+    let mut ids = IdGenerator::new(seed);
+    let parsed = if bytes.len() >= BULK_BYTES {
+        py.detach(|| providers::parse_response(provider, &bytes, &mut ids))
+    } else {
+        providers::parse_response(provider, &bytes, &mut ids)
+    };
+    to_py(py, &parsed.map_err(raise)?)
+}
+
+/// The provider's assistant turn to append to the conversation for a parsed response
+/// (`{"segments": ...}`), with the tool calls and reasoning echoed as the API wants them.
+#[pyfunction]
+fn assistant_message<'py>(
+    py: Python<'py>,
+    provider: &str,
+    response: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let response: ProviderResponse = from_py("response", response)?;
+    let value = match self::provider(provider)? {
+        Provider::OpenAiChat => openai_chat::assistant_message(&response),
+        Provider::OpenAiResponses => {
+            serde_json::Value::Array(openai_responses::input_items(&response))
+        }
+        Provider::Anthropic => anthropic::assistant_message(&response),
+        Provider::Gemini => gemini::model_content(&response),
+    };
+    convert::py_of_value(py, &value)
+}
+
+/// The tool results in the provider's shape, to append after the assistant turn: a list of
+/// `tool` messages (OpenAI Chat), a list of `function_call_output` items (Responses), one
+/// `user` message of `tool_result` blocks (Anthropic), one `user` content of
+/// `functionResponse` parts (Gemini, which needs the `response` the calls came in).
+/// `results` are `{"callId", "content", "isError"?}`.
+#[pyfunction]
+#[pyo3(signature = (provider, results, response = None))]
+fn tool_results<'py>(
+    py: Python<'py>,
+    provider: &str,
+    results: &Bound<'py, PyAny>,
+    response: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let results: Vec<ToolResult> = from_py("results", results)?;
+    let value = match self::provider(provider)? {
+        Provider::OpenAiChat => {
+            serde_json::Value::Array(results.iter().map(openai_chat::tool_message).collect())
+        }
+        Provider::OpenAiResponses => serde_json::Value::Array(
+            results
+                .iter()
+                .map(openai_responses::function_call_output)
+                .collect(),
+        ),
+        Provider::Anthropic => anthropic::tool_results_message(&results),
+        Provider::Gemini => {
+            let Some(response) = response else {
+                return Err(errors::local(
+                    "invalid_value",
+                    "gemini answers calls by name: pass the response the calls came in",
+                ));
+            };
+            let response: ProviderResponse = from_py("response", response)?;
+            gemini::function_responses(&response, &results)
+                .map_err(|e| errors::local("invalid_value", e.to_string()))?
+        }
+    };
+    convert::py_of_value(py, &value)
+}
+
+/// Assembles a streamed response (server-sent events) of `provider`: `feed` the raw bytes of
+/// the HTTP body as they come (any split), or `push_data` the data of one event (bytes, str, a
+/// dict, or an SDK event object); `finish` gives the normalised response.
+#[pyclass(module = "deskwire.tools", name = "StreamParser")]
+pub struct StreamParser(Slot<providers::StreamParser>);
+
+#[pymethods]
+impl StreamParser {
+    #[new]
+    #[pyo3(signature = (provider, *, seed = 0, max_bytes = None, max_items = None))]
+    fn new(
+        provider: &str,
+        seed: u64,
+        max_bytes: Option<usize>,
+        max_items: Option<usize>,
+    ) -> PyResult<Self> {
+        let mut limits = Limits::default();
+        if let Some(n) = max_bytes {
+            limits.max_bytes = n;
+        }
+        if let Some(n) = max_items {
+            limits.max_items = n;
+        }
+        Ok(StreamParser(Slot::new(
+            providers::StreamParser::new(self::provider(provider)?, limits, seed),
+            "stream parser",
+        )))
+    }
+
+    /// Raw bytes of the event stream.
+    fn feed(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        let result = if data.len() >= BULK_BYTES {
+            py.detach(|| self.0.with(|p| p.feed(data)))?
+        } else {
+            self.0.with(|p| p.feed(data))?
+        };
+        result.map_err(raise)
+    }
+
+    /// The data of one event: bytes, str, a dict or an SDK event object.
+    fn push_data(&self, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let bytes = body_bytes(data)?;
+        self.0.with(|p| p.push_data(&bytes))?.map_err(raise)
+    }
+
+    /// Ends the stream: the normalised response `{"segments": [...], "stop_reason": ...}`.
+    /// The parser is closed afterwards.
+    fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let parser = self
+            .0
+            .take()
+            .ok_or_else(|| errors::closed("stream parser"))?;
+        to_py(py, &parser.finish().map_err(raise)?)
+    }
+}
+
+/// The tool layer for many agents: what each may see (`RemoteBash` only while its NPC sits at
+/// the desk), whether a call may run under the policy, and the approvals in between.
+///
+/// `Toolbox(policy=None, seed=0, builtins=True)`: `policy` in the core's shape (`{"default":
+/// "allow", "rules": [...]}`; `None` allows everything); `builtins` registers `RemoteBash` and
+/// REXD's `bash`, `read`, `write`, `list`, `glob`, `stat`.
+#[pyclass(module = "deskwire.tools", name = "Toolbox")]
+pub struct Toolbox(Slot<core::Toolbox>);
+
+#[pymethods]
+impl Toolbox {
+    #[new]
+    #[pyo3(signature = (policy = None, *, seed = 0, builtins = true, config = None))]
+    fn new(
+        policy: Option<&Bound<'_, PyAny>>,
+        seed: u64,
+        builtins: bool,
+        config: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let policy = match policy {
+            Some(p) if !p.is_none() => from_py::<Policy>("policy", p)?,
+            _ => Policy::allow_all(),
+        };
+        let config = match config {
+            Some(c) => from_py("toolbox config", c)?,
+            None => core::toolbox::Config::default(),
+        };
+        let registry = if builtins {
+            Registry::with_builtins()
+        } else {
+            Registry::new()
+        };
+        Ok(Toolbox(Slot::new(
+            core::Toolbox::new(registry, policy, config, seed),
+            "toolbox",
+        )))
+    }
+
+    /// Registers a tool `{"name", "description", "input_schema"}`; `visibility` is `"always"`
+    /// or the core's shape (e.g. `{"bound_npc": ...}`).
+    #[pyo3(signature = (spec, visibility = None))]
+    fn register(
+        &self,
+        spec: &Bound<'_, PyAny>,
+        visibility: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let spec: ToolSpec = from_py("tool spec", spec)?;
+        let visibility: Visibility = match visibility {
+            Some(v) => from_py("visibility", v)?,
+            None => Visibility::Always,
+        };
+        self.0
+            .with(|t| t.register(spec, visibility))?
+            .map_err(raise)
+    }
+
+    /// Sets what `agent` is doing (`{"bound_npc_id": ..., "target": ..., "cwd": ...}`); a change
+    /// of its visible tools queues a `ToolsChanged` event.
+    fn set_context(&self, agent: &str, context: &Bound<'_, PyAny>) -> PyResult<()> {
+        let context: Context = from_py("context", context)?;
+        self.0
+            .with(|t| t.set_context(agent, context))?
+            .map_err(raise)
+    }
+
+    /// Binds `agent` to the desk of `npc_id` (its NPC sits down): `RemoteBash` appears.
+    fn bind(&self, agent: &str, npc_id: &str) -> PyResult<()> {
+        self.0
+            .with(|t| t.set_context(agent, Context::bound_to(npc_id)))?
+            .map_err(raise)
+    }
+
+    /// Unbinds `agent` (its NPC stood up): `RemoteBash` disappears.
+    fn unbind(&self, agent: &str) -> PyResult<()> {
+        self.0
+            .with(|t| t.set_context(agent, Context::default()))?
+            .map_err(raise)
+    }
+
+    /// The tool specs `agent` may see now.
+    fn visible_tools<'py>(&self, py: Python<'py>, agent: &str) -> PyResult<Bound<'py, PyAny>> {
+        let specs: Vec<ToolSpec> = self
+            .0
+            .with(|t| t.visible_tools(agent).into_iter().cloned().collect())?;
+        to_py(py, &specs)
+    }
+
+    /// The fields to pass to `provider`'s SDK for `agent` now (`tools=`, `tool_choice=`, ...):
+    /// `client.chat.completions.create(model=..., messages=..., **toolbox.tool_request(agent,
+    /// "openai_chat"))`. `keep_list` sends the full stable list restricted to the visible tools
+    /// where the API can (cache-friendly).
+    #[pyo3(signature = (agent, provider, *, choice = None, keep_list = false, parallel_tool_calls = None, strict = false))]
+    // The Python keyword arguments, one each.
+    #[allow(clippy::too_many_arguments)]
+    fn tool_request<'py>(
+        &self,
+        py: Python<'py>,
+        agent: &str,
+        provider: &str,
+        choice: Option<&Bound<'py, PyAny>>,
+        keep_list: bool,
+        parallel_tool_calls: Option<bool>,
+        strict: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let choice = self::choice(choice)?;
+        let map = self.0.with(|t| {
+            let mut request = t.tool_request(agent, keep_list);
+            request.choice = choice;
+            request.parallel_tool_calls = parallel_tool_calls;
+            request.strict = strict;
+            Provider::from_name(provider).map(|p| providers::request_tools(p, &request))
+        })?;
+        let Some(map) = map else {
+            return Err(self::provider(provider)
+                .err()
+                .unwrap_or_else(|| errors::local("invalid_value", "provider")));
+        };
+        convert::py_of_value(py, &serde_json::Value::Object(map))
+    }
+
+    /// Whether `call` (`{"id", "name", "args"}`) may run for `agent`, changing nothing: the
+    /// core's authorization (`{"kind": "allowed" | "needs_approval" | "denied" | "unknown",
+    /// ...}`).
+    #[pyo3(signature = (agent, call, origin = "model"))]
+    fn authorize<'py>(
+        &self,
+        py: Python<'py>,
+        agent: &str,
+        call: &Bound<'py, PyAny>,
+        origin: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let call: ToolCall = from_py("call", call)?;
+        let origin = origin_of(py, origin)?;
+        to_py(py, &self.0.with(|t| t.authorize(agent, &call, origin))?)
+    }
+
+    /// What to do with `call` now: `"run"`, `{"refuse": {"observation"}}` (send it back as the
+    /// call's error result) or `{"pending": {"approval_id"}}` (a human decides:
+    /// `ApprovalDecided` follows).
+    #[pyo3(signature = (now_ms, agent, call, origin = "model"))]
+    fn check_call<'py>(
+        &self,
+        py: Python<'py>,
+        now_ms: u64,
+        agent: &str,
+        call: &Bound<'py, PyAny>,
+        origin: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let call: ToolCall = from_py("call", call)?;
+        let origin = origin_of(py, origin)?;
+        let verdict = self
+            .0
+            .with(|t| t.check_call(now_ms, agent, &call, origin))?
+            .map_err(raise)?;
+        to_py(py, &verdict)
+    }
+
+    /// A human answered approval `{"id", "decision", "remember"?}`; returns the settlement.
+    fn respond<'py>(
+        &self,
+        py: Python<'py>,
+        now_ms: u64,
+        response: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let response: core::ApprovalResponse = from_py("approval response", response)?;
+        let decided = self
+            .0
+            .with(|t| t.respond(now_ms, &response))?
+            .map_err(raise)?;
+        to_py(py, &decided)
+    }
+
+    /// Withdraws the waiting approval `id`.
+    fn cancel_approval<'py>(&self, py: Python<'py>, id: &str) -> PyResult<Bound<'py, PyAny>> {
+        let decided = self.0.with(|t| t.cancel_approval(id))?.map_err(raise)?;
+        to_py(py, &decided)
+    }
+
+    /// The waiting approvals.
+    fn pending_approvals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let pending: Vec<core::ApprovalRequest> =
+            self.0.with(|t| t.pending_approvals().cloned().collect())?;
+        to_py(py, &pending)
+    }
+
+    /// Parses a slash command (`/bash ls -la`) into a call of a registered tool.
+    #[pyo3(signature = (line, *, seed = 0))]
+    fn parse_slash<'py>(
+        &self,
+        py: Python<'py>,
+        line: &str,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut ids = IdGenerator::new(seed);
+        let call = self
+            .0
+            .with(|t| core::slash::parse(line, t.registry(), &mut ids))?;
+        match call {
+            Ok(call) => to_py(py, &call),
+            Err(e) => {
+                let code = match serde_json::to_value(&e) {
+                    Ok(serde_json::Value::String(s)) => s,
+                    Ok(serde_json::Value::Object(o)) => {
+                        o.keys().next().cloned().unwrap_or_default()
+                    }
+                    _ => "slash_error".to_owned(),
+                };
+                Err(errors::local(&code, e.to_string()))
+            }
+        }
+    }
+
+    /// The deadline of the last `Timeout` passed (approvals time out).
+    fn handle_timeout(&self, now_ms: u64) -> PyResult<()> {
+        self.0.with(|t| t.handle_timeout(now_ms))
+    }
+
+    /// An event (`ToolsChanged`, `ApprovalRequested`, `ApprovalDecided`) or a `Timeout`.
+    fn poll_output<'py>(&self, py: Python<'py>, now_ms: u64) -> PyResult<Bound<'py, PyAny>> {
+        match self.0.with(|t| t.poll_output(now_ms))? {
+            core::Output::Event(event) => serde_event(py, "tools", &event),
+            core::Output::Timeout(at) => convert::timeout(py, at),
+            other => Err(errors::local(
+                "unknown_event",
+                format!("an output this binding does not know: {other:?}"),
+            )),
+        }
+    }
+}
+
+fn origin_of(py: Python<'_>, name: &str) -> PyResult<Origin> {
+    from_py("origin", PyString::new(py, name).as_any())
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(request_tools, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_response, m)?)?;
+    m.add_function(wrap_pyfunction!(assistant_message, m)?)?;
+    m.add_function(wrap_pyfunction!(tool_results, m)?)?;
+    m.add_class::<StreamParser>()?;
+    m.add_class::<Toolbox>()?;
+    m.add("REMOTE_BASH", deskwire::oa1::remote_bash::TOOL_NAME)?;
+    Ok(())
+}
