@@ -46,6 +46,8 @@ pub(crate) enum Error {
     #[error(transparent)]
     Irc(#[from] deskwire::irc::SessionError),
     #[error(transparent)]
+    IrcParse(#[from] deskwire::irc::ParseError),
+    #[error(transparent)]
     JsonRpc(#[from] deskwire::jsonrpc::LocalError),
     #[error(transparent)]
     Gateway(#[from] deskwire::gateway::LocalError),
@@ -61,6 +63,9 @@ pub(crate) enum Error {
     Spec(#[from] deskwire::tools::SpecError),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// A value the binding checks itself before it reaches the core.
+    #[error("{detail}")]
+    Invalid { kind: &'static str, detail: String },
 }
 
 /// The variant name from a `Debug` rendering (`NotConnected`, `TooLarge { .. }` → `TooLarge`).
@@ -90,12 +95,14 @@ impl From<Error> for DeskwireError {
             Error::Gateway(e) => misuse(variant_name(e)),
             Error::Toolbox(e) => misuse(variant_name(e)),
             Error::MobileParse(e) => invalid(variant_name(e)),
+            Error::IrcParse(e) => invalid(variant_name(e)),
             Error::RemoteBashArgs(e) => invalid(variant_name(e)),
             Error::GatewayParse(e) => invalid(variant_name(e)),
             Error::Policy(e) => invalid(variant_name(e)),
             Error::Registry(e) => invalid(variant_name(e)),
             Error::Spec(e) => invalid(variant_name(e)),
             Error::Json(_) => invalid("Json".to_owned()),
+            Error::Invalid { kind, .. } => invalid((*kind).to_owned()),
         }
     }
 }

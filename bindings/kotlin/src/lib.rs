@@ -26,8 +26,12 @@ macro_rules! unmapped {
     };
 }
 
+pub mod connection;
 pub mod error;
+pub mod irc;
+pub mod jsonrpc;
 pub mod mobile;
+pub mod oa1;
 
 pub use error::DeskwireError;
 

@@ -675,6 +675,22 @@ internal object IntegrityCheckingUniffiLib {
     }
 
     internal fun ensureInitialized() = Unit
+    external fun uniffi_deskwire_uniffi_checksum_func_connection_config(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_irc_parse_line(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_irc_session_config(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_irc_validate_session_config(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_json_rpc_config_default(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_json_rpc_message_to_json(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_json_rpc_sidecar_timeouts(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_parse_json_rpc(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_agent_state_to_json(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_authorization_header(
@@ -702,6 +718,124 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_deskwire_uniffi_checksum_func_parse_server_message(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_server_message_to_json(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_chunk(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_config(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_escape(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_failure_code(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_failure_message(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_format_frame(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_parse_frame(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_unescape(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_remote_bash_failure_json(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_remote_bash_tool(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_cancel(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_handle_eof(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_handle_timeout(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_in_flight(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_poll_output(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_quit(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_remote_bash(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_request(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_state(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_stats(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_active(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_fail(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_finish(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_handle_bytes(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_handle_eof(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_handle_timeout(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_poll_output(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_quit(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_respond(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_send(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_state(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_stats(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_channels(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_handle_bytes(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_handle_line(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_handle_timeout(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_is_closed(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_is_registered(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_join(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_nick(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_part(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_poll_output(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_privmsg(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_quit(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_ircsession_stats(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call_with_id(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_cancel(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_bytes(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_timeout(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_is_pending(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_notify(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_poll_output(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_progress(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond_error(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_stats(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_mobileclient_agent_state(
     ): Int
@@ -783,9 +917,59 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_mobileserver_stats(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1client_cancel(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1client_handle_timeout(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1client_in_flight(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1client_poll_output(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1client_remote_bash(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1client_request(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1client_set_identity(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1client_stats(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1server_active(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1server_fail(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1server_finish(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1server_handle_timeout(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1server_poll_output(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1server_respond(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1server_send(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1server_set_identity(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1server_stats(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_constructor_desk_new(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_constructor_remote_new(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_constructor_ircsession_new(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_constructor_jsonrpcpeer_new(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_constructor_mobileclient_new(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_constructor_mobileserver_new(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_constructor_oa1client_new(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_constructor_oa1server_new(
     ): Int
     external fun ffi_deskwire_uniffi_uniffi_contract_version(
     ): Int
@@ -807,6 +991,126 @@ internal object UniffiLib {
     }
 
     internal fun ensureInitialized() = Unit
+    external fun uniffi_deskwire_uniffi_fn_clone_desk(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_free_desk(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_constructor_desk_new(`config`: RustBuffer.ByValue,`nowMs`: Long,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_desk_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_desk_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_desk_handle_eof(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_desk_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_desk_in_flight(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_desk_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_desk_quit(`ptr`: Long,`nowMs`: Long,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_desk_remote_bash(`ptr`: Long,`nowMs`: Long,`argsJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_desk_request(`ptr`: Long,`nowMs`: Long,`payload`: RustBuffer.ByValue,`timeoutMs`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_desk_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_desk_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_clone_remote(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_free_remote(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_constructor_remote_new(`config`: RustBuffer.ByValue,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_remote_active(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_remote_fail(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`code`: RustBuffer.ByValue,`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_remote_finish(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_remote_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_remote_handle_eof(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_remote_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_remote_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_remote_quit(`ptr`: Long,`nowMs`: Long,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_remote_respond(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_remote_send(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`output`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_remote_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_remote_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_clone_ircsession(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_free_ircsession(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_constructor_ircsession_new(`config`: RustBuffer.ByValue,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_channels(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_line(`ptr`: Long,`nowMs`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_is_closed(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_is_registered(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_join(`ptr`: Long,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_nick(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_part(`ptr`: Long,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_privmsg(`ptr`: Long,`target`: RustBuffer.ByValue,`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_quit(`ptr`: Long,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_clone_jsonrpcpeer(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_free_jsonrpcpeer(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_constructor_jsonrpcpeer_new(`dialect`: RustBuffer.ByValue,`config`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_call(`ptr`: Long,`nowMs`: Long,`method`: RustBuffer.ByValue,`paramsJson`: RustBuffer.ByValue,`user`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_call_with_id(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`method`: RustBuffer.ByValue,`paramsJson`: RustBuffer.ByValue,`user`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_is_pending(`ptr`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_notify(`ptr`: Long,`nowMs`: Long,`method`: RustBuffer.ByValue,`paramsJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_progress(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`progressJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`resultJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond_error(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`error`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_clone_mobileclient(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_free_mobileclient(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -899,6 +1203,72 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_clone_oa1client(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_free_oa1client(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_constructor_oa1client_new(`config`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_handle_line(`ptr`: Long,`nowMs`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_in_flight(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_remote_bash(`ptr`: Long,`nowMs`: Long,`argsJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_request(`ptr`: Long,`nowMs`: Long,`payload`: RustBuffer.ByValue,`timeoutMs`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_set_identity(`ptr`: Long,`nick`: RustBuffer.ByValue,`user`: RustBuffer.ByValue,`host`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_clone_oa1server(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_free_oa1server(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_constructor_oa1server_new(`config`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_active(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_fail(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`code`: RustBuffer.ByValue,`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_finish(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_handle_line(`ptr`: Long,`nowMs`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_respond(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_send(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`output`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_set_identity(`ptr`: Long,`nick`: RustBuffer.ByValue,`user`: RustBuffer.ByValue,`host`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_connection_config(`nick`: RustBuffer.ByValue,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_irc_parse_line(`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_irc_session_config(`nick`: RustBuffer.ByValue,`channels`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_irc_validate_session_config(`config`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_func_json_rpc_config_default(uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_json_rpc_message_to_json(`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_json_rpc_sidecar_timeouts(uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_parse_json_rpc(`frame`: RustBuffer.ByValue,`batchLimit`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_agent_state_to_json(`state`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_authorization_header(`token`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -926,6 +1296,28 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_func_parse_server_message(`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_server_message_to_json(`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_chunk(`text`: RustBuffer.ByValue,`budget`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_config(`channel`: RustBuffer.ByValue,`nick`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_escape(`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_code(`failure`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_from_err_payload(`payload`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_message(`failure`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_format_frame(`frame`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_parse_frame(`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_unescape(`escaped`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_remote_bash_failure_json(`failure`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_remote_bash_tool(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun ffi_deskwire_uniffi_rustbuffer_alloc(`size`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1046,6 +1438,30 @@ private fun uniffiCheckContractApiVersion(lib: IntegrityCheckingUniffiLib) {
 }
 @Suppress("UNUSED_PARAMETER")
 private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_connection_config() and 0xFFFF) != 12620) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_parse_line() and 0xFFFF) != 48541) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_session_config() and 0xFFFF) != 28969) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_validate_session_config() and 0xFFFF) != 45095) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_config_default() and 0xFFFF) != 50635) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_message_to_json() and 0xFFFF) != 59469) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_sidecar_timeouts() and 0xFFFF) != 14370) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_json_rpc() and 0xFFFF) != 36346) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_agent_state_to_json() and 0xFFFF) != 59073) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1086,6 +1502,183 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_server_message_to_json() and 0xFFFF) != 44270) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_chunk() and 0xFFFF) != 29272) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_config() and 0xFFFF) != 41608) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_escape() and 0xFFFF) != 45862) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_code() and 0xFFFF) != 45198) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload() and 0xFFFF) != 57184) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_message() and 0xFFFF) != 28737) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_format_frame() and 0xFFFF) != 10913) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_parse_frame() and 0xFFFF) != 58469) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_unescape() and 0xFFFF) != 11816) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_remote_bash_failure_json() and 0xFFFF) != 52684) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_remote_bash_tool() and 0xFFFF) != 48024) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_cancel() and 0xFFFF) != 47051) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes() and 0xFFFF) != 32536) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_eof() and 0xFFFF) != 52609) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_timeout() and 0xFFFF) != 33034) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_in_flight() and 0xFFFF) != 53510) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_poll_output() and 0xFFFF) != 21168) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_quit() and 0xFFFF) != 64091) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_remote_bash() and 0xFFFF) != 41583) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_request() and 0xFFFF) != 40435) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_state() and 0xFFFF) != 5907) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_stats() and 0xFFFF) != 22554) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_active() and 0xFFFF) != 32152) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_fail() and 0xFFFF) != 51749) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_finish() and 0xFFFF) != 34057) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_bytes() and 0xFFFF) != 16903) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_eof() and 0xFFFF) != 13113) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_timeout() and 0xFFFF) != 22513) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_poll_output() and 0xFFFF) != 3387) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_quit() and 0xFFFF) != 54571) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_respond() and 0xFFFF) != 36166) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_send() and 0xFFFF) != 15154) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_state() and 0xFFFF) != 516) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_stats() and 0xFFFF) != 14655) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_channels() and 0xFFFF) != 65368) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_bytes() and 0xFFFF) != 52197) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_line() and 0xFFFF) != 5879) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_timeout() and 0xFFFF) != 44767) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_is_closed() and 0xFFFF) != 47147) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_is_registered() and 0xFFFF) != 20515) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_join() and 0xFFFF) != 13204) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_nick() and 0xFFFF) != 56574) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_part() and 0xFFFF) != 21075) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_poll_output() and 0xFFFF) != 43446) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_privmsg() and 0xFFFF) != 36342) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_quit() and 0xFFFF) != 48683) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_stats() and 0xFFFF) != 5287) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call() and 0xFFFF) != 31128) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call_with_id() and 0xFFFF) != 6806) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_cancel() and 0xFFFF) != 28451) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_bytes() and 0xFFFF) != 41615) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_timeout() and 0xFFFF) != 3626) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_is_pending() and 0xFFFF) != 40418) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_notify() and 0xFFFF) != 9987) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_poll_output() and 0xFFFF) != 1520) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_progress() and 0xFFFF) != 36809) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond() and 0xFFFF) != 59562) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond_error() and 0xFFFF) != 53489) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_stats() and 0xFFFF) != 6121) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_agent_state() and 0xFFFF) != 30616) {
@@ -1208,10 +1801,85 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_stats() and 0xFFFF) != 53653) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_cancel() and 0xFFFF) != 26367) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line() and 0xFFFF) != 696) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_timeout() and 0xFFFF) != 64640) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_in_flight() and 0xFFFF) != 42350) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_poll_output() and 0xFFFF) != 53584) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_remote_bash() and 0xFFFF) != 25516) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_request() and 0xFFFF) != 13407) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_set_identity() and 0xFFFF) != 18666) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_stats() and 0xFFFF) != 40880) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_active() and 0xFFFF) != 22502) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_fail() and 0xFFFF) != 33845) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_finish() and 0xFFFF) != 39706) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line() and 0xFFFF) != 54727) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_timeout() and 0xFFFF) != 62924) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_poll_output() and 0xFFFF) != 9221) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_respond() and 0xFFFF) != 23879) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_send() and 0xFFFF) != 59487) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_set_identity() and 0xFFFF) != 34740) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_stats() and 0xFFFF) != 38799) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_desk_new() and 0xFFFF) != 2045) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_remote_new() and 0xFFFF) != 19412) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_ircsession_new() and 0xFFFF) != 15756) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_jsonrpcpeer_new() and 0xFFFF) != 35260) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_mobileclient_new() and 0xFFFF) != 6844) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_mobileserver_new() and 0xFFFF) != 3378) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1client_new() and 0xFFFF) != 27973) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1server_new() and 0xFFFF) != 54325) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
 }
@@ -1447,6 +2115,29 @@ public object FfiConverterULong: FfiConverter<ULong, Long> {
 /**
  * @suppress
  */
+public object FfiConverterLong: FfiConverter<Long, Long> {
+    override fun lift(value: Long): Long {
+        return value
+    }
+
+    override fun read(buf: ByteBuffer): Long {
+        return buf.getLong()
+    }
+
+    override fun lower(value: Long): Long {
+        return value
+    }
+
+    override fun allocationSize(value: Long) = 8UL
+
+    override fun write(value: Long, buf: ByteBuffer) {
+        buf.putLong(value)
+    }
+}
+
+/**
+ * @suppress
+ */
 public object FfiConverterBoolean: FfiConverter<Boolean, Byte> {
     override fun lift(value: Byte): Boolean {
         return value.toInt() != 0
@@ -1521,6 +2212,1611 @@ public object FfiConverterString: FfiConverter<String, RustBuffer.ByValue> {
         val byteBuf = toUtf8(value)
         buf.putInt(byteBuf.limit())
         buf.put(byteBuf)
+    }
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterByteArray: FfiConverterRustBuffer<ByteArray> {
+    override fun read(buf: ByteBuffer): ByteArray {
+        val len = buf.getInt()
+        val byteArr = ByteArray(len)
+        buf.get(byteArr)
+        return byteArr
+    }
+    override fun allocationSize(value: ByteArray): ULong {
+        return 4UL + value.size.toULong()
+    }
+    override fun write(value: ByteArray, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        buf.put(value)
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * The desk's end of one IRC connection: requests out (queued until the channel is joined and
+ * the peer is there), responses in.
+ */
+public interface DeskInterface {
+    
+    /**
+     * Cancels a request (a `CANCEL` goes out; the remote stops).
+     */
+    fun `cancel`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `reason`: kotlin.String)
+    
+    /**
+     * Bytes read from the socket (any split; partial lines wait for the rest).
+     */
+    fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    
+    /**
+     * The socket closed or failed.
+     */
+    fun `handleEof`(`nowMs`: kotlin.ULong)
+    
+    /**
+     * Does what is due by `now_ms`.
+     */
+    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    
+    /**
+     * Requests in flight.
+     */
+    fun `inFlight`(): kotlin.ULong
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */
+    fun `pollOutput`(`nowMs`: kotlin.ULong): ConnectionOutput
+    
+    /**
+     * Says goodbye (`QUIT`); the connection ends.
+     */
+    fun `quit`(`nowMs`: kotlin.ULong, `reason`: kotlin.String)
+    
+    /**
+     * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
+     */
+    fun `remoteBash`(`nowMs`: kotlin.ULong, `argsJson`: kotlin.String): kotlin.String
+    
+    /**
+     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id
+     * its events carry.
+     */
+    fun `request`(`nowMs`: kotlin.ULong, `payload`: kotlin.String, `timeoutMs`: kotlin.ULong?): kotlin.String
+    
+    /**
+     * Where the connection stands.
+     */
+    fun `state`(): ConnectionState
+    
+    /**
+     * Counters.
+     */
+    fun `stats`(): ConnectionStats
+    
+    companion object
+}
+
+/**
+ * The desk's end of one IRC connection: requests out (queued until the channel is joined and
+ * the peer is there), responses in.
+ */
+open class Desk: Disposable, AutoCloseable, DeskInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A desk that registers at once; `seed` fixes its request ids.
+     */
+    constructor(`config`: ConnectionConfig, `nowMs`: kotlin.ULong, `seed`: kotlin.ULong) :
+        this(UniffiWithHandle, 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_constructor_desk_new(
+    
+        
+        FfiConverterTypeConnectionConfig.lower(`config`),
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterULong.lower(`seed`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_deskwire_uniffi_fn_free_desk(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_deskwire_uniffi_fn_clone_desk(handle, status)
+        }
+    }
+
+    
+    /**
+     * Cancels a request (a `CANCEL` goes out; the remote stops).
+     */
+    @Throws(DeskwireException::class)override fun `cancel`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `reason`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_cancel(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`id`),
+        FfiConverterString.lower(`reason`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Bytes read from the socket (any split; partial lines wait for the rest).
+     */override fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_handle_bytes(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The socket closed or failed.
+     */override fun `handleEof`(`nowMs`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_handle_eof(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Does what is due by `now_ms`.
+     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_handle_timeout(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Requests in flight.
+     */override fun `inFlight`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_in_flight(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */override fun `pollOutput`(`nowMs`: kotlin.ULong): ConnectionOutput {
+            return FfiConverterTypeConnectionOutput.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_poll_output(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Says goodbye (`QUIT`); the connection ends.
+     */override fun `quit`(`nowMs`: kotlin.ULong, `reason`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_quit(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`reason`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
+     */
+    @Throws(DeskwireException::class)override fun `remoteBash`(`nowMs`: kotlin.ULong, `argsJson`: kotlin.String): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_remote_bash(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`argsJson`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id
+     * its events carry.
+     */
+    @Throws(DeskwireException::class)override fun `request`(`nowMs`: kotlin.ULong, `payload`: kotlin.String, `timeoutMs`: kotlin.ULong?): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_request(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`payload`),
+        FfiConverterOptionalULong.lower(`timeoutMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Where the connection stands.
+     */override fun `state`(): ConnectionState {
+            return FfiConverterTypeConnectionState.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_state(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Counters.
+     */override fun `stats`(): ConnectionStats {
+            return FfiConverterTypeConnectionStats.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_stats(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeDesk: FfiConverter<Desk, Long> {
+    override fun lower(value: Desk): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): Desk {
+        return Desk(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): Desk {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: Desk) = 8UL
+
+    override fun write(value: Desk, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * A sans-IO IRC client session.
+ */
+public interface IrcSessionInterface {
+    
+    /**
+     * The channels we are in.
+     */
+    fun `channels`(): List<kotlin.String>
+    
+    /**
+     * Raw bytes from the socket (any split).
+     */
+    fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    
+    /**
+     * One whole line (CRLF optional).
+     */
+    fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+    
+    /**
+     * Does what is due by `now_ms`.
+     */
+    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    
+    /**
+     * Whether the session ended.
+     */
+    fun `isClosed`(): kotlin.Boolean
+    
+    /**
+     * Whether the server accepted us.
+     */
+    fun `isRegistered`(): kotlin.Boolean
+    
+    /**
+     * Joins a channel.
+     */
+    fun `join`(`channel`: kotlin.String)
+    
+    /**
+     * Our nick as the server knows it.
+     */
+    fun `nick`(): kotlin.String
+    
+    /**
+     * Leaves a channel.
+     */
+    fun `part`(`channel`: kotlin.String)
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */
+    fun `pollOutput`(`nowMs`: kotlin.ULong): IrcSessionOutput
+    
+    /**
+     * Sends one `PRIVMSG` line.
+     */
+    fun `privmsg`(`target`: kotlin.String, `text`: kotlin.String)
+    
+    /**
+     * Says goodbye; the session ends.
+     */
+    fun `quit`(`reason`: kotlin.String)
+    
+    /**
+     * Counters.
+     */
+    fun `stats`(): IrcSessionStats
+    
+    companion object
+}
+
+/**
+ * A sans-IO IRC client session.
+ */
+open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A session that registers right away (its first lines are in `poll_output`).
+     */
+    constructor(`config`: IrcSessionConfig, `nowMs`: kotlin.ULong) :
+        this(UniffiWithHandle, 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_constructor_ircsession_new(
+    
+        
+        FfiConverterTypeIrcSessionConfig.lower(`config`),
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_deskwire_uniffi_fn_free_ircsession(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_deskwire_uniffi_fn_clone_ircsession(handle, status)
+        }
+    }
+
+    
+    /**
+     * The channels we are in.
+     */override fun `channels`(): List<kotlin.String> {
+            return FfiConverterSequenceString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_channels(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Raw bytes from the socket (any split).
+     */override fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_handle_bytes(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * One whole line (CRLF optional).
+     */override fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_handle_line(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterByteArray.lower(`line`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Does what is due by `now_ms`.
+     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_handle_timeout(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Whether the session ended.
+     */override fun `isClosed`(): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_is_closed(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Whether the server accepted us.
+     */override fun `isRegistered`(): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_is_registered(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Joins a channel.
+     */
+    @Throws(DeskwireException::class)override fun `join`(`channel`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_join(
+        it,
+        
+        FfiConverterString.lower(`channel`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Our nick as the server knows it.
+     */override fun `nick`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_nick(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Leaves a channel.
+     */
+    @Throws(DeskwireException::class)override fun `part`(`channel`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_part(
+        it,
+        
+        FfiConverterString.lower(`channel`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */override fun `pollOutput`(`nowMs`: kotlin.ULong): IrcSessionOutput {
+            return FfiConverterTypeIrcSessionOutput.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_poll_output(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Sends one `PRIVMSG` line.
+     */
+    @Throws(DeskwireException::class)override fun `privmsg`(`target`: kotlin.String, `text`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_privmsg(
+        it,
+        
+        FfiConverterString.lower(`target`),
+        FfiConverterString.lower(`text`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Says goodbye; the session ends.
+     */override fun `quit`(`reason`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_quit(
+        it,
+        
+        FfiConverterString.lower(`reason`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Counters.
+     */override fun `stats`(): IrcSessionStats {
+            return FfiConverterTypeIrcSessionStats.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_stats(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeIrcSession: FfiConverter<IrcSession, Long> {
+    override fun lower(value: IrcSession): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): IrcSession {
+        return IrcSession(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): IrcSession {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: IrcSession) = 8UL
+
+    override fun write(value: IrcSession, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * A JSON-RPC peer over raw stream bytes: calls out, answers in, requests in, answers out.
+ */
+public interface JsonRpcPeerInterface {
+    
+    /**
+     * Calls `method` (params: JSON text) with a generated id; `user` comes back with the answer.
+     */
+    fun `call`(`nowMs`: kotlin.ULong, `method`: kotlin.String, `paramsJson`: kotlin.String?, `user`: kotlin.ULong): JsonRpcId
+    
+    /**
+     * Calls `method` with the host's own id.
+     */
+    fun `callWithId`(`nowMs`: kotlin.ULong, `id`: JsonRpcId, `method`: kotlin.String, `paramsJson`: kotlin.String?, `user`: kotlin.ULong)
+    
+    /**
+     * Stops waiting for our call `id` (and sends the cancel notification, if configured).
+     */
+    fun `cancel`(`nowMs`: kotlin.ULong, `id`: JsonRpcId)
+    
+    /**
+     * Raw bytes from the stream (any split).
+     */
+    fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    
+    /**
+     * Does what is due by `now_ms`.
+     */
+    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    
+    /**
+     * Whether our call `id` waits for an answer.
+     */
+    fun `isPending`(`id`: JsonRpcId): kotlin.Boolean
+    
+    /**
+     * Sends a notification.
+     */
+    fun `notify`(`nowMs`: kotlin.ULong, `method`: kotlin.String, `paramsJson`: kotlin.String?)
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */
+    fun `pollOutput`(`nowMs`: kotlin.ULong): JsonRpcOutput
+    
+    /**
+     * Reports progress on the incoming request `id` (dialects with progress messages).
+     */
+    fun `progress`(`nowMs`: kotlin.ULong, `id`: JsonRpcId, `progressJson`: kotlin.String)
+    
+    /**
+     * Answers the incoming request `id` with a result (JSON text).
+     */
+    fun `respond`(`nowMs`: kotlin.ULong, `id`: JsonRpcId, `resultJson`: kotlin.String)
+    
+    /**
+     * Answers the incoming request `id` with an error.
+     */
+    fun `respondError`(`nowMs`: kotlin.ULong, `id`: JsonRpcId, `error`: JsonRpcRemoteError)
+    
+    /**
+     * Counters.
+     */
+    fun `stats`(): JsonRpcStats
+    
+    companion object
+}
+
+/**
+ * A JSON-RPC peer over raw stream bytes: calls out, answers in, requests in, answers out.
+ */
+open class JsonRpcPeer: Disposable, AutoCloseable, JsonRpcPeerInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A peer speaking `dialect`; `seed` fixes generated ids.
+     */
+    constructor(`dialect`: JsonRpcDialect, `config`: JsonRpcConfig, `seed`: kotlin.ULong) :
+        this(UniffiWithHandle, 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_constructor_jsonrpcpeer_new(
+    
+        
+        FfiConverterTypeJsonRpcDialect.lower(`dialect`),
+        FfiConverterTypeJsonRpcConfig.lower(`config`),
+        FfiConverterULong.lower(`seed`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_deskwire_uniffi_fn_free_jsonrpcpeer(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_deskwire_uniffi_fn_clone_jsonrpcpeer(handle, status)
+        }
+    }
+
+    
+    /**
+     * Calls `method` (params: JSON text) with a generated id; `user` comes back with the answer.
+     */
+    @Throws(DeskwireException::class)override fun `call`(`nowMs`: kotlin.ULong, `method`: kotlin.String, `paramsJson`: kotlin.String?, `user`: kotlin.ULong): JsonRpcId {
+            return FfiConverterTypeJsonRpcId.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_call(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`method`),
+        FfiConverterOptionalString.lower(`paramsJson`),
+        FfiConverterULong.lower(`user`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Calls `method` with the host's own id.
+     */
+    @Throws(DeskwireException::class)override fun `callWithId`(`nowMs`: kotlin.ULong, `id`: JsonRpcId, `method`: kotlin.String, `paramsJson`: kotlin.String?, `user`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_call_with_id(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterTypeJsonRpcId.lower(`id`),
+        FfiConverterString.lower(`method`),
+        FfiConverterOptionalString.lower(`paramsJson`),
+        FfiConverterULong.lower(`user`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Stops waiting for our call `id` (and sends the cancel notification, if configured).
+     */
+    @Throws(DeskwireException::class)override fun `cancel`(`nowMs`: kotlin.ULong, `id`: JsonRpcId)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_cancel(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterTypeJsonRpcId.lower(`id`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Raw bytes from the stream (any split).
+     */override fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_bytes(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Does what is due by `now_ms`.
+     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_timeout(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Whether our call `id` waits for an answer.
+     */override fun `isPending`(`id`: JsonRpcId): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_is_pending(
+        it,
+        
+        FfiConverterTypeJsonRpcId.lower(`id`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Sends a notification.
+     */
+    @Throws(DeskwireException::class)override fun `notify`(`nowMs`: kotlin.ULong, `method`: kotlin.String, `paramsJson`: kotlin.String?)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_notify(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`method`),
+        FfiConverterOptionalString.lower(`paramsJson`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */override fun `pollOutput`(`nowMs`: kotlin.ULong): JsonRpcOutput {
+            return FfiConverterTypeJsonRpcOutput.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_poll_output(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Reports progress on the incoming request `id` (dialects with progress messages).
+     */
+    @Throws(DeskwireException::class)override fun `progress`(`nowMs`: kotlin.ULong, `id`: JsonRpcId, `progressJson`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_progress(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterTypeJsonRpcId.lower(`id`),
+        FfiConverterString.lower(`progressJson`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Answers the incoming request `id` with a result (JSON text).
+     */
+    @Throws(DeskwireException::class)override fun `respond`(`nowMs`: kotlin.ULong, `id`: JsonRpcId, `resultJson`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterTypeJsonRpcId.lower(`id`),
+        FfiConverterString.lower(`resultJson`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Answers the incoming request `id` with an error.
+     */
+    @Throws(DeskwireException::class)override fun `respondError`(`nowMs`: kotlin.ULong, `id`: JsonRpcId, `error`: JsonRpcRemoteError)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond_error(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterTypeJsonRpcId.lower(`id`),
+        FfiConverterTypeJsonRpcRemoteError.lower(`error`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Counters.
+     */override fun `stats`(): JsonRpcStats {
+            return FfiConverterTypeJsonRpcStats.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_stats(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcPeer: FfiConverter<JsonRpcPeer, Long> {
+    override fun lower(value: JsonRpcPeer): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): JsonRpcPeer {
+        return JsonRpcPeer(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): JsonRpcPeer {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: JsonRpcPeer) = 8UL
+
+    override fun write(value: JsonRpcPeer, buf: ByteBuffer) {
+        buf.putLong(lower(value))
     }
 }
 
@@ -2922,6 +5218,1480 @@ public object FfiConverterTypeMobileServer: FfiConverter<MobileServer, Long> {
 }
 
 
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * The desk's bare endpoint: requests out, responses in, over lines the host's IRC client carries.
+ */
+public interface Oa1ClientInterface {
+    
+    /**
+     * Cancels a request (a `CANCEL` goes out).
+     */
+    fun `cancel`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `reason`: kotlin.String)
+    
+    /**
+     * One line the IRC connection received (CRLF optional).
+     */
+    fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+    
+    /**
+     * Does what is due by `now_ms`.
+     */
+    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    
+    /**
+     * Requests in flight.
+     */
+    fun `inFlight`(): kotlin.ULong
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */
+    fun `pollOutput`(`nowMs`: kotlin.ULong): Oa1Output
+    
+    /**
+     * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
+     */
+    fun `remoteBash`(`nowMs`: kotlin.ULong, `argsJson`: kotlin.String): kotlin.String
+    
+    /**
+     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id its
+     * events carry.
+     */
+    fun `request`(`nowMs`: kotlin.ULong, `payload`: kotlin.String, `timeoutMs`: kotlin.ULong?): kotlin.String
+    
+    /**
+     * Tells the engine our prefix, for hosts whose IRC client knows it.
+     */
+    fun `setIdentity`(`nick`: kotlin.String, `user`: kotlin.String, `host`: kotlin.String)
+    
+    /**
+     * Counters.
+     */
+    fun `stats`(): Oa1Stats
+    
+    companion object
+}
+
+/**
+ * The desk's bare endpoint: requests out, responses in, over lines the host's IRC client carries.
+ */
+open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A client; `seed` fixes its request ids.
+     */
+    constructor(`config`: Oa1Config, `seed`: kotlin.ULong) :
+        this(UniffiWithHandle, 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_constructor_oa1client_new(
+    
+        
+        FfiConverterTypeOa1Config.lower(`config`),
+        FfiConverterULong.lower(`seed`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_deskwire_uniffi_fn_free_oa1client(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_deskwire_uniffi_fn_clone_oa1client(handle, status)
+        }
+    }
+
+    
+    /**
+     * Cancels a request (a `CANCEL` goes out).
+     */
+    @Throws(DeskwireException::class)override fun `cancel`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `reason`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_cancel(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`id`),
+        FfiConverterString.lower(`reason`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * One line the IRC connection received (CRLF optional).
+     */override fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_handle_line(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterByteArray.lower(`line`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Does what is due by `now_ms`.
+     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_handle_timeout(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Requests in flight.
+     */override fun `inFlight`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_in_flight(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */override fun `pollOutput`(`nowMs`: kotlin.ULong): Oa1Output {
+            return FfiConverterTypeOa1Output.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_poll_output(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
+     */
+    @Throws(DeskwireException::class)override fun `remoteBash`(`nowMs`: kotlin.ULong, `argsJson`: kotlin.String): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_remote_bash(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`argsJson`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id its
+     * events carry.
+     */
+    @Throws(DeskwireException::class)override fun `request`(`nowMs`: kotlin.ULong, `payload`: kotlin.String, `timeoutMs`: kotlin.ULong?): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_request(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`payload`),
+        FfiConverterOptionalULong.lower(`timeoutMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Tells the engine our prefix, for hosts whose IRC client knows it.
+     */override fun `setIdentity`(`nick`: kotlin.String, `user`: kotlin.String, `host`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_set_identity(
+        it,
+        
+        FfiConverterString.lower(`nick`),
+        FfiConverterString.lower(`user`),
+        FfiConverterString.lower(`host`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Counters.
+     */override fun `stats`(): Oa1Stats {
+            return FfiConverterTypeOa1Stats.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_stats(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1Client: FfiConverter<Oa1Client, Long> {
+    override fun lower(value: Oa1Client): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): Oa1Client {
+        return Oa1Client(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): Oa1Client {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: Oa1Client) = 8UL
+
+    override fun write(value: Oa1Client, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * The remote's bare endpoint: requests in, streamed answers out.
+ */
+public interface Oa1ServerInterface {
+    
+    /**
+     * Requests being answered.
+     */
+    fun `active`(): kotlin.ULong
+    
+    /**
+     * Answers `id` with `ERR code: message` (`code` is `[a-z_]+`).
+     */
+    fun `fail`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
+    
+    /**
+     * Ends the response of `id`.
+     */
+    fun `finish`(`nowMs`: kotlin.ULong, `id`: kotlin.String)
+    
+    /**
+     * One line the IRC connection received.
+     */
+    fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+    
+    /**
+     * Does what is due by `now_ms`.
+     */
+    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */
+    fun `pollOutput`(`nowMs`: kotlin.ULong): Oa1Output
+    
+    /**
+     * `send` then `finish`.
+     */
+    fun `respond`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `text`: kotlin.String)
+    
+    /**
+     * Streams output for request `id`.
+     */
+    fun `send`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `output`: kotlin.String)
+    
+    /**
+     * Tells the engine our prefix.
+     */
+    fun `setIdentity`(`nick`: kotlin.String, `user`: kotlin.String, `host`: kotlin.String)
+    
+    /**
+     * Counters.
+     */
+    fun `stats`(): Oa1Stats
+    
+    companion object
+}
+
+/**
+ * The remote's bare endpoint: requests in, streamed answers out.
+ */
+open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A server.
+     */
+    constructor(`config`: Oa1Config) :
+        this(UniffiWithHandle, 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_constructor_oa1server_new(
+    
+        
+        FfiConverterTypeOa1Config.lower(`config`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_deskwire_uniffi_fn_free_oa1server(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_deskwire_uniffi_fn_clone_oa1server(handle, status)
+        }
+    }
+
+    
+    /**
+     * Requests being answered.
+     */override fun `active`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_active(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Answers `id` with `ERR code: message` (`code` is `[a-z_]+`).
+     */
+    @Throws(DeskwireException::class)override fun `fail`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_fail(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`id`),
+        FfiConverterString.lower(`code`),
+        FfiConverterString.lower(`message`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Ends the response of `id`.
+     */
+    @Throws(DeskwireException::class)override fun `finish`(`nowMs`: kotlin.ULong, `id`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_finish(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`id`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * One line the IRC connection received.
+     */override fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_handle_line(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterByteArray.lower(`line`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Does what is due by `now_ms`.
+     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_handle_timeout(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */override fun `pollOutput`(`nowMs`: kotlin.ULong): Oa1Output {
+            return FfiConverterTypeOa1Output.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_poll_output(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * `send` then `finish`.
+     */
+    @Throws(DeskwireException::class)override fun `respond`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `text`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_respond(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`id`),
+        FfiConverterString.lower(`text`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Streams output for request `id`.
+     */
+    @Throws(DeskwireException::class)override fun `send`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `output`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_send(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`id`),
+        FfiConverterString.lower(`output`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Tells the engine our prefix.
+     */override fun `setIdentity`(`nick`: kotlin.String, `user`: kotlin.String, `host`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_set_identity(
+        it,
+        
+        FfiConverterString.lower(`nick`),
+        FfiConverterString.lower(`user`),
+        FfiConverterString.lower(`host`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Counters.
+     */override fun `stats`(): Oa1Stats {
+            return FfiConverterTypeOa1Stats.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_stats(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1Server: FfiConverter<Oa1Server, Long> {
+    override fun lower(value: Oa1Server): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): Oa1Server {
+        return Oa1Server(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): Oa1Server {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: Oa1Server) = 8UL
+
+    override fun write(value: Oa1Server, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * The remote's end of one IRC connection: requests in, streamed answers out.
+ */
+public interface RemoteInterface {
+    
+    /**
+     * Requests being answered.
+     */
+    fun `active`(): kotlin.ULong
+    
+    /**
+     * Answers `id` with `ERR code: message`.
+     */
+    fun `fail`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
+    
+    /**
+     * Ends the response of `id`.
+     */
+    fun `finish`(`nowMs`: kotlin.ULong, `id`: kotlin.String)
+    
+    /**
+     * Bytes read from the socket (any split; partial lines wait for the rest).
+     */
+    fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    
+    /**
+     * The socket closed or failed.
+     */
+    fun `handleEof`(`nowMs`: kotlin.ULong)
+    
+    /**
+     * Does what is due by `now_ms`.
+     */
+    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */
+    fun `pollOutput`(`nowMs`: kotlin.ULong): ConnectionOutput
+    
+    /**
+     * Says goodbye (`QUIT`); the connection ends.
+     */
+    fun `quit`(`nowMs`: kotlin.ULong, `reason`: kotlin.String)
+    
+    /**
+     * `send` then `finish`.
+     */
+    fun `respond`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `text`: kotlin.String)
+    
+    /**
+     * Streams output for request `id`.
+     */
+    fun `send`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `output`: kotlin.String)
+    
+    /**
+     * Where the connection stands.
+     */
+    fun `state`(): ConnectionState
+    
+    /**
+     * Counters.
+     */
+    fun `stats`(): ConnectionStats
+    
+    companion object
+}
+
+/**
+ * The remote's end of one IRC connection: requests in, streamed answers out.
+ */
+open class Remote: Disposable, AutoCloseable, RemoteInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A remote that registers at once.
+     */
+    constructor(`config`: ConnectionConfig, `nowMs`: kotlin.ULong) :
+        this(UniffiWithHandle, 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_constructor_remote_new(
+    
+        
+        FfiConverterTypeConnectionConfig.lower(`config`),
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_deskwire_uniffi_fn_free_remote(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_deskwire_uniffi_fn_clone_remote(handle, status)
+        }
+    }
+
+    
+    /**
+     * Requests being answered.
+     */override fun `active`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_active(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Answers `id` with `ERR code: message`.
+     */
+    @Throws(DeskwireException::class)override fun `fail`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_fail(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`id`),
+        FfiConverterString.lower(`code`),
+        FfiConverterString.lower(`message`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Ends the response of `id`.
+     */
+    @Throws(DeskwireException::class)override fun `finish`(`nowMs`: kotlin.ULong, `id`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_finish(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`id`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Bytes read from the socket (any split; partial lines wait for the rest).
+     */override fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_handle_bytes(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The socket closed or failed.
+     */override fun `handleEof`(`nowMs`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_handle_eof(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Does what is due by `now_ms`.
+     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_handle_timeout(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */override fun `pollOutput`(`nowMs`: kotlin.ULong): ConnectionOutput {
+            return FfiConverterTypeConnectionOutput.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_poll_output(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Says goodbye (`QUIT`); the connection ends.
+     */override fun `quit`(`nowMs`: kotlin.ULong, `reason`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_quit(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`reason`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * `send` then `finish`.
+     */
+    @Throws(DeskwireException::class)override fun `respond`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `text`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_respond(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`id`),
+        FfiConverterString.lower(`text`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Streams output for request `id`.
+     */
+    @Throws(DeskwireException::class)override fun `send`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `output`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_send(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`id`),
+        FfiConverterString.lower(`output`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Where the connection stands.
+     */override fun `state`(): ConnectionState {
+            return FfiConverterTypeConnectionState.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_state(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Counters.
+     */override fun `stats`(): ConnectionStats {
+            return FfiConverterTypeConnectionStats.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_stats(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeRemote: FfiConverter<Remote, Long> {
+    override fun lower(value: Remote): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): Remote {
+        return Remote(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): Remote {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: Remote) = 8UL
+
+    override fun write(value: Remote, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
 
 /**
  * `auth_result`.
@@ -3083,6 +6853,866 @@ public object FfiConverterTypeCommand: FfiConverterRustBuffer<Command> {
             FfiConverterTypeCommandAction.write(value.`action`, buf)
             FfiConverterOptionalString.write(value.`task`, buf)
             FfiConverterOptionalULong.write(value.`maxIterations`, buf)
+    }
+}
+
+
+
+/**
+ * How to connect: the IRC login and the OA1 endpoint.
+ */
+data class ConnectionConfig (
+    /**
+     * Registration and keepalive (its nick is ours).
+     */
+    var `session`: IrcSessionConfig
+    , 
+    /**
+     * The OA1 endpoint (its channel is joined).
+     */
+    var `oa1`: Oa1Config
+    , 
+    /**
+     * How long to wait before joining again after a kick or part.
+     */
+    var `rejoinDelayMs`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeConnectionConfig: FfiConverterRustBuffer<ConnectionConfig> {
+    override fun read(buf: ByteBuffer): ConnectionConfig {
+        return ConnectionConfig(
+            FfiConverterTypeIrcSessionConfig.read(buf),
+            FfiConverterTypeOa1Config.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ConnectionConfig) = (
+            FfiConverterTypeIrcSessionConfig.allocationSize(value.`session`) +
+            FfiConverterTypeOa1Config.allocationSize(value.`oa1`) +
+            FfiConverterULong.allocationSize(value.`rejoinDelayMs`)
+    )
+
+    override fun write(value: ConnectionConfig, buf: ByteBuffer) {
+            FfiConverterTypeIrcSessionConfig.write(value.`session`, buf)
+            FfiConverterTypeOa1Config.write(value.`oa1`, buf)
+            FfiConverterULong.write(value.`rejoinDelayMs`, buf)
+    }
+}
+
+
+
+/**
+ * The counters of both layers.
+ */
+data class ConnectionStats (
+    /**
+     * The IRC session's.
+     */
+    var `irc`: IrcSessionStats
+    , 
+    /**
+     * The OA1 endpoint's.
+     */
+    var `oa1`: Oa1Stats
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeConnectionStats: FfiConverterRustBuffer<ConnectionStats> {
+    override fun read(buf: ByteBuffer): ConnectionStats {
+        return ConnectionStats(
+            FfiConverterTypeIrcSessionStats.read(buf),
+            FfiConverterTypeOa1Stats.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ConnectionStats) = (
+            FfiConverterTypeIrcSessionStats.allocationSize(value.`irc`) +
+            FfiConverterTypeOa1Stats.allocationSize(value.`oa1`)
+    )
+
+    override fun write(value: ConnectionStats, buf: ByteBuffer) {
+            FfiConverterTypeIrcSessionStats.write(value.`irc`, buf)
+            FfiConverterTypeOa1Stats.write(value.`oa1`, buf)
+    }
+}
+
+
+
+/**
+ * One IRC line split into its parts (RFC 1459 plus IRCv3 tags).
+ */
+data class IrcMessage (
+    /**
+     * Tags with their values unescaped.
+     */
+    var `tags`: Map<kotlin.String, kotlin.String>
+    , 
+    /**
+     * The source without `:` (`nick!user@host` or a server name).
+     */
+    var `source`: kotlin.String?
+    , 
+    /**
+     * The command or numeric.
+     */
+    var `command`: kotlin.String
+    , 
+    /**
+     * The parameters, the trailing one included.
+     */
+    var `params`: List<kotlin.String>
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeIrcMessage: FfiConverterRustBuffer<IrcMessage> {
+    override fun read(buf: ByteBuffer): IrcMessage {
+        return IrcMessage(
+            FfiConverterMapStringString.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterSequenceString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: IrcMessage) = (
+            FfiConverterMapStringString.allocationSize(value.`tags`) +
+            FfiConverterOptionalString.allocationSize(value.`source`) +
+            FfiConverterString.allocationSize(value.`command`) +
+            FfiConverterSequenceString.allocationSize(value.`params`)
+    )
+
+    override fun write(value: IrcMessage, buf: ByteBuffer) {
+            FfiConverterMapStringString.write(value.`tags`, buf)
+            FfiConverterOptionalString.write(value.`source`, buf)
+            FfiConverterString.write(value.`command`, buf)
+            FfiConverterSequenceString.write(value.`params`, buf)
+    }
+}
+
+
+
+/**
+ * How to register and what to join.
+ */
+data class IrcSessionConfig (
+    /**
+     * The nick to ask for first.
+     */
+    var `nick`: kotlin.String
+    , 
+    /**
+     * The user name of `USER`.
+     */
+    var `user`: kotlin.String
+    , 
+    /**
+     * The real name of `USER`.
+     */
+    var `realname`: kotlin.String
+    , 
+    /**
+     * The server password (`PASS`).
+     */
+    var `password`: kotlin.String?
+    , 
+    /**
+     * Channels to join once registered.
+     */
+    var `channels`: List<kotlin.String>
+    , 
+    /**
+     * Nicks to try before giving up.
+     */
+    var `maxNickAttempts`: kotlin.UInt
+    , 
+    /**
+     * Keepalive `PING` after this much silence.
+     */
+    var `pingIntervalMs`: kotlin.ULong
+    , 
+    /**
+     * Give up this long after an unanswered keepalive.
+     */
+    var `pingTimeoutMs`: kotlin.ULong
+    , 
+    /**
+     * Longest line accepted from the server, CRLF included.
+     */
+    var `maxLineBytes`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessionConfig> {
+    override fun read(buf: ByteBuffer): IrcSessionConfig {
+        return IrcSessionConfig(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterSequenceString.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: IrcSessionConfig) = (
+            FfiConverterString.allocationSize(value.`nick`) +
+            FfiConverterString.allocationSize(value.`user`) +
+            FfiConverterString.allocationSize(value.`realname`) +
+            FfiConverterOptionalString.allocationSize(value.`password`) +
+            FfiConverterSequenceString.allocationSize(value.`channels`) +
+            FfiConverterUInt.allocationSize(value.`maxNickAttempts`) +
+            FfiConverterULong.allocationSize(value.`pingIntervalMs`) +
+            FfiConverterULong.allocationSize(value.`pingTimeoutMs`) +
+            FfiConverterULong.allocationSize(value.`maxLineBytes`)
+    )
+
+    override fun write(value: IrcSessionConfig, buf: ByteBuffer) {
+            FfiConverterString.write(value.`nick`, buf)
+            FfiConverterString.write(value.`user`, buf)
+            FfiConverterString.write(value.`realname`, buf)
+            FfiConverterOptionalString.write(value.`password`, buf)
+            FfiConverterSequenceString.write(value.`channels`, buf)
+            FfiConverterUInt.write(value.`maxNickAttempts`, buf)
+            FfiConverterULong.write(value.`pingIntervalMs`, buf)
+            FfiConverterULong.write(value.`pingTimeoutMs`, buf)
+            FfiConverterULong.write(value.`maxLineBytes`, buf)
+    }
+}
+
+
+
+/**
+ * The session's counters.
+ */
+data class IrcSessionStats (
+    /**
+     * Lines received.
+     */
+    var `linesReceived`: kotlin.ULong
+    , 
+    /**
+     * Lines queued for sending.
+     */
+    var `linesQueued`: kotlin.ULong
+    , 
+    /**
+     * Lines over `max_line_bytes`.
+     */
+    var `ignoredTooLong`: kotlin.ULong
+    , 
+    /**
+     * Lines that were not IRC.
+     */
+    var `ignoredInvalid`: kotlin.ULong
+    , 
+    /**
+     * Lines after the end.
+     */
+    var `ignoredAfterClose`: kotlin.ULong
+    , 
+    /**
+     * Server `PING`s answered.
+     */
+    var `pingsAnswered`: kotlin.ULong
+    , 
+    /**
+     * Keepalive `PING`s sent.
+     */
+    var `keepalivePings`: kotlin.ULong
+    , 
+    /**
+     * `NICK` commands sent.
+     */
+    var `nickAttempts`: kotlin.UInt
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeIrcSessionStats: FfiConverterRustBuffer<IrcSessionStats> {
+    override fun read(buf: ByteBuffer): IrcSessionStats {
+        return IrcSessionStats(
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterUInt.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: IrcSessionStats) = (
+            FfiConverterULong.allocationSize(value.`linesReceived`) +
+            FfiConverterULong.allocationSize(value.`linesQueued`) +
+            FfiConverterULong.allocationSize(value.`ignoredTooLong`) +
+            FfiConverterULong.allocationSize(value.`ignoredInvalid`) +
+            FfiConverterULong.allocationSize(value.`ignoredAfterClose`) +
+            FfiConverterULong.allocationSize(value.`pingsAnswered`) +
+            FfiConverterULong.allocationSize(value.`keepalivePings`) +
+            FfiConverterUInt.allocationSize(value.`nickAttempts`)
+    )
+
+    override fun write(value: IrcSessionStats, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`linesReceived`, buf)
+            FfiConverterULong.write(value.`linesQueued`, buf)
+            FfiConverterULong.write(value.`ignoredTooLong`, buf)
+            FfiConverterULong.write(value.`ignoredInvalid`, buf)
+            FfiConverterULong.write(value.`ignoredAfterClose`, buf)
+            FfiConverterULong.write(value.`pingsAnswered`, buf)
+            FfiConverterULong.write(value.`keepalivePings`, buf)
+            FfiConverterUInt.write(value.`nickAttempts`, buf)
+    }
+}
+
+
+
+/**
+ * Peer configuration; [`json_rpc_config_default`] gives the defaults.
+ */
+data class JsonRpcConfig (
+    /**
+     * Framing.
+     */
+    var `framing`: JsonRpcFraming
+    , 
+    /**
+     * Largest message accepted.
+     */
+    var `maxMessageBytes`: kotlin.ULong
+    , 
+    /**
+     * Most elements in a batch.
+     */
+    var `batchLimit`: kotlin.ULong
+    , 
+    /**
+     * Most outgoing calls in flight.
+     */
+    var `maxPending`: kotlin.ULong
+    , 
+    /**
+     * Most incoming calls waiting for an answer.
+     */
+    var `maxIncoming`: kotlin.ULong
+    , 
+    /**
+     * Call deadlines.
+     */
+    var `timeouts`: JsonRpcTimeoutPolicy
+    , 
+    /**
+     * A notification sent when a call is cancelled or times out (e.g. `$/cancelRequest`).
+     */
+    var `cancelNotification`: kotlin.String?
+    , 
+    /**
+     * Answered or abandoned ids remembered.
+     */
+    var `finishedMemory`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcConfig: FfiConverterRustBuffer<JsonRpcConfig> {
+    override fun read(buf: ByteBuffer): JsonRpcConfig {
+        return JsonRpcConfig(
+            FfiConverterTypeJsonRpcFraming.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterTypeJsonRpcTimeoutPolicy.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: JsonRpcConfig) = (
+            FfiConverterTypeJsonRpcFraming.allocationSize(value.`framing`) +
+            FfiConverterULong.allocationSize(value.`maxMessageBytes`) +
+            FfiConverterULong.allocationSize(value.`batchLimit`) +
+            FfiConverterULong.allocationSize(value.`maxPending`) +
+            FfiConverterULong.allocationSize(value.`maxIncoming`) +
+            FfiConverterTypeJsonRpcTimeoutPolicy.allocationSize(value.`timeouts`) +
+            FfiConverterOptionalString.allocationSize(value.`cancelNotification`) +
+            FfiConverterULong.allocationSize(value.`finishedMemory`)
+    )
+
+    override fun write(value: JsonRpcConfig, buf: ByteBuffer) {
+            FfiConverterTypeJsonRpcFraming.write(value.`framing`, buf)
+            FfiConverterULong.write(value.`maxMessageBytes`, buf)
+            FfiConverterULong.write(value.`batchLimit`, buf)
+            FfiConverterULong.write(value.`maxPending`, buf)
+            FfiConverterULong.write(value.`maxIncoming`, buf)
+            FfiConverterTypeJsonRpcTimeoutPolicy.write(value.`timeouts`, buf)
+            FfiConverterOptionalString.write(value.`cancelNotification`, buf)
+            FfiConverterULong.write(value.`finishedMemory`, buf)
+    }
+}
+
+
+
+/**
+ * A JSON-RPC 2.0 error object.
+ */
+data class JsonRpcErrorObject (
+    /**
+     * The code.
+     */
+    var `code`: kotlin.Long
+    , 
+    /**
+     * The message.
+     */
+    var `message`: kotlin.String
+    , 
+    /**
+     * Extra data, JSON text.
+     */
+    var `dataJson`: kotlin.String? = null 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcErrorObject: FfiConverterRustBuffer<JsonRpcErrorObject> {
+    override fun read(buf: ByteBuffer): JsonRpcErrorObject {
+        return JsonRpcErrorObject(
+            FfiConverterLong.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterOptionalString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: JsonRpcErrorObject) = (
+            FfiConverterLong.allocationSize(value.`code`) +
+            FfiConverterString.allocationSize(value.`message`) +
+            FfiConverterOptionalString.allocationSize(value.`dataJson`)
+    )
+
+    override fun write(value: JsonRpcErrorObject, buf: ByteBuffer) {
+            FfiConverterLong.write(value.`code`, buf)
+            FfiConverterString.write(value.`message`, buf)
+            FfiConverterOptionalString.write(value.`dataJson`, buf)
+    }
+}
+
+
+
+/**
+ * A message that is not valid, and the error answer it calls for.
+ */
+data class JsonRpcInvalid (
+    /**
+     * The id of the error answer.
+     */
+    var `id`: JsonRpcId
+    , 
+    /**
+     * The error code of the answer (-32700 parse error, -32600 invalid request, ...).
+     */
+    var `code`: kotlin.Long
+    , 
+    /**
+     * What is wrong.
+     */
+    var `reason`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcInvalid: FfiConverterRustBuffer<JsonRpcInvalid> {
+    override fun read(buf: ByteBuffer): JsonRpcInvalid {
+        return JsonRpcInvalid(
+            FfiConverterTypeJsonRpcId.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: JsonRpcInvalid) = (
+            FfiConverterTypeJsonRpcId.allocationSize(value.`id`) +
+            FfiConverterLong.allocationSize(value.`code`) +
+            FfiConverterString.allocationSize(value.`reason`)
+    )
+
+    override fun write(value: JsonRpcInvalid, buf: ByteBuffer) {
+            FfiConverterTypeJsonRpcId.write(value.`id`, buf)
+            FfiConverterLong.write(value.`code`, buf)
+            FfiConverterString.write(value.`reason`, buf)
+    }
+}
+
+
+
+/**
+ * An error answer in any dialect.
+ */
+data class JsonRpcRemoteError (
+    /**
+     * The code.
+     */
+    var `code`: JsonRpcCode
+    , 
+    /**
+     * The message.
+     */
+    var `message`: kotlin.String
+    , 
+    /**
+     * Extra data, JSON text (JSON-RPC 2.0 only).
+     */
+    var `dataJson`: kotlin.String? = null 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcRemoteError: FfiConverterRustBuffer<JsonRpcRemoteError> {
+    override fun read(buf: ByteBuffer): JsonRpcRemoteError {
+        return JsonRpcRemoteError(
+            FfiConverterTypeJsonRpcCode.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterOptionalString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: JsonRpcRemoteError) = (
+            FfiConverterTypeJsonRpcCode.allocationSize(value.`code`) +
+            FfiConverterString.allocationSize(value.`message`) +
+            FfiConverterOptionalString.allocationSize(value.`dataJson`)
+    )
+
+    override fun write(value: JsonRpcRemoteError, buf: ByteBuffer) {
+            FfiConverterTypeJsonRpcCode.write(value.`code`, buf)
+            FfiConverterString.write(value.`message`, buf)
+            FfiConverterOptionalString.write(value.`dataJson`, buf)
+    }
+}
+
+
+
+/**
+ * The peer's counters.
+ */
+data class JsonRpcStats (
+    /**
+     * Frames read.
+     */
+    var `framesIn`: kotlin.ULong
+    , 
+    /**
+     * Frames written.
+     */
+    var `framesOut`: kotlin.ULong
+    , 
+    /**
+     * Invalid messages.
+     */
+    var `malformed`: kotlin.ULong
+    , 
+    /**
+     * Framing errors.
+     */
+    var `framingErrors`: kotlin.ULong
+    , 
+    /**
+     * Answers for unknown ids.
+     */
+    var `unmatchedResponses`: kotlin.ULong
+    , 
+    /**
+     * Answers after a cancel or timeout.
+     */
+    var `lateResponses`: kotlin.ULong
+    , 
+    /**
+     * Calls timed out.
+     */
+    var `timeouts`: kotlin.ULong
+    , 
+    /**
+     * Calls cancelled.
+     */
+    var `cancelled`: kotlin.ULong
+    , 
+    /**
+     * Incoming requests refused.
+     */
+    var `refusedRequests`: kotlin.ULong
+    , 
+    /**
+     * Outgoing calls pending now.
+     */
+    var `pending`: kotlin.ULong
+    , 
+    /**
+     * Incoming requests waiting now.
+     */
+    var `incoming`: kotlin.ULong
+    , 
+    /**
+     * Bytes held now.
+     */
+    var `bytesBuffered`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcStats: FfiConverterRustBuffer<JsonRpcStats> {
+    override fun read(buf: ByteBuffer): JsonRpcStats {
+        return JsonRpcStats(
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: JsonRpcStats) = (
+            FfiConverterULong.allocationSize(value.`framesIn`) +
+            FfiConverterULong.allocationSize(value.`framesOut`) +
+            FfiConverterULong.allocationSize(value.`malformed`) +
+            FfiConverterULong.allocationSize(value.`framingErrors`) +
+            FfiConverterULong.allocationSize(value.`unmatchedResponses`) +
+            FfiConverterULong.allocationSize(value.`lateResponses`) +
+            FfiConverterULong.allocationSize(value.`timeouts`) +
+            FfiConverterULong.allocationSize(value.`cancelled`) +
+            FfiConverterULong.allocationSize(value.`refusedRequests`) +
+            FfiConverterULong.allocationSize(value.`pending`) +
+            FfiConverterULong.allocationSize(value.`incoming`) +
+            FfiConverterULong.allocationSize(value.`bytesBuffered`)
+    )
+
+    override fun write(value: JsonRpcStats, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`framesIn`, buf)
+            FfiConverterULong.write(value.`framesOut`, buf)
+            FfiConverterULong.write(value.`malformed`, buf)
+            FfiConverterULong.write(value.`framingErrors`, buf)
+            FfiConverterULong.write(value.`unmatchedResponses`, buf)
+            FfiConverterULong.write(value.`lateResponses`, buf)
+            FfiConverterULong.write(value.`timeouts`, buf)
+            FfiConverterULong.write(value.`cancelled`, buf)
+            FfiConverterULong.write(value.`refusedRequests`, buf)
+            FfiConverterULong.write(value.`pending`, buf)
+            FfiConverterULong.write(value.`incoming`, buf)
+            FfiConverterULong.write(value.`bytesBuffered`, buf)
+    }
+}
+
+
+
+/**
+ * Per-method timeouts (the longest matching prefix wins).
+ */
+data class JsonRpcTimeoutPolicy (
+    /**
+     * The rules.
+     */
+    var `rules`: List<JsonRpcTimeoutRule>
+    , 
+    /**
+     * The timeout of other methods.
+     */
+    var `defaultTimeoutMs`: kotlin.ULong
+    , 
+    /**
+     * Timeouts a call may take in all when its rule does not say.
+     */
+    var `defaultMaxTotalFactor`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcTimeoutPolicy: FfiConverterRustBuffer<JsonRpcTimeoutPolicy> {
+    override fun read(buf: ByteBuffer): JsonRpcTimeoutPolicy {
+        return JsonRpcTimeoutPolicy(
+            FfiConverterSequenceTypeJsonRpcTimeoutRule.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: JsonRpcTimeoutPolicy) = (
+            FfiConverterSequenceTypeJsonRpcTimeoutRule.allocationSize(value.`rules`) +
+            FfiConverterULong.allocationSize(value.`defaultTimeoutMs`) +
+            FfiConverterULong.allocationSize(value.`defaultMaxTotalFactor`)
+    )
+
+    override fun write(value: JsonRpcTimeoutPolicy, buf: ByteBuffer) {
+            FfiConverterSequenceTypeJsonRpcTimeoutRule.write(value.`rules`, buf)
+            FfiConverterULong.write(value.`defaultTimeoutMs`, buf)
+            FfiConverterULong.write(value.`defaultMaxTotalFactor`, buf)
+    }
+}
+
+
+
+/**
+ * A timeout for the methods starting with `prefix`.
+ */
+data class JsonRpcTimeoutRule (
+    /**
+     * The method prefix.
+     */
+    var `prefix`: kotlin.String
+    , 
+    /**
+     * Time without an answer or progress.
+     */
+    var `timeoutMs`: kotlin.ULong
+    , 
+    /**
+     * Time at most, whatever the progress.
+     */
+    var `maxTotalMs`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcTimeoutRule: FfiConverterRustBuffer<JsonRpcTimeoutRule> {
+    override fun read(buf: ByteBuffer): JsonRpcTimeoutRule {
+        return JsonRpcTimeoutRule(
+            FfiConverterString.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: JsonRpcTimeoutRule) = (
+            FfiConverterString.allocationSize(value.`prefix`) +
+            FfiConverterULong.allocationSize(value.`timeoutMs`) +
+            FfiConverterULong.allocationSize(value.`maxTotalMs`)
+    )
+
+    override fun write(value: JsonRpcTimeoutRule, buf: ByteBuffer) {
+            FfiConverterString.write(value.`prefix`, buf)
+            FfiConverterULong.write(value.`timeoutMs`, buf)
+            FfiConverterULong.write(value.`maxTotalMs`, buf)
     }
 }
 
@@ -3612,6 +8242,387 @@ public object FfiConverterTypeNewPermission: FfiConverterRustBuffer<NewPermissio
 
 
 /**
+ * Endpoint configuration; [`oa1_config`] gives the spec's defaults.
+ */
+data class Oa1Config (
+    /**
+     * The desk channel.
+     */
+    var `channel`: kotlin.String
+    , 
+    /**
+     * Our nick at registration.
+     */
+    var `nick`: kotlin.String
+    , 
+    /**
+     * Accept frames from this nick only.
+     */
+    var `allowedSender`: kotlin.String?
+    , 
+    /**
+     * Escaped payload bytes per frame at most (spec: 240).
+     */
+    var `maxFramePayloadBytes`: kotlin.ULong
+    , 
+    /**
+     * Use the largest payload that fits the line.
+     */
+    var `adaptivePayload`: kotlin.Boolean
+    , 
+    /**
+     * Decoded bytes of one message at most (spec: 128 KiB).
+     */
+    var `maxMessageBytes`: kotlin.ULong
+    , 
+    /**
+     * Streams and requests in flight at most.
+     */
+    var `maxStreams`: kotlin.ULong
+    , 
+    /**
+     * How long a request may take (client; spec: 30 s).
+     */
+    var `requestTimeoutMs`: kotlin.ULong
+    , 
+    /**
+     * How long a gap inside a stream may last (spec: 10 s).
+     */
+    var `partialTimeoutMs`: kotlin.ULong
+    , 
+    /**
+     * Lines sent at once before pacing starts.
+     */
+    var `pacingBurst`: kotlin.UInt
+    , 
+    /**
+     * Then one line per this many ms.
+     */
+    var `pacingIntervalMs`: kotlin.ULong
+    , 
+    /**
+     * Longer inbound lines are ignored.
+     */
+    var `maxLineBytes`: kotlin.ULong
+    , 
+    /**
+     * Finished request ids remembered.
+     */
+    var `finishedMemory`: kotlin.ULong
+    , 
+    /**
+     * How long small streamed output may wait for more (server).
+     */
+    var `flushDelayMs`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1Config: FfiConverterRustBuffer<Oa1Config> {
+    override fun read(buf: ByteBuffer): Oa1Config {
+        return Oa1Config(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterBoolean.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: Oa1Config) = (
+            FfiConverterString.allocationSize(value.`channel`) +
+            FfiConverterString.allocationSize(value.`nick`) +
+            FfiConverterOptionalString.allocationSize(value.`allowedSender`) +
+            FfiConverterULong.allocationSize(value.`maxFramePayloadBytes`) +
+            FfiConverterBoolean.allocationSize(value.`adaptivePayload`) +
+            FfiConverterULong.allocationSize(value.`maxMessageBytes`) +
+            FfiConverterULong.allocationSize(value.`maxStreams`) +
+            FfiConverterULong.allocationSize(value.`requestTimeoutMs`) +
+            FfiConverterULong.allocationSize(value.`partialTimeoutMs`) +
+            FfiConverterUInt.allocationSize(value.`pacingBurst`) +
+            FfiConverterULong.allocationSize(value.`pacingIntervalMs`) +
+            FfiConverterULong.allocationSize(value.`maxLineBytes`) +
+            FfiConverterULong.allocationSize(value.`finishedMemory`) +
+            FfiConverterULong.allocationSize(value.`flushDelayMs`)
+    )
+
+    override fun write(value: Oa1Config, buf: ByteBuffer) {
+            FfiConverterString.write(value.`channel`, buf)
+            FfiConverterString.write(value.`nick`, buf)
+            FfiConverterOptionalString.write(value.`allowedSender`, buf)
+            FfiConverterULong.write(value.`maxFramePayloadBytes`, buf)
+            FfiConverterBoolean.write(value.`adaptivePayload`, buf)
+            FfiConverterULong.write(value.`maxMessageBytes`, buf)
+            FfiConverterULong.write(value.`maxStreams`, buf)
+            FfiConverterULong.write(value.`requestTimeoutMs`, buf)
+            FfiConverterULong.write(value.`partialTimeoutMs`, buf)
+            FfiConverterUInt.write(value.`pacingBurst`, buf)
+            FfiConverterULong.write(value.`pacingIntervalMs`, buf)
+            FfiConverterULong.write(value.`maxLineBytes`, buf)
+            FfiConverterULong.write(value.`finishedMemory`, buf)
+            FfiConverterULong.write(value.`flushDelayMs`, buf)
+    }
+}
+
+
+
+/**
+ * One OA1 frame: `OA1 TYPE ID SEQ MORE PAYLOAD`.
+ */
+data class Oa1Frame (
+    /**
+     * The type.
+     */
+    var `kind`: Oa1FrameType
+    , 
+    /**
+     * The request id.
+     */
+    var `id`: kotlin.String
+    , 
+    /**
+     * The chunk number, from 1.
+     */
+    var `seq`: kotlin.UInt
+    , 
+    /**
+     * Whether more chunks follow.
+     */
+    var `more`: kotlin.Boolean
+    , 
+    /**
+     * The escaped payload.
+     */
+    var `payload`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1Frame: FfiConverterRustBuffer<Oa1Frame> {
+    override fun read(buf: ByteBuffer): Oa1Frame {
+        return Oa1Frame(
+            FfiConverterTypeOa1FrameType.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterBoolean.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: Oa1Frame) = (
+            FfiConverterTypeOa1FrameType.allocationSize(value.`kind`) +
+            FfiConverterString.allocationSize(value.`id`) +
+            FfiConverterUInt.allocationSize(value.`seq`) +
+            FfiConverterBoolean.allocationSize(value.`more`) +
+            FfiConverterString.allocationSize(value.`payload`)
+    )
+
+    override fun write(value: Oa1Frame, buf: ByteBuffer) {
+            FfiConverterTypeOa1FrameType.write(value.`kind`, buf)
+            FfiConverterString.write(value.`id`, buf)
+            FfiConverterUInt.write(value.`seq`, buf)
+            FfiConverterBoolean.write(value.`more`, buf)
+            FfiConverterString.write(value.`payload`, buf)
+    }
+}
+
+
+
+/**
+ * An endpoint's counters.
+ */
+data class Oa1Stats (
+    /**
+     * Lines handed in.
+     */
+    var `linesIn`: kotlin.ULong
+    , 
+    /**
+     * Lines handed out.
+     */
+    var `linesOut`: kotlin.ULong
+    , 
+    /**
+     * Frames accepted.
+     */
+    var `framesIn`: kotlin.ULong
+    , 
+    /**
+     * Frames sent.
+     */
+    var `framesOut`: kotlin.ULong
+    , 
+    /**
+     * Escaped payload bytes sent.
+     */
+    var `payloadBytesOut`: kotlin.ULong
+    , 
+    /**
+     * Lines not for us.
+     */
+    var `ignored`: kotlin.ULong
+    , 
+    /**
+     * Lines from a sender not allowed.
+     */
+    var `disallowedSender`: kotlin.ULong
+    , 
+    /**
+     * Malformed `OA1 ` lines.
+     */
+    var `malformedFrames`: kotlin.ULong
+    , 
+    /**
+     * Over-long or invalid lines.
+     */
+    var `invalidLines`: kotlin.ULong
+    , 
+    /**
+     * Duplicate chunks.
+     */
+    var `duplicates`: kotlin.ULong
+    , 
+    /**
+     * Frames for finished or unknown streams.
+     */
+    var `staleFrames`: kotlin.ULong
+    , 
+    /**
+     * Messages cut at the cap.
+     */
+    var `truncations`: kotlin.ULong
+    , 
+    /**
+     * Requests refused as too large.
+     */
+    var `tooLarge`: kotlin.ULong
+    , 
+    /**
+     * Requests timed out.
+     */
+    var `timeouts`: kotlin.ULong
+    , 
+    /**
+     * Streams with a missing chunk.
+     */
+    var `incomplete`: kotlin.ULong
+    , 
+    /**
+     * `CANCEL`s sent or received.
+     */
+    var `cancels`: kotlin.ULong
+    , 
+    /**
+     * Bytes held now.
+     */
+    var `bytesBuffered`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1Stats: FfiConverterRustBuffer<Oa1Stats> {
+    override fun read(buf: ByteBuffer): Oa1Stats {
+        return Oa1Stats(
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: Oa1Stats) = (
+            FfiConverterULong.allocationSize(value.`linesIn`) +
+            FfiConverterULong.allocationSize(value.`linesOut`) +
+            FfiConverterULong.allocationSize(value.`framesIn`) +
+            FfiConverterULong.allocationSize(value.`framesOut`) +
+            FfiConverterULong.allocationSize(value.`payloadBytesOut`) +
+            FfiConverterULong.allocationSize(value.`ignored`) +
+            FfiConverterULong.allocationSize(value.`disallowedSender`) +
+            FfiConverterULong.allocationSize(value.`malformedFrames`) +
+            FfiConverterULong.allocationSize(value.`invalidLines`) +
+            FfiConverterULong.allocationSize(value.`duplicates`) +
+            FfiConverterULong.allocationSize(value.`staleFrames`) +
+            FfiConverterULong.allocationSize(value.`truncations`) +
+            FfiConverterULong.allocationSize(value.`tooLarge`) +
+            FfiConverterULong.allocationSize(value.`timeouts`) +
+            FfiConverterULong.allocationSize(value.`incomplete`) +
+            FfiConverterULong.allocationSize(value.`cancels`) +
+            FfiConverterULong.allocationSize(value.`bytesBuffered`)
+    )
+
+    override fun write(value: Oa1Stats, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`linesIn`, buf)
+            FfiConverterULong.write(value.`linesOut`, buf)
+            FfiConverterULong.write(value.`framesIn`, buf)
+            FfiConverterULong.write(value.`framesOut`, buf)
+            FfiConverterULong.write(value.`payloadBytesOut`, buf)
+            FfiConverterULong.write(value.`ignored`, buf)
+            FfiConverterULong.write(value.`disallowedSender`, buf)
+            FfiConverterULong.write(value.`malformedFrames`, buf)
+            FfiConverterULong.write(value.`invalidLines`, buf)
+            FfiConverterULong.write(value.`duplicates`, buf)
+            FfiConverterULong.write(value.`staleFrames`, buf)
+            FfiConverterULong.write(value.`truncations`, buf)
+            FfiConverterULong.write(value.`tooLarge`, buf)
+            FfiConverterULong.write(value.`timeouts`, buf)
+            FfiConverterULong.write(value.`incomplete`, buf)
+            FfiConverterULong.write(value.`cancels`, buf)
+            FfiConverterULong.write(value.`bytesBuffered`, buf)
+    }
+}
+
+
+
+/**
  * The agent asks for the user's approval of a tool call.
  */
 data class PermissionRequest (
@@ -3732,6 +8743,61 @@ public object FfiConverterTypePermissionResponse: FfiConverterRustBuffer<Permiss
             FfiConverterString.write(value.`id`, buf)
             FfiConverterBoolean.write(value.`approved`, buf)
             FfiConverterBoolean.write(value.`remember`, buf)
+    }
+}
+
+
+
+/**
+ * The tool's name, description and input schema (JSON) as the model sees them.
+ */
+data class RemoteBashTool (
+    /**
+     * `RemoteBash`.
+     */
+    var `name`: kotlin.String
+    , 
+    /**
+     * The description.
+     */
+    var `description`: kotlin.String
+    , 
+    /**
+     * The input schema, JSON text.
+     */
+    var `inputSchema`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeRemoteBashTool: FfiConverterRustBuffer<RemoteBashTool> {
+    override fun read(buf: ByteBuffer): RemoteBashTool {
+        return RemoteBashTool(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: RemoteBashTool) = (
+            FfiConverterString.allocationSize(value.`name`) +
+            FfiConverterString.allocationSize(value.`description`) +
+            FfiConverterString.allocationSize(value.`inputSchema`)
+    )
+
+    override fun write(value: RemoteBashTool, buf: ByteBuffer) {
+            FfiConverterString.write(value.`name`, buf)
+            FfiConverterString.write(value.`description`, buf)
+            FfiConverterString.write(value.`inputSchema`, buf)
     }
 }
 
@@ -4391,6 +9457,317 @@ public object FfiConverterTypeCommandAction: FfiConverterRustBuffer<CommandActio
 
 
 
+/**
+ * Something the application should learn, by layer.
+ */
+sealed class ConnectionEvent {
+    
+    /**
+     * From the IRC session (registration, joins, kicks, the end of the link).
+     */
+    data class Irc(
+        /**
+         * The event.
+         */
+        val `event`: dev.deskwire.IrcSessionEvent) : ConnectionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * From OA1 (a response, a failure, a request, a cancellation).
+     */
+    data class Oa1(
+        /**
+         * The event.
+         */
+        val `event`: dev.deskwire.Oa1Event) : ConnectionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * About the link (state, the peer's presence).
+     */
+    data class Link(
+        /**
+         * The event.
+         */
+        val `event`: dev.deskwire.LinkEvent) : ConnectionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeConnectionEvent : FfiConverterRustBuffer<ConnectionEvent>{
+    override fun read(buf: ByteBuffer): ConnectionEvent {
+        return when(buf.getInt()) {
+            1 -> ConnectionEvent.Irc(
+                FfiConverterTypeIrcSessionEvent.read(buf),
+                )
+            2 -> ConnectionEvent.Oa1(
+                FfiConverterTypeOa1Event.read(buf),
+                )
+            3 -> ConnectionEvent.Link(
+                FfiConverterTypeLinkEvent.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ConnectionEvent): ULong = when(value) {
+        is ConnectionEvent.Irc -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeIrcSessionEvent.allocationSize(value.`event`)
+            )
+        }
+        is ConnectionEvent.Oa1 -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeOa1Event.allocationSize(value.`event`)
+            )
+        }
+        is ConnectionEvent.Link -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeLinkEvent.allocationSize(value.`event`)
+            )
+        }
+    }
+
+    override fun write(value: ConnectionEvent, buf: ByteBuffer) {
+        when(value) {
+            is ConnectionEvent.Irc -> {
+                buf.putInt(1)
+                FfiConverterTypeIrcSessionEvent.write(value.`event`, buf)
+                Unit
+            }
+            is ConnectionEvent.Oa1 -> {
+                buf.putInt(2)
+                FfiConverterTypeOa1Event.write(value.`event`, buf)
+                Unit
+            }
+            is ConnectionEvent.Link -> {
+                buf.putInt(3)
+                FfiConverterTypeLinkEvent.write(value.`event`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * What a connection engine wants next.
+ */
+sealed class ConnectionOutput {
+    
+    /**
+     * Write these bytes to the socket (one line, CRLF included).
+     */
+    data class Transmit(
+        /**
+         * The bytes.
+         */
+        val `bytes`: kotlin.ByteArray) : ConnectionOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Tell the app.
+     */
+    data class Event(
+        /**
+         * The event.
+         */
+        val `event`: dev.deskwire.ConnectionEvent) : ConnectionOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Nothing to do before this instant unless bytes arrive.
+     */
+    data class Timeout(
+        /**
+         * The deadline (ms).
+         */
+        val `deadlineMs`: kotlin.ULong) : ConnectionOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeConnectionOutput : FfiConverterRustBuffer<ConnectionOutput>{
+    override fun read(buf: ByteBuffer): ConnectionOutput {
+        return when(buf.getInt()) {
+            1 -> ConnectionOutput.Transmit(
+                FfiConverterByteArray.read(buf),
+                )
+            2 -> ConnectionOutput.Event(
+                FfiConverterTypeConnectionEvent.read(buf),
+                )
+            3 -> ConnectionOutput.Timeout(
+                FfiConverterULong.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ConnectionOutput): ULong = when(value) {
+        is ConnectionOutput.Transmit -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterByteArray.allocationSize(value.`bytes`)
+            )
+        }
+        is ConnectionOutput.Event -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeConnectionEvent.allocationSize(value.`event`)
+            )
+        }
+        is ConnectionOutput.Timeout -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterULong.allocationSize(value.`deadlineMs`)
+            )
+        }
+    }
+
+    override fun write(value: ConnectionOutput, buf: ByteBuffer) {
+        when(value) {
+            is ConnectionOutput.Transmit -> {
+                buf.putInt(1)
+                FfiConverterByteArray.write(value.`bytes`, buf)
+                Unit
+            }
+            is ConnectionOutput.Event -> {
+                buf.putInt(2)
+                FfiConverterTypeConnectionEvent.write(value.`event`, buf)
+                Unit
+            }
+            is ConnectionOutput.Timeout -> {
+                buf.putInt(3)
+                FfiConverterULong.write(value.`deadlineMs`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Where a connection stands.
+ */
+
+enum class ConnectionState {
+    
+    /**
+     * Registering with the server.
+     */
+    REGISTERING,
+    /**
+     * Registered, not in the channel: lines are held.
+     */
+    JOINING,
+    /**
+     * Desk with an `allowed_sender`: waiting for that nick to be in the channel.
+     */
+    WAITING_FOR_PEER,
+    /**
+     * Frames flow.
+     */
+    READY,
+    /**
+     * The connection ended.
+     */
+    CLOSED;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeConnectionState: FfiConverterRustBuffer<ConnectionState> {
+    override fun read(buf: ByteBuffer) = try {
+        ConnectionState.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: ConnectionState) = 4UL
+
+    override fun write(value: ConnectionState, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
 
 
 /**
@@ -4505,6 +9882,1980 @@ public object FfiConverterTypeDeskwireError : FfiConverterRustBuffer<DeskwireExc
     }
 
 }
+
+
+
+/**
+ * Why a session ended.
+ */
+sealed class IrcDisconnectReason {
+    
+    /**
+     * The server closed the link with `ERROR`.
+     */
+    data class ServerClosed(
+        /**
+         * The `ERROR` text.
+         */
+        val `message`: kotlin.String) : IrcDisconnectReason()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * No answer to a keepalive `PING`.
+     */
+    object TimedOut : IrcDisconnectReason()
+    
+    
+    /**
+     * Every nick tried was taken.
+     */
+    object NickUnavailable : IrcDisconnectReason()
+    
+    
+    /**
+     * The host quit.
+     */
+    object Quit : IrcDisconnectReason()
+    
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeIrcDisconnectReason : FfiConverterRustBuffer<IrcDisconnectReason>{
+    override fun read(buf: ByteBuffer): IrcDisconnectReason {
+        return when(buf.getInt()) {
+            1 -> IrcDisconnectReason.ServerClosed(
+                FfiConverterString.read(buf),
+                )
+            2 -> IrcDisconnectReason.TimedOut
+            3 -> IrcDisconnectReason.NickUnavailable
+            4 -> IrcDisconnectReason.Quit
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: IrcDisconnectReason): ULong = when(value) {
+        is IrcDisconnectReason.ServerClosed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is IrcDisconnectReason.TimedOut -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is IrcDisconnectReason.NickUnavailable -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is IrcDisconnectReason.Quit -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+    }
+
+    override fun write(value: IrcDisconnectReason, buf: ByteBuffer) {
+        when(value) {
+            is IrcDisconnectReason.ServerClosed -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is IrcDisconnectReason.TimedOut -> {
+                buf.putInt(2)
+                Unit
+            }
+            is IrcDisconnectReason.NickUnavailable -> {
+                buf.putInt(3)
+                Unit
+            }
+            is IrcDisconnectReason.Quit -> {
+                buf.putInt(4)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Something the host should know about.
+ */
+sealed class IrcSessionEvent {
+    
+    /**
+     * The server accepted us under `nick`.
+     */
+    data class Registered(
+        /**
+         * Our nick.
+         */
+        val `nick`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * We are in `channel`.
+     */
+    data class Joined(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Our nick changed.
+     */
+    data class NickChanged(
+        /**
+         * Before.
+         */
+        val `old`: kotlin.String, 
+        /**
+         * Now.
+         */
+        val `new`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The prefix the server adds to our lines is known (or changed).
+     */
+    data class PrefixLearned(
+        /**
+         * `nick!user@host`.
+         */
+        val `prefix`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Someone kicked us.
+     */
+    data class Kicked(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String, 
+        /**
+         * Who.
+         */
+        val `by`: kotlin.String, 
+        /**
+         * Why.
+         */
+        val `reason`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * We left a channel.
+     */
+    data class Parted(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * An error reply the session does not handle itself.
+     */
+    data class ServerError(
+        /**
+         * The numeric and its parameters.
+         */
+        val `message`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The session is over: close the connection.
+     */
+    data class Disconnected(
+        /**
+         * Why.
+         */
+        val `reason`: dev.deskwire.IrcDisconnectReason) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeIrcSessionEvent : FfiConverterRustBuffer<IrcSessionEvent>{
+    override fun read(buf: ByteBuffer): IrcSessionEvent {
+        return when(buf.getInt()) {
+            1 -> IrcSessionEvent.Registered(
+                FfiConverterString.read(buf),
+                )
+            2 -> IrcSessionEvent.Joined(
+                FfiConverterString.read(buf),
+                )
+            3 -> IrcSessionEvent.NickChanged(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            4 -> IrcSessionEvent.PrefixLearned(
+                FfiConverterString.read(buf),
+                )
+            5 -> IrcSessionEvent.Kicked(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            6 -> IrcSessionEvent.Parted(
+                FfiConverterString.read(buf),
+                )
+            7 -> IrcSessionEvent.ServerError(
+                FfiConverterString.read(buf),
+                )
+            8 -> IrcSessionEvent.Disconnected(
+                FfiConverterTypeIrcDisconnectReason.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: IrcSessionEvent): ULong = when(value) {
+        is IrcSessionEvent.Registered -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`nick`)
+            )
+        }
+        is IrcSessionEvent.Joined -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+            )
+        }
+        is IrcSessionEvent.NickChanged -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`old`)
+                + FfiConverterString.allocationSize(value.`new`)
+            )
+        }
+        is IrcSessionEvent.PrefixLearned -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`prefix`)
+            )
+        }
+        is IrcSessionEvent.Kicked -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+                + FfiConverterString.allocationSize(value.`by`)
+                + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
+        is IrcSessionEvent.Parted -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+            )
+        }
+        is IrcSessionEvent.ServerError -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is IrcSessionEvent.Disconnected -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeIrcDisconnectReason.allocationSize(value.`reason`)
+            )
+        }
+    }
+
+    override fun write(value: IrcSessionEvent, buf: ByteBuffer) {
+        when(value) {
+            is IrcSessionEvent.Registered -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`nick`, buf)
+                Unit
+            }
+            is IrcSessionEvent.Joined -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`channel`, buf)
+                Unit
+            }
+            is IrcSessionEvent.NickChanged -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`old`, buf)
+                FfiConverterString.write(value.`new`, buf)
+                Unit
+            }
+            is IrcSessionEvent.PrefixLearned -> {
+                buf.putInt(4)
+                FfiConverterString.write(value.`prefix`, buf)
+                Unit
+            }
+            is IrcSessionEvent.Kicked -> {
+                buf.putInt(5)
+                FfiConverterString.write(value.`channel`, buf)
+                FfiConverterString.write(value.`by`, buf)
+                FfiConverterString.write(value.`reason`, buf)
+                Unit
+            }
+            is IrcSessionEvent.Parted -> {
+                buf.putInt(6)
+                FfiConverterString.write(value.`channel`, buf)
+                Unit
+            }
+            is IrcSessionEvent.ServerError -> {
+                buf.putInt(7)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is IrcSessionEvent.Disconnected -> {
+                buf.putInt(8)
+                FfiConverterTypeIrcDisconnectReason.write(value.`reason`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * What the session wants next.
+ */
+sealed class IrcSessionOutput {
+    
+    /**
+     * Write this line plus CRLF.
+     */
+    data class Transmit(
+        /**
+         * The line, without CRLF.
+         */
+        val `line`: kotlin.String) : IrcSessionOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Tell the app.
+     */
+    data class Event(
+        /**
+         * The event.
+         */
+        val `event`: dev.deskwire.IrcSessionEvent) : IrcSessionOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Nothing to do before this instant unless bytes arrive.
+     */
+    data class Timeout(
+        /**
+         * The deadline (ms).
+         */
+        val `deadlineMs`: kotlin.ULong) : IrcSessionOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeIrcSessionOutput : FfiConverterRustBuffer<IrcSessionOutput>{
+    override fun read(buf: ByteBuffer): IrcSessionOutput {
+        return when(buf.getInt()) {
+            1 -> IrcSessionOutput.Transmit(
+                FfiConverterString.read(buf),
+                )
+            2 -> IrcSessionOutput.Event(
+                FfiConverterTypeIrcSessionEvent.read(buf),
+                )
+            3 -> IrcSessionOutput.Timeout(
+                FfiConverterULong.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: IrcSessionOutput): ULong = when(value) {
+        is IrcSessionOutput.Transmit -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`line`)
+            )
+        }
+        is IrcSessionOutput.Event -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeIrcSessionEvent.allocationSize(value.`event`)
+            )
+        }
+        is IrcSessionOutput.Timeout -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterULong.allocationSize(value.`deadlineMs`)
+            )
+        }
+    }
+
+    override fun write(value: IrcSessionOutput, buf: ByteBuffer) {
+        when(value) {
+            is IrcSessionOutput.Transmit -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`line`, buf)
+                Unit
+            }
+            is IrcSessionOutput.Event -> {
+                buf.putInt(2)
+                FfiConverterTypeIrcSessionEvent.write(value.`event`, buf)
+                Unit
+            }
+            is IrcSessionOutput.Timeout -> {
+                buf.putInt(3)
+                FfiConverterULong.write(value.`deadlineMs`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * One element of a batch.
+ */
+sealed class JsonRpcBatchItem {
+    
+    /**
+     * A valid message.
+     */
+    data class Message(
+        /**
+         * The message.
+         */
+        val `message`: dev.deskwire.JsonRpcMessage) : JsonRpcBatchItem()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * An invalid element.
+     */
+    data class Invalid(
+        /**
+         * Why, and the answer it calls for.
+         */
+        val `invalid`: dev.deskwire.JsonRpcInvalid) : JsonRpcBatchItem()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcBatchItem : FfiConverterRustBuffer<JsonRpcBatchItem>{
+    override fun read(buf: ByteBuffer): JsonRpcBatchItem {
+        return when(buf.getInt()) {
+            1 -> JsonRpcBatchItem.Message(
+                FfiConverterTypeJsonRpcMessage.read(buf),
+                )
+            2 -> JsonRpcBatchItem.Invalid(
+                FfiConverterTypeJsonRpcInvalid.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: JsonRpcBatchItem): ULong = when(value) {
+        is JsonRpcBatchItem.Message -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcMessage.allocationSize(value.`message`)
+            )
+        }
+        is JsonRpcBatchItem.Invalid -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcInvalid.allocationSize(value.`invalid`)
+            )
+        }
+    }
+
+    override fun write(value: JsonRpcBatchItem, buf: ByteBuffer) {
+        when(value) {
+            is JsonRpcBatchItem.Message -> {
+                buf.putInt(1)
+                FfiConverterTypeJsonRpcMessage.write(value.`message`, buf)
+                Unit
+            }
+            is JsonRpcBatchItem.Invalid -> {
+                buf.putInt(2)
+                FfiConverterTypeJsonRpcInvalid.write(value.`invalid`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Why a call of ours ended without a result.
+ */
+sealed class JsonRpcCallError {
+    
+    /**
+     * The peer answered with an error.
+     */
+    data class Remote(
+        /**
+         * The error.
+         */
+        val `error`: dev.deskwire.JsonRpcRemoteError) : JsonRpcCallError()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * No answer or progress before the deadline.
+     */
+    object Timeout : JsonRpcCallError()
+    
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcCallError : FfiConverterRustBuffer<JsonRpcCallError>{
+    override fun read(buf: ByteBuffer): JsonRpcCallError {
+        return when(buf.getInt()) {
+            1 -> JsonRpcCallError.Remote(
+                FfiConverterTypeJsonRpcRemoteError.read(buf),
+                )
+            2 -> JsonRpcCallError.Timeout
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: JsonRpcCallError): ULong = when(value) {
+        is JsonRpcCallError.Remote -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcRemoteError.allocationSize(value.`error`)
+            )
+        }
+        is JsonRpcCallError.Timeout -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+    }
+
+    override fun write(value: JsonRpcCallError, buf: ByteBuffer) {
+        when(value) {
+            is JsonRpcCallError.Remote -> {
+                buf.putInt(1)
+                FfiConverterTypeJsonRpcRemoteError.write(value.`error`, buf)
+                Unit
+            }
+            is JsonRpcCallError.Timeout -> {
+                buf.putInt(2)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * An error code as the dialect carries it.
+ */
+sealed class JsonRpcCode {
+    
+    /**
+     * JSON-RPC's numeric codes.
+     */
+    data class Number(
+        /**
+         * The code.
+         */
+        val `value`: kotlin.Long) : JsonRpcCode()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The sidecar's `SCREAMING_SNAKE_CASE` names.
+     */
+    data class Name(
+        /**
+         * The name.
+         */
+        val `value`: kotlin.String) : JsonRpcCode()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcCode : FfiConverterRustBuffer<JsonRpcCode>{
+    override fun read(buf: ByteBuffer): JsonRpcCode {
+        return when(buf.getInt()) {
+            1 -> JsonRpcCode.Number(
+                FfiConverterLong.read(buf),
+                )
+            2 -> JsonRpcCode.Name(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: JsonRpcCode): ULong = when(value) {
+        is JsonRpcCode.Number -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterLong.allocationSize(value.`value`)
+            )
+        }
+        is JsonRpcCode.Name -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`value`)
+            )
+        }
+    }
+
+    override fun write(value: JsonRpcCode, buf: ByteBuffer) {
+        when(value) {
+            is JsonRpcCode.Number -> {
+                buf.putInt(1)
+                FfiConverterLong.write(value.`value`, buf)
+                Unit
+            }
+            is JsonRpcCode.Name -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`value`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Which JSON protocol the peer speaks.
+ */
+sealed class JsonRpcDialect {
+    
+    /**
+     * Strict JSON-RPC 2.0 (REXD, MCP, LSP).
+     */
+    object JsonRpc2 : JsonRpcDialect()
+    
+    
+    /**
+     * The sidecar's `{id, method, params}` / `{id, result | error | progress}`.
+     */
+    object Sidecar : JsonRpcDialect()
+    
+    
+    /**
+     * The gateway envelope, Commander side, authenticating with `token`; `epoch_unix_ms` is
+     * the wall-clock time at the host's monotonic instant 0 (for the `ts` stamps).
+     */
+    data class Gateway(
+        /**
+         * The bearer token.
+         */
+        val `token`: kotlin.String, 
+        /**
+         * Unix ms at monotonic 0.
+         */
+        val `epochUnixMs`: kotlin.ULong) : JsonRpcDialect()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcDialect : FfiConverterRustBuffer<JsonRpcDialect>{
+    override fun read(buf: ByteBuffer): JsonRpcDialect {
+        return when(buf.getInt()) {
+            1 -> JsonRpcDialect.JsonRpc2
+            2 -> JsonRpcDialect.Sidecar
+            3 -> JsonRpcDialect.Gateway(
+                FfiConverterString.read(buf),
+                FfiConverterULong.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: JsonRpcDialect): ULong = when(value) {
+        is JsonRpcDialect.JsonRpc2 -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is JsonRpcDialect.Sidecar -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is JsonRpcDialect.Gateway -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`token`)
+                + FfiConverterULong.allocationSize(value.`epochUnixMs`)
+            )
+        }
+    }
+
+    override fun write(value: JsonRpcDialect, buf: ByteBuffer) {
+        when(value) {
+            is JsonRpcDialect.JsonRpc2 -> {
+                buf.putInt(1)
+                Unit
+            }
+            is JsonRpcDialect.Sidecar -> {
+                buf.putInt(2)
+                Unit
+            }
+            is JsonRpcDialect.Gateway -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`token`, buf)
+                FfiConverterULong.write(value.`epochUnixMs`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * What the application should learn.
+ */
+sealed class JsonRpcEvent {
+    
+    /**
+     * The peer calls us: answer with `respond` or `respondError`.
+     */
+    data class Request(
+        /**
+         * The call's id.
+         */
+        val `id`: dev.deskwire.JsonRpcId, 
+        /**
+         * The method.
+         */
+        val `method`: kotlin.String, 
+        /**
+         * The params, JSON text.
+         */
+        val `paramsJson`: kotlin.String?) : JsonRpcEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The peer notifies us.
+     */
+    data class Notification(
+        /**
+         * The method.
+         */
+        val `method`: kotlin.String, 
+        /**
+         * The params, JSON text.
+         */
+        val `paramsJson`: kotlin.String?) : JsonRpcEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A call of ours succeeded.
+     */
+    data class Response(
+        /**
+         * The call's id.
+         */
+        val `id`: dev.deskwire.JsonRpcId, 
+        /**
+         * Its method.
+         */
+        val `method`: kotlin.String, 
+        /**
+         * The user data given to `call`.
+         */
+        val `user`: kotlin.ULong, 
+        /**
+         * The result, JSON text.
+         */
+        val `resultJson`: kotlin.String) : JsonRpcEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A call of ours failed.
+     */
+    data class Failed(
+        /**
+         * The call's id.
+         */
+        val `id`: dev.deskwire.JsonRpcId, 
+        /**
+         * Its method.
+         */
+        val `method`: kotlin.String, 
+        /**
+         * The user data.
+         */
+        val `user`: kotlin.ULong, 
+        /**
+         * Why.
+         */
+        val `error`: dev.deskwire.JsonRpcCallError) : JsonRpcEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A call of ours reported progress.
+     */
+    data class Progress(
+        /**
+         * The call's id.
+         */
+        val `id`: dev.deskwire.JsonRpcId, 
+        /**
+         * Its method.
+         */
+        val `method`: kotlin.String, 
+        /**
+         * The user data.
+         */
+        val `user`: kotlin.ULong, 
+        /**
+         * The progress, JSON text.
+         */
+        val `progressJson`: kotlin.String) : JsonRpcEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The peer sent something unreadable.
+     */
+    data class Malformed(
+        /**
+         * What was wrong.
+         */
+        val `reason`: kotlin.String) : JsonRpcEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcEvent : FfiConverterRustBuffer<JsonRpcEvent>{
+    override fun read(buf: ByteBuffer): JsonRpcEvent {
+        return when(buf.getInt()) {
+            1 -> JsonRpcEvent.Request(
+                FfiConverterTypeJsonRpcId.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterOptionalString.read(buf),
+                )
+            2 -> JsonRpcEvent.Notification(
+                FfiConverterString.read(buf),
+                FfiConverterOptionalString.read(buf),
+                )
+            3 -> JsonRpcEvent.Response(
+                FfiConverterTypeJsonRpcId.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterULong.read(buf),
+                FfiConverterString.read(buf),
+                )
+            4 -> JsonRpcEvent.Failed(
+                FfiConverterTypeJsonRpcId.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterULong.read(buf),
+                FfiConverterTypeJsonRpcCallError.read(buf),
+                )
+            5 -> JsonRpcEvent.Progress(
+                FfiConverterTypeJsonRpcId.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterULong.read(buf),
+                FfiConverterString.read(buf),
+                )
+            6 -> JsonRpcEvent.Malformed(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: JsonRpcEvent): ULong = when(value) {
+        is JsonRpcEvent.Request -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcId.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`method`)
+                + FfiConverterOptionalString.allocationSize(value.`paramsJson`)
+            )
+        }
+        is JsonRpcEvent.Notification -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`method`)
+                + FfiConverterOptionalString.allocationSize(value.`paramsJson`)
+            )
+        }
+        is JsonRpcEvent.Response -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcId.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`method`)
+                + FfiConverterULong.allocationSize(value.`user`)
+                + FfiConverterString.allocationSize(value.`resultJson`)
+            )
+        }
+        is JsonRpcEvent.Failed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcId.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`method`)
+                + FfiConverterULong.allocationSize(value.`user`)
+                + FfiConverterTypeJsonRpcCallError.allocationSize(value.`error`)
+            )
+        }
+        is JsonRpcEvent.Progress -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcId.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`method`)
+                + FfiConverterULong.allocationSize(value.`user`)
+                + FfiConverterString.allocationSize(value.`progressJson`)
+            )
+        }
+        is JsonRpcEvent.Malformed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
+    }
+
+    override fun write(value: JsonRpcEvent, buf: ByteBuffer) {
+        when(value) {
+            is JsonRpcEvent.Request -> {
+                buf.putInt(1)
+                FfiConverterTypeJsonRpcId.write(value.`id`, buf)
+                FfiConverterString.write(value.`method`, buf)
+                FfiConverterOptionalString.write(value.`paramsJson`, buf)
+                Unit
+            }
+            is JsonRpcEvent.Notification -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`method`, buf)
+                FfiConverterOptionalString.write(value.`paramsJson`, buf)
+                Unit
+            }
+            is JsonRpcEvent.Response -> {
+                buf.putInt(3)
+                FfiConverterTypeJsonRpcId.write(value.`id`, buf)
+                FfiConverterString.write(value.`method`, buf)
+                FfiConverterULong.write(value.`user`, buf)
+                FfiConverterString.write(value.`resultJson`, buf)
+                Unit
+            }
+            is JsonRpcEvent.Failed -> {
+                buf.putInt(4)
+                FfiConverterTypeJsonRpcId.write(value.`id`, buf)
+                FfiConverterString.write(value.`method`, buf)
+                FfiConverterULong.write(value.`user`, buf)
+                FfiConverterTypeJsonRpcCallError.write(value.`error`, buf)
+                Unit
+            }
+            is JsonRpcEvent.Progress -> {
+                buf.putInt(5)
+                FfiConverterTypeJsonRpcId.write(value.`id`, buf)
+                FfiConverterString.write(value.`method`, buf)
+                FfiConverterULong.write(value.`user`, buf)
+                FfiConverterString.write(value.`progressJson`, buf)
+                Unit
+            }
+            is JsonRpcEvent.Malformed -> {
+                buf.putInt(6)
+                FfiConverterString.write(value.`reason`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * How messages are delimited.
+ */
+
+enum class JsonRpcFraming {
+    
+    /**
+     * One message per line.
+     */
+    NDJSON,
+    /**
+     * `Content-Length` headers (LSP).
+     */
+    CONTENT_LENGTH;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcFraming: FfiConverterRustBuffer<JsonRpcFraming> {
+    override fun read(buf: ByteBuffer) = try {
+        JsonRpcFraming.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: JsonRpcFraming) = 4UL
+
+    override fun write(value: JsonRpcFraming, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * A request id.
+ */
+sealed class JsonRpcId {
+    
+    /**
+     * An integer id.
+     */
+    data class Number(
+        /**
+         * The value.
+         */
+        val `value`: kotlin.Long) : JsonRpcId()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A string id.
+     */
+    data class Text(
+        /**
+         * The value.
+         */
+        val `value`: kotlin.String) : JsonRpcId()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * `null`.
+     */
+    object Null : JsonRpcId()
+    
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcId : FfiConverterRustBuffer<JsonRpcId>{
+    override fun read(buf: ByteBuffer): JsonRpcId {
+        return when(buf.getInt()) {
+            1 -> JsonRpcId.Number(
+                FfiConverterLong.read(buf),
+                )
+            2 -> JsonRpcId.Text(
+                FfiConverterString.read(buf),
+                )
+            3 -> JsonRpcId.Null
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: JsonRpcId): ULong = when(value) {
+        is JsonRpcId.Number -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterLong.allocationSize(value.`value`)
+            )
+        }
+        is JsonRpcId.Text -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`value`)
+            )
+        }
+        is JsonRpcId.Null -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+    }
+
+    override fun write(value: JsonRpcId, buf: ByteBuffer) {
+        when(value) {
+            is JsonRpcId.Number -> {
+                buf.putInt(1)
+                FfiConverterLong.write(value.`value`, buf)
+                Unit
+            }
+            is JsonRpcId.Text -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`value`, buf)
+                Unit
+            }
+            is JsonRpcId.Null -> {
+                buf.putInt(3)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * One JSON-RPC 2.0 message.
+ */
+sealed class JsonRpcMessage {
+    
+    /**
+     * A call that wants an answer.
+     */
+    data class Request(
+        /**
+         * Its id.
+         */
+        val `id`: dev.deskwire.JsonRpcId, 
+        /**
+         * The method.
+         */
+        val `method`: kotlin.String, 
+        /**
+         * The params, JSON text as written.
+         */
+        val `paramsJson`: kotlin.String?) : JsonRpcMessage()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A call without an answer.
+     */
+    data class Notification(
+        /**
+         * The method.
+         */
+        val `method`: kotlin.String, 
+        /**
+         * The params, JSON text.
+         */
+        val `paramsJson`: kotlin.String?) : JsonRpcMessage()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A result.
+     */
+    data class Response(
+        /**
+         * The call's id.
+         */
+        val `id`: dev.deskwire.JsonRpcId, 
+        /**
+         * The result, JSON text.
+         */
+        val `resultJson`: kotlin.String) : JsonRpcMessage()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * An error answer.
+     */
+    data class Error(
+        /**
+         * The call's id.
+         */
+        val `id`: dev.deskwire.JsonRpcId, 
+        /**
+         * The error.
+         */
+        val `error`: dev.deskwire.JsonRpcErrorObject) : JsonRpcMessage()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcMessage : FfiConverterRustBuffer<JsonRpcMessage>{
+    override fun read(buf: ByteBuffer): JsonRpcMessage {
+        return when(buf.getInt()) {
+            1 -> JsonRpcMessage.Request(
+                FfiConverterTypeJsonRpcId.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterOptionalString.read(buf),
+                )
+            2 -> JsonRpcMessage.Notification(
+                FfiConverterString.read(buf),
+                FfiConverterOptionalString.read(buf),
+                )
+            3 -> JsonRpcMessage.Response(
+                FfiConverterTypeJsonRpcId.read(buf),
+                FfiConverterString.read(buf),
+                )
+            4 -> JsonRpcMessage.Error(
+                FfiConverterTypeJsonRpcId.read(buf),
+                FfiConverterTypeJsonRpcErrorObject.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: JsonRpcMessage): ULong = when(value) {
+        is JsonRpcMessage.Request -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcId.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`method`)
+                + FfiConverterOptionalString.allocationSize(value.`paramsJson`)
+            )
+        }
+        is JsonRpcMessage.Notification -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`method`)
+                + FfiConverterOptionalString.allocationSize(value.`paramsJson`)
+            )
+        }
+        is JsonRpcMessage.Response -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcId.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`resultJson`)
+            )
+        }
+        is JsonRpcMessage.Error -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcId.allocationSize(value.`id`)
+                + FfiConverterTypeJsonRpcErrorObject.allocationSize(value.`error`)
+            )
+        }
+    }
+
+    override fun write(value: JsonRpcMessage, buf: ByteBuffer) {
+        when(value) {
+            is JsonRpcMessage.Request -> {
+                buf.putInt(1)
+                FfiConverterTypeJsonRpcId.write(value.`id`, buf)
+                FfiConverterString.write(value.`method`, buf)
+                FfiConverterOptionalString.write(value.`paramsJson`, buf)
+                Unit
+            }
+            is JsonRpcMessage.Notification -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`method`, buf)
+                FfiConverterOptionalString.write(value.`paramsJson`, buf)
+                Unit
+            }
+            is JsonRpcMessage.Response -> {
+                buf.putInt(3)
+                FfiConverterTypeJsonRpcId.write(value.`id`, buf)
+                FfiConverterString.write(value.`resultJson`, buf)
+                Unit
+            }
+            is JsonRpcMessage.Error -> {
+                buf.putInt(4)
+                FfiConverterTypeJsonRpcId.write(value.`id`, buf)
+                FfiConverterTypeJsonRpcErrorObject.write(value.`error`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * What the peer wants next.
+ */
+sealed class JsonRpcOutput {
+    
+    /**
+     * Write these bytes (framing included) to the stream.
+     */
+    data class Transmit(
+        /**
+         * The bytes.
+         */
+        val `bytes`: kotlin.ByteArray) : JsonRpcOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Tell the app.
+     */
+    data class Event(
+        /**
+         * The event.
+         */
+        val `event`: dev.deskwire.JsonRpcEvent) : JsonRpcOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Nothing to do before this instant unless input arrives.
+     */
+    data class Timeout(
+        /**
+         * The deadline (ms).
+         */
+        val `deadlineMs`: kotlin.ULong) : JsonRpcOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcOutput : FfiConverterRustBuffer<JsonRpcOutput>{
+    override fun read(buf: ByteBuffer): JsonRpcOutput {
+        return when(buf.getInt()) {
+            1 -> JsonRpcOutput.Transmit(
+                FfiConverterByteArray.read(buf),
+                )
+            2 -> JsonRpcOutput.Event(
+                FfiConverterTypeJsonRpcEvent.read(buf),
+                )
+            3 -> JsonRpcOutput.Timeout(
+                FfiConverterULong.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: JsonRpcOutput): ULong = when(value) {
+        is JsonRpcOutput.Transmit -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterByteArray.allocationSize(value.`bytes`)
+            )
+        }
+        is JsonRpcOutput.Event -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcEvent.allocationSize(value.`event`)
+            )
+        }
+        is JsonRpcOutput.Timeout -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterULong.allocationSize(value.`deadlineMs`)
+            )
+        }
+    }
+
+    override fun write(value: JsonRpcOutput, buf: ByteBuffer) {
+        when(value) {
+            is JsonRpcOutput.Transmit -> {
+                buf.putInt(1)
+                FfiConverterByteArray.write(value.`bytes`, buf)
+                Unit
+            }
+            is JsonRpcOutput.Event -> {
+                buf.putInt(2)
+                FfiConverterTypeJsonRpcEvent.write(value.`event`, buf)
+                Unit
+            }
+            is JsonRpcOutput.Timeout -> {
+                buf.putInt(3)
+                FfiConverterULong.write(value.`deadlineMs`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * What one frame holds.
+ */
+sealed class JsonRpcParsed {
+    
+    /**
+     * One message.
+     */
+    data class Single(
+        /**
+         * The message.
+         */
+        val `message`: dev.deskwire.JsonRpcMessage) : JsonRpcParsed()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A batch.
+     */
+    data class Batch(
+        /**
+         * Its elements.
+         */
+        val `items`: List<dev.deskwire.JsonRpcBatchItem>) : JsonRpcParsed()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Not a valid frame.
+     */
+    data class Invalid(
+        /**
+         * Why, and the answer it calls for.
+         */
+        val `invalid`: dev.deskwire.JsonRpcInvalid) : JsonRpcParsed()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcParsed : FfiConverterRustBuffer<JsonRpcParsed>{
+    override fun read(buf: ByteBuffer): JsonRpcParsed {
+        return when(buf.getInt()) {
+            1 -> JsonRpcParsed.Single(
+                FfiConverterTypeJsonRpcMessage.read(buf),
+                )
+            2 -> JsonRpcParsed.Batch(
+                FfiConverterSequenceTypeJsonRpcBatchItem.read(buf),
+                )
+            3 -> JsonRpcParsed.Invalid(
+                FfiConverterTypeJsonRpcInvalid.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: JsonRpcParsed): ULong = when(value) {
+        is JsonRpcParsed.Single -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcMessage.allocationSize(value.`message`)
+            )
+        }
+        is JsonRpcParsed.Batch -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterSequenceTypeJsonRpcBatchItem.allocationSize(value.`items`)
+            )
+        }
+        is JsonRpcParsed.Invalid -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonRpcInvalid.allocationSize(value.`invalid`)
+            )
+        }
+    }
+
+    override fun write(value: JsonRpcParsed, buf: ByteBuffer) {
+        when(value) {
+            is JsonRpcParsed.Single -> {
+                buf.putInt(1)
+                FfiConverterTypeJsonRpcMessage.write(value.`message`, buf)
+                Unit
+            }
+            is JsonRpcParsed.Batch -> {
+                buf.putInt(2)
+                FfiConverterSequenceTypeJsonRpcBatchItem.write(value.`items`, buf)
+                Unit
+            }
+            is JsonRpcParsed.Invalid -> {
+                buf.putInt(3)
+                FfiConverterTypeJsonRpcInvalid.write(value.`invalid`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * What happened to the link itself.
+ */
+sealed class LinkEvent {
+    
+    /**
+     * The state changed.
+     */
+    data class StateChanged(
+        /**
+         * The new state.
+         */
+        val `state`: dev.deskwire.ConnectionState) : LinkEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The configured peer is in the channel.
+     */
+    data class PeerJoined(
+        /**
+         * Its nick.
+         */
+        val `nick`: kotlin.String) : LinkEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The configured peer left.
+     */
+    data class PeerLeft(
+        /**
+         * Its nick.
+         */
+        val `nick`: kotlin.String) : LinkEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeLinkEvent : FfiConverterRustBuffer<LinkEvent>{
+    override fun read(buf: ByteBuffer): LinkEvent {
+        return when(buf.getInt()) {
+            1 -> LinkEvent.StateChanged(
+                FfiConverterTypeConnectionState.read(buf),
+                )
+            2 -> LinkEvent.PeerJoined(
+                FfiConverterString.read(buf),
+                )
+            3 -> LinkEvent.PeerLeft(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: LinkEvent): ULong = when(value) {
+        is LinkEvent.StateChanged -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeConnectionState.allocationSize(value.`state`)
+            )
+        }
+        is LinkEvent.PeerJoined -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`nick`)
+            )
+        }
+        is LinkEvent.PeerLeft -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`nick`)
+            )
+        }
+    }
+
+    override fun write(value: LinkEvent, buf: ByteBuffer) {
+        when(value) {
+            is LinkEvent.StateChanged -> {
+                buf.putInt(1)
+                FfiConverterTypeConnectionState.write(value.`state`, buf)
+                Unit
+            }
+            is LinkEvent.PeerJoined -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`nick`, buf)
+                Unit
+            }
+            is LinkEvent.PeerLeft -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`nick`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
 
 
 
@@ -5762,6 +13113,511 @@ public object FfiConverterTypeMobileServerOutput : FfiConverterRustBuffer<Mobile
 
 
 /**
+ * Something the application should learn.
+ */
+sealed class Oa1Event {
+    
+    /**
+     * Desk: the whole response arrived.
+     */
+    data class Response(
+        /**
+         * The request id.
+         */
+        val `id`: kotlin.String, 
+        /**
+         * The text.
+         */
+        val `text`: kotlin.String, 
+        /**
+         * Whether it was cut at the size cap.
+         */
+        val `truncated`: kotlin.Boolean) : Oa1Event()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Desk: the request ended without a response.
+     */
+    data class Failed(
+        /**
+         * The request id.
+         */
+        val `id`: kotlin.String, 
+        /**
+         * Why.
+         */
+        val `failure`: dev.deskwire.Oa1Failure) : Oa1Event()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Remote: a whole request arrived.
+     */
+    data class Request(
+        /**
+         * The request id.
+         */
+        val `id`: kotlin.String, 
+        /**
+         * Who sent it.
+         */
+        val `sender`: kotlin.String, 
+        /**
+         * The payload (for `RemoteBash`, the command).
+         */
+        val `payload`: kotlin.String) : Oa1Event()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Remote: the desk cancelled a request.
+     */
+    data class Cancelled(
+        /**
+         * The request id.
+         */
+        val `id`: kotlin.String, 
+        /**
+         * The reason.
+         */
+        val `reason`: kotlin.String) : Oa1Event()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1Event : FfiConverterRustBuffer<Oa1Event>{
+    override fun read(buf: ByteBuffer): Oa1Event {
+        return when(buf.getInt()) {
+            1 -> Oa1Event.Response(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterBoolean.read(buf),
+                )
+            2 -> Oa1Event.Failed(
+                FfiConverterString.read(buf),
+                FfiConverterTypeOa1Failure.read(buf),
+                )
+            3 -> Oa1Event.Request(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            4 -> Oa1Event.Cancelled(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: Oa1Event): ULong = when(value) {
+        is Oa1Event.Response -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`text`)
+                + FfiConverterBoolean.allocationSize(value.`truncated`)
+            )
+        }
+        is Oa1Event.Failed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`id`)
+                + FfiConverterTypeOa1Failure.allocationSize(value.`failure`)
+            )
+        }
+        is Oa1Event.Request -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`sender`)
+                + FfiConverterString.allocationSize(value.`payload`)
+            )
+        }
+        is Oa1Event.Cancelled -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
+    }
+
+    override fun write(value: Oa1Event, buf: ByteBuffer) {
+        when(value) {
+            is Oa1Event.Response -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`id`, buf)
+                FfiConverterString.write(value.`text`, buf)
+                FfiConverterBoolean.write(value.`truncated`, buf)
+                Unit
+            }
+            is Oa1Event.Failed -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`id`, buf)
+                FfiConverterTypeOa1Failure.write(value.`failure`, buf)
+                Unit
+            }
+            is Oa1Event.Request -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`id`, buf)
+                FfiConverterString.write(value.`sender`, buf)
+                FfiConverterString.write(value.`payload`, buf)
+                Unit
+            }
+            is Oa1Event.Cancelled -> {
+                buf.putInt(4)
+                FfiConverterString.write(value.`id`, buf)
+                FfiConverterString.write(value.`reason`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Why a request failed.
+ */
+sealed class Oa1Failure {
+    
+    /**
+     * The remote answered `ERR code: message`.
+     */
+    data class Remote(
+        /**
+         * The error code.
+         */
+        val `code`: kotlin.String, 
+        /**
+         * The message.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * No complete response within the timeout (a `CANCEL` was sent).
+     */
+    object Timeout : Oa1Failure()
+    
+    
+    /**
+     * A chunk of the response never arrived.
+     */
+    object Incomplete : Oa1Failure()
+    
+    
+    /**
+     * The IRC connection ended before the response.
+     */
+    object Disconnected : Oa1Failure()
+    
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
+    override fun read(buf: ByteBuffer): Oa1Failure {
+        return when(buf.getInt()) {
+            1 -> Oa1Failure.Remote(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            2 -> Oa1Failure.Timeout
+            3 -> Oa1Failure.Incomplete
+            4 -> Oa1Failure.Disconnected
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: Oa1Failure): ULong = when(value) {
+        is Oa1Failure.Remote -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`code`)
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is Oa1Failure.Timeout -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is Oa1Failure.Incomplete -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is Oa1Failure.Disconnected -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+    }
+
+    override fun write(value: Oa1Failure, buf: ByteBuffer) {
+        when(value) {
+            is Oa1Failure.Remote -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`code`, buf)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is Oa1Failure.Timeout -> {
+                buf.putInt(2)
+                Unit
+            }
+            is Oa1Failure.Incomplete -> {
+                buf.putInt(3)
+                Unit
+            }
+            is Oa1Failure.Disconnected -> {
+                buf.putInt(4)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * The type of a frame.
+ */
+
+enum class Oa1FrameType {
+    
+    /**
+     * A request chunk.
+     */
+    REQ,
+    /**
+     * A response chunk.
+     */
+    RES,
+    /**
+     * An error answer.
+     */
+    ERR,
+    /**
+     * A cancellation.
+     */
+    CANCEL;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1FrameType: FfiConverterRustBuffer<Oa1FrameType> {
+    override fun read(buf: ByteBuffer) = try {
+        Oa1FrameType.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: Oa1FrameType) = 4UL
+
+    override fun write(value: Oa1FrameType, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * What a bare endpoint wants next.
+ */
+sealed class Oa1Output {
+    
+    /**
+     * Write this IRC line (append CRLF on a raw socket).
+     */
+    data class Transmit(
+        /**
+         * The line.
+         */
+        val `line`: kotlin.String) : Oa1Output()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Tell the app.
+     */
+    data class Event(
+        /**
+         * The event.
+         */
+        val `event`: dev.deskwire.Oa1Event) : Oa1Output()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Nothing to do before this instant unless input arrives.
+     */
+    data class Timeout(
+        /**
+         * The deadline (ms).
+         */
+        val `deadlineMs`: kotlin.ULong) : Oa1Output()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1Output : FfiConverterRustBuffer<Oa1Output>{
+    override fun read(buf: ByteBuffer): Oa1Output {
+        return when(buf.getInt()) {
+            1 -> Oa1Output.Transmit(
+                FfiConverterString.read(buf),
+                )
+            2 -> Oa1Output.Event(
+                FfiConverterTypeOa1Event.read(buf),
+                )
+            3 -> Oa1Output.Timeout(
+                FfiConverterULong.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: Oa1Output): ULong = when(value) {
+        is Oa1Output.Transmit -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`line`)
+            )
+        }
+        is Oa1Output.Event -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeOa1Event.allocationSize(value.`event`)
+            )
+        }
+        is Oa1Output.Timeout -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterULong.allocationSize(value.`deadlineMs`)
+            )
+        }
+    }
+
+    override fun write(value: Oa1Output, buf: ByteBuffer) {
+        when(value) {
+            is Oa1Output.Transmit -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`line`, buf)
+                Unit
+            }
+            is Oa1Output.Event -> {
+                buf.putInt(2)
+                FfiConverterTypeOa1Event.write(value.`event`, buf)
+                Unit
+            }
+            is Oa1Output.Timeout -> {
+                buf.putInt(3)
+                FfiConverterULong.write(value.`deadlineMs`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
  * Why a pairing attempt failed.
  */
 sealed class PairingFailure {
@@ -6230,6 +14086,38 @@ public object FfiConverterOptionalString: FfiConverterRustBuffer<kotlin.String?>
 /**
  * @suppress
  */
+public object FfiConverterOptionalTypeOa1Frame: FfiConverterRustBuffer<Oa1Frame?> {
+    override fun read(buf: ByteBuffer): Oa1Frame? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeOa1Frame.read(buf)
+    }
+
+    override fun allocationSize(value: Oa1Frame?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeOa1Frame.allocationSize(value)
+        }
+    }
+
+    override fun write(value: Oa1Frame?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeOa1Frame.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterOptionalTypeAgentState: FfiConverterRustBuffer<AgentState?> {
     override fun read(buf: ByteBuffer): AgentState? {
         if (buf.get().toInt() == 0) {
@@ -6311,6 +14199,216 @@ public object FfiConverterSequenceString: FfiConverterRustBuffer<List<kotlin.Str
         }
     }
 }
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeJsonRpcTimeoutRule: FfiConverterRustBuffer<List<JsonRpcTimeoutRule>> {
+    override fun read(buf: ByteBuffer): List<JsonRpcTimeoutRule> {
+        val len = buf.getInt()
+        return List<JsonRpcTimeoutRule>(len) {
+            FfiConverterTypeJsonRpcTimeoutRule.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<JsonRpcTimeoutRule>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeJsonRpcTimeoutRule.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<JsonRpcTimeoutRule>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeJsonRpcTimeoutRule.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeJsonRpcBatchItem: FfiConverterRustBuffer<List<JsonRpcBatchItem>> {
+    override fun read(buf: ByteBuffer): List<JsonRpcBatchItem> {
+        val len = buf.getInt()
+        return List<JsonRpcBatchItem>(len) {
+            FfiConverterTypeJsonRpcBatchItem.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<JsonRpcBatchItem>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeJsonRpcBatchItem.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<JsonRpcBatchItem>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeJsonRpcBatchItem.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.String, kotlin.String>> {
+    override fun read(buf: ByteBuffer): Map<kotlin.String, kotlin.String> {
+        val len = buf.getInt()
+        return buildMap<kotlin.String, kotlin.String>(len) {
+            repeat(len) {
+                val k = FfiConverterString.read(buf)
+                val v = FfiConverterString.read(buf)
+                this[k] = v
+            }
+        }
+    }
+
+    override fun allocationSize(value: Map<kotlin.String, kotlin.String>): ULong {
+        val spaceForMapSize = 4UL
+        val spaceForChildren = value.map { (k, v) ->
+            FfiConverterString.allocationSize(k) +
+            FfiConverterString.allocationSize(v)
+        }.sum()
+        return spaceForMapSize + spaceForChildren
+    }
+
+    override fun write(value: Map<kotlin.String, kotlin.String>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        // The parens on `(k, v)` here ensure we're calling the right method,
+        // which is important for compatibility with older android devices.
+        // Ref https://blog.danlew.net/2017/03/16/kotlin-puzzler-whose-line-is-it-anyways/
+        value.forEach { (k, v) ->
+            FfiConverterString.write(k, buf)
+            FfiConverterString.write(v, buf)
+        }
+    }
+}
+        /**
+         * The spec's defaults for `nick` on `channel`.
+         */ fun `connectionConfig`(`nick`: kotlin.String, `channel`: kotlin.String): ConnectionConfig {
+            return FfiConverterTypeConnectionConfig.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_connection_config(
+    
+        
+        FfiConverterString.lower(`nick`),
+        FfiConverterString.lower(`channel`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Splits one IRC line (CRLF optional).
+         */
+    @Throws(DeskwireException::class) fun `ircParseLine`(`line`: kotlin.ByteArray): IrcMessage {
+            return FfiConverterTypeIrcMessage.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_irc_parse_line(
+    
+        
+        FfiConverterByteArray.lower(`line`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The session defaults for `nick` joining `channels`.
+         */ fun `ircSessionConfig`(`nick`: kotlin.String, `channels`: List<kotlin.String>): IrcSessionConfig {
+            return FfiConverterTypeIrcSessionConfig.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_irc_session_config(
+    
+        
+        FfiConverterString.lower(`nick`),
+        FfiConverterSequenceString.lower(`channels`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Checks every value of a session configuration.
+         */
+    @Throws(DeskwireException::class) fun `ircValidateSessionConfig`(`config`: IrcSessionConfig)
+        = 
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_irc_validate_session_config(
+    
+        
+        FfiConverterTypeIrcSessionConfig.lower(`config`),_status)
+}
+    
+    
+
+        /**
+         * The peer defaults (NDJSON, 30 s for every method).
+         */ fun `jsonRpcConfigDefault`(): JsonRpcConfig {
+            return FfiConverterTypeJsonRpcConfig.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_json_rpc_config_default(
+    
+        _status)
+}
+    )
+    }
+    
+
+        /**
+         * Writes a message in its canonical form (`"jsonrpc":"2.0"` first).
+         */
+    @Throws(DeskwireException::class) fun `jsonRpcMessageToJson`(`message`: JsonRpcMessage): kotlin.String {
+            return FfiConverterString.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_json_rpc_message_to_json(
+    
+        
+        FfiConverterTypeJsonRpcMessage.lower(`message`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The sidecar spec's timeouts (`health.*` 10 s, `inference.complete` 120 s, ...).
+         */ fun `jsonRpcSidecarTimeouts`(): JsonRpcTimeoutPolicy {
+            return FfiConverterTypeJsonRpcTimeoutPolicy.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_json_rpc_sidecar_timeouts(
+    
+        _status)
+}
+    )
+    }
+    
+
+        /**
+         * Reads one JSON-RPC 2.0 frame (a message or a batch of at most `batch_limit`).
+         */ fun `parseJsonRpc`(`frame`: kotlin.ByteArray, `batchLimit`: kotlin.ULong): JsonRpcParsed {
+            return FfiConverterTypeJsonRpcParsed.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_parse_json_rpc(
+    
+        
+        FfiConverterByteArray.lower(`frame`),
+        FfiConverterULong.lower(`batchLimit`),_status)
+}
+    )
+    }
+    
+
         /**
          * Writes an agent state as JSON.
          */ fun `agentStateToJson`(`state`: AgentState): kotlin.String {
@@ -6502,6 +14600,163 @@ public object FfiConverterSequenceString: FfiConverterRustBuffer<List<kotlin.Str
     
         
         FfiConverterTypeServerMessage.lower(`message`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Escapes `text` and cuts it into frame payloads of at most `budget` bytes each, as they go
+         * on the wire.
+         */
+    @Throws(DeskwireException::class) fun `oa1Chunk`(`text`: kotlin.String, `budget`: kotlin.ULong): List<kotlin.String> {
+            return FfiConverterSequenceString.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_chunk(
+    
+        
+        FfiConverterString.lower(`text`),
+        FfiConverterULong.lower(`budget`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The spec's defaults for an endpoint on `channel` with nick `nick`.
+         */ fun `oa1Config`(`channel`: kotlin.String, `nick`: kotlin.String): Oa1Config {
+            return FfiConverterTypeOa1Config.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_config(
+    
+        
+        FfiConverterString.lower(`channel`),
+        FfiConverterString.lower(`nick`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Escapes a payload for frames (`\\`, `\n`, `\r`, `\t`, NUL).
+         */ fun `oa1Escape`(`text`: kotlin.String): kotlin.String {
+            return FfiConverterString.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_escape(
+    
+        
+        FfiConverterString.lower(`text`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The code of a failure (`timeout`, `incomplete`, or the remote's).
+         */ fun `oa1FailureCode`(`failure`: Oa1Failure): kotlin.String {
+            return FfiConverterString.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_failure_code(
+    
+        
+        FfiConverterTypeOa1Failure.lower(`failure`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Reads an `ERR` payload `code: message`.
+         */ fun `oa1FailureFromErrPayload`(`payload`: kotlin.String): Oa1Failure {
+            return FfiConverterTypeOa1Failure.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_failure_from_err_payload(
+    
+        
+        FfiConverterString.lower(`payload`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * A readable message for a failure.
+         */ fun `oa1FailureMessage`(`failure`: Oa1Failure): kotlin.String {
+            return FfiConverterString.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_failure_message(
+    
+        
+        FfiConverterTypeOa1Failure.lower(`failure`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Writes a frame.
+         */ fun `oa1FormatFrame`(`frame`: Oa1Frame): kotlin.String {
+            return FfiConverterString.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_format_frame(
+    
+        
+        FfiConverterTypeOa1Frame.lower(`frame`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Reads a frame from a `PRIVMSG` text; `null` when it is not a well-formed frame.
+         */ fun `oa1ParseFrame`(`text`: kotlin.String): Oa1Frame? {
+            return FfiConverterOptionalTypeOa1Frame.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_parse_frame(
+    
+        
+        FfiConverterString.lower(`text`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Unescapes a frame payload (bytes: a decoded payload need not be UTF-8 on its own).
+         */ fun `oa1Unescape`(`escaped`: kotlin.ByteArray): kotlin.ByteArray {
+            return FfiConverterByteArray.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_unescape(
+    
+        
+        FfiConverterByteArray.lower(`escaped`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The tool result for the model of a failed request: `{"ok": false, "error", "message"}`.
+         */ fun `remoteBashFailureJson`(`failure`: Oa1Failure): kotlin.String {
+            return FfiConverterString.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_remote_bash_failure_json(
+    
+        
+        FfiConverterTypeOa1Failure.lower(`failure`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * `RemoteBash` as the model sees it.
+         */ fun `remoteBashTool`(): RemoteBashTool {
+            return FfiConverterTypeRemoteBashTool.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_remote_bash_tool(
+    
+        _status)
 }
     )
     }

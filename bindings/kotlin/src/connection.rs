@@ -1,0 +1,331 @@
+//! The OA1 per-connection engines, [`Desk`] and [`Remote`]: an IRC session and an OA1 endpoint
+//! in one, over the raw bytes of one IRC socket. The host loop has four steps: bytes read →
+//! `handle_bytes` (or `handle_eof`); drain `poll_output`, writing every `Transmit` and
+//! delivering every `Event`; sleep until the `Timeout` deadline or the next read; repeat.
+
+use std::sync::{Arc, Mutex};
+
+use deskwire::oa1::{self, remote_bash};
+
+use crate::error::{Result, api};
+use crate::irc::{IrcSessionConfig, IrcSessionEvent, IrcSessionStats};
+use crate::lock;
+use crate::oa1::{Oa1Config, Oa1Event, Oa1Stats};
+
+/// How to connect: the IRC login and the OA1 endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct ConnectionConfig {
+    /// Registration and keepalive (its nick is ours).
+    pub session: IrcSessionConfig,
+    /// The OA1 endpoint (its channel is joined).
+    pub oa1: Oa1Config,
+    /// How long to wait before joining again after a kick or part.
+    pub rejoin_delay_ms: u64,
+}
+
+/// The spec's defaults for `nick` on `channel`.
+#[uniffi::export]
+pub fn connection_config(nick: String, channel: String) -> ConnectionConfig {
+    oa1::ConnectionConfig::new(&nick, &channel).into()
+}
+
+/// Where a connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum ConnectionState {
+    /// Registering with the server.
+    Registering,
+    /// Registered, not in the channel: lines are held.
+    Joining,
+    /// Desk with an `allowed_sender`: waiting for that nick to be in the channel.
+    WaitingForPeer,
+    /// Frames flow.
+    Ready,
+    /// The connection ended.
+    Closed,
+}
+
+/// What happened to the link itself.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+pub enum LinkEvent {
+    /// The state changed.
+    StateChanged {
+        /// The new state.
+        state: ConnectionState,
+    },
+    /// The configured peer is in the channel.
+    PeerJoined {
+        /// Its nick.
+        nick: String,
+    },
+    /// The configured peer left.
+    PeerLeft {
+        /// Its nick.
+        nick: String,
+    },
+}
+
+/// Something the application should learn, by layer.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+pub enum ConnectionEvent {
+    /// From the IRC session (registration, joins, kicks, the end of the link).
+    Irc {
+        /// The event.
+        event: IrcSessionEvent,
+    },
+    /// From OA1 (a response, a failure, a request, a cancellation).
+    Oa1 {
+        /// The event.
+        event: Oa1Event,
+    },
+    /// About the link (state, the peer's presence).
+    Link {
+        /// The event.
+        event: LinkEvent,
+    },
+}
+
+/// What a connection engine wants next.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+pub enum ConnectionOutput {
+    /// Write these bytes to the socket (one line, CRLF included).
+    Transmit {
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// Tell the app.
+    Event {
+        /// The event.
+        event: ConnectionEvent,
+    },
+    /// Nothing to do before this instant unless bytes arrive.
+    Timeout {
+        /// The deadline (ms).
+        deadline_ms: u64,
+    },
+}
+
+/// The counters of both layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record)]
+pub struct ConnectionStats {
+    /// The IRC session's.
+    pub irc: IrcSessionStats,
+    /// The OA1 endpoint's.
+    pub oa1: Oa1Stats,
+}
+
+/// The methods both engines share.
+macro_rules! connection_methods {
+    ($t:ident) => {
+        #[uniffi::export]
+        impl $t {
+            /// Bytes read from the socket (any split; partial lines wait for the rest).
+            pub fn handle_bytes(&self, now_ms: u64, bytes: Vec<u8>) {
+                lock(&self.inner).handle_bytes(now_ms, &bytes)
+            }
+
+            /// The socket closed or failed.
+            pub fn handle_eof(&self, now_ms: u64) {
+                lock(&self.inner).handle_eof(now_ms)
+            }
+
+            /// Does what is due by `now_ms`.
+            pub fn handle_timeout(&self, now_ms: u64) {
+                lock(&self.inner).handle_timeout(now_ms)
+            }
+
+            /// Says goodbye (`QUIT`); the connection ends.
+            pub fn quit(&self, now_ms: u64, reason: String) {
+                lock(&self.inner).quit(now_ms, &reason)
+            }
+
+            /// The next thing to do; call until it answers `Timeout`.
+            pub fn poll_output(&self, now_ms: u64) -> ConnectionOutput {
+                lock(&self.inner).poll_output(now_ms).into()
+            }
+
+            /// Where the connection stands.
+            pub fn state(&self) -> ConnectionState {
+                lock(&self.inner).state().into()
+            }
+
+            /// Counters.
+            pub fn stats(&self) -> ConnectionStats {
+                lock(&self.inner).stats().into()
+            }
+        }
+    };
+}
+
+/// The desk's end of one IRC connection: requests out (queued until the channel is joined and
+/// the peer is there), responses in.
+#[derive(uniffi::Object)]
+pub struct Desk {
+    inner: Mutex<oa1::Desk>,
+}
+
+#[uniffi::export]
+impl Desk {
+    /// A desk that registers at once; `seed` fixes its request ids.
+    #[uniffi::constructor]
+    pub fn new(config: ConnectionConfig, now_ms: u64, seed: u64) -> Arc<Self> {
+        Arc::new(Desk {
+            inner: Mutex::new(oa1::Desk::new(config.into(), now_ms, seed)),
+        })
+    }
+
+    /// Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id
+    /// its events carry.
+    pub fn request(&self, now_ms: u64, payload: String, timeout_ms: Option<u64>) -> Result<String> {
+        api(|| lock(&self.inner).request(now_ms, &payload, timeout_ms))
+    }
+
+    /// Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
+    pub fn remote_bash(&self, now_ms: u64, args_json: String) -> Result<String> {
+        api(|| remote_bash::call(&mut *lock(&self.inner), now_ms, &args_json))
+    }
+
+    /// Cancels a request (a `CANCEL` goes out; the remote stops).
+    pub fn cancel(&self, now_ms: u64, id: String, reason: String) -> Result<()> {
+        api(|| lock(&self.inner).cancel(now_ms, &id, &reason))
+    }
+
+    /// Requests in flight.
+    pub fn in_flight(&self) -> u64 {
+        lock(&self.inner).in_flight() as u64
+    }
+}
+
+connection_methods!(Desk);
+
+/// The remote's end of one IRC connection: requests in, streamed answers out.
+#[derive(uniffi::Object)]
+pub struct Remote {
+    inner: Mutex<oa1::Remote>,
+}
+
+#[uniffi::export]
+impl Remote {
+    /// A remote that registers at once.
+    #[uniffi::constructor]
+    pub fn new(config: ConnectionConfig, now_ms: u64) -> Arc<Self> {
+        Arc::new(Remote {
+            inner: Mutex::new(oa1::Remote::new(config.into(), now_ms)),
+        })
+    }
+
+    /// Streams output for request `id`.
+    pub fn send(&self, now_ms: u64, id: String, output: String) -> Result<()> {
+        api(|| lock(&self.inner).send(now_ms, &id, &output))
+    }
+
+    /// Ends the response of `id`.
+    pub fn finish(&self, now_ms: u64, id: String) -> Result<()> {
+        api(|| lock(&self.inner).finish(now_ms, &id))
+    }
+
+    /// `send` then `finish`.
+    pub fn respond(&self, now_ms: u64, id: String, text: String) -> Result<()> {
+        api(|| lock(&self.inner).respond(now_ms, &id, &text))
+    }
+
+    /// Answers `id` with `ERR code: message`.
+    pub fn fail(&self, now_ms: u64, id: String, code: String, message: String) -> Result<()> {
+        api(|| lock(&self.inner).fail(now_ms, &id, &code, &message))
+    }
+
+    /// Requests being answered.
+    pub fn active(&self) -> u64 {
+        lock(&self.inner).active() as u64
+    }
+}
+
+connection_methods!(Remote);
+
+// ---------------------------------------------------------------------------------------------
+// Conversions
+
+impl From<oa1::ConnectionConfig> for ConnectionConfig {
+    fn from(c: oa1::ConnectionConfig) -> Self {
+        ConnectionConfig {
+            session: c.session.into(),
+            oa1: c.oa1.into(),
+            rejoin_delay_ms: c.rejoin_delay_ms,
+        }
+    }
+}
+
+impl From<ConnectionConfig> for oa1::ConnectionConfig {
+    fn from(c: ConnectionConfig) -> Self {
+        oa1::ConnectionConfig {
+            session: c.session.into(),
+            oa1: c.oa1.into(),
+            rejoin_delay_ms: c.rejoin_delay_ms,
+        }
+    }
+}
+
+impl From<oa1::ConnectionState> for ConnectionState {
+    fn from(s: oa1::ConnectionState) -> Self {
+        match s {
+            oa1::ConnectionState::Registering => ConnectionState::Registering,
+            oa1::ConnectionState::Joining => ConnectionState::Joining,
+            oa1::ConnectionState::WaitingForPeer => ConnectionState::WaitingForPeer,
+            oa1::ConnectionState::Ready => ConnectionState::Ready,
+            oa1::ConnectionState::Closed => ConnectionState::Closed,
+            other => unmapped!(other),
+        }
+    }
+}
+
+impl From<oa1::LinkEvent> for LinkEvent {
+    fn from(e: oa1::LinkEvent) -> Self {
+        match e {
+            oa1::LinkEvent::StateChanged { state } => LinkEvent::StateChanged {
+                state: state.into(),
+            },
+            oa1::LinkEvent::PeerJoined { nick } => LinkEvent::PeerJoined { nick },
+            oa1::LinkEvent::PeerLeft { nick } => LinkEvent::PeerLeft { nick },
+            other => unmapped!(other),
+        }
+    }
+}
+
+impl From<oa1::ConnectionEvent> for ConnectionEvent {
+    fn from(e: oa1::ConnectionEvent) -> Self {
+        match e {
+            oa1::ConnectionEvent::Irc(event) => ConnectionEvent::Irc {
+                event: event.into(),
+            },
+            oa1::ConnectionEvent::Oa1(event) => ConnectionEvent::Oa1 {
+                event: event.into(),
+            },
+            oa1::ConnectionEvent::Link(event) => ConnectionEvent::Link {
+                event: event.into(),
+            },
+            other => unmapped!(other),
+        }
+    }
+}
+
+impl From<oa1::ConnectionOutput> for ConnectionOutput {
+    fn from(o: oa1::ConnectionOutput) -> Self {
+        match o {
+            oa1::ConnectionOutput::Transmit(bytes) => ConnectionOutput::Transmit { bytes },
+            oa1::ConnectionOutput::Event(event) => ConnectionOutput::Event {
+                event: event.into(),
+            },
+            oa1::ConnectionOutput::Timeout(deadline_ms) => {
+                ConnectionOutput::Timeout { deadline_ms }
+            }
+        }
+    }
+}
+
+impl From<oa1::ConnectionStats> for ConnectionStats {
+    fn from(s: oa1::ConnectionStats) -> Self {
+        ConnectionStats {
+            irc: s.irc.into(),
+            oa1: s.oa1.into(),
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! The IRC session helper (registration, `PING`, `JOIN`, nick fallback, our prefix) for hosts
+//! without an IRC client of their own.
+
+use std::sync::{Arc, Mutex};
+
+use deskwire::irc;
+
+use crate::error::{Result, api};
+use crate::{lock, to_usize};
+
+/// How to register and what to join.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct IrcSessionConfig {
+    /// The nick to ask for first.
+    pub nick: String,
+    /// The user name of `USER`.
+    pub user: String,
+    /// The real name of `USER`.
+    pub realname: String,
+    /// The server password (`PASS`).
+    pub password: Option<String>,
+    /// Channels to join once registered.
+    pub channels: Vec<String>,
+    /// Nicks to try before giving up.
+    pub max_nick_attempts: u32,
+    /// Keepalive `PING` after this much silence.
+    pub ping_interval_ms: u64,
+    /// Give up this long after an unanswered keepalive.
+    pub ping_timeout_ms: u64,
+    /// Longest line accepted from the server, CRLF included.
+    pub max_line_bytes: u64,
+}
+
+/// The session defaults for `nick` joining `channels`.
+#[uniffi::export]
+pub fn irc_session_config(nick: String, channels: Vec<String>) -> IrcSessionConfig {
+    let channels: Vec<&str> = channels.iter().map(String::as_str).collect();
+    irc::SessionConfig::new(&nick, &channels).into()
+}
+
+/// Checks every value of a session configuration.
+#[uniffi::export]
+pub fn irc_validate_session_config(config: IrcSessionConfig) -> Result<()> {
+    api(|| irc::SessionConfig::from(config).validate())
+}
+
+/// One IRC line split into its parts (RFC 1459 plus IRCv3 tags).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct IrcMessage {
+    /// Tags with their values unescaped.
+    pub tags: std::collections::HashMap<String, String>,
+    /// The source without `:` (`nick!user@host` or a server name).
+    pub source: Option<String>,
+    /// The command or numeric.
+    pub command: String,
+    /// The parameters, the trailing one included.
+    pub params: Vec<String>,
+}
+
+/// Splits one IRC line (CRLF optional).
+#[uniffi::export]
+pub fn irc_parse_line(line: Vec<u8>) -> Result<IrcMessage> {
+    let message = api(|| irc::Message::parse(&line))?;
+    Ok(IrcMessage {
+        tags: message
+            .tags()
+            .map(|(k, v)| (k.to_owned(), v.into_owned()))
+            .collect(),
+        source: message.source.map(|s| s.raw.to_owned()),
+        command: message.command.to_owned(),
+        params: message.params().iter().map(|p| (*p).to_owned()).collect(),
+    })
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+pub enum IrcDisconnectReason {
+    /// The server closed the link with `ERROR`.
+    ServerClosed {
+        /// The `ERROR` text.
+        message: String,
+    },
+    /// No answer to a keepalive `PING`.
+    TimedOut,
+    /// Every nick tried was taken.
+    NickUnavailable,
+    /// The host quit.
+    Quit,
+}
+
+/// Something the host should know about.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+pub enum IrcSessionEvent {
+    /// The server accepted us under `nick`.
+    Registered {
+        /// Our nick.
+        nick: String,
+    },
+    /// We are in `channel`.
+    Joined {
+        /// The channel.
+        channel: String,
+    },
+    /// Our nick changed.
+    NickChanged {
+        /// Before.
+        old: String,
+        /// Now.
+        new: String,
+    },
+    /// The prefix the server adds to our lines is known (or changed).
+    PrefixLearned {
+        /// `nick!user@host`.
+        prefix: String,
+    },
+    /// Someone kicked us.
+    Kicked {
+        /// The channel.
+        channel: String,
+        /// Who.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+    /// We left a channel.
+    Parted {
+        /// The channel.
+        channel: String,
+    },
+    /// An error reply the session does not handle itself.
+    ServerError {
+        /// The numeric and its parameters.
+        message: String,
+    },
+    /// The session is over: close the connection.
+    Disconnected {
+        /// Why.
+        reason: IrcDisconnectReason,
+    },
+}
+
+/// What the session wants next.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+pub enum IrcSessionOutput {
+    /// Write this line plus CRLF.
+    Transmit {
+        /// The line, without CRLF.
+        line: String,
+    },
+    /// Tell the app.
+    Event {
+        /// The event.
+        event: IrcSessionEvent,
+    },
+    /// Nothing to do before this instant unless bytes arrive.
+    Timeout {
+        /// The deadline (ms).
+        deadline_ms: u64,
+    },
+}
+
+/// The session's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record)]
+pub struct IrcSessionStats {
+    /// Lines received.
+    pub lines_received: u64,
+    /// Lines queued for sending.
+    pub lines_queued: u64,
+    /// Lines over `max_line_bytes`.
+    pub ignored_too_long: u64,
+    /// Lines that were not IRC.
+    pub ignored_invalid: u64,
+    /// Lines after the end.
+    pub ignored_after_close: u64,
+    /// Server `PING`s answered.
+    pub pings_answered: u64,
+    /// Keepalive `PING`s sent.
+    pub keepalive_pings: u64,
+    /// `NICK` commands sent.
+    pub nick_attempts: u32,
+}
+
+/// A sans-IO IRC client session.
+#[derive(uniffi::Object)]
+pub struct IrcSession {
+    inner: Mutex<irc::Session>,
+}
+
+#[uniffi::export]
+impl IrcSession {
+    /// A session that registers right away (its first lines are in `poll_output`).
+    #[uniffi::constructor]
+    pub fn new(config: IrcSessionConfig, now_ms: u64) -> Arc<Self> {
+        Arc::new(IrcSession {
+            inner: Mutex::new(irc::Session::new(config.into(), now_ms)),
+        })
+    }
+
+    /// Raw bytes from the socket (any split).
+    pub fn handle_bytes(&self, now_ms: u64, bytes: Vec<u8>) {
+        lock(&self.inner).handle_bytes(now_ms, &bytes)
+    }
+
+    /// One whole line (CRLF optional).
+    pub fn handle_line(&self, now_ms: u64, line: Vec<u8>) {
+        lock(&self.inner).handle_line(now_ms, &line)
+    }
+
+    /// Does what is due by `now_ms`.
+    pub fn handle_timeout(&self, now_ms: u64) {
+        lock(&self.inner).handle_timeout(now_ms)
+    }
+
+    /// The next thing to do; call until it answers `Timeout`.
+    pub fn poll_output(&self, now_ms: u64) -> IrcSessionOutput {
+        lock(&self.inner).poll_output(now_ms).into()
+    }
+
+    /// Joins a channel.
+    pub fn join(&self, channel: String) -> Result<()> {
+        api(|| lock(&self.inner).join(&channel))
+    }
+
+    /// Leaves a channel.
+    pub fn part(&self, channel: String) -> Result<()> {
+        api(|| lock(&self.inner).part(&channel))
+    }
+
+    /// Sends one `PRIVMSG` line.
+    pub fn privmsg(&self, target: String, text: String) -> Result<()> {
+        api(|| lock(&self.inner).privmsg(&target, &text))
+    }
+
+    /// Says goodbye; the session ends.
+    pub fn quit(&self, reason: String) {
+        lock(&self.inner).quit(&reason)
+    }
+
+    /// Whether the server accepted us.
+    pub fn is_registered(&self) -> bool {
+        lock(&self.inner).is_registered()
+    }
+
+    /// Whether the session ended.
+    pub fn is_closed(&self) -> bool {
+        lock(&self.inner).is_closed()
+    }
+
+    /// The channels we are in.
+    pub fn channels(&self) -> Vec<String> {
+        lock(&self.inner).channels().to_vec()
+    }
+
+    /// Our nick as the server knows it.
+    pub fn nick(&self) -> String {
+        lock(&self.inner).identity().nick().to_owned()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> IrcSessionStats {
+        lock(&self.inner).stats().into()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions
+
+impl From<irc::SessionConfig> for IrcSessionConfig {
+    fn from(c: irc::SessionConfig) -> Self {
+        IrcSessionConfig {
+            nick: c.nick,
+            user: c.user,
+            realname: c.realname,
+            password: c.password,
+            channels: c.channels,
+            max_nick_attempts: c.max_nick_attempts,
+            ping_interval_ms: c.ping_interval_ms,
+            ping_timeout_ms: c.ping_timeout_ms,
+            max_line_bytes: c.max_line_bytes as u64,
+        }
+    }
+}
+
+impl From<IrcSessionConfig> for irc::SessionConfig {
+    fn from(c: IrcSessionConfig) -> Self {
+        irc::SessionConfig {
+            nick: c.nick,
+            user: c.user,
+            realname: c.realname,
+            password: c.password,
+            channels: c.channels,
+            max_nick_attempts: c.max_nick_attempts,
+            ping_interval_ms: c.ping_interval_ms,
+            ping_timeout_ms: c.ping_timeout_ms,
+            max_line_bytes: to_usize(c.max_line_bytes),
+        }
+    }
+}
+
+impl From<irc::DisconnectReason> for IrcDisconnectReason {
+    fn from(r: irc::DisconnectReason) -> Self {
+        match r {
+            irc::DisconnectReason::ServerClosed { message } => {
+                IrcDisconnectReason::ServerClosed { message }
+            }
+            irc::DisconnectReason::TimedOut => IrcDisconnectReason::TimedOut,
+            irc::DisconnectReason::NickUnavailable => IrcDisconnectReason::NickUnavailable,
+            irc::DisconnectReason::Quit => IrcDisconnectReason::Quit,
+            other => unmapped!(other),
+        }
+    }
+}
+
+impl From<irc::SessionEvent> for IrcSessionEvent {
+    fn from(e: irc::SessionEvent) -> Self {
+        use irc::SessionEvent as E;
+        match e {
+            E::Registered { nick } => IrcSessionEvent::Registered { nick },
+            E::Joined { channel } => IrcSessionEvent::Joined { channel },
+            E::NickChanged { old, new } => IrcSessionEvent::NickChanged { old, new },
+            E::PrefixLearned { prefix } => IrcSessionEvent::PrefixLearned { prefix },
+            E::Kicked {
+                channel,
+                by,
+                reason,
+            } => IrcSessionEvent::Kicked {
+                channel,
+                by,
+                reason,
+            },
+            E::Parted { channel } => IrcSessionEvent::Parted { channel },
+            E::ServerError { message } => IrcSessionEvent::ServerError { message },
+            E::Disconnected { reason } => IrcSessionEvent::Disconnected {
+                reason: reason.into(),
+            },
+            other => unmapped!(other),
+        }
+    }
+}
+
+impl From<irc::SessionOutput> for IrcSessionOutput {
+    fn from(o: irc::SessionOutput) -> Self {
+        match o {
+            irc::SessionOutput::Transmit(line) => IrcSessionOutput::Transmit { line },
+            irc::SessionOutput::Event(e) => IrcSessionOutput::Event { event: e.into() },
+            irc::SessionOutput::Timeout(deadline_ms) => IrcSessionOutput::Timeout { deadline_ms },
+        }
+    }
+}
+
+impl From<irc::SessionStats> for IrcSessionStats {
+    fn from(s: irc::SessionStats) -> Self {
+        IrcSessionStats {
+            lines_received: s.lines_received,
+            lines_queued: s.lines_queued,
+            ignored_too_long: s.ignored_too_long,
+            ignored_invalid: s.ignored_invalid,
+            ignored_after_close: s.ignored_after_close,
+            pings_answered: s.pings_answered,
+            keepalive_pings: s.keepalive_pings,
+            nick_attempts: s.nick_attempts,
+        }
+    }
+}

@@ -1,0 +1,584 @@
+//! OA1, request/response RPC in IRC `PRIVMSG` lines: the bare endpoints ([`Oa1Client`], the
+//! desk; [`Oa1Server`], the remote) for hosts with their own IRC client, the `RemoteBash` tool
+//! contract, and the codec pieces the conformance vectors check.
+
+use std::sync::{Arc, Mutex};
+
+use deskwire::oa1::{self, chunk, escape, remote_bash};
+
+use crate::error::{Error, Result, api};
+use crate::{lock, to_usize};
+
+/// Endpoint configuration; [`oa1_config`] gives the spec's defaults.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct Oa1Config {
+    /// The desk channel.
+    pub channel: String,
+    /// Our nick at registration.
+    pub nick: String,
+    /// Accept frames from this nick only.
+    pub allowed_sender: Option<String>,
+    /// Escaped payload bytes per frame at most (spec: 240).
+    pub max_frame_payload_bytes: u64,
+    /// Use the largest payload that fits the line.
+    pub adaptive_payload: bool,
+    /// Decoded bytes of one message at most (spec: 128 KiB).
+    pub max_message_bytes: u64,
+    /// Streams and requests in flight at most.
+    pub max_streams: u64,
+    /// How long a request may take (client; spec: 30 s).
+    pub request_timeout_ms: u64,
+    /// How long a gap inside a stream may last (spec: 10 s).
+    pub partial_timeout_ms: u64,
+    /// Lines sent at once before pacing starts.
+    pub pacing_burst: u32,
+    /// Then one line per this many ms.
+    pub pacing_interval_ms: u64,
+    /// Longer inbound lines are ignored.
+    pub max_line_bytes: u64,
+    /// Finished request ids remembered.
+    pub finished_memory: u64,
+    /// How long small streamed output may wait for more (server).
+    pub flush_delay_ms: u64,
+}
+
+/// The spec's defaults for an endpoint on `channel` with nick `nick`.
+#[uniffi::export]
+pub fn oa1_config(channel: String, nick: String) -> Oa1Config {
+    oa1::Config::new(&channel, &nick).into()
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+pub enum Oa1Failure {
+    /// The remote answered `ERR code: message`.
+    Remote {
+        /// The error code.
+        code: String,
+        /// The message.
+        message: String,
+    },
+    /// No complete response within the timeout (a `CANCEL` was sent).
+    Timeout,
+    /// A chunk of the response never arrived.
+    Incomplete,
+    /// The IRC connection ended before the response.
+    Disconnected,
+}
+
+/// Something the application should learn.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+pub enum Oa1Event {
+    /// Desk: the whole response arrived.
+    Response {
+        /// The request id.
+        id: String,
+        /// The text.
+        text: String,
+        /// Whether it was cut at the size cap.
+        truncated: bool,
+    },
+    /// Desk: the request ended without a response.
+    Failed {
+        /// The request id.
+        id: String,
+        /// Why.
+        failure: Oa1Failure,
+    },
+    /// Remote: a whole request arrived.
+    Request {
+        /// The request id.
+        id: String,
+        /// Who sent it.
+        sender: String,
+        /// The payload (for `RemoteBash`, the command).
+        payload: String,
+    },
+    /// Remote: the desk cancelled a request.
+    Cancelled {
+        /// The request id.
+        id: String,
+        /// The reason.
+        reason: String,
+    },
+}
+
+/// What a bare endpoint wants next.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+pub enum Oa1Output {
+    /// Write this IRC line (append CRLF on a raw socket).
+    Transmit {
+        /// The line.
+        line: String,
+    },
+    /// Tell the app.
+    Event {
+        /// The event.
+        event: Oa1Event,
+    },
+    /// Nothing to do before this instant unless input arrives.
+    Timeout {
+        /// The deadline (ms).
+        deadline_ms: u64,
+    },
+}
+
+/// An endpoint's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record)]
+pub struct Oa1Stats {
+    /// Lines handed in.
+    pub lines_in: u64,
+    /// Lines handed out.
+    pub lines_out: u64,
+    /// Frames accepted.
+    pub frames_in: u64,
+    /// Frames sent.
+    pub frames_out: u64,
+    /// Escaped payload bytes sent.
+    pub payload_bytes_out: u64,
+    /// Lines not for us.
+    pub ignored: u64,
+    /// Lines from a sender not allowed.
+    pub disallowed_sender: u64,
+    /// Malformed `OA1 ` lines.
+    pub malformed_frames: u64,
+    /// Over-long or invalid lines.
+    pub invalid_lines: u64,
+    /// Duplicate chunks.
+    pub duplicates: u64,
+    /// Frames for finished or unknown streams.
+    pub stale_frames: u64,
+    /// Messages cut at the cap.
+    pub truncations: u64,
+    /// Requests refused as too large.
+    pub too_large: u64,
+    /// Requests timed out.
+    pub timeouts: u64,
+    /// Streams with a missing chunk.
+    pub incomplete: u64,
+    /// `CANCEL`s sent or received.
+    pub cancels: u64,
+    /// Bytes held now.
+    pub bytes_buffered: u64,
+}
+
+/// The desk's bare endpoint: requests out, responses in, over lines the host's IRC client carries.
+#[derive(uniffi::Object)]
+pub struct Oa1Client {
+    inner: Mutex<oa1::Client>,
+}
+
+#[uniffi::export]
+impl Oa1Client {
+    /// A client; `seed` fixes its request ids.
+    #[uniffi::constructor]
+    pub fn new(config: Oa1Config, seed: u64) -> Arc<Self> {
+        Arc::new(Oa1Client {
+            inner: Mutex::new(oa1::Client::new(config.into(), seed)),
+        })
+    }
+
+    /// Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id its
+    /// events carry.
+    pub fn request(&self, now_ms: u64, payload: String, timeout_ms: Option<u64>) -> Result<String> {
+        api(|| lock(&self.inner).request(now_ms, &payload, timeout_ms))
+    }
+
+    /// Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
+    pub fn remote_bash(&self, now_ms: u64, args_json: String) -> Result<String> {
+        api(|| remote_bash::call(&mut *lock(&self.inner), now_ms, &args_json))
+    }
+
+    /// Cancels a request (a `CANCEL` goes out).
+    pub fn cancel(&self, now_ms: u64, id: String, reason: String) -> Result<()> {
+        api(|| lock(&self.inner).cancel(now_ms, &id, &reason))
+    }
+
+    /// One line the IRC connection received (CRLF optional).
+    pub fn handle_line(&self, now_ms: u64, line: Vec<u8>) {
+        lock(&self.inner).handle_line(now_ms, &line)
+    }
+
+    /// Does what is due by `now_ms`.
+    pub fn handle_timeout(&self, now_ms: u64) {
+        lock(&self.inner).handle_timeout(now_ms)
+    }
+
+    /// The next thing to do; call until it answers `Timeout`.
+    pub fn poll_output(&self, now_ms: u64) -> Oa1Output {
+        lock(&self.inner).poll_output(now_ms).into()
+    }
+
+    /// Tells the engine our prefix, for hosts whose IRC client knows it.
+    pub fn set_identity(&self, nick: String, user: String, host: String) {
+        lock(&self.inner).set_identity(&nick, &user, &host)
+    }
+
+    /// Requests in flight.
+    pub fn in_flight(&self) -> u64 {
+        lock(&self.inner).in_flight() as u64
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Oa1Stats {
+        lock(&self.inner).stats().into()
+    }
+}
+
+/// The remote's bare endpoint: requests in, streamed answers out.
+#[derive(uniffi::Object)]
+pub struct Oa1Server {
+    inner: Mutex<oa1::Server>,
+}
+
+#[uniffi::export]
+impl Oa1Server {
+    /// A server.
+    #[uniffi::constructor]
+    pub fn new(config: Oa1Config) -> Arc<Self> {
+        Arc::new(Oa1Server {
+            inner: Mutex::new(oa1::Server::new(config.into())),
+        })
+    }
+
+    /// Streams output for request `id`.
+    pub fn send(&self, now_ms: u64, id: String, output: String) -> Result<()> {
+        api(|| lock(&self.inner).send(now_ms, &id, &output))
+    }
+
+    /// Ends the response of `id`.
+    pub fn finish(&self, now_ms: u64, id: String) -> Result<()> {
+        api(|| lock(&self.inner).finish(now_ms, &id))
+    }
+
+    /// `send` then `finish`.
+    pub fn respond(&self, now_ms: u64, id: String, text: String) -> Result<()> {
+        api(|| lock(&self.inner).respond(now_ms, &id, &text))
+    }
+
+    /// Answers `id` with `ERR code: message` (`code` is `[a-z_]+`).
+    pub fn fail(&self, now_ms: u64, id: String, code: String, message: String) -> Result<()> {
+        api(|| lock(&self.inner).fail(now_ms, &id, &code, &message))
+    }
+
+    /// One line the IRC connection received.
+    pub fn handle_line(&self, now_ms: u64, line: Vec<u8>) {
+        lock(&self.inner).handle_line(now_ms, &line)
+    }
+
+    /// Does what is due by `now_ms`.
+    pub fn handle_timeout(&self, now_ms: u64) {
+        lock(&self.inner).handle_timeout(now_ms)
+    }
+
+    /// The next thing to do; call until it answers `Timeout`.
+    pub fn poll_output(&self, now_ms: u64) -> Oa1Output {
+        lock(&self.inner).poll_output(now_ms).into()
+    }
+
+    /// Tells the engine our prefix.
+    pub fn set_identity(&self, nick: String, user: String, host: String) {
+        lock(&self.inner).set_identity(&nick, &user, &host)
+    }
+
+    /// Requests being answered.
+    pub fn active(&self) -> u64 {
+        lock(&self.inner).active() as u64
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Oa1Stats {
+        lock(&self.inner).stats().into()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RemoteBash and the codec pieces
+
+/// The tool's name, description and input schema (JSON) as the model sees them.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct RemoteBashTool {
+    /// `RemoteBash`.
+    pub name: String,
+    /// The description.
+    pub description: String,
+    /// The input schema, JSON text.
+    pub input_schema: String,
+}
+
+/// `RemoteBash` as the model sees it.
+#[uniffi::export]
+pub fn remote_bash_tool() -> RemoteBashTool {
+    RemoteBashTool {
+        name: remote_bash::TOOL_NAME.to_owned(),
+        description: remote_bash::DESCRIPTION.to_owned(),
+        input_schema: remote_bash::INPUT_SCHEMA.to_owned(),
+    }
+}
+
+/// The tool result for the model of a failed request: `{"ok": false, "error", "message"}`.
+#[uniffi::export]
+pub fn remote_bash_failure_json(failure: Oa1Failure) -> String {
+    remote_bash::failure_json(&failure.into())
+}
+
+/// The code of a failure (`timeout`, `incomplete`, or the remote's).
+#[uniffi::export]
+pub fn oa1_failure_code(failure: Oa1Failure) -> String {
+    oa1::Failure::from(failure).code().to_owned()
+}
+
+/// A readable message for a failure.
+#[uniffi::export]
+pub fn oa1_failure_message(failure: Oa1Failure) -> String {
+    oa1::Failure::from(failure).message()
+}
+
+/// Reads an `ERR` payload `code: message`.
+#[uniffi::export]
+pub fn oa1_failure_from_err_payload(payload: String) -> Oa1Failure {
+    oa1::Failure::from_err_payload(&payload).into()
+}
+
+/// Escapes a payload for frames (`\\`, `\n`, `\r`, `\t`, NUL).
+#[uniffi::export]
+pub fn oa1_escape(text: String) -> String {
+    escape::escape(&text)
+}
+
+/// Unescapes a frame payload (bytes: a decoded payload need not be UTF-8 on its own).
+#[uniffi::export]
+pub fn oa1_unescape(escaped: Vec<u8>) -> Vec<u8> {
+    escape::unescape(&escaped)
+}
+
+/// Escapes `text` and cuts it into frame payloads of at most `budget` bytes each, as they go
+/// on the wire.
+#[uniffi::export]
+pub fn oa1_chunk(text: String, budget: u64) -> Result<Vec<String>> {
+    let budget = to_usize(budget);
+    if budget < chunk::MIN_PAYLOAD_BUDGET {
+        return Err(Error::Invalid {
+            kind: "BudgetTooSmall",
+            detail: format!("a budget is at least {} bytes", chunk::MIN_PAYLOAD_BUDGET),
+        }
+        .into());
+    }
+    let escaped = escape::escape(&text);
+    Ok(chunk::split(&escaped, |_| budget)
+        .into_iter()
+        .map(|c| chunk::wire_payload(c).into_owned())
+        .collect())
+}
+
+/// The type of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum Oa1FrameType {
+    /// A request chunk.
+    Req,
+    /// A response chunk.
+    Res,
+    /// An error answer.
+    Err,
+    /// A cancellation.
+    Cancel,
+}
+
+/// One OA1 frame: `OA1 TYPE ID SEQ MORE PAYLOAD`.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct Oa1Frame {
+    /// The type.
+    pub kind: Oa1FrameType,
+    /// The request id.
+    pub id: String,
+    /// The chunk number, from 1.
+    pub seq: u32,
+    /// Whether more chunks follow.
+    pub more: bool,
+    /// The escaped payload.
+    pub payload: String,
+}
+
+/// Reads a frame from a `PRIVMSG` text; `null` when it is not a well-formed frame.
+#[uniffi::export]
+pub fn oa1_parse_frame(text: String) -> Option<Oa1Frame> {
+    oa1::Frame::parse(&text).map(|f| Oa1Frame {
+        kind: f.kind.into(),
+        id: f.id.to_owned(),
+        seq: f.seq,
+        more: f.more,
+        payload: f.payload.to_owned(),
+    })
+}
+
+/// Writes a frame.
+#[uniffi::export]
+pub fn oa1_format_frame(frame: Oa1Frame) -> String {
+    oa1::Frame {
+        kind: frame.kind.into(),
+        id: frame.id.as_str(),
+        seq: frame.seq,
+        more: frame.more,
+        payload: frame.payload.as_str(),
+    }
+    .to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions
+
+impl From<oa1::Config> for Oa1Config {
+    fn from(c: oa1::Config) -> Self {
+        Oa1Config {
+            channel: c.channel,
+            nick: c.nick,
+            allowed_sender: c.allowed_sender,
+            max_frame_payload_bytes: c.max_frame_payload_bytes as u64,
+            adaptive_payload: c.adaptive_payload,
+            max_message_bytes: c.max_message_bytes as u64,
+            max_streams: c.max_streams as u64,
+            request_timeout_ms: c.request_timeout_ms,
+            partial_timeout_ms: c.partial_timeout_ms,
+            pacing_burst: c.pacing.burst,
+            pacing_interval_ms: c.pacing.interval_ms,
+            max_line_bytes: c.max_line_bytes as u64,
+            finished_memory: c.finished_memory as u64,
+            flush_delay_ms: c.flush_delay_ms,
+        }
+    }
+}
+
+impl From<Oa1Config> for oa1::Config {
+    fn from(c: Oa1Config) -> Self {
+        oa1::Config {
+            allowed_sender: c.allowed_sender,
+            max_frame_payload_bytes: to_usize(c.max_frame_payload_bytes),
+            adaptive_payload: c.adaptive_payload,
+            max_message_bytes: to_usize(c.max_message_bytes),
+            max_streams: to_usize(c.max_streams),
+            request_timeout_ms: c.request_timeout_ms,
+            partial_timeout_ms: c.partial_timeout_ms,
+            pacing: oa1::Pacing {
+                burst: c.pacing_burst,
+                interval_ms: c.pacing_interval_ms,
+            },
+            max_line_bytes: to_usize(c.max_line_bytes),
+            finished_memory: to_usize(c.finished_memory),
+            flush_delay_ms: c.flush_delay_ms,
+            // Fields this binding does not carry yet keep the spec's defaults.
+            ..oa1::Config::new(&c.channel, &c.nick)
+        }
+    }
+}
+
+impl From<oa1::Failure> for Oa1Failure {
+    fn from(f: oa1::Failure) -> Self {
+        match f {
+            oa1::Failure::Remote { code, message } => Oa1Failure::Remote { code, message },
+            oa1::Failure::Timeout => Oa1Failure::Timeout,
+            oa1::Failure::Incomplete => Oa1Failure::Incomplete,
+            oa1::Failure::Disconnected => Oa1Failure::Disconnected,
+            other => unmapped!(other),
+        }
+    }
+}
+
+impl From<Oa1Failure> for oa1::Failure {
+    fn from(f: Oa1Failure) -> Self {
+        match f {
+            Oa1Failure::Remote { code, message } => oa1::Failure::Remote { code, message },
+            Oa1Failure::Timeout => oa1::Failure::Timeout,
+            Oa1Failure::Incomplete => oa1::Failure::Incomplete,
+            Oa1Failure::Disconnected => oa1::Failure::Disconnected,
+        }
+    }
+}
+
+impl From<oa1::Event> for Oa1Event {
+    fn from(e: oa1::Event) -> Self {
+        match e {
+            oa1::Event::Response {
+                id,
+                text,
+                truncated,
+            } => Oa1Event::Response {
+                id,
+                text,
+                truncated,
+            },
+            oa1::Event::Failed { id, failure } => Oa1Event::Failed {
+                id,
+                failure: failure.into(),
+            },
+            oa1::Event::Request {
+                id,
+                sender,
+                payload,
+            } => Oa1Event::Request {
+                id,
+                sender,
+                payload,
+            },
+            oa1::Event::Cancelled { id, reason } => Oa1Event::Cancelled { id, reason },
+            other => unmapped!(other),
+        }
+    }
+}
+
+impl From<oa1::Output> for Oa1Output {
+    fn from(o: oa1::Output) -> Self {
+        match o {
+            oa1::Output::Transmit(line) => Oa1Output::Transmit { line },
+            oa1::Output::Event(e) => Oa1Output::Event { event: e.into() },
+            oa1::Output::Timeout(deadline_ms) => Oa1Output::Timeout { deadline_ms },
+        }
+    }
+}
+
+impl From<oa1::Stats> for Oa1Stats {
+    fn from(s: oa1::Stats) -> Self {
+        Oa1Stats {
+            lines_in: s.lines_in,
+            lines_out: s.lines_out,
+            frames_in: s.frames_in,
+            frames_out: s.frames_out,
+            payload_bytes_out: s.payload_bytes_out,
+            ignored: s.ignored,
+            disallowed_sender: s.disallowed_sender,
+            malformed_frames: s.malformed_frames,
+            invalid_lines: s.invalid_lines,
+            duplicates: s.duplicates,
+            stale_frames: s.stale_frames,
+            truncations: s.truncations,
+            too_large: s.too_large,
+            timeouts: s.timeouts,
+            incomplete: s.incomplete,
+            cancels: s.cancels,
+            bytes_buffered: s.bytes_buffered,
+        }
+    }
+}
+
+impl From<oa1::FrameType> for Oa1FrameType {
+    fn from(t: oa1::FrameType) -> Self {
+        match t {
+            oa1::FrameType::Req => Oa1FrameType::Req,
+            oa1::FrameType::Res => Oa1FrameType::Res,
+            oa1::FrameType::Err => Oa1FrameType::Err,
+            oa1::FrameType::Cancel => Oa1FrameType::Cancel,
+            #[allow(unreachable_patterns)]
+            other => unmapped!(other),
+        }
+    }
+}
+
+impl From<Oa1FrameType> for oa1::FrameType {
+    fn from(t: Oa1FrameType) -> Self {
+        match t {
+            Oa1FrameType::Req => oa1::FrameType::Req,
+            Oa1FrameType::Res => oa1::FrameType::Res,
+            Oa1FrameType::Err => oa1::FrameType::Err,
+            Oa1FrameType::Cancel => oa1::FrameType::Cancel,
+        }
+    }
+}
