@@ -1,0 +1,495 @@
+//! Core values ↔ JSON values, engine-free, so every conversion is unit-tested without Godot.
+//!
+//! Each function here reaches a core value through the core's own serde shapes and provider
+//! translation (`deskwire::tools::providers`); [`crate::variant`] then turns the JSON into
+//! Dictionaries and Arrays. Nothing here decides a protocol question: which tools an agent sees,
+//! how a call is read or whether it may run is the core's.
+
+use deskwire::ids::IdGenerator;
+use deskwire::tools::providers::{self, Provider, Segment, ToolRequest};
+use deskwire::tools::{Authorization, DenyReason, ToolCall, ToolResult, ToolSpec, ToolsChanged};
+use serde_json::{Map, Value, json};
+
+/// The JSON dialect a tool list or a tool call is written in: one of the core's providers, or
+/// deskwire's own shapes (`ToolSpec`, `ToolCall` as serde writes them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// An LLM API's shapes.
+    Provider(Provider),
+    /// `{"name","description","input_schema"}` tools and `{"id","name","args"}` calls.
+    Deskwire,
+}
+
+/// Why a value could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShapeError {
+    /// Not a format name.
+    #[error(
+        "unknown tool format {0:?} (openai_chat, openai_responses, anthropic, gemini or deskwire)"
+    )]
+    UnknownFormat(String),
+    /// The value is not one tool call of the format.
+    #[error("not a {format} tool call: {message}")]
+    NotAToolCall {
+        /// The format's name.
+        format: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Format {
+    /// The default: OpenAI Chat Completions, what most agent runtimes send.
+    pub const DEFAULT: Format = Format::Provider(Provider::OpenAiChat);
+
+    /// `openai_chat`, `openai_responses`, `anthropic`, `gemini` or `deskwire`.
+    pub fn from_name(name: &str) -> Result<Format, ShapeError> {
+        match name {
+            "deskwire" => Ok(Format::Deskwire),
+            _ => Provider::from_name(name)
+                .map(Format::Provider)
+                .ok_or_else(|| ShapeError::UnknownFormat(name.to_owned())),
+        }
+    }
+
+    /// The name [`from_name`](Format::from_name) reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Provider(p) => p.name(),
+            Format::Deskwire => "deskwire",
+        }
+    }
+}
+
+/// The tool definitions of `tools` as the format's `tools` array (for Gemini the one
+/// `{"functionDeclarations": [...]}` entry it wants). Empty when there are no tools.
+pub fn tool_list(format: Format, tools: Vec<&ToolSpec>) -> Vec<Value> {
+    match format {
+        Format::Deskwire => tools
+            .into_iter()
+            .map(|t| serde_json::to_value(t).expect("a ToolSpec serializes"))
+            .collect(),
+        Format::Provider(p) => {
+            match providers::request_tools(p, &ToolRequest::new(tools)).remove("tools") {
+                Some(Value::Array(list)) => list,
+                _ => Vec::new(),
+            }
+        }
+    }
+}
+
+/// All tool fields of a provider request (`tools`, `tool_choice`, Gemini's `toolConfig`, ...),
+/// to merge into the request body. Deskwire's format has no request: its fields are `tools`.
+pub fn request_fields(format: Format, request: &ToolRequest<'_>) -> Map<String, Value> {
+    match format {
+        Format::Provider(p) => providers::request_tools(p, request),
+        Format::Deskwire => {
+            let mut m = Map::new();
+            m.insert(
+                "tools".into(),
+                Value::Array(tool_list(format, request.tools.clone())),
+            );
+            m
+        }
+    }
+}
+
+/// The smallest response body of `provider` that holds the one call `item`: the core's
+/// response parser then reads the call, so the binding holds no rule of its own about it.
+fn envelope(provider: Provider, item: Value) -> Value {
+    match provider {
+        Provider::OpenAiChat => json!({"choices": [{"message": {"tool_calls": [item]}}]}),
+        Provider::OpenAiResponses => json!({"output": [item]}),
+        Provider::Anthropic => json!({"content": [item]}),
+        // A part (`{"functionCall": ...}`); a bare FunctionCall object is wrapped first.
+        Provider::Gemini => {
+            let part = if item.get("functionCall").is_some() {
+                item
+            } else {
+                json!({ "functionCall": item })
+            };
+            json!({"candidates": [{"content": {"parts": [part]}}]})
+        }
+    }
+}
+
+/// One tool call as the model wrote it in `format` (an OpenAI Chat `tool_calls[i]`, a
+/// Responses `function_call` item, an Anthropic `tool_use` block, a Gemini `functionCall`
+/// part, or deskwire's `{"id","name","args"}`).
+///
+/// Arguments that are not a JSON object still give a call (with the raw text as `args`), so
+/// that [`deskwire::tools::authorize`] refuses it with an observation the model can read.
+/// `ids` names Gemini calls that came without an id.
+pub fn tool_call(
+    format: Format,
+    value: Value,
+    ids: &mut IdGenerator,
+) -> Result<ToolCall, ShapeError> {
+    let not_a_call = |message: String| ShapeError::NotAToolCall {
+        format: format.name(),
+        message,
+    };
+    if !value.is_object() {
+        return Err(not_a_call("expected a Dictionary".into()));
+    }
+    let provider = match format {
+        Format::Deskwire => {
+            return serde_json::from_value(value).map_err(|e| not_a_call(e.to_string()));
+        }
+        Format::Provider(p) => p,
+    };
+    let body = envelope(provider, value).to_string();
+    let response = providers::parse_response(provider, body.as_bytes(), ids)
+        .map_err(|e| not_a_call(e.to_string()))?;
+    let mut segments = response.segments.into_iter().filter(|s| {
+        matches!(
+            s,
+            Segment::ToolCall { .. } | Segment::InvalidToolCall { .. }
+        )
+    });
+    let call = match segments.next() {
+        Some(Segment::ToolCall { tool_call }) => tool_call,
+        Some(Segment::InvalidToolCall {
+            invalid_tool_call: c,
+        }) => {
+            let mut call = ToolCall::new(c.id, c.name, Value::String(c.arguments));
+            call.item_id = c.item_id;
+            call
+        }
+        _ => return Err(not_a_call("no tool call in it (wrong format?)".into())),
+    };
+    if call.name.is_empty() {
+        return Err(not_a_call("the call has no tool name".into()));
+    }
+    Ok(call)
+}
+
+/// The verdict of [`deskwire::tools::authorize`] as `{"allowed": bool, "verdict": ...}`,
+/// with `reason` and `observation` (the text to send back as the call's result) when refused,
+/// and `tier` when a human must approve first.
+pub fn authorization(a: &Authorization) -> Value {
+    match a {
+        Authorization::Allowed => json!({"allowed": true, "verdict": "allowed"}),
+        Authorization::NeedsApproval { tier } => json!({
+            "allowed": false,
+            "verdict": "needs_approval",
+            "tier": tier.as_str(),
+        }),
+        Authorization::Denied {
+            reason,
+            observation,
+        } => {
+            let (reason, detail) = match reason {
+                DenyReason::NotVisible => ("not_visible", None),
+                DenyReason::InvalidArguments(m) => ("invalid_arguments", Some(m.as_str())),
+                DenyReason::Policy(m) => ("policy", Some(m.as_str())),
+                _ => ("denied", None),
+            };
+            let mut v = json!({
+                "allowed": false,
+                "verdict": "denied",
+                "reason": reason,
+                "observation": observation,
+            });
+            if let Some(detail) = detail {
+                v["detail"] = json!(detail);
+            }
+            v
+        }
+        Authorization::Unknown { observation } => json!({
+            "allowed": false,
+            "verdict": "unknown_tool",
+            "reason": "unknown_tool",
+            "observation": observation,
+        }),
+        _ => json!({"allowed": false, "verdict": "denied", "reason": "denied",
+                    "observation": a.observation().unwrap_or("The call was refused.")}),
+    }
+}
+
+/// A `tools_changed` difference: `{"npc_id", "visible", "added", "removed"}`.
+pub fn tools_changed(change: &ToolsChanged) -> Value {
+    json!({
+        "npc_id": change.agent,
+        "visible": change.visible,
+        "added": change.added,
+        "removed": change.removed,
+    })
+}
+
+/// The message (or input item) that carries `result` back to the model, in `format`:
+/// OpenAI Chat `{"role":"tool",...}`, a Responses `function_call_output` item, an Anthropic
+/// user message with the `tool_result` block, a Gemini user content with the
+/// `functionResponse` part, or deskwire's `ToolResult`.
+pub fn tool_message(format: Format, call: &ToolCall, result: &ToolResult) -> Value {
+    match format {
+        Format::Deskwire => serde_json::to_value(result).expect("a ToolResult serializes"),
+        Format::Provider(Provider::OpenAiChat) => providers::openai_chat::tool_message(result),
+        Format::Provider(Provider::OpenAiResponses) => {
+            providers::openai_responses::function_call_output(result)
+        }
+        Format::Provider(Provider::Anthropic) => {
+            providers::anthropic::tool_results_message(std::slice::from_ref(result))
+        }
+        Format::Provider(Provider::Gemini) => {
+            // Gemini's functionResponse names the function: the core finds it in the turn
+            // being answered, here the one call.
+            let turn = providers::ProviderResponse {
+                segments: vec![Segment::ToolCall {
+                    tool_call: call.clone(),
+                }],
+                stop_reason: None,
+            };
+            providers::gemini::function_responses(&turn, std::slice::from_ref(result))
+                .expect("the result answers the call it was made for")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deskwire::tools::builtin;
+    use deskwire::tools::{Context, Origin, Policy, Registry, authorize};
+
+    fn ids() -> IdGenerator {
+        IdGenerator::new(1)
+    }
+
+    #[test]
+    fn format_names_round_trip() {
+        for name in [
+            "openai_chat",
+            "openai_responses",
+            "anthropic",
+            "gemini",
+            "deskwire",
+        ] {
+            assert_eq!(Format::from_name(name).unwrap().name(), name);
+        }
+        assert_eq!(
+            Format::from_name("OpenAI"),
+            Err(ShapeError::UnknownFormat("OpenAI".into()))
+        );
+        assert_eq!(Format::DEFAULT.name(), "openai_chat");
+    }
+
+    #[test]
+    fn tool_lists_in_each_format() {
+        let rb = builtin::remote_bash();
+        let chat = tool_list(Format::DEFAULT, vec![&rb]);
+        assert_eq!(chat.len(), 1);
+        assert_eq!(chat[0]["type"], "function");
+        assert_eq!(chat[0]["function"]["name"], "RemoteBash");
+        assert_eq!(
+            chat[0]["function"]["parameters"]["required"],
+            json!(["command"])
+        );
+        let anthropic = tool_list(Format::Provider(Provider::Anthropic), vec![&rb]);
+        assert_eq!(anthropic[0]["name"], "RemoteBash");
+        assert!(anthropic[0]["input_schema"].is_object());
+        let responses = tool_list(Format::Provider(Provider::OpenAiResponses), vec![&rb]);
+        assert_eq!(responses[0]["name"], "RemoteBash");
+        let gemini = tool_list(Format::Provider(Provider::Gemini), vec![&rb]);
+        assert_eq!(gemini.len(), 1);
+        assert_eq!(gemini[0]["functionDeclarations"][0]["name"], "RemoteBash");
+        let own = tool_list(Format::Deskwire, vec![&rb]);
+        assert_eq!(own[0], serde_json::to_value(&rb).unwrap());
+        for format in [
+            Format::DEFAULT,
+            Format::Provider(Provider::Anthropic),
+            Format::Provider(Provider::Gemini),
+            Format::Deskwire,
+        ] {
+            assert!(tool_list(format, vec![]).is_empty(), "{format:?}");
+        }
+    }
+
+    #[test]
+    fn request_fields_keep_the_catalog_for_gating_apis() {
+        let registry = Registry::with_builtins();
+        let unbound = registry.visible_tools("npc", &Context::default());
+        let request = ToolRequest {
+            tools: unbound,
+            catalog: Some(registry.specs()),
+            ..ToolRequest::default()
+        };
+        let gemini = request_fields(Format::Provider(Provider::Gemini), &request);
+        let allowed = &gemini["toolConfig"]["functionCallingConfig"]["allowedFunctionNames"];
+        assert!(!allowed.as_array().unwrap().contains(&json!("RemoteBash")));
+        let own = request_fields(Format::Deskwire, &request);
+        assert_eq!(own["tools"].as_array().unwrap().len(), 6);
+    }
+
+    #[test]
+    fn tool_calls_in_each_format() {
+        let want = ToolCall::new("call_1", "RemoteBash", json!({"command": "uname -a"}));
+        let cases = [
+            (
+                Format::DEFAULT,
+                json!({"id": "call_1", "type": "function",
+                       "function": {"name": "RemoteBash", "arguments": "{\"command\":\"uname -a\"}"}}),
+            ),
+            (
+                Format::Provider(Provider::Anthropic),
+                json!({"type": "tool_use", "id": "call_1", "name": "RemoteBash",
+                       "input": {"command": "uname -a"}}),
+            ),
+            (
+                Format::Deskwire,
+                json!({"id": "call_1", "name": "RemoteBash", "args": {"command": "uname -a"}}),
+            ),
+        ];
+        for (format, value) in cases {
+            assert_eq!(
+                tool_call(format, value, &mut ids()).unwrap(),
+                want,
+                "{format:?}"
+            );
+        }
+        let responses = tool_call(
+            Format::Provider(Provider::OpenAiResponses),
+            json!({"type": "function_call", "id": "fc_9", "call_id": "call_1", "name": "RemoteBash",
+                   "arguments": "{\"command\":\"uname -a\"}"}),
+            &mut ids(),
+        )
+        .unwrap();
+        assert_eq!(responses.item_id.as_deref(), Some("fc_9"));
+        assert_eq!(responses.args, want.args);
+        // Gemini: a part, or the bare functionCall; a missing id is generated.
+        let gemini = Format::Provider(Provider::Gemini);
+        let part = json!({"functionCall": {"id": "call_1", "name": "RemoteBash",
+                                           "args": {"command": "uname -a"}}});
+        assert_eq!(tool_call(gemini, part, &mut ids()).unwrap(), want);
+        let bare = json!({"name": "RemoteBash", "args": {"command": "uname -a"}});
+        let call = tool_call(gemini, bare, &mut ids()).unwrap();
+        assert!(call.id_generated && !call.id.is_empty());
+    }
+
+    #[test]
+    fn malformed_arguments_reach_authorize_and_are_refused_there() {
+        let call = tool_call(
+            Format::DEFAULT,
+            json!({"id": "c", "type": "function",
+                   "function": {"name": "RemoteBash", "arguments": "{not json"}}),
+            &mut ids(),
+        )
+        .unwrap();
+        assert_eq!(call.args, json!("{not json"));
+        let registry = Registry::with_builtins();
+        let verdict = authorize(
+            &registry,
+            &Policy::allow_all(),
+            &call,
+            "npc",
+            &Context::bound_to("npc"),
+            Origin::Model,
+        );
+        let v = authorization(&verdict);
+        assert_eq!(v["allowed"], false);
+        assert_eq!(v["reason"], "invalid_arguments");
+        assert!(v["observation"].as_str().unwrap().contains("not run"));
+    }
+
+    #[test]
+    fn what_is_not_a_tool_call_is_an_error() {
+        for (format, value) in [
+            (Format::DEFAULT, json!("RemoteBash")),
+            (Format::DEFAULT, json!({"id": "x"})),
+            (
+                Format::DEFAULT,
+                json!({"role": "assistant", "content": "hi"}),
+            ),
+            (
+                Format::Provider(Provider::Anthropic),
+                json!({"type": "text", "text": "hi"}),
+            ),
+            (Format::Deskwire, json!({"name": "RemoteBash"})),
+            (Format::Deskwire, json!([1, 2])),
+        ] {
+            let e = tool_call(format, value.clone(), &mut ids()).unwrap_err();
+            assert!(
+                matches!(e, ShapeError::NotAToolCall { .. }),
+                "{format:?} {value}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn authorization_verdicts() {
+        let registry = Registry::with_builtins();
+        let policy = Policy::allow_all();
+        let call = ToolCall::new("c", "RemoteBash", json!({"command": "ls"}));
+        let check = |ctx: &Context, call: &ToolCall| {
+            authorization(&authorize(
+                &registry,
+                &policy,
+                call,
+                "npc",
+                ctx,
+                Origin::Model,
+            ))
+        };
+        assert_eq!(
+            check(&Context::bound_to("npc"), &call),
+            json!({"allowed": true, "verdict": "allowed"})
+        );
+        let hidden = check(&Context::default(), &call);
+        assert_eq!(hidden["allowed"], false);
+        assert_eq!(hidden["reason"], "not_visible");
+        assert!(
+            hidden["observation"]
+                .as_str()
+                .unwrap()
+                .contains("bound to a desk")
+        );
+        let unknown = check(&Context::default(), &ToolCall::new("c", "Nope", json!({})));
+        assert_eq!(unknown["verdict"], "unknown_tool");
+        assert!(
+            unknown["observation"]
+                .as_str()
+                .unwrap()
+                .contains("Unknown tool")
+        );
+    }
+
+    #[test]
+    fn tools_changed_names_the_npc() {
+        let change = ToolsChanged {
+            agent: "npc-1".into(),
+            visible: vec!["RemoteBash".into()],
+            added: vec!["RemoteBash".into()],
+            removed: vec![],
+        };
+        assert_eq!(
+            tools_changed(&change),
+            json!({"npc_id": "npc-1", "visible": ["RemoteBash"], "added": ["RemoteBash"], "removed": []})
+        );
+    }
+
+    #[test]
+    fn tool_messages_in_each_format() {
+        let call = ToolCall::new("call_1", "RemoteBash", json!({"command": "ls"}));
+        let ok = ToolResult::ok("call_1", "a\nb\n");
+        let err = ToolResult::error("call_1", r#"{"ok":false,"error":"timeout","message":"x"}"#);
+        assert_eq!(
+            tool_message(Format::DEFAULT, &call, &ok),
+            json!({"role": "tool", "tool_call_id": "call_1", "content": "a\nb\n"})
+        );
+        let anthropic = tool_message(Format::Provider(Provider::Anthropic), &call, &err);
+        assert_eq!(anthropic["content"][0]["tool_use_id"], "call_1");
+        assert_eq!(anthropic["content"][0]["is_error"], true);
+        let responses = tool_message(Format::Provider(Provider::OpenAiResponses), &call, &ok);
+        assert_eq!(responses["type"], "function_call_output");
+        assert_eq!(responses["output"], "a\nb\n");
+        let gemini = tool_message(Format::Provider(Provider::Gemini), &call, &err);
+        let f = &gemini["parts"][0]["functionResponse"];
+        assert_eq!(f["name"], "RemoteBash");
+        assert!(f["response"]["error"].is_string());
+        assert_eq!(
+            tool_message(Format::Deskwire, &call, &ok),
+            json!({"callId": "call_1", "content": "a\nb\n"})
+        );
+    }
+}

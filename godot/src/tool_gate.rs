@@ -1,0 +1,405 @@
+//! `ToolGate`: which tools each NPC's model may see and call (OA1 §10.3, dynamic tool schema
+//! filtering), over the core's `Toolbox`.
+
+use std::collections::HashMap;
+
+use deskwire::ids::IdGenerator;
+use deskwire::tools::providers::ToolRequest;
+use deskwire::tools::toolbox::Config;
+use deskwire::tools::{
+    Context, Event, Origin, Output, Policy, Registry, ToolSpec, Toolbox, Visibility, builtin,
+};
+use godot::classes::{IRefCounted, RefCounted, Time};
+use godot::global::Error;
+use godot::prelude::*;
+use serde_json::Value;
+
+use crate::shapes::{self, Format};
+use crate::variant;
+
+/// Decides which tools each NPC's language model sees and may call.
+///
+/// `RemoteBash` is listed only while the NPC sits at a desk ([method bind_npc] until
+/// [method unbind_npc]); the project's own tools ([method register_tool]) are listed always,
+/// or only while bound. Send [method visible_tools] with every request to the model, and pass
+/// every tool call the model makes through [method authorize] before running it: a model can
+/// call a tool it was not shown (from an earlier turn), and such a call is refused with an
+/// observation to send back as the call's result.
+///
+/// [code]
+/// var gate := ToolGate.new()
+/// gate.tools_changed.connect(func(npc_id): print(npc_id, " now sees ", gate.visible_tool_names(npc_id)))
+/// gate.bind_npc("npc-1", "desk-1")            # RemoteBash appears for npc-1
+/// var tools := gate.visible_tools("npc-1")    # OpenAI Chat "tools" array
+/// var verdict := gate.authorize("npc-1", tool_call)
+/// if not verdict.allowed:
+///     messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": verdict.observation})
+/// [/code]
+///
+/// Tool lists and tool calls are Dictionaries in the format named by [member provider]
+/// ([code]openai_chat[/code] by default; [code]openai_responses[/code], [code]anthropic[/code],
+/// [code]gemini[/code], or [code]deskwire[/code] for deskwire's own [code]{id, name, args}[/code]).
+/// Numbers parsed by [code]JSON.parse_string[/code] are floats; whole ones count as integers.
+#[derive(GodotClass)]
+#[class(base = RefCounted)]
+pub struct ToolGate {
+    toolbox: Toolbox,
+    /// npc → desk, and desk → npc: one NPC per desk.
+    desk_of: HashMap<String, String>,
+    npc_at: HashMap<String, String>,
+    ids: IdGenerator,
+    format: Format,
+    base: Base<RefCounted>,
+}
+
+#[godot_api]
+impl IRefCounted for ToolGate {
+    fn init(base: Base<RefCounted>) -> Self {
+        let mut registry = Registry::new();
+        registry
+            .register(builtin::remote_bash(), Visibility::WhileBound)
+            .expect("an empty registry takes RemoteBash");
+        ToolGate {
+            toolbox: Toolbox::new(registry, Policy::allow_all(), Config::default(), seed()),
+            desk_of: HashMap::new(),
+            npc_at: HashMap::new(),
+            ids: IdGenerator::new(seed()),
+            format: Format::DEFAULT,
+            base,
+        }
+    }
+}
+
+fn seed() -> u64 {
+    // Ids only need to differ between gates; Godot's generator is seeded at start-up.
+    let half = || godot::global::randi() as u64 & 0xffff_ffff;
+    (half() << 32) | half()
+}
+
+fn now() -> u64 {
+    Time::singleton().get_ticks_msec()
+}
+
+#[godot_api]
+impl ToolGate {
+    /// Emitted when the tools [param npc_id] may see changed (bound, unbound, a tool
+    /// registered or removed). Rebuild its tool list with [method visible_tools].
+    #[signal]
+    fn tools_changed(npc_id: GString);
+
+    /// The format of tool lists and tool calls: [code]openai_chat[/code] (default),
+    /// [code]openai_responses[/code], [code]anthropic[/code], [code]gemini[/code] or
+    /// [code]deskwire[/code]. Setting an unknown name is an error and keeps the old one.
+    #[func]
+    fn get_provider(&self) -> GString {
+        self.format.name().into()
+    }
+
+    /// See [member provider].
+    #[func]
+    fn set_provider(&mut self, name: GString) {
+        match Format::from_name(&name.to_string()) {
+            Ok(f) => self.format = f,
+            Err(e) => godot_error!("ToolGate.provider: {e}"),
+        }
+    }
+
+    /// Seats [param npc_id] at [param desk_id]: from now on its model sees `RemoteBash`.
+    /// An NPC sitting at another desk moves; an NPC already at this desk is unbound.
+    /// Emits [signal tools_changed] for every NPC whose list changed.
+    #[func]
+    fn bind_npc(&mut self, npc_id: GString, desk_id: GString) -> Error {
+        let (npc, desk) = (npc_id.to_string(), desk_id.to_string());
+        if npc.is_empty() || desk.is_empty() {
+            godot_error!("ToolGate.bind_npc: npc_id and desk_id must not be empty");
+            return Error::ERR_INVALID_PARAMETER;
+        }
+        if let Some(other) = self.npc_at.get(&desk).filter(|o| **o != npc).cloned() {
+            self.release(&other);
+        }
+        if let Some(old_desk) = self.desk_of.insert(npc.clone(), desk.clone()) {
+            self.npc_at.remove(&old_desk);
+        }
+        self.npc_at.insert(desk, npc.clone());
+        if let Err(e) = self.toolbox.set_context(&npc, Context::bound_to(&npc)) {
+            godot_error!("ToolGate.bind_npc: {e}");
+            self.forget(&npc);
+            self.emit_changes();
+            return Error::ERR_OUT_OF_MEMORY;
+        }
+        self.emit_changes();
+        Error::OK
+    }
+
+    /// Stands [param npc_id] up: `RemoteBash` disappears from its list and its calls are
+    /// refused. Emits [signal tools_changed]. Returns [code]ERR_DOES_NOT_EXIST[/code] when it
+    /// was not bound.
+    #[func]
+    fn unbind_npc(&mut self, npc_id: GString) -> Error {
+        let npc = npc_id.to_string();
+        if !self.desk_of.contains_key(&npc) {
+            return Error::ERR_DOES_NOT_EXIST;
+        }
+        self.release(&npc);
+        self.emit_changes();
+        Error::OK
+    }
+
+    /// The desk [param npc_id] sits at, or an empty string.
+    #[func]
+    fn desk_of(&self, npc_id: GString) -> GString {
+        self.desk_of
+            .get(&npc_id.to_string())
+            .map(|d| GString::from(d.as_str()))
+            .unwrap_or_default()
+    }
+
+    /// The NPC sitting at [param desk_id], or an empty string.
+    #[func]
+    fn npc_at(&self, desk_id: GString) -> GString {
+        self.npc_at
+            .get(&desk_id.to_string())
+            .map(|n| GString::from(n.as_str()))
+            .unwrap_or_default()
+    }
+
+    /// The tool definitions [param npc_id]'s model may see now, as the [code]tools[/code]
+    /// array of a request in [param provider]'s format (empty: [member provider]). For
+    /// OpenAI Chat each entry is [code]{"type": "function", "function": {name, description,
+    /// parameters}}[/code]. An unknown format gives an empty array and an error.
+    #[func]
+    fn visible_tools(
+        &self,
+        npc_id: GString,
+        #[opt(default = "")] provider: GString,
+    ) -> Array<VarDictionary> {
+        let mut out = Array::new();
+        let Some(format) = self.format_or_default(&provider) else {
+            return out;
+        };
+        let list = shapes::tool_list(format, self.toolbox.visible_tools(&npc_id.to_string()));
+        for tool in &list {
+            out.push(&variant::dictionary_of(tool));
+        }
+        out
+    }
+
+    /// The names of the tools [param npc_id] may see now.
+    #[func]
+    fn visible_tool_names(&self, npc_id: GString) -> PackedStringArray {
+        self.toolbox
+            .visible_tools(&npc_id.to_string())
+            .iter()
+            .map(|t| GString::from(t.name.as_str()))
+            .collect()
+    }
+
+    /// All tool fields of [param npc_id]'s next request in [param provider]'s format
+    /// ([code]tools[/code], and for Gemini [code]toolConfig[/code]), to merge into the body.
+    /// With [param keep_list], the APIs that can restrict calls without changing the list
+    /// (OpenAI Responses, Gemini) get every tool with only the visible ones allowed, so a desk
+    /// bind does not invalidate the provider's prompt cache.
+    #[func]
+    fn request_tools(
+        &self,
+        npc_id: GString,
+        #[opt(default = "")] provider: GString,
+        #[opt(default = false)] keep_list: bool,
+    ) -> VarDictionary {
+        let Some(format) = self.format_or_default(&provider) else {
+            return VarDictionary::new();
+        };
+        let request: ToolRequest<'_> = self.toolbox.tool_request(&npc_id.to_string(), keep_list);
+        variant::dictionary(&shapes::request_fields(format, &request))
+    }
+
+    /// Checks a call [param npc_id]'s model made before it runs. [param tool_call] is one
+    /// call in [member provider]'s format (for OpenAI Chat an element of the assistant
+    /// message's [code]tool_calls[/code]). Returns [code]{"allowed": true, "verdict":
+    /// "allowed"}[/code], or [code]allowed: false[/code] with [code]verdict[/code],
+    /// [code]reason[/code] ([code]not_visible[/code], [code]invalid_arguments[/code],
+    /// [code]unknown_tool[/code], [code]not_a_tool_call[/code], ...) and
+    /// [code]observation[/code]: the text to send back as the call's result.
+    #[func]
+    fn authorize(&mut self, npc_id: GString, tool_call: VarDictionary) -> VarDictionary {
+        let verdict = match self.read_call(&tool_call) {
+            Ok(call) => shapes::authorization(&self.toolbox.authorize(
+                &npc_id.to_string(),
+                &call,
+                Origin::Model,
+            )),
+            Err(message) => serde_json::json!({
+                "allowed": false,
+                "verdict": "denied",
+                "reason": "not_a_tool_call",
+                "observation": format!("The tool call could not be read: {message}. It was not run."),
+            }),
+        };
+        variant::dictionary_of(&verdict)
+    }
+
+    /// [param tool_call] (in [member provider]'s format) as deskwire's
+    /// [code]{"id", "name", "args"}[/code], or an empty Dictionary and an error when it is
+    /// not a tool call.
+    #[func]
+    fn read_tool_call(&mut self, tool_call: VarDictionary) -> VarDictionary {
+        match self.read_call(&tool_call) {
+            Ok(call) => {
+                variant::dictionary_of(&serde_json::to_value(call).expect("a call serializes"))
+            }
+            Err(message) => {
+                godot_error!("ToolGate.read_tool_call: {message}");
+                VarDictionary::new()
+            }
+        }
+    }
+
+    /// Adds one of the project's own tools, so its visibility is decided here too.
+    /// [param tool] is [code]{"name", "description", "input_schema"}[/code] (a JSON Schema
+    /// whose root is an object); [code]{"type": "function", "function": {name, description,
+    /// parameters}}[/code] (OpenAI Chat) is read too. With [param while_bound] it is listed
+    /// only while the NPC sits at a desk, like `RemoteBash`.
+    #[func]
+    fn register_tool(
+        &mut self,
+        tool: VarDictionary,
+        #[opt(default = false)] while_bound: bool,
+    ) -> Error {
+        let spec = match variant::from_dictionary(&tool)
+            .map_err(|e| e.to_string())
+            .and_then(|map| spec_from(Value::Object(map)))
+        {
+            Ok(spec) => spec,
+            Err(e) => {
+                godot_error!("ToolGate.register_tool: {e}");
+                return Error::ERR_INVALID_PARAMETER;
+            }
+        };
+        let visibility = if while_bound {
+            Visibility::WhileBound
+        } else {
+            Visibility::Always
+        };
+        let result = self.toolbox.register(spec, visibility);
+        self.emit_changes();
+        match result {
+            Ok(()) => Error::OK,
+            Err(e) => {
+                godot_error!("ToolGate.register_tool: {e}");
+                Error::ERR_ALREADY_EXISTS
+            }
+        }
+    }
+
+    /// Removes a tool added with [method register_tool] (or `RemoteBash`). Returns whether
+    /// it was there.
+    #[func]
+    fn unregister_tool(&mut self, name: GString) -> bool {
+        let removed = self.toolbox.unregister(&name.to_string()).is_some();
+        self.emit_changes();
+        removed
+    }
+}
+
+impl ToolGate {
+    fn format_or_default(&self, name: &GString) -> Option<Format> {
+        if name.is_empty() {
+            return Some(self.format);
+        }
+        match Format::from_name(&name.to_string()) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                godot_error!("ToolGate: {e}");
+                None
+            }
+        }
+    }
+
+    fn read_call(
+        &mut self,
+        tool_call: &VarDictionary,
+    ) -> Result<deskwire::tools::ToolCall, String> {
+        let value = variant::from_dictionary(tool_call).map_err(|e| e.to_string())?;
+        shapes::tool_call(self.format, Value::Object(value), &mut self.ids)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Unbinds `npc` (its change is queued) and forgets it, so agents do not pile up.
+    fn release(&mut self, npc: &str) {
+        if let Some(desk) = self.desk_of.remove(npc) {
+            self.npc_at.remove(&desk);
+        }
+        // Setting the unbound context queues the change; forgetting the agent then keeps the
+        // table as small as the number of seated NPCs.
+        let _ = self.toolbox.set_context(npc, Context::default());
+        self.toolbox.remove_agent(npc);
+    }
+
+    fn forget(&mut self, npc: &str) {
+        if let Some(desk) = self.desk_of.remove(npc) {
+            self.npc_at.remove(&desk);
+        }
+    }
+
+    /// Emits the queued changes. Handlers may call back into the gate (`base_mut` allows it).
+    fn emit_changes(&mut self) {
+        let now = now();
+        let mut changed = Vec::new();
+        while let Output::Event(event) = self.toolbox.poll_output(now) {
+            if let Event::ToolsChanged(change) = event {
+                changed.push(change.agent);
+            }
+        }
+        for npc in changed {
+            self.signals()
+                .tools_changed()
+                .emit(&GString::from(npc.as_str()));
+        }
+    }
+}
+
+/// A tool definition in deskwire's shape or OpenAI Chat's, checked by the core.
+fn spec_from(value: Value) -> Result<ToolSpec, String> {
+    let (name, description, schema) = match value.get("function") {
+        Some(f) => (f.get("name"), f.get("description"), f.get("parameters")),
+        None => (
+            value.get("name"),
+            value.get("description"),
+            value.get("input_schema"),
+        ),
+    };
+    let name = name
+        .and_then(Value::as_str)
+        .ok_or("the tool needs a string \"name\"")?;
+    let description = description.and_then(Value::as_str).unwrap_or_default();
+    let schema = schema
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
+    ToolSpec::new(name, description, schema).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tool_definitions_in_both_shapes() {
+        let own = spec_from(json!({"name": "wave", "description": "Wave.",
+                                   "input_schema": {"type": "object", "properties": {}}}))
+        .unwrap();
+        let chat = spec_from(json!({"type": "function", "function": {"name": "wave",
+            "description": "Wave.", "parameters": {"type": "object", "properties": {}}}}))
+        .unwrap();
+        assert_eq!(own, chat);
+        let bare = spec_from(json!({"name": "sit"})).unwrap();
+        assert_eq!(bare.input_schema["type"], "object");
+    }
+
+    #[test]
+    fn bad_tool_definitions_are_refused() {
+        assert!(spec_from(json!({"description": "no name"})).is_err());
+        assert!(spec_from(json!({"name": "two words"})).is_err());
+        assert!(spec_from(json!({"name": "t", "input_schema": {"type": "string"}})).is_err());
+    }
+}
