@@ -1,19 +1,17 @@
 //! `rexd --irc HOST:PORT --channel '#desk' --nick NAME`: the daemon as the remote end of OA1
 //! (`oa1-irc-rpc.md` §11 "Remote": `IrcRpcServer` + `RemoteBashExecutor`).
 //!
-//! One mio loop holds the IRC socket, the children's pipes and the timers. The core's IRC
-//! [`Session`] registers, joins and keeps the link alive; the core's OA1 [`Server`] reassembles
-//! requests, paces the answer lines and learns our prefix; the [`Executor`] runs each request
-//! as a fresh `sh -c` within the allowed roots.
+//! One mio loop holds the IRC socket, the children's pipes and the timers. The core's
+//! per-connection OA1 engine, [`Remote`], registers, joins, keeps the link alive, reassembles
+//! requests and paces the answer lines; the [`Executor`] runs each request as a fresh `sh -c`
+//! within the allowed roots.
 
 use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
 use std::time::{Duration, Instant};
 
-use deskwire::irc::{
-    DecodedLine, LineDecoder, Session, SessionConfig, SessionEvent, SessionOutput,
-};
-use deskwire::oa1::{self, Output, Server};
+use deskwire::irc::SessionEvent;
+use deskwire::oa1::{self, ConnectionConfig, ConnectionEvent, ConnectionOutput, Remote};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
@@ -70,7 +68,7 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
         poll.registry().try_clone()?,
         ExecutorConfig {
             timeout_ms: options.timeout_ms,
-            max_output_bytes: oa1_config(options).max_message_bytes,
+            max_output_bytes: connection_config(options).oa1.max_message_bytes,
         },
     )
     .map_err(io::Error::other)?;
@@ -82,9 +80,9 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
             Ok(mut link) => {
                 let lost = link.serve(&mut poll, &mut events, &mut executor, &now_ms);
                 let _ = poll.registry().deregister(&mut link.socket);
-                (lost, link.joined, link.server)
+                (lost, link.joined, link.remote)
             }
-            Err(e) => (e, false, Server::new(oa1_config(options))),
+            Err(e) => (e, false, Remote::new(connection_config(options), now_ms())),
         };
         ever_joined |= joined;
         if !ever_joined {
@@ -110,7 +108,7 @@ fn wait_servicing_children(
     poll: &mut Poll,
     events: &mut Events,
     executor: &mut Executor,
-    mut sink: Server,
+    mut sink: Remote,
     until: u64,
     now_ms: &dyn Fn() -> u64,
 ) -> io::Result<()> {
@@ -131,11 +129,11 @@ fn wait_servicing_children(
     }
 }
 
-fn oa1_config(options: &IrcOptions) -> oa1::Config {
-    let mut config = oa1::Config::new(&options.channel, &options.nick);
-    config.allowed_sender = options.allowed_sender.clone();
-    config.adaptive_payload = options.adaptive;
-    config.pacing = options.pacing;
+fn connection_config(options: &IrcOptions) -> ConnectionConfig {
+    let mut config = ConnectionConfig::new(&options.nick, &options.channel);
+    config.oa1.allowed_sender = options.allowed_sender.clone();
+    config.oa1.adaptive_payload = options.adaptive;
+    config.oa1.pacing = options.pacing;
     config
 }
 
@@ -149,13 +147,11 @@ fn dispatch_children(events: &Events, executor: &mut Executor, now: u64) {
     }
 }
 
-/// One connection to the IRC server: the socket, the session that keeps it registered and
-/// joined, and the OA1 server of this link.
+/// One connection to the IRC server: the socket and the OA1 remote engine that keeps it
+/// registered and joined and serves requests on it.
 struct Link {
     socket: TcpStream,
-    session: Session,
-    server: Server,
-    decoder: LineDecoder,
+    remote: Remote,
     out: Vec<u8>,
     oa1_events: Vec<oa1::Event>,
     readable: bool,
@@ -182,9 +178,7 @@ impl Link {
             .register(&mut socket, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
         Ok(Link {
             socket,
-            session: Session::new(SessionConfig::new(&options.nick, &[&options.channel]), now),
-            server: Server::new(oa1_config(options)),
-            decoder: LineDecoder::default(),
+            remote: Remote::new(connection_config(options), now),
             out: Vec::new(),
             oa1_events: Vec::new(),
             readable: true,
@@ -208,7 +202,7 @@ impl Link {
         }
     }
 
-    /// Reads what arrived, moves the engines and the executor, writes, and waits for the next
+    /// Reads what arrived, moves the engine and the executor, writes, and waits for the next
     /// readiness or deadline.
     fn turn(
         &mut self,
@@ -219,24 +213,9 @@ impl Link {
     ) -> io::Result<()> {
         let now = now_ms();
         self.read(now)?;
-        self.session.handle_timeout(now);
-        let session_deadline = loop {
-            match self.session.poll_output(now) {
-                SessionOutput::Transmit(line) => push_line(&mut self.out, &line),
-                SessionOutput::Event(SessionEvent::Joined { channel }) => {
-                    self.joined = true;
-                    crate::log::info(&format!("joined {channel} as {}", self.nick));
-                }
-                SessionOutput::Event(SessionEvent::Disconnected { reason }) => {
-                    return Err(io::Error::other(format!("IRC session ended: {reason:?}")));
-                }
-                SessionOutput::Event(_) => {}
-                SessionOutput::Timeout(t) => break t,
-            }
-        };
-        let server_deadline = self.exchange(now, executor);
+        let deadline = self.exchange(now, executor)?;
         self.write()?;
-        let mut wake = session_deadline.min(server_deadline);
+        let mut wake = deadline;
         if let Some(t) = executor.next_deadline() {
             wake = wake.min(t);
         }
@@ -262,20 +241,13 @@ impl Link {
         while self.readable {
             match self.socket.read(&mut buf) {
                 Ok(0) => {
+                    self.remote.handle_eof(now);
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "IRC server closed the connection",
                     ));
                 }
-                Ok(n) => {
-                    self.decoder.feed(&buf[..n]);
-                    while let Some(line) = self.decoder.next_line() {
-                        if let DecodedLine::Line(line) = line {
-                            self.session.handle_line(now, line);
-                            self.server.handle_line(now, line);
-                        }
-                    }
-                }
+                Ok(n) => self.remote.handle_bytes(now, &buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -284,19 +256,19 @@ impl Link {
         Ok(())
     }
 
-    /// The server and the executor feed each other until neither has anything new; returns the
-    /// server's next deadline.
-    fn exchange(&mut self, now: u64, executor: &mut Executor) -> u64 {
+    /// The engine and the executor feed each other until neither has anything new; returns the
+    /// engine's next deadline, or why the session ended.
+    fn exchange(&mut self, now: u64, executor: &mut Executor) -> io::Result<u64> {
         loop {
-            executor.drive(now, &mut self.server, &mut self.oa1_events);
+            executor.drive(now, &mut self.remote, &mut self.oa1_events);
             let mut moved = false;
             let deadline = loop {
-                match self.server.poll_output(now) {
-                    Output::Transmit(line) => {
-                        push_line(&mut self.out, &line);
+                match self.remote.poll_output(now) {
+                    ConnectionOutput::Transmit(bytes) => {
+                        self.out.extend_from_slice(&bytes);
                         moved = true;
                     }
-                    Output::Event(e) => {
+                    ConnectionOutput::Event(ConnectionEvent::Oa1(e)) => {
                         match &e {
                             oa1::Event::Request {
                                 id,
@@ -311,11 +283,26 @@ impl Link {
                         self.oa1_events.push(e);
                         moved = true;
                     }
-                    Output::Timeout(t) => break t,
+                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::Joined {
+                        channel,
+                    })) => {
+                        self.joined = true;
+                        crate::log::info(&format!("joined {channel} as {}", self.nick));
+                    }
+                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::Disconnected {
+                        reason,
+                    })) => {
+                        // The caller kills what the executor still runs for this link.
+                        return Err(io::Error::other(format!("IRC session ended: {reason:?}")));
+                    }
+                    ConnectionOutput::Event(other) => {
+                        crate::log::debug(&format!("{other:?}"));
+                    }
+                    ConnectionOutput::Timeout(t) => break t,
                 }
             };
             if !moved {
-                return deadline;
+                return Ok(deadline);
             }
         }
     }
@@ -333,9 +320,4 @@ impl Link {
         }
         Ok(())
     }
-}
-
-fn push_line(out: &mut Vec<u8>, line: &str) {
-    out.extend_from_slice(line.as_bytes());
-    out.extend_from_slice(b"\r\n");
 }

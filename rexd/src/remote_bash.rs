@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use deskwire::oa1::{Event as Oa1Event, Server};
+use deskwire::oa1::{Event as Oa1Event, Responder};
 use deskwire::rexd::{
     Event, ExecKillParams, ExecStartParams, Program, Request, Response, SessionOpenParams, Signal,
 };
@@ -181,7 +181,12 @@ impl Executor {
 
     /// Moves work both ways: the server's new requests and cancellations to the commands, the
     /// commands' output and ends to the server. Call after every input and at the deadlines.
-    pub fn drive(&mut self, now: u64, server: &mut Server, events: &mut Vec<Oa1Event>) {
+    pub fn drive<R: Responder + ?Sized>(
+        &mut self,
+        now: u64,
+        server: &mut R,
+        events: &mut Vec<Oa1Event>,
+    ) {
         for event in events.drain(..) {
             match event {
                 Oa1Event::Request { id, payload, .. } => self.start(now, &id, &payload),

@@ -7,13 +7,13 @@
 //! cargo run --release --bin desk -- --irc irc.example:6667 --role client 'df -h'
 //! ```
 //!
-//! Without `--irc`, the desk client and the remote executor talk through an in-process channel
-//! that behaves like an IRC server (`deskwire::sim::Relay`: adds the prefix, enforces 512 bytes,
-//! injects channel noise). With `--irc`, each end is a real IRC connection driven by the
-//! `deskwire::irc::Session` helper. Both ends are the sans-IO engines of `deskwire::oa1`; the
-//! remote end executes with `rexd`'s `RemoteBash` executor (the same code as `rexd --irc`),
-//! whose children's pipes sit in the one mio poll the loop waits on, together with a waker for
-//! the socket reader threads and the engines' next deadline.
+//! Each end is one of the core's per-connection engines, [`Desk`] or [`Remote`]: the loop only
+//! moves bytes and time. Without `--irc` both ends connect to an in-process IRC server
+//! (`deskwire::sim::Network`: registration, `JOIN`, the `:nick!~user@host` prefix, 512-byte
+//! lines, channel noise); with `--irc` each end has a TCP connection to a real server, read by a
+//! thread that hands the bytes over. The remote executes with `rexd`'s `RemoteBash` executor (the
+//! same code as `rexd --irc`), whose children's pipes sit in the one mio poll the loop waits on,
+//! together with a waker for the socket reader threads and the engines' next deadline.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -23,11 +23,11 @@ use std::sync::mpsc::{self, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
-use deskwire::irc::{
-    DecodedLine, LineDecoder, Session, SessionConfig, SessionEvent, SessionOutput,
+use deskwire::oa1::{
+    self, ConnectionConfig, ConnectionEvent, ConnectionOutput, Desk, Event, Pacing, Remote,
+    remote_bash,
 };
-use deskwire::oa1::{self, Client, Config, Event, Output, Pacing, Server, remote_bash};
-use deskwire::sim::Relay;
+use deskwire::sim::{ClientId, Network};
 use mio::{Events, Poll, Token, Waker};
 use rexd::remote_bash::{Executor, ExecutorConfig};
 use rexd::service::{Settings, TOKEN_BASE};
@@ -50,7 +50,7 @@ enum Role {
 struct Args {
     /// The shell command to run on the remote end.
     command: Option<String>,
-    /// Talk through a real IRC server at HOST:PORT instead of the in-process channel.
+    /// Talk through a real IRC server at HOST:PORT instead of the in-process one.
     #[arg(long, value_name = "HOST:PORT")]
     irc: Option<String>,
     /// The desk channel.
@@ -62,7 +62,8 @@ struct Args {
     /// The desk's nick (the remote accepts requests from this nick only).
     #[arg(long, default_value = "desk")]
     desk_nick: String,
-    /// The remote's nick (the desk accepts answers from this nick only).
+    /// The remote's nick (the desk accepts answers from this nick only, and waits for it to be
+    /// in the channel before sending).
     #[arg(long, default_value = "deskbot")]
     remote_nick: String,
     /// RemoteBash timeout_sec: how long the desk waits for the answer.
@@ -75,46 +76,65 @@ struct Args {
     /// Use the largest payload that fits each line instead of 240 bytes.
     #[arg(long)]
     adaptive: bool,
-    /// In-process channel: inject a noise line after every N messages (0: none).
+    /// In-process server: inject a noise line after every N channel messages (0: none).
     #[arg(long, default_value_t = 2)]
     noise: u32,
+    /// Print each connection event and what the desk waits for on stderr.
+    #[arg(long)]
+    verbose: bool,
 }
 
 /// What the socket reader threads send.
 enum Input {
-    Line(End, Vec<u8>),
-    Closed(End, String),
+    Bytes(Side, Vec<u8>),
+    Closed(Side, String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum End {
+enum Side {
     Desk,
     Remote,
 }
 
-/// Where an end's lines go.
+/// Where an end's bytes go.
 enum Wire {
-    /// The in-process channel, shared by both ends (owned by the loop).
-    Relay,
-    /// A real IRC connection and its session helper.
-    Irc {
-        socket: TcpStream,
-        session: Box<Session>,
-        joined: bool,
-    },
+    /// A connection to the in-process server.
+    Sim(ClientId),
+    /// A TCP connection to a real server (its reader thread sends what arrives).
+    Tcp(TcpStream),
 }
 
-struct Desk {
-    client: Client,
+impl Wire {
+    fn write(&mut self, net: &mut Network, bytes: &[u8]) -> Result<(), String> {
+        match self {
+            Wire::Sim(client) => {
+                net.handle_bytes(*client, bytes);
+                Ok(())
+            }
+            Wire::Tcp(socket) => socket.write_all(bytes).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// What the in-process server has for this end (nothing for a TCP wire).
+    fn take(&mut self, net: &mut Network) -> Vec<u8> {
+        match self {
+            Wire::Sim(client) => net.take_bytes(*client),
+            Wire::Tcp(_) => Vec::new(),
+        }
+    }
+}
+
+struct DeskEnd {
+    engine: Desk,
     wire: Wire,
-    request: Option<String>,
     result: Option<(String, bool)>,
 }
 
-struct Remote {
-    server: Server,
+struct RemoteEnd {
+    engine: Remote,
     wire: Wire,
     executor: Executor,
+    requests: Vec<Event>,
 }
 
 struct Clock(Instant);
@@ -153,33 +173,21 @@ fn run(args: Args) -> Result<ExitCode, String> {
 
     let in_process = args.irc.is_none();
     let end_config = |nick: &str, peer: &str| {
-        let mut c = Config::new(&args.channel, nick);
-        c.allowed_sender = Some(peer.to_owned());
-        c.adaptive_payload = args.adaptive;
+        let mut c = ConnectionConfig::new(nick, &args.channel);
+        c.oa1.allowed_sender = Some(peer.to_owned());
+        c.oa1.adaptive_payload = args.adaptive;
         if in_process {
-            // The in-process channel has no flood control to respect.
-            c.pacing = Pacing::UNLIMITED;
+            // The in-process server has no flood control to respect.
+            c.oa1.pacing = Pacing::UNLIMITED;
         }
         c
     };
-    let mut relay = Relay::new(&args.channel, 1).with_noise(args.noise);
-    let mut wire_for = |end: End, nick: &str| -> Result<Wire, String> {
+    let mut net = Network::new(1).with_noise(args.noise);
+    let mut wire_for = |side: Side, host: &str| -> Result<Wire, String> {
         match &args.irc {
-            None => {
-                relay.join(nick, nick, "127.0.0.1");
-                Ok(Wire::Relay)
-            }
-            Some(addr) => connect(addr, end, nick, &args.channel, tx.clone(), waker.clone()),
+            None => Ok(Wire::Sim(net.connect(host))),
+            Some(addr) => connect(addr, side, tx.clone(), waker.clone()),
         }
-    };
-    let mut desk = match wants_desk {
-        true => Some(Desk {
-            client: Client::new(end_config(&args.desk_nick, &args.remote_nick), seed()),
-            wire: wire_for(End::Desk, &args.desk_nick)?,
-            request: None,
-            result: None,
-        }),
-        false => None,
     };
     let mut remote = match args.role != Role::Client {
         true => {
@@ -190,70 +198,75 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 args.exec_timeout_sec
                     .unwrap_or(args.timeout_sec as f64 * 0.9),
             );
+            let config = end_config(&args.remote_nick, &args.desk_nick);
             let executor = Executor::new(
                 settings,
                 poll.registry().try_clone().map_err(|e| e.to_string())?,
                 ExecutorConfig {
                     timeout_ms: exec_timeout.as_millis() as u64,
-                    max_output_bytes: oa1::Config::new("#", "x").max_message_bytes,
+                    max_output_bytes: config.oa1.max_message_bytes,
                 },
             )
             .map_err(|e| e.to_string())?;
-            Some(Remote {
-                server: Server::new(end_config(&args.remote_nick, &args.desk_nick)),
-                wire: wire_for(End::Remote, &args.remote_nick)?,
+            Some(RemoteEnd {
+                engine: Remote::new(config, clock.now()),
+                wire: wire_for(Side::Remote, "10.0.0.2")?,
                 executor,
+                requests: Vec::new(),
             })
         }
         false => None,
     };
+    let mut desk = match (wants_desk, &command) {
+        (true, Some(command)) => {
+            let mut engine = Desk::new(
+                end_config(&args.desk_nick, &args.remote_nick),
+                clock.now(),
+                seed(),
+            );
+            // Asked at once: the engine sends it as soon as it and the remote are in the channel.
+            let call = serde_json::json!({"command": command, "timeout_sec": args.timeout_sec});
+            remote_bash::call(&mut engine, clock.now(), &call.to_string())
+                .map_err(|e| e.to_string())?;
+            Some(DeskEnd {
+                engine,
+                wire: wire_for(Side::Desk, "10.0.0.1")?,
+                result: None,
+            })
+        }
+        _ => None,
+    };
     let mut events = Events::with_capacity(128);
-    let relay_nicks = (args.desk_nick.clone(), args.remote_nick.clone());
 
     loop {
         let now = clock.now();
-        // Send the request once the desk is on the channel (and the remote too, in one process).
-        if let (Some(d), Some(command)) = (desk.as_mut(), command.as_ref()) {
-            let remote_ready = remote.as_ref().is_none_or(|r| r.wire.ready());
-            if d.request.is_none() && d.wire.ready() && remote_ready {
-                let call = serde_json::json!({"command": command, "timeout_sec": args.timeout_sec});
-                let id = remote_bash::call(&mut d.client, now, &call.to_string())
-                    .map_err(|e| e.to_string())?;
-                d.request = Some(id);
-            }
-        }
-        // Pump both engines and the in-process channel until nothing moves.
+        // Move bytes and work until nothing moves; the earliest deadline is the next wake-up.
         let mut deadline = now + oa1::IDLE_WAIT_MS;
         loop {
             let mut moved = false;
             if let Some(d) = desk.as_mut() {
-                deadline = deadline.min(pump_desk(d, now, &mut relay, &relay_nicks.0, &mut moved)?);
+                let bytes = d.wire.take(&mut net);
+                if !bytes.is_empty() {
+                    d.engine.handle_bytes(now, &bytes);
+                    moved = true;
+                }
+                deadline = deadline.min(pump_desk(d, now, &mut net, args.verbose, &mut moved)?);
             }
             if let Some(r) = remote.as_mut() {
-                deadline =
-                    deadline.min(pump_remote(r, now, &mut relay, &relay_nicks.1, &mut moved)?);
-            }
-            if in_process {
-                if let Some(d) = desk.as_mut() {
-                    while let Some(line) = relay.recv(&relay_nicks.0) {
-                        d.client.handle_line(now, line.as_bytes());
-                        moved = true;
-                    }
+                let bytes = r.wire.take(&mut net);
+                if !bytes.is_empty() {
+                    r.engine.handle_bytes(now, &bytes);
+                    moved = true;
                 }
-                if let Some(r) = remote.as_mut() {
-                    while let Some(line) = relay.recv(&relay_nicks.1) {
-                        r.server.handle_line(now, line.as_bytes());
-                        moved = true;
-                    }
-                }
+                deadline = deadline.min(pump_remote(r, now, &mut net, args.verbose, &mut moved)?);
             }
             if !moved {
                 break;
             }
         }
-        if let Some(Desk {
+        if let Some(DeskEnd {
             result: Some((text, ok)),
-            client,
+            engine,
             ..
         }) = desk.as_ref()
         {
@@ -261,7 +274,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
             if !text.ends_with('\n') {
                 println!();
             }
-            print_stats(client, remote.as_ref(), &relay, in_process, clock.now());
+            print_stats(engine, remote.as_ref(), &net, in_process, clock.now());
             return Ok(if *ok {
                 ExitCode::SUCCESS
             } else {
@@ -273,6 +286,15 @@ fn run(args: Args) -> Result<ExitCode, String> {
             true => Duration::ZERO,
             false => Duration::from_millis(deadline.saturating_sub(clock.now())),
         };
+        if args.verbose
+            && let Some(d) = desk.as_ref()
+        {
+            eprintln!(
+                "[desk] at {now} ms, {:?}: waiting up to {} ms (until {deadline})",
+                d.engine.state(),
+                wait.as_millis()
+            );
+        }
         if let Err(e) = poll.poll(&mut events, Some(wait))
             && e.kind() != std::io::ErrorKind::Interrupted
         {
@@ -293,7 +315,19 @@ fn run(args: Args) -> Result<ExitCode, String> {
         }
         loop {
             match rx.try_recv() {
-                Ok(input) => handle_input(input, now, desk.as_mut(), remote.as_mut())?,
+                Ok(Input::Bytes(Side::Desk, bytes)) => {
+                    if let Some(d) = desk.as_mut() {
+                        d.engine.handle_bytes(now, &bytes);
+                    }
+                }
+                Ok(Input::Bytes(Side::Remote, bytes)) => {
+                    if let Some(r) = remote.as_mut() {
+                        r.engine.handle_bytes(now, &bytes);
+                    }
+                }
+                Ok(Input::Closed(side, why)) => {
+                    return Err(format!("{side:?} connection closed: {why}"));
+                }
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) if in_process => break,
                 Err(TryRecvError::Disconnected) => return Err("input channel closed".into()),
@@ -311,222 +345,134 @@ fn seed() -> u64 {
         ^ u64::from(std::process::id())
 }
 
-fn handle_input(
-    input: Input,
-    now: u64,
-    desk: Option<&mut Desk>,
-    remote: Option<&mut Remote>,
-) -> Result<(), String> {
-    match input {
-        Input::Line(End::Desk, line) => {
-            if let Some(d) = desk {
-                if let Wire::Irc { session, .. } = &mut d.wire {
-                    session.handle_line(now, &line);
-                }
-                d.client.handle_line(now, &line);
-            }
-        }
-        Input::Line(End::Remote, line) => {
-            if let Some(r) = remote {
-                if let Wire::Irc { session, .. } = &mut r.wire {
-                    session.handle_line(now, &line);
-                }
-                r.server.handle_line(now, &line);
-            }
-        }
-        Input::Closed(end, why) => return Err(format!("{end:?} connection closed: {why}")),
-    }
-    Ok(())
-}
-
+/// Drains the desk engine; returns its deadline.
 fn pump_desk(
-    d: &mut Desk,
+    d: &mut DeskEnd,
     now: u64,
-    relay: &mut Relay,
-    nick: &str,
+    net: &mut Network,
+    verbose: bool,
     moved: &mut bool,
 ) -> Result<u64, String> {
-    let session_deadline = d.wire.pump_session(now, moved)?;
     loop {
-        match d.client.poll_output(now) {
-            Output::Transmit(line) => {
-                d.wire.send(relay, nick, &line)?;
+        match d.engine.poll_output(now) {
+            ConnectionOutput::Transmit(bytes) => {
+                d.wire.write(net, &bytes)?;
                 *moved = true;
             }
-            Output::Event(event) => {
+            ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => {
                 *moved = true;
                 if let Some((_, text)) = remote_bash::tool_result(&event) {
                     let ok = matches!(event, Event::Response { .. });
                     d.result = Some((text, ok));
                 }
             }
-            Output::Timeout(t) => return Ok(t.min(session_deadline)),
+            ConnectionOutput::Event(ConnectionEvent::Irc(
+                deskwire::irc::SessionEvent::Disconnected { reason },
+            )) => return Err(format!("desk: IRC session ended: {reason:?}")),
+            ConnectionOutput::Event(event) => {
+                *moved = true;
+                if verbose {
+                    eprintln!("[desk] at {now} ms: {event:?}");
+                }
+            }
+            ConnectionOutput::Timeout(t) => return Ok(t),
         }
     }
 }
 
+/// Drains the remote engine and feeds its executor until neither moves; returns the deadline.
 fn pump_remote(
-    r: &mut Remote,
+    r: &mut RemoteEnd,
     now: u64,
-    relay: &mut Relay,
-    nick: &str,
+    net: &mut Network,
+    verbose: bool,
     moved: &mut bool,
 ) -> Result<u64, String> {
-    let session_deadline = r.wire.pump_session(now, moved)?;
-    // The server and the executor feed each other until neither has anything new.
-    let mut requests = Vec::new();
     loop {
-        r.executor.drive(now, &mut r.server, &mut requests);
+        r.executor.drive(now, &mut r.engine, &mut r.requests);
         let mut progressed = false;
         let deadline = loop {
-            match r.server.poll_output(now) {
-                Output::Transmit(line) => {
-                    r.wire.send(relay, nick, &line)?;
+            match r.engine.poll_output(now) {
+                ConnectionOutput::Transmit(bytes) => {
+                    r.wire.write(net, &bytes)?;
                     progressed = true;
                 }
-                Output::Event(event) => {
+                ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => {
                     match &event {
                         Event::Request {
                             id,
                             sender,
                             payload,
-                        } => {
-                            eprintln!("remote: {sender} asks {id}: {payload}")
-                        }
+                        } => eprintln!("remote: {sender} asks {id}: {payload}"),
                         Event::Cancelled { id, reason } => {
                             eprintln!("remote: {id} cancelled ({reason})")
                         }
                         _ => {}
                     }
-                    requests.push(event);
+                    r.requests.push(event);
                     progressed = true;
                 }
-                Output::Timeout(t) => break t,
+                ConnectionOutput::Event(ConnectionEvent::Irc(
+                    deskwire::irc::SessionEvent::Disconnected { reason },
+                )) => return Err(format!("remote: IRC session ended: {reason:?}")),
+                ConnectionOutput::Event(event) => {
+                    progressed = true;
+                    if verbose {
+                        eprintln!("[remote] {event:?}");
+                    }
+                }
+                ConnectionOutput::Timeout(t) => break t,
             }
         };
         *moved |= progressed;
         if !progressed {
             let exec_deadline = r.executor.next_deadline().unwrap_or(u64::MAX);
-            return Ok(deadline.min(session_deadline).min(exec_deadline));
+            return Ok(deadline.min(exec_deadline));
         }
     }
 }
 
-impl Wire {
-    fn ready(&self) -> bool {
-        match self {
-            Wire::Relay => true,
-            Wire::Irc { joined, .. } => *joined,
-        }
-    }
-
-    fn send(&mut self, relay: &mut Relay, nick: &str, line: &str) -> Result<(), String> {
-        match self {
-            Wire::Relay => relay.send(nick, line).map_err(|e| e.to_string()),
-            Wire::Irc { socket, .. } => write_line(socket, line),
-        }
-    }
-
-    /// Runs the IRC session helper (registration, PING, JOIN); returns its deadline.
-    fn pump_session(&mut self, now: u64, moved: &mut bool) -> Result<u64, String> {
-        let Wire::Irc {
-            socket,
-            session,
-            joined,
-        } = self
-        else {
-            return Ok(u64::MAX);
-        };
-        loop {
-            match session.poll_output(now) {
-                SessionOutput::Transmit(line) => {
-                    write_line(socket, &line)?;
-                    *moved = true;
-                }
-                SessionOutput::Event(SessionEvent::Joined { .. }) => {
-                    *joined = true;
-                    *moved = true;
-                }
-                SessionOutput::Event(SessionEvent::Disconnected { reason }) => {
-                    return Err(format!("IRC session ended: {reason:?}"));
-                }
-                SessionOutput::Event(_) => *moved = true,
-                SessionOutput::Timeout(t) => return Ok(t),
-            }
-        }
-    }
-}
-
-fn write_line(socket: &mut TcpStream, line: &str) -> Result<(), String> {
-    let mut bytes = Vec::with_capacity(line.len() + 2);
-    bytes.extend_from_slice(line.as_bytes());
-    bytes.extend_from_slice(b"\r\n");
-    socket.write_all(&bytes).map_err(|e| e.to_string())
-}
-
-/// Connects one end to a real IRC server; a reader thread turns its bytes into lines.
-fn connect(
-    addr: &str,
-    end: End,
-    nick: &str,
-    channel: &str,
-    tx: Sender<Input>,
-    waker: Arc<Waker>,
-) -> Result<Wire, String> {
+/// Connects one end to a real IRC server; a reader thread hands over the bytes that arrive.
+fn connect(addr: &str, side: Side, tx: Sender<Input>, waker: Arc<Waker>) -> Result<Wire, String> {
     let socket = TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
     socket.set_nodelay(true).ok();
     let mut reader = socket.try_clone().map_err(|e| e.to_string())?;
     std::thread::spawn(move || {
-        let mut decoder = LineDecoder::default();
         let mut buf = [0u8; 16 * 1024];
         loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => {
-                    let _ = tx.send(Input::Closed(end, "server closed the connection".into()));
-                    let _ = waker.wake();
-                    return;
-                }
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = tx.send(Input::Closed(end, e.to_string()));
-                    let _ = waker.wake();
-                    return;
-                }
+            let input = match reader.read(&mut buf) {
+                Ok(0) => Input::Closed(side, "server closed the connection".into()),
+                Ok(n) => Input::Bytes(side, buf[..n].to_vec()),
+                Err(e) => Input::Closed(side, e.to_string()),
             };
-            decoder.feed(&buf[..n]);
-            while let Some(decoded) = decoder.next_line() {
-                if let DecodedLine::Line(line) = decoded
-                    && tx.send(Input::Line(end, line.to_vec())).is_err()
-                {
-                    return;
-                }
+            let closed = matches!(input, Input::Closed(..));
+            if tx.send(input).is_err() {
+                return;
             }
             let _ = waker.wake();
+            if closed {
+                return;
+            }
         }
     });
-    let session = Box::new(Session::new(SessionConfig::new(nick, &[channel]), 0));
-    Ok(Wire::Irc {
-        socket,
-        session,
-        joined: false,
-    })
+    Ok(Wire::Tcp(socket))
 }
 
-fn print_stats(client: &Client, remote: Option<&Remote>, relay: &Relay, in_process: bool, ms: u64) {
-    let c = client.stats();
+fn print_stats(desk: &Desk, remote: Option<&RemoteEnd>, net: &Network, in_process: bool, ms: u64) {
+    let c = desk.stats().oa1;
     let mut line = format!(
         "[desk] frames out {} in {}, payload bytes out {}, ignored lines {}",
         c.frames_out, c.frames_in, c.payload_bytes_out, c.ignored
     );
     if let Some(r) = remote {
-        let s = r.server.stats();
+        let s = r.engine.stats().oa1;
         line.push_str(&format!(
             "; [remote] frames out {} in {}, payload bytes out {}",
             s.frames_out, s.frames_in, s.payload_bytes_out
         ));
     }
     if in_process {
-        let rs = relay.stats();
+        let rs = net.stats();
         line.push_str(&format!(
             "; [channel] relayed {}, noise {}, longest line {} B",
             rs.relayed, rs.noise, rs.longest_line

@@ -197,6 +197,79 @@ pub fn stop_daemon(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// A non-blocking TCP connection to the IRC server for a per-connection engine
+/// ([`deskwire::oa1::Desk`], [`deskwire::oa1::Remote`]): it moves raw bytes both ways and keeps a
+/// copy of every line it received, for the tests to inspect.
+#[derive(Debug)]
+pub struct Wire {
+    socket: TcpStream,
+    recorder: LineDecoder,
+    /// Every line received, CRLF excluded, with the time it was read.
+    pub received: Vec<(u64, Vec<u8>)>,
+    /// The longest line received, CRLF included.
+    pub longest_line: usize,
+    /// Whether the server closed the connection.
+    pub closed: bool,
+}
+
+impl Wire {
+    /// Connects to `addr`.
+    pub fn connect(addr: &str) -> Self {
+        let socket = TcpStream::connect(addr).expect("connect to the IRC server");
+        socket.set_nodelay(true).ok();
+        socket.set_nonblocking(true).expect("non-blocking");
+        Wire {
+            socket,
+            // Accept anything a server may send, so an over-long relayed line would be seen.
+            recorder: LineDecoder::new(64 * 1024),
+            received: Vec::new(),
+            longest_line: 0,
+            closed: false,
+        }
+    }
+
+    /// Writes all of `bytes` (blocking until written).
+    pub fn write(&mut self, bytes: &[u8]) {
+        let mut written = 0;
+        while written < bytes.len() {
+            match self.socket.write(&bytes[written..]) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("write to IRC server: {e}"),
+            }
+        }
+    }
+
+    /// Reads what is there: the raw bytes for the engine (empty when nothing came). Sets
+    /// `closed` when the server closed the connection.
+    pub fn read(&mut self, now: u64) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match self.socket.read(&mut buf) {
+                Ok(0) => {
+                    self.closed = true;
+                    break;
+                }
+                Ok(n) => bytes.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => panic!("read from IRC server: {e}"),
+            }
+        }
+        self.recorder.feed(&bytes);
+        while let Some(decoded) = self.recorder.next_line() {
+            if let DecodedLine::Line(line) = decoded {
+                self.longest_line = self.longest_line.max(line.len() + 2);
+                self.received.push((now, line.to_vec()));
+            }
+        }
+        bytes
+    }
+}
+
 /// One IRC connection: a non-blocking socket, a line decoder and the session helper.
 #[derive(Debug)]
 pub struct IrcConn {

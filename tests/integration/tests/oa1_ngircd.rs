@@ -1,16 +1,18 @@
-//! OA1 over a real ngircd: a desk client and a remote server exchange RemoteBash-style requests
-//! while a third client posts chatter and spoofed `OA1 RES` frames for the very ids in flight.
+//! OA1 over a real ngircd: a desk and a remote (the per-connection engines `oa1::Desk` and
+//! `oa1::Remote` over their own sockets) exchange RemoteBash-style requests while a third client
+//! posts chatter and spoofed `OA1 RES` frames for the very ids in flight.
 //! Results must be byte-exact, no relayed line may exceed 512 bytes, and the engines' pacing must
 //! keep ngircd from disconnecting us.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use deskwire::irc::Message;
+use deskwire::irc::{Message, SessionEvent};
 use deskwire::oa1::{
-    Client, Config, Event, Frame, FrameType, Output, Pacing, Server, TRUNCATION_MARKER,
+    ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, Frame,
+    FrameType, Pacing, Remote, TRUNCATION_MARKER,
 };
-use deskwire_integration::{Clock, IrcConn, Ngircd};
+use deskwire_integration::{Clock, IrcConn, Ngircd, Wire};
 
 const CHANNEL: &str = "#desk";
 
@@ -36,47 +38,59 @@ fn mixed_utf8(n: usize) -> String {
 
 struct World {
     clock: Clock,
-    desk: IrcConn,
-    remote: IrcConn,
+    desk_wire: Wire,
+    remote_wire: Wire,
     chatter: IrcConn,
-    client: Client,
-    server: Server,
+    desk: Desk,
+    remote: Remote,
     /// (id, seq) of each RES frame → when the remote handed it to its socket.
     sent_at: HashMap<(String, u32), u64>,
     max_lag_ms: u64,
     chatter_next: u64,
     chatter_count: u64,
     spoofed: u64,
+    /// Session events of the desk and the remote (kicks must not happen).
+    session_events: Vec<SessionEvent>,
+}
+
+/// The desk's and the remote's connection configurations.
+fn configs(pacing: Pacing) -> (ConnectionConfig, ConnectionConfig) {
+    let mut desk = ConnectionConfig::new("desk", CHANNEL);
+    desk.oa1.allowed_sender = Some("deskbot".into());
+    desk.oa1.adaptive_payload = true;
+    desk.oa1.request_timeout_ms = 15 * 60_000;
+    desk.oa1.pacing = pacing;
+    let mut remote = ConnectionConfig::new("deskbot", CHANNEL);
+    remote.oa1.allowed_sender = Some("desk".into());
+    remote.oa1.adaptive_payload = true;
+    remote.oa1.pacing = pacing;
+    (desk, remote)
 }
 
 impl World {
     fn new(server: &Ngircd, pacing: Pacing) -> Self {
         let clock = Clock::start();
         let addr = server.addr();
-        let mut desk_cfg = Config::new(CHANNEL, "desk");
-        desk_cfg.allowed_sender = Some("deskbot".into());
-        desk_cfg.adaptive_payload = true;
-        desk_cfg.request_timeout_ms = 15 * 60_000;
-        desk_cfg.pacing = pacing;
-        let mut remote_cfg = Config::new(CHANNEL, "deskbot");
-        remote_cfg.allowed_sender = Some("desk".into());
-        remote_cfg.adaptive_payload = true;
-        remote_cfg.pacing = pacing;
+        let (desk_cfg, remote_cfg) = configs(pacing);
         let mut world = World {
-            desk: IrcConn::connect(&addr, "desk", CHANNEL, clock.now()),
-            remote: IrcConn::connect(&addr, "deskbot", CHANNEL, clock.now()),
+            desk_wire: Wire::connect(&addr),
+            remote_wire: Wire::connect(&addr),
             chatter: IrcConn::connect(&addr, "chatter", CHANNEL, clock.now()),
-            client: Client::new(desk_cfg, 2026),
-            server: Server::new(remote_cfg),
+            desk: Desk::new(desk_cfg, clock.now(), 2026),
+            remote: Remote::new(remote_cfg, clock.now()),
             clock,
             sent_at: HashMap::new(),
             max_lag_ms: 0,
             chatter_next: 0,
             chatter_count: 0,
             spoofed: 0,
+            session_events: Vec::new(),
         };
         let deadline = world.clock.now() + 10_000;
-        while !(world.desk.joined && world.remote.joined && world.chatter.joined) {
+        while !(world.desk.state() == ConnectionState::Ready
+            && world.remote.state() == ConnectionState::Ready
+            && world.chatter.joined)
+        {
             assert!(world.clock.now() < deadline, "clients did not join in time");
             world.step(&mut |_, _, _| {}, &mut Vec::new());
         }
@@ -84,19 +98,24 @@ impl World {
     }
 
     /// One turn of the loop: read, feed the engines, write what they give, wait a little.
-    fn step(&mut self, app: &mut dyn FnMut(&mut Server, u64, Event), done: &mut Vec<Event>) {
+    fn step(&mut self, app: &mut dyn FnMut(&mut Remote, u64, Event), done: &mut Vec<Event>) {
         let now = self.clock.now();
-        for line in self.desk.read_lines(now) {
-            if let Some((id, seq)) = res_frame(&line)
+        let seen = self.desk_wire.received.len();
+        let bytes = self.desk_wire.read(now);
+        for (_, line) in &self.desk_wire.received[seen..] {
+            if let Some((id, seq)) = res_frame(line)
                 && let Some(sent) = self.sent_at.remove(&(id, seq))
             {
                 self.max_lag_ms = self.max_lag_ms.max(now - sent);
             }
-            self.client.handle_line(now, &line);
         }
-        for line in self.remote.read_lines(now) {
-            self.server.handle_line(now, &line);
-        }
+        self.desk.handle_bytes(now, &bytes);
+        let bytes = self.remote_wire.read(now);
+        self.remote.handle_bytes(now, &bytes);
+        assert!(
+            !self.desk_wire.closed && !self.remote_wire.closed,
+            "disconnected"
+        );
         for line in self.chatter.read_lines(now) {
             // The chatter answers every request it sees with a spoofed response.
             if let Some(id) = req_final_frame(&line) {
@@ -116,48 +135,55 @@ impl World {
         }
         let mut deadline = now + 50;
         loop {
-            match self.client.poll_output(now) {
-                Output::Transmit(line) => self.desk.write_line(&line),
-                Output::Event(e) => done.push(e),
-                Output::Timeout(t) => {
+            match self.desk.poll_output(now) {
+                ConnectionOutput::Transmit(bytes) => self.desk_wire.write(&bytes),
+                ConnectionOutput::Event(ConnectionEvent::Oa1(e)) => done.push(e),
+                ConnectionOutput::Event(ConnectionEvent::Irc(e)) => self.session_event(e),
+                ConnectionOutput::Event(_) => {}
+                ConnectionOutput::Timeout(t) => {
                     deadline = deadline.min(t);
                     break;
                 }
             }
         }
         loop {
-            match self.server.poll_output(now) {
-                Output::Transmit(line) => {
-                    if let Some(key) = line
-                        .strip_prefix(&format!("PRIVMSG {CHANNEL} :"))
-                        .and_then(Frame::parse)
+            match self.remote.poll_output(now) {
+                ConnectionOutput::Transmit(bytes) => {
+                    if let Some(key) = std::str::from_utf8(&bytes)
+                        .ok()
+                        .and_then(|l| l.strip_prefix(&format!("PRIVMSG {CHANNEL} :")))
+                        .and_then(|text| Frame::parse(text.trim_end()))
                         .filter(|f| f.kind == FrameType::Res)
                         .map(|f| (f.id.to_owned(), f.seq))
                     {
                         self.sent_at.insert(key, now);
                     }
-                    self.remote.write_line(&line);
+                    self.remote_wire.write(&bytes);
                 }
-                Output::Event(e) => app(&mut self.server, now, e),
-                Output::Timeout(t) => {
+                ConnectionOutput::Event(ConnectionEvent::Oa1(e)) => app(&mut self.remote, now, e),
+                ConnectionOutput::Event(ConnectionEvent::Irc(e)) => self.session_event(e),
+                ConnectionOutput::Event(_) => {}
+                ConnectionOutput::Timeout(t) => {
                     deadline = deadline.min(t);
                     break;
                 }
             }
         }
-        for conn in [&mut self.desk, &mut self.remote, &mut self.chatter] {
-            deadline = deadline.min(conn.pump_session(now));
-        }
+        deadline = deadline.min(self.chatter.pump_session(now));
         let wait = deadline.saturating_sub(self.clock.now()).clamp(1, 20);
         std::thread::sleep(Duration::from_millis(wait));
     }
 
+    fn session_event(&mut self, event: SessionEvent) {
+        if let SessionEvent::Disconnected { reason } = &event {
+            panic!("IRC session ended: {reason:?}");
+        }
+        self.session_events.push(event);
+    }
+
     /// Sends `payload` and runs until its one event arrives.
-    fn exchange(&mut self, payload: &str, app: &mut dyn FnMut(&mut Server, u64, Event)) -> Event {
-        let id = self
-            .client
-            .request(self.clock.now(), payload, None)
-            .unwrap();
+    fn exchange(&mut self, payload: &str, app: &mut dyn FnMut(&mut Remote, u64, Event)) -> Event {
+        let id = self.desk.request(self.clock.now(), payload, None).unwrap();
         let mut done = Vec::new();
         while done.is_empty() {
             self.step(app, &mut done);
@@ -197,7 +223,7 @@ fn req_final_frame(line: &[u8]) -> Option<String> {
 }
 
 /// The remote answers "N" with N bytes of mixed UTF-8, streamed in pieces of up to 4 KiB.
-fn sized_answer(server: &mut Server, now: u64, event: Event) {
+fn sized_answer(server: &mut Remote, now: u64, event: Event) {
     if let Event::Request { id, payload, .. } = event {
         let text = match payload.parse::<usize>() {
             Ok(n) => mixed_utf8(n),
@@ -237,7 +263,7 @@ fn expect_exact(world: &mut World, size: usize) {
 
 /// Checks what every run must show, and prints what it measured.
 fn check_and_report(world: &World, label: &str) {
-    let (c, s) = (world.client.stats(), world.server.stats());
+    let (c, s) = (world.desk.stats().oa1, world.remote.stats().oa1);
     eprintln!(
         "{label}: {} ms, desk frames in {} out {}, remote frames in {} out {}, desk ignored {} \
          (disallowed {}), spoofed {} chatter {}, longest line desk {} remote {}, max RES lag {} ms",
@@ -250,17 +276,17 @@ fn check_and_report(world: &World, label: &str) {
         c.disallowed_sender,
         world.spoofed,
         world.chatter_count,
-        world.desk.longest_line,
-        world.remote.longest_line,
+        world.desk_wire.longest_line,
+        world.remote_wire.longest_line,
         world.max_lag_ms,
     );
     // Every spoofed frame came from a disallowed sender and was ignored.
     assert!(world.spoofed >= 1);
     assert!(c.disallowed_sender >= world.spoofed);
     // No relayed line over 512 bytes, and none cut by the server.
-    for conn in [&world.desk, &world.remote] {
-        assert!(conn.longest_line <= 512, "{}", conn.longest_line);
-        assert!(!conn.received.iter().any(|(_, l)| l.ends_with(b"[CUT]")));
+    for wire in [&world.desk_wire, &world.remote_wire] {
+        assert!(wire.longest_line <= 512, "{}", wire.longest_line);
+        assert!(!wire.received.iter().any(|(_, l)| l.ends_with(b"[CUT]")));
     }
     // Nothing lost on the way: every RES frame the remote sent reached the desk.
     assert!(
@@ -270,13 +296,12 @@ fn check_and_report(world: &World, label: &str) {
     );
     assert_eq!(c.bytes_buffered, 0);
     assert_eq!(s.bytes_buffered, 0);
-    // Nobody was disconnected (pump_session panics on a disconnect) or kicked.
-    for conn in [&world.desk, &world.remote, &world.chatter] {
+    // Nobody was disconnected (the loop panics on a disconnect) or kicked.
+    for events in [&world.session_events, &world.chatter.events] {
         assert!(
-            !conn
-                .events
+            !events
                 .iter()
-                .any(|e| matches!(e, deskwire::irc::SessionEvent::Kicked { .. }))
+                .any(|e| matches!(e, SessionEvent::Kicked { .. }))
         );
     }
 }
@@ -326,4 +351,193 @@ fn large_responses_over_ngircd() {
         other => panic!("128 KiB + 1: {other:?}"),
     }
     check_and_report(&world, "ngircd, no penalties");
+}
+
+/// The join orders over a real server: each request completes without waiting for any idle
+/// deadline, whatever joined first.
+mod join_orders {
+    use super::*;
+
+    struct End<E> {
+        wire: Wire,
+        engine: E,
+    }
+
+    fn pump_desk(desk: &mut End<Desk>, now: u64, done: &mut Vec<Event>) -> u64 {
+        let bytes = desk.wire.read(now);
+        desk.engine.handle_bytes(now, &bytes);
+        loop {
+            match desk.engine.poll_output(now) {
+                ConnectionOutput::Transmit(b) => desk.wire.write(&b),
+                ConnectionOutput::Event(ConnectionEvent::Oa1(e)) => done.push(e),
+                ConnectionOutput::Event(_) => {}
+                ConnectionOutput::Timeout(t) => return t,
+            }
+        }
+    }
+
+    fn pump_remote(remote: &mut End<Remote>, now: u64) -> u64 {
+        let bytes = remote.wire.read(now);
+        remote.engine.handle_bytes(now, &bytes);
+        loop {
+            match remote.engine.poll_output(now) {
+                ConnectionOutput::Transmit(b) => remote.wire.write(&b),
+                ConnectionOutput::Event(ConnectionEvent::Oa1(Event::Request {
+                    id,
+                    payload,
+                    ..
+                })) => remote
+                    .engine
+                    .respond(now, &id, &format!("echo {payload}"))
+                    .unwrap(),
+                ConnectionOutput::Event(_) => {}
+                ConnectionOutput::Timeout(t) => return t,
+            }
+        }
+    }
+
+    /// Runs until the desk has its answer; every wait is the engines' own deadline (capped at
+    /// 20 ms only so both sockets are read). Returns the answer and the longest deadline the
+    /// desk asked to wait for once it was ready: the request timeout, never an idle deadline.
+    fn run(
+        clock: &Clock,
+        desk: &mut End<Desk>,
+        remote: &mut End<Remote>,
+        request_timeout_at: u64,
+    ) -> Event {
+        let mut done = Vec::new();
+        let give_up = clock.now() + 20_000;
+        while done.is_empty() {
+            assert!(
+                clock.now() < give_up,
+                "no answer: {:?}",
+                desk.engine.state()
+            );
+            let now = clock.now();
+            let desk_deadline = pump_desk(desk, now, &mut done);
+            if desk.engine.state() == ConnectionState::Ready && done.is_empty() {
+                assert!(
+                    desk_deadline <= request_timeout_at,
+                    "the desk waits for {desk_deadline}, past its request timeout"
+                );
+            }
+            let remote_deadline = pump_remote(remote, now);
+            let wait = desk_deadline
+                .min(remote_deadline)
+                .saturating_sub(clock.now());
+            std::thread::sleep(Duration::from_millis(wait.clamp(1, 20)));
+        }
+        done.remove(0)
+    }
+
+    fn answer_is(event: Event, id: &str, payload: &str) {
+        assert_eq!(
+            event,
+            Event::Response {
+                id: id.to_owned(),
+                text: format!("echo {payload}"),
+                truncated: false
+            }
+        );
+    }
+
+    fn bring_up(clock: &Clock, remote: &mut End<Remote>) {
+        let give_up = clock.now() + 10_000;
+        while remote.engine.state() != ConnectionState::Ready {
+            assert!(clock.now() < give_up, "remote not ready");
+            let deadline = pump_remote(remote, clock.now());
+            let wait = deadline.saturating_sub(clock.now()).clamp(1, 20);
+            std::thread::sleep(Duration::from_millis(wait));
+        }
+    }
+
+    #[test]
+    fn a_request_made_before_registration_to_a_remote_already_there() {
+        let ircd = Ngircd::start();
+        let clock = Clock::start();
+        let (desk_cfg, remote_cfg) = configs(deskwire::oa1::DEFAULT_PACING);
+        let mut remote = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Remote::new(remote_cfg, clock.now()),
+        };
+        bring_up(&clock, &mut remote);
+        let mut desk = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Desk::new(desk_cfg, clock.now(), 1),
+        };
+        let id = desk
+            .engine
+            .request(clock.now(), "first", Some(30_000))
+            .unwrap();
+        let timeout_at = clock.now() + 30_000;
+        answer_is(
+            run(&clock, &mut desk, &mut remote, timeout_at),
+            &id,
+            "first",
+        );
+    }
+
+    #[test]
+    fn a_desk_that_joins_after_the_remote() {
+        let ircd = Ngircd::start();
+        let clock = Clock::start();
+        let (desk_cfg, remote_cfg) = configs(deskwire::oa1::DEFAULT_PACING);
+        let mut remote = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Remote::new(remote_cfg, clock.now()),
+        };
+        bring_up(&clock, &mut remote);
+        let mut desk = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Desk::new(desk_cfg, clock.now(), 2),
+        };
+        let give_up = clock.now() + 10_000;
+        while desk.engine.state() != ConnectionState::Ready {
+            assert!(clock.now() < give_up);
+            pump_desk(&mut desk, clock.now(), &mut Vec::new());
+            pump_remote(&mut remote, clock.now());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let id = desk
+            .engine
+            .request(clock.now(), "second", Some(30_000))
+            .unwrap();
+        let timeout_at = clock.now() + 30_000;
+        answer_is(
+            run(&clock, &mut desk, &mut remote, timeout_at),
+            &id,
+            "second",
+        );
+    }
+
+    #[test]
+    fn a_remote_that_joins_after_the_desk() {
+        let ircd = Ngircd::start();
+        let clock = Clock::start();
+        let (desk_cfg, remote_cfg) = configs(deskwire::oa1::DEFAULT_PACING);
+        let mut desk = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Desk::new(desk_cfg, clock.now(), 3),
+        };
+        let id = desk
+            .engine
+            .request(clock.now(), "third", Some(30_000))
+            .unwrap();
+        let timeout_at = clock.now() + 30_000;
+        let give_up = clock.now() + 10_000;
+        while desk.engine.state() != ConnectionState::WaitingForPeer {
+            assert!(clock.now() < give_up, "{:?}", desk.engine.state());
+            pump_desk(&mut desk, clock.now(), &mut Vec::new());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut remote = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Remote::new(remote_cfg, clock.now()),
+        };
+        answer_is(
+            run(&clock, &mut desk, &mut remote, timeout_at),
+            &id,
+            "third",
+        );
+    }
 }
