@@ -40,6 +40,7 @@
 //! - [`jsonrpc`]: framing (NDJSON, `Content-Length`), the JSON-RPC 2.0 message model and the
 //!   correlation engine shared by the JSON protocols.
 //! - [`rexd`]: the REXD wire types (methods, results, events, error codes).
+//! - [`entropy`]: secrets (pairing codes, tokens, approval ids) from 32 bytes of host entropy.
 //! - [`gateway`]: the gateway job state machine, idempotent job creation and approvals.
 //! - [`sidecar`]: typed params and results of the sidecar IPC methods (over [`jsonrpc`]).
 //! - [`mobile`]: the mobile companion's WebSocket messages and its client and server engines.
@@ -51,6 +52,7 @@
 #![deny(unsafe_code)]
 
 pub mod gateway;
+pub mod entropy;
 pub mod ids;
 pub mod irc;
 pub mod jsonrpc;

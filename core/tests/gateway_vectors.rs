@@ -205,7 +205,7 @@ fn sequences_replay_through_the_engine() {
     for seq in sequences {
         let name = seq["name"].as_str().unwrap();
         let ts = Timestamp::parse(seq["ts"].as_str().unwrap()).unwrap();
-        let mut gw = Gateway::new(config(seq.get("config")), 0, 0).unwrap();
+        let mut gw = Gateway::new(config(seq.get("config")), 0, [0; 32]).unwrap();
         let mut now = 0;
         for (i, step) in seq["steps"].as_array().unwrap().iter().enumerate() {
             let at = format!("{name} step {i}");

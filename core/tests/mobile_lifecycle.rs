@@ -49,7 +49,7 @@ impl Pair {
     }
 
     fn with_token(token: &str) -> Self {
-        let mut server = Server::new(server::Config::default(), 7);
+        let mut server = Server::new(server::Config::default(), [7; 32]);
         server.add_token(token);
         Pair::new(
             Client::new(client::Config::default(), Some(token.to_owned())),
@@ -217,7 +217,7 @@ fn shell_permission() -> NewPermission {
 fn whole_lifecycle_of_the_spec_diagram() {
     let mut p = Pair::new(
         Client::new(client::Config::default(), None),
-        Server::new(server::Config::default(), 42),
+        Server::new(server::Config::default(), [42; 32]),
     );
     // Pairing: the desktop shows a code, the user types it.
     let code = p.server.start_pairing(0);
@@ -474,7 +474,7 @@ fn wrong_pairing_code_and_attempt_limit() {
     };
     let mut p = Pair::new(
         Client::new(client::Config::default(), None),
-        Server::new(config, 5),
+        Server::new(config, [5; 32]),
     );
     // No code shown yet.
     p.client.pair(0, "000000").unwrap();
@@ -547,7 +547,7 @@ fn wrong_pairing_code_and_attempt_limit() {
     // Codes expire.
     let mut p = Pair::new(
         Client::new(client::Config::default(), None),
-        Server::new(server::Config::default(), 5),
+        Server::new(server::Config::default(), [5; 32]),
     );
     let code = p.server.start_pairing(0);
     p.now = 5 * 60_000;
@@ -748,7 +748,7 @@ fn waiting_permissions_are_sent_again_after_a_reconnect() {
 
 #[test]
 fn broadcasts_reach_every_paired_phone_only() {
-    let mut server = Server::new(server::Config::default(), 3);
+    let mut server = Server::new(server::Config::default(), [3; 32]);
     server.add_token("t");
     server.open(0, ConnId(1), Some("t")).unwrap();
     server.open(0, ConnId(2), Some("t")).unwrap();

@@ -1,7 +1,7 @@
 //! Bad input and limits: line budgets under the worst-case prefix, garbage and partial-stream
 //! floods, duplicate floods, over-long lines. The engines never panic and memory stays bounded.
 
-use deskwire::oa1::{Client, Config, Event, IdGenerator, Output, Pacing, Server};
+use deskwire::oa1::{AuthConfig, Client, Config, Event, IdGenerator, Output, Pacing, Server};
 use proptest::prelude::*;
 
 fn drain(poll: &mut dyn FnMut() -> Output) -> (Vec<String>, Vec<Event>, u64) {
@@ -25,19 +25,24 @@ fn worst_prefix_len(nick: &str) -> usize {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Every line either end sends, with the worst-case prefix added, fits in 512 bytes.
+    /// Every line either end sends, with the worst-case prefix added, fits in 512 bytes, with
+    /// and without authenticated frames; the text survives the round trip.
     #[test]
     fn every_line_fits_with_the_worst_case_prefix(
         text in ".{0,3000}",
         nick_len in 1usize..30,
         chan_len in 1usize..50,
         adaptive in any::<bool>(),
+        authenticated in any::<bool>(),
     ) {
         let nick = "n".repeat(nick_len);
         let channel = format!("#{}", "c".repeat(chan_len));
         let mut cfg = Config::new(&channel, &nick);
         cfg.adaptive_payload = adaptive;
         cfg.pacing = Pacing::UNLIMITED;
+        if authenticated {
+            cfg.auth = Some(AuthConfig::new(b"shared".to_vec(), 1_790_000_000_000));
+        }
         let mut client = Client::new(cfg.clone(), 9);
         client.request(0, &text, None).unwrap();
         let (lines, _, _) = drain(&mut || client.poll_output(0));
@@ -60,7 +65,14 @@ proptest! {
         prop_assert!(!lines.is_empty());
         for line in &lines {
             prop_assert!(line.len() + 2 + worst_prefix_len(&nick) <= 512, "{} bytes", line.len());
+            prop_assert_eq!(line.contains(" :OA1A "), authenticated);
+            client.handle_line(0, format!(":peer!~p@h {line}").as_bytes());
         }
+        let (_, events, _) = drain(&mut || client.poll_output(0));
+        prop_assert_eq!(
+            events,
+            vec![Event::Response { id, text, truncated: false }]
+        );
     }
 
     /// Arbitrary lines never panic an endpoint or leave anything buffered.

@@ -6,9 +6,7 @@ use std::collections::HashMap;
 
 use deskwire::oa1::chunk::{split, wire_payload};
 use deskwire::oa1::escape::{escape, unescape};
-use deskwire::oa1::{
-    Client, Config, Event, Failure, Frame, FrameType, LocalError, Output, Pacing, Server, Stats,
-};
+use deskwire::oa1::{Client, Config, Failure, Frame, FrameType, LocalError, Output, Server, Stats};
 use serde_json::{Value, json};
 
 fn vectors() -> Value {
@@ -139,31 +137,10 @@ fn err_payload_vectors() {
     }
 }
 
-/// Spec defaults, then the vector's keys; a key this runner does not know fails the test, so a
-/// vector never passes by being half read.
+/// The config through its serde shape (spec defaults for missing keys; an unknown key fails,
+/// so a vector never passes by being half read): the same conversion the bindings use.
 fn config(json: &Value) -> Config {
-    let mut config = Config::new(str_of(json, "channel"), str_of(json, "nick"));
-    let number = |value: &Value| value.as_u64().expect("a number");
-    for (key, value) in json.as_object().expect("config object") {
-        match key.as_str() {
-            "channel" | "nick" => {}
-            "allowed_sender" => config.allowed_sender = value.as_str().map(str::to_owned),
-            "max_frame_payload_bytes" => config.max_frame_payload_bytes = number(value) as usize,
-            "max_message_bytes" => config.max_message_bytes = number(value) as usize,
-            "max_streams" => config.max_streams = number(value) as usize,
-            "request_timeout_ms" => config.request_timeout_ms = number(value),
-            "partial_timeout_ms" => config.partial_timeout_ms = number(value),
-            "flush_delay_ms" => config.flush_delay_ms = number(value),
-            "pacing" => {
-                config.pacing = Pacing {
-                    burst: u32::try_from(number(&value["burst"])).expect("burst"),
-                    interval_ms: number(&value["interval_ms"]),
-                }
-            }
-            other => panic!("unknown config key {other}"),
-        }
-    }
-    config
+    serde_json::from_value(json.clone()).expect("a valid config")
 }
 
 enum Endpoint {
@@ -210,74 +187,25 @@ impl Endpoint {
 
 /// The vectors' name for a local error.
 fn error_name(error: &LocalError) -> &'static str {
-    match error {
-        LocalError::TooLarge { .. } => "too_large",
-        LocalError::TooManyInFlight(_) => "too_many_in_flight",
-        LocalError::UnknownRequest(_) => "unknown_request",
-        LocalError::AlreadyFinished(_) => "already_finished",
-        LocalError::InvalidErrorCode(_) => "invalid_error_code",
-        LocalError::NoRoom(_) => "no_room",
-        other => panic!("a local error the vectors do not name: {other:?}"),
-    }
+    error.code()
 }
 
-/// An output as the vectors write it. A `failed` event carries its message only where the
-/// expectation has one (the texts for timeout and incomplete are not part of the protocol).
+/// An output as the vectors write it, through its serde shape. A `failed` event carries its
+/// message only where the expectation has one (the texts for timeout and incomplete are not
+/// part of the protocol).
 fn output_json(output: &Output, expected: Option<&Value>) -> Value {
-    match output {
-        Output::Transmit(line) => json!({ "transmit": line }),
-        Output::Timeout(at) => json!({ "timeout": at }),
-        Output::Event(event) => json!({ "event": event_json(event, expected) }),
+    let mut json = serde_json::to_value(output).expect("outputs serialize");
+    let wants_message = expected
+        .and_then(|e| e.pointer("/event/failed/message"))
+        .is_some();
+    if !wants_message && let Some(failed) = json.pointer_mut("/event/failed") {
+        failed.as_object_mut().expect("an object").remove("message");
     }
-}
-
-fn event_json(event: &Event, expected: Option<&Value>) -> Value {
-    match event {
-        Event::Response {
-            id,
-            text,
-            truncated,
-        } => json!({ "response": { "id": id, "text": text, "truncated": truncated } }),
-        Event::Failed { id, failure } => {
-            let mut body = json!({ "id": id, "error": failure.code() });
-            let wants_message = expected
-                .and_then(|e| e.pointer("/event/failed/message"))
-                .is_some();
-            if wants_message {
-                body["message"] = json!(failure.message());
-            }
-            json!({ "failed": body })
-        }
-        Event::Request {
-            id,
-            sender,
-            payload,
-        } => json!({ "request": { "id": id, "sender": sender, "payload": payload } }),
-        Event::Cancelled { id, reason } => json!({ "cancelled": { "id": id, "reason": reason } }),
-        other => panic!("an event the vectors do not name: {other:?}"),
-    }
+    json
 }
 
 fn stats_json(stats: &Stats) -> Value {
-    json!({
-        "lines_in": stats.lines_in,
-        "lines_out": stats.lines_out,
-        "frames_in": stats.frames_in,
-        "frames_out": stats.frames_out,
-        "payload_bytes_out": stats.payload_bytes_out,
-        "ignored": stats.ignored,
-        "disallowed_sender": stats.disallowed_sender,
-        "malformed_frames": stats.malformed_frames,
-        "invalid_lines": stats.invalid_lines,
-        "duplicates": stats.duplicates,
-        "stale_frames": stats.stale_frames,
-        "truncations": stats.truncations,
-        "too_large": stats.too_large,
-        "timeouts": stats.timeouts,
-        "incomplete": stats.incomplete,
-        "cancels": stats.cancels,
-        "bytes_buffered": stats.bytes_buffered,
-    })
+    serde_json::to_value(stats).expect("stats serialize")
 }
 
 /// Replaces `{name}` with the ids bound so far, in every string of `value`.

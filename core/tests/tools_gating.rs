@@ -237,7 +237,7 @@ fn ask(tools: &mut Toolbox, now: u64, call: &ToolCall) -> deskwire::tools::Appro
 
 /// The desktop's mobile server with one authenticated phone on connection 1.
 fn phone_server() -> Server {
-    let mut server = Server::new(server::Config::default(), 3);
+    let mut server = Server::new(server::Config::default(), [3; 32]);
     server.add_token("tok");
     server.open(0, ConnId(1), Some("tok")).unwrap();
     while !matches!(server.poll_output(0), server::Output::Timeout(_)) {}
@@ -413,7 +413,7 @@ fn gateway_approval_flow() {
     let request = ask(&mut tools, 0, &remote("c1", "make deploy"));
 
     // The executor side: a running job asks its Commander under the same approval id.
-    let mut gw = Gateway::new(gateway::Config::new(Token::new("s3cret")), 0, 7).unwrap();
+    let mut gw = Gateway::new(gateway::Config::new(Token::new("s3cret")), 0, [7; 32]).unwrap();
     let create = br#"{"v":"1.0","id":"r1","type":"request","ts":"2026-02-18T12:00:00Z","op":"jobs.create","auth":{"token":"s3cret"},"payload":{"job":{"jobId":"j1","repo":"org/repo","policy":{"requireApprovals":true}}}}"#;
     gw.handle_message(0, gateway::ConnId(1), create).unwrap();
     let start = br#"{"v":"1.0","id":"r2","type":"request","ts":"2026-02-18T12:00:00Z","op":"jobs.start","auth":{"token":"s3cret"},"payload":{"jobId":"j1"}}"#;

@@ -41,7 +41,7 @@ fuzz_target!(|data: &[u8]| {
     config.max_queued_outputs = 64;
     config.max_subscriptions = 4;
     config.max_approvals_per_job = 3;
-    let mut gw = Gateway::new(config, 0, 1).unwrap();
+    let mut gw = Gateway::new(config, 0, [1; 32]).unwrap();
     let mut now = 0u64;
     let jobs = ["a", "b", "c", "d", "e"];
     for (n, line) in data.split(|&b| b == b'\n').enumerate() {

@@ -59,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
         max_pairing_attempts: 3,
         ..server::Config::default()
     };
-    let mut desk = Server::new(server_config.clone(), 1);
+    let mut desk = Server::new(server_config.clone(), [1; 32]);
     desk.add_token("tok");
     desk.start_pairing(0);
     desk.open(0, ConnId(1), Some("tok")).unwrap();

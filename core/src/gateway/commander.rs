@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn commander_drives_the_gateway_engine() {
-        let mut gateway = Gateway::new(Config::new(Token::new("s3cret")), 0, 7).unwrap();
+        let mut gateway = Gateway::new(Config::new(Token::new("s3cret")), 0, [7; 32]).unwrap();
         let mut commander = Peer::new(
             GatewayCommander::new(Token::new("s3cret"), EPOCH),
             PeerConfig {
@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn a_wrong_token_is_refused_and_never_logged() {
-        let mut gateway = Gateway::new(Config::new(Token::new("s3cret")), 0, 7).unwrap();
+        let mut gateway = Gateway::new(Config::new(Token::new("s3cret")), 0, [7; 32]).unwrap();
         let dialect = GatewayCommander::new(Token::new("wrong-token"), EPOCH);
         assert!(!format!("{dialect:?}").contains("wrong-token"));
         let mut commander = Peer::new(dialect, PeerConfig::default(), 3);

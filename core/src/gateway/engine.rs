@@ -16,6 +16,7 @@ use super::ops::{
 };
 use super::secret::Token;
 use super::{Config, Event, IDLE_WAIT_MS, Output};
+use crate::entropy::{Entropy, SecretRng};
 
 /// A connection, named by the host (a WebSocket, or one HTTP request of the fallback). JSON:
 /// the number.
@@ -119,7 +120,7 @@ pub struct Artifacts {
 /// The answer to [`Gateway::request_approval`]. JSON: `{"approval_id", "status"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalTicket {
-    /// The approval's id (the host's, or `appr_` and 26 base32 characters from the seed).
+    /// The approval's id (the host's, or `appr_` and 26 base32 characters from the engine's entropy).
     pub approval_id: String,
     /// `Pending` (wait for [`Event::ApprovalDecided`]), or `Approved` at once when the job's
     /// policy has `requireApprovals: false`.
@@ -187,35 +188,12 @@ pub(super) struct Job {
     pub(super) event_seq: u64,
 }
 
-/// SplitMix64: approval ids without a random source, fixed by the seed.
-#[derive(Debug, Clone)]
-struct Ids(u64);
-
-impl Ids {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// `appr_` + 26 Crockford base32 characters (ULID-sized, like the spec's `appr_01J...`).
-    fn approval_id(&mut self) -> String {
-        const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-        let mut id = String::from("appr_");
-        let (mut bits, mut left) = (0u64, 0);
-        for _ in 0..26 {
-            if left < 5 {
-                bits = self.next_u64();
-                left = 64;
-            }
-            id.push(char::from(CROCKFORD[(bits & 31) as usize]));
-            bits >>= 5;
-            left -= 5;
-        }
-        id
-    }
+/// `appr_` + 26 Crockford base32 characters (130 bits, ULID-sized like the spec's
+/// `appr_01J...`) from the engine's secrets: an approval id names the dangerous step a decision
+/// applies to, so one id seen must not tell the next.
+fn new_approval_id(secrets: &mut SecretRng) -> String {
+    const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    format!("appr_{}", secrets.chars(CROCKFORD, 26))
 }
 
 /// The gateway: a sans-IO server for the gateway protocol. See the [module docs](super) for the
@@ -237,7 +215,7 @@ pub struct Gateway {
     subscriptions: BTreeMap<String, Vec<(ConnId, String)>>,
     pub(super) subscription_count: usize,
     outputs: VecDeque<Output>,
-    ids: Ids,
+    secrets: SecretRng,
     stats: Stats,
 }
 
@@ -261,9 +239,10 @@ fn check_tokens(tokens: &[Token]) -> Result<(), LocalError> {
 }
 
 impl Gateway {
-    /// An engine started at `now_ms` (the origin of `gateway.ping`'s `uptimeSec`); `seed` fixes
-    /// the generated approval ids. Fails when no usable token is configured.
-    pub fn new(config: Config, now_ms: u64, seed: u64) -> Result<Self, LocalError> {
+    /// An engine started at `now_ms` (the origin of `gateway.ping`'s `uptimeSec`). `entropy`
+    /// (32 bytes from the OS's random source, e.g. `getrandom::fill`) fixes the generated
+    /// approval ids. Fails when no usable token is configured.
+    pub fn new(config: Config, now_ms: u64, entropy: Entropy) -> Result<Self, LocalError> {
         check_tokens(&config.tokens)?;
         Ok(Gateway {
             config,
@@ -277,7 +256,7 @@ impl Gateway {
             subscriptions: BTreeMap::new(),
             subscription_count: 0,
             outputs: VecDeque::new(),
-            ids: Ids(seed),
+            secrets: SecretRng::new(entropy),
             stats: Stats::default(),
         })
     }
@@ -968,7 +947,7 @@ impl Gateway {
     /// false` in the job's policy the step is approved at once (recorded, reason `policy`);
     /// otherwise it is `Pending` until the Commander decides ([`Event::ApprovalDecided`]). A
     /// pending approval expires when the job leaves `RUNNING`. `approval_id` is the host's id,
-    /// or `None` for one from the seeded generator.
+    /// or `None` for an unguessable one from the engine's entropy.
     pub fn request_approval(
         &mut self,
         job_id: &str,
@@ -1007,7 +986,7 @@ impl Gateway {
                 id.to_owned()
             }
             None => loop {
-                let id = self.ids.approval_id();
+                let id = new_approval_id(&mut self.secrets);
                 if !self.approval_index.contains_key(&id) {
                     break id;
                 }

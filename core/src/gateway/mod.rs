@@ -20,7 +20,9 @@
 //! ```
 //! use deskwire::gateway::{Config, ConnId, Event, Gateway, JobState, Output, Timestamp, Token};
 //!
-//! let mut gw = Gateway::new(Config::new(Token::new("s3cret")), 0, 7).unwrap();
+//! let mut entropy = [0u8; 32];
+//! getrandom::fill(&mut entropy).expect("the OS random source"); // approval ids are secrets
+//! let mut gw = Gateway::new(Config::new(Token::new("s3cret")), 0, entropy).unwrap();
 //! let conn = ConnId(1);
 //! let msg = br#"{"v":"1.0","id":"r1","type":"request","ts":"2026-02-18T12:00:00Z",
 //!   "op":"jobs.create","auth":{"token":"s3cret"},"payload":{"job":{"jobId":"j1","repo":"org/repo"}}}"#;

@@ -9,6 +9,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
+use subtle::ConstantTimeEq;
 
 /// What a scrubbed secret is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
@@ -29,8 +30,7 @@ impl Token {
         &self.0
     }
 
-    /// Whether `presented` equals this token, in time that depends only on `presented`'s length
-    /// (see [`constant_time_eq`]).
+    /// Whether `presented` equals this token, in constant time (see [`constant_time_eq`]).
     pub fn matches(&self, presented: &str) -> bool {
         constant_time_eq(presented.as_bytes(), self.0.as_bytes())
     }
@@ -60,29 +60,11 @@ impl<'de> Deserialize<'de> for Token {
     }
 }
 
-/// Compares a presented secret with the expected one without data-dependent branches.
-///
-/// Every byte of `presented` is visited once, XOR-ed with the expected byte at the same index
-/// (the expected secret repeated, so an index past its end costs the same), and the differences
-/// are OR-ed together with the length difference; the result is read only at the end. The time
-/// therefore depends on `presented.len()` (which the sender already knows) and on nothing
-/// secret: neither where the first difference is nor the expected length. An empty `expected`
-/// never matches. `black_box` keeps the optimiser from turning the fold into an early exit.
+/// Compares a presented secret with the expected one in constant time (the `subtle` crate):
+/// the time depends on the lengths only (tokens and codes have public, fixed lengths), never on
+/// where the first difference is. An empty `expected` never matches.
 pub fn constant_time_eq(presented: &[u8], expected: &[u8]) -> bool {
-    if expected.is_empty() {
-        return false;
-    }
-    let mut diff: u8 = 0;
-    let mut j = 0usize;
-    for &byte in presented {
-        diff |= byte ^ expected[j];
-        // Wrap without a data-dependent branch on the secret: `j` only depends on lengths.
-        j += 1;
-        j *= usize::from(j < expected.len());
-    }
-    let len_diff = (presented.len() ^ expected.len()) as u64;
-    let len_bits = (len_diff | len_diff.wrapping_neg()) >> 63;
-    std::hint::black_box(u64::from(diff) | len_bits) == 0
+    !expected.is_empty() && bool::from(presented.ct_eq(expected))
 }
 
 /// Whether a JSON key names something secret (case-insensitive: `token`, `secret`,

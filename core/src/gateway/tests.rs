@@ -15,7 +15,7 @@ const TOKEN: &str = "tok-3f9a1c-SECRET";
 const C: ConnId = ConnId(1);
 
 fn gateway() -> Gateway {
-    Gateway::new(Config::new(Token::new(TOKEN)), 0, 1).unwrap()
+    Gateway::new(Config::new(Token::new(TOKEN)), 0, [1; 32]).unwrap()
 }
 
 fn request(id: &str, op: &str, payload: Value) -> Vec<u8> {
@@ -346,7 +346,7 @@ fn wrong_or_missing_token_is_refused() {
         "E_UNAUTHORIZED"
     );
     assert_eq!(gw.set_tokens(vec![]), Err(LocalError::NoToken));
-    assert!(Gateway::new(Config::new(Token::new("")), 0, 0).is_err());
+    assert!(Gateway::new(Config::new(Token::new("")), 0, [0; 32]).is_err());
 }
 
 #[test]
@@ -395,7 +395,7 @@ fn bad_messages_are_answered_or_ignored_never_fatal() {
 
 #[test]
 fn ping_reports_version_and_uptime() {
-    let mut gw = Gateway::new(Config::new(Token::new(TOKEN)), 5_000, 1).unwrap();
+    let mut gw = Gateway::new(Config::new(Token::new(TOKEN)), 5_000, [1; 32]).unwrap();
     let r = call(&mut gw, 1_239_999, "gateway.ping", json!({"echo": "hello"})).unwrap();
     assert_eq!(
         r,
@@ -1033,7 +1033,7 @@ proptest! {
 #[test]
 fn generated_approval_ids_are_fixed_by_the_seed() {
     let ids = |seed| {
-        let mut gw = Gateway::new(Config::new(Token::new(TOKEN)), 0, seed).unwrap();
+        let mut gw = Gateway::new(Config::new(Token::new(TOKEN)), 0, [seed; 32]).unwrap();
         call(&mut gw, 0, "jobs.create", job("j")).unwrap();
         call(&mut gw, 0, "jobs.start", json!({"jobId": "j"})).unwrap();
         (0..5)

@@ -18,9 +18,11 @@
 //!   connection that does not pair within `auth_timeout_ms` is closed.
 //! - On every new session the server sends the current state, then every permission request
 //!   still waiting (so a phone that dropped and came back can still answer it).
-//! - Tokens are 256 bits from the seeded generator, hex-encoded. The generator is SplitMix64
-//!   (deterministic for tests), so the tokens are only as unguessable as the seed: seed it
-//!   from the operating system's random source in production.
+//! - Pairing codes and tokens (256 bits, hex-encoded) are secrets: they come from the 32 bytes
+//!   of entropy given to [`Server::new`], expanded with ChaCha20 ([`crate::entropy`]), so give
+//!   it bytes from the operating system's random source. Permission ids are not secret: they
+//!   come from a generator seeded from that source too, and say nothing about the secrets.
+//!   Presented codes and tokens are compared in constant time.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fmt;
@@ -30,6 +32,7 @@ use super::message::{
     TaskUpdate,
 };
 use super::{IDLE_WAIT_MS, LocalError};
+use crate::entropy::{Entropy, SecretRng};
 use crate::gateway::secret::constant_time_eq;
 use crate::ids::IdGenerator;
 
@@ -343,6 +346,9 @@ struct Pending {
 #[derive(Debug)]
 pub struct Server {
     config: Config,
+    /// Pairing codes and tokens.
+    secrets: SecretRng,
+    /// Permission ids (not secret).
     ids: IdGenerator,
     agent: AgentState,
     tokens: VecDeque<String>,
@@ -358,12 +364,16 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server with `config`; `seed` fixes pairing codes, tokens and permission ids (seed it
-    /// from the OS's random source in production).
-    pub fn new(config: Config, seed: u64) -> Self {
+    /// A server with `config`. `entropy` (32 bytes from the OS's random source, e.g.
+    /// `getrandom::fill`) fixes its pairing codes, tokens and permission ids: the same bytes
+    /// replay the same secrets, so never derive them from a clock or a counter.
+    pub fn new(config: Config, entropy: Entropy) -> Self {
+        let mut secrets = SecretRng::new(entropy);
+        let ids = IdGenerator::new(secrets.next_u64());
         Server {
             config,
-            ids: IdGenerator::new(seed),
+            secrets,
+            ids,
             agent: AgentState::Idle,
             tokens: VecDeque::new(),
             pairing: None,
@@ -433,7 +443,7 @@ impl Server {
 
     /// Shows a new six-digit pairing code (replacing any earlier one and its attempt count).
     pub fn start_pairing(&mut self, now: u64) -> String {
-        let code = format!("{:06}", self.ids.next_u64() % 1_000_000);
+        let code = self.secrets.digits(6);
         self.pairing = Some(Pairing {
             code: code.clone(),
             expires_at: now.saturating_add(self.config.pairing_code_ttl_ms),
@@ -655,9 +665,7 @@ impl Server {
 
     fn new_token(&mut self) -> String {
         loop {
-            let token: String = (0..4)
-                .map(|_| format!("{:016x}", self.ids.next_u64()))
-                .collect();
+            let token = self.secrets.hex_token(32);
             if self.token_index(&token).is_none() {
                 return token;
             }
@@ -866,8 +874,8 @@ mod tests {
 
     #[test]
     fn codes_are_six_digits_and_deterministic() {
-        let mut a = Server::new(Config::default(), 9);
-        let mut b = Server::new(Config::default(), 9);
+        let mut a = Server::new(Config::default(), [9; 32]);
+        let mut b = Server::new(Config::default(), [9; 32]);
         for _ in 0..50 {
             let code = a.start_pairing(0);
             assert!(crate::mobile::is_valid_code(&code), "{code}");
@@ -877,7 +885,7 @@ mod tests {
 
     #[test]
     fn pairing_then_token() {
-        let mut s = Server::new(Config::default(), 1);
+        let mut s = Server::new(Config::default(), [1; 32]);
         let code = s.start_pairing(0);
         assert_eq!(s.open(0, ConnId(1), None), Ok(Admission::AwaitingPairing));
         s.handle_text(
@@ -912,7 +920,7 @@ mod tests {
 
     #[test]
     fn unpaired_connections_control_nothing_and_time_out() {
-        let mut s = Server::new(Config::default(), 1);
+        let mut s = Server::new(Config::default(), [1; 32]);
         s.open(0, ConnId(1), None).unwrap();
         s.handle_text(
             1,
@@ -938,7 +946,7 @@ mod tests {
                 max_connections: 1,
                 ..Config::default()
             },
-            1,
+            [1; 32],
         );
         assert_eq!(s.open(0, ConnId(1), None), Ok(Admission::AwaitingPairing));
         assert_eq!(
@@ -973,7 +981,7 @@ mod tests {
                 max_tokens: 2,
                 ..Config::default()
             },
-            1,
+            [1; 32],
         );
         for t in ["a", "b", "c"] {
             s.add_token(t);

@@ -129,7 +129,7 @@ impl Client {
 
     /// Takes one line the IRC connection received (with or without CRLF).
     pub fn handle_line(&mut self, now: u64, line: &[u8]) {
-        let Some((sender, frame)) = self.link.accept(line) else {
+        let Some((sender, frame)) = self.link.accept(now, line) else {
             return;
         };
         if !matches!(frame.kind, FrameType::Res | FrameType::Err)

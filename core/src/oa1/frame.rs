@@ -95,12 +95,22 @@ impl<'a> Frame<'a, [u8]> {
     /// end at a single space (this took a sixth of the decode time as `split`/`parse` calls).
     #[inline]
     pub fn parse_bytes(bytes: &'a [u8]) -> Option<Self> {
-        let rest = bytes.strip_prefix(b"OA1 ")?;
+        if !bytes.starts_with(b"OA1 ") {
+            return None;
+        }
+        Frame::parse_fields(bytes, 4)
+    }
+
+    /// Parses `TYPE REQ_ID SEQ MORE[ PAYLOAD]` starting at `bytes[start]` (after the marker
+    /// word: `OA1 ` here, `OA1A <TS> <TAG> ` for authenticated frames).
+    #[inline]
+    pub(crate) fn parse_fields(bytes: &'a [u8], start: usize) -> Option<Self> {
+        let rest = bytes.get(start..)?;
         let (kind, mut pos) = match rest.get(..4)? {
-            b"REQ " => (FrameType::Req, 8),
-            b"RES " => (FrameType::Res, 8),
-            b"ERR " => (FrameType::Err, 8),
-            _ if rest.starts_with(b"CANCEL ") => (FrameType::Cancel, 11),
+            b"REQ " => (FrameType::Req, start + 4),
+            b"RES " => (FrameType::Res, start + 4),
+            b"ERR " => (FrameType::Err, start + 4),
+            _ if rest.starts_with(b"CANCEL ") => (FrameType::Cancel, start + 7),
             _ => return None,
         };
         // The id ends at the next space. Finding it a word at a time and then checking its

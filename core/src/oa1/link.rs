@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use super::auth::{self, Authenticator, Refusal};
 use super::chunk::{self, MIN_PAYLOAD_BUDGET};
 use super::frame::{Frame, FrameType};
 use super::pacing::TokenBucket;
@@ -23,6 +24,8 @@ pub(crate) struct Link {
     pub(crate) identity: Identity,
     pub(crate) stats: Stats,
     pub(crate) events: VecDeque<Event>,
+    /// With a shared secret: seals what goes out, checks what comes in.
+    auth: Option<Authenticator>,
     pacer: TokenBucket,
     outbox: VecDeque<Queued>,
     outbox_bytes: usize,
@@ -37,6 +40,10 @@ impl Link {
     pub(crate) fn new(config: Config) -> Self {
         Link {
             identity: Identity::new(&config.nick),
+            auth: config
+                .auth
+                .clone()
+                .map(|a| Authenticator::new(a, &config.channel)),
             pacer: TokenBucket::new(config.pacing),
             config,
             stats: Stats::default(),
@@ -54,7 +61,15 @@ impl Link {
     ///
     /// The frame's payload is not checked for UTF-8 here: the engines check each reassembled
     /// message once, which costs a fifth of checking every line.
-    pub(crate) fn accept<'a>(&mut self, line: &'a [u8]) -> Option<(&'a str, Frame<'a, [u8]>)> {
+    ///
+    /// With a shared secret, only authenticated frames whose tag, age and freshness check out
+    /// are returned (see [`super::auth`]); everything else is counted and dropped here, before
+    /// reassembly.
+    pub(crate) fn accept<'a>(
+        &mut self,
+        now: u64,
+        line: &'a [u8],
+    ) -> Option<(&'a str, Frame<'a, [u8]>)> {
         self.stats.lines_in += 1;
         self.last_was_relayed = false;
         if line.len() > self.config.max_line_bytes {
@@ -90,7 +105,12 @@ impl Link {
             }
         };
         let casemap = self.identity.casemapping();
-        if mine || !text.starts_with(b"OA1 ") || !casemap.eq(target, &self.config.channel) {
+        if mine || !text.starts_with(b"OA1") || !casemap.eq(target, &self.config.channel) {
+            self.stats.ignored += 1;
+            return None;
+        }
+        let authenticated = text.starts_with(b"OA1A ");
+        if !authenticated && !text.starts_with(b"OA1 ") {
             self.stats.ignored += 1;
             return None;
         }
@@ -101,7 +121,33 @@ impl Link {
             self.stats.ignored += 1;
             return None;
         }
-        match Frame::parse_bytes(text) {
+        let parsed = match (&mut self.auth, authenticated) {
+            (None, false) => Frame::parse_bytes(text),
+            (Some(auth), true) => match auth.open(now, text) {
+                Ok(inner) => Frame::parse_fields(text, text.len() - inner.len()),
+                Err(refusal) => {
+                    self.stats.ignored += 1;
+                    match refusal {
+                        Refusal::Malformed => self.stats.malformed_frames += 1,
+                        Refusal::Forged => self.stats.forged += 1,
+                        Refusal::Expired => self.stats.expired += 1,
+                        Refusal::Replayed => self.stats.replayed += 1,
+                    }
+                    return None;
+                }
+            },
+            (Some(_), false) => {
+                self.stats.unauthenticated += 1;
+                self.stats.ignored += 1;
+                return None;
+            }
+            (None, true) => {
+                self.stats.auth_unexpected += 1;
+                self.stats.ignored += 1;
+                return None;
+            }
+        };
+        match parsed {
             Some(frame) => {
                 self.stats.frames_in += 1;
                 Some((sender, frame))
@@ -116,7 +162,10 @@ impl Link {
 
     /// Escaped payload bytes that fit in frame `seq` of a `kind` stream for `id`.
     pub(crate) fn payload_budget(&self, kind: FrameType, id: &str, seq: u32) -> usize {
-        let text_budget = self.identity.privmsg_text_budget(&self.config.channel);
+        let mut text_budget = self.identity.privmsg_text_budget(&self.config.channel);
+        if self.auth.is_some() {
+            text_budget = text_budget.saturating_sub(auth::OVERHEAD);
+        }
         let fits = text_budget.saturating_sub(Frame::header_len(kind, id, seq, false));
         if self.config.adaptive_payload {
             fits
@@ -220,7 +269,20 @@ impl Link {
         let queued = self.outbox.pop_front()?;
         self.outbox_bytes -= queued.line.len();
         self.count_frame_out(queued.payload_len);
-        Some(queued.line)
+        Some(self.seal(now, queued.line))
+    }
+
+    /// The line as it goes out at `now`: unchanged, or with the frame authenticated (sealed
+    /// when sent, not when queued, so a frame held back by pacing is not older than it looks).
+    pub(crate) fn seal(&mut self, now: u64, line: String) -> String {
+        let Some(auth) = &mut self.auth else {
+            return line;
+        };
+        let text_start = "PRIVMSG ".len() + self.config.channel.len() + " :".len();
+        let mut sealed = String::with_capacity(line.len() + auth::OVERHEAD);
+        sealed.push_str(&line[..text_start]);
+        sealed.push_str(&auth.seal(now, &line[text_start..]));
+        sealed
     }
 
     pub(crate) fn count_frame_out(&mut self, payload_len: usize) {

@@ -10,12 +10,21 @@
 //! frames meant for them and learn our prefix from the rest), and give back lines to write, events
 //! and the next deadline through `poll_output`. Lines go out paced by a token bucket.
 //!
+//! Hosts that read and write an IRC socket themselves use the per-connection engines instead,
+//! [`Desk`] and [`Remote`] (module [`connection`]): they own the IRC session too, take raw socket
+//! bytes, and hold requests until the channel (and the peer) are there. The host loop is in the
+//! [`connection`] docs.
+//!
+//! Beyond the v40 spec, both are optional and off by default: [`auth`] authenticates every frame
+//! with a shared secret (HMAC-SHA256, replay window).
+//!
 //! The building blocks are public too: [`escape`], [`frame`], [`chunk`], [`reassembly`] and
 //! [`pacing`]; [`remote_bash`] holds the `RemoteBash` tool contract.
 //!
 //! `tests/vectors/oa1.json` holds the conformance cases every binding runs: escaping, frames,
 //! chunking, `ERR` payloads, and scripted client and server exchanges on a virtual clock.
 
+pub mod auth;
 pub mod chunk;
 mod client;
 pub mod connection;
@@ -31,6 +40,7 @@ mod server;
 use serde::{Deserialize, Serialize};
 
 pub use crate::ids::IdGenerator;
+pub use auth::AuthConfig;
 pub use client::Client;
 pub use connection::{
     ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState, ConnectionStats, Desk,
@@ -80,6 +90,9 @@ pub struct Config {
     pub finished_memory: usize,
     /// Server: how long streamed output smaller than a frame may wait for more before it is sent.
     pub flush_delay_ms: u64,
+    /// A shared secret: frames are authenticated both ways (see [`auth`]). `None` (the default)
+    /// keeps the v40 wire format.
+    pub auth: Option<AuthConfig>,
 }
 
 impl Config {
@@ -99,6 +112,7 @@ impl Config {
             max_line_bytes: 512 + 8191,
             finished_memory: 1024,
             flush_delay_ms: 20,
+            auth: None,
         }
     }
 }
@@ -121,6 +135,8 @@ struct ConfigJson {
     max_line_bytes: Option<usize>,
     finished_memory: Option<usize>,
     flush_delay_ms: Option<u64>,
+    #[serde(default)]
+    auth: Option<AuthConfig>,
 }
 
 impl From<ConfigJson> for Config {
@@ -140,6 +156,7 @@ impl From<ConfigJson> for Config {
             max_line_bytes: json.max_line_bytes.unwrap_or(d.max_line_bytes),
             finished_memory: json.finished_memory.unwrap_or(d.finished_memory),
             flush_delay_ms: json.flush_delay_ms.unwrap_or(d.flush_delay_ms),
+            auth: json.auth,
             ..d
         }
     }
@@ -408,4 +425,15 @@ pub struct Stats {
     pub cancels: u64,
     /// Bytes held right now in reassembly and outgoing queues.
     pub bytes_buffered: u64,
+    /// With a secret: plain `OA1` frames, dropped (a subset of `ignored`).
+    pub unauthenticated: u64,
+    /// Without a secret: `OA1A` frames, dropped (a subset of `ignored`).
+    pub auth_unexpected: u64,
+    /// Authenticated frames whose tag did not match: forged, altered, another channel or key
+    /// (a subset of `ignored`).
+    pub forged: u64,
+    /// Authenticated frames outside the clock window (a subset of `ignored`).
+    pub expired: u64,
+    /// Authenticated frames seen before (a subset of `ignored`).
+    pub replayed: u64,
 }

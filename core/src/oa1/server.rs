@@ -82,7 +82,7 @@ impl Server {
 
     /// Takes one line the IRC connection received (with or without CRLF).
     pub fn handle_line(&mut self, now: u64, line: &[u8]) {
-        let Some((sender, frame)) = self.link.accept(line) else {
+        let Some((sender, frame)) = self.link.accept(now, line) else {
             return;
         };
         match frame.kind {
@@ -282,6 +282,7 @@ impl Server {
             payload: &*payload,
         };
         let line = self.link.frame_line(&frame);
+        let line = self.link.seal(now, line);
         self.link.count_frame_out(payload.len());
         reply.sent = end;
         reply.next_seq = reply.next_seq.saturating_add(1);

@@ -474,9 +474,10 @@ async fn console(shared: Shared) {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    // Codes, tokens and permission ids come from this seed: take it from the OS.
-    let seed = getrandom::u64()?;
-    let mut server = Server::new(Config::default(), seed);
+    // Pairing codes and tokens are secrets: their entropy comes from the OS.
+    let mut entropy = [0u8; 32];
+    getrandom::fill(&mut entropy)?;
+    let mut server = Server::new(Config::default(), entropy);
     if let Some(path) = &args.tokens
         && let Ok(text) = std::fs::read_to_string(path)
     {
