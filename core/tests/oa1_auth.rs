@@ -50,7 +50,7 @@ impl Pair {
         (id, lines)
     }
 
-    fn to_remote(&mut self, now: u64, lines: &[String]) -> Vec<Event> {
+    fn deliver_to_remote(&mut self, now: u64, lines: &[String]) -> Vec<Event> {
         for line in lines {
             self.remote
                 .handle_line(now, relayed("desk", line).as_bytes());
@@ -58,7 +58,7 @@ impl Pair {
         drain(&mut || self.remote.poll_output(now)).1
     }
 
-    fn to_desk(&mut self, now: u64, lines: &[String]) -> Vec<Event> {
+    fn deliver_to_desk(&mut self, now: u64, lines: &[String]) -> Vec<Event> {
         for line in lines {
             self.desk
                 .handle_line(now, relayed("deskbot", line).as_bytes());
@@ -84,14 +84,14 @@ fn a_round_trip_with_authenticated_frames() {
     assert_eq!(lines.len(), 1);
     assert!(lines[0].starts_with("PRIVMSG #desk :OA1A "), "{}", lines[0]);
     assert!(lines[0].ends_with(&format!(" REQ {id} 1 0 uname -a")));
-    let events = pair.to_remote(100, &lines);
+    let events = pair.deliver_to_remote(100, &lines);
     assert_eq!(request_ids(&events), [id.as_str()]);
     let answer = "x".repeat(1000);
     pair.remote.respond(100, &id, &answer).unwrap();
     let (lines, _) = drain(&mut || pair.remote.poll_output(100));
     assert!(lines.len() > 4);
     assert!(lines.iter().all(|l| l.starts_with("PRIVMSG #desk :OA1A ")));
-    let events = pair.to_desk(200, &lines);
+    let events = pair.deliver_to_desk(200, &lines);
     assert_eq!(
         events,
         [Event::Response {
@@ -107,7 +107,7 @@ fn a_round_trip_with_authenticated_frames() {
 fn a_forged_chunk_cannot_take_the_place_of_the_real_one() {
     let mut pair = Pair::new(Some("s3cret"), Some("s3cret"));
     let (id, lines) = pair.ask(0, "cat notes");
-    pair.to_remote(10, &lines);
+    pair.deliver_to_remote(10, &lines);
     pair.remote.respond(10, &id, "the real answer").unwrap();
     let (real, _) = drain(&mut || pair.remote.poll_output(10));
     // An attacker who sees the channel (and even uses the remote's nick) forges the first
@@ -123,12 +123,12 @@ fn a_forged_chunk_cannot_take_the_place_of_the_real_one() {
         ),
         format!("PRIVMSG #desk :OA1 RES {id} 1 0 plain spoof"),
     ];
-    assert!(pair.to_desk(20, &forged).is_empty());
+    assert!(pair.deliver_to_desk(20, &forged).is_empty());
     let stats = pair.desk.stats();
     assert_eq!((stats.forged, stats.unauthenticated), (3, 1));
     assert_eq!(stats.duplicates, 0, "nothing forged reached reassembly");
     assert_eq!(
-        pair.to_desk(30, &real),
+        pair.deliver_to_desk(30, &real),
         [Event::Response {
             id,
             text: "the real answer".into(),
@@ -141,14 +141,17 @@ fn a_forged_chunk_cannot_take_the_place_of_the_real_one() {
 fn a_replayed_request_never_runs_twice() {
     let mut pair = Pair::new(Some("s3cret"), Some("s3cret"));
     let (id, lines) = pair.ask(0, "deploy");
-    assert_eq!(request_ids(&pair.to_remote(10, &lines)), [id.as_str()]);
+    assert_eq!(
+        request_ids(&pair.deliver_to_remote(10, &lines)),
+        [id.as_str()]
+    );
     pair.remote.respond(10, &id, "done").unwrap();
     drain(&mut || pair.remote.poll_output(10));
     // Within the window the tag is remembered.
-    assert!(pair.to_remote(5_000, &lines).is_empty());
+    assert!(pair.deliver_to_remote(5_000, &lines).is_empty());
     assert_eq!(pair.remote.stats().replayed, 1);
     // After it, the timestamp is too old.
-    assert!(pair.to_remote(60_001, &lines).is_empty());
+    assert!(pair.deliver_to_remote(60_001, &lines).is_empty());
     assert_eq!(pair.remote.stats().expired, 1);
     // A replay into a fresh remote (which remembers nothing) is still too old.
     let mut fresh = Server::new(config("deskbot", "desk", Some("s3cret"), EPOCH));
@@ -164,7 +167,7 @@ fn a_secret_on_one_end_only_means_nothing_is_accepted() {
     // Desk with a secret, remote without: the remote ignores the authenticated frames.
     let mut pair = Pair::new(Some("s3cret"), None);
     let (_, lines) = pair.ask(0, "ls");
-    assert!(pair.to_remote(10, &lines).is_empty());
+    assert!(pair.deliver_to_remote(10, &lines).is_empty());
     let Stats {
         auth_unexpected,
         frames_in,
@@ -175,13 +178,13 @@ fn a_secret_on_one_end_only_means_nothing_is_accepted() {
     // Remote with a secret, desk without: the remote ignores the plain frames.
     let mut pair = Pair::new(None, Some("s3cret"));
     let (_, lines) = pair.ask(0, "ls");
-    assert!(pair.to_remote(10, &lines).is_empty());
+    assert!(pair.deliver_to_remote(10, &lines).is_empty());
     assert_eq!(pair.remote.stats().unauthenticated, 1);
 
     // Different secrets: forged, both ways.
     let mut pair = Pair::new(Some("one"), Some("two"));
     let (_, lines) = pair.ask(0, "ls");
-    assert!(pair.to_remote(10, &lines).is_empty());
+    assert!(pair.deliver_to_remote(10, &lines).is_empty());
     assert_eq!(pair.remote.stats().forged, 1);
 }
 
@@ -215,11 +218,11 @@ fn clock_skew_within_the_window_is_tolerated() {
 fn cancels_and_errors_are_authenticated_too() {
     let mut pair = Pair::new(Some("k"), Some("k"));
     let (id, lines) = pair.ask(0, "sleep 60");
-    pair.to_remote(1, &lines);
+    pair.deliver_to_remote(1, &lines);
     pair.desk.cancel(2, &id, "user").unwrap();
     let (cancel, _) = drain(&mut || pair.desk.poll_output(2));
     assert!(cancel[0].starts_with("PRIVMSG #desk :OA1A ") && cancel[0].contains(" CANCEL "));
-    let events = pair.to_remote(3, &cancel);
+    let events = pair.deliver_to_remote(3, &cancel);
     assert_eq!(
         events,
         [Event::Cancelled {
@@ -228,11 +231,11 @@ fn cancels_and_errors_are_authenticated_too() {
         }]
     );
     let (id, lines) = pair.ask(4, "false");
-    pair.to_remote(5, &lines);
+    pair.deliver_to_remote(5, &lines);
     pair.remote.fail(5, &id, "exit_status", "1").unwrap();
     let (err, _) = drain(&mut || pair.remote.poll_output(5));
     assert!(err[0].contains(" ERR "));
-    let events = pair.to_desk(6, &err);
+    let events = pair.deliver_to_desk(6, &err);
     assert!(
         matches!(&events[..], [Event::Failed { failure, .. }] if failure.code() == "exit_status")
     );
