@@ -12,6 +12,7 @@ mod errors;
 mod irc;
 mod jsonrpc;
 mod oa1;
+mod rexd;
 mod sim;
 mod slot;
 mod tools;
@@ -48,5 +49,6 @@ fn _deskwire(m: &Bound<'_, PyModule>) -> PyResult<()> {
     submodule(m, "sim", sim::register)?;
     submodule(m, "jsonrpc", jsonrpc::register)?;
     submodule(m, "tools", tools::register)?;
+    submodule(m, "rexd", rexd::register)?;
     Ok(())
 }

@@ -1,0 +1,791 @@
+"""asyncio drivers over the sans-IO engines: real sockets and processes, the same four steps.
+
+Each driver is a thin pump: bytes read → ``handle_bytes``; drain ``poll_output`` → write every
+``Transmit``, deliver every event; sleep until the deadline, new bytes, or a new command. No
+protocol rule lives here.
+
+- :class:`IrcDesk`: the desk end of OA1 on an IRC server (``await desk.remote_bash("ls")``).
+- :class:`IrcRemote`: the remote end, answering requests with an async handler whose output
+  streams as it comes.
+- :class:`RexdClient`: REXD over ``rexd --stdio``, started directly or through ``ssh``, with the
+  targets of ``rex`` (``"local"``, a name from ``~/.config/rex/targets.toml``, or
+  ``ssh://user@host``).
+
+Cancelling the task that awaits a request sends OA1 ``CANCEL`` (or REXD ``exec.kill``); a request
+that runs out of time raises :class:`deskwire.RequestTimeout`, a :class:`TimeoutError`::
+
+    import asyncio
+    from deskwire.aio import IrcDesk
+
+    async def main() -> None:
+        async with await IrcDesk.connect("127.0.0.1", 6667, nick="desk", channel="#desk",
+                                         remote_nick="deskbot") as desk:
+            print(await desk.remote_bash("uname -a", timeout=30))
+
+    asyncio.run(main())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import time
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Dict,
+    List,
+    Optional,
+    Sequence,
+    Union,
+)
+
+from . import irc, jsonrpc, oa1
+from ._deskwire import Timeout, Transmit
+from ._deskwire import rexd as _rexd
+from ._errors import ClosedError, LocalError, RemoteError, RequestTimeout
+
+__all__ = [
+    "now_ms",
+    "IrcDesk",
+    "IrcRemote",
+    "RexdClient",
+    "ExecOutput",
+    "ExecExit",
+    "Handler",
+]
+
+log = logging.getLogger("deskwire.aio")
+
+
+def now_ms() -> int:
+    """The clock every driver gives its engine: ``time.monotonic()`` in milliseconds."""
+    return int(time.monotonic() * 1000)
+
+
+class _Pump:
+    """Moves bytes between one engine and one asyncio stream until the stream ends."""
+
+    def __init__(
+        self,
+        engine: Any,
+        reader: asyncio.StreamReader,
+        writer: Any,
+        on_event: Callable[[Any], None],
+        on_end: Callable[[], None],
+    ) -> None:
+        self.engine = engine
+        self._reader = reader
+        self._writer = writer
+        self._on_event = on_event
+        self._on_end = on_end
+        self._wake = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def kick(self) -> None:
+        """A command changed the engine: drain it now and wait for its new deadline."""
+        self._wake.set()
+
+    def _drain(self) -> int:
+        while True:
+            out = self.engine.poll_output(now_ms())
+            if isinstance(out, Transmit):
+                self._writer.write(out.data)
+            elif isinstance(out, Timeout):
+                return int(out.at_ms)
+            else:
+                self._on_event(out)
+
+    async def _run(self) -> None:
+        read: Optional[asyncio.Future[bytes]] = None
+        try:
+            while True:
+                deadline = self._drain()
+                await self._writer.drain()
+                if read is None:
+                    read = asyncio.ensure_future(self._reader.read(64 * 1024))
+                wake = asyncio.ensure_future(self._wake.wait())
+                delay = max(0, deadline - now_ms()) / 1000
+                done, _ = await asyncio.wait(
+                    {read, wake}, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+                )
+                wake.cancel()
+                self._wake.clear()
+                if read in done:
+                    data = read.result()
+                    read = None
+                    if not data:
+                        eof = getattr(self.engine, "handle_eof", None)
+                        if eof is not None:
+                            eof(now_ms())
+                            self._drain()
+                        return
+                    self.engine.handle_bytes(now_ms(), data)
+                elif not done:
+                    self.engine.handle_timeout(now_ms())
+        except (ConnectionError, BrokenPipeError) as e:
+            log.debug("connection ended: %s", e)
+            eof = getattr(self.engine, "handle_eof", None)
+            if eof is not None and not self.engine.closed:
+                eof(now_ms())
+                with contextlib.suppress(Exception):
+                    self._drain()
+        finally:
+            if read is not None:
+                read.cancel()
+            self._on_end()
+
+
+def _failure(event: oa1.Failed) -> Exception:
+    if event.error == "timeout":
+        return RequestTimeout(event.error, event.message)
+    if event.error == "disconnected":
+        return ClosedError(event.error, event.message)
+    return RemoteError(event.error, event.message)
+
+
+class _IrcConnection:
+    """What the desk and the remote share: the socket, the pump, readiness and the end."""
+
+    def __init__(
+        self, engine: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        self._engine = engine
+        self._writer = writer
+        self._ready: asyncio.Future[None] = loop.create_future()
+        self._ended: asyncio.Future[None] = loop.create_future()
+        self.events: List[Any] = []
+        """IRC and link events seen so far (registration, joins, state changes), at most 256."""
+        self._pump = _Pump(engine, reader, writer, self._event, self._end)
+
+    def _event(self, event: Any) -> None:
+        if isinstance(event, oa1.StateChanged) and event.state == "ready":
+            if not self._ready.done():
+                self._ready.set_result(None)
+        if isinstance(event, irc.Disconnected) and not self._ready.done():
+            self._ready.set_exception(
+                ClosedError("disconnected", f"the IRC session ended: {event.reason!r}")
+            )
+        if len(self.events) < 256:
+            self.events.append(event)
+
+    def _end(self) -> None:
+        if not self._ready.done():
+            self._ready.set_exception(ClosedError("disconnected", "the IRC connection closed"))
+        if not self._ended.done():
+            self._ended.set_result(None)
+        with contextlib.suppress(Exception):
+            self._writer.close()
+
+    @property
+    def state(self) -> str:
+        """The engine's connection state (``"ready"`` when requests flow)."""
+        return str(self._engine.state)
+
+    def stats(self) -> Dict[str, Any]:
+        """The engine's counters: ``{"irc": {...}, "oa1": {...}}``."""
+        return dict(self._engine.stats())
+
+    async def wait_ready(self, timeout: Optional[float] = 30) -> None:
+        """Waits until registered, in the channel, and (with a configured peer) the peer is
+        there too."""
+        await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+
+    async def close(self, reason: str = "bye", timeout: float = 2.0) -> None:
+        """Leaves with ``QUIT`` and waits (at most ``timeout`` seconds) for the server to close."""
+        if not self._ended.done():
+            with contextlib.suppress(LocalError):
+                self._engine.quit(now_ms(), reason)
+            self._pump.kick()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._ended), timeout)
+        self._pump.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._pump.task
+        self._engine.close()
+
+    async def wait_closed(self) -> None:
+        """Waits until the connection ends."""
+        await asyncio.shield(self._ended)
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class IrcDesk(_IrcConnection):
+    """The desk end of OA1 on a real IRC server. Make one with :meth:`connect`."""
+
+    def __init__(
+        self, engine: oa1.Desk, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self._waiting: Dict[str, asyncio.Future[Union[oa1.Response, oa1.Failed]]] = {}
+        super().__init__(engine, reader, writer)
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int = 6667,
+        *,
+        nick: str = "desk",
+        channel: str = "#desk",
+        remote_nick: Optional[str] = "deskbot",
+        seed: Optional[int] = None,
+        ready_timeout: Optional[float] = 30,
+        **options: Any,
+    ) -> "IrcDesk":
+        """Connects, registers as ``nick`` and joins ``channel``; returns once requests can
+        flow (with ``remote_nick``, once that remote is in the channel: answers are accepted
+        from it only). ``options`` are :class:`deskwire.oa1.Desk`'s (``oa1={...}``,
+        ``session={...}``)."""
+        oa1_options = dict(options.pop("oa1", {}) or {})
+        if remote_nick is not None:
+            oa1_options.setdefault("allowed_sender", remote_nick)
+        engine = oa1.Desk(
+            nick,
+            channel,
+            seed=seed if seed is not None else time.time_ns() & 0xFFFFFFFF,
+            now_ms=now_ms(),
+            oa1=oa1_options,
+            **options,
+        )
+        reader, writer = await asyncio.open_connection(host, port)
+        desk = cls(engine, reader, writer)
+        try:
+            await desk.wait_ready(ready_timeout)
+        except BaseException:
+            await desk.close()
+            raise
+        return desk
+
+    def _event(self, event: Any) -> None:
+        if isinstance(event, (oa1.Response, oa1.Failed)):
+            future = self._waiting.pop(event.id, None)
+            if future is not None and not future.done():
+                future.set_result(event)
+            return
+        if isinstance(event, irc.Disconnected):
+            for future in self._waiting.values():
+                if not future.done():
+                    future.set_exception(ClosedError("disconnected", "the IRC session ended"))
+            self._waiting.clear()
+        super()._event(event)
+
+    def _end(self) -> None:
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(ClosedError("disconnected", "the IRC connection closed"))
+        self._waiting.clear()
+        super()._end()
+
+    async def request(self, payload: str, *, timeout: Optional[float] = None) -> str:
+        """Sends ``payload`` and returns the whole response text. Raises
+        :class:`deskwire.RequestTimeout` after ``timeout`` seconds (the remote is sent
+        ``CANCEL``), :class:`deskwire.RemoteError` for an ``ERR`` answer. Cancelling the
+        awaiting task sends ``CANCEL``."""
+        if self._ended.done():
+            raise ClosedError("closed", "the desk is closed")
+        timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
+        request_id = self._engine.request(now_ms(), payload, timeout_ms)
+        future: asyncio.Future[Union[oa1.Response, oa1.Failed]]
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        self._pump.kick()
+        try:
+            outcome = await future
+        except asyncio.CancelledError:
+            if self._waiting.pop(request_id, None) is not None:
+                with contextlib.suppress(LocalError):
+                    self._engine.cancel(now_ms(), request_id, "cancelled")
+                self._pump.kick()
+            raise
+        if isinstance(outcome, oa1.Failed):
+            raise _failure(outcome)
+        return outcome.text
+
+    async def remote_bash(self, command: str, timeout: Optional[float] = 30) -> str:
+        """Runs ``command`` through ``RemoteBash`` on the remote and returns its combined
+        output (the tool's text result)."""
+        return await self.request(command, timeout=timeout)
+
+
+Handler = Callable[[oa1.Request], Union[Awaitable[str], AsyncIterator[str]]]
+"""An :class:`IrcRemote` handler: an async function returning the whole answer, or an async
+generator yielding it piece by piece (each piece is sent as it comes)."""
+
+
+class IrcRemote(_IrcConnection):
+    """The remote end of OA1 on a real IRC server: every request runs ``handler`` as its own
+    task; ``CANCEL`` cancels that task. Make one with :meth:`connect`."""
+
+    def __init__(
+        self,
+        engine: oa1.Remote,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        handler: Handler,
+    ) -> None:
+        self._handler = handler
+        self._tasks: Dict[str, asyncio.Task[None]] = {}
+        self.cancelled: List[oa1.Cancelled] = []
+        """The cancellations received (bounded: the last 256)."""
+        super().__init__(engine, reader, writer)
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int = 6667,
+        handler: Optional[Handler] = None,
+        *,
+        nick: str = "deskbot",
+        channel: str = "#desk",
+        desk_nick: Optional[str] = "desk",
+        ready_timeout: Optional[float] = 30,
+        **options: Any,
+    ) -> "IrcRemote":
+        """Connects, registers as ``nick``, joins ``channel`` and serves requests (from
+        ``desk_nick`` only, unless ``None``) with ``handler``."""
+        if handler is None:
+            raise LocalError("invalid_value", "IrcRemote needs a handler")
+        oa1_options = dict(options.pop("oa1", {}) or {})
+        if desk_nick is not None:
+            oa1_options.setdefault("allowed_sender", desk_nick)
+        engine = oa1.Remote(nick, channel, now_ms=now_ms(), oa1=oa1_options, **options)
+        reader, writer = await asyncio.open_connection(host, port)
+        remote = cls(engine, reader, writer, handler)
+        try:
+            await remote.wait_ready(ready_timeout)
+        except BaseException:
+            await remote.close()
+            raise
+        return remote
+
+    def _event(self, event: Any) -> None:
+        if isinstance(event, oa1.Request):
+            task = asyncio.get_running_loop().create_task(self._serve(event))
+            self._tasks[event.id] = task
+            task.add_done_callback(lambda _t, i=event.id: self._tasks.pop(i, None))
+            return
+        if isinstance(event, oa1.Cancelled):
+            self.cancelled = (self.cancelled + [event])[-256:]
+            task = self._tasks.pop(event.id, None)
+            if task is not None:
+                task.cancel()
+            return
+        super()._event(event)
+
+    def _end(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        super()._end()
+
+    async def _serve(self, request: oa1.Request) -> None:
+        engine = self._engine
+        try:
+            result = self._handler(request)
+            if hasattr(result, "__aiter__"):
+                async for piece in result:  # type: ignore[union-attr]
+                    if piece:
+                        engine.send(now_ms(), request.id, piece)
+                        self._pump.kick()
+                engine.finish(now_ms(), request.id)
+            else:
+                text = await result  # type: ignore[misc]
+                engine.respond(now_ms(), request.id, text)
+        except asyncio.CancelledError:
+            return
+        except LocalError as e:
+            log.debug("request %s: %s", request.id, e)
+            return
+        except Exception as e:  # the handler's failure goes back as ERR
+            log.warning("request %s failed: %s", request.id, e)
+            with contextlib.suppress(LocalError):
+                engine.fail(now_ms(), request.id, "error", f"{type(e).__name__}: {e}")
+        self._pump.kick()
+
+    async def serve_forever(self) -> None:
+        """Serves until the connection ends."""
+        await self.wait_closed()
+
+
+class ExecOutput:
+    """A piece of a process's output."""
+
+    __slots__ = ("stream", "data", "seq")
+    __match_args__ = ("stream", "data")
+
+    def __init__(self, stream: str, data: bytes, seq: int) -> None:
+        self.stream = stream
+        """``"stdout"`` or ``"stderr"``."""
+        self.data = data
+        """The bytes."""
+        self.seq = seq
+        """The daemon's sequence number."""
+
+    def __repr__(self) -> str:
+        return f"ExecOutput(stream={self.stream!r}, data={self.data!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ExecOutput)
+            and (self.stream, self.data) == (other.stream, other.data)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class ExecExit:
+    """The process ended."""
+
+    __slots__ = ("exit_code", "signal", "timed_out", "duration_ms")
+    __match_args__ = ("exit_code", "signal")
+
+    def __init__(
+        self, exit_code: Optional[int], signal: Optional[str], timed_out: bool, duration_ms: int
+    ) -> None:
+        self.exit_code = exit_code
+        """The exit status, ``None`` when a signal ended it."""
+        self.signal = signal
+        """The signal's name, when one ended it."""
+        self.timed_out = timed_out
+        """Whether the daemon killed it at its timeout."""
+        self.duration_ms = duration_ms
+        """How long it ran."""
+
+    def __repr__(self) -> str:
+        return (
+            f"ExecExit(exit_code={self.exit_code!r}, signal={self.signal!r}, "
+            f"timed_out={self.timed_out!r}, duration_ms={self.duration_ms!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExecExit) and (
+            self.exit_code,
+            self.signal,
+            self.timed_out,
+        ) == (other.exit_code, other.signal, other.timed_out)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _decode(params: Dict[str, Any], key: str = "data") -> bytes:
+    data = params.get(key) or ""
+    if params.get("encoding") == "base64":
+        return base64.b64decode(data)
+    return str(data).encode("utf-8")
+
+
+class RexdClient:
+    """A REXD session over ``rexd --stdio`` (directly, or through ``ssh``). Make one with
+    :meth:`connect`; every call is a method of the REXD spec."""
+
+    def __init__(self, process: asyncio.subprocess.Process, peer: jsonrpc.Peer) -> None:
+        self._process = process
+        self._peer = peer
+        self._calls: Dict[Any, asyncio.Future[Any]] = {}
+        self._exec: Dict[str, asyncio.Queue[Any]] = {}
+        self._stderr = bytearray()
+        self._ended = False
+        self.session: Dict[str, Any] = {}
+        """The ``session.open`` result (``session_id``, ``capabilities``, ``limits``, ...)."""
+        assert process.stdout is not None and process.stdin is not None
+        self._pump = _Pump(peer, process.stdout, process.stdin, self._event, self._end)
+        self._stderr_task = asyncio.get_running_loop().create_task(self._read_stderr())
+
+    @classmethod
+    async def connect(
+        cls,
+        target: Optional[str] = "local",
+        *,
+        targets_file: Optional[str] = None,
+        rexd: Optional[str] = None,
+        rexd_args: Optional[Sequence[str]] = None,
+        client_name: str = "deskwire-python",
+        workspace_roots: Optional[Sequence[str]] = None,
+        timeout: float = 30,
+    ) -> "RexdClient":
+        """Starts the daemon for ``target`` as ``rex`` does (``"local"``, a name from the
+        targets file, an ``ssh://user@host[:port]`` URL, or ``None`` for the file's current
+        target) and opens a session. ``rexd`` overrides the daemon's path and ``rexd_args`` its
+        extra arguments (``["--root", "/srv/app"]``)."""
+        spec = _rexd.resolve_target(
+            target,
+            targets_file=targets_file,
+            rexd=rexd,
+            rexd_args=None if rexd_args is None else list(rexd_args),
+        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *spec["argv"],
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=bool(spec["local"]),
+            )
+        except FileNotFoundError as e:
+            raise LocalError("not_found", f"cannot start {spec['argv'][0]}: {e}") from e
+        peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
+        client = cls(process, peer)
+        params: Dict[str, Any] = {"client_name": client_name}
+        roots = list(workspace_roots) if workspace_roots is not None else spec["workspace_roots"]
+        if roots:
+            params["workspace_roots"] = roots
+        try:
+            client.session = await asyncio.wait_for(client.call("session.open", params), timeout)
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return str(self.session["session_id"])
+
+    async def _read_stderr(self) -> None:
+        assert self._process.stderr is not None
+        while True:
+            line = await self._process.stderr.readline()
+            if not line:
+                return
+            if len(self._stderr) < 64 * 1024:
+                self._stderr += line
+            log.debug("rexd: %s", line.decode("utf-8", "replace").rstrip())
+
+    def _event(self, event: Any) -> None:
+        if isinstance(event, (jsonrpc.Response, jsonrpc.Failed)):
+            future = self._calls.pop(event.id, None)
+            if future is not None and not future.done():
+                future.set_result(event)
+        elif isinstance(event, jsonrpc.Notification):
+            params = event.params if isinstance(event.params, dict) else {}
+            process_id = params.get("process_id")
+            if isinstance(process_id, str) and event.method.startswith("exec."):
+                # Output may come in the same read as exec.start's answer, before exec() has
+                # its queue: keep it for the process. (rexd bounds a process's output.)
+                self._exec.setdefault(process_id, asyncio.Queue()).put_nowait(event)
+        elif isinstance(event, jsonrpc.Malformed):
+            log.warning("rexd sent something unreadable: %s", event.reason)
+
+    def _end(self) -> None:
+        self._ended = True
+        reason = self._stderr.decode("utf-8", "replace").strip()[-2000:]
+        for future in self._calls.values():
+            if not future.done():
+                future.set_exception(
+                    ClosedError("disconnected", f"rexd ended{': ' + reason if reason else ''}")
+                )
+        self._calls.clear()
+        for queue in self._exec.values():
+            queue.put_nowait(None)
+
+    async def call(self, method: str, params: Optional[Dict[str, Any]] = None) -> Any:
+        """Calls a REXD method and returns its result. A REXD error raises
+        :class:`deskwire.RemoteError` whose ``code`` is the spec's name (``forbidden_path``, ...)
+        with ``number`` and ``data``; no answer in time raises :class:`deskwire.RequestTimeout`.
+        Cancelling the awaiting task stops waiting for the answer."""
+        if self._ended:
+            raise ClosedError("closed", "the REXD connection is closed")
+        call_id = self._peer.call(now_ms(), method, params)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._calls[call_id] = future
+        self._pump.kick()
+        try:
+            outcome = await future
+        except asyncio.CancelledError:
+            if self._calls.pop(call_id, None) is not None:
+                with contextlib.suppress(LocalError):
+                    self._peer.cancel(now_ms(), call_id)
+                self._pump.kick()
+            raise
+        if isinstance(outcome, jsonrpc.Failed):
+            if outcome.timed_out:
+                raise RequestTimeout("timeout", f"no answer to {method} in time")
+            remote = outcome.remote or {}
+            number = remote.get("code")
+            name = _rexd.error_name(number) if isinstance(number, int) else None
+            error = RemoteError(name or str(number), str(remote.get("message", "")))
+            error.number = number  # type: ignore[attr-defined]
+            error.data = remote.get("data")  # type: ignore[attr-defined]
+            raise error
+        return outcome.result
+
+    def _with_session(self, params: Dict[str, Any]) -> Dict[str, Any]:
+        return {"session_id": self.session_id, **{k: v for k, v in params.items() if v is not None}}
+
+    async def exec(
+        self,
+        argv: Union[Sequence[str], str],
+        *,
+        cwd: Optional[str] = None,
+        env: Optional[Dict[str, str]] = None,
+        stdin: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> AsyncIterator[Union[ExecOutput, ExecExit]]:
+        """Runs a process (an argv list, or a shell command string) and yields its output as it
+        comes, then its :class:`ExecExit`. Leaving the loop early or cancelling the consuming
+        task kills it (``exec.kill``); a daemon-side timeout raises
+        :class:`deskwire.RequestTimeout` after the output."""
+        program: Dict[str, Any]
+        if isinstance(argv, str):
+            program = {"command": argv, "shell": True}
+        else:
+            program = {"argv": list(argv)}
+        params = self._with_session(
+            {
+                **program,
+                "cwd": cwd,
+                "env": env,
+                "stdin": stdin,
+                "timeout_ms": None if timeout is None else max(1, int(timeout * 1000)),
+            }
+        )
+        started = await self.call("exec.start", params)
+        process_id = started["process_id"]
+        queue = self._exec.setdefault(process_id, asyncio.Queue())
+        exited = False
+        try:
+            while True:
+                event = await queue.get()
+                if event is None:
+                    raise ClosedError("disconnected", "the REXD connection closed")
+                method, body = event.method, event.params
+                if method in ("exec.stdout", "exec.stderr"):
+                    yield ExecOutput(method[5:], _decode(body), int(body.get("seq", 0)))
+                elif method == "exec.exit":
+                    exited = True
+                    done = ExecExit(
+                        body.get("exit_code"),
+                        body.get("signal"),
+                        bool(body.get("timed_out")),
+                        int(body.get("duration_ms") or 0),
+                    )
+                    if done.timed_out:
+                        raise RequestTimeout("timeout", f"{argv!r} ran past its timeout")
+                    yield done
+                    return
+                elif method == "exec.error":
+                    exited = True
+                    raise RemoteError("exec_error", str(body.get("message", "")))
+        finally:
+            self._exec.pop(process_id, None)
+            if not exited and not self._ended:
+                with contextlib.suppress(LocalError):
+                    self._peer.call(
+                        now_ms(),
+                        "exec.kill",
+                        self._with_session({"process_id": process_id, "signal": "KILL"}),
+                    )
+                self._pump.kick()
+
+    async def run(
+        self, argv: Union[Sequence[str], str], **options: Any
+    ) -> "tuple[int, bytes, bytes]":
+        """Runs a process to its end: ``(exit_code, stdout, stderr)`` (``-1`` for a signal)."""
+        out, err = bytearray(), bytearray()
+        code = -1
+        async for event in self.exec(argv, **options):
+            if isinstance(event, ExecOutput):
+                (out if event.stream == "stdout" else err).extend(event.data)
+            else:
+                code = event.exit_code if event.exit_code is not None else -1
+        return code, bytes(out), bytes(err)
+
+    async def read(self, path: str, *, offset: Optional[int] = None, length: Optional[int] = None) -> bytes:
+        """The bytes of a file (``fs.read``)."""
+        result = await self.call(
+            "fs.read",
+            self._with_session({"path": path, "offset": offset, "length": length, "encoding": "base64"}),
+        )
+        return _decode(result, "content")
+
+    async def write(
+        self,
+        path: str,
+        data: Union[bytes, str],
+        *,
+        mode: str = "replace",
+        atomic: bool = True,
+        mkdir_parents: Optional[bool] = None,
+    ) -> Dict[str, Any]:
+        """Writes a file (``fs.write``); returns the result (``bytes_written``, ``mtime``, ...)."""
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        return dict(
+            await self.call(
+                "fs.write",
+                self._with_session(
+                    {
+                        "path": path,
+                        "content": base64.b64encode(raw).decode("ascii"),
+                        "encoding": "base64",
+                        "mode": mode,
+                        "atomic": atomic,
+                        "mkdir_parents": mkdir_parents,
+                    }
+                ),
+            )
+        )
+
+    async def list(
+        self, path: str, *, recursive: bool = False, max_entries: Optional[int] = None
+    ) -> List[Dict[str, Any]]:
+        """The entries of a directory (``fs.list``)."""
+        result = await self.call(
+            "fs.list",
+            self._with_session({"path": path, "recursive": recursive, "max_entries": max_entries}),
+        )
+        return list(result["entries"])
+
+    async def stat(self, path: str) -> Dict[str, Any]:
+        """A file's metadata (``fs.stat``; ``exists`` is false for a missing path)."""
+        return dict(await self.call("fs.stat", self._with_session({"path": path})))
+
+    async def glob(
+        self, pattern: str, *, cwd: Optional[str] = None, max_matches: Optional[int] = None
+    ) -> List[str]:
+        """The paths matching ``pattern`` (``fs.glob``)."""
+        result = await self.call(
+            "fs.glob",
+            self._with_session({"pattern": pattern, "cwd": cwd, "max_matches": max_matches}),
+        )
+        return list(result["matches"])
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Closes the session and the daemon's stdin, and waits for it to exit (killing it after
+        ``timeout`` seconds)."""
+        if not self._ended and self.session:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    self.call("session.close", {"session_id": self.session_id}), timeout
+                )
+        if self._process.stdin is not None:
+            with contextlib.suppress(Exception):
+                self._process.stdin.close()
+        try:
+            await asyncio.wait_for(self._process.wait(), timeout)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
+            await self._process.wait()
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(self._pump.task, timeout)
+        self._stderr_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._stderr_task
+        self._peer.close()
+
+    async def __aenter__(self) -> "RexdClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+

@@ -1,0 +1,169 @@
+//! `deskwire.rexd`: REXD's typed messages (params, results, events checked and written back in
+//! canonical form) and `rex`'s targets (the same file, names and daemon command line).
+
+use std::path::PathBuf;
+
+use deskwire::rexd::{self as core, Method, RexdError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rexd::client::Targets;
+use rexd::client::targets::default_path;
+
+use crate::convert::{self, raw_of, to_py};
+use crate::errors::{self, Coded, Kind, raise};
+
+impl Coded for RexdError {
+    fn code(&self) -> &'static str {
+        match self {
+            RexdError::UnknownMethod(_) => "unknown_method",
+            RexdError::InvalidParams { .. } => "invalid_params",
+            RexdError::Parse(_) => "not_json",
+            _ => "invalid_message",
+        }
+    }
+    fn kind(&self) -> Kind {
+        Kind::Protocol
+    }
+}
+
+fn raw_value(
+    what: &str,
+    value: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Box<serde_json::value::RawValue>>> {
+    value
+        .filter(|v| !v.is_none())
+        .map(|v| raw_of(what, v).map(|r| r.as_raw().to_owned()))
+        .transpose()
+}
+
+/// The params of a request to `method`, checked against the method's type and written back in
+/// canonical form (a dict). Raises `ProtocolError` with code `unknown_method` or
+/// `invalid_params`.
+#[pyfunction]
+#[pyo3(signature = (method, params = None))]
+fn parse_params<'py>(
+    py: Python<'py>,
+    method: &str,
+    params: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let raw = raw_value("params", params)?;
+    let request = core::Request::parse(method, raw.as_deref()).map_err(raise)?;
+    convert::py_of_value(py, &request.params_value())
+}
+
+/// The result of a call of `method`, checked against the method's result type and written back
+/// in canonical form.
+#[pyfunction]
+fn parse_result<'py>(
+    py: Python<'py>,
+    method: &str,
+    result: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let method = Method::from_name(method)
+        .ok_or_else(|| raise(RexdError::UnknownMethod(method.to_owned())))?;
+    let raw = raw_of("result", result)?;
+    let response = core::Response::parse(method, raw.as_raw()).map_err(raise)?;
+    to_py(py, &response)
+}
+
+/// The params of an event notification (`exec.stdout`, `exec.stderr`, `exec.exit`,
+/// `exec.error`, `pty.output`, `pty.exit`), checked and written back in canonical form.
+#[pyfunction]
+#[pyo3(signature = (method, params = None))]
+fn parse_event<'py>(
+    py: Python<'py>,
+    method: &str,
+    params: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let raw = raw_value("params", params)?;
+    let event = core::Event::parse(method, raw.as_deref()).map_err(raise)?;
+    let value =
+        serde_json::to_value(&event).map_err(|e| errors::local("unserializable", e.to_string()))?;
+    convert::py_of_value(py, value.get("params").unwrap_or(&serde_json::Value::Null))
+}
+
+/// The spec's name of a REXD error code (`-32002` → `"forbidden_path"`), `None` for a number
+/// REXD does not define.
+#[pyfunction]
+fn error_name(code: i64) -> Option<&'static str> {
+    core::ErrorCode::from_code(code).map(core::ErrorCode::name)
+}
+
+/// The method names REXD serves (requests) and sends (events).
+#[pyfunction]
+fn methods() -> (Vec<&'static str>, Vec<&'static str>) {
+    let all = Method::ALL;
+    (
+        all.iter()
+            .filter(|m| !m.is_event())
+            .map(|m| m.as_str())
+            .collect(),
+        all.iter()
+            .filter(|m| m.is_event())
+            .map(|m| m.as_str())
+            .collect(),
+    )
+}
+
+/// Resolves a target as `rex` does: a name from the targets file (`targets_file`, else
+/// `$REX_TARGETS_FILE`, else `~/.config/rex/targets.toml`), `local`, or an `ssh://user@host[:port]`
+/// URL; `None` is the file's current target (or `$REX_TARGET`, or `local`). Returns
+/// `{"name", "url", "argv", "workspace_roots", "cwd", "local"}`: `argv` starts the daemon with
+/// its stdio as the connection (`rexd --stdio`, or `ssh -T -e none … rexd --stdio`). `rexd`
+/// overrides the daemon's path, `rexd_args` its extra arguments (e.g. `["--root", dir]`).
+#[pyfunction]
+#[pyo3(signature = (target = None, *, targets_file = None, rexd = None, rexd_args = None))]
+fn resolve_target<'py>(
+    py: Python<'py>,
+    target: Option<&str>,
+    targets_file: Option<PathBuf>,
+    rexd: Option<String>,
+    rexd_args: Option<Vec<String>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let file = default_path(targets_file.as_deref());
+    let targets = Targets::load(&file).map_err(|e| errors::local("targets_file", e.to_string()))?;
+    let env_target = std::env::var(rexd::client::targets::TARGET_ENV)
+        .ok()
+        .filter(|t| !t.is_empty());
+    let name = target
+        .map(str::to_owned)
+        .or(env_target)
+        .unwrap_or_else(|| targets.current_name().to_owned());
+    let mut spec = targets
+        .lookup(&name, &file)
+        .map_err(|e| errors::local("unknown_target", e.to_string()))?;
+    if rexd.is_some() {
+        spec.rexd = rexd;
+    }
+    if let Some(args) = rexd_args {
+        spec.rexd_args = args;
+    }
+    let local = matches!(
+        spec.endpoint()
+            .map_err(|e| errors::local("bad_target", e.to_string()))?,
+        rexd::client::Endpoint::Local
+    );
+    let command = spec
+        .command()
+        .map_err(|e| errors::local("bad_target", e.to_string()))?;
+    let mut argv = vec![command.get_program().to_string_lossy().into_owned()];
+    argv.extend(command.get_args().map(|a| a.to_string_lossy().into_owned()));
+    let dict = PyDict::new(py);
+    dict.set_item("name", &name)?;
+    dict.set_item("url", &spec.url)?;
+    dict.set_item("argv", argv)?;
+    dict.set_item("workspace_roots", &spec.workspace_roots)?;
+    dict.set_item("cwd", &spec.cwd)?;
+    dict.set_item("local", local)?;
+    Ok(dict)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parse_params, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_result, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_event, m)?)?;
+    m.add_function(wrap_pyfunction!(methods, m)?)?;
+    m.add_function(wrap_pyfunction!(error_name, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve_target, m)?)?;
+    Ok(())
+}

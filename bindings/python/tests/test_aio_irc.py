@@ -1,0 +1,134 @@
+"""deskwire.aio over a real ngircd: IrcDesk against ``rexd --irc`` (RemoteBash of 16 KiB and
+64 KiB byte for byte, cancellation, timeout) and IrcDesk against IrcRemote (streamed output,
+the remote's handler cancelled by CANCEL)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import AsyncIterator, Iterator, List
+
+import pytest
+
+import deskwire
+from deskwire import oa1
+from deskwire.aio import IrcDesk, IrcRemote
+
+from peers import Ngircd, RexdIrc
+
+# Pacing and penalties off for the data-heavy cases, as the Rust ngircd tests do: this is
+# about bytes arriving whole, not about flood protection.
+FAST = ["--adaptive", "--pacing-interval-ms", "0", "--pacing-burst", "1000000", "--timeout-sec", "60"]
+
+
+@pytest.fixture
+def server() -> Iterator[Ngircd]:
+    s = Ngircd(penalties=False)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def rexd_irc(server: Ngircd) -> Iterator[RexdIrc]:
+    r = RexdIrc(server.port, *FAST)
+    yield r
+    r.stop()
+
+
+def mixed_utf8(size: int) -> bytes:
+    """``size`` bytes of valid UTF-8 mixing ASCII, 2-, 3- and 4-byte sequences, tabs, newlines
+    and backslashes (what OA1 escapes)."""
+    piece = "line\tä\\n — €𝄞 ok\n".encode()
+    out = (piece * (size // len(piece) + 1))[:size]
+    while True:  # cut back to a whole character
+        try:
+            out.decode()
+            break
+        except UnicodeDecodeError:
+            out = out[:-1] + b"."
+    assert len(out) == size
+    return out
+
+
+@pytest.mark.parametrize("size", [16 * 1024, 64 * 1024])
+async def test_remote_bash_sizes_byte_for_byte(server: Ngircd, rexd_irc: RexdIrc, size: int) -> None:
+    data = mixed_utf8(size)
+    path = Path(rexd_irc.dir) / f"out-{size}.txt"
+    path.write_bytes(data)
+    async with await IrcDesk.connect("127.0.0.1", server.port, nick="desk", remote_nick="deskbot") as desk:
+        text = await desk.remote_bash(f"cat {path}", timeout=60)
+        assert text.encode() == data
+        assert desk.stats()["oa1"]["frames_in"] > size // 512
+
+
+async def test_cancel_sends_cancel(server: Ngircd, rexd_irc: RexdIrc) -> None:
+    async with await IrcDesk.connect("127.0.0.1", server.port) as desk:
+        task = asyncio.ensure_future(desk.remote_bash("sleep 30", timeout=60))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(250):
+            if "cancelled" in rexd_irc.text():
+                break
+            await asyncio.sleep(0.02)
+        assert "cancelled" in rexd_irc.text()
+        assert desk.stats()["oa1"]["cancels"] == 1
+        # The desk still works afterwards.
+        assert await desk.remote_bash("echo still here", timeout=30) == "still here\n"
+
+
+async def test_timeout_raises_timeout_error(server: Ngircd, rexd_irc: RexdIrc) -> None:
+    async with await IrcDesk.connect("127.0.0.1", server.port) as desk:
+        with pytest.raises(TimeoutError) as caught:
+            await desk.remote_bash("sleep 30", timeout=1)
+        assert isinstance(caught.value, deskwire.RequestTimeout)
+        assert caught.value.code == "timeout"
+
+
+async def test_remote_error_is_remote_error(server: Ngircd) -> None:
+    async def handler(request: oa1.Request) -> str:
+        raise ValueError(f"no {request.payload}")
+
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler, nick="deskbot")
+    async with remote, await IrcDesk.connect("127.0.0.1", server.port) as desk:
+        with pytest.raises(deskwire.RemoteError) as caught:
+            await desk.request("thing", timeout=10)
+        assert caught.value.code == "error"
+        assert "no thing" in caught.value.message
+
+
+async def test_irc_remote_streams_and_sees_cancel(server: Ngircd) -> None:
+    started = asyncio.Event()
+    stopped: List[str] = []
+
+    async def handler(request: oa1.Request) -> AsyncIterator[str]:
+        if request.payload == "forever":
+            started.set()
+            try:
+                while True:
+                    yield "tick\n"
+                    await asyncio.sleep(0.05)
+            finally:
+                stopped.append(request.id)
+        else:
+            for i in range(200):
+                yield f"{i}: {request.payload}\n"
+
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler, nick="deskbot",
+                                     oa1={"pacing": {"burst": 1000000, "interval_ms": 0}})
+    async with remote, await IrcDesk.connect("127.0.0.1", server.port) as desk:
+        text = await desk.request("héllo", timeout=30)
+        assert text == "".join(f"{i}: héllo\n" for i in range(200))
+
+        task = asyncio.ensure_future(desk.request("forever", timeout=60))
+        await asyncio.wait_for(started.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(250):
+            if stopped:
+                break
+            await asyncio.sleep(0.02)
+        assert len(remote.cancelled) == 1
+        assert stopped == [remote.cancelled[0].id]
