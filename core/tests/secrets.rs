@@ -122,7 +122,7 @@ fn a_permission_id_does_not_give_away_the_next_pairing_code() {
 
     // The attacker's model is right about what is not secret: the next id does follow.
     let next = desk.request_permission(2, permission()).unwrap();
-    assert_eq!(state_after_uuid(&next).is_some(), true);
+    assert!(state_after_uuid(&next).is_some());
     let predicted_hi = splitmix::mix(state.wrapping_add(splitmix::GOLDEN));
     let hex: String = next.chars().filter(|c| *c != '-').collect();
     assert_eq!(
