@@ -1,0 +1,174 @@
+"""The Python side of the sidecar IPC (``specs/sidecar-ipc-and-mobile-ws.md`` §1): NDJSON
+requests on stdin, results, errors and progress on stdout, logs on stderr.
+
+:func:`serve` runs each request's handler as its own asyncio task (so a long training does not
+hold up a ``health.ping``), lets a handler report progress, and answers with its result or its
+error. ``health.ping`` and ``lifecycle.shutdown`` are built in (a handler of the same name
+replaces them); an unknown method is answered ``UNKNOWN_METHOD``::
+
+    from deskwire import sidecar
+
+    async def train(params, progress):
+        for epoch in range(1, 4):
+            progress({"stage": "training", "epoch": epoch, "total_epochs": 3})
+            await asyncio.sleep(0.1)
+        return {"status": "completed", "model_path": "/tmp/model", "metrics": {}}
+
+    sidecar.serve({"training.start": train})
+
+The framing, the message shapes and the error codes are the core's (``jsonrpc.Peer`` in the
+``sidecar`` dialect); this module only moves bytes and runs tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from typing import Any, Awaitable, Callable, Dict, Mapping, Optional
+
+from . import jsonrpc
+from ._deskwire import __version__
+from ._errors import DeskwireError
+from .aio import _Pump, now_ms
+
+__all__ = ["serve", "serve_async", "SidecarError", "Handler", "Progress", "ERROR_CODES"]
+
+log = logging.getLogger("deskwire.sidecar")
+
+ERROR_CODES = (
+    "MODEL_NOT_LOADED",
+    "MODEL_NOT_FOUND",
+    "TRAINING_IN_PROGRESS",
+    "TRAINING_NOT_RUNNING",
+    "INVALID_PARAMS",
+    "INFERENCE_ERROR",
+    "UNKNOWN_METHOD",
+    "INTERNAL_ERROR",
+)
+"""The spec's error codes."""
+
+Progress = Callable[[Dict[str, Any]], None]
+"""Reports progress of the request being handled (``{"stage": ..., "epoch": ...}``)."""
+
+Handler = Callable[[Dict[str, Any], Progress], Awaitable[Any]]
+"""``async def handler(params, progress) -> result``."""
+
+
+class SidecarError(DeskwireError):
+    """Raise it from a handler to answer with an error code of the spec
+    (``SidecarError("MODEL_NOT_LOADED", "call model.load first")``)."""
+
+
+async def _stdio() -> "tuple[asyncio.StreamReader, asyncio.StreamWriter]":
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 24)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, sys.stdout.buffer
+    )
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    return reader, writer
+
+
+async def serve_async(
+    handlers: Mapping[str, Handler],
+    *,
+    reader: Optional[asyncio.StreamReader] = None,
+    writer: Optional[asyncio.StreamWriter] = None,
+    version: str = __version__,
+) -> None:
+    """Serves requests until ``lifecycle.shutdown`` or the end of the input; in-flight handlers
+    are cancelled at the end. ``reader``/``writer`` default to stdin/stdout."""
+    if reader is None or writer is None:
+        reader, writer = await _stdio()
+    peer = jsonrpc.Peer("sidecar")
+    tasks: Dict[Any, "asyncio.Task[None]"] = {}
+    done = asyncio.get_running_loop().create_future()
+    pump: Optional[_Pump] = None
+
+    def kick() -> None:
+        if pump is not None:
+            pump.kick()
+
+    async def run(request: jsonrpc.Request) -> None:
+        def progress(data: Dict[str, Any]) -> None:
+            peer.progress(now_ms(), request.id, data)
+            kick()
+
+        params = request.params if request.params is not None else {}
+        try:
+            handler = handlers.get(request.method)
+            if handler is not None:
+                result = await handler(params, progress)
+            elif request.method == "health.ping":
+                result = {"status": "ok", "version": version}
+            elif request.method == "lifecycle.shutdown":
+                result = {"status": "shutting_down"}
+            else:
+                peer.respond_method_not_found(now_ms(), request.id, request.method)
+                return
+            peer.respond(now_ms(), request.id, result)
+        except asyncio.CancelledError:
+            with contextlib.suppress(DeskwireError):
+                peer.respond_error(now_ms(), request.id, "INTERNAL_ERROR", "cancelled at shutdown")
+            raise
+        except SidecarError as e:
+            code = e.code if e.code in ERROR_CODES else "INTERNAL_ERROR"
+            peer.respond_error(now_ms(), request.id, code, e.message)
+        except (TypeError, ValueError, KeyError) as e:
+            log.warning("%s: invalid params: %r", request.method, e)
+            peer.respond_error(now_ms(), request.id, "INVALID_PARAMS", f"{type(e).__name__}: {e}")
+        except Exception as e:
+            log.exception("%s failed", request.method)
+            peer.respond_error(now_ms(), request.id, "INTERNAL_ERROR", f"{type(e).__name__}: {e}")
+        finally:
+            tasks.pop(request.id, None)
+            kick()
+        if request.method == "lifecycle.shutdown" and not done.done():
+            done.set_result(None)
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, jsonrpc.Request):
+            tasks[event.id] = asyncio.get_running_loop().create_task(run(event))
+        elif isinstance(event, jsonrpc.Malformed):
+            log.warning("unreadable input: %s", event.reason)
+        elif isinstance(event, jsonrpc.Notification):
+            log.info("notification %s ignored", event.method)
+
+    def on_end() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    pump = _Pump(peer, reader, writer, on_event, on_end)
+    await done
+    for task in list(tasks.values()):
+        task.cancel()
+    for task in list(tasks.values()):
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    # Flush what is left (the shutdown answer, cancellations) before going.
+    pump.kick()
+    await asyncio.sleep(0)
+    pump.task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await pump.task
+    while True:
+        out = peer.poll_output(now_ms())
+        data = getattr(out, "data", None)
+        if data is None:
+            break
+        writer.write(data)
+    with contextlib.suppress(ConnectionError):
+        await writer.drain()
+    peer.close()
+
+
+def serve(handlers: Mapping[str, Handler], *, version: str = __version__) -> None:
+    """Serves the sidecar protocol on stdin/stdout until ``lifecycle.shutdown`` or end of
+    input, logging to stderr (``logging`` at INFO unless configured)."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                            format="%(asctime)s sidecar %(levelname)s %(message)s")
+    asyncio.run(serve_async(handlers, version=version))
