@@ -26,7 +26,11 @@ class ChildProcess(command: List<String>) : AutoCloseable {
     private val lines = LinkedBlockingQueue<String>()
     val seen = java.util.Collections.synchronizedList(mutableListOf<String>())
     private val reader = Thread {
-        process.inputStream.bufferedReader().useLines { all -> all.forEach { lines.add(it); seen.add(it) } }
+        try {
+            process.inputStream.bufferedReader().useLines { all -> all.forEach { lines.add(it); seen.add(it) } }
+        } catch (_: java.io.IOException) {
+            // The process was stopped and its pipe closed: nothing more to read.
+        }
     }.apply { isDaemon = true; start() }
 
     /** Waits (at most [seconds]) for an output line matching [pattern]; its match. */

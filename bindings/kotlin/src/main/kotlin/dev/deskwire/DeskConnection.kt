@@ -1,0 +1,211 @@
+package dev.deskwire
+
+import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.CompletableDeferred
+import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.Job
+import kotlinx.coroutines.channels.Channel
+import kotlinx.coroutines.flow.Flow
+import kotlinx.coroutines.flow.MutableSharedFlow
+import kotlinx.coroutines.flow.MutableStateFlow
+import kotlinx.coroutines.flow.StateFlow
+import kotlinx.coroutines.flow.asSharedFlow
+import kotlinx.coroutines.flow.asStateFlow
+import kotlinx.coroutines.launch
+import kotlinx.coroutines.withTimeoutOrNull
+import java.net.InetSocketAddress
+import java.net.Socket
+import kotlin.random.Random
+import kotlin.time.Duration
+
+/**
+ * A request that ended without a response: the remote answered `ERR`, it timed out (the engine
+ * sent `CANCEL`), a chunk never came, or the IRC connection ended.
+ */
+class Oa1RequestException(val id: String, val failure: Oa1Failure) :
+    Exception("request $id failed: ${oa1FailureCode(failure)}: ${oa1FailureMessage(failure)}") {
+    /** The tool result a model gets for it: `{"ok": false, "error": code, "message": message}`. */
+    val toolResultJson: String get() = remoteBashFailureJson(failure)
+}
+
+/**
+ * The desk's end of OA1 over a plain TCP socket to an IRC server, driving the [Desk] engine
+ * (registration, `PING`, `JOIN`, chunking, reassembly, pacing and timeouts all live there).
+ *
+ * ```kotlin
+ * val config = connectionConfig("desk", "#desk").let { it.copy(oa1 = it.oa1.copy(allowedSender = "deskbot")) }
+ * DeskConnection.connect("irc.example", 6667, config, scope).use { desk ->
+ *     println(desk.remoteBash("uname -a", timeout = 30.seconds))
+ * }
+ * ```
+ *
+ * [request] and [remoteBash] suspend until the answer arrives; cancelling the calling coroutine
+ * sends OA1 `CANCEL` so the remote stops. One coroutine in `scope` pumps the engine; a second
+ * one reads the socket. Closing (or cancelling `scope`) sends `QUIT` and closes the socket.
+ */
+class DeskConnection private constructor(
+    private val socket: Socket,
+    config: ConnectionConfig,
+    scope: CoroutineScope,
+    seed: Long,
+    private val clock: MonotonicClock,
+) : AutoCloseable {
+    private val desk = Desk(config, clock.now(), seed.toULong())
+
+    private sealed interface Input {
+        class Bytes(val bytes: ByteArray) : Input
+        object Eof : Input
+        object Wake : Input
+    }
+
+    private val inputs = Channel<Input>(capacity = 64)
+    private val waiting = HashMap<String, CompletableDeferred<String>>()
+    private val _events = MutableSharedFlow<ConnectionEvent>(extraBufferCapacity = 64)
+    private val _state = MutableStateFlow(desk.state())
+
+    /** Every event of the connection (IRC, OA1, link), as the engine reports it. */
+    val events: Flow<ConnectionEvent> = _events.asSharedFlow()
+
+    /** Where the connection stands (`READY` once the channel is joined and the peer is there). */
+    val state: StateFlow<ConnectionState> = _state.asStateFlow()
+
+    private val reader: Job = scope.launch(Dispatchers.IO) {
+        val stream = socket.getInputStream()
+        val buffer = ByteArray(16 * 1024)
+        try {
+            while (true) {
+                val n = stream.read(buffer)
+                if (n < 0) break
+                inputs.send(Input.Bytes(buffer.copyOf(n)))
+            }
+        } catch (_: java.io.IOException) {
+            // The socket failed or was closed: the engine learns it as end of stream.
+        } finally {
+            inputs.trySend(Input.Eof)
+        }
+    }
+
+    private val pump: Job = scope.launch(Dispatchers.IO) {
+        val out = socket.getOutputStream()
+        try {
+            while (true) {
+                val deadline = drain { out.write(it) }
+                out.flush()
+                val wait = delayUntil(clock.now(), deadline)
+                val input = if (wait == 0L) inputs.tryReceive().getOrNull()
+                else withTimeoutOrNull(wait) { inputs.receive() }
+                when (input) {
+                    null -> desk.handleTimeout(clock.now())
+                    is Input.Bytes -> desk.handleBytes(clock.now(), input.bytes)
+                    Input.Eof -> desk.handleEof(clock.now())
+                    Input.Wake -> {}
+                }
+            }
+        } finally {
+            runCatching {
+                desk.quit(clock.now(), "bye")
+                drain { out.write(it) }
+                out.flush()
+            }
+            socket.close()
+            synchronized(waiting) {
+                waiting.values.forEach { it.cancel(CancellationException("the connection is closed")) }
+                waiting.clear()
+            }
+            desk.close()
+        }
+    }
+
+    /**
+     * Sends [payload] and suspends until the whole response arrives; [timeoutMs] overrides the
+     * configured request timeout. Throws [Oa1RequestException] when the request fails, and
+     * [DeskwireException.Misuse] when the engine refuses it (too large, too many in flight,
+     * connection closed). Cancelling the caller sends `CANCEL`.
+     */
+    suspend fun request(payload: String, timeoutMs: Long? = null): String =
+        await { desk.request(clock.now(), payload, timeoutMs?.toULong()) }
+
+    /**
+     * Runs [command] on the remote machine (OA1 `RemoteBash`) and returns its combined output.
+     * [timeout] is the tool's `timeout_sec` (whole seconds, at least one); on expiry the engine
+     * sends `CANCEL` and this throws [Oa1RequestException] with [Oa1Failure.Timeout].
+     */
+    suspend fun remoteBash(command: String, timeout: Duration? = null): String {
+        val seconds = timeout?.let { maxOf(1L, it.inWholeSeconds) }
+        return request(command, seconds?.let { it * 1000 })
+    }
+
+    /** Counters of both layers. */
+    fun stats(): ConnectionStats = desk.stats()
+
+    /** Says goodbye (`QUIT`) and closes the socket. */
+    override fun close() {
+        pump.cancel()
+        reader.cancel()
+        runCatching { socket.shutdownInput() }
+    }
+
+    private suspend fun await(start: () -> String): String {
+        val answer = CompletableDeferred<String>()
+        val id = synchronized(waiting) { start().also { waiting[it] = answer } }
+        inputs.trySend(Input.Wake)
+        try {
+            return answer.await()
+        } catch (e: CancellationException) {
+            val mine = synchronized(waiting) { waiting.remove(id) != null }
+            if (mine && !pump.isCompleted) {
+                runCatching { desk.cancel(clock.now(), id, "cancelled by the caller") }
+                inputs.trySend(Input.Wake)
+            }
+            throw e
+        }
+    }
+
+    /** Does what the engine asks until it only has a deadline left; returns the deadline. */
+    private suspend fun drain(write: (ByteArray) -> Unit): ULong {
+        while (true) {
+            when (val out = desk.pollOutput(clock.now())) {
+                is ConnectionOutput.Transmit -> write(out.bytes)
+                is ConnectionOutput.Event -> deliver(out.event)
+                is ConnectionOutput.Timeout -> {
+                    _state.value = desk.state()
+                    return out.deadlineMs
+                }
+            }
+        }
+    }
+
+    private suspend fun deliver(event: ConnectionEvent) {
+        if (event is ConnectionEvent.Oa1) {
+            when (val e = event.event) {
+                is Oa1Event.Response -> synchronized(waiting) { waiting.remove(e.id) }?.complete(e.text)
+                is Oa1Event.Failed -> synchronized(waiting) { waiting.remove(e.id) }
+                    ?.completeExceptionally(Oa1RequestException(e.id, e.failure))
+                else -> {}
+            }
+        }
+        _events.emit(event)
+    }
+
+    companion object {
+        /**
+         * Connects to the IRC server at [host]:[port] and starts the engine (it registers and
+         * joins on its own; requests made meanwhile wait inside it). [seed] fixes request ids.
+         */
+        fun connect(
+            host: String,
+            port: Int,
+            config: ConnectionConfig,
+            scope: CoroutineScope,
+            seed: Long = Random.nextLong(),
+            clock: MonotonicClock = MonotonicClock.System,
+            connectTimeoutMs: Int = 10_000,
+        ): DeskConnection {
+            val socket = Socket()
+            socket.tcpNoDelay = true
+            socket.connect(InetSocketAddress(host, port), connectTimeoutMs)
+            return DeskConnection(socket, config, scope, seed, clock)
+        }
+    }
+}
