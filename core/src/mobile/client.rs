@@ -37,8 +37,12 @@ pub struct Config {
     pub max_message_bytes: usize,
     /// Permission requests shown at most; the oldest is dropped beyond.
     pub max_pending_permissions: usize,
-    /// Outputs queued at most when the host does not drain `poll_output`; beyond that, frames
-    /// the engine would send on its own (`pong`) are dropped (counted).
+    /// Outputs queued at most when the host does not drain `poll_output`. At the cap, what the
+    /// server sent (its messages, state updates, task updates, permission requests) and the
+    /// engine's own `pong`s are dropped and counted (`Stats::dropped`; [`Client::agent_state`]
+    /// stays current), and the host's `pair`, `start`, `send_*` and `respond_permission` fail
+    /// with [`LocalError::QueueFull`]. Only the instructions those calls and the socket's
+    /// events make (`Connect`, `Close`, connection events) go past it, a few at a time.
     pub max_queued: usize,
     /// Close and reconnect when the server sends nothing (not even a ping) for this long: a
     /// phone that changed networks often keeps a dead socket that never reports an error.
@@ -194,7 +198,7 @@ pub struct Stats {
     pub unexpected: u64,
     /// Pings answered.
     pub pings: u64,
-    /// Outputs dropped because the queue was full.
+    /// Server messages (as events) and `pong`s dropped because the queue was full.
     pub dropped: u64,
     /// Permission requests waiting for the user now.
     pub pending_permissions: u64,
@@ -278,6 +282,7 @@ impl Client {
     /// Goes online with the stored token (or a pairing code given earlier): a `Connect` comes
     /// out now. While waiting for a reconnect, this skips the wait.
     pub fn start(&mut self, now: u64) -> Result<(), LocalError> {
+        self.room()?;
         match self.state {
             ConnectionState::Idle | ConnectionState::Waiting { .. } => {}
             _ => return Err(LocalError::AlreadyConnected),
@@ -294,6 +299,7 @@ impl Client {
         if !is_valid_code(code) {
             return Err(LocalError::InvalidCode(code.to_owned()));
         }
+        self.room()?;
         match self.state {
             ConnectionState::Idle | ConnectionState::Waiting { .. } => {}
             _ => return Err(LocalError::AlreadyConnected),
@@ -477,20 +483,25 @@ impl Client {
                     self.established(true);
                 }
                 self.agent = Some(state.clone());
-                self.event(Event::StateChanged {
+                self.peer_event(Event::StateChanged {
                     state,
                     initial: !synced,
                 });
             }
             (ConnectionState::Online { .. }, ServerMessage::Message(m)) => {
-                self.event(Event::Message(m));
+                self.peer_event(Event::Message(m));
             }
             (ConnectionState::Online { .. }, ServerMessage::TaskUpdate(t)) => {
-                self.event(Event::TaskUpdate(t));
+                self.peer_event(Event::TaskUpdate(t));
             }
             (ConnectionState::Online { .. }, ServerMessage::PermissionRequest(request)) => {
                 if self.permissions.contains(&request.id) {
                     self.stats.unexpected += 1;
+                    return;
+                }
+                if self.queue_full() {
+                    // Not shown, so not waiting for an answer either.
+                    self.stats.dropped += 1;
                     return;
                 }
                 if self.permissions.len() >= self.config.max_pending_permissions.max(1) {
@@ -523,6 +534,7 @@ impl Client {
     ) -> Result<(), LocalError> {
         let _ = now;
         self.online()?;
+        self.room()?;
         let Some(index) = self.permissions.iter().position(|p| p == id) else {
             return Err(LocalError::UnknownPermission(id.to_owned()));
         };
@@ -539,6 +551,7 @@ impl Client {
     pub fn send_command(&mut self, now: u64, command: Command) -> Result<(), LocalError> {
         let _ = now;
         self.online()?;
+        self.room()?;
         self.send(ClientMessage::Command(command));
         Ok(())
     }
@@ -547,6 +560,7 @@ impl Client {
     pub fn send_message(&mut self, now: u64, content: &str) -> Result<(), LocalError> {
         let _ = now;
         self.online()?;
+        self.room()?;
         self.send(ClientMessage::Message(UserMessage {
             content: content.to_owned(),
         }));
@@ -568,11 +582,34 @@ impl Client {
     /// Queues a frame the engine sends on its own (a `pong`). Only a host that never drains
     /// fills the queue; these frames are what gives way then, instructions and events never do.
     fn send_automatic(&mut self, message: ClientMessage) {
-        if self.queue.len() >= self.config.max_queued {
+        if self.queue_full() {
             self.stats.dropped += 1;
             return;
         }
         self.send(message);
+    }
+
+    fn queue_full(&self) -> bool {
+        self.queue.len() >= self.config.max_queued
+    }
+
+    /// Refuses a host command while the queue is at its cap.
+    fn room(&self) -> Result<(), LocalError> {
+        match self.queue_full() {
+            true => Err(LocalError::QueueFull {
+                max: self.config.max_queued,
+            }),
+            false => Ok(()),
+        }
+    }
+
+    /// An event caused by what the server sent: dropped (counted) at the cap.
+    fn peer_event(&mut self, event: Event) {
+        if self.queue_full() {
+            self.stats.dropped += 1;
+            return;
+        }
+        self.event(event);
     }
 
     fn event(&mut self, event: Event) {

@@ -117,6 +117,12 @@ pub enum LocalError {
         /// The limit.
         max: usize,
     },
+    /// `max_queued` outputs wait for the host: drain `poll_output` before sending more.
+    #[error("{max} outputs are waiting: drain poll_output first")]
+    QueueFull {
+        /// The engine's `max_queued`.
+        max: usize,
+    },
 }
 
 /// Checks a pairing code's shape: six ASCII digits.

@@ -77,8 +77,13 @@ pub struct Config {
     pub max_tokens: usize,
     /// Larger text frames are ignored (counted).
     pub max_message_bytes: usize,
-    /// Outputs queued at most when the host does not drain `poll_output`; beyond that, the
-    /// engine's own pings are dropped (counted).
+    /// Outputs queued at most when the host does not drain `poll_output`. At the cap,
+    /// broadcast frames (state, chat, task updates), what phones send (commands, chat, as
+    /// events) and the engine's own pings are dropped and counted (`Stats::dropped`; a phone
+    /// that missed a state update gets the current state when it reconnects), and
+    /// [`Server::request_permission`] fails with [`LocalError::QueueFull`]. Only what the host's
+    /// own calls and the connections' lifecycle make (auth results, state sync, closes,
+    /// connection events) goes past it.
     pub max_queued: usize,
 }
 
@@ -310,7 +315,7 @@ pub struct Stats {
     pub duplicate_permission_responses: u64,
     /// Pongs without an outstanding ping.
     pub unsolicited_pongs: u64,
-    /// Outputs dropped because the queue was full.
+    /// Broadcast frames, pings and phones' commands and chat dropped because the queue was full.
     pub dropped: u64,
     /// Connections open now.
     pub connections: u64,
@@ -586,10 +591,10 @@ impl Server {
                 }
             }
             (true, ClientMessage::Command(command)) => {
-                self.event(Event::Command { conn, command });
+                self.peer_event(Event::Command { conn, command });
             }
             (true, ClientMessage::Message(m)) => {
-                self.event(Event::UserMessage {
+                self.peer_event(Event::UserMessage {
                     conn,
                     content: m.content,
                 });
@@ -714,6 +719,11 @@ impl Server {
         if self.pending.len() >= self.config.max_pending_permissions {
             return Err(LocalError::TooManyPending(self.pending.len()));
         }
+        if self.queue_full() {
+            return Err(LocalError::QueueFull {
+                max: self.config.max_queued,
+            });
+        }
         let id = loop {
             let id = self.ids.next_uuid_v4();
             if !self.pending.contains_key(&id) && !self.answered_set.contains(&id) {
@@ -775,7 +785,24 @@ impl Server {
             .map(|(&id, _)| id)
             .collect();
         for conn in targets {
-            self.transmit(conn, text.clone());
+            if self.queue_full() {
+                self.stats.dropped += 1;
+            } else {
+                self.transmit(conn, text.clone());
+            }
+        }
+    }
+
+    fn queue_full(&self) -> bool {
+        self.queue.len() >= self.config.max_queued
+    }
+
+    /// An event caused by what a phone sent: dropped (counted) at the cap.
+    fn peer_event(&mut self, event: Event) {
+        if self.queue_full() {
+            self.stats.dropped += 1;
+        } else {
+            self.event(event);
         }
     }
 
@@ -820,7 +847,7 @@ impl Server {
             // From now, not from the old deadline: a host that slept long sends one ping, not
             // a burst.
             c.deadline = now.saturating_add(self.config.ping_interval_ms.max(1));
-            if self.queue.len() >= self.config.max_queued {
+            if self.queue_full() {
                 self.stats.dropped += 1;
             } else {
                 self.send(conn, &ServerMessage::Ping);
