@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use super::chunk;
+use super::compress::{self, DEFLATE};
 use super::escape::escape;
 use super::frame::{Frame, FrameType};
 use super::link::Link;
@@ -21,14 +22,21 @@ pub struct Client {
     reassembler: Reassembler,
     /// Request id → deadline.
     requests: HashMap<String, u64>,
+    /// The peer (`allowed_sender`) answered compressed once: requests may go compressed.
+    peer_compresses: bool,
 }
 
 impl Client {
     /// A client with `config`; `seed` fixes the sequence of request ids.
     pub fn new(config: Config, seed: u64) -> Self {
+        // Room for a remote's own truncation marker on a response cut at the same cap; a
+        // compressed answer's base64 may be larger than the text it restores.
+        let mut max_stream = config.max_message_bytes + TRUNCATION_MARKER.len();
+        if config.compression {
+            max_stream = max_stream.max(compress::compressed_cap(max_stream));
+        }
         let limits = ReassemblyLimits {
-            // Room for a remote's own truncation marker on a response cut at the same cap.
-            max_message_bytes: config.max_message_bytes + TRUNCATION_MARKER.len(),
+            max_message_bytes: max_stream,
             max_streams: config.max_streams,
             partial_timeout_ms: config.partial_timeout_ms,
             expire_idle: false,
@@ -40,6 +48,7 @@ impl Client {
             ids: IdGenerator::new(seed),
             reassembler: Reassembler::new(limits),
             requests: HashMap::new(),
+            peer_compresses: false,
         }
     }
 
@@ -83,13 +92,58 @@ impl Client {
                 break id;
             }
         };
-        self.link.check_room(FrameType::Req, &id)?;
-        self.link
-            .queue_stream(FrameType::Req, &id, &escape(payload));
+        let widest = match self.link.config.compression {
+            true => FrameType::ReqZ,
+            false => FrameType::Req,
+        };
+        self.link.check_room(widest, &id)?;
+        let escaped = escape(payload);
+        if self.link.config.compression {
+            let compressed = self
+                .peer_compresses
+                .then(|| compress::compress(payload.as_bytes()))
+                .filter(|z| {
+                    self.frames(FrameType::ReqZ, &id, z)
+                        <= self.frames(FrameType::Req, &id, &escaped)
+                });
+            match compressed {
+                Some(z) => {
+                    self.link.queue_stream(FrameType::ReqZ, &id, &z);
+                    self.link.stats.compressed_out += 1;
+                }
+                None => {
+                    self.queue_single(FrameType::Accept, &id, DEFLATE);
+                    self.link.queue_stream(FrameType::Req, &id, &escaped);
+                }
+            }
+        } else {
+            self.link.queue_stream(FrameType::Req, &id, &escaped);
+        }
         let timeout = timeout_ms.unwrap_or(self.link.config.request_timeout_ms);
         self.requests
             .insert(id.clone(), now.saturating_add(timeout));
         Ok(id)
+    }
+
+    /// How many frames `text` takes as a `kind` stream.
+    fn frames(&self, kind: FrameType, id: &str, text: &str) -> usize {
+        chunk::split(text, |seq| self.link.payload_budget(kind, id, seq)).len()
+    }
+
+    /// Queues a one-frame message (`CANCEL`, `ACCEPT`), its payload cut to fit.
+    fn queue_single(&mut self, kind: FrameType, id: &str, escaped: &str) {
+        let budget = self.link.payload_budget(kind, id, 1);
+        let cut = chunk::cut(escaped, 0, budget.max(chunk::MIN_PAYLOAD_BUDGET));
+        let payload = chunk::wire_payload(&escaped[..cut]);
+        let frame = Frame {
+            kind,
+            id,
+            seq: 1,
+            more: false,
+            payload: &*payload,
+        };
+        let line = self.link.frame_line(&frame);
+        self.link.queue(id, line, payload.len());
     }
 
     /// Cancels a request: no event will come for it, and the remote is sent a `CANCEL`.
@@ -106,19 +160,7 @@ impl Client {
     fn abandon(&mut self, id: &str, reason: &str) {
         self.reassembler.finish_id(id);
         self.link.withdraw(id);
-        let reason = escape(reason);
-        let budget = self.link.payload_budget(FrameType::Cancel, id, 1);
-        let cut = chunk::cut(&reason, 0, budget.max(chunk::MIN_PAYLOAD_BUDGET));
-        let payload = chunk::wire_payload(&reason[..cut]);
-        let frame = Frame {
-            kind: FrameType::Cancel,
-            id,
-            seq: 1,
-            more: false,
-            payload: &*payload,
-        };
-        let line = self.link.frame_line(&frame);
-        self.link.queue(id, line, payload.len());
+        self.queue_single(FrameType::Cancel, id, &escape(reason));
         self.link.stats.cancels += 1;
     }
 
@@ -132,7 +174,8 @@ impl Client {
         let Some((sender, frame)) = self.link.accept(now, line) else {
             return;
         };
-        if !matches!(frame.kind, FrameType::Res | FrameType::Err)
+        let compressed_answer = frame.kind == FrameType::ResZ && self.link.config.compression;
+        if !(matches!(frame.kind, FrameType::Res | FrameType::Err) || compressed_answer)
             || !self.requests.contains_key(frame.id)
         {
             self.link.stats.stale_frames += 1;
@@ -149,14 +192,36 @@ impl Client {
                 self.requests.remove(&id);
                 // The other stream of this id (RES or ERR) is moot now.
                 self.reassembler.finish_id(&id);
-                let text = into_text(done.data);
+                let (data, cut_here) = match frame.kind {
+                    FrameType::ResZ => {
+                        self.link.stats.compressed_in += 1;
+                        if self.link.config.allowed_sender.is_some() {
+                            self.peer_compresses = true;
+                        }
+                        let cap = self.link.config.max_message_bytes + TRUNCATION_MARKER.len();
+                        match compress::decompress(&done.data, cap) {
+                            Ok((text, over)) => (text, over || done.truncated),
+                            Err(e) => {
+                                self.link.events.push_back(Event::Failed {
+                                    id,
+                                    failure: Failure::Malformed {
+                                        message: e.to_string(),
+                                    },
+                                });
+                                return;
+                            }
+                        }
+                    }
+                    _ => (done.data, done.truncated),
+                };
+                let text = into_text(data);
                 let event = if frame.kind == FrameType::Err {
                     Event::Failed {
                         id,
                         failure: Failure::from_err_payload(&text),
                     }
                 } else {
-                    let (text, truncated) = self.finish_text(text, done.truncated);
+                    let (text, truncated) = self.finish_text(text, cut_here);
                     if truncated {
                         self.link.stats.truncations += 1;
                     }

@@ -1,7 +1,7 @@
 //! OA1 frames: `OA1 <TYPE> <REQ_ID> <SEQ> <MORE> <PAYLOAD>` in the text of a `PRIVMSG` (spec §2).
 //!
 //! Parsing splits on single ASCII spaces into at most 6 parts; 5 parts is an empty payload. Type is
-//! exact upper case, the id is `[A-Za-z0-9_-]{1,64}`, seq a decimal `u32` of at least 1 without
+//! exact upper case (v40's four, and deskwire's `ACCEPT`, `REQZ`, `RESZ`), the id is `[A-Za-z0-9_-]{1,64}`, seq a decimal `u32` of at least 1 without
 //! sign or leading zeros, and more is `0` or `1`. Anything else is not a frame.
 
 use std::fmt;
@@ -22,6 +22,13 @@ pub enum FrameType {
     Err,
     /// A cancellation of a request (desk → remote).
     Cancel,
+    /// deskwire: the desk accepts a compressed answer to this request (see
+    /// [`compress`](super::compress)). v40 receivers drop it.
+    Accept,
+    /// deskwire: a compressed request stream (desk → remote).
+    ReqZ,
+    /// deskwire: a compressed response stream (remote → desk).
+    ResZ,
 }
 
 impl FrameType {
@@ -32,6 +39,9 @@ impl FrameType {
             FrameType::Res => "RES",
             FrameType::Err => "ERR",
             FrameType::Cancel => "CANCEL",
+            FrameType::Accept => "ACCEPT",
+            FrameType::ReqZ => "REQZ",
+            FrameType::ResZ => "RESZ",
         }
     }
 }
@@ -111,6 +121,9 @@ impl<'a> Frame<'a, [u8]> {
             b"RES " => (FrameType::Res, start + 4),
             b"ERR " => (FrameType::Err, start + 4),
             _ if rest.starts_with(b"CANCEL ") => (FrameType::Cancel, start + 7),
+            _ if rest.starts_with(b"RESZ ") => (FrameType::ResZ, start + 5),
+            _ if rest.starts_with(b"REQZ ") => (FrameType::ReqZ, start + 5),
+            _ if rest.starts_with(b"ACCEPT ") => (FrameType::Accept, start + 7),
             _ => return None,
         };
         // The id ends at the next space. Finding it a word at a time and then checking its
@@ -305,6 +318,9 @@ mod tests {
             "RES" => FrameType::Res,
             "ERR" => FrameType::Err,
             "CANCEL" => FrameType::Cancel,
+            "ACCEPT" => FrameType::Accept,
+            "REQZ" => FrameType::ReqZ,
+            "RESZ" => FrameType::ResZ,
             _ => return None,
         };
         let (id, rest) = next_field(rest)?;
@@ -338,7 +354,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn parse_agrees_with_splitting(
-            kind in "(REQ|RES|ERR|CANCEL|RE|CANCE|res|OA1|)",
+            kind in "(REQ|RES|ERR|CANCEL|REQZ|RESZ|ACCEPT|RE|CANCE|res|OA1|)",
             id in "[A-Za-z0-9_.-]{0,66}",
             seq in "(0|[1-9][0-9]{0,10}|4294967295|4294967296|\\+1|)",
             more in "(0|1|2|00|)",

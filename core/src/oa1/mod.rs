@@ -16,7 +16,8 @@
 //! [`connection`] docs.
 //!
 //! Beyond the v40 spec, both are optional and off by default: [`auth`] authenticates every frame
-//! with a shared secret (HMAC-SHA256, replay window).
+//! with a shared secret (HMAC-SHA256, replay window), and [`compress`] negotiates compressed
+//! answers (and requests) per request, which spec-only peers never see.
 //!
 //! The building blocks are public too: [`escape`], [`frame`], [`chunk`], [`reassembly`] and
 //! [`pacing`]; [`remote_bash`] holds the `RemoteBash` tool contract.
@@ -27,6 +28,7 @@
 pub mod auth;
 pub mod chunk;
 mod client;
+pub mod compress;
 pub mod connection;
 pub mod escape;
 pub mod frame;
@@ -93,6 +95,10 @@ pub struct Config {
     /// A shared secret: frames are authenticated both ways (see [`auth`]). `None` (the default)
     /// keeps the v40 wire format.
     pub auth: Option<AuthConfig>,
+    /// Compressed streams (see [`compress`]): a client offers to take compressed answers (one
+    /// `ACCEPT` line per request until the peer is known to compress), a server honours the
+    /// offer. Off by default, which keeps the v40 wire format.
+    pub compression: bool,
 }
 
 impl Config {
@@ -113,6 +119,7 @@ impl Config {
             finished_memory: 1024,
             flush_delay_ms: 20,
             auth: None,
+            compression: false,
         }
     }
 }
@@ -137,6 +144,8 @@ struct ConfigJson {
     flush_delay_ms: Option<u64>,
     #[serde(default)]
     auth: Option<AuthConfig>,
+    #[serde(default)]
+    compression: bool,
 }
 
 impl From<ConfigJson> for Config {
@@ -157,6 +166,7 @@ impl From<ConfigJson> for Config {
             finished_memory: json.finished_memory.unwrap_or(d.finished_memory),
             flush_delay_ms: json.flush_delay_ms.unwrap_or(d.flush_delay_ms),
             auth: json.auth,
+            compression: json.compression,
             ..d
         }
     }
@@ -299,6 +309,11 @@ pub enum Failure {
     Incomplete,
     /// The IRC connection ended before the response arrived.
     Disconnected,
+    /// The remote's compressed answer could not be restored (not base64 or not deflate).
+    Malformed {
+        /// What was wrong.
+        message: String,
+    },
 }
 
 impl Failure {
@@ -309,6 +324,7 @@ impl Failure {
             Failure::Timeout => "timeout",
             Failure::Incomplete => "incomplete",
             Failure::Disconnected => "disconnected",
+            Failure::Malformed { .. } => "malformed",
         }
     }
 
@@ -319,6 +335,7 @@ impl Failure {
             Failure::Timeout => "no complete response before the request timeout".to_owned(),
             Failure::Incomplete => "a chunk of the response never arrived".to_owned(),
             Failure::Disconnected => "the IRC connection ended before the response".to_owned(),
+            Failure::Malformed { message } => message.clone(),
         }
     }
 
@@ -436,4 +453,8 @@ pub struct Stats {
     pub expired: u64,
     /// Authenticated frames seen before (a subset of `ignored`).
     pub replayed: u64,
+    /// Compressed streams received whole (client: `RESZ` answers; server: `REQZ` requests).
+    pub compressed_in: u64,
+    /// Compressed streams sent (client: `REQZ` requests; server: `RESZ` answers).
+    pub compressed_out: u64,
 }

@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 
 use super::chunk::{self, MIN_PAYLOAD_BUDGET};
+use super::compress::{self, DEFLATE, StreamCompressor};
 use super::escape::{escape, escape_into};
 use super::frame::{Frame, FrameType};
 use super::link::Link;
@@ -14,8 +15,12 @@ use crate::irc::Identity;
 #[derive(Debug)]
 struct Reply {
     id: String,
-    /// Escaped output not sent yet is `escaped[sent..]`.
+    /// Escaped output (base64 when compressed) not sent yet is `escaped[sent..]`.
     escaped: String,
+    /// Set when the answer goes compressed (`RESZ`): output goes through it into `escaped`.
+    compressor: Option<StreamCompressor>,
+    /// Whether the compressor's last bytes are in `escaped` already.
+    compressor_done: bool,
     sent: usize,
     next_seq: u32,
     /// Decoded output bytes accepted so far (the cap counts these).
@@ -30,6 +35,42 @@ impl Reply {
     fn unsent(&self) -> &str {
         &self.escaped[self.sent..]
     }
+
+    fn kind(&self) -> FrameType {
+        match self.compressor {
+            Some(_) => FrameType::ResZ,
+            None => FrameType::Res,
+        }
+    }
+
+    /// Whether output went in that is not text yet (inside the compressor).
+    fn has_hidden_output(&self) -> bool {
+        self.compressor
+            .as_ref()
+            .is_some_and(StreamCompressor::pending)
+    }
+
+    /// Brings what the compressor holds into `escaped`: everything once finished, else a sync
+    /// flush, when there is less than a frame of text (a frame is about to leave).
+    fn surface(&mut self, budget: usize) {
+        let Some(compressor) = self.compressor.as_mut() else {
+            return;
+        };
+        if self.finished && !self.compressor_done {
+            compressor.finish(&mut self.escaped);
+            self.compressor_done = true;
+        } else if self.escaped.len() - self.sent < budget {
+            compressor.flush(&mut self.escaped);
+        }
+    }
+}
+
+/// An `ACCEPT` seen for a request that is not whole yet.
+#[derive(Debug)]
+struct Offer {
+    sender: String,
+    id: String,
+    expires_at: u64,
 }
 
 /// The OA1 server (the remote). See the [module docs](super) and the crate docs for the host loop.
@@ -39,13 +80,21 @@ pub struct Server {
     reassembler: Reassembler,
     /// Requests handed to the application and not yet answered, in round-robin order.
     replies: VecDeque<Reply>,
+    /// Compression offers for requests still arriving (at most `max_streams`).
+    offers: VecDeque<Offer>,
 }
 
 impl Server {
     /// A server with `config`.
     pub fn new(config: Config) -> Self {
+        // A compressed request's base64 may be larger than the text it restores; the text's
+        // cap is checked once the request is whole.
+        let mut max_stream = config.max_message_bytes;
+        if config.compression {
+            max_stream = compress::compressed_cap(max_stream);
+        }
         let limits = ReassemblyLimits {
-            max_message_bytes: config.max_message_bytes,
+            max_message_bytes: max_stream,
             max_streams: config.max_streams,
             partial_timeout_ms: config.partial_timeout_ms,
             expire_idle: true,
@@ -56,6 +105,7 @@ impl Server {
             link: Link::new(config),
             reassembler: Reassembler::new(limits),
             replies: VecDeque::new(),
+            offers: VecDeque::new(),
         }
     }
 
@@ -85,11 +135,56 @@ impl Server {
         let Some((sender, frame)) = self.link.accept(now, line) else {
             return;
         };
+        let compression = self.link.config.compression;
         match frame.kind {
             FrameType::Req => self.handle_request_frame(now, sender, &frame),
+            FrameType::ReqZ if compression => self.handle_request_frame(now, sender, &frame),
+            FrameType::Accept if compression => self.handle_offer(now, sender, &frame),
             FrameType::Cancel => self.handle_cancel(&frame),
-            // Responses of another server on the channel are not ours to handle.
-            FrameType::Res | FrameType::Err => self.link.stats.stale_frames += 1,
+            // Responses of another server on the channel are not ours to handle, and without
+            // compression the deskwire extensions are as foreign as to a v40 server.
+            FrameType::Res
+            | FrameType::Err
+            | FrameType::ResZ
+            | FrameType::ReqZ
+            | FrameType::Accept => self.link.stats.stale_frames += 1,
+        }
+    }
+
+    /// Remembers that the answer to `frame.id` may go compressed.
+    fn handle_offer(&mut self, now: u64, sender: &str, frame: &Frame<'_, [u8]>) {
+        let deflate = frame
+            .payload
+            .split(|&b| b == b' ')
+            .any(|word| word == DEFLATE.as_bytes());
+        if !deflate || self.replies.iter().any(|r| r.id == frame.id) {
+            self.link.stats.stale_frames += 1;
+            return;
+        }
+        if self.offers.len() >= self.link.config.max_streams.max(1) {
+            self.offers.pop_front();
+        }
+        self.offers.push_back(Offer {
+            sender: sender.to_owned(),
+            id: frame.id.to_owned(),
+            expires_at: now.saturating_add(self.link.config.partial_timeout_ms),
+        });
+    }
+
+    /// Takes the offer for `id` from `sender`, if one came and has not expired.
+    fn take_offer(&mut self, now: u64, sender: &str, id: &str) -> bool {
+        self.offers.retain(|o| o.expires_at > now);
+        let casemap = self.link.identity.casemapping();
+        match self
+            .offers
+            .iter()
+            .position(|o| o.id == id && casemap.eq(&o.sender, sender))
+        {
+            Some(pos) => {
+                self.offers.remove(pos);
+                true
+            }
+            None => false,
         }
     }
 
@@ -114,13 +209,47 @@ impl Server {
                 );
             }
             Accepted::Complete(done) => {
+                let offered = self.take_offer(now, sender, frame.id);
                 if self.replies.len() >= self.link.config.max_streams {
                     self.queue_error(frame.id, "busy", "too many requests in progress");
                     return;
                 }
+                let max = self.link.config.max_message_bytes;
+                let compressed = frame.kind == FrameType::ReqZ;
+                let data = match compressed {
+                    true => match compress::decompress(&done.data, max) {
+                        Ok((data, false)) => {
+                            self.link.stats.compressed_in += 1;
+                            data
+                        }
+                        Ok((_, true)) => {
+                            self.link.stats.too_large += 1;
+                            let message = format!("request exceeds {max} bytes");
+                            self.queue_error(frame.id, "too_large", &message);
+                            return;
+                        }
+                        Err(e) => {
+                            self.queue_error(frame.id, "malformed", &e.to_string());
+                            return;
+                        }
+                    },
+                    false if done.data.len() > max => {
+                        self.link.stats.too_large += 1;
+                        let message = format!("request exceeds {max} bytes");
+                        self.queue_error(frame.id, "too_large", &message);
+                        return;
+                    }
+                    false => done.data,
+                };
+                let compressor = (offered || compressed).then(|| {
+                    self.link.stats.compressed_out += 1;
+                    StreamCompressor::new()
+                });
                 self.replies.push_back(Reply {
                     id: frame.id.to_owned(),
                     escaped: String::new(),
+                    compressor,
+                    compressor_done: false,
                     sent: 0,
                     next_seq: 1,
                     accepted: 0,
@@ -131,7 +260,7 @@ impl Server {
                 self.link.events.push_back(Event::Request {
                     id: frame.id.to_owned(),
                     sender: sender.to_owned(),
-                    payload: super::into_text(done.data),
+                    payload: super::into_text(data),
                 });
             }
         }
@@ -177,10 +306,23 @@ impl Server {
         while !output.is_char_boundary(take) {
             take -= 1;
         }
-        escape_into(&output[..take], &mut reply.escaped);
+        let truncated = take < output.len();
+        match reply.compressor.as_mut() {
+            Some(compressor) => {
+                compressor.write(&output.as_bytes()[..take], &mut reply.escaped);
+                if truncated {
+                    compressor.write(TRUNCATION_MARKER.as_bytes(), &mut reply.escaped);
+                }
+            }
+            None => {
+                escape_into(&output[..take], &mut reply.escaped);
+                if truncated {
+                    escape_into(TRUNCATION_MARKER, &mut reply.escaped);
+                }
+            }
+        }
         reply.accepted += take;
-        if take < output.len() {
-            escape_into(TRUNCATION_MARKER, &mut reply.escaped);
+        if truncated {
             reply.truncated = true;
             self.link.stats.truncations += 1;
         }
@@ -229,6 +371,7 @@ impl Server {
     /// Fails request streams that went quiet for `partial_timeout_ms` (answered `ERR
     /// incomplete`). [`Server::poll_output`] calls this too.
     pub fn handle_timeout(&mut self, now: u64) {
+        self.offers.retain(|o| o.expires_at > now);
         for key in self.reassembler.expire(now) {
             self.link.stats.incomplete += 1;
             let secs = self.link.config.partial_timeout_ms / 1000;
@@ -245,12 +388,12 @@ impl Server {
         if reply.finished {
             return true;
         }
-        if unsent == 0 {
+        if unsent == 0 && !reply.has_hidden_output() {
             return false;
         }
         let budget = self
             .link
-            .payload_budget(FrameType::Res, &reply.id, reply.next_seq);
+            .payload_budget(reply.kind(), &reply.id, reply.next_seq);
         unsent >= budget
             || reply
                 .waiting_since
@@ -267,15 +410,17 @@ impl Server {
             return None;
         }
         let mut reply = self.replies.remove(pos).expect("index in range");
+        let kind = reply.kind();
         let budget = self
             .link
-            .payload_budget(FrameType::Res, &reply.id, reply.next_seq)
+            .payload_budget(kind, &reply.id, reply.next_seq)
             .max(MIN_PAYLOAD_BUDGET);
+        reply.surface(budget);
         let end = chunk::cut(&reply.escaped, reply.sent, budget);
         let last = reply.finished && end == reply.escaped.len();
         let payload = chunk::wire_payload(&reply.escaped[reply.sent..end]);
         let frame = Frame {
-            kind: FrameType::Res,
+            kind,
             id: &reply.id,
             seq: reply.next_seq,
             more: !last,
@@ -291,7 +436,7 @@ impl Server {
             reply.escaped.drain(..reply.sent);
             reply.sent = 0;
         }
-        reply.waiting_since = if reply.unsent().is_empty() {
+        reply.waiting_since = if reply.unsent().is_empty() && !reply.has_hidden_output() {
             None
         } else {
             Some(now)
@@ -354,6 +499,7 @@ impl Server {
             });
         }
         self.reassembler = Reassembler::new(*self.reassembler.limits());
+        self.offers.clear();
         self.link.clear_queue();
     }
 
@@ -365,7 +511,11 @@ impl Server {
     /// Counters and the bytes buffered right now.
     pub fn stats(&self) -> Stats {
         let mut stats = self.link.stats;
-        let replies: usize = self.replies.iter().map(|r| r.escaped.len()).sum();
+        let replies: usize = self
+            .replies
+            .iter()
+            .map(|r| r.escaped.len() + r.compressor.as_ref().map_or(0, StreamCompressor::buffered))
+            .sum();
         stats.bytes_buffered =
             (self.reassembler.buffered_bytes() + self.link.queued_bytes() + replies) as u64;
         stats
