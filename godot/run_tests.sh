@@ -95,7 +95,8 @@ source tests/peers.sh
 channel='#deskwire-godot'
 peers_start_ngircd
 trap cleanup EXIT # peers.sh set its own; ours stops the peers too
-peers_start_rexd_irc "$channel" deskbot --allow-from godesk
+# Every test desk has its own nick, so rexd takes requests from any nick here.
+peers_start_rexd_irc "$channel" deskbot
 export DESKWIRE_IRC=$PEERS_IRC_ADDR DESKWIRE_CHANNEL=$channel DESKWIRE_REMOTE_NICK=deskbot
 echo "ngircd on $PEERS_IRC_ADDR, rexd --irc as deskbot in $channel"
 
@@ -114,8 +115,13 @@ set +e
 godot_in_root --headless --path godot/demo -s tests/run.gd 2>&1 | tee "$run_dir/godot.log"
 status=${PIPESTATUS[0]}
 set -e
-if grep -q 'Initialize godot-rust' "$run_dir/godot.log"; then :; else
+if ! grep -q 'Initialize godot-rust' "$run_dir/godot.log"; then
   echo "the extension was not loaded" >&2
+  status=1
+fi
+# A GDScript runtime error ends the test function early without failing it: count it here.
+if grep -q 'SCRIPT ERROR\|Parse Error\|handle_crash' "$run_dir/godot.log"; then
+  echo "script errors or a crash in the engine's output (above)" >&2
   status=1
 fi
 exit "$status"

@@ -2,7 +2,12 @@
 //! tool gating and the `RemoteBash` tool.
 //!
 //! Classes (documented for GDScript users in the editor's help):
+//! - `DeskRpcClient` ([`desk_client`]): the OA1 desk engine as a Node, over its own TCP/TLS
+//!   connection ([`socket`]) or the project's IRC link.
+//! - `RemoteCall` ([`remote_call`]): one request in flight, awaitable.
 //! - `ToolGate` ([`tool_gate`]): which tools each NPC's model sees and may call.
+//! - `RemoteBashTool` ([`remote_bash_tool`]): the tool definition, and a model's tool call run
+//!   through a `DeskRpcClient` and turned back into its result message.
 //!
 //! Structured values cross as Dictionaries and Arrays made from the core's serde shapes:
 //! [`shapes`] (core values ↔ JSON, engine-free and unit-tested) and [`variant`] (JSON ↔
@@ -11,9 +16,18 @@
 
 use godot::prelude::*;
 
+pub mod desk_client;
+pub mod remote_bash_tool;
+pub mod remote_call;
 pub mod shapes;
+pub mod socket;
 pub mod tool_gate;
 pub mod variant;
+
+/// The host's monotonic clock for the engines: `Time.get_ticks_msec()`.
+pub(crate) fn ticks() -> u64 {
+    godot::classes::Time::singleton().get_ticks_msec()
+}
 
 struct Deskwire;
 

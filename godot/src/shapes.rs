@@ -6,6 +6,8 @@
 //! how a call is read or whether it may run is the core's.
 
 use deskwire::ids::IdGenerator;
+use deskwire::oa1::remote_bash::{self, RemoteBashArgs};
+use deskwire::oa1::{ConnectionConfig, Event, Failure};
 use deskwire::tools::providers::{self, Provider, Segment, ToolRequest};
 use deskwire::tools::{Authorization, DenyReason, ToolCall, ToolResult, ToolSpec, ToolsChanged};
 use serde_json::{Map, Value, json};
@@ -244,6 +246,122 @@ pub fn tool_message(format: Format, call: &ToolCall, result: &ToolResult) -> Val
             providers::gemini::function_responses(&turn, std::slice::from_ref(result))
                 .expect("the result answers the call it was made for")
         }
+    }
+}
+
+/// What `DeskRpcClient`'s properties say about a connection; the rest comes from the core's
+/// defaults and the `config_overrides` Dictionary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectionSettings {
+    /// Our nick.
+    pub nick: String,
+    /// The desk channel.
+    pub channel: String,
+    /// Accept answers from this nick only, and wait for it in the channel ("" for anyone).
+    pub remote_nick: String,
+    /// The default request timeout in seconds (0: the spec's default).
+    pub request_timeout_sec: u64,
+    /// The shared secret that authenticates frames ("" for none).
+    pub auth_secret: String,
+    /// Offer compressed answers.
+    pub compression: bool,
+}
+
+/// The core's connection configuration from the settings and `overrides` (the JSON shape of
+/// [`ConnectionConfig::from_json`]: `{"session": {...}, "oa1": {...}, "rejoin_delay_ms": N}`;
+/// keys in `overrides` win). Unknown keys and wrong types are errors, from the core.
+pub fn connection_config(
+    settings: &ConnectionSettings,
+    overrides: Map<String, Value>,
+) -> Result<ConnectionConfig, String> {
+    let mut oa1 = Map::new();
+    if !settings.remote_nick.is_empty() {
+        oa1.insert("allowed_sender".into(), json!(settings.remote_nick));
+    }
+    if settings.request_timeout_sec > 0 {
+        oa1.insert(
+            "request_timeout_ms".into(),
+            json!(settings.request_timeout_sec.saturating_mul(1000)),
+        );
+    }
+    // Only when asked for: an engine without these options refuses the keys, so a secret is
+    // never silently ignored.
+    if !settings.auth_secret.is_empty() {
+        oa1.insert("auth".into(), json!(settings.auth_secret));
+    }
+    if settings.compression {
+        oa1.insert("compression".into(), json!(true));
+    }
+    let mut config = json!({
+        "nick": settings.nick,
+        "channel": settings.channel,
+        "oa1": oa1,
+    });
+    for (key, value) in overrides {
+        match (config.get_mut(&key), value) {
+            (Some(Value::Object(section)), Value::Object(more)) => section.extend(more),
+            (_, value) => {
+                config[&key] = value;
+            }
+        }
+    }
+    ConnectionConfig::from_json(&config.to_string())
+        .map_err(|e| format!("invalid configuration: {e}"))
+}
+
+/// The arguments of a `RemoteBash` call as the core reads them (`timeout_sec` 0 or below
+/// means the configured timeout).
+pub fn remote_bash_args(command: &str, timeout_sec: i64) -> Value {
+    match timeout_sec {
+        0 => json!({ "command": command }),
+        t => json!({ "command": command, "timeout_sec": t }),
+    }
+}
+
+/// A tool call's arguments checked by the core's `RemoteBash` contract.
+pub fn read_remote_bash(call: &ToolCall) -> Result<RemoteBashArgs, String> {
+    if call.name != remote_bash::TOOL_NAME {
+        return Err(format!("{:?} is not {}", call.name, remote_bash::TOOL_NAME));
+    }
+    RemoteBashArgs::parse(&call.args.to_string()).map_err(|e| e.to_string())
+}
+
+/// The result `RemoteCall.completed` carries: the core's event JSON with `ok` added,
+/// `{"id", "ok": true, "text", "truncated"}` or `{"id", "ok": false, "error", "message"}`.
+/// `None` for events that do not end a call.
+pub fn call_result(event: &Event) -> Option<(String, Value)> {
+    let (tag, mut body) = match serde_json::to_value(event).ok()? {
+        Value::Object(map) => map.into_iter().next()?,
+        _ => return None,
+    };
+    let ok = match tag.as_str() {
+        "response" => true,
+        "failed" => false,
+        _ => return None,
+    };
+    body["ok"] = Value::Bool(ok);
+    let id = body["id"].as_str()?.to_owned();
+    Some((id, body))
+}
+
+/// A call that ended here, not at the remote (refused arguments, cancelled, the client freed
+/// or closed): the same shape as a failed call.
+pub fn local_failure(id: &str, code: &str, message: &str) -> Value {
+    json!({"id": id, "ok": false, "error": code, "message": message})
+}
+
+/// What the model reads for a finished call: the output text, or the core's failure object
+/// `{"ok": false, "error", "message"}` as an error result (OA1 §10.1).
+pub fn tool_result(call_id: &str, result: &Value) -> ToolResult {
+    let text = |key: &str| result[key].as_str().unwrap_or_default().to_owned();
+    if result["ok"] == Value::Bool(true) {
+        ToolResult::ok(call_id, text("text"))
+    } else {
+        let failure = Failure::Remote {
+            code: text("error"),
+            message: text("message"),
+        };
+        ToolResult::error(call_id, remote_bash::failure_json(&failure))
     }
 }
 
@@ -490,6 +608,136 @@ mod tests {
         assert_eq!(
             tool_message(Format::Deskwire, &call, &ok),
             json!({"callId": "call_1", "content": "a\nb\n"})
+        );
+    }
+
+    #[test]
+    fn connection_config_from_settings_and_overrides() {
+        let settings = ConnectionSettings {
+            nick: "godesk".into(),
+            channel: "#desk".into(),
+            remote_nick: "deskbot".into(),
+            request_timeout_sec: 5,
+            ..ConnectionSettings::default()
+        };
+        let config = connection_config(&settings, Map::new()).unwrap();
+        assert_eq!(config.session.nick, "godesk");
+        assert_eq!(config.oa1.channel, "#desk");
+        assert_eq!(config.oa1.allowed_sender.as_deref(), Some("deskbot"));
+        assert_eq!(config.oa1.request_timeout_ms, 5_000);
+        let defaults = ConnectionConfig::new("godesk", "#desk");
+        assert_eq!(config.oa1.max_message_bytes, defaults.oa1.max_message_bytes);
+
+        let overrides = json!({"oa1": {"adaptive_payload": true, "request_timeout_ms": 7000},
+                               "rejoin_delay_ms": 50});
+        let Value::Object(overrides) = overrides else {
+            unreachable!()
+        };
+        let config = connection_config(&settings, overrides).unwrap();
+        assert!(config.oa1.adaptive_payload);
+        assert_eq!(config.oa1.request_timeout_ms, 7_000, "overrides win");
+        assert_eq!(
+            config.oa1.allowed_sender.as_deref(),
+            Some("deskbot"),
+            "merged, not replaced"
+        );
+        assert_eq!(config.rejoin_delay_ms, 50);
+
+        let anyone = ConnectionSettings {
+            remote_nick: String::new(),
+            ..settings.clone()
+        };
+        assert_eq!(
+            connection_config(&anyone, Map::new())
+                .unwrap()
+                .oa1
+                .allowed_sender,
+            None
+        );
+    }
+
+    #[test]
+    fn bad_configuration_is_an_error_from_the_core() {
+        let settings = ConnectionSettings {
+            nick: "d".into(),
+            channel: "#d".into(),
+            ..ConnectionSettings::default()
+        };
+        for bad in [
+            json!({"oa1": {"no_such_option": 1}}),
+            json!({"oa1": {"max_streams": "many"}}),
+            json!({"surprise": true}),
+        ] {
+            let Value::Object(bad) = bad else {
+                unreachable!()
+            };
+            let e = connection_config(&settings, bad.clone()).unwrap_err();
+            assert!(e.starts_with("invalid configuration"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn remote_bash_arguments_go_through_the_core_contract() {
+        let call = |args: Value| ToolCall::new("c", "RemoteBash", args);
+        let args = read_remote_bash(&call(remote_bash_args("uname -a", 0))).unwrap();
+        assert_eq!(
+            (args.command.as_str(), args.timeout_sec),
+            ("uname -a", None)
+        );
+        let args = read_remote_bash(&call(remote_bash_args("x", 3))).unwrap();
+        assert_eq!(args.timeout_sec, Some(3));
+        assert!(read_remote_bash(&call(remote_bash_args("x", -1))).is_err());
+        assert!(read_remote_bash(&call(json!({"command": 5}))).is_err());
+        assert!(read_remote_bash(&call(json!({"command": "x", "timeout_sec": 0}))).is_err());
+        let other = ToolCall::new("c", "wave", json!({"command": "x"}));
+        assert!(
+            read_remote_bash(&other)
+                .unwrap_err()
+                .contains("not RemoteBash")
+        );
+    }
+
+    #[test]
+    fn call_results_from_core_events() {
+        let done = Event::Response {
+            id: "abc".into(),
+            text: "hi\n".into(),
+            truncated: false,
+        };
+        assert_eq!(
+            call_result(&done),
+            Some((
+                "abc".into(),
+                json!({"id": "abc", "ok": true, "text": "hi\n", "truncated": false})
+            ))
+        );
+        let failed = Event::Failed {
+            id: "abc".into(),
+            failure: Failure::Timeout,
+        };
+        let (id, v) = call_result(&failed).unwrap();
+        assert_eq!(id, "abc");
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["error"], "timeout");
+        assert!(v["message"].is_string());
+        let request = Event::Request {
+            id: "x".into(),
+            sender: "s".into(),
+            payload: "p".into(),
+        };
+        assert_eq!(call_result(&request), None);
+    }
+
+    #[test]
+    fn tool_results_for_the_model() {
+        let ok = json!({"id": "a", "ok": true, "text": "out", "truncated": false});
+        assert_eq!(tool_result("call_1", &ok), ToolResult::ok("call_1", "out"));
+        let failed = local_failure("a", "timeout", "too slow");
+        let r = tool_result("call_1", &failed);
+        assert!(r.is_error);
+        assert_eq!(
+            serde_json::from_str::<Value>(&r.content).unwrap(),
+            json!({"ok": false, "error": "timeout", "message": "too slow"})
         );
     }
 }

@@ -12,6 +12,7 @@ use deskwire::tools::{
 use godot::classes::{IRefCounted, RefCounted, Time};
 use godot::global::Error;
 use godot::prelude::*;
+use godot::register::property::PhantomVar;
 use serde_json::Value;
 
 use crate::shapes::{self, Format};
@@ -49,6 +50,11 @@ pub struct ToolGate {
     npc_at: HashMap<String, String>,
     ids: IdGenerator,
     format: Format,
+    /// The format of tool lists and tool calls: [code]openai_chat[/code] (default),
+    /// [code]openai_responses[/code], [code]anthropic[/code], [code]gemini[/code] or
+    /// [code]deskwire[/code]. Setting an unknown name is an error and keeps the old one.
+    #[var(get = get_provider, set = set_provider)]
+    provider: PhantomVar<GString>,
     base: Base<RefCounted>,
 }
 
@@ -65,6 +71,7 @@ impl IRefCounted for ToolGate {
             npc_at: HashMap::new(),
             ids: IdGenerator::new(seed()),
             format: Format::DEFAULT,
+            provider: PhantomVar::default(),
             base,
         }
     }
@@ -87,9 +94,7 @@ impl ToolGate {
     #[signal]
     fn tools_changed(npc_id: GString);
 
-    /// The format of tool lists and tool calls: [code]openai_chat[/code] (default),
-    /// [code]openai_responses[/code], [code]anthropic[/code], [code]gemini[/code] or
-    /// [code]deskwire[/code]. Setting an unknown name is an error and keeps the old one.
+    /// See [member provider].
     #[func]
     fn get_provider(&self) -> GString {
         self.format.name().into()

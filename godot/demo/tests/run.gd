@@ -8,6 +8,8 @@ extends SceneTree
 const SUITES := [
 	"res://tests/test_values.gd",
 	"res://tests/test_tool_gate.gd",
+	"res://tests/test_desk_client.gd",
+	"res://tests/test_demo.gd",
 ]
 
 var passed := 0

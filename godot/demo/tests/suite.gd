@@ -29,3 +29,50 @@ func wait_signal(sig: Signal, seconds: float) -> Variant:
 	if not box.done and sig.is_connected(on_emit):
 		sig.disconnect(on_emit)
 	return box.args
+
+
+## Pumps `link` until `done.call()` is true or `seconds` pass; returns whether it became true.
+func pump_until(link: RefCounted, done: Callable, seconds: float) -> bool:
+	var deadline := Time.get_ticks_msec() + int(seconds * 1000)
+	while Time.get_ticks_msec() < deadline:
+		if link != null:
+			link.poll()
+		if done.call():
+			return true
+		await tree.process_frame
+	return done.call()
+
+
+## Waits until `done.call()` is true or `seconds` pass (engine frames keep running).
+func wait_until(done: Callable, seconds: float) -> bool:
+	return await pump_until(null, done, seconds)
+
+
+## The IRC server the suite talks to (set by godot/run_tests.sh), or "" with a failure.
+func irc_address() -> String:
+	var address := OS.get_environment("DESKWIRE_IRC")
+	check(address != "", "DESKWIRE_IRC is not set: the IRC tests need ngircd and rexd --irc (godot/run_tests.sh starts them)")
+	return address
+
+
+## A DeskRpcClient in the tree, connected to the suite's server as `nick`, waiting for rexd.
+func connected_client(nick: String) -> DeskRpcClient:
+	var address := irc_address()
+	var client := DeskRpcClient.new()
+	client.server_host = address.get_slice(":", 0)
+	client.server_port = int(address.get_slice(":", 1))
+	client.nick = nick
+	client.channel = OS.get_environment("DESKWIRE_CHANNEL")
+	client.remote_nick = OS.get_environment("DESKWIRE_REMOTE_NICK")
+	tree.root.add_child(client)
+	check_eq(client.connect_to_server(), OK, "connect_to_server")
+	var ready := await wait_until(func(): return client.state == "ready", 15.0)
+	check(ready, "%s reached ready (state %s)" % [nick, client.state])
+	return client
+
+
+## Awaits a RemoteCall at most `seconds`; its result, or {} when it did not complete.
+func finish(call: RemoteCall, seconds: float) -> Dictionary:
+	var done := await wait_until(func(): return call.done, seconds)
+	check(done, "call %s completed within %ss" % [call.id, seconds])
+	return call.result

@@ -1,0 +1,178 @@
+# DeskRpcClient and RemoteBashTool against a real IRC server (ngircd) and rexd --irc.
+extends "res://tests/suite.gd"
+
+
+func test_a_call_completes_over_irc() -> void:
+	var client := await connected_client("godesk1")
+	var completed: Array = []
+	client.request_completed.connect(func(id, text, truncated): completed.append([id, text, truncated]))
+	var call := client.remote_bash("printf 'hello from %s\\n' \"$(echo rexd)\"")
+	check(call.id != "", "the request has an id")
+	check_eq(client.in_flight(), 1, "in flight")
+	var result: Dictionary = await call.completed
+	check_eq(result.ok, true, "ok: %s" % [result])
+	check_eq(result.text, "hello from rexd\n", "the command's output")
+	check_eq(result.truncated, false, "not truncated")
+	check_eq(result.id, call.id, "the result names the request")
+	check_eq(completed, [[call.id, "hello from rexd\n", false]], "request_completed")
+	check_eq(client.in_flight(), 0, "nothing in flight")
+	var stats: Dictionary = client.stats
+	check(stats.oa1.frames_out >= 1 and stats.oa1.frames_in >= 1, "stats count frames: %s" % [stats.oa1])
+	check(stats.irc.has("lines_in") or not stats.irc.is_empty(), "IRC session stats: %s" % [stats.irc])
+	client.close()
+	check_eq(client.state, "closed", "closed")
+	client.queue_free()
+
+
+func test_output_larger_than_a_frame_and_non_ascii() -> void:
+	var client := await connected_client("godesk2")
+	var call := client.remote_bash("seq 1 400; printf 'h\\303\\251 \\342\\234\\223\\n'", 20)
+	var result := await finish(call, 25.0)
+	check_eq(result.get("ok"), true, "ok: %s" % [result.get("message")])
+	var text: String = result.get("text", "")
+	check(text.begins_with("1\n2\n3\n") and text.contains("\n400\n"), "every line arrived (%d bytes)" % text.length())
+	check(text.ends_with("hé ✓\n"), "UTF-8 survives chunking: %s" % text.right(12))
+	check(client.stats.oa1.frames_in > 1, "it took several frames")
+	client.close()
+	client.queue_free()
+
+
+func test_a_timeout_fails_cleanly() -> void:
+	var client := await connected_client("godesk3")
+	var failed: Array = []
+	client.request_failed.connect(func(id, error, message): failed.append([id, error]))
+	var slow := client.remote_bash("sleep 8; echo too late", 1)
+	var result := await finish(slow, 10.0)
+	check_eq(result.get("ok"), false, "failed")
+	check_eq(result.get("error"), "timeout", "error code")
+	check_eq(failed, [[slow.id, "timeout"]], "request_failed")
+	check_eq(client.in_flight(), 0, "the timed-out call is not in flight")
+	check_eq(client.stats.oa1.timeouts, 1, "counted")
+	# The link is still good: the next call goes through.
+	var after := client.remote_bash("echo still here")
+	result = await finish(after, 15.0)
+	check_eq(result.get("text"), "still here\n", "a later call works: %s" % [result])
+	client.close()
+	client.queue_free()
+
+
+func test_cancel() -> void:
+	var client := await connected_client("godesk4")
+	var call := client.remote_bash("sleep 8; echo never", 20)
+	await tree.create_timer(0.5).timeout
+	check_eq(call.cancel("changed my mind"), OK, "cancel")
+	var result := await finish(call, 2.0)
+	check_eq([result.get("ok"), result.get("error"), result.get("message")], [false, "cancelled", "changed my mind"], "cancelled")
+	check_eq(call.cancel(), ERR_DOES_NOT_EXIST, "twice")
+	check_eq(client.in_flight(), 0, "nothing in flight")
+	client.close()
+	client.queue_free()
+
+
+func test_remote_bash_tool_runs_a_model_tool_call() -> void:
+	var client := await connected_client("godesk5")
+	var gate := ToolGate.new()
+	gate.bind_npc("npc-1", "desk-1")
+	var tool_call: Dictionary = JSON.parse_string('{"id": "call_7", "type": "function", "function": {"name": "RemoteBash", "arguments": "{\\"command\\": \\"echo from the model\\", \\"timeout_sec\\": 10}"}}')
+	check_eq(gate.authorize("npc-1", tool_call).allowed, true, "authorized")
+	check(RemoteBashTool.handles(tool_call), "handles")
+	var call := RemoteBashTool.run(client, tool_call)
+	await finish(call, 15.0)
+	check_eq(call.tool_message(), {"role": "tool", "tool_call_id": "call_7", "content": "from the model\n"}, "the tool message")
+	var anthropic := {"type": "tool_use", "id": "toolu_1", "name": "RemoteBash", "input": {"command": "exit 3"}}
+	call = RemoteBashTool.run(client, anthropic, "anthropic")
+	await finish(call, 15.0)
+	var message := call.tool_message()
+	check_eq(message.role, "user", "an Anthropic user message")
+	check_eq(message.content[0].tool_use_id, "toolu_1", "answers the call")
+	var bad := {"id": "call_8", "type": "function", "function": {"name": "RemoteBash", "arguments": "{\"timeout_sec\": 5}"}}
+	call = RemoteBashTool.run(client, bad)
+	var result := await finish(call, 2.0)
+	check_eq(result.get("error"), "invalid_arguments", "no command")
+	var content: Dictionary = JSON.parse_string(call.tool_message().content)
+	check_eq([content.ok, content.error], [false, "invalid_arguments"], "the model is told")
+	check_eq(RemoteBashTool.definition()["function"]["name"], "RemoteBash", "definition")
+	client.close()
+	client.queue_free()
+
+
+func test_attached_to_the_projects_own_irc_link() -> void:
+	var address := irc_address()
+	var link := preload("res://tests/irc_link.gd").new()
+	var channel := OS.get_environment("DESKWIRE_CHANNEL")
+	check_eq(link.open(address, "godesk6", channel), OK, "the project's link connects")
+	check(await pump_until(link, func(): return link.joined, 10.0), "the project's link joined")
+	var client := DeskRpcClient.new()
+	client.nick = "godesk6"
+	client.channel = channel
+	client.remote_nick = OS.get_environment("DESKWIRE_REMOTE_NICK")
+	tree.root.add_child(client)
+	client.line_to_send.connect(link.send)
+	check_eq(client.attach(), OK, "attach")
+	check_eq(client.state, "ready", "attached is ready")
+	var call := client.remote_bash("echo through the project link")
+	var fed := func():
+		for line in link.poll():
+			client.feed_line(line)
+		return call.done
+	check(await pump_until(null, fed, 15.0), "completed through fed lines")
+	check_eq(call.result.get("text"), "through the project link\n", "output: %s" % [call.result])
+	check(client.stats.oa1.lines_in > 0, "fed lines counted")
+	check_eq(client.feed_line(""), OK, "an empty line is ignored")
+	client.close()
+	check_eq(client.state, "closed", "detached")
+	check_eq(client.feed_line("PING x"), ERR_UNCONFIGURED, "feed_line after close")
+	link.close()
+	client.queue_free()
+
+
+func test_calls_without_a_connection_fail_and_still_complete() -> void:
+	var client := DeskRpcClient.new()
+	tree.root.add_child(client)
+	var call := client.remote_bash("echo x")
+	check(not call.done, "completion comes later, so awaiting never misses it")
+	var result: Dictionary = await call.completed
+	check_eq(result.error, "closed", "not connected")
+	client.config_overrides = {"oa1": {"no_such_option": 1}}
+	check_eq(client.connect_to_server(), ERR_INVALID_PARAMETER, "a bad override is refused")
+	client.config_overrides = {}
+	client.server_port = 70000
+	check_eq(client.connect_to_server(), ERR_INVALID_PARAMETER, "a bad port is refused")
+	client.queue_free()
+
+
+func test_a_freed_client_with_calls_in_flight_leaves_nothing_behind() -> void:
+	var channel := OS.get_environment("DESKWIRE_CHANNEL")
+	var watcher := preload("res://tests/irc_link.gd").new()
+	check_eq(watcher.open(irc_address(), "watcher", channel), OK, "watcher connects")
+	check(await pump_until(watcher, func(): return watcher.joined, 10.0), "watcher joined")
+	await tree.process_frame
+	var objects_before := Performance.get_monitor(Performance.OBJECT_COUNT)
+	var nodes_before := Performance.get_monitor(Performance.OBJECT_NODE_COUNT)
+
+	var client := await connected_client("godesk7")
+	var first := client.remote_bash("sleep 6; echo late", 20)
+	var second := client.remote_bash("sleep 6; echo later", 20)
+	var ids := [first.id, second.id]
+	# Both requests reach the channel; pacing lets the CANCELs out at once two seconds later.
+	check(await pump_until(watcher, func(): return watcher.lines.filter(func(l): return l.contains("OA1 REQ")).size() >= 2, 10.0), "the watcher saw both requests")
+	await tree.create_timer(2.5).timeout
+	client.free()
+	client = null
+
+	var r1 := await finish(first, 2.0)
+	var r2 := await finish(second, 2.0)
+	check_eq([r1.get("error"), r2.get("error")], ["closed", "closed"], "calls in flight complete as closed")
+	var quit := func(): return watcher.lines.any(func(l): return l.begins_with(":godesk7!") and l.contains(" QUIT"))
+	check(await pump_until(watcher, quit, 10.0), "the connection said QUIT")
+	for id in ids:
+		check(watcher.lines.any(func(l): return l.contains("OA1 CANCEL " + id)), "the remote was told to stop %s" % id)
+	first = null
+	second = null
+	r1 = {}
+	r2 = {}
+	await tree.process_frame
+	await tree.process_frame
+	check_eq(Performance.get_monitor(Performance.OBJECT_NODE_COUNT), nodes_before, "no node left")
+	check_eq(Performance.get_monitor(Performance.OBJECT_COUNT), objects_before, "no object left")
+	watcher.close()

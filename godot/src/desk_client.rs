@@ -1,0 +1,602 @@
+//! `DeskRpcClient`: the OA1 desk engine (`deskwire::oa1::Desk`) as a Node.
+
+use std::collections::HashMap;
+
+use deskwire::oa1::{
+    Client, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, LinkEvent, LocalError,
+    Output, Requester, remote_bash,
+};
+use deskwire::tools::ToolCall;
+use godot::classes::notify::NodeNotification;
+use godot::classes::{INode, Node, X509Certificate};
+use godot::global::Error;
+use godot::prelude::*;
+use godot::register::property::PhantomVar;
+use serde_json::Value;
+
+use crate::remote_call::RemoteCall;
+use crate::shapes::{self, ConnectionSettings, Format};
+use crate::socket::{self, Input, Socket, TlsSettings};
+use crate::{ticks, variant};
+
+/// The desk end of OA1: sends `RemoteBash` commands as OA1 requests on an IRC channel and
+/// delivers the answers.
+///
+/// Two ways to reach IRC:
+/// - [method connect_to_server]: the client opens its own connection ([member server_host],
+///   [member server_port], TLS with [member use_tls]), registers as [member nick] and joins
+///   [member channel].
+/// - [method attach]: the project already has an IRC connection in the channel. Pass every
+///   line it receives to [method feed_line] and send every [signal line_to_send] line to the
+///   channel's connection.
+///
+/// The client pumps itself from [code]_process[/code] (like [code]WebSocketPeer.poll()[/code])
+/// with [code]Time.get_ticks_msec()[/code]; set [member auto_poll] to [code]false[/code] to call
+/// [method poll] yourself. Every signal is emitted on the main thread.
+///
+/// [code]
+/// var desk := DeskRpcClient.new()
+/// desk.server_host = "irc.example"
+/// desk.nick = "desk-7"
+/// desk.channel = "#desk-7"
+/// desk.remote_nick = "deskbot"       # answers only from rexd --irc --nick deskbot
+/// add_child(desk)
+/// desk.connect_to_server()
+/// var result: Dictionary = await desk.remote_bash("uname -a").completed
+/// $Label.text = result.text if result.ok else result.message
+/// [/code]
+#[derive(GodotClass)]
+#[class(init, base = Node)]
+pub struct DeskRpcClient {
+    /// The IRC server's host name or address.
+    #[export]
+    #[init(val = GString::from("127.0.0.1"))]
+    server_host: GString,
+    /// The IRC server's port (6697 is the usual one for TLS).
+    #[export]
+    #[init(val = 6667)]
+    server_port: i32,
+    /// Connect with TLS ([code]StreamPeerTLS[/code]), checking the server's certificate.
+    #[export]
+    use_tls: bool,
+    /// The name the server's certificate must carry ("": [member server_host]).
+    #[export]
+    tls_server_name: GString,
+    /// Trust this certificate instead of the system's certificate authorities (for a server
+    /// with its own certificate).
+    #[export]
+    tls_trusted_certificate: Option<Gd<X509Certificate>>,
+    /// Our IRC nick.
+    #[export]
+    #[init(val = GString::from("desk"))]
+    nick: GString,
+    /// The desk channel.
+    #[export]
+    #[init(val = GString::from("#desk"))]
+    channel: GString,
+    /// Accept answers only from this nick, and wait for it to be in the channel before
+    /// sending ("": anyone; not recommended).
+    #[export]
+    remote_nick: GString,
+    /// How long a request may take by default, in seconds (0: the OA1 default, 30 s).
+    /// [method remote_bash]'s [code]timeout_sec[/code] overrides it per call.
+    #[export]
+    request_timeout_sec: i64,
+    /// The secret shared with the remote that authenticates OA1 frames ("": none).
+    #[export]
+    auth_secret: GString,
+    /// Offer compressed answers to the remote.
+    #[export]
+    compression: bool,
+    /// Any other setting of the core's connection configuration, e.g.
+    /// [code]{"oa1": {"adaptive_payload": true}, "rejoin_delay_ms": 1000}[/code]. Unknown keys
+    /// make [method connect_to_server] and [method attach] fail.
+    #[export]
+    config_overrides: VarDictionary,
+    /// Pump from [code]_process[/code].
+    #[export]
+    #[init(val = true)]
+    auto_poll: bool,
+    /// Where the connection stands: [code]closed[/code] (never connected, or ended),
+    /// [code]registering[/code], [code]joining[/code], [code]waiting_for_peer[/code] or
+    /// [code]ready[/code].
+    #[var(no_set)]
+    #[init(val = GString::from("closed"))]
+    state: GString,
+    /// The counters of the IRC session and the OA1 endpoint (lines, frames, bytes, timeouts,
+    /// ignored and malformed input), as [code]{"irc": {...}, "oa1": {...}}[/code].
+    #[var(get = get_stats, no_set)]
+    stats: PhantomVar<VarDictionary>,
+    engine: Engine,
+    socket: Option<Socket>,
+    /// Calls in flight by request id.
+    calls: HashMap<String, Gd<RemoteCall>>,
+    /// When a closing connection is given up on (ms).
+    closing_deadline: Option<u64>,
+    base: Base<Node>,
+}
+
+#[derive(Default)]
+enum Engine {
+    #[default]
+    Idle,
+    /// Our own connection.
+    Desk(Box<Desk>),
+    /// Lines from the project's connection.
+    Attached(Box<Client>),
+}
+
+/// What a drain found, delivered after the engine is released.
+enum Action {
+    Line(String),
+    Event(ConnectionEvent),
+    Settle(Gd<RemoteCall>, Value),
+    State(String),
+}
+
+/// How long a closed connection waits for the server to hang up after `QUIT`.
+const CLOSE_GRACE_MS: u64 = 2_000;
+
+fn seed() -> u64 {
+    let half = || godot::global::randi() as u64 & 0xffff_ffff;
+    (half() << 32) | half()
+}
+
+#[godot_api]
+impl INode for DeskRpcClient {
+    fn process(&mut self, _delta: f64) {
+        if self.auto_poll {
+            self.poll();
+        }
+    }
+
+    fn on_notification(&mut self, what: NodeNotification) {
+        if what == NodeNotification::PREDELETE {
+            self.shut_down("the DeskRpcClient was freed");
+        }
+    }
+}
+
+#[godot_api]
+impl DeskRpcClient {
+    /// A line to send on the project's IRC connection (after [method attach]). It is a whole
+    /// IRC command without the line ending, e.g. [code]PRIVMSG #desk :OA1 REQ ...[/code].
+    #[signal]
+    fn line_to_send(line: GString);
+
+    /// Request [param id] was answered: [param text] is the remote's output; [param truncated]
+    /// when it was cut at the size cap.
+    #[signal]
+    fn request_completed(id: GString, text: GString, truncated: bool);
+
+    /// Request [param id] ended without an answer: [param error] is a code ([code]timeout[/code],
+    /// [code]disconnected[/code], [code]cancelled[/code], the remote's code, ...).
+    #[signal]
+    fn request_failed(id: GString, error: GString, message: GString);
+
+    /// [member state] changed.
+    #[signal]
+    fn connection_state_changed(state: GString);
+
+    /// Anything else the connection reports, in the core's JSON shape:
+    /// [code]{"registered": {"nick"}}[/code], [code]{"joined": {"channel"}}[/code],
+    /// [code]{"peer_joined": {"nick"}}[/code], [code]{"disconnected": {"reason"}}[/code], ...
+    #[signal]
+    fn irc_event(event: VarDictionary);
+
+    /// Opens our own connection to [member server_host]:[member server_port] and joins
+    /// [member channel]. Requests made before the channel (and [member remote_nick]) are there
+    /// wait and leave then. A previous connection is closed first.
+    #[func]
+    fn connect_to_server(&mut self) -> Error {
+        let config = match self.config() {
+            Ok(c) => c,
+            Err(e) => {
+                godot_error!("DeskRpcClient.connect_to_server: {e}");
+                return Error::ERR_INVALID_PARAMETER;
+            }
+        };
+        let Ok(port) = u16::try_from(self.server_port) else {
+            godot_error!(
+                "DeskRpcClient.connect_to_server: port {} is out of range",
+                self.server_port
+            );
+            return Error::ERR_INVALID_PARAMETER;
+        };
+        self.shut_down("reconnecting");
+        let tls = self.use_tls.then(|| TlsSettings {
+            server_name: if self.tls_server_name.is_empty() {
+                self.server_host.to_string()
+            } else {
+                self.tls_server_name.to_string()
+            },
+            trusted: self.tls_trusted_certificate.clone(),
+        });
+        match Socket::connect(&self.server_host.to_string(), port, tls) {
+            Ok(socket) => self.socket = Some(socket),
+            Err(e) => {
+                godot_error!("DeskRpcClient.connect_to_server: {e}");
+                return Error::ERR_CANT_CONNECT;
+            }
+        }
+        self.engine = Engine::Desk(Box::new(Desk::new(config, ticks(), seed())));
+        self.deliver(vec![Action::State("registering".into())]);
+        Error::OK
+    }
+
+    /// Uses the project's own IRC connection, which is already in [member channel] as
+    /// [member nick]: feed it lines with [method feed_line], send [signal line_to_send].
+    /// A previous connection is closed first.
+    #[func]
+    fn attach(&mut self) -> Error {
+        let config = match self.config() {
+            Ok(c) => c,
+            Err(e) => {
+                godot_error!("DeskRpcClient.attach: {e}");
+                return Error::ERR_INVALID_PARAMETER;
+            }
+        };
+        self.shut_down("reattaching");
+        self.engine = Engine::Attached(Box::new(Client::new(config.oa1, seed())));
+        self.deliver(vec![Action::State("ready".into())]);
+        Error::OK
+    }
+
+    /// One line the project's IRC connection received (with or without its line ending).
+    /// Only after [method attach].
+    #[func]
+    fn feed_line(&mut self, line: GString) -> Error {
+        let Engine::Attached(client) = &mut self.engine else {
+            godot_error!("DeskRpcClient.feed_line: call attach() first");
+            return Error::ERR_UNCONFIGURED;
+        };
+        let text = line.to_string();
+        client.handle_line(ticks(), text.trim_end_matches(['\r', '\n']).as_bytes());
+        self.poll();
+        Error::OK
+    }
+
+    /// Runs [param command] on the remote machine (the `RemoteBash` tool). [param timeout_sec]
+    /// overrides [member request_timeout_sec] for this call (0: keep it). Await the returned
+    /// call's [signal RemoteCall.completed].
+    #[func]
+    fn remote_bash(
+        &mut self,
+        command: GString,
+        #[opt(default = 0)] timeout_sec: i64,
+    ) -> Gd<RemoteCall> {
+        let args = shapes::remote_bash_args(&command.to_string(), timeout_sec);
+        self.start(ToolCall::new("", remote_bash::TOOL_NAME, args), None)
+    }
+
+    /// Cancels request [param id]: the remote is sent a [code]CANCEL[/code], and its call
+    /// completes with [code]error: "cancelled"[/code].
+    #[func]
+    pub fn cancel(&mut self, id: GString, #[opt(default = "cancelled")] reason: GString) -> Error {
+        let reason = reason.to_string();
+        match self.cancel_request(&id.to_string(), &reason) {
+            Some((id, mut call)) => {
+                RemoteCall::settle(&mut call, shapes::local_failure(&id, "cancelled", &reason));
+                Error::OK
+            }
+            None => Error::ERR_DOES_NOT_EXIST,
+        }
+    }
+
+    /// Ends the connection: [code]QUIT[/code] with [param reason] on our own connection; calls
+    /// in flight fail with [code]disconnected[/code] (attached: [code]cancelled[/code], and a
+    /// [code]CANCEL[/code] is sent for each).
+    #[func]
+    fn close(&mut self, #[opt(default = "bye")] reason: GString) {
+        let now = ticks();
+        let reason = reason.to_string();
+        match &mut self.engine {
+            Engine::Desk(desk) => {
+                desk.quit(now, &reason);
+                self.closing_deadline = Some(now + CLOSE_GRACE_MS);
+            }
+            Engine::Attached(_) => {
+                let ids: Vec<String> = self.calls.keys().cloned().collect();
+                for id in ids {
+                    self.cancel(id.as_str().into(), reason.as_str().into());
+                }
+            }
+            Engine::Idle => return,
+        }
+        self.poll();
+        if let Engine::Attached(_) = self.engine {
+            self.engine = Engine::Idle;
+            self.deliver(vec![Action::State("closed".into())]);
+        }
+    }
+
+    /// Moves bytes and time through the engine and emits what came out. Called from
+    /// [code]_process[/code] while [member auto_poll]; safe to call any time.
+    #[func]
+    pub fn poll(&mut self) {
+        let now = ticks();
+        let mut actions = Vec::new();
+        self.pump_socket(now);
+        self.drain(now, &mut actions);
+        // Write what the drain queued now rather than a frame later.
+        if let Some(reason) = self.socket.as_mut().and_then(Socket::flush) {
+            self.socket_closed(now, &reason);
+            self.drain(now, &mut actions);
+        }
+        if let Engine::Desk(desk) = &self.engine
+            && desk.state() == ConnectionState::Closed
+        {
+            // After QUIT the server hangs up; give it a moment so the QUIT is read.
+            let gone = self.socket.as_ref().is_none_or(|s| !s.is_open());
+            if gone || self.closing_deadline.is_none_or(|d| now >= d) {
+                if let Some(mut socket) = self.socket.take() {
+                    socket.close_now();
+                }
+                self.closing_deadline = None;
+            }
+        }
+        self.deliver(actions);
+    }
+
+    /// See [member stats].
+    #[func]
+    fn get_stats(&self) -> VarDictionary {
+        let value = match &self.engine {
+            Engine::Desk(desk) => serde_json::to_value(desk.stats()),
+            Engine::Attached(client) => {
+                serde_json::to_value(client.stats()).map(|oa1| serde_json::json!({ "oa1": oa1 }))
+            }
+            Engine::Idle => Ok(serde_json::json!({})),
+        };
+        variant::dictionary_of(&value.unwrap_or_default())
+    }
+
+    /// Requests sent and not answered yet.
+    #[func]
+    fn in_flight(&self) -> i64 {
+        self.calls.len() as i64
+    }
+}
+
+impl DeskRpcClient {
+    fn config(&self) -> Result<deskwire::oa1::ConnectionConfig, String> {
+        let settings = ConnectionSettings {
+            nick: self.nick.to_string(),
+            channel: self.channel.to_string(),
+            remote_nick: self.remote_nick.to_string(),
+            request_timeout_sec: u64::try_from(self.request_timeout_sec).unwrap_or(0),
+            auth_secret: self.auth_secret.to_string(),
+            compression: self.compression,
+        };
+        let overrides =
+            variant::from_dictionary(&self.config_overrides).map_err(|e| e.to_string())?;
+        shapes::connection_config(&settings, overrides)
+    }
+
+    /// Sends a `RemoteBash` call; the returned object completes later either way.
+    pub(crate) fn start(&mut self, call: ToolCall, tool: Option<Format>) -> Gd<RemoteCall> {
+        let tool = tool.map(|f| (call.clone(), f));
+        let failed = |tool, code: &str, message: String| {
+            let mut failed = RemoteCall::create("", None, tool);
+            RemoteCall::settle(&mut failed, shapes::local_failure("", code, &message));
+            failed
+        };
+        let args = match shapes::read_remote_bash(&call) {
+            Ok(args) => args,
+            Err(message) => return failed(tool, "invalid_arguments", message),
+        };
+        let requester: &mut dyn Requester = match &mut self.engine {
+            Engine::Desk(desk) => desk.as_mut(),
+            Engine::Attached(client) => client.as_mut(),
+            Engine::Idle => {
+                let message = "not connected: call connect_to_server() or attach() first";
+                return failed(tool, LocalError::Closed.code(), message.into());
+            }
+        };
+        let timeout_ms = args.timeout_sec.map(|s| s.saturating_mul(1000));
+        match requester.request(ticks(), &args.command, timeout_ms) {
+            Ok(id) => {
+                let call = RemoteCall::create(&id, Some(self.base().instance_id()), tool);
+                self.calls.insert(id, call.clone());
+                call
+            }
+            Err(e) => failed(tool, e.code(), e.to_string()),
+        }
+    }
+
+    /// Forgets request `id` and sends its `CANCEL`; emits `request_failed`. The caller
+    /// settles the returned call.
+    pub(crate) fn cancel_request(
+        &mut self,
+        id: &str,
+        reason: &str,
+    ) -> Option<(String, Gd<RemoteCall>)> {
+        let call = self.calls.remove(id)?;
+        let now = ticks();
+        // An id the engine no longer knows has just finished; its answer is dropped now.
+        let _ = match &mut self.engine {
+            Engine::Desk(desk) => desk.cancel(now, id, reason),
+            Engine::Attached(client) => client.cancel(now, id, reason),
+            Engine::Idle => Ok(()),
+        };
+        self.signals().request_failed().emit(
+            &GString::from(id),
+            "cancelled",
+            &GString::from(reason),
+        );
+        Some((id.to_owned(), call))
+    }
+
+    fn pump_socket(&mut self, now: u64) {
+        let (Some(socket), Engine::Desk(desk)) = (&mut self.socket, &mut self.engine) else {
+            return;
+        };
+        for input in socket.pump() {
+            match input {
+                Input::Bytes(bytes) => desk.handle_bytes(now, &bytes),
+                Input::Closed(reason) => {
+                    self.socket_closed(now, &reason);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn socket_closed(&mut self, now: u64, reason: &str) {
+        if let Engine::Desk(desk) = &mut self.engine
+            && desk.state() != ConnectionState::Closed
+        {
+            godot_warn!("DeskRpcClient: {reason}");
+            desk.handle_eof(now);
+        }
+    }
+
+    /// Drains the engine into `actions`; transmits go to the socket here.
+    fn drain(&mut self, now: u64, actions: &mut Vec<Action>) {
+        loop {
+            match &mut self.engine {
+                Engine::Idle => return,
+                Engine::Desk(desk) => match desk.poll_output(now) {
+                    ConnectionOutput::Transmit(bytes) => {
+                        let queued = self.socket.as_mut().is_some_and(|s| s.send(&bytes));
+                        if !queued {
+                            godot_error!(
+                                "DeskRpcClient: more than {} bytes wait to be sent; dropping the connection",
+                                socket::MAX_OUTBOUND
+                            );
+                            if let Some(mut s) = self.socket.take() {
+                                s.close_now();
+                            }
+                            desk.handle_eof(now);
+                        }
+                    }
+                    ConnectionOutput::Event(event) => self.event(event, actions),
+                    ConnectionOutput::Timeout(_) => return,
+                },
+                Engine::Attached(client) => match client.poll_output(now) {
+                    Output::Transmit(line) => actions.push(Action::Line(line)),
+                    Output::Event(event) => self.event(ConnectionEvent::Oa1(event), actions),
+                    Output::Timeout(_) => return,
+                },
+            }
+        }
+    }
+
+    fn event(&mut self, event: ConnectionEvent, actions: &mut Vec<Action>) {
+        match &event {
+            ConnectionEvent::Oa1(e @ (Event::Response { .. } | Event::Failed { .. })) => {
+                if let Some((id, result)) = shapes::call_result(e)
+                    && let Some(call) = self.calls.remove(&id)
+                {
+                    actions.push(Action::Settle(call, result));
+                }
+                actions.push(Action::Event(event));
+            }
+            ConnectionEvent::Link(LinkEvent::StateChanged { state }) => {
+                let name = serde_json::to_value(state)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                actions.push(Action::State(name));
+            }
+            _ => actions.push(Action::Event(event)),
+        }
+    }
+
+    /// Emits what a drain found; handlers may call back into this client.
+    fn deliver(&mut self, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Line(line) => {
+                    self.signals()
+                        .line_to_send()
+                        .emit(&GString::from(line.as_str()));
+                }
+                Action::Settle(mut call, result) => RemoteCall::settle(&mut call, result),
+                Action::State(state) => {
+                    let state = GString::from(state.as_str());
+                    if state != self.state {
+                        self.state = state.clone();
+                        self.signals().connection_state_changed().emit(&state);
+                    }
+                }
+                Action::Event(ConnectionEvent::Oa1(Event::Response {
+                    id,
+                    text,
+                    truncated,
+                })) => {
+                    self.signals().request_completed().emit(
+                        &GString::from(id.as_str()),
+                        &GString::from(text.as_str()),
+                        truncated,
+                    );
+                }
+                Action::Event(ConnectionEvent::Oa1(Event::Failed { id, failure })) => {
+                    self.signals().request_failed().emit(
+                        &GString::from(id.as_str()),
+                        &GString::from(failure.code()),
+                        &GString::from(failure.message().as_str()),
+                    );
+                }
+                Action::Event(other) => {
+                    let value = serde_json::to_value(&other).unwrap_or_default();
+                    self.signals()
+                        .irc_event()
+                        .emit(&variant::dictionary_of(&value));
+                }
+            }
+        }
+    }
+
+    /// Ends everything without emitting on this object (it may be going away): calls in flight
+    /// complete with `closed`, the remote is sent `CANCEL`s and `QUIT`, the socket is closed.
+    fn shut_down(&mut self, why: &str) {
+        let now = ticks();
+        let mut calls: Vec<(String, Gd<RemoteCall>)> = self.calls.drain().collect();
+        calls.sort_by(|a, b| a.0.cmp(&b.0));
+        for (id, mut call) in calls {
+            match &mut self.engine {
+                Engine::Desk(desk) => {
+                    let _ = desk.cancel(now, &id, why);
+                }
+                Engine::Attached(client) => {
+                    let _ = client.cancel(now, &id, why);
+                }
+                Engine::Idle => {}
+            }
+            RemoteCall::settle(&mut call, shapes::local_failure(&id, "closed", why));
+        }
+        if let Engine::Desk(desk) = &mut self.engine {
+            // The CANCELs leave before QUIT: ending the connection drops what is still queued.
+            loop {
+                match desk.poll_output(now) {
+                    ConnectionOutput::Transmit(bytes) => {
+                        if let Some(s) = self.socket.as_mut() {
+                            s.send(&bytes);
+                        }
+                    }
+                    ConnectionOutput::Event(_) => {}
+                    _ => break,
+                }
+            }
+            desk.quit(now, why);
+            loop {
+                match desk.poll_output(now) {
+                    ConnectionOutput::Transmit(bytes) => {
+                        if let Some(s) = self.socket.as_mut() {
+                            s.send(&bytes);
+                        }
+                    }
+                    ConnectionOutput::Event(_) => {}
+                    _ => break,
+                }
+            }
+        }
+        if let Some(mut socket) = self.socket.take() {
+            socket.close_now();
+        }
+        self.engine = Engine::Idle;
+        self.closing_deadline = None;
+        self.state = "closed".into();
+    }
+}

@@ -1,0 +1,119 @@
+//! `RemoteBashTool`: the `RemoteBash` tool definition, and a model's tool call run through a
+//! `DeskRpcClient` and turned back into the tool result message.
+
+use deskwire::ids::IdGenerator;
+use deskwire::oa1::remote_bash;
+use deskwire::tools::builtin;
+use godot::prelude::*;
+use serde_json::Value;
+
+use crate::desk_client::DeskRpcClient;
+use crate::remote_call::RemoteCall;
+use crate::shapes::{self, Format};
+use crate::variant;
+
+/// The `RemoteBash` tool: its definition for the model, and the glue from the model's tool call
+/// to a [RemoteCall] and back to the tool result.
+///
+/// [code]
+/// # The model answered with tool calls (OpenAI Chat: message.tool_calls).
+/// for tool_call in message.tool_calls:
+///     var verdict := gate.authorize(npc_id, tool_call)
+///     if not verdict.allowed:
+///         messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": verdict.observation})
+///     elif RemoteBashTool.handles(tool_call):
+///         var call := RemoteBashTool.run(desk, tool_call)
+///         await call.completed
+///         messages.append(call.tool_message())
+/// [/code]
+///
+/// [code]provider[/code] names the format of definitions, calls and results:
+/// [code]openai_chat[/code] (default), [code]openai_responses[/code], [code]anthropic[/code],
+/// [code]gemini[/code] or [code]deskwire[/code].
+#[derive(GodotClass)]
+#[class(base = Object, no_init)]
+pub struct RemoteBashTool {
+    base: Base<Object>,
+}
+
+#[godot_api]
+impl RemoteBashTool {
+    /// The tool's name, [code]"RemoteBash"[/code].
+    #[func]
+    fn tool_name() -> GString {
+        remote_bash::TOOL_NAME.into()
+    }
+
+    /// The tool definition in [param provider]'s format: one entry of a request's
+    /// [code]tools[/code] array (OA1 §10.1 schema, §10.2 description). [ToolGate] lists it by
+    /// itself while an NPC is bound; this is for runtimes that build their own list.
+    #[func]
+    fn definition(#[opt(default = "openai_chat")] provider: GString) -> VarDictionary {
+        let Some(format) = format(&provider) else {
+            return VarDictionary::new();
+        };
+        let spec = builtin::remote_bash();
+        match shapes::tool_list(format, vec![&spec]).first() {
+            Some(tool) => variant::dictionary_of(tool),
+            None => VarDictionary::new(),
+        }
+    }
+
+    /// Whether [param tool_call] (in [param provider]'s format) calls `RemoteBash`.
+    #[func]
+    fn handles(
+        tool_call: VarDictionary,
+        #[opt(default = "openai_chat")] provider: GString,
+    ) -> bool {
+        let Some(format) = format(&provider) else {
+            return false;
+        };
+        read(&tool_call, format).is_ok_and(|c| c.name == remote_bash::TOOL_NAME)
+    }
+
+    /// Runs [param tool_call] on [param client]: its [code]command[/code] (and
+    /// [code]timeout_sec[/code]) go out as one OA1 request. Await the call's
+    /// [signal RemoteCall.completed], then send [method RemoteCall.tool_message] back to the
+    /// model. Arguments the tool refuses complete the call at once with
+    /// [code]invalid_arguments[/code] (its tool message tells the model why). Check the call
+    /// with [method ToolGate.authorize] first.
+    #[func]
+    fn run(
+        mut client: Gd<DeskRpcClient>,
+        tool_call: VarDictionary,
+        #[opt(default = "openai_chat")] provider: GString,
+    ) -> Gd<RemoteCall> {
+        let failed = |message: String| {
+            let mut call = RemoteCall::create("", None, None);
+            RemoteCall::settle(
+                &mut call,
+                shapes::local_failure("", "invalid_arguments", &message),
+            );
+            call
+        };
+        let Some(format) = format(&provider) else {
+            return failed(format!("unknown provider {provider}"));
+        };
+        match read(&tool_call, format) {
+            Ok(call) => client.bind_mut().start(call, Some(format)),
+            Err(message) => failed(message),
+        }
+    }
+}
+
+fn format(provider: &GString) -> Option<Format> {
+    match Format::from_name(&provider.to_string()) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            godot_error!("RemoteBashTool: {e}");
+            None
+        }
+    }
+}
+
+fn read(tool_call: &VarDictionary, format: Format) -> Result<deskwire::tools::ToolCall, String> {
+    let value = variant::from_dictionary(tool_call).map_err(|e| e.to_string())?;
+    // Ids only matter for Gemini calls that came without one; they are made here once.
+    let mut ids = IdGenerator::new(u64::from(godot::global::randi() as u32));
+    shapes::tool_call(format, Value::Object(value), &mut ids).map_err(|e| e.to_string())
+}
