@@ -18,6 +18,11 @@ command -v qemu-aarch64 >/dev/null 2>&1 || missing+=(qemu-user)
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+[ -f /usr/include/jansson.h ] || missing+=(libjansson-dev)
+{ command -v gcc && command -v g++; } >/dev/null 2>&1 || missing+=(gcc g++)
+command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+command -v clang >/dev/null 2>&1 || missing+=(clang libclang-rt-14-dev)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
@@ -74,6 +79,9 @@ echo # Maven -q still ends with bare colour resets; keep the closing line on its
 awk '/^Tests run:/ { gsub(",", ""); r += $3; f += $5 + $7; s += $9 }
      END { printf "kotlin: %d passed, %d failed, %d skipped\n", r - f - s, f, s }' \
   bindings/kotlin/target/surefire-reports/*.txt
+
+section "C: include/deskwire.h and the C tests"
+bash tests/c/run.sh
 
 section "desk demo (README main command)"
 out=$(cargo run --quiet --release --bin desk -- 'printf "hello from %s\n" desk')

@@ -45,14 +45,15 @@
 //! - [`sidecar`]: typed params and results of the sidecar IPC methods (over [`jsonrpc`]).
 //! - [`mobile`]: the mobile companion's WebSocket messages and its client and server engines.
 //! - [`tools`]: tool specs, desk gating, policy and approvals, provider translation, retrieval.
+//! - [`schemas`]: values of the JSON Schemas in `core/schemas/`, read through the Rust types.
 #![warn(missing_docs)]
 // `unsafe` is allowed only where a measurement asked for it, each with its SAFETY note:
 // oa1::escape (SSE2 compares; AVX2 and AVX-512 block loads and stores for decoding, behind run-time
 // detection; UTF-8 that escaping cannot break), oa1::into_text and irc::message::short_str.
 #![deny(unsafe_code)]
 
-pub mod gateway;
 pub mod entropy;
+pub mod gateway;
 pub mod ids;
 pub mod irc;
 pub mod jsonrpc;
@@ -60,6 +61,7 @@ pub mod lines;
 pub mod mobile;
 pub mod oa1;
 pub mod rexd;
+pub mod schemas;
 pub mod sidecar;
 pub mod sim;
 pub mod tools;

@@ -10,16 +10,10 @@ mod support;
 
 use support::{load, validator};
 
-use deskwire::gateway::ops::{
-    ApprovalDecisionResult, ApprovalStatus, ApprovalsListResult, JobStatusBrief, JobsResultResult,
-    JobsStatusResult, Level, PingResult,
-};
+use deskwire::gateway::ops::{ApprovalStatus, Level};
 use deskwire::gateway::{
-    Config, ConnId, Envelope, ErrorBody, EventEnvelope, Gateway, GenericRequestEnvelope, JobState,
-    LocalError, Output, Request, RequestEnvelope, ResponseEnvelope, Timestamp, Token,
-    TransitionError,
+    Config, ConnId, Gateway, JobState, LocalError, Output, Timestamp, Token, TransitionError,
 };
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -31,58 +25,10 @@ fn from<T: DeserializeOwned>(v: &Value) -> T {
     serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"))
 }
 
-fn serde_round<T: DeserializeOwned + Serialize>(json: &Value) -> Result<Value, String> {
-    let value: T = serde_json::from_value(json.clone()).map_err(|e| e.to_string())?;
-    Ok(serde_json::to_value(value).expect("serialises"))
-}
-
-fn params_round(op: &str, json: &Value) -> Result<Value, String> {
-    Request::from_parts(op, json.clone())
-        .map(|r| r.payload())
-        .map_err(|e| e.to_string())
-}
-
-/// Parses `json` as the Rust type for `def` and writes it back.
+/// Reads `json` as the Rust type for `def` and writes it back: core's table
+/// ([`deskwire::schemas::read`]), the one every binding uses.
 fn rust_round(def: &str, json: &Value) -> Result<Value, String> {
-    let e = |e: deskwire::gateway::ParseError| e.to_string();
-    match def {
-        "RequestEnvelope" => RequestEnvelope::from_value(json.clone())
-            .map(|r| r.to_value())
-            .map_err(e),
-        "GenericRequestEnvelope" => GenericRequestEnvelope::from_value(json.clone())
-            .map(|r| r.to_value())
-            .map_err(e),
-        "ResponseEnvelope" => ResponseEnvelope::from_value(json.clone())
-            .map(|r| r.to_value())
-            .map_err(e),
-        "EventEnvelope" => EventEnvelope::from_value(json.clone())
-            .map(|r| r.to_value())
-            .map_err(e),
-        "Envelope" => Envelope::from_value(json.clone())
-            .map(|r| r.to_value())
-            .map_err(e),
-        "PingParams" => params_round("gateway.ping", json),
-        "JobsCreateParams" => params_round("jobs.create", json),
-        "JobRef" => params_round("jobs.start", json),
-        "JobsCancelParams" => params_round("jobs.cancel", json),
-        "ApprovalsListParams" => params_round("approvals.list", json),
-        "ApprovalDecisionParams" => params_round("approvals.approve", json),
-        "PingResult" => serde_round::<PingResult>(json),
-        "JobStatusBrief" => serde_round::<JobStatusBrief>(json),
-        "JobsStatusResult" => serde_round::<JobsStatusResult>(json).and_then(|v| {
-            // The schema bounds progress to 0..=1; serde's f64 does not, the type's users do.
-            match v.get("progress").and_then(Value::as_f64) {
-                Some(p) if !(0.0..=1.0).contains(&p) => Err(format!("progress {p}")),
-                _ => Ok(v),
-            }
-        }),
-        "JobsResultResult" => serde_round::<JobsResultResult>(json),
-        "ApprovalsListResult" => serde_round::<ApprovalsListResult>(json),
-        "ApprovalDecisionResult" => serde_round::<ApprovalDecisionResult>(json),
-        "ErrorBody" => serde_round::<ErrorBody>(json),
-        "JobState" => serde_round::<JobState>(json),
-        other => panic!("no Rust type for def {other}"),
-    }
+    deskwire::schemas::read("gateway", def, json).map_err(|e| e.to_string())
 }
 
 #[test]

@@ -9,103 +9,13 @@ mod support;
 
 use support::load;
 
-use deskwire::mobile::{
-    AgentState, ClientMessage, CommandAction, Envelope, ServerMessage, StopReason,
-};
-use serde_json::{Value, json};
+use deskwire::mobile::{ClientMessage, ServerMessage};
+use serde_json::Value;
 
-fn server(json: &Value) -> Result<ServerMessage, String> {
-    ServerMessage::from_value(json.clone()).map_err(|e| e.to_string())
-}
-
-fn client(json: &Value) -> Result<ClientMessage, String> {
-    ClientMessage::from_value(json.clone()).map_err(|e| e.to_string())
-}
-
-/// A payload read through its envelope (where the message-level checks live), written back.
-fn payload_round(kind: &str, server_side: bool, json: &Value) -> Result<Value, String> {
-    let envelope = json!({ "type": kind, "payload": json });
-    let back = if server_side {
-        server(&envelope)?.to_value()
-    } else {
-        client(&envelope)?.to_value()
-    };
-    Ok(back["payload"].clone())
-}
-
-/// A message of one given type, written back.
-fn typed_round(kind: &str, server_side: bool, json: &Value) -> Result<Value, String> {
-    let (got, back) = if server_side {
-        let m = server(json)?;
-        (m.kind(), m.to_value())
-    } else {
-        let m = client(json)?;
-        (m.kind(), m.to_value())
-    };
-    if got != kind {
-        return Err(format!("a {got} message, not {kind}"));
-    }
-    Ok(back)
-}
-
-fn serde_round<T: serde::de::DeserializeOwned + serde::Serialize>(
-    json: &Value,
-) -> Result<Value, String> {
-    let value: T = serde_json::from_value(json.clone()).map_err(|e| e.to_string())?;
-    Ok(serde_json::to_value(value).expect("serialises"))
-}
-
+/// Reads `json` as the Rust type for `def` and writes it back: core's table
+/// ([`deskwire::schemas::read`]), the one every binding uses.
 fn rust_round(def: &str, json: &Value) -> Result<Value, String> {
-    match def {
-        "ServerMessage" => server(json).map(|m| m.to_value()),
-        "ClientMessage" => client(json).map(|m| m.to_value()),
-        "Envelope" => Envelope::from_value(json.clone())
-            .map(|e| e.to_value())
-            .map_err(|e| e.to_string()),
-        "AgentState" => AgentState::from_value(json.clone())
-            .map(|s| s.to_value())
-            .map_err(|e| e.to_string()),
-        "RunningData" => payload_round(
-            "agent_state_update",
-            true,
-            &json!({"status": "Running", "data": json}),
-        )
-        .map(|v| v["data"].clone()),
-        "PausedData" => payload_round(
-            "agent_state_update",
-            true,
-            &json!({"status": "Paused", "data": json}),
-        )
-        .map(|v| v["data"].clone()),
-        "StoppedData" => payload_round(
-            "agent_state_update",
-            true,
-            &json!({"status": "Stopped", "data": json}),
-        )
-        .map(|v| v["data"].clone()),
-        "StopReason" => serde_round::<StopReason>(json),
-        "CommandAction" => serde_round::<CommandAction>(json),
-        "AuthResult" => payload_round("auth_result", true, json),
-        "ChatMessage" => payload_round("message", true, json),
-        "PermissionRequest" => payload_round("permission_request", true, json),
-        "TaskUpdate" => payload_round("task_update", true, json),
-        "Auth" => payload_round("auth", false, json),
-        "Command" => payload_round("command", false, json),
-        "UserMessage" => payload_round("message", false, json),
-        "PermissionResponse" => payload_round("permission_response", false, json),
-        "AuthResultMessage" => typed_round("auth_result", true, json),
-        "AgentStateUpdateMessage" => typed_round("agent_state_update", true, json),
-        "ServerChatMessage" => typed_round("message", true, json),
-        "PermissionRequestMessage" => typed_round("permission_request", true, json),
-        "TaskUpdateMessage" => typed_round("task_update", true, json),
-        "PingMessage" => typed_round("ping", true, json),
-        "AuthMessage" => typed_round("auth", false, json),
-        "CommandMessage" => typed_round("command", false, json),
-        "ClientChatMessage" => typed_round("message", false, json),
-        "PermissionResponseMessage" => typed_round("permission_response", false, json),
-        "PongMessage" => typed_round("pong", false, json),
-        other => panic!("no Rust type for def {other}"),
-    }
+    deskwire::schemas::read("mobile", def, json).map_err(|e| e.to_string())
 }
 
 #[test]

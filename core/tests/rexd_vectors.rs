@@ -5,14 +5,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 
-use deskwire::rexd::{
-    Capability, DirEntry, Encoding, ErrorObject, ErrorResponse, Event, FileType, Limits, Method,
-    ProcessInfo, ProcessStatus, Request, RequestMessage, Response, Signal, WriteMode,
-};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use deskwire::rexd::Method;
+use deskwire::schemas::rexd_method_of;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -23,92 +18,13 @@ fn load(path: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-fn raw(json: &Value) -> Box<RawValue> {
-    serde_json::value::to_raw_value(json).unwrap()
-}
-
 /// The `$defs` that are fragments or documentation, not types a case parses into.
 const NOT_TYPES: [&str; 2] = ["Program", "ErrorCode"];
 
-/// The request method whose params a `…Params` def is, or whose result a `…Result` def is.
-fn method_of(def: &str) -> Option<Method> {
-    let stem = def
-        .strip_suffix("Params")
-        .or_else(|| def.strip_suffix("Result"))?;
-    Method::ALL.into_iter().filter(|m| !m.is_event()).find(|m| {
-        let camel: String = m
-            .as_str()
-            .split('.')
-            .map(|part| {
-                let mut c = part.chars();
-                c.next()
-                    .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                    .unwrap_or_default()
-            })
-            .collect();
-        camel == stem
-    })
-}
-
-/// A plain serde round trip, for the nested types.
-fn serde_trip<T: DeserializeOwned + Serialize>(json: &Value) -> Result<Value, String> {
-    let t: T = serde_json::from_value(json.clone()).map_err(|e| e.to_string())?;
-    Ok(serde_json::to_value(&t).unwrap())
-}
-
 /// Parses `json` as the Rust type for `def` through the same entry point a peer uses, and
-/// writes it back.
+/// writes it back: core's table ([`deskwire::schemas::read`]), the one every binding uses.
 fn parse_and_write(def: &str, json: &Value) -> Result<Value, String> {
-    let text = json.to_string();
-    let event_method = match def {
-        "ExecOutput" => Some("exec.stdout"),
-        "ExecExit" => Some("exec.exit"),
-        "ExecErrorEvent" => Some("exec.error"),
-        "PtyOutput" => Some("pty.output"),
-        "PtyExit" => Some("pty.exit"),
-        _ => None,
-    };
-    if let Some(method) = event_method {
-        let params = raw(json);
-        let event = Event::parse(method, Some(&params)).map_err(|e| e.to_string())?;
-        return Ok(serde_json::to_value(&event).unwrap()["params"].clone());
-    }
-    match def {
-        "RequestMessage" => {
-            let m = RequestMessage::from_slice(text.as_bytes()).map_err(|e| e.to_string())?;
-            return Ok(serde_json::from_str(&m.to_line()).unwrap());
-        }
-        "NotificationMessage" => {
-            let e = Event::from_notification(text.as_bytes()).map_err(|e| e.to_string())?;
-            return Ok(serde_json::from_str(&e.to_notification()).unwrap());
-        }
-        "ErrorResponse" => {
-            let e = ErrorResponse::from_slice(text.as_bytes()).map_err(|e| e.to_string())?;
-            return Ok(serde_json::from_str(&e.to_line()).unwrap());
-        }
-        "Encoding" => return serde_trip::<Encoding>(json),
-        "Capability" => return serde_trip::<Capability>(json),
-        "Limits" => return serde_trip::<Limits>(json),
-        "ProcessStatus" => return serde_trip::<ProcessStatus>(json),
-        "ProcessInfo" => return serde_trip::<ProcessInfo>(json),
-        "Signal" => return serde_trip::<Signal>(json),
-        "FileType" => return serde_trip::<FileType>(json),
-        "DirEntry" => return serde_trip::<DirEntry>(json),
-        "WriteMode" => return serde_trip::<WriteMode>(json),
-        "ErrorObject" => return serde_trip::<ErrorObject>(json),
-        "OkResult" => return serde_trip::<deskwire::rexd::OkResult>(json),
-        _ => {}
-    }
-    let method = method_of(def).unwrap_or_else(|| panic!("no Rust type for def {def}"));
-    let r = raw(json);
-    if def.ends_with("Params") {
-        let req = Request::parse(method.as_str(), Some(&r)).map_err(|e| e.to_string())?;
-        assert_eq!(req.method(), method);
-        Ok(req.params_value())
-    } else {
-        let resp = Response::parse(method, &r).map_err(|e| e.to_string())?;
-        Ok(serde_json::to_value(&resp).unwrap())
-    }
+    deskwire::schemas::read("rexd", def, json).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -192,11 +108,14 @@ fn every_method_has_params_and_result_defs() {
             if def == "OkResult" {
                 continue;
             }
-            assert!(method_of(def).is_some(), "{def} names no request method");
+            assert!(
+                rexd_method_of(def).is_some(),
+                "{def} names no request method"
+            );
         }
     }
     for m in Method::ALL.into_iter().filter(|m| !m.is_event()) {
-        let n = defs.keys().filter(|d| method_of(d) == Some(m)).count();
+        let n = defs.keys().filter(|d| rexd_method_of(d) == Some(m)).count();
         assert_eq!(n, 2, "{m}: params and result defs");
     }
 }

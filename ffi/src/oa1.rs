@@ -1,0 +1,1061 @@
+//! OA1 (`deskwire::oa1`): the per-connection desk and remote engines over raw IRC bytes, the
+//! bare client and server for hosts with their own IRC client, the `RemoteBash` contract, and
+//! the codec (escaping, frames, chunking, `ERR` payloads).
+
+use std::ffi::c_char;
+
+use deskwire::oa1::chunk::{split, wire_payload};
+use deskwire::oa1::escape::{escape, unescape};
+use deskwire::oa1::{
+    Client, Config, ConnectionConfig, ConnectionEvent, ConnectionOutput, Desk, Event, Failure,
+    Frame, FrameType, LocalError, Output, Remote, Server, remote_bash,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::boundary::{
+    self, Error, Handle, Result, as_handle, dw_output, dw_output_kind, dw_status, dw_str,
+};
+
+fn refused(e: LocalError) -> Error {
+    Error::with_kind(dw_status::Refused, e.code(), e)
+}
+
+fn timeout(timeout_ms: u64) -> Option<u64> {
+    (timeout_ms > 0).then_some(timeout_ms)
+}
+
+/// The state behind a requester handle: the engine and the last OA1 event it gave out, for
+/// `_tool_result`.
+pub(crate) struct Requesting<E> {
+    engine: E,
+    last: Option<Event>,
+}
+
+/// Writes the `RemoteBash` tool result of `last` (the OA1 event `poll_output` gave out last):
+/// the call's id and the text for the model.
+fn tool_result<E>(
+    h: &mut Handle<Requesting<E>>,
+    id: *mut dw_str,
+    result: *mut dw_str,
+) -> Result<()> {
+    let id = boundary::out_ptr(id, "id")?;
+    let result = boundary::out_ptr(result, "result")?;
+    let (call, text) = h
+        .engine
+        .last
+        .as_ref()
+        .and_then(remote_bash::tool_result)
+        .ok_or_else(|| Error::refused_text("the last output was not a response or a failure"))?;
+    // Both views live in the view buffer: the id first, then the result.
+    h.view.clear();
+    h.view.extend_from_slice(call.as_bytes());
+    h.view.push(0);
+    let split = h.view.len();
+    h.view.extend_from_slice(text.as_bytes());
+    h.view.push(0);
+    let base = h.view.as_ptr();
+    boundary::write(
+        id,
+        dw_str {
+            ptr: base.cast(),
+            len: call.len(),
+        },
+    );
+    boundary::write(
+        result,
+        dw_str {
+            // SAFETY: `split` is within the buffer just written.
+            ptr: unsafe { base.add(split) }.cast(),
+            len: text.len(),
+        },
+    );
+    Ok(())
+}
+
+// ---- the desk engine ----
+
+/// The desk end of OA1 over one IRC connection (`deskwire::oa1::Desk`): registration, `PING`,
+/// `JOIN`, pacing, chunking, reassembly and timeouts behind four calls the host loop makes
+/// (bytes in, EOF, timeout, poll).
+pub struct dw_desk(Handle<Requesting<Desk>>);
+as_handle!(dw_desk, Requesting<Desk>);
+
+fn connection_config(json: *const c_char) -> Result<ConnectionConfig> {
+    let text = boundary::str_arg(json, "config_json")?;
+    ConnectionConfig::from_json(text).map_err(|e| Error::json("config_json", e))
+}
+
+/// Starts a desk connection at `now_ms` (its first outputs are `NICK` and `USER`).
+///
+/// `config_json`: `{"nick", "channel", "session"?: {...}, "oa1"?: {...}, "rejoin_delay_ms"?}`
+/// where `session` (IRC: `user`, `realname`, `password`, `max_nick_attempts`,
+/// `ping_interval_ms`, ...) and `oa1` (`allowed_sender`, `max_frame_payload_bytes`,
+/// `request_timeout_ms`, `pacing`, ...) hold only what differs from the spec's defaults. `seed`
+/// fixes the request ids. On success `*out` is a new handle the caller frees with
+/// `dw_desk_free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_new(
+    config_json: *const c_char,
+    now_ms: u64,
+    seed: u64,
+    out: *mut *mut dw_desk,
+) -> dw_status {
+    boundary::new_handle(out, || {
+        let config = connection_config(config_json)?;
+        Ok(Requesting {
+            engine: Desk::new(config, now_ms, seed),
+            last: None,
+        })
+    })
+}
+
+/// Frees a desk. `NULL` is a no-op. Views it gave out become invalid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_free(desk: *mut dw_desk) {
+    boundary::free_handle(desk)
+}
+
+/// The message of the desk's last failed call, or `""` after a success. Valid until the next
+/// call with `desk`; owned by it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_last_error(desk: *const dw_desk) -> *const c_char {
+    boundary::last_error(desk)
+}
+
+/// The kind of the desk's last failed call (`"too_large"`, `"too_many_in_flight"`,
+/// `"unknown_request"`, `"closed"`, ... or the status's name), or `""`. Same lifetime as
+/// `dw_desk_last_error`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_last_error_kind(desk: *const dw_desk) -> *const c_char {
+    boundary::last_error_kind(desk)
+}
+
+/// Feeds bytes read from the socket, `data[0..len]` (any split; a partial line waits for the
+/// rest). Never fails for bad input: noise is ignored and counted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_handle_bytes(
+    desk: *mut dw_desk,
+    now_ms: u64,
+    data: *const u8,
+    len: usize,
+) -> dw_status {
+    boundary::with(desk, |h| {
+        let bytes = boundary::bytes_arg(data, len, "data")?;
+        h.engine.engine.handle_bytes(now_ms, bytes);
+        Ok(())
+    })
+}
+
+/// The socket closed or failed: requests in flight fail with `disconnected`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_handle_eof(desk: *mut dw_desk, now_ms: u64) -> dw_status {
+    boundary::with(desk, |h| {
+        h.engine.engine.handle_eof(now_ms);
+        Ok(())
+    })
+}
+
+/// The deadline of the last `DW_OUTPUT_TIMEOUT` passed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_handle_timeout(desk: *mut dw_desk, now_ms: u64) -> dw_status {
+    boundary::with(desk, |h| {
+        h.engine.engine.handle_timeout(now_ms);
+        Ok(())
+    })
+}
+
+fn connection_output<E>(h: &mut Handle<Requesting<E>>, output: ConnectionOutput) -> dw_output {
+    match output {
+        ConnectionOutput::Transmit(bytes) => {
+            h.bytes_out(dw_output_kind::DwOutputTransmit, bytes, 0)
+        }
+        ConnectionOutput::Event(event) => {
+            let out = h.event(&event);
+            if let ConnectionEvent::Oa1(e) = event {
+                h.engine.last = Some(e);
+            }
+            out
+        }
+        ConnectionOutput::Timeout(at) => dw_output::timeout(at),
+    }
+}
+
+/// The next instruction: `DW_OUTPUT_TRANSMIT` (bytes to write to the socket, CRLF included),
+/// `DW_OUTPUT_EVENT` (JSON: IRC `{"registered": {"nick"}}`, `{"joined": {"channel"}}`,
+/// `{"disconnected": {"reason"}}`, ...; OA1 `{"response": {"id", "text", "truncated"}}`,
+/// `{"failed": {"id", "error", "message"}}`; link `{"state_changed": {"state"}}`,
+/// `{"peer_joined": {"nick"}}`, ...) or `DW_OUTPUT_TIMEOUT` (sleep until `deadline_ms` or
+/// until the socket is readable). Call until it answers `DW_OUTPUT_TIMEOUT`. `out->data`
+/// stays valid until the next call with `desk`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_poll_output(
+    desk: *mut dw_desk,
+    now_ms: u64,
+    out: *mut dw_output,
+) -> dw_status {
+    boundary::with(desk, |h| {
+        let out = boundary::out_ptr(out, "out")?;
+        let output = h.engine.engine.poll_output(now_ms);
+        boundary::write(out, connection_output(h, output));
+        Ok(())
+    })
+}
+
+/// Sends `payload[0..len]` (UTF-8) as a new request, queued until the channel is joined.
+/// `timeout_ms` overrides the configured request timeout (0 keeps it). `*id` views the request
+/// id its events will carry. `DW_STATUS_REFUSED` (kinds `too_large`, `too_many_in_flight`,
+/// `closed`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_request(
+    desk: *mut dw_desk,
+    now_ms: u64,
+    payload: *const u8,
+    len: usize,
+    timeout_ms: u64,
+    id: *mut dw_str,
+) -> dw_status {
+    boundary::with(desk, |h| {
+        let out = boundary::out_ptr(id, "id")?;
+        let payload = boundary::text_arg(payload, len, "payload")?;
+        let id = h
+            .engine
+            .engine
+            .request(now_ms, payload, timeout(timeout_ms))
+            .map_err(refused)?;
+        boundary::write(out, h.text_view(&id));
+        Ok(())
+    })
+}
+
+/// Cancels request `id`: no event comes for it, and the remote is sent a `CANCEL` with
+/// `reason`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_cancel(
+    desk: *mut dw_desk,
+    now_ms: u64,
+    id: *const c_char,
+    reason: *const c_char,
+) -> dw_status {
+    boundary::with(desk, |h| {
+        let id = boundary::str_arg(id, "id")?;
+        let reason = boundary::str_arg(reason, "reason")?;
+        h.engine.engine.cancel(now_ms, id, reason).map_err(refused)
+    })
+}
+
+/// Sends `QUIT` with `reason`; the connection ends once the server closes it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_quit(
+    desk: *mut dw_desk,
+    now_ms: u64,
+    reason: *const c_char,
+) -> dw_status {
+    boundary::with(desk, |h| {
+        let reason = boundary::str_arg(reason, "reason")?;
+        h.engine.engine.quit(now_ms, reason);
+        Ok(())
+    })
+}
+
+/// Runs the `RemoteBash` tool: `args_json` = `{"command", "timeout_sec"?}` as the model sent
+/// them (`timeout_sec` becomes the request timeout). `*id` views the request id.
+/// `DW_STATUS_INVALID_ARGUMENT` for arguments that do not fit.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_remote_bash(
+    desk: *mut dw_desk,
+    now_ms: u64,
+    args_json: *const c_char,
+    id: *mut dw_str,
+) -> dw_status {
+    boundary::with(desk, |h| {
+        let out = boundary::out_ptr(id, "id")?;
+        let args = boundary::str_arg(args_json, "args_json")?;
+        let id = remote_bash(&mut h.engine.engine, now_ms, args)?;
+        boundary::write(out, h.text_view(&id));
+        Ok(())
+    })
+}
+
+fn remote_bash<R: deskwire::oa1::Requester>(
+    engine: &mut R,
+    now: u64,
+    args: &str,
+) -> Result<String> {
+    remote_bash::call(engine, now, args).map_err(|e| match e {
+        remote_bash::ArgsError::Local(e) => refused(e),
+        other => Error::argument(other),
+    })
+}
+
+/// The `RemoteBash` tool result of the OA1 event `dw_desk_poll_output` gave last: `*id` views
+/// the request id, `*result` the text for the model (the output, or `{"ok": false, "error",
+/// "message"}` for a failure). Both valid until the next call with `desk`.
+/// `DW_STATUS_REFUSED` when the last event was not a response or a failure.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_tool_result(
+    desk: *mut dw_desk,
+    id: *mut dw_str,
+    result: *mut dw_str,
+) -> dw_status {
+    boundary::with(desk, |h| tool_result(h, id, result))
+}
+
+/// The connection's state, viewed in `*out`: `registering`, `joining`, `waiting_for_peer`,
+/// `ready` or `closed`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_state(desk: *mut dw_desk, out: *mut dw_str) -> dw_status {
+    boundary::with(desk, |h| {
+        let out = boundary::out_ptr(out, "out")?;
+        let state = serde_json::to_value(h.engine.engine.state()).expect("a state serializes");
+        let state = state.as_str().unwrap_or_default().to_owned();
+        boundary::write(out, h.text_view(&state));
+        Ok(())
+    })
+}
+
+/// The counters as JSON in `*out`: `{"irc": {"lines_received", ...}, "oa1": {"lines_in",
+/// "frames_in", "timeouts", ...}}`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_desk_stats(desk: *mut dw_desk, out: *mut dw_str) -> dw_status {
+    boundary::with(desk, |h| {
+        let out = boundary::out_ptr(out, "out")?;
+        let stats = h.engine.engine.stats();
+        boundary::write(out, h.json_view(&stats));
+        Ok(())
+    })
+}
+
+// ---- the remote engine ----
+
+/// The remote end of OA1 over one IRC connection (`deskwire::oa1::Remote`): requests come as
+/// `request` events; answer with `_send` / `_finish`, `_respond` or `_fail`.
+pub struct dw_remote(Handle<Remote>);
+as_handle!(dw_remote, Remote);
+
+/// Starts a remote connection at `now_ms`. `config_json` as for `dw_desk_new`. On success
+/// `*out` is a new handle the caller frees with `dw_remote_free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_new(
+    config_json: *const c_char,
+    now_ms: u64,
+    out: *mut *mut dw_remote,
+) -> dw_status {
+    boundary::new_handle(out, || {
+        Ok(Remote::new(connection_config(config_json)?, now_ms))
+    })
+}
+
+/// Frees a remote. `NULL` is a no-op.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_free(remote: *mut dw_remote) {
+    boundary::free_handle(remote)
+}
+
+/// The message of the remote's last failed call, or `""`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_last_error(remote: *const dw_remote) -> *const c_char {
+    boundary::last_error(remote)
+}
+
+/// The kind of the remote's last failed call, or `""`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_last_error_kind(remote: *const dw_remote) -> *const c_char {
+    boundary::last_error_kind(remote)
+}
+
+/// Feeds bytes read from the socket (any split).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_handle_bytes(
+    remote: *mut dw_remote,
+    now_ms: u64,
+    data: *const u8,
+    len: usize,
+) -> dw_status {
+    boundary::with(remote, |h| {
+        let bytes = boundary::bytes_arg(data, len, "data")?;
+        h.engine.handle_bytes(now_ms, bytes);
+        Ok(())
+    })
+}
+
+/// The socket closed or failed: requests in progress end with `cancelled` events.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_handle_eof(remote: *mut dw_remote, now_ms: u64) -> dw_status {
+    boundary::with(remote, |h| {
+        h.engine.handle_eof(now_ms);
+        Ok(())
+    })
+}
+
+/// The deadline of the last `DW_OUTPUT_TIMEOUT` passed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_handle_timeout(
+    remote: *mut dw_remote,
+    now_ms: u64,
+) -> dw_status {
+    boundary::with(remote, |h| {
+        h.engine.handle_timeout(now_ms);
+        Ok(())
+    })
+}
+
+/// The next instruction, as for `dw_desk_poll_output`; the OA1 events are `{"request": {"id",
+/// "sender", "payload"}}` and `{"cancelled": {"id", "reason"}}`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_poll_output(
+    remote: *mut dw_remote,
+    now_ms: u64,
+    out: *mut dw_output,
+) -> dw_status {
+    boundary::with(remote, |h| {
+        let out = boundary::out_ptr(out, "out")?;
+        let output = match h.engine.poll_output(now_ms) {
+            ConnectionOutput::Transmit(bytes) => {
+                h.bytes_out(dw_output_kind::DwOutputTransmit, bytes, 0)
+            }
+            ConnectionOutput::Event(event) => h.event(&event),
+            ConnectionOutput::Timeout(at) => dw_output::timeout(at),
+        };
+        boundary::write(out, output);
+        Ok(())
+    })
+}
+
+/// Streams more output of request `id`: `text[0..len]` (UTF-8).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_send(
+    remote: *mut dw_remote,
+    now_ms: u64,
+    id: *const c_char,
+    text: *const u8,
+    len: usize,
+) -> dw_status {
+    boundary::with(remote, |h| {
+        let id = boundary::str_arg(id, "id")?;
+        let text = boundary::text_arg(text, len, "text")?;
+        h.engine.send(now_ms, id, text).map_err(refused)
+    })
+}
+
+/// Ends the response of request `id` once its output has gone out.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_finish(
+    remote: *mut dw_remote,
+    now_ms: u64,
+    id: *const c_char,
+) -> dw_status {
+    boundary::with(remote, |h| {
+        let id = boundary::str_arg(id, "id")?;
+        h.engine.finish(now_ms, id).map_err(refused)
+    })
+}
+
+/// Sends the whole response `text[0..len]` of request `id` and ends it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_respond(
+    remote: *mut dw_remote,
+    now_ms: u64,
+    id: *const c_char,
+    text: *const u8,
+    len: usize,
+) -> dw_status {
+    boundary::with(remote, |h| {
+        let id = boundary::str_arg(id, "id")?;
+        let text = boundary::text_arg(text, len, "text")?;
+        h.engine.respond(now_ms, id, text).map_err(refused)
+    })
+}
+
+/// Answers request `id` with `ERR code: message` (`code` is `[a-z_]+`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_fail(
+    remote: *mut dw_remote,
+    now_ms: u64,
+    id: *const c_char,
+    code: *const c_char,
+    message: *const c_char,
+) -> dw_status {
+    boundary::with(remote, |h| {
+        let id = boundary::str_arg(id, "id")?;
+        let code = boundary::str_arg(code, "code")?;
+        let message = boundary::str_arg(message, "message")?;
+        h.engine.fail(now_ms, id, code, message).map_err(refused)
+    })
+}
+
+/// Sends `QUIT` with `reason`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_quit(
+    remote: *mut dw_remote,
+    now_ms: u64,
+    reason: *const c_char,
+) -> dw_status {
+    boundary::with(remote, |h| {
+        let reason = boundary::str_arg(reason, "reason")?;
+        h.engine.quit(now_ms, reason);
+        Ok(())
+    })
+}
+
+/// The connection's state, as for `dw_desk_state`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_state(remote: *mut dw_remote, out: *mut dw_str) -> dw_status {
+    boundary::with(remote, |h| {
+        let out = boundary::out_ptr(out, "out")?;
+        let state = serde_json::to_value(h.engine.state()).expect("a state serializes");
+        let state = state.as_str().unwrap_or_default().to_owned();
+        boundary::write(out, h.text_view(&state));
+        Ok(())
+    })
+}
+
+/// The counters as JSON in `*out`, as for `dw_desk_stats`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_stats(remote: *mut dw_remote, out: *mut dw_str) -> dw_status {
+    boundary::with(remote, |h| {
+        let out = boundary::out_ptr(out, "out")?;
+        let stats = h.engine.stats();
+        boundary::write(out, h.json_view(&stats));
+        Ok(())
+    })
+}
+
+// ---- the bare endpoints ----
+
+/// The bare OA1 client (`deskwire::oa1::Client`) for hosts with their own IRC connection: feed
+/// it every line the connection receives; it gives back `PRIVMSG` lines to send.
+pub struct dw_oa1_client(Handle<Requesting<Client>>);
+as_handle!(dw_oa1_client, Requesting<Client>);
+
+fn oa1_config(json: *const c_char) -> Result<Config> {
+    boundary::json_arg(json, "config_json")
+}
+
+/// Creates a bare client. `config_json`: `{"channel", "nick", "allowed_sender"?,
+/// "max_frame_payload_bytes"?, "adaptive_payload"?, "max_message_bytes"?, "max_streams"?,
+/// "request_timeout_ms"?, "partial_timeout_ms"?, "pacing"?: {"burst", "interval_ms"},
+/// "max_line_bytes"?, "finished_memory"?, "flush_delay_ms"?}`. `seed` fixes the request ids. On
+/// success `*out` is a new handle the caller frees with `dw_oa1_client_free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_new(
+    config_json: *const c_char,
+    seed: u64,
+    out: *mut *mut dw_oa1_client,
+) -> dw_status {
+    boundary::new_handle(out, || {
+        Ok(Requesting {
+            engine: Client::new(oa1_config(config_json)?, seed),
+            last: None,
+        })
+    })
+}
+
+/// Frees a bare client. `NULL` is a no-op.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_free(client: *mut dw_oa1_client) {
+    boundary::free_handle(client)
+}
+
+/// The message of the client's last failed call, or `""`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_last_error(client: *const dw_oa1_client) -> *const c_char {
+    boundary::last_error(client)
+}
+
+/// The kind of the client's last failed call, or `""`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_last_error_kind(
+    client: *const dw_oa1_client,
+) -> *const c_char {
+    boundary::last_error_kind(client)
+}
+
+/// Feeds one line the IRC connection received, `line[0..len]`, without its line end.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_handle_line(
+    client: *mut dw_oa1_client,
+    now_ms: u64,
+    line: *const u8,
+    len: usize,
+) -> dw_status {
+    boundary::with(client, |h| {
+        let line = boundary::bytes_arg(line, len, "line")?;
+        h.engine.engine.handle_line(now_ms, line);
+        Ok(())
+    })
+}
+
+/// The deadline of the last `DW_OUTPUT_TIMEOUT` passed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_handle_timeout(
+    client: *mut dw_oa1_client,
+    now_ms: u64,
+) -> dw_status {
+    boundary::with(client, |h| {
+        h.engine.engine.handle_timeout(now_ms);
+        Ok(())
+    })
+}
+
+/// The IRC connection ended: requests in flight fail with `disconnected`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_disconnect(
+    client: *mut dw_oa1_client,
+    now_ms: u64,
+) -> dw_status {
+    boundary::with(client, |h| {
+        h.engine.engine.disconnect(now_ms);
+        Ok(())
+    })
+}
+
+fn oa1_output<E>(h: &mut Handle<Requesting<E>>, output: Output) -> dw_output {
+    match output {
+        Output::Transmit(line) => {
+            h.bytes_out(dw_output_kind::DwOutputTransmit, line.into_bytes(), 0)
+        }
+        Output::Event(event) => {
+            let out = h.event(&event);
+            h.engine.last = Some(event);
+            out
+        }
+        Output::Timeout(at) => dw_output::timeout(at),
+    }
+}
+
+/// The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
+/// (`{"response": {"id", "text", "truncated"}}`, `{"failed": {"id", "error", "message"}}`) or
+/// `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `client`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_poll_output(
+    client: *mut dw_oa1_client,
+    now_ms: u64,
+    out: *mut dw_output,
+) -> dw_status {
+    boundary::with(client, |h| {
+        let out = boundary::out_ptr(out, "out")?;
+        let output = h.engine.engine.poll_output(now_ms);
+        boundary::write(out, oa1_output(h, output));
+        Ok(())
+    })
+}
+
+/// Sends `payload[0..len]` (UTF-8) as a new request; `timeout_ms` 0 keeps the configured
+/// timeout. `*id` views the request id.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_request(
+    client: *mut dw_oa1_client,
+    now_ms: u64,
+    payload: *const u8,
+    len: usize,
+    timeout_ms: u64,
+    id: *mut dw_str,
+) -> dw_status {
+    boundary::with(client, |h| {
+        let out = boundary::out_ptr(id, "id")?;
+        let payload = boundary::text_arg(payload, len, "payload")?;
+        let id = h
+            .engine
+            .engine
+            .request(now_ms, payload, timeout(timeout_ms))
+            .map_err(refused)?;
+        boundary::write(out, h.text_view(&id));
+        Ok(())
+    })
+}
+
+/// Cancels request `id` (a `CANCEL` with `reason` goes to the remote).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_cancel(
+    client: *mut dw_oa1_client,
+    now_ms: u64,
+    id: *const c_char,
+    reason: *const c_char,
+) -> dw_status {
+    boundary::with(client, |h| {
+        let id = boundary::str_arg(id, "id")?;
+        let reason = boundary::str_arg(reason, "reason")?;
+        h.engine.engine.cancel(now_ms, id, reason).map_err(refused)
+    })
+}
+
+/// Runs the `RemoteBash` tool through the bare client, as `dw_desk_remote_bash`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_remote_bash(
+    client: *mut dw_oa1_client,
+    now_ms: u64,
+    args_json: *const c_char,
+    id: *mut dw_str,
+) -> dw_status {
+    boundary::with(client, |h| {
+        let out = boundary::out_ptr(id, "id")?;
+        let args = boundary::str_arg(args_json, "args_json")?;
+        let id = remote_bash(&mut h.engine.engine, now_ms, args)?;
+        boundary::write(out, h.text_view(&id));
+        Ok(())
+    })
+}
+
+/// The `RemoteBash` tool result of the event `dw_oa1_client_poll_output` gave last, as
+/// `dw_desk_tool_result`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_tool_result(
+    client: *mut dw_oa1_client,
+    id: *mut dw_str,
+    result: *mut dw_str,
+) -> dw_status {
+    boundary::with(client, |h| tool_result(h, id, result))
+}
+
+/// The counters as JSON in `*out` (`{"lines_in", "lines_out", "frames_in", "frames_out",
+/// "payload_bytes_out", "ignored", "disallowed_sender", "malformed_frames", "invalid_lines",
+/// "duplicates", "stale_frames", "truncations", "too_large", "timeouts", "incomplete",
+/// "cancels", "bytes_buffered"}`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_stats(
+    client: *mut dw_oa1_client,
+    out: *mut dw_str,
+) -> dw_status {
+    boundary::with(client, |h| {
+        let out = boundary::out_ptr(out, "out")?;
+        let stats = h.engine.engine.stats();
+        boundary::write(out, h.json_view(&stats));
+        Ok(())
+    })
+}
+
+/// The bare OA1 server (`deskwire::oa1::Server`) for hosts with their own IRC connection.
+pub struct dw_oa1_server(Handle<Server>);
+as_handle!(dw_oa1_server, Server);
+
+/// Creates a bare server; `config_json` as for `dw_oa1_client_new`. On success `*out` is a new
+/// handle the caller frees with `dw_oa1_server_free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_new(
+    config_json: *const c_char,
+    out: *mut *mut dw_oa1_server,
+) -> dw_status {
+    boundary::new_handle(out, || Ok(Server::new(oa1_config(config_json)?)))
+}
+
+/// Frees a bare server. `NULL` is a no-op.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_free(server: *mut dw_oa1_server) {
+    boundary::free_handle(server)
+}
+
+/// The message of the server's last failed call, or `""`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_last_error(server: *const dw_oa1_server) -> *const c_char {
+    boundary::last_error(server)
+}
+
+/// The kind of the server's last failed call, or `""`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_last_error_kind(
+    server: *const dw_oa1_server,
+) -> *const c_char {
+    boundary::last_error_kind(server)
+}
+
+/// Feeds one line the IRC connection received, without its line end.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_handle_line(
+    server: *mut dw_oa1_server,
+    now_ms: u64,
+    line: *const u8,
+    len: usize,
+) -> dw_status {
+    boundary::with(server, |h| {
+        let line = boundary::bytes_arg(line, len, "line")?;
+        h.engine.handle_line(now_ms, line);
+        Ok(())
+    })
+}
+
+/// The deadline of the last `DW_OUTPUT_TIMEOUT` passed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_handle_timeout(
+    server: *mut dw_oa1_server,
+    now_ms: u64,
+) -> dw_status {
+    boundary::with(server, |h| {
+        h.engine.handle_timeout(now_ms);
+        Ok(())
+    })
+}
+
+/// The IRC connection ended: requests in progress end with `cancelled` events.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_disconnect(
+    server: *mut dw_oa1_server,
+    now_ms: u64,
+) -> dw_status {
+    boundary::with(server, |h| {
+        h.engine.disconnect(now_ms);
+        Ok(())
+    })
+}
+
+/// The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
+/// (`{"request": {"id", "sender", "payload"}}`, `{"cancelled": {"id", "reason"}}`) or
+/// `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `server`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_poll_output(
+    server: *mut dw_oa1_server,
+    now_ms: u64,
+    out: *mut dw_output,
+) -> dw_status {
+    boundary::with(server, |h| {
+        let out = boundary::out_ptr(out, "out")?;
+        let output = match h.engine.poll_output(now_ms) {
+            Output::Transmit(line) => {
+                h.bytes_out(dw_output_kind::DwOutputTransmit, line.into_bytes(), 0)
+            }
+            Output::Event(event) => h.event(&event),
+            Output::Timeout(at) => dw_output::timeout(at),
+        };
+        boundary::write(out, output);
+        Ok(())
+    })
+}
+
+/// Streams more output of request `id`: `text[0..len]` (UTF-8).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_send(
+    server: *mut dw_oa1_server,
+    now_ms: u64,
+    id: *const c_char,
+    text: *const u8,
+    len: usize,
+) -> dw_status {
+    boundary::with(server, |h| {
+        let id = boundary::str_arg(id, "id")?;
+        let text = boundary::text_arg(text, len, "text")?;
+        h.engine.send(now_ms, id, text).map_err(refused)
+    })
+}
+
+/// Ends the response of request `id` once its output has gone out.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_finish(
+    server: *mut dw_oa1_server,
+    now_ms: u64,
+    id: *const c_char,
+) -> dw_status {
+    boundary::with(server, |h| {
+        let id = boundary::str_arg(id, "id")?;
+        h.engine.finish(now_ms, id).map_err(refused)
+    })
+}
+
+/// Sends the whole response `text[0..len]` of request `id` and ends it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_respond(
+    server: *mut dw_oa1_server,
+    now_ms: u64,
+    id: *const c_char,
+    text: *const u8,
+    len: usize,
+) -> dw_status {
+    boundary::with(server, |h| {
+        let id = boundary::str_arg(id, "id")?;
+        let text = boundary::text_arg(text, len, "text")?;
+        h.engine.respond(now_ms, id, text).map_err(refused)
+    })
+}
+
+/// Answers request `id` with `ERR code: message`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_fail(
+    server: *mut dw_oa1_server,
+    now_ms: u64,
+    id: *const c_char,
+    code: *const c_char,
+    message: *const c_char,
+) -> dw_status {
+    boundary::with(server, |h| {
+        let id = boundary::str_arg(id, "id")?;
+        let code = boundary::str_arg(code, "code")?;
+        let message = boundary::str_arg(message, "message")?;
+        h.engine.fail(now_ms, id, code, message).map_err(refused)
+    })
+}
+
+/// The counters as JSON in `*out`, as for `dw_oa1_client_stats`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_stats(
+    server: *mut dw_oa1_server,
+    out: *mut dw_str,
+) -> dw_status {
+    boundary::with(server, |h| {
+        let out = boundary::out_ptr(out, "out")?;
+        let stats = h.engine.stats();
+        boundary::write(out, h.json_view(&stats));
+        Ok(())
+    })
+}
+
+// ---- the codec ----
+
+/// OA1-escapes `text[0..len]` (UTF-8): `\\`, `\n`, `\r`, `\t`, NUL as `\0`. Written to the
+/// caller's buffer `out[0..cap]` (NUL-terminated; the length without the NUL in `*out_len`; on
+/// `DW_STATUS_BUFFER_TOO_SMALL` only `*out_len`, the length needed, is written).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_escape(
+    text: *const u8,
+    len: usize,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> dw_status {
+    boundary::call(|| {
+        boundary::check_buffer(out, cap, out_len)?;
+        let text = boundary::text_arg(text, len, "text")?;
+        boundary::to_buffer(escape(text).as_bytes(), out, cap, out_len)
+    })
+}
+
+/// Decodes an OA1-escaped payload `escaped[0..len]` into bytes (which may hold NUL: use
+/// `*out_len`), written to the caller's buffer as for `dw_oa1_escape`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_unescape(
+    escaped: *const u8,
+    len: usize,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> dw_status {
+    boundary::call(|| {
+        boundary::check_buffer(out, cap, out_len)?;
+        let escaped = boundary::bytes_arg(escaped, len, "escaped")?;
+        boundary::to_buffer(&unescape(escaped), out, cap, out_len)
+    })
+}
+
+/// Parses an OA1 frame, the text of a `PRIVMSG` (`OA1 REQ id 1 0 payload`), into `{"type":
+/// "REQ" | "RES" | "ERR" | "CANCEL", "id", "seq", "more", "payload"}` (the payload still
+/// escaped), or `null` when it is not a well-formed frame. Written to the caller's buffer as
+/// for `dw_oa1_escape`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_frame_parse(
+    text: *const u8,
+    len: usize,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> dw_status {
+    boundary::call(|| {
+        boundary::check_buffer(out, cap, out_len)?;
+        let text = boundary::text_arg(text, len, "text")?;
+        let value = Frame::parse(text).map(|f| {
+            json!({"type": f.kind.as_str(), "id": f.id, "seq": f.seq, "more": f.more, "payload": f.payload})
+        });
+        boundary::json_to_buffer(&value, out, cap, out_len)
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FrameJson {
+    #[serde(rename = "type")]
+    kind: String,
+    id: String,
+    seq: u32,
+    more: bool,
+    payload: String,
+}
+
+/// Writes a frame (`{"type", "id", "seq", "more", "payload"}`, the payload escaped) as its
+/// `PRIVMSG` text, to the caller's buffer as for `dw_oa1_escape`. `DW_STATUS_INVALID_JSON`
+/// for an unknown type.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_frame_format(
+    frame_json: *const c_char,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> dw_status {
+    boundary::call(|| {
+        boundary::check_buffer(out, cap, out_len)?;
+        let f: FrameJson = boundary::json_arg(frame_json, "frame_json")?;
+        let kind = match f.kind.as_str() {
+            "REQ" => FrameType::Req,
+            "RES" => FrameType::Res,
+            "ERR" => FrameType::Err,
+            "CANCEL" => FrameType::Cancel,
+            other => {
+                return Err(Error::json(
+                    "frame_json",
+                    format_args!("unknown type {other:?}"),
+                ));
+            }
+        };
+        let frame = Frame {
+            kind,
+            id: &f.id,
+            seq: f.seq,
+            more: f.more,
+            payload: f.payload.as_str(),
+        };
+        boundary::to_buffer(frame.to_string().as_bytes(), out, cap, out_len)
+    })
+}
+
+/// Escapes `text[0..len]` and cuts it into frame payloads of at most `budget` bytes each
+/// (never inside an escape pair or a UTF-8 sequence), as a JSON array of the payloads as they
+/// go on the wire, written to the caller's buffer as for `dw_oa1_escape`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_chunk(
+    text: *const u8,
+    len: usize,
+    budget: usize,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> dw_status {
+    boundary::call(|| {
+        boundary::check_buffer(out, cap, out_len)?;
+        let text = boundary::text_arg(text, len, "text")?;
+        let escaped = escape(text);
+        let payloads: Vec<String> = split(&escaped, |_| budget)
+            .into_iter()
+            .map(|chunk| wire_payload(chunk).into_owned())
+            .collect();
+        boundary::json_to_buffer(&payloads, out, cap, out_len)
+    })
+}
+
+/// Reads an `ERR` payload `code: message` into `{"code", "message"}` (the code is `error` when
+/// the text has none), written to the caller's buffer as for `dw_oa1_escape`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_err_payload(
+    payload: *const u8,
+    len: usize,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> dw_status {
+    boundary::call(|| {
+        boundary::check_buffer(out, cap, out_len)?;
+        let payload = boundary::text_arg(payload, len, "payload")?;
+        let failure = Failure::from_err_payload(payload);
+        let value = json!({"code": failure.code(), "message": failure.message()});
+        boundary::json_to_buffer(&value, out, cap, out_len)
+    })
+}
+
+/// The `RemoteBash` tool spec (`{"name": "RemoteBash", "description", "input_schema"}`),
+/// written to the caller's buffer as for `dw_oa1_escape`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_remote_bash_spec(
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> dw_status {
+    boundary::call(|| {
+        boundary::check_buffer(out, cap, out_len)?;
+        boundary::json_to_buffer(&deskwire::tools::builtin::remote_bash(), out, cap, out_len)
+    })
+}
