@@ -23,6 +23,7 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 command -v clang >/dev/null 2>&1 || missing+=(clang libclang-rt-14-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
@@ -82,6 +83,9 @@ awk '/^Tests run:/ { gsub(",", ""); r += $3; f += $5 + $7; s += $9 }
 
 section "C: include/deskwire.h and the C tests"
 bash tests/c/run.sh
+
+section "Godot: the GDExtension and the desk demo in a real Godot 4 (Debian sid's, in a cached mmdebstrap root) against ngircd and rexd --irc"
+bash godot/run_tests.sh
 
 section "desk demo (README main command)"
 out=$(cargo run --quiet --release --bin desk -- 'printf "hello from %s\n" desk')
