@@ -38,6 +38,12 @@ pub struct IrcOptions {
     pub adaptive: bool,
     /// Outgoing line pacing.
     pub pacing: oa1::Pacing,
+    /// Answer compressed when the desk offers it (OA1 `ACCEPT`; see `deskwire::oa1::compress`).
+    pub compression: bool,
+    /// A shared secret: every frame authenticated both ways (see `deskwire::oa1::auth`).
+    pub secret: Option<Vec<u8>>,
+    /// The Unix time (ms) of the loop's clock zero; [`serve_irc`] sets it.
+    pub epoch_unix_ms: u64,
 }
 
 /// The first wait before reconnecting; it doubles per failed attempt.
@@ -62,6 +68,15 @@ fn reconnect_delay_ms(attempt: u32) -> u64 {
 pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
     let clock = Instant::now();
     let now_ms = || clock.elapsed().as_millis() as u64;
+    // The Unix time at `now_ms() == 0`, for authenticated frames' timestamps.
+    let epoch_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let options = &IrcOptions {
+        epoch_unix_ms,
+        ..options.clone()
+    };
     let mut poll = Poll::new()?;
     let mut executor = Executor::new(
         settings,
@@ -129,11 +144,33 @@ fn wait_servicing_children(
     }
 }
 
+/// The shared secret in `path`, without a trailing line end (an empty one is refused): what
+/// `--secret-file` reads, for rexd and the desk demo alike.
+pub fn read_secret_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    let mut secret =
+        std::fs::read(path).map_err(|e| format!("--secret-file {}: {e}", path.display()))?;
+    while secret.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        secret.pop();
+    }
+    if secret.is_empty() {
+        return Err(format!(
+            "--secret-file {}: the secret is empty",
+            path.display()
+        ));
+    }
+    Ok(secret)
+}
+
 fn connection_config(options: &IrcOptions) -> ConnectionConfig {
     let mut config = ConnectionConfig::new(&options.nick, &options.channel);
     config.oa1.allowed_sender = options.allowed_sender.clone();
     config.oa1.adaptive_payload = options.adaptive;
     config.oa1.pacing = options.pacing;
+    config.oa1.compression = options.compression;
+    config.oa1.auth = options
+        .secret
+        .as_ref()
+        .map(|secret| oa1::AuthConfig::new(secret.clone(), options.epoch_unix_ms));
     config
 }
 

@@ -76,6 +76,13 @@ struct Args {
     /// Use the largest payload that fits each line instead of 240 bytes.
     #[arg(long)]
     adaptive: bool,
+    /// Offer to take compressed answers (the remote end here always honours the offer).
+    #[arg(long)]
+    compress: bool,
+    /// Authenticate every OA1 frame with the shared secret in FILE (both ends, or the one end
+    /// this process runs; the other needs the same secret).
+    #[arg(long, value_name = "FILE")]
+    secret_file: Option<std::path::PathBuf>,
     /// In-process server: inject a noise line after every N channel messages (0: none).
     #[arg(long, default_value_t = 2)]
     noise: u32,
@@ -172,10 +179,24 @@ fn run(args: Args) -> Result<ExitCode, String> {
     };
 
     let in_process = args.irc.is_none();
+    let secret = match &args.secret_file {
+        Some(path) => Some(rexd::irc::read_secret_file(path)?),
+        None => None,
+    };
+    // The Unix time at the clock's zero, for authenticated frames' timestamps.
+    let epoch_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+        .saturating_sub(clock.now());
     let end_config = |nick: &str, peer: &str| {
         let mut c = ConnectionConfig::new(nick, &args.channel);
         c.oa1.allowed_sender = Some(peer.to_owned());
         c.oa1.adaptive_payload = args.adaptive;
+        c.oa1.compression = args.compress || nick == args.remote_nick;
+        c.oa1.auth = secret
+            .as_ref()
+            .map(|s| oa1::AuthConfig::new(s.clone(), epoch_unix_ms));
         if in_process {
             // The in-process server has no flood control to respect.
             c.oa1.pacing = Pacing::UNLIMITED;
@@ -464,6 +485,19 @@ fn print_stats(desk: &Desk, remote: Option<&RemoteEnd>, net: &Network, in_proces
         "[desk] frames out {} in {}, payload bytes out {}, ignored lines {}",
         c.frames_out, c.frames_in, c.payload_bytes_out, c.ignored
     );
+    let refused = [
+        ("unauthenticated", c.unauthenticated),
+        ("authenticated without a secret", c.auth_unexpected),
+        ("forged", c.forged),
+        ("expired", c.expired),
+        ("replayed", c.replayed),
+    ];
+    for (what, n) in refused.iter().filter(|(_, n)| *n > 0) {
+        line.push_str(&format!(", {what} {n}"));
+    }
+    if c.compressed_in > 0 {
+        line.push_str(&format!(", compressed answers {}", c.compressed_in));
+    }
     if let Some(r) = remote {
         let s = r.engine.stats().oa1;
         line.push_str(&format!(

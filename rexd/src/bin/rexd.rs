@@ -38,6 +38,13 @@ struct Args {
     /// Use the largest payload that fits each IRC line instead of 240 bytes (with --irc).
     #[arg(long)]
     adaptive: bool,
+    /// Answer plainly even when the desk offers to take compressed answers (with --irc).
+    #[arg(long)]
+    no_compression: bool,
+    /// Authenticate every OA1 frame with the shared secret in FILE (with --irc; the desk needs
+    /// the same secret; a trailing newline is not part of it).
+    #[arg(long, value_name = "FILE")]
+    secret_file: Option<PathBuf>,
     /// Lines sent in a burst before pacing starts (with --irc; the default suits ngircd).
     #[arg(long)]
     pacing_burst: Option<u32>,
@@ -136,6 +143,12 @@ fn run(args: Args) -> Result<(), String> {
             allowed_sender: args.allow_from.clone(),
             timeout_ms: (args.timeout_sec * 1000.0) as u64,
             adaptive: args.adaptive,
+            compression: !args.no_compression,
+            secret: match &args.secret_file {
+                Some(path) => Some(rexd::irc::read_secret_file(path)?),
+                None => None,
+            },
+            epoch_unix_ms: 0,
             pacing: deskwire::oa1::Pacing {
                 burst: args
                     .pacing_burst
