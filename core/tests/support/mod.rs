@@ -11,10 +11,14 @@ pub fn load(path: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&full).expect(&full)).expect("JSON")
 }
 
-/// A validator for `#/$defs/<def>` of `schema`.
+/// A validator for `#/$defs/<def>` of `schema` alone (the file's root, which accepts whole
+/// messages, is replaced).
 pub fn validator(schema: &Value, def: &str) -> jsonschema::Validator {
     assert!(schema["$defs"].get(def).is_some(), "no $defs/{def}");
     let mut root = schema.clone();
+    let object = root.as_object_mut().expect("a schema object");
+    object.remove("anyOf");
+    object.remove("oneOf");
     root["$ref"] = json!(format!("#/$defs/{def}"));
     jsonschema::validator_for(&root).expect("schema compiles")
 }
