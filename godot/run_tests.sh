@@ -97,8 +97,13 @@ peers_start_ngircd
 trap cleanup EXIT # peers.sh set its own; ours stops the peers too
 # Every test desk has its own nick, so rexd takes requests from any nick here.
 peers_start_rexd_irc "$channel" deskbot
+# A second desk channel whose rexd authenticates frames with a shared secret.
+secret=$(head -c 18 /dev/urandom | base64)
+printf '%s\n' "$secret" >"$run_dir/secret"
+peers_start_rexd_irc '#deskwire-godot-auth' deskauth --secret-file "$run_dir/secret"
 export DESKWIRE_IRC=$PEERS_IRC_ADDR DESKWIRE_CHANNEL=$channel DESKWIRE_REMOTE_NICK=deskbot
-echo "ngircd on $PEERS_IRC_ADDR, rexd --irc as deskbot in $channel"
+export DESKWIRE_AUTH_CHANNEL='#deskwire-godot-auth' DESKWIRE_AUTH_NICK=deskauth DESKWIRE_AUTH_SECRET=$secret
+echo "ngircd on $PEERS_IRC_ADDR; rexd --irc as deskbot in $channel, and with a secret as deskauth in $DESKWIRE_AUTH_CHANNEL"
 
 echo "-- import the demo project"
 rm -rf godot/demo/.godot

@@ -82,10 +82,14 @@ pub struct DeskRpcClient {
     /// [method remote_bash]'s [code]timeout_sec[/code] overrides it per call.
     #[export]
     request_timeout_sec: i64,
-    /// The secret shared with the remote that authenticates OA1 frames ("": none).
+    /// The secret shared with the remote that authenticates OA1 frames ("": none): every
+    /// frame then carries a timestamp and an HMAC tag, and frames without the right tag, too
+    /// old (more than 60 s off this machine's clock) or replayed are dropped (counted in
+    /// [member stats]). The remote needs the same secret ([code]rexd --irc --secret-file[/code]).
     #[export]
     auth_secret: GString,
-    /// Offer compressed answers to the remote.
+    /// Offer to take answers compressed (deflate), which a deskwire remote then sends in a
+    /// third to a fifth of the IRC lines; other remotes answer plainly.
     #[export]
     compression: bool,
     /// Any other setting of the core's connection configuration, e.g.
@@ -136,6 +140,12 @@ enum Action {
 
 /// How long a closed connection waits for the server to hang up after `QUIT`.
 const CLOSE_GRACE_MS: u64 = 2_000;
+
+/// The Unix time (ms) at which `Time.get_ticks_msec()` was 0.
+fn epoch_unix_ms() -> u64 {
+    let unix_ms = godot::classes::Time::singleton().get_unix_time_from_system() * 1000.0;
+    (unix_ms as u64).saturating_sub(ticks())
+}
 
 fn seed() -> u64 {
     let half = || godot::global::randi() as u64 & 0xffff_ffff;
@@ -366,6 +376,7 @@ impl DeskRpcClient {
             remote_nick: self.remote_nick.to_string(),
             request_timeout_sec: u64::try_from(self.request_timeout_sec).unwrap_or(0),
             auth_secret: self.auth_secret.to_string(),
+            epoch_unix_ms: epoch_unix_ms(),
             compression: self.compression,
         };
         let overrides =

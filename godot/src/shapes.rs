@@ -263,6 +263,8 @@ pub struct ConnectionSettings {
     pub request_timeout_sec: u64,
     /// The shared secret that authenticates frames ("" for none).
     pub auth_secret: String,
+    /// The Unix time in ms at the host clock's 0 (authenticated frames carry wall time).
+    pub epoch_unix_ms: u64,
     /// Offer compressed answers.
     pub compression: bool,
 }
@@ -284,10 +286,11 @@ pub fn connection_config(
             json!(settings.request_timeout_sec.saturating_mul(1000)),
         );
     }
-    // Only when asked for: an engine without these options refuses the keys, so a secret is
-    // never silently ignored.
     if !settings.auth_secret.is_empty() {
-        oa1.insert("auth".into(), json!(settings.auth_secret));
+        oa1.insert(
+            "auth".into(),
+            json!({"secret": settings.auth_secret, "epoch_unix_ms": settings.epoch_unix_ms}),
+        );
     }
     if settings.compression {
         oa1.insert("compression".into(), json!(true));

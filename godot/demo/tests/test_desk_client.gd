@@ -176,3 +176,64 @@ func test_a_freed_client_with_calls_in_flight_leaves_nothing_behind() -> void:
 	check_eq(Performance.get_monitor(Performance.OBJECT_NODE_COUNT), nodes_before, "no node left")
 	check_eq(Performance.get_monitor(Performance.OBJECT_COUNT), objects_before, "no object left")
 	watcher.close()
+
+
+func test_compressed_answers() -> void:
+	var client := DeskRpcClient.new()
+	client.compression = true
+	tree.root.add_child(client)
+	var address := irc_address()
+	client.server_host = address.get_slice(":", 0)
+	client.server_port = int(address.get_slice(":", 1))
+	client.nick = "godesk8"
+	client.channel = OS.get_environment("DESKWIRE_CHANNEL")
+	client.remote_nick = OS.get_environment("DESKWIRE_REMOTE_NICK")
+	check_eq(client.connect_to_server(), OK, "connect")
+	var call := client.remote_bash("for i in $(seq 1 300); do echo \"line $i of a repetitive answer\"; done", 30)
+	var result := await finish(call, 40.0)
+	var text: String = result.get("text", "")
+	check(text.begins_with("line 1 of a repetitive answer\n") and text.ends_with("line 300 of a repetitive answer\n"), "the whole answer (%d bytes)" % text.length())
+	var oa1: Dictionary = client.stats.oa1
+	check_eq(oa1.compressed_in, 1, "the answer came compressed")
+	# 9.6 KB of text in readable mode takes 40+ frames of 240 bytes.
+	check(oa1.frames_in < 20, "in fewer frames: %d" % oa1.frames_in)
+	client.close()
+	client.queue_free()
+
+
+func _auth_client(nick: String, secret: String) -> DeskRpcClient:
+	var client := DeskRpcClient.new()
+	var address := irc_address()
+	client.server_host = address.get_slice(":", 0)
+	client.server_port = int(address.get_slice(":", 1))
+	client.nick = nick
+	client.channel = OS.get_environment("DESKWIRE_AUTH_CHANNEL")
+	client.remote_nick = OS.get_environment("DESKWIRE_AUTH_NICK")
+	client.auth_secret = secret
+	tree.root.add_child(client)
+	check_eq(client.connect_to_server(), OK, "connect %s" % nick)
+	check(await wait_until(func(): return client.state == "ready", 15.0), "%s ready" % nick)
+	return client
+
+
+func test_authenticated_frames() -> void:
+	var secret := OS.get_environment("DESKWIRE_AUTH_SECRET")
+	check(secret != "", "DESKWIRE_AUTH_SECRET is set")
+	var client := await _auth_client("godesk9", secret)
+	var result := await finish(client.remote_bash("echo signed and sealed", 10), 15.0)
+	check_eq(result.get("text"), "signed and sealed\n", "answered with the shared secret: %s" % [result])
+	check_eq(client.stats.oa1.forged, 0, "nothing forged")
+	client.close()
+	client.queue_free()
+
+	var wrong := await _auth_client("godesk10", secret + "x")
+	result = await finish(wrong.remote_bash("echo nope", 2), 5.0)
+	check_eq(result.get("error"), "timeout", "a wrong secret gets no answer: %s" % [result])
+	wrong.close()
+	wrong.queue_free()
+
+	var plain := await _auth_client("godesk11", "")
+	result = await finish(plain.remote_bash("echo nope", 2), 5.0)
+	check_eq(result.get("error"), "timeout", "no secret gets no answer: %s" % [result])
+	plain.close()
+	plain.queue_free()
