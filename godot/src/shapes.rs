@@ -743,4 +743,37 @@ mod tests {
             json!({"ok": false, "error": "timeout", "message": "too slow"})
         );
     }
+
+    #[test]
+    fn secret_and_compression_reach_the_core() {
+        let plain = ConnectionSettings {
+            nick: "d".into(),
+            channel: "#d".into(),
+            ..ConnectionSettings::default()
+        };
+        let config = connection_config(&plain, Map::new()).unwrap();
+        assert_eq!(config.oa1.auth, None);
+        assert!(!config.oa1.compression);
+
+        let settings = ConnectionSettings {
+            auth_secret: "s3cret".into(),
+            epoch_unix_ms: 1_790_000_000_000,
+            compression: true,
+            ..plain
+        };
+        let config = connection_config(&settings, Map::new()).unwrap();
+        let auth = config.oa1.auth.expect("auth configured");
+        assert_eq!(auth.secret, b"s3cret");
+        assert_eq!(auth.epoch_unix_ms, 1_790_000_000_000);
+        assert_eq!(auth.max_skew_ms, 60_000, "the core's default window");
+        assert!(config.oa1.compression);
+        // The window is an override like any other.
+        let Value::Object(more) = json!({"oa1": {"auth": {"secret": "s3cret",
+            "epoch_unix_ms": 5, "max_skew_ms": 1000}}})
+        else {
+            unreachable!()
+        };
+        let config = connection_config(&settings, more).unwrap();
+        assert_eq!(config.oa1.auth.unwrap().max_skew_ms, 1000);
+    }
 }
