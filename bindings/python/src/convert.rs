@@ -261,6 +261,7 @@ fn value_at(what: &str, obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value>
         let kwargs = PyDict::new(obj.py());
         kwargs.set_item("mode", "json")?;
         kwargs.set_item("exclude_unset", true)?;
+        kwargs.set_item("by_alias", true)?;
         let dumped = obj.call_method("model_dump", (), Some(&kwargs))?;
         return value_at(what, &dumped, depth + 1);
     }

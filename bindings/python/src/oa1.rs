@@ -3,7 +3,7 @@
 
 use deskwire::oa1::{self as core, ConnectionEvent, ConnectionOutput, Frame, FrameType, Output};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::convert::{self, from_py, serde_event, to_py};
 use crate::errors::{self, raise};
@@ -384,6 +384,31 @@ macro_rules! connection_methods {
                 now_ms: u64,
             ) -> PyResult<Bound<'py, PyAny>> {
                 connection_output(py, self.0.with(|e| e.poll_output(now_ms))?)
+            }
+
+            /// Drains `poll_output` in one call: `(data, events, deadline_ms)`, every transmit
+            /// concatenated into `data` (write it to the socket), the events in order, and the
+            /// deadline of the final `Timeout`. The same as calling `poll_output` until it
+            /// answers `Timeout`, with one crossing into Rust instead of one per line.
+            fn drain<'py>(
+                &self,
+                py: Python<'py>,
+                now_ms: u64,
+            ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyList>, u64)> {
+                let events = PyList::empty(py);
+                let mut data = Vec::new();
+                let mut pending = Vec::new();
+                let deadline = self.0.with(|e| loop {
+                    match e.poll_output(now_ms) {
+                        ConnectionOutput::Transmit(bytes) => data.extend_from_slice(&bytes),
+                        ConnectionOutput::Timeout(at) => break at,
+                        event => pending.push(event),
+                    }
+                })?;
+                for event in pending {
+                    events.append(connection_output(py, event)?)?;
+                }
+                Ok((PyBytes::new(py, &data), events, deadline))
             }
 
             /// The connection's state as the core names it: `"registering"`, `"joining"`,

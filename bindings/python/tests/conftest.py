@@ -43,3 +43,4 @@ def output_json(output: Any) -> Dict[str, Any]:
 def repo() -> Path:
     """The repository root."""
     return REPO
+

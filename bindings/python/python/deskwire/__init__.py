@@ -21,7 +21,8 @@ answers ``Timeout``, so a loop always has exactly one deadline to wait for::
 Modules: :mod:`deskwire.irc`, :mod:`deskwire.oa1`, :mod:`deskwire.sim`, :mod:`deskwire.jsonrpc`,
 :mod:`deskwire.rexd`, :mod:`deskwire.sidecar`, :mod:`deskwire.gateway`, :mod:`deskwire.mobile`,
 :mod:`deskwire.tools`, and :mod:`deskwire.aio` (asyncio drivers over real sockets and processes).
-Errors are rooted in :class:`DeskwireError`.
+Errors are rooted in :class:`DeskwireError`. ``deskwire.aio`` and ``deskwire.sidecar`` are
+imported on demand (they bring in asyncio).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ._errors import (
     RemoteError,
     RequestTimeout,
 )
-from . import irc, jsonrpc, oa1, sim, tools
+from . import irc, jsonrpc, oa1, rexd, sim, tools
 
 __all__ = [
     "__version__",
@@ -50,6 +51,7 @@ __all__ = [
     "irc",
     "jsonrpc",
     "oa1",
+    "rexd",
     "sim",
     "tools",
 ]

@@ -41,6 +41,7 @@ from typing import (
     List,
     Optional,
     Sequence,
+    Set,
     Union,
 )
 
@@ -91,6 +92,14 @@ class _Pump:
         self._wake.set()
 
     def _drain(self) -> int:
+        drain = getattr(self.engine, "drain", None)
+        if drain is not None:  # one crossing for all the lines
+            data, events, deadline = drain(now_ms())
+            if data:
+                self._writer.write(data)
+            for event in events:
+                self._on_event(event)
+            return int(deadline)
         while True:
             out = self.engine.poll_output(now_ms())
             if isinstance(out, Transmit):
@@ -108,10 +117,11 @@ class _Pump:
                 await self._writer.drain()
                 if read is None:
                     read = asyncio.ensure_future(self._reader.read(64 * 1024))
-                wake = asyncio.ensure_future(self._wake.wait())
+                wake: "asyncio.Future[Any]" = asyncio.ensure_future(self._wake.wait())
                 delay = max(0, deadline - now_ms()) / 1000
+                waiting: "Set[asyncio.Future[Any]]" = {read, wake}
                 done, _ = await asyncio.wait(
-                    {read, wake}, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+                    waiting, timeout=delay, return_when=asyncio.FIRST_COMPLETED
                 )
                 wake.cancel()
                 self._wake.clear()
@@ -334,7 +344,7 @@ class IrcRemote(_IrcConnection):
         handler: Handler,
     ) -> None:
         self._handler = handler
-        self._tasks: Dict[str, asyncio.Task[None]] = {}
+        self._tasks: Dict[str, Optional["asyncio.Task[None]"]] = {}
         self.cancelled: List[oa1.Cancelled] = []
         """The cancellations received (bounded: the last 256)."""
         super().__init__(engine, reader, writer)
@@ -373,19 +383,26 @@ class IrcRemote(_IrcConnection):
         if isinstance(event, oa1.Request):
             task = asyncio.get_running_loop().create_task(self._serve(event))
             self._tasks[event.id] = task
-            task.add_done_callback(lambda _t, i=event.id: self._tasks.pop(i, None))
+            task.add_done_callback(self._forget(event.id))
             return
         if isinstance(event, oa1.Cancelled):
             self.cancelled = (self.cancelled + [event])[-256:]
-            task = self._tasks.pop(event.id, None)
-            if task is not None:
-                task.cancel()
+            running = self._tasks.pop(event.id, None)
+            if running is not None:
+                running.cancel()
             return
         super()._event(event)
 
+    def _forget(self, request_id: str) -> Callable[["asyncio.Task[None]"], None]:
+        def forget(_task: "asyncio.Task[None]") -> None:
+            self._tasks.pop(request_id, None)
+
+        return forget
+
     def _end(self) -> None:
         for task in self._tasks.values():
-            task.cancel()
+            if task is not None:
+                task.cancel()
         super()._end()
 
     async def _serve(self, request: oa1.Request) -> None:

@@ -93,10 +93,11 @@ def _response(value: Dict[str, Any]) -> ProviderResponse:
 
 
 def _dump(value: Any) -> Any:
-    """An SDK object as the API sent it; other values unchanged."""
+    """An SDK object (pydantic) as the API sent it: wire names (Gemini's are camelCase
+    aliases), only the fields that were set; other values unchanged."""
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):
-        return dump(mode="json", exclude_unset=True)
+        return dump(mode="json", exclude_unset=True, by_alias=True)
     return value
 
 

@@ -1,0 +1,223 @@
+"""Speed of the package next to baselines measured in the same run (pytest-benchmark; nothing
+is asserted about time):
+
+- OA1 encode + decode of 128 KiB of mixed UTF-8: a request through ``oa1.Desk`` into IRC lines,
+  relayed by the in-memory server (``sim.Network``, which adds the sender's prefix as a real
+  server does), and through ``oa1.Remote`` back into the request; the same with the bare
+  ``oa1.Client``/``oa1.Server`` one line at a time from Python; next to a pure-Python
+  implementation of the same spec (escaping, chunking at 240 bytes never inside an escape pair
+  or a UTF-8 sequence, frames, parsing, unescaping, reassembly) written here.
+- One ``Desk.handle_bytes`` of a relayed ``PRIVMSG`` line, next to a no-op call into the
+  extension.
+
+    cd bindings/python && python -m pytest benches --benchmark-columns=min,median,mean,rounds
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Tuple
+
+import pytest
+
+from deskwire import Timeout, Transmit, _deskwire, oa1, sim
+
+SIZE = 128 * 1024
+BUDGET = 240
+
+
+def mixed_utf8(size: int) -> str:
+    piece = "log line\twith ä, €, 𝄞 and a \\ backslash\n"
+    text = (piece * (size // len(piece.encode()) + 1)).encode()[:size]
+    return text.decode("utf-8", "ignore")
+
+
+TEXT = mixed_utf8(SIZE)
+
+
+# --- the pure-Python implementation of the same spec -------------------------------------
+
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
+_ESCAPE_RE = re.compile(r"[\\\n\r\t\0]")
+_UNESCAPES = {b"\\": b"\\", b"n": b"\n", b"r": b"\r", b"t": b"\t", b"0": b"\0"}
+_UNESCAPE_RE = re.compile(rb"\\(.)", re.S)
+
+
+def py_escape(text: str) -> bytes:
+    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], text).encode("utf-8")
+
+
+def py_unescape(data: bytes) -> bytes:
+    return _UNESCAPE_RE.sub(lambda m: _UNESCAPES.get(m.group(1), m.group(0)), data)
+
+
+def py_split(escaped: bytes, budget: int) -> List[bytes]:
+    """Cuts at most ``budget`` bytes, never after a lone escaping backslash or inside a UTF-8
+    sequence."""
+    out = []
+    start = 0
+    n = len(escaped)
+    while start < n:
+        end = min(start + budget, n)
+        if end < n:
+            while end > start and (escaped[end] & 0xC0) == 0x80:
+                end -= 1  # inside a UTF-8 sequence
+            backslashes = 0
+            i = end - 1
+            while i >= start and escaped[i] == 0x5C:
+                backslashes += 1
+                i -= 1
+            if backslashes % 2 == 1:
+                end -= 1  # the pair would be split
+        out.append(escaped[start:end])
+        start = end
+    return out
+
+
+def py_encode(request_id: str, text: str) -> List[bytes]:
+    chunks = py_split(py_escape(text), BUDGET)
+    last = len(chunks)
+    return [
+        b"PRIVMSG #desk :OA1 REQ %s %d %d %s" % (request_id.encode(), seq, seq < last, chunk)
+        for seq, chunk in enumerate(chunks, 1)
+    ]
+
+
+def py_decode(lines: List[bytes]) -> Dict[Tuple[str, str], str]:
+    streams: Dict[Tuple[str, str], Dict[int, bytes]] = {}
+    done: Dict[Tuple[str, str], str] = {}
+    for line in lines:
+        prefix, _, rest = line.partition(b" ")
+        command, _, rest = rest.partition(b" ")
+        target, _, trailing = rest.partition(b" :")
+        if command != b"PRIVMSG" or target != b"#desk" or not trailing.startswith(b"OA1 "):
+            continue
+        parts = trailing.split(b" ", 5)
+        kind, rid, seq, more = parts[1].decode(), parts[2].decode(), int(parts[3]), parts[4] == b"1"
+        key = (prefix[1:].split(b"!", 1)[0].decode(), rid)
+        stream = streams.setdefault(key, {})
+        stream[seq] = parts[5] if len(parts) > 5 else b""
+        if not more and len(stream) == seq:
+            body = b"".join(stream[i] for i in range(1, seq + 1))
+            done[key] = py_unescape(body).decode("utf-8", "replace")
+            del streams[key]
+    return done
+
+
+def pure_python_round_trip() -> str:
+    lines = [b":desk!~desk@host " + line for line in py_encode("abc123def456", TEXT)]
+    return py_decode(lines)[("desk", "abc123def456")]
+
+
+# --- the same through the package ---------------------------------------------------------
+
+FAST = {"pacing": {"burst": 1_000_000, "interval_ms": 0}}
+
+
+def package_round_trip() -> str:
+    client = oa1.Client("#desk", "desk", seed=1, **FAST)
+    server = oa1.Server("#desk", "deskbot", **FAST)
+    client.request(0, TEXT)
+    while True:
+        out = client.poll_output(0)
+        if isinstance(out, Timeout):
+            break
+        server.handle_line(0, b":desk!~desk@host " + out.data)
+    while True:
+        out = server.poll_output(0)
+        if isinstance(out, oa1.Request):
+            return out.payload
+        assert not isinstance(out, Timeout), "no request came out"
+
+
+class Connected:
+    """A desk and a remote registered and joined on the in-memory server, reused per round."""
+
+    def __init__(self) -> None:
+        self.net = sim.Network(seed=1)
+        self.desk = oa1.Desk("desk", "#desk", seed=1, oa1={**FAST, "max_message_bytes": 1 << 20})
+        self.remote = oa1.Remote("deskbot", "#desk", oa1={**FAST, "max_message_bytes": 1 << 20})
+        self.d, self.r = self.net.connect(), self.net.connect()
+        for _ in range(5):
+            self.step()
+
+    def step(self) -> list:
+        events = []
+        for engine, link in ((self.desk, self.d), (self.remote, self.r)):
+            data, got, _ = engine.drain(0)
+            self.net.handle_bytes(link, data)
+            events += got
+            engine.handle_bytes(0, self.net.take_bytes(link))
+        return events
+
+    def round_trip(self) -> str:
+        self.desk.request(0, TEXT)
+        data, _, _ = self.desk.drain(0)
+        self.net.handle_bytes(self.d, data)
+        self.remote.handle_bytes(0, self.net.take_bytes(self.r))
+        _, events, _ = self.remote.drain(0)
+        for event in events:
+            if isinstance(event, oa1.Request):
+                self.remote.respond(0, event.id, "")  # ends the request; its answer is not timed
+                return event.payload
+        raise AssertionError(f"no request came out: {events}")
+
+
+CONNECTED = Connected()
+
+
+def test_round_trips_agree() -> None:
+    assert pure_python_round_trip() == TEXT
+    assert package_round_trip() == TEXT
+    assert CONNECTED.round_trip() == TEXT
+    CONNECTED.step()
+
+
+@pytest.mark.benchmark(group="oa1 encode+decode 128 KiB mixed UTF-8")
+def test_oa1_round_trip_desk_remote(benchmark) -> None:  # type: ignore[no-untyped-def]
+    def once() -> str:
+        text = CONNECTED.round_trip()
+        CONNECTED.step()  # the remote's (empty) answer reaches the desk
+        return text
+
+    assert benchmark(once) == TEXT
+
+
+@pytest.mark.benchmark(group="oa1 encode+decode 128 KiB mixed UTF-8")
+def test_oa1_round_trip_client_server_per_line(benchmark) -> None:  # type: ignore[no-untyped-def]
+    assert benchmark(package_round_trip) == TEXT
+
+
+@pytest.mark.benchmark(group="oa1 encode+decode 128 KiB mixed UTF-8")
+def test_oa1_round_trip_pure_python(benchmark) -> None:  # type: ignore[no-untyped-def]
+    assert benchmark(pure_python_round_trip) == TEXT
+
+
+# --- one handle_bytes with a relayed PRIVMSG line -------------------------------------------
+
+RELAYED = (
+    b":deskbot!~deskbot@sim.example PRIVMSG #desk :OA1 RES 0123456789ab 1 1 "
+    + ("output line ä€ \\n" * 20).encode()[:200]
+    + b"\r\n"
+)
+
+
+@pytest.fixture(scope="module")
+def ready_desk() -> oa1.Desk:
+    desk = oa1.Desk("desk", "#desk", seed=1)
+    desk.handle_bytes(0, b":sim.example 001 desk :welcome\r\n:desk!~desk@sim.example JOIN #desk\r\n")
+    while not isinstance(desk.poll_output(0), Timeout):
+        pass
+    assert desk.state == "ready"
+    return desk
+
+
+@pytest.mark.benchmark(group="one call")
+def test_handle_bytes_relayed_privmsg(benchmark, ready_desk: oa1.Desk) -> None:  # type: ignore[no-untyped-def]
+    benchmark(ready_desk.handle_bytes, 1, RELAYED)
+    assert ready_desk.stats()["oa1"]["lines_in"] > 0
+
+
+@pytest.mark.benchmark(group="one call")
+def test_noop_pyo3_call(benchmark) -> None:  # type: ignore[no-untyped-def]
+    benchmark(_deskwire.noop)

@@ -1,0 +1,43 @@
+"""The native module (pyo3). Use the ``deskwire`` package's modules instead."""
+
+from typing import Any, Final
+
+from typing_extensions import final
+
+__all__ = ['__version__', 'Transmit', 'Timeout', 'noop', 'oa1', 'irc', 'sim', 'jsonrpc', 'tools', 'rexd']
+
+from . import irc as irc
+from . import jsonrpc as jsonrpc
+from . import oa1 as oa1
+from . import rexd as rexd
+from . import sim as sim
+from . import tools as tools
+
+__version__: Final[str]
+
+@final
+class Transmit:
+    """``poll_output``: bytes to write to the connection, framing included."""
+
+    __match_args__: Final = ("data",)
+    def __new__(cls, data: bytes) -> Transmit: ...
+    @property
+    def data(self) -> bytes:
+        """The bytes to write."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Timeout:
+    """``poll_output``: nothing to do before ``at_ms`` unless new input arrives."""
+
+    __match_args__: Final = ("at_ms",)
+    def __new__(cls, at_ms: int) -> Timeout: ...
+    @property
+    def at_ms(self) -> int:
+        """The deadline, in ms of the host's clock."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+def noop() -> None:
+    """Does nothing (the cost of a call into Rust, for benchmarks)."""

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The Python suite (tests/run.sh's "Python" section), from a fresh virtual environment:
+#   one `pip install ./bindings/python` (pip fetches maturin, cargo builds the abi3 extension),
+#   the stubs checked by mypy.stubtest against the compiled module, pytest (every conformance
+#   vector file, bad input, asyncio end to end against ngircd / rexd --irc / rexd --stdio /
+#   a loopback sshd, the provider fixtures against the official SDKs' models), the examples
+#   (the Rust sidecar host driving examples/sidecar.py, the agent in memory and over IRC), and
+#   the benchmark code once, untimed.
+# Downloads (pip) and the extension's cargo build are cached under DESKWIRE_CACHE.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+cache="${DESKWIRE_CACHE:-$HOME/.cache/deskwire}"
+export PIP_CACHE_DIR="$cache/pip" PIP_DISABLE_PIP_VERSION_CHECK=1
+
+cargo build --quiet -p rexd --bin rexd -p deskwire-sidecar-host
+bin="${CARGO_TARGET_DIR:-$repo/target}/debug"
+export DESKWIRE_REXD="$bin/rexd" PEERS_REXD="$bin/rexd"
+
+venv="$repo/target/python-venv"
+rm -rf "$venv"
+python3 -m venv "$venv"
+py="$venv/bin/python"
+CARGO_TARGET_DIR="$cache/python-target" "$venv/bin/pip" install --quiet ./bindings/python
+"$venv/bin/pip" install --quiet -r bindings/python/requirements-test.txt
+# Imported from the venv, not from the source tree.
+(cd / && "$py" -c 'import deskwire, sys; assert deskwire.__file__.startswith(sys.prefix), deskwire.__file__; print("deskwire", deskwire.__version__, "from", deskwire.__file__)')
+
+echo "-- mypy.stubtest"
+stubdir=$(mktemp -d)
+(cd "$stubdir" && "$py" -m mypy.stubtest deskwire)
+rm -rf "$stubdir"
+
+echo "-- pytest"
+(cd bindings/python && DESKWIRE_INSTALLED=1 "$py" -m pytest -q -p no:cacheprovider tests)
+
+echo "-- examples/sidecar_host driving examples/sidecar.py"
+"$bin/sidecar-host" "$py" examples/sidecar.py
+
+echo "-- examples/python_agent.py (in memory, then rexd --irc through ngircd)"
+"$py" examples/python_agent.py >/dev/null
+(
+  source tests/peers.sh
+  peers_start_ngircd
+  peers_start_rexd_irc '#desk' deskbot --allow-from desk
+  "$py" examples/python_agent.py --irc "$PEERS_IRC_ADDR" | tail -n 1
+)
+
+echo "-- benchmarks, run once untimed"
+(cd bindings/python && "$py" -m pytest -q -p no:cacheprovider benches --benchmark-disable)
