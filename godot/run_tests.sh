@@ -93,7 +93,11 @@ echo "$(godot_in_root --version | tail -n 1)"
 echo "-- IRC server and rexd --irc"
 source tests/peers.sh
 channel='#deskwire-godot'
-peers_start_ngircd
+# The server also takes TLS, with a certificate made for this run (trusted by the tests only).
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+  -addext subjectAltName=DNS:localhost -keyout "$run_dir/tls.key" -out "$run_dir/tls.pem" 2>/dev/null
+tls_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+peers_start_ngircd '[SSL]' "CertFile = $run_dir/tls.pem" "KeyFile = $run_dir/tls.key" "Ports = $tls_port"
 trap cleanup EXIT # peers.sh set its own; ours stops the peers too
 # Every test desk has its own nick, so rexd takes requests from any nick here.
 peers_start_rexd_irc "$channel" deskbot
@@ -102,6 +106,7 @@ secret=$(head -c 18 /dev/urandom | base64)
 printf '%s\n' "$secret" >"$run_dir/secret"
 peers_start_rexd_irc '#deskwire-godot-auth' deskauth --secret-file "$run_dir/secret"
 export DESKWIRE_IRC=$PEERS_IRC_ADDR DESKWIRE_CHANNEL=$channel DESKWIRE_REMOTE_NICK=deskbot
+export DESKWIRE_IRC_TLS_PORT=$tls_port DESKWIRE_TLS_CERT=$in_root/tls.pem
 export DESKWIRE_AUTH_CHANNEL='#deskwire-godot-auth' DESKWIRE_AUTH_NICK=deskauth DESKWIRE_AUTH_SECRET=$secret
 echo "ngircd on $PEERS_IRC_ADDR; rexd --irc as deskbot in $channel, and with a secret as deskauth in $DESKWIRE_AUTH_CHANNEL"
 

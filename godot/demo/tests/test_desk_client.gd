@@ -237,3 +237,52 @@ func test_authenticated_frames() -> void:
 	check_eq(result.get("error"), "timeout", "no secret gets no answer: %s" % [result])
 	plain.close()
 	plain.queue_free()
+
+
+func _tls_client(nick: String, server_name: String, trusted: X509Certificate) -> DeskRpcClient:
+	var client := DeskRpcClient.new()
+	client.server_host = irc_address().get_slice(":", 0)
+	client.server_port = int(OS.get_environment("DESKWIRE_IRC_TLS_PORT"))
+	client.use_tls = true
+	client.tls_server_name = server_name
+	client.tls_trusted_certificate = trusted
+	client.nick = nick
+	client.channel = OS.get_environment("DESKWIRE_CHANNEL")
+	client.remote_nick = OS.get_environment("DESKWIRE_REMOTE_NICK")
+	tree.root.add_child(client)
+	check_eq(client.connect_to_server(), OK, "connect %s" % nick)
+	return client
+
+
+func test_tls() -> void:
+	var cert := X509Certificate.new()
+	check_eq(cert.load(OS.get_environment("DESKWIRE_TLS_CERT")), OK, "the server's certificate")
+	var client := await _tls_client("godesk12", "localhost", cert)
+	check(await wait_until(func(): return client.state == "ready", 15.0), "ready over TLS (state %s)" % client.state)
+	var result := await finish(client.remote_bash("echo over tls"), 15.0)
+	check_eq(result.get("text"), "over tls\n", "answered over TLS: %s" % [result])
+	client.close()
+	client.queue_free()
+
+	# A certificate for another name, and one nobody vouches for: no connection, and the
+	# call made meanwhile fails instead of hanging.
+	for case in [["godesk13", "elsewhere.example", cert], ["godesk14", "localhost", null]]:
+		var refused := await _tls_client(case[0], case[1], case[2])
+		var call := refused.remote_bash("echo never")
+		result = await finish(call, 10.0)
+		check_eq(result.get("error"), "disconnected", "%s: the call fails: %s" % [case[1], result])
+		check_eq(refused.state, "closed", "%s: closed" % case[1])
+		refused.queue_free()
+
+
+func test_nothing_listening() -> void:
+	var client := DeskRpcClient.new()
+	client.server_host = "127.0.0.1"
+	client.server_port = 1  # nothing listens on port 1 here
+	client.nick = "godesk15"
+	tree.root.add_child(client)
+	check_eq(client.connect_to_server(), OK, "connecting starts")
+	var result := await finish(client.remote_bash("echo never"), 10.0)
+	check_eq(result.get("error"), "disconnected", "the call fails: %s" % [result])
+	check_eq(client.state, "closed", "closed")
+	client.queue_free()
