@@ -62,7 +62,11 @@ pub(crate) enum Error {
     #[error(transparent)]
     Spec(#[from] deskwire::tools::SpecError),
     #[error(transparent)]
+    Slash(#[from] deskwire::tools::slash::SlashError),
+    #[error(transparent)]
     Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Schema(#[from] deskwire::schemas::SchemaError),
     /// A value the binding checks itself before it reaches the core.
     #[error("{detail}")]
     Invalid { kind: &'static str, detail: String },
@@ -101,7 +105,9 @@ impl From<Error> for DeskwireError {
             Error::Policy(e) => invalid(variant_name(e)),
             Error::Registry(e) => invalid(variant_name(e)),
             Error::Spec(e) => invalid(variant_name(e)),
+            Error::Slash(e) => invalid(variant_name(e)),
             Error::Json(_) => invalid("Json".to_owned()),
+            Error::Schema(e) => invalid(variant_name(e)),
             Error::Invalid { kind, .. } => invalid((*kind).to_owned()),
         }
     }

@@ -618,6 +618,8 @@ impl From<JsonRpcConfig> for jsonrpc::PeerConfig {
             timeouts: c.timeouts.into(),
             cancel_notification: c.cancel_notification,
             finished_memory: to_usize(c.finished_memory),
+            // Not in JsonRpcConfig yet: the core's default cap on outputs waiting for the host.
+            max_queued: jsonrpc::PeerConfig::default().max_queued,
         }
     }
 }

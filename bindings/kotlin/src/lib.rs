@@ -28,10 +28,13 @@ macro_rules! unmapped {
 
 pub mod connection;
 pub mod error;
+pub mod gateway;
 pub mod irc;
 pub mod jsonrpc;
 pub mod mobile;
 pub mod oa1;
+pub mod schemas;
+pub mod tools;
 
 pub use error::DeskwireError;
 
@@ -44,6 +47,21 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The 32 bytes of entropy engines that make secrets take, checked for their length.
+pub(crate) fn entropy(bytes: Vec<u8>) -> error::Result<deskwire::entropy::Entropy> {
+    let len = bytes.len();
+    bytes.try_into().map_err(|_| {
+        error::Error::Invalid {
+            kind: "EntropyLength",
+            detail: format!(
+                "entropy is {} bytes, not {len}",
+                deskwire::entropy::ENTROPY_LEN
+            ),
+        }
+        .into()
+    })
 }
 
 /// Sizes cross as `u64` (Kotlin has no `usize`); values beyond the address space saturate.

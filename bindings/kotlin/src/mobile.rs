@@ -803,18 +803,14 @@ pub struct MobileServer {
 
 #[uniffi::export]
 impl MobileServer {
-    /// A server; `seed` fixes codes, tokens and ids (seed it from a secure random source).
-    ///
-    /// The core now takes 32 bytes of entropy (`deskwire::entropy`); until this constructor
-    /// takes them too, the seed's 8 bytes are its entropy: no weaker than before, but only 64
-    /// bits, so pass a seed from `SecureRandom`.
+    /// A server. `entropy` is 32 bytes from a secure random source (`SecureRandom`): pairing
+    /// codes and tokens are secrets made from it. The same bytes replay the same codes (tests).
     #[uniffi::constructor]
-    pub fn new(config: MobileServerConfig, seed: u64) -> Arc<Self> {
-        let mut entropy = [0u8; deskwire::entropy::ENTROPY_LEN];
-        entropy[..8].copy_from_slice(&seed.to_le_bytes());
-        Arc::new(MobileServer {
+    pub fn new(config: MobileServerConfig, entropy: Vec<u8>) -> Result<Arc<Self>> {
+        let entropy = crate::entropy(entropy)?;
+        Ok(Arc::new(MobileServer {
             inner: Mutex::new(server::Server::new(config.into(), entropy)),
-        })
+        }))
     }
 
     /// Shows a new six-digit pairing code.

@@ -40,6 +40,38 @@ pub struct Oa1Config {
     pub finished_memory: u64,
     /// How long small streamed output may wait for more (server).
     pub flush_delay_ms: u64,
+    /// Authenticated frames (`OA1A`) with a shared secret; `null` sends plain frames.
+    #[uniffi(default = None)]
+    pub auth: Option<Oa1AuthConfig>,
+    /// Desk: offer compressed answers; remote: accept the offer.
+    #[uniffi(default = false)]
+    pub compression: bool,
+}
+
+/// Authenticated frames: every frame carries an HMAC-SHA256 tag over the channel, a timestamp
+/// and the frame, checked in constant time; forged, expired and replayed frames are dropped.
+#[derive(Clone, PartialEq, Eq, uniffi::Record)]
+pub struct Oa1AuthConfig {
+    /// The shared secret.
+    pub secret: Vec<u8>,
+    /// Unix time (ms) of the host clock's `now_ms` 0.
+    pub epoch_unix_ms: u64,
+    /// How far a frame's timestamp may be from ours (spec default 60 s).
+    #[uniffi(default = 60000)]
+    pub max_skew_ms: u64,
+    /// Tags remembered against replays.
+    #[uniffi(default = 65536)]
+    pub max_remembered: u64,
+}
+
+impl std::fmt::Debug for Oa1AuthConfig {
+    // The secret never reaches a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Oa1AuthConfig")
+            .field("secret", &"[REDACTED]")
+            .field("epoch_unix_ms", &self.epoch_unix_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The spec's defaults for an endpoint on `channel` with nick `nick`.
@@ -64,6 +96,11 @@ pub enum Oa1Failure {
     Incomplete,
     /// The IRC connection ended before the response.
     Disconnected,
+    /// A compressed answer could not be read.
+    Malformed {
+        /// What was wrong.
+        message: String,
+    },
 }
 
 /// Something the application should learn.
@@ -160,6 +197,20 @@ pub struct Oa1Stats {
     pub cancels: u64,
     /// Bytes held now.
     pub bytes_buffered: u64,
+    /// Plain frames refused because a secret is configured.
+    pub unauthenticated: u64,
+    /// Authenticated frames while no secret is configured.
+    pub auth_unexpected: u64,
+    /// Frames whose tag did not match.
+    pub forged: u64,
+    /// Frames outside the time window.
+    pub expired: u64,
+    /// Frames seen before.
+    pub replayed: u64,
+    /// Compressed frames received.
+    pub compressed_in: u64,
+    /// Compressed frames sent.
+    pub compressed_out: u64,
 }
 
 /// The desk's bare endpoint: requests out, responses in, over lines the host's IRC client carries.
@@ -382,6 +433,12 @@ pub enum Oa1FrameType {
     Err,
     /// A cancellation.
     Cancel,
+    /// The desk accepts a compressed answer (`ACCEPT <id> deflate`).
+    Accept,
+    /// A compressed request chunk.
+    ReqZ,
+    /// A compressed response chunk.
+    ResZ,
 }
 
 /// One OA1 frame: `OA1 TYPE ID SEQ MORE PAYLOAD`.
@@ -444,6 +501,13 @@ impl From<oa1::Config> for Oa1Config {
             max_line_bytes: c.max_line_bytes as u64,
             finished_memory: c.finished_memory as u64,
             flush_delay_ms: c.flush_delay_ms,
+            auth: c.auth.map(|a| Oa1AuthConfig {
+                secret: a.secret,
+                epoch_unix_ms: a.epoch_unix_ms,
+                max_skew_ms: a.max_skew_ms,
+                max_remembered: a.max_remembered as u64,
+            }),
+            compression: c.compression,
         }
     }
 }
@@ -465,6 +529,13 @@ impl From<Oa1Config> for oa1::Config {
             max_line_bytes: to_usize(c.max_line_bytes),
             finished_memory: to_usize(c.finished_memory),
             flush_delay_ms: c.flush_delay_ms,
+            auth: c.auth.map(|a| oa1::AuthConfig {
+                secret: a.secret,
+                epoch_unix_ms: a.epoch_unix_ms,
+                max_skew_ms: a.max_skew_ms,
+                max_remembered: to_usize(a.max_remembered),
+            }),
+            compression: c.compression,
             // Fields this binding does not carry yet keep the spec's defaults.
             ..oa1::Config::new(&c.channel, &c.nick)
         }
@@ -478,6 +549,7 @@ impl From<oa1::Failure> for Oa1Failure {
             oa1::Failure::Timeout => Oa1Failure::Timeout,
             oa1::Failure::Incomplete => Oa1Failure::Incomplete,
             oa1::Failure::Disconnected => Oa1Failure::Disconnected,
+            oa1::Failure::Malformed { message } => Oa1Failure::Malformed { message },
             other => unmapped!(other),
         }
     }
@@ -490,6 +562,7 @@ impl From<Oa1Failure> for oa1::Failure {
             Oa1Failure::Timeout => oa1::Failure::Timeout,
             Oa1Failure::Incomplete => oa1::Failure::Incomplete,
             Oa1Failure::Disconnected => oa1::Failure::Disconnected,
+            Oa1Failure::Malformed { message } => oa1::Failure::Malformed { message },
         }
     }
 }
@@ -555,6 +628,13 @@ impl From<oa1::Stats> for Oa1Stats {
             incomplete: s.incomplete,
             cancels: s.cancels,
             bytes_buffered: s.bytes_buffered,
+            unauthenticated: s.unauthenticated,
+            auth_unexpected: s.auth_unexpected,
+            forged: s.forged,
+            expired: s.expired,
+            replayed: s.replayed,
+            compressed_in: s.compressed_in,
+            compressed_out: s.compressed_out,
         }
     }
 }
@@ -566,6 +646,9 @@ impl From<oa1::FrameType> for Oa1FrameType {
             oa1::FrameType::Res => Oa1FrameType::Res,
             oa1::FrameType::Err => Oa1FrameType::Err,
             oa1::FrameType::Cancel => Oa1FrameType::Cancel,
+            oa1::FrameType::Accept => Oa1FrameType::Accept,
+            oa1::FrameType::ReqZ => Oa1FrameType::ReqZ,
+            oa1::FrameType::ResZ => Oa1FrameType::ResZ,
             #[allow(unreachable_patterns)]
             other => unmapped!(other),
         }
@@ -579,6 +662,9 @@ impl From<Oa1FrameType> for oa1::FrameType {
             Oa1FrameType::Res => oa1::FrameType::Res,
             Oa1FrameType::Err => oa1::FrameType::Err,
             Oa1FrameType::Cancel => oa1::FrameType::Cancel,
+            Oa1FrameType::Accept => oa1::FrameType::Accept,
+            Oa1FrameType::ReqZ => oa1::FrameType::ReqZ,
+            Oa1FrameType::ResZ => oa1::FrameType::ResZ,
         }
     }
 }

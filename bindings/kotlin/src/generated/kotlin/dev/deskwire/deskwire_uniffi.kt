@@ -677,6 +677,8 @@ internal object IntegrityCheckingUniffiLib {
     internal fun ensureInitialized() = Unit
     external fun uniffi_deskwire_uniffi_checksum_func_connection_config(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_gateway_config(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_irc_parse_line(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_irc_session_config(
@@ -741,6 +743,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_remote_bash_tool(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_read_schema_value(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_cancel(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes(
@@ -786,6 +790,40 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_deskwire_uniffi_checksum_method_remote_state(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_remote_stats(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_authenticate_connection(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_cancel(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_close_connection(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_complete(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_fail(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_handle_message(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_handle_timeout(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_job_count(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_job_state(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_log(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_poll_output(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_request_approval(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_review_ready(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_roll_back(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_set_progress(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_set_tokens(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_gateway_transition(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_ircsession_channels(
     ): Int
@@ -955,9 +993,37 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_oa1server_stats(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_authorize(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_cancel_approval(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_check_call(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_handle_timeout(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_parse_slash(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_pending_approvals(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_poll_output(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_register(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_remove_agent(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_respond(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_set_context(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_unregister(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_visible_tools(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_constructor_desk_new(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_constructor_remote_new(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_constructor_gateway_new(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_constructor_ircsession_new(
     ): Int
@@ -970,6 +1036,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_deskwire_uniffi_checksum_constructor_oa1client_new(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_constructor_oa1server_new(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_constructor_toolbox_new(
     ): Int
     external fun ffi_deskwire_uniffi_uniffi_contract_version(
     ): Int
@@ -1049,6 +1117,46 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_remote_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_clone_gateway(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_free_gateway(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_constructor_gateway_new(`config`: RustBuffer.ByValue,`nowMs`: Long,`entropyBytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_authenticate_connection(`ptr`: Long,`conn`: Long,`presented`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_cancel(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_close_connection(`ptr`: Long,`conn`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_complete(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,`artifactsJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_fail(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,`error`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_handle_message(`ptr`: Long,`nowMs`: Long,`conn`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_job_count(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_job_state(`ptr`: Long,`jobId`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_log(`ptr`: Long,`jobId`: RustBuffer.ByValue,`level`: RustBuffer.ByValue,`msg`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_poll_output(`ptr`: Long,`nowMs`: Long,`unixMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_request_approval(`ptr`: Long,`jobId`: RustBuffer.ByValue,`approvalId`: RustBuffer.ByValue,`kind`: RustBuffer.ByValue,`requested`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_review_ready(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,`artifactsJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_roll_back(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_set_progress(`ptr`: Long,`jobId`: RustBuffer.ByValue,`step`: RustBuffer.ByValue,`progress`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_set_tokens(`ptr`: Long,`tokens`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_transition(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,`to`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
     external fun uniffi_deskwire_uniffi_fn_clone_ircsession(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_free_ircsession(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1159,7 +1267,7 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_free_mobileserver(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_constructor_mobileserver_new(`config`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_constructor_mobileserver_new(`config`: RustBuffer.ByValue,`entropy`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_add_token(`ptr`: Long,`token`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1253,7 +1361,41 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_oa1server_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_clone_toolbox(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_free_toolbox(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_constructor_toolbox_new(`policyJson`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_authorize(`ptr`: Long,`agent`: RustBuffer.ByValue,`call`: RustBuffer.ByValue,`origin`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_cancel_approval(`ptr`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_check_call(`ptr`: Long,`nowMs`: Long,`agent`: RustBuffer.ByValue,`call`: RustBuffer.ByValue,`origin`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_parse_slash(`ptr`: Long,`line`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_pending_approvals(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_register(`ptr`: Long,`spec`: RustBuffer.ByValue,`visibility`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_remove_agent(`ptr`: Long,`agent`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_respond(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`approved`: Byte,`remember`: Byte,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_set_context(`ptr`: Long,`agent`: RustBuffer.ByValue,`context`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_unregister(`ptr`: Long,`name`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_visible_tools(`ptr`: Long,`agent`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_connection_config(`nick`: RustBuffer.ByValue,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_gateway_config(`token`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_irc_parse_line(`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1318,6 +1460,8 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_func_remote_bash_failure_json(`failure`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_remote_bash_tool(uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_read_schema_value(`protocol`: RustBuffer.ByValue,`def`: RustBuffer.ByValue,`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun ffi_deskwire_uniffi_rustbuffer_alloc(`size`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1441,6 +1585,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_connection_config() and 0xFFFF) != 12620) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_gateway_config() and 0xFFFF) != 62803) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_parse_line() and 0xFFFF) != 48541) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1537,6 +1684,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_remote_bash_tool() and 0xFFFF) != 48024) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_read_schema_value() and 0xFFFF) != 16097) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_cancel() and 0xFFFF) != 47051) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1604,6 +1754,57 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_stats() and 0xFFFF) != 14655) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_authenticate_connection() and 0xFFFF) != 23681) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_cancel() and 0xFFFF) != 56369) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_close_connection() and 0xFFFF) != 30438) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_complete() and 0xFFFF) != 21005) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_fail() and 0xFFFF) != 20589) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_handle_message() and 0xFFFF) != 2497) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_handle_timeout() and 0xFFFF) != 3710) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_job_count() and 0xFFFF) != 27174) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_job_state() and 0xFFFF) != 27556) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_log() and 0xFFFF) != 62489) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_poll_output() and 0xFFFF) != 63536) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_request_approval() and 0xFFFF) != 5194) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_review_ready() and 0xFFFF) != 11102) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_roll_back() and 0xFFFF) != 50555) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_set_progress() and 0xFFFF) != 34324) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_set_tokens() and 0xFFFF) != 8428) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_transition() and 0xFFFF) != 54778) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_channels() and 0xFFFF) != 65368) {
@@ -1858,10 +2059,52 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_stats() and 0xFFFF) != 38799) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_authorize() and 0xFFFF) != 19276) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_cancel_approval() and 0xFFFF) != 9367) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_check_call() and 0xFFFF) != 59635) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_handle_timeout() and 0xFFFF) != 58526) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_parse_slash() and 0xFFFF) != 16847) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_pending_approvals() and 0xFFFF) != 50437) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_poll_output() and 0xFFFF) != 22185) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_register() and 0xFFFF) != 23539) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_remove_agent() and 0xFFFF) != 32788) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_respond() and 0xFFFF) != 57811) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_set_context() and 0xFFFF) != 39377) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_unregister() and 0xFFFF) != 38261) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_visible_tools() and 0xFFFF) != 21019) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_desk_new() and 0xFFFF) != 2045) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_remote_new() and 0xFFFF) != 19412) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_gateway_new() and 0xFFFF) != 2751) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_ircsession_new() and 0xFFFF) != 15756) {
@@ -1873,13 +2116,16 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_mobileclient_new() and 0xFFFF) != 6844) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_mobileserver_new() and 0xFFFF) != 3378) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_mobileserver_new() and 0xFFFF) != 64341) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1client_new() and 0xFFFF) != 27973) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1server_new() and 0xFFFF) != 54325) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_toolbox_new() and 0xFFFF) != 59176) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
 }
@@ -2132,6 +2378,29 @@ public object FfiConverterLong: FfiConverter<Long, Long> {
 
     override fun write(value: Long, buf: ByteBuffer) {
         buf.putLong(value)
+    }
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterDouble: FfiConverter<Double, Double> {
+    override fun lift(value: Double): Double {
+        return value
+    }
+
+    override fun read(buf: ByteBuffer): Double {
+        return buf.getDouble()
+    }
+
+    override fun lower(value: Double): Double {
+        return value
+    }
+
+    override fun allocationSize(value: Double) = 8UL
+
+    override fun write(value: Double, buf: ByteBuffer) {
+        buf.putDouble(value)
     }
 }
 
@@ -2738,6 +3007,659 @@ public object FfiConverterTypeDesk: FfiConverter<Desk, Long> {
     override fun allocationSize(value: Desk) = 8UL
 
     override fun write(value: Desk, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * The gateway engine for any number of Commander connections.
+ */
+public interface GatewayInterface {
+    
+    /**
+     * The transport authenticated `conn` with `presented` (a WebSocket's upgrade); whether it is accepted.
+     */
+    fun `authenticateConnection`(`conn`: kotlin.ULong, `presented`: kotlin.String): kotlin.Boolean
+    
+    /**
+     * `→ CANCELLED` (the gateway's side).
+     */
+    fun `cancel`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String)
+    
+    /**
+     * `conn` closed (its subscriptions end).
+     */
+    fun `closeConnection`(`conn`: kotlin.ULong)
+    
+    /**
+     * `→ COMPLETED`, with artifacts if given.
+     */
+    fun `complete`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String, `artifactsJson`: kotlin.String?)
+    
+    /**
+     * `→ FAILED` with an error.
+     */
+    fun `fail`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String, `error`: GatewayErrorBody)
+    
+    /**
+     * One message from `conn`. Throws `Misuse` (`Backpressure`) when outputs are not drained.
+     */
+    fun `handleMessage`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    
+    /**
+     * Does what is due by `now_ms` (job timeouts, expired approvals).
+     */
+    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    
+    /**
+     * Jobs remembered.
+     */
+    fun `jobCount`(): kotlin.ULong
+    
+    /**
+     * A job's state.
+     */
+    fun `jobState`(`jobId`: kotlin.String): GatewayJobState?
+    
+    /**
+     * A log line for the job's subscribers.
+     */
+    fun `log`(`jobId`: kotlin.String, `level`: GatewayLevel, `msg`: kotlin.String)
+    
+    /**
+     * The next thing to do; `unix_ms` is the wall-clock time the envelopes' `ts` shows.
+     */
+    fun `pollOutput`(`nowMs`: kotlin.ULong, `unixMs`: kotlin.ULong): GatewayOutput
+    
+    /**
+     * The executor wants to run a sensitive step (`kind` e.g. `shell`, `requested` what it runs).
+     */
+    fun `requestApproval`(`jobId`: kotlin.String, `approvalId`: kotlin.String?, `kind`: kotlin.String, `requested`: kotlin.String): GatewayApprovalTicket
+    
+    /**
+     * Execution finished: `RUNNING → REVIEW_READY` with the artifacts (JSON: `summary`, `git`, `diff`, `checks`, `commands`).
+     */
+    fun `reviewReady`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String, `artifactsJson`: kotlin.String)
+    
+    /**
+     * `→ ROLLED_BACK`.
+     */
+    fun `rollBack`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String)
+    
+    /**
+     * What the job is doing (`progress` in 0..1; `null` keeps a field).
+     */
+    fun `setProgress`(`jobId`: kotlin.String, `step`: kotlin.String?, `progress`: kotlin.Double?)
+    
+    /**
+     * Replaces the accepted tokens (rotation).
+     */
+    fun `setTokens`(`tokens`: List<kotlin.String>)
+    
+    /**
+     * Moves a job to `to` (the state machine refuses illegal moves).
+     */
+    fun `transition`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String, `to`: GatewayJobState)
+    
+    companion object
+}
+
+/**
+ * The gateway engine for any number of Commander connections.
+ */
+open class Gateway: Disposable, AutoCloseable, GatewayInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * An engine; `entropy` is 32 bytes from a secure random source (ids are made from it).
+     */
+    constructor(`config`: GatewayConfig, `nowMs`: kotlin.ULong, `entropyBytes`: kotlin.ByteArray) :
+        this(UniffiWithHandle, 
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_constructor_gateway_new(
+    
+        
+        FfiConverterTypeGatewayConfig.lower(`config`),
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterByteArray.lower(`entropyBytes`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_deskwire_uniffi_fn_free_gateway(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_deskwire_uniffi_fn_clone_gateway(handle, status)
+        }
+    }
+
+    
+    /**
+     * The transport authenticated `conn` with `presented` (a WebSocket's upgrade); whether it is accepted.
+     */override fun `authenticateConnection`(`conn`: kotlin.ULong, `presented`: kotlin.String): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_authenticate_connection(
+        it,
+        
+        FfiConverterULong.lower(`conn`),
+        FfiConverterString.lower(`presented`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * `→ CANCELLED` (the gateway's side).
+     */
+    @Throws(DeskwireException::class)override fun `cancel`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_cancel(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`jobId`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * `conn` closed (its subscriptions end).
+     */override fun `closeConnection`(`conn`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_close_connection(
+        it,
+        
+        FfiConverterULong.lower(`conn`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * `→ COMPLETED`, with artifacts if given.
+     */
+    @Throws(DeskwireException::class)override fun `complete`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String, `artifactsJson`: kotlin.String?)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_complete(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`jobId`),
+        FfiConverterOptionalString.lower(`artifactsJson`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * `→ FAILED` with an error.
+     */
+    @Throws(DeskwireException::class)override fun `fail`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String, `error`: GatewayErrorBody)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_fail(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`jobId`),
+        FfiConverterTypeGatewayErrorBody.lower(`error`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * One message from `conn`. Throws `Misuse` (`Backpressure`) when outputs are not drained.
+     */
+    @Throws(DeskwireException::class)override fun `handleMessage`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_handle_message(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterULong.lower(`conn`),
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Does what is due by `now_ms` (job timeouts, expired approvals).
+     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_handle_timeout(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Jobs remembered.
+     */override fun `jobCount`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_job_count(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * A job's state.
+     */override fun `jobState`(`jobId`: kotlin.String): GatewayJobState? {
+            return FfiConverterOptionalTypeGatewayJobState.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_job_state(
+        it,
+        
+        FfiConverterString.lower(`jobId`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * A log line for the job's subscribers.
+     */
+    @Throws(DeskwireException::class)override fun `log`(`jobId`: kotlin.String, `level`: GatewayLevel, `msg`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_log(
+        it,
+        
+        FfiConverterString.lower(`jobId`),
+        FfiConverterTypeGatewayLevel.lower(`level`),
+        FfiConverterString.lower(`msg`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The next thing to do; `unix_ms` is the wall-clock time the envelopes' `ts` shows.
+     */override fun `pollOutput`(`nowMs`: kotlin.ULong, `unixMs`: kotlin.ULong): GatewayOutput {
+            return FfiConverterTypeGatewayOutput.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_poll_output(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterULong.lower(`unixMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The executor wants to run a sensitive step (`kind` e.g. `shell`, `requested` what it runs).
+     */
+    @Throws(DeskwireException::class)override fun `requestApproval`(`jobId`: kotlin.String, `approvalId`: kotlin.String?, `kind`: kotlin.String, `requested`: kotlin.String): GatewayApprovalTicket {
+            return FfiConverterTypeGatewayApprovalTicket.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_request_approval(
+        it,
+        
+        FfiConverterString.lower(`jobId`),
+        FfiConverterOptionalString.lower(`approvalId`),
+        FfiConverterString.lower(`kind`),
+        FfiConverterString.lower(`requested`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Execution finished: `RUNNING → REVIEW_READY` with the artifacts (JSON: `summary`, `git`, `diff`, `checks`, `commands`).
+     */
+    @Throws(DeskwireException::class)override fun `reviewReady`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String, `artifactsJson`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_review_ready(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`jobId`),
+        FfiConverterString.lower(`artifactsJson`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * `→ ROLLED_BACK`.
+     */
+    @Throws(DeskwireException::class)override fun `rollBack`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_roll_back(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`jobId`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * What the job is doing (`progress` in 0..1; `null` keeps a field).
+     */
+    @Throws(DeskwireException::class)override fun `setProgress`(`jobId`: kotlin.String, `step`: kotlin.String?, `progress`: kotlin.Double?)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_set_progress(
+        it,
+        
+        FfiConverterString.lower(`jobId`),
+        FfiConverterOptionalString.lower(`step`),
+        FfiConverterOptionalDouble.lower(`progress`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Replaces the accepted tokens (rotation).
+     */
+    @Throws(DeskwireException::class)override fun `setTokens`(`tokens`: List<kotlin.String>)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_set_tokens(
+        it,
+        
+        FfiConverterSequenceString.lower(`tokens`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Moves a job to `to` (the state machine refuses illegal moves).
+     */
+    @Throws(DeskwireException::class)override fun `transition`(`nowMs`: kotlin.ULong, `jobId`: kotlin.String, `to`: GatewayJobState)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_gateway_transition(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`jobId`),
+        FfiConverterTypeGatewayJobState.lower(`to`),_status)
+}
+    }
+    
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGateway: FfiConverter<Gateway, Long> {
+    override fun lower(value: Gateway): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): Gateway {
+        return Gateway(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): Gateway {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: Gateway) = 8UL
+
+    override fun write(value: Gateway, buf: ByteBuffer) {
         buf.putLong(lower(value))
     }
 }
@@ -4733,16 +5655,17 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
         this.cleanable = null
     }
     /**
-     * A server; `seed` fixes codes, tokens and ids (seed it from a secure random source).
+     * A server. `entropy` is 32 bytes from a secure random source (`SecureRandom`): pairing
+     * codes and tokens are secrets made from it. The same bytes replay the same codes (tests).
      */
-    constructor(`config`: MobileServerConfig, `seed`: kotlin.ULong) :
+    constructor(`config`: MobileServerConfig, `entropy`: kotlin.ByteArray) :
         this(UniffiWithHandle, 
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_constructor_mobileserver_new(
     
         
         FfiConverterTypeMobileServerConfig.lower(`config`),
-        FfiConverterULong.lower(`seed`),_status)
+        FfiConverterByteArray.lower(`entropy`),_status)
 }
     )
 
@@ -6692,6 +7615,569 @@ public object FfiConverterTypeRemote: FfiConverter<Remote, Long> {
 }
 
 
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * The tool layer for many agents as one sans-IO engine.
+ */
+public interface ToolboxInterface {
+    
+    /**
+     * What the gate says about a call, without side effects.
+     */
+    fun `authorize`(`agent`: kotlin.String, `call`: ToolCall, `origin`: ToolOrigin): ToolAuthorization
+    
+    /**
+     * Withdraws a waiting approval.
+     */
+    fun `cancelApproval`(`id`: kotlin.String): ToolApprovalDecided
+    
+    /**
+     * Decides a call: run, refuse, or ask a human (an `ApprovalRequested` follows).
+     */
+    fun `checkCall`(`nowMs`: kotlin.ULong, `agent`: kotlin.String, `call`: ToolCall, `origin`: ToolOrigin): ToolVerdict
+    
+    /**
+     * Does what is due by `now_ms` (approvals time out).
+     */
+    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    
+    /**
+     * Reads a slash command a person typed (`/bash ls -la`, `/read path=x`, `/RemoteBash {...}`)
+     * as a call of a registered tool.
+     */
+    fun `parseSlash`(`line`: kotlin.String, `seed`: kotlin.ULong): ToolCall
+    
+    /**
+     * The waiting approvals.
+     */
+    fun `pendingApprovals`(): List<ToolApprovalRequest>
+    
+    /**
+     * The next event or deadline; call until it answers `Timeout`.
+     */
+    fun `pollOutput`(`nowMs`: kotlin.ULong): ToolboxOutput
+    
+    /**
+     * Adds a tool.
+     */
+    fun `register`(`spec`: ToolSpec, `visibility`: ToolVisibility)
+    
+    /**
+     * Forgets an agent.
+     */
+    fun `removeAgent`(`agent`: kotlin.String): kotlin.Boolean
+    
+    /**
+     * A human answered approval `id`.
+     */
+    fun `respond`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `approved`: kotlin.Boolean, `remember`: kotlin.Boolean, `reason`: kotlin.String?): ToolApprovalDecided
+    
+    /**
+     * Sets what an agent's tools depend on (a `ToolsChanged` follows when its list changes).
+     */
+    fun `setContext`(`agent`: kotlin.String, `context`: ToolContext)
+    
+    /**
+     * Removes a tool; whether it was there.
+     */
+    fun `unregister`(`name`: kotlin.String): kotlin.Boolean
+    
+    /**
+     * What `agent` may see now.
+     */
+    fun `visibleTools`(`agent`: kotlin.String): List<ToolSpec>
+    
+    companion object
+}
+
+/**
+ * The tool layer for many agents as one sans-IO engine.
+ */
+open class Toolbox: Disposable, AutoCloseable, ToolboxInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * deskwire's built-in tools (`RemoteBash` while bound; `bash`, `read`, `write`, `list`,
+     * `glob`, `stat` always) under `policy_json` (`{"default", "rules"}`; `null` allows all).
+     */
+    constructor(`policyJson`: kotlin.String?, `seed`: kotlin.ULong) :
+        this(UniffiWithHandle, 
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_constructor_toolbox_new(
+    
+        
+        FfiConverterOptionalString.lower(`policyJson`),
+        FfiConverterULong.lower(`seed`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_deskwire_uniffi_fn_free_toolbox(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_deskwire_uniffi_fn_clone_toolbox(handle, status)
+        }
+    }
+
+    
+    /**
+     * What the gate says about a call, without side effects.
+     */
+    @Throws(DeskwireException::class)override fun `authorize`(`agent`: kotlin.String, `call`: ToolCall, `origin`: ToolOrigin): ToolAuthorization {
+            return FfiConverterTypeToolAuthorization.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_authorize(
+        it,
+        
+        FfiConverterString.lower(`agent`),
+        FfiConverterTypeToolCall.lower(`call`),
+        FfiConverterTypeToolOrigin.lower(`origin`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Withdraws a waiting approval.
+     */
+    @Throws(DeskwireException::class)override fun `cancelApproval`(`id`: kotlin.String): ToolApprovalDecided {
+            return FfiConverterTypeToolApprovalDecided.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_cancel_approval(
+        it,
+        
+        FfiConverterString.lower(`id`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Decides a call: run, refuse, or ask a human (an `ApprovalRequested` follows).
+     */
+    @Throws(DeskwireException::class)override fun `checkCall`(`nowMs`: kotlin.ULong, `agent`: kotlin.String, `call`: ToolCall, `origin`: ToolOrigin): ToolVerdict {
+            return FfiConverterTypeToolVerdict.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_check_call(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`agent`),
+        FfiConverterTypeToolCall.lower(`call`),
+        FfiConverterTypeToolOrigin.lower(`origin`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Does what is due by `now_ms` (approvals time out).
+     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_handle_timeout(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Reads a slash command a person typed (`/bash ls -la`, `/read path=x`, `/RemoteBash {...}`)
+     * as a call of a registered tool.
+     */
+    @Throws(DeskwireException::class)override fun `parseSlash`(`line`: kotlin.String, `seed`: kotlin.ULong): ToolCall {
+            return FfiConverterTypeToolCall.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_parse_slash(
+        it,
+        
+        FfiConverterString.lower(`line`),
+        FfiConverterULong.lower(`seed`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The waiting approvals.
+     */override fun `pendingApprovals`(): List<ToolApprovalRequest> {
+            return FfiConverterSequenceTypeToolApprovalRequest.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_pending_approvals(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The next event or deadline; call until it answers `Timeout`.
+     */override fun `pollOutput`(`nowMs`: kotlin.ULong): ToolboxOutput {
+            return FfiConverterTypeToolboxOutput.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_poll_output(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Adds a tool.
+     */
+    @Throws(DeskwireException::class)override fun `register`(`spec`: ToolSpec, `visibility`: ToolVisibility)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_register(
+        it,
+        
+        FfiConverterTypeToolSpec.lower(`spec`),
+        FfiConverterTypeToolVisibility.lower(`visibility`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Forgets an agent.
+     */override fun `removeAgent`(`agent`: kotlin.String): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_remove_agent(
+        it,
+        
+        FfiConverterString.lower(`agent`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * A human answered approval `id`.
+     */
+    @Throws(DeskwireException::class)override fun `respond`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `approved`: kotlin.Boolean, `remember`: kotlin.Boolean, `reason`: kotlin.String?): ToolApprovalDecided {
+            return FfiConverterTypeToolApprovalDecided.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_respond(
+        it,
+        
+        FfiConverterULong.lower(`nowMs`),
+        FfiConverterString.lower(`id`),
+        FfiConverterBoolean.lower(`approved`),
+        FfiConverterBoolean.lower(`remember`),
+        FfiConverterOptionalString.lower(`reason`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Sets what an agent's tools depend on (a `ToolsChanged` follows when its list changes).
+     */
+    @Throws(DeskwireException::class)override fun `setContext`(`agent`: kotlin.String, `context`: ToolContext)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_set_context(
+        it,
+        
+        FfiConverterString.lower(`agent`),
+        FfiConverterTypeToolContext.lower(`context`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Removes a tool; whether it was there.
+     */override fun `unregister`(`name`: kotlin.String): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_unregister(
+        it,
+        
+        FfiConverterString.lower(`name`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * What `agent` may see now.
+     */override fun `visibleTools`(`agent`: kotlin.String): List<ToolSpec> {
+            return FfiConverterSequenceTypeToolSpec.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_visible_tools(
+        it,
+        
+        FfiConverterString.lower(`agent`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolbox: FfiConverter<Toolbox, Long> {
+    override fun lower(value: Toolbox): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): Toolbox {
+        return Toolbox(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): Toolbox {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: Toolbox) = 8UL
+
+    override fun write(value: Toolbox, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
 
 /**
  * `auth_result`.
@@ -6955,6 +8441,227 @@ public object FfiConverterTypeConnectionStats: FfiConverterRustBuffer<Connection
     override fun write(value: ConnectionStats, buf: ByteBuffer) {
             FfiConverterTypeIrcSessionStats.write(value.`irc`, buf)
             FfiConverterTypeOa1Stats.write(value.`oa1`, buf)
+    }
+}
+
+
+
+/**
+ * The answer to `request_approval`.
+ */
+data class GatewayApprovalTicket (
+    /**
+     * The approval's id.
+     */
+    var `approvalId`: kotlin.String
+    , 
+    /**
+     * `Pending`, or `Approved` at once when the job needs no approvals.
+     */
+    var `status`: GatewayApprovalStatus
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayApprovalTicket: FfiConverterRustBuffer<GatewayApprovalTicket> {
+    override fun read(buf: ByteBuffer): GatewayApprovalTicket {
+        return GatewayApprovalTicket(
+            FfiConverterString.read(buf),
+            FfiConverterTypeGatewayApprovalStatus.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: GatewayApprovalTicket) = (
+            FfiConverterString.allocationSize(value.`approvalId`) +
+            FfiConverterTypeGatewayApprovalStatus.allocationSize(value.`status`)
+    )
+
+    override fun write(value: GatewayApprovalTicket, buf: ByteBuffer) {
+            FfiConverterString.write(value.`approvalId`, buf)
+            FfiConverterTypeGatewayApprovalStatus.write(value.`status`, buf)
+    }
+}
+
+
+
+/**
+ * Engine configuration; [`gateway_config`] gives the defaults.
+ */
+data class GatewayConfig (
+    /**
+     * Accepted bearer tokens (more than one while rotating).
+     */
+    var `tokens`: List<kotlin.String>
+    , 
+    /**
+     * What `gateway.ping` reports.
+     */
+    var `gatewayVersion`: kotlin.String
+    , 
+    /**
+     * Longer messages are ignored.
+     */
+    var `maxMessageBytes`: kotlin.ULong
+    , 
+    /**
+     * Jobs remembered.
+     */
+    var `maxJobs`: kotlin.ULong
+    , 
+    /**
+     * Jobs running at once.
+     */
+    var `maxRunning`: kotlin.ULong
+    , 
+    /**
+     * Outputs queued before input is refused.
+     */
+    var `maxQueuedOutputs`: kotlin.ULong
+    , 
+    /**
+     * Approvals one job may ask for.
+     */
+    var `maxApprovalsPerJob`: kotlin.ULong
+    , 
+    /**
+     * `jobs.stream` subscriptions at once.
+     */
+    var `maxSubscriptions`: kotlin.ULong
+    , 
+    /**
+     * Connections authenticated at once.
+     */
+    var `maxConnections`: kotlin.ULong
+    , 
+    /**
+     * `timeoutSec` of a job whose policy has none.
+     */
+    var `defaultTimeoutSec`: kotlin.ULong
+    , 
+    /**
+     * Refuse jobs with `"sandbox": false`.
+     */
+    var `requireSandbox`: kotlin.Boolean
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayConfig: FfiConverterRustBuffer<GatewayConfig> {
+    override fun read(buf: ByteBuffer): GatewayConfig {
+        return GatewayConfig(
+            FfiConverterSequenceString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterBoolean.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: GatewayConfig) = (
+            FfiConverterSequenceString.allocationSize(value.`tokens`) +
+            FfiConverterString.allocationSize(value.`gatewayVersion`) +
+            FfiConverterULong.allocationSize(value.`maxMessageBytes`) +
+            FfiConverterULong.allocationSize(value.`maxJobs`) +
+            FfiConverterULong.allocationSize(value.`maxRunning`) +
+            FfiConverterULong.allocationSize(value.`maxQueuedOutputs`) +
+            FfiConverterULong.allocationSize(value.`maxApprovalsPerJob`) +
+            FfiConverterULong.allocationSize(value.`maxSubscriptions`) +
+            FfiConverterULong.allocationSize(value.`maxConnections`) +
+            FfiConverterULong.allocationSize(value.`defaultTimeoutSec`) +
+            FfiConverterBoolean.allocationSize(value.`requireSandbox`)
+    )
+
+    override fun write(value: GatewayConfig, buf: ByteBuffer) {
+            FfiConverterSequenceString.write(value.`tokens`, buf)
+            FfiConverterString.write(value.`gatewayVersion`, buf)
+            FfiConverterULong.write(value.`maxMessageBytes`, buf)
+            FfiConverterULong.write(value.`maxJobs`, buf)
+            FfiConverterULong.write(value.`maxRunning`, buf)
+            FfiConverterULong.write(value.`maxQueuedOutputs`, buf)
+            FfiConverterULong.write(value.`maxApprovalsPerJob`, buf)
+            FfiConverterULong.write(value.`maxSubscriptions`, buf)
+            FfiConverterULong.write(value.`maxConnections`, buf)
+            FfiConverterULong.write(value.`defaultTimeoutSec`, buf)
+            FfiConverterBoolean.write(value.`requireSandbox`, buf)
+    }
+}
+
+
+
+/**
+ * An error as the gateway answers it.
+ */
+data class GatewayErrorBody (
+    /**
+     * The code (`E_POLICY_DENY`, `E_NOT_FOUND`, ...).
+     */
+    var `code`: kotlin.String
+    , 
+    /**
+     * For people.
+     */
+    var `message`: kotlin.String
+    , 
+    /**
+     * Structured context, JSON object text.
+     */
+    var `detailsJson`: kotlin.String? = null 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayErrorBody: FfiConverterRustBuffer<GatewayErrorBody> {
+    override fun read(buf: ByteBuffer): GatewayErrorBody {
+        return GatewayErrorBody(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterOptionalString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: GatewayErrorBody) = (
+            FfiConverterString.allocationSize(value.`code`) +
+            FfiConverterString.allocationSize(value.`message`) +
+            FfiConverterOptionalString.allocationSize(value.`detailsJson`)
+    )
+
+    override fun write(value: GatewayErrorBody, buf: ByteBuffer) {
+            FfiConverterString.write(value.`code`, buf)
+            FfiConverterString.write(value.`message`, buf)
+            FfiConverterOptionalString.write(value.`detailsJson`, buf)
     }
 }
 
@@ -8242,6 +9949,70 @@ public object FfiConverterTypeNewPermission: FfiConverterRustBuffer<NewPermissio
 
 
 /**
+ * Authenticated frames: every frame carries an HMAC-SHA256 tag over the channel, a timestamp
+ * and the frame, checked in constant time; forged, expired and replayed frames are dropped.
+ */
+data class Oa1AuthConfig (
+    /**
+     * The shared secret.
+     */
+    var `secret`: kotlin.ByteArray
+    , 
+    /**
+     * Unix time (ms) of the host clock's `now_ms` 0.
+     */
+    var `epochUnixMs`: kotlin.ULong
+    , 
+    /**
+     * How far a frame's timestamp may be from ours (spec default 60 s).
+     */
+    var `maxSkewMs`: kotlin.ULong = 60000uL 
+    , 
+    /**
+     * Tags remembered against replays.
+     */
+    var `maxRemembered`: kotlin.ULong = 65536uL 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1AuthConfig: FfiConverterRustBuffer<Oa1AuthConfig> {
+    override fun read(buf: ByteBuffer): Oa1AuthConfig {
+        return Oa1AuthConfig(
+            FfiConverterByteArray.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: Oa1AuthConfig) = (
+            FfiConverterByteArray.allocationSize(value.`secret`) +
+            FfiConverterULong.allocationSize(value.`epochUnixMs`) +
+            FfiConverterULong.allocationSize(value.`maxSkewMs`) +
+            FfiConverterULong.allocationSize(value.`maxRemembered`)
+    )
+
+    override fun write(value: Oa1AuthConfig, buf: ByteBuffer) {
+            FfiConverterByteArray.write(value.`secret`, buf)
+            FfiConverterULong.write(value.`epochUnixMs`, buf)
+            FfiConverterULong.write(value.`maxSkewMs`, buf)
+            FfiConverterULong.write(value.`maxRemembered`, buf)
+    }
+}
+
+
+
+/**
  * Endpoint configuration; [`oa1_config`] gives the spec's defaults.
  */
 data class Oa1Config (
@@ -8314,6 +10085,16 @@ data class Oa1Config (
      * How long small streamed output may wait for more (server).
      */
     var `flushDelayMs`: kotlin.ULong
+    , 
+    /**
+     * Authenticated frames (`OA1A`) with a shared secret; `null` sends plain frames.
+     */
+    var `auth`: Oa1AuthConfig? = null 
+    , 
+    /**
+     * Desk: offer compressed answers; remote: accept the offer.
+     */
+    var `compression`: kotlin.Boolean = false 
     
 ){
     
@@ -8344,6 +10125,8 @@ public object FfiConverterTypeOa1Config: FfiConverterRustBuffer<Oa1Config> {
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
+            FfiConverterOptionalTypeOa1AuthConfig.read(buf),
+            FfiConverterBoolean.read(buf),
         )
     }
 
@@ -8361,7 +10144,9 @@ public object FfiConverterTypeOa1Config: FfiConverterRustBuffer<Oa1Config> {
             FfiConverterULong.allocationSize(value.`pacingIntervalMs`) +
             FfiConverterULong.allocationSize(value.`maxLineBytes`) +
             FfiConverterULong.allocationSize(value.`finishedMemory`) +
-            FfiConverterULong.allocationSize(value.`flushDelayMs`)
+            FfiConverterULong.allocationSize(value.`flushDelayMs`) +
+            FfiConverterOptionalTypeOa1AuthConfig.allocationSize(value.`auth`) +
+            FfiConverterBoolean.allocationSize(value.`compression`)
     )
 
     override fun write(value: Oa1Config, buf: ByteBuffer) {
@@ -8379,6 +10164,8 @@ public object FfiConverterTypeOa1Config: FfiConverterRustBuffer<Oa1Config> {
             FfiConverterULong.write(value.`maxLineBytes`, buf)
             FfiConverterULong.write(value.`finishedMemory`, buf)
             FfiConverterULong.write(value.`flushDelayMs`, buf)
+            FfiConverterOptionalTypeOa1AuthConfig.write(value.`auth`, buf)
+            FfiConverterBoolean.write(value.`compression`, buf)
     }
 }
 
@@ -8543,6 +10330,41 @@ data class Oa1Stats (
      * Bytes held now.
      */
     var `bytesBuffered`: kotlin.ULong
+    , 
+    /**
+     * Plain frames refused because a secret is configured.
+     */
+    var `unauthenticated`: kotlin.ULong
+    , 
+    /**
+     * Authenticated frames while no secret is configured.
+     */
+    var `authUnexpected`: kotlin.ULong
+    , 
+    /**
+     * Frames whose tag did not match.
+     */
+    var `forged`: kotlin.ULong
+    , 
+    /**
+     * Frames outside the time window.
+     */
+    var `expired`: kotlin.ULong
+    , 
+    /**
+     * Frames seen before.
+     */
+    var `replayed`: kotlin.ULong
+    , 
+    /**
+     * Compressed frames received.
+     */
+    var `compressedIn`: kotlin.ULong
+    , 
+    /**
+     * Compressed frames sent.
+     */
+    var `compressedOut`: kotlin.ULong
     
 ){
     
@@ -8559,6 +10381,13 @@ data class Oa1Stats (
 public object FfiConverterTypeOa1Stats: FfiConverterRustBuffer<Oa1Stats> {
     override fun read(buf: ByteBuffer): Oa1Stats {
         return Oa1Stats(
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
@@ -8596,7 +10425,14 @@ public object FfiConverterTypeOa1Stats: FfiConverterRustBuffer<Oa1Stats> {
             FfiConverterULong.allocationSize(value.`timeouts`) +
             FfiConverterULong.allocationSize(value.`incomplete`) +
             FfiConverterULong.allocationSize(value.`cancels`) +
-            FfiConverterULong.allocationSize(value.`bytesBuffered`)
+            FfiConverterULong.allocationSize(value.`bytesBuffered`) +
+            FfiConverterULong.allocationSize(value.`unauthenticated`) +
+            FfiConverterULong.allocationSize(value.`authUnexpected`) +
+            FfiConverterULong.allocationSize(value.`forged`) +
+            FfiConverterULong.allocationSize(value.`expired`) +
+            FfiConverterULong.allocationSize(value.`replayed`) +
+            FfiConverterULong.allocationSize(value.`compressedIn`) +
+            FfiConverterULong.allocationSize(value.`compressedOut`)
     )
 
     override fun write(value: Oa1Stats, buf: ByteBuffer) {
@@ -8617,6 +10453,13 @@ public object FfiConverterTypeOa1Stats: FfiConverterRustBuffer<Oa1Stats> {
             FfiConverterULong.write(value.`incomplete`, buf)
             FfiConverterULong.write(value.`cancels`, buf)
             FfiConverterULong.write(value.`bytesBuffered`, buf)
+            FfiConverterULong.write(value.`unauthenticated`, buf)
+            FfiConverterULong.write(value.`authUnexpected`, buf)
+            FfiConverterULong.write(value.`forged`, buf)
+            FfiConverterULong.write(value.`expired`, buf)
+            FfiConverterULong.write(value.`replayed`, buf)
+            FfiConverterULong.write(value.`compressedIn`, buf)
+            FfiConverterULong.write(value.`compressedOut`, buf)
     }
 }
 
@@ -8853,6 +10696,345 @@ public object FfiConverterTypeTaskUpdate: FfiConverterRustBuffer<TaskUpdate> {
             FfiConverterString.write(value.`taskId`, buf)
             FfiConverterULong.write(value.`iteration`, buf)
             FfiConverterString.write(value.`status`, buf)
+    }
+}
+
+
+
+/**
+ * A settled approval.
+ */
+data class ToolApprovalDecided (
+    /**
+     * The request.
+     */
+    var `request`: ToolApprovalRequest
+    , 
+    /**
+     * How it ended.
+     */
+    var `outcome`: ToolApprovalOutcome
+    , 
+    /**
+     * Whether the answer is remembered for such calls.
+     */
+    var `remember`: kotlin.Boolean
+    , 
+    /**
+     * The reason given.
+     */
+    var `reason`: kotlin.String?
+    , 
+    /**
+     * Whether the call may run now.
+     */
+    var `mayRun`: kotlin.Boolean
+    , 
+    /**
+     * The error result for the model when it may not.
+     */
+    var `observation`: kotlin.String?
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolApprovalDecided: FfiConverterRustBuffer<ToolApprovalDecided> {
+    override fun read(buf: ByteBuffer): ToolApprovalDecided {
+        return ToolApprovalDecided(
+            FfiConverterTypeToolApprovalRequest.read(buf),
+            FfiConverterTypeToolApprovalOutcome.read(buf),
+            FfiConverterBoolean.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterBoolean.read(buf),
+            FfiConverterOptionalString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ToolApprovalDecided) = (
+            FfiConverterTypeToolApprovalRequest.allocationSize(value.`request`) +
+            FfiConverterTypeToolApprovalOutcome.allocationSize(value.`outcome`) +
+            FfiConverterBoolean.allocationSize(value.`remember`) +
+            FfiConverterOptionalString.allocationSize(value.`reason`) +
+            FfiConverterBoolean.allocationSize(value.`mayRun`) +
+            FfiConverterOptionalString.allocationSize(value.`observation`)
+    )
+
+    override fun write(value: ToolApprovalDecided, buf: ByteBuffer) {
+            FfiConverterTypeToolApprovalRequest.write(value.`request`, buf)
+            FfiConverterTypeToolApprovalOutcome.write(value.`outcome`, buf)
+            FfiConverterBoolean.write(value.`remember`, buf)
+            FfiConverterOptionalString.write(value.`reason`, buf)
+            FfiConverterBoolean.write(value.`mayRun`, buf)
+            FfiConverterOptionalString.write(value.`observation`, buf)
+    }
+}
+
+
+
+/**
+ * A call waiting for a human.
+ */
+data class ToolApprovalRequest (
+    /**
+     * The approval's id.
+     */
+    var `id`: kotlin.String
+    , 
+    /**
+     * The agent.
+     */
+    var `agent`: kotlin.String
+    , 
+    /**
+     * The call.
+     */
+    var `call`: ToolCall
+    , 
+    /**
+     * Its tier.
+     */
+    var `tier`: ToolTier
+    , 
+    /**
+     * A description for the person.
+     */
+    var `description`: kotlin.String
+    , 
+    /**
+     * The command or subject of the call (what a prompt shows).
+     */
+    var `command`: kotlin.String
+    , 
+    /**
+     * When it times out (ms).
+     */
+    var `deadlineMs`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolApprovalRequest: FfiConverterRustBuffer<ToolApprovalRequest> {
+    override fun read(buf: ByteBuffer): ToolApprovalRequest {
+        return ToolApprovalRequest(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterTypeToolCall.read(buf),
+            FfiConverterTypeToolTier.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ToolApprovalRequest) = (
+            FfiConverterString.allocationSize(value.`id`) +
+            FfiConverterString.allocationSize(value.`agent`) +
+            FfiConverterTypeToolCall.allocationSize(value.`call`) +
+            FfiConverterTypeToolTier.allocationSize(value.`tier`) +
+            FfiConverterString.allocationSize(value.`description`) +
+            FfiConverterString.allocationSize(value.`command`) +
+            FfiConverterULong.allocationSize(value.`deadlineMs`)
+    )
+
+    override fun write(value: ToolApprovalRequest, buf: ByteBuffer) {
+            FfiConverterString.write(value.`id`, buf)
+            FfiConverterString.write(value.`agent`, buf)
+            FfiConverterTypeToolCall.write(value.`call`, buf)
+            FfiConverterTypeToolTier.write(value.`tier`, buf)
+            FfiConverterString.write(value.`description`, buf)
+            FfiConverterString.write(value.`command`, buf)
+            FfiConverterULong.write(value.`deadlineMs`, buf)
+    }
+}
+
+
+
+/**
+ * One call of a tool.
+ */
+data class ToolCall (
+    /**
+     * The call's id (the provider's).
+     */
+    var `id`: kotlin.String
+    , 
+    /**
+     * The tool.
+     */
+    var `name`: kotlin.String
+    , 
+    /**
+     * The arguments, JSON text.
+     */
+    var `argsJson`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolCall: FfiConverterRustBuffer<ToolCall> {
+    override fun read(buf: ByteBuffer): ToolCall {
+        return ToolCall(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ToolCall) = (
+            FfiConverterString.allocationSize(value.`id`) +
+            FfiConverterString.allocationSize(value.`name`) +
+            FfiConverterString.allocationSize(value.`argsJson`)
+    )
+
+    override fun write(value: ToolCall, buf: ByteBuffer) {
+            FfiConverterString.write(value.`id`, buf)
+            FfiConverterString.write(value.`name`, buf)
+            FfiConverterString.write(value.`argsJson`, buf)
+    }
+}
+
+
+
+/**
+ * What an agent's tools depend on.
+ */
+data class ToolContext (
+    /**
+     * The NPC bound to the desk, if any (`RemoteBash` is visible to that NPC only).
+     */
+    var `boundNpcId`: kotlin.String? = null 
+    , 
+    /**
+     * The execution target, if any.
+     */
+    var `target`: kotlin.String? = null 
+    , 
+    /**
+     * The working directory, if any (path rules resolve against it).
+     */
+    var `cwd`: kotlin.String? = null 
+    , 
+    /**
+     * Flags tools may depend on.
+     */
+    var `flags`: List<kotlin.String> = listOf() 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolContext: FfiConverterRustBuffer<ToolContext> {
+    override fun read(buf: ByteBuffer): ToolContext {
+        return ToolContext(
+            FfiConverterOptionalString.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterSequenceString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ToolContext) = (
+            FfiConverterOptionalString.allocationSize(value.`boundNpcId`) +
+            FfiConverterOptionalString.allocationSize(value.`target`) +
+            FfiConverterOptionalString.allocationSize(value.`cwd`) +
+            FfiConverterSequenceString.allocationSize(value.`flags`)
+    )
+
+    override fun write(value: ToolContext, buf: ByteBuffer) {
+            FfiConverterOptionalString.write(value.`boundNpcId`, buf)
+            FfiConverterOptionalString.write(value.`target`, buf)
+            FfiConverterOptionalString.write(value.`cwd`, buf)
+            FfiConverterSequenceString.write(value.`flags`, buf)
+    }
+}
+
+
+
+/**
+ * A tool as the model sees it.
+ */
+data class ToolSpec (
+    /**
+     * The name the model calls.
+     */
+    var `name`: kotlin.String
+    , 
+    /**
+     * What it does.
+     */
+    var `description`: kotlin.String
+    , 
+    /**
+     * The JSON Schema of its arguments, JSON text.
+     */
+    var `inputSchemaJson`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolSpec: FfiConverterRustBuffer<ToolSpec> {
+    override fun read(buf: ByteBuffer): ToolSpec {
+        return ToolSpec(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ToolSpec) = (
+            FfiConverterString.allocationSize(value.`name`) +
+            FfiConverterString.allocationSize(value.`description`) +
+            FfiConverterString.allocationSize(value.`inputSchemaJson`)
+    )
+
+    override fun write(value: ToolSpec, buf: ByteBuffer) {
+            FfiConverterString.write(value.`name`, buf)
+            FfiConverterString.write(value.`description`, buf)
+            FfiConverterString.write(value.`inputSchemaJson`, buf)
     }
 }
 
@@ -9882,6 +12064,520 @@ public object FfiConverterTypeDeskwireError : FfiConverterRustBuffer<DeskwireExc
     }
 
 }
+
+
+
+/**
+ * An approval's status.
+ */
+
+enum class GatewayApprovalStatus {
+    
+    /**
+     * Waiting for the Commander.
+     */
+    PENDING,
+    /**
+     * Approved.
+     */
+    APPROVED,
+    /**
+     * Denied.
+     */
+    DENIED,
+    /**
+     * Expired.
+     */
+    EXPIRED;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayApprovalStatus: FfiConverterRustBuffer<GatewayApprovalStatus> {
+    override fun read(buf: ByteBuffer) = try {
+        GatewayApprovalStatus.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: GatewayApprovalStatus) = 4UL
+
+    override fun write(value: GatewayApprovalStatus, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * A decision on an approval.
+ */
+
+enum class GatewayDecision {
+    
+    /**
+     * Run the step.
+     */
+    APPROVE,
+    /**
+     * Skip it.
+     */
+    DENY;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayDecision: FfiConverterRustBuffer<GatewayDecision> {
+    override fun read(buf: ByteBuffer) = try {
+        GatewayDecision.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: GatewayDecision) = 4UL
+
+    override fun write(value: GatewayDecision, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * What the executor should act on.
+ */
+sealed class GatewayEvent {
+    
+    /**
+     * A job was created.
+     */
+    data class JobCreated(
+        /**
+         * The job.
+         */
+        val `jobId`: kotlin.String) : GatewayEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A job changed state (start on `RUNNING`, stop on a final state).
+     */
+    data class StateChanged(
+        /**
+         * The job.
+         */
+        val `jobId`: kotlin.String, 
+        /**
+         * Before.
+         */
+        val `from`: dev.deskwire.GatewayJobState, 
+        /**
+         * Now.
+         */
+        val `to`: dev.deskwire.GatewayJobState) : GatewayEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The Commander decided an approval.
+     */
+    data class ApprovalDecided(
+        /**
+         * The job.
+         */
+        val `jobId`: kotlin.String, 
+        /**
+         * The approval.
+         */
+        val `approvalId`: kotlin.String, 
+        /**
+         * The decision.
+         */
+        val `decision`: dev.deskwire.GatewayDecision, 
+        /**
+         * The reason given.
+         */
+        val `reason`: kotlin.String?) : GatewayEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayEvent : FfiConverterRustBuffer<GatewayEvent>{
+    override fun read(buf: ByteBuffer): GatewayEvent {
+        return when(buf.getInt()) {
+            1 -> GatewayEvent.JobCreated(
+                FfiConverterString.read(buf),
+                )
+            2 -> GatewayEvent.StateChanged(
+                FfiConverterString.read(buf),
+                FfiConverterTypeGatewayJobState.read(buf),
+                FfiConverterTypeGatewayJobState.read(buf),
+                )
+            3 -> GatewayEvent.ApprovalDecided(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterTypeGatewayDecision.read(buf),
+                FfiConverterOptionalString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: GatewayEvent): ULong = when(value) {
+        is GatewayEvent.JobCreated -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`jobId`)
+            )
+        }
+        is GatewayEvent.StateChanged -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`jobId`)
+                + FfiConverterTypeGatewayJobState.allocationSize(value.`from`)
+                + FfiConverterTypeGatewayJobState.allocationSize(value.`to`)
+            )
+        }
+        is GatewayEvent.ApprovalDecided -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`jobId`)
+                + FfiConverterString.allocationSize(value.`approvalId`)
+                + FfiConverterTypeGatewayDecision.allocationSize(value.`decision`)
+                + FfiConverterOptionalString.allocationSize(value.`reason`)
+            )
+        }
+    }
+
+    override fun write(value: GatewayEvent, buf: ByteBuffer) {
+        when(value) {
+            is GatewayEvent.JobCreated -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`jobId`, buf)
+                Unit
+            }
+            is GatewayEvent.StateChanged -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`jobId`, buf)
+                FfiConverterTypeGatewayJobState.write(value.`from`, buf)
+                FfiConverterTypeGatewayJobState.write(value.`to`, buf)
+                Unit
+            }
+            is GatewayEvent.ApprovalDecided -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`jobId`, buf)
+                FfiConverterString.write(value.`approvalId`, buf)
+                FfiConverterTypeGatewayDecision.write(value.`decision`, buf)
+                FfiConverterOptionalString.write(value.`reason`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * A job's state.
+ */
+
+enum class GatewayJobState {
+    
+    /**
+     * Created, waiting for `jobs.start`.
+     */
+    CREATED,
+    /**
+     * Waiting for a slot.
+     */
+    QUEUED,
+    /**
+     * Running.
+     */
+    RUNNING,
+    /**
+     * Done, waiting for review.
+     */
+    REVIEW_READY,
+    /**
+     * Accepted.
+     */
+    COMPLETED,
+    /**
+     * Failed.
+     */
+    FAILED,
+    /**
+     * Ran out of time.
+     */
+    TIMEOUT,
+    /**
+     * Cancelled.
+     */
+    CANCELLED,
+    /**
+     * Its changes were undone.
+     */
+    ROLLED_BACK;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayJobState: FfiConverterRustBuffer<GatewayJobState> {
+    override fun read(buf: ByteBuffer) = try {
+        GatewayJobState.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: GatewayJobState) = 4UL
+
+    override fun write(value: GatewayJobState, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * A `jobs.event` log level.
+ */
+
+enum class GatewayLevel {
+    
+    /**
+     * Debug.
+     */
+    DEBUG,
+    /**
+     * Info.
+     */
+    INFO,
+    /**
+     * Warn.
+     */
+    WARN,
+    /**
+     * Error.
+     */
+    ERROR;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayLevel: FfiConverterRustBuffer<GatewayLevel> {
+    override fun read(buf: ByteBuffer) = try {
+        GatewayLevel.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: GatewayLevel) = 4UL
+
+    override fun write(value: GatewayLevel, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * What the engine wants next.
+ */
+sealed class GatewayOutput {
+    
+    /**
+     * Send this envelope (JSON text, stamped with the `unix_ms` given to `poll_output`) on `conn`.
+     */
+    data class Transmit(
+        /**
+         * The connection.
+         */
+        val `conn`: kotlin.ULong, 
+        /**
+         * The envelope.
+         */
+        val `text`: kotlin.String) : GatewayOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Tell the executor.
+     */
+    data class Event(
+        /**
+         * The event.
+         */
+        val `event`: dev.deskwire.GatewayEvent) : GatewayOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Nothing to do before this instant unless input arrives.
+     */
+    data class Timeout(
+        /**
+         * The deadline (ms).
+         */
+        val `deadlineMs`: kotlin.ULong) : GatewayOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayOutput : FfiConverterRustBuffer<GatewayOutput>{
+    override fun read(buf: ByteBuffer): GatewayOutput {
+        return when(buf.getInt()) {
+            1 -> GatewayOutput.Transmit(
+                FfiConverterULong.read(buf),
+                FfiConverterString.read(buf),
+                )
+            2 -> GatewayOutput.Event(
+                FfiConverterTypeGatewayEvent.read(buf),
+                )
+            3 -> GatewayOutput.Timeout(
+                FfiConverterULong.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: GatewayOutput): ULong = when(value) {
+        is GatewayOutput.Transmit -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterULong.allocationSize(value.`conn`)
+                + FfiConverterString.allocationSize(value.`text`)
+            )
+        }
+        is GatewayOutput.Event -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeGatewayEvent.allocationSize(value.`event`)
+            )
+        }
+        is GatewayOutput.Timeout -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterULong.allocationSize(value.`deadlineMs`)
+            )
+        }
+    }
+
+    override fun write(value: GatewayOutput, buf: ByteBuffer) {
+        when(value) {
+            is GatewayOutput.Transmit -> {
+                buf.putInt(1)
+                FfiConverterULong.write(value.`conn`, buf)
+                FfiConverterString.write(value.`text`, buf)
+                Unit
+            }
+            is GatewayOutput.Event -> {
+                buf.putInt(2)
+                FfiConverterTypeGatewayEvent.write(value.`event`, buf)
+                Unit
+            }
+            is GatewayOutput.Timeout -> {
+                buf.putInt(3)
+                FfiConverterULong.write(value.`deadlineMs`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
 
 
 
@@ -13354,6 +16050,21 @@ sealed class Oa1Failure {
     object Disconnected : Oa1Failure()
     
     
+    /**
+     * A compressed answer could not be read.
+     */
+    data class Malformed(
+        /**
+         * What was wrong.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
 
     
 
@@ -13377,6 +16088,9 @@ public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
             2 -> Oa1Failure.Timeout
             3 -> Oa1Failure.Incomplete
             4 -> Oa1Failure.Disconnected
+            5 -> Oa1Failure.Malformed(
+                FfiConverterString.read(buf),
+                )
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
         }
     }
@@ -13408,6 +16122,13 @@ public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
                 4UL
             )
         }
+        is Oa1Failure.Malformed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
     }
 
     override fun write(value: Oa1Failure, buf: ByteBuffer) {
@@ -13428,6 +16149,11 @@ public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
             }
             is Oa1Failure.Disconnected -> {
                 buf.putInt(4)
+                Unit
+            }
+            is Oa1Failure.Malformed -> {
+                buf.putInt(5)
+                FfiConverterString.write(value.`message`, buf)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -13459,7 +16185,19 @@ enum class Oa1FrameType {
     /**
      * A cancellation.
      */
-    CANCEL;
+    CANCEL,
+    /**
+     * The desk accepts a compressed answer (`ACCEPT <id> deflate`).
+     */
+    ACCEPT,
+    /**
+     * A compressed request chunk.
+     */
+    REQ_Z,
+    /**
+     * A compressed response chunk.
+     */
+    RES_Z;
 
     
 
@@ -14018,6 +16756,912 @@ public object FfiConverterTypeStopReason: FfiConverterRustBuffer<StopReason> {
 
 
 
+/**
+ * How an approval was settled.
+ */
+
+enum class ToolApprovalOutcome {
+    
+    /**
+     * Approved.
+     */
+    APPROVED,
+    /**
+     * Denied.
+     */
+    DENIED,
+    /**
+     * Nobody answered in time.
+     */
+    TIMED_OUT,
+    /**
+     * Withdrawn.
+     */
+    CANCELLED;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolApprovalOutcome: FfiConverterRustBuffer<ToolApprovalOutcome> {
+    override fun read(buf: ByteBuffer) = try {
+        ToolApprovalOutcome.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: ToolApprovalOutcome) = 4UL
+
+    override fun write(value: ToolApprovalOutcome, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * What the gate says about a call.
+ */
+sealed class ToolAuthorization {
+    
+    /**
+     * Run it.
+     */
+    object Allowed : ToolAuthorization()
+    
+    
+    /**
+     * A human must approve it.
+     */
+    data class NeedsApproval(
+        /**
+         * The tier.
+         */
+        val `tier`: dev.deskwire.ToolTier) : ToolAuthorization()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Do not run it; send `observation` back as its result.
+     */
+    data class Denied(
+        /**
+         * Why.
+         */
+        val `reason`: dev.deskwire.ToolDenyReason, 
+        /**
+         * The text for the model.
+         */
+        val `observation`: kotlin.String) : ToolAuthorization()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * No such tool; send `observation` back.
+     */
+    data class Unknown(
+        /**
+         * The text for the model.
+         */
+        val `observation`: kotlin.String) : ToolAuthorization()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolAuthorization : FfiConverterRustBuffer<ToolAuthorization>{
+    override fun read(buf: ByteBuffer): ToolAuthorization {
+        return when(buf.getInt()) {
+            1 -> ToolAuthorization.Allowed
+            2 -> ToolAuthorization.NeedsApproval(
+                FfiConverterTypeToolTier.read(buf),
+                )
+            3 -> ToolAuthorization.Denied(
+                FfiConverterTypeToolDenyReason.read(buf),
+                FfiConverterString.read(buf),
+                )
+            4 -> ToolAuthorization.Unknown(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ToolAuthorization): ULong = when(value) {
+        is ToolAuthorization.Allowed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolAuthorization.NeedsApproval -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeToolTier.allocationSize(value.`tier`)
+            )
+        }
+        is ToolAuthorization.Denied -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeToolDenyReason.allocationSize(value.`reason`)
+                + FfiConverterString.allocationSize(value.`observation`)
+            )
+        }
+        is ToolAuthorization.Unknown -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`observation`)
+            )
+        }
+    }
+
+    override fun write(value: ToolAuthorization, buf: ByteBuffer) {
+        when(value) {
+            is ToolAuthorization.Allowed -> {
+                buf.putInt(1)
+                Unit
+            }
+            is ToolAuthorization.NeedsApproval -> {
+                buf.putInt(2)
+                FfiConverterTypeToolTier.write(value.`tier`, buf)
+                Unit
+            }
+            is ToolAuthorization.Denied -> {
+                buf.putInt(3)
+                FfiConverterTypeToolDenyReason.write(value.`reason`, buf)
+                FfiConverterString.write(value.`observation`, buf)
+                Unit
+            }
+            is ToolAuthorization.Unknown -> {
+                buf.putInt(4)
+                FfiConverterString.write(value.`observation`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Why a call is denied.
+ */
+sealed class ToolDenyReason {
+    
+    /**
+     * The agent cannot see the tool now.
+     */
+    object NotVisible : ToolDenyReason()
+    
+    
+    /**
+     * The arguments do not fit the schema.
+     */
+    data class InvalidArguments(
+        /**
+         * What is wrong.
+         */
+        val `detail`: kotlin.String) : ToolDenyReason()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A policy rule denies it.
+     */
+    data class Policy(
+        /**
+         * The rule's reason.
+         */
+        val `reason`: kotlin.String) : ToolDenyReason()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolDenyReason : FfiConverterRustBuffer<ToolDenyReason>{
+    override fun read(buf: ByteBuffer): ToolDenyReason {
+        return when(buf.getInt()) {
+            1 -> ToolDenyReason.NotVisible
+            2 -> ToolDenyReason.InvalidArguments(
+                FfiConverterString.read(buf),
+                )
+            3 -> ToolDenyReason.Policy(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ToolDenyReason): ULong = when(value) {
+        is ToolDenyReason.NotVisible -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolDenyReason.InvalidArguments -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`detail`)
+            )
+        }
+        is ToolDenyReason.Policy -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
+    }
+
+    override fun write(value: ToolDenyReason, buf: ByteBuffer) {
+        when(value) {
+            is ToolDenyReason.NotVisible -> {
+                buf.putInt(1)
+                Unit
+            }
+            is ToolDenyReason.InvalidArguments -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`detail`, buf)
+                Unit
+            }
+            is ToolDenyReason.Policy -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`reason`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Who asks for a call.
+ */
+
+enum class ToolOrigin {
+    
+    /**
+     * The model (gated by what it was shown).
+     */
+    MODEL,
+    /**
+     * A person (a slash command).
+     */
+    USER;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolOrigin: FfiConverterRustBuffer<ToolOrigin> {
+    override fun read(buf: ByteBuffer) = try {
+        ToolOrigin.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: ToolOrigin) = 4UL
+
+    override fun write(value: ToolOrigin, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * The risk tier of a call that needs approval.
+ */
+
+enum class ToolTier {
+    
+    /**
+     * Low.
+     */
+    LOW,
+    /**
+     * Medium.
+     */
+    MEDIUM,
+    /**
+     * High.
+     */
+    HIGH;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolTier: FfiConverterRustBuffer<ToolTier> {
+    override fun read(buf: ByteBuffer) = try {
+        ToolTier.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: ToolTier) = 4UL
+
+    override fun write(value: ToolTier, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * What to do with a call now.
+ */
+sealed class ToolVerdict {
+    
+    /**
+     * Run it.
+     */
+    object Run : ToolVerdict()
+    
+    
+    /**
+     * Do not; send `observation` as its error result.
+     */
+    data class Refuse(
+        /**
+         * The text for the model.
+         */
+        val `observation`: kotlin.String) : ToolVerdict()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A human was asked; wait for `ApprovalDecided`.
+     */
+    data class Pending(
+        /**
+         * The approval's id.
+         */
+        val `approvalId`: kotlin.String) : ToolVerdict()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolVerdict : FfiConverterRustBuffer<ToolVerdict>{
+    override fun read(buf: ByteBuffer): ToolVerdict {
+        return when(buf.getInt()) {
+            1 -> ToolVerdict.Run
+            2 -> ToolVerdict.Refuse(
+                FfiConverterString.read(buf),
+                )
+            3 -> ToolVerdict.Pending(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ToolVerdict): ULong = when(value) {
+        is ToolVerdict.Run -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolVerdict.Refuse -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`observation`)
+            )
+        }
+        is ToolVerdict.Pending -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`approvalId`)
+            )
+        }
+    }
+
+    override fun write(value: ToolVerdict, buf: ByteBuffer) {
+        when(value) {
+            is ToolVerdict.Run -> {
+                buf.putInt(1)
+                Unit
+            }
+            is ToolVerdict.Refuse -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`observation`, buf)
+                Unit
+            }
+            is ToolVerdict.Pending -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`approvalId`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * When a registered tool is visible.
+ */
+sealed class ToolVisibility {
+    
+    /**
+     * Always.
+     */
+    object Always : ToolVisibility()
+    
+    
+    /**
+     * Never (slash commands only).
+     */
+    object Never : ToolVisibility()
+    
+    
+    /**
+     * While the agent's NPC is bound to the desk.
+     */
+    object WhileBound : ToolVisibility()
+    
+    
+    /**
+     * While a target is set.
+     */
+    object WithTarget : ToolVisibility()
+    
+    
+    /**
+     * While a flag is set.
+     */
+    data class WithFlag(
+        /**
+         * The flag.
+         */
+        val `flag`: kotlin.String) : ToolVisibility()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolVisibility : FfiConverterRustBuffer<ToolVisibility>{
+    override fun read(buf: ByteBuffer): ToolVisibility {
+        return when(buf.getInt()) {
+            1 -> ToolVisibility.Always
+            2 -> ToolVisibility.Never
+            3 -> ToolVisibility.WhileBound
+            4 -> ToolVisibility.WithTarget
+            5 -> ToolVisibility.WithFlag(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ToolVisibility): ULong = when(value) {
+        is ToolVisibility.Always -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolVisibility.Never -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolVisibility.WhileBound -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolVisibility.WithTarget -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolVisibility.WithFlag -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`flag`)
+            )
+        }
+    }
+
+    override fun write(value: ToolVisibility, buf: ByteBuffer) {
+        when(value) {
+            is ToolVisibility.Always -> {
+                buf.putInt(1)
+                Unit
+            }
+            is ToolVisibility.Never -> {
+                buf.putInt(2)
+                Unit
+            }
+            is ToolVisibility.WhileBound -> {
+                buf.putInt(3)
+                Unit
+            }
+            is ToolVisibility.WithTarget -> {
+                buf.putInt(4)
+                Unit
+            }
+            is ToolVisibility.WithFlag -> {
+                buf.putInt(5)
+                FfiConverterString.write(value.`flag`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * What the host should learn.
+ */
+sealed class ToolboxEvent {
+    
+    /**
+     * An agent's visible tools changed.
+     */
+    data class ToolsChanged(
+        /**
+         * The agent.
+         */
+        val `agent`: kotlin.String, 
+        /**
+         * What it sees now.
+         */
+        val `visible`: List<kotlin.String>, 
+        /**
+         * What appeared.
+         */
+        val `added`: List<kotlin.String>, 
+        /**
+         * What went away.
+         */
+        val `removed`: List<kotlin.String>) : ToolboxEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A call needs a human (a mobile `permission_request`, a gateway approval).
+     */
+    data class ApprovalRequested(
+        /**
+         * The request.
+         */
+        val `request`: dev.deskwire.ToolApprovalRequest) : ToolboxEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A waiting call was settled.
+     */
+    data class ApprovalDecided(
+        /**
+         * The settlement.
+         */
+        val `decided`: dev.deskwire.ToolApprovalDecided) : ToolboxEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolboxEvent : FfiConverterRustBuffer<ToolboxEvent>{
+    override fun read(buf: ByteBuffer): ToolboxEvent {
+        return when(buf.getInt()) {
+            1 -> ToolboxEvent.ToolsChanged(
+                FfiConverterString.read(buf),
+                FfiConverterSequenceString.read(buf),
+                FfiConverterSequenceString.read(buf),
+                FfiConverterSequenceString.read(buf),
+                )
+            2 -> ToolboxEvent.ApprovalRequested(
+                FfiConverterTypeToolApprovalRequest.read(buf),
+                )
+            3 -> ToolboxEvent.ApprovalDecided(
+                FfiConverterTypeToolApprovalDecided.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ToolboxEvent): ULong = when(value) {
+        is ToolboxEvent.ToolsChanged -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`agent`)
+                + FfiConverterSequenceString.allocationSize(value.`visible`)
+                + FfiConverterSequenceString.allocationSize(value.`added`)
+                + FfiConverterSequenceString.allocationSize(value.`removed`)
+            )
+        }
+        is ToolboxEvent.ApprovalRequested -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeToolApprovalRequest.allocationSize(value.`request`)
+            )
+        }
+        is ToolboxEvent.ApprovalDecided -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeToolApprovalDecided.allocationSize(value.`decided`)
+            )
+        }
+    }
+
+    override fun write(value: ToolboxEvent, buf: ByteBuffer) {
+        when(value) {
+            is ToolboxEvent.ToolsChanged -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`agent`, buf)
+                FfiConverterSequenceString.write(value.`visible`, buf)
+                FfiConverterSequenceString.write(value.`added`, buf)
+                FfiConverterSequenceString.write(value.`removed`, buf)
+                Unit
+            }
+            is ToolboxEvent.ApprovalRequested -> {
+                buf.putInt(2)
+                FfiConverterTypeToolApprovalRequest.write(value.`request`, buf)
+                Unit
+            }
+            is ToolboxEvent.ApprovalDecided -> {
+                buf.putInt(3)
+                FfiConverterTypeToolApprovalDecided.write(value.`decided`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * What the toolbox wants next.
+ */
+sealed class ToolboxOutput {
+    
+    /**
+     * Tell the app.
+     */
+    data class Event(
+        /**
+         * The event.
+         */
+        val `event`: dev.deskwire.ToolboxEvent) : ToolboxOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Nothing to do before this instant.
+     */
+    data class Timeout(
+        /**
+         * The deadline (ms).
+         */
+        val `deadlineMs`: kotlin.ULong) : ToolboxOutput()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolboxOutput : FfiConverterRustBuffer<ToolboxOutput>{
+    override fun read(buf: ByteBuffer): ToolboxOutput {
+        return when(buf.getInt()) {
+            1 -> ToolboxOutput.Event(
+                FfiConverterTypeToolboxEvent.read(buf),
+                )
+            2 -> ToolboxOutput.Timeout(
+                FfiConverterULong.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ToolboxOutput): ULong = when(value) {
+        is ToolboxOutput.Event -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeToolboxEvent.allocationSize(value.`event`)
+            )
+        }
+        is ToolboxOutput.Timeout -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterULong.allocationSize(value.`deadlineMs`)
+            )
+        }
+    }
+
+    override fun write(value: ToolboxOutput, buf: ByteBuffer) {
+        when(value) {
+            is ToolboxOutput.Event -> {
+                buf.putInt(1)
+                FfiConverterTypeToolboxEvent.write(value.`event`, buf)
+                Unit
+            }
+            is ToolboxOutput.Timeout -> {
+                buf.putInt(2)
+                FfiConverterULong.write(value.`deadlineMs`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
 
 /**
  * @suppress
@@ -14054,6 +17698,38 @@ public object FfiConverterOptionalULong: FfiConverterRustBuffer<kotlin.ULong?> {
 /**
  * @suppress
  */
+public object FfiConverterOptionalDouble: FfiConverterRustBuffer<kotlin.Double?> {
+    override fun read(buf: ByteBuffer): kotlin.Double? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterDouble.read(buf)
+    }
+
+    override fun allocationSize(value: kotlin.Double?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterDouble.allocationSize(value)
+        }
+    }
+
+    override fun write(value: kotlin.Double?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterDouble.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterOptionalString: FfiConverterRustBuffer<kotlin.String?> {
     override fun read(buf: ByteBuffer): kotlin.String? {
         if (buf.get().toInt() == 0) {
@@ -14076,6 +17752,38 @@ public object FfiConverterOptionalString: FfiConverterRustBuffer<kotlin.String?>
         } else {
             buf.put(1)
             FfiConverterString.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeOa1AuthConfig: FfiConverterRustBuffer<Oa1AuthConfig?> {
+    override fun read(buf: ByteBuffer): Oa1AuthConfig? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeOa1AuthConfig.read(buf)
+    }
+
+    override fun allocationSize(value: Oa1AuthConfig?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeOa1AuthConfig.allocationSize(value)
+        }
+    }
+
+    override fun write(value: Oa1AuthConfig?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeOa1AuthConfig.write(value, buf)
         }
     }
 }
@@ -14140,6 +17848,38 @@ public object FfiConverterOptionalTypeAgentState: FfiConverterRustBuffer<AgentSt
         } else {
             buf.put(1)
             FfiConverterTypeAgentState.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeGatewayJobState: FfiConverterRustBuffer<GatewayJobState?> {
+    override fun read(buf: ByteBuffer): GatewayJobState? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeGatewayJobState.read(buf)
+    }
+
+    override fun allocationSize(value: GatewayJobState?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeGatewayJobState.allocationSize(value)
+        }
+    }
+
+    override fun write(value: GatewayJobState?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeGatewayJobState.write(value, buf)
         }
     }
 }
@@ -14234,6 +17974,62 @@ public object FfiConverterSequenceTypeJsonRpcTimeoutRule: FfiConverterRustBuffer
 /**
  * @suppress
  */
+public object FfiConverterSequenceTypeToolApprovalRequest: FfiConverterRustBuffer<List<ToolApprovalRequest>> {
+    override fun read(buf: ByteBuffer): List<ToolApprovalRequest> {
+        val len = buf.getInt()
+        return List<ToolApprovalRequest>(len) {
+            FfiConverterTypeToolApprovalRequest.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<ToolApprovalRequest>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeToolApprovalRequest.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<ToolApprovalRequest>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeToolApprovalRequest.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeToolSpec: FfiConverterRustBuffer<List<ToolSpec>> {
+    override fun read(buf: ByteBuffer): List<ToolSpec> {
+        val len = buf.getInt()
+        return List<ToolSpec>(len) {
+            FfiConverterTypeToolSpec.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<ToolSpec>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeToolSpec.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<ToolSpec>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeToolSpec.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceTypeJsonRpcBatchItem: FfiConverterRustBuffer<List<JsonRpcBatchItem>> {
     override fun read(buf: ByteBuffer): List<JsonRpcBatchItem> {
         val len = buf.getInt()
@@ -14304,6 +18100,20 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
         
         FfiConverterString.lower(`nick`),
         FfiConverterString.lower(`channel`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The defaults, accepting `token`.
+         */ fun `gatewayConfig`(`token`: kotlin.String): GatewayConfig {
+            return FfiConverterTypeGatewayConfig.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_gateway_config(
+    
+        
+        FfiConverterString.lower(`token`),_status)
 }
     )
     }
@@ -14757,6 +18567,25 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     UniffiLib.uniffi_deskwire_uniffi_fn_func_remote_bash_tool(
     
         _status)
+}
+    )
+    }
+    
+
+        /**
+         * Reads `json` as a value of `$defs/<def>` of `protocol`'s schema (`rexd`, `sidecar`,
+         * `gateway`, `mobile`) through the Rust types, and writes it back canonical. Throws
+         * `InvalidInput` when deskwire would refuse it.
+         */
+    @Throws(DeskwireException::class) fun `readSchemaValue`(`protocol`: kotlin.String, `def`: kotlin.String, `json`: kotlin.String): kotlin.String {
+            return FfiConverterString.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_read_schema_value(
+    
+        
+        FfiConverterString.lower(`protocol`),
+        FfiConverterString.lower(`def`),
+        FfiConverterString.lower(`json`),_status)
 }
     )
     }

@@ -12,7 +12,7 @@ import kotlin.test.assertTrue
  */
 class MobileVirtualClockTest {
     private var now = 0uL
-    private var server: MobileServer? = MobileServer(mobileServerConfigDefault(), 42uL)
+    private var server: MobileServer? = MobileServer(mobileServerConfigDefault(), ByteArray(32) { 42 })
     private var nextConn = 1uL
 
     /** One phone and its current connection, if any. */
@@ -143,7 +143,7 @@ class MobileVirtualClockTest {
             "each attempt starts exactly at its backoff deadline",
         )
         // Back up with the token it issued (kept by the desktop's app): bearer, no pairing.
-        server = MobileServer(mobileServerConfigDefault(), 43uL).also { it.addToken(token) }
+        server = MobileServer(mobileServerConfigDefault(), ByteArray(32) { 43 }).also { it.addToken(token) }
         advanceTo(restartAt + 90_000uL)
         assertEquals(token, phone.connects.last().second, "reconnects present the bearer token")
         assertTrue(phone.events.none { it is MobileClientEvent.Paired })
