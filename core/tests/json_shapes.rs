@@ -147,7 +147,7 @@ fn peer_events_and_outputs() {
     both_ways(jsonrpc::Output::Timeout(5), json!({"timeout": 5}));
     let stats = serde_json::to_value(PeerStats::default()).unwrap();
     assert_eq!(stats["frames_in"], 0);
-    assert_eq!(stats.as_object().unwrap().len(), 12);
+    assert_eq!(stats.as_object().unwrap().len(), 13);
     assert_eq!(
         serde_json::to_value(jsonrpc::LocalError::UnknownId(Id::Number(4))).unwrap(),
         json!({"unknown_id": 4})

@@ -150,6 +150,12 @@ pub struct PeerConfig {
     pub cancel_notification: Option<String>,
     /// How many answered or abandoned ids to remember, to tell a late answer from a stray one.
     pub finished_memory: usize,
+    /// Outputs (events and frames) waiting at most for the host to drain `poll_output`. At the
+    /// cap, what the peer alone makes us queue is dropped and counted (`PeerStats::dropped`):
+    /// its notifications, progress reports (the deadline is still extended), reports of
+    /// malformed input and the error answers to them. Answers to our calls and the peer's
+    /// requests (at most `max_incoming`) are never dropped.
+    pub max_queued: usize,
 }
 
 impl Default for PeerConfig {
@@ -163,6 +169,7 @@ impl Default for PeerConfig {
             timeouts: TimeoutPolicy::default(),
             cancel_notification: None,
             finished_memory: 1024,
+            max_queued: 4096,
         }
     }
 }
@@ -304,6 +311,9 @@ pub struct PeerStats {
     pub incoming: u64,
     /// Bytes held by the decoder and the outbox now.
     pub bytes_buffered: u64,
+    /// Notifications, progress reports, malformed-input reports and error answers dropped
+    /// because `max_queued` outputs were waiting.
+    pub dropped: u64,
 }
 
 /// Frames as JSON strings: every dialect writes UTF-8, so the text is the bytes.
@@ -704,7 +714,7 @@ impl<D: Dialect> Peer<D> {
             Frame::Message(body) => self.handle_frame(now, body),
             Frame::Error(e) => {
                 self.stats.framing_errors += 1;
-                self.events.push_back(PeerEvent::Malformed {
+                self.peer_event(PeerEvent::Malformed {
                     reason: e.to_string(),
                 });
             }
@@ -744,7 +754,11 @@ impl<D: Dialect> Peer<D> {
     /// Sends an answer the peer makes itself (errors): alone, or into the open `batch`.
     fn send_answer(&mut self, now: u64, batch: Option<u64>, message: Outbound<'_>) {
         let Some(batch) = batch else {
-            let _ = self.send(now, message);
+            if self.queue_full() {
+                self.stats.dropped += 1;
+            } else {
+                let _ = self.send(now, message);
+            }
             return;
         };
         if let Ok(body) = self.encode(now, message)
@@ -766,7 +780,7 @@ impl<D: Dialect> Peer<D> {
                 },
             );
         }
-        self.events.push_back(PeerEvent::Malformed {
+        self.peer_event(PeerEvent::Malformed {
             reason: invalid.to_string(),
         });
     }
@@ -807,8 +821,7 @@ impl<D: Dialect> Peer<D> {
                     .push_back(PeerEvent::Request { id, method, params });
             }
             Inbound::Notification { method, params } => {
-                self.events
-                    .push_back(PeerEvent::Notification { method, params });
+                self.peer_event(PeerEvent::Notification { method, params });
             }
             Inbound::Result { id, result } => {
                 if let Some(p) = self.finish(&id) {
@@ -834,7 +847,7 @@ impl<D: Dialect> Peer<D> {
                 if let Some(p) = self.pending.get_mut(&id) {
                     p.deadline = now.saturating_add(p.timeout_ms).min(p.hard_deadline);
                     let (method, user) = (p.method.clone(), p.user);
-                    self.events.push_back(PeerEvent::Progress {
+                    self.peer_event(PeerEvent::Progress {
                         id,
                         method,
                         user,
@@ -844,6 +857,19 @@ impl<D: Dialect> Peer<D> {
                     self.count_stray(&id);
                 }
             }
+        }
+    }
+
+    fn queue_full(&self) -> bool {
+        self.events.len() + self.outbox.len() >= self.config.max_queued
+    }
+
+    /// Queues an event only the peer caused, unless `max_queued` outputs wait (then counts it).
+    fn peer_event(&mut self, event: PeerEvent) {
+        if self.queue_full() {
+            self.stats.dropped += 1;
+        } else {
+            self.events.push_back(event);
         }
     }
 
