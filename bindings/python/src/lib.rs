@@ -34,6 +34,27 @@ fn submodule(
     Ok(())
 }
 
+/// Reads `value` as `$defs/<name>` of `protocol`'s JSON Schema (`rexd`, `sidecar`, `gateway`,
+/// `mobile`) through the core's Rust types, the way a peer reads it, and gives it back in
+/// canonical form. Raises `ProtocolError` (code `invalid`) when it does not fit the def and
+/// `LocalError` (code `unknown_def`) for a def with no type.
+#[pyfunction]
+fn read_def<'py>(
+    py: Python<'py>,
+    protocol: &str,
+    name: &str,
+    value: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let value = convert::value_of("value", value)?;
+    match deskwire::schemas::read(protocol, name, &value) {
+        Ok(back) => convert::py_of_value(py, &back),
+        Err(deskwire::schemas::SchemaError::Invalid(reason)) => {
+            Err(errors::protocol("invalid", reason))
+        }
+        Err(other) => Err(errors::local("unknown_def", other.to_string())),
+    }
+}
+
 /// A call that does nothing, to measure the cost of crossing into Rust (benchmarks).
 #[pyfunction]
 fn noop() {}
@@ -44,6 +65,7 @@ fn _deskwire(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<convert::Transmit>()?;
     m.add_class::<convert::Timeout>()?;
     m.add_function(wrap_pyfunction!(noop, m)?)?;
+    m.add_function(wrap_pyfunction!(read_def, m)?)?;
     submodule(m, "oa1", oa1::register)?;
     submodule(m, "irc", irc::register)?;
     submodule(m, "sim", sim::register)?;

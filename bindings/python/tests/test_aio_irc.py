@@ -132,3 +132,45 @@ async def test_irc_remote_streams_and_sees_cancel(server: Ngircd) -> None:
             await asyncio.sleep(0.02)
         assert len(remote.cancelled) == 1
         assert stopped == [remote.cancelled[0].id]
+
+
+@pytest.fixture
+def secret_rexd(server: Ngircd, tmp_path: Path) -> Iterator[RexdIrc]:
+    (tmp_path / "secret").write_text("s3cret shared by desk and remote\n")
+    r = RexdIrc(server.port, *FAST, "--secret-file", str(tmp_path / "secret"))
+    yield r
+    r.stop()
+
+
+async def test_authenticated_exchange(server: Ngircd, secret_rexd: RexdIrc) -> None:
+    async with await IrcDesk.connect("127.0.0.1", server.port, secret="s3cret shared by desk and remote") as desk:
+        assert await desk.remote_bash("echo signed", timeout=30) == "signed\n"
+        assert desk.stats()["oa1"]["forged"] == 0
+    # A desk with the wrong secret gets no answer: its frames are dropped as forged.
+    async with await IrcDesk.connect("127.0.0.1", server.port, nick="desk", secret="wrong") as desk:
+        with pytest.raises(deskwire.RequestTimeout):
+            await desk.remote_bash("echo never", timeout=2)
+
+
+async def test_compressed_exchange(server: Ngircd, rexd_irc: RexdIrc) -> None:
+    data = ("compressible line of output\n" * 2000).encode()
+    path = Path(rexd_irc.dir) / "big.txt"
+    path.write_bytes(data)
+    async with await IrcDesk.connect("127.0.0.1", server.port, compression=True) as desk:
+        text = await desk.remote_bash(f"cat {path}", timeout=60)
+        assert text.encode() == data
+        stats = desk.stats()["oa1"]
+        assert stats["compressed_in"] > 0
+        # Far fewer frames than the plain text needs at 240 bytes each.
+        assert stats["frames_in"] < len(data) // 240 // 4
+
+
+async def test_irc_remote_with_secret_and_compression(server: Ngircd) -> None:
+    async def handler(request: oa1.Request) -> str:
+        return request.payload * 500
+
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler, secret="k", compression=True,
+                                     oa1={"pacing": {"burst": 1000000, "interval_ms": 0}})
+    async with remote, await IrcDesk.connect("127.0.0.1", server.port, secret="k", compression=True) as desk:
+        assert await desk.request("abc ", timeout=30) == "abc " * 500
+        assert desk.stats()["oa1"]["compressed_in"] > 0

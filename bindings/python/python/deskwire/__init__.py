@@ -36,7 +36,7 @@ from ._errors import (
     RemoteError,
     RequestTimeout,
 )
-from . import irc, jsonrpc, oa1, rexd, sim, tools
+from . import gateway, irc, jsonrpc, mobile, oa1, rexd, sim, tools
 
 __all__ = [
     "__version__",
@@ -48,8 +48,10 @@ __all__ = [
     "RemoteError",
     "ProtocolError",
     "RequestTimeout",
+    "gateway",
     "irc",
     "jsonrpc",
+    "mobile",
     "oa1",
     "rexd",
     "sim",

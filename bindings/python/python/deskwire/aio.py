@@ -150,6 +150,22 @@ class _Pump:
             self._on_end()
 
 
+def _oa1_options(
+    options: Dict[str, Any], peer: Optional[str], secret: Optional[str], compression: bool
+) -> Dict[str, Any]:
+    """The ``oa1`` part of a connection config: the peer, the shared secret with the Unix time
+    at our clock's zero, and compression."""
+    oa1_options = dict(options.pop("oa1", {}) or {})
+    if peer is not None:
+        oa1_options.setdefault("allowed_sender", peer)
+    if secret is not None:
+        epoch = int(time.time() * 1000) - now_ms()
+        oa1_options.setdefault("auth", {"secret": secret, "epoch_unix_ms": max(0, epoch)})
+    if compression:
+        oa1_options.setdefault("compression", True)
+    return oa1_options
+
+
 def _failure(event: oa1.Failed) -> Exception:
     if event.error == "timeout":
         return RequestTimeout(event.error, event.message)
@@ -248,17 +264,18 @@ class IrcDesk(_IrcConnection):
         nick: str = "desk",
         channel: str = "#desk",
         remote_nick: Optional[str] = "deskbot",
+        secret: Optional[str] = None,
+        compression: bool = False,
         seed: Optional[int] = None,
         ready_timeout: Optional[float] = 30,
         **options: Any,
     ) -> "IrcDesk":
         """Connects, registers as ``nick`` and joins ``channel``; returns once requests can
         flow (with ``remote_nick``, once that remote is in the channel: answers are accepted
-        from it only). ``options`` are :class:`deskwire.oa1.Desk`'s (``oa1={...}``,
-        ``session={...}``)."""
-        oa1_options = dict(options.pop("oa1", {}) or {})
-        if remote_nick is not None:
-            oa1_options.setdefault("allowed_sender", remote_nick)
+        from it only). ``secret`` authenticates every frame (the remote needs the same);
+        ``compression`` offers compressed answers. ``options`` are
+        :class:`deskwire.oa1.Desk`'s (``oa1={...}``, ``session={...}``)."""
+        oa1_options = _oa1_options(options, remote_nick, secret, compression)
         engine = oa1.Desk(
             nick,
             channel,
@@ -359,16 +376,17 @@ class IrcRemote(_IrcConnection):
         nick: str = "deskbot",
         channel: str = "#desk",
         desk_nick: Optional[str] = "desk",
+        secret: Optional[str] = None,
+        compression: bool = True,
         ready_timeout: Optional[float] = 30,
         **options: Any,
     ) -> "IrcRemote":
         """Connects, registers as ``nick``, joins ``channel`` and serves requests (from
-        ``desk_nick`` only, unless ``None``) with ``handler``."""
+        ``desk_nick`` only, unless ``None``) with ``handler``. ``secret`` authenticates every
+        frame; ``compression`` accepts a desk's offer of compressed answers."""
         if handler is None:
             raise LocalError("invalid_value", "IrcRemote needs a handler")
-        oa1_options = dict(options.pop("oa1", {}) or {})
-        if desk_nick is not None:
-            oa1_options.setdefault("allowed_sender", desk_nick)
+        oa1_options = _oa1_options(options, desk_nick, secret, compression)
         engine = oa1.Remote(nick, channel, now_ms=now_ms(), oa1=oa1_options, **options)
         reader, writer = await asyncio.open_connection(host, port)
         remote = cls(engine, reader, writer, handler)

@@ -13,6 +13,9 @@ form (raising :class:`deskwire.ProtocolError` with code ``unknown_method`` or
 
 from __future__ import annotations
 
+from typing import Any
+
+from ._deskwire import read_def
 from ._deskwire.rexd import (
     error_name,
     methods,
@@ -23,6 +26,7 @@ from ._deskwire.rexd import (
 )
 
 __all__ = [
+    "read",
     "parse_params",
     "parse_result",
     "parse_event",
@@ -30,3 +34,10 @@ __all__ = [
     "error_name",
     "resolve_target",
 ]
+
+
+def read(name: str, value: Any) -> Any:
+    """Reads ``value`` as ``$defs/<name>`` of ``core/schemas/rexd.schema.json`` (a whole
+    message, params or a result by method, or a nested type) through the core's types and
+    gives it back in canonical form; :class:`deskwire.ProtocolError` when it does not fit."""
+    return read_def("rexd", name, value)

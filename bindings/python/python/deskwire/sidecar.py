@@ -29,11 +29,11 @@ import sys
 from typing import Any, Awaitable, Callable, Dict, Mapping, Optional
 
 from . import jsonrpc
-from ._deskwire import __version__
+from ._deskwire import __version__, read_def
 from ._errors import DeskwireError
 from .aio import _Pump, now_ms
 
-__all__ = ["serve", "serve_async", "SidecarError", "Handler", "Progress", "ERROR_CODES"]
+__all__ = ["serve", "serve_async", "read", "SidecarError", "Handler", "Progress", "ERROR_CODES"]
 
 log = logging.getLogger("deskwire.sidecar")
 
@@ -172,3 +172,10 @@ def serve(handlers: Mapping[str, Handler], *, version: str = __version__) -> Non
         logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                             format="%(asctime)s sidecar %(levelname)s %(message)s")
     asyncio.run(serve_async(handlers, version=version))
+
+
+def read(name: str, value: Any) -> Any:
+    """Reads ``value`` as ``$defs/<name>`` of ``core/schemas/ipc-message.schema.json`` (a whole
+    message, or a method's params or result) through the core's types and gives it back in
+    canonical form; :class:`deskwire.ProtocolError` when it does not fit."""
+    return read_def("sidecar", name, value)

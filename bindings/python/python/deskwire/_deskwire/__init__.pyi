@@ -4,7 +4,7 @@ from typing import Any, Final
 
 from typing_extensions import final
 
-__all__ = ['__version__', 'Transmit', 'Timeout', 'noop', 'oa1', 'irc', 'sim', 'jsonrpc', 'tools', 'rexd']
+__all__ = ['__version__', 'Transmit', 'Timeout', 'noop', 'read_def', 'oa1', 'irc', 'sim', 'jsonrpc', 'tools', 'rexd']
 
 from . import irc as irc
 from . import jsonrpc as jsonrpc
@@ -41,3 +41,6 @@ class Timeout:
 
 def noop() -> None:
     """Does nothing (the cost of a call into Rust, for benchmarks)."""
+
+def read_def(protocol: str, name: str, value: Any) -> Any:
+    """Reads ``value`` as a def of ``protocol``'s schema and gives it back in canonical form."""
