@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::remote_call::RemoteCall;
 use crate::shapes::{self, ConnectionSettings, Format};
 use crate::socket::{self, Input, Socket, TlsSettings};
-use crate::{ticks, variant};
+use crate::{on_main_thread, ticks, variant};
 
 /// The desk end of OA1: sends `RemoteBash` commands as OA1 requests on an IRC channel and
 /// delivers the answers.
@@ -199,6 +199,9 @@ impl DeskRpcClient {
     /// wait and leave then. A previous connection is closed first.
     #[func]
     fn connect_to_server(&mut self) -> Error {
+        if !on_main_thread("DeskRpcClient.connect_to_server") {
+            return Error::ERR_UNAVAILABLE;
+        }
         let config = match self.config() {
             Ok(c) => c,
             Err(e) => {
@@ -239,6 +242,9 @@ impl DeskRpcClient {
     /// A previous connection is closed first.
     #[func]
     fn attach(&mut self) -> Error {
+        if !on_main_thread("DeskRpcClient.attach") {
+            return Error::ERR_UNAVAILABLE;
+        }
         let config = match self.config() {
             Ok(c) => c,
             Err(e) => {
@@ -256,6 +262,9 @@ impl DeskRpcClient {
     /// Only after [method attach].
     #[func]
     fn feed_line(&mut self, line: GString) -> Error {
+        if !on_main_thread("DeskRpcClient.feed_line") {
+            return Error::ERR_UNAVAILABLE;
+        }
         let Engine::Attached(client) = &mut self.engine else {
             godot_error!("DeskRpcClient.feed_line: call attach() first");
             return Error::ERR_UNCONFIGURED;
@@ -275,6 +284,10 @@ impl DeskRpcClient {
         command: GString,
         #[opt(default = 0)] timeout_sec: i64,
     ) -> Gd<RemoteCall> {
+        if !on_main_thread("DeskRpcClient.remote_bash") {
+            let message = "remote_bash was called from another thread";
+            return RemoteCall::refused(shapes::local_failure("", "wrong_thread", message));
+        }
         let args = shapes::remote_bash_args(&command.to_string(), timeout_sec);
         self.start(ToolCall::new("", remote_bash::TOOL_NAME, args), None)
     }
@@ -283,6 +296,9 @@ impl DeskRpcClient {
     /// completes with [code]error: "cancelled"[/code].
     #[func]
     pub fn cancel(&mut self, id: GString, #[opt(default = "cancelled")] reason: GString) -> Error {
+        if !on_main_thread("DeskRpcClient.cancel") {
+            return Error::ERR_UNAVAILABLE;
+        }
         let reason = reason.to_string();
         match self.cancel_request(&id.to_string(), &reason) {
             Some((id, mut call)) => {
@@ -298,6 +314,9 @@ impl DeskRpcClient {
     /// [code]CANCEL[/code] is sent for each).
     #[func]
     fn close(&mut self, #[opt(default = "bye")] reason: GString) {
+        if !on_main_thread("DeskRpcClient.close") {
+            return;
+        }
         let now = ticks();
         let reason = reason.to_string();
         match &mut self.engine {
@@ -324,6 +343,9 @@ impl DeskRpcClient {
     /// [code]_process[/code] while [member auto_poll]; safe to call any time.
     #[func]
     pub fn poll(&mut self) {
+        if !on_main_thread("DeskRpcClient.poll") {
+            return;
+        }
         let now = ticks();
         let mut actions = Vec::new();
         self.pump_socket(now);

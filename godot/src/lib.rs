@@ -24,6 +24,18 @@ pub mod socket;
 pub mod tool_gate;
 pub mod variant;
 
+/// Signals go out on the main thread only, so calls that may emit refuse other threads.
+pub(crate) fn on_main_thread(what: &str) -> bool {
+    if godot::init::is_main_thread() {
+        true
+    } else {
+        godot::global::godot_error!(
+            "{what}: call it from the main thread (signals are emitted there only)"
+        );
+        false
+    }
+}
+
 /// The host's monotonic clock for the engines: `Time.get_ticks_msec()`.
 pub(crate) fn ticks() -> u64 {
     godot::classes::Time::singleton().get_ticks_msec()

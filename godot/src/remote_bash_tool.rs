@@ -79,24 +79,25 @@ impl RemoteBashTool {
     /// with [method ToolGate.authorize] first.
     #[func]
     fn run(
-        mut client: Gd<DeskRpcClient>,
+        client: Option<Gd<DeskRpcClient>>,
         tool_call: VarDictionary,
         #[opt(default = "openai_chat")] provider: GString,
     ) -> Gd<RemoteCall> {
-        let failed = |message: String| {
+        let failed = |code: &str, message: String| {
             let mut call = RemoteCall::create("", None, None);
-            RemoteCall::settle(
-                &mut call,
-                shapes::local_failure("", "invalid_arguments", &message),
-            );
+            RemoteCall::settle(&mut call, shapes::local_failure("", code, &message));
             call
         };
         let Some(format) = format(&provider) else {
-            return failed(format!("unknown provider {provider}"));
+            return failed("invalid_arguments", format!("unknown provider {provider}"));
         };
-        match read(&tool_call, format) {
-            Ok(call) => client.bind_mut().start(call, Some(format)),
-            Err(message) => failed(message),
+        let call = match read(&tool_call, format) {
+            Ok(call) => call,
+            Err(message) => return failed("invalid_arguments", message),
+        };
+        match client {
+            Some(mut client) => client.bind_mut().start(call, Some(format)),
+            None => failed("closed", "no DeskRpcClient was given".into()),
         }
     }
 }

@@ -134,6 +134,18 @@ impl RemoteCall {
         })
     }
 
+    /// A call refused off the main thread: done at once, and `completed` is never emitted
+    /// (signals go out on the main thread only).
+    pub fn refused(outcome: Value) -> Gd<RemoteCall> {
+        let mut call = RemoteCall::create("", None, None);
+        {
+            let mut this = call.bind_mut();
+            this.outcome = Some(outcome);
+            this.done = true;
+        }
+        call
+    }
+
     /// Records the outcome and emits `completed` at the end of the frame (deferred), so
     /// handlers never run inside the client's own calls. Later outcomes are ignored.
     pub fn settle(call: &mut Gd<RemoteCall>, outcome: Value) {

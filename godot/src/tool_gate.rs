@@ -16,7 +16,7 @@ use godot::register::property::PhantomVar;
 use serde_json::Value;
 
 use crate::shapes::{self, Format};
-use crate::variant;
+use crate::{on_main_thread, variant};
 
 /// Decides which tools each NPC's language model sees and may call.
 ///
@@ -114,6 +114,9 @@ impl ToolGate {
     /// Emits [signal tools_changed] for every NPC whose list changed.
     #[func]
     fn bind_npc(&mut self, npc_id: GString, desk_id: GString) -> Error {
+        if !on_main_thread("ToolGate.bind_npc") {
+            return Error::ERR_UNAVAILABLE;
+        }
         let (npc, desk) = (npc_id.to_string(), desk_id.to_string());
         if npc.is_empty() || desk.is_empty() {
             godot_error!("ToolGate.bind_npc: npc_id and desk_id must not be empty");
@@ -141,6 +144,9 @@ impl ToolGate {
     /// was not bound.
     #[func]
     fn unbind_npc(&mut self, npc_id: GString) -> Error {
+        if !on_main_thread("ToolGate.unbind_npc") {
+            return Error::ERR_UNAVAILABLE;
+        }
         let npc = npc_id.to_string();
         if !self.desk_of.contains_key(&npc) {
             return Error::ERR_DOES_NOT_EXIST;
@@ -270,6 +276,9 @@ impl ToolGate {
         tool: VarDictionary,
         #[opt(default = false)] while_bound: bool,
     ) -> Error {
+        if !on_main_thread("ToolGate.register_tool") {
+            return Error::ERR_UNAVAILABLE;
+        }
         let spec = match variant::from_dictionary(&tool)
             .map_err(|e| e.to_string())
             .and_then(|map| spec_from(Value::Object(map)))
@@ -300,6 +309,9 @@ impl ToolGate {
     /// it was there.
     #[func]
     fn unregister_tool(&mut self, name: GString) -> bool {
+        if !on_main_thread("ToolGate.unregister_tool") {
+            return false;
+        }
         let removed = self.toolbox.unregister(&name.to_string()).is_some();
         self.emit_changes();
         removed
