@@ -29,6 +29,13 @@ pub fn connection_config(nick: String, channel: String) -> ConnectionConfig {
     oa1::ConnectionConfig::new(&nick, &channel).into()
 }
 
+/// A connection configuration from JSON: `{"nick", "channel", "session": {..}, "oa1": {..},
+/// "rejoin_delay_ms"}` with only the values that differ from the defaults.
+#[uniffi::export]
+pub fn connection_config_from_json(json: String) -> Result<ConnectionConfig> {
+    api(|| oa1::ConnectionConfig::from_json(&json)).map(Into::into)
+}
+
 /// Where a connection stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
 pub enum ConnectionState {

@@ -46,6 +46,13 @@ pub fn gateway_config(token: String) -> GatewayConfig {
     gateway::Config::new(Token::new(token)).into()
 }
 
+/// A configuration from the gateway's camelCase JSON (`{"tokens": [..], "maxRunning": 2}`;
+/// missing fields take the defaults).
+#[uniffi::export]
+pub fn gateway_config_from_json(json: String) -> Result<GatewayConfig> {
+    api(|| serde_json::from_str::<gateway::Config>(&json)).map(Into::into)
+}
+
 /// A job's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
 pub enum GatewayJobState {

@@ -80,6 +80,13 @@ pub fn oa1_config(channel: String, nick: String) -> Oa1Config {
     oa1::Config::new(&channel, &nick).into()
 }
 
+/// An endpoint configuration from JSON in the shape of `tests/vectors/oa1.json` (`channel`
+/// and `nick` required, the spec's defaults for the rest, unknown keys refused).
+#[uniffi::export]
+pub fn oa1_config_from_json(json: String) -> Result<Oa1Config> {
+    api(|| serde_json::from_str::<oa1::Config>(&json)).map(Into::into)
+}
+
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
 pub enum Oa1Failure {

@@ -226,6 +226,7 @@ pub enum ToolboxEvent {
 }
 
 /// What the toolbox wants next.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
 pub enum ToolboxOutput {
     /// Tell the app.

@@ -677,7 +677,11 @@ internal object IntegrityCheckingUniffiLib {
     internal fun ensureInitialized() = Unit
     external fun uniffi_deskwire_uniffi_checksum_func_connection_config(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_connection_config_from_json(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_gateway_config(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_gateway_config_from_json(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_irc_parse_line(
     ): Int
@@ -724,6 +728,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_deskwire_uniffi_checksum_func_oa1_chunk(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_oa1_config(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_config_from_json(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_oa1_escape(
     ): Int
@@ -1395,7 +1401,11 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_connection_config(`nick`: RustBuffer.ByValue,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_connection_config_from_json(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_gateway_config(`token`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_gateway_config_from_json(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_irc_parse_line(`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1442,6 +1452,8 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_func_oa1_chunk(`text`: RustBuffer.ByValue,`budget`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_config(`channel`: RustBuffer.ByValue,`nick`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_config_from_json(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_escape(`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1585,7 +1597,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_connection_config() and 0xFFFF) != 12620) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_connection_config_from_json() and 0xFFFF) != 23768) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_gateway_config() and 0xFFFF) != 62803) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_gateway_config_from_json() and 0xFFFF) != 48007) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_parse_line() and 0xFFFF) != 48541) {
@@ -1655,6 +1673,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_config() and 0xFFFF) != 41608) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_config_from_json() and 0xFFFF) != 54015) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_escape() and 0xFFFF) != 45862) {
@@ -18106,6 +18127,22 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     
 
         /**
+         * A connection configuration from JSON: `{"nick", "channel", "session": {..}, "oa1": {..},
+         * "rejoin_delay_ms"}` with only the values that differ from the defaults.
+         */
+    @Throws(DeskwireException::class) fun `connectionConfigFromJson`(`json`: kotlin.String): ConnectionConfig {
+            return FfiConverterTypeConnectionConfig.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_connection_config_from_json(
+    
+        
+        FfiConverterString.lower(`json`),_status)
+}
+    )
+    }
+    
+
+        /**
          * The defaults, accepting `token`.
          */ fun `gatewayConfig`(`token`: kotlin.String): GatewayConfig {
             return FfiConverterTypeGatewayConfig.lift(
@@ -18114,6 +18151,22 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     
         
         FfiConverterString.lower(`token`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * A configuration from the gateway's camelCase JSON (`{"tokens": [..], "maxRunning": 2}`;
+         * missing fields take the defaults).
+         */
+    @Throws(DeskwireException::class) fun `gatewayConfigFromJson`(`json`: kotlin.String): GatewayConfig {
+            return FfiConverterTypeGatewayConfig.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_gateway_config_from_json(
+    
+        
+        FfiConverterString.lower(`json`),_status)
 }
     )
     }
@@ -18442,6 +18495,22 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
         
         FfiConverterString.lower(`channel`),
         FfiConverterString.lower(`nick`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * An endpoint configuration from JSON in the shape of `tests/vectors/oa1.json` (`channel`
+         * and `nick` required, the spec's defaults for the rest, unknown keys refused).
+         */
+    @Throws(DeskwireException::class) fun `oa1ConfigFromJson`(`json`: kotlin.String): Oa1Config {
+            return FfiConverterTypeOa1Config.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_config_from_json(
+    
+        
+        FfiConverterString.lower(`json`),_status)
 }
     )
     }
