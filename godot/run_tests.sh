@@ -120,6 +120,39 @@ grep -q 'res://addons/deskwire/deskwire.gdextension' godot/demo/.godot/extension
   exit 1
 }
 
+echo "-- the class reference in the editor's help (doc comments through register-docs)"
+# A scratch copy of the demo with a test-only editor plugin that opens each class's help page
+# and writes what it shows.
+scratch=$run_dir/docs-project
+mkdir -p "$scratch"
+cp -rL godot/demo/. "$scratch/"
+rm -rf "$scratch/.godot"
+mkdir -p "$scratch/addons/doc_check"
+cp godot/tests/doc_check/plugin.cfg godot/tests/doc_check/plugin.gd "$scratch/addons/doc_check/"
+printf '\n[editor_plugins]\n\nenabled=PackedStringArray("res://addons/doc_check/plugin.cfg")\n' >>"$scratch/project.godot"
+in_scratch=$in_root/docs-project
+chroot "$root" env HOME="$in_root/home" sh -c "cd '$in_scratch' && godot --headless --import --frame-delay 800" >/dev/null 2>&1
+chroot "$root" env HOME="$in_root/home" DESKWIRE_DOC_OUT="$in_root/help.json" \
+  sh -c "cd '$in_scratch' && timeout 120 godot --headless --editor" >"$run_dir/editor.log" 2>&1 || true
+python3 - "$run_dir/help.json" <<'PY'
+import json, sys
+try:
+    pages = json.load(open(sys.argv[1]))
+except OSError as e:
+    sys.exit(f"the editor wrote no help pages: {e}")
+want = {
+    "DeskRpcClient": ["The desk end of OA1", "connect_to_server", "request_completed", "auth_secret"],
+    "RemoteCall": ["One request sent by", "completed", "tool_message"],
+    "ToolGate": ["Decides which tools each NPC", "Seats npc_id at desk_id", "tools_changed"],
+    "RemoteBashTool": ["The RemoteBash tool", "definition", "handles", "run"],
+}
+missing = [(cls, text) for cls, texts in want.items() for text in texts if text not in pages.get(cls, "")]
+for cls in want:
+    print(f"{cls}: {pages.get(cls, '').splitlines()[3].strip() if len(pages.get(cls, '').splitlines()) > 3 else '(empty)'}")
+if missing:
+    sys.exit(f"missing from the editor's help: {missing}")
+PY
+
 echo "-- GDScript tests in the engine"
 set +e
 godot_in_root --headless --path godot/demo -s tests/run.gd 2>&1 | tee "$run_dir/godot.log"

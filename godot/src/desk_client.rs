@@ -30,11 +30,11 @@ use crate::{on_main_thread, ticks, variant};
 ///   line it receives to [method feed_line] and send every [signal line_to_send] line to the
 ///   channel's connection.
 ///
-/// The client pumps itself from [code]_process[/code] (like [code]WebSocketPeer.poll()[/code])
-/// with [code]Time.get_ticks_msec()[/code]; set [member auto_poll] to [code]false[/code] to call
+/// The client pumps itself from `_process` (like `WebSocketPeer.poll()`)
+/// with `Time.get_ticks_msec()`; set [member auto_poll] to `false` to call
 /// [method poll] yourself. Every signal is emitted on the main thread.
 ///
-/// [code]
+/// ```gdscript
 /// var desk := DeskRpcClient.new()
 /// desk.server_host = "irc.example"
 /// desk.nick = "desk-7"
@@ -44,7 +44,7 @@ use crate::{on_main_thread, ticks, variant};
 /// desk.connect_to_server()
 /// var result: Dictionary = await desk.remote_bash("uname -a").completed
 /// $Label.text = result.text if result.ok else result.message
-/// [/code]
+/// ```
 #[derive(GodotClass)]
 #[class(init, base = Node)]
 pub struct DeskRpcClient {
@@ -56,7 +56,7 @@ pub struct DeskRpcClient {
     #[export]
     #[init(val = 6667)]
     server_port: i32,
-    /// Connect with TLS ([code]StreamPeerTLS[/code]), checking the server's certificate.
+    /// Connect with TLS (`StreamPeerTLS`), checking the server's certificate.
     #[export]
     use_tls: bool,
     /// The name the server's certificate must carry ("": [member server_host]).
@@ -79,13 +79,13 @@ pub struct DeskRpcClient {
     #[export]
     remote_nick: GString,
     /// How long a request may take by default, in seconds (0: the OA1 default, 30 s).
-    /// [method remote_bash]'s [code]timeout_sec[/code] overrides it per call.
+    /// [method remote_bash]'s `timeout_sec` overrides it per call.
     #[export]
     request_timeout_sec: i64,
     /// The secret shared with the remote that authenticates OA1 frames ("": none): every
     /// frame then carries a timestamp and an HMAC tag, and frames without the right tag, too
     /// old (more than 60 s off this machine's clock) or replayed are dropped (counted in
-    /// [member stats]). The remote needs the same secret ([code]rexd --irc --secret-file[/code]).
+    /// [member stats]). The remote needs the same secret (`rexd --irc --secret-file`).
     #[export]
     auth_secret: GString,
     /// Offer to take answers compressed (deflate), which a deskwire remote then sends in a
@@ -93,22 +93,22 @@ pub struct DeskRpcClient {
     #[export]
     compression: bool,
     /// Any other setting of the core's connection configuration, e.g.
-    /// [code]{"oa1": {"adaptive_payload": true}, "rejoin_delay_ms": 1000}[/code]. Unknown keys
+    /// `{"oa1": {"adaptive_payload": true}, "rejoin_delay_ms": 1000}`. Unknown keys
     /// make [method connect_to_server] and [method attach] fail.
     #[export]
     config_overrides: VarDictionary,
-    /// Pump from [code]_process[/code].
+    /// Pump from `_process`.
     #[export]
     #[init(val = true)]
     auto_poll: bool,
-    /// Where the connection stands: [code]closed[/code] (never connected, or ended),
-    /// [code]registering[/code], [code]joining[/code], [code]waiting_for_peer[/code] or
-    /// [code]ready[/code].
+    /// Where the connection stands: `closed` (never connected, or ended),
+    /// `registering`, `joining`, `waiting_for_peer` or
+    /// `ready`.
     #[var(no_set)]
     #[init(val = GString::from("closed"))]
     state: GString,
     /// The counters of the IRC session and the OA1 endpoint (lines, frames, bytes, timeouts,
-    /// ignored and malformed input), as [code]{"irc": {...}, "oa1": {...}}[/code].
+    /// ignored and malformed input), as `{"irc": {...}, "oa1": {...}}`.
     #[var(get = get_stats, no_set)]
     stats: PhantomVar<VarDictionary>,
     engine: Engine,
@@ -170,7 +170,7 @@ impl INode for DeskRpcClient {
 #[godot_api]
 impl DeskRpcClient {
     /// A line to send on the project's IRC connection (after [method attach]). It is a whole
-    /// IRC command without the line ending, e.g. [code]PRIVMSG #desk :OA1 REQ ...[/code].
+    /// IRC command without the line ending, e.g. `PRIVMSG #desk :OA1 REQ ...`.
     #[signal]
     fn line_to_send(line: GString);
 
@@ -179,8 +179,8 @@ impl DeskRpcClient {
     #[signal]
     fn request_completed(id: GString, text: GString, truncated: bool);
 
-    /// Request [param id] ended without an answer: [param error] is a code ([code]timeout[/code],
-    /// [code]disconnected[/code], [code]cancelled[/code], the remote's code, ...).
+    /// Request [param id] ended without an answer: [param error] is a code (`timeout`,
+    /// `disconnected`, `cancelled`, the remote's code, ...).
     #[signal]
     fn request_failed(id: GString, error: GString, message: GString);
 
@@ -189,8 +189,8 @@ impl DeskRpcClient {
     fn connection_state_changed(state: GString);
 
     /// Anything else the connection reports, in the core's JSON shape:
-    /// [code]{"registered": {"nick"}}[/code], [code]{"joined": {"channel"}}[/code],
-    /// [code]{"peer_joined": {"nick"}}[/code], [code]{"disconnected": {"reason"}}[/code], ...
+    /// `{"registered": {"nick"}}`, `{"joined": {"channel"}}`,
+    /// `{"peer_joined": {"nick"}}`, `{"disconnected": {"reason"}}`, ...
     #[signal]
     fn irc_event(event: VarDictionary);
 
@@ -292,8 +292,8 @@ impl DeskRpcClient {
         self.start(ToolCall::new("", remote_bash::TOOL_NAME, args), None)
     }
 
-    /// Cancels request [param id]: the remote is sent a [code]CANCEL[/code], and its call
-    /// completes with [code]error: "cancelled"[/code].
+    /// Cancels request [param id]: the remote is sent a `CANCEL`, and its call
+    /// completes with `error: "cancelled"`.
     #[func]
     pub fn cancel(&mut self, id: GString, #[opt(default = "cancelled")] reason: GString) -> Error {
         if !on_main_thread("DeskRpcClient.cancel") {
@@ -309,9 +309,9 @@ impl DeskRpcClient {
         }
     }
 
-    /// Ends the connection: [code]QUIT[/code] with [param reason] on our own connection; calls
-    /// in flight fail with [code]disconnected[/code] (attached: [code]cancelled[/code], and a
-    /// [code]CANCEL[/code] is sent for each).
+    /// Ends the connection: `QUIT` with [param reason] on our own connection; calls
+    /// in flight fail with `disconnected` (attached: `cancelled`, and a
+    /// `CANCEL` is sent for each).
     #[func]
     fn close(&mut self, #[opt(default = "bye")] reason: GString) {
         if !on_main_thread("DeskRpcClient.close") {
@@ -340,7 +340,7 @@ impl DeskRpcClient {
     }
 
     /// Moves bytes and time through the engine and emits what came out. Called from
-    /// [code]_process[/code] while [member auto_poll]; safe to call any time.
+    /// `_process` while [member auto_poll]; safe to call any time.
     #[func]
     pub fn poll(&mut self) {
         if !on_main_thread("DeskRpcClient.poll") {

@@ -15,7 +15,7 @@ use crate::variant;
 /// The `RemoteBash` tool: its definition for the model, and the glue from the model's tool call
 /// to a [RemoteCall] and back to the tool result.
 ///
-/// [code]
+/// ```gdscript
 /// # The model answered with tool calls (OpenAI Chat: message.tool_calls).
 /// for tool_call in message.tool_calls:
 ///     var verdict := gate.authorize(npc_id, tool_call)
@@ -25,11 +25,11 @@ use crate::variant;
 ///         var call := RemoteBashTool.run(desk, tool_call)
 ///         await call.completed
 ///         messages.append(call.tool_message())
-/// [/code]
+/// ```
 ///
-/// [code]provider[/code] names the format of definitions, calls and results:
-/// [code]openai_chat[/code] (default), [code]openai_responses[/code], [code]anthropic[/code],
-/// [code]gemini[/code] or [code]deskwire[/code].
+/// `provider` names the format of definitions, calls and results:
+/// `openai_chat` (default), `openai_responses`, `anthropic`,
+/// `gemini` or `deskwire`.
 #[derive(GodotClass)]
 #[class(base = Object, no_init)]
 pub struct RemoteBashTool {
@@ -38,14 +38,14 @@ pub struct RemoteBashTool {
 
 #[godot_api]
 impl RemoteBashTool {
-    /// The tool's name, [code]"RemoteBash"[/code].
+    /// The tool's name, `"RemoteBash"`.
     #[func]
     fn tool_name() -> GString {
         remote_bash::TOOL_NAME.into()
     }
 
     /// The tool definition in [param provider]'s format: one entry of a request's
-    /// [code]tools[/code] array (OA1 §10.1 schema, §10.2 description). [ToolGate] lists it by
+    /// `tools` array (OA1 §10.1 schema, §10.2 description). [ToolGate] lists it by
     /// itself while an NPC is bound; this is for runtimes that build their own list.
     #[func]
     fn definition(#[opt(default = "openai_chat")] provider: GString) -> VarDictionary {
@@ -71,11 +71,11 @@ impl RemoteBashTool {
         read(&tool_call, format).is_ok_and(|c| c.name == remote_bash::TOOL_NAME)
     }
 
-    /// Runs [param tool_call] on [param client]: its [code]command[/code] (and
-    /// [code]timeout_sec[/code]) go out as one OA1 request. Await the call's
+    /// Runs [param tool_call] on [param client]: its `command` (and
+    /// `timeout_sec`) go out as one OA1 request. Await the call's
     /// [signal RemoteCall.completed], then send [method RemoteCall.tool_message] back to the
     /// model. Arguments the tool refuses complete the call at once with
-    /// [code]invalid_arguments[/code] (its tool message tells the model why). Check the call
+    /// `invalid_arguments` (its tool message tells the model why). Check the call
     /// with [method ToolGate.authorize] first.
     #[func]
     fn run(

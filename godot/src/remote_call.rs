@@ -14,20 +14,20 @@ use crate::variant;
 
 /// One request sent by a [DeskRpcClient]: await its [signal completed] to get the result.
 ///
-/// [code]
+/// ```gdscript
 /// var call := desk.remote_bash("uname -a")
 /// var result: Dictionary = await call.completed
 /// if result.ok:
 ///     print(result.text)
 /// else:
 ///     print("failed: ", result.error, " ", result.message)
-/// [/code]
+/// ```
 ///
-/// The result is [code]{"id", "ok": true, "text", "truncated"}[/code] or
-/// [code]{"id", "ok": false, "error", "message"}[/code]. [code]error[/code] is the remote's
-/// error code, [code]timeout[/code], [code]incomplete[/code], [code]disconnected[/code],
-/// [code]cancelled[/code], [code]closed[/code] (the client was closed or freed) or
-/// [code]invalid_arguments[/code]. [signal completed] is always emitted once, later than the
+/// The result is `{"id", "ok": true, "text", "truncated"}` or
+/// `{"id", "ok": false, "error", "message"}`. `error` is the remote's
+/// error code, `timeout`, `incomplete`, `disconnected`,
+/// `cancelled`, `closed` (the client was closed or freed) or
+/// `invalid_arguments`. [signal completed] is always emitted once, later than the
 /// call that made this object returned (so awaiting it right away never misses it).
 #[derive(GodotClass)]
 #[class(base = RefCounted, no_init)]
@@ -65,8 +65,8 @@ impl RemoteCall {
         }
     }
 
-    /// Stops waiting: the remote is sent an OA1 [code]CANCEL[/code] and this call completes
-    /// with [code]error: "cancelled"[/code]. [code]ERR_DOES_NOT_EXIST[/code] when it already
+    /// Stops waiting: the remote is sent an OA1 `CANCEL` and this call completes
+    /// with `error: "cancelled"`. `ERR_DOES_NOT_EXIST` when it already
     /// finished or its client is gone.
     #[func]
     fn cancel(&mut self, #[opt(default = "cancelled")] reason: GString) -> Error {
@@ -97,8 +97,8 @@ impl RemoteCall {
 
     /// For a call made by [method RemoteBashTool.run]: the message that carries its result
     /// back to the model, in the provider's format (OpenAI Chat:
-    /// [code]{"role": "tool", "tool_call_id", "content"}[/code]). The content is the output
-    /// text, or [code]{"ok": false, "error", "message"}[/code] as JSON text. Empty before
+    /// `{"role": "tool", "tool_call_id", "content"}`). The content is the output
+    /// text, or `{"ok": false, "error", "message"}` as JSON text. Empty before
     /// [member done].
     #[func]
     fn tool_message(&self) -> VarDictionary {

@@ -27,7 +27,7 @@ use crate::{on_main_thread, variant};
 /// call a tool it was not shown (from an earlier turn), and such a call is refused with an
 /// observation to send back as the call's result.
 ///
-/// [code]
+/// ```gdscript
 /// var gate := ToolGate.new()
 /// gate.tools_changed.connect(func(npc_id): print(npc_id, " now sees ", gate.visible_tool_names(npc_id)))
 /// gate.bind_npc("npc-1", "desk-1")            # RemoteBash appears for npc-1
@@ -35,12 +35,12 @@ use crate::{on_main_thread, variant};
 /// var verdict := gate.authorize("npc-1", tool_call)
 /// if not verdict.allowed:
 ///     messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": verdict.observation})
-/// [/code]
+/// ```
 ///
 /// Tool lists and tool calls are Dictionaries in the format named by [member provider]
-/// ([code]openai_chat[/code] by default; [code]openai_responses[/code], [code]anthropic[/code],
-/// [code]gemini[/code], or [code]deskwire[/code] for deskwire's own [code]{id, name, args}[/code]).
-/// Numbers parsed by [code]JSON.parse_string[/code] are floats; whole ones count as integers.
+/// (`openai_chat` by default; `openai_responses`, `anthropic`,
+/// `gemini`, or `deskwire` for deskwire's own `{id, name, args}`).
+/// Numbers parsed by `JSON.parse_string` are floats; whole ones count as integers.
 #[derive(GodotClass)]
 #[class(base = RefCounted)]
 pub struct ToolGate {
@@ -50,9 +50,9 @@ pub struct ToolGate {
     npc_at: HashMap<String, String>,
     ids: IdGenerator,
     format: Format,
-    /// The format of tool lists and tool calls: [code]openai_chat[/code] (default),
-    /// [code]openai_responses[/code], [code]anthropic[/code], [code]gemini[/code] or
-    /// [code]deskwire[/code]. Setting an unknown name is an error and keeps the old one.
+    /// The format of tool lists and tool calls: `openai_chat` (default),
+    /// `openai_responses`, `anthropic`, `gemini` or
+    /// `deskwire`. Setting an unknown name is an error and keeps the old one.
     #[var(get = get_provider, set = set_provider)]
     provider: PhantomVar<GString>,
     base: Base<RefCounted>,
@@ -140,7 +140,7 @@ impl ToolGate {
     }
 
     /// Stands [param npc_id] up: `RemoteBash` disappears from its list and its calls are
-    /// refused. Emits [signal tools_changed]. Returns [code]ERR_DOES_NOT_EXIST[/code] when it
+    /// refused. Emits [signal tools_changed]. Returns `ERR_DOES_NOT_EXIST` when it
     /// was not bound.
     #[func]
     fn unbind_npc(&mut self, npc_id: GString) -> Error {
@@ -174,10 +174,11 @@ impl ToolGate {
             .unwrap_or_default()
     }
 
-    /// The tool definitions [param npc_id]'s model may see now, as the [code]tools[/code]
+    /// The tool definitions [param npc_id]'s model may see now, as the `tools`
     /// array of a request in [param provider]'s format (empty: [member provider]). For
-    /// OpenAI Chat each entry is [code]{"type": "function", "function": {name, description,
-    /// parameters}}[/code]. An unknown format gives an empty array and an error.
+    /// OpenAI Chat each entry is
+    /// `{"type": "function", "function": {name, description, parameters}}`. An unknown format
+    /// gives an empty array and an error.
     #[func]
     fn visible_tools(
         &self,
@@ -206,7 +207,7 @@ impl ToolGate {
     }
 
     /// All tool fields of [param npc_id]'s next request in [param provider]'s format
-    /// ([code]tools[/code], and for Gemini [code]toolConfig[/code]), to merge into the body.
+    /// (`tools`, and for Gemini `toolConfig`), to merge into the body.
     /// With [param keep_list], the APIs that can restrict calls without changing the list
     /// (OpenAI Responses, Gemini) get every tool with only the visible ones allowed, so a desk
     /// bind does not invalidate the provider's prompt cache.
@@ -226,11 +227,11 @@ impl ToolGate {
 
     /// Checks a call [param npc_id]'s model made before it runs. [param tool_call] is one
     /// call in [member provider]'s format (for OpenAI Chat an element of the assistant
-    /// message's [code]tool_calls[/code]). Returns [code]{"allowed": true, "verdict":
-    /// "allowed"}[/code], or [code]allowed: false[/code] with [code]verdict[/code],
-    /// [code]reason[/code] ([code]not_visible[/code], [code]invalid_arguments[/code],
-    /// [code]unknown_tool[/code], [code]not_a_tool_call[/code], ...) and
-    /// [code]observation[/code]: the text to send back as the call's result.
+    /// message's `tool_calls`). Returns `{"allowed": true, "verdict": "allowed"}`, or
+    /// `allowed: false` with `verdict`,
+    /// `reason` (`not_visible`, `invalid_arguments`,
+    /// `unknown_tool`, `not_a_tool_call`, ...) and
+    /// `observation`: the text to send back as the call's result.
     #[func]
     fn authorize(&mut self, npc_id: GString, tool_call: VarDictionary) -> VarDictionary {
         let verdict = match self.read_call(&tool_call) {
@@ -250,7 +251,7 @@ impl ToolGate {
     }
 
     /// [param tool_call] (in [member provider]'s format) as deskwire's
-    /// [code]{"id", "name", "args"}[/code], or an empty Dictionary and an error when it is
+    /// `{"id", "name", "args"}`, or an empty Dictionary and an error when it is
     /// not a tool call.
     #[func]
     fn read_tool_call(&mut self, tool_call: VarDictionary) -> VarDictionary {
@@ -266,9 +267,9 @@ impl ToolGate {
     }
 
     /// Adds one of the project's own tools, so its visibility is decided here too.
-    /// [param tool] is [code]{"name", "description", "input_schema"}[/code] (a JSON Schema
-    /// whose root is an object); [code]{"type": "function", "function": {name, description,
-    /// parameters}}[/code] (OpenAI Chat) is read too. With [param while_bound] it is listed
+    /// [param tool] is `{"name", "description", "input_schema"}` (a JSON Schema
+    /// whose root is an object); `{"type": "function", "function": {name, description,
+    /// parameters}}` (OpenAI Chat) is read too. With [param while_bound] it is listed
     /// only while the NPC sits at a desk, like `RemoteBash`.
     #[func]
     fn register_tool(
