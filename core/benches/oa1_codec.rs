@@ -1,5 +1,7 @@
 //! OA1 encode (escape + chunk + format) and decode (parse + unescape + reassemble) of 128 KiB of
-//! mixed UTF-8, next to a `memcpy` of the same bytes in the same run.
+//! mixed UTF-8, next to a `memcpy` of the same bytes in the same run; then the cost per frame of
+//! authenticated frames (HMAC-SHA256 sealing on the remote, checking on the desk) next to the
+//! same answer without them.
 //!
 //! `cargo bench -p deskwire --bench oa1_codec`
 //!
@@ -15,7 +17,7 @@ use deskwire::irc::Privmsg;
 use deskwire::oa1::chunk::{split, wire_payload};
 use deskwire::oa1::escape::escape;
 use deskwire::oa1::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
-use deskwire::oa1::{Client, Config, Frame, FrameType, Output, Pacing, Server};
+use deskwire::oa1::{AuthConfig, Client, Config, Frame, FrameType, Output, Pacing, Server};
 
 /// Command output as it looks: lines of ~70 bytes, mostly ASCII, some accented and CJK text and
 /// emoji, tabs and the odd backslash.
@@ -180,10 +182,120 @@ fn side_by_side() {
     }
 }
 
+/// The engines' configs for the authentication comparison: unlimited pacing, and a shared
+/// secret or none.
+fn engine_configs(authenticated: bool) -> (Config, Config) {
+    let mut desk = Config::new("#desk", "desk");
+    let mut remote = Config::new("#desk", "deskbot");
+    for cfg in [&mut desk, &mut remote] {
+        cfg.pacing = Pacing::UNLIMITED;
+        if authenticated {
+            cfg.auth = Some(AuthConfig::new(b"bench secret".to_vec(), 1_790_000_000_000));
+        }
+    }
+    (desk, remote)
+}
+
+/// A response as the remote sends it: the request arrives, the 128 KiB answer goes out. Returns
+/// the lines as the desk receives them.
+fn remote_answers(remote: Config, request_lines: &[String], text: &str) -> Vec<String> {
+    let mut server = Server::new(remote);
+    for line in request_lines {
+        server.handle_line(0, format!(":desk!~d@h {line}").as_bytes());
+    }
+    let Output::Event(deskwire::oa1::Event::Request { id, .. }) = server.poll_output(0) else {
+        panic!("no request")
+    };
+    server.respond(0, &id, text).unwrap();
+    let mut lines = Vec::new();
+    while let Output::Transmit(line) = server.poll_output(0) {
+        lines.push(format!(":deskbot!~bot@127.0.0.1 {line}"));
+    }
+    lines
+}
+
+/// The desk's side: a request, then every answer line to the response event.
+fn desk_receives(desk: Config, lines: &[String]) -> usize {
+    let mut client = Client::new(desk, 1);
+    client.request(0, "cat big", None).unwrap();
+    while let Output::Transmit(_) = client.poll_output(0) {}
+    for line in lines {
+        client.handle_line(0, line.as_bytes());
+    }
+    match client.poll_output(0) {
+        Output::Event(deskwire::oa1::Event::Response { text, .. }) => text.len(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The cost of authenticated frames per frame, on both sides, next to the same frames without:
+/// the remote sealing its answer and the desk checking it, in turns, round after round.
+fn auth_side_by_side() {
+    const ROUNDS: usize = 300;
+    let text = mixed_utf8(SIZE);
+    let request = |desk: Config| {
+        let mut client = Client::new(desk, 1);
+        client.request(0, "cat big", None).unwrap();
+        let mut lines = Vec::new();
+        while let Output::Transmit(line) = client.poll_output(0) {
+            lines.push(line);
+        }
+        lines
+    };
+    let modes = [false, true].map(|auth| {
+        let (desk, remote) = engine_configs(auth);
+        let req = request(desk.clone());
+        let answer = remote_answers(remote.clone(), &req, &text);
+        (desk, remote, req, answer)
+    });
+    let frames = modes.each_ref().map(|m| m.3.len() as f64);
+    println!(
+        "(frames: {} plain, {} authenticated; the tag takes payload room)",
+        modes[0].3.len(),
+        modes[1].3.len()
+    );
+    // send plain, send authenticated, receive plain, receive authenticated
+    let mut times: [Vec<f64>; 4] = Default::default();
+    for _ in 0..ROUNDS {
+        for (i, (desk, remote, req, answer)) in modes.iter().enumerate() {
+            let start = Instant::now();
+            black_box(remote_answers(remote.clone(), req, black_box(&text)));
+            times[i].push(start.elapsed().as_secs_f64());
+            let start = Instant::now();
+            black_box(desk_receives(desk.clone(), black_box(answer)));
+            times[2 + i].push(start.elapsed().as_secs_f64());
+        }
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let ratio = |a: usize, b: usize| {
+        let r: Vec<f64> = (0..ROUNDS).map(|i| times[a][i] / times[b][i]).collect();
+        median(&r)
+    };
+    println!(
+        "
+oa1 authenticated frames, {ROUNDS} rounds in turn, a 128 KiB answer of {frames} frames          (medians, per frame):"
+    );
+    for (side, plain, auth) in [("remote, sealing", 0, 1), ("desk, checking", 2, 3)] {
+        let (p, a) = (median(&times[plain]), median(&times[auth]));
+        println!(
+            "  {side:<16} plain {:>7.0} ns  authenticated {:>7.0} ns  (+{:.0} ns a frame, {:.2}x)",
+            p / frames * 1e9,
+            a / frames * 1e9,
+            (a - p) / frames * 1e9,
+            ratio(auth, plain)
+        );
+    }
+}
+
 fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     side_by_side();
+    auth_side_by_side();
 }
 
 fn bench(c: &mut Criterion) {

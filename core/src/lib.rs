@@ -32,11 +32,17 @@
 //! }
 //! ```
 //!
+//! Hosts that own an IRC socket drive one engine per connection, [`oa1::Desk`] or
+//! [`oa1::Remote`], with the bytes they read and the time; the whole loop for a TCP socket is in
+//! the [`oa1::connection`] docs, and every binding copies it: bytes read → `handle_bytes`; drain
+//! `poll_output` (write the transmits, deliver the events); sleep until the deadline or the next
+//! read.
+//!
 //! Modules:
 //! - [`irc`]: IRC line parsing and formatting, case mapping, line budgets, a session helper.
 //! - [`lines`]: a bounded line splitter for byte streams (IRC, NDJSON).
 //! - [`oa1`]: OA1, request/response RPC over IRC `PRIVMSG` lines, and the `RemoteBash` contract.
-//! - [`sim`]: an in-memory IRC channel relay for tests and demos.
+//! - [`sim`]: an in-memory IRC channel relay and an in-memory IRC server, for tests and demos.
 //! - [`jsonrpc`]: framing (NDJSON, `Content-Length`), the JSON-RPC 2.0 message model and the
 //!   correlation engine shared by the JSON protocols.
 //! - [`rexd`]: the REXD wire types (methods, results, events, error codes).

@@ -20,27 +20,24 @@
 //! desk's requests in flight fail with [`Failure::Disconnected`] and the remote's requests end
 //! with [`Event::Cancelled`]; a new connection needs a new engine.
 //!
-//! The whole host loop over a blocking TCP socket with a read timeout (every binding's loop has
-//! these four steps):
+//! The whole host loop over a blocking TCP socket with a read timeout, in 29 lines (every
+//! binding's loop has these four steps):
 //!
 //! ```no_run
-//! use std::io::{Read, Write};
-//! use std::net::TcpStream;
-//! use std::time::{Duration, Instant};
-//! use deskwire::oa1::{ConnectionConfig, ConnectionEvent, ConnectionOutput, Desk, Event};
-//!
+//! use std::{io::{ErrorKind, Read, Write}, net::TcpStream, time::{Duration, Instant}};
+//! use deskwire::oa1::{ConnectionConfig, ConnectionEvent, ConnectionOutput, Desk};
 //! let clock = Instant::now();
 //! let now = || clock.elapsed().as_millis() as u64;
 //! let mut socket = TcpStream::connect("127.0.0.1:6667")?;
 //! let mut desk = Desk::new(ConnectionConfig::new("desk", "#desk"), now(), 42);
-//! let id = desk.request(now(), "uname -a", None)?; // queued until the channel is joined
+//! desk.request(now(), "uname -a", None)?; // waits inside until the channel is joined
 //! let mut buf = [0u8; 16 * 1024];
 //! loop {
 //!     let deadline = loop {
 //!         match desk.poll_output(now()) {
 //!             ConnectionOutput::Transmit(bytes) => socket.write_all(&bytes)?,
-//!             ConnectionOutput::Event(ConnectionEvent::Oa1(Event::Response { text, .. })) => {
-//!                 print!("{text}");
+//!             ConnectionOutput::Event(ConnectionEvent::Oa1(answer)) => {
+//!                 println!("{answer:?}"); // Event::Response { text, .. } or Event::Failed
 //!                 return Ok(());
 //!             }
 //!             ConnectionOutput::Event(event) => eprintln!("{event:?}"),
@@ -50,9 +47,9 @@
 //!     let wait = deadline.saturating_sub(now()).max(1);
 //!     socket.set_read_timeout(Some(Duration::from_millis(wait)))?;
 //!     match socket.read(&mut buf) {
-//!         Ok(0) => desk.handle_eof(now()),
+//!         Ok(0) => desk.handle_eof(now()), // the request fails: `disconnected`
 //!         Ok(n) => desk.handle_bytes(now(), &buf[..n]),
-//!         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => desk.handle_timeout(now()),
+//!         Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
 //!         Err(e) => return Err(e.into()),
 //!     }
 //! }
