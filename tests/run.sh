@@ -49,7 +49,8 @@ cargo clippy -p deskwire --target aarch64-unknown-linux-gnu --quiet -- -D warnin
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
 cargo test -p deskwire --target aarch64-unknown-linux-gnu --quiet --lib \
-  --test oa1_vectors --test oa1_pair --test oa1_limits --test irc_vectors
+  --test oa1_vectors --test oa1_pair --test oa1_limits --test irc_vectors \
+  --test oa1_connection --test oa1_auth --test oa1_compress
 
 section "MCP: rexd --mcp driven by the official MCP Python SDK"
 cargo build --quiet -p rexd --bin rexd
