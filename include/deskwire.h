@@ -1197,7 +1197,8 @@ dw_status dw_desk_quit(struct dw_desk *desk, uint64_t now_ms, const char *reason
 /**
  * Runs the `RemoteBash` tool: `args_json` = `{"command", "timeout_sec"?}` as the model sent
  * them (`timeout_sec` becomes the request timeout). `*id` views the request id.
- * `DW_STATUS_INVALID_ARGUMENT` for arguments that do not fit.
+ * `DW_STATUS_INVALID_JSON` for arguments that do not fit the tool's schema,
+ * `DW_STATUS_INVALID_ARGUMENT` for `timeout_sec` 0.
  */
 dw_status dw_desk_remote_bash(struct dw_desk *desk,
                               uint64_t now_ms,

@@ -82,11 +82,14 @@ awk '/^Tests run:/ { gsub(",", ""); r += $3; f += $5 + $7; s += $9 }
      END { printf "kotlin: %d passed, %d failed, %d skipped\n", r - f - s, f, s }' \
   bindings/kotlin/target/surefire-reports/*.txt
 
-section "C: include/deskwire.h and the C tests"
+section "C: include/deskwire.h; C tests (vectors, exchanges, misuse) plain, under valgrind, with ASan+UBSan"
 bash tests/c/run.sh
 
 section "Godot: the GDExtension and the desk demo in a real Godot 4 (Debian sid's, in a cached mmdebstrap root) against ngircd and rexd --irc"
 bash godot/run_tests.sh
+
+section "Python: pip install ./bindings/python into a fresh venv; mypy.stubtest; pytest (every vector file, bad input, asyncio against ngircd, rexd --irc, rexd --stdio and a loopback sshd, the provider fixtures against the official SDKs' models); the sidecar host and the agent example"
+bash bindings/python/run_tests.sh
 
 section "desk demo (README main command)"
 out=$(cargo run --quiet --release --bin desk -- 'printf "hello from %s\n" desk')

@@ -559,6 +559,29 @@ pub(crate) fn json_arg<T: DeserializeOwned>(ptr: *const c_char, what: &str) -> R
     serde_json::from_str(text).map_err(|e| Error::json(what, e))
 }
 
+/// A JSON argument that must be an object (a config, a record): serde alone would also read a
+/// struct from an array, positionally, which no documented shape is.
+pub(crate) fn object_arg<T: DeserializeOwned>(ptr: *const c_char, what: &str) -> Result<T> {
+    let text = str_arg(ptr, what)?;
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::json(what, e))?;
+    if !value.is_object() {
+        return Err(Error::json(what, "expected a JSON object"));
+    }
+    T::deserialize(value).map_err(|e| Error::json(what, e))
+}
+
+/// [`object_arg`] that may be `NULL` (for the defaults).
+pub(crate) fn opt_object_arg<T: DeserializeOwned>(
+    ptr: *const c_char,
+    what: &str,
+) -> Result<Option<T>> {
+    if ptr.is_null() {
+        Ok(None)
+    } else {
+        object_arg(ptr, what).map(Some)
+    }
+}
+
 /// A JSON argument that may be `NULL` (for the defaults / none).
 pub(crate) fn opt_json_arg<T: DeserializeOwned>(
     ptr: *const c_char,

@@ -42,7 +42,7 @@ pub unsafe extern "C" fn dw_gateway_new(
     out: *mut *mut dw_gateway,
 ) -> dw_status {
     boundary::new_handle(out, || {
-        let config: Config = boundary::json_arg(config_json, "config_json")?;
+        let config: Config = boundary::object_arg(config_json, "config_json")?;
         let entropy = boundary::entropy_arg(entropy)?;
         let gateway = Gateway::new(config, now_ms, entropy).map_err(Error::refused)?;
         Ok(GatewayState {
@@ -175,7 +175,7 @@ pub unsafe extern "C" fn dw_gateway_review_ready(
 ) -> dw_status {
     boundary::with(gateway, |h| {
         let job = job(job_id)?;
-        let artifacts: Artifacts = boundary::json_arg(artifacts_json, "artifacts_json")?;
+        let artifacts: Artifacts = boundary::object_arg(artifacts_json, "artifacts_json")?;
         h.engine
             .gateway
             .review_ready(now_ms, job, artifacts)
@@ -195,7 +195,7 @@ pub unsafe extern "C" fn dw_gateway_complete(
     boundary::with(gateway, |h| {
         let job = job(job_id)?;
         let artifacts: Option<Artifacts> =
-            boundary::opt_json_arg(artifacts_json, "artifacts_json")?;
+            boundary::opt_object_arg(artifacts_json, "artifacts_json")?;
         h.engine
             .gateway
             .complete(now_ms, job, artifacts)
@@ -213,7 +213,7 @@ pub unsafe extern "C" fn dw_gateway_fail(
 ) -> dw_status {
     boundary::with(gateway, |h| {
         let job = job(job_id)?;
-        let error: ErrorBody = boundary::json_arg(error_json, "error_json")?;
+        let error: ErrorBody = boundary::object_arg(error_json, "error_json")?;
         h.engine
             .gateway
             .fail(now_ms, job, error)

@@ -27,7 +27,7 @@ pub unsafe extern "C" fn dw_irc_session_new(
     out: *mut *mut dw_irc_session,
 ) -> dw_status {
     boundary::new_handle(out, || {
-        let config: SessionConfig = boundary::json_arg(config_json, "config_json")?;
+        let config: SessionConfig = boundary::object_arg(config_json, "config_json")?;
         config.validate().map_err(Error::argument)?;
         Ok(Session::new(config, now_ms))
     })

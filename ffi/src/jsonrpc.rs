@@ -42,7 +42,7 @@ pub struct dw_peer(Handle<AnyPeer>);
 as_handle!(dw_peer, AnyPeer);
 
 fn config(json: *const c_char) -> Result<PeerConfig> {
-    Ok(boundary::opt_json_arg(json, "config_json")?.unwrap_or_default())
+    Ok(boundary::opt_object_arg(json, "config_json")?.unwrap_or_default())
 }
 
 /// Creates a peer in `dialect` (`DW_DIALECT_JSONRPC2` or `DW_DIALECT_SIDECAR`).
@@ -241,7 +241,7 @@ pub unsafe extern "C" fn dw_peer_respond_error(
 ) -> dw_status {
     boundary::with(peer, |h| {
         let id = id(id_json)?;
-        let error: RemoteError = boundary::json_arg(error_json, "error_json")?;
+        let error: RemoteError = boundary::object_arg(error_json, "error_json")?;
         each!(&mut h.engine, p => p.respond_error(now_ms, &id, error)).map_err(Error::refused)
     })
 }

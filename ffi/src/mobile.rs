@@ -28,7 +28,7 @@ pub unsafe extern "C" fn dw_mobile_client_new(
 ) -> dw_status {
     boundary::new_handle(out, || {
         let config: client::Config =
-            boundary::opt_json_arg(config_json, "config_json")?.unwrap_or_default();
+            boundary::opt_object_arg(config_json, "config_json")?.unwrap_or_default();
         let token = boundary::opt_str_arg(token, "token")?.map(str::to_owned);
         Ok(Client::new(config, token))
     })
@@ -181,7 +181,7 @@ pub unsafe extern "C" fn dw_mobile_client_send_command(
     command_json: *const c_char,
 ) -> dw_status {
     boundary::with(client, |h| {
-        let command: Command = boundary::json_arg(command_json, "command_json")?;
+        let command: Command = boundary::object_arg(command_json, "command_json")?;
         h.engine
             .send_command(now_ms, command)
             .map_err(Error::refused)
@@ -306,7 +306,7 @@ pub unsafe extern "C" fn dw_mobile_server_new(
 ) -> dw_status {
     boundary::new_handle(out, || {
         let config: server::Config =
-            boundary::opt_json_arg(config_json, "config_json")?.unwrap_or_default();
+            boundary::opt_object_arg(config_json, "config_json")?.unwrap_or_default();
         Ok(Server::new(config, boundary::entropy_arg(entropy)?))
     })
 }
@@ -476,7 +476,7 @@ pub unsafe extern "C" fn dw_mobile_server_send_message(
     message_json: *const c_char,
 ) -> dw_status {
     boundary::with(server, |h| {
-        let message: ChatMessage = boundary::json_arg(message_json, "message_json")?;
+        let message: ChatMessage = boundary::object_arg(message_json, "message_json")?;
         h.engine.send_message(now_ms, message);
         Ok(())
     })
@@ -490,7 +490,7 @@ pub unsafe extern "C" fn dw_mobile_server_send_task_update(
     update_json: *const c_char,
 ) -> dw_status {
     boundary::with(server, |h| {
-        let update: TaskUpdate = boundary::json_arg(update_json, "update_json")?;
+        let update: TaskUpdate = boundary::object_arg(update_json, "update_json")?;
         h.engine.send_task_update(now_ms, update);
         Ok(())
     })
@@ -508,7 +508,7 @@ pub unsafe extern "C" fn dw_mobile_server_request_permission(
 ) -> dw_status {
     boundary::with(server, |h| {
         let out = boundary::out_ptr(id, "id")?;
-        let permission: NewPermission = boundary::json_arg(permission_json, "permission_json")?;
+        let permission: NewPermission = boundary::object_arg(permission_json, "permission_json")?;
         let id = h
             .engine
             .request_permission(now_ms, permission)

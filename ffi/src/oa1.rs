@@ -82,8 +82,9 @@ pub struct dw_desk(Handle<Requesting<Desk>>);
 as_handle!(dw_desk, Requesting<Desk>);
 
 fn connection_config(json: *const c_char) -> Result<ConnectionConfig> {
-    let text = boundary::str_arg(json, "config_json")?;
-    ConnectionConfig::from_json(text).map_err(|e| Error::json("config_json", e))
+    // Checked as an object first (serde would also read the struct from an array).
+    let value: serde_json::Value = boundary::object_arg(json, "config_json")?;
+    ConnectionConfig::from_json(&value.to_string()).map_err(|e| Error::json("config_json", e))
 }
 
 /// Starts a desk connection at `now_ms` (its first outputs are `NICK` and `USER`).
@@ -260,7 +261,8 @@ pub unsafe extern "C" fn dw_desk_quit(
 
 /// Runs the `RemoteBash` tool: `args_json` = `{"command", "timeout_sec"?}` as the model sent
 /// them (`timeout_sec` becomes the request timeout). `*id` views the request id.
-/// `DW_STATUS_INVALID_ARGUMENT` for arguments that do not fit.
+/// `DW_STATUS_INVALID_JSON` for arguments that do not fit the tool's schema,
+/// `DW_STATUS_INVALID_ARGUMENT` for `timeout_sec` 0.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_desk_remote_bash(
     desk: *mut dw_desk,
@@ -284,6 +286,7 @@ fn remote_bash<R: deskwire::oa1::Requester>(
 ) -> Result<String> {
     remote_bash::call(engine, now, args).map_err(|e| match e {
         remote_bash::ArgsError::Local(e) => refused(e),
+        remote_bash::ArgsError::Invalid(e) => Error::json("args_json", e),
         other => Error::argument(other),
     })
 }
@@ -529,7 +532,7 @@ pub struct dw_oa1_client(Handle<Requesting<Client>>);
 as_handle!(dw_oa1_client, Requesting<Client>);
 
 fn oa1_config(json: *const c_char) -> Result<Config> {
-    boundary::json_arg(json, "config_json")
+    boundary::object_arg(json, "config_json")
 }
 
 /// Creates a bare client. `config_json`: `{"channel", "nick", "allowed_sender"?,
@@ -979,7 +982,7 @@ pub unsafe extern "C" fn dw_oa1_frame_format(
 ) -> dw_status {
     boundary::call(|| {
         boundary::check_buffer(out, cap, out_len)?;
-        let f: FrameJson = boundary::json_arg(frame_json, "frame_json")?;
+        let f: FrameJson = boundary::object_arg(frame_json, "frame_json")?;
         let kind = match f.kind.as_str() {
             "REQ" => FrameType::Req,
             "RES" => FrameType::Res,

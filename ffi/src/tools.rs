@@ -95,9 +95,9 @@ pub unsafe extern "C" fn dw_toolbox_new(
 ) -> dw_status {
     boundary::new_handle(out, || {
         let policy: Policy =
-            boundary::opt_json_arg(policy_json, "policy_json")?.unwrap_or_else(Policy::allow_all);
+            boundary::opt_object_arg(policy_json, "policy_json")?.unwrap_or_else(Policy::allow_all);
         let config: toolbox::Config =
-            boundary::opt_json_arg(config_json, "config_json")?.unwrap_or_default();
+            boundary::opt_object_arg(config_json, "config_json")?.unwrap_or_default();
         let registry = if builtins {
             Registry::with_builtins()
         } else {
@@ -143,7 +143,7 @@ pub unsafe extern "C" fn dw_toolbox_register(
     visibility_json: *const c_char,
 ) -> dw_status {
     boundary::with(toolbox, |h| {
-        let spec = spec(boundary::json_arg(spec_json, "spec_json")?)?;
+        let spec = spec(boundary::object_arg(spec_json, "spec_json")?)?;
         let visibility: Visibility = boundary::opt_json_arg(visibility_json, "visibility_json")?
             .unwrap_or(Visibility::Always);
         h.engine
@@ -180,7 +180,7 @@ pub unsafe extern "C" fn dw_toolbox_set_context(
 ) -> dw_status {
     boundary::with(toolbox, |h| {
         let agent = boundary::str_arg(agent, "agent")?;
-        let context: Context = boundary::json_arg(context_json, "context_json")?;
+        let context: Context = boundary::object_arg(context_json, "context_json")?;
         h.engine
             .toolbox
             .set_context(agent, context)
@@ -240,7 +240,7 @@ pub unsafe extern "C" fn dw_toolbox_authorize(
     boundary::with(toolbox, |h| {
         let out = boundary::out_ptr(out, "out")?;
         let agent = boundary::str_arg(agent, "agent")?;
-        let call: ToolCall = boundary::json_arg(call_json, "call_json")?;
+        let call: ToolCall = boundary::object_arg(call_json, "call_json")?;
         let origin = self::origin(origin)?;
         let answer = h.engine.toolbox.authorize(agent, &call, origin);
         boundary::write(out, h.json_view(&answer));
@@ -264,7 +264,7 @@ pub unsafe extern "C" fn dw_toolbox_check_call(
     boundary::with(toolbox, |h| {
         let out = boundary::out_ptr(out, "out")?;
         let agent = boundary::str_arg(agent, "agent")?;
-        let call: ToolCall = boundary::json_arg(call_json, "call_json")?;
+        let call: ToolCall = boundary::object_arg(call_json, "call_json")?;
         let origin = self::origin(origin)?;
         let verdict = h
             .engine
@@ -306,7 +306,7 @@ pub unsafe extern "C" fn dw_toolbox_respond(
 ) -> dw_status {
     boundary::with(toolbox, |h| {
         let out = boundary::out_ptr(out, "out")?;
-        let response: ApprovalResponse = boundary::json_arg(response_json, "response_json")?;
+        let response: ApprovalResponse = boundary::object_arg(response_json, "response_json")?;
         let decided = h
             .engine
             .toolbox
@@ -361,7 +361,7 @@ pub unsafe extern "C" fn dw_toolbox_add_rule(
     rule_json: *const c_char,
 ) -> dw_status {
     boundary::with(toolbox, |h| {
-        let rule: Rule = boundary::json_arg(rule_json, "rule_json")?;
+        let rule: Rule = boundary::object_arg(rule_json, "rule_json")?;
         h.engine
             .toolbox
             .policy_mut()
@@ -457,7 +457,7 @@ pub unsafe extern "C" fn dw_toolbox_request_tools(
         let agent = boundary::str_arg(agent, "agent")?;
         let provider = self::provider(provider)?;
         let options: RequestOptions =
-            boundary::opt_json_arg(options_json, "options_json")?.unwrap_or_default();
+            boundary::opt_object_arg(options_json, "options_json")?.unwrap_or_default();
         let mut request = h.engine.toolbox.tool_request(agent, options.keep_list);
         request.choice = options.choice;
         request.parallel_tool_calls = options.parallel_tool_calls;
@@ -536,7 +536,7 @@ pub unsafe extern "C" fn dw_provider_request_tools(
     boundary::call(|| {
         boundary::check_buffer(out, cap, out_len)?;
         let provider = self::provider(provider)?;
-        let json: RequestJson = boundary::json_arg(request_json, "request_json")?;
+        let json: RequestJson = boundary::object_arg(request_json, "request_json")?;
         let tools: Vec<ToolSpec> = json.tools.into_iter().map(spec).collect::<Result<_>>()?;
         let catalog: Option<Vec<ToolSpec>> = json
             .catalog
@@ -596,7 +596,7 @@ pub unsafe extern "C" fn dw_provider_assistant_message(
     boundary::call(|| {
         boundary::check_buffer(out, cap, out_len)?;
         let provider = self::provider(provider)?;
-        let response: ProviderResponse = boundary::json_arg(response_json, "response_json")?;
+        let response: ProviderResponse = boundary::object_arg(response_json, "response_json")?;
         let value = match provider {
             Provider::OpenAiChat => openai_chat::assistant_message(&response),
             Provider::OpenAiResponses => Value::Array(openai_responses::input_items(&response)),
@@ -628,7 +628,7 @@ pub unsafe extern "C" fn dw_provider_tool_results(
         let provider = self::provider(provider)?;
         let results: Vec<ToolResult> = boundary::json_arg(results_json, "results_json")?;
         let previous: Option<ProviderResponse> =
-            boundary::opt_json_arg(previous_json, "previous_json")?;
+            boundary::opt_object_arg(previous_json, "previous_json")?;
         let value = match provider {
             Provider::OpenAiChat => {
                 Value::Array(results.iter().map(openai_chat::tool_message).collect())
@@ -667,7 +667,7 @@ pub unsafe extern "C" fn dw_stream_parser_new(
     boundary::new_handle(out, || {
         let provider = self::provider(provider)?;
         let limits: Limits =
-            boundary::opt_json_arg(limits_json, "limits_json")?.unwrap_or_default();
+            boundary::opt_object_arg(limits_json, "limits_json")?.unwrap_or_default();
         Ok(Some(StreamParser::new(provider, limits, seed)))
     })
 }
@@ -875,7 +875,7 @@ pub unsafe extern "C" fn dw_tools_rexd_request(
 ) -> dw_status {
     boundary::call(|| {
         boundary::check_buffer(out, cap, out_len)?;
-        let call: ToolCall = boundary::json_arg(call_json, "call_json")?;
+        let call: ToolCall = boundary::object_arg(call_json, "call_json")?;
         let session = boundary::str_arg(session_id, "session_id")?;
         let request = builtin::rexd_request(&call, session).map_err(Error::argument)?;
         boundary::json_to_buffer(&request, out, cap, out_len)

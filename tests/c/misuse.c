@@ -1,0 +1,227 @@
+/* Misuse and bad input through the C API: nothing may crash, every call answers its status.
+ *
+ * - generated_misuse() (target/c/misuse_generated.c, from tests/c/gen_misuse.py): NULL for every
+ *   pointer parameter, invalid UTF-8 in every string, malformed JSON in every JSON input,
+ *   too-small buffers that report the size needed, for every function of the header;
+ * - by hand: values outside their domain, JSON of the wrong shape, a call after the stream
+ *   parser finished, and panics: a call that panics answers DW_STATUS_PANIC and poisons its
+ *   handle (every later call answers DW_STATUS_POISONED, _free still works); a panic in a call
+ *   without a handle leaves nothing poisoned.
+ *
+ * Built with the library's `testing` feature (dw_testing_panic, not in the header).
+ */
+#include "common.h"
+
+#include <math.h>
+#include <stdint.h>
+
+void dw_testing_panic(void);
+
+#define BAD_UTF8 "\xff\xfe"
+#define BAD_JSON "{\"a\":"
+#define FRAME "{\"jsonrpc\":\"2.0\",\"method\":\"m\"}"
+#define BODY "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"hi\"}}]}"
+#define SPECS "[{\"name\":\"read\",\"description\":\"Read a file\",\"input_schema\":{\"type\":\"object\"}}]"
+
+static uint8_t entropy[DW_ENTROPY_LEN];
+static const float floats[2] = {0.5f, 0.25f};
+
+static dw_desk *h_desk, *tmp_desk;
+static dw_remote *h_remote, *tmp_remote;
+static dw_oa1_client *h_oa1_client, *tmp_oa1_client;
+static dw_oa1_server *h_oa1_server, *tmp_oa1_server;
+static dw_irc_session *h_irc_session, *tmp_irc_session;
+static dw_peer *h_peer, *tmp_peer;
+static dw_gateway *h_gateway, *tmp_gateway;
+static dw_mobile_client *h_mobile_client, *tmp_mobile_client;
+static dw_mobile_server *h_mobile_server, *tmp_mobile_server;
+static dw_toolbox *h_toolbox, *tmp_toolbox;
+static dw_stream_parser *h_stream_parser, *tmp_stream_parser;
+static dw_tool_index *h_tool_index, *tmp_tool_index;
+static dw_sim_network *h_sim_network, *tmp_sim_network;
+
+static dw_output o_output;
+static dw_str o_str;
+static bool o_bool;
+static uint64_t o_u64;
+static size_t o_len;
+static char o_buf[4096];
+
+#include "misuse_generated.c"
+
+static void setup(void) {
+    for (size_t i = 0; i < sizeof entropy; i++) {
+        entropy[i] = (uint8_t)(255 - i);
+    }
+    CHECK_OK(dw_desk_new("{\"nick\":\"d\",\"channel\":\"#d\"}", 0, 1, &h_desk), dw_last_error(), "desk");
+    CHECK_OK(dw_remote_new("{\"nick\":\"r\",\"channel\":\"#d\"}", 0, &h_remote), dw_last_error(), "remote");
+    CHECK_OK(dw_oa1_client_new("{\"channel\":\"#d\",\"nick\":\"c\"}", 1, &h_oa1_client), dw_last_error(), "client");
+    CHECK_OK(dw_oa1_server_new("{\"channel\":\"#d\",\"nick\":\"s\"}", &h_oa1_server), dw_last_error(), "server");
+    CHECK_OK(dw_irc_session_new("{\"nick\":\"n\",\"channels\":[\"#d\"]}", 0, &h_irc_session), dw_last_error(), "irc");
+    CHECK_OK(dw_peer_new(DW_DIALECT_JSONRPC2, NULL, 1, &h_peer), dw_last_error(), "peer");
+    CHECK_OK(dw_gateway_new("{\"tokens\":[\"t\"]}", 0, entropy, 0, &h_gateway), dw_last_error(), "gateway");
+    CHECK_OK(dw_mobile_client_new(NULL, NULL, &h_mobile_client), dw_last_error(), "phone");
+    CHECK_OK(dw_mobile_server_new(NULL, entropy, &h_mobile_server), dw_last_error(), "mobile server");
+    CHECK_OK(dw_toolbox_new(NULL, NULL, true, 1, &h_toolbox), dw_last_error(), "toolbox");
+    CHECK_OK(dw_stream_parser_new(DW_PROVIDER_ANTHROPIC, NULL, 1, &h_stream_parser), dw_last_error(), "stream");
+    CHECK_OK(dw_tool_index_new(SPECS, &h_tool_index), dw_last_error(), "index");
+    CHECK_OK(dw_sim_network_new(1, 0, &h_sim_network), dw_last_error(), "network");
+    uint64_t client;
+    CHECK_OK(dw_sim_network_connect(h_sim_network, "h", &client), dw_sim_network_last_error(h_sim_network), "client");
+    CHECK(client == 0, "the first client is 0");
+}
+
+static void teardown(void) {
+    dw_desk_free(h_desk);
+    dw_remote_free(h_remote);
+    dw_oa1_client_free(h_oa1_client);
+    dw_oa1_server_free(h_oa1_server);
+    dw_irc_session_free(h_irc_session);
+    dw_peer_free(h_peer);
+    dw_gateway_free(h_gateway);
+    dw_mobile_client_free(h_mobile_client);
+    dw_mobile_server_free(h_mobile_server);
+    dw_toolbox_free(h_toolbox);
+    dw_stream_parser_free(h_stream_parser);
+    dw_tool_index_free(h_tool_index);
+    dw_sim_network_free(h_sim_network);
+}
+
+/* Values outside their domain, and JSON that parses but has the wrong shape. */
+static void domain(void) {
+    dw_peer *peer = NULL;
+    CHECK(dw_peer_new(99, NULL, 1, &peer) == DW_STATUS_INVALID_ARGUMENT && peer == NULL, "unknown dialect");
+    CHECK(strcmp(dw_last_error_kind(), "invalid_argument") == 0, "kind %s", dw_last_error_kind());
+    CHECK(dw_peer_new(DW_DIALECT_SIDECAR, "{\"framing\":\"carrier-pigeon\"}", 1, &peer) == DW_STATUS_INVALID_JSON,
+          "unknown framing");
+    CHECK(dw_peer_new(DW_DIALECT_SIDECAR, "[]", 1, &peer) == DW_STATUS_INVALID_JSON, "a config array");
+    CHECK(dw_peer_new(DW_DIALECT_SIDECAR, "{\"max_pending\":-1}", 1, &peer) == DW_STATUS_INVALID_JSON, "negative");
+    CHECK(peer == NULL, "nothing written on failure");
+
+    size_t n = 0;
+    CHECK(dw_provider_request_tools(0, "{\"tools\":[]}", o_buf, sizeof o_buf, &n) == DW_STATUS_INVALID_ARGUMENT,
+          "provider 0");
+    CHECK(dw_provider_request_tools(5, "{\"tools\":[]}", o_buf, sizeof o_buf, &n) == DW_STATUS_INVALID_ARGUMENT,
+          "provider 5");
+    dw_str view = {NULL, 0};
+    CHECK(dw_toolbox_authorize(h_toolbox, "npc", "{\"id\":\"c\",\"name\":\"read\",\"args\":{}}", 7, &view) ==
+              DW_STATUS_INVALID_ARGUMENT && view.ptr == NULL,
+          "origin 7");
+    CHECK(dw_toolbox_register(h_toolbox, "{\"name\":\"bad name!\",\"description\":\"d\",\"input_schema\":{\"type\":\"object\"}}", NULL) ==
+              DW_STATUS_INVALID_ARGUMENT,
+          "a tool name providers refuse");
+    CHECK(dw_toolbox_register(h_toolbox, "{\"name\":\"x\",\"description\":\"d\",\"input_schema\":{\"type\":\"string\"}}", NULL) ==
+              DW_STATUS_INVALID_ARGUMENT,
+          "a schema that is not an object");
+    CHECK(dw_toolbox_set_context(h_toolbox, "npc", "{\"bound_npc\":\"x\"}") == DW_STATUS_INVALID_JSON,
+          "an unknown context member");
+    CHECK(dw_toolbox_add_rule(h_toolbox, "{\"tool\":\"*\",\"when\":{\"outside\":[\"relative\"]},\"action\":\"allow\"}") ==
+              DW_STATUS_INVALID_ARGUMENT,
+          "a relative root");
+    CHECK(dw_tool_index_top_n_hybrid(h_tool_index, "read", 3, "\"none\"", NAN, &view) == DW_STATUS_INVALID_ARGUMENT,
+          "a NaN weight");
+    CHECK(dw_gateway_transition(h_gateway, 0, "j1", "SLEEPING") == DW_STATUS_INVALID_ARGUMENT, "an unknown state");
+    CHECK(dw_gateway_log(h_gateway, "j1", "loud", "x") == DW_STATUS_INVALID_ARGUMENT, "an unknown level");
+    CHECK(dw_gateway_set_progress(h_gateway, "j1", NULL, 2.0) == DW_STATUS_REFUSED, "progress 2");
+    CHECK(dw_sim_network_handle_bytes(h_sim_network, 99, (const uint8_t *)"x", 1) == DW_STATUS_INVALID_ARGUMENT,
+          "an unknown client");
+    CHECK(dw_schema_read("smtp", "Mail", "{}", o_buf, sizeof o_buf, &n) == DW_STATUS_INVALID_ARGUMENT, "unknown protocol");
+    CHECK(dw_schema_read("mobile", "Mail", "{}", o_buf, sizeof o_buf, &n) == DW_STATUS_INVALID_ARGUMENT, "unknown def");
+    CHECK(dw_oa1_frame_format("{\"type\":\"NOPE\",\"id\":\"a\",\"seq\":1,\"more\":false,\"payload\":\"\"}", o_buf,
+                              sizeof o_buf, &n) == DW_STATUS_INVALID_JSON,
+          "an unknown frame type");
+    CHECK(dw_desk_remote_bash(h_desk, 0, "{\"command\":\"ls\",\"timeout_sec\":0}", &view) == DW_STATUS_INVALID_ARGUMENT,
+          "timeout_sec 0");
+    CHECK(dw_desk_remote_bash(h_desk, 0, "{\"cmd\":\"ls\"}", &view) == DW_STATUS_INVALID_JSON, "no command");
+
+    /* A finished stream takes no more input. */
+    dw_stream_parser *p = NULL;
+    CHECK_OK(dw_stream_parser_new(DW_PROVIDER_OPENAI_CHAT, NULL, 1, &p), dw_last_error(), "parser");
+    CHECK_OK(dw_stream_parser_finish(p, &view), dw_stream_parser_last_error(p), "finish");
+    CHECK(dw_stream_parser_feed(p, (const uint8_t *)"data: {}\n\n", 10) == DW_STATUS_REFUSED, "feed after finish");
+    CHECK(dw_stream_parser_finish(p, &view) == DW_STATUS_REFUSED, "finish twice");
+    dw_stream_parser_free(p);
+
+    /* Garbage bytes are input, not misuse: they are taken and counted. */
+    uint8_t garbage[4096];
+    for (size_t i = 0; i < sizeof garbage; i++) {
+        garbage[i] = (uint8_t)(i * 131 + 7);
+    }
+    CHECK_OK(dw_desk_handle_bytes(h_desk, 0, garbage, sizeof garbage), dw_desk_last_error(h_desk), "garbage");
+    CHECK_OK(dw_peer_handle_bytes(h_peer, 0, garbage, sizeof garbage), dw_peer_last_error(h_peer), "garbage");
+    CHECK_OK(dw_gateway_handle_message(h_gateway, 0, 1, garbage, sizeof garbage), dw_gateway_last_error(h_gateway), "garbage");
+    CHECK(dw_irc_parse_line(garbage, sizeof garbage, o_buf, sizeof o_buf, &n) == DW_STATUS_MALFORMED ||
+              dw_irc_parse_line(garbage, sizeof garbage, o_buf, sizeof o_buf, &n) == DW_STATUS_OK,
+          "a garbage line is an answer, not a crash");
+    CHECK(dw_provider_parse_response(DW_PROVIDER_GEMINI, garbage, sizeof garbage, 1, o_buf, sizeof o_buf, &n) ==
+              DW_STATUS_MALFORMED,
+          "a garbage body");
+    CHECK(strcmp(dw_last_error_kind(), "not_json") == 0, "kind %s", dw_last_error_kind());
+}
+
+/* The panic boundary, for one handle: `call` panics, then the handle is poisoned. */
+#define PANICS(type, h, call)                                                                      \
+    do {                                                                                           \
+        dw_testing_panic();                                                                        \
+        dw_status st_ = (call);                                                                    \
+        CHECK(st_ == DW_STATUS_PANIC, #type ": a panic answers %s", dw_status_str(st_));          \
+        CHECK(strstr(dw_##type##_last_error(h), "panicked") != NULL, #type ": message %s",          \
+              dw_##type##_last_error(h));                                                          \
+        CHECK(strcmp(dw_##type##_last_error_kind(h), "panic") == 0, #type ": kind");               \
+        st_ = (call);                                                                              \
+        CHECK(st_ == DW_STATUS_POISONED, #type ": after a panic %s", dw_status_str(st_));         \
+        CHECK(strcmp(dw_##type##_last_error_kind(h), "poisoned") == 0, #type ": kind poisoned");   \
+        CHECK(strstr(dw_##type##_last_error(h), "panicked") != NULL, #type ": the panic's message stays"); \
+    } while (0)
+
+static void panics(void) {
+    dw_output out;
+    dw_str view;
+    PANICS(desk, h_desk, dw_desk_poll_output(h_desk, 0, &out));
+    CHECK(dw_desk_handle_bytes(h_desk, 0, (const uint8_t *)"x", 1) == DW_STATUS_POISONED, "every call refused");
+    CHECK(dw_desk_stats(h_desk, &view) == DW_STATUS_POISONED, "every call refused");
+    PANICS(remote, h_remote, dw_remote_handle_timeout(h_remote, 0));
+    PANICS(oa1_client, h_oa1_client, dw_oa1_client_stats(h_oa1_client, &view));
+    PANICS(oa1_server, h_oa1_server, dw_oa1_server_poll_output(h_oa1_server, 0, &out));
+    PANICS(irc_session, h_irc_session, dw_irc_session_poll_output(h_irc_session, 0, &out));
+    PANICS(peer, h_peer, dw_peer_call(h_peer, 0, "m", NULL, 0, &view));
+    PANICS(gateway, h_gateway, dw_gateway_poll_output(h_gateway, 0, &out));
+    PANICS(mobile_client, h_mobile_client, dw_mobile_client_poll_output(h_mobile_client, 0, &out));
+    PANICS(mobile_server, h_mobile_server, dw_mobile_server_poll_output(h_mobile_server, 0, &out));
+    PANICS(toolbox, h_toolbox, dw_toolbox_poll_output(h_toolbox, 0, &out));
+    PANICS(stream_parser, h_stream_parser, dw_stream_parser_feed(h_stream_parser, (const uint8_t *)"x", 1));
+    PANICS(tool_index, h_tool_index, dw_tool_index_top_n(h_tool_index, "read", 1, &view));
+    PANICS(sim_network, h_sim_network, dw_sim_network_stats(h_sim_network, &view));
+
+    /* A call without a handle: the panic is reported, and the next call works. */
+    size_t n;
+    dw_testing_panic();
+    CHECK(dw_oa1_escape((const uint8_t *)"a\n", 2, o_buf, sizeof o_buf, &n) == DW_STATUS_PANIC, "free function panic");
+    CHECK(strcmp(dw_last_error_kind(), "panic") == 0, "thread kind %s", dw_last_error_kind());
+    CHECK(dw_oa1_escape((const uint8_t *)"a\n", 2, o_buf, sizeof o_buf, &n) == DW_STATUS_OK && strcmp(o_buf, "a\\n") == 0,
+          "the next call works");
+
+    /* A constructor that panics writes no handle. */
+    dw_peer *peer = NULL;
+    dw_testing_panic();
+    CHECK(dw_peer_new(DW_DIALECT_JSONRPC2, NULL, 1, &peer) == DW_STATUS_PANIC && peer == NULL, "constructor panic");
+}
+
+static void status_strings(void) {
+    for (uint32_t s = 0; s <= 9; s++) {
+        CHECK(strcmp(dw_status_str(s), "unknown status") != 0, "status %u has a description", s);
+    }
+    CHECK(strcmp(dw_status_str(10), "unknown status") == 0, "status 10");
+    CHECK(strcmp(dw_status_str(UINT32_MAX), "unknown status") == 0, "status max");
+    CHECK(strcmp(dw_version(), DW_VERSION_STRING) == 0, "version");
+}
+
+int main(void) {
+    setup();
+    generated_misuse();
+    domain();
+    status_strings();
+    panics();
+    teardown();
+    return finish("misuse");
+}
