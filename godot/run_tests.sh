@@ -167,4 +167,10 @@ if grep -q 'SCRIPT ERROR\|Parse Error\|handle_crash' "$run_dir/godot.log"; then
   echo "script errors or a crash in the engine's output (above)" >&2
   status=1
 fi
-exit "$status"
+[ "$status" -eq 0 ] || exit "$status"
+
+echo "-- Android arm64 (Quest headsets): the extension type-checks for aarch64-linux-android"
+# No Android NDK here to link it, so this is a check, not a build.
+rustup target add aarch64-linux-android >/dev/null 2>&1
+cargo check --quiet -p deskwire-godot --target aarch64-linux-android
+echo "aarch64-linux-android: ok"
