@@ -65,6 +65,12 @@ func connected_client(nick: String) -> DeskRpcClient:
 	client.channel = OS.get_environment("DESKWIRE_CHANNEL")
 	client.remote_nick = OS.get_environment("DESKWIRE_REMOTE_NICK")
 	tree.root.add_child(client)
+	var states: Array = []
+	var events: Array = []
+	client.connection_state_changed.connect(func(state): states.append(state))
+	client.irc_event.connect(func(event): events.append(event))
+	client.set_meta("states", states)
+	client.set_meta("irc_events", events)
 	check_eq(client.connect_to_server(), OK, "connect_to_server")
 	var ready := await wait_until(func(): return client.state == "ready", 15.0)
 	check(ready, "%s reached ready (state %s)" % [nick, client.state])

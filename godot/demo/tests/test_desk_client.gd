@@ -19,8 +19,17 @@ func test_a_call_completes_over_irc() -> void:
 	var stats: Dictionary = client.stats
 	check(stats.oa1.frames_out >= 1 and stats.oa1.frames_in >= 1, "stats count frames: %s" % [stats.oa1])
 	check(stats.irc.has("lines_in") or not stats.irc.is_empty(), "IRC session stats: %s" % [stats.irc])
+	var states: Array = client.get_meta("states")
+	# waiting_for_peer only shows when rexd is not in the channel yet at our JOIN.
+	check(states.size() >= 3 and states[0] == "registering" and states[1] == "joining" and states[-1] == "ready", "connection_state_changed: %s" % [states])
+	check(states.all(func(s): return s in ["registering", "joining", "waiting_for_peer", "ready"]), "known states: %s" % [states])
+	var events: Array = client.get_meta("irc_events")
+	check(events.has({"registered": {"nick": "godesk1"}}), "irc_event registered: %s" % [events])
+	check(events.has({"joined": {"channel": OS.get_environment("DESKWIRE_CHANNEL")}}), "irc_event joined")
+	check(events.has({"peer_joined": {"nick": OS.get_environment("DESKWIRE_REMOTE_NICK")}}), "irc_event peer_joined")
 	client.close()
 	check_eq(client.state, "closed", "closed")
+	check_eq(states[-1], "closed", "closed signalled")
 	client.queue_free()
 
 
