@@ -37,14 +37,20 @@ TEXT = mixed_utf8(SIZE)
 
 # --- the pure-Python implementation of the same spec -------------------------------------
 
-_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
-_ESCAPE_RE = re.compile(r"[\\\n\r\t\0]")
 _UNESCAPES = {b"\\": b"\\", b"n": b"\n", b"r": b"\r", b"t": b"\t", b"0": b"\0"}
 _UNESCAPE_RE = re.compile(rb"\\(.)", re.S)
 
 
 def py_escape(text: str) -> bytes:
-    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], text).encode("utf-8")
+    # Chained str.replace: the fastest of regex, str.translate and this (measured here).
+    return (
+        text.replace("\\", "\\\\")
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+        .replace("\0", "\\0")
+        .encode("utf-8")
+    )
 
 
 def py_unescape(data: bytes) -> bytes:

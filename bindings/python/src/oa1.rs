@@ -142,8 +142,38 @@ fn oa1_config(
 fn output<'py>(py: Python<'py>, output: Output) -> PyResult<Bound<'py, PyAny>> {
     match output {
         Output::Transmit(line) => convert::transmit(py, line.as_bytes()),
-        Output::Event(event) => serde_event(py, "oa1", &event),
+        Output::Event(event) => oa1_event(py, event),
         Output::Timeout(at) => convert::timeout(py, at),
+    }
+}
+
+/// An OA1 event as its dataclass. The two that carry a whole message (up to 128 KiB) are made
+/// straight from their fields, so the text is converted once; the others go through the serde
+/// shape like every other event.
+fn oa1_event(py: Python<'_>, event: core::Event) -> PyResult<Bound<'_, PyAny>> {
+    let fields = PyDict::new(py);
+    match &event {
+        core::Event::Response {
+            id,
+            text,
+            truncated,
+        } => {
+            fields.set_item("id", id)?;
+            fields.set_item("text", text)?;
+            fields.set_item("truncated", truncated)?;
+            convert::event(py, "oa1", "response", &fields)
+        }
+        core::Event::Request {
+            id,
+            sender,
+            payload,
+        } => {
+            fields.set_item("id", id)?;
+            fields.set_item("sender", sender)?;
+            fields.set_item("payload", payload)?;
+            convert::event(py, "oa1", "request", &fields)
+        }
+        _ => serde_event(py, "oa1", &event),
     }
 }
 
@@ -338,7 +368,7 @@ fn connection_output<'py>(
     match output {
         ConnectionOutput::Transmit(bytes) => convert::transmit(py, &bytes),
         ConnectionOutput::Event(ConnectionEvent::Irc(event)) => serde_event(py, "irc", &event),
-        ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => serde_event(py, "oa1", &event),
+        ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => oa1_event(py, event),
         // The link's own events (state changes, the peer joining or leaving).
         ConnectionOutput::Event(other) => serde_event(py, "oa1", &other),
         ConnectionOutput::Timeout(at) => convert::timeout(py, at),
