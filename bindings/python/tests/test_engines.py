@@ -1,0 +1,157 @@
+"""The engines driven from Python on a virtual clock: two JSON-RPC peers in each dialect and
+framing, timeouts, cancellation, progress; the IRC session; the in-memory relay with the bare
+OA1 endpoints."""
+
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+import pytest
+
+import deskwire
+from deskwire import Timeout, Transmit, irc, jsonrpc, oa1, sim
+
+
+def pump(a: Any, b: Any, now: int) -> Tuple[List[Any], List[Any]]:
+    """Moves every transmit between ``a`` and ``b`` until both are drained; the events."""
+    events: Tuple[List[Any], List[Any]] = ([], [])
+    moved = True
+    while moved:
+        moved = False
+        for side, (src, dst) in enumerate(((a, b), (b, a))):
+            while True:
+                out = src.poll_output(now)
+                if isinstance(out, Transmit):
+                    dst.handle_bytes(now, out.data)
+                    moved = True
+                elif isinstance(out, Timeout):
+                    break
+                else:
+                    events[side].append(out)
+    return events
+
+
+@pytest.mark.parametrize("dialect", ["jsonrpc2", "sidecar"])
+@pytest.mark.parametrize("framing", ["ndjson", "content_length"])
+def test_two_peers(dialect: str, framing: str) -> None:
+    client = jsonrpc.Peer(dialect, framing=framing, seed=1)
+    server = jsonrpc.Peer(dialect, framing=framing, seed=2)
+    call = client.call(0, "health.ping", {"x": [1, 2.5, None, "ü"]}, user=9)
+    out = client.poll_output(0)
+    assert isinstance(out, Transmit)
+    if framing == "content_length":
+        assert out.data.startswith(b"Content-Length: ")
+    else:
+        assert out.data.endswith(b"\n")
+    server.handle_bytes(0, out.data)
+    (request,) = [e for e in pump(client, server, 0)[1] if isinstance(e, jsonrpc.Request)]
+    assert request.method == "health.ping" and request.params == {"x": [1, 2.5, None, "ü"]}
+    if dialect == "sidecar":
+        server.progress(1, request.id, {"stage": "warming", "epoch": 1})
+    server.respond(2, request.id, {"status": "ok"})
+    events = pump(client, server, 2)[0]
+    if dialect == "sidecar":
+        assert isinstance(events[0], jsonrpc.Progress) and events[0].progress["epoch"] == 1
+    assert events[-1] == jsonrpc.Response(id=call, method="health.ping", user=9, result={"status": "ok"})
+    with pytest.raises(deskwire.LocalError) as caught:
+        server.respond(3, request.id, {})
+    assert caught.value.code == "unknown_id"
+
+
+def test_timeout_cancel_and_errors() -> None:
+    client = jsonrpc.Peer("sidecar", timeouts="sidecar", seed=1)
+    server = jsonrpc.Peer("sidecar", seed=2)
+    ping = client.call(0, "health.ping", {})
+    pump(client, server, 0)
+    # health.* times out after 10 s under the sidecar policy.
+    client.handle_timeout(10_000)
+    events = pump(client, server, 10_000)[0]
+    assert [e for e in events if isinstance(e, jsonrpc.Failed)][0].timed_out
+    assert client.stats()["timeouts"] == 1
+
+    train = client.call(10_000, "training.start", {"model_id": "m"})
+    pump(client, server, 10_000)
+    client.cancel(10_001, train)
+    assert not client.is_pending(train)
+    assert client.stats()["cancelled"] == 1
+    with pytest.raises(deskwire.LocalError):
+        client.cancel(10_002, train)
+
+    load = client.call(20_000, "model.load", {"model_id": "x"})
+    (req,) = [e for e in pump(client, server, 20_000)[1] if isinstance(e, jsonrpc.Request) and e.method == "model.load"]
+    server.respond_error(20_001, req.id, "MODEL_NOT_FOUND", "no model x")
+    failed = [e for e in pump(client, server, 20_001)[0] if isinstance(e, jsonrpc.Failed)]
+    assert failed[-1].id == load and failed[-1].remote == {"code": "MODEL_NOT_FOUND", "message": "no model x"}
+
+
+def test_jsonrpc2_refuses_what_the_dialect_cannot_carry() -> None:
+    server = jsonrpc.Peer("jsonrpc2")
+    server.handle_bytes(0, b'{"jsonrpc":"2.0","id":1,"method":"m"}\n')
+    (req,) = [o for o in [server.poll_output(0)] if isinstance(o, jsonrpc.Request)]
+    with pytest.raises(deskwire.LocalError) as caught:
+        server.progress(0, req.id, {"x": 1})
+    assert caught.value.code == "unsupported"
+    with pytest.raises(deskwire.LocalError):
+        server.respond_error(0, req.id, "NAME", "a string code in JSON-RPC 2.0")
+    server.respond_error(0, req.id, -32601, "Method not found", {"method": "m"})
+    out = server.poll_output(0)
+    assert isinstance(out, Transmit) and b'"code":-32601' in out.data
+
+
+def test_irc_session_registers_joins_and_answers_ping() -> None:
+    session = irc.Session("desk", ["#desk"], now_ms=0)
+    outs = []
+    while True:
+        o = session.poll_output(0)
+        if isinstance(o, Timeout):
+            break
+        outs.append(o)
+    sent = b"".join(o.data for o in outs if isinstance(o, Transmit))
+    assert b"NICK desk\r\n" in sent and b"USER desk" in sent
+    session.handle_bytes(1, b":srv 433 * desk :Nickname is already in use\r\n")
+    session.handle_bytes(1, b":srv 001 desk_ :Welcome\r\n:desk_!~desk@h JOIN #desk\r\nPING :tok\r\n")
+    events, sent = [], b""
+    while True:
+        o = session.poll_output(1)
+        if isinstance(o, Timeout):
+            break
+        if isinstance(o, Transmit):
+            sent += o.data
+        else:
+            events.append(o)
+    assert irc.Registered(nick="desk_") in events and irc.Joined(channel="#desk") in events
+    assert b"PONG" in sent and session.nick == "desk_" and session.channels == ["#desk"]
+    with pytest.raises(deskwire.LocalError) as caught:
+        session.privmsg("#desk", "bad\nline")
+    assert caught.value.code == "forbidden_byte"
+    with pytest.raises(deskwire.LocalError):
+        irc.Session("bad nick", [])
+
+
+def test_bare_endpoints_over_the_relay() -> None:
+    relay = sim.Relay("#desk", seed=3, noise=2)
+    relay.join("desk")
+    relay.join("deskbot")
+    client = oa1.Client("#desk", "desk", seed=5, allowed_sender="deskbot")
+    server = oa1.Server("#desk", "deskbot", allowed_sender="desk", flush_delay_ms=0)
+    rid = client.request(0, "ping ü\t\\ " * 100)
+    result = None
+    for now in range(0, 60_000, 500):
+        for endpoint, nick in ((client, "desk"), (server, "deskbot")):
+            while True:
+                o = endpoint.poll_output(now)
+                if isinstance(o, Transmit):
+                    relay.send(nick, o.data.decode())
+                elif isinstance(o, Timeout):
+                    break
+                elif isinstance(o, oa1.Request):
+                    server.send(now, o.id, o.payload.upper())
+                    server.finish(now, o.id)
+                elif isinstance(o, oa1.Response):
+                    result = o
+            while (line := relay.recv(nick)) is not None:
+                endpoint.handle_line(now, line.encode())
+        if result:
+            break
+    assert result is not None and result.id == rid and result.text == ("PING Ü\t\\ " * 100)
+    assert relay.stats()["noise"] > 0 and client.stats()["ignored"] > 0
