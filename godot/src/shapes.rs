@@ -9,7 +9,7 @@ use deskwire::ids::IdGenerator;
 use deskwire::oa1::remote_bash::{self, RemoteBashArgs};
 use deskwire::oa1::{ConnectionConfig, Event, Failure};
 use deskwire::tools::providers::{self, Provider, Segment, ToolRequest};
-use deskwire::tools::{Authorization, DenyReason, ToolCall, ToolResult, ToolSpec, ToolsChanged};
+use deskwire::tools::{Authorization, ToolCall, ToolResult, ToolSpec};
 use serde_json::{Map, Value, json};
 
 /// The JSON dialect a tool list or a tool call is written in: one of the core's providers, or
@@ -167,56 +167,23 @@ pub fn tool_call(
     Ok(call)
 }
 
-/// The verdict of [`deskwire::tools::authorize`] as `{"allowed": bool, "verdict": ...}`,
-/// with `reason` and `observation` (the text to send back as the call's result) when refused,
-/// and `tier` when a human must approve first.
+/// The verdict of [`deskwire::tools::authorize`] in the core's JSON shape (`{"kind":
+/// "allowed"}`, `{"kind": "denied", "reason", "message"?, "observation"}`, `{"kind":
+/// "unknown", "observation"}`, `{"kind": "needs_approval", "tier"}`) plus `"allowed"`: whether
+/// to run it now, the one thing every caller checks.
 pub fn authorization(a: &Authorization) -> Value {
-    match a {
-        Authorization::Allowed => json!({"allowed": true, "verdict": "allowed"}),
-        Authorization::NeedsApproval { tier } => json!({
-            "allowed": false,
-            "verdict": "needs_approval",
-            "tier": tier.as_str(),
-        }),
-        Authorization::Denied {
-            reason,
-            observation,
-        } => {
-            let (reason, detail) = match reason {
-                DenyReason::NotVisible => ("not_visible", None),
-                DenyReason::InvalidArguments(m) => ("invalid_arguments", Some(m.as_str())),
-                DenyReason::Policy(m) => ("policy", Some(m.as_str())),
-                _ => ("denied", None),
-            };
-            let mut v = json!({
-                "allowed": false,
-                "verdict": "denied",
-                "reason": reason,
-                "observation": observation,
-            });
-            if let Some(detail) = detail {
-                v["detail"] = json!(detail);
-            }
-            v
-        }
-        Authorization::Unknown { observation } => json!({
-            "allowed": false,
-            "verdict": "unknown_tool",
-            "reason": "unknown_tool",
-            "observation": observation,
-        }),
-        _ => json!({"allowed": false, "verdict": "denied", "reason": "denied",
-                    "observation": a.observation().unwrap_or("The call was refused.")}),
-    }
+    let mut v = serde_json::to_value(a).expect("an Authorization serializes");
+    v["allowed"] = Value::Bool(matches!(a, Authorization::Allowed));
+    v
 }
 
-/// A `tools_changed` difference: `{"npc_id", "visible", "added", "removed"}`.
-pub fn tools_changed(change: &ToolsChanged) -> Value {
+/// The verdict for a Dictionary that is not a tool call at all: refused, with `message` for
+/// the model, in the same shape (`kind` "unreadable").
+pub fn unreadable_call(message: &str) -> Value {
     json!({
-        "npc_id": change.agent,
-        "visible": change.visible,
-        "added": change.added,
-        "removed": change.removed,
+        "allowed": false,
+        "kind": "unreadable",
+        "observation": format!("The tool call could not be read: {message}. It was not run."),
     })
 }
 
@@ -554,10 +521,11 @@ mod tests {
         };
         assert_eq!(
             check(&Context::bound_to("npc"), &call),
-            json!({"allowed": true, "verdict": "allowed"})
+            json!({"allowed": true, "kind": "allowed"})
         );
         let hidden = check(&Context::default(), &call);
         assert_eq!(hidden["allowed"], false);
+        assert_eq!(hidden["kind"], "denied");
         assert_eq!(hidden["reason"], "not_visible");
         assert!(
             hidden["observation"]
@@ -566,7 +534,8 @@ mod tests {
                 .contains("bound to a desk")
         );
         let unknown = check(&Context::default(), &ToolCall::new("c", "Nope", json!({})));
-        assert_eq!(unknown["verdict"], "unknown_tool");
+        assert_eq!(unknown["kind"], "unknown");
+        assert_eq!(unknown["allowed"], false);
         assert!(
             unknown["observation"]
                 .as_str()
@@ -576,16 +545,15 @@ mod tests {
     }
 
     #[test]
-    fn tools_changed_names_the_npc() {
-        let change = ToolsChanged {
-            agent: "npc-1".into(),
-            visible: vec!["RemoteBash".into()],
-            added: vec!["RemoteBash".into()],
-            removed: vec![],
-        };
-        assert_eq!(
-            tools_changed(&change),
-            json!({"npc_id": "npc-1", "visible": ["RemoteBash"], "added": ["RemoteBash"], "removed": []})
+    fn an_unreadable_call_is_refused_in_the_same_shape() {
+        let v = unreadable_call("$.function: a VECTOR2 has no JSON form");
+        assert_eq!(v["allowed"], false);
+        assert_eq!(v["kind"], "unreadable");
+        assert!(
+            v["observation"]
+                .as_str()
+                .unwrap()
+                .ends_with("It was not run.")
         );
     }
 

@@ -227,10 +227,10 @@ impl ToolGate {
 
     /// Checks a call [param npc_id]'s model made before it runs. [param tool_call] is one
     /// call in [member provider]'s format (for OpenAI Chat an element of the assistant
-    /// message's `tool_calls`). Returns `{"allowed": true, "verdict": "allowed"}`, or
-    /// `allowed: false` with `verdict`,
-    /// `reason` (`not_visible`, `invalid_arguments`,
-    /// `unknown_tool`, `not_a_tool_call`, ...) and
+    /// message's `tool_calls`). Returns the core's verdict with `allowed` added:
+    /// `{"allowed": true, "kind": "allowed"}`, or `allowed: false` with `kind` (`denied`
+    /// with a `reason`: `not_visible`, `invalid_arguments` or `policy`; `unknown` for a tool
+    /// that does not exist; `unreadable` for a Dictionary that is not a tool call) and
     /// `observation`: the text to send back as the call's result.
     #[func]
     fn authorize(&mut self, npc_id: GString, tool_call: VarDictionary) -> VarDictionary {
@@ -240,12 +240,7 @@ impl ToolGate {
                 &call,
                 Origin::Model,
             )),
-            Err(message) => serde_json::json!({
-                "allowed": false,
-                "verdict": "denied",
-                "reason": "not_a_tool_call",
-                "observation": format!("The tool call could not be read: {message}. It was not run."),
-            }),
+            Err(message) => shapes::unreadable_call(&message),
         };
         variant::dictionary_of(&verdict)
     }

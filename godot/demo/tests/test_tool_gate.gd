@@ -71,12 +71,12 @@ func test_authorize_reads_bad_calls_as_refusals() -> void:
 	check_eq(gate.authorize("npc-1", no_command).reason, "invalid_arguments", "missing command")
 	var unknown := {"id": "c", "type": "function", "function": {"name": "rm_rf", "arguments": "{}"}}
 	var verdict := gate.authorize("npc-1", unknown)
-	check_eq(verdict.reason, "unknown_tool", "unknown tool")
+	check_eq(verdict.kind, "unknown", "unknown tool")
 	check(String(verdict.observation).contains("RemoteBash"), "names the tools it has: %s" % verdict.observation)
-	check_eq(gate.authorize("npc-1", {"hello": "world"}).reason, "not_a_tool_call", "not a call")
+	check_eq(gate.authorize("npc-1", {"hello": "world"}).kind, "unreadable", "not a call")
 	var vector := {"id": "c", "type": "function", "function": {"name": "RemoteBash", "arguments": Vector2(1, 2)}}
 	verdict = gate.authorize("npc-1", vector)
-	check_eq(verdict.reason, "not_a_tool_call", "a Vector2 has no JSON form")
+	check_eq(verdict.kind, "unreadable", "a Vector2 has no JSON form")
 	check(String(verdict.observation).contains("$.function.arguments"), "the path: %s" % verdict.observation)
 
 

@@ -25,7 +25,7 @@ func test_godot_values_cross_as_json() -> void:
 		inner.append(next)
 		inner = next
 	var verdict := gate.authorize("npc", {"id": "c", "name": "t", "args": {"deep": nested}})
-	check_eq(verdict.reason, "not_a_tool_call", "200 levels are refused")
+	check_eq(verdict.kind, "unreadable", "200 levels are refused")
 	check(String(verdict.observation).contains("nested deeper"), verdict.observation)
 	var looped := []
 	looped.append(looped)
