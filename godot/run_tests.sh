@@ -18,8 +18,10 @@ lib_name=libdeskwire_godot.so
 
 echo "-- build the extension"
 cargo build --quiet -p deskwire-godot -p rexd
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+export PEERS_REXD=$target/debug/rexd
 mkdir -p "$addon/bin/linux-x86_64"
-cp target/debug/$lib_name "$addon/bin/linux-x86_64/$lib_name"
+cp "$target/debug/$lib_name" "$addon/bin/linux-x86_64/$lib_name"
 
 echo "-- the library exports the entry symbol the .gdextension names"
 entry=$(sed -n 's/^entry_symbol *= *"\(.*\)"/\1/p' "$addon/deskwire.gdextension")
