@@ -132,6 +132,9 @@ pub fn event<'py>(
     event_class(py, family, tag)?.call((), Some(fields))
 }
 
+/// Field names that cannot be Python identifiers.
+const PYTHON_KEYWORDS: [&str; 6] = ["from", "class", "def", "import", "global", "lambda"];
+
 /// An event of `family` from its serde shape: `{"tag": {fields}}` → `Tag(**fields)`,
 /// `{"tag": value}` → `Tag(value)`, `"tag"` → `Tag()`.
 pub fn serde_event<'py, T: Serialize>(
@@ -153,7 +156,16 @@ pub fn serde_event<'py, T: Serialize>(
     let tag = tag.cast::<PyString>()?.to_cow()?.into_owned();
     let cls = event_class(py, family, &tag)?;
     match inner.cast::<PyDict>() {
-        Ok(fields) => cls.call((), Some(fields)),
+        Ok(fields) => {
+            // A field named like a Python keyword (`from`) is the dataclass's `from_` (PEP 8).
+            for keyword in PYTHON_KEYWORDS {
+                if let Some(value) = fields.get_item(keyword)? {
+                    fields.del_item(keyword)?;
+                    fields.set_item(format!("{keyword}_"), value)?;
+                }
+            }
+            cls.call((), Some(fields))
+        }
         Err(_) => cls.call1((inner,)),
     }
 }

@@ -110,3 +110,16 @@ impl Coded for deskwire::oa1::LocalError {
         }
     }
 }
+
+/// A core error whose serde shape is externally tagged (`"no_token"`, `{"unknown_job": ...}`):
+/// the tag is its code.
+pub fn tagged<E: serde::Serialize + std::fmt::Display>(kind: Kind, e: &E) -> PyErr {
+    let code = match serde_json::to_value(e) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(serde_json::Value::Object(map)) if map.len() == 1 => {
+            map.keys().next().cloned().unwrap_or_default()
+        }
+        _ => "error".to_owned(),
+    };
+    error(kind, &code, e.to_string())
+}

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 
 mod convert;
 mod errors;
+mod gateway;
 mod irc;
 mod jsonrpc;
 mod oa1;
@@ -72,5 +73,6 @@ fn _deskwire(m: &Bound<'_, PyModule>) -> PyResult<()> {
     submodule(m, "jsonrpc", jsonrpc::register)?;
     submodule(m, "tools", tools::register)?;
     submodule(m, "rexd", rexd::register)?;
+    submodule(m, "gateway", gateway::register)?;
     Ok(())
 }

@@ -4,8 +4,7 @@ when it is ``valid``, and a valid case comes back as its ``canonical`` form (els
 
 Not run here: the JSON Schema half of each case (the Rust runners validate the vectors against
 ``core/schemas/`` with the jsonschema crate; a binding reads values through the types, it does
-not ship the schemas), and the gateway ``sequences`` (the gateway's job engine is not wrapped
-for Python yet)."""
+not ship the schemas). The gateway ``sequences`` run in test_vectors_gateway.py."""
 
 from __future__ import annotations
 

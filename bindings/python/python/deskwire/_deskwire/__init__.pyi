@@ -4,8 +4,9 @@ from typing import Any, Final
 
 from typing_extensions import final
 
-__all__ = ['__version__', 'Transmit', 'Timeout', 'noop', 'read_def', 'oa1', 'irc', 'sim', 'jsonrpc', 'tools', 'rexd']
+__all__ = ['__version__', 'Transmit', 'Timeout', 'noop', 'read_def', 'oa1', 'irc', 'sim', 'jsonrpc', 'tools', 'rexd', 'gateway']
 
+from . import gateway as gateway
 from . import irc as irc
 from . import jsonrpc as jsonrpc
 from . import oa1 as oa1
