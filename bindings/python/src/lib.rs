@@ -12,6 +12,7 @@ mod errors;
 mod gateway;
 mod irc;
 mod jsonrpc;
+mod mobile;
 mod oa1;
 mod rexd;
 mod sim;
@@ -74,5 +75,6 @@ fn _deskwire(m: &Bound<'_, PyModule>) -> PyResult<()> {
     submodule(m, "tools", tools::register)?;
     submodule(m, "rexd", rexd::register)?;
     submodule(m, "gateway", gateway::register)?;
+    submodule(m, "mobile", mobile::register)?;
     Ok(())
 }

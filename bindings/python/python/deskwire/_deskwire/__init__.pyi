@@ -4,11 +4,12 @@ from typing import Any, Final
 
 from typing_extensions import final
 
-__all__ = ['__version__', 'Transmit', 'Timeout', 'noop', 'read_def', 'oa1', 'irc', 'sim', 'jsonrpc', 'tools', 'rexd', 'gateway']
+__all__ = ['__version__', 'Transmit', 'Timeout', 'noop', 'read_def', 'oa1', 'irc', 'sim', 'jsonrpc', 'tools', 'rexd', 'gateway', 'mobile']
 
 from . import gateway as gateway
 from . import irc as irc
 from . import jsonrpc as jsonrpc
+from . import mobile as mobile
 from . import oa1 as oa1
 from . import rexd as rexd
 from . import sim as sim
