@@ -123,3 +123,97 @@ pub fn tagged<E: serde::Serialize + std::fmt::Display>(kind: Kind, e: &E) -> PyE
     };
     error(kind, &code, e.to_string())
 }
+
+// The core's error types, each with its code and Python class.
+
+impl Coded for deskwire::irc::SessionError {
+    fn code(&self) -> &'static str {
+        match self {
+            deskwire::irc::SessionError::Closed => "closed",
+            deskwire::irc::SessionError::NotRegistered => "not_registered",
+            deskwire::irc::SessionError::InvalidNick(_) => "invalid_nick",
+            deskwire::irc::SessionError::InvalidUser(_) => "invalid_user",
+            deskwire::irc::SessionError::InvalidChannel(_) => "invalid_channel",
+            deskwire::irc::SessionError::InvalidTarget(_) => "invalid_target",
+            deskwire::irc::SessionError::ForbiddenByte => "forbidden_byte",
+            deskwire::irc::SessionError::EmptyText => "empty_text",
+            deskwire::irc::SessionError::TooLong { .. } => "too_long",
+            _ => "session_error",
+        }
+    }
+    fn kind(&self) -> Kind {
+        match self {
+            deskwire::irc::SessionError::Closed => Kind::Closed,
+            _ => Kind::Local,
+        }
+    }
+}
+
+impl Coded for deskwire::jsonrpc::LocalError {
+    fn code(&self) -> &'static str {
+        match self {
+            deskwire::jsonrpc::LocalError::DuplicateId(_) => "duplicate_id",
+            deskwire::jsonrpc::LocalError::TooManyPending(_) => "too_many_pending",
+            deskwire::jsonrpc::LocalError::UnknownId(_) => "unknown_id",
+            deskwire::jsonrpc::LocalError::Write(
+                deskwire::jsonrpc::dialect::WriteError::Unsupported { .. },
+            ) => "unsupported",
+            deskwire::jsonrpc::LocalError::Write(_) => "invalid_value",
+            _ => "local_error",
+        }
+    }
+}
+
+impl Coded for deskwire::tools::ToolboxError {
+    fn code(&self) -> &'static str {
+        match self {
+            deskwire::tools::ToolboxError::TooManyAgents(_) => "too_many_agents",
+            deskwire::tools::ToolboxError::Registry(_) => "registry",
+            deskwire::tools::ToolboxError::Approval(_) => "approval",
+            _ => "toolbox_error",
+        }
+    }
+}
+
+impl Coded for deskwire::tools::providers::ParseError {
+    fn code(&self) -> &'static str {
+        match self {
+            deskwire::tools::providers::ParseError::NotJson(_) => "not_json",
+            deskwire::tools::providers::ParseError::Shape(_) => "shape",
+            deskwire::tools::providers::ParseError::Provider(_) => "provider",
+            deskwire::tools::providers::ParseError::TooLarge(_) => "too_large",
+            _ => "parse_error",
+        }
+    }
+    fn kind(&self) -> Kind {
+        match self {
+            deskwire::tools::providers::ParseError::Provider(_) => Kind::Remote,
+            _ => Kind::Protocol,
+        }
+    }
+}
+
+impl Coded for deskwire::rexd::RexdError {
+    fn code(&self) -> &'static str {
+        match self {
+            deskwire::rexd::RexdError::UnknownMethod(_) => "unknown_method",
+            deskwire::rexd::RexdError::InvalidParams { .. } => "invalid_params",
+            deskwire::rexd::RexdError::Parse(_) => "not_json",
+            _ => "invalid_message",
+        }
+    }
+    fn kind(&self) -> Kind {
+        Kind::Protocol
+    }
+}
+
+impl Coded for deskwire::sim::RelayError {
+    fn code(&self) -> &'static str {
+        match self {
+            deskwire::sim::RelayError::TooLong(_) => "too_long",
+            deskwire::sim::RelayError::Invalid(_) => "invalid_line",
+            deskwire::sim::RelayError::NotAMember(_) => "not_a_member",
+            _ => "relay_error",
+        }
+    }
+}

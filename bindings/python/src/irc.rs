@@ -1,37 +1,14 @@
 //! `deskwire.irc`: the IRC line parser and the client session helper (registration, `PING`,
 //! `JOIN`, nick fallback) over raw socket bytes.
 
-use deskwire::irc::{self as core, SessionError, SessionOutput};
+use deskwire::irc::{self as core, SessionOutput};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::convert::{self, from_py, serde_event, to_py};
-use crate::errors::{self, Coded, raise};
+use crate::errors::{self, raise};
 use crate::oa1::BULK_BYTES;
 use crate::slot::Slot;
-
-impl Coded for SessionError {
-    fn code(&self) -> &'static str {
-        match self {
-            SessionError::Closed => "closed",
-            SessionError::NotRegistered => "not_registered",
-            SessionError::InvalidNick(_) => "invalid_nick",
-            SessionError::InvalidUser(_) => "invalid_user",
-            SessionError::InvalidChannel(_) => "invalid_channel",
-            SessionError::InvalidTarget(_) => "invalid_target",
-            SessionError::ForbiddenByte => "forbidden_byte",
-            SessionError::EmptyText => "empty_text",
-            SessionError::TooLong { .. } => "too_long",
-            _ => "session_error",
-        }
-    }
-    fn kind(&self) -> errors::Kind {
-        match self {
-            SessionError::Closed => errors::Kind::Closed,
-            _ => errors::Kind::Local,
-        }
-    }
-}
 
 /// Parses one IRC line (RFC 1459 with IRCv3 tags; a trailing CRLF is ignored) into an
 /// `irc.Message` (`tags`, `source`, `nick`, `user`, `host`, `command`, `params`). Raises

@@ -1,30 +1,16 @@
 //! `deskwire.jsonrpc`: the correlation engine (`Peer`) in each dialect, over NDJSON or
 //! `Content-Length` framing.
 
-use deskwire::jsonrpc::dialect::WriteError;
 use deskwire::jsonrpc::{
-    self as core, Code, Id, JsonRpc2, LocalError, Output, PeerConfig, RemoteError, Sidecar,
+    self as core, Code, Id, JsonRpc2, Output, PeerConfig, RemoteError, Sidecar,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyString};
 
 use crate::convert::{self, from_py, raw_of, serde_event, to_py};
-use crate::errors::{self, Coded, raise};
+use crate::errors::{self, raise};
 use crate::oa1::BULK_BYTES;
 use crate::slot::Slot;
-
-impl Coded for LocalError {
-    fn code(&self) -> &'static str {
-        match self {
-            LocalError::DuplicateId(_) => "duplicate_id",
-            LocalError::TooManyPending(_) => "too_many_pending",
-            LocalError::UnknownId(_) => "unknown_id",
-            LocalError::Write(WriteError::Unsupported { .. }) => "unsupported",
-            LocalError::Write(_) => "invalid_value",
-            _ => "local_error",
-        }
-    }
-}
 
 /// A JSON-RPC id from Python: an int, a str or None.
 pub fn id_of(id: &Bound<'_, PyAny>) -> PyResult<Id> {

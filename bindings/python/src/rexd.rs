@@ -10,21 +10,7 @@ use rexd::client::Targets;
 use rexd::client::targets::default_path;
 
 use crate::convert::{self, raw_of, to_py};
-use crate::errors::{self, Coded, Kind, raise};
-
-impl Coded for RexdError {
-    fn code(&self) -> &'static str {
-        match self {
-            RexdError::UnknownMethod(_) => "unknown_method",
-            RexdError::InvalidParams { .. } => "invalid_params",
-            RexdError::Parse(_) => "not_json",
-            _ => "invalid_message",
-        }
-    }
-    fn kind(&self) -> Kind {
-        Kind::Protocol
-    }
-}
+use crate::errors::{self, raise};
 
 fn raw_value(
     what: &str,

@@ -1,24 +1,13 @@
 //! `deskwire.sim`: in-memory IRC for tests and demos. `Network` is a server over raw bytes for
 //! `oa1.Desk`/`oa1.Remote`; `Relay` is one channel over lines for `oa1.Client`/`oa1.Server`.
 
-use deskwire::sim::{self as core, ClientId, RelayError};
+use deskwire::sim::{self as core, ClientId};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::convert::to_py;
-use crate::errors::{self, Coded, raise};
+use crate::errors::{self, raise};
 use crate::slot::Slot;
-
-impl Coded for RelayError {
-    fn code(&self) -> &'static str {
-        match self {
-            RelayError::TooLong(_) => "too_long",
-            RelayError::Invalid(_) => "invalid_line",
-            RelayError::NotAMember(_) => "not_a_member",
-            _ => "relay_error",
-        }
-    }
-}
 
 fn relay_stats<'py>(py: Python<'py>, stats: core::RelayStats) -> PyResult<Bound<'py, PyAny>> {
     let dict = pyo3::types::PyDict::new(py);

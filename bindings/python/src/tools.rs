@@ -3,49 +3,19 @@
 
 use deskwire::ids::IdGenerator;
 use deskwire::tools::providers::{
-    self, Limits, ParseError, Provider, ProviderResponse, ToolChoice, ToolRequest, anthropic,
-    gemini, openai_chat, openai_responses,
+    self, Limits, Provider, ProviderResponse, ToolChoice, ToolRequest, anthropic, gemini,
+    openai_chat, openai_responses,
 };
 use deskwire::tools::{
-    self as core, Context, Origin, Policy, Registry, ToolCall, ToolResult, ToolSpec, ToolboxError,
-    Visibility,
+    self as core, Context, Origin, Policy, Registry, ToolCall, ToolResult, ToolSpec, Visibility,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::convert::{self, from_py, serde_event, to_py, value_of};
-use crate::errors::{self, Coded, Kind, raise};
+use crate::errors::{self, raise};
 use crate::oa1::BULK_BYTES;
 use crate::slot::Slot;
-
-impl Coded for ToolboxError {
-    fn code(&self) -> &'static str {
-        match self {
-            ToolboxError::TooManyAgents(_) => "too_many_agents",
-            ToolboxError::Registry(_) => "registry",
-            ToolboxError::Approval(_) => "approval",
-            _ => "toolbox_error",
-        }
-    }
-}
-
-impl Coded for ParseError {
-    fn code(&self) -> &'static str {
-        match self {
-            ParseError::NotJson(_) => "not_json",
-            ParseError::Shape(_) => "shape",
-            ParseError::Provider(_) => "provider",
-            ParseError::TooLarge(_) => "too_large",
-            _ => "parse_error",
-        }
-    }
-    fn kind(&self) -> Kind {
-        match self {
-            ParseError::Provider(_) => Kind::Remote,
-            _ => Kind::Protocol,
-        }
-    }
-}
 
 /// A provider from its name: `openai_chat`, `openai_responses`, `anthropic`, `gemini`.
 fn provider(name: &str) -> PyResult<Provider> {
