@@ -63,7 +63,7 @@ func _on_tools_changed(npc_id: String) -> void:
 	var names := gate.visible_tool_names(npc_id)
 	tools_label.text = "Tools the model of %s sees: %s" % [npc_id, ", ".join(names) if names.size() > 0 else "(none)"]
 	sit_button.text = "Stand up" if seated else "Sit down"
-	npc.position.x = 40.0 if seated else 360.0
+	npc.position.x = 200.0 if seated else 360.0   # at the desk, or across the room
 
 
 ## What the NPC's model would do: call RemoteBash (OpenAI Chat format), checked by the gate.
