@@ -10,6 +10,10 @@
 # The engine is not optional: without it this script fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then
+  echo "godot/run_tests.sh needs root: it mounts /proc, /dev and the repository into the Godot root and chroots" >&2
+  exit 1
+fi
 repo=$PWD
 cache=${DESKWIRE_CACHE:-$HOME/.cache/deskwire}
 root=$cache/godot-root
