@@ -48,10 +48,13 @@ class MemoryTokenStore(initial: String? = null) : TokenStore {
     override fun save(token: String?) { this.token = token }
 }
 
-/** A [TokenStore] in one file, replaced atomically on every save. */
+/**
+ * A [TokenStore] in one file, replaced atomically on every save (java.nio.file: Android API 26+;
+ * keep it in app-private storage, `Context.filesDir`).
+ */
 class FileTokenStore(private val path: Path) : TokenStore {
     override fun load(): String? =
-        if (Files.exists(path)) Files.readString(path).trim().ifEmpty { null } else null
+        if (Files.exists(path)) String(Files.readAllBytes(path), Charsets.UTF_8).trim().ifEmpty { null } else null
 
     override fun save(token: String?) {
         if (token == null) {
@@ -59,7 +62,7 @@ class FileTokenStore(private val path: Path) : TokenStore {
             return
         }
         val tmp = path.resolveSibling(path.fileName.toString() + ".tmp")
-        Files.writeString(tmp, token)
+        Files.write(tmp, token.toByteArray(Charsets.UTF_8))
         Files.move(tmp, path, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
     }
 }

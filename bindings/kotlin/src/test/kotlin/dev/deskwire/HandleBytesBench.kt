@@ -1,0 +1,47 @@
+package dev.deskwire
+
+/**
+ * Per-call cost of `Desk.handleBytes` with one relayed `PRIVMSG` line from Kotlin, then
+ * `pollOutput` until `Timeout`: the loop of `benches/handle_bytes.rs`, through JNA and uniffi.
+ * A warm loop timed in rounds; prints the median ns per call. Not a test (speed is never
+ * asserted); run it with
+ *
+ * ```sh
+ * cargo build --release -p deskwire-uniffi
+ * mvn -q -f bindings/kotlin/pom.xml test-compile exec:java -Dexec.classpathScope=test \
+ *     -Dexec.mainClass=dev.deskwire.HandleBytesBenchKt -Djna.library.path=target/release
+ * ```
+ */
+private const val ROUNDS = 15
+private const val CALLS = 200_000
+
+private fun rounds(call: () -> Unit): Double {
+    repeat(CALLS) { call() }
+    return (0 until ROUNDS).map {
+        val start = System.nanoTime()
+        repeat(CALLS) { call() }
+        (System.nanoTime() - start).toDouble() / CALLS
+    }.sorted()[ROUNDS / 2]
+}
+
+fun main() {
+    val welcome = ":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n".toByteArray()
+    val line = ":deskbot!~bot@10.0.0.2 PRIVMSG #desk :hello from the remote end of the desk\r\n".toByteArray()
+    val desk = Desk(connectionConfig("desk", "#desk"), 0uL, 1uL)
+    desk.handleBytes(0uL, welcome)
+    while (desk.pollOutput(0uL) !is ConnectionOutput.Timeout) {}
+    check(desk.state() == ConnectionState.READY)
+
+    val both = rounds {
+        desk.handleBytes(1uL, line)
+        while (desk.pollOutput(1uL) !is ConnectionOutput.Timeout) {}
+    }
+    val handleOnly = rounds { desk.handleBytes(1uL, line) }
+    val pollOnly = rounds { desk.pollOutput(1uL) }
+    val stateOnly = rounds { desk.state() }
+    println("kotlin handleBytes + pollOutput: %.1f ns/call".format(both))
+    println("kotlin handleBytes alone:        %.1f ns/call".format(handleOnly))
+    println("kotlin pollOutput alone:         %.1f ns/call".format(pollOnly))
+    println("kotlin state() (a call with no arguments): %.1f ns/call".format(stateOnly))
+    desk.close()
+}
