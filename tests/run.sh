@@ -82,7 +82,7 @@ awk '/^Tests run:/ { gsub(",", ""); r += $3; f += $5 + $7; s += $9 }
      END { printf "kotlin: %d passed, %d failed, %d skipped\n", r - f - s, f, s }' \
   bindings/kotlin/target/surefire-reports/*.txt
 
-section "C: include/deskwire.h; C tests (vectors, exchanges, misuse) plain, under valgrind, with ASan+UBSan"
+section "C: include/deskwire.h; C tests (vectors, exchanges, misuse) plain, under valgrind, with ASan+UBSan; install + pkg-config; examples/c_host against rexd --irc on ngircd"
 bash tests/c/run.sh
 
 section "Godot: the GDExtension and the desk demo in a real Godot 4 (Debian sid's, in a cached mmdebstrap root) against ngircd and rexd --irc"
@@ -107,6 +107,15 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
       echo "-- $target"
       cargo fuzz run -s none "$target" -- -max_total_time="$FUZZ_SECONDS" 2>&1 | tail -n 2
     done
+  )
+  # The C entry points (JSON and byte inputs through the ffi crate), sharing core/fuzz's build of
+  # the dependencies. tests/c/run.sh already runs the C tests with ASan; run this target with
+  # RUSTC_BOOTSTRAP=1 and without -s none for ASan here too.
+  (
+    cd ffi/fuzz
+    echo "-- c_api (ffi)"
+    cargo fuzz run -s none --target-dir ../../core/fuzz/target c_api -- \
+      -max_total_time="$FUZZ_SECONDS" 2>&1 | tail -n 2
   )
 fi
 

@@ -66,3 +66,26 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:ha
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$out/exchange-asan"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$out/misuse-asan" \
   2> >(grep -v 'dw_testing_panic\|^thread .* panicked\|^note: run with' >&2)
+
+echo "-- install (ffi/install.sh) and a program built against the installed copy with pkg-config"
+prefix=$root/$out/prefix
+rm -rf "$prefix"
+PREFIX=$prefix ffi/install.sh
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+echo "pkg-config --cflags --libs deskwire: $(pkg-config --cflags --libs deskwire)"
+gcc -std=c11 -Wall -Wextra -Werror -pedantic examples/c_host/c_host.c \
+  $(pkg-config --cflags --libs deskwire) -Wl,-rpath,"$(pkg-config --variable=libdir deskwire)" \
+  -o "$out/c_host"
+
+echo "-- examples/c_host: one RemoteBash command against rexd --irc on ngircd, byte for byte"
+cargo build --quiet -p rexd --bin rexd
+(
+  source tests/peers.sh
+  peers_start_ngircd
+  peers_start_rexd_irc '#desk' deskbot --allow-from chost
+  cmd='printf "h\303\251llo\tfrom %s\n" c_host; printf "quote \" backslash \\\\ end\n"; seq 1 300'
+  sh -c "$cmd" >"$out/c_host.expected"
+  "$out/c_host" 127.0.0.1 "$PEERS_IRC_PORT" '#desk' chost deskbot "$cmd" >"$out/c_host.out"
+  cmp "$out/c_host.expected" "$out/c_host.out"
+  echo "c_host: $(wc -c <"$out/c_host.out") bytes of RemoteBash output, identical to sh -c locally"
+)

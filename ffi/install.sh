@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the C library (release) and installs it with its header and pkg-config file:
+#   PREFIX/lib/libdeskwire.so.VERSION (+ .so.MAJOR and .so links), PREFIX/lib/libdeskwire.a,
+#   PREFIX/include/deskwire.h, PREFIX/lib/pkgconfig/deskwire.pc
+#
+#   PREFIX=$HOME/.local ffi/install.sh      (default PREFIX=/usr/local; LIBDIR=$PREFIX/lib)
+#   cc app.c $(pkg-config --cflags --libs deskwire)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PREFIX=${PREFIX:-/usr/local}
+LIBDIR=${LIBDIR:-$PREFIX/lib}
+INCLUDEDIR=${INCLUDEDIR:-$PREFIX/include}
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+major=${version%%.*}
+
+cargo build --release --quiet -p deskwire-ffi
+built=${CARGO_TARGET_DIR:-target}/release
+
+install -d "$LIBDIR/pkgconfig" "$INCLUDEDIR"
+install -m 644 include/deskwire.h "$INCLUDEDIR/deskwire.h"
+install -m 644 "$built/libdeskwire_ffi.a" "$LIBDIR/libdeskwire.a"
+install -m 755 "$built/libdeskwire_ffi.so" "$LIBDIR/libdeskwire.so.$version"
+# The library's soname is libdeskwire.so.MAJOR (ffi/build.rs).
+ln -sf "libdeskwire.so.$version" "$LIBDIR/libdeskwire.so.$major"
+ln -sf "libdeskwire.so.$major" "$LIBDIR/libdeskwire.so"
+sed -e "s|@PREFIX@|$PREFIX|" -e "s|@LIBDIR@|$LIBDIR|" -e "s|@INCLUDEDIR@|$INCLUDEDIR|" \
+  -e "s|@VERSION@|$version|" ffi/deskwire.pc.in >"$LIBDIR/pkgconfig/deskwire.pc"
+echo "installed deskwire $version under $PREFIX"
