@@ -12,8 +12,8 @@ package dev.deskwire
  *     -Dexec.mainClass=dev.deskwire.HandleBytesBenchKt -Djna.library.path=target/release
  * ```
  */
-private const val ROUNDS = 15
-private const val CALLS = 200_000
+private const val ROUNDS = 11
+private const val CALLS = 20_000
 
 private fun rounds(call: () -> Unit): Double {
     repeat(CALLS) { call() }
@@ -39,9 +39,11 @@ fun main() {
     val handleOnly = rounds { desk.handleBytes(1uL, line) }
     val pollOnly = rounds { desk.pollOutput(1uL) }
     val stateOnly = rounds { desk.state() }
+    val scalarOnly = rounds { desk.inFlight() }
     println("kotlin handleBytes + pollOutput: %.1f ns/call".format(both))
     println("kotlin handleBytes alone:        %.1f ns/call".format(handleOnly))
     println("kotlin pollOutput alone:         %.1f ns/call".format(pollOnly))
-    println("kotlin state() (a call with no arguments): %.1f ns/call".format(stateOnly))
+    println("kotlin state() (no arguments, an enum back):  %.1f ns/call".format(stateOnly))
+    println("kotlin inFlight() (no arguments, a number back): %.1f ns/call".format(scalarOnly))
     desk.close()
 }
