@@ -266,8 +266,8 @@ typedef struct dw_toolbox dw_toolbox;
 
 /**
  * A view of text a handle owns: `ptr[0..len]`, UTF-8, followed by a NUL (so `ptr` is also a C
- * string). Valid until the next call with the same handle (other than `_last_error`); never
- * freed.
+ * string) unless the function says otherwise. Valid until the next call with the same handle
+ * (other than `_last_error`); never freed.
  */
 typedef struct dw_str {
     /**
@@ -309,6 +309,17 @@ typedef struct dw_output {
      * which one. 0 otherwise.
      */
     uint64_t conn;
+    /**
+     * The bulk text of an OA1 `response` event (the response text) or `request` event (the
+     * request payload): raw UTF-8, not NUL-terminated, and not repeated in the JSON, so the
+     * largest value on the hot path is neither escaped nor copied. Same lifetime as `data`.
+     * `NULL` (with `text_len` 0) for every other output.
+     */
+    const uint8_t *text;
+    /**
+     * The length of `text`.
+     */
+    size_t text_len;
 } dw_output;
 
 /**
@@ -1162,8 +1173,9 @@ dw_status dw_desk_handle_timeout(struct dw_desk *desk, uint64_t now_ms);
 /**
  * The next instruction: `DW_OUTPUT_TRANSMIT` (bytes to write to the socket, CRLF included),
  * `DW_OUTPUT_EVENT` (JSON: IRC `{"registered": {"nick"}}`, `{"joined": {"channel"}}`,
- * `{"disconnected": {"reason"}}`, ...; OA1 `{"response": {"id", "text", "truncated"}}`,
- * `{"failed": {"id", "error", "message"}}`; link `{"state_changed": {"state"}}`,
+ * `{"disconnected": {"reason"}}`, ...; OA1 `{"response": {"id", "truncated"}}` with the
+ * response text raw in `out->text`, `{"failed": {"id", "error", "message"}}`; link
+ * `{"state_changed": {"state"}}`,
  * `{"peer_joined": {"nick"}}`, ...) or `DW_OUTPUT_TIMEOUT` (sleep until `deadline_ms` or
  * until the socket is readable). Call until it answers `DW_OUTPUT_TIMEOUT`. `out->data`
  * stays valid until the next call with `desk`.
@@ -1208,7 +1220,8 @@ dw_status dw_desk_remote_bash(struct dw_desk *desk,
 /**
  * The `RemoteBash` tool result of the OA1 event `dw_desk_poll_output` gave last: `*id` views
  * the request id, `*result` the text for the model (the output, or `{"ok": false, "error",
- * "message"}` for a failure). Both valid until the next call with `desk`.
+ * "message"}` for a failure). Both valid until the next call with `desk`, and not
+ * NUL-terminated (the output is viewed where the event keeps it, without a copy): use `len`.
  * `DW_STATUS_REFUSED` when the last event was not a response or a failure.
  */
 dw_status dw_desk_tool_result(struct dw_desk *desk, struct dw_str *id, struct dw_str *result);
@@ -1266,7 +1279,7 @@ dw_status dw_remote_handle_timeout(struct dw_remote *remote, uint64_t now_ms);
 
 /**
  * The next instruction, as for `dw_desk_poll_output`; the OA1 events are `{"request": {"id",
- * "sender", "payload"}}` and `{"cancelled": {"id", "reason"}}`.
+ * "sender"}}` with the payload raw in `out->text`, and `{"cancelled": {"id", "reason"}}`.
  */
 dw_status dw_remote_poll_output(struct dw_remote *remote, uint64_t now_ms, struct dw_output *out);
 
@@ -1361,8 +1374,8 @@ dw_status dw_oa1_client_disconnect(struct dw_oa1_client *client, uint64_t now_ms
 
 /**
  * The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
- * (`{"response": {"id", "text", "truncated"}}`, `{"failed": {"id", "error", "message"}}`) or
- * `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `client`.
+ * (`{"response": {"id", "truncated"}}` with the text raw in `out->text`, `{"failed": {"id",
+ * "error", "message"}}`) or `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `client`.
  */
 dw_status dw_oa1_client_poll_output(struct dw_oa1_client *client,
                                     uint64_t now_ms,
@@ -1452,8 +1465,8 @@ dw_status dw_oa1_server_disconnect(struct dw_oa1_server *server, uint64_t now_ms
 
 /**
  * The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
- * (`{"request": {"id", "sender", "payload"}}`, `{"cancelled": {"id", "reason"}}`) or
- * `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `server`.
+ * (`{"request": {"id", "sender"}}` with the payload raw in `out->text`, `{"cancelled": {"id",
+ * "reason"}}`) or `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `server`.
  */
 dw_status dw_oa1_server_poll_output(struct dw_oa1_server *server,
                                     uint64_t now_ms,

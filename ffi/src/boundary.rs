@@ -96,6 +96,13 @@ pub struct dw_output {
     /// `Transmit` / `Close` of the engines with several connections (mobile server, gateway):
     /// which one. 0 otherwise.
     pub conn: u64,
+    /// The bulk text of an OA1 `response` event (the response text) or `request` event (the
+    /// request payload): raw UTF-8, not NUL-terminated, and not repeated in the JSON, so the
+    /// largest value on the hot path is neither escaped nor copied. Same lifetime as `data`.
+    /// `NULL` (with `text_len` 0) for every other output.
+    pub text: *const u8,
+    /// The length of `text`.
+    pub text_len: usize,
 }
 
 impl dw_output {
@@ -106,13 +113,15 @@ impl dw_output {
             len: 0,
             deadline_ms,
             conn: 0,
+            text: std::ptr::null(),
+            text_len: 0,
         }
     }
 }
 
 /// A view of text a handle owns: `ptr[0..len]`, UTF-8, followed by a NUL (so `ptr` is also a C
-/// string). Valid until the next call with the same handle (other than `_last_error`); never
-/// freed.
+/// string) unless the function says otherwise. Valid until the next call with the same handle
+/// (other than `_last_error`); never freed.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct dw_str {
@@ -279,6 +288,8 @@ impl<T> Handle<T> {
             len: self.view.len(),
             deadline_ms: 0,
             conn: 0,
+            text: std::ptr::null(),
+            text_len: 0,
         }
     }
 
@@ -295,6 +306,8 @@ impl<T> Handle<T> {
             len: self.out.len(),
             deadline_ms: 0,
             conn,
+            text: std::ptr::null(),
+            text_len: 0,
         }
     }
 }

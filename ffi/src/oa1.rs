@@ -33,44 +33,77 @@ pub(crate) struct Requesting<E> {
 }
 
 /// Writes the `RemoteBash` tool result of `last` (the OA1 event `poll_output` gave out last):
-/// the call's id and the text for the model.
+/// the call's id and the text for the model. A response's text is viewed where the event keeps
+/// it (no copy); a failure's object is written to the view buffer.
 fn tool_result<E>(
     h: &mut Handle<Requesting<E>>,
     id: *mut dw_str,
     result: *mut dw_str,
 ) -> Result<()> {
-    let id = boundary::out_ptr(id, "id")?;
-    let result = boundary::out_ptr(result, "result")?;
-    let (call, text) = h
-        .engine
-        .last
-        .as_ref()
-        .and_then(remote_bash::tool_result)
-        .ok_or_else(|| Error::refused_text("the last output was not a response or a failure"))?;
-    // Both views live in the view buffer: the id first, then the result.
-    h.view.clear();
-    h.view.extend_from_slice(call.as_bytes());
-    h.view.push(0);
-    let split = h.view.len();
-    h.view.extend_from_slice(text.as_bytes());
-    h.view.push(0);
-    let base = h.view.as_ptr();
+    let id_out = boundary::out_ptr(id, "id")?;
+    let result_out = boundary::out_ptr(result, "result")?;
+    let (call, text) = match &h.engine.last {
+        Some(Event::Response { id, text, .. }) => (id.as_str(), text.as_str()),
+        Some(Event::Failed { id, failure }) => {
+            let json = remote_bash::failure_json(failure);
+            h.view.clear();
+            h.view.extend_from_slice(json.as_bytes());
+            h.view.push(0);
+            (
+                id.as_str(),
+                std::str::from_utf8(&h.view[..json.len()]).expect("JSON is UTF-8"),
+            )
+        }
+        _ => {
+            return Err(Error::refused_text(
+                "the last output was not a response or a failure",
+            ));
+        }
+    };
+    // Views without a NUL: `len` bounds them (the id and the text are not C strings here).
     boundary::write(
-        id,
+        id_out,
         dw_str {
-            ptr: base.cast(),
+            ptr: call.as_ptr().cast(),
             len: call.len(),
         },
     );
     boundary::write(
-        result,
+        result_out,
         dw_str {
-            // SAFETY: `split` is within the buffer just written.
-            ptr: unsafe { base.add(split) }.cast(),
+            ptr: text.as_ptr().cast(),
             len: text.len(),
         },
     );
     Ok(())
+}
+
+/// An OA1 event as an output: the JSON without the bulk text, which rides in `text` (see
+/// [`dw_output::text`]). `keep` receives the event so the text stays where it is.
+fn oa1_event(view: &mut Vec<u8>, event: Event, keep: &mut Option<Event>) -> dw_output {
+    let json = match &event {
+        Event::Response { id, truncated, .. } => {
+            json!({"response": {"id": id, "truncated": truncated}})
+        }
+        Event::Request { id, sender, .. } => json!({"request": {"id": id, "sender": sender}}),
+        other => serde_json::to_value(other).expect("events serialize"),
+    };
+    boundary::json_into(view, &json);
+    *keep = Some(event);
+    let (text, text_len) = match keep {
+        Some(Event::Response { text, .. }) => (text.as_ptr(), text.len()),
+        Some(Event::Request { payload, .. }) => (payload.as_ptr(), payload.len()),
+        _ => (std::ptr::null(), 0),
+    };
+    dw_output {
+        kind: dw_output_kind::DwOutputEvent,
+        data: view.as_ptr(),
+        len: view.len(),
+        deadline_ms: 0,
+        conn: 0,
+        text,
+        text_len,
+    }
 }
 
 // ---- the desk engine ----
@@ -171,21 +204,19 @@ fn connection_output<E>(h: &mut Handle<Requesting<E>>, output: ConnectionOutput)
         ConnectionOutput::Transmit(bytes) => {
             h.bytes_out(dw_output_kind::DwOutputTransmit, bytes, 0)
         }
-        ConnectionOutput::Event(event) => {
-            let out = h.event(&event);
-            if let ConnectionEvent::Oa1(e) = event {
-                h.engine.last = Some(e);
-            }
-            out
+        ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => {
+            oa1_event(&mut h.view, event, &mut h.engine.last)
         }
+        ConnectionOutput::Event(event) => h.event(&event),
         ConnectionOutput::Timeout(at) => dw_output::timeout(at),
     }
 }
 
 /// The next instruction: `DW_OUTPUT_TRANSMIT` (bytes to write to the socket, CRLF included),
 /// `DW_OUTPUT_EVENT` (JSON: IRC `{"registered": {"nick"}}`, `{"joined": {"channel"}}`,
-/// `{"disconnected": {"reason"}}`, ...; OA1 `{"response": {"id", "text", "truncated"}}`,
-/// `{"failed": {"id", "error", "message"}}`; link `{"state_changed": {"state"}}`,
+/// `{"disconnected": {"reason"}}`, ...; OA1 `{"response": {"id", "truncated"}}` with the
+/// response text raw in `out->text`, `{"failed": {"id", "error", "message"}}`; link
+/// `{"state_changed": {"state"}}`,
 /// `{"peer_joined": {"nick"}}`, ...) or `DW_OUTPUT_TIMEOUT` (sleep until `deadline_ms` or
 /// until the socket is readable). Call until it answers `DW_OUTPUT_TIMEOUT`. `out->data`
 /// stays valid until the next call with `desk`.
@@ -293,7 +324,8 @@ fn remote_bash<R: deskwire::oa1::Requester>(
 
 /// The `RemoteBash` tool result of the OA1 event `dw_desk_poll_output` gave last: `*id` views
 /// the request id, `*result` the text for the model (the output, or `{"ok": false, "error",
-/// "message"}` for a failure). Both valid until the next call with `desk`.
+/// "message"}` for a failure). Both valid until the next call with `desk`, and not
+/// NUL-terminated (the output is viewed where the event keeps it, without a copy): use `len`.
 /// `DW_STATUS_REFUSED` when the last event was not a response or a failure.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_desk_tool_result(
@@ -333,8 +365,15 @@ pub unsafe extern "C" fn dw_desk_stats(desk: *mut dw_desk, out: *mut dw_str) -> 
 
 /// The remote end of OA1 over one IRC connection (`deskwire::oa1::Remote`): requests come as
 /// `request` events; answer with `_send` / `_finish`, `_respond` or `_fail`.
-pub struct dw_remote(Handle<Remote>);
-as_handle!(dw_remote, Remote);
+pub struct dw_remote(Handle<Responding<Remote>>);
+as_handle!(dw_remote, Responding<Remote>);
+
+/// The state behind a responder handle: the engine and the last OA1 event, whose payload the
+/// last output views.
+pub(crate) struct Responding<E> {
+    engine: E,
+    last: Option<Event>,
+}
 
 /// Starts a remote connection at `now_ms`. `config_json` as for `dw_desk_new`. On success
 /// `*out` is a new handle the caller frees with `dw_remote_free`.
@@ -345,7 +384,10 @@ pub unsafe extern "C" fn dw_remote_new(
     out: *mut *mut dw_remote,
 ) -> dw_status {
     boundary::new_handle(out, || {
-        Ok(Remote::new(connection_config(config_json)?, now_ms))
+        Ok(Responding {
+            engine: Remote::new(connection_config(config_json)?, now_ms),
+            last: None,
+        })
     })
 }
 
@@ -377,7 +419,7 @@ pub unsafe extern "C" fn dw_remote_handle_bytes(
 ) -> dw_status {
     boundary::with(remote, |h| {
         let bytes = boundary::bytes_arg(data, len, "data")?;
-        h.engine.handle_bytes(now_ms, bytes);
+        h.engine.engine.handle_bytes(now_ms, bytes);
         Ok(())
     })
 }
@@ -386,7 +428,7 @@ pub unsafe extern "C" fn dw_remote_handle_bytes(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_remote_handle_eof(remote: *mut dw_remote, now_ms: u64) -> dw_status {
     boundary::with(remote, |h| {
-        h.engine.handle_eof(now_ms);
+        h.engine.engine.handle_eof(now_ms);
         Ok(())
     })
 }
@@ -398,13 +440,13 @@ pub unsafe extern "C" fn dw_remote_handle_timeout(
     now_ms: u64,
 ) -> dw_status {
     boundary::with(remote, |h| {
-        h.engine.handle_timeout(now_ms);
+        h.engine.engine.handle_timeout(now_ms);
         Ok(())
     })
 }
 
 /// The next instruction, as for `dw_desk_poll_output`; the OA1 events are `{"request": {"id",
-/// "sender", "payload"}}` and `{"cancelled": {"id", "reason"}}`.
+/// "sender"}}` with the payload raw in `out->text`, and `{"cancelled": {"id", "reason"}}`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_remote_poll_output(
     remote: *mut dw_remote,
@@ -413,9 +455,12 @@ pub unsafe extern "C" fn dw_remote_poll_output(
 ) -> dw_status {
     boundary::with(remote, |h| {
         let out = boundary::out_ptr(out, "out")?;
-        let output = match h.engine.poll_output(now_ms) {
+        let output = match h.engine.engine.poll_output(now_ms) {
             ConnectionOutput::Transmit(bytes) => {
                 h.bytes_out(dw_output_kind::DwOutputTransmit, bytes, 0)
+            }
+            ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => {
+                oa1_event(&mut h.view, event, &mut h.engine.last)
             }
             ConnectionOutput::Event(event) => h.event(&event),
             ConnectionOutput::Timeout(at) => dw_output::timeout(at),
@@ -437,7 +482,7 @@ pub unsafe extern "C" fn dw_remote_send(
     boundary::with(remote, |h| {
         let id = boundary::str_arg(id, "id")?;
         let text = boundary::text_arg(text, len, "text")?;
-        h.engine.send(now_ms, id, text).map_err(refused)
+        h.engine.engine.send(now_ms, id, text).map_err(refused)
     })
 }
 
@@ -450,7 +495,7 @@ pub unsafe extern "C" fn dw_remote_finish(
 ) -> dw_status {
     boundary::with(remote, |h| {
         let id = boundary::str_arg(id, "id")?;
-        h.engine.finish(now_ms, id).map_err(refused)
+        h.engine.engine.finish(now_ms, id).map_err(refused)
     })
 }
 
@@ -466,7 +511,7 @@ pub unsafe extern "C" fn dw_remote_respond(
     boundary::with(remote, |h| {
         let id = boundary::str_arg(id, "id")?;
         let text = boundary::text_arg(text, len, "text")?;
-        h.engine.respond(now_ms, id, text).map_err(refused)
+        h.engine.engine.respond(now_ms, id, text).map_err(refused)
     })
 }
 
@@ -483,7 +528,10 @@ pub unsafe extern "C" fn dw_remote_fail(
         let id = boundary::str_arg(id, "id")?;
         let code = boundary::str_arg(code, "code")?;
         let message = boundary::str_arg(message, "message")?;
-        h.engine.fail(now_ms, id, code, message).map_err(refused)
+        h.engine
+            .engine
+            .fail(now_ms, id, code, message)
+            .map_err(refused)
     })
 }
 
@@ -496,7 +544,7 @@ pub unsafe extern "C" fn dw_remote_quit(
 ) -> dw_status {
     boundary::with(remote, |h| {
         let reason = boundary::str_arg(reason, "reason")?;
-        h.engine.quit(now_ms, reason);
+        h.engine.engine.quit(now_ms, reason);
         Ok(())
     })
 }
@@ -506,7 +554,7 @@ pub unsafe extern "C" fn dw_remote_quit(
 pub unsafe extern "C" fn dw_remote_state(remote: *mut dw_remote, out: *mut dw_str) -> dw_status {
     boundary::with(remote, |h| {
         let out = boundary::out_ptr(out, "out")?;
-        let state = serde_json::to_value(h.engine.state()).expect("a state serializes");
+        let state = serde_json::to_value(h.engine.engine.state()).expect("a state serializes");
         let state = state.as_str().unwrap_or_default().to_owned();
         boundary::write(out, h.text_view(&state));
         Ok(())
@@ -518,7 +566,7 @@ pub unsafe extern "C" fn dw_remote_state(remote: *mut dw_remote, out: *mut dw_st
 pub unsafe extern "C" fn dw_remote_stats(remote: *mut dw_remote, out: *mut dw_str) -> dw_status {
     boundary::with(remote, |h| {
         let out = boundary::out_ptr(out, "out")?;
-        let stats = h.engine.stats();
+        let stats = h.engine.engine.stats();
         boundary::write(out, h.json_view(&stats));
         Ok(())
     })
@@ -618,18 +666,14 @@ fn oa1_output<E>(h: &mut Handle<Requesting<E>>, output: Output) -> dw_output {
         Output::Transmit(line) => {
             h.bytes_out(dw_output_kind::DwOutputTransmit, line.into_bytes(), 0)
         }
-        Output::Event(event) => {
-            let out = h.event(&event);
-            h.engine.last = Some(event);
-            out
-        }
+        Output::Event(event) => oa1_event(&mut h.view, event, &mut h.engine.last),
         Output::Timeout(at) => dw_output::timeout(at),
     }
 }
 
 /// The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
-/// (`{"response": {"id", "text", "truncated"}}`, `{"failed": {"id", "error", "message"}}`) or
-/// `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `client`.
+/// (`{"response": {"id", "truncated"}}` with the text raw in `out->text`, `{"failed": {"id",
+/// "error", "message"}}`) or `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `client`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_oa1_client_poll_output(
     client: *mut dw_oa1_client,
@@ -729,8 +773,8 @@ pub unsafe extern "C" fn dw_oa1_client_stats(
 }
 
 /// The bare OA1 server (`deskwire::oa1::Server`) for hosts with their own IRC connection.
-pub struct dw_oa1_server(Handle<Server>);
-as_handle!(dw_oa1_server, Server);
+pub struct dw_oa1_server(Handle<Responding<Server>>);
+as_handle!(dw_oa1_server, Responding<Server>);
 
 /// Creates a bare server; `config_json` as for `dw_oa1_client_new`. On success `*out` is a new
 /// handle the caller frees with `dw_oa1_server_free`.
@@ -739,7 +783,12 @@ pub unsafe extern "C" fn dw_oa1_server_new(
     config_json: *const c_char,
     out: *mut *mut dw_oa1_server,
 ) -> dw_status {
-    boundary::new_handle(out, || Ok(Server::new(oa1_config(config_json)?)))
+    boundary::new_handle(out, || {
+        Ok(Responding {
+            engine: Server::new(oa1_config(config_json)?),
+            last: None,
+        })
+    })
 }
 
 /// Frees a bare server. `NULL` is a no-op.
@@ -772,7 +821,7 @@ pub unsafe extern "C" fn dw_oa1_server_handle_line(
 ) -> dw_status {
     boundary::with(server, |h| {
         let line = boundary::bytes_arg(line, len, "line")?;
-        h.engine.handle_line(now_ms, line);
+        h.engine.engine.handle_line(now_ms, line);
         Ok(())
     })
 }
@@ -784,7 +833,7 @@ pub unsafe extern "C" fn dw_oa1_server_handle_timeout(
     now_ms: u64,
 ) -> dw_status {
     boundary::with(server, |h| {
-        h.engine.handle_timeout(now_ms);
+        h.engine.engine.handle_timeout(now_ms);
         Ok(())
     })
 }
@@ -796,14 +845,14 @@ pub unsafe extern "C" fn dw_oa1_server_disconnect(
     now_ms: u64,
 ) -> dw_status {
     boundary::with(server, |h| {
-        h.engine.disconnect(now_ms);
+        h.engine.engine.disconnect(now_ms);
         Ok(())
     })
 }
 
 /// The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
-/// (`{"request": {"id", "sender", "payload"}}`, `{"cancelled": {"id", "reason"}}`) or
-/// `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `server`.
+/// (`{"request": {"id", "sender"}}` with the payload raw in `out->text`, `{"cancelled": {"id",
+/// "reason"}}`) or `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `server`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_oa1_server_poll_output(
     server: *mut dw_oa1_server,
@@ -812,11 +861,11 @@ pub unsafe extern "C" fn dw_oa1_server_poll_output(
 ) -> dw_status {
     boundary::with(server, |h| {
         let out = boundary::out_ptr(out, "out")?;
-        let output = match h.engine.poll_output(now_ms) {
+        let output = match h.engine.engine.poll_output(now_ms) {
             Output::Transmit(line) => {
                 h.bytes_out(dw_output_kind::DwOutputTransmit, line.into_bytes(), 0)
             }
-            Output::Event(event) => h.event(&event),
+            Output::Event(event) => oa1_event(&mut h.view, event, &mut h.engine.last),
             Output::Timeout(at) => dw_output::timeout(at),
         };
         boundary::write(out, output);
@@ -836,7 +885,7 @@ pub unsafe extern "C" fn dw_oa1_server_send(
     boundary::with(server, |h| {
         let id = boundary::str_arg(id, "id")?;
         let text = boundary::text_arg(text, len, "text")?;
-        h.engine.send(now_ms, id, text).map_err(refused)
+        h.engine.engine.send(now_ms, id, text).map_err(refused)
     })
 }
 
@@ -849,7 +898,7 @@ pub unsafe extern "C" fn dw_oa1_server_finish(
 ) -> dw_status {
     boundary::with(server, |h| {
         let id = boundary::str_arg(id, "id")?;
-        h.engine.finish(now_ms, id).map_err(refused)
+        h.engine.engine.finish(now_ms, id).map_err(refused)
     })
 }
 
@@ -865,7 +914,7 @@ pub unsafe extern "C" fn dw_oa1_server_respond(
     boundary::with(server, |h| {
         let id = boundary::str_arg(id, "id")?;
         let text = boundary::text_arg(text, len, "text")?;
-        h.engine.respond(now_ms, id, text).map_err(refused)
+        h.engine.engine.respond(now_ms, id, text).map_err(refused)
     })
 }
 
@@ -882,7 +931,10 @@ pub unsafe extern "C" fn dw_oa1_server_fail(
         let id = boundary::str_arg(id, "id")?;
         let code = boundary::str_arg(code, "code")?;
         let message = boundary::str_arg(message, "message")?;
-        h.engine.fail(now_ms, id, code, message).map_err(refused)
+        h.engine
+            .engine
+            .fail(now_ms, id, code, message)
+            .map_err(refused)
     })
 }
 
@@ -894,7 +946,7 @@ pub unsafe extern "C" fn dw_oa1_server_stats(
 ) -> dw_status {
     boundary::with(server, |h| {
         let out = boundary::out_ptr(out, "out")?;
-        let stats = h.engine.stats();
+        let stats = h.engine.engine.stats();
         boundary::write(out, h.json_view(&stats));
         Ok(())
     })

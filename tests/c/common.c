@@ -119,6 +119,23 @@ int json_same(const json_t *a, const json_t *b) {
     return json_equal((json_t *)a, (json_t *)b);
 }
 
+json_t *event_json(const dw_output *out) {
+    json_t *event = parse_json((const char *)out->data, out->len);
+    if (event != NULL && out->text != NULL) {
+        json_t *response = json_object_get(event, "response");
+        json_t *request = json_object_get(event, "request");
+        json_t *text = json_stringn((const char *)out->text, out->text_len);
+        if (response != NULL) {
+            json_object_set_new(response, "text", text);
+        } else if (request != NULL) {
+            json_object_set_new(request, "payload", text);
+        } else {
+            json_decref(text);
+        }
+    }
+    return event;
+}
+
 void buffer_free(buffer *b) {
     free(b->data);
     b->data = NULL;

@@ -48,6 +48,10 @@ json_t *parse_json(const char *text, size_t len);
  * that jansson may hold as an integer, and the reverse). */
 int json_same(const json_t *a, const json_t *b);
 
+/* An event output as the core's JSON shape: the OA1 events' bulk text, which travels raw in
+ * `out->text`, put back in (response "text", request "payload"). */
+json_t *event_json(const dw_output *out);
+
 /* A caller-buffer call's result grows here. */
 typedef struct {
     char *data;

@@ -11,10 +11,6 @@
 
 #include <stdint.h>
 
-static json_t *event_json(const dw_output *out) {
-    return parse_json((const char *)out->data, out->len);
-}
-
 /* ------------------------------------------------------------ desk and remote over sim */
 
 typedef struct {

@@ -142,7 +142,7 @@ static json_t *output_json(const dw_output *out, const json_t *expected) {
     case DW_OUTPUT_TIMEOUT:
         return json_pack("{s:I}", "timeout", (json_int_t)out->deadline_ms);
     case DW_OUTPUT_EVENT: {
-        json_t *event = parse_json((const char *)out->data, out->len);
+        json_t *event = event_json(out);
         json_t *failed = json_object_get(event, "failed");
         /* The texts for timeout and incomplete are not part of the protocol: compare the
          * message only where the vector has one. */
