@@ -1355,6 +1355,21 @@ const char *dw_oa1_client_last_error(const struct dw_oa1_client *client);
 const char *dw_oa1_client_last_error_kind(const struct dw_oa1_client *client);
 
 /**
+ * Tells the client our prefix as the host's own IRC client knows it (`nick`, `user`, `host`),
+ * so its chunks fit the lines the server relays.
+ */
+dw_status dw_oa1_client_set_identity(struct dw_oa1_client *client,
+                                     const char *nick,
+                                     const char *user,
+                                     const char *host);
+
+/**
+ * Holds outgoing lines back (`held`) or lets them go: for hosts that must not send before
+ * their IRC client is in the channel. Requests still queue; their timeouts run.
+ */
+dw_status dw_oa1_client_set_held(struct dw_oa1_client *client, bool held);
+
+/**
  * Feeds one line the IRC connection received, `line[0..len]`, without its line end.
  */
 dw_status dw_oa1_client_handle_line(struct dw_oa1_client *client,
@@ -1444,6 +1459,19 @@ const char *dw_oa1_server_last_error(const struct dw_oa1_server *server);
  * The kind of the server's last failed call, or `""`.
  */
 const char *dw_oa1_server_last_error_kind(const struct dw_oa1_server *server);
+
+/**
+ * Tells the server our prefix as the host's own IRC client knows it (`nick`, `user`, `host`).
+ */
+dw_status dw_oa1_server_set_identity(struct dw_oa1_server *server,
+                                     const char *nick,
+                                     const char *user,
+                                     const char *host);
+
+/**
+ * Holds outgoing lines back (`held`) or lets them go; requests still arrive and answers queue.
+ */
+dw_status dw_oa1_server_set_held(struct dw_oa1_server *server, bool held);
 
 /**
  * Feeds one line the IRC connection received, without its line end.

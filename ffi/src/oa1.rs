@@ -622,6 +622,37 @@ pub unsafe extern "C" fn dw_oa1_client_last_error_kind(
     boundary::last_error_kind(client)
 }
 
+/// Tells the client our prefix as the host's own IRC client knows it (`nick`, `user`, `host`),
+/// so its chunks fit the lines the server relays.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_set_identity(
+    client: *mut dw_oa1_client,
+    nick: *const c_char,
+    user: *const c_char,
+    host: *const c_char,
+) -> dw_status {
+    boundary::with(client, |h| {
+        let nick = boundary::str_arg(nick, "nick")?;
+        let user = boundary::str_arg(user, "user")?;
+        let host = boundary::str_arg(host, "host")?;
+        h.engine.engine.set_identity(nick, user, host);
+        Ok(())
+    })
+}
+
+/// Holds outgoing lines back (`held`) or lets them go: for hosts that must not send before
+/// their IRC client is in the channel. Requests still queue; their timeouts run.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_client_set_held(
+    client: *mut dw_oa1_client,
+    held: bool,
+) -> dw_status {
+    boundary::with(client, |h| {
+        h.engine.engine.set_held(held);
+        Ok(())
+    })
+}
+
 /// Feeds one line the IRC connection received, `line[0..len]`, without its line end.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_oa1_client_handle_line(
@@ -809,6 +840,35 @@ pub unsafe extern "C" fn dw_oa1_server_last_error_kind(
     server: *const dw_oa1_server,
 ) -> *const c_char {
     boundary::last_error_kind(server)
+}
+
+/// Tells the server our prefix as the host's own IRC client knows it (`nick`, `user`, `host`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_set_identity(
+    server: *mut dw_oa1_server,
+    nick: *const c_char,
+    user: *const c_char,
+    host: *const c_char,
+) -> dw_status {
+    boundary::with(server, |h| {
+        let nick = boundary::str_arg(nick, "nick")?;
+        let user = boundary::str_arg(user, "user")?;
+        let host = boundary::str_arg(host, "host")?;
+        h.engine.engine.set_identity(nick, user, host);
+        Ok(())
+    })
+}
+
+/// Holds outgoing lines back (`held`) or lets them go; requests still arrive and answers queue.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_oa1_server_set_held(
+    server: *mut dw_oa1_server,
+    held: bool,
+) -> dw_status {
+    boundary::with(server, |h| {
+        h.engine.engine.set_held(held);
+        Ok(())
+    })
 }
 
 /// Feeds one line the IRC connection received, without its line end.

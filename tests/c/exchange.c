@@ -258,11 +258,19 @@ static void bare_pair(void) {
         payload[i] = "ab\tc\\d\ne"[i % 8];
     }
     payload[sizeof payload - 1] = 0;
+    CHECK_OK(dw_oa1_client_set_identity(client, "desk", "~desk", "10.0.0.9"), dw_oa1_client_last_error(client), "identity");
+    CHECK_OK(dw_oa1_server_set_identity(server, "deskbot", "~deskbot", "10.0.0.9"), dw_oa1_server_last_error(server), "identity");
+    /* Held: the request queues, nothing goes out until the host lets go. */
+    CHECK_OK(dw_oa1_client_set_held(client, true), dw_oa1_client_last_error(client), "hold");
     dw_str id;
     CHECK_OK(dw_oa1_client_request(client, 0, (const uint8_t *)payload, strlen(payload), 0, &id),
              dw_oa1_client_last_error(client), "request");
     char request_id[80];
     snprintf(request_id, sizeof request_id, "%.*s", (int)id.len, id.ptr);
+    dw_output held;
+    CHECK_OK(dw_oa1_client_poll_output(client, 0, &held), dw_oa1_client_last_error(client), "poll");
+    CHECK(held.kind == DW_OUTPUT_TIMEOUT, "nothing is sent while held");
+    CHECK_OK(dw_oa1_client_set_held(client, false), dw_oa1_client_last_error(client), "let go");
     json_t *got = NULL, *response = NULL;
     for (uint64_t now = 0; now < 5000 && response == NULL; now += 10) {
         dw_output out;

@@ -38,6 +38,8 @@ VALID = {
     "external_id": '"ext"',
     "frame_json": r'"{\"type\":\"REQ\",\"id\":\"abc\",\"seq\":1,\"more\":false,\"payload\":\"x\"}"',
     "host": '"h"',
+    "nick": '"n"',
+    "user": '"u"',
     "host_scores_json": r'"\"none\""',
     "id": '"abc"',
     "id_json": '"1"',
@@ -128,7 +130,7 @@ INTS = {
     "user": "0", "client": "0", "noise_every": "0", "status": "0", "n": "3", "budget": "240",
     "batch_limit": "16", "dialect": "DW_DIALECT_JSONRPC2", "provider": "DW_PROVIDER_OPENAI_CHAT",
     "origin": "DW_ORIGIN_MODEL", "progress": "0.5", "lexical_weight": "0.5", "builtins": "true",
-    "approved": "true", "remember": "false",
+    "approved": "true", "remember": "false", "held": "false",
 }
 
 
