@@ -576,6 +576,19 @@ dw_status dw_gateway_poll_output(struct dw_gateway *gateway,
 dw_status dw_gateway_stats(struct dw_gateway *gateway, struct dw_str *out);
 
 /**
+ * A message made safe for a log: every `auth` object and every value under a key that names a
+ * secret replaced with `[REDACTED]`; text that is not JSON is not echoed (it might be a token).
+ * `data[0..len]` in, the redacted text written to the caller's buffer `out[0..cap]`
+ * (NUL-terminated; the length without the NUL in `*out_len`; on `DW_STATUS_BUFFER_TOO_SMALL`
+ * only `*out_len`, the length needed, is written).
+ */
+dw_status dw_gateway_redact(const uint8_t *data,
+                            size_t len,
+                            char *out,
+                            size_t cap,
+                            size_t *out_len);
+
+/**
  * Creates a session. `config_json`: `{"nick", "user"?, "realname"?, "password"?,
  * "channels"?: [..], "max_nick_attempts"?, "ping_interval_ms"?, "ping_timeout_ms"?,
  * "max_line_bytes"?}` (unknown members refused). Registration lines are queued at once. On
@@ -762,6 +775,23 @@ dw_status dw_peer_call(struct dw_peer *peer,
                        const char *params_json,
                        uint64_t user,
                        struct dw_str *id_json);
+
+/**
+ * Calls `method` under an id the host chooses (`id_json`: a number or a string, as the dialect
+ * carries ids), otherwise as `dw_peer_call`. `DW_STATUS_REFUSED` (kind `duplicate_id`) when a
+ * call with that id is pending.
+ */
+dw_status dw_peer_call_with_id(struct dw_peer *peer,
+                               uint64_t now_ms,
+                               const char *id_json,
+                               const char *method,
+                               const char *params_json,
+                               uint64_t user);
+
+/**
+ * Whether our call `id_json` is still waiting for its answer; `*pending` receives it.
+ */
+dw_status dw_peer_is_pending(struct dw_peer *peer, const char *id_json, bool *pending);
 
 /**
  * Sends a notification (no answer). `params_json` may be `NULL`.
@@ -1117,6 +1147,14 @@ dw_status dw_mobile_server_poll_output(struct dw_mobile_server *server,
  * The counters as JSON in `*out`.
  */
 dw_status dw_mobile_server_stats(struct dw_mobile_server *server, struct dw_str *out);
+
+/**
+ * The bearer token of an `Authorization` header value (`Bearer <token>`, the scheme in any
+ * case), written to the caller's buffer `out[0..cap]` (NUL-terminated; the length without the
+ * NUL in `*out_len`; on `DW_STATUS_BUFFER_TOO_SMALL` only `*out_len` is written), for
+ * `dw_mobile_server_open`. `DW_STATUS_MALFORMED` for another scheme or an empty token.
+ */
+dw_status dw_mobile_bearer_token(const char *header, char *out, size_t cap, size_t *out_len);
 
 /**
  * Starts a desk connection at `now_ms` (its first outputs are `NICK` and `USER`).

@@ -392,3 +392,24 @@ pub unsafe extern "C" fn dw_gateway_stats(gateway: *mut dw_gateway, out: *mut dw
         Ok(())
     })
 }
+
+/// A message made safe for a log: every `auth` object and every value under a key that names a
+/// secret replaced with `[REDACTED]`; text that is not JSON is not echoed (it might be a token).
+/// `data[0..len]` in, the redacted text written to the caller's buffer `out[0..cap]`
+/// (NUL-terminated; the length without the NUL in `*out_len`; on `DW_STATUS_BUFFER_TOO_SMALL`
+/// only `*out_len`, the length needed, is written).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_gateway_redact(
+    data: *const u8,
+    len: usize,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> dw_status {
+    boundary::call(|| {
+        boundary::check_buffer(out, cap, out_len)?;
+        let bytes = boundary::bytes_arg(data, len, "data")?;
+        let text = deskwire::gateway::secret::redact_line(bytes);
+        boundary::to_buffer(text.as_bytes(), out, cap, out_len)
+    })
+}

@@ -199,6 +199,42 @@ pub unsafe extern "C" fn dw_peer_call(
     })
 }
 
+/// Calls `method` under an id the host chooses (`id_json`: a number or a string, as the dialect
+/// carries ids), otherwise as `dw_peer_call`. `DW_STATUS_REFUSED` (kind `duplicate_id`) when a
+/// call with that id is pending.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_peer_call_with_id(
+    peer: *mut dw_peer,
+    now_ms: u64,
+    id_json: *const c_char,
+    method: *const c_char,
+    params_json: *const c_char,
+    user: u64,
+) -> dw_status {
+    boundary::with(peer, |h| {
+        let id = id(id_json)?;
+        let method = boundary::str_arg(method, "method")?;
+        let params = raw(params_json, "params_json")?;
+        each!(&mut h.engine, p => p.call_with_id(now_ms, id, method, params, user))
+            .map_err(Error::refused)
+    })
+}
+
+/// Whether our call `id_json` is still waiting for its answer; `*pending` receives it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_peer_is_pending(
+    peer: *mut dw_peer,
+    id_json: *const c_char,
+    pending: *mut bool,
+) -> dw_status {
+    boundary::with(peer, |h| {
+        let out = boundary::out_ptr(pending, "pending")?;
+        let id = id(id_json)?;
+        boundary::write(out, each!(&h.engine, p => p.is_pending(&id)));
+        Ok(())
+    })
+}
+
 /// Sends a notification (no answer). `params_json` may be `NULL`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_peer_notify(

@@ -591,3 +591,23 @@ pub unsafe extern "C" fn dw_mobile_server_stats(
         Ok(())
     })
 }
+
+/// The bearer token of an `Authorization` header value (`Bearer <token>`, the scheme in any
+/// case), written to the caller's buffer `out[0..cap]` (NUL-terminated; the length without the
+/// NUL in `*out_len`; on `DW_STATUS_BUFFER_TOO_SMALL` only `*out_len` is written), for
+/// `dw_mobile_server_open`. `DW_STATUS_MALFORMED` for another scheme or an empty token.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dw_mobile_bearer_token(
+    header: *const c_char,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> dw_status {
+    boundary::call(|| {
+        boundary::check_buffer(out, cap, out_len)?;
+        let header = boundary::str_arg(header, "header")?;
+        let token = deskwire::mobile::bearer_token(header)
+            .ok_or_else(|| Error::malformed_text("not a Bearer authorization with a token"))?;
+        boundary::to_buffer(token.as_bytes(), out, cap, out_len)
+    })
+}

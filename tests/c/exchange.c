@@ -425,11 +425,24 @@ static void peers(dw_dialect dialect, const char *config, const char *label) {
           "%s: one timeout", label);
     free(failed_id);
 
+    /* A call under an id of the host's choosing; the same id twice is refused. */
+    const char *own_id = dialect == DW_DIALECT_SIDECAR ? "\"own-id\"" : "424242";
+    CHECK_OK(dw_peer_call_with_id(a, deadline, own_id, "health.ping", NULL, 1), dw_peer_last_error(a), label);
+    bool pending = false;
+    CHECK_OK(dw_peer_is_pending(a, own_id, &pending), dw_peer_last_error(a), label);
+    CHECK(pending, "%s: the call with our id is pending", label);
+    CHECK(dw_peer_call_with_id(a, deadline, own_id, "health.ping", NULL, 1) == DW_STATUS_REFUSED &&
+              strcmp(dw_peer_last_error_kind(a), "duplicate_id") == 0,
+          "%s: a duplicate id: %s", label, dw_peer_last_error_kind(a));
+    CHECK_OK(dw_peer_cancel(a, deadline, own_id), dw_peer_last_error(a), label);
+    CHECK_OK(dw_peer_is_pending(a, own_id, &pending), dw_peer_last_error(a), label);
+    CHECK(!pending, "%s: cancelled", label);
+
     dw_str stats;
     CHECK_OK(dw_peer_stats(a, &stats), dw_peer_last_error(a), label);
     json_t *s = parse_json(stats.ptr, stats.len);
     CHECK(json_integer_value(json_object_get(s, "timeouts")) == 1 &&
-              json_integer_value(json_object_get(s, "cancelled")) == 1 &&
+              json_integer_value(json_object_get(s, "cancelled")) == 2 &&
               json_integer_value(json_object_get(s, "pending")) == 0,
           "%s: stats", label);
     json_decref(s);
@@ -499,6 +512,14 @@ static void gateway(void) {
     CHECK_OK(dw_gateway_job_state(gw, "j1", &state), dw_gateway_last_error(gw), "state");
     CHECK(strcmp(state.ptr, "\"RUNNING\"") == 0, "job state %s", state.ptr);
     CHECK(json_array_size(gw_events) >= 2, "gateway events");
+    /* A request made safe for a log: the token is gone. */
+    const char *secret = "{\"v\":\"1.0\",\"auth\":{\"token\":\"s3cret\"},\"payload\":{\"apiKey\":\"k\"}}";
+    char logged[512];
+    size_t n = 0;
+    CHECK_OK(dw_gateway_redact((const uint8_t *)secret, strlen(secret), logged, sizeof logged, &n), dw_last_error(), "redact");
+    CHECK(strstr(logged, "s3cret") == NULL && strstr(logged, "[REDACTED]") != NULL, "redacted: %s", logged);
+    CHECK_OK(dw_gateway_redact((const uint8_t *)"token s3cret", 12, logged, sizeof logged, &n), dw_last_error(), "redact");
+    CHECK(strstr(logged, "s3cret") == NULL, "text that is not JSON is not echoed: %s", logged);
     json_decref(events);
     json_decref(gw_events);
     dw_peer_free(commander);
@@ -560,6 +581,13 @@ static void mobile(void) {
     dw_str stored;
     CHECK_OK(dw_mobile_client_token(phone, &stored), dw_mobile_client_last_error(phone), "token");
     CHECK(token && stored.len == strlen(token) && memcmp(stored.ptr, token, stored.len) == 0, "the token is stored");
+    /* The upgrade's Authorization header gives the token back. */
+    char header[128], bearer[128];
+    size_t n = 0;
+    snprintf(header, sizeof header, "bearer  %s", token ? token : "");
+    CHECK_OK(dw_mobile_bearer_token(header, bearer, sizeof bearer, &n), dw_last_error(), "bearer");
+    CHECK(token && strcmp(bearer, token) == 0, "bearer token from the header");
+    CHECK(dw_mobile_bearer_token("Basic abc", bearer, sizeof bearer, &n) == DW_STATUS_MALFORMED, "Basic is not Bearer");
     /* A wrong token is refused at the upgrade. */
     dw_str admission;
     CHECK_OK(dw_mobile_server_open(server, 0, 10, "not-a-token", &admission), dw_mobile_server_last_error(server), "open");
