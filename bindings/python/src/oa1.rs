@@ -12,6 +12,15 @@ use crate::slot::Slot;
 /// Inputs at least this large are handled with the GIL released.
 pub const BULK_BYTES: usize = 64 * 1024;
 
+/// Runs `work` on `size` bytes of input, with the GIL released when that is bulk work.
+fn bulk<R: Send>(py: Python<'_>, size: usize, work: impl FnOnce() -> R + Send) -> R {
+    if size >= BULK_BYTES {
+        py.detach(work)
+    } else {
+        work()
+    }
+}
+
 /// Escapes `text` for an OA1 payload (`\\`, `\n`, `\r`, `\t`, NUL as `\0`).
 #[pyfunction]
 fn escape(py: Python<'_>, text: &str) -> String {
@@ -177,6 +186,87 @@ fn oa1_event(py: Python<'_>, event: core::Event) -> PyResult<Bound<'_, PyAny>> {
     }
 }
 
+/// What `handle_lines` and `drain` need of a bare endpoint.
+trait LineEngine: Send {
+    fn handle_line(&mut self, now: u64, line: &[u8]);
+    fn poll_output(&mut self, now: u64) -> Output;
+}
+
+impl LineEngine for core::Client {
+    fn handle_line(&mut self, now: u64, line: &[u8]) {
+        core::Client::handle_line(self, now, line)
+    }
+    fn poll_output(&mut self, now: u64) -> Output {
+        core::Client::poll_output(self, now)
+    }
+}
+
+impl LineEngine for core::Server {
+    fn handle_line(&mut self, now: u64, line: &[u8]) {
+        core::Server::handle_line(self, now, line)
+    }
+    fn poll_output(&mut self, now: u64) -> Output {
+        core::Server::poll_output(self, now)
+    }
+}
+
+/// `handle_line` for each of `lines` (any iterable of `bytes`) in one call. Every item is
+/// checked before any is handled, so a wrong type raises `TypeError` with nothing done; the
+/// GIL is released when the lines add up to `BULK_BYTES`.
+fn handle_lines<E: LineEngine>(
+    py: Python<'_>,
+    slot: &Slot<E>,
+    now_ms: u64,
+    lines: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let owned = lines
+        .try_iter()?
+        .map(|item| Ok(item?.cast_into::<PyBytes>()?))
+        .collect::<PyResult<Vec<_>>>()?;
+    // The `bytes` objects are immutable and `owned` keeps them alive while the GIL is released.
+    let slices: Vec<&[u8]> = owned.iter().map(|line| line.as_bytes()).collect();
+    let work = || {
+        slot.with(|e| {
+            for line in &slices {
+                e.handle_line(now_ms, line);
+            }
+        })
+    };
+    if slices.iter().map(|line| line.len()).sum::<usize>() >= BULK_BYTES {
+        py.detach(work)
+    } else {
+        work()
+    }
+}
+
+/// `poll_output` until it answers `Timeout`, in one call: `(lines, events, deadline_ms)`.
+fn drain_lines<'py, E: LineEngine>(
+    py: Python<'py>,
+    slot: &Slot<E>,
+    now_ms: u64,
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, u64)> {
+    let mut lines = Vec::new();
+    let mut pending = Vec::new();
+    let deadline = slot.with(|e| {
+        loop {
+            match e.poll_output(now_ms) {
+                Output::Transmit(line) => lines.push(line),
+                Output::Event(event) => pending.push(event),
+                Output::Timeout(at) => break at,
+            }
+        }
+    })?;
+    let lines = PyList::new(
+        py,
+        lines.iter().map(|line| PyBytes::new(py, line.as_bytes())),
+    )?;
+    let events = PyList::empty(py);
+    for event in pending {
+        events.append(oa1_event(py, event)?)?;
+    }
+    Ok((lines, events, deadline))
+}
+
 /// The desk end of OA1 over IRC lines you read and write yourself (see `Desk` for an engine
 /// that also speaks IRC): `request`, then feed every received line to `handle_line` and drain
 /// `poll_output` until it returns a `Timeout`.
@@ -205,10 +295,17 @@ impl Client {
     /// Sends `payload` as a request; returns its id. `timeout_ms` overrides the configured
     /// request timeout.
     #[pyo3(signature = (now_ms, payload, timeout_ms = None))]
-    fn request(&self, now_ms: u64, payload: &str, timeout_ms: Option<u64>) -> PyResult<String> {
-        self.0
-            .with(|c| c.request(now_ms, payload, timeout_ms))?
-            .map_err(raise)
+    fn request(
+        &self,
+        py: Python<'_>,
+        now_ms: u64,
+        payload: &str,
+        timeout_ms: Option<u64>,
+    ) -> PyResult<String> {
+        bulk(py, payload.len(), || {
+            self.0.with(|c| c.request(now_ms, payload, timeout_ms))
+        })?
+        .map_err(raise)
     }
 
     /// Cancels request `id`: it fails no more, and `CANCEL` tells the remote to stop.
@@ -227,6 +324,13 @@ impl Client {
         }
     }
 
+    /// Every line of `lines` (an iterable of `bytes`, each as received, without CRLF) in one
+    /// call: the same as `handle_line` for each, with one crossing into Rust. Each item is
+    /// checked first, so a wrong type raises `TypeError` before any line is handled.
+    fn handle_lines(&self, py: Python<'_>, now_ms: u64, lines: &Bound<'_, PyAny>) -> PyResult<()> {
+        handle_lines(py, &self.0, now_ms, lines)
+    }
+
     /// The deadline of the last `Timeout` passed.
     fn handle_timeout(&self, now_ms: u64) -> PyResult<()> {
         self.0.with(|c| c.handle_timeout(now_ms))
@@ -236,6 +340,17 @@ impl Client {
     /// (`Response`, `Failed`) or a `Timeout`.
     fn poll_output<'py>(&self, py: Python<'py>, now_ms: u64) -> PyResult<Bound<'py, PyAny>> {
         output(py, self.0.with(|c| c.poll_output(now_ms))?)
+    }
+
+    /// Drains `poll_output` in one call: `(lines, events, deadline_ms)`, every transmit's line
+    /// (without CRLF) in order, the events in order, and the deadline of the final `Timeout`.
+    /// The same as calling `poll_output` until it answers `Timeout`.
+    fn drain<'py>(
+        &self,
+        py: Python<'py>,
+        now_ms: u64,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, u64)> {
+        drain_lines(py, &self.0, now_ms)
     }
 
     /// Requests in flight.
@@ -279,8 +394,11 @@ impl Server {
     }
 
     /// Streams `output` as part of the answer to `id` (sent in frames as they fill).
-    fn send(&self, now_ms: u64, id: &str, output: &str) -> PyResult<()> {
-        self.0.with(|s| s.send(now_ms, id, output))?.map_err(raise)
+    fn send(&self, py: Python<'_>, now_ms: u64, id: &str, output: &str) -> PyResult<()> {
+        bulk(py, output.len(), || {
+            self.0.with(|s| s.send(now_ms, id, output))
+        })?
+        .map_err(raise)
     }
 
     /// Ends the answer to `id`.
@@ -289,8 +407,11 @@ impl Server {
     }
 
     /// Answers `id` with `text` in one go (`send` + `finish`).
-    fn respond(&self, now_ms: u64, id: &str, text: &str) -> PyResult<()> {
-        self.0.with(|s| s.respond(now_ms, id, text))?.map_err(raise)
+    fn respond(&self, py: Python<'_>, now_ms: u64, id: &str, text: &str) -> PyResult<()> {
+        bulk(py, text.len(), || {
+            self.0.with(|s| s.respond(now_ms, id, text))
+        })?
+        .map_err(raise)
     }
 
     /// Answers `id` with `ERR code: message` (`code` of `[a-z_]+`).
@@ -309,6 +430,13 @@ impl Server {
         }
     }
 
+    /// Every line of `lines` (an iterable of `bytes`, each as received, without CRLF) in one
+    /// call: the same as `handle_line` for each, with one crossing into Rust. Each item is
+    /// checked first, so a wrong type raises `TypeError` before any line is handled.
+    fn handle_lines(&self, py: Python<'_>, now_ms: u64, lines: &Bound<'_, PyAny>) -> PyResult<()> {
+        handle_lines(py, &self.0, now_ms, lines)
+    }
+
     /// The deadline of the last `Timeout` passed.
     fn handle_timeout(&self, now_ms: u64) -> PyResult<()> {
         self.0.with(|s| s.handle_timeout(now_ms))
@@ -318,6 +446,17 @@ impl Server {
     /// (`Request`, `Cancelled`) or a `Timeout`.
     fn poll_output<'py>(&self, py: Python<'py>, now_ms: u64) -> PyResult<Bound<'py, PyAny>> {
         output(py, self.0.with(|s| s.poll_output(now_ms))?)
+    }
+
+    /// Drains `poll_output` in one call: `(lines, events, deadline_ms)`, every transmit's line
+    /// (without CRLF) in order, the events in order, and the deadline of the final `Timeout`.
+    /// The same as calling `poll_output` until it answers `Timeout`.
+    fn drain<'py>(
+        &self,
+        py: Python<'py>,
+        now_ms: u64,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, u64)> {
+        drain_lines(py, &self.0, now_ms)
     }
 
     /// Requests being answered.
@@ -495,10 +634,17 @@ connection_methods!(Desk, {
 
     /// Sends `payload` as a request (queued until the channel is joined); returns its id.
     #[pyo3(signature = (now_ms, payload, timeout_ms = None))]
-    fn request(&self, now_ms: u64, payload: &str, timeout_ms: Option<u64>) -> PyResult<String> {
-        self.0
-            .with(|d| d.request(now_ms, payload, timeout_ms))?
-            .map_err(raise)
+    fn request(
+        &self,
+        py: Python<'_>,
+        now_ms: u64,
+        payload: &str,
+        timeout_ms: Option<u64>,
+    ) -> PyResult<String> {
+        bulk(py, payload.len(), || {
+            self.0.with(|d| d.request(now_ms, payload, timeout_ms))
+        })?
+        .map_err(raise)
     }
 
     /// Cancels request `id` and tells the remote with `CANCEL`.
@@ -539,8 +685,11 @@ connection_methods!(Remote, {
     }
 
     /// Streams `output` as part of the answer to `id`.
-    fn send(&self, now_ms: u64, id: &str, output: &str) -> PyResult<()> {
-        self.0.with(|r| r.send(now_ms, id, output))?.map_err(raise)
+    fn send(&self, py: Python<'_>, now_ms: u64, id: &str, output: &str) -> PyResult<()> {
+        bulk(py, output.len(), || {
+            self.0.with(|r| r.send(now_ms, id, output))
+        })?
+        .map_err(raise)
     }
 
     /// Ends the answer to `id`.
@@ -549,8 +698,11 @@ connection_methods!(Remote, {
     }
 
     /// Answers `id` with `text` in one go.
-    fn respond(&self, now_ms: u64, id: &str, text: &str) -> PyResult<()> {
-        self.0.with(|r| r.respond(now_ms, id, text))?.map_err(raise)
+    fn respond(&self, py: Python<'_>, now_ms: u64, id: &str, text: &str) -> PyResult<()> {
+        bulk(py, text.len(), || {
+            self.0.with(|r| r.respond(now_ms, id, text))
+        })?
+        .map_err(raise)
     }
 
     /// Answers `id` with `ERR code: message`.

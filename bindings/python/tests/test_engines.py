@@ -155,3 +155,60 @@ def test_bare_endpoints_over_the_relay() -> None:
             break
     assert result is not None and result.id == rid and result.text == ("PING Ü\t\\ " * 100)
     assert relay.stats()["noise"] > 0 and client.stats()["ignored"] > 0
+
+
+def _request_lines(text: str) -> List[bytes]:
+    client = oa1.Client("#desk", "desk", seed=9, pacing={"burst": 10_000, "interval_ms": 0})
+    client.request(0, text)
+    lines, events, deadline = client.drain(0)
+    assert events == [] and isinstance(deadline, int)
+    assert client.poll_output(0) == Timeout(deadline)
+    return [b":desk!~desk@host " + line for line in lines]
+
+
+def test_drain_gives_what_poll_output_would() -> None:
+    text = "ü\t\\ line\n" * 3000
+    lines = _request_lines(text)
+    client = oa1.Client("#desk", "desk", seed=9, pacing={"burst": 10_000, "interval_ms": 0})
+    client.request(0, text)
+    one_by_one = []
+    while isinstance(out := client.poll_output(0), Transmit):
+        one_by_one.append(b":desk!~desk@host " + out.data)
+    assert lines == one_by_one and len(lines) > 100
+    # Pacing holds lines back in drain as in poll_output: the deadline says when the next goes.
+    paced = oa1.Client("#desk", "desk", seed=9, pacing={"burst": 3, "interval_ms": 1000})
+    paced.request(0, text)
+    first, _, deadline = paced.drain(0)
+    assert [b":desk!~desk@host " + line for line in first] == lines[:3] and deadline == 1000
+
+
+def test_handle_lines_is_handle_line_for_each() -> None:
+    text = "ü\t\\ line\n" * 7000  # past the size at which the GIL is released
+    lines = _request_lines(text)
+    assert sum(map(len, lines)) > 64 * 1024
+    bulk = oa1.Server("#desk", "deskbot")
+    bulk.handle_lines(0, iter(lines))
+    single = oa1.Server("#desk", "deskbot")
+    for line in lines:
+        single.handle_line(0, line)
+    _, (request,), _ = bulk.drain(0)
+    assert isinstance(request, oa1.Request) and request.payload == text
+    assert single.poll_output(0) == request and isinstance(single.poll_output(0), Timeout)
+    assert bulk.stats() == single.stats()
+
+
+def test_handle_lines_checks_every_item_first() -> None:
+    lines = _request_lines("hello")
+    server = oa1.Server("#desk", "deskbot")
+    with pytest.raises(TypeError):
+        server.handle_lines(0, lines + ["a str, not bytes"])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        server.handle_lines(0, 42)  # type: ignore[arg-type]
+    assert server.stats()["lines_in"] == 0
+    server.handle_lines(0, lines)
+    assert server.stats()["lines_in"] == len(lines)
+    server.close()
+    with pytest.raises(deskwire.ClosedError):
+        server.handle_lines(0, lines)
+    with pytest.raises(deskwire.ClosedError):
+        server.drain(0)
