@@ -149,7 +149,7 @@ except OSError as e:
 want = {
     "DeskRpcClient": ["The desk end of OA1", "connect_to_server", "request_completed", "auth_secret"],
     "RemoteCall": ["One request sent by", "completed", "tool_message"],
-    "ToolGate": ["Decides which tools each NPC", "Seats npc_id at desk_id", "tools_changed"],
+    "ToolGate": ["Decides which tools each NPC", "Seats npc_id at desk_id", "tools_changed", "parse_slash", "set_context", "The rules calls are checked against"],
     "RemoteBashTool": ["The RemoteBash tool", "definition", "handles", "run"],
 }
 missing = [(cls, text) for cls, texts in want.items() for text in texts if text not in pages.get(cls, "")]

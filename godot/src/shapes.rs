@@ -9,7 +9,8 @@ use deskwire::ids::IdGenerator;
 use deskwire::oa1::remote_bash::{self, RemoteBashArgs};
 use deskwire::oa1::{ConnectionConfig, Event, Failure};
 use deskwire::tools::providers::{self, Provider, Segment, ToolRequest};
-use deskwire::tools::{Authorization, ToolCall, ToolResult, ToolSpec};
+use deskwire::tools::slash::SlashError;
+use deskwire::tools::{Authorization, Context, Origin, Policy, ToolCall, ToolResult, ToolSpec};
 use serde_json::{Map, Value, json};
 
 /// The JSON dialect a tool list or a tool call is written in: one of the core's providers, or
@@ -213,6 +214,54 @@ pub fn tool_message(format: Format, call: &ToolCall, result: &ToolResult) -> Val
             providers::gemini::function_responses(&turn, std::slice::from_ref(result))
                 .expect("the result answers the call it was made for")
         }
+    }
+}
+
+/// A policy from its JSON shape (`{"default", "rules": [{"tool", "when", "action"}],
+/// "max_remembered"?}`); the core compiles the rules, so a bad glob is an error here.
+pub fn policy(value: Value) -> Result<Policy, String> {
+    serde_json::from_value(value).map_err(|e| format!("invalid policy: {e}"))
+}
+
+/// A policy in its JSON shape.
+pub fn policy_json(policy: &Policy) -> Value {
+    serde_json::to_value(policy).expect("a policy serializes")
+}
+
+/// An NPC's facts from the core's context shape (`{"target"?, "cwd"?, "flags"?}`), with the
+/// desk binding the gate keeps: `bound_npc_id` is set by binding, so it is refused here.
+pub fn context(value: Value, bound_npc: Option<&str>) -> Result<Context, String> {
+    let mut ctx: Context =
+        serde_json::from_value(value).map_err(|e| format!("invalid context: {e}"))?;
+    if ctx.bound_npc_id.is_some() {
+        return Err("bound_npc_id is set by bind_npc and unbind_npc, not in a context".into());
+    }
+    ctx.bound_npc_id = bound_npc.map(str::to_owned);
+    Ok(ctx)
+}
+
+/// Who asked for a call: `"model"` or `"user"` (a slash command the player typed).
+pub fn origin(name: &str) -> Result<Origin, String> {
+    serde_json::from_value(Value::String(name.to_owned()))
+        .map_err(|_| format!("unknown origin {name:?} (model or user)"))
+}
+
+/// The name of a core error's kind: the unit variant's string, or the single key of its JSON.
+pub fn error_kind(error: &impl serde::Serialize) -> String {
+    match serde_json::to_value(error) {
+        Ok(Value::String(kind)) => kind,
+        Ok(Value::Object(map)) if map.len() == 1 => map.keys().next().cloned().unwrap_or_default(),
+        _ => "error".to_owned(),
+    }
+}
+
+/// A slash command as `{"call": {"id", "name", "args"}}`, or `{"error": kind, "message"}`
+/// (kinds: `not_a_command`, `unknown_command`, `unterminated_quote`, `missing_argument`,
+/// `too_many_arguments`, `bad_value`, `bad_json`).
+pub fn slash_result(result: Result<ToolCall, SlashError>) -> Value {
+    match result {
+        Ok(call) => json!({ "call": call }),
+        Err(e) => json!({"error": error_kind(&e), "message": e.to_string()}),
     }
 }
 
@@ -743,5 +792,70 @@ mod tests {
         };
         let config = connection_config(&settings, more).unwrap();
         assert_eq!(config.oa1.auth.unwrap().max_skew_ms, 1000);
+    }
+
+    #[test]
+    fn policies_read_and_write_the_core_shape() {
+        let json = json!({"default": "allow", "rules": [
+            {"tool": "RemoteBash", "when": {"commands": ["rm -rf *"]}, "action": {"deny": "destructive"}},
+            {"tool": "*", "when": {"outside": ["/srv/app"]}, "action": {"ask": "medium"}}]});
+        let p = policy(json.clone()).unwrap();
+        let mut back = policy_json(&p);
+        back.as_object_mut().unwrap().remove("max_remembered");
+        assert_eq!(back, json);
+        for bad in [
+            json!({"default": "maybe", "rules": []}),
+            json!({"default": "allow", "rules": [{"tool": "x", "when": {"outside": ["relative"]}, "action": "allow"}]}),
+            json!([]),
+        ] {
+            assert!(
+                policy(bad.clone())
+                    .unwrap_err()
+                    .starts_with("invalid policy"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn contexts_keep_the_binding_to_the_gate() {
+        let ctx = context(json!({"cwd": "/srv/app", "flags": ["admin"]}), Some("npc")).unwrap();
+        assert_eq!(ctx.bound_npc_id.as_deref(), Some("npc"));
+        assert_eq!(ctx.cwd.as_deref(), Some("/srv/app"));
+        assert!(ctx.flags.contains("admin"));
+        assert_eq!(context(json!({}), None).unwrap(), Context::default());
+        let bound = context(json!({"bound_npc_id": "npc"}), None).unwrap_err();
+        assert!(bound.contains("bind_npc"), "{bound}");
+        assert!(context(json!({"cwd": 5}), None).is_err());
+        assert!(context(json!({"desk": "d"}), None).is_err());
+    }
+
+    #[test]
+    fn origins_by_name() {
+        assert_eq!(origin("model"), Ok(Origin::Model));
+        assert_eq!(origin("user"), Ok(Origin::User));
+        assert!(origin("User").is_err());
+    }
+
+    #[test]
+    fn slash_commands_as_calls_or_error_kinds() {
+        let registry = Registry::with_builtins();
+        let parse =
+            |line: &str| slash_result(deskwire::tools::slash::parse(line, &registry, &mut ids()));
+        let ok = parse("/read notes.txt");
+        assert_eq!(ok["call"]["name"], "read");
+        assert_eq!(ok["call"]["args"], json!({"path": "notes.txt"}));
+        assert!(ok["call"]["id"].as_str().is_some_and(|id| !id.is_empty()));
+        for (line, kind) in [
+            ("read x", "not_a_command"),
+            ("/cat x", "unknown_command"),
+            ("/read", "missing_argument"),
+            ("/bash 'open", "unterminated_quote"),
+        ] {
+            let e = parse(line);
+            assert_eq!(e["error"], kind, "{line}");
+            assert!(!e["message"].as_str().unwrap().is_empty());
+            assert!(e.get("call").is_none());
+        }
     }
 }

@@ -7,7 +7,7 @@ use deskwire::ids::IdGenerator;
 use deskwire::tools::providers::ToolRequest;
 use deskwire::tools::toolbox::Config;
 use deskwire::tools::{
-    Context, Event, Origin, Output, Policy, Registry, ToolSpec, Toolbox, Visibility, builtin,
+    Context, Event, Output, Policy, Registry, ToolSpec, Toolbox, Visibility, builtin, slash,
 };
 use godot::classes::{IRefCounted, RefCounted, Time};
 use godot::global::Error;
@@ -37,6 +37,11 @@ use crate::{on_main_thread, variant};
 ///     messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": verdict.observation})
 /// ```
 ///
+/// A [member policy] can ask a human before some calls or refuse them (`needs_approval` and
+/// `denied` verdicts); [method set_context] gives it the NPC's working directory and flags.
+/// Commands the player types (`/RemoteBash uptime`) become calls with [method parse_slash]
+/// and are checked with `origin` `"user"`.
+///
 /// Tool lists and tool calls are Dictionaries in the format named by [member provider]
 /// (`openai_chat` by default; `openai_responses`, `anthropic`,
 /// `gemini`, or `deskwire` for deskwire's own `{id, name, args}`).
@@ -55,6 +60,15 @@ pub struct ToolGate {
     /// `deskwire`. Setting an unknown name is an error and keeps the old one.
     #[var(get = get_provider, set = set_provider)]
     provider: PhantomVar<GString>,
+    /// The rules calls are checked against, in the core's shape: `{"default": action,
+    /// "rules": [{"tool", "when", "action"}]}`. An action is `"allow"`,
+    /// `{"ask": "low" | "medium" | "high"}` or `{"deny": "reason"}`; `when` is
+    /// `"always"`, `{"commands": [globs]}` (a shell command, each part of a chain),
+    /// `{"arg": name, "patterns": [globs]}` or `{"outside": [roots]}` (paths). `tool` is a
+    /// name or `"*"`. The default allows everything. Setting an invalid policy is an error
+    /// and keeps the old one.
+    #[var(get = get_policy, set = set_policy)]
+    policy: PhantomVar<VarDictionary>,
     base: Base<RefCounted>,
 }
 
@@ -72,6 +86,7 @@ impl IRefCounted for ToolGate {
             ids: IdGenerator::new(seed()),
             format: Format::DEFAULT,
             provider: PhantomVar::default(),
+            policy: PhantomVar::default(),
             base,
         }
     }
@@ -109,6 +124,24 @@ impl ToolGate {
         }
     }
 
+    /// See [member policy].
+    #[func]
+    fn get_policy(&self) -> VarDictionary {
+        variant::dictionary_of(&shapes::policy_json(self.toolbox.policy()))
+    }
+
+    /// See [member policy].
+    #[func]
+    fn set_policy(&mut self, policy: VarDictionary) {
+        let read = variant::from_dictionary(&policy)
+            .map_err(|e| e.to_string())
+            .and_then(|map| shapes::policy(Value::Object(map)));
+        match read {
+            Ok(p) => *self.toolbox.policy_mut() = p,
+            Err(e) => godot_error!("ToolGate.policy: {e}"),
+        }
+    }
+
     /// Seats [param npc_id] at [param desk_id]: from now on its model sees `RemoteBash`.
     /// An NPC sitting at another desk moves; an NPC already at this desk is unbound.
     /// Emits [signal tools_changed] for every NPC whose list changed.
@@ -129,7 +162,9 @@ impl ToolGate {
             self.npc_at.remove(&old_desk);
         }
         self.npc_at.insert(desk, npc.clone());
-        if let Err(e) = self.toolbox.set_context(&npc, Context::bound_to(&npc)) {
+        let mut ctx = self.toolbox.context(&npc).cloned().unwrap_or_default();
+        ctx.bound_npc_id = Some(npc.clone());
+        if let Err(e) = self.toolbox.set_context(&npc, ctx) {
             godot_error!("ToolGate.bind_npc: {e}");
             self.forget(&npc);
             self.emit_changes();
@@ -227,22 +262,114 @@ impl ToolGate {
 
     /// Checks a call [param npc_id]'s model made before it runs. [param tool_call] is one
     /// call in [member provider]'s format (for OpenAI Chat an element of the assistant
-    /// message's `tool_calls`). Returns the core's verdict with `allowed` added:
-    /// `{"allowed": true, "kind": "allowed"}`, or `allowed: false` with `kind` (`denied`
-    /// with a `reason`: `not_visible`, `invalid_arguments` or `policy`; `unknown` for a tool
-    /// that does not exist; `unreadable` for a Dictionary that is not a tool call) and
-    /// `observation`: the text to send back as the call's result.
+    /// message's `tool_calls`), or in [param provider]'s when given. Returns the core's
+    /// verdict with `allowed` added: `{"allowed": true, "kind": "allowed"}`, or
+    /// `allowed: false` with `kind`: `denied` with a `reason` (`not_visible`,
+    /// `invalid_arguments` or `policy`, with the policy's `message`) and `observation`, the
+    /// text to send back as the call's result; `needs_approval` with a `tier` (`low`,
+    /// `medium`, `high`) when the [member policy] asks a human: ask the player, and run it
+    /// if they agree; `unknown` (with `observation`) for a tool that does not exist;
+    /// `unreadable` for a Dictionary that is not a tool call. [param origin] is
+    /// `"model"`, or `"user"` for a command the player typed ([method parse_slash]):
+    /// no approval is asked for it, but hidden tools and denials still hold.
     #[func]
-    fn authorize(&mut self, npc_id: GString, tool_call: VarDictionary) -> VarDictionary {
-        let verdict = match self.read_call(&tool_call) {
-            Ok(call) => shapes::authorization(&self.toolbox.authorize(
-                &npc_id.to_string(),
-                &call,
-                Origin::Model,
-            )),
+    fn authorize(
+        &mut self,
+        npc_id: GString,
+        tool_call: VarDictionary,
+        #[opt(default = "model")] origin: GString,
+        #[opt(default = "")] provider: GString,
+    ) -> VarDictionary {
+        let origin = match shapes::origin(&origin.to_string()) {
+            Ok(o) => o,
+            Err(e) => {
+                godot_error!("ToolGate.authorize: {e}");
+                return variant::dictionary_of(&shapes::unreadable_call(&e));
+            }
+        };
+        let Some(format) = self.format_or_default(&provider) else {
+            return variant::dictionary_of(&shapes::unreadable_call("unknown provider"));
+        };
+        let verdict = match self.read_call(&tool_call, format) {
+            Ok(call) => {
+                shapes::authorization(&self.toolbox.authorize(&npc_id.to_string(), &call, origin))
+            }
             Err(message) => shapes::unreadable_call(&message),
         };
         variant::dictionary_of(&verdict)
+    }
+
+    /// A command the player typed as a tool call: `/read notes.txt`,
+    /// `/bash cwd='/srv/my app' make test` (`key=value` words, then the rest for the first
+    /// required argument), `/RemoteBash {"command": "uptime"}` (JSON arguments). Returns
+    /// `{"call": {"id", "name", "args"}}` (deskwire's shape: check it with
+    /// `authorize(npc_id, result.call, "user", "deskwire")`), or `{"error": kind,
+    /// "message"}` with `kind` one of `not_a_command` (the line does not start with `/`:
+    /// send it to the model), `unknown_command`, `unterminated_quote`,
+    /// `missing_argument`, `too_many_arguments`, `bad_value`, `bad_json`.
+    #[func]
+    fn parse_slash(&mut self, line: GString) -> VarDictionary {
+        let result = slash::parse(&line.to_string(), self.toolbox.registry(), &mut self.ids);
+        variant::dictionary_of(&shapes::slash_result(result))
+    }
+
+    /// Sets what else the [member policy] and tool visibility know about [param npc_id]:
+    /// `{"cwd": "/srv/app"}` (relative paths in calls resolve against it),
+    /// `{"target": "server-a"}` (the machine its calls go to), `{"flags": ["admin"]}`.
+    /// Replaces what was set before; the desk binding stays as [method bind_npc] made it.
+    /// Emits [signal tools_changed] when its list changed.
+    #[func]
+    fn set_context(&mut self, npc_id: GString, context: VarDictionary) -> Error {
+        if !on_main_thread("ToolGate.set_context") {
+            return Error::ERR_UNAVAILABLE;
+        }
+        let npc = npc_id.to_string();
+        let bound = self.desk_of.contains_key(&npc).then_some(npc.as_str());
+        let read = variant::from_dictionary(&context)
+            .map_err(|e| e.to_string())
+            .and_then(|map| shapes::context(Value::Object(map), bound));
+        let ctx = match read {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                godot_error!("ToolGate.set_context: {e}");
+                return Error::ERR_INVALID_PARAMETER;
+            }
+        };
+        let result = if ctx == Context::default() {
+            // Nothing to remember: an unknown NPC has the default context.
+            let _ = self.toolbox.set_context(&npc, ctx);
+            self.toolbox.remove_agent(&npc);
+            Ok(())
+        } else {
+            self.toolbox.set_context(&npc, ctx)
+        };
+        self.emit_changes();
+        match result {
+            Ok(()) => Error::OK,
+            Err(e) => {
+                godot_error!("ToolGate.set_context: {e}");
+                Error::ERR_OUT_OF_MEMORY
+            }
+        }
+    }
+
+    /// Adds REXD's logical tools (`bash`, `read`, `write`, `list`, `glob`,
+    /// `stat`), always visible, for an agent runtime that routes them to `rexd` itself.
+    /// `ERR_ALREADY_EXISTS` when one of them is registered already (the others are added).
+    #[func]
+    fn register_rexd_tools(&mut self) -> Error {
+        if !on_main_thread("ToolGate.register_rexd_tools") {
+            return Error::ERR_UNAVAILABLE;
+        }
+        let mut status = Error::OK;
+        for spec in builtin::rexd_tools() {
+            if let Err(e) = self.toolbox.register(spec, Visibility::Always) {
+                godot_error!("ToolGate.register_rexd_tools: {e}");
+                status = Error::ERR_ALREADY_EXISTS;
+            }
+        }
+        self.emit_changes();
+        status
     }
 
     /// [param tool_call] (in [member provider]'s format) as deskwire's
@@ -250,7 +377,7 @@ impl ToolGate {
     /// not a tool call.
     #[func]
     fn read_tool_call(&mut self, tool_call: VarDictionary) -> VarDictionary {
-        match self.read_call(&tool_call) {
+        match self.read_call(&tool_call, self.format) {
             Ok(call) => {
                 variant::dictionary_of(&serde_json::to_value(call).expect("a call serializes"))
             }
@@ -331,21 +458,27 @@ impl ToolGate {
     fn read_call(
         &mut self,
         tool_call: &VarDictionary,
+        format: Format,
     ) -> Result<deskwire::tools::ToolCall, String> {
         let value = variant::from_dictionary(tool_call).map_err(|e| e.to_string())?;
-        shapes::tool_call(self.format, Value::Object(value), &mut self.ids)
-            .map_err(|e| e.to_string())
+        shapes::tool_call(format, Value::Object(value), &mut self.ids).map_err(|e| e.to_string())
     }
 
-    /// Unbinds `npc` (its change is queued) and forgets it, so agents do not pile up.
+    /// Unbinds `npc` (its change is queued); an NPC with no other facts is forgotten, so the
+    /// table stays as small as the number of seated NPCs and NPCs given a context.
     fn release(&mut self, npc: &str) {
         if let Some(desk) = self.desk_of.remove(npc) {
             self.npc_at.remove(&desk);
         }
-        // Setting the unbound context queues the change; forgetting the agent then keeps the
-        // table as small as the number of seated NPCs.
-        let _ = self.toolbox.set_context(npc, Context::default());
-        self.toolbox.remove_agent(npc);
+        let mut ctx = self.toolbox.context(npc).cloned().unwrap_or_default();
+        ctx.bound_npc_id = None;
+        let idle = ctx == Context::default();
+        // Setting the unbound context queues the change (the NPC is known, so it cannot fail
+        // on the agent limit).
+        let _ = self.toolbox.set_context(npc, ctx);
+        if idle {
+            self.toolbox.remove_agent(npc);
+        }
     }
 
     fn forget(&mut self, npc: &str) {

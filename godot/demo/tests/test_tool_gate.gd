@@ -104,3 +104,80 @@ func test_providers_and_project_tools() -> void:
 	check_eq(gate.provider, "anthropic", "an unknown provider keeps the old one")
 	check(gate.unregister_tool("wave"), "unregister_tool")
 	check_eq(gate.visible_tool_names("npc-1"), PackedStringArray(["RemoteBash"]), "wave gone")
+
+
+const POLICY := {"default": "allow", "rules": [
+	{"tool": "RemoteBash", "when": {"commands": ["rm -rf *"]}, "action": {"deny": "nothing is deleted from a desk"}},
+	{"tool": "RemoteBash", "when": {"commands": ["sudo *"]}, "action": {"ask": "high"}},
+	{"tool": "*", "when": {"outside": ["/srv/app"]}, "action": {"ask": "medium"}},
+]}
+
+
+func _bash(command: String) -> Dictionary:
+	return {"id": "c1", "type": "function", "function": {"name": "RemoteBash", "arguments": JSON.stringify({"command": command})}}
+
+
+func test_a_policy_denies_and_asks() -> void:
+	var gate := ToolGate.new()
+	gate.policy = POLICY
+	var written: Dictionary = gate.policy
+	check_eq(written.get("rules", []).size(), 3, "the policy reads back: %s" % [written])
+	gate.bind_npc("npc-1", "desk-1")
+	check_eq(gate.authorize("npc-1", _bash("uptime")), {"allowed": true, "kind": "allowed"}, "allowed")
+	var denied := gate.authorize("npc-1", _bash("cd /tmp && rm -rf build"))
+	check_eq([denied.allowed, denied.kind, denied.reason, denied.message], [false, "denied", "policy", "nothing is deleted from a desk"], "denied: %s" % [denied])
+	check(String(denied.observation).contains("not run"), "an observation for the model")
+	var ask := gate.authorize("npc-1", _bash("sudo reboot"))
+	check_eq([ask.allowed, ask.kind, ask.tier], [false, "needs_approval", "high"], "asks a human: %s" % [ask])
+	check_eq(gate.authorize("npc-1", _bash("sudo reboot"), "user").allowed, true, "the player typed it: no approval")
+	check_eq(gate.authorize("npc-1", _bash("rm -rf /"), "user").reason, "policy", "a denial holds for the player too")
+	# An invalid policy is refused and the old one stays.
+	gate.policy = {"default": "maybe"}
+	gate.policy = {"default": "allow", "rules": [{"tool": "*", "when": {"outside": ["relative/root"]}, "action": "allow"}]}
+	check_eq(gate.policy, written, "the old policy stays")
+
+
+func test_slash_commands_become_user_calls() -> void:
+	var gate := ToolGate.new()
+	var typed := gate.parse_slash("/RemoteBash uptime -p")
+	check_eq(typed.call.name, "RemoteBash", "the call: %s" % [typed])
+	check_eq(typed.call.args, {"command": "uptime -p"}, "the rest of the line is the command")
+	check_eq(gate.authorize("npc-1", typed.call, "user", "deskwire").reason, "not_visible", "not while unbound")
+	gate.bind_npc("npc-1", "desk-1")
+	check_eq(gate.authorize("npc-1", typed.call, "user", "deskwire").allowed, true, "allowed while bound")
+	var json := gate.parse_slash('/RemoteBash {"command": "uptime", "timeout_sec": 5}')
+	check_eq(json.call.args, {"command": "uptime", "timeout_sec": 5}, "JSON arguments")
+	check_eq(gate.parse_slash("hello there"), {"error": "not_a_command", "message": "not a slash command"}, "chat is not a command")
+	var unknown := gate.parse_slash("/dance")
+	check_eq(unknown.error, "unknown_command", "an unknown command")
+	check(String(unknown.message).contains("/RemoteBash"), "the message names the commands: %s" % unknown.message)
+	check_eq(gate.parse_slash("/RemoteBash").error, "missing_argument", "no command")
+	check_eq(gate.authorize("npc-1", typed.call, "admin", "deskwire").kind, "unreadable", "an unknown origin")
+
+
+func test_an_npc_context_survives_binding() -> void:
+	var gate := ToolGate.new()
+	gate.policy = POLICY
+	check_eq(gate.register_rexd_tools(), OK, "register_rexd_tools")
+	check_eq(gate.visible_tool_names("npc-1"), PackedStringArray(["bash", "read", "write", "list", "glob", "stat"]), "REXD's tools, always")
+	check_eq(gate.register_rexd_tools(), ERR_ALREADY_EXISTS, "twice")
+	gate.provider = "deskwire"
+	var read := {"id": "c", "name": "read", "args": {"path": "notes.txt"}}
+	check_eq(gate.set_context("npc-1", {"cwd": "/home/npc"}), OK, "set_context")
+	check_eq(gate.authorize("npc-1", read).kind, "needs_approval", "outside /srv/app")
+	check_eq(gate.set_context("npc-1", {"cwd": "/srv/app"}), OK, "set_context")
+	check_eq(gate.authorize("npc-1", read).kind, "allowed", "inside /srv/app")
+	gate.bind_npc("npc-1", "desk-1")
+	check_eq(gate.authorize("npc-1", read).kind, "allowed", "the cwd stays when it sits down")
+	check_eq(gate.visible_tool_names("npc-1")[0], "RemoteBash", "and it is bound")
+	check_eq(gate.set_context("npc-1", {"cwd": "/srv/app", "flags": ["admin"]}), OK, "a new context")
+	check_eq(gate.visible_tool_names("npc-1")[0], "RemoteBash", "keeps the binding")
+	check_eq(gate.set_context("npc-1", {"cwd": "/home/npc"}), OK, "set_context while bound")
+	gate.unbind_npc("npc-1")
+	check_eq(gate.authorize("npc-1", read).kind, "needs_approval", "the cwd stays when it stands up")
+	check_eq(gate.set_context("npc-1", {}), OK, "an empty context")
+	# With no cwd a relative path is not placed anywhere, so no root rule applies.
+	check_eq(gate.authorize("npc-1", read).kind, "allowed", "the cwd is forgotten")
+	check_eq(gate.set_context("npc-1", {"bound_npc_id": "npc-1"}), ERR_INVALID_PARAMETER, "binding is bind_npc's")
+	check_eq(gate.set_context("npc-1", {"desk": "d"}), ERR_INVALID_PARAMETER, "an unknown key")
+	check_eq(gate.set_context("npc-1", {"cwd": 5}), ERR_INVALID_PARAMETER, "a wrong type")
