@@ -151,6 +151,10 @@ want = {
     "RemoteCall": ["One request sent by", "completed", "tool_message"],
     "ToolGate": ["Decides which tools each NPC", "Seats npc_id at desk_id", "tools_changed", "parse_slash", "set_context", "The rules calls are checked against"],
     "RemoteBashTool": ["The RemoteBash tool", "definition", "handles", "run"],
+    "Oa1Client": ["The desk end of OA1 over an IRC link you run yourself", "poll_output", "last_error"],
+    "Oa1Server": ["The remote end of OA1 over an IRC link you run yourself", "respond", "fail"],
+    "Oa1": ["OA1's building blocks", "parse_frame", "split"],
+    "IrcMessage": ["IRC lines split into their parts", "parse"],
 }
 missing = [(cls, text) for cls, texts in want.items() for text in texts if text not in pages.get(cls, "")]
 for cls in want:

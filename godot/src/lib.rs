@@ -8,15 +8,23 @@
 //! - `ToolGate` ([`tool_gate`]): which tools each NPC's model sees and may call.
 //! - `RemoteBashTool` ([`remote_bash_tool`]): the tool definition, and a model's tool call run
 //!   through a `DeskRpcClient` and turned back into its result message.
+//! - `Oa1Client` and `Oa1Server` ([`oa1_endpoint`]): the bare OA1 endpoints for hosts that own
+//!   the IRC link and the clock; `Oa1` ([`oa1_codec`]): escaping, frames, chunking and `ERR`
+//!   payloads; `IrcMessage` ([`irc_message`]): an IRC line's parts. The OA1 and IRC
+//!   conformance vectors run through these.
 //!
 //! Structured values cross as Dictionaries and Arrays made from the core's serde shapes:
-//! [`shapes`] (core values ↔ JSON, engine-free and unit-tested) and [`variant`] (JSON ↔
+//! [`shapes`] and [`oa1_shapes`] (core values ↔ JSON, engine-free and unit-tested) and [`variant`] (JSON ↔
 //! `Variant`, the only hand-written conversion). Signals are emitted on the main thread only,
 //! from calls GDScript makes and from `_process`.
 
 use godot::prelude::*;
 
 pub mod desk_client;
+pub mod irc_message;
+pub mod oa1_codec;
+pub mod oa1_endpoint;
+pub mod oa1_shapes;
 pub mod remote_bash_tool;
 pub mod remote_call;
 pub mod shapes;

@@ -11,6 +11,7 @@ const SUITES := [
 	"res://tests/test_desk_client.gd",
 	"res://tests/test_demo.gd",
 	"res://tests/test_bad_input.gd",
+	"res://tests/test_oa1.gd",
 ]
 
 var passed := 0

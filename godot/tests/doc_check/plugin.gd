@@ -4,7 +4,7 @@
 @tool
 extends EditorPlugin
 
-const CLASSES := ["DeskRpcClient", "RemoteCall", "ToolGate", "RemoteBashTool"]
+const CLASSES := ["DeskRpcClient", "RemoteCall", "ToolGate", "RemoteBashTool", "Oa1Client", "Oa1Server", "Oa1", "IrcMessage"]
 
 
 func _enter_tree() -> void:
