@@ -12,6 +12,7 @@ const SUITES := [
 	"res://tests/test_demo.gd",
 	"res://tests/test_bad_input.gd",
 	"res://tests/test_oa1.gd",
+	"res://tests/test_vectors.gd",
 ]
 
 var passed := 0
@@ -23,6 +24,8 @@ func _initialize() -> void:
 
 
 func _run() -> void:
+	# What suites report beyond pass/fail (the vectors: cases run, and what cannot run and why).
+	var notes: Array = []
 	for path in SUITES:
 		var suite: RefCounted = load(path).new()
 		suite.tree = self
@@ -40,5 +43,9 @@ func _run() -> void:
 				print("FAIL  %s :: %s" % [path.get_file(), name])
 				for f in suite.failures:
 					print("      ", f)
+		if suite.has_method("summary"):
+			notes.append_array(suite.summary())
+	for line in notes:
+		print(line)
 	print("godot: %d passed, %d failed (engine %s)" % [passed, failed, Engine.get_version_info().string])
 	quit(1 if failed > 0 or passed == 0 else 0)
