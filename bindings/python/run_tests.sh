@@ -13,7 +13,8 @@ repo=$PWD
 cache="${DESKWIRE_CACHE:-$HOME/.cache/deskwire}"
 export PIP_CACHE_DIR="$cache/pip" PIP_DISABLE_PIP_VERSION_CHECK=1
 
-cargo build --quiet -p rexd --bin rexd -p deskwire-sidecar-host
+# `--bin` picks targets across every package named, so each binary is named.
+cargo build --quiet -p rexd -p deskwire-sidecar-host --bin rexd --bin sidecar-host
 bin="${CARGO_TARGET_DIR:-$repo/target}/debug"
 export DESKWIRE_REXD="$bin/rexd" PEERS_REXD="$bin/rexd"
 

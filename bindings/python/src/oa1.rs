@@ -269,7 +269,8 @@ fn drain_lines<'py, E: LineEngine>(
 
 /// The desk end of OA1 over IRC lines you read and write yourself (see `Desk` for an engine
 /// that also speaks IRC): `request`, then feed every received line to `handle_line` and drain
-/// `poll_output` until it returns a `Timeout`.
+/// `poll_output` until it returns a `Timeout`. `handle_lines` and `drain` do the same for many
+/// lines in one call each (a 128 KiB request is about 580 lines).
 ///
 /// `Client("#desk", "desk", seed=42, request_timeout_ms=5000)`: keyword options are the keys of
 /// the core's OA1 config (`allowed_sender`, `max_frame_payload_bytes`, `adaptive_payload`,
