@@ -27,7 +27,13 @@ func _run() -> void:
 	# What suites report beyond pass/fail (the vectors: cases run, and what cannot run and why).
 	var notes: Array = []
 	for path in SUITES:
-		var suite: RefCounted = load(path).new()
+		# A suite that does not parse is a failure, not a run that never ends.
+		var script: GDScript = load(path)
+		if script == null or not script.can_instantiate():
+			failed += 1
+			print("FAIL  %s does not load (see the parse error above)" % path.get_file())
+			continue
+		var suite: RefCounted = script.new()
 		suite.tree = self
 		for method in suite.get_method_list():
 			var name: String = method.name
