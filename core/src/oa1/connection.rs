@@ -17,7 +17,7 @@
 //! reach nobody. After a
 //! kick or part the engine joins again after [`ConnectionConfig::rejoin_delay_ms`], holding lines
 //! meanwhile. When the connection ends ([`SessionEvent::Disconnected`], or `handle_eof`), the
-//! desk's requests in flight fail with [`Failure::Disconnected`] and the remote's requests end
+//! desk's requests in flight fail with [`Failure::Disconnected`](super::Failure::Disconnected) and the remote's requests end
 //! with [`Event::Cancelled`]; a new connection needs a new engine.
 //!
 //! The whole host loop over a blocking TCP socket with a read timeout, in 29 lines (every
