@@ -17,8 +17,10 @@ use std::time::Instant;
 use deskwire::oa1::{ConnectionConfig, ConnectionOutput};
 use deskwire_uniffi::connection::{self as wrapper, ConnectionOutput as WrapperOutput};
 
-const WELCOME: &[u8] = b":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n";
-const LINE: &[u8] = b":deskbot!~bot@10.0.0.2 PRIVMSG #desk :hello from the remote end of the desk\r\n";
+const WELCOME: &[u8] =
+    b":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n";
+const LINE: &[u8] =
+    b":deskbot!~bot@10.0.0.2 PRIVMSG #desk :hello from the remote end of the desk\r\n";
 const ROUNDS: usize = 15;
 const CALLS: usize = 200_000;
 
@@ -60,7 +62,10 @@ fn main() {
     while !matches!(desk.poll_output(0), WrapperOutput::Timeout { .. }) {}
     let wrapper_ns = rounds(|| {
         desk.handle_bytes(1, black_box(LINE.to_vec()));
-        while !matches!(black_box(desk.poll_output(1)), WrapperOutput::Timeout { .. }) {}
+        while !matches!(
+            black_box(desk.poll_output(1)),
+            WrapperOutput::Timeout { .. }
+        ) {}
     });
     let handle_only_ns = rounds(|| desk.handle_bytes(1, black_box(LINE.to_vec())));
     let poll_only_ns = rounds(|| {

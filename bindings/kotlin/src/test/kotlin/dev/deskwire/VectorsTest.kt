@@ -494,8 +494,9 @@ class VectorsTest {
     }
 
     private companion object {
-        const val PROVIDERS = "provider translation (tool definitions out to, calls back from, the LLM " +
-            "APIs) is a host-side concern of the agent loop and is not in the Kotlin API; the Rust " +
-            "suite runs these fixtures"
+        const val PROVIDERS = "provider translation (tool definitions out to, tool calls back from, " +
+            "the LLM APIs) is not exposed in the Kotlin API yet: a Kotlin agent loop would need " +
+            "typed segments and tool calls that keep the providers' extra fields (Gemini's thought " +
+            "signatures, Responses item ids); the Rust suite runs these fixtures"
     }
 }
