@@ -187,7 +187,8 @@ def process_alive(pid):
         with open(f"/proc/{pid}/stat") as f:
             state = f.read().rsplit(")", 1)[1].split()[0]
         return state != "Z"
-    except FileNotFoundError:
+    # Gone before the open, or reaped between the open and the read (ESRCH).
+    except (FileNotFoundError, ProcessLookupError):
         return False
 
 
