@@ -22,6 +22,10 @@
 //! body; [`write_request_tools`] writes the same fields as JSON text straight from the borrowed
 //! specs, about as fast as serializing the finished JSON (`benches/tools.rs`), where the map
 //! costs ~6x that because every schema is copied.
+//!
+//! The next turn: [`assistant_turn`] echoes a response in the provider's shape (with what it
+//! needs back: Responses item ids, reasoning items and thinking blocks, Gemini thought
+//! signatures), [`tool_results`] answers its calls.
 
 pub mod anthropic;
 pub mod gemini;
@@ -33,7 +37,7 @@ pub mod sse;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::spec::{ToolCall, ToolSpec};
+use super::spec::{ToolCall, ToolResult, ToolSpec};
 use crate::ids::IdGenerator;
 
 /// The APIs deskwire speaks. JSON: `"openai_chat"`, `"openai_responses"`, `"anthropic"`,
@@ -419,6 +423,43 @@ pub fn parse_response(
     }
 }
 
+/// The model turn that echoes `response` into the next request to `provider`: the Chat
+/// `assistant` message, the Responses input items (an array), the Anthropic `assistant`
+/// message, the Gemini `model` content. One dispatch for every binding.
+pub fn assistant_turn(provider: Provider, response: &ProviderResponse) -> Value {
+    match provider {
+        Provider::OpenAiChat => openai_chat::assistant_message(response),
+        Provider::OpenAiResponses => Value::Array(openai_responses::input_items(response)),
+        Provider::Anthropic => anthropic::assistant_message(response),
+        Provider::Gemini => gemini::model_content(response),
+    }
+}
+
+/// The results of the calls of `previous` (the model turn they answer), to follow
+/// [`assistant_turn`] in the next request to `provider`: an array of Chat `tool` messages, an
+/// array of Responses `function_call_output` items, one Anthropic `user` message, one Gemini
+/// `user` content. Gemini names each function from its call in `previous`, so a result for a
+/// call `previous` did not make is an error there (the other APIs pair by id alone).
+pub fn tool_results(
+    provider: Provider,
+    previous: &ProviderResponse,
+    results: &[ToolResult],
+) -> Result<Value, gemini::UnknownCall> {
+    Ok(match provider {
+        Provider::OpenAiChat => {
+            Value::Array(results.iter().map(openai_chat::tool_message).collect())
+        }
+        Provider::OpenAiResponses => Value::Array(
+            results
+                .iter()
+                .map(openai_responses::function_call_output)
+                .collect(),
+        ),
+        Provider::Anthropic => anthropic::tool_results_message(results),
+        Provider::Gemini => gemini::function_responses(previous, results)?,
+    })
+}
+
 /// A byte counter against [`Limits::max_bytes`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Budget {
@@ -549,6 +590,34 @@ mod tests {
                 .unwrap_err()
                 .contains("not valid JSON")
         );
+    }
+
+    #[test]
+    fn echoes_take_each_provider_shape() {
+        let previous = ProviderResponse {
+            segments: vec![Segment::ToolCall {
+                tool_call: ToolCall::new("c1", "read", json!({"path": "a"})),
+            }],
+            stop_reason: None,
+        };
+        let results = [ToolResult::error("c1", "no such file")];
+        let turn = |p| assistant_turn(p, &previous);
+        assert_eq!(turn(Provider::OpenAiChat)["tool_calls"][0]["id"], "c1");
+        assert_eq!(turn(Provider::OpenAiResponses)[0]["type"], "function_call");
+        assert_eq!(turn(Provider::Anthropic)["content"][0]["type"], "tool_use");
+        assert_eq!(turn(Provider::Gemini)["role"], "model");
+        let back = |p| tool_results(p, &previous, &results).unwrap();
+        assert_eq!(back(Provider::OpenAiChat)[0]["role"], "tool");
+        assert_eq!(back(Provider::OpenAiResponses)[0]["call_id"], "c1");
+        assert_eq!(back(Provider::Anthropic)["content"][0]["is_error"], true);
+        let gemini = back(Provider::Gemini);
+        assert_eq!(gemini["parts"][0]["functionResponse"]["name"], "read");
+        let stray = [ToolResult::ok("c9", "x")];
+        assert_eq!(
+            tool_results(Provider::Gemini, &previous, &stray),
+            Err(gemini::UnknownCall("c9".into()))
+        );
+        assert!(tool_results(Provider::OpenAiChat, &previous, &stray).is_ok());
     }
 
     #[test]
