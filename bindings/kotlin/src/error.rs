@@ -8,9 +8,12 @@
 
 use std::fmt;
 
-/// Every error a deskwire call raises. Kotlin: `DeskwireException.Misuse` and
-/// `DeskwireException.InvalidInput`, both with `kind` (the core's variant name, e.g.
-/// `NotConnected`, `UnknownRequest`, `InvalidPayload`) and `detail` (the core's message).
+use deskwire::tools::providers::ParseError;
+
+/// Every error a deskwire call raises. Kotlin: `DeskwireException.Misuse`,
+/// `DeskwireException.InvalidInput` and `DeskwireException.Remote`, each with `kind` (the
+/// core's variant name, e.g. `NotConnected`, `UnknownRequest`, `InvalidPayload`, `Provider`)
+/// and `detail` (the core's message).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, uniffi::Error)]
 pub enum DeskwireError {
     /// The engine refused a command in its current state, or its arguments (the core's
@@ -28,6 +31,15 @@ pub enum DeskwireError {
         /// The core's variant name.
         kind: String,
         /// What is wrong.
+        detail: String,
+    },
+    /// The peer's answer the host handed in reports an error of its own (an LLM provider's
+    /// error object or error event): not the host's fault, and not garbage either.
+    #[error("{kind}: {detail}")]
+    Remote {
+        /// The core's variant name.
+        kind: String,
+        /// The peer's message.
         detail: String,
     },
 }
@@ -64,12 +76,19 @@ pub(crate) enum Error {
     #[error(transparent)]
     Slash(#[from] deskwire::tools::slash::SlashError),
     #[error(transparent)]
+    ProviderParse(#[from] deskwire::tools::providers::ParseError),
+    #[error(transparent)]
+    UnknownCall(#[from] deskwire::tools::providers::gemini::UnknownCall),
+    #[error(transparent)]
     Json(#[from] serde_json::Error),
     #[error(transparent)]
     Schema(#[from] deskwire::schemas::SchemaError),
     /// A value the binding checks itself before it reaches the core.
     #[error("{detail}")]
     Invalid { kind: &'static str, detail: String },
+    /// A call the binding's own object refuses in its state (a finished stream parser).
+    #[error("{detail}")]
+    Refused { kind: &'static str, detail: String },
 }
 
 /// The variant name from a `Debug` rendering (`NotConnected`, `TooLarge { .. }` → `TooLarge`).
@@ -106,9 +125,16 @@ impl From<Error> for DeskwireError {
             Error::Registry(e) => invalid(variant_name(e)),
             Error::Spec(e) => invalid(variant_name(e)),
             Error::Slash(e) => invalid(variant_name(e)),
+            Error::ProviderParse(e @ ParseError::Provider(_)) => DeskwireError::Remote {
+                kind: variant_name(e),
+                detail: detail.clone(),
+            },
+            Error::ProviderParse(e) => invalid(variant_name(e)),
+            Error::UnknownCall(e) => invalid(variant_name(e)),
             Error::Json(_) => invalid("Json".to_owned()),
             Error::Schema(e) => invalid(variant_name(e)),
             Error::Invalid { kind, .. } => invalid((*kind).to_owned()),
+            Error::Refused { kind, .. } => misuse((*kind).to_owned()),
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod irc;
 pub mod jsonrpc;
 pub mod mobile;
 pub mod oa1;
+pub mod providers;
 pub mod schemas;
 pub mod tools;
 

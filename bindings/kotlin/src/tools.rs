@@ -12,6 +12,7 @@ use deskwire::tools::{self, slash, toolbox};
 
 use crate::error::{Result, api};
 use crate::lock;
+use crate::providers::{Provider, ToolChoice, write_request_tools};
 
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
@@ -24,15 +25,25 @@ pub struct ToolSpec {
     pub input_schema_json: String,
 }
 
-/// One call of a tool.
+/// One call of a tool. The last three fields carry what a provider needs back on the next
+/// turn; a call read from a response keeps them, a call made by hand leaves them out.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct ToolCall {
-    /// The call's id (the provider's).
+    /// The call's id (the provider's, or a generated one when it gave none).
     pub id: String,
     /// The tool.
     pub name: String,
     /// The arguments, JSON text.
     pub args_json: String,
+    /// The provider's item id when it differs from the call id (OpenAI Responses `fc_…`).
+    #[uniffi(default = None)]
+    pub item_id: Option<String>,
+    /// Gemini's `thoughtSignature` of the call.
+    #[uniffi(default = None)]
+    pub thought_signature: Option<String>,
+    /// The provider sent no id and `id` was generated (echoes leave it out).
+    #[uniffi(default = false)]
+    pub id_generated: bool,
 }
 
 /// Who asks for a call.
@@ -354,6 +365,29 @@ impl Toolbox {
             .collect()
     }
 
+    /// The tool fields of `agent`'s next request to `provider` (`tools`, `tool_choice`,
+    /// `toolConfig`, ...), a JSON object as text to merge into the request body: the tools
+    /// the agent sees now. With `keep_list`, every registered tool is listed and the visible
+    /// ones allowed where the API can gate that way (Responses, Gemini), so the prompt
+    /// prefix, and the provider's cache of it, stays the same when the agent's tools change.
+    #[uniffi::method(default(keep_list = false, parallel_tool_calls = None, strict = false))]
+    pub fn request_tools(
+        &self,
+        agent: String,
+        provider: Provider,
+        choice: ToolChoice,
+        keep_list: bool,
+        parallel_tool_calls: Option<bool>,
+        strict: bool,
+    ) -> String {
+        let inner = lock(&self.inner);
+        let mut request = inner.tool_request(&agent, keep_list);
+        request.choice = choice.into();
+        request.parallel_tool_calls = parallel_tool_calls;
+        request.strict = strict;
+        write_request_tools(provider, &request)
+    }
+
     /// Reads a slash command a person typed (`/bash ls -la`, `/read path=x`, `/RemoteBash {...}`)
     /// as a call of a registered tool.
     pub fn parse_slash(&self, line: String, seed: u64) -> Result<ToolCall> {
@@ -407,6 +441,9 @@ impl From<tools::ToolCall> for ToolCall {
             args_json: json_text(&c.args),
             id: c.id,
             name: c.name,
+            item_id: c.item_id,
+            thought_signature: c.thought_signature,
+            id_generated: c.id_generated,
         }
     }
 }
@@ -415,9 +452,14 @@ impl TryFrom<ToolCall> for tools::ToolCall {
     type Error = crate::DeskwireError;
 
     fn try_from(c: ToolCall) -> Result<Self> {
-        let args: serde_json::Value = api(|| serde_json::from_str(&c.args_json))?;
-        let json = serde_json::json!({ "id": c.id, "name": c.name, "args": args });
-        api(|| serde_json::from_value(json))
+        Ok(tools::ToolCall {
+            args: api(|| serde_json::from_str(&c.args_json))?,
+            id: c.id,
+            name: c.name,
+            item_id: c.item_id,
+            thought_signature: c.thought_signature,
+            id_generated: c.id_generated,
+        })
     }
 }
 

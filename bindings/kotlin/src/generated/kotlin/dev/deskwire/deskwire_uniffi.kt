@@ -749,6 +749,16 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_remote_bash_tool(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_provider_assistant_turn(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_provider_limits_default(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_provider_parse_response(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_provider_request_tools(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_provider_tool_results(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_read_schema_value(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_cancel(
@@ -999,6 +1009,14 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_oa1server_stats(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_providerstreamparser_feed(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_providerstreamparser_finish(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_providerstreamparser_is_finished(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_providerstreamparser_push_data(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_toolbox_authorize(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_toolbox_cancel_approval(
@@ -1016,6 +1034,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_deskwire_uniffi_checksum_method_toolbox_register(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_toolbox_remove_agent(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_toolbox_request_tools(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_toolbox_respond(
     ): Int
@@ -1042,6 +1062,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_deskwire_uniffi_checksum_constructor_oa1client_new(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_constructor_oa1server_new(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_constructor_providerstreamparser_new(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_constructor_toolbox_new(
     ): Int
@@ -1367,6 +1389,20 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_oa1server_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_clone_providerstreamparser(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_free_providerstreamparser(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_constructor_providerstreamparser_new(`provider`: RustBuffer.ByValue,`seed`: Long,`limits`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_providerstreamparser_feed(`ptr`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_providerstreamparser_finish(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_providerstreamparser_is_finished(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_deskwire_uniffi_fn_method_providerstreamparser_push_data(`ptr`: Long,`data`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
     external fun uniffi_deskwire_uniffi_fn_clone_toolbox(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_free_toolbox(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1391,6 +1427,8 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_remove_agent(`ptr`: Long,`agent`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_request_tools(`ptr`: Long,`agent`: RustBuffer.ByValue,`provider`: RustBuffer.ByValue,`choice`: RustBuffer.ByValue,`keepList`: Byte,`parallelToolCalls`: RustBuffer.ByValue,`strict`: Byte,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_respond(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`approved`: Byte,`remember`: Byte,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_set_context(`ptr`: Long,`agent`: RustBuffer.ByValue,`context`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1472,6 +1510,16 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_func_remote_bash_failure_json(`failure`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_remote_bash_tool(uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_provider_assistant_turn(`provider`: RustBuffer.ByValue,`response`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_provider_limits_default(uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_provider_parse_response(`provider`: RustBuffer.ByValue,`body`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_provider_request_tools(`provider`: RustBuffer.ByValue,`request`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_provider_tool_results(`provider`: RustBuffer.ByValue,`previous`: RustBuffer.ByValue,`results`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_read_schema_value(`protocol`: RustBuffer.ByValue,`def`: RustBuffer.ByValue,`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1703,6 +1751,21 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_remote_bash_tool() and 0xFFFF) != 48024) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_assistant_turn() and 0xFFFF) != 12823) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_limits_default() and 0xFFFF) != 32759) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_parse_response() and 0xFFFF) != 33868) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_request_tools() and 0xFFFF) != 8354) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_tool_results() and 0xFFFF) != 32015) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_read_schema_value() and 0xFFFF) != 16097) {
@@ -2080,6 +2143,18 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_stats() and 0xFFFF) != 38799) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_providerstreamparser_feed() and 0xFFFF) != 53646) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_providerstreamparser_finish() and 0xFFFF) != 53482) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_providerstreamparser_is_finished() and 0xFFFF) != 45204) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_providerstreamparser_push_data() and 0xFFFF) != 34008) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_authorize() and 0xFFFF) != 19276) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -2105,6 +2180,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_remove_agent() and 0xFFFF) != 32788) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_request_tools() and 0xFFFF) != 35694) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_respond() and 0xFFFF) != 57811) {
@@ -2144,6 +2222,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1server_new() and 0xFFFF) != 54325) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_providerstreamparser_new() and 0xFFFF) != 64038) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_toolbox_new() and 0xFFFF) != 59176) {
@@ -7206,6 +7287,364 @@ public object FfiConverterTypeOa1Server: FfiConverter<Oa1Server, Long> {
 
 
 /**
+ * A streamed response (server-sent events) being read: [`feed`](Self::feed) the HTTP body's
+ * bytes as they come, in any split, then [`finish`](Self::finish) for the response. The
+ * first error sticks: every later call throws it again.
+ */
+public interface ProviderStreamParserInterface {
+    
+    /**
+     * The next bytes of the body. Throws `Remote` (kind `Provider`) for an error event,
+     * `InvalidInput` (`NotJson`, `Shape`, `TooLarge`) for a stream that is not the
+     * provider's, `Misuse` (`Finished`) after [`finish`](Self::finish).
+     */
+    fun `feed`(`bytes`: kotlin.ByteArray)
+    
+    /**
+     * The end of the body (an unterminated last event counts): the response. The parser
+     * takes nothing more.
+     */
+    fun `finish`(): ProviderResponse
+    
+    /**
+     * Whether [`finish`](Self::finish) was called.
+     */
+    fun `isFinished`(): kotlin.Boolean
+    
+    /**
+     * One event's `data`, for HTTP clients that split the events themselves.
+     */
+    fun `pushData`(`data`: kotlin.ByteArray)
+    
+    companion object
+}
+
+/**
+ * A streamed response (server-sent events) being read: [`feed`](Self::feed) the HTTP body's
+ * bytes as they come, in any split, then [`finish`](Self::finish) for the response. The
+ * first error sticks: every later call throws it again.
+ */
+open class ProviderStreamParser: Disposable, AutoCloseable, ProviderStreamParserInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A parser for `provider`; `seed` makes the ids a provider leaves out; `limits` bound
+     * what it holds (`null`: the core's defaults).
+     */
+    constructor(`provider`: Provider, `seed`: kotlin.ULong = 0uL, `limits`: ProviderLimits? = null) :
+        this(UniffiWithHandle, 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_constructor_providerstreamparser_new(
+    
+        
+        FfiConverterTypeProvider.lower(`provider`),
+        FfiConverterULong.lower(`seed`),
+        FfiConverterOptionalTypeProviderLimits.lower(`limits`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_deskwire_uniffi_fn_free_providerstreamparser(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_deskwire_uniffi_fn_clone_providerstreamparser(handle, status)
+        }
+    }
+
+    
+    /**
+     * The next bytes of the body. Throws `Remote` (kind `Provider`) for an error event,
+     * `InvalidInput` (`NotJson`, `Shape`, `TooLarge`) for a stream that is not the
+     * provider's, `Misuse` (`Finished`) after [`finish`](Self::finish).
+     */
+    @Throws(DeskwireException::class)override fun `feed`(`bytes`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_providerstreamparser_feed(
+        it,
+        
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The end of the body (an unterminated last event counts): the response. The parser
+     * takes nothing more.
+     */
+    @Throws(DeskwireException::class)override fun `finish`(): ProviderResponse {
+            return FfiConverterTypeProviderResponse.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_providerstreamparser_finish(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Whether [`finish`](Self::finish) was called.
+     */override fun `isFinished`(): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_providerstreamparser_is_finished(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * One event's `data`, for HTTP clients that split the events themselves.
+     */
+    @Throws(DeskwireException::class)override fun `pushData`(`data`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_providerstreamparser_push_data(
+        it,
+        
+        FfiConverterByteArray.lower(`data`),_status)
+}
+    }
+    
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeProviderStreamParser: FfiConverter<ProviderStreamParser, Long> {
+    override fun lower(value: ProviderStreamParser): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): ProviderStreamParser {
+        return ProviderStreamParser(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): ProviderStreamParser {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: ProviderStreamParser) = 8UL
+
+    override fun write(value: ProviderStreamParser, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
  * The remote's end of one IRC connection: requests in, streamed answers out.
  */
 public interface RemoteInterface {
@@ -7783,6 +8222,15 @@ public interface ToolboxInterface {
     fun `removeAgent`(`agent`: kotlin.String): kotlin.Boolean
     
     /**
+     * The tool fields of `agent`'s next request to `provider` (`tools`, `tool_choice`,
+     * `toolConfig`, ...), a JSON object as text to merge into the request body: the tools
+     * the agent sees now. With `keep_list`, every registered tool is listed and the visible
+     * ones allowed where the API can gate that way (Responses, Gemini), so the prompt
+     * prefix, and the provider's cache of it, stays the same when the agent's tools change.
+     */
+    fun `requestTools`(`agent`: kotlin.String, `provider`: Provider, `choice`: ToolChoice, `keepList`: kotlin.Boolean = false, `parallelToolCalls`: kotlin.Boolean? = null, `strict`: kotlin.Boolean = false): kotlin.String
+    
+    /**
      * A human answered approval `id`.
      */
     fun `respond`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `approved`: kotlin.Boolean, `remember`: kotlin.Boolean, `reason`: kotlin.String?): ToolApprovalDecided
@@ -8080,6 +8528,32 @@ open class Toolbox: Disposable, AutoCloseable, ToolboxInterface
         it,
         
         FfiConverterString.lower(`agent`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The tool fields of `agent`'s next request to `provider` (`tools`, `tool_choice`,
+     * `toolConfig`, ...), a JSON object as text to merge into the request body: the tools
+     * the agent sees now. With `keep_list`, every registered tool is listed and the visible
+     * ones allowed where the API can gate that way (Responses, Gemini), so the prompt
+     * prefix, and the provider's cache of it, stays the same when the agent's tools change.
+     */override fun `requestTools`(`agent`: kotlin.String, `provider`: Provider, `choice`: ToolChoice, `keepList`: kotlin.Boolean, `parallelToolCalls`: kotlin.Boolean?, `strict`: kotlin.Boolean): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_toolbox_request_tools(
+        it,
+        
+        FfiConverterString.lower(`agent`),
+        FfiConverterTypeProvider.lower(`provider`),
+        FfiConverterTypeToolChoice.lower(`choice`),
+        FfiConverterBoolean.lower(`keepList`),
+        FfiConverterOptionalBoolean.lower(`parallelToolCalls`),
+        FfiConverterBoolean.lower(`strict`),_status)
 }
     }
     )
@@ -8683,6 +9157,77 @@ public object FfiConverterTypeGatewayErrorBody: FfiConverterRustBuffer<GatewayEr
             FfiConverterString.write(value.`code`, buf)
             FfiConverterString.write(value.`message`, buf)
             FfiConverterOptionalString.write(value.`detailsJson`, buf)
+    }
+}
+
+
+
+/**
+ * A tool call whose arguments could not be read: answer it with an error result.
+ */
+data class InvalidToolCall (
+    /**
+     * The call id.
+     */
+    var `id`: kotlin.String
+    , 
+    /**
+     * The tool's name.
+     */
+    var `name`: kotlin.String
+    , 
+    /**
+     * The arguments as received.
+     */
+    var `arguments`: kotlin.String
+    , 
+    /**
+     * What is wrong with them.
+     */
+    var `error`: kotlin.String
+    , 
+    /**
+     * The provider's item id (OpenAI Responses), echoed back.
+     */
+    var `itemId`: kotlin.String? = null 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeInvalidToolCall: FfiConverterRustBuffer<InvalidToolCall> {
+    override fun read(buf: ByteBuffer): InvalidToolCall {
+        return InvalidToolCall(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterOptionalString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: InvalidToolCall) = (
+            FfiConverterString.allocationSize(value.`id`) +
+            FfiConverterString.allocationSize(value.`name`) +
+            FfiConverterString.allocationSize(value.`arguments`) +
+            FfiConverterString.allocationSize(value.`error`) +
+            FfiConverterOptionalString.allocationSize(value.`itemId`)
+    )
+
+    override fun write(value: InvalidToolCall, buf: ByteBuffer) {
+            FfiConverterString.write(value.`id`, buf)
+            FfiConverterString.write(value.`name`, buf)
+            FfiConverterString.write(value.`arguments`, buf)
+            FfiConverterString.write(value.`error`, buf)
+            FfiConverterOptionalString.write(value.`itemId`, buf)
     }
 }
 
@@ -10613,6 +11158,173 @@ public object FfiConverterTypePermissionResponse: FfiConverterRustBuffer<Permiss
 
 
 /**
+ * What a (streamed) response may make the parser hold.
+ */
+data class ProviderLimits (
+    /**
+     * Bytes of text, argument fragments and SSE lines at most.
+     */
+    var `maxBytes`: kotlin.ULong
+    , 
+    /**
+     * Tool calls and content blocks at most.
+     */
+    var `maxItems`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeProviderLimits: FfiConverterRustBuffer<ProviderLimits> {
+    override fun read(buf: ByteBuffer): ProviderLimits {
+        return ProviderLimits(
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ProviderLimits) = (
+            FfiConverterULong.allocationSize(value.`maxBytes`) +
+            FfiConverterULong.allocationSize(value.`maxItems`)
+    )
+
+    override fun write(value: ProviderLimits, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`maxBytes`, buf)
+            FfiConverterULong.write(value.`maxItems`, buf)
+    }
+}
+
+
+
+/**
+ * A model's answer, normalised.
+ */
+data class ProviderResponse (
+    /**
+     * In the order the model produced them.
+     */
+    var `segments`: List<ResponseSegment>
+    , 
+    /**
+     * Why the model stopped, as the provider says it (`tool_calls`, `tool_use`, `STOP`, ...).
+     */
+    var `stopReason`: kotlin.String? = null 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeProviderResponse: FfiConverterRustBuffer<ProviderResponse> {
+    override fun read(buf: ByteBuffer): ProviderResponse {
+        return ProviderResponse(
+            FfiConverterSequenceTypeResponseSegment.read(buf),
+            FfiConverterOptionalString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ProviderResponse) = (
+            FfiConverterSequenceTypeResponseSegment.allocationSize(value.`segments`) +
+            FfiConverterOptionalString.allocationSize(value.`stopReason`)
+    )
+
+    override fun write(value: ProviderResponse, buf: ByteBuffer) {
+            FfiConverterSequenceTypeResponseSegment.write(value.`segments`, buf)
+            FfiConverterOptionalString.write(value.`stopReason`, buf)
+    }
+}
+
+
+
+/**
+ * The tool part of a request.
+ */
+data class ProviderToolRequest (
+    /**
+     * The tools the model may call now.
+     */
+    var `tools`: List<ToolSpec>
+    , 
+    /**
+     * Whether and which tool it must call.
+     */
+    var `choice`: ToolChoice
+    , 
+    /**
+     * The full, stable tool list: the APIs that can gate without changing the list
+     * (Responses `allowed_tools`, Gemini `allowedFunctionNames`) send it and allow `tools`,
+     * so a cached prompt prefix survives; the others send `tools` only.
+     */
+    var `catalog`: List<ToolSpec>? = null 
+    , 
+    /**
+     * OpenAI `parallel_tool_calls`; `false` is Anthropic `disable_parallel_tool_use`.
+     */
+    var `parallelToolCalls`: kotlin.Boolean? = null 
+    , 
+    /**
+     * Ask OpenAI for strict schemas, for the tools whose schema allows it.
+     */
+    var `strict`: kotlin.Boolean = false 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeProviderToolRequest: FfiConverterRustBuffer<ProviderToolRequest> {
+    override fun read(buf: ByteBuffer): ProviderToolRequest {
+        return ProviderToolRequest(
+            FfiConverterSequenceTypeToolSpec.read(buf),
+            FfiConverterTypeToolChoice.read(buf),
+            FfiConverterOptionalSequenceTypeToolSpec.read(buf),
+            FfiConverterOptionalBoolean.read(buf),
+            FfiConverterBoolean.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ProviderToolRequest) = (
+            FfiConverterSequenceTypeToolSpec.allocationSize(value.`tools`) +
+            FfiConverterTypeToolChoice.allocationSize(value.`choice`) +
+            FfiConverterOptionalSequenceTypeToolSpec.allocationSize(value.`catalog`) +
+            FfiConverterOptionalBoolean.allocationSize(value.`parallelToolCalls`) +
+            FfiConverterBoolean.allocationSize(value.`strict`)
+    )
+
+    override fun write(value: ProviderToolRequest, buf: ByteBuffer) {
+            FfiConverterSequenceTypeToolSpec.write(value.`tools`, buf)
+            FfiConverterTypeToolChoice.write(value.`choice`, buf)
+            FfiConverterOptionalSequenceTypeToolSpec.write(value.`catalog`, buf)
+            FfiConverterOptionalBoolean.write(value.`parallelToolCalls`, buf)
+            FfiConverterBoolean.write(value.`strict`, buf)
+    }
+}
+
+
+
+/**
  * The tool's name, description and input schema (JSON) as the model sees them.
  */
 data class RemoteBashTool (
@@ -10889,11 +11601,12 @@ public object FfiConverterTypeToolApprovalRequest: FfiConverterRustBuffer<ToolAp
 
 
 /**
- * One call of a tool.
+ * One call of a tool. The last three fields carry what a provider needs back on the next
+ * turn; a call read from a response keeps them, a call made by hand leaves them out.
  */
 data class ToolCall (
     /**
-     * The call's id (the provider's).
+     * The call's id (the provider's, or a generated one when it gave none).
      */
     var `id`: kotlin.String
     , 
@@ -10906,6 +11619,21 @@ data class ToolCall (
      * The arguments, JSON text.
      */
     var `argsJson`: kotlin.String
+    , 
+    /**
+     * The provider's item id when it differs from the call id (OpenAI Responses `fc_…`).
+     */
+    var `itemId`: kotlin.String? = null 
+    , 
+    /**
+     * Gemini's `thoughtSignature` of the call.
+     */
+    var `thoughtSignature`: kotlin.String? = null 
+    , 
+    /**
+     * The provider sent no id and `id` was generated (echoes leave it out).
+     */
+    var `idGenerated`: kotlin.Boolean = false 
     
 ){
     
@@ -10925,19 +11653,28 @@ public object FfiConverterTypeToolCall: FfiConverterRustBuffer<ToolCall> {
             FfiConverterString.read(buf),
             FfiConverterString.read(buf),
             FfiConverterString.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterBoolean.read(buf),
         )
     }
 
     override fun allocationSize(value: ToolCall) = (
             FfiConverterString.allocationSize(value.`id`) +
             FfiConverterString.allocationSize(value.`name`) +
-            FfiConverterString.allocationSize(value.`argsJson`)
+            FfiConverterString.allocationSize(value.`argsJson`) +
+            FfiConverterOptionalString.allocationSize(value.`itemId`) +
+            FfiConverterOptionalString.allocationSize(value.`thoughtSignature`) +
+            FfiConverterBoolean.allocationSize(value.`idGenerated`)
     )
 
     override fun write(value: ToolCall, buf: ByteBuffer) {
             FfiConverterString.write(value.`id`, buf)
             FfiConverterString.write(value.`name`, buf)
             FfiConverterString.write(value.`argsJson`, buf)
+            FfiConverterOptionalString.write(value.`itemId`, buf)
+            FfiConverterOptionalString.write(value.`thoughtSignature`, buf)
+            FfiConverterBoolean.write(value.`idGenerated`, buf)
     }
 }
 
@@ -11001,6 +11738,61 @@ public object FfiConverterTypeToolContext: FfiConverterRustBuffer<ToolContext> {
             FfiConverterOptionalString.write(value.`target`, buf)
             FfiConverterOptionalString.write(value.`cwd`, buf)
             FfiConverterSequenceString.write(value.`flags`, buf)
+    }
+}
+
+
+
+/**
+ * The outcome of a tool call, going back to the model.
+ */
+data class ToolResult (
+    /**
+     * The call it answers (`ToolCall.id`).
+     */
+    var `callId`: kotlin.String
+    , 
+    /**
+     * The text the model reads.
+     */
+    var `content`: kotlin.String
+    , 
+    /**
+     * The call failed or was refused.
+     */
+    var `isError`: kotlin.Boolean = false 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolResult: FfiConverterRustBuffer<ToolResult> {
+    override fun read(buf: ByteBuffer): ToolResult {
+        return ToolResult(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterBoolean.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ToolResult) = (
+            FfiConverterString.allocationSize(value.`callId`) +
+            FfiConverterString.allocationSize(value.`content`) +
+            FfiConverterBoolean.allocationSize(value.`isError`)
+    )
+
+    override fun write(value: ToolResult, buf: ByteBuffer) {
+            FfiConverterString.write(value.`callId`, buf)
+            FfiConverterString.write(value.`content`, buf)
+            FfiConverterBoolean.write(value.`isError`, buf)
     }
 }
 
@@ -11974,9 +12766,10 @@ public object FfiConverterTypeConnectionState: FfiConverterRustBuffer<Connection
 
 
 /**
- * Every error a deskwire call raises. Kotlin: `DeskwireException.Misuse` and
- * `DeskwireException.InvalidInput`, both with `kind` (the core's variant name, e.g.
- * `NotConnected`, `UnknownRequest`, `InvalidPayload`) and `detail` (the core's message).
+ * Every error a deskwire call raises. Kotlin: `DeskwireException.Misuse`,
+ * `DeskwireException.InvalidInput` and `DeskwireException.Remote`, each with `kind` (the
+ * core's variant name, e.g. `NotConnected`, `UnknownRequest`, `InvalidPayload`, `Provider`)
+ * and `detail` (the core's message).
  */
 sealed class DeskwireException: kotlin.Exception() {
     
@@ -12019,6 +12812,26 @@ sealed class DeskwireException: kotlin.Exception() {
             get() = "kind=${ `kind` }, detail=${ `detail` }"
     }
     
+    /**
+     * The peer's answer the host handed in reports an error of its own (an LLM provider's
+     * error object or error event): not the host's fault, and not garbage either.
+     */
+    class Remote(
+        
+        /**
+         * The core's variant name.
+         */
+        val `kind`: kotlin.String, 
+        
+        /**
+         * The peer's message.
+         */
+        val `detail`: kotlin.String
+        ) : DeskwireException() {
+        override val message
+            get() = "kind=${ `kind` }, detail=${ `detail` }"
+    }
+    
 
     
 
@@ -12046,6 +12859,10 @@ public object FfiConverterTypeDeskwireError : FfiConverterRustBuffer<DeskwireExc
                 FfiConverterString.read(buf),
                 FfiConverterString.read(buf),
                 )
+            3 -> DeskwireException.Remote(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
             else -> throw RuntimeException("invalid error enum value, something is very wrong!!")
         }
     }
@@ -12064,6 +12881,12 @@ public object FfiConverterTypeDeskwireError : FfiConverterRustBuffer<DeskwireExc
                 + FfiConverterString.allocationSize(value.`kind`)
                 + FfiConverterString.allocationSize(value.`detail`)
             )
+            is DeskwireException.Remote -> (
+                // Add the size for the Int that specifies the variant plus the size needed for all fields
+                4UL
+                + FfiConverterString.allocationSize(value.`kind`)
+                + FfiConverterString.allocationSize(value.`detail`)
+            )
         }
     }
 
@@ -12077,6 +12900,12 @@ public object FfiConverterTypeDeskwireError : FfiConverterRustBuffer<DeskwireExc
             }
             is DeskwireException.InvalidInput -> {
                 buf.putInt(2)
+                FfiConverterString.write(value.`kind`, buf)
+                FfiConverterString.write(value.`detail`, buf)
+                Unit
+            }
+            is DeskwireException.Remote -> {
+                buf.putInt(3)
                 FfiConverterString.write(value.`kind`, buf)
                 FfiConverterString.write(value.`detail`, buf)
                 Unit
@@ -16479,6 +17308,58 @@ public object FfiConverterTypePairingFailure : FfiConverterRustBuffer<PairingFai
 
 
 /**
+ * The LLM APIs deskwire translates for. Kotlin: `Provider.OPENAI_CHAT`, ...; the lowercase
+ * names are the core's (`openai_chat`, the fixture file names).
+ */
+
+enum class Provider {
+    
+    /**
+     * OpenAI Chat Completions.
+     */
+    OPENAI_CHAT,
+    /**
+     * OpenAI Responses.
+     */
+    OPENAI_RESPONSES,
+    /**
+     * Anthropic Messages.
+     */
+    ANTHROPIC,
+    /**
+     * Google Gemini `generateContent`.
+     */
+    GEMINI;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeProvider: FfiConverterRustBuffer<Provider> {
+    override fun read(buf: ByteBuffer) = try {
+        Provider.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: Provider) = 4UL
+
+    override fun write(value: Provider, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
  * Why an upgrade is refused.
  */
 
@@ -16514,6 +17395,167 @@ public object FfiConverterTypeRefusal: FfiConverterRustBuffer<Refusal> {
 
     override fun write(value: Refusal, buf: ByteBuffer) {
         buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * One piece of a model's answer, in the order the model produced them.
+ */
+sealed class ResponseSegment {
+    
+    /**
+     * Text for the user.
+     */
+    data class Text(
+        /**
+         * The text.
+         */
+        val `text`: kotlin.String) : ResponseSegment()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A call to run (after `Toolbox.checkCall`).
+     */
+    data class ToolCall(
+        /**
+         * The call.
+         */
+        val `call`: dev.deskwire.ToolCall) : ResponseSegment()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A call whose arguments are malformed.
+     */
+    data class InvalidToolCall(
+        /**
+         * The call.
+         */
+        val `call`: dev.deskwire.InvalidToolCall) : ResponseSegment()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The model's reasoning as the provider sent it (Anthropic `thinking` /
+     * `redacted_thinking` blocks, Responses `reasoning` items): not for the user, echoed
+     * unchanged on the next turn (with reasoning on, these APIs refuse a tool-use
+     * continuation without it).
+     */
+    data class Reasoning(
+        /**
+         * The block or item, JSON text.
+         */
+        val `rawJson`: kotlin.String) : ResponseSegment()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeResponseSegment : FfiConverterRustBuffer<ResponseSegment>{
+    override fun read(buf: ByteBuffer): ResponseSegment {
+        return when(buf.getInt()) {
+            1 -> ResponseSegment.Text(
+                FfiConverterString.read(buf),
+                )
+            2 -> ResponseSegment.ToolCall(
+                FfiConverterTypeToolCall.read(buf),
+                )
+            3 -> ResponseSegment.InvalidToolCall(
+                FfiConverterTypeInvalidToolCall.read(buf),
+                )
+            4 -> ResponseSegment.Reasoning(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ResponseSegment): ULong = when(value) {
+        is ResponseSegment.Text -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`text`)
+            )
+        }
+        is ResponseSegment.ToolCall -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeToolCall.allocationSize(value.`call`)
+            )
+        }
+        is ResponseSegment.InvalidToolCall -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeInvalidToolCall.allocationSize(value.`call`)
+            )
+        }
+        is ResponseSegment.Reasoning -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`rawJson`)
+            )
+        }
+    }
+
+    override fun write(value: ResponseSegment, buf: ByteBuffer) {
+        when(value) {
+            is ResponseSegment.Text -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`text`, buf)
+                Unit
+            }
+            is ResponseSegment.ToolCall -> {
+                buf.putInt(2)
+                FfiConverterTypeToolCall.write(value.`call`, buf)
+                Unit
+            }
+            is ResponseSegment.InvalidToolCall -> {
+                buf.putInt(3)
+                FfiConverterTypeInvalidToolCall.write(value.`call`, buf)
+                Unit
+            }
+            is ResponseSegment.Reasoning -> {
+                buf.putInt(4)
+                FfiConverterString.write(value.`rawJson`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
     }
 }
 
@@ -16970,6 +18012,125 @@ public object FfiConverterTypeToolAuthorization : FfiConverterRustBuffer<ToolAut
             is ToolAuthorization.Unknown -> {
                 buf.putInt(4)
                 FfiConverterString.write(value.`observation`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Whether and which tool the model must call.
+ */
+sealed class ToolChoice {
+    
+    /**
+     * The model decides.
+     */
+    object Auto : ToolChoice()
+    
+    
+    /**
+     * No tool calls.
+     */
+    object None : ToolChoice()
+    
+    
+    /**
+     * At least one tool call.
+     */
+    object Required : ToolChoice()
+    
+    
+    /**
+     * This tool (a tool not offered cannot be forced: nothing is called then).
+     */
+    data class Tool(
+        /**
+         * The tool's name.
+         */
+        val `name`: kotlin.String) : ToolChoice()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolChoice : FfiConverterRustBuffer<ToolChoice>{
+    override fun read(buf: ByteBuffer): ToolChoice {
+        return when(buf.getInt()) {
+            1 -> ToolChoice.Auto
+            2 -> ToolChoice.None
+            3 -> ToolChoice.Required
+            4 -> ToolChoice.Tool(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ToolChoice): ULong = when(value) {
+        is ToolChoice.Auto -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolChoice.None -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolChoice.Required -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolChoice.Tool -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`name`)
+            )
+        }
+    }
+
+    override fun write(value: ToolChoice, buf: ByteBuffer) {
+        when(value) {
+            is ToolChoice.Auto -> {
+                buf.putInt(1)
+                Unit
+            }
+            is ToolChoice.None -> {
+                buf.putInt(2)
+                Unit
+            }
+            is ToolChoice.Required -> {
+                buf.putInt(3)
+                Unit
+            }
+            is ToolChoice.Tool -> {
+                buf.putInt(4)
+                FfiConverterString.write(value.`name`, buf)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -17751,6 +18912,38 @@ public object FfiConverterOptionalDouble: FfiConverterRustBuffer<kotlin.Double?>
 /**
  * @suppress
  */
+public object FfiConverterOptionalBoolean: FfiConverterRustBuffer<kotlin.Boolean?> {
+    override fun read(buf: ByteBuffer): kotlin.Boolean? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterBoolean.read(buf)
+    }
+
+    override fun allocationSize(value: kotlin.Boolean?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterBoolean.allocationSize(value)
+        }
+    }
+
+    override fun write(value: kotlin.Boolean?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterBoolean.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterOptionalString: FfiConverterRustBuffer<kotlin.String?> {
     override fun read(buf: ByteBuffer): kotlin.String? {
         if (buf.get().toInt() == 0) {
@@ -17847,6 +19040,38 @@ public object FfiConverterOptionalTypeOa1Frame: FfiConverterRustBuffer<Oa1Frame?
 /**
  * @suppress
  */
+public object FfiConverterOptionalTypeProviderLimits: FfiConverterRustBuffer<ProviderLimits?> {
+    override fun read(buf: ByteBuffer): ProviderLimits? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeProviderLimits.read(buf)
+    }
+
+    override fun allocationSize(value: ProviderLimits?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeProviderLimits.allocationSize(value)
+        }
+    }
+
+    override fun write(value: ProviderLimits?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeProviderLimits.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterOptionalTypeAgentState: FfiConverterRustBuffer<AgentState?> {
     override fun read(buf: ByteBuffer): AgentState? {
         if (buf.get().toInt() == 0) {
@@ -17901,6 +19126,38 @@ public object FfiConverterOptionalTypeGatewayJobState: FfiConverterRustBuffer<Ga
         } else {
             buf.put(1)
             FfiConverterTypeGatewayJobState.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalSequenceTypeToolSpec: FfiConverterRustBuffer<List<ToolSpec>?> {
+    override fun read(buf: ByteBuffer): List<ToolSpec>? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterSequenceTypeToolSpec.read(buf)
+    }
+
+    override fun allocationSize(value: List<ToolSpec>?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterSequenceTypeToolSpec.allocationSize(value)
+        }
+    }
+
+    override fun write(value: List<ToolSpec>?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterSequenceTypeToolSpec.write(value, buf)
         }
     }
 }
@@ -18023,6 +19280,34 @@ public object FfiConverterSequenceTypeToolApprovalRequest: FfiConverterRustBuffe
 /**
  * @suppress
  */
+public object FfiConverterSequenceTypeToolResult: FfiConverterRustBuffer<List<ToolResult>> {
+    override fun read(buf: ByteBuffer): List<ToolResult> {
+        val len = buf.getInt()
+        return List<ToolResult>(len) {
+            FfiConverterTypeToolResult.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<ToolResult>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeToolResult.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<ToolResult>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeToolResult.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceTypeToolSpec: FfiConverterRustBuffer<List<ToolSpec>> {
     override fun read(buf: ByteBuffer): List<ToolSpec> {
         val len = buf.getInt()
@@ -18069,6 +19354,34 @@ public object FfiConverterSequenceTypeJsonRpcBatchItem: FfiConverterRustBuffer<L
         buf.putInt(value.size)
         value.iterator().forEach {
             FfiConverterTypeJsonRpcBatchItem.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeResponseSegment: FfiConverterRustBuffer<List<ResponseSegment>> {
+    override fun read(buf: ByteBuffer): List<ResponseSegment> {
+        val len = buf.getInt()
+        return List<ResponseSegment>(len) {
+            FfiConverterTypeResponseSegment.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<ResponseSegment>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeResponseSegment.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<ResponseSegment>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeResponseSegment.write(it, buf)
         }
     }
 }
@@ -18636,6 +19949,95 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     UniffiLib.uniffi_deskwire_uniffi_fn_func_remote_bash_tool(
     
         _status)
+}
+    )
+    }
+    
+
+        /**
+         * The model's turn echoed into the next request to `provider`, JSON text: the Chat
+         * `assistant` message, the Responses input items (an array), the Anthropic `assistant`
+         * message, the Gemini `model` content.
+         */
+    @Throws(DeskwireException::class) fun `providerAssistantTurn`(`provider`: Provider, `response`: ProviderResponse): kotlin.String {
+            return FfiConverterString.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_provider_assistant_turn(
+    
+        
+        FfiConverterTypeProvider.lower(`provider`),
+        FfiConverterTypeProviderResponse.lower(`response`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The core's limits (16 MiB, 512 items).
+         */ fun `providerLimitsDefault`(): ProviderLimits {
+            return FfiConverterTypeProviderLimits.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_provider_limits_default(
+    
+        _status)
+}
+    )
+    }
+    
+
+        /**
+         * A whole (non-streamed) response body of `provider` (Gemini: also the JSON array of chunks
+         * `streamGenerateContent` answers without `alt=sse`). `seed` makes the call ids Gemini leaves
+         * out. Throws `Remote` (kind `Provider`) for the provider's error object, `InvalidInput`
+         * (`NotJson`, `Shape`) for a body that is not its answer.
+         */
+    @Throws(DeskwireException::class) fun `providerParseResponse`(`provider`: Provider, `body`: kotlin.ByteArray, `seed`: kotlin.ULong = 0uL): ProviderResponse {
+            return FfiConverterTypeProviderResponse.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_provider_parse_response(
+    
+        
+        FfiConverterTypeProvider.lower(`provider`),
+        FfiConverterByteArray.lower(`body`),
+        FfiConverterULong.lower(`seed`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The fields to merge into `provider`'s request body (`tools`, `tool_choice`, `toolConfig`,
+         * ...), a JSON object as text; `{}` when there is nothing to offer. Throws `InvalidInput` for
+         * a tool whose name some provider refuses or whose schema is not a JSON object schema.
+         */
+    @Throws(DeskwireException::class) fun `providerRequestTools`(`provider`: Provider, `request`: ProviderToolRequest): kotlin.String {
+            return FfiConverterString.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_provider_request_tools(
+    
+        
+        FfiConverterTypeProvider.lower(`provider`),
+        FfiConverterTypeProviderToolRequest.lower(`request`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The results of the calls of `previous` (the turn they answer), JSON text to follow the
+         * echoed turn: an array of Chat `tool` messages, an array of Responses `function_call_output`
+         * items, one Anthropic `user` message, one Gemini `user` content. Throws `InvalidInput`
+         * (kind `UnknownCall`) for Gemini when a result answers no call of `previous`.
+         */
+    @Throws(DeskwireException::class) fun `providerToolResults`(`provider`: Provider, `previous`: ProviderResponse, `results`: List<ToolResult>): kotlin.String {
+            return FfiConverterString.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_provider_tool_results(
+    
+        
+        FfiConverterTypeProvider.lower(`provider`),
+        FfiConverterTypeProviderResponse.lower(`previous`),
+        FfiConverterSequenceTypeToolResult.lower(`results`),_status)
 }
     )
     }
