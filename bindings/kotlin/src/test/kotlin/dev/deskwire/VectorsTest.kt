@@ -58,16 +58,12 @@ class VectorsTest {
     // Which files run where
 
     /** Files (relative to tests/vectors) this runner does not run, and why. */
-    private val notRun = mapOf(
-        "providers/anthropic.json" to PROVIDERS,
-        "providers/gemini.json" to PROVIDERS,
-        "providers/openai_chat.json" to PROVIDERS,
-        "providers/openai_responses.json" to PROVIDERS,
-    )
+    private val notRun = mapOf<String, String>()
 
     private val runners = setOf(
         "oa1.json", "irc-msg-split.json", "jsonrpc.json", "mobile.json", "gateway.json",
-        "rexd.json", "sidecar.json", "tools.json",
+        "rexd.json", "sidecar.json", "tools.json", "providers/anthropic.json", "providers/gemini.json",
+        "providers/openai_chat.json", "providers/openai_responses.json",
     )
 
     @Test
@@ -493,10 +489,155 @@ class VectorsTest {
         }
     }
 
-    private companion object {
-        const val PROVIDERS = "provider translation (tool definitions out to, tool calls back from, " +
-            "the LLM APIs) is not exposed in the Kotlin API yet: a Kotlin agent loop would need " +
-            "typed segments and tool calls that keep the providers' extra fields (Gemini's thought " +
-            "signatures, Responses item ids); the Rust suite runs these fixtures"
+    // ---------------------------------------------------------------------------------------------
+    // Providers: tool fields out, responses (whole and streamed) in, the next turn out again.
+    // Every case runs. The Rust runner also checks each `request` expectation against
+    // providers/schemas/<provider>.request.schema.json; that checks the fixture itself, and the
+    // Kotlin output is compared with the same fixture here.
+
+    @TestFactory fun openaiChat() = providerCases(Provider.OPENAI_CHAT)
+    @TestFactory fun openaiResponses() = providerCases(Provider.OPENAI_RESPONSES)
+    @TestFactory fun anthropic() = providerCases(Provider.ANTHROPIC)
+    @TestFactory fun gemini() = providerCases(Provider.GEMINI)
+
+    private fun providerCases(provider: Provider): List<DynamicTest> {
+        val name = provider.name.lowercase()
+        val doc = load("providers/$name.json")
+        assertEquals(name, doc["provider"].asText())
+        return dynamic("providers/$name", cases(doc, "cases")) { case ->
+            val seed = case["seed"]?.asLong()?.toULong() ?: 0uL
+            val got: ObjectNode = when (val kind = case["kind"].asText()) {
+                "request" -> json.objectNode().set("expect", mapper.readTree(providerRequestTools(provider, toolRequest(case))))
+                "response" -> {
+                    val body = case["body"].let { if (it.isTextual) it.asText() else it.toString() }
+                    outcome { providerParseResponse(provider, body.toByteArray(), seed) }
+                }
+                "stream" -> stream(provider, case, seed)
+                "echo" -> {
+                    val previous = responseOf(case["response"])
+                    val results = case["results"].map { ToolResult(it["callId"].asText(), it["content"].asText(), it["isError"]?.asBoolean() ?: false) }
+                    val assistant = mapper.readTree(providerAssistantTurn(provider, previous))
+                    val back = try {
+                        mapper.readTree(providerToolResults(provider, previous, results))
+                    } catch (e: DeskwireException.InvalidInput) {
+                        assertEquals("UnknownCall", e.kind)
+                        json.objectNode().put("error", e.detail)
+                    }
+                    json.objectNode().set("expect", json.objectNode().set<ObjectNode>("assistant", assistant).set("results", back))
+                }
+                else -> fail("unknown kind $kind")
+            }
+            for (key in listOf("expect", "error")) {
+                assertSameJson(case[key] ?: json.nullNode(), got[key] ?: json.nullNode(), "${case["name"].asText()}: $key")
+            }
+        }
     }
+
+    private fun spec(s: JsonNode) = ToolSpec(s["name"].asText(), s["description"].asText(), s["input_schema"].toString())
+
+    private fun toolRequest(case: JsonNode) = ProviderToolRequest(
+        tools = case["tools"].map(::spec),
+        choice = when (val c = case["choice"]) {
+            null, is com.fasterxml.jackson.databind.node.NullNode -> ToolChoice.Auto
+            else -> if (c.isObject) ToolChoice.Tool(c["tool"].asText()) else when (c.asText()) {
+                "auto" -> ToolChoice.Auto
+                "none" -> ToolChoice.None
+                "required" -> ToolChoice.Required
+                else -> fail("bad choice $c")
+            }
+        },
+        catalog = case["catalog"]?.map(::spec),
+        parallelToolCalls = case["parallel_tool_calls"]?.takeIf { !it.isNull }?.asBoolean(),
+        strict = case["strict"]?.asBoolean() ?: false,
+    )
+
+    /** `{"expect": response}` or `{"error": kind}` with the vectors' names (the core's variants). */
+    private fun outcome(parse: () -> ProviderResponse): ObjectNode = try {
+        json.objectNode().set("expect", responseJson(parse()))
+    } catch (e: DeskwireException.Remote) {
+        assertEquals("Provider", e.kind, "only the provider's own error is Remote")
+        json.objectNode().put("error", e.kind)
+    } catch (e: DeskwireException.InvalidInput) {
+        json.objectNode().put("error", e.kind)
+    }
+
+    /** The events as a server-sent event stream, as the Rust runner writes them. */
+    private fun sseText(provider: Provider, events: JsonNode): ByteArray = buildString {
+        for (e in events) {
+            val type = e["type"]?.takeIf { it.isTextual }?.asText()
+            if (type != null && (provider == Provider.ANTHROPIC || provider == Provider.OPENAI_RESPONSES)) append("event: $type\n")
+            append("data: $e\n\n")
+        }
+        if (provider == Provider.OPENAI_CHAT) append("data: [DONE]\n\n")
+    }.toByteArray()
+
+    private fun streamed(provider: Provider, seed: ULong, pieces: List<ByteArray>): ObjectNode = outcome {
+        ProviderStreamParser(provider, seed).use { parser ->
+            pieces.forEach(parser::feed)
+            parser.finish()
+        }
+    }
+
+    /** Whole, one byte at a time, and cut in two at every position: each gives the same. */
+    private fun stream(provider: Provider, case: JsonNode, seed: ULong): ObjectNode {
+        val bytes = sseText(provider, case["events"])
+        val whole = streamed(provider, seed, listOf(bytes))
+        val byByte = streamed(provider, seed, bytes.map { byteArrayOf(it) })
+        assertSameJson(whole, byByte, "one byte at a time")
+        for (cut in 0..bytes.size) {
+            val two = streamed(provider, seed, listOf(bytes.copyOfRange(0, cut), bytes.copyOfRange(cut, bytes.size)))
+            assertSameJson(whole, two, "cut at $cut")
+        }
+        return whole
+    }
+
+    /** A response as the protocol's JSON (`{"segments": [...], "stop_reason"?}`). */
+    private fun responseJson(r: ProviderResponse): ObjectNode = json.objectNode().apply {
+        val segments = putArray("segments")
+        for (s in r.segments) segments.addObject().apply {
+            when (s) {
+                is ResponseSegment.Text -> put("type", "text").put("text", s.text)
+                is ResponseSegment.ToolCall -> put("type", "tool_call").putObject("toolCall").apply {
+                    val c = s.call
+                    put("id", c.id).put("name", c.name).set<JsonNode>("args", mapper.readTree(c.argsJson))
+                    c.itemId?.let { put("itemId", it) }
+                    c.thoughtSignature?.let { put("thoughtSignature", it) }
+                    if (c.idGenerated) put("idGenerated", true)
+                }
+                is ResponseSegment.InvalidToolCall -> put("type", "invalid_tool_call").putObject("invalidToolCall").apply {
+                    val c = s.call
+                    put("id", c.id).put("name", c.name).put("arguments", c.arguments).put("error", c.error)
+                    c.itemId?.let { put("itemId", it) }
+                }
+                is ResponseSegment.Reasoning -> put("type", "reasoning").set<JsonNode>("raw", mapper.readTree(s.rawJson))
+            }
+        }
+        r.stopReason?.let { put("stop_reason", it) }
+    }
+
+    /** The protocol's JSON as a response record (what an app keeps of the previous turn). */
+    private fun responseOf(v: JsonNode) = ProviderResponse(
+        segments = v["segments"].map { s ->
+            when (s["type"].asText()) {
+                "text" -> ResponseSegment.Text(s["text"].asText())
+                "tool_call" -> s["toolCall"].let { c ->
+                    ResponseSegment.ToolCall(
+                        ToolCall(
+                            c["id"].asText(), c["name"].asText(), c["args"].toString(),
+                            itemId = c["itemId"]?.asText(), thoughtSignature = c["thoughtSignature"]?.asText(),
+                            idGenerated = c["idGenerated"]?.asBoolean() ?: false,
+                        ),
+                    )
+                }
+                "invalid_tool_call" -> s["invalidToolCall"].let { c ->
+                    ResponseSegment.InvalidToolCall(
+                        InvalidToolCall(c["id"].asText(), c["name"].asText(), c["arguments"].asText(), c["error"].asText(), c["itemId"]?.asText()),
+                    )
+                }
+                "reasoning" -> ResponseSegment.Reasoning(s["raw"].toString())
+                else -> fail("unknown segment $s")
+            }
+        },
+        stopReason = v["stop_reason"]?.asText(),
+    )
 }
