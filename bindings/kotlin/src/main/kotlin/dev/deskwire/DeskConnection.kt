@@ -3,18 +3,8 @@ package dev.deskwire
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineScope
-import kotlinx.coroutines.Dispatchers
-import kotlinx.coroutines.Job
-import kotlinx.coroutines.channels.Channel
 import kotlinx.coroutines.flow.Flow
-import kotlinx.coroutines.flow.MutableSharedFlow
-import kotlinx.coroutines.flow.MutableStateFlow
 import kotlinx.coroutines.flow.StateFlow
-import kotlinx.coroutines.flow.asSharedFlow
-import kotlinx.coroutines.flow.asStateFlow
-import kotlinx.coroutines.launch
-import kotlinx.coroutines.withTimeoutOrNull
-import java.net.InetSocketAddress
 import java.net.Socket
 import kotlin.random.Random
 import kotlin.time.Duration
@@ -45,77 +35,27 @@ class Oa1RequestException(val id: String, val failure: Oa1Failure) :
  * one reads the socket. Closing (or cancelling `scope`) sends `QUIT` and closes the socket.
  */
 class DeskConnection private constructor(
-    private val socket: Socket,
+    socket: Socket,
     config: ConnectionConfig,
     scope: CoroutineScope,
     seed: Long,
     private val clock: MonotonicClock,
 ) : AutoCloseable {
     private val desk = Desk(config, clock.now(), seed.toULong())
-
-    private sealed interface Input {
-        class Bytes(val bytes: ByteArray) : Input
-        object Eof : Input
-        object Wake : Input
-    }
-
-    private val inputs = Channel<Input>(capacity = 64)
     private val waiting = HashMap<String, CompletableDeferred<String>>()
-    private val _events = MutableSharedFlow<ConnectionEvent>(extraBufferCapacity = 64)
-    private val _state = MutableStateFlow(desk.state())
+    private val loop = IrcSocketLoop(socket, desk.asEngine(), scope, clock, ::deliver) {
+        synchronized(waiting) {
+            waiting.values.forEach { it.cancel(CancellationException("the connection is closed")) }
+            waiting.clear()
+        }
+        desk.close()
+    }
 
     /** Every event of the connection (IRC, OA1, link), as the engine reports it. */
-    val events: Flow<ConnectionEvent> = _events.asSharedFlow()
+    val events: Flow<ConnectionEvent> = loop.events
 
     /** Where the connection stands (`READY` once the channel is joined and the peer is there). */
-    val state: StateFlow<ConnectionState> = _state.asStateFlow()
-
-    private val reader: Job = scope.launch(Dispatchers.IO) {
-        val stream = socket.getInputStream()
-        val buffer = ByteArray(16 * 1024)
-        try {
-            while (true) {
-                val n = stream.read(buffer)
-                if (n < 0) break
-                inputs.send(Input.Bytes(buffer.copyOf(n)))
-            }
-        } catch (_: java.io.IOException) {
-            // The socket failed or was closed: the engine learns it as end of stream.
-        } finally {
-            inputs.trySend(Input.Eof)
-        }
-    }
-
-    private val pump: Job = scope.launch(Dispatchers.IO) {
-        val out = socket.getOutputStream()
-        try {
-            while (true) {
-                val deadline = drain { out.write(it) }
-                out.flush()
-                val wait = delayUntil(clock.now(), deadline)
-                val input = if (wait == 0L) inputs.tryReceive().getOrNull()
-                else withTimeoutOrNull(wait) { inputs.receive() }
-                when (input) {
-                    null -> desk.handleTimeout(clock.now())
-                    is Input.Bytes -> desk.handleBytes(clock.now(), input.bytes)
-                    Input.Eof -> desk.handleEof(clock.now())
-                    Input.Wake -> {}
-                }
-            }
-        } finally {
-            runCatching {
-                desk.quit(clock.now(), "bye")
-                drain { out.write(it) }
-                out.flush()
-            }
-            socket.close()
-            synchronized(waiting) {
-                waiting.values.forEach { it.cancel(CancellationException("the connection is closed")) }
-                waiting.clear()
-            }
-            desk.close()
-        }
-    }
+    val state: StateFlow<ConnectionState> = loop.state
 
     /**
      * Sends [payload] and suspends until the whole response arrives; [timeoutMs] overrides the
@@ -140,43 +80,26 @@ class DeskConnection private constructor(
     fun stats(): ConnectionStats = desk.stats()
 
     /** Says goodbye (`QUIT`) and closes the socket. */
-    override fun close() {
-        pump.cancel()
-        reader.cancel()
-        runCatching { socket.shutdownInput() }
-    }
+    override fun close() = loop.close()
 
     private suspend fun await(start: () -> String): String {
         val answer = CompletableDeferred<String>()
         val id = synchronized(waiting) { start().also { waiting[it] = answer } }
-        inputs.trySend(Input.Wake)
+        loop.wake()
         try {
             return answer.await()
         } catch (e: CancellationException) {
             val mine = synchronized(waiting) { waiting.remove(id) != null }
-            if (mine && !pump.isCompleted) {
+            if (mine && !loop.isClosed) {
                 runCatching { desk.cancel(clock.now(), id, "cancelled by the caller") }
-                inputs.trySend(Input.Wake)
+                loop.wake()
             }
             throw e
         }
     }
 
-    /** Does what the engine asks until it only has a deadline left; returns the deadline. */
-    private suspend fun drain(write: (ByteArray) -> Unit): ULong {
-        while (true) {
-            when (val out = desk.pollOutput(clock.now())) {
-                is ConnectionOutput.Transmit -> write(out.bytes)
-                is ConnectionOutput.Event -> deliver(out.event)
-                is ConnectionOutput.Timeout -> {
-                    _state.value = desk.state()
-                    return out.deadlineMs
-                }
-            }
-        }
-    }
-
-    private suspend fun deliver(event: ConnectionEvent) {
+    /** Settles the waiting calls (on the pump, before the event is emitted). */
+    private fun deliver(event: ConnectionEvent) {
         if (event is ConnectionEvent.Oa1) {
             when (val e = event.event) {
                 is Oa1Event.Response -> synchronized(waiting) { waiting.remove(e.id) }?.complete(e.text)
@@ -185,7 +108,6 @@ class DeskConnection private constructor(
                 else -> {}
             }
         }
-        _events.emit(event)
     }
 
     companion object {
@@ -202,10 +124,7 @@ class DeskConnection private constructor(
             clock: MonotonicClock = MonotonicClock.System,
             connectTimeoutMs: Int = 10_000,
         ): DeskConnection {
-            val socket = Socket()
-            socket.tcpNoDelay = true
-            socket.connect(InetSocketAddress(host, port), connectTimeoutMs)
-            return DeskConnection(socket, config, scope, seed, clock)
+            return DeskConnection(connectSocket(host, port, connectTimeoutMs), config, scope, seed, clock)
         }
     }
 }
