@@ -1,0 +1,177 @@
+package dev.deskwire
+
+import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.CoroutineStart
+import kotlinx.coroutines.Job
+import kotlinx.coroutines.SupervisorJob
+import kotlinx.coroutines.cancel
+import kotlinx.coroutines.currentCoroutineContext
+import kotlinx.coroutines.ensureActive
+import kotlinx.coroutines.flow.Flow
+import kotlinx.coroutines.flow.StateFlow
+import kotlinx.coroutines.launch
+import java.net.Socket
+
+/** Thrown by an [Oa1Handler] to answer `ERR code: message` (`code`: lowercase letters and `_`). */
+class Oa1FailureException(val code: String, message: String) : Exception(message)
+
+/** How a handler's coroutine learns that the desk cancelled its request (OA1 `CANCEL`). */
+class Oa1CancelledException(val id: String, val reason: String) :
+    CancellationException("request $id cancelled by the desk: $reason")
+
+/** One request being served: what the desk asked, and a way to stream output back. */
+class Oa1Call internal constructor(
+    /** The request id. */
+    val id: String,
+    /** The desk's nick. */
+    val sender: String,
+    /** The request text (for `RemoteBash`, the command). */
+    val payload: String,
+    private val output: (String) -> Unit,
+) {
+    /**
+     * Streams [text] to the desk now, ahead of the handler's return value (the engine chunks,
+     * paces and, past `maxMessageBytes`, truncates it). Throws [CancellationException] once
+     * the desk cancelled the request, so a loop that only sends still stops.
+     */
+    suspend fun send(text: String) {
+        currentCoroutineContext().ensureActive()
+        output(text)
+    }
+}
+
+/** Serves one request; what it returns ends the response (after anything it [Oa1Call.send]). */
+fun interface Oa1Handler {
+    suspend fun handle(call: Oa1Call): String
+}
+
+/**
+ * The remote's end of OA1 over a plain TCP socket to an IRC server, driving the [Remote]
+ * engine: every request the desk sends runs [handler] in its own coroutine.
+ *
+ * ```kotlin
+ * val config = connectionConfig("deskbot", "#desk").let { it.copy(oa1 = it.oa1.copy(allowedSender = "desk")) }
+ * RemoteConnection.serve("irc.example", 6667, config, scope) { call ->
+ *     call.send("working on ${call.payload}\n")   // streamed as it comes
+ *     runTool(call.payload)                        // the rest of the answer; then it ends
+ * }.use { remote -> remote.state.first { it == ConnectionState.CLOSED } }
+ * ```
+ *
+ * The handler's return value ends the response; [Oa1FailureException] answers `ERR` with its
+ * code, any other exception `ERR error: <message>`. When the desk sends `CANCEL` (or the
+ * connection ends) the handler's coroutine is cancelled with [Oa1CancelledException] and
+ * nothing more is sent for it. Closing (or cancelling `scope`) cancels every handler, sends
+ * `QUIT` and closes the socket.
+ */
+class RemoteConnection private constructor(
+    socket: Socket,
+    config: ConnectionConfig,
+    scope: CoroutineScope,
+    private val clock: MonotonicClock,
+    private val handler: Oa1Handler,
+) : AutoCloseable {
+    private val remote = Remote(config, clock.now())
+    private val handlers = HashMap<String, Job>()
+
+    /** The handlers' scope: a child of `scope`, where one failing handler fails no other. */
+    private val serving = CoroutineScope(scope.coroutineContext + SupervisorJob(scope.coroutineContext[Job]))
+
+    private val loop = IrcSocketLoop(socket, remote.asEngine(), scope, clock, ::deliver) {
+        serving.cancel("the connection is closed")
+        remote.close()
+    }
+
+    /** Every event of the connection (IRC, OA1 requests and cancellations, link). */
+    val events: Flow<ConnectionEvent> = loop.events
+
+    /** Where the connection stands (`READY` once the channel is joined). */
+    val state: StateFlow<ConnectionState> = loop.state
+
+    /** Requests being served now. */
+    val active: Int get() = synchronized(handlers) { handlers.size }
+
+    /** Counters of both layers. */
+    fun stats(): ConnectionStats = remote.stats()
+
+    /** Cancels every handler, says goodbye (`QUIT`) and closes the socket. */
+    override fun close() = loop.close()
+
+    /** Starts a handler for each request and cancels it on `CANCEL` (on the pump). */
+    private fun deliver(event: ConnectionEvent) {
+        val e = (event as? ConnectionEvent.Oa1)?.event ?: return
+        when (e) {
+            is Oa1Event.Request -> serve(e.id, e.sender, e.payload)
+            is Oa1Event.Cancelled -> synchronized(handlers) { handlers.remove(e.id) }
+                ?.cancel(Oa1CancelledException(e.id, e.reason))
+            else -> {}
+        }
+    }
+
+    private fun serve(id: String, sender: String, payload: String) {
+        val call = Oa1Call(id, sender, payload) { text -> command { remote.send(clock.now(), id, text) } }
+        val job = serving.launch(start = CoroutineStart.LAZY) {
+            val text = try {
+                handler.handle(call)
+            } catch (e: CancellationException) {
+                throw e
+            } catch (e: Oa1FailureException) {
+                fail(id, e.code, e.message ?: "")
+                return@launch
+            } catch (e: Exception) {
+                fail(id, "error", e.message ?: e.toString())
+                return@launch
+            }
+            currentCoroutineContext().ensureActive()
+            command {
+                remote.send(clock.now(), id, text)
+                remote.finish(clock.now(), id)
+            }
+        }
+        synchronized(handlers) { handlers[id] = job }
+        job.invokeOnCompletion { synchronized(handlers) { if (handlers[id] === job) handlers.remove(id) } }
+        job.start()
+    }
+
+    /** `ERR code: message`; a code the engine refuses becomes `error` (the answer still goes). */
+    private fun fail(id: String, code: String, message: String) = command {
+        try {
+            remote.fail(clock.now(), id, code, message)
+        } catch (e: DeskwireException.Misuse) {
+            if (e.kind != "InvalidErrorCode") throw e
+            remote.fail(clock.now(), id, "error", "$code: $message")
+        }
+    }
+
+    /**
+     * Runs an engine command for a handler and wakes the pump to send what it queued. A request
+     * the engine no longer knows (cancelled meanwhile, connection closed) is not the handler's
+     * business: that misuse, and a closed engine, are dropped.
+     */
+    private fun command(block: () -> Unit) {
+        try {
+            block()
+        } catch (e: DeskwireException.Misuse) {
+            if (e.kind != "UnknownRequest" && e.kind != "AlreadyFinished" && e.kind != "Closed") throw e
+        } catch (_: IllegalStateException) {
+            return // the engine was freed when the connection closed
+        }
+        loop.wake()
+    }
+
+    companion object {
+        /**
+         * Connects to the IRC server at [host]:[port] and serves requests with [handler] (the
+         * engine registers and joins on its own).
+         */
+        fun serve(
+            host: String,
+            port: Int,
+            config: ConnectionConfig,
+            scope: CoroutineScope,
+            clock: MonotonicClock = MonotonicClock.System,
+            connectTimeoutMs: Int = 10_000,
+            handler: Oa1Handler,
+        ): RemoteConnection = RemoteConnection(connectSocket(host, port, connectTimeoutMs), config, scope, clock, handler)
+    }
+}
