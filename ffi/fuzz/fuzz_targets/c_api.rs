@@ -122,6 +122,8 @@ fn drain(mut poll: impl FnMut(&mut dw_output) -> dw_status) {
             len: 0,
             deadline_ms: 0,
             conn: 0,
+            text: ptr::null(),
+            text_len: 0,
         };
         if poll(&mut out) != dw_status::Ok || out.kind == dw_output_kind::DwOutputTimeout {
             return;
@@ -130,6 +132,11 @@ fn drain(mut poll: impl FnMut(&mut dw_output) -> dw_status) {
             // SAFETY: the library says out.data[0..len] is readable until the next call.
             let bytes = unsafe { std::slice::from_raw_parts(out.data, out.len) };
             std::hint::black_box(bytes.iter().map(|&b| b as u32).sum::<u32>());
+        }
+        if out.text_len > 0 {
+            // SAFETY: out.text[0..text_len] lives as long as out.data.
+            let text = unsafe { std::slice::from_raw_parts(out.text, out.text_len) };
+            std::hint::black_box(text.iter().map(|&b| b as u32).sum::<u32>());
         }
     }
     panic!("an engine never drained");
