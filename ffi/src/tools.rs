@@ -6,8 +6,7 @@ use std::ffi::c_char;
 
 use deskwire::ids::IdGenerator;
 use deskwire::tools::providers::{
-    self, Limits, Provider, ProviderResponse, StreamParser, ToolChoice, ToolRequest, anthropic,
-    gemini, openai_chat, openai_responses,
+    self, Limits, Provider, ProviderResponse, StreamParser, ToolChoice, ToolRequest,
 };
 use deskwire::tools::retrieval::{HostScores, ToolIndex};
 use deskwire::tools::{
@@ -15,7 +14,7 @@ use deskwire::tools::{
     ToolSpec, Toolbox, Visibility, builtin, slash, toolbox,
 };
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::boundary::{self, Error, Handle, Result, as_handle, dw_output, dw_status, dw_str};
 
@@ -597,12 +596,7 @@ pub unsafe extern "C" fn dw_provider_assistant_message(
         boundary::check_buffer(out, cap, out_len)?;
         let provider = self::provider(provider)?;
         let response: ProviderResponse = boundary::object_arg(response_json, "response_json")?;
-        let value = match provider {
-            Provider::OpenAiChat => openai_chat::assistant_message(&response),
-            Provider::OpenAiResponses => Value::Array(openai_responses::input_items(&response)),
-            Provider::Anthropic => anthropic::assistant_message(&response),
-            Provider::Gemini => gemini::model_content(&response),
-        };
+        let value = providers::assistant_turn(provider, &response);
         boundary::json_to_buffer(&value, out, cap, out_len)
     })
 }
@@ -629,22 +623,13 @@ pub unsafe extern "C" fn dw_provider_tool_results(
         let results: Vec<ToolResult> = boundary::json_arg(results_json, "results_json")?;
         let previous: Option<ProviderResponse> =
             boundary::opt_object_arg(previous_json, "previous_json")?;
-        let value = match provider {
-            Provider::OpenAiChat => {
-                Value::Array(results.iter().map(openai_chat::tool_message).collect())
-            }
-            Provider::OpenAiResponses => Value::Array(
-                results
-                    .iter()
-                    .map(openai_responses::function_call_output)
-                    .collect(),
-            ),
-            Provider::Anthropic => anthropic::tool_results_message(&results),
-            Provider::Gemini => {
-                let previous = previous.ok_or_else(|| Error::null("previous_json"))?;
-                gemini::function_responses(&previous, &results).map_err(Error::argument)?
-            }
+        // Only Gemini needs the turn the results answer (it names each function from it).
+        let previous = match (provider, previous) {
+            (Provider::Gemini, None) => return Err(Error::null("previous_json")),
+            (_, previous) => previous.unwrap_or_default(),
         };
+        let value =
+            providers::tool_results(provider, &previous, &results).map_err(Error::argument)?;
         boundary::json_to_buffer(&value, out, cap, out_len)
     })
 }

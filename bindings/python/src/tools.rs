@@ -3,8 +3,7 @@
 
 use deskwire::ids::IdGenerator;
 use deskwire::tools::providers::{
-    self, Limits, Provider, ProviderResponse, ToolChoice, ToolRequest, anthropic, gemini,
-    openai_chat, openai_responses,
+    self, Limits, Provider, ProviderResponse, ToolChoice, ToolRequest,
 };
 use deskwire::tools::{
     self as core, Context, Origin, Policy, Registry, ToolCall, ToolResult, ToolSpec, Visibility,
@@ -131,14 +130,7 @@ fn assistant_message<'py>(
     response: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let response: ProviderResponse = from_py("response", response)?;
-    let value = match self::provider(provider)? {
-        Provider::OpenAiChat => openai_chat::assistant_message(&response),
-        Provider::OpenAiResponses => {
-            serde_json::Value::Array(openai_responses::input_items(&response))
-        }
-        Provider::Anthropic => anthropic::assistant_message(&response),
-        Provider::Gemini => gemini::model_content(&response),
-    };
+    let value = providers::assistant_turn(self::provider(provider)?, &response);
     convert::py_of_value(py, &value)
 }
 
@@ -156,29 +148,20 @@ fn tool_results<'py>(
     response: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let results: Vec<ToolResult> = from_py("results", results)?;
-    let value = match self::provider(provider)? {
-        Provider::OpenAiChat => {
-            serde_json::Value::Array(results.iter().map(openai_chat::tool_message).collect())
+    let provider = self::provider(provider)?;
+    // Only Gemini needs the turn the results answer (it names each function from it).
+    let previous = match (provider, response) {
+        (Provider::Gemini, None) => {
+            return Err(errors::local(
+                "invalid_value",
+                "gemini answers calls by name: pass the response the calls came in",
+            ));
         }
-        Provider::OpenAiResponses => serde_json::Value::Array(
-            results
-                .iter()
-                .map(openai_responses::function_call_output)
-                .collect(),
-        ),
-        Provider::Anthropic => anthropic::tool_results_message(&results),
-        Provider::Gemini => {
-            let Some(response) = response else {
-                return Err(errors::local(
-                    "invalid_value",
-                    "gemini answers calls by name: pass the response the calls came in",
-                ));
-            };
-            let response: ProviderResponse = from_py("response", response)?;
-            gemini::function_responses(&response, &results)
-                .map_err(|e| errors::local("invalid_value", e.to_string()))?
-        }
+        (_, Some(response)) => from_py("response", response)?,
+        (_, None) => ProviderResponse::default(),
     };
+    let value = providers::tool_results(provider, &previous, &results)
+        .map_err(|e| errors::local("invalid_value", e.to_string()))?;
     convert::py_of_value(py, &value)
 }
 
