@@ -193,27 +193,26 @@ pub fn unreadable_call(message: &str) -> Value {
 /// user message with the `tool_result` block, a Gemini user content with the
 /// `functionResponse` part, or deskwire's `ToolResult`.
 pub fn tool_message(format: Format, call: &ToolCall, result: &ToolResult) -> Value {
-    match format {
-        Format::Deskwire => serde_json::to_value(result).expect("a ToolResult serializes"),
-        Format::Provider(Provider::OpenAiChat) => providers::openai_chat::tool_message(result),
-        Format::Provider(Provider::OpenAiResponses) => {
-            providers::openai_responses::function_call_output(result)
+    let provider = match format {
+        Format::Deskwire => {
+            return serde_json::to_value(result).expect("a ToolResult serializes");
         }
-        Format::Provider(Provider::Anthropic) => {
-            providers::anthropic::tool_results_message(std::slice::from_ref(result))
-        }
-        Format::Provider(Provider::Gemini) => {
-            // Gemini's functionResponse names the function: the core finds it in the turn
-            // being answered, here the one call.
-            let turn = providers::ProviderResponse {
-                segments: vec![Segment::ToolCall {
-                    tool_call: call.clone(),
-                }],
-                stop_reason: None,
-            };
-            providers::gemini::function_responses(&turn, std::slice::from_ref(result))
-                .expect("the result answers the call it was made for")
-        }
+        Format::Provider(provider) => provider,
+    };
+    // The core's shapes for the results of a turn; the turn here is the one call (Gemini names
+    // the function from it).
+    let turn = providers::ProviderResponse {
+        segments: vec![Segment::ToolCall {
+            tool_call: call.clone(),
+        }],
+        stop_reason: None,
+    };
+    match providers::tool_results(provider, &turn, std::slice::from_ref(result))
+        .expect("the result answers the call it was made for")
+    {
+        // Chat and Responses give one message or item per result: this call's.
+        Value::Array(mut items) if items.len() == 1 => items.remove(0),
+        one => one,
     }
 }
 
