@@ -347,6 +347,20 @@ fn bench(c: &mut Criterion) {
         })
     });
 
+    group.bench_function("engine: Client::request + poll_output", |b| {
+        b.iter(|| {
+            let mut cfg = Config::new("#desk", "desk");
+            cfg.pacing = Pacing::UNLIMITED;
+            let mut client = Client::new(cfg, 1);
+            client.request(0, black_box(&text), None).unwrap();
+            let mut n = 0;
+            while let Output::Transmit(line) = client.poll_output(0) {
+                n += line.len();
+            }
+            black_box(n)
+        })
+    });
+
     // The id the client will pick (ids are deterministic for a seed).
     let client_id = Client::new(Config::new("#desk", "desk"), 1)
         .request(0, "cat big", None)

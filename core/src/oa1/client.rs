@@ -143,7 +143,7 @@ impl Client {
             payload: &*payload,
         };
         let line = self.link.frame_line(&frame);
-        self.link.queue(id, line, payload.len());
+        self.link.queue(id.into(), line, payload.len());
     }
 
     /// Cancels a request: no event will come for it, and the remote is sent a `CANCEL`.

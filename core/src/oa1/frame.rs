@@ -218,9 +218,17 @@ impl<'a> Frame<'a> {
             + usize::from(!payload_empty)
     }
 
+    /// The length of the frame text [`Frame::write`] appends.
+    pub fn text_len(&self) -> usize {
+        Frame::header_len(self.kind, self.id, self.seq, self.payload.is_empty())
+            + self.payload.len()
+    }
+
     /// Appends the frame text to `out`. An empty payload is written without a trailing space.
     pub fn write(&self, out: &mut String) {
-        out.reserve(32 + self.id.len() + self.payload.len());
+        #[cfg(debug_assertions)]
+        let written_from = out.len();
+        out.reserve(self.text_len());
         out.push_str("OA1 ");
         out.push_str(self.kind.as_str());
         out.push(' ');
@@ -245,6 +253,8 @@ impl<'a> Frame<'a> {
             out.push(' ');
             out.push_str(self.payload);
         }
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(out.len() - written_from, self.text_len());
     }
 }
 
