@@ -187,9 +187,10 @@ impl Link {
 
     /// The `PRIVMSG` line carrying one frame.
     pub(crate) fn frame_line(&self, frame: &Frame<'_>) -> String {
-        // Exact, so `Frame::write` never grows it (a realloc per line cost ~15% of encoding).
+        // Exact, so `Frame::write` never grows it (a realloc per line cost ~15% of encoding),
+        // plus the CRLF a connection engine appends for the socket.
         let mut line = String::with_capacity(
-            "PRIVMSG  :".len() + self.config.channel.len() + frame.text_len(),
+            "PRIVMSG  :".len() + self.config.channel.len() + frame.text_len() + "\r\n".len(),
         );
         line.push_str("PRIVMSG ");
         line.push_str(&self.config.channel);
