@@ -147,7 +147,9 @@ impl Relay {
         }
         let mut relayed = format!(":{} {}", sender.prefix(), line);
         self.stats.longest_line = self.stats.longest_line.max(relayed.len() + 2);
-        if cut_relayed(&mut relayed) {
+        if let Some(cut) = relayed_cut(relayed.as_bytes()) {
+            relayed.truncate(cut);
+            relayed.push_str(CUT_MARK);
             self.stats.cut_lines += 1;
         }
         for m in self.members.iter_mut().filter(|m| m.nick != from) {
@@ -193,20 +195,21 @@ impl Relay {
     }
 }
 
-/// Cuts a relayed line that would be over 512 bytes with its CRLF the way ngircd does (by bytes,
-/// ending in `[CUT]`; ngircd may even split a UTF-8 sequence, this keeps the text valid).
-/// Returns whether it cut.
-pub(crate) fn cut_relayed(relayed: &mut String) -> bool {
+/// What ngircd appends to a relayed line it cut.
+pub(crate) const CUT_MARK: &str = "[CUT]";
+
+/// Where a relayed line that would be over 512 bytes with its CRLF is cut, the way ngircd does
+/// (by bytes, then [`CUT_MARK`]; ngircd may even split a UTF-8 sequence, this keeps the text
+/// valid), or `None` when it fits.
+pub(crate) fn relayed_cut(relayed: &[u8]) -> Option<usize> {
     if relayed.len() + 2 <= MAX_LINE_BYTES {
-        return false;
+        return None;
     }
-    let mut cut = MAX_LINE_BYTES - 2 - "[CUT]".len();
-    while !relayed.is_char_boundary(cut) {
+    let mut cut = MAX_LINE_BYTES - 2 - CUT_MARK.len();
+    while relayed[cut] & 0xC0 == 0x80 {
         cut -= 1;
     }
-    relayed.truncate(cut);
-    relayed.push_str("[CUT]");
-    true
+    Some(cut)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! 510 bytes gets `ERROR :Request too long` and the connection is closed, as ngircd does; so does a
 //! client that lets more than [`MAX_PENDING_BYTES`] pile up unread ("SendQ exceeded").
 
-use super::{NOISE, RelayStats, cut_relayed};
+use super::{CUT_MARK, NOISE, RelayStats, relayed_cut};
 use crate::irc::{CaseMapping, MAX_LINE_BYTES, Message};
 use crate::lines::{DecodedLine, LineDecoder};
 use crate::oa1::IdGenerator;
@@ -39,12 +39,18 @@ struct Client {
 
 impl Client {
     fn prefix(&self) -> String {
-        format!(
-            "{}!~{}@{}",
-            self.nick.as_deref().unwrap_or("*"),
-            self.user.as_deref().unwrap_or("*"),
-            self.host
-        )
+        let mut prefix = Vec::new();
+        self.push_prefix(&mut prefix);
+        String::from_utf8_lossy(&prefix).into_owned()
+    }
+
+    /// `nick!~user@host`, onto `out`.
+    fn push_prefix(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.nick.as_deref().unwrap_or("*").as_bytes());
+        out.extend_from_slice(b"!~");
+        out.extend_from_slice(self.user.as_deref().unwrap_or("*").as_bytes());
+        out.push(b'@');
+        out.extend_from_slice(self.host.as_bytes());
     }
 }
 
@@ -113,22 +119,19 @@ impl Network {
         if !self.clients[client.0].open {
             return;
         }
-        self.clients[client.0].decoder.feed(bytes);
-        loop {
-            let c = &mut self.clients[client.0];
-            if !c.open {
-                return;
+        // The decoder leaves the client while its lines are handled (which needs `&mut self`),
+        // so no line is copied out of it.
+        let fresh = LineDecoder::new(MAX_LINE_BYTES);
+        let mut decoder = std::mem::replace(&mut self.clients[client.0].decoder, fresh);
+        decoder.feed(bytes);
+        while self.clients[client.0].open {
+            match decoder.next_line() {
+                None => break,
+                Some(DecodedLine::Line(line)) => self.handle_line(client, line),
+                Some(_) => self.close(client, Some("Request too long")),
             }
-            let line = match c.decoder.next_line() {
-                None => return,
-                Some(DecodedLine::Line(line)) => line.to_vec(),
-                Some(_) => {
-                    self.close(client, Some("Request too long"));
-                    return;
-                }
-            };
-            self.handle_line(client, &line);
         }
+        self.clients[client.0].decoder = decoder;
     }
 
     /// Everything the server sent this client since the last call (whole lines, CRLF
@@ -148,8 +151,15 @@ impl Network {
             return;
         };
         let registered = self.clients[from.0].registered;
-        let command = msg.command.to_ascii_uppercase();
-        match command.as_str() {
+        let upper;
+        let command = match msg.command.bytes().any(|b| b.is_ascii_lowercase()) {
+            true => {
+                upper = msg.command.to_ascii_uppercase();
+                upper.as_str()
+            }
+            false => msg.command,
+        };
+        match command {
             "NICK" => {
                 let Some(nick) = msg.param(0) else { return };
                 let taken = self.clients.iter().enumerate().any(|(i, c)| {
@@ -159,7 +169,7 @@ impl Network {
                     let current = self.clients[from.0].nick.clone().unwrap_or("*".into());
                     self.send(
                         from,
-                        &format!(":{SERVER} 433 {current} {nick} :Nickname is already in use"),
+                        format!(":{SERVER} 433 {current} {nick} :Nickname is already in use"),
                     );
                     return;
                 }
@@ -182,7 +192,7 @@ impl Network {
             }
             "PING" => {
                 let token = msg.param(0).unwrap_or(SERVER).to_owned();
-                self.send(from, &format!(":{SERVER} PONG {SERVER} :{token}"));
+                self.send(from, format!(":{SERVER} PONG {SERVER} :{token}"));
             }
             "QUIT" => self.close(from, Some("Client Quit")),
             _ if !registered => {}
@@ -220,11 +230,11 @@ impl Network {
                 let chan = self.channels[index].name.clone();
                 self.send(
                     from,
-                    &format!(":{SERVER} 353 {nick} = {chan} :{}", names.join(" ")),
+                    format!(":{SERVER} 353 {nick} = {chan} :{}", names.join(" ")),
                 );
                 self.send(
                     from,
-                    &format!(":{SERVER} 366 {nick} {chan} :End of NAMES list"),
+                    format!(":{SERVER} 366 {nick} {chan} :End of NAMES list"),
                 );
             }
             "PART" => {
@@ -247,19 +257,21 @@ impl Network {
             }
             "PRIVMSG" | "NOTICE" => {
                 let Some(target) = msg.param(0) else { return };
-                // The line as the client sent it, after the command: relayed unchanged.
-                let text = std::str::from_utf8(line).unwrap_or_default();
-                let Some(start) = text.find(' ').map(|i| i + 1) else {
-                    return;
-                };
-                let mut relayed = format!(
-                    ":{} {} {}",
-                    self.clients[from.0].prefix(),
-                    command,
-                    &text[start..]
-                );
+                // The line as the client sent it after the command, relayed unchanged (the
+                // command is a slice of the line, so this is where it ends).
+                let after_command =
+                    msg.command.as_ptr() as usize - line.as_ptr() as usize + msg.command.len();
+                let rest = &line[after_command..];
+                let mut relayed = Vec::with_capacity(64 + line.len());
+                relayed.push(b':');
+                self.clients[from.0].push_prefix(&mut relayed);
+                relayed.push(b' ');
+                relayed.extend_from_slice(command.as_bytes());
+                relayed.extend_from_slice(rest);
                 self.stats.longest_line = self.stats.longest_line.max(relayed.len() + 2);
-                if cut_relayed(&mut relayed) {
+                if let Some(cut) = relayed_cut(&relayed) {
+                    relayed.truncate(cut);
+                    relayed.extend_from_slice(CUT_MARK.as_bytes());
                     self.stats.cut_lines += 1;
                 }
                 if let Some(index) = self.channels.iter().position(|c| same(&c.name, target)) {
@@ -292,7 +304,7 @@ impl Network {
         let nick = self.clients[client.0].nick.clone().unwrap_or_default();
         self.send(
             client,
-            &format!(":{SERVER} 001 {nick} :Welcome to the simulated network {prefix}"),
+            format!(":{SERVER} 001 {nick} :Welcome to the simulated network {prefix}"),
         );
     }
 
@@ -329,12 +341,12 @@ impl Network {
         self.stats.noise += 1;
     }
 
-    fn send(&mut self, to: ClientId, line: &str) {
+    fn send(&mut self, to: ClientId, line: impl AsRef<[u8]>) {
         let c = &mut self.clients[to.0];
         if !c.open {
             return;
         }
-        c.outbox.extend_from_slice(line.as_bytes());
+        c.outbox.extend_from_slice(line.as_ref());
         c.outbox.extend_from_slice(b"\r\n");
         if c.outbox.len() > MAX_PENDING_BYTES {
             self.close(to, Some("SendQ exceeded"));
@@ -431,6 +443,40 @@ mod tests {
         );
         net.handle_bytes(b, b"PING :tok\r\n");
         assert_eq!(lines(&mut net, b), [":sim.example PONG sim.example :tok"]);
+    }
+
+    #[test]
+    fn relays_the_text_after_the_command_and_cuts_long_lines_on_a_character() {
+        let mut net = Network::new(1);
+        let a = net.connect("10.0.0.1");
+        let b = net.connect("10.0.0.2");
+        net.handle_bytes(a, b"NICK alice\r\nUSER al 0 * :Alice\r\nJOIN #d\r\n");
+        net.handle_bytes(b, b"NICK bob\r\nUSER bob 0 * :Bob\r\nJOIN #d\r\n");
+        lines(&mut net, b);
+        // A lowercase command and a source the client made up: the server's prefix replaces
+        // the source, the command is upper-cased, the rest goes unchanged.
+        net.handle_bytes(a, b":mallory privmsg #d  :two  spaces\r\nnotice #d x\r\n");
+        assert_eq!(
+            lines(&mut net, b),
+            [
+                ":alice!~al@10.0.0.1 PRIVMSG #d  :two  spaces",
+                ":alice!~al@10.0.0.1 NOTICE #d x",
+            ]
+        );
+        // 510 bytes from the client are over 510 once relayed with the prefix: cut to 505
+        // bytes and `[CUT]`, here before a 3-byte character that would straddle the cut.
+        let head = "PRIVMSG #d :";
+        let prefix_len = ":alice!~al@10.0.0.1 ".len();
+        let fill = "x".repeat(505 - prefix_len - head.len() - 1);
+        let line = format!(
+            "{head}{fill}€{}",
+            "y".repeat(510 - head.len() - fill.len() - 3)
+        );
+        assert_eq!(line.len(), 510);
+        net.handle_bytes(a, format!("{line}\r\n").as_bytes());
+        let relayed = lines(&mut net, b);
+        assert_eq!(relayed, [format!(":alice!~al@10.0.0.1 {head}{fill}[CUT]")]);
+        assert_eq!(net.stats().cut_lines, 1);
     }
 
     #[test]
