@@ -108,13 +108,7 @@ fn resolve_target<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let file = default_path(targets_file.as_deref());
     let targets = Targets::load(&file).map_err(|e| errors::local("targets_file", e.to_string()))?;
-    let env_target = std::env::var(rexd::client::targets::TARGET_ENV)
-        .ok()
-        .filter(|t| !t.is_empty());
-    let name = target
-        .map(str::to_owned)
-        .or(env_target)
-        .unwrap_or_else(|| targets.current_name().to_owned());
+    let name = targets.chosen_name(target);
     let mut spec = targets
         .lookup(&name, &file)
         .map_err(|e| errors::local("unknown_target", e.to_string()))?;

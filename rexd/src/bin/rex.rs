@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use deskwire::rexd::{ExecExit, FileType, Program, Signal, WriteMode};
-use rexd::client::targets::{self, TARGET_ENV};
+use rexd::client::targets;
 use rexd::client::{
     Client, ClientError, ConnectOptions, ExecOptions, Stream, TargetSpec, Targets, WriteOptions,
 };
@@ -269,19 +269,10 @@ fn run(cli: Cli) -> Result<u8, ClientError> {
 /// The target to use, with the command line's overrides applied.
 fn resolve(global: &Global, file: &std::path::Path) -> Result<TargetSpec, ClientError> {
     let targets = Targets::load(file)?;
-    let name = chosen_name(global, &targets);
+    let name = targets.chosen_name(global.target.as_deref());
     let mut spec = targets.lookup(&name, file)?;
     apply_overrides(&mut spec, global);
     Ok(spec)
-}
-
-/// `--target`, else `$REX_TARGET`, else the file's current target.
-fn chosen_name(global: &Global, targets: &Targets) -> String {
-    global
-        .target
-        .clone()
-        .or_else(|| std::env::var(TARGET_ENV).ok().filter(|t| !t.is_empty()))
-        .unwrap_or_else(|| targets.current_name().to_owned())
 }
 
 fn apply_overrides(spec: &mut TargetSpec, global: &Global) {
@@ -353,7 +344,7 @@ fn target_command(
         }
         TargetCmd::Show => {
             let spec = resolve(global, file)?;
-            let name = chosen_name(global, &targets);
+            let name = targets.chosen_name(global.target.as_deref());
             let text = toml::to_string_pretty(&spec).unwrap_or_default();
             println!("# {name}\n{text}");
         }

@@ -140,6 +140,15 @@ impl Targets {
         self.current.as_deref().unwrap_or("local")
     }
 
+    /// The target a command uses: `explicit` (rex's `--target`), else `$REX_TARGET`, else the
+    /// current target.
+    pub fn chosen_name(&self, explicit: Option<&str>) -> String {
+        explicit
+            .map(str::to_owned)
+            .or_else(|| std::env::var(TARGET_ENV).ok().filter(|t| !t.is_empty()))
+            .unwrap_or_else(|| self.current_name().to_owned())
+    }
+
     /// A named target, `local`, or an ad-hoc URL (`ssh://…`).
     pub fn lookup(&self, name_or_url: &str, file: &Path) -> Result<TargetSpec, ClientError> {
         if let Some(spec) = self.targets.get(name_or_url) {
