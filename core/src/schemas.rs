@@ -7,6 +7,10 @@
 //! check a message it built by hand and see it as deskwire writes it, and every binding runs
 //! the conformance vectors (`tests/vectors/<protocol>.json`: `def`, `json`, `valid`,
 //! `canonical`) through one table instead of its own.
+//!
+//! [`SCHEMAS`] carries the schema documents themselves, so a host can hand them to its own
+//! JSON Schema validator (a binding's users, and its conformance runner for the schema half of
+//! each vector) without a copy of this repository.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -15,6 +19,61 @@ use serde_json::{Value, json};
 
 use crate::jsonrpc::dialect::Inbound;
 use crate::{gateway, mobile, rexd, sidecar};
+
+/// The JSON Schema documents of `core/schemas/` (JSON Schema 2020-12), by file name, as the
+/// `schema` field of the conformance vectors names them (without the `core/schemas/` part).
+pub const SCHEMAS: &[(&str, &str)] = &[
+    (
+        "agent-state.schema.json",
+        include_str!("../schemas/agent-state.schema.json"),
+    ),
+    (
+        "gateway.schema.json",
+        include_str!("../schemas/gateway.schema.json"),
+    ),
+    (
+        "ipc-message.schema.json",
+        include_str!("../schemas/ipc-message.schema.json"),
+    ),
+    (
+        "permission.schema.json",
+        include_str!("../schemas/permission.schema.json"),
+    ),
+    (
+        "rexd.schema.json",
+        include_str!("../schemas/rexd.schema.json"),
+    ),
+    (
+        "tool-request.schema.json",
+        include_str!("../schemas/tool-request.schema.json"),
+    ),
+    (
+        "ws-message.schema.json",
+        include_str!("../schemas/ws-message.schema.json"),
+    ),
+];
+
+/// The text of the schema document `name` (a file name of [`SCHEMAS`]; a leading
+/// `core/schemas/` is accepted, as the vectors write it).
+pub fn schema(name: &str) -> Option<&'static str> {
+    let name = name.strip_prefix("core/schemas/").unwrap_or(name);
+    SCHEMAS
+        .iter()
+        .find(|(file, _)| *file == name)
+        .map(|(_, text)| *text)
+}
+
+/// The schema document a protocol's messages are written against: the one its conformance
+/// vectors use unless a case names another.
+pub fn protocol_schema(protocol: &str) -> Option<&'static str> {
+    schema(match protocol {
+        "rexd" => "rexd.schema.json",
+        "sidecar" => "ipc-message.schema.json",
+        "gateway" => "gateway.schema.json",
+        "mobile" => "ws-message.schema.json",
+        _ => return None,
+    })
+}
 
 /// Why a value is not one of its def.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]

@@ -387,3 +387,30 @@ fn gateway_root() {
     ];
     check("gateway.schema.json", &accepted, &forbidden);
 }
+
+/// `deskwire::schemas::SCHEMAS`, the documents a binding hands its users, is every file of
+/// `core/schemas/`, and each vector file's schema is found by the name the vectors give it.
+#[test]
+fn the_embedded_schemas_are_the_directory() {
+    let mut files: Vec<String> = std::fs::read_dir(root().join("core/schemas"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".schema.json"))
+        .collect();
+    files.sort();
+    let embedded: Vec<&str> = deskwire::schemas::SCHEMAS.iter().map(|(n, _)| *n).collect();
+    assert_eq!(files, embedded);
+    for protocol in ["rexd", "sidecar", "gateway", "mobile"] {
+        let vectors = load(&format!("tests/vectors/{protocol}.json"));
+        let named = vectors["schema"].as_str().unwrap();
+        let text = deskwire::schemas::schema(named).unwrap_or_else(|| panic!("{named}"));
+        assert_eq!(Some(text), deskwire::schemas::protocol_schema(protocol));
+        let doc: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(doc, load(named));
+    }
+    assert_eq!(
+        deskwire::schemas::schema("core/schemas/nope.schema.json"),
+        None
+    );
+    assert_eq!(deskwire::schemas::protocol_schema("oa1"), None);
+}

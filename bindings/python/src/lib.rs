@@ -57,6 +57,25 @@ fn read_def<'py>(
     }
 }
 
+/// The text of the JSON Schema document `name`: a file name of `core/schemas/` (a leading
+/// `core/schemas/` is accepted) or a protocol (`rexd`, `sidecar`, `gateway`, `mobile`) for the
+/// document its messages are written against. `LocalError` (code `unknown_schema`) otherwise.
+#[pyfunction]
+fn schema_text(name: &str) -> PyResult<&'static str> {
+    deskwire::schemas::protocol_schema(name)
+        .or_else(|| deskwire::schemas::schema(name))
+        .ok_or_else(|| errors::local("unknown_schema", format!("no JSON Schema {name:?}")))
+}
+
+/// The file names of the JSON Schema documents the package carries.
+#[pyfunction]
+fn schema_names() -> Vec<&'static str> {
+    deskwire::schemas::SCHEMAS
+        .iter()
+        .map(|(name, _)| *name)
+        .collect()
+}
+
 /// A call that does nothing, to measure the cost of crossing into Rust (benchmarks).
 #[pyfunction]
 fn noop() {}
@@ -68,6 +87,8 @@ fn _deskwire(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<convert::Timeout>()?;
     m.add_function(wrap_pyfunction!(noop, m)?)?;
     m.add_function(wrap_pyfunction!(read_def, m)?)?;
+    m.add_function(wrap_pyfunction!(schema_text, m)?)?;
+    m.add_function(wrap_pyfunction!(schema_names, m)?)?;
     submodule(m, "oa1", oa1::register)?;
     submodule(m, "irc", irc::register)?;
     submodule(m, "sim", sim::register)?;

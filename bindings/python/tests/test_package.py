@@ -14,7 +14,7 @@ from deskwire import Timeout, Transmit
 
 MODULES = ["deskwire", "deskwire.irc", "deskwire.oa1", "deskwire.sim", "deskwire.jsonrpc",
            "deskwire.rexd", "deskwire.sidecar", "deskwire.gateway", "deskwire.mobile",
-           "deskwire.tools", "deskwire.aio"]
+           "deskwire.tools", "deskwire.schemas", "deskwire.aio"]
 
 
 def public_names() -> List[Any]:

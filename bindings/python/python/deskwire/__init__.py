@@ -20,6 +20,7 @@ answers ``Timeout``, so a loop always has exactly one deadline to wait for::
 
 Modules: :mod:`deskwire.irc`, :mod:`deskwire.oa1`, :mod:`deskwire.sim`, :mod:`deskwire.jsonrpc`,
 :mod:`deskwire.rexd`, :mod:`deskwire.sidecar`, :mod:`deskwire.gateway`, :mod:`deskwire.mobile`,
+:mod:`deskwire.schemas` (the JSON Schemas of those four),
 :mod:`deskwire.tools`, and :mod:`deskwire.aio` (asyncio drivers over real sockets and processes).
 Errors are rooted in :class:`DeskwireError`. ``deskwire.aio`` and ``deskwire.sidecar`` are
 imported on demand (they bring in asyncio).
@@ -36,7 +37,7 @@ from ._errors import (
     RemoteError,
     RequestTimeout,
 )
-from . import gateway, irc, jsonrpc, mobile, oa1, rexd, sim, tools
+from . import gateway, irc, jsonrpc, mobile, oa1, rexd, schemas, sim, tools
 
 __all__ = [
     "__version__",
@@ -54,6 +55,7 @@ __all__ = [
     "mobile",
     "oa1",
     "rexd",
+    "schemas",
     "sim",
     "tools",
 ]

@@ -1,10 +1,10 @@
 """The native module (pyo3). Use the ``deskwire`` package's modules instead."""
 
-from typing import Any, Final
+from typing import Any, Final, List
 
 from typing_extensions import final
 
-__all__ = ['__version__', 'Transmit', 'Timeout', 'noop', 'read_def', 'oa1', 'irc', 'sim', 'jsonrpc', 'tools', 'rexd', 'gateway', 'mobile']
+__all__ = ['__version__', 'Transmit', 'Timeout', 'noop', 'read_def', 'schema_text', 'schema_names', 'oa1', 'irc', 'sim', 'jsonrpc', 'tools', 'rexd', 'gateway', 'mobile']
 
 from . import gateway as gateway
 from . import irc as irc
@@ -46,3 +46,9 @@ def noop() -> None:
 
 def read_def(protocol: str, name: str, value: Any) -> Any:
     """Reads ``value`` as a def of ``protocol``'s schema and gives it back in canonical form."""
+
+def schema_text(name: str) -> str:
+    """The text of a JSON Schema document, by file name or protocol."""
+
+def schema_names() -> List[str]:
+    """The file names of the JSON Schema documents the package carries."""
