@@ -193,6 +193,23 @@ impl Coded for deskwire::tools::providers::ParseError {
     }
 }
 
+impl Coded for deskwire::tools::builtin::RouteError {
+    fn code(&self) -> &'static str {
+        match self {
+            deskwire::tools::builtin::RouteError::NotRexdTool(_) => "not_rexd_tool",
+            _ => "invalid_args",
+        }
+    }
+    fn kind(&self) -> Kind {
+        match self {
+            // The host routed a tool that is not REXD's.
+            deskwire::tools::builtin::RouteError::NotRexdTool(_) => Kind::Local,
+            // The model's arguments: the host answers it with an error result.
+            _ => Kind::Protocol,
+        }
+    }
+}
+
 impl Coded for deskwire::rexd::RexdError {
     fn code(&self) -> &'static str {
         match self {

@@ -5,8 +5,10 @@ use deskwire::ids::IdGenerator;
 use deskwire::tools::providers::{
     self, Limits, Provider, ProviderResponse, ToolChoice, ToolRequest,
 };
+use deskwire::tools::retrieval::{HostScores, ToolIndex as ToolIndexCore};
 use deskwire::tools::{
     self as core, Context, Origin, Policy, Registry, ToolCall, ToolResult, ToolSpec, Visibility,
+    builtin,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
@@ -455,7 +457,98 @@ fn origin_of(py: Python<'_>, name: &str) -> PyResult<Origin> {
     from_py("origin", PyString::new(py, name).as_any())
 }
 
+/// A search index over tools (`provider-tool-protocol.md` §6.B): with many tools, offer the
+/// model only the best few for the user's intent. BM25 over names and descriptions, optionally
+/// blended with the host's own scores or embeddings. Built from tool specs (`{"name",
+/// "description", "input_schema"}`), e.g. `Toolbox.visible_tools(agent)`.
+#[pyclass(module = "deskwire.tools", name = "ToolIndex")]
+pub struct ToolIndex(Slot<ToolIndexCore>);
+
+#[pymethods]
+impl ToolIndex {
+    #[new]
+    fn new(tools: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let specs: Vec<ToolSpec> = from_py("tools", tools)?;
+        let index = ToolIndexCore::new(&specs.iter().collect::<Vec<_>>());
+        Ok(ToolIndex(Slot::new(index, "tool index")))
+    }
+
+    /// Stores tool `name`'s embedding (a sequence of floats), compared by cosine with a
+    /// `query_embedding` given to `top_n`.
+    fn set_embedding(&self, name: &str, embedding: Vec<f32>) -> PyResult<()> {
+        if embedding.iter().any(|v| !v.is_finite()) {
+            return Err(errors::local(
+                "invalid_value",
+                "embedding: every value must be finite",
+            ));
+        }
+        self.0.with(|index| index.set_embedding(name, embedding))
+    }
+
+    /// The `n` best tools for `query`, best first, as `(name, score)` pairs. Alone, the score is
+    /// BM25 and only tools sharing a word with the query come back. With `scores` (tool name →
+    /// 0..1, computed by the host) or `query_embedding` (compared with `set_embedding`'s), the
+    /// score is `lexical_weight` × BM25 normalised to 0..1 plus the rest × the host's score.
+    #[pyo3(signature = (query, n = 5, *, scores = None, query_embedding = None, lexical_weight = 0.5))]
+    fn top_n(
+        &self,
+        query: &str,
+        n: usize,
+        scores: Option<std::collections::HashMap<String, f64>>,
+        query_embedding: Option<Vec<f32>>,
+        lexical_weight: f64,
+    ) -> PyResult<Vec<(String, f64)>> {
+        let host = match (scores, query_embedding) {
+            (None, None) => None,
+            (Some(scores), None) => Some(HostScores::Scores(scores.into_iter().collect())),
+            (None, Some(embedding)) => Some(HostScores::QueryEmbedding(embedding)),
+            (Some(_), Some(_)) => {
+                return Err(errors::local(
+                    "invalid_value",
+                    "give scores or query_embedding, not both",
+                ));
+            }
+        };
+        if !lexical_weight.is_finite() {
+            return Err(errors::local(
+                "invalid_value",
+                "lexical_weight must be a finite number",
+            ));
+        }
+        let ranked = self.0.with(|index| match &host {
+            None => index.top_n(query, n),
+            Some(host) => index.top_n_hybrid(query, n, host, lexical_weight),
+        })?;
+        Ok(ranked.into_iter().map(|s| (s.name, s.score)).collect())
+    }
+}
+
+/// The REXD request that runs a model's call of one of REXD's logical tools (`bash`, `read`,
+/// `write`, `list`, `glob`, `stat`) in `session_id`, as `(method, params)` for
+/// `RexdClient.call`. `LocalError` (`not_rexd_tool`) for another tool; `ProtocolError`
+/// (`invalid_args`) when the model's arguments do not fit the tool (answer it with an error
+/// result).
+#[pyfunction]
+fn rexd_request<'py>(
+    py: Python<'py>,
+    call: &Bound<'py, PyAny>,
+    session_id: &str,
+) -> PyResult<(String, Bound<'py, PyAny>)> {
+    let call: ToolCall = from_py("call", call)?;
+    let request = builtin::rexd_request(&call, session_id).map_err(raise)?;
+    let mut value = serde_json::to_value(&request)
+        .map_err(|e| errors::local("unserializable", e.to_string()))?;
+    let method = value["method"].as_str().unwrap_or_default().to_owned();
+    let params = value
+        .get_mut("params")
+        .map(serde_json::Value::take)
+        .unwrap_or_default();
+    Ok((method, convert::py_of_value(py, &params)?))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(rexd_request, m)?)?;
+    m.add_class::<ToolIndex>()?;
     m.add_function(wrap_pyfunction!(request_tools, m)?)?;
     m.add_function(wrap_pyfunction!(parse_response, m)?)?;
     m.add_function(wrap_pyfunction!(assistant_message, m)?)?;

@@ -19,6 +19,15 @@ results back in the provider's shape::
     for call in response.tool_calls:
         verdict = toolbox.check_call(now_ms, "npc-1", call)  # "run" | {"refuse": ...} | ...
 
+With many tools, :class:`ToolIndex` offers the model only the best few for the user's intent,
+and :func:`rexd_request` turns a call of REXD's ``bash``, ``read``, ... into the request for
+:meth:`deskwire.aio.RexdClient.call`::
+
+    index = tools.ToolIndex(toolbox.visible_tools("npc-1"))
+    index.top_n("show me the file contents", 3)   # [('read', 1.9), ...]
+    method, params = tools.rexd_request(call, rexd.session_id)
+    output = await rexd.call(method, params)
+
 Providers are named ``openai_chat``, ``openai_responses``, ``anthropic`` and ``gemini``.
 """
 
@@ -28,11 +37,13 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ._deskwire import tools as _native
-from ._deskwire.tools import REMOTE_BASH, Toolbox, request_tools
+from ._deskwire.tools import REMOTE_BASH, ToolIndex, Toolbox, request_tools, rexd_request
 from ._events import event
 
 __all__ = [
     "Toolbox",
+    "ToolIndex",
+    "rexd_request",
     "StreamParser",
     "ProviderResponse",
     "parse_response",

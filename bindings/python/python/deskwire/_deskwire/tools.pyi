@@ -1,8 +1,8 @@
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from typing_extensions import final
 
-__all__ = ['request_tools', 'parse_response', 'assistant_message', 'tool_results', 'StreamParser', 'Toolbox', 'REMOTE_BASH']
+__all__ = ['request_tools', 'parse_response', 'assistant_message', 'tool_results', 'StreamParser', 'Toolbox', 'ToolIndex', 'rexd_request', 'REMOTE_BASH']
 
 REMOTE_BASH: str
 
@@ -52,3 +52,25 @@ class Toolbox:
     def parse_slash(self, line: str, *, seed: int = 0) -> Dict[str, Any]: ...
     def handle_timeout(self, now_ms: int) -> None: ...
     def poll_output(self, now_ms: int) -> Any: ...
+
+@final
+class ToolIndex:
+    """A search index over tools: the best few for an intent (BM25, optionally blended with the
+    host's scores or embeddings)."""
+
+    def __new__(cls, tools: Sequence[Dict[str, Any]]) -> ToolIndex: ...
+    def set_embedding(self, name: str, embedding: Sequence[float]) -> None:
+        """Stores tool ``name``'s embedding for ``top_n(query_embedding=...)``."""
+    def top_n(
+        self,
+        query: str,
+        n: int = 5,
+        *,
+        scores: Optional[Dict[str, float]] = None,
+        query_embedding: Optional[Sequence[float]] = None,
+        lexical_weight: float = 0.5,
+    ) -> List[Tuple[str, float]]:
+        """The ``n`` best tools for ``query``, best first, as ``(name, score)``."""
+
+def rexd_request(call: Dict[str, Any], session_id: str) -> Tuple[str, Any]:
+    """The REXD ``(method, params)`` that runs a call of REXD's logical tools."""
