@@ -35,6 +35,27 @@ rm -rf "$stubdir"
 echo "-- pytest"
 (cd bindings/python && DESKWIRE_INSTALLED=1 "$py" -m pytest -q -p no:cacheprovider tests)
 
+echo "-- the abi3 wheel, built once and installed with no Rust on PATH into every other CPython >= 3.9 here"
+wheels=$(mktemp -d)
+CARGO_TARGET_DIR="$cache/python-target" "$venv/bin/pip" wheel --quiet --no-deps ./bindings/python -w "$wheels"
+wheel=$(echo "$wheels"/deskwire-*-cp39-abi3-*.whl)
+test -f "$wheel" || { echo "no cp39-abi3 wheel in $wheels: $(ls "$wheels")" >&2; exit 1; }
+others=0
+main_version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+for other in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.*/bin/python3; do
+  [ -x "$other" ] || continue
+  # 3.9 (the oldest the wheel claims) and later, other than the venv's own.
+  "$other" -c 'import sys; v = sys.version_info[:2]; sys.exit(not ((3, 9) <= v and "%d.%d" % v != sys.argv[1]))' \
+    "$main_version" || continue
+  other_venv="$wheels/venv-$("$other" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  "$other" -m venv "$other_venv"
+  env PATH=/usr/bin:/bin "$other_venv/bin/pip" install --quiet --no-index "$wheel"
+  (cd / && env PATH=/usr/bin:/bin "$other_venv/bin/python" "$repo/bindings/python/tests/wheel_smoke.py")
+  others=$((others + 1))
+done
+echo "$(basename "$wheel"): installed and run on $others other CPython versions"
+rm -rf "$wheels"
+
 echo "-- examples/sidecar_host driving examples/sidecar.py"
 "$bin/sidecar-host" "$py" examples/sidecar.py
 
