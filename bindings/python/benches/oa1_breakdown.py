@@ -10,7 +10,10 @@ Times, in turns round after round and as medians:
    (not in the limited API) start from UCS4 instead, so a Rust transcoder would run before them;
 3. the round trip with the same str each round, a str made for the round, and a str whose UTF-8
    CPython has cached (PyUnicode_AsUTF8AndSize, limited API only from 3.10: what a build for
-   3.10+ or a non-abi3 build would read without encoding).
+   3.10+ or a non-abi3 build would read without encoding);
+4. the pure-Python round trip of test_oa1_bench.py next to the floor both implementations pay
+   with a str in and a str out (encode, relay, decode, no OA1 at all): the best ratio an engine
+   taking no time at all could reach.
 The C-API calls go through ctypes, which adds well under a microsecond per call.
 """
 
@@ -90,8 +93,22 @@ def main(rounds: int) -> None:
         timed("3.1 round trip, the same str", lambda: bulk_round_trip(TEXT))
         timed("3.2 round trip, a str made for it", lambda: bulk_round_trip(fresh))
         timed("3.3 round trip, UTF-8 cached on the str", lambda: bulk_round_trip(cached))
+        timed("4.1 the pure-Python round trip", b.pure_python_round_trip)
+        timed("4.2 the floor: encode + relay + decode, no OA1", lambda: floor(lines))  # type: ignore[arg-type]
     for name in sorted(times):
         print(f"{name:48s} {statistics.median(times[name]):8.1f} us")
+    pure = statistics.median(times["4.1 the pure-Python round trip"])
+    print(f"{'pure Python / the floor (an engine taking 0 us)':48s} {pure / statistics.median(times['4.2 the floor: encode + relay + decode, no OA1']):8.1f} x")
+    print(f"{'pure Python / the package':48s} {pure / statistics.median(times['1.0 the bulk round trip']):8.1f} x")
+
+
+def floor(lines: List[bytes]) -> str:
+    """What any implementation of the round trip pays with a str in and a str out, both sides
+    alike: the str's UTF-8, the relay adding each line's prefix (the server's part, in Python
+    in both benchmarks) and the str of the result. Only the OA1 work is left out."""
+    TEXT.encode()
+    [PREFIX + line for line in lines]
+    return UTF8.decode()
 
 
 if __name__ == "__main__":
