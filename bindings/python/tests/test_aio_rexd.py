@@ -12,7 +12,7 @@ from typing import AsyncIterator, Iterator, List, Union
 import pytest
 
 import deskwire
-from deskwire.aio import ExecExit, ExecOutput, RexdClient
+from deskwire.aio import ExecExit, ExecOutput, Pty, PtyExit, PtyOutput, RexdClient
 
 from peers import Sshd, rexd_path
 
@@ -112,3 +112,140 @@ async def test_unknown_target_and_missing_daemon() -> None:
     with pytest.raises(deskwire.LocalError) as caught:
         await RexdClient.connect("local", rexd="/nonexistent/rexd")
     assert caught.value.code == "not_found"
+
+
+# --- terminals (pty.*) ----------------------------------------------------------------------
+
+
+async def read_until(term: Pty, needle: bytes, seen: bytearray) -> None:
+    """Reads the terminal's output into ``seen`` until ``needle`` is in it."""
+    async def go() -> None:
+        async for event in term:
+            assert isinstance(event, PtyOutput), f"the program ended first: {event}, {bytes(seen)!r}"
+            seen.extend(event.data)
+            if needle in seen:
+                return
+    await asyncio.wait_for(go(), 20)
+
+
+async def rest(term: Pty) -> List[Union[PtyOutput, PtyExit]]:
+    async def go() -> List[Union[PtyOutput, PtyExit]]:
+        return [event async for event in term]
+    return await asyncio.wait_for(go(), 20)
+
+
+def connect_local(root: Path) -> "asyncio.Future[RexdClient]":
+    return asyncio.ensure_future(RexdClient.connect(
+        "local", rexd=rexd_path(), rexd_args=["--root", str(root)], workspace_roots=[str(root)]))
+
+
+async def test_pty_runs_an_interactive_shell(root: Path) -> None:
+    async with await connect_local(root) as client:
+        async with await client.pty(["sh"], cwd=str(root), cols=80, rows=24) as term:
+            seen = bytearray()
+            # The typed text echoes as "$((6*7))"; only the shell running it prints "x-42".
+            await term.write("echo x-$((6*7))\n")
+            await read_until(term, b"x-42", seen)
+            await term.write(b"stty size\n")
+            await read_until(term, b"24 80", seen)
+            await term.resize(cols=100, rows=30)
+            await term.write(b"stty size\n")
+            await read_until(term, b"30 100", seen)
+            await term.write("printf 'h\\303\\251llo\\n'; exit 7\n")
+            events = await rest(term)
+            assert b"h\xc3\xa9llo" in b"".join(e.data for e in events if isinstance(e, PtyOutput))
+            assert events[-1] == PtyExit(7, None)
+            assert term.exit == PtyExit(7, None)
+            # Read to its end: iterating again stops at once.
+            assert await rest(term) == []
+
+
+async def test_pty_program_that_ends_by_itself(root: Path) -> None:
+    async with await connect_local(root) as client:
+        term = await client.pty(["sh", "-c", "printf 'one\\ntwo\\n'; exit 3"], cwd=str(root))
+        events = await rest(term)
+        output = b"".join(e.data for e in events if isinstance(e, PtyOutput))
+        # A terminal turns \n into \r\n.
+        assert output == b"one\r\ntwo\r\n"
+        assert events[-1] == PtyExit(3, None) and events[-1].duration_ms >= 0
+        with pytest.raises(deskwire.ClosedError):
+            await term.write(b"too late\n")
+        await term.close()  # closing an ended terminal does nothing
+
+
+async def test_pty_bad_input_is_a_typed_error(root: Path) -> None:
+    async with await connect_local(root) as client:
+        for bad in ({"cols": 0}, {"rows": 70000}, {"max_buffered": 0}):
+            with pytest.raises(deskwire.LocalError):
+                await client.pty(["sh"], **bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            await client.pty(["sh"], cols="80")  # type: ignore[arg-type]
+        with pytest.raises(deskwire.RemoteError):
+            await client.pty(["/nonexistent/program"], cwd=str(root))
+        async with await client.pty(["sh"], cwd=str(root)) as term:
+            with pytest.raises(TypeError):
+                await term.write(42)  # type: ignore[arg-type]
+            with pytest.raises(deskwire.LocalError):
+                await term.resize(0, 24)
+            with pytest.raises(TypeError):
+                await term.resize(True, 24)
+        with pytest.raises(deskwire.ClosedError):
+            await term.write(b"ls\n")
+        with pytest.raises(deskwire.ClosedError):
+            await term.resize(80, 24)
+    with pytest.raises(deskwire.ClosedError):
+        await client.pty(["sh"])
+
+
+async def test_cancelling_the_reader_closes_the_terminal(root: Path) -> None:
+    pidfile = root / "pty-pid"
+    async with await connect_local(root) as client:
+        term = await client.pty(["sh", "-c", f"echo $$ > {pidfile}; echo go; exec sleep 300"], cwd=str(root))
+
+        async def consume() -> None:
+            async for _ in term:
+                pass
+
+        task = asyncio.ensure_future(consume())
+        for _ in range(500):
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            await asyncio.sleep(0.02)
+        pid = int(pidfile.read_text())
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(500):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("the terminal's program still runs after its reader was cancelled")
+        with pytest.raises(deskwire.ClosedError):
+            await term.write(b"\n")
+        # The session goes on.
+        assert (await client.stat(str(pidfile)))["exists"]
+
+
+async def test_unread_terminal_output_is_bounded(root: Path) -> None:
+    limit = 64 * 1024
+    async with await connect_local(root) as client:
+        term = await client.pty(["yes"], cwd=str(root), max_buffered=limit)
+        # Nobody reads: the client closes the terminal once the output passes the limit.
+        for _ in range(1000):
+            if term._inbox.overflowed:
+                break
+            await asyncio.sleep(0.02)
+        got = 0
+        with pytest.raises(deskwire.LocalError) as caught:
+            async for event in term:
+                assert isinstance(event, PtyOutput)
+                got += len(event.data)
+        assert caught.value.code == "too_large"
+        assert got <= limit
+        with pytest.raises(deskwire.LocalError):  # and every later read says the same
+            await term.__anext__()
+        # The connection still answers.
+        assert (await client.stat(str(root)))["exists"]

@@ -9,7 +9,7 @@ protocol rule lives here.
   streams as it comes.
 - :class:`RexdClient`: REXD over ``rexd --stdio``, started directly or through ``ssh``, with the
   targets of ``rex`` (``"local"``, a name from ``~/.config/rex/targets.toml``, or
-  ``ssh://user@host``).
+  ``ssh://user@host``); :meth:`RexdClient.pty` runs an interactive program in a terminal there.
 
 Cancelling the task that awaits a request sends OA1 ``CANCEL`` (or REXD ``exec.kill``); a request
 that runs out of time raises :class:`deskwire.RequestTimeout`, a :class:`TimeoutError`::
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
 import logging
 import time
@@ -37,6 +38,7 @@ from typing import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Deque,
     Dict,
     List,
     Optional,
@@ -57,6 +59,9 @@ __all__ = [
     "RexdClient",
     "ExecOutput",
     "ExecExit",
+    "Pty",
+    "PtyOutput",
+    "PtyExit",
     "Handler",
 ]
 
@@ -512,6 +517,191 @@ class ExecExit:
     __hash__ = None  # type: ignore[assignment]
 
 
+class PtyOutput:
+    """A piece of what a terminal program wrote."""
+
+    __slots__ = ("data", "seq")
+    __match_args__ = ("data",)
+
+    def __init__(self, data: bytes, seq: int) -> None:
+        self.data = data
+        """The bytes, as the terminal gave them (echo, escape sequences, CRLF line ends)."""
+        self.seq = seq
+        """The daemon's sequence number (1, 2, ... per terminal)."""
+
+    def __repr__(self) -> str:
+        return f"PtyOutput(data={self.data!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PtyOutput) and self.data == other.data
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class PtyExit:
+    """The terminal's program ended."""
+
+    __slots__ = ("exit_code", "signal", "duration_ms")
+    __match_args__ = ("exit_code", "signal")
+
+    def __init__(self, exit_code: Optional[int], signal: Optional[str], duration_ms: int = 0) -> None:
+        self.exit_code = exit_code
+        """The exit status, ``None`` when a signal ended it."""
+        self.signal = signal
+        """The signal's name, when one ended it."""
+        self.duration_ms = duration_ms
+        """How long it ran."""
+
+    def __repr__(self) -> str:
+        return (
+            f"PtyExit(exit_code={self.exit_code!r}, signal={self.signal!r}, "
+            f"duration_ms={self.duration_ms!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PtyExit) and (self.exit_code, self.signal) == (
+            other.exit_code,
+            other.signal,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _PtyInbox:
+    """The events of one terminal not yet read, and their size: a terminal's output has no cap
+    at the daemon, so the client bounds what it holds for a reader that does not read."""
+
+    def __init__(self, limit: int) -> None:
+        self.queue: asyncio.Queue[Optional[Union[PtyOutput, PtyExit]]] = asyncio.Queue()
+        self.buffered = 0
+        self.limit = limit
+        self.overflowed = False
+
+
+class Pty:
+    """An interactive program in a terminal on the REXD host (``pty.open``); make one with
+    :meth:`RexdClient.pty`. Iterate it for :class:`PtyOutput` as it comes, then one
+    :class:`PtyExit`; :meth:`write` types, :meth:`resize` resizes, :meth:`close` (or leaving
+    ``async with``) ends it. Cancelling the task that iterates closes the terminal too."""
+
+    def __init__(self, client: "RexdClient", pty_id: str, process_id: str, inbox: _PtyInbox) -> None:
+        self._client = client
+        self._inbox = inbox
+        self._closed = False
+        self.pty_id = pty_id
+        """The daemon's id of the terminal."""
+        self.process_id = process_id
+        """The daemon's id of its process."""
+        self.exit: Optional[PtyExit] = None
+        """How the program ended, once :class:`PtyExit` was read."""
+
+    async def write(self, data: Union[bytes, str]) -> None:
+        """Types ``data`` (``pty.input``): bytes as they are, a str as UTF-8. ``b"\x03"`` is
+        Ctrl-C, ``b"\x04"`` Ctrl-D at the start of a line."""
+        if not isinstance(data, (bytes, bytearray, memoryview, str)):
+            raise TypeError(f"data must be bytes or str, not {type(data).__name__}")
+        self._check_open()
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        await self._client.call(
+            "pty.input",
+            self._client._with_session(
+                {
+                    "pty_id": self.pty_id,
+                    "data": base64.b64encode(raw).decode("ascii"),
+                    "encoding": "base64",
+                }
+            ),
+        )
+
+    async def resize(self, cols: int, rows: int) -> None:
+        """Resizes the terminal (``pty.resize``); the program gets ``SIGWINCH``."""
+        for name, value in (("cols", cols), ("rows", rows)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+            if not 1 <= value <= 65535:
+                raise LocalError("invalid_value", f"{name} must be 1..65535, not {value}")
+        self._check_open()
+        await self._client.call(
+            "pty.resize",
+            self._client._with_session({"pty_id": self.pty_id, "cols": cols, "rows": rows}),
+        )
+
+    async def close(self, kill_process: bool = True) -> None:
+        """Closes the terminal (``pty.close``), ending its program unless ``kill_process`` is
+        false. Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client._forget_pty(self.pty_id)
+        if self._client._ended:
+            return
+        with contextlib.suppress(RemoteError):  # the program may have ended on its own
+            await self._client.call(
+                "pty.close",
+                self._client._with_session({"pty_id": self.pty_id, "kill_process": kill_process}),
+            )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("closed", f"the terminal {self.pty_id} is closed")
+        if self._client._ended:
+            raise ClosedError("disconnected", "the REXD connection is closed")
+
+    def _close_now(self) -> None:
+        """Closes without waiting (a cancelled reader cannot await)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client._forget_pty(self.pty_id)
+        if not self._client._ended:
+            with contextlib.suppress(LocalError):
+                self._client._peer.call(
+                    now_ms(),
+                    "pty.close",
+                    self._client._with_session({"pty_id": self.pty_id, "kill_process": True}),
+                )
+            self._client._pump.kick()
+
+    def __aiter__(self) -> "Pty":
+        return self
+
+    async def __anext__(self) -> Union[PtyOutput, PtyExit]:
+        if self.exit is not None:
+            raise StopAsyncIteration
+        inbox = self._inbox
+        try:
+            event = await inbox.queue.get()
+        except asyncio.CancelledError:
+            self._close_now()
+            raise
+        if event is None:
+            inbox.queue.put_nowait(None)  # every later read ends the same way
+            self._closed = True
+            self._client._forget_pty(self.pty_id)
+            if inbox.overflowed:
+                raise LocalError(
+                    "too_large",
+                    f"the terminal's unread output passed {inbox.limit} bytes; it was closed",
+                )
+            raise ClosedError("disconnected", "the REXD connection closed")
+        if isinstance(event, PtyOutput):
+            inbox.buffered -= len(event.data)
+            return event
+        self.exit = event
+        self._closed = True
+        self._client._forget_pty(self.pty_id)
+        return self.exit
+
+    async def __aenter__(self) -> "Pty":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"Pty(pty_id={self.pty_id!r}, process_id={self.process_id!r})"
+
+
 def _decode(params: Dict[str, Any], key: str = "data") -> bytes:
     data = params.get(key) or ""
     if params.get("encoding") == "base64":
@@ -528,6 +718,12 @@ class RexdClient:
         self._peer = peer
         self._calls: Dict[Any, asyncio.Future[Any]] = {}
         self._exec: Dict[str, asyncio.Queue[Any]] = {}
+        self._ptys: Dict[str, _PtyInbox] = {}
+        # Output can come in the same read as pty.open's answer, before pty() has its inbox: it
+        # is kept while an open is pending. Late output of a terminal closed here is dropped.
+        self._pty_opening = 0
+        self._pty_limit = 0
+        self._ptys_closed: Deque[str] = collections.deque(maxlen=256)
         self._stderr = bytearray()
         self._ended = False
         self.session: Dict[str, Any] = {}
@@ -608,8 +804,48 @@ class RexdClient:
                 # Output may come in the same read as exec.start's answer, before exec() has
                 # its queue: keep it for the process. (rexd bounds a process's output.)
                 self._exec.setdefault(process_id, asyncio.Queue()).put_nowait(event)
+            pty_id = params.get("pty_id")
+            if isinstance(pty_id, str) and event.method in ("pty.output", "pty.exit"):
+                self._pty_event(pty_id, event.method, params)
         elif isinstance(event, jsonrpc.Malformed):
             log.warning("rexd sent something unreadable: %s", event.reason)
+
+    def _forget_pty(self, pty_id: str) -> None:
+        self._ptys.pop(pty_id, None)
+        self._ptys_closed.append(pty_id)
+
+    def _pty_event(self, pty_id: str, method: str, params: Dict[str, Any]) -> None:
+        inbox = self._ptys.get(pty_id)
+        if inbox is None and self._pty_opening and pty_id not in self._ptys_closed:
+            inbox = self._ptys[pty_id] = _PtyInbox(self._pty_limit)
+        if inbox is None or inbox.overflowed:
+            return  # a terminal closed on our side, or not ours
+        if method == "pty.exit":
+            code = params.get("exit_code")
+            signal = params.get("signal")
+            inbox.queue.put_nowait(
+                PtyExit(
+                    code if isinstance(code, int) else None,
+                    signal if isinstance(signal, str) else None,
+                    int(params.get("duration_ms") or 0),
+                )
+            )
+            return
+        data = _decode(params)
+        inbox.buffered += len(data)
+        if inbox.buffered > inbox.limit:
+            # Nobody reads it: close the terminal rather than hold its output without bound.
+            inbox.overflowed = True
+            inbox.queue.put_nowait(None)
+            with contextlib.suppress(LocalError):
+                self._peer.call(
+                    now_ms(),
+                    "pty.close",
+                    self._with_session({"pty_id": pty_id, "kill_process": True}),
+                )
+            self._pump.kick()
+            return
+        inbox.queue.put_nowait(PtyOutput(data, int(params.get("seq") or 0)))
 
     def _end(self) -> None:
         self._ended = True
@@ -622,6 +858,8 @@ class RexdClient:
         self._calls.clear()
         for queue in self._exec.values():
             queue.put_nowait(None)
+        for inbox in self._ptys.values():
+            inbox.queue.put_nowait(None)
 
     async def call(self, method: str, params: Optional[Dict[str, Any]] = None) -> Any:
         """Calls a REXD method and returns its result. A REXD error raises
@@ -721,6 +959,50 @@ class RexdClient:
                         self._with_session({"process_id": process_id, "signal": "KILL"}),
                     )
                 self._pump.kick()
+
+    async def pty(
+        self,
+        argv: Union[Sequence[str], str],
+        *,
+        cwd: Optional[str] = None,
+        env: Optional[Dict[str, str]] = None,
+        cols: int = 80,
+        rows: int = 24,
+        max_buffered: int = 4 << 20,
+    ) -> Pty:
+        """Starts an interactive program (an argv list, or a shell command string) in a
+        ``cols`` × ``rows`` terminal (``pty.open``)::
+
+            async with await rexd.pty(["sh"]) as term:
+                await term.write(b"ls\n")
+                async for event in term:        # PtyOutput(...), ..., PtyExit(...)
+                    ...
+
+        At most ``max_buffered`` bytes of output wait for the reader; past that the terminal is
+        closed and reading raises :class:`deskwire.LocalError` (``too_large``)."""
+        if not isinstance(max_buffered, int) or max_buffered <= 0:
+            raise LocalError("invalid_value", "max_buffered must be a positive int")
+        for name, value in (("cols", cols), ("rows", rows)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+            if not 1 <= value <= 65535:
+                raise LocalError("invalid_value", f"{name} must be 1..65535, not {value}")
+        program: Dict[str, Any]
+        if isinstance(argv, str):
+            program = {"command": argv, "shell": True}
+        else:
+            program = {"argv": list(argv)}
+        params = self._with_session({**program, "cwd": cwd, "env": env, "cols": cols, "rows": rows})
+        self._pty_opening += 1
+        self._pty_limit = max(self._pty_limit, max_buffered)
+        try:
+            opened = await self.call("pty.open", params)
+        finally:
+            self._pty_opening -= 1
+        pty_id = str(opened["pty_id"])
+        inbox = self._ptys.setdefault(pty_id, _PtyInbox(max_buffered))
+        inbox.limit = max_buffered
+        return Pty(self, pty_id, str(opened["process_id"]), inbox)
 
     async def run(
         self, argv: Union[Sequence[str], str], **options: Any
