@@ -3,7 +3,7 @@
 #   one `pip install ./bindings/python` (pip fetches maturin, cargo builds the abi3 extension),
 #   the stubs checked by mypy.stubtest against the compiled module, pytest (every conformance
 #   vector file, bad input, asyncio end to end against ngircd / rexd --irc / rexd --stdio /
-#   a loopback sshd, the provider fixtures against the official SDKs' models), the examples
+#   a loopback sshd / examples/mobile_desktop over a WebSocket, the provider fixtures against the official SDKs' models), the examples
 #   (the Rust sidecar host driving examples/sidecar.py, the agent in memory and over IRC), and
 #   the benchmark code once, untimed.
 # Downloads (pip) and the extension's cargo build are cached under DESKWIRE_CACHE.
@@ -14,9 +14,9 @@ cache="${DESKWIRE_CACHE:-$HOME/.cache/deskwire}"
 export PIP_CACHE_DIR="$cache/pip" PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # `--bin` picks targets across every package named, so each binary is named.
-cargo build --quiet -p rexd -p deskwire-sidecar-host --bin rexd --bin sidecar-host
+cargo build --quiet -p rexd -p deskwire-sidecar-host -p mobile_desktop --bin rexd --bin sidecar-host --bin mobile_desktop
 bin="${CARGO_TARGET_DIR:-$repo/target}/debug"
-export DESKWIRE_REXD="$bin/rexd" PEERS_REXD="$bin/rexd"
+export DESKWIRE_REXD="$bin/rexd" PEERS_REXD="$bin/rexd" DESKWIRE_MOBILE_DESKTOP="$bin/mobile_desktop"
 
 venv="$repo/target/python-venv"
 rm -rf "$venv"
