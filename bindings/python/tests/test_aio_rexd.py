@@ -202,11 +202,16 @@ async def test_cancelling_the_reader_closes_the_terminal(root: Path) -> None:
     async with await connect_local(root) as client:
         term = await client.pty(["sh", "-c", f"echo $$ > {pidfile}; echo go; exec sleep 300"], cwd=str(root))
 
+        reading = asyncio.Event()
+
         async def consume() -> None:
             async for _ in term:
-                pass
+                reading.set()
 
         task = asyncio.ensure_future(consume())
+        # Cancelled while it waits in the loop (a task cancelled before it ever started
+        # iterating never reached the terminal: `async with` closes it on every way out).
+        await asyncio.wait_for(reading.wait(), 20)
         for _ in range(500):
             if pidfile.exists() and pidfile.read_text().strip():
                 break
