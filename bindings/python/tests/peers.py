@@ -69,11 +69,17 @@ class Ngircd:
             f"[Options]\nPAM = no\nIdent = no\nDNS = no\nIncludeDir = {self.dir / 'conf.d'}\n"
         )
         self.log = open(self.dir / "log", "wb")
+        self.argv = [ngircd, "-n", "-f", str(self.dir / "ngircd.conf")]
         self.process = subprocess.Popen(
-            [ngircd, "-n", "-f", str(self.dir / "ngircd.conf")],
-            stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
+            self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT
+        )
+        wait_port(self.port)
+
+    def restart(self) -> None:
+        """Stops the server, dropping every client, and starts it again on the same port."""
+        stop(self.process)
+        self.process = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT
         )
         wait_port(self.port)
 

@@ -12,7 +12,7 @@ import pytest
 
 import deskwire
 from deskwire import oa1
-from deskwire.aio import IrcDesk, IrcRemote
+from deskwire.aio import IrcDesk, IrcRemote, Reconnect
 
 from peers import Ngircd, RexdIrc
 
@@ -174,3 +174,49 @@ async def test_irc_remote_with_secret_and_compression(server: Ngircd) -> None:
     async with remote, await IrcDesk.connect("127.0.0.1", server.port, secret="k", compression=True) as desk:
         assert await desk.request("abc ", timeout=30) == "abc " * 500
         assert desk.stats()["oa1"]["compressed_in"] > 0
+
+
+async def test_desk_and_remote_come_back_after_the_server_restarts(server: Ngircd) -> None:
+    policy = Reconnect(min_delay=0.05, max_delay=0.5)
+
+    async def handler(request: oa1.Request) -> str:
+        if request.payload == "slow":
+            await asyncio.sleep(60)
+        return request.payload.upper()
+
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler, reconnect=policy)
+    desk = await IrcDesk.connect("127.0.0.1", server.port, reconnect=policy)
+    try:
+        assert await desk.request("before", timeout=10) == "BEFORE"
+        in_flight = asyncio.ensure_future(desk.request("slow", timeout=60))
+        await asyncio.sleep(0.2)
+        await asyncio.get_running_loop().run_in_executor(None, server.restart)
+        # What was in flight is lost with the connection: it fails, it does not hang.
+        with pytest.raises(deskwire.ClosedError):
+            await asyncio.wait_for(in_flight, 10)
+        # A new request waits for the next connection (the desk's and the remote's).
+        assert await desk.request("after", timeout=20) == "AFTER"
+        assert desk.reconnects >= 1 and remote.reconnects >= 1
+        assert desk.state == "ready"
+    finally:
+        await desk.close()
+        await remote.close()
+    with pytest.raises(deskwire.ClosedError):
+        await desk.request("closed", timeout=1)
+    await asyncio.wait_for(remote.serve_forever(), 5)  # ended for good by close()
+
+
+async def test_reconnecting_gives_up_nothing_until_closed(server: Ngircd) -> None:
+    desk = await IrcDesk.connect("127.0.0.1", server.port, remote_nick=None,
+                                 reconnect=Reconnect(min_delay=0.05, max_delay=0.2))
+    server.stop()
+    for _ in range(500):  # until the desk sees the connection gone
+        if desk.state != "ready":
+            break
+        await asyncio.sleep(0.02)
+    # No server: the request waits for a connection only as long as its own timeout.
+    with pytest.raises(TimeoutError):
+        await desk.request("nobody there", timeout=1)
+    await asyncio.wait_for(desk.close(), 5)  # closing stops the retries at once
+    with pytest.raises(deskwire.LocalError):
+        Reconnect(min_delay=0)

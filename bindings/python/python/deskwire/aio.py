@@ -7,6 +7,8 @@ protocol rule lives here.
 - :class:`IrcDesk`: the desk end of OA1 on an IRC server (``await desk.remote_bash("ls")``).
 - :class:`IrcRemote`: the remote end, answering requests with an async handler whose output
   streams as it comes.
+- Both connect again when the server drops them, given ``reconnect=True`` or a
+  :class:`Reconnect` policy.
 - :class:`RexdClient`: REXD over ``rexd --stdio``, started directly or through ``ssh``, with the
   targets of ``rex`` (``"local"``, a name from ``~/.config/rex/targets.toml``, or
   ``ssh://user@host``); :meth:`RexdClient.pty` runs an interactive program in a terminal there.
@@ -35,6 +37,7 @@ import collections
 import contextlib
 import importlib
 import logging
+import random
 import time
 from typing import (
     Any,
@@ -66,6 +69,7 @@ __all__ = [
     "PtyOutput",
     "PtyExit",
     "MobileClient",
+    "Reconnect",
     "Handler",
 ]
 
@@ -183,8 +187,31 @@ def _failure(event: oa1.Failed) -> Exception:
     return RemoteError(event.error, event.message)
 
 
+Dial = Callable[[], Awaitable["tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]"]]
+"""Opens a new connection with a new engine (what reconnecting does)."""
+
+
+class Reconnect:
+    """How an IRC connection comes back after the server drops it: the first try after
+    ``min_delay`` seconds, each failure doubling the delay up to ``max_delay``, and a random
+    fraction of it added so that many desks do not come back at once. A connection that
+    became ready starts again at ``min_delay``."""
+
+    def __init__(self, min_delay: float = 0.5, max_delay: float = 30.0) -> None:
+        if not 0 < min_delay <= max_delay:
+            raise LocalError("invalid_value", "reconnect delays need 0 < min_delay <= max_delay")
+        self.min_delay = min_delay
+        """Seconds before the first try."""
+        self.max_delay = max_delay
+        """The longest wait between tries."""
+
+    def __repr__(self) -> str:
+        return f"Reconnect(min_delay={self.min_delay!r}, max_delay={self.max_delay!r})"
+
+
 class _IrcConnection:
-    """What the desk and the remote share: the socket, the pump, readiness and the end."""
+    """What the desk and the remote share: the socket, the pump, readiness and the end, and
+    with a :class:`Reconnect` policy, a new connection (and engine) when the server drops it."""
 
     def __init__(
         self, engine: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -194,15 +221,28 @@ class _IrcConnection:
         self._writer = writer
         self._ready: asyncio.Future[None] = loop.create_future()
         self._ended: asyncio.Future[None] = loop.create_future()
+        self._dial: Optional[Dial] = None
+        self._policy: Optional[Reconnect] = None
+        self._closing = False
+        self._redial: Optional[asyncio.Task[None]] = None
+        self._delay = 0.0
+        self.reconnects = 0
+        """How many times the connection came back after the server dropped it."""
         self.events: List[Any] = []
         """IRC and link events seen so far (registration, joins, state changes), at most 256."""
         self._pump = _Pump(engine, reader, writer, self._event, self._end)
 
+    def _reconnect_with(self, dial: Dial, policy: Reconnect) -> None:
+        self._dial, self._policy = dial, policy
+        self._delay = policy.min_delay
+
     def _event(self, event: Any) -> None:
         if isinstance(event, oa1.StateChanged) and event.state == "ready":
+            if self._policy is not None:
+                self._delay = self._policy.min_delay
             if not self._ready.done():
                 self._ready.set_result(None)
-        if isinstance(event, irc.Disconnected) and not self._ready.done():
+        if isinstance(event, irc.Disconnected) and not self._ready.done() and self._dial is None:
             self._ready.set_exception(
                 ClosedError("disconnected", f"the IRC session ended: {event.reason!r}")
             )
@@ -210,12 +250,39 @@ class _IrcConnection:
             self.events.append(event)
 
     def _end(self) -> None:
-        if not self._ready.done():
-            self._ready.set_exception(ClosedError("disconnected", "the IRC connection closed"))
-        if not self._ended.done():
-            self._ended.set_result(None)
         with contextlib.suppress(Exception):
             self._writer.close()
+        if self._dial is not None and not self._closing:
+            # Requests wait for the next connection; readiness is that connection's.
+            if self._ready.done():
+                self._ready = asyncio.get_running_loop().create_future()
+            self._redial = asyncio.get_running_loop().create_task(self._come_back())
+            return
+        if not self._ready.done():
+            self._ready.set_exception(ClosedError("disconnected", "the IRC connection closed"))
+            self._ready.exception()  # seen here: nobody waiting for it is not an error to log
+        if not self._ended.done():
+            self._ended.set_result(None)
+
+    async def _come_back(self) -> None:
+        assert self._dial is not None and self._policy is not None
+        while not self._closing:
+            # The delay doubles with every try, connected or not, until a connection gets ready
+            # (a server that takes the socket and then drops us is not retried in a loop).
+            delay = self._delay
+            self._delay = min(self._policy.max_delay, delay * 2)
+            await asyncio.sleep(delay * (1 + random.random() / 2))
+            try:
+                engine, reader, writer = await asyncio.wait_for(self._dial(), 30)
+            except (OSError, asyncio.TimeoutError) as e:
+                log.info("reconnecting: %s; next try in about %.1f s", e, self._delay)
+                continue
+            self._engine.close()
+            self._engine, self._writer = engine, writer
+            self.reconnects += 1
+            # This pump's end (the server dropping us again) starts the next round.
+            self._pump = _Pump(engine, reader, writer, self._event, self._end)
+            return
 
     @property
     def state(self) -> str:
@@ -233,6 +300,12 @@ class _IrcConnection:
 
     async def close(self, reason: str = "bye", timeout: float = 2.0) -> None:
         """Leaves with ``QUIT`` and waits (at most ``timeout`` seconds) for the server to close."""
+        self._closing = True
+        if self._redial is not None and not self._redial.done():
+            self._redial.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._redial
+            self._end()  # no connection is coming: end as without reconnecting
         if not self._ended.done():
             with contextlib.suppress(LocalError):
                 self._engine.quit(now_ms(), reason)
@@ -277,24 +350,42 @@ class IrcDesk(_IrcConnection):
         compression: bool = False,
         seed: Optional[int] = None,
         ready_timeout: Optional[float] = 30,
+        reconnect: Union[bool, Reconnect] = False,
         **options: Any,
     ) -> "IrcDesk":
         """Connects, registers as ``nick`` and joins ``channel``; returns once requests can
         flow (with ``remote_nick``, once that remote is in the channel: answers are accepted
         from it only). ``secret`` authenticates every frame (the remote needs the same);
         ``compression`` offers compressed answers. ``options`` are
-        :class:`deskwire.oa1.Desk`'s (``oa1={...}``, ``session={...}``)."""
+        :class:`deskwire.oa1.Desk`'s (``oa1={...}``, ``session={...}``).
+
+        With ``reconnect`` (``True`` or a :class:`Reconnect` policy), the desk connects again,
+        with a fresh engine, when the server drops it: requests in flight then fail with
+        :class:`deskwire.ClosedError`, and new ones wait for the next connection (up to their
+        ``timeout``)."""
         oa1_options = _oa1_options(options, remote_nick, secret, compression)
-        engine = oa1.Desk(
-            nick,
-            channel,
-            seed=seed if seed is not None else time.time_ns() & 0xFFFFFFFF,
-            now_ms=now_ms(),
-            oa1=oa1_options,
-            **options,
-        )
-        reader, writer = await asyncio.open_connection(host, port)
+        policy = Reconnect() if reconnect is True else reconnect or None
+        first_seed = seed if seed is not None else time.time_ns() & 0xFFFFFFFF
+
+        async def dial() -> "tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]":
+            # A new engine each time (ids from a new seed, so none repeats an earlier one).
+            engine = oa1.Desk(
+                nick,
+                channel,
+                seed=(first_seed + desk_box[0].reconnects + 1) if desk_box else first_seed,
+                now_ms=now_ms(),
+                oa1=dict(oa1_options),
+                **options,
+            )
+            reader, writer = await asyncio.open_connection(host, port)
+            return engine, reader, writer
+
+        desk_box: List["IrcDesk"] = []
+        engine, reader, writer = await dial()
         desk = cls(engine, reader, writer)
+        desk_box.append(desk)
+        if policy is not None:
+            desk._reconnect_with(dial, policy)
         try:
             await desk.wait_ready(ready_timeout)
         except BaseException:
@@ -329,6 +420,15 @@ class IrcDesk(_IrcConnection):
         awaiting task sends ``CANCEL``."""
         if self._ended.done():
             raise ClosedError("closed", "the desk is closed")
+        if not self._ready.done() and self._dial is not None:
+            # Reconnecting: wait for the next connection within the request's own time.
+            started = time.monotonic()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+            except asyncio.TimeoutError:
+                raise RequestTimeout("timeout", "no connection to the server in time") from None
+            if timeout is not None:
+                timeout = max(0.001, timeout - (time.monotonic() - started))
         timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
         request_id = self._engine.request(now_ms(), payload, timeout_ms)
         future: asyncio.Future[Union[oa1.Response, oa1.Failed]]
@@ -388,17 +488,28 @@ class IrcRemote(_IrcConnection):
         secret: Optional[str] = None,
         compression: bool = True,
         ready_timeout: Optional[float] = 30,
+        reconnect: Union[bool, Reconnect] = False,
         **options: Any,
     ) -> "IrcRemote":
         """Connects, registers as ``nick``, joins ``channel`` and serves requests (from
         ``desk_nick`` only, unless ``None``) with ``handler``. ``secret`` authenticates every
-        frame; ``compression`` accepts a desk's offer of compressed answers."""
+        frame; ``compression`` accepts a desk's offer of compressed answers. With
+        ``reconnect``, it connects again when the server drops it (the handlers running then
+        are cancelled) and :meth:`serve_forever` goes on."""
         if handler is None:
             raise LocalError("invalid_value", "IrcRemote needs a handler")
         oa1_options = _oa1_options(options, desk_nick, secret, compression)
-        engine = oa1.Remote(nick, channel, now_ms=now_ms(), oa1=oa1_options, **options)
-        reader, writer = await asyncio.open_connection(host, port)
+        policy = Reconnect() if reconnect is True else reconnect or None
+
+        async def dial() -> "tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]":
+            engine = oa1.Remote(nick, channel, now_ms=now_ms(), oa1=dict(oa1_options), **options)
+            reader, writer = await asyncio.open_connection(host, port)
+            return engine, reader, writer
+
+        engine, reader, writer = await dial()
         remote = cls(engine, reader, writer, handler)
+        if policy is not None:
+            remote._reconnect_with(dial, policy)
         try:
             await remote.wait_ready(ready_timeout)
         except BaseException:
@@ -586,7 +697,8 @@ class Pty:
     """An interactive program in a terminal on the REXD host (``pty.open``); make one with
     :meth:`RexdClient.pty`. Iterate it for :class:`PtyOutput` as it comes, then one
     :class:`PtyExit`; :meth:`write` types, :meth:`resize` resizes, :meth:`close` (or leaving
-    ``async with``) ends it. Cancelling the task that iterates closes the terminal too."""
+    ``async with``, on every way out) ends it. Cancelling a task while it iterates closes the
+    terminal too."""
 
     def __init__(self, client: "RexdClient", pty_id: str, process_id: str, inbox: _PtyInbox) -> None:
         self._client = client
