@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# Every run here builds from scratch, so incremental state is only disk (about 3 GB), and full
+# debug info is most of the rest of the 16 GB the build tree reached; line tables keep
+# backtraces readable. A build that fills the disk fails the run (the smallest machines here
+# have had under 20 GB free).
+export CARGO_INCREMENTAL=0
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 
 section() { printf '\n== %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
@@ -31,6 +37,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 echo "ngircd: $(command -v ngircd || echo /usr/sbin/ngircd)"
 echo "sshd: /usr/sbin/sshd ($(ssh -V 2>&1))"
+echo "disk: $(df -h --output=avail . | tail -1 | tr -d " ") free"
 
 section "format and lints"
 cargo fmt --all -- --check
@@ -98,6 +105,25 @@ echo "$out"
 
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   section "fuzz smoke run (${FUZZ_SECONDS}s per target)"
+  # Prints the last two lines of a passing run; of a failing one, the last 80 lines and any
+  # input the fuzzer kept (base64), since CI keeps no files: enough to reproduce it.
+  fuzz_smoke() {
+    local target=$1 log
+    shift
+    log=$(mktemp)
+    if cargo fuzz run -s none "$@" "$target" -- -max_total_time="$FUZZ_SECONDS" >"$log" 2>&1; then
+      tail -n 2 "$log"
+      rm -f "$log"
+      return 0
+    fi
+    echo "!! fuzz target $target failed; the end of its output:"
+    tail -n 80 "$log"
+    for input in artifacts/"$target"/*; do
+      [ -f "$input" ] && echo "!! kept input $input: $(base64 -w0 "$input")"
+    done
+    rm -f "$log"
+    return 1
+  }
   if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked --quiet
   fi
@@ -105,7 +131,7 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
     cd core/fuzz
     for target in $(cargo fuzz list); do
       echo "-- $target"
-      cargo fuzz run -s none "$target" -- -max_total_time="$FUZZ_SECONDS" 2>&1 | tail -n 2
+      fuzz_smoke "$target"
     done
   )
   # The C entry points (JSON and byte inputs through the ffi crate), sharing core/fuzz's build of
@@ -114,9 +140,9 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
   (
     cd ffi/fuzz
     echo "-- c_api (ffi)"
-    cargo fuzz run -s none --target-dir ../../core/fuzz/target c_api -- \
-      -max_total_time="$FUZZ_SECONDS" 2>&1 | tail -n 2
+    fuzz_smoke c_api --target-dir ../../core/fuzz/target
   )
 fi
 
 section "done"
+echo "disk: $(du -sh target | cut -f1) in target/, $(df -h --output=avail . | tail -1 | tr -d ' ') left"
