@@ -95,7 +95,7 @@ bash tests/c/run.sh
 section "Godot: the GDExtension and the desk demo in a real Godot 4 (Debian sid's, in a cached mmdebstrap root) against ngircd and rexd --irc"
 bash godot/run_tests.sh
 
-section "Python: pip install ./bindings/python into a fresh venv; mypy.stubtest; pytest (every vector file, bad input, asyncio against ngircd, rexd --irc, rexd --stdio, a loopback sshd and examples/mobile_desktop over a WebSocket, the provider fixtures against the official SDKs' models); the sidecar host and the agent example"
+section "Python: pip install ./bindings/python into a fresh venv; mypy.stubtest; pytest (every vector file, bad input, asyncio against ngircd, rexd --irc, rexd --stdio, a loopback sshd, examples/mobile_desktop and aio.GatewayServer over WebSockets, the provider fixtures against the official SDKs' models); the sidecar host and the agent example"
 bash bindings/python/run_tests.sh
 
 section "desk demo (README main command)"

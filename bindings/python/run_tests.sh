@@ -3,7 +3,8 @@
 #   one `pip install ./bindings/python` (pip fetches maturin, cargo builds the abi3 extension),
 #   the stubs checked by mypy.stubtest against the compiled module, pytest (every conformance
 #   vector file, bad input, asyncio end to end against ngircd / rexd --irc / rexd --stdio /
-#   a loopback sshd / examples/mobile_desktop over a WebSocket, the provider fixtures against the official SDKs' models), the examples
+#   a loopback sshd / examples/mobile_desktop and aio.GatewayServer over WebSockets, the
+#   provider fixtures against the official SDKs' models), the examples
 #   (the Rust sidecar host driving examples/sidecar.py, the agent in memory and over IRC), and
 #   the benchmark code once, untimed.
 # Downloads (pip) and the extension's cargo build are cached under DESKWIRE_CACHE.
