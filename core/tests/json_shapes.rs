@@ -4,8 +4,8 @@
 //!
 //! Conventions: enums are externally tagged with snake_case names (a unit variant is its name
 //! as a string, any other variant an object with one key); configs read with the defaults for
-//! every missing field, and refuse unknown fields only where a typo would be dangerous
-//! (policies, contexts).
+//! every missing field and refuse unknown fields, so a misspelt limit is an error rather than
+//! a silent default (policies and contexts too).
 
 use deskwire::gateway;
 use deskwire::jsonrpc::{
@@ -315,4 +315,26 @@ fn tool_values() {
         HostScores::Scores(vec![("bash".into(), 0.25), ("read".into(), 0.5)]),
         json!({"scores": {"bash": 0.25, "read": 0.5}}),
     );
+}
+
+/// Every engine's config refuses a field it does not know (here a misspelt limit), naming it.
+#[test]
+fn configs_refuse_unknown_fields() {
+    fn refused<T: DeserializeOwned + std::fmt::Debug>(v: Value) {
+        let error = serde_json::from_value::<T>(v.clone()).expect_err(&v.to_string());
+        assert!(error.to_string().contains("unknown field"), "{v}: {error}");
+    }
+    refused::<gateway::Config>(json!({"tokens": ["t"], "maxRuning": 2}));
+    refused::<PeerConfig>(json!({"max_pendng": 2}));
+    refused::<PeerConfig>(json!({"timeouts": {"default_ms": 5}}));
+    refused::<toolbox::Config>(json!({"max_agnts": 2}));
+    refused::<toolbox::Config>(json!({"approvals": {"timout_ms": 5}}));
+    refused::<client::Config>(json!({"max_queud": 2}));
+    refused::<server::Config>(json!({"max_tokns": 2}));
+    refused::<deskwire::oa1::Config>(json!({"channel": "#d", "nick": "d", "max_stream": 2}));
+    // The documented spellings still read.
+    read::<gateway::Config>(json!({"tokens": ["t"], "maxRunning": 2}));
+    read::<PeerConfig>(json!({"max_pending": 2, "timeouts": {}}));
+    read::<client::Config>(json!({"max_queued": 2}));
+    read::<server::Config>(json!({"max_tokens": 2}));
 }

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import deskwire
-from deskwire import Timeout, Transmit, irc, jsonrpc, oa1, sim, tools
+from deskwire import Timeout, Transmit, gateway, irc, jsonrpc, mobile, oa1, sim, tools
 
 
 def drain(engine: Any, now: int = 0) -> list:
@@ -73,6 +73,25 @@ def test_bad_configs_are_local_errors(options: Any) -> None:
     with pytest.raises(deskwire.LocalError) as caught:
         oa1.Client("#desk", "desk", **options)
     assert caught.value.code == "invalid_value"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: gateway.Gateway(["t"], max_runing=2),
+        lambda: jsonrpc.Peer("sidecar", max_pendng=2),
+        lambda: jsonrpc.Peer("jsonrpc2", timeouts={"default_ms": 5}),
+        lambda: mobile.Client(max_queud=2),
+        lambda: mobile.Server(max_tokns=2),
+        lambda: tools.Toolbox(config={"approvals": {"timout_ms": 5}}),
+    ],
+    ids=["gateway", "peer", "peer timeouts", "mobile client", "mobile server", "toolbox"],
+)
+def test_misspelt_options_are_refused_not_ignored(make: Any) -> None:
+    with pytest.raises(deskwire.LocalError) as caught:
+        make()
+    assert caught.value.code == "invalid_value"
+    assert "unknown field" in caught.value.message
 
 
 @pytest.mark.parametrize(

@@ -75,9 +75,10 @@ pub const IDLE_WAIT_MS: u64 = 60_000;
 ///
 /// JSON: the fields in camelCase, as the gateway's wire and `tests/vectors/gateway.json` spell
 /// them (`{"tokens": ["s3cret"], "maxRunning": 2}`); missing fields take the defaults of
-/// [`Config::new`], and a missing `tokens` is none (which [`Gateway::new`] refuses).
+/// [`Config::new`], and a missing `tokens` is none (which [`Gateway::new`] refuses); an
+/// unknown field is refused, so a misspelt limit is an error rather than a silent default.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default, rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Accepted bearer tokens. More than one while rotating ("rotacionável", rotatable): put the
     /// new token next to the old, move the Commander over, then drop the old one.

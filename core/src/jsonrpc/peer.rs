@@ -64,7 +64,7 @@ pub struct TimeoutRule {
 /// Per-method timeouts; the longest matching prefix wins. JSON: the fields by name; missing
 /// ones take [`TimeoutPolicy::default`]'s values (30 s for every method, up to 10×).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct TimeoutPolicy {
     /// The rules.
     pub rules: Vec<TimeoutRule>,
@@ -129,9 +129,10 @@ impl TimeoutPolicy {
     }
 }
 
-/// Peer configuration. JSON: the fields by name; missing ones take the defaults.
+/// Peer configuration. JSON: the fields by name; missing ones take the defaults, unknown ones
+/// are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct PeerConfig {
     /// Framing on the stream.
     pub framing: Framing,

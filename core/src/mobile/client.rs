@@ -25,9 +25,9 @@ use super::message::{
 use super::{IDLE_WAIT_MS, LocalError, is_valid_code};
 
 /// Client configuration; the defaults are the spec's. JSON: the fields by name; missing ones
-/// take the defaults.
+/// take the defaults; unknown ones are refused.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Delays before reconnect attempts 1, 2, ... (spec: 1, 2, 4, 8, 16 s).
     pub backoff_ms: Vec<u64>,

@@ -50,9 +50,9 @@ impl fmt::Display for ConnId {
 }
 
 /// Server configuration. The spec gives no numbers for these; the defaults are ours. JSON: the
-/// fields by name; missing ones take the defaults.
+/// fields by name; missing ones take the defaults, unknown ones are refused.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// How long a pairing code stays valid.
     pub pairing_code_ttl_ms: u64,

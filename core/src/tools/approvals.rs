@@ -20,9 +20,10 @@ use crate::ids::IdGenerator;
 use crate::mobile::server::NewPermission;
 use crate::mobile::{PermissionRequest, PermissionResponse};
 
-/// Limits and defaults. JSON: the fields by name; missing ones take the defaults.
+/// Limits and defaults. JSON: the fields by name; missing ones take the defaults, unknown ones
+/// are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ApprovalConfig {
     /// How long a request waits for an answer (default 5 minutes, as the mobile server).
     pub timeout_ms: u64,

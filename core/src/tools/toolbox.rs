@@ -16,9 +16,9 @@ use super::registry::{Entry, Registry, RegistryError};
 use super::spec::{ToolCall, ToolSpec};
 
 /// Limits. JSON: `{"max_agents", "approvals": {"timeout_ms", "max_pending"}}`; missing fields
-/// take the defaults.
+/// take the defaults; unknown ones are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Agents tracked at most (default 1024).
     pub max_agents: usize,
