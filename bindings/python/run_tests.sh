@@ -28,9 +28,9 @@ CARGO_TARGET_DIR="$cache/python-target" "$venv/bin/pip" install --quiet ./bindin
 # Imported from the venv, not from the source tree.
 (cd / && "$py" -c 'import deskwire, sys; assert deskwire.__file__.startswith(sys.prefix), deskwire.__file__; print("deskwire", deskwire.__version__, "from", deskwire.__file__)')
 
-echo "-- mypy.stubtest"
+echo "-- mypy.stubtest, and mypy --strict over the installed package (what a typed user's checker reads)"
 stubdir=$(mktemp -d)
-(cd "$stubdir" && "$py" -m mypy.stubtest deskwire)
+(cd "$stubdir" && "$py" -m mypy.stubtest deskwire && "$py" -m mypy --strict --no-incremental -p deskwire)
 rm -rf "$stubdir"
 
 echo "-- pytest"

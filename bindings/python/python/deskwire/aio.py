@@ -552,13 +552,13 @@ class IrcRemote(_IrcConnection):
         try:
             result = self._handler(request)
             if hasattr(result, "__aiter__"):
-                async for piece in result:  # type: ignore[union-attr]
+                async for piece in result:
                     if piece:
                         engine.send(now_ms(), request.id, piece)
                         self._pump.kick()
                 engine.finish(now_ms(), request.id)
             else:
-                text = await result  # type: ignore[misc]
+                text = await result
                 engine.respond(now_ms(), request.id, text)
         except asyncio.CancelledError:
             return
