@@ -1,7 +1,8 @@
 """Speed of the package next to baselines measured in the same run (pytest-benchmark; nothing
 is asserted about time):
 
-- OA1 encode + decode of 128 KiB of mixed UTF-8: with the bare ``oa1.Client``/``oa1.Server``,
+- OA1 encode + decode of 128 KiB of mixed UTF-8 (a str in, and again the UTF-8 bytes a process
+  writes in; a str out): with the bare ``oa1.Client``/``oa1.Server``,
   all lines at once (``drain``, ``handle_lines``) and one line at a time (``poll_output``,
   ``handle_line``), the sender's prefix added in Python as a server would; a request through
   ``oa1.Desk`` into IRC lines, relayed by the in-memory server (``sim.Network``, which parses
@@ -36,6 +37,7 @@ def mixed_utf8(size: int) -> str:
 
 
 TEXT = mixed_utf8(SIZE)
+UTF8 = TEXT.encode()  # the same text as a process writes it
 
 # glibc's malloc gives a block of 128 KiB or more its own mapping, unmapped again when freed,
 # and every page of a new mapping faults on first touch (about 1.5 us a page on this kind of
@@ -54,9 +56,12 @@ def py_escape(text: str) -> bytes:
     # Encoded first, then chained bytes.replace: about 4x faster here than the same chain on
     # the str (a 128 KiB text with an astral character is a 4-byte-per-character str), which
     # was faster than a regex or str.translate.
+    return py_escape_utf8(text.encode("utf-8"))
+
+
+def py_escape_utf8(data: bytes) -> bytes:
     return (
-        text.encode("utf-8")
-        .replace(b"\\", b"\\\\")
+        data.replace(b"\\", b"\\\\")
         .replace(b"\n", b"\\n")
         .replace(b"\r", b"\\r")
         .replace(b"\t", b"\\t")
@@ -108,7 +113,11 @@ def py_split(escaped: bytes, budget: int) -> List[bytes]:
 
 
 def py_encode(request_id: str, text: str) -> List[bytes]:
-    chunks = py_split(py_escape(text), BUDGET)
+    return py_encode_utf8(request_id, text.encode("utf-8"))
+
+
+def py_encode_utf8(request_id: str, data: bytes) -> List[bytes]:
+    chunks = py_split(py_escape_utf8(data), BUDGET)
     last = len(chunks)
     return [
         b"PRIVMSG #desk :OA1 REQ %s %d %d %s" % (request_id.encode(), seq, seq < last, chunk)
@@ -142,6 +151,11 @@ def pure_python_round_trip() -> str:
     return py_decode(lines)[("desk", "abc123def456")]
 
 
+def pure_python_round_trip_utf8_in() -> str:
+    lines = [b":desk!~desk@host " + line for line in py_encode_utf8("abc123def456", UTF8)]
+    return py_decode(lines)[("desk", "abc123def456")]
+
+
 # --- the same through the package ---------------------------------------------------------
 
 FAST = {"pacing": {"burst": 1_000_000, "interval_ms": 0}}
@@ -155,6 +169,18 @@ def package_round_trip() -> str:
     client = oa1.Client("#desk", "desk", seed=1, **FAST)
     server = oa1.Server("#desk", "deskbot", **FAST)
     client.request(0, TEXT)
+    lines, _, _ = client.drain(0)
+    server.handle_lines(0, [PREFIX + line for line in lines])
+    _, events, _ = server.drain(0)
+    (request,) = events
+    return request.payload
+
+
+def package_round_trip_utf8_in() -> str:
+    """All lines at once, the payload given as the UTF-8 bytes a process wrote."""
+    client = oa1.Client("#desk", "desk", seed=1, **FAST)
+    server = oa1.Server("#desk", "deskbot", **FAST)
+    client.request(0, UTF8)
     lines, _, _ = client.drain(0)
     server.handle_lines(0, [PREFIX + line for line in lines])
     _, events, _ = server.drain(0)
@@ -220,6 +246,8 @@ def test_round_trips_agree() -> None:
     assert pure_python_round_trip() == TEXT
     assert package_round_trip() == TEXT
     assert package_round_trip_per_line() == TEXT
+    assert package_round_trip_utf8_in() == TEXT
+    assert pure_python_round_trip_utf8_in() == TEXT
     assert CONNECTED.round_trip() == TEXT
     CONNECTED.step()
     # No UTF-8 copy was cached on the str (CPython counts one in its size), so every round
@@ -262,6 +290,16 @@ def test_oa1_round_trip_client_server_per_line(benchmark) -> None:  # type: igno
 @pytest.mark.benchmark(group="oa1 encode+decode 128 KiB mixed UTF-8")
 def test_oa1_round_trip_pure_python(benchmark) -> None:  # type: ignore[no-untyped-def]
     assert benchmark(pure_python_round_trip) == TEXT
+
+
+@pytest.mark.benchmark(group="oa1 encode+decode 128 KiB mixed UTF-8, bytes in, str out")
+def test_oa1_round_trip_utf8_in_client_server_bulk(benchmark) -> None:  # type: ignore[no-untyped-def]
+    assert benchmark(package_round_trip_utf8_in) == TEXT
+
+
+@pytest.mark.benchmark(group="oa1 encode+decode 128 KiB mixed UTF-8, bytes in, str out")
+def test_oa1_round_trip_utf8_in_pure_python(benchmark) -> None:  # type: ignore[no-untyped-def]
+    assert benchmark(pure_python_round_trip_utf8_in) == TEXT
 
 
 # --- one handle_bytes with a relayed PRIVMSG line -------------------------------------------

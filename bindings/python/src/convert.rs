@@ -308,3 +308,42 @@ pub fn py_of_json<'py>(py: Python<'py>, json: &str) -> PyResult<Bound<'py, PyAny
         serde_json::from_str(json).map_err(|e| errors::protocol("not_json", format!("{e}")))?;
     py_of_value(py, &v)
 }
+
+/// A text argument given as `str`, or as `bytes` holding UTF-8 (what a subprocess writes),
+/// borrowed either way. Bytes are checked when read ([`Utf8Arg::as_str`]), once.
+pub enum Utf8Arg {
+    Str(pyo3::pybacked::PyBackedStr),
+    Bytes(pyo3::pybacked::PyBackedBytes),
+}
+
+impl Utf8Arg {
+    /// The text; bytes that are not UTF-8 raise `LocalError` `invalid_value` naming `what`.
+    pub fn as_str(&self, what: &str) -> PyResult<&str> {
+        match self {
+            Utf8Arg::Str(text) => Ok(text),
+            Utf8Arg::Bytes(bytes) => std::str::from_utf8(bytes).map_err(|e| {
+                errors::local(
+                    "invalid_value",
+                    format!("{what}: the bytes are not UTF-8 ({e})"),
+                )
+            }),
+        }
+    }
+}
+
+impl FromPyObject<'_, '_> for Utf8Arg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, '_, PyAny>) -> PyResult<Self> {
+        if obj.is_instance_of::<PyBytes>() {
+            return Ok(Utf8Arg::Bytes(obj.extract()?));
+        }
+        match obj.extract() {
+            Ok(text) => Ok(Utf8Arg::Str(text)),
+            Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "expected str or UTF-8 bytes, not {}",
+                obj.get_type().name()?
+            ))),
+        }
+    }
+}

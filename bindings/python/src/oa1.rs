@@ -5,7 +5,7 @@ use deskwire::oa1::{self as core, ConnectionEvent, ConnectionOutput, Frame, Fram
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use crate::convert::{self, from_py, serde_event, to_py};
+use crate::convert::{self, Utf8Arg, from_py, serde_event, to_py};
 use crate::errors::{self, raise};
 use crate::slot::Slot;
 
@@ -293,16 +293,17 @@ impl Client {
         Ok(Client(Slot::new(core::Client::new(config, seed), "client")))
     }
 
-    /// Sends `payload` as a request; returns its id. `timeout_ms` overrides the configured
-    /// request timeout.
+    /// Sends `payload` (a `str`, or UTF-8 `bytes`) as a request; returns its id. `timeout_ms`
+    /// overrides the configured request timeout.
     #[pyo3(signature = (now_ms, payload, timeout_ms = None))]
     fn request(
         &self,
         py: Python<'_>,
         now_ms: u64,
-        payload: &str,
+        payload: Utf8Arg,
         timeout_ms: Option<u64>,
     ) -> PyResult<String> {
+        let payload = payload.as_str("payload")?;
         bulk(py, payload.len(), || {
             self.0.with(|c| c.request(now_ms, payload, timeout_ms))
         })?
@@ -394,8 +395,10 @@ impl Server {
         Ok(Server(Slot::new(core::Server::new(config), "server")))
     }
 
-    /// Streams `output` as part of the answer to `id` (sent in frames as they fill).
-    fn send(&self, py: Python<'_>, now_ms: u64, id: &str, output: &str) -> PyResult<()> {
+    /// Streams `output` (a `str`, or UTF-8 `bytes` such as a process's output) as part of the
+    /// answer to `id` (sent in frames as they fill).
+    fn send(&self, py: Python<'_>, now_ms: u64, id: &str, output: Utf8Arg) -> PyResult<()> {
+        let output = output.as_str("output")?;
         bulk(py, output.len(), || {
             self.0.with(|s| s.send(now_ms, id, output))
         })?
@@ -407,8 +410,9 @@ impl Server {
         self.0.with(|s| s.finish(now_ms, id))?.map_err(raise)
     }
 
-    /// Answers `id` with `text` in one go (`send` + `finish`).
-    fn respond(&self, py: Python<'_>, now_ms: u64, id: &str, text: &str) -> PyResult<()> {
+    /// Answers `id` with `text` (a `str`, or UTF-8 `bytes`) in one go (`send` + `finish`).
+    fn respond(&self, py: Python<'_>, now_ms: u64, id: &str, text: Utf8Arg) -> PyResult<()> {
+        let text = text.as_str("text")?;
         bulk(py, text.len(), || {
             self.0.with(|s| s.respond(now_ms, id, text))
         })?
@@ -633,15 +637,17 @@ connection_methods!(Desk, {
         )))
     }
 
-    /// Sends `payload` as a request (queued until the channel is joined); returns its id.
+    /// Sends `payload` (a `str`, or UTF-8 `bytes`) as a request (queued until the channel is
+    /// joined); returns its id.
     #[pyo3(signature = (now_ms, payload, timeout_ms = None))]
     fn request(
         &self,
         py: Python<'_>,
         now_ms: u64,
-        payload: &str,
+        payload: Utf8Arg,
         timeout_ms: Option<u64>,
     ) -> PyResult<String> {
+        let payload = payload.as_str("payload")?;
         bulk(py, payload.len(), || {
             self.0.with(|d| d.request(now_ms, payload, timeout_ms))
         })?
@@ -685,8 +691,10 @@ connection_methods!(Remote, {
         )))
     }
 
-    /// Streams `output` as part of the answer to `id`.
-    fn send(&self, py: Python<'_>, now_ms: u64, id: &str, output: &str) -> PyResult<()> {
+    /// Streams `output` (a `str`, or UTF-8 `bytes` such as a process's output) as part of the
+    /// answer to `id`.
+    fn send(&self, py: Python<'_>, now_ms: u64, id: &str, output: Utf8Arg) -> PyResult<()> {
+        let output = output.as_str("output")?;
         bulk(py, output.len(), || {
             self.0.with(|r| r.send(now_ms, id, output))
         })?
@@ -698,8 +706,9 @@ connection_methods!(Remote, {
         self.0.with(|r| r.finish(now_ms, id))?.map_err(raise)
     }
 
-    /// Answers `id` with `text` in one go.
-    fn respond(&self, py: Python<'_>, now_ms: u64, id: &str, text: &str) -> PyResult<()> {
+    /// Answers `id` with `text` (a `str`, or UTF-8 `bytes`) in one go.
+    fn respond(&self, py: Python<'_>, now_ms: u64, id: &str, text: Utf8Arg) -> PyResult<()> {
+        let text = text.as_str("text")?;
         bulk(py, text.len(), || {
             self.0.with(|r| r.respond(now_ms, id, text))
         })?

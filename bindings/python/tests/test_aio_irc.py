@@ -98,6 +98,33 @@ async def test_remote_error_is_remote_error(server: Ngircd) -> None:
         assert "no thing" in caught.value.message
 
 
+async def test_irc_remote_streams_a_process_s_bytes(server: Ngircd) -> None:
+    """A handler yielding a real process's stdout as read, 3 bytes at a time: multibyte
+    characters cut between reads arrive whole, and a byte that is not UTF-8 becomes U+FFFD."""
+
+    async def handler(request: oa1.Request) -> AsyncIterator[bytes]:
+        process = await asyncio.create_subprocess_exec(
+            "printf", request.payload, stdout=asyncio.subprocess.PIPE
+        )
+        assert process.stdout is not None
+        while chunk := await process.stdout.read(3):
+            yield chunk
+        await process.wait()
+
+    async def whole(request: oa1.Request) -> bytes:
+        return b"caf\xc3\xa9 \xff"
+
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler, nick="deskbot")
+    async with remote, await IrcDesk.connect("127.0.0.1", server.port) as desk:
+        text = await desk.request(r"d\303\251j\340\244\271 \360\235\204\236 \377 vu\303", timeout=30)
+        assert text == "déjह 𝄞 \ufffd vu\ufffd"
+        # The request itself may be bytes too.
+        assert await desk.request("ä".encode(), timeout=30) == "ä"
+    other = await IrcRemote.connect("127.0.0.1", server.port, whole, nick="deskbot2")
+    async with other, await IrcDesk.connect("127.0.0.1", server.port, remote_nick="deskbot2") as desk:
+        assert await desk.request("x", timeout=30) == "café \ufffd"
+
+
 async def test_irc_remote_streams_and_sees_cancel(server: Ngircd) -> None:
     started = asyncio.Event()
     stopped: List[str] = []

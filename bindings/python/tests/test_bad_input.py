@@ -232,3 +232,31 @@ def test_relay_refuses_over_long_lines() -> None:
     with pytest.raises(deskwire.LocalError) as caught:
         relay.send("desk", "PRIVMSG #desk :" + "x" * 600)
     assert caught.value.code == "too_long"
+
+
+def test_payloads_may_be_utf8_bytes_but_nothing_else() -> None:
+    client = oa1.Client("#desk", "desk", seed=1)
+    server = oa1.Server("#desk", "deskbot")
+    text = "héllo 𝄞\n\\ end"
+    client.request(0, text.encode())
+    lines, _, _ = client.drain(0)
+    server.handle_lines(0, [b":desk!~desk@host " + line for line in lines])
+    _, (request,), _ = server.drain(0)
+    assert request.payload == text
+    server.respond(0, request.id, "done ✓".encode())
+    lines, _, _ = server.drain(0)
+    client.handle_lines(0, [b":deskbot!~deskbot@host " + line for line in lines])
+    _, (response,), _ = client.drain(0)
+    assert (response.id, response.text) == (request.id, "done ✓")
+
+    before = client.in_flight
+    with pytest.raises(deskwire.LocalError) as caught:
+        client.request(0, b"caf\xc3")  # a sequence cut short
+    assert caught.value.code == "invalid_value"
+    assert "payload" in caught.value.message and "UTF-8" in caught.value.message
+    assert client.in_flight == before  # nothing was sent
+    for wrong in (bytearray(b"x"), memoryview(b"x"), 7, None):
+        with pytest.raises(TypeError):
+            client.request(0, wrong)  # type: ignore[arg-type]
+    with pytest.raises(deskwire.LocalError):
+        server.send(0, request.id, b"\xff")

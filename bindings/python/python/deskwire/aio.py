@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import codecs
 import collections
 import contextlib
 import importlib
@@ -417,8 +418,10 @@ class IrcDesk(_IrcConnection):
         self._waiting.clear()
         super()._end()
 
-    async def request(self, payload: str, *, timeout: Optional[float] = None) -> str:
-        """Sends ``payload`` and returns the whole response text. Raises
+    async def request(
+        self, payload: Union[str, bytes], *, timeout: Optional[float] = None
+    ) -> str:
+        """Sends ``payload`` (``str``, or UTF-8 ``bytes``) and returns the whole response text. Raises
         :class:`deskwire.RequestTimeout` after ``timeout`` seconds (the remote is sent
         ``CANCEL``), :class:`deskwire.RemoteError` for an ``ERR`` answer. Cancelling the
         awaiting task sends ``CANCEL``."""
@@ -457,9 +460,14 @@ class IrcDesk(_IrcConnection):
         return await self.request(command, timeout=timeout)
 
 
-Handler = Callable[[oa1.Request], Union[Awaitable[str], AsyncIterator[str]]]
+Handler = Callable[
+    [oa1.Request], Union[Awaitable[Union[str, bytes]], AsyncIterator[Union[str, bytes]]]
+]
 """An :class:`IrcRemote` handler: an async function returning the whole answer, or an async
-generator yielding it piece by piece (each piece is sent as it comes)."""
+generator yielding it piece by piece (each piece is sent as it comes). Answers and pieces may
+be ``str`` or ``bytes`` (a process's output as read): bytes are decoded as UTF-8 across piece
+boundaries, a sequence cut between two reads joined again, and bytes that are not UTF-8
+replaced by U+FFFD, since an OA1 answer is text."""
 
 
 class IrcRemote(_IrcConnection):
@@ -552,13 +560,21 @@ class IrcRemote(_IrcConnection):
         try:
             result = self._handler(request)
             if hasattr(result, "__aiter__"):
+                decoder = codecs.getincrementaldecoder("utf-8")("replace")
                 async for piece in result:
+                    if isinstance(piece, bytes):
+                        piece = decoder.decode(piece)
                     if piece:
                         engine.send(now_ms(), request.id, piece)
                         self._pump.kick()
+                rest = decoder.decode(b"", final=True)  # a sequence cut off at the very end
+                if rest:
+                    engine.send(now_ms(), request.id, rest)
                 engine.finish(now_ms(), request.id)
             else:
                 text = await result
+                if isinstance(text, bytes):
+                    text = text.decode("utf-8", "replace")
                 engine.respond(now_ms(), request.id, text)
         except asyncio.CancelledError:
             return
