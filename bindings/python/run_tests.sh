@@ -39,11 +39,12 @@ echo "-- pytest"
 echo "-- the release wheel: abi3, manylinux (maturin's auditwheel check), installed with no Rust on PATH into every other CPython >= 3.9 here"
 # `pip install .` tags what it builds linux_x86_64, fit only for the machine that built it.
 # `maturin build` checks every versioned glibc symbol the extension links against the PEP 600
-# policies and tags the wheel with the oldest glibc it runs on, as PyPI requires; it fails
-# the build if some library would have to be bundled, rather than shipping an unfit wheel.
+# policies and tags the wheel with the oldest glibc it runs on, as PyPI requires. With
+# `--auditwheel check` it fails the build if some library would have to be bundled instead of
+# repairing the wheel; one that fits no policy comes out plain `linux`, refused just below.
 wheels=$(mktemp -d)
 CARGO_TARGET_DIR="$cache/python-target" "$venv/bin/maturin" build --quiet --release \
-  -m bindings/python/Cargo.toml -o "$wheels"
+  --auditwheel check -m bindings/python/Cargo.toml -o "$wheels"
 wheel=$(echo "$wheels"/deskwire-*-cp39-abi3-manylinux_*_x86_64.whl)
 test -f "$wheel" || { echo "no cp39-abi3 manylinux wheel in $wheels: $(ls "$wheels")" >&2; exit 1; }
 # The symbols behind the tag, for the closing line: the newest glibc version the wheel needs.
