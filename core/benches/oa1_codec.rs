@@ -313,6 +313,9 @@ fn bench(c: &mut Criterion) {
         })
     });
 
+    // Escaping alone: the kernel this CPU picks (AVX-512, AVX2 or the SSE2 scan).
+    group.bench_function("escape", |b| b.iter(|| escape(black_box(&text))));
+
     group.bench_function("encode: escape + chunk + format", |b| {
         let mut line = String::with_capacity(512);
         b.iter(|| encode(black_box(&text), &mut line))
