@@ -649,16 +649,28 @@ mod simd {
         if !available() {
             return false;
         }
-        // Every byte may double; each step stores 32 bytes past its start.
-        out.reserve(2 * bytes.len() + BLOCK);
+        // SAFETY: AVX2 and popcnt were checked above; each step stores 32 bytes past its start.
+        unsafe { escape_with(escape_blocks, bytes, out) };
+        true
+    }
+
+    /// Appends what an escaping `kernel` writes for `bytes` to `out`.
+    ///
+    /// # Safety
+    /// The CPU runs `kernel`, which writes at most `2 * bytes.len() + wide::BLOCK` bytes to its
+    /// destination (every byte may double) and returns how many it initialised.
+    unsafe fn escape_with(
+        kernel: unsafe fn(&[u8], *mut u8) -> usize,
+        bytes: &[u8],
+        out: &mut Vec<u8>,
+    ) {
+        out.reserve(2 * bytes.len() + wide::BLOCK);
         let start = out.len();
-        // SAFETY: AVX2 and popcnt were checked above; `out` has room for twice `bytes` plus a
-        // block after `start`, and `escape_blocks` initialises the bytes it counts.
+        // SAFETY: the caller's promise; `out` has room for that many bytes after `start`.
         unsafe {
-            let written = escape_blocks(bytes, out.as_mut_ptr().add(start));
+            let written = kernel(bytes, out.as_mut_ptr().add(start));
             out.set_len(start + written);
         }
-        true
     }
 
     /// Escapes `bytes` to `dst`; returns the bytes written.
@@ -785,15 +797,9 @@ mod simd {
             if !escape_available() {
                 return false;
             }
-            // Every byte may double; stores write a whole block past the escaped end.
-            out.reserve(2 * bytes.len() + BLOCK);
-            let start = out.len();
-            // SAFETY: the features were checked above; `out` has room for twice `bytes` plus a
-            // block after `start`, and `escape_blocks` initialises the bytes it counts.
-            unsafe {
-                let written = escape_blocks(bytes, out.as_mut_ptr().add(start));
-                out.set_len(start + written);
-            }
+            // SAFETY: the features were checked above; stores write a whole block past the
+            // escaped end.
+            unsafe { super::escape_with(escape_blocks, bytes, out) };
             true
         }
 
