@@ -649,8 +649,10 @@ mod simd {
         if !available() {
             return false;
         }
+        let whole = bytes.len() - bytes.len() % STEP;
         // SAFETY: AVX2 and popcnt were checked above; each step stores 32 bytes past its start.
-        unsafe { escape_with(escape_blocks, bytes, out) };
+        unsafe { escape_with(escape_blocks, &bytes[..whole], out) };
+        super::escape_scalar(&bytes[whole..], out);
         true
     }
 
@@ -673,7 +675,11 @@ mod simd {
         }
     }
 
-    /// Escapes `bytes` to `dst`; returns the bytes written.
+    /// Bytes per step of [`escape_blocks`].
+    const STEP: usize = 16;
+
+    /// Escapes the whole steps of `bytes` to `dst` (the bytes after them are the caller's);
+    /// returns the bytes written.
     ///
     /// Per 16 input bytes: a lookup by low nibble finds the bytes to escape, another turns them
     /// into their letters (after which no byte is zero), and the 16 bytes, copied into
@@ -691,7 +697,6 @@ mod simd {
             _mm_set1_epi8, _mm_shuffle_epi8, _mm_storeu_si128, _mm256_broadcastsi128_si256,
             _mm256_castsi128_si256, _mm256_inserti128_si256, _mm256_or_si256, _mm256_setzero_si256,
         };
-        const STEP: usize = 16;
         let (nibbles, letters) = (
             _mm256_castsi256_si128(table(ESCAPED_BY_NIBBLE)),
             _mm256_castsi256_si128(table(LETTER_BY_NIBBLE)),
@@ -731,20 +736,6 @@ mod simd {
                 w = w_high + 8 + high.count_ones() as usize;
             }
             i += STEP;
-        }
-        for &b in &bytes[i..] {
-            let letter = super::ESCAPE[b as usize];
-            // SAFETY: at most two bytes at `w <= 2 * i`, below `2 * len`.
-            unsafe {
-                if letter == 0 {
-                    *dst.add(w) = b;
-                    w += 1;
-                } else {
-                    *dst.add(w) = b'\\';
-                    *dst.add(w + 1) = letter;
-                    w += 2;
-                }
-            }
         }
         w
     }
