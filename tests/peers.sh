@@ -69,6 +69,9 @@ peers_start_rexd_irc() {
   shift 2
   local rexd=${PEERS_REXD:-target/debug/rexd}
   local log="$PEERS_DIR/rexd-$nick.log"
+  # Without --secret-file rexd refuses to serve unless told the risk is accepted: on this
+  # private loopback server it is.
+  case " $* " in *" --secret-file "*) ;; *) set -- "$@" --unauthenticated ;; esac
   "$rexd" --irc "$PEERS_IRC_ADDR" --channel "$channel" --nick "$nick" --log-level info "$@" \
     </dev/null >"$log" 2>&1 &
   PEERS_PIDS+=($!)

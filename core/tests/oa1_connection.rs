@@ -147,10 +147,10 @@ fn run_until_desk_event(
 fn a_request_made_before_registration_leaves_in_the_drain_that_reports_the_join() {
     let mut net = Network::new(1);
     let (d, r) = (net.connect("10.0.0.1"), net.connect("10.0.0.2"));
-    let mut remote = Remote::new(remote_config(), 0);
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
     bring_up(&mut remote, &mut net, r, 0);
 
-    let mut desk = Desk::new(desk_config(), 0, 7);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
     let id = desk.request(0, "uname -a", None).unwrap();
     assert_eq!(desk.state(), ConnectionState::Registering);
     let first = drain(&mut desk, &mut net, d, 0);
@@ -183,9 +183,9 @@ fn a_request_made_before_registration_leaves_in_the_drain_that_reports_the_join(
 fn a_desk_that_joins_after_the_remote() {
     let mut net = Network::new(1);
     let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0);
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
     bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
     drain(&mut desk, &mut net, d, 0);
     step(&mut desk, &mut net, d, 5); // 001 → JOIN
     assert_eq!(desk.state(), ConnectionState::Joining);
@@ -207,7 +207,7 @@ fn a_desk_that_joins_after_the_remote() {
 fn a_remote_that_joins_after_the_desk() {
     let mut net = Network::new(1);
     let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut desk = Desk::new(desk_config(), 0, 7);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
     for t in 0..3 {
         step(&mut desk, &mut net, d, t);
     }
@@ -221,10 +221,10 @@ fn a_remote_that_joins_after_the_desk() {
     );
     assert!(
         waiting.deadline <= 3 + 30_000,
-        "the request timeout runs meanwhile"
+        "the ready timeout runs meanwhile"
     );
 
-    let mut remote = Remote::new(remote_config(), 4);
+    let mut remote = Remote::new(remote_config(), 4).unwrap();
     bring_up(&mut remote, &mut net, r, 4);
     let peer = step(&mut desk, &mut net, d, 5);
     assert!(
@@ -242,9 +242,9 @@ fn a_remote_that_joins_after_the_desk() {
 fn the_desk_waits_again_when_the_remote_leaves() {
     let mut net = Network::new(1);
     let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0);
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
     bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
     bring_up(&mut desk, &mut net, d, 0);
     remote.quit(1, "bye");
     drain(&mut remote, &mut net, r, 1);
@@ -259,27 +259,91 @@ fn the_desk_waits_again_when_the_remote_leaves() {
 }
 
 #[test]
-fn without_an_allowed_sender_the_desk_sends_once_joined() {
+fn a_desk_with_anyone_as_its_remote_waits_for_some_other_member() {
     let mut net = Network::new(1);
-    let d = net.connect("h1");
-    let mut config = desk_config();
-    config.oa1.allowed_sender = None;
-    let mut desk = Desk::new(config, 0, 7);
+    let (d, other) = (net.connect("h1"), net.connect("h2"));
+    let mut desk = Desk::new(desk_config().with_peer("*"), 0, 7).unwrap();
     let id = desk.request(0, "x", None).unwrap();
-    drain(&mut desk, &mut net, d, 0);
-    step(&mut desk, &mut net, d, 1);
-    let joined = step(&mut desk, &mut net, d, 2);
+    for t in 0..3 {
+        step(&mut desk, &mut net, d, t);
+    }
+    assert_eq!(desk.state(), ConnectionState::WaitingForPeer);
+    assert_eq!(
+        desk.waiting_for().as_deref(),
+        Some("another member in #desk; members: none")
+    );
+    net.handle_bytes(other, b"NICK eve\r\nUSER eve 0 * eve\r\nJOIN #desk\r\n");
+    let joined = step(&mut desk, &mut net, d, 3);
+    assert!(
+        joined.has_event(&ConnectionEvent::Link(LinkEvent::PeerJoined {
+            nick: "eve".into()
+        }))
+    );
     assert!(joined.has_event(&ready()));
     assert!(joined.has_line(&format!("PRIVMSG #desk :OA1 REQ {id} 1 0 x")));
+    assert_eq!(desk.members(), ["eve"]);
+}
+
+#[test]
+fn configs_that_cannot_work_are_refused_when_the_engine_is_built() {
+    use deskwire::irc::{InvalidName, SessionError};
+    use deskwire::oa1::ConfigError;
+    let desk = |config: ConnectionConfig| Desk::new(config, 0, 7).map(|_| ());
+    assert_eq!(
+        desk(ConnectionConfig::new("desk", "#desk")),
+        Err(ConfigError::NoRemote),
+        "a desk must say who answers it"
+    );
+    assert_eq!(
+        desk(ConnectionConfig::new("desk", "desk").with_peer("rexd")),
+        Err(ConfigError::Session(SessionError::InvalidChannel(
+            "desk".into()
+        )))
+    );
+    for nick in ["a b", "", "9lives", "x".repeat(31).as_str()] {
+        assert_eq!(
+            desk(ConnectionConfig::new(nick, "#desk").with_peer("rexd")),
+            Err(ConfigError::Session(SessionError::InvalidNick(nick.into()))),
+            "{nick:?} would have been renamed"
+        );
+    }
+    assert_eq!(
+        desk(ConnectionConfig::new("desk", "#desk").with_peer("re xd")),
+        Err(ConfigError::AllowedSender(InvalidName::Pattern(
+            "re xd".into()
+        )))
+    );
+    let mut no_streams = desk_config();
+    no_streams.oa1.max_streams = 0;
+    assert_eq!(
+        desk(no_streams),
+        Err(ConfigError::TooSmall {
+            field: "oa1.max_streams",
+            min: 1
+        })
+    );
+    // A remote may answer anyone (its docs say what that risks).
+    assert!(Remote::new(ConnectionConfig::new("rexd", "#desk"), 0).is_ok());
+    // The message says what to do.
+    assert!(
+        ConfigError::NoRemote
+            .to_string()
+            .contains("oa1.allowed_sender")
+    );
+    let bad_channel = ConfigError::from(SessionError::InvalidChannel("desk".into()));
+    assert!(
+        bad_channel.to_string().contains("starts with #"),
+        "{bad_channel}"
+    );
 }
 
 #[test]
 fn the_end_of_the_connection_fails_what_is_in_flight() {
     let mut net = Network::new(1);
     let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0);
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
     bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
     bring_up(&mut desk, &mut net, d, 0);
     let id = desk.request(1, "sleep 100", None).unwrap();
     drain(&mut desk, &mut net, d, 1);
@@ -298,7 +362,9 @@ fn the_end_of_the_connection_fails_what_is_in_flight() {
     );
     assert!(end.has_event(&ConnectionEvent::Oa1(Event::Failed {
         id: id.clone(),
-        failure: Failure::Disconnected
+        failure: Failure::Disconnected {
+            message: "the connection was lost".into()
+        }
     })));
     assert_eq!(desk.state(), ConnectionState::Closed);
     assert_eq!(desk.request(4, "again", None), Err(LocalError::Closed));
@@ -315,10 +381,10 @@ fn the_end_of_the_connection_fails_what_is_in_flight() {
 #[test]
 fn a_kick_holds_lines_and_the_engine_joins_again() {
     let mut net = Network::new(1);
-    let d = net.connect("h1");
-    let mut config = desk_config();
-    config.oa1.allowed_sender = None;
-    let mut desk = Desk::new(config, 0, 7);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
     bring_up(&mut desk, &mut net, d, 0);
     desk.handle_bytes(10, b":op!o@h KICK #desk desk :out\r\n");
     let kicked = drain(&mut desk, &mut net, d, 10);
@@ -344,10 +410,10 @@ fn a_kick_holds_lines_and_the_engine_joins_again() {
 fn pings_are_answered_and_the_keepalive_runs() {
     let mut net = Network::new(1);
     let d = net.connect("h1");
-    let mut config = desk_config();
-    config.oa1.allowed_sender = None;
-    let mut desk = Desk::new(config, 0, 7);
-    bring_up(&mut desk, &mut net, d, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    for t in 0..3 {
+        step(&mut desk, &mut net, d, t);
+    }
     desk.handle_bytes(100, b"PING :abc\r\n");
     assert_eq!(drain(&mut desk, &mut net, d, 100).lines, ["PONG abc"]);
     let idle = drain(&mut desk, &mut net, d, 101);
@@ -378,10 +444,12 @@ fn events_and_outputs_have_the_vectors_json_shapes() {
     assert_eq!(
         json(&ConnectionEvent::Oa1(Event::Failed {
             id: "a".into(),
-            failure: Failure::Disconnected
+            failure: Failure::Disconnected {
+                message: "the server closed the link: Closing Link".into()
+            }
         })),
         serde_json::json!({"failed": {"id": "a", "error": "disconnected",
-            "message": "the IRC connection ended before the response"}})
+            "message": "the IRC connection ended before the response: the server closed the link: Closing Link"}})
     );
     assert_eq!(
         json(&ConnectionEvent::Irc(SessionEvent::Disconnected {
@@ -427,10 +495,10 @@ fn the_config_from_json_takes_overrides_and_refuses_unknown_keys() {
 #[test]
 fn garbage_and_floods_from_the_server_leave_the_engine_working() {
     let mut net = Network::new(1);
-    let d = net.connect("h1");
-    let mut config = desk_config();
-    config.oa1.allowed_sender = None;
-    let mut desk = Desk::new(config, 0, 7);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
     bring_up(&mut desk, &mut net, d, 0);
     desk.handle_bytes(1, &[0xff, 0xfe, b'\r', b'\n', b':', b' ', b'\n']);
     desk.handle_bytes(1, &vec![b'x'; 100_000]);
@@ -449,4 +517,309 @@ fn garbage_and_floods_from_the_server_leave_the_engine_working() {
         drain(&mut desk, &mut net, d, 2)
             .has_line(&format!("PRIVMSG #desk :OA1 REQ {id} 1 0 still here"))
     );
+}
+
+/// The text of the desk's first OA1 failure in `drain`, as (code, message).
+fn failure_in(drain: &Drain) -> Option<(String, String)> {
+    drain.events.iter().find_map(|e| match e {
+        ConnectionEvent::Oa1(Event::Failed { failure, .. }) => {
+            Some((failure.code().to_owned(), failure.message()))
+        }
+        _ => None,
+    })
+}
+
+/// A desk registered and in `#desk` on `net`, alone there (waiting for its remote).
+fn desk_alone(net: &mut Network, d: ClientId) -> Desk {
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    for t in 0..3 {
+        step(&mut desk, net, d, t);
+    }
+    assert_eq!(desk.state(), ConnectionState::WaitingForPeer);
+    desk
+}
+
+#[test]
+fn a_request_that_cannot_leave_fails_not_ready_saying_what_it_waited_for() {
+    let mut net = Network::new(1);
+    let (d, other) = (net.connect("h1"), net.connect("h2"));
+    net.handle_bytes(other, b"NICK rexd\r\nUSER rexd 0 * rexd\r\nJOIN #desk\r\n");
+    let mut desk = desk_alone(&mut net, d);
+    let id = desk.request(3, "uname", Some(1_000)).unwrap();
+    // The 1 s request timeout has not started: nothing was sent.
+    assert!(failure_in(&step(&mut desk, &mut net, d, 5_000)).is_none());
+    let late = step(&mut desk, &mut net, d, 3 + 30_000);
+    assert_eq!(
+        failure_in(&late),
+        Some((
+            "not_ready".into(),
+            "not ready after 30 s: waiting for remote `deskbot` in #desk; members: rexd".into()
+        ))
+    );
+    assert!(late.lines.is_empty(), "no CANCEL for a request never sent");
+    assert_eq!(desk.in_flight(), 0);
+    assert!(!late.events.iter().any(|e| matches!(e,
+        ConnectionEvent::Oa1(Event::Failed { id: other, .. }) if *other != id)));
+}
+
+#[test]
+fn a_request_timeout_starts_when_the_request_can_leave() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut desk = desk_alone(&mut net, d);
+    let id = desk.request(3, "sleep 5", Some(1_000)).unwrap();
+    step(&mut desk, &mut net, d, 20_000);
+    let mut remote = Remote::new(remote_config(), 20_000).unwrap();
+    bring_up(&mut remote, &mut net, r, 20_000);
+    let sent = step(&mut desk, &mut net, d, 20_001);
+    assert!(sent.has_line(&format!("PRIVMSG #desk :OA1 REQ {id} 1 0 sleep 5")));
+    assert_eq!(
+        sent.deadline, 21_001,
+        "the 1 s runs from the moment it left"
+    );
+    assert!(failure_in(&step(&mut desk, &mut net, d, 21_000)).is_none());
+    assert_eq!(
+        failure_in(&step(&mut desk, &mut net, d, 21_001)).map(|f| f.0),
+        Some("timeout".into())
+    );
+}
+
+#[test]
+fn a_refused_join_fails_the_waiting_requests_with_the_servers_words() {
+    let mut net = Network::new(1);
+    let d = net.connect("h1");
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    let id = desk.request(0, "ls", None).unwrap();
+    drain(&mut desk, &mut net, d, 0);
+    net.take_bytes(d);
+    // What ngircd answers a JOIN to a channel that bans us.
+    desk.handle_bytes(
+        1,
+        b":sim.example 001 desk :Welcome\r\n:sim.example 474 desk #desk :Cannot join channel (+b) -- You are banned\r\n",
+    );
+    let refused = drain(&mut desk, &mut net, d, 1);
+    assert!(
+        refused.has_event(&ConnectionEvent::Irc(SessionEvent::JoinFailed {
+            channel: "#desk".into(),
+            numeric: "474".into(),
+            text: "Cannot join channel (+b) -- You are banned".into(),
+        }))
+    );
+    assert!(refused.has_event(&ConnectionEvent::Oa1(Event::Failed {
+        id,
+        failure: Failure::JoinFailed {
+            message: "the server refused to let us into #desk: 474 Cannot join channel (+b) -- You are banned".into()
+        }
+    })));
+    assert_eq!(desk.state(), ConnectionState::Joining);
+    assert_eq!(
+        desk.waiting_for().as_deref(),
+        Some("joining #desk (refused: 474 Cannot join channel (+b) -- You are banned)")
+    );
+    assert_eq!(refused.deadline, 1 + 5_000, "it tries again");
+    assert_eq!(drain(&mut desk, &mut net, d, 5_001).lines, ["JOIN #desk"]);
+}
+
+#[test]
+fn a_kick_fails_the_requests_in_flight() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+    let id = desk.request(1, "sleep 100", None).unwrap();
+    drain(&mut desk, &mut net, d, 1);
+    desk.handle_bytes(2, b":op!o@h KICK #desk desk :no bots here\r\n");
+    let kicked = drain(&mut desk, &mut net, d, 2);
+    assert!(kicked.has_event(&ConnectionEvent::Oa1(Event::Failed {
+        id,
+        failure: Failure::Kicked {
+            message: "kicked from #desk by op: no bots here".into()
+        }
+    })));
+    assert_eq!(desk.in_flight(), 0);
+}
+
+#[test]
+fn a_remote_that_leaves_mid_request_fails_it_peer_left_after_the_grace() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+    let id = desk.request(1, "sleep 100", None).unwrap();
+    drain(&mut desk, &mut net, d, 1);
+    step(&mut remote, &mut net, r, 2);
+    remote.quit(3, "restarting");
+    drain(&mut remote, &mut net, r, 3);
+    let left = step(&mut desk, &mut net, d, 4);
+    assert!(left.has_event(&ConnectionEvent::Link(LinkEvent::PeerLeft {
+        nick: "deskbot".into()
+    })));
+    assert_eq!(left.deadline, 4 + 2_000, "the grace ends next");
+    assert!(failure_in(&left).is_none());
+    let gone = step(&mut desk, &mut net, d, 2_004);
+    assert_eq!(
+        failure_in(&gone),
+        Some((
+            "peer_left".into(),
+            "remote `deskbot` left #desk (quit: Client Quit) and was not back within 2 s".into()
+        ))
+    );
+    assert!(gone.events.iter().any(
+        |e| matches!(e, ConnectionEvent::Oa1(Event::Failed { id: failed, .. }) if *failed == id)
+    ));
+}
+
+#[test]
+fn a_remote_back_within_the_grace_loses_nothing() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+    let id = desk.request(1, "sleep 1", None).unwrap();
+    drain(&mut desk, &mut net, d, 1);
+    let asked = step(&mut remote, &mut net, r, 2);
+    assert!(!asked.events.is_empty());
+    // A part and a join on the same connection (say, a rejoin after a kick).
+    net.handle_bytes(r, b"PART #desk\r\nJOIN #desk\r\n");
+    step(&mut remote, &mut net, r, 3);
+    let flap = step(&mut desk, &mut net, d, 3);
+    let nick = "deskbot".to_owned();
+    assert!(flap.has_event(&ConnectionEvent::Link(LinkEvent::PeerLeft {
+        nick: nick.clone()
+    })));
+    assert!(flap.has_event(&ConnectionEvent::Link(LinkEvent::PeerJoined { nick })));
+    assert_eq!(desk.state(), ConnectionState::Ready);
+    assert!(failure_in(&step(&mut desk, &mut net, d, 5_000)).is_none());
+    remote.respond(5_000, &id, "done\n").unwrap();
+    let answer = run_until_desk_event(&mut desk, &mut remote, &mut net, (d, r), 5_001);
+    assert_eq!(
+        answer,
+        Event::Response {
+            id,
+            text: "done\n".into(),
+            truncated: false
+        }
+    );
+}
+
+#[test]
+fn a_second_desk_with_the_same_nick_is_told_it_is_someone_else_now() {
+    let mut net = Network::new(1);
+    let (d1, d2) = (net.connect("h1"), net.connect("h3"));
+    let mut first = Desk::new(desk_config(), 0, 1).unwrap();
+    step(&mut first, &mut net, d1, 0);
+    step(&mut first, &mut net, d1, 1);
+    let mut second = Desk::new(desk_config(), 0, 2).unwrap();
+    step(&mut second, &mut net, d2, 2);
+    let refused = step(&mut second, &mut net, d2, 3);
+    assert!(
+        refused.has_event(&ConnectionEvent::Irc(SessionEvent::NickRefused {
+            nick: "desk".into(),
+            numeric: "433".into(),
+            text: "Nickname is already in use".into(),
+            next: Some("desk_".into()),
+        }))
+    );
+    let registered = step(&mut second, &mut net, d2, 4);
+    assert!(
+        registered.has_event(&ConnectionEvent::Irc(SessionEvent::Registered {
+            nick: "desk_".into()
+        }))
+    );
+}
+
+#[test]
+fn two_desks_started_together_each_get_only_their_own_answers() {
+    let mut net = Network::new(1);
+    let (d1, d2, r) = (net.connect("h1"), net.connect("h3"), net.connect("h2"));
+    let mut config = ConnectionConfig::new("deskbot", "#desk");
+    config.oa1.pacing = Pacing::UNLIMITED;
+    let mut remote = Remote::new(config, 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    // Seeds from the OS's entropy, as every binding takes them by default.
+    let mut one = Desk::new(desk_config(), 0, getrandom::u64().unwrap()).unwrap();
+    let mut two = Desk::new(
+        {
+            let mut c = desk_config();
+            c.session.nick = "desk2".into();
+            c
+        },
+        0,
+        getrandom::u64().unwrap(),
+    )
+    .unwrap();
+    bring_up(&mut one, &mut net, d1, 0);
+    bring_up(&mut two, &mut net, d2, 0);
+    let id1 = one.request(1, "echo one", None).unwrap();
+    let id2 = two.request(1, "echo two", None).unwrap();
+    assert_ne!(id1, id2);
+    let mut answers = Vec::new();
+    for t in 2..30 {
+        drain(&mut one, &mut net, d1, t);
+        drain(&mut two, &mut net, d2, t);
+        for event in step(&mut remote, &mut net, r, t).events {
+            if let ConnectionEvent::Oa1(Event::Request { id, payload, .. }) = event {
+                remote.respond(t, &id, &payload).unwrap();
+            }
+        }
+        drain(&mut remote, &mut net, r, t);
+        for (who, desk, client) in [(1, &mut one, d1), (2, &mut two, d2)] {
+            for event in step(desk, &mut net, client, t).events {
+                if let ConnectionEvent::Oa1(event) = event {
+                    answers.push((who, event));
+                }
+            }
+        }
+    }
+    let text = |id: &str, text: &str| Event::Response {
+        id: id.into(),
+        text: text.into(),
+        truncated: false,
+    };
+    assert_eq!(
+        answers,
+        [(1, text(&id1, "echo one")), (2, text(&id2, "echo two"))]
+    );
+}
+
+#[test]
+fn a_remote_with_a_mask_ignores_whoever_takes_the_desks_nick() {
+    let mut net = Network::new(1);
+    let (d, r, eve) = (net.connect("h1"), net.connect("h2"), net.connect("evil"));
+    let mut config = ConnectionConfig::new("deskbot", "#desk").with_peer("desk!~desk@h1");
+    config.oa1.pacing = Pacing::UNLIMITED;
+    let mut remote = Remote::new(config, 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+    let id = desk.request(1, "id -un", None).unwrap();
+    drain(&mut desk, &mut net, d, 1);
+    let asked = step(&mut remote, &mut net, r, 2);
+    assert!(asked.events.iter().any(|e| matches!(e,
+        ConnectionEvent::Oa1(Event::Request { id: got, .. }) if *got == id)));
+    assert_eq!(remote.server().source(&id), Some("desk!~desk@h1"));
+
+    // The real desk leaves; eve takes its nick and asks.
+    desk.quit(3, "bye");
+    drain(&mut desk, &mut net, d, 3);
+    net.handle_bytes(
+        eve,
+        b"NICK desk\r\nUSER eve 0 * eve\r\nJOIN #desk\r\nPRIVMSG #desk :OA1 REQ t1 1 0 id -un\r\n",
+    );
+    let ignored = step(&mut remote, &mut net, r, 4);
+    assert!(
+        !ignored
+            .events
+            .iter()
+            .any(|e| matches!(e, ConnectionEvent::Oa1(Event::Request { .. }))),
+        "{:?}",
+        ignored.events
+    );
+    assert_eq!(remote.stats().oa1.disallowed_sender, 1);
 }

@@ -260,7 +260,7 @@ fn main() {
         request: black_box(dw_desk_request as Request),
     };
     // Both desks: registered, in the channel with the remote, drained.
-    let mut rust = Desk::new(ConnectionConfig::from_json(CONFIG).unwrap(), 0, 7);
+    let mut rust = Desk::new(ConnectionConfig::from_json(CONFIG).unwrap(), 0, 7).unwrap();
     rust.handle_bytes(0, WELCOME);
     while !matches!(rust.poll_output(0), ConnectionOutput::Timeout(_)) {}
     assert_eq!(format!("{:?}", rust.state()), "Ready");

@@ -114,6 +114,12 @@ fn oa1_event(view: &mut Vec<u8>, event: Event, keep: &mut Option<Event>) -> dw_o
 pub struct dw_desk(Handle<Requesting<Desk>>);
 as_handle!(dw_desk, Requesting<Desk>);
 
+/// A configuration the engine cannot work with (a bad nick or channel, a desk without its
+/// remote): `DW_STATUS_INVALID_ARGUMENT`, kind `invalid_config`.
+fn invalid_config(e: deskwire::oa1::ConfigError) -> Error {
+    Error::with_kind(dw_status::InvalidArgument, "invalid_config", e)
+}
+
 fn connection_config(json: *const c_char) -> Result<ConnectionConfig> {
     // Checked as an object first (serde would also read the struct from an array).
     let value: serde_json::Value = boundary::object_arg(json, "config_json")?;
@@ -122,11 +128,16 @@ fn connection_config(json: *const c_char) -> Result<ConnectionConfig> {
 
 /// Starts a desk connection at `now_ms` (its first outputs are `NICK` and `USER`).
 ///
-/// `config_json`: `{"nick", "channel", "session"?: {...}, "oa1"?: {...}, "rejoin_delay_ms"?}`
-/// where `session` (IRC: `user`, `realname`, `password`, `max_nick_attempts`,
-/// `ping_interval_ms`, ...) and `oa1` (`allowed_sender`, `max_frame_payload_bytes`,
-/// `request_timeout_ms`, `pacing`, ...) hold only what differs from the spec's defaults. `seed`
-/// fixes the request ids. On success `*out` is a new handle the caller frees with
+/// `config_json`: `{"nick", "channel", "session"?: {...}, "oa1": {"allowed_sender", ...},
+/// "rejoin_delay_ms"?, "peer_grace_ms"?}` where `session` (IRC: `user`, `realname`,
+/// `password`, `max_nick_attempts`, `ping_interval_ms`, ...) and `oa1` (`max_frame_payload_bytes`,
+/// `request_timeout_ms`, `ready_timeout_ms`, `pacing`, ...) hold only what differs from the
+/// spec's defaults. `oa1.allowed_sender` is required: the remote's nick (`rexd`), a
+/// `nick!user@host` mask, or `"*"` for anyone; requests wait until it is in the channel. A bad
+/// nick or channel, or a missing remote, is `DW_STATUS_INVALID_ARGUMENT` with kind
+/// `invalid_config`. `seed` fixes the request ids: read it from the OS's entropy
+/// (`getentropy`), never from the clock, or two desks started together pick the same ids; a
+/// fixed seed is for tests only. On success `*out` is a new handle the caller frees with
 /// `dw_desk_free`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_desk_new(
@@ -138,7 +149,7 @@ pub unsafe extern "C" fn dw_desk_new(
     boundary::new_handle(out, || {
         let config = connection_config(config_json)?;
         Ok(Requesting {
-            engine: Desk::new(config, now_ms, seed),
+            engine: Desk::new(config, now_ms, seed).map_err(invalid_config)?,
             last: None,
         })
     })
@@ -385,7 +396,7 @@ pub unsafe extern "C" fn dw_remote_new(
 ) -> dw_status {
     boundary::new_handle(out, || {
         Ok(Responding {
-            engine: Remote::new(connection_config(config_json)?, now_ms),
+            engine: Remote::new(connection_config(config_json)?, now_ms).map_err(invalid_config)?,
             last: None,
         })
     })

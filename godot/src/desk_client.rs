@@ -39,7 +39,7 @@ use crate::{on_main_thread, ticks, variant};
 /// desk.server_host = "irc.example"
 /// desk.nick = "desk-7"
 /// desk.channel = "#desk-7"
-/// desk.remote_nick = "deskbot"       # answers only from rexd --irc --nick deskbot
+/// desk.remote_nick = "rexd"          # the remote: rexd --irc's default nick
 /// add_child(desk)
 /// desk.connect_to_server()
 /// var result: Dictionary = await desk.remote_bash("uname -a").completed
@@ -74,9 +74,11 @@ pub struct DeskRpcClient {
     #[export]
     #[init(val = GString::from("#desk"))]
     channel: GString,
-    /// Accept answers only from this nick, and wait for it to be in the channel before
-    /// sending ("": anyone; not recommended).
+    /// The remote: accept answers only from this nick (or `nick!user@host` mask), and send
+    /// nothing until it is in the channel. The default matches `rexd --irc`; `"*"` takes
+    /// answers from anyone there (not recommended).
     #[export]
+    #[init(val = GString::from("rexd"))]
     remote_nick: GString,
     /// How long a request may take by default, in seconds (0: the OA1 default, 30 s).
     /// [method remote_bash]'s `timeout_sec` overrides it per call.
@@ -147,9 +149,13 @@ fn epoch_unix_ms() -> u64 {
     (unix_ms as u64).saturating_sub(ticks())
 }
 
+/// Request ids from the OS's entropy, so two desks started together never share one.
 fn seed() -> u64 {
-    let half = || godot::global::randi() as u64 & 0xffff_ffff;
-    (half() << 32) | half()
+    getrandom::u64().unwrap_or_else(|_| {
+        // No OS entropy (never seen): Godot's generator, seeded at start-up, still varies.
+        let half = || godot::global::randi() as u64 & 0xffff_ffff;
+        (half() << 32) | half()
+    })
 }
 
 #[godot_api]
@@ -232,7 +238,15 @@ impl DeskRpcClient {
                 return Error::ERR_CANT_CONNECT;
             }
         }
-        self.engine = Engine::Desk(Box::new(Desk::new(config, ticks(), seed())));
+        let desk = match Desk::new(config, ticks(), seed()) {
+            Ok(desk) => desk,
+            Err(e) => {
+                godot_error!("DeskRpcClient.connect_to_server: {e}");
+                self.socket = None;
+                return Error::ERR_INVALID_PARAMETER;
+            }
+        };
+        self.engine = Engine::Desk(Box::new(desk));
         self.deliver(vec![Action::State("registering".into())]);
         Error::OK
     }

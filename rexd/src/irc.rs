@@ -30,8 +30,13 @@ pub struct IrcOptions {
     pub channel: String,
     /// Our nick.
     pub nick: String,
-    /// Accept requests from this nick only (spec §9 `allowed_sender_nick`).
+    /// Accept requests from this nick or `nick!user@host` mask only. Neither proves who asks:
+    /// see [`IrcOptions::unauthenticated`].
     pub allowed_sender: Option<String>,
+    /// Serve without a shared secret. Anyone who can take the allowed nick once its owner is
+    /// gone (or, without `allowed_sender`, anyone in the channel) then runs commands as this
+    /// user; [`serve_irc`] refuses to start with neither a secret nor this.
+    pub unauthenticated: bool,
     /// How long a command may run before `ERR timeout`.
     pub timeout_ms: u64,
     /// Use the largest payload that fits each line instead of 240 bytes.
@@ -66,6 +71,25 @@ fn reconnect_delay_ms(attempt: u32) -> u64 {
 /// nowhere to go (OA1 makes no promise across reconnects; the desk times the requests out). Only
 /// a first connection that never joins is an error, so a wrong address or channel fails fast.
 pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
+    if options.secret.is_none() && !options.unauthenticated {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "refusing to serve a shell over IRC without a shared secret: give --secret-file \
+             (the desk needs the same secret), or --unauthenticated to accept that whoever \
+             holds the allowed nick runs commands as this user",
+        ));
+    }
+    connection_config(options)
+        .validate(false)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    crate::log::info(&match (&options.secret, &options.allowed_sender) {
+        (Some(_), Some(from)) => format!("serving frames sealed with the secret, from {from}"),
+        (Some(_), None) => "serving frames sealed with the secret, from anyone".to_owned(),
+        (None, Some(from)) => {
+            format!("UNAUTHENTICATED: serving whoever matches {from}; a nick is not an identity")
+        }
+        (None, None) => "UNAUTHENTICATED: serving anyone in the channel".to_owned(),
+    });
     let clock = Instant::now();
     let now_ms = || clock.elapsed().as_millis() as u64;
     // The Unix time at `now_ms() == 0`, for authenticated frames' timestamps.
@@ -97,7 +121,7 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
                 let _ = poll.registry().deregister(&mut link.socket);
                 (lost, link.joined, link.remote)
             }
-            Err(e) => (e, false, Remote::new(connection_config(options), now_ms())),
+            Err(e) => (e, false, new_remote(options, now_ms())?),
         };
         ever_joined |= joined;
         if !ever_joined {
@@ -161,6 +185,12 @@ pub fn read_secret_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
     Ok(secret)
 }
 
+/// A fresh engine for one connection (the configuration was checked when serving began).
+fn new_remote(options: &IrcOptions, now: u64) -> io::Result<Remote> {
+    Remote::new(connection_config(options), now)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+}
+
 fn connection_config(options: &IrcOptions) -> ConnectionConfig {
     let mut config = ConnectionConfig::new(&options.nick, &options.channel);
     config.oa1.allowed_sender = options.allowed_sender.clone();
@@ -195,6 +225,8 @@ struct Link {
     /// Whether this connection got into the channel.
     joined: bool,
     nick: String,
+    /// `--allow-from`, for the log of each request.
+    allowed_sender: Option<String>,
 }
 
 impl Link {
@@ -215,12 +247,13 @@ impl Link {
             .register(&mut socket, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
         Ok(Link {
             socket,
-            remote: Remote::new(connection_config(options), now),
+            remote: new_remote(options, now)?,
             out: Vec::new(),
             oa1_events: Vec::new(),
             readable: true,
             joined: false,
             nick: options.nick.clone(),
+            allowed_sender: options.allowed_sender.clone(),
         })
     }
 
@@ -307,11 +340,17 @@ impl Link {
                     }
                     ConnectionOutput::Event(ConnectionEvent::Oa1(e)) => {
                         match &e {
-                            oa1::Event::Request {
-                                id,
-                                sender,
-                                payload,
-                            } => crate::log::info(&format!("{sender} asks {id}: {payload}")),
+                            oa1::Event::Request { id, payload, .. } => {
+                                // The whole prefix: a nick alone says little about who it is.
+                                let source = self.remote.server().source(id).unwrap_or("?");
+                                let accepted = match &self.allowed_sender {
+                                    Some(mask) => format!(" (allowed by {mask})"),
+                                    None => String::new(),
+                                };
+                                crate::log::info(&format!(
+                                    "{source}{accepted} asks {id}: {payload}"
+                                ));
+                            }
                             oa1::Event::Cancelled { id, reason } => {
                                 crate::log::info(&format!("{id} cancelled ({reason})"))
                             }
@@ -326,11 +365,35 @@ impl Link {
                         self.joined = true;
                         crate::log::info(&format!("joined {channel} as {}", self.nick));
                     }
+                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::JoinFailed {
+                        channel,
+                        numeric,
+                        text,
+                    })) => {
+                        let refusal = format!("cannot join {channel}: {numeric} {text}");
+                        if !self.joined {
+                            // Never in: a wrong channel or a ban, said by the server itself.
+                            return Err(io::Error::new(io::ErrorKind::PermissionDenied, refusal));
+                        }
+                        crate::log::warn(&format!("{refusal}; trying again"));
+                    }
+                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::NickRefused {
+                        nick,
+                        numeric,
+                        text,
+                        next,
+                    })) => crate::log::warn(&match next {
+                        Some(next) => format!(
+                            "nick {nick} refused ({numeric} {text}); trying {next}: a desk \
+                             that allows only {nick} will not be answered"
+                        ),
+                        None => format!("nick {nick} refused ({numeric} {text}); no more to try"),
+                    }),
                     ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::Disconnected {
                         reason,
                     })) => {
                         // The caller kills what the executor still runs for this link.
-                        return Err(io::Error::other(format!("IRC session ended: {reason:?}")));
+                        return Err(io::Error::other(format!("IRC session ended: {reason}")));
                     }
                     ConnectionOutput::Event(other) => {
                         crate::log::debug(&format!("{other:?}"));

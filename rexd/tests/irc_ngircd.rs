@@ -22,23 +22,39 @@ impl Drop for Rexd {
 }
 
 fn start_rexd(addr: &str, root: &Path, extra: &[&str]) -> Rexd {
+    start_rexd_logging(
+        addr,
+        root,
+        &["--allow-from", "desk"],
+        extra,
+        Stdio::inherit(),
+    )
+}
+
+/// `rexd --irc` as `deskbot`, unauthenticated unless `extra` gives a secret, its log to `log`.
+fn start_rexd_logging(
+    addr: &str,
+    root: &Path,
+    allow: &[&str],
+    extra: &[&str],
+    log: impl Into<Stdio>,
+) -> Rexd {
+    let secret = extra.contains(&"--secret-file");
     Rexd(
         Command::new(env!("CARGO_BIN_EXE_rexd"))
-            .args([
-                "--irc",
-                addr,
-                "--channel",
-                CHANNEL,
-                "--nick",
-                "deskbot",
-                "--allow-from",
-                "desk",
-            ])
+            .args(["--irc", addr, "--channel", CHANNEL, "--nick", "deskbot"])
+            .args(allow)
             .args(["--root", root.to_str().unwrap()])
             .args(extra)
+            // A private loopback server: serving without a secret is a risk accepted here.
+            .args(if secret {
+                &[][..]
+            } else {
+                &["--unauthenticated"][..]
+            })
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()
             .expect("spawn rexd --irc"),
     )
@@ -283,11 +299,124 @@ fn a_first_connection_that_fails_is_an_error() {
     let root = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
         .args(["--irc", &format!("127.0.0.1:{port}"), "--channel", CHANNEL])
-        .args(["--root", root.path().to_str().unwrap()])
+        .args(["--root", root.path().to_str().unwrap(), "--unauthenticated"])
         .stdin(Stdio::null())
         .output()
         .expect("run rexd --irc");
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("refused"), "{stderr}");
+}
+
+#[test]
+fn serving_a_shell_over_irc_needs_a_secret_or_an_explicit_risk() {
+    let root = tempfile::tempdir().unwrap();
+    // Refused before connecting anywhere: nothing listens on port 1.
+    let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args(["--irc", "127.0.0.1:1", "--channel", CHANNEL])
+        .args(["--root", root.path().to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rexd --irc");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--secret-file") && stderr.contains("--unauthenticated"),
+        "{stderr}"
+    );
+    let help = Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .arg("--help")
+        .output()
+        .expect("rexd --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--unauthenticated") && help.contains("RISK"),
+        "{help}"
+    );
+}
+
+#[test]
+fn a_first_join_the_server_refuses_is_an_error_with_its_words() {
+    // An invite-only channel: ngircd answers the JOIN with 473.
+    let server = Ngircd::start_with_sections("[Channel]\nName = #locked\nModes = i\n");
+    let root = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args([
+            "--irc",
+            &server.addr(),
+            "--channel",
+            "#locked",
+            "--unauthenticated",
+        ])
+        .args(["--root", root.path().to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rexd --irc");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot join #locked: 473"), "{stderr}");
+}
+
+#[test]
+fn a_mask_keeps_out_whoever_takes_the_desks_nick() {
+    let server = Ngircd::start();
+    let root = tempfile::tempdir().unwrap();
+    let log_path = root.path().join("rexd.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    // ngircd shows unverified users with a `~`: the desk below is desk!~desk@127.0.0.1.
+    let _rexd = start_rexd_logging(
+        &server.addr(),
+        root.path(),
+        &[
+            "--allow-from",
+            "desk!~desk@127.0.0.1",
+            "--log-level",
+            "info",
+        ],
+        &[],
+        log,
+    );
+    let mut desk = Desk::connect(&server.addr(), deskwire::oa1::DEFAULT_PACING, 30_000);
+    desk.wait_ready();
+    let e = desk.ask("echo served", 30);
+    assert!(
+        matches!(&e, Event::Response { text, .. } if text == "served\n"),
+        "{e:?}"
+    );
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        logged.contains("desk!~desk@127.0.0.1 (allowed by desk!~desk@127.0.0.1) asks"),
+        "{logged}"
+    );
+    assert!(logged.contains("UNAUTHENTICATED"), "{logged}");
+
+    // The desk quits; eve (another user name) takes its nick and asks for a shell.
+    desk.conn.write_line("QUIT :bye");
+    let clock = Clock::start();
+    let mut eve = IrcConn::connect(&server.addr(), "eve", CHANNEL, clock.now());
+    let start = std::time::Instant::now();
+    while !eve.joined {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "eve never joined"
+        );
+        eve.read_lines(clock.now());
+        eve.pump_session(clock.now());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eve.write_line("NICK desk");
+    std::thread::sleep(Duration::from_millis(300));
+    eve.write_line(&format!("PRIVMSG {CHANNEL} :OA1 REQ t1 1 0 id -un"));
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < until {
+        for line in eve.read_lines(clock.now()) {
+            let text = String::from_utf8_lossy(&line);
+            assert!(!text.contains("OA1 RES t1"), "eve got a shell: {text}");
+            assert!(!text.contains("OA1 ERR t1"), "eve was heard: {text}");
+        }
+        eve.pump_session(clock.now());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert!(!logged.contains("asks t1"), "{logged}");
 }

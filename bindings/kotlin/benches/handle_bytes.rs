@@ -49,7 +49,7 @@ fn rounds(mut call: impl FnMut()) -> f64 {
 fn main() {
     let config = ConnectionConfig::new("desk", "#desk");
 
-    let mut core = deskwire::oa1::Desk::new(config.clone(), 0, 1);
+    let mut core = deskwire::oa1::Desk::new(config.clone(), 0, 1).unwrap();
     core.handle_bytes(0, WELCOME);
     while !matches!(core.poll_output(0), ConnectionOutput::Timeout(_)) {}
     let core_ns = rounds(|| {
@@ -57,7 +57,7 @@ fn main() {
         while !matches!(black_box(core.poll_output(1)), ConnectionOutput::Timeout(_)) {}
     });
 
-    let desk = wrapper::Desk::new(config.into(), 0, 1);
+    let desk = wrapper::Desk::new(config.into(), 0, 1).unwrap();
     desk.handle_bytes(0, WELCOME.to_vec());
     while !matches!(desk.poll_output(0), WrapperOutput::Timeout { .. }) {}
     let wrapper_ns = rounds(|| {

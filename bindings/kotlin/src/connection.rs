@@ -19,8 +19,12 @@ pub struct ConnectionConfig {
     pub session: IrcSessionConfig,
     /// The OA1 endpoint (its channel is joined).
     pub oa1: Oa1Config,
-    /// How long to wait before joining again after a kick or part.
+    /// How long to wait before joining again after a kick, a part or a refused join.
     pub rejoin_delay_ms: u64,
+    /// Desk: how long the remote may be gone, with requests in flight, before they fail
+    /// `PeerLeft`.
+    #[uniffi(default = 2000)]
+    pub peer_grace_ms: u64,
 }
 
 /// The spec's defaults for `nick` on `channel`.
@@ -172,12 +176,16 @@ pub struct Desk {
 
 #[uniffi::export]
 impl Desk {
-    /// A desk that registers at once; `seed` fixes its request ids.
+    /// A desk that registers at once. Its `oa1.allowedSender` (the remote: `rexd`, a
+    /// `nick!user@host` mask, or `*` for anyone) is required; a bad nick or channel throws
+    /// `InvalidInput`. `seed` fixes its request ids: take it from `SecureRandom`, never a clock
+    /// (a fixed seed is for tests).
     #[uniffi::constructor]
-    pub fn new(config: ConnectionConfig, now_ms: u64, seed: u64) -> Arc<Self> {
-        Arc::new(Desk {
-            inner: Mutex::new(oa1::Desk::new(config.into(), now_ms, seed)),
-        })
+    pub fn new(config: ConnectionConfig, now_ms: u64, seed: u64) -> Result<Arc<Self>> {
+        let desk = api(|| oa1::Desk::new(config.into(), now_ms, seed))?;
+        Ok(Arc::new(Desk {
+            inner: Mutex::new(desk),
+        }))
     }
 
     /// Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id
@@ -212,12 +220,16 @@ pub struct Remote {
 
 #[uniffi::export]
 impl Remote {
-    /// A remote that registers at once.
+    /// A remote that registers at once; a bad nick or channel throws `InvalidInput`.
+    ///
+    /// `oa1.allowedSender` filters by nick or `nick!user@host`; neither proves who asks (anyone
+    /// may take the desk's nick once it quits). Use `oa1.auth` when the commands matter.
     #[uniffi::constructor]
-    pub fn new(config: ConnectionConfig, now_ms: u64) -> Arc<Self> {
-        Arc::new(Remote {
-            inner: Mutex::new(oa1::Remote::new(config.into(), now_ms)),
-        })
+    pub fn new(config: ConnectionConfig, now_ms: u64) -> Result<Arc<Self>> {
+        let remote = api(|| oa1::Remote::new(config.into(), now_ms))?;
+        Ok(Arc::new(Remote {
+            inner: Mutex::new(remote),
+        }))
     }
 
     /// Streams output for request `id`.
@@ -257,6 +269,7 @@ impl From<oa1::ConnectionConfig> for ConnectionConfig {
             session: c.session.into(),
             oa1: c.oa1.into(),
             rejoin_delay_ms: c.rejoin_delay_ms,
+            peer_grace_ms: c.peer_grace_ms,
         }
     }
 }
@@ -267,6 +280,7 @@ impl From<ConnectionConfig> for oa1::ConnectionConfig {
             session: c.session.into(),
             oa1: c.oa1.into(),
             rejoin_delay_ms: c.rejoin_delay_ms,
+            peer_grace_ms: c.peer_grace_ms,
         }
     }
 }

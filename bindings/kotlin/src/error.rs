@@ -54,6 +54,8 @@ pub(crate) enum Error {
     #[error(transparent)]
     Oa1(#[from] deskwire::oa1::LocalError),
     #[error(transparent)]
+    Oa1Config(#[from] deskwire::oa1::ConfigError),
+    #[error(transparent)]
     RemoteBashArgs(#[from] deskwire::oa1::remote_bash::ArgsError),
     #[error(transparent)]
     Irc(#[from] deskwire::irc::SessionError),
@@ -113,6 +115,7 @@ impl From<Error> for DeskwireError {
         match &error {
             Error::Mobile(e) => misuse(variant_name(e)),
             Error::Oa1(e) => misuse(variant_name(e)),
+            Error::Oa1Config(e) => invalid(variant_name(e)),
             Error::Irc(e) => misuse(variant_name(e)),
             Error::JsonRpc(e) => misuse(variant_name(e)),
             Error::Gateway(e) => misuse(variant_name(e)),

@@ -82,6 +82,8 @@ pub enum IrcDisconnectReason {
     },
     /// No answer to a keepalive `PING`.
     TimedOut,
+    /// The host said the socket closed or failed (`handleEof`).
+    ConnectionLost,
     /// Every nick tried was taken.
     NickUnavailable,
     /// The host quit.
@@ -123,6 +125,29 @@ pub enum IrcSessionEvent {
         reason: String,
     },
     /// We left a channel.
+    /// The server refused our `JOIN` (`403`, `405`, `471`, `473`, `474`, `475`, `476`,
+    /// `477`); the connection tries again after `rejoinDelayMs`.
+    JoinFailed {
+        /// The channel.
+        channel: String,
+        /// The numeric, e.g. `474`.
+        numeric: String,
+        /// The server's text.
+        text: String,
+    },
+    /// The server refused a nick while registering (`432`, `433`, `436`, `437`); the session
+    /// goes on as `next` (`desk_`, `desk1`, ...), which remotes that allow only the configured
+    /// nick ignore, or ends when `next` is null.
+    NickRefused {
+        /// The nick refused.
+        nick: String,
+        /// The numeric, e.g. `433`.
+        numeric: String,
+        /// The server's text.
+        text: String,
+        /// The nick tried next.
+        next: Option<String>,
+    },
     Parted {
         /// The channel.
         channel: String,
@@ -304,6 +329,7 @@ impl From<irc::DisconnectReason> for IrcDisconnectReason {
                 IrcDisconnectReason::ServerClosed { message }
             }
             irc::DisconnectReason::TimedOut => IrcDisconnectReason::TimedOut,
+            irc::DisconnectReason::ConnectionLost => IrcDisconnectReason::ConnectionLost,
             irc::DisconnectReason::NickUnavailable => IrcDisconnectReason::NickUnavailable,
             irc::DisconnectReason::Quit => IrcDisconnectReason::Quit,
             other => unmapped!(other),
@@ -329,6 +355,26 @@ impl From<irc::SessionEvent> for IrcSessionEvent {
                 reason,
             },
             E::Parted { channel } => IrcSessionEvent::Parted { channel },
+            E::JoinFailed {
+                channel,
+                numeric,
+                text,
+            } => IrcSessionEvent::JoinFailed {
+                channel,
+                numeric,
+                text,
+            },
+            E::NickRefused {
+                nick,
+                numeric,
+                text,
+                next,
+            } => IrcSessionEvent::NickRefused {
+                nick,
+                numeric,
+                text,
+                next,
+            },
             E::ServerError { message } => IrcSessionEvent::ServerError { message },
             E::Disconnected { reason } => IrcSessionEvent::Disconnected {
                 reason: reason.into(),

@@ -26,7 +26,7 @@ pub struct Oa1Config {
     pub max_message_bytes: u64,
     /// Streams and requests in flight at most.
     pub max_streams: u64,
-    /// How long a request may take (client; spec: 30 s).
+    /// How long a request may take once it can leave (client; spec: 30 s).
     pub request_timeout_ms: u64,
     /// How long a gap inside a stream may last (spec: 10 s).
     pub partial_timeout_ms: u64,
@@ -46,6 +46,10 @@ pub struct Oa1Config {
     /// Desk: offer compressed answers; remote: accept the offer.
     #[uniffi(default = false)]
     pub compression: bool,
+    /// How long a request may wait to leave (joined, the remote there) before it fails
+    /// `NotReady` (client).
+    #[uniffi(default = 30000)]
+    pub ready_timeout_ms: u64,
 }
 
 /// Authenticated frames: every frame carries an HMAC-SHA256 tag over the channel, a timestamp
@@ -102,10 +106,34 @@ pub enum Oa1Failure {
     /// A chunk of the response never arrived.
     Incomplete,
     /// The IRC connection ended before the response.
-    Disconnected,
+    Disconnected {
+        /// Why (the server's `ERROR` text, a lost socket, ...).
+        message: String,
+    },
     /// A compressed answer could not be read.
     Malformed {
         /// What was wrong.
+        message: String,
+    },
+    /// The request never left: the connection was not ready within `readyTimeoutMs`; the
+    /// message says what it waited for and who was in the channel.
+    NotReady {
+        /// What the connection waited for.
+        message: String,
+    },
+    /// The server refused to let us into the channel.
+    JoinFailed {
+        /// The channel, the numeric and the server's text.
+        message: String,
+    },
+    /// We were kicked from the channel while the request was in flight.
+    Kicked {
+        /// The channel, who kicked us and why.
+        message: String,
+    },
+    /// The remote left the channel while the request was in flight.
+    PeerLeft {
+        /// Who left and how.
         message: String,
     },
 }
@@ -502,6 +530,7 @@ impl From<oa1::Config> for Oa1Config {
             max_message_bytes: c.max_message_bytes as u64,
             max_streams: c.max_streams as u64,
             request_timeout_ms: c.request_timeout_ms,
+            ready_timeout_ms: c.ready_timeout_ms,
             partial_timeout_ms: c.partial_timeout_ms,
             pacing_burst: c.pacing.burst,
             pacing_interval_ms: c.pacing.interval_ms,
@@ -528,6 +557,7 @@ impl From<Oa1Config> for oa1::Config {
             max_message_bytes: to_usize(c.max_message_bytes),
             max_streams: to_usize(c.max_streams),
             request_timeout_ms: c.request_timeout_ms,
+            ready_timeout_ms: c.ready_timeout_ms,
             partial_timeout_ms: c.partial_timeout_ms,
             pacing: oa1::Pacing {
                 burst: c.pacing_burst,
@@ -555,8 +585,12 @@ impl From<oa1::Failure> for Oa1Failure {
             oa1::Failure::Remote { code, message } => Oa1Failure::Remote { code, message },
             oa1::Failure::Timeout => Oa1Failure::Timeout,
             oa1::Failure::Incomplete => Oa1Failure::Incomplete,
-            oa1::Failure::Disconnected => Oa1Failure::Disconnected,
+            oa1::Failure::Disconnected { message } => Oa1Failure::Disconnected { message },
             oa1::Failure::Malformed { message } => Oa1Failure::Malformed { message },
+            oa1::Failure::NotReady { message } => Oa1Failure::NotReady { message },
+            oa1::Failure::JoinFailed { message } => Oa1Failure::JoinFailed { message },
+            oa1::Failure::Kicked { message } => Oa1Failure::Kicked { message },
+            oa1::Failure::PeerLeft { message } => Oa1Failure::PeerLeft { message },
             other => unmapped!(other),
         }
     }
@@ -568,8 +602,12 @@ impl From<Oa1Failure> for oa1::Failure {
             Oa1Failure::Remote { code, message } => oa1::Failure::Remote { code, message },
             Oa1Failure::Timeout => oa1::Failure::Timeout,
             Oa1Failure::Incomplete => oa1::Failure::Incomplete,
-            Oa1Failure::Disconnected => oa1::Failure::Disconnected,
+            Oa1Failure::Disconnected { message } => oa1::Failure::Disconnected { message },
             Oa1Failure::Malformed { message } => oa1::Failure::Malformed { message },
+            Oa1Failure::NotReady { message } => oa1::Failure::NotReady { message },
+            Oa1Failure::JoinFailed { message } => oa1::Failure::JoinFailed { message },
+            Oa1Failure::Kicked { message } => oa1::Failure::Kicked { message },
+            Oa1Failure::PeerLeft { message } => oa1::Failure::PeerLeft { message },
         }
     }
 }

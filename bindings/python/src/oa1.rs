@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::convert::{self, Utf8Arg, from_py, serde_event, to_py};
-use crate::errors::{self, raise};
+use crate::errors::{self, local, raise};
 use crate::slot::Slot;
 
 /// Inputs at least this large are handled with the GIL released.
@@ -272,7 +272,8 @@ fn drain_lines<'py, E: LineEngine>(
 /// `poll_output` until it returns a `Timeout`. `handle_lines` and `drain` do the same for many
 /// lines in one call each (a 128 KiB request is about 580 lines).
 ///
-/// `Client("#desk", "desk", seed=42, request_timeout_ms=5000)`: keyword options are the keys of
+/// `Client("#desk", "desk", request_timeout_ms=5000)` (request ids from the OS's entropy;
+/// `seed=` fixes them, for tests only): keyword options are the keys of
 /// the core's OA1 config (`allowed_sender`, `max_frame_payload_bytes`, `adaptive_payload`,
 /// `max_message_bytes`, `max_streams`, `request_timeout_ms`, `partial_timeout_ms`, `pacing`
 /// as `{"burst": n, "interval_ms": ms}`, `max_line_bytes`, `finished_memory`, `flush_delay_ms`).
@@ -282,14 +283,18 @@ pub struct Client(Slot<core::Client>);
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (channel, nick, *, seed = 0, **options))]
+    #[pyo3(signature = (channel, nick, *, seed = None, **options))]
     fn new(
         channel: &str,
         nick: &str,
-        seed: u64,
+        seed: Option<u64>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let config = oa1_config(channel, nick, options)?;
+        let seed = match seed {
+            Some(seed) => seed,
+            None => os_seed()?,
+        };
         Ok(Client(Slot::new(core::Client::new(config, seed), "client")))
     }
 
@@ -611,30 +616,42 @@ macro_rules! connection_methods {
     };
 }
 
+/// Request ids from the OS's entropy, so two desks started together never share one.
+fn os_seed() -> PyResult<u64> {
+    getrandom::u64().map_err(|e| local("no_entropy", format!("the OS random source: {e}")))
+}
+
 /// The desk end of OA1 on one IRC connection: registration, `PING`, `JOIN` and the OA1 client
-/// in one engine over raw socket bytes. Requests made before the channel is joined wait inside.
+/// in one engine over raw socket bytes. Requests made before the channel is joined and the
+/// remote is there wait inside.
 ///
-/// `Desk("desk", "#desk", seed=42, now_ms=0, oa1={"allowed_sender": "deskbot"},
+/// `Desk("desk", "#desk", now_ms=0, oa1={"allowed_sender": "rexd"},
 /// session={"password": "..."})`: `session` and `oa1` hold what differs from the defaults, in
-/// the shape of the core's `ConnectionConfig`.
+/// the shape of the core's `ConnectionConfig`; `oa1.allowed_sender` (the remote's nick, a
+/// `nick!user@host` mask, or `"*"` for anyone) is required, and a bad nick or channel raises
+/// `LocalError` (`invalid_config`). Request ids come from the OS's entropy; `seed=` fixes
+/// them, for tests only.
 #[pyclass(module = "deskwire.oa1", name = "Desk")]
 pub struct Desk(Slot<core::Desk>);
 
 connection_methods!(Desk, {
     #[new]
-    #[pyo3(signature = (nick, channel, *, seed = 0, now_ms = 0, **options))]
+    #[pyo3(signature = (nick, channel, *, seed = None, now_ms = 0, **options))]
     fn new(
         nick: &str,
         channel: &str,
-        seed: u64,
+        seed: Option<u64>,
         now_ms: u64,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let config = connection_config(nick, channel, options)?;
-        Ok(Desk(Slot::new(
-            core::Desk::new(config, now_ms, seed),
-            "desk",
-        )))
+        let seed = match seed {
+            Some(seed) => seed,
+            None => os_seed()?,
+        };
+        let desk =
+            core::Desk::new(config, now_ms, seed).map_err(|e| raise(core::LocalError::from(e)))?;
+        Ok(Desk(Slot::new(desk, "desk")))
     }
 
     /// Sends `payload` (a `str`, or UTF-8 `bytes`) as a request (queued until the channel is
@@ -685,10 +702,9 @@ connection_methods!(Remote, {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let config = connection_config(nick, channel, options)?;
-        Ok(Remote(Slot::new(
-            core::Remote::new(config, now_ms),
-            "remote",
-        )))
+        let remote =
+            core::Remote::new(config, now_ms).map_err(|e| raise(core::LocalError::from(e)))?;
+        Ok(Remote(Slot::new(remote, "remote")))
     }
 
     /// Streams `output` (a `str`, or UTF-8 `bytes` such as a process's output) as part of the

@@ -99,7 +99,9 @@ class RexdIrc:
         self.log: IO[bytes] = open(self.log_path, "wb")
         self.process = subprocess.Popen(
             [rexd_path(), "--irc", f"127.0.0.1:{port}", "--channel", channel, "--nick", nick,
-             "--allow-from", allow_from, "--log-level", "info", "--root", str(self.dir), *args],
+             "--allow-from", allow_from, "--log-level", "info", "--root", str(self.dir), *args,
+             # A private loopback server: serving without a secret is a risk accepted here.
+             *([] if "--secret-file" in args else ["--unauthenticated"])],
             stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=subprocess.STDOUT,

@@ -4,12 +4,14 @@
 pub mod casemap;
 mod forbidden;
 pub mod identity;
+pub mod mask;
 pub mod message;
 pub mod session;
 
 pub use crate::lines::{DecodedLine, LineDecoder};
 pub use casemap::CaseMapping;
 pub use identity::{Identity, MAX_LINE_BYTES};
+pub use mask::{InvalidName, MAX_NICK_LEN, SenderPattern, validate_nick};
 pub use message::{FormatError, Message, ParseError, Privmsg, Source, format_line, privmsg};
 pub use session::{
     DisconnectReason, Session, SessionConfig, SessionError, SessionEvent, SessionOutput,

@@ -139,7 +139,7 @@ impl SessionConfig {
     /// Checks every value; [`Session::new`] takes invalid values without panicking (see there),
     /// this says what is wrong instead.
     pub fn validate(&self) -> Result<(), SessionError> {
-        if sanitize_word(&self.nick) != self.nick {
+        if super::validate_nick(&self.nick).is_err() {
             return Err(SessionError::InvalidNick(self.nick.clone()));
         }
         if sanitize_word(&self.user) != self.user {
@@ -185,6 +185,32 @@ pub enum SessionEvent {
     PrefixLearned {
         /// `nick!user@host`.
         prefix: String,
+    },
+    /// The server refused to let us into a channel we asked to join: `403` (no such channel),
+    /// `405` (too many channels), `471` (full), `473` (invite only), `474` (banned), `475` (wrong
+    /// key), `476` (bad channel mask) or `477` (registration needed). Trying again is the host's
+    /// choice ([`Session::join`]).
+    JoinFailed {
+        /// The channel.
+        channel: String,
+        /// The numeric, e.g. `"474"`.
+        numeric: String,
+        /// The server's text, e.g. `Cannot join channel (+b)`.
+        text: String,
+    },
+    /// The server refused a nick while registering (`432` erroneous, `433` in use, `436`
+    /// collision, `437` unavailable). The session goes on with `next` (the configured nick with
+    /// `_`, then `1`, `2`, ... appended), or ends with [`DisconnectReason::NickUnavailable`]
+    /// when `next` is `None`. Peers that accept only the configured nick will ignore us.
+    NickRefused {
+        /// The nick refused.
+        nick: String,
+        /// The numeric, e.g. `"433"`.
+        numeric: String,
+        /// The server's text, e.g. `Nickname is already in use`.
+        text: String,
+        /// The nick tried next, if any attempts are left.
+        next: Option<String>,
     },
     /// Someone removed us from a channel. Joining again is the host's choice ([`Session::join`]).
     Kicked {
@@ -234,6 +260,20 @@ pub enum DisconnectReason {
     Quit,
 }
 
+impl std::fmt::Display for DisconnectReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DisconnectReason::ServerClosed { message } => {
+                write!(f, "the server closed the link: {message}")
+            }
+            DisconnectReason::TimedOut => f.write_str("the server stopped answering PING"),
+            DisconnectReason::ConnectionLost => f.write_str("the connection was lost"),
+            DisconnectReason::NickUnavailable => f.write_str("every nick tried was refused"),
+            DisconnectReason::Quit => f.write_str("we quit"),
+        }
+    }
+}
+
 /// What [`Session::poll_output`] asks the host to do.
 ///
 /// Exhaustive on purpose: a host loop handles exactly these three cases.
@@ -258,14 +298,20 @@ pub enum SessionError {
     /// The server has not accepted us yet; messages would be refused.
     #[error("not registered yet")]
     NotRegistered,
-    /// A nick must be non-empty, without spaces, commas, control bytes or a leading ':'.
-    #[error("invalid nick {0:?}")]
+    /// A nick must follow RFC 2812 (see [`super::validate_nick`]).
+    #[error(
+        "invalid nick {0:?}: 1 to 30 characters, a letter or one of []\\`_^{{|}} first, then \
+         letters, digits, those or '-'"
+    )]
     InvalidNick(String),
     /// A user name must be non-empty, without spaces, commas, control bytes or a leading ':'.
     #[error("invalid user name {0:?}")]
     InvalidUser(String),
     /// A channel name must start with `#`, `&`, `+` or `!` and have no space, comma or control byte.
-    #[error("invalid channel name {0:?}")]
+    #[error(
+        "invalid channel name {0:?}: it starts with #, &, + or ! and has no space, comma or \
+         control character"
+    )]
     InvalidChannel(String),
     /// A message target must be a channel or a nick, one only (no commas).
     #[error("invalid message target {0:?}")]
@@ -326,6 +372,8 @@ pub struct Session {
     base_nick: String,
     /// Channels to join once registered.
     pending_joins: Vec<String>,
+    /// Channels asked for with `JOIN` whose echo has not come yet (a refusal names one).
+    joining: Vec<String>,
     /// Channels we are in, as the server wrote them.
     channels: Vec<String>,
     reported_prefix: Option<String>,
@@ -361,6 +409,7 @@ impl Session {
             state: State::Registering,
             base_nick,
             pending_joins,
+            joining: Vec::new(),
             channels: Vec::new(),
             reported_prefix: None,
             queue: VecDeque::new(),
@@ -517,7 +566,7 @@ impl Session {
         }
         validate_channel(channel)?;
         if self.state == State::Registered {
-            self.send("JOIN", &[channel]);
+            self.send_join(channel);
         } else {
             self.pending_joins.push(channel.to_owned());
         }
@@ -618,20 +667,41 @@ impl Session {
                 self.event(SessionEvent::Registered { nick });
                 self.report_prefix();
                 for channel in std::mem::take(&mut self.pending_joins) {
-                    self.send("JOIN", &[&channel]);
+                    self.send_join(&channel);
                 }
             }
         } else if matches!(command, "432" | "433" | "436" | "437")
             && self.state == State::Registering
         {
             // 433 * <nick> :Nickname is already in use; only the nick we last asked for counts.
-            let refused = msg.param(1).unwrap_or(self.identity.nick());
-            if self.identity.is_me(refused) {
-                self.try_next_nick();
+            let refused = msg.param(1).unwrap_or(self.identity.nick()).to_owned();
+            if self.identity.is_me(&refused) {
+                let next = self.next_nick();
+                self.event(SessionEvent::NickRefused {
+                    nick: refused,
+                    numeric: command.to_owned(),
+                    text: msg.trailing().unwrap_or("").to_owned(),
+                    next: next.clone(),
+                });
+                self.try_nick(next);
             }
+        } else if is_join_refusal(command)
+            && let Some(channel) = msg.param(1)
+            && let Some(pos) = self.joining_index(channel)
+        {
+            // 474 <me> #desk :Cannot join channel (+b)
+            self.joining.remove(pos);
+            self.event(SessionEvent::JoinFailed {
+                channel: channel.to_owned(),
+                numeric: command.to_owned(),
+                text: msg.params().get(2..).unwrap_or_default().join(" "),
+            });
         } else if command.eq_ignore_ascii_case("JOIN") && from_me {
             match msg.param(0) {
                 Some(channel) => {
+                    if let Some(pos) = self.joining_index(channel) {
+                        self.joining.remove(pos);
+                    }
                     if !self.is_in(channel) {
                         self.channels.push(channel.to_owned());
                     }
@@ -683,17 +753,34 @@ impl Session {
         }
     }
 
-    fn try_next_nick(&mut self) {
+    /// The nick to try after a refusal, if attempts are left.
+    fn next_nick(&self) -> Option<String> {
         let max = self.config.max_nick_attempts.max(1);
-        if self.stats.nick_attempts >= max {
+        (self.stats.nick_attempts < max)
+            .then(|| fallback_nick(&self.base_nick, self.stats.nick_attempts))
+    }
+
+    fn try_nick(&mut self, nick: Option<String>) {
+        let Some(nick) = nick else {
             self.send("QUIT", &["no nick available"]);
             self.close(DisconnectReason::NickUnavailable);
             return;
-        }
-        let nick = fallback_nick(&self.base_nick, self.stats.nick_attempts);
+        };
         self.stats.nick_attempts += 1;
         self.identity.set_nick(&nick);
         self.send("NICK", &[&nick]);
+    }
+
+    fn send_join(&mut self, channel: &str) {
+        if self.joining_index(channel).is_none() {
+            self.joining.push(channel.to_owned());
+        }
+        self.send("JOIN", &[channel]);
+    }
+
+    fn joining_index(&self, channel: &str) -> Option<usize> {
+        let mapping = self.identity.casemapping();
+        self.joining.iter().position(|c| mapping.eq(c, channel))
     }
 
     fn report_prefix(&mut self) {
@@ -750,6 +837,15 @@ fn fallback_nick(base: &str, attempt: u32) -> String {
     }
 }
 
+/// The numerics that refuse a `JOIN`: no such channel, too many channels, full, invite only,
+/// banned, wrong key, bad mask, registration needed.
+fn is_join_refusal(command: &str) -> bool {
+    matches!(
+        command,
+        "403" | "405" | "471" | "473" | "474" | "475" | "476" | "477"
+    )
+}
+
 fn is_error_numeric(command: &str) -> bool {
     command.len() == 3
         && command.bytes().all(|b| b.is_ascii_digit())
@@ -760,7 +856,7 @@ fn has_forbidden_byte(text: &str) -> bool {
     super::forbidden::has_forbidden_byte(text.as_bytes())
 }
 
-fn validate_channel(channel: &str) -> Result<(), SessionError> {
+pub(crate) fn validate_channel(channel: &str) -> Result<(), SessionError> {
     let valid = channel.len() >= 2
         && channel.starts_with(['#', '&', '+', '!'])
         && !channel.bytes().any(|b| b == b' ' || b == b',' || b < 0x20)
@@ -954,12 +1050,21 @@ mod tests {
         config.max_nick_attempts = 4;
         let mut session = Session::new(config, 0);
         drain(&mut session, 0);
-        let (sent, _) = server(
+        let (sent, events) = server(
             &mut session,
             1,
             &[":srv 433 * desk :Nickname is already in use"],
         );
         assert_eq!(sent, ["NICK desk_"]);
+        assert_eq!(
+            events,
+            [SessionEvent::NickRefused {
+                nick: "desk".into(),
+                numeric: "433".into(),
+                text: "Nickname is already in use".into(),
+                next: Some("desk_".into()),
+            }]
+        );
         // A late 433 for a nick we no longer ask for changes nothing.
         let (sent, _) = server(
             &mut session,
@@ -984,9 +1089,17 @@ mod tests {
         assert_eq!(sent, ["QUIT :no nick available"]);
         assert_eq!(
             events,
-            [SessionEvent::Disconnected {
-                reason: DisconnectReason::NickUnavailable
-            }]
+            [
+                SessionEvent::NickRefused {
+                    nick: "desk2".into(),
+                    numeric: "433".into(),
+                    text: "Nickname is already in use".into(),
+                    next: None,
+                },
+                SessionEvent::Disconnected {
+                    reason: DisconnectReason::NickUnavailable
+                }
+            ]
         );
         assert!(session.is_closed());
         assert_eq!(session.join("#x"), Err(SessionError::Closed));

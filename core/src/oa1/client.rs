@@ -6,7 +6,7 @@ use super::chunk;
 use super::compress::{self, DEFLATE};
 use super::escape::escape;
 use super::frame::{Frame, FrameType};
-use super::link::Link;
+use super::link::{Inbound, Link};
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
 use super::{
     Config, Event, Failure, IDLE_WAIT_MS, LocalError, Output, Stats, TRUNCATION_MARKER, into_text,
@@ -14,14 +14,38 @@ use super::{
 use crate::ids::IdGenerator;
 use crate::irc::Identity;
 
+/// A request sent (or waiting to be) and not answered yet.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    /// When it was made.
+    made_at: u64,
+    /// Its request timeout, which runs from `started_at`.
+    timeout_ms: u64,
+    /// When its lines could first leave (the endpoint was not held); `None` while held.
+    started_at: Option<u64>,
+}
+
+impl Pending {
+    fn deadline(&self, ready_timeout_ms: u64) -> u64 {
+        match self.started_at {
+            Some(at) => at.saturating_add(self.timeout_ms),
+            None => self.made_at.saturating_add(ready_timeout_ms),
+        }
+    }
+}
+
+/// What a held client waits for, unless its host says more ([`Client::set_hold_reason`]).
+const DEFAULT_HOLD_REASON: &str = "the host to let lines go (set_held)";
+
 /// The OA1 client (the desk). See the [module docs](super) and the crate docs for the host loop.
 #[derive(Debug)]
 pub struct Client {
     link: Link,
     ids: IdGenerator,
     reassembler: Reassembler,
-    /// Request id → deadline.
-    requests: HashMap<String, u64>,
+    requests: HashMap<String, Pending>,
+    /// What held lines wait for, told in a `not_ready` failure.
+    hold_reason: String,
     /// The peer (`allowed_sender`) answered compressed once: requests may go compressed.
     peer_compresses: bool,
 }
@@ -48,6 +72,7 @@ impl Client {
             ids: IdGenerator::new(seed),
             reassembler: Reassembler::new(limits),
             requests: HashMap::new(),
+            hold_reason: DEFAULT_HOLD_REASON.to_owned(),
             peer_compresses: false,
         }
     }
@@ -69,7 +94,8 @@ impl Client {
     }
 
     /// Sends `payload` as a new request. `timeout_ms` overrides `request_timeout_ms` (for
-    /// `RemoteBash`, `timeout_sec`). Returns the request id its events will carry.
+    /// `RemoteBash`, `timeout_sec`); it runs from the moment the lines may leave (see
+    /// [`Client::set_held`]). Returns the request id its events will carry.
     pub fn request(
         &mut self,
         now: u64,
@@ -119,9 +145,12 @@ impl Client {
         } else {
             self.link.queue_stream(FrameType::Req, &id, &escaped);
         }
-        let timeout = timeout_ms.unwrap_or(self.link.config.request_timeout_ms);
-        self.requests
-            .insert(id.clone(), now.saturating_add(timeout));
+        let pending = Pending {
+            made_at: now,
+            timeout_ms: timeout_ms.unwrap_or(self.link.config.request_timeout_ms),
+            started_at: (!self.link.is_held()).then_some(now),
+        };
+        self.requests.insert(id.clone(), pending);
         Ok(id)
     }
 
@@ -171,7 +200,7 @@ impl Client {
 
     /// Takes one line the IRC connection received (with or without CRLF).
     pub fn handle_line(&mut self, now: u64, line: &[u8]) {
-        let Some((sender, frame)) = self.link.accept(now, line) else {
+        let Some(Inbound { sender, frame, .. }) = self.link.accept(now, line) else {
             return;
         };
         let compressed_answer = frame.kind == FrameType::ResZ && self.link.config.compression;
@@ -254,23 +283,45 @@ impl Client {
         (text, truncated)
     }
 
-    /// Fails what has expired by `now`: requests past their deadline (a `CANCEL` goes out) and
-    /// responses whose missing chunk never came. [`Client::poll_output`] calls this too.
+    /// Fails what has expired by `now`: requests past their deadline (a `CANCEL` goes out),
+    /// requests held past `ready_timeout_ms` (`not_ready`; nothing was sent) and responses
+    /// whose missing chunk never came. [`Client::poll_output`] calls this too.
     pub fn handle_timeout(&mut self, now: u64) {
-        let expired: Vec<String> = self
+        if !self.link.is_held() {
+            for pending in self.requests.values_mut() {
+                pending.started_at.get_or_insert(now);
+            }
+        }
+        let ready_timeout = self.link.config.ready_timeout_ms;
+        let mut expired: Vec<(String, Pending)> = self
             .requests
             .iter()
-            .filter(|&(_, &deadline)| deadline <= now)
-            .map(|(id, _)| id.clone())
+            .filter(|(_, p)| p.deadline(ready_timeout) <= now)
+            .map(|(id, p)| (id.clone(), *p))
             .collect();
-        for id in expired {
+        expired.sort_by(|a, b| a.0.cmp(&b.0));
+        for (id, pending) in expired {
             self.requests.remove(&id);
-            self.abandon(&id, "timeout");
-            self.link.stats.timeouts += 1;
-            self.link.events.push_back(Event::Failed {
-                id,
-                failure: Failure::Timeout,
-            });
+            let failure = match pending.started_at {
+                Some(_) => {
+                    self.abandon(&id, "timeout");
+                    self.link.stats.timeouts += 1;
+                    Failure::Timeout
+                }
+                None => {
+                    // Its lines never left: withdraw them, no CANCEL needed.
+                    self.reassembler.finish_id(&id);
+                    self.link.withdraw(&id);
+                    Failure::NotReady {
+                        message: format!(
+                            "not ready after {}: waiting for {}",
+                            format_duration(ready_timeout),
+                            self.hold_reason
+                        ),
+                    }
+                }
+            };
+            self.link.events.push_back(Event::Failed { id, failure });
         }
         for key in self.reassembler.expire(now) {
             if self.requests.remove(&key.id).is_some() {
@@ -298,7 +349,13 @@ impl Client {
         if self.link.has_queued() {
             deadline = deadline.min(self.link.ready_at(now));
         }
-        if let Some(&d) = self.requests.values().min() {
+        let ready_timeout = self.link.config.ready_timeout_ms;
+        if let Some(d) = self
+            .requests
+            .values()
+            .map(|p| p.deadline(ready_timeout))
+            .min()
+        {
             deadline = deadline.min(d);
         }
         if let Some(d) = self.reassembler.next_deadline() {
@@ -308,26 +365,60 @@ impl Client {
     }
 
     /// Holds outgoing lines back (`true`) or lets them go (`false`). While held, requests are
-    /// accepted and queue up; their timeouts run. For hosts that must not send before their IRC
-    /// client is in the channel; [`super::Desk`] does this by itself.
+    /// accepted and queue up; a request's timeout starts when its lines may first leave, and a
+    /// request held longer than `ready_timeout_ms` fails with [`Failure::NotReady`]. For hosts
+    /// that must not send before their IRC client is in the channel; [`super::Desk`] does this
+    /// by itself.
     pub fn set_held(&mut self, held: bool) {
         self.link.set_held(held);
+    }
+
+    /// Says what held lines wait for (e.g. ``remote `rexd` in #desk; members: deskbot``), for
+    /// the message of a [`Failure::NotReady`].
+    pub fn set_hold_reason(&mut self, reason: &str) {
+        if self.hold_reason != reason {
+            reason.clone_into(&mut self.hold_reason);
+        }
     }
 
     /// The connection is gone: every request in flight fails with [`Failure::Disconnected`] and
     /// queued lines are dropped (no `CANCEL` can reach the remote any more).
     pub fn disconnect(&mut self, now: u64) {
         let _ = now;
-        let mut ids: Vec<String> = self.requests.drain().map(|(id, _)| id).collect();
-        ids.sort();
-        for id in ids {
-            self.reassembler.finish_id(&id);
-            self.link.events.push_back(Event::Failed {
-                id,
-                failure: Failure::Disconnected,
-            });
-        }
+        self.fail_all(&mut |_| {
+            Some(Failure::Disconnected {
+                message: "the host closed it".to_owned(),
+            })
+        });
         self.link.clear_queue();
+    }
+
+    /// Fails the requests in flight for which `why` gives a failure, given whether each one's
+    /// lines have been let go. Their queued lines are withdrawn; no `CANCEL` is sent (the
+    /// caller knows the remote cannot hear it, or never heard the request).
+    pub(crate) fn fail_all(&mut self, why: &mut dyn FnMut(bool) -> Option<Failure>) {
+        let mut doomed: Vec<(String, Failure)> = self
+            .requests
+            .iter()
+            .filter_map(|(id, p)| why(p.started_at.is_some()).map(|f| (id.clone(), f)))
+            .collect();
+        doomed.sort_by(|a, b| a.0.cmp(&b.0));
+        for (id, failure) in doomed {
+            self.requests.remove(&id);
+            self.reassembler.finish_id(&id);
+            self.link.withdraw(&id);
+            self.link.events.push_back(Event::Failed { id, failure });
+        }
+    }
+
+    /// Drops every queued line.
+    pub(crate) fn clear_queue(&mut self) {
+        self.link.clear_queue();
+    }
+
+    /// Whether a request's lines have been let go (it may have reached the remote).
+    pub(crate) fn has_started_requests(&self) -> bool {
+        self.requests.values().any(|p| p.started_at.is_some())
     }
 
     /// Whether the last line handled was someone else's relayed `PRIVMSG`.
@@ -341,5 +432,14 @@ impl Client {
         stats.bytes_buffered =
             (self.reassembler.buffered_bytes() + self.link.queued_bytes()) as u64;
         stats
+    }
+}
+
+/// `30 s`, `1.5 s`, `250 ms`: a duration for a message.
+pub(crate) fn format_duration(ms: u64) -> String {
+    match ms {
+        ms if ms < 1000 => format!("{ms} ms"),
+        ms if ms % 1000 == 0 => format!("{} s", ms / 1000),
+        ms => format!("{:.1} s", ms as f64 / 1000.0),
     }
 }

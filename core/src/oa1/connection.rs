@@ -10,17 +10,30 @@
 //!   `Transmit` (CRLF included), deliver every `Event`, then sleep until the deadline or until
 //!   the socket is readable, and start again.
 //!
-//! Requests made before the channel is joined wait inside and leave in the same drain that
-//! reports the join; nothing depends on the host polling again at a particular moment. A desk
-//! with an `allowed_sender` also waits for that nick to be in the channel (from the `NAMES` reply
-//! and its `JOIN`), since IRC keeps no history: a request sent before the remote joined would
-//! reach nobody. After a
-//! kick or part the engine joins again after [`ConnectionConfig::rejoin_delay_ms`], holding lines
-//! meanwhile. When the connection ends ([`SessionEvent::Disconnected`], or `handle_eof`), the
-//! desk's requests in flight fail with [`Failure::Disconnected`](super::Failure::Disconnected) and the remote's requests end
-//! with [`Event::Cancelled`]; a new connection needs a new engine.
+//! A desk names its remote (`allowed_sender`: `rexd`, `rexd!~rexd@10.0.0.7`, or `*` for anyone)
+//! and sends nothing until the channel is joined and the remote is in it (from the `NAMES` reply
+//! and its `JOIN`), since IRC keeps no history: a request sent before would reach nobody.
+//! Requests made meanwhile wait inside and leave in the same drain that reports the state
+//! [`ConnectionState::Ready`]; their timeout starts then. Nothing a user gets wrong ends as a bare
+//! timeout:
 //!
-//! The whole host loop over a blocking TCP socket with a read timeout, in 29 lines (every
+//! - a bad nick, channel or allowed sender is refused when the engine is built ([`ConfigError`]);
+//! - a request that cannot leave within `ready_timeout_ms` fails `not_ready`, saying what it
+//!   waited for and who was there ([`Desk::waiting_for`]);
+//! - a refused join ([`SessionEvent::JoinFailed`]: banned, invite only, ...) fails the waiting
+//!   requests `join_failed` with the server's text, and is tried again after `rejoin_delay_ms`;
+//! - a kick fails the requests in flight `kicked`; the engine joins again after
+//!   `rejoin_delay_ms`;
+//! - a remote that leaves with requests in flight fails them `peer_left` unless it is back
+//!   within `peer_grace_ms` (2 s);
+//! - the end of the connection ([`SessionEvent::Disconnected`], or `handle_eof`) fails them
+//!   `disconnected` with the reason; the remote's requests end with [`Event::Cancelled`]. A new
+//!   connection needs a new engine.
+//!
+//! A nick the server refuses (`433` in use, ...) is a [`SessionEvent::NickRefused`], and the
+//! session goes on as `desk_`, `desk1`, ...: a remote that accepts only `desk` ignores that desk.
+//!
+//! The whole host loop over a blocking TCP socket with a read timeout, in 30 lines (every
 //! binding's loop has these four steps):
 //!
 //! ```no_run
@@ -29,8 +42,9 @@
 //! let clock = Instant::now();
 //! let now = || clock.elapsed().as_millis() as u64;
 //! let mut socket = TcpStream::connect("127.0.0.1:6667")?;
-//! let mut desk = Desk::new(ConnectionConfig::new("desk", "#desk"), now(), 42);
-//! desk.request(now(), "uname -a", None)?; // waits inside until the channel is joined
+//! let config = ConnectionConfig::new("desk", "#desk").with_peer("rexd");
+//! let mut desk = Desk::new(config, now(), getrandom::u64()?)?;
+//! desk.request(now(), "uname -a", None)?; // waits inside until rexd is in the channel
 //! let mut buf = [0u8; 16 * 1024];
 //! loop {
 //!     let deadline = loop {
@@ -56,13 +70,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Client, Config, Event, LocalError, Output, Server, Stats};
+use super::client::format_duration;
+use super::{Client, Config, Event, Failure, LocalError, Output, Server, Stats};
 use crate::irc::{
-    DecodedLine, LineDecoder, Session, SessionConfig, SessionEvent, SessionOutput, SessionStats,
+    CaseMapping, DecodedLine, InvalidName, LineDecoder, Message, SenderPattern, Session,
+    SessionConfig, SessionError, SessionEvent, SessionOutput, SessionStats,
 };
 
 /// How to connect: the IRC login and the OA1 endpoint.
@@ -72,31 +88,78 @@ pub struct ConnectionConfig {
     /// Registration and keepalive. Its `nick` is ours (the OA1 endpoint's `nick` is set from
     /// it); the OA1 channel is joined in addition to its `channels`.
     pub session: SessionConfig,
-    /// The OA1 endpoint: channel, allowed sender, limits, pacing.
+    /// The OA1 endpoint: channel, allowed sender, limits, pacing. A desk's `allowed_sender`
+    /// (its remote) is required.
     pub oa1: Config,
-    /// How long to wait before joining the channel again after a kick or part.
+    /// How long to wait before joining the channel again after a kick, a part or a refused
+    /// join.
     #[serde(default = "default_rejoin_delay_ms")]
     pub rejoin_delay_ms: u64,
+    /// Desk: how long the remote may be out of the channel, with requests in flight, before
+    /// those requests fail with [`Failure::PeerLeft`] (a quick part and join, or a netsplit
+    /// healing, loses nothing).
+    #[serde(default = "default_peer_grace_ms")]
+    pub peer_grace_ms: u64,
 }
 
 fn default_rejoin_delay_ms() -> u64 {
     5_000
 }
 
+fn default_peer_grace_ms() -> u64 {
+    2_000
+}
+
+/// Why a configuration cannot work; [`Desk::new`] and [`Remote::new`] refuse it at once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A nick, user name or channel the server would refuse or rename.
+    #[error("{0}")]
+    Session(#[from] SessionError),
+    /// `oa1.allowed_sender` is not a nick, a `nick!user@host` mask or `*`.
+    #[error("oa1.allowed_sender: {0}")]
+    AllowedSender(InvalidName),
+    /// A desk sends into the channel only when its remote can hear it, so it must know who
+    /// that is.
+    #[error(
+        "a desk needs its remote's nick in oa1.allowed_sender (`rexd --irc` joins as `rexd`), \
+         or \"*\" to take answers from anyone in the channel"
+    )]
+    NoRemote,
+    /// A limit below what can work.
+    #[error("{field} must be at least {min}")]
+    TooSmall {
+        /// The key, e.g. `oa1.max_streams`.
+        field: &'static str,
+        /// The least value.
+        min: u64,
+    },
+}
+
 impl ConnectionConfig {
-    /// The spec's defaults for `nick` on `channel`.
+    /// The spec's defaults for `nick` on `channel`. A desk also needs its remote: see
+    /// [`ConnectionConfig::with_peer`].
     pub fn new(nick: &str, channel: &str) -> Self {
         ConnectionConfig {
             session: SessionConfig::new(nick, &[channel]),
             oa1: Config::new(channel, nick),
             rejoin_delay_ms: default_rejoin_delay_ms(),
+            peer_grace_ms: default_peer_grace_ms(),
         }
     }
 
+    /// Takes frames only from `peer` (`oa1.allowed_sender`): for a desk its remote (`rexd`, or
+    /// `rexd!~rexd@10.0.0.7`, or `*` for anyone), for a remote the desk it answers.
+    pub fn with_peer(mut self, peer: &str) -> Self {
+        self.oa1.allowed_sender = Some(peer.to_owned());
+        self
+    }
+
     /// The configuration from JSON in the shape of `tests/vectors/oa1.json`:
-    /// `{"nick": "desk", "channel": "#desk", "session": {...}, "oa1": {...}, "rejoin_delay_ms": N}`
-    /// where `session` and `oa1` hold only the values that differ from [`ConnectionConfig::new`].
-    /// Unknown keys are refused.
+    /// `{"nick": "desk", "channel": "#desk", "session": {...}, "oa1": {...}, "rejoin_delay_ms": N,
+    /// "peer_grace_ms": N}` where `session` and `oa1` hold only the values that differ from
+    /// [`ConnectionConfig::new`]. Unknown keys are refused.
     pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -109,6 +172,8 @@ impl ConnectionConfig {
             oa1: serde_json::Map<String, serde_json::Value>,
             #[serde(default = "default_rejoin_delay_ms")]
             rejoin_delay_ms: u64,
+            #[serde(default = "default_peer_grace_ms")]
+            peer_grace_ms: u64,
         }
         let partial: Partial = serde_json::from_str(json)?;
         let defaults = ConnectionConfig::new(&partial.nick, &partial.channel);
@@ -126,7 +191,38 @@ impl ConnectionConfig {
             session: serde_json::from_value(session)?,
             oa1: serde_json::from_value(oa1)?,
             rejoin_delay_ms: partial.rejoin_delay_ms,
+            peer_grace_ms: partial.peer_grace_ms,
         })
+    }
+
+    /// Checks what the server or the peer would otherwise refuse later, or what could never
+    /// work: nick and channel syntax, the allowed sender, the limits, and (for a desk) that the
+    /// remote is named.
+    pub fn validate(&self, desk: bool) -> Result<(), ConfigError> {
+        self.session.validate()?;
+        crate::irc::session::validate_channel(&self.oa1.channel)?;
+        match &self.oa1.allowed_sender {
+            Some(sender) => {
+                SenderPattern::parse(sender).map_err(ConfigError::AllowedSender)?;
+            }
+            None if desk => return Err(ConfigError::NoRemote),
+            None => {}
+        }
+        let at_least = |field: &'static str, value: u64, min: u64| match value >= min {
+            true => Ok(()),
+            false => Err(ConfigError::TooSmall { field, min }),
+        };
+        let oa1 = &self.oa1;
+        at_least("oa1.max_streams", oa1.max_streams as u64, 1)?;
+        at_least("oa1.max_message_bytes", oa1.max_message_bytes as u64, 1)?;
+        let min_payload = super::chunk::MIN_PAYLOAD_BUDGET as u64;
+        at_least(
+            "oa1.max_frame_payload_bytes",
+            oa1.max_frame_payload_bytes as u64,
+            min_payload,
+        )?;
+        at_least("oa1.pacing.burst", u64::from(oa1.pacing.burst), 1)?;
+        Ok(())
     }
 }
 
@@ -137,12 +233,14 @@ impl ConnectionConfig {
 pub enum ConnectionState {
     /// Registering with the server (`NICK`/`USER` sent, no `001` yet).
     Registering,
-    /// Registered, not (or no longer) in the OA1 channel: lines are held.
+    /// Registered, not (or no longer) in the OA1 channel: lines are held. A refused join is
+    /// tried again after `rejoin_delay_ms`.
     Joining,
-    /// Desk only, with an `allowed_sender`: in the channel, waiting for that nick to be there
-    /// too (a request sent before would reach nobody). Lines are held.
+    /// Desk only: in the channel, waiting for the remote (`allowed_sender`; for `*`, anyone)
+    /// to be there too, since IRC keeps no history and a request sent before would reach
+    /// nobody. Lines are held.
     WaitingForPeer,
-    /// In the channel (with the peer, when one is configured): frames flow.
+    /// In the channel (with the remote, for a desk): frames flow.
     Ready,
     /// The connection ended; the engine takes no more requests.
     Closed,
@@ -159,12 +257,12 @@ pub enum LinkEvent {
         /// The new state.
         state: ConnectionState,
     },
-    /// The configured peer (`allowed_sender`) is in the channel.
+    /// The desk's remote (`allowed_sender`) is in the channel.
     PeerJoined {
         /// Its nick.
         nick: String,
     },
-    /// The configured peer left the channel (part, quit, kick or nick change).
+    /// The desk's remote left the channel (part, quit, kick or nick change).
     PeerLeft {
         /// Its nick.
         nick: String,
@@ -180,7 +278,8 @@ pub enum LinkEvent {
 #[serde(untagged)]
 #[non_exhaustive]
 pub enum ConnectionEvent {
-    /// Registration, joins, nick and prefix changes, kicks, server errors, the end of the link.
+    /// Registration, joins and refused joins, nick changes and refused nicks, prefix changes,
+    /// kicks, server errors, the end of the link.
     Irc(SessionEvent),
     /// A response, a failure, a request or a cancellation.
     Oa1(Event),
@@ -216,36 +315,153 @@ trait Endpoint {
     fn last_was_relayed(&self) -> bool;
     fn poll_output(&mut self, now: u64) -> Output;
     fn set_held(&mut self, held: bool);
-    fn disconnect(&mut self, now: u64);
+    /// The connection ended: requests in flight end, queued lines are dropped.
+    fn end(&mut self, now: u64, why: &str);
     fn stats(&self) -> Stats;
+    /// Desk: fails the requests in flight for which `why` (given whether the request's lines
+    /// were let go) gives a failure. A remote has no requests of its own.
+    fn fail_requests(&mut self, why: &mut dyn FnMut(bool) -> Option<Failure>);
+    /// Desk: whether a request in flight may have reached the remote.
+    fn has_started_requests(&self) -> bool;
+    /// Desk: what held requests wait for, for their `not_ready` failure.
+    fn set_hold_reason(&mut self, reason: &str);
 }
 
-macro_rules! endpoint {
-    ($($t:ty),*) => {$(
-        impl Endpoint for $t {
-            fn handle_line(&mut self, now: u64, line: &[u8]) {
-                <$t>::handle_line(self, now, line)
-            }
-            fn last_was_relayed(&self) -> bool {
-                <$t>::last_was_relayed(self)
-            }
-            fn poll_output(&mut self, now: u64) -> Output {
-                <$t>::poll_output(self, now)
-            }
-            fn set_held(&mut self, held: bool) {
-                <$t>::set_held(self, held)
-            }
-            fn disconnect(&mut self, now: u64) {
-                <$t>::disconnect(self, now)
-            }
-            fn stats(&self) -> Stats {
-                <$t>::stats(self)
-            }
+impl Endpoint for Client {
+    fn handle_line(&mut self, now: u64, line: &[u8]) {
+        Client::handle_line(self, now, line)
+    }
+    fn last_was_relayed(&self) -> bool {
+        Client::last_was_relayed(self)
+    }
+    fn poll_output(&mut self, now: u64) -> Output {
+        Client::poll_output(self, now)
+    }
+    fn set_held(&mut self, held: bool) {
+        Client::set_held(self, held)
+    }
+    fn end(&mut self, _now: u64, why: &str) {
+        self.fail_all(&mut |_| {
+            Some(Failure::Disconnected {
+                message: why.to_owned(),
+            })
+        });
+        self.clear_queue();
+    }
+    fn stats(&self) -> Stats {
+        Client::stats(self)
+    }
+    fn fail_requests(&mut self, why: &mut dyn FnMut(bool) -> Option<Failure>) {
+        self.fail_all(why)
+    }
+    fn has_started_requests(&self) -> bool {
+        Client::has_started_requests(self)
+    }
+    fn set_hold_reason(&mut self, reason: &str) {
+        Client::set_hold_reason(self, reason)
+    }
+}
+
+impl Endpoint for Server {
+    fn handle_line(&mut self, now: u64, line: &[u8]) {
+        Server::handle_line(self, now, line)
+    }
+    fn last_was_relayed(&self) -> bool {
+        Server::last_was_relayed(self)
+    }
+    fn poll_output(&mut self, now: u64) -> Output {
+        Server::poll_output(self, now)
+    }
+    fn set_held(&mut self, held: bool) {
+        Server::set_held(self, held)
+    }
+    fn end(&mut self, now: u64, _why: &str) {
+        self.disconnect(now)
+    }
+    fn stats(&self) -> Stats {
+        Server::stats(self)
+    }
+    fn fail_requests(&mut self, _why: &mut dyn FnMut(bool) -> Option<Failure>) {}
+    fn has_started_requests(&self) -> bool {
+        false
+    }
+    fn set_hold_reason(&mut self, _reason: &str) {}
+}
+
+/// The most channel members a desk keeps track of (a dedicated desk channel has a handful).
+const MAX_TRACKED_MEMBERS: usize = 1024;
+/// The most member names a `not_ready` message lists.
+const MEMBERS_SHOWN: usize = 8;
+
+/// Who else is in the desk's channel, from `NAMES` and the `JOIN`s, `PART`s, `KICK`s, `QUIT`s
+/// and `NICK`s that follow. Bounded: past [`MAX_TRACKED_MEMBERS`] new names are not kept.
+#[derive(Debug, Default)]
+struct Members {
+    /// Folded nick → the nick as the server wrote it.
+    names: BTreeMap<String, String>,
+    /// Names were dropped at the cap.
+    overflowed: bool,
+}
+
+impl Members {
+    fn insert(&mut self, casemap: CaseMapping, nick: &str) {
+        if nick.is_empty() {
+            return;
         }
-    )*};
+        if self.names.len() >= MAX_TRACKED_MEMBERS {
+            self.overflowed = true;
+            return;
+        }
+        self.names.insert(casemap.fold(nick), nick.to_owned());
+    }
+
+    fn remove(&mut self, casemap: CaseMapping, nick: &str) -> bool {
+        self.names.remove(&casemap.fold(nick)).is_some()
+    }
+
+    fn contains(&self, casemap: CaseMapping, nick: &str) -> bool {
+        self.names.contains_key(&casemap.fold(nick))
+    }
+
+    fn clear(&mut self) {
+        self.names.clear();
+        self.overflowed = false;
+    }
+
+    /// `deskbot, eve`, `none`, or the first few and how many more.
+    fn describe(&self) -> String {
+        if self.names.is_empty() {
+            return "none".to_owned();
+        }
+        let mut text = self
+            .names
+            .values()
+            .take(MEMBERS_SHOWN)
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = self.names.len().saturating_sub(MEMBERS_SHOWN);
+        if more > 0 || self.overflowed {
+            text.push_str(&format!(
+                " and {}more",
+                if more > 0 {
+                    format!("{more} ")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        text
+    }
 }
 
-endpoint!(Client, Server);
+/// The desk's remote left with requests in flight: they fail at `deadline` unless it is back.
+#[derive(Debug)]
+struct PeerGone {
+    deadline: u64,
+    /// `remote \`rexd\` left #desk (quit: Ping timeout)`.
+    how: String,
+}
 
 /// The session, the endpoint and the state between them.
 #[derive(Debug)]
@@ -254,15 +470,21 @@ struct Connection<E> {
     endpoint: E,
     decoder: LineDecoder,
     channel: String,
-    /// The nick whose presence the desk waits for (its `allowed_sender`); none for the remote.
-    peer: Option<String>,
+    /// Desk: the remote whose presence lets lines go. None for the remote role.
+    peer: Option<SenderPattern>,
+    /// Desk: the channel's other members.
+    members: Members,
     peer_present: bool,
+    peer_gone: Option<PeerGone>,
     in_channel: bool,
+    /// The server's last refusal of our `JOIN`, until a join succeeds.
+    join_refused: Option<String>,
     closed: bool,
     state: ConnectionState,
     /// Link events not handed out yet (a few at most: they come from state transitions).
     link_events: VecDeque<LinkEvent>,
     rejoin_delay_ms: u64,
+    peer_grace_ms: u64,
     rejoin_at: Option<u64>,
 }
 
@@ -281,11 +503,12 @@ impl<E: Endpoint> Connection<E> {
     fn new(
         mut config: ConnectionConfig,
         now: u64,
-        waits_for_peer: bool,
+        desk: bool,
         make: impl FnOnce(Config) -> E,
-    ) -> Self {
+    ) -> Result<Self, ConfigError> {
+        config.validate(desk)?;
         let channel = config.oa1.channel.clone();
-        let casemap = crate::irc::CaseMapping::default();
+        let casemap = CaseMapping::default();
         if !config
             .session
             .channels
@@ -295,29 +518,44 @@ impl<E: Endpoint> Connection<E> {
             config.session.channels.push(channel.clone());
         }
         config.oa1.nick = config.session.nick.clone();
-        let peer = config.oa1.allowed_sender.clone().filter(|_| waits_for_peer);
+        let peer = match desk {
+            true => config
+                .oa1
+                .allowed_sender
+                .as_deref()
+                .map(SenderPattern::parse)
+                .transpose()
+                .map_err(ConfigError::AllowedSender)?,
+            false => None,
+        };
         let decoder = LineDecoder::new(config.session.max_line_bytes);
         let mut endpoint = make(config.oa1);
         endpoint.set_held(true);
-        Connection {
+        Ok(Connection {
             session: Session::new(config.session, now),
             endpoint,
             decoder,
             channel,
             peer,
+            members: Members::default(),
             peer_present: false,
+            peer_gone: None,
             in_channel: false,
+            join_refused: None,
             closed: false,
             state: ConnectionState::Registering,
             link_events: VecDeque::new(),
             rejoin_delay_ms: config.rejoin_delay_ms,
+            peer_grace_ms: config.peer_grace_ms,
             rejoin_at: None,
-        }
+        })
     }
 
     fn handle_bytes(&mut self, now: u64, bytes: &[u8]) {
         self.decoder.feed(bytes);
-        while let Some(decoded) = self.decoder.next_line() {
+        // The decoder lends each line out of its buffer; it leaves `self` meanwhile.
+        let mut decoder = std::mem::take(&mut self.decoder);
+        while let Some(decoded) = decoder.next_line() {
             match decoded {
                 DecodedLine::Line(line) => {
                     self.endpoint.handle_line(now, line);
@@ -325,72 +563,125 @@ impl<E: Endpoint> Connection<E> {
                         self.session.handle_relayed(now);
                     } else {
                         self.session.handle_line(now, line);
-                        if self.peer.is_some() {
-                            Self::track_peer(
+                        if self.peer.is_some()
+                            && let Ok(msg) = Message::parse(line)
+                        {
+                            Self::track_members(
                                 &self.session,
-                                self.peer.as_deref().unwrap_or_default(),
                                 &self.channel,
-                                &mut self.peer_present,
-                                &mut self.link_events,
-                                line,
+                                &mut self.members,
+                                &msg,
                             );
+                            self.update_peer(now, &msg);
                         }
                     }
                 }
                 DecodedLine::TooLong { .. } => self.session.note_too_long(now),
             }
         }
+        self.decoder = decoder;
     }
 
-    /// Follows whether `peer` is in our channel: `NAMES` replies, and its `JOIN`, `PART`,
-    /// `KICK`, `QUIT` and `NICK`. One flag, whatever the size of the channel.
-    fn track_peer(
-        session: &Session,
-        peer: &str,
-        channel: &str,
-        present: &mut bool,
-        events: &mut VecDeque<LinkEvent>,
-        line: &[u8],
-    ) {
-        let Ok(msg) = crate::irc::Message::parse(line) else {
-            return;
-        };
-        let casemap = session.identity().casemapping();
-        let is_peer = |nick: &str| casemap.eq(nick, peer);
-        let in_our_channel = |name: Option<&str>| name.is_some_and(|c| casemap.eq(c, channel));
-        let from_peer = msg.source_nick().is_some_and(is_peer);
-        let now_present = if msg.command == "353" {
+    /// Keeps the member list of our channel: `NAMES` replies, and `JOIN`, `PART`, `KICK`,
+    /// `QUIT` and `NICK`. Our own nick is never a member; our own join, part or kick starts the
+    /// list again.
+    fn track_members(session: &Session, channel: &str, members: &mut Members, msg: &Message<'_>) {
+        let identity = session.identity();
+        let casemap = identity.casemapping();
+        let ours = |name: Option<&str>| name.is_some_and(|c| casemap.eq(c, channel));
+        let source = msg.source_nick();
+        let from_me = source.is_some_and(|n| identity.is_me(n));
+        if msg.command == "353" {
             // 353 <me> <type> <channel> :<nicks>
-            match msg.params() {
-                [_, _, chan, names] if in_our_channel(Some(chan)) => {
-                    *present || names.split(' ').any(|n| is_peer(strip_status(n)))
+            if let [_, _, chan, names] = msg.params()
+                && ours(Some(chan))
+            {
+                for name in names.split(' ').map(strip_status) {
+                    if !identity.is_me(name) {
+                        members.insert(casemap, name);
+                    }
                 }
-                _ => *present,
             }
-        } else if msg.is("JOIN") && from_peer && in_our_channel(msg.param(0)) {
-            true
-        } else if (msg.is("PART") && from_peer && in_our_channel(msg.param(0)))
-            || (msg.is("QUIT") && from_peer)
-            || (msg.is("KICK") && in_our_channel(msg.param(0)) && msg.param(1).is_some_and(is_peer))
+        } else if msg.is("JOIN") && ours(msg.param(0)) {
+            match (from_me, source) {
+                (true, _) => members.clear(),
+                (false, Some(nick)) => members.insert(casemap, nick),
+                _ => {}
+            }
+        } else if msg.is("PART") && ours(msg.param(0)) {
+            match (from_me, source) {
+                (true, _) => members.clear(),
+                (false, Some(nick)) => _ = members.remove(casemap, nick),
+                _ => {}
+            }
+        } else if msg.is("KICK") && ours(msg.param(0)) {
+            match msg.param(1) {
+                Some(victim) if identity.is_me(victim) => members.clear(),
+                Some(victim) => _ = members.remove(casemap, victim),
+                None => {}
+            }
+        } else if msg.is("QUIT") {
+            if let Some(nick) = source {
+                members.remove(casemap, nick);
+            }
+        } else if msg.is("NICK")
+            && let (Some(old), Some(new)) = (source, msg.param(0))
         {
-            false
-        } else if msg.is("NICK") {
-            match (from_peer, msg.param(0).is_some_and(is_peer)) {
-                (true, false) => false,
-                (false, true) => true,
-                _ => *present,
+            // The session has already taken our own change: `new` is us then.
+            if members.remove(casemap, old) && !identity.is_me(new) {
+                members.insert(casemap, new);
             }
-        } else {
-            *present
+        }
+    }
+
+    /// Whether the desk's remote is here now; a change is a link event, and a remote that left
+    /// with requests in flight starts the grace period.
+    fn update_peer(&mut self, now: u64, msg: &Message<'_>) {
+        let Some(peer) = &self.peer else { return };
+        let casemap = self.session.identity().casemapping();
+        let present = match peer.nick() {
+            Some(nick) => self.members.contains(casemap, nick),
+            None => !self.members.names.is_empty(),
         };
-        if now_present != *present {
-            *present = now_present;
-            let nick = peer.to_owned();
-            events.push_back(match now_present {
-                true => LinkEvent::PeerJoined { nick },
-                false => LinkEvent::PeerLeft { nick },
+        if present == self.peer_present {
+            return;
+        }
+        self.peer_present = present;
+        let nick = match peer.nick() {
+            Some(nick) => nick.to_owned(),
+            None => msg
+                .source_nick()
+                .filter(|n| !self.session.identity().is_me(n))
+                .or_else(|| self.members.names.values().next().map(String::as_str))
+                .unwrap_or("*")
+                .to_owned(),
+        };
+        if present {
+            self.peer_gone = None;
+            self.link_events.push_back(LinkEvent::PeerJoined { nick });
+            return;
+        }
+        if self.endpoint.has_started_requests() && self.peer_gone.is_none() {
+            let how = match msg.command {
+                c if c.eq_ignore_ascii_case("QUIT") => {
+                    format!("quit: {}", msg.param(0).unwrap_or(""))
+                }
+                c if c.eq_ignore_ascii_case("KICK") => format!(
+                    "kicked by {}: {}",
+                    msg.source_nick().unwrap_or("?"),
+                    msg.param(2).unwrap_or("")
+                ),
+                c if c.eq_ignore_ascii_case("NICK") => {
+                    format!("now called {}", msg.param(0).unwrap_or("?"))
+                }
+                _ => "part".to_owned(),
+            };
+            self.peer_gone = Some(PeerGone {
+                deadline: now.saturating_add(self.peer_grace_ms),
+                how: format!("remote `{nick}` left {} ({how})", self.channel),
             });
         }
+        self.link_events.push_back(LinkEvent::PeerLeft { nick });
     }
 
     fn handle_eof(&mut self, now: u64) {
@@ -413,28 +704,83 @@ impl<E: Endpoint> Connection<E> {
             .eq(channel, &self.channel)
     }
 
-    /// Takes note of a session event before the host sees it.
+    /// Takes note of a session event before the host sees it; requests the event dooms fail now.
     fn on_session_event(&mut self, now: u64, event: &SessionEvent) {
         match event {
             SessionEvent::Joined { channel } if self.is_our_channel(channel) => {
                 self.in_channel = true;
+                self.join_refused = None;
                 self.rejoin_at = None;
             }
-            SessionEvent::Kicked { channel, .. } | SessionEvent::Parted { channel }
-                if self.is_our_channel(channel) =>
-            {
-                self.in_channel = false;
-                self.peer_present = false;
+            SessionEvent::JoinFailed {
+                channel,
+                numeric,
+                text,
+            } if self.is_our_channel(channel) => {
+                let refusal = format!("{numeric} {text}");
+                let message = format!("the server refused to let us into {channel}: {refusal}");
+                self.endpoint.fail_requests(&mut |_| {
+                    Some(Failure::JoinFailed {
+                        message: message.clone(),
+                    })
+                });
+                self.join_refused = Some(refusal);
                 self.rejoin_at = Some(now.saturating_add(self.rejoin_delay_ms));
             }
-            SessionEvent::Disconnected { .. } => {
+            SessionEvent::Kicked {
+                channel,
+                by,
+                reason,
+            } if self.is_our_channel(channel) => {
+                let message = format!("kicked from {channel} by {by}: {reason}");
+                self.endpoint.fail_requests(&mut |started| {
+                    started.then(|| Failure::Kicked {
+                        message: message.clone(),
+                    })
+                });
+                self.left_channel(now);
+            }
+            SessionEvent::Parted { channel } if self.is_our_channel(channel) => {
+                self.left_channel(now);
+            }
+            SessionEvent::Disconnected { reason } => {
                 self.closed = true;
                 self.in_channel = false;
                 self.rejoin_at = None;
+                self.peer_gone = None;
                 self.endpoint.set_held(true);
-                self.endpoint.disconnect(now);
+                self.endpoint.end(now, &reason.to_string());
             }
             _ => {}
+        }
+    }
+
+    fn left_channel(&mut self, now: u64) {
+        self.in_channel = false;
+        self.members.clear();
+        self.peer_present = false;
+        self.peer_gone = None;
+        self.rejoin_at = Some(now.saturating_add(self.rejoin_delay_ms));
+    }
+
+    /// What the held lines wait for, in words (`None` when ready or closed).
+    fn waiting_for(&self) -> Option<String> {
+        match self.state {
+            ConnectionState::Registering => Some("registration with the server".to_owned()),
+            ConnectionState::Joining => Some(match &self.join_refused {
+                Some(refusal) => format!("joining {} (refused: {refusal})", self.channel),
+                None => format!("joining {}", self.channel),
+            }),
+            ConnectionState::WaitingForPeer => {
+                let members = self.members.describe();
+                Some(match self.peer.as_ref().and_then(SenderPattern::nick) {
+                    Some(nick) => {
+                        format!("remote `{nick}` in {}; members: {members}", self.channel)
+                    }
+                    None => format!("another member in {}; members: {members}", self.channel),
+                })
+            }
+            ConnectionState::Ready | ConnectionState::Closed => None,
         }
     }
 
@@ -458,6 +804,9 @@ impl<E: Endpoint> Connection<E> {
             self.link_events
                 .push_back(LinkEvent::StateChanged { state });
         }
+        if let Some(reason) = self.waiting_for() {
+            self.endpoint.set_hold_reason(&reason);
+        }
     }
 
     fn poll_output(&mut self, now: u64) -> ConnectionOutput {
@@ -468,6 +817,18 @@ impl<E: Endpoint> Connection<E> {
             self.rejoin_at = None;
             // Fails only when the session has ended, which `Disconnected` reports.
             let _ = self.session.join(&self.channel);
+        }
+        if let Some(gone) = self.peer_gone.take_if(|g| g.deadline <= now) {
+            let message = format!(
+                "{} and was not back within {}",
+                gone.how,
+                format_duration(self.peer_grace_ms)
+            );
+            self.endpoint.fail_requests(&mut |started| {
+                started.then(|| Failure::PeerLeft {
+                    message: message.clone(),
+                })
+            });
         }
         let session_deadline = match self.session.poll_output(now) {
             // Also after the end: the `QUIT` goes to a socket that may still be open.
@@ -488,7 +849,10 @@ impl<E: Endpoint> Connection<E> {
             Output::Event(event) => ConnectionOutput::Event(ConnectionEvent::Oa1(event)),
             Output::Timeout(deadline) => {
                 let mut deadline = deadline.min(session_deadline);
-                if let Some(at) = self.rejoin_at {
+                for at in [self.rejoin_at, self.peer_gone.as_ref().map(|g| g.deadline)]
+                    .into_iter()
+                    .flatten()
+                {
                     deadline = deadline.min(at);
                 }
                 ConnectionOutput::Timeout(deadline.max(now))
@@ -564,12 +928,14 @@ macro_rules! connection_common {
 pub struct Desk(Connection<Client>);
 
 impl Desk {
-    /// Starts a connection at `now` (`NICK`/`USER` are the first output); `seed` fixes the
-    /// sequence of request ids.
-    pub fn new(config: ConnectionConfig, now: u64, seed: u64) -> Self {
-        Desk(Connection::new(config, now, true, |oa1| {
-            Client::new(oa1, seed)
-        }))
+    /// Starts a connection at `now` (`NICK`/`USER` are the first output), or says why
+    /// `config` cannot work (see [`ConnectionConfig::validate`]; a desk must name its remote).
+    ///
+    /// `seed` fixes the sequence of request ids: take it from the OS's entropy
+    /// (`getrandom::u64()`), so that two desks on one channel never pick the same ids. A fixed
+    /// seed is for tests only.
+    pub fn new(config: ConnectionConfig, now: u64, seed: u64) -> Result<Self, ConfigError> {
+        Connection::new(config, now, true, |oa1| Client::new(oa1, seed)).map(Desk)
     }
 
     connection_common!();
@@ -596,6 +962,19 @@ impl Desk {
         self.0.endpoint.in_flight()
     }
 
+    /// What requests wait for before they can leave, in words, e.g. ``remote `rexd` in #desk;
+    /// members: deskbot`` or `joining #desk (refused: 474 Cannot join channel (+b))`; `None`
+    /// when ready or closed. A host that gives up waiting says this.
+    pub fn waiting_for(&self) -> Option<String> {
+        self.0.waiting_for()
+    }
+
+    /// The other members of the channel, as the server wrote their nicks (at most 1024 are
+    /// kept).
+    pub fn members(&self) -> Vec<String> {
+        self.0.members.names.values().cloned().collect()
+    }
+
     /// The OA1 endpoint.
     pub fn client(&self) -> &Client {
         &self.0.endpoint
@@ -607,9 +986,15 @@ impl Desk {
 pub struct Remote(Connection<Server>);
 
 impl Remote {
-    /// Starts a connection at `now` (`NICK`/`USER` are the first output).
-    pub fn new(config: ConnectionConfig, now: u64) -> Self {
-        Remote(Connection::new(config, now, false, Server::new))
+    /// Starts a connection at `now` (`NICK`/`USER` are the first output), or says why
+    /// `config` cannot work (see [`ConnectionConfig::validate`]).
+    ///
+    /// Its `allowed_sender` filters by nick, or by `nick!user@host`: neither proves who sent a
+    /// frame. Whoever takes the desk's nick once it is free (or, on a network that does not
+    /// verify users, copies its user name from the same host) is served. Use a shared secret
+    /// ([`super::auth`]) when the commands matter; [`Server::source`] says who asked.
+    pub fn new(config: ConnectionConfig, now: u64) -> Result<Self, ConfigError> {
+        Connection::new(config, now, false, Server::new).map(Remote)
     }
 
     connection_common!();

@@ -9,7 +9,17 @@ use super::chunk::{self, MIN_PAYLOAD_BUDGET};
 use super::frame::{Frame, FrameType};
 use super::pacing::TokenBucket;
 use super::{Config, Event, LocalError, Stats};
-use crate::irc::{Identity, Message, Privmsg};
+use crate::irc::{Identity, Message, Privmsg, SenderPattern};
+
+/// A frame picked out of an inbound line, with who sent it.
+#[derive(Debug)]
+pub(crate) struct Inbound<'a> {
+    /// The sender's nick.
+    pub(crate) sender: &'a str,
+    /// The sender as the server showed it: `nick!user@host`.
+    pub(crate) source: &'a str,
+    pub(crate) frame: Frame<'a, [u8]>,
+}
 
 /// A line waiting for a token, tagged with its request id so it can be withdrawn.
 #[derive(Debug)]
@@ -26,6 +36,9 @@ pub(crate) struct Link {
     pub(crate) identity: Identity,
     pub(crate) stats: Stats,
     pub(crate) events: VecDeque<Event>,
+    /// `config.allowed_sender`, read once. A bare endpoint's value that is not a valid pattern
+    /// is taken as a literal nick (the per-connection engines refuse it when built).
+    allowed: Option<SenderPattern>,
     /// With a shared secret: seals what goes out, checks what comes in.
     auth: Option<Authenticator>,
     pacer: TokenBucket,
@@ -42,6 +55,9 @@ impl Link {
     pub(crate) fn new(config: Config) -> Self {
         Link {
             identity: Identity::new(&config.nick),
+            allowed: config.allowed_sender.as_deref().map(|text| {
+                SenderPattern::parse(text).unwrap_or_else(|_| SenderPattern::Nick(text.to_owned()))
+            }),
             auth: config
                 .auth
                 .clone()
@@ -59,7 +75,7 @@ impl Link {
 
     /// Picks out an OA1 frame meant for us from one inbound line: a `PRIVMSG` to our channel,
     /// from someone else (and from the allowed sender when one is set), whose text is a frame.
-    /// Returns the sender's nick and the frame; everything else is counted and dropped.
+    /// Returns the frame and its sender; everything else is counted and dropped.
     ///
     /// The frame's payload is not checked for UTF-8 here: the engines check each reassembled
     /// message once, which costs a fifth of checking every line.
@@ -67,11 +83,7 @@ impl Link {
     /// With a shared secret, only authenticated frames whose tag, age and freshness check out
     /// are returned (see [`super::auth`]); everything else is counted and dropped here, before
     /// reassembly.
-    pub(crate) fn accept<'a>(
-        &mut self,
-        now: u64,
-        line: &'a [u8],
-    ) -> Option<(&'a str, Frame<'a, [u8]>)> {
+    pub(crate) fn accept<'a>(&mut self, now: u64, line: &'a [u8]) -> Option<Inbound<'a>> {
         self.stats.lines_in += 1;
         self.last_was_relayed = false;
         if line.len() > self.config.max_line_bytes {
@@ -81,10 +93,10 @@ impl Link {
         }
         // Other people's relayed messages, nearly every line, take the fast path; our own echo
         // and everything else go through the full parser so the identity can learn from them.
-        let (sender, target, text, mine) = match Privmsg::parse(line) {
+        let (source, target, text, mine) = match Privmsg::parse(line) {
             Some(msg) if !self.identity.is_me(msg.source.nick) => {
                 self.last_was_relayed = true;
-                (msg.source.nick, msg.target, msg.text, false)
+                (msg.source, msg.target, msg.text, false)
             }
             _ => {
                 let Ok(msg) = Message::parse(line) else {
@@ -93,11 +105,11 @@ impl Link {
                     return None;
                 };
                 self.identity.observe(&msg);
-                match (msg.source_nick(), msg.params()) {
-                    (Some(sender), [target, text]) if msg.is("PRIVMSG") => {
+                match (msg.source, msg.params()) {
+                    (Some(source), [target, text]) if msg.is("PRIVMSG") => {
                         // Checked after `observe`, which may have just learned a new nick.
-                        let mine = self.identity.is_me(sender);
-                        (sender, *target, text.as_bytes(), mine)
+                        let mine = self.identity.is_me(source.nick);
+                        (source, *target, text.as_bytes(), mine)
                     }
                     _ => {
                         self.stats.ignored += 1;
@@ -116,8 +128,8 @@ impl Link {
             self.stats.ignored += 1;
             return None;
         }
-        if let Some(allowed) = &self.config.allowed_sender
-            && !casemap.eq(sender, allowed)
+        if let Some(allowed) = &self.allowed
+            && !allowed.matches_source(casemap, &source)
         {
             self.stats.disallowed_sender += 1;
             self.stats.ignored += 1;
@@ -152,7 +164,11 @@ impl Link {
         match parsed {
             Some(frame) => {
                 self.stats.frames_in += 1;
-                Some((sender, frame))
+                Some(Inbound {
+                    sender: source.nick,
+                    source: source.raw,
+                    frame,
+                })
             }
             None => {
                 self.stats.malformed_frames += 1;

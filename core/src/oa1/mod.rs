@@ -45,8 +45,8 @@ pub use crate::ids::IdGenerator;
 pub use auth::AuthConfig;
 pub use client::Client;
 pub use connection::{
-    ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState, ConnectionStats, Desk,
-    LinkEvent, Remote,
+    ConfigError, ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState,
+    ConnectionStats, Desk, LinkEvent, Remote,
 };
 pub use frame::{Frame, FrameType};
 pub use pacing::Pacing;
@@ -80,8 +80,12 @@ pub struct Config {
     pub max_message_bytes: usize,
     /// Streams and requests in flight at most.
     pub max_streams: usize,
-    /// Client: how long a request may take (spec default 30 s).
+    /// Client: how long a request may take once it can leave (spec default 30 s).
     pub request_timeout_ms: u64,
+    /// Client: how long a request may wait for its lines to be let go (the connection
+    /// registered, in the channel, the remote there) before it fails `not_ready`; its
+    /// `request_timeout_ms` starts only then.
+    pub ready_timeout_ms: u64,
     /// How long a gap inside a stream may last (spec default 10 s).
     pub partial_timeout_ms: u64,
     /// Outgoing line pacing.
@@ -113,6 +117,7 @@ impl Config {
             max_message_bytes: 128 * 1024,
             max_streams: 64,
             request_timeout_ms: 30_000,
+            ready_timeout_ms: 30_000,
             partial_timeout_ms: 10_000,
             pacing: DEFAULT_PACING,
             max_line_bytes: 512 + 8191,
@@ -137,6 +142,7 @@ struct ConfigJson {
     max_message_bytes: Option<usize>,
     max_streams: Option<usize>,
     request_timeout_ms: Option<u64>,
+    ready_timeout_ms: Option<u64>,
     partial_timeout_ms: Option<u64>,
     pacing: Option<Pacing>,
     max_line_bytes: Option<usize>,
@@ -160,6 +166,7 @@ impl From<ConfigJson> for Config {
             max_message_bytes: json.max_message_bytes.unwrap_or(d.max_message_bytes),
             max_streams: json.max_streams.unwrap_or(d.max_streams),
             request_timeout_ms: json.request_timeout_ms.unwrap_or(d.request_timeout_ms),
+            ready_timeout_ms: json.ready_timeout_ms.unwrap_or(d.ready_timeout_ms),
             partial_timeout_ms: json.partial_timeout_ms.unwrap_or(d.partial_timeout_ms),
             pacing: json.pacing.unwrap_or(d.pacing),
             max_line_bytes: json.max_line_bytes.unwrap_or(d.max_line_bytes),
@@ -308,23 +315,54 @@ pub enum Failure {
     /// A chunk of the response never arrived (the gap outlived the partial timeout).
     Incomplete,
     /// The IRC connection ended before the response arrived.
-    Disconnected,
+    Disconnected {
+        /// Why, as the server or the host said it (e.g. `nick unavailable`, the `ERROR` text).
+        message: String,
+    },
     /// The remote's compressed answer could not be restored (not base64 or not deflate).
     Malformed {
         /// What was wrong.
         message: String,
     },
+    /// The request never left: the connection was not ready (registered, in the channel, with
+    /// the remote there) within `ready_timeout_ms`. The message says what it waited for and what
+    /// it saw, e.g. ``remote `rexd` not in #desk after 30 s; members: deskbot``.
+    NotReady {
+        /// What the connection waited for.
+        message: String,
+    },
+    /// The server refused to let us into the channel (`474 Cannot join channel (+b)`, ...).
+    JoinFailed {
+        /// The channel, the numeric and the server's text.
+        message: String,
+    },
+    /// We were kicked from the channel while the request was in flight; its answer is lost.
+    Kicked {
+        /// The channel, who kicked us and why.
+        message: String,
+    },
+    /// The remote left the channel while the request was in flight and was not back within
+    /// `peer_grace_ms`.
+    PeerLeft {
+        /// Who left and how.
+        message: String,
+    },
 }
 
 impl Failure {
-    /// The error code for a tool result: the remote's code, `timeout` or `incomplete`.
+    /// The error code for a tool result: the remote's code, or `timeout`, `incomplete`,
+    /// `disconnected`, `malformed`, `not_ready`, `join_failed`, `kicked`, `peer_left`.
     pub fn code(&self) -> &str {
         match self {
             Failure::Remote { code, .. } => code,
             Failure::Timeout => "timeout",
             Failure::Incomplete => "incomplete",
-            Failure::Disconnected => "disconnected",
+            Failure::Disconnected { .. } => "disconnected",
             Failure::Malformed { .. } => "malformed",
+            Failure::NotReady { .. } => "not_ready",
+            Failure::JoinFailed { .. } => "join_failed",
+            Failure::Kicked { .. } => "kicked",
+            Failure::PeerLeft { .. } => "peer_left",
         }
     }
 
@@ -334,8 +372,14 @@ impl Failure {
             Failure::Remote { message, .. } => message.clone(),
             Failure::Timeout => "no complete response before the request timeout".to_owned(),
             Failure::Incomplete => "a chunk of the response never arrived".to_owned(),
-            Failure::Disconnected => "the IRC connection ended before the response".to_owned(),
-            Failure::Malformed { message } => message.clone(),
+            Failure::Disconnected { message } => {
+                format!("the IRC connection ended before the response: {message}")
+            }
+            Failure::Malformed { message }
+            | Failure::NotReady { message }
+            | Failure::JoinFailed { message }
+            | Failure::Kicked { message }
+            | Failure::PeerLeft { message } => message.clone(),
         }
     }
 
@@ -388,6 +432,9 @@ pub enum LocalError {
     /// The IRC connection has ended; make a new engine for a new connection.
     #[error("the IRC connection has ended")]
     Closed,
+    /// The configuration cannot work (see [`ConfigError`]).
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(#[from] ConfigError),
 }
 
 impl LocalError {
@@ -401,6 +448,7 @@ impl LocalError {
             LocalError::InvalidErrorCode(_) => "invalid_error_code",
             LocalError::NoRoom(_) => "no_room",
             LocalError::Closed => "closed",
+            LocalError::InvalidConfig(_) => "invalid_config",
         }
     }
 }

@@ -6,7 +6,7 @@ use super::chunk::{self, MIN_PAYLOAD_BUDGET};
 use super::compress::{self, DEFLATE, StreamCompressor};
 use super::escape::{escape, escape_into};
 use super::frame::{Frame, FrameType};
-use super::link::Link;
+use super::link::{Inbound, Link};
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
 use super::{Config, Event, IDLE_WAIT_MS, LocalError, Output, Stats, TRUNCATION_MARKER};
 use crate::irc::Identity;
@@ -15,6 +15,8 @@ use crate::irc::Identity;
 #[derive(Debug)]
 struct Reply {
     id: String,
+    /// Who asked, as the server showed them (`nick!user@host`).
+    source: String,
     /// Escaped output (base64 when compressed) not sent yet is `escaped[sent..]`.
     escaped: String,
     /// Set when the answer goes compressed (`RESZ`): output goes through it into `escaped`.
@@ -130,15 +132,32 @@ impl Server {
         self.replies.len()
     }
 
+    /// Who sent request `id` (handed out and not yet answered), as the server showed them:
+    /// `nick!user@host`. A nick alone proves nothing (anyone may take it once it is free); log
+    /// this, and see [`super::auth`] for frames only the secret's holders can send.
+    pub fn source(&self, id: &str) -> Option<&str> {
+        self.replies
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| r.source.as_str())
+    }
+
     /// Takes one line the IRC connection received (with or without CRLF).
     pub fn handle_line(&mut self, now: u64, line: &[u8]) {
-        let Some((sender, frame)) = self.link.accept(now, line) else {
+        let Some(Inbound {
+            sender,
+            source,
+            frame,
+        }) = self.link.accept(now, line)
+        else {
             return;
         };
         let compression = self.link.config.compression;
         match frame.kind {
-            FrameType::Req => self.handle_request_frame(now, sender, &frame),
-            FrameType::ReqZ if compression => self.handle_request_frame(now, sender, &frame),
+            FrameType::Req => self.handle_request_frame(now, sender, source, &frame),
+            FrameType::ReqZ if compression => {
+                self.handle_request_frame(now, sender, source, &frame)
+            }
             FrameType::Accept if compression => self.handle_offer(now, sender, &frame),
             FrameType::Cancel => self.handle_cancel(&frame),
             // Responses of another server on the channel are not ours to handle, and without
@@ -188,7 +207,13 @@ impl Server {
         }
     }
 
-    fn handle_request_frame(&mut self, now: u64, sender: &str, frame: &Frame<'_, [u8]>) {
+    fn handle_request_frame(
+        &mut self,
+        now: u64,
+        sender: &str,
+        source: &str,
+        frame: &Frame<'_, [u8]>,
+    ) {
         if self.replies.iter().any(|r| r.id == frame.id) {
             self.link.stats.stale_frames += 1;
             return;
@@ -247,6 +272,7 @@ impl Server {
                 });
                 self.replies.push_back(Reply {
                     id: frame.id.to_owned(),
+                    source: source.to_owned(),
                     escaped: String::new(),
                     compressor,
                     compressor_done: false,

@@ -62,9 +62,9 @@ struct Args {
     /// The desk's nick (the remote accepts requests from this nick only).
     #[arg(long, default_value = "desk")]
     desk_nick: String,
-    /// The remote's nick (the desk accepts answers from this nick only, and waits for it to be
-    /// in the channel before sending).
-    #[arg(long, default_value = "deskbot")]
+    /// The remote's nick, or a NICK!USER@HOST mask (the desk accepts answers from it only, and
+    /// waits for it to be in the channel before sending). The default is `rexd --irc`'s.
+    #[arg(long, default_value = "rexd")]
     remote_nick: String,
     /// RemoteBash timeout_sec: how long the desk waits for the answer.
     #[arg(long, default_value_t = 30)]
@@ -83,6 +83,10 @@ struct Args {
     /// this process runs; the other needs the same secret).
     #[arg(long, value_name = "FILE")]
     secret_file: Option<std::path::PathBuf>,
+    /// Serve the remote end over --irc without --secret-file. RISK: whoever takes the desk's
+    /// nick runs commands as this user (an IRC nick is not an identity).
+    #[arg(long)]
+    unauthenticated: bool,
     /// In-process server: inject a noise line after every N channel messages (0: none).
     #[arg(long, default_value_t = 2)]
     noise: u32,
@@ -179,6 +183,18 @@ fn run(args: Args) -> Result<ExitCode, String> {
     };
 
     let in_process = args.irc.is_none();
+    if !in_process
+        && args.role != Role::Client
+        && args.secret_file.is_none()
+        && !args.unauthenticated
+    {
+        return Err(
+            "refusing to serve a shell over IRC without a shared secret: give \
+                    --secret-file (the desk needs the same), or --unauthenticated to accept that \
+                    whoever takes the desk's nick runs commands as this user"
+                .into(),
+        );
+    }
     let secret = match &args.secret_file {
         Some(path) => Some(rexd::irc::read_secret_file(path)?),
         None => None,
@@ -230,7 +246,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
             )
             .map_err(|e| e.to_string())?;
             Some(RemoteEnd {
-                engine: Remote::new(config, clock.now()),
+                engine: Remote::new(config, clock.now()).map_err(|e| e.to_string())?,
                 wire: wire_for(Side::Remote, "10.0.0.2")?,
                 executor,
                 requests: Vec::new(),
@@ -243,8 +259,9 @@ fn run(args: Args) -> Result<ExitCode, String> {
             let mut engine = Desk::new(
                 end_config(&args.desk_nick, &args.remote_nick),
                 clock.now(),
-                seed(),
-            );
+                getrandom::u64().map_err(|e| format!("the OS random source: {e}"))?,
+            )
+            .map_err(|e| e.to_string())?;
             // Asked at once: the engine sends it as soon as it and the remote are in the channel.
             let call = serde_json::json!({"command": command, "timeout_sec": args.timeout_sec});
             remote_bash::call(&mut engine, clock.now(), &call.to_string())
@@ -357,15 +374,6 @@ fn run(args: Args) -> Result<ExitCode, String> {
     }
 }
 
-/// A different id sequence per run, so two desks on one channel do not collide.
-fn seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1)
-        ^ u64::from(std::process::id())
-}
-
 /// Drains the desk engine; returns its deadline.
 fn pump_desk(
     d: &mut DeskEnd,
@@ -389,7 +397,7 @@ fn pump_desk(
             }
             ConnectionOutput::Event(ConnectionEvent::Irc(
                 deskwire::irc::SessionEvent::Disconnected { reason },
-            )) => return Err(format!("desk: IRC session ended: {reason:?}")),
+            )) => return Err(format!("desk: IRC session ended: {reason}")),
             ConnectionOutput::Event(event) => {
                 *moved = true;
                 if verbose {
@@ -420,11 +428,10 @@ fn pump_remote(
                 }
                 ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => {
                     match &event {
-                        Event::Request {
-                            id,
-                            sender,
-                            payload,
-                        } => eprintln!("remote: {sender} asks {id}: {payload}"),
+                        Event::Request { id, payload, .. } => {
+                            let source = r.engine.server().source(id).unwrap_or("?");
+                            eprintln!("remote: {source} asks {id}: {payload}")
+                        }
                         Event::Cancelled { id, reason } => {
                             eprintln!("remote: {id} cancelled ({reason})")
                         }
@@ -435,7 +442,7 @@ fn pump_remote(
                 }
                 ConnectionOutput::Event(ConnectionEvent::Irc(
                     deskwire::irc::SessionEvent::Disconnected { reason },
-                )) => return Err(format!("remote: IRC session ended: {reason:?}")),
+                )) => return Err(format!("remote: IRC session ended: {reason}")),
                 ConnectionOutput::Event(event) => {
                     progressed = true;
                     if verbose {

@@ -14,6 +14,7 @@ fn a_client_against_a_remote_already_there_sends_at_once() {
     let desk = env!("CARGO_BIN_EXE_desk");
     let mut remote = Command::new(desk)
         .args(["--irc", &ircd.addr(), "--role", "server", "--verbose"])
+        .arg("--unauthenticated")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -50,17 +51,40 @@ fn a_client_against_a_remote_already_there_sends_at_once() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n", "{stderr}");
     // "[desk] at T ms, Ready: waiting up to W ms (until D)": D must be the request's deadline
-    // (asked at 0 ms with a 30 s timeout), not a 60 s idle wake-up.
-    let ready_waits: Vec<u64> = stderr
+    // (30 s from the first moment it could leave, the first T), not a 60 s idle wake-up.
+    let ready_waits: Vec<(u64, u64)> = stderr
         .lines()
         .filter(|l| l.contains(", Ready: waiting up to"))
         .map(|l| {
+            let at = l.split("at ").nth(1).unwrap().split(' ').next().unwrap();
             let until = l.rsplit("(until ").next().unwrap();
-            until.trim_end_matches(')').parse().unwrap()
+            (
+                at.parse().unwrap(),
+                until.trim_end_matches(')').parse().unwrap(),
+            )
         })
         .collect();
     assert!(!ready_waits.is_empty(), "{stderr}");
-    for until in ready_waits {
-        assert!(until <= 30_000, "the desk waited until {until}: {stderr}");
+    let ready_at = ready_waits[0].0;
+    for (_, until) in ready_waits {
+        assert!(
+            until <= ready_at + 30_000,
+            "the desk waited until {until}: {stderr}"
+        );
     }
+}
+
+#[test]
+fn a_remote_over_irc_needs_a_secret_or_an_explicit_risk() {
+    // Refused before it connects: no server needed.
+    let out = Command::new(env!("CARGO_BIN_EXE_desk"))
+        .args(["--irc", "127.0.0.1:1", "--role", "server"])
+        .output()
+        .expect("run the desk demo");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--secret-file") && stderr.contains("--unauthenticated"),
+        "{stderr}"
+    );
 }

@@ -29,9 +29,16 @@ struct Args {
     /// Our nick (with --irc).
     #[arg(long, default_value = "rexd")]
     nick: String,
-    /// Accept requests from this nick only (with --irc).
-    #[arg(long, value_name = "NICK")]
+    /// Accept requests from this nick, or from a full NICK!USER@HOST mask (USER and HOST may use
+    /// * and ?), only (with --irc). A nick alone is taken by anyone once its owner quits.
+    #[arg(long, value_name = "NICK|MASK")]
     allow_from: Option<String>,
+    /// Serve --irc without --secret-file. RISK: whoever holds the allowed nick (or, without
+    /// --allow-from, anyone in the channel) runs commands as this user; an IRC nick is not an
+    /// identity. Every request's full nick!user@host is logged. Only for desks that cannot
+    /// share a secret (spec-only peers) on a network you trust.
+    #[arg(long)]
+    unauthenticated: bool,
     /// How long a RemoteBash command may run before `ERR timeout` (with --irc).
     #[arg(long, default_value_t = 27.0)]
     timeout_sec: f64,
@@ -141,6 +148,7 @@ fn run(args: Args) -> Result<(), String> {
             channel: args.channel.clone(),
             nick: args.nick.clone(),
             allowed_sender: args.allow_from.clone(),
+            unauthenticated: args.unauthenticated,
             timeout_ms: (args.timeout_sec * 1000.0) as u64,
             adaptive: args.adaptive,
             compression: !args.no_compression,

@@ -110,7 +110,17 @@ impl Ngircd {
     /// Starts ngircd with a generated config (extra `[Limits]` lines appended) and waits until it
     /// accepts connections. Panics with a clear message when ngircd is not installed
     /// (`tests/run.sh` installs it).
+    /// Starts ngircd with extra configuration sections after the generated ones, e.g.
+    /// `[Channel]\nName = #locked\nModes = i\n` for a channel nobody may join uninvited.
+    pub fn start_with_sections(extra_sections: &str) -> Self {
+        Self::start_with_config("", extra_sections)
+    }
+
     fn start_with_limits(extra_limits: &str) -> Self {
+        Self::start_with_config(extra_limits, "")
+    }
+
+    fn start_with_config(extra_limits: &str, extra_sections: &str) -> Self {
         let binary = ngircd_binary()
             .expect("ngircd is not installed: run tests/run.sh, which installs it with apt");
         let dir = TempDir::new("deskwire-ngircd").expect("temp dir");
@@ -125,7 +135,7 @@ impl Ngircd {
                  AdminInfo1 = deskwire\nAdminInfo2 = tests\nAdminEMail = tests@deskwire.invalid\n\
                  Listen = 127.0.0.1\nPorts = {port}\n\
                  [Limits]\nMaxConnectionsIP = 0\nPingTimeout = 120\nPongTimeout = 60\n{extra_limits}\
-                 [Options]\nPAM = no\nIdent = no\nDNS = no\nIncludeDir = {}\n",
+                 [Options]\nPAM = no\nIdent = no\nDNS = no\nIncludeDir = {}\n{extra_sections}",
                 include.display()
             ),
         )

@@ -76,8 +76,8 @@ impl World {
             desk_wire: Wire::connect(&addr),
             remote_wire: Wire::connect(&addr),
             chatter: IrcConn::connect(&addr, "chatter", CHANNEL, clock.now()),
-            desk: Desk::new(desk_cfg, clock.now(), 2026),
-            remote: Remote::new(remote_cfg, clock.now()),
+            desk: Desk::new(desk_cfg, clock.now(), 2026).unwrap(),
+            remote: Remote::new(remote_cfg, clock.now()).unwrap(),
             clock,
             sent_at: HashMap::new(),
             max_lag_ms: 0,
@@ -397,16 +397,18 @@ mod join_orders {
     }
 
     /// Runs until the desk has its answer; every wait is the engines' own deadline (capped at
-    /// 20 ms only so both sockets are read). Returns the answer and the longest deadline the
-    /// desk asked to wait for once it was ready: the request timeout, never an idle deadline.
+    /// 20 ms only so both sockets are read). Once the desk is ready, the longest deadline it
+    /// asks to wait for is the request timeout (`timeout_ms` from the moment the request could
+    /// leave), never an idle deadline.
     fn run(
         clock: &Clock,
         desk: &mut End<Desk>,
         remote: &mut End<Remote>,
-        request_timeout_at: u64,
+        timeout_ms: u64,
     ) -> Event {
         let mut done = Vec::new();
         let give_up = clock.now() + 20_000;
+        let mut ready_since = None;
         while done.is_empty() {
             assert!(
                 clock.now() < give_up,
@@ -416,8 +418,9 @@ mod join_orders {
             let now = clock.now();
             let desk_deadline = pump_desk(desk, now, &mut done);
             if desk.engine.state() == ConnectionState::Ready && done.is_empty() {
+                let since = *ready_since.get_or_insert(now);
                 assert!(
-                    desk_deadline <= request_timeout_at,
+                    desk_deadline <= since + timeout_ms,
                     "the desk waits for {desk_deadline}, past its request timeout"
                 );
             }
@@ -458,23 +461,18 @@ mod join_orders {
         let (desk_cfg, remote_cfg) = configs(deskwire::oa1::DEFAULT_PACING);
         let mut remote = End {
             wire: Wire::connect(&ircd.addr()),
-            engine: Remote::new(remote_cfg, clock.now()),
+            engine: Remote::new(remote_cfg, clock.now()).unwrap(),
         };
         bring_up(&clock, &mut remote);
         let mut desk = End {
             wire: Wire::connect(&ircd.addr()),
-            engine: Desk::new(desk_cfg, clock.now(), 1),
+            engine: Desk::new(desk_cfg, clock.now(), 1).unwrap(),
         };
         let id = desk
             .engine
             .request(clock.now(), "first", Some(30_000))
             .unwrap();
-        let timeout_at = clock.now() + 30_000;
-        answer_is(
-            run(&clock, &mut desk, &mut remote, timeout_at),
-            &id,
-            "first",
-        );
+        answer_is(run(&clock, &mut desk, &mut remote, 30_000), &id, "first");
     }
 
     #[test]
@@ -484,12 +482,12 @@ mod join_orders {
         let (desk_cfg, remote_cfg) = configs(deskwire::oa1::DEFAULT_PACING);
         let mut remote = End {
             wire: Wire::connect(&ircd.addr()),
-            engine: Remote::new(remote_cfg, clock.now()),
+            engine: Remote::new(remote_cfg, clock.now()).unwrap(),
         };
         bring_up(&clock, &mut remote);
         let mut desk = End {
             wire: Wire::connect(&ircd.addr()),
-            engine: Desk::new(desk_cfg, clock.now(), 2),
+            engine: Desk::new(desk_cfg, clock.now(), 2).unwrap(),
         };
         let give_up = clock.now() + 10_000;
         while desk.engine.state() != ConnectionState::Ready {
@@ -502,12 +500,7 @@ mod join_orders {
             .engine
             .request(clock.now(), "second", Some(30_000))
             .unwrap();
-        let timeout_at = clock.now() + 30_000;
-        answer_is(
-            run(&clock, &mut desk, &mut remote, timeout_at),
-            &id,
-            "second",
-        );
+        answer_is(run(&clock, &mut desk, &mut remote, 30_000), &id, "second");
     }
 
     #[test]
@@ -517,13 +510,12 @@ mod join_orders {
         let (desk_cfg, remote_cfg) = configs(deskwire::oa1::DEFAULT_PACING);
         let mut desk = End {
             wire: Wire::connect(&ircd.addr()),
-            engine: Desk::new(desk_cfg, clock.now(), 3),
+            engine: Desk::new(desk_cfg, clock.now(), 3).unwrap(),
         };
         let id = desk
             .engine
             .request(clock.now(), "third", Some(30_000))
             .unwrap();
-        let timeout_at = clock.now() + 30_000;
         let give_up = clock.now() + 10_000;
         while desk.engine.state() != ConnectionState::WaitingForPeer {
             assert!(clock.now() < give_up, "{:?}", desk.engine.state());
@@ -532,12 +524,168 @@ mod join_orders {
         }
         let mut remote = End {
             wire: Wire::connect(&ircd.addr()),
-            engine: Remote::new(remote_cfg, clock.now()),
+            engine: Remote::new(remote_cfg, clock.now()).unwrap(),
         };
-        answer_is(
-            run(&clock, &mut desk, &mut remote, timeout_at),
-            &id,
-            "third",
+        answer_is(run(&clock, &mut desk, &mut remote, 30_000), &id, "third");
+    }
+
+    /// Pumps the desk until it reports an OA1 event (the one request's end).
+    fn until_desk_event(clock: &Clock, desk: &mut End<Desk>, secs: u64) -> Event {
+        let mut done = Vec::new();
+        let give_up = clock.now() + secs * 1000;
+        while done.is_empty() {
+            assert!(clock.now() < give_up, "no event: {:?}", desk.engine.state());
+            pump_desk(desk, clock.now(), &mut done);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        done.remove(0)
+    }
+
+    fn failure(event: Event) -> (String, String) {
+        match event {
+            Event::Failed { failure, .. } => (failure.code().to_owned(), failure.message()),
+            other => panic!("not a failure: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_channel_the_server_refuses_fails_the_request_with_its_words() {
+        let ircd = Ngircd::start_with_sections("[Channel]\nName = #locked\nModes = i\n");
+        let clock = Clock::start();
+        let config = ConnectionConfig::new("desk", "#locked").with_peer("rexd");
+        let mut desk = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Desk::new(config, clock.now(), 4).unwrap(),
+        };
+        desk.engine.request(clock.now(), "ls", None).unwrap();
+        let (code, message) = failure(until_desk_event(&clock, &mut desk, 10));
+        assert_eq!(code, "join_failed");
+        assert!(
+            message.starts_with("the server refused to let us into #locked: 473 "),
+            "{message}"
         );
+    }
+
+    #[test]
+    fn a_desk_whose_remote_never_comes_says_who_is_there() {
+        let ircd = Ngircd::start();
+        let clock = Clock::start();
+        let mut chatter = IrcConn::connect(&ircd.addr(), "chatter", CHANNEL, clock.now());
+        let mut config = ConnectionConfig::new("desk", CHANNEL).with_peer("rexd");
+        config.oa1.ready_timeout_ms = 2_000;
+        let mut desk = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Desk::new(config, clock.now(), 5).unwrap(),
+        };
+        let give_up = clock.now() + 10_000;
+        while !chatter.joined {
+            assert!(clock.now() < give_up);
+            chatter.read_lines(clock.now());
+            chatter.pump_session(clock.now());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        desk.engine.request(clock.now(), "ls", None).unwrap();
+        let (code, message) = failure(until_desk_event(&clock, &mut desk, 10));
+        assert_eq!(
+            (code.as_str(), message.as_str()),
+            (
+                "not_ready",
+                "not ready after 2 s: waiting for remote `rexd` in #desk; members: chatter"
+            )
+        );
+    }
+
+    #[test]
+    fn a_remote_that_quits_mid_request_fails_it_peer_left() {
+        let ircd = Ngircd::start();
+        let clock = Clock::start();
+        let (desk_cfg, mut remote_cfg) = configs(deskwire::oa1::DEFAULT_PACING);
+        remote_cfg.oa1.request_timeout_ms = 60_000;
+        let mut remote = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Remote::new(remote_cfg, clock.now()).unwrap(),
+        };
+        bring_up(&clock, &mut remote);
+        let mut desk = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Desk::new(desk_cfg, clock.now(), 6).unwrap(),
+        };
+        desk.engine.request(clock.now(), "sleep 60", None).unwrap();
+        // The remote takes the request and, instead of answering, quits.
+        let give_up = clock.now() + 10_000;
+        while remote.engine.active() == 0 {
+            assert!(clock.now() < give_up, "the request never arrived");
+            pump_desk(&mut desk, clock.now(), &mut Vec::new());
+            let bytes = remote.wire.read(clock.now());
+            remote.engine.handle_bytes(clock.now(), &bytes);
+            loop {
+                match remote.engine.poll_output(clock.now()) {
+                    ConnectionOutput::Transmit(b) => remote.wire.write(&b),
+                    ConnectionOutput::Event(_) => {}
+                    ConnectionOutput::Timeout(_) => break,
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        remote.engine.quit(clock.now(), "restarting");
+        loop {
+            match remote.engine.poll_output(clock.now()) {
+                ConnectionOutput::Transmit(b) => remote.wire.write(&b),
+                ConnectionOutput::Event(_) => {}
+                ConnectionOutput::Timeout(_) => break,
+            }
+        }
+        let (code, message) = failure(until_desk_event(&clock, &mut desk, 10));
+        assert_eq!(code, "peer_left");
+        assert_eq!(
+            message,
+            // ngircd relays the quit message in quotes.
+            "remote `deskbot` left #desk (quit: \"restarting\") and was not back within 2 s"
+        );
+    }
+
+    #[test]
+    fn a_second_desk_with_a_taken_nick_is_told_so() {
+        let ircd = Ngircd::start();
+        let clock = Clock::start();
+        let (desk_cfg, _) = configs(deskwire::oa1::DEFAULT_PACING);
+        let mut first = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Desk::new(desk_cfg.clone(), clock.now(), 7).unwrap(),
+        };
+        let give_up = clock.now() + 10_000;
+        while first.engine.state() == ConnectionState::Registering {
+            assert!(clock.now() < give_up);
+            pump_desk(&mut first, clock.now(), &mut Vec::new());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut second = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Desk::new(desk_cfg, clock.now(), 8).unwrap(),
+        };
+        let mut events = Vec::new();
+        while second.engine.state() == ConnectionState::Registering {
+            assert!(clock.now() < give_up);
+            let bytes = second.wire.read(clock.now());
+            second.engine.handle_bytes(clock.now(), &bytes);
+            loop {
+                match second.engine.poll_output(clock.now()) {
+                    ConnectionOutput::Transmit(b) => second.wire.write(&b),
+                    ConnectionOutput::Event(e) => events.push(e),
+                    ConnectionOutput::Timeout(_) => break,
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            events.contains(&ConnectionEvent::Irc(SessionEvent::NickRefused {
+                nick: "desk".into(),
+                numeric: "433".into(),
+                text: "Nickname already in use".into(),
+                next: Some("desk_".into()),
+            })),
+            "{events:?}"
+        );
+        assert_eq!(second.engine.session().identity().nick(), "desk_");
     }
 }

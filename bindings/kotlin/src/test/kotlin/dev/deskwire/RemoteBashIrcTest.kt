@@ -32,7 +32,7 @@ class RemoteBashIrcTest {
         rexd = ChildProcess(
             listOf(
                 cargoBinary("rexd").toString(), "--irc", "127.0.0.1:${ngircd.port}", "--channel", "#desk",
-                "--nick", "deskbot", "--allow-from", "desk", "--log-level", "info",
+                "--nick", "deskbot", "--allow-from", "desk", "--log-level", "info", "--unauthenticated",
             ),
         )
         rexd.await(Regex("joined", RegexOption.IGNORE_CASE))
