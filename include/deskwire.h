@@ -15,8 +15,9 @@
  *   deskwire, never by free(3).
  * - After a failed call, dw_<object>_last_error(handle) says what went wrong and
  *   dw_<object>_last_error_kind(handle) names it (the core error's name, such as
- *   "unknown_request", or the status's, such as "invalid_json"). Calls without a handle
- *   (constructors, free functions) keep theirs per thread: dw_last_error(), dw_last_error_kind().
+ *   "unknown_request", or the status's, such as "invalid_json"); both are "" after a success.
+ *   Calls without a handle (constructors, free functions) keep theirs per thread, the same
+ *   way: dw_last_error(), dw_last_error_kind().
  * - No panic crosses the boundary: a bug inside deskwire becomes DW_STATUS_PANIC, and the
  *   handle is poisoned: every later call on it answers DW_STATUS_POISONED, except _free.
  * - Every pointer argument is checked: NULL where a value is required is DW_STATUS_NULL_ARGUMENT
@@ -394,16 +395,16 @@ const char *dw_version(void);
 const char *dw_status_str(uint32_t status);
 
 /**
- * The message of the last failed call on this thread that has no handle to keep it (the
- * `_new` functions, and functions that take no handle), or `""`. A static-lifetime view: valid
- * until the next such call on this thread; never freed.
+ * The message of the last call on this thread that has no handle to keep it (the `_new`
+ * functions, and functions that take no handle) when it failed, or `""` when it succeeded. A
+ * static-lifetime view: valid until the next such call on this thread; never freed.
  */
 const char *dw_last_error(void);
 
 /**
- * The kind of the last failed call on this thread without a handle (see `dw_last_error()`):
- * the core error's name (`"unknown_request"`, ...) or the status's (`"invalid_json"`, ...), or
- * `""`. Same lifetime as `dw_last_error()`.
+ * The kind of the last call on this thread without a handle when it failed (see
+ * `dw_last_error()`): the core error's name (`"unknown_request"`, ...) or the status's
+ * (`"invalid_json"`, ...), or `""` after a success. Same lifetime as `dw_last_error()`.
  */
 const char *dw_last_error_kind(void);
 

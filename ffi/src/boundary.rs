@@ -333,7 +333,7 @@ thread_local! {
 }
 
 pub(crate) fn thread_error() -> *const c_char {
-    // The buffer lives as long as the thread; it is replaced only by a later failing call.
+    // The buffer lives as long as the thread; the next call without a handle rewrites it.
     THREAD_ERROR.with(|e| e.borrow().as_ptr().cast())
 }
 
@@ -344,6 +344,13 @@ pub(crate) fn thread_error_kind() -> *const c_char {
 fn set_thread_error(kind: &str, message: &str) {
     THREAD_ERROR.with(|e| c_text(&mut e.borrow_mut(), message));
     THREAD_KIND.with(|e| c_text(&mut e.borrow_mut(), kind));
+}
+
+/// A success clears the thread's last error, as a handle's does: a message left from an
+/// earlier failure would describe a call that is not the last.
+fn clear_thread_error() {
+    THREAD_ERROR.with(|e| c_text(&mut e.borrow_mut(), ""));
+    THREAD_KIND.with(|e| c_text(&mut e.borrow_mut(), ""));
 }
 
 #[cfg(feature = "testing")]
@@ -434,13 +441,17 @@ pub(crate) fn with<O: AsHandle>(
     }
 }
 
-/// Runs `f`, which has no handle, inside the panic boundary; errors go to `dw_last_error()`.
+/// Runs `f`, which has no handle, inside the panic boundary; its outcome goes to
+/// `dw_last_error()` (`""` after a success).
 pub(crate) fn call(f: impl FnOnce() -> Result<()>) -> dw_status {
     match catch_unwind(AssertUnwindSafe(|| {
         maybe_test_panic();
         f()
     })) {
-        Ok(Ok(())) => dw_status::Ok,
+        Ok(Ok(())) => {
+            clear_thread_error();
+            dw_status::Ok
+        }
         Ok(Err(e)) => {
             set_thread_error(&e.kind, &e.message);
             e.status

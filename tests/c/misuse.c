@@ -4,9 +4,10 @@
  *   pointer parameter, invalid UTF-8 in every string, malformed JSON in every JSON input,
  *   too-small buffers that report the size needed, for every function of the header;
  * - by hand: values outside their domain, JSON of the wrong shape, a call after the stream
- *   parser finished, and panics: a call that panics answers DW_STATUS_PANIC and poisons its
- *   handle (every later call answers DW_STATUS_POISONED, _free still works); a panic in a call
- *   without a handle leaves nothing poisoned.
+ *   parser finished, dw_last_error() cleared by a success, and panics: a call that panics
+ *   answers DW_STATUS_PANIC and poisons its handle (every later call answers
+ *   DW_STATUS_POISONED, _free still works); a panic in a call without a handle leaves nothing
+ *   poisoned.
  *
  * Built with the library's `testing` feature (dw_testing_panic, not in the header).
  */
@@ -159,6 +160,23 @@ static void domain(void) {
     CHECK(strcmp(dw_last_error_kind(), "not_json") == 0, "kind %s", dw_last_error_kind());
 }
 
+/* dw_last_error() describes the last call without a handle: a success clears it, as a
+ * handle's last error is cleared. */
+static void last_error_clears(void) {
+    size_t n;
+    dw_peer *peer = NULL;
+    CHECK(dw_peer_new(99, NULL, 1, &peer) == DW_STATUS_INVALID_ARGUMENT, "unknown dialect");
+    CHECK(dw_last_error()[0] != 0 && strcmp(dw_last_error_kind(), "invalid_argument") == 0, "the failure is kept");
+    CHECK_OK(dw_oa1_escape((const uint8_t *)"a", 1, o_buf, sizeof o_buf, &n), dw_last_error(), "escape");
+    CHECK(strcmp(dw_last_error(), "") == 0 && strcmp(dw_last_error_kind(), "") == 0,
+          "a success clears dw_last_error: \"%s\" (%s)", dw_last_error(), dw_last_error_kind());
+    CHECK(dw_peer_new(99, NULL, 1, &peer) == DW_STATUS_INVALID_ARGUMENT, "unknown dialect");
+    CHECK_OK(dw_peer_new(DW_DIALECT_JSONRPC2, NULL, 1, &peer), dw_last_error(), "peer");
+    CHECK(strcmp(dw_last_error(), "") == 0 && strcmp(dw_last_error_kind(), "") == 0,
+          "a constructor's success clears dw_last_error: \"%s\"", dw_last_error());
+    dw_peer_free(peer);
+}
+
 /* The panic boundary, for one handle: `call` panics, then the handle is poisoned. */
 #define PANICS(type, h, call)                                                                      \
     do {                                                                                           \
@@ -220,6 +238,7 @@ int main(void) {
     setup();
     generated_misuse();
     domain();
+    last_error_clears();
     status_strings();
     panics();
     teardown();
