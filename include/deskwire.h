@@ -21,10 +21,12 @@
  * - No panic crosses the boundary: a bug inside deskwire becomes DW_STATUS_PANIC, and the
  *   handle is poisoned: every later call on it answers DW_STATUS_POISONED, except _free.
  * - Every pointer argument is checked: NULL where a value is required is DW_STATUS_NULL_ARGUMENT
- *   (a buffer with length 0 may be NULL). Strings are NUL-terminated UTF-8 (DW_STATUS_INVALID_UTF8
- *   otherwise); text that may hold NUL comes as a pointer and a length. JSON arguments are UTF-8
- *   JSON text in the shapes of tests/vectors/ and core/schemas/ (DW_STATUS_INVALID_JSON
- *   otherwise). Arguments are only read during the call; deskwire keeps no pointer to them.
+ *   (a buffer with length 0 may be NULL); a buffer no object can be (over PTRDIFF_MAX bytes, or
+ *   past the end of the address space) is DW_STATUS_INVALID_ARGUMENT. Strings are
+ *   NUL-terminated UTF-8 (DW_STATUS_INVALID_UTF8 otherwise); text that may hold NUL comes as a
+ *   pointer and a length. JSON arguments are UTF-8 JSON text in the shapes of tests/vectors/ and
+ *   core/schemas/ (DW_STATUS_INVALID_JSON otherwise). Arguments are only read during the call;
+ *   deskwire keeps no pointer to them.
  * - Results come two ways. A handle's results (dw_output from _poll_output, dw_str views of ids,
  *   stats and JSON) point into the handle and stay valid until the next call with that handle
  *   (other than _last_error and _last_error_kind); copy what must live longer. Functions

@@ -548,16 +548,41 @@ pub(crate) fn opt_str_arg<'a>(ptr: *const c_char, what: &str) -> Result<Option<&
     }
 }
 
-/// A byte buffer argument; `NULL` is allowed when `len` is 0.
-pub(crate) fn bytes_arg<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8]> {
+/// A buffer argument `ptr[0..len]`, the one place C buffers become slices; `NULL` is allowed
+/// when `len` is 0. What `slice::from_raw_parts` requires and a C caller can get wrong without
+/// a bad pointer is checked: a size over `isize::MAX` bytes, a range that wraps around the
+/// address space, a misaligned pointer. Each is `DW_STATUS_INVALID_ARGUMENT`, never a slice.
+pub(crate) fn slice_arg<'a, T>(ptr: *const T, len: usize, what: &str) -> Result<&'a [T]> {
     if len == 0 {
         return Ok(&[]);
     }
     if ptr.is_null() {
         return Err(Error::null(what));
     }
-    // SAFETY: `ptr[0..len]` is readable for the call (documented); NULL refused above.
+    let size = std::mem::size_of::<T>();
+    let fits = len
+        .checked_mul(size)
+        .filter(|&bytes| bytes <= isize::MAX as usize)
+        .is_some_and(|bytes| (ptr as usize).checked_add(bytes).is_some());
+    if !fits {
+        return Err(Error::argument(format_args!(
+            "{what}: a buffer of {len} elements at {ptr:p} cannot exist (over PTRDIFF_MAX \
+             bytes, or past the end of the address space): pass its real length"
+        )));
+    }
+    if !ptr.is_aligned() {
+        return Err(Error::argument(format_args!(
+            "{what}: the pointer is not aligned for its type"
+        )));
+    }
+    // SAFETY: `ptr[0..len]` is readable for the call (documented); NULL, sizes over
+    // isize::MAX, wrapping ranges and misalignment are refused above.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// A byte buffer argument ([`slice_arg`]).
+pub(crate) fn bytes_arg<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8]> {
+    slice_arg(ptr, len, what)
 }
 
 /// A UTF-8 text argument given as bytes and length (it may hold NUL).

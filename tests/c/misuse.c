@@ -4,10 +4,10 @@
  *   pointer parameter, invalid UTF-8 in every string, malformed JSON in every JSON input,
  *   too-small buffers that report the size needed, for every function of the header;
  * - by hand: values outside their domain, JSON of the wrong shape, a call after the stream
- *   parser finished, dw_last_error() cleared by a success, and panics: a call that panics
- *   answers DW_STATUS_PANIC and poisons its handle (every later call answers
- *   DW_STATUS_POISONED, _free still works); a panic in a call without a handle leaves nothing
- *   poisoned.
+ *   parser finished, dw_last_error() cleared by a success, a misaligned float buffer, and
+ *   panics: a call that panics answers DW_STATUS_PANIC and poisons its handle (every later call
+ *   answers DW_STATUS_POISONED, _free still works); a panic in a call without a handle leaves
+ *   nothing poisoned.
  *
  * Built with the library's `testing` feature (dw_testing_panic, not in the header).
  */
@@ -177,6 +177,17 @@ static void last_error_clears(void) {
     dw_peer_free(peer);
 }
 
+/* A float buffer at an address floats cannot have is refused, not read. */
+static void misaligned(void) {
+    float values[3] = {0.5f, 0.25f, 0.125f};
+    const float *odd = (const float *)(const void *)((const char *)values + 1);
+    CHECK(dw_tool_index_set_embedding(h_tool_index, "read", odd, 1) == DW_STATUS_INVALID_ARGUMENT &&
+              strstr(dw_tool_index_last_error(h_tool_index), "aligned") != NULL,
+          "a misaligned float buffer: %s", dw_tool_index_last_error(h_tool_index));
+    CHECK_OK(dw_tool_index_set_embedding(h_tool_index, "read", values, 3), dw_tool_index_last_error(h_tool_index),
+             "an aligned one");
+}
+
 /* The panic boundary, for one handle: `call` panics, then the handle is poisoned. */
 #define PANICS(type, h, call)                                                                      \
     do {                                                                                           \
@@ -239,6 +250,7 @@ int main(void) {
     generated_misuse();
     domain();
     last_error_clears();
+    misaligned();
     status_strings();
     panics();
     teardown();
