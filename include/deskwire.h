@@ -1243,7 +1243,10 @@ dw_status dw_desk_request(struct dw_desk *desk,
 dw_status dw_desk_cancel(struct dw_desk *desk, uint64_t now_ms, const char *id, const char *reason);
 
 /**
- * Sends `QUIT` with `reason`; the connection ends once the server closes it.
+ * Sends `QUIT` with `reason` and ends the connection: drain `dw_desk_poll_output` to write the
+ * `QUIT` (requests in flight fail with `disconnected`). From here on (as after EOF)
+ * `dw_desk_request`, `dw_desk_remote_bash`, `dw_desk_cancel` and `dw_desk_quit` answer
+ * `DW_STATUS_REFUSED` with kind `closed`.
  */
 dw_status dw_desk_quit(struct dw_desk *desk, uint64_t now_ms, const char *reason);
 
@@ -1357,7 +1360,9 @@ dw_status dw_remote_fail(struct dw_remote *remote,
                          const char *message);
 
 /**
- * Sends `QUIT` with `reason`.
+ * Sends `QUIT` with `reason` and ends the connection: drain `dw_remote_poll_output` to write
+ * it. From here on (as after EOF) `dw_remote_send`, `_finish`, `_respond`, `_fail` and `_quit`
+ * answer `DW_STATUS_REFUSED` with kind `closed`.
  */
 dw_status dw_remote_quit(struct dw_remote *remote, uint64_t now_ms, const char *reason);
 

@@ -441,6 +441,29 @@ pub(crate) fn with<O: AsHandle>(
     }
 }
 
+/// An engine whose connection can end (the OA1 desk and remote, after `_quit` or EOF).
+pub(crate) trait Closable {
+    /// The engine's `closed` error once its connection has ended.
+    fn check_open(&self) -> Result<()>;
+}
+
+/// [`with`] for the calls that start or answer work on a connection: once it has ended they
+/// are refused (`DW_STATUS_REFUSED`, kind `closed`) instead of queueing what can never leave.
+/// Draining (`_poll_output`), input, state and stats go on through [`with`], so the host can
+/// still send the `QUIT` and see the end.
+pub(crate) fn with_open<O: AsHandle>(
+    ptr: *mut O,
+    f: impl FnOnce(&mut Handle<O::Engine>) -> Result<()>,
+) -> dw_status
+where
+    O::Engine: Closable,
+{
+    with(ptr, |h| {
+        h.engine.check_open()?;
+        f(h)
+    })
+}
+
 /// Runs `f`, which has no handle, inside the panic boundary; its outcome goes to
 /// `dw_last_error()` (`""` after a success).
 pub(crate) fn call(f: impl FnOnce() -> Result<()>) -> dw_status {

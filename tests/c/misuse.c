@@ -4,10 +4,11 @@
  *   pointer parameter, invalid UTF-8 in every string, malformed JSON in every JSON input,
  *   too-small buffers that report the size needed, for every function of the header;
  * - by hand: values outside their domain, JSON of the wrong shape, a call after the stream
- *   parser finished, dw_last_error() cleared by a success, a misaligned float buffer, and
- *   panics: a call that panics answers DW_STATUS_PANIC and poisons its handle (every later call
- *   answers DW_STATUS_POISONED, _free still works); a panic in a call without a handle leaves
- *   nothing poisoned.
+ *   parser finished, calls on a desk or remote after _quit or EOF (refused, kind "closed"),
+ *   dw_last_error() cleared by a success, a misaligned float buffer, and panics: a call that
+ *   panics answers DW_STATUS_PANIC and poisons its handle (every later call answers
+ *   DW_STATUS_POISONED, _free still works); a panic in a call without a handle leaves nothing
+ *   poisoned.
  *
  * Built with the library's `testing` feature (dw_testing_panic, not in the header).
  */
@@ -188,6 +189,105 @@ static void misaligned(void) {
              "an aligned one");
 }
 
+#define CLOSED(type, h, call)                                                                      \
+    do {                                                                                           \
+        dw_status st_ = (call);                                                                    \
+        CHECK(st_ == DW_STATUS_REFUSED && strcmp(dw_##type##_last_error_kind(h), "closed") == 0,    \
+              #call ": %s, kind \"%s\"", dw_status_str(st_), dw_##type##_last_error_kind(h));      \
+    } while (0)
+
+/* Drains `desk` at `now`: the bytes it transmits into `sent` (NUL-terminated), and the failure
+ * event of request `id`, if one came, into *failed (decref it). */
+static void drain_desk(dw_desk *desk, uint64_t now, char *sent, size_t cap, const char *id, json_t **failed) {
+    size_t used = 0;
+    dw_output out;
+    for (;;) {
+        CHECK_OK(dw_desk_poll_output(desk, now, &out), dw_desk_last_error(desk), "poll after quit");
+        if (out.kind == DW_OUTPUT_TIMEOUT) {
+            break;
+        }
+        if (out.kind == DW_OUTPUT_TRANSMIT && used + out.len < cap) {
+            memcpy(sent + used, out.data, out.len);
+            used += out.len;
+        }
+        if (out.kind == DW_OUTPUT_EVENT) {
+            json_t *event = event_json(&out);
+            json_t *f = json_object_get(event, "failed");
+            if (f != NULL && strcmp(json_string_value(json_object_get(f, "id")), id) == 0) {
+                *failed = json_incref(f);
+            }
+            json_decref(event);
+        }
+    }
+    sent[used] = 0;
+}
+
+/* After _quit, and after EOF, the calls that start or answer work are refused with kind
+ * "closed" (they returned OK, and the request waited for a connection that was gone); the
+ * drain still sends the QUIT, and input, state and stats still work. */
+static void closed(void) {
+    char sent[1024];
+    dw_str id, view;
+    json_t *failed = NULL;
+
+    dw_desk *desk = NULL;
+    CHECK_OK(dw_desk_new("{\"nick\":\"d\",\"channel\":\"#d\",\"oa1\":{\"allowed_sender\":\"r\"}}", 0, 1, &desk),
+             dw_last_error(), "desk");
+    CHECK_OK(dw_desk_remote_bash(desk, 0, "{\"command\":\"ls\"}", &id), dw_desk_last_error(desk), "before quit");
+    char before[80];
+    snprintf(before, sizeof before, "%.*s", (int)id.len, id.ptr);
+    CHECK_OK(dw_desk_quit(desk, 1, "bye"), dw_desk_last_error(desk), "quit");
+    CLOSED(desk, desk, dw_desk_request(desk, 2, (const uint8_t *)"ls", 2, 0, &id));
+    CLOSED(desk, desk, dw_desk_remote_bash(desk, 2, "{\"command\":\"ls\"}", &id));
+    CLOSED(desk, desk, dw_desk_cancel(desk, 2, before, "r"));
+    CLOSED(desk, desk, dw_desk_quit(desk, 2, "again"));
+    CHECK(strstr(dw_desk_last_error(desk), "ended") != NULL, "the message says why: %s", dw_desk_last_error(desk));
+    drain_desk(desk, 3, sent, sizeof sent, before, &failed);
+    CHECK(strstr(sent, "QUIT bye\r\n") != NULL, "the QUIT still leaves: %s", sent);
+    CHECK(failed != NULL && strcmp(json_string_value(json_object_get(failed, "error")), "disconnected") == 0,
+          "the request made before the quit fails with disconnected");
+    json_decref(failed);
+    CHECK_OK(dw_desk_handle_bytes(desk, 4, (const uint8_t *)"ERROR :Closing link\r\n", 21), dw_desk_last_error(desk),
+             "input after the quit");
+    CHECK_OK(dw_desk_state(desk, &view), dw_desk_last_error(desk), "state");
+    CHECK(strcmp(view.ptr, "closed") == 0, "state %s", view.ptr);
+    CHECK_OK(dw_desk_stats(desk, &view), dw_desk_last_error(desk), "stats");
+    dw_desk_free(desk);
+
+    /* EOF ends the connection too: even a cancel is refused as closed, not unknown_request. */
+    CHECK_OK(dw_desk_new("{\"nick\":\"d\",\"channel\":\"#d\"}", 0, 1, &desk), dw_last_error(), "desk");
+    CHECK_OK(dw_desk_request(desk, 0, (const uint8_t *)"ls", 2, 0, &id), dw_desk_last_error(desk), "request");
+    snprintf(before, sizeof before, "%.*s", (int)id.len, id.ptr);
+    CHECK_OK(dw_desk_handle_eof(desk, 1), dw_desk_last_error(desk), "eof");
+    CLOSED(desk, desk, dw_desk_cancel(desk, 2, before, "r"));
+    CLOSED(desk, desk, dw_desk_quit(desk, 2, "late"));
+    dw_desk_free(desk);
+
+    dw_remote *remote = NULL;
+    CHECK_OK(dw_remote_new("{\"nick\":\"r\",\"channel\":\"#d\"}", 0, &remote), dw_last_error(), "remote");
+    CHECK_OK(dw_remote_quit(remote, 1, "bye"), dw_remote_last_error(remote), "quit");
+    CLOSED(remote, remote, dw_remote_send(remote, 2, "abc", (const uint8_t *)"x", 1));
+    CLOSED(remote, remote, dw_remote_finish(remote, 2, "abc"));
+    CLOSED(remote, remote, dw_remote_respond(remote, 2, "abc", (const uint8_t *)"x", 1));
+    CLOSED(remote, remote, dw_remote_fail(remote, 2, "abc", "code", "m"));
+    CLOSED(remote, remote, dw_remote_quit(remote, 2, "again"));
+    size_t used = 0;
+    dw_output out;
+    for (;;) {
+        CHECK_OK(dw_remote_poll_output(remote, 3, &out), dw_remote_last_error(remote), "poll after quit");
+        if (out.kind == DW_OUTPUT_TIMEOUT) {
+            break;
+        }
+        if (out.kind == DW_OUTPUT_TRANSMIT && used + out.len < sizeof sent) {
+            memcpy(sent + used, out.data, out.len);
+            used += out.len;
+        }
+    }
+    sent[used] = 0;
+    CHECK(strstr(sent, "QUIT bye\r\n") != NULL, "the remote's QUIT still leaves: %s", sent);
+    dw_remote_free(remote);
+}
+
 /* The panic boundary, for one handle: `call` panics, then the handle is poisoned. */
 #define PANICS(type, h, call)                                                                      \
     do {                                                                                           \
@@ -251,6 +351,7 @@ int main(void) {
     domain();
     last_error_clears();
     misaligned();
+    closed();
     status_strings();
     panics();
     teardown();
