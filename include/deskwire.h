@@ -12,7 +12,9 @@
  *   only on success (the one exception: DW_STATUS_BUFFER_TOO_SMALL writes the needed length).
  * - Objects are opaque handles made by dw_<object>_new (written to an out-parameter) and freed
  *   by dw_<object>_free; freeing NULL is a no-op. Memory deskwire allocates is freed by
- *   deskwire, never by free(3).
+ *   deskwire, never by free(3). Using a handle after its _free, and freeing it twice, are
+ *   undefined behaviour that deskwire does not detect (as in rustls-ffi): free each handle
+ *   exactly once and set your pointer to NULL; valgrind and ASan find the mistakes.
  * - After a failed call, dw_<object>_last_error(handle) says what went wrong and
  *   dw_<object>_last_error_kind(handle) names it (the core error's name, such as
  *   "unknown_request", or the status's, such as "invalid_json"); both are "" after a success.

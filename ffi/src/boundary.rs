@@ -520,6 +520,11 @@ pub(crate) fn new_handle<O: AsHandle>(
 
 /// Frees a handle; `NULL` is a no-op. A panic in a destructor is contained (the memory may
 /// then leak; the caller survives).
+///
+/// Use after free and double free are documented as undefined (the header's preamble), not
+/// detected, as rustls-ffi does. A cheap check (a tag in the handle, cleared here) would read
+/// freed memory, itself undefined, and pass whenever the allocator has reused the block for a
+/// new handle: it would turn a crash valgrind or ASan pins down into a silent wrong answer.
 pub(crate) fn free_handle<O>(ptr: *mut O) {
     if ptr.is_null() {
         return;
