@@ -79,6 +79,7 @@ gcc -std=c11 -Wall -Wextra -Werror -pedantic examples/c_host/c_host.c \
 
 echo "-- examples/c_host: one RemoteBash command against rexd --irc on ngircd, byte for byte"
 cargo build --quiet -p rexd --bin rexd
+export PEERS_REXD=${PEERS_REXD:-${CARGO_TARGET_DIR:-target}/debug/rexd}
 (
   source tests/peers.sh
   peers_start_ngircd
