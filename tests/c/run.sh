@@ -5,7 +5,8 @@
 #   the C API (vectors), two-party exchanges in memory (exchange), misuse and bad input (misuse);
 # - the same tests under valgrind (zero leaks, zero errors) and built with ASan + UBSan (the
 #   library too, with RUSTC_BOOTSTRAP=1 -Zsanitizer=address);
-# - the install step and a program built against the installed copy with pkg-config;
+# - the install step (and its ldconfig for system prefixes, with a stand-in) and a program built
+#   against the installed copy with pkg-config;
 # - examples/c_host against rexd --irc on a private ngircd, its output compared byte for byte.
 #   bash tests/c/run.sh
 set -euo pipefail
@@ -69,8 +70,26 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$o
 
 echo "-- install (ffi/install.sh) and a program built against the installed copy with pkg-config"
 prefix=$root/$out/prefix
-rm -rf "$prefix"
-PREFIX=$prefix ffi/install.sh
+rm -rf "$prefix" "$out/ldconfig.log"
+# A stand-in for ldconfig that notes each run: the real one would change this machine.
+printf '#!/bin/sh\necho ran >>"%s"\n' "$root/$out/ldconfig.log" >"$out/ldconfig"
+chmod +x "$out/ldconfig"
+LDCONFIG=$root/$out/ldconfig PREFIX=$prefix ffi/install.sh
+if [ -e "$out/ldconfig.log" ]; then
+  echo "install.sh ran ldconfig for PREFIX=$prefix, not a system prefix" >&2
+  exit 1
+fi
+# PREFIX=/usr/local with every file staged under $out: only the ldconfig decision is real.
+stage=$root/$out/stage
+rm -rf "$stage"
+LDCONFIG=$root/$out/ldconfig PREFIX=/usr/local LIBDIR=$stage/lib INCLUDEDIR=$stage/include \
+  ffi/install.sh 2>"$out/install.err"
+if [ "$(id -u)" = 0 ]; then
+  grep -q ran "$out/ldconfig.log" || { echo "install.sh did not run ldconfig for /usr/local" >&2; exit 1; }
+else
+  [ ! -e "$out/ldconfig.log" ] && grep -q 'run ldconfig as root' "$out/install.err" ||
+    { echo "install.sh (not root, /usr/local) must say to run ldconfig, not run it" >&2; exit 1; }
+fi
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 echo "pkg-config --cflags --libs deskwire: $(pkg-config --cflags --libs deskwire)"
 gcc -std=c11 -Wall -Wextra -Werror -pedantic examples/c_host/c_host.c \
