@@ -95,6 +95,9 @@ echo "pkg-config --cflags --libs deskwire: $(pkg-config --cflags --libs deskwire
 gcc -std=c11 -Wall -Wextra -Werror -pedantic examples/c_host/c_host.c \
   $(pkg-config --cflags --libs deskwire) -Wl,-rpath,"$(pkg-config --variable=libdir deskwire)" \
   -o "$out/c_host"
+# Request ids seeded from the OS: desks seeded from the clock together make the same ids.
+nm -D --undefined-only "$out/c_host" | grep -qw getentropy ||
+  { echo "c_host does not seed its request ids with getentropy" >&2; exit 1; }
 
 echo "-- examples/c_host: one RemoteBash command against rexd --irc on ngircd, byte for byte"
 cargo build --quiet -p rexd --bin rexd
