@@ -5,9 +5,10 @@
 #   the C API (vectors), two-party exchanges in memory (exchange), misuse and bad input (misuse);
 # - the same tests under valgrind (zero leaks, zero errors) and built with ASan + UBSan (the
 #   library too, with RUSTC_BOOTSTRAP=1 -Zsanitizer=address);
-# - the install step (and its ldconfig for system prefixes, with a stand-in) and a program built
+# - the install step (and its ldconfig for system prefixes, with a stand-in) and programs built
 #   against the installed copy with pkg-config;
-# - examples/c_host against rexd --irc on a private ngircd, its output compared byte for byte.
+# - examples/c_host and the README's C program against rexd --irc on a private ngircd, their
+#   output compared byte for byte.
 #   bash tests/c/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -68,7 +69,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$o
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$out/misuse-asan" \
   2> >(grep -v 'dw_testing_panic\|^thread .* panicked\|^note: run with' >&2)
 
-echo "-- install (ffi/install.sh) and a program built against the installed copy with pkg-config"
+echo "-- install (ffi/install.sh) and programs built against the installed copy with pkg-config"
 prefix=$root/$out/prefix
 rm -rf "$prefix" "$out/ldconfig.log"
 # A stand-in for ldconfig that notes each run: the real one would change this machine.
@@ -95,11 +96,19 @@ echo "pkg-config --cflags --libs deskwire: $(pkg-config --cflags --libs deskwire
 gcc -std=c11 -Wall -Wextra -Werror -pedantic examples/c_host/c_host.c \
   $(pkg-config --cflags --libs deskwire) -Wl,-rpath,"$(pkg-config --variable=libdir deskwire)" \
   -o "$out/c_host"
+# README.md's C program, compiled as the README says: a README change that breaks it fails here.
+awk '/^```c$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' README.md >"$out/readme_host.c"
+[ -s "$out/readme_host.c" ] || { echo "README.md has no \`\`\`c block" >&2; exit 1; }
+gcc -std=c11 -Wall -Wextra -Werror -pedantic "$out/readme_host.c" \
+  $(pkg-config --cflags --libs deskwire) -Wl,-rpath,"$(pkg-config --variable=libdir deskwire)" \
+  -o "$out/readme_host"
 # Request ids seeded from the OS: desks seeded from the clock together make the same ids.
-nm -D --undefined-only "$out/c_host" | grep -qw getentropy ||
-  { echo "c_host does not seed its request ids with getentropy" >&2; exit 1; }
+for program in c_host readme_host; do
+  nm -D --undefined-only "$out/$program" | grep -qw getentropy ||
+    { echo "$program does not seed its request ids with getentropy" >&2; exit 1; }
+done
 
-echo "-- examples/c_host: one RemoteBash command against rexd --irc on ngircd, byte for byte"
+echo "-- examples/c_host and the README's program against rexd --irc on ngircd, byte for byte"
 cargo build --quiet -p rexd --bin rexd
 export PEERS_REXD=${PEERS_REXD:-${CARGO_TARGET_DIR:-target}/debug/rexd}
 (
@@ -111,4 +120,12 @@ export PEERS_REXD=${PEERS_REXD:-${CARGO_TARGET_DIR:-target}/debug/rexd}
   "$out/c_host" 127.0.0.1 "$PEERS_IRC_PORT" '#desk' chost deskbot "$cmd" >"$out/c_host.out"
   cmp "$out/c_host.expected" "$out/c_host.out"
   echo "c_host: $(wc -c <"$out/c_host.out") bytes of RemoteBash output, identical to sh -c locally"
+
+  # The README's program: desk "desk" asks rexd (its default nick) in #desk to run uname -a.
+  peers_start_rexd_irc '#desk' rexd --allow-from desk
+  uname -a >"$out/readme_host.expected"
+  "$out/readme_host" 127.0.0.1 "$PEERS_IRC_PORT" >"$out/readme_host.out" 2>"$out/readme_host.err" ||
+    { cat "$out/readme_host.err" >&2; exit 1; }
+  cmp "$out/readme_host.expected" "$out/readme_host.out"
+  echo "README's C program: $(cat "$out/readme_host.out")"
 )
