@@ -12,18 +12,23 @@
  *   only on success (the one exception: DW_STATUS_BUFFER_TOO_SMALL writes the needed length).
  * - Objects are opaque handles made by dw_<object>_new (written to an out-parameter) and freed
  *   by dw_<object>_free; freeing NULL is a no-op. Memory deskwire allocates is freed by
- *   deskwire, never by free(3).
+ *   deskwire, never by free(3). Using a handle after its _free, and freeing it twice, are
+ *   undefined behaviour that deskwire does not detect (as in rustls-ffi): free each handle
+ *   exactly once and set your pointer to NULL; valgrind and ASan find the mistakes.
  * - After a failed call, dw_<object>_last_error(handle) says what went wrong and
  *   dw_<object>_last_error_kind(handle) names it (the core error's name, such as
- *   "unknown_request", or the status's, such as "invalid_json"). Calls without a handle
- *   (constructors, free functions) keep theirs per thread: dw_last_error(), dw_last_error_kind().
+ *   "unknown_request", or the status's, such as "invalid_json"); both are "" after a success.
+ *   Calls without a handle (constructors, free functions) keep theirs per thread, the same
+ *   way: dw_last_error(), dw_last_error_kind().
  * - No panic crosses the boundary: a bug inside deskwire becomes DW_STATUS_PANIC, and the
  *   handle is poisoned: every later call on it answers DW_STATUS_POISONED, except _free.
  * - Every pointer argument is checked: NULL where a value is required is DW_STATUS_NULL_ARGUMENT
- *   (a buffer with length 0 may be NULL). Strings are NUL-terminated UTF-8 (DW_STATUS_INVALID_UTF8
- *   otherwise); text that may hold NUL comes as a pointer and a length. JSON arguments are UTF-8
- *   JSON text in the shapes of tests/vectors/ and core/schemas/ (DW_STATUS_INVALID_JSON
- *   otherwise). Arguments are only read during the call; deskwire keeps no pointer to them.
+ *   (a buffer with length 0 may be NULL); a buffer no object can be (over PTRDIFF_MAX bytes, or
+ *   past the end of the address space) is DW_STATUS_INVALID_ARGUMENT. Strings are
+ *   NUL-terminated UTF-8 (DW_STATUS_INVALID_UTF8 otherwise); text that may hold NUL comes as a
+ *   pointer and a length. JSON arguments are UTF-8 JSON text in the shapes of tests/vectors/ and
+ *   core/schemas/ (DW_STATUS_INVALID_JSON otherwise). Arguments are only read during the call;
+ *   deskwire keeps no pointer to them.
  * - Results come two ways. A handle's results (dw_output from _poll_output, dw_str views of ids,
  *   stats and JSON) point into the handle and stay valid until the next call with that handle
  *   (other than _last_error and _last_error_kind); copy what must live longer. Functions
@@ -394,16 +399,16 @@ const char *dw_version(void);
 const char *dw_status_str(uint32_t status);
 
 /**
- * The message of the last failed call on this thread that has no handle to keep it (the
- * `_new` functions, and functions that take no handle), or `""`. A static-lifetime view: valid
- * until the next such call on this thread; never freed.
+ * The message of the last call on this thread that has no handle to keep it (the `_new`
+ * functions, and functions that take no handle) when it failed, or `""` when it succeeded. A
+ * static-lifetime view: valid until the next such call on this thread; never freed.
  */
 const char *dw_last_error(void);
 
 /**
- * The kind of the last failed call on this thread without a handle (see `dw_last_error()`):
- * the core error's name (`"unknown_request"`, ...) or the status's (`"invalid_json"`, ...), or
- * `""`. Same lifetime as `dw_last_error()`.
+ * The kind of the last call on this thread without a handle when it failed (see
+ * `dw_last_error()`): the core error's name (`"unknown_request"`, ...) or the status's
+ * (`"invalid_json"`, ...), or `""` after a success. Same lifetime as `dw_last_error()`.
  */
 const char *dw_last_error_kind(void);
 
@@ -1240,7 +1245,10 @@ dw_status dw_desk_request(struct dw_desk *desk,
 dw_status dw_desk_cancel(struct dw_desk *desk, uint64_t now_ms, const char *id, const char *reason);
 
 /**
- * Sends `QUIT` with `reason`; the connection ends once the server closes it.
+ * Sends `QUIT` with `reason` and ends the connection: drain `dw_desk_poll_output` to write the
+ * `QUIT` (requests in flight fail with `disconnected`). From here on (as after EOF)
+ * `dw_desk_request`, `dw_desk_remote_bash`, `dw_desk_cancel` and `dw_desk_quit` answer
+ * `DW_STATUS_REFUSED` with kind `closed`.
  */
 dw_status dw_desk_quit(struct dw_desk *desk, uint64_t now_ms, const char *reason);
 
@@ -1354,7 +1362,9 @@ dw_status dw_remote_fail(struct dw_remote *remote,
                          const char *message);
 
 /**
- * Sends `QUIT` with `reason`.
+ * Sends `QUIT` with `reason` and ends the connection: drain `dw_remote_poll_output` to write
+ * it. From here on (as after EOF) `dw_remote_send`, `_finish`, `_respond`, `_fail` and `_quit`
+ * answer `DW_STATUS_REFUSED` with kind `closed`.
  */
 dw_status dw_remote_quit(struct dw_remote *remote, uint64_t now_ms, const char *reason);
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -141,8 +142,15 @@ int main(int argc, char **argv) {
     if (fd < 0) {
         return 2;
     }
+    /* Request ids follow the seed: it comes from the OS's entropy, so two desks started in the
+     * same instant still make different ids. A fixed seed is for tests only. */
+    uint64_t seed;
+    if (getentropy(&seed, sizeof seed) != 0) {
+        perror("c_host: getentropy");
+        return 2;
+    }
     dw_desk *desk = NULL;
-    dw_status st = dw_desk_new(config, now_ms(), (uint64_t)now_ms() ^ (uint64_t)getpid(), &desk);
+    dw_status st = dw_desk_new(config, now_ms(), seed, &desk);
     if (st != DW_STATUS_OK) {
         fail("dw_desk_new", st, NULL);
     }

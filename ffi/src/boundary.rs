@@ -333,7 +333,7 @@ thread_local! {
 }
 
 pub(crate) fn thread_error() -> *const c_char {
-    // The buffer lives as long as the thread; it is replaced only by a later failing call.
+    // The buffer lives as long as the thread; the next call without a handle rewrites it.
     THREAD_ERROR.with(|e| e.borrow().as_ptr().cast())
 }
 
@@ -344,6 +344,13 @@ pub(crate) fn thread_error_kind() -> *const c_char {
 fn set_thread_error(kind: &str, message: &str) {
     THREAD_ERROR.with(|e| c_text(&mut e.borrow_mut(), message));
     THREAD_KIND.with(|e| c_text(&mut e.borrow_mut(), kind));
+}
+
+/// A success clears the thread's last error, as a handle's does: a message left from an
+/// earlier failure would describe a call that is not the last.
+fn clear_thread_error() {
+    THREAD_ERROR.with(|e| c_text(&mut e.borrow_mut(), ""));
+    THREAD_KIND.with(|e| c_text(&mut e.borrow_mut(), ""));
 }
 
 #[cfg(feature = "testing")]
@@ -434,13 +441,40 @@ pub(crate) fn with<O: AsHandle>(
     }
 }
 
-/// Runs `f`, which has no handle, inside the panic boundary; errors go to `dw_last_error()`.
+/// An engine whose connection can end (the OA1 desk and remote, after `_quit` or EOF).
+pub(crate) trait Closable {
+    /// The engine's `closed` error once its connection has ended.
+    fn check_open(&self) -> Result<()>;
+}
+
+/// [`with`] for the calls that start or answer work on a connection: once it has ended they
+/// are refused (`DW_STATUS_REFUSED`, kind `closed`) instead of queueing what can never leave.
+/// Draining (`_poll_output`), input, state and stats go on through [`with`], so the host can
+/// still send the `QUIT` and see the end.
+pub(crate) fn with_open<O: AsHandle>(
+    ptr: *mut O,
+    f: impl FnOnce(&mut Handle<O::Engine>) -> Result<()>,
+) -> dw_status
+where
+    O::Engine: Closable,
+{
+    with(ptr, |h| {
+        h.engine.check_open()?;
+        f(h)
+    })
+}
+
+/// Runs `f`, which has no handle, inside the panic boundary; its outcome goes to
+/// `dw_last_error()` (`""` after a success).
 pub(crate) fn call(f: impl FnOnce() -> Result<()>) -> dw_status {
     match catch_unwind(AssertUnwindSafe(|| {
         maybe_test_panic();
         f()
     })) {
-        Ok(Ok(())) => dw_status::Ok,
+        Ok(Ok(())) => {
+            clear_thread_error();
+            dw_status::Ok
+        }
         Ok(Err(e)) => {
             set_thread_error(&e.kind, &e.message);
             e.status
@@ -486,6 +520,11 @@ pub(crate) fn new_handle<O: AsHandle>(
 
 /// Frees a handle; `NULL` is a no-op. A panic in a destructor is contained (the memory may
 /// then leak; the caller survives).
+///
+/// Use after free and double free are documented as undefined (the header's preamble), not
+/// detected, as rustls-ffi does. A cheap check (a tag in the handle, cleared here) would read
+/// freed memory, itself undefined, and pass whenever the allocator has reused the block for a
+/// new handle: it would turn a crash valgrind or ASan pins down into a silent wrong answer.
 pub(crate) fn free_handle<O>(ptr: *mut O) {
     if ptr.is_null() {
         return;
@@ -537,16 +576,41 @@ pub(crate) fn opt_str_arg<'a>(ptr: *const c_char, what: &str) -> Result<Option<&
     }
 }
 
-/// A byte buffer argument; `NULL` is allowed when `len` is 0.
-pub(crate) fn bytes_arg<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8]> {
+/// A buffer argument `ptr[0..len]`, the one place C buffers become slices; `NULL` is allowed
+/// when `len` is 0. What `slice::from_raw_parts` requires and a C caller can get wrong without
+/// a bad pointer is checked: a size over `isize::MAX` bytes, a range that wraps around the
+/// address space, a misaligned pointer. Each is `DW_STATUS_INVALID_ARGUMENT`, never a slice.
+pub(crate) fn slice_arg<'a, T>(ptr: *const T, len: usize, what: &str) -> Result<&'a [T]> {
     if len == 0 {
         return Ok(&[]);
     }
     if ptr.is_null() {
         return Err(Error::null(what));
     }
-    // SAFETY: `ptr[0..len]` is readable for the call (documented); NULL refused above.
+    let size = std::mem::size_of::<T>();
+    let fits = len
+        .checked_mul(size)
+        .filter(|&bytes| bytes <= isize::MAX as usize)
+        .is_some_and(|bytes| (ptr as usize).checked_add(bytes).is_some());
+    if !fits {
+        return Err(Error::argument(format_args!(
+            "{what}: a buffer of {len} elements at {ptr:p} cannot exist (over PTRDIFF_MAX \
+             bytes, or past the end of the address space): pass its real length"
+        )));
+    }
+    if !ptr.is_aligned() {
+        return Err(Error::argument(format_args!(
+            "{what}: the pointer is not aligned for its type"
+        )));
+    }
+    // SAFETY: `ptr[0..len]` is readable for the call (documented); NULL, sizes over
+    // isize::MAX, wrapping ranges and misalignment are refused above.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// A byte buffer argument ([`slice_arg`]).
+pub(crate) fn bytes_arg<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8]> {
+    slice_arg(ptr, len, what)
 }
 
 /// A UTF-8 text argument given as bytes and length (it may hold NUL).

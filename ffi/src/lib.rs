@@ -54,17 +54,17 @@ pub extern "C" fn dw_status_str(status: u32) -> *const c_char {
     boundary::status_str(status).as_ptr().cast()
 }
 
-/// The message of the last failed call on this thread that has no handle to keep it (the
-/// `_new` functions, and functions that take no handle), or `""`. A static-lifetime view: valid
-/// until the next such call on this thread; never freed.
+/// The message of the last call on this thread that has no handle to keep it (the `_new`
+/// functions, and functions that take no handle) when it failed, or `""` when it succeeded. A
+/// static-lifetime view: valid until the next such call on this thread; never freed.
 #[unsafe(no_mangle)]
 pub extern "C" fn dw_last_error() -> *const c_char {
     boundary::thread_error()
 }
 
-/// The kind of the last failed call on this thread without a handle (see `dw_last_error()`):
-/// the core error's name (`"unknown_request"`, ...) or the status's (`"invalid_json"`, ...), or
-/// `""`. Same lifetime as `dw_last_error()`.
+/// The kind of the last call on this thread without a handle when it failed (see
+/// `dw_last_error()`): the core error's name (`"unknown_request"`, ...) or the status's
+/// (`"invalid_json"`, ...), or `""` after a success. Same lifetime as `dw_last_error()`.
 #[unsafe(no_mangle)]
 pub extern "C" fn dw_last_error_kind() -> *const c_char {
     boundary::thread_error_kind()

@@ -21,6 +21,25 @@ fn refused(e: LocalError) -> Error {
     Error::with_kind(dw_status::Refused, e.code(), e)
 }
 
+// The core refuses only `Desk::request` after the end; the C verbs all check here.
+impl boundary::Closable for Requesting<Desk> {
+    fn check_open(&self) -> Result<()> {
+        match self.engine.session().is_closed() {
+            true => Err(refused(LocalError::Closed)),
+            false => Ok(()),
+        }
+    }
+}
+
+impl boundary::Closable for Responding<Remote> {
+    fn check_open(&self) -> Result<()> {
+        match self.engine.session().is_closed() {
+            true => Err(refused(LocalError::Closed)),
+            false => Ok(()),
+        }
+    }
+}
+
 fn timeout(timeout_ms: u64) -> Option<u64> {
     (timeout_ms > 0).then_some(timeout_ms)
 }
@@ -258,7 +277,7 @@ pub unsafe extern "C" fn dw_desk_request(
     timeout_ms: u64,
     id: *mut dw_str,
 ) -> dw_status {
-    boundary::with(desk, |h| {
+    boundary::with_open(desk, |h| {
         let out = boundary::out_ptr(id, "id")?;
         let payload = boundary::text_arg(payload, len, "payload")?;
         let id = h
@@ -280,21 +299,24 @@ pub unsafe extern "C" fn dw_desk_cancel(
     id: *const c_char,
     reason: *const c_char,
 ) -> dw_status {
-    boundary::with(desk, |h| {
+    boundary::with_open(desk, |h| {
         let id = boundary::str_arg(id, "id")?;
         let reason = boundary::str_arg(reason, "reason")?;
         h.engine.engine.cancel(now_ms, id, reason).map_err(refused)
     })
 }
 
-/// Sends `QUIT` with `reason`; the connection ends once the server closes it.
+/// Sends `QUIT` with `reason` and ends the connection: drain `dw_desk_poll_output` to write the
+/// `QUIT` (requests in flight fail with `disconnected`). From here on (as after EOF)
+/// `dw_desk_request`, `dw_desk_remote_bash`, `dw_desk_cancel` and `dw_desk_quit` answer
+/// `DW_STATUS_REFUSED` with kind `closed`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_desk_quit(
     desk: *mut dw_desk,
     now_ms: u64,
     reason: *const c_char,
 ) -> dw_status {
-    boundary::with(desk, |h| {
+    boundary::with_open(desk, |h| {
         let reason = boundary::str_arg(reason, "reason")?;
         h.engine.engine.quit(now_ms, reason);
         Ok(())
@@ -312,7 +334,7 @@ pub unsafe extern "C" fn dw_desk_remote_bash(
     args_json: *const c_char,
     id: *mut dw_str,
 ) -> dw_status {
-    boundary::with(desk, |h| {
+    boundary::with_open(desk, |h| {
         let out = boundary::out_ptr(id, "id")?;
         let args = boundary::str_arg(args_json, "args_json")?;
         let id = remote_bash(&mut h.engine.engine, now_ms, args)?;
@@ -490,7 +512,7 @@ pub unsafe extern "C" fn dw_remote_send(
     text: *const u8,
     len: usize,
 ) -> dw_status {
-    boundary::with(remote, |h| {
+    boundary::with_open(remote, |h| {
         let id = boundary::str_arg(id, "id")?;
         let text = boundary::text_arg(text, len, "text")?;
         h.engine.engine.send(now_ms, id, text).map_err(refused)
@@ -504,7 +526,7 @@ pub unsafe extern "C" fn dw_remote_finish(
     now_ms: u64,
     id: *const c_char,
 ) -> dw_status {
-    boundary::with(remote, |h| {
+    boundary::with_open(remote, |h| {
         let id = boundary::str_arg(id, "id")?;
         h.engine.engine.finish(now_ms, id).map_err(refused)
     })
@@ -519,7 +541,7 @@ pub unsafe extern "C" fn dw_remote_respond(
     text: *const u8,
     len: usize,
 ) -> dw_status {
-    boundary::with(remote, |h| {
+    boundary::with_open(remote, |h| {
         let id = boundary::str_arg(id, "id")?;
         let text = boundary::text_arg(text, len, "text")?;
         h.engine.engine.respond(now_ms, id, text).map_err(refused)
@@ -535,7 +557,7 @@ pub unsafe extern "C" fn dw_remote_fail(
     code: *const c_char,
     message: *const c_char,
 ) -> dw_status {
-    boundary::with(remote, |h| {
+    boundary::with_open(remote, |h| {
         let id = boundary::str_arg(id, "id")?;
         let code = boundary::str_arg(code, "code")?;
         let message = boundary::str_arg(message, "message")?;
@@ -546,14 +568,16 @@ pub unsafe extern "C" fn dw_remote_fail(
     })
 }
 
-/// Sends `QUIT` with `reason`.
+/// Sends `QUIT` with `reason` and ends the connection: drain `dw_remote_poll_output` to write
+/// it. From here on (as after EOF) `dw_remote_send`, `_finish`, `_respond`, `_fail` and `_quit`
+/// answer `DW_STATUS_REFUSED` with kind `closed`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_remote_quit(
     remote: *mut dw_remote,
     now_ms: u64,
     reason: *const c_char,
 ) -> dw_status {
-    boundary::with(remote, |h| {
+    boundary::with_open(remote, |h| {
         let reason = boundary::str_arg(reason, "reason")?;
         h.engine.engine.quit(now_ms, reason);
         Ok(())

@@ -785,21 +785,10 @@ pub unsafe extern "C" fn dw_tool_index_set_embedding(
 ) -> dw_status {
     boundary::with(index, |h| {
         let name = boundary::str_arg(name, "name")?;
-        let values = floats(values, len)?;
+        let values = boundary::slice_arg(values, len, "values")?;
         h.engine.set_embedding(name, values.to_vec());
         Ok(())
     })
-}
-
-fn floats<'a>(ptr: *const f32, len: usize) -> Result<&'a [f32]> {
-    if len == 0 {
-        return Ok(&[]);
-    }
-    if ptr.is_null() {
-        return Err(Error::null("values"));
-    }
-    // SAFETY: `ptr[0..len]` is readable for the call (documented); NULL refused above.
-    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
 /// The `n` best tools for `query` by BM25, as `[{"name", "score"}]` in `*out`.

@@ -10,6 +10,9 @@ argument valid (the valid values are in VALID / CONFIG below):
 - invalid UTF-8 (0xFF 0xFE) in every string parameter and every text given as bytes and length:
   DW_STATUS_INVALID_UTF8;
 - malformed JSON in every JSON parameter: DW_STATUS_INVALID_JSON;
+- lengths no buffer can have for every buffer given as pointer and length (one element over
+  PTRDIFF_MAX bytes, SIZE_MAX, and a range that runs past the end of the address space):
+  DW_STATUS_INVALID_ARGUMENT, refused before anything is read;
 - for the functions that write into the caller's buffer: a 1-byte buffer answers
   DW_STATUS_BUFFER_TOO_SMALL with the length needed and leaves the buffer alone; a NULL buffer
   with capacity 0 asks for the length; a buffer of exactly that length plus the NUL succeeds.
@@ -236,6 +239,7 @@ def main():
                 body.append(f"    CHECK({call(fn, args)} != NULL, \"{fn}\");")
             count += 1
             continue
+        types = dict((n, t) for t, n in params)
         has_buffer = any(k == "buffer" for k, _, _ in args)
         for i, (kind, n, v) in enumerate(args):
             if kind in ("handle", "out_handle", "out", "json", "string", "bytes", "utf8_bytes",
@@ -262,6 +266,20 @@ def main():
                 body.append(f"    CHECK(st == DW_STATUS_INVALID_UTF8, \"{fn}: bad UTF-8 in {n}: %s\", dw_status_str(st));")
                 free_tmp(body, args)
                 count += 1
+            if kind in ("bytes", "utf8_bytes") and i + 1 < len(args) and args[i + 1][0] == "len":
+                elem = types[n].replace("const ", "").rstrip(" *")
+                last = last_error(fn, args)
+                for ptr, bad in (
+                    (v, f"(size_t)PTRDIFF_MAX / sizeof({elem}) + 1"),
+                    (v, "SIZE_MAX"),
+                    (f"(const {elem} *)(UINTPTR_MAX - 15)", f"32 / sizeof({elem})"),
+                ):
+                    exprs = [v2 for _, _, v2 in args]
+                    exprs[i], exprs[i + 1] = ptr, bad
+                    body.append(f"    st = {fn}({', '.join(exprs)});")
+                    body.append(f"    CHECK(st == DW_STATUS_INVALID_ARGUMENT && strstr({last}, \"cannot exist\") != NULL, \"{fn}: {n} with length {bad}: %s (%s)\", dw_status_str(st), {last});")
+                    free_tmp(body, args)
+                    count += 1
             if kind == "json":
                 body.append(f"    st = {call(fn, args, (i, 'BAD_JSON'))};")
                 body.append(f"    CHECK(st == DW_STATUS_INVALID_JSON, \"{fn}: malformed {n}: %s\", dw_status_str(st));")
@@ -302,6 +320,14 @@ def main():
     lines.extend(body)
     lines.append("}")
     open(out_path, "w").write("\n".join(lines) + "\n")
+
+
+def last_error(fn, args):
+    """The C expression for the last error message of a call to `fn` with `args`."""
+    if args and args[0][0] == "handle":
+        h = args[0][2]
+        return f"dw_{h[2:]}_last_error({h})"
+    return "dw_last_error()"
 
 
 def free_tmp(body, args):

@@ -4,9 +4,11 @@
  *   pointer parameter, invalid UTF-8 in every string, malformed JSON in every JSON input,
  *   too-small buffers that report the size needed, for every function of the header;
  * - by hand: values outside their domain, JSON of the wrong shape, a call after the stream
- *   parser finished, and panics: a call that panics answers DW_STATUS_PANIC and poisons its
- *   handle (every later call answers DW_STATUS_POISONED, _free still works); a panic in a call
- *   without a handle leaves nothing poisoned.
+ *   parser finished, calls on a desk or remote after _quit or EOF (refused, kind "closed"),
+ *   dw_last_error() cleared by a success, a misaligned float buffer, and panics: a call that
+ *   panics answers DW_STATUS_PANIC and poisons its handle (every later call answers
+ *   DW_STATUS_POISONED, _free still works); a panic in a call without a handle leaves nothing
+ *   poisoned.
  *
  * Built with the library's `testing` feature (dw_testing_panic, not in the header).
  */
@@ -159,6 +161,133 @@ static void domain(void) {
     CHECK(strcmp(dw_last_error_kind(), "not_json") == 0, "kind %s", dw_last_error_kind());
 }
 
+/* dw_last_error() describes the last call without a handle: a success clears it, as a
+ * handle's last error is cleared. */
+static void last_error_clears(void) {
+    size_t n;
+    dw_peer *peer = NULL;
+    CHECK(dw_peer_new(99, NULL, 1, &peer) == DW_STATUS_INVALID_ARGUMENT, "unknown dialect");
+    CHECK(dw_last_error()[0] != 0 && strcmp(dw_last_error_kind(), "invalid_argument") == 0, "the failure is kept");
+    CHECK_OK(dw_oa1_escape((const uint8_t *)"a", 1, o_buf, sizeof o_buf, &n), dw_last_error(), "escape");
+    CHECK(strcmp(dw_last_error(), "") == 0 && strcmp(dw_last_error_kind(), "") == 0,
+          "a success clears dw_last_error: \"%s\" (%s)", dw_last_error(), dw_last_error_kind());
+    CHECK(dw_peer_new(99, NULL, 1, &peer) == DW_STATUS_INVALID_ARGUMENT, "unknown dialect");
+    CHECK_OK(dw_peer_new(DW_DIALECT_JSONRPC2, NULL, 1, &peer), dw_last_error(), "peer");
+    CHECK(strcmp(dw_last_error(), "") == 0 && strcmp(dw_last_error_kind(), "") == 0,
+          "a constructor's success clears dw_last_error: \"%s\"", dw_last_error());
+    dw_peer_free(peer);
+}
+
+/* A float buffer at an address floats cannot have is refused, not read. */
+static void misaligned(void) {
+    float values[3] = {0.5f, 0.25f, 0.125f};
+    const float *odd = (const float *)(const void *)((const char *)values + 1);
+    CHECK(dw_tool_index_set_embedding(h_tool_index, "read", odd, 1) == DW_STATUS_INVALID_ARGUMENT &&
+              strstr(dw_tool_index_last_error(h_tool_index), "aligned") != NULL,
+          "a misaligned float buffer: %s", dw_tool_index_last_error(h_tool_index));
+    CHECK_OK(dw_tool_index_set_embedding(h_tool_index, "read", values, 3), dw_tool_index_last_error(h_tool_index),
+             "an aligned one");
+}
+
+#define CLOSED(type, h, call)                                                                      \
+    do {                                                                                           \
+        dw_status st_ = (call);                                                                    \
+        CHECK(st_ == DW_STATUS_REFUSED && strcmp(dw_##type##_last_error_kind(h), "closed") == 0,    \
+              #call ": %s, kind \"%s\"", dw_status_str(st_), dw_##type##_last_error_kind(h));      \
+    } while (0)
+
+/* Drains `desk` at `now`: the bytes it transmits into `sent` (NUL-terminated), and the failure
+ * event of request `id`, if one came, into *failed (decref it). */
+static void drain_desk(dw_desk *desk, uint64_t now, char *sent, size_t cap, const char *id, json_t **failed) {
+    size_t used = 0;
+    dw_output out;
+    for (;;) {
+        CHECK_OK(dw_desk_poll_output(desk, now, &out), dw_desk_last_error(desk), "poll after quit");
+        if (out.kind == DW_OUTPUT_TIMEOUT) {
+            break;
+        }
+        if (out.kind == DW_OUTPUT_TRANSMIT && used + out.len < cap) {
+            memcpy(sent + used, out.data, out.len);
+            used += out.len;
+        }
+        if (out.kind == DW_OUTPUT_EVENT) {
+            json_t *event = event_json(&out);
+            json_t *f = json_object_get(event, "failed");
+            if (f != NULL && strcmp(json_string_value(json_object_get(f, "id")), id) == 0) {
+                *failed = json_incref(f);
+            }
+            json_decref(event);
+        }
+    }
+    sent[used] = 0;
+}
+
+/* After _quit, and after EOF, the calls that start or answer work are refused with kind
+ * "closed" (they returned OK, and the request waited for a connection that was gone); the
+ * drain still sends the QUIT, and input, state and stats still work. */
+static void closed(void) {
+    char sent[1024];
+    dw_str id, view;
+    json_t *failed = NULL;
+
+    dw_desk *desk = NULL;
+    CHECK_OK(dw_desk_new("{\"nick\":\"d\",\"channel\":\"#d\",\"oa1\":{\"allowed_sender\":\"r\"}}", 0, 1, &desk),
+             dw_last_error(), "desk");
+    CHECK_OK(dw_desk_remote_bash(desk, 0, "{\"command\":\"ls\"}", &id), dw_desk_last_error(desk), "before quit");
+    char before[80];
+    snprintf(before, sizeof before, "%.*s", (int)id.len, id.ptr);
+    CHECK_OK(dw_desk_quit(desk, 1, "bye"), dw_desk_last_error(desk), "quit");
+    CLOSED(desk, desk, dw_desk_request(desk, 2, (const uint8_t *)"ls", 2, 0, &id));
+    CLOSED(desk, desk, dw_desk_remote_bash(desk, 2, "{\"command\":\"ls\"}", &id));
+    CLOSED(desk, desk, dw_desk_cancel(desk, 2, before, "r"));
+    CLOSED(desk, desk, dw_desk_quit(desk, 2, "again"));
+    CHECK(strstr(dw_desk_last_error(desk), "ended") != NULL, "the message says why: %s", dw_desk_last_error(desk));
+    drain_desk(desk, 3, sent, sizeof sent, before, &failed);
+    CHECK(strstr(sent, "QUIT bye\r\n") != NULL, "the QUIT still leaves: %s", sent);
+    CHECK(failed != NULL && strcmp(json_string_value(json_object_get(failed, "error")), "disconnected") == 0,
+          "the request made before the quit fails with disconnected");
+    json_decref(failed);
+    CHECK_OK(dw_desk_handle_bytes(desk, 4, (const uint8_t *)"ERROR :Closing link\r\n", 21), dw_desk_last_error(desk),
+             "input after the quit");
+    CHECK_OK(dw_desk_state(desk, &view), dw_desk_last_error(desk), "state");
+    CHECK(strcmp(view.ptr, "closed") == 0, "state %s", view.ptr);
+    CHECK_OK(dw_desk_stats(desk, &view), dw_desk_last_error(desk), "stats");
+    dw_desk_free(desk);
+
+    /* EOF ends the connection too: even a cancel is refused as closed, not unknown_request. */
+    CHECK_OK(dw_desk_new("{\"nick\":\"d\",\"channel\":\"#d\"}", 0, 1, &desk), dw_last_error(), "desk");
+    CHECK_OK(dw_desk_request(desk, 0, (const uint8_t *)"ls", 2, 0, &id), dw_desk_last_error(desk), "request");
+    snprintf(before, sizeof before, "%.*s", (int)id.len, id.ptr);
+    CHECK_OK(dw_desk_handle_eof(desk, 1), dw_desk_last_error(desk), "eof");
+    CLOSED(desk, desk, dw_desk_cancel(desk, 2, before, "r"));
+    CLOSED(desk, desk, dw_desk_quit(desk, 2, "late"));
+    dw_desk_free(desk);
+
+    dw_remote *remote = NULL;
+    CHECK_OK(dw_remote_new("{\"nick\":\"r\",\"channel\":\"#d\"}", 0, &remote), dw_last_error(), "remote");
+    CHECK_OK(dw_remote_quit(remote, 1, "bye"), dw_remote_last_error(remote), "quit");
+    CLOSED(remote, remote, dw_remote_send(remote, 2, "abc", (const uint8_t *)"x", 1));
+    CLOSED(remote, remote, dw_remote_finish(remote, 2, "abc"));
+    CLOSED(remote, remote, dw_remote_respond(remote, 2, "abc", (const uint8_t *)"x", 1));
+    CLOSED(remote, remote, dw_remote_fail(remote, 2, "abc", "code", "m"));
+    CLOSED(remote, remote, dw_remote_quit(remote, 2, "again"));
+    size_t used = 0;
+    dw_output out;
+    for (;;) {
+        CHECK_OK(dw_remote_poll_output(remote, 3, &out), dw_remote_last_error(remote), "poll after quit");
+        if (out.kind == DW_OUTPUT_TIMEOUT) {
+            break;
+        }
+        if (out.kind == DW_OUTPUT_TRANSMIT && used + out.len < sizeof sent) {
+            memcpy(sent + used, out.data, out.len);
+            used += out.len;
+        }
+    }
+    sent[used] = 0;
+    CHECK(strstr(sent, "QUIT bye\r\n") != NULL, "the remote's QUIT still leaves: %s", sent);
+    dw_remote_free(remote);
+}
+
 /* The panic boundary, for one handle: `call` panics, then the handle is poisoned. */
 #define PANICS(type, h, call)                                                                      \
     do {                                                                                           \
@@ -220,6 +349,9 @@ int main(void) {
     setup();
     generated_misuse();
     domain();
+    last_error_clears();
+    misaligned();
+    closed();
     status_strings();
     panics();
     teardown();

@@ -5,8 +5,10 @@
 #   the C API (vectors), two-party exchanges in memory (exchange), misuse and bad input (misuse);
 # - the same tests under valgrind (zero leaks, zero errors) and built with ASan + UBSan (the
 #   library too, with RUSTC_BOOTSTRAP=1 -Zsanitizer=address);
-# - the install step and a program built against the installed copy with pkg-config;
-# - examples/c_host against rexd --irc on a private ngircd, its output compared byte for byte.
+# - the install step (and its ldconfig for system prefixes, with a stand-in) and programs built
+#   against the installed copy with pkg-config;
+# - examples/c_host and the README's C program against rexd --irc on a private ngircd, their
+#   output compared byte for byte.
 #   bash tests/c/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -67,18 +69,48 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$o
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$out/misuse-asan" \
   2> >(grep -v 'dw_testing_panic\|^thread .* panicked\|^note: run with' >&2)
 
-echo "-- install (ffi/install.sh) and a program built against the installed copy with pkg-config"
+echo "-- install (ffi/install.sh) and programs built against the installed copy with pkg-config"
 prefix=$root/$out/prefix
-rm -rf "$prefix"
-PREFIX=$prefix ffi/install.sh
+rm -rf "$prefix" "$out/ldconfig.log"
+# A stand-in for ldconfig that notes each run: the real one would change this machine.
+printf '#!/bin/sh\necho ran >>"%s"\n' "$root/$out/ldconfig.log" >"$out/ldconfig"
+chmod +x "$out/ldconfig"
+LDCONFIG=$root/$out/ldconfig PREFIX=$prefix ffi/install.sh
+if [ -e "$out/ldconfig.log" ]; then
+  echo "install.sh ran ldconfig for PREFIX=$prefix, not a system prefix" >&2
+  exit 1
+fi
+# PREFIX=/usr/local with every file staged under $out: only the ldconfig decision is real.
+stage=$root/$out/stage
+rm -rf "$stage"
+LDCONFIG=$root/$out/ldconfig PREFIX=/usr/local LIBDIR=$stage/lib INCLUDEDIR=$stage/include \
+  ffi/install.sh 2>"$out/install.err"
+if [ "$(id -u)" = 0 ]; then
+  grep -q ran "$out/ldconfig.log" || { echo "install.sh did not run ldconfig for /usr/local" >&2; exit 1; }
+else
+  [ ! -e "$out/ldconfig.log" ] && grep -q 'run ldconfig as root' "$out/install.err" ||
+    { echo "install.sh (not root, /usr/local) must say to run ldconfig, not run it" >&2; exit 1; }
+fi
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 echo "pkg-config --cflags --libs deskwire: $(pkg-config --cflags --libs deskwire)"
 gcc -std=c11 -Wall -Wextra -Werror -pedantic examples/c_host/c_host.c \
   $(pkg-config --cflags --libs deskwire) -Wl,-rpath,"$(pkg-config --variable=libdir deskwire)" \
   -o "$out/c_host"
+# README.md's C program, compiled as the README says: a README change that breaks it fails here.
+awk '/^```c$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' README.md >"$out/readme_host.c"
+[ -s "$out/readme_host.c" ] || { echo "README.md has no \`\`\`c block" >&2; exit 1; }
+gcc -std=c11 -Wall -Wextra -Werror -pedantic "$out/readme_host.c" \
+  $(pkg-config --cflags --libs deskwire) -Wl,-rpath,"$(pkg-config --variable=libdir deskwire)" \
+  -o "$out/readme_host"
+# Request ids seeded from the OS: desks seeded from the clock together make the same ids.
+for program in c_host readme_host; do
+  nm -D --undefined-only "$out/$program" | grep -qw getentropy ||
+    { echo "$program does not seed its request ids with getentropy" >&2; exit 1; }
+done
 
-echo "-- examples/c_host: one RemoteBash command against rexd --irc on ngircd, byte for byte"
+echo "-- examples/c_host and the README's program against rexd --irc on ngircd, byte for byte"
 cargo build --quiet -p rexd --bin rexd
+export PEERS_REXD=${PEERS_REXD:-${CARGO_TARGET_DIR:-target}/debug/rexd}
 (
   source tests/peers.sh
   peers_start_ngircd
@@ -88,4 +120,12 @@ cargo build --quiet -p rexd --bin rexd
   "$out/c_host" 127.0.0.1 "$PEERS_IRC_PORT" '#desk' chost deskbot "$cmd" >"$out/c_host.out"
   cmp "$out/c_host.expected" "$out/c_host.out"
   echo "c_host: $(wc -c <"$out/c_host.out") bytes of RemoteBash output, identical to sh -c locally"
+
+  # The README's program: desk "desk" asks rexd (its default nick) in #desk to run uname -a.
+  peers_start_rexd_irc '#desk' rexd --allow-from desk
+  uname -a >"$out/readme_host.expected"
+  "$out/readme_host" 127.0.0.1 "$PEERS_IRC_PORT" >"$out/readme_host.out" 2>"$out/readme_host.err" ||
+    { cat "$out/readme_host.err" >&2; exit 1; }
+  cmp "$out/readme_host.expected" "$out/readme_host.out"
+  echo "README's C program: $(cat "$out/readme_host.out")"
 )
