@@ -1164,11 +1164,16 @@ dw_status dw_mobile_bearer_token(const char *header, char *out, size_t cap, size
 /**
  * Starts a desk connection at `now_ms` (its first outputs are `NICK` and `USER`).
  *
- * `config_json`: `{"nick", "channel", "session"?: {...}, "oa1"?: {...}, "rejoin_delay_ms"?}`
- * where `session` (IRC: `user`, `realname`, `password`, `max_nick_attempts`,
- * `ping_interval_ms`, ...) and `oa1` (`allowed_sender`, `max_frame_payload_bytes`,
- * `request_timeout_ms`, `pacing`, ...) hold only what differs from the spec's defaults. `seed`
- * fixes the request ids. On success `*out` is a new handle the caller frees with
+ * `config_json`: `{"nick", "channel", "session"?: {...}, "oa1": {"allowed_sender", ...},
+ * "rejoin_delay_ms"?, "peer_grace_ms"?}` where `session` (IRC: `user`, `realname`,
+ * `password`, `max_nick_attempts`, `ping_interval_ms`, ...) and `oa1` (`max_frame_payload_bytes`,
+ * `request_timeout_ms`, `ready_timeout_ms`, `pacing`, ...) hold only what differs from the
+ * spec's defaults. `oa1.allowed_sender` is required: the remote's nick (`rexd`), a
+ * `nick!user@host` mask, or `"*"` for anyone; requests wait until it is in the channel. A bad
+ * nick or channel, or a missing remote, is `DW_STATUS_INVALID_ARGUMENT` with kind
+ * `invalid_config`. `seed` fixes the request ids: read it from the OS's entropy
+ * (`getentropy`), never from the clock, or two desks started together pick the same ids; a
+ * fixed seed is for tests only. On success `*out` is a new handle the caller frees with
  * `dw_desk_free`.
  */
 dw_status dw_desk_new(const char *config_json,
