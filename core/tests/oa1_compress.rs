@@ -325,3 +325,125 @@ fn offers_are_bounded() {
     let (lines, _) = drain(&mut || remote.poll_output(20_000));
     assert!(lines[0].contains(" RES late "), "{}", lines[0]);
 }
+
+/// What a v40 desk or remote written from the spec alone decodes: `\\`, `\n`, `\r` and `\t`;
+/// any other backslash pair stays as it is.
+fn spec_only_unescape(payload: &str) -> String {
+    let mut out = String::new();
+    let mut chars = payload.chars().peekable();
+    while let Some(c) = chars.next() {
+        let decoded = match (c, chars.peek()) {
+            ('\\', Some('\\')) => Some('\\'),
+            ('\\', Some('n')) => Some('\n'),
+            ('\\', Some('r')) => Some('\r'),
+            ('\\', Some('t')) => Some('\t'),
+            _ => None,
+        };
+        match decoded {
+            Some(d) => {
+                chars.next();
+                out.push(d);
+            }
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// The payloads of `lines` (`PRIVMSG #desk :OA1 TYPE ID SEQ MORE PAYLOAD`) joined, as a
+/// spec-only peer decodes them; `trim` drops each line's trailing spaces as ngircd does.
+fn as_spec_peer_reads(lines: &[String], kind: &str, trim: bool) -> String {
+    lines
+        .iter()
+        .filter_map(|l| l.split_once(" :OA1 ").map(|(_, frame)| frame))
+        .filter(|frame| frame.starts_with(&format!("{kind} ")))
+        .map(|frame| {
+            let frame = if trim {
+                frame.trim_end_matches(' ')
+            } else {
+                frame
+            };
+            let payload = frame.splitn(5, ' ').nth(4).unwrap_or("");
+            spec_only_unescape(payload)
+        })
+        .collect()
+}
+
+#[test]
+fn toward_a_peer_not_known_to_be_deskwire_only_the_specs_escapes_go() {
+    let text = "nul:\0:end\nends with spaces  ";
+    // The desk's REQ, to a remote it knows nothing about.
+    let mut desk = Client::new(config("desk", "deskbot", false), 1);
+    desk.request(0, text, None).unwrap();
+    let (asked, _) = drain(&mut || desk.poll_output(0));
+    assert!(
+        asked
+            .iter()
+            .all(|l| !l.contains("\\0") && !l.contains("\\s")),
+        "{asked:?}"
+    );
+    let expected = "nul:\u{FFFD}:end\nends with spaces  ";
+    assert_eq!(as_spec_peer_reads(&asked, "REQ", false), expected);
+    // A server that trims lines eats the final spaces, exactly as a spec-only sender's.
+    assert_eq!(as_spec_peer_reads(&asked, "REQ", true), expected.trim_end());
+
+    // The remote's RES, streamed in pieces that end with spaces, to a desk that offered nothing.
+    let mut remote = Server::new(config("deskbot", "desk", true));
+    remote.handle_line(0, b":desk!~desk@h PRIVMSG #desk :OA1 REQ r1 1 0 cmd");
+    drain(&mut || remote.poll_output(0));
+    let mut answered = Vec::new();
+    for (t, piece) in [
+        (1, "nul:\0:end\n"),
+        (100, "word  "),
+        (200, "next "),
+        (300, "  "),
+    ] {
+        remote.send(t, "r1", piece).unwrap();
+        // Past the flush delay: whatever may go goes.
+        answered.extend(drain(&mut || remote.poll_output(t + 50)).0);
+    }
+    remote.finish(400, "r1").unwrap();
+    answered.extend(drain(&mut || remote.poll_output(400)).0);
+    assert!(answered.len() > 1, "streamed: {answered:?}");
+    for line in &answered[..answered.len() - 1] {
+        assert!(
+            !line.ends_with(' '),
+            "an inner frame ends with a space: {line:?}"
+        );
+    }
+    assert!(
+        answered
+            .iter()
+            .all(|l| !l.contains("\\0") && !l.contains("\\s"))
+    );
+    let whole = "nul:\u{FFFD}:end\nword  next   ";
+    assert_eq!(as_spec_peer_reads(&answered, "RES", false), whole);
+    assert_eq!(as_spec_peer_reads(&answered, "RES", true), whole.trim_end());
+}
+
+#[test]
+fn once_the_remote_has_answered_compressed_the_desk_uses_deskwires_escapes() {
+    let mut desk = Client::new(config("desk", "deskbot", true), 1);
+    let mut remote = Server::new(config("deskbot", "desk", true));
+    desk.request(0, "nul:\0 ", None).unwrap();
+    let (asked, _) = drain(&mut || desk.poll_output(0));
+    assert!(asked[1].ends_with(" 1 0 nul:\u{FFFD} "), "{asked:?}");
+    let (_, answered, _) = exchange(&mut desk, &mut remote, 0, "hostname", "ok");
+    assert!(answered.iter().all(|l| l.contains(" :OA1 RESZ ")));
+    // The remote answered RESZ: it is deskwire, so NUL and a final space travel exactly now
+    // (in a plain REQ: text that compresses badly, which would take more frames as REQZ).
+    let mut noise = deskwire::oa1::IdGenerator::new(5);
+    let mut text: String = (0..690)
+        .map(|_| char::from(b' ' + (noise.next_u64() % 95) as u8))
+        .collect();
+    text.push_str("nul:\0 ");
+    let (asked, _, event) = exchange(&mut desk, &mut remote, 1, &text, "ok");
+    assert!(
+        asked
+            .iter()
+            .all(|l| l.contains(" :OA1 REQ ") || l.contains(" :OA1 ACCEPT ")),
+        "{asked:?}"
+    );
+    assert!(asked.last().unwrap().ends_with("nul:\\0\\s"), "{asked:?}");
+    response("ok", event);
+}

@@ -59,7 +59,10 @@ proptest! {
         let Some(Event::Request { id, payload, .. }) = events.into_iter().next() else {
             return Err(TestCaseError::fail("no request"));
         };
-        prop_assert_eq!(&payload, &text);
+        // Toward a peer not known to be deskwire only the spec's escapes go: NUL, which IRC
+        // cannot carry, arrives as U+FFFD.
+        let sent = text.replace('\0', "\u{FFFD}");
+        prop_assert_eq!(&payload, &sent);
         server.respond(0, &id, &text).unwrap();
         let (lines, _, _) = drain(&mut || server.poll_output(0));
         prop_assert!(!lines.is_empty());
@@ -71,7 +74,7 @@ proptest! {
         let (_, events, _) = drain(&mut || client.poll_output(0));
         prop_assert_eq!(
             events,
-            vec![Event::Response { id, text, truncated: false }]
+            vec![Event::Response { id, text: sent, truncated: false }]
         );
     }
 

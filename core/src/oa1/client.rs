@@ -3,9 +3,9 @@
 use std::collections::HashMap;
 
 use super::chunk;
-use super::compress::{self, DEFLATE};
-use super::escape::escape;
-use super::frame::{Frame, FrameType};
+use super::compress;
+use super::escape::{escape, escape_spec};
+use super::frame::FrameType;
 use super::link::{Inbound, Link};
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
 use super::{
@@ -46,7 +46,8 @@ pub struct Client {
     requests: HashMap<String, Pending>,
     /// What held lines wait for, told in a `not_ready` failure.
     hold_reason: String,
-    /// The peer (`allowed_sender`) answered compressed once: requests may go compressed.
+    /// The peer (`allowed_sender`) answered compressed once: it is deskwire, so requests may go
+    /// compressed, and plain ones may use deskwire's escapes.
     peer_compresses: bool,
 }
 
@@ -123,7 +124,13 @@ impl Client {
             false => FrameType::Req,
         };
         self.link.check_room(widest, &id)?;
-        let escaped = escape(payload);
+        // deskwire's own escapes (`\s`, `\0`) only toward a remote that has shown it is deskwire
+        // by answering compressed; the spec's four otherwise.
+        let extended = self.peer_compresses;
+        let escaped = match extended {
+            true => escape(payload),
+            false => escape_spec(payload),
+        };
         if self.link.config.compression {
             let compressed = self
                 .peer_compresses
@@ -134,16 +141,19 @@ impl Client {
                 });
             match compressed {
                 Some(z) => {
-                    self.link.queue_stream(FrameType::ReqZ, &id, &z);
+                    self.link.queue_stream(FrameType::ReqZ, &id, &z, true);
                     self.link.stats.compressed_out += 1;
                 }
                 None => {
-                    self.queue_single(FrameType::Accept, &id, DEFLATE);
-                    self.link.queue_stream(FrameType::Req, &id, &escaped);
+                    self.link
+                        .queue_single(FrameType::Accept, &id, compress::DEFLATE);
+                    self.link
+                        .queue_stream(FrameType::Req, &id, &escaped, extended);
                 }
             }
         } else {
-            self.link.queue_stream(FrameType::Req, &id, &escaped);
+            self.link
+                .queue_stream(FrameType::Req, &id, &escaped, extended);
         }
         let pending = Pending {
             made_at: now,
@@ -157,22 +167,6 @@ impl Client {
     /// How many frames `text` takes as a `kind` stream.
     fn frames(&self, kind: FrameType, id: &str, text: &str) -> usize {
         chunk::split(text, |seq| self.link.payload_budget(kind, id, seq)).len()
-    }
-
-    /// Queues a one-frame message (`CANCEL`, `ACCEPT`), its payload cut to fit.
-    fn queue_single(&mut self, kind: FrameType, id: &str, escaped: &str) {
-        let budget = self.link.payload_budget(kind, id, 1);
-        let cut = chunk::cut(escaped, 0, budget.max(chunk::MIN_PAYLOAD_BUDGET));
-        let payload = chunk::wire_payload(&escaped[..cut]);
-        let frame = Frame {
-            kind,
-            id,
-            seq: 1,
-            more: false,
-            payload: &*payload,
-        };
-        let line = self.link.frame_line(&frame);
-        self.link.queue(id.into(), line, payload.len());
     }
 
     /// Cancels a request: no event will come for it, and the remote is sent a `CANCEL`.
@@ -189,7 +183,8 @@ impl Client {
     fn abandon(&mut self, id: &str, reason: &str) {
         self.reassembler.finish_id(id);
         self.link.withdraw(id);
-        self.queue_single(FrameType::Cancel, id, &escape(reason));
+        self.link
+            .queue_single(FrameType::Cancel, id, &escape_spec(reason));
         self.link.stats.cancels += 1;
     }
 
@@ -224,7 +219,14 @@ impl Client {
                 let (data, cut_here) = match frame.kind {
                     FrameType::ResZ => {
                         self.link.stats.compressed_in += 1;
-                        if self.link.config.allowed_sender.is_some() {
+                        // Only a named remote's word counts ("*" is anyone at all).
+                        if self
+                            .link
+                            .config
+                            .allowed_sender
+                            .as_deref()
+                            .is_some_and(|p| p != "*")
+                        {
                             self.peer_compresses = true;
                         }
                         let cap = self.link.config.max_message_bytes + TRUNCATION_MARKER.len();
@@ -414,6 +416,12 @@ impl Client {
     /// Drops every queued line.
     pub(crate) fn clear_queue(&mut self) {
         self.link.clear_queue();
+    }
+
+    /// The remote went away (it may come back as another program): what it had shown it
+    /// understands is forgotten.
+    pub(crate) fn forget_peer(&mut self) {
+        self.peer_compresses = false;
     }
 
     /// Whether a request's lines have been let go (it may have reached the remote).

@@ -26,6 +26,14 @@
 //! answer `RESZ` (it needs an `allowed_sender` to know who that is), and only when that takes no
 //! more frames than the readable request; until then it sends `ACCEPT` and `REQ`.
 //!
+//! The negotiation also says who decodes deskwire's own escapes (`\s` for a space that ends a
+//! frame, `\0` for NUL; see [`escape`](super::escape)), which a spec-only peer would show
+//! literally. A remote uses them only inside compressed answers' text, that is never: its plain
+//! `RES` and `ERR` frames carry the spec's four escapes only. A desk uses them in a plain `REQ`
+//! only once its remote has answered `RESZ`. Between deskwire ends, compression therefore
+//! carries exact bytes; without it, a server that trims lines may eat the spaces that end a
+//! text, as it would a spec-only sender's.
+//!
 //! # Limits
 //!
 //! `max_message_bytes` (128 KiB) applies to the decompressed text. Inflating stops one byte past

@@ -325,6 +325,8 @@ trait Endpoint {
     fn has_started_requests(&self) -> bool;
     /// Desk: what held requests wait for, for their `not_ready` failure.
     fn set_hold_reason(&mut self, reason: &str);
+    /// Desk: the remote left; whatever comes back may be another program.
+    fn forget_peer(&mut self);
 }
 
 impl Endpoint for Client {
@@ -360,6 +362,9 @@ impl Endpoint for Client {
     fn set_hold_reason(&mut self, reason: &str) {
         Client::set_hold_reason(self, reason)
     }
+    fn forget_peer(&mut self) {
+        Client::forget_peer(self)
+    }
 }
 
 impl Endpoint for Server {
@@ -386,6 +391,7 @@ impl Endpoint for Server {
         false
     }
     fn set_hold_reason(&mut self, _reason: &str) {}
+    fn forget_peer(&mut self) {}
 }
 
 /// The most channel members a desk keeps track of (a dedicated desk channel has a handful).
@@ -661,6 +667,7 @@ impl<E: Endpoint> Connection<E> {
             self.link_events.push_back(LinkEvent::PeerJoined { nick });
             return;
         }
+        self.endpoint.forget_peer();
         if self.endpoint.has_started_requests() && self.peer_gone.is_none() {
             let how = match msg.command {
                 c if c.eq_ignore_ascii_case("QUIT") => {

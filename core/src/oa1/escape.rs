@@ -4,6 +4,12 @@
 //! A frame payload that would end with a space carries it as `\s` (servers trim trailing
 //! whitespace; see [`chunk`](super::chunk)), so decoding also maps `\s` to a space.
 //!
+//! Both are deskwire's: a peer written from the spec alone decodes only the spec's four escapes
+//! and would show them literally. So they are used only toward a peer that has shown it decodes
+//! them (see [`compress`](super::compress), whose `ACCEPT` negotiation carries it);
+//! [`escape_spec_into`] is the escaping for every other peer: NUL, which IRC cannot carry and
+//! the spec cannot express, becomes U+FFFD.
+//!
 //! Decoding is one pass over the bytes. An unknown escape `\x` stays `\x`, and a lone trailing
 //! backslash stays a backslash, so decoding never fails and never loses bytes. [`Unescaper`]
 //! decodes a stream fed in pieces, holding back a backslash that ends one piece until it sees the
@@ -201,6 +207,23 @@ fn into_string(buf: Vec<u8>) -> String {
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 16);
     escape_into(text, &mut out);
+    out
+}
+
+/// Appends `text` escaped with the spec's four escapes only, for a peer that has not shown it
+/// decodes deskwire's: a NUL byte becomes U+FFFD (the replacement character) instead of `\0`.
+pub fn escape_spec_into(text: &str, out: &mut String) {
+    if memchr::memchr(0, text.as_bytes()).is_some() {
+        escape_into(&text.replace('\0', "\u{FFFD}"), out);
+    } else {
+        escape_into(text, out);
+    }
+}
+
+/// [`escape_spec_into`] into a new string.
+pub fn escape_spec(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 16);
+    escape_spec_into(text, &mut out);
     out
 }
 

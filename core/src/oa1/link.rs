@@ -215,14 +215,28 @@ impl Link {
         line
     }
 
-    /// Queues a whole stream for `id`, cut into frames that fit.
-    pub(crate) fn queue_stream(&mut self, kind: FrameType, id: &str, escaped: &str) {
-        let chunks = chunk::split(escaped, |seq| self.payload_budget(kind, id, seq));
+    /// Queues a whole stream for `id`, cut into frames that fit. `extended`: the peer decodes
+    /// deskwire's escapes, so a frame may end with `\s` (see [`chunk::split_spec`] otherwise).
+    pub(crate) fn queue_stream(
+        &mut self,
+        kind: FrameType,
+        id: &str,
+        escaped: &str,
+        extended: bool,
+    ) {
+        let budget = |seq| self.payload_budget(kind, id, seq);
+        let chunks = match extended {
+            true => chunk::split(escaped, budget),
+            false => chunk::split_spec(escaped, budget),
+        };
         let last = chunks.len();
         let id_shared: Arc<str> = Arc::from(id);
         self.outbox.reserve(last);
         for (i, chunk) in chunks.into_iter().enumerate() {
-            let payload = chunk::wire_payload(chunk);
+            let payload = match extended {
+                true => chunk::wire_payload(chunk),
+                false => std::borrow::Cow::Borrowed(chunk),
+            };
             let frame = Frame {
                 kind,
                 id,
@@ -233,6 +247,21 @@ impl Link {
             let line = self.frame_line(&frame);
             self.queue(id_shared.clone(), line, payload.len());
         }
+    }
+
+    /// Queues a one-frame message (`CANCEL`, `ACCEPT`), its escaped payload cut to fit.
+    pub(crate) fn queue_single(&mut self, kind: FrameType, id: &str, escaped: &str) {
+        let budget = self.payload_budget(kind, id, 1);
+        let cut = chunk::cut_spec(escaped, 0, budget.max(MIN_PAYLOAD_BUDGET), true);
+        let frame = Frame {
+            kind,
+            id,
+            seq: 1,
+            more: false,
+            payload: &escaped[..cut],
+        };
+        let line = self.frame_line(&frame);
+        self.queue(id.into(), line, cut);
     }
 
     pub(crate) fn queue(&mut self, id: Arc<str>, line: String, payload_len: usize) {

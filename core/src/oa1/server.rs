@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 
 use super::chunk::{self, MIN_PAYLOAD_BUDGET};
 use super::compress::{self, DEFLATE, StreamCompressor};
-use super::escape::{escape, escape_into};
+use super::escape::{escape_spec, escape_spec_into};
 use super::frame::{Frame, FrameType};
 use super::link::{Inbound, Link};
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
@@ -36,6 +36,17 @@ struct Reply {
 impl Reply {
     fn unsent(&self) -> &str {
         &self.escaped[self.sent..]
+    }
+
+    /// Escaped output that may go now. A plain answer carries only the spec's escapes, so a
+    /// frame must not end with a space (servers trim them): spaces that end the output so far
+    /// wait for what follows, unless the output is whole.
+    fn sendable(&self) -> usize {
+        let unsent = self.unsent();
+        match self.finished || self.compressor.is_some() {
+            true => unsent.len(),
+            false => unsent.trim_end_matches(' ').len(),
+        }
     }
 
     fn kind(&self) -> FrameType {
@@ -235,12 +246,12 @@ impl Server {
             }
             Accepted::Complete(done) => {
                 let offered = self.take_offer(now, sender, frame.id);
+                let compressed = frame.kind == FrameType::ReqZ;
                 if self.replies.len() >= self.link.config.max_streams {
                     self.queue_error(frame.id, "busy", "too many requests in progress");
                     return;
                 }
                 let max = self.link.config.max_message_bytes;
-                let compressed = frame.kind == FrameType::ReqZ;
                 let data = match compressed {
                     true => match compress::decompress(&done.data, max) {
                         Ok((data, false)) => {
@@ -341,9 +352,9 @@ impl Server {
                 }
             }
             None => {
-                escape_into(&output[..take], &mut reply.escaped);
+                escape_spec_into(&output[..take], &mut reply.escaped);
                 if truncated {
-                    escape_into(TRUNCATION_MARKER, &mut reply.escaped);
+                    escape_spec_into(TRUNCATION_MARKER, &mut reply.escaped);
                 }
             }
         }
@@ -390,8 +401,8 @@ impl Server {
 
     fn queue_error(&mut self, id: &str, code: &str, message: &str) {
         self.link.withdraw(id);
-        let escaped = escape(&format!("{code}: {message}"));
-        self.link.queue_stream(FrameType::Err, id, &escaped);
+        let escaped = escape_spec(&format!("{code}: {message}"));
+        self.link.queue_stream(FrameType::Err, id, &escaped, false);
     }
 
     /// Fails request streams that went quiet for `partial_timeout_ms` (answered `ERR
@@ -410,7 +421,7 @@ impl Server {
     }
 
     fn flush_due(&self, reply: &Reply, now: u64) -> bool {
-        let unsent = reply.unsent().len();
+        let unsent = reply.sendable();
         if reply.finished {
             return true;
         }
@@ -442,15 +453,21 @@ impl Server {
             .payload_budget(kind, &reply.id, reply.next_seq)
             .max(MIN_PAYLOAD_BUDGET);
         reply.surface(budget);
-        let end = chunk::cut(&reply.escaped, reply.sent, budget);
+        // base64 has no spaces; plain text goes with the spec's escapes only.
+        let end = chunk::cut_spec(&reply.escaped, reply.sent, budget, reply.finished);
+        let payload = &reply.escaped[reply.sent..end];
         let last = reply.finished && end == reply.escaped.len();
-        let payload = chunk::wire_payload(&reply.escaped[reply.sent..end]);
+        if end == reply.sent && !last {
+            // Only spaces a spec-only desk must not see at a frame's end: wait for more.
+            self.replies.insert(pos, reply);
+            return None;
+        }
         let frame = Frame {
             kind,
             id: &reply.id,
             seq: reply.next_seq,
             more: !last,
-            payload: &*payload,
+            payload,
         };
         let line = self.link.frame_line(&frame);
         let line = self.link.seal(now, line);
@@ -496,7 +513,9 @@ impl Server {
         for reply in self.replies.iter().filter(|_| !self.link.is_held()) {
             if self.flush_due(reply, now) {
                 deadline = deadline.min(ready);
-            } else if let Some(t) = reply.waiting_since {
+            } else if let Some(t) = reply.waiting_since
+                && (reply.sendable() > 0 || reply.has_hidden_output())
+            {
                 let due = t.saturating_add(self.link.config.flush_delay_ms);
                 deadline = deadline.min(due.max(ready));
             }

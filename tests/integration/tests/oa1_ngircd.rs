@@ -353,6 +353,90 @@ fn large_responses_over_ngircd() {
     check_and_report(&world, "ngircd, no penalties");
 }
 
+/// What a desk written from the spec alone decodes: `\\`, `\n`, `\r`, `\t`; any other pair
+/// stays as it is (it would show deskwire's `\s` and `\0` literally).
+fn spec_only_unescape(payload: &str) -> String {
+    let mut out = String::new();
+    let mut chars = payload.chars().peekable();
+    while let Some(c) = chars.next() {
+        let decoded = match (c, chars.peek()) {
+            ('\\', Some('\\')) => Some('\\'),
+            ('\\', Some('n')) => Some('\n'),
+            ('\\', Some('r')) => Some('\r'),
+            ('\\', Some('t')) => Some('\t'),
+            _ => None,
+        };
+        match decoded {
+            Some(d) => {
+                chars.next();
+                out.push(d);
+            }
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn a_spec_only_desk_reads_a_deskwire_answer_through_ngircd() {
+    let ircd = Ngircd::start_without_penalties();
+    let clock = Clock::start();
+    let mut config = ConnectionConfig::new("deskbot", CHANNEL);
+    config.oa1.pacing = Pacing::UNLIMITED;
+    let mut remote_wire = Wire::connect(&ircd.addr());
+    let mut remote = Remote::new(config, clock.now()).unwrap();
+    // The spec-only desk: a bare IRC connection that sends one REQ and decodes what comes back
+    // with the spec's four escapes.
+    let mut desk = IrcConn::connect(&ircd.addr(), "specdesk", CHANNEL, clock.now());
+    // Frames cut at spaces, a NUL, and spaces at the very end (ngircd trims those, as it would
+    // a spec-only sender's).
+    let answer = format!("nul:\0:end\n{}last  ", "word ".repeat(300));
+    let give_up = clock.now() + 20_000;
+    let mut asked = false;
+    let mut text = String::new();
+    loop {
+        assert!(clock.now() < give_up, "no whole answer: {text:?}");
+        let now = clock.now();
+        let bytes = remote_wire.read(now);
+        remote.handle_bytes(now, &bytes);
+        loop {
+            match remote.poll_output(now) {
+                ConnectionOutput::Transmit(b) => remote_wire.write(&b),
+                ConnectionOutput::Event(ConnectionEvent::Oa1(Event::Request { id, .. })) => {
+                    remote.respond(now, &id, &answer).unwrap()
+                }
+                ConnectionOutput::Event(_) => {}
+                ConnectionOutput::Timeout(_) => break,
+            }
+        }
+        let mut last = false;
+        for line in desk.read_lines(now) {
+            let Some(frame) = privmsg_text(&line) else {
+                continue;
+            };
+            let Some(rest) = frame.strip_prefix("OA1 RES s1 ") else {
+                continue;
+            };
+            let [_seq, more, payload] = rest.splitn(3, ' ').collect::<Vec<_>>()[..] else {
+                panic!("{frame}")
+            };
+            // ngircd trimmed the line: an inner frame must not have ended with a space.
+            text.push_str(&spec_only_unescape(payload));
+            last |= more == "0";
+        }
+        if last {
+            break;
+        }
+        desk.pump_session(now);
+        if desk.joined && remote.state() == ConnectionState::Ready && !asked {
+            desk.write_line(&format!("PRIVMSG {CHANNEL} :OA1 REQ s1 1 0 cmd"));
+            asked = true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(text, answer.replace('\0', "\u{FFFD}").trim_end());
+}
+
 /// The join orders over a real server: each request completes without waiting for any idle
 /// deadline, whatever joined first.
 mod join_orders {
