@@ -90,7 +90,7 @@ VALID = {
 
 # Per-function overrides.
 OVERRIDE = {
-    ("dw_desk_new", "config_json"): r'"{\"nick\":\"d\",\"channel\":\"#d\"}"',
+    ("dw_desk_new", "config_json"): r'"{\"nick\":\"d\",\"channel\":\"#d\",\"oa1\":{\"allowed_sender\":\"r\"}}"',
     ("dw_remote_new", "config_json"): r'"{\"nick\":\"r\",\"channel\":\"#d\"}"',
     ("dw_gateway_new", "config_json"): r'"{\"tokens\":[\"t\"]}"',
     ("dw_irc_session_new", "config_json"): r'"{\"nick\":\"n\"}"',

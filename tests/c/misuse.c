@@ -55,7 +55,7 @@ static void setup(void) {
     for (size_t i = 0; i < sizeof entropy; i++) {
         entropy[i] = (uint8_t)(255 - i);
     }
-    CHECK_OK(dw_desk_new("{\"nick\":\"d\",\"channel\":\"#d\"}", 0, 1, &h_desk), dw_last_error(), "desk");
+    CHECK_OK(dw_desk_new("{\"nick\":\"d\",\"channel\":\"#d\",\"oa1\":{\"allowed_sender\":\"r\"}}", 0, 1, &h_desk), dw_last_error(), "desk");
     CHECK_OK(dw_remote_new("{\"nick\":\"r\",\"channel\":\"#d\"}", 0, &h_remote), dw_last_error(), "remote");
     CHECK_OK(dw_oa1_client_new("{\"channel\":\"#d\",\"nick\":\"c\"}", 1, &h_oa1_client), dw_last_error(), "client");
     CHECK_OK(dw_oa1_server_new("{\"channel\":\"#d\",\"nick\":\"s\"}", &h_oa1_server), dw_last_error(), "server");
@@ -255,7 +255,7 @@ static void closed(void) {
     dw_desk_free(desk);
 
     /* EOF ends the connection too: even a cancel is refused as closed, not unknown_request. */
-    CHECK_OK(dw_desk_new("{\"nick\":\"d\",\"channel\":\"#d\"}", 0, 1, &desk), dw_last_error(), "desk");
+    CHECK_OK(dw_desk_new("{\"nick\":\"d\",\"channel\":\"#d\",\"oa1\":{\"allowed_sender\":\"r\"}}", 0, 1, &desk), dw_last_error(), "desk");
     CHECK_OK(dw_desk_request(desk, 0, (const uint8_t *)"ls", 2, 0, &id), dw_desk_last_error(desk), "request");
     snprintf(before, sizeof before, "%.*s", (int)id.len, id.ptr);
     CHECK_OK(dw_desk_handle_eof(desk, 1), dw_desk_last_error(desk), "eof");
@@ -286,6 +286,31 @@ static void closed(void) {
     sent[used] = 0;
     CHECK(strstr(sent, "QUIT bye\r\n") != NULL, "the remote's QUIT still leaves: %s", sent);
     dw_remote_free(remote);
+}
+
+/* Configurations that cannot work are refused when the engine is built, with the reason: a
+ * desk that does not name its remote (it would send into a channel nobody may hear), a nick the
+ * server would rename, a channel without its prefix. */
+static void bad_configs(void) {
+    dw_desk *desk = NULL;
+    const char *bad[] = {
+        "{\"nick\":\"d\",\"channel\":\"#d\"}",
+        "{\"nick\":\"a b\",\"channel\":\"#d\",\"oa1\":{\"allowed_sender\":\"r\"}}",
+        "{\"nick\":\"\",\"channel\":\"#d\",\"oa1\":{\"allowed_sender\":\"r\"}}",
+        "{\"nick\":\"d\",\"channel\":\"desk\",\"oa1\":{\"allowed_sender\":\"r\"}}",
+        "{\"nick\":\"d\",\"channel\":\"#d\",\"oa1\":{\"allowed_sender\":\"r x\"}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(dw_desk_new(bad[i], 0, 1, &desk) == DW_STATUS_INVALID_ARGUMENT, "refused: %s", bad[i]);
+        CHECK(strcmp(dw_last_error_kind(), "invalid_config") == 0, "kind %s", dw_last_error_kind());
+    }
+    CHECK(desk == NULL, "nothing written on failure");
+    CHECK(dw_desk_new(bad[0], 0, 1, &desk) == DW_STATUS_INVALID_ARGUMENT, "no remote");
+    CHECK(strstr(dw_last_error(), "oa1.allowed_sender") != NULL, "says what to set: %s", dw_last_error());
+    dw_remote *remote = NULL;
+    CHECK(dw_remote_new("{\"nick\":\"r\",\"channel\":\"d\"}", 0, &remote) == DW_STATUS_INVALID_ARGUMENT,
+          "a remote's bad channel");
+    CHECK(strstr(dw_last_error(), "starts with #") != NULL, "says what is wrong: %s", dw_last_error());
 }
 
 /* The panic boundary, for one handle: `call` panics, then the handle is poisoned. */
@@ -352,6 +377,7 @@ int main(void) {
     last_error_clears();
     misaligned();
     closed();
+    bad_configs();
     status_strings();
     panics();
     teardown();
