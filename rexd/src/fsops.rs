@@ -57,11 +57,13 @@ pub fn open_error(ctx: &FsContext<'_>, path: &str, e: OpenError) -> ErrorObject 
     }
 }
 
-/// An OS error on `path` as invalid params (the params name something that cannot be used)
-/// with the errno in `data`.
+/// An OS error on `path` with the errno in `data`: `not_found` when it does not exist,
+/// `unauthorized` when the OS refuses, else invalid params (the params name something that
+/// cannot be used).
 pub fn io_error(path: &str, e: &std::io::Error) -> ErrorObject {
     let code = match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => ErrorCode::Unauthorized,
+        Some(libc::ENOENT) => ErrorCode::NotFound,
         _ => ErrorCode::InvalidParams,
     };
     ErrorObject::of(code)

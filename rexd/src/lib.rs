@@ -51,6 +51,9 @@
 //!   children's output nor new requests are read.
 //! - **Shell**: `shell: true` needs `security.allow_shell` (else `-32007`); command allow/deny
 //!   lists match `argv[0]` or its file name (`sh` for shell mode; else `-32001`).
+//! - **Errors**: bad params name the field in the message (`path: invalid type: integer `5`,
+//!   expected a string`); a path that does not exist is `-32009 not_found`, an addition to the
+//!   spec's table (which has no code for it), with `data.path` and `data.errno`.
 //! - **Additions to the config**: `limits.kill_grace_ms`, `limits.max_input_buffer_bytes`,
 //!   `security.allow_commands`, `security.deny_commands`; unknown keys are errors.
 
