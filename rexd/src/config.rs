@@ -168,6 +168,15 @@ pub struct SecuritySection {
     /// allow list.
     #[serde(default)]
     pub deny_commands: Vec<String>,
+    /// Addition to the spec: whether `fs.read` reads a regular file that has more than one
+    /// hard link. Off by default: another link may lie outside every root (the kernel's
+    /// beneath-the-root checks see only the name used), so reading it could show a file the
+    /// roots exclude. Turn it on for trees that hard-link on purpose (pnpm's store, `git clone
+    /// --local`, `cp -al` backups) when nothing outside the roots is linked into them. Writes
+    /// through such a file (`atomic: false`, `append`) are always refused; atomic writes
+    /// replace the name and leave the other links alone.
+    #[serde(default)]
+    pub read_hard_links: bool,
 }
 
 /// One allowed root.

@@ -33,7 +33,9 @@
 //!   RESOLVE_NO_MAGICLINKS)` from a descriptor of the root (Linux ≥ 5.6), so symlinks out,
 //!   symlinks swapped in concurrently and `/proc/self/root` are refused (`-32002`). Writes never
 //!   follow a symlink in the last component; atomic writes rename a temporary file inside the
-//!   pinned parent directory. FIFOs are refused as not regular files.
+//!   pinned parent directory. FIFOs are refused as not regular files. A file with other hard
+//!   links (which may lie outside the roots) is never written through (`atomic: false`,
+//!   `append`: `-32002`) and is read only with `security.read_hard_links`.
 //! - **Processes**: each in its own process group; a timeout, `exec.kill` (TERM) or a session
 //!   close sends TERM to the group, then KILL after `kill_grace_ms`. `exec.exit` comes only once
 //!   the child is reaped *and* its pipes reached EOF, so after all output. Past
@@ -55,7 +57,8 @@
 //!   expected a string`); a path that does not exist is `-32009 not_found`, an addition to the
 //!   spec's table (which has no code for it), with `data.path` and `data.errno`.
 //! - **Additions to the config**: `limits.kill_grace_ms`, `limits.max_input_buffer_bytes`,
-//!   `security.allow_commands`, `security.deny_commands`; unknown keys are errors.
+//!   `security.allow_commands`, `security.deny_commands`, `security.read_hard_links`; unknown keys
+//!   are errors.
 
 #![warn(missing_docs)]
 

@@ -82,6 +82,8 @@ pub struct Settings {
     pub allow_commands: Vec<String>,
     /// Programs refused.
     pub deny_commands: Vec<String>,
+    /// `fs.read` reads files that have other hard links.
+    pub read_hard_links: bool,
     /// Where audit entries go.
     pub audit: Audit,
 }
@@ -95,6 +97,7 @@ impl Settings {
             allow_shell: false,
             allow_commands: Vec::new(),
             deny_commands: Vec::new(),
+            read_hard_links: false,
             audit: Audit::disabled(),
         })
     }
@@ -118,6 +121,7 @@ impl Settings {
             allow_shell: config.security.allow_shell,
             allow_commands: config.security.allow_commands.clone(),
             deny_commands: config.security.deny_commands.clone(),
+            read_hard_links: config.security.read_hard_links,
             audit,
         })
     }
@@ -457,6 +461,7 @@ impl Service {
             roots: &s.roots,
             cwd: &s.cwd,
             max_read: s.limits.max_file_read_bytes.unwrap_or(u64::MAX),
+            read_hard_links: self.settings.read_hard_links,
         };
         f(&ctx)
     }

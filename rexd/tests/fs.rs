@@ -591,6 +591,67 @@ fn errors_name_the_field_and_missing_paths_are_not_found() {
     );
 }
 
+/// A hard link inside the root to a file outside it: reads are refused unless
+/// `security.read_hard_links` is on, writes that would go through the link are always refused,
+/// and an atomic write replaces the name without touching the outside file.
+#[test]
+fn hard_links_out_of_the_root() {
+    let (root, outside, mut d, s) = setup();
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "outside\n").unwrap();
+    std::fs::hard_link(&secret, root.path().join("link")).unwrap();
+    let e = d.call_err("fs.read", json!({"session_id": s, "path": "link"}));
+    assert_eq!(e["code"], -32002, "{e}");
+    assert_eq!(e["data"]["nlink"], 2, "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("read_hard_links"),
+        "{e}"
+    );
+    for (atomic, mode) in [(false, "replace"), (false, "append"), (true, "append")] {
+        let e = d.call_err(
+            "fs.write",
+            json!({"session_id": s, "path": "link", "content": "pwned\n", "atomic": atomic, "mode": mode}),
+        );
+        assert_eq!(e["code"], -32002, "{atomic} {mode}: {e}");
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "outside\n");
+    }
+    // An atomic replace breaks the link instead of writing through it.
+    d.call(
+        "fs.write",
+        json!({"session_id": s, "path": "link", "content": "inside\n"}),
+    );
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "outside\n");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("link")).unwrap(),
+        "inside\n"
+    );
+    let r = d.call("fs.read", json!({"session_id": s, "path": "link"}));
+    assert_eq!(r["content"], "inside\n");
+    drop(d);
+
+    // Reading linked files is a config choice.
+    std::fs::hard_link(&secret, root.path().join("link2")).unwrap();
+    let conf = outside.path().join("rexd.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "[security]\nread_hard_links = true\n[[security.allowed_roots]]\npath = {:?}\n",
+            root.path()
+        ),
+    )
+    .unwrap();
+    let mut d = Daemon::spawn(&["--config", conf.to_str().unwrap()]);
+    let s = d.open_session();
+    let r = d.call("fs.read", json!({"session_id": s, "path": "link2"}));
+    assert_eq!(r["content"], "outside\n");
+    let e = d.call_err(
+        "fs.write",
+        json!({"session_id": s, "path": "link2", "content": "x", "atomic": false}),
+    );
+    assert_eq!(e["code"], -32002, "{e}");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "outside\n");
+}
+
 /// A FIFO in the root (any command can make one) neither hangs a read nor a write.
 #[test]
 fn fifos_do_not_hang_the_daemon() {
