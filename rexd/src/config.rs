@@ -160,12 +160,33 @@ pub struct SecuritySection {
     /// `[[security.allowed_roots]]`: the directories file ops and `cwd` must stay inside.
     #[serde(default)]
     pub allowed_roots: Vec<RootEntry>,
-    /// Addition to the spec: programs that may run (matched against `argv[0]` and its file
-    /// name; a shell exec runs `sh`). Empty means any.
+    /// Addition to the spec: programs that may run, as names found on the daemon's `PATH`
+    /// (`"ls"`) or paths (`"/usr/bin/ls"`), each resolved when the daemon starts (an entry
+    /// that names no executable is a startup error). Empty means any. An exec's `argv[0]` is
+    /// resolved the same way (on the daemon's `PATH`, or against the exec's cwd when it has a
+    /// `/`, symlinks followed) and allowed when it is the same file under the same file name:
+    /// a copy named `ls` inside a root is not `ls`, nor is a link named `sh` to an allowed
+    /// multi-call binary. What was checked is what runs. A shell exec is `sh`.
+    ///
+    /// While this or `deny_commands` is set, a client's `env` may not set `PATH` (refused,
+    /// `-32001`, naming the variable), and the variables that make a program load or run
+    /// other code are dropped from it: `LD_*`, `DYLD_*`, `GCONV_PATH`, `BASH_ENV`, `ENV`,
+    /// `BASH_FUNC_*`, interpreters' paths and start-up options (`PYTHONPATH`, `PERL5OPT`,
+    /// `NODE_OPTIONS`, …), git's program and config variables (`GIT_SSH_COMMAND`,
+    /// `GIT_CONFIG_*`, …) and `PAGER`/`EDITOR`-style ones (the full list:
+    /// `rexd::policy::UNSAFE_ENV`). The daemon's own environment passes unchanged.
+    ///
+    /// What a list cannot promise: an allowed program that runs others (a shell, `python`,
+    /// `env`, `find -exec`, `make`, `git` with hooks or a config it finds in the workspace)
+    /// runs anything, so allow only programs that do not; shell mode bypasses the list unless
+    /// `sh` is left off it or `allow_shell` is off; and the list says nothing about what
+    /// an allowed program does to files (the roots confine fs ops, not processes).
     #[serde(default)]
     pub allow_commands: Vec<String>,
-    /// Addition to the spec: programs that may never run (same matching); wins over the
-    /// allow list.
+    /// Addition to the spec: programs that may never run; wins over the allow list. Matches
+    /// the same file (a link to a denied program under another name is refused) or any
+    /// program with the entry's file name. A deny list alone is a speed bump, not a boundary:
+    /// any program left off it (`cp`, an interpreter) can copy or do what a denied one does.
     #[serde(default)]
     pub deny_commands: Vec<String>,
     /// Addition to the spec: whether `fs.read` reads a regular file that has more than one

@@ -51,8 +51,12 @@
 //!   starts it with an empty one (EOF at once).
 //! - **Backpressure**: while more than [`frontend::HIGH_WATER`] bytes wait for stdout, neither
 //!   children's output nor new requests are read.
-//! - **Shell**: `shell: true` needs `security.allow_shell` (else `-32007`); command allow/deny
-//!   lists match `argv[0]` or its file name (`sh` for shell mode; else `-32001`).
+//! - **Shell**: `shell: true` needs `security.allow_shell` (else `-32007`).
+//! - **Command lists** ([`policy`]): matched on the file that would run (`argv[0]` resolved
+//!   on the daemon's `PATH` or against the cwd, symlinks followed), never on the name alone,
+//!   and that file is what runs; while a list is set the client may not set `PATH` and the
+//!   loader's and interpreters' variables are dropped from its `env` (refusals are `-32001`).
+//!   A list cannot stop an allowed shell or interpreter from running anything.
 //! - **Errors**: bad params name the field in the message (`path: invalid type: integer `5`,
 //!   expected a string`); a path that does not exist is `-32009 not_found`, an addition to the
 //!   spec's table (which has no code for it), with `data.path` and `data.errno`.
@@ -70,6 +74,7 @@ pub mod fsops;
 pub mod irc;
 pub mod log;
 pub mod mcp;
+pub mod policy;
 pub mod process;
 pub mod remote_bash;
 pub mod roots;

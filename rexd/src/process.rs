@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use deskwire::rexd::Program;
@@ -36,6 +37,9 @@ pub struct Spawned {
 pub struct Launch<'a> {
     /// What.
     pub program: &'a Program,
+    /// The file to execute for an argv program, already resolved and checked against the
+    /// command lists (`argv[0]` is still passed as given); `None`: `argv[0]` is looked up.
+    pub exe: Option<&'a Path>,
     /// Directory descriptor to `fchdir` into.
     pub cwd: &'a OwnedFd,
     /// Added to (overriding) the daemon's environment.
@@ -45,7 +49,14 @@ pub struct Launch<'a> {
 fn command(l: &Launch<'_>) -> Command {
     let mut cmd = match l.program {
         Program::Argv(argv) => {
-            let mut c = Command::new(&argv[0]);
+            let mut c = match l.exe {
+                Some(exe) => {
+                    let mut c = Command::new(exe);
+                    c.arg0(&argv[0]);
+                    c
+                }
+                None => Command::new(&argv[0]),
+            };
             c.args(&argv[1..]);
             c
         }

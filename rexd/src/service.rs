@@ -35,10 +35,10 @@
 //! # }
 //! ```
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 use deskwire::rexd::{
@@ -56,6 +56,7 @@ use serde_json::{Value, json};
 use crate::audit::Audit;
 use crate::config::{Config, LimitsSection};
 use crate::fsops::{self, FsContext};
+use crate::policy::{Checked, CommandPolicy};
 use crate::process::{self, Launch, Spawned};
 use crate::roots::{OpenError, Roots};
 use crate::sys::{self, WaitStatus};
@@ -78,10 +79,8 @@ pub struct Settings {
     pub limits: LimitsSection,
     /// `shell: true` allowed.
     pub allow_shell: bool,
-    /// Programs allowed (empty: any).
-    pub allow_commands: Vec<String>,
-    /// Programs refused.
-    pub deny_commands: Vec<String>,
+    /// The command lists (`security.allow_commands`, `security.deny_commands`), resolved.
+    pub commands: CommandPolicy,
     /// `fs.read` reads files that have other hard links.
     pub read_hard_links: bool,
     /// Where audit entries go.
@@ -95,8 +94,7 @@ impl Settings {
             roots: Roots::open(roots)?,
             limits: LimitsSection::default(),
             allow_shell: false,
-            allow_commands: Vec::new(),
-            deny_commands: Vec::new(),
+            commands: CommandPolicy::default(),
             read_hard_links: false,
             audit: Audit::disabled(),
         })
@@ -119,8 +117,10 @@ impl Settings {
             roots: Roots::open(&roots)?,
             limits: config.limits.clone(),
             allow_shell: config.security.allow_shell,
-            allow_commands: config.security.allow_commands.clone(),
-            deny_commands: config.security.deny_commands.clone(),
+            commands: CommandPolicy::new(
+                &config.security.allow_commands,
+                &config.security.deny_commands,
+            )?,
             read_hard_links: config.security.read_hard_links,
             audit,
         })
@@ -585,37 +585,22 @@ impl Service {
         })
     }
 
-    /// Policy checks shared by exec and PTY: shell mode, command lists, process count; then
-    /// the cwd opened beneath the session's roots.
-    fn prepare(&self, session: &str, program: &Program, cwd: Option<&str>) -> OpResult<OwnedFd> {
+    /// Policy checks shared by exec and PTY: shell mode, process count, the cwd opened
+    /// beneath the session's roots, then the command lists (which resolve a relative program
+    /// against that cwd) and the environment they allow.
+    fn prepare(
+        &self,
+        session: &str,
+        program: &Program,
+        cwd: Option<&str>,
+        env: Option<&BTreeMap<String, String>>,
+    ) -> OpResult<(OwnedFd, Checked)> {
         let s = self.session(session)?;
-        let name = match program {
-            Program::Shell(_) => {
-                if !self.settings.allow_shell {
-                    return Err(err(
-                        ErrorCode::UnsupportedCapability,
-                        "shell mode is disabled on this daemon (security.allow_shell)",
-                    ));
-                }
-                "sh".to_owned()
-            }
-            Program::Argv(argv) => argv[0].clone(),
-            #[allow(unreachable_patterns)]
-            _ => return Err(err(ErrorCode::InvalidParams, "unknown program kind")),
-        };
-        let base = Path::new(&name)
-            .file_name()
-            .map(|b| b.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let listed = |list: &[String]| list.iter().any(|c| *c == name || *c == base);
-        if listed(&self.settings.deny_commands)
-            || (!self.settings.allow_commands.is_empty() && !listed(&self.settings.allow_commands))
-        {
+        if matches!(program, Program::Shell(_)) && !self.settings.allow_shell {
             return Err(err(
-                ErrorCode::Unauthorized,
-                format!("command {name:?} is not allowed"),
-            )
-            .with_data(json!({"command": name})));
+                ErrorCode::UnsupportedCapability,
+                "shell mode is disabled on this daemon (security.allow_shell)",
+            ));
         }
         let running = s
             .procs
@@ -632,13 +617,15 @@ impl Service {
         }
         let cwd_str = cwd.unwrap_or_else(|| s.cwd.to_str().unwrap_or("."));
         let resolved = s.roots.resolve(&s.cwd, cwd_str)?;
-        resolved
+        let dir = resolved
             .open(libc::O_PATH | libc::O_DIRECTORY)
             .map_err(|e| match e {
                 OpenError::Escape(_) => ErrorObject::forbidden_path(cwd_str, &s.roots.paths()),
                 OpenError::IsRoot => ErrorObject::forbidden_path(cwd_str, &s.roots.paths()),
                 OpenError::Io(e) => fsops::io_error(cwd_str, &e),
-            })
+            })?;
+        let checked = self.settings.commands.check(program, dir.as_fd(), env)?;
+        Ok((dir, checked))
     }
 
     fn new_proc(&mut self, now: u64, session: &str, detached: bool) -> Proc {
@@ -674,7 +661,8 @@ impl Service {
     }
 
     fn exec_start(&mut self, now: u64, p: ExecStartParams) -> OpResult<ExecStartResult> {
-        let cwd = self.prepare(&p.session_id, &p.program, p.cwd.as_deref())?;
+        let (cwd, checked) =
+            self.prepare(&p.session_id, &p.program, p.cwd.as_deref(), p.env.as_ref())?;
         let limits = self.session(&p.session_id)?.limits;
         let mut proc_ = self.new_proc(now, &p.session_id, p.detach);
         proc_.cap = match (limits.max_output_bytes, p.max_output_bytes) {
@@ -683,8 +671,9 @@ impl Service {
         };
         let launch = Launch {
             program: &p.program,
+            exe: checked.exe.as_deref(),
             cwd: &cwd,
-            env: p.env.as_ref(),
+            env: checked.env.as_ref(),
         };
         let result = ExecStartResult {
             process_id: proc_.id.clone(),
@@ -1007,7 +996,8 @@ impl Service {
     }
 
     fn pty_open(&mut self, now: u64, p: PtyOpenParams) -> OpResult<PtyOpenResult> {
-        let cwd = self.prepare(&p.session_id, &p.program, p.cwd.as_deref())?;
+        let (cwd, checked) =
+            self.prepare(&p.session_id, &p.program, p.cwd.as_deref(), p.env.as_ref())?;
         let mut proc_ = self.new_proc(now, &p.session_id, false);
         self.next_pty += 1;
         let pty_id = format!("t_{}", self.next_pty);
@@ -1015,8 +1005,9 @@ impl Service {
         let (cols, rows) = p.size();
         let launch = Launch {
             program: &p.program,
+            exe: checked.exe.as_deref(),
             cwd: &cwd,
-            env: p.env.as_ref(),
+            env: checked.env.as_ref(),
         };
         let sp = process::spawn_pty(&launch, cols, rows)
             .map_err(|e| err(ErrorCode::InvalidParams, format!("cannot start: {e}")))?;
