@@ -117,6 +117,12 @@ pub struct LimitsSection {
     /// Addition to the spec: bytes of `exec.input` / `pty.input` buffered for a process that does
     /// not read its input; more is refused with `resource_limit`.
     pub max_input_buffer_bytes: u64,
+    /// Addition to the spec: detached processes (`detach: true`) running at once for the one
+    /// client of this daemon (`rexd --stdio` serves one client per process), across its
+    /// sessions: a detached process outlives its session, so it counts until it ends. More is
+    /// refused with `resource_limit`. Detached processes end with the daemon (see
+    /// [`SecuritySection::process_tracking`]).
+    pub max_detached_processes: u64,
 }
 
 impl Default for LimitsSection {
@@ -131,6 +137,7 @@ impl Default for LimitsSection {
             max_concurrent_sessions: d.max_concurrent_sessions.unwrap_or(16),
             kill_grace_ms: 2_000,
             max_input_buffer_bytes: 1 << 20,
+            max_detached_processes: 8,
         }
     }
 }
@@ -198,6 +205,26 @@ pub struct SecuritySection {
     /// replace the name and leave the other links alone.
     #[serde(default)]
     pub read_hard_links: bool,
+    /// Addition to the spec: how the processes an exec starts are kept accountable to it, so
+    /// that a timeout, `exec.kill`, `session.close` and the daemon's exit reach every one of
+    /// them, including `setsid` and double-forked grandchildren that ignore `TERM` (TERM to all,
+    /// then KILL after `kill_grace_ms`):
+    /// - `"auto"` (default): a cgroup v2 per exec where the daemon may create cgroups below its
+    ///   own (root, or a delegated subtree such as a systemd unit with `Delegate=yes`), else
+    ///   `"subreaper"`;
+    /// - `"cgroup"`: cgroups or no execs;
+    /// - `"subreaper"`: the daemon becomes the child subreaper and finds an exec's processes
+    ///   by walking `/proc` (its leader's descendants, and the daemon's descendants carrying the
+    ///   exec's `REXD_TREE` variable). A process that leaves the tree *and* clears its
+    ///   environment escapes its exec, not the daemon: it is killed when the daemon exits.
+    ///
+    /// Either way, once an exec's leader has ended and `kill_grace_ms` passed, what is left of
+    /// its tree is killed and its pipes closed, so `exec.exit` always comes and nothing runs on
+    /// unaccounted. Detached processes outlive their session, never the daemon: when the client
+    /// goes away (end of input) they get TERM, then KILL, like the rest. A daemon killed with
+    /// `SIGKILL` cannot clean up; its cgroups keep its processes findable.
+    #[serde(default)]
+    pub process_tracking: crate::tree::Tracking,
 }
 
 /// One allowed root.
@@ -306,6 +333,18 @@ mod tests {
         let c = Config::from_toml("[limits]\nmax_output_bytes = 10\n", Path::new("x")).unwrap();
         assert_eq!(c.limits.max_output_bytes, 10);
         assert_eq!(c.limits.default_timeout_ms, 30_000);
+        assert_eq!(c.limits.max_detached_processes, 8);
+        assert_eq!(c.security.process_tracking, crate::tree::Tracking::Auto);
+        assert!(!c.security.read_hard_links);
+        let c = Config::from_toml(
+            "[security]\nprocess_tracking = \"subreaper\"\n",
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.security.process_tracking,
+            crate::tree::Tracking::Subreaper
+        );
         assert_eq!(
             Config::from_toml("", Path::new("x")).unwrap(),
             Config::default()
@@ -325,6 +364,10 @@ mod tests {
                 "hard_timeout_ms",
             ),
             ("[server]\nlog_level = \"loud\"\n", "log_level"),
+            (
+                "[security]\nprocess_tracking = \"magic\"\n",
+                "process_tracking",
+            ),
             ("[sever]\n", "sever"),
             ("[limits\n", "line 1"),
         ] {

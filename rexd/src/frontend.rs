@@ -9,8 +9,8 @@
 //!   nor children's output is read, so a slow client slows the children (their pipes fill) and
 //!   its own requests wait in the pipe instead of the daemon's memory growing.
 //! - **Shutdown**: at the end of the input (or once the output is broken: nobody reads us) the
-//!   service ends its attached children; the loop returns when they are gone and the output is
-//!   written, or after the kill grace.
+//!   service ends its children, detached ones too; the loop returns when they are gone and the
+//!   output is written, or after the kill grace (dropping the service kills what is left).
 
 use std::io::{self, Read, Write};
 use std::os::fd::{BorrowedFd, RawFd};
@@ -121,8 +121,8 @@ pub fn is_child_token(t: Token) -> bool {
     t.0 >= TOKEN_BASE
 }
 
-/// Runs `frontend` on the given descriptors until the input ends and the attached children
-/// have ended (or `kill_grace_ms` after the end of input passed).
+/// Runs `frontend` on the given descriptors until the input ends and the children have
+/// ended (or `kill_grace_ms` after the end of input passed).
 pub fn serve(
     frontend: &mut impl Frontend,
     poll: &mut Poll,
@@ -202,7 +202,7 @@ pub fn serve(
         }
         // 4. Done?
         if let Some(deadline) = shutdown_deadline
-            && ((frontend.service().running_attached() == 0 && out.is_empty()) || now >= deadline)
+            && ((frontend.service().running() == 0 && out.is_empty()) || now >= deadline)
         {
             return Ok(());
         }

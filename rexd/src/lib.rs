@@ -36,14 +36,21 @@
 //!   pinned parent directory. FIFOs are refused as not regular files. A file with other hard
 //!   links (which may lie outside the roots) is never written through (`atomic: false`,
 //!   `append`: `-32002`) and is read only with `security.read_hard_links`.
-//! - **Processes**: each in its own process group; a timeout, `exec.kill` (TERM) or a session
-//!   close sends TERM to the group, then KILL after `kill_grace_ms`. `exec.exit` comes only once
-//!   the child is reaped *and* its pipes reached EOF, so after all output. Past
-//!   `max_output_bytes` output is read and dropped (`truncated`), the command runs on. A launch
-//!   failure answers `exec.start` and then sends `exec.error`. PTY processes have neither a
-//!   timeout nor an output cap (interactive; they end with `pty.close` or the session).
-//! - **Detached** processes survive `session.close` and the daemon's exit, but their output
-//!   pipes close with the daemon.
+//! - **Processes**: each in its own process group and process tree ([`tree`]: a cgroup v2 per
+//!   exec where the daemon can make one, else the child subreaper and `/proc`), so `setsid`
+//!   and double-forked grandchildren stay the exec's. A timeout, `exec.kill` (TERM) or a
+//!   session close sends TERM to the whole tree, then KILL after `kill_grace_ms`. `exec.exit`
+//!   comes once the child is reaped *and* its pipes reached EOF, so after all output; if
+//!   something still holds the pipes `kill_grace_ms` after the leader was reaped, it is killed
+//!   and the pipes closed, so `exec.exit` always comes. What an exec leaves running when it
+//!   ends is killed. Past `max_output_bytes` output is read and dropped (`truncated`), the
+//!   command runs on. A launch failure answers `exec.start` and then sends `exec.error`. PTY
+//!   processes have neither a timeout nor an output cap (interactive; they end with
+//!   `pty.close` or the session).
+//! - **Detached** processes survive `session.close`, not the daemon: when the client goes away
+//!   they are terminated like the rest (a process nobody can reach any more must not run
+//!   on). Until they end they count against `limits.max_detached_processes` (default 8) for
+//!   the daemon's one client, across sessions, and their timeouts hold.
 //! - **Stdin**: `exec.input` is answered once its bytes are in the child's pipe (or the child
 //!   closed its stdin or ended; what it never read is dropped), so a client that waits for
 //!   answers has no more in flight than the daemon buffers (`max_input_buffer_bytes`). A
@@ -61,6 +68,7 @@
 //!   expected a string`); a path that does not exist is `-32009 not_found`, an addition to the
 //!   spec's table (which has no code for it), with `data.path` and `data.errno`.
 //! - **Additions to the config**: `limits.kill_grace_ms`, `limits.max_input_buffer_bytes`,
+//!   `limits.max_detached_processes`, `security.process_tracking`,
 //!   `security.allow_commands`, `security.deny_commands`, `security.read_hard_links`; unknown keys
 //!   are errors.
 
@@ -81,3 +89,4 @@ pub mod roots;
 pub mod service;
 pub mod stdio;
 pub mod sys;
+pub mod tree;

@@ -1,7 +1,8 @@
-//! Starting child processes: each in a process group of its own (so a timeout or kill reaches
-//! its whole tree), its working directory entered through a descriptor opened beneath a root
-//! (`fchdir`, so a symlink swapped in after the check cannot move it), pipes or a PTY for its
-//! standard streams, and a pidfd to learn of its exit through the event loop.
+//! Starting child processes: each in a process group of its own and in its exec's process
+//! tree ([`crate::tree`]: a cgroup, or a marker the subreaper finds), its working directory
+//! entered through a descriptor opened beneath a root (`fchdir`, so a symlink swapped in after
+//! the check cannot move it), pipes or a PTY for its standard streams, and a pidfd to learn of
+//! its exit through the event loop.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -13,6 +14,7 @@ use std::process::{Command, Stdio};
 use deskwire::rexd::Program;
 
 use crate::sys;
+use crate::tree::Join;
 
 /// The size asked for a child's stdout and stderr pipes.
 pub const OUTPUT_PIPE_BYTES: usize = 256 * 1024;
@@ -44,6 +46,8 @@ pub struct Launch<'a> {
     pub cwd: &'a OwnedFd,
     /// Added to (overriding) the daemon's environment.
     pub env: Option<&'a BTreeMap<String, String>>,
+    /// How the child joins its exec's process tree.
+    pub join: &'a Join,
 }
 
 fn command(l: &Launch<'_>) -> Command {
@@ -72,10 +76,21 @@ fn command(l: &Launch<'_>) -> Command {
     if let Some(env) = l.env {
         cmd.envs(env);
     }
+    // After the client's variables, so a client cannot set the marker of another exec.
+    if let Some((k, v)) = &l.join.marker {
+        cmd.env(k, v);
+    }
     let cwd = l.cwd.as_raw_fd();
-    // SAFETY: fchdir is async-signal-safe; the descriptor outlives the spawn.
+    let cgroup = l.join.cgroup_procs.as_ref().map(|fd| fd.as_raw_fd());
+    // SAFETY: fchdir and write are async-signal-safe; the descriptors outlive the spawn.
+    // Joining the cgroup before exec means nothing the program does escapes it.
     unsafe {
-        cmd.pre_exec(move || sys::fchdir(cwd));
+        cmd.pre_exec(move || {
+            if let Some(fd) = cgroup {
+                sys::write_raw(fd, b"0")?;
+            }
+            sys::fchdir(cwd)
+        });
     }
     cmd
 }
