@@ -792,7 +792,12 @@ impl Service {
         key: u64,
         spawn: impl Fn(&Join) -> io::Result<Spawned>,
     ) -> io::Result<(Tree, Spawned)> {
-        let (mut tree, join) = self.tracker.prepare(key)?;
+        let (mut tree, join) = match self.tracker.prepare(key) {
+            Ok(x) => x,
+            // No cgroup for this exec (a limit on cgroups, a hierarchy gone read-only).
+            Err(e) if self.tracker.fall_back(&e) => self.tracker.prepare_sweep(key),
+            Err(e) => return Err(e),
+        };
         let first = spawn(&join);
         drop(join);
         let sp = match first {

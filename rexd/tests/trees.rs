@@ -132,7 +132,65 @@ fn session_close_kills_a_setsid_grandchild_that_ignores_term() {
         eventually(10, &format!("{mode}: grandchild {gc} killed"), || {
             !alive(gc)
         });
+        // exec.kill (TERM) reaches it too, through the grace and KILL.
+        let s = d.open_session();
+        let r = d.call(
+            "exec.start",
+            json!({"session_id": s, "argv": ["sh", "-c", escapee("gc2.pid")]}),
+        );
+        let gc2 = pid_in(root.path(), "gc2.pid");
+        let _guard2 = Reaper(vec![gc2]);
+        d.call(
+            "exec.kill",
+            json!({"session_id": s, "process_id": r["process_id"]}),
+        );
+        eventually(10, &format!("{mode}: grandchild {gc2} killed"), || {
+            !alive(gc2)
+        });
     }
+}
+
+/// `auto` tracking whose cgroups stop working (here: no more cgroups may be made below the
+/// daemon's) goes on with the subreaper, and still kills the grandchild.
+#[test]
+fn auto_tracking_falls_back_to_the_subreaper() {
+    let Some((root, _conf, mut d)) = daemon("auto", "") else {
+        unreachable!("auto always runs");
+    };
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("/")
+        .to_owned();
+    let mount = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .find(|l| l.contains(" - cgroup2 "))
+        .and_then(|l| l.split(' ').nth(4).map(str::to_owned));
+    let base = mount.map(|m| {
+        Path::new(&m)
+            .join(own.trim_start_matches('/'))
+            .join(format!("rexd-{}.0", d.pid()))
+    });
+    let Some(base) = base.filter(|b| b.exists()) else {
+        eprintln!("SKIPPED: the daemon uses no cgroups here, there is nothing to fall back from");
+        return;
+    };
+    std::fs::write(base.join("cgroup.max.descendants"), "0").unwrap();
+    let s = d.open_session();
+    d.call(
+        "exec.start",
+        json!({"session_id": s, "argv": ["sh", "-c", escapee("gc.pid")]}),
+    );
+    let gc = pid_in(root.path(), "gc.pid");
+    let _guard = Reaper(vec![gc]);
+    assert!(
+        !in_rexd_cgroup(gc),
+        "{gc} should be outside any cgroup of rexd"
+    );
+    d.call("session.close", json!({"session_id": s}));
+    eventually(10, &format!("grandchild {gc} killed"), || !alive(gc));
 }
 
 #[test]
