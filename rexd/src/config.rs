@@ -221,8 +221,10 @@ pub struct SecuritySection {
     /// Either way, once an exec's leader has ended and `kill_grace_ms` passed, what is left of
     /// its tree is killed and its pipes closed, so `exec.exit` always comes and nothing runs on
     /// unaccounted. Detached processes outlive their session, never the daemon: when the client
-    /// goes away (end of input) they get TERM, then KILL, like the rest. A daemon killed with
-    /// `SIGKILL` cannot clean up; its cgroups keep its processes findable.
+    /// goes away (end of input) or `rexd --stdio` / `--mcp` gets `SIGTERM`, `SIGINT` or
+    /// `SIGHUP`, they get TERM, then KILL, like the rest. A daemon killed with `SIGKILL`
+    /// cannot clean up; its cgroups keep its processes findable (and the next daemon removes
+    /// them once empty).
     #[serde(default)]
     pub process_tracking: crate::tree::Tracking,
 }

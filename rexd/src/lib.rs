@@ -48,7 +48,7 @@
 //!   processes have neither a timeout nor an output cap (interactive; they end with
 //!   `pty.close` or the session).
 //! - **Detached** processes survive `session.close`, not the daemon: when the client goes away
-//!   they are terminated like the rest (a process nobody can reach any more must not run
+//!   (or the daemon gets `SIGTERM`, `SIGINT`, `SIGHUP`) they are terminated like the rest (a process nobody can reach any more must not run
 //!   on). Until they end they count against `limits.max_detached_processes` (default 8) for
 //!   the daemon's one client, across sessions, and their timeouts hold.
 //! - **Stdin**: `exec.input` is answered once its bytes are in the child's pipe (or the child

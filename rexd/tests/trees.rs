@@ -225,6 +225,40 @@ fn daemon_exit_kills_grandchildren_and_detached_processes() {
     }
 }
 
+/// `SIGTERM` to the daemon ends it as the end of its input does: its processes first.
+#[test]
+fn sigterm_to_the_daemon_kills_grandchildren_and_detached_processes() {
+    for mode in MODES {
+        let Some((root, _conf, mut d)) = daemon(mode, "") else {
+            continue;
+        };
+        let s = d.open_session();
+        d.call(
+            "exec.start",
+            json!({"session_id": s, "argv": ["sh", "-c", escapee("gc.pid")]}),
+        );
+        d.call(
+            "exec.start",
+            json!({"session_id": s, "detach": true, "argv": ["sh", "-c", "trap '' TERM; echo $$ > det.pid; exec sleep 60"]}),
+        );
+        let (gc, det) = (
+            pid_in(root.path(), "gc.pid"),
+            pid_in(root.path(), "det.pid"),
+        );
+        let _guard = Reaper(vec![gc, det]);
+        // SAFETY: kill(2) on the daemon this test started.
+        unsafe { libc::kill(d.pid() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while d.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "{mode}: rexd did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eventually(5, &format!("{mode}: {gc} and {det} killed"), || {
+            !alive(gc) && !alive(det)
+        });
+    }
+}
+
 #[test]
 fn a_timeout_ends_the_exec_though_a_setsid_grandchild_holds_stdout() {
     for mode in MODES {
