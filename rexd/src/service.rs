@@ -815,7 +815,7 @@ impl Service {
                 sp
             }
         };
-        tree.started(sp.pid);
+        self.tracker.started(&mut tree, sp.pid);
         Ok((tree, sp))
     }
 
@@ -826,12 +826,16 @@ impl Service {
         // Descriptors already registered leave the poll when they close with `proc_`.
         let attached = self.attach(proc_, sp);
         if attached.is_err() {
-            if let Some(tree) = proc_.tree.take() {
-                self.tracker.kill(&tree);
-                self.retire(0, tree);
+            let tree = proc_.tree.take();
+            if let Some(tree) = &tree {
+                self.tracker.kill(tree);
             }
             let _ = sys::kill_group(pid, libc::SIGKILL);
             sys::wait_blocking(pid);
+            if let Some(mut tree) = tree {
+                self.tracker.reaped(&mut tree);
+                self.retire(0, tree);
+            }
         }
         attached
     }
@@ -1258,7 +1262,7 @@ impl Service {
         if let Ok(Some(status)) = sys::try_wait(p.pid) {
             p.exit = Some(status);
             if let Some(tree) = p.tree.as_mut() {
-                tree.leader_reaped();
+                self.tracker.reaped(tree);
             }
             if let Some(fd) = p.pidfd.take() {
                 let _ = self.registry.deregister(&mut SourceFd(&fd.as_raw_fd()));

@@ -59,6 +59,8 @@ pub struct Tracker {
     /// Killed processes to reap once they are our children (subreaper mode), with the number
     /// of tries so far.
     to_reap: HashMap<libc::pid_t, u32>,
+    /// Leaders started and not reaped yet.
+    leaders: HashSet<libc::pid_t>,
 }
 
 /// What a child does between fork and exec to join its tree.
@@ -176,6 +178,7 @@ impl Tracker {
             why_not: None,
             id,
             to_reap: HashMap::new(),
+            leaders: HashSet::new(),
         };
         if mode == Tracking::Subreaper {
             t.why_not = Some("security.process_tracking = \"subreaper\"".into());
@@ -301,6 +304,13 @@ impl Tracker {
                 }
             }
             Kind::Sweep(_) => {
+                // Orphans of every exec come to us: when each child of ours is a live leader, a
+                // tree whose leader is gone has nothing left, and the walk is saved.
+                if tree.leader.is_none()
+                    && own_children().is_some_and(|c| c.iter().all(|p| self.leaders.contains(p)))
+                {
+                    return;
+                }
                 // A process may fork between the walk and the kill: walk again until none is
                 // left (a few rounds; a fork bomb outruns any walk, cgroups do not).
                 for _ in 0..4 {
@@ -346,17 +356,22 @@ impl Drop for Tracker {
     }
 }
 
+impl Tracker {
+    /// `tree`'s leader started as `pid`.
+    pub fn started(&mut self, tree: &mut Tree, pid: libc::pid_t) {
+        tree.leader = Some(pid);
+        self.leaders.insert(pid);
+    }
+
+    /// `tree`'s leader was reaped: its pid no longer names it.
+    pub fn reaped(&mut self, tree: &mut Tree) {
+        if let Some(pid) = tree.leader.take() {
+            self.leaders.remove(&pid);
+        }
+    }
+}
+
 impl Tree {
-    /// The leader's pid, once started.
-    pub fn started(&mut self, leader: libc::pid_t) {
-        self.leader = Some(leader);
-    }
-
-    /// The leader was reaped: its pid no longer names it.
-    pub fn leader_reaped(&mut self) {
-        self.leader = None;
-    }
-
     /// The live processes of the tree.
     pub fn members(&self) -> Vec<libc::pid_t> {
         match &self.kind {
@@ -414,6 +429,19 @@ fn children_table() -> HashMap<libc::pid_t, Vec<libc::pid_t>> {
         }
     }
     table
+}
+
+/// This process's children (zombies included), or `None` where the kernel does not list them.
+fn own_children() -> Option<Vec<libc::pid_t>> {
+    let mut out = Vec::new();
+    for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let text = fs::read_to_string(task.path().join("children")).ok()?;
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<libc::pid_t>().ok()),
+        );
+    }
+    Some(out)
 }
 
 /// `roots` and their descendants.

@@ -225,6 +225,28 @@ fn daemon_exit_kills_grandchildren_and_detached_processes() {
     }
 }
 
+/// A background process that let go of the pipes does not outlive its exec.
+#[test]
+fn what_an_exec_leaves_running_ends_with_it() {
+    for mode in MODES {
+        let Some((root, _conf, mut d)) = daemon(mode, "") else {
+            continue;
+        };
+        let s = d.open_session();
+        let r = d.call(
+            "exec.start",
+            json!({"session_id": s, "argv": ["sh", "-c", "sleep 60 </dev/null >/dev/null 2>&1 & echo $! > bg.pid"]}),
+        );
+        let bg = pid_in(root.path(), "bg.pid");
+        let _guard = Reaper(vec![bg]);
+        let exit = exit_of(&mut d, r["process_id"].as_str().unwrap(), 15).unwrap();
+        assert_eq!(exit["params"]["exit_code"], 0, "{exit}");
+        eventually(10, &format!("{mode}: background {bg} killed"), || {
+            !alive(bg)
+        });
+    }
+}
+
 /// `SIGTERM` to the daemon ends it as the end of its input does: its processes first.
 #[test]
 fn sigterm_to_the_daemon_kills_grandchildren_and_detached_processes() {
