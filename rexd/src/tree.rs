@@ -274,14 +274,14 @@ impl Tracker {
         )
     }
 
-    /// In `Auto` mode, after a child could not join its cgroup: the subreaper from now on.
-    /// `false` when there is nothing to fall back to.
+    /// In `Auto` mode, after an exec's cgroup could not be made or joined: the subreaper from
+    /// now on. `false` when there is nothing to fall back to.
     pub fn fall_back(&mut self, why: &io::Error) -> bool {
         if self.mode != Tracking::Auto || self.base.is_none() {
             return false;
         }
         crate::log::warn(&format!(
-            "cannot move a child into a cgroup ({why}): tracking process trees with the subreaper"
+            "an exec's cgroup failed ({why}): tracking process trees with the subreaper"
         ));
         self.base = None;
         self.why_not = Some(why.to_string());
@@ -320,7 +320,10 @@ impl Tracker {
                     }
                     for pid in members {
                         let _ = sys::kill_pid(pid, libc::SIGKILL);
-                        self.to_reap.entry(pid).or_insert(0);
+                        // Leaders are the service's to reap: it reads their exit status.
+                        if !self.leaders.contains(&pid) {
+                            self.to_reap.entry(pid).or_insert(0);
+                        }
                     }
                 }
             }
