@@ -216,7 +216,8 @@ pub struct SecuritySection {
     /// - `"subreaper"`: the daemon becomes the child subreaper and finds an exec's processes
     ///   by walking `/proc` (its leader's descendants, and the daemon's descendants carrying the
     ///   exec's `REXD_TREE` variable). A process that leaves the tree *and* clears its
-    ///   environment escapes its exec, not the daemon: it is killed when the daemon exits.
+    ///   environment escapes its exec, not the daemon: `rexd --stdio` and `--mcp` kill every
+    ///   descendant left when they exit.
     ///
     /// Either way, once an exec's leader has ended and `kill_grace_ms` passed, what is left of
     /// its tree is killed and its pipes closed, so `exec.exit` always comes and nothing runs on

@@ -5,14 +5,16 @@
 //! Two ways, chosen by `security.process_tracking` (see [`crate::config`]):
 //! - **cgroup** (cgroup v2, where the daemon may create cgroups below its own, as root or with
 //!   a delegated subtree): each exec's leader joins a fresh cgroup between fork and exec, and
-//!   nothing it starts can leave it without write access to an ancestor. `cgroup.kill` kills
-//!   them all at once (Linux 5.14).
+//!   nothing it starts can leave it without write access to an ancestor's `cgroup.procs`
+//!   (which a command run as root has: root's commands can undo anything rexd does).
+//!   `cgroup.kill` kills them all at once (Linux 5.14).
 //! - **subreaper** (everywhere else): the daemon is `PR_SET_CHILD_SUBREAPER`, so an orphaned
 //!   descendant is re-parented to it instead of to init, and each exec's processes carry an
 //!   environment marker ([`MARKER`]). An exec's tree is its leader's descendants plus the
 //!   daemon's descendants with its marker (and theirs), found by walking `/proc`. A process
 //!   that both leaves its exec's descendants and clears its environment is not attributed to
-//!   the exec; it stays the daemon's descendant, and the daemon's exit kills it.
+//!   the exec; it stays the daemon's descendant, and the end of `rexd --stdio` / `--mcp`
+//!   ([`kill_all_descendants`]) kills it.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -29,6 +31,7 @@ use crate::sys;
 /// How process trees are tracked (`security.process_tracking`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Tracking {
     /// A cgroup per exec where the daemon can create them, else the subreaper.
     #[default]
