@@ -117,6 +117,12 @@ pub struct LimitsSection {
     /// Addition to the spec: bytes of `exec.input` / `pty.input` buffered for a process that does
     /// not read its input; more is refused with `resource_limit`.
     pub max_input_buffer_bytes: u64,
+    /// Addition to the spec: detached processes (`detach: true`) running at once for the one
+    /// client of this daemon (`rexd --stdio` serves one client per process), across its
+    /// sessions: a detached process outlives its session, so it counts until it ends. More is
+    /// refused with `resource_limit`. Detached processes end with the daemon (see
+    /// [`SecuritySection::process_tracking`]).
+    pub max_detached_processes: u64,
 }
 
 impl Default for LimitsSection {
@@ -131,6 +137,7 @@ impl Default for LimitsSection {
             max_concurrent_sessions: d.max_concurrent_sessions.unwrap_or(16),
             kill_grace_ms: 2_000,
             max_input_buffer_bytes: 1 << 20,
+            max_detached_processes: 8,
         }
     }
 }
@@ -160,14 +167,67 @@ pub struct SecuritySection {
     /// `[[security.allowed_roots]]`: the directories file ops and `cwd` must stay inside.
     #[serde(default)]
     pub allowed_roots: Vec<RootEntry>,
-    /// Addition to the spec: programs that may run (matched against `argv[0]` and its file
-    /// name; a shell exec runs `sh`). Empty means any.
+    /// Addition to the spec: programs that may run, as names found on the daemon's `PATH`
+    /// (`"ls"`) or paths (`"/usr/bin/ls"`), each resolved when the daemon starts (an entry
+    /// that names no executable is a startup error). Empty means any. An exec's `argv[0]` is
+    /// resolved the same way (on the daemon's `PATH`, or against the exec's cwd when it has a
+    /// `/`, symlinks followed) and allowed when it is the same file under the same file name:
+    /// a copy named `ls` inside a root is not `ls`, nor is a link named `sh` to an allowed
+    /// multi-call binary. What was checked is what runs. A shell exec is `sh`.
+    ///
+    /// While this or `deny_commands` is set, a client's `env` may not set `PATH` (refused,
+    /// `-32001`, naming the variable), and the variables that make a program load or run
+    /// other code are dropped from it: `LD_*`, `DYLD_*`, `GCONV_PATH`, `BASH_ENV`, `ENV`,
+    /// `BASH_FUNC_*`, interpreters' paths and start-up options (`PYTHONPATH`, `PERL5OPT`,
+    /// `NODE_OPTIONS`, …), git's program and config variables (`GIT_SSH_COMMAND`,
+    /// `GIT_CONFIG_*`, …) and `PAGER`/`EDITOR`-style ones (the full list:
+    /// `rexd::policy::UNSAFE_ENV`). The daemon's own environment passes unchanged.
+    ///
+    /// What a list cannot promise: an allowed program that runs others (a shell, `python`,
+    /// `env`, `find -exec`, `make`, `git` with hooks or a config it finds in the workspace)
+    /// runs anything, so allow only programs that do not; shell mode bypasses the list unless
+    /// `sh` is left off it or `allow_shell` is off; and the list says nothing about what
+    /// an allowed program does to files (the roots confine fs ops, not processes).
     #[serde(default)]
     pub allow_commands: Vec<String>,
-    /// Addition to the spec: programs that may never run (same matching); wins over the
-    /// allow list.
+    /// Addition to the spec: programs that may never run; wins over the allow list. Matches
+    /// the same file (a link to a denied program under another name is refused) or any
+    /// program with the entry's file name. A deny list alone is a speed bump, not a boundary:
+    /// any program left off it (`cp`, an interpreter) can copy or do what a denied one does.
     #[serde(default)]
     pub deny_commands: Vec<String>,
+    /// Addition to the spec: whether `fs.read` reads a regular file that has more than one
+    /// hard link. Off by default: another link may lie outside every root (the kernel's
+    /// beneath-the-root checks see only the name used), so reading it could show a file the
+    /// roots exclude. Turn it on for trees that hard-link on purpose (pnpm's store, `git clone
+    /// --local`, `cp -al` backups) when nothing outside the roots is linked into them. Writes
+    /// through such a file (`atomic: false`, `append`) are always refused; atomic writes
+    /// replace the name and leave the other links alone.
+    #[serde(default)]
+    pub read_hard_links: bool,
+    /// Addition to the spec: how the processes an exec starts are kept accountable to it, so
+    /// that a timeout, `exec.kill`, `session.close` and the daemon's exit reach every one of
+    /// them, including `setsid` and double-forked grandchildren that ignore `TERM` (TERM to all,
+    /// then KILL after `kill_grace_ms`):
+    /// - `"auto"` (default): a cgroup v2 per exec where the daemon may create cgroups below its
+    ///   own (root, or a delegated subtree such as a systemd unit with `Delegate=yes`), else
+    ///   `"subreaper"`;
+    /// - `"cgroup"`: cgroups or no execs;
+    /// - `"subreaper"`: the daemon becomes the child subreaper and finds an exec's processes
+    ///   by walking `/proc` (its leader's descendants, and the daemon's descendants carrying the
+    ///   exec's `REXD_TREE` variable). A process that leaves the tree *and* clears its
+    ///   environment escapes its exec, not the daemon: `rexd --stdio` and `--mcp` kill every
+    ///   descendant left when they exit.
+    ///
+    /// Either way, once an exec's leader has ended and `kill_grace_ms` passed, what is left of
+    /// its tree is killed and its pipes closed, so `exec.exit` always comes and nothing runs on
+    /// unaccounted. Detached processes outlive their session, never the daemon: when the client
+    /// goes away (end of input) or `rexd --stdio` / `--mcp` gets `SIGTERM`, `SIGINT` or
+    /// `SIGHUP`, they get TERM, then KILL, like the rest. A daemon killed with `SIGKILL`
+    /// cannot clean up; its cgroups keep its processes findable (and the next daemon removes
+    /// them once empty).
+    #[serde(default)]
+    pub process_tracking: crate::tree::Tracking,
 }
 
 /// One allowed root.
@@ -276,6 +336,18 @@ mod tests {
         let c = Config::from_toml("[limits]\nmax_output_bytes = 10\n", Path::new("x")).unwrap();
         assert_eq!(c.limits.max_output_bytes, 10);
         assert_eq!(c.limits.default_timeout_ms, 30_000);
+        assert_eq!(c.limits.max_detached_processes, 8);
+        assert_eq!(c.security.process_tracking, crate::tree::Tracking::Auto);
+        assert!(!c.security.read_hard_links);
+        let c = Config::from_toml(
+            "[security]\nprocess_tracking = \"subreaper\"\n",
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.security.process_tracking,
+            crate::tree::Tracking::Subreaper
+        );
         assert_eq!(
             Config::from_toml("", Path::new("x")).unwrap(),
             Config::default()
@@ -295,6 +367,10 @@ mod tests {
                 "hard_timeout_ms",
             ),
             ("[server]\nlog_level = \"loud\"\n", "log_level"),
+            (
+                "[security]\nprocess_tracking = \"magic\"\n",
+                "process_tracking",
+            ),
             ("[sever]\n", "sever"),
             ("[limits\n", "line 1"),
         ] {

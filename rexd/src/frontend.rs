@@ -8,9 +8,10 @@
 //! - **Backpressure**: while more than [`HIGH_WATER`] bytes wait to be written, neither input
 //!   nor children's output is read, so a slow client slows the children (their pipes fill) and
 //!   its own requests wait in the pipe instead of the daemon's memory growing.
-//! - **Shutdown**: at the end of the input (or once the output is broken: nobody reads us) the
-//!   service ends its attached children; the loop returns when they are gone and the output is
-//!   written, or after the kill grace.
+//! - **Shutdown**: at the end of the input, on `SIGTERM`, `SIGINT` or `SIGHUP` (or once the
+//!   output is broken: nobody reads us) the
+//!   service ends its children, detached ones too; the loop returns when they are gone and the
+//!   output is written, or after the kill grace (dropping the service kills what is left).
 
 use std::io::{self, Read, Write};
 use std::os::fd::{BorrowedFd, RawFd};
@@ -27,6 +28,7 @@ use crate::sys;
 pub const HIGH_WATER: usize = 4 << 20;
 const INPUT: Token = Token(0);
 const OUTPUT: Token = Token(1);
+const SIGNAL: Token = Token(2);
 /// Written bytes kept at the front of the buffer before it is compacted.
 const COMPACT_AFTER: usize = 1 << 20;
 
@@ -121,8 +123,8 @@ pub fn is_child_token(t: Token) -> bool {
     t.0 >= TOKEN_BASE
 }
 
-/// Runs `frontend` on the given descriptors until the input ends and the attached children
-/// have ended (or `kill_grace_ms` after the end of input passed).
+/// Runs `frontend` on the given descriptors until the input ends and the children have
+/// ended (or `kill_grace_ms` after the end of input passed).
 pub fn serve(
     frontend: &mut impl Frontend,
     poll: &mut Poll,
@@ -148,6 +150,11 @@ pub fn serve(
         .registry()
         .register(&mut SourceFd(&output), OUTPUT, Interest::WRITABLE)
         .is_ok();
+    // A daemon told to stop ends its processes first, as when its client goes away.
+    let mut signals =
+        signal_hook_mio::v1_0::Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])?;
+    poll.registry()
+        .register(&mut signals, SIGNAL, Interest::READABLE)?;
     let mut input_file = std::mem::ManuallyDrop::new(file(input));
     let mut output_file = std::mem::ManuallyDrop::new(file(output));
 
@@ -202,7 +209,7 @@ pub fn serve(
         }
         // 4. Done?
         if let Some(deadline) = shutdown_deadline
-            && ((frontend.service().running_attached() == 0 && out.is_empty()) || now >= deadline)
+            && ((frontend.service().running() == 0 && out.is_empty()) || now >= deadline)
         {
             return Ok(());
         }
@@ -226,6 +233,15 @@ pub fn serve(
         for e in events.iter() {
             match e.token() {
                 INPUT => input_ready = true,
+                SIGNAL => {
+                    for signal in signals.pending() {
+                        crate::log::info(&format!(
+                            "{}: ending every process, then exiting",
+                            sys::signal_name(signal)
+                        ));
+                        input_open = false;
+                    }
+                }
                 t if is_child_token(t) => {
                     let (readable, writable) = child_readiness(e);
                     frontend.service().handle_event(now, t, readable, writable);

@@ -8,6 +8,13 @@
 //!   mid-write cannot redirect the rename;
 //! - honour `expected_mtime` (the file must exist with exactly that mtime) and `mode: create`
 //!   (the file must not exist; checked by `RENAME_NOREPLACE`, not by a racy look first).
+//!
+//! Hard links: a file in a root may be another name of a file outside every root, which the
+//! kernel's path checks cannot see. A write that would go into the existing file (`atomic:
+//! false`, `append`) is refused (`forbidden_path`) when the file has more than one link; an
+//! atomic write replaces the name and leaves the other links alone, so it goes ahead. A read is
+//! refused too unless `security.read_hard_links` is on (see [`crate::config`]). Both look at
+//! the descriptor they use, so a link made after a check cannot slip in.
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -43,6 +50,8 @@ pub struct FsContext<'a> {
     pub cwd: &'a Path,
     /// `max_file_read_bytes`.
     pub max_read: u64,
+    /// `security.read_hard_links`: read files that have other hard links.
+    pub read_hard_links: bool,
 }
 
 type OpResult<T> = Result<T, ErrorObject>;
@@ -57,11 +66,13 @@ pub fn open_error(ctx: &FsContext<'_>, path: &str, e: OpenError) -> ErrorObject 
     }
 }
 
-/// An OS error on `path` as invalid params (the params name something that cannot be used)
-/// with the errno in `data`.
+/// An OS error on `path` with the errno in `data`: `not_found` when it does not exist,
+/// `unauthorized` when the OS refuses, else invalid params (the params name something that
+/// cannot be used).
 pub fn io_error(path: &str, e: &std::io::Error) -> ErrorObject {
     let code = match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => ErrorCode::Unauthorized,
+        Some(libc::ENOENT) => ErrorCode::NotFound,
         _ => ErrorCode::InvalidParams,
     };
     ErrorObject::of(code)
@@ -76,6 +87,16 @@ fn kind_of(st: &libc::stat) -> FileType {
         libc::S_IFLNK => FileType::Symlink,
         _ => FileType::Other,
     }
+}
+
+/// The refusal of a file with other hard links, which may lie outside the roots.
+fn hard_link_error(ctx: &FsContext<'_>, path: &str, st: &libc::stat, what: &str) -> ErrorObject {
+    ErrorObject::forbidden_path(path, &ctx.roots.paths())
+        .with_message(format!(
+            "{path} has {} hard links, which may lie outside the allowed roots: {what}",
+            st.st_nlink
+        ))
+        .with_data(json!({"path": path, "nlink": st.st_nlink, "allowed_roots": ctx.roots.paths()}))
 }
 
 fn display(p: &Path) -> String {
@@ -94,6 +115,14 @@ pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
     if kind_of(&st) != FileType::File {
         return Err(ErrorObject::of(ErrorCode::InvalidParams)
             .with_message(format!("{} is not a regular file", p.path)));
+    }
+    if st.st_nlink > 1 && !ctx.read_hard_links {
+        return Err(hard_link_error(
+            ctx,
+            &p.path,
+            &st,
+            "reading it is off (security.read_hard_links)",
+        ));
     }
     let size = st.st_size as u64;
     let offset = p.offset.unwrap_or(0).min(size);
@@ -249,22 +278,40 @@ pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> 
         fd
     } else {
         // O_NONBLOCK: a FIFO swapped in after the check above fails (ENXIO) instead of
-        // blocking the daemon until some reader appears.
+        // blocking the daemon until some reader appears. No O_TRUNC: the file is truncated only
+        // once its descriptor shows it is a regular file with no other links.
         let flags = libc::O_WRONLY
             | libc::O_NONBLOCK
             | libc::O_CREAT
             | match p.mode {
                 WriteMode::Append => libc::O_APPEND,
                 WriteMode::Create => libc::O_EXCL,
-                _ => libc::O_TRUNC,
+                _ => 0,
             };
         let fd = sys::openat(dir, &name, flags, file_mode).map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) => ErrorObject::forbidden_path(&p.path, &ctx.roots.paths()),
             Some(libc::EEXIST) => conflict("mode \"create\" but the file exists"),
             _ => io_error(&p.path, &e),
         })?;
-        write_all(fd.as_fd(), &bytes).map_err(|e| io_error(&p.path, &e))?;
-        fd
+        let st = sys::fstat(fd.as_fd()).map_err(|e| io_error(&p.path, &e))?;
+        if kind_of(&st) != FileType::File {
+            return Err(ErrorObject::of(ErrorCode::InvalidParams)
+                .with_message(format!("{} is not a regular file", p.path)));
+        }
+        if st.st_nlink > 1 {
+            return Err(hard_link_error(
+                ctx,
+                &p.path,
+                &st,
+                "a non-atomic or append write would change them all; write with atomic: true",
+            ));
+        }
+        let file = std::fs::File::from(fd);
+        if p.mode == WriteMode::Replace {
+            file.set_len(0).map_err(|e| io_error(&p.path, &e))?;
+        }
+        write_all(file.as_fd(), &bytes).map_err(|e| io_error(&p.path, &e))?;
+        OwnedFd::from(file)
     };
     let st = sys::fstat(written_fd.as_fd()).map_err(|e| io_error(&p.path, &e))?;
     Ok(FsWriteResult {

@@ -33,15 +33,24 @@
 //!   RESOLVE_NO_MAGICLINKS)` from a descriptor of the root (Linux ≥ 5.6), so symlinks out,
 //!   symlinks swapped in concurrently and `/proc/self/root` are refused (`-32002`). Writes never
 //!   follow a symlink in the last component; atomic writes rename a temporary file inside the
-//!   pinned parent directory. FIFOs are refused as not regular files.
-//! - **Processes**: each in its own process group; a timeout, `exec.kill` (TERM) or a session
-//!   close sends TERM to the group, then KILL after `kill_grace_ms`. `exec.exit` comes only once
-//!   the child is reaped *and* its pipes reached EOF, so after all output. Past
-//!   `max_output_bytes` output is read and dropped (`truncated`), the command runs on. A launch
-//!   failure answers `exec.start` and then sends `exec.error`. PTY processes have neither a
-//!   timeout nor an output cap (interactive; they end with `pty.close` or the session).
-//! - **Detached** processes survive `session.close` and the daemon's exit, but their output
-//!   pipes close with the daemon.
+//!   pinned parent directory. FIFOs are refused as not regular files. A file with other hard
+//!   links (which may lie outside the roots) is never written through (`atomic: false`,
+//!   `append`: `-32002`) and is read only with `security.read_hard_links`.
+//! - **Processes**: each in its own process group and process tree ([`tree`]: a cgroup v2 per
+//!   exec where the daemon can make one, else the child subreaper and `/proc`), so `setsid`
+//!   and double-forked grandchildren stay the exec's. A timeout, `exec.kill` (TERM) or a
+//!   session close sends TERM to the whole tree, then KILL after `kill_grace_ms`. `exec.exit`
+//!   comes once the child is reaped *and* its pipes reached EOF, so after all output; if
+//!   something still holds the pipes `kill_grace_ms` after the leader was reaped, it is killed
+//!   and the pipes closed, so `exec.exit` always comes. What an exec leaves running when it
+//!   ends is killed. Past `max_output_bytes` output is read and dropped (`truncated`), the
+//!   command runs on. A launch failure answers `exec.start` and then sends `exec.error`. PTY
+//!   processes have neither a timeout nor an output cap (interactive; they end with
+//!   `pty.close` or the session).
+//! - **Detached** processes survive `session.close`, not the daemon: when the client goes away
+//!   (or the daemon gets `SIGTERM`, `SIGINT`, `SIGHUP`) they are terminated like the rest (a process nobody can reach any more must not run
+//!   on). Until they end they count against `limits.max_detached_processes` (default 8) for
+//!   the daemon's one client, across sessions, and their timeouts hold.
 //! - **Stdin**: `exec.input` is answered once its bytes are in the child's pipe (or the child
 //!   closed its stdin or ended; what it never read is dropped), so a client that waits for
 //!   answers has no more in flight than the daemon buffers (`max_input_buffer_bytes`). A
@@ -49,10 +58,19 @@
 //!   starts it with an empty one (EOF at once).
 //! - **Backpressure**: while more than [`frontend::HIGH_WATER`] bytes wait for stdout, neither
 //!   children's output nor new requests are read.
-//! - **Shell**: `shell: true` needs `security.allow_shell` (else `-32007`); command allow/deny
-//!   lists match `argv[0]` or its file name (`sh` for shell mode; else `-32001`).
+//! - **Shell**: `shell: true` needs `security.allow_shell` (else `-32007`).
+//! - **Command lists** ([`policy`]): matched on the file that would run (`argv[0]` resolved
+//!   on the daemon's `PATH` or against the cwd, symlinks followed), never on the name alone,
+//!   and that file is what runs; while a list is set the client may not set `PATH` and the
+//!   loader's and interpreters' variables are dropped from its `env` (refusals are `-32001`).
+//!   A list cannot stop an allowed shell or interpreter from running anything.
+//! - **Errors**: bad params name the field in the message (`path: invalid type: integer `5`,
+//!   expected a string`); a path that does not exist is `-32009 not_found`, an addition to the
+//!   spec's table (which has no code for it), with `data.path` and `data.errno`.
 //! - **Additions to the config**: `limits.kill_grace_ms`, `limits.max_input_buffer_bytes`,
-//!   `security.allow_commands`, `security.deny_commands`; unknown keys are errors.
+//!   `limits.max_detached_processes`, `security.process_tracking`,
+//!   `security.allow_commands`, `security.deny_commands`, `security.read_hard_links`; unknown keys
+//!   are errors.
 
 #![warn(missing_docs)]
 
@@ -64,9 +82,11 @@ pub mod fsops;
 pub mod irc;
 pub mod log;
 pub mod mcp;
+pub mod policy;
 pub mod process;
 pub mod remote_bash;
 pub mod roots;
 pub mod service;
 pub mod stdio;
 pub mod sys;
+pub mod tree;

@@ -856,7 +856,7 @@ impl McpServer {
 }
 
 /// Serves MCP on the given descriptors (stdin/stdout for the binary) until the input ends and
-/// the attached children have ended (or the kill grace passed).
+/// the children have ended (or the kill grace passed).
 pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> {
     let mut poll = Poll::new()?;
     let grace = settings.limits.kill_grace_ms;
@@ -867,9 +867,12 @@ pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> 
     frontend::serve(&mut server, &mut poll, grace, input, output)
 }
 
-/// `rexd --mcp`: MCP on the process's own stdin and stdout.
+/// `rexd --mcp`: MCP on the process's own stdin and stdout; at the end the process's
+/// descendants that no exec's tree claimed are killed.
 pub fn serve_stdio(settings: Settings) -> io::Result<()> {
-    serve(settings, io::stdin().as_raw_fd(), io::stdout().as_raw_fd())
+    let served = serve(settings, io::stdin().as_raw_fd(), io::stdout().as_raw_fd());
+    crate::tree::kill_all_descendants();
+    served
 }
 
 #[cfg(test)]

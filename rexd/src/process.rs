@@ -1,17 +1,20 @@
-//! Starting child processes: each in a process group of its own (so a timeout or kill reaches
-//! its whole tree), its working directory entered through a descriptor opened beneath a root
-//! (`fchdir`, so a symlink swapped in after the check cannot move it), pipes or a PTY for its
-//! standard streams, and a pidfd to learn of its exit through the event loop.
+//! Starting child processes: each in a process group of its own and in its exec's process
+//! tree ([`crate::tree`]: a cgroup, or a marker the subreaper finds), its working directory
+//! entered through a descriptor opened beneath a root (`fchdir`, so a symlink swapped in after
+//! the check cannot move it), pipes or a PTY for its standard streams, and a pidfd to learn of
+//! its exit through the event loop.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use deskwire::rexd::Program;
 
 use crate::sys;
+use crate::tree::Join;
 
 /// The size asked for a child's stdout and stderr pipes.
 pub const OUTPUT_PIPE_BYTES: usize = 256 * 1024;
@@ -36,16 +39,28 @@ pub struct Spawned {
 pub struct Launch<'a> {
     /// What.
     pub program: &'a Program,
+    /// The file to execute for an argv program, already resolved and checked against the
+    /// command lists (`argv[0]` is still passed as given); `None`: `argv[0]` is looked up.
+    pub exe: Option<&'a Path>,
     /// Directory descriptor to `fchdir` into.
     pub cwd: &'a OwnedFd,
     /// Added to (overriding) the daemon's environment.
     pub env: Option<&'a BTreeMap<String, String>>,
+    /// How the child joins its exec's process tree.
+    pub join: &'a Join,
 }
 
 fn command(l: &Launch<'_>) -> Command {
     let mut cmd = match l.program {
         Program::Argv(argv) => {
-            let mut c = Command::new(&argv[0]);
+            let mut c = match l.exe {
+                Some(exe) => {
+                    let mut c = Command::new(exe);
+                    c.arg0(&argv[0]);
+                    c
+                }
+                None => Command::new(&argv[0]),
+            };
             c.args(&argv[1..]);
             c
         }
@@ -61,10 +76,21 @@ fn command(l: &Launch<'_>) -> Command {
     if let Some(env) = l.env {
         cmd.envs(env);
     }
+    // After the client's variables, so a client cannot set the marker of another exec.
+    if let Some((k, v)) = &l.join.marker {
+        cmd.env(k, v);
+    }
     let cwd = l.cwd.as_raw_fd();
-    // SAFETY: fchdir is async-signal-safe; the descriptor outlives the spawn.
+    let cgroup = l.join.cgroup_procs.as_ref().map(|fd| fd.as_raw_fd());
+    // SAFETY: fchdir and write are async-signal-safe; the descriptors outlive the spawn.
+    // Joining the cgroup before exec means nothing the program does escapes it.
     unsafe {
-        cmd.pre_exec(move || sys::fchdir(cwd));
+        cmd.pre_exec(move || {
+            if let Some(fd) = cgroup {
+                sys::write_raw(fd, b"0")?;
+            }
+            sys::fchdir(cwd)
+        });
     }
     cmd
 }

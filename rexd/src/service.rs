@@ -35,10 +35,10 @@
 //! # }
 //! ```
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 use deskwire::rexd::{
@@ -56,9 +56,11 @@ use serde_json::{Value, json};
 use crate::audit::Audit;
 use crate::config::{Config, LimitsSection};
 use crate::fsops::{self, FsContext};
+use crate::policy::{Checked, CommandPolicy};
 use crate::process::{self, Launch, Spawned};
 use crate::roots::{OpenError, Roots};
 use crate::sys::{self, WaitStatus};
+use crate::tree::{Join, Tracker, Tracking, Tree};
 
 /// Tokens at or above this belong to the service; hosts use smaller ones for their own sources.
 pub const TOKEN_BASE: usize = 1 << 20;
@@ -78,10 +80,12 @@ pub struct Settings {
     pub limits: LimitsSection,
     /// `shell: true` allowed.
     pub allow_shell: bool,
-    /// Programs allowed (empty: any).
-    pub allow_commands: Vec<String>,
-    /// Programs refused.
-    pub deny_commands: Vec<String>,
+    /// The command lists (`security.allow_commands`, `security.deny_commands`), resolved.
+    pub commands: CommandPolicy,
+    /// `fs.read` reads files that have other hard links.
+    pub read_hard_links: bool,
+    /// How process trees are tracked.
+    pub tracking: Tracking,
     /// Where audit entries go.
     pub audit: Audit,
 }
@@ -93,8 +97,9 @@ impl Settings {
             roots: Roots::open(roots)?,
             limits: LimitsSection::default(),
             allow_shell: false,
-            allow_commands: Vec::new(),
-            deny_commands: Vec::new(),
+            commands: CommandPolicy::default(),
+            read_hard_links: false,
+            tracking: Tracking::Auto,
             audit: Audit::disabled(),
         })
     }
@@ -116,8 +121,12 @@ impl Settings {
             roots: Roots::open(&roots)?,
             limits: config.limits.clone(),
             allow_shell: config.security.allow_shell,
-            allow_commands: config.security.allow_commands.clone(),
-            deny_commands: config.security.deny_commands.clone(),
+            commands: CommandPolicy::new(
+                &config.security.allow_commands,
+                &config.security.deny_commands,
+            )?,
+            read_hard_links: config.security.read_hard_links,
+            tracking: config.security.process_tracking,
             audit,
         })
     }
@@ -175,6 +184,11 @@ enum TimerKind {
     Escalate,
     /// An `exec.wait` with a timeout gives up (answers `running`).
     Wait(u64),
+    /// The grace after the leader was reaped ended: what still holds its pipes is killed and
+    /// the pipes are closed, so `exec.exit` comes.
+    CloseStreams,
+    /// Service-wide (key 0): remove emptied cgroups, reap killed orphans.
+    Housekeeping,
 }
 
 /// One output stream of a child.
@@ -194,6 +208,8 @@ struct Proc {
     pty_id: Option<String>,
     pid: libc::pid_t,
     pidfd: Option<OwnedFd>,
+    /// Every process it started (`None`: it never started).
+    tree: Option<Tree>,
     stdout: Option<Output>,
     stderr: Option<Output>,
     /// Stdin pipe, or the PTY master (which is also `stdout`'s source for a PTY).
@@ -284,6 +300,9 @@ pub struct Service {
     next_key: u64,
     next_pty: u64,
     buf: Vec<u8>,
+    tracker: Tracker,
+    /// Trees of finished processes whose cgroups are not removed yet.
+    dead_trees: Vec<Tree>,
 }
 
 type OpResult<T> = Result<T, ErrorObject>;
@@ -314,7 +333,11 @@ fn signal_number(s: Signal) -> libc::c_int {
 impl Service {
     /// A service with `settings`, registering children in `registry` (a clone of the host's).
     pub fn new(settings: Settings, registry: Registry) -> Service {
+        let tracker = Tracker::new(settings.tracking);
+        crate::log::debug(&format!("process trees: {}", tracker.describe()));
         Service {
+            tracker,
+            dead_trees: Vec::new(),
             settings,
             registry,
             sessions: HashMap::new(),
@@ -457,6 +480,7 @@ impl Service {
             roots: &s.roots,
             cwd: &s.cwd,
             max_read: s.limits.max_file_read_bytes.unwrap_or(u64::MAX),
+            read_hard_links: self.settings.read_hard_links,
         };
         f(&ctx)
     }
@@ -518,11 +542,11 @@ impl Service {
 
     fn session_close(&mut self, now: u64, p: SessionCloseParams) -> OpResult<OkResult> {
         self.session(&p.session_id)?;
-        self.close_session(now, &p.session_id);
+        self.close_session(now, &p.session_id, false);
         Ok(OkResult { ok: true })
     }
 
-    fn close_session(&mut self, now: u64, id: &str) {
+    fn close_session(&mut self, now: u64, id: &str, kill_detached: bool) {
         let Some(session) = self.sessions.remove(id) else {
             return;
         };
@@ -536,19 +560,50 @@ impl Service {
                 self.forget(key);
                 continue;
             }
-            if !proc_.detached {
+            if !proc_.detached || kill_detached {
                 proc_.killed = true;
-                let (pgid, key) = (proc_.pid, proc_.key);
-                self.terminate(now, key, pgid);
+                let key = proc_.key;
+                self.terminate(now, key);
             }
         }
     }
 
-    /// TERM the group now, KILL it after the grace.
-    fn terminate(&mut self, now: u64, key: u64, pgid: libc::pid_t) {
-        let _ = sys::kill_group(pgid, libc::SIGTERM);
+    /// Sends `signal` to every process of `key`'s tree (its group, if it has no tree).
+    fn signal_tree(&self, key: u64, signal: libc::c_int) {
+        let Some(p) = self.by_key.get(&key).and_then(|id| self.procs.get(id)) else {
+            return;
+        };
+        match &p.tree {
+            Some(tree) => tree.signal(signal),
+            None if p.pid > 1 && p.exit.is_none() => {
+                let _ = sys::kill_group(p.pid, signal);
+            }
+            None => {}
+        }
+    }
+
+    /// Kills every process of `key`'s tree now.
+    fn kill_tree(&mut self, now: u64, key: u64) {
+        let Some(p) = self.by_key.get(&key).and_then(|id| self.procs.get(id)) else {
+            return;
+        };
+        match &p.tree {
+            Some(tree) => self.tracker.kill(tree),
+            None if p.pid > 1 && p.exit.is_none() => {
+                let _ = sys::kill_group(p.pid, libc::SIGKILL);
+            }
+            None => {}
+        }
+        if self.tracker.has_pending() {
+            self.housekeeping_soon(now);
+        }
+    }
+
+    /// TERM the tree now, KILL it after the grace.
+    fn terminate(&mut self, now: u64, key: u64) {
+        self.signal_tree(key, libc::SIGTERM);
         // A stopped process does not act on TERM until continued.
-        let _ = sys::kill_group(pgid, libc::SIGCONT);
+        self.signal_tree(key, libc::SIGCONT);
         self.timers.insert((
             now.saturating_add(self.settings.limits.kill_grace_ms),
             key,
@@ -580,37 +635,22 @@ impl Service {
         })
     }
 
-    /// Policy checks shared by exec and PTY: shell mode, command lists, process count; then
-    /// the cwd opened beneath the session's roots.
-    fn prepare(&self, session: &str, program: &Program, cwd: Option<&str>) -> OpResult<OwnedFd> {
+    /// Policy checks shared by exec and PTY: shell mode, process count, the cwd opened
+    /// beneath the session's roots, then the command lists (which resolve a relative program
+    /// against that cwd) and the environment they allow.
+    fn prepare(
+        &self,
+        session: &str,
+        program: &Program,
+        cwd: Option<&str>,
+        env: Option<&BTreeMap<String, String>>,
+    ) -> OpResult<(OwnedFd, Checked)> {
         let s = self.session(session)?;
-        let name = match program {
-            Program::Shell(_) => {
-                if !self.settings.allow_shell {
-                    return Err(err(
-                        ErrorCode::UnsupportedCapability,
-                        "shell mode is disabled on this daemon (security.allow_shell)",
-                    ));
-                }
-                "sh".to_owned()
-            }
-            Program::Argv(argv) => argv[0].clone(),
-            #[allow(unreachable_patterns)]
-            _ => return Err(err(ErrorCode::InvalidParams, "unknown program kind")),
-        };
-        let base = Path::new(&name)
-            .file_name()
-            .map(|b| b.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let listed = |list: &[String]| list.iter().any(|c| *c == name || *c == base);
-        if listed(&self.settings.deny_commands)
-            || (!self.settings.allow_commands.is_empty() && !listed(&self.settings.allow_commands))
-        {
+        if matches!(program, Program::Shell(_)) && !self.settings.allow_shell {
             return Err(err(
-                ErrorCode::Unauthorized,
-                format!("command {name:?} is not allowed"),
-            )
-            .with_data(json!({"command": name})));
+                ErrorCode::UnsupportedCapability,
+                "shell mode is disabled on this daemon (security.allow_shell)",
+            ));
         }
         let running = s
             .procs
@@ -627,13 +667,15 @@ impl Service {
         }
         let cwd_str = cwd.unwrap_or_else(|| s.cwd.to_str().unwrap_or("."));
         let resolved = s.roots.resolve(&s.cwd, cwd_str)?;
-        resolved
+        let dir = resolved
             .open(libc::O_PATH | libc::O_DIRECTORY)
             .map_err(|e| match e {
                 OpenError::Escape(_) => ErrorObject::forbidden_path(cwd_str, &s.roots.paths()),
                 OpenError::IsRoot => ErrorObject::forbidden_path(cwd_str, &s.roots.paths()),
                 OpenError::Io(e) => fsops::io_error(cwd_str, &e),
-            })
+            })?;
+        let checked = self.settings.commands.check(program, dir.as_fd(), env)?;
+        Ok((dir, checked))
     }
 
     fn new_proc(&mut self, now: u64, session: &str, detached: bool) -> Proc {
@@ -645,6 +687,7 @@ impl Service {
             pty_id: None,
             pid: 0,
             pidfd: None,
+            tree: None,
             stdout: None,
             stderr: None,
             stdin: None,
@@ -669,24 +712,48 @@ impl Service {
     }
 
     fn exec_start(&mut self, now: u64, p: ExecStartParams) -> OpResult<ExecStartResult> {
-        let cwd = self.prepare(&p.session_id, &p.program, p.cwd.as_deref())?;
+        let (cwd, checked) =
+            self.prepare(&p.session_id, &p.program, p.cwd.as_deref(), p.env.as_ref())?;
         let limits = self.session(&p.session_id)?.limits;
+        if p.detach {
+            let max = self.settings.limits.max_detached_processes;
+            let detached = self
+                .procs
+                .values()
+                .filter(|x| x.detached && !x.finished)
+                .count() as u64;
+            if detached >= max {
+                return Err(err(
+                    ErrorCode::ResourceLimit,
+                    format!(
+                        "{max} detached processes already running (limits.max_detached_processes); \
+                         they count until they end, across sessions"
+                    ),
+                )
+                .with_data(json!({"max_detached_processes": max})));
+            }
+        }
         let mut proc_ = self.new_proc(now, &p.session_id, p.detach);
         proc_.cap = match (limits.max_output_bytes, p.max_output_bytes) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let launch = Launch {
-            program: &p.program,
-            cwd: &cwd,
-            env: p.env.as_ref(),
-        };
         let result = ExecStartResult {
             process_id: proc_.id.clone(),
             started_at: proc_.started_at.clone(),
         };
-        match process::spawn_pipes(&launch) {
-            Ok(sp) => {
+        let spawned = self.spawn_in_tree(proc_.key, |join| {
+            process::spawn_pipes(&Launch {
+                program: &p.program,
+                exe: checked.exe.as_deref(),
+                cwd: &cwd,
+                env: checked.env.as_ref(),
+                join,
+            })
+        });
+        match spawned {
+            Ok((tree, sp)) => {
+                proc_.tree = Some(tree);
                 if let Some(stdin) = &p.stdin {
                     proc_.stdin_buf.extend_from_slice(stdin.as_bytes());
                     proc_.stdin_eof = true;
@@ -718,15 +785,74 @@ impl Service {
         Ok(result)
     }
 
+    /// Starts a child in a new tree for `key`. In `auto` tracking, a child that cannot join
+    /// its cgroup is started again under the subreaper, which then tracks every later exec.
+    fn spawn_in_tree(
+        &mut self,
+        key: u64,
+        spawn: impl Fn(&Join) -> io::Result<Spawned>,
+    ) -> io::Result<(Tree, Spawned)> {
+        let (mut tree, join) = match self.tracker.prepare(key) {
+            Ok(x) => x,
+            // No cgroup for this exec (a limit on cgroups, a hierarchy gone read-only).
+            Err(e) if self.tracker.fall_back(&e) => self.tracker.prepare_sweep(key),
+            Err(e) => return Err(e),
+        };
+        let first = spawn(&join);
+        drop(join);
+        let sp = match first {
+            Ok(sp) => sp,
+            Err(e) => {
+                tree.remove();
+                if self.settings.tracking != Tracking::Auto || !self.tracker.uses_cgroups() {
+                    return Err(e);
+                }
+                // The cgroup or the program? Only a start without the cgroup tells.
+                let (sweep_tree, sweep_join) = self.tracker.prepare_sweep(key);
+                let sp = spawn(&sweep_join)?;
+                self.tracker.fall_back(&e);
+                tree = sweep_tree;
+                sp
+            }
+        };
+        self.tracker.started(&mut tree, sp.pid);
+        Ok((tree, sp))
+    }
+
     /// [`Service::attach`], or, when the loop cannot take the child, kills and reaps it so no
     /// process runs untracked.
     fn attach_or_kill(&mut self, proc_: &mut Proc, sp: Spawned) -> OpResult<()> {
         let pid = sp.pid;
         // Descriptors already registered leave the poll when they close with `proc_`.
-        self.attach(proc_, sp).inspect_err(|_| {
+        let attached = self.attach(proc_, sp);
+        if attached.is_err() {
+            let tree = proc_.tree.take();
+            if let Some(tree) = &tree {
+                self.tracker.kill(tree);
+            }
             let _ = sys::kill_group(pid, libc::SIGKILL);
             sys::wait_blocking(pid);
-        })
+            if let Some(mut tree) = tree {
+                self.tracker.reaped(&mut tree);
+                self.retire(0, tree);
+            }
+        }
+        attached
+    }
+
+    /// Keeps a finished tree until its cgroup can be removed.
+    fn retire(&mut self, now: u64, tree: Tree) {
+        if !tree.remove() {
+            self.dead_trees.push(tree);
+            self.housekeeping_soon(now);
+        }
+    }
+
+    fn housekeeping_soon(&mut self, now: u64) {
+        if !self.timers.iter().any(|t| t.2 == TimerKind::Housekeeping) {
+            self.timers
+                .insert((now.saturating_add(100), 0, TimerKind::Housekeeping));
+        }
     }
 
     /// Registers a spawned child's descriptors.
@@ -880,11 +1006,15 @@ impl Service {
         ) {
             proc_.killed = true;
         }
-        let (pgid, key) = (proc_.pid, proc_.key);
-        sys::kill_group(pgid, sig).map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+        let key = proc_.key;
+        if sig == libc::SIGKILL {
+            self.kill_tree(now, key);
+        } else {
+            self.signal_tree(key, sig);
+        }
         if sig == libc::SIGTERM {
             // TERM may be ignored; the grace still ends in KILL, as for timeouts.
-            let _ = sys::kill_group(pgid, libc::SIGCONT);
+            self.signal_tree(key, libc::SIGCONT);
             self.timers.insert((
                 now.saturating_add(self.settings.limits.kill_grace_ms),
                 key,
@@ -1002,19 +1132,26 @@ impl Service {
     }
 
     fn pty_open(&mut self, now: u64, p: PtyOpenParams) -> OpResult<PtyOpenResult> {
-        let cwd = self.prepare(&p.session_id, &p.program, p.cwd.as_deref())?;
+        let (cwd, checked) =
+            self.prepare(&p.session_id, &p.program, p.cwd.as_deref(), p.env.as_ref())?;
         let mut proc_ = self.new_proc(now, &p.session_id, false);
         self.next_pty += 1;
         let pty_id = format!("t_{}", self.next_pty);
         proc_.pty_id = Some(pty_id.clone());
         let (cols, rows) = p.size();
-        let launch = Launch {
-            program: &p.program,
-            cwd: &cwd,
-            env: p.env.as_ref(),
-        };
-        let sp = process::spawn_pty(&launch, cols, rows)
+        let (tree, sp) = self
+            .spawn_in_tree(proc_.key, |join| {
+                let launch = Launch {
+                    program: &p.program,
+                    exe: checked.exe.as_deref(),
+                    cwd: &cwd,
+                    env: checked.env.as_ref(),
+                    join,
+                };
+                process::spawn_pty(&launch, cols, rows)
+            })
             .map_err(|e| err(ErrorCode::InvalidParams, format!("cannot start: {e}")))?;
+        proc_.tree = Some(tree);
         self.attach_or_kill(&mut proc_, sp)?;
         let result = PtyOpenResult {
             pty_id,
@@ -1072,7 +1209,7 @@ impl Service {
         let id = self.pty_proc(&p.session_id, &p.pty_id)?;
         let proc_ = self.procs.get_mut(&id).expect("found above");
         let running = !proc_.finished;
-        let (pgid, key) = (proc_.pid, proc_.key);
+        let key = proc_.key;
         if p.kill_process && running {
             proc_.killed = true;
         }
@@ -1085,7 +1222,7 @@ impl Service {
         }
         proc_.stdin_buf.clear();
         if p.kill_process && running {
-            self.terminate(now, key, pgid);
+            self.terminate(now, key);
         }
         self.try_finish(now, key);
         Ok(OkResult { ok: running })
@@ -1124,8 +1261,17 @@ impl Service {
         }
         if let Ok(Some(status)) = sys::try_wait(p.pid) {
             p.exit = Some(status);
+            if let Some(tree) = p.tree.as_mut() {
+                self.tracker.reaped(tree);
+            }
             if let Some(fd) = p.pidfd.take() {
                 let _ = self.registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+            }
+            // Whatever still holds the pipes gets the grace, then is killed and the pipes
+            // closed: `exec.exit` must not wait on a process that left the group.
+            if p.stdout.is_some() || p.stderr.is_some() {
+                let at = now.saturating_add(self.settings.limits.kill_grace_ms);
+                self.timers.insert((at, key, TimerKind::CloseStreams));
             }
             // Output may still be in the pipes; reading them to EOF comes before exec.exit.
             self.readable.insert((key, Stream::Stdout as usize));
@@ -1230,6 +1376,18 @@ impl Service {
             return;
         }
         p.finished = true;
+        // The leader is gone and so are its pipes: what it left running (a daemonized
+        // grandchild) ends with it.
+        if let Some(tree) = p.tree.take() {
+            self.tracker.kill(&tree);
+            self.retire(now, tree);
+            if self.tracker.has_pending() {
+                self.housekeeping_soon(now);
+            }
+        }
+        let Some(p) = self.procs.get_mut(&id) else {
+            return;
+        };
         if let Some(fd) = p.stdin.take() {
             let _ = self.registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
         }
@@ -1301,6 +1459,10 @@ impl Service {
             }
             self.timers.remove(&t);
             let (_, key, kind) = t;
+            if kind == TimerKind::Housekeeping {
+                self.housekeeping(now);
+                continue;
+            }
             let Some(id) = self.by_key.get(&key).cloned() else {
                 continue;
             };
@@ -1310,12 +1472,10 @@ impl Service {
             match kind {
                 TimerKind::Timeout if !p.finished => {
                     p.timed_out = true;
-                    let pgid = p.pid;
-                    self.terminate(now, key, pgid);
+                    self.terminate(now, key);
                 }
-                TimerKind::Escalate if !p.finished => {
-                    let _ = sys::kill_group(p.pid, libc::SIGKILL);
-                }
+                TimerKind::Escalate if !p.finished => self.kill_tree(now, key),
+                TimerKind::CloseStreams if !p.finished => self.close_streams(now, key),
                 TimerKind::Wait(handle) => {
                     if let Some(pos) = p.waiters.iter().position(|h| *h == handle) {
                         p.waiters.remove(pos);
@@ -1329,6 +1489,38 @@ impl Service {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// The leader was reaped a grace ago and its pipes are still open: kills what holds them,
+    /// reads what they hold (a bounded amount) and closes them.
+    fn close_streams(&mut self, now: u64, key: u64) {
+        self.kill_tree(now, key);
+        for stream in [Stream::Stdout as usize, Stream::Stderr as usize] {
+            // Up to 16 reads: a writer that survived the kill cannot keep us here.
+            for _ in 0..16 {
+                match self.read_chunk(key, stream) {
+                    ReadOutcome::Data(_) => {}
+                    ReadOutcome::Drained | ReadOutcome::Closed => break,
+                }
+            }
+            self.readable.remove(&(key, stream));
+        }
+        let Some(p) = self.by_key.get(&key).and_then(|id| self.procs.get_mut(id)) else {
+            return;
+        };
+        for out in [p.stdout.take(), p.stderr.take()].into_iter().flatten() {
+            let _ = self.registry.deregister(&mut SourceFd(&out.fd.as_raw_fd()));
+        }
+        self.try_finish(now, key);
+    }
+
+    /// Removes emptied cgroups and reaps killed orphans; runs again while some are left.
+    fn housekeeping(&mut self, now: u64) {
+        self.dead_trees.retain(|t| !t.remove());
+        let left = self.tracker.reap();
+        if left || !self.dead_trees.is_empty() {
+            self.housekeeping_soon(now);
         }
     }
 
@@ -1347,25 +1539,65 @@ impl Service {
         self.outputs.pop_front()
     }
 
-    /// Closes every session (the client went away): children are terminated unless detached.
+    /// Closes every session (the client went away): every process is terminated, detached
+    /// ones too (a detached process outlives its session, not the daemon).
     pub fn shutdown(&mut self, now: u64) {
         let ids: Vec<String> = self.sessions.keys().cloned().collect();
         for id in ids {
-            self.close_session(now, &id);
+            self.close_session(now, &id, true);
         }
     }
 
-    /// Processes still running that the daemon must see end (not detached).
-    pub fn running_attached(&self) -> usize {
+    /// Processes still running (detached ones too), which the daemon sees end before it exits.
+    pub fn running(&self) -> usize {
         self.procs
             .values()
-            .filter(|p| !p.finished && !p.detached && !p.failed)
+            .filter(|p| !p.finished && !p.failed)
             .count()
+    }
+
+    /// How process trees are tracked (for the log).
+    pub fn tracking(&self) -> String {
+        self.tracker.describe()
     }
 
     /// Sessions open now.
     pub fn session_count(&self) -> usize {
         self.sessions.len()
+    }
+}
+
+/// The service's end is its processes' end: every tree still alive is killed (detached ones
+/// too), leaders and killed orphans are reaped, and the cgroups removed, within about 2 s.
+impl Drop for Service {
+    fn drop(&mut self) {
+        let mut trees: Vec<Tree> = self
+            .procs
+            .values_mut()
+            .filter_map(|p| p.tree.take())
+            .collect();
+        trees.append(&mut self.dead_trees);
+        for tree in &trees {
+            self.tracker.kill(tree);
+        }
+        let mut leaders: Vec<libc::pid_t> = self
+            .procs
+            .values()
+            .filter(|p| p.pid > 1 && p.exit.is_none() && !p.failed)
+            .map(|p| p.pid)
+            .collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            leaders.retain(|&pid| matches!(sys::try_wait(pid), Ok(None)));
+            trees.retain(|t| !t.remove());
+            let left = self.tracker.reap();
+            if (leaders.is_empty() && trees.is_empty() && !left)
+                || std::time::Instant::now() > deadline
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 }
 

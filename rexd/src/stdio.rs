@@ -32,7 +32,7 @@ pub fn remote_error(e: ErrorObject) -> RemoteError {
 }
 
 /// Serves JSON-RPC on the given descriptors (stdin/stdout for the binary) until the input ends
-/// and the attached children have ended (or the kill grace passed).
+/// and the children have ended (or the kill grace passed).
 pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> {
     let mut poll = Poll::new()?;
     let grace = settings.limits.kill_grace_ms;
@@ -187,7 +187,10 @@ impl JsonRpcFrontend {
     }
 }
 
-/// The process's own stdin and stdout.
+/// The process's own stdin and stdout. When the client is gone the process's own descendants
+/// are gone too: what no exec's tree claimed is killed here.
 pub fn serve_stdio(settings: Settings) -> io::Result<()> {
-    serve(settings, io::stdin().as_raw_fd(), io::stdout().as_raw_fd())
+    let served = serve(settings, io::stdin().as_raw_fd(), io::stdout().as_raw_fd());
+    crate::tree::kill_all_descendants();
+    served
 }

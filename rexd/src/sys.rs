@@ -1,6 +1,6 @@
 //! Thin, safe wrappers over the Linux calls the daemon needs and std does not offer: `openat2`
-//! with `RESOLVE_BENEATH`, the `*at` family on directory descriptors, `pidfd_open`, process-group
-//! signals, PTYs.
+//! with `RESOLVE_BENEATH`, the `*at` family on directory descriptors, `pidfd_open`, process and
+//! process-group signals, the child subreaper, PTYs.
 //!
 //! Every wrapper takes owned or borrowed descriptors and returns `io::Result`; `unsafe` stays in
 //! this file.
@@ -258,6 +258,36 @@ pub fn kill_group(pgid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
         r => r.map(drop),
     }
+}
+
+/// Sends `signal` to process `pid`. A process that is gone is not an error.
+pub fn kill_pid(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
+    if pid <= 1 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad pid"));
+    }
+    // SAFETY: kill(2) touches no memory.
+    match cvt(unsafe { libc::kill(pid, signal) }) {
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+        r => r.map(drop),
+    }
+}
+
+/// Makes this process the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`): a
+/// process whose parent dies is re-parented here instead of to init, so it stays findable.
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
+}
+
+/// In a child between fork and exec: writes `bytes` to `fd` in one `write(2)`
+/// (async-signal-safe; used to join a cgroup by writing `0` to its `cgroup.procs`).
+pub fn write_raw(fd: RawFd, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: the slice is valid for its length.
+    let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// How a reaped child ended.

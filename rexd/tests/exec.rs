@@ -401,6 +401,110 @@ fn session_close_kills_children_unless_detached() {
     eventually(10, "daemon exit kills children", || !alive(pid));
 }
 
+/// `rexd --stdio` with this TOML (the root is appended as the allowed root).
+fn with_config(root: &std::path::Path, toml: &str) -> (tempfile::TempDir, Daemon) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("rexd.toml");
+    let text = format!("{toml}\n[[security.allowed_roots]]\npath = {:?}\n", root);
+    std::fs::write(&conf, text).unwrap();
+    let d = Daemon::spawn(&["--config", conf.to_str().unwrap()]);
+    (dir, d)
+}
+
+/// With a command list, what is checked is the file that runs (a copy of a binary named `ls`
+/// inside the root is not `ls`), the client cannot move the lookup (`PATH`), and variables that
+/// make an allowed program load other code do not reach it.
+#[test]
+fn command_lists_match_the_file_that_runs_and_filter_the_environment() {
+    let root = tempfile::tempdir().unwrap();
+    let (_conf, mut d) = with_config(
+        root.path(),
+        "[security]\nallow_commands = [\"ls\", \"printenv\"]",
+    );
+    let s = d.open_session();
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "argv": ["printenv"], "env": {
+            "LD_PRELOAD": "/nonexistent/rexd-preload.so", "LD_LIBRARY_PATH": "/nonexistent",
+            "BASH_ENV": "/nonexistent/rc", "GCONV_PATH": "/nonexistent",
+            "GIT_SSH_COMMAND": "touch pwned", "GREETING": "hi"}}),
+    );
+    let c = d.collect(&p);
+    assert!(c.out().contains("GREETING=hi\n"), "{}", c.out());
+    // (The daemon's own environment passes as ever: only the client's values are checked.)
+    for dropped in ["/nonexistent", "touch pwned"] {
+        assert!(
+            !c.out().contains(dropped),
+            "{dropped} reached the child: {}",
+            c.out()
+        );
+    }
+    let e = d.call_err(
+        "exec.start",
+        json!({"session_id": s, "argv": ["ls"], "env": {"PATH": root.path()}}),
+    );
+    assert_eq!(e["code"], -32001, "{e}");
+    assert_eq!(e["data"]["variable"], "PATH", "{e}");
+
+    // A copy of another program, named ls, inside the root.
+    let bin = root.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::copy("/bin/echo", bin.join("ls")).unwrap();
+    let copy = bin.join("ls").to_str().unwrap().to_owned();
+    for argv0 in [copy.as_str(), "bin/ls", "./bin/ls"] {
+        let e = d.call_err(
+            "exec.start",
+            json!({"session_id": s, "argv": [argv0, "pwned"]}),
+        );
+        assert_eq!(e["code"], -32001, "{argv0}: {e}");
+    }
+    // A link named ls to the real ls is ls; a link named sh to the same file is not (a
+    // multi-call binary allowed as ls must not run as sh).
+    let real = rexd::policy::lookup("ls".as_ref(), std::env::var_os("PATH").as_deref()).unwrap();
+    let links = root.path().join("links");
+    std::fs::create_dir(&links).unwrap();
+    std::os::unix::fs::symlink(&real, links.join("ls")).unwrap();
+    std::os::unix::fs::symlink(&real, links.join("sh")).unwrap();
+    let e = d.call_err("exec.start", json!({"session_id": s, "argv": ["links/sh"]}));
+    assert_eq!(e["code"], -32001, "{e}");
+    for argv0 in ["ls", "links/ls", real.to_str().unwrap()] {
+        let p = start(&mut d, json!({"session_id": s, "argv": [argv0, "-d", "/"]}));
+        let c = d.collect(&p);
+        assert_eq!(c.out(), "/\n", "{argv0}: {}", c.err());
+        assert_eq!(c.exit["params"]["exit_code"], 0);
+    }
+}
+
+/// A deny list matches the file too: a link to a denied program under another name is
+/// refused, and the environment is filtered as for an allow list.
+#[test]
+fn deny_lists_match_the_file_and_filter_the_environment() {
+    let root = tempfile::tempdir().unwrap();
+    let (_conf, mut d) = with_config(root.path(), "[security]\ndeny_commands = [\"rm\"]");
+    let s = d.open_session();
+    let rm = rexd::policy::lookup("rm".as_ref(), std::env::var_os("PATH").as_deref()).unwrap();
+    std::os::unix::fs::symlink(&rm, root.path().join("tidy")).unwrap();
+    std::fs::write(root.path().join("keep"), "x").unwrap();
+    for argv0 in ["rm", "/bin/rm", "./tidy"] {
+        let e = d.call_err(
+            "exec.start",
+            json!({"session_id": s, "argv": [argv0, "keep"]}),
+        );
+        assert_eq!(e["code"], -32001, "{argv0}: {e}");
+    }
+    assert!(root.path().join("keep").exists());
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "argv": ["printenv"], "env": {"LD_PRELOAD": "/nonexistent/x.so", "A": "b"}}),
+    );
+    let c = d.collect(&p);
+    assert!(
+        c.out().contains("A=b\n") && !c.out().contains("/nonexistent"),
+        "{}",
+        c.out()
+    );
+}
+
 fn unsafe_kill(pid: i32) {
     let _ = std::process::Command::new("kill")
         .arg("-9")

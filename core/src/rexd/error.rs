@@ -47,11 +47,15 @@ pub enum ErrorCode {
     UnsupportedCapability,
     /// `-32008` `resource_limit`: too many processes or sessions.
     ResourceLimit,
+    /// `-32009` `not_found` (addition to the spec, whose table has no code for it): the path
+    /// (a file, a directory, a `cwd`, or the parent of a file to write) does not exist inside
+    /// the roots. `data` names the path and the errno.
+    NotFound,
 }
 
 impl ErrorCode {
     /// Every code, standard ones first.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -65,6 +69,7 @@ impl ErrorCode {
         ErrorCode::ConcurrencyConflict,
         ErrorCode::UnsupportedCapability,
         ErrorCode::ResourceLimit,
+        ErrorCode::NotFound,
     ];
 
     /// The numeric code on the wire.
@@ -83,6 +88,7 @@ impl ErrorCode {
             ErrorCode::ConcurrencyConflict => -32006,
             ErrorCode::UnsupportedCapability => -32007,
             ErrorCode::ResourceLimit => -32008,
+            ErrorCode::NotFound => -32009,
         }
     }
 
@@ -107,6 +113,7 @@ impl ErrorCode {
             -32006 => ErrorCode::ConcurrencyConflict,
             -32007 => ErrorCode::UnsupportedCapability,
             -32008 => ErrorCode::ResourceLimit,
+            -32009 => ErrorCode::NotFound,
             _ => return None,
         })
     }
@@ -128,6 +135,7 @@ impl ErrorCode {
             ErrorCode::ConcurrencyConflict => "concurrency_conflict",
             ErrorCode::UnsupportedCapability => "unsupported_capability",
             ErrorCode::ResourceLimit => "resource_limit",
+            ErrorCode::NotFound => "not_found",
         }
     }
 
@@ -148,6 +156,7 @@ impl ErrorCode {
             ErrorCode::ConcurrencyConflict => "Concurrency conflict",
             ErrorCode::UnsupportedCapability => "Unsupported capability",
             ErrorCode::ResourceLimit => "Resource limit reached",
+            ErrorCode::NotFound => "Not found",
         }
     }
 }
@@ -247,15 +256,27 @@ impl RexdError {
         }
     }
 
-    /// The error object to answer with: the code's default message and this error's text as
-    /// `data.detail`.
+    /// The error object to answer with. The message says what was wrong, naming the field
+    /// for bad params (`path: invalid type: integer `5`, expected a string`), so a client that
+    /// shows only `code: message` still tells the user what to fix; `data.detail` has the whole
+    /// text and `data.method` the method.
     pub fn to_error_object(&self) -> ErrorObject {
         let mut data = serde_json::Map::new();
         data.insert("detail".into(), Value::String(self.to_string()));
-        if let RexdError::UnknownMethod(name) = self {
-            data.insert("method".into(), Value::String(name.clone()));
-        }
-        ErrorObject::of(self.error_code()).with_data(Value::Object(data))
+        let message = match self {
+            RexdError::UnknownMethod(name) => {
+                data.insert("method".into(), Value::String(name.clone()));
+                self.to_string()
+            }
+            RexdError::InvalidParams { method, reason } => {
+                data.insert("method".into(), Value::String(method.as_str().to_owned()));
+                reason.clone()
+            }
+            _ => self.to_string(),
+        };
+        ErrorObject::of(self.error_code())
+            .with_message(message)
+            .with_data(Value::Object(data))
     }
 }
 
@@ -269,7 +290,8 @@ mod tests {
             assert_eq!(ErrorCode::from_code(c.code()), Some(c));
             assert!(!c.message().is_empty());
         }
-        assert_eq!(ErrorCode::from_code(-32009), None);
+        assert_eq!(ErrorCode::from_code(-32009), Some(ErrorCode::NotFound));
+        assert_eq!(ErrorCode::from_code(-32010), None);
         assert_eq!(ErrorCode::from_code(0), None);
         assert_eq!(ErrorCode::ForbiddenPath.code(), -32002);
         assert_eq!(ErrorCode::ResourceLimit.name(), "resource_limit");

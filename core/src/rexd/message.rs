@@ -52,9 +52,39 @@ fn object_of<'a, T: Deserialize<'a>>(
         Some(text) => text,
     };
     let mut de = serde_json::Deserializer::from_str(text);
-    let value = object(&mut de).map_err(|e| invalid(method, e))?;
-    de.end().map_err(|e| invalid(method, e))?;
+    let value = object(&mut de).map_err(|_| invalid(method, field_error::<T>(text)))?;
+    de.end()
+        .map_err(|e| invalid(method, without_position(&e)))?;
     Ok(value)
+}
+
+/// Why `text` does not parse as `T`, naming the field (`path: invalid type: integer `5`,
+/// expected a string`). Parsed a second time, and only on failure, so the tracking costs the
+/// well-formed requests nothing.
+fn field_error<'a, T: Deserialize<'a>>(text: &'a str) -> String {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut track = serde_path_to_error::Track::new();
+    let e = match object::<T, _>(serde_path_to_error::Deserializer::new(&mut de, &mut track)) {
+        Ok(_) => return "does not parse".into(),
+        Err(e) => e,
+    };
+    let message = without_position(&e);
+    match track.path().to_string().as_str() {
+        // `.` is the object itself (a missing field names itself in the message).
+        "." | "" => message,
+        path => format!("{path}: {message}"),
+    }
+}
+
+/// serde_json's message without its ` at line 1 column 30` (params are one line; the field
+/// path says where).
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&suffix) {
+        Some(message) => message.to_owned(),
+        None => text,
+    }
 }
 
 /// The line as text, or a parse error: JSON text is UTF-8 (RFC 8259 §8.1).
@@ -710,6 +740,46 @@ mod tests {
                 session_id: "s".into()
             })
         );
+    }
+
+    /// A bad field is named in the error a client shows (`code: message`), not only in a
+    /// `data.detail` few clients print.
+    #[test]
+    fn invalid_params_name_the_field() {
+        let cases = [
+            (
+                "fs.write",
+                json!({"session_id": "s", "path": 5, "content": "x"}),
+                "path: invalid type: integer `5`, expected a string",
+            ),
+            (
+                "exec.start",
+                json!({"session_id": "s", "argv": ["ls"], "env": {"A": 1}}),
+                "env.A: invalid type: integer `1`, expected a string",
+            ),
+            (
+                "fs.read",
+                json!({"session_id": "s", "path": "x", "encoding": "hex"}),
+                "encoding: unknown variant `hex`",
+            ),
+            (
+                "fs.read",
+                json!({"session_id": "s"}),
+                "missing field `path`",
+            ),
+        ];
+        for (method, params, want) in cases {
+            let e = Request::parse(method, Some(&raw(&params))).unwrap_err();
+            let o = e.to_error_object();
+            assert_eq!(o.code, -32602);
+            assert!(o.message.starts_with(want), "{method}: {}", o.message);
+            assert!(!o.message.contains("line 1"), "{}", o.message);
+            let data = o.data_value().unwrap();
+            assert_eq!(data["method"], method);
+            assert!(data["detail"].as_str().unwrap().contains(want), "{data}");
+        }
+        let e = Request::parse("fs.stat", Some(&raw(&json!(["s"])))).unwrap_err();
+        assert!(e.to_string().contains("a JSON object"), "{e}");
     }
 
     #[test]

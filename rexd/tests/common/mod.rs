@@ -305,3 +305,39 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
     }
     out
 }
+
+/// Pids of the live descendants of `pid` (children, theirs, …).
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let rest: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        if rest.len() > 1
+            && rest[0] != "Z"
+            && let Ok(ppid) = rest[1].parse::<i32>()
+        {
+            parent_of.push((p, ppid));
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for &(child, parent) in &parent_of {
+            if parent == p && !out.contains(&child) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
