@@ -977,7 +977,8 @@ dw_status dw_mobile_client_send_message(struct dw_mobile_client *client,
 /**
  * The next instruction: `DW_OUTPUT_CONNECT` (open the WebSocket; `data` is the bearer token
  * or empty), `DW_OUTPUT_TRANSMIT` (send `data` as one text frame), `DW_OUTPUT_CLOSE` (close
- * it), `DW_OUTPUT_EVENT` (`"connected"`, `{"paired": {"token"}}`, `{"auth_failed": {"error"}}`,
+ * it), `DW_OUTPUT_EVENT` (`"connected"`, `{"paired": {"token"}}`, `{"auth_failed": {"error",
+ * "attempts_left", "retry_after_ms"}}` (what the desktop said; each may be `null`),
  * `"token_rejected"`, `{"disconnected": {"reason", "retry_in_ms"}}`, `{"state_changed":
  * {"state", "initial"}}`, `{"message": {..}}`, `{"permission_requested": {..}}`,
  * `{"task_update": {..}}`) or `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call
@@ -1006,7 +1007,8 @@ dw_status dw_mobile_client_stats(struct dw_mobile_client *client, struct dw_str 
 
 /**
  * Creates the desktop's server. `config_json`: `{"pairing_code_ttl_ms",
- * "max_pairing_attempts", "auth_timeout_ms", "ping_interval_ms", "max_missed_pongs",
+ * "max_pairing_attempts", "pairing_backoff_ms", "max_pairing_backoff_ms", "auth_timeout_ms",
+ * "max_unpaired_connections", "ping_interval_ms", "max_missed_pongs",
  * "permission_timeout_ms", "max_pending_permissions", "answered_memory", "max_connections",
  * "max_tokens", "max_message_bytes", "max_queued"}` (any subset) or `NULL`. `entropy`:
  * `DW_ENTROPY_LEN` (32) bytes from the operating system's secure random source
@@ -1036,19 +1038,23 @@ const char *dw_mobile_server_last_error(const struct dw_mobile_server *server);
 const char *dw_mobile_server_last_error_kind(const struct dw_mobile_server *server);
 
 /**
- * Accepts a token issued before a restart.
+ * Accepts a token issued before a restart. `DW_STATUS_REFUSED` (kind `"tokens_full"`) when
+ * `max_tokens` are held: no token is ever dropped to make room.
  */
 dw_status dw_mobile_server_add_token(struct dw_mobile_server *server, const char *token);
 
 /**
- * Revokes a token (its phone must pair again); `*revoked` says whether it was held.
+ * Revokes a token (its phone must pair again); `*revoked` says whether it was held. The
+ * connections that used it are closed: `DW_OUTPUT_CLOSE` (`"revoked"`) for each follows.
  */
 dw_status dw_mobile_server_revoke_token(struct dw_mobile_server *server,
                                         const char *token,
                                         bool *revoked);
 
 /**
- * Shows a new six-digit pairing code, viewed in `*code` (show it to the user).
+ * Opens pairing with a new six-digit code, viewed in `*code` (show it to the user). Call it
+ * only on the user's action: pairing stays closed after a success or a burnt code.
+ * `DW_STATUS_REFUSED` (kind `"tokens_full"`) while `max_tokens` phones are paired.
  */
 dw_status dw_mobile_server_start_pairing(struct dw_mobile_server *server,
                                          uint64_t now_ms,
@@ -1062,7 +1068,8 @@ dw_status dw_mobile_server_cancel_pairing(struct dw_mobile_server *server);
 /**
  * An upgrade request arrived on `conn` with `bearer` (the `Authorization: Bearer` token, or
  * `NULL`). `*admission` views `"authenticated"`, `"awaiting_pairing"` or `{"refused":
- * "bad_token" | "too_many_connections"}` (answer the upgrade with 401 / 503).
+ * "bad_token" | "too_many_connections" | "too_many_unpaired"}` (answer the upgrade with 401 /
+ * 503 / 503).
  */
 dw_status dw_mobile_server_open(struct dw_mobile_server *server,
                                 uint64_t now_ms,
@@ -1136,7 +1143,8 @@ dw_status dw_mobile_server_handle_timeout(struct dw_mobile_server *server, uint6
 /**
  * The next instruction: `DW_OUTPUT_TRANSMIT` (send `data` as a text frame on `conn`),
  * `DW_OUTPUT_CLOSE` (close `conn`; `data` is the reason as JSON: `"closed"`,
- * `"pong_timeout"`, `"auth_timeout"`, `"auth_failed"`, `"requested"`), `DW_OUTPUT_EVENT`
+ * `"pong_timeout"`, `"auth_timeout"`, `"auth_failed"`, `"requested"`, `"revoked"`),
+ * `DW_OUTPUT_EVENT`
  * (`{"client_connected": {"conn", "via"}}`, `{"paired": {"conn", "token"}}`,
  * `{"pairing_failed": {"conn", "failure"}}`, `{"client_disconnected": {"conn", "reason"}}`,
  * `{"command": {"conn", "command"}}`, `{"user_message": {"conn", "content"}}`,

@@ -50,7 +50,7 @@ impl Pair {
 
     fn with_token(token: &str) -> Self {
         let mut server = Server::new(server::Config::default(), [7; 32]);
-        server.add_token(token);
+        server.add_token(token).unwrap();
         Pair::new(
             Client::new(client::Config::default(), Some(token.to_owned())),
             server,
@@ -220,7 +220,7 @@ fn whole_lifecycle_of_the_spec_diagram() {
         Server::new(server::Config::default(), [42; 32]),
     );
     // Pairing: the desktop shows a code, the user types it.
-    let code = p.server.start_pairing(0);
+    let code = p.server.start_pairing(0).unwrap();
     p.client.pair(0, &code).unwrap();
     p.drive();
     let wire = p.take_wire();
@@ -489,7 +489,7 @@ fn wrong_pairing_code_and_attempt_limit() {
     p.take_client_events();
 
     p.wire.clear();
-    let code = p.server.start_pairing(p.now);
+    let code = p.server.start_pairing(p.now).unwrap();
     let wrong = if code == "111111" { "222222" } else { "111111" };
     let mut failures = Vec::new();
     for _ in 0..3 {
@@ -498,7 +498,7 @@ fn wrong_pairing_code_and_attempt_limit() {
         // The client is told, closes, and does not retry on its own.
         let events = p.take_client_events();
         assert!(
-            matches!(&events[0], client::Event::AuthFailed { error: Some(e) } if e.contains("code")),
+            matches!(&events[0], client::Event::AuthFailed { error: Some(e), .. } if e.contains("code")),
             "{events:?}"
         );
         assert_eq!(p.client.connection_state(), ConnectionState::Idle);
@@ -537,7 +537,7 @@ fn wrong_pairing_code_and_attempt_limit() {
     assert_eq!(p.client.token(), None);
 
     // A new code works.
-    let code = p.server.start_pairing(p.now);
+    let code = p.server.start_pairing(p.now).unwrap();
     p.client.pair(p.now, &code).unwrap();
     p.drive();
     assert!(p.client.is_synced());
@@ -549,7 +549,7 @@ fn wrong_pairing_code_and_attempt_limit() {
         Client::new(client::Config::default(), None),
         Server::new(server::Config::default(), [5; 32]),
     );
-    let code = p.server.start_pairing(0);
+    let code = p.server.start_pairing(0).unwrap();
     p.now = 5 * 60_000;
     p.client.pair(p.now, &code).unwrap();
     p.drive();
@@ -749,7 +749,7 @@ fn waiting_permissions_are_sent_again_after_a_reconnect() {
 #[test]
 fn broadcasts_reach_every_paired_phone_only() {
     let mut server = Server::new(server::Config::default(), [3; 32]);
-    server.add_token("t");
+    server.add_token("t").unwrap();
     server.open(0, ConnId(1), Some("t")).unwrap();
     server.open(0, ConnId(2), Some("t")).unwrap();
     server.open(0, ConnId(3), None).unwrap();

@@ -106,7 +106,7 @@ fn server_with_phone(phones: u64) -> Server {
         ..server::Config::default()
     };
     let mut s = Server::new(config, [5; 32]);
-    s.add_token("tok");
+    s.add_token("tok").unwrap();
     for p in 0..phones {
         s.open(0, ConnId(p), Some("tok")).unwrap();
     }

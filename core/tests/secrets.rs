@@ -104,7 +104,7 @@ fn a_permission_id_does_not_give_away_the_next_pairing_code() {
     let mut entropy = [0u8; 32];
     entropy[0] = 42;
     let mut desk = Server::new(server::Config::default(), entropy);
-    let code = desk.start_pairing(0);
+    let code = desk.start_pairing(0).unwrap();
     assert!(pair(&mut desk, 0, ConnId(1), &code));
     let seen = desk.request_permission(0, permission()).unwrap();
 
@@ -114,7 +114,7 @@ fn a_permission_id_does_not_give_away_the_next_pairing_code() {
         "{:06}",
         splitmix::mix(state.wrapping_add(splitmix::GOLDEN)) % 1_000_000
     );
-    desk.start_pairing(1);
+    desk.start_pairing(1).unwrap();
     assert!(
         !pair(&mut desk, 1, ConnId(2), &guess),
         "the pairing code {guess} followed from the permission id {seen}"

@@ -238,7 +238,7 @@ fn ask(tools: &mut Toolbox, now: u64, call: &ToolCall) -> deskwire::tools::Appro
 /// The desktop's mobile server with one authenticated phone on connection 1.
 fn phone_server() -> Server {
     let mut server = Server::new(server::Config::default(), [3; 32]);
-    server.add_token("tok");
+    server.add_token("tok").unwrap();
     server.open(0, ConnId(1), Some("tok")).unwrap();
     while !matches!(server.poll_output(0), server::Output::Timeout(_)) {}
     server

@@ -63,6 +63,13 @@ pub struct AuthResult {
     pub success: bool,
     /// Why it failed.
     pub error: Option<String>,
+    /// Wrong codes the desktop still allows for the code it shows (deskwire's; 0: ask for a
+    /// new code).
+    #[uniffi(default = None)]
+    pub attempts_left: Option<u32>,
+    /// How long the desktop looks at no attempt (deskwire's).
+    #[uniffi(default = None)]
+    pub retry_after_ms: Option<u64>,
 }
 
 /// A chat message from the agent or the system.
@@ -348,6 +355,11 @@ pub enum MobileClientEvent {
     AuthFailed {
         /// The server's reason.
         error: Option<String>,
+        /// Wrong codes the desktop still allows for the code it shows (0: ask for a new one),
+        /// when it says.
+        attempts_left: Option<u32>,
+        /// How long the desktop looks at no attempt, when it says.
+        retry_after_ms: Option<u64>,
     },
     /// The stored token was refused (and forgotten): pair again.
     TokenRejected,
@@ -567,8 +579,15 @@ pub struct MobileServerConfig {
     pub pairing_code_ttl_ms: u64,
     /// Wrong codes (in all) before the code is burnt.
     pub max_pairing_attempts: u32,
+    /// The wait after the first wrong code in a row; each further one doubles it, across
+    /// codes, until a pairing succeeds.
+    pub pairing_backoff_ms: u64,
+    /// The longest such wait.
+    pub max_pairing_backoff_ms: u64,
     /// How long an unpaired connection may take to pair.
     pub auth_timeout_ms: u64,
+    /// Connections without a token open at most (counted apart from `max_connections`).
+    pub max_unpaired_connections: u64,
     /// Time between pings.
     pub ping_interval_ms: u64,
     /// Pings in a row without a pong before closing.
@@ -579,9 +598,9 @@ pub struct MobileServerConfig {
     pub max_pending_permissions: u64,
     /// Answered permission ids remembered.
     pub answered_memory: u64,
-    /// Connections open at most.
+    /// Authenticated connections open at most.
     pub max_connections: u64,
-    /// Tokens kept at most.
+    /// Tokens kept at most; at the cap pairing and `add_token` are refused (none is evicted).
     pub max_tokens: u64,
     /// Larger frames are ignored.
     pub max_message_bytes: u64,
@@ -614,8 +633,10 @@ pub enum Admission {
 pub enum Refusal {
     /// Not a token we issued (or revoked): 401.
     BadToken,
-    /// Too many connections: 503.
+    /// Too many sessions: 503.
     TooManyConnections,
+    /// Too many connections without a token: 503.
+    TooManyUnpaired,
 }
 
 /// Why a pairing attempt failed.
@@ -630,6 +651,15 @@ pub enum PairingFailure {
     LockedOut,
     /// No code is shown.
     NoActiveCode,
+    /// Too soon after a wrong code: not looked at.
+    Throttled {
+        /// When an attempt is looked at again.
+        retry_after_ms: u64,
+    },
+    /// The token table is full: revoke a phone first.
+    TokensFull,
+    /// Every session slot is taken.
+    TooManyConnections,
 }
 
 /// Why a connection ended.
@@ -645,6 +675,8 @@ pub enum CloseReason {
     AuthFailed,
     /// The host asked for it.
     Requested,
+    /// The token the session used was revoked.
+    Revoked,
 }
 
 /// How a session authenticated.
@@ -813,9 +845,10 @@ impl MobileServer {
         }))
     }
 
-    /// Shows a new six-digit pairing code.
-    pub fn start_pairing(&self, now_ms: u64) -> String {
-        lock(&self.inner).start_pairing(now_ms)
+    /// Opens pairing with a new six-digit code to show; only on the user's action. Throws
+    /// `TokensFull` while the token table is full.
+    pub fn start_pairing(&self, now_ms: u64) -> Result<String> {
+        api(|| lock(&self.inner).start_pairing(now_ms))
     }
 
     /// Withdraws the pairing code.
@@ -828,12 +861,13 @@ impl MobileServer {
         lock(&self.inner).pairing_code(now_ms).map(str::to_owned)
     }
 
-    /// Accepts a token issued earlier (restored from storage).
-    pub fn add_token(&self, token: String) {
-        lock(&self.inner).add_token(&token)
+    /// Accepts a token issued earlier (restored from storage); throws `TokensFull` at the cap.
+    pub fn add_token(&self, token: String) -> Result<()> {
+        api(|| lock(&self.inner).add_token(&token))
     }
 
-    /// Stops accepting `token`; whether it was known.
+    /// Stops accepting `token`; whether it was known. The connections that used it are closed
+    /// (`Close` outputs with `Revoked`).
     pub fn revoke_token(&self, token: String) -> bool {
         lock(&self.inner).revoke_token(&token)
     }
@@ -1003,6 +1037,8 @@ impl From<core::AuthResult> for AuthResult {
             token: r.token,
             success: r.success,
             error: r.error,
+            attempts_left: r.attempts_left,
+            retry_after_ms: r.retry_after_ms,
         }
     }
 }
@@ -1013,6 +1049,8 @@ impl From<AuthResult> for core::AuthResult {
             token: r.token,
             success: r.success,
             error: r.error,
+            attempts_left: r.attempts_left,
+            retry_after_ms: r.retry_after_ms,
         }
     }
 }
@@ -1267,7 +1305,15 @@ impl From<client::Event> for MobileClientEvent {
         match e {
             client::Event::Connected => MobileClientEvent::Connected,
             client::Event::Paired { token } => MobileClientEvent::Paired { token },
-            client::Event::AuthFailed { error } => MobileClientEvent::AuthFailed { error },
+            client::Event::AuthFailed {
+                error,
+                attempts_left,
+                retry_after_ms,
+            } => MobileClientEvent::AuthFailed {
+                error,
+                attempts_left,
+                retry_after_ms,
+            },
             client::Event::TokenRejected => MobileClientEvent::TokenRejected,
             client::Event::Disconnected {
                 reason,
@@ -1324,7 +1370,10 @@ impl From<server::Config> for MobileServerConfig {
         MobileServerConfig {
             pairing_code_ttl_ms: c.pairing_code_ttl_ms,
             max_pairing_attempts: c.max_pairing_attempts,
+            pairing_backoff_ms: c.pairing_backoff_ms,
+            max_pairing_backoff_ms: c.max_pairing_backoff_ms,
             auth_timeout_ms: c.auth_timeout_ms,
+            max_unpaired_connections: c.max_unpaired_connections as u64,
             ping_interval_ms: c.ping_interval_ms,
             max_missed_pongs: c.max_missed_pongs,
             permission_timeout_ms: c.permission_timeout_ms,
@@ -1343,7 +1392,10 @@ impl From<MobileServerConfig> for server::Config {
         server::Config {
             pairing_code_ttl_ms: c.pairing_code_ttl_ms,
             max_pairing_attempts: c.max_pairing_attempts,
+            pairing_backoff_ms: c.pairing_backoff_ms,
+            max_pairing_backoff_ms: c.max_pairing_backoff_ms,
             auth_timeout_ms: c.auth_timeout_ms,
+            max_unpaired_connections: to_usize(c.max_unpaired_connections),
             ping_interval_ms: c.ping_interval_ms,
             max_missed_pongs: c.max_missed_pongs,
             permission_timeout_ms: c.permission_timeout_ms,
@@ -1373,6 +1425,7 @@ impl From<server::Refusal> for Refusal {
         match r {
             server::Refusal::BadToken => Refusal::BadToken,
             server::Refusal::TooManyConnections => Refusal::TooManyConnections,
+            server::Refusal::TooManyUnpaired => Refusal::TooManyUnpaired,
             other => unmapped!(other),
         }
     }
@@ -1386,6 +1439,11 @@ impl From<server::PairingFailure> for PairingFailure {
             }
             server::PairingFailure::LockedOut => PairingFailure::LockedOut,
             server::PairingFailure::NoActiveCode => PairingFailure::NoActiveCode,
+            server::PairingFailure::Throttled { retry_after_ms } => {
+                PairingFailure::Throttled { retry_after_ms }
+            }
+            server::PairingFailure::TokensFull => PairingFailure::TokensFull,
+            server::PairingFailure::TooManyConnections => PairingFailure::TooManyConnections,
             other => unmapped!(other),
         }
     }
@@ -1399,6 +1457,7 @@ impl From<server::CloseReason> for CloseReason {
             server::CloseReason::AuthTimeout => CloseReason::AuthTimeout,
             server::CloseReason::AuthFailed => CloseReason::AuthFailed,
             server::CloseReason::Requested => CloseReason::Requested,
+            server::CloseReason::Revoked => CloseReason::Revoked,
             other => unmapped!(other),
         }
     }

@@ -190,19 +190,22 @@ impl Server {
         )))
     }
 
-    /// Accepts `token` as a bearer token (one issued earlier and stored by the host).
+    /// Accepts `token` as a bearer token (one issued earlier and stored by the host);
+    /// `LocalError` (`tokens_full`) when `max_tokens` are held (none is dropped to make room).
     fn add_token(&self, token: &str) -> PyResult<()> {
-        self.0.with(|s| s.add_token(token))
+        self.0.with(|s| s.add_token(token))?.map_err(local)
     }
 
-    /// Revokes `token`; its connections are closed.
+    /// Revokes `token`; its connections are closed (`CloseConnection` with `"revoked"`).
     fn revoke_token(&self, token: &str) -> PyResult<bool> {
         self.0.with(|s| s.revoke_token(token))
     }
 
-    /// Shows a new pairing code (returned).
+    /// Opens pairing with a new code (returned), on the user's action only: pairing stays
+    /// closed after a success or a burnt code. `LocalError` (`tokens_full`) while `max_tokens`
+    /// phones are paired.
     fn start_pairing(&self, now_ms: u64) -> PyResult<String> {
-        self.0.with(|s| s.start_pairing(now_ms))
+        self.0.with(|s| s.start_pairing(now_ms))?.map_err(local)
     }
 
     /// Withdraws the pairing code.
@@ -216,7 +219,7 @@ impl Server {
     }
 
     /// A WebSocket upgrade on `conn`: `"authenticated"`, `"awaiting_pairing"` or
-    /// `{"refused": "bad_token" | "too_many_connections"}`.
+    /// `{"refused": "bad_token" | "too_many_connections" | "too_many_unpaired"}`.
     #[pyo3(signature = (now_ms, conn, bearer = None))]
     fn open<'py>(
         &self,

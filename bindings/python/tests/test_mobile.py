@@ -96,3 +96,34 @@ def test_wrong_code_and_token_reconnect() -> None:
     link.pump(1)
     assert any(isinstance(e, mobile.Connected) for e in link.phone_events)
     assert phone.connection_state == {"online": {"synced": True}}
+
+
+def test_attempts_left_full_token_table_and_a_revoked_session() -> None:
+    link = Link()
+    link.desktop.close()
+    link.desktop = mobile.Server(entropy=bytes(range(32)), max_tokens=1, pairing_backoff_ms=1000)
+    code = link.desktop.start_pairing(0)
+    link.phone.pair(0, "000000" if code != "000000" else "111111")
+    link.pump(0)
+    failed = [e for e in link.phone_events if isinstance(e, mobile.AuthFailed)]
+    assert [(e.attempts_left, e.retry_after_ms) for e in failed] == [(4, 1000)]
+
+    # One token held, the cap: no pairing and no other token; nothing is evicted.
+    link.desktop.add_token("stored-token")
+    with pytest.raises(deskwire.LocalError, match="revoke one first"):
+        link.desktop.start_pairing(1)
+    with pytest.raises(deskwire.LocalError):
+        link.desktop.add_token("another")
+
+    # Revoking the token closes the session that used it.
+    link.phone, link.phone_events, link.desktop_events = mobile.Client(token="stored-token"), [], []
+    link.desktop.closed(1, CONN)
+    link.phone.start(1)
+    link.pump(1)
+    assert link.desktop.connections == 1
+    assert link.desktop.revoke_token("stored-token")
+    closes = []
+    while not isinstance(out := link.desktop.poll_output(2), Timeout):
+        closes.append(out)
+    assert mobile.CloseConnection(conn=CONN, reason="revoked") in closes
+    assert link.desktop.connections == 0

@@ -60,8 +60,8 @@ fuzz_target!(|data: &[u8]| {
         ..server::Config::default()
     };
     let mut desk = Server::new(server_config.clone(), [1; 32]);
-    desk.add_token("tok");
-    desk.start_pairing(0);
+    desk.add_token("tok").unwrap();
+    desk.start_pairing(0).unwrap();
     desk.open(0, ConnId(1), Some("tok")).unwrap();
     desk.open(0, ConnId(2), None).unwrap();
 

@@ -132,6 +132,11 @@ pub enum Event {
     AuthFailed {
         /// The server's reason.
         error: Option<String>,
+        /// Wrong codes the desktop still allows for the code it shows (0: ask for a new code),
+        /// when it says.
+        attempts_left: Option<u32>,
+        /// How long the desktop looks at no attempt, when it says.
+        retry_after_ms: Option<u64>,
     },
     /// The stored token was refused (and forgotten); pair again.
     TokenRejected,
@@ -378,7 +383,11 @@ impl Client {
             });
             if self.pairing {
                 self.code = None;
-                self.event(Event::AuthFailed { error: None });
+                self.event(Event::AuthFailed {
+                    error: None,
+                    attempts_left: None,
+                    retry_after_ms: None,
+                });
             } else {
                 self.token = None;
                 self.event(Event::TokenRejected);
@@ -463,6 +472,8 @@ impl Client {
                     self.state = ConnectionState::Idle;
                     self.event(Event::AuthFailed {
                         error: result.error,
+                        attempts_left: result.attempts_left,
+                        retry_after_ms: result.retry_after_ms,
                     });
                 }
             }

@@ -301,6 +301,10 @@ impl<'de> Deserialize<'de> for AgentState {
 /// The spec lists `token` as a plain string and `error` as optional. A failed attempt has no
 /// token to give, so it is written as `""` (peers that expect the member keep working) and read
 /// as absent, `null` or any string; a success must carry a non-empty token.
+///
+/// `attempts_left` and `retry_after_ms` are deskwire's: a failure tells the phone what the
+/// desktop knows, so the user sees it. Peers that know only the spec ignore them (unknown
+/// members are ignored), and they are left out when absent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuthResult {
     /// The bearer token for later connections (empty on failure).
@@ -311,6 +315,12 @@ pub struct AuthResult {
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Wrong codes still allowed before the code shown is burnt (0: ask for a new code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts_left: Option<u32>,
+    /// No attempt is looked at before this many milliseconds have passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }
 
 fn string_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -324,6 +334,8 @@ impl AuthResult {
             token: token.into(),
             success: true,
             error: None,
+            attempts_left: None,
+            retry_after_ms: None,
         }
     }
 
@@ -333,6 +345,8 @@ impl AuthResult {
             token: String::new(),
             success: false,
             error: Some(error.into()),
+            attempts_left: None,
+            retry_after_ms: None,
         }
     }
 }

@@ -6,9 +6,11 @@
 //! - [`Client`]: the phone's side as a sans-IO engine: pairing code → token → reconnect with
 //!   the bearer token, backoff 1, 2, 4, 8, 16 s then 30 s, automatic `pong`, state sync,
 //!   permission prompts, commands and chat.
-//! - [`Server`]: the desktop's side: six-digit pairing codes with an attempt limit, token issue
-//!   and constant-time checks, state sync on connect, pings with a missed-pong limit,
-//!   permission requests matched by id with a timeout, broadcasts.
+//! - [`Server`]: the desktop's side: six-digit pairing codes opened by the user, with an attempt
+//!   limit and a backoff across codes, token issue and constant-time checks, revocation that
+//!   closes the token's sessions, a separate budget for connections without a token, state
+//!   sync on connect, pings with a missed-pong limit, permission requests matched by id with a
+//!   timeout, broadcasts.
 //!
 //! # The host loop
 //!
@@ -115,6 +117,12 @@ pub enum LocalError {
         /// Its size.
         size: usize,
         /// The limit.
+        max: usize,
+    },
+    /// The server holds `max_tokens` tokens: revoke one before pairing or adding another.
+    #[error("{max} phones are paired already: revoke one first")]
+    TokensFull {
+        /// The engine's `max_tokens`.
         max: usize,
     },
     /// `max_queued` outputs wait for the host: drain `poll_output` before sending more.

@@ -8,14 +8,29 @@
 //! [`Server::poll_output`].
 //!
 //! Choices where the spec leaves room:
-//! - Pairing codes are single-use and expire (`pairing_code_ttl_ms`). The attempt limit counts
-//!   wrong codes across all connections (reconnecting does not reset it); at the limit the code
-//!   is burnt and every attempt, the right code included, is refused until the host shows a new
-//!   one ([`Server::start_pairing`]).
-//! - A failed pairing attempt is answered with `auth_result` (`success: false`) and the
+//! - Pairing is open only while the user has asked for it: [`Server::start_pairing`] shows a
+//!   code, and the engine never makes one by itself. A code is single-use (pairing is closed
+//!   after a success until the user opens it again) and expires (`pairing_code_ttl_ms`). The
+//!   attempt limit counts wrong codes across all connections (reconnecting does not reset it);
+//!   at the limit the code is burnt and every attempt, the right code included, is refused
+//!   until the user asks for a new one. A host must call `start_pairing` only on the user's
+//!   action, never after a failure or a success: each new code gives a guesser a new chance.
+//! - Wrong codes also start a backoff that spans codes: after the n-th wrong code in a row no
+//!   attempt is looked at for `pairing_backoff_ms` × 2ⁿ⁻¹ (at most `max_pairing_backoff_ms`);
+//!   attempts in that window are refused unread ([`PairingFailure::Throttled`]) and do not
+//!   lengthen it. Only a successful pairing resets it (a new code does not).
+//! - A failed pairing attempt is answered with `auth_result` (`success: false`, with
+//!   deskwire's `attempts_left` and `retry_after_ms` members when they apply) and the
 //!   connection is closed: a retry needs a new connection, which slows guessing.
-//! - An invalid bearer token is refused at the upgrade (the host answers 401); an unpaired
-//!   connection that does not pair within `auth_timeout_ms` is closed.
+//! - Tokens are never forgotten to make room: with `max_tokens` held, `start_pairing` and
+//!   [`Server::add_token`] fail with [`LocalError::TokensFull`] and a pairing attempt is refused
+//!   ([`PairingFailure::TokensFull`]) until the user revokes a phone.
+//! - An invalid bearer token is refused at the upgrade (the host answers 401). Connections
+//!   without a token have their own small budget (`max_unpaired_connections`) and must pair
+//!   within `auth_timeout_ms`; they never count against `max_connections`, so idle sockets
+//!   cannot keep out a phone that has a token.
+//! - Each session remembers the token it used; revoking a token closes its sessions
+//!   ([`CloseReason::Revoked`]).
 //! - On every new session the server sends the current state, then every permission request
 //!   still waiting (so a phone that dropped and came back can still answer it).
 //! - Pairing codes and tokens (256 bits, hex-encoded) are secrets: they come from the 32 bytes
@@ -58,8 +73,17 @@ pub struct Config {
     pub pairing_code_ttl_ms: u64,
     /// Wrong codes (in all) before the code is burnt.
     pub max_pairing_attempts: u32,
-    /// How long a connection without a token may take to pair.
+    /// After the first wrong code in a row, no attempt is looked at for this long; each further
+    /// wrong code doubles it, across codes, until a pairing succeeds.
+    pub pairing_backoff_ms: u64,
+    /// The longest such wait.
+    pub max_pairing_backoff_ms: u64,
+    /// How long a connection without a token may take to pair. Short: a phone sends the code
+    /// as soon as the socket opens.
     pub auth_timeout_ms: u64,
+    /// Connections without a token (pairing, or idle) open at most; beyond, the upgrade is
+    /// refused (503). They are counted apart from `max_connections`.
+    pub max_unpaired_connections: usize,
     /// Time between pings to a connected phone.
     pub ping_interval_ms: u64,
     /// Pings in a row without a pong before the connection is closed.
@@ -71,9 +95,11 @@ pub struct Config {
     /// Answered or expired permission ids remembered, to tell a duplicate answer from an
     /// unknown one.
     pub answered_memory: usize,
-    /// Connections open at most.
+    /// Authenticated connections (sessions) open at most; beyond, a token upgrade is refused
+    /// (503) and so is a pairing attempt.
     pub max_connections: usize,
-    /// Tokens kept at most; pairing beyond forgets the oldest (its phone must pair again).
+    /// Tokens kept at most. At the cap, pairing and `add_token` are refused: no phone is ever
+    /// pushed out to make room for another (revoke one first).
     pub max_tokens: usize,
     /// Larger text frames are ignored (counted).
     pub max_message_bytes: usize,
@@ -92,7 +118,10 @@ impl Default for Config {
         Config {
             pairing_code_ttl_ms: 5 * 60_000,
             max_pairing_attempts: 5,
-            auth_timeout_ms: 30_000,
+            pairing_backoff_ms: 1_000,
+            max_pairing_backoff_ms: 60_000,
+            auth_timeout_ms: 10_000,
+            max_unpaired_connections: 4,
             ping_interval_ms: 15_000,
             max_missed_pongs: 2,
             permission_timeout_ms: 5 * 60_000,
@@ -127,8 +156,10 @@ pub enum Admission {
 pub enum Refusal {
     /// The bearer token is not one we issued (or it was revoked).
     BadToken,
-    /// `max_connections` are open.
+    /// `max_connections` sessions are open.
     TooManyConnections,
+    /// `max_unpaired_connections` connections without a token are open.
+    TooManyUnpaired,
 }
 
 /// Why a pairing attempt failed.
@@ -145,15 +176,38 @@ pub enum PairingFailure {
     LockedOut,
     /// No code is shown (none started, used, cancelled or expired).
     NoActiveCode,
+    /// Sent too soon after a wrong code: not looked at.
+    Throttled {
+        /// When an attempt is looked at again.
+        retry_after_ms: u64,
+    },
+    /// `max_tokens` phones are paired: the user must revoke one first.
+    TokensFull,
+    /// `max_connections` sessions are open.
+    TooManyConnections,
 }
 
 impl PairingFailure {
     /// The `error` text of the `auth_result`.
-    pub fn message(&self) -> &'static str {
+    pub fn message(&self) -> String {
         match self {
-            PairingFailure::WrongCode { .. } => "invalid pairing code",
-            PairingFailure::LockedOut => "too many wrong codes; show a new code on the desktop",
-            PairingFailure::NoActiveCode => "no pairing code is active on the desktop",
+            PairingFailure::WrongCode { attempts_left } => {
+                format!("invalid pairing code; {attempts_left} more wrong code(s) burn it")
+            }
+            PairingFailure::LockedOut => {
+                "too many wrong codes; ask for a new code on the desktop".to_owned()
+            }
+            PairingFailure::NoActiveCode => "no pairing code is active on the desktop".to_owned(),
+            PairingFailure::Throttled { retry_after_ms } => format!(
+                "too many wrong codes in a row; try again in {} s",
+                retry_after_ms.div_ceil(1000)
+            ),
+            PairingFailure::TokensFull => {
+                "the desktop keeps no more phones; revoke one on the desktop first".to_owned()
+            }
+            PairingFailure::TooManyConnections => {
+                "too many phones are connected to the desktop".to_owned()
+            }
         }
     }
 }
@@ -173,6 +227,8 @@ pub enum CloseReason {
     AuthFailed,
     /// The host asked for it ([`Server::close`]).
     Requested,
+    /// The token the session used was revoked ([`Server::revoke_token`]).
+    Revoked,
 }
 
 /// How a session was authenticated.
@@ -335,6 +391,8 @@ struct Pairing {
 #[derive(Debug)]
 struct Conn {
     authenticated: bool,
+    /// The token the session presented or was issued (to close it when revoked).
+    token: Option<String>,
     /// Unpaired: the auth deadline; paired: the next ping.
     deadline: u64,
     awaiting_pong: bool,
@@ -358,6 +416,9 @@ pub struct Server {
     agent: AgentState,
     tokens: VecDeque<String>,
     pairing: Option<Pairing>,
+    /// Wrong codes since the last successful pairing, and when an attempt is looked at again.
+    wrong_in_a_row: u32,
+    next_attempt_at: u64,
     conns: BTreeMap<ConnId, Conn>,
     /// Waiting permission requests, by id; `order` keeps them oldest first.
     pending: BTreeMap<String, Pending>,
@@ -382,6 +443,8 @@ impl Server {
             agent: AgentState::Idle,
             tokens: VecDeque::new(),
             pairing: None,
+            wrong_in_a_row: 0,
+            next_attempt_at: 0,
             conns: BTreeMap::new(),
             pending: BTreeMap::new(),
             order: VecDeque::new(),
@@ -411,27 +474,44 @@ impl Server {
         &self.agent
     }
 
-    /// Accepts a token issued earlier (restored from storage). Empty tokens are ignored.
-    pub fn add_token(&mut self, token: &str) {
+    /// Accepts a token issued earlier (restored from storage). Empty and known tokens are
+    /// ignored; with `max_tokens` held, [`LocalError::TokensFull`] (none is ever dropped to make
+    /// room).
+    pub fn add_token(&mut self, token: &str) -> Result<(), LocalError> {
         if token.is_empty() || self.token_index(token).is_some() {
-            return;
+            return Ok(());
         }
+        self.tokens_room()?;
         self.tokens.push_back(token.to_owned());
-        while self.tokens.len() > self.config.max_tokens.max(1) {
-            self.tokens.pop_front();
+        Ok(())
+    }
+
+    fn tokens_room(&self) -> Result<(), LocalError> {
+        let max = self.config.max_tokens.max(1);
+        match self.tokens.len() >= max {
+            true => Err(LocalError::TokensFull { max }),
+            false => Ok(()),
         }
     }
 
-    /// Stops accepting `token`; returns whether it was known. Open sessions stay up (close
-    /// them with [`Server::close`] if needed).
+    /// Stops accepting `token`; returns whether it was known. The sessions that used it are
+    /// closed (an [`Output::Close`] and a [`Event::ClientDisconnected`] with
+    /// [`CloseReason::Revoked`] each).
     pub fn revoke_token(&mut self, token: &str) -> bool {
-        match self.token_index(token) {
-            Some(i) => {
-                self.tokens.remove(i);
-                true
-            }
-            None => false,
+        let Some(i) = self.token_index(token) else {
+            return false;
+        };
+        self.tokens.remove(i);
+        let using: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.token.as_deref() == Some(token))
+            .map(|(&id, _)| id)
+            .collect();
+        for conn in using {
+            self.drop_conn(conn, CloseReason::Revoked);
         }
+        true
     }
 
     /// Which token matches, checking every token in constant time each (no early exit, so
@@ -446,15 +526,19 @@ impl Server {
         found
     }
 
-    /// Shows a new six-digit pairing code (replacing any earlier one and its attempt count).
-    pub fn start_pairing(&mut self, now: u64) -> String {
+    /// Opens pairing with a new six-digit code to show, replacing any earlier one and its
+    /// attempt count (not the backoff). Call it only when the user asks: pairing stays closed
+    /// after a success, a burnt code or an expired one until then. [`LocalError::TokensFull`]
+    /// while `max_tokens` phones are paired.
+    pub fn start_pairing(&mut self, now: u64) -> Result<String, LocalError> {
+        self.tokens_room()?;
         let code = self.secrets.digits(6);
         self.pairing = Some(Pairing {
             code: code.clone(),
             expires_at: now.saturating_add(self.config.pairing_code_ttl_ms),
             wrong: 0,
         });
-        code
+        Ok(code)
     }
 
     /// Withdraws the pairing code.
@@ -481,19 +565,20 @@ impl Server {
         if self.conns.contains_key(&conn) {
             return Err(LocalError::DuplicateConnection(conn.0));
         }
-        if self.conns.len() >= self.config.max_connections {
-            return Ok(Admission::Refused(Refusal::TooManyConnections));
-        }
         match bearer {
             Some(token) => {
                 if self.token_index(token).is_none() {
                     self.stats.bad_tokens += 1;
                     return Ok(Admission::Refused(Refusal::BadToken));
                 }
+                if self.sessions() >= self.config.max_connections {
+                    return Ok(Admission::Refused(Refusal::TooManyConnections));
+                }
                 self.conns.insert(
                     conn,
                     Conn {
                         authenticated: false,
+                        token: Some(token.to_owned()),
                         deadline: now,
                         awaiting_pong: false,
                         missed: 0,
@@ -503,10 +588,14 @@ impl Server {
                 Ok(Admission::Authenticated)
             }
             None => {
+                if self.conns.len() - self.sessions() >= self.config.max_unpaired_connections {
+                    return Ok(Admission::Refused(Refusal::TooManyUnpaired));
+                }
                 self.conns.insert(
                     conn,
                     Conn {
                         authenticated: false,
+                        token: None,
                         deadline: now.saturating_add(self.config.auth_timeout_ms),
                         awaiting_pong: false,
                         missed: 0,
@@ -515,6 +604,11 @@ impl Server {
                 Ok(Admission::AwaitingPairing)
             }
         }
+    }
+
+    /// Authenticated connections open now.
+    fn sessions(&self) -> usize {
+        self.conns.values().filter(|c| c.authenticated).count()
     }
 
     fn begin_session(&mut self, now: u64, conn: ConnId, via: AuthMethod) {
@@ -621,31 +715,16 @@ impl Server {
     }
 
     fn try_pair(&mut self, now: u64, conn: ConnId, code: &str) {
-        let max = self.config.max_pairing_attempts;
-        let outcome = match &mut self.pairing {
-            None => Err(PairingFailure::NoActiveCode),
-            Some(p) if p.expires_at <= now => Err(PairingFailure::NoActiveCode),
-            Some(p) if p.wrong >= max => Err(PairingFailure::LockedOut),
-            Some(p) => {
-                if constant_time_eq(code.as_bytes(), p.code.as_bytes()) {
-                    Ok(())
-                } else {
-                    p.wrong += 1;
-                    Err(if p.wrong >= max {
-                        PairingFailure::LockedOut
-                    } else {
-                        PairingFailure::WrongCode {
-                            attempts_left: max - p.wrong,
-                        }
-                    })
-                }
-            }
-        };
-        match outcome {
+        match self.check_code(now, code) {
             Ok(()) => {
                 self.pairing = None;
+                self.wrong_in_a_row = 0;
+                self.next_attempt_at = 0;
                 let token = self.new_token();
-                self.add_token(&token);
+                self.tokens.push_back(token.clone());
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.token = Some(token.clone());
+                }
                 self.send(
                     conn,
                     &ServerMessage::AuthResult(AuthResult::success(&token)),
@@ -658,14 +737,66 @@ impl Server {
             }
             Err(failure) => {
                 self.stats.pairing_failures += 1;
-                self.send(
-                    conn,
-                    &ServerMessage::AuthResult(AuthResult::failure(failure.message())),
-                );
+                let mut result = AuthResult::failure(failure.message());
+                result.attempts_left = match failure {
+                    PairingFailure::WrongCode { attempts_left } => Some(attempts_left),
+                    PairingFailure::LockedOut => Some(0),
+                    _ => None,
+                };
+                result.retry_after_ms =
+                    Some(self.next_attempt_at.saturating_sub(now)).filter(|&ms| ms > 0);
+                self.send(conn, &ServerMessage::AuthResult(result));
                 self.event(Event::PairingFailed { conn, failure });
                 self.drop_conn(conn, CloseReason::AuthFailed);
             }
         }
+    }
+
+    /// Whether `code` pairs now. Only a code that is actually compared can count as wrong.
+    fn check_code(&mut self, now: u64, code: &str) -> Result<(), PairingFailure> {
+        if now < self.next_attempt_at {
+            return Err(PairingFailure::Throttled {
+                retry_after_ms: self.next_attempt_at - now,
+            });
+        }
+        let max = self.config.max_pairing_attempts;
+        let tokens_full = self.tokens_room().is_err();
+        let sessions_full = self.sessions() >= self.config.max_connections;
+        let p = match &mut self.pairing {
+            Some(p) if p.expires_at > now => p,
+            _ => return Err(PairingFailure::NoActiveCode),
+        };
+        if p.wrong >= max {
+            return Err(PairingFailure::LockedOut);
+        }
+        if tokens_full {
+            return Err(PairingFailure::TokensFull);
+        }
+        if sessions_full {
+            return Err(PairingFailure::TooManyConnections);
+        }
+        if constant_time_eq(code.as_bytes(), p.code.as_bytes()) {
+            return Ok(());
+        }
+        p.wrong += 1;
+        let wrong = p.wrong;
+        self.wrong_in_a_row = self.wrong_in_a_row.saturating_add(1);
+        let factor = 1u64
+            .checked_shl(self.wrong_in_a_row - 1)
+            .unwrap_or(u64::MAX);
+        let wait = self
+            .config
+            .pairing_backoff_ms
+            .saturating_mul(factor)
+            .min(self.config.max_pairing_backoff_ms);
+        self.next_attempt_at = now.saturating_add(wait);
+        Err(if wrong >= max {
+            PairingFailure::LockedOut
+        } else {
+            PairingFailure::WrongCode {
+                attempts_left: max - wrong,
+            }
+        })
     }
 
     fn new_token(&mut self) -> String {
@@ -904,16 +1035,16 @@ mod tests {
         let mut a = Server::new(Config::default(), [9; 32]);
         let mut b = Server::new(Config::default(), [9; 32]);
         for _ in 0..50 {
-            let code = a.start_pairing(0);
+            let code = a.start_pairing(0).unwrap();
             assert!(crate::mobile::is_valid_code(&code), "{code}");
-            assert_eq!(code, b.start_pairing(0));
+            assert_eq!(code, b.start_pairing(0).unwrap());
         }
     }
 
     #[test]
     fn pairing_then_token() {
         let mut s = Server::new(Config::default(), [1; 32]);
-        let code = s.start_pairing(0);
+        let code = s.start_pairing(0).unwrap();
         assert_eq!(s.open(0, ConnId(1), None), Ok(Admission::AwaitingPairing));
         s.handle_text(
             1,
@@ -956,7 +1087,7 @@ mod tests {
         );
         assert_eq!(drain(&mut s, 1), []);
         assert_eq!(s.stats().unexpected, 1);
-        let out = drain(&mut s, 30_000);
+        let out = drain(&mut s, Config::default().auth_timeout_ms);
         assert_eq!(
             out[0],
             Output::Close {
@@ -967,19 +1098,38 @@ mod tests {
     }
 
     #[test]
-    fn connection_limit_and_host_close() {
+    fn connection_limits_and_host_close() {
         let mut s = Server::new(
             Config {
                 max_connections: 1,
+                max_unpaired_connections: 1,
                 ..Config::default()
             },
             [1; 32],
         );
+        s.add_token("t").unwrap();
         assert_eq!(s.open(0, ConnId(1), None), Ok(Admission::AwaitingPairing));
         assert_eq!(
             s.open(0, ConnId(2), None),
+            Ok(Admission::Refused(Refusal::TooManyUnpaired))
+        );
+        // Budgets apart: a phone with a token gets in past the unpaired one, and is alone in
+        // its own.
+        assert_eq!(
+            s.open(0, ConnId(3), Some("t")),
+            Ok(Admission::Authenticated)
+        );
+        assert_eq!(
+            s.open(0, ConnId(4), Some("t")),
             Ok(Admission::Refused(Refusal::TooManyConnections))
         );
+        assert_eq!(
+            s.open(0, ConnId(4), Some("forged")),
+            Ok(Admission::Refused(Refusal::BadToken)),
+            "a bad token is told apart from a full server"
+        );
+        s.close(0, ConnId(3)).unwrap();
+        drain(&mut s, 0);
         assert_eq!(s.close(0, ConnId(1)), Ok(()));
         assert_eq!(
             drain(&mut s, 0),
@@ -1002,7 +1152,7 @@ mod tests {
     }
 
     #[test]
-    fn token_table_is_bounded() {
+    fn token_table_is_bounded_and_never_evicts() {
         let mut s = Server::new(
             Config {
                 max_tokens: 2,
@@ -1010,15 +1160,18 @@ mod tests {
             },
             [1; 32],
         );
-        for t in ["a", "b", "c"] {
-            s.add_token(t);
-        }
+        assert_eq!(s.add_token("a"), Ok(()));
+        assert_eq!(s.add_token("b"), Ok(()));
+        assert_eq!(s.add_token("a"), Ok(()), "a known token is no new one");
+        assert_eq!(s.add_token("c"), Err(LocalError::TokensFull { max: 2 }));
+        assert_eq!(s.start_pairing(0), Err(LocalError::TokensFull { max: 2 }));
         assert_eq!(s.stats().tokens, 2);
         assert_eq!(
             s.open(0, ConnId(1), Some("a")),
-            Ok(Admission::Refused(Refusal::BadToken))
+            Ok(Admission::Authenticated)
         );
-        assert!(s.revoke_token("c"));
-        assert!(!s.revoke_token("c"));
+        assert!(s.revoke_token("b"));
+        assert!(!s.revoke_token("b"));
+        assert_eq!(s.add_token("c"), Ok(()));
     }
 }

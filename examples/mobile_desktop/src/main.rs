@@ -13,9 +13,12 @@
 //! cargo run -p mobile_desktop -- --bind 0.0.0.0 --tokens ~/.config/deskwire/phones
 //! ```
 //!
-//! Lines typed on standard input act like the desktop's UI: `pair` shows a new code,
-//! `revoke TOKEN` stops accepting a token, `quit` exits. The program's own lines on standard
-//! output (`listening on …`, `pairing code: …`, `paired …`, `state: …`) are what tests read.
+//! Lines typed on standard input act like the desktop's UI: `pair` shows a new code (the only
+//! way to open pairing: it shows one at start, and closes after a phone paired or the code was
+//! burnt by wrong guesses), `revoke TOKEN` stops accepting a token and closes the connections
+//! that use it, `quit` exits. `--config JSON` sets the server engine's configuration (any of its
+//! fields, e.g. `{"max_unpaired_connections": 2}`). The program's own lines on standard output
+//! (`listening on …`, `pairing code: …`, `paired …`, `state: …`) are what tests read.
 //!
 //! The engine does all protocol work; this file only moves frames between sockets and the
 //! engine, keeps the clock and the timer, and plays the agent.
@@ -36,7 +39,7 @@ use axum::routing::get;
 use clap::Parser;
 use deskwire::gateway::envelope::Timestamp;
 use deskwire::mobile::server::{
-    Admission, Config, ConnId, Event, NewPermission, Output, Refusal, Server,
+    Admission, Config, ConnId, Event, NewPermission, Output, PairingFailure, Refusal, Server,
 };
 use deskwire::mobile::{
     self, AgentState, ChatMessage, CommandAction, RunningData, StopReason, StoppedData, TaskUpdate,
@@ -56,6 +59,13 @@ struct Args {
     /// File that keeps the issued tokens across restarts, one per line.
     #[arg(long)]
     tokens: Option<PathBuf>,
+    /// The server engine's configuration as JSON (any subset of its fields).
+    #[arg(long, value_parser = parse_config)]
+    config: Option<Config>,
+}
+
+fn parse_config(text: &str) -> Result<Config, String> {
+    serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
 /// The scripted agent's task.
@@ -137,9 +147,13 @@ impl Desk {
         }
     }
 
+    /// Opens pairing: only on the user's `pair` (and once at start), never after a pairing or
+    /// a failure, since every new code is a new chance for a guesser.
     fn show_code(&mut self, now: u64) {
-        let code = self.server.start_pairing(now);
-        say(format_args!("pairing code: {code}"));
+        match self.server.start_pairing(now) {
+            Ok(code) => say(format_args!("pairing code: {code}")),
+            Err(e) => say(format_args!("cannot pair: {e}")),
+        }
     }
 
     fn on_event(&mut self, now: u64, event: Event) {
@@ -147,15 +161,14 @@ impl Desk {
             Event::Paired { conn, token } => {
                 say(format_args!("paired connection {conn}"));
                 self.persist_token(&token);
-                // The code is used up; show the next one for the next phone.
-                self.show_code(now);
+                say(format_args!("pairing closed; type `pair` for a new code"));
             }
             Event::PairingFailed { conn, failure } => {
                 say(format_args!(
                     "pairing failed on connection {conn}: {failure:?}"
                 ));
-                if self.server.pairing_code(now).is_none() {
-                    self.show_code(now);
+                if failure == PairingFailure::LockedOut {
+                    say(format_args!("pairing closed; type `pair` for a new code"));
                 }
             }
             Event::ClientConnected { conn, via } => {
@@ -331,6 +344,8 @@ impl Desk {
         }
     }
 
+    /// Stops accepting `token`; the engine closes its connections (`Output::Close`, which the
+    /// next pump carries out).
     fn revoke(&mut self, token: &str) {
         let known = self.server.revoke_token(token);
         say(format_args!("revoked: {known}"));
@@ -477,19 +492,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Pairing codes and tokens are secrets: their entropy comes from the OS.
     let mut entropy = [0u8; 32];
     getrandom::fill(&mut entropy)?;
-    let mut server = Server::new(Config::default(), entropy);
+    let mut server = Server::new(args.config.clone().unwrap_or_default(), entropy);
     if let Some(path) = &args.tokens
         && let Ok(text) = std::fs::read_to_string(path)
     {
-        let tokens: Vec<&str> = text
-            .lines()
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .collect();
-        for token in &tokens {
-            server.add_token(token);
+        let mut restored = 0;
+        for token in text.lines().map(str::trim).filter(|t| !t.is_empty()) {
+            match server.add_token(token) {
+                Ok(()) => restored += 1,
+                Err(e) => say(format_args!("token not restored: {e}")),
+            }
         }
-        say(format_args!("restored {} token(s)", tokens.len()));
+        say(format_args!("restored {restored} token(s)"));
     }
     let mut desk = Desk {
         server,

@@ -98,6 +98,11 @@ class AuthFailed:
 
     error: Optional[str] = None
     """The server's reason."""
+    attempts_left: Optional[int] = None
+    """Wrong codes the desktop still allows for the code it shows (0: ask for a new one), when
+    it says."""
+    retry_after_ms: Optional[int] = None
+    """How long the desktop looks at no attempt, when it says."""
 
 
 @event("mobile.client", "token_rejected")
@@ -193,7 +198,7 @@ class CloseConnection:
     conn: int
     """The connection."""
     reason: str
-    """Why."""
+    """Why (``"revoked"`` when its token was revoked, ...)."""
 
 
 @event("mobile.server", "client_connected")
@@ -210,7 +215,9 @@ class ClientConnected:
 @event("mobile.server", "pairing_failed")
 @dataclass(frozen=True)
 class PairingFailed:
-    """Server: a wrong or stale pairing code on ``conn``."""
+    """Server: a pairing attempt on ``conn`` failed (``{"wrong_code": {"attempts_left"}}``,
+    ``"locked_out"``, ``"no_active_code"``, ``{"throttled": {"retry_after_ms"}}``,
+    ``"tokens_full"``, ``"too_many_connections"``)."""
 
     conn: int
     """The connection."""

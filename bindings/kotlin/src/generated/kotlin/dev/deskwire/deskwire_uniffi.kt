@@ -2023,7 +2023,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_token() and 0xFFFF) != 23129) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_add_token() and 0xFFFF) != 39294) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_add_token() and 0xFFFF) != 50309) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_agent_state() and 0xFFFF) != 24565) {
@@ -2068,7 +2068,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_request_permission() and 0xFFFF) != 10215) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_revoke_token() and 0xFFFF) != 53062) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_revoke_token() and 0xFFFF) != 57805) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_send_message() and 0xFFFF) != 51664) {
@@ -2080,7 +2080,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_set_state() and 0xFFFF) != 48980) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_start_pairing() and 0xFFFF) != 41072) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_start_pairing() and 0xFFFF) != 45038) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_stats() and 0xFFFF) != 53653) {
@@ -5621,7 +5621,7 @@ public object FfiConverterTypeMobileClient: FfiConverter<MobileClient, Long> {
 public interface MobileServerInterface {
     
     /**
-     * Accepts a token issued earlier (restored from storage).
+     * Accepts a token issued earlier (restored from storage); throws `TokensFull` at the cap.
      */
     fun `addToken`(`token`: kotlin.String)
     
@@ -5696,7 +5696,8 @@ public interface MobileServerInterface {
     fun `requestPermission`(`nowMs`: kotlin.ULong, `permission`: NewPermission): kotlin.String
     
     /**
-     * Stops accepting `token`; whether it was known.
+     * Stops accepting `token`; whether it was known. The connections that used it are closed
+     * (`Close` outputs with `Revoked`).
      */
     fun `revokeToken`(`token`: kotlin.String): kotlin.Boolean
     
@@ -5716,7 +5717,8 @@ public interface MobileServerInterface {
     fun `setState`(`nowMs`: kotlin.ULong, `state`: AgentState)
     
     /**
-     * Shows a new six-digit pairing code.
+     * Opens pairing with a new six-digit code to show; only on the user's action. Throws
+     * `TokensFull` while the token table is full.
      */
     fun `startPairing`(`nowMs`: kotlin.ULong): kotlin.String
     
@@ -5849,11 +5851,12 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
 
     
     /**
-     * Accepts a token issued earlier (restored from storage).
-     */override fun `addToken`(`token`: kotlin.String)
+     * Accepts a token issued earlier (restored from storage); throws `TokensFull` at the cap.
+     */
+    @Throws(DeskwireException::class)override fun `addToken`(`token`: kotlin.String)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_mobileserver_add_token(
         it,
         
@@ -6105,7 +6108,8 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
 
     
     /**
-     * Stops accepting `token`; whether it was known.
+     * Stops accepting `token`; whether it was known. The connections that used it are closed
+     * (`Close` outputs with `Revoked`).
      */override fun `revokeToken`(`token`: kotlin.String): kotlin.Boolean {
             return FfiConverterBoolean.lift(
     callWithHandle {
@@ -6173,11 +6177,13 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
 
     
     /**
-     * Shows a new six-digit pairing code.
-     */override fun `startPairing`(`nowMs`: kotlin.ULong): kotlin.String {
+     * Opens pairing with a new six-digit code to show; only on the user's action. Throws
+     * `TokensFull` while the token table is full.
+     */
+    @Throws(DeskwireException::class)override fun `startPairing`(`nowMs`: kotlin.ULong): kotlin.String {
             return FfiConverterString.lift(
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_mobileserver_start_pairing(
         it,
         
@@ -8692,6 +8698,17 @@ data class AuthResult (
      * Why it failed.
      */
     var `error`: kotlin.String?
+    , 
+    /**
+     * Wrong codes the desktop still allows for the code it shows (deskwire's; 0: ask for a
+     * new code).
+     */
+    var `attemptsLeft`: kotlin.UInt? = null 
+    , 
+    /**
+     * How long the desktop looks at no attempt (deskwire's).
+     */
+    var `retryAfterMs`: kotlin.ULong? = null 
     
 ){
     
@@ -8711,19 +8728,25 @@ public object FfiConverterTypeAuthResult: FfiConverterRustBuffer<AuthResult> {
             FfiConverterString.read(buf),
             FfiConverterBoolean.read(buf),
             FfiConverterOptionalString.read(buf),
+            FfiConverterOptionalUInt.read(buf),
+            FfiConverterOptionalULong.read(buf),
         )
     }
 
     override fun allocationSize(value: AuthResult) = (
             FfiConverterString.allocationSize(value.`token`) +
             FfiConverterBoolean.allocationSize(value.`success`) +
-            FfiConverterOptionalString.allocationSize(value.`error`)
+            FfiConverterOptionalString.allocationSize(value.`error`) +
+            FfiConverterOptionalUInt.allocationSize(value.`attemptsLeft`) +
+            FfiConverterOptionalULong.allocationSize(value.`retryAfterMs`)
     )
 
     override fun write(value: AuthResult, buf: ByteBuffer) {
             FfiConverterString.write(value.`token`, buf)
             FfiConverterBoolean.write(value.`success`, buf)
             FfiConverterOptionalString.write(value.`error`, buf)
+            FfiConverterOptionalUInt.write(value.`attemptsLeft`, buf)
+            FfiConverterOptionalULong.write(value.`retryAfterMs`, buf)
     }
 }
 
@@ -10196,9 +10219,25 @@ data class MobileServerConfig (
     var `maxPairingAttempts`: kotlin.UInt
     , 
     /**
+     * The wait after the first wrong code in a row; each further one doubles it, across
+     * codes, until a pairing succeeds.
+     */
+    var `pairingBackoffMs`: kotlin.ULong
+    , 
+    /**
+     * The longest such wait.
+     */
+    var `maxPairingBackoffMs`: kotlin.ULong
+    , 
+    /**
      * How long an unpaired connection may take to pair.
      */
     var `authTimeoutMs`: kotlin.ULong
+    , 
+    /**
+     * Connections without a token open at most (counted apart from `max_connections`).
+     */
+    var `maxUnpairedConnections`: kotlin.ULong
     , 
     /**
      * Time between pings.
@@ -10226,12 +10265,12 @@ data class MobileServerConfig (
     var `answeredMemory`: kotlin.ULong
     , 
     /**
-     * Connections open at most.
+     * Authenticated connections open at most.
      */
     var `maxConnections`: kotlin.ULong
     , 
     /**
-     * Tokens kept at most.
+     * Tokens kept at most; at the cap pairing and `add_token` are refused (none is evicted).
      */
     var `maxTokens`: kotlin.ULong
     , 
@@ -10264,6 +10303,9 @@ public object FfiConverterTypeMobileServerConfig: FfiConverterRustBuffer<MobileS
             FfiConverterUInt.read(buf),
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
             FfiConverterUInt.read(buf),
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
@@ -10278,7 +10320,10 @@ public object FfiConverterTypeMobileServerConfig: FfiConverterRustBuffer<MobileS
     override fun allocationSize(value: MobileServerConfig) = (
             FfiConverterULong.allocationSize(value.`pairingCodeTtlMs`) +
             FfiConverterUInt.allocationSize(value.`maxPairingAttempts`) +
+            FfiConverterULong.allocationSize(value.`pairingBackoffMs`) +
+            FfiConverterULong.allocationSize(value.`maxPairingBackoffMs`) +
             FfiConverterULong.allocationSize(value.`authTimeoutMs`) +
+            FfiConverterULong.allocationSize(value.`maxUnpairedConnections`) +
             FfiConverterULong.allocationSize(value.`pingIntervalMs`) +
             FfiConverterUInt.allocationSize(value.`maxMissedPongs`) +
             FfiConverterULong.allocationSize(value.`permissionTimeoutMs`) +
@@ -10293,7 +10338,10 @@ public object FfiConverterTypeMobileServerConfig: FfiConverterRustBuffer<MobileS
     override fun write(value: MobileServerConfig, buf: ByteBuffer) {
             FfiConverterULong.write(value.`pairingCodeTtlMs`, buf)
             FfiConverterUInt.write(value.`maxPairingAttempts`, buf)
+            FfiConverterULong.write(value.`pairingBackoffMs`, buf)
+            FfiConverterULong.write(value.`maxPairingBackoffMs`, buf)
             FfiConverterULong.write(value.`authTimeoutMs`, buf)
+            FfiConverterULong.write(value.`maxUnpairedConnections`, buf)
             FfiConverterULong.write(value.`pingIntervalMs`, buf)
             FfiConverterUInt.write(value.`maxMissedPongs`, buf)
             FfiConverterULong.write(value.`permissionTimeoutMs`, buf)
@@ -12371,7 +12419,11 @@ enum class CloseReason {
     /**
      * The host asked for it.
      */
-    REQUESTED;
+    REQUESTED,
+    /**
+     * The token the session used was revoked.
+     */
+    REVOKED;
 
     
 
@@ -15438,7 +15490,16 @@ sealed class MobileClientEvent {
         /**
          * The server's reason.
          */
-        val `error`: kotlin.String?) : MobileClientEvent()
+        val `error`: kotlin.String?, 
+        /**
+         * Wrong codes the desktop still allows for the code it shows (0: ask for a new one),
+         * when it says.
+         */
+        val `attemptsLeft`: kotlin.UInt?, 
+        /**
+         * How long the desktop looks at no attempt, when it says.
+         */
+        val `retryAfterMs`: kotlin.ULong?) : MobileClientEvent()
         
     {
         
@@ -15557,6 +15618,8 @@ public object FfiConverterTypeMobileClientEvent : FfiConverterRustBuffer<MobileC
                 )
             3 -> MobileClientEvent.AuthFailed(
                 FfiConverterOptionalString.read(buf),
+                FfiConverterOptionalUInt.read(buf),
+                FfiConverterOptionalULong.read(buf),
                 )
             4 -> MobileClientEvent.TokenRejected
             5 -> MobileClientEvent.Disconnected(
@@ -15599,6 +15662,8 @@ public object FfiConverterTypeMobileClientEvent : FfiConverterRustBuffer<MobileC
             (
                 4UL
                 + FfiConverterOptionalString.allocationSize(value.`error`)
+                + FfiConverterOptionalUInt.allocationSize(value.`attemptsLeft`)
+                + FfiConverterOptionalULong.allocationSize(value.`retryAfterMs`)
             )
         }
         is MobileClientEvent.TokenRejected -> {
@@ -15660,6 +15725,8 @@ public object FfiConverterTypeMobileClientEvent : FfiConverterRustBuffer<MobileC
             is MobileClientEvent.AuthFailed -> {
                 buf.putInt(3)
                 FfiConverterOptionalString.write(value.`error`, buf)
+                FfiConverterOptionalUInt.write(value.`attemptsLeft`, buf)
+                FfiConverterOptionalULong.write(value.`retryAfterMs`, buf)
                 Unit
             }
             is MobileClientEvent.TokenRejected -> {
@@ -17237,6 +17304,33 @@ sealed class PairingFailure {
     object NoActiveCode : PairingFailure()
     
     
+    /**
+     * Too soon after a wrong code: not looked at.
+     */
+    data class Throttled(
+        /**
+         * When an attempt is looked at again.
+         */
+        val `retryAfterMs`: kotlin.ULong) : PairingFailure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The token table is full: revoke a phone first.
+     */
+    object TokensFull : PairingFailure()
+    
+    
+    /**
+     * Every session slot is taken.
+     */
+    object TooManyConnections : PairingFailure()
+    
+    
 
     
 
@@ -17258,6 +17352,11 @@ public object FfiConverterTypePairingFailure : FfiConverterRustBuffer<PairingFai
                 )
             2 -> PairingFailure.LockedOut
             3 -> PairingFailure.NoActiveCode
+            4 -> PairingFailure.Throttled(
+                FfiConverterULong.read(buf),
+                )
+            5 -> PairingFailure.TokensFull
+            6 -> PairingFailure.TooManyConnections
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
         }
     }
@@ -17282,6 +17381,25 @@ public object FfiConverterTypePairingFailure : FfiConverterRustBuffer<PairingFai
                 4UL
             )
         }
+        is PairingFailure.Throttled -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterULong.allocationSize(value.`retryAfterMs`)
+            )
+        }
+        is PairingFailure.TokensFull -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is PairingFailure.TooManyConnections -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
     }
 
     override fun write(value: PairingFailure, buf: ByteBuffer) {
@@ -17297,6 +17415,19 @@ public object FfiConverterTypePairingFailure : FfiConverterRustBuffer<PairingFai
             }
             is PairingFailure.NoActiveCode -> {
                 buf.putInt(3)
+                Unit
+            }
+            is PairingFailure.Throttled -> {
+                buf.putInt(4)
+                FfiConverterULong.write(value.`retryAfterMs`, buf)
+                Unit
+            }
+            is PairingFailure.TokensFull -> {
+                buf.putInt(5)
+                Unit
+            }
+            is PairingFailure.TooManyConnections -> {
+                buf.putInt(6)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -17370,9 +17501,13 @@ enum class Refusal {
      */
     BAD_TOKEN,
     /**
-     * Too many connections: 503.
+     * Too many sessions: 503.
      */
-    TOO_MANY_CONNECTIONS;
+    TOO_MANY_CONNECTIONS,
+    /**
+     * Too many connections without a token: 503.
+     */
+    TOO_MANY_UNPAIRED;
 
     
 
@@ -18841,6 +18976,38 @@ public object FfiConverterTypeToolboxOutput : FfiConverterRustBuffer<ToolboxOutp
 }
 
 
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalUInt: FfiConverterRustBuffer<kotlin.UInt?> {
+    override fun read(buf: ByteBuffer): kotlin.UInt? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterUInt.read(buf)
+    }
+
+    override fun allocationSize(value: kotlin.UInt?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterUInt.allocationSize(value)
+        }
+    }
+
+    override fun write(value: kotlin.UInt?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterUInt.write(value, buf)
+        }
+    }
+}
 
 
 

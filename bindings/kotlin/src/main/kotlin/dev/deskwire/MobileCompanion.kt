@@ -1,20 +1,26 @@
 package dev.deskwire
 
+import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineDispatcher
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.Job
+import kotlinx.coroutines.NonCancellable
 import kotlinx.coroutines.channels.Channel
 import kotlinx.coroutines.channels.trySendBlocking
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.MutableSharedFlow
 import kotlinx.coroutines.flow.MutableStateFlow
 import kotlinx.coroutines.flow.StateFlow
-import kotlinx.coroutines.flow.asSharedFlow
-import kotlinx.coroutines.flow.asStateFlow
-import kotlinx.coroutines.flow.first
+import kotlinx.coroutines.flow.combine
+import kotlinx.coroutines.flow.firstOrNull
+import kotlinx.coroutines.flow.map
+import kotlinx.coroutines.flow.onSubscription
+import kotlinx.coroutines.flow.takeWhile
 import kotlinx.coroutines.flow.update
 import kotlinx.coroutines.launch
+import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeoutOrNull
 import okhttp3.OkHttpClient
 import okhttp3.Request
@@ -25,6 +31,8 @@ import okio.ByteString
 import java.nio.file.Files
 import java.nio.file.Path
 import java.nio.file.StandardCopyOption
+import kotlin.time.Duration
+import kotlin.time.Duration.Companion.seconds
 
 /**
  * Where the phone keeps the bearer token between runs. [save] with `null` forgets it (the user
@@ -68,6 +76,55 @@ class FileTokenStore(private val path: Path) : TokenStore {
 }
 
 /**
+ * Why [MobileCompanion.pair], [MobileCompanion.connect], [MobileCompanion.startTask] or
+ * [MobileCompanion.awaitState] gave up. Misuse (a code that is not six digits, no stored token,
+ * offline) is [DeskwireException.Misuse], thrown at once instead.
+ */
+sealed class MobileCompanionException(message: String) : Exception(message) {
+    /**
+     * The desktop refused the pairing code. [reason] is its text; [attemptsLeft] the wrong
+     * codes it still allows for the code it shows (0: ask the desktop for a new code) and
+     * [retryAfterMs] how long it looks at no attempt, each `null` when the desktop did not say.
+     */
+    class PairingRefused(val reason: String?, val attemptsLeft: Int?, val retryAfterMs: Long?) :
+        MobileCompanionException(
+            buildString {
+                append("pairing refused: ").append(reason ?: "the desktop gave no reason")
+                if (attemptsLeft != null) append(" (attempts left: $attemptsLeft)")
+                if (retryAfterMs != null) append(" (retry after $retryAfterMs ms)")
+            },
+        )
+
+    /** The desktop refused the stored token (revoked, or not its own); it is forgotten: pair again. */
+    class TokenRejected : MobileCompanionException("the desktop refused the stored token (revoked or unknown): pair again")
+
+    /**
+     * Not online within the time given (the attempt is stopped). [lastFailure] is why the last
+     * connection attempt failed, when one did.
+     */
+    class NotOnline(val waited: Duration, val lastFailure: MobileDisconnectReason?) :
+        MobileCompanionException(
+            "not online after $waited" + (lastFailure?.let { "; the last attempt: $it" } ?: "; no attempt failed yet"),
+        )
+
+    /** [MobileCompanion.disconnect] or [MobileCompanion.close] was called while waiting. */
+    class Stopped(what: String) : MobileCompanionException(what)
+
+    /** No new task showed up in the agent's state within the time given after `command start`. */
+    class TaskNotStarted(val waited: Duration, val state: AgentState?) :
+        MobileCompanionException("no new task started within $waited; the agent's state: $state")
+}
+
+/** The task an agent state is about (`null` when idle). */
+val AgentState.taskIdOrNull: String?
+    get() = when (this) {
+        is AgentState.Running -> taskId
+        is AgentState.Paused -> taskId
+        is AgentState.Stopped -> taskId
+        else -> null
+    }
+
+/**
  * The phone's end of the mobile companion over a real WebSocket (OkHttp), driving the
  * [MobileClient] engine: pairing with the six-digit code, the token kept in a [TokenStore],
  * `Authorization: Bearer` on every later connection, reconnects on the spec's backoff
@@ -75,30 +132,41 @@ class FileTokenStore(private val path: Path) : TokenStore {
  *
  * ```kotlin
  * val phone = MobileCompanion("ws://192.168.1.20:9120/ws", FileTokenStore(file), lifecycleScope)
- * if (phone.isPaired) phone.connect() else phone.pair(codeTheUserTyped)
- * phone.permissionRequests.collect { requests -> show(requests) }   // answer: respondPermission
- * phone.startTask("tidy the workspace")
+ * try {
+ *     if (phone.isPaired) phone.connect() else phone.pair(codeTheUserTyped)  // suspend until online
+ * } catch (e: MobileCompanionException.PairingRefused) {
+ *     showError(e.message)                                 // e.attemptsLeft, e.retryAfterMs
+ * }
+ * lifecycleScope.launch { phone.permissionRequests.collect { requests -> show(requests) } }
+ * val taskId = phone.startTask("tidy the workspace")        // answer prompts: respondPermission
+ * val done = phone.awaitState { it is AgentState.Stopped && it.taskId == taskId }
+ * phone.close()
  * ```
  *
  * One coroutine in [scope] owns the socket and pumps the engine; the methods may be called
- * from any thread. Cancelling [scope] or calling [close] closes the socket.
+ * from any thread. Cancelling [scope] or calling [close] closes the socket, shuts down the
+ * OkHttp client the companion made (not one passed in [http]), and completes every flow.
  */
 class MobileCompanion(
     private val url: String,
     private val tokens: TokenStore,
     scope: CoroutineScope,
-    private val http: OkHttpClient = OkHttpClient(),
+    http: OkHttpClient? = null,
     config: MobileClientConfig = mobileClientConfigDefault(),
     private val clock: MonotonicClock = MonotonicClock.System,
     dispatcher: CoroutineDispatcher = Dispatchers.Default,
 ) : AutoCloseable {
     private val engine = MobileClient(config, tokens.load())
 
+    /** The client made here (shut down on close), or `null` when the caller gave one. */
+    internal val ownedHttp: OkHttpClient? = if (http == null) OkHttpClient() else null
+    private val http: OkHttpClient = http ?: ownedHttp!!
+
     private sealed interface Input {
         class Opened(val socket: WebSocket) : Input
         class Text(val socket: WebSocket, val text: String) : Input
         class Ended(val socket: WebSocket, val reason: MobileDisconnectReason) : Input
-        object Wake : Input
+        data object Wake : Input
     }
 
     /** OkHttp's threads post here; a full channel blocks the socket's reader (backpressure). */
@@ -107,25 +175,41 @@ class MobileCompanion(
     /** The socket the engine is using; only the pump touches it. Callbacks of older ones are ignored. */
     private var socket: WebSocket? = null
 
-    private val _events = MutableSharedFlow<MobileClientEvent>(extraBufferCapacity = 64)
+    /** Events, then `null` once closed (so that collectors complete after the last event). */
+    private val _events = MutableSharedFlow<MobileClientEvent?>(extraBufferCapacity = 64)
     private val _agentState = MutableStateFlow<AgentState?>(null)
     private val _connection = MutableStateFlow(engine.connectionState())
     private val _permissions = MutableStateFlow<List<PermissionRequest>>(emptyList())
+    private val closed = MutableStateFlow(false)
 
-    /** Every event, as the engine reports it (a hot flow: subscribe before acting). */
-    val events: Flow<MobileClientEvent> = _events.asSharedFlow()
+    /** Callers of [pair] and [connect] waiting for the session (guarded by itself). */
+    private val waiters = mutableListOf<CompletableDeferred<Unit>>()
+    @Volatile private var lastFailure: MobileDisconnectReason? = null
+
+    /** Every event, as the engine reports it (hot: subscribe before acting); completes on close. */
+    val events: Flow<MobileClientEvent> =
+        _events.onSubscription { if (closed.value) emit(null) }.takeWhile { it != null }.map { it!! }
+
+    /** The agent's state as the desktop last sent it (`null` before the first sync), now and as it changes; completes on close. */
+    val agentState: Flow<AgentState?> = _agentState.untilClosed()
+
+    /** Where the connection is, now and as it changes; completes on close. */
+    val connectionState: Flow<MobileConnectionState> = _connection.untilClosed()
+
+    /** Permission requests waiting for the user, oldest first, now and as they change; completes on close. */
+    val permissionRequests: Flow<List<PermissionRequest>> = _permissions.untilClosed()
 
     /** The agent's state as the desktop last sent it (`null` before the first sync). */
-    val agentState: StateFlow<AgentState?> = _agentState.asStateFlow()
+    val currentAgentState: AgentState? get() = _agentState.value
 
     /** Where the connection is. */
-    val connectionState: StateFlow<MobileConnectionState> = _connection.asStateFlow()
+    val currentConnectionState: MobileConnectionState get() = _connection.value
 
     /** Permission requests waiting for the user, oldest first. */
-    val permissionRequests: StateFlow<List<PermissionRequest>> = _permissions.asStateFlow()
+    val currentPermissionRequests: List<PermissionRequest> get() = _permissions.value
 
     /** Whether a token is stored (connect with [connect]; otherwise [pair]). */
-    val isPaired: Boolean get() = engine.token() != null
+    val isPaired: Boolean get() = tokens.load() != null
 
     private val pump: Job = scope.launch(dispatcher) {
         try {
@@ -142,21 +226,56 @@ class MobileCompanion(
             engine.stop(clock.now())
             engine.close()
             inputs.close()
+            // Without this the client's non-daemon dispatcher threads keep the JVM alive ~60 s.
+            ownedHttp?.let {
+                it.dispatcher.executorService.shutdown()
+                it.connectionPool.evictAll()
+            }
+            _connection.value = MobileConnectionState.Idle
+            // Under the waiters' lock: a pair() or connect() either sees closed or is failed here.
+            synchronized(waiters) { closed.value = true }
+            fail(MobileCompanionException.Stopped("the companion was closed"))
+            withContext(NonCancellable) { _events.emit(null) }
         }
     }
 
-    /** Pairs with the code the desktop shows; throws [DeskwireException.Misuse] for a code that is not six digits. */
-    fun pair(code: String) = command { engine.pair(clock.now(), code) }
+    /**
+     * Pairs with the code the desktop shows and suspends until the session is up and the
+     * state synced. Throws [DeskwireException.Misuse] at once for a code that is not six
+     * digits; [MobileCompanionException.PairingRefused] when the desktop refuses it (with the
+     * attempts left it knows); [MobileCompanionException.NotOnline] when not online within
+     * [timeout] (the attempt is stopped; a desktop that cannot be reached is retried until then).
+     */
+    suspend fun pair(code: String, timeout: Duration = DEFAULT_TIMEOUT) =
+        goOnline(timeout) { engine.pair(clock.now(), code) }
 
-    /** Connects with the stored token; throws [DeskwireException.Misuse] (`NoCredentials`) without one. */
-    fun connect() = command { engine.start(clock.now()) }
+    /**
+     * Connects with the stored token and suspends until the session is up and the state
+     * synced. Throws [DeskwireException.Misuse] (`NoCredentials`) at once without a token;
+     * [MobileCompanionException.TokenRejected] when the desktop refuses it (it is forgotten);
+     * [MobileCompanionException.NotOnline] when not online within [timeout].
+     */
+    suspend fun connect(timeout: Duration = DEFAULT_TIMEOUT) =
+        goOnline(timeout) { engine.start(clock.now()) }
 
     /** Sends an agent command; throws [DeskwireException.Misuse] (`NotConnected`) while offline. */
     fun sendCommand(command: Command) = command { engine.sendCommand(clock.now(), command) }
 
-    /** `command start` with a task. */
-    fun startTask(task: String, maxIterations: Long? = null) =
+    /**
+     * `command start` with a task; suspends until the desktop's agent state shows a task other
+     * than the one it showed before, and returns that task's id (the spec's `command` carries
+     * no id, so the first new task after the command is taken as this one). Throws
+     * [MobileCompanionException.TaskNotStarted] when none shows up within [timeout].
+     */
+    suspend fun startTask(task: String, maxIterations: Long? = null, timeout: Duration = DEFAULT_TIMEOUT): String {
+        val before = _agentState.value?.taskIdOrNull
         sendCommand(Command(CommandAction.START, task, maxIterations?.toULong()))
+        val started = withTimeoutOrNull(timeout) {
+            agentState.firstOrNull { it?.taskIdOrNull.let { id -> id != null && id != before } }
+                ?: throw MobileCompanionException.Stopped("the companion was closed")
+        }
+        return started?.taskIdOrNull ?: throw MobileCompanionException.TaskNotStarted(timeout, _agentState.value)
+    }
 
     /** `command stop`. */
     fun stopTask() = sendCommand(Command(CommandAction.STOP, null, null))
@@ -170,8 +289,11 @@ class MobileCompanion(
         _permissions.update { list -> list.filter { it.id != id } }
     }
 
-    /** Goes offline until [connect] or [pair]. */
-    fun disconnect() = command { engine.stop(clock.now()) }
+    /** Goes offline until [connect] or [pair] (a [pair] or [connect] waiting fails). */
+    fun disconnect() = command {
+        engine.stop(clock.now())
+        fail(MobileCompanionException.Stopped("disconnect() was called"))
+    }
 
     /** Forgets the token here and in the store (the user unpaired). */
     fun unpair() = command {
@@ -179,14 +301,19 @@ class MobileCompanion(
         tokens.save(null)
     }
 
-    /** Suspends until the agent state matches [predicate] and returns it. */
+    /**
+     * Suspends until the agent state matches [predicate] and returns it; throws
+     * [MobileCompanionException.Stopped] when the companion closes first. Match the task id
+     * [startTask] returned, or an earlier task's `Stopped` matches too.
+     */
     suspend fun awaitState(predicate: (AgentState) -> Boolean): AgentState =
-        agentState.first { it != null && predicate(it) }!!
+        agentState.firstOrNull { it != null && predicate(it) }
+            ?: throw MobileCompanionException.Stopped("the companion was closed")
 
     /** Counters of the engine. */
     fun stats(): MobileClientStats = engine.stats()
 
-    /** Closes the socket and stops the pump. */
+    /** Closes the socket, stops the pump, shuts down the OkHttp client made here; flows complete. */
     override fun close() {
         pump.cancel()
     }
@@ -195,6 +322,38 @@ class MobileCompanion(
         block()
         inputs.trySend(Input.Wake)
     }
+
+    private suspend fun goOnline(timeout: Duration, start: () -> Unit) {
+        val waiter = CompletableDeferred<Unit>()
+        synchronized(waiters) {
+            if (closed.value) throw MobileCompanionException.Stopped("the companion was closed")
+            waiters += waiter
+        }
+        try {
+            lastFailure = null
+            command(start)
+            if (withTimeoutOrNull(timeout) { waiter.await() } == null) {
+                command { engine.stop(clock.now()) }
+                throw MobileCompanionException.NotOnline(timeout, lastFailure)
+            }
+        } catch (e: CancellationException) {
+            // The caller gave up: so does the attempt.
+            if (!closed.value) command { engine.stop(clock.now()) }
+            throw e
+        } finally {
+            synchronized(waiters) { waiters -= waiter }
+        }
+    }
+
+    private fun settle(result: Throwable?) {
+        val waiting = synchronized(waiters) { waiters.toList().also { waiters.clear() } }
+        waiting.forEach { if (result == null) it.complete(Unit) else it.completeExceptionally(result) }
+    }
+
+    private fun fail(error: Throwable) = settle(error)
+
+    private fun <T> StateFlow<T>.untilClosed(): Flow<T> =
+        combine(this, closed) { value, done -> value to done }.takeWhile { !it.second }.map { it.first }
 
     /** Does what the engine asks until it only has a deadline left; returns the deadline. */
     private suspend fun drain(): ULong {
@@ -238,11 +397,28 @@ class MobileCompanion(
     private suspend fun deliver(event: MobileClientEvent) {
         when (event) {
             is MobileClientEvent.Paired -> tokens.save(event.token)
-            is MobileClientEvent.TokenRejected -> tokens.save(null)
-            is MobileClientEvent.StateChanged -> _agentState.value = event.state
+            is MobileClientEvent.TokenRejected -> {
+                tokens.save(null)
+                fail(MobileCompanionException.TokenRejected())
+            }
+            is MobileClientEvent.AuthFailed -> fail(
+                MobileCompanionException.PairingRefused(
+                    event.error,
+                    event.attemptsLeft?.toInt(),
+                    event.retryAfterMs?.toLong(),
+                ),
+            )
+            is MobileClientEvent.StateChanged -> {
+                _agentState.value = event.state
+                // Online once the state is synced, so that what follows sees the desktop's state.
+                if (event.initial) settle(null)
+            }
             is MobileClientEvent.PermissionRequested -> _permissions.update { it + event.request }
             // The engine forgets waiting requests on a drop; the desktop sends them again.
-            is MobileClientEvent.Disconnected -> _permissions.value = emptyList()
+            is MobileClientEvent.Disconnected -> {
+                lastFailure = event.reason
+                _permissions.value = emptyList()
+            }
             else -> {}
         }
         _events.emit(event)
@@ -280,5 +456,6 @@ class MobileCompanion(
 
     private companion object {
         const val NORMAL_CLOSURE = 1000
+        val DEFAULT_TIMEOUT = 30.seconds
     }
 }

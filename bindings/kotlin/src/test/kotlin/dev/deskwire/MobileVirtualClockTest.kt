@@ -158,11 +158,21 @@ class MobileVirtualClockTest {
         val shown = server!!.startPairing(now)
         stranger.engine.pair(now, if (shown == "000000") "000001" else "000000")
         settle()
-        assertEquals(MobileClientEvent.AuthFailed("invalid pairing code"), stranger.events.last())
+        val told = assertIs<MobileClientEvent.AuthFailed>(stranger.events.last())
+        assertEquals(MobileClientEvent.AuthFailed(told.error, 4u, 1000uL), told)
+        assertTrue(told.error!!.startsWith("invalid pairing code"), told.error)
         assertEquals(MobileConnectionState.Idle, stranger.engine.connectionState())
 
-        // A revoked token: the upgrade is refused, the phone forgets the token.
+        // A revoked token: its session is closed at once, the next upgrade is refused, and the
+        // phone forgets the token.
+        val revokedConn = phone.conn!!
         assertTrue(server!!.revokeToken(token))
+        settle()
+        assertEquals(
+            MobileServerEvent.ClientDisconnected(revokedConn, CloseReason.REVOKED),
+            serverEvents.last { it is MobileServerEvent.ClientDisconnected },
+        )
+        assertEquals(MobileDisconnectReason.Closed, assertIs<MobileClientEvent.Disconnected>(phone.events.last()).reason)
         phone.engine.stop(now)
         settle()
         phone.engine.start(now)
