@@ -20,6 +20,21 @@ use crate::remote_bash::{Executor, ExecutorConfig};
 use crate::service::Settings;
 
 const SOCKET: Token = Token(0);
+const SIGNAL: Token = Token(1);
+
+/// How a link's turn ended early.
+enum Stop {
+    /// The link is lost (the error says why); the caller reconnects.
+    Lost(io::Error),
+    /// SIGTERM, SIGINT or SIGHUP: end every process and exit.
+    Signal(i32),
+}
+
+impl From<io::Error> for Stop {
+    fn from(e: io::Error) -> Self {
+        Stop::Lost(e)
+    }
+}
 
 /// Where and how to serve.
 #[derive(Debug, Clone)]
@@ -112,16 +127,58 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
     )
     .map_err(io::Error::other)?;
     let mut events = Events::with_capacity(128);
+    // A daemon told to stop ends its commands first, as rexd --stdio does.
+    let mut signals =
+        signal_hook_mio::v1_0::Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])?;
+    poll.registry()
+        .register(&mut signals, SIGNAL, Interest::READABLE)?;
+    let served = serve_links(
+        options,
+        &mut poll,
+        &mut events,
+        &mut executor,
+        &mut signals,
+        &now_ms,
+    );
+    executor.cancel_all(now_ms());
+    // What no command's tree claimed (a subreaper-mode escapee) ends with the daemon too.
+    crate::tree::kill_all_descendants();
+    served
+}
+
+/// Connects, serves and reconnects until a signal says stop (`Ok`) or a first connection
+/// fails (`Err`).
+fn serve_links(
+    options: &IrcOptions,
+    poll: &mut Poll,
+    events: &mut Events,
+    executor: &mut Executor,
+    signals: &mut signal_hook_mio::v1_0::Signals,
+    now_ms: &dyn Fn() -> u64,
+) -> io::Result<()> {
     let mut ever_joined = false;
     let mut attempt = 0;
     loop {
-        let (lost, joined, sink) = match Link::connect(&mut poll, options, now_ms()) {
+        let (stop, joined, sink) = match Link::connect(poll, options, now_ms()) {
             Ok(mut link) => {
-                let lost = link.serve(&mut poll, &mut events, &mut executor, &now_ms);
+                let stop = link.serve(poll, events, executor, signals, now_ms);
+                if let Stop::Signal(_) = stop {
+                    link.say_goodbye(now_ms());
+                }
                 let _ = poll.registry().deregister(&mut link.socket);
-                (lost, link.joined, link.remote)
+                (stop, link.joined, link.remote)
             }
-            Err(e) => (e, false, new_remote(options, now_ms())?),
+            Err(e) => (Stop::Lost(e), false, new_remote(options, now_ms())?),
+        };
+        let lost = match stop {
+            Stop::Signal(signal) => {
+                crate::log::info(&format!(
+                    "{}: ending every command, then exiting",
+                    crate::sys::signal_name(signal)
+                ));
+                return Ok(());
+            }
+            Stop::Lost(e) => e,
         };
         ever_joined |= joined;
         if !ever_joined {
@@ -137,25 +194,35 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
             "IRC link lost ({lost}); reconnecting in {delay} ms"
         ));
         let until = now_ms() + delay;
-        wait_servicing_children(&mut poll, &mut events, &mut executor, sink, until, &now_ms)?;
+        if let Some(signal) =
+            wait_servicing_children(poll, events, executor, signals, sink, until, now_ms)?
+        {
+            crate::log::info(&format!(
+                "{}: ending every command, then exiting",
+                crate::sys::signal_name(signal)
+            ));
+            return Ok(());
+        }
     }
 }
 
 /// Sleeps until `until` while the killed commands end: their pipes and exits are still read,
 /// and what they would answer goes to `sink`, the lost link's engine, which nobody reads.
+/// Returns the signal that cut the wait short, if one did.
 fn wait_servicing_children(
     poll: &mut Poll,
     events: &mut Events,
     executor: &mut Executor,
+    signals: &mut signal_hook_mio::v1_0::Signals,
     mut sink: Remote,
     until: u64,
     now_ms: &dyn Fn() -> u64,
-) -> io::Result<()> {
+) -> io::Result<Option<i32>> {
     loop {
         let now = now_ms();
         executor.drive(now, &mut sink, &mut Vec::new());
         if now >= until {
-            return Ok(());
+            return Ok(None);
         }
         let timeout = if executor.wants_pump() {
             Duration::ZERO
@@ -163,9 +230,20 @@ fn wait_servicing_children(
             Duration::from_millis(until - now)
         };
         if frontend::wait(poll, events, Some(timeout))? {
+            if let Some(signal) = pending_signal(events, signals) {
+                return Ok(Some(signal));
+            }
             dispatch_children(events, executor, now_ms());
         }
     }
+}
+
+/// The first stop signal among `events`, if any.
+fn pending_signal(events: &Events, signals: &mut signal_hook_mio::v1_0::Signals) -> Option<i32> {
+    if !events.iter().any(|e| e.token() == SIGNAL) {
+        return None;
+    }
+    signals.pending().next()
 }
 
 /// The shared secret in `path`, without a trailing line end (an empty one is refused): what
@@ -257,19 +335,33 @@ impl Link {
         })
     }
 
-    /// Runs the link until it ends; the error says why.
+    /// Runs the link until it ends or a signal says stop.
     fn serve(
         &mut self,
         poll: &mut Poll,
         events: &mut Events,
         executor: &mut Executor,
+        signals: &mut signal_hook_mio::v1_0::Signals,
         now_ms: &dyn Fn() -> u64,
-    ) -> io::Error {
+    ) -> Stop {
         loop {
-            if let Err(e) = self.turn(poll, events, executor, now_ms) {
-                return e;
+            if let Err(stop) = self.turn(poll, events, executor, signals, now_ms) {
+                return stop;
             }
         }
+    }
+
+    /// Leaves the server politely (`QUIT`), best effort: the daemon is stopping.
+    fn say_goodbye(&mut self, now: u64) {
+        self.remote.quit(now, "rexd stopping");
+        loop {
+            match self.remote.poll_output(now) {
+                ConnectionOutput::Transmit(bytes) => self.out.extend_from_slice(&bytes),
+                ConnectionOutput::Event(_) => {}
+                ConnectionOutput::Timeout(_) => break,
+            }
+        }
+        let _ = self.write();
     }
 
     /// Reads what arrived, moves the engine and the executor, writes, and waits for the next
@@ -279,8 +371,9 @@ impl Link {
         poll: &mut Poll,
         events: &mut Events,
         executor: &mut Executor,
+        signals: &mut signal_hook_mio::v1_0::Signals,
         now_ms: &dyn Fn() -> u64,
-    ) -> io::Result<()> {
+    ) -> Result<(), Stop> {
         let now = now_ms();
         self.read(now)?;
         let deadline = self.exchange(now, executor)?;
@@ -295,6 +388,9 @@ impl Link {
             Duration::from_millis(wake.saturating_sub(now_ms()))
         };
         if frontend::wait(poll, events, Some(timeout))? {
+            if let Some(signal) = pending_signal(events, signals) {
+                return Err(Stop::Signal(signal));
+            }
             let now = now_ms();
             for e in events.iter() {
                 if e.token() == SOCKET {

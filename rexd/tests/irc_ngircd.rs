@@ -420,3 +420,48 @@ fn a_mask_keeps_out_whoever_takes_the_desks_nick() {
     let logged = std::fs::read_to_string(&log_path).unwrap();
     assert!(!logged.contains("asks t1"), "{logged}");
 }
+
+#[test]
+fn sigterm_ends_the_commands_and_then_rexd() {
+    let server = Ngircd::start();
+    let root = tempfile::tempdir().unwrap();
+    let mut rexd = start_rexd(&server.addr(), root.path(), &["--timeout-sec", "600"]);
+    let mut desk = Desk::connect(&server.addr(), deskwire::oa1::DEFAULT_PACING, 600_000);
+    desk.wait_ready();
+    let pidfile = root.path().join("pid");
+    let now = desk.clock.now();
+    desk.client
+        .request(
+            now,
+            &format!("echo $$ > {}; exec sleep 300", pidfile.display()),
+            None,
+        )
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !pidfile.exists() || std::fs::read_to_string(&pidfile).unwrap().trim().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the command never ran"
+        );
+        desk.pump_for(50);
+    }
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(common::alive(pid));
+    unsafe { libc::kill(rexd.0.id() as i32, libc::SIGTERM) };
+    let status = loop {
+        if let Some(status) = rexd.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "rexd did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(!common::alive(pid), "the command outlived rexd");
+}
