@@ -62,6 +62,8 @@ pub struct IrcOptions {
     pub compression: bool,
     /// A shared secret: every frame authenticated both ways (see `deskwire::oa1::auth`).
     pub secret: Option<Vec<u8>>,
+    /// End a failed command's output with `[exit code: N]` or `[signal: NAME]`.
+    pub exit_marker: bool,
     /// The Unix time (ms) of the loop's clock zero; [`serve_irc`] sets it.
     pub epoch_unix_ms: u64,
 }
@@ -123,6 +125,7 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
         ExecutorConfig {
             timeout_ms: options.timeout_ms,
             max_output_bytes: connection_config(options).oa1.max_message_bytes,
+            exit_marker: options.exit_marker,
         },
     )
     .map_err(io::Error::other)?;

@@ -7,6 +7,10 @@
 //! process group and answered `ERR timeout`; output over the cap ends the command and the
 //! response is cut with the truncation marker; an OA1 `CANCEL` kills the process group.
 //!
+//! A command that does not exit 0 ends its output with a line saying how it ended
+//! (`[exit code: 1]`, `[signal: KILL]`), which the `RemoteBash` tool description teaches the
+//! model, since the tool's answer is one string (see [`ExecutorConfig::exit_marker`]).
+//!
 //! The executor is driven like the service it wraps: the host registers nothing itself, passes
 //! readiness of tokens at or above [`crate::service::TOKEN_BASE`] to [`Executor::handle_event`],
 //! and calls [`Executor::drive`] after every input and at [`Executor::next_deadline`], which
@@ -14,6 +18,7 @@
 
 use std::collections::HashMap;
 
+use deskwire::oa1::remote_bash::exit_marker;
 use deskwire::oa1::{Event as Oa1Event, Responder};
 use deskwire::rexd::{
     Event, ExecKillParams, ExecStartParams, Program, Request, Response, SessionOpenParams, Signal,
@@ -30,6 +35,43 @@ struct Running {
     bytes: usize,
     /// Killed because the output passed the cap (the end is then a normal, truncated finish).
     capped: bool,
+    /// The bytes of a UTF-8 sequence cut by a read, held for the next one.
+    partial: Vec<u8>,
+    /// Whether the output so far ends with a newline (or is empty).
+    at_line_start: bool,
+}
+
+impl Running {
+    /// The text of `bytes` read from the command: sequences cut between reads are joined,
+    /// invalid bytes become U+FFFD.
+    fn decode(&mut self, bytes: &[u8]) -> String {
+        let mut data = std::mem::take(&mut self.partial);
+        data.extend_from_slice(bytes);
+        let keep = incomplete_tail(&data);
+        self.partial = data.split_off(data.len() - keep);
+        let text = String::from_utf8_lossy(&data).into_owned();
+        if let Some(last) = text.chars().last() {
+            self.at_line_start = last == '\n';
+        }
+        text
+    }
+}
+
+/// How many bytes at the end of `data` start a UTF-8 sequence that the next read may complete.
+fn incomplete_tail(data: &[u8]) -> usize {
+    for back in 1..=data.len().min(3) {
+        let b = data[data.len() - back];
+        if b & 0xC0 != 0x80 {
+            let need = match b {
+                0xC0..=0xDF => 2,
+                0xE0..=0xEF => 3,
+                0xF0..=0xF7 => 4,
+                _ => 1,
+            };
+            return if need > back { back } else { 0 };
+        }
+    }
+    0
 }
 
 /// What an [`Executor`] runs with.
@@ -39,6 +81,9 @@ pub struct ExecutorConfig {
     pub timeout_ms: u64,
     /// Output bytes kept (the OA1 message cap); one byte more ends the command.
     pub max_output_bytes: usize,
+    /// End the output of a command that did not exit 0 with a line saying how it ended
+    /// (`[exit code: 1]`, `[signal: KILL]`; see `deskwire::oa1::remote_bash::exit_marker`).
+    pub exit_marker: bool,
 }
 
 /// The `RemoteBash` executor.
@@ -210,6 +255,8 @@ impl Executor {
                                 request_id: id,
                                 bytes: 0,
                                 capped: false,
+                                partial: Vec::new(),
+                                at_line_start: true,
                             },
                         );
                     }
@@ -229,7 +276,8 @@ impl Executor {
                     };
                     let bytes = o.bytes().map(|b| b.into_owned()).unwrap_or_default();
                     run.bytes += bytes.len();
-                    let _ = server.send(now, &run.request_id, &String::from_utf8_lossy(&bytes));
+                    let text = run.decode(&bytes);
+                    let _ = server.send(now, &run.request_id, &text);
                     if run.bytes > self.config.max_output_bytes && !run.capped {
                         run.capped = true;
                         let process = o.process_id.into_owned();
@@ -237,10 +285,22 @@ impl Executor {
                     }
                 }
                 ServiceOutput::Event(Event::ExecExit(x)) => {
-                    let Some(run) = self.running.remove(&x.process_id) else {
+                    let Some(mut run) = self.running.remove(&x.process_id) else {
                         continue;
                     };
                     self.by_request.remove(&run.request_id);
+                    if !run.partial.is_empty() {
+                        let partial = std::mem::take(&mut run.partial);
+                        let tail = String::from_utf8_lossy(&partial);
+                        let _ = server.send(now, &run.request_id, &tail);
+                        run.at_line_start = tail.ends_with('\n');
+                    }
+                    let marker = exit_marker(x.exit_code, x.signal.as_deref())
+                        .filter(|_| self.config.exit_marker && !run.capped && !x.timed_out);
+                    if let Some(marker) = marker {
+                        let newline = if run.at_line_start { "" } else { "\n" };
+                        let _ = server.send(now, &run.request_id, &format!("{newline}{marker}\n"));
+                    }
                     let _ = if x.timed_out && !run.capped {
                         let secs = self.config.timeout_ms as f64 / 1000.0;
                         server.fail(

@@ -465,3 +465,49 @@ fn sigterm_ends_the_commands_and_then_rexd() {
     assert!(status.success(), "{status:?}");
     assert!(!common::alive(pid), "the command outlived rexd");
 }
+
+#[test]
+fn a_failed_command_says_how_it_ended() {
+    let server = Ngircd::start_without_penalties();
+    let root = tempfile::tempdir().unwrap();
+    let _rexd = start_rexd(&server.addr(), root.path(), &["--pacing-interval-ms", "0"]);
+    let mut desk = Desk::connect(&server.addr(), Pacing::UNLIMITED, 30_000);
+    desk.wait_ready();
+    let text = |e: Event| match e {
+        Event::Response { text, .. } => text,
+        other => panic!("{other:?}"),
+    };
+    // grep finding nothing is not success: the model can tell.
+    assert_eq!(
+        text(desk.ask("grep -q x /dev/null", 30)),
+        "[exit code: 1]\n"
+    );
+    assert_eq!(
+        text(desk.ask("printf partial; exit 3", 30)),
+        "partial\n[exit code: 3]\n"
+    );
+    assert_eq!(
+        text(desk.ask("echo line; kill -KILL $$", 30)),
+        "line\n[signal: KILL]\n"
+    );
+    assert_eq!(text(desk.ask("echo fine", 30)), "fine\n");
+    // A character cut between two reads arrives whole.
+    assert_eq!(
+        text(desk.ask("printf '\\342\\202'; sleep 0.3; printf '\\254\\n'", 30)),
+        "€\n"
+    );
+}
+
+#[test]
+fn the_exit_marker_can_be_turned_off() {
+    let server = Ngircd::start_without_penalties();
+    let root = tempfile::tempdir().unwrap();
+    let _rexd = start_rexd(&server.addr(), root.path(), &["--no-exit-marker"]);
+    let mut desk = Desk::connect(&server.addr(), deskwire::oa1::DEFAULT_PACING, 30_000);
+    desk.wait_ready();
+    let e = desk.ask("echo out; exit 2", 30);
+    assert!(
+        matches!(&e, Event::Response { text, .. } if text == "out\n"),
+        "{e:?}"
+    );
+}

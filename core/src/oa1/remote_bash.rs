@@ -18,7 +18,21 @@ stdout and stderr as text. Each call runs in a fresh shell: cd, exports and othe
 not carry over, so chain steps in one command (cd /x && make). Output travels over IRC, so it \
 may arrive chunked and is truncated past 128 KiB with a '...[truncated]...' marker: prefer \
 commands that keep output small (head, tail, rg -n, sed -n '1,120p', redirect big output to a \
-file). If you need structured output, ask the command itself for JSON.";
+file). If you need structured output, ask the command itself for JSON. A command that fails \
+ends its output with a line such as [exit code: 1] or [signal: KILL]; without one, it exited 0 \
+(so no output and no such line means success, as grep finding nothing does not).";
+
+/// The last line of a command's `RemoteBash` output when it did not exit 0: `[exit code: 2]` or
+/// `[signal: KILL]`, so a model can tell `grep` finding nothing (exit 1) from success, as coding
+/// agents' Bash tools do. `None` for exit 0 (and when neither is known). Remotes put it on a
+/// line of its own, after a newline when the output did not end with one.
+pub fn exit_marker(exit_code: Option<i32>, signal: Option<&str>) -> Option<String> {
+    match (exit_code, signal) {
+        (_, Some(signal)) => Some(format!("[signal: {signal}]")),
+        (Some(0) | None, None) => None,
+        (Some(code), None) => Some(format!("[exit code: {code}]")),
+    }
+}
 
 /// The input schema (spec §10.1), as JSON text.
 pub const INPUT_SCHEMA: &str = r#"{"type":"object","properties":{"command":{"type":"string","description":"The shell command to run on the remote machine."},"timeout_sec":{"type":"integer","description":"Optional timeout (seconds)."}},"required":["command"]}"#;
@@ -109,6 +123,21 @@ mod tests {
             RemoteBashArgs::parse(r#"{"command":"x","timeout_sec":0}"#),
             Err(ArgsError::ZeroTimeout)
         ));
+    }
+
+    #[test]
+    fn exit_markers() {
+        assert_eq!(exit_marker(Some(0), None), None);
+        assert_eq!(exit_marker(None, None), None);
+        assert_eq!(
+            exit_marker(Some(1), None).as_deref(),
+            Some("[exit code: 1]")
+        );
+        assert_eq!(
+            exit_marker(None, Some("KILL")).as_deref(),
+            Some("[signal: KILL]")
+        );
+        assert!(DESCRIPTION.contains("[exit code: 1]"));
     }
 
     #[test]

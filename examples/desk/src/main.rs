@@ -87,6 +87,9 @@ struct Args {
     /// nick runs commands as this user (an IRC nick is not an identity).
     #[arg(long)]
     unauthenticated: bool,
+    /// Do not end a failed command's output with `[exit code: N]` or `[signal: NAME]`.
+    #[arg(long)]
+    no_exit_marker: bool,
     /// In-process server: inject a noise line after every N channel messages (0: none).
     #[arg(long, default_value_t = 2)]
     noise: u32,
@@ -242,6 +245,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 ExecutorConfig {
                     timeout_ms: exec_timeout.as_millis() as u64,
                     max_output_bytes: config.oa1.max_message_bytes,
+                    exit_marker: !args.no_exit_marker,
                 },
             )
             .map_err(|e| e.to_string())?;

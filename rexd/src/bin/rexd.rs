@@ -48,6 +48,10 @@ struct Args {
     /// Answer plainly even when the desk offers to take compressed answers (with --irc).
     #[arg(long)]
     no_compression: bool,
+    /// Do not end a failed command's output with `[exit code: N]` or `[signal: NAME]` (with
+    /// --irc; the RemoteBash tool description tells the model what the line means).
+    #[arg(long)]
+    no_exit_marker: bool,
     /// Authenticate every OA1 frame with the shared secret in FILE (with --irc; the desk needs
     /// the same secret; a trailing newline is not part of it).
     #[arg(long, value_name = "FILE")]
@@ -152,6 +156,7 @@ fn run(args: Args) -> Result<(), String> {
             timeout_ms: (args.timeout_sec * 1000.0) as u64,
             adaptive: args.adaptive,
             compression: !args.no_compression,
+            exit_marker: !args.no_exit_marker,
             secret: match &args.secret_file {
                 Some(path) => Some(rexd::irc::read_secret_file(path)?),
                 None => None,
