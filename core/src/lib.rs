@@ -71,3 +71,9 @@ pub mod schemas;
 pub mod sidecar;
 pub mod sim;
 pub mod tools;
+
+// The README's Rust programs run as doctests, so a README that no longer compiles or no longer
+// does what it says fails `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeRust;
