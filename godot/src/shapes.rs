@@ -33,7 +33,7 @@ pub enum ShapeError {
     )]
     UnknownFormat(String),
     /// The value is not one tool call of the format.
-    #[error("not a {format} tool call: {message}")]
+    #[error("not a tool call in the {format} format: {message}")]
     NotAToolCall {
         /// The format's name.
         format: &'static str,
@@ -549,6 +549,8 @@ mod tests {
                 matches!(e, ShapeError::NotAToolCall { .. }),
                 "{format:?} {value}: {e}"
             );
+            let prefix = format!("not a tool call in the {} format: ", format.name());
+            assert!(e.to_string().starts_with(&prefix), "{e}");
         }
     }
 
