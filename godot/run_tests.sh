@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The Godot suite: builds the extension, installs it into the addon, runs the GDScript tests in a
-# real Godot 4 engine against a real IRC server and `rexd --irc`, and checks the addon's files.
+# The Godot suite: builds the extension, installs it into the addon, runs the GDScript tests and
+# the README's GDScript in a real Godot 4 engine against a real IRC server and `rexd --irc`, and
+# checks the addon's files.
 #
 #   bash godot/run_tests.sh          (as root: it mounts /proc, /dev and the repository into
 #                                     the Godot root and chroots into it)
@@ -135,7 +136,36 @@ peers_start_rexd_irc '#deskwire-godot-auth' deskauth --secret-file "$run_dir/sec
 export DESKWIRE_IRC=$PEERS_IRC_ADDR DESKWIRE_CHANNEL=$channel DESKWIRE_REMOTE_NICK=deskbot
 export DESKWIRE_IRC_TLS_PORT=$tls_port DESKWIRE_TLS_CERT=$in_root/tls.pem
 export DESKWIRE_AUTH_CHANNEL='#deskwire-godot-auth' DESKWIRE_AUTH_NICK=deskauth DESKWIRE_AUTH_SECRET=$secret
-echo "ngircd on $PEERS_IRC_ADDR; rexd --irc as deskbot in $channel, and with a secret as deskauth in $DESKWIRE_AUTH_CHANNEL"
+# The README's scripts use the defaults on both ends: rexd joins #desk as rexd and serves the
+# desk nick "desk", as the README tells its readers to start it.
+peers_start_rexd_irc '#desk' rexd --allow-from desk
+echo "ngircd on $PEERS_IRC_ADDR; rexd --irc as deskbot in $channel, with a secret as deskauth in $DESKWIRE_AUTH_CHANNEL, and as rexd in #desk"
+
+echo "-- the README's GDScript, for tests/test_readme.gd"
+# Every gdscript code block of the README's Godot section is a whole script whose first line
+# names it ("# desk_node.gd: ..."); test_readme.gd runs each one it knows and fails on others.
+mkdir -p "$run_dir/readme"
+awk -v dir="$run_dir/readme" '
+  !inside && /^## / { godot = ($0 == "## Godot") }
+  godot && !inside && /^```gdscript$/ { inside = 1; file = ""; next }
+  inside && /^```$/ { inside = 0; if (file != "") close(file); next }
+  inside && file == "" {
+    if (!match($0, /^# [a-z_]+\.gd:/)) {
+      print "a gdscript block in the README does not start with \"# name.gd: ...\": " $0 > "/dev/stderr"; exit 1
+    }
+    name = substr($0, 3, RLENGTH - 3)
+    if (name in seen) { print "two gdscript blocks in the README are named " name > "/dev/stderr"; exit 1 }
+    seen[name] = 1
+    file = dir "/" name
+  }
+  inside { print > file }
+' README.md
+ls "$run_dir/readme" | grep -q '\.gd$' || { echo "the README's Godot section has no gdscript block" >&2; exit 1; }
+echo "README blocks: $(ls "$run_dir/readme" | tr '\n' ' ')"
+export DESKWIRE_README_GD=$in_root/readme
+# desk_node.gd asks rexd, which runs here, for uname -a.
+DESKWIRE_UNAME=$(uname -a)
+export DESKWIRE_UNAME
 
 echo "-- import the demo project"
 rm -rf godot/demo/.godot
@@ -197,6 +227,12 @@ fi
 # A GDScript runtime error ends the test function early without failing it: count it here.
 if grep -q 'SCRIPT ERROR\|Parse Error\|handle_crash' "$run_dir/godot.log"; then
   echo "script errors or a crash in the engine's output (above)" >&2
+  status=1
+fi
+# Everything the tests made is gone by the end: a client, call or gate kept alive (a reference
+# cycle through a signal, a call never settled) shows up here.
+if grep -q 'ObjectDB instances leaked at exit\|resources still in use at exit' "$run_dir/godot.log"; then
+  echo "objects leaked at exit (above)" >&2
   status=1
 fi
 [ "$status" -eq 0 ] || exit "$status"
