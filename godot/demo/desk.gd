@@ -2,8 +2,8 @@
 # a tool call runs on the remote machine through the desk's IRC channel (rexd --irc), and the
 # result is shown. Stand up and RemoteBash disappears; a call then is refused.
 #
-# Run it against an IRC server with rexd serving the channel:
-#   rexd --irc 127.0.0.1:6667 --channel '#desk' --nick deskbot --allow-from desk
+# Run it against an IRC server with rexd serving the channel (rexd's defaults: #desk, nick rexd):
+#   rexd --irc 127.0.0.1:6667 --allow-from desk --unauthenticated
 #   godot --path godot/demo        (DESKWIRE_IRC=host:port overrides irc_server)
 extends Control
 
@@ -13,8 +13,8 @@ extends Control
 @export var channel := "#desk"
 ## The desk's nick (rexd's --allow-from).
 @export var desk_nick := "desk"
-## rexd's nick.
-@export var remote_nick := "deskbot"
+## rexd's nick (rexd --irc's default).
+@export var remote_nick := "rexd"
 
 const NPC := "npc-ada"
 const DESK := "desk-1"
@@ -38,7 +38,9 @@ func _ready() -> void:
 		if value != "":
 			set(setting[1], value)
 	gate.tools_changed.connect(_on_tools_changed)
-	desk_client.connection_state_changed.connect(func(state): status.text = "IRC %s %s as %s: %s" % [irc_server, channel, desk_nick, state])
+	# While it waits (for the channel, or for rexd to be in it) the status says for what.
+	desk_client.connection_state_changed.connect(func(state): status.text = "IRC %s %s as %s: %s %s" % [irc_server, channel, desk_nick, state, desk_client.waiting_for()])
+	desk_client.irc_event.connect(_on_irc_event)
 	sit_button.pressed.connect(toggle_sit)
 	run_button.pressed.connect(run_command)
 	desk_client.server_host = irc_server.get_slice(":", 0)
@@ -46,8 +48,16 @@ func _ready() -> void:
 	desk_client.channel = channel
 	desk_client.nick = desk_nick
 	desk_client.remote_nick = remote_nick
-	desk_client.connect_to_server()
+	if desk_client.connect_to_server() != OK:
+		status.text = "IRC %s: %s" % [irc_server, desk_client.last_error_message]
 	_on_tools_changed(NPC)
+
+
+## What the server refused (the channel, the nick) goes on screen, not only into the log.
+func _on_irc_event(event: Dictionary) -> void:
+	for kind in ["join_failed", "nick_refused", "kicked", "disconnected"]:
+		if event.has(kind):
+			status.text = "IRC %s: %s %s" % [irc_server, kind, event[kind]]
 
 
 ## The NPC sits down at the desk, or stands up.

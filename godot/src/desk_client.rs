@@ -24,35 +24,44 @@ use crate::{on_main_thread, ticks, variant};
 ///
 /// Two ways to reach IRC:
 /// - [method connect_to_server]: the client opens its own connection ([member server_host],
-///   [member server_port], TLS with [member use_tls]), registers as [member nick] and joins
-///   [member channel].
+///   [member server_port], or the address given to the call; TLS with [member use_tls]),
+///   registers as [member nick] and joins [member channel].
 /// - [method attach]: the project already has an IRC connection in the channel. Pass every
 ///   line it receives to [method feed_line] and send every [signal line_to_send] line to the
 ///   channel's connection.
 ///
-/// The client pumps itself from `_process` (like `WebSocketPeer.poll()`)
-/// with `Time.get_ticks_msec()`; set [member auto_poll] to `false` to call
-/// [method poll] yourself. Every signal is emitted on the main thread.
+/// A desk names its remote, [member remote_nick] (`rexd` by default, the nick `rexd --irc`
+/// joins as), and sends nothing until that nick is in the channel: IRC keeps no history, so a
+/// request sent into a channel without it would reach nobody. Requests made before wait
+/// ([member state] `waiting_for_peer`, [method waiting_for] says for what) and leave when it
+/// comes; their timeout starts then. One that cannot leave within 30 s fails `not_ready`.
+///
+/// The client pumps itself from `_process` (like `WebSocketPeer.poll()`) with
+/// `Time.get_ticks_msec()`, so it must be in the scene tree: a client that is not (never
+/// given to `add_child`) never sends or receives anything, and its calls never complete,
+/// unless you call [method poll] yourself (set [member auto_poll] to `false` then). Every
+/// signal is emitted on the main thread.
 ///
 /// ```gdscript
 /// var desk := DeskRpcClient.new()
-/// desk.server_host = "irc.example"
-/// desk.nick = "desk-7"
+/// desk.nick = "desk-7"               # rexd --irc --allow-from desk-7
 /// desk.channel = "#desk-7"
 /// desk.remote_nick = "rexd"          # the remote: rexd --irc's default nick
-/// add_child(desk)
-/// desk.connect_to_server()
+/// add_child(desk)                    # in the tree, so it pumps itself
+/// desk.connect_to_server("irc.example", 6667)
 /// var result: Dictionary = await desk.remote_bash("uname -a").completed
-/// $Label.text = result.text if result.ok else result.message
+/// $Label.text = result.text if result.ok else "%s: %s" % [result.error, result.message]
 /// ```
 #[derive(GodotClass)]
 #[class(init, base = Node)]
 pub struct DeskRpcClient {
-    /// The IRC server's host name or address.
+    /// The IRC server's host name or address ([method connect_to_server]'s `host`
+    /// argument sets it).
     #[export]
     #[init(val = GString::from("127.0.0.1"))]
     server_host: GString,
-    /// The IRC server's port (6697 is the usual one for TLS).
+    /// The IRC server's port (6697 is the usual one for TLS; [method connect_to_server]'s
+    /// `port` argument sets it).
     #[export]
     #[init(val = 6667)]
     server_port: i32,
@@ -66,17 +75,20 @@ pub struct DeskRpcClient {
     /// with its own certificate).
     #[export]
     tls_trusted_certificate: Option<Gd<X509Certificate>>,
-    /// Our IRC nick.
+    /// Our IRC nick: what the remote allows (`rexd --irc --allow-from desk`). When the
+    /// server refuses it (taken, `433`), [signal irc_event] reports `nick_refused` and the
+    /// connection goes on as `desk_`, which a remote that allows only `desk` ignores.
     #[export]
     #[init(val = GString::from("desk"))]
     nick: GString,
-    /// The desk channel.
+    /// The desk channel, with its prefix (`#desk`; `desk` is refused).
     #[export]
     #[init(val = GString::from("#desk"))]
     channel: GString,
     /// The remote: accept answers only from this nick (or `nick!user@host` mask), and send
     /// nothing until it is in the channel. The default matches `rexd --irc`; `"*"` takes
-    /// answers from anyone there (not recommended).
+    /// answers from anyone there and waits only for someone to be there (not recommended).
+    /// `""` is refused: [method connect_to_server] and [method attach] fail.
     #[export]
     #[init(val = GString::from("rexd"))]
     remote_nick: GString,
@@ -99,13 +111,16 @@ pub struct DeskRpcClient {
     /// make [method connect_to_server] and [method attach] fail.
     #[export]
     config_overrides: VarDictionary,
-    /// Pump from `_process`.
+    /// Pump from `_process`, which runs only while the client is in the scene tree. With
+    /// `false`, or outside the tree, call [method poll] yourself (every frame is fine).
     #[export]
     #[init(val = true)]
     auto_poll: bool,
     /// Where the connection stands: `closed` (never connected, or ended),
-    /// `registering`, `joining`, `waiting_for_peer` or
-    /// `ready`.
+    /// `registering` (connecting, `NICK`/`USER` sent), `joining` (registered, joining
+    /// [member channel]; a refused join is tried again after 5 s), `waiting_for_peer` (in
+    /// the channel, waiting for [member remote_nick] to be there: see [method waiting_for])
+    /// or `ready` (requests go out). Requests made before `ready` wait and leave then.
     #[var(no_set)]
     #[init(val = GString::from("closed"))]
     state: GString,
@@ -113,12 +128,22 @@ pub struct DeskRpcClient {
     /// ignored and malformed input), as `{"irc": {...}, "oa1": {...}}`.
     #[var(get = get_stats, no_set)]
     stats: PhantomVar<VarDictionary>,
+    /// Why the last [method connect_to_server] or [method attach] failed: `invalid_config`
+    /// (a bad nick, channel or [member remote_nick], or [member config_overrides]) or
+    /// `cant_connect`; empty after one that succeeded.
+    #[var(no_set)]
+    last_error: GString,
+    /// What went wrong in that call, for people (the core's words).
+    #[var(no_set)]
+    last_error_message: GString,
     engine: Engine,
     socket: Option<Socket>,
     /// Calls in flight by request id.
     calls: HashMap<String, Gd<RemoteCall>>,
     /// When a closing connection is given up on (ms).
     closing_deadline: Option<u64>,
+    /// Whether the "not in the scene tree" warning was given (once per client).
+    warned_outside_tree: bool,
     base: Base<Node>,
 }
 
@@ -185,8 +210,14 @@ impl DeskRpcClient {
     #[signal]
     fn request_completed(id: GString, text: GString, truncated: bool);
 
-    /// Request [param id] ended without an answer: [param error] is a code (`timeout`,
-    /// `disconnected`, `cancelled`, the remote's code, ...).
+    /// Request [param id] ended without an answer: [param error] is a code and [param message]
+    /// says what happened. The remote's own code (`timeout` when the command outlived its
+    /// time there, ...), or: `timeout` (no complete answer in time), `incomplete` (a chunk
+    /// never came), `not_ready` (it never left: [member remote_nick] was not in the channel
+    /// within 30 s; the message says what it waited for and who was there), `join_failed`
+    /// (the server refused the channel, with its words), `kicked`, `peer_left` (the remote
+    /// left the channel while it ran), `disconnected` (the connection ended, and why),
+    /// `malformed`, `cancelled`, `closed`.
     #[signal]
     fn request_failed(id: GString, error: GString, message: GString);
 
@@ -196,33 +227,47 @@ impl DeskRpcClient {
 
     /// Anything else the connection reports, in the core's JSON shape:
     /// `{"registered": {"nick"}}`, `{"joined": {"channel"}}`,
-    /// `{"peer_joined": {"nick"}}`, `{"disconnected": {"reason"}}`, ...
+    /// `{"peer_joined": {"nick"}}`, `{"peer_left": {"nick"}}`,
+    /// `{"join_failed": {"channel", "numeric", "text"}}` (the server refused the channel:
+    /// `473` invite only, `474` banned, ...), `{"nick_refused": {"nick", "numeric", "text",
+    /// "next"}}` (`433` taken: the connection goes on as `next`),
+    /// `{"kicked": {"channel", "by", "reason"}}`, `{"disconnected": {"reason"}}`, ...
     #[signal]
     fn irc_event(event: VarDictionary);
 
-    /// Opens our own connection to [member server_host]:[member server_port] and joins
-    /// [member channel]. Requests made before the channel (and [member remote_nick]) are there
-    /// wait and leave then. A previous connection is closed first.
+    /// Opens our own connection and joins [member channel]. [param host] and [param port],
+    /// when given, set [member server_host] and [member server_port] first
+    /// (`connect_to_server("irc.example", 6667)`); without them the properties are used.
+    /// Requests made before the channel (and [member remote_nick]) are there wait and leave
+    /// then. A previous connection is closed first. A configuration the core refuses (a bad
+    /// nick or channel, an empty [member remote_nick]) fails with `ERR_INVALID_PARAMETER`
+    /// and a server that cannot be reached with `ERR_CANT_CONNECT`; [member last_error_message]
+    /// says why.
     #[func]
-    fn connect_to_server(&mut self) -> Error {
+    fn connect_to_server(
+        &mut self,
+        #[opt(default = "")] host: GString,
+        #[opt(default = 0)] port: i32,
+    ) -> Error {
         if !on_main_thread("DeskRpcClient.connect_to_server") {
             return Error::ERR_UNAVAILABLE;
         }
+        if !host.is_empty() {
+            self.server_host = host;
+        }
+        if port != 0 {
+            self.server_port = port;
+        }
         let config = match self.config() {
             Ok(c) => c,
-            Err(e) => {
-                godot_error!("DeskRpcClient.connect_to_server: {e}");
-                return Error::ERR_INVALID_PARAMETER;
-            }
+            Err(e) => return self.refuse("connect_to_server", "invalid_config", &e),
         };
         let Ok(port) = u16::try_from(self.server_port) else {
-            godot_error!(
-                "DeskRpcClient.connect_to_server: port {} is out of range",
-                self.server_port
-            );
-            return Error::ERR_INVALID_PARAMETER;
+            let message = format!("port {} is out of range", self.server_port);
+            return self.refuse("connect_to_server", "invalid_config", &message);
         };
         self.shut_down("reconnecting");
+        self.warn_outside_tree("connect_to_server");
         let tls = self.use_tls.then(|| TlsSettings {
             server_name: if self.tls_server_name.is_empty() {
                 self.server_host.to_string()
@@ -233,27 +278,27 @@ impl DeskRpcClient {
         });
         match Socket::connect(&self.server_host.to_string(), port, tls) {
             Ok(socket) => self.socket = Some(socket),
-            Err(e) => {
-                godot_error!("DeskRpcClient.connect_to_server: {e}");
-                return Error::ERR_CANT_CONNECT;
-            }
+            Err(e) => return self.refuse("connect_to_server", "cant_connect", &e.to_string()),
         }
         let desk = match Desk::new(config, ticks(), seed()) {
             Ok(desk) => desk,
             Err(e) => {
-                godot_error!("DeskRpcClient.connect_to_server: {e}");
                 self.socket = None;
-                return Error::ERR_INVALID_PARAMETER;
+                return self.refuse("connect_to_server", "invalid_config", &e.to_string());
             }
         };
         self.engine = Engine::Desk(Box::new(desk));
+        self.last_error = GString::new();
+        self.last_error_message = GString::new();
         self.deliver(vec![Action::State("registering".into())]);
         Error::OK
     }
 
     /// Uses the project's own IRC connection, which is already in [member channel] as
     /// [member nick]: feed it lines with [method feed_line], send [signal line_to_send].
-    /// A previous connection is closed first.
+    /// A previous connection is closed first. The client is `ready` at once: your link must
+    /// not be told to send before [member remote_nick] is in the channel (a request sent
+    /// earlier reaches nobody). Fails like [method connect_to_server] for a bad configuration.
     #[func]
     fn attach(&mut self) -> Error {
         if !on_main_thread("DeskRpcClient.attach") {
@@ -261,13 +306,13 @@ impl DeskRpcClient {
         }
         let config = match self.config() {
             Ok(c) => c,
-            Err(e) => {
-                godot_error!("DeskRpcClient.attach: {e}");
-                return Error::ERR_INVALID_PARAMETER;
-            }
+            Err(e) => return self.refuse("attach", "invalid_config", &e),
         };
         self.shut_down("reattaching");
+        self.warn_outside_tree("attach");
         self.engine = Engine::Attached(Box::new(Client::new(config.oa1, seed())));
+        self.last_error = GString::new();
+        self.last_error_message = GString::new();
         self.deliver(vec![Action::State("ready".into())]);
         Error::OK
     }
@@ -402,9 +447,59 @@ impl DeskRpcClient {
     fn in_flight(&self) -> i64 {
         self.calls.len() as i64
     }
+
+    /// What requests wait for before they can leave, in the core's words, e.g.
+    /// ``remote `rexd` in #desk; members: deskbot`` or
+    /// `joining #desk (refused: 473 Cannot join channel (+i))`; empty when [member state] is
+    /// `ready` or `closed`, and after [method attach]. A game shows it while it waits.
+    #[func]
+    fn waiting_for(&self) -> GString {
+        match &self.engine {
+            Engine::Desk(desk) => desk.waiting_for().unwrap_or_default().as_str().into(),
+            Engine::Attached(_) | Engine::Idle => GString::new(),
+        }
+    }
+
+    /// The other members of [member channel] as the server wrote their nicks (own
+    /// connection only; empty before the channel is joined).
+    #[func]
+    fn members(&self) -> PackedStringArray {
+        match &self.engine {
+            Engine::Desk(desk) => desk
+                .members()
+                .iter()
+                .map(|n| GString::from(n.as_str()))
+                .collect(),
+            Engine::Attached(_) | Engine::Idle => PackedStringArray::new(),
+        }
+    }
 }
 
 impl DeskRpcClient {
+    /// A refused `connect_to_server` or `attach`: reported, and kept for GDScript to read.
+    fn refuse(&mut self, call: &str, code: &str, message: &str) -> Error {
+        godot_error!("DeskRpcClient.{call}: {message}");
+        self.last_error = code.into();
+        self.last_error_message = message.into();
+        match code {
+            "cant_connect" => Error::ERR_CANT_CONNECT,
+            _ => Error::ERR_INVALID_PARAMETER,
+        }
+    }
+
+    /// `_process` pumps only a node in the tree; without it nothing moves and calls never
+    /// complete, which looks like a hang. Said once per client.
+    fn warn_outside_tree(&mut self, call: &str) {
+        if self.auto_poll && !self.base().is_inside_tree() && !self.warned_outside_tree {
+            self.warned_outside_tree = true;
+            godot_warn!(
+                "DeskRpcClient.{call}: this client is not in the scene tree, so _process never \
+                 pumps it and nothing is sent or received: add it with add_child(), or set \
+                 auto_poll = false and call poll() yourself"
+            );
+        }
+    }
+
     fn config(&self) -> Result<deskwire::oa1::ConnectionConfig, String> {
         let settings = ConnectionSettings {
             nick: self.nick.to_string(),
@@ -417,7 +512,7 @@ impl DeskRpcClient {
         };
         let overrides =
             variant::from_dictionary(&self.config_overrides).map_err(|e| e.to_string())?;
-        shapes::connection_config(&settings, overrides)
+        shapes::desk_config(&settings, overrides)
     }
 
     /// Sends a `RemoteBash` call; the returned object completes later either way.
@@ -432,15 +527,17 @@ impl DeskRpcClient {
             Ok(args) => args,
             Err(message) => return failed(tool, "invalid_arguments", message),
         };
+        if let Engine::Idle = self.engine {
+            let message = "not connected: call connect_to_server() or attach() first";
+            return failed(tool, LocalError::Closed.code(), message.into());
+        }
+        self.warn_outside_tree("remote_bash");
+        let timeout_ms = args.timeout_sec.map(|s| s.saturating_mul(1000));
         let requester: &mut dyn Requester = match &mut self.engine {
             Engine::Desk(desk) => desk.as_mut(),
             Engine::Attached(client) => client.as_mut(),
-            Engine::Idle => {
-                let message = "not connected: call connect_to_server() or attach() first";
-                return failed(tool, LocalError::Closed.code(), message.into());
-            }
+            Engine::Idle => return failed(tool, LocalError::Closed.code(), "closed".into()),
         };
-        let timeout_ms = args.timeout_sec.map(|s| s.saturating_mul(1000));
         match requester.request(ticks(), &args.command, timeout_ms) {
             Ok(id) => {
                 let call = RemoteCall::create(&id, Some(self.base().instance_id()), tool);

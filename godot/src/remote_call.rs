@@ -24,10 +24,11 @@ use crate::variant;
 /// ```
 ///
 /// The result is `{"id", "ok": true, "text", "truncated"}` or
-/// `{"id", "ok": false, "error", "message"}`. `error` is the remote's
-/// error code, `timeout`, `incomplete`, `disconnected`,
-/// `cancelled`, `closed` (the client was closed or freed) or
-/// `invalid_arguments`. [signal completed] is always emitted once, later than the
+/// `{"id", "ok": false, "error", "message"}`; `id` is [member id]. `error` is the
+/// remote's error code, or one of [signal DeskRpcClient.request_failed]'s (`timeout`,
+/// `not_ready`, `join_failed`, `kicked`, `peer_left`, `disconnected`, ...), `cancelled`,
+/// `closed` (the client was not connected, or was closed or freed) or `invalid_arguments`;
+/// `message` says what happened. [signal completed] is always emitted once, later than the
 /// call that made this object returned (so awaiting it right away never misses it).
 #[derive(GodotClass)]
 #[class(base = RefCounted, no_init)]

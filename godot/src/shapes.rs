@@ -7,7 +7,7 @@
 
 use deskwire::ids::IdGenerator;
 use deskwire::oa1::remote_bash::{self, RemoteBashArgs};
-use deskwire::oa1::{ConnectionConfig, Event, Failure};
+use deskwire::oa1::{ConfigError, ConnectionConfig, Event, Failure};
 use deskwire::tools::providers::{self, Provider, Segment, ToolRequest};
 use deskwire::tools::slash::SlashError;
 use deskwire::tools::{Authorization, Context, Origin, Policy, ToolCall, ToolResult, ToolSpec};
@@ -33,7 +33,7 @@ pub enum ShapeError {
     )]
     UnknownFormat(String),
     /// The value is not one tool call of the format.
-    #[error("not a {format} tool call: {message}")]
+    #[error("not a tool call in the {format} format: {message}")]
     NotAToolCall {
         /// The format's name.
         format: &'static str,
@@ -327,6 +327,21 @@ pub fn connection_config(
         .map_err(|e| format!("invalid configuration: {e}"))
 }
 
+/// [`connection_config`] checked by the core as a desk's ([`ConnectionConfig::validate`]): a
+/// nick or channel the server would refuse or rename, and an empty remote, are refused here,
+/// before anything connects. Errors about the remote name `remote_nick`, the property.
+pub fn desk_config(
+    settings: &ConnectionSettings,
+    overrides: Map<String, Value>,
+) -> Result<ConnectionConfig, String> {
+    let config = connection_config(settings, overrides)?;
+    config.validate(true).map_err(|e| match e {
+        ConfigError::NoRemote | ConfigError::AllowedSender(_) => format!("remote_nick: {e}"),
+        e => e.to_string(),
+    })?;
+    Ok(config)
+}
+
 /// The arguments of a `RemoteBash` call as the core reads them (`timeout_sec` 0 or below
 /// means the configured timeout).
 pub fn remote_bash_args(command: &str, timeout_sec: i64) -> Value {
@@ -549,6 +564,8 @@ mod tests {
                 matches!(e, ShapeError::NotAToolCall { .. }),
                 "{format:?} {value}: {e}"
             );
+            let prefix = format!("not a tool call in the {} format: ", format.name());
+            assert!(e.to_string().starts_with(&prefix), "{e}");
         }
     }
 
@@ -673,6 +690,50 @@ mod tests {
                 .allowed_sender,
             None
         );
+    }
+
+    #[test]
+    fn a_desk_config_names_its_remote_and_is_checked_before_connecting() {
+        let settings = ConnectionSettings {
+            nick: "godesk".into(),
+            channel: "#desk".into(),
+            remote_nick: "rexd".into(),
+            ..ConnectionSettings::default()
+        };
+        let config = desk_config(&settings, Map::new()).unwrap();
+        assert_eq!(config.oa1.allowed_sender.as_deref(), Some("rexd"));
+        let anyone = ConnectionSettings {
+            remote_nick: "*".into(),
+            ..settings.clone()
+        };
+        assert!(desk_config(&anyone, Map::new()).is_ok(), "\"*\" opts out");
+
+        let refused =
+            |settings: ConnectionSettings| desk_config(&settings, Map::new()).unwrap_err();
+        let e = refused(ConnectionSettings {
+            remote_nick: String::new(),
+            ..settings.clone()
+        });
+        assert!(e.starts_with("remote_nick: "), "{e}");
+        assert!(
+            e.contains("`rexd`") && e.contains("\"*\""),
+            "says what to set: {e}"
+        );
+        let e = refused(ConnectionSettings {
+            remote_nick: "two words".into(),
+            ..settings.clone()
+        });
+        assert!(e.starts_with("remote_nick: "), "{e}");
+        let e = refused(ConnectionSettings {
+            channel: "desk".into(),
+            ..settings.clone()
+        });
+        assert!(e.contains("desk"), "{e}");
+        let e = refused(ConnectionSettings {
+            nick: "a b".into(),
+            ..settings.clone()
+        });
+        assert!(e.contains("a b"), "{e}");
     }
 
     #[test]

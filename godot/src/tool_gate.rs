@@ -21,7 +21,8 @@ use crate::{on_main_thread, variant};
 /// Decides which tools each NPC's language model sees and may call.
 ///
 /// `RemoteBash` is listed only while the NPC sits at a desk ([method bind_npc] until
-/// [method unbind_npc]); the project's own tools ([method register_tool]) are listed always,
+/// [method unbind_npc]; a desk seats one NPC, and seating another there unbinds the first with
+/// [signal npc_displaced]); the project's own tools ([method register_tool]) are listed always,
 /// or only while bound. Send [method visible_tools] with every request to the model, and pass
 /// every tool call the model makes through [method authorize] before running it: a model can
 /// call a tool it was not shown (from an earlier turn), and such a call is refused with an
@@ -109,6 +110,12 @@ impl ToolGate {
     #[signal]
     fn tools_changed(npc_id: GString);
 
+    /// [param npc_id] lost its seat at [param desk_id] because [method bind_npc] seated
+    /// [param by_npc_id] there (one NPC per desk): it no longer sees `RemoteBash`. Stand it up
+    /// in the scene, or seat it elsewhere. Emitted after [signal tools_changed].
+    #[signal]
+    fn npc_displaced(npc_id: GString, desk_id: GString, by_npc_id: GString);
+
     /// See [member provider].
     #[func]
     fn get_provider(&self) -> GString {
@@ -143,8 +150,9 @@ impl ToolGate {
     }
 
     /// Seats [param npc_id] at [param desk_id]: from now on its model sees `RemoteBash`.
-    /// An NPC sitting at another desk moves; an NPC already at this desk is unbound.
-    /// Emits [signal tools_changed] for every NPC whose list changed.
+    /// An NPC sitting at another desk moves. A desk seats one NPC: one already at this desk is
+    /// unbound, and [signal npc_displaced] says so (check [method npc_at] first to refuse
+    /// instead). Emits [signal tools_changed] for every NPC whose list changed.
     #[func]
     fn bind_npc(&mut self, npc_id: GString, desk_id: GString) -> Error {
         if !on_main_thread("ToolGate.bind_npc") {
@@ -155,23 +163,33 @@ impl ToolGate {
             godot_error!("ToolGate.bind_npc: npc_id and desk_id must not be empty");
             return Error::ERR_INVALID_PARAMETER;
         }
-        if let Some(other) = self.npc_at.get(&desk).filter(|o| **o != npc).cloned() {
-            self.release(&other);
+        let displaced = self.npc_at.get(&desk).filter(|o| **o != npc).cloned();
+        if let Some(other) = &displaced {
+            self.release(other);
         }
         if let Some(old_desk) = self.desk_of.insert(npc.clone(), desk.clone()) {
             self.npc_at.remove(&old_desk);
         }
-        self.npc_at.insert(desk, npc.clone());
+        self.npc_at.insert(desk.clone(), npc.clone());
         let mut ctx = self.toolbox.context(&npc).cloned().unwrap_or_default();
         ctx.bound_npc_id = Some(npc.clone());
-        if let Err(e) = self.toolbox.set_context(&npc, ctx) {
-            godot_error!("ToolGate.bind_npc: {e}");
-            self.forget(&npc);
-            self.emit_changes();
-            return Error::ERR_OUT_OF_MEMORY;
-        }
+        let status = match self.toolbox.set_context(&npc, ctx) {
+            Ok(()) => Error::OK,
+            Err(e) => {
+                godot_error!("ToolGate.bind_npc: {e}");
+                self.forget(&npc);
+                Error::ERR_OUT_OF_MEMORY
+            }
+        };
         self.emit_changes();
-        Error::OK
+        if let Some(other) = displaced {
+            self.signals().npc_displaced().emit(
+                &GString::from(other.as_str()),
+                &GString::from(desk.as_str()),
+                &npc_id,
+            );
+        }
+        status
     }
 
     /// Stands [param npc_id] up: `RemoteBash` disappears from its list and its calls are

@@ -31,8 +31,8 @@ func wait_signal(sig: Signal, seconds: float) -> Variant:
 	return box.args
 
 
-## Pumps `link` until `done.call()` is true or `seconds` pass; returns whether it became true.
-func pump_until(link: RefCounted, done: Callable, seconds: float) -> bool:
+## Pumps `link` (anything with a `poll()`: an IRC link, a DeskRpcClient outside the tree) until `done.call()` is true or `seconds` pass; returns whether it became true.
+func pump_until(link: Object, done: Callable, seconds: float) -> bool:
 	var deadline := Time.get_ticks_msec() + int(seconds * 1000)
 	while Time.get_ticks_msec() < deadline:
 		if link != null:

@@ -293,5 +293,8 @@ func test_nothing_listening() -> void:
 	check_eq(client.connect_to_server(), OK, "connecting starts")
 	var result := await finish(client.remote_bash("echo never"), 10.0)
 	check_eq(result.get("error"), "disconnected", "the call fails: %s" % [result])
+	# The reason the connection ended, not only that it did.
+	var message: String = result.get("message", "")
+	check(message.begins_with("the IRC connection ended before the response: ") and not message.ends_with(": "), "with the reason: %s" % message)
 	check_eq(client.state, "closed", "closed")
 	client.queue_free()

@@ -32,14 +32,25 @@ func test_bind_and_unbind_toggle_remote_bash_and_emit_tools_changed() -> void:
 func test_one_npc_per_desk() -> void:
 	var gate := ToolGate.new()
 	var changed: Array = []
+	var displaced: Array = []
 	gate.tools_changed.connect(func(npc_id): changed.append(npc_id))
+	# The handler reads the gate (it is settled by then); disconnected at the end, since a
+	# lambda that holds the gate, connected to the gate, would keep it alive.
+	var on_displaced := func(npc_id, desk_id, by): displaced.append([npc_id, desk_id, by, gate.desk_of(npc_id), gate.npc_at(desk_id)])
+	gate.npc_displaced.connect(on_displaced)
 	gate.bind_npc("alice", "desk-1")
-	gate.bind_npc("bob", "desk-1")
+	check_eq(gate.bind_npc("bob", "desk-1"), OK, "bob takes the desk")
 	check(changed.has("alice") and changed.has("bob"), "both changed: %s" % [changed])
+	check_eq(displaced, [["alice", "desk-1", "bob", "", "bob"]], "npc_displaced")
 	check_eq(gate.visible_tool_names("alice"), PackedStringArray(), "alice stood up")
 	check_eq(gate.visible_tool_names("bob"), PackedStringArray(["RemoteBash"]), "bob sits")
 	check_eq(gate.npc_at("desk-1"), "bob", "the desk's NPC")
 	check_eq(gate.desk_of("alice"), "", "alice has no desk")
+	gate.bind_npc("bob", "desk-1")
+	gate.bind_npc("bob", "desk-2")
+	gate.bind_npc("alice", "desk-1")
+	check_eq(displaced.size(), 1, "sitting down again, moving, or taking a free desk displaces nobody: %s" % [displaced])
+	gate.npc_displaced.disconnect(on_displaced)
 
 
 func test_authorize_refuses_remote_bash_for_an_unbound_npc() -> void:
