@@ -492,6 +492,29 @@ impl Session {
         }
     }
 
+    /// Handles a line the caller has parsed already (and checked against `max_line_bytes`):
+    /// the connection engines parse each line once for every layer.
+    pub(crate) fn handle_parsed(&mut self, now_ms: u64, msg: &Message<'_>) {
+        self.stats.lines_received += 1;
+        if self.state == State::Closed {
+            self.stats.ignored_after_close += 1;
+            return;
+        }
+        self.note_activity(now_ms);
+        self.handle_message(msg);
+    }
+
+    /// A line the caller found was not an IRC message: counted; still a sign of life.
+    pub(crate) fn note_invalid(&mut self, now_ms: u64) {
+        self.stats.lines_received += 1;
+        if self.state == State::Closed {
+            self.stats.ignored_after_close += 1;
+        } else {
+            self.note_activity(now_ms);
+            self.stats.ignored_invalid += 1;
+        }
+    }
+
     /// The connection closed or failed: the session ends with
     /// [`DisconnectReason::ConnectionLost`] (nothing happens when it had already ended).
     pub fn handle_eof(&mut self, now_ms: u64) {

@@ -6,7 +6,7 @@ use super::chunk;
 use super::compress;
 use super::escape::{escape, escape_spec};
 use super::frame::FrameType;
-use super::link::{Inbound, Link};
+use super::link::{Inbound, Link, Parsed};
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
 use super::{
     Config, Event, Failure, IDLE_WAIT_MS, LocalError, Output, Stats, TRUNCATION_MARKER, into_text,
@@ -195,9 +195,25 @@ impl Client {
 
     /// Takes one line the IRC connection received (with or without CRLF).
     pub fn handle_line(&mut self, now: u64, line: &[u8]) {
-        let Some(Inbound { sender, frame, .. }) = self.link.accept(now, line) else {
-            return;
-        };
+        if let Some(inbound) = self.link.accept(now, line) {
+            self.take(now, inbound);
+        }
+    }
+
+    /// [`Client::handle_line`] for a line the connection engine parsed already.
+    pub(crate) fn handle_parsed(&mut self, now: u64, parsed: Parsed<'_, '_>) {
+        if let Some(inbound) = self.link.accept_parsed(now, parsed) {
+            self.take(now, inbound);
+        }
+    }
+
+    /// A line that was not IRC: counted.
+    pub(crate) fn note_invalid_line(&mut self) {
+        self.link.note_invalid_line();
+    }
+
+    fn take(&mut self, now: u64, inbound: Inbound<'_>) {
+        let Inbound { sender, frame, .. } = inbound;
         let compressed_answer = frame.kind == FrameType::ResZ && self.link.config.compression;
         if !(matches!(frame.kind, FrameType::Res | FrameType::Err) || compressed_answer)
             || !self.requests.contains_key(frame.id)
@@ -427,11 +443,6 @@ impl Client {
     /// Whether a request's lines have been let go (it may have reached the remote).
     pub(crate) fn has_started_requests(&self) -> bool {
         self.requests.values().any(|p| p.started_at.is_some())
-    }
-
-    /// Whether the last line handled was someone else's relayed `PRIVMSG`.
-    pub(crate) fn last_was_relayed(&self) -> bool {
-        self.link.last_was_relayed
     }
 
     /// Counters and the bytes buffered right now.

@@ -75,9 +75,10 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::client::format_duration;
+use super::link::Parsed;
 use super::{Client, Config, Event, Failure, LocalError, Output, Server, Stats};
 use crate::irc::{
-    CaseMapping, DecodedLine, InvalidName, LineDecoder, Message, SenderPattern, Session,
+    CaseMapping, DecodedLine, InvalidName, LineDecoder, Message, Privmsg, SenderPattern, Session,
     SessionConfig, SessionError, SessionEvent, SessionOutput, SessionStats,
 };
 
@@ -311,8 +312,8 @@ pub struct ConnectionStats {
 
 /// What the two endpoints share, for the generic connection below.
 trait Endpoint {
-    fn handle_line(&mut self, now: u64, line: &[u8]);
-    fn last_was_relayed(&self) -> bool;
+    fn handle_parsed(&mut self, now: u64, parsed: Parsed<'_, '_>);
+    fn note_invalid_line(&mut self);
     fn poll_output(&mut self, now: u64) -> Output;
     fn set_held(&mut self, held: bool);
     /// The connection ended: requests in flight end, queued lines are dropped.
@@ -330,11 +331,11 @@ trait Endpoint {
 }
 
 impl Endpoint for Client {
-    fn handle_line(&mut self, now: u64, line: &[u8]) {
-        Client::handle_line(self, now, line)
+    fn handle_parsed(&mut self, now: u64, parsed: Parsed<'_, '_>) {
+        Client::handle_parsed(self, now, parsed)
     }
-    fn last_was_relayed(&self) -> bool {
-        Client::last_was_relayed(self)
+    fn note_invalid_line(&mut self) {
+        Client::note_invalid_line(self)
     }
     fn poll_output(&mut self, now: u64) -> Output {
         Client::poll_output(self, now)
@@ -368,11 +369,11 @@ impl Endpoint for Client {
 }
 
 impl Endpoint for Server {
-    fn handle_line(&mut self, now: u64, line: &[u8]) {
-        Server::handle_line(self, now, line)
+    fn handle_parsed(&mut self, now: u64, parsed: Parsed<'_, '_>) {
+        Server::handle_parsed(self, now, parsed)
     }
-    fn last_was_relayed(&self) -> bool {
-        Server::last_was_relayed(self)
+    fn note_invalid_line(&mut self) {
+        Server::note_invalid_line(self)
     }
     fn poll_output(&mut self, now: u64) -> Output {
         Server::poll_output(self, now)
@@ -563,25 +564,33 @@ impl<E: Endpoint> Connection<E> {
         let mut decoder = std::mem::take(&mut self.decoder);
         while let Some(decoded) = decoder.next_line() {
             match decoded {
-                DecodedLine::Line(line) => {
-                    self.endpoint.handle_line(now, line);
-                    if self.endpoint.last_was_relayed() {
+                // Each line is parsed once, for the endpoint, the session and the members.
+                DecodedLine::Line(line) => match Privmsg::parse(line) {
+                    // Someone else's relayed message, nearly every line: only OA1 reads it.
+                    Some(msg) if !self.session.identity().is_me(msg.source.nick) => {
+                        self.endpoint.handle_parsed(now, Parsed::Relayed(msg));
                         self.session.handle_relayed(now);
-                    } else {
-                        self.session.handle_line(now, line);
-                        if self.peer.is_some()
-                            && let Ok(msg) = Message::parse(line)
-                        {
-                            Self::track_members(
-                                &self.session,
-                                &self.channel,
-                                &mut self.members,
-                                &msg,
-                            );
-                            self.update_peer(now, &msg);
-                        }
                     }
-                }
+                    _ => match Message::parse(line) {
+                        Ok(msg) => {
+                            self.endpoint.handle_parsed(now, Parsed::Message(&msg));
+                            self.session.handle_parsed(now, &msg);
+                            if self.peer.is_some() {
+                                Self::track_members(
+                                    &self.session,
+                                    &self.channel,
+                                    &mut self.members,
+                                    &msg,
+                                );
+                                self.update_peer(now, &msg);
+                            }
+                        }
+                        Err(_) => {
+                            self.endpoint.note_invalid_line();
+                            self.session.note_invalid(now);
+                        }
+                    },
+                },
                 DecodedLine::TooLong { .. } => self.session.note_too_long(now),
             }
         }

@@ -11,6 +11,15 @@ use super::pacing::TokenBucket;
 use super::{Config, Event, LocalError, Stats};
 use crate::irc::{Identity, Message, Privmsg, SenderPattern};
 
+/// An inbound line, parsed once by whoever read it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Parsed<'a, 'm> {
+    /// Someone else's relayed `PRIVMSG` (the fast path: not fully parsed).
+    Relayed(Privmsg<'a>),
+    /// Any other line, fully parsed.
+    Message(&'m Message<'a>),
+}
+
 /// A frame picked out of an inbound line, with who sent it.
 #[derive(Debug)]
 pub(crate) struct Inbound<'a> {
@@ -46,9 +55,6 @@ pub(crate) struct Link {
     outbox_bytes: usize,
     /// While held, lines stay queued: the connection is not in the channel yet (or lost it).
     held: bool,
-    /// Whether the last line given to `accept` was someone else's relayed `PRIVMSG` (the fast
-    /// path), which an IRC session helper need not parse again.
-    pub(crate) last_was_relayed: bool,
 }
 
 impl Link {
@@ -69,7 +75,6 @@ impl Link {
             outbox: VecDeque::new(),
             outbox_bytes: 0,
             held: false,
-            last_was_relayed: false,
         }
     }
 
@@ -84,27 +89,45 @@ impl Link {
     /// are returned (see [`super::auth`]); everything else is counted and dropped here, before
     /// reassembly.
     pub(crate) fn accept<'a>(&mut self, now: u64, line: &'a [u8]) -> Option<Inbound<'a>> {
-        self.stats.lines_in += 1;
-        self.last_was_relayed = false;
         if line.len() > self.config.max_line_bytes {
-            self.stats.invalid_lines += 1;
-            self.stats.ignored += 1;
+            self.note_invalid_line();
             return None;
         }
         // Other people's relayed messages, nearly every line, take the fast path; our own echo
         // and everything else go through the full parser so the identity can learn from them.
-        let (source, target, text, mine) = match Privmsg::parse(line) {
+        match Privmsg::parse(line) {
             Some(msg) if !self.identity.is_me(msg.source.nick) => {
-                self.last_was_relayed = true;
-                (msg.source, msg.target, msg.text, false)
+                self.accept_parsed(now, Parsed::Relayed(msg))
             }
-            _ => {
-                let Ok(msg) = Message::parse(line) else {
-                    self.stats.invalid_lines += 1;
-                    self.stats.ignored += 1;
-                    return None;
-                };
-                self.identity.observe(&msg);
+            _ => match Message::parse(line) {
+                Ok(msg) => self.accept_parsed(now, Parsed::Message(&msg)),
+                Err(_) => {
+                    self.note_invalid_line();
+                    None
+                }
+            },
+        }
+    }
+
+    /// A line that was not an IRC message (or was over `max_line_bytes`): counted.
+    pub(crate) fn note_invalid_line(&mut self) {
+        self.stats.lines_in += 1;
+        self.stats.invalid_lines += 1;
+        self.stats.ignored += 1;
+    }
+
+    /// [`Link::accept`] for a line its caller has parsed already (a connection engine parses
+    /// each line once for the endpoint, the session and the member list).
+    pub(crate) fn accept_parsed<'a>(
+        &mut self,
+        now: u64,
+        parsed: Parsed<'a, '_>,
+    ) -> Option<Inbound<'a>> {
+        self.stats.lines_in += 1;
+        let (source, target, text, mine) = match parsed {
+            Parsed::Relayed(msg) => (msg.source, msg.target, msg.text, false),
+            Parsed::Message(msg) => {
+                self.identity.observe(msg);
                 match (msg.source, msg.params()) {
                     (Some(source), [target, text]) if msg.is("PRIVMSG") => {
                         // Checked after `observe`, which may have just learned a new nick.

@@ -6,7 +6,7 @@ use super::chunk::{self, MIN_PAYLOAD_BUDGET};
 use super::compress::{self, DEFLATE, StreamCompressor};
 use super::escape::{escape_spec, escape_spec_into};
 use super::frame::{Frame, FrameType};
-use super::link::{Inbound, Link};
+use super::link::{Inbound, Link, Parsed};
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
 use super::{Config, Event, IDLE_WAIT_MS, LocalError, Output, Stats, TRUNCATION_MARKER};
 use crate::irc::Identity;
@@ -155,14 +155,29 @@ impl Server {
 
     /// Takes one line the IRC connection received (with or without CRLF).
     pub fn handle_line(&mut self, now: u64, line: &[u8]) {
-        let Some(Inbound {
+        if let Some(inbound) = self.link.accept(now, line) {
+            self.take(now, inbound);
+        }
+    }
+
+    /// [`Server::handle_line`] for a line the connection engine parsed already.
+    pub(crate) fn handle_parsed(&mut self, now: u64, parsed: Parsed<'_, '_>) {
+        if let Some(inbound) = self.link.accept_parsed(now, parsed) {
+            self.take(now, inbound);
+        }
+    }
+
+    /// A line that was not IRC: counted.
+    pub(crate) fn note_invalid_line(&mut self) {
+        self.link.note_invalid_line();
+    }
+
+    fn take(&mut self, now: u64, inbound: Inbound<'_>) {
+        let Inbound {
             sender,
             source,
             frame,
-        }) = self.link.accept(now, line)
-        else {
-            return;
-        };
+        } = inbound;
         let compression = self.link.config.compression;
         match frame.kind {
             FrameType::Req => self.handle_request_frame(now, sender, source, &frame),
@@ -546,11 +561,6 @@ impl Server {
         self.reassembler = Reassembler::new(*self.reassembler.limits());
         self.offers.clear();
         self.link.clear_queue();
-    }
-
-    /// Whether the last line handled was someone else's relayed `PRIVMSG`.
-    pub(crate) fn last_was_relayed(&self) -> bool {
-        self.link.last_was_relayed
     }
 
     /// Counters and the bytes buffered right now.
