@@ -80,7 +80,7 @@ echo "-- examples/python_agent.py (in memory, then rexd --irc through ngircd)"
 (
   source tests/peers.sh
   peers_start_ngircd
-  peers_start_rexd_irc '#desk' deskbot --allow-from desk
+  peers_start_rexd_irc '#desk' rexd --allow-from desk
   "$py" examples/python_agent.py --irc "$PEERS_IRC_ADDR" | tail -n 1
 )
 

@@ -30,7 +30,7 @@ def public_names() -> List[Any]:
 @pytest.mark.parametrize("module,attr", public_names())
 def test_every_public_name_has_a_docstring(module: Any, attr: str) -> None:
     value = getattr(module, attr)
-    if isinstance(value, (str, int, tuple)) or attr.startswith("__") or attr in ("Id", "Body", "Handler", "Progress"):
+    if isinstance(value, (str, int, tuple)) or attr.startswith("__") or attr in ("Id", "Body", "Handler", "Progress", "Verdict", "Provider"):
         return  # constants and type aliases are documented in the module docs
     assert inspect.getdoc(value), f"{module.__name__}.{attr}"
     if inspect.isclass(value):
@@ -42,10 +42,21 @@ def test_every_public_name_has_a_docstring(module: Any, attr: str) -> None:
 
 def test_version_and_error_tree() -> None:
     assert deskwire.__version__.count(".") == 2
+    failures = (deskwire.NotReadyError, deskwire.JoinFailedError, deskwire.NickRefusedError,
+                deskwire.KickedError, deskwire.PeerLeftError, deskwire.DisconnectedError)
     for cls in (deskwire.LocalError, deskwire.ClosedError, deskwire.RemoteError,
-                deskwire.ProtocolError, deskwire.RequestTimeout):
+                deskwire.ProtocolError, deskwire.RequestTimeout, *failures):
         assert issubclass(cls, deskwire.DeskwireError)
-    assert issubclass(deskwire.RequestTimeout, TimeoutError)
+    # What the peer or the link did is never the caller's misuse.
+    for cls in failures:
+        assert issubclass(cls, deskwire.RemoteError) and not issubclass(cls, deskwire.LocalError)
+    # Giving up after waiting is a TimeoutError, which on 3.9 and 3.10 asyncio.TimeoutError is not.
+    for cls in (deskwire.RequestTimeout, deskwire.NotReadyError):
+        assert issubclass(cls, TimeoutError)
+        try:
+            raise cls("not_ready", "x")
+        except TimeoutError as caught:
+            assert caught.code == "not_ready"  # type: ignore[attr-defined]
     assert issubclass(deskwire.ClosedError, deskwire.LocalError)
     assert not issubclass(deskwire.RemoteError, deskwire.LocalError)
 

@@ -17,15 +17,20 @@ protocol rule lives here.
 - :class:`GatewayServer`: the gateway end of the gateway RPC, serving the Commander's WebSocket
   connections (``websockets`` too: ``deskwire[gateway]``) with one :class:`deskwire.gateway.Gateway`.
 
-Cancelling the task that awaits a request sends OA1 ``CANCEL`` (or REXD ``exec.kill``); a request
-that runs out of time raises :class:`deskwire.RequestTimeout`, a :class:`TimeoutError`::
+Cancelling the task that awaits a request sends OA1 ``CANCEL`` (or REXD ``exec.kill``). Every
+way a request can end without an answer is a :class:`deskwire.DeskwireError` saying what
+happened: a request that runs out of time raises :class:`deskwire.RequestTimeout`, a connection
+that never becomes ready :class:`deskwire.NotReadyError` (both :class:`TimeoutError` subclasses), a
+server's refusal :class:`deskwire.JoinFailedError` or :class:`deskwire.NickRefusedError` with
+its words, the remote leaving :class:`deskwire.PeerLeftError`, the link ending
+:class:`deskwire.DisconnectedError`::
 
     import asyncio
     from deskwire.aio import IrcDesk
 
     async def main() -> None:
-        async with await IrcDesk.connect("127.0.0.1", 6667, nick="desk", channel="#desk",
-                                         remote_nick="deskbot") as desk:
+        # `rexd --irc 127.0.0.1:6667 --allow-from desk` joins #desk as `rexd`.
+        async with await IrcDesk.connect("127.0.0.1", 6667) as desk:
             print(await desk.remote_bash("uname -a", timeout=30))
 
     asyncio.run(main())
@@ -41,10 +46,12 @@ import contextlib
 import importlib
 import json
 import logging
+import math
 import random
 import time
 from typing import (
     Any,
+    AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
@@ -54,13 +61,22 @@ from typing import (
     Optional,
     Sequence,
     Set,
+    TypeVar,
     Union,
 )
 
-from . import gateway, irc, jsonrpc, mobile, oa1
+from . import gateway, irc, jsonrpc, mobile, oa1, tools
 from ._deskwire import Timeout, Transmit
 from ._deskwire import rexd as _rexd
-from ._errors import ClosedError, LocalError, RemoteError, RequestTimeout
+from ._errors import (
+    ClosedError,
+    DisconnectedError,
+    LocalError,
+    NotReadyError,
+    ProtocolError,
+    RemoteError,
+    RequestTimeout,
+)
 
 __all__ = [
     "now_ms",
@@ -168,6 +184,28 @@ class _Pump:
             self._on_end()
 
 
+def _seconds(timeout: Optional[float], what: str = "timeout") -> Optional[float]:
+    """``timeout`` checked: ``None`` or a positive, finite number of seconds. Zero, a negative
+    or a NaN would send the request and give up at once (the remote would still run the
+    command), so they are refused before anything is sent."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"{what} is a number of seconds, not {type(timeout).__name__}")
+    if not (timeout > 0 and math.isfinite(timeout)):
+        raise LocalError("invalid_value", f"{what} must be a positive number of seconds, not {timeout!r}")
+    return float(timeout)
+
+
+def _duration(seconds: float) -> str:
+    """``30 s``, ``1.5 s``, ``250 ms``: a duration for a message, written as the core writes
+    its own."""
+    ms = int(seconds * 1000)
+    if ms < 1000:
+        return f"{ms} ms"
+    return f"{ms // 1000} s" if ms % 1000 == 0 else f"{ms / 1000:.1f} s"
+
+
 def _oa1_options(
     options: Dict[str, Any], peer: Optional[str], secret: Optional[str], compression: bool
 ) -> Dict[str, Any]:
@@ -182,14 +220,6 @@ def _oa1_options(
     if compression:
         oa1_options.setdefault("compression", True)
     return oa1_options
-
-
-def _failure(event: oa1.Failed) -> Exception:
-    if event.error == "timeout":
-        return RequestTimeout(event.error, event.message)
-    if event.error == "disconnected":
-        return ClosedError(event.error, event.message)
-    return RemoteError(event.error, event.message)
 
 
 Dial = Callable[[], Awaitable["tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]"]]
@@ -214,6 +244,9 @@ class Reconnect:
         return f"Reconnect(min_delay={self.min_delay!r}, max_delay={self.max_delay!r})"
 
 
+_Connection = TypeVar("_Connection", bound="_IrcConnection")
+
+
 class _IrcConnection:
     """What the desk and the remote share: the socket, the pump, readiness and the end, and
     with a :class:`Reconnect` policy, a new connection (and engine) when the server drops it."""
@@ -229,6 +262,7 @@ class _IrcConnection:
         self._dial: Optional[Dial] = None
         self._policy: Optional[Reconnect] = None
         self._closing = False
+        self._ready_timeout: Optional[float] = 30
         self._redial: Optional[asyncio.Task[None]] = None
         self._delay = 0.0
         self.reconnects = 0
@@ -247,12 +281,30 @@ class _IrcConnection:
                 self._delay = self._policy.min_delay
             if not self._ready.done():
                 self._ready.set_result(None)
-        if isinstance(event, irc.Disconnected) and not self._ready.done() and self._dial is None:
-            self._ready.set_exception(
-                ClosedError("disconnected", f"the IRC session ended: {event.reason!r}")
-            )
+        # A refusal from the server while getting ready ends the wait with its words; the end
+        # of the link does too, unless a new connection is coming.
+        refused = isinstance(event, irc.JoinFailed) or (
+            isinstance(event, irc.NickRefused) and event.next is None
+        )
+        ended = isinstance(event, irc.Disconnected) and self._dial is None
+        if (refused or ended) and not self._ready.done():
+            self._fail_ready(event.exception())
         if len(self.events) < 256:
             self.events.append(event)
+
+    def _fail_ready(self, error: BaseException) -> None:
+        self._ready.set_exception(error)
+        self._ready.exception()  # seen here: nobody waiting for it is not an error to log
+
+    def _waiting_for(self) -> str:
+        """What the connection waits for, in words (the desk's engine says it; a remote is
+        waiting for the server or the channel)."""
+        waiting_for = getattr(self._engine, "waiting_for", None)
+        said = waiting_for() if waiting_for is not None and not self._engine.closed else None
+        if said:
+            return str(said)
+        state = self.state
+        return "a connection to the server" if state == "closed" else f"the connection ({state})"
 
     def _end(self) -> None:
         with contextlib.suppress(Exception):
@@ -264,8 +316,7 @@ class _IrcConnection:
             self._redial = asyncio.get_running_loop().create_task(self._come_back())
             return
         if not self._ready.done():
-            self._ready.set_exception(ClosedError("disconnected", "the IRC connection closed"))
-            self._ready.exception()  # seen here: nobody waiting for it is not an error to log
+            self._fail_ready(DisconnectedError("disconnected", "the IRC connection closed"))
         if not self._ended.done():
             self._ended.set_result(None)
 
@@ -299,9 +350,20 @@ class _IrcConnection:
         return dict(self._engine.stats())
 
     async def wait_ready(self, timeout: Optional[float] = 30) -> None:
-        """Waits until registered, in the channel, and (with a configured peer) the peer is
-        there too."""
-        await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        """Waits until registered, in the channel, and (for a desk) its remote is there too.
+        Raises :class:`deskwire.NotReadyError` (a :class:`TimeoutError`) after ``timeout``
+        seconds, saying what it waited for and who was in the channel; a refusal from the
+        server (:class:`deskwire.JoinFailedError`, :class:`deskwire.NickRefusedError`) or the
+        end of the link (:class:`deskwire.DisconnectedError`) at once."""
+        timeout = _seconds(timeout, "ready_timeout")
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except asyncio.TimeoutError:
+            assert timeout is not None
+            raise NotReadyError(
+                "not_ready",
+                f"not ready after {_duration(timeout)}: waiting for {self._waiting_for()}",
+            ) from None
 
     async def close(self, reason: str = "bye", timeout: float = 2.0) -> None:
         """Leaves with ``QUIT`` and waits (at most ``timeout`` seconds) for the server to close."""
@@ -326,7 +388,7 @@ class _IrcConnection:
         """Waits until the connection ends."""
         await asyncio.shield(self._ended)
 
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self: _Connection) -> _Connection:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -334,7 +396,8 @@ class _IrcConnection:
 
 
 class IrcDesk(_IrcConnection):
-    """The desk end of OA1 on a real IRC server. Make one with :meth:`connect`."""
+    """The desk end of OA1 on a real IRC server. Make one with :meth:`connect`; it sends only
+    while its remote is in the channel, and takes answers from that remote only."""
 
     def __init__(
         self, engine: oa1.Desk, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -350,7 +413,7 @@ class IrcDesk(_IrcConnection):
         *,
         nick: str = "desk",
         channel: str = "#desk",
-        remote_nick: Optional[str] = "deskbot",
+        remote_nick: str = "rexd",
         secret: Optional[str] = None,
         compression: bool = False,
         seed: Optional[int] = None,
@@ -358,26 +421,49 @@ class IrcDesk(_IrcConnection):
         reconnect: Union[bool, Reconnect] = False,
         **options: Any,
     ) -> "IrcDesk":
-        """Connects, registers as ``nick`` and joins ``channel``; returns once requests can
-        flow (with ``remote_nick``, once that remote is in the channel: answers are accepted
-        from it only). ``secret`` authenticates every frame (the remote needs the same);
-        ``compression`` offers compressed answers. ``options`` are
-        :class:`deskwire.oa1.Desk`'s (``oa1={...}``, ``session={...}``).
+        """Connects, registers as ``nick`` and joins ``channel``; returns once its remote,
+        ``remote_nick``, is in the channel too. The default is ``rexd``, the nick ``rexd --irc``
+        joins as; name another nick, a ``nick!user@host`` mask, or ``"*"`` to take answers
+        from anyone in the channel (then it waits for any other member). Answers are taken from
+        the remote only, and nothing is sent while it is away (IRC keeps no history: a request
+        sent into an empty channel reaches nobody). ``secret`` authenticates every frame (the
+        remote needs the same); ``compression`` offers compressed answers. ``options`` are
+        :class:`deskwire.oa1.Desk`'s (``oa1={...}``, ``session={...}``). Request ids come from
+        the OS's entropy; ``seed`` fixes them, for tests only.
+
+        ``ready_timeout`` (seconds) bounds the wait here and, later, how long a request may
+        wait for the connection to be ready again before it fails. Raises
+        :class:`deskwire.NotReadyError` (a :class:`TimeoutError`) when the connection is not
+        ready in time, saying what it waited for and who was in the channel, e.g. ``not ready
+        after 30 s: waiting for remote `rexd` in #desk; members: deskbot``;
+        :class:`deskwire.JoinFailedError` or :class:`deskwire.NickRefusedError` with the
+        server's words when it refuses the channel or every nick; :class:`deskwire.LocalError`
+        (``invalid_config``) at once for a nick, channel or remote the server would refuse.
 
         With ``reconnect`` (``True`` or a :class:`Reconnect` policy), the desk connects again,
         with a fresh engine, when the server drops it: requests in flight then fail with
-        :class:`deskwire.ClosedError`, and new ones wait for the next connection (up to their
-        ``timeout``)."""
+        :class:`deskwire.DisconnectedError`, and new ones wait for the next connection (up to
+        ``ready_timeout``)."""
+        ready_timeout = _seconds(ready_timeout, "ready_timeout")
+        if remote_nick is None:
+            raise LocalError(
+                "invalid_config",
+                "a desk needs its remote's nick (`rexd --irc` joins as `rexd`), or \"*\" to take "
+                "answers from anyone in the channel",
+            )
         oa1_options = _oa1_options(options, remote_nick, secret, compression)
+        if ready_timeout is not None:
+            oa1_options.setdefault("ready_timeout_ms", max(1, int(ready_timeout * 1000)))
         policy = Reconnect() if reconnect is True else reconnect or None
-        first_seed = seed if seed is not None else time.time_ns() & 0xFFFFFFFF
 
         async def dial() -> "tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]":
-            # A new engine each time (ids from a new seed, so none repeats an earlier one).
+            # A new engine each time: ids from the OS's entropy, or (tests) from the next seed,
+            # so none repeats an earlier one.
+            engine_seed = None if seed is None else seed + (desk_box[0].reconnects + 1 if desk_box else 0)
             engine = oa1.Desk(
                 nick,
                 channel,
-                seed=(first_seed + desk_box[0].reconnects + 1) if desk_box else first_seed,
+                seed=engine_seed,
                 now_ms=now_ms(),
                 oa1=dict(oa1_options),
                 **options,
@@ -388,6 +474,7 @@ class IrcDesk(_IrcConnection):
         desk_box: List["IrcDesk"] = []
         engine, reader, writer = await dial()
         desk = cls(engine, reader, writer)
+        desk._ready_timeout = ready_timeout
         desk_box.append(desk)
         if policy is not None:
             desk._reconnect_with(dial, policy)
@@ -400,42 +487,58 @@ class IrcDesk(_IrcConnection):
 
     def _event(self, event: Any) -> None:
         if isinstance(event, (oa1.Response, oa1.Failed)):
+            # The engine fails every request the link dooms (disconnected, kicked, peer_left,
+            # join_failed, not_ready), each with its reason: nothing is failed here.
             future = self._waiting.pop(event.id, None)
             if future is not None and not future.done():
                 future.set_result(event)
             return
-        if isinstance(event, irc.Disconnected):
-            for future in self._waiting.values():
-                if not future.done():
-                    future.set_exception(ClosedError("disconnected", "the IRC session ended"))
-            self._waiting.clear()
         super()._event(event)
 
     def _end(self) -> None:
+        # Only what the engine could not fail itself (the pump stopped on an error).
         for future in self._waiting.values():
             if not future.done():
-                future.set_exception(ClosedError("disconnected", "the IRC connection closed"))
+                future.set_exception(DisconnectedError("disconnected", "the IRC connection closed"))
         self._waiting.clear()
         super()._end()
+
+    def waiting_for(self) -> Optional[str]:
+        """What requests wait for before they can leave, in words (``remote `rexd` in #desk;
+        members: deskbot``), or ``None`` when they can leave now."""
+        if self._engine.closed:
+            return None
+        said = self._engine.waiting_for()
+        return None if said is None else str(said)
+
+    def members(self) -> List[str]:
+        """The other members of the channel, as the server wrote their nicks."""
+        return [] if self._engine.closed else list(self._engine.members())
 
     async def request(
         self, payload: Union[str, bytes], *, timeout: Optional[float] = None
     ) -> str:
-        """Sends ``payload`` (``str``, or UTF-8 ``bytes``) and returns the whole response text. Raises
-        :class:`deskwire.RequestTimeout` after ``timeout`` seconds (the remote is sent
-        ``CANCEL``), :class:`deskwire.RemoteError` for an ``ERR`` answer. Cancelling the
-        awaiting task sends ``CANCEL``."""
+        """Sends ``payload`` (``str``, or UTF-8 ``bytes``) and returns the whole response text.
+
+        ``timeout`` (seconds; ``None``: the engine's ``request_timeout_ms``, 30 s) starts when
+        the request can leave, so the wait for the remote to (re)join is not counted in it;
+        that wait is bounded by ``ready_timeout``. A ``timeout`` that is not positive raises
+        :class:`deskwire.LocalError` before anything is sent.
+
+        Raises :class:`deskwire.RequestTimeout` after ``timeout`` (the remote is sent
+        ``CANCEL``), :class:`deskwire.NotReadyError` when the request could not leave within
+        ``ready_timeout`` (both are :class:`TimeoutError` subclasses), :class:`deskwire.RemoteError`
+        for the remote's ``ERR`` answer, and for the link: :class:`deskwire.JoinFailedError`,
+        :class:`deskwire.KickedError`, :class:`deskwire.PeerLeftError`,
+        :class:`deskwire.DisconnectedError`, each with what happened. Cancelling the awaiting
+        task sends ``CANCEL``."""
+        timeout = _seconds(timeout)
         if self._ended.done():
             raise ClosedError("closed", "the desk is closed")
         if not self._ready.done() and self._dial is not None:
-            # Reconnecting: wait for the next connection within the request's own time.
-            started = time.monotonic()
-            try:
-                await asyncio.wait_for(asyncio.shield(self._ready), timeout)
-            except asyncio.TimeoutError:
-                raise RequestTimeout("timeout", "no connection to the server in time") from None
-            if timeout is not None:
-                timeout = max(0.001, timeout - (time.monotonic() - started))
+            # Reconnecting: the engine of the next connection takes the request; wait for it
+            # as long as a request may wait for readiness.
+            await self.wait_ready(self._ready_timeout)
         timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
         request_id = self._engine.request(now_ms(), payload, timeout_ms)
         future: asyncio.Future[Union[oa1.Response, oa1.Failed]]
@@ -451,13 +554,38 @@ class IrcDesk(_IrcConnection):
                 self._pump.kick()
             raise
         if isinstance(outcome, oa1.Failed):
-            raise _failure(outcome)
+            raise outcome.exception()
         return outcome.text
 
     async def remote_bash(self, command: str, timeout: Optional[float] = 30) -> str:
         """Runs ``command`` through ``RemoteBash`` on the remote and returns its combined
-        output (the tool's text result)."""
+        output (the tool's text result). ``timeout`` is in seconds, as the tool's
+        ``timeout_sec`` (:func:`deskwire.oa1.remote_bash_args`) and :meth:`request`'s; it
+        starts when the request can leave. Raises as :meth:`request`."""
         return await self.request(command, timeout=timeout)
+
+    async def run_tool(self, call: Dict[str, Any]) -> Dict[str, Any]:
+        """Runs a model's ``RemoteBash`` call (``{"id", "name", "args"}``, an item of
+        :attr:`deskwire.tools.ProviderResponse.tool_calls` whose verdict is
+        :class:`deskwire.tools.Run`) and gives its result for :func:`deskwire.tools.tool_results`:
+        the output, or, when the arguments are wrong or the request failed, the tool's
+        ``{"ok": false, "error", "message"}`` as an error result, so the model reads what
+        happened. Misuse of the desk itself (closed, not a ``RemoteBash`` call) raises."""
+        if not isinstance(call, dict) or call.get("name") != oa1.TOOL_NAME:
+            name = call.get("name") if isinstance(call, dict) else call
+            raise LocalError("invalid_value", f"run_tool runs {oa1.TOOL_NAME} calls, not {name!r}")
+        call_id = str(call.get("id", ""))
+        try:
+            command, timeout = oa1.remote_bash_args(call.get("args", {}))
+            if timeout == 0:
+                raise LocalError("invalid_arguments", "timeout_sec must be at least 1")
+        except LocalError as e:  # the model's arguments: it reads why
+            return tools.result(call_id, oa1.remote_bash_failure(e.code, e.message), is_error=True)
+        try:
+            output = await self.remote_bash(command, timeout=timeout)
+        except RemoteError as e:
+            return tools.result(call_id, oa1.remote_bash_failure(e.code, e.message), is_error=True)
+        return tools.result(call_id, output)
 
 
 Handler = Callable[
@@ -494,7 +622,7 @@ class IrcRemote(_IrcConnection):
         port: int = 6667,
         handler: Optional[Handler] = None,
         *,
-        nick: str = "deskbot",
+        nick: str = "rexd",
         channel: str = "#desk",
         desk_nick: Optional[str] = "desk",
         secret: Optional[str] = None,
@@ -503,8 +631,9 @@ class IrcRemote(_IrcConnection):
         reconnect: Union[bool, Reconnect] = False,
         **options: Any,
     ) -> "IrcRemote":
-        """Connects, registers as ``nick``, joins ``channel`` and serves requests (from
-        ``desk_nick`` only, unless ``None``) with ``handler``. ``secret`` authenticates every
+        """Connects, registers as ``nick`` (``rexd`` by default, the remote nick an
+        :class:`IrcDesk` waits for unless told another), joins ``channel`` and serves requests
+        (from ``desk_nick`` only, unless ``None``) with ``handler``. ``secret`` authenticates every
         frame; ``compression`` accepts a desk's offer of compressed answers. With
         ``reconnect``, it connects again when the server drops it (the handlers running then
         are cancelled) and :meth:`serve_forever` goes on."""
@@ -838,6 +967,21 @@ class Pty:
         return f"Pty(pty_id={self.pty_id!r}, process_id={self.process_id!r})"
 
 
+def _fs_text(method: str, result: Any) -> str:
+    """A REXD file operation's result as the text of a tool result (``rexd --mcp``'s words)."""
+    if method == "fs.read" and isinstance(result, dict):
+        return _decode(result, "content").decode("utf-8", "replace")
+    if method == "fs.write" and isinstance(result, dict):
+        return f"wrote {result.get('bytes_written')} bytes to {result.get('path')}"
+    if method == "fs.list" and isinstance(result, dict):
+        return "".join(
+            f"{e.get('name')}{'/' if e.get('type') == 'dir' else ''}\n" for e in result.get("entries", [])
+        )
+    if method == "fs.glob" and isinstance(result, dict):
+        return "".join(f"{m}\n" for m in result.get("matches", []))
+    return json.dumps(result, indent=2, ensure_ascii=False)
+
+
 def _decode(params: Dict[str, Any], key: str = "data") -> bytes:
     data = params.get(key) or ""
     if params.get("encoding") == "base64":
@@ -883,7 +1027,13 @@ class RexdClient:
         """Starts the daemon for ``target`` as ``rex`` does (``"local"``, a name from the
         targets file, an ``ssh://user@host[:port]`` URL, or ``None`` for the file's current
         target) and opens a session. ``rexd`` overrides the daemon's path and ``rexd_args`` its
-        extra arguments (``["--root", "/srv/app"]``)."""
+        extra arguments (``["--root", "/srv/app"]``, ``["--allow-shell"]`` for REXD's ``bash``
+        tool and shell command strings).
+
+        ``"local"`` runs ``rexd`` from ``PATH`` (on an ssh target, the remote ``PATH``): the
+        binary of this repository's ``rexd/`` crate, ``cargo install --path rexd`` (or
+        ``cargo build --release -p rexd`` and ``rexd="target/release/rexd"``). Without it,
+        :class:`deskwire.LocalError` (``not_found``) says so."""
         spec = _rexd.resolve_target(
             target,
             targets_file=targets_file,
@@ -899,7 +1049,12 @@ class RexdClient:
                 start_new_session=bool(spec["local"]),
             )
         except FileNotFoundError as e:
-            raise LocalError("not_found", f"cannot start {spec['argv'][0]}: {e}") from e
+            raise LocalError(
+                "not_found",
+                f"cannot start {spec['argv'][0]}: {e.strerror}; rexd comes from this "
+                "repository's rexd/ crate: `cargo install --path rexd` puts it on PATH, or pass "
+                "rexd= its path (target/release/rexd after `cargo build --release -p rexd`)",
+            ) from e
         peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
         client = cls(process, peer)
         params: Dict[str, Any] = {"client_name": client_name}
@@ -1049,6 +1204,7 @@ class RexdClient:
             program = {"command": argv, "shell": True}
         else:
             program = {"argv": list(argv)}
+        timeout = _seconds(timeout)
         params = self._with_session(
             {
                 **program,
@@ -1058,6 +1214,17 @@ class RexdClient:
                 "timeout_ms": None if timeout is None else max(1, int(timeout * 1000)),
             }
         )
+        events = self._exec_events(params, repr(argv))
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()  # a loop left early kills the process now, not at collection
+
+    async def _exec_events(
+        self, params: Dict[str, Any], what: str
+    ) -> AsyncGenerator[Union[ExecOutput, ExecExit], None]:
+        """``exec.start`` with ``params``, then its events (see :meth:`exec`)."""
         started = await self.call("exec.start", params)
         process_id = started["process_id"]
         queue = self._exec.setdefault(process_id, asyncio.Queue())
@@ -1079,7 +1246,7 @@ class RexdClient:
                         int(body.get("duration_ms") or 0),
                     )
                     if done.timed_out:
-                        raise RequestTimeout("timeout", f"{argv!r} ran past its timeout")
+                        raise RequestTimeout("timeout", f"{what} ran past its timeout")
                     yield done
                     return
                 elif method == "exec.error":
@@ -1152,6 +1319,60 @@ class RexdClient:
             else:
                 code = event.exit_code if event.exit_code is not None else -1
         return code, bytes(out), bytes(err)
+
+    async def run_tool(self, call: Dict[str, Any]) -> Dict[str, Any]:
+        """Runs a model's call of REXD's logical tools (``bash``, ``read``, ``write``,
+        ``list``, ``glob``, ``stat``: an item of
+        :attr:`deskwire.tools.ProviderResponse.tool_calls` whose verdict is
+        :class:`deskwire.tools.Run`) and gives its result for
+        :func:`deskwire.tools.tool_results`, in the words ``rexd --mcp`` uses: for ``bash`` the
+        output (stderr after ``[stderr]``), with ``[exit code N]`` and an error result for a
+        non-zero exit; a file's text; a listing; ``wrote N bytes to PATH``. What the model got
+        wrong (its arguments, a path outside the roots) and what the daemon refused come back
+        as error results with the reason. ``bash`` runs through a shell, which a daemon allows
+        only with ``--allow-shell`` (``security.allow_shell``); without it the result says so.
+
+        (``tools.rexd_request(call, session_id)`` and :meth:`call` are the same by hand: for
+        ``bash`` that answers ``exec.start`` with a process id, whose output then comes as
+        notifications.)"""
+        call_id = str(call.get("id", "")) if isinstance(call, dict) else ""
+        try:
+            method, params = tools.rexd_request(call, self.session_id)
+        except ProtocolError as e:  # the model's arguments
+            return tools.result(call_id, f"{e.code}: {e.message}", is_error=True)
+        try:
+            if method == "exec.start":
+                text, failed = await self._bash_text(params)
+                return tools.result(call_id, text, is_error=failed)
+            result = await self.call(method, params)
+        except RequestTimeout as e:
+            return tools.result(call_id, f"{e.code}: {e.message}", is_error=True)
+        except RemoteError as e:
+            text = f"{e.code} ({getattr(e, 'number', '')}): {e.message}"
+            if method == "exec.start" and getattr(e, "number", None) == -32007:
+                text += "; this rexd runs no shell commands: start it with --allow-shell"
+            return tools.result(call_id, text, is_error=True)
+        return tools.result(call_id, _fs_text(method, result))
+
+    async def _bash_text(self, params: Dict[str, Any]) -> "tuple[str, bool]":
+        """The text of a ``bash`` call's result and whether it failed."""
+        out, err = bytearray(), bytearray()
+        ending = ""
+        failed = False
+        try:
+            async for event in self._exec_events(params, "the command"):
+                if isinstance(event, ExecOutput):
+                    (out if event.stream == "stdout" else err).extend(event.data)
+                elif event.signal is not None:
+                    ending, failed = f"\n[killed by SIG{event.signal}]", True
+                elif event.exit_code != 0:
+                    ending, failed = f"\n[exit code {event.exit_code}]", True
+        except RequestTimeout:
+            ending, failed = "\n[timed out]", True
+        text = out.decode("utf-8", "replace")
+        if err:
+            text += "\n[stderr]\n" + err.decode("utf-8", "replace")
+        return text + ending, failed
 
     async def read(self, path: str, *, offset: Optional[int] = None, length: Optional[int] = None) -> bytes:
         """The bytes of a file (``fs.read``)."""
