@@ -406,3 +406,12 @@ async def test_run_tool_turns_a_model_s_call_into_its_tool_result(server: Ngircd
         assert slow["isError"] and '"error":"timeout"' in slow["content"]
         with pytest.raises(deskwire.LocalError):  # the host's mistake, not the model's
             await desk.run_tool({"id": "c4", "name": "read", "args": {"path": "x"}})
+
+
+async def test_no_nick_left_fails_the_connect_with_the_server_s_words(server: Ngircd, rexd_irc: RexdIrc) -> None:
+    async with await IrcDesk.connect("127.0.0.1", server.port):
+        with pytest.raises(deskwire.NickRefusedError) as caught:
+            await IrcDesk.connect("127.0.0.1", server.port, session={"max_nick_attempts": 1})
+        assert caught.value.code == "nick_refused"
+        assert caught.value.message.startswith(
+            "the server refused the nick desk and every fallback: 433 ")
