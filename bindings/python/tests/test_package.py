@@ -14,7 +14,8 @@ from deskwire import Timeout, Transmit
 
 MODULES = ["deskwire", "deskwire.irc", "deskwire.oa1", "deskwire.sim", "deskwire.jsonrpc",
            "deskwire.rexd", "deskwire.sidecar", "deskwire.gateway", "deskwire.mobile",
-           "deskwire.tools", "deskwire.schemas", "deskwire.aio"]
+           "deskwire.tools", "deskwire.schemas", "deskwire.aio", "deskwire.aio.pump",
+           "deskwire.aio.irc", "deskwire.aio.rexd", "deskwire.aio.mobile", "deskwire.aio.gateway"]
 
 
 def public_names() -> List[Any]:
