@@ -106,10 +106,11 @@ class InMemoryDesk:
     async def run_tool(self, call: Dict[str, Any]) -> Dict[str, Any]:
         """What ``IrcDesk.run_tool`` does, on the in-memory server."""
         command, timeout = oa1.remote_bash_args(call["args"])
-        output = await self.remote_bash(command, timeout)
-        return tools.result(call["id"], output, is_error=output.startswith('{"ok":false'))
+        outcome = await self.remote_bash(command, timeout)
+        return tools.result(call["id"], oa1.remote_bash_result(outcome),
+                            is_error=isinstance(outcome, oa1.Failed))
 
-    async def remote_bash(self, command: str, timeout: Optional[float]) -> str:
+    async def remote_bash(self, command: str, timeout: Optional[float]) -> Any:
         request_id = self.desk.request(self.now, command, None if timeout is None else int(timeout * 1000))
         for _ in range(100_000):
             for event in self._step():
@@ -118,7 +119,7 @@ class InMemoryDesk:
                                           timeout=timeout)
                     self.remote.respond(self.now, event.id, done.stdout + done.stderr)
                 elif isinstance(event, (oa1.Response, oa1.Failed)) and event.id == request_id:
-                    return oa1.remote_bash_result(event)
+                    return event
         raise RuntimeError("no answer")
 
     async def close(self) -> None:
