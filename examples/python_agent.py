@@ -9,8 +9,8 @@ remote that runs it, and the result is fed back as a ``tool`` message.
 
     python examples/python_agent.py                      # in-memory IRC, executor in-process
     python examples/python_agent.py --irc 127.0.0.1:6667 # rexd --irc as the remote, via a server
-                                                         # (rexd --irc HOST:PORT --nick deskbot
-                                                         #  --allow-from desk --channel '#desk')
+                                                         # (rexd --irc HOST:PORT --allow-from desk
+                                                         #  --secret-file FILE or --unauthenticated)
 
 With the real SDK the model call is ``OpenAI().chat.completions.create(model=..., messages=
 messages, **toolbox.tool_request(agent, "openai_chat"))`` and its return value goes to
@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from deskwire import DeskwireError, Timeout, Transmit, oa1, sim, tools
+from deskwire import Timeout, Transmit, oa1, sim, tools
 from deskwire.aio import IrcDesk
 
 AGENT = "npc-1"
@@ -83,8 +83,8 @@ class InMemoryDesk:
 
     def __init__(self) -> None:
         self.network = sim.Network(seed=1)
-        self.desk = oa1.Desk("desk", "#desk", seed=7, oa1={"allowed_sender": "deskbot"})
-        self.remote = oa1.Remote("deskbot", "#desk", oa1={"allowed_sender": "desk"})
+        self.desk = oa1.Desk("desk", "#desk", oa1={"allowed_sender": "rexd"})
+        self.remote = oa1.Remote("rexd", "#desk", oa1={"allowed_sender": "desk"})
         self.links = [(self.desk, self.network.connect()), (self.remote, self.network.connect())]
         self.now = 0
 
@@ -103,7 +103,14 @@ class InMemoryDesk:
         self.now += 5
         return events
 
-    async def remote_bash(self, command: str, timeout: Optional[float]) -> str:
+    async def run_tool(self, call: Dict[str, Any]) -> Dict[str, Any]:
+        """What ``IrcDesk.run_tool`` does, on the in-memory server."""
+        command, timeout = oa1.remote_bash_args(call["args"])
+        outcome = await self.remote_bash(command, timeout)
+        return tools.result(call["id"], oa1.remote_bash_result(outcome),
+                            is_error=isinstance(outcome, oa1.Failed))
+
+    async def remote_bash(self, command: str, timeout: Optional[float]) -> Any:
         request_id = self.desk.request(self.now, command, None if timeout is None else int(timeout * 1000))
         for _ in range(100_000):
             for event in self._step():
@@ -112,7 +119,7 @@ class InMemoryDesk:
                                           timeout=timeout)
                     self.remote.respond(self.now, event.id, done.stdout + done.stderr)
                 elif isinstance(event, (oa1.Response, oa1.Failed)) and event.id == request_id:
-                    return oa1.remote_bash_result(event)
+                    return event
         raise RuntimeError("no answer")
 
     async def close(self) -> None:
@@ -120,7 +127,8 @@ class InMemoryDesk:
 
 
 class IrcTransport:
-    """The desk on a real IRC server, ``rexd --irc`` (nick ``deskbot``) as the remote."""
+    """The desk on a real IRC server, ``rexd --irc`` (its default nick ``rexd``, the desk's
+    default remote) as the remote."""
 
     def __init__(self, desk: IrcDesk) -> None:
         self.desk = desk
@@ -128,14 +136,11 @@ class IrcTransport:
     @classmethod
     async def connect(cls, address: str) -> "IrcTransport":
         host, _, port = address.rpartition(":")
-        return cls(await IrcDesk.connect(host, int(port), nick="desk", channel="#desk",
-                                         remote_nick="deskbot"))
+        return cls(await IrcDesk.connect(host, int(port), nick="desk", channel="#desk"))
 
-    async def remote_bash(self, command: str, timeout: Optional[float]) -> str:
-        try:
-            return await self.desk.remote_bash(command, timeout=timeout)
-        except DeskwireError as e:  # the tool result of a failure, for the model
-            return oa1.remote_bash_failure(e.code, e.message)
+    async def run_tool(self, call: Dict[str, Any]) -> Dict[str, Any]:
+        # The output, or the failure as an error result the model reads.
+        return await self.desk.run_tool(call)
 
     async def close(self) -> None:
         await self.desk.close()
@@ -160,7 +165,7 @@ async def agent_turns(transport: Any) -> str:
             completion = model.create(model="scripted", messages=messages,
                                       **toolbox.tool_request(AGENT, "openai_chat"))
             reply = tools.parse_response("openai_chat", completion)
-            messages.append(tools.assistant_message("openai_chat", reply))
+            messages += tools.assistant_message("openai_chat", reply)
             if not reply.tool_calls:
                 final = reply.text
                 print(f"model: {final}")
@@ -168,22 +173,22 @@ async def agent_turns(transport: Any) -> str:
             results = []
             for call in reply.tool_calls:
                 verdict = toolbox.check_call(now, AGENT, call)
-                if verdict == "run":
-                    command, timeout_ms = oa1.remote_bash_args(call["args"])
-                    output = await transport.remote_bash(command, None if timeout_ms is None else timeout_ms / 1000)
-                    print(f"   RemoteBash {command!r} -> {output!r}")
-                    results.append(tools.result(call["id"], output))
+                if isinstance(verdict, tools.Run):
+                    result = await transport.run_tool(call)
+                    print(f"   RemoteBash {call['args']['command']!r} -> {result['content']!r}")
+                    results.append(result)
+                elif isinstance(verdict, tools.Refuse):
+                    print(f"   refused: {verdict.observation}")
+                    results.append(tools.result(call["id"], verdict.observation, is_error=True))
                 else:
-                    observation = verdict["refuse"]["observation"]
-                    print(f"   refused: {observation}")
-                    results.append(tools.result(call["id"], observation, is_error=True))
-            messages.extend(tools.tool_results("openai_chat", results))
+                    raise AssertionError(f"no approvals in this policy: {verdict}")
+            messages += tools.tool_results("openai_chat", results)
             if phase == "away from the desk":
                 # One round is enough to show the refusal; the model's reply ends the phase.
                 completion = model.create(model="scripted", messages=messages,
                                           **toolbox.tool_request(AGENT, "openai_chat"))
                 reply = tools.parse_response("openai_chat", completion)
-                messages.append(tools.assistant_message("openai_chat", reply))
+                messages += tools.assistant_message("openai_chat", reply)
                 print(f"model: {reply.text}")
                 break
     return final

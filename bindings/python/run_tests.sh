@@ -4,7 +4,8 @@
 #   the stubs checked by mypy.stubtest against the compiled module, pytest (every conformance
 #   vector file, bad input, asyncio end to end against ngircd / rexd --irc / rexd --stdio /
 #   a loopback sshd / examples/mobile_desktop and aio.GatewayServer over WebSockets, the
-#   provider fixtures against the official SDKs' models), the examples
+#   provider fixtures against the official SDKs' models, every ```python block of README.md
+#   against ngircd / rexd --irc / rexd on PATH and a recorded Anthropic answer), the examples
 #   (the Rust sidecar host driving examples/sidecar.py, the agent in memory and over IRC), and
 #   the benchmark code once, untimed.
 # Downloads (pip) and the extension's cargo build are cached under DESKWIRE_CACHE.
@@ -28,9 +29,10 @@ CARGO_TARGET_DIR="$cache/python-target" "$venv/bin/pip" install --quiet ./bindin
 # Imported from the venv, not from the source tree.
 (cd / && "$py" -c 'import deskwire, sys; assert deskwire.__file__.startswith(sys.prefix), deskwire.__file__; print("deskwire", deskwire.__version__, "from", deskwire.__file__)')
 
-echo "-- mypy.stubtest, and mypy --strict over the installed package (what a typed user's checker reads)"
+echo "-- mypy.stubtest, and mypy --strict over the installed package and tests/typing_check.py (what a typed user's checker reads)"
 stubdir=$(mktemp -d)
-(cd "$stubdir" && "$py" -m mypy.stubtest deskwire && "$py" -m mypy --strict --no-incremental -p deskwire)
+(cd "$stubdir" && "$py" -m mypy.stubtest deskwire && "$py" -m mypy --strict --no-incremental -p deskwire \
+  && "$py" -m mypy --strict --no-incremental "$repo/bindings/python/tests/typing_check.py")
 rm -rf "$stubdir"
 
 echo "-- pytest"
@@ -80,7 +82,7 @@ echo "-- examples/python_agent.py (in memory, then rexd --irc through ngircd)"
 (
   source tests/peers.sh
   peers_start_ngircd
-  peers_start_rexd_irc '#desk' deskbot --allow-from desk
+  peers_start_rexd_irc '#desk' rexd --allow-from desk
   "$py" examples/python_agent.py --irc "$PEERS_IRC_ADDR" | tail -n 1
 )
 

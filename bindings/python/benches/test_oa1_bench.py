@@ -210,7 +210,8 @@ class Connected:
 
     def __init__(self) -> None:
         self.net = sim.Network(seed=1)
-        self.desk = oa1.Desk("desk", "#desk", seed=1, oa1={**FAST, "max_message_bytes": 1 << 20})
+        self.desk = oa1.Desk("desk", "#desk", seed=1,
+                             oa1={**FAST, "max_message_bytes": 1 << 20, "allowed_sender": "deskbot"})
         self.remote = oa1.Remote("deskbot", "#desk", oa1={**FAST, "max_message_bytes": 1 << 20})
         self.d, self.r = self.net.connect(), self.net.connect()
         for _ in range(5):
@@ -313,8 +314,11 @@ RELAYED = (
 
 @pytest.fixture(scope="module")
 def ready_desk() -> oa1.Desk:
-    desk = oa1.Desk("desk", "#desk", seed=1)
-    desk.handle_bytes(0, b":sim.example 001 desk :welcome\r\n:desk!~desk@sim.example JOIN #desk\r\n")
+    desk = oa1.Desk("desk", "#desk", seed=1, oa1={"allowed_sender": "deskbot"})
+    # Registered, in the channel, and the remote there too (the NAMES reply): ready.
+    desk.handle_bytes(0, b":sim.example 001 desk :welcome\r\n:desk!~desk@sim.example JOIN #desk\r\n"
+                         b":sim.example 353 desk = #desk :desk deskbot\r\n"
+                         b":sim.example 366 desk #desk :End of NAMES list\r\n")
     while not isinstance(desk.poll_output(0), Timeout):
         pass
     assert desk.state == "ready"

@@ -1,8 +1,9 @@
 //! The one place where core errors become Python exceptions (`deskwire._errors`).
 //!
 //! The core splits misuse by the host (`LocalError`) from faults of the peer (`RemoteError`,
-//! parse errors, timeouts); the Python tree keeps that split: `LocalError`, `ClosedError`,
-//! `RemoteError`, `ProtocolError`, `RequestTimeout`, all under `DeskwireError`.
+//! parse errors, timeouts, the link's failures); the Python tree keeps that split: `LocalError`,
+//! `ClosedError`, `RemoteError`, `ProtocolError`, `RequestTimeout` and the OA1 failures
+//! (`NotReadyError`, `JoinFailedError`, ...), all under `DeskwireError`.
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -21,7 +22,34 @@ pub enum Kind {
     Protocol,
     /// No answer in time.
     Timeout,
+    /// The connection did not become ready in time (also a `TimeoutError`).
+    NotReady,
+    /// The server refused the channel.
+    JoinFailed,
+    /// The server refused every nick.
+    NickRefused,
+    /// Kicked from the channel.
+    Kicked,
+    /// The remote left.
+    PeerLeft,
+    /// The link ended.
+    Disconnected,
 }
+
+/// Every kind, in the order of `CLASSES`.
+const KINDS: [Kind; 11] = [
+    Kind::Local,
+    Kind::Closed,
+    Kind::Remote,
+    Kind::Protocol,
+    Kind::Timeout,
+    Kind::NotReady,
+    Kind::JoinFailed,
+    Kind::NickRefused,
+    Kind::Kicked,
+    Kind::PeerLeft,
+    Kind::Disconnected,
+];
 
 impl Kind {
     fn class_name(self) -> &'static str {
@@ -31,11 +59,17 @@ impl Kind {
             Kind::Remote => "RemoteError",
             Kind::Protocol => "ProtocolError",
             Kind::Timeout => "RequestTimeout",
+            Kind::NotReady => "NotReadyError",
+            Kind::JoinFailed => "JoinFailedError",
+            Kind::NickRefused => "NickRefusedError",
+            Kind::Kicked => "KickedError",
+            Kind::PeerLeft => "PeerLeftError",
+            Kind::Disconnected => "DisconnectedError",
         }
     }
 }
 
-static CLASSES: PyOnceLock<[Py<PyType>; 5]> = PyOnceLock::new();
+static CLASSES: PyOnceLock<Vec<Py<PyType>>> = PyOnceLock::new();
 
 fn class(py: Python<'_>, kind: Kind) -> PyResult<Bound<'_, PyType>> {
     let classes = CLASSES.get_or_try_init(py, || -> PyResult<_> {
@@ -46,13 +80,7 @@ fn class(py: Python<'_>, kind: Kind) -> PyResult<Bound<'_, PyType>> {
                 .cast_into::<PyType>()?
                 .unbind())
         };
-        Ok([
-            get(Kind::Local)?,
-            get(Kind::Closed)?,
-            get(Kind::Remote)?,
-            get(Kind::Protocol)?,
-            get(Kind::Timeout)?,
-        ])
+        KINDS.iter().map(|&k| get(k)).collect::<PyResult<Vec<_>>>()
     })?;
     Ok(classes[kind as usize].bind(py).clone())
 }
@@ -109,6 +137,77 @@ impl Coded for deskwire::oa1::LocalError {
             _ => Kind::Local,
         }
     }
+}
+
+/// The exception for an OA1 request that ended without an answer, chosen from the core's typed
+/// failure (never from its code: a remote may answer `ERR timeout: ...` too, and that is its
+/// own error). `oa1.Failed.exception()` and the `deskwire.aio` drivers raise it.
+pub fn failure(failure: &deskwire::oa1::Failure) -> PyErr {
+    use deskwire::oa1::Failure;
+    let kind = match failure {
+        Failure::Timeout => Kind::Timeout,
+        Failure::NotReady { .. } => Kind::NotReady,
+        Failure::JoinFailed { .. } => Kind::JoinFailed,
+        Failure::Kicked { .. } => Kind::Kicked,
+        Failure::PeerLeft { .. } => Kind::PeerLeft,
+        Failure::Disconnected { .. } => Kind::Disconnected,
+        Failure::Malformed { .. } => Kind::Protocol,
+        // The remote's own ERR, a missing chunk, and failures newer than this binding.
+        _ => Kind::Remote,
+    };
+    error(kind, failure.code(), failure.message())
+}
+
+/// The exception an IRC session event means for whoever waits on the connection: a refused
+/// join, every nick refused, a kick, the end of the link; `None` for the others. The driver's
+/// `connect` raises it when it comes before the connection is ready.
+pub fn session_error(event: &deskwire::irc::SessionEvent) -> Option<PyErr> {
+    use deskwire::irc::SessionEvent;
+    Some(match event {
+        SessionEvent::JoinFailed {
+            channel,
+            numeric,
+            text,
+        } => error(
+            Kind::JoinFailed,
+            "join_failed",
+            format!("the server refused to let us into {channel}: {numeric} {text}"),
+        ),
+        SessionEvent::NickRefused {
+            nick,
+            numeric,
+            text,
+            next: None,
+        } => error(
+            Kind::NickRefused,
+            "nick_refused",
+            format!("the server refused the nick {nick} and every fallback: {numeric} {text}"),
+        ),
+        SessionEvent::Kicked {
+            channel,
+            by,
+            reason,
+        } => error(
+            Kind::Kicked,
+            "kicked",
+            format!("kicked from {channel} by {by}: {reason}"),
+        ),
+        SessionEvent::Disconnected { reason } => error(
+            Kind::Disconnected,
+            "disconnected",
+            format!("the IRC connection ended: {reason}"),
+        ),
+        _ => return None,
+    })
+}
+
+/// Hangs `error` on an event dataclass (frozen, so through `object.__setattr__`) for its
+/// `exception()` method: the class was chosen here, from the core's types.
+pub fn attach<'py>(event: &Bound<'py, PyAny>, error: PyErr) -> PyResult<()> {
+    let py = event.py();
+    let object = py.import("builtins")?.getattr("object")?;
+    object.call_method1("__setattr__", (event, "_exception", error.into_value(py)))?;
+    Ok(())
 }
 
 /// A core error whose serde shape is externally tagged (`"no_token"`, `{"unknown_job": ...}`):

@@ -182,6 +182,11 @@ fn oa1_event(py: Python<'_>, event: core::Event) -> PyResult<Bound<'_, PyAny>> {
             fields.set_item("payload", payload)?;
             convert::event(py, "oa1", "request", &fields)
         }
+        core::Event::Failed { failure, .. } => {
+            let failed = serde_event(py, "oa1", &event)?;
+            errors::attach(&failed, errors::failure(failure))?;
+            Ok(failed)
+        }
         _ => serde_event(py, "oa1", &event),
     }
 }
@@ -320,6 +325,20 @@ impl Client {
         self.0
             .with(|c| c.cancel(now_ms, id, reason))?
             .map_err(raise)
+    }
+
+    /// Holds outgoing lines back (`True`) or lets them go (`False`), for a host whose own IRC
+    /// client is not in the channel yet, or whose remote is away. Requests queue meanwhile; a
+    /// request's timeout starts when its lines may leave, and one held longer than
+    /// `ready_timeout_ms` fails `not_ready` with what `set_hold_reason` said.
+    fn set_held(&self, held: bool) -> PyResult<()> {
+        self.0.with(|c| c.set_held(held))
+    }
+
+    /// What held lines wait for, in words (``remote `rexd` in #desk``), for the message of a
+    /// `not_ready` failure.
+    fn set_hold_reason(&self, reason: &str) -> PyResult<()> {
+        self.0.with(|c| c.set_hold_reason(reason))
     }
 
     /// One IRC line as received (without CRLF).
@@ -516,7 +535,13 @@ fn connection_output<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     match output {
         ConnectionOutput::Transmit(bytes) => convert::transmit(py, &bytes),
-        ConnectionOutput::Event(ConnectionEvent::Irc(event)) => serde_event(py, "irc", &event),
+        ConnectionOutput::Event(ConnectionEvent::Irc(event)) => {
+            let py_event = serde_event(py, "irc", &event)?;
+            if let Some(error) = errors::session_error(&event) {
+                errors::attach(&py_event, error)?;
+            }
+            Ok(py_event)
+        }
         ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => oa1_event(py, event),
         // The link's own events (state changes, the peer joining or leaving).
         ConnectionOutput::Event(other) => serde_event(py, "oa1", &other),
@@ -683,6 +708,18 @@ connection_methods!(Desk, {
     fn in_flight(&self) -> PyResult<usize> {
         self.0.with(|d| d.in_flight())
     }
+
+    /// What requests wait for before they can leave, in words (``remote `rexd` in #desk;
+    /// members: deskbot``, `joining #desk (refused: 473 Cannot join channel (+i))`), or `None`
+    /// when ready or closed. A host that gives up waiting says this.
+    fn waiting_for(&self) -> PyResult<Option<String>> {
+        self.0.with(|d| d.waiting_for())
+    }
+
+    /// The other members of the channel, as the server wrote their nicks.
+    fn members(&self) -> PyResult<Vec<String>> {
+        self.0.with(|d| d.members())
+    }
 });
 
 /// The remote end of OA1 on one IRC connection: each `oa1.Request` is answered with `send` +
@@ -745,8 +782,9 @@ connection_methods!(Remote, {
     }
 });
 
-/// `RemoteBash` arguments (`{"command": ..., "timeout_sec": ...}`) as `(command, timeout_ms)`;
-/// a `LocalError` with code `invalid_arguments` when they are not valid.
+/// `RemoteBash` arguments (`{"command": ..., "timeout_sec": ...}`) as `(command,
+/// timeout_sec)`, in seconds like `IrcDesk.remote_bash(timeout=)`; a `LocalError` with code
+/// `invalid_arguments` when they are not valid.
 #[pyfunction]
 fn remote_bash_args(args: &Bound<'_, PyAny>) -> PyResult<(String, Option<u64>)> {
     let json = if let Ok(text) = args.cast::<PyString>() {
@@ -756,10 +794,7 @@ fn remote_bash_args(args: &Bound<'_, PyAny>) -> PyResult<(String, Option<u64>)> 
     };
     let parsed = core::remote_bash::RemoteBashArgs::parse(&json)
         .map_err(|e| errors::local("invalid_arguments", e.to_string()))?;
-    Ok((
-        parsed.command,
-        parsed.timeout_sec.map(|s| s.saturating_mul(1000)),
-    ))
+    Ok((parsed.command, parsed.timeout_sec))
 }
 
 /// The `RemoteBash` tool result of an OA1 outcome: the output text of a `Response`, or the

@@ -359,8 +359,8 @@ impl Toolbox {
         to_py(py, &self.0.with(|t| t.authorize(agent, &call, origin))?)
     }
 
-    /// What to do with `call` now: `"run"`, `{"refuse": {"observation"}}` (send it back as the
-    /// call's error result) or `{"pending": {"approval_id"}}` (a human decides:
+    /// What to do with `call` now: `tools.Run()`, `tools.Refuse(observation)` (send it back
+    /// as the call's error result) or `tools.Pending(approval_id)` (a human decides:
     /// `ApprovalDecided` follows).
     #[pyo3(signature = (now_ms, agent, call, origin = "model"))]
     fn check_call<'py>(
@@ -377,7 +377,7 @@ impl Toolbox {
             .0
             .with(|t| t.check_call(now_ms, agent, &call, origin))?
             .map_err(raise)?;
-        to_py(py, &verdict)
+        serde_event(py, "tools.verdict", &verdict)
     }
 
     /// A human answered approval `{"id", "decision", "remember"?}`; returns the settlement.

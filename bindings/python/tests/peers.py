@@ -92,7 +92,7 @@ class Ngircd:
 class RexdIrc:
     """``rexd --irc`` on a server, serving RemoteBash as ``nick`` for ``allow_from``."""
 
-    def __init__(self, port: int, *args: str, nick: str = "deskbot", channel: str = "#desk",
+    def __init__(self, port: int, *args: str, nick: str = "rexd", channel: str = "#desk",
                  allow_from: str = "desk") -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="deskwire-rexd-"))
         self.log_path = self.dir / "rexd.log"

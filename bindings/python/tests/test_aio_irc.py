@@ -55,7 +55,7 @@ async def test_remote_bash_sizes_byte_for_byte(server: Ngircd, rexd_irc: RexdIrc
     data = mixed_utf8(size)
     path = Path(rexd_irc.dir) / f"out-{size}.txt"
     path.write_bytes(data)
-    async with await IrcDesk.connect("127.0.0.1", server.port, nick="desk", remote_nick="deskbot") as desk:
+    async with await IrcDesk.connect("127.0.0.1", server.port, nick="desk") as desk:
         text = await desk.remote_bash(f"cat {path}", timeout=60)
         assert text.encode() == data
         assert desk.stats()["oa1"]["frames_in"] > size // 512
@@ -90,7 +90,7 @@ async def test_remote_error_is_remote_error(server: Ngircd) -> None:
     async def handler(request: oa1.Request) -> str:
         raise ValueError(f"no {request.payload}")
 
-    remote = await IrcRemote.connect("127.0.0.1", server.port, handler, nick="deskbot")
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler)
     async with remote, await IrcDesk.connect("127.0.0.1", server.port) as desk:
         with pytest.raises(deskwire.RemoteError) as caught:
             await desk.request("thing", timeout=10)
@@ -114,7 +114,7 @@ async def test_irc_remote_streams_a_process_s_bytes(server: Ngircd) -> None:
     async def whole(request: oa1.Request) -> bytes:
         return b"caf\xc3\xa9 \xff"
 
-    remote = await IrcRemote.connect("127.0.0.1", server.port, handler, nick="deskbot")
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler)
     async with remote, await IrcDesk.connect("127.0.0.1", server.port) as desk:
         text = await desk.request(r"d\303\251j\340\244\271 \360\235\204\236 \377 vu\303", timeout=30)
         assert text == "déjह 𝄞 \ufffd vu\ufffd"
@@ -142,7 +142,7 @@ async def test_irc_remote_streams_and_sees_cancel(server: Ngircd) -> None:
             for i in range(200):
                 yield f"{i}: {request.payload}\n"
 
-    remote = await IrcRemote.connect("127.0.0.1", server.port, handler, nick="deskbot",
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler,
                                      oa1={"pacing": {"burst": 1000000, "interval_ms": 0}})
     async with remote, await IrcDesk.connect("127.0.0.1", server.port) as desk:
         text = await desk.request("héllo", timeout=30)
@@ -218,9 +218,13 @@ async def test_desk_and_remote_come_back_after_the_server_restarts(server: Ngirc
         in_flight = asyncio.ensure_future(desk.request("slow", timeout=60))
         await asyncio.sleep(0.2)
         await asyncio.get_running_loop().run_in_executor(None, server.restart)
-        # What was in flight is lost with the connection: it fails, it does not hang.
-        with pytest.raises(deskwire.ClosedError):
+        # What was in flight is lost with the connection: it fails at once, saying so, as a
+        # fault of the link (not the caller's misuse).
+        with pytest.raises(deskwire.DisconnectedError) as lost:
             await asyncio.wait_for(in_flight, 10)
+        assert lost.value.code == "disconnected"
+        assert "the IRC connection ended before the response" in lost.value.message
+        assert not isinstance(lost.value, deskwire.LocalError)
         # A new request waits for the next connection (the desk's and the remote's).
         assert await desk.request("after", timeout=20) == "AFTER"
         assert desk.reconnects >= 1 and remote.reconnects >= 1
@@ -234,16 +238,180 @@ async def test_desk_and_remote_come_back_after_the_server_restarts(server: Ngirc
 
 
 async def test_reconnecting_gives_up_nothing_until_closed(server: Ngircd) -> None:
-    desk = await IrcDesk.connect("127.0.0.1", server.port, remote_nick=None,
+    async def handler(request: oa1.Request) -> str:
+        return "anyone"
+
+    # "*": answers from anyone in the channel; the desk still waits for someone to be there.
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler, nick="somebody")
+    desk = await IrcDesk.connect("127.0.0.1", server.port, remote_nick="*", ready_timeout=3,
                                  reconnect=Reconnect(min_delay=0.05, max_delay=0.2))
+    assert desk.members() == ["somebody"]
+    assert await desk.request("who", timeout=10) == "anyone"
+    await remote.close()
     server.stop()
     for _ in range(500):  # until the desk sees the connection gone
         if desk.state != "ready":
             break
         await asyncio.sleep(0.02)
-    # No server: the request waits for a connection only as long as its own timeout.
-    with pytest.raises(TimeoutError):
+    # No server: the request waits for a connection only as long as ready_timeout, then says
+    # what it waited for; it is a TimeoutError too.
+    with pytest.raises(TimeoutError) as caught:
         await desk.request("nobody there", timeout=1)
+    assert isinstance(caught.value, deskwire.NotReadyError)
+    assert "not ready after 3 s: waiting for" in caught.value.message
     await asyncio.wait_for(desk.close(), 5)  # closing stops the retries at once
     with pytest.raises(deskwire.LocalError):
         Reconnect(min_delay=0)
+
+
+# What a user who gets something wrong sees: the server's words and what the desk waited for,
+# never a bare timeout.
+
+
+async def raw_client(port: int, nick: str) -> "tuple[asyncio.StreamReader, asyncio.StreamWriter]":
+    """A bare IRC client, registered: a channel operator or a nick thief for the tests."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"NICK {nick}\r\nUSER {nick} 0 * :{nick}\r\n".encode())
+    await writer.drain()
+    await read_until(reader, " 001 ")
+    return reader, writer
+
+
+async def read_until(reader: asyncio.StreamReader, marker: str) -> str:
+    while True:
+        line = (await asyncio.wait_for(reader.readline(), 10)).decode(errors="replace")
+        assert line, f"the server closed before {marker!r}"
+        if marker in line:
+            return line
+
+
+async def test_connect_names_the_missing_remote_and_who_was_there(server: Ngircd, rexd_irc: RexdIrc) -> None:
+    with pytest.raises(TimeoutError) as caught:
+        await IrcDesk.connect("127.0.0.1", server.port, remote_nick="deskbot", ready_timeout=2)
+    error = caught.value
+    assert isinstance(error, deskwire.NotReadyError) and isinstance(error, deskwire.DeskwireError)
+    assert error.code == "not_ready"
+    assert error.message == "not ready after 2 s: waiting for remote `deskbot` in #desk; members: rexd"
+    # The defaults agree with rexd --irc: nothing to name.
+    async with await IrcDesk.connect("127.0.0.1", server.port) as desk:
+        assert desk.waiting_for() is None and "rexd" in desk.members()
+
+
+async def test_bad_configs_fail_before_connecting(server: Ngircd) -> None:
+    for kwargs in ({"channel": "desk"}, {"nick": "a b"}, {"nick": ""}, {"remote_nick": "not a nick"},
+                   {"remote_nick": None}):
+        with pytest.raises(deskwire.LocalError) as caught:
+            await IrcDesk.connect("127.0.0.1", server.port, **kwargs)  # type: ignore[arg-type]
+        assert caught.value.code == "invalid_config", kwargs
+    with pytest.raises(deskwire.LocalError) as missing:
+        await IrcDesk.connect("127.0.0.1", server.port, remote_nick=None)  # type: ignore[arg-type]
+    assert "rexd" in missing.value.message and '"*"' in missing.value.message
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(deskwire.LocalError):
+            await IrcDesk.connect("127.0.0.1", server.port, ready_timeout=bad)
+
+
+async def test_a_refused_join_fails_at_once_with_the_server_s_words(server: Ngircd) -> None:
+    reader, writer = await raw_client(server.port, "op")
+    writer.write(b"JOIN #locked\r\nMODE #locked +i\r\n")
+    await writer.drain()
+    await read_until(reader, "MODE #locked +i")
+    try:
+        with pytest.raises(deskwire.JoinFailedError) as caught:
+            await IrcDesk.connect("127.0.0.1", server.port, channel="#locked", remote_nick="op",
+                                  ready_timeout=60)
+        assert caught.value.code == "join_failed"
+        assert caught.value.message == (
+            "the server refused to let us into #locked: 473 Cannot join channel (+i) -- Invited users only"
+        )
+    finally:
+        writer.close()
+
+
+async def test_a_taken_nick_is_an_event_and_the_remote_then_ignores_the_desk(
+    server: Ngircd, rexd_irc: RexdIrc
+) -> None:
+    async with await IrcDesk.connect("127.0.0.1", server.port) as first:
+        # The second desk comes in as desk_, which rexd --allow-from desk does not serve.
+        async with await IrcDesk.connect("127.0.0.1", server.port) as second:
+            refused = [e for e in second.events if isinstance(e, deskwire.irc.NickRefused)]
+            assert [(e.nick, e.numeric, e.next) for e in refused] == [("desk", "433", "desk_")]
+            assert "in use" in refused[0].text  # the server's words
+            with pytest.raises(deskwire.RequestTimeout):
+                await second.remote_bash("echo ignored", timeout=2)
+        assert await first.remote_bash("echo served", timeout=30) == "served\n"
+
+
+async def test_kicked_and_peer_left_fail_requests_in_flight(server: Ngircd) -> None:
+    started = asyncio.Event()
+
+    async def handler(request: oa1.Request) -> str:
+        started.set()
+        await asyncio.sleep(60)
+        return "never"
+
+    # The first to join is the channel's operator.
+    reader, writer = await raw_client(server.port, "op")
+    writer.write(b"JOIN #desk\r\n")
+    await writer.drain()
+    await read_until(reader, "JOIN")
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler)
+    try:
+        async with await IrcDesk.connect("127.0.0.1", server.port) as desk:
+            in_flight = asyncio.ensure_future(desk.request("slow", timeout=60))
+            await asyncio.wait_for(started.wait(), 10)
+            writer.write(b"KICK #desk desk :go away\r\n")
+            await writer.drain()
+            with pytest.raises(deskwire.KickedError) as kicked:
+                await asyncio.wait_for(in_flight, 10)
+            assert kicked.value.message == "kicked from #desk by op: go away"
+            assert any(isinstance(e, deskwire.irc.Kicked) for e in desk.events)
+        started.clear()
+        async with await IrcDesk.connect("127.0.0.1", server.port) as desk:
+            in_flight = asyncio.ensure_future(desk.request("slow", timeout=60))
+            await asyncio.wait_for(started.wait(), 10)
+            await remote.close("going home")
+            with pytest.raises(deskwire.PeerLeftError) as left:
+                await asyncio.wait_for(in_flight, 20)
+            assert left.value.code == "peer_left"
+            assert "rexd" in left.value.message and "was not back within 2 s" in left.value.message
+    finally:
+        writer.close()
+        await remote.close()
+
+
+async def test_a_timeout_that_cannot_work_is_refused_before_sending(server: Ngircd, rexd_irc: RexdIrc) -> None:
+    async with await IrcDesk.connect("127.0.0.1", server.port) as desk:
+        for bad in (0, -5, float("nan")):
+            with pytest.raises(deskwire.LocalError) as caught:
+                await desk.remote_bash("touch ran", timeout=bad)
+            assert caught.value.code == "invalid_value"
+        with pytest.raises(TypeError):
+            await desk.remote_bash("touch ran", timeout="30")  # type: ignore[arg-type]
+        assert desk.stats()["oa1"]["frames_out"] == 0
+        assert await desk.remote_bash("test -e ran && echo ran || echo absent", timeout=30) == "absent\n"
+
+
+async def test_run_tool_turns_a_model_s_call_into_its_tool_result(server: Ngircd, rexd_irc: RexdIrc) -> None:
+    async with await IrcDesk.connect("127.0.0.1", server.port) as desk:
+        ran = await desk.run_tool({"id": "c1", "name": "RemoteBash", "args": {"command": "echo hi"}})
+        assert ran == {"callId": "c1", "content": "hi\n"}
+        # The model's mistakes come back to it as error results, with what was wrong.
+        for args in ({"command": "sleep 30", "timeout_sec": 0}, {"timeout_sec": 5}, {"command": 3}):
+            bad = await desk.run_tool({"id": "c2", "name": "RemoteBash", "args": args})
+            assert bad["isError"] and '"ok":false' in bad["content"], args
+        # A request that fails (here its timeout) is an error result the model reads.
+        slow = await desk.run_tool({"id": "c3", "name": "RemoteBash",
+                                    "args": {"command": "sleep 30", "timeout_sec": 1}})
+        assert slow["isError"] and '"error":"timeout"' in slow["content"]
+        with pytest.raises(deskwire.LocalError):  # the host's mistake, not the model's
+            await desk.run_tool({"id": "c4", "name": "read", "args": {"path": "x"}})
+
+
+async def test_no_nick_left_fails_the_connect_with_the_server_s_words(server: Ngircd, rexd_irc: RexdIrc) -> None:
+    async with await IrcDesk.connect("127.0.0.1", server.port):
+        with pytest.raises(deskwire.NickRefusedError) as caught:
+            await IrcDesk.connect("127.0.0.1", server.port, session={"max_nick_attempts": 1})
+        assert caught.value.code == "nick_refused"
+        assert caught.value.message.startswith(
+            "the server refused the nick desk and every fallback: 433 ")

@@ -37,7 +37,7 @@ def test_imported_from_the_installed_package() -> None:
         lambda: oa1.Client(1, "desk"),  # type: ignore[arg-type]
         lambda: oa1.Client("#desk", "desk").request("0", "x"),  # type: ignore[arg-type]
         lambda: oa1.Client("#desk", "desk").handle_line(0, "a str, not bytes"),  # type: ignore[arg-type]
-        lambda: oa1.Desk("desk", "#desk").handle_bytes(0, ["list"]),  # type: ignore[arg-type]
+        lambda: oa1.Desk("desk", "#desk", oa1={"allowed_sender": "deskbot"}).handle_bytes(0, ["list"]),  # type: ignore[arg-type]
         lambda: oa1.escape(b"bytes"),  # type: ignore[arg-type]
         lambda: jsonrpc.Peer().call(0, 5),  # type: ignore[arg-type]
         lambda: jsonrpc.Peer().respond(0, 1.5, {}),
@@ -133,7 +133,7 @@ def test_invalid_utf8_lines_are_ignored_and_counted() -> None:
 
 
 def test_huge_inputs_stay_bounded() -> None:
-    desk = oa1.Desk("desk", "#desk")
+    desk = oa1.Desk("desk", "#desk", oa1={"allowed_sender": "deskbot"})
     garbage = os.urandom(8 << 20).replace(b"\n", b"x")  # 8 MiB without a line end
     desk.handle_bytes(0, garbage)
     desk.handle_bytes(0, b"\r\n:irc PING :x\r\n")
@@ -164,7 +164,7 @@ def test_use_after_close_raises_closed_error() -> None:
     engines: Any = [
         oa1.Client("#desk", "desk"),
         oa1.Server("#desk", "deskbot"),
-        oa1.Desk("desk", "#desk"),
+        oa1.Desk("desk", "#desk", oa1={"allowed_sender": "deskbot"}),
         oa1.Remote("deskbot", "#desk"),
         jsonrpc.Peer(),
         irc.Session("desk", ["#desk"]),
@@ -183,7 +183,7 @@ def test_use_after_close_raises_closed_error() -> None:
 
 
 def test_engine_closed_by_the_peer_refuses_requests() -> None:
-    desk = oa1.Desk("desk", "#desk")
+    desk = oa1.Desk("desk", "#desk", oa1={"allowed_sender": "deskbot"})
     desk.handle_eof(0)
     drain(desk)
     assert desk.state == "closed"

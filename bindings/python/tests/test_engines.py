@@ -212,3 +212,65 @@ def test_handle_lines_checks_every_item_first() -> None:
         server.handle_lines(0, lines)
     with pytest.raises(deskwire.ClosedError):
         server.drain(0)
+
+
+def _failed(code: str, message: str) -> oa1.Failed:
+    """The desk's ``Failed`` for a request the remote answers ``ERR code: message``."""
+    client = oa1.Client("#desk", "desk", seed=11, allowed_sender="deskbot")
+    rid = client.request(0, "x")
+    client.drain(0)
+    client.handle_line(0, f":deskbot!~b@h PRIVMSG #desk :OA1 ERR {rid} 1 0 {code}: {message}".encode())
+    _, events, _ = client.drain(0)
+    (failed,) = events
+    assert isinstance(failed, oa1.Failed) and failed.id == rid
+    return failed
+
+
+def test_failures_raise_the_class_of_the_core_s_typed_failure() -> None:
+    # The remote's own ERR is the remote's error, even when it calls itself "timeout".
+    remote_timeout = _failed("timeout", "the command ran too long")
+    assert remote_timeout.error == "timeout"
+    error = remote_timeout.exception()
+    assert type(error) is deskwire.RemoteError and not isinstance(error, TimeoutError)
+    assert (error.code, error.message) == ("timeout", "the command ran too long")
+    # The desk's own timeout is a RequestTimeout (a TimeoutError); a CANCEL goes out with it.
+    client = oa1.Client("#desk", "desk", seed=12, allowed_sender="deskbot")
+    client.request(0, "sleep 60", 1000)
+    client.drain(0)
+    client.handle_timeout(1000)
+    lines, events, _ = client.drain(1000)
+    (timed_out,) = events
+    assert type(timed_out.exception()) is deskwire.RequestTimeout
+    assert isinstance(timed_out.exception(), TimeoutError)
+    assert any(b"OA1 CANCEL" in line for line in lines)
+    # A held request that never could leave: not_ready, saying what it waited for.
+    client = oa1.Client("#desk", "desk", seed=13, allowed_sender="deskbot", ready_timeout_ms=500)
+    client.set_held(True)
+    client.request(0, "x")
+    client.handle_timeout(500)
+    _, events, _ = client.drain(500)
+    (not_ready,) = events
+    assert not_ready.error == "not_ready" and not_ready.message.startswith("not ready after 500 ms")
+    assert type(not_ready.exception()) is deskwire.NotReadyError
+    # A Failed made by hand has no core failure behind it: a plain RemoteError.
+    made = oa1.Failed(id="x", error="kicked", message="by hand")
+    assert type(made.exception()) is deskwire.RemoteError
+
+
+def test_desks_refuse_configs_that_cannot_work() -> None:
+    cases = [
+        ({}, "a desk needs its remote's nick in oa1.allowed_sender"),
+        ({"oa1": {"allowed_sender": "two words"}}, "oa1.allowed_sender"),
+        ({"nick": "a b", "oa1": {"allowed_sender": "rexd"}}, "invalid nick"),
+        ({"nick": "", "oa1": {"allowed_sender": "rexd"}}, "invalid nick"),
+        ({"channel": "desk", "oa1": {"allowed_sender": "rexd"}}, "invalid channel name"),
+    ]
+    for options, words in cases:
+        nick = options.pop("nick", "desk")
+        channel = options.pop("channel", "#desk")
+        with pytest.raises(deskwire.LocalError) as caught:
+            oa1.Desk(nick, channel, **options)
+        assert caught.value.code == "invalid_config" and words in caught.value.message, options
+    # "*" is the explicit "anyone"; a mask names the remote's user and host too.
+    oa1.Desk("desk", "#desk", oa1={"allowed_sender": "*"})
+    oa1.Desk("desk", "#desk", oa1={"allowed_sender": "rexd!~rexd@10.0.0.7"})

@@ -14,7 +14,8 @@ from deskwire import Timeout, Transmit
 
 MODULES = ["deskwire", "deskwire.irc", "deskwire.oa1", "deskwire.sim", "deskwire.jsonrpc",
            "deskwire.rexd", "deskwire.sidecar", "deskwire.gateway", "deskwire.mobile",
-           "deskwire.tools", "deskwire.schemas", "deskwire.aio"]
+           "deskwire.tools", "deskwire.schemas", "deskwire.aio", "deskwire.aio.pump",
+           "deskwire.aio.irc", "deskwire.aio.rexd", "deskwire.aio.mobile", "deskwire.aio.gateway"]
 
 
 def public_names() -> List[Any]:
@@ -30,7 +31,7 @@ def public_names() -> List[Any]:
 @pytest.mark.parametrize("module,attr", public_names())
 def test_every_public_name_has_a_docstring(module: Any, attr: str) -> None:
     value = getattr(module, attr)
-    if isinstance(value, (str, int, tuple)) or attr.startswith("__") or attr in ("Id", "Body", "Handler", "Progress"):
+    if isinstance(value, (str, int, tuple)) or attr.startswith("__") or attr in ("Id", "Body", "Handler", "Progress", "Verdict", "Provider"):
         return  # constants and type aliases are documented in the module docs
     assert inspect.getdoc(value), f"{module.__name__}.{attr}"
     if inspect.isclass(value):
@@ -42,10 +43,21 @@ def test_every_public_name_has_a_docstring(module: Any, attr: str) -> None:
 
 def test_version_and_error_tree() -> None:
     assert deskwire.__version__.count(".") == 2
+    failures = (deskwire.NotReadyError, deskwire.JoinFailedError, deskwire.NickRefusedError,
+                deskwire.KickedError, deskwire.PeerLeftError, deskwire.DisconnectedError)
     for cls in (deskwire.LocalError, deskwire.ClosedError, deskwire.RemoteError,
-                deskwire.ProtocolError, deskwire.RequestTimeout):
+                deskwire.ProtocolError, deskwire.RequestTimeout, *failures):
         assert issubclass(cls, deskwire.DeskwireError)
-    assert issubclass(deskwire.RequestTimeout, TimeoutError)
+    # What the peer or the link did is never the caller's misuse.
+    for cls in failures:
+        assert issubclass(cls, deskwire.RemoteError) and not issubclass(cls, deskwire.LocalError)
+    # Giving up after waiting is a TimeoutError, which on 3.9 and 3.10 asyncio.TimeoutError is not.
+    for cls in (deskwire.RequestTimeout, deskwire.NotReadyError):
+        assert issubclass(cls, TimeoutError)
+        try:
+            raise cls("not_ready", "x")
+        except TimeoutError as caught:
+            assert caught.code == "not_ready"  # type: ignore[attr-defined]
     assert issubclass(deskwire.ClosedError, deskwire.LocalError)
     assert not issubclass(deskwire.RemoteError, deskwire.LocalError)
 
@@ -61,3 +73,24 @@ def test_outputs_compare_and_match() -> None:
     assert event == deskwire.oa1.Response("a", "t", False)
     with pytest.raises(Exception):
         event.text = "changed"  # type: ignore[misc]
+
+
+def test_the_stubs_carry_the_docstrings() -> None:
+    """An IDE shows the stub's docstring on hover, not the compiled module's: every public class,
+    function and method of the native module's stubs has one (filled from the Rust docs)."""
+    import ast
+    from pathlib import Path
+
+    stubs = Path(deskwire.__file__).parent / "_deskwire"
+    missing = []
+    for stub in sorted(stubs.glob("*.pyi")):
+        def visit(body: List[ast.stmt], where: str) -> None:
+            for node in body:
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and not node.name.startswith("_"):
+                    if ast.get_docstring(node) is None:
+                        missing.append(f"{where}{node.name}")
+                if isinstance(node, ast.ClassDef):
+                    visit(node.body, f"{where}{node.name}.")
+
+        visit(ast.parse(stub.read_text()).body, f"{stub.stem}.")
+    assert missing == []

@@ -135,3 +135,46 @@ async def test_model_calls_run_through_a_real_rexd() -> None:
             method, params = tools.rexd_request(call, client.session_id)
             listing = await client.call(method, params)
             assert "notes.txt" in str(listing)
+
+
+async def test_run_tool_gives_tool_results_from_a_real_rexd() -> None:
+    with tempfile.TemporaryDirectory(prefix="deskwire-root-") as d:
+        root = Path(d).resolve()
+        (root / "notes.txt").write_text("héllo from the desk\n")
+        (root / "sub").mkdir()
+        common = {"rexd": rexd_path(), "workspace_roots": [str(root)]}
+
+        def call(call_id: str, name: str, **args: Any) -> Dict[str, Any]:
+            return {"id": call_id, "name": name, "args": args}
+
+        # A default daemon: files yes, shell commands no, and the result says how to allow them.
+        async with await RexdClient.connect("local", rexd_args=["--root", str(root)], **common) as rexd:
+            assert await rexd.run_tool(call("c1", "read", path=str(root / "notes.txt"))) == {
+                "callId": "c1", "content": "héllo from the desk\n"}
+            listing = await rexd.run_tool(call("c2", "list", path=str(root)))
+            assert sorted(listing["content"].splitlines()) == ["notes.txt", "sub/"]
+            wrote = await rexd.run_tool(call("c3", "write", path=str(root / "new.txt"), content="x"))
+            assert wrote == {"callId": "c3", "content": f"wrote 1 bytes to {root / 'new.txt'}"}
+            refused = await rexd.run_tool(call("c4", "bash", command="echo hi"))
+            assert refused["isError"] and "--allow-shell" in refused["content"]
+            outside = await rexd.run_tool(call("c5", "read", path="/etc/hostname"))
+            assert outside["isError"] and outside["callId"] == "c5"
+            bad_args = await rexd.run_tool(call("c6", "read", path=3))
+            assert bad_args["isError"] and bad_args["content"].startswith("invalid_args")
+            with pytest.raises(deskwire.LocalError):  # not a REXD tool: the host's mistake
+                await rexd.run_tool(call("c7", "RemoteBash", command="ls"))
+        # --allow-shell: the output, with stderr and the exit code as rexd --mcp gives them.
+        async with await RexdClient.connect(
+            "local", rexd_args=["--root", str(root), "--allow-shell"], **common
+        ) as rexd:
+            ok = await rexd.run_tool(call("c8", "bash", command="echo out; echo err >&2", cwd=str(root)))
+            assert ok == {"callId": "c8", "content": "out\n\n[stderr]\nerr\n"}
+            failed = await rexd.run_tool(call("c9", "bash", command="exit 3"))
+            assert failed == {"callId": "c9", "content": "\n[exit code 3]", "isError": True}
+
+
+async def test_a_missing_rexd_says_where_it_comes_from() -> None:
+    with pytest.raises(deskwire.LocalError) as caught:
+        await RexdClient.connect("local", rexd="/nonexistent/rexd")
+    assert caught.value.code == "not_found"
+    assert "cargo install --path rexd" in caught.value.message

@@ -18,7 +18,7 @@ from deskwire import Timeout, Transmit, jsonrpc, oa1, rexd, schemas, sim, tools
 def oa1_round_trip() -> None:
     net = sim.Network(seed=1)
     unpaced = {"pacing": {"burst": 1_000_000, "interval_ms": 0}}
-    desk = oa1.Desk("desk", "#desk", seed=1, oa1=unpaced)
+    desk = oa1.Desk("desk", "#desk", oa1={**unpaced, "allowed_sender": "deskbot"})
     remote = oa1.Remote("deskbot", "#desk", oa1=unpaced)
     links = [(desk, net.connect()), (remote, net.connect())]
 
@@ -98,6 +98,19 @@ def schema_and_tools() -> None:
 
 
 def errors() -> None:
+    # Giving up after a wait is a TimeoutError on every version (on 3.9 and 3.10,
+    # asyncio.TimeoutError is another class that `except TimeoutError` misses).
+    for cls in (deskwire.NotReadyError, deskwire.RequestTimeout):
+        try:
+            raise cls("not_ready", "not ready after 30 s: waiting for remote `rexd` in #desk")
+        except TimeoutError as e:
+            assert isinstance(e, deskwire.DeskwireError) and not isinstance(e, deskwire.LocalError)
+    try:
+        oa1.Desk("desk", "#desk")
+    except deskwire.LocalError as e:
+        assert e.code == "invalid_config" and "rexd" in e.message, e
+    else:
+        raise AssertionError("a desk without its remote was accepted")
     try:
         oa1.Client("#desk", "desk").cancel(0, "nope", "no such request")
     except deskwire.LocalError as e:

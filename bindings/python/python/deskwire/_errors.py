@@ -1,9 +1,18 @@
 """The exceptions of deskwire, one tree rooted in :class:`DeskwireError`.
 
 The split follows the Rust core: :class:`LocalError` is misuse by the caller (a bad argument, a
-call in the wrong state, use after close), :class:`RemoteError` is a fault of the peer (an ``ERR``
-answer, a JSON-RPC error object, a response that cannot be read). Every error carries ``code``,
-the core's name for it (``too_large``, ``unknown_request``, ``timeout``, ...), and ``message``.
+call in the wrong state, use after close), :class:`RemoteError` is everything else that can end
+a request: the peer's fault (an ``ERR`` answer, a JSON-RPC error object, a response that cannot
+be read) or the link's (the server refused us, the remote left, the connection ended). Every
+error carries ``code``, the core's name for it (``too_large``, ``unknown_request``,
+``timeout``, ...), and ``message``.
+
+Which class a core failure becomes is decided once, in the native module (``src/errors.rs``),
+from the core's typed failure; the drivers in :mod:`deskwire.aio` raise what it made.
+
+Every error that means "waited and gave up" is also a :class:`TimeoutError`, so ``except
+TimeoutError`` catches it on every Python the package supports (on 3.9 and 3.10,
+``asyncio.TimeoutError`` is a different class that ``except TimeoutError`` misses).
 """
 
 from __future__ import annotations
@@ -15,6 +24,12 @@ __all__ = [
     "RemoteError",
     "ProtocolError",
     "RequestTimeout",
+    "NotReadyError",
+    "JoinFailedError",
+    "NickRefusedError",
+    "KickedError",
+    "PeerLeftError",
+    "DisconnectedError",
 ]
 
 
@@ -37,16 +52,48 @@ class LocalError(DeskwireError, ValueError):
 
 
 class ClosedError(LocalError):
-    """The engine or connection was closed; it takes no more calls."""
+    """The engine or connection was closed by this side; it takes no more calls."""
 
 
 class RemoteError(DeskwireError):
-    """A fault of the peer: an error answer, a timeout, or input that breaks the protocol."""
+    """Not the caller's doing: an error answer from the peer, a timeout, input that breaks the
+    protocol, or a link the server or the peer ended."""
 
 
 class ProtocolError(RemoteError):
-    """The peer's input could not be read (not JSON, not the expected shape, too large)."""
+    """The peer's input could not be read (not JSON, not the expected shape, too large, a
+    compressed answer that does not inflate)."""
 
 
 class RequestTimeout(RemoteError, TimeoutError):
     """No complete answer arrived before the deadline (also a :class:`TimeoutError`)."""
+
+
+class NotReadyError(RequestTimeout):
+    """The connection did not become ready in time (code ``not_ready``): not registered, not
+    in the channel, or the remote not there. The message says what it waited for and who was
+    in the channel, e.g. ``not ready after 30 s: waiting for remote `deskbot` in #desk;
+    members: rexd``. A :class:`RequestTimeout`, so also a :class:`TimeoutError`."""
+
+
+class JoinFailedError(RemoteError):
+    """The server refused to let us into the channel (code ``join_failed``); the message has
+    the numeric and the server's text, e.g. ``473 Cannot join channel (+i)``."""
+
+
+class NickRefusedError(RemoteError):
+    """The server refused every nick tried (code ``nick_refused``), with its text."""
+
+
+class KickedError(RemoteError):
+    """We were kicked from the channel while the request was in flight (code ``kicked``)."""
+
+
+class PeerLeftError(RemoteError):
+    """The remote left the channel while the request was in flight and did not come back in
+    time (code ``peer_left``)."""
+
+
+class DisconnectedError(RemoteError):
+    """The IRC connection ended before the answer (code ``disconnected``); the message says
+    why (the server's ``ERROR`` text, a lost connection, no nick left)."""

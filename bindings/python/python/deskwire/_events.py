@@ -8,7 +8,10 @@ shape (``{"response": {...}}`` is ``oa1.Response``), and calls it with the event
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Tuple, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, Type, TypeVar
+
+if TYPE_CHECKING:
+    from ._errors import DeskwireError
 
 T = TypeVar("T")
 
@@ -26,3 +29,13 @@ def event(family: str, tag: str) -> Callable[[Type[T]], Type[T]]:
         return cls
 
     return register
+
+
+def attached_exception(event: Any, code: str, message: str) -> "DeskwireError":
+    """The exception the native module hung on ``event`` (its class chosen from the core's
+    typed failure, ``src/errors.rs``), or, for an event made by hand, a
+    :class:`deskwire.RemoteError` with ``code`` and ``message``."""
+    from ._errors import DeskwireError, RemoteError
+
+    made = event.__dict__.get("_exception")
+    return made if isinstance(made, DeskwireError) else RemoteError(code, message)

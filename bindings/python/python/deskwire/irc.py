@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple, Union
 
 from ._deskwire.irc import Session, parse, privmsg
-from ._events import event
+from ._errors import DeskwireError
+from ._events import attached_exception, event
 
 __all__ = [
     "parse",
@@ -20,6 +21,8 @@ __all__ = [
     "Message",
     "Registered",
     "Joined",
+    "JoinFailed",
+    "NickRefused",
     "NickChanged",
     "PrefixLearned",
     "Kicked",
@@ -68,6 +71,48 @@ class Joined:
     """The channel, as the server wrote it."""
 
 
+@event("irc", "join_failed")
+@dataclass(frozen=True)
+class JoinFailed:
+    """The server refused to let us into ``channel``: ``403`` (no such channel), ``405`` (too
+    many channels), ``471`` (full), ``473`` (invite only), ``474`` (banned), ``475`` (wrong
+    key), ``476`` (bad channel mask) or ``477`` (registration needed). Requests waiting for the
+    channel fail at once with ``join_failed``; the engine tries the join again later."""
+
+    channel: str
+    """The channel."""
+    numeric: str
+    """The numeric, e.g. ``"473"``."""
+    text: str
+    """The server's text, e.g. ``Cannot join channel (+i)``."""
+
+    def exception(self) -> DeskwireError:
+        """What a caller waiting for the channel gets: :class:`deskwire.JoinFailedError`."""
+        return attached_exception(self, "join_failed", f"{self.numeric} {self.text}")
+
+
+@event("irc", "nick_refused")
+@dataclass(frozen=True)
+class NickRefused:
+    """The server refused a nick while registering (``432`` erroneous, ``433`` in use, ``436``
+    collision, ``437`` unavailable). The session goes on as ``next``, or ends when ``next`` is
+    ``None``. A remote that accepts only the configured nick (``rexd --allow-from desk``) will
+    ignore a desk that came in as ``desk_``."""
+
+    nick: str
+    """The nick refused."""
+    numeric: str
+    """The numeric, e.g. ``"433"``."""
+    text: str
+    """The server's text, e.g. ``Nickname is already in use``."""
+    next: Optional[str]
+    """The nick tried next, ``None`` when none is left."""
+
+    def exception(self) -> DeskwireError:
+        """:class:`deskwire.NickRefusedError` (what ``connect`` raises when no nick is left)."""
+        return attached_exception(self, "nick_refused", f"{self.numeric} {self.text}")
+
+
 @event("irc", "nick_changed")
 @dataclass(frozen=True)
 class NickChanged:
@@ -100,6 +145,10 @@ class Kicked:
     reason: str
     """The reason given, possibly empty."""
 
+    def exception(self) -> DeskwireError:
+        """:class:`deskwire.KickedError`, with who and why."""
+        return attached_exception(self, "kicked", f"kicked from {self.channel} by {self.by}")
+
 
 @event("irc", "parted")
 @dataclass(frozen=True)
@@ -130,3 +179,7 @@ class Disconnected:
 
     reason: Union[str, Dict[str, Any]]
     """Why."""
+
+    def exception(self) -> DeskwireError:
+        """:class:`deskwire.DisconnectedError`, saying why in words."""
+        return attached_exception(self, "disconnected", f"the IRC connection ended: {self.reason}")

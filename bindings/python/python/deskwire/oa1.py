@@ -10,7 +10,8 @@ The building blocks: :func:`escape`, :func:`unescape`, :func:`split` (chunking),
 :func:`parse_frame`, :func:`format_frame`, :func:`parse_err_payload`.
 
 ``RemoteBash``: :data:`TOOL_NAME`, :data:`TOOL_DESCRIPTION`, :data:`TOOL_INPUT_SCHEMA`,
-:func:`remote_bash_args` (the model's arguments → ``(command, timeout_ms)``) and
+:func:`remote_bash_args` (the model's arguments → ``(command, timeout_sec)``, seconds as
+:meth:`deskwire.aio.IrcDesk.remote_bash` takes them) and
 :func:`remote_bash_result` (an outcome → the tool result text).
 """
 
@@ -37,7 +38,8 @@ from ._deskwire.oa1 import (
     split,
     unescape,
 )
-from ._events import event
+from ._errors import DeskwireError
+from ._events import attached_exception, event
 
 __all__ = [
     "Client",
@@ -88,9 +90,20 @@ class Failed:
     id: str
     """The request id."""
     error: str
-    """The code: the remote's ``ERR`` code, ``timeout``, ``incomplete`` or ``disconnected``."""
+    """The code: the remote's ``ERR`` code, or ``timeout``, ``incomplete``, ``disconnected``,
+    ``malformed``, ``not_ready`` (never left: the connection was not ready within
+    ``ready_timeout_ms``), ``join_failed``, ``kicked`` or ``peer_left``."""
     message: str
-    """A human-readable message."""
+    """A human-readable message: what happened, with the server's words where it spoke."""
+
+    def exception(self) -> DeskwireError:
+        """The exception to raise for it, its class chosen by the core's typed failure:
+        :class:`deskwire.RequestTimeout` (``timeout``), :class:`deskwire.NotReadyError`,
+        :class:`deskwire.JoinFailedError`, :class:`deskwire.KickedError`,
+        :class:`deskwire.PeerLeftError`, :class:`deskwire.DisconnectedError`,
+        :class:`deskwire.ProtocolError` (``malformed``), else :class:`deskwire.RemoteError`
+        (the remote's ``ERR``, even one it calls ``timeout``)."""
+        return attached_exception(self, self.error, self.message)
 
 
 @event("oa1", "request")
@@ -123,7 +136,8 @@ class StateChanged:
     """Desk/Remote: the connection's state changed."""
 
     state: str
-    """``"registering"``, ``"joining"``, ``"ready"`` or ``"closed"``."""
+    """``"registering"``, ``"joining"``, ``"waiting_for_peer"`` (a desk in the channel, its
+    remote not yet), ``"ready"`` or ``"closed"``."""
 
 
 @event("oa1", "peer_joined")

@@ -31,7 +31,7 @@ from typing import Any, Awaitable, Callable, Dict, Mapping, Optional
 from . import jsonrpc
 from ._deskwire import __version__, read_def
 from ._errors import DeskwireError
-from .aio import _Pump, now_ms
+from .aio.pump import _Pump, now_ms
 
 __all__ = ["serve", "serve_async", "read", "SidecarError", "Handler", "Progress", "ERROR_CODES"]
 

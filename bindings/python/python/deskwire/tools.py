@@ -5,40 +5,54 @@ NPC sits at the desk (:meth:`Toolbox.bind`), REXD's ``bash``, ``read``, ``write`
 ``glob``, ``stat`` always, under a policy with deny lists, path roots and approvals.
 :meth:`Toolbox.tool_request` gives the keyword arguments for the SDK call; :func:`parse_response`
 and :class:`StreamParser` read what comes back (bytes, ``str``, a ``dict`` or the SDK's own
-response object); :func:`assistant_message` and :func:`tool_results` feed the turn and the
-results back in the provider's shape::
-
-    from openai import OpenAI
-    from deskwire import tools
+response object); :meth:`Toolbox.check_call` says what to do with each call (:class:`Run`,
+:class:`Refuse` or :class:`Pending`); :func:`assistant_message` and :func:`tool_results` give
+the next turn's messages in the provider's shape, always as a list to ``extend`` with. One
+turn with Anthropic's SDK (the README's Python section has it whole, run in CI)::
 
     toolbox = tools.Toolbox()
-    toolbox.bind("npc-1", "npc-1")                       # RemoteBash appears
-    reply = OpenAI().chat.completions.create(
-        model="gpt-4.1", messages=messages, **toolbox.tool_request("npc-1", "openai_chat"))
-    response = tools.parse_response("openai_chat", reply)   # the SDK object as it is
-    for call in response.tool_calls:
-        verdict = toolbox.check_call(now_ms, "npc-1", call)  # "run" | {"refuse": ...} | ...
+    toolbox.bind("npc-1", "npc-1")                        # the NPC sits down: RemoteBash appears
+    message = await client.messages.create(model=model, max_tokens=1024, messages=messages,
+                                           **toolbox.tool_request("npc-1", "anthropic"))
+    reply = tools.parse_response("anthropic", message)    # the SDK object as it is
+    results = []
+    for call in reply.tool_calls:
+        verdict = toolbox.check_call(now_ms(), "npc-1", call)
+        if isinstance(verdict, tools.Run):
+            results.append(await desk.run_tool(call))      # RemoteBash; REXD's: rexd.run_tool
+        elif isinstance(verdict, tools.Refuse):
+            results.append(tools.result(call["id"], verdict.observation, is_error=True))
+    messages += tools.assistant_message("anthropic", reply)
+    messages += tools.tool_results("anthropic", results, reply)
 
-With many tools, :class:`ToolIndex` offers the model only the best few for the user's intent,
-and :func:`rexd_request` turns a call of REXD's ``bash``, ``read``, ... into the request for
-:meth:`deskwire.aio.RexdClient.call`::
+With many tools, :class:`ToolIndex` offers the model only the best few for the user's intent.
+:func:`rexd_request` turns a call of REXD's ``bash``, ``read``, ... into the REXD request, which
+:meth:`deskwire.aio.RexdClient.run_tool` sends and turns into the tool result (``bash`` starts a
+process whose output it collects; a daemon runs it only with ``--allow-shell``)::
 
     index = tools.ToolIndex(toolbox.visible_tools("npc-1"))
     index.top_n("show me the file contents", 3)   # [('read', 1.9), ...]
-    method, params = tools.rexd_request(call, rexd.session_id)
-    output = await rexd.call(method, params)
+    results.append(await rexd.run_tool(call))     # {"callId", "content", "isError"?}
 
-Providers are named ``openai_chat``, ``openai_responses``, ``anthropic`` and ``gemini``.
+Providers are named ``openai_chat``, ``openai_responses``, ``anthropic`` and ``gemini``
+(:data:`Provider`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Literal, Optional, Sequence, Union
 
 from ._deskwire import tools as _native
 from ._deskwire.tools import REMOTE_BASH, ToolIndex, Toolbox, request_tools, rexd_request
 from ._events import event
+
+# Spelled as a Union of Literals, which type checkers read as ``Literal["openai_chat", ...]``:
+# at run time it then is a Union too, as mypy.stubtest expects of the alias.
+Provider = Union[
+    Literal["openai_chat"], Literal["openai_responses"], Literal["anthropic"], Literal["gemini"]
+]
+"""A provider's name: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages, Gemini."""
 
 __all__ = [
     "Toolbox",
@@ -51,6 +65,11 @@ __all__ = [
     "assistant_message",
     "tool_results",
     "result",
+    "Verdict",
+    "Run",
+    "Refuse",
+    "Pending",
+    "Provider",
     "ToolsChanged",
     "ApprovalRequested",
     "ApprovalDecided",
@@ -58,7 +77,7 @@ __all__ = [
     "PROVIDERS",
 ]
 
-PROVIDERS = ("openai_chat", "openai_responses", "anthropic", "gemini")
+PROVIDERS: "tuple[Provider, ...]" = ("openai_chat", "openai_responses", "anthropic", "gemini")
 """The provider names."""
 
 Body = Union[bytes, str, Dict[str, Any], Any]
@@ -112,7 +131,7 @@ def _dump(value: Any) -> Any:
     return value
 
 
-def parse_response(provider: str, body: Body, *, seed: int = 0) -> ProviderResponse:
+def parse_response(provider: Provider, body: Body, *, seed: int = 0) -> ProviderResponse:
     """Normalises a whole (non-streamed) response of ``provider``: bytes, ``str``, a ``dict``
     or the SDK's response object. Raises :class:`deskwire.ProtocolError` when it is not the
     provider's shape and :class:`deskwire.RemoteError` when it reports an error. ``seed`` makes
@@ -127,7 +146,7 @@ class StreamParser:
 
     def __init__(
         self,
-        provider: str,
+        provider: Provider,
         *,
         seed: int = 0,
         max_bytes: Optional[int] = None,
@@ -154,10 +173,19 @@ def _segments(response: Union[ProviderResponse, Dict[str, Any]]) -> Dict[str, An
     return response.to_dict() if isinstance(response, ProviderResponse) else response
 
 
-def assistant_message(provider: str, response: Union[ProviderResponse, Dict[str, Any]]) -> Any:
-    """The assistant turn to append to the conversation, in ``provider``'s shape (a list of
-    input items for ``openai_responses``), with tool calls and reasoning echoed as required."""
-    return _native.assistant_message(provider, _segments(response))
+def _listed(value: Any) -> List[Dict[str, Any]]:
+    """One message, or a list of them, as a list (what the providers' shapes differ in)."""
+    return list(value) if isinstance(value, list) else [value]
+
+
+def assistant_message(
+    provider: Provider, response: Union[ProviderResponse, Dict[str, Any]]
+) -> List[Dict[str, Any]]:
+    """The assistant turn to add to the conversation (``messages += ...``), in ``provider``'s
+    shape, with tool calls and reasoning echoed as the API requires. Always a list, whatever
+    the provider (one message for OpenAI Chat, Anthropic and Gemini; input items for
+    Responses), so a loop over providers can ``extend`` with it."""
+    return _listed(_native.assistant_message(provider, _segments(response)))
 
 
 def result(call_id: str, content: str, *, is_error: bool = False) -> Dict[str, Any]:
@@ -169,17 +197,60 @@ def result(call_id: str, content: str, *, is_error: bool = False) -> Dict[str, A
 
 
 def tool_results(
-    provider: str,
+    provider: Provider,
     results: Sequence[Dict[str, Any]],
     response: Union[ProviderResponse, Dict[str, Any], None] = None,
-) -> Any:
-    """The results in ``provider``'s shape, to append after the assistant turn: ``tool``
-    messages (OpenAI Chat), ``function_call_output`` items (Responses), one ``user`` message
-    (Anthropic) or one ``user`` content of ``functionResponse`` parts (Gemini, which needs the
-    ``response`` the calls came in)."""
-    return _native.tool_results(
-        provider, list(results), None if response is None else _segments(response)
+) -> List[Dict[str, Any]]:
+    """The results in ``provider``'s shape, to add after the assistant turn (``messages +=
+    ...``): ``tool`` messages (OpenAI Chat), ``function_call_output`` items (Responses), one
+    ``user`` message (Anthropic) or one ``user`` content of ``functionResponse`` parts (Gemini,
+    which needs the ``response`` the calls came in). Always a list, like
+    :func:`assistant_message`."""
+    return _listed(
+        _native.tool_results(
+            provider, list(results), None if response is None else _segments(response)
+        )
     )
+
+
+@event("tools.verdict", "run")
+@dataclass(frozen=True)
+class Run:
+    """:meth:`Toolbox.check_call`: run the call now, and send its result back."""
+
+    may_run = True
+    """Whether the call may run now."""
+
+
+@event("tools.verdict", "refuse")
+@dataclass(frozen=True)
+class Refuse:
+    """:meth:`Toolbox.check_call`: do not run the call; send ``observation`` back as its error
+    result (``tools.result(call["id"], verdict.observation, is_error=True)``)."""
+
+    observation: str
+    """The text for the model: why, and what it can do instead."""
+
+    may_run = False
+    """Whether the call may run now."""
+
+
+@event("tools.verdict", "pending")
+@dataclass(frozen=True)
+class Pending:
+    """:meth:`Toolbox.check_call`: a human decides (:class:`ApprovalRequested` was queued);
+    run the call when :class:`ApprovalDecided` for ``approval_id`` says ``may_run``."""
+
+    approval_id: str
+    """The approval's id."""
+
+    may_run = False
+    """Whether the call may run now."""
+
+
+Verdict = Union[Run, Refuse, Pending]
+"""What :meth:`Toolbox.check_call` says to do with a call: ``isinstance(verdict, tools.Run)``,
+or ``verdict.may_run``."""
 
 
 @event("tools", "tools_changed")

@@ -8,22 +8,56 @@ _Id = Union[int, str, None]
 
 @final
 class Peer:
-    def __new__(cls, dialect: str = "jsonrpc2", *, framing: str = "ndjson", seed: int = 0, **options: Any) -> Peer: ...
-    def call(self, now_ms: int, method: str, params: Any = None, user: int = 0) -> _Id: ...
-    def call_with_id(self, now_ms: int, id: _Id, method: str, params: Any = None, user: int = 0) -> None: ...
-    def notify(self, now_ms: int, method: str, params: Any = None) -> None: ...
-    def respond(self, now_ms: int, id: _Id, result: Any) -> None: ...
-    def respond_error(self, now_ms: int, id: _Id, code: Union[int, str], message: str, data: Any = None) -> None: ...
-    def respond_method_not_found(self, now_ms: int, id: _Id, method: str) -> None: ...
-    def progress(self, now_ms: int, id: _Id, progress: Any) -> None: ...
-    def cancel(self, now_ms: int, id: _Id) -> None: ...
-    def forget_incoming(self, id: _Id) -> None: ...
-    def is_pending(self, id: _Id) -> bool: ...
-    def handle_bytes(self, now_ms: int, data: bytes) -> None: ...
-    def handle_timeout(self, now_ms: int) -> None: ...
-    def poll_output(self, now_ms: int) -> Any: ...
-    def stats(self) -> Dict[str, int]: ...
-    def config(self) -> Dict[str, Any]: ...
-    def close(self) -> None: ...
+    """One end of a JSON-RPC-style conversation: it makes calls (ids, deadlines from the
+    per-method timeout policy, progress, cancellation) and answers the calls it receives.
 
-def parse_message(frame: bytes, batch_limit: int = 64) -> Union[Dict[str, Any], List[Dict[str, Any]]]: ...
+    ``Peer("jsonrpc2")`` (REXD, strict JSON-RPC 2.0, batches) or ``Peer("sidecar")`` (the sidecar
+    IPC: ``{id, method, params}`` / ``{id, result | error | progress}``); ``framing="ndjson"`` or
+    ``"content_length"``; keyword options are the core's ``PeerConfig`` keys (``max_message_bytes``,
+    ``batch_limit``, ``max_pending``, ``max_incoming``, ``timeouts``, ``cancel_notification``,
+    ``finished_memory``), ``timeouts="sidecar"`` picks the sidecar spec's policy.
+    """
+    def __new__(cls, dialect: str = "jsonrpc2", *, framing: str = "ndjson", seed: int = 0, **options: Any) -> Peer: ...
+    def call(self, now_ms: int, method: str, params: Any = None, user: int = 0) -> _Id:
+        """Calls ``method`` with a generated id (returned); ``user`` comes back with the answer."""
+    def call_with_id(self, now_ms: int, id: _Id, method: str, params: Any = None, user: int = 0) -> None:
+        """Calls ``method`` with the id you choose."""
+    def notify(self, now_ms: int, method: str, params: Any = None) -> None:
+        """Sends a notification (no answer)."""
+    def respond(self, now_ms: int, id: _Id, result: Any) -> None:
+        """Answers the incoming call ``id`` with ``result``."""
+    def respond_error(self, now_ms: int, id: _Id, code: Union[int, str], message: str, data: Any = None) -> None:
+        """Answers the incoming call ``id`` with an error: ``code`` an int (JSON-RPC 2.0) or a
+        ``SCREAMING_SNAKE`` name (sidecar).
+        """
+    def respond_method_not_found(self, now_ms: int, id: _Id, method: str) -> None:
+        """Answers the incoming call ``id`` with the dialect's "method not found"."""
+    def progress(self, now_ms: int, id: _Id, progress: Any) -> None:
+        """Reports progress of the incoming call ``id`` (sidecar only)."""
+    def cancel(self, now_ms: int, id: _Id) -> None:
+        """Stops waiting for our call ``id`` (its late answer is dropped)."""
+    def forget_incoming(self, id: _Id) -> None:
+        """Forgets the incoming call ``id`` without answering it."""
+    def is_pending(self, id: _Id) -> bool:
+        """Whether our call ``id`` still waits for an answer."""
+    def handle_bytes(self, now_ms: int, data: bytes) -> None:
+        """Bytes read from the stream."""
+    def handle_timeout(self, now_ms: int) -> None:
+        """The deadline of the last ``Timeout`` passed."""
+    def poll_output(self, now_ms: int) -> Any:
+        """A ``Transmit`` (framing included), an event (``Request``, ``Notification``, ``Response``,
+        ``Failed``, ``Progress``, ``Malformed``) or a ``Timeout``.
+        """
+    def stats(self) -> Dict[str, int]:
+        """The counters, as a dict."""
+    def config(self) -> Dict[str, Any]:
+        """The configuration, as a dict."""
+    def close(self) -> None:
+        """Drops the engine; later calls raise ``ClosedError``."""
+
+def parse_message(frame: bytes, batch_limit: int = 64) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
+    """Parses one JSON-RPC 2.0 frame as the REXD dialect reads it: a message dict (see
+    ``Peer`` docs for its keys), or for a batch a list of them (invalid elements as
+    ``{"kind": "invalid", "id", "error"}``). A frame that is not a message or a batch at all
+    raises ``ProtocolError`` whose ``.id`` and ``.error`` are what a peer answers.
+    """

@@ -9,89 +9,248 @@ TOOL_NAME: str
 TOOL_DESCRIPTION: str
 TOOL_INPUT_SCHEMA: str
 
-def escape(text: str) -> str: ...
-def unescape(escaped: bytes) -> bytes: ...
-def split(text: str, budget: int) -> List[str]: ...
-def parse_frame(text: str) -> Optional[Dict[str, Any]]: ...
-def format_frame(kind: str, id: str, seq: int, more: bool, payload: str = "") -> str: ...
-def parse_err_payload(payload: str) -> Tuple[str, str]: ...
-def remote_bash_args(args: Union[str, Dict[str, Any]]) -> Tuple[str, Optional[int]]: ...
-def remote_bash_failure(code: str, message: str) -> str: ...
+def escape(text: str) -> str:
+    """Escapes ``text`` for an OA1 payload (``\\\\``, ``\\n``, ``\\r``, ``\\t``, NUL as ``\\0``)."""
+def unescape(escaped: bytes) -> bytes:
+    """Decodes an escaped OA1 payload back to bytes (unknown escapes stay as they are)."""
+def split(text: str, budget: int) -> List[str]:
+    """Escapes ``text`` and cuts it into frame payloads of at most ``budget`` bytes each, never inside
+    an escape pair or a UTF-8 sequence (the payloads the endpoints send, in order).
+    """
+def parse_frame(text: str) -> Optional[Dict[str, Any]]:
+    """Parses the text of a ``PRIVMSG`` as an OA1 frame: a dict with ``type``, ``id``, ``seq``, ``more``,
+    ``payload`` (still escaped), or ``None`` when the text is not a well-formed frame.
+    """
+def format_frame(kind: str, id: str, seq: int, more: bool, payload: str = "") -> str:
+    """Formats an OA1 frame (``OA1 TYPE ID SEQ MORE PAYLOAD``); ``payload`` must already be escaped."""
+def parse_err_payload(payload: str) -> Tuple[str, str]:
+    """Reads an ``ERR`` payload ``code: message`` as ``(code, message)`` (code ``error`` when it has none)."""
+def remote_bash_args(args: Union[str, Dict[str, Any]]) -> Tuple[str, Optional[int]]:
+    """``RemoteBash`` arguments (``{"command": ..., "timeout_sec": ...}``) as ``(command,
+    timeout_sec)``, in seconds like ``IrcDesk.remote_bash(timeout=)``; a ``LocalError`` with code
+    ``invalid_arguments`` when they are not valid.
+    """
+def remote_bash_failure(code: str, message: str) -> str:
+    """The ``RemoteBash`` tool result of an OA1 outcome: the output text of a ``Response``, or the
+    ``{"ok": false, "error": code, "message": ...}`` JSON of a ``Failed`` (code, message).
+    """
 
 @final
 class Client:
+    """The desk end of OA1 over IRC lines you read and write yourself (see ``Desk`` for an engine
+    that also speaks IRC): ``request``, then feed every received line to ``handle_line`` and drain
+    ``poll_output`` until it returns a ``Timeout``. ``handle_lines`` and ``drain`` do the same for many
+    lines in one call each (a 128 KiB request is about 580 lines).
+
+    ``Client("#desk", "desk", request_timeout_ms=5000)`` (request ids from the OS's entropy;
+    ``seed=`` fixes them, for tests only): keyword options are the keys of
+    the core's OA1 config (``allowed_sender``, ``max_frame_payload_bytes``, ``adaptive_payload``,
+    ``max_message_bytes``, ``max_streams``, ``request_timeout_ms``, ``partial_timeout_ms``, ``pacing``
+    as ``{"burst": n, "interval_ms": ms}``, ``max_line_bytes``, ``finished_memory``, ``flush_delay_ms``).
+    """
     def __new__(cls, channel: str, nick: str, *, seed: Optional[int] = None, **options: Any) -> Client: ...
-    def request(self, now_ms: int, payload: Union[str, bytes], timeout_ms: Optional[int] = None) -> str: ...
-    def cancel(self, now_ms: int, id: str, reason: str) -> None: ...
-    def handle_line(self, now_ms: int, line: bytes) -> None: ...
-    def handle_lines(self, now_ms: int, lines: Iterable[bytes]) -> None: ...
-    def handle_timeout(self, now_ms: int) -> None: ...
-    def poll_output(self, now_ms: int) -> Any: ...
-    def drain(self, now_ms: int) -> Tuple[List[bytes], List[Any], int]: ...
+    def request(self, now_ms: int, payload: Union[str, bytes], timeout_ms: Optional[int] = None) -> str:
+        """Sends ``payload`` (a ``str``, or UTF-8 ``bytes``) as a request; returns its id. ``timeout_ms``
+        overrides the configured request timeout.
+        """
+    def cancel(self, now_ms: int, id: str, reason: str) -> None:
+        """Cancels request ``id``: it fails no more, and ``CANCEL`` tells the remote to stop."""
+    def set_held(self, held: bool) -> None:
+        """Holds outgoing lines back (``True``) or lets them go (``False``), for a host whose own IRC
+        client is not in the channel yet, or whose remote is away. Requests queue meanwhile; a
+        request's timeout starts when its lines may leave, and one held longer than
+        ``ready_timeout_ms`` fails ``not_ready`` with what ``set_hold_reason`` said.
+        """
+    def set_hold_reason(self, reason: str) -> None:
+        """What held lines wait for, in words (``remote `rexd` in #desk``), for the message of a
+        ``not_ready`` failure.
+        """
+    def handle_line(self, now_ms: int, line: bytes) -> None:
+        """One IRC line as received (without CRLF)."""
+    def handle_lines(self, now_ms: int, lines: Iterable[bytes]) -> None:
+        """Every line of ``lines`` (an iterable of ``bytes``, each as received, without CRLF) in one
+        call: the same as ``handle_line`` for each, with one crossing into Rust. Each item is
+        checked first, so a wrong type raises ``TypeError`` before any line is handled.
+        """
+    def handle_timeout(self, now_ms: int) -> None:
+        """The deadline of the last ``Timeout`` passed."""
+    def poll_output(self, now_ms: int) -> Any:
+        """The next thing to do: a ``Transmit`` (one IRC line, without CRLF), an event
+        (``Response``, ``Failed``) or a ``Timeout``.
+        """
+    def drain(self, now_ms: int) -> Tuple[List[bytes], List[Any], int]:
+        """Drains ``poll_output`` in one call: ``(lines, events, deadline_ms)``, every transmit's line
+        (without CRLF) in order, the events in order, and the deadline of the final ``Timeout``.
+        The same as calling ``poll_output`` until it answers ``Timeout``.
+        """
     @property
-    def in_flight(self) -> int: ...
-    def stats(self) -> Dict[str, int]: ...
-    def close(self) -> None: ...
+    def in_flight(self) -> int:
+        """Requests in flight."""
+    def stats(self) -> Dict[str, int]:
+        """The counters, as a dict."""
+    def close(self) -> None:
+        """Drops the engine; later calls raise ``ClosedError``."""
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
 
 @final
 class Server:
+    """The remote end of OA1 over IRC lines you read and write yourself (see ``Remote``): each
+    ``Request`` event is answered with ``send`` + ``finish``, ``respond``, or ``fail``.
+
+    ``Server("#desk", "deskbot", allowed_sender="desk")``; the keyword options are the same as
+    ``Client``'s.
+    """
     def __new__(cls, channel: str, nick: str, **options: Any) -> Server: ...
-    def send(self, now_ms: int, id: str, output: Union[str, bytes]) -> None: ...
-    def finish(self, now_ms: int, id: str) -> None: ...
-    def respond(self, now_ms: int, id: str, text: Union[str, bytes]) -> None: ...
-    def fail(self, now_ms: int, id: str, code: str, message: str) -> None: ...
-    def handle_line(self, now_ms: int, line: bytes) -> None: ...
-    def handle_lines(self, now_ms: int, lines: Iterable[bytes]) -> None: ...
-    def handle_timeout(self, now_ms: int) -> None: ...
-    def poll_output(self, now_ms: int) -> Any: ...
-    def drain(self, now_ms: int) -> Tuple[List[bytes], List[Any], int]: ...
+    def send(self, now_ms: int, id: str, output: Union[str, bytes]) -> None:
+        """Streams ``output`` (a ``str``, or UTF-8 ``bytes`` such as a process's output) as part of the
+        answer to ``id`` (sent in frames as they fill).
+        """
+    def finish(self, now_ms: int, id: str) -> None:
+        """Ends the answer to ``id``."""
+    def respond(self, now_ms: int, id: str, text: Union[str, bytes]) -> None:
+        """Answers ``id`` with ``text`` (a ``str``, or UTF-8 ``bytes``) in one go (``send`` + ``finish``)."""
+    def fail(self, now_ms: int, id: str, code: str, message: str) -> None:
+        """Answers ``id`` with ``ERR code: message`` (``code`` of ``[a-z_]+``)."""
+    def handle_line(self, now_ms: int, line: bytes) -> None:
+        """One IRC line as received (without CRLF)."""
+    def handle_lines(self, now_ms: int, lines: Iterable[bytes]) -> None:
+        """Every line of ``lines`` (an iterable of ``bytes``, each as received, without CRLF) in one
+        call: the same as ``handle_line`` for each, with one crossing into Rust. Each item is
+        checked first, so a wrong type raises ``TypeError`` before any line is handled.
+        """
+    def handle_timeout(self, now_ms: int) -> None:
+        """The deadline of the last ``Timeout`` passed."""
+    def poll_output(self, now_ms: int) -> Any:
+        """The next thing to do: a ``Transmit`` (one IRC line, without CRLF), an event
+        (``Request``, ``Cancelled``) or a ``Timeout``.
+        """
+    def drain(self, now_ms: int) -> Tuple[List[bytes], List[Any], int]:
+        """Drains ``poll_output`` in one call: ``(lines, events, deadline_ms)``, every transmit's line
+        (without CRLF) in order, the events in order, and the deadline of the final ``Timeout``.
+        The same as calling ``poll_output`` until it answers ``Timeout``.
+        """
     @property
-    def active(self) -> int: ...
-    def stats(self) -> Dict[str, int]: ...
-    def close(self) -> None: ...
+    def active(self) -> int:
+        """Requests being answered."""
+    def stats(self) -> Dict[str, int]:
+        """The counters, as a dict."""
+    def close(self) -> None:
+        """Drops the engine; later calls raise ``ClosedError``."""
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
 
 @final
 class Desk:
+    """The desk end of OA1 on one IRC connection: registration, ``PING``, ``JOIN`` and the OA1 client
+    in one engine over raw socket bytes. Requests made before the channel is joined and the
+    remote is there wait inside.
+
+    ``Desk("desk", "#desk", now_ms=0, oa1={"allowed_sender": "rexd"},
+    session={"password": "..."})``: ``session`` and ``oa1`` hold what differs from the defaults, in
+    the shape of the core's ``ConnectionConfig``; ``oa1.allowed_sender`` (the remote's nick, a
+    ``nick!user@host`` mask, or ``"*"`` for anyone) is required, and a bad nick or channel raises
+    ``LocalError`` (``invalid_config``). Request ids come from the OS's entropy; ``seed=`` fixes
+    them, for tests only.
+    """
     def __new__(cls, nick: str, channel: str, *, seed: Optional[int] = None, now_ms: int = 0, **options: Any) -> Desk: ...
-    def request(self, now_ms: int, payload: Union[str, bytes], timeout_ms: Optional[int] = None) -> str: ...
-    def cancel(self, now_ms: int, id: str, reason: str) -> None: ...
+    def request(self, now_ms: int, payload: Union[str, bytes], timeout_ms: Optional[int] = None) -> str:
+        """Sends ``payload`` (a ``str``, or UTF-8 ``bytes``) as a request (queued until the channel is
+        joined); returns its id.
+        """
+    def cancel(self, now_ms: int, id: str, reason: str) -> None:
+        """Cancels request ``id`` and tells the remote with ``CANCEL``."""
     @property
-    def in_flight(self) -> int: ...
-    def handle_bytes(self, now_ms: int, data: bytes) -> None: ...
-    def handle_eof(self, now_ms: int) -> None: ...
-    def handle_timeout(self, now_ms: int) -> None: ...
-    def quit(self, now_ms: int, reason: str = "bye") -> None: ...
-    def poll_output(self, now_ms: int) -> Any: ...
-    def drain(self, now_ms: int) -> Tuple[bytes, List[Any], int]: ...
+    def in_flight(self) -> int:
+        """Requests in flight."""
+    def waiting_for(self) -> Optional[str]:
+        """What requests wait for before they can leave, in words (``remote `rexd` in #desk;
+        members: deskbot``, ``joining #desk (refused: 473 Cannot join channel (+i))``), or ``None``
+        when ready or closed. A host that gives up waiting says this.
+        """
+    def members(self) -> List[str]:
+        """The other members of the channel, as the server wrote their nicks."""
+    def handle_bytes(self, now_ms: int, data: bytes) -> None:
+        """Bytes read from the socket (partial lines wait for the rest)."""
+    def handle_eof(self, now_ms: int) -> None:
+        """The socket closed or failed."""
+    def handle_timeout(self, now_ms: int) -> None:
+        """The deadline of the last ``Timeout`` passed."""
+    def quit(self, now_ms: int, reason: str = "bye") -> None:
+        """Leaves the server with ``QUIT :reason``."""
+    def poll_output(self, now_ms: int) -> Any:
+        """The next thing to do: a ``Transmit`` (one IRC line, CRLF included), an event
+        (``irc.Registered``, ``irc.Joined``, ..., ``oa1.Response``, ...) or a ``Timeout``.
+        """
+    def drain(self, now_ms: int) -> Tuple[bytes, List[Any], int]:
+        """Drains ``poll_output`` in one call: ``(data, events, deadline_ms)``, every transmit
+        concatenated into ``data`` (write it to the socket), the events in order, and the
+        deadline of the final ``Timeout``. The same as calling ``poll_output`` until it
+        answers ``Timeout``, with one crossing into Rust instead of one per line.
+        """
     @property
-    def state(self) -> str: ...
-    def stats(self) -> Dict[str, Dict[str, int]]: ...
-    def close(self) -> None: ...
+    def state(self) -> str:
+        """The connection's state as the core names it: ``"registering"``, ``"joining"``,
+        ``"ready"``, ``"closed"``, ...
+        """
+    def stats(self) -> Dict[str, Dict[str, int]]:
+        """The counters of both layers: ``{"irc": {...}, "oa1": {...}}``."""
+    def close(self) -> None:
+        """Drops the engine; later calls raise ``ClosedError``."""
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
 
 @final
 class Remote:
+    """The remote end of OA1 on one IRC connection: each ``oa1.Request`` is answered with ``send`` +
+    ``finish``, ``respond`` or ``fail``; ``oa1.Cancelled`` says to stop.
+
+    ``Remote("deskbot", "#desk", oa1={"allowed_sender": "desk"})``.
+    """
     def __new__(cls, nick: str, channel: str, *, now_ms: int = 0, **options: Any) -> Remote: ...
-    def send(self, now_ms: int, id: str, output: Union[str, bytes]) -> None: ...
-    def finish(self, now_ms: int, id: str) -> None: ...
-    def respond(self, now_ms: int, id: str, text: Union[str, bytes]) -> None: ...
-    def fail(self, now_ms: int, id: str, code: str, message: str) -> None: ...
+    def send(self, now_ms: int, id: str, output: Union[str, bytes]) -> None:
+        """Streams ``output`` (a ``str``, or UTF-8 ``bytes`` such as a process's output) as part of the
+        answer to ``id``.
+        """
+    def finish(self, now_ms: int, id: str) -> None:
+        """Ends the answer to ``id``."""
+    def respond(self, now_ms: int, id: str, text: Union[str, bytes]) -> None:
+        """Answers ``id`` with ``text`` (a ``str``, or UTF-8 ``bytes``) in one go."""
+    def fail(self, now_ms: int, id: str, code: str, message: str) -> None:
+        """Answers ``id`` with ``ERR code: message``."""
     @property
-    def active(self) -> int: ...
-    def handle_bytes(self, now_ms: int, data: bytes) -> None: ...
-    def handle_eof(self, now_ms: int) -> None: ...
-    def handle_timeout(self, now_ms: int) -> None: ...
-    def quit(self, now_ms: int, reason: str = "bye") -> None: ...
-    def poll_output(self, now_ms: int) -> Any: ...
-    def drain(self, now_ms: int) -> Tuple[bytes, List[Any], int]: ...
+    def active(self) -> int:
+        """Requests being answered."""
+    def handle_bytes(self, now_ms: int, data: bytes) -> None:
+        """Bytes read from the socket (partial lines wait for the rest)."""
+    def handle_eof(self, now_ms: int) -> None:
+        """The socket closed or failed."""
+    def handle_timeout(self, now_ms: int) -> None:
+        """The deadline of the last ``Timeout`` passed."""
+    def quit(self, now_ms: int, reason: str = "bye") -> None:
+        """Leaves the server with ``QUIT :reason``."""
+    def poll_output(self, now_ms: int) -> Any:
+        """The next thing to do: a ``Transmit`` (one IRC line, CRLF included), an event
+        (``irc.Registered``, ``irc.Joined``, ..., ``oa1.Response``, ...) or a ``Timeout``.
+        """
+    def drain(self, now_ms: int) -> Tuple[bytes, List[Any], int]:
+        """Drains ``poll_output`` in one call: ``(data, events, deadline_ms)``, every transmit
+        concatenated into ``data`` (write it to the socket), the events in order, and the
+        deadline of the final ``Timeout``. The same as calling ``poll_output`` until it
+        answers ``Timeout``, with one crossing into Rust instead of one per line.
+        """
     @property
-    def state(self) -> str: ...
-    def stats(self) -> Dict[str, Dict[str, int]]: ...
-    def close(self) -> None: ...
+    def state(self) -> str:
+        """The connection's state as the core names it: ``"registering"``, ``"joining"``,
+        ``"ready"``, ``"closed"``, ...
+        """
+    def stats(self) -> Dict[str, Dict[str, int]]:
+        """The counters of both layers: ``{"irc": {...}, "oa1": {...}}``."""
+    def close(self) -> None:
+        """Drops the engine; later calls raise ``ClosedError``."""
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""

@@ -4,15 +4,36 @@ from typing_extensions import final
 
 __all__ = ['parse_params', 'parse_result', 'parse_event', 'methods', 'error_name', 'resolve_target']
 
-def parse_params(method: str, params: Any = None) -> Any: ...
-def parse_result(method: str, result: Any) -> Any: ...
-def parse_event(method: str, params: Any = None) -> Any: ...
-def methods() -> Tuple[List[str], List[str]]: ...
-def error_name(code: int) -> Optional[str]: ...
+def parse_params(method: str, params: Any = None) -> Any:
+    """The params of a request to ``method``, checked against the method's type and written back in
+    canonical form (a dict). Raises ``ProtocolError`` with code ``unknown_method`` or
+    ``invalid_params``.
+    """
+def parse_result(method: str, result: Any) -> Any:
+    """The result of a call of ``method``, checked against the method's result type and written back
+    in canonical form.
+    """
+def parse_event(method: str, params: Any = None) -> Any:
+    """The params of an event notification (``exec.stdout``, ``exec.stderr``, ``exec.exit``,
+    ``exec.error``, ``pty.output``, ``pty.exit``), checked and written back in canonical form.
+    """
+def methods() -> Tuple[List[str], List[str]]:
+    """The method names REXD serves (requests) and sends (events)."""
+def error_name(code: int) -> Optional[str]:
+    """The spec's name of a REXD error code (``-32002`` → ``"forbidden_path"``), ``None`` for a number
+    REXD does not define.
+    """
 def resolve_target(
     target: Optional[str] = None,
     *,
     targets_file: Optional[str] = None,
     rexd: Optional[str] = None,
     rexd_args: Optional[List[str]] = None,
-) -> Dict[str, Any]: ...
+) -> Dict[str, Any]:
+    """Resolves a target as ``rex`` does: a name from the targets file (``targets_file``, else
+    ``$REX_TARGETS_FILE``, else ``~/.config/rex/targets.toml``), ``local``, or an ``ssh://user@host[:port]``
+    URL; ``None`` is the file's current target (or ``$REX_TARGET``, or ``local``). Returns
+    ``{"name", "url", "argv", "workspace_roots", "cwd", "local"}``: ``argv`` starts the daemon with
+    its stdio as the connection (``rexd --stdio``, or ``ssh -T -e none … rexd --stdio``). ``rexd``
+    overrides the daemon's path, ``rexd_args`` its extra arguments (e.g. ``["--root", dir]``).
+    """

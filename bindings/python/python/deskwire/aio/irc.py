@@ -1,0 +1,545 @@
+"""OA1 over a real IRC server: :class:`IrcDesk` asks, :class:`IrcRemote` answers with an async
+handler; both connect again when the server drops them, given a :class:`Reconnect` policy."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import logging
+import random
+import time
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Dict,
+    List,
+    Optional,
+    TypeVar,
+    Union,
+)
+
+from .. import irc, oa1, tools
+from .._errors import ClosedError, DisconnectedError, LocalError, NotReadyError, RemoteError
+from .pump import _duration, _Pump, _seconds, now_ms
+
+__all__ = ["IrcDesk", "IrcRemote", "Reconnect", "Handler"]
+
+log = logging.getLogger(__name__)  # under "deskwire.aio", as before the split
+
+
+def _oa1_options(
+    options: Dict[str, Any], peer: Optional[str], secret: Optional[str], compression: bool
+) -> Dict[str, Any]:
+    """The ``oa1`` part of a connection config: the peer, the shared secret with the Unix time
+    at our clock's zero, and compression."""
+    oa1_options = dict(options.pop("oa1", {}) or {})
+    if peer is not None:
+        oa1_options.setdefault("allowed_sender", peer)
+    if secret is not None:
+        epoch = int(time.time() * 1000) - now_ms()
+        oa1_options.setdefault("auth", {"secret": secret, "epoch_unix_ms": max(0, epoch)})
+    if compression:
+        oa1_options.setdefault("compression", True)
+    return oa1_options
+
+
+Dial = Callable[[], Awaitable["tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]"]]
+"""Opens a new connection with a new engine (what reconnecting does)."""
+
+
+class Reconnect:
+    """How an IRC connection comes back after the server drops it: the first try after
+    ``min_delay`` seconds, each failure doubling the delay up to ``max_delay``, and a random
+    fraction of it added so that many desks do not come back at once. A connection that
+    became ready starts again at ``min_delay``."""
+
+    def __init__(self, min_delay: float = 0.5, max_delay: float = 30.0) -> None:
+        if not 0 < min_delay <= max_delay:
+            raise LocalError("invalid_value", "reconnect delays need 0 < min_delay <= max_delay")
+        self.min_delay = min_delay
+        """Seconds before the first try."""
+        self.max_delay = max_delay
+        """The longest wait between tries."""
+
+    def __repr__(self) -> str:
+        return f"Reconnect(min_delay={self.min_delay!r}, max_delay={self.max_delay!r})"
+
+
+_Connection = TypeVar("_Connection", bound="_IrcConnection")
+
+
+class _IrcConnection:
+    """What the desk and the remote share: the socket, the pump, readiness and the end, and
+    with a :class:`Reconnect` policy, a new connection (and engine) when the server drops it."""
+
+    def __init__(
+        self, engine: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        self._engine = engine
+        self._writer = writer
+        self._ready: asyncio.Future[None] = loop.create_future()
+        self._ended: asyncio.Future[None] = loop.create_future()
+        self._dial: Optional[Dial] = None
+        self._policy: Optional[Reconnect] = None
+        self._closing = False
+        self._ready_timeout: Optional[float] = 30
+        self._redial: Optional[asyncio.Task[None]] = None
+        self._delay = 0.0
+        self.reconnects = 0
+        """How many times the connection came back after the server dropped it."""
+        self.events: List[Any] = []
+        """IRC and link events seen so far (registration, joins, state changes), at most 256."""
+        self._pump = _Pump(engine, reader, writer, self._event, self._end)
+
+    def _reconnect_with(self, dial: Dial, policy: Reconnect) -> None:
+        self._dial, self._policy = dial, policy
+        self._delay = policy.min_delay
+
+    def _event(self, event: Any) -> None:
+        if isinstance(event, oa1.StateChanged) and event.state == "ready":
+            if self._policy is not None:
+                self._delay = self._policy.min_delay
+            if not self._ready.done():
+                self._ready.set_result(None)
+        # A refusal from the server while getting ready ends the wait with its words; the end
+        # of the link does too, unless a new connection is coming.
+        refused = isinstance(event, irc.JoinFailed) or (
+            isinstance(event, irc.NickRefused) and event.next is None
+        )
+        ended = isinstance(event, irc.Disconnected) and self._dial is None
+        if (refused or ended) and not self._ready.done():
+            self._fail_ready(event.exception())
+        if len(self.events) < 256:
+            self.events.append(event)
+
+    def _fail_ready(self, error: BaseException) -> None:
+        self._ready.set_exception(error)
+        self._ready.exception()  # seen here: nobody waiting for it is not an error to log
+
+    def _waiting_for(self) -> str:
+        """What the connection waits for, in words (the desk's engine says it; a remote is
+        waiting for the server or the channel)."""
+        waiting_for = getattr(self._engine, "waiting_for", None)
+        said = waiting_for() if waiting_for is not None and not self._engine.closed else None
+        if said:
+            return str(said)
+        state = self.state
+        return "a connection to the server" if state == "closed" else f"the connection ({state})"
+
+    def _end(self) -> None:
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        if self._dial is not None and not self._closing:
+            # Requests wait for the next connection; readiness is that connection's.
+            if self._ready.done():
+                self._ready = asyncio.get_running_loop().create_future()
+            self._redial = asyncio.get_running_loop().create_task(self._come_back())
+            return
+        if not self._ready.done():
+            self._fail_ready(DisconnectedError("disconnected", "the IRC connection closed"))
+        if not self._ended.done():
+            self._ended.set_result(None)
+
+    async def _come_back(self) -> None:
+        assert self._dial is not None and self._policy is not None
+        while not self._closing:
+            # The delay doubles with every try, connected or not, until a connection gets ready
+            # (a server that takes the socket and then drops us is not retried in a loop).
+            delay = self._delay
+            self._delay = min(self._policy.max_delay, delay * 2)
+            await asyncio.sleep(delay * (1 + random.random() / 2))
+            try:
+                engine, reader, writer = await asyncio.wait_for(self._dial(), 30)
+            except (OSError, asyncio.TimeoutError) as e:
+                log.info("reconnecting: %s; next try in about %.1f s", e, self._delay)
+                continue
+            self._engine.close()
+            self._engine, self._writer = engine, writer
+            self.reconnects += 1
+            # This pump's end (the server dropping us again) starts the next round.
+            self._pump = _Pump(engine, reader, writer, self._event, self._end)
+            return
+
+    @property
+    def state(self) -> str:
+        """The engine's connection state (``"ready"`` when requests flow)."""
+        return str(self._engine.state)
+
+    def stats(self) -> Dict[str, Any]:
+        """The engine's counters: ``{"irc": {...}, "oa1": {...}}``."""
+        return dict(self._engine.stats())
+
+    async def wait_ready(self, timeout: Optional[float] = 30) -> None:
+        """Waits until registered, in the channel, and (for a desk) its remote is there too.
+        Raises :class:`deskwire.NotReadyError` (a :class:`TimeoutError`) after ``timeout``
+        seconds, saying what it waited for and who was in the channel; a refusal from the
+        server (:class:`deskwire.JoinFailedError`, :class:`deskwire.NickRefusedError`) or the
+        end of the link (:class:`deskwire.DisconnectedError`) at once."""
+        timeout = _seconds(timeout, "ready_timeout")
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except asyncio.TimeoutError:
+            assert timeout is not None
+            raise NotReadyError(
+                "not_ready",
+                f"not ready after {_duration(timeout)}: waiting for {self._waiting_for()}",
+            ) from None
+
+    async def close(self, reason: str = "bye", timeout: float = 2.0) -> None:
+        """Leaves with ``QUIT`` and waits (at most ``timeout`` seconds) for the server to close."""
+        self._closing = True
+        if self._redial is not None and not self._redial.done():
+            self._redial.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._redial
+            self._end()  # no connection is coming: end as without reconnecting
+        if not self._ended.done():
+            with contextlib.suppress(LocalError):
+                self._engine.quit(now_ms(), reason)
+            self._pump.kick()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._ended), timeout)
+        self._pump.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._pump.task
+        self._engine.close()
+
+    async def wait_closed(self) -> None:
+        """Waits until the connection ends."""
+        await asyncio.shield(self._ended)
+
+    async def __aenter__(self: _Connection) -> _Connection:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class IrcDesk(_IrcConnection):
+    """The desk end of OA1 on a real IRC server. Make one with :meth:`connect`; it sends only
+    while its remote is in the channel, and takes answers from that remote only."""
+
+    def __init__(
+        self, engine: oa1.Desk, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self._waiting: Dict[str, asyncio.Future[Union[oa1.Response, oa1.Failed]]] = {}
+        super().__init__(engine, reader, writer)
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int = 6667,
+        *,
+        nick: str = "desk",
+        channel: str = "#desk",
+        remote_nick: str = "rexd",
+        secret: Optional[str] = None,
+        compression: bool = False,
+        seed: Optional[int] = None,
+        ready_timeout: Optional[float] = 30,
+        reconnect: Union[bool, Reconnect] = False,
+        **options: Any,
+    ) -> "IrcDesk":
+        """Connects, registers as ``nick`` and joins ``channel``; returns once its remote,
+        ``remote_nick``, is in the channel too. The default is ``rexd``, the nick ``rexd --irc``
+        joins as; name another nick, a ``nick!user@host`` mask, or ``"*"`` to take answers
+        from anyone in the channel (then it waits for any other member). Answers are taken from
+        the remote only, and nothing is sent while it is away (IRC keeps no history: a request
+        sent into an empty channel reaches nobody). ``secret`` authenticates every frame (the
+        remote needs the same); ``compression`` offers compressed answers. ``options`` are
+        :class:`deskwire.oa1.Desk`'s (``oa1={...}``, ``session={...}``). Request ids come from
+        the OS's entropy; ``seed`` fixes them, for tests only.
+
+        ``ready_timeout`` (seconds) bounds the wait here and, later, how long a request may
+        wait for the connection to be ready again before it fails. Raises
+        :class:`deskwire.NotReadyError` (a :class:`TimeoutError`) when the connection is not
+        ready in time, saying what it waited for and who was in the channel, e.g. ``not ready
+        after 30 s: waiting for remote `rexd` in #desk; members: deskbot``;
+        :class:`deskwire.JoinFailedError` or :class:`deskwire.NickRefusedError` with the
+        server's words when it refuses the channel or every nick; :class:`deskwire.LocalError`
+        (``invalid_config``) at once for a nick, channel or remote the server would refuse.
+
+        With ``reconnect`` (``True`` or a :class:`Reconnect` policy), the desk connects again,
+        with a fresh engine, when the server drops it: requests in flight then fail with
+        :class:`deskwire.DisconnectedError`, and new ones wait for the next connection (up to
+        ``ready_timeout``)."""
+        ready_timeout = _seconds(ready_timeout, "ready_timeout")
+        if remote_nick is None:
+            raise LocalError(
+                "invalid_config",
+                "a desk needs its remote's nick (`rexd --irc` joins as `rexd`), or \"*\" to take "
+                "answers from anyone in the channel",
+            )
+        oa1_options = _oa1_options(options, remote_nick, secret, compression)
+        if ready_timeout is not None:
+            oa1_options.setdefault("ready_timeout_ms", max(1, int(ready_timeout * 1000)))
+        policy = Reconnect() if reconnect is True else reconnect or None
+
+        async def dial() -> "tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]":
+            # A new engine each time: ids from the OS's entropy, or (tests) from the next seed,
+            # so none repeats an earlier one.
+            engine_seed = None if seed is None else seed + (desk_box[0].reconnects + 1 if desk_box else 0)
+            engine = oa1.Desk(
+                nick,
+                channel,
+                seed=engine_seed,
+                now_ms=now_ms(),
+                oa1=dict(oa1_options),
+                **options,
+            )
+            reader, writer = await asyncio.open_connection(host, port)
+            return engine, reader, writer
+
+        desk_box: List["IrcDesk"] = []
+        engine, reader, writer = await dial()
+        desk = cls(engine, reader, writer)
+        desk._ready_timeout = ready_timeout
+        desk_box.append(desk)
+        if policy is not None:
+            desk._reconnect_with(dial, policy)
+        try:
+            await desk.wait_ready(ready_timeout)
+        except BaseException:
+            await desk.close()
+            raise
+        return desk
+
+    def _event(self, event: Any) -> None:
+        if isinstance(event, (oa1.Response, oa1.Failed)):
+            # The engine fails every request the link dooms (disconnected, kicked, peer_left,
+            # join_failed, not_ready), each with its reason: nothing is failed here.
+            future = self._waiting.pop(event.id, None)
+            if future is not None and not future.done():
+                future.set_result(event)
+            return
+        super()._event(event)
+
+    def _end(self) -> None:
+        # Only what the engine could not fail itself (the pump stopped on an error).
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(DisconnectedError("disconnected", "the IRC connection closed"))
+        self._waiting.clear()
+        super()._end()
+
+    def waiting_for(self) -> Optional[str]:
+        """What requests wait for before they can leave, in words (``remote `rexd` in #desk;
+        members: deskbot``), or ``None`` when they can leave now."""
+        if self._engine.closed:
+            return None
+        said = self._engine.waiting_for()
+        return None if said is None else str(said)
+
+    def members(self) -> List[str]:
+        """The other members of the channel, as the server wrote their nicks."""
+        return [] if self._engine.closed else list(self._engine.members())
+
+    async def request(
+        self, payload: Union[str, bytes], *, timeout: Optional[float] = None
+    ) -> str:
+        """Sends ``payload`` (``str``, or UTF-8 ``bytes``) and returns the whole response text.
+
+        ``timeout`` (seconds; ``None``: the engine's ``request_timeout_ms``, 30 s) starts when
+        the request can leave, so the wait for the remote to (re)join is not counted in it;
+        that wait is bounded by ``ready_timeout``. A ``timeout`` that is not positive raises
+        :class:`deskwire.LocalError` before anything is sent.
+
+        Raises :class:`deskwire.RequestTimeout` after ``timeout`` (the remote is sent
+        ``CANCEL``), :class:`deskwire.NotReadyError` when the request could not leave within
+        ``ready_timeout`` (both are :class:`TimeoutError` subclasses), :class:`deskwire.RemoteError`
+        for the remote's ``ERR`` answer, and for the link: :class:`deskwire.JoinFailedError`,
+        :class:`deskwire.KickedError`, :class:`deskwire.PeerLeftError`,
+        :class:`deskwire.DisconnectedError`, each with what happened. Cancelling the awaiting
+        task sends ``CANCEL``."""
+        timeout = _seconds(timeout)
+        if self._ended.done():
+            raise ClosedError("closed", "the desk is closed")
+        if not self._ready.done() and self._dial is not None:
+            # Reconnecting: the engine of the next connection takes the request; wait for it
+            # as long as a request may wait for readiness.
+            await self.wait_ready(self._ready_timeout)
+        timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
+        request_id = self._engine.request(now_ms(), payload, timeout_ms)
+        future: asyncio.Future[Union[oa1.Response, oa1.Failed]]
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        self._pump.kick()
+        try:
+            outcome = await future
+        except asyncio.CancelledError:
+            if self._waiting.pop(request_id, None) is not None:
+                with contextlib.suppress(LocalError):
+                    self._engine.cancel(now_ms(), request_id, "cancelled")
+                self._pump.kick()
+            raise
+        if isinstance(outcome, oa1.Failed):
+            raise outcome.exception()
+        return outcome.text
+
+    async def remote_bash(self, command: str, timeout: Optional[float] = 30) -> str:
+        """Runs ``command`` through ``RemoteBash`` on the remote and returns its combined
+        output (the tool's text result). ``timeout`` is in seconds, as the tool's
+        ``timeout_sec`` (:func:`deskwire.oa1.remote_bash_args`) and :meth:`request`'s; it
+        starts when the request can leave. Raises as :meth:`request`."""
+        return await self.request(command, timeout=timeout)
+
+    async def run_tool(self, call: Dict[str, Any]) -> Dict[str, Any]:
+        """Runs a model's ``RemoteBash`` call (``{"id", "name", "args"}``, an item of
+        :attr:`deskwire.tools.ProviderResponse.tool_calls` whose verdict is
+        :class:`deskwire.tools.Run`) and gives its result for :func:`deskwire.tools.tool_results`:
+        the output, or, when the arguments are wrong or the request failed, the tool's
+        ``{"ok": false, "error", "message"}`` as an error result, so the model reads what
+        happened. Misuse of the desk itself (closed, not a ``RemoteBash`` call) raises."""
+        if not isinstance(call, dict) or call.get("name") != oa1.TOOL_NAME:
+            name = call.get("name") if isinstance(call, dict) else call
+            raise LocalError("invalid_value", f"run_tool runs {oa1.TOOL_NAME} calls, not {name!r}")
+        call_id = str(call.get("id", ""))
+        try:
+            command, timeout = oa1.remote_bash_args(call.get("args", {}))
+            if timeout == 0:
+                raise LocalError("invalid_arguments", "timeout_sec must be at least 1")
+        except LocalError as e:  # the model's arguments: it reads why
+            return tools.result(call_id, oa1.remote_bash_failure(e.code, e.message), is_error=True)
+        try:
+            output = await self.remote_bash(command, timeout=timeout)
+        except RemoteError as e:
+            return tools.result(call_id, oa1.remote_bash_failure(e.code, e.message), is_error=True)
+        return tools.result(call_id, output)
+
+
+Handler = Callable[
+    [oa1.Request], Union[Awaitable[Union[str, bytes]], AsyncIterator[Union[str, bytes]]]
+]
+"""An :class:`IrcRemote` handler: an async function returning the whole answer, or an async
+generator yielding it piece by piece (each piece is sent as it comes). Answers and pieces may
+be ``str`` or ``bytes`` (a process's output as read): bytes are decoded as UTF-8 across piece
+boundaries, a sequence cut between two reads joined again, and bytes that are not UTF-8
+replaced by U+FFFD, since an OA1 answer is text."""
+
+
+class IrcRemote(_IrcConnection):
+    """The remote end of OA1 on a real IRC server: every request runs ``handler`` as its own
+    task; ``CANCEL`` cancels that task. Make one with :meth:`connect`."""
+
+    def __init__(
+        self,
+        engine: oa1.Remote,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        handler: Handler,
+    ) -> None:
+        self._handler = handler
+        self._tasks: Dict[str, Optional["asyncio.Task[None]"]] = {}
+        self.cancelled: List[oa1.Cancelled] = []
+        """The cancellations received (bounded: the last 256)."""
+        super().__init__(engine, reader, writer)
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int = 6667,
+        handler: Optional[Handler] = None,
+        *,
+        nick: str = "rexd",
+        channel: str = "#desk",
+        desk_nick: Optional[str] = "desk",
+        secret: Optional[str] = None,
+        compression: bool = True,
+        ready_timeout: Optional[float] = 30,
+        reconnect: Union[bool, Reconnect] = False,
+        **options: Any,
+    ) -> "IrcRemote":
+        """Connects, registers as ``nick`` (``rexd`` by default, the remote nick an
+        :class:`IrcDesk` waits for unless told another), joins ``channel`` and serves requests
+        (from ``desk_nick`` only, unless ``None``) with ``handler``. ``secret`` authenticates every
+        frame; ``compression`` accepts a desk's offer of compressed answers. With
+        ``reconnect``, it connects again when the server drops it (the handlers running then
+        are cancelled) and :meth:`serve_forever` goes on."""
+        if handler is None:
+            raise LocalError("invalid_value", "IrcRemote needs a handler")
+        oa1_options = _oa1_options(options, desk_nick, secret, compression)
+        policy = Reconnect() if reconnect is True else reconnect or None
+
+        async def dial() -> "tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]":
+            engine = oa1.Remote(nick, channel, now_ms=now_ms(), oa1=dict(oa1_options), **options)
+            reader, writer = await asyncio.open_connection(host, port)
+            return engine, reader, writer
+
+        engine, reader, writer = await dial()
+        remote = cls(engine, reader, writer, handler)
+        if policy is not None:
+            remote._reconnect_with(dial, policy)
+        try:
+            await remote.wait_ready(ready_timeout)
+        except BaseException:
+            await remote.close()
+            raise
+        return remote
+
+    def _event(self, event: Any) -> None:
+        if isinstance(event, oa1.Request):
+            task = asyncio.get_running_loop().create_task(self._serve(event))
+            self._tasks[event.id] = task
+            task.add_done_callback(self._forget(event.id))
+            return
+        if isinstance(event, oa1.Cancelled):
+            self.cancelled = (self.cancelled + [event])[-256:]
+            running = self._tasks.pop(event.id, None)
+            if running is not None:
+                running.cancel()
+            return
+        super()._event(event)
+
+    def _forget(self, request_id: str) -> Callable[["asyncio.Task[None]"], None]:
+        def forget(_task: "asyncio.Task[None]") -> None:
+            self._tasks.pop(request_id, None)
+
+        return forget
+
+    def _end(self) -> None:
+        for task in self._tasks.values():
+            if task is not None:
+                task.cancel()
+        super()._end()
+
+    async def _serve(self, request: oa1.Request) -> None:
+        engine = self._engine
+        try:
+            result = self._handler(request)
+            if hasattr(result, "__aiter__"):
+                decoder = codecs.getincrementaldecoder("utf-8")("replace")
+                async for piece in result:
+                    if isinstance(piece, bytes):
+                        piece = decoder.decode(piece)
+                    if piece:
+                        engine.send(now_ms(), request.id, piece)
+                        self._pump.kick()
+                rest = decoder.decode(b"", final=True)  # a sequence cut off at the very end
+                if rest:
+                    engine.send(now_ms(), request.id, rest)
+                engine.finish(now_ms(), request.id)
+            else:
+                text = await result
+                if isinstance(text, bytes):
+                    text = text.decode("utf-8", "replace")
+                engine.respond(now_ms(), request.id, text)
+        except asyncio.CancelledError:
+            return
+        except LocalError as e:
+            log.debug("request %s: %s", request.id, e)
+            return
+        except Exception as e:  # the handler's failure goes back as ERR
+            log.warning("request %s failed: %s", request.id, e)
+            with contextlib.suppress(LocalError):
+                engine.fail(now_ms(), request.id, "error", f"{type(e).__name__}: {e}")
+        self._pump.kick()
+
+    async def serve_forever(self) -> None:
+        """Serves until the connection ends."""
+        await self.wait_closed()

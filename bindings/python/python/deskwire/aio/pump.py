@@ -1,0 +1,133 @@
+"""The pump every socket driver runs, and what the drivers share: the clock they give their
+engines and how they check a timeout.
+
+:class:`_Pump` moves bytes between one engine and one asyncio stream, the same four steps in
+every driver: bytes read → ``handle_bytes``; drain ``poll_output`` (or ``drain``, one crossing
+for all of it) → write every ``Transmit``, deliver every event; sleep until the deadline, new
+bytes, or a command that changed the engine (:meth:`_Pump.kick`). No protocol rule lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from typing import Any, Callable, Optional, Set
+
+from .._deskwire import Timeout, Transmit
+from .._errors import LocalError
+
+__all__ = ["now_ms"]
+
+log = logging.getLogger(__name__)  # under "deskwire.aio", as before the split
+
+
+def now_ms() -> int:
+    """The clock every driver gives its engine: ``time.monotonic()`` in milliseconds."""
+    return int(time.monotonic() * 1000)
+
+
+class _Pump:
+    """Moves bytes between one engine and one asyncio stream until the stream ends."""
+
+    def __init__(
+        self,
+        engine: Any,
+        reader: asyncio.StreamReader,
+        writer: Any,
+        on_event: Callable[[Any], None],
+        on_end: Callable[[], None],
+    ) -> None:
+        self.engine = engine
+        self._reader = reader
+        self._writer = writer
+        self._on_event = on_event
+        self._on_end = on_end
+        self._wake = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def kick(self) -> None:
+        """A command changed the engine: drain it now and wait for its new deadline."""
+        self._wake.set()
+
+    def _drain(self) -> int:
+        drain = getattr(self.engine, "drain", None)
+        if drain is not None:  # one crossing for all the lines
+            data, events, deadline = drain(now_ms())
+            if data:
+                self._writer.write(data)
+            for event in events:
+                self._on_event(event)
+            return int(deadline)
+        while True:
+            out = self.engine.poll_output(now_ms())
+            if isinstance(out, Transmit):
+                self._writer.write(out.data)
+            elif isinstance(out, Timeout):
+                return int(out.at_ms)
+            else:
+                self._on_event(out)
+
+    async def _run(self) -> None:
+        read: Optional[asyncio.Future[bytes]] = None
+        try:
+            while True:
+                deadline = self._drain()
+                await self._writer.drain()
+                if read is None:
+                    read = asyncio.ensure_future(self._reader.read(64 * 1024))
+                wake: "asyncio.Future[Any]" = asyncio.ensure_future(self._wake.wait())
+                delay = max(0, deadline - now_ms()) / 1000
+                waiting: "Set[asyncio.Future[Any]]" = {read, wake}
+                done, _ = await asyncio.wait(
+                    waiting, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+                )
+                wake.cancel()
+                self._wake.clear()
+                if read in done:
+                    data = read.result()
+                    read = None
+                    if not data:
+                        eof = getattr(self.engine, "handle_eof", None)
+                        if eof is not None:
+                            eof(now_ms())
+                            self._drain()
+                        return
+                    self.engine.handle_bytes(now_ms(), data)
+                elif not done:
+                    self.engine.handle_timeout(now_ms())
+        except (ConnectionError, BrokenPipeError) as e:
+            log.debug("connection ended: %s", e)
+            eof = getattr(self.engine, "handle_eof", None)
+            if eof is not None and not self.engine.closed:
+                eof(now_ms())
+                with contextlib.suppress(Exception):
+                    self._drain()
+        finally:
+            if read is not None:
+                read.cancel()
+            self._on_end()
+
+
+def _seconds(timeout: Optional[float], what: str = "timeout") -> Optional[float]:
+    """``timeout`` checked: ``None`` or a positive, finite number of seconds. Zero, a negative
+    or a NaN would send the request and give up at once (the remote would still run the
+    command), so they are refused before anything is sent."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"{what} is a number of seconds, not {type(timeout).__name__}")
+    if not (timeout > 0 and math.isfinite(timeout)):
+        raise LocalError("invalid_value", f"{what} must be a positive number of seconds, not {timeout!r}")
+    return float(timeout)
+
+
+def _duration(seconds: float) -> str:
+    """``30 s``, ``1.5 s``, ``250 ms``: a duration for a message, written as the core writes
+    its own."""
+    ms = int(seconds * 1000)
+    if ms < 1000:
+        return f"{ms} ms"
+    return f"{ms // 1000} s" if ms % 1000 == 0 else f"{ms / 1000:.1f} s"

@@ -1,0 +1,776 @@
+"""REXD over ``rexd --stdio``, started directly or through ``ssh`` with the targets of ``rex``:
+:class:`RexdClient`, processes (:class:`ExecOutput`, :class:`ExecExit`) and terminals
+(:class:`Pty`, :class:`PtyOutput`, :class:`PtyExit`)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import collections
+import contextlib
+import json
+import logging
+import time
+from typing import (
+    Any,
+    AsyncGenerator,
+    AsyncIterator,
+    Deque,
+    Dict,
+    List,
+    Optional,
+    Sequence,
+    Union,
+)
+
+from .. import jsonrpc, tools
+from .._deskwire import rexd as _rexd
+from .._errors import ClosedError, LocalError, ProtocolError, RemoteError, RequestTimeout
+from .pump import _Pump, _seconds, now_ms
+
+__all__ = ["RexdClient", "ExecOutput", "ExecExit", "Pty", "PtyOutput", "PtyExit"]
+
+log = logging.getLogger(__name__)  # under "deskwire.aio", as before the split
+
+
+class ExecOutput:
+    """A piece of a process's output."""
+
+    __slots__ = ("stream", "data", "seq")
+    __match_args__ = ("stream", "data")
+
+    def __init__(self, stream: str, data: bytes, seq: int) -> None:
+        self.stream = stream
+        """``"stdout"`` or ``"stderr"``."""
+        self.data = data
+        """The bytes."""
+        self.seq = seq
+        """The daemon's sequence number."""
+
+    def __repr__(self) -> str:
+        return f"ExecOutput(stream={self.stream!r}, data={self.data!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ExecOutput)
+            and (self.stream, self.data) == (other.stream, other.data)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class ExecExit:
+    """The process ended."""
+
+    __slots__ = ("exit_code", "signal", "timed_out", "duration_ms")
+    __match_args__ = ("exit_code", "signal")
+
+    def __init__(
+        self, exit_code: Optional[int], signal: Optional[str], timed_out: bool, duration_ms: int
+    ) -> None:
+        self.exit_code = exit_code
+        """The exit status, ``None`` when a signal ended it."""
+        self.signal = signal
+        """The signal's name, when one ended it."""
+        self.timed_out = timed_out
+        """Whether the daemon killed it at its timeout."""
+        self.duration_ms = duration_ms
+        """How long it ran."""
+
+    def __repr__(self) -> str:
+        return (
+            f"ExecExit(exit_code={self.exit_code!r}, signal={self.signal!r}, "
+            f"timed_out={self.timed_out!r}, duration_ms={self.duration_ms!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExecExit) and (
+            self.exit_code,
+            self.signal,
+            self.timed_out,
+        ) == (other.exit_code, other.signal, other.timed_out)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class PtyOutput:
+    """A piece of what a terminal program wrote."""
+
+    __slots__ = ("data", "seq")
+    __match_args__ = ("data",)
+
+    def __init__(self, data: bytes, seq: int) -> None:
+        self.data = data
+        """The bytes, as the terminal gave them (echo, escape sequences, CRLF line ends)."""
+        self.seq = seq
+        """The daemon's sequence number (1, 2, ... per terminal)."""
+
+    def __repr__(self) -> str:
+        return f"PtyOutput(data={self.data!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PtyOutput) and self.data == other.data
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class PtyExit:
+    """The terminal's program ended."""
+
+    __slots__ = ("exit_code", "signal", "duration_ms")
+    __match_args__ = ("exit_code", "signal")
+
+    def __init__(self, exit_code: Optional[int], signal: Optional[str], duration_ms: int = 0) -> None:
+        self.exit_code = exit_code
+        """The exit status, ``None`` when a signal ended it."""
+        self.signal = signal
+        """The signal's name, when one ended it."""
+        self.duration_ms = duration_ms
+        """How long it ran."""
+
+    def __repr__(self) -> str:
+        return (
+            f"PtyExit(exit_code={self.exit_code!r}, signal={self.signal!r}, "
+            f"duration_ms={self.duration_ms!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PtyExit) and (self.exit_code, self.signal) == (
+            other.exit_code,
+            other.signal,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _PtyInbox:
+    """The events of one terminal not yet read, and their size: a terminal's output has no cap
+    at the daemon, so the client bounds what it holds for a reader that does not read."""
+
+    def __init__(self, limit: int) -> None:
+        self.queue: asyncio.Queue[Optional[Union[PtyOutput, PtyExit]]] = asyncio.Queue()
+        self.buffered = 0
+        self.limit = limit
+        self.overflowed = False
+
+
+class Pty:
+    """An interactive program in a terminal on the REXD host (``pty.open``); make one with
+    :meth:`RexdClient.pty`. Iterate it for :class:`PtyOutput` as it comes, then one
+    :class:`PtyExit`; :meth:`write` types, :meth:`resize` resizes, :meth:`close` (or leaving
+    ``async with``, on every way out) ends it. Cancelling a task while it iterates closes the
+    terminal too."""
+
+    def __init__(self, client: "RexdClient", pty_id: str, process_id: str, inbox: _PtyInbox) -> None:
+        self._client = client
+        self._inbox = inbox
+        self._closed = False
+        self.pty_id = pty_id
+        """The daemon's id of the terminal."""
+        self.process_id = process_id
+        """The daemon's id of its process."""
+        self.exit: Optional[PtyExit] = None
+        """How the program ended, once :class:`PtyExit` was read."""
+
+    async def write(self, data: Union[bytes, str]) -> None:
+        """Types ``data`` (``pty.input``): bytes as they are, a str as UTF-8. ``b"\x03"`` is
+        Ctrl-C, ``b"\x04"`` Ctrl-D at the start of a line."""
+        if not isinstance(data, (bytes, bytearray, memoryview, str)):
+            raise TypeError(f"data must be bytes or str, not {type(data).__name__}")
+        self._check_open()
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        await self._client.call(
+            "pty.input",
+            self._client._with_session(
+                {
+                    "pty_id": self.pty_id,
+                    "data": base64.b64encode(raw).decode("ascii"),
+                    "encoding": "base64",
+                }
+            ),
+        )
+
+    async def resize(self, cols: int, rows: int) -> None:
+        """Resizes the terminal (``pty.resize``); the program gets ``SIGWINCH``."""
+        for name, value in (("cols", cols), ("rows", rows)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+            if not 1 <= value <= 65535:
+                raise LocalError("invalid_value", f"{name} must be 1..65535, not {value}")
+        self._check_open()
+        await self._client.call(
+            "pty.resize",
+            self._client._with_session({"pty_id": self.pty_id, "cols": cols, "rows": rows}),
+        )
+
+    async def close(self, kill_process: bool = True) -> None:
+        """Closes the terminal (``pty.close``), ending its program unless ``kill_process`` is
+        false. Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client._forget_pty(self.pty_id)
+        if self._client._ended:
+            return
+        with contextlib.suppress(RemoteError):  # the program may have ended on its own
+            await self._client.call(
+                "pty.close",
+                self._client._with_session({"pty_id": self.pty_id, "kill_process": kill_process}),
+            )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("closed", f"the terminal {self.pty_id} is closed")
+        if self._client._ended:
+            raise ClosedError("disconnected", "the REXD connection is closed")
+
+    def _close_now(self) -> None:
+        """Closes without waiting (a cancelled reader cannot await)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client._forget_pty(self.pty_id)
+        if not self._client._ended:
+            with contextlib.suppress(LocalError):
+                self._client._peer.call(
+                    now_ms(),
+                    "pty.close",
+                    self._client._with_session({"pty_id": self.pty_id, "kill_process": True}),
+                )
+            self._client._pump.kick()
+
+    def __aiter__(self) -> "Pty":
+        return self
+
+    async def __anext__(self) -> Union[PtyOutput, PtyExit]:
+        if self.exit is not None:
+            raise StopAsyncIteration
+        inbox = self._inbox
+        try:
+            event = await inbox.queue.get()
+        except asyncio.CancelledError:
+            self._close_now()
+            raise
+        if event is None:
+            inbox.queue.put_nowait(None)  # every later read ends the same way
+            self._closed = True
+            self._client._forget_pty(self.pty_id)
+            if inbox.overflowed:
+                raise LocalError(
+                    "too_large",
+                    f"the terminal's unread output passed {inbox.limit} bytes; it was closed",
+                )
+            raise ClosedError("disconnected", "the REXD connection closed")
+        if isinstance(event, PtyOutput):
+            inbox.buffered -= len(event.data)
+            return event
+        self.exit = event
+        self._closed = True
+        self._client._forget_pty(self.pty_id)
+        return self.exit
+
+    async def __aenter__(self) -> "Pty":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"Pty(pty_id={self.pty_id!r}, process_id={self.process_id!r})"
+
+
+def _fs_text(method: str, result: Any) -> str:
+    """A REXD file operation's result as the text of a tool result (``rexd --mcp``'s words)."""
+    if method == "fs.read" and isinstance(result, dict):
+        return _decode(result, "content").decode("utf-8", "replace")
+    if method == "fs.write" and isinstance(result, dict):
+        return f"wrote {result.get('bytes_written')} bytes to {result.get('path')}"
+    if method == "fs.list" and isinstance(result, dict):
+        return "".join(
+            f"{e.get('name')}{'/' if e.get('type') == 'dir' else ''}\n" for e in result.get("entries", [])
+        )
+    if method == "fs.glob" and isinstance(result, dict):
+        return "".join(f"{m}\n" for m in result.get("matches", []))
+    return json.dumps(result, indent=2, ensure_ascii=False)
+
+
+def _decode(params: Dict[str, Any], key: str = "data") -> bytes:
+    data = params.get(key) or ""
+    if params.get("encoding") == "base64":
+        return base64.b64decode(data)
+    return str(data).encode("utf-8")
+
+
+class RexdClient:
+    """A REXD session over ``rexd --stdio`` (directly, or through ``ssh``). Make one with
+    :meth:`connect`; every call is a method of the REXD spec."""
+
+    def __init__(self, process: asyncio.subprocess.Process, peer: jsonrpc.Peer) -> None:
+        self._process = process
+        self._peer = peer
+        self._calls: Dict[Any, asyncio.Future[Any]] = {}
+        self._exec: Dict[str, asyncio.Queue[Any]] = {}
+        self._ptys: Dict[str, _PtyInbox] = {}
+        # Output can come in the same read as pty.open's answer, before pty() has its inbox: it
+        # is kept while an open is pending. Late output of a terminal closed here is dropped.
+        self._pty_opening = 0
+        self._pty_limit = 0
+        self._ptys_closed: Deque[str] = collections.deque(maxlen=256)
+        self._stderr = bytearray()
+        self._ended = False
+        self.session: Dict[str, Any] = {}
+        """The ``session.open`` result (``session_id``, ``capabilities``, ``limits``, ...)."""
+        assert process.stdout is not None and process.stdin is not None
+        self._pump = _Pump(peer, process.stdout, process.stdin, self._event, self._end)
+        self._stderr_task = asyncio.get_running_loop().create_task(self._read_stderr())
+
+    @classmethod
+    async def connect(
+        cls,
+        target: Optional[str] = "local",
+        *,
+        targets_file: Optional[str] = None,
+        rexd: Optional[str] = None,
+        rexd_args: Optional[Sequence[str]] = None,
+        client_name: str = "deskwire-python",
+        workspace_roots: Optional[Sequence[str]] = None,
+        timeout: float = 30,
+    ) -> "RexdClient":
+        """Starts the daemon for ``target`` as ``rex`` does (``"local"``, a name from the
+        targets file, an ``ssh://user@host[:port]`` URL, or ``None`` for the file's current
+        target) and opens a session. ``rexd`` overrides the daemon's path and ``rexd_args`` its
+        extra arguments (``["--root", "/srv/app"]``, ``["--allow-shell"]`` for REXD's ``bash``
+        tool and shell command strings).
+
+        ``"local"`` runs ``rexd`` from ``PATH`` (on an ssh target, the remote ``PATH``): the
+        binary of this repository's ``rexd/`` crate, ``cargo install --path rexd`` (or
+        ``cargo build --release -p rexd`` and ``rexd="target/release/rexd"``). Without it,
+        :class:`deskwire.LocalError` (``not_found``) says so."""
+        spec = _rexd.resolve_target(
+            target,
+            targets_file=targets_file,
+            rexd=rexd,
+            rexd_args=None if rexd_args is None else list(rexd_args),
+        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *spec["argv"],
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=bool(spec["local"]),
+            )
+        except FileNotFoundError as e:
+            raise LocalError(
+                "not_found",
+                f"cannot start {spec['argv'][0]}: {e.strerror}; rexd comes from this "
+                "repository's rexd/ crate: `cargo install --path rexd` puts it on PATH, or pass "
+                "rexd= its path (target/release/rexd after `cargo build --release -p rexd`)",
+            ) from e
+        peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
+        client = cls(process, peer)
+        params: Dict[str, Any] = {"client_name": client_name}
+        roots = list(workspace_roots) if workspace_roots is not None else spec["workspace_roots"]
+        if roots:
+            params["workspace_roots"] = roots
+        try:
+            client.session = await asyncio.wait_for(client.call("session.open", params), timeout)
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return str(self.session["session_id"])
+
+    async def _read_stderr(self) -> None:
+        assert self._process.stderr is not None
+        while True:
+            line = await self._process.stderr.readline()
+            if not line:
+                return
+            if len(self._stderr) < 64 * 1024:
+                self._stderr += line
+            log.debug("rexd: %s", line.decode("utf-8", "replace").rstrip())
+
+    def _event(self, event: Any) -> None:
+        if isinstance(event, (jsonrpc.Response, jsonrpc.Failed)):
+            future = self._calls.pop(event.id, None)
+            if future is not None and not future.done():
+                future.set_result(event)
+        elif isinstance(event, jsonrpc.Notification):
+            params = event.params if isinstance(event.params, dict) else {}
+            process_id = params.get("process_id")
+            if isinstance(process_id, str) and event.method.startswith("exec."):
+                # Output may come in the same read as exec.start's answer, before exec() has
+                # its queue: keep it for the process. (rexd bounds a process's output.)
+                self._exec.setdefault(process_id, asyncio.Queue()).put_nowait(event)
+            pty_id = params.get("pty_id")
+            if isinstance(pty_id, str) and event.method in ("pty.output", "pty.exit"):
+                self._pty_event(pty_id, event.method, params)
+        elif isinstance(event, jsonrpc.Malformed):
+            log.warning("rexd sent something unreadable: %s", event.reason)
+
+    def _forget_pty(self, pty_id: str) -> None:
+        self._ptys.pop(pty_id, None)
+        self._ptys_closed.append(pty_id)
+
+    def _pty_event(self, pty_id: str, method: str, params: Dict[str, Any]) -> None:
+        inbox = self._ptys.get(pty_id)
+        if inbox is None and self._pty_opening and pty_id not in self._ptys_closed:
+            inbox = self._ptys[pty_id] = _PtyInbox(self._pty_limit)
+        if inbox is None or inbox.overflowed:
+            return  # a terminal closed on our side, or not ours
+        if method == "pty.exit":
+            code = params.get("exit_code")
+            signal = params.get("signal")
+            inbox.queue.put_nowait(
+                PtyExit(
+                    code if isinstance(code, int) else None,
+                    signal if isinstance(signal, str) else None,
+                    int(params.get("duration_ms") or 0),
+                )
+            )
+            return
+        data = _decode(params)
+        inbox.buffered += len(data)
+        if inbox.buffered > inbox.limit:
+            # Nobody reads it: close the terminal rather than hold its output without bound.
+            inbox.overflowed = True
+            inbox.queue.put_nowait(None)
+            with contextlib.suppress(LocalError):
+                self._peer.call(
+                    now_ms(),
+                    "pty.close",
+                    self._with_session({"pty_id": pty_id, "kill_process": True}),
+                )
+            self._pump.kick()
+            return
+        inbox.queue.put_nowait(PtyOutput(data, int(params.get("seq") or 0)))
+
+    def _end(self) -> None:
+        self._ended = True
+        reason = self._stderr.decode("utf-8", "replace").strip()[-2000:]
+        for future in self._calls.values():
+            if not future.done():
+                future.set_exception(
+                    ClosedError("disconnected", f"rexd ended{': ' + reason if reason else ''}")
+                )
+        self._calls.clear()
+        for queue in self._exec.values():
+            queue.put_nowait(None)
+        for inbox in self._ptys.values():
+            inbox.queue.put_nowait(None)
+
+    async def call(self, method: str, params: Optional[Dict[str, Any]] = None) -> Any:
+        """Calls a REXD method and returns its result. A REXD error raises
+        :class:`deskwire.RemoteError` whose ``code`` is the spec's name (``forbidden_path``, ...)
+        with ``number`` and ``data``; no answer in time raises :class:`deskwire.RequestTimeout`.
+        Cancelling the awaiting task stops waiting for the answer."""
+        if self._ended:
+            raise ClosedError("closed", "the REXD connection is closed")
+        call_id = self._peer.call(now_ms(), method, params)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._calls[call_id] = future
+        self._pump.kick()
+        try:
+            outcome = await future
+        except asyncio.CancelledError:
+            if self._calls.pop(call_id, None) is not None:
+                with contextlib.suppress(LocalError):
+                    self._peer.cancel(now_ms(), call_id)
+                self._pump.kick()
+            raise
+        if isinstance(outcome, jsonrpc.Failed):
+            if outcome.timed_out:
+                raise RequestTimeout("timeout", f"no answer to {method} in time")
+            remote = outcome.remote or {}
+            number = remote.get("code")
+            name = _rexd.error_name(number) if isinstance(number, int) else None
+            error = RemoteError(name or str(number), str(remote.get("message", "")))
+            error.number = number  # type: ignore[attr-defined]
+            error.data = remote.get("data")  # type: ignore[attr-defined]
+            raise error
+        return outcome.result
+
+    def _with_session(self, params: Dict[str, Any]) -> Dict[str, Any]:
+        return {"session_id": self.session_id, **{k: v for k, v in params.items() if v is not None}}
+
+    async def exec(
+        self,
+        argv: Union[Sequence[str], str],
+        *,
+        cwd: Optional[str] = None,
+        env: Optional[Dict[str, str]] = None,
+        stdin: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> AsyncIterator[Union[ExecOutput, ExecExit]]:
+        """Runs a process (an argv list, or a shell command string) and yields its output as it
+        comes, then its :class:`ExecExit`. Leaving the loop early or cancelling the consuming
+        task kills it (``exec.kill``); a daemon-side timeout raises
+        :class:`deskwire.RequestTimeout` after the output."""
+        program: Dict[str, Any]
+        if isinstance(argv, str):
+            program = {"command": argv, "shell": True}
+        else:
+            program = {"argv": list(argv)}
+        timeout = _seconds(timeout)
+        params = self._with_session(
+            {
+                **program,
+                "cwd": cwd,
+                "env": env,
+                "stdin": stdin,
+                "timeout_ms": None if timeout is None else max(1, int(timeout * 1000)),
+            }
+        )
+        events = self._exec_events(params, repr(argv))
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()  # a loop left early kills the process now, not at collection
+
+    async def _exec_events(
+        self, params: Dict[str, Any], what: str
+    ) -> AsyncGenerator[Union[ExecOutput, ExecExit], None]:
+        """``exec.start`` with ``params``, then its events (see :meth:`exec`)."""
+        started = await self.call("exec.start", params)
+        process_id = started["process_id"]
+        queue = self._exec.setdefault(process_id, asyncio.Queue())
+        exited = False
+        try:
+            while True:
+                event = await queue.get()
+                if event is None:
+                    raise ClosedError("disconnected", "the REXD connection closed")
+                method, body = event.method, event.params
+                if method in ("exec.stdout", "exec.stderr"):
+                    yield ExecOutput(method[5:], _decode(body), int(body.get("seq", 0)))
+                elif method == "exec.exit":
+                    exited = True
+                    done = ExecExit(
+                        body.get("exit_code"),
+                        body.get("signal"),
+                        bool(body.get("timed_out")),
+                        int(body.get("duration_ms") or 0),
+                    )
+                    if done.timed_out:
+                        raise RequestTimeout("timeout", f"{what} ran past its timeout")
+                    yield done
+                    return
+                elif method == "exec.error":
+                    exited = True
+                    raise RemoteError("exec_error", str(body.get("message", "")))
+        finally:
+            self._exec.pop(process_id, None)
+            if not exited and not self._ended:
+                with contextlib.suppress(LocalError):
+                    self._peer.call(
+                        now_ms(),
+                        "exec.kill",
+                        self._with_session({"process_id": process_id, "signal": "KILL"}),
+                    )
+                self._pump.kick()
+
+    async def pty(
+        self,
+        argv: Union[Sequence[str], str],
+        *,
+        cwd: Optional[str] = None,
+        env: Optional[Dict[str, str]] = None,
+        cols: int = 80,
+        rows: int = 24,
+        max_buffered: int = 4 << 20,
+    ) -> Pty:
+        """Starts an interactive program (an argv list, or a shell command string) in a
+        ``cols`` × ``rows`` terminal (``pty.open``)::
+
+            async with await rexd.pty(["sh"]) as term:
+                await term.write(b"ls\n")
+                async for event in term:        # PtyOutput(...), ..., PtyExit(...)
+                    ...
+
+        At most ``max_buffered`` bytes of output wait for the reader; past that the terminal is
+        closed and reading raises :class:`deskwire.LocalError` (``too_large``)."""
+        if not isinstance(max_buffered, int) or max_buffered <= 0:
+            raise LocalError("invalid_value", "max_buffered must be a positive int")
+        for name, value in (("cols", cols), ("rows", rows)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+            if not 1 <= value <= 65535:
+                raise LocalError("invalid_value", f"{name} must be 1..65535, not {value}")
+        program: Dict[str, Any]
+        if isinstance(argv, str):
+            program = {"command": argv, "shell": True}
+        else:
+            program = {"argv": list(argv)}
+        params = self._with_session({**program, "cwd": cwd, "env": env, "cols": cols, "rows": rows})
+        self._pty_opening += 1
+        self._pty_limit = max(self._pty_limit, max_buffered)
+        try:
+            opened = await self.call("pty.open", params)
+        finally:
+            self._pty_opening -= 1
+        pty_id = str(opened["pty_id"])
+        inbox = self._ptys.setdefault(pty_id, _PtyInbox(max_buffered))
+        inbox.limit = max_buffered
+        return Pty(self, pty_id, str(opened["process_id"]), inbox)
+
+    async def run(
+        self, argv: Union[Sequence[str], str], **options: Any
+    ) -> "tuple[int, bytes, bytes]":
+        """Runs a process to its end: ``(exit_code, stdout, stderr)`` (``-1`` for a signal)."""
+        out, err = bytearray(), bytearray()
+        code = -1
+        async for event in self.exec(argv, **options):
+            if isinstance(event, ExecOutput):
+                (out if event.stream == "stdout" else err).extend(event.data)
+            else:
+                code = event.exit_code if event.exit_code is not None else -1
+        return code, bytes(out), bytes(err)
+
+    async def run_tool(self, call: Dict[str, Any]) -> Dict[str, Any]:
+        """Runs a model's call of REXD's logical tools (``bash``, ``read``, ``write``,
+        ``list``, ``glob``, ``stat``: an item of
+        :attr:`deskwire.tools.ProviderResponse.tool_calls` whose verdict is
+        :class:`deskwire.tools.Run`) and gives its result for
+        :func:`deskwire.tools.tool_results`, in the words ``rexd --mcp`` uses: for ``bash`` the
+        output (stderr after ``[stderr]``), with ``[exit code N]`` and an error result for a
+        non-zero exit; a file's text; a listing; ``wrote N bytes to PATH``. What the model got
+        wrong (its arguments, a path outside the roots) and what the daemon refused come back
+        as error results with the reason. ``bash`` runs through a shell, which a daemon allows
+        only with ``--allow-shell`` (``security.allow_shell``); without it the result says so.
+
+        (``tools.rexd_request(call, session_id)`` and :meth:`call` are the same by hand: for
+        ``bash`` that answers ``exec.start`` with a process id, whose output then comes as
+        notifications.)"""
+        call_id = str(call.get("id", "")) if isinstance(call, dict) else ""
+        try:
+            method, params = tools.rexd_request(call, self.session_id)
+        except ProtocolError as e:  # the model's arguments
+            return tools.result(call_id, f"{e.code}: {e.message}", is_error=True)
+        try:
+            if method == "exec.start":
+                text, failed = await self._bash_text(params)
+                return tools.result(call_id, text, is_error=failed)
+            result = await self.call(method, params)
+        except RequestTimeout as e:
+            return tools.result(call_id, f"{e.code}: {e.message}", is_error=True)
+        except RemoteError as e:
+            text = f"{e.code} ({getattr(e, 'number', '')}): {e.message}"
+            if method == "exec.start" and getattr(e, "number", None) == -32007:
+                text += "; this rexd runs no shell commands: start it with --allow-shell"
+            return tools.result(call_id, text, is_error=True)
+        return tools.result(call_id, _fs_text(method, result))
+
+    async def _bash_text(self, params: Dict[str, Any]) -> "tuple[str, bool]":
+        """The text of a ``bash`` call's result and whether it failed."""
+        out, err = bytearray(), bytearray()
+        ending = ""
+        failed = False
+        try:
+            async for event in self._exec_events(params, "the command"):
+                if isinstance(event, ExecOutput):
+                    (out if event.stream == "stdout" else err).extend(event.data)
+                elif event.signal is not None:
+                    ending, failed = f"\n[killed by SIG{event.signal}]", True
+                elif event.exit_code != 0:
+                    ending, failed = f"\n[exit code {event.exit_code}]", True
+        except RequestTimeout:
+            ending, failed = "\n[timed out]", True
+        text = out.decode("utf-8", "replace")
+        if err:
+            text += "\n[stderr]\n" + err.decode("utf-8", "replace")
+        return text + ending, failed
+
+    async def read(self, path: str, *, offset: Optional[int] = None, length: Optional[int] = None) -> bytes:
+        """The bytes of a file (``fs.read``)."""
+        result = await self.call(
+            "fs.read",
+            self._with_session({"path": path, "offset": offset, "length": length, "encoding": "base64"}),
+        )
+        return _decode(result, "content")
+
+    async def write(
+        self,
+        path: str,
+        data: Union[bytes, str],
+        *,
+        mode: str = "replace",
+        atomic: bool = True,
+        mkdir_parents: Optional[bool] = None,
+    ) -> Dict[str, Any]:
+        """Writes a file (``fs.write``); returns the result (``bytes_written``, ``mtime``, ...)."""
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        return dict(
+            await self.call(
+                "fs.write",
+                self._with_session(
+                    {
+                        "path": path,
+                        "content": base64.b64encode(raw).decode("ascii"),
+                        "encoding": "base64",
+                        "mode": mode,
+                        "atomic": atomic,
+                        "mkdir_parents": mkdir_parents,
+                    }
+                ),
+            )
+        )
+
+    async def list(
+        self, path: str, *, recursive: bool = False, max_entries: Optional[int] = None
+    ) -> List[Dict[str, Any]]:
+        """The entries of a directory (``fs.list``)."""
+        result = await self.call(
+            "fs.list",
+            self._with_session({"path": path, "recursive": recursive, "max_entries": max_entries}),
+        )
+        return list(result["entries"])
+
+    async def stat(self, path: str) -> Dict[str, Any]:
+        """A file's metadata (``fs.stat``; ``exists`` is false for a missing path)."""
+        return dict(await self.call("fs.stat", self._with_session({"path": path})))
+
+    async def glob(
+        self, pattern: str, *, cwd: Optional[str] = None, max_matches: Optional[int] = None
+    ) -> List[str]:
+        """The paths matching ``pattern`` (``fs.glob``)."""
+        result = await self.call(
+            "fs.glob",
+            self._with_session({"pattern": pattern, "cwd": cwd, "max_matches": max_matches}),
+        )
+        return list(result["matches"])
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Closes the session and the daemon's stdin, and waits for it to exit (killing it after
+        ``timeout`` seconds)."""
+        if not self._ended and self.session:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    self.call("session.close", {"session_id": self.session_id}), timeout
+                )
+        if self._process.stdin is not None:
+            with contextlib.suppress(Exception):
+                self._process.stdin.close()
+        try:
+            await asyncio.wait_for(self._process.wait(), timeout)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
+            await self._process.wait()
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(self._pump.task, timeout)
+        self._stderr_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._stderr_task
+        self._peer.close()
+
+    async def __aenter__(self) -> "RexdClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

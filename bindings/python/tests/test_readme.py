@@ -1,0 +1,126 @@
+"""Every ```python block of the README runs, as a user would run it, against real peers: a
+private ngircd, ``rexd --irc`` as the desk's remote (with ``--secret-file desk.secret`` when the
+block passes ``secret=``), and ``rexd`` on ``PATH`` for ``RexdClient.connect("local")``. A
+block that talks to a model gets Anthropic's SDK with only the network call replaced: it
+answers with a recorded response of ``tests/vectors/providers/anthropic.json`` as the SDK's own
+``Message``, then with text, and checks every request's ``messages`` and tool fields against
+the SDK's param types. A README change that breaks a block fails here."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from conftest import REPO, load_vectors
+from peers import Ngircd, RexdIrc, rexd_path
+
+README = REPO / "README.md"
+SECRET = "a secret shared by the desk and rexd"
+
+
+def python_blocks() -> List[str]:
+    text = README.read_text(encoding="utf-8")
+    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def test_the_readme_has_its_python_blocks() -> None:
+    blocks = python_blocks()
+    # The drivers' tour and the agent turn; more blocks run too, fewer means one was lost.
+    assert len(blocks) >= 2
+    assert any("IrcDesk.connect" in b and "RexdClient.connect" in b for b in blocks)
+    assert any("check_call" in b and "tool_results" in b for b in blocks)
+
+
+class RecordedAnthropic:
+    """``anthropic.AsyncAnthropic`` with its HTTP call replaced: the first answer is a
+    recorded response with a ``RemoteBash`` call, the next is text. Every request is checked
+    against the SDK's own param types, as the API would check it."""
+
+    instances: List["RecordedAnthropic"] = []
+
+    def __init__(self, **_options: Any) -> None:
+        from pydantic import TypeAdapter
+        from anthropic.types import MessageParam, ToolChoiceParam, ToolUnionParam
+
+        self.messages = self
+        self.requests: List[Dict[str, Any]] = []
+        self._checks = (TypeAdapter(List[MessageParam]), TypeAdapter(List[ToolUnionParam]),
+                        TypeAdapter(ToolChoiceParam))
+        RecordedAnthropic.instances.append(self)
+
+    async def create(self, **request: Any) -> Any:
+        from anthropic.types import Message
+        from test_sdk_models import complete
+
+        messages, tools, choice = self._checks
+        messages.validate_python(request["messages"])
+        tools.validate_python(request["tools"])
+        choice.validate_python(request["tool_choice"])
+        self.requests.append(copy.deepcopy(request))
+        if len(self.requests) == 1:
+            (case,) = [c for c in load_vectors("providers/anthropic.json")["cases"]
+                       if c["name"] == "text and tool_use blocks"]
+            body = complete("anthropic", case["body"])
+        else:
+            body = complete("anthropic", {"content": [{"type": "text", "text": "It runs Linux."}],
+                                          "stop_reason": "end_turn"})
+        return Message.model_validate(body)
+
+
+@pytest.fixture
+def peers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Dict[str, Any]]:
+    """A working directory like a user's (a git repository with the README and the secret),
+    rexd on PATH, and ngircd; rexd --irc is started per block."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "README.md").write_bytes(README.read_bytes())
+    (work / "desk.secret").write_text(SECRET + "\n")
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("PATH", f"{Path(rexd_path()).parent}{os.pathsep}{os.environ['PATH']}")
+    server = Ngircd(penalties=False)
+    yield {"server": server, "work": work}
+    server.stop()
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks())), ids=lambda i: f"block-{i + 1}")
+def test_readme_python_block_runs(index: int, peers: Dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    block = python_blocks()[index]
+    server = peers["server"]
+    # The blocks name the server a user runs on port 6667; this one listens elsewhere.
+    source, replaced = re.subn(r'"127\.0\.0\.1", 6667\b', f'"127.0.0.1", {server.port}', block)
+    rexd = None
+    if "IrcDesk.connect" in block:
+        assert replaced, "a block that connects a desk names the server as \"127.0.0.1\", 6667"
+        args = ["--secret-file", str(peers["work"] / "desk.secret")] if "secret=" in block else []
+        rexd = RexdIrc(server.port, *args)
+    try:
+        anthropic = pytest.importorskip("anthropic")
+        RecordedAnthropic.instances.clear()
+        monkeypatch.setattr(anthropic, "AsyncAnthropic", RecordedAnthropic)
+        # Run as a script: its own module namespace, asyncio.run at the end.
+        exec(compile(source, f"README.md python block {index + 1}", "exec"), {"__name__": "__main__"})
+        printed = capsys.readouterr().out
+    finally:
+        if rexd is not None:
+            rexd.stop()
+    if "remote_bash(\"uname -a\"" in block:
+        assert os.uname().sysname in printed  # the answer of rexd --irc came back
+    if "rexd.pty(" in block:
+        assert "PtyExit(exit_code=0" in printed
+    for model in RecordedAnthropic.instances:
+        # The RemoteBash call ran at the desk; its output went back as the next turn's result.
+        assert len(model.requests) == 2
+        results = model.requests[1]["messages"][-1]
+        assert results["role"] == "user"
+        (result,) = results["content"]
+        assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_01A"
+        assert "rexd.log" in str(result["content"]) and not result.get("is_error")
+        assert "It runs Linux." in printed

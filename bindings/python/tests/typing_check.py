@@ -1,0 +1,38 @@
+"""What a typed user's checker sees, checked by ``mypy --strict`` in run_tests.sh (not run by
+pytest): the drivers are their own class inside ``async with``, a verdict is one of three
+classes, provider names are a ``Literal`` (a typo is an error, which the ``type: ignore`` below
+needs: with ``--strict`` an ignore that silences nothing is an error itself)."""
+
+from typing import Any, Dict, List, Union
+
+from typing_extensions import assert_type
+
+from deskwire import oa1, tools
+from deskwire.aio import IrcDesk, IrcRemote, RexdClient
+
+
+async def drivers() -> None:
+    async with await IrcDesk.connect("127.0.0.1") as desk:
+        assert_type(desk, IrcDesk)
+        assert_type(await desk.remote_bash("uname -a", timeout=30), str)
+    async with await IrcRemote.connect("127.0.0.1", handler=answer) as remote:
+        assert_type(remote, IrcRemote)
+    async with await RexdClient.connect("local") as rexd:
+        assert_type(rexd, RexdClient)
+
+
+async def answer(request: oa1.Request) -> str:
+    return request.payload
+
+
+def verdicts(toolbox: tools.Toolbox, call: tools.ProviderResponse) -> None:
+    verdict = toolbox.check_call(0, "npc-1", call.tool_calls[0])
+    assert_type(verdict, Union[tools.Run, tools.Refuse, tools.Pending])
+    if isinstance(verdict, tools.Refuse):
+        assert_type(verdict.observation, str)
+    elif isinstance(verdict, tools.Pending):
+        assert_type(verdict.approval_id, str)
+    assert_type(tools.assistant_message("anthropic", call), List[Dict[str, Any]])
+    tools.parse_response("anthropic", b"{}")
+    tools.parse_response("antropic", b"{}")  # type: ignore[arg-type]
+    assert_type(oa1.remote_bash_args({"command": "ls"}), "tuple[str, int | None]")
