@@ -5,7 +5,7 @@ mod support;
 
 use support::{Fixture, REXD};
 
-core_cases!(Some(Fixture::local()));
+core_cases!(Fixture::local());
 
 #[test]
 fn a_missing_local_rexd_says_how_to_fix_it() {

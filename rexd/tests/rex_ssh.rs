@@ -6,14 +6,20 @@ mod support;
 use deskwire_integration::Sshd;
 use support::Fixture;
 
-core_cases!(Fixture::ssh());
+core_cases!(
+    Fixture::ssh(),
+    #[cfg_attr(
+        no_sshd,
+        ignore = "needs OpenSSH (sshd, ssh, ssh-keygen): tests/run.sh installs openssh-server and openssh-client"
+    )]
+);
 
 #[test]
+#[cfg_attr(
+    no_sshd,
+    ignore = "needs OpenSSH (sshd, ssh, ssh-keygen): tests/run.sh installs openssh-server and openssh-client"
+)]
 fn rexd_missing_from_the_remote_path_is_explained() {
-    if let Some(why) = Sshd::missing_tools() {
-        eprintln!("skipped: {why}");
-        return;
-    }
     // A plain sshd: the login's PATH has no rexd.
     let sshd = Sshd::start_with_config("SetEnv PATH=/usr/bin:/bin");
     let f = Fixture::local();
@@ -44,8 +50,12 @@ fn rexd_missing_from_the_remote_path_is_explained() {
 
 /// The routing model: one command surface, the targets file decides the host.
 #[test]
+#[cfg_attr(
+    no_sshd,
+    ignore = "needs OpenSSH (sshd, ssh, ssh-keygen): tests/run.sh installs openssh-server and openssh-client"
+)]
 fn target_use_moves_the_same_commands_between_hosts() {
-    let Some(f) = Fixture::ssh() else { return };
+    let f = Fixture::ssh();
     // sshd sets SSH_CONNECTION for its sessions, so a command can tell where it runs.
     let probe = [
         "sh",
@@ -60,8 +70,12 @@ fn target_use_moves_the_same_commands_between_hosts() {
 }
 
 #[test]
+#[cfg_attr(
+    no_sshd,
+    ignore = "needs OpenSSH (sshd, ssh, ssh-keygen): tests/run.sh installs openssh-server and openssh-client"
+)]
 fn a_wrong_key_is_an_ssh_error_not_a_missing_daemon() {
-    let Some(f) = Fixture::ssh() else { return };
+    let f = Fixture::ssh();
     let sshd = f.sshd.as_ref().unwrap();
     let stranger = f.dir().join("stranger");
     let ok = std::process::Command::new("ssh-keygen")

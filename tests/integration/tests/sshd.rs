@@ -7,17 +7,13 @@ use std::process::Stdio;
 
 use deskwire_integration::Sshd;
 
-fn sshd_or_skip() -> Option<Sshd> {
-    if let Some(why) = Sshd::missing_tools() {
-        eprintln!("skipped: {why} (tests/run.sh installs openssh-server and openssh-client)");
-        return None;
-    }
-    Some(Sshd::start())
-}
-
 #[test]
+#[cfg_attr(
+    no_sshd,
+    ignore = "needs OpenSSH (sshd, ssh, ssh-keygen): tests/run.sh installs openssh-server and openssh-client"
+)]
 fn a_command_runs_over_ssh_and_its_exit_code_comes_back() {
-    let Some(sshd) = sshd_or_skip() else { return };
+    let sshd = Sshd::start();
     let out = sshd
         .command(["printf", "'%s|%s'", "hello", "$((6*7))"])
         .output()
@@ -35,8 +31,12 @@ fn a_command_runs_over_ssh_and_its_exit_code_comes_back() {
 }
 
 #[test]
+#[cfg_attr(
+    no_sshd,
+    ignore = "needs OpenSSH (sshd, ssh, ssh-keygen): tests/run.sh installs openssh-server and openssh-client"
+)]
 fn a_long_lived_session_round_trips_lines_over_stdio() {
-    let Some(sshd) = sshd_or_skip() else { return };
+    let sshd = Sshd::start();
     let mut child = sshd
         .command(["cat"])
         .stdin(Stdio::piped())
@@ -58,8 +58,12 @@ fn a_long_lived_session_round_trips_lines_over_stdio() {
 }
 
 #[test]
+#[cfg_attr(
+    no_sshd,
+    ignore = "needs OpenSSH (sshd, ssh, ssh-keygen): tests/run.sh installs openssh-server and openssh-client"
+)]
 fn a_wrong_key_is_refused() {
-    let Some(sshd) = sshd_or_skip() else { return };
+    let sshd = Sshd::start();
     let other = sshd.dir().join("stranger");
     let keygen = std::process::Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-f"])
@@ -86,11 +90,11 @@ fn a_wrong_key_is_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    no_sshd,
+    ignore = "needs OpenSSH (sshd, ssh, ssh-keygen): tests/run.sh installs openssh-server and openssh-client"
+)]
 fn extra_config_sets_the_remote_path() {
-    if let Some(why) = Sshd::missing_tools() {
-        eprintln!("skipped: {why}");
-        return;
-    }
     let sshd = Sshd::start_with_config("SetEnv PATH=/opt/deskwire-test/bin:/usr/bin:/bin");
     let out = sshd.command(["echo", "$PATH"]).output().expect("run ssh");
     let path = String::from_utf8_lossy(&out.stdout);
