@@ -1298,8 +1298,15 @@ dw_status dw_desk_state(struct dw_desk *desk, struct dw_str *out);
 dw_status dw_desk_stats(struct dw_desk *desk, struct dw_str *out);
 
 /**
- * Starts a remote connection at `now_ms`. `config_json` as for `dw_desk_new`. On success
- * `*out` is a new handle the caller frees with `dw_remote_free`.
+ * Starts a remote connection at `now_ms`. `config_json` as for `dw_desk_new`; its
+ * `oa1.allowed_sender` (optional here) is the desk: a nick, or a `nick!user@host` mask.
+ *
+ * Neither proves who sent a request. Anyone may take the desk's nick once it quits (or before
+ * it connects), and on a network that does not verify users anyone on the desk's host may also
+ * copy its user name; they are then served. When the requests run commands, set `oa1.auth` (a
+ * secret shared with the desk: frames without its tag are dropped) and log each request's
+ * `source` (`nick!user@host`, in the `request` event's JSON). On success `*out` is a new handle
+ * the caller frees with `dw_remote_free`.
  */
 dw_status dw_remote_new(const char *config_json, uint64_t now_ms, struct dw_remote **out);
 
@@ -1338,7 +1345,8 @@ dw_status dw_remote_handle_timeout(struct dw_remote *remote, uint64_t now_ms);
 
 /**
  * The next instruction, as for `dw_desk_poll_output`; the OA1 events are `{"request": {"id",
- * "sender"}}` with the payload raw in `out->text`, and `{"cancelled": {"id", "reason"}}`.
+ * "sender", "source"}}` (`source`: `nick!user@host`, to log) with the payload raw in
+ * `out->text`, and `{"cancelled": {"id", "reason"}}`.
  */
 dw_status dw_remote_poll_output(struct dw_remote *remote, uint64_t now_ms, struct dw_output *out);
 
@@ -1554,7 +1562,7 @@ dw_status dw_oa1_server_disconnect(struct dw_oa1_server *server, uint64_t now_ms
 
 /**
  * The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
- * (`{"request": {"id", "sender"}}` with the payload raw in `out->text`, `{"cancelled": {"id",
+ * (`{"request": {"id", "sender", "source"}}` with the payload raw in `out->text`, `{"cancelled": {"id",
  * "reason"}}`) or `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `server`.
  */
 dw_status dw_oa1_server_poll_output(struct dw_oa1_server *server,

@@ -97,14 +97,33 @@ fn tool_result<E>(
     Ok(())
 }
 
+/// The asker of a request event, as `source_of` (the server engine) knows it.
+fn request_source<'a>(
+    event: &Event,
+    source_of: impl Fn(&str) -> Option<&'a str>,
+) -> Option<String> {
+    match event {
+        Event::Request { id, .. } => source_of(id).map(str::to_owned),
+        _ => None,
+    }
+}
+
 /// An OA1 event as an output: the JSON without the bulk text, which rides in `text` (see
-/// [`dw_output::text`]). `keep` receives the event so the text stays where it is.
-fn oa1_event(view: &mut Vec<u8>, event: Event, keep: &mut Option<Event>) -> dw_output {
+/// [`dw_output::text`]). `keep` receives the event so the text stays where it is. A request
+/// carries its `source` (`nick!user@host`) when the server's engine knows it.
+fn oa1_event(
+    view: &mut Vec<u8>,
+    event: Event,
+    source: Option<&str>,
+    keep: &mut Option<Event>,
+) -> dw_output {
     let json = match &event {
         Event::Response { id, truncated, .. } => {
             json!({"response": {"id": id, "truncated": truncated}})
         }
-        Event::Request { id, sender, .. } => json!({"request": {"id": id, "sender": sender}}),
+        Event::Request { id, sender, .. } => {
+            json!({"request": {"id": id, "sender": sender, "source": source}})
+        }
         other => serde_json::to_value(other).expect("events serialize"),
     };
     boundary::json_into(view, &json);
@@ -235,7 +254,7 @@ fn connection_output<E>(h: &mut Handle<Requesting<E>>, output: ConnectionOutput)
             h.bytes_out(dw_output_kind::DwOutputTransmit, bytes, 0)
         }
         ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => {
-            oa1_event(&mut h.view, event, &mut h.engine.last)
+            oa1_event(&mut h.view, event, None, &mut h.engine.last)
         }
         ConnectionOutput::Event(event) => h.event(&event),
         ConnectionOutput::Timeout(at) => dw_output::timeout(at),
@@ -408,8 +427,15 @@ pub(crate) struct Responding<E> {
     last: Option<Event>,
 }
 
-/// Starts a remote connection at `now_ms`. `config_json` as for `dw_desk_new`. On success
-/// `*out` is a new handle the caller frees with `dw_remote_free`.
+/// Starts a remote connection at `now_ms`. `config_json` as for `dw_desk_new`; its
+/// `oa1.allowed_sender` (optional here) is the desk: a nick, or a `nick!user@host` mask.
+///
+/// Neither proves who sent a request. Anyone may take the desk's nick once it quits (or before
+/// it connects), and on a network that does not verify users anyone on the desk's host may also
+/// copy its user name; they are then served. When the requests run commands, set `oa1.auth` (a
+/// secret shared with the desk: frames without its tag are dropped) and log each request's
+/// `source` (`nick!user@host`, in the `request` event's JSON). On success `*out` is a new handle
+/// the caller frees with `dw_remote_free`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_remote_new(
     config_json: *const c_char,
@@ -479,7 +505,8 @@ pub unsafe extern "C" fn dw_remote_handle_timeout(
 }
 
 /// The next instruction, as for `dw_desk_poll_output`; the OA1 events are `{"request": {"id",
-/// "sender"}}` with the payload raw in `out->text`, and `{"cancelled": {"id", "reason"}}`.
+/// "sender", "source"}}` (`source`: `nick!user@host`, to log) with the payload raw in
+/// `out->text`, and `{"cancelled": {"id", "reason"}}`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_remote_poll_output(
     remote: *mut dw_remote,
@@ -493,7 +520,8 @@ pub unsafe extern "C" fn dw_remote_poll_output(
                 h.bytes_out(dw_output_kind::DwOutputTransmit, bytes, 0)
             }
             ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => {
-                oa1_event(&mut h.view, event, &mut h.engine.last)
+                let source = request_source(&event, |id| h.engine.engine.server().source(id));
+                oa1_event(&mut h.view, event, source.as_deref(), &mut h.engine.last)
             }
             ConnectionOutput::Event(event) => h.event(&event),
             ConnectionOutput::Timeout(at) => dw_output::timeout(at),
@@ -732,7 +760,7 @@ fn oa1_output<E>(h: &mut Handle<Requesting<E>>, output: Output) -> dw_output {
         Output::Transmit(line) => {
             h.bytes_out(dw_output_kind::DwOutputTransmit, line.into_bytes(), 0)
         }
-        Output::Event(event) => oa1_event(&mut h.view, event, &mut h.engine.last),
+        Output::Event(event) => oa1_event(&mut h.view, event, None, &mut h.engine.last),
         Output::Timeout(at) => dw_output::timeout(at),
     }
 }
@@ -946,7 +974,7 @@ pub unsafe extern "C" fn dw_oa1_server_disconnect(
 }
 
 /// The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
-/// (`{"request": {"id", "sender"}}` with the payload raw in `out->text`, `{"cancelled": {"id",
+/// (`{"request": {"id", "sender", "source"}}` with the payload raw in `out->text`, `{"cancelled": {"id",
 /// "reason"}}`) or `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `server`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_oa1_server_poll_output(
@@ -960,7 +988,10 @@ pub unsafe extern "C" fn dw_oa1_server_poll_output(
             Output::Transmit(line) => {
                 h.bytes_out(dw_output_kind::DwOutputTransmit, line.into_bytes(), 0)
             }
-            Output::Event(event) => oa1_event(&mut h.view, event, &mut h.engine.last),
+            Output::Event(event) => {
+                let source = request_source(&event, |id| h.engine.engine.source(id));
+                oa1_event(&mut h.view, event, source.as_deref(), &mut h.engine.last)
+            }
             Output::Timeout(at) => dw_output::timeout(at),
         };
         boundary::write(out, output);

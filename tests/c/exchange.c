@@ -139,6 +139,10 @@ static void desk_and_remote(void) {
           "payload");
     CHECK(request && strcmp(json_string_value(json_object_get(request, "id")), request_id) == 0, "id");
     CHECK(request && strcmp(json_string_value(json_object_get(request, "sender")), "desk") == 0, "sender");
+    /* The whole prefix, which a remote should log: a nick alone proves nothing. */
+    CHECK(request && json_string_value(json_object_get(request, "source")) &&
+              strcmp(json_string_value(json_object_get(request, "source")), "desk!~desk@10.0.0.1") == 0,
+          "source");
     dw_str state;
     CHECK_OK(dw_desk_state(p.desk, &state), dw_desk_last_error(p.desk), "state");
     CHECK(strcmp(state.ptr, "ready") == 0, "desk state %s", state.ptr);

@@ -725,7 +725,10 @@ connection_methods!(Desk, {
 /// The remote end of OA1 on one IRC connection: each `oa1.Request` is answered with `send` +
 /// `finish`, `respond` or `fail`; `oa1.Cancelled` says to stop.
 ///
-/// `Remote("deskbot", "#desk", oa1={"allowed_sender": "desk"})`.
+/// `Remote("rexd", "#desk", oa1={"allowed_sender": "desk"})`. `allowed_sender` (a nick or a
+/// `nick!user@host` mask) proves nothing: whoever takes the desk's nick once it quits, or copies
+/// its user name from the same host on a network that does not verify users, is served. When
+/// the requests run commands, share a secret (`oa1={"auth": ...}`) and log `source(id)`.
 #[pyclass(module = "deskwire.oa1", name = "Remote")]
 pub struct Remote(Slot<core::Remote>);
 
@@ -779,6 +782,12 @@ connection_methods!(Remote, {
     #[getter]
     fn active(&self) -> PyResult<usize> {
         self.0.with(|r| r.active())
+    }
+
+    /// Who sent request `id` (being answered), as the server showed them: `nick!user@host`,
+    /// or `None`. Log it: the nick alone proves nothing.
+    fn source(&self, id: &str) -> PyResult<Option<String>> {
+        self.0.with(|r| r.server().source(id).map(str::to_owned))
     }
 });
 

@@ -274,3 +274,23 @@ def test_desks_refuse_configs_that_cannot_work() -> None:
     # "*" is the explicit "anyone"; a mask names the remote's user and host too.
     oa1.Desk("desk", "#desk", oa1={"allowed_sender": "*"})
     oa1.Desk("desk", "#desk", oa1={"allowed_sender": "rexd!~rexd@10.0.0.7"})
+
+
+def test_a_remote_says_who_asked_with_the_whole_prefix() -> None:
+    # A nick alone proves nothing; the remote engine keeps the asker's nick!user@host to log.
+    net = sim.Network(seed=1)
+    unpaced = {"pacing": {"burst": 1_000_000, "interval_ms": 0}}
+    desk = oa1.Desk("desk", "#desk", oa1={**unpaced, "allowed_sender": "rexd"})
+    remote = oa1.Remote("rexd", "#desk", oa1={**unpaced, "allowed_sender": "desk!~desk@10.0.0.9"})
+    links = [(desk, net.connect("10.0.0.9")), (remote, net.connect("10.0.0.2"))]
+    request_id = desk.request(0, "id -un")
+    asked = None
+    for _ in range(20):
+        for engine, link in links:
+            data, events, _ = engine.drain(0)
+            net.handle_bytes(link, data)
+            engine.handle_bytes(0, net.take_bytes(link))
+            asked = asked or next((e for e in events if isinstance(e, oa1.Request)), None)
+    assert asked is not None and asked.id == request_id
+    assert remote.source(request_id) == "desk!~desk@10.0.0.9"
+    assert remote.source("unknown") is None

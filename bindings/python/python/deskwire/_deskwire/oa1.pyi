@@ -208,7 +208,10 @@ class Remote:
     """The remote end of OA1 on one IRC connection: each ``oa1.Request`` is answered with ``send`` +
     ``finish``, ``respond`` or ``fail``; ``oa1.Cancelled`` says to stop.
 
-    ``Remote("deskbot", "#desk", oa1={"allowed_sender": "desk"})``.
+    ``Remote("rexd", "#desk", oa1={"allowed_sender": "desk"})``. ``allowed_sender`` (a nick or a
+    ``nick!user@host`` mask) proves nothing: whoever takes the desk's nick once it quits, or copies
+    its user name from the same host on a network that does not verify users, is served. When
+    the requests run commands, share a secret (``oa1={"auth": ...}``) and log ``source(id)``.
     """
     def __new__(cls, nick: str, channel: str, *, now_ms: int = 0, **options: Any) -> Remote: ...
     def send(self, now_ms: int, id: str, output: Union[str, bytes]) -> None:
@@ -224,6 +227,10 @@ class Remote:
     @property
     def active(self) -> int:
         """Requests being answered."""
+    def source(self, id: str) -> Optional[str]:
+        """Who sent request ``id`` (being answered), as the server showed them:
+        ``nick!user@host``, or ``None``. Log it: the nick alone proves nothing.
+        """
     def handle_bytes(self, now_ms: int, data: bytes) -> None:
         """Bytes read from the socket (partial lines wait for the rest)."""
     def handle_eof(self, now_ms: int) -> None:

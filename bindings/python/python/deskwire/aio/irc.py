@@ -424,7 +424,12 @@ replaced by U+FFFD, since an OA1 answer is text."""
 
 class IrcRemote(_IrcConnection):
     """The remote end of OA1 on a real IRC server: every request runs ``handler`` as its own
-    task; ``CANCEL`` cancels that task. Make one with :meth:`connect`."""
+    task; ``CANCEL`` cancels that task. Make one with :meth:`connect`.
+
+    ``desk_nick`` (a nick or a ``nick!user@host`` mask) is a filter, not an identity: whoever
+    takes the desk's nick once it quits, or copies its user name from the same host on a
+    network that does not verify users, is served. When the handler runs commands, pass
+    ``secret=`` (the desk needs the same) and log each request's :meth:`source`."""
 
     def __init__(
         self,
@@ -438,6 +443,13 @@ class IrcRemote(_IrcConnection):
         self.cancelled: List[oa1.Cancelled] = []
         """The cancellations received (bounded: the last 256)."""
         super().__init__(engine, reader, writer)
+
+    def source(self, request_id: str) -> Optional[str]:
+        """Who sent request ``request_id`` (being answered), as the server showed them:
+        ``nick!user@host``, or ``None``. Log it: the nick alone proves nothing."""
+        engine = self._engine
+        assert isinstance(engine, oa1.Remote)
+        return engine.source(request_id)
 
     @classmethod
     async def connect(
