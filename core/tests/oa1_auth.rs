@@ -240,3 +240,32 @@ fn cancels_and_errors_are_authenticated_too() {
         matches!(&events[..], [Event::Failed { failure, .. }] if failure.code() == "exit_status")
     );
 }
+
+#[test]
+fn a_server_that_trims_lines_breaks_no_tag_and_loses_no_byte() {
+    // The secret's holders are deskwire ends: spaces that end a frame travel as `\s`, so what a
+    // trimming server (ngircd) delivers still carries a valid tag; NUL travels as `\0`.
+    let trim = |lines: Vec<String>| -> Vec<String> {
+        lines.into_iter().map(|l| l.trim_end().to_owned()).collect()
+    };
+    let mut pair = Pair::new(Some("s3cret"), Some("s3cret"));
+    let (id, lines) = pair.ask(0, "echo 'ends with spaces  '  ");
+    let events = pair.deliver_to_remote(100, &trim(lines));
+    assert!(
+        matches!(&events[..], [Event::Request { payload, .. }] if payload == "echo 'ends with spaces  '  "),
+        "{events:?}"
+    );
+    let answer = format!("nul:\0 {}  ", "word ".repeat(100));
+    pair.remote.respond(100, &id, &answer).unwrap();
+    let (lines, _) = drain(&mut || pair.remote.poll_output(100));
+    let events = pair.deliver_to_desk(200, &trim(lines));
+    assert_eq!(
+        events,
+        [Event::Response {
+            id,
+            text: answer,
+            truncated: false
+        }]
+    );
+    assert_eq!(pair.desk.stats().forged + pair.remote.stats().forged, 0);
+}

@@ -124,9 +124,9 @@ impl Client {
             false => FrameType::Req,
         };
         self.link.check_room(widest, &id)?;
-        // deskwire's own escapes (`\s`, `\0`) only toward a remote that has shown it is deskwire
-        // by answering compressed; the spec's four otherwise.
-        let extended = self.peer_compresses;
+        // deskwire's own escapes (`\s`, `\0`) only toward a remote known to be deskwire: one
+        // that answered compressed, or one that shares our secret; the spec's four otherwise.
+        let extended = self.peer_compresses || self.link.authenticated();
         let escaped = match extended {
             true => escape(payload),
             false => escape_spec(payload),
@@ -183,8 +183,7 @@ impl Client {
     fn abandon(&mut self, id: &str, reason: &str) {
         self.reassembler.finish_id(id);
         self.link.withdraw(id);
-        self.link
-            .queue_single(FrameType::Cancel, id, &escape_spec(reason));
+        self.link.queue_single(FrameType::Cancel, id, reason);
         self.link.stats.cancels += 1;
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::auth::{self, Authenticator, Refusal};
 use super::chunk::{self, MIN_PAYLOAD_BUDGET};
+use super::escape::{escape, escape_spec};
 use super::frame::{Frame, FrameType};
 use super::pacing::TokenBucket;
 use super::{Config, Event, LocalError, Stats};
@@ -272,19 +273,35 @@ impl Link {
         }
     }
 
-    /// Queues a one-frame message (`CANCEL`, `ACCEPT`), its escaped payload cut to fit.
-    pub(crate) fn queue_single(&mut self, kind: FrameType, id: &str, escaped: &str) {
-        let budget = self.payload_budget(kind, id, 1);
-        let cut = chunk::cut_spec(escaped, 0, budget.max(MIN_PAYLOAD_BUDGET), true);
+    /// Whether frames are authenticated: only a peer holding the secret (a deskwire one) reads
+    /// them, so deskwire's escapes may be used, and must be, since a server that trims a final
+    /// space would break the frame's tag.
+    pub(crate) fn authenticated(&self) -> bool {
+        self.auth.is_some()
+    }
+
+    /// Queues a one-frame message (`CANCEL`, `ACCEPT`) with `text` as its payload, escaped
+    /// and cut to fit.
+    pub(crate) fn queue_single(&mut self, kind: FrameType, id: &str, text: &str) {
+        let budget = self.payload_budget(kind, id, 1).max(MIN_PAYLOAD_BUDGET);
+        let (escaped, wire);
+        let payload = if self.authenticated() {
+            escaped = escape(text);
+            wire = chunk::wire_payload(&escaped[..chunk::cut(&escaped, 0, budget)]);
+            &*wire
+        } else {
+            escaped = escape_spec(text);
+            &escaped[..chunk::cut_spec(&escaped, 0, budget, true)]
+        };
         let frame = Frame {
             kind,
             id,
             seq: 1,
             more: false,
-            payload: &escaped[..cut],
+            payload,
         };
         let line = self.frame_line(&frame);
-        self.queue(id.into(), line, cut);
+        self.queue(id.into(), line, payload.len());
     }
 
     pub(crate) fn queue(&mut self, id: Arc<str>, line: String, payload_len: usize) {

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 
 use super::chunk::{self, MIN_PAYLOAD_BUDGET};
 use super::compress::{self, DEFLATE, StreamCompressor};
-use super::escape::{escape_spec, escape_spec_into};
+use super::escape::{escape, escape_into, escape_spec, escape_spec_into};
 use super::frame::{Frame, FrameType};
 use super::link::{Inbound, Link, Parsed};
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
@@ -41,9 +41,9 @@ impl Reply {
     /// Escaped output that may go now. A plain answer carries only the spec's escapes, so a
     /// frame must not end with a space (servers trim them): spaces that end the output so far
     /// wait for what follows, unless the output is whole.
-    fn sendable(&self) -> usize {
+    fn sendable(&self, extended: bool) -> usize {
         let unsent = self.unsent();
-        match self.finished || self.compressor.is_some() {
+        match extended || self.finished || self.compressor.is_some() {
             true => unsent.len(),
             false => unsent.trim_end_matches(' ').len(),
         }
@@ -349,6 +349,7 @@ impl Server {
     /// response ends with [`TRUNCATION_MARKER`].
     pub fn send(&mut self, now: u64, id: &str, output: &str) -> Result<(), LocalError> {
         let max = self.link.config.max_message_bytes;
+        let extended = self.link.authenticated();
         let reply = self.reply_mut(id)?;
         if reply.truncated || output.is_empty() {
             return Ok(());
@@ -364,6 +365,12 @@ impl Server {
                 compressor.write(&output.as_bytes()[..take], &mut reply.escaped);
                 if truncated {
                     compressor.write(TRUNCATION_MARKER.as_bytes(), &mut reply.escaped);
+                }
+            }
+            None if extended => {
+                escape_into(&output[..take], &mut reply.escaped);
+                if truncated {
+                    escape_into(TRUNCATION_MARKER, &mut reply.escaped);
                 }
             }
             None => {
@@ -416,8 +423,14 @@ impl Server {
 
     fn queue_error(&mut self, id: &str, code: &str, message: &str) {
         self.link.withdraw(id);
-        let escaped = escape_spec(&format!("{code}: {message}"));
-        self.link.queue_stream(FrameType::Err, id, &escaped, false);
+        let text = format!("{code}: {message}");
+        let extended = self.link.authenticated();
+        let escaped = match extended {
+            true => escape(&text),
+            false => escape_spec(&text),
+        };
+        self.link
+            .queue_stream(FrameType::Err, id, &escaped, extended);
     }
 
     /// Fails request streams that went quiet for `partial_timeout_ms` (answered `ERR
@@ -436,7 +449,7 @@ impl Server {
     }
 
     fn flush_due(&self, reply: &Reply, now: u64) -> bool {
-        let unsent = reply.sendable();
+        let unsent = reply.sendable(self.link.authenticated());
         if reply.finished {
             return true;
         }
@@ -468,9 +481,21 @@ impl Server {
             .payload_budget(kind, &reply.id, reply.next_seq)
             .max(MIN_PAYLOAD_BUDGET);
         reply.surface(budget);
-        // base64 has no spaces; plain text goes with the spec's escapes only.
-        let end = chunk::cut_spec(&reply.escaped, reply.sent, budget, reply.finished);
-        let payload = &reply.escaped[reply.sent..end];
+        // base64 has no spaces; plain text goes with the spec's escapes only, unless the desk
+        // shares our secret (and so is deskwire).
+        let (end, payload) = match self.link.authenticated() {
+            true => {
+                let end = chunk::cut(&reply.escaped, reply.sent, budget);
+                (end, chunk::wire_payload(&reply.escaped[reply.sent..end]))
+            }
+            false => {
+                let end = chunk::cut_spec(&reply.escaped, reply.sent, budget, reply.finished);
+                (
+                    end,
+                    std::borrow::Cow::Borrowed(&reply.escaped[reply.sent..end]),
+                )
+            }
+        };
         let last = reply.finished && end == reply.escaped.len();
         if end == reply.sent && !last {
             // Only spaces a spec-only desk must not see at a frame's end: wait for more.
@@ -482,7 +507,7 @@ impl Server {
             id: &reply.id,
             seq: reply.next_seq,
             more: !last,
-            payload,
+            payload: &*payload,
         };
         let line = self.link.frame_line(&frame);
         let line = self.link.seal(now, line);
@@ -529,7 +554,7 @@ impl Server {
             if self.flush_due(reply, now) {
                 deadline = deadline.min(ready);
             } else if let Some(t) = reply.waiting_since
-                && (reply.sendable() > 0 || reply.has_hidden_output())
+                && (reply.sendable(self.link.authenticated()) > 0 || reply.has_hidden_output())
             {
                 let due = t.saturating_add(self.link.config.flush_delay_ms);
                 deadline = deadline.min(due.max(ready));
