@@ -153,7 +153,10 @@ def test_bare_endpoints_over_the_relay() -> None:
                 endpoint.handle_line(now, line.encode())
         if result:
             break
-    assert result is not None and result.id == rid and result.text == ("PING Ü\t\\ " * 100)
+    # The relay trims each line as IRC servers do: toward a peer not known to be deskwire the
+    # spec's escapes carry no final space, so the one that ends the text is eaten, exactly as a
+    # spec-only sender's would be. Every other byte arrives.
+    assert result is not None and result.id == rid and result.text == ("PING Ü\t\\ " * 100)[:-1]
     assert relay.stats()["noise"] > 0 and client.stats()["ignored"] > 0
 
 

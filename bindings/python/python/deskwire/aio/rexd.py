@@ -537,7 +537,13 @@ class RexdClient:
         self, params: Dict[str, Any], what: str
     ) -> AsyncGenerator[Union[ExecOutput, ExecExit], None]:
         """``exec.start`` with ``params``, then its events (see :meth:`exec`)."""
-        started = await self.call("exec.start", params)
+        start = asyncio.ensure_future(self.call("exec.start", params))
+        try:
+            started = await asyncio.shield(start)
+        except asyncio.CancelledError:
+            # The daemon may be running it already: kill it once its id comes back.
+            start.add_done_callback(self._kill_once_started)
+            raise
         process_id = started["process_id"]
         queue = self._exec.setdefault(process_id, asyncio.Queue())
         exited = False
@@ -574,6 +580,18 @@ class RexdClient:
                         self._with_session({"process_id": process_id, "signal": "KILL"}),
                     )
                 self._pump.kick()
+
+    def _kill_once_started(self, start: "asyncio.Future[Any]") -> None:
+        """Kills the process of an ``exec.start`` whose caller was cancelled while it ran."""
+        if start.cancelled() or start.exception() is not None or self._ended:
+            return
+        with contextlib.suppress(LocalError):
+            self._peer.call(
+                now_ms(),
+                "exec.kill",
+                self._with_session({"process_id": start.result()["process_id"], "signal": "KILL"}),
+            )
+        self._pump.kick()
 
     async def pty(
         self,
