@@ -326,30 +326,6 @@ fn offers_are_bounded() {
     assert!(lines[0].contains(" RES late "), "{}", lines[0]);
 }
 
-/// What a v40 desk or remote written from the spec alone decodes: `\\`, `\n`, `\r` and `\t`;
-/// any other backslash pair stays as it is.
-fn spec_only_unescape(payload: &str) -> String {
-    let mut out = String::new();
-    let mut chars = payload.chars().peekable();
-    while let Some(c) = chars.next() {
-        let decoded = match (c, chars.peek()) {
-            ('\\', Some('\\')) => Some('\\'),
-            ('\\', Some('n')) => Some('\n'),
-            ('\\', Some('r')) => Some('\r'),
-            ('\\', Some('t')) => Some('\t'),
-            _ => None,
-        };
-        match decoded {
-            Some(d) => {
-                chars.next();
-                out.push(d);
-            }
-            None => out.push(c),
-        }
-    }
-    out
-}
-
 /// The payloads of `lines` (`PRIVMSG #desk :OA1 TYPE ID SEQ MORE PAYLOAD`) joined, as a
 /// spec-only peer decodes them; `trim` drops each line's trailing spaces as ngircd does.
 fn as_spec_peer_reads(lines: &[String], kind: &str, trim: bool) -> String {
@@ -364,7 +340,7 @@ fn as_spec_peer_reads(lines: &[String], kind: &str, trim: bool) -> String {
                 frame
             };
             let payload = frame.splitn(5, ' ').nth(4).unwrap_or("");
-            spec_only_unescape(payload)
+            deskwire::oa1::escape::unescape_v40(payload)
         })
         .collect()
 }

@@ -16,11 +16,9 @@ use super::escape::splits_escape_pair;
 /// The smallest payload budget that always makes progress (a 4-byte UTF-8 sequence).
 pub const MIN_PAYLOAD_BUDGET: usize = 4;
 
-/// The end of the chunk of `escaped` that starts at `start` and holds at most `budget` bytes.
-///
-/// `start` must itself be a valid cut (0 or an end returned earlier), and `budget` at least
-/// [`MIN_PAYLOAD_BUDGET`]; the returned end is then greater than `start` unless the text is used up.
-pub fn cut(escaped: &str, start: usize, budget: usize) -> usize {
+/// The furthest end after `start` within `budget` bytes that splits neither a UTF-8 sequence
+/// nor an escape pair (spaces are the callers' concern).
+fn fit(escaped: &str, start: usize, budget: usize) -> usize {
     debug_assert!(budget >= MIN_PAYLOAD_BUDGET);
     let mut end = escaped.len();
     if end - start > budget {
@@ -32,6 +30,15 @@ pub fn cut(escaped: &str, start: usize, budget: usize) -> usize {
             end -= 1;
         }
     }
+    end
+}
+
+/// The end of the chunk of `escaped` that starts at `start` and holds at most `budget` bytes.
+///
+/// `start` must itself be a valid cut (0 or an end returned earlier), and `budget` at least
+/// [`MIN_PAYLOAD_BUDGET`]; the returned end is then greater than `start` unless the text is used up.
+pub fn cut(escaped: &str, start: usize, budget: usize) -> usize {
+    let mut end = fit(escaped, start, budget);
     if end > start && escaped.as_bytes()[end - 1] == b' ' {
         let kept = escaped[start..end].trim_end_matches(' ').len();
         let last = end == escaped.len();
@@ -66,17 +73,7 @@ pub fn split(escaped: &str, budget: impl FnMut(u32) -> usize) -> Vec<&str> {
 /// is to come (`complete` false) they wait for it: the end returned is then `start` when the
 /// rest is all spaces. Only a run of spaces longer than a whole frame still ends one.
 pub fn cut_spec(escaped: &str, start: usize, budget: usize, complete: bool) -> usize {
-    debug_assert!(budget >= MIN_PAYLOAD_BUDGET);
-    let mut end = escaped.len();
-    if end - start > budget {
-        end = start + budget;
-        while !escaped.is_char_boundary(end) {
-            end -= 1;
-        }
-        if splits_escape_pair(escaped.as_bytes(), start, end) {
-            end -= 1;
-        }
-    }
+    let end = fit(escaped, start, budget);
     if end > start && escaped.as_bytes()[end - 1] == b' ' {
         let kept = escaped[start..end].trim_end_matches(' ').len();
         let text_end = end == escaped.len();
@@ -155,27 +152,6 @@ mod tests {
         assert_eq!(unescape(wire_payload("a  ").as_bytes()), b"a  ".to_vec());
     }
 
-    /// What a v40 decoder that knows only `\\`, `\n`, `\r` and `\t` makes of a payload.
-    fn spec_only_unescape(wire: &str) -> String {
-        let mut out = String::new();
-        let mut chars = wire.chars();
-        while let Some(c) = chars.next() {
-            match (c, chars.clone().next()) {
-                ('\\', Some(n @ ('\\' | 'n' | 'r' | 't'))) => {
-                    chars.next();
-                    out.push(match n {
-                        'n' => '\n',
-                        'r' => '\r',
-                        't' => '\t',
-                        _ => '\\',
-                    });
-                }
-                _ => out.push(c),
-            }
-        }
-        out
-    }
-
     #[test]
     fn spec_chunks_carry_spaces_raw_and_only_the_last_may_end_with_them() {
         assert_eq!(split_spec("abc de", |_| 4), vec!["abc", " de"]);
@@ -204,7 +180,7 @@ mod tests {
             for chunk in split_spec(&escaped, |_| budget) {
                 prop_assert!(chunk.len() <= budget);
                 prop_assert!(!chunk.ends_with(' '), "{:?}", chunk);
-                rejoined.push_str(&spec_only_unescape(chunk));
+                rejoined.push_str(&crate::oa1::escape::unescape_v40(chunk));
             }
             prop_assert_eq!(rejoined, text);
         }

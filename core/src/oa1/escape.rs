@@ -227,6 +227,31 @@ pub fn escape_spec(text: &str) -> String {
     out
 }
 
+/// What a peer written from the spec alone decodes: `\\\\`, `\\n`, `\\r` and `\\t`, and
+/// nothing else (deskwire's `\\s` and `\\0` stay as they are). The reference for checking that
+/// what deskwire sends toward such a peer reads right there.
+pub fn unescape_v40(escaped: &str) -> String {
+    let mut out = String::with_capacity(escaped.len());
+    let mut chars = escaped.chars().peekable();
+    while let Some(c) = chars.next() {
+        let decoded = match (c, chars.peek()) {
+            ('\\', Some('\\')) => Some('\\'),
+            ('\\', Some('n')) => Some('\n'),
+            ('\\', Some('r')) => Some('\r'),
+            ('\\', Some('t')) => Some('\t'),
+            _ => None,
+        };
+        match decoded {
+            Some(d) => {
+                chars.next();
+                out.push(d);
+            }
+            None => out.push(c),
+        }
+    }
+    out
+}
+
 /// The decoded form of a whole escaped payload.
 pub fn unescape(escaped: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(escaped.len());

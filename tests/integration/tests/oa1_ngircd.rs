@@ -353,30 +353,6 @@ fn large_responses_over_ngircd() {
     check_and_report(&world, "ngircd, no penalties");
 }
 
-/// What a desk written from the spec alone decodes: `\\`, `\n`, `\r`, `\t`; any other pair
-/// stays as it is (it would show deskwire's `\s` and `\0` literally).
-fn spec_only_unescape(payload: &str) -> String {
-    let mut out = String::new();
-    let mut chars = payload.chars().peekable();
-    while let Some(c) = chars.next() {
-        let decoded = match (c, chars.peek()) {
-            ('\\', Some('\\')) => Some('\\'),
-            ('\\', Some('n')) => Some('\n'),
-            ('\\', Some('r')) => Some('\r'),
-            ('\\', Some('t')) => Some('\t'),
-            _ => None,
-        };
-        match decoded {
-            Some(d) => {
-                chars.next();
-                out.push(d);
-            }
-            None => out.push(c),
-        }
-    }
-    out
-}
-
 #[test]
 fn a_spec_only_desk_reads_a_deskwire_answer_through_ngircd() {
     let ircd = Ngircd::start_without_penalties();
@@ -421,7 +397,7 @@ fn a_spec_only_desk_reads_a_deskwire_answer_through_ngircd() {
                 panic!("{frame}")
             };
             // ngircd trimmed the line: an inner frame must not have ended with a space.
-            text.push_str(&spec_only_unescape(payload));
+            text.push_str(&deskwire::oa1::escape::unescape_v40(payload));
             last |= more == "0";
         }
         if last {
