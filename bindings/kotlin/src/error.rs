@@ -115,6 +115,9 @@ impl From<Error> for DeskwireError {
         match &error {
             Error::Mobile(e) => misuse(variant_name(e)),
             Error::Oa1(e) => misuse(variant_name(e)),
+            // A nick or channel the server would refuse: its own kind (`InvalidNick`), not the
+            // wrapper's.
+            Error::Oa1Config(deskwire::oa1::ConfigError::Session(e)) => invalid(variant_name(e)),
             Error::Oa1Config(e) => invalid(variant_name(e)),
             Error::Irc(e) => misuse(variant_name(e)),
             Error::JsonRpc(e) => misuse(variant_name(e)),

@@ -2197,10 +2197,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_visible_tools() and 0xFFFF) != 21019) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_desk_new() and 0xFFFF) != 2045) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_desk_new() and 0xFFFF) != 4034) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_remote_new() and 0xFFFF) != 19412) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_remote_new() and 0xFFFF) != 53926) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_gateway_new() and 0xFFFF) != 2751) {
@@ -2795,11 +2795,14 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
         this.cleanable = null
     }
     /**
-     * A desk that registers at once; `seed` fixes its request ids.
+     * A desk that registers at once. Its `oa1.allowedSender` (the remote: `rexd`, a
+     * `nick!user@host` mask, or `*` for anyone) is required; a bad nick or channel throws
+     * `InvalidInput`. `seed` fixes its request ids: take it from `SecureRandom`, never a clock
+     * (a fixed seed is for tests).
      */
     constructor(`config`: ConnectionConfig, `nowMs`: kotlin.ULong, `seed`: kotlin.ULong) :
         this(UniffiWithHandle, 
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_constructor_desk_new(
     
         
@@ -7740,11 +7743,14 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
         this.cleanable = null
     }
     /**
-     * A remote that registers at once.
+     * A remote that registers at once; a bad nick or channel throws `InvalidInput`.
+     *
+     * `oa1.allowedSender` filters by nick or `nick!user@host`; neither proves who asks (anyone
+     * may take the desk's nick once it quits). Use `oa1.auth` when the commands matter.
      */
     constructor(`config`: ConnectionConfig, `nowMs`: kotlin.ULong) :
         this(UniffiWithHandle, 
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_constructor_remote_new(
     
         
@@ -8854,9 +8860,15 @@ data class ConnectionConfig (
     var `oa1`: Oa1Config
     , 
     /**
-     * How long to wait before joining again after a kick or part.
+     * How long to wait before joining again after a kick, a part or a refused join.
      */
     var `rejoinDelayMs`: kotlin.ULong
+    , 
+    /**
+     * Desk: how long the remote may be gone, with requests in flight, before they fail
+     * `PeerLeft`.
+     */
+    var `peerGraceMs`: kotlin.ULong = 2000uL 
     
 ){
     
@@ -8876,19 +8888,22 @@ public object FfiConverterTypeConnectionConfig: FfiConverterRustBuffer<Connectio
             FfiConverterTypeIrcSessionConfig.read(buf),
             FfiConverterTypeOa1Config.read(buf),
             FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
         )
     }
 
     override fun allocationSize(value: ConnectionConfig) = (
             FfiConverterTypeIrcSessionConfig.allocationSize(value.`session`) +
             FfiConverterTypeOa1Config.allocationSize(value.`oa1`) +
-            FfiConverterULong.allocationSize(value.`rejoinDelayMs`)
+            FfiConverterULong.allocationSize(value.`rejoinDelayMs`) +
+            FfiConverterULong.allocationSize(value.`peerGraceMs`)
     )
 
     override fun write(value: ConnectionConfig, buf: ByteBuffer) {
             FfiConverterTypeIrcSessionConfig.write(value.`session`, buf)
             FfiConverterTypeOa1Config.write(value.`oa1`, buf)
             FfiConverterULong.write(value.`rejoinDelayMs`, buf)
+            FfiConverterULong.write(value.`peerGraceMs`, buf)
     }
 }
 
@@ -10618,7 +10633,7 @@ data class Oa1Config (
     var `maxStreams`: kotlin.ULong
     , 
     /**
-     * How long a request may take (client; spec: 30 s).
+     * How long a request may take once it can leave (client; spec: 30 s).
      */
     var `requestTimeoutMs`: kotlin.ULong
     , 
@@ -10661,6 +10676,12 @@ data class Oa1Config (
      * Desk: offer compressed answers; remote: accept the offer.
      */
     var `compression`: kotlin.Boolean = false 
+    , 
+    /**
+     * How long a request may wait to leave (joined, the remote there) before it fails
+     * `NotReady` (client).
+     */
+    var `readyTimeoutMs`: kotlin.ULong = 30000uL 
     
 ){
     
@@ -10693,6 +10714,7 @@ public object FfiConverterTypeOa1Config: FfiConverterRustBuffer<Oa1Config> {
             FfiConverterULong.read(buf),
             FfiConverterOptionalTypeOa1AuthConfig.read(buf),
             FfiConverterBoolean.read(buf),
+            FfiConverterULong.read(buf),
         )
     }
 
@@ -10712,7 +10734,8 @@ public object FfiConverterTypeOa1Config: FfiConverterRustBuffer<Oa1Config> {
             FfiConverterULong.allocationSize(value.`finishedMemory`) +
             FfiConverterULong.allocationSize(value.`flushDelayMs`) +
             FfiConverterOptionalTypeOa1AuthConfig.allocationSize(value.`auth`) +
-            FfiConverterBoolean.allocationSize(value.`compression`)
+            FfiConverterBoolean.allocationSize(value.`compression`) +
+            FfiConverterULong.allocationSize(value.`readyTimeoutMs`)
     )
 
     override fun write(value: Oa1Config, buf: ByteBuffer) {
@@ -10732,6 +10755,7 @@ public object FfiConverterTypeOa1Config: FfiConverterRustBuffer<Oa1Config> {
             FfiConverterULong.write(value.`flushDelayMs`, buf)
             FfiConverterOptionalTypeOa1AuthConfig.write(value.`auth`, buf)
             FfiConverterBoolean.write(value.`compression`, buf)
+            FfiConverterULong.write(value.`readyTimeoutMs`, buf)
     }
 }
 
@@ -13458,6 +13482,12 @@ sealed class IrcDisconnectReason {
     
     
     /**
+     * The host said the socket closed or failed (`handleEof`).
+     */
+    object ConnectionLost : IrcDisconnectReason()
+    
+    
+    /**
      * Every nick tried was taken.
      */
     object NickUnavailable : IrcDisconnectReason()
@@ -13489,8 +13519,9 @@ public object FfiConverterTypeIrcDisconnectReason : FfiConverterRustBuffer<IrcDi
                 FfiConverterString.read(buf),
                 )
             2 -> IrcDisconnectReason.TimedOut
-            3 -> IrcDisconnectReason.NickUnavailable
-            4 -> IrcDisconnectReason.Quit
+            3 -> IrcDisconnectReason.ConnectionLost
+            4 -> IrcDisconnectReason.NickUnavailable
+            5 -> IrcDisconnectReason.Quit
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
         }
     }
@@ -13504,6 +13535,12 @@ public object FfiConverterTypeIrcDisconnectReason : FfiConverterRustBuffer<IrcDi
             )
         }
         is IrcDisconnectReason.TimedOut -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is IrcDisconnectReason.ConnectionLost -> {
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
@@ -13534,12 +13571,16 @@ public object FfiConverterTypeIrcDisconnectReason : FfiConverterRustBuffer<IrcDi
                 buf.putInt(2)
                 Unit
             }
-            is IrcDisconnectReason.NickUnavailable -> {
+            is IrcDisconnectReason.ConnectionLost -> {
                 buf.putInt(3)
                 Unit
             }
-            is IrcDisconnectReason.Quit -> {
+            is IrcDisconnectReason.NickUnavailable -> {
                 buf.putInt(4)
+                Unit
+            }
+            is IrcDisconnectReason.Quit -> {
+                buf.putInt(5)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -13644,7 +13685,58 @@ sealed class IrcSessionEvent {
     
     /**
      * We left a channel.
+     * The server refused our `JOIN` (`403`, `405`, `471`, `473`, `474`, `475`, `476`,
+     * `477`); the connection tries again after `rejoinDelayMs`.
      */
+    data class JoinFailed(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String, 
+        /**
+         * The numeric, e.g. `474`.
+         */
+        val `numeric`: kotlin.String, 
+        /**
+         * The server's text.
+         */
+        val `text`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The server refused a nick while registering (`432`, `433`, `436`, `437`); the session
+     * goes on as `next` (`desk_`, `desk1`, ...), which remotes that allow only the configured
+     * nick ignore, or ends when `next` is null.
+     */
+    data class NickRefused(
+        /**
+         * The nick refused.
+         */
+        val `nick`: kotlin.String, 
+        /**
+         * The numeric, e.g. `433`.
+         */
+        val `numeric`: kotlin.String, 
+        /**
+         * The server's text.
+         */
+        val `text`: kotlin.String, 
+        /**
+         * The nick tried next.
+         */
+        val `next`: kotlin.String?) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
     data class Parted(
         /**
          * The channel.
@@ -13721,13 +13813,24 @@ public object FfiConverterTypeIrcSessionEvent : FfiConverterRustBuffer<IrcSessio
                 FfiConverterString.read(buf),
                 FfiConverterString.read(buf),
                 )
-            6 -> IrcSessionEvent.Parted(
+            6 -> IrcSessionEvent.JoinFailed(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
                 FfiConverterString.read(buf),
                 )
-            7 -> IrcSessionEvent.ServerError(
+            7 -> IrcSessionEvent.NickRefused(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterOptionalString.read(buf),
+                )
+            8 -> IrcSessionEvent.Parted(
                 FfiConverterString.read(buf),
                 )
-            8 -> IrcSessionEvent.Disconnected(
+            9 -> IrcSessionEvent.ServerError(
+                FfiConverterString.read(buf),
+                )
+            10 -> IrcSessionEvent.Disconnected(
                 FfiConverterTypeIrcDisconnectReason.read(buf),
                 )
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
@@ -13771,6 +13874,25 @@ public object FfiConverterTypeIrcSessionEvent : FfiConverterRustBuffer<IrcSessio
                 + FfiConverterString.allocationSize(value.`channel`)
                 + FfiConverterString.allocationSize(value.`by`)
                 + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
+        is IrcSessionEvent.JoinFailed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+                + FfiConverterString.allocationSize(value.`numeric`)
+                + FfiConverterString.allocationSize(value.`text`)
+            )
+        }
+        is IrcSessionEvent.NickRefused -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`nick`)
+                + FfiConverterString.allocationSize(value.`numeric`)
+                + FfiConverterString.allocationSize(value.`text`)
+                + FfiConverterOptionalString.allocationSize(value.`next`)
             )
         }
         is IrcSessionEvent.Parted -> {
@@ -13826,18 +13948,33 @@ public object FfiConverterTypeIrcSessionEvent : FfiConverterRustBuffer<IrcSessio
                 FfiConverterString.write(value.`reason`, buf)
                 Unit
             }
-            is IrcSessionEvent.Parted -> {
+            is IrcSessionEvent.JoinFailed -> {
                 buf.putInt(6)
+                FfiConverterString.write(value.`channel`, buf)
+                FfiConverterString.write(value.`numeric`, buf)
+                FfiConverterString.write(value.`text`, buf)
+                Unit
+            }
+            is IrcSessionEvent.NickRefused -> {
+                buf.putInt(7)
+                FfiConverterString.write(value.`nick`, buf)
+                FfiConverterString.write(value.`numeric`, buf)
+                FfiConverterString.write(value.`text`, buf)
+                FfiConverterOptionalString.write(value.`next`, buf)
+                Unit
+            }
+            is IrcSessionEvent.Parted -> {
+                buf.putInt(8)
                 FfiConverterString.write(value.`channel`, buf)
                 Unit
             }
             is IrcSessionEvent.ServerError -> {
-                buf.putInt(7)
+                buf.putInt(9)
                 FfiConverterString.write(value.`message`, buf)
                 Unit
             }
             is IrcSessionEvent.Disconnected -> {
-                buf.putInt(8)
+                buf.putInt(10)
                 FfiConverterTypeIrcDisconnectReason.write(value.`reason`, buf)
                 Unit
             }
@@ -16897,8 +17034,17 @@ sealed class Oa1Failure {
     /**
      * The IRC connection ended before the response.
      */
-    object Disconnected : Oa1Failure()
-    
+    data class Disconnected(
+        /**
+         * Why (the server's `ERROR` text, a lost socket, ...).
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
     
     /**
      * A compressed answer could not be read.
@@ -16906,6 +17052,67 @@ sealed class Oa1Failure {
     data class Malformed(
         /**
          * What was wrong.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The request never left: the connection was not ready within `readyTimeoutMs`; the
+     * message says what it waited for and who was in the channel.
+     */
+    data class NotReady(
+        /**
+         * What the connection waited for.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The server refused to let us into the channel.
+     */
+    data class JoinFailed(
+        /**
+         * The channel, the numeric and the server's text.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * We were kicked from the channel while the request was in flight.
+     */
+    data class Kicked(
+        /**
+         * The channel, who kicked us and why.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The remote left the channel while the request was in flight.
+     */
+    data class PeerLeft(
+        /**
+         * Who left and how.
          */
         val `message`: kotlin.String) : Oa1Failure()
         
@@ -16937,8 +17144,22 @@ public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
                 )
             2 -> Oa1Failure.Timeout
             3 -> Oa1Failure.Incomplete
-            4 -> Oa1Failure.Disconnected
+            4 -> Oa1Failure.Disconnected(
+                FfiConverterString.read(buf),
+                )
             5 -> Oa1Failure.Malformed(
+                FfiConverterString.read(buf),
+                )
+            6 -> Oa1Failure.NotReady(
+                FfiConverterString.read(buf),
+                )
+            7 -> Oa1Failure.JoinFailed(
+                FfiConverterString.read(buf),
+                )
+            8 -> Oa1Failure.Kicked(
+                FfiConverterString.read(buf),
+                )
+            9 -> Oa1Failure.PeerLeft(
                 FfiConverterString.read(buf),
                 )
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
@@ -16970,9 +17191,38 @@ public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
+                + FfiConverterString.allocationSize(value.`message`)
             )
         }
         is Oa1Failure.Malformed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is Oa1Failure.NotReady -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is Oa1Failure.JoinFailed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is Oa1Failure.Kicked -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is Oa1Failure.PeerLeft -> {
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
@@ -16999,10 +17249,31 @@ public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
             }
             is Oa1Failure.Disconnected -> {
                 buf.putInt(4)
+                FfiConverterString.write(value.`message`, buf)
                 Unit
             }
             is Oa1Failure.Malformed -> {
                 buf.putInt(5)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is Oa1Failure.NotReady -> {
+                buf.putInt(6)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is Oa1Failure.JoinFailed -> {
+                buf.putInt(7)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is Oa1Failure.Kicked -> {
+                buf.putInt(8)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is Oa1Failure.PeerLeft -> {
+                buf.putInt(9)
                 FfiConverterString.write(value.`message`, buf)
                 Unit
             }

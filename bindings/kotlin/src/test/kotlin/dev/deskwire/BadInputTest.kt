@@ -28,8 +28,15 @@ class BadInputTest {
 
     @Test
     fun `the OA1 desk takes garbage bytes, stays bounded and still answers`() {
-        val desk = Desk(connectionConfig("desk", "#desk"), 0uL, 1uL)
-        desk.handleBytes(0uL, ":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n".toByteArray())
+        val config = connectionConfig("desk", "#desk").let { it.copy(oa1 = it.oa1.copy(allowedSender = "deskbot")) }
+        val desk = Desk(config, 0uL, 1uL)
+        desk.handleBytes(
+            0uL,
+            (
+                ":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n" +
+                    ":srv 353 desk = #desk :desk deskbot\r\n:srv 366 desk #desk :End of NAMES list\r\n"
+                ).toByteArray(),
+        )
         var now = 0uL
         val id = desk.request(now, "uname -a", null)
         repeat(3_000) {
@@ -94,6 +101,23 @@ class BadInputTest {
         assertThrows<DeskwireException.InvalidInput> { ircParseLine(ByteArray(0)) }
         assertThrows<DeskwireException.InvalidInput> { oa1Chunk("text", 0uL) }
         assertThrows<DeskwireException.InvalidInput> { readSchemaValue("nope", "X", "{}") }
+        // A desk must name its remote; nicks and channels the server would refuse or rename are
+        // refused when the engine is built.
+        val desk = connectionConfig("desk", "#desk")
+        val noRemote = assertThrows<DeskwireException.InvalidInput> { Desk(desk, 0uL, 1uL) }
+        assertEquals("NoRemote", noRemote.kind)
+        assertTrue("`rexd --irc` joins as `rexd`" in noRemote.detail, noRemote.detail)
+        val withRemote = desk.copy(oa1 = desk.oa1.copy(allowedSender = "rexd"))
+        for (nick in listOf("a b", "", "9lives", "x".repeat(31))) {
+            val bad = withRemote.copy(session = withRemote.session.copy(nick = nick))
+            assertEquals("InvalidNick", assertThrows<DeskwireException.InvalidInput> { Desk(bad, 0uL, 1uL) }.kind, nick)
+        }
+        assertEquals("InvalidChannel", assertThrows<DeskwireException.InvalidInput> {
+            Remote(connectionConfig("rexd", "desk"), 0uL)
+        }.kind)
+        assertEquals("AllowedSender", assertThrows<DeskwireException.InvalidInput> {
+            Desk(desk.copy(oa1 = desk.oa1.copy(allowedSender = "re xd")), 0uL, 1uL)
+        }.kind)
         val peer = JsonRpcPeer(JsonRpcDialect.Sidecar, jsonRpcConfigDefault(), 1uL)
         assertThrows<DeskwireException.InvalidInput> { peer.call(0uL, "m", "{broken", 0uL) }
         assertEquals("UnknownId", assertThrows<DeskwireException.Misuse> {

@@ -25,9 +25,13 @@ private fun rounds(call: () -> Unit): Double {
 }
 
 fun main() {
-    val welcome = ":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n".toByteArray()
+    val welcome = (
+        ":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n" +
+            ":srv 353 desk = #desk :desk deskbot\r\n:srv 366 desk #desk :End of NAMES list\r\n"
+        ).toByteArray()
     val line = ":deskbot!~bot@10.0.0.2 PRIVMSG #desk :hello from the remote end of the desk\r\n".toByteArray()
-    val desk = Desk(connectionConfig("desk", "#desk"), 0uL, 1uL)
+    val config = connectionConfig("desk", "#desk").let { it.copy(oa1 = it.oa1.copy(allowedSender = "deskbot")) }
+    val desk = Desk(config, 0uL, 1uL)
     desk.handleBytes(0uL, welcome)
     while (desk.pollOutput(0uL) !is ConnectionOutput.Timeout) {}
     check(desk.state() == ConnectionState.READY)

@@ -32,11 +32,11 @@ class RemoteBashIrcTest {
         rexd = ChildProcess(
             listOf(
                 cargoBinary("rexd").toString(), "--irc", "127.0.0.1:${ngircd.port}", "--channel", "#desk",
-                "--nick", "deskbot", "--allow-from", "desk", "--log-level", "info", "--unauthenticated",
+                "--allow-from", "desk", "--log-level", "info", "--unauthenticated",
             ),
         )
         rexd.await(Regex("joined", RegexOption.IGNORE_CASE))
-        val config = connectionConfig("desk", "#desk").let { it.copy(oa1 = it.oa1.copy(allowedSender = "deskbot")) }
+        val config = connectionConfig("desk", "#desk").let { it.copy(oa1 = it.oa1.copy(allowedSender = "rexd")) }
         desk = DeskConnection.connect("127.0.0.1", ngircd.port, config, scope)
     }
 
@@ -61,7 +61,7 @@ class RemoteBashIrcTest {
     fun `a cancelled coroutine sends CANCEL and the remote stops`() = runBlocking {
         val before = desk.stats().oa1.cancels
         val call = scope.launch { desk.remoteBash("sleep 30; echo never") }
-        val asked = rexd.await(Regex("desk asks (\\S+): sleep 30"))
+        val asked = rexd.await(Regex(" asks (\\S+): sleep 30"))
         val id = asked.groupValues[1]
         call.cancelAndJoin()
         rexd.await(Regex("${Regex.escape(id)} cancelled"))
@@ -73,7 +73,7 @@ class RemoteBashIrcTest {
     @Test
     fun `a timeout fails the call with timeout and cancels it on the remote`() = runBlocking {
         val call = scope.async { runCatching { desk.remoteBash("sleep 20; echo late", timeout = 1.seconds) } }
-        val id = rexd.await(Regex("desk asks (\\S+): sleep 20")).groupValues[1]
+        val id = rexd.await(Regex(" asks (\\S+): sleep 20")).groupValues[1]
         val failure = assertIs<Oa1RequestException>(withTimeout(15_000) { call.await() }.exceptionOrNull())
         assertEquals(id, failure.id)
         assertEquals(Oa1Failure.Timeout, failure.failure)
