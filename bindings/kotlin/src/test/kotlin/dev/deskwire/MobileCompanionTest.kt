@@ -150,17 +150,17 @@ class MobileCompanionTest {
         assertNull(store.load())
         server.await(Regex("refused connection \\d+: 401"))
         val misuse = assertThrows<DeskwireException.Misuse> { again.connect() }
-        assertEquals("NoCredentials", misuse.kind)
+        assertEquals(ErrorKind.NO_CREDENTIALS, misuse.kind)
         again.close()
     }
 
     @Test
     fun `misuse throws typed exceptions and leaves the driver working`() = runBlocking {
         val phone = MobileCompanion("ws://127.0.0.1:9/ws", MemoryTokenStore(), scope)
-        assertEquals("InvalidCode", assertThrows<DeskwireException.Misuse> { phone.pair("12ab56") }.kind)
-        assertEquals("NoCredentials", assertThrows<DeskwireException.Misuse> { phone.connect() }.kind)
-        assertEquals("NotConnected", assertThrows<DeskwireException.Misuse> { phone.startTask("x") }.kind)
-        assertEquals("NotConnected", assertThrows<DeskwireException.Misuse> { phone.respondPermission("nope", true) }.kind)
+        assertEquals(ErrorKind.INVALID_CODE, assertThrows<DeskwireException.Misuse> { phone.pair("12ab56") }.kind)
+        assertEquals(ErrorKind.NO_CREDENTIALS, assertThrows<DeskwireException.Misuse> { phone.connect() }.kind)
+        assertEquals(ErrorKind.NOT_CONNECTED, assertThrows<DeskwireException.Misuse> { phone.startTask("x") }.kind)
+        assertEquals(ErrorKind.NOT_CONNECTED, assertThrows<DeskwireException.Misuse> { phone.respondPermission("nope", true) }.kind)
         // Nothing listens on port 9: the attempt fails and a retry is scheduled.
         val events = EventQueue(scope, phone.events)
         phone.pair("123456")

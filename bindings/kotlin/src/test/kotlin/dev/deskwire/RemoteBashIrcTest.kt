@@ -18,7 +18,10 @@ import kotlin.test.assertIs
 import kotlin.test.assertTrue
 import kotlin.time.Duration.Companion.seconds
 
-/** `RemoteBash` from the JVM: DeskConnection over a real socket to ngircd, `rexd --irc` answering. */
+/**
+ * `RemoteBash` from the JVM: DeskConnection over a real socket to ngircd, `rexd --irc` answering;
+ * both with their defaults (`desk` asks `rexd` in `#desk`).
+ */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class RemoteBashIrcTest {
     private lateinit var ngircd: Ngircd
@@ -31,13 +34,14 @@ class RemoteBashIrcTest {
         ngircd = Ngircd()
         rexd = ChildProcess(
             listOf(
-                cargoBinary("rexd").toString(), "--irc", "127.0.0.1:${ngircd.port}", "--channel", "#desk",
+                cargoBinary("rexd").toString(), "--irc", "127.0.0.1:${ngircd.port}",
                 "--allow-from", "desk", "--log-level", "info", "--unauthenticated",
             ),
         )
         rexd.await(Regex("joined", RegexOption.IGNORE_CASE))
-        val config = connectionConfig("desk", "#desk").let { it.copy(oa1 = it.oa1.copy(allowedSender = "rexd")) }
-        desk = DeskConnection.connect("127.0.0.1", ngircd.port, config, scope)
+        desk = runBlocking { withTimeout(30_000) { DeskConnection.connect("127.0.0.1", ngircd.port, scope = scope) } }
+        assertEquals(ConnectionState.READY, desk.state.value, "connect returns once rexd is there")
+        assertEquals(listOf("rexd"), desk.members())
     }
 
     @AfterAll
@@ -65,7 +69,7 @@ class RemoteBashIrcTest {
         val id = asked.groupValues[1]
         call.cancelAndJoin()
         rexd.await(Regex("${Regex.escape(id)} cancelled"))
-        assertEquals(before + 1uL, desk.stats().oa1.cancels)
+        assertEquals(before + 1L, desk.stats().oa1.cancels)
         // The connection goes on serving.
         assertEquals("still here\n", withTimeout(30_000) { desk.remoteBash("echo still here") })
     }
