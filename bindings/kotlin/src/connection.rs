@@ -44,7 +44,8 @@ pub fn connection_config(nick: String, channel: String, peer: Option<String>) ->
 }
 
 /// A connection configuration from JSON: `{"nick", "channel", "session": {..}, "oa1": {..},
-/// "rejoin_delay_ms"}` with only the values that differ from the defaults.
+/// "rejoin_delay_ms", "peer_grace_ms"}` with only the values that differ from the defaults (a
+/// desk's remote is `oa1.allowed_sender`).
 #[uniffi::export]
 pub fn connection_config_from_json(json: String) -> Result<ConnectionConfig> {
     api(|| oa1::ConnectionConfig::from_json(&json)).map(Into::into)

@@ -419,7 +419,8 @@ pub fn remote_bash_failure_json(failure: Oa1Failure) -> String {
     remote_bash::failure_json(&failure.into())
 }
 
-/// The code of a failure (`timeout`, `incomplete`, or the remote's).
+/// The code of a failure: the remote's, or `timeout`, `incomplete`, `disconnected`,
+/// `malformed`, `not_ready`, `join_failed`, `kicked`, `peer_left`.
 #[uniffi::export]
 pub fn oa1_failure_code(failure: Oa1Failure) -> String {
     oa1::Failure::from(failure).code().to_owned()

@@ -1665,7 +1665,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_connection_config() and 0xFFFF) != 48008) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_connection_config_from_json() and 0xFFFF) != 23768) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_connection_config_from_json() and 0xFFFF) != 45801) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_gateway_config() and 0xFFFF) != 62803) {
@@ -1752,7 +1752,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_escape() and 0xFFFF) != 45862) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_code() and 0xFFFF) != 45198) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_code() and 0xFFFF) != 545) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload() and 0xFFFF) != 57184) {
@@ -20310,7 +20310,8 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
 
         /**
          * A connection configuration from JSON: `{"nick", "channel", "session": {..}, "oa1": {..},
-         * "rejoin_delay_ms"}` with only the values that differ from the defaults.
+         * "rejoin_delay_ms", "peer_grace_ms"}` with only the values that differ from the defaults (a
+         * desk's remote is `oa1.allowed_sender`).
          */
     @Throws(DeskwireException::class) fun `connectionConfigFromJson`(`json`: kotlin.String): ConnectionConfig {
             return FfiConverterTypeConnectionConfig.lift(
@@ -20729,7 +20730,8 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     
 
         /**
-         * The code of a failure (`timeout`, `incomplete`, or the remote's).
+         * The code of a failure: the remote's, or `timeout`, `incomplete`, `disconnected`,
+         * `malformed`, `not_ready`, `join_failed`, `kicked`, `peer_left`.
          */ fun `oa1FailureCode`(`failure`: Oa1Failure): kotlin.String {
             return FfiConverterString.lift(
     uniffiRustCall() { _status ->

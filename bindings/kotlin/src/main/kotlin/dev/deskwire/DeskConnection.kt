@@ -55,7 +55,11 @@ class DeskConnection private constructor(
         }
     }
 
-    /** Every event of the connection (IRC, OA1, link), as the engine reports it. */
+    /**
+     * Every event of the connection (IRC, OA1, link), as the engine reports it from when it is
+     * collected: those of the start (before [connect] returned) are not replayed; [state],
+     * [nick] and [members] say where the connection stands.
+     */
     val events: Flow<ConnectionEvent> = loop.events
 
     /**
