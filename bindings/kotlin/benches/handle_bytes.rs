@@ -1,5 +1,5 @@
 //! The Rust side of the Kotlin per-call measurement: one relayed `PRIVMSG` line into a desk
-//! that is in its channel, then `poll_output` until it answers `Timeout` — the same loop as
+//! that is in its channel with its remote, then `poll_output` until it answers `Timeout` — the same loop as
 //! `src/test/kotlin/dev/deskwire/HandleBytesBench.kt`, run on
 //! - the core engine (`deskwire::oa1::Desk`), and
 //! - this crate's wrapper (`deskwire_uniffi::connection::Desk`: the mutex, the owned `Vec<u8>`
@@ -17,8 +17,9 @@ use std::time::Instant;
 use deskwire::oa1::{ConnectionConfig, ConnectionOutput};
 use deskwire_uniffi::connection::{self as wrapper, ConnectionOutput as WrapperOutput};
 
-const WELCOME: &[u8] =
-    b":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n";
+const WELCOME: &[u8] = b":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n\
+    :desk!~desk@127.0.0.1 JOIN #desk\r\n:srv 353 desk = #desk :desk deskbot\r\n\
+    :srv 366 desk #desk :End of NAMES list\r\n";
 const LINE: &[u8] =
     b":deskbot!~bot@10.0.0.2 PRIVMSG #desk :hello from the remote end of the desk\r\n";
 const ROUNDS: usize = 15;
@@ -47,7 +48,7 @@ fn rounds(mut call: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    let config = ConnectionConfig::new("desk", "#desk");
+    let config = ConnectionConfig::new("desk", "#desk").with_peer("deskbot");
 
     let mut core = deskwire::oa1::Desk::new(config.clone(), 0, 1).unwrap();
     core.handle_bytes(0, WELCOME);

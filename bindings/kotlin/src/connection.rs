@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use deskwire::oa1::{self, remote_bash};
 
-use crate::error::{Result, api};
+use crate::error::{DeskwireError, Result, api};
 use crate::irc::{IrcSessionConfig, IrcSessionEvent, IrcSessionStats};
-use crate::lock;
 use crate::oa1::{Oa1Config, Oa1Event, Oa1Stats};
+use crate::{lock, long, long_size, ms, non_negative};
 
 /// How to connect: the IRC login and the OA1 endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
@@ -20,21 +20,32 @@ pub struct ConnectionConfig {
     /// The OA1 endpoint (its channel is joined).
     pub oa1: Oa1Config,
     /// How long to wait before joining again after a kick, a part or a refused join.
-    pub rejoin_delay_ms: u64,
+    pub rejoin_delay_ms: i64,
     /// Desk: how long the remote may be gone, with requests in flight, before they fail
-    /// `PeerLeft`.
+    /// `PeerLeft` (a quick part and join, or a netsplit healing, loses nothing).
     #[uniffi(default = 2000)]
-    pub peer_grace_ms: u64,
+    pub peer_grace_ms: i64,
 }
 
-/// The spec's defaults for `nick` on `channel`.
-#[uniffi::export]
-pub fn connection_config(nick: String, channel: String) -> ConnectionConfig {
-    oa1::ConnectionConfig::new(&nick, &channel).into()
+/// The spec's defaults for `nick` on `channel`, taking frames only from `peer`
+/// (`oa1.allowedSender`). A desk needs its remote there: `rexd` (what `rexd --irc` joins as),
+/// a `nick!user@host` mask such as `rexd!~rexd@10.0.0.7`, or `"*"` for anyone in the
+/// channel; a desk without one is refused when it is built, since it would send into a
+/// channel where nobody may hear it. A remote's `peer` is the desk it answers (`null`:
+/// anyone).
+#[uniffi::export(default(peer = None))]
+pub fn connection_config(nick: String, channel: String, peer: Option<String>) -> ConnectionConfig {
+    let config = oa1::ConnectionConfig::new(&nick, &channel);
+    match peer {
+        Some(peer) => config.with_peer(&peer),
+        None => config,
+    }
+    .into()
 }
 
 /// A connection configuration from JSON: `{"nick", "channel", "session": {..}, "oa1": {..},
-/// "rejoin_delay_ms"}` with only the values that differ from the defaults.
+/// "rejoin_delay_ms", "peer_grace_ms"}` with only the values that differ from the defaults (a
+/// desk's remote is `oa1.allowed_sender`).
 #[uniffi::export]
 pub fn connection_config_from_json(json: String) -> Result<ConnectionConfig> {
     api(|| oa1::ConnectionConfig::from_json(&json)).map(Into::into)
@@ -45,9 +56,12 @@ pub fn connection_config_from_json(json: String) -> Result<ConnectionConfig> {
 pub enum ConnectionState {
     /// Registering with the server.
     Registering,
-    /// Registered, not in the channel: lines are held.
+    /// Registered, not (or no longer) in the channel: lines are held. A refused join is
+    /// tried again after `rejoinDelayMs`.
     Joining,
-    /// Desk with an `allowed_sender`: waiting for that nick to be in the channel.
+    /// Desk: in the channel, waiting for its remote (`oa1.allowedSender`; for `"*"`, anyone)
+    /// to be there too: IRC keeps no history, so a request sent before would reach nobody.
+    /// Lines are held.
     WaitingForPeer,
     /// Frames flow.
     Ready,
@@ -111,7 +125,7 @@ pub enum ConnectionOutput {
     /// Nothing to do before this instant unless bytes arrive.
     Timeout {
         /// The deadline (ms).
-        deadline_ms: u64,
+        deadline_ms: i64,
     },
 }
 
@@ -130,33 +144,42 @@ macro_rules! connection_methods {
         #[uniffi::export]
         impl $t {
             /// Bytes read from the socket (any split; partial lines wait for the rest).
-            pub fn handle_bytes(&self, now_ms: u64, bytes: Vec<u8>) {
-                lock(&self.inner).handle_bytes(now_ms, &bytes)
+            pub fn handle_bytes(&self, now_ms: i64, bytes: Vec<u8>) {
+                lock(&self.inner).handle_bytes(ms(now_ms), &bytes)
             }
 
             /// The socket closed or failed.
-            pub fn handle_eof(&self, now_ms: u64) {
-                lock(&self.inner).handle_eof(now_ms)
+            pub fn handle_eof(&self, now_ms: i64) {
+                lock(&self.inner).handle_eof(ms(now_ms))
             }
 
             /// Does what is due by `now_ms`.
-            pub fn handle_timeout(&self, now_ms: u64) {
-                lock(&self.inner).handle_timeout(now_ms)
+            pub fn handle_timeout(&self, now_ms: i64) {
+                lock(&self.inner).handle_timeout(ms(now_ms))
             }
 
-            /// Says goodbye (`QUIT`); the connection ends.
-            pub fn quit(&self, now_ms: u64, reason: String) {
-                lock(&self.inner).quit(now_ms, &reason)
+            /// Says goodbye (`QUIT`, in the next drain); the connection ends, and later
+            /// commands throw `Misuse` with kind `CLOSED`.
+            pub fn quit(&self, now_ms: i64, reason: String) {
+                lock(&self.inner).quit(ms(now_ms), &reason)
             }
 
             /// The next thing to do; call until it answers `Timeout`.
-            pub fn poll_output(&self, now_ms: u64) -> ConnectionOutput {
-                lock(&self.inner).poll_output(now_ms).into()
+            pub fn poll_output(&self, now_ms: i64) -> ConnectionOutput {
+                lock(&self.inner).poll_output(ms(now_ms)).into()
             }
 
             /// Where the connection stands.
             pub fn state(&self) -> ConnectionState {
                 lock(&self.inner).state().into()
+            }
+
+            /// Our nick as the server knows it: the configured one or, after the server
+            /// refused it (`433`, in use: `IrcSessionEvent.NickRefused`), the one tried next
+            /// (`desk_`, `desk1`, ...), which a peer that allows only the configured nick
+            /// ignores.
+            pub fn nick(&self) -> String {
+                lock(&self.inner).session().identity().nick().to_owned()
             }
 
             /// Counters.
@@ -179,34 +202,53 @@ impl Desk {
     /// A desk that registers at once. Its `oa1.allowedSender` (the remote: `rexd`, a
     /// `nick!user@host` mask, or `*` for anyone) is required; a bad nick or channel throws
     /// `InvalidInput`. `seed` fixes its request ids: take it from `SecureRandom`, never a clock
-    /// (a fixed seed is for tests).
+    /// (a fixed seed is for tests: two desks with one seed pick the same ids and can take each
+    /// other's answers).
     #[uniffi::constructor]
-    pub fn new(config: ConnectionConfig, now_ms: u64, seed: u64) -> Result<Arc<Self>> {
-        let desk = api(|| oa1::Desk::new(config.into(), now_ms, seed))?;
+    pub fn new(config: ConnectionConfig, now_ms: i64, seed: i64) -> Result<Arc<Self>> {
+        let config = config.try_into()?;
+        let desk = api(|| oa1::Desk::new(config, ms(now_ms), seed as u64))?;
         Ok(Arc::new(Desk {
             inner: Mutex::new(desk),
         }))
     }
 
-    /// Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id
-    /// its events carry.
-    pub fn request(&self, now_ms: u64, payload: String, timeout_ms: Option<u64>) -> Result<String> {
-        api(|| lock(&self.inner).request(now_ms, &payload, timeout_ms))
+    /// Sends `payload` as a request; `timeout_ms` overrides the configured timeout, and
+    /// starts when the request's lines may leave (the connection registered, in the channel,
+    /// the remote there); until then `oa1.readyTimeoutMs` applies. The id its events carry.
+    pub fn request(&self, now_ms: i64, payload: String, timeout_ms: Option<i64>) -> Result<String> {
+        let timeout_ms = timeout_ms
+            .map(|t| non_negative("timeoutMs", t))
+            .transpose()?;
+        api(|| lock(&self.inner).request(ms(now_ms), &payload, timeout_ms))
     }
 
     /// Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
-    pub fn remote_bash(&self, now_ms: u64, args_json: String) -> Result<String> {
-        api(|| remote_bash::call(&mut *lock(&self.inner), now_ms, &args_json))
+    pub fn remote_bash(&self, now_ms: i64, args_json: String) -> Result<String> {
+        api(|| remote_bash::call(&mut *lock(&self.inner), ms(now_ms), &args_json))
     }
 
     /// Cancels a request (a `CANCEL` goes out; the remote stops).
-    pub fn cancel(&self, now_ms: u64, id: String, reason: String) -> Result<()> {
-        api(|| lock(&self.inner).cancel(now_ms, &id, &reason))
+    pub fn cancel(&self, now_ms: i64, id: String, reason: String) -> Result<()> {
+        api(|| lock(&self.inner).cancel(ms(now_ms), &id, &reason))
     }
 
     /// Requests in flight.
-    pub fn in_flight(&self) -> u64 {
-        lock(&self.inner).in_flight() as u64
+    pub fn in_flight(&self) -> i64 {
+        long_size(lock(&self.inner).in_flight())
+    }
+
+    /// What requests wait for before they can leave, in words, e.g. ``remote `rexd` in #desk;
+    /// members: deskbot`` or `joining #desk (refused: 474 Cannot join channel (+b))`; `null`
+    /// when ready or closed. A host that gives up waiting says this.
+    pub fn waiting_for(&self) -> Option<String> {
+        lock(&self.inner).waiting_for()
+    }
+
+    /// The other members of the channel, as the server wrote their nicks (at most 1024 are
+    /// kept).
+    pub fn members(&self) -> Vec<String> {
+        lock(&self.inner).members()
     }
 }
 
@@ -225,36 +267,37 @@ impl Remote {
     /// `oa1.allowedSender` filters by nick or `nick!user@host`; neither proves who asks (anyone
     /// may take the desk's nick once it quits). Use `oa1.auth` when the commands matter.
     #[uniffi::constructor]
-    pub fn new(config: ConnectionConfig, now_ms: u64) -> Result<Arc<Self>> {
-        let remote = api(|| oa1::Remote::new(config.into(), now_ms))?;
+    pub fn new(config: ConnectionConfig, now_ms: i64) -> Result<Arc<Self>> {
+        let config = config.try_into()?;
+        let remote = api(|| oa1::Remote::new(config, ms(now_ms)))?;
         Ok(Arc::new(Remote {
             inner: Mutex::new(remote),
         }))
     }
 
     /// Streams output for request `id`.
-    pub fn send(&self, now_ms: u64, id: String, output: String) -> Result<()> {
-        api(|| lock(&self.inner).send(now_ms, &id, &output))
+    pub fn send(&self, now_ms: i64, id: String, output: String) -> Result<()> {
+        api(|| lock(&self.inner).send(ms(now_ms), &id, &output))
     }
 
     /// Ends the response of `id`.
-    pub fn finish(&self, now_ms: u64, id: String) -> Result<()> {
-        api(|| lock(&self.inner).finish(now_ms, &id))
+    pub fn finish(&self, now_ms: i64, id: String) -> Result<()> {
+        api(|| lock(&self.inner).finish(ms(now_ms), &id))
     }
 
     /// `send` then `finish`.
-    pub fn respond(&self, now_ms: u64, id: String, text: String) -> Result<()> {
-        api(|| lock(&self.inner).respond(now_ms, &id, &text))
+    pub fn respond(&self, now_ms: i64, id: String, text: String) -> Result<()> {
+        api(|| lock(&self.inner).respond(ms(now_ms), &id, &text))
     }
 
     /// Answers `id` with `ERR code: message`.
-    pub fn fail(&self, now_ms: u64, id: String, code: String, message: String) -> Result<()> {
-        api(|| lock(&self.inner).fail(now_ms, &id, &code, &message))
+    pub fn fail(&self, now_ms: i64, id: String, code: String, message: String) -> Result<()> {
+        api(|| lock(&self.inner).fail(ms(now_ms), &id, &code, &message))
     }
 
     /// Requests being answered.
-    pub fn active(&self) -> u64 {
-        lock(&self.inner).active() as u64
+    pub fn active(&self) -> i64 {
+        long_size(lock(&self.inner).active())
     }
 }
 
@@ -268,20 +311,22 @@ impl From<oa1::ConnectionConfig> for ConnectionConfig {
         ConnectionConfig {
             session: c.session.into(),
             oa1: c.oa1.into(),
-            rejoin_delay_ms: c.rejoin_delay_ms,
-            peer_grace_ms: c.peer_grace_ms,
+            rejoin_delay_ms: long(c.rejoin_delay_ms),
+            peer_grace_ms: long(c.peer_grace_ms),
         }
     }
 }
 
-impl From<ConnectionConfig> for oa1::ConnectionConfig {
-    fn from(c: ConnectionConfig) -> Self {
-        oa1::ConnectionConfig {
-            session: c.session.into(),
-            oa1: c.oa1.into(),
-            rejoin_delay_ms: c.rejoin_delay_ms,
-            peer_grace_ms: c.peer_grace_ms,
-        }
+impl TryFrom<ConnectionConfig> for oa1::ConnectionConfig {
+    type Error = DeskwireError;
+
+    fn try_from(c: ConnectionConfig) -> Result<Self> {
+        Ok(oa1::ConnectionConfig {
+            session: c.session.try_into()?,
+            oa1: c.oa1.try_into()?,
+            rejoin_delay_ms: non_negative("rejoinDelayMs", c.rejoin_delay_ms)?,
+            peer_grace_ms: non_negative("peerGraceMs", c.peer_grace_ms)?,
+        })
     }
 }
 
@@ -335,9 +380,9 @@ impl From<oa1::ConnectionOutput> for ConnectionOutput {
             oa1::ConnectionOutput::Event(event) => ConnectionOutput::Event {
                 event: event.into(),
             },
-            oa1::ConnectionOutput::Timeout(deadline_ms) => {
-                ConnectionOutput::Timeout { deadline_ms }
-            }
+            oa1::ConnectionOutput::Timeout(deadline_ms) => ConnectionOutput::Timeout {
+                deadline_ms: long(deadline_ms),
+            },
         }
     }
 }

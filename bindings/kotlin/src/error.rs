@@ -11,37 +11,244 @@ use std::fmt;
 use deskwire::tools::providers::ParseError;
 
 /// Every error a deskwire call raises. Kotlin: `DeskwireException.Misuse`,
-/// `DeskwireException.InvalidInput` and `DeskwireException.Remote`, each with `kind` (the
-/// core's variant name, e.g. `NotConnected`, `UnknownRequest`, `InvalidPayload`, `Provider`)
-/// and `detail` (the core's message).
+/// `DeskwireException.InvalidInput` and `DeskwireException.Remote`, each with `kind` (an
+/// [`ErrorKind`], the core's variant: `ErrorKind.CLOSED`, `ErrorKind.UNKNOWN_REQUEST`, ...) and
+/// `detail` (the core's message).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, uniffi::Error)]
 pub enum DeskwireError {
     /// The engine refused a command in its current state, or its arguments (the core's
     /// `LocalError` of that engine).
-    #[error("{kind}: {detail}")]
+    #[error("{kind:?}: {detail}")]
     Misuse {
-        /// The core's variant name.
-        kind: String,
+        /// The core's variant.
+        kind: ErrorKind,
         /// What is wrong.
         detail: String,
     },
     /// A value handed in (JSON, a message, a configuration) is not what the protocol allows.
-    #[error("{kind}: {detail}")]
+    #[error("{kind:?}: {detail}")]
     InvalidInput {
-        /// The core's variant name.
-        kind: String,
+        /// The core's variant.
+        kind: ErrorKind,
         /// What is wrong.
         detail: String,
     },
     /// The peer's answer the host handed in reports an error of its own (an LLM provider's
     /// error object or error event): not the host's fault, and not garbage either.
-    #[error("{kind}: {detail}")]
+    #[error("{kind:?}: {detail}")]
     Remote {
-        /// The core's variant name.
-        kind: String,
+        /// The core's variant.
+        kind: ErrorKind,
         /// The peer's message.
         detail: String,
     },
+}
+
+/// Declares [`ErrorKind`] and the lookup of a core variant's name in it.
+macro_rules! error_kinds {
+    ($($(#[doc = $doc:literal])+ $name:ident,)+) => {
+        /// What went wrong: the variant of the core's error (each engine's `LocalError`, the
+        /// parsers' `ParseError`s, the configuration's `ConfigError`, ...) or of a check this
+        /// binding makes itself. `DeskwireException.*.detail` says the rest in words. The same
+        /// name in two engines means the same thing (`CLOSED`: the connection has ended).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum)]
+        pub enum ErrorKind {
+            $($(#[doc = $doc])+ $name,)+
+        }
+
+        impl ErrorKind {
+            /// The kind of a core variant, by its name.
+            fn from_name(name: &str) -> Option<ErrorKind> {
+                match name {
+                    $(stringify!($name) => Some(ErrorKind::$name),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+error_kinds! {
+    // The connection and the engines' state.
+    /// The connection has ended (after `quit`, `close()` or the end of the socket); make a new
+    /// engine for a new connection.
+    Closed,
+    /// IRC: the server has not accepted us yet.
+    NotRegistered,
+    /// Over a size limit: an OA1 request over `maxMessageBytes`, a message or text over a
+    /// parser's or the peer's limit (the detail gives the size and the limit).
+    TooLarge,
+    /// OA1: `maxStreams` requests are in flight already.
+    TooManyInFlight,
+    /// OA1: no request with that id is in progress (unknown, finished or cancelled).
+    UnknownRequest,
+    /// OA1: the answer to that request has ended already.
+    AlreadyFinished,
+    /// OA1: an `ERR` code is not lowercase letters and `_`.
+    InvalidErrorCode,
+    /// OA1: the channel and nick leave too little room in a line for any payload.
+    NoRoom,
+    /// OA1: the endpoint's configuration cannot work.
+    InvalidConfig,
+    // Configurations: refused when the engine is built.
+    /// A desk's `oa1.allowedSender` is not set: a desk must name its remote (`rexd`), or `"*"`.
+    NoRemote,
+    /// `oa1.allowedSender` is not a nick, a `nick!user@host` mask or `"*"`.
+    AllowedSender,
+    /// A limit below what can work (the detail names it).
+    TooSmall,
+    /// A setting that cannot be negative is (the detail names it).
+    Negative,
+    /// A nick the server would refuse or rename (RFC 2812: 1 to 30 characters, a letter or one
+    /// of `[]\^_{|}` or a backquote first, then letters, digits, those or `-`).
+    InvalidNick,
+    /// A user name with a space, a comma, a control character or a leading `:`.
+    InvalidUser,
+    /// A channel that does not start with `#`, `&`, `+` or `!`, or has a space, comma or
+    /// control character.
+    InvalidChannel,
+    /// A message target that is not one channel or nick.
+    InvalidTarget,
+    /// A byte IRC cannot carry (NUL, CR, LF).
+    ForbiddenByte,
+    /// An empty message text.
+    EmptyText,
+    /// A line or value over its limit.
+    TooLong,
+    /// A `session` wrapper error (kept for errors not unwrapped to their own kind).
+    Session,
+    // Values handed in that do not parse.
+    /// An IRC line without a command.
+    MissingCommand,
+    /// Text that is not UTF-8.
+    InvalidUtf8,
+    /// IRCv3 tags without a command after them.
+    TagsWithoutCommand,
+    /// Not what the protocol allows (the detail says what).
+    Invalid,
+    /// `RemoteBash`'s `timeout_sec` of 0.
+    ZeroTimeout,
+    /// A `RemoteBash` request the desk could not send (a wrapper of the OA1 kinds).
+    Local,
+    /// Not JSON, or not the JSON expected.
+    Json,
+    /// A JSON value that is not an object.
+    NotAnObject,
+    /// A message without its `type`.
+    MissingType,
+    /// A message of a `type` nobody knows.
+    UnknownType,
+    /// A message whose payload does not fit its type.
+    InvalidPayload,
+    /// A gateway message that is not JSON, or not its envelope.
+    Malformed,
+    /// A protocol version this side does not speak.
+    VersionUnsupported,
+    /// A message of the wrong type here.
+    WrongType,
+    /// An operation nobody knows.
+    UnknownOp,
+    /// Parameters that do not fit the method.
+    InvalidParams,
+    /// A protocol name `readSchemaValue` does not know.
+    UnknownProtocol,
+    /// A `$defs` name the schema does not have.
+    UnknownDef,
+    /// 32 bytes of entropy were expected.
+    EntropyLength,
+    /// An OA1 chunk budget below the least a frame can carry.
+    BudgetTooSmall,
+    // JSON-RPC.
+    /// A request id already in flight.
+    DuplicateId,
+    /// Too many pending: JSON-RPC calls (`maxPending`), approvals, or the phone's permission
+    /// requests.
+    TooManyPending,
+    /// JSON-RPC: no pending call or unanswered request has that id.
+    UnknownId,
+    /// JSON-RPC: the dialect cannot carry this message (progress in JSON-RPC 2.0, say).
+    Write,
+    // The gateway.
+    /// The gateway's `tokens` is empty or holds an empty token: nobody could ever connect.
+    NoToken,
+    /// The gateway's output queue is full: drain `pollOutput` before feeding more.
+    Backpressure,
+    /// No job with that id.
+    UnknownJob,
+    /// A job state change the state machine does not allow.
+    Transition,
+    /// The job is not running.
+    NotRunning,
+    /// Too many approvals pending for the job.
+    TooManyApprovals,
+    /// An approval id used already.
+    DuplicateApprovalId,
+    /// A job's `progress` outside 0.0 to 1.0, or not a number.
+    InvalidProgress,
+    /// An id or text the gateway's wire format cannot carry (empty, or over 256 characters).
+    InvalidField,
+    // The tool layer and the providers.
+    /// Too many agents have a context.
+    TooManyAgents,
+    /// A tool registry error (a duplicate name).
+    Registry,
+    /// An approval error (unknown, pending too many, an external id taken).
+    Approval,
+    /// A tool name used already.
+    Duplicate,
+    /// A tool name a provider does not accept.
+    InvalidName,
+    /// A tool's input schema is not a JSON object.
+    SchemaNotObject,
+    /// A tool's input schema is not JSON.
+    SchemaNotJson,
+    /// A slash line that does not start with `/`.
+    NotACommand,
+    /// A slash command nobody registered.
+    UnknownCommand,
+    /// A slash line with an unterminated quote.
+    UnterminatedQuote,
+    /// A slash command without an argument it needs.
+    MissingArgument,
+    /// A slash command with more arguments than it takes.
+    TooManyArguments,
+    /// A slash argument of the wrong type.
+    BadValue,
+    /// A slash argument that is not the JSON expected.
+    BadJson,
+    /// A policy pattern that does not compile.
+    BadPattern,
+    /// A policy root that is not an absolute path.
+    RelativeRoot,
+    /// A provider answer that is not JSON.
+    NotJson,
+    /// A provider answer whose shape is not the provider's.
+    Shape,
+    /// A provider's own error object or error event ([`DeskwireError::Remote`]).
+    Provider,
+    /// A tool result names a call the previous model turn did not make.
+    UnknownCall,
+    /// A stream parser asked for more after `finish`.
+    Finished,
+    // The mobile companion.
+    /// No pairing code or token to connect with.
+    NoCredentials,
+    /// A pairing code that is not six ASCII digits.
+    InvalidCode,
+    /// The phone is connecting or connected already.
+    AlreadyConnected,
+    /// `connected` without a `Connect` instruction pending.
+    NotConnecting,
+    /// The mobile session is not established, so nothing can be sent.
+    NotConnected,
+    /// No permission request with that id.
+    UnknownPermission,
+    /// A connection id in use already.
+    DuplicateConnection,
+    /// No connection with that id.
+    UnknownConnection,
+    /// `maxQueued` outputs wait for the host: drain `pollOutput` before sending more.
+    QueueFull,
 }
 
 /// The crate's internal error: every core error that a call can return, as it is.
@@ -87,34 +294,42 @@ pub(crate) enum Error {
     Schema(#[from] deskwire::schemas::SchemaError),
     /// A value the binding checks itself before it reaches the core.
     #[error("{detail}")]
-    Invalid { kind: &'static str, detail: String },
+    Invalid { kind: ErrorKind, detail: String },
     /// A call the binding's own object refuses in its state (a finished stream parser).
     #[error("{detail}")]
-    Refused { kind: &'static str, detail: String },
+    Refused { kind: ErrorKind, detail: String },
 }
 
-/// The variant name from a `Debug` rendering (`NotConnected`, `TooLarge { .. }` → `TooLarge`).
-fn variant_name(error: &dyn fmt::Debug) -> String {
+/// The kind of a core error, from the variant name of its `Debug` rendering (`NotConnected`,
+/// `TooLarge { .. }` → `TooLarge`).
+fn variant_name(error: &dyn fmt::Debug) -> ErrorKind {
     let text = format!("{error:?}");
-    text.chars()
+    let name: String = text
+        .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-        .collect()
+        .collect();
+    // The core's error enums are `#[non_exhaustive]`: a new variant is a bug here until it
+    // has a kind, reported (as `InternalException`) rather than mapped to a wrong kind.
+    ErrorKind::from_name(&name).unwrap_or_else(|| unmapped!(text))
 }
 
 impl From<Error> for DeskwireError {
     fn from(error: Error) -> Self {
         let detail = error.to_string();
-        let misuse = |kind: String| DeskwireError::Misuse {
+        let misuse = |kind: ErrorKind| DeskwireError::Misuse {
             kind,
             detail: detail.clone(),
         };
-        let invalid = |kind: String| DeskwireError::InvalidInput {
+        let invalid = |kind: ErrorKind| DeskwireError::InvalidInput {
             kind,
             detail: detail.clone(),
         };
         match &error {
             Error::Mobile(e) => misuse(variant_name(e)),
             Error::Oa1(e) => misuse(variant_name(e)),
+            // A nick or channel the server would refuse: its own kind (`InvalidNick`), not the
+            // wrapper's.
+            Error::Oa1Config(deskwire::oa1::ConfigError::Session(e)) => invalid(variant_name(e)),
             Error::Oa1Config(e) => invalid(variant_name(e)),
             Error::Irc(e) => misuse(variant_name(e)),
             Error::JsonRpc(e) => misuse(variant_name(e)),
@@ -122,6 +337,10 @@ impl From<Error> for DeskwireError {
             Error::Toolbox(e) => misuse(variant_name(e)),
             Error::MobileParse(e) => invalid(variant_name(e)),
             Error::IrcParse(e) => invalid(variant_name(e)),
+            // A request the desk refused (closed, too large): misuse, with the OA1 kind.
+            Error::RemoteBashArgs(deskwire::oa1::remote_bash::ArgsError::Local(e)) => {
+                misuse(variant_name(e))
+            }
             Error::RemoteBashArgs(e) => invalid(variant_name(e)),
             Error::GatewayParse(e) => invalid(variant_name(e)),
             Error::Policy(e) => invalid(variant_name(e)),
@@ -134,10 +353,10 @@ impl From<Error> for DeskwireError {
             },
             Error::ProviderParse(e) => invalid(variant_name(e)),
             Error::UnknownCall(e) => invalid(variant_name(e)),
-            Error::Json(_) => invalid("Json".to_owned()),
+            Error::Json(_) => invalid(ErrorKind::Json),
             Error::Schema(e) => invalid(variant_name(e)),
-            Error::Invalid { kind, .. } => invalid((*kind).to_owned()),
-            Error::Refused { kind, .. } => misuse((*kind).to_owned()),
+            Error::Invalid { kind, .. } => invalid(*kind),
+            Error::Refused { kind, .. } => misuse(*kind),
         }
     }
 }

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use deskwire::irc;
 
-use crate::error::{Result, api};
-use crate::{lock, to_usize};
+use crate::error::{DeskwireError, Result, api};
+use crate::{lock, long, long_size, ms, non_negative, non_negative_u32, to_usize};
 
 /// How to register and what to join.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
@@ -22,13 +22,13 @@ pub struct IrcSessionConfig {
     /// Channels to join once registered.
     pub channels: Vec<String>,
     /// Nicks to try before giving up.
-    pub max_nick_attempts: u32,
+    pub max_nick_attempts: i32,
     /// Keepalive `PING` after this much silence.
-    pub ping_interval_ms: u64,
+    pub ping_interval_ms: i64,
     /// Give up this long after an unanswered keepalive.
-    pub ping_timeout_ms: u64,
+    pub ping_timeout_ms: i64,
     /// Longest line accepted from the server, CRLF included.
-    pub max_line_bytes: u64,
+    pub max_line_bytes: i64,
 }
 
 /// The session defaults for `nick` joining `channels`.
@@ -41,7 +41,8 @@ pub fn irc_session_config(nick: String, channels: Vec<String>) -> IrcSessionConf
 /// Checks every value of a session configuration.
 #[uniffi::export]
 pub fn irc_validate_session_config(config: IrcSessionConfig) -> Result<()> {
-    api(|| irc::SessionConfig::from(config).validate())
+    let config = irc::SessionConfig::try_from(config)?;
+    api(|| config.validate())
 }
 
 /// One IRC line split into its parts (RFC 1459 plus IRCv3 tags).
@@ -90,6 +91,13 @@ pub enum IrcDisconnectReason {
     Quit,
 }
 
+/// Why a session ended, in words (`the server closed the link: Closing Link ...`, `the
+/// connection was lost`, ...), as the core says it in `Oa1Failure.Disconnected`.
+#[uniffi::export]
+pub fn irc_disconnect_reason_message(reason: IrcDisconnectReason) -> String {
+    irc::DisconnectReason::from(reason).to_string()
+}
+
 /// Something the host should know about.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
 pub enum IrcSessionEvent {
@@ -124,7 +132,6 @@ pub enum IrcSessionEvent {
         /// Why.
         reason: String,
     },
-    /// We left a channel.
     /// The server refused our `JOIN` (`403`, `405`, `471`, `473`, `474`, `475`, `476`,
     /// `477`); the connection tries again after `rejoinDelayMs`.
     JoinFailed {
@@ -148,6 +155,7 @@ pub enum IrcSessionEvent {
         /// The nick tried next.
         next: Option<String>,
     },
+    /// We left a channel.
     Parted {
         /// The channel.
         channel: String,
@@ -180,7 +188,7 @@ pub enum IrcSessionOutput {
     /// Nothing to do before this instant unless bytes arrive.
     Timeout {
         /// The deadline (ms).
-        deadline_ms: u64,
+        deadline_ms: i64,
     },
 }
 
@@ -188,21 +196,21 @@ pub enum IrcSessionOutput {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record)]
 pub struct IrcSessionStats {
     /// Lines received.
-    pub lines_received: u64,
+    pub lines_received: i64,
     /// Lines queued for sending.
-    pub lines_queued: u64,
+    pub lines_queued: i64,
     /// Lines over `max_line_bytes`.
-    pub ignored_too_long: u64,
+    pub ignored_too_long: i64,
     /// Lines that were not IRC.
-    pub ignored_invalid: u64,
+    pub ignored_invalid: i64,
     /// Lines after the end.
-    pub ignored_after_close: u64,
+    pub ignored_after_close: i64,
     /// Server `PING`s answered.
-    pub pings_answered: u64,
+    pub pings_answered: i64,
     /// Keepalive `PING`s sent.
-    pub keepalive_pings: u64,
+    pub keepalive_pings: i64,
     /// `NICK` commands sent.
-    pub nick_attempts: u32,
+    pub nick_attempts: i64,
 }
 
 /// A sans-IO IRC client session.
@@ -213,32 +221,34 @@ pub struct IrcSession {
 
 #[uniffi::export]
 impl IrcSession {
-    /// A session that registers right away (its first lines are in `poll_output`).
+    /// A session that registers right away (its first lines are in `poll_output`). A
+    /// negative time or size in `config` throws `InvalidInput`; other values are taken as
+    /// they are (see `ircValidateSessionConfig`).
     #[uniffi::constructor]
-    pub fn new(config: IrcSessionConfig, now_ms: u64) -> Arc<Self> {
-        Arc::new(IrcSession {
-            inner: Mutex::new(irc::Session::new(config.into(), now_ms)),
-        })
+    pub fn new(config: IrcSessionConfig, now_ms: i64) -> Result<Arc<Self>> {
+        Ok(Arc::new(IrcSession {
+            inner: Mutex::new(irc::Session::new(config.try_into()?, ms(now_ms))),
+        }))
     }
 
     /// Raw bytes from the socket (any split).
-    pub fn handle_bytes(&self, now_ms: u64, bytes: Vec<u8>) {
-        lock(&self.inner).handle_bytes(now_ms, &bytes)
+    pub fn handle_bytes(&self, now_ms: i64, bytes: Vec<u8>) {
+        lock(&self.inner).handle_bytes(ms(now_ms), &bytes)
     }
 
     /// One whole line (CRLF optional).
-    pub fn handle_line(&self, now_ms: u64, line: Vec<u8>) {
-        lock(&self.inner).handle_line(now_ms, &line)
+    pub fn handle_line(&self, now_ms: i64, line: Vec<u8>) {
+        lock(&self.inner).handle_line(ms(now_ms), &line)
     }
 
     /// Does what is due by `now_ms`.
-    pub fn handle_timeout(&self, now_ms: u64) {
-        lock(&self.inner).handle_timeout(now_ms)
+    pub fn handle_timeout(&self, now_ms: i64) {
+        lock(&self.inner).handle_timeout(ms(now_ms))
     }
 
     /// The next thing to do; call until it answers `Timeout`.
-    pub fn poll_output(&self, now_ms: u64) -> IrcSessionOutput {
-        lock(&self.inner).poll_output(now_ms).into()
+    pub fn poll_output(&self, now_ms: i64) -> IrcSessionOutput {
+        lock(&self.inner).poll_output(ms(now_ms)).into()
     }
 
     /// Joins a channel.
@@ -298,27 +308,29 @@ impl From<irc::SessionConfig> for IrcSessionConfig {
             realname: c.realname,
             password: c.password,
             channels: c.channels,
-            max_nick_attempts: c.max_nick_attempts,
-            ping_interval_ms: c.ping_interval_ms,
-            ping_timeout_ms: c.ping_timeout_ms,
-            max_line_bytes: c.max_line_bytes as u64,
+            max_nick_attempts: i32::try_from(c.max_nick_attempts).unwrap_or(i32::MAX),
+            ping_interval_ms: long(c.ping_interval_ms),
+            ping_timeout_ms: long(c.ping_timeout_ms),
+            max_line_bytes: long_size(c.max_line_bytes),
         }
     }
 }
 
-impl From<IrcSessionConfig> for irc::SessionConfig {
-    fn from(c: IrcSessionConfig) -> Self {
-        irc::SessionConfig {
+impl TryFrom<IrcSessionConfig> for irc::SessionConfig {
+    type Error = DeskwireError;
+
+    fn try_from(c: IrcSessionConfig) -> Result<Self> {
+        Ok(irc::SessionConfig {
             nick: c.nick,
             user: c.user,
             realname: c.realname,
             password: c.password,
             channels: c.channels,
-            max_nick_attempts: c.max_nick_attempts,
-            ping_interval_ms: c.ping_interval_ms,
-            ping_timeout_ms: c.ping_timeout_ms,
-            max_line_bytes: to_usize(c.max_line_bytes),
-        }
+            max_nick_attempts: non_negative_u32("session.maxNickAttempts", c.max_nick_attempts)?,
+            ping_interval_ms: non_negative("session.pingIntervalMs", c.ping_interval_ms)?,
+            ping_timeout_ms: non_negative("session.pingTimeoutMs", c.ping_timeout_ms)?,
+            max_line_bytes: to_usize(non_negative("session.maxLineBytes", c.max_line_bytes)?),
+        })
     }
 }
 
@@ -333,6 +345,20 @@ impl From<irc::DisconnectReason> for IrcDisconnectReason {
             irc::DisconnectReason::NickUnavailable => IrcDisconnectReason::NickUnavailable,
             irc::DisconnectReason::Quit => IrcDisconnectReason::Quit,
             other => unmapped!(other),
+        }
+    }
+}
+
+impl From<IrcDisconnectReason> for irc::DisconnectReason {
+    fn from(r: IrcDisconnectReason) -> Self {
+        match r {
+            IrcDisconnectReason::ServerClosed { message } => {
+                irc::DisconnectReason::ServerClosed { message }
+            }
+            IrcDisconnectReason::TimedOut => irc::DisconnectReason::TimedOut,
+            IrcDisconnectReason::ConnectionLost => irc::DisconnectReason::ConnectionLost,
+            IrcDisconnectReason::NickUnavailable => irc::DisconnectReason::NickUnavailable,
+            IrcDisconnectReason::Quit => irc::DisconnectReason::Quit,
         }
     }
 }
@@ -389,7 +415,9 @@ impl From<irc::SessionOutput> for IrcSessionOutput {
         match o {
             irc::SessionOutput::Transmit(line) => IrcSessionOutput::Transmit { line },
             irc::SessionOutput::Event(e) => IrcSessionOutput::Event { event: e.into() },
-            irc::SessionOutput::Timeout(deadline_ms) => IrcSessionOutput::Timeout { deadline_ms },
+            irc::SessionOutput::Timeout(deadline_ms) => IrcSessionOutput::Timeout {
+                deadline_ms: long(deadline_ms),
+            },
         }
     }
 }
@@ -397,14 +425,14 @@ impl From<irc::SessionOutput> for IrcSessionOutput {
 impl From<irc::SessionStats> for IrcSessionStats {
     fn from(s: irc::SessionStats) -> Self {
         IrcSessionStats {
-            lines_received: s.lines_received,
-            lines_queued: s.lines_queued,
-            ignored_too_long: s.ignored_too_long,
-            ignored_invalid: s.ignored_invalid,
-            ignored_after_close: s.ignored_after_close,
-            pings_answered: s.pings_answered,
-            keepalive_pings: s.keepalive_pings,
-            nick_attempts: s.nick_attempts,
+            lines_received: long(s.lines_received),
+            lines_queued: long(s.lines_queued),
+            ignored_too_long: long(s.ignored_too_long),
+            ignored_invalid: long(s.ignored_invalid),
+            ignored_after_close: long(s.ignored_after_close),
+            pings_answered: long(s.pings_answered),
+            keepalive_pings: long(s.keepalive_pings),
+            nick_attempts: i64::from(s.nick_attempts),
         }
     }
 }

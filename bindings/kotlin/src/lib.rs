@@ -37,7 +37,7 @@ pub mod providers;
 pub mod schemas;
 pub mod tools;
 
-pub use error::DeskwireError;
+pub use error::{DeskwireError, ErrorKind};
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -55,7 +55,7 @@ pub(crate) fn entropy(bytes: Vec<u8>) -> error::Result<deskwire::entropy::Entrop
     let len = bytes.len();
     bytes.try_into().map_err(|_| {
         error::Error::Invalid {
-            kind: "EntropyLength",
+            kind: error::ErrorKind::EntropyLength,
             detail: format!(
                 "entropy is {} bytes, not {len}",
                 deskwire::entropy::ENTROPY_LEN
@@ -68,4 +68,42 @@ pub(crate) fn entropy(bytes: Vec<u8>) -> error::Result<deskwire::entropy::Entrop
 /// Sizes cross as `u64` (Kotlin has no `usize`); values beyond the address space saturate.
 pub(crate) fn to_usize(value: u64) -> usize {
     usize::try_from(value).unwrap_or(usize::MAX)
+}
+
+// The OA1, IRC and connection surface takes and gives times, durations, sizes, counters and
+// seeds as `i64` (Kotlin `Long`), not `u64` (`ULong`, which needs `uL` literals and
+// conversions at every call). The conversions live here.
+
+/// A time (`now_ms`) from Kotlin: the host's monotonic clock, never negative; a negative
+/// value counts as 0, the clock's start.
+pub(crate) fn ms(now_ms: i64) -> u64 {
+    u64::try_from(now_ms).unwrap_or(0)
+}
+
+/// A count, size or time for Kotlin; values past `Long.MAX_VALUE` (a deadline "never")
+/// saturate.
+pub(crate) fn long(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A `usize` for Kotlin, as [`long`].
+pub(crate) fn long_size(value: usize) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A setting from Kotlin that cannot be negative (a duration, a size, a count): refused when
+/// it is, naming the setting.
+pub(crate) fn non_negative(field: &'static str, value: i64) -> error::Result<u64> {
+    u64::try_from(value).map_err(|_| {
+        error::Error::Invalid {
+            kind: error::ErrorKind::Negative,
+            detail: format!("{field} is {value}; it cannot be negative"),
+        }
+        .into()
+    })
+}
+
+/// [`non_negative`] for a setting the core keeps as `u32`; values past `u32::MAX` saturate.
+pub(crate) fn non_negative_u32(field: &'static str, value: i32) -> error::Result<u32> {
+    non_negative(field, i64::from(value)).map(|v| u32::try_from(v).unwrap_or(u32::MAX))
 }

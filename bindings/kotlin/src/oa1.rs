@@ -6,50 +6,55 @@ use std::sync::{Arc, Mutex};
 
 use deskwire::oa1::{self, chunk, escape, remote_bash};
 
-use crate::error::{Error, Result, api};
-use crate::{lock, to_usize};
+use crate::error::{DeskwireError, Error, ErrorKind, Result, api};
+use crate::{lock, long, long_size, ms, non_negative, non_negative_u32, to_usize};
 
-/// Endpoint configuration; [`oa1_config`] gives the spec's defaults.
+/// Endpoint configuration; [`oa1_config`] gives the spec's defaults. Sizes, counts and times
+/// are `Long`s that cannot be negative: a negative one is refused (`InvalidInput`, kind
+/// `NEGATIVE`) when the endpoint is built.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct Oa1Config {
     /// The desk channel.
     pub channel: String,
     /// Our nick at registration.
     pub nick: String,
-    /// Accept frames from this nick only.
+    /// Accept frames from this peer only: a nick, a `nick!user@host` mask (`*` and `?` in user
+    /// and host), or `"*"` for anyone in the channel. A desk must set it (its remote, e.g.
+    /// `rexd`); a desk sends nothing until that peer is in the channel.
     pub allowed_sender: Option<String>,
     /// Escaped payload bytes per frame at most (spec: 240).
-    pub max_frame_payload_bytes: u64,
+    pub max_frame_payload_bytes: i64,
     /// Use the largest payload that fits the line.
     pub adaptive_payload: bool,
     /// Decoded bytes of one message at most (spec: 128 KiB).
-    pub max_message_bytes: u64,
+    pub max_message_bytes: i64,
     /// Streams and requests in flight at most.
-    pub max_streams: u64,
-    /// How long a request may take once it can leave (client; spec: 30 s).
-    pub request_timeout_ms: u64,
+    pub max_streams: i64,
+    /// How long a request may take once its lines may leave (client; spec: 30 s). The wait
+    /// before that (registration, the join, the remote's arrival) is `readyTimeoutMs`'s.
+    pub request_timeout_ms: i64,
     /// How long a gap inside a stream may last (spec: 10 s).
-    pub partial_timeout_ms: u64,
+    pub partial_timeout_ms: i64,
     /// Lines sent at once before pacing starts.
-    pub pacing_burst: u32,
+    pub pacing_burst: i32,
     /// Then one line per this many ms.
-    pub pacing_interval_ms: u64,
+    pub pacing_interval_ms: i64,
     /// Longer inbound lines are ignored.
-    pub max_line_bytes: u64,
+    pub max_line_bytes: i64,
     /// Finished request ids remembered.
-    pub finished_memory: u64,
+    pub finished_memory: i64,
     /// How long small streamed output may wait for more (server).
-    pub flush_delay_ms: u64,
+    pub flush_delay_ms: i64,
     /// Authenticated frames (`OA1A`) with a shared secret; `null` sends plain frames.
     #[uniffi(default = None)]
     pub auth: Option<Oa1AuthConfig>,
     /// Desk: offer compressed answers; remote: accept the offer.
     #[uniffi(default = false)]
     pub compression: bool,
-    /// How long a request may wait to leave (joined, the remote there) before it fails
-    /// `NotReady` (client).
+    /// How long a request may wait to leave (registered, joined, the remote there) before it
+    /// fails `NotReady` (client); its `requestTimeoutMs` starts only then.
     #[uniffi(default = 30000)]
-    pub ready_timeout_ms: u64,
+    pub ready_timeout_ms: i64,
 }
 
 /// Authenticated frames: every frame carries an HMAC-SHA256 tag over the channel, a timestamp
@@ -59,13 +64,13 @@ pub struct Oa1AuthConfig {
     /// The shared secret.
     pub secret: Vec<u8>,
     /// Unix time (ms) of the host clock's `now_ms` 0.
-    pub epoch_unix_ms: u64,
+    pub epoch_unix_ms: i64,
     /// How far a frame's timestamp may be from ours (spec default 60 s).
     #[uniffi(default = 60000)]
-    pub max_skew_ms: u64,
+    pub max_skew_ms: i64,
     /// Tags remembered against replays.
     #[uniffi(default = 65536)]
-    pub max_remembered: u64,
+    pub max_remembered: i64,
 }
 
 impl std::fmt::Debug for Oa1AuthConfig {
@@ -78,9 +83,10 @@ impl std::fmt::Debug for Oa1AuthConfig {
     }
 }
 
-/// The spec's defaults for an endpoint on `channel` with nick `nick`.
+/// The spec's defaults for an endpoint with nick `nick` on `channel` (the order of
+/// `connectionConfig`).
 #[uniffi::export]
-pub fn oa1_config(channel: String, nick: String) -> Oa1Config {
+pub fn oa1_config(nick: String, channel: String) -> Oa1Config {
     oa1::Config::new(&channel, &nick).into()
 }
 
@@ -191,7 +197,7 @@ pub enum Oa1Output {
     /// Nothing to do before this instant unless input arrives.
     Timeout {
         /// The deadline (ms).
-        deadline_ms: u64,
+        deadline_ms: i64,
     },
 }
 
@@ -199,53 +205,53 @@ pub enum Oa1Output {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record)]
 pub struct Oa1Stats {
     /// Lines handed in.
-    pub lines_in: u64,
+    pub lines_in: i64,
     /// Lines handed out.
-    pub lines_out: u64,
+    pub lines_out: i64,
     /// Frames accepted.
-    pub frames_in: u64,
+    pub frames_in: i64,
     /// Frames sent.
-    pub frames_out: u64,
+    pub frames_out: i64,
     /// Escaped payload bytes sent.
-    pub payload_bytes_out: u64,
+    pub payload_bytes_out: i64,
     /// Lines not for us.
-    pub ignored: u64,
+    pub ignored: i64,
     /// Lines from a sender not allowed.
-    pub disallowed_sender: u64,
+    pub disallowed_sender: i64,
     /// Malformed `OA1 ` lines.
-    pub malformed_frames: u64,
+    pub malformed_frames: i64,
     /// Over-long or invalid lines.
-    pub invalid_lines: u64,
+    pub invalid_lines: i64,
     /// Duplicate chunks.
-    pub duplicates: u64,
+    pub duplicates: i64,
     /// Frames for finished or unknown streams.
-    pub stale_frames: u64,
+    pub stale_frames: i64,
     /// Messages cut at the cap.
-    pub truncations: u64,
+    pub truncations: i64,
     /// Requests refused as too large.
-    pub too_large: u64,
+    pub too_large: i64,
     /// Requests timed out.
-    pub timeouts: u64,
+    pub timeouts: i64,
     /// Streams with a missing chunk.
-    pub incomplete: u64,
+    pub incomplete: i64,
     /// `CANCEL`s sent or received.
-    pub cancels: u64,
+    pub cancels: i64,
     /// Bytes held now.
-    pub bytes_buffered: u64,
+    pub bytes_buffered: i64,
     /// Plain frames refused because a secret is configured.
-    pub unauthenticated: u64,
+    pub unauthenticated: i64,
     /// Authenticated frames while no secret is configured.
-    pub auth_unexpected: u64,
+    pub auth_unexpected: i64,
     /// Frames whose tag did not match.
-    pub forged: u64,
+    pub forged: i64,
     /// Frames outside the time window.
-    pub expired: u64,
+    pub expired: i64,
     /// Frames seen before.
-    pub replayed: u64,
+    pub replayed: i64,
     /// Compressed frames received.
-    pub compressed_in: u64,
+    pub compressed_in: i64,
     /// Compressed frames sent.
-    pub compressed_out: u64,
+    pub compressed_out: i64,
 }
 
 /// The desk's bare endpoint: requests out, responses in, over lines the host's IRC client carries.
@@ -256,43 +262,48 @@ pub struct Oa1Client {
 
 #[uniffi::export]
 impl Oa1Client {
-    /// A client; `seed` fixes its request ids.
+    /// A client; `seed` fixes its request ids: take it from `SecureRandom` (a fixed seed is
+    /// for tests: two desks with one seed pick the same ids and can take each other's
+    /// answers).
     #[uniffi::constructor]
-    pub fn new(config: Oa1Config, seed: u64) -> Arc<Self> {
-        Arc::new(Oa1Client {
-            inner: Mutex::new(oa1::Client::new(config.into(), seed)),
-        })
+    pub fn new(config: Oa1Config, seed: i64) -> Result<Arc<Self>> {
+        Ok(Arc::new(Oa1Client {
+            inner: Mutex::new(oa1::Client::new(config.try_into()?, seed as u64)),
+        }))
     }
 
     /// Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id its
     /// events carry.
-    pub fn request(&self, now_ms: u64, payload: String, timeout_ms: Option<u64>) -> Result<String> {
-        api(|| lock(&self.inner).request(now_ms, &payload, timeout_ms))
+    pub fn request(&self, now_ms: i64, payload: String, timeout_ms: Option<i64>) -> Result<String> {
+        let timeout_ms = timeout_ms
+            .map(|t| non_negative("timeoutMs", t))
+            .transpose()?;
+        api(|| lock(&self.inner).request(ms(now_ms), &payload, timeout_ms))
     }
 
     /// Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
-    pub fn remote_bash(&self, now_ms: u64, args_json: String) -> Result<String> {
-        api(|| remote_bash::call(&mut *lock(&self.inner), now_ms, &args_json))
+    pub fn remote_bash(&self, now_ms: i64, args_json: String) -> Result<String> {
+        api(|| remote_bash::call(&mut *lock(&self.inner), ms(now_ms), &args_json))
     }
 
     /// Cancels a request (a `CANCEL` goes out).
-    pub fn cancel(&self, now_ms: u64, id: String, reason: String) -> Result<()> {
-        api(|| lock(&self.inner).cancel(now_ms, &id, &reason))
+    pub fn cancel(&self, now_ms: i64, id: String, reason: String) -> Result<()> {
+        api(|| lock(&self.inner).cancel(ms(now_ms), &id, &reason))
     }
 
     /// One line the IRC connection received (CRLF optional).
-    pub fn handle_line(&self, now_ms: u64, line: Vec<u8>) {
-        lock(&self.inner).handle_line(now_ms, &line)
+    pub fn handle_line(&self, now_ms: i64, line: Vec<u8>) {
+        lock(&self.inner).handle_line(ms(now_ms), &line)
     }
 
     /// Does what is due by `now_ms`.
-    pub fn handle_timeout(&self, now_ms: u64) {
-        lock(&self.inner).handle_timeout(now_ms)
+    pub fn handle_timeout(&self, now_ms: i64) {
+        lock(&self.inner).handle_timeout(ms(now_ms))
     }
 
     /// The next thing to do; call until it answers `Timeout`.
-    pub fn poll_output(&self, now_ms: u64) -> Oa1Output {
-        lock(&self.inner).poll_output(now_ms).into()
+    pub fn poll_output(&self, now_ms: i64) -> Oa1Output {
+        lock(&self.inner).poll_output(ms(now_ms)).into()
     }
 
     /// Tells the engine our prefix, for hosts whose IRC client knows it.
@@ -301,8 +312,8 @@ impl Oa1Client {
     }
 
     /// Requests in flight.
-    pub fn in_flight(&self) -> u64 {
-        lock(&self.inner).in_flight() as u64
+    pub fn in_flight(&self) -> i64 {
+        long_size(lock(&self.inner).in_flight())
     }
 
     /// Counters.
@@ -321,45 +332,45 @@ pub struct Oa1Server {
 impl Oa1Server {
     /// A server.
     #[uniffi::constructor]
-    pub fn new(config: Oa1Config) -> Arc<Self> {
-        Arc::new(Oa1Server {
-            inner: Mutex::new(oa1::Server::new(config.into())),
-        })
+    pub fn new(config: Oa1Config) -> Result<Arc<Self>> {
+        Ok(Arc::new(Oa1Server {
+            inner: Mutex::new(oa1::Server::new(config.try_into()?)),
+        }))
     }
 
     /// Streams output for request `id`.
-    pub fn send(&self, now_ms: u64, id: String, output: String) -> Result<()> {
-        api(|| lock(&self.inner).send(now_ms, &id, &output))
+    pub fn send(&self, now_ms: i64, id: String, output: String) -> Result<()> {
+        api(|| lock(&self.inner).send(ms(now_ms), &id, &output))
     }
 
     /// Ends the response of `id`.
-    pub fn finish(&self, now_ms: u64, id: String) -> Result<()> {
-        api(|| lock(&self.inner).finish(now_ms, &id))
+    pub fn finish(&self, now_ms: i64, id: String) -> Result<()> {
+        api(|| lock(&self.inner).finish(ms(now_ms), &id))
     }
 
     /// `send` then `finish`.
-    pub fn respond(&self, now_ms: u64, id: String, text: String) -> Result<()> {
-        api(|| lock(&self.inner).respond(now_ms, &id, &text))
+    pub fn respond(&self, now_ms: i64, id: String, text: String) -> Result<()> {
+        api(|| lock(&self.inner).respond(ms(now_ms), &id, &text))
     }
 
     /// Answers `id` with `ERR code: message` (`code` is `[a-z_]+`).
-    pub fn fail(&self, now_ms: u64, id: String, code: String, message: String) -> Result<()> {
-        api(|| lock(&self.inner).fail(now_ms, &id, &code, &message))
+    pub fn fail(&self, now_ms: i64, id: String, code: String, message: String) -> Result<()> {
+        api(|| lock(&self.inner).fail(ms(now_ms), &id, &code, &message))
     }
 
     /// One line the IRC connection received.
-    pub fn handle_line(&self, now_ms: u64, line: Vec<u8>) {
-        lock(&self.inner).handle_line(now_ms, &line)
+    pub fn handle_line(&self, now_ms: i64, line: Vec<u8>) {
+        lock(&self.inner).handle_line(ms(now_ms), &line)
     }
 
     /// Does what is due by `now_ms`.
-    pub fn handle_timeout(&self, now_ms: u64) {
-        lock(&self.inner).handle_timeout(now_ms)
+    pub fn handle_timeout(&self, now_ms: i64) {
+        lock(&self.inner).handle_timeout(ms(now_ms))
     }
 
     /// The next thing to do; call until it answers `Timeout`.
-    pub fn poll_output(&self, now_ms: u64) -> Oa1Output {
-        lock(&self.inner).poll_output(now_ms).into()
+    pub fn poll_output(&self, now_ms: i64) -> Oa1Output {
+        lock(&self.inner).poll_output(ms(now_ms)).into()
     }
 
     /// Tells the engine our prefix.
@@ -368,8 +379,8 @@ impl Oa1Server {
     }
 
     /// Requests being answered.
-    pub fn active(&self) -> u64 {
-        lock(&self.inner).active() as u64
+    pub fn active(&self) -> i64 {
+        long_size(lock(&self.inner).active())
     }
 
     /// Counters.
@@ -408,7 +419,8 @@ pub fn remote_bash_failure_json(failure: Oa1Failure) -> String {
     remote_bash::failure_json(&failure.into())
 }
 
-/// The code of a failure (`timeout`, `incomplete`, or the remote's).
+/// The code of a failure: the remote's, or `timeout`, `incomplete`, `disconnected`,
+/// `malformed`, `not_ready`, `join_failed`, `kicked`, `peer_left`.
 #[uniffi::export]
 pub fn oa1_failure_code(failure: Oa1Failure) -> String {
     oa1::Failure::from(failure).code().to_owned()
@@ -441,11 +453,11 @@ pub fn oa1_unescape(escaped: Vec<u8>) -> Vec<u8> {
 /// Escapes `text` and cuts it into frame payloads of at most `budget` bytes each, as they go
 /// on the wire.
 #[uniffi::export]
-pub fn oa1_chunk(text: String, budget: u64) -> Result<Vec<String>> {
-    let budget = to_usize(budget);
+pub fn oa1_chunk(text: String, budget: i64) -> Result<Vec<String>> {
+    let budget = usize::try_from(budget).unwrap_or(0);
     if budget < chunk::MIN_PAYLOAD_BUDGET {
         return Err(Error::Invalid {
-            kind: "BudgetTooSmall",
+            kind: crate::error::ErrorKind::BudgetTooSmall,
             detail: format!("a budget is at least {} bytes", chunk::MIN_PAYLOAD_BUDGET),
         }
         .into());
@@ -483,8 +495,8 @@ pub struct Oa1Frame {
     pub kind: Oa1FrameType,
     /// The request id.
     pub id: String,
-    /// The chunk number, from 1.
-    pub seq: u32,
+    /// The chunk number, from 1 (at most 4294967295).
+    pub seq: i64,
     /// Whether more chunks follow.
     pub more: bool,
     /// The escaped payload.
@@ -497,23 +509,31 @@ pub fn oa1_parse_frame(text: String) -> Option<Oa1Frame> {
     oa1::Frame::parse(&text).map(|f| Oa1Frame {
         kind: f.kind.into(),
         id: f.id.to_owned(),
-        seq: f.seq,
+        seq: i64::from(f.seq),
         more: f.more,
         payload: f.payload.to_owned(),
     })
 }
 
-/// Writes a frame.
+/// Writes a frame; a `seq` outside 1 to 4294967295 is refused (`InvalidInput`, kind
+/// `INVALID`).
 #[uniffi::export]
-pub fn oa1_format_frame(frame: Oa1Frame) -> String {
-    oa1::Frame {
+pub fn oa1_format_frame(frame: Oa1Frame) -> Result<String> {
+    let seq = u32::try_from(frame.seq)
+        .ok()
+        .filter(|&seq| seq >= 1)
+        .ok_or_else(|| Error::Invalid {
+            kind: ErrorKind::Invalid,
+            detail: format!("seq is {}; it is 1 to {}", frame.seq, u32::MAX),
+        })?;
+    Ok(oa1::Frame {
         kind: frame.kind.into(),
         id: frame.id.as_str(),
-        seq: frame.seq,
+        seq,
         more: frame.more,
         payload: frame.payload.as_str(),
     }
-    .to_string()
+    .to_string())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -525,57 +545,64 @@ impl From<oa1::Config> for Oa1Config {
             channel: c.channel,
             nick: c.nick,
             allowed_sender: c.allowed_sender,
-            max_frame_payload_bytes: c.max_frame_payload_bytes as u64,
+            max_frame_payload_bytes: long_size(c.max_frame_payload_bytes),
             adaptive_payload: c.adaptive_payload,
-            max_message_bytes: c.max_message_bytes as u64,
-            max_streams: c.max_streams as u64,
-            request_timeout_ms: c.request_timeout_ms,
-            ready_timeout_ms: c.ready_timeout_ms,
-            partial_timeout_ms: c.partial_timeout_ms,
-            pacing_burst: c.pacing.burst,
-            pacing_interval_ms: c.pacing.interval_ms,
-            max_line_bytes: c.max_line_bytes as u64,
-            finished_memory: c.finished_memory as u64,
-            flush_delay_ms: c.flush_delay_ms,
+            max_message_bytes: long_size(c.max_message_bytes),
+            max_streams: long_size(c.max_streams),
+            request_timeout_ms: long(c.request_timeout_ms),
+            ready_timeout_ms: long(c.ready_timeout_ms),
+            partial_timeout_ms: long(c.partial_timeout_ms),
+            pacing_burst: i32::try_from(c.pacing.burst).unwrap_or(i32::MAX),
+            pacing_interval_ms: long(c.pacing.interval_ms),
+            max_line_bytes: long_size(c.max_line_bytes),
+            finished_memory: long_size(c.finished_memory),
+            flush_delay_ms: long(c.flush_delay_ms),
             auth: c.auth.map(|a| Oa1AuthConfig {
                 secret: a.secret,
-                epoch_unix_ms: a.epoch_unix_ms,
-                max_skew_ms: a.max_skew_ms,
-                max_remembered: a.max_remembered as u64,
+                epoch_unix_ms: long(a.epoch_unix_ms),
+                max_skew_ms: long(a.max_skew_ms),
+                max_remembered: long_size(a.max_remembered),
             }),
             compression: c.compression,
         }
     }
 }
 
-impl From<Oa1Config> for oa1::Config {
-    fn from(c: Oa1Config) -> Self {
-        oa1::Config {
-            allowed_sender: c.allowed_sender,
-            max_frame_payload_bytes: to_usize(c.max_frame_payload_bytes),
-            adaptive_payload: c.adaptive_payload,
-            max_message_bytes: to_usize(c.max_message_bytes),
-            max_streams: to_usize(c.max_streams),
-            request_timeout_ms: c.request_timeout_ms,
-            ready_timeout_ms: c.ready_timeout_ms,
-            partial_timeout_ms: c.partial_timeout_ms,
-            pacing: oa1::Pacing {
-                burst: c.pacing_burst,
-                interval_ms: c.pacing_interval_ms,
-            },
-            max_line_bytes: to_usize(c.max_line_bytes),
-            finished_memory: to_usize(c.finished_memory),
-            flush_delay_ms: c.flush_delay_ms,
-            auth: c.auth.map(|a| oa1::AuthConfig {
+impl TryFrom<Oa1Config> for oa1::Config {
+    type Error = DeskwireError;
+
+    fn try_from(c: Oa1Config) -> Result<Self> {
+        let size = |field, value| non_negative(field, value).map(to_usize);
+        let auth = match c.auth {
+            Some(a) => Some(oa1::AuthConfig {
                 secret: a.secret,
-                epoch_unix_ms: a.epoch_unix_ms,
-                max_skew_ms: a.max_skew_ms,
-                max_remembered: to_usize(a.max_remembered),
+                epoch_unix_ms: non_negative("oa1.auth.epochUnixMs", a.epoch_unix_ms)?,
+                max_skew_ms: non_negative("oa1.auth.maxSkewMs", a.max_skew_ms)?,
+                max_remembered: size("oa1.auth.maxRemembered", a.max_remembered)?,
             }),
+            None => None,
+        };
+        Ok(oa1::Config {
+            allowed_sender: c.allowed_sender,
+            max_frame_payload_bytes: size("oa1.maxFramePayloadBytes", c.max_frame_payload_bytes)?,
+            adaptive_payload: c.adaptive_payload,
+            max_message_bytes: size("oa1.maxMessageBytes", c.max_message_bytes)?,
+            max_streams: size("oa1.maxStreams", c.max_streams)?,
+            request_timeout_ms: non_negative("oa1.requestTimeoutMs", c.request_timeout_ms)?,
+            ready_timeout_ms: non_negative("oa1.readyTimeoutMs", c.ready_timeout_ms)?,
+            partial_timeout_ms: non_negative("oa1.partialTimeoutMs", c.partial_timeout_ms)?,
+            pacing: oa1::Pacing {
+                burst: non_negative_u32("oa1.pacingBurst", c.pacing_burst)?,
+                interval_ms: non_negative("oa1.pacingIntervalMs", c.pacing_interval_ms)?,
+            },
+            max_line_bytes: size("oa1.maxLineBytes", c.max_line_bytes)?,
+            finished_memory: size("oa1.finishedMemory", c.finished_memory)?,
+            flush_delay_ms: non_negative("oa1.flushDelayMs", c.flush_delay_ms)?,
+            auth,
             compression: c.compression,
             // Fields this binding does not carry yet keep the spec's defaults.
             ..oa1::Config::new(&c.channel, &c.nick)
-        }
+        })
     }
 }
 
@@ -648,7 +675,9 @@ impl From<oa1::Output> for Oa1Output {
         match o {
             oa1::Output::Transmit(line) => Oa1Output::Transmit { line },
             oa1::Output::Event(e) => Oa1Output::Event { event: e.into() },
-            oa1::Output::Timeout(deadline_ms) => Oa1Output::Timeout { deadline_ms },
+            oa1::Output::Timeout(deadline_ms) => Oa1Output::Timeout {
+                deadline_ms: long(deadline_ms),
+            },
         }
     }
 }
@@ -656,30 +685,30 @@ impl From<oa1::Output> for Oa1Output {
 impl From<oa1::Stats> for Oa1Stats {
     fn from(s: oa1::Stats) -> Self {
         Oa1Stats {
-            lines_in: s.lines_in,
-            lines_out: s.lines_out,
-            frames_in: s.frames_in,
-            frames_out: s.frames_out,
-            payload_bytes_out: s.payload_bytes_out,
-            ignored: s.ignored,
-            disallowed_sender: s.disallowed_sender,
-            malformed_frames: s.malformed_frames,
-            invalid_lines: s.invalid_lines,
-            duplicates: s.duplicates,
-            stale_frames: s.stale_frames,
-            truncations: s.truncations,
-            too_large: s.too_large,
-            timeouts: s.timeouts,
-            incomplete: s.incomplete,
-            cancels: s.cancels,
-            bytes_buffered: s.bytes_buffered,
-            unauthenticated: s.unauthenticated,
-            auth_unexpected: s.auth_unexpected,
-            forged: s.forged,
-            expired: s.expired,
-            replayed: s.replayed,
-            compressed_in: s.compressed_in,
-            compressed_out: s.compressed_out,
+            lines_in: long(s.lines_in),
+            lines_out: long(s.lines_out),
+            frames_in: long(s.frames_in),
+            frames_out: long(s.frames_out),
+            payload_bytes_out: long(s.payload_bytes_out),
+            ignored: long(s.ignored),
+            disallowed_sender: long(s.disallowed_sender),
+            malformed_frames: long(s.malformed_frames),
+            invalid_lines: long(s.invalid_lines),
+            duplicates: long(s.duplicates),
+            stale_frames: long(s.stale_frames),
+            truncations: long(s.truncations),
+            too_large: long(s.too_large),
+            timeouts: long(s.timeouts),
+            incomplete: long(s.incomplete),
+            cancels: long(s.cancels),
+            bytes_buffered: long(s.bytes_buffered),
+            unauthenticated: long(s.unauthenticated),
+            auth_unexpected: long(s.auth_unexpected),
+            forged: long(s.forged),
+            expired: long(s.expired),
+            replayed: long(s.replayed),
+            compressed_in: long(s.compressed_in),
+            compressed_out: long(s.compressed_out),
         }
     }
 }

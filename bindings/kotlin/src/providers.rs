@@ -258,7 +258,7 @@ impl ProviderStreamParser {
 /// Using a parser after `finish` is the host's mistake.
 fn finished() -> Error {
     Error::Refused {
-        kind: "Finished",
+        kind: crate::error::ErrorKind::Finished,
         detail: "the stream parser is finished".into(),
     }
 }

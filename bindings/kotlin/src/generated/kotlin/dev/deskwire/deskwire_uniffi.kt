@@ -683,6 +683,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_gateway_config_from_json(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_irc_disconnect_reason_message(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_irc_parse_line(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_irc_session_config(
@@ -771,6 +773,10 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_in_flight(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_members(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_nick(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_poll_output(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_quit(
@@ -783,6 +789,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_stats(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_waiting_for(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_remote_active(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_remote_fail(
@@ -794,6 +802,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_deskwire_uniffi_checksum_method_remote_handle_eof(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_remote_handle_timeout(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_nick(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_remote_poll_output(
     ): Int
@@ -1103,6 +1113,10 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_desk_in_flight(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_desk_members(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_desk_nick(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_desk_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_desk_quit(`ptr`: Long,`nowMs`: Long,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1114,6 +1128,8 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_desk_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_desk_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_desk_waiting_for(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_clone_remote(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
@@ -1133,6 +1149,8 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_remote_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_remote_nick(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_remote_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_remote_quit(`ptr`: Long,`nowMs`: Long,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1437,13 +1455,15 @@ internal object UniffiLib {
     ): Byte
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_visible_tools(`ptr`: Long,`agent`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_connection_config(`nick`: RustBuffer.ByValue,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_connection_config(`nick`: RustBuffer.ByValue,`channel`: RustBuffer.ByValue,`peer`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_connection_config_from_json(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_gateway_config(`token`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_gateway_config_from_json(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_irc_disconnect_reason_message(`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_irc_parse_line(`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1489,7 +1509,7 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_chunk(`text`: RustBuffer.ByValue,`budget`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_oa1_config(`channel`: RustBuffer.ByValue,`nick`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_config(`nick`: RustBuffer.ByValue,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_config_from_json(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1642,16 +1662,19 @@ private fun uniffiCheckContractApiVersion(lib: IntegrityCheckingUniffiLib) {
 }
 @Suppress("UNUSED_PARAMETER")
 private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_connection_config() and 0xFFFF) != 12620) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_connection_config() and 0xFFFF) != 48008) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_connection_config_from_json() and 0xFFFF) != 23768) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_connection_config_from_json() and 0xFFFF) != 45801) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_gateway_config() and 0xFFFF) != 62803) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_gateway_config_from_json() and 0xFFFF) != 48007) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_disconnect_reason_message() and 0xFFFF) != 42228) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_parse_line() and 0xFFFF) != 48541) {
@@ -1717,10 +1740,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_server_message_to_json() and 0xFFFF) != 44270) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_chunk() and 0xFFFF) != 29272) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_chunk() and 0xFFFF) != 28854) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_config() and 0xFFFF) != 41608) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_config() and 0xFFFF) != 39528) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_config_from_json() and 0xFFFF) != 54015) {
@@ -1729,7 +1752,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_escape() and 0xFFFF) != 45862) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_code() and 0xFFFF) != 45198) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_code() and 0xFFFF) != 545) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload() and 0xFFFF) != 57184) {
@@ -1738,7 +1761,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_message() and 0xFFFF) != 28737) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_format_frame() and 0xFFFF) != 10913) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_format_frame() and 0xFFFF) != 54963) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_parse_frame() and 0xFFFF) != 58469) {
@@ -1771,31 +1794,37 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_read_schema_value() and 0xFFFF) != 16097) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_cancel() and 0xFFFF) != 47051) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_cancel() and 0xFFFF) != 61078) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes() and 0xFFFF) != 32536) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes() and 0xFFFF) != 54612) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_eof() and 0xFFFF) != 52609) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_eof() and 0xFFFF) != 10277) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_timeout() and 0xFFFF) != 33034) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_timeout() and 0xFFFF) != 5395) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_in_flight() and 0xFFFF) != 53510) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_in_flight() and 0xFFFF) != 10074) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_poll_output() and 0xFFFF) != 21168) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_members() and 0xFFFF) != 23760) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_quit() and 0xFFFF) != 64091) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_nick() and 0xFFFF) != 5171) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_remote_bash() and 0xFFFF) != 41583) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_poll_output() and 0xFFFF) != 18790) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_request() and 0xFFFF) != 40435) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_quit() and 0xFFFF) != 28164) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_remote_bash() and 0xFFFF) != 61197) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_request() and 0xFFFF) != 15826) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_state() and 0xFFFF) != 5907) {
@@ -1804,34 +1833,40 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_stats() and 0xFFFF) != 22554) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_active() and 0xFFFF) != 32152) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_waiting_for() and 0xFFFF) != 60134) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_fail() and 0xFFFF) != 51749) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_active() and 0xFFFF) != 49267) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_finish() and 0xFFFF) != 34057) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_fail() and 0xFFFF) != 42714) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_bytes() and 0xFFFF) != 16903) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_finish() and 0xFFFF) != 34065) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_eof() and 0xFFFF) != 13113) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_bytes() and 0xFFFF) != 14898) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_timeout() and 0xFFFF) != 22513) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_eof() and 0xFFFF) != 36937) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_poll_output() and 0xFFFF) != 3387) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_timeout() and 0xFFFF) != 19095) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_quit() and 0xFFFF) != 54571) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_nick() and 0xFFFF) != 8023) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_respond() and 0xFFFF) != 36166) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_poll_output() and 0xFFFF) != 29438) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_send() and 0xFFFF) != 15154) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_quit() and 0xFFFF) != 57240) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_respond() and 0xFFFF) != 48123) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_send() and 0xFFFF) != 2134) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_state() and 0xFFFF) != 516) {
@@ -1894,13 +1929,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_channels() and 0xFFFF) != 65368) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_bytes() and 0xFFFF) != 52197) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_bytes() and 0xFFFF) != 14276) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_line() and 0xFFFF) != 5879) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_line() and 0xFFFF) != 17334) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_timeout() and 0xFFFF) != 44767) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_timeout() and 0xFFFF) != 285) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_is_closed() and 0xFFFF) != 47147) {
@@ -1918,7 +1953,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_part() and 0xFFFF) != 21075) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_poll_output() and 0xFFFF) != 43446) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_poll_output() and 0xFFFF) != 3668) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_privmsg() and 0xFFFF) != 36342) {
@@ -2086,25 +2121,25 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_stats() and 0xFFFF) != 53653) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_cancel() and 0xFFFF) != 26367) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_cancel() and 0xFFFF) != 57491) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line() and 0xFFFF) != 696) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line() and 0xFFFF) != 18991) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_timeout() and 0xFFFF) != 64640) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_timeout() and 0xFFFF) != 4504) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_in_flight() and 0xFFFF) != 42350) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_in_flight() and 0xFFFF) != 27146) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_poll_output() and 0xFFFF) != 53584) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_poll_output() and 0xFFFF) != 23374) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_remote_bash() and 0xFFFF) != 25516) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_remote_bash() and 0xFFFF) != 65083) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_request() and 0xFFFF) != 13407) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_request() and 0xFFFF) != 35555) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_set_identity() and 0xFFFF) != 18666) {
@@ -2113,28 +2148,28 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_stats() and 0xFFFF) != 40880) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_active() and 0xFFFF) != 22502) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_active() and 0xFFFF) != 56304) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_fail() and 0xFFFF) != 33845) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_fail() and 0xFFFF) != 12841) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_finish() and 0xFFFF) != 39706) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_finish() and 0xFFFF) != 53037) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line() and 0xFFFF) != 54727) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line() and 0xFFFF) != 23896) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_timeout() and 0xFFFF) != 62924) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_timeout() and 0xFFFF) != 22650) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_poll_output() and 0xFFFF) != 9221) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_poll_output() and 0xFFFF) != 52946) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_respond() and 0xFFFF) != 23879) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_respond() and 0xFFFF) != 3936) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_send() and 0xFFFF) != 59487) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_send() and 0xFFFF) != 60156) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_set_identity() and 0xFFFF) != 34740) {
@@ -2197,16 +2232,16 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_visible_tools() and 0xFFFF) != 21019) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_desk_new() and 0xFFFF) != 4034) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_desk_new() and 0xFFFF) != 7492) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_remote_new() and 0xFFFF) != 53926) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_remote_new() and 0xFFFF) != 57575) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_gateway_new() and 0xFFFF) != 2751) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_ircsession_new() and 0xFFFF) != 15756) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_ircsession_new() and 0xFFFF) != 39401) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_jsonrpcpeer_new() and 0xFFFF) != 35260) {
@@ -2218,10 +2253,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_mobileserver_new() and 0xFFFF) != 64341) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1client_new() and 0xFFFF) != 27973) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1client_new() and 0xFFFF) != 39554) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1server_new() and 0xFFFF) != 54325) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1server_new() and 0xFFFF) != 28708) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_providerstreamparser_new() and 0xFFFF) != 64038) {
@@ -2434,6 +2469,29 @@ public object FfiConverterUInt: FfiConverter<UInt, Int> {
 
     override fun write(value: UInt, buf: ByteBuffer) {
         buf.putInt(value.toInt())
+    }
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterInt: FfiConverter<Int, Int> {
+    override fun lift(value: Int): Int {
+        return value
+    }
+
+    override fun read(buf: ByteBuffer): Int {
+        return buf.getInt()
+    }
+
+    override fun lower(value: Int): Int {
+        return value
+    }
+
+    override fun allocationSize(value: Int) = 4UL
+
+    override fun write(value: Int, buf: ByteBuffer) {
+        buf.putInt(value)
     }
 }
 
@@ -2710,48 +2768,64 @@ public interface DeskInterface {
     /**
      * Cancels a request (a `CANCEL` goes out; the remote stops).
      */
-    fun `cancel`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `reason`: kotlin.String)
+    fun `cancel`(`nowMs`: kotlin.Long, `id`: kotlin.String, `reason`: kotlin.String)
     
     /**
      * Bytes read from the socket (any split; partial lines wait for the rest).
      */
-    fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
     
     /**
      * The socket closed or failed.
      */
-    fun `handleEof`(`nowMs`: kotlin.ULong)
+    fun `handleEof`(`nowMs`: kotlin.Long)
     
     /**
      * Does what is due by `now_ms`.
      */
-    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    fun `handleTimeout`(`nowMs`: kotlin.Long)
     
     /**
      * Requests in flight.
      */
-    fun `inFlight`(): kotlin.ULong
+    fun `inFlight`(): kotlin.Long
+    
+    /**
+     * The other members of the channel, as the server wrote their nicks (at most 1024 are
+     * kept).
+     */
+    fun `members`(): List<kotlin.String>
+    
+    /**
+     * Our nick as the server knows it: the configured one or, after the server
+     * refused it (`433`, in use: `IrcSessionEvent.NickRefused`), the one tried next
+     * (`desk_`, `desk1`, ...), which a peer that allows only the configured nick
+     * ignores.
+     */
+    fun `nick`(): kotlin.String
     
     /**
      * The next thing to do; call until it answers `Timeout`.
      */
-    fun `pollOutput`(`nowMs`: kotlin.ULong): ConnectionOutput
+    fun `pollOutput`(`nowMs`: kotlin.Long): ConnectionOutput
     
     /**
-     * Says goodbye (`QUIT`); the connection ends.
+     * Says goodbye (`QUIT`, in the next drain); the connection ends, and later
+     * commands throw `Misuse` with kind `CLOSED`.
      */
-    fun `quit`(`nowMs`: kotlin.ULong, `reason`: kotlin.String)
+    fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
     
     /**
      * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
      */
-    fun `remoteBash`(`nowMs`: kotlin.ULong, `argsJson`: kotlin.String): kotlin.String
+    fun `remoteBash`(`nowMs`: kotlin.Long, `argsJson`: kotlin.String): kotlin.String
     
     /**
-     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id
-     * its events carry.
+     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout, and
+     * starts when the request's lines may leave (the connection registered, in the channel,
+     * the remote there); until then `oa1.readyTimeoutMs` applies. The id its events carry.
      */
-    fun `request`(`nowMs`: kotlin.ULong, `payload`: kotlin.String, `timeoutMs`: kotlin.ULong?): kotlin.String
+    fun `request`(`nowMs`: kotlin.Long, `payload`: kotlin.String, `timeoutMs`: kotlin.Long?): kotlin.String
     
     /**
      * Where the connection stands.
@@ -2762,6 +2836,13 @@ public interface DeskInterface {
      * Counters.
      */
     fun `stats`(): ConnectionStats
+    
+    /**
+     * What requests wait for before they can leave, in words, e.g. ``remote `rexd` in #desk;
+     * members: deskbot`` or `joining #desk (refused: 474 Cannot join channel (+b))`; `null`
+     * when ready or closed. A host that gives up waiting says this.
+     */
+    fun `waitingFor`(): kotlin.String?
     
     companion object
 }
@@ -2798,17 +2879,18 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
      * A desk that registers at once. Its `oa1.allowedSender` (the remote: `rexd`, a
      * `nick!user@host` mask, or `*` for anyone) is required; a bad nick or channel throws
      * `InvalidInput`. `seed` fixes its request ids: take it from `SecureRandom`, never a clock
-     * (a fixed seed is for tests).
+     * (a fixed seed is for tests: two desks with one seed pick the same ids and can take each
+     * other's answers).
      */
-    constructor(`config`: ConnectionConfig, `nowMs`: kotlin.ULong, `seed`: kotlin.ULong) :
+    constructor(`config`: ConnectionConfig, `nowMs`: kotlin.Long, `seed`: kotlin.Long) :
         this(UniffiWithHandle, 
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_constructor_desk_new(
     
         
         FfiConverterTypeConnectionConfig.lower(`config`),
-        FfiConverterULong.lower(`nowMs`),
-        FfiConverterULong.lower(`seed`),_status)
+        FfiConverterLong.lower(`nowMs`),
+        FfiConverterLong.lower(`seed`),_status)
 }
     )
 
@@ -2892,14 +2974,14 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     /**
      * Cancels a request (a `CANCEL` goes out; the remote stops).
      */
-    @Throws(DeskwireException::class)override fun `cancel`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `reason`: kotlin.String)
+    @Throws(DeskwireException::class)override fun `cancel`(`nowMs`: kotlin.Long, `id`: kotlin.String, `reason`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_cancel(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`id`),
         FfiConverterString.lower(`reason`),_status)
 }
@@ -2910,14 +2992,14 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     
     /**
      * Bytes read from the socket (any split; partial lines wait for the rest).
-     */override fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_handle_bytes(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterByteArray.lower(`bytes`),_status)
 }
     }
@@ -2927,14 +3009,14 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     
     /**
      * The socket closed or failed.
-     */override fun `handleEof`(`nowMs`: kotlin.ULong)
+     */override fun `handleEof`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_handle_eof(
         it,
         
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     }
     
@@ -2943,14 +3025,14 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     
     /**
      * Does what is due by `now_ms`.
-     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_handle_timeout(
         it,
         
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     }
     
@@ -2959,8 +3041,8 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     
     /**
      * Requests in flight.
-     */override fun `inFlight`(): kotlin.ULong {
-            return FfiConverterULong.lift(
+     */override fun `inFlight`(): kotlin.Long {
+            return FfiConverterLong.lift(
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_in_flight(
@@ -2974,15 +3056,15 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
 
     
     /**
-     * The next thing to do; call until it answers `Timeout`.
-     */override fun `pollOutput`(`nowMs`: kotlin.ULong): ConnectionOutput {
-            return FfiConverterTypeConnectionOutput.lift(
+     * The other members of the channel, as the server wrote their nicks (at most 1024 are
+     * kept).
+     */override fun `members`(): List<kotlin.String> {
+            return FfiConverterSequenceString.lift(
     callWithHandle {
     uniffiRustCall() { _status ->
-    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_poll_output(
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_members(
         it,
-        
-        FfiConverterULong.lower(`nowMs`),_status)
+        _status)
 }
     }
     )
@@ -2991,15 +3073,52 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
 
     
     /**
-     * Says goodbye (`QUIT`); the connection ends.
-     */override fun `quit`(`nowMs`: kotlin.ULong, `reason`: kotlin.String)
+     * Our nick as the server knows it: the configured one or, after the server
+     * refused it (`433`, in use: `IrcSessionEvent.NickRefused`), the one tried next
+     * (`desk_`, `desk1`, ...), which a peer that allows only the configured nick
+     * ignores.
+     */override fun `nick`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_nick(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The next thing to do; call until it answers `Timeout`.
+     */override fun `pollOutput`(`nowMs`: kotlin.Long): ConnectionOutput {
+            return FfiConverterTypeConnectionOutput.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_poll_output(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Says goodbye (`QUIT`, in the next drain); the connection ends, and later
+     * commands throw `Misuse` with kind `CLOSED`.
+     */override fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_quit(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`reason`),_status)
 }
     }
@@ -3010,14 +3129,14 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     /**
      * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
      */
-    @Throws(DeskwireException::class)override fun `remoteBash`(`nowMs`: kotlin.ULong, `argsJson`: kotlin.String): kotlin.String {
+    @Throws(DeskwireException::class)override fun `remoteBash`(`nowMs`: kotlin.Long, `argsJson`: kotlin.String): kotlin.String {
             return FfiConverterString.lift(
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_remote_bash(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`argsJson`),_status)
 }
     }
@@ -3027,19 +3146,20 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
 
     
     /**
-     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id
-     * its events carry.
+     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout, and
+     * starts when the request's lines may leave (the connection registered, in the channel,
+     * the remote there); until then `oa1.readyTimeoutMs` applies. The id its events carry.
      */
-    @Throws(DeskwireException::class)override fun `request`(`nowMs`: kotlin.ULong, `payload`: kotlin.String, `timeoutMs`: kotlin.ULong?): kotlin.String {
+    @Throws(DeskwireException::class)override fun `request`(`nowMs`: kotlin.Long, `payload`: kotlin.String, `timeoutMs`: kotlin.Long?): kotlin.String {
             return FfiConverterString.lift(
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_request(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`payload`),
-        FfiConverterOptionalULong.lower(`timeoutMs`),_status)
+        FfiConverterOptionalLong.lower(`timeoutMs`),_status)
 }
     }
     )
@@ -3070,6 +3190,24 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_stats(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * What requests wait for before they can leave, in words, e.g. ``remote `rexd` in #desk;
+     * members: deskbot`` or `joining #desk (refused: 474 Cannot join channel (+b))`; `null`
+     * when ready or closed. A host that gives up waiting says this.
+     */override fun `waitingFor`(): kotlin.String? {
+            return FfiConverterOptionalString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_waiting_for(
         it,
         _status)
 }
@@ -3878,17 +4016,17 @@ public interface IrcSessionInterface {
     /**
      * Raw bytes from the socket (any split).
      */
-    fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
     
     /**
      * One whole line (CRLF optional).
      */
-    fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+    fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
     
     /**
      * Does what is due by `now_ms`.
      */
-    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    fun `handleTimeout`(`nowMs`: kotlin.Long)
     
     /**
      * Whether the session ended.
@@ -3918,7 +4056,7 @@ public interface IrcSessionInterface {
     /**
      * The next thing to do; call until it answers `Timeout`.
      */
-    fun `pollOutput`(`nowMs`: kotlin.ULong): IrcSessionOutput
+    fun `pollOutput`(`nowMs`: kotlin.Long): IrcSessionOutput
     
     /**
      * Sends one `PRIVMSG` line.
@@ -3966,16 +4104,18 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
         this.cleanable = null
     }
     /**
-     * A session that registers right away (its first lines are in `poll_output`).
+     * A session that registers right away (its first lines are in `poll_output`). A
+     * negative time or size in `config` throws `InvalidInput`; other values are taken as
+     * they are (see `ircValidateSessionConfig`).
      */
-    constructor(`config`: IrcSessionConfig, `nowMs`: kotlin.ULong) :
+    constructor(`config`: IrcSessionConfig, `nowMs`: kotlin.Long) :
         this(UniffiWithHandle, 
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_constructor_ircsession_new(
     
         
         FfiConverterTypeIrcSessionConfig.lower(`config`),
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     )
 
@@ -4074,14 +4214,14 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
     
     /**
      * Raw bytes from the socket (any split).
-     */override fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_handle_bytes(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterByteArray.lower(`bytes`),_status)
 }
     }
@@ -4091,14 +4231,14 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
     
     /**
      * One whole line (CRLF optional).
-     */override fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_handle_line(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterByteArray.lower(`line`),_status)
 }
     }
@@ -4108,14 +4248,14 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
     
     /**
      * Does what is due by `now_ms`.
-     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_handle_timeout(
         it,
         
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     }
     
@@ -4206,14 +4346,14 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
     
     /**
      * The next thing to do; call until it answers `Timeout`.
-     */override fun `pollOutput`(`nowMs`: kotlin.ULong): IrcSessionOutput {
+     */override fun `pollOutput`(`nowMs`: kotlin.Long): IrcSessionOutput {
             return FfiConverterTypeIrcSessionOutput.lift(
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_poll_output(
         it,
         
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     }
     )
@@ -6355,38 +6495,38 @@ public interface Oa1ClientInterface {
     /**
      * Cancels a request (a `CANCEL` goes out).
      */
-    fun `cancel`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `reason`: kotlin.String)
+    fun `cancel`(`nowMs`: kotlin.Long, `id`: kotlin.String, `reason`: kotlin.String)
     
     /**
      * One line the IRC connection received (CRLF optional).
      */
-    fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+    fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
     
     /**
      * Does what is due by `now_ms`.
      */
-    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    fun `handleTimeout`(`nowMs`: kotlin.Long)
     
     /**
      * Requests in flight.
      */
-    fun `inFlight`(): kotlin.ULong
+    fun `inFlight`(): kotlin.Long
     
     /**
      * The next thing to do; call until it answers `Timeout`.
      */
-    fun `pollOutput`(`nowMs`: kotlin.ULong): Oa1Output
+    fun `pollOutput`(`nowMs`: kotlin.Long): Oa1Output
     
     /**
      * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
      */
-    fun `remoteBash`(`nowMs`: kotlin.ULong, `argsJson`: kotlin.String): kotlin.String
+    fun `remoteBash`(`nowMs`: kotlin.Long, `argsJson`: kotlin.String): kotlin.String
     
     /**
      * Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id its
      * events carry.
      */
-    fun `request`(`nowMs`: kotlin.ULong, `payload`: kotlin.String, `timeoutMs`: kotlin.ULong?): kotlin.String
+    fun `request`(`nowMs`: kotlin.Long, `payload`: kotlin.String, `timeoutMs`: kotlin.Long?): kotlin.String
     
     /**
      * Tells the engine our prefix, for hosts whose IRC client knows it.
@@ -6429,16 +6569,18 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
         this.cleanable = null
     }
     /**
-     * A client; `seed` fixes its request ids.
+     * A client; `seed` fixes its request ids: take it from `SecureRandom` (a fixed seed is
+     * for tests: two desks with one seed pick the same ids and can take each other's
+     * answers).
      */
-    constructor(`config`: Oa1Config, `seed`: kotlin.ULong) :
+    constructor(`config`: Oa1Config, `seed`: kotlin.Long) :
         this(UniffiWithHandle, 
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_constructor_oa1client_new(
     
         
         FfiConverterTypeOa1Config.lower(`config`),
-        FfiConverterULong.lower(`seed`),_status)
+        FfiConverterLong.lower(`seed`),_status)
 }
     )
 
@@ -6522,14 +6664,14 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
     /**
      * Cancels a request (a `CANCEL` goes out).
      */
-    @Throws(DeskwireException::class)override fun `cancel`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `reason`: kotlin.String)
+    @Throws(DeskwireException::class)override fun `cancel`(`nowMs`: kotlin.Long, `id`: kotlin.String, `reason`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_cancel(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`id`),
         FfiConverterString.lower(`reason`),_status)
 }
@@ -6540,14 +6682,14 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
     
     /**
      * One line the IRC connection received (CRLF optional).
-     */override fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_handle_line(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterByteArray.lower(`line`),_status)
 }
     }
@@ -6557,14 +6699,14 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
     
     /**
      * Does what is due by `now_ms`.
-     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_handle_timeout(
         it,
         
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     }
     
@@ -6573,8 +6715,8 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
     
     /**
      * Requests in flight.
-     */override fun `inFlight`(): kotlin.ULong {
-            return FfiConverterULong.lift(
+     */override fun `inFlight`(): kotlin.Long {
+            return FfiConverterLong.lift(
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_in_flight(
@@ -6589,14 +6731,14 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
     
     /**
      * The next thing to do; call until it answers `Timeout`.
-     */override fun `pollOutput`(`nowMs`: kotlin.ULong): Oa1Output {
+     */override fun `pollOutput`(`nowMs`: kotlin.Long): Oa1Output {
             return FfiConverterTypeOa1Output.lift(
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_poll_output(
         it,
         
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     }
     )
@@ -6607,14 +6749,14 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
     /**
      * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
      */
-    @Throws(DeskwireException::class)override fun `remoteBash`(`nowMs`: kotlin.ULong, `argsJson`: kotlin.String): kotlin.String {
+    @Throws(DeskwireException::class)override fun `remoteBash`(`nowMs`: kotlin.Long, `argsJson`: kotlin.String): kotlin.String {
             return FfiConverterString.lift(
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_remote_bash(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`argsJson`),_status)
 }
     }
@@ -6627,16 +6769,16 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
      * Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id its
      * events carry.
      */
-    @Throws(DeskwireException::class)override fun `request`(`nowMs`: kotlin.ULong, `payload`: kotlin.String, `timeoutMs`: kotlin.ULong?): kotlin.String {
+    @Throws(DeskwireException::class)override fun `request`(`nowMs`: kotlin.Long, `payload`: kotlin.String, `timeoutMs`: kotlin.Long?): kotlin.String {
             return FfiConverterString.lift(
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_request(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`payload`),
-        FfiConverterOptionalULong.lower(`timeoutMs`),_status)
+        FfiConverterOptionalLong.lower(`timeoutMs`),_status)
 }
     }
     )
@@ -6819,42 +6961,42 @@ public interface Oa1ServerInterface {
     /**
      * Requests being answered.
      */
-    fun `active`(): kotlin.ULong
+    fun `active`(): kotlin.Long
     
     /**
      * Answers `id` with `ERR code: message` (`code` is `[a-z_]+`).
      */
-    fun `fail`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
+    fun `fail`(`nowMs`: kotlin.Long, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
     
     /**
      * Ends the response of `id`.
      */
-    fun `finish`(`nowMs`: kotlin.ULong, `id`: kotlin.String)
+    fun `finish`(`nowMs`: kotlin.Long, `id`: kotlin.String)
     
     /**
      * One line the IRC connection received.
      */
-    fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+    fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
     
     /**
      * Does what is due by `now_ms`.
      */
-    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    fun `handleTimeout`(`nowMs`: kotlin.Long)
     
     /**
      * The next thing to do; call until it answers `Timeout`.
      */
-    fun `pollOutput`(`nowMs`: kotlin.ULong): Oa1Output
+    fun `pollOutput`(`nowMs`: kotlin.Long): Oa1Output
     
     /**
      * `send` then `finish`.
      */
-    fun `respond`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `text`: kotlin.String)
+    fun `respond`(`nowMs`: kotlin.Long, `id`: kotlin.String, `text`: kotlin.String)
     
     /**
      * Streams output for request `id`.
      */
-    fun `send`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `output`: kotlin.String)
+    fun `send`(`nowMs`: kotlin.Long, `id`: kotlin.String, `output`: kotlin.String)
     
     /**
      * Tells the engine our prefix.
@@ -6901,7 +7043,7 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
      */
     constructor(`config`: Oa1Config) :
         this(UniffiWithHandle, 
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_constructor_oa1server_new(
     
         
@@ -6988,8 +7130,8 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     
     /**
      * Requests being answered.
-     */override fun `active`(): kotlin.ULong {
-            return FfiConverterULong.lift(
+     */override fun `active`(): kotlin.Long {
+            return FfiConverterLong.lift(
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_active(
@@ -7005,14 +7147,14 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     /**
      * Answers `id` with `ERR code: message` (`code` is `[a-z_]+`).
      */
-    @Throws(DeskwireException::class)override fun `fail`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
+    @Throws(DeskwireException::class)override fun `fail`(`nowMs`: kotlin.Long, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_fail(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`id`),
         FfiConverterString.lower(`code`),
         FfiConverterString.lower(`message`),_status)
@@ -7025,14 +7167,14 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     /**
      * Ends the response of `id`.
      */
-    @Throws(DeskwireException::class)override fun `finish`(`nowMs`: kotlin.ULong, `id`: kotlin.String)
+    @Throws(DeskwireException::class)override fun `finish`(`nowMs`: kotlin.Long, `id`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_finish(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`id`),_status)
 }
     }
@@ -7042,14 +7184,14 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     
     /**
      * One line the IRC connection received.
-     */override fun `handleLine`(`nowMs`: kotlin.ULong, `line`: kotlin.ByteArray)
+     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_handle_line(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterByteArray.lower(`line`),_status)
 }
     }
@@ -7059,14 +7201,14 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     
     /**
      * Does what is due by `now_ms`.
-     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_handle_timeout(
         it,
         
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     }
     
@@ -7075,14 +7217,14 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     
     /**
      * The next thing to do; call until it answers `Timeout`.
-     */override fun `pollOutput`(`nowMs`: kotlin.ULong): Oa1Output {
+     */override fun `pollOutput`(`nowMs`: kotlin.Long): Oa1Output {
             return FfiConverterTypeOa1Output.lift(
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_poll_output(
         it,
         
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     }
     )
@@ -7093,14 +7235,14 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     /**
      * `send` then `finish`.
      */
-    @Throws(DeskwireException::class)override fun `respond`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `text`: kotlin.String)
+    @Throws(DeskwireException::class)override fun `respond`(`nowMs`: kotlin.Long, `id`: kotlin.String, `text`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_respond(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`id`),
         FfiConverterString.lower(`text`),_status)
 }
@@ -7112,14 +7254,14 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     /**
      * Streams output for request `id`.
      */
-    @Throws(DeskwireException::class)override fun `send`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `output`: kotlin.String)
+    @Throws(DeskwireException::class)override fun `send`(`nowMs`: kotlin.Long, `id`: kotlin.String, `output`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_send(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`id`),
         FfiConverterString.lower(`output`),_status)
 }
@@ -7661,52 +7803,61 @@ public interface RemoteInterface {
     /**
      * Requests being answered.
      */
-    fun `active`(): kotlin.ULong
+    fun `active`(): kotlin.Long
     
     /**
      * Answers `id` with `ERR code: message`.
      */
-    fun `fail`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
+    fun `fail`(`nowMs`: kotlin.Long, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
     
     /**
      * Ends the response of `id`.
      */
-    fun `finish`(`nowMs`: kotlin.ULong, `id`: kotlin.String)
+    fun `finish`(`nowMs`: kotlin.Long, `id`: kotlin.String)
     
     /**
      * Bytes read from the socket (any split; partial lines wait for the rest).
      */
-    fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
     
     /**
      * The socket closed or failed.
      */
-    fun `handleEof`(`nowMs`: kotlin.ULong)
+    fun `handleEof`(`nowMs`: kotlin.Long)
     
     /**
      * Does what is due by `now_ms`.
      */
-    fun `handleTimeout`(`nowMs`: kotlin.ULong)
+    fun `handleTimeout`(`nowMs`: kotlin.Long)
+    
+    /**
+     * Our nick as the server knows it: the configured one or, after the server
+     * refused it (`433`, in use: `IrcSessionEvent.NickRefused`), the one tried next
+     * (`desk_`, `desk1`, ...), which a peer that allows only the configured nick
+     * ignores.
+     */
+    fun `nick`(): kotlin.String
     
     /**
      * The next thing to do; call until it answers `Timeout`.
      */
-    fun `pollOutput`(`nowMs`: kotlin.ULong): ConnectionOutput
+    fun `pollOutput`(`nowMs`: kotlin.Long): ConnectionOutput
     
     /**
-     * Says goodbye (`QUIT`); the connection ends.
+     * Says goodbye (`QUIT`, in the next drain); the connection ends, and later
+     * commands throw `Misuse` with kind `CLOSED`.
      */
-    fun `quit`(`nowMs`: kotlin.ULong, `reason`: kotlin.String)
+    fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
     
     /**
      * `send` then `finish`.
      */
-    fun `respond`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `text`: kotlin.String)
+    fun `respond`(`nowMs`: kotlin.Long, `id`: kotlin.String, `text`: kotlin.String)
     
     /**
      * Streams output for request `id`.
      */
-    fun `send`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `output`: kotlin.String)
+    fun `send`(`nowMs`: kotlin.Long, `id`: kotlin.String, `output`: kotlin.String)
     
     /**
      * Where the connection stands.
@@ -7754,14 +7905,14 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
      * `oa1.allowedSender` filters by nick or `nick!user@host`; neither proves who asks (anyone
      * may take the desk's nick once it quits). Use `oa1.auth` when the commands matter.
      */
-    constructor(`config`: ConnectionConfig, `nowMs`: kotlin.ULong) :
+    constructor(`config`: ConnectionConfig, `nowMs`: kotlin.Long) :
         this(UniffiWithHandle, 
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_constructor_remote_new(
     
         
         FfiConverterTypeConnectionConfig.lower(`config`),
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     )
 
@@ -7844,8 +7995,8 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     
     /**
      * Requests being answered.
-     */override fun `active`(): kotlin.ULong {
-            return FfiConverterULong.lift(
+     */override fun `active`(): kotlin.Long {
+            return FfiConverterLong.lift(
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_active(
@@ -7861,14 +8012,14 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     /**
      * Answers `id` with `ERR code: message`.
      */
-    @Throws(DeskwireException::class)override fun `fail`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
+    @Throws(DeskwireException::class)override fun `fail`(`nowMs`: kotlin.Long, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_fail(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`id`),
         FfiConverterString.lower(`code`),
         FfiConverterString.lower(`message`),_status)
@@ -7881,14 +8032,14 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     /**
      * Ends the response of `id`.
      */
-    @Throws(DeskwireException::class)override fun `finish`(`nowMs`: kotlin.ULong, `id`: kotlin.String)
+    @Throws(DeskwireException::class)override fun `finish`(`nowMs`: kotlin.Long, `id`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_finish(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`id`),_status)
 }
     }
@@ -7898,14 +8049,14 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     
     /**
      * Bytes read from the socket (any split; partial lines wait for the rest).
-     */override fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_handle_bytes(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterByteArray.lower(`bytes`),_status)
 }
     }
@@ -7915,14 +8066,14 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     
     /**
      * The socket closed or failed.
-     */override fun `handleEof`(`nowMs`: kotlin.ULong)
+     */override fun `handleEof`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_handle_eof(
         it,
         
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     }
     
@@ -7931,14 +8082,14 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     
     /**
      * Does what is due by `now_ms`.
-     */override fun `handleTimeout`(`nowMs`: kotlin.ULong)
+     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_handle_timeout(
         it,
         
-        FfiConverterULong.lower(`nowMs`),_status)
+        FfiConverterLong.lower(`nowMs`),_status)
 }
     }
     
@@ -7946,15 +8097,17 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
 
     
     /**
-     * The next thing to do; call until it answers `Timeout`.
-     */override fun `pollOutput`(`nowMs`: kotlin.ULong): ConnectionOutput {
-            return FfiConverterTypeConnectionOutput.lift(
+     * Our nick as the server knows it: the configured one or, after the server
+     * refused it (`433`, in use: `IrcSessionEvent.NickRefused`), the one tried next
+     * (`desk_`, `desk1`, ...), which a peer that allows only the configured nick
+     * ignores.
+     */override fun `nick`(): kotlin.String {
+            return FfiConverterString.lift(
     callWithHandle {
     uniffiRustCall() { _status ->
-    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_poll_output(
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_nick(
         it,
-        
-        FfiConverterULong.lower(`nowMs`),_status)
+        _status)
 }
     }
     )
@@ -7963,15 +8116,33 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
 
     
     /**
-     * Says goodbye (`QUIT`); the connection ends.
-     */override fun `quit`(`nowMs`: kotlin.ULong, `reason`: kotlin.String)
+     * The next thing to do; call until it answers `Timeout`.
+     */override fun `pollOutput`(`nowMs`: kotlin.Long): ConnectionOutput {
+            return FfiConverterTypeConnectionOutput.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_poll_output(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Says goodbye (`QUIT`, in the next drain); the connection ends, and later
+     * commands throw `Misuse` with kind `CLOSED`.
+     */override fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_quit(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`reason`),_status)
 }
     }
@@ -7982,14 +8153,14 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     /**
      * `send` then `finish`.
      */
-    @Throws(DeskwireException::class)override fun `respond`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `text`: kotlin.String)
+    @Throws(DeskwireException::class)override fun `respond`(`nowMs`: kotlin.Long, `id`: kotlin.String, `text`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_respond(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`id`),
         FfiConverterString.lower(`text`),_status)
 }
@@ -8001,14 +8172,14 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     /**
      * Streams output for request `id`.
      */
-    @Throws(DeskwireException::class)override fun `send`(`nowMs`: kotlin.ULong, `id`: kotlin.String, `output`: kotlin.String)
+    @Throws(DeskwireException::class)override fun `send`(`nowMs`: kotlin.Long, `id`: kotlin.String, `output`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_send(
         it,
         
-        FfiConverterULong.lower(`nowMs`),
+        FfiConverterLong.lower(`nowMs`),
         FfiConverterString.lower(`id`),
         FfiConverterString.lower(`output`),_status)
 }
@@ -8885,13 +9056,13 @@ data class ConnectionConfig (
     /**
      * How long to wait before joining again after a kick, a part or a refused join.
      */
-    var `rejoinDelayMs`: kotlin.ULong
+    var `rejoinDelayMs`: kotlin.Long
     , 
     /**
      * Desk: how long the remote may be gone, with requests in flight, before they fail
-     * `PeerLeft`.
+     * `PeerLeft` (a quick part and join, or a netsplit healing, loses nothing).
      */
-    var `peerGraceMs`: kotlin.ULong = 2000uL 
+    var `peerGraceMs`: kotlin.Long = 2000L 
     
 ){
     
@@ -8910,23 +9081,23 @@ public object FfiConverterTypeConnectionConfig: FfiConverterRustBuffer<Connectio
         return ConnectionConfig(
             FfiConverterTypeIrcSessionConfig.read(buf),
             FfiConverterTypeOa1Config.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
         )
     }
 
     override fun allocationSize(value: ConnectionConfig) = (
             FfiConverterTypeIrcSessionConfig.allocationSize(value.`session`) +
             FfiConverterTypeOa1Config.allocationSize(value.`oa1`) +
-            FfiConverterULong.allocationSize(value.`rejoinDelayMs`) +
-            FfiConverterULong.allocationSize(value.`peerGraceMs`)
+            FfiConverterLong.allocationSize(value.`rejoinDelayMs`) +
+            FfiConverterLong.allocationSize(value.`peerGraceMs`)
     )
 
     override fun write(value: ConnectionConfig, buf: ByteBuffer) {
             FfiConverterTypeIrcSessionConfig.write(value.`session`, buf)
             FfiConverterTypeOa1Config.write(value.`oa1`, buf)
-            FfiConverterULong.write(value.`rejoinDelayMs`, buf)
-            FfiConverterULong.write(value.`peerGraceMs`, buf)
+            FfiConverterLong.write(value.`rejoinDelayMs`, buf)
+            FfiConverterLong.write(value.`peerGraceMs`, buf)
     }
 }
 
@@ -9366,22 +9537,22 @@ data class IrcSessionConfig (
     /**
      * Nicks to try before giving up.
      */
-    var `maxNickAttempts`: kotlin.UInt
+    var `maxNickAttempts`: kotlin.Int
     , 
     /**
      * Keepalive `PING` after this much silence.
      */
-    var `pingIntervalMs`: kotlin.ULong
+    var `pingIntervalMs`: kotlin.Long
     , 
     /**
      * Give up this long after an unanswered keepalive.
      */
-    var `pingTimeoutMs`: kotlin.ULong
+    var `pingTimeoutMs`: kotlin.Long
     , 
     /**
      * Longest line accepted from the server, CRLF included.
      */
-    var `maxLineBytes`: kotlin.ULong
+    var `maxLineBytes`: kotlin.Long
     
 ){
     
@@ -9403,10 +9574,10 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterString.read(buf),
             FfiConverterOptionalString.read(buf),
             FfiConverterSequenceString.read(buf),
-            FfiConverterUInt.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
+            FfiConverterInt.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
         )
     }
 
@@ -9416,10 +9587,10 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterString.allocationSize(value.`realname`) +
             FfiConverterOptionalString.allocationSize(value.`password`) +
             FfiConverterSequenceString.allocationSize(value.`channels`) +
-            FfiConverterUInt.allocationSize(value.`maxNickAttempts`) +
-            FfiConverterULong.allocationSize(value.`pingIntervalMs`) +
-            FfiConverterULong.allocationSize(value.`pingTimeoutMs`) +
-            FfiConverterULong.allocationSize(value.`maxLineBytes`)
+            FfiConverterInt.allocationSize(value.`maxNickAttempts`) +
+            FfiConverterLong.allocationSize(value.`pingIntervalMs`) +
+            FfiConverterLong.allocationSize(value.`pingTimeoutMs`) +
+            FfiConverterLong.allocationSize(value.`maxLineBytes`)
     )
 
     override fun write(value: IrcSessionConfig, buf: ByteBuffer) {
@@ -9428,10 +9599,10 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterString.write(value.`realname`, buf)
             FfiConverterOptionalString.write(value.`password`, buf)
             FfiConverterSequenceString.write(value.`channels`, buf)
-            FfiConverterUInt.write(value.`maxNickAttempts`, buf)
-            FfiConverterULong.write(value.`pingIntervalMs`, buf)
-            FfiConverterULong.write(value.`pingTimeoutMs`, buf)
-            FfiConverterULong.write(value.`maxLineBytes`, buf)
+            FfiConverterInt.write(value.`maxNickAttempts`, buf)
+            FfiConverterLong.write(value.`pingIntervalMs`, buf)
+            FfiConverterLong.write(value.`pingTimeoutMs`, buf)
+            FfiConverterLong.write(value.`maxLineBytes`, buf)
     }
 }
 
@@ -9444,42 +9615,42 @@ data class IrcSessionStats (
     /**
      * Lines received.
      */
-    var `linesReceived`: kotlin.ULong
+    var `linesReceived`: kotlin.Long
     , 
     /**
      * Lines queued for sending.
      */
-    var `linesQueued`: kotlin.ULong
+    var `linesQueued`: kotlin.Long
     , 
     /**
      * Lines over `max_line_bytes`.
      */
-    var `ignoredTooLong`: kotlin.ULong
+    var `ignoredTooLong`: kotlin.Long
     , 
     /**
      * Lines that were not IRC.
      */
-    var `ignoredInvalid`: kotlin.ULong
+    var `ignoredInvalid`: kotlin.Long
     , 
     /**
      * Lines after the end.
      */
-    var `ignoredAfterClose`: kotlin.ULong
+    var `ignoredAfterClose`: kotlin.Long
     , 
     /**
      * Server `PING`s answered.
      */
-    var `pingsAnswered`: kotlin.ULong
+    var `pingsAnswered`: kotlin.Long
     , 
     /**
      * Keepalive `PING`s sent.
      */
-    var `keepalivePings`: kotlin.ULong
+    var `keepalivePings`: kotlin.Long
     , 
     /**
      * `NICK` commands sent.
      */
-    var `nickAttempts`: kotlin.UInt
+    var `nickAttempts`: kotlin.Long
     
 ){
     
@@ -9496,37 +9667,37 @@ data class IrcSessionStats (
 public object FfiConverterTypeIrcSessionStats: FfiConverterRustBuffer<IrcSessionStats> {
     override fun read(buf: ByteBuffer): IrcSessionStats {
         return IrcSessionStats(
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterUInt.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
         )
     }
 
     override fun allocationSize(value: IrcSessionStats) = (
-            FfiConverterULong.allocationSize(value.`linesReceived`) +
-            FfiConverterULong.allocationSize(value.`linesQueued`) +
-            FfiConverterULong.allocationSize(value.`ignoredTooLong`) +
-            FfiConverterULong.allocationSize(value.`ignoredInvalid`) +
-            FfiConverterULong.allocationSize(value.`ignoredAfterClose`) +
-            FfiConverterULong.allocationSize(value.`pingsAnswered`) +
-            FfiConverterULong.allocationSize(value.`keepalivePings`) +
-            FfiConverterUInt.allocationSize(value.`nickAttempts`)
+            FfiConverterLong.allocationSize(value.`linesReceived`) +
+            FfiConverterLong.allocationSize(value.`linesQueued`) +
+            FfiConverterLong.allocationSize(value.`ignoredTooLong`) +
+            FfiConverterLong.allocationSize(value.`ignoredInvalid`) +
+            FfiConverterLong.allocationSize(value.`ignoredAfterClose`) +
+            FfiConverterLong.allocationSize(value.`pingsAnswered`) +
+            FfiConverterLong.allocationSize(value.`keepalivePings`) +
+            FfiConverterLong.allocationSize(value.`nickAttempts`)
     )
 
     override fun write(value: IrcSessionStats, buf: ByteBuffer) {
-            FfiConverterULong.write(value.`linesReceived`, buf)
-            FfiConverterULong.write(value.`linesQueued`, buf)
-            FfiConverterULong.write(value.`ignoredTooLong`, buf)
-            FfiConverterULong.write(value.`ignoredInvalid`, buf)
-            FfiConverterULong.write(value.`ignoredAfterClose`, buf)
-            FfiConverterULong.write(value.`pingsAnswered`, buf)
-            FfiConverterULong.write(value.`keepalivePings`, buf)
-            FfiConverterUInt.write(value.`nickAttempts`, buf)
+            FfiConverterLong.write(value.`linesReceived`, buf)
+            FfiConverterLong.write(value.`linesQueued`, buf)
+            FfiConverterLong.write(value.`ignoredTooLong`, buf)
+            FfiConverterLong.write(value.`ignoredInvalid`, buf)
+            FfiConverterLong.write(value.`ignoredAfterClose`, buf)
+            FfiConverterLong.write(value.`pingsAnswered`, buf)
+            FfiConverterLong.write(value.`keepalivePings`, buf)
+            FfiConverterLong.write(value.`nickAttempts`, buf)
     }
 }
 
@@ -10590,17 +10761,17 @@ data class Oa1AuthConfig (
     /**
      * Unix time (ms) of the host clock's `now_ms` 0.
      */
-    var `epochUnixMs`: kotlin.ULong
+    var `epochUnixMs`: kotlin.Long
     , 
     /**
      * How far a frame's timestamp may be from ours (spec default 60 s).
      */
-    var `maxSkewMs`: kotlin.ULong = 60000uL 
+    var `maxSkewMs`: kotlin.Long = 60000L 
     , 
     /**
      * Tags remembered against replays.
      */
-    var `maxRemembered`: kotlin.ULong = 65536uL 
+    var `maxRemembered`: kotlin.Long = 65536L 
     
 ){
     
@@ -10618,31 +10789,33 @@ public object FfiConverterTypeOa1AuthConfig: FfiConverterRustBuffer<Oa1AuthConfi
     override fun read(buf: ByteBuffer): Oa1AuthConfig {
         return Oa1AuthConfig(
             FfiConverterByteArray.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
         )
     }
 
     override fun allocationSize(value: Oa1AuthConfig) = (
             FfiConverterByteArray.allocationSize(value.`secret`) +
-            FfiConverterULong.allocationSize(value.`epochUnixMs`) +
-            FfiConverterULong.allocationSize(value.`maxSkewMs`) +
-            FfiConverterULong.allocationSize(value.`maxRemembered`)
+            FfiConverterLong.allocationSize(value.`epochUnixMs`) +
+            FfiConverterLong.allocationSize(value.`maxSkewMs`) +
+            FfiConverterLong.allocationSize(value.`maxRemembered`)
     )
 
     override fun write(value: Oa1AuthConfig, buf: ByteBuffer) {
             FfiConverterByteArray.write(value.`secret`, buf)
-            FfiConverterULong.write(value.`epochUnixMs`, buf)
-            FfiConverterULong.write(value.`maxSkewMs`, buf)
-            FfiConverterULong.write(value.`maxRemembered`, buf)
+            FfiConverterLong.write(value.`epochUnixMs`, buf)
+            FfiConverterLong.write(value.`maxSkewMs`, buf)
+            FfiConverterLong.write(value.`maxRemembered`, buf)
     }
 }
 
 
 
 /**
- * Endpoint configuration; [`oa1_config`] gives the spec's defaults.
+ * Endpoint configuration; [`oa1_config`] gives the spec's defaults. Sizes, counts and times
+ * are `Long`s that cannot be negative: a negative one is refused (`InvalidInput`, kind
+ * `NEGATIVE`) when the endpoint is built.
  */
 data class Oa1Config (
     /**
@@ -10656,14 +10829,16 @@ data class Oa1Config (
     var `nick`: kotlin.String
     , 
     /**
-     * Accept frames from this nick only.
+     * Accept frames from this peer only: a nick, a `nick!user@host` mask (`*` and `?` in user
+     * and host), or `"*"` for anyone in the channel. A desk must set it (its remote, e.g.
+     * `rexd`); a desk sends nothing until that peer is in the channel.
      */
     var `allowedSender`: kotlin.String?
     , 
     /**
      * Escaped payload bytes per frame at most (spec: 240).
      */
-    var `maxFramePayloadBytes`: kotlin.ULong
+    var `maxFramePayloadBytes`: kotlin.Long
     , 
     /**
      * Use the largest payload that fits the line.
@@ -10673,47 +10848,48 @@ data class Oa1Config (
     /**
      * Decoded bytes of one message at most (spec: 128 KiB).
      */
-    var `maxMessageBytes`: kotlin.ULong
+    var `maxMessageBytes`: kotlin.Long
     , 
     /**
      * Streams and requests in flight at most.
      */
-    var `maxStreams`: kotlin.ULong
+    var `maxStreams`: kotlin.Long
     , 
     /**
-     * How long a request may take once it can leave (client; spec: 30 s).
+     * How long a request may take once its lines may leave (client; spec: 30 s). The wait
+     * before that (registration, the join, the remote's arrival) is `readyTimeoutMs`'s.
      */
-    var `requestTimeoutMs`: kotlin.ULong
+    var `requestTimeoutMs`: kotlin.Long
     , 
     /**
      * How long a gap inside a stream may last (spec: 10 s).
      */
-    var `partialTimeoutMs`: kotlin.ULong
+    var `partialTimeoutMs`: kotlin.Long
     , 
     /**
      * Lines sent at once before pacing starts.
      */
-    var `pacingBurst`: kotlin.UInt
+    var `pacingBurst`: kotlin.Int
     , 
     /**
      * Then one line per this many ms.
      */
-    var `pacingIntervalMs`: kotlin.ULong
+    var `pacingIntervalMs`: kotlin.Long
     , 
     /**
      * Longer inbound lines are ignored.
      */
-    var `maxLineBytes`: kotlin.ULong
+    var `maxLineBytes`: kotlin.Long
     , 
     /**
      * Finished request ids remembered.
      */
-    var `finishedMemory`: kotlin.ULong
+    var `finishedMemory`: kotlin.Long
     , 
     /**
      * How long small streamed output may wait for more (server).
      */
-    var `flushDelayMs`: kotlin.ULong
+    var `flushDelayMs`: kotlin.Long
     , 
     /**
      * Authenticated frames (`OA1A`) with a shared secret; `null` sends plain frames.
@@ -10726,10 +10902,10 @@ data class Oa1Config (
     var `compression`: kotlin.Boolean = false 
     , 
     /**
-     * How long a request may wait to leave (joined, the remote there) before it fails
-     * `NotReady` (client).
+     * How long a request may wait to leave (registered, joined, the remote there) before it
+     * fails `NotReady` (client); its `requestTimeoutMs` starts only then.
      */
-    var `readyTimeoutMs`: kotlin.ULong = 30000uL 
+    var `readyTimeoutMs`: kotlin.Long = 30000L 
     
 ){
     
@@ -10749,20 +10925,20 @@ public object FfiConverterTypeOa1Config: FfiConverterRustBuffer<Oa1Config> {
             FfiConverterString.read(buf),
             FfiConverterString.read(buf),
             FfiConverterOptionalString.read(buf),
-            FfiConverterULong.read(buf),
+            FfiConverterLong.read(buf),
             FfiConverterBoolean.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterUInt.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterInt.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
             FfiConverterOptionalTypeOa1AuthConfig.read(buf),
             FfiConverterBoolean.read(buf),
-            FfiConverterULong.read(buf),
+            FfiConverterLong.read(buf),
         )
     }
 
@@ -10770,40 +10946,40 @@ public object FfiConverterTypeOa1Config: FfiConverterRustBuffer<Oa1Config> {
             FfiConverterString.allocationSize(value.`channel`) +
             FfiConverterString.allocationSize(value.`nick`) +
             FfiConverterOptionalString.allocationSize(value.`allowedSender`) +
-            FfiConverterULong.allocationSize(value.`maxFramePayloadBytes`) +
+            FfiConverterLong.allocationSize(value.`maxFramePayloadBytes`) +
             FfiConverterBoolean.allocationSize(value.`adaptivePayload`) +
-            FfiConverterULong.allocationSize(value.`maxMessageBytes`) +
-            FfiConverterULong.allocationSize(value.`maxStreams`) +
-            FfiConverterULong.allocationSize(value.`requestTimeoutMs`) +
-            FfiConverterULong.allocationSize(value.`partialTimeoutMs`) +
-            FfiConverterUInt.allocationSize(value.`pacingBurst`) +
-            FfiConverterULong.allocationSize(value.`pacingIntervalMs`) +
-            FfiConverterULong.allocationSize(value.`maxLineBytes`) +
-            FfiConverterULong.allocationSize(value.`finishedMemory`) +
-            FfiConverterULong.allocationSize(value.`flushDelayMs`) +
+            FfiConverterLong.allocationSize(value.`maxMessageBytes`) +
+            FfiConverterLong.allocationSize(value.`maxStreams`) +
+            FfiConverterLong.allocationSize(value.`requestTimeoutMs`) +
+            FfiConverterLong.allocationSize(value.`partialTimeoutMs`) +
+            FfiConverterInt.allocationSize(value.`pacingBurst`) +
+            FfiConverterLong.allocationSize(value.`pacingIntervalMs`) +
+            FfiConverterLong.allocationSize(value.`maxLineBytes`) +
+            FfiConverterLong.allocationSize(value.`finishedMemory`) +
+            FfiConverterLong.allocationSize(value.`flushDelayMs`) +
             FfiConverterOptionalTypeOa1AuthConfig.allocationSize(value.`auth`) +
             FfiConverterBoolean.allocationSize(value.`compression`) +
-            FfiConverterULong.allocationSize(value.`readyTimeoutMs`)
+            FfiConverterLong.allocationSize(value.`readyTimeoutMs`)
     )
 
     override fun write(value: Oa1Config, buf: ByteBuffer) {
             FfiConverterString.write(value.`channel`, buf)
             FfiConverterString.write(value.`nick`, buf)
             FfiConverterOptionalString.write(value.`allowedSender`, buf)
-            FfiConverterULong.write(value.`maxFramePayloadBytes`, buf)
+            FfiConverterLong.write(value.`maxFramePayloadBytes`, buf)
             FfiConverterBoolean.write(value.`adaptivePayload`, buf)
-            FfiConverterULong.write(value.`maxMessageBytes`, buf)
-            FfiConverterULong.write(value.`maxStreams`, buf)
-            FfiConverterULong.write(value.`requestTimeoutMs`, buf)
-            FfiConverterULong.write(value.`partialTimeoutMs`, buf)
-            FfiConverterUInt.write(value.`pacingBurst`, buf)
-            FfiConverterULong.write(value.`pacingIntervalMs`, buf)
-            FfiConverterULong.write(value.`maxLineBytes`, buf)
-            FfiConverterULong.write(value.`finishedMemory`, buf)
-            FfiConverterULong.write(value.`flushDelayMs`, buf)
+            FfiConverterLong.write(value.`maxMessageBytes`, buf)
+            FfiConverterLong.write(value.`maxStreams`, buf)
+            FfiConverterLong.write(value.`requestTimeoutMs`, buf)
+            FfiConverterLong.write(value.`partialTimeoutMs`, buf)
+            FfiConverterInt.write(value.`pacingBurst`, buf)
+            FfiConverterLong.write(value.`pacingIntervalMs`, buf)
+            FfiConverterLong.write(value.`maxLineBytes`, buf)
+            FfiConverterLong.write(value.`finishedMemory`, buf)
+            FfiConverterLong.write(value.`flushDelayMs`, buf)
             FfiConverterOptionalTypeOa1AuthConfig.write(value.`auth`, buf)
             FfiConverterBoolean.write(value.`compression`, buf)
-            FfiConverterULong.write(value.`readyTimeoutMs`, buf)
+            FfiConverterLong.write(value.`readyTimeoutMs`, buf)
     }
 }
 
@@ -10824,9 +11000,9 @@ data class Oa1Frame (
     var `id`: kotlin.String
     , 
     /**
-     * The chunk number, from 1.
+     * The chunk number, from 1 (at most 4294967295).
      */
-    var `seq`: kotlin.UInt
+    var `seq`: kotlin.Long
     , 
     /**
      * Whether more chunks follow.
@@ -10855,7 +11031,7 @@ public object FfiConverterTypeOa1Frame: FfiConverterRustBuffer<Oa1Frame> {
         return Oa1Frame(
             FfiConverterTypeOa1FrameType.read(buf),
             FfiConverterString.read(buf),
-            FfiConverterUInt.read(buf),
+            FfiConverterLong.read(buf),
             FfiConverterBoolean.read(buf),
             FfiConverterString.read(buf),
         )
@@ -10864,7 +11040,7 @@ public object FfiConverterTypeOa1Frame: FfiConverterRustBuffer<Oa1Frame> {
     override fun allocationSize(value: Oa1Frame) = (
             FfiConverterTypeOa1FrameType.allocationSize(value.`kind`) +
             FfiConverterString.allocationSize(value.`id`) +
-            FfiConverterUInt.allocationSize(value.`seq`) +
+            FfiConverterLong.allocationSize(value.`seq`) +
             FfiConverterBoolean.allocationSize(value.`more`) +
             FfiConverterString.allocationSize(value.`payload`)
     )
@@ -10872,7 +11048,7 @@ public object FfiConverterTypeOa1Frame: FfiConverterRustBuffer<Oa1Frame> {
     override fun write(value: Oa1Frame, buf: ByteBuffer) {
             FfiConverterTypeOa1FrameType.write(value.`kind`, buf)
             FfiConverterString.write(value.`id`, buf)
-            FfiConverterUInt.write(value.`seq`, buf)
+            FfiConverterLong.write(value.`seq`, buf)
             FfiConverterBoolean.write(value.`more`, buf)
             FfiConverterString.write(value.`payload`, buf)
     }
@@ -10887,122 +11063,122 @@ data class Oa1Stats (
     /**
      * Lines handed in.
      */
-    var `linesIn`: kotlin.ULong
+    var `linesIn`: kotlin.Long
     , 
     /**
      * Lines handed out.
      */
-    var `linesOut`: kotlin.ULong
+    var `linesOut`: kotlin.Long
     , 
     /**
      * Frames accepted.
      */
-    var `framesIn`: kotlin.ULong
+    var `framesIn`: kotlin.Long
     , 
     /**
      * Frames sent.
      */
-    var `framesOut`: kotlin.ULong
+    var `framesOut`: kotlin.Long
     , 
     /**
      * Escaped payload bytes sent.
      */
-    var `payloadBytesOut`: kotlin.ULong
+    var `payloadBytesOut`: kotlin.Long
     , 
     /**
      * Lines not for us.
      */
-    var `ignored`: kotlin.ULong
+    var `ignored`: kotlin.Long
     , 
     /**
      * Lines from a sender not allowed.
      */
-    var `disallowedSender`: kotlin.ULong
+    var `disallowedSender`: kotlin.Long
     , 
     /**
      * Malformed `OA1 ` lines.
      */
-    var `malformedFrames`: kotlin.ULong
+    var `malformedFrames`: kotlin.Long
     , 
     /**
      * Over-long or invalid lines.
      */
-    var `invalidLines`: kotlin.ULong
+    var `invalidLines`: kotlin.Long
     , 
     /**
      * Duplicate chunks.
      */
-    var `duplicates`: kotlin.ULong
+    var `duplicates`: kotlin.Long
     , 
     /**
      * Frames for finished or unknown streams.
      */
-    var `staleFrames`: kotlin.ULong
+    var `staleFrames`: kotlin.Long
     , 
     /**
      * Messages cut at the cap.
      */
-    var `truncations`: kotlin.ULong
+    var `truncations`: kotlin.Long
     , 
     /**
      * Requests refused as too large.
      */
-    var `tooLarge`: kotlin.ULong
+    var `tooLarge`: kotlin.Long
     , 
     /**
      * Requests timed out.
      */
-    var `timeouts`: kotlin.ULong
+    var `timeouts`: kotlin.Long
     , 
     /**
      * Streams with a missing chunk.
      */
-    var `incomplete`: kotlin.ULong
+    var `incomplete`: kotlin.Long
     , 
     /**
      * `CANCEL`s sent or received.
      */
-    var `cancels`: kotlin.ULong
+    var `cancels`: kotlin.Long
     , 
     /**
      * Bytes held now.
      */
-    var `bytesBuffered`: kotlin.ULong
+    var `bytesBuffered`: kotlin.Long
     , 
     /**
      * Plain frames refused because a secret is configured.
      */
-    var `unauthenticated`: kotlin.ULong
+    var `unauthenticated`: kotlin.Long
     , 
     /**
      * Authenticated frames while no secret is configured.
      */
-    var `authUnexpected`: kotlin.ULong
+    var `authUnexpected`: kotlin.Long
     , 
     /**
      * Frames whose tag did not match.
      */
-    var `forged`: kotlin.ULong
+    var `forged`: kotlin.Long
     , 
     /**
      * Frames outside the time window.
      */
-    var `expired`: kotlin.ULong
+    var `expired`: kotlin.Long
     , 
     /**
      * Frames seen before.
      */
-    var `replayed`: kotlin.ULong
+    var `replayed`: kotlin.Long
     , 
     /**
      * Compressed frames received.
      */
-    var `compressedIn`: kotlin.ULong
+    var `compressedIn`: kotlin.Long
     , 
     /**
      * Compressed frames sent.
      */
-    var `compressedOut`: kotlin.ULong
+    var `compressedOut`: kotlin.Long
     
 ){
     
@@ -11019,85 +11195,85 @@ data class Oa1Stats (
 public object FfiConverterTypeOa1Stats: FfiConverterRustBuffer<Oa1Stats> {
     override fun read(buf: ByteBuffer): Oa1Stats {
         return Oa1Stats(
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
         )
     }
 
     override fun allocationSize(value: Oa1Stats) = (
-            FfiConverterULong.allocationSize(value.`linesIn`) +
-            FfiConverterULong.allocationSize(value.`linesOut`) +
-            FfiConverterULong.allocationSize(value.`framesIn`) +
-            FfiConverterULong.allocationSize(value.`framesOut`) +
-            FfiConverterULong.allocationSize(value.`payloadBytesOut`) +
-            FfiConverterULong.allocationSize(value.`ignored`) +
-            FfiConverterULong.allocationSize(value.`disallowedSender`) +
-            FfiConverterULong.allocationSize(value.`malformedFrames`) +
-            FfiConverterULong.allocationSize(value.`invalidLines`) +
-            FfiConverterULong.allocationSize(value.`duplicates`) +
-            FfiConverterULong.allocationSize(value.`staleFrames`) +
-            FfiConverterULong.allocationSize(value.`truncations`) +
-            FfiConverterULong.allocationSize(value.`tooLarge`) +
-            FfiConverterULong.allocationSize(value.`timeouts`) +
-            FfiConverterULong.allocationSize(value.`incomplete`) +
-            FfiConverterULong.allocationSize(value.`cancels`) +
-            FfiConverterULong.allocationSize(value.`bytesBuffered`) +
-            FfiConverterULong.allocationSize(value.`unauthenticated`) +
-            FfiConverterULong.allocationSize(value.`authUnexpected`) +
-            FfiConverterULong.allocationSize(value.`forged`) +
-            FfiConverterULong.allocationSize(value.`expired`) +
-            FfiConverterULong.allocationSize(value.`replayed`) +
-            FfiConverterULong.allocationSize(value.`compressedIn`) +
-            FfiConverterULong.allocationSize(value.`compressedOut`)
+            FfiConverterLong.allocationSize(value.`linesIn`) +
+            FfiConverterLong.allocationSize(value.`linesOut`) +
+            FfiConverterLong.allocationSize(value.`framesIn`) +
+            FfiConverterLong.allocationSize(value.`framesOut`) +
+            FfiConverterLong.allocationSize(value.`payloadBytesOut`) +
+            FfiConverterLong.allocationSize(value.`ignored`) +
+            FfiConverterLong.allocationSize(value.`disallowedSender`) +
+            FfiConverterLong.allocationSize(value.`malformedFrames`) +
+            FfiConverterLong.allocationSize(value.`invalidLines`) +
+            FfiConverterLong.allocationSize(value.`duplicates`) +
+            FfiConverterLong.allocationSize(value.`staleFrames`) +
+            FfiConverterLong.allocationSize(value.`truncations`) +
+            FfiConverterLong.allocationSize(value.`tooLarge`) +
+            FfiConverterLong.allocationSize(value.`timeouts`) +
+            FfiConverterLong.allocationSize(value.`incomplete`) +
+            FfiConverterLong.allocationSize(value.`cancels`) +
+            FfiConverterLong.allocationSize(value.`bytesBuffered`) +
+            FfiConverterLong.allocationSize(value.`unauthenticated`) +
+            FfiConverterLong.allocationSize(value.`authUnexpected`) +
+            FfiConverterLong.allocationSize(value.`forged`) +
+            FfiConverterLong.allocationSize(value.`expired`) +
+            FfiConverterLong.allocationSize(value.`replayed`) +
+            FfiConverterLong.allocationSize(value.`compressedIn`) +
+            FfiConverterLong.allocationSize(value.`compressedOut`)
     )
 
     override fun write(value: Oa1Stats, buf: ByteBuffer) {
-            FfiConverterULong.write(value.`linesIn`, buf)
-            FfiConverterULong.write(value.`linesOut`, buf)
-            FfiConverterULong.write(value.`framesIn`, buf)
-            FfiConverterULong.write(value.`framesOut`, buf)
-            FfiConverterULong.write(value.`payloadBytesOut`, buf)
-            FfiConverterULong.write(value.`ignored`, buf)
-            FfiConverterULong.write(value.`disallowedSender`, buf)
-            FfiConverterULong.write(value.`malformedFrames`, buf)
-            FfiConverterULong.write(value.`invalidLines`, buf)
-            FfiConverterULong.write(value.`duplicates`, buf)
-            FfiConverterULong.write(value.`staleFrames`, buf)
-            FfiConverterULong.write(value.`truncations`, buf)
-            FfiConverterULong.write(value.`tooLarge`, buf)
-            FfiConverterULong.write(value.`timeouts`, buf)
-            FfiConverterULong.write(value.`incomplete`, buf)
-            FfiConverterULong.write(value.`cancels`, buf)
-            FfiConverterULong.write(value.`bytesBuffered`, buf)
-            FfiConverterULong.write(value.`unauthenticated`, buf)
-            FfiConverterULong.write(value.`authUnexpected`, buf)
-            FfiConverterULong.write(value.`forged`, buf)
-            FfiConverterULong.write(value.`expired`, buf)
-            FfiConverterULong.write(value.`replayed`, buf)
-            FfiConverterULong.write(value.`compressedIn`, buf)
-            FfiConverterULong.write(value.`compressedOut`, buf)
+            FfiConverterLong.write(value.`linesIn`, buf)
+            FfiConverterLong.write(value.`linesOut`, buf)
+            FfiConverterLong.write(value.`framesIn`, buf)
+            FfiConverterLong.write(value.`framesOut`, buf)
+            FfiConverterLong.write(value.`payloadBytesOut`, buf)
+            FfiConverterLong.write(value.`ignored`, buf)
+            FfiConverterLong.write(value.`disallowedSender`, buf)
+            FfiConverterLong.write(value.`malformedFrames`, buf)
+            FfiConverterLong.write(value.`invalidLines`, buf)
+            FfiConverterLong.write(value.`duplicates`, buf)
+            FfiConverterLong.write(value.`staleFrames`, buf)
+            FfiConverterLong.write(value.`truncations`, buf)
+            FfiConverterLong.write(value.`tooLarge`, buf)
+            FfiConverterLong.write(value.`timeouts`, buf)
+            FfiConverterLong.write(value.`incomplete`, buf)
+            FfiConverterLong.write(value.`cancels`, buf)
+            FfiConverterLong.write(value.`bytesBuffered`, buf)
+            FfiConverterLong.write(value.`unauthenticated`, buf)
+            FfiConverterLong.write(value.`authUnexpected`, buf)
+            FfiConverterLong.write(value.`forged`, buf)
+            FfiConverterLong.write(value.`expired`, buf)
+            FfiConverterLong.write(value.`replayed`, buf)
+            FfiConverterLong.write(value.`compressedIn`, buf)
+            FfiConverterLong.write(value.`compressedOut`, buf)
     }
 }
 
@@ -11933,13 +12109,13 @@ sealed class Admission {
     /**
      * Valid token: complete the upgrade.
      */
-    object Authenticated : Admission()
+    data object Authenticated : Admission()
     
     
     /**
      * No token: complete the upgrade; the phone must pair.
      */
-    object AwaitingPairing : Admission()
+    data object AwaitingPairing : Admission()
     
     
     /**
@@ -12035,7 +12211,7 @@ sealed class AgentState {
     /**
      * No task.
      */
-    object Idle : AgentState()
+    data object Idle : AgentState()
     
     
     /**
@@ -12311,7 +12487,7 @@ sealed class ClientMessage {
     /**
      * `pong`.
      */
-    object Pong : ClientMessage()
+    data object Pong : ClientMessage()
     
     
 
@@ -12698,7 +12874,7 @@ sealed class ConnectionOutput {
         /**
          * The deadline (ms).
          */
-        val `deadlineMs`: kotlin.ULong) : ConnectionOutput()
+        val `deadlineMs`: kotlin.Long) : ConnectionOutput()
         
     {
         
@@ -12729,7 +12905,7 @@ public object FfiConverterTypeConnectionOutput : FfiConverterRustBuffer<Connecti
                 FfiConverterTypeConnectionEvent.read(buf),
                 )
             3 -> ConnectionOutput.Timeout(
-                FfiConverterULong.read(buf),
+                FfiConverterLong.read(buf),
                 )
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
         }
@@ -12754,7 +12930,7 @@ public object FfiConverterTypeConnectionOutput : FfiConverterRustBuffer<Connecti
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
-                + FfiConverterULong.allocationSize(value.`deadlineMs`)
+                + FfiConverterLong.allocationSize(value.`deadlineMs`)
             )
         }
     }
@@ -12773,7 +12949,7 @@ public object FfiConverterTypeConnectionOutput : FfiConverterRustBuffer<Connecti
             }
             is ConnectionOutput.Timeout -> {
                 buf.putInt(3)
-                FfiConverterULong.write(value.`deadlineMs`, buf)
+                FfiConverterLong.write(value.`deadlineMs`, buf)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -12795,11 +12971,14 @@ enum class ConnectionState {
      */
     REGISTERING,
     /**
-     * Registered, not in the channel: lines are held.
+     * Registered, not (or no longer) in the channel: lines are held. A refused join is
+     * tried again after `rejoinDelayMs`.
      */
     JOINING,
     /**
-     * Desk with an `allowed_sender`: waiting for that nick to be in the channel.
+     * Desk: in the channel, waiting for its remote (`oa1.allowedSender`; for `"*"`, anyone)
+     * to be there too: IRC keeps no history, so a request sent before would reach nobody.
+     * Lines are held.
      */
     WAITING_FOR_PEER,
     /**
@@ -12843,9 +13022,9 @@ public object FfiConverterTypeConnectionState: FfiConverterRustBuffer<Connection
 
 /**
  * Every error a deskwire call raises. Kotlin: `DeskwireException.Misuse`,
- * `DeskwireException.InvalidInput` and `DeskwireException.Remote`, each with `kind` (the
- * core's variant name, e.g. `NotConnected`, `UnknownRequest`, `InvalidPayload`, `Provider`)
- * and `detail` (the core's message).
+ * `DeskwireException.InvalidInput` and `DeskwireException.Remote`, each with `kind` (an
+ * [`ErrorKind`], the core's variant: `ErrorKind.CLOSED`, `ErrorKind.UNKNOWN_REQUEST`, ...) and
+ * `detail` (the core's message).
  */
 sealed class DeskwireException: kotlin.Exception() {
     
@@ -12856,9 +13035,9 @@ sealed class DeskwireException: kotlin.Exception() {
     class Misuse(
         
         /**
-         * The core's variant name.
+         * The core's variant.
          */
-        val `kind`: kotlin.String, 
+        val `kind`: ErrorKind, 
         
         /**
          * What is wrong.
@@ -12875,9 +13054,9 @@ sealed class DeskwireException: kotlin.Exception() {
     class InvalidInput(
         
         /**
-         * The core's variant name.
+         * The core's variant.
          */
-        val `kind`: kotlin.String, 
+        val `kind`: ErrorKind, 
         
         /**
          * What is wrong.
@@ -12895,9 +13074,9 @@ sealed class DeskwireException: kotlin.Exception() {
     class Remote(
         
         /**
-         * The core's variant name.
+         * The core's variant.
          */
-        val `kind`: kotlin.String, 
+        val `kind`: ErrorKind, 
         
         /**
          * The peer's message.
@@ -12928,15 +13107,15 @@ public object FfiConverterTypeDeskwireError : FfiConverterRustBuffer<DeskwireExc
 
         return when(buf.getInt()) {
             1 -> DeskwireException.Misuse(
-                FfiConverterString.read(buf),
+                FfiConverterTypeErrorKind.read(buf),
                 FfiConverterString.read(buf),
                 )
             2 -> DeskwireException.InvalidInput(
-                FfiConverterString.read(buf),
+                FfiConverterTypeErrorKind.read(buf),
                 FfiConverterString.read(buf),
                 )
             3 -> DeskwireException.Remote(
-                FfiConverterString.read(buf),
+                FfiConverterTypeErrorKind.read(buf),
                 FfiConverterString.read(buf),
                 )
             else -> throw RuntimeException("invalid error enum value, something is very wrong!!")
@@ -12948,19 +13127,19 @@ public object FfiConverterTypeDeskwireError : FfiConverterRustBuffer<DeskwireExc
             is DeskwireException.Misuse -> (
                 // Add the size for the Int that specifies the variant plus the size needed for all fields
                 4UL
-                + FfiConverterString.allocationSize(value.`kind`)
+                + FfiConverterTypeErrorKind.allocationSize(value.`kind`)
                 + FfiConverterString.allocationSize(value.`detail`)
             )
             is DeskwireException.InvalidInput -> (
                 // Add the size for the Int that specifies the variant plus the size needed for all fields
                 4UL
-                + FfiConverterString.allocationSize(value.`kind`)
+                + FfiConverterTypeErrorKind.allocationSize(value.`kind`)
                 + FfiConverterString.allocationSize(value.`detail`)
             )
             is DeskwireException.Remote -> (
                 // Add the size for the Int that specifies the variant plus the size needed for all fields
                 4UL
-                + FfiConverterString.allocationSize(value.`kind`)
+                + FfiConverterTypeErrorKind.allocationSize(value.`kind`)
                 + FfiConverterString.allocationSize(value.`detail`)
             )
         }
@@ -12970,19 +13149,19 @@ public object FfiConverterTypeDeskwireError : FfiConverterRustBuffer<DeskwireExc
         when(value) {
             is DeskwireException.Misuse -> {
                 buf.putInt(1)
-                FfiConverterString.write(value.`kind`, buf)
+                FfiConverterTypeErrorKind.write(value.`kind`, buf)
                 FfiConverterString.write(value.`detail`, buf)
                 Unit
             }
             is DeskwireException.InvalidInput -> {
                 buf.putInt(2)
-                FfiConverterString.write(value.`kind`, buf)
+                FfiConverterTypeErrorKind.write(value.`kind`, buf)
                 FfiConverterString.write(value.`detail`, buf)
                 Unit
             }
             is DeskwireException.Remote -> {
                 buf.putInt(3)
-                FfiConverterString.write(value.`kind`, buf)
+                FfiConverterTypeErrorKind.write(value.`kind`, buf)
                 FfiConverterString.write(value.`detail`, buf)
                 Unit
             }
@@ -12990,6 +13169,385 @@ public object FfiConverterTypeDeskwireError : FfiConverterRustBuffer<DeskwireExc
     }
 
 }
+
+
+
+/**
+ * What went wrong: the variant of the core's error (each engine's `LocalError`, the
+ * parsers' `ParseError`s, the configuration's `ConfigError`, ...) or of a check this
+ * binding makes itself. `DeskwireException.*.detail` says the rest in words. The same
+ * name in two engines means the same thing (`CLOSED`: the connection has ended).
+ */
+
+enum class ErrorKind {
+    
+    /**
+     * The connection has ended (after `quit`, `close()` or the end of the socket); make a new
+     * engine for a new connection.
+     */
+    CLOSED,
+    /**
+     * IRC: the server has not accepted us yet.
+     */
+    NOT_REGISTERED,
+    /**
+     * Over a size limit: an OA1 request over `maxMessageBytes`, a message or text over a
+     * parser's or the peer's limit (the detail gives the size and the limit).
+     */
+    TOO_LARGE,
+    /**
+     * OA1: `maxStreams` requests are in flight already.
+     */
+    TOO_MANY_IN_FLIGHT,
+    /**
+     * OA1: no request with that id is in progress (unknown, finished or cancelled).
+     */
+    UNKNOWN_REQUEST,
+    /**
+     * OA1: the answer to that request has ended already.
+     */
+    ALREADY_FINISHED,
+    /**
+     * OA1: an `ERR` code is not lowercase letters and `_`.
+     */
+    INVALID_ERROR_CODE,
+    /**
+     * OA1: the channel and nick leave too little room in a line for any payload.
+     */
+    NO_ROOM,
+    /**
+     * OA1: the endpoint's configuration cannot work.
+     */
+    INVALID_CONFIG,
+    /**
+     * A desk's `oa1.allowedSender` is not set: a desk must name its remote (`rexd`), or `"*"`.
+     */
+    NO_REMOTE,
+    /**
+     * `oa1.allowedSender` is not a nick, a `nick!user@host` mask or `"*"`.
+     */
+    ALLOWED_SENDER,
+    /**
+     * A limit below what can work (the detail names it).
+     */
+    TOO_SMALL,
+    /**
+     * A setting that cannot be negative is (the detail names it).
+     */
+    NEGATIVE,
+    /**
+     * A nick the server would refuse or rename (RFC 2812: 1 to 30 characters, a letter or one
+     * of `[]\^_{|}` or a backquote first, then letters, digits, those or `-`).
+     */
+    INVALID_NICK,
+    /**
+     * A user name with a space, a comma, a control character or a leading `:`.
+     */
+    INVALID_USER,
+    /**
+     * A channel that does not start with `#`, `&`, `+` or `!`, or has a space, comma or
+     * control character.
+     */
+    INVALID_CHANNEL,
+    /**
+     * A message target that is not one channel or nick.
+     */
+    INVALID_TARGET,
+    /**
+     * A byte IRC cannot carry (NUL, CR, LF).
+     */
+    FORBIDDEN_BYTE,
+    /**
+     * An empty message text.
+     */
+    EMPTY_TEXT,
+    /**
+     * A line or value over its limit.
+     */
+    TOO_LONG,
+    /**
+     * A `session` wrapper error (kept for errors not unwrapped to their own kind).
+     */
+    SESSION,
+    /**
+     * An IRC line without a command.
+     */
+    MISSING_COMMAND,
+    /**
+     * Text that is not UTF-8.
+     */
+    INVALID_UTF8,
+    /**
+     * IRCv3 tags without a command after them.
+     */
+    TAGS_WITHOUT_COMMAND,
+    /**
+     * Not what the protocol allows (the detail says what).
+     */
+    INVALID,
+    /**
+     * `RemoteBash`'s `timeout_sec` of 0.
+     */
+    ZERO_TIMEOUT,
+    /**
+     * A `RemoteBash` request the desk could not send (a wrapper of the OA1 kinds).
+     */
+    LOCAL,
+    /**
+     * Not JSON, or not the JSON expected.
+     */
+    JSON,
+    /**
+     * A JSON value that is not an object.
+     */
+    NOT_AN_OBJECT,
+    /**
+     * A message without its `type`.
+     */
+    MISSING_TYPE,
+    /**
+     * A message of a `type` nobody knows.
+     */
+    UNKNOWN_TYPE,
+    /**
+     * A message whose payload does not fit its type.
+     */
+    INVALID_PAYLOAD,
+    /**
+     * A gateway message that is not JSON, or not its envelope.
+     */
+    MALFORMED,
+    /**
+     * A protocol version this side does not speak.
+     */
+    VERSION_UNSUPPORTED,
+    /**
+     * A message of the wrong type here.
+     */
+    WRONG_TYPE,
+    /**
+     * An operation nobody knows.
+     */
+    UNKNOWN_OP,
+    /**
+     * Parameters that do not fit the method.
+     */
+    INVALID_PARAMS,
+    /**
+     * A protocol name `readSchemaValue` does not know.
+     */
+    UNKNOWN_PROTOCOL,
+    /**
+     * A `$defs` name the schema does not have.
+     */
+    UNKNOWN_DEF,
+    /**
+     * 32 bytes of entropy were expected.
+     */
+    ENTROPY_LENGTH,
+    /**
+     * An OA1 chunk budget below the least a frame can carry.
+     */
+    BUDGET_TOO_SMALL,
+    /**
+     * A request id already in flight.
+     */
+    DUPLICATE_ID,
+    /**
+     * Too many pending: JSON-RPC calls (`maxPending`), approvals, or the phone's permission
+     * requests.
+     */
+    TOO_MANY_PENDING,
+    /**
+     * JSON-RPC: no pending call or unanswered request has that id.
+     */
+    UNKNOWN_ID,
+    /**
+     * JSON-RPC: the dialect cannot carry this message (progress in JSON-RPC 2.0, say).
+     */
+    WRITE,
+    /**
+     * The gateway's `tokens` is empty or holds an empty token: nobody could ever connect.
+     */
+    NO_TOKEN,
+    /**
+     * The gateway's output queue is full: drain `pollOutput` before feeding more.
+     */
+    BACKPRESSURE,
+    /**
+     * No job with that id.
+     */
+    UNKNOWN_JOB,
+    /**
+     * A job state change the state machine does not allow.
+     */
+    TRANSITION,
+    /**
+     * The job is not running.
+     */
+    NOT_RUNNING,
+    /**
+     * Too many approvals pending for the job.
+     */
+    TOO_MANY_APPROVALS,
+    /**
+     * An approval id used already.
+     */
+    DUPLICATE_APPROVAL_ID,
+    /**
+     * A job's `progress` outside 0.0 to 1.0, or not a number.
+     */
+    INVALID_PROGRESS,
+    /**
+     * An id or text the gateway's wire format cannot carry (empty, or over 256 characters).
+     */
+    INVALID_FIELD,
+    /**
+     * Too many agents have a context.
+     */
+    TOO_MANY_AGENTS,
+    /**
+     * A tool registry error (a duplicate name).
+     */
+    REGISTRY,
+    /**
+     * An approval error (unknown, pending too many, an external id taken).
+     */
+    APPROVAL,
+    /**
+     * A tool name used already.
+     */
+    DUPLICATE,
+    /**
+     * A tool name a provider does not accept.
+     */
+    INVALID_NAME,
+    /**
+     * A tool's input schema is not a JSON object.
+     */
+    SCHEMA_NOT_OBJECT,
+    /**
+     * A tool's input schema is not JSON.
+     */
+    SCHEMA_NOT_JSON,
+    /**
+     * A slash line that does not start with `/`.
+     */
+    NOT_A_COMMAND,
+    /**
+     * A slash command nobody registered.
+     */
+    UNKNOWN_COMMAND,
+    /**
+     * A slash line with an unterminated quote.
+     */
+    UNTERMINATED_QUOTE,
+    /**
+     * A slash command without an argument it needs.
+     */
+    MISSING_ARGUMENT,
+    /**
+     * A slash command with more arguments than it takes.
+     */
+    TOO_MANY_ARGUMENTS,
+    /**
+     * A slash argument of the wrong type.
+     */
+    BAD_VALUE,
+    /**
+     * A slash argument that is not the JSON expected.
+     */
+    BAD_JSON,
+    /**
+     * A policy pattern that does not compile.
+     */
+    BAD_PATTERN,
+    /**
+     * A policy root that is not an absolute path.
+     */
+    RELATIVE_ROOT,
+    /**
+     * A provider answer that is not JSON.
+     */
+    NOT_JSON,
+    /**
+     * A provider answer whose shape is not the provider's.
+     */
+    SHAPE,
+    /**
+     * A provider's own error object or error event ([`DeskwireError::Remote`]).
+     */
+    PROVIDER,
+    /**
+     * A tool result names a call the previous model turn did not make.
+     */
+    UNKNOWN_CALL,
+    /**
+     * A stream parser asked for more after `finish`.
+     */
+    FINISHED,
+    /**
+     * No pairing code or token to connect with.
+     */
+    NO_CREDENTIALS,
+    /**
+     * A pairing code that is not six ASCII digits.
+     */
+    INVALID_CODE,
+    /**
+     * The phone is connecting or connected already.
+     */
+    ALREADY_CONNECTED,
+    /**
+     * `connected` without a `Connect` instruction pending.
+     */
+    NOT_CONNECTING,
+    /**
+     * The mobile session is not established, so nothing can be sent.
+     */
+    NOT_CONNECTED,
+    /**
+     * No permission request with that id.
+     */
+    UNKNOWN_PERMISSION,
+    /**
+     * A connection id in use already.
+     */
+    DUPLICATE_CONNECTION,
+    /**
+     * No connection with that id.
+     */
+    UNKNOWN_CONNECTION,
+    /**
+     * `maxQueued` outputs wait for the host: drain `pollOutput` before sending more.
+     */
+    QUEUE_FULL;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeErrorKind: FfiConverterRustBuffer<ErrorKind> {
+    override fun read(buf: ByteBuffer) = try {
+        ErrorKind.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: ErrorKind) = 4UL
+
+    override fun write(value: ErrorKind, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
 
 
 
@@ -13530,25 +14088,25 @@ sealed class IrcDisconnectReason {
     /**
      * No answer to a keepalive `PING`.
      */
-    object TimedOut : IrcDisconnectReason()
+    data object TimedOut : IrcDisconnectReason()
     
     
     /**
      * The host said the socket closed or failed (`handleEof`).
      */
-    object ConnectionLost : IrcDisconnectReason()
+    data object ConnectionLost : IrcDisconnectReason()
     
     
     /**
      * Every nick tried was taken.
      */
-    object NickUnavailable : IrcDisconnectReason()
+    data object NickUnavailable : IrcDisconnectReason()
     
     
     /**
      * The host quit.
      */
-    object Quit : IrcDisconnectReason()
+    data object Quit : IrcDisconnectReason()
     
     
 
@@ -13736,7 +14294,6 @@ sealed class IrcSessionEvent {
     }
     
     /**
-     * We left a channel.
      * The server refused our `JOIN` (`403`, `405`, `471`, `473`, `474`, `475`, `476`,
      * `477`); the connection tries again after `rejoinDelayMs`.
      */
@@ -13789,6 +14346,9 @@ sealed class IrcSessionEvent {
         companion object
     }
     
+    /**
+     * We left a channel.
+     */
     data class Parted(
         /**
          * The channel.
@@ -14080,7 +14640,7 @@ sealed class IrcSessionOutput {
         /**
          * The deadline (ms).
          */
-        val `deadlineMs`: kotlin.ULong) : IrcSessionOutput()
+        val `deadlineMs`: kotlin.Long) : IrcSessionOutput()
         
     {
         
@@ -14111,7 +14671,7 @@ public object FfiConverterTypeIrcSessionOutput : FfiConverterRustBuffer<IrcSessi
                 FfiConverterTypeIrcSessionEvent.read(buf),
                 )
             3 -> IrcSessionOutput.Timeout(
-                FfiConverterULong.read(buf),
+                FfiConverterLong.read(buf),
                 )
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
         }
@@ -14136,7 +14696,7 @@ public object FfiConverterTypeIrcSessionOutput : FfiConverterRustBuffer<IrcSessi
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
-                + FfiConverterULong.allocationSize(value.`deadlineMs`)
+                + FfiConverterLong.allocationSize(value.`deadlineMs`)
             )
         }
     }
@@ -14155,7 +14715,7 @@ public object FfiConverterTypeIrcSessionOutput : FfiConverterRustBuffer<IrcSessi
             }
             is IrcSessionOutput.Timeout -> {
                 buf.putInt(3)
-                FfiConverterULong.write(value.`deadlineMs`, buf)
+                FfiConverterLong.write(value.`deadlineMs`, buf)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -14287,7 +14847,7 @@ sealed class JsonRpcCallError {
     /**
      * No answer or progress before the deadline.
      */
-    object Timeout : JsonRpcCallError()
+    data object Timeout : JsonRpcCallError()
     
     
 
@@ -14455,13 +15015,13 @@ sealed class JsonRpcDialect {
     /**
      * Strict JSON-RPC 2.0 (REXD, MCP, LSP).
      */
-    object JsonRpc2 : JsonRpcDialect()
+    data object JsonRpc2 : JsonRpcDialect()
     
     
     /**
      * The sidecar's `{id, method, params}` / `{id, result | error | progress}`.
      */
-    object Sidecar : JsonRpcDialect()
+    data object Sidecar : JsonRpcDialect()
     
     
     /**
@@ -14940,7 +15500,7 @@ sealed class JsonRpcId {
     /**
      * `null`.
      */
-    object Null : JsonRpcId()
+    data object Null : JsonRpcId()
     
     
 
@@ -15602,7 +16162,7 @@ sealed class MobileClientEvent {
     /**
      * The session is up.
      */
-    object Connected : MobileClientEvent()
+    data object Connected : MobileClientEvent()
     
     
     /**
@@ -15647,7 +16207,7 @@ sealed class MobileClientEvent {
     /**
      * The stored token was refused (and forgotten): pair again.
      */
-    object TokenRejected : MobileClientEvent()
+    data object TokenRejected : MobileClientEvent()
     
     
     /**
@@ -15944,7 +16504,7 @@ sealed class MobileClientOutput {
     /**
      * Close the WebSocket.
      */
-    object Close : MobileClientOutput()
+    data object Close : MobileClientOutput()
     
     
     /**
@@ -16089,7 +16649,7 @@ sealed class MobileConnectionState {
     /**
      * Not connected and not trying.
      */
-    object Idle : MobileConnectionState()
+    data object Idle : MobileConnectionState()
     
     
     /**
@@ -16110,13 +16670,13 @@ sealed class MobileConnectionState {
     /**
      * The host is opening the WebSocket.
      */
-    object Connecting : MobileConnectionState()
+    data object Connecting : MobileConnectionState()
     
     
     /**
      * Pairing: `auth` sent.
      */
-    object Authenticating : MobileConnectionState()
+    data object Authenticating : MobileConnectionState()
     
     
     /**
@@ -16238,7 +16798,7 @@ sealed class MobileDisconnectReason {
     /**
      * The socket closed.
      */
-    object Closed : MobileDisconnectReason()
+    data object Closed : MobileDisconnectReason()
     
     
     /**
@@ -16259,13 +16819,13 @@ sealed class MobileDisconnectReason {
     /**
      * The upgrade was refused with 401 or 403: the token is not valid.
      */
-    object Unauthorized : MobileDisconnectReason()
+    data object Unauthorized : MobileDisconnectReason()
     
     
     /**
      * The engine gave up on a silent server.
      */
-    object ServerTimeout : MobileDisconnectReason()
+    data object ServerTimeout : MobileDisconnectReason()
     
     
 
@@ -17089,13 +17649,13 @@ sealed class Oa1Failure {
     /**
      * No complete response within the timeout (a `CANCEL` was sent).
      */
-    object Timeout : Oa1Failure()
+    data object Timeout : Oa1Failure()
     
     
     /**
      * A chunk of the response never arrived.
      */
-    object Incomplete : Oa1Failure()
+    data object Incomplete : Oa1Failure()
     
     
     /**
@@ -17457,7 +18017,7 @@ sealed class Oa1Output {
         /**
          * The deadline (ms).
          */
-        val `deadlineMs`: kotlin.ULong) : Oa1Output()
+        val `deadlineMs`: kotlin.Long) : Oa1Output()
         
     {
         
@@ -17488,7 +18048,7 @@ public object FfiConverterTypeOa1Output : FfiConverterRustBuffer<Oa1Output>{
                 FfiConverterTypeOa1Event.read(buf),
                 )
             3 -> Oa1Output.Timeout(
-                FfiConverterULong.read(buf),
+                FfiConverterLong.read(buf),
                 )
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
         }
@@ -17513,7 +18073,7 @@ public object FfiConverterTypeOa1Output : FfiConverterRustBuffer<Oa1Output>{
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
-                + FfiConverterULong.allocationSize(value.`deadlineMs`)
+                + FfiConverterLong.allocationSize(value.`deadlineMs`)
             )
         }
     }
@@ -17532,7 +18092,7 @@ public object FfiConverterTypeOa1Output : FfiConverterRustBuffer<Oa1Output>{
             }
             is Oa1Output.Timeout -> {
                 buf.putInt(3)
-                FfiConverterULong.write(value.`deadlineMs`, buf)
+                FfiConverterLong.write(value.`deadlineMs`, buf)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -17566,13 +18126,13 @@ sealed class PairingFailure {
     /**
      * Too many wrong codes.
      */
-    object LockedOut : PairingFailure()
+    data object LockedOut : PairingFailure()
     
     
     /**
      * No code is shown.
      */
-    object NoActiveCode : PairingFailure()
+    data object NoActiveCode : PairingFailure()
     
     
     /**
@@ -17593,13 +18153,13 @@ sealed class PairingFailure {
     /**
      * The token table is full: revoke a phone first.
      */
-    object TokensFull : PairingFailure()
+    data object TokensFull : PairingFailure()
     
     
     /**
      * Every session slot is taken.
      */
-    object TooManyConnections : PairingFailure()
+    data object TooManyConnections : PairingFailure()
     
     
 
@@ -18052,7 +18612,7 @@ sealed class ServerMessage {
     /**
      * `ping`.
      */
-    object Ping : ServerMessage()
+    data object Ping : ServerMessage()
     
     
 
@@ -18284,7 +18844,7 @@ sealed class ToolAuthorization {
     /**
      * Run it.
      */
-    object Allowed : ToolAuthorization()
+    data object Allowed : ToolAuthorization()
     
     
     /**
@@ -18436,19 +18996,19 @@ sealed class ToolChoice {
     /**
      * The model decides.
      */
-    object Auto : ToolChoice()
+    data object Auto : ToolChoice()
     
     
     /**
      * No tool calls.
      */
-    object None : ToolChoice()
+    data object None : ToolChoice()
     
     
     /**
      * At least one tool call.
      */
-    object Required : ToolChoice()
+    data object Required : ToolChoice()
     
     
     /**
@@ -18555,7 +19115,7 @@ sealed class ToolDenyReason {
     /**
      * The agent cannot see the tool now.
      */
-    object NotVisible : ToolDenyReason()
+    data object NotVisible : ToolDenyReason()
     
     
     /**
@@ -18760,7 +19320,7 @@ sealed class ToolVerdict {
     /**
      * Run it.
      */
-    object Run : ToolVerdict()
+    data object Run : ToolVerdict()
     
     
     /**
@@ -18875,25 +19435,25 @@ sealed class ToolVisibility {
     /**
      * Always.
      */
-    object Always : ToolVisibility()
+    data object Always : ToolVisibility()
     
     
     /**
      * Never (slash commands only).
      */
-    object Never : ToolVisibility()
+    data object Never : ToolVisibility()
     
     
     /**
      * While the agent's NPC is bound to the desk.
      */
-    object WhileBound : ToolVisibility()
+    data object WhileBound : ToolVisibility()
     
     
     /**
      * While a target is set.
      */
-    object WithTarget : ToolVisibility()
+    data object WithTarget : ToolVisibility()
     
     
     /**
@@ -19308,6 +19868,38 @@ public object FfiConverterOptionalULong: FfiConverterRustBuffer<kotlin.ULong?> {
         } else {
             buf.put(1)
             FfiConverterULong.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalLong: FfiConverterRustBuffer<kotlin.Long?> {
+    override fun read(buf: ByteBuffer): kotlin.Long? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterLong.read(buf)
+    }
+
+    override fun allocationSize(value: kotlin.Long?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterLong.allocationSize(value)
+        }
+    }
+
+    override fun write(value: kotlin.Long?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterLong.write(value, buf)
         }
     }
 }
@@ -19863,15 +20455,21 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     }
 }
         /**
-         * The spec's defaults for `nick` on `channel`.
-         */ fun `connectionConfig`(`nick`: kotlin.String, `channel`: kotlin.String): ConnectionConfig {
+         * The spec's defaults for `nick` on `channel`, taking frames only from `peer`
+         * (`oa1.allowedSender`). A desk needs its remote there: `rexd` (what `rexd --irc` joins as),
+         * a `nick!user@host` mask such as `rexd!~rexd@10.0.0.7`, or `"*"` for anyone in the
+         * channel; a desk without one is refused when it is built, since it would send into a
+         * channel where nobody may hear it. A remote's `peer` is the desk it answers (`null`:
+         * anyone).
+         */ fun `connectionConfig`(`nick`: kotlin.String, `channel`: kotlin.String, `peer`: kotlin.String? = null): ConnectionConfig {
             return FfiConverterTypeConnectionConfig.lift(
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_func_connection_config(
     
         
         FfiConverterString.lower(`nick`),
-        FfiConverterString.lower(`channel`),_status)
+        FfiConverterString.lower(`channel`),
+        FfiConverterOptionalString.lower(`peer`),_status)
 }
     )
     }
@@ -19879,7 +20477,8 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
 
         /**
          * A connection configuration from JSON: `{"nick", "channel", "session": {..}, "oa1": {..},
-         * "rejoin_delay_ms"}` with only the values that differ from the defaults.
+         * "rejoin_delay_ms", "peer_grace_ms"}` with only the values that differ from the defaults (a
+         * desk's remote is `oa1.allowed_sender`).
          */
     @Throws(DeskwireException::class) fun `connectionConfigFromJson`(`json`: kotlin.String): ConnectionConfig {
             return FfiConverterTypeConnectionConfig.lift(
@@ -19918,6 +20517,21 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     
         
         FfiConverterString.lower(`json`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Why a session ended, in words (`the server closed the link: Closing Link ...`, `the
+         * connection was lost`, ...), as the core says it in `Oa1Failure.Disconnected`.
+         */ fun `ircDisconnectReasonMessage`(`reason`: IrcDisconnectReason): kotlin.String {
+            return FfiConverterString.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_irc_disconnect_reason_message(
+    
+        
+        FfiConverterTypeIrcDisconnectReason.lower(`reason`),_status)
 }
     )
     }
@@ -20223,29 +20837,30 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
          * Escapes `text` and cuts it into frame payloads of at most `budget` bytes each, as they go
          * on the wire.
          */
-    @Throws(DeskwireException::class) fun `oa1Chunk`(`text`: kotlin.String, `budget`: kotlin.ULong): List<kotlin.String> {
+    @Throws(DeskwireException::class) fun `oa1Chunk`(`text`: kotlin.String, `budget`: kotlin.Long): List<kotlin.String> {
             return FfiConverterSequenceString.lift(
     uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_chunk(
     
         
         FfiConverterString.lower(`text`),
-        FfiConverterULong.lower(`budget`),_status)
+        FfiConverterLong.lower(`budget`),_status)
 }
     )
     }
     
 
         /**
-         * The spec's defaults for an endpoint on `channel` with nick `nick`.
-         */ fun `oa1Config`(`channel`: kotlin.String, `nick`: kotlin.String): Oa1Config {
+         * The spec's defaults for an endpoint with nick `nick` on `channel` (the order of
+         * `connectionConfig`).
+         */ fun `oa1Config`(`nick`: kotlin.String, `channel`: kotlin.String): Oa1Config {
             return FfiConverterTypeOa1Config.lift(
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_config(
     
         
-        FfiConverterString.lower(`channel`),
-        FfiConverterString.lower(`nick`),_status)
+        FfiConverterString.lower(`nick`),
+        FfiConverterString.lower(`channel`),_status)
 }
     )
     }
@@ -20282,7 +20897,8 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     
 
         /**
-         * The code of a failure (`timeout`, `incomplete`, or the remote's).
+         * The code of a failure: the remote's, or `timeout`, `incomplete`, `disconnected`,
+         * `malformed`, `not_ready`, `join_failed`, `kicked`, `peer_left`.
          */ fun `oa1FailureCode`(`failure`: Oa1Failure): kotlin.String {
             return FfiConverterString.lift(
     uniffiRustCall() { _status ->
@@ -20324,10 +20940,12 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     
 
         /**
-         * Writes a frame.
-         */ fun `oa1FormatFrame`(`frame`: Oa1Frame): kotlin.String {
+         * Writes a frame; a `seq` outside 1 to 4294967295 is refused (`InvalidInput`, kind
+         * `INVALID`).
+         */
+    @Throws(DeskwireException::class) fun `oa1FormatFrame`(`frame`: Oa1Frame): kotlin.String {
             return FfiConverterString.lift(
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_format_frame(
     
         

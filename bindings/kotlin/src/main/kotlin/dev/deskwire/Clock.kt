@@ -24,3 +24,13 @@ internal fun MonotonicClock.now(): ULong = nowMs().coerceAtLeast(0).toULong()
 /** How long to wait from [now] until [deadline], in milliseconds (0 when it passed). */
 internal fun delayUntil(now: ULong, deadline: ULong): Long =
     if (deadline <= now) 0 else (deadline - now).coerceAtMost(Long.MAX_VALUE.toULong()).toLong()
+
+/** How long to wait from [now] until [deadline], in milliseconds (0 when it passed). */
+internal fun delayUntil(now: Long, deadline: Long): Long = if (deadline <= now) 0 else deadline - now
+
+/** `1500` → `1.5 s`, as the core writes durations in its messages. */
+internal fun formatMs(ms: Long): String = when {
+    ms < 1000 -> "$ms ms"
+    ms % 1000 == 0L -> "${ms / 1000} s"
+    else -> "%.1f s".format(java.util.Locale.ROOT, ms / 1000.0)
+}

@@ -6,12 +6,13 @@ import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.StateFlow
 import java.net.Socket
-import kotlin.random.Random
+import java.security.SecureRandom
 import kotlin.time.Duration
 
 /**
  * A request that ended without a response: the remote answered `ERR`, it timed out (the engine
- * sent `CANCEL`), a chunk never came, or the IRC connection ended.
+ * sent `CANCEL`), a chunk never came, it could not leave in time (`NotReady`), the server
+ * refused the join or kicked us, the remote left, or the IRC connection ended.
  */
 class Oa1RequestException(val id: String, val failure: Oa1Failure) :
     Exception("request $id failed: ${oa1FailureCode(failure)}: ${oa1FailureMessage(failure)}") {
@@ -24,63 +25,99 @@ class Oa1RequestException(val id: String, val failure: Oa1Failure) :
  * (registration, `PING`, `JOIN`, chunking, reassembly, pacing and timeouts all live there).
  *
  * ```kotlin
- * val config = connectionConfig("desk", "#desk").let { it.copy(oa1 = it.oa1.copy(allowedSender = "deskbot")) }
- * DeskConnection.connect("irc.example", 6667, config, scope).use { desk ->
+ * DeskConnection.connect(host = "irc.example", port = 6667, scope = scope).use { desk ->
  *     println(desk.remoteBash("uname -a", timeout = 30.seconds))
  * }
  * ```
  *
- * [request] and [remoteBash] suspend until the answer arrives; cancelling the calling coroutine
- * sends OA1 `CANCEL` so the remote stops. One coroutine in `scope` pumps the engine; a second
- * one reads the socket. Closing (or cancelling `scope`) sends `QUIT` and closes the socket.
+ * [connect] returns once the desk is in the channel with its remote (by default `rexd`, what
+ * `rexd --irc` joins as), and throws [Oa1ConnectException] when that cannot happen. [request]
+ * and [remoteBash] suspend until the answer arrives; cancelling the calling coroutine sends
+ * OA1 `CANCEL` so the remote stops. One coroutine in `scope` pumps the engine; a second one
+ * reads the socket. Closing (or cancelling `scope`) sends `QUIT` and closes the socket; the
+ * connection cannot be used again.
+ *
+ * If the server refuses the desk's nick (`433`, in use), the engine goes on as `desk_`, `desk1`,
+ * ... ([IrcSessionEvent.NickRefused] on [events]): a remote that takes requests only from `desk`
+ * (`rexd --allow-from desk`) then ignores this desk, and its requests time out.
  */
 class DeskConnection private constructor(
+    private val desk: Desk,
     socket: Socket,
-    config: ConnectionConfig,
     scope: CoroutineScope,
-    seed: Long,
     private val clock: MonotonicClock,
 ) : AutoCloseable {
-    private val desk = Desk(config, clock.now(), seed.toULong())
     private val waiting = HashMap<String, CompletableDeferred<String>>()
     private val loop = IrcSocketLoop(socket, desk.asEngine(), scope, clock, ::deliver) {
         synchronized(waiting) {
             waiting.values.forEach { it.cancel(CancellationException("the connection is closed")) }
             waiting.clear()
         }
-        desk.close()
     }
 
-    /** Every event of the connection (IRC, OA1, link), as the engine reports it. */
+    /**
+     * Every event of the connection (IRC, OA1, link), as the engine reports it from when it is
+     * collected: those of the start (before [connect] returned) are not replayed; [state],
+     * [nick] and [members] say where the connection stands.
+     */
     val events: Flow<ConnectionEvent> = loop.events
 
-    /** Where the connection stands (`READY` once the channel is joined and the peer is there). */
+    /**
+     * Where the connection stands: `READY` once the channel is joined and the remote is there;
+     * `JOINING` or `WAITING_FOR_PEER` while a kick, a part or the remote's absence holds
+     * requests back; `CLOSED` at the end.
+     */
     val state: StateFlow<ConnectionState> = loop.state
 
     /**
      * Sends [payload] and suspends until the whole response arrives; [timeoutMs] overrides the
-     * configured request timeout. Throws [Oa1RequestException] when the request fails, and
-     * [DeskwireException.Misuse] when the engine refuses it (too large, too many in flight,
-     * connection closed). Cancelling the caller sends `CANCEL`.
+     * configured `oa1.requestTimeoutMs`. The timeout starts when the request may leave (the
+     * connection ready, the remote in the channel); until then `oa1.readyTimeoutMs` applies.
+     *
+     * Throws [Oa1RequestException] when the request fails (its [Oa1Failure] says why), and
+     * [DeskwireException.Misuse] when the engine refuses it: too large ([ErrorKind.TOO_LARGE]),
+     * too many in flight, or the connection closed ([ErrorKind.CLOSED], after [close] or the
+     * end of the link). Cancelling the caller sends `CANCEL`.
      */
     suspend fun request(payload: String, timeoutMs: Long? = null): String =
-        await { desk.request(clock.now(), payload, timeoutMs?.toULong()) }
+        await { desk.request(clock.nowMs(), payload, timeoutMs) }
 
     /**
      * Runs [command] on the remote machine (OA1 `RemoteBash`) and returns its combined output.
-     * [timeout] is the tool's `timeout_sec` (whole seconds, at least one); on expiry the engine
-     * sends `CANCEL` and this throws [Oa1RequestException] with [Oa1Failure.Timeout].
+     * [timeout] is the tool's `timeout_sec` (whole seconds, at least one), counted from when the
+     * request may leave; on expiry the engine sends `CANCEL` and this throws
+     * [Oa1RequestException] with [Oa1Failure.Timeout].
      */
     suspend fun remoteBash(command: String, timeout: Duration? = null): String {
         val seconds = timeout?.let { maxOf(1L, it.inWholeSeconds) }
         return request(command, seconds?.let { it * 1000 })
     }
 
+    /**
+     * Our nick as the server knows it: `desk`, or after the server refused it (`433`, in use)
+     * the one tried next (`desk_`, ...), which a remote that allows only `desk` ignores.
+     */
+    val nick: String get() = desk.nick()
+
+    /** What requests wait for before they can leave, in words; `null` when ready or closed. */
+    fun waitingFor(): String? = desk.waitingFor()
+
+    /** The other members of the channel, as the server wrote their nicks. */
+    fun members(): List<String> = desk.members()
+
     /** Counters of both layers. */
     fun stats(): ConnectionStats = desk.stats()
 
-    /** Says goodbye (`QUIT`) and closes the socket. */
-    override fun close() = loop.close()
+    /**
+     * Says goodbye (`QUIT`) and closes the socket. Requests in flight fail with
+     * [Oa1Failure.Disconnected]; later calls throw [DeskwireException.Misuse] with kind
+     * [ErrorKind.CLOSED]. Closing twice does nothing more.
+     */
+    override fun close() {
+        desk.quit(clock.nowMs(), "bye")
+        loop.wake()
+        loop.close()
+    }
 
     private suspend fun await(start: () -> String): String {
         val answer = CompletableDeferred<String>()
@@ -91,7 +128,7 @@ class DeskConnection private constructor(
         } catch (e: CancellationException) {
             val mine = synchronized(waiting) { waiting.remove(id) != null }
             if (mine && !loop.isClosed) {
-                runCatching { desk.cancel(clock.now(), id, "cancelled by the caller") }
+                runCatching { desk.cancel(clock.nowMs(), id, "cancelled by the caller") }
                 loop.wake()
             }
             throw e
@@ -111,20 +148,50 @@ class DeskConnection private constructor(
     }
 
     companion object {
+        /** The configuration that works with `rexd --irc`'s defaults: `desk` in `#desk`, asking `rexd`. */
+        fun defaultConfig(): ConnectionConfig = connectionConfig(nick = "desk", channel = "#desk", peer = "rexd")
+
         /**
-         * Connects to the IRC server at [host]:[port] and starts the engine (it registers and
-         * joins on its own; requests made meanwhile wait inside it). [seed] fixes request ids.
+         * Connects to the IRC server at [host]:[port] and suspends until the desk can ask: it
+         * registers, joins `config.oa1.channel` and waits for its remote (`config.oa1.allowedSender`)
+         * to be there. The network is used on [kotlinx.coroutines.Dispatchers.IO] only.
+         *
+         * The default [config] is [defaultConfig]; a desk must name its remote (`peer` of
+         * [connectionConfig]: a nick, a `nick!user@host` mask, or `"*"` for anyone in the
+         * channel), and a config without one, or with a nick or channel the server would refuse,
+         * throws [DeskwireException.InvalidInput] before anything is sent.
+         *
+         * Throws [Oa1ConnectException] when the server refuses the join
+         * ([Oa1Failure.JoinFailed], at once, with the server's numeric and text), when the link
+         * ends ([Oa1Failure.Disconnected]), or when the desk is not ready within
+         * `config.oa1.readyTimeoutMs` ([Oa1Failure.NotReady], e.g. ``not ready after 30 s:
+         * waiting for remote `rexd` in #desk; members: deskbot``); a socket that cannot connect
+         * throws its [java.io.IOException]. The connection is closed when it throws, and when the
+         * caller is cancelled meanwhile.
+         *
+         * [seed] fixes the sequence of request ids; the default comes from [SecureRandom]. Pass
+         * a fixed one in tests only: two desks with the same seed pick the same ids, and one can
+         * take the other's answer.
          */
-        fun connect(
+        suspend fun connect(
             host: String,
-            port: Int,
-            config: ConnectionConfig,
+            port: Int = 6667,
+            config: ConnectionConfig = defaultConfig(),
             scope: CoroutineScope,
-            seed: Long = Random.nextLong(),
+            seed: Long = SecureRandom().nextLong(),
             clock: MonotonicClock = MonotonicClock.System,
             connectTimeoutMs: Int = 10_000,
         ): DeskConnection {
-            return DeskConnection(connectSocket(host, port, connectTimeoutMs), config, scope, seed, clock)
+            val desk = Desk(config, clock.nowMs(), seed) // a bad config throws before the socket opens
+            val socket = try {
+                connectSocket(host, port, connectTimeoutMs)
+            } catch (e: Throwable) {
+                desk.close()
+                throw e
+            }
+            val connection = DeskConnection(desk, socket, scope, clock)
+            connection.loop.awaitReady(config.oa1.readyTimeoutMs, desk::waitingFor, desk::members)
+            return connection
         }
     }
 }

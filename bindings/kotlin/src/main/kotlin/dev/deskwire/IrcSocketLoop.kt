@@ -1,8 +1,11 @@
 package dev.deskwire
 
+import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.Job
+import kotlinx.coroutines.TimeoutCancellationException
+import kotlinx.coroutines.async
 import kotlinx.coroutines.channels.Channel
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.MutableSharedFlow
@@ -10,50 +13,77 @@ import kotlinx.coroutines.flow.MutableStateFlow
 import kotlinx.coroutines.flow.StateFlow
 import kotlinx.coroutines.flow.asSharedFlow
 import kotlinx.coroutines.flow.asStateFlow
+import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.launch
+import kotlinx.coroutines.withTimeout
 import kotlinx.coroutines.withTimeoutOrNull
 import java.net.InetSocketAddress
 import java.net.Socket
 
 /** The calls [IrcSocketLoop] makes on a connection engine ([Desk] or [Remote]). */
 internal interface ConnectionEngine {
-    fun handleBytes(nowMs: ULong, bytes: ByteArray)
-    fun handleEof(nowMs: ULong)
-    fun handleTimeout(nowMs: ULong)
-    fun pollOutput(nowMs: ULong): ConnectionOutput
-    fun quit(nowMs: ULong, reason: String)
+    fun handleBytes(nowMs: Long, bytes: ByteArray)
+    fun handleEof(nowMs: Long)
+    fun handleTimeout(nowMs: Long)
+    fun pollOutput(nowMs: Long): ConnectionOutput
+    fun quit(nowMs: Long, reason: String)
     fun state(): ConnectionState
 }
 
 internal fun Desk.asEngine(): ConnectionEngine = object : ConnectionEngine {
-    override fun handleBytes(nowMs: ULong, bytes: ByteArray) = this@asEngine.handleBytes(nowMs, bytes)
-    override fun handleEof(nowMs: ULong) = this@asEngine.handleEof(nowMs)
-    override fun handleTimeout(nowMs: ULong) = this@asEngine.handleTimeout(nowMs)
-    override fun pollOutput(nowMs: ULong) = this@asEngine.pollOutput(nowMs)
-    override fun quit(nowMs: ULong, reason: String) = this@asEngine.quit(nowMs, reason)
+    override fun handleBytes(nowMs: Long, bytes: ByteArray) = this@asEngine.handleBytes(nowMs, bytes)
+    override fun handleEof(nowMs: Long) = this@asEngine.handleEof(nowMs)
+    override fun handleTimeout(nowMs: Long) = this@asEngine.handleTimeout(nowMs)
+    override fun pollOutput(nowMs: Long) = this@asEngine.pollOutput(nowMs)
+    override fun quit(nowMs: Long, reason: String) = this@asEngine.quit(nowMs, reason)
     override fun state() = this@asEngine.state()
 }
 
 internal fun Remote.asEngine(): ConnectionEngine = object : ConnectionEngine {
-    override fun handleBytes(nowMs: ULong, bytes: ByteArray) = this@asEngine.handleBytes(nowMs, bytes)
-    override fun handleEof(nowMs: ULong) = this@asEngine.handleEof(nowMs)
-    override fun handleTimeout(nowMs: ULong) = this@asEngine.handleTimeout(nowMs)
-    override fun pollOutput(nowMs: ULong) = this@asEngine.pollOutput(nowMs)
-    override fun quit(nowMs: ULong, reason: String) = this@asEngine.quit(nowMs, reason)
+    override fun handleBytes(nowMs: Long, bytes: ByteArray) = this@asEngine.handleBytes(nowMs, bytes)
+    override fun handleEof(nowMs: Long) = this@asEngine.handleEof(nowMs)
+    override fun handleTimeout(nowMs: Long) = this@asEngine.handleTimeout(nowMs)
+    override fun pollOutput(nowMs: Long) = this@asEngine.pollOutput(nowMs)
+    override fun quit(nowMs: Long, reason: String) = this@asEngine.quit(nowMs, reason)
     override fun state() = this@asEngine.state()
 }
 
-/** A TCP socket to [host]:[port] with Nagle off (IRC lines are small and latency matters). */
-internal fun connectSocket(host: String, port: Int, timeoutMs: Int): Socket = Socket().apply {
-    tcpNoDelay = true
-    connect(InetSocketAddress(host, port), timeoutMs)
+/**
+ * A TCP socket to [host]:[port] with Nagle off (IRC lines are small and latency matters). The
+ * name lookup and the connect block, so they run on [Dispatchers.IO]: the caller's thread (an
+ * Android main thread) never waits on the network. Cancelling the caller closes the socket,
+ * which ends a connect in progress.
+ */
+internal suspend fun connectSocket(host: String, port: Int, timeoutMs: Int): Socket = coroutineScope {
+    val socket = Socket().apply { tcpNoDelay = true }
+    val connecting = async(Dispatchers.IO) { socket.connect(InetSocketAddress(host, port), timeoutMs) }
+    try {
+        connecting.await()
+    } catch (e: Throwable) {
+        socket.close()
+        throw e
+    }
+    socket
 }
+
+/**
+ * Why a connection cannot be used, as the failures of a request would say it: the server
+ * refused the join ([Oa1Failure.JoinFailed]), the link ended ([Oa1Failure.Disconnected]), or
+ * it was not ready in time ([Oa1Failure.NotReady], saying what it waited for and what it saw).
+ */
+class Oa1ConnectException(
+    /** The failure; [oa1FailureCode] gives `join_failed`, `disconnected` or `not_ready`. */
+    val failure: Oa1Failure,
+    /** The other members of the channel when it gave up (a desk's; empty for a remote). */
+    val members: List<String> = emptyList(),
+) : Exception("could not connect: ${oa1FailureCode(failure)}: ${oa1FailureMessage(failure)}")
 
 /**
  * The host loop of one IRC connection engine over a socket, as coroutines: one reads the
  * socket, one pumps the engine (bytes read → `handleBytes`; drain `pollOutput`, writing every
  * transmit and delivering every event; wait for the deadline, the next read or a [wake]). No
- * protocol rule lives here.
+ * protocol rule lives here. The pump ends once the engine is closed (after `quit`, or the end
+ * of the socket), closing the socket.
  *
  * [deliver] runs on the pump for every event before it is emitted on [events]; [onClose] runs
  * once when the pump ends, after `QUIT` went out and the socket closed.
@@ -68,13 +98,19 @@ internal class IrcSocketLoop(
 ) {
     private sealed interface Input {
         class Bytes(val bytes: ByteArray) : Input
-        object Eof : Input
-        object Wake : Input
+        data object Eof : Input
+        data object Wake : Input
     }
 
     private val inputs = Channel<Input>(capacity = 64)
     private val _events = MutableSharedFlow<ConnectionEvent>(extraBufferCapacity = 64)
     private val _state = MutableStateFlow(engine.state())
+
+    /**
+     * How the start ended: `null` once the state is `READY`, or the failure (a refused join,
+     * the end of the link) that came first. Completed on the pump.
+     */
+    private val started = CompletableDeferred<Oa1Failure?>()
 
     val events: Flow<ConnectionEvent> = _events.asSharedFlow()
     val state: StateFlow<ConnectionState> = _state.asStateFlow()
@@ -101,23 +137,26 @@ internal class IrcSocketLoop(
             while (true) {
                 val deadline = drain { out.write(it) }
                 out.flush()
-                val wait = delayUntil(clock.now(), deadline)
+                if (_state.value == ConnectionState.CLOSED) break
+                val wait = delayUntil(clock.nowMs(), deadline)
                 val input = if (wait == 0L) inputs.tryReceive().getOrNull()
                 else withTimeoutOrNull(wait) { inputs.receive() }
                 when (input) {
-                    null -> engine.handleTimeout(clock.now())
-                    is Input.Bytes -> engine.handleBytes(clock.now(), input.bytes)
-                    Input.Eof -> engine.handleEof(clock.now())
+                    null -> engine.handleTimeout(clock.nowMs())
+                    is Input.Bytes -> engine.handleBytes(clock.nowMs(), input.bytes)
+                    Input.Eof -> engine.handleEof(clock.nowMs())
                     Input.Wake -> {}
                 }
             }
         } finally {
             runCatching {
-                engine.quit(clock.now(), "bye")
+                engine.quit(clock.nowMs(), "bye")
                 drain { out.write(it) }
                 out.flush()
             }
             socket.close()
+            reader.cancel()
+            started.complete(Oa1Failure.Disconnected("the connection was closed"))
             onClose()
         }
     }
@@ -130,19 +169,46 @@ internal class IrcSocketLoop(
         inputs.trySend(Input.Wake)
     }
 
-    /** Says goodbye (`QUIT`) and closes the socket. */
+    /**
+     * Says goodbye (`QUIT`, on the pump) and closes the socket. The engine refuses later
+     * commands itself (`Misuse`, kind `CLOSED`): the caller quits it first.
+     */
     fun close() {
         pump.cancel()
         reader.cancel()
         runCatching { socket.shutdownInput() }
     }
 
+    /**
+     * Suspends until the state is `READY`; throws [Oa1ConnectException] at once when the
+     * server refuses the join or the link ends, and after [timeoutMs] with
+     * [Oa1Failure.NotReady] saying [waitingFor] (what the engine waits for). The connection
+     * is closed when it throws, and when the caller is cancelled meanwhile.
+     */
+    suspend fun awaitReady(timeoutMs: Long, waitingFor: () -> String?, members: () -> List<String>) {
+        val failure = try {
+            withTimeout(timeoutMs) { started.await() } ?: return
+        } catch (_: TimeoutCancellationException) {
+            val what = waitingFor() ?: return // ready at the last moment
+            Oa1Failure.NotReady("not ready after ${formatMs(timeoutMs)}: waiting for $what")
+        } catch (e: Throwable) {
+            close()
+            throw e
+        }
+        val seen = members()
+        close()
+        throw Oa1ConnectException(failure, seen)
+    }
+
     /** Does what the engine asks until it only has a deadline left; returns the deadline. */
-    private suspend fun drain(write: (ByteArray) -> Unit): ULong {
+    private suspend fun drain(write: (ByteArray) -> Unit): Long {
         while (true) {
-            when (val out = engine.pollOutput(clock.now())) {
+            when (val out = engine.pollOutput(clock.nowMs())) {
                 is ConnectionOutput.Transmit -> write(out.bytes)
                 is ConnectionOutput.Event -> {
+                    val change = (out.event as? ConnectionEvent.Link)?.event as? LinkEvent.StateChanged
+                    if (change != null) _state.value = change.state // before anyone hears of it
+                    watchStart(out.event)
                     deliver(out.event)
                     _events.emit(out.event)
                 }
@@ -151,6 +217,24 @@ internal class IrcSocketLoop(
                     return out.deadlineMs
                 }
             }
+        }
+    }
+
+    private fun watchStart(event: ConnectionEvent) {
+        when (event) {
+            is ConnectionEvent.Link -> if (event.event == LinkEvent.StateChanged(ConnectionState.READY)) {
+                started.complete(null)
+            }
+            is ConnectionEvent.Irc -> when (val e = event.event) {
+                is IrcSessionEvent.JoinFailed -> started.complete(
+                    Oa1Failure.JoinFailed("the server refused to let us into ${e.channel}: ${e.numeric} ${e.text}"),
+                )
+                is IrcSessionEvent.Disconnected -> started.complete(
+                    Oa1Failure.Disconnected(ircDisconnectReasonMessage(e.reason)),
+                )
+                else -> {}
+            }
+            is ConnectionEvent.Oa1 -> {}
         }
     }
 }

@@ -51,8 +51,8 @@ fun interface Oa1Handler {
  * engine: every request the desk sends runs [handler] in its own coroutine.
  *
  * ```kotlin
- * val config = connectionConfig("deskbot", "#desk").let { it.copy(oa1 = it.oa1.copy(allowedSender = "desk")) }
- * RemoteConnection.serve("irc.example", 6667, config, scope) { call ->
+ * val config = connectionConfig(nick = "rexd", channel = "#desk", peer = "desk")
+ * RemoteConnection.serve(host = "irc.example", port = 6667, config = config, scope = scope) { call ->
  *     call.send("working on ${call.payload}\n")   // streamed as it comes
  *     runTool(call.payload)                        // the rest of the answer; then it ends
  * }.use { remote -> remote.state.first { it == ConnectionState.CLOSED } }
@@ -63,15 +63,18 @@ fun interface Oa1Handler {
  * connection ends) the handler's coroutine is cancelled with [Oa1CancelledException] and
  * nothing more is sent for it. Closing (or cancelling `scope`) cancels every handler, sends
  * `QUIT` and closes the socket.
+ *
+ * `config.oa1.allowedSender` (`peer` of [connectionConfig]) filters by nick or
+ * `nick!user@host`; neither proves who asks (anyone may take the desk's nick once it quits).
+ * Set `config.oa1.auth` (a shared secret) when the commands matter.
  */
 class RemoteConnection private constructor(
+    private val remote: Remote,
     socket: Socket,
-    config: ConnectionConfig,
     scope: CoroutineScope,
     private val clock: MonotonicClock,
     private val handler: Oa1Handler,
 ) : AutoCloseable {
-    private val remote = Remote(config, clock.now())
     private val handlers = HashMap<String, Job>()
 
     /** The handlers' scope: a child of `scope`, where one failing handler fails no other. */
@@ -79,7 +82,6 @@ class RemoteConnection private constructor(
 
     private val loop = IrcSocketLoop(socket, remote.asEngine(), scope, clock, ::deliver) {
         serving.cancel("the connection is closed")
-        remote.close()
     }
 
     /** Every event of the connection (IRC, OA1 requests and cancellations, link). */
@@ -95,7 +97,11 @@ class RemoteConnection private constructor(
     fun stats(): ConnectionStats = remote.stats()
 
     /** Cancels every handler, says goodbye (`QUIT`) and closes the socket. */
-    override fun close() = loop.close()
+    override fun close() {
+        remote.quit(clock.nowMs(), "bye")
+        loop.wake()
+        loop.close()
+    }
 
     /** Starts a handler for each request and cancels it on `CANCEL` (on the pump). */
     private fun deliver(event: ConnectionEvent) {
@@ -109,7 +115,7 @@ class RemoteConnection private constructor(
     }
 
     private fun serve(id: String, sender: String, payload: String) {
-        val call = Oa1Call(id, sender, payload) { text -> command { remote.send(clock.now(), id, text) } }
+        val call = Oa1Call(id, sender, payload) { text -> command { remote.send(clock.nowMs(), id, text) } }
         val job = serving.launch(start = CoroutineStart.LAZY) {
             val text = try {
                 handler.handle(call)
@@ -124,8 +130,8 @@ class RemoteConnection private constructor(
             }
             currentCoroutineContext().ensureActive()
             command {
-                remote.send(clock.now(), id, text)
-                remote.finish(clock.now(), id)
+                remote.send(clock.nowMs(), id, text)
+                remote.finish(clock.nowMs(), id)
             }
         }
         synchronized(handlers) { handlers[id] = job }
@@ -136,10 +142,10 @@ class RemoteConnection private constructor(
     /** `ERR code: message`; a code the engine refuses becomes `error` (the answer still goes). */
     private fun fail(id: String, code: String, message: String) = command {
         try {
-            remote.fail(clock.now(), id, code, message)
+            remote.fail(clock.nowMs(), id, code, message)
         } catch (e: DeskwireException.Misuse) {
-            if (e.kind != "InvalidErrorCode") throw e
-            remote.fail(clock.now(), id, "error", "$code: $message")
+            if (e.kind != ErrorKind.INVALID_ERROR_CODE) throw e
+            remote.fail(clock.nowMs(), id, "error", "$code: $message")
         }
     }
 
@@ -152,26 +158,57 @@ class RemoteConnection private constructor(
         try {
             block()
         } catch (e: DeskwireException.Misuse) {
-            if (e.kind != "UnknownRequest" && e.kind != "AlreadyFinished" && e.kind != "Closed") throw e
-        } catch (_: IllegalStateException) {
-            return // the engine was freed when the connection closed
+            if (e.kind !in gone) throw e
         }
         loop.wake()
     }
 
     companion object {
+        /** What a handler's late command meets when its request is no longer served. */
+        private val gone = setOf(ErrorKind.UNKNOWN_REQUEST, ErrorKind.ALREADY_FINISHED, ErrorKind.CLOSED)
+
         /**
-         * Connects to the IRC server at [host]:[port] and serves requests with [handler] (the
-         * engine registers and joins on its own).
+         * Connects to the IRC server at [host]:[port], suspends until the remote is in
+         * `config.oa1.channel`, and serves requests with [handler] from then on. The network is
+         * used on [kotlinx.coroutines.Dispatchers.IO] only.
+         *
+         * A nick or channel the server would refuse throws [DeskwireException.InvalidInput]
+         * before anything is sent. Throws [Oa1ConnectException] when the server refuses the
+         * join ([Oa1Failure.JoinFailed], at once), when the link ends
+         * ([Oa1Failure.Disconnected]), or when it is not in the channel within
+         * `config.oa1.readyTimeoutMs` ([Oa1Failure.NotReady]); a socket that cannot connect
+         * throws its [java.io.IOException].
          */
-        fun serve(
+        suspend fun serve(
             host: String,
-            port: Int,
+            port: Int = 6667,
             config: ConnectionConfig,
             scope: CoroutineScope,
             clock: MonotonicClock = MonotonicClock.System,
             connectTimeoutMs: Int = 10_000,
             handler: Oa1Handler,
-        ): RemoteConnection = RemoteConnection(connectSocket(host, port, connectTimeoutMs), config, scope, clock, handler)
+        ): RemoteConnection {
+            val remote = Remote(config, clock.nowMs()) // a bad config throws before the socket opens
+            val socket = try {
+                connectSocket(host, port, connectTimeoutMs)
+            } catch (e: Throwable) {
+                remote.close()
+                throw e
+            }
+            val connection = RemoteConnection(remote, socket, scope, clock, handler)
+            val channel = config.oa1.channel
+            connection.loop.awaitReady(
+                config.oa1.readyTimeoutMs,
+                waitingFor = {
+                    when (connection.state.value) {
+                        ConnectionState.READY, ConnectionState.CLOSED -> null
+                        ConnectionState.REGISTERING -> "registration with the server"
+                        else -> "joining $channel"
+                    }
+                },
+                members = { emptyList() },
+            )
+            return connection
+        }
     }
 }

@@ -28,19 +28,25 @@ class BadInputTest {
 
     @Test
     fun `the OA1 desk takes garbage bytes, stays bounded and still answers`() {
-        val desk = Desk(connectionConfig("desk", "#desk"), 0uL, 1uL)
-        desk.handleBytes(0uL, ":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n".toByteArray())
-        var now = 0uL
+        val desk = Desk(connectionConfig(nick = "desk", channel = "#desk", peer = "deskbot"), 0L, 1L)
+        desk.handleBytes(
+            0L,
+            (
+                ":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n" +
+                    ":srv 353 desk = #desk :desk deskbot\r\n:srv 366 desk #desk :End of NAMES list\r\n"
+                ).toByteArray(),
+        )
+        var now = 0L
         val id = desk.request(now, "uname -a", null)
         repeat(3_000) {
-            now += 1uL
+            now += 1L
             desk.handleBytes(now, noise())
             while (desk.pollOutput(now) !is ConnectionOutput.Timeout) { /* drain */ }
         }
         desk.handleBytes(now, "\r\n".toByteArray()) // end the unterminated run
         val stats = desk.stats()
-        assertTrue(stats.oa1.bytesBuffered < 256uL * 1024uL, "buffers stay bounded: $stats")
-        assertTrue(stats.irc.ignoredTooLong + stats.irc.ignoredInvalid + stats.oa1.ignored > 0uL)
+        assertTrue(stats.oa1.bytesBuffered < 256L * 1024L, "buffers stay bounded: $stats")
+        assertTrue(stats.irc.ignoredTooLong + stats.irc.ignoredInvalid + stats.oa1.ignored > 0L)
         // The real answer still gets through.
         desk.handleBytes(now, ":deskbot!~b@h PRIVMSG #desk :OA1 RES $id 1 0 Linux\r\n".toByteArray())
         val events = generateSequence { desk.pollOutput(now) }.takeWhile { it !is ConnectionOutput.Timeout }
@@ -82,27 +88,91 @@ class BadInputTest {
 
     @Test
     fun `invalid arguments are typed exceptions, never a crash`() {
-        assertEquals("EntropyLength", assertThrows<DeskwireException.InvalidInput> {
+        assertEquals(ErrorKind.ENTROPY_LENGTH, assertThrows<DeskwireException.InvalidInput> {
             MobileServer(mobileServerConfigDefault(), ByteArray(5))
         }.kind)
         assertThrows<DeskwireException.InvalidInput> { Gateway(gatewayConfig("t"), 0uL, ByteArray(0)) }
         assertThrows<DeskwireException.Misuse> { Gateway(gatewayConfig("t").copy(tokens = emptyList()), 0uL, ByteArray(32)) }
-        assertEquals("Json", assertThrows<DeskwireException.InvalidInput> { Toolbox("{not json", 0uL) }.kind)
+        assertEquals(ErrorKind.JSON, assertThrows<DeskwireException.InvalidInput> { Toolbox("{not json", 0uL) }.kind)
         assertThrows<DeskwireException.InvalidInput> { oa1ConfigFromJson("""{"channel":"#d","nick":"n","bogus":1}""") }
         assertThrows<DeskwireException.InvalidInput> { parseServerMessage("\u0000\uffff") }
         assertThrows<DeskwireException.InvalidInput> { parseClientMessage("""{"type":"auth","payload":[1,2]}""") }
         assertThrows<DeskwireException.InvalidInput> { ircParseLine(ByteArray(0)) }
-        assertThrows<DeskwireException.InvalidInput> { oa1Chunk("text", 0uL) }
+        assertEquals(ErrorKind.BUDGET_TOO_SMALL, assertThrows<DeskwireException.InvalidInput> { oa1Chunk("text", 0L) }.kind)
+        assertEquals(ErrorKind.BUDGET_TOO_SMALL, assertThrows<DeskwireException.InvalidInput> { oa1Chunk("text", -1L) }.kind)
         assertThrows<DeskwireException.InvalidInput> { readSchemaValue("nope", "X", "{}") }
+        // A desk must name its remote; nicks and channels the server would refuse or rename are
+        // refused when the engine is built.
+        val desk = connectionConfig(nick = "desk", channel = "#desk")
+        val noRemote = assertThrows<DeskwireException.InvalidInput> { Desk(desk, 0L, 1L) }
+        assertEquals(ErrorKind.NO_REMOTE, noRemote.kind)
+        assertTrue("`rexd --irc` joins as `rexd`" in noRemote.detail, noRemote.detail)
+        val withRemote = connectionConfig(nick = "desk", channel = "#desk", peer = "rexd")
+        Desk(withRemote, 0L, 1L).close()
+        for (nick in listOf("a b", "", "9lives", "x".repeat(31))) {
+            val bad = withRemote.copy(session = withRemote.session.copy(nick = nick))
+            assertEquals(ErrorKind.INVALID_NICK, assertThrows<DeskwireException.InvalidInput> { Desk(bad, 0L, 1L) }.kind, nick)
+        }
+        assertEquals(ErrorKind.INVALID_CHANNEL, assertThrows<DeskwireException.InvalidInput> {
+            Remote(connectionConfig(nick = "rexd", channel = "desk"), 0L)
+        }.kind)
+        assertEquals(ErrorKind.ALLOWED_SENDER, assertThrows<DeskwireException.InvalidInput> {
+            Desk(connectionConfig(nick = "desk", channel = "#desk", peer = "re xd"), 0L, 1L)
+        }.kind)
+        // Times, sizes and counts are Longs; a negative one is refused, by name.
+        val negative = assertThrows<DeskwireException.InvalidInput> {
+            Desk(withRemote.copy(oa1 = withRemote.oa1.copy(requestTimeoutMs = -1L)), 0L, 1L)
+        }
+        assertEquals(ErrorKind.NEGATIVE, negative.kind)
+        assertEquals("oa1.requestTimeoutMs is -1; it cannot be negative", negative.detail)
+        assertEquals(ErrorKind.NEGATIVE, assertThrows<DeskwireException.InvalidInput> {
+            Remote(withRemote.copy(session = withRemote.session.copy(maxNickAttempts = -3)), 0L)
+        }.kind)
+        assertEquals(ErrorKind.NEGATIVE, assertThrows<DeskwireException.InvalidInput> {
+            Desk(withRemote.copy(peerGraceMs = Long.MIN_VALUE), 0L, 1L)
+        }.kind)
+        assertEquals(ErrorKind.NEGATIVE, assertThrows<DeskwireException.InvalidInput> {
+            Desk(withRemote, 0L, 1L).request(0L, "x", -5L)
+        }.kind)
+        for (seq in listOf(0L, -1L, 4_294_967_296L)) {
+            assertEquals(ErrorKind.INVALID, assertThrows<DeskwireException.InvalidInput> {
+                oa1FormatFrame(Oa1Frame(Oa1FrameType.REQ, "a1", seq, false, "x"))
+            }.kind, "seq $seq")
+        }
+        assertEquals("OA1 REQ a1 4294967295 0 x", oa1FormatFrame(Oa1Frame(Oa1FrameType.REQ, "a1", 4_294_967_295L, false, "x")))
         val peer = JsonRpcPeer(JsonRpcDialect.Sidecar, jsonRpcConfigDefault(), 1uL)
         assertThrows<DeskwireException.InvalidInput> { peer.call(0uL, "m", "{broken", 0uL) }
-        assertEquals("UnknownId", assertThrows<DeskwireException.Misuse> {
+        assertEquals(ErrorKind.UNKNOWN_ID, assertThrows<DeskwireException.Misuse> {
             peer.respond(0uL, JsonRpcId.Number(99), "{}")
         }.kind)
-        val client = Oa1Client(oa1Config("#desk", "desk"), 1uL)
-        assertThrows<DeskwireException.InvalidInput> { client.remoteBash(0uL, """{"command":"ls","timeout_sec":0}""") }
+        val client = Oa1Client(oa1Config(nick = "desk", channel = "#desk"), 1L)
+        assertEquals(ErrorKind.ZERO_TIMEOUT, assertThrows<DeskwireException.InvalidInput> {
+            client.remoteBash(0L, """{"command":"ls","timeout_sec":0}""")
+        }.kind)
         // A closed object refuses calls with a JVM exception instead of touching freed memory.
         client.close()
         assertThrows<IllegalStateException> { client.inFlight() }
+    }
+
+    @Test
+    fun `a quit desk refuses new requests as CLOSED misuse, its requests in flight fail disconnected`() {
+        val desk = Desk(connectionConfig(nick = "desk", channel = "#desk", peer = "deskbot"), 0L, 1L)
+        val id = desk.request(0L, "uname -a", null)
+        desk.quit(1L, "done")
+        val events = generateSequence { desk.pollOutput(1L) }.takeWhile { it !is ConnectionOutput.Timeout }
+            .filterIsInstance<ConnectionOutput.Event>().map { it.event }.toList()
+        val failed = events.filterIsInstance<ConnectionEvent.Oa1>().map { it.event }.filterIsInstance<Oa1Event.Failed>().single()
+        assertEquals(id, failed.id)
+        assertEquals(Oa1Failure.Disconnected("we quit"), failed.failure)
+        assertEquals("the IRC connection ended before the response: we quit", oa1FailureMessage(failed.failure))
+        assertEquals(ConnectionState.CLOSED, desk.state())
+        for (call in listOf<() -> Unit>(
+            { desk.request(2L, "uname -a", null) },
+            { desk.remoteBash(2L, """{"command":"ls"}""") },
+        )) {
+            val closed = assertThrows<DeskwireException.Misuse> { call() }
+            assertEquals(ErrorKind.CLOSED, closed.kind)
+            assertEquals("the IRC connection has ended", closed.detail)
+        }
     }
 }

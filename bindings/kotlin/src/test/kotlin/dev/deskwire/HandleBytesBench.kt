@@ -25,19 +25,23 @@ private fun rounds(call: () -> Unit): Double {
 }
 
 fun main() {
-    val welcome = ":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n".toByteArray()
+    val welcome = (
+        ":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n" +
+            ":srv 353 desk = #desk :desk deskbot\r\n:srv 366 desk #desk :End of NAMES list\r\n"
+        ).toByteArray()
     val line = ":deskbot!~bot@10.0.0.2 PRIVMSG #desk :hello from the remote end of the desk\r\n".toByteArray()
-    val desk = Desk(connectionConfig("desk", "#desk"), 0uL, 1uL)
-    desk.handleBytes(0uL, welcome)
-    while (desk.pollOutput(0uL) !is ConnectionOutput.Timeout) {}
+    val config = connectionConfig(nick = "desk", channel = "#desk", peer = "deskbot")
+    val desk = Desk(config, 0L, 1L)
+    desk.handleBytes(0L, welcome)
+    while (desk.pollOutput(0L) !is ConnectionOutput.Timeout) {}
     check(desk.state() == ConnectionState.READY)
 
     val both = rounds {
-        desk.handleBytes(1uL, line)
-        while (desk.pollOutput(1uL) !is ConnectionOutput.Timeout) {}
+        desk.handleBytes(1L, line)
+        while (desk.pollOutput(1L) !is ConnectionOutput.Timeout) {}
     }
-    val handleOnly = rounds { desk.handleBytes(1uL, line) }
-    val pollOnly = rounds { desk.pollOutput(1uL) }
+    val handleOnly = rounds { desk.handleBytes(1L, line) }
+    val pollOnly = rounds { desk.pollOutput(1L) }
     val stateOnly = rounds { desk.state() }
     val scalarOnly = rounds { desk.inFlight() }
     println("kotlin handleBytes + pollOutput: %.1f ns/call".format(both))

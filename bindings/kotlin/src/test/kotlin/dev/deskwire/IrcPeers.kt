@@ -23,8 +23,11 @@ fun awaitPort(port: Int, seconds: Long = 10) {
     }
 }
 
-/** A private ngircd on a free loopback port, with the default flood protection users have. */
-class Ngircd : AutoCloseable {
+/**
+ * A private ngircd on a free loopback port, with the default flood protection users have;
+ * [sections] are more of its configuration (e.g. a `[Channel]` with `Modes = i`).
+ */
+class Ngircd(sections: String = "") : AutoCloseable {
     val port = freePort()
     private val dir: Path = Files.createTempDirectory("deskwire-ngircd")
     private val process: ChildProcess
@@ -52,7 +55,7 @@ class Ngircd : AutoCloseable {
             Ident = no
             DNS = no
             IncludeDir = $includes
-            """.trimIndent() + "\n",
+            """.trimIndent() + "\n" + sections,
         )
         val binary = listOf("/usr/sbin/ngircd", "/usr/bin/ngircd").firstOrNull { Paths.get(it).toFile().canExecute() }
             ?: "ngircd"

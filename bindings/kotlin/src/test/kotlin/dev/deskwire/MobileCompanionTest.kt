@@ -183,7 +183,7 @@ class MobileCompanionTest {
         events.expect<MobileClientEvent.TokenRejected>()
         assertNull(store.load())
         server.await(Regex("refused connection \\d+: 401"))
-        assertEquals("NoCredentials", assertThrows<DeskwireException.Misuse> { runBlocking { phone.connect() } }.kind)
+        assertEquals(ErrorKind.NO_CREDENTIALS, assertThrows<DeskwireException.Misuse> { runBlocking { phone.connect() } }.kind)
         phone.close()
 
         // A phone that still holds the revoked token: connect() throws.
@@ -291,10 +291,10 @@ class MobileCompanionTest {
     @Test
     fun `misuse throws typed exceptions and leaves the driver working`() = runBlocking {
         val phone = MobileCompanion("ws://127.0.0.1:9/ws", MemoryTokenStore(), scope)
-        assertEquals("InvalidCode", assertThrows<DeskwireException.Misuse> { runBlocking { phone.pair("12ab56") } }.kind)
-        assertEquals("NoCredentials", assertThrows<DeskwireException.Misuse> { runBlocking { phone.connect() } }.kind)
-        assertEquals("NotConnected", assertThrows<DeskwireException.Misuse> { runBlocking { phone.startTask("x") } }.kind)
-        assertEquals("NotConnected", assertThrows<DeskwireException.Misuse> { phone.respondPermission("nope", true) }.kind)
+        assertEquals(ErrorKind.INVALID_CODE, assertThrows<DeskwireException.Misuse> { runBlocking { phone.pair("12ab56") } }.kind)
+        assertEquals(ErrorKind.NO_CREDENTIALS, assertThrows<DeskwireException.Misuse> { runBlocking { phone.connect() } }.kind)
+        assertEquals(ErrorKind.NOT_CONNECTED, assertThrows<DeskwireException.Misuse> { runBlocking { phone.startTask("x") } }.kind)
+        assertEquals(ErrorKind.NOT_CONNECTED, assertThrows<DeskwireException.Misuse> { phone.respondPermission("nope", true) }.kind)
         // Nothing listens on port 9: the attempt fails, retries are scheduled, and pair() gives
         // up after its timeout saying why.
         val events = EventQueue(scope, phone.events)

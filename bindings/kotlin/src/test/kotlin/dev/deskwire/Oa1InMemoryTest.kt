@@ -12,18 +12,18 @@ import kotlin.test.assertTrue
  * prefix in front).
  */
 class Oa1InMemoryTest {
-    private var now = 0uL
-    private val desk = Oa1Client(oa1Config("#desk", "desk").copy(allowedSender = "deskbot"), 7uL)
-    private val remote = Oa1Server(oa1Config("#desk", "deskbot").copy(allowedSender = "desk"))
+    private var now = 0L
+    private val desk = Oa1Client(oa1Config(nick = "desk", channel = "#desk").copy(allowedSender = "deskbot"), 7L)
+    private val remote = Oa1Server(oa1Config(nick = "deskbot", channel = "#desk").copy(allowedSender = "desk"))
     private val deskEvents = mutableListOf<Oa1Event>()
     private val remoteEvents = mutableListOf<Oa1Event>()
 
     /** Drains both endpoints, relaying lines, until neither has anything but a deadline. */
-    private fun relay(): ULong {
-        var deadline: ULong
+    private fun relay(): Long {
+        var deadline: Long
         do {
             var moved = false
-            deadline = ULong.MAX_VALUE
+            deadline = Long.MAX_VALUE
             for ((from, to, events, prefix) in listOf(
                 Hop(desk::pollOutput, remote::handleLine, deskEvents, ":desk!~desk@10.0.0.1 "),
                 Hop(remote::pollOutput, desk::handleLine, remoteEvents, ":deskbot!~bot@10.0.0.2 "),
@@ -41,14 +41,14 @@ class Oa1InMemoryTest {
     }
 
     private data class Hop(
-        val from: (ULong) -> Oa1Output,
-        val to: (ULong, ByteArray) -> Unit,
+        val from: (Long) -> Oa1Output,
+        val to: (Long, ByteArray) -> Unit,
         val events: MutableList<Oa1Event>,
         val prefix: String,
     )
 
     /** Relays, jumping the clock to each deadline, until [done] holds (at most [limitMs] later). */
-    private fun runUntil(limitMs: ULong = 120_000uL, done: () -> Boolean) {
+    private fun runUntil(limitMs: Long = 120_000L, done: () -> Boolean) {
         val end = now + limitMs
         while (!done()) {
             val deadline = relay()
@@ -62,7 +62,7 @@ class Oa1InMemoryTest {
     fun `a request and a long streamed answer cross in chunks`() {
         // Lines leave paced (3 at once, then one a second), so ~40 frames take ~40 s of the
         // virtual clock: more than the default 30 s request timeout.
-        val id = desk.request(now, "cat big.txt", 120_000uL)
+        val id = desk.request(now, "cat big.txt", 120_000L)
         runUntil { remoteEvents.isNotEmpty() }
         assertEquals(Oa1Event.Request(id, "desk", "cat big.txt"), remoteEvents.single())
         // Output with every byte class the escaping handles, far over one frame.
@@ -72,9 +72,9 @@ class Oa1InMemoryTest {
         remote.finish(now, id)
         runUntil { deskEvents.isNotEmpty() }
         assertEquals(Oa1Event.Response(id, text, false), deskEvents.single())
-        assertTrue(remote.stats().framesOut > 20uL, "the answer went in many frames")
-        assertEquals(0uL, desk.stats().bytesBuffered)
-        assertTrue(now > 30_000uL, "pacing spread the frames over the virtual clock")
+        assertTrue(remote.stats().framesOut > 20L, "the answer went in many frames")
+        assertEquals(0L, desk.stats().bytesBuffered)
+        assertTrue(now > 30_000L, "pacing spread the frames over the virtual clock")
     }
 
     @Test
@@ -98,25 +98,25 @@ class Oa1InMemoryTest {
         val sentAt = now
         runUntil { deskEvents.size == 2 }
         assertEquals(Oa1Event.Failed(lost, Oa1Failure.Timeout), deskEvents.last())
-        assertEquals(sentAt + 2_000uL, now, "the virtual clock jumped straight to the deadline")
+        assertEquals(sentAt + 2_000L, now, "the virtual clock jumped straight to the deadline")
         runUntil { remoteEvents.size == 5 }
         assertEquals(lost, assertIs<Oa1Event.Cancelled>(remoteEvents.last()).id)
-        assertEquals(2uL, desk.stats().cancels)
+        assertEquals(2L, desk.stats().cancels)
     }
 
     @Test
     fun `misuse is a typed exception`() {
         val e = assertThrows<DeskwireException.Misuse> { remote.finish(now, "nope") }
-        assertEquals("UnknownRequest", e.kind)
-        assertEquals("InvalidErrorCode", assertThrows<DeskwireException.Misuse> {
+        assertEquals(ErrorKind.UNKNOWN_REQUEST, e.kind)
+        assertEquals(ErrorKind.INVALID_ERROR_CODE, assertThrows<DeskwireException.Misuse> {
             val id = desk.request(now, "x", null)
             runUntil { remoteEvents.isNotEmpty() }
             remote.fail(now, id, "Not A Code", "m")
         }.kind)
-        assertEquals("TooLarge", assertThrows<DeskwireException.Misuse> {
+        assertEquals(ErrorKind.TOO_LARGE, assertThrows<DeskwireException.Misuse> {
             desk.request(now, "x".repeat(200_000), null)
         }.kind)
-        assertEquals("Invalid", assertThrows<DeskwireException.InvalidInput> {
+        assertEquals(ErrorKind.INVALID, assertThrows<DeskwireException.InvalidInput> {
             desk.remoteBash(now, """{"cmd":"ls"}""")
         }.kind)
     }

@@ -126,7 +126,7 @@ class ProvidersTest {
     // Bad input
 
     /** The `kind` of the [E] that [block] throws. */
-    private inline fun <reified E : DeskwireException> kind(noinline block: () -> Unit): String =
+    private inline fun <reified E : DeskwireException> kind(noinline block: () -> Unit): ErrorKind =
         when (val e: DeskwireException = assertThrows<E>(block)) {
             is DeskwireException.Misuse -> e.kind
             is DeskwireException.InvalidInput -> e.kind
@@ -137,16 +137,16 @@ class ProvidersTest {
     fun `malformed bodies are InvalidInput, the provider's own error is Remote`() {
         for (provider in Provider.entries) {
             fun parse(body: ByteArray) = providerParseResponse(provider, body)
-            assertEquals("NotJson", kind<DeskwireException.InvalidInput> { parse(ByteArray(0)) }, "$provider")
-            assertEquals("NotJson", kind<DeskwireException.InvalidInput> { parse("""{"choices":[""".toByteArray()) })
-            assertEquals("NotJson", kind<DeskwireException.InvalidInput> { parse(byteArrayOf(0xff.toByte(), 0xfe.toByte(), '{'.code.toByte())) })
+            assertEquals(ErrorKind.NOT_JSON, kind<DeskwireException.InvalidInput> { parse(ByteArray(0)) }, "$provider")
+            assertEquals(ErrorKind.NOT_JSON, kind<DeskwireException.InvalidInput> { parse("""{"choices":[""".toByteArray()) })
+            assertEquals(ErrorKind.NOT_JSON, kind<DeskwireException.InvalidInput> { parse(byteArrayOf(0xff.toByte(), 0xfe.toByte(), '{'.code.toByte())) })
             // Nesting far beyond serde_json's recursion limit: an error, not a stack overflow.
-            assertEquals("NotJson", kind<DeskwireException.InvalidInput> { parse(("[".repeat(100_000)).toByteArray()) })
-            assertEquals("Shape", kind<DeskwireException.InvalidInput> { parse("42".toByteArray()) })
+            assertEquals(ErrorKind.NOT_JSON, kind<DeskwireException.InvalidInput> { parse(("[".repeat(100_000)).toByteArray()) })
+            assertEquals(ErrorKind.SHAPE, kind<DeskwireException.InvalidInput> { parse("42".toByteArray()) })
             val error = assertThrows<DeskwireException.Remote> {
                 parse("""{"error":{"type":"rate_limit_error","message":"slow down"}}""".toByteArray())
             }
-            assertEquals("Provider", error.kind)
+            assertEquals(ErrorKind.PROVIDER, error.kind)
             assertTrue("slow down" in error.detail, error.detail)
         }
     }
@@ -165,13 +165,13 @@ class ProvidersTest {
         val turn = tree(providerAssistantTurn(Provider.OPENAI_CHAT, response))
         assertEquals("[1,2]", turn["tool_calls"][0]["function"]["arguments"].asText())
 
-        assertEquals("Shape", kind<DeskwireException.InvalidInput> {
+        assertEquals(ErrorKind.SHAPE, kind<DeskwireException.InvalidInput> {
             providerParseResponse(Provider.OPENAI_CHAT, """{"choices":[{"message":"hi"}]}""".toByteArray())
         })
-        assertEquals("Shape", kind<DeskwireException.InvalidInput> {
+        assertEquals(ErrorKind.SHAPE, kind<DeskwireException.InvalidInput> {
             providerParseResponse(Provider.ANTHROPIC, """{"content":"hi"}""".toByteArray())
         })
-        assertEquals("Shape", kind<DeskwireException.InvalidInput> {
+        assertEquals(ErrorKind.SHAPE, kind<DeskwireException.InvalidInput> {
             providerParseResponse(Provider.OPENAI_RESPONSES, """{"output":{"type":"message"}}""".toByteArray())
         })
     }
@@ -179,23 +179,23 @@ class ProvidersTest {
     @Test
     fun `records the host built wrong are InvalidInput`() {
         fun response(segment: ResponseSegment) = ProviderResponse(listOf(segment))
-        assertEquals("Json", kind<DeskwireException.InvalidInput> {
+        assertEquals(ErrorKind.JSON, kind<DeskwireException.InvalidInput> {
             providerAssistantTurn(Provider.ANTHROPIC, response(ResponseSegment.ToolCall(ToolCall("c1", "bash", "{oops"))))
         })
-        assertEquals("Json", kind<DeskwireException.InvalidInput> {
+        assertEquals(ErrorKind.JSON, kind<DeskwireException.InvalidInput> {
             providerAssistantTurn(Provider.ANTHROPIC, response(ResponseSegment.Reasoning("not json")))
         })
         val previous = response(ResponseSegment.ToolCall(ToolCall("c1", "bash", "{}")))
         val unknown = assertThrows<DeskwireException.InvalidInput> {
             providerToolResults(Provider.GEMINI, previous, listOf(ToolResult("c9", "x")))
         }
-        assertEquals("UnknownCall", unknown.kind)
+        assertEquals(ErrorKind.UNKNOWN_CALL, unknown.kind)
         assertEquals("no call \"c9\" in the previous model turn", unknown.detail)
         val schema = """{"type":"object"}"""
         fun request(vararg specs: ToolSpec) = providerRequestTools(Provider.OPENAI_CHAT, ProviderToolRequest(specs.toList(), ToolChoice.Auto))
-        assertEquals("InvalidName", kind<DeskwireException.InvalidInput> { request(ToolSpec("no spaces allowed", "", schema)) })
-        assertEquals("SchemaNotObject", kind<DeskwireException.InvalidInput> { request(ToolSpec("t", "", """{"type":"string"}""")) })
-        assertEquals("Json", kind<DeskwireException.InvalidInput> { request(ToolSpec("t", "", "{")) })
+        assertEquals(ErrorKind.INVALID_NAME, kind<DeskwireException.InvalidInput> { request(ToolSpec("no spaces allowed", "", schema)) })
+        assertEquals(ErrorKind.SCHEMA_NOT_OBJECT, kind<DeskwireException.InvalidInput> { request(ToolSpec("t", "", """{"type":"string"}""")) })
+        assertEquals(ErrorKind.JSON, kind<DeskwireException.InvalidInput> { request(ToolSpec("t", "", "{")) })
         assertEquals("{}", request(), "no tools: nothing to offer")
     }
 
@@ -217,19 +217,19 @@ class ProvidersTest {
         val bytes = sse(*events.toTypedArray(), named = true)
         ProviderStreamParser(Provider.ANTHROPIC).use { p ->
             p.feed(bytes.copyOfRange(0, bytes.size - 20))
-            assertEquals("NotJson", kind<DeskwireException.InvalidInput> { p.finish() })
+            assertEquals(ErrorKind.NOT_JSON, kind<DeskwireException.InvalidInput> { p.finish() })
             assertTrue(p.isFinished())
-            assertEquals("Finished", kind<DeskwireException.Misuse> { p.feed(ByteArray(1)) })
-            assertEquals("Finished", kind<DeskwireException.Misuse> { p.finish() })
+            assertEquals(ErrorKind.FINISHED, kind<DeskwireException.Misuse> { p.feed(ByteArray(1)) })
+            assertEquals(ErrorKind.FINISHED, kind<DeskwireException.Misuse> { p.finish() })
         }
 
         // A bad event mid-stream: that error, again on every later call.
         ProviderStreamParser(Provider.OPENAI_CHAT).use { p ->
             p.feed("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n".toByteArray())
-            assertEquals("NotJson", kind<DeskwireException.InvalidInput> { p.feed("data: {nope\n\n".toByteArray()) })
-            assertEquals("NotJson", kind<DeskwireException.InvalidInput> { p.feed("data: {}\n\n".toByteArray()) })
-            assertEquals("NotJson", kind<DeskwireException.InvalidInput> { p.pushData("{}".toByteArray()) })
-            assertEquals("NotJson", kind<DeskwireException.InvalidInput> { p.finish() })
+            assertEquals(ErrorKind.NOT_JSON, kind<DeskwireException.InvalidInput> { p.feed("data: {nope\n\n".toByteArray()) })
+            assertEquals(ErrorKind.NOT_JSON, kind<DeskwireException.InvalidInput> { p.feed("data: {}\n\n".toByteArray()) })
+            assertEquals(ErrorKind.NOT_JSON, kind<DeskwireException.InvalidInput> { p.pushData("{}".toByteArray()) })
+            assertEquals(ErrorKind.NOT_JSON, kind<DeskwireException.InvalidInput> { p.finish() })
         }
         ProviderStreamParser(Provider.ANTHROPIC).use { p ->
             val e = assertThrows<DeskwireException.Remote> {
@@ -245,7 +245,7 @@ class ProvidersTest {
         ProviderStreamParser(Provider.OPENAI_CHAT, limits = limits).use { p ->
             val chunk = "data: {\"choices\":[{\"delta\":{\"content\":\"${"x".repeat(1_000)}\"}}]}\n\n".toByteArray()
             val error = assertThrows<DeskwireException.InvalidInput> { repeat(10) { p.feed(chunk) } }
-            assertEquals("TooLarge", error.kind)
+            assertEquals(ErrorKind.TOO_LARGE, error.kind)
         }
         ProviderStreamParser(Provider.OPENAI_CHAT, limits = limits).use { p ->
             val error = assertThrows<DeskwireException.InvalidInput> {
@@ -253,12 +253,12 @@ class ProvidersTest {
                     p.pushData("""{"choices":[{"delta":{"tool_calls":[{"index":$i,"id":"c$i","function":{"name":"bash","arguments":"{}"}}]}}]}""".toByteArray())
                 }
             }
-            assertEquals("TooLarge", error.kind)
+            assertEquals(ErrorKind.TOO_LARGE, error.kind)
         }
         // An endless SSE line without a newline is refused, not buffered forever.
         ProviderStreamParser(Provider.GEMINI, limits = limits).use { p ->
             val error = assertThrows<DeskwireException.InvalidInput> { repeat(100) { p.feed(ByteArray(1_000) { 'a'.code.toByte() }) } }
-            assertEquals("TooLarge", error.kind)
+            assertEquals(ErrorKind.TOO_LARGE, error.kind)
         }
         assertEquals(16uL * 1024uL * 1024uL, providerLimitsDefault().maxBytes)
     }

@@ -18,7 +18,10 @@ import kotlin.test.assertIs
 import kotlin.test.assertTrue
 import kotlin.time.Duration.Companion.seconds
 
-/** `RemoteBash` from the JVM: DeskConnection over a real socket to ngircd, `rexd --irc` answering. */
+/**
+ * `RemoteBash` from the JVM: DeskConnection over a real socket to ngircd, `rexd --irc` answering;
+ * both with their defaults (`desk` asks `rexd` in `#desk`).
+ */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class RemoteBashIrcTest {
     private lateinit var ngircd: Ngircd
@@ -31,13 +34,14 @@ class RemoteBashIrcTest {
         ngircd = Ngircd()
         rexd = ChildProcess(
             listOf(
-                cargoBinary("rexd").toString(), "--irc", "127.0.0.1:${ngircd.port}", "--channel", "#desk",
-                "--nick", "deskbot", "--allow-from", "desk", "--log-level", "info", "--unauthenticated",
+                cargoBinary("rexd").toString(), "--irc", "127.0.0.1:${ngircd.port}",
+                "--allow-from", "desk", "--log-level", "info", "--unauthenticated",
             ),
         )
         rexd.await(Regex("joined", RegexOption.IGNORE_CASE))
-        val config = connectionConfig("desk", "#desk").let { it.copy(oa1 = it.oa1.copy(allowedSender = "deskbot")) }
-        desk = DeskConnection.connect("127.0.0.1", ngircd.port, config, scope)
+        desk = runBlocking { withTimeout(30_000) { DeskConnection.connect("127.0.0.1", ngircd.port, scope = scope) } }
+        assertEquals(ConnectionState.READY, desk.state.value, "connect returns once rexd is there")
+        assertEquals(listOf("rexd"), desk.members())
     }
 
     @AfterAll
@@ -61,11 +65,11 @@ class RemoteBashIrcTest {
     fun `a cancelled coroutine sends CANCEL and the remote stops`() = runBlocking {
         val before = desk.stats().oa1.cancels
         val call = scope.launch { desk.remoteBash("sleep 30; echo never") }
-        val asked = rexd.await(Regex("desk asks (\\S+): sleep 30"))
+        val asked = rexd.await(Regex(" asks (\\S+): sleep 30"))
         val id = asked.groupValues[1]
         call.cancelAndJoin()
         rexd.await(Regex("${Regex.escape(id)} cancelled"))
-        assertEquals(before + 1uL, desk.stats().oa1.cancels)
+        assertEquals(before + 1L, desk.stats().oa1.cancels)
         // The connection goes on serving.
         assertEquals("still here\n", withTimeout(30_000) { desk.remoteBash("echo still here") })
     }
@@ -73,7 +77,7 @@ class RemoteBashIrcTest {
     @Test
     fun `a timeout fails the call with timeout and cancels it on the remote`() = runBlocking {
         val call = scope.async { runCatching { desk.remoteBash("sleep 20; echo late", timeout = 1.seconds) } }
-        val id = rexd.await(Regex("desk asks (\\S+): sleep 20")).groupValues[1]
+        val id = rexd.await(Regex(" asks (\\S+): sleep 20")).groupValues[1]
         val failure = assertIs<Oa1RequestException>(withTimeout(15_000) { call.await() }.exceptionOrNull())
         assertEquals(id, failure.id)
         assertEquals(Oa1Failure.Timeout, failure.failure)

@@ -10,7 +10,6 @@ import kotlinx.coroutines.cancel
 import kotlinx.coroutines.cancelAndJoin
 import kotlinx.coroutines.channels.Channel
 import kotlinx.coroutines.delay
-import kotlinx.coroutines.flow.first
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
@@ -68,14 +67,18 @@ class RemoteConnectionIrcTest {
     }
 
     private fun config(nick: String, peer: String, channel: String) =
-        connectionConfig(nick, channel).let { it.copy(oa1 = it.oa1.copy(allowedSender = peer)) }
+        connectionConfig(nick = nick, channel = channel, peer = peer)
 
     @BeforeAll
     fun start() {
         ngircd = Ngircd()
-        remote = RemoteConnection.serve("127.0.0.1", ngircd.port, config("kbot", "desk", "#work"), scope, handler = handler)
-        desk = DeskConnection.connect("127.0.0.1", ngircd.port, config("desk", "kbot", "#work"), scope)
-        runBlocking { withTimeout(20_000) { desk.state.first { it == ConnectionState.READY } } }
+        runBlocking {
+            withTimeout(30_000) {
+                remote = RemoteConnection.serve("127.0.0.1", ngircd.port, config("kbot", "desk", "#work"), scope, handler = handler)
+                assertEquals(ConnectionState.READY, remote.state.value, "serve returns once the remote is in the channel")
+                desk = DeskConnection.connect("127.0.0.1", ngircd.port, config("desk", "kbot", "#work"), scope)
+            }
+        }
     }
 
     @AfterAll
@@ -115,7 +118,7 @@ class RemoteConnectionIrcTest {
         val why = assertIs<Oa1CancelledException>(withTimeout(20_000) { ended.getValue(served.id).await() })
         assertEquals(served.id, why.id)
         assertEquals("cancelled by the caller", why.reason)
-        assertEquals(before + 1uL, remote.stats().oa1.cancels)
+        assertEquals(before + 1L, remote.stats().oa1.cancels)
         withTimeout(20_000) { while (remote.active != 0) delay(10) }
         // The connection goes on serving.
         assertEquals("desk said again", withTimeout(30_000) { desk.request("echo again") })
@@ -134,7 +137,7 @@ class RemoteConnectionIrcTest {
     @Test
     fun `closing the remote cancels its handlers and sends QUIT`() = runBlocking {
         val other = RemoteConnection.serve("127.0.0.1", ngircd.port, config("kbot2", "desk2", "#close"), scope, handler = handler)
-        val asker = DeskConnection.connect("127.0.0.1", ngircd.port, config("desk2", "kbot2", "#close"), scope)
+        val asker = withTimeout(30_000) { DeskConnection.connect("127.0.0.1", ngircd.port, config("desk2", "kbot2", "#close"), scope) }
         try {
             val events = EventQueue(scope, asker.events)
             val call = scope.async { runCatching { asker.request("wait") } }

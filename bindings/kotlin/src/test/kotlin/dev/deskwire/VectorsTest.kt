@@ -45,6 +45,13 @@ class VectorsTest {
     private fun snake(kind: String) =
         kind.replace(Regex("(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])"), "_").lowercase()
 
+    /** [ErrorKind.TOO_MANY_IN_FLIGHT] → `too_many_in_flight`. */
+    private fun snake(kind: ErrorKind) = kind.name.lowercase()
+
+    /** [ErrorKind.NOT_JSON] → `NotJson`, the core's variant name. */
+    private fun variant(kind: ErrorKind) =
+        kind.name.split('_').joinToString("") { it.lowercase().replaceFirstChar(Char::uppercaseChar) }
+
     private fun cases(doc: JsonNode, section: String): List<JsonNode> =
         doc[section].toList().also { assertTrue(it.isNotEmpty(), "$section has no cases") }
 
@@ -97,13 +104,13 @@ class VectorsTest {
             val f = it["frame"]
             val frame = Oa1Frame(
                 Oa1FrameType.valueOf(f["type"].asText().uppercase().replace("REQZ", "REQ_Z").replace("RESZ", "RES_Z")),
-                f["id"].asText(), f["seq"].asLong().toUInt(), f["more"].asBoolean(), f["payload"].asText(),
+                f["id"].asText(), f["seq"].asLong(), f["more"].asBoolean(), f["payload"].asText(),
             )
             val text = oa1FormatFrame(frame)
             assertEquals(it["text"].asText(), text)
             assertSameJson(f, frameJson(oa1ParseFrame(text)!!), "read back")
         } + dynamic("oa1 chunks", cases(doc, "chunks")) {
-            val payloads = oa1Chunk(it["text"].asText(), it["budget"].asLong().toULong())
+            val payloads = oa1Chunk(it["text"].asText(), it["budget"].asLong())
             assertEquals(it["payloads"].map { p -> p.asText() }, payloads)
             val joined = payloads.flatMap { p -> oa1Unescape(p.toByteArray()).toList() }.toByteArray()
             assertEquals(it["text"].asText(), String(joined))
@@ -117,7 +124,7 @@ class VectorsTest {
     private fun frameJson(f: Oa1Frame): JsonNode = json.objectNode().apply {
         put("type", f.kind.name.replace("_", ""))
         put("id", f.id)
-        put("seq", f.seq.toLong())
+        put("seq", f.seq)
         put("more", f.more)
         put("payload", f.payload)
     }
@@ -141,7 +148,7 @@ class VectorsTest {
             if (m.name.startsWith("get") && m.parameterCount == 0 && m.name != "getClass") {
                 val value = m.invoke(stats)
                 val number = when (value) {
-                    is Long -> value // ULong is a Long on the JVM
+                    is Long -> value // a ULong is a Long on the JVM too
                     is Int -> value.toLong()
                     else -> continue
                 }
@@ -161,12 +168,12 @@ class VectorsTest {
     private fun runExchange(exchange: JsonNode) {
         val name = exchange["name"].asText()
         val config = oa1ConfigFromJson(exchange["config"].toString())
-        val client = if (exchange["endpoint"].asText() == "client") Oa1Client(config, exchange["seed"].asLong().toULong()) else null
+        val client = if (exchange["endpoint"].asText() == "client") Oa1Client(config, exchange["seed"].asLong()) else null
         val server = if (client == null) Oa1Server(config) else null
         val ids = HashMap<String, String>()
         for ((index, raw) in exchange["steps"].withIndex()) {
             val step = bind(raw, ids)
-            val now = step["at"].asLong().toULong()
+            val now = step["at"].asLong()
             val at = "$name, step $index ($raw)"
             when {
                 step.has("line") -> {
@@ -180,7 +187,7 @@ class VectorsTest {
                         val out = client?.pollOutput(now) ?: server!!.pollOutput(now)
                         got.add(when (out) {
                             is Oa1Output.Transmit -> json.objectNode().put("transmit", out.line)
-                            is Oa1Output.Timeout -> json.objectNode().put("timeout", out.deadlineMs.toLong())
+                            is Oa1Output.Timeout -> json.objectNode().put("timeout", out.deadlineMs)
                             is Oa1Output.Event -> json.objectNode().set<JsonNode>("event", eventJson(out.event, expected.getOrNull(got.size)))
                         })
                         assertTrue(got.size <= expected.size + 50, "$at: poll does not end")
@@ -208,12 +215,12 @@ class VectorsTest {
         }
     }
 
-    private fun call(client: Oa1Client?, server: Oa1Server?, now: ULong, step: JsonNode, ids: MutableMap<String, String>) {
+    private fun call(client: Oa1Client?, server: Oa1Server?, now: Long, step: JsonNode, ids: MutableMap<String, String>) {
         fun s(node: JsonNode, key: String) = node[key].asText()
         when {
             step.has("request") -> {
                 val r = step["request"]
-                val id = client!!.request(now, s(r, "payload"), r["timeout_ms"]?.asLong()?.toULong())
+                val id = client!!.request(now, s(r, "payload"), r["timeout_ms"]?.asLong())
                 step["bind"]?.let { ids[it.asText()] = id }
             }
             step.has("cancel") -> client!!.cancel(now, s(step["cancel"], "id"), s(step["cancel"], "reason"))
@@ -382,7 +389,7 @@ class VectorsTest {
                 if (expected == null) {
                     assertEquals(null, error, at)
                 } else {
-                    assertEquals("Transition", error?.kind, "$at: ${error?.detail}")
+                    assertEquals(ErrorKind.TRANSITION, error?.kind, "$at: ${error?.detail}")
                     assertEquals(expected["from"].asText(), before?.name, at)
                     assertEquals(before, gw.jobState(job), "$at: an illegal move changes nothing")
                 }
@@ -520,7 +527,7 @@ class VectorsTest {
                     val back = try {
                         mapper.readTree(providerToolResults(provider, previous, results))
                     } catch (e: DeskwireException.InvalidInput) {
-                        assertEquals("UnknownCall", e.kind)
+                        assertEquals(ErrorKind.UNKNOWN_CALL, e.kind)
                         json.objectNode().put("error", e.detail)
                     }
                     json.objectNode().set("expect", json.objectNode().set<ObjectNode>("assistant", assistant).set("results", back))
@@ -555,10 +562,10 @@ class VectorsTest {
     private fun outcome(parse: () -> ProviderResponse): ObjectNode = try {
         json.objectNode().set("expect", responseJson(parse()))
     } catch (e: DeskwireException.Remote) {
-        assertEquals("Provider", e.kind, "only the provider's own error is Remote")
-        json.objectNode().put("error", e.kind)
+        assertEquals(ErrorKind.PROVIDER, e.kind, "only the provider's own error is Remote")
+        json.objectNode().put("error", variant(e.kind))
     } catch (e: DeskwireException.InvalidInput) {
-        json.objectNode().put("error", e.kind)
+        json.objectNode().put("error", variant(e.kind))
     }
 
     /** The events as a server-sent event stream, as the Rust runner writes them. */
