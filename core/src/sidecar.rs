@@ -1,4 +1,5 @@
-//! The sidecar IPC methods with typed params and results (`sidecar-ipc-and-mobile-ws.md` §1).
+//! The sidecar IPC methods with typed params and results (`docs/sidecar-and-mobile.md`, "The
+//! sidecar IPC").
 //!
 //! The wire (NDJSON, `{id, method, params}` / `{id, result | error | progress}`, UUID v4 ids) is
 //! the [`Sidecar`] dialect of [`crate::jsonrpc`]; the correlation, per-method timeouts

@@ -1,8 +1,8 @@
 //! The root of each JSON Schema in `core/schemas/` accepts exactly the messages its spec allows,
 //! in both directions: the spec's examples pass, the messages the spec forbids fail, and every
 //! valid whole-message case of the conformance vectors passes the root too. (The vector runners
-//! check each `$defs` entry; a host that validates a message against the file, as DESIGN.md
-//! invites, uses the root.)
+//! check each `$defs` entry; a host that validates a message against the file, as
+//! `docs/README.md` invites, uses the root.)
 
 use serde_json::{Value, json};
 

@@ -45,8 +45,9 @@ impl RemoteBashTool {
     }
 
     /// The tool definition in [param provider]'s format: one entry of a request's
-    /// `tools` array (OA1 §10.1 schema, §10.2 description). [ToolGate] lists it by
-    /// itself while an NPC is bound; this is for runtimes that build their own list.
+    /// `tools` array (the core's schema and description: `docs/oa1.md`, "`RemoteBash`").
+    /// [ToolGate] lists it by itself while an NPC is bound; this is for runtimes that build their
+    /// own list.
     #[func]
     fn definition(#[opt(default = "openai_chat")] provider: GString) -> VarDictionary {
         let Some(format) = format(&provider) else {

@@ -384,7 +384,7 @@ pub fn local_failure(id: &str, code: &str, message: &str) -> Value {
 }
 
 /// What the model reads for a finished call: the output text, or the core's failure object
-/// `{"ok": false, "error", "message"}` as an error result (OA1 §10.1).
+/// `{"ok": false, "error", "message"}` as an error result (`docs/oa1.md`, "`RemoteBash`").
 pub fn tool_result(call_id: &str, result: &Value) -> ToolResult {
     let text = |key: &str| result[key].as_str().unwrap_or_default().to_owned();
     if result["ok"] == Value::Bool(true) {

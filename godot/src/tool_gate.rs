@@ -1,5 +1,5 @@
-//! `ToolGate`: which tools each NPC's model may see and call (OA1 §10.3, dynamic tool schema
-//! filtering), over the core's `Toolbox`.
+//! `ToolGate`: which tools each NPC's model may see and call (dynamic tool schema filtering:
+//! `docs/tools.md`, "Gating"), over the core's `Toolbox`.
 
 use std::collections::HashMap;
 

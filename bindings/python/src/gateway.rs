@@ -1,4 +1,4 @@
-//! `deskwire.gateway`: the gateway engine (`specs/gateway-rpc-pt.md`): jobs, their state
+//! `deskwire.gateway`: the gateway engine (`docs/gateway.md`): jobs, their state
 //! machine, idempotent creation, streams and approvals, over messages of many connections.
 
 use deskwire::gateway::ops::Level;

@@ -457,7 +457,7 @@ fn origin_of(py: Python<'_>, name: &str) -> PyResult<Origin> {
     from_py("origin", PyString::new(py, name).as_any())
 }
 
-/// A search index over tools (`provider-tool-protocol.md` §6.B): with many tools, offer the
+/// A search index over tools (`docs/tools.md`, "Retrieval"): with many tools, offer the
 /// model only the best few for the user's intent. BM25 over names and descriptions, optionally
 /// blended with the host's own scores or embeddings. Built from tool specs (`{"name",
 /// "description", "input_schema"}`), e.g. `Toolbox.visible_tools(agent)`.

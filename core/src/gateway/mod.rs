@@ -1,4 +1,4 @@
-//! The gateway protocol (`specs/gateway-rpc-pt.md`): an orchestrator (the "Commander") drives
+//! The gateway protocol (`docs/gateway.md`): an orchestrator (the "Commander") drives
 //! jobs on an executor (the "Gateway") with JSON envelopes over a WebSocket or HTTP.
 //!
 //! - [`envelope`]: the request, response and event envelopes, their version check and log-safe

@@ -4,7 +4,7 @@
 //! turns them into bytes and back:
 //! - [`JsonRpc2`]: strict JSON-RPC 2.0 (REXD); integer ids; batches; numeric error codes.
 //! - [`Sidecar`]: `{id, method, params}` / `{id, result | error | progress}` with UUID v4 ids and
-//!   `SCREAMING_SNAKE_CASE` error codes (`sidecar-ipc-and-mobile-ws.md` §1).
+//!   `SCREAMING_SNAKE_CASE` error codes (`docs/sidecar-and-mobile.md`, "The sidecar IPC").
 
 use std::fmt;
 
@@ -320,7 +320,7 @@ fn inbound(message: Message) -> Inbound {
     }
 }
 
-/// The sidecar error codes (`sidecar-ipc-and-mobile-ws.md`, "Error Codes"). JSON: the wire
+/// The sidecar error codes (`docs/sidecar-and-mobile.md`, "Methods"). JSON: the wire
 /// name (`"MODEL_NOT_LOADED"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

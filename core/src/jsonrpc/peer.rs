@@ -1232,8 +1232,8 @@ mod tests {
     #[test]
     fn a_mixed_batch_is_answered_with_one_array() {
         let mut server = Peer::new(JsonRpc2, PeerConfig::default(), 1);
-        // The spec's §7 example: two requests, a notification, an invalid element, a request
-        // for an unknown method, another request, and a second notification.
+        // JSON-RPC 2.0's own §7 example: two requests, a notification, an invalid element, a
+        // request for an unknown method, another request, and a second notification.
         server.handle_bytes(
             0,
             br#"[{"jsonrpc":"2.0","method":"sum","params":[1,2,4],"id":"1"},{"jsonrpc":"2.0","method":"notify_hello","params":[7]},{"jsonrpc":"2.0","method":"subtract","params":[42,23],"id":"2"},{"foo":"boo"},{"jsonrpc":"2.0","method":"foo.get","params":{"name":"myself"},"id":"5"},{"jsonrpc":"2.0","method":"get_data","id":"9"}]

@@ -1,5 +1,5 @@
 //! The WebSocket messages: the `{type, payload}` envelope, every message type in both
-//! directions, and the agent state (`sidecar-ipc-and-mobile-ws.md` §2).
+//! directions, and the agent state (`docs/sidecar-and-mobile.md`, "Messages").
 //!
 //! Reading is strict about what the spec fixes (the `type` names, the payload being an object,
 //! field types, the status and action names) and lenient about the rest: unknown members are

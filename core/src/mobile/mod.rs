@@ -1,4 +1,4 @@
-//! The mobile companion's WebSocket protocol (`sidecar-ipc-and-mobile-ws.md` §2): JSON text
+//! The mobile companion's WebSocket protocol (`docs/sidecar-and-mobile.md`): JSON text
 //! frames `{"type", "payload"}` between the desktop (server) and an Android app (client).
 //!
 //! - [`message`]: every message type in both directions ([`ServerMessage`],

@@ -1,5 +1,6 @@
-//! Authenticated frames: OA1 with a shared secret (the spec's §9 "add a shared secret or
-//! signature later").
+//! Authenticated frames: OA1 with a shared secret, which v40 leaves for later ("add a shared
+//! secret or signature"); `docs/oa1.md`, "Authenticated frames", has the same rules with a
+//! worked example.
 //!
 //! # Wire format
 //!

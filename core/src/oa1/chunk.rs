@@ -1,4 +1,4 @@
-//! Byte-safe chunking of escaped payloads (spec §4, DESIGN "OA1 decisions" 3).
+//! Byte-safe chunking of escaped payloads (`docs/oa1.md`, "Chunking").
 //!
 //! The payload is escaped first and then cut, so every frame's escaped payload fits the budget.
 //! A cut never lands inside a UTF-8 sequence and never between the two bytes of an escape pair.

@@ -282,8 +282,9 @@ impl Client {
         }
     }
 
-    /// Applies the size cap and the truncation marker (spec §6, §10.1). A remote that cut its
-    /// output at the same cap already appended the marker; that text is kept as it is.
+    /// Applies the size cap and the truncation marker (`docs/oa1.md`, "Streams and
+    /// reassembly"). A remote that cut its output at the same cap already appended the marker;
+    /// that text is kept as it is.
     fn finish_text(&self, mut text: String, cut_here: bool) -> (String, bool) {
         let max = self.link.config.max_message_bytes;
         let marked_by_remote =

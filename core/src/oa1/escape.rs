@@ -1,5 +1,5 @@
-//! OA1 payload escaping (spec §3): `\` → `\\`, LF → `\n`, CR → `\r`, TAB → `\t`, and NUL → `\0`
-//! because IRC cannot carry NUL at all.
+//! OA1 payload escaping (`docs/oa1.md`, "Escaping"): `\` → `\\`, LF → `\n`, CR → `\r`,
+//! TAB → `\t`, and NUL → `\0` because IRC cannot carry NUL at all.
 //!
 //! A frame payload that would end with a space carries it as `\s` (servers trim trailing
 //! whitespace; see [`chunk`](super::chunk)), so decoding also maps `\s` to a space.

@@ -1,4 +1,5 @@
-//! OA1 frames: `OA1 <TYPE> <REQ_ID> <SEQ> <MORE> <PAYLOAD>` in the text of a `PRIVMSG` (spec §2).
+//! OA1 frames: `OA1 <TYPE> <REQ_ID> <SEQ> <MORE> <PAYLOAD>` in the text of a `PRIVMSG`
+//! (`docs/oa1.md`, "Frames").
 //!
 //! Parsing splits on single ASCII spaces into at most 6 parts; 5 parts is an empty payload. Type is
 //! exact upper case (v40's four, and deskwire's `ACCEPT`, `REQZ`, `RESZ`), the id is `[A-Za-z0-9_-]{1,64}`, seq a decimal `u32` of at least 1 without

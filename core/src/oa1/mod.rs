@@ -1,4 +1,5 @@
-//! OA1: request/response RPC in IRC `PRIVMSG` lines (`specs/oa1-irc-rpc.md`).
+//! OA1: request/response RPC in IRC `PRIVMSG` lines (the wire format, deskwire's extensions and
+//! the desk's safety rules: `docs/oa1.md`).
 //!
 //! Two sans-IO endpoints share one channel:
 //! - [`Client`], the desk: sends a request, gets back one [`Event::Response`] or
@@ -53,7 +54,8 @@ pub use pacing::Pacing;
 pub use roles::{Requester, Responder};
 pub use server::Server;
 
-/// The marker appended to a response cut at the size cap (spec §10.1).
+/// The marker appended to a response cut at the size cap (`docs/oa1.md`, "Streams and
+/// reassembly").
 pub const TRUNCATION_MARKER: &str = "\n...[truncated]...";
 
 /// How long a drained endpoint with nothing scheduled asks to sleep.
@@ -70,7 +72,8 @@ pub struct Config {
     pub channel: String,
     /// Our nick at registration (later changes are learned from the server's lines).
     pub nick: String,
-    /// Accept frames from this nick only (spec §9 `allowed_sender_nick`).
+    /// Accept frames from this sender only: a nick, a `nick!user@host` mask or `*` (what each
+    /// protects against: `docs/oa1.md`, "Who may send").
     pub allowed_sender: Option<String>,
     /// Escaped payload bytes per frame at most (spec default 240).
     pub max_frame_payload_bytes: usize,
@@ -326,7 +329,7 @@ pub enum Failure {
     },
     /// The request never left: the connection was not ready (registered, in the channel, with
     /// the remote there) within `ready_timeout_ms`. The message says what it waited for and what
-    /// it saw, e.g. ``remote `rexd` not in #desk after 30 s; members: deskbot``.
+    /// it saw, e.g. ``not ready after 30 s: waiting for remote `rexd` in #desk; members: deskbot``.
     NotReady {
         /// What the connection waited for.
         message: String,
@@ -383,7 +386,7 @@ impl Failure {
         }
     }
 
-    /// Parses an `ERR` payload `code: message` (DESIGN "OA1 decisions" 7): the code is the text
+    /// Parses an `ERR` payload `code: message` (`docs/oa1.md`, "Errors"): the code is the text
     /// before the first `": "` when it matches `[a-z_]+`, else `error` and the whole text.
     pub fn from_err_payload(text: &str) -> Self {
         if let Some((code, message)) = text.split_once(": ")

@@ -1,5 +1,5 @@
 //! Flood pacing: a token bucket that holds lines back so the IRC server never throttles or kicks
-//! us (DESIGN "OA1 decisions" 9).
+//! us (`docs/oa1.md`, "Pacing").
 //!
 //! Implemented as GCRA (a virtual scheduling clock), which is a token bucket of `burst` tokens
 //! refilled one per `interval_ms`, kept as one number.

@@ -1,4 +1,4 @@
-//! Reassembly of chunked OA1 streams (spec §4.3–§6, DESIGN "OA1 decisions" 5).
+//! Reassembly of chunked OA1 streams (`docs/oa1.md`, "Streams and reassembly").
 //!
 //! One stream per (sender, type, request id). Chunks are decoded in `seq` order as soon as they
 //! are contiguous; out-of-order chunks wait (still escaped) until the gap before them fills.

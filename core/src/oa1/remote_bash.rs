@@ -1,4 +1,4 @@
-//! The `RemoteBash` tool contract at the OA1 level (spec §10).
+//! The `RemoteBash` tool contract at the OA1 level (`docs/oa1.md`, "`RemoteBash`").
 //!
 //! The model calls `RemoteBash {"command": ..., "timeout_sec": ...}`; the desk sends the command
 //! as the request payload and the tool result is the reassembled output text (with
@@ -12,7 +12,8 @@ use super::{Event, Failure, LocalError, Requester};
 /// The tool name the model sees.
 pub const TOOL_NAME: &str = "RemoteBash";
 
-/// The tool description (spec §10.2 guidance).
+/// The tool description: what the model must know to use the tool well (output may come chunked
+/// or truncated, keep it small, each call is a fresh shell, what the exit marker means).
 pub const DESCRIPTION: &str = "Run a shell command on the remote machine and return its combined \
 stdout and stderr as text. Each call runs in a fresh shell: cd, exports and other shell state do \
 not carry over, so chain steps in one command (cd /x && make). Output travels over IRC, so it \
@@ -34,7 +35,7 @@ pub fn exit_marker(exit_code: Option<i32>, signal: Option<&str>) -> Option<Strin
     }
 }
 
-/// The input schema (spec §10.1), as JSON text.
+/// The input schema (`docs/oa1.md`, "`RemoteBash`"), as JSON text.
 pub const INPUT_SCHEMA: &str = r#"{"type":"object","properties":{"command":{"type":"string","description":"The shell command to run on the remote machine."},"timeout_sec":{"type":"integer","description":"Optional timeout (seconds)."}},"required":["command"]}"#;
 
 /// Arguments of one call.

@@ -1,5 +1,5 @@
 //! REXD v1 wire types: the remote execution daemon's JSON-RPC 2.0 methods, results, events and
-//! error codes (`specs/rexd-v1.md`), typed with serde.
+//! error codes (`docs/rexd.md`), typed with serde.
 //!
 //! This module only describes messages; it does no I/O. The JSON-RPC framing and the
 //! request/response correlation live in [`crate::jsonrpc`]; the daemon and the `rex` client in

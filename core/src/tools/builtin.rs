@@ -1,7 +1,7 @@
-//! The tools deskwire ships: `RemoteBash` (OA1 spec §10) and REXD's logical tools (`bash`,
-//! `read`, `write`, `list`, `glob`, `stat`), plus the runtime routing of a logical call to the
-//! REXD request that carries it out (`rexd-v1.md` "Runtime Routing Model": the model sees one
-//! `read`, the runtime knows which machine it reads on).
+//! The tools deskwire ships: `RemoteBash` (`docs/oa1.md`, "`RemoteBash`") and REXD's logical
+//! tools (`bash`, `read`, `write`, `list`, `glob`, `stat`), plus the runtime routing of a logical
+//! call to the REXD request that carries it out (`docs/tools.md`, "The built-in tools": the model
+//! sees one `read`, the runtime knows which machine it reads on).
 
 use serde::Deserialize;
 use serde_json::{Value, json};

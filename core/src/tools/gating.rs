@@ -20,8 +20,8 @@ use super::spec::ToolCall;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Context {
-    /// The NPC currently bound to the agent's desk, if any (OA1 §10.3: `RemoteBash` only
-    /// while `bound_npc_id == npc_id`).
+    /// The NPC currently bound to the agent's desk, if any (`RemoteBash` is visible only while
+    /// `bound_npc_id == npc_id`; `docs/tools.md`, "Gating").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bound_npc_id: Option<String>,
     /// The machine the runtime routes REXD calls to (`/target server-a`), if chosen.

@@ -1,6 +1,5 @@
 //! The tool layer: the model sees one small set of logical tools; the runtime decides what is
-//! visible, what is allowed and where it runs (`oa1-irc-rpc.md` §10, `provider-tool-protocol.md`,
-//! `rexd-v1.md` "Runtime Routing Model").
+//! visible, what is allowed and where it runs (`docs/tools.md`).
 //!
 //! - [`spec`]: [`ToolSpec`], [`ToolCall`], [`ToolResult`].
 //! - [`builtin`]: `RemoteBash` and REXD's logical tools, and routing a logical call to a REXD

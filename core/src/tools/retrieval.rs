@@ -1,4 +1,4 @@
-//! Tool retrieval (`provider-tool-protocol.md` §6.B): with hundreds of tools, offer the model
+//! Tool retrieval (`docs/tools.md`, "Retrieval"): with hundreds of tools, offer the model
 //! only the top N for the user's intent.
 //!
 //! The lexical score is Okapi BM25 (k1 = 1.2, b = 0.75) over each tool's name and description,

@@ -1,4 +1,4 @@
-//! Slash commands (`provider-tool-protocol.md` §1): the user types `/read notes.txt` and the
+//! Slash commands (`docs/tools.md`, "Slash commands"): the user types `/read notes.txt` and the
 //! same tool the model could call runs at once, user-authorised, without the model.
 //!
 //! Grammar: `/<tool> [key=value ...] [positional ...]` or `/<tool> {json object}`.

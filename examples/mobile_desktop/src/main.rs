@@ -1,5 +1,5 @@
 //! `mobile_desktop`: the desktop end of the mobile companion protocol
-//! (`sidecar-ipc-and-mobile-ws.md` §2), runnable.
+//! (`docs/sidecar-and-mobile.md`), runnable.
 //!
 //! An Axum WebSocket server on `ws://ADDR:9120/ws` drives `deskwire::mobile`'s server engine:
 //! it prints the six-digit pairing code, pairs phones, keeps their tokens in a file across

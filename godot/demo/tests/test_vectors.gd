@@ -1,5 +1,5 @@
 # The repository's conformance vectors (tests/vectors/) through the extension, in the engine:
-# every file is run here or listed in NOT_RUNNABLE with the reason (DESIGN.md "Bindings"), and a
+# every file is run here or listed in NOT_RUNNABLE with the reason (docs/README.md), and a
 # case a file's runner cannot run is listed in CASES_NOT_RUNNABLE with the reason. The run's
 # summary prints what ran and what did not (summary()).
 #

@@ -1,4 +1,4 @@
-"""The gateway RPC (``specs/gateway-rpc-pt.md``): the :class:`Gateway` engine (jobs, their state
+"""The gateway RPC (``docs/gateway.md``): the :class:`Gateway` engine (jobs, their state
 machine, idempotent creation, streams, approvals) over the messages of many connections, and
 :func:`read`, which checks a message or payload against the core's types
 (``core/schemas/gateway.schema.json``) and gives it back in canonical form::

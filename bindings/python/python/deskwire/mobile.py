@@ -1,4 +1,4 @@
-"""The mobile companion (``specs/sidecar-ipc-and-mobile-ws.md`` §2) over WebSocket text frames:
+"""The mobile companion (``docs/sidecar-and-mobile.md``) over WebSocket text frames:
 :class:`Client` on the phone, :class:`Server` on the desktop, and :func:`read`, which checks a
 message against the core's types (``core/schemas/ws-message.schema.json``)::
 

@@ -1,4 +1,4 @@
-"""REXD: the typed messages of ``specs/rexd-v1.md`` and ``rex``'s targets.
+"""REXD: the typed messages of ``docs/rexd.md`` and ``rex``'s targets.
 
 :func:`parse_params`, :func:`parse_result` and :func:`parse_event` check a request's params, a
 call's result or an event's params against the method's type and give them back in canonical

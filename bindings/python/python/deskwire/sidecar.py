@@ -1,4 +1,4 @@
-"""The Python side of the sidecar IPC (``specs/sidecar-ipc-and-mobile-ws.md`` §1): NDJSON
+"""The Python side of the sidecar IPC (``docs/sidecar-and-mobile.md``): NDJSON
 requests on stdin, results, errors and progress on stdout, logs on stderr.
 
 :func:`serve` runs each request's handler as its own asyncio task (so a long training does not

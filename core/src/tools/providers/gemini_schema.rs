@@ -1,6 +1,6 @@
 //! JSON Schema → the OpenAPI 3.0 subset Gemini's `parameters` accept.
 //!
-//! Following AI SDK's `convert-json-schema-to-openapi-schema.ts` and the reference's list:
+//! Following AI SDK's `convert-json-schema-to-openapi-schema.ts` and Gemini's documented subset:
 //! `$ref` inlined from `$defs` / `definitions` (recursion stops at a depth, as an open
 //! object), `type: [T, "null"]` → `type: T` + `nullable`, several types → `anyOf`, a `null`
 //! member of `anyOf` / `oneOf` → `nullable`, `oneOf` → `anyOf`, `allOf` merged, `const` →

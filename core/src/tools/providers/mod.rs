@@ -1,8 +1,9 @@
-//! Translation between deskwire's tools and four LLM APIs (shapes in
-//! `shared/reference/providers.md`): tool definitions out, tool calls back, results out again.
+//! Translation between deskwire's tools and four LLM APIs (`docs/tools.md`, "Provider requests";
+//! the shapes are in the fixtures of `tests/vectors/providers/`): tool definitions out, tool calls
+//! back, results out again.
 //!
 //! Every response, whole or streamed, normalises to a [`ProviderResponse`]: the ordered
-//! [`Segment`]s of `provider-tool-protocol.md` (text and tool calls as the model produced
+//! [`Segment`]s of `docs/tools.md`, "Types" (text and tool calls as the model produced
 //! them). Arguments that are not a JSON object become a [`Segment::InvalidToolCall`] (answer it
 //! with an error result), never a panic; an empty argument string means `{}`.
 //!
@@ -256,7 +257,7 @@ impl ProviderResponse {
             .collect()
     }
 
-    /// The JSON of `provider-tool-protocol.md` (`{"segments": [...]}`).
+    /// The JSON of `docs/tools.md`, "Types" (`{"segments": [...]}`).
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).expect("segments serialize")
     }

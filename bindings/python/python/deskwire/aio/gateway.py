@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)  # under "deskwire.aio", as before the split
 
 
 class GatewayServer:
-    """The gateway end of ``specs/gateway-rpc-pt.md``: serves the Commander's WebSocket
+    """The gateway end of ``docs/gateway.md``: serves the Commander's WebSocket
     connections (the ``websockets`` package: ``pip install 'deskwire[gateway]'``) with one
     :class:`deskwire.gateway.Gateway`, which decides every reply. The host runs the jobs::
 

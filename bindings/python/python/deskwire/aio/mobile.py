@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)  # under "deskwire.aio", as before the split
 
 
 class MobileClient:
-    """The phone end of the mobile companion protocol (``sidecar-ipc-and-mobile-ws.md`` §2) over
+    """The phone end of the mobile companion protocol (``docs/sidecar-and-mobile.md``) over
     a real WebSocket, with the ``websockets`` package (``pip install 'deskwire[mobile]'``).
     :class:`deskwire.mobile.Client` decides everything (when to connect and reconnect, with
     which token, pings, the state sync); this only moves frames::
