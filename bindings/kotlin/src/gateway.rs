@@ -1,4 +1,4 @@
-//! The gateway (`gateway-rpc-pt.md`): the engine that serves the orchestrator ("Commander") —
+//! The gateway (`docs/gateway.md`): the engine that serves the orchestrator ("Commander") —
 //! the `{v,id,type,ts,op,auth,payload}` envelope, the job state machine, idempotent
 //! `jobs.create`, `jobs.stream` events and approvals. The Commander's side is the JSON-RPC peer
 //! in the gateway dialect ([`crate::jsonrpc::JsonRpcDialect::Gateway`]).

@@ -1,4 +1,4 @@
-//! The mobile companion (`sidecar-ipc-and-mobile-ws.md` §2): the phone's engine
+//! The mobile companion (`docs/sidecar-and-mobile.md`): the phone's engine
 //! ([`MobileClient`]), the desktop's engine ([`MobileServer`]) and the messages between them.
 
 use std::sync::{Arc, Mutex};
