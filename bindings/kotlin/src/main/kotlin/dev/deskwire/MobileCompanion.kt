@@ -410,8 +410,12 @@ class MobileCompanion(
             )
             is MobileClientEvent.StateChanged -> {
                 _agentState.value = event.state
-                // Online once the state is synced, so that what follows sees the desktop's state.
-                if (event.initial) settle(null)
+                // Online once the state is synced, so that what follows sees the desktop's state
+                // (and the connection state says so before pair/connect return).
+                if (event.initial) {
+                    _connection.value = engine.connectionState()
+                    settle(null)
+                }
             }
             is MobileClientEvent.PermissionRequested -> _permissions.update { it + event.request }
             // The engine forgets waiting requests on a drop; the desktop sends them again.
