@@ -1160,18 +1160,10 @@ pub unsafe extern "C" fn dw_oa1_frame_format(
     boundary::call(|| {
         boundary::check_buffer(out, cap, out_len)?;
         let f: FrameJson = boundary::object_arg(frame_json, "frame_json")?;
-        let kind = match f.kind.as_str() {
-            "REQ" => FrameType::Req,
-            "RES" => FrameType::Res,
-            "ERR" => FrameType::Err,
-            "CANCEL" => FrameType::Cancel,
-            other => {
-                return Err(Error::json(
-                    "frame_json",
-                    format_args!("unknown type {other:?}"),
-                ));
-            }
-        };
+        let kind: FrameType = f
+            .kind
+            .parse()
+            .map_err(|e: deskwire::oa1::UnknownFrameType| Error::json("frame_json", e))?;
         let frame = Frame {
             kind,
             id: &f.id,
