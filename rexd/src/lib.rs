@@ -79,9 +79,12 @@ pub mod client;
 pub mod config;
 pub mod frontend;
 pub mod fsops;
+pub mod hub;
 pub mod irc;
 pub mod log;
 pub mod mcp;
+#[cfg(feature = "net")]
+pub mod net;
 pub mod policy;
 pub mod process;
 pub mod remote_bash;

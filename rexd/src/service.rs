@@ -150,6 +150,9 @@ pub enum ServiceOutput {
 struct Session {
     id: String,
     client: String,
+    /// Who the transport authenticated (a token's label, a certificate's subject); `None` on
+    /// stdio, where the client is whoever started the daemon.
+    principal: Option<String>,
     roots: Roots,
     cwd: PathBuf,
     limits: Limits,
@@ -303,6 +306,11 @@ pub struct Service {
     tracker: Tracker,
     /// Trees of finished processes whose cgroups are not removed yet.
     dead_trees: Vec<Tree>,
+    /// Sessions whose output is not read now (their client is behind): [`Service::pump`]
+    /// leaves their streams in the pipes, so their children block instead of memory growing.
+    paused: BTreeSet<String>,
+    /// The principal of the call being made (for `session.open`).
+    opening_principal: Option<String>,
 }
 
 type OpResult<T> = Result<T, ErrorObject>;
@@ -348,6 +356,8 @@ impl Service {
             waits: HashMap::new(),
             outputs: VecDeque::new(),
             after_reply: Vec::new(),
+            paused: BTreeSet::new(),
+            opening_principal: None,
             next_session: 0,
             next_key: 0,
             next_pty: 0,
@@ -374,6 +384,13 @@ impl Service {
     /// Handles one request; its reply (now, or later for `exec.wait`) comes out of
     /// [`Service::poll_output`] with `handle`.
     pub fn call(&mut self, now: u64, handle: u64, request: Request) {
+        self.call_from(now, handle, request, None)
+    }
+
+    /// [`Service::call`] for a client the transport authenticated as `principal`: a session
+    /// it opens carries the name, and every audit entry of that session shows it.
+    pub fn call_from(&mut self, now: u64, handle: u64, request: Request, principal: Option<&str>) {
+        self.opening_principal = principal.map(str::to_owned);
         let method = request.method();
         // The params as JSON only for the audit log (an fs.write's content would be copied).
         let params = match self.settings.audit.enabled() {
@@ -406,9 +423,15 @@ impl Service {
                         .and_then(Value::as_str)
                         .map(str::to_owned)
                 });
+            let who = sid
+                .as_deref()
+                .and_then(|s| self.sessions.get(s))
+                .and_then(|s| s.principal.clone())
+                .or_else(|| self.opening_principal.clone());
             self.settings.audit.record(
                 sid.as_deref(),
                 client.as_deref(),
+                who.as_deref(),
                 method.as_str(),
                 params,
                 summary,
@@ -531,6 +554,7 @@ impl Service {
             Session {
                 id,
                 client: p.client_name,
+                principal: self.opening_principal.clone(),
                 roots,
                 cwd,
                 limits,
@@ -1283,7 +1307,45 @@ impl Service {
     /// Whether streams have data that [`Service::pump`] has not read yet (poll with a zero
     /// timeout then, if the host can take more output).
     pub fn wants_pump(&self) -> bool {
-        !self.readable.is_empty()
+        self.readable.iter().any(|(key, _)| !self.is_paused(*key))
+    }
+
+    /// Whether `key`'s session is paused ([`Service::set_paused`]).
+    fn is_paused(&self, key: u64) -> bool {
+        !self.paused.is_empty()
+            && self
+                .by_key
+                .get(&key)
+                .and_then(|id| self.procs.get(id))
+                .is_some_and(|p| self.paused.contains(&p.session))
+    }
+
+    /// Stops (or resumes) reading the output of `session`'s processes: a host whose client
+    /// for that session is behind pauses it, so the children block on full pipes (as with a
+    /// slow ssh channel) and the host's memory does not grow. Timers still run.
+    pub fn set_paused(&mut self, session: &str, paused: bool) {
+        if paused {
+            self.paused.insert(session.to_owned());
+        } else {
+            self.paused.remove(session);
+        }
+    }
+
+    /// Closes `session` as `session.close` would (its attached processes end; detached ones
+    /// run on), for a host whose client for it went away. `false` if there is no such session.
+    pub fn close_session_now(&mut self, now: u64, session: &str) -> bool {
+        if !self.sessions.contains_key(session) {
+            return false;
+        }
+        self.paused.remove(session);
+        self.close_session(now, session, false);
+        true
+    }
+
+    /// The principal a session was opened by ([`Service::call_from`]); `None` for an unknown
+    /// session or one opened without.
+    pub fn session_principal(&self, session: &str) -> Option<Option<&str>> {
+        self.sessions.get(session).map(|s| s.principal.as_deref())
     }
 
     /// Reads children's output into events, up to about `budget` bytes (the room the host has
@@ -1293,7 +1355,15 @@ impl Service {
         // Round robin: one chunk from each ready stream per round, so one chatty process does
         // not starve the others.
         while budget > 0 && !self.readable.is_empty() {
-            let round: Vec<(u64, usize)> = self.readable.iter().copied().collect();
+            let round: Vec<(u64, usize)> = self
+                .readable
+                .iter()
+                .copied()
+                .filter(|(key, _)| !self.is_paused(*key))
+                .collect();
+            if round.is_empty() {
+                break;
+            }
             for (key, stream) in round {
                 if budget == 0 {
                     break;
@@ -1436,9 +1506,11 @@ impl Service {
                 p.timed_out,
             );
             let client = self.sessions.get(&sid).map(|s| s.client.clone());
+            let who = self.sessions.get(&sid).and_then(|s| s.principal.clone());
             self.settings.audit.record(
                 Some(&sid),
                 client.as_deref(),
+                who.as_deref(),
                 "exec.exit",
                 json!({"process_id": pid}),
                 json!({"exit_code": code, "signal": sig, "timed_out": to, "duration_ms": duration_ms}),
@@ -1559,6 +1631,11 @@ impl Service {
     /// How process trees are tracked (for the log).
     pub fn tracking(&self) -> String {
         self.tracker.describe()
+    }
+
+    /// `limits.kill_grace_ms`: how long TERM has before KILL.
+    pub fn kill_grace_ms(&self) -> u64 {
+        self.settings.limits.kill_grace_ms
     }
 
     /// Sessions open now.
