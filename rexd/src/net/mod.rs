@@ -614,10 +614,14 @@ async fn ws(
         .on_upgrade(move |socket| ws_session(socket, state, principal))
 }
 
+/// Bytes of a WebSocket client's messages the hub may hold before it reads no more of them.
+const INBOUND_CREDIT: usize = 1 << 20;
+
 /// WebSocket close codes (RFC 6455 §7.4.1).
 const CLOSE_POLICY: u16 = 1008;
 const CLOSE_UNSUPPORTED: u16 = 1003;
 const CLOSE_GOING_AWAY: u16 = 1001;
+const CLOSE_TOO_BIG: u16 = 1009;
 
 /// A close reason fits a control frame: 123 bytes, cut on a character boundary.
 fn close_frame(code: u16, reason: &str) -> Message {
@@ -640,7 +644,9 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String) 
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
     let unsent = Arc::new(AtomicUsize::new(0));
-    let credit_cap = state.max_message_bytes;
+    // What the hub may hold of this client's messages: one message of any size, or up to
+    // this many bytes of smaller ones; past it the client's sends wait in its socket.
+    let credit_cap = INBOUND_CREDIT.min(state.max_message_bytes);
     let credits = Arc::new(Semaphore::new(credit_cap));
     let (close_tx, mut close_rx) = watch::channel(None::<String>);
     let sink = StreamSink {
@@ -672,7 +678,17 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String) 
                         "binary messages are not JSON-RPC: send text",
                     ));
                 }
-                Ok(Message::Close(_)) | Err(_) => return None,
+                Err(e) => {
+                    let capacity = e
+                        .into_inner()
+                        .downcast_ref::<tungstenite::Error>()
+                        .is_some_and(|e| matches!(e, tungstenite::Error::Capacity(_)));
+                    return capacity.then_some((
+                        CLOSE_TOO_BIG,
+                        "message over the daemon's --max-message-bytes",
+                    ));
+                }
+                Ok(Message::Close(_)) => return None,
                 Ok(_) => continue,
             };
             let len = text.len();
@@ -691,48 +707,65 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String) 
         None
     };
     let writer = async {
-        loop {
-            tokio::select! {
+        let why = |rx: &watch::Receiver<Option<String>>| {
+            rx.borrow()
+                .clone()
+                .unwrap_or_else(|| "the daemon is shutting down".into())
+        };
+        let reason = loop {
+            let message = tokio::select! {
                 biased;
-                changed = close_rx.changed() => {
-                    let reason = close_rx.borrow().clone();
-                    if changed.is_err() || reason.is_some() {
-                        let reason = reason.unwrap_or_else(|| "closed".into());
-                        let code = if reason.starts_with("the daemon") { CLOSE_GOING_AWAY } else { CLOSE_POLICY };
-                        // A client that does not read gets no more than a second for the close.
-                        let _ = tokio::time::timeout(
-                            Duration::from_secs(1),
-                            to_client.send(close_frame(code, &reason)),
-                        )
-                        .await;
-                        return;
-                    }
-                }
-                message = rx.recv() => {
-                    let Some(message) = message else { return };
-                    let len = message.len();
-                    let text = match String::from_utf8(message) {
-                        Ok(t) => t,
-                        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-                    };
-                    let sent = to_client.send(Message::Text(text.into())).await;
-                    unsent.fetch_sub(len, Ordering::Relaxed);
-                    if sent.is_err() {
-                        return;
-                    }
-                }
+                _ = close_rx.changed() => break why(&close_rx),
+                m = rx.recv() => match m {
+                    Some(m) => m,
+                    None => break why(&close_rx),
+                },
+            };
+            let len = message.len();
+            let text = match String::from_utf8(message) {
+                Ok(t) => t,
+                Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+            };
+            // A client that stopped reading blocks this send: the hub's verdict must still
+            // get through, so the send gives way to it.
+            let sent = tokio::select! {
+                biased;
+                _ = close_rx.changed() => break why(&close_rx),
+                sent = to_client.send(Message::Text(text.into())) => sent,
+            };
+            unsent.fetch_sub(len, Ordering::Relaxed);
+            if sent.is_err() {
+                return;
             }
-        }
+        };
+        let code = if reason.starts_with("the daemon") {
+            CLOSE_GOING_AWAY
+        } else {
+            CLOSE_POLICY
+        };
+        // A client that does not read gets no more than a second for the close frame.
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            to_client.send(close_frame(code, &reason)),
+        )
+        .await;
     };
     let broken = tokio::select! {
         broken = reader => broken,
         _ = writer => None,
     };
     if let Some((code, reason)) = broken {
+        crate::log::info(&format!("closing connection {conn}: {reason}"));
         let _ = tokio::time::timeout(
             Duration::from_secs(1),
             to_client.send(close_frame(code, reason)),
         )
+        .await;
+        // What the client still sends is read and dropped for a moment, so the close frame is
+        // not lost to a reset from unread data.
+        let _ = tokio::time::timeout(Duration::from_millis(500), async {
+            while from_client.next().await.is_some() {}
+        })
         .await;
     }
 }
