@@ -615,3 +615,130 @@ fn stdio_runs_on_one_thread() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+fn rex(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = Command::new(REX)
+        .args(args)
+        .env("REX_TARGETS_FILE", "/nonexistent/rex-targets.toml")
+        .env_remove("REXD_TOKEN")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn rex_over_https_with_a_token_and_over_mtls() {
+    let place = Place::new("net-rex");
+    let certs = Certs::make(place.path());
+    let token_file = place.path().join("client-token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let tls = [
+        "--tls-cert",
+        certs.server_cert.to_str().unwrap(),
+        "--tls-key",
+        certs.server_key.to_str().unwrap(),
+    ];
+    let mut args = vec!["--token-file", place.tokens.to_str().unwrap()];
+    args.extend(tls);
+    let d = Daemon::start(&place, &args);
+    let url = d.url.clone();
+    let ca = certs.ca.to_str().unwrap();
+    // Token from a file: the exit code and the streams pass through.
+    let (code, out, err) = rex(
+        &[
+            "-t",
+            &url,
+            "--ca-file",
+            ca,
+            "--token-file",
+            token_file.to_str().unwrap(),
+            "sh",
+            "echo out; echo err >&2; exit 5",
+        ],
+        &[],
+    );
+    assert_eq!((code, out.as_str(), err.as_str()), (5, "out\n", "err\n"));
+    // Token from the environment, wss:// spelled out; files both ways.
+    let wss = url.replace("https://", "wss://");
+    let env = [("REXD_TOKEN", TOKEN)];
+    let (code, _, err) = rex(
+        &[
+            "-t",
+            &wss,
+            "--ca-file",
+            ca,
+            "write",
+            "f.txt",
+            "--content",
+            "hi",
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = rex(&["-t", &wss, "--ca-file", ca, "read", "f.txt"], &env);
+    assert_eq!((code, out.as_str()), (0, "hi"));
+    // No token, or the server's certificate not trusted: refused, with the reason.
+    let (code, _, err) = rex(&["-t", &url, "--ca-file", ca, "exec", "--", "true"], &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("401"), "{err}");
+    let (code, _, err) = rex(&["-t", &url, "exec", "--", "true"], &env);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("certificate") || err.contains("Unknown"),
+        "{err}"
+    );
+    drop(d);
+
+    // mTLS alone: the client certificate is the credential.
+    let mut args = tls.to_vec();
+    args.extend(["--client-ca", ca]);
+    let d = Daemon::start(&place, &args);
+    let (code, out, err) = rex(
+        &[
+            "-t",
+            &d.url,
+            "--ca-file",
+            ca,
+            "--client-cert",
+            certs.client_cert.to_str().unwrap(),
+            "--client-key",
+            certs.client_key.to_str().unwrap(),
+            "exec",
+            "--",
+            "echo",
+            "mtls",
+        ],
+        &[],
+    );
+    assert_eq!((code, out.as_str()), (0, "mtls\n"), "{err}");
+    let (code, _, _) = rex(
+        &[
+            "-t",
+            &d.url,
+            "--ca-file",
+            ca,
+            "--client-cert",
+            certs.rogue_cert.to_str().unwrap(),
+            "--client-key",
+            certs.rogue_key.to_str().unwrap(),
+            "exec",
+            "--",
+            "true",
+        ],
+        &[],
+    );
+    assert_eq!(code, 255, "another CA's certificate must not get through");
+    let exits: Vec<_> = place
+        .audit_lines()
+        .into_iter()
+        .filter(|e| e["method"] == "exec.exit")
+        .map(|e| e["principal"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(exits, ["alice", "O=ops, CN=alice"], "{exits:?}");
+}

@@ -105,7 +105,7 @@ pub struct WriteOptions {
 }
 
 /// What the threads hand the caller's thread.
-enum Input {
+pub(crate) enum Input {
     Stdout(Vec<u8>),
     StdoutEnd(Option<io::Error>),
     Local(Vec<u8>),
@@ -156,13 +156,34 @@ struct InputRoute {
     error: Option<ClientError>,
 }
 
+/// How the bytes travel.
+enum Transport {
+    /// A child's stdio: `rexd --stdio`, or `ssh … rexd --stdio`.
+    Process {
+        child: Child,
+        stdin: Option<ChildStdin>,
+    },
+    /// A WebSocket to `rexd --listen`.
+    #[cfg(feature = "net")]
+    Ws(super::ws::WsTransport),
+}
+
+impl Transport {
+    fn is_open(&self) -> bool {
+        match self {
+            Transport::Process { stdin, .. } => stdin.is_some(),
+            #[cfg(feature = "net")]
+            Transport::Ws(ws) => ws.is_open(),
+        }
+    }
+}
+
 /// A connection to one daemon with one open session. See the module docs.
 pub struct Client {
     target: String,
     spec: TargetSpec,
     endpoint: Endpoint,
-    child: Child,
-    stdin: Option<ChildStdin>,
+    transport: Transport,
     inbox: Receiver<Input>,
     sender: SyncSender<Input>,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
@@ -194,6 +215,43 @@ impl Client {
     /// network) is [`ClientError::Closed`] with ssh's own message.
     pub fn connect(spec: &TargetSpec, options: &ConnectOptions) -> Result<Client, ClientError> {
         let endpoint = spec.endpoint()?;
+        let (sender, inbox) = sync_channel(CHANNEL_CHUNKS);
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        let (transport, stderr_thread) = match &endpoint {
+            #[cfg(feature = "net")]
+            Endpoint::Ws { .. } => (
+                Transport::Ws(super::ws::connect(spec, &endpoint, sender.clone())?),
+                None,
+            ),
+            #[cfg(not(feature = "net"))]
+            Endpoint::Ws { given, .. } => {
+                return Err(ClientError::BadTarget {
+                    target: given.clone(),
+                    reason: "this rex was built without the `net` feature".into(),
+                });
+            }
+            _ => Client::spawn(spec, &endpoint, options, &sender, &stderr_tail)?,
+        };
+        Client::start(
+            spec,
+            options,
+            endpoint,
+            transport,
+            (sender, inbox),
+            stderr_tail,
+            stderr_thread,
+        )
+    }
+
+    /// Starts the child that carries a process transport, with its reader threads.
+    fn spawn(
+        spec: &TargetSpec,
+        endpoint: &Endpoint,
+        options: &ConnectOptions,
+        sender: &SyncSender<Input>,
+        stderr_tail: &Arc<Mutex<Vec<u8>>>,
+    ) -> Result<(Transport, Option<JoinHandle<()>>), ClientError> {
+        let endpoint = endpoint.clone();
         let mut cmd = spec.command()?;
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -212,17 +270,26 @@ impl Client {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped above");
         let stderr = child.stderr.take().expect("piped above");
-
-        let (sender, inbox) = sync_channel(CHANNEL_CHUNKS);
         let out_sender = sender.clone();
         std::thread::spawn(move || read_stdout(stdout, out_sender));
-        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
-        let tail = Arc::clone(&stderr_tail);
+        let tail = Arc::clone(stderr_tail);
         let forward = options.forward_stderr;
         let stderr_thread = Some(std::thread::spawn(move || {
             read_stderr(stderr, tail, forward)
         }));
+        Ok((Transport::Process { child, stdin }, stderr_thread))
+    }
 
+    /// The session over a started transport.
+    fn start(
+        spec: &TargetSpec,
+        options: &ConnectOptions,
+        endpoint: Endpoint,
+        transport: Transport,
+        (sender, inbox): (SyncSender<Input>, Receiver<Input>),
+        stderr_tail: Arc<Mutex<Vec<u8>>>,
+        stderr_thread: Option<JoinHandle<()>>,
+    ) -> Result<Client, ClientError> {
         let mut timeouts = TimeoutPolicy::uniform(options.call_timeout_ms);
         // The daemon answers `exec.input` once the command took the bytes: a command that does
         // not read for a while holds the stdin forwarder, as ssh's window does, without failing.
@@ -239,8 +306,7 @@ impl Client {
             target: endpoint.to_string(),
             spec: spec.clone(),
             endpoint,
-            child,
-            stdin,
+            transport,
             inbox,
             sender,
             stderr_tail,
@@ -343,12 +409,23 @@ impl Client {
     }
 
     fn transmit(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
-        let Some(stdin) = self.stdin.as_mut() else {
-            return Err(self.connection_lost(None));
-        };
-        if let Err(e) = stdin.write_all(bytes) {
-            // A broken pipe means the other end is gone: say why from its exit and stderr.
-            return Err(self.connection_lost(Some(e)));
+        match &mut self.transport {
+            Transport::Process { stdin, .. } => {
+                let Some(stdin) = stdin.as_mut() else {
+                    return Err(self.connection_lost(None));
+                };
+                if let Err(e) = stdin.write_all(bytes) {
+                    // A broken pipe means the other end is gone: say why from its exit and
+                    // stderr.
+                    return Err(self.connection_lost(Some(e)));
+                }
+            }
+            #[cfg(feature = "net")]
+            Transport::Ws(ws) => {
+                if !ws.send(bytes) {
+                    return Err(self.connection_lost(None));
+                }
+            }
         }
         Ok(())
     }
@@ -478,8 +555,22 @@ impl Client {
 
     /// The transport ended: reap it and explain why, in the user's terms.
     fn connection_lost(&mut self, io_error: Option<io::Error>) -> ClientError {
-        self.stdin = None;
-        let status = wait_with_timeout(&mut self.child, Duration::from_secs(3));
+        let child = match &mut self.transport {
+            Transport::Process { child, stdin } => {
+                *stdin = None;
+                child
+            }
+            #[cfg(feature = "net")]
+            Transport::Ws(ws) => {
+                ws.shutdown();
+                return ClientError::Closed {
+                    target: self.target.clone(),
+                    status: None,
+                    stderr: ws.ended(),
+                };
+            }
+        };
+        let status = wait_with_timeout(child, Duration::from_secs(3));
         if let Some(t) = self.stderr_thread.take() {
             // stderr closes when the transport exits (unless a grandchild holds it open).
             let deadline = Instant::now() + Duration::from_millis(500);
@@ -565,7 +656,7 @@ impl Client {
         if let Some(route) = self.input.take() {
             route.gate.close();
         }
-        if result.is_err() && self.stdin.is_some() {
+        if result.is_err() && self.transport.is_open() {
             // Best effort: do not leave the command running after we stopped listening.
             let _ = self.call(ExecKillParams {
                 session_id,
@@ -840,11 +931,17 @@ impl Client {
     }
 
     fn shutdown(&mut self) {
-        // EOF on its stdin ends `rexd --stdio` (and ssh with it).
-        self.stdin = None;
-        if wait_with_timeout(&mut self.child, Duration::from_secs(3)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        match &mut self.transport {
+            Transport::Process { child, stdin } => {
+                // EOF on its stdin ends `rexd --stdio` (and ssh with it).
+                *stdin = None;
+                if wait_with_timeout(child, Duration::from_secs(3)).is_none() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
+            #[cfg(feature = "net")]
+            Transport::Ws(ws) => ws.shutdown(),
         }
     }
 }
