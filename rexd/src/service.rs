@@ -54,9 +54,9 @@ use mio::{Interest, Registry, Token};
 use serde_json::{Value, json};
 
 use crate::audit::Audit;
-use crate::config::{Config, LimitsSection};
+use crate::config::{Action, Config, LimitsSection};
 use crate::fsops::{self, FsContext};
-use crate::policy::{Checked, CommandPolicy};
+use crate::policy::{Checked, Decision, Policy};
 use crate::process::{self, Launch, Spawned};
 use crate::roots::{OpenError, Roots};
 use crate::sys::{self, WaitStatus};
@@ -80,8 +80,9 @@ pub struct Settings {
     pub limits: LimitsSection,
     /// `shell: true` allowed.
     pub allow_shell: bool,
-    /// The command lists (`security.allow_commands`, `security.deny_commands`), resolved.
-    pub commands: CommandPolicy,
+    /// The command policy: the lists (`security.allow_commands`, `security.deny_commands`)
+    /// and `[policy]`, resolved.
+    pub commands: Policy,
     /// `fs.read` reads files that have other hard links.
     pub read_hard_links: bool,
     /// How process trees are tracked.
@@ -97,7 +98,7 @@ impl Settings {
             roots: Roots::open(roots)?,
             limits: LimitsSection::default(),
             allow_shell: false,
-            commands: CommandPolicy::default(),
+            commands: Policy::default(),
             read_hard_links: false,
             tracking: Tracking::Auto,
             audit: Audit::disabled(),
@@ -121,10 +122,12 @@ impl Settings {
             roots: Roots::open(&roots)?,
             limits: config.limits.clone(),
             allow_shell: config.security.allow_shell,
-            commands: CommandPolicy::new(
+            commands: Policy::new(
                 &config.security.allow_commands,
                 &config.security.deny_commands,
-            )?,
+                config.policy.as_ref(),
+            )
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
             read_hard_links: config.security.read_hard_links,
             tracking: config.security.process_tracking,
             audit,
@@ -311,6 +314,8 @@ pub struct Service {
     paused: BTreeSet<String>,
     /// The principal of the call being made (for `session.open`).
     opening_principal: Option<String>,
+    /// The policy's decision on the exec being started, for its audit entry.
+    last_decision: Option<Decision>,
 }
 
 type OpResult<T> = Result<T, ErrorObject>;
@@ -358,6 +363,7 @@ impl Service {
             after_reply: Vec::new(),
             paused: BTreeSet::new(),
             opening_principal: None,
+            last_decision: None,
             next_session: 0,
             next_key: 0,
             next_pty: 0,
@@ -401,14 +407,35 @@ impl Service {
             .get("session_id")
             .and_then(Value::as_str)
             .map(str::to_owned);
+        self.last_decision = None;
         let result = self.dispatch(now, handle, request);
         let deferred = matches!(result, Ok(None));
+        let decision = self.last_decision.take();
+        if let Some(d) = decision.as_ref().filter(|d| d.action == Action::Flag) {
+            crate::log::warn(&format!(
+                "{method} flagged by policy rule {:?} (class {})",
+                d.rule, d.class
+            ));
+        }
         if self.settings.audit.enabled() {
-            let summary = match &result {
+            let mut summary = match &result {
                 Ok(Some(r)) => summarize(r),
                 Ok(None) => json!({"deferred": true}),
-                Err(e) => json!({"error": e.code, "message": e.message}),
+                Err(e) => {
+                    let mut v = json!({"error": e.code, "message": e.message});
+                    if let Some(data) = e
+                        .data
+                        .as_ref()
+                        .and_then(|d| serde_json::from_str::<Value>(d.get()).ok())
+                    {
+                        v["data"] = data;
+                    }
+                    v
+                }
             };
+            if let Some(d) = &decision {
+                summary["policy"] = json!(d);
+            }
             let sid = match &result {
                 Ok(Some(Response::SessionOpen(r))) => Some(r.session_id.clone()),
                 _ => session_id.clone(),
@@ -698,7 +725,10 @@ impl Service {
                 OpenError::IsRoot => ErrorObject::forbidden_path(cwd_str, &s.roots.paths()),
                 OpenError::Io(e) => fsops::io_error(cwd_str, &e),
             })?;
-        let checked = self.settings.commands.check(program, dir.as_fd(), env)?;
+        let checked =
+            self.settings
+                .commands
+                .check(program, dir.as_fd(), env, s.principal.as_deref())?;
         Ok((dir, checked))
     }
 
@@ -738,6 +768,8 @@ impl Service {
     fn exec_start(&mut self, now: u64, p: ExecStartParams) -> OpResult<ExecStartResult> {
         let (cwd, checked) =
             self.prepare(&p.session_id, &p.program, p.cwd.as_deref(), p.env.as_ref())?;
+        self.last_decision = checked.decision.clone();
+        let program = checked.program.as_ref().unwrap_or(&p.program);
         let limits = self.session(&p.session_id)?.limits;
         if p.detach {
             let max = self.settings.limits.max_detached_processes;
@@ -768,7 +800,7 @@ impl Service {
         };
         let spawned = self.spawn_in_tree(proc_.key, |join| {
             process::spawn_pipes(&Launch {
-                program: &p.program,
+                program,
                 exe: checked.exe.as_deref(),
                 cwd: &cwd,
                 env: checked.env.as_ref(),
@@ -1158,6 +1190,8 @@ impl Service {
     fn pty_open(&mut self, now: u64, p: PtyOpenParams) -> OpResult<PtyOpenResult> {
         let (cwd, checked) =
             self.prepare(&p.session_id, &p.program, p.cwd.as_deref(), p.env.as_ref())?;
+        self.last_decision = checked.decision.clone();
+        let program = checked.program.as_ref().unwrap_or(&p.program);
         let mut proc_ = self.new_proc(now, &p.session_id, false);
         self.next_pty += 1;
         let pty_id = format!("t_{}", self.next_pty);
@@ -1166,7 +1200,7 @@ impl Service {
         let (tree, sp) = self
             .spawn_in_tree(proc_.key, |join| {
                 let launch = Launch {
-                    program: &p.program,
+                    program,
                     exe: checked.exe.as_deref(),
                     cwd: &cwd,
                     env: checked.env.as_ref(),

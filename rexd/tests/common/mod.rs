@@ -24,9 +24,15 @@ pub struct Daemon {
 impl Daemon {
     /// `rexd --stdio` with these arguments (roots, config, …).
     pub fn spawn(args: &[&str]) -> Daemon {
+        Daemon::spawn_env(args, &[])
+    }
+
+    /// [`Daemon::spawn`] with these environment variables set for rexd.
+    pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Daemon {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rexd"))
             .arg("--stdio")
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
