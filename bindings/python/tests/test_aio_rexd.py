@@ -254,3 +254,94 @@ async def test_unread_terminal_output_is_bounded(root: Path) -> None:
             await term.__anext__()
         # The connection still answers.
         assert (await client.stat(str(root)))["exists"]
+
+
+class _Listener:
+    """``rexd --listen 127.0.0.1:0`` with TLS (certificates made with openssl for the run) and a
+    token file, optionally asking for client certificates signed by the run's CA."""
+
+    TOKEN = "0123456789abcdef0123456789abcdef"
+
+    def __init__(self, root: Path, pki: Path, mtls: bool = False) -> None:
+        import subprocess
+
+        tokens = pki / "tokens"
+        tokens.write_text(f"python:{self.TOKEN}\n")
+        tokens.chmod(0o600)
+        args = [
+            rexd_path(), "--listen", "127.0.0.1:0", "--root", str(root),
+            "--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"),
+        ]
+        args += ["--client-ca", str(pki / "ca.pem")] if mtls else ["--token-file", str(tokens)]
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().decode()
+        assert line.startswith("rexd: listening on https://"), line
+        self.url = line.split(" on ", 1)[1].strip()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def pki() -> Iterator[Path]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate (CN=python)."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="deskwire-pki-") as d:
+        p = Path(d)
+
+        def openssl(*args: str) -> None:
+            subprocess.run(["openssl", *args], cwd=p, check=True, capture_output=True)
+
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        openssl("req", "-x509", *ec, "-days", "2", "-subj", "/CN=test CA", "-keyout", "ca.key", "-out", "ca.pem")
+        (p / "server.ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+        (p / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+        for name, subj in [("server", "/CN=localhost"), ("client", "/CN=python")]:
+            openssl("req", *ec, "-subj", subj, "-keyout", f"{name}.key", "-out", f"{name}.csr")
+            openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                    "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem")
+        yield p
+
+
+async def test_over_https_with_a_token(root: Path, pki: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    daemon = _Listener(root, pki)
+    try:
+        token_file = pki / "client-token"
+        token_file.write_text(_Listener.TOKEN + "\n")
+        async with await RexdClient.connect(
+            daemon.url, token_file=str(token_file), ca_file=str(pki / "ca.pem"),
+            workspace_roots=[str(root)],
+        ) as client:
+            assert client.session["protocol"] == "rexd/1"
+            await exercise(client, root)
+        # The token from the environment, and a wss:// URL.
+        monkeypatch.setenv("REXD_TOKEN", _Listener.TOKEN)
+        wss = daemon.url.replace("https://", "wss://")
+        async with await RexdClient.connect(wss, ca_file=str(pki / "ca.pem")) as client:
+            assert await client.run(["echo", "env"], cwd=str(root)) == (0, b"env\n", b"")
+        monkeypatch.delenv("REXD_TOKEN")
+        with pytest.raises(deskwire.RemoteError) as caught:
+            await RexdClient.connect(daemon.url, ca_file=str(pki / "ca.pem"), token="wrong-token-wrong-token")
+        assert caught.value.code == "unauthorized"
+        # A server certificate nobody vouches for.
+        with pytest.raises(deskwire.ClosedError):
+            await RexdClient.connect(daemon.url, token=_Listener.TOKEN)
+    finally:
+        daemon.stop()
+
+
+async def test_over_https_with_a_client_certificate(root: Path, pki: Path) -> None:
+    daemon = _Listener(root, pki, mtls=True)
+    try:
+        async with await RexdClient.connect(
+            daemon.url, ca_file=str(pki / "ca.pem"), client_cert=str(pki / "client.pem"),
+            client_key=str(pki / "client.key"),
+        ) as client:
+            assert await client.run(["echo", "mtls"], cwd=str(root)) == (0, b"mtls\n", b"")
+        with pytest.raises(deskwire.ClosedError):
+            await RexdClient.connect(daemon.url, ca_file=str(pki / "ca.pem"))
+    finally:
+        daemon.stop()
