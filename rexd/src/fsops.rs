@@ -129,15 +129,33 @@ pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
     let wanted = p.length.unwrap_or(size - offset).min(size - offset);
     let take = wanted.min(ctx.max_read);
     let mut buf = vec![0u8; take as usize];
-    let n = sys::pread_full(fd.as_fd(), &mut buf, offset).map_err(|e| io_error(&p.path, &e))?;
+    let mut n = sys::pread_full(fd.as_fd(), &mut buf, offset).map_err(|e| io_error(&p.path, &e))?;
     buf.truncate(n);
     let content = match p.encoding {
-        Encoding::Utf8 => String::from_utf8(buf).map_err(|_| {
-            ErrorObject::of(ErrorCode::InvalidParams).with_message(format!(
-                "{} is not valid UTF-8 in the range read; ask for encoding \"base64\"",
-                p.path
-            ))
-        })?,
+        Encoding::Utf8 => match simdutf8::compat::from_utf8(&buf) {
+            Ok(_) => String::from_utf8(buf).unwrap_or_default(),
+            // A range that ends inside a character ends before it (the next read starts
+            // there), so a client reading a UTF-8 file in pieces never needs base64.
+            Err(e)
+                if e.error_len().is_none() && e.valid_up_to() > 0 && offset + (n as u64) < size =>
+            {
+                n = e.valid_up_to();
+                buf.truncate(n);
+                String::from_utf8(buf).unwrap_or_default()
+            }
+            Err(e) => {
+                return Err(ErrorObject::of(ErrorCode::InvalidParams)
+                    .with_message(format!(
+                        "{} is not valid UTF-8 in the range read; ask for encoding \"base64\"",
+                        p.path
+                    ))
+                    .with_data(json!({
+                        "path": p.path,
+                        "encoding": "utf8",
+                        "valid_up_to": offset + e.valid_up_to() as u64,
+                    })));
+            }
+        },
         other => data::encode_as(&buf, other).into_owned(),
     };
     Ok(FsReadResult {

@@ -75,6 +75,21 @@ pub fn decode(data: &str, encoding: Encoding) -> Result<Cow<'_, [u8]>, RexdError
     }
 }
 
+/// [`decode`] into a buffer the caller keeps (cleared first), for a reader decoding piece after
+/// piece without an allocation each.
+pub fn decode_into(data: &str, encoding: Encoding, out: &mut Vec<u8>) -> Result<(), RexdError> {
+    out.clear();
+    match encoding {
+        Encoding::Utf8 => {
+            out.extend_from_slice(data.as_bytes());
+            Ok(())
+        }
+        Encoding::Base64 => BASE64
+            .decode_vec(data, out)
+            .map_err(|e| RexdError::Base64(e.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
