@@ -238,6 +238,7 @@ fn request_session(request: &Request) -> Option<&str> {
         Request::PtyInput(p) => &p.session_id,
         Request::PtyResize(p) => &p.session_id,
         Request::PtyClose(p) => &p.session_id,
+        Request::RexdMetrics(_) => return None,
         // A method added later must say here which session it names; until then it is refused
         // (see `ownership`), never let through unchecked.
         _ => "",
@@ -437,6 +438,7 @@ impl Hub {
                     }
                 }
                 message.push(b'\n');
+                self.service.metrics().bytes("in", len);
                 c.peer.handle_bytes(now, &message);
                 c.sink.consumed(len);
                 c.fed = true;
@@ -469,6 +471,7 @@ impl Hub {
                     if bytes.last() == Some(&b'\n') {
                         bytes.pop();
                     }
+                    self.service.metrics().bytes("out", bytes.len());
                     c.sink.send(bytes);
                 }
                 Output::Event(PeerEvent::Request { id, method, params }) => {
@@ -544,6 +547,7 @@ impl Hub {
                     if let Some(c) = self.conns.get(&conn) {
                         let mut line = Vec::new();
                         event.write_notification(&mut line);
+                        self.service.metrics().bytes("out", line.len());
                         c.sink.send(line);
                     }
                 }
@@ -600,6 +604,7 @@ impl Hub {
             Ok(response) => c.peer.forget_incoming(&id).map(|()| {
                 let mut line = Vec::new();
                 response.write_line(&id, &mut line);
+                self.service.metrics().bytes("out", line.len());
                 c.sink.send(line);
             }),
             Err(e) => c.peer.respond_error(now, &id, remote_error(e)),

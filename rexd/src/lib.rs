@@ -83,6 +83,7 @@ pub mod hub;
 pub mod irc;
 pub mod log;
 pub mod mcp;
+pub mod metrics;
 #[cfg(feature = "net")]
 pub mod net;
 pub mod policy;

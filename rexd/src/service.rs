@@ -46,16 +46,19 @@ use deskwire::rexd::{
     ExecInputResult, ExecKillParams, ExecOutput, ExecStartParams, ExecStartResult, ExecWaitParams,
     ExecWaitResult, Limits, OkResult, PROTOCOL_VERSION, ProcessInfo, ProcessStatus, Program,
     PtyCloseParams, PtyExit, PtyInputParams, PtyOpenParams, PtyOpenResult, PtyOutput,
-    PtyResizeParams, Request, Response, SessionCloseParams, SessionInfoParams, SessionInfoResult,
-    SessionOpenParams, SessionOpenResult, Signal,
+    PtyResizeParams, Request, Response, RexdMetricsResult, SessionCloseParams, SessionInfoParams,
+    SessionInfoResult, SessionOpenParams, SessionOpenResult, Signal,
 };
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use crate::audit::Audit;
 use crate::config::{Action, Config, LimitsSection};
 use crate::fsops::{self, FsContext};
+use crate::metrics::Metrics;
 use crate::policy::{Checked, Decision, Policy};
 use crate::process::{self, Launch, Spawned};
 use crate::roots::{OpenError, Roots};
@@ -68,6 +71,8 @@ pub const TOKEN_BASE: usize = 1 << 20;
 const READ_CHUNK: usize = 256 * 1024;
 /// Finished processes remembered per session for `exec.wait` / `session.info`.
 const FINISHED_MEMORY: usize = 1024;
+/// The media type of the metrics text (`rexd.metrics`, `GET /metrics`).
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// The version announced in `session.open`.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -89,6 +94,8 @@ pub struct Settings {
     pub tracking: Tracking,
     /// Where audit entries go.
     pub audit: Audit,
+    /// Counters and gauges (shared with the transports).
+    pub metrics: Arc<Metrics>,
 }
 
 impl Settings {
@@ -102,6 +109,7 @@ impl Settings {
             read_hard_links: false,
             tracking: Tracking::Auto,
             audit: Audit::disabled(),
+            metrics: Arc::new(Metrics::new()),
         })
     }
 
@@ -131,6 +139,7 @@ impl Settings {
             read_hard_links: config.security.read_hard_links,
             tracking: config.security.process_tracking,
             audit,
+            metrics: Arc::new(Metrics::new()),
         })
     }
 }
@@ -241,6 +250,8 @@ struct Proc {
     /// `exec.input` calls answered once their bytes are in the pipe (or stdin closed):
     /// (handle, bytes accepted). The answer is the client's flow control, as ssh's window is.
     input_waiters: Vec<(u64, u64)>,
+    /// Its `[policy]` class (`unclassified` without one), for the metrics.
+    class: String,
 }
 
 impl Proc {
@@ -379,7 +390,13 @@ impl Service {
             Capability::Events,
             Capability::ExecInput,
             Capability::Pty,
+            Capability::Metrics,
         ]
+    }
+
+    /// The metrics this service counts into.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.settings.metrics
     }
 
     /// The daemon's roots.
@@ -411,6 +428,7 @@ impl Service {
         let result = self.dispatch(now, handle, request);
         let deferred = matches!(result, Ok(None));
         let decision = self.last_decision.take();
+        self.count(method, &result, decision.as_ref());
         if let Some(d) = decision.as_ref().filter(|d| d.action == Action::Flag) {
             crate::log::warn(&format!(
                 "{method} flagged by policy rule {:?} (class {})",
@@ -472,6 +490,51 @@ impl Service {
         self.outputs.extend(self.after_reply.drain(..));
     }
 
+    /// Counts a call's outcome in the metrics.
+    fn count(
+        &self,
+        method: deskwire::rexd::Method,
+        result: &OpResult<Option<Response>>,
+        decision: Option<&Decision>,
+    ) {
+        let m = &self.settings.metrics;
+        match result {
+            Ok(Some(Response::SessionOpen(_))) => {
+                m.sessions_opened.inc();
+            }
+            Err(e) => {
+                m.error(e.code);
+                if matches!(
+                    method,
+                    deskwire::rexd::Method::ExecStart | deskwire::rexd::Method::PtyOpen
+                ) {
+                    let class = e
+                        .data
+                        .as_ref()
+                        .and_then(|d| serde_json::from_str::<Value>(d.get()).ok())
+                        .and_then(|d| d["class"].as_str().map(str::to_owned))
+                        .or_else(|| decision.map(|d| d.class.clone()))
+                        .unwrap_or_else(|| "unclassified".into());
+                    let outcome = if e.code == ErrorCode::Unauthorized.code() {
+                        "refused"
+                    } else {
+                        "error"
+                    };
+                    m.exec(&class, outcome);
+                }
+            }
+            _ => {}
+        }
+        self.update_gauges();
+    }
+
+    /// Sets the gauges from the state now.
+    fn update_gauges(&self) {
+        let m = &self.settings.metrics;
+        m.sessions_open.set(self.sessions.len() as i64);
+        m.processes_running.set(self.running() as i64);
+    }
+
     /// `Ok(None)`: the reply comes later.
     fn dispatch(&mut self, now: u64, handle: u64, request: Request) -> OpResult<Option<Response>> {
         Ok(Some(match request {
@@ -501,6 +564,13 @@ impl Service {
             Request::PtyInput(p) => Response::PtyInput(self.pty_input(p)?),
             Request::PtyResize(p) => Response::PtyResize(self.pty_resize(p)?),
             Request::PtyClose(p) => Response::PtyClose(self.pty_close(now, p)?),
+            Request::RexdMetrics(_) => {
+                self.update_gauges();
+                Response::RexdMetrics(RexdMetricsResult {
+                    content_type: METRICS_CONTENT_TYPE.into(),
+                    text: self.settings.metrics.encode(),
+                })
+            }
             other => {
                 return Err(err(
                     ErrorCode::MethodNotFound,
@@ -762,6 +832,10 @@ impl Service {
             finished: false,
             waiters: Vec::new(),
             input_waiters: Vec::new(),
+            class: self
+                .last_decision
+                .as_ref()
+                .map_or_else(|| "unclassified".to_owned(), |d| d.class.clone()),
         }
     }
 
@@ -824,6 +898,7 @@ impl Service {
                 proc_.failed = true;
                 proc_.finished = true;
                 proc_.exit = None;
+                self.settings.metrics.exec(&proc_.class, "launch_error");
                 self.after_reply
                     .push(ServiceOutput::Event(Event::ExecError(ExecErrorEvent {
                         session_id: p.session_id.clone(),
@@ -1373,6 +1448,7 @@ impl Service {
         }
         self.paused.remove(session);
         self.close_session(now, session, false);
+        self.update_gauges();
         true
     }
 
@@ -1523,6 +1599,13 @@ impl Service {
             };
             self.outputs.push_back(ServiceOutput::Event(event));
         }
+        let outcome = match p.exit {
+            _ if p.timed_out => "timeout",
+            Some(WaitStatus::Exited(0)) => "exit_0",
+            Some(WaitStatus::Exited(_)) => "exit_nonzero",
+            _ => "signal",
+        };
+        self.settings.metrics.exec(&p.class, outcome);
         let result = p.wait_result();
         for handle in std::mem::take(&mut p.waiters) {
             self.waits.remove(&handle);
@@ -1555,6 +1638,7 @@ impl Service {
         if orphaned {
             self.forget(key);
         }
+        self.update_gauges();
     }
 
     /// Fires timers due at `now`: timeouts (TERM), escalations (KILL), `exec.wait` timeouts.

@@ -742,3 +742,42 @@ fn rex_over_https_with_a_token_and_over_mtls() {
         .collect();
     assert_eq!(exits, ["alice", "O=ops, CN=alice"], "{exits:?}");
 }
+
+const METRICS_POLICY: &str = "[policy]\n[policy.classes]\ndestructive = \"deny\"\n\
+     [[policy.rules]]\nname = \"rm-recursive\"\nclass = \"destructive\"\nprograms = [\"rm\"]\n\
+     any_arg = [\"-[rR]*\"]\n";
+
+#[test]
+fn metrics_follow_a_scripted_session_on_both_binds() {
+    let place = Place::with_config("net-metrics", METRICS_POLICY);
+    let d = Daemon::start(
+        &place,
+        &[
+            "--token-file",
+            place.tokens.to_str().unwrap(),
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let metrics_url = d.metrics_url.clone().expect("the metrics bind");
+    let out = run_python(
+        "metrics_check.py",
+        &["listen", &d.url, &metrics_url],
+        &ws_env(),
+    );
+    assert!(out.contains("\"ok\": true"), "{out}");
+    // Without a token the metrics bind says no more than the main one.
+    let r = curl(&[&metrics_url]);
+    assert_eq!((r.status, r.body.as_str()), (401, ""));
+}
+
+#[test]
+fn metrics_over_stdio_through_rexd_metrics() {
+    let place = Place::with_config("net-metrics-stdio", METRICS_POLICY);
+    let out = run_python(
+        "metrics_check.py",
+        &["stdio", REXD, place.config.to_str().unwrap()],
+        &[],
+    );
+    assert!(out.contains("\"ok\": true"), "{out}");
+}

@@ -25,6 +25,8 @@ pub enum Capability {
     ExecInput,
     /// `"pty"`: the `pty.*` methods and events.
     Pty,
+    /// `"metrics"`: `rexd.metrics` (addition to the spec).
+    Metrics,
     /// Any other name, kept as sent.
     Other(String),
 }
@@ -38,6 +40,7 @@ impl Capability {
             Capability::Events => "events",
             Capability::ExecInput => "exec.input",
             Capability::Pty => "pty",
+            Capability::Metrics => "metrics",
             Capability::Other(name) => name,
         }
     }
@@ -50,6 +53,7 @@ impl Capability {
             "events" => Capability::Events,
             "exec.input" => Capability::ExecInput,
             "pty" => Capability::Pty,
+            "metrics" => Capability::Metrics,
             other => Capability::Other(other.to_owned()),
         }
     }
@@ -336,4 +340,17 @@ mod tests {
         assert_eq!(parsed.limits.default_timeout_ms, Some(30_000));
         assert_eq!(serde_json::to_value(&parsed).unwrap(), r);
     }
+}
+
+/// `rexd.metrics` params (addition to the spec): none; `{}` or absent.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RexdMetricsParams {}
+
+/// `rexd.metrics` result (addition to the spec).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RexdMetricsResult {
+    /// The media type of `text`: `application/openmetrics-text; version=1.0.0`.
+    pub content_type: String,
+    /// The daemon's counters and gauges, as `rexd --listen` serves them at `/metrics`.
+    pub text: String,
 }

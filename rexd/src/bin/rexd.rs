@@ -143,6 +143,10 @@ struct ListenArgs {
         requires = "listen"
     )]
     rpc_session_idle_ms: u64,
+    /// Serve GET /metrics on this address too, with the same authentication and TLS (it is
+    /// on --listen's address as well).
+    #[arg(long, value_name = "ADDR", requires = "listen")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn main() -> ExitCode {
@@ -258,6 +262,7 @@ fn listen(settings: Settings, a: &ListenArgs, addr: std::net::SocketAddr) -> Res
         max_unsent_bytes: a.max_unsent_bytes.max(64 * 1024),
         slow_reader_ms: a.slow_reader_ms,
         rpc_session_idle_ms: a.rpc_session_idle_ms,
+        metrics_listen: a.metrics_listen,
         ..rexd::net::NetOptions::new(addr)
     };
     rexd::net::serve(settings, options).map_err(|e| e.to_string())

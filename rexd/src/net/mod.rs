@@ -78,6 +78,9 @@ pub struct NetOptions {
     pub slow_reader_ms: u64,
     /// How long a session opened over `/rpc` lives without a request.
     pub rpc_session_idle_ms: u64,
+    /// Serve `GET /metrics` on this address too (same authentication and TLS); it is always
+    /// on the main address as well.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl NetOptions {
@@ -97,6 +100,7 @@ impl NetOptions {
             max_unsent_bytes: 16 << 20,
             slow_reader_ms: 30_000,
             rpc_session_idle_ms: 600_000,
+            metrics_listen: None,
         }
     }
 }
@@ -204,6 +208,7 @@ struct NetState {
     hub: HubHandle,
     auth: Auth,
     max_message_bytes: usize,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Checks the options, binds, and serves until `SIGTERM`, `SIGINT` or `SIGHUP`; then every
@@ -214,8 +219,10 @@ pub fn serve(settings: Settings, options: NetOptions) -> Result<(), NetError> {
     if options.token_file.is_none() && options.client_ca.is_none() {
         return Err(NetError::NoAuth);
     }
-    if is_public(addr.ip()) && !options.allow_public {
-        return Err(NetError::Public(addr));
+    for a in std::iter::once(addr).chain(options.metrics_listen) {
+        if is_public(a.ip()) && !options.allow_public {
+            return Err(NetError::Public(a));
+        }
     }
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => {
@@ -235,8 +242,10 @@ pub fn serve(settings: Settings, options: NetOptions) -> Result<(), NetError> {
             ));
         }
     };
-    if tls.is_none() && !addr.ip().is_loopback() && !options.allow_plaintext {
-        return Err(NetError::Plaintext(addr));
+    for a in std::iter::once(addr).chain(options.metrics_listen) {
+        if tls.is_none() && !a.ip().is_loopback() && !options.allow_plaintext {
+            return Err(NetError::Plaintext(a));
+        }
     }
     let tokens = match &options.token_file {
         Some(path) => Some(auth::Tokens::load(path)?),
@@ -275,15 +284,30 @@ async fn run(
         pointed_idle_ms: options.rpc_session_idle_ms,
         max_message_bytes: options.max_message_bytes,
     };
+    let metrics_listener = match options.metrics_listen {
+        Some(addr) => {
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(|source| NetError::Io { addr, source })?;
+            let local = l
+                .local_addr()
+                .map_err(|source| NetError::Io { addr, source })?;
+            Some((l, local))
+        }
+        None => None,
+    };
+    let metrics = Arc::clone(&settings.metrics);
     let (hub, hub_thread) = hub::start(settings, hub_config).map_err(io)?;
     let state = Arc::new(NetState {
         hub: hub.clone(),
         auth,
         max_message_bytes: options.max_message_bytes,
+        metrics,
     });
     let router = Router::new()
         .route("/rpc", post(rpc))
         .route("/ws", get(ws))
+        .route("/metrics", get(serve_metrics))
         .fallback(|| async { StatusCode::NOT_FOUND })
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -300,54 +324,35 @@ async fn run(
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let slots = Arc::new(Semaphore::new(options.max_connections));
     let header_timeout = Duration::from_millis(options.header_timeout_ms);
-    let mut stop = stop_signal().map_err(io)?;
-    loop {
-        // A free slot first: past the limit, clients wait in the listen backlog.
-        let slot = tokio::select! {
-            slot = Arc::clone(&slots).acquire_owned() => slot.expect("never closed"),
-            _ = stop.recv() => break,
-        };
-        let (tcp, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    crate::log::warn(&format!("accept: {e}"));
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stop.recv() => break,
-        };
-        let _ = tcp.set_nodelay(true);
-        let router = router.clone();
-        let acceptor = acceptor.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            match acceptor {
-                None => serve_connection(tcp, Peer::default(), router, header_timeout).await,
-                Some(acceptor) => {
-                    let tls = match tokio::time::timeout(header_timeout, acceptor.accept(tcp)).await
-                    {
-                        Ok(Ok(tls)) => tls,
-                        Ok(Err(e)) => {
-                            crate::log::debug(&format!("TLS handshake failed: {e}"));
-                            return;
-                        }
-                        Err(_) => {
-                            crate::log::debug("TLS handshake timed out");
-                            return;
-                        }
-                    };
-                    let cert_subject = tls
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .and_then(|c| c.first())
-                        .and_then(tls::subject);
-                    serve_connection(tls, Peer { cert_subject }, router, header_timeout).await
-                }
-            }
-        });
+    let stop = stop_signal().map_err(io)?;
+    let accept = Accept {
+        acceptor,
+        slots,
+        header_timeout,
+        metrics: Arc::clone(&state.metrics),
+    };
+    let metrics_loop = match metrics_listener {
+        Some((listener, local)) => {
+            let router = Router::new()
+                .route("/metrics", get(serve_metrics))
+                .fallback(|| async { StatusCode::NOT_FOUND })
+                .layer(middleware::from_fn_with_state(
+                    Arc::clone(&state),
+                    authenticate,
+                ))
+                .with_state(Arc::clone(&state));
+            println!("rexd: metrics on {scheme}://{local}/metrics");
+            Some(tokio::spawn(accept.clone().run(
+                listener,
+                router,
+                stop.clone(),
+            )))
+        }
+        None => None,
+    };
+    accept.run(listener, router, stop).await;
+    if let Some(l) = metrics_loop {
+        let _ = l.await;
     }
     crate::log::info("stopping: ending every process, then exiting");
     hub.send(HubInput::Shutdown);
@@ -361,24 +366,106 @@ async fn run(
     }
 }
 
-/// A future that resolves on `SIGTERM`, `SIGINT` or `SIGHUP`.
-fn stop_signal() -> std::io::Result<mpsc::Receiver<()>> {
+/// Turns `true` on `SIGTERM`, `SIGINT` or `SIGHUP`.
+fn stop_signal() -> std::io::Result<watch::Receiver<bool>> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (tx, rx) = mpsc::channel(1);
+    let (tx, rx) = watch::channel(false);
+    let tx = Arc::new(tx);
     for kind in [
         SignalKind::terminate(),
         SignalKind::interrupt(),
         SignalKind::hangup(),
     ] {
         let mut s = signal(kind)?;
-        let tx = tx.clone();
+        let tx = Arc::clone(&tx);
         tokio::spawn(async move {
             if s.recv().await.is_some() {
-                let _ = tx.send(()).await;
+                tx.send_replace(true);
             }
         });
     }
     Ok(rx)
+}
+
+/// What an accept loop needs: TLS, the connection slots, the time limits.
+#[derive(Clone)]
+struct Accept {
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    slots: Arc<Semaphore>,
+    header_timeout: Duration,
+    metrics: Arc<crate::metrics::Metrics>,
+}
+
+impl Accept {
+    /// Accepts and serves connections until `stop` turns true.
+    async fn run(self, listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) {
+        let stopped = |stop: &watch::Receiver<bool>| *stop.borrow();
+        loop {
+            if stopped(&stop) {
+                return;
+            }
+            // A free slot first: past the limit, clients wait in the listen backlog.
+            let slot = tokio::select! {
+                slot = Arc::clone(&self.slots).acquire_owned() => slot.expect("never closed"),
+                _ = stop.changed() => continue,
+            };
+            let (tcp, _) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        crate::log::warn(&format!("accept: {e}"));
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = stop.changed() => continue,
+            };
+            let _ = tcp.set_nodelay(true);
+            let router = router.clone();
+            let this = self.clone();
+            tokio::spawn(async move {
+                let _slot = slot;
+                let header_timeout = this.header_timeout;
+                match this.acceptor {
+                    None => serve_connection(tcp, Peer::default(), router, header_timeout).await,
+                    Some(acceptor) => {
+                        let tls = match tokio::time::timeout(header_timeout, acceptor.accept(tcp))
+                            .await
+                        {
+                            Ok(Ok(tls)) => tls,
+                            Ok(Err(e)) => {
+                                this.metrics.auth_failure("tls");
+                                crate::log::debug(&format!("TLS handshake failed: {e}"));
+                                return;
+                            }
+                            Err(_) => {
+                                this.metrics.auth_failure("tls");
+                                crate::log::debug("TLS handshake timed out");
+                                return;
+                            }
+                        };
+                        let cert_subject = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|c| c.first())
+                            .and_then(tls::subject);
+                        serve_connection(tls, Peer { cert_subject }, router, header_timeout).await
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// `GET /metrics`: the Prometheus text (OpenMetrics) of the daemon's counters and gauges.
+async fn serve_metrics(State(state): State<Arc<NetState>>) -> Response {
+    let mut r = state.metrics.encode().into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(crate::service::METRICS_CONTENT_TYPE),
+    );
+    r
 }
 
 async fn serve_connection<S>(io: S, peer: Peer, router: Router, header_timeout: Duration)
@@ -423,7 +510,10 @@ async fn authenticate(
             req.extensions_mut().insert(Principal(p));
             next.run(req).await
         }
-        None => unauthorized(),
+        None => {
+            state.metrics.auth_failure("token");
+            unauthorized()
+        }
     }
 }
 

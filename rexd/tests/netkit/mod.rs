@@ -96,6 +96,8 @@ pub struct Daemon {
     pub url: String,
     pub port: u16,
     stderr: Arc<Mutex<String>>,
+    /// With `--metrics-listen`: where `/metrics` is served besides `url`.
+    pub metrics_url: Option<String>,
 }
 
 impl Daemon {
@@ -138,11 +140,21 @@ impl Daemon {
             })
             .to_owned();
         let port = url.rsplit(':').next().unwrap().parse().unwrap();
+        let metrics_url = if args.contains(&"--metrics-listen") {
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            line.trim()
+                .strip_prefix("rexd: metrics on ")
+                .map(str::to_owned)
+        } else {
+            None
+        };
         Daemon {
             child,
             url,
             port,
             stderr,
+            metrics_url,
         }
     }
 

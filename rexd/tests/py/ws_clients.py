@@ -162,7 +162,9 @@ async def flood(url, count):
     """Sends `count` requests without reading a single answer, then checks that another
     client is served meanwhile, then reads: every request answered, none lost."""
     count = int(count)
-    async with connect(ws_url(url), additional_headers=auth(TOKEN), max_size=None) as ws:
+    async with connect(
+        ws_url(url), additional_headers=auth(TOKEN), max_size=None, open_timeout=60
+    ) as ws:
         s = Session(ws)
         sid = (await s.call("session.open", {"client_name": "flood"}))["session_id"]
         req = {"jsonrpc": "2.0", "method": "fs.stat",
@@ -179,7 +181,10 @@ async def flood(url, count):
                 blocked = True
                 break
             sent += 1
-        async with connect(ws_url(url), additional_headers=auth(TOKEN)) as other:
+        # Generous bounds: on a loaded machine the daemon is slow, not stuck.
+        async with connect(
+            ws_url(url), additional_headers=auth(TOKEN), open_timeout=60
+        ) as other:
             o = Session(other)
             osid = (await o.call("session.open", {"client_name": "bystander"}))["session_id"]
             out, _, _ = await o.run(osid, ["echo", "still served"])
@@ -189,7 +194,7 @@ async def flood(url, count):
         sys.stdin.readline()
         got = 0
         while got < sent:
-            msg = json.loads(await asyncio.wait_for(ws.recv(), timeout=30))
+            msg = json.loads(await asyncio.wait_for(ws.recv(), timeout=60))
             if msg.get("id", 0) >= 1000:
                 assert "result" in msg, msg
                 got += 1
