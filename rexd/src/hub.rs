@@ -36,7 +36,10 @@ use deskwire::jsonrpc::{
     Code, ErrorCode as JsonRpcCode, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RawJson,
     RemoteError,
 };
-use deskwire::rexd::{ErrorCode, ErrorObject, Event, Request, Response};
+use deskwire::rexd::{
+    ErrorCode, ErrorObject, Event, Request, Response, ResumeInfo, SessionResumeParams,
+    SessionResumeResult,
+};
 use mio::{Events, Poll, Token, Waker};
 use serde_json::json;
 
@@ -127,6 +130,16 @@ pub struct HubConfig {
     pub pointed_idle_ms: u64,
     /// The largest message a client may send (the transport enforces it too).
     pub max_message_bytes: usize,
+    /// Resumable sessions may be opened on stream connections.
+    pub resumable: bool,
+    /// How long a resumable session whose connection dropped waits for `session.resume`.
+    pub resume_grace_ms: u64,
+    /// Events a resumable session keeps for a resume, at most.
+    pub replay_events: usize,
+    /// Bytes of events a resumable session keeps for a resume, at most.
+    pub replay_bytes: usize,
+    /// End the hub once it has had no connection, session or process for this long.
+    pub exit_when_idle_ms: Option<u64>,
 }
 
 impl Default for HubConfig {
@@ -137,6 +150,11 @@ impl Default for HubConfig {
             slow_reader_ms: 30_000,
             pointed_idle_ms: 600_000,
             max_message_bytes: 16 << 20,
+            resumable: true,
+            resume_grace_ms: 60_000,
+            replay_events: 8192,
+            replay_bytes: 8 << 20,
+            exit_when_idle_ms: None,
         }
     }
 }
@@ -169,7 +187,8 @@ pub fn start(
 ) -> io::Result<(HubHandle, JoinHandle<io::Result<()>>)> {
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-    let service = Service::new(settings, poll.registry().try_clone()?);
+    let mut service = Service::new(settings, poll.registry().try_clone()?);
+    service.set_resumable(config.resumable);
     let (tx, rx) = channel();
     let handle = HubHandle {
         tx,
@@ -204,6 +223,85 @@ struct HubSession {
     /// The stream connection its events go to.
     stream: Option<ConnId>,
     last_used: u64,
+    /// Opened by pointed calls (it ends after `pointed_idle_ms` without one).
+    pointed: bool,
+    /// A resumable session's replay state.
+    replay: Option<Replay>,
+}
+
+/// What a resumable session keeps so that a client can resume it: the secret, the event
+/// numbering, and the last events sent, bounded.
+struct Replay {
+    secret: String,
+    /// `event_seq` of the next event.
+    next_seq: u64,
+    events: VecDeque<(u64, Vec<u8>)>,
+    bytes: usize,
+    /// Since when it has had no connection.
+    detached_since: Option<u64>,
+}
+
+impl Replay {
+    fn push(&mut self, seq: u64, line: Vec<u8>, max_events: usize, max_bytes: usize) {
+        self.bytes += line.len();
+        self.events.push_back((seq, line));
+        while self.events.len() > max_events || (self.bytes > max_bytes && self.events.len() > 1) {
+            if let Some((_, old)) = self.events.pop_front() {
+                self.bytes -= old.len();
+            }
+        }
+    }
+
+    /// The oldest `event_seq` still kept.
+    fn first_kept(&self) -> u64 {
+        self.events.front().map_or(self.next_seq, |(s, _)| *s)
+    }
+}
+
+/// A notification line with `"event_seq":N` as the first member of its params.
+fn with_event_seq(line: Vec<u8>, seq: u64) -> Vec<u8> {
+    const PARAMS: &[u8] = b"\"params\":{";
+    let Some(at) = line
+        .windows(PARAMS.len())
+        .position(|w| w == PARAMS)
+        .map(|p| p + PARAMS.len())
+    else {
+        return line;
+    };
+    let member = format!("\"event_seq\":{seq}");
+    let mut out = Vec::with_capacity(line.len() + member.len() + 1);
+    out.extend_from_slice(&line[..at]);
+    out.extend_from_slice(member.as_bytes());
+    if line.get(at) != Some(&b'}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(&line[at..]);
+    out
+}
+
+/// 32 random bytes from the kernel, hex.
+fn new_secret() -> String {
+    let mut bytes = [0u8; 32];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
+        let n = unsafe {
+            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
+        };
+        if n > 0 {
+            filled += n as usize;
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Equal in time whatever the content (for the resume secret).
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 struct Hub {
@@ -214,6 +312,10 @@ struct Hub {
     sessions: HashMap<String, HubSession>,
     /// Service handle -> connection.
     handles: HashMap<u64, ConnId>,
+    /// Handles of `session.open` calls that asked for a resumable session on a stream.
+    resumable_opens: std::collections::HashSet<u64>,
+    /// Since when the hub has had nothing to do (for `exit_when_idle_ms`).
+    idle_since: Option<u64>,
     next_handle: u64,
     clock: Instant,
     shutting_down: Option<u64>,
@@ -239,6 +341,7 @@ fn request_session(request: &Request) -> Option<&str> {
         Request::PtyResize(p) => &p.session_id,
         Request::PtyClose(p) => &p.session_id,
         Request::RexdMetrics(_) => return None,
+        Request::SessionResume(_) => return None,
         // A method added later must say here which session it names; until then it is refused
         // (see `ownership`), never let through unchecked.
         _ => "",
@@ -272,6 +375,8 @@ impl Hub {
             conns: HashMap::new(),
             sessions: HashMap::new(),
             handles: HashMap::new(),
+            resumable_opens: std::collections::HashSet::new(),
+            idle_since: None,
             next_handle: 0,
             clock: Instant::now(),
             shutting_down: None,
@@ -301,6 +406,20 @@ impl Hub {
             self.route(now);
             self.watch_connections(now);
             self.expire_sessions(now);
+            if let Some(idle) = self.config.exit_when_idle_ms {
+                let quiet = self.conns.is_empty()
+                    && self.sessions.is_empty()
+                    && self.service.running() == 0;
+                match (quiet, self.idle_since) {
+                    (false, _) => self.idle_since = None,
+                    (true, None) => self.idle_since = Some(now),
+                    (true, Some(since)) if now.saturating_sub(since) >= idle => {
+                        crate::log::info(&format!("idle for {idle} ms: exiting"));
+                        return Ok(());
+                    }
+                    _ => {}
+                }
+            }
 
             let mut wake = self.service.next_deadline();
             let mut consider = |t: u64| wake = Some(wake.map_or(t, |w| w.min(t)));
@@ -309,6 +428,9 @@ impl Hub {
             }
             if let Some(t) = self.next_expiry() {
                 consider(t);
+            }
+            if let (Some(since), Some(idle)) = (self.idle_since, self.config.exit_when_idle_ms) {
+                consider(since + idle);
             }
             if self.conns.values().any(|c| c.behind_since.is_some()) {
                 consider(now + PAUSED_TICK_MS);
@@ -405,8 +527,24 @@ impl Hub {
             .map(|(id, _)| id.clone())
             .collect();
         for id in ended {
-            self.sessions.remove(&id);
-            self.service.close_session_now(now, &id);
+            let s = self.sessions.get_mut(&id).expect("listed above");
+            match &mut s.replay {
+                // Resumable: it waits for its client, its commands held (their output stays
+                // in the pipes until someone reads it).
+                Some(r) => {
+                    s.stream = None;
+                    r.detached_since = Some(now);
+                    self.service.set_paused(&id, true);
+                    crate::log::info(&format!(
+                        "session {id}: connection lost; kept {} ms for session.resume",
+                        self.config.resume_grace_ms
+                    ));
+                }
+                None => {
+                    self.sessions.remove(&id);
+                    self.service.close_session_now(now, &id);
+                }
+            }
         }
     }
 
@@ -501,6 +639,32 @@ impl Hub {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        if let Request::SessionResume(p) = &request {
+            let result = self.resume(now, conn, p);
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            match result {
+                Ok((r, replay)) => {
+                    if c.peer.forget_incoming(&id).is_ok() {
+                        let mut line = Vec::new();
+                        Response::SessionResume(r).write_line(&id, &mut line);
+                        self.service.metrics().bytes("out", line.len());
+                        c.sink.send(line);
+                        for event in replay {
+                            self.service.metrics().bytes("out", event.len());
+                            c.sink.send(event);
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.service.metrics().error(e.code);
+                    let _ = c.peer.respond_error(now, &id, remote_error(e));
+                }
+            }
+            self.drain_peer(now, conn);
+            return;
+        }
         if let Some(sid) = request_session(&request) {
             let owned = self
                 .sessions
@@ -524,6 +688,12 @@ impl Hub {
         }
         self.next_handle += 1;
         let handle = self.next_handle;
+        if let Request::SessionOpen(p) = &request
+            && p.resumable
+            && c.info.kind == ConnKind::Stream
+        {
+            self.resumable_opens.insert(handle);
+        }
         c.pending.insert(handle, id);
         self.handles.insert(handle, conn);
         let principal = c.info.principal.clone();
@@ -538,15 +708,27 @@ impl Hub {
             match out {
                 ServiceOutput::Reply { handle, result } => self.reply(now, handle, result),
                 ServiceOutput::Event(event) => {
-                    let Some(conn) = event_session(&event)
-                        .and_then(|sid| self.sessions.get(sid))
-                        .and_then(|s| s.stream)
+                    let Some(s) = event_session(&event).and_then(|sid| self.sessions.get_mut(sid))
                     else {
                         continue;
                     };
-                    if let Some(c) = self.conns.get(&conn) {
-                        let mut line = Vec::new();
-                        event.write_notification(&mut line);
+                    if s.stream.is_none() && s.replay.is_none() {
+                        continue; // pointed calls do no streaming
+                    }
+                    let mut line = Vec::new();
+                    event.write_notification(&mut line);
+                    if let Some(r) = &mut s.replay {
+                        let seq = r.next_seq;
+                        r.next_seq += 1;
+                        line = with_event_seq(line, seq);
+                        r.push(
+                            seq,
+                            line.clone(),
+                            self.config.replay_events,
+                            self.config.replay_bytes,
+                        );
+                    }
+                    if let Some(c) = s.stream.and_then(|conn| self.conns.get(&conn)) {
                         self.service.metrics().bytes("out", line.len());
                         c.sink.send(line);
                     }
@@ -555,7 +737,8 @@ impl Hub {
         }
     }
 
-    fn reply(&mut self, now: u64, handle: u64, result: Result<Response, ErrorObject>) {
+    fn reply(&mut self, now: u64, handle: u64, mut result: Result<Response, ErrorObject>) {
+        let resumable = self.resumable_opens.remove(&handle);
         let Some(conn) = self.handles.remove(&handle) else {
             // Its connection is gone; a session it opened must not be left behind.
             if let Ok(Response::SessionOpen(r)) = &result {
@@ -569,14 +752,30 @@ impl Hub {
         let Some(id) = c.pending.remove(&handle) else {
             return;
         };
-        match &result {
+        match &mut result {
             Ok(Response::SessionOpen(r)) => {
+                let replay = resumable.then(|| Replay {
+                    secret: new_secret(),
+                    next_seq: 1,
+                    events: VecDeque::new(),
+                    bytes: 0,
+                    detached_since: None,
+                });
+                if let Some(rp) = &replay {
+                    r.resume = Some(ResumeInfo {
+                        resume_secret: rp.secret.clone(),
+                        grace_ms: self.config.resume_grace_ms,
+                        replay_events: self.config.replay_events as u64,
+                    });
+                }
                 self.sessions.insert(
                     r.session_id.clone(),
                     HubSession {
                         principal: c.info.principal.clone(),
                         stream: (c.info.kind == ConnKind::Stream).then_some(conn),
                         last_used: now,
+                        pointed: c.info.kind == ConnKind::Pointed,
+                        replay,
                     },
                 );
             }
@@ -662,28 +861,115 @@ impl Hub {
         }
     }
 
-    /// Ends pointed sessions nobody used for `pointed_idle_ms`.
+    /// When a session without a connection ends: pointed ones after `pointed_idle_ms`
+    /// without a request, resumable ones `resume_grace_ms` after their connection dropped.
+    fn expiry(&self, s: &HubSession) -> Option<u64> {
+        if let Some(since) = s.replay.as_ref().and_then(|r| r.detached_since) {
+            return Some(since + self.config.resume_grace_ms);
+        }
+        s.pointed.then(|| s.last_used + self.config.pointed_idle_ms)
+    }
+
+    /// Ends the sessions whose time without a connection is up.
     fn expire_sessions(&mut self, now: u64) {
-        let idle = self.config.pointed_idle_ms;
         let expired: Vec<String> = self
             .sessions
             .iter()
-            .filter(|(_, s)| s.stream.is_none() && now.saturating_sub(s.last_used) >= idle)
+            .filter(|(_, s)| self.expiry(s).is_some_and(|t| t <= now))
             .map(|(id, _)| id.clone())
             .collect();
         for id in expired {
-            crate::log::info(&format!("session {id}: no request for {idle} ms, closed"));
+            crate::log::info(&format!(
+                "session {id}: nobody came back in time, closed (its processes end)"
+            ));
             self.sessions.remove(&id);
             self.service.close_session_now(now, &id);
         }
     }
 
     fn next_expiry(&self) -> Option<u64> {
-        self.sessions
-            .values()
-            .filter(|s| s.stream.is_none())
-            .map(|s| s.last_used + self.config.pointed_idle_ms)
-            .min()
+        self.sessions.values().filter_map(|s| self.expiry(s)).min()
+    }
+
+    /// `session.resume` on `conn`: the answer and the events to send after it.
+    fn resume(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        p: &SessionResumeParams,
+    ) -> Result<(SessionResumeResult, Vec<Vec<u8>>), ErrorObject> {
+        let Some(c) = self.conns.get(&conn) else {
+            return Err(unknown_session(&p.session_id));
+        };
+        if c.info.kind != ConnKind::Stream {
+            return Err(ErrorObject::of(ErrorCode::InvalidRequest).with_message(
+                "session.resume needs a connection that carries events (/ws, stdio)",
+            ));
+        }
+        let principal = c.info.principal.clone();
+        let s = self
+            .sessions
+            .get_mut(&p.session_id)
+            .filter(|s| s.principal == principal)
+            .ok_or_else(|| unknown_session(&p.session_id))?;
+        let Some(r) = s.replay.as_mut() else {
+            return Err(unknown_session(&p.session_id));
+        };
+        if !same_secret(&r.secret, &p.resume_secret) {
+            // As if there were no such session: the secret is what proves it is yours.
+            return Err(unknown_session(&p.session_id));
+        }
+        if p.last_seq >= r.next_seq {
+            return Err(ErrorObject::of(ErrorCode::InvalidParams)
+                .with_message(format!(
+                    "last_seq {} is past the last event sent ({})",
+                    p.last_seq,
+                    r.next_seq - 1
+                ))
+                .with_data(json!({"last_seq": p.last_seq, "sent": r.next_seq - 1})));
+        }
+        let first = r.first_kept();
+        let lost = first.saturating_sub(p.last_seq + 1);
+        if lost > 0 && !p.accept_loss {
+            return Err(ErrorObject::of(ErrorCode::EventsLost)
+                .with_message(format!(
+                    "{lost} events after event_seq {} are no longer kept (the replay buffer \
+                     holds {} from {first}); resume with accept_loss to go on without them",
+                    p.last_seq,
+                    r.events.len()
+                ))
+                .with_data(json!({
+                    "lost": lost,
+                    "last_seq": p.last_seq,
+                    "first_kept": first,
+                })));
+        }
+        let replay: Vec<Vec<u8>> = r
+            .events
+            .iter()
+            .filter(|(seq, _)| *seq > p.last_seq)
+            .map(|(_, line)| line.clone())
+            .collect();
+        r.detached_since = None;
+        if let Some(old) = s.stream.replace(conn)
+            && old != conn
+        {
+            crate::log::info(&format!(
+                "session {}: taken over from connection {old} by {conn}",
+                p.session_id
+            ));
+        }
+        s.last_used = now;
+        self.service.set_paused(&p.session_id, false);
+        self.service.note_resumed(&p.session_id, p.last_seq, lost);
+        Ok((
+            SessionResumeResult {
+                session_id: p.session_id.clone(),
+                replayed: replay.len() as u64,
+                lost,
+            },
+            replay,
+        ))
     }
 }
 

@@ -74,6 +74,7 @@
 
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod audit;
 pub mod client;
 pub mod config;

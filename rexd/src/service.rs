@@ -327,6 +327,8 @@ pub struct Service {
     opening_principal: Option<String>,
     /// The policy's decision on the exec being started, for its audit entry.
     last_decision: Option<Decision>,
+    /// Resumable sessions may be opened (the host keeps them across connections).
+    resumable: bool,
 }
 
 type OpResult<T> = Result<T, ErrorObject>;
@@ -375,6 +377,7 @@ impl Service {
             paused: BTreeSet::new(),
             opening_principal: None,
             last_decision: None,
+            resumable: false,
             next_session: 0,
             next_key: 0,
             next_pty: 0,
@@ -397,6 +400,40 @@ impl Service {
     /// The metrics this service counts into.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.settings.metrics
+    }
+
+    /// The capabilities offered here: [`Service::capabilities`], plus `resume` when the host
+    /// keeps sessions across connections ([`Service::set_resumable`]).
+    pub fn offered(&self) -> Vec<Capability> {
+        let mut c = Service::capabilities();
+        if self.resumable {
+            c.push(Capability::Resume);
+        }
+        c
+    }
+
+    /// A host resumed `session` on a new connection: counted, and written to the audit log.
+    pub fn note_resumed(&mut self, session: &str, last_seq: u64, lost: u64) {
+        self.settings.metrics.sessions_resumed.inc();
+        if self.settings.audit.enabled() {
+            let (client, who) = match self.sessions.get(session) {
+                Some(s) => (Some(s.client.clone()), s.principal.clone()),
+                None => (None, None),
+            };
+            self.settings.audit.record(
+                Some(session),
+                client.as_deref(),
+                who.as_deref(),
+                "session.resume",
+                json!({"session_id": session, "last_seq": last_seq}),
+                json!({"ok": true, "lost": lost}),
+            );
+        }
+    }
+
+    /// Says that the host keeps resumable sessions across connections (the hub does).
+    pub fn set_resumable(&mut self, on: bool) {
+        self.resumable = on;
     }
 
     /// The daemon's roots.
@@ -613,7 +650,15 @@ impl Service {
                 format!("{max} sessions already open"),
             ));
         }
-        let offered = Service::capabilities();
+        let offered = self.offered();
+        if p.resumable && !self.resumable {
+            return Err(err(
+                ErrorCode::UnsupportedCapability,
+                "resumable sessions need a daemon that outlives its connection: \
+                 `rexd --stdio --resumable` (over ssh) or `rexd --listen`",
+            )
+            .with_data(json!({"capability": "resume"})));
+        }
         if let Some(asked) = &p.requested_capabilities
             && let Some(missing) = asked.iter().find(|c| !offered.contains(c))
         {
@@ -645,6 +690,7 @@ impl Service {
             capabilities: offered,
             limits,
             workspace_roots: roots.paths(),
+            resume: None,
         };
         self.sessions.insert(
             id.clone(),
@@ -750,7 +796,7 @@ impl Service {
             session_id: s.id.clone(),
             cwd: s.cwd.to_string_lossy().into_owned(),
             workspace_roots: s.roots.paths(),
-            capabilities: Service::capabilities(),
+            capabilities: self.offered(),
             limits: s.limits,
             processes,
         })

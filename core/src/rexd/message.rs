@@ -215,6 +215,7 @@ requests! {
     PtyInput = "pty.input", PtyInputParams => PtyInputResult;
     PtyResize = "pty.resize", PtyResizeParams => PtyResizeResult;
     PtyClose = "pty.close", PtyCloseParams => PtyCloseResult;
+    SessionResume = "session.resume", SessionResumeParams => SessionResumeResult;
     RexdMetrics = "rexd.metrics", RexdMetricsParams => RexdMetricsResult;
 }
 

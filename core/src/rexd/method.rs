@@ -47,6 +47,10 @@ pub enum Method {
     PtyResize,
     /// `pty.close`: close a PTY and, by default, end its process (Phase 2).
     PtyClose,
+    /// `session.resume` (addition to the spec, Phase 3's resumable sessions): take a
+    /// resumable session over on a new connection after the old one dropped, and get every
+    /// event after `last_seq` again, then the live stream.
+    SessionResume,
     /// `rexd.metrics` (addition to the spec, Phase 3's metrics): the daemon's counters and
     /// gauges in the Prometheus text format, the same text `rexd --listen` serves at `/metrics`.
     RexdMetrics,
@@ -66,7 +70,7 @@ pub enum Method {
 
 impl Method {
     /// All methods, requests first, in the order of the spec.
-    pub const ALL: [Method; 23] = [
+    pub const ALL: [Method; 24] = [
         Method::SessionOpen,
         Method::SessionClose,
         Method::SessionInfo,
@@ -83,6 +87,7 @@ impl Method {
         Method::PtyInput,
         Method::PtyResize,
         Method::PtyClose,
+        Method::SessionResume,
         Method::RexdMetrics,
         Method::ExecStdout,
         Method::ExecStderr,
@@ -111,6 +116,7 @@ impl Method {
             Method::PtyInput => "pty.input",
             Method::PtyResize => "pty.resize",
             Method::PtyClose => "pty.close",
+            Method::SessionResume => "session.resume",
             Method::RexdMetrics => "rexd.metrics",
             Method::ExecStdout => "exec.stdout",
             Method::ExecStderr => "exec.stderr",
@@ -141,6 +147,7 @@ impl Method {
             "pty.input" => Method::PtyInput,
             "pty.resize" => Method::PtyResize,
             "pty.close" => Method::PtyClose,
+            "session.resume" => Method::SessionResume,
             "rexd.metrics" => Method::RexdMetrics,
             "exec.stdout" => Method::ExecStdout,
             "exec.stderr" => Method::ExecStderr,
@@ -169,7 +176,7 @@ impl Method {
     /// `exec.input` and the PTY methods and events) or 3 (polish: `rexd.metrics`).
     pub const fn phase(self) -> u8 {
         match self {
-            Method::RexdMetrics => 3,
+            Method::RexdMetrics | Method::SessionResume => 3,
             Method::ExecInput
             | Method::PtyOpen
             | Method::PtyInput
@@ -188,6 +195,7 @@ impl Method {
         match self {
             Method::SessionOpen | Method::SessionClose | Method::SessionInfo => None,
             Method::RexdMetrics => Some(Capability::Metrics),
+            Method::SessionResume => Some(Capability::Resume),
             Method::ExecInput => Some(Capability::ExecInput),
             Method::ExecStart | Method::ExecWait | Method::ExecKill => Some(Capability::Exec),
             Method::FsRead | Method::FsWrite | Method::FsList | Method::FsGlob | Method::FsStat => {

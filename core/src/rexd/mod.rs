@@ -79,9 +79,9 @@ pub use pty::{
     PtyInputResult, PtyOpenParams, PtyOpenResult, PtyOutput, PtyResizeParams, PtyResizeResult,
 };
 pub use session::{
-    Capability, Limits, OkResult, ProcessInfo, RexdMetricsParams, RexdMetricsResult,
+    Capability, Limits, OkResult, ProcessInfo, ResumeInfo, RexdMetricsParams, RexdMetricsResult,
     SessionCloseParams, SessionCloseResult, SessionInfoParams, SessionInfoResult,
-    SessionOpenParams, SessionOpenResult,
+    SessionOpenParams, SessionOpenResult, SessionResumeParams, SessionResumeResult,
 };
 
 /// The `protocol` a REXD v1 daemon announces in its `session.open` result.

@@ -70,6 +70,7 @@ fn request() -> impl Strategy<Value = Request> {
                     workspace_roots: c,
                     requested_capabilities: d,
                     limits: e,
+                    resumable: false,
                 })
             }),
         text().prop_map(|s| Request::SessionClose(SessionCloseParams { session_id: s })),
@@ -342,6 +343,7 @@ fn response() -> impl Strategy<Value = Response> {
                     capabilities: caps,
                     limits,
                     workspace_roots: roots,
+                    resume: None,
                 })
             }),
         any::<bool>().prop_map(|ok| Response::ExecKill(OkResult { ok })),

@@ -27,6 +27,9 @@ pub enum Capability {
     Pty,
     /// `"metrics"`: `rexd.metrics` (addition to the spec).
     Metrics,
+    /// `"resume"`: resumable sessions and `session.resume` (addition to the spec; offered by a
+    /// daemon that outlives its connections: `rexd --listen`, `rexd --stdio --resumable`).
+    Resume,
     /// Any other name, kept as sent.
     Other(String),
 }
@@ -41,6 +44,7 @@ impl Capability {
             Capability::ExecInput => "exec.input",
             Capability::Pty => "pty",
             Capability::Metrics => "metrics",
+            Capability::Resume => "resume",
             Capability::Other(name) => name,
         }
     }
@@ -54,6 +58,7 @@ impl Capability {
             "exec.input" => Capability::ExecInput,
             "pty" => Capability::Pty,
             "metrics" => Capability::Metrics,
+            "resume" => Capability::Resume,
             other => Capability::Other(other.to_owned()),
         }
     }
@@ -183,6 +188,51 @@ pub struct SessionOpenParams {
     /// Lower limits for this session (addition to the spec; see [`Limits::lowered_by`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// Ask for a resumable session (addition to the spec; capability `resume`): when the
+    /// connection drops, the session and its processes wait `resume.grace_ms` for
+    /// `session.resume`, and its events carry `event_seq`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub resumable: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// How to resume a resumable session (in its `session.open` result).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeInfo {
+    /// The secret `session.resume` must show (keep it like a password).
+    pub resume_secret: String,
+    /// How long the session waits for `session.resume` after its connection drops.
+    pub grace_ms: u64,
+    /// Events kept for replay at most (older ones are lost to a resume, which then says so).
+    pub replay_events: u64,
+}
+
+/// `session.resume` params (addition to the spec).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SessionResumeParams {
+    /// The session to take over.
+    pub session_id: String,
+    /// The `resume_secret` of its `session.open` result.
+    pub resume_secret: String,
+    /// The `event_seq` of the last event the client saw (0: none).
+    pub last_seq: u64,
+    /// Resume even when events after `last_seq` are no longer kept (`events_lost` otherwise).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub accept_loss: bool,
+}
+
+/// `session.resume` result (addition to the spec). The replayed events follow it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionResumeResult {
+    /// The session.
+    pub session_id: String,
+    /// Events sent again after this answer (those after `last_seq`).
+    pub replayed: u64,
+    /// Events after `last_seq` that were no longer kept (0 unless `accept_loss`).
+    pub lost: u64,
 }
 
 /// `session.open` result.
@@ -200,6 +250,9 @@ pub struct SessionOpenResult {
     pub limits: Limits,
     /// The roots in force for this session.
     pub workspace_roots: Vec<String>,
+    /// For a resumable session: how to resume it (addition to the spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<ResumeInfo>,
 }
 
 /// `session.close` params. (The spec gives none; the session id is the one thing it needs.)

@@ -80,6 +80,10 @@ struct Global {
     /// `https://` targets: the client certificate's key (PEM).
     #[arg(long, global = true, value_name = "FILE", requires = "client_cert")]
     client_key: Option<PathBuf>,
+    /// Keep a command going across a dropped link: a resumable session (the remote rexd as
+    /// `rexd --stdio --resumable`), resumed by rex itself when the link drops.
+    #[arg(long, global = true)]
+    resume: bool,
     /// Show the transport's stderr (daemon logs, ssh messages) as it comes.
     #[arg(short, long, global = true)]
     verbose: bool,
@@ -275,6 +279,7 @@ fn run(cli: Cli) -> Result<u8, ClientError> {
     let spec = resolve(&cli.global, &file)?;
     let options = ConnectOptions {
         forward_stderr: cli.global.verbose,
+        resume: cli.global.resume || spec.resume,
         ..ConnectOptions::default()
     };
     let mut client = Client::connect(&spec, &options)?;

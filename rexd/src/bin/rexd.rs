@@ -20,6 +20,18 @@ struct Args {
     /// Serve JSON-RPC 2.0 (NDJSON) on stdin/stdout.
     #[arg(long, conflicts_with = "irc")]
     stdio: bool,
+    /// With --stdio: bridge stdin/stdout to this user's rexd agent (a Unix socket; started on
+    /// demand), so that sessions opened with `resumable` and their processes outlive the
+    /// connection (an ssh link that drops) and can be resumed from a new one.
+    #[arg(long, requires = "stdio")]
+    resumable: bool,
+    /// How long a resumable session whose connection dropped waits for session.resume (with
+    /// --stdio --resumable, --listen).
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    resume_grace_ms: u64,
+    /// Run as the agent on this socket (what --resumable starts; not for direct use).
+    #[arg(long, value_name = "SOCKET", hide = true, conflicts_with_all = ["stdio", "irc", "mcp"])]
+    agent: Option<PathBuf>,
     /// Serve OA1 RemoteBash on an IRC channel: connect to HOST:PORT. A link lost after joining
     /// is reconnected after 1 s, doubling up to 60 s; a first connection that fails is an error.
     #[arg(long, value_name = "HOST:PORT")]
@@ -207,7 +219,22 @@ fn settings(args: &Args) -> Result<Settings, String> {
 }
 
 fn run(args: Args) -> Result<(), String> {
+    if args.resumable {
+        // The agent is started with the same arguments, so it checks and loads the same
+        // config; this process only carries bytes.
+        let rest: Vec<std::ffi::OsString> = std::env::args_os()
+            .skip(1)
+            .filter(|a| a != "--stdio" && a != "--resumable")
+            .collect();
+        settings(&args)?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        return rexd::agent::bridge(&exe, &rest).map_err(|e| format!("--resumable: {e}"));
+    }
     let settings = settings(&args)?;
+    if let Some(socket) = &args.agent {
+        return rexd::agent::serve_agent(settings, socket, args.resume_grace_ms)
+            .map_err(|e| format!("--agent {}: {e}", socket.display()));
+    }
     if args.stdio {
         return rexd::stdio::serve_stdio(settings).map_err(|e| e.to_string());
     }
@@ -242,13 +269,18 @@ fn run(args: Args) -> Result<(), String> {
         return rexd::mcp::serve_stdio(settings).map_err(|e| e.to_string());
     }
     if let Some(addr) = args.listen.listen {
-        return listen(settings, &args.listen, addr);
+        return listen(settings, &args.listen, addr, args.resume_grace_ms);
     }
     Err("choose a transport: --stdio, --mcp, --irc HOST:PORT or --listen ADDR".into())
 }
 
 #[cfg(feature = "net")]
-fn listen(settings: Settings, a: &ListenArgs, addr: std::net::SocketAddr) -> Result<(), String> {
+fn listen(
+    settings: Settings,
+    a: &ListenArgs,
+    addr: std::net::SocketAddr,
+    grace_ms: u64,
+) -> Result<(), String> {
     let options = rexd::net::NetOptions {
         allow_public: a.allow_public,
         allow_plaintext: a.allow_plaintext,
@@ -263,12 +295,13 @@ fn listen(settings: Settings, a: &ListenArgs, addr: std::net::SocketAddr) -> Res
         slow_reader_ms: a.slow_reader_ms,
         rpc_session_idle_ms: a.rpc_session_idle_ms,
         metrics_listen: a.metrics_listen,
+        resume_grace_ms: grace_ms,
         ..rexd::net::NetOptions::new(addr)
     };
     rexd::net::serve(settings, options).map_err(|e| e.to_string())
 }
 
 #[cfg(not(feature = "net"))]
-fn listen(_: Settings, _: &ListenArgs, _: std::net::SocketAddr) -> Result<(), String> {
+fn listen(_: Settings, _: &ListenArgs, _: std::net::SocketAddr, _: u64) -> Result<(), String> {
     Err("--listen: this rexd was built without the `net` feature".into())
 }

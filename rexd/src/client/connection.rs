@@ -24,7 +24,7 @@ use deskwire::rexd::{
     FsGlobParams, FsGlobResult, FsListParams, FsListResult, FsReadParams, FsReadResult,
     FsStatParams, FsStatResult, FsWriteParams, FsWriteResult, Limits, Method, Program,
     SessionCloseParams, SessionInfoParams, SessionInfoResult, SessionOpenParams, SessionOpenResult,
-    Signal, WriteMode,
+    SessionResumeParams, Signal, WriteMode,
 };
 
 use super::error::ClientError;
@@ -55,6 +55,11 @@ pub struct ConnectOptions {
     pub forward_stderr: bool,
     /// Limits to ask for (the daemon only lowers its own).
     pub limits: Option<Limits>,
+    /// Open a resumable session (over ssh, the remote `rexd --stdio --resumable`) and, when
+    /// the link drops while a command runs, reconnect and resume it by itself: every event
+    /// exactly once, then the live stream. Reconnects are tried after 0.2, 0.5, 1, 2, 4 and
+    /// 8 s (about 16 s in all, under the daemon's 60 s grace).
+    pub resume: bool,
 }
 
 impl Default for ConnectOptions {
@@ -64,6 +69,7 @@ impl Default for ConnectOptions {
             call_timeout_ms: 120_000,
             forward_stderr: false,
             limits: None,
+            resume: false,
         }
     }
 }
@@ -196,6 +202,9 @@ pub struct Client {
     events_bytes: usize,
     input: Option<InputRoute>,
     session: Option<SessionOpenResult>,
+    options: ConnectOptions,
+    /// The `event_seq` of the last event of a resumable session taken in.
+    last_event: u64,
 }
 
 impl std::fmt::Debug for Client {
@@ -215,6 +224,12 @@ impl Client {
     /// network) is [`ClientError::Closed`] with ssh's own message.
     pub fn connect(spec: &TargetSpec, options: &ConnectOptions) -> Result<Client, ClientError> {
         let endpoint = spec.endpoint()?;
+        let mut spec = spec.clone();
+        if options.resume && !matches!(endpoint, Endpoint::Ws { .. }) {
+            // Over ssh (and locally), the daemon must outlive the link: its agent does.
+            spec.rexd_args.insert(0, "--resumable".into());
+        }
+        let spec = &spec;
         let (sender, inbox) = sync_channel(CHANNEL_CHUNKS);
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
         let (transport, stderr_thread) = match &endpoint {
@@ -319,6 +334,8 @@ impl Client {
             events_bytes: 0,
             input: None,
             session: None,
+            options: options.clone(),
+            last_event: 0,
         };
         let roots = (!spec.workspace_roots.is_empty()).then(|| spec.workspace_roots.clone());
         let opened = client.call(SessionOpenParams {
@@ -327,6 +344,7 @@ impl Client {
             workspace_roots: roots,
             requested_capabilities: None,
             limits: options.limits,
+            resumable: options.resume,
         })?;
         client.session = Some(opened);
         Ok(client)
@@ -451,6 +469,15 @@ impl Client {
                 }
             }
             PeerEvent::Notification { method, params } => {
+                // A resumed session sends again what may have been seen: each event once.
+                if self.options.resume
+                    && let Some(seq) = params.as_ref().and_then(|p| event_seq(p.get()))
+                {
+                    if seq <= self.last_event {
+                        return Ok(());
+                    }
+                    self.last_event = seq;
+                }
                 // Only the spec's events are kept; anything else a newer daemon sends is noise.
                 if let Some(m) = Method::from_name(&method).filter(|m| m.is_event()) {
                     let len = params.as_ref().map_or(0, |p| p.get().len());
@@ -711,11 +738,108 @@ impl Client {
                     _ => return Err(error),
                 }
             }
-            let deadline = self.pump()?;
-            if self.events.is_empty() {
-                self.wait_input(deadline)?;
+            let step = self.pump().and_then(|deadline| {
+                if self.events.is_empty() {
+                    self.wait_input(deadline)
+                } else {
+                    Ok(())
+                }
+            });
+            match step {
+                Ok(()) => {}
+                Err(e) if self.can_resume(&e) => self.reconnect(e)?,
+                Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Whether `e` is a lost link this client resumes from.
+    fn can_resume(&self, e: &ClientError) -> bool {
+        self.options.resume
+            && self.session.as_ref().is_some_and(|s| s.resume.is_some())
+            && matches!(e, ClientError::Closed { .. } | ClientError::Io { .. })
+    }
+
+    /// The link dropped: a new transport, and `session.resume` from the last event seen.
+    /// Calls in flight are lost with the old link (stdin being forwarded stops with an
+    /// error); the command's events come again from where they stopped.
+    fn reconnect(&mut self, lost: ClientError) -> Result<(), ClientError> {
+        let session = self.session().clone();
+        let info = session.resume.clone().expect("checked by can_resume");
+        // Stdin chunks in flight may or may not have reached the command: that cannot be
+        // resumed honestly, so it is an error (a command whose stdin was all sent resumes).
+        if let Some(route) = self.input.as_mut()
+            && !route.calls.is_empty()
+        {
+            for _ in route.calls.drain() {
+                route.gate.leave();
+            }
+            route.error = Some(ClientError::Protocol(
+                "the link dropped while stdin was being forwarded; what the command received \
+                 of it is unknown"
+                    .into(),
+            ));
+        }
+        let mut last_error = lost;
+        for delay_ms in [200u64, 500, 1000, 2000, 4000, 8000] {
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            match self.relink(&session.session_id, &info.resume_secret) {
+                Ok(()) => return Ok(()),
+                // The session is gone (the grace passed) or events were lost: no retry helps.
+                Err(e @ ClientError::Remote { .. }) => return Err(e),
+                Err(e) => last_error = e,
+            }
+        }
+        Err(last_error)
+    }
+
+    fn relink(&mut self, session_id: &str, secret: &str) -> Result<(), ClientError> {
+        self.shutdown();
+        // What the old link's reader still had to say is of the old link.
+        while self.inbox.try_recv().is_ok() {}
+        let (transport, stderr_thread) = match &self.endpoint {
+            #[cfg(feature = "net")]
+            Endpoint::Ws { .. } => (
+                Transport::Ws(super::ws::connect(
+                    &self.spec,
+                    &self.endpoint,
+                    self.sender.clone(),
+                )?),
+                None,
+            ),
+            _ => {
+                // `self.spec` already asks for `--resumable` (see `connect`).
+                let spec = self.spec.clone();
+                let endpoint = self.endpoint.clone();
+                Client::spawn(
+                    &spec,
+                    &endpoint,
+                    &self.options,
+                    &self.sender,
+                    &self.stderr_tail,
+                )?
+            }
+        };
+        self.transport = transport;
+        self.stderr_thread = stderr_thread;
+        let config = self.peer.config().clone();
+        self.peer = Peer::new(
+            JsonRpc2,
+            config,
+            u64::from(std::process::id()) ^ self.last_event,
+        );
+        self.answers.clear();
+        let r = self.call(SessionResumeParams {
+            session_id: session_id.to_owned(),
+            resume_secret: secret.to_owned(),
+            last_seq: self.last_event,
+            accept_loss: false,
+        })?;
+        crate::log::debug(&format!(
+            "resumed {session_id} after event {}: {} events again",
+            self.last_event, r.replayed
+        ));
+        Ok(())
     }
 
     /// Kills a process of this session.
@@ -999,6 +1123,15 @@ impl Drop for Client {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// The `event_seq` of an event's params, if it has one (a resumable session's events do).
+fn event_seq(params: &str) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Seq {
+        event_seq: Option<u64>,
+    }
+    serde_json::from_str::<Seq>(params).ok()?.event_seq
 }
 
 /// One `fs.read` answer, its strings borrowed from the answer's text where they hold no

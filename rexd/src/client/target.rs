@@ -237,6 +237,10 @@ pub struct TargetSpec {
     /// `https://` targets: the client certificate's key (PEM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_key: Option<PathBuf>,
+    /// Resume by itself when the link drops while a command runs (over ssh the remote rexd
+    /// runs as `rexd --stdio --resumable`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resume: bool,
 }
 
 impl TargetSpec {

@@ -81,6 +81,8 @@ pub struct NetOptions {
     /// Serve `GET /metrics` on this address too (same authentication and TLS); it is always
     /// on the main address as well.
     pub metrics_listen: Option<SocketAddr>,
+    /// How long a resumable session whose WebSocket dropped waits for `session.resume`.
+    pub resume_grace_ms: u64,
 }
 
 impl NetOptions {
@@ -101,6 +103,7 @@ impl NetOptions {
             slow_reader_ms: 30_000,
             rpc_session_idle_ms: 600_000,
             metrics_listen: None,
+            resume_grace_ms: 60_000,
         }
     }
 }
@@ -283,6 +286,8 @@ async fn run(
         slow_reader_ms: options.slow_reader_ms,
         pointed_idle_ms: options.rpc_session_idle_ms,
         max_message_bytes: options.max_message_bytes,
+        resume_grace_ms: options.resume_grace_ms,
+        ..HubConfig::default()
     };
     let metrics_listener = match options.metrics_listen {
         Some(addr) => {
