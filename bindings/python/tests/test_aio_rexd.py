@@ -7,7 +7,7 @@ import asyncio
 import os
 import tempfile
 from pathlib import Path
-from typing import AsyncIterator, Iterator, List, Union
+from typing import AsyncIterator, Iterator, List, Optional, Union
 
 import pytest
 
@@ -345,3 +345,68 @@ async def test_over_https_with_a_client_certificate(root: Path, pki: Path) -> No
             await RexdClient.connect(daemon.url, ca_file=str(pki / "ca.pem"))
     finally:
         daemon.stop()
+
+
+async def test_over_a_websocket_a_cut_link_is_resumed(root: Path, pki: Path) -> None:
+    """A proxy between client and daemon drops every connection mid-command: the client dials
+    again and resumes by itself; every line arrives once, and the exit code."""
+    import subprocess
+
+    tokens = pki / "resume-tokens"
+    tokens.write_text(f"python:{_Listener.TOKEN}\n")
+    tokens.chmod(0o600)
+    daemon = subprocess.Popen(
+        [rexd_path(), "--listen", "127.0.0.1:0", "--root", str(root), "--allow-shell",
+         "--token-file", str(tokens)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    assert daemon.stdout is not None
+    port = int(daemon.stdout.readline().decode().rsplit(":", 1)[1])
+    links: List[asyncio.StreamWriter] = []
+
+    async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            while data := await r.read(65536):
+                w.write(data)
+                await w.drain()
+        except ConnectionError:
+            pass
+        finally:
+            w.close()
+
+    async def relay(cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        sr, sw = await asyncio.open_connection("127.0.0.1", port)
+        links.extend([cw, sw])
+        await asyncio.gather(pipe(cr, sw), pipe(sr, cw))
+
+    proxy = await asyncio.start_server(relay, "127.0.0.1", 0)
+    proxy_port = proxy.sockets[0].getsockname()[1]
+    try:
+        client = await RexdClient.connect(
+            f"http://127.0.0.1:{proxy_port}", token=_Listener.TOKEN, resume=True
+        )
+        script = 'i=1; while [ $i -le 40 ]; do echo "line $i"; i=$((i+1)); sleep 0.05; done; exit 5'
+        out = bytearray()
+        exit_: Optional[ExecExit] = None
+        cut = False
+        async for event in client.exec(script, cwd=str(root)):
+            if isinstance(event, ExecOutput):
+                out += event.data
+                if not cut and out.count(b"\n") >= 10:
+                    cut = True
+                    for w in links:
+                        w.transport.abort()
+                    links.clear()
+            else:
+                exit_ = event
+        assert cut
+        assert out.decode().splitlines() == [f"line {i}" for i in range(1, 41)]
+        assert exit_ is not None and exit_.exit_code == 5
+        # It was resumed, not merely never cut: the daemon counted one resume.
+        metrics = await client.call("rexd.metrics")
+        assert "rexd_sessions_resumed_total 1\n" in metrics["text"], metrics["text"]
+        await client.close()
+    finally:
+        proxy.close()
+        daemon.terminate()
+        daemon.wait(timeout=10)

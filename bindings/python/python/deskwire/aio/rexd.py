@@ -19,6 +19,8 @@ from typing import (
     Any,
     AsyncGenerator,
     AsyncIterator,
+    Awaitable,
+    Callable,
     Deque,
     Dict,
     List,
@@ -401,16 +403,65 @@ class RexdClient:
         self.session: Dict[str, Any] = {}
         """The ``session.open`` result (``session_id``, ``capabilities``, ``limits``, ...)."""
         self._stderr_task: Optional[asyncio.Task[None]] = None
+        # Resuming (network targets with resume=True): how to dial again, the last event seen.
+        self._dial: Optional[Callable[[], Awaitable[Any]]] = None
+        self._last_event = 0
+        self._resuming: Optional[asyncio.Task[None]] = None
+        self._closing = False
         if process is not None:
             assert process.stdout is not None and process.stdin is not None
             self._pump = _Pump(peer, process.stdout, process.stdin, self._event, self._end)
             self._stderr_task = asyncio.get_running_loop().create_task(self._read_stderr())
         else:
-            closed = importlib.import_module("websockets.exceptions").ConnectionClosed
-            self._ws_reader = _WsReader(ws, closed)
-            # The pump only calls read(n) on its reader, which _WsReader provides.
-            reader = cast(asyncio.StreamReader, self._ws_reader)
-            self._pump = _Pump(peer, reader, _WsWriter(ws, closed), self._event, self._end)
+            self._attach(ws)
+
+    def _attach(self, ws: Any) -> None:
+        """Runs the pump over WebSocket ``ws``."""
+        self._ws = ws
+        closed = importlib.import_module("websockets.exceptions").ConnectionClosed
+        self._ws_reader = _WsReader(ws, closed)
+        # The pump only calls read(n) on its reader, which _WsReader provides.
+        reader = cast(asyncio.StreamReader, self._ws_reader)
+        self._pump = _Pump(self._peer, reader, _WsWriter(ws, closed), self._event, self._end)
+
+    def _can_resume(self) -> bool:
+        return self._dial is not None and bool(self.session.get("resume")) and not self._closing
+
+    async def _reconnect(self) -> None:
+        """The link dropped: dial again and ``session.resume`` from the last event seen, after
+        0.2, 0.5, 1, 2, 4 and 8 s; the streams of running commands go on, each event once."""
+        try:
+            for delay in (0.2, 0.5, 1, 2, 4, 8):
+                await asyncio.sleep(delay)
+                assert self._dial is not None
+                try:
+                    ws = await self._dial()
+                except (OSError, ClosedError, RemoteError) as e:
+                    log.debug("resume: cannot reconnect yet: %s", e)
+                    continue
+                self._peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
+                self._attach(ws)
+                self._ended = False
+                try:
+                    await self.call(
+                        "session.resume",
+                        {
+                            "session_id": self.session_id,
+                            "resume_secret": self.session["resume"]["resume_secret"],
+                            "last_seq": self._last_event,
+                        },
+                    )
+                    return
+                except ClosedError:
+                    continue  # the new link dropped too
+                except RemoteError as e:
+                    # The session is gone (its grace passed) or events were lost: no retry helps.
+                    log.warning("resume failed: %s", e)
+                    break
+        finally:
+            self._resuming = None
+        self._dial = None
+        self._end()
 
     @classmethod
     async def connect(
@@ -429,6 +480,7 @@ class RexdClient:
         ca_file: Optional[str] = None,
         client_cert: Optional[str] = None,
         client_key: Optional[str] = None,
+        resume: bool = False,
     ) -> "RexdClient":
         """Starts the daemon for ``target`` as ``rex`` does (``"local"``, a name from the
         targets file, an ``ssh://user@host[:port]`` URL, or ``None`` for the file's current
@@ -446,7 +498,10 @@ class RexdClient:
         is ``token``, else the first line of ``token_file``, else ``$REXD_TOKEN`` (``token_env``
         names another variable); ``ca_file`` trusts a private CA for the daemon's certificate,
         ``client_cert`` and ``client_key`` answer a daemon that asks for one (mTLS). A refused
-        token raises :class:`deskwire.RemoteError` (``unauthorized``)."""
+        token raises :class:`deskwire.RemoteError` (``unauthorized``). With ``resume=True``
+        (network targets) the session is resumable: when the link drops, the client dials again
+        and resumes by itself, and running commands' output goes on, each event once (calls
+        waiting for an answer at that moment raise :class:`deskwire.ClosedError`)."""
         url = _ws_url(target) if isinstance(target, str) else None
         if url is not None:
             return await cls._connect_ws(
@@ -460,6 +515,7 @@ class RexdClient:
                 ca_file=ca_file,
                 client_cert=client_cert,
                 client_key=client_key,
+                resume=resume,
             )
         spec = _rexd.resolve_target(
             target,
@@ -509,6 +565,7 @@ class RexdClient:
         ca_file: Optional[str],
         client_cert: Optional[str],
         client_key: Optional[str],
+        resume: bool = False,
     ) -> "RexdClient":
         try:
             ws_client = importlib.import_module("websockets.asyncio.client")
@@ -529,11 +586,15 @@ class RexdClient:
             context = ssl.create_default_context(cafile=ca_file)
             if client_cert is not None:
                 context.load_cert_chain(client_cert, client_key)
-        try:
-            ws = await asyncio.wait_for(
+
+        async def dial() -> Any:
+            return await asyncio.wait_for(
                 ws_client.connect(url, additional_headers=headers, ssl=context, max_size=None),
                 timeout,
             )
+
+        try:
+            ws = await dial()
         except ws_errors.InvalidStatus as e:
             status = e.response.status_code
             if status == 401:
@@ -557,6 +618,9 @@ class RexdClient:
         params: Dict[str, Any] = {"client_name": client_name}
         if workspace_roots:
             params["workspace_roots"] = list(workspace_roots)
+        if resume:
+            params["resumable"] = True
+            client._dial = dial
         try:
             client.session = await asyncio.wait_for(client.call("session.open", params), timeout)
         except BaseException:
@@ -580,6 +644,13 @@ class RexdClient:
             log.debug("rexd: %s", line.decode("utf-8", "replace").rstrip())
 
     def _event(self, event: Any) -> None:
+        if isinstance(event, jsonrpc.Notification) and isinstance(event.params, dict):
+            # A resumed session sends again what may have been seen: each event once.
+            seq = event.params.get("event_seq")
+            if isinstance(seq, int):
+                if seq <= self._last_event:
+                    return
+                self._last_event = seq
         if isinstance(event, (jsonrpc.Response, jsonrpc.Failed)):
             future = self._calls.pop(event.id, None)
             if future is not None and not future.done():
@@ -636,6 +707,17 @@ class RexdClient:
 
     def _end(self) -> None:
         self._ended = True
+        if self._can_resume():
+            # Answers in flight are lost with the link; the commands' events are not.
+            for future in self._calls.values():
+                if not future.done():
+                    future.set_exception(
+                        ClosedError("disconnected", "the link dropped before the answer came")
+                    )
+            self._calls.clear()
+            if self._resuming is None:
+                self._resuming = asyncio.get_running_loop().create_task(self._reconnect())
+            return
         reason = self._stderr.decode("utf-8", "replace").strip()[-2000:]
         if self._ws_reader is not None:
             reason = self._ws_reader.reason
@@ -934,6 +1016,11 @@ class RexdClient:
     async def close(self, timeout: float = 5.0) -> None:
         """Closes the session and the daemon's stdin, and waits for it to exit (killing it after
         ``timeout`` seconds)."""
+        self._closing = True
+        if self._resuming is not None:
+            self._resuming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resuming
         if not self._ended and self.session:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(
