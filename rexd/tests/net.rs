@@ -781,3 +781,40 @@ fn metrics_over_stdio_through_rexd_metrics() {
     );
     assert!(out.contains("\"ok\": true"), "{out}");
 }
+
+#[test]
+fn mcp_over_streamable_http_with_the_official_sdk() {
+    let place = Place::new("net-mcp");
+    let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    let out = run_python(
+        "mcp_http.py",
+        &[&d.url, place.work.to_str().unwrap()],
+        &ws_env(),
+    );
+    assert!(out.contains("\"ok\": true"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(place.work.join("mcp.txt")).unwrap(),
+        "over http\n"
+    );
+    // The session was ended by the SDK's DELETE: another client's id is unknown anyway.
+    let r = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        &format!("Authorization: Bearer {TOKEN}"),
+        "-H",
+        "Content-Type: application/json",
+        "-H",
+        "Mcp-Session-Id: 0123",
+        "--data-binary",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        &format!("{}/mcp", d.url),
+    ]);
+    assert_eq!(r.status, 404, "{r:?}");
+    let audit = place.audit_lines();
+    let exec = audit
+        .iter()
+        .find(|e| e["method"] == "exec.start")
+        .expect("the bash call");
+    assert_eq!(exec["principal"], "alice", "{exec}");
+}

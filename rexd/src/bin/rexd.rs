@@ -11,7 +11,7 @@ use rexd::audit::Audit;
 use rexd::config::{Config, LogLevel};
 use rexd::service::Settings;
 
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(
     version,
     about = "REXD v1: a remote execution and file plane for agents"
@@ -100,7 +100,7 @@ struct Args {
 }
 
 /// `--listen` and its flags (Profile C).
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 struct ListenArgs {
     /// Serve REXD over HTTP(S) and WebSocket on ADDR (`127.0.0.1:7070`; port 0 picks one, and
     /// the first line on stdout says which): `POST /rpc` for pointed calls, `GET /ws` for whole
@@ -269,18 +269,20 @@ fn run(args: Args) -> Result<(), String> {
         return rexd::mcp::serve_stdio(settings).map_err(|e| e.to_string());
     }
     if let Some(addr) = args.listen.listen {
-        return listen(settings, &args.listen, addr, args.resume_grace_ms);
+        return listen(settings, &args, addr);
     }
     Err("choose a transport: --stdio, --mcp, --irc HOST:PORT or --listen ADDR".into())
 }
 
 #[cfg(feature = "net")]
-fn listen(
-    settings: Settings,
-    a: &ListenArgs,
-    addr: std::net::SocketAddr,
-    grace_ms: u64,
-) -> Result<(), String> {
+fn listen(service: Settings, args: &Args, addr: std::net::SocketAddr) -> Result<(), String> {
+    let a = &args.listen;
+    let grace_ms = args.resume_grace_ms;
+    // Each MCP-over-HTTP session gets a service of its own, made from the same arguments.
+    let again = args.clone();
+    let mcp_settings: rexd::net::SettingsFactory = std::sync::Arc::new(move || {
+        settings(&again).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+    });
     let options = rexd::net::NetOptions {
         allow_public: a.allow_public,
         allow_plaintext: a.allow_plaintext,
@@ -296,12 +298,13 @@ fn listen(
         rpc_session_idle_ms: a.rpc_session_idle_ms,
         metrics_listen: a.metrics_listen,
         resume_grace_ms: grace_ms,
+        mcp_settings: Some(mcp_settings),
         ..rexd::net::NetOptions::new(addr)
     };
-    rexd::net::serve(settings, options).map_err(|e| e.to_string())
+    rexd::net::serve(service, options).map_err(|e| e.to_string())
 }
 
 #[cfg(not(feature = "net"))]
-fn listen(_: Settings, _: &ListenArgs, _: std::net::SocketAddr, _: u64) -> Result<(), String> {
+fn listen(_: Settings, _: &Args, _: std::net::SocketAddr) -> Result<(), String> {
     Err("--listen: this rexd was built without the `net` feature".into())
 }

@@ -22,6 +22,7 @@
 //! The tokio runtime is built here and only here, so the other transports run without one.
 
 pub mod auth;
+mod mcp_http;
 pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
@@ -49,8 +50,11 @@ use tower::ServiceExt;
 use crate::hub::{self, ConnId, ConnInfo, ConnKind, ConnSink, HubConfig, HubHandle, HubInput};
 use crate::service::Settings;
 
+/// Makes the settings of one more service (each MCP-over-HTTP session has its own).
+pub type SettingsFactory = Arc<dyn Fn() -> std::io::Result<Settings> + Send + Sync>;
+
 /// How `rexd --listen` is configured (the command line's flags).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NetOptions {
     /// Where to listen.
     pub listen: SocketAddr,
@@ -83,6 +87,18 @@ pub struct NetOptions {
     pub metrics_listen: Option<SocketAddr>,
     /// How long a resumable session whose WebSocket dropped waits for `session.resume`.
     pub resume_grace_ms: u64,
+    /// Serve MCP's Streamable HTTP transport on `/mcp`, each session with a service of its
+    /// own made by this (the daemon's config again); `None`: no `/mcp`.
+    pub mcp_settings: Option<SettingsFactory>,
+}
+
+impl std::fmt::Debug for NetOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetOptions")
+            .field("listen", &self.listen)
+            .field("mcp", &self.mcp_settings.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl NetOptions {
@@ -104,6 +120,7 @@ impl NetOptions {
             rpc_session_idle_ms: 600_000,
             metrics_listen: None,
             resume_grace_ms: 60_000,
+            mcp_settings: None,
         }
     }
 }
@@ -178,7 +195,7 @@ struct Peer {
 
 /// Who a request is, once authenticated.
 #[derive(Clone)]
-struct Principal(String);
+pub(crate) struct Principal(pub(crate) String);
 
 impl Auth {
     /// The principal of a request, or `None` (then `401`).
@@ -207,11 +224,14 @@ impl Auth {
     }
 }
 
-struct NetState {
+pub(crate) struct NetState {
     hub: HubHandle,
     auth: Auth,
-    max_message_bytes: usize,
+    pub(crate) max_message_bytes: usize,
     metrics: Arc<crate::metrics::Metrics>,
+    pub(crate) settings_factory: Option<SettingsFactory>,
+    pub(crate) mcp: mcp_http::McpSessions,
+    pub(crate) mcp_idle_ms: u64,
 }
 
 /// Checks the options, binds, and serves until `SIGTERM`, `SIGINT` or `SIGHUP`; then every
@@ -308,11 +328,15 @@ async fn run(
         auth,
         max_message_bytes: options.max_message_bytes,
         metrics,
+        settings_factory: options.mcp_settings.clone(),
+        mcp: mcp_http::McpSessions::default(),
+        mcp_idle_ms: options.rpc_session_idle_ms,
     });
     let router = Router::new()
         .route("/rpc", post(rpc))
         .route("/ws", get(ws))
         .route("/metrics", get(serve_metrics))
+        .route("/mcp", axum::routing::any(mcp_http::handle))
         .fallback(|| async { StatusCode::NOT_FOUND })
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
