@@ -1,4 +1,4 @@
-//! `rexd`: the REXD v1 remote execution daemon (`specs/rexd-v1.md`).
+//! `rexd`: the REXD v1 remote execution daemon (the protocol: `docs/rexd.md`).
 //!
 //! The engine is [`service::Service`]: sessions, processes (pipes or a PTY, each in its own
 //! process group), file operations confined to allowlisted roots, limits and the audit log,
