@@ -77,6 +77,7 @@
 pub mod agent;
 pub mod audit;
 pub mod client;
+pub mod compress;
 pub mod config;
 pub mod frontend;
 pub mod fsops;

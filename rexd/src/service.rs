@@ -56,6 +56,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 use crate::audit::Audit;
+use crate::compress;
 use crate::config::{Action, Config, LimitsSection};
 use crate::fsops::{self, FsContext};
 use crate::metrics::Metrics;
@@ -170,6 +171,8 @@ struct Session {
     limits: Limits,
     /// Running and recently finished processes, by process id.
     procs: Vec<String>,
+    /// It negotiated compression (`zstd` payloads both ways).
+    compress: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -252,6 +255,8 @@ struct Proc {
     input_waiters: Vec<(u64, u64)>,
     /// Its `[policy]` class (`unclassified` without one), for the metrics.
     class: String,
+    /// Its session negotiated compression: output events may be `zstd`.
+    compress: bool,
 }
 
 impl Proc {
@@ -638,8 +643,23 @@ impl Service {
             cwd: &s.cwd,
             max_read: s.limits.max_file_read_bytes.unwrap_or(u64::MAX),
             read_hard_links: self.settings.read_hard_links,
+            compress: s.compress,
         };
         f(&ctx)
+    }
+
+    /// The bytes of an `exec.input`/`pty.input`: `zstd` only in a session that negotiated it,
+    /// inflated no further than a plain message could be long.
+    fn input_bytes(
+        &self,
+        session: &str,
+        data: &str,
+        encoding: deskwire::rexd::data::Encoding,
+    ) -> OpResult<Vec<u8>> {
+        let negotiated = self.sessions.get(session).is_some_and(|s| s.compress);
+        compress::decode_bounded(data, encoding, negotiated, compress::MAX_INFLATED)
+            .map(|b| b.into_owned())
+            .map_err(|e| err(ErrorCode::InvalidParams, e.to_string()))
     }
 
     fn session_open(&mut self, p: SessionOpenParams) -> OpResult<SessionOpenResult> {
@@ -681,6 +701,7 @@ impl Service {
             .limits
             .to_limits()
             .lowered_by(&p.limits.unwrap_or_default());
+        let compression = p.compression.as_deref().and_then(compress::choose);
         self.next_session += 1;
         let id = format!("s_{}", self.next_session);
         let result = SessionOpenResult {
@@ -691,6 +712,7 @@ impl Service {
             limits,
             workspace_roots: roots.paths(),
             resume: None,
+            compression: compression.map(String::from),
         };
         self.sessions.insert(
             id.clone(),
@@ -702,6 +724,7 @@ impl Service {
                 cwd,
                 limits,
                 procs: Vec::new(),
+                compress: compression.is_some(),
             },
         );
         Ok(result)
@@ -882,6 +905,7 @@ impl Service {
                 .last_decision
                 .as_ref()
                 .map_or_else(|| "unclassified".to_owned(), |d| d.class.clone()),
+            compress: self.sessions.get(session).is_some_and(|s| s.compress),
         }
     }
 
@@ -1232,10 +1256,7 @@ impl Service {
     /// Queues input; the answer waits until the pipe took it (or stdin closed), so a client
     /// that waits for answers never has more in flight than the daemon buffers.
     fn exec_input(&mut self, handle: u64, p: ExecInputParams) -> OpResult<Option<Response>> {
-        let bytes = p
-            .bytes()
-            .map_err(|e| err(ErrorCode::InvalidParams, e.to_string()))?
-            .into_owned();
+        let bytes = self.input_bytes(&p.session_id, &p.data, p.encoding)?;
         if self
             .procs
             .get(&p.process_id)
@@ -1356,10 +1377,7 @@ impl Service {
     }
 
     fn pty_input(&mut self, p: PtyInputParams) -> OpResult<ExecInputResult> {
-        let bytes = p
-            .bytes()
-            .map_err(|e| err(ErrorCode::InvalidParams, e.to_string()))?
-            .into_owned();
+        let bytes = self.input_bytes(&p.session_id, &p.data, p.encoding)?;
         let id = self.pty_proc(&p.session_id, &p.pty_id)?;
         let accepted = self.queue_input(&p.session_id, &id, &bytes, false)?;
         Ok(ExecInputResult {
@@ -1878,7 +1896,7 @@ fn emit_output(p: &mut Proc, is_err: bool, data: &[u8], outputs: &mut VecDeque<S
         };
         o.seq += 1;
         let seq = o.seq;
-        let (encoding, text) = deskwire::rexd::data::encode(data);
+        let (encoding, text) = compress::encode(data, p.compress);
         Event::PtyOutput(PtyOutput {
             session_id: p.session.clone().into(),
             pty_id: pty.clone().into(),
@@ -1896,7 +1914,14 @@ fn emit_output(p: &mut Proc, is_err: bool, data: &[u8], outputs: &mut VecDeque<S
             // Output is only emitted while its stream is open.
             None => return,
         };
-        let out = ExecOutput::from_bytes(p.session.clone(), p.id.clone(), seq, data).into_owned();
+        let (encoding, text) = compress::encode(data, p.compress);
+        let out = ExecOutput {
+            session_id: p.session.clone().into(),
+            process_id: p.id.clone().into(),
+            seq,
+            data: text.into_owned().into(),
+            encoding,
+        };
         if is_err {
             Event::ExecStderr(out)
         } else {

@@ -252,6 +252,10 @@ pub enum RexdError {
     /// A `data`/`content` field marked `base64` does not decode.
     #[error("invalid base64 data: {0}")]
     Base64(String),
+    /// A `data`/`content` field marked `zstd`: this crate has no codec; the daemon or client
+    /// that negotiated compression inflates it, within the session's limits.
+    #[error("zstd data is inflated by the session that negotiated it (session.open compression)")]
+    Compressed,
 }
 
 impl RexdError {
@@ -259,7 +263,9 @@ impl RexdError {
     pub fn error_code(&self) -> ErrorCode {
         match self {
             RexdError::UnknownMethod(_) => ErrorCode::MethodNotFound,
-            RexdError::InvalidParams { .. } | RexdError::Base64(_) => ErrorCode::InvalidParams,
+            RexdError::InvalidParams { .. } | RexdError::Base64(_) | RexdError::Compressed => {
+                ErrorCode::InvalidParams
+            }
             RexdError::Parse(_) => ErrorCode::ParseError,
             RexdError::InvalidMessage(_) => ErrorCode::InvalidRequest,
         }

@@ -193,6 +193,11 @@ pub struct SessionOpenParams {
     /// `session.resume`, and its events carry `event_seq`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub resumable: bool,
+    /// Codecs the client can inflate, most wanted first (addition to the spec; `["zstd"]`).
+    /// The daemon answers the one it chose in [`SessionOpenResult::compression`]; without
+    /// this, or with no codec in common, every payload is `utf8` or `base64` as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Vec<String>>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -253,6 +258,11 @@ pub struct SessionOpenResult {
     /// For a resumable session: how to resume it (addition to the spec).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<ResumeInfo>,
+    /// The codec chosen from the client's offer (addition to the spec): payloads of this
+    /// session (exec output events, `fs.read` content, `fs.write` content, `exec.input` data)
+    /// may then be `encoding: "zstd"`. Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
 }
 
 /// `session.close` params. (The spec gives none; the session id is the one thing it needs.)

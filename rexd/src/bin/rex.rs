@@ -84,6 +84,10 @@ struct Global {
     /// `rexd --stdio --resumable`), resumed by rex itself when the link drops.
     #[arg(long, global = true)]
     resume: bool,
+    /// Offer zstd compression at session.open: output and file contents travel compressed
+    /// where that makes them shorter (worth it over slow links and for text).
+    #[arg(long, global = true)]
+    compress: bool,
     /// Show the transport's stderr (daemon logs, ssh messages) as it comes.
     #[arg(short, long, global = true)]
     verbose: bool,
@@ -280,6 +284,7 @@ fn run(cli: Cli) -> Result<u8, ClientError> {
     let options = ConnectOptions {
         forward_stderr: cli.global.verbose,
         resume: cli.global.resume || spec.resume,
+        compress: cli.global.compress,
         ..ConnectOptions::default()
     };
     let mut client = Client::connect(&spec, &options)?;

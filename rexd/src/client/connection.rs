@@ -29,6 +29,7 @@ use deskwire::rexd::{
 
 use super::error::ClientError;
 use super::target::{Endpoint, TargetSpec};
+use crate::compress;
 
 /// Most bytes of events held while the caller waits for something else.
 pub const MAX_BUFFERED_EVENT_BYTES: usize = 64 * 1024 * 1024;
@@ -39,6 +40,9 @@ const CHANNEL_CHUNKS: usize = 64;
 const READ_CHUNK: usize = 64 * 1024;
 /// The largest `fs.read` piece asked for (8 MiB: 11 MiB as base64, under the 16 MiB line cap).
 const MAX_READ_PIECE: u64 = 8 * 1024 * 1024;
+/// The most bytes one compressed output event may inflate to: what one plain message could
+/// carry.
+const MAX_EVENT_BYTES: usize = compress::MAX_INFLATED;
 /// `fs.read` pieces asked for at once by [`Client::read_file`].
 pub const READ_AHEAD: usize = 3;
 /// `exec.input` calls in flight at once: the stdin forwarder waits for answers beyond this.
@@ -60,6 +64,10 @@ pub struct ConnectOptions {
     /// exactly once, then the live stream. Reconnects are tried after 0.2, 0.5, 1, 2, 4 and
     /// 8 s (about 16 s in all, under the daemon's 60 s grace).
     pub resume: bool,
+    /// Offer `zstd` compression at `session.open`. When the daemon takes it, output events
+    /// and `fs.read`/`fs.write` contents travel compressed where that makes them shorter
+    /// (`docs/rexd-compression.md`); inflated sizes are bounded by what was asked for.
+    pub compress: bool,
 }
 
 impl Default for ConnectOptions {
@@ -70,6 +78,7 @@ impl Default for ConnectOptions {
             forward_stderr: false,
             limits: None,
             resume: false,
+            compress: false,
         }
     }
 }
@@ -345,6 +354,7 @@ impl Client {
             requested_capabilities: None,
             limits: options.limits,
             resumable: options.resume,
+            compression: options.compress.then(|| vec![compress::ZSTD.to_owned()]),
         })?;
         client.session = Some(opened);
         Ok(client)
@@ -358,6 +368,14 @@ impl Client {
     /// What `session.open` answered: session id, capabilities, limits, roots.
     pub fn session(&self) -> &SessionOpenResult {
         self.session.as_ref().expect("set by connect")
+    }
+
+    /// Whether the session negotiated compression (`zstd` payloads).
+    pub fn compressed(&self) -> bool {
+        self.session
+            .as_ref()
+            .and_then(|s| s.compression.as_deref())
+            .is_some_and(|c| c == compress::ZSTD)
     }
 
     fn session_id(&self) -> String {
@@ -712,9 +730,13 @@ impl Client {
                             )));
                         }
                         last_seq[slot] = o.seq;
-                        let bytes = o
-                            .bytes()
-                            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                        let bytes = compress::decode_bounded(
+                            &o.data,
+                            o.encoding,
+                            self.compressed(),
+                            MAX_EVENT_BYTES,
+                        )
+                        .map_err(|e| ClientError::Protocol(format!("{method}: {e}")))?;
                         sink(stream, &bytes).map_err(ClientError::Output)?;
                     }
                     Event::ExecExit(exit) if exit.process_id == process_id => return Ok(exit),
@@ -892,7 +914,13 @@ impl Client {
         // decode); the first piece that is not UTF-8 switches the rest of the file to base64,
         // which keeps any byte exact. The daemon ends a utf8 piece before a character cut in
         // two, so a UTF-8 file never needs base64.
-        let mut encoding = data::Encoding::Utf8;
+        // With compression, `zstd` carries any bytes (the daemon sends a piece plain when that
+        // is shorter), so there is no utf8-to-base64 switch.
+        let mut encoding = if self.compressed() {
+            data::Encoding::Zstd
+        } else {
+            data::Encoding::Utf8
+        };
         let piece = |at: u64, len: u64, encoding: data::Encoding| FsReadParams {
             session_id: session_id.clone(),
             path: path.to_owned(),
@@ -958,12 +986,19 @@ impl Client {
                 }
                 let n = {
                     let bytes: &[u8] = match got.encoding {
-                        data::Encoding::Base64 => {
-                            data::decode_into(&got.content, got.encoding, &mut decoded)
-                                .map_err(|e| ClientError::Protocol(format!("fs.read: {e}")))?;
+                        data::Encoding::Utf8 => got.content.as_bytes(),
+                        // No piece is longer than asked for: a frame that inflates past
+                        // that is refused unexpanded.
+                        _ => {
+                            compress::decode_into(
+                                &got.content,
+                                got.encoding,
+                                piece_max as usize,
+                                &mut decoded,
+                            )
+                            .map_err(|e| ClientError::Protocol(format!("fs.read: {e}")))?;
                             &decoded
                         }
-                        _ => got.content.as_bytes(),
                     };
                     sink(bytes).map_err(ClientError::Output)?;
                     bytes.len() as u64
@@ -1028,7 +1063,7 @@ impl Client {
         content: &[u8],
         options: &WriteOptions,
     ) -> Result<FsWriteResult, ClientError> {
-        let (encoding, text) = data::encode(content);
+        let (encoding, text) = compress::encode(content, self.compressed());
         let session_id = self.session_id();
         self.call(FsWriteParams {
             session_id,

@@ -273,6 +273,13 @@ pub fn data_bytes(p: &Value) -> Vec<u8> {
         Some("base64") => base64::engine::general_purpose::STANDARD
             .decode(data)
             .unwrap(),
+        // A session that negotiated compression: base64 of one zstd frame.
+        Some("zstd") => zstd::stream::decode_all(
+            &base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .unwrap()[..],
+        )
+        .unwrap(),
         _ => data.as_bytes().to_vec(),
     }
 }
