@@ -75,10 +75,11 @@ pub fn choose(offer: &[String]) -> Option<&'static str> {
 /// Encodes `bytes` for a JSON string field: as [`data::encode`] does (`utf8` when they are
 /// UTF-8, else `base64`), or as `zstd` when `compress` and that is shorter.
 pub fn encode(bytes: &[u8], compress: bool) -> (Encoding, Cow<'_, str>) {
-    if compress && bytes.len() >= MIN_COMPRESS {
-        if let Some(z) = compressed(bytes) {
-            return (Encoding::Zstd, Cow::Owned(z));
-        }
+    if compress
+        && bytes.len() >= MIN_COMPRESS
+        && let Some(z) = compressed(bytes)
+    {
+        return (Encoding::Zstd, Cow::Owned(z));
     }
     data::encode(bytes)
 }
@@ -147,10 +148,10 @@ fn decode_zstd_into(text: &str, limit: usize, out: &mut Vec<u8>) -> Result<(), D
         .decode(text)
         .map_err(|e| malformed(format!("base64: {e}")))?;
     // A frame that says its size up front is refused before anything is inflated.
-    if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(&frame) {
-        if size > limit as u64 {
-            return Err(DecodeError::TooLarge { limit });
-        }
+    if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(&frame)
+        && size > limit as u64
+    {
+        return Err(DecodeError::TooLarge { limit });
     }
     let mut decoder = zstd::stream::read::Decoder::with_buffer(&frame[..])
         .map_err(|e| malformed(e.to_string()))?;
