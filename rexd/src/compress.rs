@@ -88,8 +88,19 @@ pub fn encode(bytes: &[u8], compress: bool) -> (Encoding, Cow<'_, str>) {
 /// `base64` always counts 4/3 of them; `utf8` counts them as they are, so compressed text must
 /// beat the text itself. A JSON escape or two per line is not counted, a small error on the
 /// plain side's favour.
+///
+/// A payload over [`SAMPLE`] bytes is first judged by its first [`SAMPLE`] bytes: when they do
+/// not shrink to [`SAMPLE_KEEP`] of themselves, the rest is not tried (random bytes would cost
+/// a whole compression to end as base64 anyway). Compression contexts are kept per thread.
 pub fn compressed(bytes: &[u8]) -> Option<String> {
-    let frame = zstd::bulk::compress(bytes, LEVEL).ok()?;
+    if bytes.len() > 2 * SAMPLE {
+        let sample = &bytes[..SAMPLE];
+        let frame = with_compressor(|c| c.compress(sample))?;
+        if frame.len() as f64 > SAMPLE as f64 * SAMPLE_KEEP {
+            return None;
+        }
+    }
+    let frame = with_compressor(|c| c.compress(bytes))?;
     let plain = if simdutf8::basic::from_utf8(bytes).is_ok() {
         bytes.len()
     } else {
@@ -97,6 +108,31 @@ pub fn compressed(bytes: &[u8]) -> Option<String> {
     };
     let b64 = frame.len().div_ceil(3) * 4;
     (b64 < plain).then(|| BASE64.encode(&frame))
+}
+
+/// How much of a large payload is tried first.
+const SAMPLE: usize = 16 * 1024;
+/// What the sample must shrink to (of its size) for the whole payload to be tried: base64
+/// costs 4/3, so a frame must be under 3/4 of the bytes to pay off at all.
+const SAMPLE_KEEP: f64 = 0.7;
+
+thread_local! {
+    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn with_compressor(
+    f: impl FnOnce(&mut zstd::bulk::Compressor<'static>) -> std::io::Result<Vec<u8>>,
+) -> Option<Vec<u8>> {
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Compressor::new(LEVEL).ok()?);
+        }
+        f(slot.as_mut()?).ok()
+    })
 }
 
 /// The bytes a field carries, `zstd` included, refusing any that would be longer than `limit`.
@@ -147,11 +183,37 @@ fn decode_zstd_into(text: &str, limit: usize, out: &mut Vec<u8>) -> Result<(), D
     let frame = BASE64
         .decode(text)
         .map_err(|e| malformed(format!("base64: {e}")))?;
-    // A frame that says its size up front is refused before anything is inflated.
-    if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(&frame)
-        && size > limit as u64
-    {
-        return Err(DecodeError::TooLarge { limit });
+    // A frame that says its size up front is refused before anything is inflated when that
+    // is over the limit, else inflated in one pass into exactly that much room (a frame that
+    // holds more than it said fails for want of room).
+    if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(&frame) {
+        if size > limit as u64 {
+            return Err(DecodeError::TooLarge { limit });
+        }
+        out.reserve(size as usize);
+        let done = DECOMPRESSOR.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.is_none() {
+                let mut d = zstd::bulk::Decompressor::new()?;
+                d.set_parameter(zstd::stream::raw::DParameter::WindowLogMax(MAX_WINDOW_LOG))?;
+                *slot = Some(d);
+            }
+            let d = slot.as_mut().expect("set above");
+            d.decompress_to_buffer(&frame[..], out)
+        });
+        return match done {
+            Ok(n) if n as u64 == size => Ok(()),
+            Ok(n) => {
+                out.clear();
+                Err(malformed(format!(
+                    "the frame said {size} bytes and held {n}"
+                )))
+            }
+            Err(e) => {
+                out.clear();
+                Err(malformed(e.to_string()))
+            }
+        };
     }
     let mut decoder = zstd::stream::read::Decoder::with_buffer(&frame[..])
         .map_err(|e| malformed(e.to_string()))?;
@@ -274,6 +336,26 @@ mod tests {
             decode_bounded("AAAAAAAA", Encoding::Zstd, true, 10),
             Err(DecodeError::Malformed { .. })
         ));
+    }
+
+    #[test]
+    fn a_frame_that_lies_about_its_size_is_refused() {
+        let text = log_text(100_000);
+        let mut frame = zstd::bulk::compress(&text, 1).unwrap();
+        // The header's content size (single segment, 4 bytes after magic and descriptor) set
+        // low: the data does not fit the room it claimed.
+        let said = zstd::zstd_safe::get_frame_content_size(&frame)
+            .unwrap()
+            .unwrap();
+        assert_eq!(said, 100_000);
+        let at = frame
+            .windows(4)
+            .position(|w| w == 100_000u32.to_le_bytes())
+            .unwrap();
+        frame[at..at + 4].copy_from_slice(&1000u32.to_le_bytes());
+        let text = BASE64.encode(&frame);
+        let r = decode_bounded(&text, Encoding::Zstd, true, 1 << 20);
+        assert!(matches!(r, Err(DecodeError::Malformed { .. })), "{r:?}");
     }
 
     #[test]
