@@ -818,3 +818,50 @@ fn mcp_over_streamable_http_with_the_official_sdk() {
         .expect("the bash call");
     assert_eq!(exec["principal"], "alice", "{exec}");
 }
+
+/// `rex --compress` over `/ws`: the session negotiates zstd on this transport too (the audit
+/// shows the reads asked for `zstd` and answered with far fewer bytes than the file), and every
+/// byte comes back exact; without the flag the same read is `utf8`.
+#[test]
+fn compression_over_websocket() {
+    let place = Place::new("net-zstd");
+    let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    let ws = d.url.replace("http://", "ws://");
+    let text: String = (0..20_000)
+        .map(|i| format!("2026-11-26 INFO worker[{}] request {i} done\n", i % 7))
+        .collect();
+    std::fs::write(place.work.join("log.txt"), &text).unwrap();
+    let env = [("REXD_TOKEN", TOKEN)];
+    let (code, out, err) = rex(&["-t", &ws, "--compress", "read", "log.txt"], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(out == text, "{} bytes back of {}", out.len(), text.len());
+    let (code, out, err) = rex(&["-t", &ws, "read", "log.txt"], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(out == text);
+    let (code, out, err) = rex(&["-t", &ws, "--compress", "sh", "seq 1 20000"], &env);
+    assert_eq!(code, 0, "{err}");
+    let seq: String = (1..=20000).map(|i| format!("{i}\n")).collect();
+    assert!(out == seq, "{} bytes of seq back", out.len());
+    let reads: Vec<(String, u64)> = place
+        .audit_lines()
+        .into_iter()
+        .filter(|e| e["method"] == "fs.read")
+        .map(|e| {
+            (
+                e["params"]["encoding"]
+                    .as_str()
+                    .unwrap_or("utf8")
+                    .to_owned(),
+                e["result"]["bytes"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(reads.len(), 2, "{reads:?}");
+    assert_eq!(reads[0].0, "zstd", "{reads:?}");
+    assert!(reads[0].1 < text.len() as u64 / 4, "{reads:?}");
+    assert_eq!(
+        reads[1],
+        ("utf8".to_owned(), text.len() as u64),
+        "{reads:?}"
+    );
+}
