@@ -89,9 +89,9 @@ pub fn encode(bytes: &[u8], compress: bool) -> (Encoding, Cow<'_, str>) {
 /// beat the text itself. A JSON escape or two per line is not counted, a small error on the
 /// plain side's favour.
 ///
-/// A payload over [`SAMPLE`] bytes is first judged by its first [`SAMPLE`] bytes: when they do
-/// not shrink to [`SAMPLE_KEEP`] of themselves, the rest is not tried (random bytes would cost
-/// a whole compression to end as base64 anyway). Compression contexts are kept per thread.
+/// A payload over 32 KiB is first judged by its first 16 KiB: when they do not shrink below
+/// 70% of themselves, the rest is not tried (random bytes would cost a whole compression to
+/// end as base64 anyway). Compression contexts are kept per thread.
 pub fn compressed(bytes: &[u8]) -> Option<String> {
     if bytes.len() > 2 * SAMPLE {
         let sample = &bytes[..SAMPLE];
