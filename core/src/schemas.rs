@@ -199,6 +199,7 @@ fn read_rexd(def: &str, json: &Value) -> Option<Result<Value, String>> {
         "Limits" => serde_round::<rexd::Limits>(json),
         "ProcessStatus" => serde_round::<rexd::ProcessStatus>(json),
         "ProcessInfo" => serde_round::<rexd::ProcessInfo>(json),
+        "ResumeInfo" => serde_round::<rexd::ResumeInfo>(json),
         "Signal" => serde_round::<rexd::Signal>(json),
         "FileType" => serde_round::<rexd::FileType>(json),
         "DirEntry" => serde_round::<rexd::DirEntry>(json),

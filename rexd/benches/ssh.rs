@@ -8,15 +8,25 @@
 //!   binary, so both fork and exec a process; the shell's builtin `true` would not).
 //! - `stream_200mb`: 200 MB of stdout (`yes … | head -c 200M`) as `exec.stdout` events vs the
 //!   same command's raw bytes through the long-lived ssh channel.
-//! - `fs_read_10mib`: `fs.read` of a 10 MiB file (in pieces of the daemon's
-//!   `max_file_read_bytes`) vs `cat` of it through the long-lived ssh channel.
+//! - `fs_read_10mib_text`, `fs_read_10mib_random`: `fs.read` of a 10 MiB file, text (log-like
+//!   lines) and random bytes (xorshift), through `Client::read_file` (pieces of the daemon's
+//!   `max_file_read_bytes`, read ahead) vs `cat` of it through the long-lived ssh channel.
+//! - `exec_seq_2m`: a chatty command, `seq 1 2000000` (14.9 MB in short lines), as `exec.stdout`
+//!   events vs its raw bytes through the long-lived ssh channel.
 //!
-//! Run: `cargo bench -p rexd --bench ssh -- --warm-up-time 1 --measurement-time 3`.
+//! `fs_read_*` and `exec_seq_2m` also run `rex_over_ssh_zstd`: a second session that negotiated
+//! compression (`docs/rexd-compression.md`), side by side with the plain one. After the
+//! criterion groups, those three contenders run again in turns, round after round ([`ROUNDS`]),
+//! and the medians and their ratios to ssh are printed: on a shared machine the speed changes
+//! between one criterion group and the next, and turns see the same machine.
+//!
+//! Run: `cargo bench -p rexd --bench ssh -- --warm-up-time 1 --measurement-time 3`
+//! (`-- fs_read` or `-- exec_seq` for one group).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use deskwire::rexd::Program;
@@ -27,6 +37,8 @@ const REX: &str = env!("CARGO_BIN_EXE_rex");
 const REXD: &str = env!("CARGO_BIN_EXE_rexd");
 const STREAM_BYTES: u64 = 200_000_000;
 const FILE_BYTES: usize = 10 * 1024 * 1024;
+/// `seq 1 2000000 | wc -c`.
+const SEQ_BYTES: u64 = 14_888_896;
 const STREAM_CMD: &str =
     "yes 'the quick brown fox jumps over the lazy dog 0123456789' | head -c 200000000";
 
@@ -34,7 +46,45 @@ struct World {
     sshd: Sshd,
     _tmp: TempDir,
     spec: TargetSpec,
-    file: String,
+    text: String,
+    random: String,
+}
+
+/// 10 MiB of log-like text lines.
+fn text_file() -> Vec<u8> {
+    let mut out = Vec::with_capacity(FILE_BYTES + 128);
+    let mut i = 0u64;
+    while out.len() < FILE_BYTES {
+        out.extend_from_slice(
+            format!(
+                "2026-11-26T10:{:02}:{:02}.{:03}Z INFO worker[{}] request {} done in {} ms: \"GET /api/items?page={}\"\n",
+                i / 3600 % 60,
+                i / 60 % 60,
+                i % 1000,
+                i % 16,
+                i,
+                i * 37 % 1000,
+                i % 97
+            )
+            .as_bytes(),
+        );
+        i += 1;
+    }
+    out.truncate(FILE_BYTES);
+    out
+}
+
+/// 10 MiB from xorshift64: incompressible, and not UTF-8.
+fn random_file() -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..FILE_BYTES / 8)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()
+        })
+        .collect()
 }
 
 fn world() -> Option<World> {
@@ -57,9 +107,10 @@ fn world() -> Option<World> {
         ),
     )
     .unwrap();
-    let file = work.join("ten.bin");
-    let blob: Vec<u8> = (0..FILE_BYTES).map(|i| (i * 7 % 251) as u8).collect();
-    std::fs::write(&file, blob).unwrap();
+    let text = work.join("ten.txt");
+    std::fs::write(&text, text_file()).unwrap();
+    let random = work.join("ten.bin");
+    std::fs::write(&random, random_file()).unwrap();
     let spec = TargetSpec {
         ssh_options: sshd.ssh_options(),
         rexd_args: vec!["--config".into(), config.display().to_string()],
@@ -69,7 +120,8 @@ fn world() -> Option<World> {
         sshd,
         _tmp: tmp,
         spec,
-        file: file.display().to_string(),
+        text: text.display().to_string(),
+        random: random.display().to_string(),
     })
 }
 
@@ -118,6 +170,102 @@ impl Drop for SshShell {
 
 fn connect(w: &World) -> Client {
     Client::connect(&w.spec, &ConnectOptions::default()).expect("connect over ssh")
+}
+
+fn connect_compressed(w: &World) -> Client {
+    let options = ConnectOptions {
+        compress: true,
+        ..ConnectOptions::default()
+    };
+    let client = Client::connect(&w.spec, &options).expect("connect over ssh");
+    assert!(client.compressed(), "the daemon did not take zstd");
+    client
+}
+
+/// Rounds of the in-turns timing.
+const ROUNDS: usize = 9;
+
+fn read_whole(client: &mut Client, file: &str) {
+    let mut got = 0usize;
+    client
+        .read_file(file, 0, None, &mut |bytes| {
+            got += bytes.len();
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(got, FILE_BYTES);
+}
+
+fn run_seq(client: &mut Client) {
+    let mut got = 0u64;
+    let exit = client
+        .exec(
+            Program::argv(["seq", "1", "2000000"]),
+            &ExecOptions::default(),
+            None,
+            &mut |_, bytes| {
+                got += bytes.len() as u64;
+                Ok(())
+            },
+        )
+        .unwrap();
+    assert_eq!((exit.exit_code, got), (Some(0), SEQ_BYTES));
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// rex, rex with zstd and plain ssh, one after the other, [`ROUNDS`] times; prints the medians.
+fn in_turns(w: &World, plain: &mut Client, zstd: &mut Client, shell: &mut SshShell) {
+    let cat_text = format!("cat '{}'", w.text);
+    let cat_random = format!("cat '{}'", w.random);
+    type Run<'a> = Box<dyn FnMut(&mut Client) + 'a>;
+    let cases: Vec<(&str, Run<'_>, String, u64)> = vec![
+        (
+            "fs_read_10mib_text",
+            Box::new(|c: &mut Client| read_whole(c, &w.text)),
+            cat_text,
+            FILE_BYTES as u64,
+        ),
+        (
+            "fs_read_10mib_random",
+            Box::new(|c: &mut Client| read_whole(c, &w.random)),
+            cat_random,
+            FILE_BYTES as u64,
+        ),
+        (
+            "exec_seq_2m",
+            Box::new(run_seq),
+            "seq 1 2000000".into(),
+            SEQ_BYTES,
+        ),
+    ];
+    println!(
+        "in turns, {ROUNDS} rounds, median ms (ratio: ssh time / rex time, above 1 is faster than ssh):"
+    );
+    for (name, mut run, cmd, bytes) in cases {
+        let (mut rex, mut rexz, mut ssh) = (Vec::new(), Vec::new(), Vec::new());
+        let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
+        for _ in 0..ROUNDS {
+            let t = Instant::now();
+            run(plain);
+            rex.push(ms(t));
+            let t = Instant::now();
+            run(zstd);
+            rexz.push(ms(t));
+            let t = Instant::now();
+            shell.run(&cmd, bytes);
+            ssh.push(ms(t));
+        }
+        let (rex, rexz, ssh) = (median(rex), median(rexz), median(ssh));
+        println!(
+            "  {name}: rex {rex:.1} ({:.2}x), rex zstd {rexz:.1} ({:.2}x), ssh {ssh:.1}",
+            ssh / rex,
+            ssh / rexz
+        );
+    }
 }
 
 fn bench(c: &mut Criterion) {
@@ -190,29 +338,40 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
 
-    let mut g = c.benchmark_group("fs_read_10mib");
+    let mut zclient = connect_compressed(&w);
+    for (group, file) in [
+        ("fs_read_10mib_text", &w.text),
+        ("fs_read_10mib_random", &w.random),
+    ] {
+        let mut g = c.benchmark_group(group);
+        g.sample_size(10);
+        g.throughput(Throughput::Bytes(FILE_BYTES as u64));
+        g.bench_function("rex_over_ssh", |b| b.iter(|| read_whole(&mut client, file)));
+        g.bench_function("rex_over_ssh_zstd", |b| {
+            b.iter(|| read_whole(&mut zclient, file))
+        });
+        let cat = format!("cat '{file}'");
+        g.bench_function("plain_ssh_channel_cat", |b| {
+            b.iter(|| shell.run(&cat, FILE_BYTES as u64))
+        });
+        g.finish();
+    }
+
+    let mut g = c.benchmark_group("exec_seq_2m");
     g.sample_size(10);
-    g.throughput(Throughput::Bytes(FILE_BYTES as u64));
-    g.bench_function("rex_over_ssh", |b| {
-        b.iter(|| {
-            let mut got = 0usize;
-            client
-                .read_file(&w.file, 0, None, &mut |bytes| {
-                    got += bytes.len();
-                    Ok(())
-                })
-                .unwrap();
-            assert_eq!(got, FILE_BYTES);
-        })
-    });
-    let cat = format!("cat '{}'", w.file);
-    g.bench_function("plain_ssh_channel_cat", |b| {
-        b.iter(|| shell.run(&cat, FILE_BYTES as u64))
+    g.throughput(Throughput::Bytes(SEQ_BYTES));
+    g.bench_function("rex_over_ssh", |b| b.iter(|| run_seq(&mut client)));
+    g.bench_function("rex_over_ssh_zstd", |b| b.iter(|| run_seq(&mut zclient)));
+    g.bench_function("plain_ssh_channel_seq", |b| {
+        b.iter(|| shell.run("seq 1 2000000", SEQ_BYTES))
     });
     g.finish();
 
+    in_turns(&w, &mut client, &mut zclient, &mut shell);
+
     drop(shell);
     client.close().unwrap();
+    zclient.close().unwrap();
 }
 
 criterion_group!(benches, bench);

@@ -1,8 +1,10 @@
 //! The audit log: one JSON line per request (and per process end), to a file or stderr —
 //! never stdout, which carries the protocol.
 //!
-//! Each entry has `ts` (RFC 3339, UTC), `session_id`, `client` (the session's `client_name`),
-//! `method`, `params` (redacted: file contents, input data, stdin and environment values are
+//! Each entry has `ts` (RFC 3339, UTC), `session_id`, `client` (the session's `client_name`,
+//! which the client chose), `principal` (who the transport authenticated: a token's label or a
+//! client certificate's subject over `--listen`; absent over stdio, where the client is whoever
+//! started the daemon), `method`, `params` (redacted: file contents, input data, stdin and environment values are
 //! replaced by their size, commands and paths are kept because they are what an auditor wants)
 //! and `result` (a summary: `ok`, an error code and message, or an exit status).
 
@@ -72,6 +74,7 @@ impl Audit {
         &mut self,
         session_id: Option<&str>,
         client: Option<&str>,
+        principal: Option<&str>,
         method: &str,
         params: Value,
         result: Value,
@@ -79,7 +82,7 @@ impl Audit {
         let Some(out) = self.out.as_mut() else {
             return;
         };
-        let entry = json!({
+        let mut entry = json!({
             "ts": sys::rfc3339(SystemTime::now()),
             "session_id": session_id,
             "client": client,
@@ -87,6 +90,9 @@ impl Audit {
             "params": redact(params),
             "result": result,
         });
+        if let Some(principal) = principal {
+            entry["principal"] = Value::String(principal.to_owned());
+        }
         let mut line = entry.to_string();
         line.push('\n');
         if let Err(e) = out.write_all(line.as_bytes()).and_then(|_| out.flush()) {

@@ -50,6 +50,95 @@ pub struct Config {
     /// `[audit]`.
     #[serde(default)]
     pub audit: AuditSection,
+    /// `[policy]` (addition to the spec: command classes, the sudo allowlist, per-client
+    /// actions; see [`crate::policy`]). Absent: no classes, sudo is an ordinary program.
+    #[serde(default)]
+    pub policy: Option<PolicySection>,
+}
+
+/// What a class of commands gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// It runs.
+    Allow,
+    /// It runs, and the audit entry and the daemon's log say so (`"action": "flag"`).
+    Flag,
+    /// Refused with `-32001`, naming the rule.
+    Deny,
+}
+
+/// `[policy]`: sorts commands into classes by rules on their argv, says what each class gets
+/// (for everyone, and per authenticated client), and keeps the sudo allowlist.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    /// What a command no rule classifies gets (class `unclassified`). Default `allow`; `deny`
+    /// makes the rules an allowlist, the only kind of list a copy or a renamed binary cannot
+    /// get around.
+    #[serde(default = "allow")]
+    pub default: Action,
+    /// Class name -> action. Every class a rule names must be here; the built-in classes
+    /// `shell` (shell wrappers and `shell: true`, default `deny`) and `privileged` (commands
+    /// the sudo allowlist lets through, default `flag`) may be.
+    #[serde(default)]
+    pub classes: std::collections::BTreeMap<String, Action>,
+    /// `[[policy.rules]]`, in order: a command takes the class of the first rule that matches.
+    #[serde(default)]
+    pub rules: Vec<ClassRule>,
+    /// `[[policy.sudo]]`: the argv that may run as `sudo -n ARGV`; any other use of sudo is
+    /// refused.
+    #[serde(default)]
+    pub sudo: Vec<SudoRule>,
+    /// `[[policy.clients]]`: other actions for a client the network transport authenticated.
+    #[serde(default)]
+    pub clients: Vec<ClientPolicy>,
+}
+
+fn allow() -> Action {
+    Action::Allow
+}
+
+/// One `[[policy.rules]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassRule {
+    /// Named in refusals and audit entries.
+    pub name: String,
+    /// The class it puts a command in.
+    pub class: String,
+    /// Program file names (`rm`, not `/bin/rm`): matched against `argv[0]`'s file name and the
+    /// file name it resolves to, at every program position (`env rm`, `busybox rm`, `nice rm`).
+    pub programs: Vec<String>,
+    /// Globs on the arguments (`-*r*`); the rule matches when one argument matches one of
+    /// them. Absent: any arguments.
+    #[serde(default)]
+    pub any_arg: Vec<String>,
+}
+
+/// One `[[policy.sudo]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SudoRule {
+    /// Named in audit entries.
+    pub name: String,
+    /// The command after `sudo`, one glob per word, as many words as given
+    /// (`["systemctl", "restart", "app-*"]`).
+    pub argv: Vec<String>,
+}
+
+/// One `[[policy.clients]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientPolicy {
+    /// The authenticated principal: a token's label, or a client certificate's subject.
+    pub principal: String,
+    /// Its action for unclassified commands (else `policy.default`).
+    #[serde(default)]
+    pub default: Option<Action>,
+    /// Its actions for these classes (others as `policy.classes`).
+    #[serde(default)]
+    pub classes: std::collections::BTreeMap<String, Action>,
 }
 
 /// `[server]`.

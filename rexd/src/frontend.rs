@@ -75,14 +75,19 @@ impl Outbox {
         &mut self.buf
     }
 
-    /// Writes as much as `sink` takes without blocking. `Err` when the sink is broken.
-    fn write_to(&mut self, sink: &mut impl Write) -> io::Result<()> {
+    /// Writes as much as `sink` takes without blocking: the bytes written, `Err` when the
+    /// sink is broken.
+    fn write_to(&mut self, sink: &mut impl Write) -> io::Result<usize> {
+        let mut total = 0;
         let result = loop {
             if self.written == self.buf.len() {
                 break Ok(());
             }
             match sink.write(&self.buf[self.written..]) {
-                Ok(n) => self.written += n,
+                Ok(n) => {
+                    self.written += n;
+                    total += n;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => break Err(e),
@@ -95,7 +100,7 @@ impl Outbox {
             self.buf.drain(..self.written);
             self.written = 0;
         }
-        result
+        result.map(|()| total)
     }
 }
 
@@ -179,6 +184,7 @@ pub fn serve(
             match input_file.read(&mut inbuf) {
                 Ok(0) => input_open = false,
                 Ok(n) => {
+                    frontend.service().metrics().bytes("in", n);
                     frontend.handle_input(now, &inbuf[..n]);
                     if !input_pollable {
                         break;
@@ -199,8 +205,11 @@ pub fn serve(
         frontend.service().handle_timeout(now);
         frontend.turn(now, &mut out);
         // 3. Output.
-        if !output_broken && out.write_to(&mut *output_file).is_err() {
-            output_broken = true;
+        if !output_broken {
+            match out.write_to(&mut *output_file) {
+                Ok(n) => frontend.service().metrics().bytes("out", n),
+                Err(_) => output_broken = true,
+            }
         }
         if output_broken && input_open {
             // Nobody reads us any more: same as the client going away.

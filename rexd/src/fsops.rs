@@ -30,6 +30,7 @@ use deskwire::rexd::{
 };
 use serde_json::json;
 
+use crate::compress;
 use crate::roots::{OpenError, Resolved, Roots};
 use crate::sys;
 
@@ -52,6 +53,8 @@ pub struct FsContext<'a> {
     pub max_read: u64,
     /// `security.read_hard_links`: read files that have other hard links.
     pub read_hard_links: bool,
+    /// The session negotiated compression (`zstd` payloads, both ways).
+    pub compress: bool,
 }
 
 type OpResult<T> = Result<T, ErrorObject>;
@@ -129,22 +132,51 @@ pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
     let wanted = p.length.unwrap_or(size - offset).min(size - offset);
     let take = wanted.min(ctx.max_read);
     let mut buf = vec![0u8; take as usize];
-    let n = sys::pread_full(fd.as_fd(), &mut buf, offset).map_err(|e| io_error(&p.path, &e))?;
+    let mut n = sys::pread_full(fd.as_fd(), &mut buf, offset).map_err(|e| io_error(&p.path, &e))?;
     buf.truncate(n);
     let content = match p.encoding {
-        Encoding::Utf8 => String::from_utf8(buf).map_err(|_| {
-            ErrorObject::of(ErrorCode::InvalidParams).with_message(format!(
-                "{} is not valid UTF-8 in the range read; ask for encoding \"base64\"",
-                p.path
-            ))
-        })?,
-        other => data::encode_as(&buf, other).into_owned(),
+        Encoding::Utf8 => match simdutf8::compat::from_utf8(&buf) {
+            Ok(_) => (Encoding::Utf8, String::from_utf8(buf).unwrap_or_default()),
+            // A range that ends inside a character ends before it (the next read starts
+            // there), so a client reading a UTF-8 file in pieces never needs base64.
+            Err(e)
+                if e.error_len().is_none() && e.valid_up_to() > 0 && offset + (n as u64) < size =>
+            {
+                n = e.valid_up_to();
+                buf.truncate(n);
+                (Encoding::Utf8, String::from_utf8(buf).unwrap_or_default())
+            }
+            Err(e) => {
+                return Err(ErrorObject::of(ErrorCode::InvalidParams)
+                    .with_message(format!(
+                        "{} is not valid UTF-8 in the range read; ask for encoding \"base64\"",
+                        p.path
+                    ))
+                    .with_data(json!({
+                        "path": p.path,
+                        "encoding": "utf8",
+                        "valid_up_to": offset + e.valid_up_to() as u64,
+                    })));
+            }
+        },
+        // Compressed where that is shorter, else as `data::encode` would: any bytes, so a
+        // piece is never cut before a character.
+        Encoding::Zstd => {
+            if !ctx.compress {
+                return Err(ErrorObject::of(ErrorCode::InvalidParams)
+                    .with_message(compress::DecodeError::NotNegotiated.to_string()));
+            }
+            let (encoding, text) = compress::encode(&buf, true);
+            (encoding, text.into_owned())
+        }
+        other => (other, data::encode_as(&buf, other).into_owned()),
     };
+    let (encoding, content) = content;
     Ok(FsReadResult {
         path: display(&r.display()),
         size,
         mtime: sys::rfc3339(sys::mtime(&st)),
-        encoding: p.encoding,
+        encoding,
         content,
         truncated: (n as u64) < wanted,
     })
@@ -204,9 +236,10 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// `fs.write`.
 pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> {
-    let bytes = p
-        .bytes()
-        .map_err(|e| ErrorObject::of(ErrorCode::InvalidParams).with_message(e.to_string()))?;
+    // A compressed write inflates no further than a plain one could be long.
+    let bytes =
+        compress::decode_bounded(&p.content, p.encoding, ctx.compress, compress::MAX_INFLATED)
+            .map_err(|e| ErrorObject::of(ErrorCode::InvalidParams).with_message(e.to_string()))?;
     let r = ctx.roots.resolve(ctx.cwd, &p.path)?;
     if p.mkdir_parents {
         make_parents(ctx, &r, &p.path)?;

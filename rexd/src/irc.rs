@@ -1,5 +1,5 @@
 //! `rexd --irc HOST:PORT --channel '#desk' --nick NAME`: the daemon as the remote end of OA1
-//! (`oa1-irc-rpc.md` §11 "Remote": `IrcRpcServer` + `RemoteBashExecutor`).
+//! (`docs/oa1.md`, "`RemoteBash`": the remote that answers the desk's requests).
 //!
 //! One mio loop holds the IRC socket, the children's pipes and the timers. The core's
 //! per-connection OA1 engine, [`Remote`], registers, joins, keeps the link alive, reassembles

@@ -1,4 +1,4 @@
-//! `rexd`: the REXD v1 remote execution daemon (`specs/rexd-v1.md`).
+//! `rexd`: the REXD v1 remote execution daemon (the protocol: `docs/rexd.md`).
 //!
 //! The engine is [`service::Service`]: sessions, processes (pipes or a PTY, each in its own
 //! process group), file operations confined to allowlisted roots, limits and the audit log,
@@ -74,14 +74,20 @@
 
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod audit;
 pub mod client;
+pub mod compress;
 pub mod config;
 pub mod frontend;
 pub mod fsops;
+pub mod hub;
 pub mod irc;
 pub mod log;
 pub mod mcp;
+pub mod metrics;
+#[cfg(feature = "net")]
+pub mod net;
 pub mod policy;
 pub mod process;
 pub mod remote_bash;

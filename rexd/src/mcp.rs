@@ -351,6 +351,8 @@ pub struct McpServer {
     calls: HashMap<Id, CallRef>,
     out: VecDeque<Vec<u8>>,
     peer_deadline: u64,
+    /// Who the transport authenticated (MCP over `rexd --listen`), for the audit log.
+    principal: Option<String>,
 }
 
 impl Frontend for McpServer {
@@ -405,7 +407,15 @@ impl McpServer {
             calls: HashMap::new(),
             out: VecDeque::new(),
             peer_deadline: 0,
+            principal: None,
         }
+    }
+
+    /// Calls made as `principal` (the audit names it), for a transport that authenticated
+    /// the client.
+    pub fn with_principal(mut self, principal: Option<String>) -> McpServer {
+        self.principal = principal;
+        self
     }
 
     /// The tools offered now.
@@ -448,7 +458,8 @@ impl McpServer {
         self.next_handle += 1;
         let handle = self.next_handle;
         self.pending.insert(handle, pending);
-        self.service.call(now, handle, request);
+        self.service
+            .call_from(now, handle, request, self.principal.as_deref());
         handle
     }
 
@@ -858,12 +869,22 @@ impl McpServer {
 /// Serves MCP on the given descriptors (stdin/stdout for the binary) until the input ends and
 /// the children have ended (or the kill grace passed).
 pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> {
+    serve_as(settings, input, output, None)
+}
+
+/// [`serve`] for a client the transport authenticated as `principal` (MCP over HTTP).
+pub fn serve_as(
+    settings: Settings,
+    input: RawFd,
+    output: RawFd,
+    principal: Option<String>,
+) -> io::Result<()> {
     let mut poll = Poll::new()?;
     let grace = settings.limits.kill_grace_ms;
     let allow_shell = settings.allow_shell;
     let cap = settings.limits.max_output_bytes;
     let service = Service::new(settings, poll.registry().try_clone()?);
-    let mut server = McpServer::new(service, allow_shell, cap);
+    let mut server = McpServer::new(service, allow_shell, cap).with_principal(principal);
     frontend::serve(&mut server, &mut poll, grace, input, output)
 }
 

@@ -1,5 +1,39 @@
-//! The command lists (`security.allow_commands`, `security.deny_commands`): which programs an
-//! exec may start, and what of the client's environment reaches them while a list is set.
+//! The command policy, one rule set: the command lists (`security.allow_commands`,
+//! `security.deny_commands`) and the `[policy]` section (command classes, actions per class
+//! and per client, the sudo allowlist). [`Policy::check`] is the one entry point: which
+//! programs an exec may start, what class it is in and which rule said so, and what of the
+//! client's environment reaches it.
+//!
+//! # Classes (`[policy]`)
+//!
+//! An argv is looked at program position by program position: `argv[0]`, and through the
+//! wrappers that run their arguments as a command (`env`, `busybox`/`toybox`, `nice`,
+//! `nohup`, `setsid`, `timeout`, `stdbuf`, `ionice`, `time`, `chroot`, `command`), the program
+//! each of them runs. At each position the program is known by two names, `argv`'s file name and
+//! the file name it resolves to (so `/usr/bin/rm`, a symlink to `rm`, and `busybox rm` are all
+//! `rm`), and takes the class of the first `[[policy.rules]]` entry whose `programs` and
+//! `any_arg` match. The command gets the strictest action of all its positions and names;
+//! where they tie, the first. Built in, before the rules:
+//! - a program name outside printable ASCII is refused (`non-ascii-program`): look-alikes
+//!   (`rм` with a Cyrillic `м`, fullwidth letters) must not pass for, or around, a rule;
+//! - a shell at any position (`sh -c`, `bash -lc`, `busybox sh`, `env zsh`) is class `shell`
+//!   (`shell-wrapper`), never guessed from its command string; so is `shell: true`
+//!   (`shell-mode`) and `env -S` (`env-split-string`);
+//! - `env PATH=…` is refused (`env-path`): the program after it would be found elsewhere;
+//! - `sudo` takes no options but `-n` and `--`, never runs a shell (`sudo -s`, `sudo -i`,
+//!   `sudo sh` are always refused), and runs only what a `[[policy.sudo]]` entry matches word by
+//!   word; that runs as `sudo -n -- ARGV` (never a password prompt), class `privileged`.
+//!   `doas`, `su`, `pkexec`, `run0`, `sudoedit` are refused (`privilege-escalation`).
+//!
+//! The action (`allow`, `flag`, `deny`) of a class comes from `[policy.classes]`, or for an
+//! authenticated client from its `[[policy.clients]]` entry; a command no rule classifies is
+//! `unclassified` and gets `policy.default`. A refusal is `-32001` naming the rule and the
+//! class; the audit entry of every exec records `class`, `rule` and `action`.
+//!
+//! What classes cannot see: a copy of a program under another name (make `default = "deny"`
+//! and classify what may run), what an allowed interpreter or a program that runs others
+//! (`xargs`, `find -exec`, `make`, `git` hooks) does (classify them by their arguments or deny
+//! them), and what a command does to files (the roots confine fs ops, not processes).
 //!
 //! A program is matched by what would run, not by what it is called:
 //! - `argv[0]` is resolved as `execvp` would, against the daemon's own `PATH` (never the
@@ -30,6 +64,8 @@ use std::path::{Path, PathBuf};
 
 use deskwire::rexd::{ErrorCode, ErrorObject, Program};
 use serde_json::json;
+
+use crate::config::{Action, PolicySection};
 
 /// Client variables dropped while a command list is set: the dynamic loader's (glibc's list
 /// of variables it ignores for setuid programs), shell start-up files and exported functions,
@@ -125,6 +161,8 @@ struct Entry {
 pub struct CommandPolicy {
     allow: Vec<Entry>,
     deny: Vec<Entry>,
+    /// Filter the client's environment even without a list (a `[policy]` is in force).
+    filter_env: bool,
 }
 
 /// What may run: the file to execute (when a list is set) and the client's environment with
@@ -135,6 +173,10 @@ pub struct Checked {
     pub exe: Option<PathBuf>,
     /// The environment to add (filtered when a list is set).
     pub env: Option<BTreeMap<String, String>>,
+    /// What runs instead of the client's program (`sudo -n -- …` for an allowlisted sudo).
+    pub program: Option<Program>,
+    /// The class, rule and action (`[policy]` in force).
+    pub decision: Option<Decision>,
 }
 
 fn file_name(p: &Path) -> OsString {
@@ -216,11 +258,16 @@ impl CommandPolicy {
         Ok(CommandPolicy {
             allow,
             deny: deny.iter().map(|d| Entry::new(d)).collect(),
+            filter_env: false,
         })
     }
 
-    /// Whether a list is set (and so the environment is filtered).
+    /// Whether a list is set (or a `[policy]`: either way the environment is filtered).
     pub fn is_set(&self) -> bool {
+        self.has_lists() || self.filter_env
+    }
+
+    fn has_lists(&self) -> bool {
         !self.allow.is_empty() || !self.deny.is_empty()
     }
 
@@ -233,8 +280,8 @@ impl CommandPolicy {
     ) -> Result<Checked, ErrorObject> {
         if !self.is_set() {
             return Ok(Checked {
-                exe: None,
                 env: env.cloned(),
+                ..Checked::default()
             });
         }
         if let Some(env) = env
@@ -242,7 +289,7 @@ impl CommandPolicy {
         {
             return Err(ErrorObject::of(ErrorCode::Unauthorized)
                 .with_message(
-                    "env PATH cannot be set while a command list is in force \
+                    "env PATH cannot be set while a command list or [policy] is in force \
                      (security.allow_commands / deny_commands): programs are found on the \
                      daemon's PATH",
                 )
@@ -260,6 +307,25 @@ impl CommandPolicy {
             #[allow(unreachable_patterns)]
             _ => return Err(refused("?", "unknown program kind")),
         };
+        let file = self.check_file(argv0, cwd)?;
+        // Shell mode runs /bin/sh as ever; argv runs the file that was checked.
+        let exe = match program {
+            Program::Argv(_) => file,
+            _ => None,
+        };
+        Ok(Checked {
+            exe,
+            env,
+            ..Checked::default()
+        })
+    }
+
+    /// The lists' verdict on one program word (`argv[0]`, or a program a wrapper runs): the
+    /// file it resolves to when it may run.
+    fn check_file(&self, argv0: &str, cwd: BorrowedFd<'_>) -> Result<Option<PathBuf>, ErrorObject> {
+        if !self.has_lists() {
+            return Ok(resolve(argv0, cwd));
+        }
         let file = resolve(argv0, cwd);
         let name = file_name(Path::new(argv0));
         let denied = self
@@ -290,12 +356,622 @@ impl CommandPolicy {
                 ));
             }
         }
-        // Shell mode runs /bin/sh as ever; argv runs the file that was checked.
-        let exe = match program {
-            Program::Argv(_) => file,
-            _ => None,
+        Ok(file)
+    }
+}
+
+/// What the policy decided for an exec: recorded in its audit entry.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Decision {
+    /// The class (`destructive`, `shell`, `privileged`, `unclassified`, …).
+    pub class: String,
+    /// The rule that put it there (a `[[policy.rules]]` or `[[policy.sudo]]` name, or a built-in
+    /// one: `shell-wrapper`, `shell-mode`, `default`, …).
+    pub rule: String,
+    /// What the class gets for this client.
+    pub action: Action,
+}
+
+/// A `[policy]` that cannot be in force.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The section does not hold together (a class without an action, a bad glob, …).
+    #[error("[policy] {0}")]
+    Invalid(String),
+    /// The command lists (an allow entry that names no program).
+    #[error(transparent)]
+    Lists(#[from] io::Error),
+}
+
+/// Shells: a shell at any program position is class `shell`, whatever its arguments.
+pub const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "oksh", "loksh", "ash", "hush",
+    "fish", "csh", "tcsh", "yash", "posh", "rbash", "elvish", "nu", "xonsh",
+];
+/// Programs that run something as another user; refused outright (sudo has its allowlist).
+pub const ESCALATION: &[&str] = &[
+    "doas",
+    "su",
+    "pkexec",
+    "run0",
+    "sudoedit",
+    "sg",
+    "newgrp",
+    "machinectl",
+    "runuser",
+];
+const BUILT_IN_CLASSES: &[&str] = &["shell", "privileged", "unclassified"];
+/// Program positions followed at most (`env nice timeout … cmd`).
+const MAX_POSITIONS: usize = 16;
+
+#[derive(Debug, Clone)]
+struct ClassRuleC {
+    name: String,
+    class: String,
+    programs: Vec<String>,
+    any_arg: Vec<globset::GlobMatcher>,
+}
+
+#[derive(Debug, Clone)]
+struct SudoRuleC {
+    name: String,
+    argv: Vec<globset::GlobMatcher>,
+}
+
+#[derive(Debug, Clone)]
+struct ClientC {
+    principal: String,
+    default: Option<Action>,
+    classes: BTreeMap<String, Action>,
+}
+
+/// `[policy]`, checked and compiled.
+#[derive(Debug, Clone)]
+struct Classes {
+    default: Action,
+    actions: BTreeMap<String, Action>,
+    rules: Vec<ClassRuleC>,
+    sudo: Vec<SudoRuleC>,
+    clients: Vec<ClientC>,
+}
+
+fn glob(pattern: &str, what: &str) -> Result<globset::GlobMatcher, PolicyError> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .backslash_escape(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| PolicyError::Invalid(format!("{what}: bad glob {pattern:?}: {e}")))
+}
+
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && b != b'/')
+}
+
+impl Classes {
+    fn new(p: &PolicySection) -> Result<Classes, PolicyError> {
+        let bad = |m: String| Err(PolicyError::Invalid(m));
+        let known =
+            |class: &str| p.classes.contains_key(class) || BUILT_IN_CLASSES.contains(&class);
+        if p.classes.contains_key("unclassified") {
+            return bad("classes.unclassified: say it with `default = \"…\"`".into());
+        }
+        let mut names = std::collections::BTreeSet::new();
+        let mut rules = Vec::new();
+        for r in &p.rules {
+            if !plain_name(&r.name) || !names.insert(r.name.clone()) {
+                return bad(format!(
+                    "rules: name {:?} is empty, not plain or used twice",
+                    r.name
+                ));
+            }
+            if !known(&r.class) || r.class == "unclassified" {
+                return bad(format!(
+                    "rule {:?}: class {:?} has no action in [policy.classes]",
+                    r.name, r.class
+                ));
+            }
+            if r.programs.is_empty() {
+                return bad(format!("rule {:?}: `programs` is empty", r.name));
+            }
+            if let Some(p) = r.programs.iter().find(|p| !plain_name(p)) {
+                return bad(format!(
+                    "rule {:?}: program {p:?} must be a file name (`rm`, not `/bin/rm`)",
+                    r.name
+                ));
+            }
+            let any_arg = r
+                .any_arg
+                .iter()
+                .map(|g| glob(g, &format!("rule {:?}", r.name)))
+                .collect::<Result<_, _>>()?;
+            rules.push(ClassRuleC {
+                name: r.name.clone(),
+                class: r.class.clone(),
+                programs: r.programs.clone(),
+                any_arg,
+            });
+        }
+        let mut sudo = Vec::new();
+        for r in &p.sudo {
+            if !plain_name(&r.name) || !names.insert(r.name.clone()) {
+                return bad(format!(
+                    "sudo: name {:?} is empty, not plain or used twice",
+                    r.name
+                ));
+            }
+            let Some(first) = r.argv.first() else {
+                return bad(format!("sudo {:?}: `argv` is empty", r.name));
+            };
+            let program = first.rsplit('/').next().unwrap_or(first);
+            if first.contains(['*', '?', '[', '{']) {
+                return bad(format!(
+                    "sudo {:?}: the program {first:?} must be written out, not a glob",
+                    r.name
+                ));
+            }
+            if SHELLS.contains(&program)
+                || ESCALATION.contains(&program)
+                || program == "sudo"
+                || wrapper(program).is_some()
+            {
+                return bad(format!(
+                    "sudo {:?}: {program:?} runs other programs; sudo never runs a shell or a \
+                     wrapper here",
+                    r.name
+                ));
+            }
+            let argv = r
+                .argv
+                .iter()
+                .map(|g| glob(g, &format!("sudo {:?}", r.name)))
+                .collect::<Result<_, _>>()?;
+            sudo.push(SudoRuleC {
+                name: r.name.clone(),
+                argv,
+            });
+        }
+        let mut clients = Vec::new();
+        for c in &p.clients {
+            if c.principal.is_empty()
+                || clients.iter().any(|x: &ClientC| x.principal == c.principal)
+            {
+                return bad(format!(
+                    "clients: principal {:?} is empty or used twice",
+                    c.principal
+                ));
+            }
+            if let Some(class) = c.classes.keys().find(|k| !known(k) || *k == "unclassified") {
+                return bad(format!(
+                    "client {:?}: class {class:?} is not a class of [policy.classes] (use \
+                     `default` for unclassified)",
+                    c.principal
+                ));
+            }
+            clients.push(ClientC {
+                principal: c.principal.clone(),
+                default: c.default,
+                classes: c.classes.clone(),
+            });
+        }
+        Ok(Classes {
+            default: p.default,
+            actions: p.classes.clone(),
+            rules,
+            sudo,
+            clients,
+        })
+    }
+
+    /// The action `class` gets for `principal`.
+    fn action(&self, class: &str, principal: Option<&str>) -> Action {
+        let client = principal.and_then(|p| self.clients.iter().find(|c| c.principal == p));
+        if class == "unclassified" {
+            return client.and_then(|c| c.default).unwrap_or(self.default);
+        }
+        if let Some(a) = client.and_then(|c| c.classes.get(class)) {
+            return *a;
+        }
+        if let Some(a) = self.actions.get(class) {
+            return *a;
+        }
+        match class {
+            "privileged" => Action::Flag,
+            _ => Action::Deny,
+        }
+    }
+
+    fn decide(&self, class: &str, rule: &str, principal: Option<&str>) -> Decision {
+        Decision {
+            class: class.to_owned(),
+            rule: rule.to_owned(),
+            action: self.action(class, principal),
+        }
+    }
+}
+
+/// How a wrapper's arguments are read: options that take a value (short and long), and how
+/// many operands come before the program it runs.
+struct Wrapper {
+    valued: &'static [&'static str],
+    operands: usize,
+    /// Options after which it runs no program (`ionice -p PID`, `command -v`).
+    no_program: &'static [&'static str],
+}
+
+fn wrapper(name: &str) -> Option<Wrapper> {
+    let w = |valued, operands, no_program| {
+        Some(Wrapper {
+            valued,
+            operands,
+            no_program,
+        })
+    };
+    match name {
+        "env" => w(&["-u", "--unset", "-C", "--chdir"], 0, &[]),
+        "nice" => w(&["-n", "--adjustment"], 0, &[]),
+        "nohup" | "setsid" => w(&[], 0, &[]),
+        "timeout" => w(&["-s", "--signal", "-k", "--kill-after"], 1, &[]),
+        "stdbuf" => w(
+            &["-i", "--input", "-o", "--output", "-e", "--error"],
+            0,
+            &[],
+        ),
+        "ionice" => w(
+            &["-c", "--class", "-n", "--classdata"],
+            0,
+            &["-p", "--pid", "-P", "--pgid", "-u", "--uid"],
+        ),
+        "time" => w(&["-f", "--format", "-o", "--output"], 0, &[]),
+        "chroot" => w(&["--userspec", "--groups"], 1, &[]),
+        "command" => w(&[], 0, &["-v", "-V"]),
+        _ => None,
+    }
+}
+
+/// What comes after a wrapper at `at`: the next program position, or none.
+enum Next {
+    Program(usize),
+    None,
+    Refuse {
+        rule: &'static str,
+        class: &'static str,
+        why: String,
+    },
+}
+
+fn next_position(argv: &[String], at: usize, name: &str) -> Next {
+    if name == "busybox" || name == "toybox" {
+        return match argv.get(at + 1) {
+            Some(applet) if !applet.starts_with('-') => Next::Program(at + 1),
+            _ => Next::None,
         };
-        Ok(Checked { exe, env })
+    }
+    let Some(w) = wrapper(name) else {
+        return Next::None;
+    };
+    let mut i = at + 1;
+    let mut operands = w.operands;
+    while let Some(word) = argv.get(i) {
+        if word == "--" {
+            i += 1;
+            break;
+        }
+        if word.starts_with('-') && word.len() > 1 {
+            if name == "env" {
+                // `env -S` splits a string into a command line: a shell in all but name.
+                let short = !word.starts_with("--");
+                if word.starts_with("--split-string") || (short && word.contains('S')) {
+                    return Next::Refuse {
+                        rule: "env-split-string",
+                        class: "shell",
+                        why: "`env -S` splits a string into a command, as a shell does".into(),
+                    };
+                }
+                if short && word.contains('P') {
+                    return Next::Refuse {
+                        rule: "env-path",
+                        class: "unclassified",
+                        why: "`env -P` looks the program up on another PATH".into(),
+                    };
+                }
+            }
+            let key = word.split('=').next().unwrap_or(word);
+            if w.no_program.contains(&key) {
+                return Next::None;
+            }
+            if w.valued.contains(&word.as_str()) {
+                i += 1; // the value is the next word
+            }
+            i += 1;
+            continue;
+        }
+        if name == "env"
+            && let Some((var, _)) = word.split_once('=')
+        {
+            if var == "PATH" {
+                return Next::Refuse {
+                    rule: "env-path",
+                    class: "unclassified",
+                    why: "`env PATH=…` would find the program on another PATH".into(),
+                };
+            }
+            i += 1;
+            continue;
+        }
+        break;
+    }
+    // `timeout DURATION cmd`, `chroot NEWROOT cmd`.
+    while operands > 0 && i < argv.len() {
+        i += 1;
+        operands -= 1;
+    }
+    if i < argv.len() {
+        Next::Program(i)
+    } else if name == "chroot" && operands == 0 && argv.len() > at + 1 {
+        // `chroot NEWROOT` alone runs the user's shell.
+        Next::Refuse {
+            rule: "shell-wrapper",
+            class: "shell",
+            why: "`chroot DIR` without a command starts a shell".into(),
+        }
+    } else {
+        Next::None
+    }
+}
+
+fn class_refusal(argv0: &str, d: &Decision, why: &str) -> ErrorObject {
+    ErrorObject::of(ErrorCode::Unauthorized)
+        .with_message(format!(
+            "command {argv0:?} refused by policy rule {:?} (class {}): {why}",
+            d.rule, d.class
+        ))
+        .with_data(json!({
+            "command": argv0,
+            "rule": d.rule,
+            "class": d.class,
+            "action": d.action,
+        }))
+}
+
+/// The one rule set: the command lists and `[policy]`.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    lists: CommandPolicy,
+    classes: Option<Classes>,
+}
+
+impl Policy {
+    /// The lists (`security.allow_commands`, `deny_commands`) and `[policy]`, resolved and
+    /// checked: anything that does not hold together is an error, never a looser policy.
+    pub fn new(
+        allow: &[String],
+        deny: &[String],
+        section: Option<&PolicySection>,
+    ) -> Result<Policy, PolicyError> {
+        let mut lists = CommandPolicy::new(allow, deny)?;
+        let classes = section.map(Classes::new).transpose()?;
+        lists.filter_env = classes.is_some();
+        Ok(Policy { lists, classes })
+    }
+
+    /// Only the command lists.
+    pub fn lists(allow: &[String], deny: &[String]) -> io::Result<Policy> {
+        Ok(Policy {
+            lists: CommandPolicy::new(allow, deny)?,
+            classes: None,
+        })
+    }
+
+    /// Whether anything is in force (then the client's environment is filtered).
+    pub fn is_set(&self) -> bool {
+        self.lists.is_set()
+    }
+
+    /// Checks a program about to start for `principal` (the authenticated client, if any),
+    /// with `env`, in the directory open at `cwd`. Refusals are `-32001` naming the rule.
+    pub fn check(
+        &self,
+        program: &Program,
+        cwd: BorrowedFd<'_>,
+        env: Option<&BTreeMap<String, String>>,
+        principal: Option<&str>,
+    ) -> Result<Checked, ErrorObject> {
+        let mut checked = self.lists.check(program, cwd, env)?;
+        let Some(classes) = &self.classes else {
+            return Ok(checked);
+        };
+        let argv = match program {
+            Program::Argv(argv) => argv,
+            Program::Shell(_) => {
+                let d = classes.decide("shell", "shell-mode", principal);
+                if d.action == Action::Deny {
+                    return Err(class_refusal("sh", &d, "shell mode runs a command string"));
+                }
+                checked.decision = Some(d);
+                return Ok(checked);
+            }
+            #[allow(unreachable_patterns)]
+            _ => return Err(refused("?", "unknown program kind")),
+        };
+        let refuse = |rule: &str, class: &str, why: &str| {
+            let d = classes.decide(class, rule, principal);
+            let d = Decision {
+                action: Action::Deny,
+                ..d
+            };
+            Err(class_refusal(&argv[0], &d, why))
+        };
+        let mut at = 0;
+        let mut decisions: Vec<Decision> = Vec::new();
+        for _ in 0..MAX_POSITIONS {
+            let word = &argv[at];
+            let given = word.rsplit('/').next().unwrap_or(word);
+            if !given.bytes().all(|b| b.is_ascii_graphic()) {
+                return refuse(
+                    "non-ascii-program",
+                    "unclassified",
+                    "a program name outside printable ASCII may be a look-alike of another",
+                );
+            }
+            let resolved = if at == 0 {
+                checked.exe.clone().or_else(|| resolve(word, cwd))
+            } else {
+                // A program a wrapper runs: the lists hold for it as for argv[0].
+                self.lists.check_file(word, cwd)?
+            };
+            let real = resolved
+                .as_deref()
+                .and_then(|p| p.file_name())
+                .and_then(|n| n.to_str())
+                .map(str::to_owned);
+            let names: Vec<&str> = std::iter::once(given)
+                .chain(real.as_deref().filter(|r| *r != given))
+                .collect();
+            if let Some(n) = names
+                .iter()
+                .find(|n| !n.bytes().all(|b| b.is_ascii_graphic()))
+            {
+                return refuse(
+                    "non-ascii-program",
+                    "unclassified",
+                    &format!("{n:?} is outside printable ASCII"),
+                );
+            }
+            if names.iter().any(|n| ESCALATION.contains(n)) {
+                return refuse(
+                    "privilege-escalation",
+                    "privileged",
+                    "only sudo, with the [[policy.sudo]] allowlist, may run as another user",
+                );
+            }
+            if names.iter().any(|n| SHELLS.contains(n)) {
+                let d = classes.decide("shell", "shell-wrapper", principal);
+                if d.action == Action::Deny {
+                    return Err(class_refusal(
+                        &argv[0],
+                        &d,
+                        "a shell hides what it runs; [policy.classes] shell is deny",
+                    ));
+                }
+                decisions.push(d);
+                break;
+            }
+            if names.contains(&"sudo") {
+                return self.sudo(classes, argv, at, principal, checked);
+            }
+            for name in &names {
+                let args = &argv[at + 1..];
+                let rule = classes.rules.iter().find(|r| {
+                    r.programs.iter().any(|p| p == name)
+                        && (r.any_arg.is_empty()
+                            || args.iter().any(|a| r.any_arg.iter().any(|g| g.is_match(a))))
+                });
+                decisions.push(match rule {
+                    Some(r) => classes.decide(&r.class, &r.name, principal),
+                    None => classes.decide("unclassified", "default", principal),
+                });
+            }
+            match next_position(argv, at, names.last().copied().unwrap_or(given)) {
+                Next::Program(i) => at = i,
+                Next::None => break,
+                Next::Refuse { rule, class, why } => return refuse(rule, class, &why),
+            }
+            // A wrapper known under its own name only (a link named `env` to busybox): the
+            // first name decides too.
+        }
+        // The strictest of all positions; the first of equals.
+        let mut strictest = decisions.remove(0);
+        for d in decisions {
+            if d.action > strictest.action {
+                strictest = d;
+            }
+        }
+        if strictest.action == Action::Deny {
+            return Err(class_refusal(
+                &argv[0],
+                &strictest,
+                &format!("[policy] says deny for class {}", strictest.class),
+            ));
+        }
+        checked.decision = Some(strictest);
+        Ok(checked)
+    }
+
+    /// `sudo` at position `at`: options, the allowlist, then `sudo -n -- ARGV`.
+    fn sudo(
+        &self,
+        classes: &Classes,
+        argv: &[String],
+        at: usize,
+        principal: Option<&str>,
+        mut checked: Checked,
+    ) -> Result<Checked, ErrorObject> {
+        let refuse = |rule: &str, why: String| {
+            let d = Decision {
+                action: Action::Deny,
+                ..classes.decide("privileged", rule, principal)
+            };
+            Err(class_refusal(&argv[0], &d, &why))
+        };
+        let mut i = at + 1;
+        while let Some(word) = argv.get(i) {
+            match word.as_str() {
+                "-n" | "--non-interactive" => i += 1,
+                "--" => {
+                    i += 1;
+                    break;
+                }
+                w if w.starts_with('-') => {
+                    return refuse(
+                        "sudo-options",
+                        format!(
+                            "sudo takes no option but -n here ({w:?}): -s and -i start a shell, \
+                             -u, -g, -E and the rest change who or what runs"
+                        ),
+                    );
+                }
+                _ => break,
+            }
+        }
+        let inner = &argv[i.min(argv.len())..];
+        let Some(first) = inner.first() else {
+            return refuse("sudo-options", "sudo without a command".into());
+        };
+        let name = first.rsplit('/').next().unwrap_or(first);
+        if SHELLS.contains(&name) {
+            return refuse("sudo-shell", format!("sudo never runs a shell ({name})"));
+        }
+        let rule = classes.sudo.iter().find(|r| {
+            r.argv.len() == inner.len() && r.argv.iter().zip(inner).all(|(g, w)| g.is_match(w))
+        });
+        let Some(rule) = rule else {
+            return refuse(
+                "sudo-allowlist",
+                format!("{inner:?} is not on the sudo allowlist ([[policy.sudo]])"),
+            );
+        };
+        let d = classes.decide("privileged", &rule.name, principal);
+        if d.action == Action::Deny {
+            return Err(class_refusal(
+                &argv[0],
+                &d,
+                "[policy] says deny for class privileged",
+            ));
+        }
+        let mut run: Vec<String> = argv[..at].to_vec();
+        run.extend(["sudo", "-n", "--"].map(String::from));
+        run.extend(inner.iter().cloned());
+        if at == 0 {
+            // What runs is sudo as resolved (the lists checked it), with the argv rewritten.
+            checked.exe = checked
+                .exe
+                .or_else(|| lookup(OsStr::new("sudo"), std::env::var_os("PATH").as_deref()));
+        }
+        checked.program = Some(Program::Argv(run));
+        checked.decision = Some(d);
+        Ok(checked)
     }
 }
 
@@ -349,5 +1025,279 @@ mod tests {
         let e = CommandPolicy::new(&["no-such-program-rexd".into()], &[]).unwrap_err();
         assert!(e.to_string().contains("no-such-program-rexd"), "{e}");
         assert!(CommandPolicy::new(&[], &["no-such-program-rexd".into()]).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod class_tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    const POLICY: &str = r#"
+[policy]
+default = "allow"
+[policy.classes]
+read = "allow"
+destructive = "deny"
+network = "flag"
+[[policy.rules]]
+name = "rm-recursive"
+class = "destructive"
+programs = ["rm"]
+any_arg = ["--recursive", "-[rR]*", "-[!-]*[rR]*"]
+[[policy.rules]]
+name = "readers"
+class = "read"
+programs = ["cat", "ls", "head"]
+[[policy.rules]]
+name = "fetchers"
+class = "network"
+programs = ["curl", "wget"]
+[[policy.sudo]]
+name = "restart-app"
+argv = ["systemctl", "restart", "app-*"]
+[[policy.clients]]
+principal = "ops"
+classes = { destructive = "allow", shell = "allow" }
+"#;
+
+    fn policy(text: &str) -> Policy {
+        let c = crate::config::Config::from_toml(text, Path::new("t.toml")).unwrap();
+        Policy::new(&[], &[], c.policy.as_ref()).unwrap()
+    }
+
+    fn check(p: &Policy, argv: &[&str], who: Option<&str>) -> Result<Checked, ErrorObject> {
+        let d = tempfile::tempdir().unwrap();
+        let f = std::fs::File::open(d.path()).unwrap();
+        p.check(&Program::argv(argv.iter().copied()), f.as_fd(), None, who)
+    }
+
+    fn refusal(p: &Policy, argv: &[&str], who: Option<&str>) -> (String, String) {
+        let e = check(p, argv, who).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unauthorized.code(), "{argv:?}: {e:?}");
+        let data: serde_json::Value = serde_json::from_str(e.data.unwrap().get()).unwrap();
+        assert!(
+            e.message.contains(data["rule"].as_str().unwrap()),
+            "{}",
+            e.message
+        );
+        (
+            data["rule"].as_str().unwrap().to_owned(),
+            data["class"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    fn decided(p: &Policy, argv: &[&str], who: Option<&str>) -> Decision {
+        check(p, argv, who).unwrap().decision.unwrap()
+    }
+
+    #[test]
+    fn rm_rf_is_destructive_and_denied_however_it_is_spelled() {
+        let p = policy(POLICY);
+        let want = ("rm-recursive".to_owned(), "destructive".to_owned());
+        for argv in [
+            &["rm", "-rf", "x"][..],
+            &["rm", "-fr", "x"],
+            &["rm", "-v", "-R", "x"],
+            &["rm", "--recursive", "x"],
+            &["/bin/rm", "-rf", "x"],
+            &["/usr/bin/rm", "-rf", "x"],
+            &["env", "rm", "-rf", "x"],
+            &["env", "-i", "FOO=1", "rm", "-rf", "x"],
+            &["env", "-u", "HOME", "--", "rm", "-rf", "x"],
+            &["busybox", "rm", "-rf", "x"],
+            &["nice", "-n", "5", "nohup", "rm", "-rf", "x"],
+            &["timeout", "-s", "KILL", "10", "rm", "-rf", "x"],
+            &["stdbuf", "-oL", "setsid", "rm", "-rf", "x"],
+        ] {
+            assert_eq!(refusal(&p, argv, None), want, "{argv:?}");
+        }
+        // Without -r it is not this rule's; a client allowed destructive commands may.
+        assert_eq!(decided(&p, &["rm", "x"], None).class, "unclassified");
+        let d = decided(&p, &["rm", "-rf", "x"], Some("ops"));
+        assert_eq!((d.class.as_str(), d.action), ("destructive", Action::Allow));
+        assert_eq!(decided(&p, &["ls", "-la"], None).rule, "readers");
+        let d = decided(&p, &["curl", "http://x"], None);
+        assert_eq!((d.rule.as_str(), d.action), ("fetchers", Action::Flag));
+    }
+
+    #[test]
+    fn look_alikes_are_refused() {
+        let p = policy(POLICY);
+        for argv in [
+            &["r\u{43c}", "-rf", "x"][..],     // Cyrillic em
+            &["\u{ff52}\u{ff4d}", "-rf", "x"], // fullwidth rm
+            &["env", "r\u{43c}", "-rf", "x"],
+            &["./r\u{43c}"],
+        ] {
+            assert_eq!(refusal(&p, argv, None).0, "non-ascii-program", "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn shells_are_class_shell_never_guessed() {
+        let p = policy(POLICY);
+        for argv in [
+            &["sh", "-c", "ls"][..],
+            &["bash", "-lc", "cat x"],
+            &["/bin/dash"],
+            &["env", "zsh", "-c", "ls"],
+            &["busybox", "sh", "-c", "ls"],
+            &["nice", "bash"],
+        ] {
+            assert_eq!(
+                refusal(&p, argv, None),
+                ("shell-wrapper".to_owned(), "shell".to_owned()),
+                "{argv:?}"
+            );
+        }
+        assert_eq!(
+            refusal(&p, &["env", "-S", "rm -rf x"], None).0,
+            "env-split-string"
+        );
+        assert_eq!(refusal(&p, &["env", "PATH=/tmp", "ls"], None).0, "env-path");
+        // A client allowed shells gets them as class shell, whatever the string says.
+        let d = decided(&p, &["bash", "-lc", "rm -rf /"], Some("ops"));
+        assert_eq!(
+            (d.class.as_str(), d.rule.as_str()),
+            ("shell", "shell-wrapper")
+        );
+        let e = p.check(
+            &Program::shell("ls"),
+            std::fs::File::open("/").unwrap().as_fd(),
+            None,
+            None,
+        );
+        assert!(e.unwrap_err().message.contains("shell-mode"));
+    }
+
+    #[test]
+    fn sudo_runs_only_the_allowlist_and_never_a_shell() {
+        let p = policy(POLICY);
+        let c = check(&p, &["sudo", "systemctl", "restart", "app-web"], None).unwrap();
+        let d = c.decision.unwrap();
+        assert_eq!(
+            (d.class.as_str(), d.rule.as_str(), d.action),
+            ("privileged", "restart-app", Action::Flag)
+        );
+        assert_eq!(
+            c.program,
+            Some(Program::argv([
+                "sudo",
+                "-n",
+                "--",
+                "systemctl",
+                "restart",
+                "app-web"
+            ]))
+        );
+        // `-n` and `--` given by the client are fine; nothing else is.
+        assert!(
+            check(
+                &p,
+                &["sudo", "-n", "--", "systemctl", "restart", "app-x"],
+                None
+            )
+            .is_ok()
+        );
+        for (argv, rule) in [
+            (
+                &["sudo", "systemctl", "restart", "db"][..],
+                "sudo-allowlist",
+            ),
+            (
+                &["sudo", "systemctl", "restart", "app-web", "now"],
+                "sudo-allowlist",
+            ),
+            (&["sudo", "systemctl", "stop", "app-web"], "sudo-allowlist"),
+            (&["sudo", "-s"], "sudo-options"),
+            (&["sudo", "-i"], "sudo-options"),
+            (
+                &["sudo", "-u", "root", "systemctl", "restart", "app-web"],
+                "sudo-options",
+            ),
+            (
+                &["sudo", "-E", "systemctl", "restart", "app-web"],
+                "sudo-options",
+            ),
+            (&["sudo", "sh"], "sudo-shell"),
+            (&["sudo", "/bin/bash", "-c", "id"], "sudo-shell"),
+            (&["sudo"], "sudo-options"),
+            (&["env", "sudo", "sh"], "sudo-shell"),
+            (&["doas", "id"], "privilege-escalation"),
+            (&["su", "-c", "id"], "privilege-escalation"),
+        ] {
+            assert_eq!(refusal(&p, argv, Some("ops")).0, rule, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn policies_that_do_not_hold_together_are_errors() {
+        for (text, want) in [
+            (
+                "[policy]\n[[policy.rules]]\nname = \"r\"\nclass = \"nope\"\nprograms = [\"rm\"]\n",
+                "has no action",
+            ),
+            (
+                "[policy]\n[[policy.rules]]\nname = \"r\"\nclass = \"shell\"\nprograms = [\"/bin/rm\"]\n",
+                "file name",
+            ),
+            (
+                "[policy]\n[[policy.rules]]\nname = \"r\"\nclass = \"shell\"\nprograms = []\n",
+                "empty",
+            ),
+            (
+                "[policy]\n[[policy.rules]]\nname = \"r\"\nclass = \"shell\"\nprograms = [\"rm\"]\nany_arg = [\"[\"]\n",
+                "bad glob",
+            ),
+            (
+                "[policy]\n[[policy.sudo]]\nname = \"s\"\nargv = [\"bash\"]\n",
+                "never runs a shell",
+            ),
+            (
+                "[policy]\n[[policy.sudo]]\nname = \"s\"\nargv = [\"env\", \"x\"]\n",
+                "never runs a shell",
+            ),
+            (
+                "[policy]\n[[policy.sudo]]\nname = \"s\"\nargv = [\"system*\"]\n",
+                "written out",
+            ),
+            (
+                "[policy]\n[[policy.clients]]\nprincipal = \"a\"\nclasses = { bogus = \"allow\" }\n",
+                "bogus",
+            ),
+            ("[policy.classes]\nunclassified = \"deny\"\n", "default"),
+        ] {
+            let c = crate::config::Config::from_toml(text, Path::new("t.toml")).unwrap();
+            let e = Policy::new(&[], &[], c.policy.as_ref())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        // Parse errors are the config's: an unknown key, an unknown action.
+        for text in [
+            "[policy]\ndefualt = \"deny\"\n",
+            "[policy]\ndefault = \"maybe\"\n",
+            "[policy.classes]\nread = \"yes\"\n",
+        ] {
+            assert!(
+                crate::config::Config::from_toml(text, Path::new("t")).is_err(),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn default_deny_makes_the_rules_an_allowlist() {
+        let p = policy(&POLICY.replace("default = \"allow\"", "default = \"deny\""));
+        assert_eq!(refusal(&p, &["cp", "a", "b"], None).1, "unclassified");
+        // A copy of rm under another name is just unclassified: refused.
+        assert_eq!(refusal(&p, &["./my-rm", "-rf", "x"], None).0, "default");
+        assert!(check(&p, &["cat", "x"], None).is_ok());
+        // Every position must pass: an allowed wrapper does not carry an unknown program.
+        assert_eq!(
+            refusal(&p, &["nice", "cp", "a", "b"], None).1,
+            "unclassified"
+        );
     }
 }

@@ -1,7 +1,7 @@
-//! OA1 `RemoteBash` on top of the [`Service`]: the remote end of `oa1-irc-rpc.md` §10–11
-//! (`RemoteBashExecutor`).
+//! OA1 `RemoteBash` on top of the [`Service`]: the remote end of the tool (`docs/oa1.md`,
+//! "`RemoteBash`").
 //!
-//! Stateless, as the spec decides (§10.3 A): every request is a fresh `sh -c` in the first
+//! Stateless (`docs/oa1.md`, "`RemoteBash`"): every request is a fresh `sh -c` in the first
 //! allowed root, stdout and stderr merged in the order the command wrote them (`exec 2>&1`), no
 //! state carried between requests. A command that runs past the timeout is killed with its whole
 //! process group and answered `ERR timeout`; output over the cap ends the command and the

@@ -46,17 +46,21 @@ use deskwire::rexd::{
     ExecInputResult, ExecKillParams, ExecOutput, ExecStartParams, ExecStartResult, ExecWaitParams,
     ExecWaitResult, Limits, OkResult, PROTOCOL_VERSION, ProcessInfo, ProcessStatus, Program,
     PtyCloseParams, PtyExit, PtyInputParams, PtyOpenParams, PtyOpenResult, PtyOutput,
-    PtyResizeParams, Request, Response, SessionCloseParams, SessionInfoParams, SessionInfoResult,
-    SessionOpenParams, SessionOpenResult, Signal,
+    PtyResizeParams, Request, Response, RexdMetricsResult, SessionCloseParams, SessionInfoParams,
+    SessionInfoResult, SessionOpenParams, SessionOpenResult, Signal,
 };
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use crate::audit::Audit;
-use crate::config::{Config, LimitsSection};
+use crate::compress;
+use crate::config::{Action, Config, LimitsSection};
 use crate::fsops::{self, FsContext};
-use crate::policy::{Checked, CommandPolicy};
+use crate::metrics::Metrics;
+use crate::policy::{Checked, Decision, Policy};
 use crate::process::{self, Launch, Spawned};
 use crate::roots::{OpenError, Roots};
 use crate::sys::{self, WaitStatus};
@@ -68,6 +72,8 @@ pub const TOKEN_BASE: usize = 1 << 20;
 const READ_CHUNK: usize = 256 * 1024;
 /// Finished processes remembered per session for `exec.wait` / `session.info`.
 const FINISHED_MEMORY: usize = 1024;
+/// The media type of the metrics text (`rexd.metrics`, `GET /metrics`).
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// The version announced in `session.open`.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -80,14 +86,17 @@ pub struct Settings {
     pub limits: LimitsSection,
     /// `shell: true` allowed.
     pub allow_shell: bool,
-    /// The command lists (`security.allow_commands`, `security.deny_commands`), resolved.
-    pub commands: CommandPolicy,
+    /// The command policy: the lists (`security.allow_commands`, `security.deny_commands`)
+    /// and `[policy]`, resolved.
+    pub commands: Policy,
     /// `fs.read` reads files that have other hard links.
     pub read_hard_links: bool,
     /// How process trees are tracked.
     pub tracking: Tracking,
     /// Where audit entries go.
     pub audit: Audit,
+    /// Counters and gauges (shared with the transports).
+    pub metrics: Arc<Metrics>,
 }
 
 impl Settings {
@@ -97,10 +106,11 @@ impl Settings {
             roots: Roots::open(roots)?,
             limits: LimitsSection::default(),
             allow_shell: false,
-            commands: CommandPolicy::default(),
+            commands: Policy::default(),
             read_hard_links: false,
             tracking: Tracking::Auto,
             audit: Audit::disabled(),
+            metrics: Arc::new(Metrics::new()),
         })
     }
 
@@ -121,13 +131,16 @@ impl Settings {
             roots: Roots::open(&roots)?,
             limits: config.limits.clone(),
             allow_shell: config.security.allow_shell,
-            commands: CommandPolicy::new(
+            commands: Policy::new(
                 &config.security.allow_commands,
                 &config.security.deny_commands,
-            )?,
+                config.policy.as_ref(),
+            )
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
             read_hard_links: config.security.read_hard_links,
             tracking: config.security.process_tracking,
             audit,
+            metrics: Arc::new(Metrics::new()),
         })
     }
 }
@@ -150,11 +163,16 @@ pub enum ServiceOutput {
 struct Session {
     id: String,
     client: String,
+    /// Who the transport authenticated (a token's label, a certificate's subject); `None` on
+    /// stdio, where the client is whoever started the daemon.
+    principal: Option<String>,
     roots: Roots,
     cwd: PathBuf,
     limits: Limits,
     /// Running and recently finished processes, by process id.
     procs: Vec<String>,
+    /// It negotiated compression (`zstd` payloads both ways).
+    compress: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -235,6 +253,10 @@ struct Proc {
     /// `exec.input` calls answered once their bytes are in the pipe (or stdin closed):
     /// (handle, bytes accepted). The answer is the client's flow control, as ssh's window is.
     input_waiters: Vec<(u64, u64)>,
+    /// Its `[policy]` class (`unclassified` without one), for the metrics.
+    class: String,
+    /// Its session negotiated compression: output events may be `zstd`.
+    compress: bool,
 }
 
 impl Proc {
@@ -303,6 +325,15 @@ pub struct Service {
     tracker: Tracker,
     /// Trees of finished processes whose cgroups are not removed yet.
     dead_trees: Vec<Tree>,
+    /// Sessions whose output is not read now (their client is behind): [`Service::pump`]
+    /// leaves their streams in the pipes, so their children block instead of memory growing.
+    paused: BTreeSet<String>,
+    /// The principal of the call being made (for `session.open`).
+    opening_principal: Option<String>,
+    /// The policy's decision on the exec being started, for its audit entry.
+    last_decision: Option<Decision>,
+    /// Resumable sessions may be opened (the host keeps them across connections).
+    resumable: bool,
 }
 
 type OpResult<T> = Result<T, ErrorObject>;
@@ -348,6 +379,10 @@ impl Service {
             waits: HashMap::new(),
             outputs: VecDeque::new(),
             after_reply: Vec::new(),
+            paused: BTreeSet::new(),
+            opening_principal: None,
+            last_decision: None,
+            resumable: false,
             next_session: 0,
             next_key: 0,
             next_pty: 0,
@@ -363,7 +398,47 @@ impl Service {
             Capability::Events,
             Capability::ExecInput,
             Capability::Pty,
+            Capability::Metrics,
         ]
+    }
+
+    /// The metrics this service counts into.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.settings.metrics
+    }
+
+    /// The capabilities offered here: [`Service::capabilities`], plus `resume` when the host
+    /// keeps sessions across connections ([`Service::set_resumable`]).
+    pub fn offered(&self) -> Vec<Capability> {
+        let mut c = Service::capabilities();
+        if self.resumable {
+            c.push(Capability::Resume);
+        }
+        c
+    }
+
+    /// A host resumed `session` on a new connection: counted, and written to the audit log.
+    pub fn note_resumed(&mut self, session: &str, last_seq: u64, lost: u64) {
+        self.settings.metrics.sessions_resumed.inc();
+        if self.settings.audit.enabled() {
+            let (client, who) = match self.sessions.get(session) {
+                Some(s) => (Some(s.client.clone()), s.principal.clone()),
+                None => (None, None),
+            };
+            self.settings.audit.record(
+                Some(session),
+                client.as_deref(),
+                who.as_deref(),
+                "session.resume",
+                json!({"session_id": session, "last_seq": last_seq}),
+                json!({"ok": true, "lost": lost}),
+            );
+        }
+    }
+
+    /// Says that the host keeps resumable sessions across connections (the hub does).
+    pub fn set_resumable(&mut self, on: bool) {
+        self.resumable = on;
     }
 
     /// The daemon's roots.
@@ -374,6 +449,13 @@ impl Service {
     /// Handles one request; its reply (now, or later for `exec.wait`) comes out of
     /// [`Service::poll_output`] with `handle`.
     pub fn call(&mut self, now: u64, handle: u64, request: Request) {
+        self.call_from(now, handle, request, None)
+    }
+
+    /// [`Service::call`] for a client the transport authenticated as `principal`: a session
+    /// it opens carries the name, and every audit entry of that session shows it.
+    pub fn call_from(&mut self, now: u64, handle: u64, request: Request, principal: Option<&str>) {
+        self.opening_principal = principal.map(str::to_owned);
         let method = request.method();
         // The params as JSON only for the audit log (an fs.write's content would be copied).
         let params = match self.settings.audit.enabled() {
@@ -384,14 +466,36 @@ impl Service {
             .get("session_id")
             .and_then(Value::as_str)
             .map(str::to_owned);
+        self.last_decision = None;
         let result = self.dispatch(now, handle, request);
         let deferred = matches!(result, Ok(None));
+        let decision = self.last_decision.take();
+        self.count(method, &result, decision.as_ref());
+        if let Some(d) = decision.as_ref().filter(|d| d.action == Action::Flag) {
+            crate::log::warn(&format!(
+                "{method} flagged by policy rule {:?} (class {})",
+                d.rule, d.class
+            ));
+        }
         if self.settings.audit.enabled() {
-            let summary = match &result {
+            let mut summary = match &result {
                 Ok(Some(r)) => summarize(r),
                 Ok(None) => json!({"deferred": true}),
-                Err(e) => json!({"error": e.code, "message": e.message}),
+                Err(e) => {
+                    let mut v = json!({"error": e.code, "message": e.message});
+                    if let Some(data) = e
+                        .data
+                        .as_ref()
+                        .and_then(|d| serde_json::from_str::<Value>(d.get()).ok())
+                    {
+                        v["data"] = data;
+                    }
+                    v
+                }
             };
+            if let Some(d) = &decision {
+                summary["policy"] = json!(d);
+            }
             let sid = match &result {
                 Ok(Some(Response::SessionOpen(r))) => Some(r.session_id.clone()),
                 _ => session_id.clone(),
@@ -406,9 +510,15 @@ impl Service {
                         .and_then(Value::as_str)
                         .map(str::to_owned)
                 });
+            let who = sid
+                .as_deref()
+                .and_then(|s| self.sessions.get(s))
+                .and_then(|s| s.principal.clone())
+                .or_else(|| self.opening_principal.clone());
             self.settings.audit.record(
                 sid.as_deref(),
                 client.as_deref(),
+                who.as_deref(),
                 method.as_str(),
                 params,
                 summary,
@@ -420,6 +530,51 @@ impl Service {
                 .push_back(ServiceOutput::Reply { handle, result });
         }
         self.outputs.extend(self.after_reply.drain(..));
+    }
+
+    /// Counts a call's outcome in the metrics.
+    fn count(
+        &self,
+        method: deskwire::rexd::Method,
+        result: &OpResult<Option<Response>>,
+        decision: Option<&Decision>,
+    ) {
+        let m = &self.settings.metrics;
+        match result {
+            Ok(Some(Response::SessionOpen(_))) => {
+                m.sessions_opened.inc();
+            }
+            Err(e) => {
+                m.error(e.code);
+                if matches!(
+                    method,
+                    deskwire::rexd::Method::ExecStart | deskwire::rexd::Method::PtyOpen
+                ) {
+                    let class = e
+                        .data
+                        .as_ref()
+                        .and_then(|d| serde_json::from_str::<Value>(d.get()).ok())
+                        .and_then(|d| d["class"].as_str().map(str::to_owned))
+                        .or_else(|| decision.map(|d| d.class.clone()))
+                        .unwrap_or_else(|| "unclassified".into());
+                    let outcome = if e.code == ErrorCode::Unauthorized.code() {
+                        "refused"
+                    } else {
+                        "error"
+                    };
+                    m.exec(&class, outcome);
+                }
+            }
+            _ => {}
+        }
+        self.update_gauges();
+    }
+
+    /// Sets the gauges from the state now.
+    fn update_gauges(&self) {
+        let m = &self.settings.metrics;
+        m.sessions_open.set(self.sessions.len() as i64);
+        m.processes_running.set(self.running() as i64);
     }
 
     /// `Ok(None)`: the reply comes later.
@@ -451,6 +606,13 @@ impl Service {
             Request::PtyInput(p) => Response::PtyInput(self.pty_input(p)?),
             Request::PtyResize(p) => Response::PtyResize(self.pty_resize(p)?),
             Request::PtyClose(p) => Response::PtyClose(self.pty_close(now, p)?),
+            Request::RexdMetrics(_) => {
+                self.update_gauges();
+                Response::RexdMetrics(RexdMetricsResult {
+                    content_type: METRICS_CONTENT_TYPE.into(),
+                    text: self.settings.metrics.encode(),
+                })
+            }
             other => {
                 return Err(err(
                     ErrorCode::MethodNotFound,
@@ -481,8 +643,23 @@ impl Service {
             cwd: &s.cwd,
             max_read: s.limits.max_file_read_bytes.unwrap_or(u64::MAX),
             read_hard_links: self.settings.read_hard_links,
+            compress: s.compress,
         };
         f(&ctx)
+    }
+
+    /// The bytes of an `exec.input`/`pty.input`: `zstd` only in a session that negotiated it,
+    /// inflated no further than a plain message could be long.
+    fn input_bytes(
+        &self,
+        session: &str,
+        data: &str,
+        encoding: deskwire::rexd::data::Encoding,
+    ) -> OpResult<Vec<u8>> {
+        let negotiated = self.sessions.get(session).is_some_and(|s| s.compress);
+        compress::decode_bounded(data, encoding, negotiated, compress::MAX_INFLATED)
+            .map(|b| b.into_owned())
+            .map_err(|e| err(ErrorCode::InvalidParams, e.to_string()))
     }
 
     fn session_open(&mut self, p: SessionOpenParams) -> OpResult<SessionOpenResult> {
@@ -493,7 +670,15 @@ impl Service {
                 format!("{max} sessions already open"),
             ));
         }
-        let offered = Service::capabilities();
+        let offered = self.offered();
+        if p.resumable && !self.resumable {
+            return Err(err(
+                ErrorCode::UnsupportedCapability,
+                "resumable sessions need a daemon that outlives its connection: \
+                 `rexd --stdio --resumable` (over ssh) or `rexd --listen`",
+            )
+            .with_data(json!({"capability": "resume"})));
+        }
         if let Some(asked) = &p.requested_capabilities
             && let Some(missing) = asked.iter().find(|c| !offered.contains(c))
         {
@@ -516,6 +701,7 @@ impl Service {
             .limits
             .to_limits()
             .lowered_by(&p.limits.unwrap_or_default());
+        let compression = p.compression.as_deref().and_then(compress::choose);
         self.next_session += 1;
         let id = format!("s_{}", self.next_session);
         let result = SessionOpenResult {
@@ -525,16 +711,20 @@ impl Service {
             capabilities: offered,
             limits,
             workspace_roots: roots.paths(),
+            resume: None,
+            compression: compression.map(String::from),
         };
         self.sessions.insert(
             id.clone(),
             Session {
                 id,
                 client: p.client_name,
+                principal: self.opening_principal.clone(),
                 roots,
                 cwd,
                 limits,
                 procs: Vec::new(),
+                compress: compression.is_some(),
             },
         );
         Ok(result)
@@ -629,7 +819,7 @@ impl Service {
             session_id: s.id.clone(),
             cwd: s.cwd.to_string_lossy().into_owned(),
             workspace_roots: s.roots.paths(),
-            capabilities: Service::capabilities(),
+            capabilities: self.offered(),
             limits: s.limits,
             processes,
         })
@@ -674,7 +864,10 @@ impl Service {
                 OpenError::IsRoot => ErrorObject::forbidden_path(cwd_str, &s.roots.paths()),
                 OpenError::Io(e) => fsops::io_error(cwd_str, &e),
             })?;
-        let checked = self.settings.commands.check(program, dir.as_fd(), env)?;
+        let checked =
+            self.settings
+                .commands
+                .check(program, dir.as_fd(), env, s.principal.as_deref())?;
         Ok((dir, checked))
     }
 
@@ -708,12 +901,19 @@ impl Service {
             finished: false,
             waiters: Vec::new(),
             input_waiters: Vec::new(),
+            class: self
+                .last_decision
+                .as_ref()
+                .map_or_else(|| "unclassified".to_owned(), |d| d.class.clone()),
+            compress: self.sessions.get(session).is_some_and(|s| s.compress),
         }
     }
 
     fn exec_start(&mut self, now: u64, p: ExecStartParams) -> OpResult<ExecStartResult> {
         let (cwd, checked) =
             self.prepare(&p.session_id, &p.program, p.cwd.as_deref(), p.env.as_ref())?;
+        self.last_decision = checked.decision.clone();
+        let program = checked.program.as_ref().unwrap_or(&p.program);
         let limits = self.session(&p.session_id)?.limits;
         if p.detach {
             let max = self.settings.limits.max_detached_processes;
@@ -744,7 +944,7 @@ impl Service {
         };
         let spawned = self.spawn_in_tree(proc_.key, |join| {
             process::spawn_pipes(&Launch {
-                program: &p.program,
+                program,
                 exe: checked.exe.as_deref(),
                 cwd: &cwd,
                 env: checked.env.as_ref(),
@@ -768,6 +968,7 @@ impl Service {
                 proc_.failed = true;
                 proc_.finished = true;
                 proc_.exit = None;
+                self.settings.metrics.exec(&proc_.class, "launch_error");
                 self.after_reply
                     .push(ServiceOutput::Event(Event::ExecError(ExecErrorEvent {
                         session_id: p.session_id.clone(),
@@ -1055,10 +1256,7 @@ impl Service {
     /// Queues input; the answer waits until the pipe took it (or stdin closed), so a client
     /// that waits for answers never has more in flight than the daemon buffers.
     fn exec_input(&mut self, handle: u64, p: ExecInputParams) -> OpResult<Option<Response>> {
-        let bytes = p
-            .bytes()
-            .map_err(|e| err(ErrorCode::InvalidParams, e.to_string()))?
-            .into_owned();
+        let bytes = self.input_bytes(&p.session_id, &p.data, p.encoding)?;
         if self
             .procs
             .get(&p.process_id)
@@ -1134,6 +1332,8 @@ impl Service {
     fn pty_open(&mut self, now: u64, p: PtyOpenParams) -> OpResult<PtyOpenResult> {
         let (cwd, checked) =
             self.prepare(&p.session_id, &p.program, p.cwd.as_deref(), p.env.as_ref())?;
+        self.last_decision = checked.decision.clone();
+        let program = checked.program.as_ref().unwrap_or(&p.program);
         let mut proc_ = self.new_proc(now, &p.session_id, false);
         self.next_pty += 1;
         let pty_id = format!("t_{}", self.next_pty);
@@ -1142,7 +1342,7 @@ impl Service {
         let (tree, sp) = self
             .spawn_in_tree(proc_.key, |join| {
                 let launch = Launch {
-                    program: &p.program,
+                    program,
                     exe: checked.exe.as_deref(),
                     cwd: &cwd,
                     env: checked.env.as_ref(),
@@ -1177,10 +1377,7 @@ impl Service {
     }
 
     fn pty_input(&mut self, p: PtyInputParams) -> OpResult<ExecInputResult> {
-        let bytes = p
-            .bytes()
-            .map_err(|e| err(ErrorCode::InvalidParams, e.to_string()))?
-            .into_owned();
+        let bytes = self.input_bytes(&p.session_id, &p.data, p.encoding)?;
         let id = self.pty_proc(&p.session_id, &p.pty_id)?;
         let accepted = self.queue_input(&p.session_id, &id, &bytes, false)?;
         Ok(ExecInputResult {
@@ -1283,7 +1480,46 @@ impl Service {
     /// Whether streams have data that [`Service::pump`] has not read yet (poll with a zero
     /// timeout then, if the host can take more output).
     pub fn wants_pump(&self) -> bool {
-        !self.readable.is_empty()
+        self.readable.iter().any(|(key, _)| !self.is_paused(*key))
+    }
+
+    /// Whether `key`'s session is paused ([`Service::set_paused`]).
+    fn is_paused(&self, key: u64) -> bool {
+        !self.paused.is_empty()
+            && self
+                .by_key
+                .get(&key)
+                .and_then(|id| self.procs.get(id))
+                .is_some_and(|p| self.paused.contains(&p.session))
+    }
+
+    /// Stops (or resumes) reading the output of `session`'s processes: a host whose client
+    /// for that session is behind pauses it, so the children block on full pipes (as with a
+    /// slow ssh channel) and the host's memory does not grow. Timers still run.
+    pub fn set_paused(&mut self, session: &str, paused: bool) {
+        if paused {
+            self.paused.insert(session.to_owned());
+        } else {
+            self.paused.remove(session);
+        }
+    }
+
+    /// Closes `session` as `session.close` would (its attached processes end; detached ones
+    /// run on), for a host whose client for it went away. `false` if there is no such session.
+    pub fn close_session_now(&mut self, now: u64, session: &str) -> bool {
+        if !self.sessions.contains_key(session) {
+            return false;
+        }
+        self.paused.remove(session);
+        self.close_session(now, session, false);
+        self.update_gauges();
+        true
+    }
+
+    /// The principal a session was opened by ([`Service::call_from`]); `None` for an unknown
+    /// session or one opened without.
+    pub fn session_principal(&self, session: &str) -> Option<Option<&str>> {
+        self.sessions.get(session).map(|s| s.principal.as_deref())
     }
 
     /// Reads children's output into events, up to about `budget` bytes (the room the host has
@@ -1293,7 +1529,15 @@ impl Service {
         // Round robin: one chunk from each ready stream per round, so one chatty process does
         // not starve the others.
         while budget > 0 && !self.readable.is_empty() {
-            let round: Vec<(u64, usize)> = self.readable.iter().copied().collect();
+            let round: Vec<(u64, usize)> = self
+                .readable
+                .iter()
+                .copied()
+                .filter(|(key, _)| !self.is_paused(*key))
+                .collect();
+            if round.is_empty() {
+                break;
+            }
             for (key, stream) in round {
                 if budget == 0 {
                     break;
@@ -1419,6 +1663,13 @@ impl Service {
             };
             self.outputs.push_back(ServiceOutput::Event(event));
         }
+        let outcome = match p.exit {
+            _ if p.timed_out => "timeout",
+            Some(WaitStatus::Exited(0)) => "exit_0",
+            Some(WaitStatus::Exited(_)) => "exit_nonzero",
+            _ => "signal",
+        };
+        self.settings.metrics.exec(&p.class, outcome);
         let result = p.wait_result();
         for handle in std::mem::take(&mut p.waiters) {
             self.waits.remove(&handle);
@@ -1436,9 +1687,11 @@ impl Service {
                 p.timed_out,
             );
             let client = self.sessions.get(&sid).map(|s| s.client.clone());
+            let who = self.sessions.get(&sid).and_then(|s| s.principal.clone());
             self.settings.audit.record(
                 Some(&sid),
                 client.as_deref(),
+                who.as_deref(),
                 "exec.exit",
                 json!({"process_id": pid}),
                 json!({"exit_code": code, "signal": sig, "timed_out": to, "duration_ms": duration_ms}),
@@ -1449,6 +1702,7 @@ impl Service {
         if orphaned {
             self.forget(key);
         }
+        self.update_gauges();
     }
 
     /// Fires timers due at `now`: timeouts (TERM), escalations (KILL), `exec.wait` timeouts.
@@ -1561,6 +1815,11 @@ impl Service {
         self.tracker.describe()
     }
 
+    /// `limits.kill_grace_ms`: how long TERM has before KILL.
+    pub fn kill_grace_ms(&self) -> u64 {
+        self.settings.limits.kill_grace_ms
+    }
+
     /// Sessions open now.
     pub fn session_count(&self) -> usize {
         self.sessions.len()
@@ -1637,7 +1896,7 @@ fn emit_output(p: &mut Proc, is_err: bool, data: &[u8], outputs: &mut VecDeque<S
         };
         o.seq += 1;
         let seq = o.seq;
-        let (encoding, text) = deskwire::rexd::data::encode(data);
+        let (encoding, text) = compress::encode(data, p.compress);
         Event::PtyOutput(PtyOutput {
             session_id: p.session.clone().into(),
             pty_id: pty.clone().into(),
@@ -1655,7 +1914,14 @@ fn emit_output(p: &mut Proc, is_err: bool, data: &[u8], outputs: &mut VecDeque<S
             // Output is only emitted while its stream is open.
             None => return,
         };
-        let out = ExecOutput::from_bytes(p.session.clone(), p.id.clone(), seq, data).into_owned();
+        let (encoding, text) = compress::encode(data, p.compress);
+        let out = ExecOutput {
+            session_id: p.session.clone().into(),
+            process_id: p.id.clone().into(),
+            seq,
+            data: text.into_owned().into(),
+            encoding,
+        };
         if is_err {
             Event::ExecStderr(out)
         } else {

@@ -7,7 +7,7 @@ import asyncio
 import os
 import tempfile
 from pathlib import Path
-from typing import AsyncIterator, Iterator, List, Union
+from typing import AsyncIterator, Iterator, List, Optional, Union
 
 import pytest
 
@@ -254,3 +254,159 @@ async def test_unread_terminal_output_is_bounded(root: Path) -> None:
             await term.__anext__()
         # The connection still answers.
         assert (await client.stat(str(root)))["exists"]
+
+
+class _Listener:
+    """``rexd --listen 127.0.0.1:0`` with TLS (certificates made with openssl for the run) and a
+    token file, optionally asking for client certificates signed by the run's CA."""
+
+    TOKEN = "0123456789abcdef0123456789abcdef"
+
+    def __init__(self, root: Path, pki: Path, mtls: bool = False) -> None:
+        import subprocess
+
+        tokens = pki / "tokens"
+        tokens.write_text(f"python:{self.TOKEN}\n")
+        tokens.chmod(0o600)
+        args = [
+            rexd_path(), "--listen", "127.0.0.1:0", "--root", str(root),
+            "--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"),
+        ]
+        args += ["--client-ca", str(pki / "ca.pem")] if mtls else ["--token-file", str(tokens)]
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().decode()
+        assert line.startswith("rexd: listening on https://"), line
+        self.url = line.split(" on ", 1)[1].strip()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def pki() -> Iterator[Path]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate (CN=python)."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="deskwire-pki-") as d:
+        p = Path(d)
+
+        def openssl(*args: str) -> None:
+            subprocess.run(["openssl", *args], cwd=p, check=True, capture_output=True)
+
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        openssl("req", "-x509", *ec, "-days", "2", "-subj", "/CN=test CA", "-keyout", "ca.key", "-out", "ca.pem")
+        (p / "server.ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+        (p / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+        for name, subj in [("server", "/CN=localhost"), ("client", "/CN=python")]:
+            openssl("req", *ec, "-subj", subj, "-keyout", f"{name}.key", "-out", f"{name}.csr")
+            openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                    "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem")
+        yield p
+
+
+async def test_over_https_with_a_token(root: Path, pki: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    daemon = _Listener(root, pki)
+    try:
+        token_file = pki / "client-token"
+        token_file.write_text(_Listener.TOKEN + "\n")
+        async with await RexdClient.connect(
+            daemon.url, token_file=str(token_file), ca_file=str(pki / "ca.pem"),
+            workspace_roots=[str(root)],
+        ) as client:
+            assert client.session["protocol"] == "rexd/1"
+            await exercise(client, root)
+        # The token from the environment, and a wss:// URL.
+        monkeypatch.setenv("REXD_TOKEN", _Listener.TOKEN)
+        wss = daemon.url.replace("https://", "wss://")
+        async with await RexdClient.connect(wss, ca_file=str(pki / "ca.pem")) as client:
+            assert await client.run(["echo", "env"], cwd=str(root)) == (0, b"env\n", b"")
+        monkeypatch.delenv("REXD_TOKEN")
+        with pytest.raises(deskwire.RemoteError) as caught:
+            await RexdClient.connect(daemon.url, ca_file=str(pki / "ca.pem"), token="wrong-token-wrong-token")
+        assert caught.value.code == "unauthorized"
+        # A server certificate nobody vouches for.
+        with pytest.raises(deskwire.ClosedError):
+            await RexdClient.connect(daemon.url, token=_Listener.TOKEN)
+    finally:
+        daemon.stop()
+
+
+async def test_over_https_with_a_client_certificate(root: Path, pki: Path) -> None:
+    daemon = _Listener(root, pki, mtls=True)
+    try:
+        async with await RexdClient.connect(
+            daemon.url, ca_file=str(pki / "ca.pem"), client_cert=str(pki / "client.pem"),
+            client_key=str(pki / "client.key"),
+        ) as client:
+            assert await client.run(["echo", "mtls"], cwd=str(root)) == (0, b"mtls\n", b"")
+        with pytest.raises(deskwire.ClosedError):
+            await RexdClient.connect(daemon.url, ca_file=str(pki / "ca.pem"))
+    finally:
+        daemon.stop()
+
+
+async def test_over_a_websocket_a_cut_link_is_resumed(root: Path, pki: Path) -> None:
+    """A proxy between client and daemon drops every connection mid-command: the client dials
+    again and resumes by itself; every line arrives once, and the exit code."""
+    import subprocess
+
+    tokens = pki / "resume-tokens"
+    tokens.write_text(f"python:{_Listener.TOKEN}\n")
+    tokens.chmod(0o600)
+    daemon = subprocess.Popen(
+        [rexd_path(), "--listen", "127.0.0.1:0", "--root", str(root), "--allow-shell",
+         "--token-file", str(tokens)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    assert daemon.stdout is not None
+    port = int(daemon.stdout.readline().decode().rsplit(":", 1)[1])
+    links: List[asyncio.StreamWriter] = []
+
+    async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            while data := await r.read(65536):
+                w.write(data)
+                await w.drain()
+        except ConnectionError:
+            pass
+        finally:
+            w.close()
+
+    async def relay(cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        sr, sw = await asyncio.open_connection("127.0.0.1", port)
+        links.extend([cw, sw])
+        await asyncio.gather(pipe(cr, sw), pipe(sr, cw))
+
+    proxy = await asyncio.start_server(relay, "127.0.0.1", 0)
+    proxy_port = proxy.sockets[0].getsockname()[1]
+    try:
+        client = await RexdClient.connect(
+            f"http://127.0.0.1:{proxy_port}", token=_Listener.TOKEN, resume=True
+        )
+        script = 'i=1; while [ $i -le 40 ]; do echo "line $i"; i=$((i+1)); sleep 0.05; done; exit 5'
+        out = bytearray()
+        exit_: Optional[ExecExit] = None
+        cut = False
+        async for event in client.exec(script, cwd=str(root)):
+            if isinstance(event, ExecOutput):
+                out += event.data
+                if not cut and out.count(b"\n") >= 10:
+                    cut = True
+                    for w in links:
+                        w.transport.abort()
+                    links.clear()
+            else:
+                exit_ = event
+        assert cut
+        assert out.decode().splitlines() == [f"line {i}" for i in range(1, 41)]
+        assert exit_ is not None and exit_.exit_code == 5
+        # It was resumed, not merely never cut: the daemon counted one resume.
+        metrics = await client.call("rexd.metrics")
+        assert "rexd_sessions_resumed_total 1\n" in metrics["text"], metrics["text"]
+        await client.close()
+    finally:
+        proxy.close()
+        daemon.terminate()
+        daemon.wait(timeout=10)

@@ -4,6 +4,12 @@
 //! that may carry bytes (`fs.read`/`fs.write` `content`, event `data`, input `data`) travels
 //! with an `encoding`: `utf8` (the string is the bytes) or `base64` (RFC 4648 standard alphabet,
 //! written padded; read with or without padding, since some encoders drop it).
+//!
+//! A session that negotiated compression at `session.open` (`compression: "zstd"`) may also
+//! carry `zstd`: the base64 of one zstd frame of the data. This crate has no codec (it stays
+//! free of C dependencies): the daemon and the client compress and inflate, with the inflated
+//! size bounded by the session's limits; here `zstd` is a name on the wire, and [`decode`]
+//! refuses it with [`RexdError::Compressed`]. See `docs/rexd-compression.md`.
 
 use std::borrow::Cow;
 
@@ -29,6 +35,9 @@ pub enum Encoding {
     Utf8,
     /// `"base64"`: the string is the base64 of the data (any bytes).
     Base64,
+    /// `"zstd"`: the string is the base64 of one zstd frame of the data; only in a session
+    /// that negotiated it (`session.open` `compression`).
+    Zstd,
 }
 
 impl Encoding {
@@ -37,6 +46,7 @@ impl Encoding {
         match self {
             Encoding::Utf8 => "utf8",
             Encoding::Base64 => "base64",
+            Encoding::Zstd => "zstd",
         }
     }
 
@@ -57,14 +67,17 @@ pub fn encode(bytes: &[u8]) -> (Encoding, Cow<'_, str>) {
 
 /// Encodes `bytes` with the given encoding. For `utf8`, invalid sequences are replaced by
 /// U+FFFD (the caller asked for text; use [`encode`] to fall back to base64 instead).
+/// `zstd` is never produced here (this crate has no codec): asked for it, this writes base64,
+/// which the caller must then label `base64`.
 pub fn encode_as(bytes: &[u8], encoding: Encoding) -> Cow<'_, str> {
     match encoding {
         Encoding::Utf8 => String::from_utf8_lossy(bytes),
-        Encoding::Base64 => Cow::Owned(BASE64.encode(bytes)),
+        Encoding::Base64 | Encoding::Zstd => Cow::Owned(BASE64.encode(bytes)),
     }
 }
 
-/// The bytes a field carries: borrowed for `utf8`, decoded for `base64`.
+/// The bytes a field carries: borrowed for `utf8`, decoded for `base64`; `zstd` is
+/// [`RexdError::Compressed`] (inflate it where it was negotiated, within the session's limits).
 pub fn decode(data: &str, encoding: Encoding) -> Result<Cow<'_, [u8]>, RexdError> {
     match encoding {
         Encoding::Utf8 => Ok(Cow::Borrowed(data.as_bytes())),
@@ -72,6 +85,23 @@ pub fn decode(data: &str, encoding: Encoding) -> Result<Cow<'_, [u8]>, RexdError
             .decode(data)
             .map(Cow::Owned)
             .map_err(|e| RexdError::Base64(e.to_string())),
+        Encoding::Zstd => Err(RexdError::Compressed),
+    }
+}
+
+/// [`decode`] into a buffer the caller keeps (cleared first), for a reader decoding piece after
+/// piece without an allocation each.
+pub fn decode_into(data: &str, encoding: Encoding, out: &mut Vec<u8>) -> Result<(), RexdError> {
+    out.clear();
+    match encoding {
+        Encoding::Utf8 => {
+            out.extend_from_slice(data.as_bytes());
+            Ok(())
+        }
+        Encoding::Base64 => BASE64
+            .decode_vec(data, out)
+            .map_err(|e| RexdError::Base64(e.to_string())),
+        Encoding::Zstd => Err(RexdError::Compressed),
     }
 }
 
@@ -101,6 +131,17 @@ mod tests {
             Err(RexdError::Base64(_))
         ));
         assert_eq!(decode("Y!", Encoding::Utf8).unwrap().as_ref(), b"Y!");
+    }
+
+    #[test]
+    fn zstd_is_a_name_here_not_a_codec() {
+        let e: Encoding = serde_json::from_str("\"zstd\"").unwrap();
+        assert_eq!((e, e.as_str()), (Encoding::Zstd, "zstd"));
+        assert_eq!(decode("KLUv/Q==", e), Err(RexdError::Compressed));
+        assert_eq!(
+            decode_into("KLUv/Q==", e, &mut Vec::new()),
+            Err(RexdError::Compressed)
+        );
     }
 
     #[test]

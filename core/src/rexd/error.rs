@@ -51,11 +51,15 @@ pub enum ErrorCode {
     /// (a file, a directory, a `cwd`, or the parent of a file to write) does not exist inside
     /// the roots. `data` names the path and the errno.
     NotFound,
+    /// `-32010` `events_lost` (addition to the spec): `session.resume` found that events after
+    /// `last_seq` no longer fit the daemon's replay buffer. `data.lost` says how many; resuming
+    /// with `accept_loss: true` goes on without them.
+    EventsLost,
 }
 
 impl ErrorCode {
     /// Every code, standard ones first.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -70,6 +74,7 @@ impl ErrorCode {
         ErrorCode::UnsupportedCapability,
         ErrorCode::ResourceLimit,
         ErrorCode::NotFound,
+        ErrorCode::EventsLost,
     ];
 
     /// The numeric code on the wire.
@@ -89,6 +94,7 @@ impl ErrorCode {
             ErrorCode::UnsupportedCapability => -32007,
             ErrorCode::ResourceLimit => -32008,
             ErrorCode::NotFound => -32009,
+            ErrorCode::EventsLost => -32010,
         }
     }
 
@@ -114,6 +120,7 @@ impl ErrorCode {
             -32007 => ErrorCode::UnsupportedCapability,
             -32008 => ErrorCode::ResourceLimit,
             -32009 => ErrorCode::NotFound,
+            -32010 => ErrorCode::EventsLost,
             _ => return None,
         })
     }
@@ -136,6 +143,7 @@ impl ErrorCode {
             ErrorCode::UnsupportedCapability => "unsupported_capability",
             ErrorCode::ResourceLimit => "resource_limit",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::EventsLost => "events_lost",
         }
     }
 
@@ -157,6 +165,7 @@ impl ErrorCode {
             ErrorCode::UnsupportedCapability => "Unsupported capability",
             ErrorCode::ResourceLimit => "Resource limit reached",
             ErrorCode::NotFound => "Not found",
+            ErrorCode::EventsLost => "Events were lost",
         }
     }
 }
@@ -243,6 +252,10 @@ pub enum RexdError {
     /// A `data`/`content` field marked `base64` does not decode.
     #[error("invalid base64 data: {0}")]
     Base64(String),
+    /// A `data`/`content` field marked `zstd`: this crate has no codec; the daemon or client
+    /// that negotiated compression inflates it, within the session's limits.
+    #[error("zstd data is inflated by the session that negotiated it (session.open compression)")]
+    Compressed,
 }
 
 impl RexdError {
@@ -250,7 +263,9 @@ impl RexdError {
     pub fn error_code(&self) -> ErrorCode {
         match self {
             RexdError::UnknownMethod(_) => ErrorCode::MethodNotFound,
-            RexdError::InvalidParams { .. } | RexdError::Base64(_) => ErrorCode::InvalidParams,
+            RexdError::InvalidParams { .. } | RexdError::Base64(_) | RexdError::Compressed => {
+                ErrorCode::InvalidParams
+            }
             RexdError::Parse(_) => ErrorCode::ParseError,
             RexdError::InvalidMessage(_) => ErrorCode::InvalidRequest,
         }
@@ -291,7 +306,8 @@ mod tests {
             assert!(!c.message().is_empty());
         }
         assert_eq!(ErrorCode::from_code(-32009), Some(ErrorCode::NotFound));
-        assert_eq!(ErrorCode::from_code(-32010), None);
+        assert_eq!(ErrorCode::from_code(-32010), Some(ErrorCode::EventsLost));
+        assert_eq!(ErrorCode::from_code(-32011), None);
         assert_eq!(ErrorCode::from_code(0), None);
         assert_eq!(ErrorCode::ForbiddenPath.code(), -32002);
         assert_eq!(ErrorCode::ResourceLimit.name(), "resource_limit");

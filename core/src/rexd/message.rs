@@ -215,6 +215,8 @@ requests! {
     PtyInput = "pty.input", PtyInputParams => PtyInputResult;
     PtyResize = "pty.resize", PtyResizeParams => PtyResizeResult;
     PtyClose = "pty.close", PtyCloseParams => PtyCloseResult;
+    SessionResume = "session.resume", SessionResumeParams => SessionResumeResult;
+    RexdMetrics = "rexd.metrics", RexdMetricsParams => RexdMetricsResult;
 }
 
 impl Response {
@@ -256,6 +258,10 @@ impl Request {
     /// absent.
     pub fn parse(method: &str, params: Option<&RawValue>) -> Result<Request, RexdError> {
         match Method::from_name(method) {
+            // The one method without params: `{}` or none at all.
+            Some(Method::RexdMetrics) if params.is_none() => {
+                Ok(Request::RexdMetrics(RexdMetricsParams::default()))
+            }
             Some(m) if !m.is_event() => Request::parse_known(m, params),
             _ => Err(RexdError::UnknownMethod(method.to_owned())),
         }

@@ -47,6 +47,13 @@ pub enum Method {
     PtyResize,
     /// `pty.close`: close a PTY and, by default, end its process (Phase 2).
     PtyClose,
+    /// `session.resume` (addition to the spec, Phase 3's resumable sessions): take a
+    /// resumable session over on a new connection after the old one dropped, and get every
+    /// event after `last_seq` again, then the live stream.
+    SessionResume,
+    /// `rexd.metrics` (addition to the spec, Phase 3's metrics): the daemon's counters and
+    /// gauges in the Prometheus text format, the same text `rexd --listen` serves at `/metrics`.
+    RexdMetrics,
     /// Event `exec.stdout`: a piece of a process's standard output.
     ExecStdout,
     /// Event `exec.stderr`: a piece of a process's standard error.
@@ -63,7 +70,7 @@ pub enum Method {
 
 impl Method {
     /// All methods, requests first, in the order of the spec.
-    pub const ALL: [Method; 22] = [
+    pub const ALL: [Method; 24] = [
         Method::SessionOpen,
         Method::SessionClose,
         Method::SessionInfo,
@@ -80,6 +87,8 @@ impl Method {
         Method::PtyInput,
         Method::PtyResize,
         Method::PtyClose,
+        Method::SessionResume,
+        Method::RexdMetrics,
         Method::ExecStdout,
         Method::ExecStderr,
         Method::ExecExit,
@@ -107,6 +116,8 @@ impl Method {
             Method::PtyInput => "pty.input",
             Method::PtyResize => "pty.resize",
             Method::PtyClose => "pty.close",
+            Method::SessionResume => "session.resume",
+            Method::RexdMetrics => "rexd.metrics",
             Method::ExecStdout => "exec.stdout",
             Method::ExecStderr => "exec.stderr",
             Method::ExecExit => "exec.exit",
@@ -136,6 +147,8 @@ impl Method {
             "pty.input" => Method::PtyInput,
             "pty.resize" => Method::PtyResize,
             "pty.close" => Method::PtyClose,
+            "session.resume" => Method::SessionResume,
+            "rexd.metrics" => Method::RexdMetrics,
             "exec.stdout" => Method::ExecStdout,
             "exec.stderr" => Method::ExecStderr,
             "exec.exit" => Method::ExecExit,
@@ -159,10 +172,11 @@ impl Method {
         )
     }
 
-    /// The implementation phase of the spec's plan: 1 (must-have) or 2 (nice-to-have:
-    /// `exec.input` and the PTY methods and events).
+    /// The implementation phase of the spec's plan: 1 (must-have), 2 (nice-to-have:
+    /// `exec.input` and the PTY methods and events) or 3 (polish: `rexd.metrics`).
     pub const fn phase(self) -> u8 {
         match self {
+            Method::RexdMetrics | Method::SessionResume => 3,
             Method::ExecInput
             | Method::PtyOpen
             | Method::PtyInput
@@ -180,6 +194,8 @@ impl Method {
     pub fn capability(self) -> Option<Capability> {
         match self {
             Method::SessionOpen | Method::SessionClose | Method::SessionInfo => None,
+            Method::RexdMetrics => Some(Capability::Metrics),
+            Method::SessionResume => Some(Capability::Resume),
             Method::ExecInput => Some(Capability::ExecInput),
             Method::ExecStart | Method::ExecWait | Method::ExecKill => Some(Capability::Exec),
             Method::FsRead | Method::FsWrite | Method::FsList | Method::FsGlob | Method::FsStat => {

@@ -79,8 +79,9 @@ pub use pty::{
     PtyInputResult, PtyOpenParams, PtyOpenResult, PtyOutput, PtyResizeParams, PtyResizeResult,
 };
 pub use session::{
-    Capability, Limits, OkResult, ProcessInfo, SessionCloseParams, SessionCloseResult,
-    SessionInfoParams, SessionInfoResult, SessionOpenParams, SessionOpenResult,
+    Capability, Limits, OkResult, ProcessInfo, ResumeInfo, RexdMetricsParams, RexdMetricsResult,
+    SessionCloseParams, SessionCloseResult, SessionInfoParams, SessionInfoResult,
+    SessionOpenParams, SessionOpenResult, SessionResumeParams, SessionResumeResult,
 };
 
 /// The `protocol` a REXD v1 daemon announces in its `session.open` result.

@@ -61,15 +61,18 @@ fn request() -> impl Strategy<Value = Request> {
             option::of(text()),
             option::of(vec(text(), 0..3)),
             option::of(vec(capability(), 0..3)),
-            option::of(limits())
+            option::of(limits()),
+            option::of(vec(text(), 0..3))
         )
-            .prop_map(|(a, b, c, d, e)| {
+            .prop_map(|(a, b, c, d, e, f)| {
                 Request::SessionOpen(SessionOpenParams {
                     client_name: a,
                     client_version: b,
                     workspace_roots: c,
                     requested_capabilities: d,
                     limits: e,
+                    resumable: false,
+                    compression: f,
                 })
             }),
         text().prop_map(|s| Request::SessionClose(SessionCloseParams { session_id: s })),
@@ -332,9 +335,10 @@ fn response() -> impl Strategy<Value = Response> {
             text(),
             vec(capability(), 0..3),
             limits(),
-            vec(text(), 0..3)
+            vec(text(), 0..3),
+            option::of(text())
         )
-            .prop_map(|(id, v, caps, limits, roots)| {
+            .prop_map(|(id, v, caps, limits, roots, compression)| {
                 Response::SessionOpen(SessionOpenResult {
                     session_id: id,
                     protocol: PROTOCOL_VERSION.into(),
@@ -342,6 +346,8 @@ fn response() -> impl Strategy<Value = Response> {
                     capabilities: caps,
                     limits,
                     workspace_roots: roots,
+                    resume: None,
+                    compression,
                 })
             }),
         any::<bool>().prop_map(|ok| Response::ExecKill(OkResult { ok })),

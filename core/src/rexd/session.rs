@@ -25,6 +25,11 @@ pub enum Capability {
     ExecInput,
     /// `"pty"`: the `pty.*` methods and events.
     Pty,
+    /// `"metrics"`: `rexd.metrics` (addition to the spec).
+    Metrics,
+    /// `"resume"`: resumable sessions and `session.resume` (addition to the spec; offered by a
+    /// daemon that outlives its connections: `rexd --listen`, `rexd --stdio --resumable`).
+    Resume,
     /// Any other name, kept as sent.
     Other(String),
 }
@@ -38,6 +43,8 @@ impl Capability {
             Capability::Events => "events",
             Capability::ExecInput => "exec.input",
             Capability::Pty => "pty",
+            Capability::Metrics => "metrics",
+            Capability::Resume => "resume",
             Capability::Other(name) => name,
         }
     }
@@ -50,6 +57,8 @@ impl Capability {
             "events" => Capability::Events,
             "exec.input" => Capability::ExecInput,
             "pty" => Capability::Pty,
+            "metrics" => Capability::Metrics,
+            "resume" => Capability::Resume,
             other => Capability::Other(other.to_owned()),
         }
     }
@@ -179,6 +188,56 @@ pub struct SessionOpenParams {
     /// Lower limits for this session (addition to the spec; see [`Limits::lowered_by`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// Ask for a resumable session (addition to the spec; capability `resume`): when the
+    /// connection drops, the session and its processes wait `resume.grace_ms` for
+    /// `session.resume`, and its events carry `event_seq`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub resumable: bool,
+    /// Codecs the client can inflate, most wanted first (addition to the spec; `["zstd"]`).
+    /// The daemon answers the one it chose in [`SessionOpenResult::compression`]; without
+    /// this, or with no codec in common, every payload is `utf8` or `base64` as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Vec<String>>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// How to resume a resumable session (in its `session.open` result).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeInfo {
+    /// The secret `session.resume` must show (keep it like a password).
+    pub resume_secret: String,
+    /// How long the session waits for `session.resume` after its connection drops.
+    pub grace_ms: u64,
+    /// Events kept for replay at most (older ones are lost to a resume, which then says so).
+    pub replay_events: u64,
+}
+
+/// `session.resume` params (addition to the spec).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SessionResumeParams {
+    /// The session to take over.
+    pub session_id: String,
+    /// The `resume_secret` of its `session.open` result.
+    pub resume_secret: String,
+    /// The `event_seq` of the last event the client saw (0: none).
+    pub last_seq: u64,
+    /// Resume even when events after `last_seq` are no longer kept (`events_lost` otherwise).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub accept_loss: bool,
+}
+
+/// `session.resume` result (addition to the spec). The replayed events follow it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionResumeResult {
+    /// The session.
+    pub session_id: String,
+    /// Events sent again after this answer (those after `last_seq`).
+    pub replayed: u64,
+    /// Events after `last_seq` that were no longer kept (0 unless `accept_loss`).
+    pub lost: u64,
 }
 
 /// `session.open` result.
@@ -196,6 +255,14 @@ pub struct SessionOpenResult {
     pub limits: Limits,
     /// The roots in force for this session.
     pub workspace_roots: Vec<String>,
+    /// For a resumable session: how to resume it (addition to the spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<ResumeInfo>,
+    /// The codec chosen from the client's offer (addition to the spec): payloads of this
+    /// session (exec output events, `fs.read` content, `fs.write` content, `exec.input` data)
+    /// may then be `encoding: "zstd"`. Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
 }
 
 /// `session.close` params. (The spec gives none; the session id is the one thing it needs.)
@@ -336,4 +403,17 @@ mod tests {
         assert_eq!(parsed.limits.default_timeout_ms, Some(30_000));
         assert_eq!(serde_json::to_value(&parsed).unwrap(), r);
     }
+}
+
+/// `rexd.metrics` params (addition to the spec): none; `{}` or absent.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RexdMetricsParams {}
+
+/// `rexd.metrics` result (addition to the spec).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RexdMetricsResult {
+    /// The media type of `text`: `application/openmetrics-text; version=1.0.0`.
+    pub content_type: String,
+    /// The daemon's counters and gauges, as `rexd --listen` serves them at `/metrics`.
+    pub text: String,
 }

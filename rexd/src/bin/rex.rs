@@ -39,7 +39,8 @@ struct Cli {
 
 #[derive(Args, Debug)]
 struct Global {
-    /// The target: a name from the targets file, `local`, or `ssh://[user@]host[:port]`
+    /// The target: a name from the targets file, `local`, `ssh://[user@]host[:port]`, or
+    /// `https://host:port` (`wss://`; `http://` for loopback) for a `rexd --listen` daemon
     /// (default: $REX_TARGET, else the file's current target, else `local`).
     #[arg(short, long, global = true)]
     target: Option<String>,
@@ -64,6 +65,29 @@ struct Global {
     /// A workspace root to ask for, repeatable.
     #[arg(long = "root", global = true)]
     roots: Vec<String>,
+    /// `https://` targets: the bearer token's file (default: $REXD_TOKEN).
+    #[arg(long, global = true, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// `https://` targets: the environment variable holding the token (default REXD_TOKEN).
+    #[arg(long, global = true, value_name = "VAR")]
+    token_env: Option<String>,
+    /// `https://` targets: trust this CA (PEM) for the daemon's certificate.
+    #[arg(long, global = true, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+    /// `https://` targets: a client certificate (PEM) for mTLS.
+    #[arg(long, global = true, value_name = "FILE", requires = "client_key")]
+    client_cert: Option<PathBuf>,
+    /// `https://` targets: the client certificate's key (PEM).
+    #[arg(long, global = true, value_name = "FILE", requires = "client_cert")]
+    client_key: Option<PathBuf>,
+    /// Keep a command going across a dropped link: a resumable session (the remote rexd as
+    /// `rexd --stdio --resumable`), resumed by rex itself when the link drops.
+    #[arg(long, global = true)]
+    resume: bool,
+    /// Offer zstd compression at session.open: output and file contents travel compressed
+    /// where that makes them shorter (worth it over slow links and for text).
+    #[arg(long, global = true)]
+    compress: bool,
     /// Show the transport's stderr (daemon logs, ssh messages) as it comes.
     #[arg(short, long, global = true)]
     verbose: bool,
@@ -243,6 +267,7 @@ fn main() -> ExitCode {
                 | ClientError::BadTarget { .. }
                 | ClientError::UnknownTarget { .. }
                 | ClientError::TargetsFile { .. }
+                | ClientError::Unauthorized { .. }
                 | ClientError::Output(_) => code::REFUSED,
                 _ => code::UNREACHABLE,
             })
@@ -258,6 +283,8 @@ fn run(cli: Cli) -> Result<u8, ClientError> {
     let spec = resolve(&cli.global, &file)?;
     let options = ConnectOptions {
         forward_stderr: cli.global.verbose,
+        resume: cli.global.resume || spec.resume,
+        compress: cli.global.compress,
         ..ConnectOptions::default()
     };
     let mut client = Client::connect(&spec, &options)?;
@@ -288,6 +315,21 @@ fn apply_overrides(spec: &mut TargetSpec, global: &Global) {
     }
     spec.rexd_args.extend(global.rexd_arg.iter().cloned());
     spec.workspace_roots.extend(global.roots.iter().cloned());
+    let paths = [
+        (&global.token_file, &mut spec.token_file),
+        (&global.ca_file, &mut spec.ca_file),
+        (&global.client_cert, &mut spec.client_cert),
+        (&global.client_key, &mut spec.client_key),
+    ];
+    for (given, field) in paths {
+        if let Some(p) = given {
+            // Absolute, so a target saved with `rex target add` works from any directory.
+            *field = Some(std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+        }
+    }
+    if let Some(v) = &global.token_env {
+        spec.token_env = Some(v.clone());
+    }
 }
 
 fn target_command(

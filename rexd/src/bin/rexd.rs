@@ -1,6 +1,7 @@
 //! `rexd`: the REXD v1 daemon. `rexd --stdio` serves JSON-RPC on stdin/stdout; `rexd --mcp`
 //! the same tools as an MCP server; `rexd --irc HOST:PORT --channel '#desk' --nick NAME` serves
-//! OA1 `RemoteBash` on an IRC channel.
+//! OA1 `RemoteBash` on an IRC channel; `rexd --listen ADDR --token-file F` serves REXD over
+//! HTTP(S) and WebSocket (feature `net`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +11,7 @@ use rexd::audit::Audit;
 use rexd::config::{Config, LogLevel};
 use rexd::service::Settings;
 
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(
     version,
     about = "REXD v1: a remote execution and file plane for agents"
@@ -19,6 +20,18 @@ struct Args {
     /// Serve JSON-RPC 2.0 (NDJSON) on stdin/stdout.
     #[arg(long, conflicts_with = "irc")]
     stdio: bool,
+    /// With --stdio: bridge stdin/stdout to this user's rexd agent (a Unix socket; started on
+    /// demand), so that sessions opened with `resumable` and their processes outlive the
+    /// connection (an ssh link that drops) and can be resumed from a new one.
+    #[arg(long, requires = "stdio")]
+    resumable: bool,
+    /// How long a resumable session whose connection dropped waits for session.resume (with
+    /// --stdio --resumable, --listen).
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    resume_grace_ms: u64,
+    /// Run as the agent on this socket (what --resumable starts; not for direct use).
+    #[arg(long, value_name = "SOCKET", hide = true, conflicts_with_all = ["stdio", "irc", "mcp"])]
+    agent: Option<PathBuf>,
     /// Serve OA1 RemoteBash on an IRC channel: connect to HOST:PORT. A link lost after joining
     /// is reconnected after 1 s, doubling up to 60 s; a first connection that fails is an error.
     #[arg(long, value_name = "HOST:PORT")]
@@ -66,6 +79,8 @@ struct Args {
     /// Serve the tools as an MCP server on stdin/stdout.
     #[arg(long, conflicts_with_all = ["stdio", "irc"])]
     mcp: bool,
+    #[command(flatten)]
+    listen: ListenArgs,
     /// The TOML configuration (the spec's /etc/rexd/config.toml format).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -82,6 +97,68 @@ struct Args {
     /// Write the audit log here (`-` for stderr), overriding `[audit]`.
     #[arg(long, value_name = "PATH")]
     audit_log: Option<String>,
+}
+
+/// `--listen` and its flags (Profile C).
+#[derive(Debug, Clone, clap::Args)]
+struct ListenArgs {
+    /// Serve REXD over HTTP(S) and WebSocket on ADDR (`127.0.0.1:7070`; port 0 picks one, and
+    /// the first line on stdout says which): `POST /rpc` for pointed calls, `GET /ws` for whole
+    /// sessions with events. Needs --token-file or --client-ca.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["stdio", "irc", "mcp"])]
+    listen: Option<std::net::SocketAddr>,
+    /// Bearer tokens, one `LABEL:TOKEN` a line (mode 600); the label names the client in the
+    /// audit log (with --listen).
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    token_file: Option<PathBuf>,
+    /// The server's certificate chain, PEM (with --listen).
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    tls_cert: Option<PathBuf>,
+    /// The server's private key, PEM (with --listen).
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA, PEM (mTLS; with --tls-cert). The
+    /// certificate's subject names the client in the audit log.
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    client_ca: Option<PathBuf>,
+    /// Allow --listen on an address that is neither loopback nor private (put a firewall or a
+    /// reverse proxy in front).
+    #[arg(long, requires = "listen")]
+    allow_public: bool,
+    /// Allow --listen without TLS on an address that is not loopback (when a TLS-terminating
+    /// proxy on the same network segment is in front).
+    #[arg(long, requires = "listen")]
+    allow_plaintext: bool,
+    /// Connections served at once; more wait in the listen backlog (with --listen).
+    #[arg(long, value_name = "N", default_value_t = 128, requires = "listen")]
+    max_connections: usize,
+    /// The largest POST /rpc body and WebSocket message, in bytes (with --listen).
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "listen")]
+    max_message_bytes: usize,
+    /// Milliseconds a client has to send a request's headers, and to finish the TLS
+    /// handshake (with --listen).
+    #[arg(long, value_name = "MS", default_value_t = 10_000, requires = "listen")]
+    header_timeout_ms: u64,
+    /// Bytes of answers and events a connection may leave unread before it is dropped; at a
+    /// quarter of it, its commands' output is no longer read (with --listen).
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "listen")]
+    max_unsent_bytes: usize,
+    /// Milliseconds a connection may stay behind (a quarter of --max-unsent-bytes unread)
+    /// before it is dropped (with --listen).
+    #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "listen")]
+    slow_reader_ms: u64,
+    /// Milliseconds a session opened over POST /rpc lives without a request (with --listen).
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 600_000,
+        requires = "listen"
+    )]
+    rpc_session_idle_ms: u64,
+    /// Serve GET /metrics on this address too, with the same authentication and TLS (it is
+    /// on --listen's address as well).
+    #[arg(long, value_name = "ADDR", requires = "listen")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn main() -> ExitCode {
@@ -142,7 +219,22 @@ fn settings(args: &Args) -> Result<Settings, String> {
 }
 
 fn run(args: Args) -> Result<(), String> {
+    if args.resumable {
+        // The agent is started with the same arguments, so it checks and loads the same
+        // config; this process only carries bytes.
+        let rest: Vec<std::ffi::OsString> = std::env::args_os()
+            .skip(1)
+            .filter(|a| a != "--stdio" && a != "--resumable")
+            .collect();
+        settings(&args)?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        return rexd::agent::bridge(&exe, &rest).map_err(|e| format!("--resumable: {e}"));
+    }
     let settings = settings(&args)?;
+    if let Some(socket) = &args.agent {
+        return rexd::agent::serve_agent(settings, socket, args.resume_grace_ms)
+            .map_err(|e| format!("--agent {}: {e}", socket.display()));
+    }
     if args.stdio {
         return rexd::stdio::serve_stdio(settings).map_err(|e| e.to_string());
     }
@@ -176,5 +268,43 @@ fn run(args: Args) -> Result<(), String> {
     if args.mcp {
         return rexd::mcp::serve_stdio(settings).map_err(|e| e.to_string());
     }
-    Err("choose a transport: --stdio, --mcp or --irc HOST:PORT".into())
+    if let Some(addr) = args.listen.listen {
+        return listen(settings, &args, addr);
+    }
+    Err("choose a transport: --stdio, --mcp, --irc HOST:PORT or --listen ADDR".into())
+}
+
+#[cfg(feature = "net")]
+fn listen(service: Settings, args: &Args, addr: std::net::SocketAddr) -> Result<(), String> {
+    let a = &args.listen;
+    let grace_ms = args.resume_grace_ms;
+    // Each MCP-over-HTTP session gets a service of its own, made from the same arguments.
+    let again = args.clone();
+    let mcp_settings: rexd::net::SettingsFactory = std::sync::Arc::new(move || {
+        settings(&again).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+    });
+    let options = rexd::net::NetOptions {
+        allow_public: a.allow_public,
+        allow_plaintext: a.allow_plaintext,
+        token_file: a.token_file.clone(),
+        tls_cert: a.tls_cert.clone(),
+        tls_key: a.tls_key.clone(),
+        client_ca: a.client_ca.clone(),
+        max_connections: a.max_connections.max(1),
+        max_message_bytes: a.max_message_bytes.max(1024),
+        header_timeout_ms: a.header_timeout_ms.max(1),
+        max_unsent_bytes: a.max_unsent_bytes.max(64 * 1024),
+        slow_reader_ms: a.slow_reader_ms,
+        rpc_session_idle_ms: a.rpc_session_idle_ms,
+        metrics_listen: a.metrics_listen,
+        resume_grace_ms: grace_ms,
+        mcp_settings: Some(mcp_settings),
+        ..rexd::net::NetOptions::new(addr)
+    };
+    rexd::net::serve(service, options).map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "net"))]
+fn listen(_: Settings, _: &Args, _: std::net::SocketAddr) -> Result<(), String> {
+    Err("--listen: this rexd was built without the `net` feature".into())
 }

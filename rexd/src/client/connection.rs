@@ -24,11 +24,12 @@ use deskwire::rexd::{
     FsGlobParams, FsGlobResult, FsListParams, FsListResult, FsReadParams, FsReadResult,
     FsStatParams, FsStatResult, FsWriteParams, FsWriteResult, Limits, Method, Program,
     SessionCloseParams, SessionInfoParams, SessionInfoResult, SessionOpenParams, SessionOpenResult,
-    Signal, WriteMode,
+    SessionResumeParams, Signal, WriteMode,
 };
 
 use super::error::ClientError;
 use super::target::{Endpoint, TargetSpec};
+use crate::compress;
 
 /// Most bytes of events held while the caller waits for something else.
 pub const MAX_BUFFERED_EVENT_BYTES: usize = 64 * 1024 * 1024;
@@ -39,6 +40,9 @@ const CHANNEL_CHUNKS: usize = 64;
 const READ_CHUNK: usize = 64 * 1024;
 /// The largest `fs.read` piece asked for (8 MiB: 11 MiB as base64, under the 16 MiB line cap).
 const MAX_READ_PIECE: u64 = 8 * 1024 * 1024;
+/// The most bytes one compressed output event may inflate to: what one plain message could
+/// carry.
+const MAX_EVENT_BYTES: usize = compress::MAX_INFLATED;
 /// `fs.read` pieces asked for at once by [`Client::read_file`].
 pub const READ_AHEAD: usize = 3;
 /// `exec.input` calls in flight at once: the stdin forwarder waits for answers beyond this.
@@ -55,6 +59,15 @@ pub struct ConnectOptions {
     pub forward_stderr: bool,
     /// Limits to ask for (the daemon only lowers its own).
     pub limits: Option<Limits>,
+    /// Open a resumable session (over ssh, the remote `rexd --stdio --resumable`) and, when
+    /// the link drops while a command runs, reconnect and resume it by itself: every event
+    /// exactly once, then the live stream. Reconnects are tried after 0.2, 0.5, 1, 2, 4 and
+    /// 8 s (about 16 s in all, under the daemon's 60 s grace).
+    pub resume: bool,
+    /// Offer `zstd` compression at `session.open`. When the daemon takes it, output events
+    /// and `fs.read`/`fs.write` contents travel compressed where that makes them shorter
+    /// (`docs/rexd-compression.md`); inflated sizes are bounded by what was asked for.
+    pub compress: bool,
 }
 
 impl Default for ConnectOptions {
@@ -64,6 +77,8 @@ impl Default for ConnectOptions {
             call_timeout_ms: 120_000,
             forward_stderr: false,
             limits: None,
+            resume: false,
+            compress: false,
         }
     }
 }
@@ -105,7 +120,7 @@ pub struct WriteOptions {
 }
 
 /// What the threads hand the caller's thread.
-enum Input {
+pub(crate) enum Input {
     Stdout(Vec<u8>),
     StdoutEnd(Option<io::Error>),
     Local(Vec<u8>),
@@ -156,13 +171,34 @@ struct InputRoute {
     error: Option<ClientError>,
 }
 
+/// How the bytes travel.
+enum Transport {
+    /// A child's stdio: `rexd --stdio`, or `ssh … rexd --stdio`.
+    Process {
+        child: Child,
+        stdin: Option<ChildStdin>,
+    },
+    /// A WebSocket to `rexd --listen`.
+    #[cfg(feature = "net")]
+    Ws(super::ws::WsTransport),
+}
+
+impl Transport {
+    fn is_open(&self) -> bool {
+        match self {
+            Transport::Process { stdin, .. } => stdin.is_some(),
+            #[cfg(feature = "net")]
+            Transport::Ws(ws) => ws.is_open(),
+        }
+    }
+}
+
 /// A connection to one daemon with one open session. See the module docs.
 pub struct Client {
     target: String,
     spec: TargetSpec,
     endpoint: Endpoint,
-    child: Child,
-    stdin: Option<ChildStdin>,
+    transport: Transport,
     inbox: Receiver<Input>,
     sender: SyncSender<Input>,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
@@ -175,6 +211,9 @@ pub struct Client {
     events_bytes: usize,
     input: Option<InputRoute>,
     session: Option<SessionOpenResult>,
+    options: ConnectOptions,
+    /// The `event_seq` of the last event of a resumable session taken in.
+    last_event: u64,
 }
 
 impl std::fmt::Debug for Client {
@@ -194,6 +233,49 @@ impl Client {
     /// network) is [`ClientError::Closed`] with ssh's own message.
     pub fn connect(spec: &TargetSpec, options: &ConnectOptions) -> Result<Client, ClientError> {
         let endpoint = spec.endpoint()?;
+        let mut spec = spec.clone();
+        if options.resume && !matches!(endpoint, Endpoint::Ws { .. }) {
+            // Over ssh (and locally), the daemon must outlive the link: its agent does.
+            spec.rexd_args.insert(0, "--resumable".into());
+        }
+        let spec = &spec;
+        let (sender, inbox) = sync_channel(CHANNEL_CHUNKS);
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        let (transport, stderr_thread) = match &endpoint {
+            #[cfg(feature = "net")]
+            Endpoint::Ws { .. } => (
+                Transport::Ws(super::ws::connect(spec, &endpoint, sender.clone())?),
+                None,
+            ),
+            #[cfg(not(feature = "net"))]
+            Endpoint::Ws { given, .. } => {
+                return Err(ClientError::BadTarget {
+                    target: given.clone(),
+                    reason: "this rex was built without the `net` feature".into(),
+                });
+            }
+            _ => Client::spawn(spec, &endpoint, options, &sender, &stderr_tail)?,
+        };
+        Client::start(
+            spec,
+            options,
+            endpoint,
+            transport,
+            (sender, inbox),
+            stderr_tail,
+            stderr_thread,
+        )
+    }
+
+    /// Starts the child that carries a process transport, with its reader threads.
+    fn spawn(
+        spec: &TargetSpec,
+        endpoint: &Endpoint,
+        options: &ConnectOptions,
+        sender: &SyncSender<Input>,
+        stderr_tail: &Arc<Mutex<Vec<u8>>>,
+    ) -> Result<(Transport, Option<JoinHandle<()>>), ClientError> {
+        let endpoint = endpoint.clone();
         let mut cmd = spec.command()?;
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -212,17 +294,26 @@ impl Client {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped above");
         let stderr = child.stderr.take().expect("piped above");
-
-        let (sender, inbox) = sync_channel(CHANNEL_CHUNKS);
         let out_sender = sender.clone();
         std::thread::spawn(move || read_stdout(stdout, out_sender));
-        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
-        let tail = Arc::clone(&stderr_tail);
+        let tail = Arc::clone(stderr_tail);
         let forward = options.forward_stderr;
         let stderr_thread = Some(std::thread::spawn(move || {
             read_stderr(stderr, tail, forward)
         }));
+        Ok((Transport::Process { child, stdin }, stderr_thread))
+    }
 
+    /// The session over a started transport.
+    fn start(
+        spec: &TargetSpec,
+        options: &ConnectOptions,
+        endpoint: Endpoint,
+        transport: Transport,
+        (sender, inbox): (SyncSender<Input>, Receiver<Input>),
+        stderr_tail: Arc<Mutex<Vec<u8>>>,
+        stderr_thread: Option<JoinHandle<()>>,
+    ) -> Result<Client, ClientError> {
         let mut timeouts = TimeoutPolicy::uniform(options.call_timeout_ms);
         // The daemon answers `exec.input` once the command took the bytes: a command that does
         // not read for a while holds the stdin forwarder, as ssh's window does, without failing.
@@ -239,8 +330,7 @@ impl Client {
             target: endpoint.to_string(),
             spec: spec.clone(),
             endpoint,
-            child,
-            stdin,
+            transport,
             inbox,
             sender,
             stderr_tail,
@@ -253,6 +343,8 @@ impl Client {
             events_bytes: 0,
             input: None,
             session: None,
+            options: options.clone(),
+            last_event: 0,
         };
         let roots = (!spec.workspace_roots.is_empty()).then(|| spec.workspace_roots.clone());
         let opened = client.call(SessionOpenParams {
@@ -261,6 +353,8 @@ impl Client {
             workspace_roots: roots,
             requested_capabilities: None,
             limits: options.limits,
+            resumable: options.resume,
+            compression: options.compress.then(|| vec![compress::ZSTD.to_owned()]),
         })?;
         client.session = Some(opened);
         Ok(client)
@@ -274,6 +368,14 @@ impl Client {
     /// What `session.open` answered: session id, capabilities, limits, roots.
     pub fn session(&self) -> &SessionOpenResult {
         self.session.as_ref().expect("set by connect")
+    }
+
+    /// Whether the session negotiated compression (`zstd` payloads).
+    pub fn compressed(&self) -> bool {
+        self.session
+            .as_ref()
+            .and_then(|s| s.compression.as_deref())
+            .is_some_and(|c| c == compress::ZSTD)
     }
 
     fn session_id(&self) -> String {
@@ -312,13 +414,6 @@ impl Client {
         self.send_call(C::METHOD, raw)
     }
 
-    fn typed_answer<C: Call>(&mut self, id: &Id) -> Result<C::Result, ClientError> {
-        let result = self.answer_to(id)?;
-        serde_json::from_str(result.get()).map_err(|e| {
-            ClientError::Protocol(format!("the answer to {} does not fit: {e}", C::METHOD))
-        })
-    }
-
     /// Waits for the answer to call `id` (events that arrive meanwhile are kept).
     fn answer_to(&mut self, id: &Id) -> Result<RawJson, ClientError> {
         loop {
@@ -343,12 +438,23 @@ impl Client {
     }
 
     fn transmit(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
-        let Some(stdin) = self.stdin.as_mut() else {
-            return Err(self.connection_lost(None));
-        };
-        if let Err(e) = stdin.write_all(bytes) {
-            // A broken pipe means the other end is gone: say why from its exit and stderr.
-            return Err(self.connection_lost(Some(e)));
+        match &mut self.transport {
+            Transport::Process { stdin, .. } => {
+                let Some(stdin) = stdin.as_mut() else {
+                    return Err(self.connection_lost(None));
+                };
+                if let Err(e) = stdin.write_all(bytes) {
+                    // A broken pipe means the other end is gone: say why from its exit and
+                    // stderr.
+                    return Err(self.connection_lost(Some(e)));
+                }
+            }
+            #[cfg(feature = "net")]
+            Transport::Ws(ws) => {
+                if !ws.send(bytes) {
+                    return Err(self.connection_lost(None));
+                }
+            }
         }
         Ok(())
     }
@@ -381,6 +487,15 @@ impl Client {
                 }
             }
             PeerEvent::Notification { method, params } => {
+                // A resumed session sends again what may have been seen: each event once.
+                if self.options.resume
+                    && let Some(seq) = params.as_ref().and_then(|p| event_seq(p.get()))
+                {
+                    if seq <= self.last_event {
+                        return Ok(());
+                    }
+                    self.last_event = seq;
+                }
                 // Only the spec's events are kept; anything else a newer daemon sends is noise.
                 if let Some(m) = Method::from_name(&method).filter(|m| m.is_event()) {
                     let len = params.as_ref().map_or(0, |p| p.get().len());
@@ -478,8 +593,22 @@ impl Client {
 
     /// The transport ended: reap it and explain why, in the user's terms.
     fn connection_lost(&mut self, io_error: Option<io::Error>) -> ClientError {
-        self.stdin = None;
-        let status = wait_with_timeout(&mut self.child, Duration::from_secs(3));
+        let child = match &mut self.transport {
+            Transport::Process { child, stdin } => {
+                *stdin = None;
+                child
+            }
+            #[cfg(feature = "net")]
+            Transport::Ws(ws) => {
+                ws.shutdown();
+                return ClientError::Closed {
+                    target: self.target.clone(),
+                    status: None,
+                    stderr: ws.ended(),
+                };
+            }
+        };
+        let status = wait_with_timeout(child, Duration::from_secs(3));
         if let Some(t) = self.stderr_thread.take() {
             // stderr closes when the transport exits (unless a grandchild holds it open).
             let deadline = Instant::now() + Duration::from_millis(500);
@@ -565,7 +694,7 @@ impl Client {
         if let Some(route) = self.input.take() {
             route.gate.close();
         }
-        if result.is_err() && self.stdin.is_some() {
+        if result.is_err() && self.transport.is_open() {
             // Best effort: do not leave the command running after we stopped listening.
             let _ = self.call(ExecKillParams {
                 session_id,
@@ -601,9 +730,13 @@ impl Client {
                             )));
                         }
                         last_seq[slot] = o.seq;
-                        let bytes = o
-                            .bytes()
-                            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                        let bytes = compress::decode_bounded(
+                            &o.data,
+                            o.encoding,
+                            self.compressed(),
+                            MAX_EVENT_BYTES,
+                        )
+                        .map_err(|e| ClientError::Protocol(format!("{method}: {e}")))?;
                         sink(stream, &bytes).map_err(ClientError::Output)?;
                     }
                     Event::ExecExit(exit) if exit.process_id == process_id => return Ok(exit),
@@ -627,11 +760,108 @@ impl Client {
                     _ => return Err(error),
                 }
             }
-            let deadline = self.pump()?;
-            if self.events.is_empty() {
-                self.wait_input(deadline)?;
+            let step = self.pump().and_then(|deadline| {
+                if self.events.is_empty() {
+                    self.wait_input(deadline)
+                } else {
+                    Ok(())
+                }
+            });
+            match step {
+                Ok(()) => {}
+                Err(e) if self.can_resume(&e) => self.reconnect(e)?,
+                Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Whether `e` is a lost link this client resumes from.
+    fn can_resume(&self, e: &ClientError) -> bool {
+        self.options.resume
+            && self.session.as_ref().is_some_and(|s| s.resume.is_some())
+            && matches!(e, ClientError::Closed { .. } | ClientError::Io { .. })
+    }
+
+    /// The link dropped: a new transport, and `session.resume` from the last event seen.
+    /// Calls in flight are lost with the old link (stdin being forwarded stops with an
+    /// error); the command's events come again from where they stopped.
+    fn reconnect(&mut self, lost: ClientError) -> Result<(), ClientError> {
+        let session = self.session().clone();
+        let info = session.resume.clone().expect("checked by can_resume");
+        // Stdin chunks in flight may or may not have reached the command: that cannot be
+        // resumed honestly, so it is an error (a command whose stdin was all sent resumes).
+        if let Some(route) = self.input.as_mut()
+            && !route.calls.is_empty()
+        {
+            for _ in route.calls.drain() {
+                route.gate.leave();
+            }
+            route.error = Some(ClientError::Protocol(
+                "the link dropped while stdin was being forwarded; what the command received \
+                 of it is unknown"
+                    .into(),
+            ));
+        }
+        let mut last_error = lost;
+        for delay_ms in [200u64, 500, 1000, 2000, 4000, 8000] {
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            match self.relink(&session.session_id, &info.resume_secret) {
+                Ok(()) => return Ok(()),
+                // The session is gone (the grace passed) or events were lost: no retry helps.
+                Err(e @ ClientError::Remote { .. }) => return Err(e),
+                Err(e) => last_error = e,
+            }
+        }
+        Err(last_error)
+    }
+
+    fn relink(&mut self, session_id: &str, secret: &str) -> Result<(), ClientError> {
+        self.shutdown();
+        // What the old link's reader still had to say is of the old link.
+        while self.inbox.try_recv().is_ok() {}
+        let (transport, stderr_thread) = match &self.endpoint {
+            #[cfg(feature = "net")]
+            Endpoint::Ws { .. } => (
+                Transport::Ws(super::ws::connect(
+                    &self.spec,
+                    &self.endpoint,
+                    self.sender.clone(),
+                )?),
+                None,
+            ),
+            _ => {
+                // `self.spec` already asks for `--resumable` (see `connect`).
+                let spec = self.spec.clone();
+                let endpoint = self.endpoint.clone();
+                Client::spawn(
+                    &spec,
+                    &endpoint,
+                    &self.options,
+                    &self.sender,
+                    &self.stderr_tail,
+                )?
+            }
+        };
+        self.transport = transport;
+        self.stderr_thread = stderr_thread;
+        let config = self.peer.config().clone();
+        self.peer = Peer::new(
+            JsonRpc2,
+            config,
+            u64::from(std::process::id()) ^ self.last_event,
+        );
+        self.answers.clear();
+        let r = self.call(SessionResumeParams {
+            session_id: session_id.to_owned(),
+            resume_secret: secret.to_owned(),
+            last_seq: self.last_event,
+            accept_loss: false,
+        })?;
+        crate::log::debug(&format!(
+            "resumed {session_id} after event {}: {} events again",
+            self.last_event, r.replayed
+        ));
+        Ok(())
     }
 
     /// Kills a process of this session.
@@ -680,33 +910,70 @@ impl Client {
             .limits
             .max_file_read_bytes
             .map_or(MAX_READ_PIECE, |m| m.clamp(1, MAX_READ_PIECE));
-        let piece = |at: u64, len: u64| FsReadParams {
+        // Text travels as itself (utf8: about a third fewer bytes than base64, and nothing to
+        // decode); the first piece that is not UTF-8 switches the rest of the file to base64,
+        // which keeps any byte exact. The daemon ends a utf8 piece before a character cut in
+        // two, so a UTF-8 file never needs base64.
+        // With compression, `zstd` carries any bytes (the daemon sends a piece plain when that
+        // is shorter), so there is no utf8-to-base64 switch.
+        let mut encoding = if self.compressed() {
+            data::Encoding::Zstd
+        } else {
+            data::Encoding::Utf8
+        };
+        let piece = |at: u64, len: u64, encoding: data::Encoding| FsReadParams {
             session_id: session_id.clone(),
             path: path.to_owned(),
             offset: Some(at),
             length: Some(len),
-            // Base64 keeps any file byte-exact; utf8 would be lossy for binary files.
-            encoding: data::Encoding::Base64,
+            encoding,
         };
         // The first piece tells the size; the rest can then be asked for ahead.
         let first_len = length.map_or(piece_max, |l| l.min(piece_max));
-        let first_id = self.send(&piece(offset, first_len))?;
+        let first_id = self.send(&piece(offset, first_len, encoding))?;
         ahead.push_back((first_id, offset));
         let mut at = offset;
         let mut asked_to = offset + first_len;
         let mut stop: Option<u64> = None;
         let mut mtime: Option<String> = None;
+        let mut decoded = Vec::new();
         loop {
             let (id, piece_at) = ahead.pop_front().expect("a piece is always in flight here");
-            let got = self.typed_answer::<FsReadParams>(&id)?;
+            let answer = self.answer_to(&id);
             if piece_at != at {
-                // An earlier piece came back short, so this one does not follow on: drop the
-                // pieces in flight and ask again from where the data ends.
+                // An earlier piece came back short (the daemon ends a utf8 piece before a
+                // character cut in two), so this one does not follow on, and may even have
+                // failed for starting inside that character: drop the pieces in flight and ask
+                // again from where the data ends.
                 self.drop_pieces(ahead);
                 asked_to = at;
-            } else {
+                self.ask_ahead(&piece, encoding, stop.unwrap_or(at), &mut asked_to, ahead)?;
+                continue;
+            }
+            let raw = match answer {
+                Ok(raw) => raw,
+                Err(e) if encoding == data::Encoding::Utf8 && not_utf8(&e) => {
+                    // Binary: this piece and every later one again, as base64.
+                    encoding = data::Encoding::Base64;
+                    self.drop_pieces(ahead);
+                    let len = match stop {
+                        Some(end) => piece_max.min(end.saturating_sub(at)),
+                        None => length.map_or(piece_max, |l| l.min(piece_max)),
+                    };
+                    let id = self.send(&piece(at, len, encoding))?;
+                    ahead.push_back((id, at));
+                    asked_to = at + len;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            // Borrowed from the answer: the content is not copied before it is decoded.
+            let got: FsReadPiece<'_> = serde_json::from_str(raw.get()).map_err(|e| {
+                ClientError::Protocol(format!("the answer to fs.read does not fit: {e}"))
+            })?;
+            {
                 match &mtime {
-                    Some(m) if *m != got.mtime => {
+                    Some(m) if m.as_str() != got.mtime => {
                         return Err(ClientError::Remote {
                             method: Method::FsRead.as_str().into(),
                             code: ErrorCode::ConcurrencyConflict.code(),
@@ -715,13 +982,25 @@ impl Client {
                         });
                     }
                     Some(_) => {}
-                    None => mtime = Some(got.mtime.clone()),
+                    None => mtime = Some(got.mtime.to_string()),
                 }
                 let n = {
-                    let bytes = got
-                        .bytes()
-                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                    sink(&bytes).map_err(ClientError::Output)?;
+                    let bytes: &[u8] = match got.encoding {
+                        data::Encoding::Utf8 => got.content.as_bytes(),
+                        // No piece is longer than asked for: a frame that inflates past
+                        // that is refused unexpanded.
+                        _ => {
+                            compress::decode_into(
+                                &got.content,
+                                got.encoding,
+                                piece_max as usize,
+                                &mut decoded,
+                            )
+                            .map_err(|e| ClientError::Protocol(format!("fs.read: {e}")))?;
+                            &decoded
+                        }
+                    };
+                    sink(bytes).map_err(ClientError::Output)?;
                     bytes.len() as u64
                 };
                 at += n;
@@ -731,21 +1010,41 @@ impl Client {
                 });
                 if n == 0 || at >= end {
                     return Ok(FsReadResult {
+                        path: got.path.into_owned(),
+                        size: got.size,
+                        mtime: got.mtime.into_owned(),
+                        encoding: got.encoding,
                         content: String::new(),
                         // Cut short only when the daemon said so and gave nothing more.
                         truncated: got.truncated && n == 0 && at < got.size,
-                        ..got
                     });
                 }
             }
-            let end = stop.unwrap_or(at);
-            while ahead.len() < READ_AHEAD && asked_to < end {
-                let len = piece_max.min(end - asked_to);
-                let id = self.send(&piece(asked_to, len))?;
-                ahead.push_back((id, asked_to));
-                asked_to += len;
-            }
+            self.ask_ahead(&piece, encoding, stop.unwrap_or(at), &mut asked_to, ahead)?;
         }
+    }
+
+    /// Asks for pieces up to `end`, [`READ_AHEAD`] in flight at most.
+    fn ask_ahead(
+        &mut self,
+        piece: &dyn Fn(u64, u64, data::Encoding) -> FsReadParams,
+        encoding: data::Encoding,
+        end: u64,
+        asked_to: &mut u64,
+        ahead: &mut VecDeque<(Id, u64)>,
+    ) -> Result<(), ClientError> {
+        let piece_max = self
+            .session()
+            .limits
+            .max_file_read_bytes
+            .map_or(MAX_READ_PIECE, |m| m.clamp(1, MAX_READ_PIECE));
+        while ahead.len() < READ_AHEAD && *asked_to < end {
+            let len = piece_max.min(end - *asked_to);
+            let id = self.send(&piece(*asked_to, len, encoding))?;
+            ahead.push_back((id, *asked_to));
+            *asked_to += len;
+        }
+        Ok(())
     }
 
     /// Forgets pieces asked for but no longer wanted: their answers are dropped on arrival.
@@ -764,7 +1063,7 @@ impl Client {
         content: &[u8],
         options: &WriteOptions,
     ) -> Result<FsWriteResult, ClientError> {
-        let (encoding, text) = data::encode(content);
+        let (encoding, text) = compress::encode(content, self.compressed());
         let session_id = self.session_id();
         self.call(FsWriteParams {
             session_id,
@@ -840,11 +1139,17 @@ impl Client {
     }
 
     fn shutdown(&mut self) {
-        // EOF on its stdin ends `rexd --stdio` (and ssh with it).
-        self.stdin = None;
-        if wait_with_timeout(&mut self.child, Duration::from_secs(3)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        match &mut self.transport {
+            Transport::Process { child, stdin } => {
+                // EOF on its stdin ends `rexd --stdio` (and ssh with it).
+                *stdin = None;
+                if wait_with_timeout(child, Duration::from_secs(3)).is_none() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
+            #[cfg(feature = "net")]
+            Transport::Ws(ws) => ws.shutdown(),
         }
     }
 }
@@ -853,6 +1158,38 @@ impl Drop for Client {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// The `event_seq` of an event's params, if it has one (a resumable session's events do).
+fn event_seq(params: &str) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Seq {
+        event_seq: Option<u64>,
+    }
+    serde_json::from_str::<Seq>(params).ok()?.event_seq
+}
+
+/// One `fs.read` answer, its strings borrowed from the answer's text where they hold no
+/// escapes (base64 never does).
+#[derive(serde::Deserialize)]
+struct FsReadPiece<'a> {
+    #[serde(borrow)]
+    path: std::borrow::Cow<'a, str>,
+    size: u64,
+    #[serde(borrow)]
+    mtime: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    encoding: data::Encoding,
+    #[serde(borrow)]
+    content: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    truncated: bool,
+}
+
+/// Whether a failed `fs.read` says the range is not UTF-8 (ask again as base64).
+fn not_utf8(e: &ClientError) -> bool {
+    matches!(e, ClientError::Remote { code, data: Some(d), .. }
+        if *code == ErrorCode::InvalidParams.code() && d.get("valid_up_to").is_some())
 }
 
 /// Waits up to `limit` for `child` to exit; `None` if it is still running.

@@ -65,6 +65,15 @@ pub enum ClientError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A network daemon refused the credentials (`401`: no token, a wrong one).
+    #[error(
+        "{target} refused the credentials (401): give the token with --token-file, or in \
+         $REXD_TOKEN (--token-env names another variable)"
+    )]
+    Unauthorized {
+        /// The target.
+        target: String,
+    },
     /// The daemon refused a call.
     #[error("{method}: {}{message}{}", code_text(*.code), data_text(.data))]
     Remote {

@@ -1,7 +1,8 @@
 //! `rex`, the REXD client: connect to a daemon on a target and call it, blocking.
 //!
-//! A target is `local` (a child `rexd --stdio`) or `ssh://[user@]host[:port]` (`ssh … rexd
-//! --stdio`); named targets and the current one live in a TOML file ([`targets`]), so the
+//! A target is `local` (a child `rexd --stdio`), `ssh://[user@]host[:port]` (`ssh … rexd
+//! --stdio`) or `https://host:port` (a `rexd --listen` daemon's WebSocket, with a bearer token
+//! from a file or `$REXD_TOKEN`, and a client certificate for mTLS); named targets and the current one live in a TOML file ([`targets`]), so the
 //! runtime, not the model, decides where `bash` and `read` go (the spec's routing model).
 //!
 //! ```no_run
@@ -28,6 +29,8 @@ mod connection;
 mod error;
 mod target;
 pub mod targets;
+#[cfg(feature = "net")]
+mod ws;
 
 pub use connection::{
     Client, ConnectOptions, ExecOptions, MAX_BUFFERED_EVENT_BYTES, READ_AHEAD, Stream, WriteOptions,

@@ -1,5 +1,7 @@
-//! Where a daemon runs and how to start it: `local` (a child `rexd --stdio`) or
-//! `ssh://user@host[:port]` (`ssh … rexd --stdio`).
+//! Where a daemon runs and how to reach it: `local` (a child `rexd --stdio`),
+//! `ssh://user@host[:port]` (`ssh … rexd --stdio`), or a `rexd --listen` daemon at
+//! `https://host:port` / `wss://host:port` (its `/ws` endpoint; `http://` and `ws://` for
+//! loopback and private networks).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -23,6 +25,19 @@ pub enum Endpoint {
         /// The port; ssh's default when absent.
         port: Option<u16>,
     },
+    /// A `rexd --listen` daemon's WebSocket endpoint.
+    Ws {
+        /// `wss://host:port/ws` or `ws://host:port/ws`.
+        url: String,
+        /// As given (`https://host:port`), for messages.
+        given: String,
+        /// The host name or address (what the server's certificate must name).
+        host: String,
+        /// The port.
+        port: u16,
+        /// TLS (`https`, `wss`).
+        tls: bool,
+    },
 }
 
 impl Endpoint {
@@ -38,9 +53,19 @@ impl Endpoint {
         if text == "local" {
             return Ok(Endpoint::Local);
         }
-        let rest = text
-            .strip_prefix("ssh://")
-            .ok_or_else(|| bad("expected `local` or `ssh://[user@]host[:port]`"))?;
+        for (scheme, tls) in [
+            ("https://", true),
+            ("wss://", true),
+            ("http://", false),
+            ("ws://", false),
+        ] {
+            if let Some(rest) = text.strip_prefix(scheme) {
+                return Endpoint::parse_ws(text, rest, tls);
+            }
+        }
+        let rest = text.strip_prefix("ssh://").ok_or_else(|| {
+            bad("expected `local`, `ssh://[user@]host[:port]` or `https://host:port`")
+        })?;
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         let (user, hostport) = match rest.rsplit_once('@') {
             Some((user, hp)) => (Some(user), hp),
@@ -91,6 +116,56 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// `host:port[/ws]` after the scheme.
+    fn parse_ws(text: &str, rest: &str, tls: bool) -> Result<Endpoint, ClientError> {
+        let bad = |reason: &str| ClientError::BadTarget {
+            target: text.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let hostport = rest
+            .strip_suffix("/ws")
+            .or_else(|| rest.strip_suffix('/'))
+            .unwrap_or(rest);
+        if hostport.contains('/') || hostport.contains('@') || hostport.contains('?') {
+            return Err(bad(
+                "give only host and port (`https://host:7070`); rex uses /ws",
+            ));
+        }
+        let (host, port) = match hostport.strip_prefix('[') {
+            Some(b) => {
+                let (h, after) = b.split_once(']').ok_or_else(|| bad("`[` without `]`"))?;
+                (h, after.strip_prefix(':'))
+            }
+            None => match hostport.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (hostport, None),
+            },
+        };
+        if host.is_empty() || !host.chars().all(|c| is_name_char(c) || c == ':') {
+            return Err(bad("the host must be a name or an address"));
+        }
+        let port = port
+            .ok_or_else(|| bad("give the port (`https://host:7070`)"))?
+            .parse::<u16>()
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| bad("the port must be 1..=65535"))?;
+        let shown = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        Ok(Endpoint::Ws {
+            url: format!("{}://{shown}:{port}/ws", if tls { "wss" } else { "ws" }),
+            given: text.to_owned(),
+            host: host.to_owned(),
+            port,
+            tls,
+        })
+    }
+}
+
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
 }
@@ -99,6 +174,7 @@ impl std::fmt::Display for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Endpoint::Local => f.write_str("local"),
+            Endpoint::Ws { given, .. } => f.write_str(given),
             Endpoint::Ssh { user, host, port } => {
                 f.write_str("ssh://")?;
                 if let Some(u) = user {
@@ -144,6 +220,27 @@ pub struct TargetSpec {
     /// The working directory for commands when the call gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// `https://` targets: a file holding the bearer token (its first line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    /// `https://` targets: the environment variable holding the bearer token when there is no
+    /// `token_file` (default `REXD_TOKEN`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// `https://` targets: trust this CA (PEM) for the daemon's certificate instead of the
+    /// system's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// `https://` targets: the client certificate (PEM) for a daemon that asks for one (mTLS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<PathBuf>,
+    /// `https://` targets: the client certificate's key (PEM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_key: Option<PathBuf>,
+    /// Resume by itself when the link drops while a command runs (over ssh the remote rexd
+    /// runs as `rexd --stdio --resumable`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resume: bool,
 }
 
 impl TargetSpec {
@@ -163,6 +260,10 @@ impl TargetSpec {
     /// The command that starts the daemon with its stdio as the connection.
     pub fn command(&self) -> Result<Command, ClientError> {
         match self.endpoint()? {
+            Endpoint::Ws { given, .. } => Err(ClientError::BadTarget {
+                target: given,
+                reason: "a network target has no daemon to start".into(),
+            }),
             Endpoint::Local => {
                 let program = match &self.rexd {
                     Some(p) => PathBuf::from(p),
@@ -220,6 +321,9 @@ impl TargetSpec {
                     .clone()
                     .unwrap_or_else(|| local_rexd().display().to_string())
             ),
+            Endpoint::Ws { given, .. } => {
+                format!("no rexd answers at {given} (start it there with `rexd --listen`)")
+            }
             Endpoint::Ssh { host, .. } => format!(
                 "rexd is not on the remote PATH of {host} (`ssh … {}` found no such command). \
                  Install it there (`scp target/release/rexd {host}:/usr/local/bin/rexd`), or name \
@@ -282,11 +386,48 @@ mod tests {
     }
 
     #[test]
+    fn network_endpoints() {
+        let e = Endpoint::parse("https://rexd.example:7070").unwrap();
+        assert_eq!(
+            e,
+            Endpoint::Ws {
+                url: "wss://rexd.example:7070/ws".into(),
+                given: "https://rexd.example:7070".into(),
+                host: "rexd.example".into(),
+                port: 7070,
+                tls: true
+            }
+        );
+        assert_eq!(e.to_string(), "https://rexd.example:7070");
+        for (text, url) in [
+            ("wss://h:1/ws", "wss://h:1/ws"),
+            ("ws://127.0.0.1:9/", "ws://127.0.0.1:9/ws"),
+            ("http://[::1]:80", "ws://[::1]:80/ws"),
+        ] {
+            let Endpoint::Ws { url: got, .. } = Endpoint::parse(text).unwrap() else {
+                panic!("{text}")
+            };
+            assert_eq!(got, url);
+        }
+        for text in [
+            "https://h",
+            "https://h:0",
+            "https://h:1/rpc",
+            "https://u@h:1",
+            "https://:1",
+            "wss://h:1?x",
+        ] {
+            assert!(Endpoint::parse(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
     fn bad_endpoints_are_refused_with_a_reason() {
         for text in [
             "",
             "remote",
             "http://x",
+            "ftp://x:1",
             "ssh://",
             "ssh://@host",
             "ssh://-oProxyCommand=x",

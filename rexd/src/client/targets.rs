@@ -154,7 +154,7 @@ impl Targets {
         if let Some(spec) = self.targets.get(name_or_url) {
             return Ok(spec.clone());
         }
-        if name_or_url == "local" || name_or_url.starts_with("ssh://") {
+        if name_or_url == "local" || name_or_url.contains("://") {
             Endpoint::parse(name_or_url)?;
             return Ok(TargetSpec::new(name_or_url));
         }

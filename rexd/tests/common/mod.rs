@@ -24,9 +24,15 @@ pub struct Daemon {
 impl Daemon {
     /// `rexd --stdio` with these arguments (roots, config, …).
     pub fn spawn(args: &[&str]) -> Daemon {
+        Daemon::spawn_env(args, &[])
+    }
+
+    /// [`Daemon::spawn`] with these environment variables set for rexd.
+    pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Daemon {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rexd"))
             .arg("--stdio")
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -267,6 +273,13 @@ pub fn data_bytes(p: &Value) -> Vec<u8> {
         Some("base64") => base64::engine::general_purpose::STANDARD
             .decode(data)
             .unwrap(),
+        // A session that negotiated compression: base64 of one zstd frame.
+        Some("zstd") => zstd::stream::decode_all(
+            &base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .unwrap()[..],
+        )
+        .unwrap(),
         _ => data.as_bytes().to_vec(),
     }
 }

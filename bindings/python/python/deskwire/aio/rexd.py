@@ -1,6 +1,7 @@
-"""REXD over ``rexd --stdio``, started directly or through ``ssh`` with the targets of ``rex``:
-:class:`RexdClient`, processes (:class:`ExecOutput`, :class:`ExecExit`) and terminals
-(:class:`Pty`, :class:`PtyOutput`, :class:`PtyExit`)."""
+"""REXD over ``rexd --stdio``, started directly or through ``ssh`` with the targets of ``rex``,
+or over a ``rexd --listen`` daemon's WebSocket (``https://`` / ``wss://`` targets, the
+``websockets`` package): :class:`RexdClient`, processes (:class:`ExecOutput`,
+:class:`ExecExit`) and terminals (:class:`Pty`, :class:`PtyOutput`, :class:`PtyExit`)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,25 @@ import asyncio
 import base64
 import collections
 import contextlib
+import importlib
 import json
 import logging
+import os
+import ssl
 import time
 from typing import (
     Any,
     AsyncGenerator,
     AsyncIterator,
+    Awaitable,
+    Callable,
     Deque,
     Dict,
     List,
     Optional,
     Sequence,
     Union,
+    cast,
 )
 
 from .. import jsonrpc, tools
@@ -301,12 +308,87 @@ def _decode(params: Dict[str, Any], key: str = "data") -> bytes:
     return str(data).encode("utf-8")
 
 
-class RexdClient:
-    """A REXD session over ``rexd --stdio`` (directly, or through ``ssh``). Make one with
-    :meth:`connect`; every call is a method of the REXD spec."""
+_NETWORK_SCHEMES = {"https": "wss", "wss": "wss", "http": "ws", "ws": "ws"}
 
-    def __init__(self, process: asyncio.subprocess.Process, peer: jsonrpc.Peer) -> None:
+
+def _ws_url(target: str) -> Optional[str]:
+    """The ``/ws`` URL of a network target (``https://host:port`` ...), ``None`` for others."""
+    scheme, sep, rest = target.partition("://")
+    if not sep or scheme not in _NETWORK_SCHEMES:
+        return None
+    for suffix in ("/ws", "/"):
+        if rest.endswith(suffix):
+            rest = rest[: -len(suffix)]
+            break
+    if not rest or any(c in rest for c in "/@?#"):
+        raise LocalError(
+            "bad_target", f"{target!r}: give only host and port (https://host:7070)"
+        )
+    return f"{_NETWORK_SCHEMES[scheme]}://{rest}/ws"
+
+
+class _WsReader:
+    """The pump's reader over a WebSocket: each message is one NDJSON line."""
+
+    def __init__(self, ws: Any, closed: Any) -> None:
+        self._ws = ws
+        self._closed = closed
+        self.reason = ""
+
+    async def read(self, _n: int) -> bytes:
+        try:
+            message = await self._ws.recv()
+        except self._closed as e:
+            rcvd = getattr(e, "rcvd", None)
+            self.reason = (
+                f"the daemon closed the connection ({rcvd.code}): {rcvd.reason}"
+                if rcvd is not None
+                else "the connection ended"
+            )
+            return b""
+        data = message.encode("utf-8") if isinstance(message, str) else bytes(message)
+        return data + b"\n"
+
+
+class _WsWriter:
+    """The pump's writer over a WebSocket: each line the engine writes is one text message."""
+
+    def __init__(self, ws: Any, closed: Any) -> None:
+        self._ws = ws
+        self._closed = closed
+        self._pending = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self._pending += data
+
+    async def drain(self) -> None:
+        while True:
+            end = self._pending.find(b"\n")
+            if end < 0:
+                return
+            line = bytes(self._pending[:end])
+            del self._pending[: end + 1]
+            if line:
+                try:
+                    await self._ws.send(line.decode("utf-8"))
+                except self._closed:
+                    return  # the reader sees the end and says why
+
+
+class RexdClient:
+    """A REXD session over ``rexd --stdio`` (directly, or through ``ssh``), or over a
+    ``rexd --listen`` daemon's WebSocket. Make one with :meth:`connect`; every call is a method
+    of the REXD spec."""
+
+    def __init__(
+        self,
+        process: Optional[asyncio.subprocess.Process],
+        peer: jsonrpc.Peer,
+        ws: Any = None,
+    ) -> None:
         self._process = process
+        self._ws = ws
+        self._ws_reader: Optional[_WsReader] = None
         self._peer = peer
         self._calls: Dict[Any, asyncio.Future[Any]] = {}
         self._exec: Dict[str, asyncio.Queue[Any]] = {}
@@ -320,9 +402,66 @@ class RexdClient:
         self._ended = False
         self.session: Dict[str, Any] = {}
         """The ``session.open`` result (``session_id``, ``capabilities``, ``limits``, ...)."""
-        assert process.stdout is not None and process.stdin is not None
-        self._pump = _Pump(peer, process.stdout, process.stdin, self._event, self._end)
-        self._stderr_task = asyncio.get_running_loop().create_task(self._read_stderr())
+        self._stderr_task: Optional[asyncio.Task[None]] = None
+        # Resuming (network targets with resume=True): how to dial again, the last event seen.
+        self._dial: Optional[Callable[[], Awaitable[Any]]] = None
+        self._last_event = 0
+        self._resuming: Optional[asyncio.Task[None]] = None
+        self._closing = False
+        if process is not None:
+            assert process.stdout is not None and process.stdin is not None
+            self._pump = _Pump(peer, process.stdout, process.stdin, self._event, self._end)
+            self._stderr_task = asyncio.get_running_loop().create_task(self._read_stderr())
+        else:
+            self._attach(ws)
+
+    def _attach(self, ws: Any) -> None:
+        """Runs the pump over WebSocket ``ws``."""
+        self._ws = ws
+        closed = importlib.import_module("websockets.exceptions").ConnectionClosed
+        self._ws_reader = _WsReader(ws, closed)
+        # The pump only calls read(n) on its reader, which _WsReader provides.
+        reader = cast(asyncio.StreamReader, self._ws_reader)
+        self._pump = _Pump(self._peer, reader, _WsWriter(ws, closed), self._event, self._end)
+
+    def _can_resume(self) -> bool:
+        return self._dial is not None and bool(self.session.get("resume")) and not self._closing
+
+    async def _reconnect(self) -> None:
+        """The link dropped: dial again and ``session.resume`` from the last event seen, after
+        0.2, 0.5, 1, 2, 4 and 8 s; the streams of running commands go on, each event once."""
+        try:
+            for delay in (0.2, 0.5, 1, 2, 4, 8):
+                await asyncio.sleep(delay)
+                assert self._dial is not None
+                try:
+                    ws = await self._dial()
+                except (OSError, ClosedError, RemoteError) as e:
+                    log.debug("resume: cannot reconnect yet: %s", e)
+                    continue
+                self._peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
+                self._attach(ws)
+                self._ended = False
+                try:
+                    await self.call(
+                        "session.resume",
+                        {
+                            "session_id": self.session_id,
+                            "resume_secret": self.session["resume"]["resume_secret"],
+                            "last_seq": self._last_event,
+                        },
+                    )
+                    return
+                except ClosedError:
+                    continue  # the new link dropped too
+                except RemoteError as e:
+                    # The session is gone (its grace passed) or events were lost: no retry helps.
+                    log.warning("resume failed: %s", e)
+                    break
+        finally:
+            self._resuming = None
+        self._dial = None
+        self._end()
 
     @classmethod
     async def connect(
@@ -335,6 +474,13 @@ class RexdClient:
         client_name: str = "deskwire-python",
         workspace_roots: Optional[Sequence[str]] = None,
         timeout: float = 30,
+        token: Optional[str] = None,
+        token_file: Optional[str] = None,
+        token_env: str = "REXD_TOKEN",
+        ca_file: Optional[str] = None,
+        client_cert: Optional[str] = None,
+        client_key: Optional[str] = None,
+        resume: bool = False,
     ) -> "RexdClient":
         """Starts the daemon for ``target`` as ``rex`` does (``"local"``, a name from the
         targets file, an ``ssh://user@host[:port]`` URL, or ``None`` for the file's current
@@ -345,7 +491,32 @@ class RexdClient:
         ``"local"`` runs ``rexd`` from ``PATH`` (on an ssh target, the remote ``PATH``): the
         binary of this repository's ``rexd/`` crate, ``cargo install --path rexd`` (or
         ``cargo build --release -p rexd`` and ``rexd="target/release/rexd"``). Without it,
-        :class:`deskwire.LocalError` (``not_found``) says so."""
+        :class:`deskwire.LocalError` (``not_found``) says so.
+
+        ``https://host:port`` (or ``wss://``; ``http://`` / ``ws://`` for loopback) connects to
+        a ``rexd --listen`` daemon's ``/ws`` with the ``websockets`` package. The bearer token
+        is ``token``, else the first line of ``token_file``, else ``$REXD_TOKEN`` (``token_env``
+        names another variable); ``ca_file`` trusts a private CA for the daemon's certificate,
+        ``client_cert`` and ``client_key`` answer a daemon that asks for one (mTLS). A refused
+        token raises :class:`deskwire.RemoteError` (``unauthorized``). With ``resume=True``
+        (network targets) the session is resumable: when the link drops, the client dials again
+        and resumes by itself, and running commands' output goes on, each event once (calls
+        waiting for an answer at that moment raise :class:`deskwire.ClosedError`)."""
+        url = _ws_url(target) if isinstance(target, str) else None
+        if url is not None:
+            return await cls._connect_ws(
+                url,
+                client_name=client_name,
+                workspace_roots=workspace_roots,
+                timeout=timeout,
+                token=token,
+                token_file=token_file,
+                token_env=token_env,
+                ca_file=ca_file,
+                client_cert=client_cert,
+                client_key=client_key,
+                resume=resume,
+            )
         spec = _rexd.resolve_target(
             target,
             targets_file=targets_file,
@@ -380,13 +551,90 @@ class RexdClient:
             raise
         return client
 
+    @classmethod
+    async def _connect_ws(
+        cls,
+        url: str,
+        *,
+        client_name: str,
+        workspace_roots: Optional[Sequence[str]],
+        timeout: float,
+        token: Optional[str],
+        token_file: Optional[str],
+        token_env: str,
+        ca_file: Optional[str],
+        client_cert: Optional[str],
+        client_key: Optional[str],
+        resume: bool = False,
+    ) -> "RexdClient":
+        try:
+            ws_client = importlib.import_module("websockets.asyncio.client")
+            ws_errors = importlib.import_module("websockets.exceptions")
+        except ImportError as e:
+            raise LocalError(
+                "missing_dependency",
+                "network targets need the websockets package: pip install 'deskwire[mobile]'",
+            ) from e
+        if token is None and token_file is not None:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.readline().strip() or None
+        if token is None:
+            token = os.environ.get(token_env) or None
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        context: Optional[ssl.SSLContext] = None
+        if url.startswith("wss://"):
+            context = ssl.create_default_context(cafile=ca_file)
+            if client_cert is not None:
+                context.load_cert_chain(client_cert, client_key)
+
+        async def dial() -> Any:
+            return await asyncio.wait_for(
+                ws_client.connect(url, additional_headers=headers, ssl=context, max_size=None),
+                timeout,
+            )
+
+        try:
+            ws = await dial()
+        except ws_errors.InvalidStatus as e:
+            status = e.response.status_code
+            if status == 401:
+                raise RemoteError(
+                    "unauthorized",
+                    f"{url} refused the credentials (401): pass token=, token_file= or set "
+                    f"${token_env}",
+                ) from e
+            raise ClosedError("disconnected", f"{url} answered HTTP {status}") from e
+        except ws_errors.InvalidHandshake as e:
+            # With TLS 1.3 a refused client certificate shows only after the handshake: the
+            # daemon hangs up instead of answering.
+            raise ClosedError(
+                "disconnected", f"{url} hung up during the handshake ({e}): a client "
+                "certificate it does not accept, or not a rexd --listen"
+            ) from e
+        except (OSError, ssl.SSLError) as e:
+            raise ClosedError("disconnected", f"cannot reach {url}: {e}") from e
+        peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
+        client = cls(None, peer, ws=ws)
+        params: Dict[str, Any] = {"client_name": client_name}
+        if workspace_roots:
+            params["workspace_roots"] = list(workspace_roots)
+        if resume:
+            params["resumable"] = True
+            client._dial = dial
+        try:
+            client.session = await asyncio.wait_for(client.call("session.open", params), timeout)
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
     @property
     def session_id(self) -> str:
         """The session's id."""
         return str(self.session["session_id"])
 
     async def _read_stderr(self) -> None:
-        assert self._process.stderr is not None
+        assert self._process is not None and self._process.stderr is not None
         while True:
             line = await self._process.stderr.readline()
             if not line:
@@ -396,6 +644,13 @@ class RexdClient:
             log.debug("rexd: %s", line.decode("utf-8", "replace").rstrip())
 
     def _event(self, event: Any) -> None:
+        if isinstance(event, jsonrpc.Notification) and isinstance(event.params, dict):
+            # A resumed session sends again what may have been seen: each event once.
+            seq = event.params.get("event_seq")
+            if isinstance(seq, int):
+                if seq <= self._last_event:
+                    return
+                self._last_event = seq
         if isinstance(event, (jsonrpc.Response, jsonrpc.Failed)):
             future = self._calls.pop(event.id, None)
             if future is not None and not future.done():
@@ -452,7 +707,20 @@ class RexdClient:
 
     def _end(self) -> None:
         self._ended = True
+        if self._can_resume():
+            # Answers in flight are lost with the link; the commands' events are not.
+            for future in self._calls.values():
+                if not future.done():
+                    future.set_exception(
+                        ClosedError("disconnected", "the link dropped before the answer came")
+                    )
+            self._calls.clear()
+            if self._resuming is None:
+                self._resuming = asyncio.get_running_loop().create_task(self._reconnect())
+            return
         reason = self._stderr.decode("utf-8", "replace").strip()[-2000:]
+        if self._ws_reader is not None:
+            reason = self._ws_reader.reason
         for future in self._calls.values():
             if not future.done():
                 future.set_exception(
@@ -766,25 +1034,35 @@ class RexdClient:
     async def close(self, timeout: float = 5.0) -> None:
         """Closes the session and the daemon's stdin, and waits for it to exit (killing it after
         ``timeout`` seconds)."""
+        self._closing = True
+        if self._resuming is not None:
+            self._resuming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resuming
         if not self._ended and self.session:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(
                     self.call("session.close", {"session_id": self.session_id}), timeout
                 )
-        if self._process.stdin is not None:
+        if self._ws is not None:
             with contextlib.suppress(Exception):
-                self._process.stdin.close()
-        try:
-            await asyncio.wait_for(self._process.wait(), timeout)
-        except asyncio.TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                self._process.kill()
-            await self._process.wait()
+                await asyncio.wait_for(self._ws.close(), timeout)
+        if self._process is not None:
+            if self._process.stdin is not None:
+                with contextlib.suppress(Exception):
+                    self._process.stdin.close()
+            try:
+                await asyncio.wait_for(self._process.wait(), timeout)
+            except asyncio.TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    self._process.kill()
+                await self._process.wait()
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(self._pump.task, timeout)
-        self._stderr_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._stderr_task
+        if self._stderr_task is not None:
+            self._stderr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stderr_task
         self._peer.close()
 
     async def __aenter__(self) -> "RexdClient":

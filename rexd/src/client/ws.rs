@@ -1,0 +1,372 @@
+//! The `https://` / `wss://` transport of the client: a WebSocket to `rexd --listen`'s `/ws`,
+//! with a bearer token (from a file or the environment) and, for mTLS, a client certificate.
+//!
+//! The caller stays blocking: a thread runs a small tokio runtime with the socket. Received
+//! messages become NDJSON lines on the client's inbox (the same channel a child's stdout feeds),
+//! and lines the peer writes become one text message each.
+
+use std::io;
+use std::path::Path;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use super::connection::Input;
+use super::error::ClientError;
+use super::target::{Endpoint, TargetSpec};
+
+/// The largest message accepted from the daemon (its answers are bounded by its own limits).
+const MAX_MESSAGE: usize = 64 << 20;
+/// The environment variable a token is read from when the target names no file.
+pub const DEFAULT_TOKEN_ENV: &str = "REXD_TOKEN";
+
+/// A running WebSocket transport.
+pub(crate) struct WsTransport {
+    tx: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    thread: Option<JoinHandle<()>>,
+    /// Why the connection ended, once it did (the daemon's close reason, or the error).
+    ended: Arc<Mutex<Option<String>>>,
+}
+
+fn bad(spec: &TargetSpec, reason: String) -> ClientError {
+    ClientError::BadTarget {
+        target: spec.url.clone(),
+        reason,
+    }
+}
+
+/// The bearer token: the first line of `token_file`, else `$token_env` (default `REXD_TOKEN`).
+pub(crate) fn token(spec: &TargetSpec) -> Result<Option<String>, ClientError> {
+    if let Some(path) = &spec.token_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad(spec, format!("token file {}: {e}", path.display())))?;
+        let token = text.lines().next().unwrap_or("").trim().to_owned();
+        if token.is_empty() {
+            return Err(bad(spec, format!("token file {} is empty", path.display())));
+        }
+        return Ok(Some(token));
+    }
+    let var = spec.token_env.as_deref().unwrap_or(DEFAULT_TOKEN_ENV);
+    Ok(std::env::var(var).ok().filter(|t| !t.trim().is_empty()))
+}
+
+fn tls_config(spec: &TargetSpec) -> Result<Arc<rustls::ClientConfig>, ClientError> {
+    let mut roots = rustls::RootCertStore::empty();
+    match &spec.ca_file {
+        Some(ca) => {
+            for cert in read_certs(spec, ca)? {
+                roots
+                    .add(cert)
+                    .map_err(|e| bad(spec, format!("{}: {e}", ca.display())))?;
+            }
+        }
+        None => {
+            for cert in rustls_native_certs::load_native_certs().certs {
+                // A system root rustls cannot use is skipped, as browsers do.
+                let _ = roots.add(cert);
+            }
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(spec, e.to_string()))?
+        .with_root_certificates(roots);
+    let config = match (&spec.client_cert, &spec.client_key) {
+        (Some(cert), Some(key)) => {
+            let chain = read_certs(spec, cert)?;
+            let key = PrivateKeyDer::from_pem_file(key)
+                .map_err(|e| bad(spec, format!("client key {}: {e}", key.display())))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| bad(spec, format!("client certificate: {e}")))?
+        }
+        (None, None) => builder.with_no_client_auth(),
+        _ => {
+            return Err(bad(spec, "client_cert and client_key go together".into()));
+        }
+    };
+    Ok(Arc::new(config))
+}
+
+fn read_certs(spec: &TargetSpec, path: &Path) -> Result<Vec<CertificateDer<'static>>, ClientError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| bad(spec, format!("{}: {e}", path.display())))?;
+    if certs.is_empty() {
+        return Err(bad(
+            spec,
+            format!("{}: no PEM certificate in it", path.display()),
+        ));
+    }
+    Ok(certs)
+}
+
+/// Connects (TLS, WebSocket handshake with the token) and starts the transport thread.
+pub(crate) fn connect(
+    spec: &TargetSpec,
+    endpoint: &Endpoint,
+    inbox: SyncSender<Input>,
+) -> Result<WsTransport, ClientError> {
+    let Endpoint::Ws {
+        url,
+        given,
+        host,
+        port,
+        tls,
+    } = endpoint
+    else {
+        return Err(bad(spec, "not a network target".into()));
+    };
+    let mut request = url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| bad(spec, e.to_string()))?;
+    if let Some(token) = token(spec)? {
+        let value = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| bad(spec, "the token is not a valid header value".into()))?;
+        request.headers_mut().insert("authorization", value);
+    }
+    let tls = if *tls { Some(tls_config(spec)?) } else { None };
+    let (host, port, given) = (host.clone(), *port, given.clone());
+    let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let ended = Arc::new(Mutex::new(None));
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), ClientError>>(1);
+    let ended_in = Arc::clone(&ended);
+    let thread = std::thread::Builder::new()
+        .name("rex-ws".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(source) => {
+                    let _ = ready_tx.send(Err(ClientError::Io {
+                        target: given,
+                        source,
+                    }));
+                    return;
+                }
+            };
+            runtime.block_on(run(
+                request, host, port, tls, given, rx, inbox, ready_tx, ended_in,
+            ));
+        })
+        .map_err(|source| ClientError::Spawn {
+            program: "rex-ws thread".into(),
+            source,
+        })?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(WsTransport {
+            tx: Some(tx),
+            thread: Some(thread),
+            ended,
+        }),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(e)
+        }
+        Err(_) => {
+            let _ = thread.join();
+            Err(bad(spec, "the transport thread ended".into()))
+        }
+    }
+}
+
+type Request = tokio_tungstenite::tungstenite::handshake::client::Request;
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    request: Request,
+    host: String,
+    port: u16,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    given: String,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    inbox: SyncSender<Input>,
+    ready: std::sync::mpsc::SyncSender<Result<(), ClientError>>,
+    ended: Arc<Mutex<Option<String>>>,
+) {
+    let io_err = |source: io::Error| ClientError::Io {
+        target: given.clone(),
+        source,
+    };
+    let tcp = match tokio::net::TcpStream::connect((host.as_str(), port)).await {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = ready.send(Err(io_err(e)));
+            return;
+        }
+    };
+    let _ = tcp.set_nodelay(true);
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE))
+        .max_frame_size(Some(MAX_MESSAGE));
+    let refused = |e: tokio_tungstenite::tungstenite::Error| match e {
+        tokio_tungstenite::tungstenite::Error::Http(r) if r.status() == 401 => {
+            ClientError::Unauthorized {
+                target: given.clone(),
+            }
+        }
+        other => io_err(io::Error::other(other.to_string())),
+    };
+    match tls {
+        Some(config_tls) => {
+            let name = match ServerName::try_from(host.clone()) {
+                Ok(n) => n,
+                Err(e) => {
+                    let _ = ready.send(Err(io_err(io::Error::other(e.to_string()))));
+                    return;
+                }
+            };
+            let stream = match tokio_rustls::TlsConnector::from(config_tls)
+                .connect(name, tcp)
+                .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = ready.send(Err(io_err(e)));
+                    return;
+                }
+            };
+            match tokio_tungstenite::client_async_with_config(request, stream, Some(config)).await {
+                Ok((ws, _)) => {
+                    let _ = ready.send(Ok(()));
+                    pump(ws, &mut rx, &inbox, &ended).await;
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(refused(e)));
+                }
+            }
+        }
+        None => {
+            match tokio_tungstenite::client_async_with_config(request, tcp, Some(config)).await {
+                Ok((ws, _)) => {
+                    let _ = ready.send(Ok(()));
+                    pump(ws, &mut rx, &inbox, &ended).await;
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(refused(e)));
+                }
+            }
+        }
+    }
+}
+
+/// Moves messages both ways until either side ends; the inbox then gets `StdoutEnd`.
+async fn pump<S>(
+    ws: tokio_tungstenite::WebSocketStream<S>,
+    rx: &mut mpsc::UnboundedReceiver<Vec<u8>>,
+    inbox: &SyncSender<Input>,
+    ended: &Mutex<Option<String>>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (mut sink, mut stream) = ws.split();
+    let why = loop {
+        tokio::select! {
+            line = rx.recv() => match line {
+                Some(line) => {
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    if let Err(e) = sink.send(Message::Text(text.into())).await {
+                        break e.to_string();
+                    }
+                }
+                None => {
+                    // The client closed: say goodbye properly.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
+                    break "closed by the client".into();
+                }
+            },
+            message = stream.next() => match message {
+                Some(Ok(Message::Text(text))) => {
+                    let mut line = text.as_str().as_bytes().to_vec();
+                    line.push(b'\n');
+                    if !deliver(inbox, Input::Stdout(line)).await {
+                        break "the client is gone".into();
+                    }
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    break match frame {
+                        Some(f) => format!("the daemon closed the connection ({}): {}", u16::from(f.code), f.reason),
+                        None => "the daemon closed the connection".into(),
+                    };
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => break e.to_string(),
+                None => break "the connection ended".into(),
+            },
+        }
+    };
+    *ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+    deliver(inbox, Input::StdoutEnd(None)).await;
+}
+
+/// Hands `input` to the blocking side, waiting (without blocking the runtime) while its
+/// channel is full: the daemon is slowed down by the socket, not buffered here.
+async fn deliver(inbox: &SyncSender<Input>, mut input: Input) -> bool {
+    loop {
+        match inbox.try_send(input) {
+            Ok(()) => return true,
+            Err(TrySendError::Full(back)) => {
+                input = back;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            Err(TrySendError::Disconnected(_)) => return false,
+        }
+    }
+}
+
+impl WsTransport {
+    /// Sends the peer's bytes: one text message per line.
+    pub(crate) fn send(&mut self, bytes: &[u8]) -> bool {
+        let Some(tx) = &self.tx else {
+            return false;
+        };
+        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            if tx.send(line.to_vec()).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether the connection can still carry calls.
+    pub(crate) fn is_open(&self) -> bool {
+        self.tx.as_ref().is_some_and(|t| !t.is_closed())
+    }
+
+    /// Why it ended, once it did.
+    pub(crate) fn ended(&self) -> String {
+        self.ended
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| "the connection ended".into())
+    }
+
+    /// Closes the WebSocket (a close frame) and waits a moment for the thread.
+    pub(crate) fn shutdown(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            while !t.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}

@@ -1,0 +1,1151 @@
+//! Many clients, one [`Service`]: the engine behind `rexd --listen`.
+//!
+//! The hub runs on its own thread with its own mio poll (the service's children and timers,
+//! and a [`mio::Waker`]), so it needs no async runtime: transports on other threads hand it
+//! [`HubInput`]s through a [`HubHandle`] and get their client's messages back through the
+//! [`ConnSink`] each connection brings.
+//!
+//! What the hub adds to the service:
+//! - **Connections**: each speaks JSON-RPC through its own [`Peer`]; one inbound message is a
+//!   JSON-RPC message or batch, one outbound message is one answer, batch answer or event.
+//!   A [`ConnKind::Stream`] connection (a WebSocket) carries whole sessions, events included;
+//!   a [`ConnKind::Pointed`] one (`POST /rpc`) carries one message and ends once it is answered.
+//! - **Ownership**: a session belongs to the principal that opened it (a token's label, a
+//!   certificate's subject). A request naming another principal's session is answered as if the
+//!   session did not exist, so ids reveal nothing. Events go to the stream connection that opened
+//!   the session; a session opened by pointed calls has no stream, so its events are dropped
+//!   (the spec's "pointed calls" do no streaming) and it ends after `pointed_idle_ms` without a
+//!   request. A stream connection's sessions end when it closes.
+//! - **Backpressure per client**: while a connection has more than `high_water` bytes unsent,
+//!   its sessions are paused ([`Service::set_paused`]: their children block on full pipes) and
+//!   its further requests wait. A client that stays behind for `slow_reader_ms`, or whose unsent
+//!   bytes pass `max_unsent_bytes` (answers that cannot wait, such as an `fs.read` result), is
+//!   dropped with the reason, so the daemon never spends its memory on a slow reader.
+//! - **Bounded input**: a connection's transport may hold at most a few messages the hub has not
+//!   taken ([`ConnSink::consumed`] gives back the room), so a flood waits in the client's socket.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use deskwire::jsonrpc::{
+    Code, ErrorCode as JsonRpcCode, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RawJson,
+    RemoteError,
+};
+use deskwire::rexd::{
+    ErrorCode, ErrorObject, Event, Request, Response, ResumeInfo, SessionResumeParams,
+    SessionResumeResult,
+};
+use mio::{Events, Poll, Token, Waker};
+use serde_json::json;
+
+use crate::frontend::{child_readiness, is_child_token, wait};
+use crate::service::{Service, ServiceOutput, Settings};
+use crate::stdio::remote_error;
+
+const WAKER: Token = Token(0);
+/// Bytes of children's output read per loop turn, so one busy client does not hold up the
+/// others' requests for long.
+const PUMP_BUDGET: usize = 1 << 20;
+/// How often a hub with paused sessions looks again at its connections' unsent bytes (the
+/// transports do not wake it when they catch up).
+const PAUSED_TICK_MS: u64 = 20;
+
+/// A connection's number, from [`HubHandle::next_conn`].
+pub type ConnId = u64;
+
+/// How a connection carries sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnKind {
+    /// A whole conversation, events included (a WebSocket).
+    Stream,
+    /// One message, answered, then the end (`POST /rpc`); no events.
+    Pointed,
+}
+
+/// Who a connection is.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    /// The authenticated client: a token's label or a certificate's subject.
+    pub principal: String,
+    /// Stream or pointed.
+    pub kind: ConnKind,
+}
+
+/// The hub's way back to one client; implemented by the transport.
+pub trait ConnSink: Send {
+    /// Queues one outbound message (a JSON-RPC message without a newline).
+    fn send(&self, message: Vec<u8>);
+    /// Bytes queued by [`ConnSink::send`] and not yet written to the client.
+    fn unsent(&self) -> usize;
+    /// The hub took `bytes` of this client's input: the transport may read that much more.
+    fn consumed(&self, bytes: usize);
+    /// Ends the connection, telling the client `reason` where the transport can.
+    fn close(&self, reason: &str);
+    /// A pointed connection's message is fully answered.
+    fn done(&self);
+}
+
+/// What transports hand the hub.
+pub enum HubInput {
+    /// A client connected (and authenticated).
+    Open {
+        /// From [`HubHandle::next_conn`].
+        conn: ConnId,
+        /// Who it is and how it talks.
+        info: ConnInfo,
+        /// The way back.
+        sink: Box<dyn ConnSink>,
+    },
+    /// One message from a client: a JSON-RPC message or batch.
+    Message {
+        /// Whose.
+        conn: ConnId,
+        /// The message.
+        bytes: Vec<u8>,
+    },
+    /// The client went away.
+    Closed {
+        /// Whose.
+        conn: ConnId,
+    },
+    /// End every session and process, then return.
+    Shutdown,
+}
+
+/// Limits of the hub.
+#[derive(Debug, Clone)]
+pub struct HubConfig {
+    /// Unsent bytes above which a connection's sessions are paused and its requests wait.
+    pub high_water: usize,
+    /// Unsent bytes above which a connection is dropped.
+    pub max_unsent_bytes: usize,
+    /// How long a connection may stay above `high_water` before it is dropped.
+    pub slow_reader_ms: u64,
+    /// How long a session opened by pointed calls lives without a request.
+    pub pointed_idle_ms: u64,
+    /// The largest message a client may send (the transport enforces it too).
+    pub max_message_bytes: usize,
+    /// Resumable sessions may be opened on stream connections.
+    pub resumable: bool,
+    /// How long a resumable session whose connection dropped waits for `session.resume`.
+    pub resume_grace_ms: u64,
+    /// Events a resumable session keeps for a resume, at most.
+    pub replay_events: usize,
+    /// Bytes of events a resumable session keeps for a resume, at most.
+    pub replay_bytes: usize,
+    /// End the hub once it has had no connection, session or process for this long.
+    pub exit_when_idle_ms: Option<u64>,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        HubConfig {
+            high_water: 4 << 20,
+            max_unsent_bytes: 32 << 20,
+            slow_reader_ms: 30_000,
+            pointed_idle_ms: 600_000,
+            max_message_bytes: 16 << 20,
+            resumable: true,
+            resume_grace_ms: 60_000,
+            replay_events: 8192,
+            replay_bytes: 8 << 20,
+            exit_when_idle_ms: None,
+        }
+    }
+}
+
+/// The transports' end of the hub: cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct HubHandle {
+    tx: Sender<HubInput>,
+    waker: Arc<Waker>,
+    next_conn: Arc<AtomicU64>,
+}
+
+impl HubHandle {
+    /// Hands the hub an input; `false` once the hub has ended.
+    pub fn send(&self, input: HubInput) -> bool {
+        self.tx.send(input).is_ok() && self.waker.wake().is_ok()
+    }
+
+    /// A fresh connection number.
+    pub fn next_conn(&self) -> ConnId {
+        self.next_conn.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// Starts the hub on its own thread. The thread returns after [`HubInput::Shutdown`] (or once
+/// every [`HubHandle`] is dropped), when the processes have ended.
+pub fn start(
+    settings: Settings,
+    config: HubConfig,
+) -> io::Result<(HubHandle, JoinHandle<io::Result<()>>)> {
+    let poll = Poll::new()?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    let mut service = Service::new(settings, poll.registry().try_clone()?);
+    service.set_resumable(config.resumable);
+    let (tx, rx) = channel();
+    let handle = HubHandle {
+        tx,
+        waker,
+        next_conn: Arc::new(AtomicU64::new(0)),
+    };
+    let thread = std::thread::Builder::new()
+        .name("rexd-hub".into())
+        .spawn(move || {
+            let mut hub = Hub::new(service, config, rx);
+            hub.run(poll)
+        })?;
+    Ok((handle, thread))
+}
+
+struct Conn {
+    info: ConnInfo,
+    sink: Box<dyn ConnSink>,
+    peer: Peer<JsonRpc2>,
+    /// Messages received and not yet given to the peer.
+    inbox: VecDeque<Vec<u8>>,
+    /// Service handles of this connection's requests in flight, and their ids.
+    pending: HashMap<u64, Id>,
+    /// A pointed connection got its message.
+    fed: bool,
+    /// Since when its unsent bytes have been above the high water.
+    behind_since: Option<u64>,
+}
+
+struct HubSession {
+    principal: String,
+    /// The stream connection its events go to.
+    stream: Option<ConnId>,
+    last_used: u64,
+    /// Opened by pointed calls (it ends after `pointed_idle_ms` without one).
+    pointed: bool,
+    /// A resumable session's replay state.
+    replay: Option<Replay>,
+}
+
+/// What a resumable session keeps so that a client can resume it: the secret, the event
+/// numbering, and the last events sent, bounded.
+struct Replay {
+    secret: String,
+    /// `event_seq` of the next event.
+    next_seq: u64,
+    events: VecDeque<(u64, Vec<u8>)>,
+    bytes: usize,
+    /// Since when it has had no connection.
+    detached_since: Option<u64>,
+}
+
+impl Replay {
+    fn push(&mut self, seq: u64, line: Vec<u8>, max_events: usize, max_bytes: usize) {
+        self.bytes += line.len();
+        self.events.push_back((seq, line));
+        while self.events.len() > max_events || (self.bytes > max_bytes && self.events.len() > 1) {
+            if let Some((_, old)) = self.events.pop_front() {
+                self.bytes -= old.len();
+            }
+        }
+    }
+
+    /// The oldest `event_seq` still kept.
+    fn first_kept(&self) -> u64 {
+        self.events.front().map_or(self.next_seq, |(s, _)| *s)
+    }
+}
+
+/// A notification line with `"event_seq":N` as the first member of its params.
+fn with_event_seq(line: Vec<u8>, seq: u64) -> Vec<u8> {
+    const PARAMS: &[u8] = b"\"params\":{";
+    let Some(at) = line
+        .windows(PARAMS.len())
+        .position(|w| w == PARAMS)
+        .map(|p| p + PARAMS.len())
+    else {
+        return line;
+    };
+    let member = format!("\"event_seq\":{seq}");
+    let mut out = Vec::with_capacity(line.len() + member.len() + 1);
+    out.extend_from_slice(&line[..at]);
+    out.extend_from_slice(member.as_bytes());
+    if line.get(at) != Some(&b'}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(&line[at..]);
+    out
+}
+
+/// 32 random bytes from the kernel, hex.
+fn new_secret() -> String {
+    let mut bytes = [0u8; 32];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
+        let n = unsafe {
+            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
+        };
+        if n > 0 {
+            filled += n as usize;
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Equal in time whatever the content (for the resume secret).
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+struct Hub {
+    service: Service,
+    config: HubConfig,
+    rx: Receiver<HubInput>,
+    conns: HashMap<ConnId, Conn>,
+    sessions: HashMap<String, HubSession>,
+    /// Service handle -> connection.
+    handles: HashMap<u64, ConnId>,
+    /// Handles of `session.open` calls that asked for a resumable session on a stream.
+    resumable_opens: std::collections::HashSet<u64>,
+    /// Since when the hub has had nothing to do (for `exit_when_idle_ms`).
+    idle_since: Option<u64>,
+    next_handle: u64,
+    clock: Instant,
+    shutting_down: Option<u64>,
+}
+
+/// The session a request names, if any.
+fn request_session(request: &Request) -> Option<&str> {
+    Some(match request {
+        Request::SessionOpen(_) => return None,
+        Request::SessionClose(p) => &p.session_id,
+        Request::SessionInfo(p) => &p.session_id,
+        Request::ExecStart(p) => &p.session_id,
+        Request::ExecWait(p) => &p.session_id,
+        Request::ExecKill(p) => &p.session_id,
+        Request::ExecInput(p) => &p.session_id,
+        Request::FsRead(p) => &p.session_id,
+        Request::FsWrite(p) => &p.session_id,
+        Request::FsList(p) => &p.session_id,
+        Request::FsGlob(p) => &p.session_id,
+        Request::FsStat(p) => &p.session_id,
+        Request::PtyOpen(p) => &p.session_id,
+        Request::PtyInput(p) => &p.session_id,
+        Request::PtyResize(p) => &p.session_id,
+        Request::PtyClose(p) => &p.session_id,
+        Request::RexdMetrics(_) => return None,
+        Request::SessionResume(_) => return None,
+        // A method added later must say here which session it names; until then it is refused
+        // (see `ownership`), never let through unchecked.
+        _ => "",
+    })
+}
+
+/// The session an event belongs to.
+fn event_session<'e>(event: &'e Event<'_>) -> Option<&'e str> {
+    Some(match event {
+        Event::ExecStdout(o) | Event::ExecStderr(o) => &o.session_id,
+        Event::ExecExit(x) => &x.session_id,
+        Event::ExecError(x) => &x.session_id,
+        Event::PtyOutput(o) => &o.session_id,
+        Event::PtyExit(x) => &x.session_id,
+        _ => return None,
+    })
+}
+
+fn unknown_session(id: &str) -> ErrorObject {
+    ErrorObject::of(ErrorCode::InvalidParams)
+        .with_message(format!("unknown session_id {id:?}"))
+        .with_data(json!({"session_id": id}))
+}
+
+impl Hub {
+    fn new(service: Service, config: HubConfig, rx: Receiver<HubInput>) -> Hub {
+        Hub {
+            service,
+            config,
+            rx,
+            conns: HashMap::new(),
+            sessions: HashMap::new(),
+            handles: HashMap::new(),
+            resumable_opens: std::collections::HashSet::new(),
+            idle_since: None,
+            next_handle: 0,
+            clock: Instant::now(),
+            shutting_down: None,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.elapsed().as_millis() as u64
+    }
+
+    fn run(&mut self, mut poll: Poll) -> io::Result<()> {
+        let mut events = Events::with_capacity(256);
+        loop {
+            let now = self.now();
+            self.take_inputs(now);
+            if let Some(deadline) = self.shutting_down
+                && (self.service.running() == 0 || now >= deadline)
+            {
+                for (_, conn) in self.conns.drain() {
+                    conn.sink.close("the daemon is shutting down");
+                }
+                return Ok(());
+            }
+            self.feed_connections(now);
+            self.service.pump(now, PUMP_BUDGET);
+            self.service.handle_timeout(now);
+            self.route(now);
+            self.watch_connections(now);
+            self.expire_sessions(now);
+            if let Some(idle) = self.config.exit_when_idle_ms {
+                let quiet = self.conns.is_empty()
+                    && self.sessions.is_empty()
+                    && self.service.running() == 0;
+                match (quiet, self.idle_since) {
+                    (false, _) => self.idle_since = None,
+                    (true, None) => self.idle_since = Some(now),
+                    (true, Some(since)) if now.saturating_sub(since) >= idle => {
+                        crate::log::info(&format!("idle for {idle} ms: exiting"));
+                        return Ok(());
+                    }
+                    _ => {}
+                }
+            }
+
+            let mut wake = self.service.next_deadline();
+            let mut consider = |t: u64| wake = Some(wake.map_or(t, |w| w.min(t)));
+            if let Some(d) = self.shutting_down {
+                consider(d);
+            }
+            if let Some(t) = self.next_expiry() {
+                consider(t);
+            }
+            if let (Some(since), Some(idle)) = (self.idle_since, self.config.exit_when_idle_ms) {
+                consider(since + idle);
+            }
+            if self.conns.values().any(|c| c.behind_since.is_some()) {
+                consider(now + PAUSED_TICK_MS);
+            }
+            let busy = self.service.wants_pump() || self.has_feedable();
+            let timeout = if busy {
+                Some(Duration::ZERO)
+            } else {
+                wake.map(|w| Duration::from_millis(w.saturating_sub(now)))
+            };
+            if !wait(&mut poll, &mut events, timeout)? {
+                continue;
+            }
+            let now = self.now();
+            for e in events.iter() {
+                if is_child_token(e.token()) {
+                    let (readable, writable) = child_readiness(e);
+                    self.service
+                        .handle_event(now, e.token(), readable, writable);
+                }
+            }
+        }
+    }
+
+    fn take_inputs(&mut self, now: u64) {
+        loop {
+            match self.rx.try_recv() {
+                Ok(HubInput::Open { conn, info, sink }) => {
+                    if self.shutting_down.is_some() {
+                        sink.close("the daemon is shutting down");
+                        continue;
+                    }
+                    let peer_config = PeerConfig {
+                        max_message_bytes: self.config.max_message_bytes,
+                        ..PeerConfig::default()
+                    };
+                    self.conns.insert(
+                        conn,
+                        Conn {
+                            info,
+                            sink,
+                            peer: Peer::new(JsonRpc2, peer_config, conn),
+                            inbox: VecDeque::new(),
+                            pending: HashMap::new(),
+                            fed: false,
+                            behind_since: None,
+                        },
+                    );
+                }
+                Ok(HubInput::Message { conn, bytes }) => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.inbox.push_back(bytes);
+                    }
+                }
+                Ok(HubInput::Closed { conn }) => self.drop_conn(now, conn, None),
+                Ok(HubInput::Shutdown) => self.begin_shutdown(now),
+                Err(TryRecvError::Disconnected) => {
+                    self.begin_shutdown(now);
+                    return;
+                }
+                Err(TryRecvError::Empty) => return,
+            }
+        }
+    }
+
+    fn begin_shutdown(&mut self, now: u64) {
+        if self.shutting_down.is_none() {
+            crate::log::info("ending every process, then exiting");
+            self.service.shutdown(now);
+            self.sessions.clear();
+            self.shutting_down = Some(now + self.service.kill_grace_ms() + 1000);
+        }
+    }
+
+    /// Removes a connection: its stream sessions end, its answers in flight are dropped.
+    fn drop_conn(&mut self, now: u64, conn: ConnId, reason: Option<&str>) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        if let Some(reason) = reason {
+            crate::log::warn(&format!(
+                "dropping client {} (connection {conn}): {reason}",
+                c.info.principal
+            ));
+            c.sink.close(reason);
+        }
+        for handle in c.pending.keys() {
+            self.handles.remove(handle);
+        }
+        let ended: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.stream == Some(conn))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ended {
+            let s = self.sessions.get_mut(&id).expect("listed above");
+            match &mut s.replay {
+                // Resumable: it waits for its client, its commands held (their output stays
+                // in the pipes until someone reads it).
+                Some(r) => {
+                    s.stream = None;
+                    r.detached_since = Some(now);
+                    self.service.set_paused(&id, true);
+                    crate::log::info(&format!(
+                        "session {id}: connection lost; kept {} ms for session.resume",
+                        self.config.resume_grace_ms
+                    ));
+                }
+                None => {
+                    self.sessions.remove(&id);
+                    self.service.close_session_now(now, &id);
+                }
+            }
+        }
+    }
+
+    /// Whether a connection has input the hub could take now.
+    fn has_feedable(&self) -> bool {
+        self.conns
+            .values()
+            .any(|c| !c.inbox.is_empty() && c.sink.unsent() < self.config.high_water)
+    }
+
+    /// Gives each connection's messages to its peer and its requests to the service, while
+    /// the connection is not behind.
+    fn feed_connections(&mut self, now: u64) {
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for conn in ids {
+            while let Some(c) = self.conns.get_mut(&conn) {
+                if c.sink.unsent() >= self.config.high_water {
+                    break;
+                }
+                let Some(mut message) = c.inbox.pop_front() else {
+                    break;
+                };
+                let len = message.len();
+                // One message is one line for the NDJSON decoder: raw line breaks are only
+                // whitespace between JSON tokens (inside strings they must be escaped).
+                for b in message.iter_mut() {
+                    if *b == b'\n' || *b == b'\r' {
+                        *b = b' ';
+                    }
+                }
+                message.push(b'\n');
+                self.service.metrics().bytes("in", len);
+                c.peer.handle_bytes(now, &message);
+                c.sink.consumed(len);
+                c.fed = true;
+                self.drain_peer(now, conn);
+            }
+            self.drain_peer(now, conn);
+            self.finish_pointed(conn);
+        }
+    }
+
+    /// A pointed connection whose message is answered is done.
+    fn finish_pointed(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        if c.info.kind == ConnKind::Pointed && c.fed && c.pending.is_empty() && c.inbox.is_empty() {
+            c.sink.done();
+            self.conns.remove(&conn);
+        }
+    }
+
+    /// Moves a connection's peer output: frames to the client, requests to the service.
+    fn drain_peer(&mut self, now: u64, conn: ConnId) {
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            match c.peer.poll_output(now) {
+                Output::Transmit(mut bytes) => {
+                    if bytes.last() == Some(&b'\n') {
+                        bytes.pop();
+                    }
+                    self.service.metrics().bytes("out", bytes.len());
+                    c.sink.send(bytes);
+                }
+                Output::Event(PeerEvent::Request { id, method, params }) => {
+                    match Request::parse(&method, params.as_ref().map(|p| p.as_raw())) {
+                        Ok(request) => self.call(now, conn, id, request),
+                        Err(e) => {
+                            let _ =
+                                c.peer
+                                    .respond_error(now, &id, remote_error(e.to_error_object()));
+                        }
+                    }
+                }
+                Output::Event(PeerEvent::Notification { method, .. }) => {
+                    crate::log::debug(&format!("ignored notification {method}"));
+                }
+                Output::Event(PeerEvent::Malformed { reason }) => {
+                    crate::log::debug(&format!("malformed input from connection {conn}: {reason}"));
+                }
+                Output::Event(_) => {}
+                Output::Timeout(_) => return,
+            }
+        }
+    }
+
+    /// Checks that the request's session is the caller's, then hands it to the service.
+    fn call(&mut self, now: u64, conn: ConnId, id: Id, request: Request) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if let Request::SessionResume(p) = &request {
+            let result = self.resume(now, conn, p);
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            match result {
+                Ok((r, replay)) => {
+                    if c.peer.forget_incoming(&id).is_ok() {
+                        let mut line = Vec::new();
+                        Response::SessionResume(r).write_line(&id, &mut line);
+                        self.service.metrics().bytes("out", line.len());
+                        c.sink.send(line);
+                        for event in replay {
+                            self.service.metrics().bytes("out", event.len());
+                            c.sink.send(event);
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.service.metrics().error(e.code);
+                    let _ = c.peer.respond_error(now, &id, remote_error(e));
+                }
+            }
+            self.drain_peer(now, conn);
+            return;
+        }
+        if let Some(sid) = request_session(&request) {
+            let owned = self
+                .sessions
+                .get_mut(sid)
+                .filter(|s| s.principal == c.info.principal);
+            match owned {
+                Some(s) => s.last_used = now,
+                None => {
+                    let e = if sid.is_empty() {
+                        ErrorObject::of(ErrorCode::MethodNotFound).with_message(format!(
+                            "{} is not served over this transport",
+                            request.method()
+                        ))
+                    } else {
+                        unknown_session(sid)
+                    };
+                    let _ = c.peer.respond_error(now, &id, remote_error(e));
+                    return;
+                }
+            }
+        }
+        self.next_handle += 1;
+        let handle = self.next_handle;
+        if let Request::SessionOpen(p) = &request
+            && p.resumable
+            && c.info.kind == ConnKind::Stream
+        {
+            self.resumable_opens.insert(handle);
+        }
+        c.pending.insert(handle, id);
+        self.handles.insert(handle, conn);
+        let principal = c.info.principal.clone();
+        self.service
+            .call_from(now, handle, request, Some(&principal));
+        self.route(now);
+    }
+
+    /// Delivers the service's replies and events.
+    fn route(&mut self, now: u64) {
+        while let Some(out) = self.service.poll_output() {
+            match out {
+                ServiceOutput::Reply { handle, result } => self.reply(now, handle, result),
+                ServiceOutput::Event(event) => {
+                    let Some(s) = event_session(&event).and_then(|sid| self.sessions.get_mut(sid))
+                    else {
+                        continue;
+                    };
+                    if s.stream.is_none() && s.replay.is_none() {
+                        continue; // pointed calls do no streaming
+                    }
+                    let mut line = Vec::new();
+                    event.write_notification(&mut line);
+                    if let Some(r) = &mut s.replay {
+                        let seq = r.next_seq;
+                        r.next_seq += 1;
+                        line = with_event_seq(line, seq);
+                        r.push(
+                            seq,
+                            line.clone(),
+                            self.config.replay_events,
+                            self.config.replay_bytes,
+                        );
+                    }
+                    if let Some(c) = s.stream.and_then(|conn| self.conns.get(&conn)) {
+                        self.service.metrics().bytes("out", line.len());
+                        c.sink.send(line);
+                    }
+                }
+            }
+        }
+    }
+
+    fn reply(&mut self, now: u64, handle: u64, mut result: Result<Response, ErrorObject>) {
+        let resumable = self.resumable_opens.remove(&handle);
+        let Some(conn) = self.handles.remove(&handle) else {
+            // Its connection is gone; a session it opened must not be left behind.
+            if let Ok(Response::SessionOpen(r)) = &result {
+                self.service.close_session_now(now, &r.session_id);
+            }
+            return;
+        };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let Some(id) = c.pending.remove(&handle) else {
+            return;
+        };
+        match &mut result {
+            Ok(Response::SessionOpen(r)) => {
+                let replay = resumable.then(|| Replay {
+                    secret: new_secret(),
+                    next_seq: 1,
+                    events: VecDeque::new(),
+                    bytes: 0,
+                    detached_since: None,
+                });
+                if let Some(rp) = &replay {
+                    r.resume = Some(ResumeInfo {
+                        resume_secret: rp.secret.clone(),
+                        grace_ms: self.config.resume_grace_ms,
+                        replay_events: self.config.replay_events as u64,
+                    });
+                }
+                self.sessions.insert(
+                    r.session_id.clone(),
+                    HubSession {
+                        principal: c.info.principal.clone(),
+                        stream: (c.info.kind == ConnKind::Stream).then_some(conn),
+                        last_used: now,
+                        pointed: c.info.kind == ConnKind::Pointed,
+                        replay,
+                    },
+                );
+            }
+            Ok(Response::SessionClose(_)) => {
+                // Which session: the service no longer has it, so drop what the hub holds of
+                // sessions the service closed.
+                let service = &self.service;
+                self.sessions
+                    .retain(|sid, _| service.session_principal(sid).is_some());
+            }
+            _ => {}
+        }
+        let sent = match result {
+            Ok(response) if c.peer.is_batched(&id) => match RawJson::to_raw(&response) {
+                Ok(raw) => c.peer.respond(now, &id, raw),
+                Err(e) => c.peer.respond_error(
+                    now,
+                    &id,
+                    RemoteError::new(
+                        Code::Number(JsonRpcCode::InternalError.code()),
+                        e.to_string(),
+                    ),
+                ),
+            },
+            Ok(response) => c.peer.forget_incoming(&id).map(|()| {
+                let mut line = Vec::new();
+                response.write_line(&id, &mut line);
+                self.service.metrics().bytes("out", line.len());
+                c.sink.send(line);
+            }),
+            Err(e) => c.peer.respond_error(now, &id, remote_error(e)),
+        };
+        if let Err(e) = sent {
+            crate::log::warn(&format!("reply to {id}: {e}"));
+        }
+        self.drain_peer(now, conn);
+        self.finish_pointed(conn);
+    }
+
+    /// Pauses the sessions of connections that are behind, and drops those too far behind.
+    fn watch_connections(&mut self, now: u64) {
+        let mut drop = Vec::new();
+        for (&conn, c) in self.conns.iter_mut() {
+            let unsent = c.sink.unsent();
+            let behind = unsent >= self.config.high_water;
+            if unsent > self.config.max_unsent_bytes {
+                drop.push((
+                    conn,
+                    format!(
+                        "slow reader: {unsent} bytes unsent (limit {})",
+                        self.config.max_unsent_bytes
+                    ),
+                ));
+                continue;
+            }
+            match (behind, c.behind_since) {
+                (true, None) => c.behind_since = Some(now),
+                (true, Some(since)) if now.saturating_sub(since) >= self.config.slow_reader_ms => {
+                    drop.push((
+                        conn,
+                        format!(
+                            "slow reader: {unsent} bytes unsent for {} ms",
+                            now.saturating_sub(since)
+                        ),
+                    ));
+                    continue;
+                }
+                (false, Some(_)) => c.behind_since = None,
+                _ => {}
+            }
+        }
+        for (conn, reason) in drop {
+            self.drop_conn(now, conn, Some(&reason));
+        }
+        for (sid, s) in &self.sessions {
+            if let Some(conn) = s.stream {
+                let behind = self
+                    .conns
+                    .get(&conn)
+                    .is_some_and(|c| c.behind_since.is_some());
+                self.service.set_paused(sid, behind);
+            }
+        }
+    }
+
+    /// When a session without a connection ends: pointed ones after `pointed_idle_ms`
+    /// without a request, resumable ones `resume_grace_ms` after their connection dropped.
+    fn expiry(&self, s: &HubSession) -> Option<u64> {
+        if let Some(since) = s.replay.as_ref().and_then(|r| r.detached_since) {
+            return Some(since + self.config.resume_grace_ms);
+        }
+        s.pointed.then(|| s.last_used + self.config.pointed_idle_ms)
+    }
+
+    /// Ends the sessions whose time without a connection is up.
+    fn expire_sessions(&mut self, now: u64) {
+        let expired: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| self.expiry(s).is_some_and(|t| t <= now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            crate::log::info(&format!(
+                "session {id}: nobody came back in time, closed (its processes end)"
+            ));
+            self.sessions.remove(&id);
+            self.service.close_session_now(now, &id);
+        }
+    }
+
+    fn next_expiry(&self) -> Option<u64> {
+        self.sessions.values().filter_map(|s| self.expiry(s)).min()
+    }
+
+    /// `session.resume` on `conn`: the answer and the events to send after it.
+    fn resume(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        p: &SessionResumeParams,
+    ) -> Result<(SessionResumeResult, Vec<Vec<u8>>), ErrorObject> {
+        let Some(c) = self.conns.get(&conn) else {
+            return Err(unknown_session(&p.session_id));
+        };
+        if c.info.kind != ConnKind::Stream {
+            return Err(ErrorObject::of(ErrorCode::InvalidRequest).with_message(
+                "session.resume needs a connection that carries events (/ws, stdio)",
+            ));
+        }
+        let principal = c.info.principal.clone();
+        let s = self
+            .sessions
+            .get_mut(&p.session_id)
+            .filter(|s| s.principal == principal)
+            .ok_or_else(|| unknown_session(&p.session_id))?;
+        let Some(r) = s.replay.as_mut() else {
+            return Err(unknown_session(&p.session_id));
+        };
+        if !same_secret(&r.secret, &p.resume_secret) {
+            // As if there were no such session: the secret is what proves it is yours.
+            return Err(unknown_session(&p.session_id));
+        }
+        if p.last_seq >= r.next_seq {
+            return Err(ErrorObject::of(ErrorCode::InvalidParams)
+                .with_message(format!(
+                    "last_seq {} is past the last event sent ({})",
+                    p.last_seq,
+                    r.next_seq - 1
+                ))
+                .with_data(json!({"last_seq": p.last_seq, "sent": r.next_seq - 1})));
+        }
+        let first = r.first_kept();
+        let lost = first.saturating_sub(p.last_seq + 1);
+        if lost > 0 && !p.accept_loss {
+            return Err(ErrorObject::of(ErrorCode::EventsLost)
+                .with_message(format!(
+                    "{lost} events after event_seq {} are no longer kept (the replay buffer \
+                     holds {} from {first}); resume with accept_loss to go on without them",
+                    p.last_seq,
+                    r.events.len()
+                ))
+                .with_data(json!({
+                    "lost": lost,
+                    "last_seq": p.last_seq,
+                    "first_kept": first,
+                })));
+        }
+        let replay: Vec<Vec<u8>> = r
+            .events
+            .iter()
+            .filter(|(seq, _)| *seq > p.last_seq)
+            .map(|(_, line)| line.clone())
+            .collect();
+        r.detached_since = None;
+        if let Some(old) = s.stream.replace(conn)
+            && old != conn
+        {
+            crate::log::info(&format!(
+                "session {}: taken over from connection {old} by {conn}",
+                p.session_id
+            ));
+        }
+        s.last_used = now;
+        self.service.set_paused(&p.session_id, false);
+        self.service.note_resumed(&p.session_id, p.last_seq, lost);
+        Ok((
+            SessionResumeResult {
+                session_id: p.session_id.clone(),
+                replayed: replay.len() as u64,
+                lost,
+            },
+            replay,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A sink that keeps what it is given.
+    #[derive(Clone, Default)]
+    struct Keep {
+        got: Arc<Mutex<Vec<Vec<u8>>>>,
+        closed: Arc<Mutex<Option<String>>>,
+        done: Arc<Mutex<bool>>,
+    }
+
+    impl ConnSink for Keep {
+        fn send(&self, message: Vec<u8>) {
+            self.got.lock().unwrap().push(message);
+        }
+        fn unsent(&self) -> usize {
+            0
+        }
+        fn consumed(&self, _: usize) {}
+        fn close(&self, reason: &str) {
+            *self.closed.lock().unwrap() = Some(reason.to_owned());
+        }
+        fn done(&self) {
+            *self.done.lock().unwrap() = true;
+        }
+    }
+
+    fn wait_for(what: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !what() {
+            assert!(Instant::now() < deadline, "timed out");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn value(bytes: &[u8]) -> serde_json::Value {
+        serde_json::from_slice(bytes).unwrap()
+    }
+
+    #[test]
+    fn sessions_belong_to_their_principal_and_pointed_calls_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings::for_roots(&[dir.path().to_owned()]).unwrap();
+        let (hub, thread) = start(settings, HubConfig::default()).unwrap();
+        let open = |who: &str, kind: ConnKind, message: &str| {
+            let sink = Keep::default();
+            let conn = hub.next_conn();
+            let info = ConnInfo {
+                principal: who.into(),
+                kind,
+            };
+            assert!(hub.send(HubInput::Open {
+                conn,
+                info,
+                sink: Box::new(sink.clone())
+            }));
+            assert!(hub.send(HubInput::Message {
+                conn,
+                bytes: message.as_bytes().to_vec()
+            }));
+            (conn, sink)
+        };
+        // A pretty-printed request is one message.
+        let (_, alice) = open(
+            "alice",
+            ConnKind::Pointed,
+            "{\"jsonrpc\":\"2.0\",\n \"id\":1,\n \"method\":\"session.open\",\"params\":{\"client_name\":\"t\"}}",
+        );
+        wait_for(|| *alice.done.lock().unwrap());
+        let got = alice.got.lock().unwrap().clone();
+        assert_eq!(got.len(), 1);
+        let sid = value(&got[0])["result"]["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // Bob cannot see Alice's session; Alice can, from another connection.
+        let info = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"session.info\",\"params\":{{\"session_id\":\"{sid}\"}}}}"
+        );
+        let (_, bob) = open("bob", ConnKind::Pointed, &info);
+        wait_for(|| *bob.done.lock().unwrap());
+        let answer = value(&bob.got.lock().unwrap()[0]);
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        let (_, again) = open("alice", ConnKind::Pointed, &info);
+        wait_for(|| *again.done.lock().unwrap());
+        let answer = value(&again.got.lock().unwrap()[0]);
+        assert_eq!(answer["result"]["session_id"], sid.as_str(), "{answer}");
+        // A notification alone is done with nothing to say.
+        let (_, quiet) = open(
+            "alice",
+            ConnKind::Pointed,
+            "{\"jsonrpc\":\"2.0\",\"method\":\"anything\"}",
+        );
+        wait_for(|| *quiet.done.lock().unwrap());
+        assert!(quiet.got.lock().unwrap().is_empty());
+        assert!(hub.send(HubInput::Shutdown));
+        thread.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn stream_sessions_get_their_events_and_end_with_the_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings::for_roots(&[dir.path().to_owned()]).unwrap();
+        let (hub, thread) = start(settings, HubConfig::default()).unwrap();
+        let sink = Keep::default();
+        let conn = hub.next_conn();
+        hub.send(HubInput::Open {
+            conn,
+            info: ConnInfo {
+                principal: "p".into(),
+                kind: ConnKind::Stream,
+            },
+            sink: Box::new(sink.clone()),
+        });
+        let send = |m: String| {
+            hub.send(HubInput::Message {
+                conn,
+                bytes: m.into_bytes(),
+            })
+        };
+        send(
+            r#"{"jsonrpc":"2.0","id":1,"method":"session.open","params":{"client_name":"t"}}"#
+                .into(),
+        );
+        wait_for(|| sink.got.lock().unwrap().len() == 1);
+        let sid = value(&sink.got.lock().unwrap()[0])["result"]["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        send(format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"exec.start","params":{{"session_id":"{sid}","argv":["echo","hi"]}}}}"#
+        ));
+        wait_for(|| {
+            sink.got
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|m| value(m)["method"] == "exec.exit")
+        });
+        let got = sink.got.lock().unwrap().clone();
+        let out: Vec<_> = got
+            .iter()
+            .map(|m| value(m))
+            .filter(|v| v["method"] == "exec.stdout")
+            .collect();
+        assert_eq!(out[0]["params"]["data"], "hi\n");
+        hub.send(HubInput::Closed { conn });
+        // The session is gone with its connection.
+        let other = Keep::default();
+        let c2 = hub.next_conn();
+        hub.send(HubInput::Open {
+            conn: c2,
+            info: ConnInfo {
+                principal: "p".into(),
+                kind: ConnKind::Pointed,
+            },
+            sink: Box::new(other.clone()),
+        });
+        hub.send(HubInput::Message {
+            conn: c2,
+            bytes: format!(
+                r#"{{"jsonrpc":"2.0","id":3,"method":"session.info","params":{{"session_id":"{sid}"}}}}"#
+            )
+            .into_bytes(),
+        });
+        wait_for(|| *other.done.lock().unwrap());
+        assert_eq!(
+            value(&other.got.lock().unwrap()[0])["error"]["code"],
+            -32602
+        );
+        hub.send(HubInput::Shutdown);
+        thread.join().unwrap().unwrap();
+    }
+}

@@ -1,0 +1,209 @@
+//! The daemon's counters and gauges, kept with the `prometheus-client` crate and written in
+//! the Prometheus text format: by `GET /metrics` on `rexd --listen` (or its own
+//! `--metrics-listen` bind), and by the `rexd.metrics` method on every transport, stdio
+//! included, which answers the same text.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `rexd_sessions_opened_total` | counter | |
+//! | `rexd_sessions_resumed_total` | counter | |
+//! | `rexd_sessions_open` | gauge | |
+//! | `rexd_processes_running` | gauge | |
+//! | `rexd_execs_total` | counter | `class` (the `[policy]` class, `unclassified` without one), `outcome` (`exit_0`, `exit_nonzero`, `signal`, `timeout`, `launch_error`, `refused`, `error`) |
+//! | `rexd_errors_total` | counter | `code` (the JSON-RPC error code of an error answer) |
+//! | `rexd_stream_bytes_total` | counter | `direction` (`in`: bytes of client messages, `out`: bytes of answers and events) |
+//! | `rexd_auth_failures_total` | counter | `reason` (`token`: a missing or wrong bearer token, `tls`: a failed handshake, such as a missing or foreign client certificate) |
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// `rexd_execs_total`'s labels.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExecLabels {
+    /// The policy class.
+    pub class: String,
+    /// How it ended.
+    pub outcome: String,
+}
+
+/// `rexd_errors_total`'s labels.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    /// The JSON-RPC error code.
+    pub code: String,
+}
+
+/// `rexd_stream_bytes_total`'s labels.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DirectionLabels {
+    /// `in` or `out`.
+    pub direction: &'static str,
+}
+
+/// `rexd_auth_failures_total`'s labels.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// `token` or `tls`.
+    pub reason: &'static str,
+}
+
+/// One daemon's metrics; shared (`Arc`) by the service and the transports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Sessions opened.
+    pub sessions_opened: Counter,
+    /// Sessions resumed after a dropped link.
+    pub sessions_resumed: Counter,
+    /// Sessions open now.
+    pub sessions_open: Gauge,
+    /// Processes running now (detached ones too).
+    pub processes_running: Gauge,
+    /// Execs by class and outcome.
+    pub execs: Family<ExecLabels, Counter>,
+    /// Error answers by code.
+    pub errors: Family<CodeLabels, Counter>,
+    /// Client bytes in and out.
+    pub bytes: Family<DirectionLabels, Counter>,
+    /// Refused authentications.
+    pub auth_failures: Family<ReasonLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric at zero.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("rexd");
+        let m = Metrics {
+            registry: Registry::default(),
+            sessions_opened: Counter::default(),
+            sessions_resumed: Counter::default(),
+            sessions_open: Gauge::default(),
+            processes_running: Gauge::default(),
+            execs: Family::default(),
+            errors: Family::default(),
+            bytes: Family::default(),
+            auth_failures: Family::default(),
+        };
+        registry.register(
+            "sessions_opened",
+            "Sessions opened",
+            m.sessions_opened.clone(),
+        );
+        registry.register(
+            "sessions_resumed",
+            "Sessions resumed after their link dropped",
+            m.sessions_resumed.clone(),
+        );
+        registry.register(
+            "sessions_open",
+            "Sessions open now",
+            m.sessions_open.clone(),
+        );
+        registry.register(
+            "processes_running",
+            "Processes running now, detached ones too",
+            m.processes_running.clone(),
+        );
+        registry.register(
+            "execs",
+            "Execs and PTYs by policy class and outcome",
+            m.execs.clone(),
+        );
+        registry.register("errors", "Error answers by JSON-RPC code", m.errors.clone());
+        registry.register(
+            "stream_bytes",
+            "Bytes of client messages (in) and of answers and events (out)",
+            m.bytes.clone(),
+        );
+        registry.register(
+            "auth_failures",
+            "Refused authentications by reason",
+            m.auth_failures.clone(),
+        );
+        // Directions and reasons exist from the start, so a scrape shows them at 0.
+        for direction in ["in", "out"] {
+            let _ = m.bytes.get_or_create(&DirectionLabels { direction });
+        }
+        for reason in ["token", "tls"] {
+            let _ = m.auth_failures.get_or_create(&ReasonLabels { reason });
+        }
+        Metrics { registry, ..m }
+    }
+
+    /// Counts an exec (or PTY) by class and outcome.
+    pub fn exec(&self, class: &str, outcome: &str) {
+        self.execs
+            .get_or_create(&ExecLabels {
+                class: class.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts an error answer.
+    pub fn error(&self, code: i64) {
+        self.errors
+            .get_or_create(&CodeLabels {
+                code: code.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts client bytes: `in` (received) or `out` (sent).
+    pub fn bytes(&self, direction: &'static str, n: usize) {
+        self.bytes
+            .get_or_create(&DirectionLabels { direction })
+            .inc_by(n as u64);
+    }
+
+    /// Counts a refused authentication (`token` or `tls`).
+    pub fn auth_failure(&self, reason: &'static str) {
+        self.auth_failures
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    /// The Prometheus text format (with the `# EOF` of OpenMetrics).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_show_in_the_text() {
+        let m = Metrics::new();
+        m.sessions_opened.inc();
+        m.exec("destructive", "refused");
+        m.exec("destructive", "refused");
+        m.error(-32001);
+        m.bytes("in", 10);
+        let text = m.encode();
+        for want in [
+            "rexd_sessions_opened_total 1",
+            "rexd_execs_total{class=\"destructive\",outcome=\"refused\"} 2",
+            "rexd_errors_total{code=\"-32001\"} 1",
+            "rexd_stream_bytes_total{direction=\"in\"} 10",
+            "rexd_stream_bytes_total{direction=\"out\"} 0",
+            "rexd_auth_failures_total{reason=\"tls\"} 0",
+            "# TYPE rexd_sessions_open gauge",
+        ] {
+            assert!(text.contains(want), "{want} not in:\n{text}");
+        }
+    }
+}

@@ -1,0 +1,890 @@
+//! `rexd --listen`: the spec's Profile C, REXD over HTTP(S) and WebSocket (feature `net`).
+//!
+//! - `POST /rpc`: one JSON-RPC request or batch in the body (`Content-Type: application/json`),
+//!   its answer in the response; no events (the spec's "pointed calls"). A body of
+//!   notifications only is answered `204`.
+//! - `GET /ws` (WebSocket): a whole session, events included, exactly as over stdio; each text
+//!   message is one JSON-RPC message or batch, each message the server sends one answer or event.
+//!
+//! Every request must authenticate: a bearer token from `--token-file` (`Authorization: Bearer
+//! …`), a client certificate from `--client-ca` (checked in the TLS handshake), or both when
+//! both are configured. A wrong or missing token gets `401` with nothing more. The daemon
+//! refuses to start without one of the two, binds only loopback and private addresses unless
+//! told `--allow-public`, and refuses a plaintext listener on anything but loopback unless told
+//! `--allow-plaintext`.
+//!
+//! The requests go to one [`crate::hub`] (one [`crate::service::Service`]: the same roots,
+//! limits, policy and audit as stdio; the audit names the principal). Bounds: the body and the
+//! WebSocket message size (`max_message_bytes`), connections at once (`max_connections`; more
+//! wait in the listen backlog), the time to send a request's headers and to finish the TLS
+//! handshake (`header_timeout_ms`), and the hub's per-connection limits on unsent bytes.
+//!
+//! The tokio runtime is built here and only here, so the other transports run without one.
+
+pub mod auth;
+mod mcp_http;
+pub mod tls;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use tower::ServiceExt;
+
+use crate::hub::{self, ConnId, ConnInfo, ConnKind, ConnSink, HubConfig, HubHandle, HubInput};
+use crate::service::Settings;
+
+/// Makes the settings of one more service (each MCP-over-HTTP session has its own).
+pub type SettingsFactory = Arc<dyn Fn() -> std::io::Result<Settings> + Send + Sync>;
+
+/// How `rexd --listen` is configured (the command line's flags).
+#[derive(Clone)]
+pub struct NetOptions {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Bind an address that is neither loopback nor private.
+    pub allow_public: bool,
+    /// Serve without TLS on an address that is not loopback.
+    pub allow_plaintext: bool,
+    /// `LABEL:TOKEN` lines ([`auth`]).
+    pub token_file: Option<PathBuf>,
+    /// The server's certificate chain (PEM).
+    pub tls_cert: Option<PathBuf>,
+    /// The server's private key (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM).
+    pub client_ca: Option<PathBuf>,
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// The largest `/rpc` body and WebSocket message.
+    pub max_message_bytes: usize,
+    /// Time allowed for a request's headers and for the TLS handshake.
+    pub header_timeout_ms: u64,
+    /// Bytes a connection may leave unread before it is dropped.
+    pub max_unsent_bytes: usize,
+    /// How long a connection may stay behind (sessions paused) before it is dropped.
+    pub slow_reader_ms: u64,
+    /// How long a session opened over `/rpc` lives without a request.
+    pub rpc_session_idle_ms: u64,
+    /// Serve `GET /metrics` on this address too (same authentication and TLS); it is always
+    /// on the main address as well.
+    pub metrics_listen: Option<SocketAddr>,
+    /// How long a resumable session whose WebSocket dropped waits for `session.resume`.
+    pub resume_grace_ms: u64,
+    /// Serve MCP's Streamable HTTP transport on `/mcp`, each session with a service of its
+    /// own made by this (the daemon's config again); `None`: no `/mcp`.
+    pub mcp_settings: Option<SettingsFactory>,
+}
+
+impl std::fmt::Debug for NetOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetOptions")
+            .field("listen", &self.listen)
+            .field("mcp", &self.mcp_settings.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NetOptions {
+    /// Defaults for everything but the address.
+    pub fn new(listen: SocketAddr) -> NetOptions {
+        NetOptions {
+            listen,
+            allow_public: false,
+            allow_plaintext: false,
+            token_file: None,
+            tls_cert: None,
+            tls_key: None,
+            client_ca: None,
+            max_connections: 128,
+            max_message_bytes: 16 << 20,
+            header_timeout_ms: 10_000,
+            max_unsent_bytes: 16 << 20,
+            slow_reader_ms: 30_000,
+            rpc_session_idle_ms: 600_000,
+            metrics_listen: None,
+            resume_grace_ms: 60_000,
+            mcp_settings: None,
+        }
+    }
+}
+
+/// Why the listener does not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// Neither tokens nor client certificates.
+    #[error(
+        "--listen needs --token-file or --client-ca (mTLS): rexd does not serve a network client \
+         it cannot authenticate"
+    )]
+    NoAuth,
+    /// A public address without `--allow-public`.
+    #[error(
+        "--listen {0}: not a loopback or private address; rexd binds those only, unless \
+         --allow-public says you mean it (and put a firewall or reverse proxy in front)"
+    )]
+    Public(SocketAddr),
+    /// No TLS off loopback without `--allow-plaintext`.
+    #[error(
+        "--listen {0}: tokens and commands would cross the network in clear; give --tls-cert and \
+         --tls-key, or --allow-plaintext if a TLS proxy in front terminates it"
+    )]
+    Plaintext(SocketAddr),
+    /// Flags that go together, alone.
+    #[error("{0}")]
+    Flags(String),
+    /// The token file.
+    #[error(transparent)]
+    Tokens(#[from] auth::TokenFileError),
+    /// The TLS files.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// Binding, the runtime, the hub.
+    #[error("--listen {addr}: {source}")]
+    Io {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Whether binding `ip` needs `--allow-public`: anything but loopback, private (RFC 1918, IPv6
+/// unique local) and link-local addresses. The unspecified address (all interfaces) is public.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => !(v4.is_loopback() || v4.is_private() || v4.is_link_local()),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            !(v6.is_loopback() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
+/// How clients prove who they are.
+struct Auth {
+    tokens: Option<auth::Tokens>,
+    mtls: bool,
+}
+
+/// What a connection learned in its TLS handshake.
+#[derive(Clone, Default)]
+struct Peer {
+    cert_subject: Option<String>,
+}
+
+/// Who a request is, once authenticated.
+#[derive(Clone)]
+pub(crate) struct Principal(pub(crate) String);
+
+impl Auth {
+    /// The principal of a request, or `None` (then `401`).
+    fn principal(&self, headers: &HeaderMap, peer: &Peer) -> Option<String> {
+        let subject = match (self.mtls, &peer.cert_subject) {
+            (true, Some(s)) => Some(s.clone()),
+            // The handshake requires a certificate; a connection without one never gets here.
+            (true, None) => return None,
+            (false, _) => None,
+        };
+        let label = match &self.tokens {
+            Some(tokens) => {
+                let presented = headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| auth::bearer(v.as_bytes()))?;
+                Some(tokens.check(presented)?.to_owned())
+            }
+            None => None,
+        };
+        match (label, subject) {
+            (Some(l), Some(s)) => Some(format!("{l} ({s})")),
+            (Some(l), None) => Some(l),
+            (None, Some(s)) => Some(s),
+            (None, None) => None,
+        }
+    }
+}
+
+pub(crate) struct NetState {
+    hub: HubHandle,
+    auth: Auth,
+    pub(crate) max_message_bytes: usize,
+    metrics: Arc<crate::metrics::Metrics>,
+    pub(crate) settings_factory: Option<SettingsFactory>,
+    pub(crate) mcp: mcp_http::McpSessions,
+    pub(crate) mcp_idle_ms: u64,
+}
+
+/// Checks the options, binds, and serves until `SIGTERM`, `SIGINT` or `SIGHUP`; then every
+/// session and process ends as when a stdio client goes away.
+pub fn serve(settings: Settings, options: NetOptions) -> Result<(), NetError> {
+    let addr = options.listen;
+    let io = |source| NetError::Io { addr, source };
+    if options.token_file.is_none() && options.client_ca.is_none() {
+        return Err(NetError::NoAuth);
+    }
+    for a in std::iter::once(addr).chain(options.metrics_listen) {
+        if is_public(a.ip()) && !options.allow_public {
+            return Err(NetError::Public(a));
+        }
+    }
+    let tls = match (&options.tls_cert, &options.tls_key) {
+        (Some(cert), Some(key)) => {
+            Some(tls::server_config(cert, key, options.client_ca.as_deref())?)
+        }
+        (None, None) if options.client_ca.is_some() => {
+            return Err(NetError::Flags(
+                "--client-ca needs --tls-cert and --tls-key (client certificates are checked in \
+                 the TLS handshake)"
+                    .into(),
+            ));
+        }
+        (None, None) => None,
+        _ => {
+            return Err(NetError::Flags(
+                "--tls-cert and --tls-key go together".into(),
+            ));
+        }
+    };
+    for a in std::iter::once(addr).chain(options.metrics_listen) {
+        if tls.is_none() && !a.ip().is_loopback() && !options.allow_plaintext {
+            return Err(NetError::Plaintext(a));
+        }
+    }
+    let tokens = match &options.token_file {
+        Some(path) => Some(auth::Tokens::load(path)?),
+        None => None,
+    };
+    let auth = Auth {
+        tokens,
+        mtls: options.client_ca.is_some(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("rexd-net")
+        .build()
+        .map_err(io)?;
+    let result = runtime.block_on(run(settings, options, auth, tls));
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    crate::tree::kill_all_descendants();
+    result
+}
+
+async fn run(
+    settings: Settings,
+    options: NetOptions,
+    auth: Auth,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> Result<(), NetError> {
+    let addr = options.listen;
+    let io = |source| NetError::Io { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(io)?;
+    let local = listener.local_addr().map_err(io)?;
+    let hub_config = HubConfig {
+        high_water: (options.max_unsent_bytes / 4).max(64 * 1024),
+        max_unsent_bytes: options.max_unsent_bytes,
+        slow_reader_ms: options.slow_reader_ms,
+        pointed_idle_ms: options.rpc_session_idle_ms,
+        max_message_bytes: options.max_message_bytes,
+        resume_grace_ms: options.resume_grace_ms,
+        ..HubConfig::default()
+    };
+    let metrics_listener = match options.metrics_listen {
+        Some(addr) => {
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(|source| NetError::Io { addr, source })?;
+            let local = l
+                .local_addr()
+                .map_err(|source| NetError::Io { addr, source })?;
+            Some((l, local))
+        }
+        None => None,
+    };
+    let metrics = Arc::clone(&settings.metrics);
+    let (hub, hub_thread) = hub::start(settings, hub_config).map_err(io)?;
+    let state = Arc::new(NetState {
+        hub: hub.clone(),
+        auth,
+        max_message_bytes: options.max_message_bytes,
+        metrics,
+        settings_factory: options.mcp_settings.clone(),
+        mcp: mcp_http::McpSessions::default(),
+        mcp_idle_ms: options.rpc_session_idle_ms,
+    });
+    let router = Router::new()
+        .route("/rpc", post(rpc))
+        .route("/ws", get(ws))
+        .route("/metrics", get(serve_metrics))
+        .route("/mcp", axum::routing::any(mcp_http::handle))
+        .fallback(|| async { StatusCode::NOT_FOUND })
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            authenticate,
+        ))
+        .with_state(Arc::clone(&state));
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    // The one line on stdout: where to connect (with `--listen HOST:0`, the port chosen).
+    println!("rexd: listening on {scheme}://{local}");
+    crate::log::info(&format!(
+        "serving /rpc and /ws on {scheme}://{local} ({} connections at most)",
+        options.max_connections
+    ));
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let slots = Arc::new(Semaphore::new(options.max_connections));
+    let header_timeout = Duration::from_millis(options.header_timeout_ms);
+    let stop = stop_signal().map_err(io)?;
+    let accept = Accept {
+        acceptor,
+        slots,
+        header_timeout,
+        metrics: Arc::clone(&state.metrics),
+    };
+    let metrics_loop = match metrics_listener {
+        Some((listener, local)) => {
+            let router = Router::new()
+                .route("/metrics", get(serve_metrics))
+                .fallback(|| async { StatusCode::NOT_FOUND })
+                .layer(middleware::from_fn_with_state(
+                    Arc::clone(&state),
+                    authenticate,
+                ))
+                .with_state(Arc::clone(&state));
+            println!("rexd: metrics on {scheme}://{local}/metrics");
+            Some(tokio::spawn(accept.clone().run(
+                listener,
+                router,
+                stop.clone(),
+            )))
+        }
+        None => None,
+    };
+    accept.run(listener, router, stop).await;
+    if let Some(l) = metrics_loop {
+        let _ = l.await;
+    }
+    crate::log::info("stopping: ending every process, then exiting");
+    hub.send(HubInput::Shutdown);
+    drop(state);
+    let joined = tokio::task::spawn_blocking(move || hub_thread.join())
+        .await
+        .ok();
+    match joined {
+        Some(Ok(result)) => result.map_err(io),
+        _ => Ok(()),
+    }
+}
+
+/// Turns `true` on `SIGTERM`, `SIGINT` or `SIGHUP`.
+fn stop_signal() -> std::io::Result<watch::Receiver<bool>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (tx, rx) = watch::channel(false);
+    let tx = Arc::new(tx);
+    for kind in [
+        SignalKind::terminate(),
+        SignalKind::interrupt(),
+        SignalKind::hangup(),
+    ] {
+        let mut s = signal(kind)?;
+        let tx = Arc::clone(&tx);
+        tokio::spawn(async move {
+            if s.recv().await.is_some() {
+                tx.send_replace(true);
+            }
+        });
+    }
+    Ok(rx)
+}
+
+/// What an accept loop needs: TLS, the connection slots, the time limits.
+#[derive(Clone)]
+struct Accept {
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    slots: Arc<Semaphore>,
+    header_timeout: Duration,
+    metrics: Arc<crate::metrics::Metrics>,
+}
+
+impl Accept {
+    /// Accepts and serves connections until `stop` turns true.
+    async fn run(self, listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) {
+        let stopped = |stop: &watch::Receiver<bool>| *stop.borrow();
+        loop {
+            if stopped(&stop) {
+                return;
+            }
+            // A free slot first: past the limit, clients wait in the listen backlog.
+            let slot = tokio::select! {
+                slot = Arc::clone(&self.slots).acquire_owned() => slot.expect("never closed"),
+                _ = stop.changed() => continue,
+            };
+            let (tcp, _) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        crate::log::warn(&format!("accept: {e}"));
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = stop.changed() => continue,
+            };
+            let _ = tcp.set_nodelay(true);
+            let router = router.clone();
+            let this = self.clone();
+            tokio::spawn(async move {
+                let _slot = slot;
+                let header_timeout = this.header_timeout;
+                match this.acceptor {
+                    None => serve_connection(tcp, Peer::default(), router, header_timeout).await,
+                    Some(acceptor) => {
+                        let tls = match tokio::time::timeout(header_timeout, acceptor.accept(tcp))
+                            .await
+                        {
+                            Ok(Ok(tls)) => tls,
+                            Ok(Err(e)) => {
+                                this.metrics.auth_failure("tls");
+                                crate::log::debug(&format!("TLS handshake failed: {e}"));
+                                return;
+                            }
+                            Err(_) => {
+                                this.metrics.auth_failure("tls");
+                                crate::log::debug("TLS handshake timed out");
+                                return;
+                            }
+                        };
+                        let cert_subject = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|c| c.first())
+                            .and_then(tls::subject);
+                        serve_connection(tls, Peer { cert_subject }, router, header_timeout).await
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// `GET /metrics`: the Prometheus text (OpenMetrics) of the daemon's counters and gauges.
+async fn serve_metrics(State(state): State<Arc<NetState>>) -> Response {
+    let mut r = state.metrics.encode().into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(crate::service::METRICS_CONTENT_TYPE),
+    );
+    r
+}
+
+async fn serve_connection<S>(io: S, peer: Peer, router: Router, header_timeout: Duration)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service =
+        hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(peer.clone());
+            router.clone().oneshot(req.map(Body::new))
+        });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true);
+    if let Err(e) = builder
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades()
+        .await
+    {
+        crate::log::debug(&format!("connection: {e}"));
+    }
+}
+
+/// `401` with nothing more than RFC 6750 asks for.
+fn unauthorized() -> Response {
+    let mut r = StatusCode::UNAUTHORIZED.into_response();
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
+}
+
+async fn authenticate(
+    State(state): State<Arc<NetState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let peer = req.extensions().get::<Peer>().cloned().unwrap_or_default();
+    match state.auth.principal(req.headers(), &peer) {
+        Some(p) => {
+            req.extensions_mut().insert(Principal(p));
+            next.run(req).await
+        }
+        None => {
+            state.metrics.auth_failure("token");
+            unauthorized()
+        }
+    }
+}
+
+/// Tells the hub a connection is gone when its handler ends, however it ends.
+struct Leave {
+    hub: HubHandle,
+    conn: ConnId,
+}
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        self.hub.send(HubInput::Closed { conn: self.conn });
+    }
+}
+
+/// The answer to a `POST /rpc`, collected by the hub.
+struct PointedSink {
+    messages: Mutex<Vec<Vec<u8>>>,
+    bytes: AtomicUsize,
+    finished: Mutex<Option<oneshot::Sender<Result<(), String>>>>,
+}
+
+impl ConnSink for Arc<PointedSink> {
+    fn send(&self, message: Vec<u8>) {
+        self.bytes.fetch_add(message.len(), Ordering::Relaxed);
+        self.messages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(message);
+    }
+    fn unsent(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+    fn consumed(&self, _: usize) {}
+    fn close(&self, reason: &str) {
+        if let Some(tx) = self
+            .finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            let _ = tx.send(Err(reason.to_owned()));
+        }
+    }
+    fn done(&self) {
+        if let Some(tx) = self
+            .finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            let _ = tx.send(Ok(()));
+        }
+    }
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+async fn rpc(
+    State(state): State<Arc<NetState>>,
+    axum::Extension(Principal(principal)): axum::Extension<Principal>,
+    req: Request,
+) -> Response {
+    let json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "POST /rpc takes Content-Type: application/json\n",
+        )
+            .into_response();
+    }
+    let too_large = || {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is over {} bytes\n", state.max_message_bytes),
+        )
+            .into_response()
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > state.max_message_bytes as u64) {
+        return too_large();
+    }
+    let body = match Limited::new(req.into_body(), state.max_message_bytes)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
+        Err(_) => return StatusCode::BAD_REQUEST.into_response(),
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"empty body: POST one JSON-RPC request or a batch"}}"#.to_vec(),
+        );
+    }
+    let (tx, rx) = oneshot::channel();
+    let sink = Arc::new(PointedSink {
+        messages: Mutex::new(Vec::new()),
+        bytes: AtomicUsize::new(0),
+        finished: Mutex::new(Some(tx)),
+    });
+    let conn = state.hub.next_conn();
+    let _leave = Leave {
+        hub: state.hub.clone(),
+        conn,
+    };
+    let opened = state.hub.send(HubInput::Open {
+        conn,
+        info: ConnInfo {
+            principal,
+            kind: ConnKind::Pointed,
+        },
+        sink: Box::new(Arc::clone(&sink)),
+    }) && state.hub.send(HubInput::Message {
+        conn,
+        bytes: body.to_vec(),
+    });
+    if !opened {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    match rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err(reason)) => return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response(),
+        Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    }
+    let mut messages =
+        std::mem::take(&mut *sink.messages.lock().unwrap_or_else(|e| e.into_inner()));
+    match messages.len() {
+        0 => StatusCode::NO_CONTENT.into_response(),
+        // One body is one JSON value; the hub makes one answer (or one batch array) per message.
+        _ => json_response(StatusCode::OK, messages.swap_remove(0)),
+    }
+}
+
+/// The hub's way to a WebSocket client: messages through a channel to the writer, their bytes
+/// counted until written; input credit given back as the hub takes messages.
+struct StreamSink {
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+    unsent: Arc<AtomicUsize>,
+    credits: Arc<Semaphore>,
+    credit_cap: usize,
+    close: watch::Sender<Option<String>>,
+}
+
+impl ConnSink for StreamSink {
+    fn send(&self, message: Vec<u8>) {
+        self.unsent.fetch_add(message.len(), Ordering::Relaxed);
+        let _ = self.tx.send(message);
+    }
+    fn unsent(&self) -> usize {
+        self.unsent.load(Ordering::Relaxed)
+    }
+    fn consumed(&self, bytes: usize) {
+        self.credits.add_permits(bytes.min(self.credit_cap));
+    }
+    fn close(&self, reason: &str) {
+        self.close.send_replace(Some(reason.to_owned()));
+    }
+    fn done(&self) {}
+}
+
+async fn ws(
+    State(state): State<Arc<NetState>>,
+    axum::Extension(Principal(principal)): axum::Extension<Principal>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let max = state.max_message_bytes;
+    upgrade
+        .max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| ws_session(socket, state, principal))
+}
+
+/// Bytes of a WebSocket client's messages the hub may hold before it reads no more of them.
+const INBOUND_CREDIT: usize = 1 << 20;
+
+/// WebSocket close codes (RFC 6455 §7.4.1).
+const CLOSE_POLICY: u16 = 1008;
+const CLOSE_UNSUPPORTED: u16 = 1003;
+const CLOSE_GOING_AWAY: u16 = 1001;
+const CLOSE_TOO_BIG: u16 = 1009;
+
+/// A close reason fits a control frame: 123 bytes, cut on a character boundary.
+fn close_frame(code: u16, reason: &str) -> Message {
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason[..end].into(),
+    }))
+}
+
+async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String) {
+    let hub = state.hub.clone();
+    let conn = hub.next_conn();
+    let _leave = Leave {
+        hub: hub.clone(),
+        conn,
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let unsent = Arc::new(AtomicUsize::new(0));
+    // What the hub may hold of this client's messages: one message of any size, or up to
+    // this many bytes of smaller ones; past it the client's sends wait in its socket.
+    let credit_cap = INBOUND_CREDIT.min(state.max_message_bytes);
+    let credits = Arc::new(Semaphore::new(credit_cap));
+    let (close_tx, mut close_rx) = watch::channel(None::<String>);
+    let sink = StreamSink {
+        tx,
+        unsent: Arc::clone(&unsent),
+        credits: Arc::clone(&credits),
+        credit_cap,
+        close: close_tx,
+    };
+    if !hub.send(HubInput::Open {
+        conn,
+        info: ConnInfo {
+            principal,
+            kind: ConnKind::Stream,
+        },
+        sink: Box::new(sink),
+    }) {
+        return;
+    }
+    let (mut to_client, mut from_client) = socket.split();
+    // Ends with the close to send when the client broke the rules.
+    let reader = async {
+        while let Some(message) = from_client.next().await {
+            let text = match message {
+                Ok(Message::Text(t)) => t,
+                Ok(Message::Binary(_)) => {
+                    return Some((
+                        CLOSE_UNSUPPORTED,
+                        "binary messages are not JSON-RPC: send text",
+                    ));
+                }
+                Err(e) => {
+                    let capacity = e
+                        .into_inner()
+                        .downcast_ref::<tungstenite::Error>()
+                        .is_some_and(|e| matches!(e, tungstenite::Error::Capacity(_)));
+                    return capacity.then_some((
+                        CLOSE_TOO_BIG,
+                        "message over the daemon's --max-message-bytes",
+                    ));
+                }
+                Ok(Message::Close(_)) => return None,
+                Ok(_) => continue,
+            };
+            let len = text.len();
+            let Ok(credit) = credits.acquire_many(len.min(credit_cap) as u32).await else {
+                return None;
+            };
+            // Given back by the hub once it takes the message (`ConnSink::consumed`).
+            credit.forget();
+            if !hub.send(HubInput::Message {
+                conn,
+                bytes: text.as_str().as_bytes().to_vec(),
+            }) {
+                return None;
+            }
+        }
+        None
+    };
+    let writer = async {
+        let why = |rx: &watch::Receiver<Option<String>>| {
+            rx.borrow()
+                .clone()
+                .unwrap_or_else(|| "the daemon is shutting down".into())
+        };
+        let reason = loop {
+            let message = tokio::select! {
+                biased;
+                _ = close_rx.changed() => break why(&close_rx),
+                m = rx.recv() => match m {
+                    Some(m) => m,
+                    None => break why(&close_rx),
+                },
+            };
+            let len = message.len();
+            let text = match String::from_utf8(message) {
+                Ok(t) => t,
+                Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+            };
+            // A client that stopped reading blocks this send: the hub's verdict must still
+            // get through, so the send gives way to it.
+            let sent = tokio::select! {
+                biased;
+                _ = close_rx.changed() => break why(&close_rx),
+                sent = to_client.send(Message::Text(text.into())) => sent,
+            };
+            unsent.fetch_sub(len, Ordering::Relaxed);
+            if sent.is_err() {
+                return;
+            }
+        };
+        let code = if reason.starts_with("the daemon") {
+            CLOSE_GOING_AWAY
+        } else {
+            CLOSE_POLICY
+        };
+        // A client that does not read gets no more than a second for the close frame.
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            to_client.send(close_frame(code, &reason)),
+        )
+        .await;
+    };
+    let broken = tokio::select! {
+        broken = reader => broken,
+        _ = writer => None,
+    };
+    if let Some((code, reason)) = broken {
+        crate::log::info(&format!("closing connection {conn}: {reason}"));
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            to_client.send(close_frame(code, reason)),
+        )
+        .await;
+        // What the client still sends is read and dropped for a moment, so the close frame is
+        // not lost to a reset from unread data.
+        let _ = tokio::time::timeout(Duration::from_millis(500), async {
+            while from_client.next().await.is_some() {}
+        })
+        .await;
+    }
+}

@@ -1,0 +1,93 @@
+//! TLS for `rexd --listen` (rustls, ring provider): the server's certificate and key, and, with
+//! `--client-ca`, mandatory client certificates signed by that CA (mTLS). A client without a
+//! certificate, or with one from another CA, fails the handshake: it never reaches HTTP.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::RootCertStore;
+use rustls::server::{ServerConfig, WebPkiClientVerifier};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// What is wrong with the TLS files.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// A PEM file could not be read or holds nothing usable.
+    #[error("{flag} {path}: {reason}")]
+    File {
+        /// The flag that named it.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// rustls refused the combination (a key that does not fit the certificate, …).
+    #[error("TLS configuration: {0}")]
+    Config(String),
+}
+
+fn certs(flag: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let bad = |reason: String| TlsError::File {
+        flag,
+        path: path.to_owned(),
+        reason,
+    };
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| bad(e.to_string()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(bad("no PEM certificate in it".into()));
+    }
+    Ok(certs)
+}
+
+/// The server's TLS configuration: `cert` (a PEM chain, leaf first) and `key` (PEM), and with
+/// `client_ca` every client must show a certificate that CA signed.
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let chain = certs("--tls-cert", cert)?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::File {
+        flag: "--tls-key",
+        path: key.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder = match client_ca {
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for c in certs("--client-ca", ca)? {
+                roots.add(c).map_err(|e| TlsError::File {
+                    flag: "--client-ca",
+                    path: ca.to_owned(),
+                    reason: e.to_string(),
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| TlsError::Config(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The subject of a client's leaf certificate (`CN=alice,O=ops`), for the audit log.
+pub fn subject(der: &CertificateDer<'_>) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    Some(cert.subject().to_string())
+}

@@ -1,0 +1,201 @@
+//! `[policy]` through a real `rexd --stdio`: refusals name the rule, the audit records class,
+//! rule and action, an allowlisted sudo runs as `sudo -n --`, and a policy that does not parse
+//! or hold together stops the daemon from starting (never "allow all").
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::Daemon;
+use serde_json::{Value, json};
+
+const POLICY: &str = r#"
+[policy]
+default = "allow"
+[policy.classes]
+read = "allow"
+destructive = "deny"
+network = "flag"
+[[policy.rules]]
+name = "rm-recursive"
+class = "destructive"
+programs = ["rm"]
+any_arg = ["--recursive", "-[rR]*", "-[!-]*[rR]*"]
+[[policy.rules]]
+name = "fetchers"
+class = "network"
+programs = ["curl", "wget"]
+[[policy.sudo]]
+name = "restart-app"
+argv = ["systemctl", "restart", "app-*"]
+"#;
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    root: std::path::PathBuf,
+    config: std::path::PathBuf,
+    audit: std::path::PathBuf,
+    bin: std::path::PathBuf,
+}
+
+fn setup(policy: &str) -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("work").canonicalize().unwrap_or_else(|_| {
+        std::fs::create_dir(tmp.path().join("work")).unwrap();
+        tmp.path().join("work").canonicalize().unwrap()
+    });
+    let audit = tmp.path().join("audit.log");
+    let config = tmp.path().join("rexd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[security]\nallow_shell = true\n[[security.allowed_roots]]\npath = \"{}\"\n\
+             [audit]\nenabled = true\npath = \"{}\"\n{policy}",
+            root.display(),
+            audit.display()
+        ),
+    )
+    .unwrap();
+    // A stand-in sudo on the daemon's PATH: it shows the argv it was given.
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("sudo"), "#!/bin/sh\necho \"sudo $*\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join("sudo"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    Setup {
+        _tmp: tmp,
+        root,
+        config,
+        audit,
+        bin,
+    }
+}
+
+fn audit(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn refusals_name_the_rule_and_the_audit_records_the_class() {
+    let s = setup(POLICY);
+    let path = format!("{}:/usr/bin:/bin", s.bin.display());
+    let mut d = Daemon::spawn_env(
+        &["--config", s.config.to_str().unwrap()],
+        &[("PATH", &path)],
+    );
+    let sid = d.open_session();
+    std::fs::create_dir(s.root.join("x")).unwrap();
+    for argv in [
+        json!(["rm", "-rf", "x"]),
+        json!(["/bin/rm", "-r", "x"]),
+        json!(["env", "rm", "-rf", "x"]),
+        json!(["busybox", "rm", "-rf", "x"]),
+    ] {
+        let e = d.call_err("exec.start", json!({"session_id": sid, "argv": argv}));
+        assert_eq!(e["code"], -32001, "{argv}: {e}");
+        assert_eq!(e["data"]["rule"], "rm-recursive", "{e}");
+        assert_eq!(e["data"]["class"], "destructive", "{e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("rm-recursive"),
+            "{e}"
+        );
+    }
+    assert!(s.root.join("x").exists(), "a refused rm ran");
+    let e = d.call_err(
+        "exec.start",
+        json!({"session_id": sid, "argv": ["sh", "-c", "echo hi"]}),
+    );
+    assert_eq!(
+        (e["data"]["rule"].clone(), e["data"]["class"].clone()),
+        (json!("shell-wrapper"), json!("shell"))
+    );
+    for (argv, rule) in [
+        (json!(["sudo", "-s"]), "sudo-options"),
+        (json!(["sudo", "sh"]), "sudo-shell"),
+        (
+            json!(["sudo", "systemctl", "restart", "db"]),
+            "sudo-allowlist",
+        ),
+    ] {
+        let e = d.call_err("exec.start", json!({"session_id": sid, "argv": argv}));
+        assert_eq!(e["data"]["rule"], rule, "{argv}: {e}");
+    }
+    // Allowlisted: runs as `sudo -n -- …`, class privileged, flagged.
+    let r = d.call(
+        "exec.start",
+        json!({"session_id": sid, "argv": ["sudo", "systemctl", "restart", "app-web"]}),
+    );
+    let out = d.collect(r["process_id"].as_str().unwrap());
+    assert_eq!(out.out(), "sudo -n -- systemctl restart app-web\n");
+    // Allowed and unclassified.
+    let r = d.call(
+        "exec.start",
+        json!({"session_id": sid, "argv": ["echo", "ok"]}),
+    );
+    assert_eq!(d.collect(r["process_id"].as_str().unwrap()).out(), "ok\n");
+    drop(d);
+    let entries = audit(&s.audit);
+    let starts: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["method"] == "exec.start")
+        .collect();
+    let refused = starts
+        .iter()
+        .find(|e| e["params"]["argv"] == json!(["rm", "-rf", "x"]))
+        .unwrap();
+    assert_eq!(
+        refused["result"]["data"]["rule"], "rm-recursive",
+        "{refused}"
+    );
+    assert_eq!(refused["result"]["data"]["class"], "destructive");
+    let sudo = starts
+        .iter()
+        .find(|e| e["params"]["argv"][0] == "sudo" && e["result"]["ok"] == true)
+        .unwrap();
+    assert_eq!(
+        sudo["result"]["policy"],
+        json!({"class": "privileged", "rule": "restart-app", "action": "flag"})
+    );
+    let echo = starts
+        .iter()
+        .find(|e| e["params"]["argv"] == json!(["echo", "ok"]))
+        .unwrap();
+    assert_eq!(
+        echo["result"]["policy"],
+        json!({"class": "unclassified", "rule": "default", "action": "allow"})
+    );
+}
+
+#[test]
+fn a_policy_that_does_not_parse_stops_the_daemon() {
+    for (policy, want) in [
+        ("[policy]\ndefualt = \"deny\"\n", "defualt"),
+        ("[policy]\ndefault = \"perhaps\"\n", "perhaps"),
+        ("[policy\n", "line"),
+        (
+            "[policy]\n[[policy.rules]]\nname = \"r\"\nclass = \"risky\"\nprograms = [\"rm\"]\n",
+            "risky",
+        ),
+        (
+            "[policy]\n[[policy.sudo]]\nname = \"s\"\nargv = [\"sh\"]\n",
+            "never runs a shell",
+        ),
+    ] {
+        let s = setup(policy);
+        let out = Command::new(env!("CARGO_BIN_EXE_rexd"))
+            .args(["--stdio", "--config"])
+            .arg(&s.config)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{policy}: {err}");
+        assert!(err.contains(want), "{policy}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+}
