@@ -4,8 +4,8 @@
 
 use deskwire::irc::{DisconnectReason, SessionEvent};
 use deskwire::oa1::{
-    ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, Failure,
-    LinkEvent, LocalError, Pacing, Remote,
+    ConnectionConfig, ConnectionEngine, ConnectionEvent, ConnectionOutput, ConnectionState, Desk,
+    Event, Failure, LinkEvent, LocalError, Pacing, Remote,
 };
 use deskwire::sim::{ClientId, Network};
 
@@ -27,31 +27,13 @@ impl Drain {
     }
 }
 
-trait Engine {
-    fn handle_bytes(&mut self, now: u64, bytes: &[u8]);
-    fn poll_output(&mut self, now: u64) -> ConnectionOutput;
-    fn state(&self) -> ConnectionState;
-}
-
-macro_rules! engine {
-    ($($t:ty),*) => {$(
-        impl Engine for $t {
-            fn handle_bytes(&mut self, now: u64, bytes: &[u8]) {
-                <$t>::handle_bytes(self, now, bytes)
-            }
-            fn poll_output(&mut self, now: u64) -> ConnectionOutput {
-                <$t>::poll_output(self, now)
-            }
-            fn state(&self) -> ConnectionState {
-                <$t>::state(self)
-            }
-        }
-    )*};
-}
-engine!(Desk, Remote);
-
 /// Drains the engine once, writing what it transmits into the network.
-fn drain(engine: &mut dyn Engine, net: &mut Network, client: ClientId, now: u64) -> Drain {
+fn drain(
+    engine: &mut impl ConnectionEngine,
+    net: &mut Network,
+    client: ClientId,
+    now: u64,
+) -> Drain {
     let mut drain = Drain::default();
     loop {
         match engine.poll_output(now) {
@@ -77,7 +59,12 @@ fn drain(engine: &mut dyn Engine, net: &mut Network, client: ClientId, now: u64)
 }
 
 /// Delivers what the network has for `client` and drains the engine once.
-fn step(engine: &mut dyn Engine, net: &mut Network, client: ClientId, now: u64) -> Drain {
+fn step(
+    engine: &mut impl ConnectionEngine,
+    net: &mut Network,
+    client: ClientId,
+    now: u64,
+) -> Drain {
     let bytes = net.take_bytes(client);
     if !bytes.is_empty() {
         engine.handle_bytes(now, &bytes);
@@ -106,7 +93,7 @@ fn ready() -> ConnectionEvent {
 }
 
 /// Steps the engine until it is ready (at most a few round trips with the server).
-fn bring_up(engine: &mut dyn Engine, net: &mut Network, client: ClientId, now: u64) {
+fn bring_up(engine: &mut impl ConnectionEngine, net: &mut Network, client: ClientId, now: u64) {
     for _ in 0..5 {
         step(engine, net, client, now);
         if engine.state() == ConnectionState::Ready {

@@ -7,10 +7,11 @@ use std::ffi::c_char;
 use deskwire::oa1::chunk::{split, wire_payload};
 use deskwire::oa1::escape::{escape, unescape};
 use deskwire::oa1::{
-    Client, Config, ConnectionConfig, ConnectionEvent, ConnectionOutput, Desk, Event, Failure,
-    Frame, FrameType, LocalError, Output, Remote, Server, remote_bash,
+    Client, Config, ConnectionConfig, ConnectionEngine, ConnectionEvent, ConnectionOutput, Desk,
+    Engine, Event, Failure, Frame, FrameType, LineEndpoint, LocalError, Output, Remote, Requester,
+    Responder, Server, remote_bash,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::boundary::{
@@ -21,90 +22,426 @@ fn refused(e: LocalError) -> Error {
     Error::with_kind(dw_status::Refused, e.code(), e)
 }
 
-// The core refuses only `Desk::request` after the end; the C verbs all check here.
-impl boundary::Closable for Requesting<Desk> {
-    fn check_open(&self) -> Result<()> {
-        match self.engine.session().is_closed() {
-            true => Err(refused(LocalError::Closed)),
-            false => Ok(()),
-        }
-    }
-}
-
-impl boundary::Closable for Responding<Remote> {
-    fn check_open(&self) -> Result<()> {
-        match self.engine.session().is_closed() {
-            true => Err(refused(LocalError::Closed)),
-            false => Ok(()),
-        }
-    }
-}
-
 fn timeout(timeout_ms: u64) -> Option<u64> {
     (timeout_ms > 0).then_some(timeout_ms)
 }
 
-/// The state behind a requester handle: the engine and the last OA1 event it gave out, for
-/// `_tool_result`.
-pub(crate) struct Requesting<E> {
+/// The state behind every OA1 handle: the engine and the last OA1 event it gave out, whose
+/// text the last output views and which `_tool_result` reads.
+pub(crate) struct Oa1<E> {
     engine: E,
     last: Option<Event>,
 }
 
-/// Writes the `RemoteBash` tool result of `last` (the OA1 event `poll_output` gave out last):
-/// the call's id and the text for the model. A response's text is viewed where the event keeps
-/// it (no copy); a failure's object is written to the view buffer.
-fn tool_result<E>(
-    h: &mut Handle<Requesting<E>>,
-    id: *mut dw_str,
-    result: *mut dw_str,
-) -> Result<()> {
-    let id_out = boundary::out_ptr(id, "id")?;
-    let result_out = boundary::out_ptr(result, "result")?;
-    let (call, text) = match &h.engine.last {
-        Some(Event::Response { id, text, .. }) => (id.as_str(), text.as_str()),
-        Some(Event::Failed { id, failure }) => {
-            let json = remote_bash::failure_json(failure);
-            h.view.clear();
-            h.view.extend_from_slice(json.as_bytes());
-            h.view.push(0);
-            (
-                id.as_str(),
-                std::str::from_utf8(&h.view[..json.len()]).expect("JSON is UTF-8"),
-            )
-        }
-        _ => {
-            return Err(Error::refused_text(
-                "the last output was not a response or a failure",
-            ));
-        }
-    };
-    // Views without a NUL: `len` bounds them (the id and the text are not C strings here).
-    boundary::write(
-        id_out,
-        dw_str {
-            ptr: call.as_ptr().cast(),
-            len: call.len(),
-        },
-    );
-    boundary::write(
-        result_out,
-        dw_str {
-            ptr: text.as_ptr().cast(),
-            len: text.len(),
-        },
-    );
-    Ok(())
+/// An output of either kind of engine ([`Output`] of a bare endpoint, [`ConnectionOutput`] of
+/// a connection), as the C side tells them apart.
+pub(crate) enum Polled {
+    Transmit(Vec<u8>),
+    Oa1(Event),
+    /// An IRC or link event of a connection.
+    Other(ConnectionEvent),
+    Timeout(u64),
 }
 
-/// The asker of a request event, as `source_of` (the server engine) knows it.
-fn request_source<'a>(
-    event: &Event,
-    source_of: impl Fn(&str) -> Option<&'a str>,
-) -> Option<String> {
-    match event {
-        Event::Request { id, .. } => source_of(id).map(str::to_owned),
-        _ => None,
+impl From<Output> for Polled {
+    fn from(output: Output) -> Polled {
+        match output {
+            Output::Transmit(line) => Polled::Transmit(line.into_bytes()),
+            Output::Event(event) => Polled::Oa1(event),
+            Output::Timeout(at) => Polled::Timeout(at),
+        }
+    }
+}
+
+impl From<ConnectionOutput> for Polled {
+    fn from(output: ConnectionOutput) -> Polled {
+        match output {
+            ConnectionOutput::Transmit(bytes) => Polled::Transmit(bytes),
+            ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => Polled::Oa1(event),
+            ConnectionOutput::Event(event) => Polled::Other(event),
+            ConnectionOutput::Timeout(at) => Polled::Timeout(at),
+        }
+    }
+}
+
+/// What the C wrapper asks of an OA1 engine beyond the core's traits.
+pub(crate) trait Wrapped: Engine<Output: Into<Polled>, Stats: Serialize> {
+    /// Whether the connection has ended: from then on the verbs that start or answer work are
+    /// refused with kind `closed` (the core itself refuses only `Desk::request`). A bare
+    /// endpoint has no connection of its own and never ends.
+    fn has_ended(&self) -> bool {
+        false
+    }
+
+    /// Who sent request `id` (`nick!user@host`), for the `source` of its `request` event. Only
+    /// the remote connection tells: a bare server's host reads the lines itself.
+    fn source(&self, _id: &str) -> Option<&str> {
+        None
+    }
+}
+
+impl Wrapped for Client {}
+
+impl Wrapped for Server {}
+
+impl Wrapped for Desk {
+    fn has_ended(&self) -> bool {
+        self.session().is_closed()
+    }
+}
+
+impl Wrapped for Remote {
+    fn has_ended(&self) -> bool {
+        self.session().is_closed()
+    }
+
+    fn source(&self, id: &str) -> Option<&str> {
+        self.server().source(id)
+    }
+}
+
+impl<E: Wrapped> boundary::Closable for Oa1<E> {
+    fn check_open(&self) -> Result<()> {
+        match self.engine.has_ended() {
+            true => Err(refused(LocalError::Closed)),
+            false => Ok(()),
+        }
+    }
+}
+
+/// The C handles of the OA1 engines, by the engine they hold.
+pub(crate) trait Oa1Handle: boundary::AsHandle<Engine = Oa1<Self::Inner>> {
+    type Inner: Wrapped;
+}
+
+impl<O, E: Wrapped> Oa1Handle for O
+where
+    O: boundary::AsHandle<Engine = Oa1<E>>,
+{
+    type Inner = E;
+}
+
+/// One body per C verb, generic over the core's traits ([`Engine`], [`LineEndpoint`],
+/// [`ConnectionEngine`], [`Requester`], [`Responder`]). Each `extern "C"` function below is
+/// written out by name, so that cbindgen sees it, and is one call into here.
+mod verb {
+    use super::*;
+
+    pub(super) fn new<O: Oa1Handle>(
+        out: *mut *mut O,
+        f: impl FnOnce() -> Result<O::Inner>,
+    ) -> dw_status {
+        boundary::new_handle(out, || {
+            Ok(Oa1 {
+                engine: f()?,
+                last: None,
+            })
+        })
+    }
+
+    // ---- every engine ----
+
+    pub(super) fn handle_timeout<O: Oa1Handle>(ptr: *mut O, now: u64) -> dw_status {
+        boundary::with(ptr, |h| {
+            h.engine.engine.handle_timeout(now);
+            Ok(())
+        })
+    }
+
+    pub(super) fn poll_output<O: Oa1Handle>(
+        ptr: *mut O,
+        now: u64,
+        out: *mut dw_output,
+    ) -> dw_status {
+        boundary::with(ptr, |h| {
+            let out = boundary::out_ptr(out, "out")?;
+            let output = match h.engine.engine.poll_output(now).into() {
+                Polled::Transmit(bytes) => h.bytes_out(dw_output_kind::DwOutputTransmit, bytes, 0),
+                Polled::Oa1(event) => {
+                    let source = match &event {
+                        Event::Request { id, .. } => h.engine.engine.source(id).map(str::to_owned),
+                        _ => None,
+                    };
+                    oa1_event(&mut h.view, event, source.as_deref(), &mut h.engine.last)
+                }
+                Polled::Other(event) => h.event(&event),
+                Polled::Timeout(at) => dw_output::timeout(at),
+            };
+            boundary::write(out, output);
+            Ok(())
+        })
+    }
+
+    pub(super) fn stats<O: Oa1Handle>(ptr: *mut O, out: *mut dw_str) -> dw_status {
+        boundary::with(ptr, |h| {
+            let out = boundary::out_ptr(out, "out")?;
+            let stats = h.engine.engine.stats();
+            boundary::write(out, h.json_view(&stats));
+            Ok(())
+        })
+    }
+
+    // ---- the connection engines ----
+
+    pub(super) fn handle_bytes<O: Oa1Handle<Inner: ConnectionEngine>>(
+        ptr: *mut O,
+        now: u64,
+        data: *const u8,
+        len: usize,
+    ) -> dw_status {
+        boundary::with(ptr, |h| {
+            let bytes = boundary::bytes_arg(data, len, "data")?;
+            h.engine.engine.handle_bytes(now, bytes);
+            Ok(())
+        })
+    }
+
+    pub(super) fn handle_eof<O: Oa1Handle<Inner: ConnectionEngine>>(
+        ptr: *mut O,
+        now: u64,
+    ) -> dw_status {
+        boundary::with(ptr, |h| {
+            h.engine.engine.handle_eof(now);
+            Ok(())
+        })
+    }
+
+    pub(super) fn quit<O: Oa1Handle<Inner: ConnectionEngine>>(
+        ptr: *mut O,
+        now: u64,
+        reason: *const c_char,
+    ) -> dw_status {
+        boundary::with_open(ptr, |h| {
+            let reason = boundary::str_arg(reason, "reason")?;
+            h.engine.engine.quit(now, reason);
+            Ok(())
+        })
+    }
+
+    pub(super) fn state<O: Oa1Handle<Inner: ConnectionEngine>>(
+        ptr: *mut O,
+        out: *mut dw_str,
+    ) -> dw_status {
+        boundary::with(ptr, |h| {
+            let out = boundary::out_ptr(out, "out")?;
+            let state = serde_json::to_value(h.engine.engine.state()).expect("a state serializes");
+            let state = state.as_str().unwrap_or_default().to_owned();
+            boundary::write(out, h.text_view(&state));
+            Ok(())
+        })
+    }
+
+    // ---- the bare endpoints ----
+
+    pub(super) fn handle_line<O: Oa1Handle<Inner: LineEndpoint>>(
+        ptr: *mut O,
+        now: u64,
+        line: *const u8,
+        len: usize,
+    ) -> dw_status {
+        boundary::with(ptr, |h| {
+            let line = boundary::bytes_arg(line, len, "line")?;
+            h.engine.engine.handle_line(now, line);
+            Ok(())
+        })
+    }
+
+    pub(super) fn set_identity<O: Oa1Handle<Inner: LineEndpoint>>(
+        ptr: *mut O,
+        nick: *const c_char,
+        user: *const c_char,
+        host: *const c_char,
+    ) -> dw_status {
+        boundary::with(ptr, |h| {
+            let nick = boundary::str_arg(nick, "nick")?;
+            let user = boundary::str_arg(user, "user")?;
+            let host = boundary::str_arg(host, "host")?;
+            h.engine.engine.set_identity(nick, user, host);
+            Ok(())
+        })
+    }
+
+    pub(super) fn set_held<O: Oa1Handle<Inner: LineEndpoint>>(
+        ptr: *mut O,
+        held: bool,
+    ) -> dw_status {
+        boundary::with(ptr, |h| {
+            h.engine.engine.set_held(held);
+            Ok(())
+        })
+    }
+
+    pub(super) fn disconnect<O: Oa1Handle<Inner: LineEndpoint>>(
+        ptr: *mut O,
+        now: u64,
+    ) -> dw_status {
+        boundary::with(ptr, |h| {
+            h.engine.engine.disconnect(now);
+            Ok(())
+        })
+    }
+
+    // ---- the asking side ----
+
+    pub(super) fn request<O: Oa1Handle<Inner: Requester>>(
+        ptr: *mut O,
+        now: u64,
+        payload: *const u8,
+        len: usize,
+        timeout_ms: u64,
+        id: *mut dw_str,
+    ) -> dw_status {
+        boundary::with_open(ptr, |h| {
+            let out = boundary::out_ptr(id, "id")?;
+            let payload = boundary::text_arg(payload, len, "payload")?;
+            let id = h
+                .engine
+                .engine
+                .request(now, payload, timeout(timeout_ms))
+                .map_err(refused)?;
+            boundary::write(out, h.text_view(&id));
+            Ok(())
+        })
+    }
+
+    pub(super) fn cancel<O: Oa1Handle<Inner: Requester>>(
+        ptr: *mut O,
+        now: u64,
+        id: *const c_char,
+        reason: *const c_char,
+    ) -> dw_status {
+        boundary::with_open(ptr, |h| {
+            let id = boundary::str_arg(id, "id")?;
+            let reason = boundary::str_arg(reason, "reason")?;
+            h.engine.engine.cancel(now, id, reason).map_err(refused)
+        })
+    }
+
+    pub(super) fn remote_bash<O: Oa1Handle<Inner: Requester>>(
+        ptr: *mut O,
+        now: u64,
+        args_json: *const c_char,
+        id: *mut dw_str,
+    ) -> dw_status {
+        boundary::with_open(ptr, |h| {
+            let out = boundary::out_ptr(id, "id")?;
+            let args = boundary::str_arg(args_json, "args_json")?;
+            let id = remote_bash::call(&mut h.engine.engine, now, args).map_err(|e| match e {
+                remote_bash::ArgsError::Local(e) => refused(e),
+                remote_bash::ArgsError::Invalid(e) => Error::json("args_json", e),
+                other => Error::argument(other),
+            })?;
+            boundary::write(out, h.text_view(&id));
+            Ok(())
+        })
+    }
+
+    /// Writes the `RemoteBash` tool result of the OA1 event `poll_output` gave out last: the
+    /// call's id and the text for the model. A response's text is viewed where the event keeps
+    /// it (no copy); a failure's object is written to the view buffer.
+    pub(super) fn tool_result<O: Oa1Handle<Inner: Requester>>(
+        ptr: *mut O,
+        id: *mut dw_str,
+        result: *mut dw_str,
+    ) -> dw_status {
+        boundary::with(ptr, |h| {
+            let id_out = boundary::out_ptr(id, "id")?;
+            let result_out = boundary::out_ptr(result, "result")?;
+            let (call, text) = match &h.engine.last {
+                Some(Event::Response { id, text, .. }) => (id.as_str(), text.as_str()),
+                Some(Event::Failed { id, failure }) => {
+                    let json = remote_bash::failure_json(failure);
+                    h.view.clear();
+                    h.view.extend_from_slice(json.as_bytes());
+                    h.view.push(0);
+                    (
+                        id.as_str(),
+                        std::str::from_utf8(&h.view[..json.len()]).expect("JSON is UTF-8"),
+                    )
+                }
+                _ => {
+                    return Err(Error::refused_text(
+                        "the last output was not a response or a failure",
+                    ));
+                }
+            };
+            // Views without a NUL: `len` bounds them (the id and the text are not C strings
+            // here).
+            boundary::write(
+                id_out,
+                dw_str {
+                    ptr: call.as_ptr().cast(),
+                    len: call.len(),
+                },
+            );
+            boundary::write(
+                result_out,
+                dw_str {
+                    ptr: text.as_ptr().cast(),
+                    len: text.len(),
+                },
+            );
+            Ok(())
+        })
+    }
+
+    // ---- the answering side ----
+
+    pub(super) fn send<O: Oa1Handle<Inner: Responder>>(
+        ptr: *mut O,
+        now: u64,
+        id: *const c_char,
+        text: *const u8,
+        len: usize,
+    ) -> dw_status {
+        boundary::with_open(ptr, |h| {
+            let id = boundary::str_arg(id, "id")?;
+            let text = boundary::text_arg(text, len, "text")?;
+            h.engine.engine.send(now, id, text).map_err(refused)
+        })
+    }
+
+    pub(super) fn finish<O: Oa1Handle<Inner: Responder>>(
+        ptr: *mut O,
+        now: u64,
+        id: *const c_char,
+    ) -> dw_status {
+        boundary::with_open(ptr, |h| {
+            let id = boundary::str_arg(id, "id")?;
+            h.engine.engine.finish(now, id).map_err(refused)
+        })
+    }
+
+    pub(super) fn respond<O: Oa1Handle<Inner: Responder>>(
+        ptr: *mut O,
+        now: u64,
+        id: *const c_char,
+        text: *const u8,
+        len: usize,
+    ) -> dw_status {
+        boundary::with_open(ptr, |h| {
+            let id = boundary::str_arg(id, "id")?;
+            let text = boundary::text_arg(text, len, "text")?;
+            h.engine.engine.respond(now, id, text).map_err(refused)
+        })
+    }
+
+    pub(super) fn fail<O: Oa1Handle<Inner: Responder>>(
+        ptr: *mut O,
+        now: u64,
+        id: *const c_char,
+        code: *const c_char,
+        message: *const c_char,
+    ) -> dw_status {
+        boundary::with_open(ptr, |h| {
+            let id = boundary::str_arg(id, "id")?;
+            let code = boundary::str_arg(code, "code")?;
+            let message = boundary::str_arg(message, "message")?;
+            h.engine
+                .engine
+                .fail(now, id, code, message)
+                .map_err(refused)
+        })
     }
 }
 
@@ -150,8 +487,8 @@ fn oa1_event(
 /// The desk end of OA1 over one IRC connection (`deskwire::oa1::Desk`): registration, `PING`,
 /// `JOIN`, pacing, chunking, reassembly and timeouts behind four calls the host loop makes
 /// (bytes in, EOF, timeout, poll).
-pub struct dw_desk(Handle<Requesting<Desk>>);
-as_handle!(dw_desk, Requesting<Desk>);
+pub struct dw_desk(Handle<Oa1<Desk>>);
+as_handle!(dw_desk, Oa1<Desk>);
 
 /// A configuration the engine cannot work with (a bad nick or channel, a desk without its
 /// remote): `DW_STATUS_INVALID_ARGUMENT`, kind `invalid_config`.
@@ -185,12 +522,8 @@ pub unsafe extern "C" fn dw_desk_new(
     seed: u64,
     out: *mut *mut dw_desk,
 ) -> dw_status {
-    boundary::new_handle(out, || {
-        let config = connection_config(config_json)?;
-        Ok(Requesting {
-            engine: Desk::new(config, now_ms, seed).map_err(invalid_config)?,
-            last: None,
-        })
+    verb::new(out, || {
+        Desk::new(connection_config(config_json)?, now_ms, seed).map_err(invalid_config)
     })
 }
 
@@ -224,42 +557,19 @@ pub unsafe extern "C" fn dw_desk_handle_bytes(
     data: *const u8,
     len: usize,
 ) -> dw_status {
-    boundary::with(desk, |h| {
-        let bytes = boundary::bytes_arg(data, len, "data")?;
-        h.engine.engine.handle_bytes(now_ms, bytes);
-        Ok(())
-    })
+    verb::handle_bytes(desk, now_ms, data, len)
 }
 
 /// The socket closed or failed: requests in flight fail with `disconnected`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_desk_handle_eof(desk: *mut dw_desk, now_ms: u64) -> dw_status {
-    boundary::with(desk, |h| {
-        h.engine.engine.handle_eof(now_ms);
-        Ok(())
-    })
+    verb::handle_eof(desk, now_ms)
 }
 
 /// The deadline of the last `DW_OUTPUT_TIMEOUT` passed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_desk_handle_timeout(desk: *mut dw_desk, now_ms: u64) -> dw_status {
-    boundary::with(desk, |h| {
-        h.engine.engine.handle_timeout(now_ms);
-        Ok(())
-    })
-}
-
-fn connection_output<E>(h: &mut Handle<Requesting<E>>, output: ConnectionOutput) -> dw_output {
-    match output {
-        ConnectionOutput::Transmit(bytes) => {
-            h.bytes_out(dw_output_kind::DwOutputTransmit, bytes, 0)
-        }
-        ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => {
-            oa1_event(&mut h.view, event, None, &mut h.engine.last)
-        }
-        ConnectionOutput::Event(event) => h.event(&event),
-        ConnectionOutput::Timeout(at) => dw_output::timeout(at),
-    }
+    verb::handle_timeout(desk, now_ms)
 }
 
 /// The next instruction: `DW_OUTPUT_TRANSMIT` (bytes to write to the socket, CRLF included),
@@ -276,12 +586,7 @@ pub unsafe extern "C" fn dw_desk_poll_output(
     now_ms: u64,
     out: *mut dw_output,
 ) -> dw_status {
-    boundary::with(desk, |h| {
-        let out = boundary::out_ptr(out, "out")?;
-        let output = h.engine.engine.poll_output(now_ms);
-        boundary::write(out, connection_output(h, output));
-        Ok(())
-    })
+    verb::poll_output(desk, now_ms, out)
 }
 
 /// Sends `payload[0..len]` (UTF-8) as a new request, queued until the channel is joined.
@@ -297,17 +602,7 @@ pub unsafe extern "C" fn dw_desk_request(
     timeout_ms: u64,
     id: *mut dw_str,
 ) -> dw_status {
-    boundary::with_open(desk, |h| {
-        let out = boundary::out_ptr(id, "id")?;
-        let payload = boundary::text_arg(payload, len, "payload")?;
-        let id = h
-            .engine
-            .engine
-            .request(now_ms, payload, timeout(timeout_ms))
-            .map_err(refused)?;
-        boundary::write(out, h.text_view(&id));
-        Ok(())
-    })
+    verb::request(desk, now_ms, payload, len, timeout_ms, id)
 }
 
 /// Cancels request `id`: no event comes for it, and the remote is sent a `CANCEL` with
@@ -319,11 +614,7 @@ pub unsafe extern "C" fn dw_desk_cancel(
     id: *const c_char,
     reason: *const c_char,
 ) -> dw_status {
-    boundary::with_open(desk, |h| {
-        let id = boundary::str_arg(id, "id")?;
-        let reason = boundary::str_arg(reason, "reason")?;
-        h.engine.engine.cancel(now_ms, id, reason).map_err(refused)
-    })
+    verb::cancel(desk, now_ms, id, reason)
 }
 
 /// Sends `QUIT` with `reason` and ends the connection: drain `dw_desk_poll_output` to write the
@@ -336,11 +627,7 @@ pub unsafe extern "C" fn dw_desk_quit(
     now_ms: u64,
     reason: *const c_char,
 ) -> dw_status {
-    boundary::with_open(desk, |h| {
-        let reason = boundary::str_arg(reason, "reason")?;
-        h.engine.engine.quit(now_ms, reason);
-        Ok(())
-    })
+    verb::quit(desk, now_ms, reason)
 }
 
 /// Runs the `RemoteBash` tool: `args_json` = `{"command", "timeout_sec"?}` as the model sent
@@ -354,25 +641,7 @@ pub unsafe extern "C" fn dw_desk_remote_bash(
     args_json: *const c_char,
     id: *mut dw_str,
 ) -> dw_status {
-    boundary::with_open(desk, |h| {
-        let out = boundary::out_ptr(id, "id")?;
-        let args = boundary::str_arg(args_json, "args_json")?;
-        let id = remote_bash(&mut h.engine.engine, now_ms, args)?;
-        boundary::write(out, h.text_view(&id));
-        Ok(())
-    })
-}
-
-fn remote_bash<R: deskwire::oa1::Requester>(
-    engine: &mut R,
-    now: u64,
-    args: &str,
-) -> Result<String> {
-    remote_bash::call(engine, now, args).map_err(|e| match e {
-        remote_bash::ArgsError::Local(e) => refused(e),
-        remote_bash::ArgsError::Invalid(e) => Error::json("args_json", e),
-        other => Error::argument(other),
-    })
+    verb::remote_bash(desk, now_ms, args_json, id)
 }
 
 /// The `RemoteBash` tool result of the OA1 event `dw_desk_poll_output` gave last: `*id` views
@@ -386,47 +655,29 @@ pub unsafe extern "C" fn dw_desk_tool_result(
     id: *mut dw_str,
     result: *mut dw_str,
 ) -> dw_status {
-    boundary::with(desk, |h| tool_result(h, id, result))
+    verb::tool_result(desk, id, result)
 }
 
 /// The connection's state, viewed in `*out`: `registering`, `joining`, `waiting_for_peer`,
 /// `ready` or `closed`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_desk_state(desk: *mut dw_desk, out: *mut dw_str) -> dw_status {
-    boundary::with(desk, |h| {
-        let out = boundary::out_ptr(out, "out")?;
-        let state = serde_json::to_value(h.engine.engine.state()).expect("a state serializes");
-        let state = state.as_str().unwrap_or_default().to_owned();
-        boundary::write(out, h.text_view(&state));
-        Ok(())
-    })
+    verb::state(desk, out)
 }
 
 /// The counters as JSON in `*out`: `{"irc": {"lines_received", ...}, "oa1": {"lines_in",
 /// "frames_in", "timeouts", ...}}`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_desk_stats(desk: *mut dw_desk, out: *mut dw_str) -> dw_status {
-    boundary::with(desk, |h| {
-        let out = boundary::out_ptr(out, "out")?;
-        let stats = h.engine.engine.stats();
-        boundary::write(out, h.json_view(&stats));
-        Ok(())
-    })
+    verb::stats(desk, out)
 }
 
 // ---- the remote engine ----
 
 /// The remote end of OA1 over one IRC connection (`deskwire::oa1::Remote`): requests come as
 /// `request` events; answer with `_send` / `_finish`, `_respond` or `_fail`.
-pub struct dw_remote(Handle<Responding<Remote>>);
-as_handle!(dw_remote, Responding<Remote>);
-
-/// The state behind a responder handle: the engine and the last OA1 event, whose payload the
-/// last output views.
-pub(crate) struct Responding<E> {
-    engine: E,
-    last: Option<Event>,
-}
+pub struct dw_remote(Handle<Oa1<Remote>>);
+as_handle!(dw_remote, Oa1<Remote>);
 
 /// Starts a remote connection at `now_ms`. `config_json` as for `dw_desk_new`; its
 /// `oa1.allowed_sender` (optional here) is the desk: a nick, or a `nick!user@host` mask.
@@ -443,11 +694,8 @@ pub unsafe extern "C" fn dw_remote_new(
     now_ms: u64,
     out: *mut *mut dw_remote,
 ) -> dw_status {
-    boundary::new_handle(out, || {
-        Ok(Responding {
-            engine: Remote::new(connection_config(config_json)?, now_ms).map_err(invalid_config)?,
-            last: None,
-        })
+    verb::new(out, || {
+        Remote::new(connection_config(config_json)?, now_ms).map_err(invalid_config)
     })
 }
 
@@ -477,20 +725,13 @@ pub unsafe extern "C" fn dw_remote_handle_bytes(
     data: *const u8,
     len: usize,
 ) -> dw_status {
-    boundary::with(remote, |h| {
-        let bytes = boundary::bytes_arg(data, len, "data")?;
-        h.engine.engine.handle_bytes(now_ms, bytes);
-        Ok(())
-    })
+    verb::handle_bytes(remote, now_ms, data, len)
 }
 
 /// The socket closed or failed: requests in progress end with `cancelled` events.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_remote_handle_eof(remote: *mut dw_remote, now_ms: u64) -> dw_status {
-    boundary::with(remote, |h| {
-        h.engine.engine.handle_eof(now_ms);
-        Ok(())
-    })
+    verb::handle_eof(remote, now_ms)
 }
 
 /// The deadline of the last `DW_OUTPUT_TIMEOUT` passed.
@@ -499,10 +740,7 @@ pub unsafe extern "C" fn dw_remote_handle_timeout(
     remote: *mut dw_remote,
     now_ms: u64,
 ) -> dw_status {
-    boundary::with(remote, |h| {
-        h.engine.engine.handle_timeout(now_ms);
-        Ok(())
-    })
+    verb::handle_timeout(remote, now_ms)
 }
 
 /// The next instruction, as for `dw_desk_poll_output`; the OA1 events are `{"request": {"id",
@@ -514,22 +752,7 @@ pub unsafe extern "C" fn dw_remote_poll_output(
     now_ms: u64,
     out: *mut dw_output,
 ) -> dw_status {
-    boundary::with(remote, |h| {
-        let out = boundary::out_ptr(out, "out")?;
-        let output = match h.engine.engine.poll_output(now_ms) {
-            ConnectionOutput::Transmit(bytes) => {
-                h.bytes_out(dw_output_kind::DwOutputTransmit, bytes, 0)
-            }
-            ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => {
-                let source = request_source(&event, |id| h.engine.engine.server().source(id));
-                oa1_event(&mut h.view, event, source.as_deref(), &mut h.engine.last)
-            }
-            ConnectionOutput::Event(event) => h.event(&event),
-            ConnectionOutput::Timeout(at) => dw_output::timeout(at),
-        };
-        boundary::write(out, output);
-        Ok(())
-    })
+    verb::poll_output(remote, now_ms, out)
 }
 
 /// Streams more output of request `id`: `text[0..len]` (UTF-8).
@@ -541,11 +764,7 @@ pub unsafe extern "C" fn dw_remote_send(
     text: *const u8,
     len: usize,
 ) -> dw_status {
-    boundary::with_open(remote, |h| {
-        let id = boundary::str_arg(id, "id")?;
-        let text = boundary::text_arg(text, len, "text")?;
-        h.engine.engine.send(now_ms, id, text).map_err(refused)
-    })
+    verb::send(remote, now_ms, id, text, len)
 }
 
 /// Ends the response of request `id` once its output has gone out.
@@ -555,10 +774,7 @@ pub unsafe extern "C" fn dw_remote_finish(
     now_ms: u64,
     id: *const c_char,
 ) -> dw_status {
-    boundary::with_open(remote, |h| {
-        let id = boundary::str_arg(id, "id")?;
-        h.engine.engine.finish(now_ms, id).map_err(refused)
-    })
+    verb::finish(remote, now_ms, id)
 }
 
 /// Sends the whole response `text[0..len]` of request `id` and ends it.
@@ -570,11 +786,7 @@ pub unsafe extern "C" fn dw_remote_respond(
     text: *const u8,
     len: usize,
 ) -> dw_status {
-    boundary::with_open(remote, |h| {
-        let id = boundary::str_arg(id, "id")?;
-        let text = boundary::text_arg(text, len, "text")?;
-        h.engine.engine.respond(now_ms, id, text).map_err(refused)
-    })
+    verb::respond(remote, now_ms, id, text, len)
 }
 
 /// Answers request `id` with `ERR code: message` (`code` is `[a-z_]+`).
@@ -586,15 +798,7 @@ pub unsafe extern "C" fn dw_remote_fail(
     code: *const c_char,
     message: *const c_char,
 ) -> dw_status {
-    boundary::with_open(remote, |h| {
-        let id = boundary::str_arg(id, "id")?;
-        let code = boundary::str_arg(code, "code")?;
-        let message = boundary::str_arg(message, "message")?;
-        h.engine
-            .engine
-            .fail(now_ms, id, code, message)
-            .map_err(refused)
-    })
+    verb::fail(remote, now_ms, id, code, message)
 }
 
 /// Sends `QUIT` with `reason` and ends the connection: drain `dw_remote_poll_output` to write
@@ -606,42 +810,27 @@ pub unsafe extern "C" fn dw_remote_quit(
     now_ms: u64,
     reason: *const c_char,
 ) -> dw_status {
-    boundary::with_open(remote, |h| {
-        let reason = boundary::str_arg(reason, "reason")?;
-        h.engine.engine.quit(now_ms, reason);
-        Ok(())
-    })
+    verb::quit(remote, now_ms, reason)
 }
 
 /// The connection's state, as for `dw_desk_state`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_remote_state(remote: *mut dw_remote, out: *mut dw_str) -> dw_status {
-    boundary::with(remote, |h| {
-        let out = boundary::out_ptr(out, "out")?;
-        let state = serde_json::to_value(h.engine.engine.state()).expect("a state serializes");
-        let state = state.as_str().unwrap_or_default().to_owned();
-        boundary::write(out, h.text_view(&state));
-        Ok(())
-    })
+    verb::state(remote, out)
 }
 
 /// The counters as JSON in `*out`, as for `dw_desk_stats`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_remote_stats(remote: *mut dw_remote, out: *mut dw_str) -> dw_status {
-    boundary::with(remote, |h| {
-        let out = boundary::out_ptr(out, "out")?;
-        let stats = h.engine.engine.stats();
-        boundary::write(out, h.json_view(&stats));
-        Ok(())
-    })
+    verb::stats(remote, out)
 }
 
 // ---- the bare endpoints ----
 
 /// The bare OA1 client (`deskwire::oa1::Client`) for hosts with their own IRC connection: feed
 /// it every line the connection receives; it gives back `PRIVMSG` lines to send.
-pub struct dw_oa1_client(Handle<Requesting<Client>>);
-as_handle!(dw_oa1_client, Requesting<Client>);
+pub struct dw_oa1_client(Handle<Oa1<Client>>);
+as_handle!(dw_oa1_client, Oa1<Client>);
 
 fn oa1_config(json: *const c_char) -> Result<Config> {
     boundary::object_arg(json, "config_json")
@@ -658,12 +847,7 @@ pub unsafe extern "C" fn dw_oa1_client_new(
     seed: u64,
     out: *mut *mut dw_oa1_client,
 ) -> dw_status {
-    boundary::new_handle(out, || {
-        Ok(Requesting {
-            engine: Client::new(oa1_config(config_json)?, seed),
-            last: None,
-        })
-    })
+    verb::new(out, || Ok(Client::new(oa1_config(config_json)?, seed)))
 }
 
 /// Frees a bare client. `NULL` is a no-op.
@@ -695,13 +879,7 @@ pub unsafe extern "C" fn dw_oa1_client_set_identity(
     user: *const c_char,
     host: *const c_char,
 ) -> dw_status {
-    boundary::with(client, |h| {
-        let nick = boundary::str_arg(nick, "nick")?;
-        let user = boundary::str_arg(user, "user")?;
-        let host = boundary::str_arg(host, "host")?;
-        h.engine.engine.set_identity(nick, user, host);
-        Ok(())
-    })
+    verb::set_identity(client, nick, user, host)
 }
 
 /// Holds outgoing lines back (`held`) or lets them go: for hosts that must not send before
@@ -711,10 +889,7 @@ pub unsafe extern "C" fn dw_oa1_client_set_held(
     client: *mut dw_oa1_client,
     held: bool,
 ) -> dw_status {
-    boundary::with(client, |h| {
-        h.engine.engine.set_held(held);
-        Ok(())
-    })
+    verb::set_held(client, held)
 }
 
 /// Feeds one line the IRC connection received, `line[0..len]`, without its line end.
@@ -725,11 +900,7 @@ pub unsafe extern "C" fn dw_oa1_client_handle_line(
     line: *const u8,
     len: usize,
 ) -> dw_status {
-    boundary::with(client, |h| {
-        let line = boundary::bytes_arg(line, len, "line")?;
-        h.engine.engine.handle_line(now_ms, line);
-        Ok(())
-    })
+    verb::handle_line(client, now_ms, line, len)
 }
 
 /// The deadline of the last `DW_OUTPUT_TIMEOUT` passed.
@@ -738,10 +909,7 @@ pub unsafe extern "C" fn dw_oa1_client_handle_timeout(
     client: *mut dw_oa1_client,
     now_ms: u64,
 ) -> dw_status {
-    boundary::with(client, |h| {
-        h.engine.engine.handle_timeout(now_ms);
-        Ok(())
-    })
+    verb::handle_timeout(client, now_ms)
 }
 
 /// The IRC connection ended: requests in flight fail with `disconnected`.
@@ -750,20 +918,7 @@ pub unsafe extern "C" fn dw_oa1_client_disconnect(
     client: *mut dw_oa1_client,
     now_ms: u64,
 ) -> dw_status {
-    boundary::with(client, |h| {
-        h.engine.engine.disconnect(now_ms);
-        Ok(())
-    })
-}
-
-fn oa1_output<E>(h: &mut Handle<Requesting<E>>, output: Output) -> dw_output {
-    match output {
-        Output::Transmit(line) => {
-            h.bytes_out(dw_output_kind::DwOutputTransmit, line.into_bytes(), 0)
-        }
-        Output::Event(event) => oa1_event(&mut h.view, event, None, &mut h.engine.last),
-        Output::Timeout(at) => dw_output::timeout(at),
-    }
+    verb::disconnect(client, now_ms)
 }
 
 /// The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
@@ -775,12 +930,7 @@ pub unsafe extern "C" fn dw_oa1_client_poll_output(
     now_ms: u64,
     out: *mut dw_output,
 ) -> dw_status {
-    boundary::with(client, |h| {
-        let out = boundary::out_ptr(out, "out")?;
-        let output = h.engine.engine.poll_output(now_ms);
-        boundary::write(out, oa1_output(h, output));
-        Ok(())
-    })
+    verb::poll_output(client, now_ms, out)
 }
 
 /// Sends `payload[0..len]` (UTF-8) as a new request; `timeout_ms` 0 keeps the configured
@@ -794,17 +944,7 @@ pub unsafe extern "C" fn dw_oa1_client_request(
     timeout_ms: u64,
     id: *mut dw_str,
 ) -> dw_status {
-    boundary::with(client, |h| {
-        let out = boundary::out_ptr(id, "id")?;
-        let payload = boundary::text_arg(payload, len, "payload")?;
-        let id = h
-            .engine
-            .engine
-            .request(now_ms, payload, timeout(timeout_ms))
-            .map_err(refused)?;
-        boundary::write(out, h.text_view(&id));
-        Ok(())
-    })
+    verb::request(client, now_ms, payload, len, timeout_ms, id)
 }
 
 /// Cancels request `id` (a `CANCEL` with `reason` goes to the remote).
@@ -815,11 +955,7 @@ pub unsafe extern "C" fn dw_oa1_client_cancel(
     id: *const c_char,
     reason: *const c_char,
 ) -> dw_status {
-    boundary::with(client, |h| {
-        let id = boundary::str_arg(id, "id")?;
-        let reason = boundary::str_arg(reason, "reason")?;
-        h.engine.engine.cancel(now_ms, id, reason).map_err(refused)
-    })
+    verb::cancel(client, now_ms, id, reason)
 }
 
 /// Runs the `RemoteBash` tool through the bare client, as `dw_desk_remote_bash`.
@@ -830,13 +966,7 @@ pub unsafe extern "C" fn dw_oa1_client_remote_bash(
     args_json: *const c_char,
     id: *mut dw_str,
 ) -> dw_status {
-    boundary::with(client, |h| {
-        let out = boundary::out_ptr(id, "id")?;
-        let args = boundary::str_arg(args_json, "args_json")?;
-        let id = remote_bash(&mut h.engine.engine, now_ms, args)?;
-        boundary::write(out, h.text_view(&id));
-        Ok(())
-    })
+    verb::remote_bash(client, now_ms, args_json, id)
 }
 
 /// The `RemoteBash` tool result of the event `dw_oa1_client_poll_output` gave last, as
@@ -847,7 +977,7 @@ pub unsafe extern "C" fn dw_oa1_client_tool_result(
     id: *mut dw_str,
     result: *mut dw_str,
 ) -> dw_status {
-    boundary::with(client, |h| tool_result(h, id, result))
+    verb::tool_result(client, id, result)
 }
 
 /// The counters as JSON in `*out` (`{"lines_in", "lines_out", "frames_in", "frames_out",
@@ -859,17 +989,12 @@ pub unsafe extern "C" fn dw_oa1_client_stats(
     client: *mut dw_oa1_client,
     out: *mut dw_str,
 ) -> dw_status {
-    boundary::with(client, |h| {
-        let out = boundary::out_ptr(out, "out")?;
-        let stats = h.engine.engine.stats();
-        boundary::write(out, h.json_view(&stats));
-        Ok(())
-    })
+    verb::stats(client, out)
 }
 
 /// The bare OA1 server (`deskwire::oa1::Server`) for hosts with their own IRC connection.
-pub struct dw_oa1_server(Handle<Responding<Server>>);
-as_handle!(dw_oa1_server, Responding<Server>);
+pub struct dw_oa1_server(Handle<Oa1<Server>>);
+as_handle!(dw_oa1_server, Oa1<Server>);
 
 /// Creates a bare server; `config_json` as for `dw_oa1_client_new`. On success `*out` is a new
 /// handle the caller frees with `dw_oa1_server_free`.
@@ -878,12 +1003,7 @@ pub unsafe extern "C" fn dw_oa1_server_new(
     config_json: *const c_char,
     out: *mut *mut dw_oa1_server,
 ) -> dw_status {
-    boundary::new_handle(out, || {
-        Ok(Responding {
-            engine: Server::new(oa1_config(config_json)?),
-            last: None,
-        })
-    })
+    verb::new(out, || Ok(Server::new(oa1_config(config_json)?)))
 }
 
 /// Frees a bare server. `NULL` is a no-op.
@@ -914,13 +1034,7 @@ pub unsafe extern "C" fn dw_oa1_server_set_identity(
     user: *const c_char,
     host: *const c_char,
 ) -> dw_status {
-    boundary::with(server, |h| {
-        let nick = boundary::str_arg(nick, "nick")?;
-        let user = boundary::str_arg(user, "user")?;
-        let host = boundary::str_arg(host, "host")?;
-        h.engine.engine.set_identity(nick, user, host);
-        Ok(())
-    })
+    verb::set_identity(server, nick, user, host)
 }
 
 /// Holds outgoing lines back (`held`) or lets them go; requests still arrive and answers queue.
@@ -929,10 +1043,7 @@ pub unsafe extern "C" fn dw_oa1_server_set_held(
     server: *mut dw_oa1_server,
     held: bool,
 ) -> dw_status {
-    boundary::with(server, |h| {
-        h.engine.engine.set_held(held);
-        Ok(())
-    })
+    verb::set_held(server, held)
 }
 
 /// Feeds one line the IRC connection received, without its line end.
@@ -943,11 +1054,7 @@ pub unsafe extern "C" fn dw_oa1_server_handle_line(
     line: *const u8,
     len: usize,
 ) -> dw_status {
-    boundary::with(server, |h| {
-        let line = boundary::bytes_arg(line, len, "line")?;
-        h.engine.engine.handle_line(now_ms, line);
-        Ok(())
-    })
+    verb::handle_line(server, now_ms, line, len)
 }
 
 /// The deadline of the last `DW_OUTPUT_TIMEOUT` passed.
@@ -956,10 +1063,7 @@ pub unsafe extern "C" fn dw_oa1_server_handle_timeout(
     server: *mut dw_oa1_server,
     now_ms: u64,
 ) -> dw_status {
-    boundary::with(server, |h| {
-        h.engine.engine.handle_timeout(now_ms);
-        Ok(())
-    })
+    verb::handle_timeout(server, now_ms)
 }
 
 /// The IRC connection ended: requests in progress end with `cancelled` events.
@@ -968,10 +1072,7 @@ pub unsafe extern "C" fn dw_oa1_server_disconnect(
     server: *mut dw_oa1_server,
     now_ms: u64,
 ) -> dw_status {
-    boundary::with(server, |h| {
-        h.engine.engine.disconnect(now_ms);
-        Ok(())
-    })
+    verb::disconnect(server, now_ms)
 }
 
 /// The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
@@ -983,19 +1084,7 @@ pub unsafe extern "C" fn dw_oa1_server_poll_output(
     now_ms: u64,
     out: *mut dw_output,
 ) -> dw_status {
-    boundary::with(server, |h| {
-        let out = boundary::out_ptr(out, "out")?;
-        let output = match h.engine.engine.poll_output(now_ms) {
-            Output::Transmit(line) => {
-                h.bytes_out(dw_output_kind::DwOutputTransmit, line.into_bytes(), 0)
-            }
-            // A bare server's host reads the lines itself and knows who sent them.
-            Output::Event(event) => oa1_event(&mut h.view, event, None, &mut h.engine.last),
-            Output::Timeout(at) => dw_output::timeout(at),
-        };
-        boundary::write(out, output);
-        Ok(())
-    })
+    verb::poll_output(server, now_ms, out)
 }
 
 /// Streams more output of request `id`: `text[0..len]` (UTF-8).
@@ -1007,11 +1096,7 @@ pub unsafe extern "C" fn dw_oa1_server_send(
     text: *const u8,
     len: usize,
 ) -> dw_status {
-    boundary::with(server, |h| {
-        let id = boundary::str_arg(id, "id")?;
-        let text = boundary::text_arg(text, len, "text")?;
-        h.engine.engine.send(now_ms, id, text).map_err(refused)
-    })
+    verb::send(server, now_ms, id, text, len)
 }
 
 /// Ends the response of request `id` once its output has gone out.
@@ -1021,10 +1106,7 @@ pub unsafe extern "C" fn dw_oa1_server_finish(
     now_ms: u64,
     id: *const c_char,
 ) -> dw_status {
-    boundary::with(server, |h| {
-        let id = boundary::str_arg(id, "id")?;
-        h.engine.engine.finish(now_ms, id).map_err(refused)
-    })
+    verb::finish(server, now_ms, id)
 }
 
 /// Sends the whole response `text[0..len]` of request `id` and ends it.
@@ -1036,11 +1118,7 @@ pub unsafe extern "C" fn dw_oa1_server_respond(
     text: *const u8,
     len: usize,
 ) -> dw_status {
-    boundary::with(server, |h| {
-        let id = boundary::str_arg(id, "id")?;
-        let text = boundary::text_arg(text, len, "text")?;
-        h.engine.engine.respond(now_ms, id, text).map_err(refused)
-    })
+    verb::respond(server, now_ms, id, text, len)
 }
 
 /// Answers request `id` with `ERR code: message`.
@@ -1052,15 +1130,7 @@ pub unsafe extern "C" fn dw_oa1_server_fail(
     code: *const c_char,
     message: *const c_char,
 ) -> dw_status {
-    boundary::with(server, |h| {
-        let id = boundary::str_arg(id, "id")?;
-        let code = boundary::str_arg(code, "code")?;
-        let message = boundary::str_arg(message, "message")?;
-        h.engine
-            .engine
-            .fail(now_ms, id, code, message)
-            .map_err(refused)
-    })
+    verb::fail(server, now_ms, id, code, message)
 }
 
 /// The counters as JSON in `*out`, as for `dw_oa1_client_stats`.
@@ -1069,12 +1139,7 @@ pub unsafe extern "C" fn dw_oa1_server_stats(
     server: *mut dw_oa1_server,
     out: *mut dw_str,
 ) -> dw_status {
-    boundary::with(server, |h| {
-        let out = boundary::out_ptr(out, "out")?;
-        let stats = h.engine.engine.stats();
-        boundary::write(out, h.json_view(&stats));
-        Ok(())
-    })
+    verb::stats(server, out)
 }
 
 // ---- the codec ----

@@ -6,7 +6,7 @@
 //! signals: the host pulls, so they work on any thread and under a virtual clock (the OA1
 //! conformance vectors run through them).
 
-use deskwire::oa1::{Client, LocalError, Output, Server, Stats};
+use deskwire::oa1::{Client, LineEndpoint, LocalError, Server};
 use godot::classes::{IRefCounted, RefCounted};
 use godot::global::Error;
 use godot::prelude::*;
@@ -38,6 +38,20 @@ struct LastError {
 }
 
 impl LastError {
+    /// Runs `call` at the host's time `now_ms` and records its outcome;
+    /// `ERR_INVALID_PARAMETER` for a negative time.
+    fn run(
+        &mut self,
+        now_ms: i64,
+        what: &str,
+        call: impl FnOnce(u64) -> Result<(), LocalError>,
+    ) -> Error {
+        match clock(now_ms, what) {
+            Some(now) => self.record(call(now)),
+            None => Error::ERR_INVALID_PARAMETER,
+        }
+    }
+
     fn record(&mut self, result: Result<(), LocalError>) -> Error {
         match result {
             Ok(()) => {
@@ -53,39 +67,6 @@ impl LastError {
         }
     }
 }
-
-/// What both endpoints do alike.
-trait Endpoint {
-    fn handle_line(&mut self, now: u64, line: &[u8]);
-    fn handle_timeout(&mut self, now: u64);
-    fn poll_output(&mut self, now: u64) -> Output;
-    fn disconnect(&mut self, now: u64);
-    fn stats(&self) -> Stats;
-}
-
-macro_rules! endpoint {
-    ($t:ty) => {
-        impl Endpoint for $t {
-            fn handle_line(&mut self, now: u64, line: &[u8]) {
-                <$t>::handle_line(self, now, line)
-            }
-            fn handle_timeout(&mut self, now: u64) {
-                <$t>::handle_timeout(self, now)
-            }
-            fn poll_output(&mut self, now: u64) -> Output {
-                <$t>::poll_output(self, now)
-            }
-            fn disconnect(&mut self, now: u64) {
-                <$t>::disconnect(self, now)
-            }
-            fn stats(&self) -> Stats {
-                <$t>::stats(self)
-            }
-        }
-    };
-}
-endpoint!(Client);
-endpoint!(Server);
 
 /// The host's clock reading, refused when negative.
 fn clock(now_ms: i64, what: &str) -> Option<u64> {
@@ -108,32 +89,32 @@ fn random_seed() -> u64 {
     (half() << 32) | half()
 }
 
-fn handle_line(engine: &mut impl Endpoint, now_ms: i64, line: &GString, what: &str) {
+fn handle_line(engine: &mut impl LineEndpoint, now_ms: i64, line: &GString, what: &str) {
     if let Some(now) = clock(now_ms, what) {
         engine.handle_line(now, line.to_string().as_bytes());
     }
 }
 
-fn handle_timeout(engine: &mut impl Endpoint, now_ms: i64, what: &str) {
+fn handle_timeout(engine: &mut impl LineEndpoint, now_ms: i64, what: &str) {
     if let Some(now) = clock(now_ms, what) {
         engine.handle_timeout(now);
     }
 }
 
-fn poll_output(engine: &mut impl Endpoint, now_ms: i64, what: &str) -> VarDictionary {
+fn poll_output(engine: &mut impl LineEndpoint, now_ms: i64, what: &str) -> VarDictionary {
     match clock(now_ms, what) {
         Some(now) => variant::dictionary_of(&oa1_shapes::output(&engine.poll_output(now))),
         None => VarDictionary::new(),
     }
 }
 
-fn disconnect(engine: &mut impl Endpoint, now_ms: i64, what: &str) {
+fn disconnect(engine: &mut impl LineEndpoint, now_ms: i64, what: &str) {
     if let Some(now) = clock(now_ms, what) {
         engine.disconnect(now);
     }
 }
 
-fn stats(engine: &impl Endpoint) -> VarDictionary {
+fn stats(engine: &impl LineEndpoint) -> VarDictionary {
     variant::dictionary_of(&oa1_shapes::stats(&engine.stats()))
 }
 
@@ -272,13 +253,10 @@ impl Oa1Client {
         id: GString,
         #[opt(default = "cancelled")] reason: GString,
     ) -> Error {
-        let Some(now) = clock(now_ms, "Oa1Client.cancel") else {
-            return Error::ERR_INVALID_PARAMETER;
-        };
-        let result = self
-            .engine
-            .cancel(now, &id.to_string(), &reason.to_string());
-        self.error.record(result)
+        self.error.run(now_ms, "Oa1Client.cancel", |now| {
+            self.engine
+                .cancel(now, &id.to_string(), &reason.to_string())
+        })
     }
 
     /// The IRC connection ended: every request in flight fails with `disconnected`.
@@ -404,48 +382,40 @@ impl Oa1Server {
     /// fills them, or after `flush_delay_ms`). End it with [method finish].
     #[func]
     fn send(&mut self, now_ms: i64, id: GString, output: GString) -> Error {
-        let Some(now) = clock(now_ms, "Oa1Server.send") else {
-            return Error::ERR_INVALID_PARAMETER;
-        };
-        let result = self.engine.send(now, &id.to_string(), &output.to_string());
-        self.error.record(result)
+        self.error.run(now_ms, "Oa1Server.send", |now| {
+            self.engine.send(now, &id.to_string(), &output.to_string())
+        })
     }
 
     /// Ends request [param id]'s answer.
     #[func]
     fn finish(&mut self, now_ms: i64, id: GString) -> Error {
-        let Some(now) = clock(now_ms, "Oa1Server.finish") else {
-            return Error::ERR_INVALID_PARAMETER;
-        };
-        let result = self.engine.finish(now, &id.to_string());
-        self.error.record(result)
+        self.error.run(now_ms, "Oa1Server.finish", |now| {
+            self.engine.finish(now, &id.to_string())
+        })
     }
 
     /// Answers request [param id] with [param text] in one go ([method send] and
     /// [method finish]).
     #[func]
     fn respond(&mut self, now_ms: i64, id: GString, text: GString) -> Error {
-        let Some(now) = clock(now_ms, "Oa1Server.respond") else {
-            return Error::ERR_INVALID_PARAMETER;
-        };
-        let result = self.engine.respond(now, &id.to_string(), &text.to_string());
-        self.error.record(result)
+        self.error.run(now_ms, "Oa1Server.respond", |now| {
+            self.engine.respond(now, &id.to_string(), &text.to_string())
+        })
     }
 
     /// Fails request [param id]: the desk gets `ERR code: message`. [param code] is lower-case
     /// letters and `_` (`timeout`, `not_found`, ...).
     #[func]
     fn fail(&mut self, now_ms: i64, id: GString, code: GString, message: GString) -> Error {
-        let Some(now) = clock(now_ms, "Oa1Server.fail") else {
-            return Error::ERR_INVALID_PARAMETER;
-        };
-        let result = self.engine.fail(
-            now,
-            &id.to_string(),
-            &code.to_string(),
-            &message.to_string(),
-        );
-        self.error.record(result)
+        self.error.run(now_ms, "Oa1Server.fail", |now| {
+            self.engine.fail(
+                now,
+                &id.to_string(),
+                &code.to_string(),
+                &message.to_string(),
+            )
+        })
     }
 
     /// The IRC connection ended: every request in progress ends with a `cancelled` event

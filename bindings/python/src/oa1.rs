@@ -184,34 +184,10 @@ fn oa1_event(py: Python<'_>, event: core::Event) -> PyResult<Bound<'_, PyAny>> {
     }
 }
 
-/// What `handle_lines` and `drain` need of a bare endpoint.
-trait LineEngine: Send {
-    fn handle_line(&mut self, now: u64, line: &[u8]);
-    fn poll_output(&mut self, now: u64) -> Output;
-}
-
-impl LineEngine for core::Client {
-    fn handle_line(&mut self, now: u64, line: &[u8]) {
-        core::Client::handle_line(self, now, line)
-    }
-    fn poll_output(&mut self, now: u64) -> Output {
-        core::Client::poll_output(self, now)
-    }
-}
-
-impl LineEngine for core::Server {
-    fn handle_line(&mut self, now: u64, line: &[u8]) {
-        core::Server::handle_line(self, now, line)
-    }
-    fn poll_output(&mut self, now: u64) -> Output {
-        core::Server::poll_output(self, now)
-    }
-}
-
 /// `handle_line` for each of `lines` (any iterable of `bytes`) in one call. Every item is
 /// checked before any is handled, so a wrong type raises `TypeError` with nothing done; the
 /// GIL is released when the lines add up to `BULK_BYTES`.
-fn handle_lines<E: LineEngine>(
+fn handle_lines<E: core::LineEndpoint + Send>(
     py: Python<'_>,
     slot: &Slot<E>,
     now_ms: u64,
@@ -238,7 +214,7 @@ fn handle_lines<E: LineEngine>(
 }
 
 /// `poll_output` until it answers `Timeout`, in one call: `(lines, events, deadline_ms)`.
-fn drain_lines<'py, E: LineEngine>(
+fn drain_lines<'py, E: core::LineEndpoint>(
     py: Python<'py>,
     slot: &Slot<E>,
     now_ms: u64,
@@ -265,6 +241,71 @@ fn drain_lines<'py, E: LineEngine>(
     Ok((lines, events, deadline))
 }
 
+// The methods both bare endpoints have, over `core::LineEndpoint`; `$own` adds the class's own.
+macro_rules! line_methods {
+    ($ty:ident, { $($own:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            $($own)*
+
+            /// One IRC line as received (without CRLF).
+            fn handle_line(&self, py: Python<'_>, now_ms: u64, line: &[u8]) -> PyResult<()> {
+                if line.len() >= BULK_BYTES {
+                    py.detach(|| self.0.with(|e| e.handle_line(now_ms, line)))
+                } else {
+                    self.0.with(|e| e.handle_line(now_ms, line))
+                }
+            }
+
+            /// Every line of `lines` (an iterable of `bytes`, each as received, without CRLF)
+            /// in one call: the same as `handle_line` for each, with one crossing into Rust.
+            /// Each item is checked first, so a wrong type raises `TypeError` before any line
+            /// is handled.
+            fn handle_lines(
+                &self,
+                py: Python<'_>,
+                now_ms: u64,
+                lines: &Bound<'_, PyAny>,
+            ) -> PyResult<()> {
+                handle_lines(py, &self.0, now_ms, lines)
+            }
+
+            /// The deadline of the last `Timeout` passed.
+            fn handle_timeout(&self, now_ms: u64) -> PyResult<()> {
+                self.0.with(|e| e.handle_timeout(now_ms))
+            }
+
+            /// Drains `poll_output` in one call: `(lines, events, deadline_ms)`, every
+            /// transmit's line (without CRLF) in order, the events in order, and the deadline
+            /// of the final `Timeout`. The same as calling `poll_output` until it answers
+            /// `Timeout`.
+            fn drain<'py>(
+                &self,
+                py: Python<'py>,
+                now_ms: u64,
+            ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, u64)> {
+                drain_lines(py, &self.0, now_ms)
+            }
+
+            /// The counters, as a dict.
+            fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                to_py(py, &self.0.with(|e| e.stats())?)
+            }
+
+            /// Drops the engine; later calls raise `ClosedError`.
+            fn close(&self) {
+                self.0.close()
+            }
+
+            /// Whether `close` was called.
+            #[getter]
+            fn closed(&self) -> bool {
+                self.0.is_closed()
+            }
+        }
+    };
+}
+
 /// The desk end of OA1 over IRC lines you read and write yourself (see `Desk` for an engine
 /// that also speaks IRC): `request`, then feed every received line to `handle_line` and drain
 /// `poll_output` until it returns a `Timeout`. `handle_lines` and `drain` do the same for many
@@ -278,8 +319,7 @@ fn drain_lines<'py, E: LineEngine>(
 #[pyclass(module = "deskwire.oa1", name = "Client")]
 pub struct Client(Slot<core::Client>);
 
-#[pymethods]
-impl Client {
+line_methods!(Client, {
     #[new]
     #[pyo3(signature = (channel, nick, *, seed = None, **options))]
     fn new(
@@ -306,11 +346,7 @@ impl Client {
         payload: Utf8Arg,
         timeout_ms: Option<u64>,
     ) -> PyResult<String> {
-        let payload = payload.as_str("payload")?;
-        bulk(py, payload.len(), || {
-            self.0.with(|c| c.request(now_ms, payload, timeout_ms))
-        })?
-        .map_err(raise)
+        role::request(py, &self.0, now_ms, payload, timeout_ms)
     }
 
     /// Starts a `RemoteBash` call: `command` runs on the remote, `timeout` (seconds, `None`:
@@ -319,28 +355,19 @@ impl Client {
     /// `LocalError` (`invalid_arguments`).
     #[pyo3(signature = (now_ms, command, timeout = None))]
     fn remote_bash(&self, now_ms: u64, command: Utf8Arg, timeout: Option<f64>) -> PyResult<String> {
-        let command = command.as_str("command")?;
-        let timeout = remote_bash_timeout(timeout)?;
-        self.0
-            .with(|e| core::Requester::remote_bash(e, now_ms, command, timeout))?
-            .map_err(args_error)
+        role::remote_bash(&self.0, now_ms, command, timeout)
     }
 
     /// Starts a model's `RemoteBash` call from its arguments (a dict or JSON text,
     /// `{"command": ..., "timeout_sec": ...}`); wrong arguments raise `LocalError`
     /// (`invalid_arguments`). Returns the request id.
     fn remote_bash_call(&self, now_ms: u64, args: &Bound<'_, PyAny>) -> PyResult<String> {
-        let json = args_json(args)?;
-        self.0
-            .with(|e| core::remote_bash::call(e, now_ms, &json))?
-            .map_err(args_error)
+        role::remote_bash_call(&self.0, now_ms, args)
     }
 
     /// Cancels request `id`: it fails no more, and `CANCEL` tells the remote to stop.
     fn cancel(&self, now_ms: u64, id: &str, reason: &str) -> PyResult<()> {
-        self.0
-            .with(|c| c.cancel(now_ms, id, reason))?
-            .map_err(raise)
+        role::cancel(&self.0, now_ms, id, reason)
     }
 
     /// Holds outgoing lines back (`True`) or lets them go (`False`), for a host whose own IRC
@@ -357,42 +384,10 @@ impl Client {
         self.0.with(|c| c.set_hold_reason(reason))
     }
 
-    /// One IRC line as received (without CRLF).
-    fn handle_line(&self, py: Python<'_>, now_ms: u64, line: &[u8]) -> PyResult<()> {
-        if line.len() >= BULK_BYTES {
-            py.detach(|| self.0.with(|c| c.handle_line(now_ms, line)))
-        } else {
-            self.0.with(|c| c.handle_line(now_ms, line))
-        }
-    }
-
-    /// Every line of `lines` (an iterable of `bytes`, each as received, without CRLF) in one
-    /// call: the same as `handle_line` for each, with one crossing into Rust. Each item is
-    /// checked first, so a wrong type raises `TypeError` before any line is handled.
-    fn handle_lines(&self, py: Python<'_>, now_ms: u64, lines: &Bound<'_, PyAny>) -> PyResult<()> {
-        handle_lines(py, &self.0, now_ms, lines)
-    }
-
-    /// The deadline of the last `Timeout` passed.
-    fn handle_timeout(&self, now_ms: u64) -> PyResult<()> {
-        self.0.with(|c| c.handle_timeout(now_ms))
-    }
-
     /// The next thing to do: a `Transmit` (one IRC line, without CRLF), an event
     /// (`Response`, `Failed`) or a `Timeout`.
     fn poll_output<'py>(&self, py: Python<'py>, now_ms: u64) -> PyResult<Bound<'py, PyAny>> {
         output(py, self.0.with(|c| c.poll_output(now_ms))?)
-    }
-
-    /// Drains `poll_output` in one call: `(lines, events, deadline_ms)`, every transmit's line
-    /// (without CRLF) in order, the events in order, and the deadline of the final `Timeout`.
-    /// The same as calling `poll_output` until it answers `Timeout`.
-    fn drain<'py>(
-        &self,
-        py: Python<'py>,
-        now_ms: u64,
-    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, u64)> {
-        drain_lines(py, &self.0, now_ms)
     }
 
     /// Requests in flight.
@@ -400,23 +395,7 @@ impl Client {
     fn in_flight(&self) -> PyResult<usize> {
         self.0.with(|c| c.in_flight())
     }
-
-    /// The counters, as a dict.
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.0.with(|c| c.stats())?)
-    }
-
-    /// Drops the engine; later calls raise `ClosedError`.
-    fn close(&self) {
-        self.0.close()
-    }
-
-    /// Whether `close` was called.
-    #[getter]
-    fn closed(&self) -> bool {
-        self.0.is_closed()
-    }
-}
+});
 
 /// The remote end of OA1 over IRC lines you read and write yourself (see `Remote`): each
 /// `Request` event is answered with `send` + `finish`, `respond`, or `fail`.
@@ -426,8 +405,7 @@ impl Client {
 #[pyclass(module = "deskwire.oa1", name = "Server")]
 pub struct Server(Slot<core::Server>);
 
-#[pymethods]
-impl Server {
+line_methods!(Server, {
     #[new]
     #[pyo3(signature = (channel, nick, **options))]
     fn new(channel: &str, nick: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
@@ -438,53 +416,22 @@ impl Server {
     /// Streams `output` (a `str`, or UTF-8 `bytes` such as a process's output) as part of the
     /// answer to `id` (sent in frames as they fill).
     fn send(&self, py: Python<'_>, now_ms: u64, id: &str, output: Utf8Arg) -> PyResult<()> {
-        let output = output.as_str("output")?;
-        bulk(py, output.len(), || {
-            self.0.with(|s| s.send(now_ms, id, output))
-        })?
-        .map_err(raise)
+        role::send(py, &self.0, now_ms, id, output)
     }
 
     /// Ends the answer to `id`.
     fn finish(&self, now_ms: u64, id: &str) -> PyResult<()> {
-        self.0.with(|s| s.finish(now_ms, id))?.map_err(raise)
+        role::finish(&self.0, now_ms, id)
     }
 
     /// Answers `id` with `text` (a `str`, or UTF-8 `bytes`) in one go (`send` + `finish`).
     fn respond(&self, py: Python<'_>, now_ms: u64, id: &str, text: Utf8Arg) -> PyResult<()> {
-        let text = text.as_str("text")?;
-        bulk(py, text.len(), || {
-            self.0.with(|s| s.respond(now_ms, id, text))
-        })?
-        .map_err(raise)
+        role::respond(py, &self.0, now_ms, id, text)
     }
 
     /// Answers `id` with `ERR code: message` (`code` of `[a-z_]+`).
     fn fail(&self, now_ms: u64, id: &str, code: &str, message: &str) -> PyResult<()> {
-        self.0
-            .with(|s| s.fail(now_ms, id, code, message))?
-            .map_err(raise)
-    }
-
-    /// One IRC line as received (without CRLF).
-    fn handle_line(&self, py: Python<'_>, now_ms: u64, line: &[u8]) -> PyResult<()> {
-        if line.len() >= BULK_BYTES {
-            py.detach(|| self.0.with(|s| s.handle_line(now_ms, line)))
-        } else {
-            self.0.with(|s| s.handle_line(now_ms, line))
-        }
-    }
-
-    /// Every line of `lines` (an iterable of `bytes`, each as received, without CRLF) in one
-    /// call: the same as `handle_line` for each, with one crossing into Rust. Each item is
-    /// checked first, so a wrong type raises `TypeError` before any line is handled.
-    fn handle_lines(&self, py: Python<'_>, now_ms: u64, lines: &Bound<'_, PyAny>) -> PyResult<()> {
-        handle_lines(py, &self.0, now_ms, lines)
-    }
-
-    /// The deadline of the last `Timeout` passed.
-    fn handle_timeout(&self, now_ms: u64) -> PyResult<()> {
-        self.0.with(|s| s.handle_timeout(now_ms))
+        role::fail(&self.0, now_ms, id, code, message)
     }
 
     /// The next thing to do: a `Transmit` (one IRC line, without CRLF), an event
@@ -493,39 +440,12 @@ impl Server {
         output(py, self.0.with(|s| s.poll_output(now_ms))?)
     }
 
-    /// Drains `poll_output` in one call: `(lines, events, deadline_ms)`, every transmit's line
-    /// (without CRLF) in order, the events in order, and the deadline of the final `Timeout`.
-    /// The same as calling `poll_output` until it answers `Timeout`.
-    fn drain<'py>(
-        &self,
-        py: Python<'py>,
-        now_ms: u64,
-    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, u64)> {
-        drain_lines(py, &self.0, now_ms)
-    }
-
     /// Requests being answered.
     #[getter]
     fn active(&self) -> PyResult<usize> {
         self.0.with(|s| s.active())
     }
-
-    /// The counters, as a dict.
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.0.with(|s| s.stats())?)
-    }
-
-    /// Drops the engine; later calls raise `ClosedError`.
-    fn close(&self) {
-        self.0.close()
-    }
-
-    /// Whether `close` was called.
-    #[getter]
-    fn closed(&self) -> bool {
-        self.0.is_closed()
-    }
-}
+});
 
 /// A `ConnectionConfig` from nick, channel and the optional parts of its JSON shape.
 fn connection_config(
@@ -565,6 +485,7 @@ fn connection_output<'py>(
     }
 }
 
+// The methods both connection engines have; `$own` adds the class's own.
 macro_rules! connection_methods {
     ($ty:ident, { $($own:tt)* }) => {
         #[pymethods]
@@ -705,11 +626,7 @@ connection_methods!(Desk, {
         payload: Utf8Arg,
         timeout_ms: Option<u64>,
     ) -> PyResult<String> {
-        let payload = payload.as_str("payload")?;
-        bulk(py, payload.len(), || {
-            self.0.with(|d| d.request(now_ms, payload, timeout_ms))
-        })?
-        .map_err(raise)
+        role::request(py, &self.0, now_ms, payload, timeout_ms)
     }
 
     /// Starts a `RemoteBash` call: `command` runs on the remote, `timeout` (seconds, `None`:
@@ -718,28 +635,19 @@ connection_methods!(Desk, {
     /// `LocalError` (`invalid_arguments`).
     #[pyo3(signature = (now_ms, command, timeout = None))]
     fn remote_bash(&self, now_ms: u64, command: Utf8Arg, timeout: Option<f64>) -> PyResult<String> {
-        let command = command.as_str("command")?;
-        let timeout = remote_bash_timeout(timeout)?;
-        self.0
-            .with(|e| core::Requester::remote_bash(e, now_ms, command, timeout))?
-            .map_err(args_error)
+        role::remote_bash(&self.0, now_ms, command, timeout)
     }
 
     /// Starts a model's `RemoteBash` call from its arguments (a dict or JSON text,
     /// `{"command": ..., "timeout_sec": ...}`); wrong arguments raise `LocalError`
     /// (`invalid_arguments`). Returns the request id.
     fn remote_bash_call(&self, now_ms: u64, args: &Bound<'_, PyAny>) -> PyResult<String> {
-        let json = args_json(args)?;
-        self.0
-            .with(|e| core::remote_bash::call(e, now_ms, &json))?
-            .map_err(args_error)
+        role::remote_bash_call(&self.0, now_ms, args)
     }
 
     /// Cancels request `id` and tells the remote with `CANCEL`.
     fn cancel(&self, now_ms: u64, id: &str, reason: &str) -> PyResult<()> {
-        self.0
-            .with(|d| d.cancel(now_ms, id, reason))?
-            .map_err(raise)
+        role::cancel(&self.0, now_ms, id, reason)
     }
 
     /// Requests in flight.
@@ -789,32 +697,22 @@ connection_methods!(Remote, {
     /// Streams `output` (a `str`, or UTF-8 `bytes` such as a process's output) as part of the
     /// answer to `id`.
     fn send(&self, py: Python<'_>, now_ms: u64, id: &str, output: Utf8Arg) -> PyResult<()> {
-        let output = output.as_str("output")?;
-        bulk(py, output.len(), || {
-            self.0.with(|r| r.send(now_ms, id, output))
-        })?
-        .map_err(raise)
+        role::send(py, &self.0, now_ms, id, output)
     }
 
     /// Ends the answer to `id`.
     fn finish(&self, now_ms: u64, id: &str) -> PyResult<()> {
-        self.0.with(|r| r.finish(now_ms, id))?.map_err(raise)
+        role::finish(&self.0, now_ms, id)
     }
 
     /// Answers `id` with `text` (a `str`, or UTF-8 `bytes`) in one go.
     fn respond(&self, py: Python<'_>, now_ms: u64, id: &str, text: Utf8Arg) -> PyResult<()> {
-        let text = text.as_str("text")?;
-        bulk(py, text.len(), || {
-            self.0.with(|r| r.respond(now_ms, id, text))
-        })?
-        .map_err(raise)
+        role::respond(py, &self.0, now_ms, id, text)
     }
 
     /// Answers `id` with `ERR code: message`.
     fn fail(&self, now_ms: u64, id: &str, code: &str, message: &str) -> PyResult<()> {
-        self.0
-            .with(|r| r.fail(now_ms, id, code, message))?
-            .map_err(raise)
+        role::fail(&self.0, now_ms, id, code, message)
     }
 
     /// Requests being answered.
@@ -829,6 +727,101 @@ connection_methods!(Remote, {
         self.0.with(|r| r.server().source(id).map(str::to_owned))
     }
 });
+
+/// The two roles' methods, once for both classes of each: `Client` and `Desk` ask
+/// (`core::Requester`), `Server` and `Remote` answer (`core::Responder`).
+mod role {
+    use super::*;
+    use deskwire::oa1::remote_bash::call;
+    use deskwire::oa1::{Requester, Responder};
+
+    pub fn request<E: Requester + Send>(
+        py: Python<'_>,
+        slot: &Slot<E>,
+        now_ms: u64,
+        payload: Utf8Arg,
+        timeout_ms: Option<u64>,
+    ) -> PyResult<String> {
+        let payload = payload.as_str("payload")?;
+        bulk(py, payload.len(), || {
+            slot.with(|e| e.request(now_ms, payload, timeout_ms))
+        })?
+        .map_err(raise)
+    }
+
+    pub fn remote_bash<E: Requester>(
+        slot: &Slot<E>,
+        now_ms: u64,
+        command: Utf8Arg,
+        timeout: Option<f64>,
+    ) -> PyResult<String> {
+        let command = command.as_str("command")?;
+        let timeout = remote_bash_timeout(timeout)?;
+        slot.with(|e| e.remote_bash(now_ms, command, timeout))?
+            .map_err(args_error)
+    }
+
+    pub fn remote_bash_call<E: Requester>(
+        slot: &Slot<E>,
+        now_ms: u64,
+        args: &Bound<'_, PyAny>,
+    ) -> PyResult<String> {
+        let json = args_json(args)?;
+        slot.with(|e| call(e, now_ms, &json))?.map_err(args_error)
+    }
+
+    pub fn cancel<E: Requester>(
+        slot: &Slot<E>,
+        now_ms: u64,
+        id: &str,
+        reason: &str,
+    ) -> PyResult<()> {
+        slot.with(|e| e.cancel(now_ms, id, reason))?.map_err(raise)
+    }
+
+    pub fn send<E: Responder + Send>(
+        py: Python<'_>,
+        slot: &Slot<E>,
+        now_ms: u64,
+        id: &str,
+        output: Utf8Arg,
+    ) -> PyResult<()> {
+        let output = output.as_str("output")?;
+        bulk(py, output.len(), || {
+            slot.with(|e| e.send(now_ms, id, output))
+        })?
+        .map_err(raise)
+    }
+
+    pub fn finish<E: Responder>(slot: &Slot<E>, now_ms: u64, id: &str) -> PyResult<()> {
+        slot.with(|e| e.finish(now_ms, id))?.map_err(raise)
+    }
+
+    pub fn respond<E: Responder + Send>(
+        py: Python<'_>,
+        slot: &Slot<E>,
+        now_ms: u64,
+        id: &str,
+        text: Utf8Arg,
+    ) -> PyResult<()> {
+        let text = text.as_str("text")?;
+        bulk(py, text.len(), || {
+            slot.with(|e| e.respond(now_ms, id, text))
+        })?
+        .map_err(raise)
+    }
+
+    pub fn fail<E: Responder>(
+        slot: &Slot<E>,
+        now_ms: u64,
+        id: &str,
+        code: &str,
+        message: &str,
+    ) -> PyResult<()> {
+        slot.with(|e| e.fail(now_ms, id, code, message))?
+            .map_err(raise)
+    }
+}
 
 /// The model's `RemoteBash` arguments as JSON text: a `str` as it is, anything else as JSON.
 fn args_json(args: &Bound<'_, PyAny>) -> PyResult<String> {

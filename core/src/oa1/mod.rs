@@ -16,6 +16,10 @@
 //! bytes, and hold requests until the channel (and the peer) are there. The host loop is in the
 //! [`connection`] docs.
 //!
+//! Code that wraps all four (a binding, a test harness) does it once, over the traits they share:
+//! [`Engine`], with [`LineEndpoint`] for the bare endpoints and [`ConnectionEngine`] for the
+//! per-connection engines; [`Requester`] and [`Responder`] add the two roles.
+//!
 //! Beyond the v40 spec, both are optional and off by default: [`auth`] authenticates every frame
 //! with a shared secret (HMAC-SHA256, replay window), and [`compress`] negotiates compressed
 //! answers (and requests) per request, which spec-only peers never see.
@@ -31,6 +35,7 @@ pub mod chunk;
 mod client;
 pub mod compress;
 pub mod connection;
+mod engine;
 pub mod escape;
 pub mod frame;
 mod link;
@@ -49,6 +54,7 @@ pub use connection::{
     ConfigError, ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState,
     ConnectionStats, Desk, LinkEvent, Remote,
 };
+pub use engine::{ConnectionEngine, Engine, LineEndpoint};
 pub use frame::{Frame, FrameType, UnknownFrameType};
 pub use pacing::Pacing;
 pub use roles::{Requester, Responder};

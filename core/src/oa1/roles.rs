@@ -46,6 +46,12 @@ pub trait Responder {
     /// Ends the response of request `id` once its output has gone out.
     fn finish(&mut self, now: u64, id: &str) -> Result<(), LocalError>;
 
+    /// Sends the whole response `text` of request `id` and ends it.
+    fn respond(&mut self, now: u64, id: &str, text: &str) -> Result<(), LocalError> {
+        self.send(now, id, text)?;
+        self.finish(now, id)
+    }
+
     /// Answers request `id` with `ERR code: message`.
     fn fail(&mut self, now: u64, id: &str, code: &str, message: &str) -> Result<(), LocalError>;
 }
@@ -78,6 +84,10 @@ macro_rules! responder {
 
             fn finish(&mut self, now: u64, id: &str) -> Result<(), LocalError> {
                 <$t>::finish(self, now, id)
+            }
+
+            fn respond(&mut self, now: u64, id: &str, text: &str) -> Result<(), LocalError> {
+                <$t>::respond(self, now, id, text)
             }
 
             fn fail(
