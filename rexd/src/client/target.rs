@@ -1,6 +1,7 @@
 //! Where a daemon runs and how to start it: `local` (a child `rexd --stdio`) or
 //! `ssh://user@host[:port]` (`ssh … rexd --stdio`).
 
+#[cfg(unix)]
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -175,6 +176,7 @@ impl TargetSpec {
                 // terminal's). Killed by the same SIGINT, it would leave them running. (ssh
                 // stays in ours: it may need the terminal for a passphrase prompt, and the
                 // remote rexd sees the channel close either way.)
+                #[cfg(unix)]
                 cmd.process_group(0);
                 Ok(cmd)
             }
