@@ -13,11 +13,14 @@ fn objdump(tools: &Tools, args: &[&str], file: &Path) -> Result<String> {
     cmd::output(tools.cmd(&tools.objdump).args(args).arg(file))
 }
 
-/// The newest `GLIBC_x.y` among an ELF file's dynamic symbols ("static" when it has no dynamic
-/// section at all, "none" when it needs no versioned glibc symbol).
+/// The newest `GLIBC_x.y` among an ELF file's dynamic symbols ("static" when it names no
+/// program interpreter and no shared library, as a static-pie does; "none" when it needs no
+/// versioned glibc symbol).
 pub fn glibc_needs(tools: &Tools, file: &Path) -> Result<String> {
     let headers = objdump(tools, &["-p"], file)?;
-    if !headers.contains("Dynamic Section:") {
+    let interp = headers.lines().any(|l| l.trim_start().starts_with("INTERP"));
+    let needed = headers.lines().any(|l| l.trim_start().starts_with("NEEDED"));
+    if !interp && !needed {
         return Ok("static".into());
     }
     let symbols = objdump(tools, &["-T"], file)?;

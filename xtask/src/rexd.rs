@@ -1,5 +1,8 @@
 //! rexd and rex: static musl binaries (one file each, no libc needed: `scp rexd host:` and run),
 //! in ripgrep's archive layout, and a `.deb` per architecture from cargo-deb.
+//!
+//! They are linked by rust-lld against Rust's own musl (the target's self-contained libc.a),
+//! not by zig: zig's musl has no `renameat2`, which rexd's atomic file writes call.
 
 use anyhow::{Result, bail};
 
@@ -10,20 +13,14 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
     let mut help: Option<(String, String)> = None;
     for t in target::selected(Family::Rexd, dist.linux_only) {
         let triple = t.triple();
+        let linker_var =
+            format!("CARGO_TARGET_{}_LINKER", triple.to_uppercase().replace('-', "_"));
         cmd::run(
             dist.tools
                 .cmd("cargo")
-                .args(["zigbuild", "--quiet", "--profile", "dist"])
-                .args([
-                    "--target",
-                    &t.zig_triple(),
-                    "-p",
-                    "rexd",
-                    "--bin",
-                    "rexd",
-                    "--bin",
-                    "rex",
-                ]),
+                .env(linker_var, "rust-lld")
+                .args(["build", "--quiet", "--profile", "dist", "--target", triple])
+                .args(["-p", "rexd", "--bin", "rexd", "--bin", "rex"]),
         )?;
         let built = dist.built(triple);
         for bin in ["rexd", "rex"] {

@@ -89,3 +89,32 @@ fn the_python_package_takes_its_version_from_cargo() {
     assert!(pyproject["project"].get("version").is_none());
     assert!(read("bindings/python/src/lib.rs").contains("env!(\"CARGO_PKG_VERSION\")"));
 }
+
+#[test]
+fn the_readme_install_lines_name_the_workspace_version() {
+    let version = workspace_version();
+    let readme = read("README.md");
+    let section = readme
+        .split("## Install without Rust")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("README.md has a section \"Install without Rust\"");
+    let mut named = 0;
+    for (i, _) in section.match_indices("deskwire-godot-").chain(section.match_indices(":deskwire:")) {
+        let rest = &section[i..];
+        let start = rest.find(|c: char| c.is_ascii_digit()).unwrap();
+        let end = start + rest[start..].find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap();
+        assert_eq!(rest[start..end].trim_end_matches('.'), version, "README: {}", &rest[..end]);
+        named += 1;
+    }
+    for prefix in ["deskwire-", "rexd-", "rexd_"] {
+        for (i, _) in section.match_indices(prefix) {
+            let rest = &section[i + prefix.len()..];
+            if rest.starts_with(|c: char| c.is_ascii_digit()) {
+                assert!(rest.starts_with(&version), "README: {prefix}{}", &rest[..12.min(rest.len())]);
+                named += 1;
+            }
+        }
+    }
+    assert!(named >= 6, "the install section names {named} versioned files");
+}
