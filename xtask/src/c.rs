@@ -13,6 +13,8 @@ use crate::{Dist, Family, archive, cmd, inspect, licenses};
 const EXPORTS: &[&str] = &["dw_version", "dw_desk_new", "dw_desk_poll_output", "dw_*"];
 
 pub fn dist(dist: &mut Dist) -> Result<()> {
+    let prefix = format!("deskwire-{}-", dist.version);
+    dist.clear(|name| name.starts_with(&prefix) && name.ends_with(".tar.gz"))?;
     let version = dist.version.clone();
     let major = version.split('.').next().unwrap_or("0").to_owned();
     for t in target::selected(Family::C, dist.linux_only) {

@@ -11,6 +11,7 @@ use crate::{Dist, Family, archive, cmd, inspect, licenses};
 const ENTRY: &str = "deskwire_init";
 
 pub fn dist(dist: &mut Dist) -> Result<()> {
+    dist.clear(|name| name.starts_with("deskwire-godot-"))?;
     let stage = dist.stage("godot")?;
     let addon = stage.join("addons/deskwire");
     let repo_gdextension =

@@ -18,8 +18,12 @@ fn objdump(tools: &Tools, args: &[&str], file: &Path) -> Result<String> {
 /// versioned glibc symbol).
 pub fn glibc_needs(tools: &Tools, file: &Path) -> Result<String> {
     let headers = objdump(tools, &["-p"], file)?;
-    let interp = headers.lines().any(|l| l.trim_start().starts_with("INTERP"));
-    let needed = headers.lines().any(|l| l.trim_start().starts_with("NEEDED"));
+    let interp = headers
+        .lines()
+        .any(|l| l.trim_start().starts_with("INTERP"));
+    let needed = headers
+        .lines()
+        .any(|l| l.trim_start().starts_with("NEEDED"));
     if !interp && !needed {
         return Ok("static".into());
     }

@@ -19,6 +19,7 @@ const EXPORTS: &[&str] = &[
 ];
 
 pub fn dist(dist: &mut Dist) -> Result<()> {
+    dist.clear(|name| name == "maven")?;
     let natives = dist.stage("jar-resources")?;
     let mut triples = Vec::new();
     let mut tags = Vec::new();

@@ -112,6 +112,26 @@ impl Dist {
         self.target_dir.join(triple).join("dist")
     }
 
+    /// Removes what an earlier run of a family left in dist/: the files whose names `ours`
+    /// picks (directories too).
+    pub fn clear(&self, ours: impl Fn(&str) -> bool) -> Result<()> {
+        for entry in std::fs::read_dir(&self.out)? {
+            let path = entry?.path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if ours(name) {
+                if path.is_dir() {
+                    std::fs::remove_dir_all(&path)?;
+                } else {
+                    std::fs::remove_file(&path)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A fresh staging directory `work/name`.
     pub fn stage(&self, name: &str) -> Result<PathBuf> {
         let dir = self.work.join(name);
@@ -135,7 +155,13 @@ fn dist(only: Vec<Family>, linux_only: bool) -> Result<()> {
     let root = project_root();
     std::env::set_current_dir(&root)?;
     let target_dir = cargo_target_dir(&root)?;
+    let out = root.join("dist");
+    // A whole build starts from an empty dist/; --only replaces its families' files and keeps
+    // the others' (SHA256SUMS covers every file there).
     let families = if only.is_empty() {
+        if out.exists() {
+            std::fs::remove_dir_all(&out)?;
+        }
         vec![
             Family::Rexd,
             Family::C,
@@ -146,10 +172,6 @@ fn dist(only: Vec<Family>, linux_only: bool) -> Result<()> {
     } else {
         only
     };
-    let out = root.join("dist");
-    if out.exists() {
-        std::fs::remove_dir_all(&out)?;
-    }
     std::fs::create_dir_all(&out)?;
     let work = target_dir.join("dist-work");
     std::fs::create_dir_all(&work)?;
@@ -188,18 +210,14 @@ fn dist(only: Vec<Family>, linux_only: bool) -> Result<()> {
     Ok(())
 }
 
-/// `dist/SHA256SUMS`, in `sha256sum -c` format, paths relative to dist/.
+/// `dist/SHA256SUMS`, in `sha256sum -c` format: every file under dist/ (dist/maven's too),
+/// paths relative to dist/.
 fn write_sums(dist: &Dist) -> Result<()> {
     let mut sums = String::new();
     let mut files = Vec::new();
-    for artifact in &dist.artifacts {
-        if artifact.path.is_dir() {
-            // dist/maven: every file of the repository.
-            walk(&artifact.path, &mut files)?;
-        } else {
-            files.push(artifact.path.clone());
-        }
-    }
+    walk(&dist.out, &mut files)?;
+    let list = dist.out.join("SHA256SUMS");
+    files.retain(|f| *f != list);
     files.sort();
     for file in files {
         let digest = Sha256::digest(std::fs::read(&file)?);

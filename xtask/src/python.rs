@@ -15,6 +15,8 @@ const MANIFEST: &str = "bindings/python/Cargo.toml";
 const ENTRY: &str = "PyInit__deskwire";
 
 pub fn dist(dist: &mut Dist) -> Result<()> {
+    let sdist = format!("deskwire-{}.tar.gz", dist.version);
+    dist.clear(|name| name.ends_with(".whl") || name == sdist)?;
     for t in target::selected(Family::Python, dist.linux_only) {
         let compatibility = match t {
             Target::LinuxX64 | Target::LinuxArm64 => Some("manylinux2014"),

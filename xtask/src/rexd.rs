@@ -10,11 +10,14 @@ use crate::target::{self, Target};
 use crate::{Dist, Family, archive, cmd, inspect, licenses};
 
 pub fn dist(dist: &mut Dist) -> Result<()> {
+    dist.clear(|name| name.starts_with("rexd-") || name.starts_with("rexd_"))?;
     let mut help: Option<(String, String)> = None;
     for t in target::selected(Family::Rexd, dist.linux_only) {
         let triple = t.triple();
-        let linker_var =
-            format!("CARGO_TARGET_{}_LINKER", triple.to_uppercase().replace('-', "_"));
+        let linker_var = format!(
+            "CARGO_TARGET_{}_LINKER",
+            triple.to_uppercase().replace('-', "_")
+        );
         cmd::run(
             dist.tools
                 .cmd("cargo")

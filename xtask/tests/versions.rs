@@ -100,21 +100,39 @@ fn the_readme_install_lines_name_the_workspace_version() {
         .and_then(|rest| rest.split("\n## ").next())
         .expect("README.md has a section \"Install without Rust\"");
     let mut named = 0;
-    for (i, _) in section.match_indices("deskwire-godot-").chain(section.match_indices(":deskwire:")) {
+    for (i, _) in section
+        .match_indices("deskwire-godot-")
+        .chain(section.match_indices(":deskwire:"))
+    {
         let rest = &section[i..];
         let start = rest.find(|c: char| c.is_ascii_digit()).unwrap();
-        let end = start + rest[start..].find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap();
-        assert_eq!(rest[start..end].trim_end_matches('.'), version, "README: {}", &rest[..end]);
+        let end = start
+            + rest[start..]
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap();
+        assert_eq!(
+            rest[start..end].trim_end_matches('.'),
+            version,
+            "README: {}",
+            &rest[..end]
+        );
         named += 1;
     }
     for prefix in ["deskwire-", "rexd-", "rexd_"] {
         for (i, _) in section.match_indices(prefix) {
             let rest = &section[i + prefix.len()..];
             if rest.starts_with(|c: char| c.is_ascii_digit()) {
-                assert!(rest.starts_with(&version), "README: {prefix}{}", &rest[..12.min(rest.len())]);
+                assert!(
+                    rest.starts_with(&version),
+                    "README: {prefix}{}",
+                    &rest[..12.min(rest.len())]
+                );
                 named += 1;
             }
         }
     }
-    assert!(named >= 6, "the install section names {named} versioned files");
+    assert!(
+        named >= 6,
+        "the install section names {named} versioned files"
+    );
 }
