@@ -98,6 +98,9 @@ bash godot/run_tests.sh
 section "Python: pip install ./bindings/python into a fresh venv; mypy.stubtest; pytest (every vector file, bad input, asyncio against ngircd, rexd --irc, rexd --stdio, a loopback sshd, examples/mobile_desktop and aio.GatewayServer over WebSockets, the provider fixtures against the official SDKs' models); the sidecar host and the agent example"
 bash bindings/python/run_tests.sh
 
+section "release artifacts: cargo xtask dist --linux (wheels, C tarballs, Godot addon, JAR, static rexd and .deb for Linux x86_64 and aarch64), each installed as its users install it (tests/dist/run.sh)"
+bash tests/dist/run.sh
+
 section "desk demo (README main command)"
 out=$(cargo run --quiet --release --bin desk -- 'printf "hello from %s\n" desk')
 echo "$out"
