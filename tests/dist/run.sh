@@ -140,7 +140,10 @@ chroot "$deb_root" rex --help | head -n 3
 chroot "$deb_root" test -f /lib/systemd/system/rexd.service -o -f /usr/lib/systemd/system/rexd.service
 chroot "$deb_root" test -f /usr/share/doc/rexd/THIRD-PARTY-LICENSES.txt
 # Installed, not enabled: no wants/ link points at it.
-! chroot "$deb_root" sh -c 'ls /etc/systemd/system/*.wants/rexd.service' 2>/dev/null
+if chroot "$deb_root" sh -c 'ls /etc/systemd/system/*.wants/rexd.service' 2>/dev/null; then
+  echo "installing the .deb enabled rexd.service" >&2
+  exit 1
+fi
 unmount_kernel "$deb_root"
 dpkg-deb --field "dist/rexd_${version}-1_arm64.deb" Architecture Version | tr '\n' ' '
 [ "$(dpkg-deb --field "dist/rexd_${version}-1_arm64.deb" Architecture)" = arm64 ]
@@ -173,8 +176,9 @@ ok "examples/c_host built with pkg-config from the unpacked tarball and complete
 step "C: the musl static library links a static program"
 c_musl=$(unpack "dist/deskwire-$version-x86_64-unknown-linux-musl.tar.gz")
 zig=("$cache/dist-venv/bin/python" -m ziglang)
+# zig cc is the musl C compiler here; pkg-config --static adds the unwinder the tarball carries.
 "${zig[@]}" cc -target x86_64-linux-musl -static -std=c11 -Wall -Werror tests/dist/probe.c \
-  -I"$c_musl/include" "$c_musl/lib/libdeskwire.a" -o "$work/probe-static"
+  $(PKG_CONFIG_PATH=$c_musl/lib/pkgconfig pkg-config --static --cflags --libs deskwire) -o "$work/probe-static"
 if readelf --program-headers "$work/probe-static" | grep -q 'INTERP\|DYNAMIC'; then
   echo "the program linked with libdeskwire.a (musl) is not static" >&2
   exit 1
@@ -260,16 +264,21 @@ godot_import() {
 }
 godot_import
 grep -q 'res://addons/deskwire/deskwire.gdextension' "$project_dir/.godot/extension_list.cfg"
-if grep -q 'ERROR\|SCRIPT ERROR' "$work/godot-import.log"; then
+# Cleanly: the library loaded (no missing or unloadable library, no script error).
+if grep -qi 'gdextension\|dynamic library\|SCRIPT ERROR\|Parse Error' "$work/godot-import.log"; then
   cat "$work/godot-import.log" >&2
-  echo "the import printed errors" >&2
+  echo "the import complained about the extension or a script" >&2
   exit 1
 fi
 DESKWIRE_IRC=$PEERS_IRC_ADDR DESKWIRE_EXPECT="godot-$version" timeout 120 \
   chroot "$godot_root" env HOME=/tmp DESKWIRE_IRC="$PEERS_IRC_ADDR" DESKWIRE_EXPECT="godot-$version" \
   sh -c "cd '$in_root' && exec godot --headless" 2>&1 | tee "$work/godot.log"
 grep -q "addon check: RemoteBash over IRC: godot-$version" "$work/godot.log"
-! grep -q 'SCRIPT ERROR\|handle_crash' "$work/godot.log"
+grep -q 'Initialize godot-rust' "$work/godot.log"
+if grep -q 'SCRIPT ERROR\|handle_crash' "$work/godot.log"; then
+  echo "script errors or a crash in the engine's output (above)" >&2
+  exit 1
+fi
 unmount_kernel "$godot_root"
 rm -rf "$project_dir"
 ok "the addon zip, unpacked into a new project, imported and its scene completed a RemoteBash"

@@ -9,6 +9,14 @@ use anyhow::{Result, bail};
 use crate::target::{self, Target};
 use crate::{Dist, Family, archive, cmd, inspect, licenses};
 
+/// The musl tarball's lib/libunwind.a is not a Rust crate: cargo-about does not list it.
+const LIBUNWIND_NOTE: &str = "
+-------------------------------------------------------------------------------
+lib/libunwind.a: LLVM's libunwind, as the Rust toolchain ships it for x86_64-unknown-linux-musl
+(lib/rustlib/x86_64-unknown-linux-musl/lib/self-contained), under Apache-2.0 WITH
+LLVM-exception: https://llvm.org/LICENSE.txt
+";
+
 /// Entry points every build must export (the whole API is `dw_*`).
 const EXPORTS: &[&str] = &["dw_version", "dw_desk_new", "dw_desk_poll_output", "dw_*"];
 
@@ -56,10 +64,20 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
                 inspect::glibc_needs(&dist.tools, &so)?
             }
             Target::LinuxX64Musl => {
-                // musl targets build no cdylib: the static library is the artifact.
+                // musl targets build no cdylib: the static library is the artifact. Rust's
+                // unwinder is not in it (a Rust executable takes it from the toolchain), so the
+                // toolchain's libunwind.a (LLVM's) comes along, and `pkg-config --static`
+                // names it.
                 cmd::copy(&built.join("libdeskwire_ffi.a"), &lib.join("libdeskwire.a"))?;
-                write_pc(dist, &lib, "")?;
-                "static library (musl)".into()
+                let unwind = dist
+                    .tools
+                    .sysroot
+                    .join("lib/rustlib")
+                    .join(triple)
+                    .join("lib/self-contained/libunwind.a");
+                cmd::copy(&unwind, &lib.join("libunwind.a"))?;
+                write_pc(dist, &lib, "-lunwind")?;
+                "static library (musl) + libunwind.a".into()
             }
             Target::WindowsX64 => {
                 let dll = built.join("deskwire_ffi.dll");
@@ -78,6 +96,12 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             Target::LinuxArm64Musl => bail!("no C tarball is made for {triple}"),
         };
         licenses::write(dist, "deskwire-ffi", &[triple], &stage)?;
+        if t == Target::LinuxX64Musl {
+            let listing = stage.join(licenses::THIRD_PARTY);
+            let mut text = std::fs::read_to_string(&listing)?;
+            text.push_str(LIBUNWIND_NOTE);
+            std::fs::write(listing, text)?;
+        }
         let tarball = dist.out.join(format!("{name}.tar.gz"));
         archive::tar_gz(&stage, &name, &tarball)?;
         dist.add(tarball, triple, tag);

@@ -36,6 +36,8 @@ pub struct Tools {
     pub python: PathBuf,
     /// llvm-objdump from rustup's llvm-tools: reads ELF, PE and Mach-O (universal too).
     pub objdump: PathBuf,
+    /// rustc's sysroot (the standard libraries of each target).
+    pub sysroot: PathBuf,
     pub cache: PathBuf,
 }
 
@@ -97,6 +99,7 @@ impl Tools {
             path,
             python: venv.join("bin/python"),
             objdump,
+            sysroot: PathBuf::from(sysroot.trim()),
             cache,
         })
     }
