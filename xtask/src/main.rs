@@ -4,7 +4,8 @@
 //! ```text
 //! cargo xtask dist                          everything, for every platform
 //! cargo xtask dist --only python,rexd       some families (python, godot, kotlin, c, rexd)
-//! cargo xtask dist --linux                  only the Linux x86_64 and aarch64 artifacts (CI)
+//! cargo xtask dist --linux                  only the Linux x86_64 and aarch64 artifacts that
+//!                                           this machine runs (what CI builds and tests)
 //! ```
 //!
 //! It installs what it needs itself (zig, cargo-zigbuild, maturin and auditwheel into a virtual
@@ -48,7 +49,8 @@ enum Command {
         /// Build only these families (comma-separated).
         #[arg(long, value_delimiter = ',')]
         only: Vec<Family>,
-        /// Only the Linux x86_64 and aarch64 artifacts: the ones this machine can run.
+        /// Only the Linux x86_64 and aarch64 artifacts this machine can run (CI's build): not
+        /// the macOS and Windows ones, nor the musllinux and free-threaded wheels.
         #[arg(long)]
         linux: bool,
     },

@@ -18,6 +18,11 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
     let sdist = format!("deskwire-{}.tar.gz", dist.version);
     dist.clear(|name| name.ends_with(".whl") || name == sdist)?;
     for t in target::selected(Family::Python, dist.linux_only) {
+        // --linux builds what this machine can run: not the musllinux wheels (no musl CPython
+        // here); the full build makes them and checks them with auditwheel.
+        if dist.linux_only && matches!(t, Target::LinuxX64Musl | Target::LinuxArm64Musl) {
+            continue;
+        }
         let compatibility = match t {
             Target::LinuxX64 | Target::LinuxArm64 => Some("manylinux2014"),
             Target::LinuxX64Musl | Target::LinuxArm64Musl => Some("musllinux_1_2"),
@@ -43,16 +48,19 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
         dist.add(wheel, t.triple(), tag);
     }
     // The free-threaded build (Linux x86_64): there is no abi3 for it, so pyo3 builds for
-    // CPython 3.14t alone (maturin knows its sysconfig; no 3.14t interpreter is needed here).
-    let wheel = build(
-        dist,
-        Target::LinuxX64,
-        Some("manylinux2014"),
-        Some("python3.14t"),
-    )?;
-    let shown = auditwheel(dist, &wheel)?;
-    let tag = format!("{}; {shown}", platform_tag(&wheel)?);
-    dist.add(wheel, Target::LinuxX64.triple(), tag);
+    // CPython 3.14t alone (maturin knows its sysconfig; no 3.14t interpreter is needed, and
+    // none is here to run it, so --linux leaves it out).
+    if !dist.linux_only {
+        let wheel = build(
+            dist,
+            Target::LinuxX64,
+            Some("manylinux2014"),
+            Some("python3.14t"),
+        )?;
+        let shown = auditwheel(dist, &wheel)?;
+        let tag = format!("{}; {shown}", platform_tag(&wheel)?);
+        dist.add(wheel, Target::LinuxX64.triple(), tag);
+    }
     let before = wheels_and_sdists(&dist.out)?;
     cmd::run(
         dist.tools
