@@ -11,8 +11,7 @@
 # ${DESKWIRE_CACHE:-$HOME/.cache/deskwire}), chroots into them and mounts /proc and /dev there.
 #
 # - rexd: the static x86_64 binary serves a REXD session (open, exec, fs.read) in an empty
-#   chroot (no libc, no /etc); the aarch64 one does under qemu-user with no aarch64 libc to
-#   find; the .deb installs with dpkg -i in a clean Debian root, where rexd and rex run.
+#   chroot (no libc, no /etc); the aarch64 one does too, under a static qemu-user; the .deb installs with dpkg -i in a clean Debian root, where rexd and rex run.
 # - C: the x86_64 tarball unpacked to a temporary prefix builds examples/c_host with nothing but
 #   `pkg-config --cflags --libs deskwire`, which then completes a RemoteBash over ngircd with
 #   the released rexd; the musl static library links a static program that runs; the aarch64
@@ -121,14 +120,26 @@ python3 tests/dist/rexd_session.py /data /rexd "rexd $version" note.txt $'read t
   -- chroot "$empty" /rexd --stdio --root /data
 ok "static rexd (x86_64) served session.open, exec.start and fs.read with no libc and no /etc"
 
-step "rexd: static aarch64 under qemu-user"
-# No -L: qemu-aarch64 finds no aarch64 libc or loader; a dynamic binary could not start.
-mkdir -p "$work/arm-data"
-printf 'read under qemu\n' >"$work/arm-data/note.txt"
-# The command it runs is the x86_64 rexd: qemu-user emulates one program, not the ones it starts.
-python3 tests/dist/rexd_session.py "$work/arm-data" "$rexd_x64/rexd" "rexd $version" note.txt \
-  $'read under qemu\n' -- qemu-aarch64 "$rexd_arm/rexd" --stdio --root "$work/arm-data"
-ok "static rexd (aarch64) served the same session under qemu-aarch64"
+step "rexd: static aarch64 under qemu-user, in an empty chroot"
+# Debian 12's qemu-user (7.2) has no openat2, which rexd confines every path with; Debian sid's
+# (static) does, and being static it runs inside the empty root too.
+qemu_root=$(debian_root sid-qemu-user --variant=extract --include=qemu-user sid)
+empty_arm=$work/empty-arm
+mkdir -p "$empty_arm/data"
+cp "$rexd_arm/rexd" "$empty_arm/rexd"
+cp "$qemu_root/usr/bin/qemu-aarch64" "$empty_arm/qemu-aarch64"
+if readelf --program-headers "$empty_arm/qemu-aarch64" | grep -q INTERP; then
+  echo "sid's qemu-aarch64 is not static" >&2
+  exit 1
+fi
+# What rexd runs is the x86_64 rexd: qemu-user emulates the one program it starts, not the
+# programs that one starts.
+cp "$rexd_x64/rexd" "$empty_arm/rexd-x86_64"
+printf 'read under qemu\n' >"$empty_arm/data/note.txt"
+echo "$("$empty_arm/qemu-aarch64" --version | head -n 1); the root holds: $(cd "$empty_arm" && find . -mindepth 1 | sort | tr '\n' ' ')"
+python3 tests/dist/rexd_session.py /data /rexd-x86_64 "rexd $version" note.txt $'read under qemu\n' \
+  -- chroot "$empty_arm" /qemu-aarch64 /rexd --stdio --root /data
+ok "static rexd (aarch64) served the same session under qemu-aarch64 in an empty chroot"
 
 step "rexd: the .deb in a clean Debian root (dpkg -i)"
 echo "root: Debian $(cat "$bullseye/etc/debian_version"), $(chroot "$bullseye" ldd --version | head -n 1)"
@@ -148,7 +159,7 @@ if chroot "$deb_root" sh -c 'ls /etc/systemd/system/*.wants/rexd.service' 2>/dev
   exit 1
 fi
 unmount_kernel "$deb_root"
-dpkg-deb --field "dist/rexd_${version}-1_arm64.deb" Architecture Version | tr '\n' ' '
+dpkg-deb --field "dist/rexd_${version}-1_arm64.deb" Architecture Version | tr "\n" " "; echo
 [ "$(dpkg-deb --field "dist/rexd_${version}-1_arm64.deb" Architecture)" = arm64 ]
 dpkg-deb --contents "dist/rexd_${version}-1_arm64.deb" | grep -q '\./usr/bin/rexd$'
 ok "rexd_${version}-1_amd64.deb installed with dpkg -i; rexd --version and rex --help ran; the unit is there, disabled"
@@ -240,7 +251,7 @@ arm_root=$(debian_root bookworm-arm64-extract --variant=extract --architectures=
 arm_site=$work/arm-site
 qpy() { qemu-aarch64 -L "$arm_root" "$arm_root/usr/bin/python3" "$@"; }
 qpy -c 'import platform; print("python", platform.python_version(), platform.machine())'
-PIP_DISABLE_PIP_VERSION_CHECK=1 qpy -m pip install --quiet --no-index --only-binary=:all: \
+PIP_DISABLE_PIP_VERSION_CHECK=1 qpy -m pip install --quiet --root-user-action=ignore --no-index --only-binary=:all: \
   --find-links dist --target "$arm_site" deskwire
 ls "$arm_site" | grep -q 'deskwire-.*dist-info'
 grep '^Tag:' "$arm_site"/deskwire-*.dist-info/WHEEL | tee "$work/arm-tag"
