@@ -314,9 +314,13 @@ jvm=$work/jvm-app
 mkdir -p "$jvm/src/main/kotlin"
 sed -e "s|@VERSION@|$version|" -e "s|@REPO@|file://$repo/dist/maven|" tests/dist/jvm/pom.xml >"$jvm/pom.xml"
 cp tests/dist/jvm/Main.kt "$jvm/src/main/kotlin/Main.kt"
+# cargo xtask dist's mvn deploy also installs the JAR into this local repository, and Maven
+# prefers a local copy to any remote: without this the JAR would not come from dist/maven.
+rm -rf "$cache/m2/dev/deskwire"
 (cd "$jvm" && env -u LD_LIBRARY_PATH PATH=$bare_path DESKWIRE_IRC_PORT="$PEERS_IRC_PORT" DESKWIRE_EXPECT="jvm-$version" \
   mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$cache/m2" compile exec:java) | tee "$work/jvm.log"
 grep -q "jvm: RemoteBash over IRC: jvm-$version" "$work/jvm.log"
+grep -q 'deskwire-dist' "$cache/m2/dev/deskwire/deskwire/$version/_remote.repositories"
 ok "the JAR from dist/maven completed DeskConnection.remoteBash with no Rust on PATH and no jna.library.path"
 
 }
