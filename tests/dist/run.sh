@@ -4,6 +4,7 @@
 #
 #   bash tests/dist/run.sh                 builds the Linux x86_64 and aarch64 artifacts
 #                                          (cargo xtask dist --linux), then tests them
+#   DIST_PROFILE=dist-ci bash tests/dist/run.sh   builds them without LTO (less build time)
 #   DIST_BUILT=1 bash tests/dist/run.sh    tests the dist/ that is there
 #   DIST_ONLY=rexd,c bash tests/dist/run.sh   some families (rexd, c, python, godot, jvm)
 #
@@ -82,8 +83,9 @@ debian_root() {
 }
 
 if [ "${DIST_BUILT:-0}" != 1 ]; then
-  step "cargo xtask dist --linux"
-  cargo xtask dist --linux
+  profile=${DIST_PROFILE:-dist}
+  step "cargo xtask dist --linux --profile $profile"
+  cargo xtask dist --linux --profile "$profile"
 fi
 step "dist/SHA256SUMS"
 (cd dist && sha256sum --check --quiet SHA256SUMS)

@@ -32,7 +32,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
         cmd::run(
             dist.tools
                 .cmd("cargo")
-                .args(["zigbuild", "--quiet", "--profile", "dist"])
+                .args(["zigbuild", "--quiet", "--profile", &dist.profile])
                 .args(["--target", &t.zig_triple(), "-p", "deskwire-godot", "--lib"]),
         )?;
         let built = dist.built(triple);

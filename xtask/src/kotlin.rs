@@ -28,7 +28,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
         cmd::run(
             dist.tools
                 .cmd("cargo")
-                .args(["zigbuild", "--quiet", "--profile", "dist"])
+                .args(["zigbuild", "--quiet", "--profile", &dist.profile])
                 .args([
                     "--target",
                     &t.zig_triple(),

@@ -6,6 +6,7 @@
 //! cargo xtask dist --only python,rexd       some families (python, godot, kotlin, c, rexd)
 //! cargo xtask dist --linux                  only the Linux x86_64 and aarch64 artifacts that
 //!                                           this machine runs (what CI builds and tests)
+//! cargo xtask dist --linux --profile dist-ci   the same, built without LTO (quicker, for CI)
 //! ```
 //!
 //! It installs what it needs itself (zig, cargo-zigbuild, maturin and auditwheel into a virtual
@@ -53,6 +54,11 @@ enum Command {
         /// the macOS and Windows ones, nor the musllinux and free-threaded wheels.
         #[arg(long)]
         linux: bool,
+        /// The Cargo profile the libraries and binaries are built with. Releases use `dist`
+        /// (fat LTO, one codegen unit); `dist-ci` builds the same artifacts without LTO, in
+        /// less time.
+        #[arg(long, default_value = "dist")]
+        profile: String,
     },
 }
 
@@ -95,6 +101,8 @@ pub struct Dist {
     pub version: String,
     /// Only the Linux x86_64 and aarch64 targets.
     pub linux_only: bool,
+    /// The Cargo profile everything is built with (`dist` for releases).
+    pub profile: String,
     pub tools: Tools,
     pub artifacts: Vec<Artifact>,
 }
@@ -111,7 +119,7 @@ impl Dist {
 
     /// The release-profile output directory of cargo for a Rust target.
     pub fn built(&self, triple: &str) -> PathBuf {
-        self.target_dir.join(triple).join("dist")
+        self.target_dir.join(triple).join(&self.profile)
     }
 
     /// Removes what an earlier run of a family left in dist/: the files whose names `ours`
@@ -148,11 +156,15 @@ impl Dist {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Dist { only, linux } => dist(only, linux),
+        Command::Dist {
+            only,
+            linux,
+            profile,
+        } => dist(only, linux, profile),
     }
 }
 
-fn dist(only: Vec<Family>, linux_only: bool) -> Result<()> {
+fn dist(only: Vec<Family>, linux_only: bool, profile: String) -> Result<()> {
     let started = Instant::now();
     let root = project_root();
     std::env::set_current_dir(&root)?;
@@ -185,10 +197,16 @@ fn dist(only: Vec<Family>, linux_only: bool) -> Result<()> {
         out,
         work,
         linux_only,
+        profile,
         tools,
         artifacts: Vec::new(),
     };
-    eprintln!("== deskwire {} into {}", dist.version, dist.out.display());
+    eprintln!(
+        "== deskwire {} into {} (profile {})",
+        dist.version,
+        dist.out.display(),
+        dist.profile
+    );
     licenses::check(&dist)?;
     for family in families {
         let at = Instant::now();

@@ -87,7 +87,7 @@ fn build(
         "build",
         "--quiet",
         "--profile",
-        "dist",
+        &dist.profile,
         "--zig",
         "-m",
         MANIFEST,

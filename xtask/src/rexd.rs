@@ -22,7 +22,8 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             dist.tools
                 .cmd("cargo")
                 .env(linker_var, "rust-lld")
-                .args(["build", "--quiet", "--profile", "dist", "--target", triple])
+                .args(["build", "--quiet", "--profile", &dist.profile])
+                .args(["--target", triple])
                 .args(["-p", "rexd", "--bin", "rexd", "--bin", "rex"]),
         )?;
         let built = dist.built(triple);
@@ -49,7 +50,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
         dist.add(tarball, triple, "static (no libc)");
 
         // cargo-deb takes the binaries from target/<triple>/dist and, through the assets named
-        // target/release/deb/... in rexd/Cargo.toml, these files from target/<triple>/dist/deb.
+        // target/release/deb/... in rexd/Cargo.toml, these files from target/<triple>/<profile>/deb.
         let Some((rexd_help, rex_help)) = &help else {
             bail!("the .deb needs rexd --help from the x86_64 build, which was not built");
         };
@@ -63,7 +64,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             dist.tools
                 .cmd("cargo")
                 .args(["deb", "--quiet", "-p", "rexd", "--no-build", "--no-strip"])
-                .args(["--profile", "dist", "--target", triple, "--output"])
+                .args(["--profile", &dist.profile, "--target", triple, "--output"])
                 .arg(&dist.out),
         )?;
         let made: Vec<_> = debs(dist)?
