@@ -104,6 +104,15 @@ bash godot/run_tests.sh
 section "Python: pip install ./bindings/python into a fresh venv; mypy.stubtest; pytest (every vector file, bad input, asyncio against ngircd, rexd --irc, rexd --stdio, a loopback sshd, examples/mobile_desktop and aio.GatewayServer over WebSockets, the provider fixtures against the official SDKs' models); the sidecar host and the agent example"
 bash bindings/python/run_tests.sh
 
+# The release artifacts' install tests build every Linux artifact in release profiles (static
+# musl rexd, wheels through zig, the JAR, the addon) and three Debian roots: measured at well over
+# 20 minutes cold on 2 cores, more than this run's budget has left. They run before a release, or
+# here with DESKWIRE_DIST=1.
+if [ "${DESKWIRE_DIST:-0}" = 1 ]; then
+  section "release artifacts: cargo xtask dist --linux (wheels, C tarballs, Godot addon, JAR, static rexd and .deb for Linux x86_64 and aarch64), each installed as its users install it (tests/dist/run.sh)"
+  bash tests/dist/run.sh
+fi
+
 section "desk demo (README main command)"
 out=$(cargo run --quiet --release --bin desk -- 'printf "hello from %s\n" desk')
 echo "$out"

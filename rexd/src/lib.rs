@@ -74,25 +74,45 @@
 
 #![warn(missing_docs)]
 
+// The daemon is Unix-only (process groups, PTYs, signals); the client library (`rex`, which
+// the Python package uses to resolve targets) builds everywhere, Windows too.
+#[cfg(unix)]
 pub mod agent;
+#[cfg(unix)]
 pub mod audit;
 pub mod client;
 pub mod compress;
+#[cfg(unix)]
 pub mod config;
+#[cfg(unix)]
 pub mod frontend;
+#[cfg(unix)]
 pub mod fsops;
+#[cfg(unix)]
 pub mod hub;
+#[cfg(unix)]
 pub mod irc;
+#[cfg(unix)]
 pub mod log;
+#[cfg(unix)]
 pub mod mcp;
+#[cfg(unix)]
 pub mod metrics;
-#[cfg(feature = "net")]
+#[cfg(all(unix, feature = "net"))]
 pub mod net;
+#[cfg(unix)]
 pub mod policy;
+#[cfg(unix)]
 pub mod process;
+#[cfg(unix)]
 pub mod remote_bash;
+#[cfg(unix)]
 pub mod roots;
+#[cfg(unix)]
 pub mod service;
+#[cfg(unix)]
 pub mod stdio;
+#[cfg(unix)]
 pub mod sys;
+#[cfg(unix)]
 pub mod tree;

@@ -123,17 +123,20 @@ pub fn mkdir_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
 pub fn rename_at(dir: BorrowedFd<'_>, from: &OsStr, to: &OsStr, noreplace: bool) -> io::Result<()> {
     let (f, t) = (cstr(Path::new(from))?, cstr(Path::new(to))?);
     let flags = if noreplace { libc::RENAME_NOREPLACE } else { 0 };
-    // SAFETY: plain syscall.
-    cvt(unsafe {
-        libc::renameat2(
+    // The system call itself, not libc's wrapper: musl, which the static release binaries link,
+    // has no renameat2() before 1.2.5 (Linux has had the call since 3.15). It returns 0 or -1.
+    // SAFETY: plain syscall; the two C strings outlive it.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
             dir.as_raw_fd(),
             f.as_ptr(),
             dir.as_raw_fd(),
             t.as_ptr(),
             flags,
         )
-    })
-    .map(drop)
+    };
+    cvt(r as libc::c_int).map(drop)
 }
 
 /// `unlinkat(dir, name, 0)`.

@@ -857,10 +857,14 @@ impl Client {
             last_seq: self.last_event,
             accept_loss: false,
         })?;
+        // The daemon's log (and its level) is Unix-only, as the daemon is.
+        #[cfg(unix)]
         crate::log::debug(&format!(
             "resumed {session_id} after event {}: {} events again",
             self.last_event, r.replayed
         ));
+        #[cfg(not(unix))]
+        let _ = r;
         Ok(())
     }
 

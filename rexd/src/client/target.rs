@@ -3,6 +3,7 @@
 //! `https://host:port` / `wss://host:port` (its `/ws` endpoint; `http://` and `ws://` for
 //! loopback and private networks).
 
+#[cfg(unix)]
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -276,6 +277,7 @@ impl TargetSpec {
                 // terminal's). Killed by the same SIGINT, it would leave them running. (ssh
                 // stays in ours: it may need the terminal for a passphrase prompt, and the
                 // remote rexd sees the channel close either way.)
+                #[cfg(unix)]
                 cmd.process_group(0);
                 Ok(cmd)
             }
@@ -344,11 +346,18 @@ pub fn local_rexd() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("rexd"))
 }
 
+#[cfg(unix)]
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p)
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
+}
+
+/// Windows has no execute bit: a file is what there is to run.
+#[cfg(not(unix))]
+fn is_executable(p: &Path) -> bool {
+    p.is_file()
 }
 
 #[cfg(test)]

@@ -1,0 +1,132 @@
+//! The tools `cargo xtask dist` needs, installed on first use under
+//! `${DESKWIRE_CACHE:-$HOME/.cache/deskwire}` (outside the clone) and reused after.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::cmd;
+
+/// Python packages, into one virtual environment: maturin builds the wheels, ziglang is the
+/// cross linker (zig), cargo-zigbuild drives cargo with it, auditwheel reads the wheels' tags,
+/// wheel adds the licence listing to them.
+const PYTHON_TOOLS: &[&str] = &[
+    "maturin==1.16.0",
+    "ziglang==0.17.1",
+    "cargo-zigbuild==0.24.1",
+    "auditwheel==6.8.2",
+    "wheel==0.48.0",
+];
+
+/// Cargo subcommands, with `cargo install --locked`: name, version, features (cargo-about's
+/// binary is behind its `cli` feature).
+const CARGO_TOOLS: &[(&str, &str, &str)] = &[
+    ("cargo-deb", "3.8.0", ""),
+    ("cargo-about", "0.9.3", "cli"),
+    ("cargo-deny", "0.20.2", ""),
+];
+
+/// Where the tools are, and the PATH that finds them.
+pub struct Tools {
+    /// PATH for every command: the virtual environment's bin, the cargo tools' bin, then the
+    /// caller's PATH.
+    pub path: OsString,
+    /// The virtual environment's Python (runs auditwheel).
+    pub python: PathBuf,
+    /// llvm-objdump from rustup's llvm-tools: reads ELF, PE and Mach-O (universal too).
+    pub objdump: PathBuf,
+    /// rustc's sysroot (the standard libraries of each target).
+    pub sysroot: PathBuf,
+    pub cache: PathBuf,
+}
+
+impl Tools {
+    /// Installs what is missing and returns where everything is.
+    pub fn ensure(rust_targets: &[&str]) -> Result<Tools> {
+        let cache = std::env::var_os("DESKWIRE_CACHE")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/deskwire")))
+            .context("neither DESKWIRE_CACHE nor HOME is set: no place for the tools")?;
+        let venv = cache.join("dist-venv");
+        let cargo_root = cache.join("tools");
+        let mut paths = vec![venv.join("bin"), cargo_root.join("bin")];
+        paths.extend(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ));
+        let path = std::env::join_paths(paths)?;
+
+        ensure_venv(&venv, &path)?;
+        for (name, version, features) in CARGO_TOOLS {
+            let binary = cargo_root.join("bin").join(name);
+            let have = cmd::output(cmd::new(&binary, &path).arg("--version")).unwrap_or_default();
+            if !have.split_whitespace().any(|word| word == *version) {
+                let mut install = cmd::new("cargo", &path);
+                install.args(["install", "--locked", "--quiet", name, "--version", version]);
+                if !features.is_empty() {
+                    install.args(["--features", features]);
+                }
+                cmd::run(install.arg("--root").arg(&cargo_root))?;
+            }
+        }
+        let installed =
+            cmd::output(cmd::new("rustup", &path).args(["target", "list", "--installed"]))?;
+        let missing: Vec<&str> = rust_targets
+            .iter()
+            .copied()
+            .filter(|t| !installed.lines().any(|line| line.trim() == *t))
+            .collect();
+        if !missing.is_empty() {
+            cmd::run(
+                cmd::new("rustup", &path)
+                    .args(["target", "add"])
+                    .args(&missing),
+            )?;
+        }
+        let sysroot = cmd::output(cmd::new("rustc", &path).args(["--print", "sysroot"]))?;
+        let host = cmd::output(cmd::new("rustc", &path).args(["--print", "host-tuple"]))?;
+        let objdump = Path::new(sysroot.trim())
+            .join("lib/rustlib")
+            .join(host.trim())
+            .join("bin/llvm-objdump");
+        if !objdump.exists() {
+            cmd::run(cmd::new("rustup", &path).args(["component", "add", "llvm-tools"]))?;
+        }
+        if !objdump.exists() {
+            bail!("rustup's llvm-tools has no {}", objdump.display());
+        }
+        Ok(Tools {
+            path,
+            python: venv.join("bin/python"),
+            objdump,
+            sysroot: PathBuf::from(sysroot.trim()),
+            cache,
+        })
+    }
+
+    /// A command that finds the tools.
+    pub fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+        cmd::new(program, &self.path)
+    }
+}
+
+/// The virtual environment with PYTHON_TOOLS, made again when the list changes (a stamp file
+/// keeps the list it was made with).
+fn ensure_venv(venv: &Path, path: &OsString) -> Result<()> {
+    let stamp = venv.join("deskwire-tools.txt");
+    let want = PYTHON_TOOLS.join("\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(want.as_str()) {
+        return Ok(());
+    }
+    if venv.exists() {
+        std::fs::remove_dir_all(venv)?;
+    }
+    cmd::run(cmd::new("python3", path).args(["-m", "venv"]).arg(venv))?;
+    cmd::run(
+        cmd::new(venv.join("bin/pip"), path)
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .args(PYTHON_TOOLS),
+    )?;
+    std::fs::write(stamp, want)?;
+    Ok(())
+}
