@@ -30,7 +30,52 @@ import java.nio.CharBuffer
 import java.nio.charset.CodingErrorAction
 import java.util.concurrent.atomic.AtomicLong
 import java.util.concurrent.ConcurrentHashMap
+import dev.deskwire.core.Admission
+import dev.deskwire.core.AgentState
+import dev.deskwire.core.ChatMessage
+import dev.deskwire.core.ClientMessage
+import dev.deskwire.core.Command
+import dev.deskwire.core.ConnId
+import dev.deskwire.core.FfiConverterTypeAdmission
+import dev.deskwire.core.FfiConverterTypeAgentState
+import dev.deskwire.core.FfiConverterTypeChatMessage
+import dev.deskwire.core.FfiConverterTypeClientMessage
+import dev.deskwire.core.FfiConverterTypeCommand
+import dev.deskwire.core.FfiConverterTypeConnId
+import dev.deskwire.core.FfiConverterTypeMobileClientOutput
+import dev.deskwire.core.FfiConverterTypeMobileClientStats
+import dev.deskwire.core.FfiConverterTypeMobileConnectionState
+import dev.deskwire.core.FfiConverterTypeMobileDisconnectReason
+import dev.deskwire.core.FfiConverterTypeMobileServerOutput
+import dev.deskwire.core.FfiConverterTypeMobileServerStats
+import dev.deskwire.core.FfiConverterTypeNewPermission
+import dev.deskwire.core.FfiConverterTypeServerMessage
+import dev.deskwire.core.FfiConverterTypeTaskUpdate
+import dev.deskwire.core.MobileClientOutput
+import dev.deskwire.core.MobileClientStats
+import dev.deskwire.core.MobileConnectionState
+import dev.deskwire.core.MobileDisconnectReason
+import dev.deskwire.core.MobileServerOutput
+import dev.deskwire.core.MobileServerStats
+import dev.deskwire.core.NewPermission
+import dev.deskwire.core.ServerMessage
+import dev.deskwire.core.TaskUpdate
 import java.util.concurrent.atomic.AtomicBoolean
+import dev.deskwire.core.RustBuffer as RustBufferAdmission
+import dev.deskwire.core.RustBuffer as RustBufferAgentState
+import dev.deskwire.core.RustBuffer as RustBufferChatMessage
+import dev.deskwire.core.RustBuffer as RustBufferClientMessage
+import dev.deskwire.core.RustBuffer as RustBufferCommand
+import dev.deskwire.core.RustBuffer as RustBufferConnId
+import dev.deskwire.core.RustBuffer as RustBufferMobileClientOutput
+import dev.deskwire.core.RustBuffer as RustBufferMobileClientStats
+import dev.deskwire.core.RustBuffer as RustBufferMobileConnectionState
+import dev.deskwire.core.RustBuffer as RustBufferMobileDisconnectReason
+import dev.deskwire.core.RustBuffer as RustBufferMobileServerOutput
+import dev.deskwire.core.RustBuffer as RustBufferMobileServerStats
+import dev.deskwire.core.RustBuffer as RustBufferNewPermission
+import dev.deskwire.core.RustBuffer as RustBufferServerMessage
+import dev.deskwire.core.RustBuffer as RustBufferTaskUpdate
 
 // This is a helper for safely working with byte buffers returned from the Rust code.
 // A rust-owned buffer is represented by its capacity, its current length, and a
@@ -1093,6 +1138,7 @@ internal object UniffiLib {
 
     init {
         Native.register(UniffiLib::class.java, findLibraryName(componentName = "deskwire_uniffi"))
+        dev.deskwire.core.uniffiEnsureInitialized()
         
     }
 
@@ -1278,8 +1324,8 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_connected(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_connection_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_mobileclient_disconnected(`ptr`: Long,`nowMs`: Long,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferMobileConnectionState.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_mobileclient_disconnected(`ptr`: Long,`nowMs`: Long,`reason`: RustBufferMobileDisconnectReason.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_forget_token(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1294,17 +1340,17 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_pending_permissions(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferMobileClientOutput.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_respond_permission(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`approved`: Byte,`remember`: Byte,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_mobileclient_send_command(`ptr`: Long,`nowMs`: Long,`command`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_mobileclient_send_command(`ptr`: Long,`nowMs`: Long,`command`: RustBufferCommand.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_send_message(`ptr`: Long,`nowMs`: Long,`content`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_start(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferMobileClientStats.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_stop(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_token(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1318,7 +1364,7 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_add_token(`ptr`: Long,`token`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_agent_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferAgentState.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_cancel_pairing(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_cancel_permission(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1336,27 +1382,27 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_is_authenticated(`ptr`: Long,`conn`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_open(`ptr`: Long,`nowMs`: Long,`conn`: Long,`bearer`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferAdmission.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_pairing_code(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_pending_permissions(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_request_permission(`ptr`: Long,`nowMs`: Long,`permission`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferMobileServerOutput.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_request_permission(`ptr`: Long,`nowMs`: Long,`permission`: RustBufferNewPermission.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_revoke_token(`ptr`: Long,`token`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
-    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_send_message(`ptr`: Long,`nowMs`: Long,`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_send_message(`ptr`: Long,`nowMs`: Long,`message`: RustBufferChatMessage.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_send_task_update(`ptr`: Long,`nowMs`: Long,`update`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_send_task_update(`ptr`: Long,`nowMs`: Long,`update`: RustBufferTaskUpdate.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_set_state(`ptr`: Long,`nowMs`: Long,`state`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_set_state(`ptr`: Long,`nowMs`: Long,`state`: RustBufferAgentState.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_start_pairing(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferMobileServerStats.ByValue
     external fun uniffi_deskwire_uniffi_fn_clone_oa1client(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_free_oa1client(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1479,13 +1525,13 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_parse_json_rpc(`frame`: RustBuffer.ByValue,`batchLimit`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_agent_state_to_json(`state`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_agent_state_to_json(`state`: RustBufferAgentState.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_authorization_header(`token`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_bearer_token(`header`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_client_message_to_json(`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_client_message_to_json(`message`: RustBufferClientMessage.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_is_valid_pairing_code(`code`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
@@ -1500,12 +1546,12 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_func_mobile_server_config_default(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_parse_agent_state(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferAgentState.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_parse_client_message(`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferClientMessage.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_parse_server_message(`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_server_message_to_json(`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferServerMessage.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_server_message_to_json(`message`: RustBufferServerMessage.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_chunk(`text`: RustBuffer.ByValue,`budget`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1698,7 +1744,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_json_rpc() and 0xFFFF) != 36346) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_agent_state_to_json() and 0xFFFF) != 59073) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_agent_state_to_json() and 0xFFFF) != 43629) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_authorization_header() and 0xFFFF) != 48009) {
@@ -1707,7 +1753,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_bearer_token() and 0xFFFF) != 983) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_client_message_to_json() and 0xFFFF) != 39267) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_client_message_to_json() and 0xFFFF) != 29784) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_is_valid_pairing_code() and 0xFFFF) != 33586) {
@@ -1728,16 +1774,16 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_mobile_server_config_default() and 0xFFFF) != 52566) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_agent_state() and 0xFFFF) != 11456) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_agent_state() and 0xFFFF) != 12690) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_client_message() and 0xFFFF) != 34208) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_client_message() and 0xFFFF) != 47398) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_server_message() and 0xFFFF) != 1365) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_server_message() and 0xFFFF) != 61971) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_server_message_to_json() and 0xFFFF) != 44270) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_server_message_to_json() and 0xFFFF) != 51575) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_chunk() and 0xFFFF) != 28854) {
@@ -2001,7 +2047,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_stats() and 0xFFFF) != 6121) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_agent_state() and 0xFFFF) != 30616) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_agent_state() and 0xFFFF) != 65409) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_config() and 0xFFFF) != 62458) {
@@ -2010,10 +2056,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_connected() and 0xFFFF) != 57300) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_connection_state() and 0xFFFF) != 34729) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_connection_state() and 0xFFFF) != 13739) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_disconnected() and 0xFFFF) != 3902) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_disconnected() and 0xFFFF) != 63447) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_forget_token() and 0xFFFF) != 49372) {
@@ -2034,13 +2080,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_pending_permissions() and 0xFFFF) != 60175) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_poll_output() and 0xFFFF) != 11632) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_poll_output() and 0xFFFF) != 34315) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_respond_permission() and 0xFFFF) != 1149) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_send_command() and 0xFFFF) != 16509) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_send_command() and 0xFFFF) != 1352) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_send_message() and 0xFFFF) != 1872) {
@@ -2049,7 +2095,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_start() and 0xFFFF) != 3268) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_stats() and 0xFFFF) != 44412) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_stats() and 0xFFFF) != 53755) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_stop() and 0xFFFF) != 29035) {
@@ -2061,7 +2107,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_add_token() and 0xFFFF) != 50309) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_agent_state() and 0xFFFF) != 24565) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_agent_state() and 0xFFFF) != 37447) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_cancel_pairing() and 0xFFFF) != 15871) {
@@ -2070,25 +2116,25 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_cancel_permission() and 0xFFFF) != 7150) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_close() and 0xFFFF) != 55856) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_close() and 0xFFFF) != 31148) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_closed() and 0xFFFF) != 34551) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_closed() and 0xFFFF) != 54533) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_connections() and 0xFFFF) != 11602) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_handle_text() and 0xFFFF) != 46188) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_handle_text() and 0xFFFF) != 17853) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_handle_timeout() and 0xFFFF) != 19050) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_is_authenticated() and 0xFFFF) != 34778) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_is_authenticated() and 0xFFFF) != 14576) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_open() and 0xFFFF) != 26794) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_open() and 0xFFFF) != 63710) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_pairing_code() and 0xFFFF) != 32819) {
@@ -2097,28 +2143,28 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_pending_permissions() and 0xFFFF) != 45489) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_poll_output() and 0xFFFF) != 27312) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_poll_output() and 0xFFFF) != 52840) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_request_permission() and 0xFFFF) != 10215) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_request_permission() and 0xFFFF) != 26361) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_revoke_token() and 0xFFFF) != 57805) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_send_message() and 0xFFFF) != 51664) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_send_message() and 0xFFFF) != 14872) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_send_task_update() and 0xFFFF) != 46042) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_send_task_update() and 0xFFFF) != 22867) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_set_state() and 0xFFFF) != 48980) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_set_state() and 0xFFFF) != 31349) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_start_pairing() and 0xFFFF) != 45038) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_stats() and 0xFFFF) != 53653) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_stats() and 0xFFFF) != 24039) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_cancel() and 0xFFFF) != 57491) {
@@ -5786,12 +5832,12 @@ public interface MobileServerInterface {
     /**
      * Closes `conn`.
      */
-    fun `close`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong)
+    fun `close`(`nowMs`: kotlin.ULong, `conn`: ConnId)
     
     /**
      * The socket of `conn` closed.
      */
-    fun `closed`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong)
+    fun `closed`(`nowMs`: kotlin.ULong, `conn`: ConnId)
     
     /**
      * Connections open now.
@@ -5801,7 +5847,7 @@ public interface MobileServerInterface {
     /**
      * One text frame from `conn`.
      */
-    fun `handleText`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `text`: kotlin.String)
+    fun `handleText`(`nowMs`: kotlin.ULong, `conn`: ConnId, `text`: kotlin.String)
     
     /**
      * Does what is due by `now_ms`.
@@ -5811,12 +5857,12 @@ public interface MobileServerInterface {
     /**
      * Whether `conn` is open and authenticated.
      */
-    fun `isAuthenticated`(`conn`: kotlin.ULong): kotlin.Boolean
+    fun `isAuthenticated`(`conn`: ConnId): kotlin.Boolean
     
     /**
      * An upgrade request on `conn` with the bearer token of its `Authorization` header.
      */
-    fun `open`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bearer`: kotlin.String?): Admission
+    fun `open`(`nowMs`: kotlin.ULong, `conn`: ConnId, `bearer`: kotlin.String?): Admission
     
     /**
      * The code to show, while one is valid.
@@ -6062,7 +6108,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
     /**
      * Closes `conn`.
      */
-    @Throws(DeskwireException::class)override fun `close`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong)
+    @Throws(DeskwireException::class)override fun `close`(`nowMs`: kotlin.ULong, `conn`: ConnId)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
@@ -6070,7 +6116,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
         it,
         
         FfiConverterULong.lower(`nowMs`),
-        FfiConverterULong.lower(`conn`),_status)
+        FfiConverterTypeConnId.lower(`conn`),_status)
 }
     }
     
@@ -6079,7 +6125,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
     
     /**
      * The socket of `conn` closed.
-     */override fun `closed`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong)
+     */override fun `closed`(`nowMs`: kotlin.ULong, `conn`: ConnId)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -6087,7 +6133,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
         it,
         
         FfiConverterULong.lower(`nowMs`),
-        FfiConverterULong.lower(`conn`),_status)
+        FfiConverterTypeConnId.lower(`conn`),_status)
 }
     }
     
@@ -6112,7 +6158,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
     
     /**
      * One text frame from `conn`.
-     */override fun `handleText`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `text`: kotlin.String)
+     */override fun `handleText`(`nowMs`: kotlin.ULong, `conn`: ConnId, `text`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -6120,7 +6166,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
         it,
         
         FfiConverterULong.lower(`nowMs`),
-        FfiConverterULong.lower(`conn`),
+        FfiConverterTypeConnId.lower(`conn`),
         FfiConverterString.lower(`text`),_status)
 }
     }
@@ -6146,14 +6192,14 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
     
     /**
      * Whether `conn` is open and authenticated.
-     */override fun `isAuthenticated`(`conn`: kotlin.ULong): kotlin.Boolean {
+     */override fun `isAuthenticated`(`conn`: ConnId): kotlin.Boolean {
             return FfiConverterBoolean.lift(
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_mobileserver_is_authenticated(
         it,
         
-        FfiConverterULong.lower(`conn`),_status)
+        FfiConverterTypeConnId.lower(`conn`),_status)
 }
     }
     )
@@ -6164,7 +6210,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
     /**
      * An upgrade request on `conn` with the bearer token of its `Authorization` header.
      */
-    @Throws(DeskwireException::class)override fun `open`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bearer`: kotlin.String?): Admission {
+    @Throws(DeskwireException::class)override fun `open`(`nowMs`: kotlin.ULong, `conn`: ConnId, `bearer`: kotlin.String?): Admission {
             return FfiConverterTypeAdmission.lift(
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
@@ -6172,7 +6218,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
         it,
         
         FfiConverterULong.lower(`nowMs`),
-        FfiConverterULong.lower(`conn`),
+        FfiConverterTypeConnId.lower(`conn`),
         FfiConverterOptionalString.lower(`bearer`),_status)
 }
     }
@@ -8858,188 +8904,6 @@ public object FfiConverterTypeToolbox: FfiConverter<Toolbox, Long> {
 
 
 /**
- * `auth_result`.
- */
-data class AuthResult (
-    /**
-     * The bearer token (empty on failure).
-     */
-    var `token`: kotlin.String
-    , 
-    /**
-     * Whether pairing succeeded.
-     */
-    var `success`: kotlin.Boolean
-    , 
-    /**
-     * Why it failed.
-     */
-    var `error`: kotlin.String?
-    , 
-    /**
-     * Wrong codes the desktop still allows for the code it shows (deskwire's; 0: ask for a
-     * new code).
-     */
-    var `attemptsLeft`: kotlin.UInt? = null 
-    , 
-    /**
-     * How long the desktop looks at no attempt (deskwire's).
-     */
-    var `retryAfterMs`: kotlin.ULong? = null 
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeAuthResult: FfiConverterRustBuffer<AuthResult> {
-    override fun read(buf: ByteBuffer): AuthResult {
-        return AuthResult(
-            FfiConverterString.read(buf),
-            FfiConverterBoolean.read(buf),
-            FfiConverterOptionalString.read(buf),
-            FfiConverterOptionalUInt.read(buf),
-            FfiConverterOptionalULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: AuthResult) = (
-            FfiConverterString.allocationSize(value.`token`) +
-            FfiConverterBoolean.allocationSize(value.`success`) +
-            FfiConverterOptionalString.allocationSize(value.`error`) +
-            FfiConverterOptionalUInt.allocationSize(value.`attemptsLeft`) +
-            FfiConverterOptionalULong.allocationSize(value.`retryAfterMs`)
-    )
-
-    override fun write(value: AuthResult, buf: ByteBuffer) {
-            FfiConverterString.write(value.`token`, buf)
-            FfiConverterBoolean.write(value.`success`, buf)
-            FfiConverterOptionalString.write(value.`error`, buf)
-            FfiConverterOptionalUInt.write(value.`attemptsLeft`, buf)
-            FfiConverterOptionalULong.write(value.`retryAfterMs`, buf)
-    }
-}
-
-
-
-/**
- * A chat message from the agent or the system.
- */
-data class ChatMessage (
-    /**
-     * Who speaks.
-     */
-    var `role`: kotlin.String
-    , 
-    /**
-     * The text.
-     */
-    var `content`: kotlin.String
-    , 
-    /**
-     * When (RFC 3339 from deskwire's desktop).
-     */
-    var `timestamp`: kotlin.String
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeChatMessage: FfiConverterRustBuffer<ChatMessage> {
-    override fun read(buf: ByteBuffer): ChatMessage {
-        return ChatMessage(
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: ChatMessage) = (
-            FfiConverterString.allocationSize(value.`role`) +
-            FfiConverterString.allocationSize(value.`content`) +
-            FfiConverterString.allocationSize(value.`timestamp`)
-    )
-
-    override fun write(value: ChatMessage, buf: ByteBuffer) {
-            FfiConverterString.write(value.`role`, buf)
-            FfiConverterString.write(value.`content`, buf)
-            FfiConverterString.write(value.`timestamp`, buf)
-    }
-}
-
-
-
-/**
- * Agent control from the phone.
- */
-data class Command (
-    /**
-     * The action.
-     */
-    var `action`: CommandAction
-    , 
-    /**
-     * The task to start.
-     */
-    var `task`: kotlin.String? = null 
-    , 
-    /**
-     * An iteration limit.
-     */
-    var `maxIterations`: kotlin.ULong? = null 
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeCommand: FfiConverterRustBuffer<Command> {
-    override fun read(buf: ByteBuffer): Command {
-        return Command(
-            FfiConverterTypeCommandAction.read(buf),
-            FfiConverterOptionalString.read(buf),
-            FfiConverterOptionalULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: Command) = (
-            FfiConverterTypeCommandAction.allocationSize(value.`action`) +
-            FfiConverterOptionalString.allocationSize(value.`task`) +
-            FfiConverterOptionalULong.allocationSize(value.`maxIterations`)
-    )
-
-    override fun write(value: Command, buf: ByteBuffer) {
-            FfiConverterTypeCommandAction.write(value.`action`, buf)
-            FfiConverterOptionalString.write(value.`task`, buf)
-            FfiConverterOptionalULong.write(value.`maxIterations`, buf)
-    }
-}
-
-
-
-/**
  * How to connect: the IRC login and the OA1 endpoint.
  */
 data class ConnectionConfig (
@@ -10280,117 +10144,6 @@ public object FfiConverterTypeMobileClientConfig: FfiConverterRustBuffer<MobileC
 
 
 /**
- * The phone's counters.
- */
-data class MobileClientStats (
-    /**
-     * Connection attempts.
-     */
-    var `connects`: kotlin.ULong
-    , 
-    /**
-     * Sessions established.
-     */
-    var `sessions`: kotlin.ULong
-    , 
-    /**
-     * Frames received.
-     */
-    var `framesIn`: kotlin.ULong
-    , 
-    /**
-     * Frames sent.
-     */
-    var `framesOut`: kotlin.ULong
-    , 
-    /**
-     * Frames that were not valid messages.
-     */
-    var `malformed`: kotlin.ULong
-    , 
-    /**
-     * Frames over the size limit.
-     */
-    var `tooLarge`: kotlin.ULong
-    , 
-    /**
-     * Valid messages that made no sense in the state.
-     */
-    var `unexpected`: kotlin.ULong
-    , 
-    /**
-     * Pings answered.
-     */
-    var `pings`: kotlin.ULong
-    , 
-    /**
-     * Outputs dropped for a full queue.
-     */
-    var `dropped`: kotlin.ULong
-    , 
-    /**
-     * Permission requests waiting now.
-     */
-    var `pendingPermissions`: kotlin.ULong
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileClientStats: FfiConverterRustBuffer<MobileClientStats> {
-    override fun read(buf: ByteBuffer): MobileClientStats {
-        return MobileClientStats(
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: MobileClientStats) = (
-            FfiConverterULong.allocationSize(value.`connects`) +
-            FfiConverterULong.allocationSize(value.`sessions`) +
-            FfiConverterULong.allocationSize(value.`framesIn`) +
-            FfiConverterULong.allocationSize(value.`framesOut`) +
-            FfiConverterULong.allocationSize(value.`malformed`) +
-            FfiConverterULong.allocationSize(value.`tooLarge`) +
-            FfiConverterULong.allocationSize(value.`unexpected`) +
-            FfiConverterULong.allocationSize(value.`pings`) +
-            FfiConverterULong.allocationSize(value.`dropped`) +
-            FfiConverterULong.allocationSize(value.`pendingPermissions`)
-    )
-
-    override fun write(value: MobileClientStats, buf: ByteBuffer) {
-            FfiConverterULong.write(value.`connects`, buf)
-            FfiConverterULong.write(value.`sessions`, buf)
-            FfiConverterULong.write(value.`framesIn`, buf)
-            FfiConverterULong.write(value.`framesOut`, buf)
-            FfiConverterULong.write(value.`malformed`, buf)
-            FfiConverterULong.write(value.`tooLarge`, buf)
-            FfiConverterULong.write(value.`unexpected`, buf)
-            FfiConverterULong.write(value.`pings`, buf)
-            FfiConverterULong.write(value.`dropped`, buf)
-            FfiConverterULong.write(value.`pendingPermissions`, buf)
-    }
-}
-
-
-
-/**
  * The desktop's configuration.
  */
 data class MobileServerConfig (
@@ -10537,212 +10290,6 @@ public object FfiConverterTypeMobileServerConfig: FfiConverterRustBuffer<MobileS
             FfiConverterULong.write(value.`maxTokens`, buf)
             FfiConverterULong.write(value.`maxMessageBytes`, buf)
             FfiConverterULong.write(value.`maxQueued`, buf)
-    }
-}
-
-
-
-/**
- * The desktop's counters.
- */
-data class MobileServerStats (
-    /**
-     * Frames received.
-     */
-    var `framesIn`: kotlin.ULong
-    , 
-    /**
-     * Frames sent.
-     */
-    var `framesOut`: kotlin.ULong
-    , 
-    /**
-     * Frames that were not valid messages.
-     */
-    var `malformed`: kotlin.ULong
-    , 
-    /**
-     * Frames over the size limit.
-     */
-    var `tooLarge`: kotlin.ULong
-    , 
-    /**
-     * Valid messages that made no sense.
-     */
-    var `unexpected`: kotlin.ULong
-    , 
-    /**
-     * Upgrades refused for a bad token.
-     */
-    var `badTokens`: kotlin.ULong
-    , 
-    /**
-     * Wrong pairing codes.
-     */
-    var `pairingFailures`: kotlin.ULong
-    , 
-    /**
-     * Answers to requests never made.
-     */
-    var `unknownPermissionResponses`: kotlin.ULong
-    , 
-    /**
-     * Second or late answers.
-     */
-    var `duplicatePermissionResponses`: kotlin.ULong
-    , 
-    /**
-     * Pongs without a ping.
-     */
-    var `unsolicitedPongs`: kotlin.ULong
-    , 
-    /**
-     * Outputs dropped for a full queue.
-     */
-    var `dropped`: kotlin.ULong
-    , 
-    /**
-     * Connections open now.
-     */
-    var `connections`: kotlin.ULong
-    , 
-    /**
-     * Permission requests waiting now.
-     */
-    var `pendingPermissions`: kotlin.ULong
-    , 
-    /**
-     * Tokens held now.
-     */
-    var `tokens`: kotlin.ULong
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileServerStats: FfiConverterRustBuffer<MobileServerStats> {
-    override fun read(buf: ByteBuffer): MobileServerStats {
-        return MobileServerStats(
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: MobileServerStats) = (
-            FfiConverterULong.allocationSize(value.`framesIn`) +
-            FfiConverterULong.allocationSize(value.`framesOut`) +
-            FfiConverterULong.allocationSize(value.`malformed`) +
-            FfiConverterULong.allocationSize(value.`tooLarge`) +
-            FfiConverterULong.allocationSize(value.`unexpected`) +
-            FfiConverterULong.allocationSize(value.`badTokens`) +
-            FfiConverterULong.allocationSize(value.`pairingFailures`) +
-            FfiConverterULong.allocationSize(value.`unknownPermissionResponses`) +
-            FfiConverterULong.allocationSize(value.`duplicatePermissionResponses`) +
-            FfiConverterULong.allocationSize(value.`unsolicitedPongs`) +
-            FfiConverterULong.allocationSize(value.`dropped`) +
-            FfiConverterULong.allocationSize(value.`connections`) +
-            FfiConverterULong.allocationSize(value.`pendingPermissions`) +
-            FfiConverterULong.allocationSize(value.`tokens`)
-    )
-
-    override fun write(value: MobileServerStats, buf: ByteBuffer) {
-            FfiConverterULong.write(value.`framesIn`, buf)
-            FfiConverterULong.write(value.`framesOut`, buf)
-            FfiConverterULong.write(value.`malformed`, buf)
-            FfiConverterULong.write(value.`tooLarge`, buf)
-            FfiConverterULong.write(value.`unexpected`, buf)
-            FfiConverterULong.write(value.`badTokens`, buf)
-            FfiConverterULong.write(value.`pairingFailures`, buf)
-            FfiConverterULong.write(value.`unknownPermissionResponses`, buf)
-            FfiConverterULong.write(value.`duplicatePermissionResponses`, buf)
-            FfiConverterULong.write(value.`unsolicitedPongs`, buf)
-            FfiConverterULong.write(value.`dropped`, buf)
-            FfiConverterULong.write(value.`connections`, buf)
-            FfiConverterULong.write(value.`pendingPermissions`, buf)
-            FfiConverterULong.write(value.`tokens`, buf)
-    }
-}
-
-
-
-/**
- * A permission request to show (the server makes its id).
- */
-data class NewPermission (
-    /**
-     * The tool.
-     */
-    var `toolName`: kotlin.String
-    , 
-    /**
-     * The command.
-     */
-    var `command`: kotlin.String
-    , 
-    /**
-     * A description for the user.
-     */
-    var `description`: kotlin.String
-    , 
-    /**
-     * The risk tier.
-     */
-    var `tier`: kotlin.String
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeNewPermission: FfiConverterRustBuffer<NewPermission> {
-    override fun read(buf: ByteBuffer): NewPermission {
-        return NewPermission(
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: NewPermission) = (
-            FfiConverterString.allocationSize(value.`toolName`) +
-            FfiConverterString.allocationSize(value.`command`) +
-            FfiConverterString.allocationSize(value.`description`) +
-            FfiConverterString.allocationSize(value.`tier`)
-    )
-
-    override fun write(value: NewPermission, buf: ByteBuffer) {
-            FfiConverterString.write(value.`toolName`, buf)
-            FfiConverterString.write(value.`command`, buf)
-            FfiConverterString.write(value.`description`, buf)
-            FfiConverterString.write(value.`tier`, buf)
     }
 }
 
@@ -11280,132 +10827,6 @@ public object FfiConverterTypeOa1Stats: FfiConverterRustBuffer<Oa1Stats> {
 
 
 /**
- * The agent asks for the user's approval of a tool call.
- */
-data class PermissionRequest (
-    /**
-     * The id the answer echoes.
-     */
-    var `id`: kotlin.String
-    , 
-    /**
-     * The tool.
-     */
-    var `toolName`: kotlin.String
-    , 
-    /**
-     * The command to approve.
-     */
-    var `command`: kotlin.String
-    , 
-    /**
-     * A description for the user.
-     */
-    var `description`: kotlin.String
-    , 
-    /**
-     * The risk tier.
-     */
-    var `tier`: kotlin.String
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypePermissionRequest: FfiConverterRustBuffer<PermissionRequest> {
-    override fun read(buf: ByteBuffer): PermissionRequest {
-        return PermissionRequest(
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: PermissionRequest) = (
-            FfiConverterString.allocationSize(value.`id`) +
-            FfiConverterString.allocationSize(value.`toolName`) +
-            FfiConverterString.allocationSize(value.`command`) +
-            FfiConverterString.allocationSize(value.`description`) +
-            FfiConverterString.allocationSize(value.`tier`)
-    )
-
-    override fun write(value: PermissionRequest, buf: ByteBuffer) {
-            FfiConverterString.write(value.`id`, buf)
-            FfiConverterString.write(value.`toolName`, buf)
-            FfiConverterString.write(value.`command`, buf)
-            FfiConverterString.write(value.`description`, buf)
-            FfiConverterString.write(value.`tier`, buf)
-    }
-}
-
-
-
-/**
- * The answer to a permission request.
- */
-data class PermissionResponse (
-    /**
-     * The request id.
-     */
-    var `id`: kotlin.String
-    , 
-    /**
-     * Whether the call may run.
-     */
-    var `approved`: kotlin.Boolean
-    , 
-    /**
-     * Whether to apply the answer to such calls from now on.
-     */
-    var `remember`: kotlin.Boolean
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypePermissionResponse: FfiConverterRustBuffer<PermissionResponse> {
-    override fun read(buf: ByteBuffer): PermissionResponse {
-        return PermissionResponse(
-            FfiConverterString.read(buf),
-            FfiConverterBoolean.read(buf),
-            FfiConverterBoolean.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: PermissionResponse) = (
-            FfiConverterString.allocationSize(value.`id`) +
-            FfiConverterBoolean.allocationSize(value.`approved`) +
-            FfiConverterBoolean.allocationSize(value.`remember`)
-    )
-
-    override fun write(value: PermissionResponse, buf: ByteBuffer) {
-            FfiConverterString.write(value.`id`, buf)
-            FfiConverterBoolean.write(value.`approved`, buf)
-            FfiConverterBoolean.write(value.`remember`, buf)
-    }
-}
-
-
-
-/**
  * What a (streamed) response may make the parser hold.
  */
 data class ProviderLimits (
@@ -11622,61 +11043,6 @@ public object FfiConverterTypeRemoteBashTool: FfiConverterRustBuffer<RemoteBashT
             FfiConverterString.write(value.`name`, buf)
             FfiConverterString.write(value.`description`, buf)
             FfiConverterString.write(value.`inputSchema`, buf)
-    }
-}
-
-
-
-/**
- * Progress on the current task.
- */
-data class TaskUpdate (
-    /**
-     * The task.
-     */
-    var `taskId`: kotlin.String
-    , 
-    /**
-     * The iteration.
-     */
-    var `iteration`: kotlin.ULong
-    , 
-    /**
-     * The status text.
-     */
-    var `status`: kotlin.String
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeTaskUpdate: FfiConverterRustBuffer<TaskUpdate> {
-    override fun read(buf: ByteBuffer): TaskUpdate {
-        return TaskUpdate(
-            FfiConverterString.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterString.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: TaskUpdate) = (
-            FfiConverterString.allocationSize(value.`taskId`) +
-            FfiConverterULong.allocationSize(value.`iteration`) +
-            FfiConverterString.allocationSize(value.`status`)
-    )
-
-    override fun write(value: TaskUpdate, buf: ByteBuffer) {
-            FfiConverterString.write(value.`taskId`, buf)
-            FfiConverterULong.write(value.`iteration`, buf)
-            FfiConverterString.write(value.`status`, buf)
     }
 }
 
@@ -12098,609 +11464,6 @@ public object FfiConverterTypeToolSpec: FfiConverterRustBuffer<ToolSpec> {
             FfiConverterString.write(value.`inputSchemaJson`, buf)
     }
 }
-
-
-
-/**
- * What to do with an upgrade request.
- */
-sealed class Admission {
-    
-    /**
-     * Valid token: complete the upgrade.
-     */
-    data object Authenticated : Admission()
-    
-    
-    /**
-     * No token: complete the upgrade; the phone must pair.
-     */
-    data object AwaitingPairing : Admission()
-    
-    
-    /**
-     * Refuse the upgrade (401 for a bad token, 503 for too many connections).
-     */
-    data class Refused(
-        /**
-         * Why.
-         */
-        val `refusal`: dev.deskwire.Refusal) : Admission()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeAdmission : FfiConverterRustBuffer<Admission>{
-    override fun read(buf: ByteBuffer): Admission {
-        return when(buf.getInt()) {
-            1 -> Admission.Authenticated
-            2 -> Admission.AwaitingPairing
-            3 -> Admission.Refused(
-                FfiConverterTypeRefusal.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: Admission): ULong = when(value) {
-        is Admission.Authenticated -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is Admission.AwaitingPairing -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is Admission.Refused -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeRefusal.allocationSize(value.`refusal`)
-            )
-        }
-    }
-
-    override fun write(value: Admission, buf: ByteBuffer) {
-        when(value) {
-            is Admission.Authenticated -> {
-                buf.putInt(1)
-                Unit
-            }
-            is Admission.AwaitingPairing -> {
-                buf.putInt(2)
-                Unit
-            }
-            is Admission.Refused -> {
-                buf.putInt(3)
-                FfiConverterTypeRefusal.write(value.`refusal`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * The agent's status with the data each status carries.
- */
-sealed class AgentState {
-    
-    /**
-     * No task.
-     */
-    data object Idle : AgentState()
-    
-    
-    /**
-     * A task runs.
-     */
-    data class Running(
-        /**
-         * The task.
-         */
-        val `taskId`: kotlin.String, 
-        /**
-         * The agent loop's iteration.
-         */
-        val `iteration`: kotlin.ULong) : AgentState()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A task waits for the user.
-     */
-    data class Paused(
-        /**
-         * The task.
-         */
-        val `taskId`: kotlin.String, 
-        /**
-         * The question the agent asks, if any.
-         */
-        val `question`: kotlin.String?, 
-        /**
-         * The id of the permission request it waits for, if any.
-         */
-        val `awaitingPermission`: kotlin.String?) : AgentState()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A task ended.
-     */
-    data class Stopped(
-        /**
-         * The task.
-         */
-        val `taskId`: kotlin.String, 
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.StopReason) : AgentState()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeAgentState : FfiConverterRustBuffer<AgentState>{
-    override fun read(buf: ByteBuffer): AgentState {
-        return when(buf.getInt()) {
-            1 -> AgentState.Idle
-            2 -> AgentState.Running(
-                FfiConverterString.read(buf),
-                FfiConverterULong.read(buf),
-                )
-            3 -> AgentState.Paused(
-                FfiConverterString.read(buf),
-                FfiConverterOptionalString.read(buf),
-                FfiConverterOptionalString.read(buf),
-                )
-            4 -> AgentState.Stopped(
-                FfiConverterString.read(buf),
-                FfiConverterTypeStopReason.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: AgentState): ULong = when(value) {
-        is AgentState.Idle -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is AgentState.Running -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`taskId`)
-                + FfiConverterULong.allocationSize(value.`iteration`)
-            )
-        }
-        is AgentState.Paused -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`taskId`)
-                + FfiConverterOptionalString.allocationSize(value.`question`)
-                + FfiConverterOptionalString.allocationSize(value.`awaitingPermission`)
-            )
-        }
-        is AgentState.Stopped -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`taskId`)
-                + FfiConverterTypeStopReason.allocationSize(value.`reason`)
-            )
-        }
-    }
-
-    override fun write(value: AgentState, buf: ByteBuffer) {
-        when(value) {
-            is AgentState.Idle -> {
-                buf.putInt(1)
-                Unit
-            }
-            is AgentState.Running -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`taskId`, buf)
-                FfiConverterULong.write(value.`iteration`, buf)
-                Unit
-            }
-            is AgentState.Paused -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`taskId`, buf)
-                FfiConverterOptionalString.write(value.`question`, buf)
-                FfiConverterOptionalString.write(value.`awaitingPermission`, buf)
-                Unit
-            }
-            is AgentState.Stopped -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`taskId`, buf)
-                FfiConverterTypeStopReason.write(value.`reason`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * How a session authenticated.
- */
-
-enum class AuthMethod {
-    
-    /**
-     * A bearer token on the upgrade.
-     */
-    TOKEN,
-    /**
-     * A pairing code.
-     */
-    PAIRING;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeAuthMethod: FfiConverterRustBuffer<AuthMethod> {
-    override fun read(buf: ByteBuffer) = try {
-        AuthMethod.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: AuthMethod) = 4UL
-
-    override fun write(value: AuthMethod, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * A message from the phone to the desktop.
- */
-sealed class ClientMessage {
-    
-    /**
-     * `auth` with the pairing code.
-     */
-    data class Auth(
-        /**
-         * The code.
-         */
-        val `code`: kotlin.String) : ClientMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `command`.
-     */
-    data class Command(
-        /**
-         * The command.
-         */
-        val `command`: dev.deskwire.Command) : ClientMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `message` (the user's chat text).
-     */
-    data class Message(
-        /**
-         * The text.
-         */
-        val `content`: kotlin.String) : ClientMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `permission_response`.
-     */
-    data class PermissionResponse(
-        /**
-         * The answer.
-         */
-        val `response`: dev.deskwire.PermissionResponse) : ClientMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `pong`.
-     */
-    data object Pong : ClientMessage()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeClientMessage : FfiConverterRustBuffer<ClientMessage>{
-    override fun read(buf: ByteBuffer): ClientMessage {
-        return when(buf.getInt()) {
-            1 -> ClientMessage.Auth(
-                FfiConverterString.read(buf),
-                )
-            2 -> ClientMessage.Command(
-                FfiConverterTypeCommand.read(buf),
-                )
-            3 -> ClientMessage.Message(
-                FfiConverterString.read(buf),
-                )
-            4 -> ClientMessage.PermissionResponse(
-                FfiConverterTypePermissionResponse.read(buf),
-                )
-            5 -> ClientMessage.Pong
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ClientMessage): ULong = when(value) {
-        is ClientMessage.Auth -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`code`)
-            )
-        }
-        is ClientMessage.Command -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeCommand.allocationSize(value.`command`)
-            )
-        }
-        is ClientMessage.Message -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`content`)
-            )
-        }
-        is ClientMessage.PermissionResponse -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypePermissionResponse.allocationSize(value.`response`)
-            )
-        }
-        is ClientMessage.Pong -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: ClientMessage, buf: ByteBuffer) {
-        when(value) {
-            is ClientMessage.Auth -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`code`, buf)
-                Unit
-            }
-            is ClientMessage.Command -> {
-                buf.putInt(2)
-                FfiConverterTypeCommand.write(value.`command`, buf)
-                Unit
-            }
-            is ClientMessage.Message -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`content`, buf)
-                Unit
-            }
-            is ClientMessage.PermissionResponse -> {
-                buf.putInt(4)
-                FfiConverterTypePermissionResponse.write(value.`response`, buf)
-                Unit
-            }
-            is ClientMessage.Pong -> {
-                buf.putInt(5)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Why a connection ended.
- */
-
-enum class CloseReason {
-    
-    /**
-     * The host reported the socket closed.
-     */
-    CLOSED,
-    /**
-     * Pings went unanswered.
-     */
-    PONG_TIMEOUT,
-    /**
-     * No pairing in time.
-     */
-    AUTH_TIMEOUT,
-    /**
-     * The pairing attempt failed.
-     */
-    AUTH_FAILED,
-    /**
-     * The host asked for it.
-     */
-    REQUESTED,
-    /**
-     * The token the session used was revoked.
-     */
-    REVOKED;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeCloseReason: FfiConverterRustBuffer<CloseReason> {
-    override fun read(buf: ByteBuffer) = try {
-        CloseReason.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: CloseReason) = 4UL
-
-    override fun write(value: CloseReason, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * What a `command` asks the agent to do.
- */
-
-enum class CommandAction {
-    
-    /**
-     * Start a task.
-     */
-    START,
-    /**
-     * Stop it.
-     */
-    STOP,
-    /**
-     * Pause it.
-     */
-    PAUSE,
-    /**
-     * Resume it.
-     */
-    RESUME;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeCommandAction: FfiConverterRustBuffer<CommandAction> {
-    override fun read(buf: ByteBuffer) = try {
-        CommandAction.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: CommandAction) = 4UL
-
-    override fun write(value: CommandAction, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
 
 
 
@@ -16155,1274 +14918,6 @@ public object FfiConverterTypeLinkEvent : FfiConverterRustBuffer<LinkEvent>{
 
 
 /**
- * What the phone's app should learn.
- */
-sealed class MobileClientEvent {
-    
-    /**
-     * The session is up.
-     */
-    data object Connected : MobileClientEvent()
-    
-    
-    /**
-     * Pairing succeeded: store `token`.
-     */
-    data class Paired(
-        /**
-         * The bearer token.
-         */
-        val `token`: kotlin.String) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The pairing code was refused.
-     */
-    data class AuthFailed(
-        /**
-         * The server's reason.
-         */
-        val `error`: kotlin.String?, 
-        /**
-         * Wrong codes the desktop still allows for the code it shows (0: ask for a new one),
-         * when it says.
-         */
-        val `attemptsLeft`: kotlin.UInt?, 
-        /**
-         * How long the desktop looks at no attempt, when it says.
-         */
-        val `retryAfterMs`: kotlin.ULong?) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The stored token was refused (and forgotten): pair again.
-     */
-    data object TokenRejected : MobileClientEvent()
-    
-    
-    /**
-     * The connection ended.
-     */
-    data class Disconnected(
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.MobileDisconnectReason, 
-        /**
-         * The delay of the scheduled reconnect, if any.
-         */
-        val `retryInMs`: kotlin.ULong?) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The agent state changed; `initial` for the sync right after connecting.
-     */
-    data class StateChanged(
-        /**
-         * The state.
-         */
-        val `state`: dev.deskwire.AgentState, 
-        /**
-         * Whether it is the session's first.
-         */
-        val `initial`: kotlin.Boolean) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A chat message.
-     */
-    data class Message(
-        /**
-         * The message.
-         */
-        val `message`: dev.deskwire.ChatMessage) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The agent asks for permission: answer with `respondPermission`.
-     */
-    data class PermissionRequested(
-        /**
-         * The request.
-         */
-        val `request`: dev.deskwire.PermissionRequest) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Progress on the task.
-     */
-    data class TaskUpdate(
-        /**
-         * The update.
-         */
-        val `update`: dev.deskwire.TaskUpdate) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileClientEvent : FfiConverterRustBuffer<MobileClientEvent>{
-    override fun read(buf: ByteBuffer): MobileClientEvent {
-        return when(buf.getInt()) {
-            1 -> MobileClientEvent.Connected
-            2 -> MobileClientEvent.Paired(
-                FfiConverterString.read(buf),
-                )
-            3 -> MobileClientEvent.AuthFailed(
-                FfiConverterOptionalString.read(buf),
-                FfiConverterOptionalUInt.read(buf),
-                FfiConverterOptionalULong.read(buf),
-                )
-            4 -> MobileClientEvent.TokenRejected
-            5 -> MobileClientEvent.Disconnected(
-                FfiConverterTypeMobileDisconnectReason.read(buf),
-                FfiConverterOptionalULong.read(buf),
-                )
-            6 -> MobileClientEvent.StateChanged(
-                FfiConverterTypeAgentState.read(buf),
-                FfiConverterBoolean.read(buf),
-                )
-            7 -> MobileClientEvent.Message(
-                FfiConverterTypeChatMessage.read(buf),
-                )
-            8 -> MobileClientEvent.PermissionRequested(
-                FfiConverterTypePermissionRequest.read(buf),
-                )
-            9 -> MobileClientEvent.TaskUpdate(
-                FfiConverterTypeTaskUpdate.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileClientEvent): ULong = when(value) {
-        is MobileClientEvent.Connected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileClientEvent.Paired -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`token`)
-            )
-        }
-        is MobileClientEvent.AuthFailed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterOptionalString.allocationSize(value.`error`)
-                + FfiConverterOptionalUInt.allocationSize(value.`attemptsLeft`)
-                + FfiConverterOptionalULong.allocationSize(value.`retryAfterMs`)
-            )
-        }
-        is MobileClientEvent.TokenRejected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileClientEvent.Disconnected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeMobileDisconnectReason.allocationSize(value.`reason`)
-                + FfiConverterOptionalULong.allocationSize(value.`retryInMs`)
-            )
-        }
-        is MobileClientEvent.StateChanged -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeAgentState.allocationSize(value.`state`)
-                + FfiConverterBoolean.allocationSize(value.`initial`)
-            )
-        }
-        is MobileClientEvent.Message -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeChatMessage.allocationSize(value.`message`)
-            )
-        }
-        is MobileClientEvent.PermissionRequested -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypePermissionRequest.allocationSize(value.`request`)
-            )
-        }
-        is MobileClientEvent.TaskUpdate -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeTaskUpdate.allocationSize(value.`update`)
-            )
-        }
-    }
-
-    override fun write(value: MobileClientEvent, buf: ByteBuffer) {
-        when(value) {
-            is MobileClientEvent.Connected -> {
-                buf.putInt(1)
-                Unit
-            }
-            is MobileClientEvent.Paired -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`token`, buf)
-                Unit
-            }
-            is MobileClientEvent.AuthFailed -> {
-                buf.putInt(3)
-                FfiConverterOptionalString.write(value.`error`, buf)
-                FfiConverterOptionalUInt.write(value.`attemptsLeft`, buf)
-                FfiConverterOptionalULong.write(value.`retryAfterMs`, buf)
-                Unit
-            }
-            is MobileClientEvent.TokenRejected -> {
-                buf.putInt(4)
-                Unit
-            }
-            is MobileClientEvent.Disconnected -> {
-                buf.putInt(5)
-                FfiConverterTypeMobileDisconnectReason.write(value.`reason`, buf)
-                FfiConverterOptionalULong.write(value.`retryInMs`, buf)
-                Unit
-            }
-            is MobileClientEvent.StateChanged -> {
-                buf.putInt(6)
-                FfiConverterTypeAgentState.write(value.`state`, buf)
-                FfiConverterBoolean.write(value.`initial`, buf)
-                Unit
-            }
-            is MobileClientEvent.Message -> {
-                buf.putInt(7)
-                FfiConverterTypeChatMessage.write(value.`message`, buf)
-                Unit
-            }
-            is MobileClientEvent.PermissionRequested -> {
-                buf.putInt(8)
-                FfiConverterTypePermissionRequest.write(value.`request`, buf)
-                Unit
-            }
-            is MobileClientEvent.TaskUpdate -> {
-                buf.putInt(9)
-                FfiConverterTypeTaskUpdate.write(value.`update`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * What the phone's engine wants next.
- */
-sealed class MobileClientOutput {
-    
-    /**
-     * Open the WebSocket, with `Authorization: Bearer <bearer>` when given; then call
-     * `connected` or `disconnected`.
-     */
-    data class Connect(
-        /**
-         * The token for the upgrade's header.
-         */
-        val `bearer`: kotlin.String?) : MobileClientOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Send this text frame.
-     */
-    data class Transmit(
-        /**
-         * The frame.
-         */
-        val `text`: kotlin.String) : MobileClientOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Close the WebSocket.
-     */
-    data object Close : MobileClientOutput()
-    
-    
-    /**
-     * Tell the app.
-     */
-    data class Event(
-        /**
-         * The event.
-         */
-        val `event`: dev.deskwire.MobileClientEvent) : MobileClientOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Nothing to do before this instant unless input arrives.
-     */
-    data class Timeout(
-        /**
-         * The deadline (ms, the host's clock).
-         */
-        val `deadlineMs`: kotlin.ULong) : MobileClientOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileClientOutput : FfiConverterRustBuffer<MobileClientOutput>{
-    override fun read(buf: ByteBuffer): MobileClientOutput {
-        return when(buf.getInt()) {
-            1 -> MobileClientOutput.Connect(
-                FfiConverterOptionalString.read(buf),
-                )
-            2 -> MobileClientOutput.Transmit(
-                FfiConverterString.read(buf),
-                )
-            3 -> MobileClientOutput.Close
-            4 -> MobileClientOutput.Event(
-                FfiConverterTypeMobileClientEvent.read(buf),
-                )
-            5 -> MobileClientOutput.Timeout(
-                FfiConverterULong.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileClientOutput): ULong = when(value) {
-        is MobileClientOutput.Connect -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterOptionalString.allocationSize(value.`bearer`)
-            )
-        }
-        is MobileClientOutput.Transmit -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`text`)
-            )
-        }
-        is MobileClientOutput.Close -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileClientOutput.Event -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeMobileClientEvent.allocationSize(value.`event`)
-            )
-        }
-        is MobileClientOutput.Timeout -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`deadlineMs`)
-            )
-        }
-    }
-
-    override fun write(value: MobileClientOutput, buf: ByteBuffer) {
-        when(value) {
-            is MobileClientOutput.Connect -> {
-                buf.putInt(1)
-                FfiConverterOptionalString.write(value.`bearer`, buf)
-                Unit
-            }
-            is MobileClientOutput.Transmit -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`text`, buf)
-                Unit
-            }
-            is MobileClientOutput.Close -> {
-                buf.putInt(3)
-                Unit
-            }
-            is MobileClientOutput.Event -> {
-                buf.putInt(4)
-                FfiConverterTypeMobileClientEvent.write(value.`event`, buf)
-                Unit
-            }
-            is MobileClientOutput.Timeout -> {
-                buf.putInt(5)
-                FfiConverterULong.write(value.`deadlineMs`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Where the phone is.
- */
-sealed class MobileConnectionState {
-    
-    /**
-     * Not connected and not trying.
-     */
-    data object Idle : MobileConnectionState()
-    
-    
-    /**
-     * Waiting for the backoff deadline.
-     */
-    data class Waiting(
-        /**
-         * When the next attempt starts.
-         */
-        val `retryAtMs`: kotlin.ULong) : MobileConnectionState()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The host is opening the WebSocket.
-     */
-    data object Connecting : MobileConnectionState()
-    
-    
-    /**
-     * Pairing: `auth` sent.
-     */
-    data object Authenticating : MobileConnectionState()
-    
-    
-    /**
-     * The session is up.
-     */
-    data class Online(
-        /**
-         * Whether the first state arrived.
-         */
-        val `synced`: kotlin.Boolean) : MobileConnectionState()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileConnectionState : FfiConverterRustBuffer<MobileConnectionState>{
-    override fun read(buf: ByteBuffer): MobileConnectionState {
-        return when(buf.getInt()) {
-            1 -> MobileConnectionState.Idle
-            2 -> MobileConnectionState.Waiting(
-                FfiConverterULong.read(buf),
-                )
-            3 -> MobileConnectionState.Connecting
-            4 -> MobileConnectionState.Authenticating
-            5 -> MobileConnectionState.Online(
-                FfiConverterBoolean.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileConnectionState): ULong = when(value) {
-        is MobileConnectionState.Idle -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileConnectionState.Waiting -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`retryAtMs`)
-            )
-        }
-        is MobileConnectionState.Connecting -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileConnectionState.Authenticating -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileConnectionState.Online -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterBoolean.allocationSize(value.`synced`)
-            )
-        }
-    }
-
-    override fun write(value: MobileConnectionState, buf: ByteBuffer) {
-        when(value) {
-            is MobileConnectionState.Idle -> {
-                buf.putInt(1)
-                Unit
-            }
-            is MobileConnectionState.Waiting -> {
-                buf.putInt(2)
-                FfiConverterULong.write(value.`retryAtMs`, buf)
-                Unit
-            }
-            is MobileConnectionState.Connecting -> {
-                buf.putInt(3)
-                Unit
-            }
-            is MobileConnectionState.Authenticating -> {
-                buf.putInt(4)
-                Unit
-            }
-            is MobileConnectionState.Online -> {
-                buf.putInt(5)
-                FfiConverterBoolean.write(value.`synced`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Why the connection ended, as the host saw it.
- */
-sealed class MobileDisconnectReason {
-    
-    /**
-     * The socket closed.
-     */
-    data object Closed : MobileDisconnectReason()
-    
-    
-    /**
-     * The connection failed (DNS, TCP, TLS, a non-101 answer other than 401/403).
-     */
-    data class Failed(
-        /**
-         * What failed.
-         */
-        val `detail`: kotlin.String) : MobileDisconnectReason()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The upgrade was refused with 401 or 403: the token is not valid.
-     */
-    data object Unauthorized : MobileDisconnectReason()
-    
-    
-    /**
-     * The engine gave up on a silent server.
-     */
-    data object ServerTimeout : MobileDisconnectReason()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileDisconnectReason : FfiConverterRustBuffer<MobileDisconnectReason>{
-    override fun read(buf: ByteBuffer): MobileDisconnectReason {
-        return when(buf.getInt()) {
-            1 -> MobileDisconnectReason.Closed
-            2 -> MobileDisconnectReason.Failed(
-                FfiConverterString.read(buf),
-                )
-            3 -> MobileDisconnectReason.Unauthorized
-            4 -> MobileDisconnectReason.ServerTimeout
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileDisconnectReason): ULong = when(value) {
-        is MobileDisconnectReason.Closed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileDisconnectReason.Failed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`detail`)
-            )
-        }
-        is MobileDisconnectReason.Unauthorized -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileDisconnectReason.ServerTimeout -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: MobileDisconnectReason, buf: ByteBuffer) {
-        when(value) {
-            is MobileDisconnectReason.Closed -> {
-                buf.putInt(1)
-                Unit
-            }
-            is MobileDisconnectReason.Failed -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`detail`, buf)
-                Unit
-            }
-            is MobileDisconnectReason.Unauthorized -> {
-                buf.putInt(3)
-                Unit
-            }
-            is MobileDisconnectReason.ServerTimeout -> {
-                buf.putInt(4)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * What the desktop's app should learn.
- */
-sealed class MobileServerEvent {
-    
-    /**
-     * A phone's session started.
-     */
-    data class ClientConnected(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * How it authenticated.
-         */
-        val `via`: dev.deskwire.AuthMethod) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A phone paired: persist `token`.
-     */
-    data class Paired(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * The new token (a secret).
-         */
-        val `token`: kotlin.String) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A pairing attempt failed.
-     */
-    data class PairingFailed(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * Why.
-         */
-        val `failure`: dev.deskwire.PairingFailure) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A connection ended.
-     */
-    data class ClientDisconnected(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.CloseReason) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A phone sent an agent command.
-     */
-    data class Command(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * The command.
-         */
-        val `command`: dev.deskwire.Command) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A phone sent a chat message.
-     */
-    data class UserMessage(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * The text.
-         */
-        val `content`: kotlin.String) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A permission request was answered.
-     */
-    data class PermissionAnswered(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String, 
-        /**
-         * Who answered.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * Whether the call may run.
-         */
-        val `approved`: kotlin.Boolean, 
-        /**
-         * Whether to remember the answer.
-         */
-        val `remember`: kotlin.Boolean) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Nobody answered in time.
-     */
-    data class PermissionTimedOut(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileServerEvent : FfiConverterRustBuffer<MobileServerEvent>{
-    override fun read(buf: ByteBuffer): MobileServerEvent {
-        return when(buf.getInt()) {
-            1 -> MobileServerEvent.ClientConnected(
-                FfiConverterULong.read(buf),
-                FfiConverterTypeAuthMethod.read(buf),
-                )
-            2 -> MobileServerEvent.Paired(
-                FfiConverterULong.read(buf),
-                FfiConverterString.read(buf),
-                )
-            3 -> MobileServerEvent.PairingFailed(
-                FfiConverterULong.read(buf),
-                FfiConverterTypePairingFailure.read(buf),
-                )
-            4 -> MobileServerEvent.ClientDisconnected(
-                FfiConverterULong.read(buf),
-                FfiConverterTypeCloseReason.read(buf),
-                )
-            5 -> MobileServerEvent.Command(
-                FfiConverterULong.read(buf),
-                FfiConverterTypeCommand.read(buf),
-                )
-            6 -> MobileServerEvent.UserMessage(
-                FfiConverterULong.read(buf),
-                FfiConverterString.read(buf),
-                )
-            7 -> MobileServerEvent.PermissionAnswered(
-                FfiConverterString.read(buf),
-                FfiConverterULong.read(buf),
-                FfiConverterBoolean.read(buf),
-                FfiConverterBoolean.read(buf),
-                )
-            8 -> MobileServerEvent.PermissionTimedOut(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileServerEvent): ULong = when(value) {
-        is MobileServerEvent.ClientConnected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterTypeAuthMethod.allocationSize(value.`via`)
-            )
-        }
-        is MobileServerEvent.Paired -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterString.allocationSize(value.`token`)
-            )
-        }
-        is MobileServerEvent.PairingFailed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterTypePairingFailure.allocationSize(value.`failure`)
-            )
-        }
-        is MobileServerEvent.ClientDisconnected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterTypeCloseReason.allocationSize(value.`reason`)
-            )
-        }
-        is MobileServerEvent.Command -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterTypeCommand.allocationSize(value.`command`)
-            )
-        }
-        is MobileServerEvent.UserMessage -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterString.allocationSize(value.`content`)
-            )
-        }
-        is MobileServerEvent.PermissionAnswered -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterBoolean.allocationSize(value.`approved`)
-                + FfiConverterBoolean.allocationSize(value.`remember`)
-            )
-        }
-        is MobileServerEvent.PermissionTimedOut -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-            )
-        }
-    }
-
-    override fun write(value: MobileServerEvent, buf: ByteBuffer) {
-        when(value) {
-            is MobileServerEvent.ClientConnected -> {
-                buf.putInt(1)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterTypeAuthMethod.write(value.`via`, buf)
-                Unit
-            }
-            is MobileServerEvent.Paired -> {
-                buf.putInt(2)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterString.write(value.`token`, buf)
-                Unit
-            }
-            is MobileServerEvent.PairingFailed -> {
-                buf.putInt(3)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterTypePairingFailure.write(value.`failure`, buf)
-                Unit
-            }
-            is MobileServerEvent.ClientDisconnected -> {
-                buf.putInt(4)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterTypeCloseReason.write(value.`reason`, buf)
-                Unit
-            }
-            is MobileServerEvent.Command -> {
-                buf.putInt(5)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterTypeCommand.write(value.`command`, buf)
-                Unit
-            }
-            is MobileServerEvent.UserMessage -> {
-                buf.putInt(6)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterString.write(value.`content`, buf)
-                Unit
-            }
-            is MobileServerEvent.PermissionAnswered -> {
-                buf.putInt(7)
-                FfiConverterString.write(value.`id`, buf)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterBoolean.write(value.`approved`, buf)
-                FfiConverterBoolean.write(value.`remember`, buf)
-                Unit
-            }
-            is MobileServerEvent.PermissionTimedOut -> {
-                buf.putInt(8)
-                FfiConverterString.write(value.`id`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * What the desktop's engine wants next.
- */
-sealed class MobileServerOutput {
-    
-    /**
-     * Send this text frame on `conn`.
-     */
-    data class Transmit(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * The frame.
-         */
-        val `text`: kotlin.String) : MobileServerOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Close `conn`.
-     */
-    data class Close(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.CloseReason) : MobileServerOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Tell the app.
-     */
-    data class Event(
-        /**
-         * The event.
-         */
-        val `event`: dev.deskwire.MobileServerEvent) : MobileServerOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Nothing to do before this instant unless input arrives.
-     */
-    data class Timeout(
-        /**
-         * The deadline (ms).
-         */
-        val `deadlineMs`: kotlin.ULong) : MobileServerOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileServerOutput : FfiConverterRustBuffer<MobileServerOutput>{
-    override fun read(buf: ByteBuffer): MobileServerOutput {
-        return when(buf.getInt()) {
-            1 -> MobileServerOutput.Transmit(
-                FfiConverterULong.read(buf),
-                FfiConverterString.read(buf),
-                )
-            2 -> MobileServerOutput.Close(
-                FfiConverterULong.read(buf),
-                FfiConverterTypeCloseReason.read(buf),
-                )
-            3 -> MobileServerOutput.Event(
-                FfiConverterTypeMobileServerEvent.read(buf),
-                )
-            4 -> MobileServerOutput.Timeout(
-                FfiConverterULong.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileServerOutput): ULong = when(value) {
-        is MobileServerOutput.Transmit -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterString.allocationSize(value.`text`)
-            )
-        }
-        is MobileServerOutput.Close -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterTypeCloseReason.allocationSize(value.`reason`)
-            )
-        }
-        is MobileServerOutput.Event -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeMobileServerEvent.allocationSize(value.`event`)
-            )
-        }
-        is MobileServerOutput.Timeout -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`deadlineMs`)
-            )
-        }
-    }
-
-    override fun write(value: MobileServerOutput, buf: ByteBuffer) {
-        when(value) {
-            is MobileServerOutput.Transmit -> {
-                buf.putInt(1)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterString.write(value.`text`, buf)
-                Unit
-            }
-            is MobileServerOutput.Close -> {
-                buf.putInt(2)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterTypeCloseReason.write(value.`reason`, buf)
-                Unit
-            }
-            is MobileServerOutput.Event -> {
-                buf.putInt(3)
-                FfiConverterTypeMobileServerEvent.write(value.`event`, buf)
-                Unit
-            }
-            is MobileServerOutput.Timeout -> {
-                buf.putInt(4)
-                FfiConverterULong.write(value.`deadlineMs`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
  * Something the application should learn.
  */
 sealed class Oa1Event {
@@ -18104,172 +15599,6 @@ public object FfiConverterTypeOa1Output : FfiConverterRustBuffer<Oa1Output>{
 
 
 /**
- * Why a pairing attempt failed.
- */
-sealed class PairingFailure {
-    
-    /**
-     * Not the code shown.
-     */
-    data class WrongCode(
-        /**
-         * Wrong codes still allowed.
-         */
-        val `attemptsLeft`: kotlin.UInt) : PairingFailure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Too many wrong codes.
-     */
-    data object LockedOut : PairingFailure()
-    
-    
-    /**
-     * No code is shown.
-     */
-    data object NoActiveCode : PairingFailure()
-    
-    
-    /**
-     * Too soon after a wrong code: not looked at.
-     */
-    data class Throttled(
-        /**
-         * When an attempt is looked at again.
-         */
-        val `retryAfterMs`: kotlin.ULong) : PairingFailure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The token table is full: revoke a phone first.
-     */
-    data object TokensFull : PairingFailure()
-    
-    
-    /**
-     * Every session slot is taken.
-     */
-    data object TooManyConnections : PairingFailure()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypePairingFailure : FfiConverterRustBuffer<PairingFailure>{
-    override fun read(buf: ByteBuffer): PairingFailure {
-        return when(buf.getInt()) {
-            1 -> PairingFailure.WrongCode(
-                FfiConverterUInt.read(buf),
-                )
-            2 -> PairingFailure.LockedOut
-            3 -> PairingFailure.NoActiveCode
-            4 -> PairingFailure.Throttled(
-                FfiConverterULong.read(buf),
-                )
-            5 -> PairingFailure.TokensFull
-            6 -> PairingFailure.TooManyConnections
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: PairingFailure): ULong = when(value) {
-        is PairingFailure.WrongCode -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterUInt.allocationSize(value.`attemptsLeft`)
-            )
-        }
-        is PairingFailure.LockedOut -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is PairingFailure.NoActiveCode -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is PairingFailure.Throttled -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`retryAfterMs`)
-            )
-        }
-        is PairingFailure.TokensFull -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is PairingFailure.TooManyConnections -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: PairingFailure, buf: ByteBuffer) {
-        when(value) {
-            is PairingFailure.WrongCode -> {
-                buf.putInt(1)
-                FfiConverterUInt.write(value.`attemptsLeft`, buf)
-                Unit
-            }
-            is PairingFailure.LockedOut -> {
-                buf.putInt(2)
-                Unit
-            }
-            is PairingFailure.NoActiveCode -> {
-                buf.putInt(3)
-                Unit
-            }
-            is PairingFailure.Throttled -> {
-                buf.putInt(4)
-                FfiConverterULong.write(value.`retryAfterMs`, buf)
-                Unit
-            }
-            is PairingFailure.TokensFull -> {
-                buf.putInt(5)
-                Unit
-            }
-            is PairingFailure.TooManyConnections -> {
-                buf.putInt(6)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
  * The LLM APIs deskwire translates for. Kotlin: `Provider.OPENAI_CHAT`, ...; the lowercase
  * names are the core's (`openai_chat`, the fixture file names).
  */
@@ -18313,53 +15642,6 @@ public object FfiConverterTypeProvider: FfiConverterRustBuffer<Provider> {
     override fun allocationSize(value: Provider) = 4UL
 
     override fun write(value: Provider, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * Why an upgrade is refused.
- */
-
-enum class Refusal {
-    
-    /**
-     * Not a token we issued (or revoked): 401.
-     */
-    BAD_TOKEN,
-    /**
-     * Too many sessions: 503.
-     */
-    TOO_MANY_CONNECTIONS,
-    /**
-     * Too many connections without a token: 503.
-     */
-    TOO_MANY_UNPAIRED;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeRefusal: FfiConverterRustBuffer<Refusal> {
-    override fun read(buf: ByteBuffer) = try {
-        Refusal.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: Refusal) = 4UL
-
-    override fun write(value: Refusal, buf: ByteBuffer) {
         buf.putInt(value.ordinal + 1)
     }
 }
@@ -18522,262 +15804,6 @@ public object FfiConverterTypeResponseSegment : FfiConverterRustBuffer<ResponseS
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * A message from the desktop to the phone.
- */
-sealed class ServerMessage {
-    
-    /**
-     * `auth_result`.
-     */
-    data class AuthResult(
-        /**
-         * The result.
-         */
-        val `result`: dev.deskwire.AuthResult) : ServerMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `agent_state_update`.
-     */
-    data class AgentStateUpdate(
-        /**
-         * The state.
-         */
-        val `state`: dev.deskwire.AgentState) : ServerMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `message`.
-     */
-    data class Message(
-        /**
-         * The message.
-         */
-        val `message`: dev.deskwire.ChatMessage) : ServerMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `permission_request`.
-     */
-    data class PermissionRequest(
-        /**
-         * The request.
-         */
-        val `request`: dev.deskwire.PermissionRequest) : ServerMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `task_update`.
-     */
-    data class TaskUpdate(
-        /**
-         * The update.
-         */
-        val `update`: dev.deskwire.TaskUpdate) : ServerMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `ping`.
-     */
-    data object Ping : ServerMessage()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeServerMessage : FfiConverterRustBuffer<ServerMessage>{
-    override fun read(buf: ByteBuffer): ServerMessage {
-        return when(buf.getInt()) {
-            1 -> ServerMessage.AuthResult(
-                FfiConverterTypeAuthResult.read(buf),
-                )
-            2 -> ServerMessage.AgentStateUpdate(
-                FfiConverterTypeAgentState.read(buf),
-                )
-            3 -> ServerMessage.Message(
-                FfiConverterTypeChatMessage.read(buf),
-                )
-            4 -> ServerMessage.PermissionRequest(
-                FfiConverterTypePermissionRequest.read(buf),
-                )
-            5 -> ServerMessage.TaskUpdate(
-                FfiConverterTypeTaskUpdate.read(buf),
-                )
-            6 -> ServerMessage.Ping
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ServerMessage): ULong = when(value) {
-        is ServerMessage.AuthResult -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeAuthResult.allocationSize(value.`result`)
-            )
-        }
-        is ServerMessage.AgentStateUpdate -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeAgentState.allocationSize(value.`state`)
-            )
-        }
-        is ServerMessage.Message -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeChatMessage.allocationSize(value.`message`)
-            )
-        }
-        is ServerMessage.PermissionRequest -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypePermissionRequest.allocationSize(value.`request`)
-            )
-        }
-        is ServerMessage.TaskUpdate -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeTaskUpdate.allocationSize(value.`update`)
-            )
-        }
-        is ServerMessage.Ping -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: ServerMessage, buf: ByteBuffer) {
-        when(value) {
-            is ServerMessage.AuthResult -> {
-                buf.putInt(1)
-                FfiConverterTypeAuthResult.write(value.`result`, buf)
-                Unit
-            }
-            is ServerMessage.AgentStateUpdate -> {
-                buf.putInt(2)
-                FfiConverterTypeAgentState.write(value.`state`, buf)
-                Unit
-            }
-            is ServerMessage.Message -> {
-                buf.putInt(3)
-                FfiConverterTypeChatMessage.write(value.`message`, buf)
-                Unit
-            }
-            is ServerMessage.PermissionRequest -> {
-                buf.putInt(4)
-                FfiConverterTypePermissionRequest.write(value.`request`, buf)
-                Unit
-            }
-            is ServerMessage.TaskUpdate -> {
-                buf.putInt(5)
-                FfiConverterTypeTaskUpdate.write(value.`update`, buf)
-                Unit
-            }
-            is ServerMessage.Ping -> {
-                buf.putInt(6)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Why a task stopped.
- */
-
-enum class StopReason {
-    
-    /**
-     * Done.
-     */
-    COMPLETED,
-    /**
-     * The user stopped it.
-     */
-    MANUAL_STOP,
-    /**
-     * It failed.
-     */
-    ERROR,
-    /**
-     * It reached its iteration limit.
-     */
-    ITERATION_LIMIT;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeStopReason: FfiConverterRustBuffer<StopReason> {
-    override fun read(buf: ByteBuffer) = try {
-        StopReason.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: StopReason) = 4UL
-
-    override fun write(value: StopReason, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
     }
 }
 
@@ -19814,38 +16840,6 @@ public object FfiConverterTypeToolboxOutput : FfiConverterRustBuffer<ToolboxOutp
 /**
  * @suppress
  */
-public object FfiConverterOptionalUInt: FfiConverterRustBuffer<kotlin.UInt?> {
-    override fun read(buf: ByteBuffer): kotlin.UInt? {
-        if (buf.get().toInt() == 0) {
-            return null
-        }
-        return FfiConverterUInt.read(buf)
-    }
-
-    override fun allocationSize(value: kotlin.UInt?): ULong {
-        if (value == null) {
-            return 1UL
-        } else {
-            return 1UL + FfiConverterUInt.allocationSize(value)
-        }
-    }
-
-    override fun write(value: kotlin.UInt?, buf: ByteBuffer) {
-        if (value == null) {
-            buf.put(0)
-        } else {
-            buf.put(1)
-            FfiConverterUInt.write(value, buf)
-        }
-    }
-}
-
-
-
-
-/**
- * @suppress
- */
 public object FfiConverterOptionalULong: FfiConverterRustBuffer<kotlin.ULong?> {
     override fun read(buf: ByteBuffer): kotlin.ULong? {
         if (buf.get().toInt() == 0) {
@@ -20454,6 +17448,36 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
         }
     }
 }
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
         /**
          * The spec's defaults for `nick` on `channel`, taking frames only from `peer`
          * (`oa1.allowedSender`). A desk needs its remote there: `rexd` (what `rexd --irc` joins as),

@@ -1,5 +1,7 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
+
 /**
  * Per-call cost of `Desk.handleBytes` with one relayed `PRIVMSG` line from Kotlin, then
  * `pollOutput` until `Timeout`: the loop of `benches/handle_bytes.rs`, through JNA and uniffi.

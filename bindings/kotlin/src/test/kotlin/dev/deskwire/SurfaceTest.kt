@@ -1,5 +1,6 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
 import org.junit.jupiter.api.Test
 import kotlin.test.assertEquals
 import kotlin.test.assertNull
