@@ -36,12 +36,28 @@ import dev.deskwire.core.ChatMessage
 import dev.deskwire.core.ClientMessage
 import dev.deskwire.core.Command
 import dev.deskwire.core.ConnId
+import dev.deskwire.core.ConnectionEvent
+import dev.deskwire.core.ConnectionState
 import dev.deskwire.core.FfiConverterTypeAdmission
 import dev.deskwire.core.FfiConverterTypeAgentState
 import dev.deskwire.core.FfiConverterTypeChatMessage
 import dev.deskwire.core.FfiConverterTypeClientMessage
 import dev.deskwire.core.FfiConverterTypeCommand
 import dev.deskwire.core.FfiConverterTypeConnId
+import dev.deskwire.core.FfiConverterTypeConnectionEvent
+import dev.deskwire.core.FfiConverterTypeConnectionState
+import dev.deskwire.core.FfiConverterTypeGatewayApprovalStatus
+import dev.deskwire.core.FfiConverterTypeGatewayEvent
+import dev.deskwire.core.FfiConverterTypeGatewayJobState
+import dev.deskwire.core.FfiConverterTypeGatewayLevel
+import dev.deskwire.core.FfiConverterTypeInvalidToolCall
+import dev.deskwire.core.FfiConverterTypeIrcDisconnectReason
+import dev.deskwire.core.FfiConverterTypeIrcSessionEvent
+import dev.deskwire.core.FfiConverterTypeJsonRpcCode
+import dev.deskwire.core.FfiConverterTypeJsonRpcFraming
+import dev.deskwire.core.FfiConverterTypeJsonRpcId
+import dev.deskwire.core.FfiConverterTypeJsonRpcStats
+import dev.deskwire.core.FfiConverterTypeJsonRpcTimeoutPolicy
 import dev.deskwire.core.FfiConverterTypeMobileClientOutput
 import dev.deskwire.core.FfiConverterTypeMobileClientStats
 import dev.deskwire.core.FfiConverterTypeMobileConnectionState
@@ -49,8 +65,31 @@ import dev.deskwire.core.FfiConverterTypeMobileDisconnectReason
 import dev.deskwire.core.FfiConverterTypeMobileServerOutput
 import dev.deskwire.core.FfiConverterTypeMobileServerStats
 import dev.deskwire.core.FfiConverterTypeNewPermission
+import dev.deskwire.core.FfiConverterTypeOa1Event
+import dev.deskwire.core.FfiConverterTypeOa1Failure
+import dev.deskwire.core.FfiConverterTypeOa1FrameType
+import dev.deskwire.core.FfiConverterTypeProvider
 import dev.deskwire.core.FfiConverterTypeServerMessage
 import dev.deskwire.core.FfiConverterTypeTaskUpdate
+import dev.deskwire.core.FfiConverterTypeToolApprovalOutcome
+import dev.deskwire.core.FfiConverterTypeToolAuthorization
+import dev.deskwire.core.FfiConverterTypeToolChoice
+import dev.deskwire.core.FfiConverterTypeToolOrigin
+import dev.deskwire.core.FfiConverterTypeToolResult
+import dev.deskwire.core.FfiConverterTypeToolTier
+import dev.deskwire.core.FfiConverterTypeToolVerdict
+import dev.deskwire.core.GatewayApprovalStatus
+import dev.deskwire.core.GatewayEvent
+import dev.deskwire.core.GatewayJobState
+import dev.deskwire.core.GatewayLevel
+import dev.deskwire.core.InvalidToolCall
+import dev.deskwire.core.IrcDisconnectReason
+import dev.deskwire.core.IrcSessionEvent
+import dev.deskwire.core.JsonRpcCode
+import dev.deskwire.core.JsonRpcFraming
+import dev.deskwire.core.JsonRpcId
+import dev.deskwire.core.JsonRpcStats
+import dev.deskwire.core.JsonRpcTimeoutPolicy
 import dev.deskwire.core.MobileClientOutput
 import dev.deskwire.core.MobileClientStats
 import dev.deskwire.core.MobileConnectionState
@@ -58,8 +97,19 @@ import dev.deskwire.core.MobileDisconnectReason
 import dev.deskwire.core.MobileServerOutput
 import dev.deskwire.core.MobileServerStats
 import dev.deskwire.core.NewPermission
+import dev.deskwire.core.Oa1Event
+import dev.deskwire.core.Oa1Failure
+import dev.deskwire.core.Oa1FrameType
+import dev.deskwire.core.Provider
 import dev.deskwire.core.ServerMessage
 import dev.deskwire.core.TaskUpdate
+import dev.deskwire.core.ToolApprovalOutcome
+import dev.deskwire.core.ToolAuthorization
+import dev.deskwire.core.ToolChoice
+import dev.deskwire.core.ToolOrigin
+import dev.deskwire.core.ToolResult
+import dev.deskwire.core.ToolTier
+import dev.deskwire.core.ToolVerdict
 import java.util.concurrent.atomic.AtomicBoolean
 import dev.deskwire.core.RustBuffer as RustBufferAdmission
 import dev.deskwire.core.RustBuffer as RustBufferAgentState
@@ -67,6 +117,20 @@ import dev.deskwire.core.RustBuffer as RustBufferChatMessage
 import dev.deskwire.core.RustBuffer as RustBufferClientMessage
 import dev.deskwire.core.RustBuffer as RustBufferCommand
 import dev.deskwire.core.RustBuffer as RustBufferConnId
+import dev.deskwire.core.RustBuffer as RustBufferConnectionEvent
+import dev.deskwire.core.RustBuffer as RustBufferConnectionState
+import dev.deskwire.core.RustBuffer as RustBufferGatewayApprovalStatus
+import dev.deskwire.core.RustBuffer as RustBufferGatewayEvent
+import dev.deskwire.core.RustBuffer as RustBufferGatewayJobState
+import dev.deskwire.core.RustBuffer as RustBufferGatewayLevel
+import dev.deskwire.core.RustBuffer as RustBufferInvalidToolCall
+import dev.deskwire.core.RustBuffer as RustBufferIrcDisconnectReason
+import dev.deskwire.core.RustBuffer as RustBufferIrcSessionEvent
+import dev.deskwire.core.RustBuffer as RustBufferJsonRpcCode
+import dev.deskwire.core.RustBuffer as RustBufferJsonRpcFraming
+import dev.deskwire.core.RustBuffer as RustBufferJsonRpcId
+import dev.deskwire.core.RustBuffer as RustBufferJsonRpcStats
+import dev.deskwire.core.RustBuffer as RustBufferJsonRpcTimeoutPolicy
 import dev.deskwire.core.RustBuffer as RustBufferMobileClientOutput
 import dev.deskwire.core.RustBuffer as RustBufferMobileClientStats
 import dev.deskwire.core.RustBuffer as RustBufferMobileConnectionState
@@ -74,8 +138,19 @@ import dev.deskwire.core.RustBuffer as RustBufferMobileDisconnectReason
 import dev.deskwire.core.RustBuffer as RustBufferMobileServerOutput
 import dev.deskwire.core.RustBuffer as RustBufferMobileServerStats
 import dev.deskwire.core.RustBuffer as RustBufferNewPermission
+import dev.deskwire.core.RustBuffer as RustBufferOa1Event
+import dev.deskwire.core.RustBuffer as RustBufferOa1Failure
+import dev.deskwire.core.RustBuffer as RustBufferOa1FrameType
+import dev.deskwire.core.RustBuffer as RustBufferProvider
 import dev.deskwire.core.RustBuffer as RustBufferServerMessage
 import dev.deskwire.core.RustBuffer as RustBufferTaskUpdate
+import dev.deskwire.core.RustBuffer as RustBufferToolApprovalOutcome
+import dev.deskwire.core.RustBuffer as RustBufferToolAuthorization
+import dev.deskwire.core.RustBuffer as RustBufferToolChoice
+import dev.deskwire.core.RustBuffer as RustBufferToolOrigin
+import dev.deskwire.core.RustBuffer as RustBufferToolResult
+import dev.deskwire.core.RustBuffer as RustBufferToolTier
+import dev.deskwire.core.RustBuffer as RustBufferToolVerdict
 
 // This is a helper for safely working with byte buffers returned from the Rust code.
 // A rust-owned buffer is represented by its capacity, its current length, and a
@@ -1172,7 +1247,7 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_desk_request(`ptr`: Long,`nowMs`: Long,`payload`: RustBuffer.ByValue,`timeoutMs`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_desk_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferConnectionState.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_desk_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_desk_waiting_for(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1206,7 +1281,7 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_remote_send(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`output`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_remote_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferConnectionState.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_remote_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_clone_gateway(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1233,7 +1308,7 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_gateway_job_state(`ptr`: Long,`jobId`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_gateway_log(`ptr`: Long,`jobId`: RustBuffer.ByValue,`level`: RustBuffer.ByValue,`msg`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_log(`ptr`: Long,`jobId`: RustBuffer.ByValue,`level`: RustBufferGatewayLevel.ByValue,`msg`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_gateway_poll_output(`ptr`: Long,`nowMs`: Long,`unixMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1247,7 +1322,7 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_gateway_set_tokens(`ptr`: Long,`tokens`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_gateway_transition(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,`to`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_transition(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,`to`: RustBufferGatewayJobState.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_clone_ircsession(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
@@ -1288,29 +1363,29 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_constructor_jsonrpcpeer_new(`dialect`: RustBuffer.ByValue,`config`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_call(`ptr`: Long,`nowMs`: Long,`method`: RustBuffer.ByValue,`paramsJson`: RustBuffer.ByValue,`user`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_call_with_id(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`method`: RustBuffer.ByValue,`paramsJson`: RustBuffer.ByValue,`user`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferJsonRpcId.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_call_with_id(`ptr`: Long,`nowMs`: Long,`id`: RustBufferJsonRpcId.ByValue,`method`: RustBuffer.ByValue,`paramsJson`: RustBuffer.ByValue,`user`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBufferJsonRpcId.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_is_pending(`ptr`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_is_pending(`ptr`: Long,`id`: RustBufferJsonRpcId.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_notify(`ptr`: Long,`nowMs`: Long,`method`: RustBuffer.ByValue,`paramsJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_progress(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`progressJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_progress(`ptr`: Long,`nowMs`: Long,`id`: RustBufferJsonRpcId.ByValue,`progressJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`resultJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond(`ptr`: Long,`nowMs`: Long,`id`: RustBufferJsonRpcId.ByValue,`resultJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond_error(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`error`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond_error(`ptr`: Long,`nowMs`: Long,`id`: RustBufferJsonRpcId.ByValue,`error`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferJsonRpcStats.ByValue
     external fun uniffi_deskwire_uniffi_fn_clone_mobileclient(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_free_mobileclient(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1457,7 +1532,7 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_free_providerstreamparser(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_constructor_providerstreamparser_new(`provider`: RustBuffer.ByValue,`seed`: Long,`limits`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_constructor_providerstreamparser_new(`provider`: RustBufferProvider.ByValue,`seed`: Long,`limits`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_providerstreamparser_feed(`ptr`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1473,12 +1548,12 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_constructor_toolbox_new(`policyJson`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
-    external fun uniffi_deskwire_uniffi_fn_method_toolbox_authorize(`ptr`: Long,`agent`: RustBuffer.ByValue,`call`: RustBuffer.ByValue,`origin`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_authorize(`ptr`: Long,`agent`: RustBuffer.ByValue,`call`: RustBuffer.ByValue,`origin`: RustBufferToolOrigin.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferToolAuthorization.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_cancel_approval(`ptr`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_toolbox_check_call(`ptr`: Long,`nowMs`: Long,`agent`: RustBuffer.ByValue,`call`: RustBuffer.ByValue,`origin`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_check_call(`ptr`: Long,`nowMs`: Long,`agent`: RustBuffer.ByValue,`call`: RustBuffer.ByValue,`origin`: RustBufferToolOrigin.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferToolVerdict.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_parse_slash(`ptr`: Long,`line`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1491,7 +1566,7 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_remove_agent(`ptr`: Long,`agent`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
-    external fun uniffi_deskwire_uniffi_fn_method_toolbox_request_tools(`ptr`: Long,`agent`: RustBuffer.ByValue,`provider`: RustBuffer.ByValue,`choice`: RustBuffer.ByValue,`keepList`: Byte,`parallelToolCalls`: RustBuffer.ByValue,`strict`: Byte,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_request_tools(`ptr`: Long,`agent`: RustBuffer.ByValue,`provider`: RustBufferProvider.ByValue,`choice`: RustBufferToolChoice.ByValue,`keepList`: Byte,`parallelToolCalls`: RustBuffer.ByValue,`strict`: Byte,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_respond(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`approved`: Byte,`remember`: Byte,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1509,7 +1584,7 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_gateway_config_from_json(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_irc_disconnect_reason_message(`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_irc_disconnect_reason_message(`reason`: RustBufferIrcDisconnectReason.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_irc_parse_line(`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1522,7 +1597,7 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_func_json_rpc_message_to_json(`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_json_rpc_sidecar_timeouts(uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferJsonRpcTimeoutPolicy.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_parse_json_rpc(`frame`: RustBuffer.ByValue,`batchLimit`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_agent_state_to_json(`state`: RustBufferAgentState.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1561,11 +1636,11 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_escape(`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_code(`failure`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_code(`failure`: RustBufferOa1Failure.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_from_err_payload(`payload`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_message(`failure`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferOa1Failure.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_message(`failure`: RustBufferOa1Failure.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_format_frame(`frame`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1573,19 +1648,19 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_unescape(`escaped`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_remote_bash_failure_json(`failure`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_remote_bash_failure_json(`failure`: RustBufferOa1Failure.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_remote_bash_tool(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_provider_assistant_turn(`provider`: RustBuffer.ByValue,`response`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_provider_assistant_turn(`provider`: RustBufferProvider.ByValue,`response`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_provider_limits_default(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_provider_parse_response(`provider`: RustBuffer.ByValue,`body`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_provider_parse_response(`provider`: RustBufferProvider.ByValue,`body`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_provider_request_tools(`provider`: RustBuffer.ByValue,`request`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_provider_request_tools(`provider`: RustBufferProvider.ByValue,`request`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_provider_tool_results(`provider`: RustBuffer.ByValue,`previous`: RustBuffer.ByValue,`results`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_provider_tool_results(`provider`: RustBufferProvider.ByValue,`previous`: RustBuffer.ByValue,`results`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_read_schema_value(`protocol`: RustBuffer.ByValue,`def`: RustBuffer.ByValue,`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1720,7 +1795,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_gateway_config_from_json() and 0xFFFF) != 48007) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_disconnect_reason_message() and 0xFFFF) != 42228) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_disconnect_reason_message() and 0xFFFF) != 6906) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_parse_line() and 0xFFFF) != 48541) {
@@ -1738,7 +1813,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_message_to_json() and 0xFFFF) != 59469) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_sidecar_timeouts() and 0xFFFF) != 14370) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_sidecar_timeouts() and 0xFFFF) != 1368) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_json_rpc() and 0xFFFF) != 36346) {
@@ -1798,13 +1873,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_escape() and 0xFFFF) != 45862) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_code() and 0xFFFF) != 545) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_code() and 0xFFFF) != 41175) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload() and 0xFFFF) != 57184) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload() and 0xFFFF) != 49317) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_message() and 0xFFFF) != 28737) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_message() and 0xFFFF) != 37576) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_format_frame() and 0xFFFF) != 54963) {
@@ -1816,25 +1891,25 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_unescape() and 0xFFFF) != 11816) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_remote_bash_failure_json() and 0xFFFF) != 52684) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_remote_bash_failure_json() and 0xFFFF) != 51273) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_remote_bash_tool() and 0xFFFF) != 48024) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_assistant_turn() and 0xFFFF) != 12823) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_assistant_turn() and 0xFFFF) != 43433) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_limits_default() and 0xFFFF) != 32759) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_parse_response() and 0xFFFF) != 33868) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_parse_response() and 0xFFFF) != 32564) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_request_tools() and 0xFFFF) != 8354) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_request_tools() and 0xFFFF) != 16463) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_tool_results() and 0xFFFF) != 32015) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_tool_results() and 0xFFFF) != 31567) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_read_schema_value() and 0xFFFF) != 16097) {
@@ -1873,7 +1948,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_request() and 0xFFFF) != 15826) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_state() and 0xFFFF) != 5907) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_state() and 0xFFFF) != 34722) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_stats() and 0xFFFF) != 22554) {
@@ -1915,7 +1990,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_send() and 0xFFFF) != 2134) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_state() and 0xFFFF) != 516) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_state() and 0xFFFF) != 2662) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_stats() and 0xFFFF) != 14655) {
@@ -1945,10 +2020,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_job_count() and 0xFFFF) != 27174) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_job_state() and 0xFFFF) != 27556) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_job_state() and 0xFFFF) != 13024) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_log() and 0xFFFF) != 62489) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_log() and 0xFFFF) != 22789) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_poll_output() and 0xFFFF) != 63536) {
@@ -1969,7 +2044,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_set_tokens() and 0xFFFF) != 8428) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_transition() and 0xFFFF) != 54778) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_transition() and 0xFFFF) != 43009) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_channels() and 0xFFFF) != 65368) {
@@ -2011,13 +2086,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_stats() and 0xFFFF) != 5287) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call() and 0xFFFF) != 31128) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call() and 0xFFFF) != 63090) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call_with_id() and 0xFFFF) != 6806) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call_with_id() and 0xFFFF) != 43841) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_cancel() and 0xFFFF) != 28451) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_cancel() and 0xFFFF) != 2017) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_bytes() and 0xFFFF) != 41615) {
@@ -2026,7 +2101,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_timeout() and 0xFFFF) != 3626) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_is_pending() and 0xFFFF) != 40418) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_is_pending() and 0xFFFF) != 33593) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_notify() and 0xFFFF) != 9987) {
@@ -2035,16 +2110,16 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_poll_output() and 0xFFFF) != 1520) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_progress() and 0xFFFF) != 36809) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_progress() and 0xFFFF) != 64896) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond() and 0xFFFF) != 59562) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond() and 0xFFFF) != 15692) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond_error() and 0xFFFF) != 53489) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond_error() and 0xFFFF) != 54756) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_stats() and 0xFFFF) != 6121) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_stats() and 0xFFFF) != 25549) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_agent_state() and 0xFFFF) != 65409) {
@@ -2236,13 +2311,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_providerstreamparser_push_data() and 0xFFFF) != 34008) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_authorize() and 0xFFFF) != 19276) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_authorize() and 0xFFFF) != 368) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_cancel_approval() and 0xFFFF) != 9367) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_check_call() and 0xFFFF) != 59635) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_check_call() and 0xFFFF) != 18913) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_handle_timeout() and 0xFFFF) != 58526) {
@@ -2263,7 +2338,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_remove_agent() and 0xFFFF) != 32788) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_request_tools() and 0xFFFF) != 35694) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_request_tools() and 0xFFFF) != 49092) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_respond() and 0xFFFF) != 57811) {
@@ -2305,7 +2380,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1server_new() and 0xFFFF) != 28708) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_providerstreamparser_new() and 0xFFFF) != 64038) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_providerstreamparser_new() and 0xFFFF) != 9055) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_toolbox_new() and 0xFFFF) != 59176) {
@@ -9236,77 +9311,6 @@ public object FfiConverterTypeGatewayErrorBody: FfiConverterRustBuffer<GatewayEr
 
 
 /**
- * A tool call whose arguments could not be read: answer it with an error result.
- */
-data class InvalidToolCall (
-    /**
-     * The call id.
-     */
-    var `id`: kotlin.String
-    , 
-    /**
-     * The tool's name.
-     */
-    var `name`: kotlin.String
-    , 
-    /**
-     * The arguments as received.
-     */
-    var `arguments`: kotlin.String
-    , 
-    /**
-     * What is wrong with them.
-     */
-    var `error`: kotlin.String
-    , 
-    /**
-     * The provider's item id (OpenAI Responses), echoed back.
-     */
-    var `itemId`: kotlin.String? = null 
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeInvalidToolCall: FfiConverterRustBuffer<InvalidToolCall> {
-    override fun read(buf: ByteBuffer): InvalidToolCall {
-        return InvalidToolCall(
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterOptionalString.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: InvalidToolCall) = (
-            FfiConverterString.allocationSize(value.`id`) +
-            FfiConverterString.allocationSize(value.`name`) +
-            FfiConverterString.allocationSize(value.`arguments`) +
-            FfiConverterString.allocationSize(value.`error`) +
-            FfiConverterOptionalString.allocationSize(value.`itemId`)
-    )
-
-    override fun write(value: InvalidToolCall, buf: ByteBuffer) {
-            FfiConverterString.write(value.`id`, buf)
-            FfiConverterString.write(value.`name`, buf)
-            FfiConverterString.write(value.`arguments`, buf)
-            FfiConverterString.write(value.`error`, buf)
-            FfiConverterOptionalString.write(value.`itemId`, buf)
-    }
-}
-
-
-
-/**
  * One IRC line split into its parts (RFC 1459 plus IRCv3 tags).
  */
 data class IrcMessage (
@@ -9822,243 +9826,6 @@ public object FfiConverterTypeJsonRpcRemoteError: FfiConverterRustBuffer<JsonRpc
             FfiConverterTypeJsonRpcCode.write(value.`code`, buf)
             FfiConverterString.write(value.`message`, buf)
             FfiConverterOptionalString.write(value.`dataJson`, buf)
-    }
-}
-
-
-
-/**
- * The peer's counters.
- */
-data class JsonRpcStats (
-    /**
-     * Frames read.
-     */
-    var `framesIn`: kotlin.ULong
-    , 
-    /**
-     * Frames written.
-     */
-    var `framesOut`: kotlin.ULong
-    , 
-    /**
-     * Invalid messages.
-     */
-    var `malformed`: kotlin.ULong
-    , 
-    /**
-     * Framing errors.
-     */
-    var `framingErrors`: kotlin.ULong
-    , 
-    /**
-     * Answers for unknown ids.
-     */
-    var `unmatchedResponses`: kotlin.ULong
-    , 
-    /**
-     * Answers after a cancel or timeout.
-     */
-    var `lateResponses`: kotlin.ULong
-    , 
-    /**
-     * Calls timed out.
-     */
-    var `timeouts`: kotlin.ULong
-    , 
-    /**
-     * Calls cancelled.
-     */
-    var `cancelled`: kotlin.ULong
-    , 
-    /**
-     * Incoming requests refused.
-     */
-    var `refusedRequests`: kotlin.ULong
-    , 
-    /**
-     * Outgoing calls pending now.
-     */
-    var `pending`: kotlin.ULong
-    , 
-    /**
-     * Incoming requests waiting now.
-     */
-    var `incoming`: kotlin.ULong
-    , 
-    /**
-     * Bytes held now.
-     */
-    var `bytesBuffered`: kotlin.ULong
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcStats: FfiConverterRustBuffer<JsonRpcStats> {
-    override fun read(buf: ByteBuffer): JsonRpcStats {
-        return JsonRpcStats(
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: JsonRpcStats) = (
-            FfiConverterULong.allocationSize(value.`framesIn`) +
-            FfiConverterULong.allocationSize(value.`framesOut`) +
-            FfiConverterULong.allocationSize(value.`malformed`) +
-            FfiConverterULong.allocationSize(value.`framingErrors`) +
-            FfiConverterULong.allocationSize(value.`unmatchedResponses`) +
-            FfiConverterULong.allocationSize(value.`lateResponses`) +
-            FfiConverterULong.allocationSize(value.`timeouts`) +
-            FfiConverterULong.allocationSize(value.`cancelled`) +
-            FfiConverterULong.allocationSize(value.`refusedRequests`) +
-            FfiConverterULong.allocationSize(value.`pending`) +
-            FfiConverterULong.allocationSize(value.`incoming`) +
-            FfiConverterULong.allocationSize(value.`bytesBuffered`)
-    )
-
-    override fun write(value: JsonRpcStats, buf: ByteBuffer) {
-            FfiConverterULong.write(value.`framesIn`, buf)
-            FfiConverterULong.write(value.`framesOut`, buf)
-            FfiConverterULong.write(value.`malformed`, buf)
-            FfiConverterULong.write(value.`framingErrors`, buf)
-            FfiConverterULong.write(value.`unmatchedResponses`, buf)
-            FfiConverterULong.write(value.`lateResponses`, buf)
-            FfiConverterULong.write(value.`timeouts`, buf)
-            FfiConverterULong.write(value.`cancelled`, buf)
-            FfiConverterULong.write(value.`refusedRequests`, buf)
-            FfiConverterULong.write(value.`pending`, buf)
-            FfiConverterULong.write(value.`incoming`, buf)
-            FfiConverterULong.write(value.`bytesBuffered`, buf)
-    }
-}
-
-
-
-/**
- * Per-method timeouts (the longest matching prefix wins).
- */
-data class JsonRpcTimeoutPolicy (
-    /**
-     * The rules.
-     */
-    var `rules`: List<JsonRpcTimeoutRule>
-    , 
-    /**
-     * The timeout of other methods.
-     */
-    var `defaultTimeoutMs`: kotlin.ULong
-    , 
-    /**
-     * Timeouts a call may take in all when its rule does not say.
-     */
-    var `defaultMaxTotalFactor`: kotlin.ULong
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcTimeoutPolicy: FfiConverterRustBuffer<JsonRpcTimeoutPolicy> {
-    override fun read(buf: ByteBuffer): JsonRpcTimeoutPolicy {
-        return JsonRpcTimeoutPolicy(
-            FfiConverterSequenceTypeJsonRpcTimeoutRule.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: JsonRpcTimeoutPolicy) = (
-            FfiConverterSequenceTypeJsonRpcTimeoutRule.allocationSize(value.`rules`) +
-            FfiConverterULong.allocationSize(value.`defaultTimeoutMs`) +
-            FfiConverterULong.allocationSize(value.`defaultMaxTotalFactor`)
-    )
-
-    override fun write(value: JsonRpcTimeoutPolicy, buf: ByteBuffer) {
-            FfiConverterSequenceTypeJsonRpcTimeoutRule.write(value.`rules`, buf)
-            FfiConverterULong.write(value.`defaultTimeoutMs`, buf)
-            FfiConverterULong.write(value.`defaultMaxTotalFactor`, buf)
-    }
-}
-
-
-
-/**
- * A timeout for the methods starting with `prefix`.
- */
-data class JsonRpcTimeoutRule (
-    /**
-     * The method prefix.
-     */
-    var `prefix`: kotlin.String
-    , 
-    /**
-     * Time without an answer or progress.
-     */
-    var `timeoutMs`: kotlin.ULong
-    , 
-    /**
-     * Time at most, whatever the progress.
-     */
-    var `maxTotalMs`: kotlin.ULong
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcTimeoutRule: FfiConverterRustBuffer<JsonRpcTimeoutRule> {
-    override fun read(buf: ByteBuffer): JsonRpcTimeoutRule {
-        return JsonRpcTimeoutRule(
-            FfiConverterString.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: JsonRpcTimeoutRule) = (
-            FfiConverterString.allocationSize(value.`prefix`) +
-            FfiConverterULong.allocationSize(value.`timeoutMs`) +
-            FfiConverterULong.allocationSize(value.`maxTotalMs`)
-    )
-
-    override fun write(value: JsonRpcTimeoutRule, buf: ByteBuffer) {
-            FfiConverterString.write(value.`prefix`, buf)
-            FfiConverterULong.write(value.`timeoutMs`, buf)
-            FfiConverterULong.write(value.`maxTotalMs`, buf)
     }
 }
 
@@ -11358,61 +11125,6 @@ public object FfiConverterTypeToolContext: FfiConverterRustBuffer<ToolContext> {
 
 
 /**
- * The outcome of a tool call, going back to the model.
- */
-data class ToolResult (
-    /**
-     * The call it answers (`ToolCall.id`).
-     */
-    var `callId`: kotlin.String
-    , 
-    /**
-     * The text the model reads.
-     */
-    var `content`: kotlin.String
-    , 
-    /**
-     * The call failed or was refused.
-     */
-    var `isError`: kotlin.Boolean = false 
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolResult: FfiConverterRustBuffer<ToolResult> {
-    override fun read(buf: ByteBuffer): ToolResult {
-        return ToolResult(
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterBoolean.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: ToolResult) = (
-            FfiConverterString.allocationSize(value.`callId`) +
-            FfiConverterString.allocationSize(value.`content`) +
-            FfiConverterBoolean.allocationSize(value.`isError`)
-    )
-
-    override fun write(value: ToolResult, buf: ByteBuffer) {
-            FfiConverterString.write(value.`callId`, buf)
-            FfiConverterString.write(value.`content`, buf)
-            FfiConverterBoolean.write(value.`isError`, buf)
-    }
-}
-
-
-
-/**
  * A tool as the model sees it.
  */
 data class ToolSpec (
@@ -11468,134 +11180,6 @@ public object FfiConverterTypeToolSpec: FfiConverterRustBuffer<ToolSpec> {
 
 
 /**
- * Something the application should learn, by layer.
- */
-sealed class ConnectionEvent {
-    
-    /**
-     * From the IRC session (registration, joins, kicks, the end of the link).
-     */
-    data class Irc(
-        /**
-         * The event.
-         */
-        val `event`: dev.deskwire.IrcSessionEvent) : ConnectionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * From OA1 (a response, a failure, a request, a cancellation).
-     */
-    data class Oa1(
-        /**
-         * The event.
-         */
-        val `event`: dev.deskwire.Oa1Event) : ConnectionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * About the link (state, the peer's presence).
-     */
-    data class Link(
-        /**
-         * The event.
-         */
-        val `event`: dev.deskwire.LinkEvent) : ConnectionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeConnectionEvent : FfiConverterRustBuffer<ConnectionEvent>{
-    override fun read(buf: ByteBuffer): ConnectionEvent {
-        return when(buf.getInt()) {
-            1 -> ConnectionEvent.Irc(
-                FfiConverterTypeIrcSessionEvent.read(buf),
-                )
-            2 -> ConnectionEvent.Oa1(
-                FfiConverterTypeOa1Event.read(buf),
-                )
-            3 -> ConnectionEvent.Link(
-                FfiConverterTypeLinkEvent.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ConnectionEvent): ULong = when(value) {
-        is ConnectionEvent.Irc -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeIrcSessionEvent.allocationSize(value.`event`)
-            )
-        }
-        is ConnectionEvent.Oa1 -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeOa1Event.allocationSize(value.`event`)
-            )
-        }
-        is ConnectionEvent.Link -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeLinkEvent.allocationSize(value.`event`)
-            )
-        }
-    }
-
-    override fun write(value: ConnectionEvent, buf: ByteBuffer) {
-        when(value) {
-            is ConnectionEvent.Irc -> {
-                buf.putInt(1)
-                FfiConverterTypeIrcSessionEvent.write(value.`event`, buf)
-                Unit
-            }
-            is ConnectionEvent.Oa1 -> {
-                buf.putInt(2)
-                FfiConverterTypeOa1Event.write(value.`event`, buf)
-                Unit
-            }
-            is ConnectionEvent.Link -> {
-                buf.putInt(3)
-                FfiConverterTypeLinkEvent.write(value.`event`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
  * What a connection engine wants next.
  */
 sealed class ConnectionOutput {
@@ -11622,7 +11206,7 @@ sealed class ConnectionOutput {
         /**
          * The event.
          */
-        val `event`: dev.deskwire.ConnectionEvent) : ConnectionOutput()
+        val `event`: dev.deskwire.core.ConnectionEvent) : ConnectionOutput()
         
     {
         
@@ -11716,64 +11300,6 @@ public object FfiConverterTypeConnectionOutput : FfiConverterRustBuffer<Connecti
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Where a connection stands.
- */
-
-enum class ConnectionState {
-    
-    /**
-     * Registering with the server.
-     */
-    REGISTERING,
-    /**
-     * Registered, not (or no longer) in the channel: lines are held. A refused join is
-     * tried again after `rejoinDelayMs`.
-     */
-    JOINING,
-    /**
-     * Desk: in the channel, waiting for its remote (`oa1.allowedSender`; for `"*"`, anyone)
-     * to be there too: IRC keeps no history, so a request sent before would reach nobody.
-     * Lines are held.
-     */
-    WAITING_FOR_PEER,
-    /**
-     * Frames flow.
-     */
-    READY,
-    /**
-     * The connection ended.
-     */
-    CLOSED;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeConnectionState: FfiConverterRustBuffer<ConnectionState> {
-    override fun read(buf: ByteBuffer) = try {
-        ConnectionState.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: ConnectionState) = 4UL
-
-    override fun write(value: ConnectionState, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
     }
 }
 
@@ -12315,385 +11841,6 @@ public object FfiConverterTypeErrorKind: FfiConverterRustBuffer<ErrorKind> {
 
 
 /**
- * An approval's status.
- */
-
-enum class GatewayApprovalStatus {
-    
-    /**
-     * Waiting for the Commander.
-     */
-    PENDING,
-    /**
-     * Approved.
-     */
-    APPROVED,
-    /**
-     * Denied.
-     */
-    DENIED,
-    /**
-     * Expired.
-     */
-    EXPIRED;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeGatewayApprovalStatus: FfiConverterRustBuffer<GatewayApprovalStatus> {
-    override fun read(buf: ByteBuffer) = try {
-        GatewayApprovalStatus.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: GatewayApprovalStatus) = 4UL
-
-    override fun write(value: GatewayApprovalStatus, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * A decision on an approval.
- */
-
-enum class GatewayDecision {
-    
-    /**
-     * Run the step.
-     */
-    APPROVE,
-    /**
-     * Skip it.
-     */
-    DENY;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeGatewayDecision: FfiConverterRustBuffer<GatewayDecision> {
-    override fun read(buf: ByteBuffer) = try {
-        GatewayDecision.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: GatewayDecision) = 4UL
-
-    override fun write(value: GatewayDecision, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * What the executor should act on.
- */
-sealed class GatewayEvent {
-    
-    /**
-     * A job was created.
-     */
-    data class JobCreated(
-        /**
-         * The job.
-         */
-        val `jobId`: kotlin.String) : GatewayEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A job changed state (start on `RUNNING`, stop on a final state).
-     */
-    data class StateChanged(
-        /**
-         * The job.
-         */
-        val `jobId`: kotlin.String, 
-        /**
-         * Before.
-         */
-        val `from`: dev.deskwire.GatewayJobState, 
-        /**
-         * Now.
-         */
-        val `to`: dev.deskwire.GatewayJobState) : GatewayEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The Commander decided an approval.
-     */
-    data class ApprovalDecided(
-        /**
-         * The job.
-         */
-        val `jobId`: kotlin.String, 
-        /**
-         * The approval.
-         */
-        val `approvalId`: kotlin.String, 
-        /**
-         * The decision.
-         */
-        val `decision`: dev.deskwire.GatewayDecision, 
-        /**
-         * The reason given.
-         */
-        val `reason`: kotlin.String?) : GatewayEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeGatewayEvent : FfiConverterRustBuffer<GatewayEvent>{
-    override fun read(buf: ByteBuffer): GatewayEvent {
-        return when(buf.getInt()) {
-            1 -> GatewayEvent.JobCreated(
-                FfiConverterString.read(buf),
-                )
-            2 -> GatewayEvent.StateChanged(
-                FfiConverterString.read(buf),
-                FfiConverterTypeGatewayJobState.read(buf),
-                FfiConverterTypeGatewayJobState.read(buf),
-                )
-            3 -> GatewayEvent.ApprovalDecided(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterTypeGatewayDecision.read(buf),
-                FfiConverterOptionalString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: GatewayEvent): ULong = when(value) {
-        is GatewayEvent.JobCreated -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`jobId`)
-            )
-        }
-        is GatewayEvent.StateChanged -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`jobId`)
-                + FfiConverterTypeGatewayJobState.allocationSize(value.`from`)
-                + FfiConverterTypeGatewayJobState.allocationSize(value.`to`)
-            )
-        }
-        is GatewayEvent.ApprovalDecided -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`jobId`)
-                + FfiConverterString.allocationSize(value.`approvalId`)
-                + FfiConverterTypeGatewayDecision.allocationSize(value.`decision`)
-                + FfiConverterOptionalString.allocationSize(value.`reason`)
-            )
-        }
-    }
-
-    override fun write(value: GatewayEvent, buf: ByteBuffer) {
-        when(value) {
-            is GatewayEvent.JobCreated -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`jobId`, buf)
-                Unit
-            }
-            is GatewayEvent.StateChanged -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`jobId`, buf)
-                FfiConverterTypeGatewayJobState.write(value.`from`, buf)
-                FfiConverterTypeGatewayJobState.write(value.`to`, buf)
-                Unit
-            }
-            is GatewayEvent.ApprovalDecided -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`jobId`, buf)
-                FfiConverterString.write(value.`approvalId`, buf)
-                FfiConverterTypeGatewayDecision.write(value.`decision`, buf)
-                FfiConverterOptionalString.write(value.`reason`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * A job's state.
- */
-
-enum class GatewayJobState {
-    
-    /**
-     * Created, waiting for `jobs.start`.
-     */
-    CREATED,
-    /**
-     * Waiting for a slot.
-     */
-    QUEUED,
-    /**
-     * Running.
-     */
-    RUNNING,
-    /**
-     * Done, waiting for review.
-     */
-    REVIEW_READY,
-    /**
-     * Accepted.
-     */
-    COMPLETED,
-    /**
-     * Failed.
-     */
-    FAILED,
-    /**
-     * Ran out of time.
-     */
-    TIMEOUT,
-    /**
-     * Cancelled.
-     */
-    CANCELLED,
-    /**
-     * Its changes were undone.
-     */
-    ROLLED_BACK;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeGatewayJobState: FfiConverterRustBuffer<GatewayJobState> {
-    override fun read(buf: ByteBuffer) = try {
-        GatewayJobState.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: GatewayJobState) = 4UL
-
-    override fun write(value: GatewayJobState, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * A `jobs.event` log level.
- */
-
-enum class GatewayLevel {
-    
-    /**
-     * Debug.
-     */
-    DEBUG,
-    /**
-     * Info.
-     */
-    INFO,
-    /**
-     * Warn.
-     */
-    WARN,
-    /**
-     * Error.
-     */
-    ERROR;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeGatewayLevel: FfiConverterRustBuffer<GatewayLevel> {
-    override fun read(buf: ByteBuffer) = try {
-        GatewayLevel.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: GatewayLevel) = 4UL
-
-    override fun write(value: GatewayLevel, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
  * What the engine wants next.
  */
 sealed class GatewayOutput {
@@ -12724,7 +11871,7 @@ sealed class GatewayOutput {
         /**
          * The event.
          */
-        val `event`: dev.deskwire.GatewayEvent) : GatewayOutput()
+        val `event`: dev.deskwire.core.GatewayEvent) : GatewayOutput()
         
     {
         
@@ -12829,539 +11976,6 @@ public object FfiConverterTypeGatewayOutput : FfiConverterRustBuffer<GatewayOutp
 
 
 /**
- * Why a session ended.
- */
-sealed class IrcDisconnectReason {
-    
-    /**
-     * The server closed the link with `ERROR`.
-     */
-    data class ServerClosed(
-        /**
-         * The `ERROR` text.
-         */
-        val `message`: kotlin.String) : IrcDisconnectReason()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * No answer to a keepalive `PING`.
-     */
-    data object TimedOut : IrcDisconnectReason()
-    
-    
-    /**
-     * The host said the socket closed or failed (`handleEof`).
-     */
-    data object ConnectionLost : IrcDisconnectReason()
-    
-    
-    /**
-     * Every nick tried was taken.
-     */
-    data object NickUnavailable : IrcDisconnectReason()
-    
-    
-    /**
-     * The host quit.
-     */
-    data object Quit : IrcDisconnectReason()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeIrcDisconnectReason : FfiConverterRustBuffer<IrcDisconnectReason>{
-    override fun read(buf: ByteBuffer): IrcDisconnectReason {
-        return when(buf.getInt()) {
-            1 -> IrcDisconnectReason.ServerClosed(
-                FfiConverterString.read(buf),
-                )
-            2 -> IrcDisconnectReason.TimedOut
-            3 -> IrcDisconnectReason.ConnectionLost
-            4 -> IrcDisconnectReason.NickUnavailable
-            5 -> IrcDisconnectReason.Quit
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: IrcDisconnectReason): ULong = when(value) {
-        is IrcDisconnectReason.ServerClosed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is IrcDisconnectReason.TimedOut -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is IrcDisconnectReason.ConnectionLost -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is IrcDisconnectReason.NickUnavailable -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is IrcDisconnectReason.Quit -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: IrcDisconnectReason, buf: ByteBuffer) {
-        when(value) {
-            is IrcDisconnectReason.ServerClosed -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is IrcDisconnectReason.TimedOut -> {
-                buf.putInt(2)
-                Unit
-            }
-            is IrcDisconnectReason.ConnectionLost -> {
-                buf.putInt(3)
-                Unit
-            }
-            is IrcDisconnectReason.NickUnavailable -> {
-                buf.putInt(4)
-                Unit
-            }
-            is IrcDisconnectReason.Quit -> {
-                buf.putInt(5)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Something the host should know about.
- */
-sealed class IrcSessionEvent {
-    
-    /**
-     * The server accepted us under `nick`.
-     */
-    data class Registered(
-        /**
-         * Our nick.
-         */
-        val `nick`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * We are in `channel`.
-     */
-    data class Joined(
-        /**
-         * The channel.
-         */
-        val `channel`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Our nick changed.
-     */
-    data class NickChanged(
-        /**
-         * Before.
-         */
-        val `old`: kotlin.String, 
-        /**
-         * Now.
-         */
-        val `new`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The prefix the server adds to our lines is known (or changed).
-     */
-    data class PrefixLearned(
-        /**
-         * `nick!user@host`.
-         */
-        val `prefix`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Someone kicked us.
-     */
-    data class Kicked(
-        /**
-         * The channel.
-         */
-        val `channel`: kotlin.String, 
-        /**
-         * Who.
-         */
-        val `by`: kotlin.String, 
-        /**
-         * Why.
-         */
-        val `reason`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The server refused our `JOIN` (`403`, `405`, `471`, `473`, `474`, `475`, `476`,
-     * `477`); the connection tries again after `rejoinDelayMs`.
-     */
-    data class JoinFailed(
-        /**
-         * The channel.
-         */
-        val `channel`: kotlin.String, 
-        /**
-         * The numeric, e.g. `474`.
-         */
-        val `numeric`: kotlin.String, 
-        /**
-         * The server's text.
-         */
-        val `text`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The server refused a nick while registering (`432`, `433`, `436`, `437`); the session
-     * goes on as `next` (`desk_`, `desk1`, ...), which remotes that allow only the configured
-     * nick ignore, or ends when `next` is null.
-     */
-    data class NickRefused(
-        /**
-         * The nick refused.
-         */
-        val `nick`: kotlin.String, 
-        /**
-         * The numeric, e.g. `433`.
-         */
-        val `numeric`: kotlin.String, 
-        /**
-         * The server's text.
-         */
-        val `text`: kotlin.String, 
-        /**
-         * The nick tried next.
-         */
-        val `next`: kotlin.String?) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * We left a channel.
-     */
-    data class Parted(
-        /**
-         * The channel.
-         */
-        val `channel`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * An error reply the session does not handle itself.
-     */
-    data class ServerError(
-        /**
-         * The numeric and its parameters.
-         */
-        val `message`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The session is over: close the connection.
-     */
-    data class Disconnected(
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.IrcDisconnectReason) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeIrcSessionEvent : FfiConverterRustBuffer<IrcSessionEvent>{
-    override fun read(buf: ByteBuffer): IrcSessionEvent {
-        return when(buf.getInt()) {
-            1 -> IrcSessionEvent.Registered(
-                FfiConverterString.read(buf),
-                )
-            2 -> IrcSessionEvent.Joined(
-                FfiConverterString.read(buf),
-                )
-            3 -> IrcSessionEvent.NickChanged(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            4 -> IrcSessionEvent.PrefixLearned(
-                FfiConverterString.read(buf),
-                )
-            5 -> IrcSessionEvent.Kicked(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            6 -> IrcSessionEvent.JoinFailed(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            7 -> IrcSessionEvent.NickRefused(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterOptionalString.read(buf),
-                )
-            8 -> IrcSessionEvent.Parted(
-                FfiConverterString.read(buf),
-                )
-            9 -> IrcSessionEvent.ServerError(
-                FfiConverterString.read(buf),
-                )
-            10 -> IrcSessionEvent.Disconnected(
-                FfiConverterTypeIrcDisconnectReason.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: IrcSessionEvent): ULong = when(value) {
-        is IrcSessionEvent.Registered -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`nick`)
-            )
-        }
-        is IrcSessionEvent.Joined -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`channel`)
-            )
-        }
-        is IrcSessionEvent.NickChanged -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`old`)
-                + FfiConverterString.allocationSize(value.`new`)
-            )
-        }
-        is IrcSessionEvent.PrefixLearned -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`prefix`)
-            )
-        }
-        is IrcSessionEvent.Kicked -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`channel`)
-                + FfiConverterString.allocationSize(value.`by`)
-                + FfiConverterString.allocationSize(value.`reason`)
-            )
-        }
-        is IrcSessionEvent.JoinFailed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`channel`)
-                + FfiConverterString.allocationSize(value.`numeric`)
-                + FfiConverterString.allocationSize(value.`text`)
-            )
-        }
-        is IrcSessionEvent.NickRefused -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`nick`)
-                + FfiConverterString.allocationSize(value.`numeric`)
-                + FfiConverterString.allocationSize(value.`text`)
-                + FfiConverterOptionalString.allocationSize(value.`next`)
-            )
-        }
-        is IrcSessionEvent.Parted -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`channel`)
-            )
-        }
-        is IrcSessionEvent.ServerError -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is IrcSessionEvent.Disconnected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeIrcDisconnectReason.allocationSize(value.`reason`)
-            )
-        }
-    }
-
-    override fun write(value: IrcSessionEvent, buf: ByteBuffer) {
-        when(value) {
-            is IrcSessionEvent.Registered -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`nick`, buf)
-                Unit
-            }
-            is IrcSessionEvent.Joined -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`channel`, buf)
-                Unit
-            }
-            is IrcSessionEvent.NickChanged -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`old`, buf)
-                FfiConverterString.write(value.`new`, buf)
-                Unit
-            }
-            is IrcSessionEvent.PrefixLearned -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`prefix`, buf)
-                Unit
-            }
-            is IrcSessionEvent.Kicked -> {
-                buf.putInt(5)
-                FfiConverterString.write(value.`channel`, buf)
-                FfiConverterString.write(value.`by`, buf)
-                FfiConverterString.write(value.`reason`, buf)
-                Unit
-            }
-            is IrcSessionEvent.JoinFailed -> {
-                buf.putInt(6)
-                FfiConverterString.write(value.`channel`, buf)
-                FfiConverterString.write(value.`numeric`, buf)
-                FfiConverterString.write(value.`text`, buf)
-                Unit
-            }
-            is IrcSessionEvent.NickRefused -> {
-                buf.putInt(7)
-                FfiConverterString.write(value.`nick`, buf)
-                FfiConverterString.write(value.`numeric`, buf)
-                FfiConverterString.write(value.`text`, buf)
-                FfiConverterOptionalString.write(value.`next`, buf)
-                Unit
-            }
-            is IrcSessionEvent.Parted -> {
-                buf.putInt(8)
-                FfiConverterString.write(value.`channel`, buf)
-                Unit
-            }
-            is IrcSessionEvent.ServerError -> {
-                buf.putInt(9)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is IrcSessionEvent.Disconnected -> {
-                buf.putInt(10)
-                FfiConverterTypeIrcDisconnectReason.write(value.`reason`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
  * What the session wants next.
  */
 sealed class IrcSessionOutput {
@@ -13388,7 +12002,7 @@ sealed class IrcSessionOutput {
         /**
          * The event.
          */
-        val `event`: dev.deskwire.IrcSessionEvent) : IrcSessionOutput()
+        val `event`: dev.deskwire.core.IrcSessionEvent) : IrcSessionOutput()
         
     {
         
@@ -13673,104 +12287,6 @@ public object FfiConverterTypeJsonRpcCallError : FfiConverterRustBuffer<JsonRpcC
 
 
 /**
- * An error code as the dialect carries it.
- */
-sealed class JsonRpcCode {
-    
-    /**
-     * JSON-RPC's numeric codes.
-     */
-    data class Number(
-        /**
-         * The code.
-         */
-        val `value`: kotlin.Long) : JsonRpcCode()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The sidecar's `SCREAMING_SNAKE_CASE` names.
-     */
-    data class Name(
-        /**
-         * The name.
-         */
-        val `value`: kotlin.String) : JsonRpcCode()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcCode : FfiConverterRustBuffer<JsonRpcCode>{
-    override fun read(buf: ByteBuffer): JsonRpcCode {
-        return when(buf.getInt()) {
-            1 -> JsonRpcCode.Number(
-                FfiConverterLong.read(buf),
-                )
-            2 -> JsonRpcCode.Name(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: JsonRpcCode): ULong = when(value) {
-        is JsonRpcCode.Number -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterLong.allocationSize(value.`value`)
-            )
-        }
-        is JsonRpcCode.Name -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`value`)
-            )
-        }
-    }
-
-    override fun write(value: JsonRpcCode, buf: ByteBuffer) {
-        when(value) {
-            is JsonRpcCode.Number -> {
-                buf.putInt(1)
-                FfiConverterLong.write(value.`value`, buf)
-                Unit
-            }
-            is JsonRpcCode.Name -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`value`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
  * Which JSON protocol the peer speaks.
  */
 sealed class JsonRpcDialect {
@@ -13892,7 +12408,7 @@ sealed class JsonRpcEvent {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * The method.
          */
@@ -13934,7 +12450,7 @@ sealed class JsonRpcEvent {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * Its method.
          */
@@ -13961,7 +12477,7 @@ sealed class JsonRpcEvent {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * Its method.
          */
@@ -13988,7 +12504,7 @@ sealed class JsonRpcEvent {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * Its method.
          */
@@ -14183,164 +12699,6 @@ public object FfiConverterTypeJsonRpcEvent : FfiConverterRustBuffer<JsonRpcEvent
 
 
 /**
- * How messages are delimited.
- */
-
-enum class JsonRpcFraming {
-    
-    /**
-     * One message per line.
-     */
-    NDJSON,
-    /**
-     * `Content-Length` headers (LSP).
-     */
-    CONTENT_LENGTH;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcFraming: FfiConverterRustBuffer<JsonRpcFraming> {
-    override fun read(buf: ByteBuffer) = try {
-        JsonRpcFraming.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: JsonRpcFraming) = 4UL
-
-    override fun write(value: JsonRpcFraming, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * A request id.
- */
-sealed class JsonRpcId {
-    
-    /**
-     * An integer id.
-     */
-    data class Number(
-        /**
-         * The value.
-         */
-        val `value`: kotlin.Long) : JsonRpcId()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A string id.
-     */
-    data class Text(
-        /**
-         * The value.
-         */
-        val `value`: kotlin.String) : JsonRpcId()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `null`.
-     */
-    data object Null : JsonRpcId()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcId : FfiConverterRustBuffer<JsonRpcId>{
-    override fun read(buf: ByteBuffer): JsonRpcId {
-        return when(buf.getInt()) {
-            1 -> JsonRpcId.Number(
-                FfiConverterLong.read(buf),
-                )
-            2 -> JsonRpcId.Text(
-                FfiConverterString.read(buf),
-                )
-            3 -> JsonRpcId.Null
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: JsonRpcId): ULong = when(value) {
-        is JsonRpcId.Number -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterLong.allocationSize(value.`value`)
-            )
-        }
-        is JsonRpcId.Text -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`value`)
-            )
-        }
-        is JsonRpcId.Null -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: JsonRpcId, buf: ByteBuffer) {
-        when(value) {
-            is JsonRpcId.Number -> {
-                buf.putInt(1)
-                FfiConverterLong.write(value.`value`, buf)
-                Unit
-            }
-            is JsonRpcId.Text -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`value`, buf)
-                Unit
-            }
-            is JsonRpcId.Null -> {
-                buf.putInt(3)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
  * One JSON-RPC 2.0 message.
  */
 sealed class JsonRpcMessage {
@@ -14352,7 +12710,7 @@ sealed class JsonRpcMessage {
         /**
          * Its id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * The method.
          */
@@ -14394,7 +12752,7 @@ sealed class JsonRpcMessage {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * The result, JSON text.
          */
@@ -14413,7 +12771,7 @@ sealed class JsonRpcMessage {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * The error.
          */
@@ -14790,687 +13148,6 @@ public object FfiConverterTypeJsonRpcParsed : FfiConverterRustBuffer<JsonRpcPars
 
 
 /**
- * What happened to the link itself.
- */
-sealed class LinkEvent {
-    
-    /**
-     * The state changed.
-     */
-    data class StateChanged(
-        /**
-         * The new state.
-         */
-        val `state`: dev.deskwire.ConnectionState) : LinkEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The configured peer is in the channel.
-     */
-    data class PeerJoined(
-        /**
-         * Its nick.
-         */
-        val `nick`: kotlin.String) : LinkEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The configured peer left.
-     */
-    data class PeerLeft(
-        /**
-         * Its nick.
-         */
-        val `nick`: kotlin.String) : LinkEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeLinkEvent : FfiConverterRustBuffer<LinkEvent>{
-    override fun read(buf: ByteBuffer): LinkEvent {
-        return when(buf.getInt()) {
-            1 -> LinkEvent.StateChanged(
-                FfiConverterTypeConnectionState.read(buf),
-                )
-            2 -> LinkEvent.PeerJoined(
-                FfiConverterString.read(buf),
-                )
-            3 -> LinkEvent.PeerLeft(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: LinkEvent): ULong = when(value) {
-        is LinkEvent.StateChanged -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeConnectionState.allocationSize(value.`state`)
-            )
-        }
-        is LinkEvent.PeerJoined -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`nick`)
-            )
-        }
-        is LinkEvent.PeerLeft -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`nick`)
-            )
-        }
-    }
-
-    override fun write(value: LinkEvent, buf: ByteBuffer) {
-        when(value) {
-            is LinkEvent.StateChanged -> {
-                buf.putInt(1)
-                FfiConverterTypeConnectionState.write(value.`state`, buf)
-                Unit
-            }
-            is LinkEvent.PeerJoined -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`nick`, buf)
-                Unit
-            }
-            is LinkEvent.PeerLeft -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`nick`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Something the application should learn.
- */
-sealed class Oa1Event {
-    
-    /**
-     * Desk: the whole response arrived.
-     */
-    data class Response(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String, 
-        /**
-         * The text.
-         */
-        val `text`: kotlin.String, 
-        /**
-         * Whether it was cut at the size cap.
-         */
-        val `truncated`: kotlin.Boolean) : Oa1Event()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Desk: the request ended without a response.
-     */
-    data class Failed(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String, 
-        /**
-         * Why.
-         */
-        val `failure`: dev.deskwire.Oa1Failure) : Oa1Event()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Remote: a whole request arrived.
-     */
-    data class Request(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String, 
-        /**
-         * Who sent it.
-         */
-        val `sender`: kotlin.String, 
-        /**
-         * The payload (for `RemoteBash`, the command).
-         */
-        val `payload`: kotlin.String) : Oa1Event()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Remote: the desk cancelled a request.
-     */
-    data class Cancelled(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String, 
-        /**
-         * The reason.
-         */
-        val `reason`: kotlin.String) : Oa1Event()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeOa1Event : FfiConverterRustBuffer<Oa1Event>{
-    override fun read(buf: ByteBuffer): Oa1Event {
-        return when(buf.getInt()) {
-            1 -> Oa1Event.Response(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterBoolean.read(buf),
-                )
-            2 -> Oa1Event.Failed(
-                FfiConverterString.read(buf),
-                FfiConverterTypeOa1Failure.read(buf),
-                )
-            3 -> Oa1Event.Request(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            4 -> Oa1Event.Cancelled(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: Oa1Event): ULong = when(value) {
-        is Oa1Event.Response -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-                + FfiConverterString.allocationSize(value.`text`)
-                + FfiConverterBoolean.allocationSize(value.`truncated`)
-            )
-        }
-        is Oa1Event.Failed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-                + FfiConverterTypeOa1Failure.allocationSize(value.`failure`)
-            )
-        }
-        is Oa1Event.Request -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-                + FfiConverterString.allocationSize(value.`sender`)
-                + FfiConverterString.allocationSize(value.`payload`)
-            )
-        }
-        is Oa1Event.Cancelled -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-                + FfiConverterString.allocationSize(value.`reason`)
-            )
-        }
-    }
-
-    override fun write(value: Oa1Event, buf: ByteBuffer) {
-        when(value) {
-            is Oa1Event.Response -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`id`, buf)
-                FfiConverterString.write(value.`text`, buf)
-                FfiConverterBoolean.write(value.`truncated`, buf)
-                Unit
-            }
-            is Oa1Event.Failed -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`id`, buf)
-                FfiConverterTypeOa1Failure.write(value.`failure`, buf)
-                Unit
-            }
-            is Oa1Event.Request -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`id`, buf)
-                FfiConverterString.write(value.`sender`, buf)
-                FfiConverterString.write(value.`payload`, buf)
-                Unit
-            }
-            is Oa1Event.Cancelled -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`id`, buf)
-                FfiConverterString.write(value.`reason`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Why a request failed.
- */
-sealed class Oa1Failure {
-    
-    /**
-     * The remote answered `ERR code: message`.
-     */
-    data class Remote(
-        /**
-         * The error code.
-         */
-        val `code`: kotlin.String, 
-        /**
-         * The message.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * No complete response within the timeout (a `CANCEL` was sent).
-     */
-    data object Timeout : Oa1Failure()
-    
-    
-    /**
-     * A chunk of the response never arrived.
-     */
-    data object Incomplete : Oa1Failure()
-    
-    
-    /**
-     * The IRC connection ended before the response.
-     */
-    data class Disconnected(
-        /**
-         * Why (the server's `ERROR` text, a lost socket, ...).
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A compressed answer could not be read.
-     */
-    data class Malformed(
-        /**
-         * What was wrong.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The request never left: the connection was not ready within `readyTimeoutMs`; the
-     * message says what it waited for and who was in the channel.
-     */
-    data class NotReady(
-        /**
-         * What the connection waited for.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The server refused to let us into the channel.
-     */
-    data class JoinFailed(
-        /**
-         * The channel, the numeric and the server's text.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * We were kicked from the channel while the request was in flight.
-     */
-    data class Kicked(
-        /**
-         * The channel, who kicked us and why.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The remote left the channel while the request was in flight.
-     */
-    data class PeerLeft(
-        /**
-         * Who left and how.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
-    override fun read(buf: ByteBuffer): Oa1Failure {
-        return when(buf.getInt()) {
-            1 -> Oa1Failure.Remote(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            2 -> Oa1Failure.Timeout
-            3 -> Oa1Failure.Incomplete
-            4 -> Oa1Failure.Disconnected(
-                FfiConverterString.read(buf),
-                )
-            5 -> Oa1Failure.Malformed(
-                FfiConverterString.read(buf),
-                )
-            6 -> Oa1Failure.NotReady(
-                FfiConverterString.read(buf),
-                )
-            7 -> Oa1Failure.JoinFailed(
-                FfiConverterString.read(buf),
-                )
-            8 -> Oa1Failure.Kicked(
-                FfiConverterString.read(buf),
-                )
-            9 -> Oa1Failure.PeerLeft(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: Oa1Failure): ULong = when(value) {
-        is Oa1Failure.Remote -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`code`)
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.Timeout -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is Oa1Failure.Incomplete -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is Oa1Failure.Disconnected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.Malformed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.NotReady -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.JoinFailed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.Kicked -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.PeerLeft -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-    }
-
-    override fun write(value: Oa1Failure, buf: ByteBuffer) {
-        when(value) {
-            is Oa1Failure.Remote -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`code`, buf)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.Timeout -> {
-                buf.putInt(2)
-                Unit
-            }
-            is Oa1Failure.Incomplete -> {
-                buf.putInt(3)
-                Unit
-            }
-            is Oa1Failure.Disconnected -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.Malformed -> {
-                buf.putInt(5)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.NotReady -> {
-                buf.putInt(6)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.JoinFailed -> {
-                buf.putInt(7)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.Kicked -> {
-                buf.putInt(8)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.PeerLeft -> {
-                buf.putInt(9)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * The type of a frame.
- */
-
-enum class Oa1FrameType {
-    
-    /**
-     * A request chunk.
-     */
-    REQ,
-    /**
-     * A response chunk.
-     */
-    RES,
-    /**
-     * An error answer.
-     */
-    ERR,
-    /**
-     * A cancellation.
-     */
-    CANCEL,
-    /**
-     * The desk accepts a compressed answer (`ACCEPT <id> deflate`).
-     */
-    ACCEPT,
-    /**
-     * A compressed request chunk.
-     */
-    REQ_Z,
-    /**
-     * A compressed response chunk.
-     */
-    RES_Z;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeOa1FrameType: FfiConverterRustBuffer<Oa1FrameType> {
-    override fun read(buf: ByteBuffer) = try {
-        Oa1FrameType.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: Oa1FrameType) = 4UL
-
-    override fun write(value: Oa1FrameType, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
  * What a bare endpoint wants next.
  */
 sealed class Oa1Output {
@@ -15497,7 +13174,7 @@ sealed class Oa1Output {
         /**
          * The event.
          */
-        val `event`: dev.deskwire.Oa1Event) : Oa1Output()
+        val `event`: dev.deskwire.core.Oa1Event) : Oa1Output()
         
     {
         
@@ -15599,58 +13276,6 @@ public object FfiConverterTypeOa1Output : FfiConverterRustBuffer<Oa1Output>{
 
 
 /**
- * The LLM APIs deskwire translates for. Kotlin: `Provider.OPENAI_CHAT`, ...; the lowercase
- * names are the core's (`openai_chat`, the fixture file names).
- */
-
-enum class Provider {
-    
-    /**
-     * OpenAI Chat Completions.
-     */
-    OPENAI_CHAT,
-    /**
-     * OpenAI Responses.
-     */
-    OPENAI_RESPONSES,
-    /**
-     * Anthropic Messages.
-     */
-    ANTHROPIC,
-    /**
-     * Google Gemini `generateContent`.
-     */
-    GEMINI;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeProvider: FfiConverterRustBuffer<Provider> {
-    override fun read(buf: ByteBuffer) = try {
-        Provider.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: Provider) = 4UL
-
-    override fun write(value: Provider, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
  * One piece of a model's answer, in the order the model produced them.
  */
 sealed class ResponseSegment {
@@ -15692,7 +13317,7 @@ sealed class ResponseSegment {
         /**
          * The call.
          */
-        val `call`: dev.deskwire.InvalidToolCall) : ResponseSegment()
+        val `call`: dev.deskwire.core.InvalidToolCall) : ResponseSegment()
         
     {
         
@@ -15801,648 +13426,6 @@ public object FfiConverterTypeResponseSegment : FfiConverterRustBuffer<ResponseS
             is ResponseSegment.Reasoning -> {
                 buf.putInt(4)
                 FfiConverterString.write(value.`rawJson`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * How an approval was settled.
- */
-
-enum class ToolApprovalOutcome {
-    
-    /**
-     * Approved.
-     */
-    APPROVED,
-    /**
-     * Denied.
-     */
-    DENIED,
-    /**
-     * Nobody answered in time.
-     */
-    TIMED_OUT,
-    /**
-     * Withdrawn.
-     */
-    CANCELLED;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolApprovalOutcome: FfiConverterRustBuffer<ToolApprovalOutcome> {
-    override fun read(buf: ByteBuffer) = try {
-        ToolApprovalOutcome.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: ToolApprovalOutcome) = 4UL
-
-    override fun write(value: ToolApprovalOutcome, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * What the gate says about a call.
- */
-sealed class ToolAuthorization {
-    
-    /**
-     * Run it.
-     */
-    data object Allowed : ToolAuthorization()
-    
-    
-    /**
-     * A human must approve it.
-     */
-    data class NeedsApproval(
-        /**
-         * The tier.
-         */
-        val `tier`: dev.deskwire.ToolTier) : ToolAuthorization()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Do not run it; send `observation` back as its result.
-     */
-    data class Denied(
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.ToolDenyReason, 
-        /**
-         * The text for the model.
-         */
-        val `observation`: kotlin.String) : ToolAuthorization()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * No such tool; send `observation` back.
-     */
-    data class Unknown(
-        /**
-         * The text for the model.
-         */
-        val `observation`: kotlin.String) : ToolAuthorization()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolAuthorization : FfiConverterRustBuffer<ToolAuthorization>{
-    override fun read(buf: ByteBuffer): ToolAuthorization {
-        return when(buf.getInt()) {
-            1 -> ToolAuthorization.Allowed
-            2 -> ToolAuthorization.NeedsApproval(
-                FfiConverterTypeToolTier.read(buf),
-                )
-            3 -> ToolAuthorization.Denied(
-                FfiConverterTypeToolDenyReason.read(buf),
-                FfiConverterString.read(buf),
-                )
-            4 -> ToolAuthorization.Unknown(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ToolAuthorization): ULong = when(value) {
-        is ToolAuthorization.Allowed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolAuthorization.NeedsApproval -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeToolTier.allocationSize(value.`tier`)
-            )
-        }
-        is ToolAuthorization.Denied -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeToolDenyReason.allocationSize(value.`reason`)
-                + FfiConverterString.allocationSize(value.`observation`)
-            )
-        }
-        is ToolAuthorization.Unknown -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`observation`)
-            )
-        }
-    }
-
-    override fun write(value: ToolAuthorization, buf: ByteBuffer) {
-        when(value) {
-            is ToolAuthorization.Allowed -> {
-                buf.putInt(1)
-                Unit
-            }
-            is ToolAuthorization.NeedsApproval -> {
-                buf.putInt(2)
-                FfiConverterTypeToolTier.write(value.`tier`, buf)
-                Unit
-            }
-            is ToolAuthorization.Denied -> {
-                buf.putInt(3)
-                FfiConverterTypeToolDenyReason.write(value.`reason`, buf)
-                FfiConverterString.write(value.`observation`, buf)
-                Unit
-            }
-            is ToolAuthorization.Unknown -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`observation`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Whether and which tool the model must call.
- */
-sealed class ToolChoice {
-    
-    /**
-     * The model decides.
-     */
-    data object Auto : ToolChoice()
-    
-    
-    /**
-     * No tool calls.
-     */
-    data object None : ToolChoice()
-    
-    
-    /**
-     * At least one tool call.
-     */
-    data object Required : ToolChoice()
-    
-    
-    /**
-     * This tool (a tool not offered cannot be forced: nothing is called then).
-     */
-    data class Tool(
-        /**
-         * The tool's name.
-         */
-        val `name`: kotlin.String) : ToolChoice()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolChoice : FfiConverterRustBuffer<ToolChoice>{
-    override fun read(buf: ByteBuffer): ToolChoice {
-        return when(buf.getInt()) {
-            1 -> ToolChoice.Auto
-            2 -> ToolChoice.None
-            3 -> ToolChoice.Required
-            4 -> ToolChoice.Tool(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ToolChoice): ULong = when(value) {
-        is ToolChoice.Auto -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolChoice.None -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolChoice.Required -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolChoice.Tool -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`name`)
-            )
-        }
-    }
-
-    override fun write(value: ToolChoice, buf: ByteBuffer) {
-        when(value) {
-            is ToolChoice.Auto -> {
-                buf.putInt(1)
-                Unit
-            }
-            is ToolChoice.None -> {
-                buf.putInt(2)
-                Unit
-            }
-            is ToolChoice.Required -> {
-                buf.putInt(3)
-                Unit
-            }
-            is ToolChoice.Tool -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`name`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Why a call is denied.
- */
-sealed class ToolDenyReason {
-    
-    /**
-     * The agent cannot see the tool now.
-     */
-    data object NotVisible : ToolDenyReason()
-    
-    
-    /**
-     * The arguments do not fit the schema.
-     */
-    data class InvalidArguments(
-        /**
-         * What is wrong.
-         */
-        val `detail`: kotlin.String) : ToolDenyReason()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A policy rule denies it.
-     */
-    data class Policy(
-        /**
-         * The rule's reason.
-         */
-        val `reason`: kotlin.String) : ToolDenyReason()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolDenyReason : FfiConverterRustBuffer<ToolDenyReason>{
-    override fun read(buf: ByteBuffer): ToolDenyReason {
-        return when(buf.getInt()) {
-            1 -> ToolDenyReason.NotVisible
-            2 -> ToolDenyReason.InvalidArguments(
-                FfiConverterString.read(buf),
-                )
-            3 -> ToolDenyReason.Policy(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ToolDenyReason): ULong = when(value) {
-        is ToolDenyReason.NotVisible -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolDenyReason.InvalidArguments -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`detail`)
-            )
-        }
-        is ToolDenyReason.Policy -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`reason`)
-            )
-        }
-    }
-
-    override fun write(value: ToolDenyReason, buf: ByteBuffer) {
-        when(value) {
-            is ToolDenyReason.NotVisible -> {
-                buf.putInt(1)
-                Unit
-            }
-            is ToolDenyReason.InvalidArguments -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`detail`, buf)
-                Unit
-            }
-            is ToolDenyReason.Policy -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`reason`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Who asks for a call.
- */
-
-enum class ToolOrigin {
-    
-    /**
-     * The model (gated by what it was shown).
-     */
-    MODEL,
-    /**
-     * A person (a slash command).
-     */
-    USER;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolOrigin: FfiConverterRustBuffer<ToolOrigin> {
-    override fun read(buf: ByteBuffer) = try {
-        ToolOrigin.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: ToolOrigin) = 4UL
-
-    override fun write(value: ToolOrigin, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * The risk tier of a call that needs approval.
- */
-
-enum class ToolTier {
-    
-    /**
-     * Low.
-     */
-    LOW,
-    /**
-     * Medium.
-     */
-    MEDIUM,
-    /**
-     * High.
-     */
-    HIGH;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolTier: FfiConverterRustBuffer<ToolTier> {
-    override fun read(buf: ByteBuffer) = try {
-        ToolTier.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: ToolTier) = 4UL
-
-    override fun write(value: ToolTier, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * What to do with a call now.
- */
-sealed class ToolVerdict {
-    
-    /**
-     * Run it.
-     */
-    data object Run : ToolVerdict()
-    
-    
-    /**
-     * Do not; send `observation` as its error result.
-     */
-    data class Refuse(
-        /**
-         * The text for the model.
-         */
-        val `observation`: kotlin.String) : ToolVerdict()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A human was asked; wait for `ApprovalDecided`.
-     */
-    data class Pending(
-        /**
-         * The approval's id.
-         */
-        val `approvalId`: kotlin.String) : ToolVerdict()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolVerdict : FfiConverterRustBuffer<ToolVerdict>{
-    override fun read(buf: ByteBuffer): ToolVerdict {
-        return when(buf.getInt()) {
-            1 -> ToolVerdict.Run
-            2 -> ToolVerdict.Refuse(
-                FfiConverterString.read(buf),
-                )
-            3 -> ToolVerdict.Pending(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ToolVerdict): ULong = when(value) {
-        is ToolVerdict.Run -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolVerdict.Refuse -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`observation`)
-            )
-        }
-        is ToolVerdict.Pending -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`approvalId`)
-            )
-        }
-    }
-
-    override fun write(value: ToolVerdict, buf: ByteBuffer) {
-        when(value) {
-            is ToolVerdict.Run -> {
-                buf.putInt(1)
-                Unit
-            }
-            is ToolVerdict.Refuse -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`observation`, buf)
-                Unit
-            }
-            is ToolVerdict.Pending -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`approvalId`, buf)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -17248,24 +14231,24 @@ public object FfiConverterSequenceString: FfiConverterRustBuffer<List<kotlin.Str
 /**
  * @suppress
  */
-public object FfiConverterSequenceTypeJsonRpcTimeoutRule: FfiConverterRustBuffer<List<JsonRpcTimeoutRule>> {
-    override fun read(buf: ByteBuffer): List<JsonRpcTimeoutRule> {
+public object FfiConverterSequenceTypeToolResult: FfiConverterRustBuffer<List<ToolResult>> {
+    override fun read(buf: ByteBuffer): List<ToolResult> {
         val len = buf.getInt()
-        return List<JsonRpcTimeoutRule>(len) {
-            FfiConverterTypeJsonRpcTimeoutRule.read(buf)
+        return List<ToolResult>(len) {
+            FfiConverterTypeToolResult.read(buf)
         }
     }
 
-    override fun allocationSize(value: List<JsonRpcTimeoutRule>): ULong {
+    override fun allocationSize(value: List<ToolResult>): ULong {
         val sizeForLength = 4UL
-        val sizeForItems = value.map { FfiConverterTypeJsonRpcTimeoutRule.allocationSize(it) }.sum()
+        val sizeForItems = value.map { FfiConverterTypeToolResult.allocationSize(it) }.sum()
         return sizeForLength + sizeForItems
     }
 
-    override fun write(value: List<JsonRpcTimeoutRule>, buf: ByteBuffer) {
+    override fun write(value: List<ToolResult>, buf: ByteBuffer) {
         buf.putInt(value.size)
         value.iterator().forEach {
-            FfiConverterTypeJsonRpcTimeoutRule.write(it, buf)
+            FfiConverterTypeToolResult.write(it, buf)
         }
     }
 }
@@ -17294,34 +14277,6 @@ public object FfiConverterSequenceTypeToolApprovalRequest: FfiConverterRustBuffe
         buf.putInt(value.size)
         value.iterator().forEach {
             FfiConverterTypeToolApprovalRequest.write(it, buf)
-        }
-    }
-}
-
-
-
-
-/**
- * @suppress
- */
-public object FfiConverterSequenceTypeToolResult: FfiConverterRustBuffer<List<ToolResult>> {
-    override fun read(buf: ByteBuffer): List<ToolResult> {
-        val len = buf.getInt()
-        return List<ToolResult>(len) {
-            FfiConverterTypeToolResult.read(buf)
-        }
-    }
-
-    override fun allocationSize(value: List<ToolResult>): ULong {
-        val sizeForLength = 4UL
-        val sizeForItems = value.map { FfiConverterTypeToolResult.allocationSize(it) }.sum()
-        return sizeForLength + sizeForItems
-    }
-
-    override fun write(value: List<ToolResult>, buf: ByteBuffer) {
-        buf.putInt(value.size)
-        value.iterator().forEach {
-            FfiConverterTypeToolResult.write(it, buf)
         }
     }
 }
@@ -17448,6 +14403,56 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
         }
     }
 }
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
 
 
 

@@ -950,6 +950,29 @@ public object FfiConverterULong: FfiConverter<ULong, Long> {
 /**
  * @suppress
  */
+public object FfiConverterLong: FfiConverter<Long, Long> {
+    override fun lift(value: Long): Long {
+        return value
+    }
+
+    override fun read(buf: ByteBuffer): Long {
+        return buf.getLong()
+    }
+
+    override fun lower(value: Long): Long {
+        return value
+    }
+
+    override fun allocationSize(value: Long) = 8UL
+
+    override fun write(value: Long, buf: ByteBuffer) {
+        buf.putLong(value)
+    }
+}
+
+/**
+ * @suppress
+ */
 public object FfiConverterBoolean: FfiConverter<Boolean, Byte> {
     override fun lift(value: Byte): Boolean {
         return value.toInt() != 0
@@ -1253,6 +1276,325 @@ public object FfiConverterTypeCommand: FfiConverterRustBuffer<Command> {
             FfiConverterTypeCommandAction.write(value.`action`, buf)
             FfiConverterOptionalString.write(value.`task`, buf)
             FfiConverterOptionalULong.write(value.`maxIterations`, buf)
+    }
+}
+
+
+
+/**
+ * A tool call whose arguments could not be read.
+ */
+data class InvalidToolCall (
+    /**
+     * The call id.
+     */
+    var `id`: kotlin.String
+    , 
+    /**
+     * The tool's name.
+     */
+    var `name`: kotlin.String
+    , 
+    /**
+     * The arguments as received.
+     */
+    var `arguments`: kotlin.String
+    , 
+    /**
+     * What is wrong with them.
+     */
+    var `error`: kotlin.String
+    , 
+    /**
+     * The provider's item id (OpenAI Responses), to echo.
+     */
+    var `itemId`: kotlin.String? = null 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeInvalidToolCall: FfiConverterRustBuffer<InvalidToolCall> {
+    override fun read(buf: ByteBuffer): InvalidToolCall {
+        return InvalidToolCall(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterOptionalString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: InvalidToolCall) = (
+            FfiConverterString.allocationSize(value.`id`) +
+            FfiConverterString.allocationSize(value.`name`) +
+            FfiConverterString.allocationSize(value.`arguments`) +
+            FfiConverterString.allocationSize(value.`error`) +
+            FfiConverterOptionalString.allocationSize(value.`itemId`)
+    )
+
+    override fun write(value: InvalidToolCall, buf: ByteBuffer) {
+            FfiConverterString.write(value.`id`, buf)
+            FfiConverterString.write(value.`name`, buf)
+            FfiConverterString.write(value.`arguments`, buf)
+            FfiConverterString.write(value.`error`, buf)
+            FfiConverterOptionalString.write(value.`itemId`, buf)
+    }
+}
+
+
+
+/**
+ * Counters. `pending`, `incoming` and `bytes_buffered` are gauges; the rest only grow.
+ */
+data class JsonRpcStats (
+    /**
+     * Frames read.
+     */
+    var `framesIn`: kotlin.ULong
+    , 
+    /**
+     * Frames written.
+     */
+    var `framesOut`: kotlin.ULong
+    , 
+    /**
+     * Frames or batch elements that were not valid messages.
+     */
+    var `malformed`: kotlin.ULong
+    , 
+    /**
+     * Framing errors (over-long lines, bad headers, oversized bodies).
+     */
+    var `framingErrors`: kotlin.ULong
+    , 
+    /**
+     * Answers for ids we never called (or forgot long ago).
+     */
+    var `unmatchedResponses`: kotlin.ULong
+    , 
+    /**
+     * Answers that came after the call was cancelled or timed out (dropped).
+     */
+    var `lateResponses`: kotlin.ULong
+    , 
+    /**
+     * Calls that timed out.
+     */
+    var `timeouts`: kotlin.ULong
+    , 
+    /**
+     * Calls cancelled by the host.
+     */
+    var `cancelled`: kotlin.ULong
+    , 
+    /**
+     * Incoming requests refused (duplicate id, or too many waiting).
+     */
+    var `refusedRequests`: kotlin.ULong
+    , 
+    /**
+     * Outgoing calls pending now.
+     */
+    var `pending`: kotlin.ULong
+    , 
+    /**
+     * Incoming requests waiting for our answer now.
+     */
+    var `incoming`: kotlin.ULong
+    , 
+    /**
+     * Bytes held by the decoder and the outbox now.
+     */
+    var `bytesBuffered`: kotlin.ULong
+    , 
+    /**
+     * Notifications, progress reports, malformed-input reports and error answers dropped
+     * because `max_queued` outputs were waiting.
+     */
+    var `dropped`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcStats: FfiConverterRustBuffer<JsonRpcStats> {
+    override fun read(buf: ByteBuffer): JsonRpcStats {
+        return JsonRpcStats(
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: JsonRpcStats) = (
+            FfiConverterULong.allocationSize(value.`framesIn`) +
+            FfiConverterULong.allocationSize(value.`framesOut`) +
+            FfiConverterULong.allocationSize(value.`malformed`) +
+            FfiConverterULong.allocationSize(value.`framingErrors`) +
+            FfiConverterULong.allocationSize(value.`unmatchedResponses`) +
+            FfiConverterULong.allocationSize(value.`lateResponses`) +
+            FfiConverterULong.allocationSize(value.`timeouts`) +
+            FfiConverterULong.allocationSize(value.`cancelled`) +
+            FfiConverterULong.allocationSize(value.`refusedRequests`) +
+            FfiConverterULong.allocationSize(value.`pending`) +
+            FfiConverterULong.allocationSize(value.`incoming`) +
+            FfiConverterULong.allocationSize(value.`bytesBuffered`) +
+            FfiConverterULong.allocationSize(value.`dropped`)
+    )
+
+    override fun write(value: JsonRpcStats, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`framesIn`, buf)
+            FfiConverterULong.write(value.`framesOut`, buf)
+            FfiConverterULong.write(value.`malformed`, buf)
+            FfiConverterULong.write(value.`framingErrors`, buf)
+            FfiConverterULong.write(value.`unmatchedResponses`, buf)
+            FfiConverterULong.write(value.`lateResponses`, buf)
+            FfiConverterULong.write(value.`timeouts`, buf)
+            FfiConverterULong.write(value.`cancelled`, buf)
+            FfiConverterULong.write(value.`refusedRequests`, buf)
+            FfiConverterULong.write(value.`pending`, buf)
+            FfiConverterULong.write(value.`incoming`, buf)
+            FfiConverterULong.write(value.`bytesBuffered`, buf)
+            FfiConverterULong.write(value.`dropped`, buf)
+    }
+}
+
+
+
+/**
+ * Per-method timeouts; the longest matching prefix wins. JSON: the fields by name; missing
+ * ones take [`TimeoutPolicy::default`]'s values (30 s for every method, up to 10×).
+ */
+data class JsonRpcTimeoutPolicy (
+    /**
+     * The rules.
+     */
+    var `rules`: List<JsonRpcTimeoutRule>
+    , 
+    /**
+     * The timeout of methods no rule matches.
+     */
+    var `defaultTimeoutMs`: kotlin.ULong
+    , 
+    /**
+     * How many timeouts a call may take in all, when its rule does not say (progress keeps a
+     * call alive up to this multiple of its timeout).
+     */
+    var `defaultMaxTotalFactor`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcTimeoutPolicy: FfiConverterRustBuffer<JsonRpcTimeoutPolicy> {
+    override fun read(buf: ByteBuffer): JsonRpcTimeoutPolicy {
+        return JsonRpcTimeoutPolicy(
+            FfiConverterSequenceTypeJsonRpcTimeoutRule.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: JsonRpcTimeoutPolicy) = (
+            FfiConverterSequenceTypeJsonRpcTimeoutRule.allocationSize(value.`rules`) +
+            FfiConverterULong.allocationSize(value.`defaultTimeoutMs`) +
+            FfiConverterULong.allocationSize(value.`defaultMaxTotalFactor`)
+    )
+
+    override fun write(value: JsonRpcTimeoutPolicy, buf: ByteBuffer) {
+            FfiConverterSequenceTypeJsonRpcTimeoutRule.write(value.`rules`, buf)
+            FfiConverterULong.write(value.`defaultTimeoutMs`, buf)
+            FfiConverterULong.write(value.`defaultMaxTotalFactor`, buf)
+    }
+}
+
+
+
+/**
+ * A timeout for the methods that start with `prefix`.
+ */
+data class JsonRpcTimeoutRule (
+    /**
+     * The method prefix (`health.` matches `health.ping`; a full name matches itself).
+     */
+    var `prefix`: kotlin.String
+    , 
+    /**
+     * How long a call may go without an answer or progress.
+     */
+    var `timeoutMs`: kotlin.ULong
+    , 
+    /**
+     * How long a call may take at most, however much progress it reports.
+     */
+    var `maxTotalMs`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcTimeoutRule: FfiConverterRustBuffer<JsonRpcTimeoutRule> {
+    override fun read(buf: ByteBuffer): JsonRpcTimeoutRule {
+        return JsonRpcTimeoutRule(
+            FfiConverterString.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: JsonRpcTimeoutRule) = (
+            FfiConverterString.allocationSize(value.`prefix`) +
+            FfiConverterULong.allocationSize(value.`timeoutMs`) +
+            FfiConverterULong.allocationSize(value.`maxTotalMs`)
+    )
+
+    override fun write(value: JsonRpcTimeoutRule, buf: ByteBuffer) {
+            FfiConverterString.write(value.`prefix`, buf)
+            FfiConverterULong.write(value.`timeoutMs`, buf)
+            FfiConverterULong.write(value.`maxTotalMs`, buf)
     }
 }
 
@@ -1913,6 +2255,61 @@ public object FfiConverterTypeTaskUpdate: FfiConverterRustBuffer<TaskUpdate> {
 
 
 /**
+ * The outcome of a tool call, going back to the model.
+ */
+data class ToolResult (
+    /**
+     * The call it answers.
+     */
+    var `callId`: kotlin.String
+    , 
+    /**
+     * The text the model reads.
+     */
+    var `content`: kotlin.String
+    , 
+    /**
+     * The call failed (or was refused): the model should see it as an error.
+     */
+    var `isError`: kotlin.Boolean = false 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolResult: FfiConverterRustBuffer<ToolResult> {
+    override fun read(buf: ByteBuffer): ToolResult {
+        return ToolResult(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterBoolean.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ToolResult) = (
+            FfiConverterString.allocationSize(value.`callId`) +
+            FfiConverterString.allocationSize(value.`content`) +
+            FfiConverterBoolean.allocationSize(value.`isError`)
+    )
+
+    override fun write(value: ToolResult, buf: ByteBuffer) {
+            FfiConverterString.write(value.`callId`, buf)
+            FfiConverterString.write(value.`content`, buf)
+            FfiConverterBoolean.write(value.`isError`, buf)
+    }
+}
+
+
+
+/**
  * `message` from the phone: a chat message or the answer to the agent's question. Its
  * `role` is always `"user"` (written so, and required so on read).
  */
@@ -2500,6 +2897,1484 @@ public object FfiConverterTypeCommandAction: FfiConverterRustBuffer<CommandActio
 
     override fun write(value: CommandAction, buf: ByteBuffer) {
         buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * Something the application should learn: from the IRC session, from OA1, or about the link.
+ *
+ * As JSON the variant's own tag is the key, e.g. `{"joined": {"channel": "#desk"}}`,
+ * `{"response": {"id": ..., "text": ..., "truncated": false}}` or
+ * `{"state_changed": {"state": "ready"}}` (the names do not overlap).
+ */
+sealed class ConnectionEvent {
+    
+    /**
+     * Registration, joins and refused joins, nick changes and refused nicks, prefix changes,
+     * kicks, server errors, the end of the link.
+     */
+    data class Irc(
+        val `event`: dev.deskwire.core.IrcSessionEvent) : ConnectionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A response, a failure, a request or a cancellation.
+     */
+    data class Oa1(
+        val `event`: dev.deskwire.core.Oa1Event) : ConnectionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The connection's state, and the peer's presence.
+     */
+    data class Link(
+        val `event`: dev.deskwire.core.LinkEvent) : ConnectionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeConnectionEvent : FfiConverterRustBuffer<ConnectionEvent>{
+    override fun read(buf: ByteBuffer): ConnectionEvent {
+        return when(buf.getInt()) {
+            1 -> ConnectionEvent.Irc(
+                FfiConverterTypeIrcSessionEvent.read(buf),
+                )
+            2 -> ConnectionEvent.Oa1(
+                FfiConverterTypeOa1Event.read(buf),
+                )
+            3 -> ConnectionEvent.Link(
+                FfiConverterTypeLinkEvent.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ConnectionEvent): ULong = when(value) {
+        is ConnectionEvent.Irc -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeIrcSessionEvent.allocationSize(value.`event`)
+            )
+        }
+        is ConnectionEvent.Oa1 -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeOa1Event.allocationSize(value.`event`)
+            )
+        }
+        is ConnectionEvent.Link -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeLinkEvent.allocationSize(value.`event`)
+            )
+        }
+    }
+
+    override fun write(value: ConnectionEvent, buf: ByteBuffer) {
+        when(value) {
+            is ConnectionEvent.Irc -> {
+                buf.putInt(1)
+                FfiConverterTypeIrcSessionEvent.write(value.`event`, buf)
+                Unit
+            }
+            is ConnectionEvent.Oa1 -> {
+                buf.putInt(2)
+                FfiConverterTypeOa1Event.write(value.`event`, buf)
+                Unit
+            }
+            is ConnectionEvent.Link -> {
+                buf.putInt(3)
+                FfiConverterTypeLinkEvent.write(value.`event`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Where a connection stands.
+ */
+
+enum class ConnectionState {
+    
+    /**
+     * Registering with the server (`NICK`/`USER` sent, no `001` yet).
+     */
+    REGISTERING,
+    /**
+     * Registered, not (or no longer) in the OA1 channel: lines are held. A refused join is
+     * tried again after `rejoin_delay_ms`.
+     */
+    JOINING,
+    /**
+     * Desk only: in the channel, waiting for the remote (`allowed_sender`; for `*`, anyone)
+     * to be there too, since IRC keeps no history and a request sent before would reach
+     * nobody. Lines are held.
+     */
+    WAITING_FOR_PEER,
+    /**
+     * In the channel (with the remote, for a desk): frames flow.
+     */
+    READY,
+    /**
+     * The connection ended; the engine takes no more requests.
+     */
+    CLOSED;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeConnectionState: FfiConverterRustBuffer<ConnectionState> {
+    override fun read(buf: ByteBuffer) = try {
+        ConnectionState.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: ConnectionState) = 4UL
+
+    override fun write(value: ConnectionState, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * Where an approval stands.
+ */
+
+enum class GatewayApprovalStatus {
+    
+    /**
+     * Waiting for a decision.
+     */
+    PENDING,
+    /**
+     * Approved.
+     */
+    APPROVED,
+    /**
+     * Denied.
+     */
+    DENIED,
+    /**
+     * Its job left `RUNNING` before a decision (it can no longer be decided).
+     */
+    EXPIRED;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayApprovalStatus: FfiConverterRustBuffer<GatewayApprovalStatus> {
+    override fun read(buf: ByteBuffer) = try {
+        GatewayApprovalStatus.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: GatewayApprovalStatus) = 4UL
+
+    override fun write(value: GatewayApprovalStatus, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * A decision.
+ */
+
+enum class GatewayDecision {
+    
+    /**
+     * Let the step run.
+     */
+    APPROVE,
+    /**
+     * Refuse the step.
+     */
+    DENY;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayDecision: FfiConverterRustBuffer<GatewayDecision> {
+    override fun read(buf: ByteBuffer) = try {
+        GatewayDecision.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: GatewayDecision) = 4UL
+
+    override fun write(value: GatewayDecision, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * Something the host's executor should act on. JSON: externally tagged, snake_case
+ * (`{"state_changed": {"job_id": "j1", "from": "QUEUED", "to": "RUNNING"}}`).
+ */
+sealed class GatewayEvent {
+    
+    /**
+     * A job was created (`jobs.create`); it waits for `jobs.start`.
+     */
+    data class JobCreated(
+        /**
+         * The job.
+         */
+        val `jobId`: kotlin.String) : GatewayEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A job changed state. On `to == RUNNING` start executing it; on a final state (`CANCELLED`,
+     * `TIMEOUT`, ...) stop it.
+     */
+    data class StateChanged(
+        /**
+         * The job.
+         */
+        val `jobId`: kotlin.String, 
+        /**
+         * The old state.
+         */
+        val `from`: dev.deskwire.core.GatewayJobState, 
+        /**
+         * The new state.
+         */
+        val `to`: dev.deskwire.core.GatewayJobState) : GatewayEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The Commander decided an approval: run the step (approve) or skip it (deny). A denial
+     * does not end the job (the spec's `jobs.result` example is `COMPLETED` with a denied
+     * approval).
+     */
+    data class ApprovalDecided(
+        /**
+         * The job.
+         */
+        val `jobId`: kotlin.String, 
+        /**
+         * The approval.
+         */
+        val `approvalId`: kotlin.String, 
+        /**
+         * The decision.
+         */
+        val `decision`: dev.deskwire.core.GatewayDecision, 
+        /**
+         * The reason given.
+         */
+        val `reason`: kotlin.String?) : GatewayEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayEvent : FfiConverterRustBuffer<GatewayEvent>{
+    override fun read(buf: ByteBuffer): GatewayEvent {
+        return when(buf.getInt()) {
+            1 -> GatewayEvent.JobCreated(
+                FfiConverterString.read(buf),
+                )
+            2 -> GatewayEvent.StateChanged(
+                FfiConverterString.read(buf),
+                FfiConverterTypeGatewayJobState.read(buf),
+                FfiConverterTypeGatewayJobState.read(buf),
+                )
+            3 -> GatewayEvent.ApprovalDecided(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterTypeGatewayDecision.read(buf),
+                FfiConverterOptionalString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: GatewayEvent): ULong = when(value) {
+        is GatewayEvent.JobCreated -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`jobId`)
+            )
+        }
+        is GatewayEvent.StateChanged -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`jobId`)
+                + FfiConverterTypeGatewayJobState.allocationSize(value.`from`)
+                + FfiConverterTypeGatewayJobState.allocationSize(value.`to`)
+            )
+        }
+        is GatewayEvent.ApprovalDecided -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`jobId`)
+                + FfiConverterString.allocationSize(value.`approvalId`)
+                + FfiConverterTypeGatewayDecision.allocationSize(value.`decision`)
+                + FfiConverterOptionalString.allocationSize(value.`reason`)
+            )
+        }
+    }
+
+    override fun write(value: GatewayEvent, buf: ByteBuffer) {
+        when(value) {
+            is GatewayEvent.JobCreated -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`jobId`, buf)
+                Unit
+            }
+            is GatewayEvent.StateChanged -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`jobId`, buf)
+                FfiConverterTypeGatewayJobState.write(value.`from`, buf)
+                FfiConverterTypeGatewayJobState.write(value.`to`, buf)
+                Unit
+            }
+            is GatewayEvent.ApprovalDecided -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`jobId`, buf)
+                FfiConverterString.write(value.`approvalId`, buf)
+                FfiConverterTypeGatewayDecision.write(value.`decision`, buf)
+                FfiConverterOptionalString.write(value.`reason`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * The state of a job, written exactly as the spec names it (`SCREAMING_SNAKE`).
+ */
+
+enum class GatewayJobState {
+    
+    /**
+     * Accepted by `jobs.create`, not started.
+     */
+    CREATED,
+    /**
+     * Started, waiting for a run slot.
+     */
+    QUEUED,
+    /**
+     * Executing.
+     */
+    RUNNING,
+    /**
+     * Execution done; the changes wait for review.
+     */
+    REVIEW_READY,
+    /**
+     * Done (terminal).
+     */
+    COMPLETED,
+    /**
+     * Ended in error (terminal).
+     */
+    FAILED,
+    /**
+     * Ran longer than `policy.timeoutSec` (terminal).
+     */
+    TIMEOUT,
+    /**
+     * Cancelled before it finished (terminal).
+     */
+    CANCELLED,
+    /**
+     * Its changes were undone (terminal).
+     */
+    ROLLED_BACK;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayJobState: FfiConverterRustBuffer<GatewayJobState> {
+    override fun read(buf: ByteBuffer) = try {
+        GatewayJobState.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: GatewayJobState) = 4UL
+
+    override fun write(value: GatewayJobState, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * A `jobs.event` level.
+ */
+
+enum class GatewayLevel {
+    
+    /**
+     * Detail.
+     */
+    DEBUG,
+    /**
+     * Progress.
+     */
+    INFO,
+    /**
+     * Something odd.
+     */
+    WARN,
+    /**
+     * A failure.
+     */
+    ERROR;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGatewayLevel: FfiConverterRustBuffer<GatewayLevel> {
+    override fun read(buf: ByteBuffer) = try {
+        GatewayLevel.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: GatewayLevel) = 4UL
+
+    override fun write(value: GatewayLevel, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * Why a session ended. As JSON: `"timed_out"` or `{"server_closed": {"message": ...}}`.
+ */
+sealed class IrcDisconnectReason {
+    
+    /**
+     * The server closed the link with `ERROR`.
+     */
+    data class ServerClosed(
+        /**
+         * The text of the `ERROR` line.
+         */
+        val `message`: kotlin.String) : IrcDisconnectReason()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Nothing arrived for `ping_timeout_ms` after a keepalive `PING`.
+     */
+    data object TimedOut : IrcDisconnectReason()
+    
+    
+    /**
+     * The host said the connection closed or failed ([`Session::handle_eof`]).
+     */
+    data object ConnectionLost : IrcDisconnectReason()
+    
+    
+    /**
+     * Every nick tried was taken or refused before registration.
+     */
+    data object NickUnavailable : IrcDisconnectReason()
+    
+    
+    /**
+     * The host called [`Session::quit`].
+     */
+    data object Quit : IrcDisconnectReason()
+    
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeIrcDisconnectReason : FfiConverterRustBuffer<IrcDisconnectReason>{
+    override fun read(buf: ByteBuffer): IrcDisconnectReason {
+        return when(buf.getInt()) {
+            1 -> IrcDisconnectReason.ServerClosed(
+                FfiConverterString.read(buf),
+                )
+            2 -> IrcDisconnectReason.TimedOut
+            3 -> IrcDisconnectReason.ConnectionLost
+            4 -> IrcDisconnectReason.NickUnavailable
+            5 -> IrcDisconnectReason.Quit
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: IrcDisconnectReason): ULong = when(value) {
+        is IrcDisconnectReason.ServerClosed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is IrcDisconnectReason.TimedOut -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is IrcDisconnectReason.ConnectionLost -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is IrcDisconnectReason.NickUnavailable -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is IrcDisconnectReason.Quit -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+    }
+
+    override fun write(value: IrcDisconnectReason, buf: ByteBuffer) {
+        when(value) {
+            is IrcDisconnectReason.ServerClosed -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is IrcDisconnectReason.TimedOut -> {
+                buf.putInt(2)
+                Unit
+            }
+            is IrcDisconnectReason.ConnectionLost -> {
+                buf.putInt(3)
+                Unit
+            }
+            is IrcDisconnectReason.NickUnavailable -> {
+                buf.putInt(4)
+                Unit
+            }
+            is IrcDisconnectReason.Quit -> {
+                buf.putInt(5)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Something the host should know about. As JSON: `{"joined": {"channel": "#desk"}}`.
+ */
+sealed class IrcSessionEvent {
+    
+    /**
+     * The server accepted us (`001`) under this nick; the configured channels are being joined.
+     */
+    data class Registered(
+        /**
+         * Our nick, as the server confirmed it.
+         */
+        val `nick`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * We are in this channel (the server echoed our `JOIN`).
+     */
+    data class Joined(
+        /**
+         * The channel, as the server wrote it.
+         */
+        val `channel`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Our nick changed.
+     */
+    data class NickChanged(
+        /**
+         * The nick before.
+         */
+        val `old`: kotlin.String, 
+        /**
+         * The nick now.
+         */
+        val `new`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The prefix the server adds to our lines became known, or changed (a nick change, a host
+     * cloak). It sets how much text fits in one line: see [`Identity::privmsg_text_budget`].
+     */
+    data class PrefixLearned(
+        /**
+         * `nick!user@host`.
+         */
+        val `prefix`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The server refused to let us into a channel we asked to join: `403` (no such channel),
+     * `405` (too many channels), `471` (full), `473` (invite only), `474` (banned), `475` (wrong
+     * key), `476` (bad channel mask) or `477` (registration needed). Trying again is the host's
+     * choice ([`Session::join`]).
+     */
+    data class JoinFailed(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String, 
+        /**
+         * The numeric, e.g. `"474"`.
+         */
+        val `numeric`: kotlin.String, 
+        /**
+         * The server's text, e.g. `Cannot join channel (+b)`.
+         */
+        val `text`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The server refused a nick while registering (`432` erroneous, `433` in use, `436`
+     * collision, `437` unavailable). The session goes on with `next` (the configured nick with
+     * `_`, then `1`, `2`, ... appended), or ends with [`DisconnectReason::NickUnavailable`]
+     * when `next` is `None`. Peers that accept only the configured nick will ignore us.
+     */
+    data class NickRefused(
+        /**
+         * The nick refused.
+         */
+        val `nick`: kotlin.String, 
+        /**
+         * The numeric, e.g. `"433"`.
+         */
+        val `numeric`: kotlin.String, 
+        /**
+         * The server's text, e.g. `Nickname is already in use`.
+         */
+        val `text`: kotlin.String, 
+        /**
+         * The nick tried next, if any attempts are left.
+         */
+        val `next`: kotlin.String?) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Someone removed us from a channel. Joining again is the host's choice ([`Session::join`]).
+     */
+    data class Kicked(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String, 
+        /**
+         * The nick (or server) that kicked us.
+         */
+        val `by`: kotlin.String, 
+        /**
+         * The reason given, possibly empty.
+         */
+        val `reason`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * We left a channel (the server echoed a `PART` of ours).
+     */
+    data class Parted(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The server answered with an error reply (numerics 400 to 599) that the session does not
+     * handle itself, for example `474 #desk Cannot join channel (+b)` or
+     * `404 #desk Cannot send to channel`.
+     */
+    data class ServerError(
+        /**
+         * The numeric and its parameters after our nick, separated by spaces.
+         */
+        val `message`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The session is over; the host should close the connection. Nothing more happens after it.
+     */
+    data class Disconnected(
+        /**
+         * Why.
+         */
+        val `reason`: dev.deskwire.core.IrcDisconnectReason) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeIrcSessionEvent : FfiConverterRustBuffer<IrcSessionEvent>{
+    override fun read(buf: ByteBuffer): IrcSessionEvent {
+        return when(buf.getInt()) {
+            1 -> IrcSessionEvent.Registered(
+                FfiConverterString.read(buf),
+                )
+            2 -> IrcSessionEvent.Joined(
+                FfiConverterString.read(buf),
+                )
+            3 -> IrcSessionEvent.NickChanged(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            4 -> IrcSessionEvent.PrefixLearned(
+                FfiConverterString.read(buf),
+                )
+            5 -> IrcSessionEvent.JoinFailed(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            6 -> IrcSessionEvent.NickRefused(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterOptionalString.read(buf),
+                )
+            7 -> IrcSessionEvent.Kicked(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            8 -> IrcSessionEvent.Parted(
+                FfiConverterString.read(buf),
+                )
+            9 -> IrcSessionEvent.ServerError(
+                FfiConverterString.read(buf),
+                )
+            10 -> IrcSessionEvent.Disconnected(
+                FfiConverterTypeIrcDisconnectReason.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: IrcSessionEvent): ULong = when(value) {
+        is IrcSessionEvent.Registered -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`nick`)
+            )
+        }
+        is IrcSessionEvent.Joined -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+            )
+        }
+        is IrcSessionEvent.NickChanged -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`old`)
+                + FfiConverterString.allocationSize(value.`new`)
+            )
+        }
+        is IrcSessionEvent.PrefixLearned -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`prefix`)
+            )
+        }
+        is IrcSessionEvent.JoinFailed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+                + FfiConverterString.allocationSize(value.`numeric`)
+                + FfiConverterString.allocationSize(value.`text`)
+            )
+        }
+        is IrcSessionEvent.NickRefused -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`nick`)
+                + FfiConverterString.allocationSize(value.`numeric`)
+                + FfiConverterString.allocationSize(value.`text`)
+                + FfiConverterOptionalString.allocationSize(value.`next`)
+            )
+        }
+        is IrcSessionEvent.Kicked -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+                + FfiConverterString.allocationSize(value.`by`)
+                + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
+        is IrcSessionEvent.Parted -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+            )
+        }
+        is IrcSessionEvent.ServerError -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is IrcSessionEvent.Disconnected -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeIrcDisconnectReason.allocationSize(value.`reason`)
+            )
+        }
+    }
+
+    override fun write(value: IrcSessionEvent, buf: ByteBuffer) {
+        when(value) {
+            is IrcSessionEvent.Registered -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`nick`, buf)
+                Unit
+            }
+            is IrcSessionEvent.Joined -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`channel`, buf)
+                Unit
+            }
+            is IrcSessionEvent.NickChanged -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`old`, buf)
+                FfiConverterString.write(value.`new`, buf)
+                Unit
+            }
+            is IrcSessionEvent.PrefixLearned -> {
+                buf.putInt(4)
+                FfiConverterString.write(value.`prefix`, buf)
+                Unit
+            }
+            is IrcSessionEvent.JoinFailed -> {
+                buf.putInt(5)
+                FfiConverterString.write(value.`channel`, buf)
+                FfiConverterString.write(value.`numeric`, buf)
+                FfiConverterString.write(value.`text`, buf)
+                Unit
+            }
+            is IrcSessionEvent.NickRefused -> {
+                buf.putInt(6)
+                FfiConverterString.write(value.`nick`, buf)
+                FfiConverterString.write(value.`numeric`, buf)
+                FfiConverterString.write(value.`text`, buf)
+                FfiConverterOptionalString.write(value.`next`, buf)
+                Unit
+            }
+            is IrcSessionEvent.Kicked -> {
+                buf.putInt(7)
+                FfiConverterString.write(value.`channel`, buf)
+                FfiConverterString.write(value.`by`, buf)
+                FfiConverterString.write(value.`reason`, buf)
+                Unit
+            }
+            is IrcSessionEvent.Parted -> {
+                buf.putInt(8)
+                FfiConverterString.write(value.`channel`, buf)
+                Unit
+            }
+            is IrcSessionEvent.ServerError -> {
+                buf.putInt(9)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is IrcSessionEvent.Disconnected -> {
+                buf.putInt(10)
+                FfiConverterTypeIrcDisconnectReason.write(value.`reason`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * An error code as the dialect carries it.
+ */
+sealed class JsonRpcCode {
+    
+    /**
+     * JSON-RPC's numeric codes.
+     */
+    data class Number(
+        val `value`: kotlin.Long) : JsonRpcCode()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The sidecar's `SCREAMING_SNAKE_CASE` names.
+     */
+    data class Name(
+        val `value`: kotlin.String) : JsonRpcCode()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcCode : FfiConverterRustBuffer<JsonRpcCode>{
+    override fun read(buf: ByteBuffer): JsonRpcCode {
+        return when(buf.getInt()) {
+            1 -> JsonRpcCode.Number(
+                FfiConverterLong.read(buf),
+                )
+            2 -> JsonRpcCode.Name(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: JsonRpcCode): ULong = when(value) {
+        is JsonRpcCode.Number -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterLong.allocationSize(value.`value`)
+            )
+        }
+        is JsonRpcCode.Name -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`value`)
+            )
+        }
+    }
+
+    override fun write(value: JsonRpcCode, buf: ByteBuffer) {
+        when(value) {
+            is JsonRpcCode.Number -> {
+                buf.putInt(1)
+                FfiConverterLong.write(value.`value`, buf)
+                Unit
+            }
+            is JsonRpcCode.Name -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`value`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * How messages are delimited on the stream. JSON: `"ndjson"` or `"content_length"`.
+ */
+
+enum class JsonRpcFraming {
+    
+    /**
+     * One message per line.
+     */
+    NDJSON,
+    /**
+     * `Content-Length` headers (LSP).
+     */
+    CONTENT_LENGTH;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcFraming: FfiConverterRustBuffer<JsonRpcFraming> {
+    override fun read(buf: ByteBuffer) = try {
+        JsonRpcFraming.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: JsonRpcFraming) = 4UL
+
+    override fun write(value: JsonRpcFraming, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * A request id: a number, a string, or `null` (only in an error answering an unreadable
+ * request). Fractional numbers are refused: the spec discourages them and no peer needs them.
+ */
+sealed class JsonRpcId {
+    
+    /**
+     * An integer id.
+     */
+    data class Number(
+        val `value`: kotlin.Long) : JsonRpcId()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A string id.
+     */
+    data class Text(
+        val `value`: kotlin.String) : JsonRpcId()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * `null`.
+     */
+    data object Null : JsonRpcId()
+    
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeJsonRpcId : FfiConverterRustBuffer<JsonRpcId>{
+    override fun read(buf: ByteBuffer): JsonRpcId {
+        return when(buf.getInt()) {
+            1 -> JsonRpcId.Number(
+                FfiConverterLong.read(buf),
+                )
+            2 -> JsonRpcId.Text(
+                FfiConverterString.read(buf),
+                )
+            3 -> JsonRpcId.Null
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: JsonRpcId): ULong = when(value) {
+        is JsonRpcId.Number -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterLong.allocationSize(value.`value`)
+            )
+        }
+        is JsonRpcId.Text -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`value`)
+            )
+        }
+        is JsonRpcId.Null -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+    }
+
+    override fun write(value: JsonRpcId, buf: ByteBuffer) {
+        when(value) {
+            is JsonRpcId.Number -> {
+                buf.putInt(1)
+                FfiConverterLong.write(value.`value`, buf)
+                Unit
+            }
+            is JsonRpcId.Text -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`value`, buf)
+                Unit
+            }
+            is JsonRpcId.Null -> {
+                buf.putInt(3)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * What happened to the connection itself. As JSON: `{"state_changed": {"state": "ready"}}`,
+ * `{"peer_joined": {"nick": ...}}`, `{"peer_left": {"nick": ...}}`.
+ */
+sealed class LinkEvent {
+    
+    /**
+     * [`ConnectionState`] changed.
+     */
+    data class StateChanged(
+        /**
+         * The new state.
+         */
+        val `state`: dev.deskwire.core.ConnectionState) : LinkEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The desk's remote (`allowed_sender`) is in the channel.
+     */
+    data class PeerJoined(
+        /**
+         * Its nick.
+         */
+        val `nick`: kotlin.String) : LinkEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The desk's remote left the channel (part, quit, kick or nick change).
+     */
+    data class PeerLeft(
+        /**
+         * Its nick.
+         */
+        val `nick`: kotlin.String) : LinkEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeLinkEvent : FfiConverterRustBuffer<LinkEvent>{
+    override fun read(buf: ByteBuffer): LinkEvent {
+        return when(buf.getInt()) {
+            1 -> LinkEvent.StateChanged(
+                FfiConverterTypeConnectionState.read(buf),
+                )
+            2 -> LinkEvent.PeerJoined(
+                FfiConverterString.read(buf),
+                )
+            3 -> LinkEvent.PeerLeft(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: LinkEvent): ULong = when(value) {
+        is LinkEvent.StateChanged -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeConnectionState.allocationSize(value.`state`)
+            )
+        }
+        is LinkEvent.PeerJoined -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`nick`)
+            )
+        }
+        is LinkEvent.PeerLeft -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`nick`)
+            )
+        }
+    }
+
+    override fun write(value: LinkEvent, buf: ByteBuffer) {
+        when(value) {
+            is LinkEvent.StateChanged -> {
+                buf.putInt(1)
+                FfiConverterTypeConnectionState.write(value.`state`, buf)
+                Unit
+            }
+            is LinkEvent.PeerJoined -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`nick`, buf)
+                Unit
+            }
+            is LinkEvent.PeerLeft -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`nick`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
     }
 }
 
@@ -3753,6 +5628,567 @@ public object FfiConverterTypeMobileServerOutput : FfiConverterRustBuffer<Mobile
 
 
 /**
+ * Something the application should learn.
+ *
+ * As JSON (`tests/vectors/oa1.json`): `{"response": {"id", "text", "truncated"}}`,
+ * `{"failed": {"id", "error": code, "message"}}`, `{"request": {"id", "sender", "payload"}}`,
+ * `{"cancelled": {"id", "reason"}}`.
+ */
+sealed class Oa1Event {
+    
+    /**
+     * Client: the whole response arrived. When `truncated`, `text` ends with
+     * [`TRUNCATION_MARKER`].
+     */
+    data class Response(
+        /**
+         * The request id.
+         */
+        val `id`: kotlin.String, 
+        /**
+         * The reassembled, decoded text.
+         */
+        val `text`: kotlin.String, 
+        /**
+         * Whether the response was cut at the size cap (here or by the remote).
+         */
+        val `truncated`: kotlin.Boolean) : Oa1Event()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Client: the request ended without a response.
+     */
+    data class Failed(
+        /**
+         * The request id.
+         */
+        val `id`: kotlin.String, 
+        /**
+         * Why.
+         */
+        val `failure`: dev.deskwire.core.Oa1Failure) : Oa1Event()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Server: a whole request arrived. Answer it with `send`/`finish` or `fail`.
+     */
+    data class Request(
+        /**
+         * The request id.
+         */
+        val `id`: kotlin.String, 
+        /**
+         * Who sent it.
+         */
+        val `sender`: kotlin.String, 
+        /**
+         * The decoded request payload (for `RemoteBash`, the command).
+         */
+        val `payload`: kotlin.String) : Oa1Event()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Server: the client cancelled a request; stop working on it.
+     */
+    data class Cancelled(
+        /**
+         * The request id.
+         */
+        val `id`: kotlin.String, 
+        /**
+         * The reason the client gave.
+         */
+        val `reason`: kotlin.String) : Oa1Event()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1Event : FfiConverterRustBuffer<Oa1Event>{
+    override fun read(buf: ByteBuffer): Oa1Event {
+        return when(buf.getInt()) {
+            1 -> Oa1Event.Response(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterBoolean.read(buf),
+                )
+            2 -> Oa1Event.Failed(
+                FfiConverterString.read(buf),
+                FfiConverterTypeOa1Failure.read(buf),
+                )
+            3 -> Oa1Event.Request(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            4 -> Oa1Event.Cancelled(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: Oa1Event): ULong = when(value) {
+        is Oa1Event.Response -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`text`)
+                + FfiConverterBoolean.allocationSize(value.`truncated`)
+            )
+        }
+        is Oa1Event.Failed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`id`)
+                + FfiConverterTypeOa1Failure.allocationSize(value.`failure`)
+            )
+        }
+        is Oa1Event.Request -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`sender`)
+                + FfiConverterString.allocationSize(value.`payload`)
+            )
+        }
+        is Oa1Event.Cancelled -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`id`)
+                + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
+    }
+
+    override fun write(value: Oa1Event, buf: ByteBuffer) {
+        when(value) {
+            is Oa1Event.Response -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`id`, buf)
+                FfiConverterString.write(value.`text`, buf)
+                FfiConverterBoolean.write(value.`truncated`, buf)
+                Unit
+            }
+            is Oa1Event.Failed -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`id`, buf)
+                FfiConverterTypeOa1Failure.write(value.`failure`, buf)
+                Unit
+            }
+            is Oa1Event.Request -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`id`, buf)
+                FfiConverterString.write(value.`sender`, buf)
+                FfiConverterString.write(value.`payload`, buf)
+                Unit
+            }
+            is Oa1Event.Cancelled -> {
+                buf.putInt(4)
+                FfiConverterString.write(value.`id`, buf)
+                FfiConverterString.write(value.`reason`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Why a request failed.
+ */
+sealed class Oa1Failure {
+    
+    /**
+     * The remote answered `ERR code: message`.
+     */
+    data class Remote(
+        /**
+         * The error code (`error` when the remote gave none).
+         */
+        val `code`: kotlin.String, 
+        /**
+         * The message.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * No complete response within the request timeout (a `CANCEL` was sent).
+     */
+    data object Timeout : Oa1Failure()
+    
+    
+    /**
+     * A chunk of the response never arrived (the gap outlived the partial timeout).
+     */
+    data object Incomplete : Oa1Failure()
+    
+    
+    /**
+     * The IRC connection ended before the response arrived.
+     */
+    data class Disconnected(
+        /**
+         * Why, as the server or the host said it (e.g. `nick unavailable`, the `ERROR` text).
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The remote's compressed answer could not be restored (not base64 or not deflate).
+     */
+    data class Malformed(
+        /**
+         * What was wrong.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The request never left: the connection was not ready (registered, in the channel, with
+     * the remote there) within `ready_timeout_ms`. The message says what it waited for and what
+     * it saw, e.g. ``not ready after 30 s: waiting for remote `rexd` in #desk; members: deskbot``.
+     */
+    data class NotReady(
+        /**
+         * What the connection waited for.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The server refused to let us into the channel (`474 Cannot join channel (+b)`, ...).
+     */
+    data class JoinFailed(
+        /**
+         * The channel, the numeric and the server's text.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * We were kicked from the channel while the request was in flight; its answer is lost.
+     */
+    data class Kicked(
+        /**
+         * The channel, who kicked us and why.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The remote left the channel while the request was in flight and was not back within
+     * `peer_grace_ms`.
+     */
+    data class PeerLeft(
+        /**
+         * Who left and how.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
+    override fun read(buf: ByteBuffer): Oa1Failure {
+        return when(buf.getInt()) {
+            1 -> Oa1Failure.Remote(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            2 -> Oa1Failure.Timeout
+            3 -> Oa1Failure.Incomplete
+            4 -> Oa1Failure.Disconnected(
+                FfiConverterString.read(buf),
+                )
+            5 -> Oa1Failure.Malformed(
+                FfiConverterString.read(buf),
+                )
+            6 -> Oa1Failure.NotReady(
+                FfiConverterString.read(buf),
+                )
+            7 -> Oa1Failure.JoinFailed(
+                FfiConverterString.read(buf),
+                )
+            8 -> Oa1Failure.Kicked(
+                FfiConverterString.read(buf),
+                )
+            9 -> Oa1Failure.PeerLeft(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: Oa1Failure): ULong = when(value) {
+        is Oa1Failure.Remote -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`code`)
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is Oa1Failure.Timeout -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is Oa1Failure.Incomplete -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is Oa1Failure.Disconnected -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is Oa1Failure.Malformed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is Oa1Failure.NotReady -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is Oa1Failure.JoinFailed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is Oa1Failure.Kicked -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+        is Oa1Failure.PeerLeft -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
+    }
+
+    override fun write(value: Oa1Failure, buf: ByteBuffer) {
+        when(value) {
+            is Oa1Failure.Remote -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`code`, buf)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is Oa1Failure.Timeout -> {
+                buf.putInt(2)
+                Unit
+            }
+            is Oa1Failure.Incomplete -> {
+                buf.putInt(3)
+                Unit
+            }
+            is Oa1Failure.Disconnected -> {
+                buf.putInt(4)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is Oa1Failure.Malformed -> {
+                buf.putInt(5)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is Oa1Failure.NotReady -> {
+                buf.putInt(6)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is Oa1Failure.JoinFailed -> {
+                buf.putInt(7)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is Oa1Failure.Kicked -> {
+                buf.putInt(8)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is Oa1Failure.PeerLeft -> {
+                buf.putInt(9)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * What a frame carries.
+ */
+
+enum class Oa1FrameType {
+    
+    /**
+     * A request stream chunk (desk → remote).
+     */
+    REQ,
+    /**
+     * A response stream chunk (remote → desk).
+     */
+    RES,
+    /**
+     * An error stream chunk (remote → desk), completing the request.
+     */
+    ERR,
+    /**
+     * A cancellation of a request (desk → remote).
+     */
+    CANCEL,
+    /**
+     * deskwire: the desk accepts a compressed answer to this request (see
+     * [`compress`](super::compress)). v40 receivers drop it.
+     */
+    ACCEPT,
+    /**
+     * deskwire: a compressed request stream (desk → remote).
+     */
+    REQ_Z,
+    /**
+     * deskwire: a compressed response stream (remote → desk).
+     */
+    RES_Z;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOa1FrameType: FfiConverterRustBuffer<Oa1FrameType> {
+    override fun read(buf: ByteBuffer) = try {
+        Oa1FrameType.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: Oa1FrameType) = 4UL
+
+    override fun write(value: Oa1FrameType, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
  * Why a pairing attempt failed.
  */
 sealed class PairingFailure {
@@ -3911,6 +6347,58 @@ public object FfiConverterTypePairingFailure : FfiConverterRustBuffer<PairingFai
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * The APIs deskwire speaks. JSON: `"openai_chat"`, `"openai_responses"`, `"anthropic"`,
+ * `"gemini"` (as [`Provider::name`]).
+ */
+
+enum class Provider {
+    
+    /**
+     * OpenAI Chat Completions.
+     */
+    OPENAI_CHAT,
+    /**
+     * OpenAI Responses.
+     */
+    OPENAI_RESPONSES,
+    /**
+     * Anthropic Messages.
+     */
+    ANTHROPIC,
+    /**
+     * Google Gemini `generateContent`.
+     */
+    GEMINI;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeProvider: FfiConverterRustBuffer<Provider> {
+    override fun read(buf: ByteBuffer) = try {
+        Provider.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: Provider) = 4UL
+
+    override fun write(value: Provider, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
     }
 }
 
@@ -4206,6 +6694,648 @@ public object FfiConverterTypeStopReason: FfiConverterRustBuffer<StopReason> {
 
 
 
+/**
+ * How a request was settled. JSON: `"approved"`, `"denied"`, `"timed_out"`, `"cancelled"`.
+ */
+
+enum class ToolApprovalOutcome {
+    
+    /**
+     * Run it.
+     */
+    APPROVED,
+    /**
+     * Do not.
+     */
+    DENIED,
+    /**
+     * Nobody answered before the deadline (do not run it).
+     */
+    TIMED_OUT,
+    /**
+     * The host withdrew it.
+     */
+    CANCELLED;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolApprovalOutcome: FfiConverterRustBuffer<ToolApprovalOutcome> {
+    override fun read(buf: ByteBuffer) = try {
+        ToolApprovalOutcome.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: ToolApprovalOutcome) = 4UL
+
+    override fun write(value: ToolApprovalOutcome, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * The answer of [`authorize`]. JSON (as `tests/vectors/tools.json` writes it), tagged by
+ * `kind`: `{"kind": "allowed"}`, `{"kind": "needs_approval", "tier"}`,
+ * `{"kind": "denied", "reason": "not_visible" | "invalid_arguments" | "policy", "message"?,
+ * "observation"}` (`message`: the detail of the last two), `{"kind": "unknown", "observation"}`.
+ */
+sealed class ToolAuthorization {
+    
+    /**
+     * Run it.
+     */
+    data object Allowed : ToolAuthorization()
+    
+    
+    /**
+     * Ask a human first ([`super::approvals`]), at this risk tier.
+     */
+    data class NeedsApproval(
+        /**
+         * The tier (what the prompt shows).
+         */
+        val `tier`: dev.deskwire.core.ToolTier) : ToolAuthorization()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Do not run it; send `observation` back as the call's error result.
+     */
+    data class Denied(
+        /**
+         * Why.
+         */
+        val `reason`: dev.deskwire.core.ToolDenyReason, 
+        /**
+         * Text for the model.
+         */
+        val `observation`: kotlin.String) : ToolAuthorization()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * No such tool; send `observation` (which names the tools the agent has) back as the
+     * call's error result so the model can correct itself.
+     */
+    data class Unknown(
+        /**
+         * Text for the model.
+         */
+        val `observation`: kotlin.String) : ToolAuthorization()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolAuthorization : FfiConverterRustBuffer<ToolAuthorization>{
+    override fun read(buf: ByteBuffer): ToolAuthorization {
+        return when(buf.getInt()) {
+            1 -> ToolAuthorization.Allowed
+            2 -> ToolAuthorization.NeedsApproval(
+                FfiConverterTypeToolTier.read(buf),
+                )
+            3 -> ToolAuthorization.Denied(
+                FfiConverterTypeToolDenyReason.read(buf),
+                FfiConverterString.read(buf),
+                )
+            4 -> ToolAuthorization.Unknown(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ToolAuthorization): ULong = when(value) {
+        is ToolAuthorization.Allowed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolAuthorization.NeedsApproval -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeToolTier.allocationSize(value.`tier`)
+            )
+        }
+        is ToolAuthorization.Denied -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeToolDenyReason.allocationSize(value.`reason`)
+                + FfiConverterString.allocationSize(value.`observation`)
+            )
+        }
+        is ToolAuthorization.Unknown -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`observation`)
+            )
+        }
+    }
+
+    override fun write(value: ToolAuthorization, buf: ByteBuffer) {
+        when(value) {
+            is ToolAuthorization.Allowed -> {
+                buf.putInt(1)
+                Unit
+            }
+            is ToolAuthorization.NeedsApproval -> {
+                buf.putInt(2)
+                FfiConverterTypeToolTier.write(value.`tier`, buf)
+                Unit
+            }
+            is ToolAuthorization.Denied -> {
+                buf.putInt(3)
+                FfiConverterTypeToolDenyReason.write(value.`reason`, buf)
+                FfiConverterString.write(value.`observation`, buf)
+                Unit
+            }
+            is ToolAuthorization.Unknown -> {
+                buf.putInt(4)
+                FfiConverterString.write(value.`observation`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Whether and which tool the model must call. JSON: `"auto"`, `"none"`, `"required"`,
+ * `{"tool": "name"}`.
+ */
+sealed class ToolChoice {
+    
+    /**
+     * The model decides.
+     */
+    data object Auto : ToolChoice()
+    
+    
+    /**
+     * No tool calls.
+     */
+    data object None : ToolChoice()
+    
+    
+    /**
+     * At least one tool call.
+     */
+    data object Required : ToolChoice()
+    
+    
+    /**
+     * This tool.
+     */
+    data class Tool(
+        val `name`: kotlin.String) : ToolChoice()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolChoice : FfiConverterRustBuffer<ToolChoice>{
+    override fun read(buf: ByteBuffer): ToolChoice {
+        return when(buf.getInt()) {
+            1 -> ToolChoice.Auto
+            2 -> ToolChoice.None
+            3 -> ToolChoice.Required
+            4 -> ToolChoice.Tool(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ToolChoice): ULong = when(value) {
+        is ToolChoice.Auto -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolChoice.None -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolChoice.Required -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolChoice.Tool -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`name`)
+            )
+        }
+    }
+
+    override fun write(value: ToolChoice, buf: ByteBuffer) {
+        when(value) {
+            is ToolChoice.Auto -> {
+                buf.putInt(1)
+                Unit
+            }
+            is ToolChoice.None -> {
+                buf.putInt(2)
+                Unit
+            }
+            is ToolChoice.Required -> {
+                buf.putInt(3)
+                Unit
+            }
+            is ToolChoice.Tool -> {
+                buf.putInt(4)
+                FfiConverterString.write(value.`name`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Why a call was refused. JSON: `"not_visible"`, `{"invalid_arguments": "why"}`,
+ * `{"policy": "reason"}` (inside an [`Authorization`] it is flattened: see there).
+ */
+sealed class ToolDenyReason {
+    
+    /**
+     * The tool exists but this agent may not see it now.
+     */
+    data object NotVisible : ToolDenyReason()
+    
+    
+    /**
+     * The arguments do not fit the schema.
+     */
+    data class InvalidArguments(
+        val `detail`: kotlin.String) : ToolDenyReason()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A policy rule (or a remembered denial) says no.
+     */
+    data class Policy(
+        val `reason`: kotlin.String) : ToolDenyReason()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolDenyReason : FfiConverterRustBuffer<ToolDenyReason>{
+    override fun read(buf: ByteBuffer): ToolDenyReason {
+        return when(buf.getInt()) {
+            1 -> ToolDenyReason.NotVisible
+            2 -> ToolDenyReason.InvalidArguments(
+                FfiConverterString.read(buf),
+                )
+            3 -> ToolDenyReason.Policy(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ToolDenyReason): ULong = when(value) {
+        is ToolDenyReason.NotVisible -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolDenyReason.InvalidArguments -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`detail`)
+            )
+        }
+        is ToolDenyReason.Policy -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
+    }
+
+    override fun write(value: ToolDenyReason, buf: ByteBuffer) {
+        when(value) {
+            is ToolDenyReason.NotVisible -> {
+                buf.putInt(1)
+                Unit
+            }
+            is ToolDenyReason.InvalidArguments -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`detail`, buf)
+                Unit
+            }
+            is ToolDenyReason.Policy -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`reason`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Who asked for the call. JSON: `"model"` or `"user"`.
+ */
+
+enum class ToolOrigin {
+    
+    /**
+     * The model decided to call it (agent autonomy: approvals apply).
+     */
+    MODEL,
+    /**
+     * The user typed a slash command (user authorized: no approval prompt, but hidden tools
+     * and denials still hold).
+     */
+    USER;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolOrigin: FfiConverterRustBuffer<ToolOrigin> {
+    override fun read(buf: ByteBuffer) = try {
+        ToolOrigin.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: ToolOrigin) = 4UL
+
+    override fun write(value: ToolOrigin, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * How risky a call is, for the approval prompt (mobile `tier`). JSON: `"low"`, `"medium"`,
+ * `"high"`.
+ */
+
+enum class ToolTier {
+    
+    /**
+     * Reads, harmless commands.
+     */
+    LOW,
+    /**
+     * Writes inside the workspace.
+     */
+    MEDIUM,
+    /**
+     * Destructive or outside the workspace.
+     */
+    HIGH;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolTier: FfiConverterRustBuffer<ToolTier> {
+    override fun read(buf: ByteBuffer) = try {
+        ToolTier.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: ToolTier) = 4UL
+
+    override fun write(value: ToolTier, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * What to do with a call now. JSON: `"run"`, `{"refuse": {"observation"}}`,
+ * `{"pending": {"approval_id"}}`.
+ */
+sealed class ToolVerdict {
+    
+    /**
+     * Run it.
+     */
+    data object Run : ToolVerdict()
+    
+    
+    /**
+     * Do not run it; send this as the call's error result.
+     */
+    data class Refuse(
+        /**
+         * The text for the model.
+         */
+        val `observation`: kotlin.String) : ToolVerdict()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A human was asked ([`Event::ApprovalRequested`]); wait for [`Event::ApprovalDecided`].
+     */
+    data class Pending(
+        /**
+         * The approval's id.
+         */
+        val `approvalId`: kotlin.String) : ToolVerdict()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolVerdict : FfiConverterRustBuffer<ToolVerdict>{
+    override fun read(buf: ByteBuffer): ToolVerdict {
+        return when(buf.getInt()) {
+            1 -> ToolVerdict.Run
+            2 -> ToolVerdict.Refuse(
+                FfiConverterString.read(buf),
+                )
+            3 -> ToolVerdict.Pending(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ToolVerdict): ULong = when(value) {
+        is ToolVerdict.Run -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ToolVerdict.Refuse -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`observation`)
+            )
+        }
+        is ToolVerdict.Pending -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`approvalId`)
+            )
+        }
+    }
+
+    override fun write(value: ToolVerdict, buf: ByteBuffer) {
+        when(value) {
+            is ToolVerdict.Run -> {
+                buf.putInt(1)
+                Unit
+            }
+            is ToolVerdict.Refuse -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`observation`, buf)
+                Unit
+            }
+            is ToolVerdict.Pending -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`approvalId`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
 
 /**
  * @suppress
@@ -4296,6 +7426,34 @@ public object FfiConverterOptionalString: FfiConverterRustBuffer<kotlin.String?>
         } else {
             buf.put(1)
             FfiConverterString.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeJsonRpcTimeoutRule: FfiConverterRustBuffer<List<JsonRpcTimeoutRule>> {
+    override fun read(buf: ByteBuffer): List<JsonRpcTimeoutRule> {
+        val len = buf.getInt()
+        return List<JsonRpcTimeoutRule>(len) {
+            FfiConverterTypeJsonRpcTimeoutRule.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<JsonRpcTimeoutRule>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeJsonRpcTimeoutRule.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<JsonRpcTimeoutRule>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeJsonRpcTimeoutRule.write(it, buf)
         }
     }
 }
