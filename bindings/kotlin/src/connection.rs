@@ -71,6 +71,39 @@ pub enum ConnectionOutput {
     },
 }
 
+/// What a connection engine wants done, all at once ([`Desk::drain`], [`Remote::drain`]).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct ConnectionDrain {
+    /// The lines to write to the socket, one after the other, CRLF included (empty when
+    /// there are none).
+    pub bytes: Vec<u8>,
+    /// The events, in the order they came.
+    pub events: Vec<oa1::ConnectionEvent>,
+    /// Nothing to do before this instant (ms) unless bytes arrive.
+    pub deadline_ms: i64,
+}
+
+impl ConnectionDrain {
+    /// Polls `poll` until it answers `Timeout`.
+    fn from_engine(mut poll: impl FnMut() -> oa1::ConnectionOutput) -> Self {
+        let mut bytes = Vec::new();
+        let mut events = Vec::new();
+        loop {
+            match poll() {
+                oa1::ConnectionOutput::Transmit(line) => bytes.extend_from_slice(&line),
+                oa1::ConnectionOutput::Event(event) => events.push(event),
+                oa1::ConnectionOutput::Timeout(deadline) => {
+                    return ConnectionDrain {
+                        bytes,
+                        events,
+                        deadline_ms: long(deadline),
+                    };
+                }
+            }
+        }
+    }
+}
+
 /// The counters of both layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record)]
 pub struct ConnectionStats {
@@ -85,9 +118,12 @@ macro_rules! connection_methods {
     ($t:ident) => {
         #[uniffi::export]
         impl $t {
-            /// Bytes read from the socket (any split; partial lines wait for the rest).
-            pub fn handle_bytes(&self, now_ms: i64, bytes: Vec<u8>) {
-                lock(&self.inner).handle_bytes(ms(now_ms), &bytes)
+            /// Bytes read from the socket (any split; partial lines wait for the rest),
+            /// borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
+            /// to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
+            /// copies an array into one first.
+            pub fn handle_bytes(&self, now_ms: i64, bytes: &[u8]) {
+                lock(&self.inner).handle_bytes(ms(now_ms), bytes)
             }
 
             /// The socket closed or failed.
@@ -109,6 +145,13 @@ macro_rules! connection_methods {
             /// The next thing to do; call until it answers `Timeout`.
             pub fn poll_output(&self, now_ms: i64) -> ConnectionOutput {
                 lock(&self.inner).poll_output(ms(now_ms)).into()
+            }
+
+            /// Everything `poll_output` would give until its `Timeout`, in one call: the
+            /// lines to write, the events and the deadline.
+            pub fn drain(&self, now_ms: i64) -> ConnectionDrain {
+                let mut engine = lock(&self.inner);
+                ConnectionDrain::from_engine(|| engine.poll_output(ms(now_ms)))
             }
 
             /// Where the connection stands.

@@ -130,8 +130,10 @@ impl Gateway {
     }
 
     /// One message from `conn`. Throws `Misuse` (`Backpressure`) when outputs are not drained.
-    pub fn handle_message(&self, now_ms: u64, conn: u64, bytes: Vec<u8>) -> Result<()> {
-        api(|| lock(&self.inner).handle_message(now_ms, ConnId(conn), &bytes))
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleMessage(nowMs, conn, ByteArray)` copies an array into one first.
+    pub fn handle_message(&self, now_ms: u64, conn: u64, bytes: &[u8]) -> Result<()> {
+        api(|| lock(&self.inner).handle_message(now_ms, ConnId(conn), bytes))
     }
 
     /// Moves a job to `to` (the state machine refuses illegal moves).

@@ -140,13 +140,17 @@ impl IrcSession {
     }
 
     /// Raw bytes from the socket (any split).
-    pub fn handle_bytes(&self, now_ms: i64, bytes: Vec<u8>) {
-        lock(&self.inner).handle_bytes(ms(now_ms), &bytes)
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleBytes(nowMs, ByteArray)` copies an array into one first.
+    pub fn handle_bytes(&self, now_ms: i64, bytes: &[u8]) {
+        lock(&self.inner).handle_bytes(ms(now_ms), bytes)
     }
 
     /// One whole line (CRLF optional).
-    pub fn handle_line(&self, now_ms: i64, line: Vec<u8>) {
-        lock(&self.inner).handle_line(ms(now_ms), &line)
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleLine(nowMs, ByteArray)` copies an array into one first.
+    pub fn handle_line(&self, now_ms: i64, line: &[u8]) {
+        lock(&self.inner).handle_line(ms(now_ms), line)
     }
 
     /// Does what is due by `now_ms`.

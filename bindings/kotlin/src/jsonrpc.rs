@@ -279,9 +279,11 @@ impl JsonRpcPeer {
     }
 
     /// Raw bytes from the stream (any split).
-    pub fn handle_bytes(&self, now_ms: u64, bytes: Vec<u8>) {
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleBytes(nowMs, ByteArray)` copies an array into one first.
+    pub fn handle_bytes(&self, now_ms: u64, bytes: &[u8]) {
         let mut peer = lock(&self.inner);
-        with_peer!(&mut *peer, p => p.handle_bytes(now_ms, &bytes))
+        with_peer!(&mut *peer, p => p.handle_bytes(now_ms, bytes))
     }
 
     /// Does what is due by `now_ms`.

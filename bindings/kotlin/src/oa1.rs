@@ -208,8 +208,10 @@ impl Oa1Client {
     }
 
     /// One line the IRC connection received (CRLF optional).
-    pub fn handle_line(&self, now_ms: i64, line: Vec<u8>) {
-        lock(&self.inner).handle_line(ms(now_ms), &line)
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleLine(nowMs, ByteArray)` copies an array into one first.
+    pub fn handle_line(&self, now_ms: i64, line: &[u8]) {
+        lock(&self.inner).handle_line(ms(now_ms), line)
     }
 
     /// Does what is due by `now_ms`.
@@ -275,8 +277,10 @@ impl Oa1Server {
     }
 
     /// One line the IRC connection received.
-    pub fn handle_line(&self, now_ms: i64, line: Vec<u8>) {
-        lock(&self.inner).handle_line(ms(now_ms), &line)
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleLine(nowMs, ByteArray)` copies an array into one first.
+    pub fn handle_line(&self, now_ms: i64, line: &[u8]) {
+        lock(&self.inner).handle_line(ms(now_ms), line)
     }
 
     /// Does what is due by `now_ms`.

@@ -240,7 +240,7 @@ internal object FfiConverterByRefBytes : FfiConverter<java.nio.ByteBuffer, Forei
         fb.len = remaining
         // Zero-length direct buffers: skip getDirectBufferPointer (platform-variable behavior)
         // and pass null. The Rust side treats (null, 0) as &[].
-        fb.data = if (remaining == 0) null else com.sun.jna.Native.getDirectBufferPointer(value)
+        fb.data = if (remaining == 0) null else com.sun.jna.Native.getDirectBufferPointer(value).share(value.position().toLong())
         return fb
     }
 
@@ -885,6 +885,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_cancel(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_drain(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_handle_eof(
@@ -912,6 +914,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_deskwire_uniffi_checksum_method_desk_waiting_for(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_remote_active(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_drain(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_remote_fail(
     ): Int
@@ -1226,7 +1230,9 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_desk_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_desk_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_desk_drain(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_desk_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_desk_handle_eof(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1260,11 +1266,13 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_remote_active(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_remote_drain(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_remote_fail(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`code`: RustBuffer.ByValue,`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_remote_finish(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_remote_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_remote_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_remote_handle_eof(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1300,7 +1308,7 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_gateway_fail(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,`error`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_gateway_handle_message(`ptr`: Long,`nowMs`: Long,`conn`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_handle_message(`ptr`: Long,`nowMs`: Long,`conn`: Long,`bytes`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_gateway_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1332,9 +1340,9 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_ircsession_channels(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_line(`ptr`: Long,`nowMs`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_line(`ptr`: Long,`nowMs`: Long,`line`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1368,7 +1376,7 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBufferJsonRpcId.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1486,7 +1494,7 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_oa1client_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_oa1client_handle_line(`ptr`: Long,`nowMs`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_handle_line(`ptr`: Long,`nowMs`: Long,`line`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_oa1client_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1514,7 +1522,7 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_oa1server_finish(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_oa1server_handle_line(`ptr`: Long,`nowMs`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_handle_line(`ptr`: Long,`nowMs`: Long,`line`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_oa1server_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1918,7 +1926,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_cancel() and 0xFFFF) != 61078) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes() and 0xFFFF) != 54612) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_drain() and 0xFFFF) != 50193) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes() and 0xFFFF) != 57148) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_eof() and 0xFFFF) != 10277) {
@@ -1960,13 +1971,16 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_active() and 0xFFFF) != 49267) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_drain() and 0xFFFF) != 18242) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_fail() and 0xFFFF) != 42714) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_finish() and 0xFFFF) != 34065) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_bytes() and 0xFFFF) != 14898) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_bytes() and 0xFFFF) != 36084) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_eof() and 0xFFFF) != 36937) {
@@ -2011,7 +2025,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_fail() and 0xFFFF) != 20589) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_handle_message() and 0xFFFF) != 2497) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_handle_message() and 0xFFFF) != 61287) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_handle_timeout() and 0xFFFF) != 3710) {
@@ -2050,10 +2064,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_channels() and 0xFFFF) != 65368) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_bytes() and 0xFFFF) != 14276) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_bytes() and 0xFFFF) != 25888) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_line() and 0xFFFF) != 17334) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_line() and 0xFFFF) != 52646) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_timeout() and 0xFFFF) != 285) {
@@ -2095,7 +2109,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_cancel() and 0xFFFF) != 2017) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_bytes() and 0xFFFF) != 41615) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_bytes() and 0xFFFF) != 14783) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_timeout() and 0xFFFF) != 3626) {
@@ -2245,7 +2259,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_cancel() and 0xFFFF) != 57491) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line() and 0xFFFF) != 18991) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line() and 0xFFFF) != 14636) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_timeout() and 0xFFFF) != 4504) {
@@ -2278,7 +2292,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_finish() and 0xFFFF) != 53037) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line() and 0xFFFF) != 23896) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line() and 0xFFFF) != 7398) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_timeout() and 0xFFFF) != 22650) {
@@ -2892,9 +2906,18 @@ public interface DeskInterface {
     fun `cancel`(`nowMs`: kotlin.Long, `id`: kotlin.String, `reason`: kotlin.String)
     
     /**
-     * Bytes read from the socket (any split; partial lines wait for the rest).
+     * Everything `poll_output` would give until its `Timeout`, in one call: the
+     * lines to write, the events and the deadline.
      */
-    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+    fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain
+    
+    /**
+     * Bytes read from the socket (any split; partial lines wait for the rest),
+     * borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
+     * to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
+     * copies an array into one first.
+     */
+    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
     
     /**
      * The socket closed or failed.
@@ -3112,8 +3135,29 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
 
     
     /**
-     * Bytes read from the socket (any split; partial lines wait for the rest).
-     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+     * Everything `poll_output` would give until its `Timeout`, in one call: the
+     * lines to write, the events and the deadline.
+     */override fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain {
+            return FfiConverterTypeConnectionDrain.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_drain(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Bytes read from the socket (any split; partial lines wait for the rest),
+     * borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
+     * to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
+     * copies an array into one first.
+     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -3121,7 +3165,7 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`bytes`),_status)
+        FfiConverterByRefBytes.lower(`bytes`),_status)
 }
     }
     
@@ -3503,8 +3547,10 @@ public interface GatewayInterface {
     
     /**
      * One message from `conn`. Throws `Misuse` (`Backpressure`) when outputs are not drained.
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleMessage(nowMs, conn, ByteArray)` copies an array into one first.
      */
-    fun `handleMessage`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    fun `handleMessage`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bytes`: java.nio.ByteBuffer)
     
     /**
      * Does what is due by `now_ms` (job timeouts, expired approvals).
@@ -3775,8 +3821,10 @@ open class Gateway: Disposable, AutoCloseable, GatewayInterface
     
     /**
      * One message from `conn`. Throws `Misuse` (`Backpressure`) when outputs are not drained.
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleMessage(nowMs, conn, ByteArray)` copies an array into one first.
      */
-    @Throws(DeskwireException::class)override fun `handleMessage`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    @Throws(DeskwireException::class)override fun `handleMessage`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
@@ -3785,7 +3833,7 @@ open class Gateway: Disposable, AutoCloseable, GatewayInterface
         
         FfiConverterULong.lower(`nowMs`),
         FfiConverterULong.lower(`conn`),
-        FfiConverterByteArray.lower(`bytes`),_status)
+        FfiConverterByRefBytes.lower(`bytes`),_status)
 }
     }
     
@@ -4136,13 +4184,17 @@ public interface IrcSessionInterface {
     
     /**
      * Raw bytes from the socket (any split).
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleBytes(nowMs, ByteArray)` copies an array into one first.
      */
-    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
     
     /**
      * One whole line (CRLF optional).
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
      */
-    fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+    fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
     
     /**
      * Does what is due by `now_ms`.
@@ -4335,7 +4387,9 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
     
     /**
      * Raw bytes from the socket (any split).
-     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleBytes(nowMs, ByteArray)` copies an array into one first.
+     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -4343,7 +4397,7 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`bytes`),_status)
+        FfiConverterByRefBytes.lower(`bytes`),_status)
 }
     }
     
@@ -4352,7 +4406,9 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
     
     /**
      * One whole line (CRLF optional).
-     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
+     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -4360,7 +4416,7 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`line`),_status)
+        FfiConverterByRefBytes.lower(`line`),_status)
 }
     }
     
@@ -4687,8 +4743,10 @@ public interface JsonRpcPeerInterface {
     
     /**
      * Raw bytes from the stream (any split).
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleBytes(nowMs, ByteArray)` copies an array into one first.
      */
-    fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: java.nio.ByteBuffer)
     
     /**
      * Does what is due by `now_ms`.
@@ -4914,7 +4972,9 @@ open class JsonRpcPeer: Disposable, AutoCloseable, JsonRpcPeerInterface
     
     /**
      * Raw bytes from the stream (any split).
-     */override fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleBytes(nowMs, ByteArray)` copies an array into one first.
+     */override fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -4922,7 +4982,7 @@ open class JsonRpcPeer: Disposable, AutoCloseable, JsonRpcPeerInterface
         it,
         
         FfiConverterULong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`bytes`),_status)
+        FfiConverterByRefBytes.lower(`bytes`),_status)
 }
     }
     
@@ -6620,8 +6680,10 @@ public interface Oa1ClientInterface {
     
     /**
      * One line the IRC connection received (CRLF optional).
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
      */
-    fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+    fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
     
     /**
      * Does what is due by `now_ms`.
@@ -6803,7 +6865,9 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
     
     /**
      * One line the IRC connection received (CRLF optional).
-     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
+     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -6811,7 +6875,7 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`line`),_status)
+        FfiConverterByRefBytes.lower(`line`),_status)
 }
     }
     
@@ -7096,8 +7160,10 @@ public interface Oa1ServerInterface {
     
     /**
      * One line the IRC connection received.
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
      */
-    fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+    fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
     
     /**
      * Does what is due by `now_ms`.
@@ -7305,7 +7371,9 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     
     /**
      * One line the IRC connection received.
-     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
+     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -7313,7 +7381,7 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`line`),_status)
+        FfiConverterByRefBytes.lower(`line`),_status)
 }
     }
     
@@ -7927,6 +7995,12 @@ public interface RemoteInterface {
     fun `active`(): kotlin.Long
     
     /**
+     * Everything `poll_output` would give until its `Timeout`, in one call: the
+     * lines to write, the events and the deadline.
+     */
+    fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain
+    
+    /**
      * Answers `id` with `ERR code: message`.
      */
     fun `fail`(`nowMs`: kotlin.Long, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
@@ -7937,9 +8011,12 @@ public interface RemoteInterface {
     fun `finish`(`nowMs`: kotlin.Long, `id`: kotlin.String)
     
     /**
-     * Bytes read from the socket (any split; partial lines wait for the rest).
+     * Bytes read from the socket (any split; partial lines wait for the rest),
+     * borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
+     * to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
+     * copies an array into one first.
      */
-    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
     
     /**
      * The socket closed or failed.
@@ -8131,6 +8208,24 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
 
     
     /**
+     * Everything `poll_output` would give until its `Timeout`, in one call: the
+     * lines to write, the events and the deadline.
+     */override fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain {
+            return FfiConverterTypeConnectionDrain.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_drain(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
      * Answers `id` with `ERR code: message`.
      */
     @Throws(DeskwireException::class)override fun `fail`(`nowMs`: kotlin.Long, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
@@ -8169,8 +8264,11 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
 
     
     /**
-     * Bytes read from the socket (any split; partial lines wait for the rest).
-     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+     * Bytes read from the socket (any split; partial lines wait for the rest),
+     * borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
+     * to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
+     * copies an array into one first.
+     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -8178,7 +8276,7 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`bytes`),_status)
+        FfiConverterByRefBytes.lower(`bytes`),_status)
 }
     }
     
@@ -9037,6 +9135,62 @@ public object FfiConverterTypeConnectionConfig: FfiConverterRustBuffer<Connectio
             FfiConverterTypeOa1Config.write(value.`oa1`, buf)
             FfiConverterLong.write(value.`rejoinDelayMs`, buf)
             FfiConverterLong.write(value.`peerGraceMs`, buf)
+    }
+}
+
+
+
+/**
+ * What a connection engine wants done, all at once ([`Desk::drain`], [`Remote::drain`]).
+ */
+data class ConnectionDrain (
+    /**
+     * The lines to write to the socket, one after the other, CRLF included (empty when
+     * there are none).
+     */
+    var `bytes`: kotlin.ByteArray
+    , 
+    /**
+     * The events, in the order they came.
+     */
+    var `events`: List<ConnectionEvent>
+    , 
+    /**
+     * Nothing to do before this instant (ms) unless bytes arrive.
+     */
+    var `deadlineMs`: kotlin.Long
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeConnectionDrain: FfiConverterRustBuffer<ConnectionDrain> {
+    override fun read(buf: ByteBuffer): ConnectionDrain {
+        return ConnectionDrain(
+            FfiConverterByteArray.read(buf),
+            FfiConverterSequenceTypeConnectionEvent.read(buf),
+            FfiConverterLong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ConnectionDrain) = (
+            FfiConverterByteArray.allocationSize(value.`bytes`) +
+            FfiConverterSequenceTypeConnectionEvent.allocationSize(value.`events`) +
+            FfiConverterLong.allocationSize(value.`deadlineMs`)
+    )
+
+    override fun write(value: ConnectionDrain, buf: ByteBuffer) {
+            FfiConverterByteArray.write(value.`bytes`, buf)
+            FfiConverterSequenceTypeConnectionEvent.write(value.`events`, buf)
+            FfiConverterLong.write(value.`deadlineMs`, buf)
     }
 }
 
@@ -14305,6 +14459,34 @@ public object FfiConverterSequenceTypeToolSpec: FfiConverterRustBuffer<List<Tool
         buf.putInt(value.size)
         value.iterator().forEach {
             FfiConverterTypeToolSpec.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeConnectionEvent: FfiConverterRustBuffer<List<ConnectionEvent>> {
+    override fun read(buf: ByteBuffer): List<ConnectionEvent> {
+        val len = buf.getInt()
+        return List<ConnectionEvent>(len) {
+            FfiConverterTypeConnectionEvent.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<ConnectionEvent>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeConnectionEvent.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<ConnectionEvent>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeConnectionEvent.write(it, buf)
         }
     }
 }

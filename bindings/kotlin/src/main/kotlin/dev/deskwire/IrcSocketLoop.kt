@@ -20,31 +20,32 @@ import kotlinx.coroutines.withTimeout
 import kotlinx.coroutines.withTimeoutOrNull
 import java.net.InetSocketAddress
 import java.net.Socket
+import java.nio.ByteBuffer
 
 /** The calls [IrcSocketLoop] makes on a connection engine ([Desk] or [Remote]). */
 internal interface ConnectionEngine {
-    fun handleBytes(nowMs: Long, bytes: ByteArray)
+    fun handleBytes(nowMs: Long, bytes: ByteBuffer)
     fun handleEof(nowMs: Long)
     fun handleTimeout(nowMs: Long)
-    fun pollOutput(nowMs: Long): ConnectionOutput
+    fun drain(nowMs: Long): ConnectionDrain
     fun quit(nowMs: Long, reason: String)
     fun state(): ConnectionState
 }
 
 internal fun Desk.asEngine(): ConnectionEngine = object : ConnectionEngine {
-    override fun handleBytes(nowMs: Long, bytes: ByteArray) = this@asEngine.handleBytes(nowMs, bytes)
+    override fun handleBytes(nowMs: Long, bytes: ByteBuffer) = this@asEngine.handleBytes(nowMs, bytes)
     override fun handleEof(nowMs: Long) = this@asEngine.handleEof(nowMs)
     override fun handleTimeout(nowMs: Long) = this@asEngine.handleTimeout(nowMs)
-    override fun pollOutput(nowMs: Long) = this@asEngine.pollOutput(nowMs)
+    override fun drain(nowMs: Long) = this@asEngine.drain(nowMs)
     override fun quit(nowMs: Long, reason: String) = this@asEngine.quit(nowMs, reason)
     override fun state() = this@asEngine.state()
 }
 
 internal fun Remote.asEngine(): ConnectionEngine = object : ConnectionEngine {
-    override fun handleBytes(nowMs: Long, bytes: ByteArray) = this@asEngine.handleBytes(nowMs, bytes)
+    override fun handleBytes(nowMs: Long, bytes: ByteBuffer) = this@asEngine.handleBytes(nowMs, bytes)
     override fun handleEof(nowMs: Long) = this@asEngine.handleEof(nowMs)
     override fun handleTimeout(nowMs: Long) = this@asEngine.handleTimeout(nowMs)
-    override fun pollOutput(nowMs: Long) = this@asEngine.pollOutput(nowMs)
+    override fun drain(nowMs: Long) = this@asEngine.drain(nowMs)
     override fun quit(nowMs: Long, reason: String) = this@asEngine.quit(nowMs, reason)
     override fun state() = this@asEngine.state()
 }
@@ -81,9 +82,9 @@ class Oa1ConnectException(
 
 /**
  * The host loop of one IRC connection engine over a socket, as coroutines: one reads the
- * socket, one pumps the engine (bytes read → `handleBytes`; drain `pollOutput`, writing every
- * transmit and delivering every event; wait for the deadline, the next read or a [wake]). No
- * protocol rule lives here. The pump ends once the engine is closed (after `quit`, or the end
+ * socket, one pumps the engine (bytes read → `handleBytes`; `drain`, writing its lines and
+ * delivering its events; wait for the deadline, the next read or a [wake]). No protocol rule
+ * lives here. The pump ends once the engine is closed (after `quit`, or the end
  * of the socket), closing the socket.
  *
  * [deliver] runs on the pump for every event before it is emitted on [events]; [onClose] runs
@@ -144,7 +145,7 @@ internal class IrcSocketLoop(
                 else withTimeoutOrNull(wait) { inputs.receive() }
                 when (input) {
                     null -> engine.handleTimeout(clock.nowMs())
-                    is Input.Bytes -> engine.handleBytes(clock.nowMs(), input.bytes)
+                    is Input.Bytes -> engine.handleBytes(clock.nowMs(), direct(input.bytes))
                     Input.Eof -> engine.handleEof(clock.nowMs())
                     Input.Wake -> {}
                 }
@@ -201,24 +202,22 @@ internal class IrcSocketLoop(
         throw Oa1ConnectException(failure, seen)
     }
 
-    /** Does what the engine asks until it only has a deadline left; returns the deadline. */
+    /**
+     * Does what the engine asks (its lines written, then its events delivered, in order) until
+     * it only has a deadline left; returns the deadline.
+     */
     private suspend fun drain(write: (ByteArray) -> Unit): Long {
-        while (true) {
-            when (val out = engine.pollOutput(clock.nowMs())) {
-                is ConnectionOutput.Transmit -> write(out.bytes)
-                is ConnectionOutput.Event -> {
-                    val change = (out.event as? ConnectionEvent.Link)?.event as? LinkEvent.StateChanged
-                    if (change != null) _state.value = change.state // before anyone hears of it
-                    watchStart(out.event)
-                    deliver(out.event)
-                    _events.emit(out.event)
-                }
-                is ConnectionOutput.Timeout -> {
-                    _state.value = engine.state()
-                    return out.deadlineMs
-                }
-            }
+        val out = engine.drain(clock.nowMs())
+        if (out.bytes.isNotEmpty()) write(out.bytes)
+        for (event in out.events) {
+            val change = (event as? ConnectionEvent.Link)?.event as? LinkEvent.StateChanged
+            if (change != null) _state.value = change.state // before anyone hears of it
+            watchStart(event)
+            deliver(event)
+            _events.emit(event)
         }
+        _state.value = engine.state()
+        return out.deadlineMs
     }
 
     private fun watchStart(event: ConnectionEvent) {

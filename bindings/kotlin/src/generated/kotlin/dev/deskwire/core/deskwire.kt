@@ -119,7 +119,7 @@ internal object FfiConverterByRefBytes : FfiConverter<java.nio.ByteBuffer, Forei
         fb.len = remaining
         // Zero-length direct buffers: skip getDirectBufferPointer (platform-variable behavior)
         // and pass null. The Rust side treats (null, 0) as &[].
-        fb.data = if (remaining == 0) null else com.sun.jna.Native.getDirectBufferPointer(value)
+        fb.data = if (remaining == 0) null else com.sun.jna.Native.getDirectBufferPointer(value).share(value.position().toLong())
         return fb
     }
 
