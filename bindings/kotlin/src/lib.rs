@@ -47,6 +47,7 @@ pub mod jsonrpc;
 pub mod mobile;
 pub mod oa1;
 pub mod providers;
+pub mod pump;
 pub mod schemas;
 pub mod tools;
 

@@ -6,8 +6,9 @@ import java.nio.ByteBuffer
 /**
  * Per-call cost from Kotlin of one relayed `PRIVMSG` line into a desk that is in its channel
  * with its remote, then everything it wants done: `handleBytes` (a direct buffer, borrowed)
- * then `drain`, the loop of `benches/handle_bytes.rs` through JNA and uniffi; beside it the
- * pieces, and what a bare uniffi call costs here. A warm loop timed in rounds (the first round
+ * then `drain`, the loop of `benches/handle_bytes.rs` through JNA and uniffi; the same through
+ * a [ConnectionPump] (one native call, no JNA structures); beside them the pieces, and what
+ * a bare call, a call status and a handle clone cost here. A warm loop timed in rounds (the first round
  * of each is warm-up); prints the median ns per call. Not a test (speed is never asserted);
  * run it with the test class path, e.g.
  *
@@ -57,6 +58,9 @@ fun main() {
         desk.handleBytes(1L, line)
         desk.drain(1L)
     }
+    val pump = ConnectionPump(desk)
+    val pumped = rounds { pump.handleBytes(1L, direct) }
+    val pumpedArray = rounds { pump.handleBytes(1L, line) }
     val handleOnly = rounds { desk.handleBytes(1L, direct) }
     val drainOnly = rounds { desk.drain(1L) }
     val stateOnly = rounds { desk.state() }
@@ -64,9 +68,24 @@ fun main() {
     println("kotlin handleBytes(direct buffer) + drain:       %.1f ns/call".format(drained))
     println("kotlin handleBytes(direct buffer) + pollOutput:  %.1f ns/call".format(polled))
     println("kotlin handleBytes(ByteArray) + drain:           %.1f ns/call".format(fromArray))
+    println("kotlin ConnectionPump.handleBytes(direct buffer): %.1f ns/call".format(pumped))
+    println("kotlin ConnectionPump.handleBytes(ByteArray):     %.1f ns/call".format(pumpedArray))
     println("kotlin handleBytes(direct buffer) alone:         %.1f ns/call".format(handleOnly))
     println("kotlin drain alone:                              %.1f ns/call".format(drainOnly))
     println("kotlin state() (no arguments, an enum back):     %.1f ns/call".format(stateOnly))
     println("kotlin inFlight() (no arguments, a number back): %.1f ns/call".format(scalarOnly))
+    // What every uniffi call is made of, measured apart: a JNA call with only numbers in and
+    // out, the call-status structure each call allocates, and the handle clone (a call with a
+    // status) that every method makes before its own call.
+    val bareCall = rounds { IntegrityCheckingUniffiLib.ffi_deskwire_uniffi_uniffi_contract_version() }
+    val statusAlloc = rounds { UniffiRustCallStatus() }
+    val cloneFree = rounds {
+        val handle = desk.uniffiCloneHandle()
+        UniffiLib.uniffi_deskwire_uniffi_fn_free_desk(handle, UniffiRustCallStatus())
+    }
+    println("floor: JNA call, numbers only:                   %.1f ns/call".format(bareCall))
+    println("floor: allocate a call status:                   %.1f ns/call".format(statusAlloc))
+    println("floor: clone + free a handle (2 calls, 2 statuses): %.1f ns/call".format(cloneFree))
+    pump.close()
     desk.close()
 }
