@@ -1562,7 +1562,7 @@ dw_status dw_oa1_server_disconnect(struct dw_oa1_server *server, uint64_t now_ms
 
 /**
  * The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
- * (`{"request": {"id", "sender", "source"}}` with the payload raw in `out->text`, `{"cancelled": {"id",
+ * (`{"request": {"id", "sender"}}` with the payload raw in `out->text`, `{"cancelled": {"id",
  * "reason"}}`) or `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `server`.
  */
 dw_status dw_oa1_server_poll_output(struct dw_oa1_server *server,

@@ -83,3 +83,8 @@ pub mod tools;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeRust;
+
+// And so does the protocol reference's.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/oa1.md")]
+struct Oa1DocRust;

@@ -823,3 +823,59 @@ fn a_remote_with_a_mask_ignores_whoever_takes_the_desks_nick() {
     );
     assert_eq!(remote.stats().oa1.disallowed_sender, 1);
 }
+
+#[test]
+fn remote_bash_is_a_typed_call_whose_outcome_is_the_tool_result_or_a_typed_failure() {
+    use deskwire::oa1::remote_bash::{ArgsError, Outcome};
+    use std::time::Duration;
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+
+    assert!(matches!(
+        desk.remote_bash(1, "ls", Some(Duration::ZERO)),
+        Err(ArgsError::ZeroTimeout)
+    ));
+    let id = desk
+        .remote_bash(1, "uname -a", Some(Duration::from_secs(5)))
+        .unwrap();
+    let event = run_until_desk_event(&mut desk, &mut remote, &mut net, (d, r), 2);
+    let (answered, outcome) = Outcome::from_event(event).unwrap();
+    assert_eq!(answered, id);
+    assert!(!outcome.is_error());
+    assert_eq!(outcome.tool_text(), "ran: uname -a\n");
+    assert_eq!(outcome.into_result().unwrap(), "ran: uname -a\n");
+
+    // No answer within timeout_sec: a timeout, typed as one, and the model's failure object.
+    let id = desk
+        .remote_bash(10, "sleep 60", Some(Duration::from_millis(999)))
+        .unwrap();
+    step(&mut desk, &mut net, d, 10);
+    step(&mut remote, &mut net, r, 10);
+    assert!(
+        step(&mut desk, &mut net, d, 1_008).events.is_empty(),
+        "999 ms is 999 ms"
+    );
+    let late = step(&mut desk, &mut net, d, 1_009);
+    let failed = late
+        .events
+        .into_iter()
+        .find_map(|e| match e {
+            ConnectionEvent::Oa1(event) => Outcome::from_event(event).ok(),
+            _ => None,
+        })
+        .expect("the call fails at its deadline");
+    assert_eq!(failed.0, id);
+    assert!(failed.1.is_error());
+    let text: serde_json::Value = serde_json::from_str(&failed.1.tool_text()).unwrap();
+    assert_eq!(text["ok"], false);
+    assert_eq!(text["error"], "timeout");
+    let failure = failed.1.into_result().unwrap_err();
+    assert_eq!(failure, Failure::Timeout);
+    assert!(failure.is_timeout());
+    // The remote's own ERR with code `timeout` is its answer, not a local timeout.
+    assert!(!Failure::from_err_payload("timeout: remote execution exceeded 30s").is_timeout());
+}

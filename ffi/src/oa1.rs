@@ -121,9 +121,10 @@ fn oa1_event(
         Event::Response { id, truncated, .. } => {
             json!({"response": {"id": id, "truncated": truncated}})
         }
-        Event::Request { id, sender, .. } => {
-            json!({"request": {"id": id, "sender": sender, "source": source}})
-        }
+        Event::Request { id, sender, .. } => match source {
+            Some(source) => json!({"request": {"id": id, "sender": sender, "source": source}}),
+            None => json!({"request": {"id": id, "sender": sender}}),
+        },
         other => serde_json::to_value(other).expect("events serialize"),
     };
     boundary::json_into(view, &json);
@@ -974,7 +975,7 @@ pub unsafe extern "C" fn dw_oa1_server_disconnect(
 }
 
 /// The next instruction: `DW_OUTPUT_TRANSMIT` (an IRC line without CRLF), `DW_OUTPUT_EVENT`
-/// (`{"request": {"id", "sender", "source"}}` with the payload raw in `out->text`, `{"cancelled": {"id",
+/// (`{"request": {"id", "sender"}}` with the payload raw in `out->text`, `{"cancelled": {"id",
 /// "reason"}}`) or `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `server`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_oa1_server_poll_output(
@@ -988,10 +989,8 @@ pub unsafe extern "C" fn dw_oa1_server_poll_output(
             Output::Transmit(line) => {
                 h.bytes_out(dw_output_kind::DwOutputTransmit, line.into_bytes(), 0)
             }
-            Output::Event(event) => {
-                let source = request_source(&event, |id| h.engine.engine.source(id));
-                oa1_event(&mut h.view, event, source.as_deref(), &mut h.engine.last)
-            }
+            // A bare server's host reads the lines itself and knows who sent them.
+            Output::Event(event) => oa1_event(&mut h.view, event, None, &mut h.engine.last),
             Output::Timeout(at) => dw_output::timeout(at),
         };
         boundary::write(out, output);
@@ -1161,18 +1160,10 @@ pub unsafe extern "C" fn dw_oa1_frame_format(
     boundary::call(|| {
         boundary::check_buffer(out, cap, out_len)?;
         let f: FrameJson = boundary::object_arg(frame_json, "frame_json")?;
-        let kind = match f.kind.as_str() {
-            "REQ" => FrameType::Req,
-            "RES" => FrameType::Res,
-            "ERR" => FrameType::Err,
-            "CANCEL" => FrameType::Cancel,
-            other => {
-                return Err(Error::json(
-                    "frame_json",
-                    format_args!("unknown type {other:?}"),
-                ));
-            }
-        };
+        let kind: FrameType = f
+            .kind
+            .parse()
+            .map_err(|e: deskwire::oa1::UnknownFrameType| Error::json("frame_json", e))?;
         let frame = Frame {
             kind,
             id: &f.id,

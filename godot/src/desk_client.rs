@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use deskwire::oa1::remote_bash::RemoteBashArgs;
 use deskwire::oa1::{
     Client, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, LinkEvent, LocalError,
     Output, Requester, remote_bash,
@@ -347,8 +348,8 @@ impl DeskRpcClient {
             let message = "remote_bash was called from another thread";
             return RemoteCall::refused(shapes::local_failure("", "wrong_thread", message));
         }
-        let args = shapes::remote_bash_args(&command.to_string(), timeout_sec);
-        self.start(ToolCall::new("", remote_bash::TOOL_NAME, args), None)
+        let args = shapes::remote_bash_command(&command.to_string(), timeout_sec);
+        self.start(args, None)
     }
 
     /// Cancels request [param id]: the remote is sent a `CANCEL`, and its call
@@ -515,15 +516,20 @@ impl DeskRpcClient {
         shapes::desk_config(&settings, overrides)
     }
 
-    /// Sends a `RemoteBash` call; the returned object completes later either way.
-    pub(crate) fn start(&mut self, call: ToolCall, tool: Option<Format>) -> Gd<RemoteCall> {
-        let tool = tool.map(|f| (call.clone(), f));
+    /// Sends a `RemoteBash` call (its arguments as the core checked them, or why they were
+    /// refused; `tool`: the model's call it answers); the returned object completes later
+    /// either way.
+    pub(crate) fn start(
+        &mut self,
+        args: Result<RemoteBashArgs, String>,
+        tool: Option<(ToolCall, Format)>,
+    ) -> Gd<RemoteCall> {
         let failed = |tool, code: &str, message: String| {
             let mut failed = RemoteCall::create("", None, tool);
             RemoteCall::settle(&mut failed, shapes::local_failure("", code, &message));
             failed
         };
-        let args = match shapes::read_remote_bash(&call) {
+        let args = match args {
             Ok(args) => args,
             Err(message) => return failed(tool, "invalid_arguments", message),
         };
@@ -532,13 +538,12 @@ impl DeskRpcClient {
             return failed(tool, LocalError::Closed.code(), message.into());
         }
         self.warn_outside_tree("remote_bash");
-        let timeout_ms = args.timeout_sec.map(|s| s.saturating_mul(1000));
         let requester: &mut dyn Requester = match &mut self.engine {
             Engine::Desk(desk) => desk.as_mut(),
             Engine::Attached(client) => client.as_mut(),
             Engine::Idle => return failed(tool, LocalError::Closed.code(), "closed".into()),
         };
-        match requester.request(ticks(), &args.command, timeout_ms) {
+        match remote_bash::start(requester, ticks(), &args) {
             Ok(id) => {
                 let call = RemoteCall::create(&id, Some(self.base().instance_id()), tool);
                 self.calls.insert(id, call.clone());

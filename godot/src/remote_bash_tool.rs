@@ -97,7 +97,10 @@ impl RemoteBashTool {
             Err(message) => return failed("invalid_arguments", message),
         };
         match client {
-            Some(mut client) => client.bind_mut().start(call, Some(format)),
+            Some(mut client) => {
+                let args = shapes::read_remote_bash(&call);
+                client.bind_mut().start(args, Some((call, format)))
+            }
             None => failed("closed", "no DeskRpcClient was given".into()),
         }
     }

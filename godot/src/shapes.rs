@@ -7,7 +7,7 @@
 
 use deskwire::ids::IdGenerator;
 use deskwire::oa1::remote_bash::{self, RemoteBashArgs};
-use deskwire::oa1::{ConfigError, ConnectionConfig, Event, Failure};
+use deskwire::oa1::{ConfigError, ConnectionConfig, Event};
 use deskwire::tools::providers::{self, Provider, Segment, ToolRequest};
 use deskwire::tools::slash::SlashError;
 use deskwire::tools::{Authorization, Context, Origin, Policy, ToolCall, ToolResult, ToolSpec};
@@ -342,13 +342,19 @@ pub fn desk_config(
     Ok(config)
 }
 
-/// The arguments of a `RemoteBash` call as the core reads them (`timeout_sec` 0 or below
-/// means the configured timeout).
-pub fn remote_bash_args(command: &str, timeout_sec: i64) -> Value {
-    match timeout_sec {
-        0 => json!({ "command": command }),
-        t => json!({ "command": command, "timeout_sec": t }),
-    }
+/// [method DeskRpcClient.remote_bash]'s arguments as the core's: `timeout_sec` 0 keeps the
+/// configured timeout, and one below 0 is refused.
+pub fn remote_bash_command(command: &str, timeout_sec: i64) -> Result<RemoteBashArgs, String> {
+    let timeout_sec = match u64::try_from(timeout_sec) {
+        Ok(0) => None,
+        Ok(t) => Some(t),
+        Err(_) => {
+            return Err(format!(
+                "timeout_sec must not be negative, not {timeout_sec}"
+            ));
+        }
+    };
+    RemoteBashArgs::new(command, timeout_sec).map_err(|e| e.to_string())
 }
 
 /// A tool call's arguments checked by the core's `RemoteBash` contract.
@@ -390,17 +396,15 @@ pub fn tool_result(call_id: &str, result: &Value) -> ToolResult {
     if result["ok"] == Value::Bool(true) {
         ToolResult::ok(call_id, text("text"))
     } else {
-        let failure = Failure::Remote {
-            code: text("error"),
-            message: text("message"),
-        };
-        ToolResult::error(call_id, remote_bash::failure_json(&failure))
+        let object = remote_bash::failure_object(&text("error"), &text("message"));
+        ToolResult::error(call_id, object)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use deskwire::oa1::Failure;
     use deskwire::tools::builtin;
     use deskwire::tools::{Context, Origin, Policy, Registry, authorize};
 
@@ -759,14 +763,16 @@ mod tests {
     #[test]
     fn remote_bash_arguments_go_through_the_core_contract() {
         let call = |args: Value| ToolCall::new("c", "RemoteBash", args);
-        let args = read_remote_bash(&call(remote_bash_args("uname -a", 0))).unwrap();
+        let args = remote_bash_command("uname -a", 0).unwrap();
         assert_eq!(
             (args.command.as_str(), args.timeout_sec),
             ("uname -a", None)
         );
-        let args = read_remote_bash(&call(remote_bash_args("x", 3))).unwrap();
+        let args = remote_bash_command("x", 3).unwrap();
         assert_eq!(args.timeout_sec, Some(3));
-        assert!(read_remote_bash(&call(remote_bash_args("x", -1))).is_err());
+        assert!(remote_bash_command("x", -1).is_err());
+        let args = read_remote_bash(&call(json!({"command": "x", "timeout_sec": 3}))).unwrap();
+        assert_eq!(args.timeout_ms(), Some(3_000));
         assert!(read_remote_bash(&call(json!({"command": 5}))).is_err());
         assert!(read_remote_bash(&call(json!({"command": "x", "timeout_sec": 0}))).is_err());
         let other = ToolCall::new("c", "wave", json!({"command": "x"}));

@@ -1,7 +1,10 @@
 //! `deskwire.oa1`: escaping, frames, chunking, the bare `Client`/`Server` endpoints, and the
 //! per-connection `Desk`/`Remote` engines over raw IRC bytes.
 
+use std::time::Duration;
+
 use deskwire::oa1::{self as core, ConnectionEvent, ConnectionOutput, Frame, FrameType, Output};
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
@@ -70,18 +73,8 @@ fn split(py: Python<'_>, text: &str, budget: usize) -> PyResult<Vec<String>> {
 }
 
 fn frame_type(name: &str) -> PyResult<FrameType> {
-    Ok(match name {
-        "REQ" => FrameType::Req,
-        "RES" => FrameType::Res,
-        "ERR" => FrameType::Err,
-        "CANCEL" => FrameType::Cancel,
-        other => {
-            return Err(errors::local(
-                "invalid_value",
-                format!("frame type {other:?}: use REQ, RES, ERR or CANCEL"),
-            ));
-        }
-    })
+    name.parse()
+        .map_err(|e: core::UnknownFrameType| errors::local("invalid_value", e.to_string()))
 }
 
 /// Parses the text of a `PRIVMSG` as an OA1 frame: a dict with `type`, `id`, `seq`, `more`,
@@ -318,6 +311,29 @@ impl Client {
             self.0.with(|c| c.request(now_ms, payload, timeout_ms))
         })?
         .map_err(raise)
+    }
+
+    /// Starts a `RemoteBash` call: `command` runs on the remote, `timeout` (seconds, `None`:
+    /// the configured request timeout) starting when the lines may leave. Returns the request
+    /// id whose `Response` or `Failed` ends the call. A `timeout` that is not positive raises
+    /// `LocalError` (`invalid_arguments`).
+    #[pyo3(signature = (now_ms, command, timeout = None))]
+    fn remote_bash(&self, now_ms: u64, command: Utf8Arg, timeout: Option<f64>) -> PyResult<String> {
+        let command = command.as_str("command")?;
+        let timeout = remote_bash_timeout(timeout)?;
+        self.0
+            .with(|e| core::Requester::remote_bash(e, now_ms, command, timeout))?
+            .map_err(args_error)
+    }
+
+    /// Starts a model's `RemoteBash` call from its arguments (a dict or JSON text,
+    /// `{"command": ..., "timeout_sec": ...}`); wrong arguments raise `LocalError`
+    /// (`invalid_arguments`). Returns the request id.
+    fn remote_bash_call(&self, now_ms: u64, args: &Bound<'_, PyAny>) -> PyResult<String> {
+        let json = args_json(args)?;
+        self.0
+            .with(|e| core::remote_bash::call(e, now_ms, &json))?
+            .map_err(args_error)
     }
 
     /// Cancels request `id`: it fails no more, and `CANCEL` tells the remote to stop.
@@ -696,6 +712,29 @@ connection_methods!(Desk, {
         .map_err(raise)
     }
 
+    /// Starts a `RemoteBash` call: `command` runs on the remote, `timeout` (seconds, `None`:
+    /// the configured request timeout) starting when the lines may leave. Returns the request
+    /// id whose `Response` or `Failed` ends the call. A `timeout` that is not positive raises
+    /// `LocalError` (`invalid_arguments`).
+    #[pyo3(signature = (now_ms, command, timeout = None))]
+    fn remote_bash(&self, now_ms: u64, command: Utf8Arg, timeout: Option<f64>) -> PyResult<String> {
+        let command = command.as_str("command")?;
+        let timeout = remote_bash_timeout(timeout)?;
+        self.0
+            .with(|e| core::Requester::remote_bash(e, now_ms, command, timeout))?
+            .map_err(args_error)
+    }
+
+    /// Starts a model's `RemoteBash` call from its arguments (a dict or JSON text,
+    /// `{"command": ..., "timeout_sec": ...}`); wrong arguments raise `LocalError`
+    /// (`invalid_arguments`). Returns the request id.
+    fn remote_bash_call(&self, now_ms: u64, args: &Bound<'_, PyAny>) -> PyResult<String> {
+        let json = args_json(args)?;
+        self.0
+            .with(|e| core::remote_bash::call(e, now_ms, &json))?
+            .map_err(args_error)
+    }
+
     /// Cancels request `id` and tells the remote with `CANCEL`.
     fn cancel(&self, now_ms: u64, id: &str, reason: &str) -> PyResult<()> {
         self.0
@@ -791,26 +830,51 @@ connection_methods!(Remote, {
     }
 });
 
+/// The model's `RemoteBash` arguments as JSON text: a `str` as it is, anything else as JSON.
+fn args_json(args: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(text) = args.cast::<PyString>() {
+        Ok(text.to_cow()?.into_owned())
+    } else {
+        convert::json_of("RemoteBash arguments", args)
+    }
+}
+
+/// A `RemoteBash` timeout in seconds as the core's duration; `None` keeps the configured one.
+fn remote_bash_timeout(seconds: Option<f64>) -> PyResult<Option<Duration>> {
+    seconds
+        .map(|s| {
+            Duration::try_from_secs_f64(s).map_err(|_| {
+                local(
+                    "invalid_arguments",
+                    format!("timeout must be a positive number of seconds, not {s}"),
+                )
+            })
+        })
+        .transpose()
+}
+
+/// A refused `RemoteBash` call: its arguments (`invalid_arguments`), or the engine's refusal.
+fn args_error(e: core::remote_bash::ArgsError) -> PyErr {
+    match e {
+        core::remote_bash::ArgsError::Local(e) => raise(e),
+        other => local("invalid_arguments", other.to_string()),
+    }
+}
+
 /// `RemoteBash` arguments (`{"command": ..., "timeout_sec": ...}`) as `(command,
 /// timeout_sec)`, in seconds like `IrcDesk.remote_bash(timeout=)`; a `LocalError` with code
 /// `invalid_arguments` when they are not valid.
 #[pyfunction]
 fn remote_bash_args(args: &Bound<'_, PyAny>) -> PyResult<(String, Option<u64>)> {
-    let json = if let Ok(text) = args.cast::<PyString>() {
-        text.to_cow()?.into_owned()
-    } else {
-        convert::json_of("RemoteBash arguments", args)?
-    };
-    let parsed = core::remote_bash::RemoteBashArgs::parse(&json)
-        .map_err(|e| errors::local("invalid_arguments", e.to_string()))?;
+    let parsed = core::remote_bash::RemoteBashArgs::parse(&args_json(args)?).map_err(args_error)?;
     Ok((parsed.command, parsed.timeout_sec))
 }
 
-/// The `RemoteBash` tool result of an OA1 outcome: the output text of a `Response`, or the
-/// `{"ok": false, "error": code, "message": ...}` JSON of a `Failed` (code, message).
+/// The `RemoteBash` tool result of a failed call: the
+/// `{"ok": false, "error": code, "message": ...}` JSON the model reads.
 #[pyfunction]
 fn remote_bash_failure(code: &str, message: &str) -> String {
-    serde_json::json!({ "ok": false, "error": code, "message": message }).to_string()
+    core::remote_bash::failure_object(code, message)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -297,3 +297,42 @@ def test_a_remote_says_who_asked_with_the_whole_prefix() -> None:
     assert asked is not None and asked.id == request_id
     assert remote.source(request_id) == "desk!~desk@10.0.0.9"
     assert remote.source("unknown") is None
+
+
+def test_remote_bash_is_one_call_into_the_core() -> None:
+    # The command, the timeout and the model's arguments are checked by the core's RemoteBash
+    # contract; the outcome is the core's typed failure, raised as a timeout.
+    net = sim.Network(seed=1)
+    unpaced = {"pacing": {"burst": 1_000_000, "interval_ms": 0}}
+    desk = oa1.Desk("desk", "#desk", seed=3, oa1={**unpaced, "allowed_sender": "rexd"})
+    remote = oa1.Remote("rexd", "#desk", oa1={**unpaced, "allowed_sender": "desk"})
+    links = [(desk, net.connect("10.0.0.9")), (remote, net.connect("10.0.0.2"))]
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(deskwire.LocalError) as refused:
+            desk.remote_bash(0, "ls", timeout=bad)
+        assert refused.value.code == "invalid_arguments"
+    for args in ({"command": 1}, {}, '{"command": "x", "timeout_sec": 0}', "not json"):
+        with pytest.raises(deskwire.LocalError) as refused:
+            desk.remote_bash_call(0, args)
+        assert refused.value.code == "invalid_arguments"
+
+    answered = desk.remote_bash_call(0, {"command": "id -un", "timeout_sec": 5})
+    silent = desk.remote_bash(0, "sleep 60", timeout=0.25)
+    outcomes = {}
+    for now in (0, 0, 0, 0, 0, 100, 249, 250):
+        for engine, link in links:
+            data, events, _ = engine.drain(now)
+            net.handle_bytes(link, data)
+            engine.handle_bytes(now, net.take_bytes(link))
+            for event in events:
+                if isinstance(event, oa1.Request) and event.payload == "id -un":
+                    remote.respond(now, event.id, "desk\n")
+                if isinstance(event, (oa1.Response, oa1.Failed)):
+                    outcomes[event.id] = (now, event)
+    assert isinstance(outcomes[answered][1], oa1.Response)
+    assert oa1.remote_bash_result(outcomes[answered][1]) == "desk\n"
+    failed_at, failed = outcomes[silent]
+    assert failed_at == 250 and isinstance(failed, oa1.Failed) and failed.error == "timeout"
+    assert isinstance(failed.exception(), deskwire.RequestTimeout)
+    assert isinstance(failed.exception(), TimeoutError)
+    assert '"error":"timeout"' in oa1.remote_bash_result(failed)

@@ -67,15 +67,14 @@ impl Harness {
             net.connect("remote.host"),
             net.connect("eve.host"),
         );
+        // A desk names its remote: the remote's nick, or "*" for anyone in the channel.
         let mut desk_config = config("desk");
-        if mode & 32 != 0 {
-            desk_config.oa1.allowed_sender = Some("deskbot".into());
-        }
+        desk_config.oa1.allowed_sender = Some(if mode & 32 != 0 { "deskbot" } else { "*" }.into());
         Harness {
             now: 0,
             net,
-            desk: Desk::new(desk_config, 0, 7),
-            remote: Remote::new(config("deskbot"), 0),
+            desk: Desk::new(desk_config, 0, 7).expect("a valid desk config"),
+            remote: Remote::new(config("deskbot"), 0).expect("a valid remote config"),
             d,
             r,
             eve,

@@ -971,6 +971,20 @@ impl Desk {
         self.0.endpoint.request(now, payload, timeout_ms)
     }
 
+    /// Runs `command` on the remote through `RemoteBash`. `timeout` overrides the request
+    /// timeout and, like it, starts when the lines may leave; zero is refused. Returns the
+    /// request id; its `Response` or `Failed` event, read with
+    /// [`remote_bash::Outcome::from_event`](super::remote_bash::Outcome::from_event), ends the
+    /// call.
+    pub fn remote_bash(
+        &mut self,
+        now: u64,
+        command: &str,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<String, super::remote_bash::ArgsError> {
+        super::Requester::remote_bash(self, now, command, timeout)
+    }
+
     /// Cancels a request: no event comes for it, and the remote is sent a `CANCEL`.
     pub fn cancel(&mut self, now: u64, id: &str, reason: &str) -> Result<(), LocalError> {
         self.0.endpoint.cancel(now, id, reason)

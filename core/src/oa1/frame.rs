@@ -35,6 +35,17 @@ pub enum FrameType {
 }
 
 impl FrameType {
+    /// Every type, in wire order of introduction: v40's four, then deskwire's.
+    pub const ALL: [FrameType; 7] = [
+        FrameType::Req,
+        FrameType::Res,
+        FrameType::Err,
+        FrameType::Cancel,
+        FrameType::Accept,
+        FrameType::ReqZ,
+        FrameType::ResZ,
+    ];
+
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -52,6 +63,22 @@ impl FrameType {
 impl fmt::Display for FrameType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// A frame type name that is none of [`FrameType::ALL`] (names are exact upper case).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown OA1 frame type {0:?}: use REQ, RES, ERR, CANCEL, ACCEPT, REQZ or RESZ")]
+pub struct UnknownFrameType(pub String);
+
+impl std::str::FromStr for FrameType {
+    type Err = UnknownFrameType;
+
+    fn from_str(name: &str) -> Result<Self, UnknownFrameType> {
+        FrameType::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+            .ok_or_else(|| UnknownFrameType(name.to_owned()))
     }
 }
 
@@ -271,6 +298,19 @@ impl fmt::Display for Frame<'_> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_type_parses_from_its_display_name() {
+        for kind in FrameType::ALL {
+            assert_eq!(kind.to_string().parse::<FrameType>(), Ok(kind));
+        }
+        assert_eq!(
+            "req".parse::<FrameType>(),
+            Err(UnknownFrameType("req".into()))
+        );
+        assert!("REQZ ".parse::<FrameType>().is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -49,7 +49,7 @@ pub use connection::{
     ConfigError, ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState,
     ConnectionStats, Desk, LinkEvent, Remote,
 };
-pub use frame::{Frame, FrameType};
+pub use frame::{Frame, FrameType, UnknownFrameType};
 pub use pacing::Pacing;
 pub use roles::{Requester, Responder};
 pub use server::Server;
@@ -371,6 +371,13 @@ impl Failure {
             Failure::Kicked { .. } => "kicked",
             Failure::PeerLeft { .. } => "peer_left",
         }
+    }
+
+    /// Whether the request ran out of time here: no answer within its timeout (`timeout`), or
+    /// it never left within `ready_timeout_ms` (`not_ready`). A remote's own `ERR timeout: ...`
+    /// is its answer, not one of these. Bindings raise these as their language's timeout.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Failure::Timeout | Failure::NotReady { .. })
     }
 
     /// A human-readable message.

@@ -65,28 +65,106 @@ pub enum ArgsError {
 }
 
 impl RemoteBashArgs {
+    /// A call's arguments from the host's own values (`desk.remote_bash("ls", Some(30))`):
+    /// `timeout_sec` of 0 is refused, as in the model's JSON.
+    pub fn new(command: impl Into<String>, timeout_sec: Option<u64>) -> Result<Self, ArgsError> {
+        if timeout_sec == Some(0) {
+            return Err(ArgsError::ZeroTimeout);
+        }
+        Ok(RemoteBashArgs {
+            command: command.into(),
+            timeout_sec,
+        })
+    }
+
     /// Parses the model's JSON arguments. An empty string means `{}` (and so fails for the
     /// missing `command`).
     pub fn parse(json: &str) -> Result<Self, ArgsError> {
         let json = if json.trim().is_empty() { "{}" } else { json };
         let args: RemoteBashArgs = serde_json::from_str(json)?;
-        if args.timeout_sec == Some(0) {
-            return Err(ArgsError::ZeroTimeout);
-        }
-        Ok(args)
+        Self::new(args.command, args.timeout_sec)
+    }
+
+    /// The request timeout the call asks for, in milliseconds (`None`: the desk's
+    /// `request_timeout_ms`).
+    pub fn timeout_ms(&self) -> Option<u64> {
+        self.timeout_sec.map(|s| s.saturating_mul(1000))
     }
 }
 
-/// Starts a `RemoteBash` call on `client` (a [`Client`](super::Client) or a
-/// [`Desk`](super::Desk)): returns the request id whose event answers it.
+/// Sends a `RemoteBash` call on `desk` (a [`Desk`](super::Desk) or a [`Client`](super::Client)):
+/// the command is the request payload, `timeout_sec` its timeout. Returns the request id whose
+/// event ([`Outcome::from_event`]) ends the call.
+pub fn start<R: Requester + ?Sized>(
+    desk: &mut R,
+    now: u64,
+    args: &RemoteBashArgs,
+) -> Result<String, LocalError> {
+    desk.request(now, &args.command, args.timeout_ms())
+}
+
+/// Starts a model's `RemoteBash` call on `desk` from its JSON arguments: returns the request
+/// id whose event answers it.
 pub fn call<R: Requester + ?Sized>(
-    client: &mut R,
+    desk: &mut R,
     now: u64,
     args_json: &str,
 ) -> Result<String, ArgsError> {
     let args = RemoteBashArgs::parse(args_json)?;
-    let timeout_ms = args.timeout_sec.map(|s| s.saturating_mul(1000));
-    Ok(client.request(now, &args.command, timeout_ms)?)
+    Ok(start(desk, now, &args)?)
+}
+
+/// How a `RemoteBash` call ended: what every binding turns into its language's result or error,
+/// and into the tool result the model reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command's combined output, with the [exit marker](exit_marker) when it did not exit
+    /// 0.
+    Output {
+        /// The text (with [`TRUNCATION_MARKER`](super::TRUNCATION_MARKER) when cut).
+        text: String,
+        /// Whether it was cut at the size cap.
+        truncated: bool,
+    },
+    /// The request failed; [`Failure::is_timeout`] tells the timeouts apart.
+    Failed(Failure),
+}
+
+impl Outcome {
+    /// The outcome a desk's event carries, with its request id: `Response` and `Failed`; any
+    /// other event is given back.
+    pub fn from_event(event: Event) -> Result<(String, Outcome), Event> {
+        match event {
+            Event::Response {
+                id,
+                text,
+                truncated,
+            } => Ok((id, Outcome::Output { text, truncated })),
+            Event::Failed { id, failure } => Ok((id, Outcome::Failed(failure))),
+            other => Err(other),
+        }
+    }
+
+    /// What the model reads: the output text, or `{"ok": false, "error": code, "message": ...}`.
+    pub fn tool_text(&self) -> String {
+        match self {
+            Outcome::Output { text, .. } => text.clone(),
+            Outcome::Failed(failure) => failure_json(failure),
+        }
+    }
+
+    /// Whether the tool result is an error result (the request failed).
+    pub fn is_error(&self) -> bool {
+        matches!(self, Outcome::Failed(_))
+    }
+
+    /// The output, or the typed failure.
+    pub fn into_result(self) -> Result<String, Failure> {
+        match self {
+            Outcome::Output { text, .. } => Ok(text),
+            Outcome::Failed(failure) => Err(failure),
+        }
+    }
 }
 
 /// The tool result for the model: the output text, or the failure object.
@@ -100,10 +178,16 @@ pub fn tool_result(event: &Event) -> Option<(String, String)> {
 
 /// `{"ok": false, "error": code, "message": message}`.
 pub fn failure_json(failure: &Failure) -> String {
+    failure_object(failure.code(), &failure.message())
+}
+
+/// The failure object from its parts, for a call that failed before it reached a desk (its
+/// arguments refused, the desk closed): `{"ok": false, "error": code, "message": message}`.
+pub fn failure_object(code: &str, message: &str) -> String {
     serde_json::json!({
         "ok": false,
-        "error": failure.code(),
-        "message": failure.message(),
+        "error": code,
+        "message": message,
     })
     .to_string()
 }

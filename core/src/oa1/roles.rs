@@ -2,6 +2,9 @@
 //! glue, an executor) works the same over the bare endpoints ([`Client`], [`Server`]) and the
 //! per-connection engines ([`Desk`], [`Remote`]).
 
+use std::time::Duration;
+
+use super::remote_bash::ArgsError;
 use super::{Client, Desk, LocalError, Remote, Server};
 
 /// The asking side: the desk.
@@ -17,6 +20,22 @@ pub trait Requester {
 
     /// Cancels a request in flight: no event comes for it, and the remote is sent a `CANCEL`.
     fn cancel(&mut self, now: u64, id: &str, reason: &str) -> Result<(), LocalError>;
+
+    /// Runs `command` on the remote through `RemoteBash` (see [`Desk::remote_bash`]).
+    fn remote_bash(
+        &mut self,
+        now: u64,
+        command: &str,
+        timeout: Option<Duration>,
+    ) -> Result<String, ArgsError> {
+        let timeout_ms = match timeout {
+            Some(t) if t.is_zero() => return Err(ArgsError::ZeroTimeout),
+            // Under a millisecond rounds up: the engines count whole milliseconds.
+            Some(t) => Some(u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)),
+            None => None,
+        };
+        Ok(self.request(now, command, timeout_ms)?)
+    }
 }
 
 /// The answering side: the remote.

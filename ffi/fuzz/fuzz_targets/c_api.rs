@@ -55,7 +55,7 @@ unsafe fn handles() -> Handles {
     unsafe {
         assert_eq!(
             dw_desk_new(
-                c(r##"{"nick":"d","channel":"#d"}"##).as_ptr(),
+                c(r##"{"nick":"d","channel":"#d","oa1":{"allowed_sender":"r"}}"##).as_ptr(),
                 0,
                 1,
                 &mut h.desk

@@ -65,6 +65,21 @@ func test_garbage_lines_are_counted_and_ignored() -> void:
 	client.queue_free()
 
 
+func test_a_negative_timeout_is_refused_by_the_core_contract() -> void:
+	var client := _attached("desk")
+	var sent: Array[String] = []
+	client.line_to_send.connect(func(line): sent.append(line))
+	var result := await finish(client.remote_bash("uname -a", -5), 2.0)
+	check_eq([result.get("ok"), result.get("error")], [false, "invalid_arguments"], "refused: %s" % [result])
+	check(str(result.get("message")).contains("negative"), "says why: %s" % [result])
+	var call_dict := {"id": "c1", "type": "function", "function": {"name": "RemoteBash", "arguments": "{\"command\": \"ls\", \"timeout_sec\": 0}"}}
+	result = await finish(RemoteBashTool.run(client, call_dict), 2.0)
+	check_eq([result.get("ok"), result.get("error")], [false, "invalid_arguments"], "timeout_sec 0 from the model: %s" % [result])
+	client.poll()
+	check_eq(sent, [], "nothing was sent")
+	client.queue_free()
+
+
 func test_null_and_wrong_objects() -> void:
 	var call_dict := {"id": "c1", "type": "function", "function": {"name": "RemoteBash", "arguments": "{\"command\": \"ls\"}"}}
 	var call := RemoteBashTool.run(null, call_dict)

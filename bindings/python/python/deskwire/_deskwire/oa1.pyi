@@ -31,8 +31,8 @@ def remote_bash_args(args: Union[str, Dict[str, Any]]) -> Tuple[str, Optional[in
     ``invalid_arguments`` when they are not valid.
     """
 def remote_bash_failure(code: str, message: str) -> str:
-    """The ``RemoteBash`` tool result of an OA1 outcome: the output text of a ``Response``, or the
-    ``{"ok": false, "error": code, "message": ...}`` JSON of a ``Failed`` (code, message).
+    """The ``RemoteBash`` tool result of a failed call: the
+    ``{"ok": false, "error": code, "message": ...}`` JSON the model reads.
     """
 
 @final
@@ -52,6 +52,17 @@ class Client:
     def request(self, now_ms: int, payload: Union[str, bytes], timeout_ms: Optional[int] = None) -> str:
         """Sends ``payload`` (a ``str``, or UTF-8 ``bytes``) as a request; returns its id. ``timeout_ms``
         overrides the configured request timeout.
+        """
+    def remote_bash(self, now_ms: int, command: Union[str, bytes], timeout: Optional[float] = None) -> str:
+        """Starts a ``RemoteBash`` call: ``command`` runs on the remote, ``timeout`` (seconds, ``None``:
+        the configured request timeout) starting when the lines may leave. Returns the request
+        id whose ``Response`` or ``Failed`` ends the call. A ``timeout`` that is not positive raises
+        ``LocalError`` (``invalid_arguments``).
+        """
+    def remote_bash_call(self, now_ms: int, args: Union[str, Dict[str, Any]]) -> str:
+        """Starts a model's ``RemoteBash`` call from its arguments (a dict or JSON text,
+        ``{"command": ..., "timeout_sec": ...}``); wrong arguments raise ``LocalError``
+        (``invalid_arguments``). Returns the request id.
         """
     def cancel(self, now_ms: int, id: str, reason: str) -> None:
         """Cancels request ``id``: it fails no more, and ``CANCEL`` tells the remote to stop."""
@@ -159,6 +170,17 @@ class Desk:
     def request(self, now_ms: int, payload: Union[str, bytes], timeout_ms: Optional[int] = None) -> str:
         """Sends ``payload`` (a ``str``, or UTF-8 ``bytes``) as a request (queued until the channel is
         joined); returns its id.
+        """
+    def remote_bash(self, now_ms: int, command: Union[str, bytes], timeout: Optional[float] = None) -> str:
+        """Starts a ``RemoteBash`` call: ``command`` runs on the remote, ``timeout`` (seconds, ``None``:
+        the configured request timeout) starting when the lines may leave. Returns the request
+        id whose ``Response`` or ``Failed`` ends the call. A ``timeout`` that is not positive raises
+        ``LocalError`` (``invalid_arguments``).
+        """
+    def remote_bash_call(self, now_ms: int, args: Union[str, Dict[str, Any]]) -> str:
+        """Starts a model's ``RemoteBash`` call from its arguments (a dict or JSON text,
+        ``{"command": ..., "timeout_sec": ...}``); wrong arguments raise ``LocalError``
+        (``invalid_arguments``). Returns the request id.
         """
     def cancel(self, now_ms: int, id: str, reason: str) -> None:
         """Cancels request ``id`` and tells the remote with ``CANCEL``."""

@@ -357,14 +357,27 @@ class IrcDesk(_IrcConnection):
         :class:`deskwire.DisconnectedError`, each with what happened. Cancelling the awaiting
         task sends ``CANCEL``."""
         timeout = _seconds(timeout)
+        timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
+        return await self._call(lambda now: self._engine.request(now, payload, timeout_ms))
+
+    async def remote_bash(self, command: str, timeout: Optional[float] = 30) -> str:
+        """Runs ``command`` through ``RemoteBash`` on the remote and returns its combined
+        output (the tool's text result). ``timeout`` is in seconds, as the tool's
+        ``timeout_sec`` (:func:`deskwire.oa1.remote_bash_args`) and :meth:`request`'s; it
+        starts when the request can leave. Raises as :meth:`request`."""
+        timeout = _seconds(timeout)
+        return await self._call(lambda now: self._engine.remote_bash(now, command, timeout))
+
+    async def _call(self, start: Callable[[int], str]) -> str:
+        """Starts a request with ``start(now_ms)`` (which returns its id) and waits for its
+        outcome: the text, or the exception the core's typed failure names."""
         if self._ended.done():
             raise ClosedError("closed", "the desk is closed")
         if not self._ready.done() and self._dial is not None:
             # Reconnecting: the engine of the next connection takes the request; wait for it
             # as long as a request may wait for readiness.
             await self.wait_ready(self._ready_timeout)
-        timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
-        request_id = self._engine.request(now_ms(), payload, timeout_ms)
+        request_id = start(now_ms())
         future: asyncio.Future[Union[oa1.Response, oa1.Failed]]
         future = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
@@ -381,13 +394,6 @@ class IrcDesk(_IrcConnection):
             raise outcome.exception()
         return outcome.text
 
-    async def remote_bash(self, command: str, timeout: Optional[float] = 30) -> str:
-        """Runs ``command`` through ``RemoteBash`` on the remote and returns its combined
-        output (the tool's text result). ``timeout`` is in seconds, as the tool's
-        ``timeout_sec`` (:func:`deskwire.oa1.remote_bash_args`) and :meth:`request`'s; it
-        starts when the request can leave. Raises as :meth:`request`."""
-        return await self.request(command, timeout=timeout)
-
     async def run_tool(self, call: Dict[str, Any]) -> Dict[str, Any]:
         """Runs a model's ``RemoteBash`` call (``{"id", "name", "args"}``, an item of
         :attr:`deskwire.tools.ProviderResponse.tool_calls` whose verdict is
@@ -399,15 +405,12 @@ class IrcDesk(_IrcConnection):
             name = call.get("name") if isinstance(call, dict) else call
             raise LocalError("invalid_value", f"run_tool runs {oa1.TOOL_NAME} calls, not {name!r}")
         call_id = str(call.get("id", ""))
+        args = call.get("args", {})
         try:
-            command, timeout = oa1.remote_bash_args(call.get("args", {}))
-            if timeout == 0:
-                raise LocalError("invalid_arguments", "timeout_sec must be at least 1")
-        except LocalError as e:  # the model's arguments: it reads why
-            return tools.result(call_id, oa1.remote_bash_failure(e.code, e.message), is_error=True)
-        try:
-            output = await self.remote_bash(command, timeout=timeout)
-        except RemoteError as e:
+            output = await self._call(lambda now: self._engine.remote_bash_call(now, args))
+        except (LocalError, RemoteError) as e:
+            if isinstance(e, LocalError) and e.code != "invalid_arguments":
+                raise  # misuse of the desk itself (closed), not the model's arguments
             return tools.result(call_id, oa1.remote_bash_failure(e.code, e.message), is_error=True)
         return tools.result(call_id, output)
 
