@@ -25,6 +25,12 @@
 //!     set or a recursive rule (`tools::Context`, `tools::Visibility`), or that carry values
 //!     the core computes on demand (an approval's command, whether it may run);
 //!   - the one public error, [`DeskwireError`], mapped from every core error in [`error`].
+//! - One path is not uniffi: [`pump`], three `extern "C"` functions that `ConnectionPump` in
+//!   Kotlin calls for `handle_bytes` then `drain` on a `Desk` or `Remote`. A uniffi call from
+//!   Kotlin costs what JNA's per-call structures cost (a call status per call, a handle clone
+//!   per method, the bytes and the returned buffer), about 100 times the engine's work on a
+//!   socket read; the pump passes numbers and direct buffers only, and returns the drain in
+//!   uniffi's own serialisation, read by the generated converter (no mirror).
 //! - Every failure is one public error, [`DeskwireError`] (`DeskwireException` in Kotlin),
 //!   converted from the core's errors in [`error`]. A panic never crosses into the host: uniffi
 //!   turns it into `InternalException`.
