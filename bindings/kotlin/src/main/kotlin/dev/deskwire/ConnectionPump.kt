@@ -72,7 +72,11 @@ class ConnectionPump private constructor(private val handle: Long, private val r
         return handleBytes(nowMs, buffer)
     }
 
-    /** Lets go of the pump's reference to the engine; later calls throw. */
+    /**
+     * Lets go of the pump's reference to the engine; later calls throw. Synchronized with
+     * [handleBytes], so a call in flight on another thread ends before the reference goes.
+     */
+    @Synchronized
     override fun close() {
         if (closed.compareAndSet(false, true)) cleanable.clean()
     }
