@@ -58,6 +58,12 @@
 // detection; UTF-8 that escaping cannot break), oa1::into_text and irc::message::short_str.
 #![deny(unsafe_code)]
 
+// With the `uniffi` feature (the Kotlin binding, `bindings/kotlin`, turns it on) the types it
+// hands to Kotlin as they are derive uniffi's traits; the derives need this crate's own uniffi
+// component. Kotlin finds them in the package `dev.deskwire.core` (`core/uniffi.toml`).
+#[cfg(feature = "uniffi")]
+uniffi::setup_scaffolding!();
+
 pub mod entropy;
 pub mod gateway;
 pub mod ids;

@@ -1,9 +1,11 @@
 //! The Rust side of the Kotlin per-call measurement: one relayed `PRIVMSG` line into a desk
-//! that is in its channel with its remote, then `poll_output` until it answers `Timeout` — the same loop as
+//! that is in its channel with its remote, then everything it wants done — the same loop as
 //! `src/test/kotlin/dev/deskwire/HandleBytesBench.kt`, run on
-//! - the core engine (`deskwire::oa1::Desk`), and
-//! - this crate's wrapper (`deskwire_uniffi::connection::Desk`: the mutex, the owned `Vec<u8>`
-//!   uniffi hands over, the output converted to the exported enum), without the FFI.
+//! - the core engine (`deskwire::oa1::Desk`): `handle_bytes`, then `poll_output` until it
+//!   answers `Timeout`;
+//! - this crate's wrapper (`deskwire_uniffi::connection::Desk`: the mutex, the borrowed bytes,
+//!   the output converted to what Kotlin gets), without the FFI: `handle_bytes` then `drain`,
+//!   and `handle_bytes` then `poll_output` until `Timeout`.
 //!
 //! A warm loop, timed in rounds; prints the median ns per call of each.
 //!
@@ -59,22 +61,27 @@ fn main() {
     });
 
     let desk = wrapper::Desk::new(config.into(), 0, 1).unwrap();
-    desk.handle_bytes(0, WELCOME.to_vec());
-    while !matches!(desk.poll_output(0), WrapperOutput::Timeout { .. }) {}
-    let wrapper_ns = rounds(|| {
-        desk.handle_bytes(1, black_box(LINE.to_vec()));
+    desk.handle_bytes(0, WELCOME);
+    desk.drain(0);
+    let drain_ns = rounds(|| {
+        desk.handle_bytes(1, black_box(LINE));
+        black_box(desk.drain(1));
+    });
+    let poll_ns = rounds(|| {
+        desk.handle_bytes(1, black_box(LINE));
         while !matches!(
             black_box(desk.poll_output(1)),
             WrapperOutput::Timeout { .. }
         ) {}
     });
-    let handle_only_ns = rounds(|| desk.handle_bytes(1, black_box(LINE.to_vec())));
-    let poll_only_ns = rounds(|| {
-        black_box(desk.poll_output(1));
+    let handle_only_ns = rounds(|| desk.handle_bytes(1, black_box(LINE)));
+    let drain_only_ns = rounds(|| {
+        black_box(desk.drain(1));
     });
 
-    println!("rust core   handle_bytes + poll_output: {core_ns:.1} ns/call");
-    println!("rust wrapper handle_bytes + poll_output: {wrapper_ns:.1} ns/call");
+    println!("rust core    handle_bytes + poll_output: {core_ns:.1} ns/call");
+    println!("rust wrapper handle_bytes + drain:       {drain_ns:.1} ns/call");
+    println!("rust wrapper handle_bytes + poll_output: {poll_ns:.1} ns/call");
     println!("rust wrapper handle_bytes alone:         {handle_only_ns:.1} ns/call");
-    println!("rust wrapper poll_output alone:          {poll_only_ns:.1} ns/call");
+    println!("rust wrapper drain alone:                {drain_only_ns:.1} ns/call");
 }

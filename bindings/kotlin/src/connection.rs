@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use deskwire::oa1::{self, remote_bash};
 
 use crate::error::{DeskwireError, Result, api};
-use crate::irc::{IrcSessionConfig, IrcSessionEvent, IrcSessionStats};
-use crate::oa1::{Oa1Config, Oa1Event, Oa1Stats};
+use crate::irc::{IrcSessionConfig, IrcSessionStats};
+use crate::oa1::{Oa1Config, Oa1Stats};
 use crate::{lock, long, long_size, ms, non_negative};
 
 /// How to connect: the IRC login and the OA1 endpoint.
@@ -51,64 +51,6 @@ pub fn connection_config_from_json(json: String) -> Result<ConnectionConfig> {
     api(|| oa1::ConnectionConfig::from_json(&json)).map(Into::into)
 }
 
-/// Where a connection stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum ConnectionState {
-    /// Registering with the server.
-    Registering,
-    /// Registered, not (or no longer) in the channel: lines are held. A refused join is
-    /// tried again after `rejoinDelayMs`.
-    Joining,
-    /// Desk: in the channel, waiting for its remote (`oa1.allowedSender`; for `"*"`, anyone)
-    /// to be there too: IRC keeps no history, so a request sent before would reach nobody.
-    /// Lines are held.
-    WaitingForPeer,
-    /// Frames flow.
-    Ready,
-    /// The connection ended.
-    Closed,
-}
-
-/// What happened to the link itself.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum LinkEvent {
-    /// The state changed.
-    StateChanged {
-        /// The new state.
-        state: ConnectionState,
-    },
-    /// The configured peer is in the channel.
-    PeerJoined {
-        /// Its nick.
-        nick: String,
-    },
-    /// The configured peer left.
-    PeerLeft {
-        /// Its nick.
-        nick: String,
-    },
-}
-
-/// Something the application should learn, by layer.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum ConnectionEvent {
-    /// From the IRC session (registration, joins, kicks, the end of the link).
-    Irc {
-        /// The event.
-        event: IrcSessionEvent,
-    },
-    /// From OA1 (a response, a failure, a request, a cancellation).
-    Oa1 {
-        /// The event.
-        event: Oa1Event,
-    },
-    /// About the link (state, the peer's presence).
-    Link {
-        /// The event.
-        event: LinkEvent,
-    },
-}
-
 /// What a connection engine wants next.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
 pub enum ConnectionOutput {
@@ -120,13 +62,46 @@ pub enum ConnectionOutput {
     /// Tell the app.
     Event {
         /// The event.
-        event: ConnectionEvent,
+        event: oa1::ConnectionEvent,
     },
     /// Nothing to do before this instant unless bytes arrive.
     Timeout {
         /// The deadline (ms).
         deadline_ms: i64,
     },
+}
+
+/// What a connection engine wants done, all at once ([`Desk::drain`], [`Remote::drain`]).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct ConnectionDrain {
+    /// The lines to write to the socket, one after the other, CRLF included (empty when
+    /// there are none).
+    pub bytes: Vec<u8>,
+    /// The events, in the order they came.
+    pub events: Vec<oa1::ConnectionEvent>,
+    /// Nothing to do before this instant (ms) unless bytes arrive.
+    pub deadline_ms: i64,
+}
+
+impl ConnectionDrain {
+    /// Polls `poll` until it answers `Timeout`.
+    fn from_engine(mut poll: impl FnMut() -> oa1::ConnectionOutput) -> Self {
+        let mut bytes = Vec::new();
+        let mut events = Vec::new();
+        loop {
+            match poll() {
+                oa1::ConnectionOutput::Transmit(line) => bytes.extend_from_slice(&line),
+                oa1::ConnectionOutput::Event(event) => events.push(event),
+                oa1::ConnectionOutput::Timeout(deadline) => {
+                    return ConnectionDrain {
+                        bytes,
+                        events,
+                        deadline_ms: long(deadline),
+                    };
+                }
+            }
+        }
+    }
 }
 
 /// The counters of both layers.
@@ -143,9 +118,12 @@ macro_rules! connection_methods {
     ($t:ident) => {
         #[uniffi::export]
         impl $t {
-            /// Bytes read from the socket (any split; partial lines wait for the rest).
-            pub fn handle_bytes(&self, now_ms: i64, bytes: Vec<u8>) {
-                lock(&self.inner).handle_bytes(ms(now_ms), &bytes)
+            /// Bytes read from the socket (any split; partial lines wait for the rest),
+            /// borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
+            /// to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
+            /// copies an array into one first.
+            pub fn handle_bytes(&self, now_ms: i64, bytes: &[u8]) {
+                lock(&self.inner).handle_bytes(ms(now_ms), bytes)
             }
 
             /// The socket closed or failed.
@@ -169,9 +147,16 @@ macro_rules! connection_methods {
                 lock(&self.inner).poll_output(ms(now_ms)).into()
             }
 
+            /// Everything `poll_output` would give until its `Timeout`, in one call: the
+            /// lines to write, the events and the deadline.
+            pub fn drain(&self, now_ms: i64) -> ConnectionDrain {
+                let mut engine = lock(&self.inner);
+                ConnectionDrain::from_engine(|| engine.poll_output(ms(now_ms)))
+            }
+
             /// Where the connection stands.
-            pub fn state(&self) -> ConnectionState {
-                lock(&self.inner).state().into()
+            pub fn state(&self) -> oa1::ConnectionState {
+                lock(&self.inner).state()
             }
 
             /// Our nick as the server knows it: the configured one or, after the server
@@ -330,56 +315,11 @@ impl TryFrom<ConnectionConfig> for oa1::ConnectionConfig {
     }
 }
 
-impl From<oa1::ConnectionState> for ConnectionState {
-    fn from(s: oa1::ConnectionState) -> Self {
-        match s {
-            oa1::ConnectionState::Registering => ConnectionState::Registering,
-            oa1::ConnectionState::Joining => ConnectionState::Joining,
-            oa1::ConnectionState::WaitingForPeer => ConnectionState::WaitingForPeer,
-            oa1::ConnectionState::Ready => ConnectionState::Ready,
-            oa1::ConnectionState::Closed => ConnectionState::Closed,
-            other => unmapped!(other),
-        }
-    }
-}
-
-impl From<oa1::LinkEvent> for LinkEvent {
-    fn from(e: oa1::LinkEvent) -> Self {
-        match e {
-            oa1::LinkEvent::StateChanged { state } => LinkEvent::StateChanged {
-                state: state.into(),
-            },
-            oa1::LinkEvent::PeerJoined { nick } => LinkEvent::PeerJoined { nick },
-            oa1::LinkEvent::PeerLeft { nick } => LinkEvent::PeerLeft { nick },
-            other => unmapped!(other),
-        }
-    }
-}
-
-impl From<oa1::ConnectionEvent> for ConnectionEvent {
-    fn from(e: oa1::ConnectionEvent) -> Self {
-        match e {
-            oa1::ConnectionEvent::Irc(event) => ConnectionEvent::Irc {
-                event: event.into(),
-            },
-            oa1::ConnectionEvent::Oa1(event) => ConnectionEvent::Oa1 {
-                event: event.into(),
-            },
-            oa1::ConnectionEvent::Link(event) => ConnectionEvent::Link {
-                event: event.into(),
-            },
-            other => unmapped!(other),
-        }
-    }
-}
-
 impl From<oa1::ConnectionOutput> for ConnectionOutput {
     fn from(o: oa1::ConnectionOutput) -> Self {
         match o {
             oa1::ConnectionOutput::Transmit(bytes) => ConnectionOutput::Transmit { bytes },
-            oa1::ConnectionOutput::Event(event) => ConnectionOutput::Event {
-                event: event.into(),
-            },
+            oa1::ConnectionOutput::Event(event) => ConnectionOutput::Event { event },
             oa1::ConnectionOutput::Timeout(deadline_ms) => ConnectionOutput::Timeout {
                 deadline_ms: long(deadline_ms),
             },

@@ -53,64 +53,6 @@ pub fn gateway_config_from_json(json: String) -> Result<GatewayConfig> {
     api(|| serde_json::from_str::<gateway::Config>(&json)).map(Into::into)
 }
 
-/// A job's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum GatewayJobState {
-    /// Created, waiting for `jobs.start`.
-    Created,
-    /// Waiting for a slot.
-    Queued,
-    /// Running.
-    Running,
-    /// Done, waiting for review.
-    ReviewReady,
-    /// Accepted.
-    Completed,
-    /// Failed.
-    Failed,
-    /// Ran out of time.
-    Timeout,
-    /// Cancelled.
-    Cancelled,
-    /// Its changes were undone.
-    RolledBack,
-}
-
-/// A decision on an approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum GatewayDecision {
-    /// Run the step.
-    Approve,
-    /// Skip it.
-    Deny,
-}
-
-/// An approval's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum GatewayApprovalStatus {
-    /// Waiting for the Commander.
-    Pending,
-    /// Approved.
-    Approved,
-    /// Denied.
-    Denied,
-    /// Expired.
-    Expired,
-}
-
-/// A `jobs.event` log level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum GatewayLevel {
-    /// Debug.
-    Debug,
-    /// Info.
-    Info,
-    /// Warn.
-    Warn,
-    /// Error.
-    Error,
-}
-
 /// An error as the gateway answers it.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct GatewayErrorBody {
@@ -129,41 +71,11 @@ pub struct GatewayApprovalTicket {
     /// The approval's id.
     pub approval_id: String,
     /// `Pending`, or `Approved` at once when the job needs no approvals.
-    pub status: GatewayApprovalStatus,
-}
-
-/// What the executor should act on.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum GatewayEvent {
-    /// A job was created.
-    JobCreated {
-        /// The job.
-        job_id: String,
-    },
-    /// A job changed state (start on `RUNNING`, stop on a final state).
-    StateChanged {
-        /// The job.
-        job_id: String,
-        /// Before.
-        from: GatewayJobState,
-        /// Now.
-        to: GatewayJobState,
-    },
-    /// The Commander decided an approval.
-    ApprovalDecided {
-        /// The job.
-        job_id: String,
-        /// The approval.
-        approval_id: String,
-        /// The decision.
-        decision: GatewayDecision,
-        /// The reason given.
-        reason: Option<String>,
-    },
+    pub status: ops::ApprovalStatus,
 }
 
 /// What the engine wants next.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
+#[derive(Debug, Clone, PartialEq, uniffi::Enum)]
 pub enum GatewayOutput {
     /// Send this envelope (JSON text, stamped with the `unix_ms` given to `poll_output`) on `conn`.
     Transmit {
@@ -175,7 +87,7 @@ pub enum GatewayOutput {
     /// Tell the executor.
     Event {
         /// The event.
-        event: GatewayEvent,
+        event: gateway::Event,
     },
     /// Nothing to do before this instant unless input arrives.
     Timeout {
@@ -218,13 +130,15 @@ impl Gateway {
     }
 
     /// One message from `conn`. Throws `Misuse` (`Backpressure`) when outputs are not drained.
-    pub fn handle_message(&self, now_ms: u64, conn: u64, bytes: Vec<u8>) -> Result<()> {
-        api(|| lock(&self.inner).handle_message(now_ms, ConnId(conn), &bytes))
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleMessage(nowMs, conn, ByteArray)` copies an array into one first.
+    pub fn handle_message(&self, now_ms: u64, conn: u64, bytes: &[u8]) -> Result<()> {
+        api(|| lock(&self.inner).handle_message(now_ms, ConnId(conn), bytes))
     }
 
     /// Moves a job to `to` (the state machine refuses illegal moves).
-    pub fn transition(&self, now_ms: u64, job_id: String, to: GatewayJobState) -> Result<()> {
-        api(|| lock(&self.inner).transition(now_ms, &job_id, to.into()))
+    pub fn transition(&self, now_ms: u64, job_id: String, to: JobState) -> Result<()> {
+        api(|| lock(&self.inner).transition(now_ms, &job_id, to))
     }
 
     /// Execution finished: `RUNNING → REVIEW_READY` with the artifacts (JSON: `summary`, `git`, `diff`, `checks`, `commands`).
@@ -273,8 +187,8 @@ impl Gateway {
     }
 
     /// A log line for the job's subscribers.
-    pub fn log(&self, job_id: String, level: GatewayLevel, msg: String) -> Result<()> {
-        api(|| lock(&self.inner).log(&job_id, level.into(), &msg))
+    pub fn log(&self, job_id: String, level: ops::Level, msg: String) -> Result<()> {
+        api(|| lock(&self.inner).log(&job_id, level, &msg))
     }
 
     /// The executor wants to run a sensitive step (`kind` e.g. `shell`, `requested` what it runs).
@@ -290,13 +204,13 @@ impl Gateway {
         })?;
         Ok(GatewayApprovalTicket {
             approval_id: ticket.approval_id,
-            status: ticket.status.into(),
+            status: ticket.status,
         })
     }
 
     /// A job's state.
-    pub fn job_state(&self, job_id: String) -> Option<GatewayJobState> {
-        lock(&self.inner).job_state(&job_id).map(Into::into)
+    pub fn job_state(&self, job_id: String) -> Option<JobState> {
+        lock(&self.inner).job_state(&job_id)
     }
 
     /// Jobs remembered.
@@ -316,7 +230,7 @@ impl Gateway {
                 conn: t.conn.0,
                 text: t.message.to_json(&Timestamp::from_unix_ms(unix_ms)),
             },
-            gateway::Output::Event(e) => GatewayOutput::Event { event: e.into() },
+            gateway::Output::Event(event) => GatewayOutput::Event { event },
             gateway::Output::Timeout(deadline_ms) => GatewayOutput::Timeout { deadline_ms },
         }
     }
@@ -361,75 +275,6 @@ impl From<GatewayConfig> for gateway::Config {
     }
 }
 
-impl From<JobState> for GatewayJobState {
-    fn from(s: JobState) -> Self {
-        match s {
-            JobState::Created => GatewayJobState::Created,
-            JobState::Queued => GatewayJobState::Queued,
-            JobState::Running => GatewayJobState::Running,
-            JobState::ReviewReady => GatewayJobState::ReviewReady,
-            JobState::Completed => GatewayJobState::Completed,
-            JobState::Failed => GatewayJobState::Failed,
-            JobState::Timeout => GatewayJobState::Timeout,
-            JobState::Cancelled => GatewayJobState::Cancelled,
-            JobState::RolledBack => GatewayJobState::RolledBack,
-            #[allow(unreachable_patterns)]
-            other => unmapped!(other),
-        }
-    }
-}
-
-impl From<GatewayJobState> for JobState {
-    fn from(s: GatewayJobState) -> Self {
-        match s {
-            GatewayJobState::Created => JobState::Created,
-            GatewayJobState::Queued => JobState::Queued,
-            GatewayJobState::Running => JobState::Running,
-            GatewayJobState::ReviewReady => JobState::ReviewReady,
-            GatewayJobState::Completed => JobState::Completed,
-            GatewayJobState::Failed => JobState::Failed,
-            GatewayJobState::Timeout => JobState::Timeout,
-            GatewayJobState::Cancelled => JobState::Cancelled,
-            GatewayJobState::RolledBack => JobState::RolledBack,
-        }
-    }
-}
-
-impl From<ops::Decision> for GatewayDecision {
-    fn from(d: ops::Decision) -> Self {
-        match d {
-            ops::Decision::Approve => GatewayDecision::Approve,
-            ops::Decision::Deny => GatewayDecision::Deny,
-            #[allow(unreachable_patterns)]
-            other => unmapped!(other),
-        }
-    }
-}
-
-impl From<ops::ApprovalStatus> for GatewayApprovalStatus {
-    fn from(s: ops::ApprovalStatus) -> Self {
-        match s {
-            ops::ApprovalStatus::Pending => GatewayApprovalStatus::Pending,
-            ops::ApprovalStatus::Approved => GatewayApprovalStatus::Approved,
-            ops::ApprovalStatus::Denied => GatewayApprovalStatus::Denied,
-            ops::ApprovalStatus::Expired => GatewayApprovalStatus::Expired,
-            #[allow(unreachable_patterns)]
-            other => unmapped!(other),
-        }
-    }
-}
-
-impl From<GatewayLevel> for ops::Level {
-    fn from(l: GatewayLevel) -> Self {
-        match l {
-            GatewayLevel::Debug => ops::Level::Debug,
-            GatewayLevel::Info => ops::Level::Info,
-            GatewayLevel::Warn => ops::Level::Warn,
-            GatewayLevel::Error => ops::Level::Error,
-        }
-    }
-}
-
 impl TryFrom<GatewayErrorBody> for ErrorBody {
     type Error = crate::DeskwireError;
 
@@ -443,30 +288,5 @@ impl TryFrom<GatewayErrorBody> for ErrorBody {
             message: e.message,
             details,
         })
-    }
-}
-
-impl From<gateway::Event> for GatewayEvent {
-    fn from(e: gateway::Event) -> Self {
-        match e {
-            gateway::Event::JobCreated { job_id } => GatewayEvent::JobCreated { job_id },
-            gateway::Event::StateChanged { job_id, from, to } => GatewayEvent::StateChanged {
-                job_id,
-                from: from.into(),
-                to: to.into(),
-            },
-            gateway::Event::ApprovalDecided {
-                job_id,
-                approval_id,
-                decision,
-                reason,
-            } => GatewayEvent::ApprovalDecided {
-                job_id,
-                approval_id,
-                decision: decision.into(),
-                reason,
-            },
-            other => unmapped!(other),
-        }
     }
 }

@@ -73,103 +73,11 @@ pub fn irc_parse_line(line: Vec<u8>) -> Result<IrcMessage> {
     })
 }
 
-/// Why a session ended.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum IrcDisconnectReason {
-    /// The server closed the link with `ERROR`.
-    ServerClosed {
-        /// The `ERROR` text.
-        message: String,
-    },
-    /// No answer to a keepalive `PING`.
-    TimedOut,
-    /// The host said the socket closed or failed (`handleEof`).
-    ConnectionLost,
-    /// Every nick tried was taken.
-    NickUnavailable,
-    /// The host quit.
-    Quit,
-}
-
 /// Why a session ended, in words (`the server closed the link: Closing Link ...`, `the
 /// connection was lost`, ...), as the core says it in `Oa1Failure.Disconnected`.
 #[uniffi::export]
-pub fn irc_disconnect_reason_message(reason: IrcDisconnectReason) -> String {
-    irc::DisconnectReason::from(reason).to_string()
-}
-
-/// Something the host should know about.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum IrcSessionEvent {
-    /// The server accepted us under `nick`.
-    Registered {
-        /// Our nick.
-        nick: String,
-    },
-    /// We are in `channel`.
-    Joined {
-        /// The channel.
-        channel: String,
-    },
-    /// Our nick changed.
-    NickChanged {
-        /// Before.
-        old: String,
-        /// Now.
-        new: String,
-    },
-    /// The prefix the server adds to our lines is known (or changed).
-    PrefixLearned {
-        /// `nick!user@host`.
-        prefix: String,
-    },
-    /// Someone kicked us.
-    Kicked {
-        /// The channel.
-        channel: String,
-        /// Who.
-        by: String,
-        /// Why.
-        reason: String,
-    },
-    /// The server refused our `JOIN` (`403`, `405`, `471`, `473`, `474`, `475`, `476`,
-    /// `477`); the connection tries again after `rejoinDelayMs`.
-    JoinFailed {
-        /// The channel.
-        channel: String,
-        /// The numeric, e.g. `474`.
-        numeric: String,
-        /// The server's text.
-        text: String,
-    },
-    /// The server refused a nick while registering (`432`, `433`, `436`, `437`); the session
-    /// goes on as `next` (`desk_`, `desk1`, ...), which remotes that allow only the configured
-    /// nick ignore, or ends when `next` is null.
-    NickRefused {
-        /// The nick refused.
-        nick: String,
-        /// The numeric, e.g. `433`.
-        numeric: String,
-        /// The server's text.
-        text: String,
-        /// The nick tried next.
-        next: Option<String>,
-    },
-    /// We left a channel.
-    Parted {
-        /// The channel.
-        channel: String,
-    },
-    /// An error reply the session does not handle itself.
-    ServerError {
-        /// The numeric and its parameters.
-        message: String,
-    },
-    /// The session is over: close the connection.
-    Disconnected {
-        /// Why.
-        reason: IrcDisconnectReason,
-    },
+pub fn irc_disconnect_reason_message(reason: irc::DisconnectReason) -> String {
+    reason.to_string()
 }
 
 /// What the session wants next.
@@ -183,7 +91,7 @@ pub enum IrcSessionOutput {
     /// Tell the app.
     Event {
         /// The event.
-        event: IrcSessionEvent,
+        event: irc::SessionEvent,
     },
     /// Nothing to do before this instant unless bytes arrive.
     Timeout {
@@ -232,13 +140,17 @@ impl IrcSession {
     }
 
     /// Raw bytes from the socket (any split).
-    pub fn handle_bytes(&self, now_ms: i64, bytes: Vec<u8>) {
-        lock(&self.inner).handle_bytes(ms(now_ms), &bytes)
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleBytes(nowMs, ByteArray)` copies an array into one first.
+    pub fn handle_bytes(&self, now_ms: i64, bytes: &[u8]) {
+        lock(&self.inner).handle_bytes(ms(now_ms), bytes)
     }
 
     /// One whole line (CRLF optional).
-    pub fn handle_line(&self, now_ms: i64, line: Vec<u8>) {
-        lock(&self.inner).handle_line(ms(now_ms), &line)
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleLine(nowMs, ByteArray)` copies an array into one first.
+    pub fn handle_line(&self, now_ms: i64, line: &[u8]) {
+        lock(&self.inner).handle_line(ms(now_ms), line)
     }
 
     /// Does what is due by `now_ms`.
@@ -334,87 +246,11 @@ impl TryFrom<IrcSessionConfig> for irc::SessionConfig {
     }
 }
 
-impl From<irc::DisconnectReason> for IrcDisconnectReason {
-    fn from(r: irc::DisconnectReason) -> Self {
-        match r {
-            irc::DisconnectReason::ServerClosed { message } => {
-                IrcDisconnectReason::ServerClosed { message }
-            }
-            irc::DisconnectReason::TimedOut => IrcDisconnectReason::TimedOut,
-            irc::DisconnectReason::ConnectionLost => IrcDisconnectReason::ConnectionLost,
-            irc::DisconnectReason::NickUnavailable => IrcDisconnectReason::NickUnavailable,
-            irc::DisconnectReason::Quit => IrcDisconnectReason::Quit,
-            other => unmapped!(other),
-        }
-    }
-}
-
-impl From<IrcDisconnectReason> for irc::DisconnectReason {
-    fn from(r: IrcDisconnectReason) -> Self {
-        match r {
-            IrcDisconnectReason::ServerClosed { message } => {
-                irc::DisconnectReason::ServerClosed { message }
-            }
-            IrcDisconnectReason::TimedOut => irc::DisconnectReason::TimedOut,
-            IrcDisconnectReason::ConnectionLost => irc::DisconnectReason::ConnectionLost,
-            IrcDisconnectReason::NickUnavailable => irc::DisconnectReason::NickUnavailable,
-            IrcDisconnectReason::Quit => irc::DisconnectReason::Quit,
-        }
-    }
-}
-
-impl From<irc::SessionEvent> for IrcSessionEvent {
-    fn from(e: irc::SessionEvent) -> Self {
-        use irc::SessionEvent as E;
-        match e {
-            E::Registered { nick } => IrcSessionEvent::Registered { nick },
-            E::Joined { channel } => IrcSessionEvent::Joined { channel },
-            E::NickChanged { old, new } => IrcSessionEvent::NickChanged { old, new },
-            E::PrefixLearned { prefix } => IrcSessionEvent::PrefixLearned { prefix },
-            E::Kicked {
-                channel,
-                by,
-                reason,
-            } => IrcSessionEvent::Kicked {
-                channel,
-                by,
-                reason,
-            },
-            E::Parted { channel } => IrcSessionEvent::Parted { channel },
-            E::JoinFailed {
-                channel,
-                numeric,
-                text,
-            } => IrcSessionEvent::JoinFailed {
-                channel,
-                numeric,
-                text,
-            },
-            E::NickRefused {
-                nick,
-                numeric,
-                text,
-                next,
-            } => IrcSessionEvent::NickRefused {
-                nick,
-                numeric,
-                text,
-                next,
-            },
-            E::ServerError { message } => IrcSessionEvent::ServerError { message },
-            E::Disconnected { reason } => IrcSessionEvent::Disconnected {
-                reason: reason.into(),
-            },
-            other => unmapped!(other),
-        }
-    }
-}
-
 impl From<irc::SessionOutput> for IrcSessionOutput {
     fn from(o: irc::SessionOutput) -> Self {
         match o {
             irc::SessionOutput::Transmit(line) => IrcSessionOutput::Transmit { line },
-            irc::SessionOutput::Event(e) => IrcSessionOutput::Event { event: e.into() },
+            irc::SessionOutput::Event(event) => IrcSessionOutput::Event { event },
             irc::SessionOutput::Timeout(deadline_ms) => IrcSessionOutput::Timeout {
                 deadline_ms: long(deadline_ms),
             },

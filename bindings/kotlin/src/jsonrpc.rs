@@ -13,43 +13,11 @@ use deskwire::jsonrpc::{self, Code, Id, JsonRpc2, Peer, RawJson, RemoteError, Si
 use crate::error::{Result, api};
 use crate::{lock, to_usize};
 
-/// A request id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, uniffi::Enum)]
-pub enum JsonRpcId {
-    /// An integer id.
-    Number {
-        /// The value.
-        value: i64,
-    },
-    /// A string id.
-    Text {
-        /// The value.
-        value: String,
-    },
-    /// `null`.
-    Null,
-}
-
-/// An error code as the dialect carries it.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum JsonRpcCode {
-    /// JSON-RPC's numeric codes.
-    Number {
-        /// The code.
-        value: i64,
-    },
-    /// The sidecar's `SCREAMING_SNAKE_CASE` names.
-    Name {
-        /// The name.
-        value: String,
-    },
-}
-
 /// An error answer in any dialect.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct JsonRpcRemoteError {
     /// The code.
-    pub code: JsonRpcCode,
+    pub code: Code,
     /// The message.
     pub message: String,
     /// Extra data, JSON text (JSON-RPC 2.0 only).
@@ -74,42 +42,11 @@ pub enum JsonRpcDialect {
     },
 }
 
-/// How messages are delimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum JsonRpcFraming {
-    /// One message per line.
-    Ndjson,
-    /// `Content-Length` headers (LSP).
-    ContentLength,
-}
-
-/// A timeout for the methods starting with `prefix`.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
-pub struct JsonRpcTimeoutRule {
-    /// The method prefix.
-    pub prefix: String,
-    /// Time without an answer or progress.
-    pub timeout_ms: u64,
-    /// Time at most, whatever the progress.
-    pub max_total_ms: u64,
-}
-
-/// Per-method timeouts (the longest matching prefix wins).
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
-pub struct JsonRpcTimeoutPolicy {
-    /// The rules.
-    pub rules: Vec<JsonRpcTimeoutRule>,
-    /// The timeout of other methods.
-    pub default_timeout_ms: u64,
-    /// Timeouts a call may take in all when its rule does not say.
-    pub default_max_total_factor: u64,
-}
-
 /// Peer configuration; [`json_rpc_config_default`] gives the defaults.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct JsonRpcConfig {
     /// Framing.
-    pub framing: JsonRpcFraming,
+    pub framing: jsonrpc::Framing,
     /// Largest message accepted.
     pub max_message_bytes: u64,
     /// Most elements in a batch.
@@ -119,7 +56,7 @@ pub struct JsonRpcConfig {
     /// Most incoming calls waiting for an answer.
     pub max_incoming: u64,
     /// Call deadlines.
-    pub timeouts: JsonRpcTimeoutPolicy,
+    pub timeouts: jsonrpc::TimeoutPolicy,
     /// A notification sent when a call is cancelled or times out (e.g. `$/cancelRequest`).
     pub cancel_notification: Option<String>,
     /// Answered or abandoned ids remembered.
@@ -134,8 +71,8 @@ pub fn json_rpc_config_default() -> JsonRpcConfig {
 
 /// The sidecar spec's timeouts (`health.*` 10 s, `inference.complete` 120 s, ...).
 #[uniffi::export]
-pub fn json_rpc_sidecar_timeouts() -> JsonRpcTimeoutPolicy {
-    jsonrpc::TimeoutPolicy::sidecar().into()
+pub fn json_rpc_sidecar_timeouts() -> jsonrpc::TimeoutPolicy {
+    jsonrpc::TimeoutPolicy::sidecar()
 }
 
 /// Why a call of ours ended without a result.
@@ -156,7 +93,7 @@ pub enum JsonRpcEvent {
     /// The peer calls us: answer with `respond` or `respondError`.
     Request {
         /// The call's id.
-        id: JsonRpcId,
+        id: Id,
         /// The method.
         method: String,
         /// The params, JSON text.
@@ -172,7 +109,7 @@ pub enum JsonRpcEvent {
     /// A call of ours succeeded.
     Response {
         /// The call's id.
-        id: JsonRpcId,
+        id: Id,
         /// Its method.
         method: String,
         /// The user data given to `call`.
@@ -183,7 +120,7 @@ pub enum JsonRpcEvent {
     /// A call of ours failed.
     Failed {
         /// The call's id.
-        id: JsonRpcId,
+        id: Id,
         /// Its method.
         method: String,
         /// The user data.
@@ -194,7 +131,7 @@ pub enum JsonRpcEvent {
     /// A call of ours reported progress.
     Progress {
         /// The call's id.
-        id: JsonRpcId,
+        id: Id,
         /// Its method.
         method: String,
         /// The user data.
@@ -227,35 +164,6 @@ pub enum JsonRpcOutput {
         /// The deadline (ms).
         deadline_ms: u64,
     },
-}
-
-/// The peer's counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record)]
-pub struct JsonRpcStats {
-    /// Frames read.
-    pub frames_in: u64,
-    /// Frames written.
-    pub frames_out: u64,
-    /// Invalid messages.
-    pub malformed: u64,
-    /// Framing errors.
-    pub framing_errors: u64,
-    /// Answers for unknown ids.
-    pub unmatched_responses: u64,
-    /// Answers after a cancel or timeout.
-    pub late_responses: u64,
-    /// Calls timed out.
-    pub timeouts: u64,
-    /// Calls cancelled.
-    pub cancelled: u64,
-    /// Incoming requests refused.
-    pub refused_requests: u64,
-    /// Outgoing calls pending now.
-    pub pending: u64,
-    /// Incoming requests waiting now.
-    pub incoming: u64,
-    /// Bytes held now.
-    pub bytes_buffered: u64,
 }
 
 enum AnyPeer {
@@ -316,24 +224,24 @@ impl JsonRpcPeer {
         method: String,
         params_json: Option<String>,
         user: u64,
-    ) -> Result<JsonRpcId> {
+    ) -> Result<Id> {
         let params = raw(params_json)?;
         let mut peer = lock(&self.inner);
-        with_peer!(&mut *peer, p => api(|| p.call(now_ms, &method, params, user))).map(Into::into)
+        with_peer!(&mut *peer, p => api(|| p.call(now_ms, &method, params, user)))
     }
 
     /// Calls `method` with the host's own id.
     pub fn call_with_id(
         &self,
         now_ms: u64,
-        id: JsonRpcId,
+        id: Id,
         method: String,
         params_json: Option<String>,
         user: u64,
     ) -> Result<()> {
         let params = raw(params_json)?;
         let mut peer = lock(&self.inner);
-        with_peer!(&mut *peer, p => api(|| p.call_with_id(now_ms, id.into(), &method, params, user)))
+        with_peer!(&mut *peer, p => api(|| p.call_with_id(now_ms, id, &method, params, user)))
     }
 
     /// Sends a notification.
@@ -344,45 +252,38 @@ impl JsonRpcPeer {
     }
 
     /// Answers the incoming request `id` with a result (JSON text).
-    pub fn respond(&self, now_ms: u64, id: JsonRpcId, result_json: String) -> Result<()> {
+    pub fn respond(&self, now_ms: u64, id: Id, result_json: String) -> Result<()> {
         let result = api(|| RawJson::from_string(result_json))?;
-        let id = Id::from(id);
         let mut peer = lock(&self.inner);
         with_peer!(&mut *peer, p => api(|| p.respond(now_ms, &id, result)))
     }
 
     /// Answers the incoming request `id` with an error.
-    pub fn respond_error(
-        &self,
-        now_ms: u64,
-        id: JsonRpcId,
-        error: JsonRpcRemoteError,
-    ) -> Result<()> {
+    pub fn respond_error(&self, now_ms: u64, id: Id, error: JsonRpcRemoteError) -> Result<()> {
         let error = RemoteError::try_from(error)?;
-        let id = Id::from(id);
         let mut peer = lock(&self.inner);
         with_peer!(&mut *peer, p => api(|| p.respond_error(now_ms, &id, error)))
     }
 
     /// Reports progress on the incoming request `id` (dialects with progress messages).
-    pub fn progress(&self, now_ms: u64, id: JsonRpcId, progress_json: String) -> Result<()> {
+    pub fn progress(&self, now_ms: u64, id: Id, progress_json: String) -> Result<()> {
         let progress = api(|| RawJson::from_string(progress_json))?;
-        let id = Id::from(id);
         let mut peer = lock(&self.inner);
         with_peer!(&mut *peer, p => api(|| p.progress(now_ms, &id, progress)))
     }
 
     /// Stops waiting for our call `id` (and sends the cancel notification, if configured).
-    pub fn cancel(&self, now_ms: u64, id: JsonRpcId) -> Result<()> {
-        let id = Id::from(id);
+    pub fn cancel(&self, now_ms: u64, id: Id) -> Result<()> {
         let mut peer = lock(&self.inner);
         with_peer!(&mut *peer, p => api(|| p.cancel(now_ms, &id)))
     }
 
     /// Raw bytes from the stream (any split).
-    pub fn handle_bytes(&self, now_ms: u64, bytes: Vec<u8>) {
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleBytes(nowMs, ByteArray)` copies an array into one first.
+    pub fn handle_bytes(&self, now_ms: u64, bytes: &[u8]) {
         let mut peer = lock(&self.inner);
-        with_peer!(&mut *peer, p => p.handle_bytes(now_ms, &bytes))
+        with_peer!(&mut *peer, p => p.handle_bytes(now_ms, bytes))
     }
 
     /// Does what is due by `now_ms`.
@@ -398,16 +299,15 @@ impl JsonRpcPeer {
     }
 
     /// Whether our call `id` waits for an answer.
-    pub fn is_pending(&self, id: JsonRpcId) -> bool {
-        let id = Id::from(id);
+    pub fn is_pending(&self, id: Id) -> bool {
         let peer = lock(&self.inner);
         with_peer!(&*peer, p => p.is_pending(&id))
     }
 
     /// Counters.
-    pub fn stats(&self) -> JsonRpcStats {
+    pub fn stats(&self) -> jsonrpc::PeerStats {
         let peer = lock(&self.inner);
-        with_peer!(&*peer, p => p.stats()).into()
+        with_peer!(&*peer, p => p.stats())
     }
 }
 
@@ -432,7 +332,7 @@ pub enum JsonRpcMessage {
     /// A call that wants an answer.
     Request {
         /// Its id.
-        id: JsonRpcId,
+        id: Id,
         /// The method.
         method: String,
         /// The params, JSON text as written.
@@ -448,14 +348,14 @@ pub enum JsonRpcMessage {
     /// A result.
     Response {
         /// The call's id.
-        id: JsonRpcId,
+        id: Id,
         /// The result, JSON text.
         result_json: String,
     },
     /// An error answer.
     Error {
         /// The call's id.
-        id: JsonRpcId,
+        id: Id,
         /// The error.
         error: JsonRpcErrorObject,
     },
@@ -465,7 +365,7 @@ pub enum JsonRpcMessage {
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct JsonRpcInvalid {
     /// The id of the error answer.
-    pub id: JsonRpcId,
+    pub id: Id,
     /// The error code of the answer (-32700 parse error, -32600 invalid request, ...).
     pub code: i64,
     /// What is wrong.
@@ -534,26 +434,6 @@ pub fn json_rpc_message_to_json(message: JsonRpcMessage) -> Result<String> {
 // ---------------------------------------------------------------------------------------------
 // Conversions
 
-impl From<Id> for JsonRpcId {
-    fn from(id: Id) -> Self {
-        match id {
-            Id::Number(value) => JsonRpcId::Number { value },
-            Id::String(value) => JsonRpcId::Text { value },
-            Id::Null => JsonRpcId::Null,
-        }
-    }
-}
-
-impl From<JsonRpcId> for Id {
-    fn from(id: JsonRpcId) -> Self {
-        match id {
-            JsonRpcId::Number { value } => Id::Number(value),
-            JsonRpcId::Text { value } => Id::String(value),
-            JsonRpcId::Null => Id::Null,
-        }
-    }
-}
-
 fn text(raw: RawJson) -> String {
     raw.get().to_owned()
 }
@@ -561,10 +441,7 @@ fn text(raw: RawJson) -> String {
 impl From<RemoteError> for JsonRpcRemoteError {
     fn from(e: RemoteError) -> Self {
         JsonRpcRemoteError {
-            code: match e.code {
-                Code::Number(value) => JsonRpcCode::Number { value },
-                Code::Name(value) => JsonRpcCode::Name { value },
-            },
+            code: e.code,
             message: e.message,
             data_json: e.data.map(text),
         }
@@ -576,10 +453,7 @@ impl TryFrom<JsonRpcRemoteError> for RemoteError {
 
     fn try_from(e: JsonRpcRemoteError) -> Result<Self> {
         Ok(RemoteError {
-            code: match e.code {
-                JsonRpcCode::Number { value } => Code::Number(value),
-                JsonRpcCode::Name { value } => Code::Name(value),
-            },
+            code: e.code,
             message: e.message,
             data: raw(e.data_json)?,
         })
@@ -589,15 +463,12 @@ impl TryFrom<JsonRpcRemoteError> for RemoteError {
 impl From<jsonrpc::PeerConfig> for JsonRpcConfig {
     fn from(c: jsonrpc::PeerConfig) -> Self {
         JsonRpcConfig {
-            framing: match c.framing {
-                jsonrpc::Framing::Ndjson => JsonRpcFraming::Ndjson,
-                jsonrpc::Framing::ContentLength => JsonRpcFraming::ContentLength,
-            },
+            framing: c.framing,
             max_message_bytes: c.max_message_bytes as u64,
             batch_limit: c.batch_limit as u64,
             max_pending: c.max_pending as u64,
             max_incoming: c.max_incoming as u64,
-            timeouts: c.timeouts.into(),
+            timeouts: c.timeouts,
             cancel_notification: c.cancel_notification,
             finished_memory: c.finished_memory as u64,
         }
@@ -607,55 +478,16 @@ impl From<jsonrpc::PeerConfig> for JsonRpcConfig {
 impl From<JsonRpcConfig> for jsonrpc::PeerConfig {
     fn from(c: JsonRpcConfig) -> Self {
         jsonrpc::PeerConfig {
-            framing: match c.framing {
-                JsonRpcFraming::Ndjson => jsonrpc::Framing::Ndjson,
-                JsonRpcFraming::ContentLength => jsonrpc::Framing::ContentLength,
-            },
+            framing: c.framing,
             max_message_bytes: to_usize(c.max_message_bytes),
             batch_limit: to_usize(c.batch_limit),
             max_pending: to_usize(c.max_pending),
             max_incoming: to_usize(c.max_incoming),
-            timeouts: c.timeouts.into(),
+            timeouts: c.timeouts,
             cancel_notification: c.cancel_notification,
             finished_memory: to_usize(c.finished_memory),
             // Not in JsonRpcConfig yet: the core's default cap on outputs waiting for the host.
             max_queued: jsonrpc::PeerConfig::default().max_queued,
-        }
-    }
-}
-
-impl From<jsonrpc::TimeoutPolicy> for JsonRpcTimeoutPolicy {
-    fn from(t: jsonrpc::TimeoutPolicy) -> Self {
-        JsonRpcTimeoutPolicy {
-            rules: t
-                .rules
-                .into_iter()
-                .map(|r| JsonRpcTimeoutRule {
-                    prefix: r.prefix,
-                    timeout_ms: r.timeout_ms,
-                    max_total_ms: r.max_total_ms,
-                })
-                .collect(),
-            default_timeout_ms: t.default_timeout_ms,
-            default_max_total_factor: t.default_max_total_factor,
-        }
-    }
-}
-
-impl From<JsonRpcTimeoutPolicy> for jsonrpc::TimeoutPolicy {
-    fn from(t: JsonRpcTimeoutPolicy) -> Self {
-        jsonrpc::TimeoutPolicy {
-            rules: t
-                .rules
-                .into_iter()
-                .map(|r| jsonrpc::TimeoutRule {
-                    prefix: r.prefix,
-                    timeout_ms: r.timeout_ms,
-                    max_total_ms: r.max_total_ms,
-                })
-                .collect(),
-            default_timeout_ms: t.default_timeout_ms,
-            default_max_total_factor: t.default_max_total_factor,
         }
     }
 }
@@ -677,7 +509,7 @@ impl From<jsonrpc::PeerEvent> for JsonRpcEvent {
         use jsonrpc::PeerEvent as E;
         match e {
             E::Request { id, method, params } => JsonRpcEvent::Request {
-                id: id.into(),
+                id,
                 method,
                 params_json: params.map(text),
             },
@@ -691,7 +523,7 @@ impl From<jsonrpc::PeerEvent> for JsonRpcEvent {
                 user,
                 result,
             } => JsonRpcEvent::Response {
-                id: id.into(),
+                id,
                 method,
                 user,
                 result_json: text(result),
@@ -702,7 +534,7 @@ impl From<jsonrpc::PeerEvent> for JsonRpcEvent {
                 user,
                 error,
             } => JsonRpcEvent::Failed {
-                id: id.into(),
+                id,
                 method,
                 user,
                 error: error.into(),
@@ -713,7 +545,7 @@ impl From<jsonrpc::PeerEvent> for JsonRpcEvent {
                 user,
                 progress,
             } => JsonRpcEvent::Progress {
-                id: id.into(),
+                id,
                 method,
                 user,
                 progress_json: text(progress),
@@ -734,30 +566,11 @@ impl From<jsonrpc::Output> for JsonRpcOutput {
     }
 }
 
-impl From<jsonrpc::PeerStats> for JsonRpcStats {
-    fn from(s: jsonrpc::PeerStats) -> Self {
-        JsonRpcStats {
-            frames_in: s.frames_in,
-            frames_out: s.frames_out,
-            malformed: s.malformed,
-            framing_errors: s.framing_errors,
-            unmatched_responses: s.unmatched_responses,
-            late_responses: s.late_responses,
-            timeouts: s.timeouts,
-            cancelled: s.cancelled,
-            refused_requests: s.refused_requests,
-            pending: s.pending,
-            incoming: s.incoming,
-            bytes_buffered: s.bytes_buffered,
-        }
-    }
-}
-
 impl From<message::Message> for JsonRpcMessage {
     fn from(m: message::Message) -> Self {
         match m {
             message::Message::Request { id, method, params } => JsonRpcMessage::Request {
-                id: id.into(),
+                id,
                 method,
                 params_json: params.map(text),
             },
@@ -766,11 +579,11 @@ impl From<message::Message> for JsonRpcMessage {
                 params_json: params.map(text),
             },
             message::Message::Response { id, result } => JsonRpcMessage::Response {
-                id: id.into(),
+                id,
                 result_json: text(result),
             },
             message::Message::Error { id, error } => JsonRpcMessage::Error {
-                id: id.into(),
+                id,
                 error: JsonRpcErrorObject {
                     code: error.code,
                     message: error.message,
@@ -791,7 +604,7 @@ impl TryFrom<JsonRpcMessage> for message::Message {
                 method,
                 params_json,
             } => message::Message::Request {
-                id: id.into(),
+                id,
                 method,
                 params: raw(params_json)?,
             },
@@ -803,11 +616,11 @@ impl TryFrom<JsonRpcMessage> for message::Message {
                 params: raw(params_json)?,
             },
             JsonRpcMessage::Response { id, result_json } => message::Message::Response {
-                id: id.into(),
+                id,
                 result: api(|| RawJson::from_string(result_json))?,
             },
             JsonRpcMessage::Error { id, error } => message::Message::Error {
-                id: id.into(),
+                id,
                 error: message::ErrorObject {
                     code: error.code,
                     message: error.message,
@@ -822,7 +635,7 @@ impl From<message::Invalid> for JsonRpcInvalid {
     fn from(invalid: message::Invalid) -> Self {
         let (id, error) = invalid.to_error();
         JsonRpcInvalid {
-            id: id.into(),
+            id,
             code: error.code,
             reason: invalid.to_string(),
         }

@@ -10,8 +10,27 @@
 //!   `handle_line`), the time (`now_ms`, a monotonic clock the host owns) and commands, then
 //!   call `poll_output` until it answers a `Timeout`. uniffi cannot export streams; the Kotlin
 //!   drivers in `src/main/kotlin` turn this loop into coroutines and `Flow`s.
-//! - Events, outputs, configs and stats are uniffi enums and records (Kotlin sealed classes
-//!   and data classes), mirrors of the core's types converted in one place per type.
+//! - Events, outputs, states, messages and stats are the core's own types: `deskwire`'s
+//!   `uniffi` feature derives uniffi's traits on them (Kotlin package `dev.deskwire.core`), so
+//!   this crate hands them over as they are. It mirrors a type only where its Kotlin shape must
+//!   differ, converted in one place per type:
+//!   - the OA1, IRC and connection surface takes and gives times, sizes and counters as
+//!     `Long` (`i64`), where the core has `u64` (`ULong`): its configurations, outputs (the
+//!     deadline) and stats;
+//!   - sizes the core keeps as `usize`, which uniffi does not carry: the configurations of
+//!     the mobile engines, the JSON-RPC peer, the gateway and the provider parser's limits;
+//!   - JSON values (`serde_json::Value`, raw JSON) cross as JSON text: tool calls and specs,
+//!     provider responses, JSON-RPC messages and events, gateway errors;
+//!   - types that borrow (`irc::Message`, `oa1::Frame`, the provider request), that hold a
+//!     set or a recursive rule (`tools::Context`, `tools::Visibility`), or that carry values
+//!     the core computes on demand (an approval's command, whether it may run);
+//!   - the one public error, [`DeskwireError`], mapped from every core error in [`error`].
+//! - One path is not uniffi: [`pump`], three `extern "C"` functions that `ConnectionPump` in
+//!   Kotlin calls for `handle_bytes` then `drain` on a `Desk` or `Remote`. A uniffi call from
+//!   Kotlin costs what JNA's per-call structures cost (a call status per call, a handle clone
+//!   per method, the bytes and the returned buffer), about 100 times the engine's work on a
+//!   socket read; the pump passes numbers and direct buffers only, and returns the drain in
+//!   uniffi's own serialisation, read by the generated converter (no mirror).
 //! - Every failure is one public error, [`DeskwireError`] (`DeskwireException` in Kotlin),
 //!   converted from the core's errors in [`error`]. A panic never crosses into the host: uniffi
 //!   turns it into `InternalException`.
@@ -34,6 +53,7 @@ pub mod jsonrpc;
 pub mod mobile;
 pub mod oa1;
 pub mod providers;
+pub mod pump;
 pub mod schemas;
 pub mod tools;
 

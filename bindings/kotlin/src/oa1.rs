@@ -97,90 +97,6 @@ pub fn oa1_config_from_json(json: String) -> Result<Oa1Config> {
     api(|| serde_json::from_str::<oa1::Config>(&json)).map(Into::into)
 }
 
-/// Why a request failed.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum Oa1Failure {
-    /// The remote answered `ERR code: message`.
-    Remote {
-        /// The error code.
-        code: String,
-        /// The message.
-        message: String,
-    },
-    /// No complete response within the timeout (a `CANCEL` was sent).
-    Timeout,
-    /// A chunk of the response never arrived.
-    Incomplete,
-    /// The IRC connection ended before the response.
-    Disconnected {
-        /// Why (the server's `ERROR` text, a lost socket, ...).
-        message: String,
-    },
-    /// A compressed answer could not be read.
-    Malformed {
-        /// What was wrong.
-        message: String,
-    },
-    /// The request never left: the connection was not ready within `readyTimeoutMs`; the
-    /// message says what it waited for and who was in the channel.
-    NotReady {
-        /// What the connection waited for.
-        message: String,
-    },
-    /// The server refused to let us into the channel.
-    JoinFailed {
-        /// The channel, the numeric and the server's text.
-        message: String,
-    },
-    /// We were kicked from the channel while the request was in flight.
-    Kicked {
-        /// The channel, who kicked us and why.
-        message: String,
-    },
-    /// The remote left the channel while the request was in flight.
-    PeerLeft {
-        /// Who left and how.
-        message: String,
-    },
-}
-
-/// Something the application should learn.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum Oa1Event {
-    /// Desk: the whole response arrived.
-    Response {
-        /// The request id.
-        id: String,
-        /// The text.
-        text: String,
-        /// Whether it was cut at the size cap.
-        truncated: bool,
-    },
-    /// Desk: the request ended without a response.
-    Failed {
-        /// The request id.
-        id: String,
-        /// Why.
-        failure: Oa1Failure,
-    },
-    /// Remote: a whole request arrived.
-    Request {
-        /// The request id.
-        id: String,
-        /// Who sent it.
-        sender: String,
-        /// The payload (for `RemoteBash`, the command).
-        payload: String,
-    },
-    /// Remote: the desk cancelled a request.
-    Cancelled {
-        /// The request id.
-        id: String,
-        /// The reason.
-        reason: String,
-    },
-}
-
 /// What a bare endpoint wants next.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
 pub enum Oa1Output {
@@ -192,7 +108,7 @@ pub enum Oa1Output {
     /// Tell the app.
     Event {
         /// The event.
-        event: Oa1Event,
+        event: oa1::Event,
     },
     /// Nothing to do before this instant unless input arrives.
     Timeout {
@@ -292,8 +208,10 @@ impl Oa1Client {
     }
 
     /// One line the IRC connection received (CRLF optional).
-    pub fn handle_line(&self, now_ms: i64, line: Vec<u8>) {
-        lock(&self.inner).handle_line(ms(now_ms), &line)
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleLine(nowMs, ByteArray)` copies an array into one first.
+    pub fn handle_line(&self, now_ms: i64, line: &[u8]) {
+        lock(&self.inner).handle_line(ms(now_ms), line)
     }
 
     /// Does what is due by `now_ms`.
@@ -359,8 +277,10 @@ impl Oa1Server {
     }
 
     /// One line the IRC connection received.
-    pub fn handle_line(&self, now_ms: i64, line: Vec<u8>) {
-        lock(&self.inner).handle_line(ms(now_ms), &line)
+    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+    /// `handleLine(nowMs, ByteArray)` copies an array into one first.
+    pub fn handle_line(&self, now_ms: i64, line: &[u8]) {
+        lock(&self.inner).handle_line(ms(now_ms), line)
     }
 
     /// Does what is due by `now_ms`.
@@ -415,27 +335,27 @@ pub fn remote_bash_tool() -> RemoteBashTool {
 
 /// The tool result for the model of a failed request: `{"ok": false, "error", "message"}`.
 #[uniffi::export]
-pub fn remote_bash_failure_json(failure: Oa1Failure) -> String {
-    remote_bash::failure_json(&failure.into())
+pub fn remote_bash_failure_json(failure: oa1::Failure) -> String {
+    remote_bash::failure_json(&failure)
 }
 
 /// The code of a failure: the remote's, or `timeout`, `incomplete`, `disconnected`,
 /// `malformed`, `not_ready`, `join_failed`, `kicked`, `peer_left`.
 #[uniffi::export]
-pub fn oa1_failure_code(failure: Oa1Failure) -> String {
-    oa1::Failure::from(failure).code().to_owned()
+pub fn oa1_failure_code(failure: oa1::Failure) -> String {
+    failure.code().to_owned()
 }
 
 /// A readable message for a failure.
 #[uniffi::export]
-pub fn oa1_failure_message(failure: Oa1Failure) -> String {
-    oa1::Failure::from(failure).message()
+pub fn oa1_failure_message(failure: oa1::Failure) -> String {
+    failure.message()
 }
 
 /// Reads an `ERR` payload `code: message`.
 #[uniffi::export]
-pub fn oa1_failure_from_err_payload(payload: String) -> Oa1Failure {
-    oa1::Failure::from_err_payload(&payload).into()
+pub fn oa1_failure_from_err_payload(payload: String) -> oa1::Failure {
+    oa1::Failure::from_err_payload(&payload)
 }
 
 /// Escapes a payload for frames (`\\`, `\n`, `\r`, `\t`, NUL).
@@ -469,30 +389,11 @@ pub fn oa1_chunk(text: String, budget: i64) -> Result<Vec<String>> {
         .collect())
 }
 
-/// The type of a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum Oa1FrameType {
-    /// A request chunk.
-    Req,
-    /// A response chunk.
-    Res,
-    /// An error answer.
-    Err,
-    /// A cancellation.
-    Cancel,
-    /// The desk accepts a compressed answer (`ACCEPT <id> deflate`).
-    Accept,
-    /// A compressed request chunk.
-    ReqZ,
-    /// A compressed response chunk.
-    ResZ,
-}
-
 /// One OA1 frame: `OA1 TYPE ID SEQ MORE PAYLOAD`.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct Oa1Frame {
     /// The type.
-    pub kind: Oa1FrameType,
+    pub kind: oa1::FrameType,
     /// The request id.
     pub id: String,
     /// The chunk number, from 1 (at most 4294967295).
@@ -507,7 +408,7 @@ pub struct Oa1Frame {
 #[uniffi::export]
 pub fn oa1_parse_frame(text: String) -> Option<Oa1Frame> {
     oa1::Frame::parse(&text).map(|f| Oa1Frame {
-        kind: f.kind.into(),
+        kind: f.kind,
         id: f.id.to_owned(),
         seq: i64::from(f.seq),
         more: f.more,
@@ -527,7 +428,7 @@ pub fn oa1_format_frame(frame: Oa1Frame) -> Result<String> {
             detail: format!("seq is {}; it is 1 to {}", frame.seq, u32::MAX),
         })?;
     Ok(oa1::Frame {
-        kind: frame.kind.into(),
+        kind: frame.kind,
         id: frame.id.as_str(),
         seq,
         more: frame.more,
@@ -606,75 +507,11 @@ impl TryFrom<Oa1Config> for oa1::Config {
     }
 }
 
-impl From<oa1::Failure> for Oa1Failure {
-    fn from(f: oa1::Failure) -> Self {
-        match f {
-            oa1::Failure::Remote { code, message } => Oa1Failure::Remote { code, message },
-            oa1::Failure::Timeout => Oa1Failure::Timeout,
-            oa1::Failure::Incomplete => Oa1Failure::Incomplete,
-            oa1::Failure::Disconnected { message } => Oa1Failure::Disconnected { message },
-            oa1::Failure::Malformed { message } => Oa1Failure::Malformed { message },
-            oa1::Failure::NotReady { message } => Oa1Failure::NotReady { message },
-            oa1::Failure::JoinFailed { message } => Oa1Failure::JoinFailed { message },
-            oa1::Failure::Kicked { message } => Oa1Failure::Kicked { message },
-            oa1::Failure::PeerLeft { message } => Oa1Failure::PeerLeft { message },
-            other => unmapped!(other),
-        }
-    }
-}
-
-impl From<Oa1Failure> for oa1::Failure {
-    fn from(f: Oa1Failure) -> Self {
-        match f {
-            Oa1Failure::Remote { code, message } => oa1::Failure::Remote { code, message },
-            Oa1Failure::Timeout => oa1::Failure::Timeout,
-            Oa1Failure::Incomplete => oa1::Failure::Incomplete,
-            Oa1Failure::Disconnected { message } => oa1::Failure::Disconnected { message },
-            Oa1Failure::Malformed { message } => oa1::Failure::Malformed { message },
-            Oa1Failure::NotReady { message } => oa1::Failure::NotReady { message },
-            Oa1Failure::JoinFailed { message } => oa1::Failure::JoinFailed { message },
-            Oa1Failure::Kicked { message } => oa1::Failure::Kicked { message },
-            Oa1Failure::PeerLeft { message } => oa1::Failure::PeerLeft { message },
-        }
-    }
-}
-
-impl From<oa1::Event> for Oa1Event {
-    fn from(e: oa1::Event) -> Self {
-        match e {
-            oa1::Event::Response {
-                id,
-                text,
-                truncated,
-            } => Oa1Event::Response {
-                id,
-                text,
-                truncated,
-            },
-            oa1::Event::Failed { id, failure } => Oa1Event::Failed {
-                id,
-                failure: failure.into(),
-            },
-            oa1::Event::Request {
-                id,
-                sender,
-                payload,
-            } => Oa1Event::Request {
-                id,
-                sender,
-                payload,
-            },
-            oa1::Event::Cancelled { id, reason } => Oa1Event::Cancelled { id, reason },
-            other => unmapped!(other),
-        }
-    }
-}
-
 impl From<oa1::Output> for Oa1Output {
     fn from(o: oa1::Output) -> Self {
         match o {
             oa1::Output::Transmit(line) => Oa1Output::Transmit { line },
-            oa1::Output::Event(e) => Oa1Output::Event { event: e.into() },
+            oa1::Output::Event(event) => Oa1Output::Event { event },
             oa1::Output::Timeout(deadline_ms) => Oa1Output::Timeout {
                 deadline_ms: long(deadline_ms),
             },
@@ -709,36 +546,6 @@ impl From<oa1::Stats> for Oa1Stats {
             replayed: long(s.replayed),
             compressed_in: long(s.compressed_in),
             compressed_out: long(s.compressed_out),
-        }
-    }
-}
-
-impl From<oa1::FrameType> for Oa1FrameType {
-    fn from(t: oa1::FrameType) -> Self {
-        match t {
-            oa1::FrameType::Req => Oa1FrameType::Req,
-            oa1::FrameType::Res => Oa1FrameType::Res,
-            oa1::FrameType::Err => Oa1FrameType::Err,
-            oa1::FrameType::Cancel => Oa1FrameType::Cancel,
-            oa1::FrameType::Accept => Oa1FrameType::Accept,
-            oa1::FrameType::ReqZ => Oa1FrameType::ReqZ,
-            oa1::FrameType::ResZ => Oa1FrameType::ResZ,
-            #[allow(unreachable_patterns)]
-            other => unmapped!(other),
-        }
-    }
-}
-
-impl From<Oa1FrameType> for oa1::FrameType {
-    fn from(t: Oa1FrameType) -> Self {
-        match t {
-            Oa1FrameType::Req => oa1::FrameType::Req,
-            Oa1FrameType::Res => oa1::FrameType::Res,
-            Oa1FrameType::Err => oa1::FrameType::Err,
-            Oa1FrameType::Cancel => oa1::FrameType::Cancel,
-            Oa1FrameType::Accept => oa1::FrameType::Accept,
-            Oa1FrameType::ReqZ => oa1::FrameType::ReqZ,
-            Oa1FrameType::ResZ => oa1::FrameType::ResZ,
         }
     }
 }

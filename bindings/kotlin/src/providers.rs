@@ -18,43 +18,13 @@ use crate::error::{Error, Result, api};
 use crate::lock;
 use crate::tools::{ToolCall, ToolSpec};
 
-/// The LLM APIs deskwire translates for. Kotlin: `Provider.OPENAI_CHAT`, ...; the lowercase
-/// names are the core's (`openai_chat`, the fixture file names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum Provider {
-    /// OpenAI Chat Completions.
-    OpenaiChat,
-    /// OpenAI Responses.
-    OpenaiResponses,
-    /// Anthropic Messages.
-    Anthropic,
-    /// Google Gemini `generateContent`.
-    Gemini,
-}
-
-/// Whether and which tool the model must call.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum ToolChoice {
-    /// The model decides.
-    Auto,
-    /// No tool calls.
-    None,
-    /// At least one tool call.
-    Required,
-    /// This tool (a tool not offered cannot be forced: nothing is called then).
-    Tool {
-        /// The tool's name.
-        name: String,
-    },
-}
-
 /// The tool part of a request.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct ProviderToolRequest {
     /// The tools the model may call now.
     pub tools: Vec<ToolSpec>,
     /// Whether and which tool it must call.
-    pub choice: ToolChoice,
+    pub choice: providers::ToolChoice,
     /// The full, stable tool list: the APIs that can gate without changing the list
     /// (Responses `allowed_tools`, Gemini `allowedFunctionNames`) send it and allow `tools`,
     /// so a cached prompt prefix survives; the others send `tools` only.
@@ -66,22 +36,6 @@ pub struct ProviderToolRequest {
     /// Ask OpenAI for strict schemas, for the tools whose schema allows it.
     #[uniffi(default = false)]
     pub strict: bool,
-}
-
-/// A tool call whose arguments could not be read: answer it with an error result.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
-pub struct InvalidToolCall {
-    /// The call id.
-    pub id: String,
-    /// The tool's name.
-    pub name: String,
-    /// The arguments as received.
-    pub arguments: String,
-    /// What is wrong with them.
-    pub error: String,
-    /// The provider's item id (OpenAI Responses), echoed back.
-    #[uniffi(default = None)]
-    pub item_id: Option<String>,
 }
 
 /// One piece of a model's answer, in the order the model produced them.
@@ -100,7 +54,7 @@ pub enum ResponseSegment {
     /// A call whose arguments are malformed.
     InvalidToolCall {
         /// The call.
-        call: InvalidToolCall,
+        call: providers::InvalidToolCall,
     },
     /// The model's reasoning as the provider sent it (Anthropic `thinking` /
     /// `redacted_thinking` blocks, Responses `reasoning` items): not for the user, echoed
@@ -122,18 +76,6 @@ pub struct ProviderResponse {
     pub stop_reason: Option<String>,
 }
 
-/// The outcome of a tool call, going back to the model.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
-pub struct ToolResult {
-    /// The call it answers (`ToolCall.id`).
-    pub call_id: String,
-    /// The text the model reads.
-    pub content: String,
-    /// The call failed or was refused.
-    #[uniffi(default = false)]
-    pub is_error: bool,
-}
-
 /// What a (streamed) response may make the parser hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record)]
 pub struct ProviderLimits {
@@ -153,13 +95,16 @@ pub fn provider_limits_default() -> ProviderLimits {
 /// ...), a JSON object as text; `{}` when there is nothing to offer. Throws `InvalidInput` for
 /// a tool whose name some provider refuses or whose schema is not a JSON object schema.
 #[uniffi::export]
-pub fn provider_request_tools(provider: Provider, request: ProviderToolRequest) -> Result<String> {
+pub fn provider_request_tools(
+    provider: providers::Provider,
+    request: ProviderToolRequest,
+) -> Result<String> {
     let tools = specs(request.tools)?;
     let catalog = request.catalog.map(specs).transpose()?;
     let request = providers::ToolRequest {
         tools: tools.iter().collect(),
         catalog: catalog.as_ref().map(|c| c.iter().collect()),
-        choice: request.choice.into(),
+        choice: request.choice,
         parallel_tool_calls: request.parallel_tool_calls,
         strict: request.strict,
     };
@@ -172,21 +117,23 @@ pub fn provider_request_tools(provider: Provider, request: ProviderToolRequest) 
 /// (`NotJson`, `Shape`) for a body that is not its answer.
 #[uniffi::export(default(seed = 0))]
 pub fn provider_parse_response(
-    provider: Provider,
+    provider: providers::Provider,
     body: Vec<u8>,
     seed: u64,
 ) -> Result<ProviderResponse> {
-    api(|| providers::parse_response(provider.into(), &body, &mut IdGenerator::new(seed)))
-        .map(Into::into)
+    api(|| providers::parse_response(provider, &body, &mut IdGenerator::new(seed))).map(Into::into)
 }
 
 /// The model's turn echoed into the next request to `provider`, JSON text: the Chat
 /// `assistant` message, the Responses input items (an array), the Anthropic `assistant`
 /// message, the Gemini `model` content.
 #[uniffi::export]
-pub fn provider_assistant_turn(provider: Provider, response: ProviderResponse) -> Result<String> {
+pub fn provider_assistant_turn(
+    provider: providers::Provider,
+    response: ProviderResponse,
+) -> Result<String> {
     let response = providers::ProviderResponse::try_from(response)?;
-    Ok(providers::assistant_turn(provider.into(), &response).to_string())
+    Ok(providers::assistant_turn(provider, &response).to_string())
 }
 
 /// The results of the calls of `previous` (the turn they answer), JSON text to follow the
@@ -195,13 +142,12 @@ pub fn provider_assistant_turn(provider: Provider, response: ProviderResponse) -
 /// (kind `UnknownCall`) for Gemini when a result answers no call of `previous`.
 #[uniffi::export]
 pub fn provider_tool_results(
-    provider: Provider,
+    provider: providers::Provider,
     previous: ProviderResponse,
-    results: Vec<ToolResult>,
+    results: Vec<deskwire::tools::ToolResult>,
 ) -> Result<String> {
     let previous = providers::ProviderResponse::try_from(previous)?;
-    let results: Vec<deskwire::tools::ToolResult> = results.into_iter().map(Into::into).collect();
-    api(|| providers::tool_results(provider.into(), &previous, &results)).map(|v| v.to_string())
+    api(|| providers::tool_results(provider, &previous, &results)).map(|v| v.to_string())
 }
 
 /// A streamed response (server-sent events) being read: [`feed`](Self::feed) the HTTP body's
@@ -217,14 +163,14 @@ impl ProviderStreamParser {
     /// A parser for `provider`; `seed` makes the ids a provider leaves out; `limits` bound
     /// what it holds (`null`: the core's defaults).
     #[uniffi::constructor(default(seed = 0, limits = None))]
-    pub fn new(provider: Provider, seed: u64, limits: Option<ProviderLimits>) -> Arc<Self> {
+    pub fn new(
+        provider: providers::Provider,
+        seed: u64,
+        limits: Option<ProviderLimits>,
+    ) -> Arc<Self> {
         let limits = limits.map(Into::into).unwrap_or_default();
         Arc::new(ProviderStreamParser {
-            inner: Mutex::new(Some(providers::StreamParser::new(
-                provider.into(),
-                limits,
-                seed,
-            ))),
+            inner: Mutex::new(Some(providers::StreamParser::new(provider, limits, seed))),
         })
     }
 
@@ -271,11 +217,11 @@ fn parser(
 
 /// The request fields as JSON text, written from the borrowed specs.
 pub(crate) fn write_request_tools(
-    provider: Provider,
+    provider: providers::Provider,
     request: &providers::ToolRequest<'_>,
 ) -> String {
     let mut text = Vec::new();
-    providers::write_request_tools(provider.into(), request, &mut text);
+    providers::write_request_tools(provider, request, &mut text);
     String::from_utf8(text).expect("serde_json writes UTF-8")
 }
 
@@ -292,28 +238,6 @@ fn specs(specs: Vec<ToolSpec>) -> Result<Vec<deskwire::tools::ToolSpec>> {
 
 // ---------------------------------------------------------------------------------------------
 // Conversions
-
-impl From<Provider> for providers::Provider {
-    fn from(p: Provider) -> Self {
-        match p {
-            Provider::OpenaiChat => providers::Provider::OpenAiChat,
-            Provider::OpenaiResponses => providers::Provider::OpenAiResponses,
-            Provider::Anthropic => providers::Provider::Anthropic,
-            Provider::Gemini => providers::Provider::Gemini,
-        }
-    }
-}
-
-impl From<ToolChoice> for providers::ToolChoice {
-    fn from(c: ToolChoice) -> Self {
-        match c {
-            ToolChoice::Auto => providers::ToolChoice::Auto,
-            ToolChoice::None => providers::ToolChoice::None,
-            ToolChoice::Required => providers::ToolChoice::Required,
-            ToolChoice::Tool { name } => providers::ToolChoice::Tool(name),
-        }
-    }
-}
 
 impl From<providers::Limits> for ProviderLimits {
     fn from(l: providers::Limits) -> Self {
@@ -333,40 +257,6 @@ impl From<ProviderLimits> for providers::Limits {
     }
 }
 
-impl From<ToolResult> for deskwire::tools::ToolResult {
-    fn from(r: ToolResult) -> Self {
-        deskwire::tools::ToolResult {
-            call_id: r.call_id,
-            content: r.content,
-            is_error: r.is_error,
-        }
-    }
-}
-
-impl From<providers::InvalidToolCall> for InvalidToolCall {
-    fn from(c: providers::InvalidToolCall) -> Self {
-        InvalidToolCall {
-            id: c.id,
-            name: c.name,
-            arguments: c.arguments,
-            error: c.error,
-            item_id: c.item_id,
-        }
-    }
-}
-
-impl From<InvalidToolCall> for providers::InvalidToolCall {
-    fn from(c: InvalidToolCall) -> Self {
-        providers::InvalidToolCall {
-            id: c.id,
-            name: c.name,
-            arguments: c.arguments,
-            error: c.error,
-            item_id: c.item_id,
-        }
-    }
-}
-
 impl From<providers::Segment> for ResponseSegment {
     fn from(s: providers::Segment) -> Self {
         match s {
@@ -376,7 +266,7 @@ impl From<providers::Segment> for ResponseSegment {
             },
             providers::Segment::InvalidToolCall { invalid_tool_call } => {
                 ResponseSegment::InvalidToolCall {
-                    call: invalid_tool_call.into(),
+                    call: invalid_tool_call,
                 }
             }
             providers::Segment::Reasoning { raw } => ResponseSegment::Reasoning {
@@ -397,7 +287,7 @@ impl TryFrom<ResponseSegment> for providers::Segment {
                 tool_call: call.try_into()?,
             },
             ResponseSegment::InvalidToolCall { call } => providers::Segment::InvalidToolCall {
-                invalid_tool_call: call.into(),
+                invalid_tool_call: call,
             },
             ResponseSegment::Reasoning { raw_json } => providers::Segment::Reasoning {
                 raw: api(|| serde_json::from_str(&raw_json))?,

@@ -8,11 +8,11 @@
 use std::sync::{Arc, Mutex};
 
 use deskwire::ids::IdGenerator;
-use deskwire::tools::{self, slash, toolbox};
+use deskwire::tools::{self, providers, slash, toolbox};
 
 use crate::error::{Result, api};
 use crate::lock;
-use crate::providers::{Provider, ToolChoice, write_request_tools};
+use crate::providers::write_request_tools;
 
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
@@ -44,15 +44,6 @@ pub struct ToolCall {
     /// The provider sent no id and `id` was generated (echoes leave it out).
     #[uniffi(default = false)]
     pub id_generated: bool,
-}
-
-/// Who asks for a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum ToolOrigin {
-    /// The model (gated by what it was shown).
-    Model,
-    /// A person (a slash command).
-    User,
 }
 
 /// What an agent's tools depend on.
@@ -90,75 +81,6 @@ pub enum ToolVisibility {
     },
 }
 
-/// The risk tier of a call that needs approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum ToolTier {
-    /// Low.
-    Low,
-    /// Medium.
-    Medium,
-    /// High.
-    High,
-}
-
-/// Why a call is denied.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum ToolDenyReason {
-    /// The agent cannot see the tool now.
-    NotVisible,
-    /// The arguments do not fit the schema.
-    InvalidArguments {
-        /// What is wrong.
-        detail: String,
-    },
-    /// A policy rule denies it.
-    Policy {
-        /// The rule's reason.
-        reason: String,
-    },
-}
-
-/// What the gate says about a call.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum ToolAuthorization {
-    /// Run it.
-    Allowed,
-    /// A human must approve it.
-    NeedsApproval {
-        /// The tier.
-        tier: ToolTier,
-    },
-    /// Do not run it; send `observation` back as its result.
-    Denied {
-        /// Why.
-        reason: ToolDenyReason,
-        /// The text for the model.
-        observation: String,
-    },
-    /// No such tool; send `observation` back.
-    Unknown {
-        /// The text for the model.
-        observation: String,
-    },
-}
-
-/// What to do with a call now.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]
-pub enum ToolVerdict {
-    /// Run it.
-    Run,
-    /// Do not; send `observation` as its error result.
-    Refuse {
-        /// The text for the model.
-        observation: String,
-    },
-    /// A human was asked; wait for `ApprovalDecided`.
-    Pending {
-        /// The approval's id.
-        approval_id: String,
-    },
-}
-
 /// A call waiting for a human.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct ToolApprovalRequest {
@@ -169,7 +91,7 @@ pub struct ToolApprovalRequest {
     /// The call.
     pub call: ToolCall,
     /// Its tier.
-    pub tier: ToolTier,
+    pub tier: tools::Tier,
     /// A description for the person.
     pub description: String,
     /// The command or subject of the call (what a prompt shows).
@@ -178,26 +100,13 @@ pub struct ToolApprovalRequest {
     pub deadline_ms: u64,
 }
 
-/// How an approval was settled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
-pub enum ToolApprovalOutcome {
-    /// Approved.
-    Approved,
-    /// Denied.
-    Denied,
-    /// Nobody answered in time.
-    TimedOut,
-    /// Withdrawn.
-    Cancelled,
-}
-
 /// A settled approval.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct ToolApprovalDecided {
     /// The request.
     pub request: ToolApprovalRequest,
     /// How it ended.
-    pub outcome: ToolApprovalOutcome,
+    pub outcome: tools::Outcome,
     /// Whether the answer is remembered for such calls.
     pub remember: bool,
     /// The reason given.
@@ -313,12 +222,10 @@ impl Toolbox {
         &self,
         agent: String,
         call: ToolCall,
-        origin: ToolOrigin,
-    ) -> Result<ToolAuthorization> {
+        origin: tools::Origin,
+    ) -> Result<tools::Authorization> {
         let call = tools::ToolCall::try_from(call)?;
-        Ok(lock(&self.inner)
-            .authorize(&agent, &call, origin.into())
-            .into())
+        Ok(lock(&self.inner).authorize(&agent, &call, origin))
     }
 
     /// Decides a call: run, refuse, or ask a human (an `ApprovalRequested` follows).
@@ -327,10 +234,10 @@ impl Toolbox {
         now_ms: u64,
         agent: String,
         call: ToolCall,
-        origin: ToolOrigin,
-    ) -> Result<ToolVerdict> {
+        origin: tools::Origin,
+    ) -> Result<toolbox::Verdict> {
         let call = tools::ToolCall::try_from(call)?;
-        api(|| lock(&self.inner).check_call(now_ms, &agent, &call, origin.into())).map(Into::into)
+        api(|| lock(&self.inner).check_call(now_ms, &agent, &call, origin))
     }
 
     /// A human answered approval `id`.
@@ -374,15 +281,15 @@ impl Toolbox {
     pub fn request_tools(
         &self,
         agent: String,
-        provider: Provider,
-        choice: ToolChoice,
+        provider: providers::Provider,
+        choice: providers::ToolChoice,
         keep_list: bool,
         parallel_tool_calls: Option<bool>,
         strict: bool,
     ) -> String {
         let inner = lock(&self.inner);
         let mut request = inner.tool_request(&agent, keep_list);
-        request.choice = choice.into();
+        request.choice = choice;
         request.parallel_tool_calls = parallel_tool_calls;
         request.strict = strict;
         write_request_tools(provider, &request)
@@ -463,15 +370,6 @@ impl TryFrom<ToolCall> for tools::ToolCall {
     }
 }
 
-impl From<ToolOrigin> for tools::Origin {
-    fn from(o: ToolOrigin) -> Self {
-        match o {
-            ToolOrigin::Model => tools::Origin::Model,
-            ToolOrigin::User => tools::Origin::User,
-        }
-    }
-}
-
 impl From<ToolContext> for tools::Context {
     fn from(c: ToolContext) -> Self {
         tools::Context {
@@ -495,64 +393,6 @@ impl From<ToolVisibility> for tools::Visibility {
     }
 }
 
-impl From<tools::Tier> for ToolTier {
-    fn from(t: tools::Tier) -> Self {
-        match t {
-            tools::Tier::Low => ToolTier::Low,
-            tools::Tier::Medium => ToolTier::Medium,
-            tools::Tier::High => ToolTier::High,
-            #[allow(unreachable_patterns)]
-            other => unmapped!(other),
-        }
-    }
-}
-
-impl From<tools::DenyReason> for ToolDenyReason {
-    fn from(r: tools::DenyReason) -> Self {
-        match r {
-            tools::DenyReason::NotVisible => ToolDenyReason::NotVisible,
-            tools::DenyReason::InvalidArguments(detail) => {
-                ToolDenyReason::InvalidArguments { detail }
-            }
-            tools::DenyReason::Policy(reason) => ToolDenyReason::Policy { reason },
-            other => unmapped!(other),
-        }
-    }
-}
-
-impl From<tools::Authorization> for ToolAuthorization {
-    fn from(a: tools::Authorization) -> Self {
-        match a {
-            tools::Authorization::Allowed => ToolAuthorization::Allowed,
-            tools::Authorization::NeedsApproval { tier } => {
-                ToolAuthorization::NeedsApproval { tier: tier.into() }
-            }
-            tools::Authorization::Denied {
-                reason,
-                observation,
-            } => ToolAuthorization::Denied {
-                reason: reason.into(),
-                observation,
-            },
-            tools::Authorization::Unknown { observation } => {
-                ToolAuthorization::Unknown { observation }
-            }
-            other => unmapped!(other),
-        }
-    }
-}
-
-impl From<toolbox::Verdict> for ToolVerdict {
-    fn from(v: toolbox::Verdict) -> Self {
-        match v {
-            toolbox::Verdict::Run => ToolVerdict::Run,
-            toolbox::Verdict::Refuse { observation } => ToolVerdict::Refuse { observation },
-            toolbox::Verdict::Pending { approval_id } => ToolVerdict::Pending { approval_id },
-            other => unmapped!(other),
-        }
-    }
-}
-
 impl From<tools::ApprovalRequest> for ToolApprovalRequest {
     fn from(r: tools::ApprovalRequest) -> Self {
         ToolApprovalRequest {
@@ -560,7 +400,7 @@ impl From<tools::ApprovalRequest> for ToolApprovalRequest {
             id: r.id,
             agent: r.agent,
             call: r.call.into(),
-            tier: r.tier.into(),
+            tier: r.tier,
             description: r.description,
             deadline_ms: r.deadline_ms,
         }
@@ -572,14 +412,7 @@ impl From<tools::ApprovalDecided> for ToolApprovalDecided {
         let may_run = d.may_run();
         let observation = d.observation();
         ToolApprovalDecided {
-            outcome: match d.outcome {
-                tools::Outcome::Approved => ToolApprovalOutcome::Approved,
-                tools::Outcome::Denied => ToolApprovalOutcome::Denied,
-                tools::Outcome::TimedOut => ToolApprovalOutcome::TimedOut,
-                tools::Outcome::Cancelled => ToolApprovalOutcome::Cancelled,
-                #[allow(unreachable_patterns)]
-                other => unmapped!(other),
-            },
+            outcome: d.outcome,
             request: d.request.into(),
             remember: d.remember,
             reason: d.reason,

@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 /// The state of a job, written exactly as the spec names it (`SCREAMING_SNAKE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "GatewayJobState"))]
 pub enum JobState {
     /// Accepted by `jobs.create`, not started.
     Created,

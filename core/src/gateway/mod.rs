@@ -155,6 +155,8 @@ pub enum Output {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "GatewayEvent"))]
 pub enum Event {
     /// A job was created (`jobs.create`); it waits for `jobs.start`.
     JobCreated {

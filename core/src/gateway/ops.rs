@@ -558,6 +558,8 @@ pub struct JobsStatusResult {
 /// A `jobs.event` level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "GatewayLevel"))]
 pub enum Level {
     /// Detail.
     Debug,
@@ -730,6 +732,8 @@ pub struct ApprovalsListParams {
 /// Where an approval stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "GatewayApprovalStatus"))]
 pub enum ApprovalStatus {
     /// Waiting for a decision.
     Pending,
@@ -774,6 +778,8 @@ pub struct ApprovalsListResult {
 /// A decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "GatewayDecision"))]
 pub enum Decision {
     /// Let the step run.
     Approve,

@@ -162,6 +162,8 @@ impl SessionConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "IrcSessionEvent"))]
 pub enum SessionEvent {
     /// The server accepted us (`001`) under this nick; the configured channels are being joined.
     Registered {
@@ -244,6 +246,8 @@ pub enum SessionEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "IrcDisconnectReason"))]
 pub enum DisconnectReason {
     /// The server closed the link with `ERROR`.
     ServerClosed {

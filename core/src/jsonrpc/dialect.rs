@@ -17,11 +17,13 @@ use crate::ids::IdGenerator;
 /// An error code as the dialect carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "JsonRpcCode"))]
 pub enum Code {
     /// JSON-RPC's numeric codes.
-    Number(i64),
+    Number(#[cfg_attr(feature = "uniffi", uniffi(name = "value"))] i64),
     /// The sidecar's `SCREAMING_SNAKE_CASE` names.
-    Name(String),
+    Name(#[cfg_attr(feature = "uniffi", uniffi(name = "value"))] String),
 }
 
 impl fmt::Display for Code {

@@ -71,11 +71,14 @@ impl fmt::Debug for RawJson {
 /// A request id: a number, a string, or `null` (only in an error answering an unreadable
 /// request). Fractional numbers are refused: the spec discourages them and no peer needs them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "JsonRpcId"))]
 pub enum Id {
     /// An integer id.
-    Number(i64),
+    Number(#[cfg_attr(feature = "uniffi", uniffi(name = "value"))] i64),
     /// A string id.
-    String(String),
+    #[cfg_attr(feature = "uniffi", uniffi(name = "Text"))]
+    String(#[cfg_attr(feature = "uniffi", uniffi(name = "value"))] String),
     /// `null`.
     Null,
 }

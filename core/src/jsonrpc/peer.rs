@@ -43,6 +43,8 @@ pub const IDLE_WAIT_MS: u64 = 60_000;
 /// How messages are delimited on the stream. JSON: `"ndjson"` or `"content_length"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "JsonRpcFraming"))]
 pub enum Framing {
     /// One message per line.
     Ndjson,
@@ -52,6 +54,8 @@ pub enum Framing {
 
 /// A timeout for the methods that start with `prefix`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "JsonRpcTimeoutRule"))]
 pub struct TimeoutRule {
     /// The method prefix (`health.` matches `health.ping`; a full name matches itself).
     pub prefix: String,
@@ -65,6 +69,8 @@ pub struct TimeoutRule {
 /// ones take [`TimeoutPolicy::default`]'s values (30 s for every method, up to 10×).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "JsonRpcTimeoutPolicy"))]
 pub struct TimeoutPolicy {
     /// The rules.
     pub rules: Vec<TimeoutRule>,
@@ -287,6 +293,8 @@ pub enum LocalError {
 /// Counters. `pending`, `incoming` and `bytes_buffered` are gauges; the rest only grow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "JsonRpcStats"))]
 pub struct PeerStats {
     /// Frames read.
     pub frames_in: u64,

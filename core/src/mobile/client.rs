@@ -81,11 +81,13 @@ impl Config {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "MobileDisconnectReason"))]
 pub enum DisconnectReason {
     /// The socket closed (either side).
     Closed,
     /// The connection failed (DNS, TCP, TLS, a non-101 answer other than 401/403, ...).
-    Failed(String),
+    Failed(#[cfg_attr(feature = "uniffi", uniffi(name = "detail"))] String),
     /// The upgrade was refused with 401 or 403: the token is not valid.
     Unauthorized,
     /// The engine gave up on a silent server (`server_timeout_ms`) and closed the socket.
@@ -96,12 +98,15 @@ pub enum DisconnectReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "MobileConnectionState"))]
 pub enum ConnectionState {
     /// Not connected and not trying.
     Idle,
     /// Waiting for the backoff deadline before connecting again.
     Waiting {
         /// When the next attempt starts.
+        #[cfg_attr(feature = "uniffi", uniffi(name = "retry_at_ms"))]
         retry_at: u64,
     },
     /// The host is opening the WebSocket.
@@ -120,6 +125,8 @@ pub enum ConnectionState {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "MobileClientEvent"))]
 pub enum Event {
     /// The session is up (after the upgrade with a token, or after pairing).
     Connected,
@@ -155,16 +162,20 @@ pub enum Event {
         initial: bool,
     },
     /// A chat message from the agent or the system.
-    Message(ChatMessage),
+    Message(#[cfg_attr(feature = "uniffi", uniffi(name = "message"))] ChatMessage),
     /// The agent asks for permission: answer with [`Client::respond_permission`].
-    PermissionRequested(PermissionRequest),
+    PermissionRequested(
+        #[cfg_attr(feature = "uniffi", uniffi(name = "request"))] PermissionRequest,
+    ),
     /// Progress on the current task.
-    TaskUpdate(TaskUpdate),
+    TaskUpdate(#[cfg_attr(feature = "uniffi", uniffi(name = "update"))] TaskUpdate),
 }
 
 /// What the client wants from the host next. JSON: externally tagged, snake_case.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "MobileClientOutput"))]
 pub enum Output {
     /// Open the WebSocket; with `Authorization: Bearer <bearer>` on the upgrade when given
     /// (see [`super::authorization_header`]). Then call [`Client::connected`] or
@@ -174,18 +185,20 @@ pub enum Output {
         bearer: Option<String>,
     },
     /// Send this text frame.
-    Transmit(String),
+    Transmit(#[cfg_attr(feature = "uniffi", uniffi(name = "text"))] String),
     /// Close the WebSocket (no `disconnected` call is needed afterwards).
     Close,
     /// Tell the application.
-    Event(Event),
+    Event(#[cfg_attr(feature = "uniffi", uniffi(name = "event"))] Event),
     /// Nothing to do before this instant (ms), unless new input arrives.
-    Timeout(u64),
+    Timeout(#[cfg_attr(feature = "uniffi", uniffi(name = "deadline_ms"))] u64),
 }
 
 /// Counters. `pending_permissions` is a gauge; the rest only grow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "MobileClientStats"))]
 pub struct Stats {
     /// Connection attempts (`Connect` instructions).
     pub connects: u64,

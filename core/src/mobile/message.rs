@@ -161,19 +161,21 @@ impl Envelope {
 /// has `"data": null` (an absent `data` is read as `null` too).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum AgentState {
     /// No task.
     Idle,
     /// A task runs.
-    Running(RunningData),
+    Running(#[cfg_attr(feature = "uniffi", uniffi(name = "data"))] RunningData),
     /// A task waits for the user (an answer or a permission).
-    Paused(PausedData),
+    Paused(#[cfg_attr(feature = "uniffi", uniffi(name = "data"))] PausedData),
     /// A task ended.
-    Stopped(StoppedData),
+    Stopped(#[cfg_attr(feature = "uniffi", uniffi(name = "data"))] StoppedData),
 }
 
 /// The data of [`AgentState::Running`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct RunningData {
     /// The task.
     pub task_id: String,
@@ -183,6 +185,7 @@ pub struct RunningData {
 
 /// The data of [`AgentState::Paused`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct PausedData {
     /// The task.
     pub task_id: String,
@@ -199,6 +202,7 @@ pub struct PausedData {
 
 /// The data of [`AgentState::Stopped`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct StoppedData {
     /// The task.
     pub task_id: String,
@@ -209,6 +213,7 @@ pub struct StoppedData {
 /// Why a task stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum StopReason {
     /// The task is done.
     Completed,
@@ -306,6 +311,7 @@ impl<'de> Deserialize<'de> for AgentState {
 /// desktop knows, so the user sees it. Peers that know only the spec ignore them (unknown
 /// members are ignored), and they are left out when absent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct AuthResult {
     /// The bearer token for later connections (empty on failure).
     #[serde(default, deserialize_with = "string_or_null")]
@@ -317,9 +323,11 @@ pub struct AuthResult {
     pub error: Option<String>,
     /// Wrong codes still allowed before the code shown is burnt (0: ask for a new code).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default = None))]
     pub attempts_left: Option<u32>,
     /// No attempt is looked at before this many milliseconds have passed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default = None))]
     pub retry_after_ms: Option<u64>,
 }
 
@@ -353,6 +361,7 @@ impl AuthResult {
 
 /// `message` from the server: a chat message from the agent or the system.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ChatMessage {
     /// Who speaks (`assistant`, `system`, ...; the spec leaves the set open).
     pub role: String,
@@ -364,6 +373,7 @@ pub struct ChatMessage {
 
 /// `permission_request`: the agent needs the user's approval for a tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct PermissionRequest {
     /// The request id, echoed by the response.
     pub id: String,
@@ -379,6 +389,7 @@ pub struct PermissionRequest {
 
 /// `task_update`: progress on the current task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct TaskUpdate {
     /// The task.
     pub task_id: String,
@@ -392,17 +403,18 @@ pub struct TaskUpdate {
 /// A message from the desktop to the phone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum ServerMessage {
     /// `auth_result`.
-    AuthResult(AuthResult),
+    AuthResult(#[cfg_attr(feature = "uniffi", uniffi(name = "result"))] AuthResult),
     /// `agent_state_update`.
-    AgentStateUpdate(AgentState),
+    AgentStateUpdate(#[cfg_attr(feature = "uniffi", uniffi(name = "state"))] AgentState),
     /// `message`.
-    Message(ChatMessage),
+    Message(#[cfg_attr(feature = "uniffi", uniffi(name = "message"))] ChatMessage),
     /// `permission_request`.
-    PermissionRequest(PermissionRequest),
+    PermissionRequest(#[cfg_attr(feature = "uniffi", uniffi(name = "request"))] PermissionRequest),
     /// `task_update`.
-    TaskUpdate(TaskUpdate),
+    TaskUpdate(#[cfg_attr(feature = "uniffi", uniffi(name = "update"))] TaskUpdate),
     /// `ping` (no payload): answer with `pong`.
     Ping,
 }
@@ -488,6 +500,7 @@ impl Serialize for ServerMessage {
 
 /// `auth`: the pairing code typed on the phone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Auth {
     /// The code the desktop shows (six digits from deskwire's server; any string is carried
     /// so that a wrong one is answered, not dropped).
@@ -498,6 +511,7 @@ pub struct Auth {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum CommandAction {
     /// Start a task.
     Start,
@@ -511,14 +525,17 @@ pub enum CommandAction {
 
 /// `command`: agent control.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct Command {
     /// The action.
     pub action: CommandAction,
     /// The task to start (for `start`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default = None))]
     pub task: Option<String>,
     /// An iteration limit (for `start`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default = None))]
     pub max_iterations: Option<u64>,
 }
 
@@ -545,6 +562,7 @@ impl Command {
 /// `message` from the phone: a chat message or the answer to the agent's question. Its
 /// `role` is always `"user"` (written so, and required so on read).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct UserMessage {
     /// The text.
     pub content: String,
@@ -564,6 +582,7 @@ struct UserMessageIn {
 
 /// `permission_response`: the user's answer to a `permission_request`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct PermissionResponse {
     /// The request's id.
     pub id: String,
@@ -582,15 +601,18 @@ fn bool_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 /// A message from the phone to the desktop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum ClientMessage {
     /// `auth`.
-    Auth(Auth),
+    Auth(#[cfg_attr(feature = "uniffi", uniffi(name = "auth"))] Auth),
     /// `command`.
-    Command(Command),
+    Command(#[cfg_attr(feature = "uniffi", uniffi(name = "command"))] Command),
     /// `message`.
-    Message(UserMessage),
+    Message(#[cfg_attr(feature = "uniffi", uniffi(name = "message"))] UserMessage),
     /// `permission_response`.
-    PermissionResponse(PermissionResponse),
+    PermissionResponse(
+        #[cfg_attr(feature = "uniffi", uniffi(name = "response"))] PermissionResponse,
+    ),
     /// `pong` (no payload).
     Pong,
 }

@@ -58,6 +58,10 @@ use crate::ids::IdGenerator;
 #[serde(transparent)]
 pub struct ConnId(pub u64);
 
+// Kotlin: `typealias ConnId = ULong`.
+#[cfg(feature = "uniffi")]
+uniffi::custom_newtype!(ConnId, u64);
+
 impl fmt::Display for ConnId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
@@ -140,19 +144,21 @@ impl Default for Config {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum Admission {
     /// The token is valid: complete the upgrade; the state sync is queued.
     Authenticated,
     /// No token: complete the upgrade; the phone must send `auth` with the pairing code.
     AwaitingPairing,
     /// Refuse the upgrade (401 for a bad token, 503 for too many connections).
-    Refused(Refusal),
+    Refused(#[cfg_attr(feature = "uniffi", uniffi(name = "refusal"))] Refusal),
 }
 
 /// Why an upgrade is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum Refusal {
     /// The bearer token is not one we issued (or it was revoked).
     BadToken,
@@ -166,6 +172,7 @@ pub enum Refusal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum PairingFailure {
     /// Not the code shown; `attempts_left` more wrong codes burn it.
     WrongCode {
@@ -216,6 +223,7 @@ impl PairingFailure {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum CloseReason {
     /// The host reported the socket closed.
     Closed,
@@ -235,6 +243,7 @@ pub enum CloseReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum AuthMethod {
     /// A bearer token on the upgrade.
     Token,
@@ -247,6 +256,8 @@ pub enum AuthMethod {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "MobileServerEvent"))]
 pub enum Event {
     /// A phone's session started (the state sync is on its way).
     ClientConnected {
@@ -311,6 +322,8 @@ pub enum Event {
 /// What the server wants from the host next. JSON: externally tagged, snake_case.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "MobileServerOutput"))]
 pub enum Output {
     /// Send this text frame on `conn`.
     Transmit {
@@ -327,14 +340,15 @@ pub enum Output {
         reason: CloseReason,
     },
     /// Tell the application.
-    Event(Event),
+    Event(#[cfg_attr(feature = "uniffi", uniffi(name = "event"))] Event),
     /// Nothing to do before this instant (ms), unless new input arrives.
-    Timeout(u64),
+    Timeout(#[cfg_attr(feature = "uniffi", uniffi(name = "deadline_ms"))] u64),
 }
 
 /// A permission request to show, without its id (the server makes one). JSON:
 /// `{"tool_name", "command", "description", "tier"}`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct NewPermission {
     /// The tool.
     pub tool_name: String,
@@ -349,6 +363,8 @@ pub struct NewPermission {
 /// Counters. `connections`, `pending_permissions` and `tokens` are gauges; the rest only grow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "MobileServerStats"))]
 pub struct Stats {
     /// Text frames received.
     pub frames_in: u64,

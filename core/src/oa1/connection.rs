@@ -231,6 +231,7 @@ impl ConnectionConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum ConnectionState {
     /// Registering with the server (`NICK`/`USER` sent, no `001` yet).
     Registering,
@@ -252,6 +253,7 @@ pub enum ConnectionState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum LinkEvent {
     /// [`ConnectionState`] changed.
     StateChanged {
@@ -278,14 +280,15 @@ pub enum LinkEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum ConnectionEvent {
     /// Registration, joins and refused joins, nick changes and refused nicks, prefix changes,
     /// kicks, server errors, the end of the link.
-    Irc(SessionEvent),
+    Irc(#[cfg_attr(feature = "uniffi", uniffi(name = "event"))] SessionEvent),
     /// A response, a failure, a request or a cancellation.
-    Oa1(Event),
+    Oa1(#[cfg_attr(feature = "uniffi", uniffi(name = "event"))] Event),
     /// The connection's state, and the peer's presence.
-    Link(LinkEvent),
+    Link(#[cfg_attr(feature = "uniffi", uniffi(name = "event"))] LinkEvent),
 }
 
 /// What the engine wants from the host next.

@@ -14,6 +14,8 @@ pub const MAX_ID_LEN: usize = 64;
 
 /// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "Oa1FrameType"))]
 pub enum FrameType {
     /// A request stream chunk (desk → remote).
     Req,

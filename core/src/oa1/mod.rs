@@ -229,6 +229,8 @@ pub enum Output {
 /// `{"cancelled": {"id", "reason"}}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "Oa1Event"))]
 pub enum Event {
     /// Client: the whole response arrived. When `truncated`, `text` ends with
     /// [`TRUNCATION_MARKER`].
@@ -311,6 +313,8 @@ impl Serialize for Event {
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "Oa1Failure"))]
 pub enum Failure {
     /// The remote answered `ERR code: message`.
     Remote {

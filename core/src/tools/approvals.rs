@@ -179,6 +179,8 @@ impl ApprovalResponse {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "ToolApprovalOutcome"))]
 pub enum Outcome {
     /// Run it.
     Approved,

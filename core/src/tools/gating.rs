@@ -101,6 +101,8 @@ impl Visibility {
 /// Who asked for the call. JSON: `"model"` or `"user"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "ToolOrigin"))]
 pub enum Origin {
     /// The model decided to call it (agent autonomy: approvals apply).
     Model,
@@ -114,13 +116,15 @@ pub enum Origin {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "ToolDenyReason"))]
 pub enum DenyReason {
     /// The tool exists but this agent may not see it now.
     NotVisible,
     /// The arguments do not fit the schema.
-    InvalidArguments(String),
+    InvalidArguments(#[cfg_attr(feature = "uniffi", uniffi(name = "detail"))] String),
     /// A policy rule (or a remembered denial) says no.
-    Policy(String),
+    Policy(#[cfg_attr(feature = "uniffi", uniffi(name = "reason"))] String),
 }
 
 /// The answer of [`authorize`]. JSON (as `tests/vectors/tools.json` writes it), tagged by
@@ -130,6 +134,8 @@ pub enum DenyReason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(into = "AuthorizationJson", from = "AuthorizationJson")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "ToolAuthorization"))]
 pub enum Authorization {
     /// Run it.
     Allowed,

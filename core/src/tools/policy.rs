@@ -28,6 +28,8 @@ use super::spec::ToolCall;
 /// `"high"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "ToolTier"))]
 pub enum Tier {
     /// Reads, harmless commands.
     Low,

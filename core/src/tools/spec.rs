@@ -225,6 +225,7 @@ impl ToolCall {
 /// The outcome of a tool call, going back to the model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ToolResult {
     /// The call it answers.
     pub call_id: String,
@@ -232,6 +233,7 @@ pub struct ToolResult {
     pub content: String,
     /// The call failed (or was refused): the model should see it as an error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "uniffi", uniffi(default = false))]
     pub is_error: bool,
 }
 

@@ -71,6 +71,8 @@ pub enum Output {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[cfg_attr(feature = "uniffi", uniffi(name = "ToolVerdict"))]
 pub enum Verdict {
     /// Run it.
     Run,

@@ -5,12 +5,16 @@
 //!     --language kotlin --out-dir bindings/kotlin/src/generated/kotlin --no-format
 //! ```
 //!
-//! One change to what uniffi writes: a variant without fields of a sealed class becomes a
-//! `data object` (Kotlin 1.9), since uniffi 0.32 writes a plain `object`, which prints as
-//! `Oa1Failure$Timeout@551bdc27` where a `data object` prints `Timeout`. uniffi's
-//! `#[uniffi::export(Display)]` would also give a `toString`, but one that crosses the FFI and
-//! replaces the data classes' own `toString` as well. `SurfaceTest.kt` (in
-//! `bindings/kotlin/src/test/kotlin/dev/deskwire`) checks the result.
+//! Two changes to what uniffi writes (`SurfaceTest.kt`, in
+//! `bindings/kotlin/src/test/kotlin/dev/deskwire`, checks both):
+//! - A variant without fields of a sealed class becomes a `data object` (Kotlin 1.9), since
+//!   uniffi 0.32 writes a plain `object`, which prints as `Oa1Failure$Timeout@551bdc27` where a
+//!   `data object` prints `Timeout`. uniffi's `#[uniffi::export(Display)]` would also give a
+//!   `toString`, but one that crosses the FFI and replaces the data classes' own `toString` as
+//!   well.
+//! - A borrowed `&[u8]` argument (a direct `ByteBuffer` in Kotlin) starts at the buffer's
+//!   position: uniffi 0.32 passes the buffer's base address with `remaining()` bytes, so a
+//!   buffer read from or sliced past its start would hand Rust the wrong bytes.
 
 use std::path::{Path, PathBuf};
 use std::{fs, io};
@@ -58,7 +62,7 @@ fn rewrite_tree(dir: &Path) -> io::Result<()> {
             } else if path.extension().is_some_and(|e| e == "kt") {
                 let text = fs::read_to_string(&path)?;
                 if text.starts_with(UNIFFI_HEADER) {
-                    let rewritten = data_objects(&text);
+                    let rewritten = buffer_position(&data_objects(&text));
                     if rewritten != text {
                         fs::write(&path, rewritten)?;
                     }
@@ -86,6 +90,19 @@ fn data_objects(text: &str) -> String {
     out
 }
 
+/// How uniffi's `FfiConverterByRefBytes.lower` takes a direct buffer's address.
+const BASE_ADDRESS: &str = "else com.sun.jna.Native.getDirectBufferPointer(value)\n";
+
+/// The same, moved to the buffer's position.
+const POSITION_ADDRESS: &str =
+    "else com.sun.jna.Native.getDirectBufferPointer(value).share(value.position().toLong())\n";
+
+/// Makes the borrowed bytes start at the buffer's position (see the crate docs). A file
+/// without borrowed bytes is left as it is; so is one rewritten already.
+fn buffer_position(text: &str) -> String {
+    text.replace(BASE_ADDRESS, POSITION_ADDRESS)
+}
+
 /// `Name : Parent()`, both identifiers.
 fn is_variant_object(rest: &str) -> bool {
     let ident = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -110,6 +127,19 @@ mod tests {
         assert_eq!(data_objects(kotlin), want);
         // Applying it twice changes nothing more.
         assert_eq!(data_objects(&want), want);
+    }
+
+    #[test]
+    fn borrowed_bytes_start_at_the_buffers_position() {
+        let kotlin = "        fb.len = remaining\n        \
+                      fb.data = if (remaining == 0) null else com.sun.jna.Native.getDirectBufferPointer(value)\n        \
+                      return fb\n";
+        let want = kotlin.replace(
+            "getDirectBufferPointer(value)\n",
+            "getDirectBufferPointer(value).share(value.position().toLong())\n",
+        );
+        assert_eq!(buffer_position(kotlin), want);
+        assert_eq!(buffer_position(&want), want);
     }
 
     #[test]

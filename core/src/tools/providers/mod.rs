@@ -44,12 +44,15 @@ use crate::ids::IdGenerator;
 /// The APIs deskwire speaks. JSON: `"openai_chat"`, `"openai_responses"`, `"anthropic"`,
 /// `"gemini"` (as [`Provider::name`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum Provider {
     /// OpenAI Chat Completions.
     #[serde(rename = "openai_chat")]
+    #[cfg_attr(feature = "uniffi", uniffi(name = "OpenaiChat"))]
     OpenAiChat,
     /// OpenAI Responses.
     #[serde(rename = "openai_responses")]
+    #[cfg_attr(feature = "uniffi", uniffi(name = "OpenaiResponses"))]
     OpenAiResponses,
     /// Anthropic Messages.
     #[serde(rename = "anthropic")]
@@ -88,6 +91,7 @@ impl Provider {
 /// `{"tool": "name"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 pub enum ToolChoice {
     /// The model decides.
     #[default]
@@ -97,7 +101,7 @@ pub enum ToolChoice {
     /// At least one tool call.
     Required,
     /// This tool.
-    Tool(String),
+    Tool(#[cfg_attr(feature = "uniffi", uniffi(name = "name"))] String),
 }
 
 /// The tool part of a request.
@@ -181,6 +185,7 @@ pub(crate) fn to_map(fields: &impl Serialize) -> Map<String, Value> {
 /// A tool call whose arguments could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct InvalidToolCall {
     /// The call id.
     pub id: String,
@@ -192,6 +197,7 @@ pub struct InvalidToolCall {
     pub error: String,
     /// The provider's item id (OpenAI Responses), to echo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "uniffi", uniffi(default = None))]
     pub item_id: Option<String>,
 }
 

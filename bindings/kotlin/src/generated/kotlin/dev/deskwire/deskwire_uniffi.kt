@@ -30,7 +30,127 @@ import java.nio.CharBuffer
 import java.nio.charset.CodingErrorAction
 import java.util.concurrent.atomic.AtomicLong
 import java.util.concurrent.ConcurrentHashMap
+import dev.deskwire.core.Admission
+import dev.deskwire.core.AgentState
+import dev.deskwire.core.ChatMessage
+import dev.deskwire.core.ClientMessage
+import dev.deskwire.core.Command
+import dev.deskwire.core.ConnId
+import dev.deskwire.core.ConnectionEvent
+import dev.deskwire.core.ConnectionState
+import dev.deskwire.core.FfiConverterTypeAdmission
+import dev.deskwire.core.FfiConverterTypeAgentState
+import dev.deskwire.core.FfiConverterTypeChatMessage
+import dev.deskwire.core.FfiConverterTypeClientMessage
+import dev.deskwire.core.FfiConverterTypeCommand
+import dev.deskwire.core.FfiConverterTypeConnId
+import dev.deskwire.core.FfiConverterTypeConnectionEvent
+import dev.deskwire.core.FfiConverterTypeConnectionState
+import dev.deskwire.core.FfiConverterTypeGatewayApprovalStatus
+import dev.deskwire.core.FfiConverterTypeGatewayEvent
+import dev.deskwire.core.FfiConverterTypeGatewayJobState
+import dev.deskwire.core.FfiConverterTypeGatewayLevel
+import dev.deskwire.core.FfiConverterTypeInvalidToolCall
+import dev.deskwire.core.FfiConverterTypeIrcDisconnectReason
+import dev.deskwire.core.FfiConverterTypeIrcSessionEvent
+import dev.deskwire.core.FfiConverterTypeJsonRpcCode
+import dev.deskwire.core.FfiConverterTypeJsonRpcFraming
+import dev.deskwire.core.FfiConverterTypeJsonRpcId
+import dev.deskwire.core.FfiConverterTypeJsonRpcStats
+import dev.deskwire.core.FfiConverterTypeJsonRpcTimeoutPolicy
+import dev.deskwire.core.FfiConverterTypeMobileClientOutput
+import dev.deskwire.core.FfiConverterTypeMobileClientStats
+import dev.deskwire.core.FfiConverterTypeMobileConnectionState
+import dev.deskwire.core.FfiConverterTypeMobileDisconnectReason
+import dev.deskwire.core.FfiConverterTypeMobileServerOutput
+import dev.deskwire.core.FfiConverterTypeMobileServerStats
+import dev.deskwire.core.FfiConverterTypeNewPermission
+import dev.deskwire.core.FfiConverterTypeOa1Event
+import dev.deskwire.core.FfiConverterTypeOa1Failure
+import dev.deskwire.core.FfiConverterTypeOa1FrameType
+import dev.deskwire.core.FfiConverterTypeProvider
+import dev.deskwire.core.FfiConverterTypeServerMessage
+import dev.deskwire.core.FfiConverterTypeTaskUpdate
+import dev.deskwire.core.FfiConverterTypeToolApprovalOutcome
+import dev.deskwire.core.FfiConverterTypeToolAuthorization
+import dev.deskwire.core.FfiConverterTypeToolChoice
+import dev.deskwire.core.FfiConverterTypeToolOrigin
+import dev.deskwire.core.FfiConverterTypeToolResult
+import dev.deskwire.core.FfiConverterTypeToolTier
+import dev.deskwire.core.FfiConverterTypeToolVerdict
+import dev.deskwire.core.GatewayApprovalStatus
+import dev.deskwire.core.GatewayEvent
+import dev.deskwire.core.GatewayJobState
+import dev.deskwire.core.GatewayLevel
+import dev.deskwire.core.InvalidToolCall
+import dev.deskwire.core.IrcDisconnectReason
+import dev.deskwire.core.IrcSessionEvent
+import dev.deskwire.core.JsonRpcCode
+import dev.deskwire.core.JsonRpcFraming
+import dev.deskwire.core.JsonRpcId
+import dev.deskwire.core.JsonRpcStats
+import dev.deskwire.core.JsonRpcTimeoutPolicy
+import dev.deskwire.core.MobileClientOutput
+import dev.deskwire.core.MobileClientStats
+import dev.deskwire.core.MobileConnectionState
+import dev.deskwire.core.MobileDisconnectReason
+import dev.deskwire.core.MobileServerOutput
+import dev.deskwire.core.MobileServerStats
+import dev.deskwire.core.NewPermission
+import dev.deskwire.core.Oa1Event
+import dev.deskwire.core.Oa1Failure
+import dev.deskwire.core.Oa1FrameType
+import dev.deskwire.core.Provider
+import dev.deskwire.core.ServerMessage
+import dev.deskwire.core.TaskUpdate
+import dev.deskwire.core.ToolApprovalOutcome
+import dev.deskwire.core.ToolAuthorization
+import dev.deskwire.core.ToolChoice
+import dev.deskwire.core.ToolOrigin
+import dev.deskwire.core.ToolResult
+import dev.deskwire.core.ToolTier
+import dev.deskwire.core.ToolVerdict
 import java.util.concurrent.atomic.AtomicBoolean
+import dev.deskwire.core.RustBuffer as RustBufferAdmission
+import dev.deskwire.core.RustBuffer as RustBufferAgentState
+import dev.deskwire.core.RustBuffer as RustBufferChatMessage
+import dev.deskwire.core.RustBuffer as RustBufferClientMessage
+import dev.deskwire.core.RustBuffer as RustBufferCommand
+import dev.deskwire.core.RustBuffer as RustBufferConnId
+import dev.deskwire.core.RustBuffer as RustBufferConnectionEvent
+import dev.deskwire.core.RustBuffer as RustBufferConnectionState
+import dev.deskwire.core.RustBuffer as RustBufferGatewayApprovalStatus
+import dev.deskwire.core.RustBuffer as RustBufferGatewayEvent
+import dev.deskwire.core.RustBuffer as RustBufferGatewayJobState
+import dev.deskwire.core.RustBuffer as RustBufferGatewayLevel
+import dev.deskwire.core.RustBuffer as RustBufferInvalidToolCall
+import dev.deskwire.core.RustBuffer as RustBufferIrcDisconnectReason
+import dev.deskwire.core.RustBuffer as RustBufferIrcSessionEvent
+import dev.deskwire.core.RustBuffer as RustBufferJsonRpcCode
+import dev.deskwire.core.RustBuffer as RustBufferJsonRpcFraming
+import dev.deskwire.core.RustBuffer as RustBufferJsonRpcId
+import dev.deskwire.core.RustBuffer as RustBufferJsonRpcStats
+import dev.deskwire.core.RustBuffer as RustBufferJsonRpcTimeoutPolicy
+import dev.deskwire.core.RustBuffer as RustBufferMobileClientOutput
+import dev.deskwire.core.RustBuffer as RustBufferMobileClientStats
+import dev.deskwire.core.RustBuffer as RustBufferMobileConnectionState
+import dev.deskwire.core.RustBuffer as RustBufferMobileDisconnectReason
+import dev.deskwire.core.RustBuffer as RustBufferMobileServerOutput
+import dev.deskwire.core.RustBuffer as RustBufferMobileServerStats
+import dev.deskwire.core.RustBuffer as RustBufferNewPermission
+import dev.deskwire.core.RustBuffer as RustBufferOa1Event
+import dev.deskwire.core.RustBuffer as RustBufferOa1Failure
+import dev.deskwire.core.RustBuffer as RustBufferOa1FrameType
+import dev.deskwire.core.RustBuffer as RustBufferProvider
+import dev.deskwire.core.RustBuffer as RustBufferServerMessage
+import dev.deskwire.core.RustBuffer as RustBufferTaskUpdate
+import dev.deskwire.core.RustBuffer as RustBufferToolApprovalOutcome
+import dev.deskwire.core.RustBuffer as RustBufferToolAuthorization
+import dev.deskwire.core.RustBuffer as RustBufferToolChoice
+import dev.deskwire.core.RustBuffer as RustBufferToolOrigin
+import dev.deskwire.core.RustBuffer as RustBufferToolResult
+import dev.deskwire.core.RustBuffer as RustBufferToolTier
+import dev.deskwire.core.RustBuffer as RustBufferToolVerdict
 
 // This is a helper for safely working with byte buffers returned from the Rust code.
 // A rust-owned buffer is represented by its capacity, its current length, and a
@@ -120,7 +240,7 @@ internal object FfiConverterByRefBytes : FfiConverter<java.nio.ByteBuffer, Forei
         fb.len = remaining
         // Zero-length direct buffers: skip getDirectBufferPointer (platform-variable behavior)
         // and pass null. The Rust side treats (null, 0) as &[].
-        fb.data = if (remaining == 0) null else com.sun.jna.Native.getDirectBufferPointer(value)
+        fb.data = if (remaining == 0) null else com.sun.jna.Native.getDirectBufferPointer(value).share(value.position().toLong())
         return fb
     }
 
@@ -765,6 +885,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_cancel(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_drain(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_handle_eof(
@@ -792,6 +914,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_deskwire_uniffi_checksum_method_desk_waiting_for(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_remote_active(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_remote_drain(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_remote_fail(
     ): Int
@@ -1093,6 +1217,7 @@ internal object UniffiLib {
 
     init {
         Native.register(UniffiLib::class.java, findLibraryName(componentName = "deskwire_uniffi"))
+        dev.deskwire.core.uniffiEnsureInitialized()
         
     }
 
@@ -1105,7 +1230,9 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_desk_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_desk_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_desk_drain(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_desk_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_desk_handle_eof(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1126,7 +1253,7 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_desk_request(`ptr`: Long,`nowMs`: Long,`payload`: RustBuffer.ByValue,`timeoutMs`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_desk_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferConnectionState.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_desk_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_desk_waiting_for(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1139,11 +1266,13 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_remote_active(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_remote_drain(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_remote_fail(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`code`: RustBuffer.ByValue,`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_remote_finish(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_remote_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_remote_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_remote_handle_eof(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1160,7 +1289,7 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_remote_send(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`output`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_remote_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferConnectionState.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_remote_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_clone_gateway(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1179,7 +1308,7 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_gateway_fail(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,`error`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_gateway_handle_message(`ptr`: Long,`nowMs`: Long,`conn`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_handle_message(`ptr`: Long,`nowMs`: Long,`conn`: Long,`bytes`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_gateway_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1187,7 +1316,7 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_gateway_job_state(`ptr`: Long,`jobId`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_gateway_log(`ptr`: Long,`jobId`: RustBuffer.ByValue,`level`: RustBuffer.ByValue,`msg`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_log(`ptr`: Long,`jobId`: RustBuffer.ByValue,`level`: RustBufferGatewayLevel.ByValue,`msg`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_gateway_poll_output(`ptr`: Long,`nowMs`: Long,`unixMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1201,7 +1330,7 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_gateway_set_tokens(`ptr`: Long,`tokens`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_gateway_transition(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,`to`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_gateway_transition(`ptr`: Long,`nowMs`: Long,`jobId`: RustBuffer.ByValue,`to`: RustBufferGatewayJobState.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_clone_ircsession(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
@@ -1211,9 +1340,9 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_ircsession_channels(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_line(`ptr`: Long,`nowMs`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_line(`ptr`: Long,`nowMs`: Long,`line`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_ircsession_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1242,29 +1371,29 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_constructor_jsonrpcpeer_new(`dialect`: RustBuffer.ByValue,`config`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_call(`ptr`: Long,`nowMs`: Long,`method`: RustBuffer.ByValue,`paramsJson`: RustBuffer.ByValue,`user`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_call_with_id(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`method`: RustBuffer.ByValue,`paramsJson`: RustBuffer.ByValue,`user`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferJsonRpcId.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_call_with_id(`ptr`: Long,`nowMs`: Long,`id`: RustBufferJsonRpcId.ByValue,`method`: RustBuffer.ByValue,`paramsJson`: RustBuffer.ByValue,`user`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBufferJsonRpcId.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_is_pending(`ptr`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_is_pending(`ptr`: Long,`id`: RustBufferJsonRpcId.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_notify(`ptr`: Long,`nowMs`: Long,`method`: RustBuffer.ByValue,`paramsJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_progress(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`progressJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_progress(`ptr`: Long,`nowMs`: Long,`id`: RustBufferJsonRpcId.ByValue,`progressJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`resultJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond(`ptr`: Long,`nowMs`: Long,`id`: RustBufferJsonRpcId.ByValue,`resultJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond_error(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`error`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_respond_error(`ptr`: Long,`nowMs`: Long,`id`: RustBufferJsonRpcId.ByValue,`error`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_jsonrpcpeer_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferJsonRpcStats.ByValue
     external fun uniffi_deskwire_uniffi_fn_clone_mobileclient(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_free_mobileclient(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1278,8 +1407,8 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_connected(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_connection_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_mobileclient_disconnected(`ptr`: Long,`nowMs`: Long,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferMobileConnectionState.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_mobileclient_disconnected(`ptr`: Long,`nowMs`: Long,`reason`: RustBufferMobileDisconnectReason.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_forget_token(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1294,17 +1423,17 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_pending_permissions(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferMobileClientOutput.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_respond_permission(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`approved`: Byte,`remember`: Byte,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_mobileclient_send_command(`ptr`: Long,`nowMs`: Long,`command`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_mobileclient_send_command(`ptr`: Long,`nowMs`: Long,`command`: RustBufferCommand.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_send_message(`ptr`: Long,`nowMs`: Long,`content`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_start(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferMobileClientStats.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_stop(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileclient_token(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1318,7 +1447,7 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_add_token(`ptr`: Long,`token`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_agent_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferAgentState.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_cancel_pairing(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_cancel_permission(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1336,27 +1465,27 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_is_authenticated(`ptr`: Long,`conn`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_open(`ptr`: Long,`nowMs`: Long,`conn`: Long,`bearer`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferAdmission.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_pairing_code(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_pending_permissions(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_poll_output(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_request_permission(`ptr`: Long,`nowMs`: Long,`permission`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferMobileServerOutput.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_request_permission(`ptr`: Long,`nowMs`: Long,`permission`: RustBufferNewPermission.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_revoke_token(`ptr`: Long,`token`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
-    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_send_message(`ptr`: Long,`nowMs`: Long,`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_send_message(`ptr`: Long,`nowMs`: Long,`message`: RustBufferChatMessage.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_send_task_update(`ptr`: Long,`nowMs`: Long,`update`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_send_task_update(`ptr`: Long,`nowMs`: Long,`update`: RustBufferTaskUpdate.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_set_state(`ptr`: Long,`nowMs`: Long,`state`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_mobileserver_set_state(`ptr`: Long,`nowMs`: Long,`state`: RustBufferAgentState.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_start_pairing(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferMobileServerStats.ByValue
     external fun uniffi_deskwire_uniffi_fn_clone_oa1client(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_free_oa1client(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1365,7 +1494,7 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_oa1client_cancel(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_oa1client_handle_line(`ptr`: Long,`nowMs`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_handle_line(`ptr`: Long,`nowMs`: Long,`line`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_oa1client_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1393,7 +1522,7 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_oa1server_finish(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_method_oa1server_handle_line(`ptr`: Long,`nowMs`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_oa1server_handle_line(`ptr`: Long,`nowMs`: Long,`line`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_oa1server_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1411,7 +1540,7 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_deskwire_uniffi_fn_free_providerstreamparser(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_deskwire_uniffi_fn_constructor_providerstreamparser_new(`provider`: RustBuffer.ByValue,`seed`: Long,`limits`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_constructor_providerstreamparser_new(`provider`: RustBufferProvider.ByValue,`seed`: Long,`limits`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_method_providerstreamparser_feed(`ptr`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1427,12 +1556,12 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_constructor_toolbox_new(`policyJson`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
-    external fun uniffi_deskwire_uniffi_fn_method_toolbox_authorize(`ptr`: Long,`agent`: RustBuffer.ByValue,`call`: RustBuffer.ByValue,`origin`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_authorize(`ptr`: Long,`agent`: RustBuffer.ByValue,`call`: RustBuffer.ByValue,`origin`: RustBufferToolOrigin.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferToolAuthorization.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_cancel_approval(`ptr`: Long,`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_method_toolbox_check_call(`ptr`: Long,`nowMs`: Long,`agent`: RustBuffer.ByValue,`call`: RustBuffer.ByValue,`origin`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_check_call(`ptr`: Long,`nowMs`: Long,`agent`: RustBuffer.ByValue,`call`: RustBuffer.ByValue,`origin`: RustBufferToolOrigin.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferToolVerdict.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_parse_slash(`ptr`: Long,`line`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1445,7 +1574,7 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_remove_agent(`ptr`: Long,`agent`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
-    external fun uniffi_deskwire_uniffi_fn_method_toolbox_request_tools(`ptr`: Long,`agent`: RustBuffer.ByValue,`provider`: RustBuffer.ByValue,`choice`: RustBuffer.ByValue,`keepList`: Byte,`parallelToolCalls`: RustBuffer.ByValue,`strict`: Byte,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_method_toolbox_request_tools(`ptr`: Long,`agent`: RustBuffer.ByValue,`provider`: RustBufferProvider.ByValue,`choice`: RustBufferToolChoice.ByValue,`keepList`: Byte,`parallelToolCalls`: RustBuffer.ByValue,`strict`: Byte,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_respond(`ptr`: Long,`nowMs`: Long,`id`: RustBuffer.ByValue,`approved`: Byte,`remember`: Byte,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1463,7 +1592,7 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_gateway_config_from_json(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_irc_disconnect_reason_message(`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_irc_disconnect_reason_message(`reason`: RustBufferIrcDisconnectReason.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_irc_parse_line(`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1476,16 +1605,16 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_func_json_rpc_message_to_json(`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_json_rpc_sidecar_timeouts(uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferJsonRpcTimeoutPolicy.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_parse_json_rpc(`frame`: RustBuffer.ByValue,`batchLimit`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_agent_state_to_json(`state`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_agent_state_to_json(`state`: RustBufferAgentState.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_authorization_header(`token`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_bearer_token(`header`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_client_message_to_json(`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_client_message_to_json(`message`: RustBufferClientMessage.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_is_valid_pairing_code(`code`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
@@ -1500,12 +1629,12 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_func_mobile_server_config_default(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_parse_agent_state(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferAgentState.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_parse_client_message(`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
+    ): RustBufferClientMessage.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_parse_server_message(`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_server_message_to_json(`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferServerMessage.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_server_message_to_json(`message`: RustBufferServerMessage.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_chunk(`text`: RustBuffer.ByValue,`budget`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1515,11 +1644,11 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_escape(`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_code(`failure`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_code(`failure`: RustBufferOa1Failure.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_from_err_payload(`payload`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_message(`failure`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferOa1Failure.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_message(`failure`: RustBufferOa1Failure.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_format_frame(`frame`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1527,19 +1656,19 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_unescape(`escaped`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_remote_bash_failure_json(`failure`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_remote_bash_failure_json(`failure`: RustBufferOa1Failure.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_remote_bash_tool(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_provider_assistant_turn(`provider`: RustBuffer.ByValue,`response`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_provider_assistant_turn(`provider`: RustBufferProvider.ByValue,`response`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_provider_limits_default(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_provider_parse_response(`provider`: RustBuffer.ByValue,`body`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_provider_parse_response(`provider`: RustBufferProvider.ByValue,`body`: RustBuffer.ByValue,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_provider_request_tools(`provider`: RustBuffer.ByValue,`request`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_provider_request_tools(`provider`: RustBufferProvider.ByValue,`request`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_deskwire_uniffi_fn_func_provider_tool_results(`provider`: RustBuffer.ByValue,`previous`: RustBuffer.ByValue,`results`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_deskwire_uniffi_fn_func_provider_tool_results(`provider`: RustBufferProvider.ByValue,`previous`: RustBuffer.ByValue,`results`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_read_schema_value(`protocol`: RustBuffer.ByValue,`def`: RustBuffer.ByValue,`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1674,7 +1803,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_gateway_config_from_json() and 0xFFFF) != 48007) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_disconnect_reason_message() and 0xFFFF) != 42228) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_disconnect_reason_message() and 0xFFFF) != 6906) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_parse_line() and 0xFFFF) != 48541) {
@@ -1692,13 +1821,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_message_to_json() and 0xFFFF) != 59469) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_sidecar_timeouts() and 0xFFFF) != 14370) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_sidecar_timeouts() and 0xFFFF) != 1368) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_json_rpc() and 0xFFFF) != 36346) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_agent_state_to_json() and 0xFFFF) != 59073) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_agent_state_to_json() and 0xFFFF) != 43629) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_authorization_header() and 0xFFFF) != 48009) {
@@ -1707,7 +1836,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_bearer_token() and 0xFFFF) != 983) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_client_message_to_json() and 0xFFFF) != 39267) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_client_message_to_json() and 0xFFFF) != 29784) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_is_valid_pairing_code() and 0xFFFF) != 33586) {
@@ -1728,16 +1857,16 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_mobile_server_config_default() and 0xFFFF) != 52566) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_agent_state() and 0xFFFF) != 11456) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_agent_state() and 0xFFFF) != 12690) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_client_message() and 0xFFFF) != 34208) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_client_message() and 0xFFFF) != 47398) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_server_message() and 0xFFFF) != 1365) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_parse_server_message() and 0xFFFF) != 61971) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_server_message_to_json() and 0xFFFF) != 44270) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_server_message_to_json() and 0xFFFF) != 51575) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_chunk() and 0xFFFF) != 28854) {
@@ -1752,13 +1881,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_escape() and 0xFFFF) != 45862) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_code() and 0xFFFF) != 545) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_code() and 0xFFFF) != 41175) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload() and 0xFFFF) != 57184) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload() and 0xFFFF) != 49317) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_message() and 0xFFFF) != 28737) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_message() and 0xFFFF) != 37576) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_format_frame() and 0xFFFF) != 54963) {
@@ -1770,25 +1899,25 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_unescape() and 0xFFFF) != 11816) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_remote_bash_failure_json() and 0xFFFF) != 52684) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_remote_bash_failure_json() and 0xFFFF) != 51273) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_remote_bash_tool() and 0xFFFF) != 48024) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_assistant_turn() and 0xFFFF) != 12823) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_assistant_turn() and 0xFFFF) != 43433) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_limits_default() and 0xFFFF) != 32759) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_parse_response() and 0xFFFF) != 33868) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_parse_response() and 0xFFFF) != 32564) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_request_tools() and 0xFFFF) != 8354) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_request_tools() and 0xFFFF) != 16463) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_tool_results() and 0xFFFF) != 32015) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_tool_results() and 0xFFFF) != 31567) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_read_schema_value() and 0xFFFF) != 16097) {
@@ -1797,7 +1926,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_cancel() and 0xFFFF) != 61078) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes() and 0xFFFF) != 54612) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_drain() and 0xFFFF) != 50193) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes() and 0xFFFF) != 57148) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_eof() and 0xFFFF) != 10277) {
@@ -1827,7 +1959,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_request() and 0xFFFF) != 15826) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_state() and 0xFFFF) != 5907) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_state() and 0xFFFF) != 34722) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_stats() and 0xFFFF) != 22554) {
@@ -1839,13 +1971,16 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_active() and 0xFFFF) != 49267) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_drain() and 0xFFFF) != 18242) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_fail() and 0xFFFF) != 42714) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_finish() and 0xFFFF) != 34065) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_bytes() and 0xFFFF) != 14898) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_bytes() and 0xFFFF) != 36084) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_eof() and 0xFFFF) != 36937) {
@@ -1869,7 +2004,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_send() and 0xFFFF) != 2134) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_state() and 0xFFFF) != 516) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_state() and 0xFFFF) != 2662) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_stats() and 0xFFFF) != 14655) {
@@ -1890,7 +2025,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_fail() and 0xFFFF) != 20589) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_handle_message() and 0xFFFF) != 2497) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_handle_message() and 0xFFFF) != 61287) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_handle_timeout() and 0xFFFF) != 3710) {
@@ -1899,10 +2034,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_job_count() and 0xFFFF) != 27174) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_job_state() and 0xFFFF) != 27556) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_job_state() and 0xFFFF) != 13024) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_log() and 0xFFFF) != 62489) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_log() and 0xFFFF) != 22789) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_poll_output() and 0xFFFF) != 63536) {
@@ -1923,16 +2058,16 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_set_tokens() and 0xFFFF) != 8428) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_transition() and 0xFFFF) != 54778) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_gateway_transition() and 0xFFFF) != 43009) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_channels() and 0xFFFF) != 65368) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_bytes() and 0xFFFF) != 14276) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_bytes() and 0xFFFF) != 25888) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_line() and 0xFFFF) != 17334) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_line() and 0xFFFF) != 52646) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_timeout() and 0xFFFF) != 285) {
@@ -1965,22 +2100,22 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_stats() and 0xFFFF) != 5287) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call() and 0xFFFF) != 31128) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call() and 0xFFFF) != 63090) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call_with_id() and 0xFFFF) != 6806) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_call_with_id() and 0xFFFF) != 43841) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_cancel() and 0xFFFF) != 28451) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_cancel() and 0xFFFF) != 2017) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_bytes() and 0xFFFF) != 41615) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_bytes() and 0xFFFF) != 14783) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_handle_timeout() and 0xFFFF) != 3626) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_is_pending() and 0xFFFF) != 40418) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_is_pending() and 0xFFFF) != 33593) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_notify() and 0xFFFF) != 9987) {
@@ -1989,19 +2124,19 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_poll_output() and 0xFFFF) != 1520) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_progress() and 0xFFFF) != 36809) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_progress() and 0xFFFF) != 64896) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond() and 0xFFFF) != 59562) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond() and 0xFFFF) != 15692) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond_error() and 0xFFFF) != 53489) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_respond_error() and 0xFFFF) != 54756) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_stats() and 0xFFFF) != 6121) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_jsonrpcpeer_stats() and 0xFFFF) != 25549) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_agent_state() and 0xFFFF) != 30616) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_agent_state() and 0xFFFF) != 65409) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_config() and 0xFFFF) != 62458) {
@@ -2010,10 +2145,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_connected() and 0xFFFF) != 57300) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_connection_state() and 0xFFFF) != 34729) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_connection_state() and 0xFFFF) != 13739) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_disconnected() and 0xFFFF) != 3902) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_disconnected() and 0xFFFF) != 63447) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_forget_token() and 0xFFFF) != 49372) {
@@ -2034,13 +2169,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_pending_permissions() and 0xFFFF) != 60175) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_poll_output() and 0xFFFF) != 11632) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_poll_output() and 0xFFFF) != 34315) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_respond_permission() and 0xFFFF) != 1149) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_send_command() and 0xFFFF) != 16509) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_send_command() and 0xFFFF) != 1352) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_send_message() and 0xFFFF) != 1872) {
@@ -2049,7 +2184,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_start() and 0xFFFF) != 3268) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_stats() and 0xFFFF) != 44412) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_stats() and 0xFFFF) != 53755) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileclient_stop() and 0xFFFF) != 29035) {
@@ -2061,7 +2196,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_add_token() and 0xFFFF) != 50309) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_agent_state() and 0xFFFF) != 24565) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_agent_state() and 0xFFFF) != 37447) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_cancel_pairing() and 0xFFFF) != 15871) {
@@ -2070,25 +2205,25 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_cancel_permission() and 0xFFFF) != 7150) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_close() and 0xFFFF) != 55856) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_close() and 0xFFFF) != 31148) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_closed() and 0xFFFF) != 34551) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_closed() and 0xFFFF) != 54533) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_connections() and 0xFFFF) != 11602) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_handle_text() and 0xFFFF) != 46188) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_handle_text() and 0xFFFF) != 17853) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_handle_timeout() and 0xFFFF) != 19050) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_is_authenticated() and 0xFFFF) != 34778) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_is_authenticated() and 0xFFFF) != 14576) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_open() and 0xFFFF) != 26794) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_open() and 0xFFFF) != 63710) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_pairing_code() and 0xFFFF) != 32819) {
@@ -2097,34 +2232,34 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_pending_permissions() and 0xFFFF) != 45489) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_poll_output() and 0xFFFF) != 27312) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_poll_output() and 0xFFFF) != 52840) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_request_permission() and 0xFFFF) != 10215) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_request_permission() and 0xFFFF) != 26361) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_revoke_token() and 0xFFFF) != 57805) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_send_message() and 0xFFFF) != 51664) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_send_message() and 0xFFFF) != 14872) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_send_task_update() and 0xFFFF) != 46042) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_send_task_update() and 0xFFFF) != 22867) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_set_state() and 0xFFFF) != 48980) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_set_state() and 0xFFFF) != 31349) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_start_pairing() and 0xFFFF) != 45038) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_stats() and 0xFFFF) != 53653) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_stats() and 0xFFFF) != 24039) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_cancel() and 0xFFFF) != 57491) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line() and 0xFFFF) != 18991) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line() and 0xFFFF) != 14636) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_timeout() and 0xFFFF) != 4504) {
@@ -2157,7 +2292,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_finish() and 0xFFFF) != 53037) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line() and 0xFFFF) != 23896) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line() and 0xFFFF) != 7398) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_timeout() and 0xFFFF) != 22650) {
@@ -2190,13 +2325,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_providerstreamparser_push_data() and 0xFFFF) != 34008) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_authorize() and 0xFFFF) != 19276) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_authorize() and 0xFFFF) != 368) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_cancel_approval() and 0xFFFF) != 9367) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_check_call() and 0xFFFF) != 59635) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_check_call() and 0xFFFF) != 18913) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_handle_timeout() and 0xFFFF) != 58526) {
@@ -2217,7 +2352,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_remove_agent() and 0xFFFF) != 32788) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_request_tools() and 0xFFFF) != 35694) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_request_tools() and 0xFFFF) != 49092) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_toolbox_respond() and 0xFFFF) != 57811) {
@@ -2259,7 +2394,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1server_new() and 0xFFFF) != 28708) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_providerstreamparser_new() and 0xFFFF) != 64038) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_providerstreamparser_new() and 0xFFFF) != 9055) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_toolbox_new() and 0xFFFF) != 59176) {
@@ -2771,9 +2906,18 @@ public interface DeskInterface {
     fun `cancel`(`nowMs`: kotlin.Long, `id`: kotlin.String, `reason`: kotlin.String)
     
     /**
-     * Bytes read from the socket (any split; partial lines wait for the rest).
+     * Everything `poll_output` would give until its `Timeout`, in one call: the
+     * lines to write, the events and the deadline.
      */
-    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+    fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain
+    
+    /**
+     * Bytes read from the socket (any split; partial lines wait for the rest),
+     * borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
+     * to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
+     * copies an array into one first.
+     */
+    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
     
     /**
      * The socket closed or failed.
@@ -2991,8 +3135,29 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
 
     
     /**
-     * Bytes read from the socket (any split; partial lines wait for the rest).
-     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+     * Everything `poll_output` would give until its `Timeout`, in one call: the
+     * lines to write, the events and the deadline.
+     */override fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain {
+            return FfiConverterTypeConnectionDrain.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_drain(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Bytes read from the socket (any split; partial lines wait for the rest),
+     * borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
+     * to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
+     * copies an array into one first.
+     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -3000,7 +3165,7 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`bytes`),_status)
+        FfiConverterByRefBytes.lower(`bytes`),_status)
 }
     }
     
@@ -3382,8 +3547,10 @@ public interface GatewayInterface {
     
     /**
      * One message from `conn`. Throws `Misuse` (`Backpressure`) when outputs are not drained.
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleMessage(nowMs, conn, ByteArray)` copies an array into one first.
      */
-    fun `handleMessage`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    fun `handleMessage`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bytes`: java.nio.ByteBuffer)
     
     /**
      * Does what is due by `now_ms` (job timeouts, expired approvals).
@@ -3654,8 +3821,10 @@ open class Gateway: Disposable, AutoCloseable, GatewayInterface
     
     /**
      * One message from `conn`. Throws `Misuse` (`Backpressure`) when outputs are not drained.
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleMessage(nowMs, conn, ByteArray)` copies an array into one first.
      */
-    @Throws(DeskwireException::class)override fun `handleMessage`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    @Throws(DeskwireException::class)override fun `handleMessage`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
@@ -3664,7 +3833,7 @@ open class Gateway: Disposable, AutoCloseable, GatewayInterface
         
         FfiConverterULong.lower(`nowMs`),
         FfiConverterULong.lower(`conn`),
-        FfiConverterByteArray.lower(`bytes`),_status)
+        FfiConverterByRefBytes.lower(`bytes`),_status)
 }
     }
     
@@ -4015,13 +4184,17 @@ public interface IrcSessionInterface {
     
     /**
      * Raw bytes from the socket (any split).
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleBytes(nowMs, ByteArray)` copies an array into one first.
      */
-    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
     
     /**
      * One whole line (CRLF optional).
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
      */
-    fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+    fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
     
     /**
      * Does what is due by `now_ms`.
@@ -4214,7 +4387,9 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
     
     /**
      * Raw bytes from the socket (any split).
-     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleBytes(nowMs, ByteArray)` copies an array into one first.
+     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -4222,7 +4397,7 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`bytes`),_status)
+        FfiConverterByRefBytes.lower(`bytes`),_status)
 }
     }
     
@@ -4231,7 +4406,9 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
     
     /**
      * One whole line (CRLF optional).
-     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
+     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -4239,7 +4416,7 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`line`),_status)
+        FfiConverterByRefBytes.lower(`line`),_status)
 }
     }
     
@@ -4566,8 +4743,10 @@ public interface JsonRpcPeerInterface {
     
     /**
      * Raw bytes from the stream (any split).
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleBytes(nowMs, ByteArray)` copies an array into one first.
      */
-    fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+    fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: java.nio.ByteBuffer)
     
     /**
      * Does what is due by `now_ms`.
@@ -4793,7 +4972,9 @@ open class JsonRpcPeer: Disposable, AutoCloseable, JsonRpcPeerInterface
     
     /**
      * Raw bytes from the stream (any split).
-     */override fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: kotlin.ByteArray)
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleBytes(nowMs, ByteArray)` copies an array into one first.
+     */override fun `handleBytes`(`nowMs`: kotlin.ULong, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -4801,7 +4982,7 @@ open class JsonRpcPeer: Disposable, AutoCloseable, JsonRpcPeerInterface
         it,
         
         FfiConverterULong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`bytes`),_status)
+        FfiConverterByRefBytes.lower(`bytes`),_status)
 }
     }
     
@@ -5786,12 +5967,12 @@ public interface MobileServerInterface {
     /**
      * Closes `conn`.
      */
-    fun `close`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong)
+    fun `close`(`nowMs`: kotlin.ULong, `conn`: ConnId)
     
     /**
      * The socket of `conn` closed.
      */
-    fun `closed`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong)
+    fun `closed`(`nowMs`: kotlin.ULong, `conn`: ConnId)
     
     /**
      * Connections open now.
@@ -5801,7 +5982,7 @@ public interface MobileServerInterface {
     /**
      * One text frame from `conn`.
      */
-    fun `handleText`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `text`: kotlin.String)
+    fun `handleText`(`nowMs`: kotlin.ULong, `conn`: ConnId, `text`: kotlin.String)
     
     /**
      * Does what is due by `now_ms`.
@@ -5811,12 +5992,12 @@ public interface MobileServerInterface {
     /**
      * Whether `conn` is open and authenticated.
      */
-    fun `isAuthenticated`(`conn`: kotlin.ULong): kotlin.Boolean
+    fun `isAuthenticated`(`conn`: ConnId): kotlin.Boolean
     
     /**
      * An upgrade request on `conn` with the bearer token of its `Authorization` header.
      */
-    fun `open`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bearer`: kotlin.String?): Admission
+    fun `open`(`nowMs`: kotlin.ULong, `conn`: ConnId, `bearer`: kotlin.String?): Admission
     
     /**
      * The code to show, while one is valid.
@@ -6062,7 +6243,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
     /**
      * Closes `conn`.
      */
-    @Throws(DeskwireException::class)override fun `close`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong)
+    @Throws(DeskwireException::class)override fun `close`(`nowMs`: kotlin.ULong, `conn`: ConnId)
         = 
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
@@ -6070,7 +6251,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
         it,
         
         FfiConverterULong.lower(`nowMs`),
-        FfiConverterULong.lower(`conn`),_status)
+        FfiConverterTypeConnId.lower(`conn`),_status)
 }
     }
     
@@ -6079,7 +6260,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
     
     /**
      * The socket of `conn` closed.
-     */override fun `closed`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong)
+     */override fun `closed`(`nowMs`: kotlin.ULong, `conn`: ConnId)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -6087,7 +6268,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
         it,
         
         FfiConverterULong.lower(`nowMs`),
-        FfiConverterULong.lower(`conn`),_status)
+        FfiConverterTypeConnId.lower(`conn`),_status)
 }
     }
     
@@ -6112,7 +6293,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
     
     /**
      * One text frame from `conn`.
-     */override fun `handleText`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `text`: kotlin.String)
+     */override fun `handleText`(`nowMs`: kotlin.ULong, `conn`: ConnId, `text`: kotlin.String)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -6120,7 +6301,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
         it,
         
         FfiConverterULong.lower(`nowMs`),
-        FfiConverterULong.lower(`conn`),
+        FfiConverterTypeConnId.lower(`conn`),
         FfiConverterString.lower(`text`),_status)
 }
     }
@@ -6146,14 +6327,14 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
     
     /**
      * Whether `conn` is open and authenticated.
-     */override fun `isAuthenticated`(`conn`: kotlin.ULong): kotlin.Boolean {
+     */override fun `isAuthenticated`(`conn`: ConnId): kotlin.Boolean {
             return FfiConverterBoolean.lift(
     callWithHandle {
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_mobileserver_is_authenticated(
         it,
         
-        FfiConverterULong.lower(`conn`),_status)
+        FfiConverterTypeConnId.lower(`conn`),_status)
 }
     }
     )
@@ -6164,7 +6345,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
     /**
      * An upgrade request on `conn` with the bearer token of its `Authorization` header.
      */
-    @Throws(DeskwireException::class)override fun `open`(`nowMs`: kotlin.ULong, `conn`: kotlin.ULong, `bearer`: kotlin.String?): Admission {
+    @Throws(DeskwireException::class)override fun `open`(`nowMs`: kotlin.ULong, `conn`: ConnId, `bearer`: kotlin.String?): Admission {
             return FfiConverterTypeAdmission.lift(
     callWithHandle {
     uniffiRustCallWithError(DeskwireException) { _status ->
@@ -6172,7 +6353,7 @@ open class MobileServer: Disposable, AutoCloseable, MobileServerInterface
         it,
         
         FfiConverterULong.lower(`nowMs`),
-        FfiConverterULong.lower(`conn`),
+        FfiConverterTypeConnId.lower(`conn`),
         FfiConverterOptionalString.lower(`bearer`),_status)
 }
     }
@@ -6499,8 +6680,10 @@ public interface Oa1ClientInterface {
     
     /**
      * One line the IRC connection received (CRLF optional).
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
      */
-    fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+    fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
     
     /**
      * Does what is due by `now_ms`.
@@ -6682,7 +6865,9 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
     
     /**
      * One line the IRC connection received (CRLF optional).
-     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
+     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -6690,7 +6875,7 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`line`),_status)
+        FfiConverterByRefBytes.lower(`line`),_status)
 }
     }
     
@@ -6975,8 +7160,10 @@ public interface Oa1ServerInterface {
     
     /**
      * One line the IRC connection received.
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
      */
-    fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+    fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
     
     /**
      * Does what is due by `now_ms`.
@@ -7184,7 +7371,9 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     
     /**
      * One line the IRC connection received.
-     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: kotlin.ByteArray)
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
+     * `handleLine(nowMs, ByteArray)` copies an array into one first.
+     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -7192,7 +7381,7 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`line`),_status)
+        FfiConverterByRefBytes.lower(`line`),_status)
 }
     }
     
@@ -7806,6 +7995,12 @@ public interface RemoteInterface {
     fun `active`(): kotlin.Long
     
     /**
+     * Everything `poll_output` would give until its `Timeout`, in one call: the
+     * lines to write, the events and the deadline.
+     */
+    fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain
+    
+    /**
      * Answers `id` with `ERR code: message`.
      */
     fun `fail`(`nowMs`: kotlin.Long, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
@@ -7816,9 +8011,12 @@ public interface RemoteInterface {
     fun `finish`(`nowMs`: kotlin.Long, `id`: kotlin.String)
     
     /**
-     * Bytes read from the socket (any split; partial lines wait for the rest).
+     * Bytes read from the socket (any split; partial lines wait for the rest),
+     * borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
+     * to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
+     * copies an array into one first.
      */
-    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
     
     /**
      * The socket closed or failed.
@@ -8010,6 +8208,24 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
 
     
     /**
+     * Everything `poll_output` would give until its `Timeout`, in one call: the
+     * lines to write, the events and the deadline.
+     */override fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain {
+            return FfiConverterTypeConnectionDrain.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_drain(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
      * Answers `id` with `ERR code: message`.
      */
     @Throws(DeskwireException::class)override fun `fail`(`nowMs`: kotlin.Long, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
@@ -8048,8 +8264,11 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
 
     
     /**
-     * Bytes read from the socket (any split; partial lines wait for the rest).
-     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+     * Bytes read from the socket (any split; partial lines wait for the rest),
+     * borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
+     * to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
+     * copies an array into one first.
+     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
@@ -8057,7 +8276,7 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
         it,
         
         FfiConverterLong.lower(`nowMs`),
-        FfiConverterByteArray.lower(`bytes`),_status)
+        FfiConverterByRefBytes.lower(`bytes`),_status)
 }
     }
     
@@ -8858,188 +9077,6 @@ public object FfiConverterTypeToolbox: FfiConverter<Toolbox, Long> {
 
 
 /**
- * `auth_result`.
- */
-data class AuthResult (
-    /**
-     * The bearer token (empty on failure).
-     */
-    var `token`: kotlin.String
-    , 
-    /**
-     * Whether pairing succeeded.
-     */
-    var `success`: kotlin.Boolean
-    , 
-    /**
-     * Why it failed.
-     */
-    var `error`: kotlin.String?
-    , 
-    /**
-     * Wrong codes the desktop still allows for the code it shows (deskwire's; 0: ask for a
-     * new code).
-     */
-    var `attemptsLeft`: kotlin.UInt? = null 
-    , 
-    /**
-     * How long the desktop looks at no attempt (deskwire's).
-     */
-    var `retryAfterMs`: kotlin.ULong? = null 
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeAuthResult: FfiConverterRustBuffer<AuthResult> {
-    override fun read(buf: ByteBuffer): AuthResult {
-        return AuthResult(
-            FfiConverterString.read(buf),
-            FfiConverterBoolean.read(buf),
-            FfiConverterOptionalString.read(buf),
-            FfiConverterOptionalUInt.read(buf),
-            FfiConverterOptionalULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: AuthResult) = (
-            FfiConverterString.allocationSize(value.`token`) +
-            FfiConverterBoolean.allocationSize(value.`success`) +
-            FfiConverterOptionalString.allocationSize(value.`error`) +
-            FfiConverterOptionalUInt.allocationSize(value.`attemptsLeft`) +
-            FfiConverterOptionalULong.allocationSize(value.`retryAfterMs`)
-    )
-
-    override fun write(value: AuthResult, buf: ByteBuffer) {
-            FfiConverterString.write(value.`token`, buf)
-            FfiConverterBoolean.write(value.`success`, buf)
-            FfiConverterOptionalString.write(value.`error`, buf)
-            FfiConverterOptionalUInt.write(value.`attemptsLeft`, buf)
-            FfiConverterOptionalULong.write(value.`retryAfterMs`, buf)
-    }
-}
-
-
-
-/**
- * A chat message from the agent or the system.
- */
-data class ChatMessage (
-    /**
-     * Who speaks.
-     */
-    var `role`: kotlin.String
-    , 
-    /**
-     * The text.
-     */
-    var `content`: kotlin.String
-    , 
-    /**
-     * When (RFC 3339 from deskwire's desktop).
-     */
-    var `timestamp`: kotlin.String
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeChatMessage: FfiConverterRustBuffer<ChatMessage> {
-    override fun read(buf: ByteBuffer): ChatMessage {
-        return ChatMessage(
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: ChatMessage) = (
-            FfiConverterString.allocationSize(value.`role`) +
-            FfiConverterString.allocationSize(value.`content`) +
-            FfiConverterString.allocationSize(value.`timestamp`)
-    )
-
-    override fun write(value: ChatMessage, buf: ByteBuffer) {
-            FfiConverterString.write(value.`role`, buf)
-            FfiConverterString.write(value.`content`, buf)
-            FfiConverterString.write(value.`timestamp`, buf)
-    }
-}
-
-
-
-/**
- * Agent control from the phone.
- */
-data class Command (
-    /**
-     * The action.
-     */
-    var `action`: CommandAction
-    , 
-    /**
-     * The task to start.
-     */
-    var `task`: kotlin.String? = null 
-    , 
-    /**
-     * An iteration limit.
-     */
-    var `maxIterations`: kotlin.ULong? = null 
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeCommand: FfiConverterRustBuffer<Command> {
-    override fun read(buf: ByteBuffer): Command {
-        return Command(
-            FfiConverterTypeCommandAction.read(buf),
-            FfiConverterOptionalString.read(buf),
-            FfiConverterOptionalULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: Command) = (
-            FfiConverterTypeCommandAction.allocationSize(value.`action`) +
-            FfiConverterOptionalString.allocationSize(value.`task`) +
-            FfiConverterOptionalULong.allocationSize(value.`maxIterations`)
-    )
-
-    override fun write(value: Command, buf: ByteBuffer) {
-            FfiConverterTypeCommandAction.write(value.`action`, buf)
-            FfiConverterOptionalString.write(value.`task`, buf)
-            FfiConverterOptionalULong.write(value.`maxIterations`, buf)
-    }
-}
-
-
-
-/**
  * How to connect: the IRC login and the OA1 endpoint.
  */
 data class ConnectionConfig (
@@ -9098,6 +9135,62 @@ public object FfiConverterTypeConnectionConfig: FfiConverterRustBuffer<Connectio
             FfiConverterTypeOa1Config.write(value.`oa1`, buf)
             FfiConverterLong.write(value.`rejoinDelayMs`, buf)
             FfiConverterLong.write(value.`peerGraceMs`, buf)
+    }
+}
+
+
+
+/**
+ * What a connection engine wants done, all at once ([`Desk::drain`], [`Remote::drain`]).
+ */
+data class ConnectionDrain (
+    /**
+     * The lines to write to the socket, one after the other, CRLF included (empty when
+     * there are none).
+     */
+    var `bytes`: kotlin.ByteArray
+    , 
+    /**
+     * The events, in the order they came.
+     */
+    var `events`: List<ConnectionEvent>
+    , 
+    /**
+     * Nothing to do before this instant (ms) unless bytes arrive.
+     */
+    var `deadlineMs`: kotlin.Long
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeConnectionDrain: FfiConverterRustBuffer<ConnectionDrain> {
+    override fun read(buf: ByteBuffer): ConnectionDrain {
+        return ConnectionDrain(
+            FfiConverterByteArray.read(buf),
+            FfiConverterSequenceTypeConnectionEvent.read(buf),
+            FfiConverterLong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ConnectionDrain) = (
+            FfiConverterByteArray.allocationSize(value.`bytes`) +
+            FfiConverterSequenceTypeConnectionEvent.allocationSize(value.`events`) +
+            FfiConverterLong.allocationSize(value.`deadlineMs`)
+    )
+
+    override fun write(value: ConnectionDrain, buf: ByteBuffer) {
+            FfiConverterByteArray.write(value.`bytes`, buf)
+            FfiConverterSequenceTypeConnectionEvent.write(value.`events`, buf)
+            FfiConverterLong.write(value.`deadlineMs`, buf)
     }
 }
 
@@ -9366,77 +9459,6 @@ public object FfiConverterTypeGatewayErrorBody: FfiConverterRustBuffer<GatewayEr
             FfiConverterString.write(value.`code`, buf)
             FfiConverterString.write(value.`message`, buf)
             FfiConverterOptionalString.write(value.`detailsJson`, buf)
-    }
-}
-
-
-
-/**
- * A tool call whose arguments could not be read: answer it with an error result.
- */
-data class InvalidToolCall (
-    /**
-     * The call id.
-     */
-    var `id`: kotlin.String
-    , 
-    /**
-     * The tool's name.
-     */
-    var `name`: kotlin.String
-    , 
-    /**
-     * The arguments as received.
-     */
-    var `arguments`: kotlin.String
-    , 
-    /**
-     * What is wrong with them.
-     */
-    var `error`: kotlin.String
-    , 
-    /**
-     * The provider's item id (OpenAI Responses), echoed back.
-     */
-    var `itemId`: kotlin.String? = null 
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeInvalidToolCall: FfiConverterRustBuffer<InvalidToolCall> {
-    override fun read(buf: ByteBuffer): InvalidToolCall {
-        return InvalidToolCall(
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterOptionalString.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: InvalidToolCall) = (
-            FfiConverterString.allocationSize(value.`id`) +
-            FfiConverterString.allocationSize(value.`name`) +
-            FfiConverterString.allocationSize(value.`arguments`) +
-            FfiConverterString.allocationSize(value.`error`) +
-            FfiConverterOptionalString.allocationSize(value.`itemId`)
-    )
-
-    override fun write(value: InvalidToolCall, buf: ByteBuffer) {
-            FfiConverterString.write(value.`id`, buf)
-            FfiConverterString.write(value.`name`, buf)
-            FfiConverterString.write(value.`arguments`, buf)
-            FfiConverterString.write(value.`error`, buf)
-            FfiConverterOptionalString.write(value.`itemId`, buf)
     }
 }
 
@@ -9964,243 +9986,6 @@ public object FfiConverterTypeJsonRpcRemoteError: FfiConverterRustBuffer<JsonRpc
 
 
 /**
- * The peer's counters.
- */
-data class JsonRpcStats (
-    /**
-     * Frames read.
-     */
-    var `framesIn`: kotlin.ULong
-    , 
-    /**
-     * Frames written.
-     */
-    var `framesOut`: kotlin.ULong
-    , 
-    /**
-     * Invalid messages.
-     */
-    var `malformed`: kotlin.ULong
-    , 
-    /**
-     * Framing errors.
-     */
-    var `framingErrors`: kotlin.ULong
-    , 
-    /**
-     * Answers for unknown ids.
-     */
-    var `unmatchedResponses`: kotlin.ULong
-    , 
-    /**
-     * Answers after a cancel or timeout.
-     */
-    var `lateResponses`: kotlin.ULong
-    , 
-    /**
-     * Calls timed out.
-     */
-    var `timeouts`: kotlin.ULong
-    , 
-    /**
-     * Calls cancelled.
-     */
-    var `cancelled`: kotlin.ULong
-    , 
-    /**
-     * Incoming requests refused.
-     */
-    var `refusedRequests`: kotlin.ULong
-    , 
-    /**
-     * Outgoing calls pending now.
-     */
-    var `pending`: kotlin.ULong
-    , 
-    /**
-     * Incoming requests waiting now.
-     */
-    var `incoming`: kotlin.ULong
-    , 
-    /**
-     * Bytes held now.
-     */
-    var `bytesBuffered`: kotlin.ULong
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcStats: FfiConverterRustBuffer<JsonRpcStats> {
-    override fun read(buf: ByteBuffer): JsonRpcStats {
-        return JsonRpcStats(
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: JsonRpcStats) = (
-            FfiConverterULong.allocationSize(value.`framesIn`) +
-            FfiConverterULong.allocationSize(value.`framesOut`) +
-            FfiConverterULong.allocationSize(value.`malformed`) +
-            FfiConverterULong.allocationSize(value.`framingErrors`) +
-            FfiConverterULong.allocationSize(value.`unmatchedResponses`) +
-            FfiConverterULong.allocationSize(value.`lateResponses`) +
-            FfiConverterULong.allocationSize(value.`timeouts`) +
-            FfiConverterULong.allocationSize(value.`cancelled`) +
-            FfiConverterULong.allocationSize(value.`refusedRequests`) +
-            FfiConverterULong.allocationSize(value.`pending`) +
-            FfiConverterULong.allocationSize(value.`incoming`) +
-            FfiConverterULong.allocationSize(value.`bytesBuffered`)
-    )
-
-    override fun write(value: JsonRpcStats, buf: ByteBuffer) {
-            FfiConverterULong.write(value.`framesIn`, buf)
-            FfiConverterULong.write(value.`framesOut`, buf)
-            FfiConverterULong.write(value.`malformed`, buf)
-            FfiConverterULong.write(value.`framingErrors`, buf)
-            FfiConverterULong.write(value.`unmatchedResponses`, buf)
-            FfiConverterULong.write(value.`lateResponses`, buf)
-            FfiConverterULong.write(value.`timeouts`, buf)
-            FfiConverterULong.write(value.`cancelled`, buf)
-            FfiConverterULong.write(value.`refusedRequests`, buf)
-            FfiConverterULong.write(value.`pending`, buf)
-            FfiConverterULong.write(value.`incoming`, buf)
-            FfiConverterULong.write(value.`bytesBuffered`, buf)
-    }
-}
-
-
-
-/**
- * Per-method timeouts (the longest matching prefix wins).
- */
-data class JsonRpcTimeoutPolicy (
-    /**
-     * The rules.
-     */
-    var `rules`: List<JsonRpcTimeoutRule>
-    , 
-    /**
-     * The timeout of other methods.
-     */
-    var `defaultTimeoutMs`: kotlin.ULong
-    , 
-    /**
-     * Timeouts a call may take in all when its rule does not say.
-     */
-    var `defaultMaxTotalFactor`: kotlin.ULong
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcTimeoutPolicy: FfiConverterRustBuffer<JsonRpcTimeoutPolicy> {
-    override fun read(buf: ByteBuffer): JsonRpcTimeoutPolicy {
-        return JsonRpcTimeoutPolicy(
-            FfiConverterSequenceTypeJsonRpcTimeoutRule.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: JsonRpcTimeoutPolicy) = (
-            FfiConverterSequenceTypeJsonRpcTimeoutRule.allocationSize(value.`rules`) +
-            FfiConverterULong.allocationSize(value.`defaultTimeoutMs`) +
-            FfiConverterULong.allocationSize(value.`defaultMaxTotalFactor`)
-    )
-
-    override fun write(value: JsonRpcTimeoutPolicy, buf: ByteBuffer) {
-            FfiConverterSequenceTypeJsonRpcTimeoutRule.write(value.`rules`, buf)
-            FfiConverterULong.write(value.`defaultTimeoutMs`, buf)
-            FfiConverterULong.write(value.`defaultMaxTotalFactor`, buf)
-    }
-}
-
-
-
-/**
- * A timeout for the methods starting with `prefix`.
- */
-data class JsonRpcTimeoutRule (
-    /**
-     * The method prefix.
-     */
-    var `prefix`: kotlin.String
-    , 
-    /**
-     * Time without an answer or progress.
-     */
-    var `timeoutMs`: kotlin.ULong
-    , 
-    /**
-     * Time at most, whatever the progress.
-     */
-    var `maxTotalMs`: kotlin.ULong
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcTimeoutRule: FfiConverterRustBuffer<JsonRpcTimeoutRule> {
-    override fun read(buf: ByteBuffer): JsonRpcTimeoutRule {
-        return JsonRpcTimeoutRule(
-            FfiConverterString.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: JsonRpcTimeoutRule) = (
-            FfiConverterString.allocationSize(value.`prefix`) +
-            FfiConverterULong.allocationSize(value.`timeoutMs`) +
-            FfiConverterULong.allocationSize(value.`maxTotalMs`)
-    )
-
-    override fun write(value: JsonRpcTimeoutRule, buf: ByteBuffer) {
-            FfiConverterString.write(value.`prefix`, buf)
-            FfiConverterULong.write(value.`timeoutMs`, buf)
-            FfiConverterULong.write(value.`maxTotalMs`, buf)
-    }
-}
-
-
-
-/**
  * The phone's configuration.
  */
 data class MobileClientConfig (
@@ -10274,117 +10059,6 @@ public object FfiConverterTypeMobileClientConfig: FfiConverterRustBuffer<MobileC
             FfiConverterULong.write(value.`maxPendingPermissions`, buf)
             FfiConverterULong.write(value.`maxQueued`, buf)
             FfiConverterOptionalULong.write(value.`serverTimeoutMs`, buf)
-    }
-}
-
-
-
-/**
- * The phone's counters.
- */
-data class MobileClientStats (
-    /**
-     * Connection attempts.
-     */
-    var `connects`: kotlin.ULong
-    , 
-    /**
-     * Sessions established.
-     */
-    var `sessions`: kotlin.ULong
-    , 
-    /**
-     * Frames received.
-     */
-    var `framesIn`: kotlin.ULong
-    , 
-    /**
-     * Frames sent.
-     */
-    var `framesOut`: kotlin.ULong
-    , 
-    /**
-     * Frames that were not valid messages.
-     */
-    var `malformed`: kotlin.ULong
-    , 
-    /**
-     * Frames over the size limit.
-     */
-    var `tooLarge`: kotlin.ULong
-    , 
-    /**
-     * Valid messages that made no sense in the state.
-     */
-    var `unexpected`: kotlin.ULong
-    , 
-    /**
-     * Pings answered.
-     */
-    var `pings`: kotlin.ULong
-    , 
-    /**
-     * Outputs dropped for a full queue.
-     */
-    var `dropped`: kotlin.ULong
-    , 
-    /**
-     * Permission requests waiting now.
-     */
-    var `pendingPermissions`: kotlin.ULong
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileClientStats: FfiConverterRustBuffer<MobileClientStats> {
-    override fun read(buf: ByteBuffer): MobileClientStats {
-        return MobileClientStats(
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: MobileClientStats) = (
-            FfiConverterULong.allocationSize(value.`connects`) +
-            FfiConverterULong.allocationSize(value.`sessions`) +
-            FfiConverterULong.allocationSize(value.`framesIn`) +
-            FfiConverterULong.allocationSize(value.`framesOut`) +
-            FfiConverterULong.allocationSize(value.`malformed`) +
-            FfiConverterULong.allocationSize(value.`tooLarge`) +
-            FfiConverterULong.allocationSize(value.`unexpected`) +
-            FfiConverterULong.allocationSize(value.`pings`) +
-            FfiConverterULong.allocationSize(value.`dropped`) +
-            FfiConverterULong.allocationSize(value.`pendingPermissions`)
-    )
-
-    override fun write(value: MobileClientStats, buf: ByteBuffer) {
-            FfiConverterULong.write(value.`connects`, buf)
-            FfiConverterULong.write(value.`sessions`, buf)
-            FfiConverterULong.write(value.`framesIn`, buf)
-            FfiConverterULong.write(value.`framesOut`, buf)
-            FfiConverterULong.write(value.`malformed`, buf)
-            FfiConverterULong.write(value.`tooLarge`, buf)
-            FfiConverterULong.write(value.`unexpected`, buf)
-            FfiConverterULong.write(value.`pings`, buf)
-            FfiConverterULong.write(value.`dropped`, buf)
-            FfiConverterULong.write(value.`pendingPermissions`, buf)
     }
 }
 
@@ -10537,212 +10211,6 @@ public object FfiConverterTypeMobileServerConfig: FfiConverterRustBuffer<MobileS
             FfiConverterULong.write(value.`maxTokens`, buf)
             FfiConverterULong.write(value.`maxMessageBytes`, buf)
             FfiConverterULong.write(value.`maxQueued`, buf)
-    }
-}
-
-
-
-/**
- * The desktop's counters.
- */
-data class MobileServerStats (
-    /**
-     * Frames received.
-     */
-    var `framesIn`: kotlin.ULong
-    , 
-    /**
-     * Frames sent.
-     */
-    var `framesOut`: kotlin.ULong
-    , 
-    /**
-     * Frames that were not valid messages.
-     */
-    var `malformed`: kotlin.ULong
-    , 
-    /**
-     * Frames over the size limit.
-     */
-    var `tooLarge`: kotlin.ULong
-    , 
-    /**
-     * Valid messages that made no sense.
-     */
-    var `unexpected`: kotlin.ULong
-    , 
-    /**
-     * Upgrades refused for a bad token.
-     */
-    var `badTokens`: kotlin.ULong
-    , 
-    /**
-     * Wrong pairing codes.
-     */
-    var `pairingFailures`: kotlin.ULong
-    , 
-    /**
-     * Answers to requests never made.
-     */
-    var `unknownPermissionResponses`: kotlin.ULong
-    , 
-    /**
-     * Second or late answers.
-     */
-    var `duplicatePermissionResponses`: kotlin.ULong
-    , 
-    /**
-     * Pongs without a ping.
-     */
-    var `unsolicitedPongs`: kotlin.ULong
-    , 
-    /**
-     * Outputs dropped for a full queue.
-     */
-    var `dropped`: kotlin.ULong
-    , 
-    /**
-     * Connections open now.
-     */
-    var `connections`: kotlin.ULong
-    , 
-    /**
-     * Permission requests waiting now.
-     */
-    var `pendingPermissions`: kotlin.ULong
-    , 
-    /**
-     * Tokens held now.
-     */
-    var `tokens`: kotlin.ULong
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileServerStats: FfiConverterRustBuffer<MobileServerStats> {
-    override fun read(buf: ByteBuffer): MobileServerStats {
-        return MobileServerStats(
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterULong.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: MobileServerStats) = (
-            FfiConverterULong.allocationSize(value.`framesIn`) +
-            FfiConverterULong.allocationSize(value.`framesOut`) +
-            FfiConverterULong.allocationSize(value.`malformed`) +
-            FfiConverterULong.allocationSize(value.`tooLarge`) +
-            FfiConverterULong.allocationSize(value.`unexpected`) +
-            FfiConverterULong.allocationSize(value.`badTokens`) +
-            FfiConverterULong.allocationSize(value.`pairingFailures`) +
-            FfiConverterULong.allocationSize(value.`unknownPermissionResponses`) +
-            FfiConverterULong.allocationSize(value.`duplicatePermissionResponses`) +
-            FfiConverterULong.allocationSize(value.`unsolicitedPongs`) +
-            FfiConverterULong.allocationSize(value.`dropped`) +
-            FfiConverterULong.allocationSize(value.`connections`) +
-            FfiConverterULong.allocationSize(value.`pendingPermissions`) +
-            FfiConverterULong.allocationSize(value.`tokens`)
-    )
-
-    override fun write(value: MobileServerStats, buf: ByteBuffer) {
-            FfiConverterULong.write(value.`framesIn`, buf)
-            FfiConverterULong.write(value.`framesOut`, buf)
-            FfiConverterULong.write(value.`malformed`, buf)
-            FfiConverterULong.write(value.`tooLarge`, buf)
-            FfiConverterULong.write(value.`unexpected`, buf)
-            FfiConverterULong.write(value.`badTokens`, buf)
-            FfiConverterULong.write(value.`pairingFailures`, buf)
-            FfiConverterULong.write(value.`unknownPermissionResponses`, buf)
-            FfiConverterULong.write(value.`duplicatePermissionResponses`, buf)
-            FfiConverterULong.write(value.`unsolicitedPongs`, buf)
-            FfiConverterULong.write(value.`dropped`, buf)
-            FfiConverterULong.write(value.`connections`, buf)
-            FfiConverterULong.write(value.`pendingPermissions`, buf)
-            FfiConverterULong.write(value.`tokens`, buf)
-    }
-}
-
-
-
-/**
- * A permission request to show (the server makes its id).
- */
-data class NewPermission (
-    /**
-     * The tool.
-     */
-    var `toolName`: kotlin.String
-    , 
-    /**
-     * The command.
-     */
-    var `command`: kotlin.String
-    , 
-    /**
-     * A description for the user.
-     */
-    var `description`: kotlin.String
-    , 
-    /**
-     * The risk tier.
-     */
-    var `tier`: kotlin.String
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeNewPermission: FfiConverterRustBuffer<NewPermission> {
-    override fun read(buf: ByteBuffer): NewPermission {
-        return NewPermission(
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: NewPermission) = (
-            FfiConverterString.allocationSize(value.`toolName`) +
-            FfiConverterString.allocationSize(value.`command`) +
-            FfiConverterString.allocationSize(value.`description`) +
-            FfiConverterString.allocationSize(value.`tier`)
-    )
-
-    override fun write(value: NewPermission, buf: ByteBuffer) {
-            FfiConverterString.write(value.`toolName`, buf)
-            FfiConverterString.write(value.`command`, buf)
-            FfiConverterString.write(value.`description`, buf)
-            FfiConverterString.write(value.`tier`, buf)
     }
 }
 
@@ -11280,132 +10748,6 @@ public object FfiConverterTypeOa1Stats: FfiConverterRustBuffer<Oa1Stats> {
 
 
 /**
- * The agent asks for the user's approval of a tool call.
- */
-data class PermissionRequest (
-    /**
-     * The id the answer echoes.
-     */
-    var `id`: kotlin.String
-    , 
-    /**
-     * The tool.
-     */
-    var `toolName`: kotlin.String
-    , 
-    /**
-     * The command to approve.
-     */
-    var `command`: kotlin.String
-    , 
-    /**
-     * A description for the user.
-     */
-    var `description`: kotlin.String
-    , 
-    /**
-     * The risk tier.
-     */
-    var `tier`: kotlin.String
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypePermissionRequest: FfiConverterRustBuffer<PermissionRequest> {
-    override fun read(buf: ByteBuffer): PermissionRequest {
-        return PermissionRequest(
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: PermissionRequest) = (
-            FfiConverterString.allocationSize(value.`id`) +
-            FfiConverterString.allocationSize(value.`toolName`) +
-            FfiConverterString.allocationSize(value.`command`) +
-            FfiConverterString.allocationSize(value.`description`) +
-            FfiConverterString.allocationSize(value.`tier`)
-    )
-
-    override fun write(value: PermissionRequest, buf: ByteBuffer) {
-            FfiConverterString.write(value.`id`, buf)
-            FfiConverterString.write(value.`toolName`, buf)
-            FfiConverterString.write(value.`command`, buf)
-            FfiConverterString.write(value.`description`, buf)
-            FfiConverterString.write(value.`tier`, buf)
-    }
-}
-
-
-
-/**
- * The answer to a permission request.
- */
-data class PermissionResponse (
-    /**
-     * The request id.
-     */
-    var `id`: kotlin.String
-    , 
-    /**
-     * Whether the call may run.
-     */
-    var `approved`: kotlin.Boolean
-    , 
-    /**
-     * Whether to apply the answer to such calls from now on.
-     */
-    var `remember`: kotlin.Boolean
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypePermissionResponse: FfiConverterRustBuffer<PermissionResponse> {
-    override fun read(buf: ByteBuffer): PermissionResponse {
-        return PermissionResponse(
-            FfiConverterString.read(buf),
-            FfiConverterBoolean.read(buf),
-            FfiConverterBoolean.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: PermissionResponse) = (
-            FfiConverterString.allocationSize(value.`id`) +
-            FfiConverterBoolean.allocationSize(value.`approved`) +
-            FfiConverterBoolean.allocationSize(value.`remember`)
-    )
-
-    override fun write(value: PermissionResponse, buf: ByteBuffer) {
-            FfiConverterString.write(value.`id`, buf)
-            FfiConverterBoolean.write(value.`approved`, buf)
-            FfiConverterBoolean.write(value.`remember`, buf)
-    }
-}
-
-
-
-/**
  * What a (streamed) response may make the parser hold.
  */
 data class ProviderLimits (
@@ -11622,61 +10964,6 @@ public object FfiConverterTypeRemoteBashTool: FfiConverterRustBuffer<RemoteBashT
             FfiConverterString.write(value.`name`, buf)
             FfiConverterString.write(value.`description`, buf)
             FfiConverterString.write(value.`inputSchema`, buf)
-    }
-}
-
-
-
-/**
- * Progress on the current task.
- */
-data class TaskUpdate (
-    /**
-     * The task.
-     */
-    var `taskId`: kotlin.String
-    , 
-    /**
-     * The iteration.
-     */
-    var `iteration`: kotlin.ULong
-    , 
-    /**
-     * The status text.
-     */
-    var `status`: kotlin.String
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeTaskUpdate: FfiConverterRustBuffer<TaskUpdate> {
-    override fun read(buf: ByteBuffer): TaskUpdate {
-        return TaskUpdate(
-            FfiConverterString.read(buf),
-            FfiConverterULong.read(buf),
-            FfiConverterString.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: TaskUpdate) = (
-            FfiConverterString.allocationSize(value.`taskId`) +
-            FfiConverterULong.allocationSize(value.`iteration`) +
-            FfiConverterString.allocationSize(value.`status`)
-    )
-
-    override fun write(value: TaskUpdate, buf: ByteBuffer) {
-            FfiConverterString.write(value.`taskId`, buf)
-            FfiConverterULong.write(value.`iteration`, buf)
-            FfiConverterString.write(value.`status`, buf)
     }
 }
 
@@ -11992,61 +11279,6 @@ public object FfiConverterTypeToolContext: FfiConverterRustBuffer<ToolContext> {
 
 
 /**
- * The outcome of a tool call, going back to the model.
- */
-data class ToolResult (
-    /**
-     * The call it answers (`ToolCall.id`).
-     */
-    var `callId`: kotlin.String
-    , 
-    /**
-     * The text the model reads.
-     */
-    var `content`: kotlin.String
-    , 
-    /**
-     * The call failed or was refused.
-     */
-    var `isError`: kotlin.Boolean = false 
-    
-){
-    
-
-    
-
-    
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolResult: FfiConverterRustBuffer<ToolResult> {
-    override fun read(buf: ByteBuffer): ToolResult {
-        return ToolResult(
-            FfiConverterString.read(buf),
-            FfiConverterString.read(buf),
-            FfiConverterBoolean.read(buf),
-        )
-    }
-
-    override fun allocationSize(value: ToolResult) = (
-            FfiConverterString.allocationSize(value.`callId`) +
-            FfiConverterString.allocationSize(value.`content`) +
-            FfiConverterBoolean.allocationSize(value.`isError`)
-    )
-
-    override fun write(value: ToolResult, buf: ByteBuffer) {
-            FfiConverterString.write(value.`callId`, buf)
-            FfiConverterString.write(value.`content`, buf)
-            FfiConverterBoolean.write(value.`isError`, buf)
-    }
-}
-
-
-
-/**
  * A tool as the model sees it.
  */
 data class ToolSpec (
@@ -12102,737 +11334,6 @@ public object FfiConverterTypeToolSpec: FfiConverterRustBuffer<ToolSpec> {
 
 
 /**
- * What to do with an upgrade request.
- */
-sealed class Admission {
-    
-    /**
-     * Valid token: complete the upgrade.
-     */
-    data object Authenticated : Admission()
-    
-    
-    /**
-     * No token: complete the upgrade; the phone must pair.
-     */
-    data object AwaitingPairing : Admission()
-    
-    
-    /**
-     * Refuse the upgrade (401 for a bad token, 503 for too many connections).
-     */
-    data class Refused(
-        /**
-         * Why.
-         */
-        val `refusal`: dev.deskwire.Refusal) : Admission()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeAdmission : FfiConverterRustBuffer<Admission>{
-    override fun read(buf: ByteBuffer): Admission {
-        return when(buf.getInt()) {
-            1 -> Admission.Authenticated
-            2 -> Admission.AwaitingPairing
-            3 -> Admission.Refused(
-                FfiConverterTypeRefusal.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: Admission): ULong = when(value) {
-        is Admission.Authenticated -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is Admission.AwaitingPairing -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is Admission.Refused -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeRefusal.allocationSize(value.`refusal`)
-            )
-        }
-    }
-
-    override fun write(value: Admission, buf: ByteBuffer) {
-        when(value) {
-            is Admission.Authenticated -> {
-                buf.putInt(1)
-                Unit
-            }
-            is Admission.AwaitingPairing -> {
-                buf.putInt(2)
-                Unit
-            }
-            is Admission.Refused -> {
-                buf.putInt(3)
-                FfiConverterTypeRefusal.write(value.`refusal`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * The agent's status with the data each status carries.
- */
-sealed class AgentState {
-    
-    /**
-     * No task.
-     */
-    data object Idle : AgentState()
-    
-    
-    /**
-     * A task runs.
-     */
-    data class Running(
-        /**
-         * The task.
-         */
-        val `taskId`: kotlin.String, 
-        /**
-         * The agent loop's iteration.
-         */
-        val `iteration`: kotlin.ULong) : AgentState()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A task waits for the user.
-     */
-    data class Paused(
-        /**
-         * The task.
-         */
-        val `taskId`: kotlin.String, 
-        /**
-         * The question the agent asks, if any.
-         */
-        val `question`: kotlin.String?, 
-        /**
-         * The id of the permission request it waits for, if any.
-         */
-        val `awaitingPermission`: kotlin.String?) : AgentState()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A task ended.
-     */
-    data class Stopped(
-        /**
-         * The task.
-         */
-        val `taskId`: kotlin.String, 
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.StopReason) : AgentState()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeAgentState : FfiConverterRustBuffer<AgentState>{
-    override fun read(buf: ByteBuffer): AgentState {
-        return when(buf.getInt()) {
-            1 -> AgentState.Idle
-            2 -> AgentState.Running(
-                FfiConverterString.read(buf),
-                FfiConverterULong.read(buf),
-                )
-            3 -> AgentState.Paused(
-                FfiConverterString.read(buf),
-                FfiConverterOptionalString.read(buf),
-                FfiConverterOptionalString.read(buf),
-                )
-            4 -> AgentState.Stopped(
-                FfiConverterString.read(buf),
-                FfiConverterTypeStopReason.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: AgentState): ULong = when(value) {
-        is AgentState.Idle -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is AgentState.Running -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`taskId`)
-                + FfiConverterULong.allocationSize(value.`iteration`)
-            )
-        }
-        is AgentState.Paused -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`taskId`)
-                + FfiConverterOptionalString.allocationSize(value.`question`)
-                + FfiConverterOptionalString.allocationSize(value.`awaitingPermission`)
-            )
-        }
-        is AgentState.Stopped -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`taskId`)
-                + FfiConverterTypeStopReason.allocationSize(value.`reason`)
-            )
-        }
-    }
-
-    override fun write(value: AgentState, buf: ByteBuffer) {
-        when(value) {
-            is AgentState.Idle -> {
-                buf.putInt(1)
-                Unit
-            }
-            is AgentState.Running -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`taskId`, buf)
-                FfiConverterULong.write(value.`iteration`, buf)
-                Unit
-            }
-            is AgentState.Paused -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`taskId`, buf)
-                FfiConverterOptionalString.write(value.`question`, buf)
-                FfiConverterOptionalString.write(value.`awaitingPermission`, buf)
-                Unit
-            }
-            is AgentState.Stopped -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`taskId`, buf)
-                FfiConverterTypeStopReason.write(value.`reason`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * How a session authenticated.
- */
-
-enum class AuthMethod {
-    
-    /**
-     * A bearer token on the upgrade.
-     */
-    TOKEN,
-    /**
-     * A pairing code.
-     */
-    PAIRING;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeAuthMethod: FfiConverterRustBuffer<AuthMethod> {
-    override fun read(buf: ByteBuffer) = try {
-        AuthMethod.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: AuthMethod) = 4UL
-
-    override fun write(value: AuthMethod, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * A message from the phone to the desktop.
- */
-sealed class ClientMessage {
-    
-    /**
-     * `auth` with the pairing code.
-     */
-    data class Auth(
-        /**
-         * The code.
-         */
-        val `code`: kotlin.String) : ClientMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `command`.
-     */
-    data class Command(
-        /**
-         * The command.
-         */
-        val `command`: dev.deskwire.Command) : ClientMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `message` (the user's chat text).
-     */
-    data class Message(
-        /**
-         * The text.
-         */
-        val `content`: kotlin.String) : ClientMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `permission_response`.
-     */
-    data class PermissionResponse(
-        /**
-         * The answer.
-         */
-        val `response`: dev.deskwire.PermissionResponse) : ClientMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `pong`.
-     */
-    data object Pong : ClientMessage()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeClientMessage : FfiConverterRustBuffer<ClientMessage>{
-    override fun read(buf: ByteBuffer): ClientMessage {
-        return when(buf.getInt()) {
-            1 -> ClientMessage.Auth(
-                FfiConverterString.read(buf),
-                )
-            2 -> ClientMessage.Command(
-                FfiConverterTypeCommand.read(buf),
-                )
-            3 -> ClientMessage.Message(
-                FfiConverterString.read(buf),
-                )
-            4 -> ClientMessage.PermissionResponse(
-                FfiConverterTypePermissionResponse.read(buf),
-                )
-            5 -> ClientMessage.Pong
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ClientMessage): ULong = when(value) {
-        is ClientMessage.Auth -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`code`)
-            )
-        }
-        is ClientMessage.Command -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeCommand.allocationSize(value.`command`)
-            )
-        }
-        is ClientMessage.Message -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`content`)
-            )
-        }
-        is ClientMessage.PermissionResponse -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypePermissionResponse.allocationSize(value.`response`)
-            )
-        }
-        is ClientMessage.Pong -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: ClientMessage, buf: ByteBuffer) {
-        when(value) {
-            is ClientMessage.Auth -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`code`, buf)
-                Unit
-            }
-            is ClientMessage.Command -> {
-                buf.putInt(2)
-                FfiConverterTypeCommand.write(value.`command`, buf)
-                Unit
-            }
-            is ClientMessage.Message -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`content`, buf)
-                Unit
-            }
-            is ClientMessage.PermissionResponse -> {
-                buf.putInt(4)
-                FfiConverterTypePermissionResponse.write(value.`response`, buf)
-                Unit
-            }
-            is ClientMessage.Pong -> {
-                buf.putInt(5)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Why a connection ended.
- */
-
-enum class CloseReason {
-    
-    /**
-     * The host reported the socket closed.
-     */
-    CLOSED,
-    /**
-     * Pings went unanswered.
-     */
-    PONG_TIMEOUT,
-    /**
-     * No pairing in time.
-     */
-    AUTH_TIMEOUT,
-    /**
-     * The pairing attempt failed.
-     */
-    AUTH_FAILED,
-    /**
-     * The host asked for it.
-     */
-    REQUESTED,
-    /**
-     * The token the session used was revoked.
-     */
-    REVOKED;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeCloseReason: FfiConverterRustBuffer<CloseReason> {
-    override fun read(buf: ByteBuffer) = try {
-        CloseReason.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: CloseReason) = 4UL
-
-    override fun write(value: CloseReason, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * What a `command` asks the agent to do.
- */
-
-enum class CommandAction {
-    
-    /**
-     * Start a task.
-     */
-    START,
-    /**
-     * Stop it.
-     */
-    STOP,
-    /**
-     * Pause it.
-     */
-    PAUSE,
-    /**
-     * Resume it.
-     */
-    RESUME;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeCommandAction: FfiConverterRustBuffer<CommandAction> {
-    override fun read(buf: ByteBuffer) = try {
-        CommandAction.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: CommandAction) = 4UL
-
-    override fun write(value: CommandAction, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * Something the application should learn, by layer.
- */
-sealed class ConnectionEvent {
-    
-    /**
-     * From the IRC session (registration, joins, kicks, the end of the link).
-     */
-    data class Irc(
-        /**
-         * The event.
-         */
-        val `event`: dev.deskwire.IrcSessionEvent) : ConnectionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * From OA1 (a response, a failure, a request, a cancellation).
-     */
-    data class Oa1(
-        /**
-         * The event.
-         */
-        val `event`: dev.deskwire.Oa1Event) : ConnectionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * About the link (state, the peer's presence).
-     */
-    data class Link(
-        /**
-         * The event.
-         */
-        val `event`: dev.deskwire.LinkEvent) : ConnectionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeConnectionEvent : FfiConverterRustBuffer<ConnectionEvent>{
-    override fun read(buf: ByteBuffer): ConnectionEvent {
-        return when(buf.getInt()) {
-            1 -> ConnectionEvent.Irc(
-                FfiConverterTypeIrcSessionEvent.read(buf),
-                )
-            2 -> ConnectionEvent.Oa1(
-                FfiConverterTypeOa1Event.read(buf),
-                )
-            3 -> ConnectionEvent.Link(
-                FfiConverterTypeLinkEvent.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ConnectionEvent): ULong = when(value) {
-        is ConnectionEvent.Irc -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeIrcSessionEvent.allocationSize(value.`event`)
-            )
-        }
-        is ConnectionEvent.Oa1 -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeOa1Event.allocationSize(value.`event`)
-            )
-        }
-        is ConnectionEvent.Link -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeLinkEvent.allocationSize(value.`event`)
-            )
-        }
-    }
-
-    override fun write(value: ConnectionEvent, buf: ByteBuffer) {
-        when(value) {
-            is ConnectionEvent.Irc -> {
-                buf.putInt(1)
-                FfiConverterTypeIrcSessionEvent.write(value.`event`, buf)
-                Unit
-            }
-            is ConnectionEvent.Oa1 -> {
-                buf.putInt(2)
-                FfiConverterTypeOa1Event.write(value.`event`, buf)
-                Unit
-            }
-            is ConnectionEvent.Link -> {
-                buf.putInt(3)
-                FfiConverterTypeLinkEvent.write(value.`event`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
  * What a connection engine wants next.
  */
 sealed class ConnectionOutput {
@@ -12859,7 +11360,7 @@ sealed class ConnectionOutput {
         /**
          * The event.
          */
-        val `event`: dev.deskwire.ConnectionEvent) : ConnectionOutput()
+        val `event`: dev.deskwire.core.ConnectionEvent) : ConnectionOutput()
         
     {
         
@@ -12953,64 +11454,6 @@ public object FfiConverterTypeConnectionOutput : FfiConverterRustBuffer<Connecti
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Where a connection stands.
- */
-
-enum class ConnectionState {
-    
-    /**
-     * Registering with the server.
-     */
-    REGISTERING,
-    /**
-     * Registered, not (or no longer) in the channel: lines are held. A refused join is
-     * tried again after `rejoinDelayMs`.
-     */
-    JOINING,
-    /**
-     * Desk: in the channel, waiting for its remote (`oa1.allowedSender`; for `"*"`, anyone)
-     * to be there too: IRC keeps no history, so a request sent before would reach nobody.
-     * Lines are held.
-     */
-    WAITING_FOR_PEER,
-    /**
-     * Frames flow.
-     */
-    READY,
-    /**
-     * The connection ended.
-     */
-    CLOSED;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeConnectionState: FfiConverterRustBuffer<ConnectionState> {
-    override fun read(buf: ByteBuffer) = try {
-        ConnectionState.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: ConnectionState) = 4UL
-
-    override fun write(value: ConnectionState, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
     }
 }
 
@@ -13552,385 +11995,6 @@ public object FfiConverterTypeErrorKind: FfiConverterRustBuffer<ErrorKind> {
 
 
 /**
- * An approval's status.
- */
-
-enum class GatewayApprovalStatus {
-    
-    /**
-     * Waiting for the Commander.
-     */
-    PENDING,
-    /**
-     * Approved.
-     */
-    APPROVED,
-    /**
-     * Denied.
-     */
-    DENIED,
-    /**
-     * Expired.
-     */
-    EXPIRED;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeGatewayApprovalStatus: FfiConverterRustBuffer<GatewayApprovalStatus> {
-    override fun read(buf: ByteBuffer) = try {
-        GatewayApprovalStatus.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: GatewayApprovalStatus) = 4UL
-
-    override fun write(value: GatewayApprovalStatus, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * A decision on an approval.
- */
-
-enum class GatewayDecision {
-    
-    /**
-     * Run the step.
-     */
-    APPROVE,
-    /**
-     * Skip it.
-     */
-    DENY;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeGatewayDecision: FfiConverterRustBuffer<GatewayDecision> {
-    override fun read(buf: ByteBuffer) = try {
-        GatewayDecision.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: GatewayDecision) = 4UL
-
-    override fun write(value: GatewayDecision, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * What the executor should act on.
- */
-sealed class GatewayEvent {
-    
-    /**
-     * A job was created.
-     */
-    data class JobCreated(
-        /**
-         * The job.
-         */
-        val `jobId`: kotlin.String) : GatewayEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A job changed state (start on `RUNNING`, stop on a final state).
-     */
-    data class StateChanged(
-        /**
-         * The job.
-         */
-        val `jobId`: kotlin.String, 
-        /**
-         * Before.
-         */
-        val `from`: dev.deskwire.GatewayJobState, 
-        /**
-         * Now.
-         */
-        val `to`: dev.deskwire.GatewayJobState) : GatewayEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The Commander decided an approval.
-     */
-    data class ApprovalDecided(
-        /**
-         * The job.
-         */
-        val `jobId`: kotlin.String, 
-        /**
-         * The approval.
-         */
-        val `approvalId`: kotlin.String, 
-        /**
-         * The decision.
-         */
-        val `decision`: dev.deskwire.GatewayDecision, 
-        /**
-         * The reason given.
-         */
-        val `reason`: kotlin.String?) : GatewayEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeGatewayEvent : FfiConverterRustBuffer<GatewayEvent>{
-    override fun read(buf: ByteBuffer): GatewayEvent {
-        return when(buf.getInt()) {
-            1 -> GatewayEvent.JobCreated(
-                FfiConverterString.read(buf),
-                )
-            2 -> GatewayEvent.StateChanged(
-                FfiConverterString.read(buf),
-                FfiConverterTypeGatewayJobState.read(buf),
-                FfiConverterTypeGatewayJobState.read(buf),
-                )
-            3 -> GatewayEvent.ApprovalDecided(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterTypeGatewayDecision.read(buf),
-                FfiConverterOptionalString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: GatewayEvent): ULong = when(value) {
-        is GatewayEvent.JobCreated -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`jobId`)
-            )
-        }
-        is GatewayEvent.StateChanged -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`jobId`)
-                + FfiConverterTypeGatewayJobState.allocationSize(value.`from`)
-                + FfiConverterTypeGatewayJobState.allocationSize(value.`to`)
-            )
-        }
-        is GatewayEvent.ApprovalDecided -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`jobId`)
-                + FfiConverterString.allocationSize(value.`approvalId`)
-                + FfiConverterTypeGatewayDecision.allocationSize(value.`decision`)
-                + FfiConverterOptionalString.allocationSize(value.`reason`)
-            )
-        }
-    }
-
-    override fun write(value: GatewayEvent, buf: ByteBuffer) {
-        when(value) {
-            is GatewayEvent.JobCreated -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`jobId`, buf)
-                Unit
-            }
-            is GatewayEvent.StateChanged -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`jobId`, buf)
-                FfiConverterTypeGatewayJobState.write(value.`from`, buf)
-                FfiConverterTypeGatewayJobState.write(value.`to`, buf)
-                Unit
-            }
-            is GatewayEvent.ApprovalDecided -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`jobId`, buf)
-                FfiConverterString.write(value.`approvalId`, buf)
-                FfiConverterTypeGatewayDecision.write(value.`decision`, buf)
-                FfiConverterOptionalString.write(value.`reason`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * A job's state.
- */
-
-enum class GatewayJobState {
-    
-    /**
-     * Created, waiting for `jobs.start`.
-     */
-    CREATED,
-    /**
-     * Waiting for a slot.
-     */
-    QUEUED,
-    /**
-     * Running.
-     */
-    RUNNING,
-    /**
-     * Done, waiting for review.
-     */
-    REVIEW_READY,
-    /**
-     * Accepted.
-     */
-    COMPLETED,
-    /**
-     * Failed.
-     */
-    FAILED,
-    /**
-     * Ran out of time.
-     */
-    TIMEOUT,
-    /**
-     * Cancelled.
-     */
-    CANCELLED,
-    /**
-     * Its changes were undone.
-     */
-    ROLLED_BACK;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeGatewayJobState: FfiConverterRustBuffer<GatewayJobState> {
-    override fun read(buf: ByteBuffer) = try {
-        GatewayJobState.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: GatewayJobState) = 4UL
-
-    override fun write(value: GatewayJobState, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * A `jobs.event` log level.
- */
-
-enum class GatewayLevel {
-    
-    /**
-     * Debug.
-     */
-    DEBUG,
-    /**
-     * Info.
-     */
-    INFO,
-    /**
-     * Warn.
-     */
-    WARN,
-    /**
-     * Error.
-     */
-    ERROR;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeGatewayLevel: FfiConverterRustBuffer<GatewayLevel> {
-    override fun read(buf: ByteBuffer) = try {
-        GatewayLevel.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: GatewayLevel) = 4UL
-
-    override fun write(value: GatewayLevel, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
  * What the engine wants next.
  */
 sealed class GatewayOutput {
@@ -13961,7 +12025,7 @@ sealed class GatewayOutput {
         /**
          * The event.
          */
-        val `event`: dev.deskwire.GatewayEvent) : GatewayOutput()
+        val `event`: dev.deskwire.core.GatewayEvent) : GatewayOutput()
         
     {
         
@@ -14066,539 +12130,6 @@ public object FfiConverterTypeGatewayOutput : FfiConverterRustBuffer<GatewayOutp
 
 
 /**
- * Why a session ended.
- */
-sealed class IrcDisconnectReason {
-    
-    /**
-     * The server closed the link with `ERROR`.
-     */
-    data class ServerClosed(
-        /**
-         * The `ERROR` text.
-         */
-        val `message`: kotlin.String) : IrcDisconnectReason()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * No answer to a keepalive `PING`.
-     */
-    data object TimedOut : IrcDisconnectReason()
-    
-    
-    /**
-     * The host said the socket closed or failed (`handleEof`).
-     */
-    data object ConnectionLost : IrcDisconnectReason()
-    
-    
-    /**
-     * Every nick tried was taken.
-     */
-    data object NickUnavailable : IrcDisconnectReason()
-    
-    
-    /**
-     * The host quit.
-     */
-    data object Quit : IrcDisconnectReason()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeIrcDisconnectReason : FfiConverterRustBuffer<IrcDisconnectReason>{
-    override fun read(buf: ByteBuffer): IrcDisconnectReason {
-        return when(buf.getInt()) {
-            1 -> IrcDisconnectReason.ServerClosed(
-                FfiConverterString.read(buf),
-                )
-            2 -> IrcDisconnectReason.TimedOut
-            3 -> IrcDisconnectReason.ConnectionLost
-            4 -> IrcDisconnectReason.NickUnavailable
-            5 -> IrcDisconnectReason.Quit
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: IrcDisconnectReason): ULong = when(value) {
-        is IrcDisconnectReason.ServerClosed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is IrcDisconnectReason.TimedOut -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is IrcDisconnectReason.ConnectionLost -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is IrcDisconnectReason.NickUnavailable -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is IrcDisconnectReason.Quit -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: IrcDisconnectReason, buf: ByteBuffer) {
-        when(value) {
-            is IrcDisconnectReason.ServerClosed -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is IrcDisconnectReason.TimedOut -> {
-                buf.putInt(2)
-                Unit
-            }
-            is IrcDisconnectReason.ConnectionLost -> {
-                buf.putInt(3)
-                Unit
-            }
-            is IrcDisconnectReason.NickUnavailable -> {
-                buf.putInt(4)
-                Unit
-            }
-            is IrcDisconnectReason.Quit -> {
-                buf.putInt(5)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Something the host should know about.
- */
-sealed class IrcSessionEvent {
-    
-    /**
-     * The server accepted us under `nick`.
-     */
-    data class Registered(
-        /**
-         * Our nick.
-         */
-        val `nick`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * We are in `channel`.
-     */
-    data class Joined(
-        /**
-         * The channel.
-         */
-        val `channel`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Our nick changed.
-     */
-    data class NickChanged(
-        /**
-         * Before.
-         */
-        val `old`: kotlin.String, 
-        /**
-         * Now.
-         */
-        val `new`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The prefix the server adds to our lines is known (or changed).
-     */
-    data class PrefixLearned(
-        /**
-         * `nick!user@host`.
-         */
-        val `prefix`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Someone kicked us.
-     */
-    data class Kicked(
-        /**
-         * The channel.
-         */
-        val `channel`: kotlin.String, 
-        /**
-         * Who.
-         */
-        val `by`: kotlin.String, 
-        /**
-         * Why.
-         */
-        val `reason`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The server refused our `JOIN` (`403`, `405`, `471`, `473`, `474`, `475`, `476`,
-     * `477`); the connection tries again after `rejoinDelayMs`.
-     */
-    data class JoinFailed(
-        /**
-         * The channel.
-         */
-        val `channel`: kotlin.String, 
-        /**
-         * The numeric, e.g. `474`.
-         */
-        val `numeric`: kotlin.String, 
-        /**
-         * The server's text.
-         */
-        val `text`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The server refused a nick while registering (`432`, `433`, `436`, `437`); the session
-     * goes on as `next` (`desk_`, `desk1`, ...), which remotes that allow only the configured
-     * nick ignore, or ends when `next` is null.
-     */
-    data class NickRefused(
-        /**
-         * The nick refused.
-         */
-        val `nick`: kotlin.String, 
-        /**
-         * The numeric, e.g. `433`.
-         */
-        val `numeric`: kotlin.String, 
-        /**
-         * The server's text.
-         */
-        val `text`: kotlin.String, 
-        /**
-         * The nick tried next.
-         */
-        val `next`: kotlin.String?) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * We left a channel.
-     */
-    data class Parted(
-        /**
-         * The channel.
-         */
-        val `channel`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * An error reply the session does not handle itself.
-     */
-    data class ServerError(
-        /**
-         * The numeric and its parameters.
-         */
-        val `message`: kotlin.String) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The session is over: close the connection.
-     */
-    data class Disconnected(
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.IrcDisconnectReason) : IrcSessionEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeIrcSessionEvent : FfiConverterRustBuffer<IrcSessionEvent>{
-    override fun read(buf: ByteBuffer): IrcSessionEvent {
-        return when(buf.getInt()) {
-            1 -> IrcSessionEvent.Registered(
-                FfiConverterString.read(buf),
-                )
-            2 -> IrcSessionEvent.Joined(
-                FfiConverterString.read(buf),
-                )
-            3 -> IrcSessionEvent.NickChanged(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            4 -> IrcSessionEvent.PrefixLearned(
-                FfiConverterString.read(buf),
-                )
-            5 -> IrcSessionEvent.Kicked(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            6 -> IrcSessionEvent.JoinFailed(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            7 -> IrcSessionEvent.NickRefused(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterOptionalString.read(buf),
-                )
-            8 -> IrcSessionEvent.Parted(
-                FfiConverterString.read(buf),
-                )
-            9 -> IrcSessionEvent.ServerError(
-                FfiConverterString.read(buf),
-                )
-            10 -> IrcSessionEvent.Disconnected(
-                FfiConverterTypeIrcDisconnectReason.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: IrcSessionEvent): ULong = when(value) {
-        is IrcSessionEvent.Registered -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`nick`)
-            )
-        }
-        is IrcSessionEvent.Joined -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`channel`)
-            )
-        }
-        is IrcSessionEvent.NickChanged -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`old`)
-                + FfiConverterString.allocationSize(value.`new`)
-            )
-        }
-        is IrcSessionEvent.PrefixLearned -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`prefix`)
-            )
-        }
-        is IrcSessionEvent.Kicked -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`channel`)
-                + FfiConverterString.allocationSize(value.`by`)
-                + FfiConverterString.allocationSize(value.`reason`)
-            )
-        }
-        is IrcSessionEvent.JoinFailed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`channel`)
-                + FfiConverterString.allocationSize(value.`numeric`)
-                + FfiConverterString.allocationSize(value.`text`)
-            )
-        }
-        is IrcSessionEvent.NickRefused -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`nick`)
-                + FfiConverterString.allocationSize(value.`numeric`)
-                + FfiConverterString.allocationSize(value.`text`)
-                + FfiConverterOptionalString.allocationSize(value.`next`)
-            )
-        }
-        is IrcSessionEvent.Parted -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`channel`)
-            )
-        }
-        is IrcSessionEvent.ServerError -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is IrcSessionEvent.Disconnected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeIrcDisconnectReason.allocationSize(value.`reason`)
-            )
-        }
-    }
-
-    override fun write(value: IrcSessionEvent, buf: ByteBuffer) {
-        when(value) {
-            is IrcSessionEvent.Registered -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`nick`, buf)
-                Unit
-            }
-            is IrcSessionEvent.Joined -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`channel`, buf)
-                Unit
-            }
-            is IrcSessionEvent.NickChanged -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`old`, buf)
-                FfiConverterString.write(value.`new`, buf)
-                Unit
-            }
-            is IrcSessionEvent.PrefixLearned -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`prefix`, buf)
-                Unit
-            }
-            is IrcSessionEvent.Kicked -> {
-                buf.putInt(5)
-                FfiConverterString.write(value.`channel`, buf)
-                FfiConverterString.write(value.`by`, buf)
-                FfiConverterString.write(value.`reason`, buf)
-                Unit
-            }
-            is IrcSessionEvent.JoinFailed -> {
-                buf.putInt(6)
-                FfiConverterString.write(value.`channel`, buf)
-                FfiConverterString.write(value.`numeric`, buf)
-                FfiConverterString.write(value.`text`, buf)
-                Unit
-            }
-            is IrcSessionEvent.NickRefused -> {
-                buf.putInt(7)
-                FfiConverterString.write(value.`nick`, buf)
-                FfiConverterString.write(value.`numeric`, buf)
-                FfiConverterString.write(value.`text`, buf)
-                FfiConverterOptionalString.write(value.`next`, buf)
-                Unit
-            }
-            is IrcSessionEvent.Parted -> {
-                buf.putInt(8)
-                FfiConverterString.write(value.`channel`, buf)
-                Unit
-            }
-            is IrcSessionEvent.ServerError -> {
-                buf.putInt(9)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is IrcSessionEvent.Disconnected -> {
-                buf.putInt(10)
-                FfiConverterTypeIrcDisconnectReason.write(value.`reason`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
  * What the session wants next.
  */
 sealed class IrcSessionOutput {
@@ -14625,7 +12156,7 @@ sealed class IrcSessionOutput {
         /**
          * The event.
          */
-        val `event`: dev.deskwire.IrcSessionEvent) : IrcSessionOutput()
+        val `event`: dev.deskwire.core.IrcSessionEvent) : IrcSessionOutput()
         
     {
         
@@ -14910,104 +12441,6 @@ public object FfiConverterTypeJsonRpcCallError : FfiConverterRustBuffer<JsonRpcC
 
 
 /**
- * An error code as the dialect carries it.
- */
-sealed class JsonRpcCode {
-    
-    /**
-     * JSON-RPC's numeric codes.
-     */
-    data class Number(
-        /**
-         * The code.
-         */
-        val `value`: kotlin.Long) : JsonRpcCode()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The sidecar's `SCREAMING_SNAKE_CASE` names.
-     */
-    data class Name(
-        /**
-         * The name.
-         */
-        val `value`: kotlin.String) : JsonRpcCode()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcCode : FfiConverterRustBuffer<JsonRpcCode>{
-    override fun read(buf: ByteBuffer): JsonRpcCode {
-        return when(buf.getInt()) {
-            1 -> JsonRpcCode.Number(
-                FfiConverterLong.read(buf),
-                )
-            2 -> JsonRpcCode.Name(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: JsonRpcCode): ULong = when(value) {
-        is JsonRpcCode.Number -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterLong.allocationSize(value.`value`)
-            )
-        }
-        is JsonRpcCode.Name -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`value`)
-            )
-        }
-    }
-
-    override fun write(value: JsonRpcCode, buf: ByteBuffer) {
-        when(value) {
-            is JsonRpcCode.Number -> {
-                buf.putInt(1)
-                FfiConverterLong.write(value.`value`, buf)
-                Unit
-            }
-            is JsonRpcCode.Name -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`value`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
  * Which JSON protocol the peer speaks.
  */
 sealed class JsonRpcDialect {
@@ -15129,7 +12562,7 @@ sealed class JsonRpcEvent {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * The method.
          */
@@ -15171,7 +12604,7 @@ sealed class JsonRpcEvent {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * Its method.
          */
@@ -15198,7 +12631,7 @@ sealed class JsonRpcEvent {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * Its method.
          */
@@ -15225,7 +12658,7 @@ sealed class JsonRpcEvent {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * Its method.
          */
@@ -15420,164 +12853,6 @@ public object FfiConverterTypeJsonRpcEvent : FfiConverterRustBuffer<JsonRpcEvent
 
 
 /**
- * How messages are delimited.
- */
-
-enum class JsonRpcFraming {
-    
-    /**
-     * One message per line.
-     */
-    NDJSON,
-    /**
-     * `Content-Length` headers (LSP).
-     */
-    CONTENT_LENGTH;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcFraming: FfiConverterRustBuffer<JsonRpcFraming> {
-    override fun read(buf: ByteBuffer) = try {
-        JsonRpcFraming.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: JsonRpcFraming) = 4UL
-
-    override fun write(value: JsonRpcFraming, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * A request id.
- */
-sealed class JsonRpcId {
-    
-    /**
-     * An integer id.
-     */
-    data class Number(
-        /**
-         * The value.
-         */
-        val `value`: kotlin.Long) : JsonRpcId()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A string id.
-     */
-    data class Text(
-        /**
-         * The value.
-         */
-        val `value`: kotlin.String) : JsonRpcId()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `null`.
-     */
-    data object Null : JsonRpcId()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeJsonRpcId : FfiConverterRustBuffer<JsonRpcId>{
-    override fun read(buf: ByteBuffer): JsonRpcId {
-        return when(buf.getInt()) {
-            1 -> JsonRpcId.Number(
-                FfiConverterLong.read(buf),
-                )
-            2 -> JsonRpcId.Text(
-                FfiConverterString.read(buf),
-                )
-            3 -> JsonRpcId.Null
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: JsonRpcId): ULong = when(value) {
-        is JsonRpcId.Number -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterLong.allocationSize(value.`value`)
-            )
-        }
-        is JsonRpcId.Text -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`value`)
-            )
-        }
-        is JsonRpcId.Null -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: JsonRpcId, buf: ByteBuffer) {
-        when(value) {
-            is JsonRpcId.Number -> {
-                buf.putInt(1)
-                FfiConverterLong.write(value.`value`, buf)
-                Unit
-            }
-            is JsonRpcId.Text -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`value`, buf)
-                Unit
-            }
-            is JsonRpcId.Null -> {
-                buf.putInt(3)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
  * One JSON-RPC 2.0 message.
  */
 sealed class JsonRpcMessage {
@@ -15589,7 +12864,7 @@ sealed class JsonRpcMessage {
         /**
          * Its id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * The method.
          */
@@ -15631,7 +12906,7 @@ sealed class JsonRpcMessage {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * The result, JSON text.
          */
@@ -15650,7 +12925,7 @@ sealed class JsonRpcMessage {
         /**
          * The call's id.
          */
-        val `id`: dev.deskwire.JsonRpcId, 
+        val `id`: dev.deskwire.core.JsonRpcId, 
         /**
          * The error.
          */
@@ -16027,1955 +13302,6 @@ public object FfiConverterTypeJsonRpcParsed : FfiConverterRustBuffer<JsonRpcPars
 
 
 /**
- * What happened to the link itself.
- */
-sealed class LinkEvent {
-    
-    /**
-     * The state changed.
-     */
-    data class StateChanged(
-        /**
-         * The new state.
-         */
-        val `state`: dev.deskwire.ConnectionState) : LinkEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The configured peer is in the channel.
-     */
-    data class PeerJoined(
-        /**
-         * Its nick.
-         */
-        val `nick`: kotlin.String) : LinkEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The configured peer left.
-     */
-    data class PeerLeft(
-        /**
-         * Its nick.
-         */
-        val `nick`: kotlin.String) : LinkEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeLinkEvent : FfiConverterRustBuffer<LinkEvent>{
-    override fun read(buf: ByteBuffer): LinkEvent {
-        return when(buf.getInt()) {
-            1 -> LinkEvent.StateChanged(
-                FfiConverterTypeConnectionState.read(buf),
-                )
-            2 -> LinkEvent.PeerJoined(
-                FfiConverterString.read(buf),
-                )
-            3 -> LinkEvent.PeerLeft(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: LinkEvent): ULong = when(value) {
-        is LinkEvent.StateChanged -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeConnectionState.allocationSize(value.`state`)
-            )
-        }
-        is LinkEvent.PeerJoined -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`nick`)
-            )
-        }
-        is LinkEvent.PeerLeft -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`nick`)
-            )
-        }
-    }
-
-    override fun write(value: LinkEvent, buf: ByteBuffer) {
-        when(value) {
-            is LinkEvent.StateChanged -> {
-                buf.putInt(1)
-                FfiConverterTypeConnectionState.write(value.`state`, buf)
-                Unit
-            }
-            is LinkEvent.PeerJoined -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`nick`, buf)
-                Unit
-            }
-            is LinkEvent.PeerLeft -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`nick`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * What the phone's app should learn.
- */
-sealed class MobileClientEvent {
-    
-    /**
-     * The session is up.
-     */
-    data object Connected : MobileClientEvent()
-    
-    
-    /**
-     * Pairing succeeded: store `token`.
-     */
-    data class Paired(
-        /**
-         * The bearer token.
-         */
-        val `token`: kotlin.String) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The pairing code was refused.
-     */
-    data class AuthFailed(
-        /**
-         * The server's reason.
-         */
-        val `error`: kotlin.String?, 
-        /**
-         * Wrong codes the desktop still allows for the code it shows (0: ask for a new one),
-         * when it says.
-         */
-        val `attemptsLeft`: kotlin.UInt?, 
-        /**
-         * How long the desktop looks at no attempt, when it says.
-         */
-        val `retryAfterMs`: kotlin.ULong?) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The stored token was refused (and forgotten): pair again.
-     */
-    data object TokenRejected : MobileClientEvent()
-    
-    
-    /**
-     * The connection ended.
-     */
-    data class Disconnected(
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.MobileDisconnectReason, 
-        /**
-         * The delay of the scheduled reconnect, if any.
-         */
-        val `retryInMs`: kotlin.ULong?) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The agent state changed; `initial` for the sync right after connecting.
-     */
-    data class StateChanged(
-        /**
-         * The state.
-         */
-        val `state`: dev.deskwire.AgentState, 
-        /**
-         * Whether it is the session's first.
-         */
-        val `initial`: kotlin.Boolean) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A chat message.
-     */
-    data class Message(
-        /**
-         * The message.
-         */
-        val `message`: dev.deskwire.ChatMessage) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The agent asks for permission: answer with `respondPermission`.
-     */
-    data class PermissionRequested(
-        /**
-         * The request.
-         */
-        val `request`: dev.deskwire.PermissionRequest) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Progress on the task.
-     */
-    data class TaskUpdate(
-        /**
-         * The update.
-         */
-        val `update`: dev.deskwire.TaskUpdate) : MobileClientEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileClientEvent : FfiConverterRustBuffer<MobileClientEvent>{
-    override fun read(buf: ByteBuffer): MobileClientEvent {
-        return when(buf.getInt()) {
-            1 -> MobileClientEvent.Connected
-            2 -> MobileClientEvent.Paired(
-                FfiConverterString.read(buf),
-                )
-            3 -> MobileClientEvent.AuthFailed(
-                FfiConverterOptionalString.read(buf),
-                FfiConverterOptionalUInt.read(buf),
-                FfiConverterOptionalULong.read(buf),
-                )
-            4 -> MobileClientEvent.TokenRejected
-            5 -> MobileClientEvent.Disconnected(
-                FfiConverterTypeMobileDisconnectReason.read(buf),
-                FfiConverterOptionalULong.read(buf),
-                )
-            6 -> MobileClientEvent.StateChanged(
-                FfiConverterTypeAgentState.read(buf),
-                FfiConverterBoolean.read(buf),
-                )
-            7 -> MobileClientEvent.Message(
-                FfiConverterTypeChatMessage.read(buf),
-                )
-            8 -> MobileClientEvent.PermissionRequested(
-                FfiConverterTypePermissionRequest.read(buf),
-                )
-            9 -> MobileClientEvent.TaskUpdate(
-                FfiConverterTypeTaskUpdate.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileClientEvent): ULong = when(value) {
-        is MobileClientEvent.Connected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileClientEvent.Paired -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`token`)
-            )
-        }
-        is MobileClientEvent.AuthFailed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterOptionalString.allocationSize(value.`error`)
-                + FfiConverterOptionalUInt.allocationSize(value.`attemptsLeft`)
-                + FfiConverterOptionalULong.allocationSize(value.`retryAfterMs`)
-            )
-        }
-        is MobileClientEvent.TokenRejected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileClientEvent.Disconnected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeMobileDisconnectReason.allocationSize(value.`reason`)
-                + FfiConverterOptionalULong.allocationSize(value.`retryInMs`)
-            )
-        }
-        is MobileClientEvent.StateChanged -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeAgentState.allocationSize(value.`state`)
-                + FfiConverterBoolean.allocationSize(value.`initial`)
-            )
-        }
-        is MobileClientEvent.Message -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeChatMessage.allocationSize(value.`message`)
-            )
-        }
-        is MobileClientEvent.PermissionRequested -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypePermissionRequest.allocationSize(value.`request`)
-            )
-        }
-        is MobileClientEvent.TaskUpdate -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeTaskUpdate.allocationSize(value.`update`)
-            )
-        }
-    }
-
-    override fun write(value: MobileClientEvent, buf: ByteBuffer) {
-        when(value) {
-            is MobileClientEvent.Connected -> {
-                buf.putInt(1)
-                Unit
-            }
-            is MobileClientEvent.Paired -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`token`, buf)
-                Unit
-            }
-            is MobileClientEvent.AuthFailed -> {
-                buf.putInt(3)
-                FfiConverterOptionalString.write(value.`error`, buf)
-                FfiConverterOptionalUInt.write(value.`attemptsLeft`, buf)
-                FfiConverterOptionalULong.write(value.`retryAfterMs`, buf)
-                Unit
-            }
-            is MobileClientEvent.TokenRejected -> {
-                buf.putInt(4)
-                Unit
-            }
-            is MobileClientEvent.Disconnected -> {
-                buf.putInt(5)
-                FfiConverterTypeMobileDisconnectReason.write(value.`reason`, buf)
-                FfiConverterOptionalULong.write(value.`retryInMs`, buf)
-                Unit
-            }
-            is MobileClientEvent.StateChanged -> {
-                buf.putInt(6)
-                FfiConverterTypeAgentState.write(value.`state`, buf)
-                FfiConverterBoolean.write(value.`initial`, buf)
-                Unit
-            }
-            is MobileClientEvent.Message -> {
-                buf.putInt(7)
-                FfiConverterTypeChatMessage.write(value.`message`, buf)
-                Unit
-            }
-            is MobileClientEvent.PermissionRequested -> {
-                buf.putInt(8)
-                FfiConverterTypePermissionRequest.write(value.`request`, buf)
-                Unit
-            }
-            is MobileClientEvent.TaskUpdate -> {
-                buf.putInt(9)
-                FfiConverterTypeTaskUpdate.write(value.`update`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * What the phone's engine wants next.
- */
-sealed class MobileClientOutput {
-    
-    /**
-     * Open the WebSocket, with `Authorization: Bearer <bearer>` when given; then call
-     * `connected` or `disconnected`.
-     */
-    data class Connect(
-        /**
-         * The token for the upgrade's header.
-         */
-        val `bearer`: kotlin.String?) : MobileClientOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Send this text frame.
-     */
-    data class Transmit(
-        /**
-         * The frame.
-         */
-        val `text`: kotlin.String) : MobileClientOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Close the WebSocket.
-     */
-    data object Close : MobileClientOutput()
-    
-    
-    /**
-     * Tell the app.
-     */
-    data class Event(
-        /**
-         * The event.
-         */
-        val `event`: dev.deskwire.MobileClientEvent) : MobileClientOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Nothing to do before this instant unless input arrives.
-     */
-    data class Timeout(
-        /**
-         * The deadline (ms, the host's clock).
-         */
-        val `deadlineMs`: kotlin.ULong) : MobileClientOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileClientOutput : FfiConverterRustBuffer<MobileClientOutput>{
-    override fun read(buf: ByteBuffer): MobileClientOutput {
-        return when(buf.getInt()) {
-            1 -> MobileClientOutput.Connect(
-                FfiConverterOptionalString.read(buf),
-                )
-            2 -> MobileClientOutput.Transmit(
-                FfiConverterString.read(buf),
-                )
-            3 -> MobileClientOutput.Close
-            4 -> MobileClientOutput.Event(
-                FfiConverterTypeMobileClientEvent.read(buf),
-                )
-            5 -> MobileClientOutput.Timeout(
-                FfiConverterULong.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileClientOutput): ULong = when(value) {
-        is MobileClientOutput.Connect -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterOptionalString.allocationSize(value.`bearer`)
-            )
-        }
-        is MobileClientOutput.Transmit -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`text`)
-            )
-        }
-        is MobileClientOutput.Close -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileClientOutput.Event -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeMobileClientEvent.allocationSize(value.`event`)
-            )
-        }
-        is MobileClientOutput.Timeout -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`deadlineMs`)
-            )
-        }
-    }
-
-    override fun write(value: MobileClientOutput, buf: ByteBuffer) {
-        when(value) {
-            is MobileClientOutput.Connect -> {
-                buf.putInt(1)
-                FfiConverterOptionalString.write(value.`bearer`, buf)
-                Unit
-            }
-            is MobileClientOutput.Transmit -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`text`, buf)
-                Unit
-            }
-            is MobileClientOutput.Close -> {
-                buf.putInt(3)
-                Unit
-            }
-            is MobileClientOutput.Event -> {
-                buf.putInt(4)
-                FfiConverterTypeMobileClientEvent.write(value.`event`, buf)
-                Unit
-            }
-            is MobileClientOutput.Timeout -> {
-                buf.putInt(5)
-                FfiConverterULong.write(value.`deadlineMs`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Where the phone is.
- */
-sealed class MobileConnectionState {
-    
-    /**
-     * Not connected and not trying.
-     */
-    data object Idle : MobileConnectionState()
-    
-    
-    /**
-     * Waiting for the backoff deadline.
-     */
-    data class Waiting(
-        /**
-         * When the next attempt starts.
-         */
-        val `retryAtMs`: kotlin.ULong) : MobileConnectionState()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The host is opening the WebSocket.
-     */
-    data object Connecting : MobileConnectionState()
-    
-    
-    /**
-     * Pairing: `auth` sent.
-     */
-    data object Authenticating : MobileConnectionState()
-    
-    
-    /**
-     * The session is up.
-     */
-    data class Online(
-        /**
-         * Whether the first state arrived.
-         */
-        val `synced`: kotlin.Boolean) : MobileConnectionState()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileConnectionState : FfiConverterRustBuffer<MobileConnectionState>{
-    override fun read(buf: ByteBuffer): MobileConnectionState {
-        return when(buf.getInt()) {
-            1 -> MobileConnectionState.Idle
-            2 -> MobileConnectionState.Waiting(
-                FfiConverterULong.read(buf),
-                )
-            3 -> MobileConnectionState.Connecting
-            4 -> MobileConnectionState.Authenticating
-            5 -> MobileConnectionState.Online(
-                FfiConverterBoolean.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileConnectionState): ULong = when(value) {
-        is MobileConnectionState.Idle -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileConnectionState.Waiting -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`retryAtMs`)
-            )
-        }
-        is MobileConnectionState.Connecting -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileConnectionState.Authenticating -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileConnectionState.Online -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterBoolean.allocationSize(value.`synced`)
-            )
-        }
-    }
-
-    override fun write(value: MobileConnectionState, buf: ByteBuffer) {
-        when(value) {
-            is MobileConnectionState.Idle -> {
-                buf.putInt(1)
-                Unit
-            }
-            is MobileConnectionState.Waiting -> {
-                buf.putInt(2)
-                FfiConverterULong.write(value.`retryAtMs`, buf)
-                Unit
-            }
-            is MobileConnectionState.Connecting -> {
-                buf.putInt(3)
-                Unit
-            }
-            is MobileConnectionState.Authenticating -> {
-                buf.putInt(4)
-                Unit
-            }
-            is MobileConnectionState.Online -> {
-                buf.putInt(5)
-                FfiConverterBoolean.write(value.`synced`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Why the connection ended, as the host saw it.
- */
-sealed class MobileDisconnectReason {
-    
-    /**
-     * The socket closed.
-     */
-    data object Closed : MobileDisconnectReason()
-    
-    
-    /**
-     * The connection failed (DNS, TCP, TLS, a non-101 answer other than 401/403).
-     */
-    data class Failed(
-        /**
-         * What failed.
-         */
-        val `detail`: kotlin.String) : MobileDisconnectReason()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The upgrade was refused with 401 or 403: the token is not valid.
-     */
-    data object Unauthorized : MobileDisconnectReason()
-    
-    
-    /**
-     * The engine gave up on a silent server.
-     */
-    data object ServerTimeout : MobileDisconnectReason()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileDisconnectReason : FfiConverterRustBuffer<MobileDisconnectReason>{
-    override fun read(buf: ByteBuffer): MobileDisconnectReason {
-        return when(buf.getInt()) {
-            1 -> MobileDisconnectReason.Closed
-            2 -> MobileDisconnectReason.Failed(
-                FfiConverterString.read(buf),
-                )
-            3 -> MobileDisconnectReason.Unauthorized
-            4 -> MobileDisconnectReason.ServerTimeout
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileDisconnectReason): ULong = when(value) {
-        is MobileDisconnectReason.Closed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileDisconnectReason.Failed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`detail`)
-            )
-        }
-        is MobileDisconnectReason.Unauthorized -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is MobileDisconnectReason.ServerTimeout -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: MobileDisconnectReason, buf: ByteBuffer) {
-        when(value) {
-            is MobileDisconnectReason.Closed -> {
-                buf.putInt(1)
-                Unit
-            }
-            is MobileDisconnectReason.Failed -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`detail`, buf)
-                Unit
-            }
-            is MobileDisconnectReason.Unauthorized -> {
-                buf.putInt(3)
-                Unit
-            }
-            is MobileDisconnectReason.ServerTimeout -> {
-                buf.putInt(4)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * What the desktop's app should learn.
- */
-sealed class MobileServerEvent {
-    
-    /**
-     * A phone's session started.
-     */
-    data class ClientConnected(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * How it authenticated.
-         */
-        val `via`: dev.deskwire.AuthMethod) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A phone paired: persist `token`.
-     */
-    data class Paired(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * The new token (a secret).
-         */
-        val `token`: kotlin.String) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A pairing attempt failed.
-     */
-    data class PairingFailed(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * Why.
-         */
-        val `failure`: dev.deskwire.PairingFailure) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A connection ended.
-     */
-    data class ClientDisconnected(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.CloseReason) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A phone sent an agent command.
-     */
-    data class Command(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * The command.
-         */
-        val `command`: dev.deskwire.Command) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A phone sent a chat message.
-     */
-    data class UserMessage(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * The text.
-         */
-        val `content`: kotlin.String) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A permission request was answered.
-     */
-    data class PermissionAnswered(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String, 
-        /**
-         * Who answered.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * Whether the call may run.
-         */
-        val `approved`: kotlin.Boolean, 
-        /**
-         * Whether to remember the answer.
-         */
-        val `remember`: kotlin.Boolean) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Nobody answered in time.
-     */
-    data class PermissionTimedOut(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String) : MobileServerEvent()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileServerEvent : FfiConverterRustBuffer<MobileServerEvent>{
-    override fun read(buf: ByteBuffer): MobileServerEvent {
-        return when(buf.getInt()) {
-            1 -> MobileServerEvent.ClientConnected(
-                FfiConverterULong.read(buf),
-                FfiConverterTypeAuthMethod.read(buf),
-                )
-            2 -> MobileServerEvent.Paired(
-                FfiConverterULong.read(buf),
-                FfiConverterString.read(buf),
-                )
-            3 -> MobileServerEvent.PairingFailed(
-                FfiConverterULong.read(buf),
-                FfiConverterTypePairingFailure.read(buf),
-                )
-            4 -> MobileServerEvent.ClientDisconnected(
-                FfiConverterULong.read(buf),
-                FfiConverterTypeCloseReason.read(buf),
-                )
-            5 -> MobileServerEvent.Command(
-                FfiConverterULong.read(buf),
-                FfiConverterTypeCommand.read(buf),
-                )
-            6 -> MobileServerEvent.UserMessage(
-                FfiConverterULong.read(buf),
-                FfiConverterString.read(buf),
-                )
-            7 -> MobileServerEvent.PermissionAnswered(
-                FfiConverterString.read(buf),
-                FfiConverterULong.read(buf),
-                FfiConverterBoolean.read(buf),
-                FfiConverterBoolean.read(buf),
-                )
-            8 -> MobileServerEvent.PermissionTimedOut(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileServerEvent): ULong = when(value) {
-        is MobileServerEvent.ClientConnected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterTypeAuthMethod.allocationSize(value.`via`)
-            )
-        }
-        is MobileServerEvent.Paired -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterString.allocationSize(value.`token`)
-            )
-        }
-        is MobileServerEvent.PairingFailed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterTypePairingFailure.allocationSize(value.`failure`)
-            )
-        }
-        is MobileServerEvent.ClientDisconnected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterTypeCloseReason.allocationSize(value.`reason`)
-            )
-        }
-        is MobileServerEvent.Command -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterTypeCommand.allocationSize(value.`command`)
-            )
-        }
-        is MobileServerEvent.UserMessage -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterString.allocationSize(value.`content`)
-            )
-        }
-        is MobileServerEvent.PermissionAnswered -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterBoolean.allocationSize(value.`approved`)
-                + FfiConverterBoolean.allocationSize(value.`remember`)
-            )
-        }
-        is MobileServerEvent.PermissionTimedOut -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-            )
-        }
-    }
-
-    override fun write(value: MobileServerEvent, buf: ByteBuffer) {
-        when(value) {
-            is MobileServerEvent.ClientConnected -> {
-                buf.putInt(1)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterTypeAuthMethod.write(value.`via`, buf)
-                Unit
-            }
-            is MobileServerEvent.Paired -> {
-                buf.putInt(2)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterString.write(value.`token`, buf)
-                Unit
-            }
-            is MobileServerEvent.PairingFailed -> {
-                buf.putInt(3)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterTypePairingFailure.write(value.`failure`, buf)
-                Unit
-            }
-            is MobileServerEvent.ClientDisconnected -> {
-                buf.putInt(4)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterTypeCloseReason.write(value.`reason`, buf)
-                Unit
-            }
-            is MobileServerEvent.Command -> {
-                buf.putInt(5)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterTypeCommand.write(value.`command`, buf)
-                Unit
-            }
-            is MobileServerEvent.UserMessage -> {
-                buf.putInt(6)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterString.write(value.`content`, buf)
-                Unit
-            }
-            is MobileServerEvent.PermissionAnswered -> {
-                buf.putInt(7)
-                FfiConverterString.write(value.`id`, buf)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterBoolean.write(value.`approved`, buf)
-                FfiConverterBoolean.write(value.`remember`, buf)
-                Unit
-            }
-            is MobileServerEvent.PermissionTimedOut -> {
-                buf.putInt(8)
-                FfiConverterString.write(value.`id`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * What the desktop's engine wants next.
- */
-sealed class MobileServerOutput {
-    
-    /**
-     * Send this text frame on `conn`.
-     */
-    data class Transmit(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * The frame.
-         */
-        val `text`: kotlin.String) : MobileServerOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Close `conn`.
-     */
-    data class Close(
-        /**
-         * The connection.
-         */
-        val `conn`: kotlin.ULong, 
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.CloseReason) : MobileServerOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Tell the app.
-     */
-    data class Event(
-        /**
-         * The event.
-         */
-        val `event`: dev.deskwire.MobileServerEvent) : MobileServerOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Nothing to do before this instant unless input arrives.
-     */
-    data class Timeout(
-        /**
-         * The deadline (ms).
-         */
-        val `deadlineMs`: kotlin.ULong) : MobileServerOutput()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeMobileServerOutput : FfiConverterRustBuffer<MobileServerOutput>{
-    override fun read(buf: ByteBuffer): MobileServerOutput {
-        return when(buf.getInt()) {
-            1 -> MobileServerOutput.Transmit(
-                FfiConverterULong.read(buf),
-                FfiConverterString.read(buf),
-                )
-            2 -> MobileServerOutput.Close(
-                FfiConverterULong.read(buf),
-                FfiConverterTypeCloseReason.read(buf),
-                )
-            3 -> MobileServerOutput.Event(
-                FfiConverterTypeMobileServerEvent.read(buf),
-                )
-            4 -> MobileServerOutput.Timeout(
-                FfiConverterULong.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: MobileServerOutput): ULong = when(value) {
-        is MobileServerOutput.Transmit -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterString.allocationSize(value.`text`)
-            )
-        }
-        is MobileServerOutput.Close -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`conn`)
-                + FfiConverterTypeCloseReason.allocationSize(value.`reason`)
-            )
-        }
-        is MobileServerOutput.Event -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeMobileServerEvent.allocationSize(value.`event`)
-            )
-        }
-        is MobileServerOutput.Timeout -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`deadlineMs`)
-            )
-        }
-    }
-
-    override fun write(value: MobileServerOutput, buf: ByteBuffer) {
-        when(value) {
-            is MobileServerOutput.Transmit -> {
-                buf.putInt(1)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterString.write(value.`text`, buf)
-                Unit
-            }
-            is MobileServerOutput.Close -> {
-                buf.putInt(2)
-                FfiConverterULong.write(value.`conn`, buf)
-                FfiConverterTypeCloseReason.write(value.`reason`, buf)
-                Unit
-            }
-            is MobileServerOutput.Event -> {
-                buf.putInt(3)
-                FfiConverterTypeMobileServerEvent.write(value.`event`, buf)
-                Unit
-            }
-            is MobileServerOutput.Timeout -> {
-                buf.putInt(4)
-                FfiConverterULong.write(value.`deadlineMs`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Something the application should learn.
- */
-sealed class Oa1Event {
-    
-    /**
-     * Desk: the whole response arrived.
-     */
-    data class Response(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String, 
-        /**
-         * The text.
-         */
-        val `text`: kotlin.String, 
-        /**
-         * Whether it was cut at the size cap.
-         */
-        val `truncated`: kotlin.Boolean) : Oa1Event()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Desk: the request ended without a response.
-     */
-    data class Failed(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String, 
-        /**
-         * Why.
-         */
-        val `failure`: dev.deskwire.Oa1Failure) : Oa1Event()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Remote: a whole request arrived.
-     */
-    data class Request(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String, 
-        /**
-         * Who sent it.
-         */
-        val `sender`: kotlin.String, 
-        /**
-         * The payload (for `RemoteBash`, the command).
-         */
-        val `payload`: kotlin.String) : Oa1Event()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Remote: the desk cancelled a request.
-     */
-    data class Cancelled(
-        /**
-         * The request id.
-         */
-        val `id`: kotlin.String, 
-        /**
-         * The reason.
-         */
-        val `reason`: kotlin.String) : Oa1Event()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeOa1Event : FfiConverterRustBuffer<Oa1Event>{
-    override fun read(buf: ByteBuffer): Oa1Event {
-        return when(buf.getInt()) {
-            1 -> Oa1Event.Response(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterBoolean.read(buf),
-                )
-            2 -> Oa1Event.Failed(
-                FfiConverterString.read(buf),
-                FfiConverterTypeOa1Failure.read(buf),
-                )
-            3 -> Oa1Event.Request(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            4 -> Oa1Event.Cancelled(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: Oa1Event): ULong = when(value) {
-        is Oa1Event.Response -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-                + FfiConverterString.allocationSize(value.`text`)
-                + FfiConverterBoolean.allocationSize(value.`truncated`)
-            )
-        }
-        is Oa1Event.Failed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-                + FfiConverterTypeOa1Failure.allocationSize(value.`failure`)
-            )
-        }
-        is Oa1Event.Request -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-                + FfiConverterString.allocationSize(value.`sender`)
-                + FfiConverterString.allocationSize(value.`payload`)
-            )
-        }
-        is Oa1Event.Cancelled -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`id`)
-                + FfiConverterString.allocationSize(value.`reason`)
-            )
-        }
-    }
-
-    override fun write(value: Oa1Event, buf: ByteBuffer) {
-        when(value) {
-            is Oa1Event.Response -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`id`, buf)
-                FfiConverterString.write(value.`text`, buf)
-                FfiConverterBoolean.write(value.`truncated`, buf)
-                Unit
-            }
-            is Oa1Event.Failed -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`id`, buf)
-                FfiConverterTypeOa1Failure.write(value.`failure`, buf)
-                Unit
-            }
-            is Oa1Event.Request -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`id`, buf)
-                FfiConverterString.write(value.`sender`, buf)
-                FfiConverterString.write(value.`payload`, buf)
-                Unit
-            }
-            is Oa1Event.Cancelled -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`id`, buf)
-                FfiConverterString.write(value.`reason`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Why a request failed.
- */
-sealed class Oa1Failure {
-    
-    /**
-     * The remote answered `ERR code: message`.
-     */
-    data class Remote(
-        /**
-         * The error code.
-         */
-        val `code`: kotlin.String, 
-        /**
-         * The message.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * No complete response within the timeout (a `CANCEL` was sent).
-     */
-    data object Timeout : Oa1Failure()
-    
-    
-    /**
-     * A chunk of the response never arrived.
-     */
-    data object Incomplete : Oa1Failure()
-    
-    
-    /**
-     * The IRC connection ended before the response.
-     */
-    data class Disconnected(
-        /**
-         * Why (the server's `ERROR` text, a lost socket, ...).
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A compressed answer could not be read.
-     */
-    data class Malformed(
-        /**
-         * What was wrong.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The request never left: the connection was not ready within `readyTimeoutMs`; the
-     * message says what it waited for and who was in the channel.
-     */
-    data class NotReady(
-        /**
-         * What the connection waited for.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The server refused to let us into the channel.
-     */
-    data class JoinFailed(
-        /**
-         * The channel, the numeric and the server's text.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * We were kicked from the channel while the request was in flight.
-     */
-    data class Kicked(
-        /**
-         * The channel, who kicked us and why.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The remote left the channel while the request was in flight.
-     */
-    data class PeerLeft(
-        /**
-         * Who left and how.
-         */
-        val `message`: kotlin.String) : Oa1Failure()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
-    override fun read(buf: ByteBuffer): Oa1Failure {
-        return when(buf.getInt()) {
-            1 -> Oa1Failure.Remote(
-                FfiConverterString.read(buf),
-                FfiConverterString.read(buf),
-                )
-            2 -> Oa1Failure.Timeout
-            3 -> Oa1Failure.Incomplete
-            4 -> Oa1Failure.Disconnected(
-                FfiConverterString.read(buf),
-                )
-            5 -> Oa1Failure.Malformed(
-                FfiConverterString.read(buf),
-                )
-            6 -> Oa1Failure.NotReady(
-                FfiConverterString.read(buf),
-                )
-            7 -> Oa1Failure.JoinFailed(
-                FfiConverterString.read(buf),
-                )
-            8 -> Oa1Failure.Kicked(
-                FfiConverterString.read(buf),
-                )
-            9 -> Oa1Failure.PeerLeft(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: Oa1Failure): ULong = when(value) {
-        is Oa1Failure.Remote -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`code`)
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.Timeout -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is Oa1Failure.Incomplete -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is Oa1Failure.Disconnected -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.Malformed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.NotReady -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.JoinFailed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.Kicked -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-        is Oa1Failure.PeerLeft -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`message`)
-            )
-        }
-    }
-
-    override fun write(value: Oa1Failure, buf: ByteBuffer) {
-        when(value) {
-            is Oa1Failure.Remote -> {
-                buf.putInt(1)
-                FfiConverterString.write(value.`code`, buf)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.Timeout -> {
-                buf.putInt(2)
-                Unit
-            }
-            is Oa1Failure.Incomplete -> {
-                buf.putInt(3)
-                Unit
-            }
-            is Oa1Failure.Disconnected -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.Malformed -> {
-                buf.putInt(5)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.NotReady -> {
-                buf.putInt(6)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.JoinFailed -> {
-                buf.putInt(7)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.Kicked -> {
-                buf.putInt(8)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-            is Oa1Failure.PeerLeft -> {
-                buf.putInt(9)
-                FfiConverterString.write(value.`message`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * The type of a frame.
- */
-
-enum class Oa1FrameType {
-    
-    /**
-     * A request chunk.
-     */
-    REQ,
-    /**
-     * A response chunk.
-     */
-    RES,
-    /**
-     * An error answer.
-     */
-    ERR,
-    /**
-     * A cancellation.
-     */
-    CANCEL,
-    /**
-     * The desk accepts a compressed answer (`ACCEPT <id> deflate`).
-     */
-    ACCEPT,
-    /**
-     * A compressed request chunk.
-     */
-    REQ_Z,
-    /**
-     * A compressed response chunk.
-     */
-    RES_Z;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeOa1FrameType: FfiConverterRustBuffer<Oa1FrameType> {
-    override fun read(buf: ByteBuffer) = try {
-        Oa1FrameType.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: Oa1FrameType) = 4UL
-
-    override fun write(value: Oa1FrameType, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
  * What a bare endpoint wants next.
  */
 sealed class Oa1Output {
@@ -18002,7 +13328,7 @@ sealed class Oa1Output {
         /**
          * The event.
          */
-        val `event`: dev.deskwire.Oa1Event) : Oa1Output()
+        val `event`: dev.deskwire.core.Oa1Event) : Oa1Output()
         
     {
         
@@ -18104,271 +13430,6 @@ public object FfiConverterTypeOa1Output : FfiConverterRustBuffer<Oa1Output>{
 
 
 /**
- * Why a pairing attempt failed.
- */
-sealed class PairingFailure {
-    
-    /**
-     * Not the code shown.
-     */
-    data class WrongCode(
-        /**
-         * Wrong codes still allowed.
-         */
-        val `attemptsLeft`: kotlin.UInt) : PairingFailure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Too many wrong codes.
-     */
-    data object LockedOut : PairingFailure()
-    
-    
-    /**
-     * No code is shown.
-     */
-    data object NoActiveCode : PairingFailure()
-    
-    
-    /**
-     * Too soon after a wrong code: not looked at.
-     */
-    data class Throttled(
-        /**
-         * When an attempt is looked at again.
-         */
-        val `retryAfterMs`: kotlin.ULong) : PairingFailure()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The token table is full: revoke a phone first.
-     */
-    data object TokensFull : PairingFailure()
-    
-    
-    /**
-     * Every session slot is taken.
-     */
-    data object TooManyConnections : PairingFailure()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypePairingFailure : FfiConverterRustBuffer<PairingFailure>{
-    override fun read(buf: ByteBuffer): PairingFailure {
-        return when(buf.getInt()) {
-            1 -> PairingFailure.WrongCode(
-                FfiConverterUInt.read(buf),
-                )
-            2 -> PairingFailure.LockedOut
-            3 -> PairingFailure.NoActiveCode
-            4 -> PairingFailure.Throttled(
-                FfiConverterULong.read(buf),
-                )
-            5 -> PairingFailure.TokensFull
-            6 -> PairingFailure.TooManyConnections
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: PairingFailure): ULong = when(value) {
-        is PairingFailure.WrongCode -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterUInt.allocationSize(value.`attemptsLeft`)
-            )
-        }
-        is PairingFailure.LockedOut -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is PairingFailure.NoActiveCode -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is PairingFailure.Throttled -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterULong.allocationSize(value.`retryAfterMs`)
-            )
-        }
-        is PairingFailure.TokensFull -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is PairingFailure.TooManyConnections -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: PairingFailure, buf: ByteBuffer) {
-        when(value) {
-            is PairingFailure.WrongCode -> {
-                buf.putInt(1)
-                FfiConverterUInt.write(value.`attemptsLeft`, buf)
-                Unit
-            }
-            is PairingFailure.LockedOut -> {
-                buf.putInt(2)
-                Unit
-            }
-            is PairingFailure.NoActiveCode -> {
-                buf.putInt(3)
-                Unit
-            }
-            is PairingFailure.Throttled -> {
-                buf.putInt(4)
-                FfiConverterULong.write(value.`retryAfterMs`, buf)
-                Unit
-            }
-            is PairingFailure.TokensFull -> {
-                buf.putInt(5)
-                Unit
-            }
-            is PairingFailure.TooManyConnections -> {
-                buf.putInt(6)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * The LLM APIs deskwire translates for. Kotlin: `Provider.OPENAI_CHAT`, ...; the lowercase
- * names are the core's (`openai_chat`, the fixture file names).
- */
-
-enum class Provider {
-    
-    /**
-     * OpenAI Chat Completions.
-     */
-    OPENAI_CHAT,
-    /**
-     * OpenAI Responses.
-     */
-    OPENAI_RESPONSES,
-    /**
-     * Anthropic Messages.
-     */
-    ANTHROPIC,
-    /**
-     * Google Gemini `generateContent`.
-     */
-    GEMINI;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeProvider: FfiConverterRustBuffer<Provider> {
-    override fun read(buf: ByteBuffer) = try {
-        Provider.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: Provider) = 4UL
-
-    override fun write(value: Provider, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * Why an upgrade is refused.
- */
-
-enum class Refusal {
-    
-    /**
-     * Not a token we issued (or revoked): 401.
-     */
-    BAD_TOKEN,
-    /**
-     * Too many sessions: 503.
-     */
-    TOO_MANY_CONNECTIONS,
-    /**
-     * Too many connections without a token: 503.
-     */
-    TOO_MANY_UNPAIRED;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeRefusal: FfiConverterRustBuffer<Refusal> {
-    override fun read(buf: ByteBuffer) = try {
-        Refusal.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: Refusal) = 4UL
-
-    override fun write(value: Refusal, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
  * One piece of a model's answer, in the order the model produced them.
  */
 sealed class ResponseSegment {
@@ -18410,7 +13471,7 @@ sealed class ResponseSegment {
         /**
          * The call.
          */
-        val `call`: dev.deskwire.InvalidToolCall) : ResponseSegment()
+        val `call`: dev.deskwire.core.InvalidToolCall) : ResponseSegment()
         
     {
         
@@ -18519,904 +13580,6 @@ public object FfiConverterTypeResponseSegment : FfiConverterRustBuffer<ResponseS
             is ResponseSegment.Reasoning -> {
                 buf.putInt(4)
                 FfiConverterString.write(value.`rawJson`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * A message from the desktop to the phone.
- */
-sealed class ServerMessage {
-    
-    /**
-     * `auth_result`.
-     */
-    data class AuthResult(
-        /**
-         * The result.
-         */
-        val `result`: dev.deskwire.AuthResult) : ServerMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `agent_state_update`.
-     */
-    data class AgentStateUpdate(
-        /**
-         * The state.
-         */
-        val `state`: dev.deskwire.AgentState) : ServerMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `message`.
-     */
-    data class Message(
-        /**
-         * The message.
-         */
-        val `message`: dev.deskwire.ChatMessage) : ServerMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `permission_request`.
-     */
-    data class PermissionRequest(
-        /**
-         * The request.
-         */
-        val `request`: dev.deskwire.PermissionRequest) : ServerMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `task_update`.
-     */
-    data class TaskUpdate(
-        /**
-         * The update.
-         */
-        val `update`: dev.deskwire.TaskUpdate) : ServerMessage()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * `ping`.
-     */
-    data object Ping : ServerMessage()
-    
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeServerMessage : FfiConverterRustBuffer<ServerMessage>{
-    override fun read(buf: ByteBuffer): ServerMessage {
-        return when(buf.getInt()) {
-            1 -> ServerMessage.AuthResult(
-                FfiConverterTypeAuthResult.read(buf),
-                )
-            2 -> ServerMessage.AgentStateUpdate(
-                FfiConverterTypeAgentState.read(buf),
-                )
-            3 -> ServerMessage.Message(
-                FfiConverterTypeChatMessage.read(buf),
-                )
-            4 -> ServerMessage.PermissionRequest(
-                FfiConverterTypePermissionRequest.read(buf),
-                )
-            5 -> ServerMessage.TaskUpdate(
-                FfiConverterTypeTaskUpdate.read(buf),
-                )
-            6 -> ServerMessage.Ping
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ServerMessage): ULong = when(value) {
-        is ServerMessage.AuthResult -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeAuthResult.allocationSize(value.`result`)
-            )
-        }
-        is ServerMessage.AgentStateUpdate -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeAgentState.allocationSize(value.`state`)
-            )
-        }
-        is ServerMessage.Message -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeChatMessage.allocationSize(value.`message`)
-            )
-        }
-        is ServerMessage.PermissionRequest -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypePermissionRequest.allocationSize(value.`request`)
-            )
-        }
-        is ServerMessage.TaskUpdate -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeTaskUpdate.allocationSize(value.`update`)
-            )
-        }
-        is ServerMessage.Ping -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-    }
-
-    override fun write(value: ServerMessage, buf: ByteBuffer) {
-        when(value) {
-            is ServerMessage.AuthResult -> {
-                buf.putInt(1)
-                FfiConverterTypeAuthResult.write(value.`result`, buf)
-                Unit
-            }
-            is ServerMessage.AgentStateUpdate -> {
-                buf.putInt(2)
-                FfiConverterTypeAgentState.write(value.`state`, buf)
-                Unit
-            }
-            is ServerMessage.Message -> {
-                buf.putInt(3)
-                FfiConverterTypeChatMessage.write(value.`message`, buf)
-                Unit
-            }
-            is ServerMessage.PermissionRequest -> {
-                buf.putInt(4)
-                FfiConverterTypePermissionRequest.write(value.`request`, buf)
-                Unit
-            }
-            is ServerMessage.TaskUpdate -> {
-                buf.putInt(5)
-                FfiConverterTypeTaskUpdate.write(value.`update`, buf)
-                Unit
-            }
-            is ServerMessage.Ping -> {
-                buf.putInt(6)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Why a task stopped.
- */
-
-enum class StopReason {
-    
-    /**
-     * Done.
-     */
-    COMPLETED,
-    /**
-     * The user stopped it.
-     */
-    MANUAL_STOP,
-    /**
-     * It failed.
-     */
-    ERROR,
-    /**
-     * It reached its iteration limit.
-     */
-    ITERATION_LIMIT;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeStopReason: FfiConverterRustBuffer<StopReason> {
-    override fun read(buf: ByteBuffer) = try {
-        StopReason.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: StopReason) = 4UL
-
-    override fun write(value: StopReason, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * How an approval was settled.
- */
-
-enum class ToolApprovalOutcome {
-    
-    /**
-     * Approved.
-     */
-    APPROVED,
-    /**
-     * Denied.
-     */
-    DENIED,
-    /**
-     * Nobody answered in time.
-     */
-    TIMED_OUT,
-    /**
-     * Withdrawn.
-     */
-    CANCELLED;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolApprovalOutcome: FfiConverterRustBuffer<ToolApprovalOutcome> {
-    override fun read(buf: ByteBuffer) = try {
-        ToolApprovalOutcome.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: ToolApprovalOutcome) = 4UL
-
-    override fun write(value: ToolApprovalOutcome, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * What the gate says about a call.
- */
-sealed class ToolAuthorization {
-    
-    /**
-     * Run it.
-     */
-    data object Allowed : ToolAuthorization()
-    
-    
-    /**
-     * A human must approve it.
-     */
-    data class NeedsApproval(
-        /**
-         * The tier.
-         */
-        val `tier`: dev.deskwire.ToolTier) : ToolAuthorization()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * Do not run it; send `observation` back as its result.
-     */
-    data class Denied(
-        /**
-         * Why.
-         */
-        val `reason`: dev.deskwire.ToolDenyReason, 
-        /**
-         * The text for the model.
-         */
-        val `observation`: kotlin.String) : ToolAuthorization()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * No such tool; send `observation` back.
-     */
-    data class Unknown(
-        /**
-         * The text for the model.
-         */
-        val `observation`: kotlin.String) : ToolAuthorization()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolAuthorization : FfiConverterRustBuffer<ToolAuthorization>{
-    override fun read(buf: ByteBuffer): ToolAuthorization {
-        return when(buf.getInt()) {
-            1 -> ToolAuthorization.Allowed
-            2 -> ToolAuthorization.NeedsApproval(
-                FfiConverterTypeToolTier.read(buf),
-                )
-            3 -> ToolAuthorization.Denied(
-                FfiConverterTypeToolDenyReason.read(buf),
-                FfiConverterString.read(buf),
-                )
-            4 -> ToolAuthorization.Unknown(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ToolAuthorization): ULong = when(value) {
-        is ToolAuthorization.Allowed -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolAuthorization.NeedsApproval -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeToolTier.allocationSize(value.`tier`)
-            )
-        }
-        is ToolAuthorization.Denied -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterTypeToolDenyReason.allocationSize(value.`reason`)
-                + FfiConverterString.allocationSize(value.`observation`)
-            )
-        }
-        is ToolAuthorization.Unknown -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`observation`)
-            )
-        }
-    }
-
-    override fun write(value: ToolAuthorization, buf: ByteBuffer) {
-        when(value) {
-            is ToolAuthorization.Allowed -> {
-                buf.putInt(1)
-                Unit
-            }
-            is ToolAuthorization.NeedsApproval -> {
-                buf.putInt(2)
-                FfiConverterTypeToolTier.write(value.`tier`, buf)
-                Unit
-            }
-            is ToolAuthorization.Denied -> {
-                buf.putInt(3)
-                FfiConverterTypeToolDenyReason.write(value.`reason`, buf)
-                FfiConverterString.write(value.`observation`, buf)
-                Unit
-            }
-            is ToolAuthorization.Unknown -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`observation`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Whether and which tool the model must call.
- */
-sealed class ToolChoice {
-    
-    /**
-     * The model decides.
-     */
-    data object Auto : ToolChoice()
-    
-    
-    /**
-     * No tool calls.
-     */
-    data object None : ToolChoice()
-    
-    
-    /**
-     * At least one tool call.
-     */
-    data object Required : ToolChoice()
-    
-    
-    /**
-     * This tool (a tool not offered cannot be forced: nothing is called then).
-     */
-    data class Tool(
-        /**
-         * The tool's name.
-         */
-        val `name`: kotlin.String) : ToolChoice()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolChoice : FfiConverterRustBuffer<ToolChoice>{
-    override fun read(buf: ByteBuffer): ToolChoice {
-        return when(buf.getInt()) {
-            1 -> ToolChoice.Auto
-            2 -> ToolChoice.None
-            3 -> ToolChoice.Required
-            4 -> ToolChoice.Tool(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ToolChoice): ULong = when(value) {
-        is ToolChoice.Auto -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolChoice.None -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolChoice.Required -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolChoice.Tool -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`name`)
-            )
-        }
-    }
-
-    override fun write(value: ToolChoice, buf: ByteBuffer) {
-        when(value) {
-            is ToolChoice.Auto -> {
-                buf.putInt(1)
-                Unit
-            }
-            is ToolChoice.None -> {
-                buf.putInt(2)
-                Unit
-            }
-            is ToolChoice.Required -> {
-                buf.putInt(3)
-                Unit
-            }
-            is ToolChoice.Tool -> {
-                buf.putInt(4)
-                FfiConverterString.write(value.`name`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Why a call is denied.
- */
-sealed class ToolDenyReason {
-    
-    /**
-     * The agent cannot see the tool now.
-     */
-    data object NotVisible : ToolDenyReason()
-    
-    
-    /**
-     * The arguments do not fit the schema.
-     */
-    data class InvalidArguments(
-        /**
-         * What is wrong.
-         */
-        val `detail`: kotlin.String) : ToolDenyReason()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A policy rule denies it.
-     */
-    data class Policy(
-        /**
-         * The rule's reason.
-         */
-        val `reason`: kotlin.String) : ToolDenyReason()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolDenyReason : FfiConverterRustBuffer<ToolDenyReason>{
-    override fun read(buf: ByteBuffer): ToolDenyReason {
-        return when(buf.getInt()) {
-            1 -> ToolDenyReason.NotVisible
-            2 -> ToolDenyReason.InvalidArguments(
-                FfiConverterString.read(buf),
-                )
-            3 -> ToolDenyReason.Policy(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ToolDenyReason): ULong = when(value) {
-        is ToolDenyReason.NotVisible -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolDenyReason.InvalidArguments -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`detail`)
-            )
-        }
-        is ToolDenyReason.Policy -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`reason`)
-            )
-        }
-    }
-
-    override fun write(value: ToolDenyReason, buf: ByteBuffer) {
-        when(value) {
-            is ToolDenyReason.NotVisible -> {
-                buf.putInt(1)
-                Unit
-            }
-            is ToolDenyReason.InvalidArguments -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`detail`, buf)
-                Unit
-            }
-            is ToolDenyReason.Policy -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`reason`, buf)
-                Unit
-            }
-        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
-    }
-}
-
-
-
-
-
-/**
- * Who asks for a call.
- */
-
-enum class ToolOrigin {
-    
-    /**
-     * The model (gated by what it was shown).
-     */
-    MODEL,
-    /**
-     * A person (a slash command).
-     */
-    USER;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolOrigin: FfiConverterRustBuffer<ToolOrigin> {
-    override fun read(buf: ByteBuffer) = try {
-        ToolOrigin.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: ToolOrigin) = 4UL
-
-    override fun write(value: ToolOrigin, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * The risk tier of a call that needs approval.
- */
-
-enum class ToolTier {
-    
-    /**
-     * Low.
-     */
-    LOW,
-    /**
-     * Medium.
-     */
-    MEDIUM,
-    /**
-     * High.
-     */
-    HIGH;
-
-    
-
-
-    companion object
-}
-
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolTier: FfiConverterRustBuffer<ToolTier> {
-    override fun read(buf: ByteBuffer) = try {
-        ToolTier.values()[buf.getInt() - 1]
-    } catch (e: IndexOutOfBoundsException) {
-        throw RuntimeException("invalid enum value, something is very wrong!!", e)
-    }
-
-    override fun allocationSize(value: ToolTier) = 4UL
-
-    override fun write(value: ToolTier, buf: ByteBuffer) {
-        buf.putInt(value.ordinal + 1)
-    }
-}
-
-
-
-
-
-/**
- * What to do with a call now.
- */
-sealed class ToolVerdict {
-    
-    /**
-     * Run it.
-     */
-    data object Run : ToolVerdict()
-    
-    
-    /**
-     * Do not; send `observation` as its error result.
-     */
-    data class Refuse(
-        /**
-         * The text for the model.
-         */
-        val `observation`: kotlin.String) : ToolVerdict()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * A human was asked; wait for `ApprovalDecided`.
-     */
-    data class Pending(
-        /**
-         * The approval's id.
-         */
-        val `approvalId`: kotlin.String) : ToolVerdict()
-        
-    {
-        
-
-        companion object
-    }
-    
-
-    
-
-    
-    
-
-
-    companion object
-}
-
-/**
- * @suppress
- */
-public object FfiConverterTypeToolVerdict : FfiConverterRustBuffer<ToolVerdict>{
-    override fun read(buf: ByteBuffer): ToolVerdict {
-        return when(buf.getInt()) {
-            1 -> ToolVerdict.Run
-            2 -> ToolVerdict.Refuse(
-                FfiConverterString.read(buf),
-                )
-            3 -> ToolVerdict.Pending(
-                FfiConverterString.read(buf),
-                )
-            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
-        }
-    }
-
-    override fun allocationSize(value: ToolVerdict): ULong = when(value) {
-        is ToolVerdict.Run -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is ToolVerdict.Refuse -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`observation`)
-            )
-        }
-        is ToolVerdict.Pending -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterString.allocationSize(value.`approvalId`)
-            )
-        }
-    }
-
-    override fun write(value: ToolVerdict, buf: ByteBuffer) {
-        when(value) {
-            is ToolVerdict.Run -> {
-                buf.putInt(1)
-                Unit
-            }
-            is ToolVerdict.Refuse -> {
-                buf.putInt(2)
-                FfiConverterString.write(value.`observation`, buf)
-                Unit
-            }
-            is ToolVerdict.Pending -> {
-                buf.putInt(3)
-                FfiConverterString.write(value.`approvalId`, buf)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -19807,38 +13970,6 @@ public object FfiConverterTypeToolboxOutput : FfiConverterRustBuffer<ToolboxOutp
 }
 
 
-
-
-
-
-/**
- * @suppress
- */
-public object FfiConverterOptionalUInt: FfiConverterRustBuffer<kotlin.UInt?> {
-    override fun read(buf: ByteBuffer): kotlin.UInt? {
-        if (buf.get().toInt() == 0) {
-            return null
-        }
-        return FfiConverterUInt.read(buf)
-    }
-
-    override fun allocationSize(value: kotlin.UInt?): ULong {
-        if (value == null) {
-            return 1UL
-        } else {
-            return 1UL + FfiConverterUInt.allocationSize(value)
-        }
-    }
-
-    override fun write(value: kotlin.UInt?, buf: ByteBuffer) {
-        if (value == null) {
-            buf.put(0)
-        } else {
-            buf.put(1)
-            FfiConverterUInt.write(value, buf)
-        }
-    }
-}
 
 
 
@@ -20254,24 +14385,24 @@ public object FfiConverterSequenceString: FfiConverterRustBuffer<List<kotlin.Str
 /**
  * @suppress
  */
-public object FfiConverterSequenceTypeJsonRpcTimeoutRule: FfiConverterRustBuffer<List<JsonRpcTimeoutRule>> {
-    override fun read(buf: ByteBuffer): List<JsonRpcTimeoutRule> {
+public object FfiConverterSequenceTypeToolResult: FfiConverterRustBuffer<List<ToolResult>> {
+    override fun read(buf: ByteBuffer): List<ToolResult> {
         val len = buf.getInt()
-        return List<JsonRpcTimeoutRule>(len) {
-            FfiConverterTypeJsonRpcTimeoutRule.read(buf)
+        return List<ToolResult>(len) {
+            FfiConverterTypeToolResult.read(buf)
         }
     }
 
-    override fun allocationSize(value: List<JsonRpcTimeoutRule>): ULong {
+    override fun allocationSize(value: List<ToolResult>): ULong {
         val sizeForLength = 4UL
-        val sizeForItems = value.map { FfiConverterTypeJsonRpcTimeoutRule.allocationSize(it) }.sum()
+        val sizeForItems = value.map { FfiConverterTypeToolResult.allocationSize(it) }.sum()
         return sizeForLength + sizeForItems
     }
 
-    override fun write(value: List<JsonRpcTimeoutRule>, buf: ByteBuffer) {
+    override fun write(value: List<ToolResult>, buf: ByteBuffer) {
         buf.putInt(value.size)
         value.iterator().forEach {
-            FfiConverterTypeJsonRpcTimeoutRule.write(it, buf)
+            FfiConverterTypeToolResult.write(it, buf)
         }
     }
 }
@@ -20310,34 +14441,6 @@ public object FfiConverterSequenceTypeToolApprovalRequest: FfiConverterRustBuffe
 /**
  * @suppress
  */
-public object FfiConverterSequenceTypeToolResult: FfiConverterRustBuffer<List<ToolResult>> {
-    override fun read(buf: ByteBuffer): List<ToolResult> {
-        val len = buf.getInt()
-        return List<ToolResult>(len) {
-            FfiConverterTypeToolResult.read(buf)
-        }
-    }
-
-    override fun allocationSize(value: List<ToolResult>): ULong {
-        val sizeForLength = 4UL
-        val sizeForItems = value.map { FfiConverterTypeToolResult.allocationSize(it) }.sum()
-        return sizeForLength + sizeForItems
-    }
-
-    override fun write(value: List<ToolResult>, buf: ByteBuffer) {
-        buf.putInt(value.size)
-        value.iterator().forEach {
-            FfiConverterTypeToolResult.write(it, buf)
-        }
-    }
-}
-
-
-
-
-/**
- * @suppress
- */
 public object FfiConverterSequenceTypeToolSpec: FfiConverterRustBuffer<List<ToolSpec>> {
     override fun read(buf: ByteBuffer): List<ToolSpec> {
         val len = buf.getInt()
@@ -20356,6 +14459,34 @@ public object FfiConverterSequenceTypeToolSpec: FfiConverterRustBuffer<List<Tool
         buf.putInt(value.size)
         value.iterator().forEach {
             FfiConverterTypeToolSpec.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeConnectionEvent: FfiConverterRustBuffer<List<ConnectionEvent>> {
+    override fun read(buf: ByteBuffer): List<ConnectionEvent> {
+        val len = buf.getInt()
+        return List<ConnectionEvent>(len) {
+            FfiConverterTypeConnectionEvent.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<ConnectionEvent>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeConnectionEvent.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<ConnectionEvent>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeConnectionEvent.write(it, buf)
         }
     }
 }
@@ -20454,6 +14585,86 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
         }
     }
 }
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
         /**
          * The spec's defaults for `nick` on `channel`, taking frames only from `peer`
          * (`oa1.allowedSender`). A desk needs its remote there: `rexd` (what `rexd --irc` joins as),

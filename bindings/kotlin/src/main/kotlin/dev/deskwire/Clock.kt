@@ -1,5 +1,7 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
+
 /**
  * The monotonic millisecond clock the engines take as `nowMs`. On Android pass
  * `{ SystemClock.elapsedRealtime() }` (it keeps counting in deep sleep); the default,

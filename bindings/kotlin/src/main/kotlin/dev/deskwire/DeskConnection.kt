@@ -1,5 +1,6 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineScope

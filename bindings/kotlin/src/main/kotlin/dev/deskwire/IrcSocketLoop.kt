@@ -1,5 +1,6 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Dispatchers
@@ -22,30 +23,38 @@ import java.net.Socket
 
 /** The calls [IrcSocketLoop] makes on a connection engine ([Desk] or [Remote]). */
 internal interface ConnectionEngine {
-    fun handleBytes(nowMs: Long, bytes: ByteArray)
+    /** `handleBytes` then `drain`, in one native call ([ConnectionPump]). */
+    fun feed(nowMs: Long, bytes: ByteArray): ConnectionDrain
     fun handleEof(nowMs: Long)
     fun handleTimeout(nowMs: Long)
-    fun pollOutput(nowMs: Long): ConnectionOutput
+    fun drain(nowMs: Long): ConnectionDrain
     fun quit(nowMs: Long, reason: String)
     fun state(): ConnectionState
+
+    /** Lets go of the engine's [ConnectionPump] (the loop has ended). */
+    fun release()
 }
 
 internal fun Desk.asEngine(): ConnectionEngine = object : ConnectionEngine {
-    override fun handleBytes(nowMs: Long, bytes: ByteArray) = this@asEngine.handleBytes(nowMs, bytes)
+    private val pump = ConnectionPump(this@asEngine)
+    override fun feed(nowMs: Long, bytes: ByteArray) = pump.handleBytes(nowMs, bytes)
     override fun handleEof(nowMs: Long) = this@asEngine.handleEof(nowMs)
     override fun handleTimeout(nowMs: Long) = this@asEngine.handleTimeout(nowMs)
-    override fun pollOutput(nowMs: Long) = this@asEngine.pollOutput(nowMs)
+    override fun drain(nowMs: Long) = this@asEngine.drain(nowMs)
     override fun quit(nowMs: Long, reason: String) = this@asEngine.quit(nowMs, reason)
     override fun state() = this@asEngine.state()
+    override fun release() = pump.close()
 }
 
 internal fun Remote.asEngine(): ConnectionEngine = object : ConnectionEngine {
-    override fun handleBytes(nowMs: Long, bytes: ByteArray) = this@asEngine.handleBytes(nowMs, bytes)
+    private val pump = ConnectionPump(this@asEngine)
+    override fun feed(nowMs: Long, bytes: ByteArray) = pump.handleBytes(nowMs, bytes)
     override fun handleEof(nowMs: Long) = this@asEngine.handleEof(nowMs)
     override fun handleTimeout(nowMs: Long) = this@asEngine.handleTimeout(nowMs)
-    override fun pollOutput(nowMs: Long) = this@asEngine.pollOutput(nowMs)
+    override fun drain(nowMs: Long) = this@asEngine.drain(nowMs)
     override fun quit(nowMs: Long, reason: String) = this@asEngine.quit(nowMs, reason)
     override fun state() = this@asEngine.state()
+    override fun release() = pump.close()
 }
 
 /**
@@ -80,9 +89,10 @@ class Oa1ConnectException(
 
 /**
  * The host loop of one IRC connection engine over a socket, as coroutines: one reads the
- * socket, one pumps the engine (bytes read → `handleBytes`; drain `pollOutput`, writing every
- * transmit and delivering every event; wait for the deadline, the next read or a [wake]). No
- * protocol rule lives here. The pump ends once the engine is closed (after `quit`, or the end
+ * socket, one pumps the engine (bytes read → `handleBytes` and `drain` in one call through a
+ * [ConnectionPump], or `drain` alone; writing its lines and delivering its events; wait for
+ * the deadline, the next read or a [wake]). No protocol rule
+ * lives here. The pump ends once the engine is closed (after `quit`, or the end
  * of the socket), closing the socket.
  *
  * [deliver] runs on the pump for every event before it is emitted on [events]; [onClose] runs
@@ -133,9 +143,12 @@ internal class IrcSocketLoop(
 
     private val pump: Job = scope.launch(Dispatchers.IO) {
         val out = socket.getOutputStream()
+        // What the last read gave back (bytes in and the drain come in one call), done first.
+        var fed: ConnectionDrain? = null
         try {
             while (true) {
-                val deadline = drain { out.write(it) }
+                val deadline = drain(fed) { out.write(it) }
+                fed = null
                 out.flush()
                 if (_state.value == ConnectionState.CLOSED) break
                 val wait = delayUntil(clock.nowMs(), deadline)
@@ -143,17 +156,19 @@ internal class IrcSocketLoop(
                 else withTimeoutOrNull(wait) { inputs.receive() }
                 when (input) {
                     null -> engine.handleTimeout(clock.nowMs())
-                    is Input.Bytes -> engine.handleBytes(clock.nowMs(), input.bytes)
+                    is Input.Bytes -> fed = engine.feed(clock.nowMs(), input.bytes)
                     Input.Eof -> engine.handleEof(clock.nowMs())
                     Input.Wake -> {}
                 }
             }
         } finally {
             runCatching {
+                fed?.let { act(it) { bytes -> out.write(bytes) } }
                 engine.quit(clock.nowMs(), "bye")
-                drain { out.write(it) }
+                drain(null) { out.write(it) }
                 out.flush()
             }
+            engine.release()
             socket.close()
             reader.cancel()
             started.complete(Oa1Failure.Disconnected("the connection was closed"))
@@ -200,24 +215,25 @@ internal class IrcSocketLoop(
         throw Oa1ConnectException(failure, seen)
     }
 
-    /** Does what the engine asks until it only has a deadline left; returns the deadline. */
-    private suspend fun drain(write: (ByteArray) -> Unit): Long {
-        while (true) {
-            when (val out = engine.pollOutput(clock.nowMs())) {
-                is ConnectionOutput.Transmit -> write(out.bytes)
-                is ConnectionOutput.Event -> {
-                    val change = (out.event as? ConnectionEvent.Link)?.event as? LinkEvent.StateChanged
-                    if (change != null) _state.value = change.state // before anyone hears of it
-                    watchStart(out.event)
-                    deliver(out.event)
-                    _events.emit(out.event)
-                }
-                is ConnectionOutput.Timeout -> {
-                    _state.value = engine.state()
-                    return out.deadlineMs
-                }
-            }
+    /**
+     * Does what the engine asks (its lines written, then its events delivered, in order) until
+     * it only has a deadline left; returns the deadline. [fed] is the drain that came back with
+     * the bytes last read, if any: it is the engine's drain for this turn.
+     */
+    private suspend fun drain(fed: ConnectionDrain?, write: (ByteArray) -> Unit): Long =
+        act(fed ?: engine.drain(clock.nowMs()), write)
+
+    private suspend fun act(out: ConnectionDrain, write: (ByteArray) -> Unit): Long {
+        if (out.bytes.isNotEmpty()) write(out.bytes)
+        for (event in out.events) {
+            val change = (event as? ConnectionEvent.Link)?.event as? LinkEvent.StateChanged
+            if (change != null) _state.value = change.state // before anyone hears of it
+            watchStart(event)
+            deliver(event)
+            _events.emit(event)
         }
+        _state.value = engine.state()
+        return out.deadlineMs
     }
 
     private fun watchStart(event: ConnectionEvent) {

@@ -1,5 +1,6 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineDispatcher
@@ -123,6 +124,18 @@ val AgentState.taskIdOrNull: String?
         is AgentState.Stopped -> taskId
         else -> null
     }
+
+// The core keeps a state's task in the variant's `data` (the wire's `{"status", "data"}`); these
+// read it as `state.taskId`, as in `awaitState { it is AgentState.Stopped && it.taskId == id }`.
+
+/** The running task. */
+val AgentState.Running.taskId: String get() = data.taskId
+
+/** The paused task. */
+val AgentState.Paused.taskId: String get() = data.taskId
+
+/** The stopped task. */
+val AgentState.Stopped.taskId: String get() = data.taskId
 
 /**
  * The phone's end of the mobile companion over a real WebSocket (OkHttp), driving the

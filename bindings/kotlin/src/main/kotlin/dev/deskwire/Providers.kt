@@ -1,5 +1,6 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
 import kotlinx.coroutines.flow.Flow
 import java.io.InputStream
 

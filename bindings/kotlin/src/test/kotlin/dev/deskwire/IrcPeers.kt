@@ -1,5 +1,6 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
 import java.net.ServerSocket
 import java.net.Socket
 import java.nio.file.Files

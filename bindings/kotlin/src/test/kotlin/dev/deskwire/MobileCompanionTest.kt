@@ -1,5 +1,6 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.SupervisorJob
@@ -91,7 +92,7 @@ class MobileCompanionTest {
         val running = events.expect<MobileClientEvent.StateChanged>().state
         assertIs<AgentState.Running>(running)
         assertEquals(taskId, running.taskId)
-        assertEquals(0uL, running.iteration)
+        assertEquals(0uL, running.data.iteration)
         assertTrue(events.expect<MobileClientEvent.Message>().message.content.contains("look around"))
         assertEquals(taskId, events.expect<MobileClientEvent.TaskUpdate>().update.taskId)
         val request = events.expect<MobileClientEvent.PermissionRequested>().request
@@ -103,9 +104,9 @@ class MobileCompanionTest {
         phone.respondPermission(request.id, approved = true)
         server.await(Regex("permission ${Regex.escape(request.id)}: approved=true"))
         val step = events.expect<MobileClientEvent.StateChanged>().state
-        assertEquals(AgentState.Running(taskId, 1uL), step)
+        assertEquals(AgentState.Running(RunningData(taskId, 1uL)), step)
         val done = phone.awaitState { it is AgentState.Stopped && it.taskId == taskId }
-        assertEquals(AgentState.Stopped(taskId, StopReason.COMPLETED), done)
+        assertEquals(AgentState.Stopped(StoppedData(taskId, StopReason.COMPLETED)), done)
         assertTrue(phone.currentPermissionRequests.isEmpty())
 
         // A second task gets its own id: waiting for its Stopped does not match the first's.
@@ -114,7 +115,7 @@ class MobileCompanionTest {
         val asked = phone.permissionRequests.first { it.isNotEmpty() }.single()
         phone.respondPermission(asked.id, approved = false)
         val secondDone = phone.awaitState { it is AgentState.Stopped && it.taskId == second }
-        assertEquals(AgentState.Stopped(second, StopReason.MANUAL_STOP), secondDone)
+        assertEquals(AgentState.Stopped(StoppedData(second, StopReason.MANUAL_STOP)), secondDone)
 
         // The desktop goes away; the phone retries on the spec's schedule and, once the desktop
         // is back (with its tokens file), gets in with the bearer token, without pairing.

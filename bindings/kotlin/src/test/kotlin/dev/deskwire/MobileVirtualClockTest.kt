@@ -1,5 +1,6 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
 import org.junit.jupiter.api.Test
 import kotlin.test.assertEquals
 import kotlin.test.assertIs
@@ -60,13 +61,13 @@ class MobileVirtualClockTest {
     private fun agent(s: MobileServer, event: MobileServerEvent) {
         when (event) {
             is MobileServerEvent.Command -> if (event.command.action == CommandAction.START) {
-                s.setState(now, AgentState.Running("t1", 0uL))
+                s.setState(now, AgentState.Running(RunningData("t1", 0uL)))
                 s.sendTaskUpdate(now, TaskUpdate("t1", 0uL, "running"))
                 permission = s.requestPermission(now, NewPermission("shell", "ls -la", "List the files", "medium"))
             }
             is MobileServerEvent.PermissionAnswered -> if (event.id == permission && event.approved) {
-                s.setState(now, AgentState.Running("t1", 1uL))
-                s.setState(now, AgentState.Stopped("t1", StopReason.COMPLETED))
+                s.setState(now, AgentState.Running(RunningData("t1", 1uL)))
+                s.setState(now, AgentState.Stopped(StoppedData("t1", StopReason.COMPLETED)))
             }
             else -> {}
         }
@@ -126,7 +127,7 @@ class MobileVirtualClockTest {
         assertEquals(listOf(asked.id), phone.engine.pendingPermissions())
         phone.engine.respondPermission(now, asked.id, true, false)
         settle()
-        assertEquals(AgentState.Stopped("t1", StopReason.COMPLETED), phone.engine.agentState())
+        assertEquals(AgentState.Stopped(StoppedData("t1", StopReason.COMPLETED)), phone.engine.agentState())
 
         // The desktop goes away for a minute: the phone retries on 1, 2, 4, 8, 16, 30, 30 s.
         phone.events.clear()

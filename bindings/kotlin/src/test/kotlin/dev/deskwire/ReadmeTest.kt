@@ -1,5 +1,6 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
 import org.jetbrains.kotlin.cli.common.ExitCode
 import org.jetbrains.kotlin.cli.jvm.K2JVMCompiler
 import org.junit.jupiter.api.Test
@@ -19,8 +20,8 @@ import kotlin.test.assertTrue
  * given from the app around them: its `scope`, a `tokenFile` (a `Path`), a permission `request`
  * the user answers and `showPrompts`, a `toolbox`, the `httpBody` of a provider's answer,
  * `nowMs`, the app's own `run` for a tool call, `awaitApproval` and the conversation's
- * `messages`. The packages `dev.deskwire`, `kotlinx.coroutines` (and `.flow`) and
- * `Duration.Companion.seconds` are imported.
+ * `messages`. The packages `dev.deskwire`, `dev.deskwire.core` (the core's types), 
+ * `kotlinx.coroutines` (and `.flow`) and `Duration.Companion.seconds` are imported.
  */
 class ReadmeTest {
     private fun kotlinBlocks(): List<String> {
@@ -31,6 +32,7 @@ class ReadmeTest {
 
     private fun source(index: Int, block: String): String = "package readme.block$index\n\n" + """
             import dev.deskwire.*
+            import dev.deskwire.core.*
             import kotlinx.coroutines.*
             import kotlinx.coroutines.flow.*
             import kotlin.time.Duration.Companion.seconds

@@ -1,5 +1,6 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
 import java.nio.file.Path
 import java.nio.file.Paths
 import java.util.concurrent.LinkedBlockingQueue

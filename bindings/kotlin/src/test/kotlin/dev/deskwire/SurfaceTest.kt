@@ -1,8 +1,10 @@
 package dev.deskwire
 
+import dev.deskwire.core.*
 import org.junit.jupiter.api.Test
 import kotlin.test.assertEquals
 import kotlin.test.assertNull
+import kotlin.test.assertTrue
 
 /**
  * The shape of the OA1, IRC and connection API as a Kotlin user meets it: values that print,
@@ -69,5 +71,60 @@ class SurfaceTest {
                 "`rexd`), or \"*\" to take answers from anyone in the channel",
             e.message,
         )
+    }
+
+    private val welcome = (
+        ":srv 001 desk :Welcome desk!~desk@127.0.0.1\r\n:desk!~desk@127.0.0.1 JOIN #desk\r\n" +
+            ":srv 353 desk = #desk :desk deskbot\r\n:srv 366 desk #desk :End of NAMES list\r\n"
+        ).toByteArray()
+
+    private fun desk() = Desk(connectionConfig(nick = "desk", channel = "#desk", peer = "deskbot"), 0L, 1L)
+
+    @Test
+    fun `drain gives in one call what pollOutput gives until its Timeout`() {
+        // Two desks with one seed, fed the same: one drained call by call, one at once.
+        val polled = desk()
+        val drained = desk()
+        for (engine in listOf(polled, drained)) {
+            engine.handleBytes(0L, welcome)
+            engine.request(0L, "uname -a", null)
+        }
+        val lines = mutableListOf<ByteArray>()
+        val events = mutableListOf<ConnectionEvent>()
+        val deadline: Long
+        while (true) {
+            when (val out = polled.pollOutput(0L)) {
+                is ConnectionOutput.Transmit -> lines += out.bytes
+                is ConnectionOutput.Event -> events += out.event
+                is ConnectionOutput.Timeout -> { deadline = out.deadlineMs; break }
+            }
+        }
+        val all = drained.drain(0L)
+        assertTrue(lines.size >= 3, "registration, the request and more: ${lines.size} lines")
+        assertEquals(lines.joinToString("") { String(it) }, String(all.bytes))
+        assertEquals(events, all.events)
+        assertTrue(ConnectionEvent.Link(LinkEvent.StateChanged(ConnectionState.READY)) in all.events)
+        assertEquals(deadline, all.deadlineMs)
+        // Drained, it has only its deadline left.
+        val again = drained.drain(0L)
+        assertEquals(0, again.bytes.size)
+        assertEquals(emptyList(), again.events)
+        polled.close()
+        drained.close()
+    }
+
+    @Test
+    fun `handleBytes reads a direct buffer from its position to its limit`() {
+        val desk = desk()
+        // Bytes before the position and after the limit must not reach the engine: read from the
+        // buffer's base address, the server's welcome would arrive as `junk:srv 001 ...`.
+        val garbage = "junk".toByteArray()
+        val buffer = java.nio.ByteBuffer.allocateDirect(garbage.size * 2 + welcome.size)
+        buffer.put(garbage).put(welcome).put(garbage)
+        buffer.position(garbage.size).limit(garbage.size + welcome.size)
+        desk.handleBytes(0L, buffer)
+        desk.drain(0L)
+        assertEquals(ConnectionState.READY, desk.state())
+        desk.close()
     }
 }
