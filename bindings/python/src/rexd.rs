@@ -96,15 +96,17 @@ fn methods() -> (Vec<&'static str>, Vec<&'static str>) {
 /// URL; `None` is the file's current target (or `$REX_TARGET`, or `local`). Returns
 /// `{"name", "url", "argv", "workspace_roots", "cwd", "local"}`: `argv` starts the daemon with
 /// its stdio as the connection (`rexd --stdio`, or `ssh -T -e none … rexd --stdio`). `rexd`
-/// overrides the daemon's path, `rexd_args` its extra arguments (e.g. `["--root", dir]`).
+/// overrides the daemon's path, `rexd_args` its extra arguments (e.g. `["--root", dir]`);
+/// `resume` starts it as `rexd --stdio --resumable` (the bridge to the user's agent).
 #[pyfunction]
-#[pyo3(signature = (target = None, *, targets_file = None, rexd = None, rexd_args = None))]
+#[pyo3(signature = (target = None, *, targets_file = None, rexd = None, rexd_args = None, resume = false))]
 fn resolve_target<'py>(
     py: Python<'py>,
     target: Option<&str>,
     targets_file: Option<PathBuf>,
     rexd: Option<String>,
     rexd_args: Option<Vec<String>>,
+    resume: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let file = default_path(targets_file.as_deref());
     let targets = Targets::load(&file).map_err(|e| errors::local("targets_file", e.to_string()))?;
@@ -117,6 +119,10 @@ fn resolve_target<'py>(
     }
     if let Some(args) = rexd_args {
         spec.rexd_args = args;
+    }
+    if resume {
+        // As rex does: the daemon must outlive the link, so it is the bridge to the agent.
+        spec.rexd_args.insert(0, "--resumable".into());
     }
     let local = matches!(
         spec.endpoint()

@@ -71,6 +71,39 @@ async def test_through_loopback_sshd(root: Path, sshd: Sshd) -> None:
         await exercise(client, root)
 
 
+async def test_over_ssh_a_killed_link_is_resumed(root: Path, sshd: Sshd) -> None:
+    """The ssh client is killed mid-command: RexdClient starts ssh again, resumes the session
+    from the rexd agent that kept it, and every line arrives once, in order, with the exit
+    code."""
+    client = await RexdClient.connect(
+        "box", targets_file=str(sshd.targets_file), rexd_args=["--root", str(root)],
+        workspace_roots=[str(root)], resume=True,
+    )
+    try:
+        assert client.session.get("resume"), client.session
+        first_link = client._process
+        script = 'i=1; while [ $i -le 30 ]; do echo "line $i"; i=$((i+1)); sleep 0.1; done; exit 7'
+        out = bytearray()
+        exit_: Optional[ExecExit] = None
+        killed = False
+        async for event in client.exec(["sh", "-c", script], cwd=str(root)):
+            if isinstance(event, ExecOutput):
+                out += event.data
+                if not killed and out.count(b"\n") >= 8:
+                    killed = True
+                    assert first_link is not None
+                    first_link.kill()  # the ssh client, as a dropped connection would end it
+            else:
+                exit_ = event
+        assert killed and client._process is not first_link, "a new ssh carried the rest"
+        assert out.decode().splitlines() == [f"line {i}" for i in range(1, 31)]
+        assert exit_ is not None and exit_.exit_code == 7
+        metrics = await client.call("rexd.metrics")
+        assert "rexd_sessions_resumed_total 1\n" in metrics["text"], metrics["text"]
+    finally:
+        await client.close()
+
+
 async def test_cancel_kills_the_process(root: Path) -> None:
     pidfile = root / "pid"
     async with await RexdClient.connect("local", rexd=rexd_path(), rexd_args=["--root", str(root)], workspace_roots=[str(root)]) as client:

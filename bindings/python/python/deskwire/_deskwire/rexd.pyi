@@ -29,11 +29,13 @@ def resolve_target(
     targets_file: Optional[str] = None,
     rexd: Optional[str] = None,
     rexd_args: Optional[List[str]] = None,
+    resume: bool = False,
 ) -> Dict[str, Any]:
     """Resolves a target as ``rex`` does: a name from the targets file (``targets_file``, else
     ``$REX_TARGETS_FILE``, else ``~/.config/rex/targets.toml``), ``local``, or an ``ssh://user@host[:port]``
     URL; ``None`` is the file's current target (or ``$REX_TARGET``, or ``local``). Returns
     ``{"name", "url", "argv", "workspace_roots", "cwd", "local"}``: ``argv`` starts the daemon with
     its stdio as the connection (``rexd --stdio``, or ``ssh -T -e none … rexd --stdio``). ``rexd``
-    overrides the daemon's path, ``rexd_args`` its extra arguments (e.g. ``["--root", dir]``).
+    overrides the daemon's path, ``rexd_args`` its extra arguments (e.g. ``["--root", dir]``);
+    ``resume`` starts it as ``rexd --stdio --resumable`` (the bridge to the user's agent).
     """

@@ -403,17 +403,23 @@ class RexdClient:
         self.session: Dict[str, Any] = {}
         """The ``session.open`` result (``session_id``, ``capabilities``, ``limits``, ...)."""
         self._stderr_task: Optional[asyncio.Task[None]] = None
-        # Resuming (network targets with resume=True): how to dial again, the last event seen.
+        # Resuming (resume=True): how to dial again (a WebSocket, or a new ssh / rexd process
+        # bridged to the same agent), the last event seen.
         self._dial: Optional[Callable[[], Awaitable[Any]]] = None
         self._last_event = 0
         self._resuming: Optional[asyncio.Task[None]] = None
         self._closing = False
         if process is not None:
-            assert process.stdout is not None and process.stdin is not None
-            self._pump = _Pump(peer, process.stdout, process.stdin, self._event, self._end)
-            self._stderr_task = asyncio.get_running_loop().create_task(self._read_stderr())
+            self._attach_process(process)
         else:
             self._attach(ws)
+
+    def _attach_process(self, process: asyncio.subprocess.Process) -> None:
+        """Runs the pump over the daemon's (or ssh's) stdio."""
+        assert process.stdout is not None and process.stdin is not None
+        self._process = process
+        self._pump = _Pump(self._peer, process.stdout, process.stdin, self._event, self._end)
+        self._stderr_task = asyncio.get_running_loop().create_task(self._read_stderr(process))
 
     def _attach(self, ws: Any) -> None:
         """Runs the pump over WebSocket ``ws``."""
@@ -435,12 +441,16 @@ class RexdClient:
                 await asyncio.sleep(delay)
                 assert self._dial is not None
                 try:
-                    ws = await self._dial()
+                    link = await self._dial()
                 except (OSError, ClosedError, RemoteError) as e:
                     log.debug("resume: cannot reconnect yet: %s", e)
                     continue
                 self._peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
-                self._attach(ws)
+                if isinstance(link, asyncio.subprocess.Process):
+                    await self._reap(self._process)
+                    self._attach_process(link)
+                else:
+                    self._attach(link)
                 self._ended = False
                 try:
                     await self.call(
@@ -498,10 +508,14 @@ class RexdClient:
         is ``token``, else the first line of ``token_file``, else ``$REXD_TOKEN`` (``token_env``
         names another variable); ``ca_file`` trusts a private CA for the daemon's certificate,
         ``client_cert`` and ``client_key`` answer a daemon that asks for one (mTLS). A refused
-        token raises :class:`deskwire.RemoteError` (``unauthorized``). With ``resume=True``
-        (network targets) the session is resumable: when the link drops, the client dials again
-        and resumes by itself, and running commands' output goes on, each event once (calls
-        waiting for an answer at that moment raise :class:`deskwire.ClosedError`)."""
+        token raises :class:`deskwire.RemoteError` (``unauthorized``).
+
+        With ``resume=True`` the session is resumable: when the link drops (the ssh connection
+        killed, the WebSocket cut), the client dials again after 0.2, 0.5, 1, 2, 4 and 8 s and
+        resumes by itself, and running commands' output goes on, each event once (calls waiting
+        for an answer at that moment raise :class:`deskwire.ClosedError`). Over ssh and locally
+        the daemon runs as ``rexd --stdio --resumable``, a bridge to the user's rexd agent,
+        which keeps the session while no link is there (``rexd``'s ``--resume-grace-ms``)."""
         url = _ws_url(target) if isinstance(target, str) else None
         if url is not None:
             return await cls._connect_ws(
@@ -522,15 +536,20 @@ class RexdClient:
             targets_file=targets_file,
             rexd=rexd,
             rexd_args=None if rexd_args is None else list(rexd_args),
+            resume=resume,
         )
-        try:
-            process = await asyncio.create_subprocess_exec(
+
+        async def spawn() -> asyncio.subprocess.Process:
+            return await asyncio.create_subprocess_exec(
                 *spec["argv"],
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=bool(spec["local"]),
             )
+
+        try:
+            process = await spawn()
         except FileNotFoundError as e:
             raise LocalError(
                 "not_found",
@@ -544,6 +563,9 @@ class RexdClient:
         roots = list(workspace_roots) if workspace_roots is not None else spec["workspace_roots"]
         if roots:
             params["workspace_roots"] = roots
+        if resume:
+            params["resumable"] = True
+            client._dial = spawn
         try:
             client.session = await asyncio.wait_for(client.call("session.open", params), timeout)
         except BaseException:
@@ -633,10 +655,10 @@ class RexdClient:
         """The session's id."""
         return str(self.session["session_id"])
 
-    async def _read_stderr(self) -> None:
-        assert self._process is not None and self._process.stderr is not None
+    async def _read_stderr(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stderr is not None
         while True:
-            line = await self._process.stderr.readline()
+            line = await process.stderr.readline()
             if not line:
                 return
             if len(self._stderr) < 64 * 1024:
@@ -1030,6 +1052,20 @@ class RexdClient:
             self._with_session({"pattern": pattern, "cwd": cwd, "max_matches": max_matches}),
         )
         return list(result["matches"])
+
+    async def _reap(self, process: Optional[asyncio.subprocess.Process]) -> None:
+        """Waits for the process of a link that dropped (killing it if it lingers), and stops
+        reading its stderr."""
+        if process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+        if self._stderr_task is not None:
+            self._stderr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stderr_task
+            self._stderr_task = None
 
     async def close(self, timeout: float = 5.0) -> None:
         """Closes the session and the daemon's stdin, and waits for it to exit (killing it after
