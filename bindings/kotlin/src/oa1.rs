@@ -259,6 +259,14 @@ pub fn oa1_failure_code(failure: oa1::Failure) -> String {
     failure.code().to_owned()
 }
 
+/// Whether a failure is a timeout here (the core's `Failure::is_timeout`): no answer within the
+/// request's timeout (`Timeout`), or it never left within `readyTimeoutMs` (`NotReady`). A
+/// remote's own `ERR timeout: ...` is its answer, not one of these.
+#[uniffi::export]
+pub fn oa1_failure_is_timeout(failure: oa1::Failure) -> bool {
+    failure.is_timeout()
+}
+
 /// A readable message for a failure.
 #[uniffi::export]
 pub fn oa1_failure_message(failure: oa1::Failure) -> String {

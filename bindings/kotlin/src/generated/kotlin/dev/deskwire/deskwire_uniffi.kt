@@ -859,6 +859,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_failure_is_timeout(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_oa1_failure_message(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_oa1_format_frame(
@@ -1656,6 +1658,8 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_from_err_payload(`payload`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBufferOa1Failure.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_is_timeout(`failure`: RustBufferOa1Failure.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
     external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_message(`failure`: RustBufferOa1Failure.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_format_frame(`frame`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1893,6 +1897,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload() and 0xFFFF) != 49317) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_is_timeout() and 0xFFFF) != 42297) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_message() and 0xFFFF) != 37576) {
@@ -15294,6 +15301,22 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     
         
         FfiConverterString.lower(`payload`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Whether a failure is a timeout here (the core's `Failure::is_timeout`): no answer within the
+         * request's timeout (`Timeout`), or it never left within `readyTimeoutMs` (`NotReady`). A
+         * remote's own `ERR timeout: ...` is its answer, not one of these.
+         */ fun `oa1FailureIsTimeout`(`failure`: Oa1Failure): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_failure_is_timeout(
+    
+        
+        FfiConverterTypeOa1Failure.lower(`failure`),_status)
 }
     )
     }

@@ -20,6 +20,12 @@ class Oa1RequestException(val id: String, val failure: Oa1Failure) :
     Exception("request $id failed: ${oa1FailureCode(failure)}: ${oa1FailureMessage(failure)}") {
     /** The tool result a model gets for it: `{"ok": false, "error": code, "message": message}`. */
     val toolResultJson: String get() = remoteBashFailureJson(failure)
+
+    /**
+     * Whether it ran out of time here ([Oa1Failure.Timeout], or [Oa1Failure.NotReady]: it never
+     * left), as the core tells timeouts apart; a remote's own `ERR timeout` is not one.
+     */
+    val isTimeout: Boolean get() = oa1FailureIsTimeout(failure)
 }
 
 /**
