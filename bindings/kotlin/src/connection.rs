@@ -5,12 +5,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use deskwire::oa1::{self, remote_bash};
+use deskwire::oa1::{self, ConnectionEngine};
 
 use crate::error::{DeskwireError, Result, api};
 use crate::irc::{IrcSessionConfig, IrcSessionStats};
 use crate::oa1::{Oa1Config, Oa1Stats};
-use crate::{lock, long, long_size, ms, non_negative};
+use crate::{endpoint, lock, long, long_size, ms, non_negative};
 
 /// How to connect: the IRC login and the OA1 endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
@@ -83,22 +83,20 @@ pub struct ConnectionDrain {
     pub deadline_ms: i64,
 }
 
-impl ConnectionDrain {
-    /// Polls `poll` until it answers `Timeout`.
-    fn from_engine(mut poll: impl FnMut() -> oa1::ConnectionOutput) -> Self {
-        let mut bytes = Vec::new();
-        let mut events = Vec::new();
-        loop {
-            match poll() {
-                oa1::ConnectionOutput::Transmit(line) => bytes.extend_from_slice(&line),
-                oa1::ConnectionOutput::Event(event) => events.push(event),
-                oa1::ConnectionOutput::Timeout(deadline) => {
-                    return ConnectionDrain {
-                        bytes,
-                        events,
-                        deadline_ms: long(deadline),
-                    };
-                }
+/// Polls `engine` until it answers `Timeout`: what [`Desk::drain`] and [`Remote::drain`] give.
+pub(crate) fn drain(engine: &mut impl ConnectionEngine, now: u64) -> ConnectionDrain {
+    let mut bytes = Vec::new();
+    let mut events = Vec::new();
+    loop {
+        match engine.poll_output(now) {
+            oa1::ConnectionOutput::Transmit(line) => bytes.extend_from_slice(&line),
+            oa1::ConnectionOutput::Event(event) => events.push(event),
+            oa1::ConnectionOutput::Timeout(deadline) => {
+                return ConnectionDrain {
+                    bytes,
+                    events,
+                    deadline_ms: long(deadline),
+                };
             }
         }
     }
@@ -111,68 +109,6 @@ pub struct ConnectionStats {
     pub irc: IrcSessionStats,
     /// The OA1 endpoint's.
     pub oa1: Oa1Stats,
-}
-
-/// The methods both engines share.
-macro_rules! connection_methods {
-    ($t:ident) => {
-        #[uniffi::export]
-        impl $t {
-            /// Bytes read from the socket (any split; partial lines wait for the rest),
-            /// borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
-            /// to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
-            /// copies an array into one first.
-            pub fn handle_bytes(&self, now_ms: i64, bytes: &[u8]) {
-                lock(&self.inner).handle_bytes(ms(now_ms), bytes)
-            }
-
-            /// The socket closed or failed.
-            pub fn handle_eof(&self, now_ms: i64) {
-                lock(&self.inner).handle_eof(ms(now_ms))
-            }
-
-            /// Does what is due by `now_ms`.
-            pub fn handle_timeout(&self, now_ms: i64) {
-                lock(&self.inner).handle_timeout(ms(now_ms))
-            }
-
-            /// Says goodbye (`QUIT`, in the next drain); the connection ends, and later
-            /// commands throw `Misuse` with kind `CLOSED`.
-            pub fn quit(&self, now_ms: i64, reason: String) {
-                lock(&self.inner).quit(ms(now_ms), &reason)
-            }
-
-            /// The next thing to do; call until it answers `Timeout`.
-            pub fn poll_output(&self, now_ms: i64) -> ConnectionOutput {
-                lock(&self.inner).poll_output(ms(now_ms)).into()
-            }
-
-            /// Everything `poll_output` would give until its `Timeout`, in one call: the
-            /// lines to write, the events and the deadline.
-            pub fn drain(&self, now_ms: i64) -> ConnectionDrain {
-                let mut engine = lock(&self.inner);
-                ConnectionDrain::from_engine(|| engine.poll_output(ms(now_ms)))
-            }
-
-            /// Where the connection stands.
-            pub fn state(&self) -> oa1::ConnectionState {
-                lock(&self.inner).state()
-            }
-
-            /// Our nick as the server knows it: the configured one or, after the server
-            /// refused it (`433`, in use: `IrcSessionEvent.NickRefused`), the one tried next
-            /// (`desk_`, `desk1`, ...), which a peer that allows only the configured nick
-            /// ignores.
-            pub fn nick(&self) -> String {
-                lock(&self.inner).session().identity().nick().to_owned()
-            }
-
-            /// Counters.
-            pub fn stats(&self) -> ConnectionStats {
-                lock(&self.inner).stats().into()
-            }
-        }
-    };
 }
 
 /// The desk's end of one IRC connection: requests out (queued until the channel is joined and
@@ -198,26 +134,6 @@ impl Desk {
         }))
     }
 
-    /// Sends `payload` as a request; `timeout_ms` overrides the configured timeout, and
-    /// starts when the request's lines may leave (the connection registered, in the channel,
-    /// the remote there); until then `oa1.readyTimeoutMs` applies. The id its events carry.
-    pub fn request(&self, now_ms: i64, payload: String, timeout_ms: Option<i64>) -> Result<String> {
-        let timeout_ms = timeout_ms
-            .map(|t| non_negative("timeoutMs", t))
-            .transpose()?;
-        api(|| lock(&self.inner).request(ms(now_ms), &payload, timeout_ms))
-    }
-
-    /// Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
-    pub fn remote_bash(&self, now_ms: i64, args_json: String) -> Result<String> {
-        api(|| remote_bash::call(&mut *lock(&self.inner), ms(now_ms), &args_json))
-    }
-
-    /// Cancels a request (a `CANCEL` goes out; the remote stops).
-    pub fn cancel(&self, now_ms: i64, id: String, reason: String) -> Result<()> {
-        api(|| lock(&self.inner).cancel(ms(now_ms), &id, &reason))
-    }
-
     /// Requests in flight.
     pub fn in_flight(&self) -> i64 {
         long_size(lock(&self.inner).in_flight())
@@ -237,7 +153,8 @@ impl Desk {
     }
 }
 
-connection_methods!(Desk);
+endpoint::connection_methods!(Desk);
+endpoint::requester_methods!(Desk);
 
 /// The remote's end of one IRC connection: requests in, streamed answers out.
 #[derive(uniffi::Object)]
@@ -260,33 +177,14 @@ impl Remote {
         }))
     }
 
-    /// Streams output for request `id`.
-    pub fn send(&self, now_ms: i64, id: String, output: String) -> Result<()> {
-        api(|| lock(&self.inner).send(ms(now_ms), &id, &output))
-    }
-
-    /// Ends the response of `id`.
-    pub fn finish(&self, now_ms: i64, id: String) -> Result<()> {
-        api(|| lock(&self.inner).finish(ms(now_ms), &id))
-    }
-
-    /// `send` then `finish`.
-    pub fn respond(&self, now_ms: i64, id: String, text: String) -> Result<()> {
-        api(|| lock(&self.inner).respond(ms(now_ms), &id, &text))
-    }
-
-    /// Answers `id` with `ERR code: message`.
-    pub fn fail(&self, now_ms: i64, id: String, code: String, message: String) -> Result<()> {
-        api(|| lock(&self.inner).fail(ms(now_ms), &id, &code, &message))
-    }
-
     /// Requests being answered.
     pub fn active(&self) -> i64 {
         long_size(lock(&self.inner).active())
     }
 }
 
-connection_methods!(Remote);
+endpoint::connection_methods!(Remote);
+endpoint::responder_methods!(Remote);
 
 // ---------------------------------------------------------------------------------------------
 // Conversions

@@ -46,6 +46,7 @@ macro_rules! unmapped {
 }
 
 pub mod connection;
+mod endpoint;
 pub mod error;
 pub mod gateway;
 pub mod irc;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use deskwire::oa1::{self, chunk, escape, remote_bash};
 
 use crate::error::{DeskwireError, Error, ErrorKind, Result, api};
-use crate::{lock, long, long_size, ms, non_negative, non_negative_u32, to_usize};
+use crate::{endpoint, lock, long, long_size, non_negative, non_negative_u32, to_usize};
 
 /// Endpoint configuration; [`oa1_config`] gives the spec's defaults. Sizes, counts and times
 /// are `Long`s that cannot be negative: a negative one is refused (`InvalidInput`, kind
@@ -188,57 +188,14 @@ impl Oa1Client {
         }))
     }
 
-    /// Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id its
-    /// events carry.
-    pub fn request(&self, now_ms: i64, payload: String, timeout_ms: Option<i64>) -> Result<String> {
-        let timeout_ms = timeout_ms
-            .map(|t| non_negative("timeoutMs", t))
-            .transpose()?;
-        api(|| lock(&self.inner).request(ms(now_ms), &payload, timeout_ms))
-    }
-
-    /// Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
-    pub fn remote_bash(&self, now_ms: i64, args_json: String) -> Result<String> {
-        api(|| remote_bash::call(&mut *lock(&self.inner), ms(now_ms), &args_json))
-    }
-
-    /// Cancels a request (a `CANCEL` goes out).
-    pub fn cancel(&self, now_ms: i64, id: String, reason: String) -> Result<()> {
-        api(|| lock(&self.inner).cancel(ms(now_ms), &id, &reason))
-    }
-
-    /// One line the IRC connection received (CRLF optional).
-    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
-    /// `handleLine(nowMs, ByteArray)` copies an array into one first.
-    pub fn handle_line(&self, now_ms: i64, line: &[u8]) {
-        lock(&self.inner).handle_line(ms(now_ms), line)
-    }
-
-    /// Does what is due by `now_ms`.
-    pub fn handle_timeout(&self, now_ms: i64) {
-        lock(&self.inner).handle_timeout(ms(now_ms))
-    }
-
-    /// The next thing to do; call until it answers `Timeout`.
-    pub fn poll_output(&self, now_ms: i64) -> Oa1Output {
-        lock(&self.inner).poll_output(ms(now_ms)).into()
-    }
-
-    /// Tells the engine our prefix, for hosts whose IRC client knows it.
-    pub fn set_identity(&self, nick: String, user: String, host: String) {
-        lock(&self.inner).set_identity(&nick, &user, &host)
-    }
-
     /// Requests in flight.
     pub fn in_flight(&self) -> i64 {
         long_size(lock(&self.inner).in_flight())
     }
-
-    /// Counters.
-    pub fn stats(&self) -> Oa1Stats {
-        lock(&self.inner).stats().into()
-    }
 }
+
+endpoint::line_methods!(Oa1Client);
+endpoint::requester_methods!(Oa1Client);
 
 /// The remote's bare endpoint: requests in, streamed answers out.
 #[derive(uniffi::Object)]
@@ -256,58 +213,14 @@ impl Oa1Server {
         }))
     }
 
-    /// Streams output for request `id`.
-    pub fn send(&self, now_ms: i64, id: String, output: String) -> Result<()> {
-        api(|| lock(&self.inner).send(ms(now_ms), &id, &output))
-    }
-
-    /// Ends the response of `id`.
-    pub fn finish(&self, now_ms: i64, id: String) -> Result<()> {
-        api(|| lock(&self.inner).finish(ms(now_ms), &id))
-    }
-
-    /// `send` then `finish`.
-    pub fn respond(&self, now_ms: i64, id: String, text: String) -> Result<()> {
-        api(|| lock(&self.inner).respond(ms(now_ms), &id, &text))
-    }
-
-    /// Answers `id` with `ERR code: message` (`code` is `[a-z_]+`).
-    pub fn fail(&self, now_ms: i64, id: String, code: String, message: String) -> Result<()> {
-        api(|| lock(&self.inner).fail(ms(now_ms), &id, &code, &message))
-    }
-
-    /// One line the IRC connection received.
-    /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
-    /// `handleLine(nowMs, ByteArray)` copies an array into one first.
-    pub fn handle_line(&self, now_ms: i64, line: &[u8]) {
-        lock(&self.inner).handle_line(ms(now_ms), line)
-    }
-
-    /// Does what is due by `now_ms`.
-    pub fn handle_timeout(&self, now_ms: i64) {
-        lock(&self.inner).handle_timeout(ms(now_ms))
-    }
-
-    /// The next thing to do; call until it answers `Timeout`.
-    pub fn poll_output(&self, now_ms: i64) -> Oa1Output {
-        lock(&self.inner).poll_output(ms(now_ms)).into()
-    }
-
-    /// Tells the engine our prefix.
-    pub fn set_identity(&self, nick: String, user: String, host: String) {
-        lock(&self.inner).set_identity(&nick, &user, &host)
-    }
-
     /// Requests being answered.
     pub fn active(&self) -> i64 {
         long_size(lock(&self.inner).active())
     }
-
-    /// Counters.
-    pub fn stats(&self) -> Oa1Stats {
-        lock(&self.inner).stats().into()
-    }
 }
+
+endpoint::line_methods!(Oa1Server);
+endpoint::responder_methods!(Oa1Server);
 
 // ---------------------------------------------------------------------------------------------
 // RemoteBash and the codec pieces
@@ -344,6 +257,14 @@ pub fn remote_bash_failure_json(failure: oa1::Failure) -> String {
 #[uniffi::export]
 pub fn oa1_failure_code(failure: oa1::Failure) -> String {
     failure.code().to_owned()
+}
+
+/// Whether a failure is a timeout here (the core's `Failure::is_timeout`): no answer within the
+/// request's timeout (`Timeout`), or it never left within `readyTimeoutMs` (`NotReady`). A
+/// remote's own `ERR timeout: ...` is its answer, not one of these.
+#[uniffi::export]
+pub fn oa1_failure_is_timeout(failure: oa1::Failure) -> bool {
+    failure.is_timeout()
 }
 
 /// A readable message for a failure.

@@ -859,6 +859,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_oa1_failure_is_timeout(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_oa1_failure_message(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_oa1_format_frame(
@@ -904,6 +906,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_deskwire_uniffi_checksum_method_desk_quit(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_remote_bash(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_desk_remote_bash_command(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_request(
     ): Int
@@ -1117,6 +1121,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_oa1client_remote_bash(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_oa1client_remote_bash_command(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_oa1client_request(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_oa1client_set_identity(
@@ -1249,6 +1255,8 @@ internal object UniffiLib {
     external fun uniffi_deskwire_uniffi_fn_method_desk_quit(`ptr`: Long,`nowMs`: Long,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_method_desk_remote_bash(`ptr`: Long,`nowMs`: Long,`argsJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_desk_remote_bash_command(`ptr`: Long,`nowMs`: Long,`command`: RustBuffer.ByValue,`timeout`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_desk_request(`ptr`: Long,`nowMs`: Long,`payload`: RustBuffer.ByValue,`timeoutMs`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1504,6 +1512,8 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_oa1client_remote_bash(`ptr`: Long,`nowMs`: Long,`argsJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_oa1client_remote_bash_command(`ptr`: Long,`nowMs`: Long,`command`: RustBuffer.ByValue,`timeout`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_oa1client_request(`ptr`: Long,`nowMs`: Long,`payload`: RustBuffer.ByValue,`timeoutMs`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_oa1client_set_identity(`ptr`: Long,`nick`: RustBuffer.ByValue,`user`: RustBuffer.ByValue,`host`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1648,6 +1658,8 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_from_err_payload(`payload`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBufferOa1Failure.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_is_timeout(`failure`: RustBufferOa1Failure.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
     external fun uniffi_deskwire_uniffi_fn_func_oa1_failure_message(`failure`: RustBufferOa1Failure.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_oa1_format_frame(`frame`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1887,6 +1899,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_from_err_payload() and 0xFFFF) != 49317) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_is_timeout() and 0xFFFF) != 42297) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_message() and 0xFFFF) != 37576) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1953,10 +1968,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_quit() and 0xFFFF) != 28164) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_remote_bash() and 0xFFFF) != 61197) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_remote_bash() and 0xFFFF) != 41214) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_request() and 0xFFFF) != 15826) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_remote_bash_command() and 0xFFFF) != 65276) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_request() and 0xFFFF) != 23050) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_state() and 0xFFFF) != 34722) {
@@ -1974,7 +1992,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_drain() and 0xFFFF) != 18242) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_fail() and 0xFFFF) != 42714) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_fail() and 0xFFFF) != 15808) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_finish() and 0xFFFF) != 34065) {
@@ -2256,10 +2274,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_stats() and 0xFFFF) != 24039) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_cancel() and 0xFFFF) != 57491) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_cancel() and 0xFFFF) != 57321) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line() and 0xFFFF) != 14636) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line() and 0xFFFF) != 9469) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_timeout() and 0xFFFF) != 4504) {
@@ -2271,10 +2289,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_poll_output() and 0xFFFF) != 23374) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_remote_bash() and 0xFFFF) != 65083) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_remote_bash() and 0xFFFF) != 4482) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_request() and 0xFFFF) != 35555) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_remote_bash_command() and 0xFFFF) != 64542) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_request() and 0xFFFF) != 41982) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_set_identity() and 0xFFFF) != 18666) {
@@ -2292,7 +2313,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_finish() and 0xFFFF) != 53037) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line() and 0xFFFF) != 7398) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line() and 0xFFFF) != 36036) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_timeout() and 0xFFFF) != 22650) {
@@ -2307,7 +2328,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_send() and 0xFFFF) != 60156) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_set_identity() and 0xFFFF) != 34740) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_set_identity() and 0xFFFF) != 6797) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_stats() and 0xFFFF) != 38799) {
@@ -2799,6 +2820,47 @@ public object FfiConverterByteArray: FfiConverterRustBuffer<ByteArray> {
 }
 
 
+/**
+ * @suppress
+ */
+public object FfiConverterDuration: FfiConverterRustBuffer<java.time.Duration> {
+    override fun read(buf: ByteBuffer): java.time.Duration {
+        // Type mismatch (should be u64) but we check for overflow/underflow below
+        val seconds = buf.getLong()
+        // Type mismatch (should be u32) but we check for overflow/underflow below
+        val nanoseconds = buf.getInt().toLong()
+        if (seconds < 0) {
+            throw java.time.DateTimeException("Duration exceeds minimum or maximum value supported by uniffi")
+        }
+        if (nanoseconds < 0) {
+            throw java.time.DateTimeException("Duration nanoseconds exceed minimum or maximum supported by uniffi")
+        }
+        return java.time.Duration.ofSeconds(seconds, nanoseconds)
+    }
+
+    // 8 bytes for seconds, 4 bytes for nanoseconds
+    override fun allocationSize(value: java.time.Duration) = 12UL
+
+    override fun write(value: java.time.Duration, buf: ByteBuffer) {
+        if (value.seconds < 0) {
+            // Rust does not support negative Durations
+            throw IllegalArgumentException("Invalid duration, must be non-negative")
+        }
+
+        if (value.nano < 0) {
+            // Java docs provide guarantee that nano will always be positive, so this should be impossible
+            // See: https://docs.oracle.com/javase/8/docs/api/java/time/Duration.html
+            throw IllegalArgumentException("Invalid duration, nano value must be non-negative")
+        }
+
+        // Type mismatch (should be u64) but since Rust doesn't support negative durations we should be OK
+        buf.putLong(value.seconds)
+        // Type mismatch (should be u32) but since values will always be between 0 and 999,999,999 it should be OK
+        buf.putInt(value.nano)
+    }
+}
+
+
 // This template implements a class for working with a Rust struct via a handle
 // to the live Rust struct on the other side of the FFI.
 //
@@ -2960,14 +3022,25 @@ public interface DeskInterface {
     fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
     
     /**
-     * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
+     * Starts a `RemoteBash` call from the model's JSON arguments (`command`,
+     * `timeout_sec`). The id its events carry.
      */
     fun `remoteBash`(`nowMs`: kotlin.Long, `argsJson`: kotlin.String): kotlin.String
     
     /**
-     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout, and
-     * starts when the request's lines may leave (the connection registered, in the channel,
-     * the remote there); until then `oa1.readyTimeoutMs` applies. The id its events carry.
+     * Starts a `RemoteBash` call of `command`; `timeout` (`null`: the configured
+     * request timeout) counts as `request`'s does, rounded up to a whole
+     * millisecond. A zero `timeout` throws `InvalidInput` with kind `ZERO_TIMEOUT`.
+     * The id whose `Response` or `Failed` (`Oa1Failure.Timeout` when it ran out) ends
+     * the call.
+     */
+    fun `remoteBashCommand`(`nowMs`: kotlin.Long, `command`: kotlin.String, `timeout`: java.time.Duration?): kotlin.String
+    
+    /**
+     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout (on
+     * a `Desk` it starts when the request's lines may leave: the connection
+     * registered, in the channel, the remote there; until then `oa1.readyTimeoutMs`
+     * applies). The id its events carry.
      */
     fun `request`(`nowMs`: kotlin.Long, `payload`: kotlin.String, `timeoutMs`: kotlin.Long?): kotlin.String
     
@@ -3292,7 +3365,8 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
 
     
     /**
-     * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
+     * Starts a `RemoteBash` call from the model's JSON arguments (`command`,
+     * `timeout_sec`). The id its events carry.
      */
     @Throws(DeskwireException::class)override fun `remoteBash`(`nowMs`: kotlin.Long, `argsJson`: kotlin.String): kotlin.String {
             return FfiConverterString.lift(
@@ -3311,9 +3385,34 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
 
     
     /**
-     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout, and
-     * starts when the request's lines may leave (the connection registered, in the channel,
-     * the remote there); until then `oa1.readyTimeoutMs` applies. The id its events carry.
+     * Starts a `RemoteBash` call of `command`; `timeout` (`null`: the configured
+     * request timeout) counts as `request`'s does, rounded up to a whole
+     * millisecond. A zero `timeout` throws `InvalidInput` with kind `ZERO_TIMEOUT`.
+     * The id whose `Response` or `Failed` (`Oa1Failure.Timeout` when it ran out) ends
+     * the call.
+     */
+    @Throws(DeskwireException::class)override fun `remoteBashCommand`(`nowMs`: kotlin.Long, `command`: kotlin.String, `timeout`: java.time.Duration?): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_remote_bash_command(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),
+        FfiConverterString.lower(`command`),
+        FfiConverterOptionalDuration.lower(`timeout`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout (on
+     * a `Desk` it starts when the request's lines may leave: the connection
+     * registered, in the channel, the remote there; until then `oa1.readyTimeoutMs`
+     * applies). The id its events carry.
      */
     @Throws(DeskwireException::class)override fun `request`(`nowMs`: kotlin.Long, `payload`: kotlin.String, `timeoutMs`: kotlin.Long?): kotlin.String {
             return FfiConverterString.lift(
@@ -6674,14 +6773,14 @@ public object FfiConverterTypeMobileServer: FfiConverter<MobileServer, Long> {
 public interface Oa1ClientInterface {
     
     /**
-     * Cancels a request (a `CANCEL` goes out).
+     * Cancels a request (a `CANCEL` goes out; the remote stops).
      */
     fun `cancel`(`nowMs`: kotlin.Long, `id`: kotlin.String, `reason`: kotlin.String)
     
     /**
      * One line the IRC connection received (CRLF optional).
-     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
-     * `handleLine(nowMs, ByteArray)` copies an array into one first.
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the
+     * call; `handleLine(nowMs, ByteArray)` copies an array into one first.
      */
     fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
     
@@ -6701,13 +6800,25 @@ public interface Oa1ClientInterface {
     fun `pollOutput`(`nowMs`: kotlin.Long): Oa1Output
     
     /**
-     * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
+     * Starts a `RemoteBash` call from the model's JSON arguments (`command`,
+     * `timeout_sec`). The id its events carry.
      */
     fun `remoteBash`(`nowMs`: kotlin.Long, `argsJson`: kotlin.String): kotlin.String
     
     /**
-     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id its
-     * events carry.
+     * Starts a `RemoteBash` call of `command`; `timeout` (`null`: the configured
+     * request timeout) counts as `request`'s does, rounded up to a whole
+     * millisecond. A zero `timeout` throws `InvalidInput` with kind `ZERO_TIMEOUT`.
+     * The id whose `Response` or `Failed` (`Oa1Failure.Timeout` when it ran out) ends
+     * the call.
+     */
+    fun `remoteBashCommand`(`nowMs`: kotlin.Long, `command`: kotlin.String, `timeout`: java.time.Duration?): kotlin.String
+    
+    /**
+     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout (on
+     * a `Desk` it starts when the request's lines may leave: the connection
+     * registered, in the channel, the remote there; until then `oa1.readyTimeoutMs`
+     * applies). The id its events carry.
      */
     fun `request`(`nowMs`: kotlin.Long, `payload`: kotlin.String, `timeoutMs`: kotlin.Long?): kotlin.String
     
@@ -6845,7 +6956,7 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
 
     
     /**
-     * Cancels a request (a `CANCEL` goes out).
+     * Cancels a request (a `CANCEL` goes out; the remote stops).
      */
     @Throws(DeskwireException::class)override fun `cancel`(`nowMs`: kotlin.Long, `id`: kotlin.String, `reason`: kotlin.String)
         = 
@@ -6865,8 +6976,8 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
     
     /**
      * One line the IRC connection received (CRLF optional).
-     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
-     * `handleLine(nowMs, ByteArray)` copies an array into one first.
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the
+     * call; `handleLine(nowMs, ByteArray)` copies an array into one first.
      */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
         = 
     callWithHandle {
@@ -6932,7 +7043,8 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
 
     
     /**
-     * Starts a `RemoteBash` call from the model's JSON arguments (`command`, `timeout_sec`).
+     * Starts a `RemoteBash` call from the model's JSON arguments (`command`,
+     * `timeout_sec`). The id its events carry.
      */
     @Throws(DeskwireException::class)override fun `remoteBash`(`nowMs`: kotlin.Long, `argsJson`: kotlin.String): kotlin.String {
             return FfiConverterString.lift(
@@ -6951,8 +7063,34 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
 
     
     /**
-     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout. The id its
-     * events carry.
+     * Starts a `RemoteBash` call of `command`; `timeout` (`null`: the configured
+     * request timeout) counts as `request`'s does, rounded up to a whole
+     * millisecond. A zero `timeout` throws `InvalidInput` with kind `ZERO_TIMEOUT`.
+     * The id whose `Response` or `Failed` (`Oa1Failure.Timeout` when it ran out) ends
+     * the call.
+     */
+    @Throws(DeskwireException::class)override fun `remoteBashCommand`(`nowMs`: kotlin.Long, `command`: kotlin.String, `timeout`: java.time.Duration?): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_remote_bash_command(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),
+        FfiConverterString.lower(`command`),
+        FfiConverterOptionalDuration.lower(`timeout`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Sends `payload` as a request; `timeout_ms` overrides the configured timeout (on
+     * a `Desk` it starts when the request's lines may leave: the connection
+     * registered, in the channel, the remote there; until then `oa1.readyTimeoutMs`
+     * applies). The id its events carry.
      */
     @Throws(DeskwireException::class)override fun `request`(`nowMs`: kotlin.Long, `payload`: kotlin.String, `timeoutMs`: kotlin.Long?): kotlin.String {
             return FfiConverterString.lift(
@@ -7159,9 +7297,9 @@ public interface Oa1ServerInterface {
     fun `finish`(`nowMs`: kotlin.Long, `id`: kotlin.String)
     
     /**
-     * One line the IRC connection received.
-     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
-     * `handleLine(nowMs, ByteArray)` copies an array into one first.
+     * One line the IRC connection received (CRLF optional).
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the
+     * call; `handleLine(nowMs, ByteArray)` copies an array into one first.
      */
     fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
     
@@ -7186,7 +7324,7 @@ public interface Oa1ServerInterface {
     fun `send`(`nowMs`: kotlin.Long, `id`: kotlin.String, `output`: kotlin.String)
     
     /**
-     * Tells the engine our prefix.
+     * Tells the engine our prefix, for hosts whose IRC client knows it.
      */
     fun `setIdentity`(`nick`: kotlin.String, `user`: kotlin.String, `host`: kotlin.String)
     
@@ -7370,9 +7508,9 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
 
     
     /**
-     * One line the IRC connection received.
-     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
-     * `handleLine(nowMs, ByteArray)` copies an array into one first.
+     * One line the IRC connection received (CRLF optional).
+     * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the
+     * call; `handleLine(nowMs, ByteArray)` copies an array into one first.
      */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
         = 
     callWithHandle {
@@ -7460,7 +7598,7 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
 
     
     /**
-     * Tells the engine our prefix.
+     * Tells the engine our prefix, for hosts whose IRC client knows it.
      */override fun `setIdentity`(`nick`: kotlin.String, `user`: kotlin.String, `host`: kotlin.String)
         = 
     callWithHandle {
@@ -8001,7 +8139,7 @@ public interface RemoteInterface {
     fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain
     
     /**
-     * Answers `id` with `ERR code: message`.
+     * Answers `id` with `ERR code: message` (`code` is `[a-z_]+`).
      */
     fun `fail`(`nowMs`: kotlin.Long, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
     
@@ -8226,7 +8364,7 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
 
     
     /**
-     * Answers `id` with `ERR code: message`.
+     * Answers `id` with `ERR code: message` (`code` is `[a-z_]+`).
      */
     @Throws(DeskwireException::class)override fun `fail`(`nowMs`: kotlin.Long, `id`: kotlin.String, `code`: kotlin.String, `message`: kotlin.String)
         = 
@@ -14137,6 +14275,38 @@ public object FfiConverterOptionalString: FfiConverterRustBuffer<kotlin.String?>
 /**
  * @suppress
  */
+public object FfiConverterOptionalDuration: FfiConverterRustBuffer<java.time.Duration?> {
+    override fun read(buf: ByteBuffer): java.time.Duration? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterDuration.read(buf)
+    }
+
+    override fun allocationSize(value: java.time.Duration?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterDuration.allocationSize(value)
+        }
+    }
+
+    override fun write(value: java.time.Duration?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterDuration.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterOptionalTypeOa1AuthConfig: FfiConverterRustBuffer<Oa1AuthConfig?> {
     override fun read(buf: ByteBuffer): Oa1AuthConfig? {
         if (buf.get().toInt() == 0) {
@@ -15131,6 +15301,22 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     
         
         FfiConverterString.lower(`payload`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Whether a failure is a timeout here (the core's `Failure::is_timeout`): no answer within the
+         * request's timeout (`Timeout`), or it never left within `readyTimeoutMs` (`NotReady`). A
+         * remote's own `ERR timeout: ...` is its answer, not one of these.
+         */ fun `oa1FailureIsTimeout`(`failure`: Oa1Failure): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_oa1_failure_is_timeout(
+    
+        
+        FfiConverterTypeOa1Failure.lower(`failure`),_status)
 }
     )
     }

@@ -9,6 +9,7 @@ import kotlinx.coroutines.flow.StateFlow
 import java.net.Socket
 import java.security.SecureRandom
 import kotlin.time.Duration
+import kotlin.time.toJavaDuration
 
 /**
  * A request that ended without a response: the remote answered `ERR`, it timed out (the engine
@@ -19,6 +20,12 @@ class Oa1RequestException(val id: String, val failure: Oa1Failure) :
     Exception("request $id failed: ${oa1FailureCode(failure)}: ${oa1FailureMessage(failure)}") {
     /** The tool result a model gets for it: `{"ok": false, "error": code, "message": message}`. */
     val toolResultJson: String get() = remoteBashFailureJson(failure)
+
+    /**
+     * Whether it ran out of time here ([Oa1Failure.Timeout], or [Oa1Failure.NotReady]: it never
+     * left), as the core tells timeouts apart; a remote's own `ERR timeout` is not one.
+     */
+    val isTimeout: Boolean get() = oa1FailureIsTimeout(failure)
 }
 
 /**
@@ -84,14 +91,16 @@ class DeskConnection private constructor(
         await { desk.request(clock.nowMs(), payload, timeoutMs) }
 
     /**
-     * Runs [command] on the remote machine (OA1 `RemoteBash`) and returns its combined output.
-     * [timeout] is the tool's `timeout_sec` (whole seconds, at least one), counted from when the
-     * request may leave; on expiry the engine sends `CANCEL` and this throws
-     * [Oa1RequestException] with [Oa1Failure.Timeout].
+     * Runs [command] on the remote machine (OA1 `RemoteBash`, through the core's typed call) and
+     * returns its combined output. [timeout] (`null`: the configured `oa1.requestTimeoutMs`)
+     * counts from when the request may leave, rounded up to a whole millisecond; on expiry the
+     * engine sends `CANCEL` and this throws [Oa1RequestException] with [Oa1Failure.Timeout]. A
+     * timeout that is not positive throws [DeskwireException.InvalidInput] with kind
+     * [ErrorKind.ZERO_TIMEOUT]; a refused request throws as [request] does.
      */
     suspend fun remoteBash(command: String, timeout: Duration? = null): String {
-        val seconds = timeout?.let { maxOf(1L, it.inWholeSeconds) }
-        return request(command, seconds?.let { it * 1000 })
+        val javaTimeout = timeout?.coerceAtLeast(Duration.ZERO)?.toJavaDuration()
+        return await { desk.remoteBashCommand(clock.nowMs(), command, javaTimeout) }
     }
 
     /**
