@@ -214,7 +214,7 @@ fn extract_extension(dist: &Dist, wheel: &Path, suffix: &str) -> Result<PathBuf>
     bail!("{} holds no deskwire/_deskwire*{suffix}", wheel.display())
 }
 
-/// The sdist builds everything from source: the bindings, the core and the rexd client crate.
+/// The sdist builds everything from source: the bindings, the core and rex's targets crate.
 fn check_sdist(sdist: &Path) -> Result<()> {
     let listing = {
         let file = std::fs::File::open(sdist)?;
@@ -228,7 +228,7 @@ fn check_sdist(sdist: &Path) -> Result<()> {
     for want in [
         "pyproject.toml",
         "core/Cargo.toml",
-        "rexd/Cargo.toml",
+        "rexd/targets/Cargo.toml",
         "LICENSE-MIT",
         "Cargo.lock",
     ] {

@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use deskwire::rexd::{self as core, Method, RexdError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use rexd::client::Targets;
-use rexd::client::targets::default_path;
+use rex_targets::{Endpoint, Targets, default_path};
 
 use crate::convert::{self, raw_of, to_py};
 use crate::errors::{self, raise};
@@ -127,7 +126,7 @@ fn resolve_target<'py>(
     let local = matches!(
         spec.endpoint()
             .map_err(|e| errors::local("bad_target", e.to_string()))?,
-        rexd::client::Endpoint::Local
+        Endpoint::Local
     );
     let command = spec
         .command()

@@ -27,8 +27,8 @@ use deskwire::rexd::{
     SessionResumeParams, Signal, WriteMode,
 };
 
-use super::error::ClientError;
-use super::target::{Endpoint, TargetSpec};
+use super::error::{ClientError, missing_rexd_hint};
+use super::{Endpoint, TargetSpec};
 use crate::compress;
 
 /// Most bytes of events held while the caller waits for something else.
@@ -283,7 +283,7 @@ impl Client {
         let program = cmd.get_program().to_string_lossy().into_owned();
         let mut child = cmd.spawn().map_err(|source| {
             if source.kind() == io::ErrorKind::NotFound && endpoint == Endpoint::Local {
-                ClientError::RexdNotFound(spec.missing_rexd_hint(&endpoint))
+                ClientError::RexdNotFound(missing_rexd_hint(spec, &endpoint))
             } else {
                 ClientError::Spawn {
                     program: program.clone(),
@@ -628,7 +628,7 @@ impl Client {
         )
         .into_owned();
         if status.and_then(|s| s.code()) == Some(127) {
-            let mut hint = self.spec.missing_rexd_hint(&self.endpoint);
+            let mut hint = missing_rexd_hint(&self.spec, &self.endpoint);
             if !stderr.trim().is_empty() {
                 hint.push_str(&format!(" [{}]", stderr.trim()));
             }

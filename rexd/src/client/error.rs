@@ -4,6 +4,7 @@ use std::process::ExitStatus;
 
 use deskwire::jsonrpc::LocalError;
 use deskwire::rexd::ErrorCode;
+use rex_targets::{Endpoint, TargetError, TargetSpec, local_rexd};
 
 /// A client failure. Remote refusals (`-32002` and friends) are [`ClientError::Remote`];
 /// everything else is about reaching the daemon or understanding it.
@@ -114,6 +115,18 @@ pub enum ClientError {
     Local(#[from] LocalError),
 }
 
+impl From<TargetError> for ClientError {
+    fn from(e: TargetError) -> ClientError {
+        match e {
+            TargetError::BadTarget { target, reason } => ClientError::BadTarget { target, reason },
+            TargetError::UnknownTarget { name, file, known } => {
+                ClientError::UnknownTarget { name, file, known }
+            }
+            TargetError::TargetsFile { file, reason } => ClientError::TargetsFile { file, reason },
+        }
+    }
+}
+
 impl ClientError {
     /// The REXD error code of a remote refusal, if it is one of the spec's.
     pub fn remote_code(&self) -> Option<ErrorCode> {
@@ -121,6 +134,28 @@ impl ClientError {
             ClientError::Remote { code, .. } => ErrorCode::from_code(*code),
             _ => None,
         }
+    }
+}
+
+/// How to fix a missing daemon, for the error message.
+pub(crate) fn missing_rexd_hint(spec: &TargetSpec, endpoint: &Endpoint) -> String {
+    match endpoint {
+        Endpoint::Local => format!(
+            "rexd was not found ({}): build it (`cargo build -p rexd`), put it next to rex or \
+             on PATH, or name it with `--rexd PATH`",
+            spec.rexd
+                .clone()
+                .unwrap_or_else(|| local_rexd().display().to_string())
+        ),
+        Endpoint::Ws { given, .. } => {
+            format!("no rexd answers at {given} (start it there with `rexd --listen`)")
+        }
+        Endpoint::Ssh { host, .. } => format!(
+            "rexd is not on the remote PATH of {host} (`ssh … {}` found no such command). \
+             Install it there (`scp target/release/rexd {host}:/usr/local/bin/rexd`), or name \
+             its path with `--rexd /path/to/rexd` (`rexd = \"…\"` in the targets file)",
+            spec.remote_command()
+        ),
     }
 }
 

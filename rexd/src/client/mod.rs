@@ -27,8 +27,6 @@
 
 mod connection;
 mod error;
-mod target;
-pub mod targets;
 #[cfg(feature = "net")]
 mod ws;
 
@@ -36,5 +34,4 @@ pub use connection::{
     Client, ConnectOptions, ExecOptions, MAX_BUFFERED_EVENT_BYTES, READ_AHEAD, Stream, WriteOptions,
 };
 pub use error::ClientError;
-pub use target::{Endpoint, TargetSpec, local_rexd};
-pub use targets::Targets;
+pub use rex_targets::{Endpoint, TargetError, TargetSpec, Targets, local_rexd, targets};

@@ -23,7 +23,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::connection::Input;
 use super::error::ClientError;
-use super::target::{Endpoint, TargetSpec};
+use super::{Endpoint, TargetSpec};
 
 /// The largest message accepted from the daemon (its answers are bounded by its own limits).
 const MAX_MESSAGE: usize = 64 << 20;

@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::error::ClientError;
-use super::target::{Endpoint, TargetSpec};
+use crate::error::TargetError;
+use crate::target::{Endpoint, TargetSpec};
 
 /// The environment variable naming the targets file.
 pub const TARGETS_FILE_ENV: &str = "REX_TARGETS_FILE";
@@ -58,8 +58,8 @@ pub fn default_path(explicit: Option<&Path>) -> PathBuf {
     config.join("rex").join("targets.toml")
 }
 
-fn file_error(path: &Path, reason: impl std::fmt::Display) -> ClientError {
-    ClientError::TargetsFile {
+fn file_error(path: &Path, reason: impl std::fmt::Display) -> TargetError {
+    TargetError::TargetsFile {
         file: path.display().to_string(),
         reason: reason.to_string(),
     }
@@ -76,7 +76,7 @@ pub fn valid_name(name: &str) -> bool {
 
 impl Targets {
     /// Reads the file; a missing file is an empty set of targets.
-    pub fn load(path: &Path) -> Result<Targets, ClientError> {
+    pub fn load(path: &Path) -> Result<Targets, TargetError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Targets::default()),
@@ -94,7 +94,7 @@ impl Targets {
     }
 
     /// Writes the file atomically (a temp file renamed over it), creating its directory.
-    pub fn save(&self, path: &Path) -> Result<(), ClientError> {
+    pub fn save(&self, path: &Path) -> Result<(), TargetError> {
         let text = toml::to_string_pretty(self).map_err(|e| file_error(path, e))?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| file_error(path, e))?;
@@ -108,9 +108,9 @@ impl Targets {
     }
 
     /// Adds or replaces a named target (its URL checked first).
-    pub fn add(&mut self, name: &str, spec: TargetSpec) -> Result<(), ClientError> {
+    pub fn add(&mut self, name: &str, spec: TargetSpec) -> Result<(), TargetError> {
         if !valid_name(name) {
-            return Err(ClientError::BadTarget {
+            return Err(TargetError::BadTarget {
                 target: name.to_owned(),
                 reason: "a target name is 1-64 letters, digits or `._-`".into(),
             });
@@ -129,7 +129,7 @@ impl Targets {
     }
 
     /// Makes `name` the current target (`local` or a known name).
-    pub fn use_target(&mut self, name: &str, file: &Path) -> Result<(), ClientError> {
+    pub fn use_target(&mut self, name: &str, file: &Path) -> Result<(), TargetError> {
         self.lookup(name, file)?;
         self.current = Some(name.to_owned());
         Ok(())
@@ -150,7 +150,7 @@ impl Targets {
     }
 
     /// A named target, `local`, or an ad-hoc URL (`ssh://…`).
-    pub fn lookup(&self, name_or_url: &str, file: &Path) -> Result<TargetSpec, ClientError> {
+    pub fn lookup(&self, name_or_url: &str, file: &Path) -> Result<TargetSpec, TargetError> {
         if let Some(spec) = self.targets.get(name_or_url) {
             return Ok(spec.clone());
         }
@@ -158,7 +158,7 @@ impl Targets {
             Endpoint::parse(name_or_url)?;
             return Ok(TargetSpec::new(name_or_url));
         }
-        Err(ClientError::UnknownTarget {
+        Err(TargetError::UnknownTarget {
             name: name_or_url.to_owned(),
             file: file.display().to_string(),
             known: std::iter::once("local")

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::ClientError;
+use crate::error::TargetError;
 
 /// The transport half of a target: which machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,8 +46,8 @@ impl Endpoint {
     ///
     /// Hand-parsed on purpose: the grammar is this small, and a general URL parser would
     /// accept paths, queries and percent-escapes that mean nothing to ssh.
-    pub fn parse(text: &str) -> Result<Endpoint, ClientError> {
-        let bad = |reason: &str| ClientError::BadTarget {
+    pub fn parse(text: &str) -> Result<Endpoint, TargetError> {
+        let bad = |reason: &str| TargetError::BadTarget {
             target: text.to_owned(),
             reason: reason.to_owned(),
         };
@@ -119,8 +119,8 @@ impl Endpoint {
 
 impl Endpoint {
     /// `host:port[/ws]` after the scheme.
-    fn parse_ws(text: &str, rest: &str, tls: bool) -> Result<Endpoint, ClientError> {
-        let bad = |reason: &str| ClientError::BadTarget {
+    fn parse_ws(text: &str, rest: &str, tls: bool) -> Result<Endpoint, TargetError> {
+        let bad = |reason: &str| TargetError::BadTarget {
             target: text.to_owned(),
             reason: reason.to_owned(),
         };
@@ -254,14 +254,14 @@ impl TargetSpec {
     }
 
     /// The parsed endpoint.
-    pub fn endpoint(&self) -> Result<Endpoint, ClientError> {
+    pub fn endpoint(&self) -> Result<Endpoint, TargetError> {
         Endpoint::parse(&self.url)
     }
 
     /// The command that starts the daemon with its stdio as the connection.
-    pub fn command(&self) -> Result<Command, ClientError> {
+    pub fn command(&self) -> Result<Command, TargetError> {
         match self.endpoint()? {
-            Endpoint::Ws { given, .. } => Err(ClientError::BadTarget {
+            Endpoint::Ws { given, .. } => Err(TargetError::BadTarget {
                 target: given,
                 reason: "a network target has no daemon to start".into(),
             }),
@@ -311,28 +311,6 @@ impl TargetSpec {
             .chain(self.rexd_args.iter().map(String::as_str));
         // try_join fails only on NUL bytes, which no shell word can carry anyway.
         shlex::try_join(words).unwrap_or_else(|_| format!("{program} --stdio"))
-    }
-
-    /// How to fix a missing daemon, for the error message.
-    pub(crate) fn missing_rexd_hint(&self, endpoint: &Endpoint) -> String {
-        match endpoint {
-            Endpoint::Local => format!(
-                "rexd was not found ({}): build it (`cargo build -p rexd`), put it next to rex or \
-                 on PATH, or name it with `--rexd PATH`",
-                self.rexd
-                    .clone()
-                    .unwrap_or_else(|| local_rexd().display().to_string())
-            ),
-            Endpoint::Ws { given, .. } => {
-                format!("no rexd answers at {given} (start it there with `rexd --listen`)")
-            }
-            Endpoint::Ssh { host, .. } => format!(
-                "rexd is not on the remote PATH of {host} (`ssh … {}` found no such command). \
-                 Install it there (`scp target/release/rexd {host}:/usr/local/bin/rexd`), or name \
-                 its path with `--rexd /path/to/rexd` (`rexd = \"…\"` in the targets file)",
-                self.remote_command()
-            ),
-        }
     }
 }
 
@@ -449,7 +427,7 @@ mod tests {
             "ssh://u;rm@h",
         ] {
             let e = Endpoint::parse(text).unwrap_err();
-            assert!(matches!(e, ClientError::BadTarget { .. }), "{text}: {e}");
+            assert!(matches!(e, TargetError::BadTarget { .. }), "{text}: {e}");
         }
     }
 
