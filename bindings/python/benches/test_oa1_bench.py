@@ -10,6 +10,10 @@ is asserted about time):
   pure-Python implementation of the same spec (escaping, chunking at 240 bytes never inside an
   escape pair or a UTF-8 sequence, frames, parsing, unescaping, reassembly) written here with
   the fastest pure-Python means measured (bytes-level ``replace``, ``split``/``join``).
+- The issue's two aims, each beside its baseline in a group of its own: bytes in and bytes out
+  (``text=False``) against the pure-Python implementation fed the same bytes, and str in and
+  str out against the conversion floor (encode, the relay's prefixes, decode, no OA1);
+  ``benches/ratios.py`` prints the ratios from ``--benchmark-json``.
 - One ``Desk.handle_bytes`` of a relayed ``PRIVMSG`` line, next to a no-op call into the
   extension.
 
@@ -128,8 +132,14 @@ def py_encode_utf8(request_id: str, data: bytes) -> List[bytes]:
 
 
 def py_decode(lines: List[bytes]) -> Dict[Tuple[str, str], str]:
+    return {key: data.decode("utf-8", "replace") for key, data in py_decode_utf8(lines).items()}
+
+
+def py_decode_utf8(lines: List[bytes]) -> Dict[Tuple[str, str], bytes]:
+    """The messages as their UTF-8 bytes (valid UTF-8 in, so nothing for ``decode`` to
+    replace: the package's ``text=False`` gives the same bytes)."""
     streams: Dict[Tuple[str, str], Dict[int, bytes]] = {}
-    done: Dict[Tuple[str, str], str] = {}
+    done: Dict[Tuple[str, str], bytes] = {}
     for line in lines:
         prefix, _, rest = line.partition(b" ")
         command, _, rest = rest.partition(b" ")
@@ -143,7 +153,7 @@ def py_decode(lines: List[bytes]) -> Dict[Tuple[str, str], str]:
         stream[seq] = parts[5] if len(parts) > 5 else b""
         if not more and len(stream) == seq:
             body = b"".join(stream[i] for i in range(1, seq + 1))
-            done[key] = py_unescape(body).decode("utf-8", "replace")
+            done[key] = py_unescape(body)
             del streams[key]
     return done
 
@@ -156,6 +166,12 @@ def pure_python_round_trip() -> str:
 def pure_python_round_trip_utf8_in() -> str:
     lines = [b":desk!~desk@host " + line for line in py_encode_utf8("abc123def456", UTF8)]
     return py_decode(lines)[("desk", "abc123def456")]
+
+
+def pure_python_round_trip_bytes() -> bytes:
+    """Bytes in, bytes out."""
+    lines = [b":desk!~desk@host " + line for line in py_encode_utf8("abc123def456", UTF8)]
+    return py_decode_utf8(lines)[("desk", "abc123def456")]
 
 
 # --- the same through the package ---------------------------------------------------------
@@ -188,6 +204,28 @@ def package_round_trip_utf8_in() -> str:
     _, events, _ = server.drain(0)
     (request,) = events
     return request.payload
+
+
+def package_round_trip_bytes() -> bytes:
+    """All lines at once, bytes in and bytes out (``text=False``)."""
+    client = oa1.Client("#desk", "desk", seed=1, text=False, **FAST)
+    server = oa1.Server("#desk", "deskbot", text=False, **FAST)
+    client.request(0, UTF8)
+    lines, _, _ = client.drain(0)
+    server.handle_lines(0, [PREFIX + line for line in lines])
+    _, events, _ = server.drain(0)
+    (request,) = events
+    assert isinstance(request, oa1.RequestBytes)
+    return request.data
+
+
+def conversion_floor(lines: List[bytes]) -> str:
+    """What any implementation of the str round trip pays, both sides alike, with no OA1 at
+    all: the str's UTF-8, the relay adding each line's prefix (the server's part, in Python in
+    every round trip here) and the str of the result."""
+    TEXT.encode()
+    [PREFIX + line for line in lines]
+    return UTF8.decode()
 
 
 def package_round_trip_per_line() -> str:
@@ -252,6 +290,8 @@ def test_round_trips_agree() -> None:
     assert package_round_trip_utf8_in() == TEXT
     assert pure_python_round_trip_utf8_in() == TEXT
     assert CONNECTED.round_trip() == TEXT
+    assert package_round_trip_bytes() == UTF8
+    assert pure_python_round_trip_bytes() == UTF8
     CONNECTED.step()
     # No UTF-8 copy was cached on the str (CPython counts one in its size), so every round
     # encodes it again, as a str the caller has just made would be.
@@ -336,3 +376,30 @@ def test_handle_bytes_relayed_privmsg(benchmark, ready_desk: oa1.Desk) -> None: 
 @pytest.mark.benchmark(group="one call")
 def test_noop_pyo3_call(benchmark) -> None:  # type: ignore[no-untyped-def]
     benchmark(_deskwire.noop)
+
+
+# --- the issue's two aims, each beside its baseline in one group -------------------------------
+# Ratios from one run: python benches/ratios.py BENCH.json (pytest --benchmark-json=BENCH.json).
+
+
+@pytest.mark.benchmark(group="aim: bytes in, bytes out (package / pure Python)")
+def test_aim_bytes_package(benchmark) -> None:  # type: ignore[no-untyped-def]
+    assert benchmark(package_round_trip_bytes) == UTF8
+
+
+@pytest.mark.benchmark(group="aim: bytes in, bytes out (package / pure Python)")
+def test_aim_bytes_pure_python(benchmark) -> None:  # type: ignore[no-untyped-def]
+    assert benchmark(pure_python_round_trip_bytes) == UTF8
+
+
+@pytest.mark.benchmark(group="aim: str in, str out (package / the conversion floor)")
+def test_aim_str_package(benchmark) -> None:  # type: ignore[no-untyped-def]
+    assert benchmark(package_round_trip) == TEXT
+
+
+@pytest.mark.benchmark(group="aim: str in, str out (package / the conversion floor)")
+def test_aim_str_floor(benchmark) -> None:  # type: ignore[no-untyped-def]
+    client = oa1.Client("#desk", "desk", seed=1, **FAST)
+    client.request(0, TEXT)
+    lines, _, _ = client.drain(0)
+    assert benchmark(conversion_floor, lines) == TEXT

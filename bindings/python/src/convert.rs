@@ -321,7 +321,7 @@ impl Utf8Arg {
     pub fn as_str(&self, what: &str) -> PyResult<&str> {
         match self {
             Utf8Arg::Str(text) => Ok(text),
-            Utf8Arg::Bytes(bytes) => std::str::from_utf8(bytes).map_err(|e| {
+            Utf8Arg::Bytes(bytes) => deskwire::oa1::as_text(bytes).map_err(|e| {
                 errors::local(
                     "invalid_value",
                     format!("{what}: the bytes are not UTF-8 ({e})"),

@@ -141,29 +141,48 @@ fn oa1_config(
 }
 
 /// The shared body of a `poll_output` over a bare endpoint's `Output`.
-fn output<'py>(py: Python<'py>, output: Output) -> PyResult<Bound<'py, PyAny>> {
+fn output<'py>(py: Python<'py>, output: Output, text: bool) -> PyResult<Bound<'py, PyAny>> {
     match output {
         Output::Transmit(line) => convert::transmit(py, line.as_bytes()),
-        Output::Event(event) => oa1_event(py, event),
+        Output::Event(event) => oa1_event(py, event, text),
         Output::Timeout(at) => convert::timeout(py, at),
     }
 }
 
+/// Sets a whole message in `fields`: as a `str` under `name` when `text`, else as its UTF-8
+/// `bytes` under `data` (one copy, no `str` made). Returns the event's tag.
+fn message<'t>(
+    fields: &Bound<'_, PyDict>,
+    name: &str,
+    message: &str,
+    text: bool,
+    tag: &'t str,
+    bytes_tag: &'t str,
+) -> PyResult<&'t str> {
+    if text {
+        fields.set_item(name, message)?;
+        Ok(tag)
+    } else {
+        fields.set_item("data", PyBytes::new(fields.py(), message.as_bytes()))?;
+        Ok(bytes_tag)
+    }
+}
+
 /// An OA1 event as its dataclass. The two that carry a whole message (up to 128 KiB) are made
-/// straight from their fields, so the text is converted once; the others go through the serde
-/// shape like every other event.
-fn oa1_event(py: Python<'_>, event: core::Event) -> PyResult<Bound<'_, PyAny>> {
+/// straight from their fields, so the message is converted once (to `bytes` when `text` is
+/// false); the others go through the serde shape like every other event.
+fn oa1_event(py: Python<'_>, event: core::Event, text: bool) -> PyResult<Bound<'_, PyAny>> {
     let fields = PyDict::new(py);
     match &event {
         core::Event::Response {
             id,
-            text,
+            text: answer,
             truncated,
         } => {
             fields.set_item("id", id)?;
-            fields.set_item("text", text)?;
+            let tag = message(&fields, "text", answer, text, "response", "response_bytes")?;
             fields.set_item("truncated", truncated)?;
-            convert::event(py, "oa1", "response", &fields)
+            convert::event(py, "oa1", tag, &fields)
         }
         core::Event::Request {
             id,
@@ -172,8 +191,15 @@ fn oa1_event(py: Python<'_>, event: core::Event) -> PyResult<Bound<'_, PyAny>> {
         } => {
             fields.set_item("id", id)?;
             fields.set_item("sender", sender)?;
-            fields.set_item("payload", payload)?;
-            convert::event(py, "oa1", "request", &fields)
+            let tag = message(
+                &fields,
+                "payload",
+                payload,
+                text,
+                "request",
+                "request_bytes",
+            )?;
+            convert::event(py, "oa1", tag, &fields)
         }
         core::Event::Failed { failure, .. } => {
             let failed = serde_event(py, "oa1", &event)?;
@@ -218,6 +244,7 @@ fn drain_lines<'py, E: core::LineEndpoint>(
     py: Python<'py>,
     slot: &Slot<E>,
     now_ms: u64,
+    text: bool,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, u64)> {
     let mut lines = Vec::new();
     let mut pending = Vec::new();
@@ -236,7 +263,7 @@ fn drain_lines<'py, E: core::LineEndpoint>(
     )?;
     let events = PyList::empty(py);
     for event in pending {
-        events.append(oa1_event(py, event)?)?;
+        events.append(oa1_event(py, event, text)?)?;
     }
     Ok((lines, events, deadline))
 }
@@ -284,7 +311,7 @@ macro_rules! line_methods {
                 py: Python<'py>,
                 now_ms: u64,
             ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, u64)> {
-                drain_lines(py, &self.0, now_ms)
+                drain_lines(py, &self.0, now_ms, self.1)
             }
 
             /// The counters, as a dict.
@@ -316,16 +343,20 @@ macro_rules! line_methods {
 /// the core's OA1 config (`allowed_sender`, `max_frame_payload_bytes`, `adaptive_payload`,
 /// `max_message_bytes`, `max_streams`, `request_timeout_ms`, `partial_timeout_ms`, `pacing`
 /// as `{"burst": n, "interval_ms": ms}`, `max_line_bytes`, `finished_memory`, `flush_delay_ms`).
+///
+/// `text=False` gives each whole message as the UTF-8 `bytes` it was reassembled into, without
+/// making a `str` of it: `ResponseBytes` for `Response`, `RequestBytes` for `Request`.
 #[pyclass(module = "deskwire.oa1", name = "Client")]
-pub struct Client(Slot<core::Client>);
+pub struct Client(Slot<core::Client>, bool);
 
 line_methods!(Client, {
     #[new]
-    #[pyo3(signature = (channel, nick, *, seed = None, **options))]
+    #[pyo3(signature = (channel, nick, *, seed = None, text = true, **options))]
     fn new(
         channel: &str,
         nick: &str,
         seed: Option<u64>,
+        text: bool,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let config = oa1_config(channel, nick, options)?;
@@ -333,7 +364,10 @@ line_methods!(Client, {
             Some(seed) => seed,
             None => os_seed()?,
         };
-        Ok(Client(Slot::new(core::Client::new(config, seed), "client")))
+        Ok(Client(
+            Slot::new(core::Client::new(config, seed), "client"),
+            text,
+        ))
     }
 
     /// Sends `payload` (a `str`, or UTF-8 `bytes`) as a request; returns its id. `timeout_ms`
@@ -387,7 +421,7 @@ line_methods!(Client, {
     /// The next thing to do: a `Transmit` (one IRC line, without CRLF), an event
     /// (`Response`, `Failed`) or a `Timeout`.
     fn poll_output<'py>(&self, py: Python<'py>, now_ms: u64) -> PyResult<Bound<'py, PyAny>> {
-        output(py, self.0.with(|c| c.poll_output(now_ms))?)
+        output(py, self.0.with(|c| c.poll_output(now_ms))?, self.1)
     }
 
     /// Requests in flight.
@@ -402,15 +436,23 @@ line_methods!(Client, {
 ///
 /// `Server("#desk", "deskbot", allowed_sender="desk")`; the keyword options are the same as
 /// `Client`'s.
+///
+/// `text=False` gives each whole message as the UTF-8 `bytes` it was reassembled into, without
+/// making a `str` of it: `ResponseBytes` for `Response`, `RequestBytes` for `Request`.
 #[pyclass(module = "deskwire.oa1", name = "Server")]
-pub struct Server(Slot<core::Server>);
+pub struct Server(Slot<core::Server>, bool);
 
 line_methods!(Server, {
     #[new]
-    #[pyo3(signature = (channel, nick, **options))]
-    fn new(channel: &str, nick: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+    #[pyo3(signature = (channel, nick, *, text = true, **options))]
+    fn new(
+        channel: &str,
+        nick: &str,
+        text: bool,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
         let config = oa1_config(channel, nick, options)?;
-        Ok(Server(Slot::new(core::Server::new(config), "server")))
+        Ok(Server(Slot::new(core::Server::new(config), "server"), text))
     }
 
     /// Streams `output` (a `str`, or UTF-8 `bytes` such as a process's output) as part of the
@@ -437,7 +479,7 @@ line_methods!(Server, {
     /// The next thing to do: a `Transmit` (one IRC line, without CRLF), an event
     /// (`Request`, `Cancelled`) or a `Timeout`.
     fn poll_output<'py>(&self, py: Python<'py>, now_ms: u64) -> PyResult<Bound<'py, PyAny>> {
-        output(py, self.0.with(|s| s.poll_output(now_ms))?)
+        output(py, self.0.with(|s| s.poll_output(now_ms))?, self.1)
     }
 
     /// Requests being answered.
@@ -468,6 +510,7 @@ fn connection_config(
 fn connection_output<'py>(
     py: Python<'py>,
     output: ConnectionOutput,
+    text: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     match output {
         ConnectionOutput::Transmit(bytes) => convert::transmit(py, &bytes),
@@ -478,7 +521,7 @@ fn connection_output<'py>(
             }
             Ok(py_event)
         }
-        ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => oa1_event(py, event),
+        ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => oa1_event(py, event, text),
         // The link's own events (state changes, the peer joining or leaving).
         ConnectionOutput::Event(other) => serde_event(py, "oa1", &other),
         ConnectionOutput::Timeout(at) => convert::timeout(py, at),
@@ -524,7 +567,7 @@ macro_rules! connection_methods {
                 py: Python<'py>,
                 now_ms: u64,
             ) -> PyResult<Bound<'py, PyAny>> {
-                connection_output(py, self.0.with(|e| e.poll_output(now_ms))?)
+                connection_output(py, self.0.with(|e| e.poll_output(now_ms))?, self.1)
             }
 
             /// Drains `poll_output` in one call: `(data, events, deadline_ms)`, every transmit
@@ -547,7 +590,7 @@ macro_rules! connection_methods {
                     }
                 })?;
                 for event in pending {
-                    events.append(connection_output(py, event)?)?;
+                    events.append(connection_output(py, event, self.1)?)?;
                 }
                 Ok((PyBytes::new(py, &data), events, deadline))
             }
@@ -593,17 +636,21 @@ fn os_seed() -> PyResult<u64> {
 /// `nick!user@host` mask, or `"*"` for anyone) is required, and a bad nick or channel raises
 /// `LocalError` (`invalid_config`). Request ids come from the OS's entropy; `seed=` fixes
 /// them, for tests only.
+///
+/// `text=False` gives each whole message as the UTF-8 `bytes` it was reassembled into, without
+/// making a `str` of it: `ResponseBytes` for `Response`, `RequestBytes` for `Request`.
 #[pyclass(module = "deskwire.oa1", name = "Desk")]
-pub struct Desk(Slot<core::Desk>);
+pub struct Desk(Slot<core::Desk>, bool);
 
 connection_methods!(Desk, {
     #[new]
-    #[pyo3(signature = (nick, channel, *, seed = None, now_ms = 0, **options))]
+    #[pyo3(signature = (nick, channel, *, seed = None, now_ms = 0, text = true, **options))]
     fn new(
         nick: &str,
         channel: &str,
         seed: Option<u64>,
         now_ms: u64,
+        text: bool,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let config = connection_config(nick, channel, options)?;
@@ -613,7 +660,7 @@ connection_methods!(Desk, {
         };
         let desk =
             core::Desk::new(config, now_ms, seed).map_err(|e| raise(core::LocalError::from(e)))?;
-        Ok(Desk(Slot::new(desk, "desk")))
+        Ok(Desk(Slot::new(desk, "desk"), text))
     }
 
     /// Sends `payload` (a `str`, or UTF-8 `bytes`) as a request (queued until the channel is
@@ -676,22 +723,26 @@ connection_methods!(Desk, {
 /// `nick!user@host` mask) proves nothing: whoever takes the desk's nick once it quits, or copies
 /// its user name from the same host on a network that does not verify users, is served. When
 /// the requests run commands, share a secret (`oa1={"auth": ...}`) and log `source(id)`.
+///
+/// `text=False` gives each whole message as the UTF-8 `bytes` it was reassembled into, without
+/// making a `str` of it: `ResponseBytes` for `Response`, `RequestBytes` for `Request`.
 #[pyclass(module = "deskwire.oa1", name = "Remote")]
-pub struct Remote(Slot<core::Remote>);
+pub struct Remote(Slot<core::Remote>, bool);
 
 connection_methods!(Remote, {
     #[new]
-    #[pyo3(signature = (nick, channel, *, now_ms = 0, **options))]
+    #[pyo3(signature = (nick, channel, *, now_ms = 0, text = true, **options))]
     fn new(
         nick: &str,
         channel: &str,
         now_ms: u64,
+        text: bool,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let config = connection_config(nick, channel, options)?;
         let remote =
             core::Remote::new(config, now_ms).map_err(|e| raise(core::LocalError::from(e)))?;
-        Ok(Remote(Slot::new(remote, "remote")))
+        Ok(Remote(Slot::new(remote, "remote"), text))
     }
 
     /// Streams `output` (a `str`, or UTF-8 `bytes` such as a process's output) as part of the

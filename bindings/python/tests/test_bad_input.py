@@ -254,6 +254,7 @@ def test_payloads_may_be_utf8_bytes_but_nothing_else() -> None:
         client.request(0, b"caf\xc3")  # a sequence cut short
     assert caught.value.code == "invalid_value"
     assert "payload" in caught.value.message and "UTF-8" in caught.value.message
+    assert "index 3" in caught.value.message  # where the bad sequence starts
     assert client.in_flight == before  # nothing was sent
     for wrong in (bytearray(b"x"), memoryview(b"x"), 7, None):
         with pytest.raises(TypeError):

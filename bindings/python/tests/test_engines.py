@@ -336,3 +336,88 @@ def test_remote_bash_is_one_call_into_the_core() -> None:
     assert isinstance(failed.exception(), deskwire.RequestTimeout)
     assert isinstance(failed.exception(), TimeoutError)
     assert '"error":"timeout"' in oa1.remote_bash_result(failed)
+
+
+
+MIXED = "log line\twith ä, €, 𝄞 and a \\ backslash\n" * 50
+
+
+def _client_server_round_trip(text: bool) -> Tuple[Any, Any]:
+    """A request of ``MIXED`` from a bare client to a bare server, answered with it upper-cased:
+    the server's request event and the client's response event."""
+    unpaced = {"burst": 1_000_000, "interval_ms": 0}
+    client = oa1.Client("#desk", "desk", seed=21, text=text, allowed_sender="deskbot", pacing=unpaced)
+    server = oa1.Server("#desk", "deskbot", text=text, allowed_sender="desk", pacing=unpaced,
+                        flush_delay_ms=0)
+    client.request(0, MIXED)
+    lines, _, _ = client.drain(0)
+    server.handle_lines(0, [b":desk!~desk@host " + line for line in lines])
+    _, (request,), _ = server.drain(0)
+    server.respond(0, request.id, MIXED.upper())
+    lines, _, _ = server.drain(0)
+    client.handle_lines(0, [b":deskbot!~b@host " + line for line in lines])
+    _, (response,), _ = client.drain(0)
+    return request, response
+
+
+def test_text_false_gives_the_utf8_bytes_of_the_str() -> None:
+    request, response = _client_server_round_trip(text=True)
+    raw_request, raw_response = _client_server_round_trip(text=False)
+    assert isinstance(request, oa1.Request) and isinstance(response, oa1.Response)
+    assert isinstance(raw_request, oa1.RequestBytes) and isinstance(raw_response, oa1.ResponseBytes)
+    assert raw_request.data == request.payload.encode() == MIXED.encode()
+    assert raw_response.data == response.text.encode() == MIXED.upper().encode()
+    assert (raw_request.id, raw_request.sender) == (request.id, request.sender)
+    assert (raw_response.id, raw_response.truncated) == (response.id, response.truncated)
+    assert oa1.remote_bash_result(raw_response) == oa1.remote_bash_result(response)
+
+
+def _desk_remote_round_trip(text: bool) -> Tuple[Any, Any]:
+    """The same through ``Desk`` and ``Remote`` on the in-memory server, by ``poll_output``."""
+    net = sim.Network(seed=1)
+    unpaced = {"pacing": {"burst": 1_000_000, "interval_ms": 0}}
+    desk = oa1.Desk("desk", "#desk", seed=22, text=text, oa1={**unpaced, "allowed_sender": "rexd"})
+    remote = oa1.Remote("rexd", "#desk", text=text, oa1={**unpaced, "allowed_sender": "desk"})
+    links = [(desk, net.connect()), (remote, net.connect())]
+    desk.request(0, MIXED)
+    request = response = None
+    for _ in range(20):
+        for engine, link in links:
+            while True:
+                out = engine.poll_output(0)
+                if isinstance(out, Timeout):
+                    break
+                if isinstance(out, Transmit):
+                    net.handle_bytes(link, out.data)
+                elif isinstance(out, (oa1.Request, oa1.RequestBytes)):
+                    request = out
+                    remote.respond(0, out.id, MIXED.upper())
+                elif isinstance(out, (oa1.Response, oa1.ResponseBytes)):
+                    response = out
+            engine.handle_bytes(0, net.take_bytes(link))
+    return request, response
+
+
+def test_text_false_on_the_connection_engines() -> None:
+    request, response = _desk_remote_round_trip(text=True)
+    raw_request, raw_response = _desk_remote_round_trip(text=False)
+    assert isinstance(request, oa1.Request) and isinstance(response, oa1.Response)
+    assert isinstance(raw_request, oa1.RequestBytes) and isinstance(raw_response, oa1.ResponseBytes)
+    assert raw_request.data == request.payload.encode() == MIXED.encode()
+    assert raw_response.data == response.text.encode() == MIXED.upper().encode()
+
+
+@pytest.mark.parametrize("engine", ["Client", "Server", "Desk", "Remote"])
+def test_text_takes_only_a_bool_and_only_by_keyword(engine: str) -> None:
+    cls = getattr(oa1, engine)
+    args = ("#desk", "desk") if engine in ("Client", "Server") else ("desk", "#desk")
+    options: Any = {} if engine in ("Client", "Server") else {"oa1": {"allowed_sender": "rexd"}}
+    assert not cls(*args, text=False, **options).closed
+    for wrong in ("no", 0, None, b""):
+        with pytest.raises(TypeError):
+            cls(*args, text=wrong, **options)
+    with pytest.raises(TypeError):
+        cls(*args, False, **options)  # keyword only
+    if engine in ("Desk", "Remote"):  # not an OA1 config key: refused where it does not belong
+        with pytest.raises(deskwire.LocalError):
+            cls(*args, oa1={"allowed_sender": "rexd", "text": False})

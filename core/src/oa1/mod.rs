@@ -203,6 +203,16 @@ pub fn into_text(data: Vec<u8>) -> String {
     }
 }
 
+/// `bytes` as text when they are UTF-8, checked with simdutf8 like [`into_text`] (std's check
+/// took 55 µs of a 128 KiB request given as bytes from Python); the error is std's, with where
+/// the first invalid sequence starts, worked out only when there is one.
+pub fn as_text(bytes: &[u8]) -> Result<&str, std::str::Utf8Error> {
+    match simdutf8::basic::from_utf8(bytes) {
+        Ok(text) => Ok(text),
+        Err(_) => std::str::from_utf8(bytes),
+    }
+}
+
 /// Pacing defaults, measured against ngircd 26.1 (see `tests/pacing/measure_ngircd.py`).
 pub const DEFAULT_PACING: Pacing = Pacing {
     burst: 3,

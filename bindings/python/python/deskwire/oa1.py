@@ -4,7 +4,9 @@ Per connection (raw socket bytes in, lines with CRLF out): :class:`Desk` sends r
 :class:`Response` or :class:`Failed`; :class:`Remote` gets :class:`Request` and answers with
 ``send``/``finish``, ``respond`` or ``fail``. Both include an IRC session, so their
 ``poll_output`` also gives :mod:`deskwire.irc` events. :class:`Client` and :class:`Server` are the
-same endpoints over IRC lines, for hosts that already have an IRC client.
+same endpoints over IRC lines, for hosts that already have an IRC client. Each of the four takes
+``text=False``: then whole messages come as :class:`ResponseBytes` and :class:`RequestBytes`,
+the UTF-8 ``bytes`` reassembled from the frames, without making a ``str`` of them.
 
 The building blocks: :func:`escape`, :func:`unescape`, :func:`split` (chunking),
 :func:`parse_frame`, :func:`format_frame`, :func:`parse_err_payload`.
@@ -49,6 +51,8 @@ __all__ = [
     "Response",
     "Failed",
     "Request",
+    "ResponseBytes",
+    "RequestBytes",
     "Cancelled",
     "StateChanged",
     "PeerJoined",
@@ -78,6 +82,20 @@ class Response:
     """The request id."""
     text: str
     """The reassembled, decoded text (ends with :data:`TRUNCATION_MARKER` when truncated)."""
+    truncated: bool
+    """Whether it was cut at the size cap."""
+
+
+@event("oa1", "response_bytes")
+@dataclass(frozen=True)
+class ResponseBytes:
+    """Desk made with ``text=False``: the whole response to request ``id`` arrived, as the UTF-8
+    bytes of :attr:`Response.text` (no ``str`` made)."""
+
+    id: str
+    """The request id."""
+    data: bytes
+    """The reassembled text's UTF-8 (ends with :data:`TRUNCATION_MARKER` when truncated)."""
     truncated: bool
     """Whether it was cut at the size cap."""
 
@@ -119,6 +137,20 @@ class Request:
     """The decoded payload (for ``RemoteBash``, the command)."""
 
 
+@event("oa1", "request_bytes")
+@dataclass(frozen=True)
+class RequestBytes:
+    """Remote made with ``text=False``: a whole request arrived, as the UTF-8 bytes of
+    :attr:`Request.payload` (no ``str`` made); answer it."""
+
+    id: str
+    """The request id."""
+    sender: str
+    """Who sent it."""
+    data: bytes
+    """The payload's UTF-8."""
+
+
 @event("oa1", "cancelled")
 @dataclass(frozen=True)
 class Cancelled:
@@ -158,11 +190,13 @@ class PeerLeft:
     """Its nick."""
 
 
-def remote_bash_result(outcome: Union[Response, Failed]) -> str:
+def remote_bash_result(outcome: Union[Response, ResponseBytes, Failed]) -> str:
     """The ``RemoteBash`` tool result for the model: the output text of a :class:`Response`, or
     ``{"ok": false, "error": code, "message": ...}`` for a :class:`Failed`."""
     if isinstance(outcome, Response):
         return outcome.text
+    if isinstance(outcome, ResponseBytes):
+        return outcome.data.decode("utf-8")
     if isinstance(outcome, Failed):
         return remote_bash_failure(outcome.error, outcome.message)
     raise TypeError(f"expected oa1.Response or oa1.Failed, got {type(outcome).__name__}")

@@ -47,8 +47,11 @@ class Client:
     the core's OA1 config (``allowed_sender``, ``max_frame_payload_bytes``, ``adaptive_payload``,
     ``max_message_bytes``, ``max_streams``, ``request_timeout_ms``, ``partial_timeout_ms``, ``pacing``
     as ``{"burst": n, "interval_ms": ms}``, ``max_line_bytes``, ``finished_memory``, ``flush_delay_ms``).
+
+    ``text=False`` gives each whole message as the UTF-8 ``bytes`` it was reassembled into, without
+    making a ``str`` of it: ``ResponseBytes`` for ``Response``, ``RequestBytes`` for ``Request``.
     """
-    def __new__(cls, channel: str, nick: str, *, seed: Optional[int] = None, **options: Any) -> Client: ...
+    def __new__(cls, channel: str, nick: str, *, seed: Optional[int] = None, text: bool = True, **options: Any) -> Client: ...
     def request(self, now_ms: int, payload: Union[str, bytes], timeout_ms: Optional[int] = None) -> str:
         """Sends ``payload`` (a ``str``, or UTF-8 ``bytes``) as a request; returns its id. ``timeout_ms``
         overrides the configured request timeout.
@@ -112,8 +115,11 @@ class Server:
 
     ``Server("#desk", "deskbot", allowed_sender="desk")``; the keyword options are the same as
     ``Client``'s.
+
+    ``text=False`` gives each whole message as the UTF-8 ``bytes`` it was reassembled into, without
+    making a ``str`` of it: ``ResponseBytes`` for ``Response``, ``RequestBytes`` for ``Request``.
     """
-    def __new__(cls, channel: str, nick: str, **options: Any) -> Server: ...
+    def __new__(cls, channel: str, nick: str, *, text: bool = True, **options: Any) -> Server: ...
     def send(self, now_ms: int, id: str, output: Union[str, bytes]) -> None:
         """Streams ``output`` (a ``str``, or UTF-8 ``bytes`` such as a process's output) as part of the
         answer to ``id`` (sent in frames as they fill).
@@ -165,8 +171,11 @@ class Desk:
     ``nick!user@host`` mask, or ``"*"`` for anyone) is required, and a bad nick or channel raises
     ``LocalError`` (``invalid_config``). Request ids come from the OS's entropy; ``seed=`` fixes
     them, for tests only.
+
+    ``text=False`` gives each whole message as the UTF-8 ``bytes`` it was reassembled into, without
+    making a ``str`` of it: ``ResponseBytes`` for ``Response``, ``RequestBytes`` for ``Request``.
     """
-    def __new__(cls, nick: str, channel: str, *, seed: Optional[int] = None, now_ms: int = 0, **options: Any) -> Desk: ...
+    def __new__(cls, nick: str, channel: str, *, seed: Optional[int] = None, now_ms: int = 0, text: bool = True, **options: Any) -> Desk: ...
     def request(self, now_ms: int, payload: Union[str, bytes], timeout_ms: Optional[int] = None) -> str:
         """Sends ``payload`` (a ``str``, or UTF-8 ``bytes``) as a request (queued until the channel is
         joined); returns its id.
@@ -234,8 +243,11 @@ class Remote:
     ``nick!user@host`` mask) proves nothing: whoever takes the desk's nick once it quits, or copies
     its user name from the same host on a network that does not verify users, is served. When
     the requests run commands, share a secret (``oa1={"auth": ...}``) and log ``source(id)``.
+
+    ``text=False`` gives each whole message as the UTF-8 ``bytes`` it was reassembled into, without
+    making a ``str`` of it: ``ResponseBytes`` for ``Response``, ``RequestBytes`` for ``Request``.
     """
-    def __new__(cls, nick: str, channel: str, *, now_ms: int = 0, **options: Any) -> Remote: ...
+    def __new__(cls, nick: str, channel: str, *, now_ms: int = 0, text: bool = True, **options: Any) -> Remote: ...
     def send(self, now_ms: int, id: str, output: Union[str, bytes]) -> None:
         """Streams ``output`` (a ``str``, or UTF-8 ``bytes`` such as a process's output) as part of the
         answer to ``id``.
