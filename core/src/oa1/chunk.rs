@@ -162,8 +162,12 @@ mod tests {
         assert_eq!(cut_spec("foo  ", 0, 10, false), 3);
         assert_eq!(cut_spec("foo  ", 3, 10, false), 3, "nothing to send yet");
         assert_eq!(cut_spec("foo  ", 3, 10, true), 5);
-        // A run longer than a frame cannot help ending one.
+        // A run longer than a frame cannot help ending one, nor can one that does not fit in a
+        // frame with the character after it.
         assert_eq!(split_spec("a      b", |_| 4), vec!["a", "    ", "  b"]);
+        let cut = split_spec("      €a", |_| 8);
+        assert_eq!(cut.concat(), "      €a");
+        assert!(cut.iter().all(|chunk| chunk.len() <= 8), "{cut:?}");
     }
 
     proptest! {
@@ -172,9 +176,11 @@ mod tests {
             text in "[ a\\\n\t€]{0,60}[a€]",
             budget in 8usize..16,
         ) {
-            // Runs of spaces shorter than a frame, and text that does not end in a space: what
-            // a server that trims each line delivers is then exactly the text.
+            // Runs of spaces that fit in a frame with the character after them (the 3 bytes of
+            // a `€`), and text that does not end in a space: what a server that trims each line
+            // delivers is then exactly the text.
             prop_assume!(!text.contains(&" ".repeat(budget - 1)));
+            prop_assume!(!text.contains(&format!("{}€", " ".repeat(budget - 3))));
             let escaped = escape(&text);
             let mut rejoined = String::new();
             for chunk in split_spec(&escaped, |_| budget) {
