@@ -55,6 +55,8 @@ pub struct FsContext<'a> {
     pub read_hard_links: bool,
     /// The session negotiated compression (`zstd` payloads, both ways).
     pub compress: bool,
+    /// The session negotiated raw frames (`fs.read` bytes after the answer's line).
+    pub raw_frames: bool,
 }
 
 type OpResult<T> = Result<T, ErrorObject>;
@@ -169,6 +171,26 @@ pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
             let (encoding, text) = compress::encode(&buf, true);
             (encoding, text.into_owned())
         }
+        // The bytes as they are, after the answer's line: never cut, never encoded.
+        Encoding::Raw => {
+            if !ctx.raw_frames {
+                return Err(ErrorObject::of(ErrorCode::InvalidParams).with_message(
+                    "encoding \"raw\" was not negotiated for this session \
+                     (session.open raw_frames)",
+                ));
+            }
+            let raw = std::mem::take(&mut buf);
+            return Ok(FsReadResult {
+                path: display(&r.display()),
+                size,
+                mtime: sys::rfc3339(sys::mtime(&st)),
+                encoding: Encoding::Raw,
+                content: String::new(),
+                truncated: (n as u64) < wanted,
+                raw_bytes: Some(raw.len() as u64),
+                raw,
+            });
+        }
         other => (other, data::encode_as(&buf, other).into_owned()),
     };
     let (encoding, content) = content;
@@ -179,6 +201,8 @@ pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
         encoding,
         content,
         truncated: (n as u64) < wanted,
+        raw_bytes: None,
+        raw: Vec::new(),
     })
 }
 

@@ -173,6 +173,8 @@ struct Session {
     procs: Vec<String>,
     /// It negotiated compression (`zstd` payloads both ways).
     compress: bool,
+    /// It negotiated raw frames (`fs.read` bytes after the answer's line).
+    raw_frames: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -334,6 +336,9 @@ pub struct Service {
     last_decision: Option<Decision>,
     /// Resumable sessions may be opened (the host keeps them across connections).
     resumable: bool,
+    /// The host writes answers to a byte stream that can carry raw bytes after a line (the
+    /// stdio frontend), so `session.open` may grant `raw_frames`.
+    byte_stream: bool,
 }
 
 type OpResult<T> = Result<T, ErrorObject>;
@@ -383,6 +388,7 @@ impl Service {
             opening_principal: None,
             last_decision: None,
             resumable: false,
+            byte_stream: false,
             next_session: 0,
             next_key: 0,
             next_pty: 0,
@@ -439,6 +445,12 @@ impl Service {
     /// Says that the host keeps resumable sessions across connections (the hub does).
     pub fn set_resumable(&mut self, on: bool) {
         self.resumable = on;
+    }
+
+    /// Says that the host writes every answer with [`deskwire::rexd::Response::write_frame`] to
+    /// a byte stream (stdio, ssh): `session.open` then grants `raw_frames` to a client that asks.
+    pub fn set_byte_stream(&mut self, on: bool) {
+        self.byte_stream = on;
     }
 
     /// The daemon's roots.
@@ -644,6 +656,7 @@ impl Service {
             max_read: s.limits.max_file_read_bytes.unwrap_or(u64::MAX),
             read_hard_links: self.settings.read_hard_links,
             compress: s.compress,
+            raw_frames: s.raw_frames,
         };
         f(&ctx)
     }
@@ -702,6 +715,9 @@ impl Service {
             .to_limits()
             .lowered_by(&p.limits.unwrap_or_default());
         let compression = p.compression.as_deref().and_then(compress::choose);
+        // Only a transport that carries bytes as they are (stdio, ssh) can put them after a
+        // line; a WebSocket message or an HTTP body holds one JSON value.
+        let raw_frames = p.raw_frames && self.byte_stream;
         self.next_session += 1;
         let id = format!("s_{}", self.next_session);
         let result = SessionOpenResult {
@@ -713,6 +729,7 @@ impl Service {
             workspace_roots: roots.paths(),
             resume: None,
             compression: compression.map(String::from),
+            raw_frames,
         };
         self.sessions.insert(
             id.clone(),
@@ -725,6 +742,7 @@ impl Service {
                 limits,
                 procs: Vec::new(),
                 compress: compression.is_some(),
+                raw_frames,
             },
         );
         Ok(result)

@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use deskwire::jsonrpc::{
     Code, ErrorCode, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RawJson, RemoteError,
 };
-use deskwire::rexd::{ErrorObject, Request};
+use deskwire::rexd::{ErrorObject, Request, Response};
 use mio::Poll;
 
 use crate::frontend::{self, Frontend, Outbox};
@@ -36,7 +36,10 @@ pub fn remote_error(e: ErrorObject) -> RemoteError {
 pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> {
     let mut poll = Poll::new()?;
     let grace = settings.limits.kill_grace_ms;
-    let service = Service::new(settings, poll.registry().try_clone()?);
+    let mut service = Service::new(settings, poll.registry().try_clone()?);
+    // Every answer below goes out as a frame on the byte stream (raw `fs.read` bytes after
+    // their line), so raw frames may be granted.
+    service.set_byte_stream(true);
     let mut frontend = JsonRpcFrontend {
         service,
         peer: Peer::new(JsonRpc2, PeerConfig::default(), 1),
@@ -88,8 +91,12 @@ impl Frontend for JsonRpcFrontend {
                     if let Some(id) = self.pending.remove(&handle) {
                         let sent = match result {
                             // An answer inside a batch joins the batch's array: the peer
-                            // writes it.
+                            // writes it, and a raw read's bytes go in its string instead.
                             Ok(response) if self.peer.is_batched(&id) => {
+                                let response = match response {
+                                    Response::FsRead(r) => Response::FsRead(r.into_string_form()),
+                                    other => other,
+                                };
                                 match RawJson::to_raw(&response) {
                                     Ok(raw) => self.peer.respond(now, &id, raw),
                                     Err(e) => self.peer.respond_error(
@@ -104,12 +111,13 @@ impl Frontend for JsonRpcFrontend {
                             }
                             // Results are written once, straight into the output buffer (an
                             // fs.read of megabytes would otherwise be copied three times on its
-                            // way through the peer); the peer only forgets the request.
-                            Ok(response) => self.peer.forget_incoming(&id).map(|()| {
-                                let buf = out.buffer();
-                                response.write_line(&id, buf);
-                                buf.push(b'\n');
-                            }),
+                            // way through the peer); the peer only forgets the request. A raw
+                            // read's bytes follow its line in the same buffer, so no event
+                            // comes between them.
+                            Ok(response) => self
+                                .peer
+                                .forget_incoming(&id)
+                                .map(|()| response.write_frame(&id, out.buffer())),
                             Err(e) => self.peer.respond_error(now, &id, remote_error(e)),
                         };
                         if let Err(e) = sent {

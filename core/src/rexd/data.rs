@@ -38,6 +38,10 @@ pub enum Encoding {
     /// `"zstd"`: the string is the base64 of one zstd frame of the data; only in a session
     /// that negotiated it (`session.open` `compression`).
     Zstd,
+    /// `"raw"`: only on an `fs.read` of a session that negotiated raw frames (`session.open`
+    /// `raw_frames`): the content is not in a string at all; the result's `raw_bytes` bytes
+    /// follow its line on the byte stream (`docs/rexd-raw-frames.md`).
+    Raw,
 }
 
 impl Encoding {
@@ -47,6 +51,7 @@ impl Encoding {
             Encoding::Utf8 => "utf8",
             Encoding::Base64 => "base64",
             Encoding::Zstd => "zstd",
+            Encoding::Raw => "raw",
         }
     }
 
@@ -67,17 +72,18 @@ pub fn encode(bytes: &[u8]) -> (Encoding, Cow<'_, str>) {
 
 /// Encodes `bytes` with the given encoding. For `utf8`, invalid sequences are replaced by
 /// U+FFFD (the caller asked for text; use [`encode`] to fall back to base64 instead).
-/// `zstd` is never produced here (this crate has no codec): asked for it, this writes base64,
-/// which the caller must then label `base64`.
+/// `zstd` and `raw` are never produced here (this crate has no codec, and raw bytes are not a
+/// string): asked for either, this writes base64, which the caller must then label `base64`.
 pub fn encode_as(bytes: &[u8], encoding: Encoding) -> Cow<'_, str> {
     match encoding {
         Encoding::Utf8 => String::from_utf8_lossy(bytes),
-        Encoding::Base64 | Encoding::Zstd => Cow::Owned(BASE64.encode(bytes)),
+        Encoding::Base64 | Encoding::Zstd | Encoding::Raw => Cow::Owned(BASE64.encode(bytes)),
     }
 }
 
 /// The bytes a field carries: borrowed for `utf8`, decoded for `base64`; `zstd` is
-/// [`RexdError::Compressed`] (inflate it where it was negotiated, within the session's limits).
+/// [`RexdError::Compressed`] (inflate it where it was negotiated, within the session's limits);
+/// `raw` is [`RexdError::RawFrame`] (its bytes are not in the string).
 pub fn decode(data: &str, encoding: Encoding) -> Result<Cow<'_, [u8]>, RexdError> {
     match encoding {
         Encoding::Utf8 => Ok(Cow::Borrowed(data.as_bytes())),
@@ -86,6 +92,7 @@ pub fn decode(data: &str, encoding: Encoding) -> Result<Cow<'_, [u8]>, RexdError
             .map(Cow::Owned)
             .map_err(|e| RexdError::Base64(e.to_string())),
         Encoding::Zstd => Err(RexdError::Compressed),
+        Encoding::Raw => Err(RexdError::RawFrame),
     }
 }
 
@@ -102,6 +109,7 @@ pub fn decode_into(data: &str, encoding: Encoding, out: &mut Vec<u8>) -> Result<
             .decode_vec(data, out)
             .map_err(|e| RexdError::Base64(e.to_string())),
         Encoding::Zstd => Err(RexdError::Compressed),
+        Encoding::Raw => Err(RexdError::RawFrame),
     }
 }
 

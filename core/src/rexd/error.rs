@@ -256,6 +256,12 @@ pub enum RexdError {
     /// that negotiated compression inflates it, within the session's limits.
     #[error("zstd data is inflated by the session that negotiated it (session.open compression)")]
     Compressed,
+    /// A `data`/`content` field marked `raw`: raw bytes travel beside a line, never in a
+    /// string, and only in an `fs.read` answer of a session that negotiated them.
+    #[error(
+        "encoding \"raw\" is only an fs.read answer's, in a session that negotiated raw_frames"
+    )]
+    RawFrame,
 }
 
 impl RexdError {
@@ -263,9 +269,10 @@ impl RexdError {
     pub fn error_code(&self) -> ErrorCode {
         match self {
             RexdError::UnknownMethod(_) => ErrorCode::MethodNotFound,
-            RexdError::InvalidParams { .. } | RexdError::Base64(_) | RexdError::Compressed => {
-                ErrorCode::InvalidParams
-            }
+            RexdError::InvalidParams { .. }
+            | RexdError::Base64(_)
+            | RexdError::Compressed
+            | RexdError::RawFrame => ErrorCode::InvalidParams,
             RexdError::Parse(_) => ErrorCode::ParseError,
             RexdError::InvalidMessage(_) => ErrorCode::InvalidRequest,
         }

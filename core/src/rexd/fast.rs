@@ -156,6 +156,10 @@ pub fn write_fs_read_line(id: &Id, r: &super::FsReadResult, out: &mut Vec<u8>) {
     write_str(&r.content, out);
     out.extend_from_slice(b",\"truncated\":");
     out.extend_from_slice(if r.truncated { b"true" } else { b"false" });
+    if let Some(n) = r.raw_bytes {
+        out.extend_from_slice(b",\"raw_bytes\":");
+        write_u64(n, out);
+    }
     out.extend_from_slice(b"}}");
 }
 

@@ -58,12 +58,36 @@ pub struct FsReadResult {
     /// Fewer bytes than asked for were returned because of `max_file_read_bytes` (reaching the
     /// end of the file is not truncation).
     pub truncated: bool,
+    /// With `encoding: "raw"` (addition to the spec): how many bytes follow the answer's line
+    /// on the byte stream, right after its `\n`; `content` is then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_bytes: Option<u64>,
+    /// Those bytes. Never in the JSON: a daemon writes them after the line, a client reads
+    /// them there.
+    #[serde(skip)]
+    pub raw: Vec<u8>,
 }
 
 impl FsReadResult {
-    /// The bytes `content` carries.
+    /// The bytes `content` carries (or, for `raw`, the bytes that followed the line).
     pub fn bytes(&self) -> Result<Cow<'_, [u8]>, RexdError> {
+        if self.encoding == Encoding::Raw {
+            return Ok(Cow::Borrowed(&self.raw));
+        }
         data::decode(&self.content, self.encoding)
+    }
+
+    /// A `raw` answer as a string one (`utf8` when the bytes are text, else `base64`), for a
+    /// way out that cannot carry bytes after a line (a batch's array). Others are unchanged.
+    pub fn into_string_form(mut self) -> FsReadResult {
+        if self.encoding == Encoding::Raw {
+            let raw = std::mem::take(&mut self.raw);
+            let (encoding, text) = data::encode(&raw);
+            self.encoding = encoding;
+            self.content = text.into_owned();
+            self.raw_bytes = None;
+        }
+        self
     }
 }
 

@@ -231,6 +231,19 @@ impl Response {
         self.write_line_serde(id, out);
     }
 
+    /// [`Response::write_line`], its `\n`, and the bytes of a raw `fs.read` answer right after
+    /// it (`raw_bytes` of them; nothing for any other answer): one frame on a byte stream, to
+    /// be written whole, with nothing between the line and its bytes.
+    pub fn write_frame(&self, id: &Id, out: &mut Vec<u8>) {
+        self.write_line(id, out);
+        out.push(b'\n');
+        if let Response::FsRead(r) = self
+            && r.raw_bytes.is_some()
+        {
+            out.extend_from_slice(&r.raw);
+        }
+    }
+
     /// [`Response::write_line`] through serde only (the reference for the fast path).
     fn write_line_serde(&self, id: &Id, out: &mut Vec<u8>) {
         struct Line<'r>(&'r Id, &'r Response);
@@ -934,14 +947,24 @@ mod tests {
                 String::from_utf8(slow).unwrap()
             );
         }
-        for truncated in [false, true] {
+        for (truncated, raw) in [(false, None), (true, None), (false, Some(3))] {
             let r = Response::FsRead(FsReadResult {
                 path: "/srv/\"x\"".into(),
                 size: 12,
                 mtime: "2026-02-25T10:00:00.5Z".into(),
-                encoding: Encoding::Utf8,
-                content: data.clone(),
+                encoding: if raw.is_some() {
+                    Encoding::Raw
+                } else {
+                    Encoding::Utf8
+                },
+                content: if raw.is_some() {
+                    String::new()
+                } else {
+                    data.clone()
+                },
                 truncated,
+                raw_bytes: raw,
+                raw: vec![b'\n', 0, 0xff],
             });
             for id in [Id::Number(-3), Id::String("i\"d".into()), Id::Null] {
                 let (mut fast, mut slow) = (Vec::new(), Vec::new());
@@ -953,6 +976,39 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_raw_frame_is_the_line_then_its_bytes() {
+        let r = Response::FsRead(FsReadResult {
+            path: "/f".into(),
+            size: 3,
+            mtime: "2026-02-25T10:00:00Z".into(),
+            encoding: Encoding::Raw,
+            content: String::new(),
+            truncated: false,
+            raw_bytes: Some(3),
+            raw: vec![b'\n', 0, 0xff],
+        });
+        let mut out = Vec::new();
+        r.write_frame(&Id::Number(4), &mut out);
+        let nl = out.iter().position(|&b| b == b'\n').unwrap();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&out[..nl]).unwrap(),
+            json!({"jsonrpc":"2.0","id":4,"result":{"path":"/f","size":3,
+                   "mtime":"2026-02-25T10:00:00Z","encoding":"raw","content":"",
+                   "truncated":false,"raw_bytes":3}})
+        );
+        assert_eq!(&out[nl + 1..], &[b'\n', 0, 0xff]);
+        // A way out without a byte stream gets the bytes in the string.
+        let Response::FsRead(r) = r else {
+            unreachable!()
+        };
+        let s = r.into_string_form();
+        assert_eq!(
+            (s.encoding, s.content.as_str(), s.raw_bytes),
+            (Encoding::Base64, "CgD/", None)
+        );
     }
 
     #[test]

@@ -73,6 +73,7 @@ fn request() -> impl Strategy<Value = Request> {
                     limits: e,
                     resumable: false,
                     compression: f,
+                    raw_frames: false,
                 })
             }),
         text().prop_map(|s| Request::SessionClose(SessionCloseParams { session_id: s })),
@@ -348,6 +349,7 @@ fn response() -> impl Strategy<Value = Response> {
                     workspace_roots: roots,
                     resume: None,
                     compression,
+                    raw_frames: false,
                 })
             }),
         any::<bool>().prop_map(|ok| Response::ExecKill(OkResult { ok })),

@@ -198,6 +198,11 @@ pub struct SessionOpenParams {
     /// this, or with no codec in common, every payload is `utf8` or `base64` as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<Vec<String>>,
+    /// Ask for raw frames (addition to the spec): `fs.read` with `encoding: "raw"` answers
+    /// with the bytes after the result's line instead of inside a string. Only a byte-stream
+    /// transport (stdio, ssh) grants it; see [`SessionOpenResult::raw_frames`].
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub raw_frames: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -263,6 +268,10 @@ pub struct SessionOpenResult {
     /// may then be `encoding: "zstd"`. Absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<String>,
+    /// Raw frames were asked for and granted (addition to the spec): this session's `fs.read`
+    /// may ask for `encoding: "raw"`. Absent: not granted.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub raw_frames: bool,
 }
 
 /// `session.close` params. (The spec gives none; the session id is the one thing it needs.)

@@ -28,6 +28,7 @@ use deskwire::rexd::{
 };
 
 use super::error::{ClientError, missing_rexd_hint};
+use super::frames::RawFrames;
 use super::{Endpoint, TargetSpec};
 use crate::compress;
 
@@ -68,6 +69,11 @@ pub struct ConnectOptions {
     /// and `fs.read`/`fs.write` contents travel compressed where that makes them shorter
     /// (`docs/rexd-compression.md`); inflated sizes are bounded by what was asked for.
     pub compress: bool,
+    /// Offer raw frames at `session.open` (over a child's stdio: `local` and ssh targets).
+    /// When the daemon grants them, [`Client::read_file`] gets file bytes after each answer's
+    /// line instead of inside a JSON string (`docs/rexd-raw-frames.md`). A daemon that does not
+    /// know them ignores the offer, and everything travels as before.
+    pub raw_frames: bool,
 }
 
 impl Default for ConnectOptions {
@@ -79,6 +85,7 @@ impl Default for ConnectOptions {
             limits: None,
             resume: false,
             compress: false,
+            raw_frames: true,
         }
     }
 }
@@ -214,6 +221,8 @@ pub struct Client {
     options: ConnectOptions,
     /// The `event_seq` of the last event of a resumable session taken in.
     last_event: u64,
+    /// Between the transport and the peer while raw frames are offered or granted.
+    frames: Option<RawFrames>,
 }
 
 impl std::fmt::Debug for Client {
@@ -326,6 +335,7 @@ impl Client {
             timeouts,
             ..PeerConfig::default()
         };
+        let over_stdio = matches!(transport, Transport::Process { .. });
         let mut client = Client {
             target: endpoint.to_string(),
             spec: spec.clone(),
@@ -345,6 +355,9 @@ impl Client {
             session: None,
             options: options.clone(),
             last_event: 0,
+            // Only a child's stdio carries bytes after a line; a WebSocket message is one
+            // JSON value.
+            frames: (options.raw_frames && over_stdio).then(RawFrames::default),
         };
         let roots = (!spec.workspace_roots.is_empty()).then(|| spec.workspace_roots.clone());
         let opened = client.call(SessionOpenParams {
@@ -355,7 +368,11 @@ impl Client {
             limits: options.limits,
             resumable: options.resume,
             compression: options.compress.then(|| vec![compress::ZSTD.to_owned()]),
+            raw_frames: client.frames.is_some(),
         })?;
+        if !opened.raw_frames {
+            client.stop_frames();
+        }
         client.session = Some(opened);
         Ok(client)
     }
@@ -378,6 +395,20 @@ impl Client {
             .is_some_and(|c| c == compress::ZSTD)
     }
 
+    /// Whether the session has raw frames: `fs.read` bytes come after each answer's line.
+    pub fn raw_frames(&self) -> bool {
+        self.frames.is_some() && self.session.as_ref().is_some_and(|s| s.raw_frames)
+    }
+
+    /// Not granted: lines go straight to the peer again (the splitter only costs a scan).
+    fn stop_frames(&mut self) {
+        if let Some(f) = self.frames.take() {
+            // Nothing can be held: the daemon sends nothing unasked before the session
+            // exists, and granted nothing raw.
+            debug_assert!(f.is_idle());
+        }
+    }
+
     fn session_id(&self) -> String {
         self.session().session_id.clone()
     }
@@ -398,6 +429,12 @@ impl Client {
     }
 
     fn call_raw(&mut self, method: Method, params: RawJson) -> Result<RawJson, ClientError> {
+        // A raw answer's bytes are not in the result this returns: only `read_file` asks.
+        if method == Method::FsRead && params.get().contains(r#""encoding":"raw""#) {
+            return Err(ClientError::Protocol(
+                "fs.read with encoding \"raw\" goes through Client::read_file".into(),
+            ));
+        }
         let id = self.send_call(method, params)?;
         self.answer_to(&id)
     }
@@ -557,7 +594,13 @@ impl Client {
         match input {
             Input::Stdout(bytes) => {
                 let now = self.now();
-                self.peer.handle_bytes(now, &bytes);
+                match &mut self.frames {
+                    Some(frames) => {
+                        let peer = &mut self.peer;
+                        frames.feed(&bytes, &mut |line| peer.handle_bytes(now, line))?;
+                    }
+                    None => self.peer.handle_bytes(now, &bytes),
+                }
                 Ok(())
             }
             Input::StdoutEnd(error) => Err(self.connection_lost(error)),
@@ -844,6 +887,9 @@ impl Client {
         };
         self.transport = transport;
         self.stderr_thread = stderr_thread;
+        if let Some(f) = &mut self.frames {
+            *f = RawFrames::default(); // a new byte stream
+        }
         let config = self.peer.config().clone();
         self.peer = Peer::new(
             JsonRpc2,
@@ -919,9 +965,13 @@ impl Client {
         // which keeps any byte exact. The daemon ends a utf8 piece before a character cut in
         // two, so a UTF-8 file never needs base64.
         // With compression, `zstd` carries any bytes (the daemon sends a piece plain when that
-        // is shorter), so there is no utf8-to-base64 switch.
+        // is shorter), so there is no utf8-to-base64 switch. Compression was asked for by
+        // name, so it wins over raw frames (which carry any bytes too, as they are, after the
+        // answer's line: nothing to encode or decode, nothing a third longer).
         let mut encoding = if self.compressed() {
             data::Encoding::Zstd
+        } else if self.raw_frames() {
+            data::Encoding::Raw
         } else {
             data::Encoding::Utf8
         };
@@ -934,7 +984,7 @@ impl Client {
         };
         // The first piece tells the size; the rest can then be asked for ahead.
         let first_len = length.map_or(piece_max, |l| l.min(piece_max));
-        let first_id = self.send(&piece(offset, first_len, encoding))?;
+        let first_id = self.send_piece(&piece(offset, first_len, encoding))?;
         ahead.push_back((first_id, offset));
         let mut at = offset;
         let mut asked_to = offset + first_len;
@@ -964,7 +1014,7 @@ impl Client {
                         Some(end) => piece_max.min(end.saturating_sub(at)),
                         None => length.map_or(piece_max, |l| l.min(piece_max)),
                     };
-                    let id = self.send(&piece(at, len, encoding))?;
+                    let id = self.send_piece(&piece(at, len, encoding))?;
                     ahead.push_back((id, at));
                     asked_to = at + len;
                     continue;
@@ -988,9 +1038,22 @@ impl Client {
                     Some(_) => {}
                     None => mtime = Some(got.mtime.to_string()),
                 }
+                let raw;
                 let n = {
                     let bytes: &[u8] = match got.encoding {
                         data::Encoding::Utf8 => got.content.as_bytes(),
+                        // Taken off the byte stream after the line, no longer than asked for.
+                        data::Encoding::Raw if encoding == data::Encoding::Raw => {
+                            raw = self.frames.as_mut().and_then(|f| f.take(&id));
+                            match (&raw, got.raw_bytes) {
+                                (Some(b), Some(n)) if b.len() as u64 == n => b,
+                                _ => {
+                                    return Err(ClientError::Protocol(
+                                        "fs.read: a raw answer without its bytes".into(),
+                                    ));
+                                }
+                            }
+                        }
                         // No piece is longer than asked for: a frame that inflates past
                         // that is refused unexpanded.
                         _ => {
@@ -1021,6 +1084,8 @@ impl Client {
                         content: String::new(),
                         // Cut short only when the daemon said so and gave nothing more.
                         truncated: got.truncated && n == 0 && at < got.size,
+                        raw_bytes: None,
+                        raw: Vec::new(),
                     });
                 }
             }
@@ -1044,19 +1109,35 @@ impl Client {
             .map_or(MAX_READ_PIECE, |m| m.clamp(1, MAX_READ_PIECE));
         while ahead.len() < READ_AHEAD && *asked_to < end {
             let len = piece_max.min(end - *asked_to);
-            let id = self.send(&piece(*asked_to, len, encoding))?;
+            let id = self.send_piece(&piece(*asked_to, len, encoding))?;
             ahead.push_back((id, *asked_to));
             *asked_to += len;
         }
         Ok(())
     }
 
-    /// Forgets pieces asked for but no longer wanted: their answers are dropped on arrival.
+    /// Sends one `fs.read`; a raw one is announced to the frame reader with its length, the
+    /// most bytes its answer may bring.
+    fn send_piece(&mut self, params: &FsReadParams) -> Result<Id, ClientError> {
+        let id = self.send(params)?;
+        if params.encoding == data::Encoding::Raw
+            && let Some(f) = &mut self.frames
+        {
+            f.expect(id.clone(), params.length.unwrap_or(0));
+        }
+        Ok(id)
+    }
+
+    /// Forgets pieces asked for but no longer wanted: their answers are dropped on arrival
+    /// (a raw one's bytes are read past and thrown away).
     fn drop_pieces(&mut self, ahead: &mut VecDeque<(Id, u64)>) {
         let now = self.now();
         for (id, _) in ahead.drain(..) {
             let _ = self.peer.cancel(now, &id);
             self.answers.remove(&id);
+            if let Some(f) = &mut self.frames {
+                f.drop_call(&id);
+            }
         }
     }
 
@@ -1184,10 +1265,14 @@ struct FsReadPiece<'a> {
     mtime: std::borrow::Cow<'a, str>,
     #[serde(default)]
     encoding: data::Encoding,
-    #[serde(borrow)]
+    /// Empty (or absent) in a raw answer.
+    #[serde(borrow, default)]
     content: std::borrow::Cow<'a, str>,
     #[serde(default)]
     truncated: bool,
+    /// A raw answer: how many bytes followed its line.
+    #[serde(default)]
+    raw_bytes: Option<u64>,
 }
 
 /// Whether a failed `fs.read` says the range is not UTF-8 (ask again as base64).

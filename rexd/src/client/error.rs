@@ -98,6 +98,10 @@ pub enum ClientError {
     /// The daemon answered something that does not fit the protocol.
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// A raw frame that breaks the rules (more bytes than asked for, bytes for a call that did
+    /// not ask): the byte stream cannot be read on.
+    #[error("protocol error: {0}")]
+    Frame(#[from] super::FrameError),
     /// The daemon could not launch a command (`exec.error`).
     #[error("cannot run the command: {message}")]
     Launch {

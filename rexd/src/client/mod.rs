@@ -27,6 +27,7 @@
 
 mod connection;
 mod error;
+mod frames;
 #[cfg(feature = "net")]
 mod ws;
 
@@ -34,4 +35,5 @@ pub use connection::{
     Client, ConnectOptions, ExecOptions, MAX_BUFFERED_EVENT_BYTES, READ_AHEAD, Stream, WriteOptions,
 };
 pub use error::ClientError;
+pub use frames::FrameError;
 pub use rex_targets::{Endpoint, TargetError, TargetSpec, Targets, local_rexd, targets};

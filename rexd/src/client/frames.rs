@@ -1,0 +1,315 @@
+//! Raw frames on the client's side: the bytes of a raw `fs.read` answer come right after its
+//! line (`docs/rexd-raw-frames.md`), so they must be taken out of the byte stream before the
+//! NDJSON framing of the peer sees them.
+//!
+//! [`RawFrames`] sits between the transport and the peer. Lines pass through; a line that is a
+//! raw answer (a response whose `result` has `raw_bytes`) is held back until its bytes have
+//! come, then handed on, its bytes kept for the caller under the answer's id. Only answers to
+//! calls announced with [`RawFrames::expect`] may carry bytes, and no more than the length that
+//! call asked for: a daemon cannot make this side allocate more than it asked for.
+
+use std::collections::HashMap;
+
+use deskwire::jsonrpc::Id;
+
+/// The longest line that may be a raw answer's header. A header has no content, so it is a
+/// few hundred bytes plus the path (at most `PATH_MAX`, escaped); longer lines are passed on as
+/// they come without being looked at.
+const MAX_HEADER: usize = 64 * 1024;
+
+/// What marks a header: the key of `raw_bytes`. Inside a JSON string a quote is always
+/// escaped, so this can only be a key.
+const MARK: &[u8] = b"\"raw_bytes\":";
+
+/// Why the byte stream cannot be read on: after one of these the framing is lost.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// A raw answer to a call that did not ask for raw bytes.
+    #[error("raw bytes answered call {id}, which did not ask for them")]
+    Unasked {
+        /// The answer's id.
+        id: String,
+    },
+    /// A raw answer claims more bytes than its call asked for.
+    #[error("raw answer to call {id} claims {claimed} bytes, more than the {asked} asked for")]
+    TooLong {
+        /// The answer's id.
+        id: String,
+        /// `raw_bytes`.
+        claimed: u64,
+        /// The call's `length`.
+        asked: u64,
+    },
+    /// An earlier error lost the framing.
+    #[error("the byte stream is out of step since an earlier raw frame error")]
+    Broken,
+}
+
+/// A raw call in flight.
+struct Expected {
+    /// The most bytes its answer may carry.
+    max: u64,
+    /// Its answer is still wanted (`false` once dropped: its bytes are read and thrown away).
+    keep: bool,
+}
+
+/// The answer whose bytes are coming.
+struct Payload {
+    id: Id,
+    /// Its line, `\n` included, handed on once the bytes are in.
+    header: Vec<u8>,
+    /// Bytes still to come.
+    left: usize,
+    /// `None` for a dropped call: counted, not kept.
+    bytes: Option<Vec<u8>>,
+}
+
+/// See the module docs.
+#[derive(Default)]
+pub(crate) struct RawFrames {
+    /// The current line while it is short enough to be a header.
+    line: Vec<u8>,
+    /// The current line is too long to be a header: passed on as it comes, up to its `\n`.
+    passing: bool,
+    payload: Option<Payload>,
+    expected: HashMap<Id, Expected>,
+    ready: HashMap<Id, Vec<u8>>,
+    broken: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct Header {
+    id: Id,
+    result: HeaderResult,
+}
+
+#[derive(serde::Deserialize)]
+struct HeaderResult {
+    raw_bytes: u64,
+}
+
+impl RawFrames {
+    /// Call `id` asked for raw bytes, `max` at most.
+    pub(crate) fn expect(&mut self, id: Id, max: u64) {
+        self.expected.insert(id, Expected { max, keep: true });
+    }
+
+    /// Call `id` is no longer wanted: its bytes, if they come, are skipped.
+    pub(crate) fn drop_call(&mut self, id: &Id) {
+        if let Some(e) = self.expected.get_mut(id) {
+            e.keep = false;
+        }
+        self.ready.remove(id);
+    }
+
+    /// The bytes that came after the answer to `id` (its line has been handed on).
+    pub(crate) fn take(&mut self, id: &Id) -> Option<Vec<u8>> {
+        self.ready.remove(id)
+    }
+
+    /// Whether a line or a frame has begun and not ended yet.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.line.is_empty() && !self.passing && self.payload.is_none()
+    }
+
+    /// Takes bytes from the transport; hands what the peer should see to `out` (whole lines
+    /// for headers, any cut for other lines).
+    pub(crate) fn feed(
+        &mut self,
+        mut bytes: &[u8],
+        out: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), FrameError> {
+        if self.broken {
+            return Err(FrameError::Broken);
+        }
+        while !bytes.is_empty() {
+            if let Some(p) = &mut self.payload {
+                let n = p.left.min(bytes.len());
+                if let Some(b) = &mut p.bytes {
+                    b.extend_from_slice(&bytes[..n]);
+                }
+                p.left -= n;
+                bytes = &bytes[n..];
+                if p.left == 0 {
+                    self.finish_payload(out);
+                }
+                continue;
+            }
+            let newline = memchr::memchr(b'\n', bytes);
+            let end = newline.map_or(bytes.len(), |i| i + 1);
+            let (part, rest) = bytes.split_at(end);
+            bytes = rest;
+            if self.passing {
+                out(part);
+                self.passing = newline.is_none();
+                continue;
+            }
+            self.line.extend_from_slice(part);
+            if newline.is_none() {
+                if self.line.len() > MAX_HEADER {
+                    out(&self.line);
+                    self.line.clear();
+                    self.passing = true;
+                }
+                continue;
+            }
+            let line = std::mem::take(&mut self.line);
+            match self.header(&line) {
+                Ok(None) => out(&line),
+                Ok(Some((id, n, keep))) => {
+                    self.payload = Some(Payload {
+                        id,
+                        header: line,
+                        left: n,
+                        bytes: keep.then(|| Vec::with_capacity(n)),
+                    });
+                    if n == 0 {
+                        self.finish_payload(out);
+                    }
+                }
+                Err(e) => {
+                    self.broken = true;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `line` is a raw answer: its id, its byte count and whether it is still wanted.
+    fn header(&mut self, line: &[u8]) -> Result<Option<(Id, usize, bool)>, FrameError> {
+        if line.len() > MAX_HEADER || memchr::memmem::find(line, MARK).is_none() {
+            return Ok(None);
+        }
+        // Not a response with `result.raw_bytes` (a newer daemon's field elsewhere): a line.
+        let Ok(h) = serde_json::from_slice::<Header>(line) else {
+            return Ok(None);
+        };
+        let Some(e) = self.expected.remove(&h.id) else {
+            return Err(FrameError::Unasked {
+                id: h.id.to_string(),
+            });
+        };
+        if h.result.raw_bytes > e.max {
+            return Err(FrameError::TooLong {
+                id: h.id.to_string(),
+                claimed: h.result.raw_bytes,
+                asked: e.max,
+            });
+        }
+        // Within `max`, which a caller keeps under its piece size (a few MiB).
+        Ok(Some((h.id, h.result.raw_bytes as usize, e.keep)))
+    }
+
+    fn finish_payload(&mut self, out: &mut dyn FnMut(&[u8])) {
+        if let Some(p) = self.payload.take() {
+            if let Some(b) = p.bytes {
+                self.ready.insert(p.id, b);
+            }
+            out(&p.header);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(id: i64, n: usize) -> Vec<u8> {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"path\":\"/f\",\"size\":{n},\
+             \"mtime\":\"t\",\"encoding\":\"raw\",\"content\":\"\",\"truncated\":false,\
+             \"raw_bytes\":{n}}}}}\n"
+        )
+        .into_bytes()
+    }
+
+    /// Feeds `stream` cut every `step` bytes; the bytes the peer saw.
+    fn run(f: &mut RawFrames, stream: &[u8], step: usize) -> Result<Vec<u8>, FrameError> {
+        let mut seen = Vec::new();
+        for chunk in stream.chunks(step) {
+            f.feed(chunk, &mut |b| seen.extend_from_slice(b))?;
+        }
+        Ok(seen)
+    }
+
+    #[test]
+    fn bytes_after_a_header_are_taken_out_whatever_the_cuts() {
+        let event = b"{\"jsonrpc\":\"2.0\",\"method\":\"exec.stdout\",\"params\":{\"data\":\"\\\"raw_bytes\\\":9\"}}\n";
+        let payload: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        let mut stream = event.to_vec();
+        stream.extend_from_slice(&header(7, payload.len()));
+        stream.extend_from_slice(&payload);
+        stream.extend_from_slice(event);
+        stream.extend_from_slice(&header(8, 0));
+        stream.extend_from_slice(event);
+        for step in [1, 2, 7, 64, 1000, stream.len()] {
+            let mut f = RawFrames::default();
+            f.expect(Id::Number(7), 1000);
+            f.expect(Id::Number(8), 10);
+            let seen = run(&mut f, &stream, step).unwrap();
+            let mut want = event.to_vec();
+            want.extend_from_slice(&header(7, payload.len()));
+            want.extend_from_slice(event);
+            want.extend_from_slice(&header(8, 0));
+            want.extend_from_slice(event);
+            assert_eq!(seen, want, "step {step}");
+            assert_eq!(f.take(&Id::Number(7)).unwrap(), payload);
+            assert_eq!(f.take(&Id::Number(8)).unwrap(), b"");
+            assert!(f.is_idle());
+        }
+    }
+
+    #[test]
+    fn a_header_claiming_more_than_asked_is_refused_unallocated() {
+        let mut f = RawFrames::default();
+        f.expect(Id::Number(1), 100);
+        let e = run(&mut f, &header(1, 1 << 40), 16).unwrap_err();
+        assert_eq!(
+            e,
+            FrameError::TooLong {
+                id: "1".into(),
+                claimed: 1 << 40,
+                asked: 100
+            }
+        );
+        // The framing is lost for good.
+        assert_eq!(run(&mut f, b"{}\n", 3).unwrap_err(), FrameError::Broken);
+    }
+
+    #[test]
+    fn raw_bytes_for_a_call_that_did_not_ask_are_refused() {
+        let mut f = RawFrames::default();
+        f.expect(Id::Number(2), 100);
+        assert_eq!(
+            run(&mut f, &header(3, 4), 5).unwrap_err(),
+            FrameError::Unasked { id: "3".into() }
+        );
+    }
+
+    #[test]
+    fn a_dropped_call_s_bytes_are_skipped() {
+        let mut f = RawFrames::default();
+        f.expect(Id::Number(4), 10);
+        f.drop_call(&Id::Number(4));
+        let mut stream = header(4, 10);
+        stream.extend_from_slice(b"0123456789{\"x\":1}\n");
+        let seen = run(&mut f, &stream, 3).unwrap();
+        let mut want = header(4, 10);
+        want.extend_from_slice(b"{\"x\":1}\n");
+        assert_eq!(seen, want);
+        assert_eq!(f.take(&Id::Number(4)), None);
+    }
+
+    #[test]
+    fn long_lines_pass_through_unexamined() {
+        let mut line = b"{\"a\":\"".to_vec();
+        line.resize(MAX_HEADER * 2, b'x');
+        line.extend_from_slice(b"\",\"raw_bytes\":3}\n");
+        let mut f = RawFrames::default();
+        let seen = run(&mut f, &line, 4096).unwrap();
+        assert_eq!(seen, line);
+        assert!(f.is_idle());
+    }
+}
