@@ -15,10 +15,12 @@
 //!   events vs its raw bytes through the long-lived ssh channel.
 //!
 //! `fs_read_*` and `exec_seq_2m` also run `rex_over_ssh_zstd`: a second session that negotiated
-//! compression (`docs/rexd-compression.md`), side by side with the plain one. After the
-//! criterion groups, those three contenders run again in turns, round after round ([`ROUNDS`]),
-//! and the medians and their ratios to ssh are printed: on a shared machine the speed changes
-//! between one criterion group and the next, and turns see the same machine.
+//! compression (`docs/rexd-compression.md`), and `rex_over_ssh_raw`: a third that negotiated
+//! raw frames (`docs/rexd-raw-frames.md`, what `rex` offers by default), side by side with the
+//! plain one (JSON strings only, as before either). After the criterion groups, those four
+//! contenders run again in turns, round after round ([`ROUNDS`]), and the medians and their
+//! ratios to ssh are printed: on a shared machine the speed changes between one criterion group
+//! and the next, and turns see the same machine.
 //!
 //! Run: `cargo bench -p rexd --bench ssh -- --warm-up-time 1 --measurement-time 3`
 //! (`-- fs_read` or `-- exec_seq` for one group).
@@ -168,17 +170,32 @@ impl Drop for SshShell {
     }
 }
 
+/// The plain session: everything in JSON strings (utf8 or base64), as before raw frames.
 fn connect(w: &World) -> Client {
-    Client::connect(&w.spec, &ConnectOptions::default()).expect("connect over ssh")
+    let options = ConnectOptions {
+        raw_frames: false,
+        ..ConnectOptions::default()
+    };
+    let client = Client::connect(&w.spec, &options).expect("connect over ssh");
+    assert!(!client.raw_frames());
+    client
 }
 
 fn connect_compressed(w: &World) -> Client {
     let options = ConnectOptions {
         compress: true,
+        raw_frames: false,
         ..ConnectOptions::default()
     };
     let client = Client::connect(&w.spec, &options).expect("connect over ssh");
     assert!(client.compressed(), "the daemon did not take zstd");
+    client
+}
+
+/// Raw frames (the default options): `fs.read` bytes after each answer's line.
+fn connect_raw(w: &World) -> Client {
+    let client = Client::connect(&w.spec, &ConnectOptions::default()).expect("connect over ssh");
+    assert!(client.raw_frames(), "the daemon did not grant raw frames");
     client
 }
 
@@ -217,8 +234,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// rex, rex with zstd and plain ssh, one after the other, [`ROUNDS`] times; prints the medians.
-fn in_turns(w: &World, plain: &mut Client, zstd: &mut Client, shell: &mut SshShell) {
+/// rex, rex with zstd, rex with raw frames and plain ssh, one after the other, [`ROUNDS`]
+/// times; prints the medians.
+fn in_turns(
+    w: &World,
+    (plain, zstd, raw): (&mut Client, &mut Client, &mut Client),
+    shell: &mut SshShell,
+) {
     let cat_text = format!("cat '{}'", w.text);
     let cat_random = format!("cat '{}'", w.random);
     type Run<'a> = Box<dyn FnMut(&mut Client) + 'a>;
@@ -246,7 +268,8 @@ fn in_turns(w: &World, plain: &mut Client, zstd: &mut Client, shell: &mut SshShe
         "in turns, {ROUNDS} rounds, median ms (ratio: ssh time / rex time, above 1 is faster than ssh):"
     );
     for (name, mut run, cmd, bytes) in cases {
-        let (mut rex, mut rexz, mut ssh) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut rex, mut rexz, mut rexr, mut ssh) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
         for _ in 0..ROUNDS {
             let t = Instant::now();
@@ -256,14 +279,19 @@ fn in_turns(w: &World, plain: &mut Client, zstd: &mut Client, shell: &mut SshShe
             run(zstd);
             rexz.push(ms(t));
             let t = Instant::now();
+            run(raw);
+            rexr.push(ms(t));
+            let t = Instant::now();
             shell.run(&cmd, bytes);
             ssh.push(ms(t));
         }
-        let (rex, rexz, ssh) = (median(rex), median(rexz), median(ssh));
+        let (rex, rexz, rexr, ssh) = (median(rex), median(rexz), median(rexr), median(ssh));
         println!(
-            "  {name}: rex {rex:.1} ({:.2}x), rex zstd {rexz:.1} ({:.2}x), ssh {ssh:.1}",
+            "  {name}: rex {rex:.1} ({:.2}x), rex zstd {rexz:.1} ({:.2}x), \
+             rex raw {rexr:.1} ({:.2}x), ssh {ssh:.1}",
             ssh / rex,
-            ssh / rexz
+            ssh / rexz,
+            ssh / rexr
         );
     }
 }
@@ -339,6 +367,7 @@ fn bench(c: &mut Criterion) {
     g.finish();
 
     let mut zclient = connect_compressed(&w);
+    let mut rclient = connect_raw(&w);
     for (group, file) in [
         ("fs_read_10mib_text", &w.text),
         ("fs_read_10mib_random", &w.random),
@@ -349,6 +378,9 @@ fn bench(c: &mut Criterion) {
         g.bench_function("rex_over_ssh", |b| b.iter(|| read_whole(&mut client, file)));
         g.bench_function("rex_over_ssh_zstd", |b| {
             b.iter(|| read_whole(&mut zclient, file))
+        });
+        g.bench_function("rex_over_ssh_raw", |b| {
+            b.iter(|| read_whole(&mut rclient, file))
         });
         let cat = format!("cat '{file}'");
         g.bench_function("plain_ssh_channel_cat", |b| {
@@ -362,16 +394,18 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(SEQ_BYTES));
     g.bench_function("rex_over_ssh", |b| b.iter(|| run_seq(&mut client)));
     g.bench_function("rex_over_ssh_zstd", |b| b.iter(|| run_seq(&mut zclient)));
+    g.bench_function("rex_over_ssh_raw", |b| b.iter(|| run_seq(&mut rclient)));
     g.bench_function("plain_ssh_channel_seq", |b| {
         b.iter(|| shell.run("seq 1 2000000", SEQ_BYTES))
     });
     g.finish();
 
-    in_turns(&w, &mut client, &mut zclient, &mut shell);
+    in_turns(&w, (&mut client, &mut zclient, &mut rclient), &mut shell);
 
     drop(shell);
     client.close().unwrap();
     zclient.close().unwrap();
+    rclient.close().unwrap();
 }
 
 criterion_group!(benches, bench);

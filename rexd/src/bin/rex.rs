@@ -88,6 +88,11 @@ struct Global {
     /// where that makes them shorter (worth it over slow links and for text).
     #[arg(long, global = true)]
     compress: bool,
+    /// Do not offer raw frames (file bytes after each answer's line instead of base64 inside
+    /// JSON). They are offered by default over local and ssh targets; a daemon that does not
+    /// know them ignores the offer.
+    #[arg(long, global = true)]
+    no_raw_frames: bool,
     /// Show the transport's stderr (daemon logs, ssh messages) as it comes.
     #[arg(short, long, global = true)]
     verbose: bool,
@@ -285,6 +290,7 @@ fn run(cli: Cli) -> Result<u8, ClientError> {
         forward_stderr: cli.global.verbose,
         resume: cli.global.resume || spec.resume,
         compress: cli.global.compress,
+        raw_frames: !cli.global.no_raw_frames,
         ..ConnectOptions::default()
     };
     let mut client = Client::connect(&spec, &options)?;
