@@ -269,8 +269,10 @@ fn client(root: &std::path::Path, compress: bool, piece: u64) -> Client {
         workspace_roots: vec![root.display().to_string()],
         ..TargetSpec::new("local")
     };
+    // Without compression: the JSON-string path (raw frames have their own tests).
     let options = ConnectOptions {
         compress,
+        raw_frames: false,
         ..ConnectOptions::default()
     };
     Client::connect(&spec, &options).unwrap()

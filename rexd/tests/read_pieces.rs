@@ -18,7 +18,12 @@ fn client(root: &std::path::Path, config: &std::path::Path) -> Client {
         workspace_roots: vec![root.display().to_string()],
         ..TargetSpec::new("local")
     };
-    Client::connect(&spec, &ConnectOptions::default()).unwrap()
+    // The JSON-string path (utf8, base64); raw frames have their own tests.
+    let options = ConnectOptions {
+        raw_frames: false,
+        ..ConnectOptions::default()
+    };
+    Client::connect(&spec, &options).unwrap()
 }
 
 fn setup() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {

@@ -1,0 +1,597 @@
+//! Raw frames negotiated at `session.open` (`docs/rexd-raw-frames.md`), against a real
+//! `rexd --stdio` (read here byte by byte: a line, then the bytes it announces) and through the
+//! client library, locally and over a loopback sshd: file bytes come back exact (random, text,
+//! empty, across pieces), events of a command running meanwhile stay whole, a session that did
+//! not ask gets exactly the old answers and `raw` refused.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use base64::Engine as _;
+use deskwire_integration::Sshd;
+use rexd::client::{Client, ConnectOptions, TargetSpec};
+use serde_json::{Value, json};
+
+fn random(n: usize) -> Vec<u8> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..n.div_ceil(8))
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()
+        })
+        .take(n)
+        .collect()
+}
+
+fn text(n: usize) -> Vec<u8> {
+    let mut v = Vec::new();
+    let mut i = 0;
+    while v.len() < n {
+        v.extend_from_slice(format!("line {i}: \"quoted\" \\ tab\tend\n").as_bytes());
+        i += 1;
+    }
+    v.truncate(n);
+    v
+}
+
+/// `rexd --stdio` read as a byte stream: a line, and the raw bytes after it when it says so.
+struct Wire {
+    child: Child,
+    stdin: ChildStdin,
+    out: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+/// What came: a JSON line and the raw bytes that followed it (empty when none).
+struct Frame {
+    msg: Value,
+    raw: Vec<u8>,
+}
+
+impl Wire {
+    fn spawn(root: &Path) -> Wire {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rexd"))
+            .args(["--stdio", "--root", root.to_str().unwrap(), "--allow-shell"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        Wire {
+            stdin: child.stdin.take().unwrap(),
+            out: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next_id: 1,
+        }
+    }
+
+    fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").unwrap();
+        id
+    }
+
+    fn send_line(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+    }
+
+    /// The next line (it must be JSON), and the `raw_bytes` bytes after it for a raw answer.
+    fn frame(&mut self) -> Frame {
+        let mut line = Vec::new();
+        self.out.read_until(b'\n', &mut line).unwrap();
+        assert_eq!(line.last(), Some(&b'\n'), "the stream ended");
+        let msg: Value = serde_json::from_slice(&line).unwrap_or_else(|e| {
+            panic!("not a JSON line ({e}): {}", String::from_utf8_lossy(&line))
+        });
+        let mut raw = Vec::new();
+        if let Some(n) = msg["result"]["raw_bytes"].as_u64() {
+            raw.resize(n as usize, 0);
+            self.out.read_exact(&mut raw).unwrap();
+        }
+        Frame { msg, raw }
+    }
+
+    /// The answer to `id` (events before it are dropped).
+    fn answer(&mut self, id: u64) -> Frame {
+        loop {
+            let f = self.frame();
+            if f.msg["id"] == id {
+                return f;
+            }
+            assert!(f.msg.get("method").is_some(), "{}", f.msg);
+        }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Frame {
+        let id = self.send(method, params);
+        self.answer(id)
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn root() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    (tmp, root)
+}
+
+#[test]
+fn raw_reads_carry_the_bytes_after_the_line_exactly() {
+    let (_tmp, root) = root();
+    // Under the default max_file_read_bytes (1 MiB) to come whole; `big` is cut at it.
+    let noise = random(1_000_003);
+    let big = random(3 * 1024 * 1024 + 17);
+    std::fs::write(root.join("big.bin"), &big).unwrap();
+    let prose = text(200_000);
+    std::fs::write(root.join("noise.bin"), &noise).unwrap();
+    std::fs::write(root.join("prose.txt"), &prose).unwrap();
+    std::fs::write(root.join("empty"), b"").unwrap();
+    let mut w = Wire::spawn(&root);
+    let open = w.call(
+        "session.open",
+        json!({"client_name": "raw", "raw_frames": true}),
+    );
+    assert_eq!(open.msg["result"]["raw_frames"], true, "{}", open.msg);
+    let sid = open.msg["result"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let read = |w: &mut Wire, path: &str, range: Option<(u64, u64)>| {
+        let mut p = json!({"session_id": sid, "path": path, "encoding": "raw"});
+        if let Some((offset, length)) = range {
+            p["offset"] = json!(offset);
+            p["length"] = json!(length);
+        }
+        w.call("fs.read", p)
+    };
+    for (name, bytes) in [
+        ("noise.bin", &noise),
+        ("prose.txt", &prose),
+        ("empty", &Vec::new()),
+    ] {
+        let f = read(&mut w, name, None);
+        let r = &f.msg["result"];
+        assert_eq!(
+            (
+                r["encoding"].clone(),
+                r["content"].clone(),
+                r["raw_bytes"].clone(),
+                r["size"].clone(),
+                r["truncated"].clone()
+            ),
+            (
+                json!("raw"),
+                json!(""),
+                json!(bytes.len()),
+                json!(bytes.len()),
+                json!(false)
+            ),
+            "{name}"
+        );
+        assert!(f.raw == *bytes, "{name}: {} bytes back", f.raw.len());
+    }
+    // Cut at the daemon's cap: the bytes up to it, marked truncated.
+    let f = read(&mut w, "big.bin", None);
+    assert_eq!(
+        (
+            f.msg["result"]["raw_bytes"].clone(),
+            f.msg["result"]["truncated"].clone()
+        ),
+        (json!(1 << 20), json!(true))
+    );
+    assert!(f.raw == big[..1 << 20]);
+    // Ranges: inside the file, across the end, past the end.
+    let n = noise.len() as u64;
+    for (offset, length) in [(1, 65_536), (n - 10, 100), (n, 5), (n + 7, 5)] {
+        let f = read(&mut w, "noise.bin", Some((offset, length)));
+        let from = offset.min(n) as usize;
+        let to = (offset + length).min(n) as usize;
+        assert_eq!(f.msg["result"]["raw_bytes"], to - from);
+        assert!(f.raw == noise[from..to], "{offset}+{length}");
+    }
+    // The stream goes on in step: a plain call after raw ones.
+    let f = w.call(
+        "fs.read",
+        json!({"session_id": sid, "path": "prose.txt", "length": 5}),
+    );
+    assert_eq!(f.msg["result"]["content"], "line ");
+    assert_eq!(f.msg["result"].get("raw_bytes"), None);
+}
+
+#[test]
+fn a_session_that_does_not_ask_gets_the_old_answers_and_raw_is_refused() {
+    let (_tmp, root) = root();
+    let noise = random(5000);
+    std::fs::write(root.join("noise.bin"), &noise).unwrap();
+    let mut w = Wire::spawn(&root);
+    let open = w.call("session.open", json!({"client_name": "plain"}));
+    assert_eq!(open.msg["result"].get("raw_frames"), None, "{}", open.msg);
+    let sid = open.msg["result"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let e = w.call(
+        "fs.read",
+        json!({"session_id": sid, "path": "noise.bin", "encoding": "raw"}),
+    );
+    assert_eq!(e.msg["error"]["code"], -32602, "{}", e.msg);
+    assert!(
+        e.msg["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not negotiated"),
+        "{}",
+        e.msg
+    );
+    // base64 as before, the same keys as before.
+    let f = w.call(
+        "fs.read",
+        json!({"session_id": sid, "path": "noise.bin", "encoding": "base64"}),
+    );
+    let r = f.msg["result"].as_object().unwrap();
+    let mut keys: Vec<&str> = r.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["content", "encoding", "mtime", "path", "size", "truncated"]
+    );
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(r["content"].as_str().unwrap())
+            .unwrap(),
+        noise
+    );
+    assert!(f.raw.is_empty());
+    // Raw bytes are never written in: fs.write refuses the encoding even when negotiated.
+    let open = w.call(
+        "session.open",
+        json!({"client_name": "raw", "raw_frames": true}),
+    );
+    let sid = open.msg["result"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let e = w.call(
+        "fs.write",
+        json!({"session_id": sid, "path": "x", "content": "", "encoding": "raw"}),
+    );
+    assert_eq!(e.msg["error"]["code"], -32602, "{}", e.msg);
+    assert!(!root.join("x").exists());
+}
+
+/// A command prints lines for a second while files are read raw in the same session, three
+/// reads in flight all along: every line is whole JSON, every read's bytes exact, and the
+/// output complete and in order.
+#[test]
+fn events_between_raw_reads_are_not_corrupted() {
+    let (_tmp, root) = root();
+    let noise = random(1024 * 1024 - 3);
+    std::fs::write(root.join("noise.bin"), &noise).unwrap();
+    let mut w = Wire::spawn(&root);
+    let open = w.call(
+        "session.open",
+        json!({"client_name": "raw", "raw_frames": true}),
+    );
+    let sid = open.msg["result"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // 200 bursts of 100 numbers, 5 ms apart.
+    let script = "i=0; while [ $i -lt 200 ]; do seq $((i*100+1)) $((i*100+100)); \
+                  i=$((i+1)); sleep 0.005; done";
+    let started = w.call(
+        "exec.start",
+        json!({"session_id": sid, "shell": true, "command": script}),
+    );
+    let pid = started.msg["result"]["process_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", started.msg))
+        .to_owned();
+    let read = |w: &mut Wire, i: u64| {
+        let at = i * 4099 % 700_000;
+        let id = w.send(
+            "fs.read",
+            json!({"session_id": sid, "path": "noise.bin", "encoding": "raw",
+                   "offset": at, "length": 300_000}),
+        );
+        (id, at as usize)
+    };
+    let mut in_flight: Vec<(u64, usize)> = (0..3).map(|i| read(&mut w, i)).collect();
+    let mut sent = 3;
+    let mut out = Vec::new();
+    let mut reads_done = 0;
+    let mut events_while_reading = 0;
+    let mut exited = false;
+    while !(exited && in_flight.is_empty()) {
+        let f = w.frame();
+        if let Some(i) = in_flight.iter().position(|&(id, _)| f.msg["id"] == id) {
+            let (_, at) = in_flight.remove(i);
+            assert_eq!(f.msg["result"]["raw_bytes"], 300_000, "{}", f.msg);
+            assert!(f.raw == noise[at..at + 300_000], "read at {at}");
+            reads_done += 1;
+            if !exited {
+                in_flight.push(read(&mut w, sent));
+                sent += 1;
+            }
+            continue;
+        }
+        let p = &f.msg["params"];
+        match f.msg["method"].as_str() {
+            Some("exec.stdout") if p["process_id"] == pid.as_str() => {
+                out.extend(common::data_bytes(p));
+                events_while_reading += 1;
+            }
+            Some("exec.exit") if p["process_id"] == pid.as_str() => {
+                assert_eq!(p["exit_code"], 0);
+                exited = true;
+            }
+            _ => {}
+        }
+    }
+    let want: String = (1..=20_000).map(|i| format!("{i}\n")).collect();
+    assert!(out == want.as_bytes(), "{} bytes of output", out.len());
+    // Output and reads did take turns on the stream.
+    assert!(
+        reads_done >= 10 && events_while_reading >= 10,
+        "{reads_done} reads, {events_while_reading} events"
+    );
+}
+
+/// A batch's answers are one JSON array: a raw read in it travels in its string.
+#[test]
+fn a_raw_read_in_a_batch_travels_in_its_string() {
+    let (_tmp, root) = root();
+    let noise = random(1000);
+    std::fs::write(root.join("noise.bin"), &noise).unwrap();
+    let mut w = Wire::spawn(&root);
+    let open = w.call(
+        "session.open",
+        json!({"client_name": "raw", "raw_frames": true}),
+    );
+    let sid = open.msg["result"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let read = json!({"jsonrpc": "2.0", "id": 77, "method": "fs.read",
+                      "params": {"session_id": sid, "path": "noise.bin", "encoding": "raw"}});
+    let stat = json!({"jsonrpc": "2.0", "id": 78, "method": "fs.stat",
+                      "params": {"session_id": sid, "path": "noise.bin"}});
+    w.send_line(&json!([read, stat]).to_string());
+    let f = w.frame();
+    let answers = f.msg.as_array().expect("one array");
+    let r = &answers.iter().find(|a| a["id"] == 77).unwrap()["result"];
+    assert_eq!(
+        (r["encoding"].as_str(), r.get("raw_bytes")),
+        (Some("base64"), None)
+    );
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(r["content"].as_str().unwrap())
+            .unwrap(),
+        noise
+    );
+    assert!(f.raw.is_empty());
+    // And the stream is still in step.
+    let f = w.call("fs.stat", json!({"session_id": sid, "path": "noise.bin"}));
+    assert_eq!(f.msg["result"]["size"], 1000);
+}
+
+fn config(root: &Path, piece: u64) -> std::path::PathBuf {
+    let config = root.join("rexd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[limits]\nmax_file_read_bytes = {piece}\n[[security.allowed_roots]]\npath = \"{}\"\n\
+             [audit]\nenabled = true\npath = \"{}\"\n",
+            root.display(),
+            root.join("audit.log").display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// The `encoding` of every `fs.read` in the audit log, in order.
+fn read_encodings(root: &Path) -> Vec<String> {
+    std::fs::read_to_string(root.join("audit.log"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["method"] == "fs.read")
+        .map(|e| e["params"]["encoding"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn read_all(c: &mut Client, path: &Path) -> Vec<u8> {
+    let mut got = Vec::new();
+    let r = c
+        .read_file(path.to_str().unwrap(), 0, None, &mut |b| {
+            got.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(r.size, got.len() as u64);
+    got
+}
+
+/// The client library reads raw by default over a child's stdio (pieces of 64 KiB here, so
+/// files end on and off piece boundaries), and as before when told not to offer.
+fn client_reads_files_exactly(spec: TargetSpec, root: &Path) {
+    const PIECE: usize = 64 * 1024;
+    let files = [
+        ("noise.bin", random(5 * PIECE + 123)),
+        ("boundary.bin", random(3 * PIECE)),
+        ("prose.txt", text(2 * PIECE + 5)),
+        ("empty", Vec::new()),
+    ];
+    for (name, bytes) in &files {
+        std::fs::write(root.join(name), bytes).unwrap();
+    }
+    for raw in [true, false] {
+        let options = ConnectOptions {
+            raw_frames: raw,
+            ..ConnectOptions::default()
+        };
+        let mut c = Client::connect(&spec, &options).unwrap();
+        assert_eq!(c.raw_frames(), raw);
+        assert_eq!(c.session().raw_frames, raw);
+        let before = read_encodings(root).len();
+        for (name, bytes) in &files {
+            assert!(
+                read_all(&mut c, &root.join(name)) == *bytes,
+                "{name} raw={raw}"
+            );
+        }
+        // A piece from the middle, and a length that ends inside a piece.
+        let mut got = Vec::new();
+        c.read_file(
+            root.join("noise.bin").to_str().unwrap(),
+            PIECE as u64 - 1,
+            Some(PIECE as u64 + 2),
+            &mut |b| {
+                got.extend_from_slice(b);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert!(got == files[0].1[PIECE - 1..2 * PIECE + 1]);
+        c.close().unwrap();
+        let encodings = read_encodings(root);
+        let used = &encodings[before..];
+        if raw {
+            assert!(used.iter().all(|e| e == "raw"), "{used:?}");
+        } else {
+            assert!(
+                used.iter().all(|e| e == "utf8" || e == "base64") && used.len() > 10,
+                "{used:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_client_reads_raw_over_stdio() {
+    let (_tmp, root) = root();
+    let config = config(&root, 64 * 1024);
+    let spec = TargetSpec {
+        rexd: Some(env!("CARGO_BIN_EXE_rexd").into()),
+        rexd_args: vec!["--config".into(), config.display().to_string()],
+        workspace_roots: vec![root.display().to_string()],
+        ..TargetSpec::new("local")
+    };
+    client_reads_files_exactly(spec, &root);
+}
+
+#[test]
+#[cfg_attr(
+    no_sshd,
+    ignore = "needs OpenSSH (sshd, ssh, ssh-keygen): tests/run.sh installs openssh-server and openssh-client"
+)]
+fn the_client_reads_raw_over_ssh() {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_rexd"))
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    // A short agent idle time, so the agent of the resumable session is gone soon after.
+    let sshd = Sshd::start_with_config(&format!(
+        "SetEnv PATH={bin_dir}:/usr/bin:/bin REXD_AGENT_IDLE_MS=3000"
+    ));
+    let (_tmp, root) = root();
+    let config = config(&root, 64 * 1024);
+    let spec = TargetSpec {
+        ssh_options: sshd.ssh_options(),
+        rexd_args: vec!["--config".into(), config.display().to_string()],
+        ..TargetSpec::new(sshd.url())
+    };
+    client_reads_files_exactly(spec.clone(), &root);
+    // A resumable session goes through the agent, which does not grant raw frames (its
+    // hub writes whole messages): the client reads as before.
+    let options = ConnectOptions {
+        resume: true,
+        ..ConnectOptions::default()
+    };
+    let mut c = Client::connect(&spec, &options).unwrap();
+    assert!(!c.raw_frames());
+    assert!(c.session().resume.is_some());
+    let noise = random(200_000);
+    std::fs::write(root.join("resumable.bin"), &noise).unwrap();
+    assert!(read_all(&mut c, &root.join("resumable.bin")) == noise);
+    c.close().unwrap();
+    let used = read_encodings(&root);
+    assert_eq!(used.last().map(String::as_str), Some("base64"), "{used:?}");
+}
+
+/// A daemon (a shell script here) that grants raw frames, then answers a read of 1000 bytes
+/// with a header claiming a gigabyte: the client refuses it before reading or allocating it,
+/// naming both sizes. And one that sends raw bytes to a call it was never asked.
+#[test]
+fn the_client_refuses_raw_bytes_it_did_not_ask_for() {
+    let (_tmp, root) = root();
+    std::fs::write(root.join("f"), b"x").unwrap();
+    // `ID` becomes the request's id; each answer is one printf format (the script's `\n`s).
+    let header = |n: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":ID,"result":{{"path":"/f","size":1,"mtime":"t","encoding":"raw","content":"","truncated":false,"raw_bytes":{n}}}}}\n"#
+        )
+    };
+    let cases = [
+        (
+            header("1000000000") + &"0".repeat(4096),
+            "claims 1000000000 bytes, more than the 1000 asked for",
+        ),
+        // Bytes for a call never made, before the real answer.
+        (
+            header("1").replace("ID", "424242") + "z" + &header("1") + "x",
+            "raw bytes answered call 424242, which did not ask for them",
+        ),
+    ];
+    let open = r#"{"jsonrpc":"2.0","id":ID,"result":{"session_id":"s_1","protocol":"rexd/1","server_version":"fake","capabilities":["fs"],"limits":{"max_file_read_bytes":1000},"workspace_roots":["/"],"raw_frames":true}}\n"#;
+    for (answer, want) in cases {
+        let fake = root.join("fake-rexd");
+        let id = r#"'"$id"'"#;
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\n\
+                 while IFS= read -r line; do\n\
+                 id=$(printf '%s' \"$line\" | sed -n 's/.*\"id\":\\([^,}}]*\\).*/\\1/p')\n\
+                 case \"$line\" in\n\
+                 *'\"session.open\"'*) printf '{}';;\n\
+                 *'\"fs.read\"'*) printf '{}';;\n\
+                 esac\n\
+                 done\n",
+                open.replace("ID", id),
+                answer.replace("ID", id),
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let spec = TargetSpec {
+            rexd: Some(fake.display().to_string()),
+            ..TargetSpec::new("local")
+        };
+        let mut c = Client::connect(&spec, &ConnectOptions::default()).unwrap();
+        assert!(c.raw_frames());
+        let e = c
+            .read_file(root.join("f").to_str().unwrap(), 0, None, &mut |_| Ok(()))
+            .unwrap_err();
+        assert!(matches!(e, rexd::client::ClientError::Frame(_)), "{e:?}");
+        assert!(e.to_string().contains(want), "{e}");
+    }
+}
