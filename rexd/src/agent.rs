@@ -165,9 +165,10 @@ fn accept(listener: UnixListener, hub: HubHandle) {
     }
 }
 
-/// The hub's way back to a bridge: lines through a channel to the writer thread.
+/// The hub's way back to a bridge: lines (and the raw bytes after one, for a raw frame)
+/// through a channel to the writer thread.
 struct LineSink {
-    tx: Sender<Vec<u8>>,
+    tx: Sender<(Vec<u8>, Vec<u8>)>,
     unsent: Arc<AtomicUsize>,
     credit: Arc<(Mutex<usize>, Condvar)>,
     stream: UnixStream,
@@ -175,8 +176,12 @@ struct LineSink {
 
 impl ConnSink for LineSink {
     fn send(&self, message: Vec<u8>) {
-        self.unsent.fetch_add(message.len(), Ordering::Relaxed);
-        let _ = self.tx.send(message);
+        self.send_frame(message, Vec::new());
+    }
+    fn send_frame(&self, message: Vec<u8>, bytes: Vec<u8>) {
+        self.unsent
+            .fetch_add(message.len() + bytes.len(), Ordering::Relaxed);
+        let _ = self.tx.send((message, bytes));
     }
     fn unsent(&self) -> usize {
         self.unsent.load(Ordering::Relaxed)
@@ -196,7 +201,7 @@ impl ConnSink for LineSink {
 
 fn connection(stream: UnixStream, hub: HubHandle) {
     let conn = hub.next_conn();
-    let (tx, rx) = channel::<Vec<u8>>();
+    let (tx, rx) = channel::<(Vec<u8>, Vec<u8>)>();
     let unsent = Arc::new(AtomicUsize::new(0));
     let credit = Arc::new((Mutex::new(0usize), Condvar::new()));
     let (Ok(for_sink), Ok(mut writer)) = (stream.try_clone(), stream.try_clone()) else {
@@ -213,6 +218,8 @@ fn connection(stream: UnixStream, hub: HubHandle) {
     let info = ConnInfo {
         principal: format!("uid {uid}"),
         kind: ConnKind::Stream,
+        // The bridge copies bytes as they are: raw frames pass.
+        byte_stream: true,
     };
     if !hub.send(HubInput::Open {
         conn,
@@ -222,10 +229,11 @@ fn connection(stream: UnixStream, hub: HubHandle) {
         return;
     }
     std::thread::spawn(move || {
-        for mut line in rx {
-            let n = line.len();
+        // One writer: a frame's line and its bytes go out with nothing between them.
+        for (mut line, bytes) in rx {
+            let n = line.len() + bytes.len();
             line.push(b'\n');
-            let ok = writer.write_all(&line).is_ok();
+            let ok = writer.write_all(&line).is_ok() && writer.write_all(&bytes).is_ok();
             unsent.fetch_sub(n, Ordering::Relaxed);
             if !ok {
                 let _ = writer.shutdown(std::net::Shutdown::Both);

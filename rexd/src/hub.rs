@@ -74,12 +74,26 @@ pub struct ConnInfo {
     pub principal: String,
     /// Stream or pointed.
     pub kind: ConnKind,
+    /// The connection is a plain byte stream (the agent's Unix socket, which a
+    /// `rexd --stdio --resumable` bridge copies as it is): its sessions may be granted raw
+    /// frames, and a raw `fs.read` answer goes out with [`ConnSink::send_frame`].
+    pub byte_stream: bool,
 }
 
 /// The hub's way back to one client; implemented by the transport.
 pub trait ConnSink: Send {
     /// Queues one outbound message (a JSON-RPC message without a newline).
     fn send(&self, message: Vec<u8>);
+    /// Queues a message and the raw bytes that follow its newline, to be written together
+    /// (`docs/rexd-raw-frames.md`). The hub calls it only for a `byte_stream` connection; a
+    /// sink that cannot carry bytes after a line sends the message and closes rather than
+    /// lose the bytes silently.
+    fn send_frame(&self, message: Vec<u8>, bytes: Vec<u8>) {
+        self.send(message);
+        if !bytes.is_empty() {
+            self.close("raw bytes on a connection that cannot carry them");
+        }
+    }
     /// Bytes queued by [`ConnSink::send`] and not yet written to the client.
     fn unsent(&self) -> usize;
     /// The hub took `bytes` of this client's input: the transport may read that much more.
@@ -697,6 +711,9 @@ impl Hub {
         c.pending.insert(handle, id);
         self.handles.insert(handle, conn);
         let principal = c.info.principal.clone();
+        // A session.open from this connection may be granted raw frames only if it can
+        // carry them.
+        self.service.set_byte_stream(c.info.byte_stream);
         self.service
             .call_from(now, handle, request, Some(&principal));
         self.route(now);
@@ -788,6 +805,15 @@ impl Hub {
             }
             _ => {}
         }
+        // A raw read's bytes follow its line only on a byte stream, and never inside a batch's
+        // array; elsewhere (a session resumed over another kind of connection) they travel in
+        // the string.
+        let result = result.map(|response| match response {
+            Response::FsRead(r) if !c.info.byte_stream || c.peer.is_batched(&id) => {
+                Response::FsRead(r.into_string_form())
+            }
+            other => other,
+        });
         let sent = match result {
             Ok(response) if c.peer.is_batched(&id) => match RawJson::to_raw(&response) {
                 Ok(raw) => c.peer.respond(now, &id, raw),
@@ -800,11 +826,22 @@ impl Hub {
                     ),
                 ),
             },
-            Ok(response) => c.peer.forget_incoming(&id).map(|()| {
+            Ok(mut response) => c.peer.forget_incoming(&id).map(|()| {
                 let mut line = Vec::new();
                 response.write_line(&id, &mut line);
-                self.service.metrics().bytes("out", line.len());
-                c.sink.send(line);
+                match &mut response {
+                    Response::FsRead(r) if r.raw_bytes.is_some() => {
+                        let bytes = std::mem::take(&mut r.raw);
+                        self.service
+                            .metrics()
+                            .bytes("out", line.len() + bytes.len());
+                        c.sink.send_frame(line, bytes);
+                    }
+                    _ => {
+                        self.service.metrics().bytes("out", line.len());
+                        c.sink.send(line);
+                    }
+                }
             }),
             Err(e) => c.peer.respond_error(now, &id, remote_error(e)),
         };
@@ -1025,6 +1062,7 @@ mod tests {
             let info = ConnInfo {
                 principal: who.into(),
                 kind,
+                byte_stream: false,
             };
             assert!(hub.send(HubInput::Open {
                 conn,
@@ -1074,6 +1112,87 @@ mod tests {
         thread.join().unwrap().unwrap();
     }
 
+    /// Raw frames are granted only to a byte-stream connection (the agent's), whose raw
+    /// answers go out as a line and its bytes; a WebSocket's session is not granted them.
+    #[test]
+    fn raw_frames_only_for_byte_stream_connections() {
+        /// A line and the bytes after it.
+        type Frame = (Vec<u8>, Vec<u8>);
+        #[derive(Clone, Default)]
+        struct Frames {
+            keep: Keep,
+            frames: Arc<Mutex<Vec<Frame>>>,
+        }
+        impl ConnSink for Frames {
+            fn send(&self, message: Vec<u8>) {
+                self.keep.send(message);
+            }
+            fn send_frame(&self, message: Vec<u8>, bytes: Vec<u8>) {
+                self.frames.lock().unwrap().push((message, bytes));
+            }
+            fn unsent(&self) -> usize {
+                0
+            }
+            fn consumed(&self, _: usize) {}
+            fn close(&self, reason: &str) {
+                self.keep.close(reason);
+            }
+            fn done(&self) {}
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("f"), b"\x00\n\xff").unwrap();
+        let settings = Settings::for_roots(std::slice::from_ref(&root)).unwrap();
+        let (hub, thread) = start(settings, HubConfig::default()).unwrap();
+        for byte_stream in [false, true] {
+            let sink = Frames::default();
+            let conn = hub.next_conn();
+            assert!(hub.send(HubInput::Open {
+                conn,
+                info: ConnInfo {
+                    principal: "p".into(),
+                    kind: ConnKind::Stream,
+                    byte_stream,
+                },
+                sink: Box::new(sink.clone()),
+            }));
+            let send = |m: serde_json::Value| {
+                assert!(hub.send(HubInput::Message {
+                    conn,
+                    bytes: m.to_string().into_bytes()
+                }))
+            };
+            send(
+                serde_json::json!({"jsonrpc":"2.0","id":1,"method":"session.open",
+                                    "params":{"client_name":"t","raw_frames":true}}),
+            );
+            wait_for(|| sink.keep.got.lock().unwrap().len() == 1);
+            let open = value(&sink.keep.got.lock().unwrap()[0]);
+            let sid = open["result"]["session_id"].as_str().unwrap().to_owned();
+            send(
+                serde_json::json!({"jsonrpc":"2.0","id":2,"method":"fs.read",
+                                    "params":{"session_id":sid,"path":"f","encoding":"raw"}}),
+            );
+            if byte_stream {
+                assert_eq!(open["result"]["raw_frames"], true, "{open}");
+                wait_for(|| sink.frames.lock().unwrap().len() == 1);
+                let (line, bytes) = sink.frames.lock().unwrap()[0].clone();
+                let line = value(&line);
+                assert_eq!(line["result"]["raw_bytes"], 3, "{line}");
+                assert_eq!(bytes, b"\x00\n\xff");
+            } else {
+                assert_eq!(open["result"].get("raw_frames"), None, "{open}");
+                wait_for(|| sink.keep.got.lock().unwrap().len() == 2);
+                let e = value(&sink.keep.got.lock().unwrap()[1]);
+                assert_eq!(e["error"]["code"], -32602, "{e}");
+                assert!(sink.frames.lock().unwrap().is_empty());
+            }
+            assert_eq!(*sink.keep.closed.lock().unwrap(), None);
+        }
+        assert!(hub.send(HubInput::Shutdown));
+        thread.join().unwrap().unwrap();
+    }
+
     #[test]
     fn stream_sessions_get_their_events_and_end_with_the_connection() {
         let dir = tempfile::tempdir().unwrap();
@@ -1086,6 +1205,7 @@ mod tests {
             info: ConnInfo {
                 principal: "p".into(),
                 kind: ConnKind::Stream,
+                byte_stream: false,
             },
             sink: Box::new(sink.clone()),
         });
@@ -1130,6 +1250,7 @@ mod tests {
             info: ConnInfo {
                 principal: "p".into(),
                 kind: ConnKind::Pointed,
+                byte_stream: false,
             },
             sink: Box::new(other.clone()),
         });

@@ -336,8 +336,8 @@ pub struct Service {
     last_decision: Option<Decision>,
     /// Resumable sessions may be opened (the host keeps them across connections).
     resumable: bool,
-    /// The host writes answers to a byte stream that can carry raw bytes after a line (the
-    /// stdio frontend), so `session.open` may grant `raw_frames`.
+    /// The calls come over a byte stream that can carry raw bytes after a line (stdio; the
+    /// hub sets it per call for its connection), so `session.open` may grant `raw_frames`.
     byte_stream: bool,
 }
 
@@ -447,8 +447,10 @@ impl Service {
         self.resumable = on;
     }
 
-    /// Says that the host writes every answer with [`deskwire::rexd::Response::write_frame`] to
-    /// a byte stream (stdio, ssh): `session.open` then grants `raw_frames` to a client that asks.
+    /// Says that the calls from now on come over a byte stream whose host writes a raw
+    /// `fs.read` answer's bytes right after its line ([`deskwire::rexd::Response::write_frame`]:
+    /// stdio, ssh, the agent's bridges): `session.open` then grants `raw_frames` to a client
+    /// that asks.
     pub fn set_byte_stream(&mut self, on: bool) {
         self.byte_stream = on;
     }

@@ -253,6 +253,7 @@ fn a_resume_that_cannot_replay_says_how_many_events_were_lost() {
             info: ConnInfo {
                 principal: "p".into(),
                 kind: ConnKind::Stream,
+                byte_stream: false,
             },
             sink: Box::new(sink.clone()),
         });

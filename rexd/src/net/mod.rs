@@ -671,6 +671,7 @@ async fn rpc(
         info: ConnInfo {
             principal,
             kind: ConnKind::Pointed,
+            byte_stream: false,
         },
         sink: Box::new(Arc::clone(&sink)),
     }) && state.hub.send(HubInput::Message {
@@ -780,6 +781,7 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String) 
         info: ConnInfo {
             principal,
             kind: ConnKind::Stream,
+            byte_stream: false,
         },
         sink: Box::new(sink),
     }) {
