@@ -403,9 +403,12 @@ impl Client {
     /// Not granted: lines go straight to the peer again (the splitter only costs a scan).
     fn stop_frames(&mut self) {
         if let Some(f) = self.frames.take() {
-            // Nothing can be held: the daemon sends nothing unasked before the session
-            // exists, and granted nothing raw.
-            debug_assert!(f.is_idle());
+            // The start of a line that came after the answer, if any, is the peer's.
+            let held = f.into_held();
+            if !held.is_empty() {
+                let now = self.now();
+                self.peer.handle_bytes(now, &held);
+            }
         }
     }
 
@@ -519,6 +522,14 @@ impl Client {
                         timeout_ms: self.call_timeout_ms,
                     },
                 };
+                if let Some(f) = &mut self.frames {
+                    match &error {
+                        // The daemon answered: no raw bytes come for this call.
+                        ClientError::Remote { .. } => f.forget(&id),
+                        // Its answer may still come, bytes and all: they are skipped.
+                        _ => f.drop_call(&id),
+                    }
+                }
                 if let Some(error) = self.take_unless_input(&id, error) {
                     self.answers.insert(id, Err(error));
                 }

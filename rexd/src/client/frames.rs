@@ -95,7 +95,14 @@ impl RawFrames {
         self.expected.insert(id, Expected { max, keep: true });
     }
 
-    /// Call `id` is no longer wanted: its bytes, if they come, are skipped.
+    /// Call `id` was answered with an error: no bytes will come for it.
+    pub(crate) fn forget(&mut self, id: &Id) {
+        self.expected.remove(id);
+        self.ready.remove(id);
+    }
+
+    /// Call `id` is no longer wanted (dropped, or past its deadline): its bytes, if they
+    /// come, are skipped.
     pub(crate) fn drop_call(&mut self, id: &Id) {
         if let Some(e) = self.expected.get_mut(id) {
             e.keep = false;
@@ -108,9 +115,16 @@ impl RawFrames {
         self.ready.remove(id)
     }
 
-    /// Whether a line or a frame has begun and not ended yet.
-    pub(crate) fn is_idle(&self) -> bool {
+    /// Whether no line or frame has begun without ending (tests check the state).
+    #[cfg(test)]
+    fn is_idle(&self) -> bool {
         self.line.is_empty() && !self.passing && self.payload.is_none()
+    }
+
+    /// Ends the splitting: the start of a line held back (never a frame's bytes, which only
+    /// come for calls announced with [`RawFrames::expect`]), for the peer.
+    pub(crate) fn into_held(self) -> Vec<u8> {
+        self.line
     }
 
     /// Takes bytes from the transport; hands what the peer should see to `out` (whole lines
@@ -300,6 +314,35 @@ mod tests {
         want.extend_from_slice(b"{\"x\":1}\n");
         assert_eq!(seen, want);
         assert_eq!(f.take(&Id::Number(4)), None);
+    }
+
+    #[test]
+    fn an_error_answer_or_a_late_one_leaves_the_stream_in_step() {
+        let mut f = RawFrames::default();
+        f.expect(Id::Number(5), 10);
+        f.expect(Id::Number(6), 10);
+        // 5 was answered with an error: nothing is expected for it any more.
+        f.forget(&Id::Number(5));
+        assert_eq!(
+            run(&mut f, &header(5, 1), 4).unwrap_err(),
+            FrameError::Unasked { id: "5".into() }
+        );
+        // 6 went past its deadline: its late bytes are skipped.
+        let mut f = RawFrames::default();
+        f.expect(Id::Number(6), 10);
+        f.drop_call(&Id::Number(6));
+        let mut stream = header(6, 2);
+        stream.extend_from_slice(b"\n\n{}\n");
+        let seen = run(&mut f, &stream, 1).unwrap();
+        let mut want = header(6, 2);
+        want.extend_from_slice(b"{}\n");
+        assert_eq!(seen, want);
+        // A line begun when splitting stops is handed over.
+        let mut f = RawFrames::default();
+        let seen = run(&mut f, b"{}\n{\"a\":", 2).unwrap();
+        assert_eq!(seen, b"{}\n");
+        assert!(!f.is_idle());
+        assert_eq!(f.into_held(), b"{\"a\":");
     }
 
     #[test]
