@@ -16,9 +16,10 @@
 //!
 //! `fs_read_*` and `exec_seq_2m` also run `rex_over_ssh_zstd`: a second session that negotiated
 //! compression (`docs/rexd-compression.md`), and `rex_over_ssh_raw`: a third that negotiated
-//! raw frames (`docs/rexd-raw-frames.md`, what `rex` offers by default), side by side with the
-//! plain one (JSON strings only, as before either). After the criterion groups, those four
-//! contenders run again in turns, round after round ([`ROUNDS`]), and the medians and their
+//! raw frames (`docs/rexd-raw-frames.md`, what `rex` offers by default), and
+//! `rex_over_ssh_zstd_raw`: both (`rex --compress`: pieces that shrink come as raw zstd frames),
+//! side by side with the plain one (JSON strings only, as before either). After the criterion
+//! groups, those five contenders run again in turns, round after round ([`ROUNDS`]), and the medians and their
 //! ratios to ssh are printed: on a shared machine the speed changes between one criterion group
 //! and the next, and turns see the same machine.
 //!
@@ -192,10 +193,16 @@ fn connect_compressed(w: &World) -> Client {
     client
 }
 
-/// Raw frames (the default options): `fs.read` bytes after each answer's line.
-fn connect_raw(w: &World) -> Client {
-    let client = Client::connect(&w.spec, &ConnectOptions::default()).expect("connect over ssh");
+/// Raw frames (the default options): `fs.read` bytes after each answer's line; with
+/// `compress`, zstd as well.
+fn connect_raw(w: &World, compress: bool) -> Client {
+    let options = ConnectOptions {
+        compress,
+        ..ConnectOptions::default()
+    };
+    let client = Client::connect(&w.spec, &options).expect("connect over ssh");
     assert!(client.raw_frames(), "the daemon did not grant raw frames");
+    assert_eq!(client.compressed(), compress);
     client
 }
 
@@ -234,13 +241,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// rex, rex with zstd, rex with raw frames and plain ssh, one after the other, [`ROUNDS`]
-/// times; prints the medians.
-fn in_turns(
-    w: &World,
-    (plain, zstd, raw): (&mut Client, &mut Client, &mut Client),
-    shell: &mut SshShell,
-) {
+/// rex, rex with zstd, rex with raw frames, rex with both and plain ssh, one after the other,
+/// [`ROUNDS`] times; prints the medians.
+fn in_turns(w: &World, mut clients: [&mut Client; 4], shell: &mut SshShell) {
     let cat_text = format!("cat '{}'", w.text);
     let cat_random = format!("cat '{}'", w.random);
     type Run<'a> = Box<dyn FnMut(&mut Client) + 'a>;
@@ -268,31 +271,29 @@ fn in_turns(
         "in turns, {ROUNDS} rounds, median ms (ratio: ssh time / rex time, above 1 is faster than ssh):"
     );
     for (name, mut run, cmd, bytes) in cases {
-        let (mut rex, mut rexz, mut rexr, mut ssh) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut rex: [Vec<f64>; 4] = Default::default();
+        let mut ssh = Vec::new();
         let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
         for _ in 0..ROUNDS {
-            let t = Instant::now();
-            run(plain);
-            rex.push(ms(t));
-            let t = Instant::now();
-            run(zstd);
-            rexz.push(ms(t));
-            let t = Instant::now();
-            run(raw);
-            rexr.push(ms(t));
+            for (client, times) in clients.iter_mut().zip(rex.iter_mut()) {
+                let t = Instant::now();
+                run(client);
+                times.push(ms(t));
+            }
             let t = Instant::now();
             shell.run(&cmd, bytes);
             ssh.push(ms(t));
         }
-        let (rex, rexz, rexr, ssh) = (median(rex), median(rexz), median(rexr), median(ssh));
-        println!(
-            "  {name}: rex {rex:.1} ({:.2}x), rex zstd {rexz:.1} ({:.2}x), \
-             rex raw {rexr:.1} ({:.2}x), ssh {ssh:.1}",
-            ssh / rex,
-            ssh / rexz,
-            ssh / rexr
-        );
+        let ssh = median(ssh);
+        let shown: Vec<String> = ["rex", "rex zstd", "rex raw", "rex zstd+raw"]
+            .iter()
+            .zip(rex)
+            .map(|(label, times)| {
+                let m = median(times);
+                format!("{label} {m:.1} ({:.2}x)", ssh / m)
+            })
+            .collect();
+        println!("  {name}: {}, ssh {ssh:.1}", shown.join(", "));
     }
 }
 
@@ -367,7 +368,8 @@ fn bench(c: &mut Criterion) {
     g.finish();
 
     let mut zclient = connect_compressed(&w);
-    let mut rclient = connect_raw(&w);
+    let mut rclient = connect_raw(&w, false);
+    let mut zrclient = connect_raw(&w, true);
     for (group, file) in [
         ("fs_read_10mib_text", &w.text),
         ("fs_read_10mib_random", &w.random),
@@ -381,6 +383,9 @@ fn bench(c: &mut Criterion) {
         });
         g.bench_function("rex_over_ssh_raw", |b| {
             b.iter(|| read_whole(&mut rclient, file))
+        });
+        g.bench_function("rex_over_ssh_zstd_raw", |b| {
+            b.iter(|| read_whole(&mut zrclient, file))
         });
         let cat = format!("cat '{file}'");
         g.bench_function("plain_ssh_channel_cat", |b| {
@@ -400,12 +405,17 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
 
-    in_turns(&w, (&mut client, &mut zclient, &mut rclient), &mut shell);
+    in_turns(
+        &w,
+        [&mut client, &mut zclient, &mut rclient, &mut zrclient],
+        &mut shell,
+    );
 
     drop(shell);
     client.close().unwrap();
     zclient.close().unwrap();
     rclient.close().unwrap();
+    zrclient.close().unwrap();
 }
 
 criterion_group!(benches, bench);

@@ -93,6 +93,27 @@ pub fn encode(bytes: &[u8], compress: bool) -> (Encoding, Cow<'_, str>) {
 /// 70% of themselves, the rest is not tried (random bytes would cost a whole compression to
 /// end as base64 anyway). Compression contexts are kept per thread.
 pub fn compressed(bytes: &[u8]) -> Option<String> {
+    let plain = if simdutf8::basic::from_utf8(bytes).is_ok() {
+        bytes.len()
+    } else {
+        bytes.len().div_ceil(3) * 4
+    };
+    frame_if(bytes, |n| n.div_ceil(3) * 4 < plain).map(|frame| BASE64.encode(&frame))
+}
+
+/// One zstd frame of `bytes` when it is shorter than they are, for a raw frame's bytes
+/// (`docs/rexd-raw-frames.md`: nothing is base64 there, so the frame only has to beat the
+/// bytes themselves). Judged by a sample first, as [`compressed`] does.
+pub fn raw_frame(bytes: &[u8]) -> Option<Vec<u8>> {
+    if bytes.len() < MIN_COMPRESS {
+        return None;
+    }
+    frame_if(bytes, |n| n < bytes.len())
+}
+
+/// The frame of `bytes` when `pays(frame length)`; a large payload whose sample does not
+/// shrink is not compressed whole.
+fn frame_if(bytes: &[u8], pays: impl Fn(usize) -> bool) -> Option<Vec<u8>> {
     if bytes.len() > 2 * SAMPLE {
         let sample = &bytes[..SAMPLE];
         let frame = with_compressor(|c| c.compress(sample))?;
@@ -101,13 +122,7 @@ pub fn compressed(bytes: &[u8]) -> Option<String> {
         }
     }
     let frame = with_compressor(|c| c.compress(bytes))?;
-    let plain = if simdutf8::basic::from_utf8(bytes).is_ok() {
-        bytes.len()
-    } else {
-        bytes.len().div_ceil(3) * 4
-    };
-    let b64 = frame.len().div_ceil(3) * 4;
-    (b64 < plain).then(|| BASE64.encode(&frame))
+    pays(frame.len()).then_some(frame)
 }
 
 /// How much of a large payload is tried first.
@@ -175,18 +190,25 @@ pub fn decode_into(
 }
 
 fn decode_zstd_into(text: &str, limit: usize, out: &mut Vec<u8>) -> Result<(), DecodeError> {
+    let frame = BASE64.decode(text).map_err(|e| DecodeError::Malformed {
+        encoding: "zstd",
+        reason: format!("base64: {e}"),
+    })?;
+    inflate_into(&frame, limit, out)
+}
+
+/// Inflates one zstd frame into `out` (cleared first), refusing it unexpanded when it holds
+/// more than `limit` bytes: a raw frame's bytes, or the decoded string of a `zstd` payload.
+pub fn inflate_into(frame: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), DecodeError> {
     out.clear();
     let malformed = |reason: String| DecodeError::Malformed {
         encoding: "zstd",
         reason,
     };
-    let frame = BASE64
-        .decode(text)
-        .map_err(|e| malformed(format!("base64: {e}")))?;
     // A frame that says its size up front is refused before anything is inflated when that
     // is over the limit, else inflated in one pass into exactly that much room (a frame that
     // holds more than it said fails for want of room).
-    if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(&frame) {
+    if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(frame) {
         if size > limit as u64 {
             return Err(DecodeError::TooLarge { limit });
         }
@@ -199,7 +221,7 @@ fn decode_zstd_into(text: &str, limit: usize, out: &mut Vec<u8>) -> Result<(), D
                 *slot = Some(d);
             }
             let d = slot.as_mut().expect("set above");
-            d.decompress_to_buffer(&frame[..], out)
+            d.decompress_to_buffer(frame, out)
         });
         return match done {
             Ok(n) if n as u64 == size => Ok(()),
@@ -215,8 +237,8 @@ fn decode_zstd_into(text: &str, limit: usize, out: &mut Vec<u8>) -> Result<(), D
             }
         };
     }
-    let mut decoder = zstd::stream::read::Decoder::with_buffer(&frame[..])
-        .map_err(|e| malformed(e.to_string()))?;
+    let mut decoder =
+        zstd::stream::read::Decoder::with_buffer(frame).map_err(|e| malformed(e.to_string()))?;
     decoder
         .window_log_max(MAX_WINDOW_LOG)
         .map_err(|e| malformed(e.to_string()))?;
@@ -281,6 +303,31 @@ mod tests {
         // Not asked: today's bytes.
         let text = log_text(10_000);
         assert_eq!(encode(&text, false).0, Encoding::Utf8);
+    }
+
+    #[test]
+    fn a_raw_frame_is_made_only_when_shorter_than_the_bytes() {
+        let text = log_text(100_000);
+        let frame = raw_frame(&text).unwrap();
+        assert!(frame.len() < text.len() / 4);
+        let mut out = vec![9];
+        inflate_into(&frame, text.len(), &mut out).unwrap();
+        assert_eq!(out, text);
+        assert!(matches!(
+            inflate_into(&frame, text.len() - 1, &mut out),
+            Err(DecodeError::TooLarge { .. })
+        ));
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let random: Vec<u8> = (0..8192)
+            .flat_map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x.to_le_bytes()
+            })
+            .collect();
+        assert_eq!(raw_frame(&random), None);
+        assert_eq!(raw_frame(b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), None);
     }
 
     #[test]

@@ -171,7 +171,9 @@ pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
             let (encoding, text) = compress::encode(&buf, true);
             (encoding, text.into_owned())
         }
-        // The bytes as they are, after the answer's line: never cut, never encoded.
+        // The bytes as they are, after the answer's line: never cut, never encoded. In a
+        // session that also negotiated compression, one zstd frame of them instead when that
+        // is shorter (`encoding: "zstd"` with `raw_bytes`).
         Encoding::Raw => {
             if !ctx.raw_frames {
                 return Err(ErrorObject::of(ErrorCode::InvalidParams).with_message(
@@ -179,12 +181,15 @@ pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
                      (session.open raw_frames)",
                 ));
             }
-            let raw = std::mem::take(&mut buf);
+            let (encoding, raw) = match ctx.compress.then(|| compress::raw_frame(&buf)) {
+                Some(Some(frame)) => (Encoding::Zstd, frame),
+                _ => (Encoding::Raw, std::mem::take(&mut buf)),
+            };
             return Ok(FsReadResult {
                 path: display(&r.display()),
                 size,
                 mtime: sys::rfc3339(sys::mtime(&st)),
-                encoding: Encoding::Raw,
+                encoding,
                 content: String::new(),
                 truncated: (n as u64) < wanted,
                 raw_bytes: Some(raw.len() as u64),

@@ -212,6 +212,60 @@ fn raw_reads_carry_the_bytes_after_the_line_exactly() {
     assert_eq!(f.msg["result"].get("raw_bytes"), None);
 }
 
+/// With compression negotiated too, a piece that shrinks comes as one zstd frame after the
+/// line (`encoding: "zstd"`, `raw_bytes` the frame's length), and one that does not as raw.
+#[test]
+fn with_compression_a_piece_that_shrinks_comes_as_a_raw_zstd_frame() {
+    let (_tmp, root) = root();
+    let prose = text(500_000);
+    let noise = random(500_000);
+    std::fs::write(root.join("prose.txt"), &prose).unwrap();
+    std::fs::write(root.join("noise.bin"), &noise).unwrap();
+    let mut w = Wire::spawn(&root);
+    let open = w.call(
+        "session.open",
+        json!({"client_name": "both", "raw_frames": true, "compression": ["zstd"]}),
+    );
+    let r = &open.msg["result"];
+    assert_eq!(
+        (r["raw_frames"].clone(), r["compression"].clone()),
+        (json!(true), json!("zstd"))
+    );
+    let sid = r["session_id"].as_str().unwrap().to_owned();
+    let f = w.call(
+        "fs.read",
+        json!({"session_id": sid, "path": "prose.txt", "encoding": "raw"}),
+    );
+    let r = &f.msg["result"];
+    assert_eq!(
+        (r["encoding"].as_str(), r["content"].as_str()),
+        (Some("zstd"), Some(""))
+    );
+    assert_eq!(r["raw_bytes"], f.raw.len());
+    assert!(f.raw.len() < prose.len() / 4, "{}", f.raw.len());
+    assert!(zstd::stream::decode_all(&f.raw[..]).unwrap() == prose);
+    let f = w.call(
+        "fs.read",
+        json!({"session_id": sid, "path": "noise.bin", "encoding": "raw"}),
+    );
+    assert_eq!(f.msg["result"]["encoding"], "raw");
+    assert!(f.raw == noise);
+    // In a batch: the frame as a zstd string.
+    let read = json!({"jsonrpc": "2.0", "id": 90, "method": "fs.read",
+                      "params": {"session_id": sid, "path": "prose.txt", "encoding": "raw"}});
+    w.send_line(&json!([read]).to_string());
+    let f = w.frame();
+    let r = &f.msg[0]["result"];
+    assert_eq!(
+        (r["encoding"].as_str(), r.get("raw_bytes")),
+        (Some("zstd"), None)
+    );
+    let frame = base64::engine::general_purpose::STANDARD
+        .decode(r["content"].as_str().unwrap())
+        .unwrap();
+    assert!(zstd::stream::decode_all(&frame[..]).unwrap() == prose);
+}
+
 #[test]
 fn a_session_that_does_not_ask_gets_the_old_answers_and_raw_is_refused() {
     let (_tmp, root) = root();

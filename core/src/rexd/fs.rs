@@ -59,7 +59,9 @@ pub struct FsReadResult {
     /// end of the file is not truncation).
     pub truncated: bool,
     /// With `encoding: "raw"` (addition to the spec): how many bytes follow the answer's line
-    /// on the byte stream, right after its `\n`; `content` is then empty.
+    /// on the byte stream, right after its `\n`; `content` is then empty. With
+    /// `encoding: "zstd"` (a session that negotiated compression too), those bytes are one
+    /// zstd frame of the data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_bytes: Option<u64>,
     /// Those bytes. Never in the JSON: a daemon writes them after the line, a client reads
@@ -77,15 +79,19 @@ impl FsReadResult {
         data::decode(&self.content, self.encoding)
     }
 
-    /// A `raw` answer as a string one (`utf8` when the bytes are text, else `base64`), for a
-    /// way out that cannot carry bytes after a line (a batch's array). Others are unchanged.
+    /// An answer with bytes after its line as a string one, for a way out that cannot carry
+    /// bytes after a line (a batch's array): `raw` becomes `utf8` when the bytes are text, else
+    /// `base64`; a raw `zstd` frame becomes its base64, as `zstd` strings are. Others are
+    /// unchanged.
     pub fn into_string_form(mut self) -> FsReadResult {
-        if self.encoding == Encoding::Raw {
+        if self.raw_bytes.take().is_some() {
             let raw = std::mem::take(&mut self.raw);
-            let (encoding, text) = data::encode(&raw);
+            let (encoding, text) = match self.encoding {
+                Encoding::Raw => data::encode(&raw),
+                other => (other, data::encode_as(&raw, Encoding::Base64)),
+            };
             self.encoding = encoding;
             self.content = text.into_owned();
-            self.raw_bytes = None;
         }
         self
     }

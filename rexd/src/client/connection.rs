@@ -976,13 +976,13 @@ impl Client {
         // which keeps any byte exact. The daemon ends a utf8 piece before a character cut in
         // two, so a UTF-8 file never needs base64.
         // With compression, `zstd` carries any bytes (the daemon sends a piece plain when that
-        // is shorter), so there is no utf8-to-base64 switch. Compression was asked for by
-        // name, so it wins over raw frames (which carry any bytes too, as they are, after the
-        // answer's line: nothing to encode or decode, nothing a third longer).
-        let mut encoding = if self.compressed() {
-            data::Encoding::Zstd
-        } else if self.raw_frames() {
+        // is shorter), so there is no utf8-to-base64 switch. Raw frames carry any bytes too,
+        // as they are, after the answer's line: nothing to encode or decode, nothing a third
+        // longer; with compression as well, a piece that shrinks comes as a raw zstd frame.
+        let mut encoding = if self.raw_frames() {
             data::Encoding::Raw
+        } else if self.compressed() {
+            data::Encoding::Zstd
         } else {
             data::Encoding::Utf8
         };
@@ -1049,25 +1049,46 @@ impl Client {
                     Some(_) => {}
                     None => mtime = Some(got.mtime.to_string()),
                 }
-                let raw;
-                let n = {
-                    let bytes: &[u8] = match got.encoding {
-                        data::Encoding::Utf8 => got.content.as_bytes(),
-                        // Taken off the byte stream after the line, no longer than asked for.
-                        data::Encoding::Raw if encoding == data::Encoding::Raw => {
-                            raw = self.frames.as_mut().and_then(|f| f.take(&id));
-                            match (&raw, got.raw_bytes) {
-                                (Some(b), Some(n)) if b.len() as u64 == n => b,
-                                _ => {
-                                    return Err(ClientError::Protocol(
-                                        "fs.read: a raw answer without its bytes".into(),
-                                    ));
-                                }
+                // Taken off the byte stream after the line, no longer than asked for.
+                let raw = match got.raw_bytes {
+                    Some(n) if encoding == data::Encoding::Raw => {
+                        match self.frames.as_mut().and_then(|f| f.take(&id)) {
+                            Some(b) if b.len() as u64 == n => Some(b),
+                            _ => {
+                                return Err(ClientError::Protocol(
+                                    "fs.read: a raw answer without its bytes".into(),
+                                ));
                             }
                         }
+                    }
+                    Some(_) => {
+                        return Err(ClientError::Protocol(
+                            "fs.read: raw bytes for a read that did not ask for them".into(),
+                        ));
+                    }
+                    None => None,
+                };
+                let n = {
+                    let bytes: &[u8] = match (got.encoding, &raw) {
+                        (data::Encoding::Raw, Some(b)) => b,
+                        // A raw zstd frame, only where compression was negotiated; no piece
+                        // is longer than asked for, so one that inflates past that is
+                        // refused unexpanded.
+                        (data::Encoding::Zstd, Some(frame)) if self.compressed() => {
+                            compress::inflate_into(frame, piece_max as usize, &mut decoded)
+                                .map_err(|e| ClientError::Protocol(format!("fs.read: {e}")))?;
+                            &decoded
+                        }
+                        (_, Some(_)) => {
+                            return Err(ClientError::Protocol(format!(
+                                "fs.read: raw bytes as {}",
+                                got.encoding.as_str()
+                            )));
+                        }
+                        (data::Encoding::Utf8, None) => got.content.as_bytes(),
                         // No piece is longer than asked for: a frame that inflates past
                         // that is refused unexpanded.
-                        _ => {
+                        (_, None) => {
                             compress::decode_into(
                                 &got.content,
                                 got.encoding,
