@@ -276,7 +276,7 @@ ls "$arm_site" | grep -q 'deskwire-.*dist-info'
 grep '^Tag:' "$arm_site"/deskwire-*.dist-info/WHEEL | tee "$work/arm-tag"
 grep -q 'manylinux2014_aarch64' "$work/arm-tag"
 (cd bindings/python && PYTHONPATH=$arm_site DESKWIRE_REPO=$repo \
-  qpy -m pytest -q -p no:cacheprovider tests/test_vectors_oa1.py)
+  qpy -m pytest -q -p no:cacheprovider -W ignore::pytest.PytestConfigWarning tests/test_vectors_oa1.py)
 ok "the manylinux2014 aarch64 wheel imported and passed the OA1 vectors under qemu-aarch64"
 
 }
@@ -306,8 +306,10 @@ godot_import() {
 }
 godot_import
 grep -q 'res://addons/deskwire/deskwire.gdextension' "$project_dir/.godot/extension_list.cfg"
-# Cleanly: the library loaded (no missing or unloadable library, no script error).
-if grep -qi 'gdextension\|dynamic library\|SCRIPT ERROR\|Parse Error' "$work/godot-import.log"; then
+# Cleanly: the library loaded (no missing or unloadable library, no script error). Godot 4.6's
+# import prints "Verifying GDExtensions..." on success, so the words of its failures are named.
+if grep -q "ERROR\|Parse Error\|Can't open\|dynamic library not found\|No GDExtension library found" \
+  "$work/godot-import.log"; then
   cat "$work/godot-import.log" >&2
   echo "the import complained about the extension or a script" >&2
   exit 1
@@ -338,6 +340,7 @@ cp tests/dist/jvm/Main.kt "$jvm/src/main/kotlin/Main.kt"
 rm -rf "$cache/m2/dev/deskwire"
 (cd "$jvm" && env -u LD_LIBRARY_PATH PATH=$bare_path DESKWIRE_IRC_PORT="$PEERS_IRC_PORT" DESKWIRE_EXPECT="jvm-$version" \
   mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$cache/m2" compile exec:java) | tee "$work/jvm.log"
+echo # Maven -q still ends with bare colour resets; keep the next line on its own.
 grep -q "jvm: RemoteBash over IRC: jvm-$version" "$work/jvm.log"
 grep -q 'deskwire-dist' "$cache/m2/dev/deskwire/deskwire/$version/_remote.repositories"
 ok "the JAR from dist/maven completed DeskConnection.remoteBash with no Rust on PATH and no jna.library.path"

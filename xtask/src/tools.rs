@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
+use sha2::{Digest as _, Sha256};
 
 use crate::cmd;
 
@@ -114,15 +115,20 @@ impl Tools {
 
     /// A C compiler for `zig_target` (`x86_64-linux-musl`, ...) that cc-rs can call: a script
     /// that runs `zig cc -target ZIG_TARGET` without the `--target=` flag cc-rs adds in Rust's
-    /// spelling, which zig does not parse (cargo-zigbuild's wrappers do the same).
+    /// spelling, which zig does not parse (cargo-zigbuild's wrappers do the same), and without
+    /// the UBSan checks zig adds to unoptimized C (`dist-ci`), whose runtime rust-lld does not
+    /// link.
     pub fn zig_cc(&self, zig_target: &str) -> Result<PathBuf> {
-        let dir = self.cache.join("zig-cc");
-        std::fs::create_dir_all(&dir)?;
-        let script = dir.join(format!("{zig_target}-cc"));
         let text = format!(
-            "#!/bin/sh\n# made by cargo xtask dist (xtask/src/tools.rs)\nfor arg do\n  shift\n  case $arg in --target=*) ;; *) set -- \"$@\" \"$arg\" ;; esac\ndone\nexec '{}' cc -target {zig_target} \"$@\"\n",
+            "#!/bin/sh\n# made by cargo xtask dist (xtask/src/tools.rs)\nfor arg do\n  shift\n  case $arg in --target=*) ;; *) set -- \"$@\" \"$arg\" ;; esac\ndone\nexec '{}' cc -target {zig_target} -fno-sanitize=undefined \"$@\"\n",
             self.zig.display()
         );
+        // The script's name carries a hash of its text: crates' build scripts rerun when their
+        // CC_<target> changes, so a changed script rebuilds their C.
+        let digest = format!("{:x}", Sha256::digest(text.as_bytes()));
+        let dir = self.cache.join("zig-cc");
+        std::fs::create_dir_all(&dir)?;
+        let script = dir.join(format!("{zig_target}-cc-{}", &digest[..12]));
         if std::fs::read_to_string(&script).ok().as_deref() != Some(text.as_str()) {
             std::fs::write(&script, text)?;
             use std::os::unix::fs::PermissionsExt as _;
