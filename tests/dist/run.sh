@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The release artifacts of `cargo xtask dist`, each installed the way its users install it, on
-# the platforms this machine runs (run before a release, or as tests/run.sh's "release artifacts" section with DESKWIRE_DIST=1):
+# the platforms this machine runs (tests/run.sh's "release artifacts" section, every CI run):
 #
 #   bash tests/dist/run.sh                 builds the Linux x86_64 and aarch64 artifacts
 #                                          (cargo xtask dist --linux), then tests them
 #   DIST_PROFILE=dist-ci bash tests/dist/run.sh   builds them without LTO (less build time)
 #   DIST_BUILT=1 bash tests/dist/run.sh    tests the dist/ that is there
 #   DIST_ONLY=rexd,c bash tests/dist/run.sh   some families (rexd, c, python, godot, jvm)
+#   bash tests/dist/run.sh --roots         only makes the Debian roots the tests use
 #
 # As root: it builds Debian roots with mmdebstrap (cached under
 # ${DESKWIRE_CACHE:-$HOME/.cache/deskwire}), chroots into them and mounts /proc and /dev there.
@@ -82,6 +83,25 @@ debian_root() {
   echo "$root"
 }
 
+# The roots the tests use. Debian 11 has glibc 2.31 (< 2.34, what the wheels built by pip here
+# need); Debian 12's qemu-user (7.2) has no openat2, which rexd confines every path with, so
+# qemu-aarch64 comes from sid; the arm64 root is only unpacked (extract: no maintainer
+# script has to run under emulation).
+bullseye_root() {
+  debian_root bullseye-root --variant=minbase --include=python3,python3-venv,python3-pip,ca-certificates bullseye
+}
+qemu_root() { debian_root sid-qemu-user --variant=extract --include=qemu-user sid; }
+arm64_root() {
+  debian_root bookworm-arm64-extract --variant=extract --architectures=arm64 \
+    --include=python3,python3-pip,python3-pytest bookworm
+}
+# `tests/dist/run.sh --roots` makes the roots and stops (tests/run.sh does it in the background
+# while the other suites run: it is downloads and unpacking).
+if [ "${1:-}" = --roots ]; then
+  step "Debian roots: $(bullseye_root), $(qemu_root), $(arm64_root)"
+  exit 0
+fi
+
 if [ "${DIST_BUILT:-0}" != 1 ]; then
   profile=${DIST_PROFILE:-dist}
   step "cargo xtask dist --linux --profile $profile"
@@ -102,8 +122,7 @@ if only rexd || only c || only godot || only jvm; then
   rexd_x64=$(unpack "dist/rexd-$version-x86_64-unknown-linux-musl.tar.gz")
   rexd_arm=$(unpack "dist/rexd-$version-aarch64-unknown-linux-musl.tar.gz")
 fi
-bullseye=$(debian_root bullseye-root --variant=minbase \
-  --include=python3,python3-venv,python3-pip,ca-certificates bullseye)
+bullseye=$(bullseye_root)
 
 test_rexd() {
 step "rexd: static x86_64 in an empty chroot"
@@ -123,9 +142,8 @@ python3 tests/dist/rexd_session.py /data /rexd "rexd $version" note.txt $'read t
 ok "static rexd (x86_64) served session.open, exec.start and fs.read with no libc and no /etc"
 
 step "rexd: static aarch64 under qemu-user, in an empty chroot"
-# Debian 12's qemu-user (7.2) has no openat2, which rexd confines every path with; Debian sid's
-# (static) does, and being static it runs inside the empty root too.
-qemu_root=$(debian_root sid-qemu-user --variant=extract --include=qemu-user sid)
+# sid's qemu-aarch64 is static: it runs inside the empty root too.
+qemu_root=$(qemu_root)
 empty_arm=$work/empty-arm
 mkdir -p "$empty_arm/data"
 cp "$rexd_arm/rexd" "$empty_arm/rexd"
@@ -248,8 +266,7 @@ unmount_kernel "$py_root"
 ok "the manylinux2014 wheel installed with pip on glibc $(chroot "$bullseye" ldd --version | head -n 1 | awk '{print $NF}') and passed the vectors"
 
 step "Python: the aarch64 wheel with pip under qemu-user in an arm64 root"
-arm_root=$(debian_root bookworm-arm64-extract --variant=extract --architectures=arm64 \
-  --include=python3,python3-pip,python3-pytest bookworm)
+arm_root=$(arm64_root)
 arm_site=$work/arm-site
 qpy() { qemu-aarch64 -L "$arm_root" "$arm_root/usr/bin/python3" "$@"; }
 qpy -c 'import platform; print("python", platform.python_version(), platform.machine())'
@@ -259,7 +276,7 @@ ls "$arm_site" | grep -q 'deskwire-.*dist-info'
 grep '^Tag:' "$arm_site"/deskwire-*.dist-info/WHEEL | tee "$work/arm-tag"
 grep -q 'manylinux2014_aarch64' "$work/arm-tag"
 (cd bindings/python && PYTHONPATH=$arm_site DESKWIRE_REPO=$repo \
-  qpy -m pytest -q -p no:cacheprovider tests/test_vectors_oa1.py)
+  qpy -m pytest -q -p no:cacheprovider -W ignore::pytest.PytestConfigWarning tests/test_vectors_oa1.py)
 ok "the manylinux2014 aarch64 wheel imported and passed the OA1 vectors under qemu-aarch64"
 
 }
@@ -289,8 +306,10 @@ godot_import() {
 }
 godot_import
 grep -q 'res://addons/deskwire/deskwire.gdextension' "$project_dir/.godot/extension_list.cfg"
-# Cleanly: the library loaded (no missing or unloadable library, no script error).
-if grep -qi 'gdextension\|dynamic library\|SCRIPT ERROR\|Parse Error' "$work/godot-import.log"; then
+# Cleanly: the library loaded (no missing or unloadable library, no script error). Godot 4.6's
+# import prints "Verifying GDExtensions..." on success, so the words of its failures are named.
+if grep -q "ERROR\|Parse Error\|Can't open\|dynamic library not found\|No GDExtension library found" \
+  "$work/godot-import.log"; then
   cat "$work/godot-import.log" >&2
   echo "the import complained about the extension or a script" >&2
   exit 1
@@ -321,6 +340,7 @@ cp tests/dist/jvm/Main.kt "$jvm/src/main/kotlin/Main.kt"
 rm -rf "$cache/m2/dev/deskwire"
 (cd "$jvm" && env -u LD_LIBRARY_PATH PATH=$bare_path DESKWIRE_IRC_PORT="$PEERS_IRC_PORT" DESKWIRE_EXPECT="jvm-$version" \
   mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$cache/m2" compile exec:java) | tee "$work/jvm.log"
+echo # Maven -q still ends with bare colour resets; keep the next line on its own.
 grep -q "jvm: RemoteBash over IRC: jvm-$version" "$work/jvm.log"
 grep -q 'deskwire-dist' "$cache/m2/dev/deskwire/deskwire/$version/_remote.repositories"
 ok "the JAR from dist/maven completed DeskConnection.remoteBash with no Rust on PATH and no jna.library.path"

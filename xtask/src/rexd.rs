@@ -2,7 +2,9 @@
 //! in ripgrep's archive layout, and a `.deb` per architecture from cargo-deb.
 //!
 //! They are linked by rust-lld against Rust's own musl (the target's self-contained libc.a),
-//! not by zig: zig's musl has no `renameat2`, which rexd's atomic file writes call.
+//! not by zig: zig's musl has no `renameat2`, which rexd's atomic file writes call. The C in
+//! their crates (ring's) is compiled by `zig cc` for the musl target: a fresh Debian has no
+//! musl C compiler, and zig carries musl's headers.
 
 use anyhow::{Result, bail};
 
@@ -18,10 +20,14 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             "CARGO_TARGET_{}_LINKER",
             triple.to_uppercase().replace('-', "_")
         );
+        let cc_var = format!("CC_{}", triple.replace('-', "_"));
+        let zig_target = triple.replace("-unknown-linux-", "-linux-");
+        let cc = dist.tools.zig_cc(&zig_target)?;
         cmd::run(
             dist.tools
                 .cmd("cargo")
                 .env(linker_var, "rust-lld")
+                .env(cc_var, cc)
                 .args(["build", "--quiet", "--profile", &dist.profile])
                 .args(["--target", triple])
                 .args(["-p", "rexd", "--bin", "rexd", "--bin", "rex"]),

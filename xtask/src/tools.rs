@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
+use sha2::{Digest as _, Sha256};
 
 use crate::cmd;
 
@@ -38,6 +39,9 @@ pub struct Tools {
     pub objdump: PathBuf,
     /// rustc's sysroot (the standard libraries of each target).
     pub sysroot: PathBuf,
+    /// The zig binary of the ziglang package: the C compiler for C code in crates (ring)
+    /// built for musl, where the host has no musl C toolchain.
+    pub zig: PathBuf,
     pub cache: PathBuf,
 }
 
@@ -95,13 +99,42 @@ impl Tools {
         if !objdump.exists() {
             bail!("rustup's llvm-tools has no {}", objdump.display());
         }
+        let zig_dir = cmd::output(cmd::new(venv.join("bin/python"), &path).args([
+            "-c",
+            "import os, ziglang; print(os.path.dirname(ziglang.__file__))",
+        ]))?;
         Ok(Tools {
             path,
             python: venv.join("bin/python"),
+            zig: Path::new(zig_dir.trim()).join("zig"),
             objdump,
             sysroot: PathBuf::from(sysroot.trim()),
             cache,
         })
+    }
+
+    /// A C compiler for `zig_target` (`x86_64-linux-musl`, ...) that cc-rs can call: a script
+    /// that runs `zig cc -target ZIG_TARGET` without the `--target=` flag cc-rs adds in Rust's
+    /// spelling, which zig does not parse (cargo-zigbuild's wrappers do the same), and without
+    /// the UBSan checks zig adds to unoptimized C (`dist-ci`), whose runtime rust-lld does not
+    /// link.
+    pub fn zig_cc(&self, zig_target: &str) -> Result<PathBuf> {
+        let text = format!(
+            "#!/bin/sh\n# made by cargo xtask dist (xtask/src/tools.rs)\nfor arg do\n  shift\n  case $arg in --target=*) ;; *) set -- \"$@\" \"$arg\" ;; esac\ndone\nexec '{}' cc -target {zig_target} -fno-sanitize=undefined \"$@\"\n",
+            self.zig.display()
+        );
+        // The script's name carries a hash of its text: crates' build scripts rerun when their
+        // CC_<target> changes, so a changed script rebuilds their C.
+        let digest = format!("{:x}", Sha256::digest(text.as_bytes()));
+        let dir = self.cache.join("zig-cc");
+        std::fs::create_dir_all(&dir)?;
+        let script = dir.join(format!("{zig_target}-cc-{}", &digest[..12]));
+        if std::fs::read_to_string(&script).ok().as_deref() != Some(text.as_str()) {
+            std::fs::write(&script, text)?;
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+        }
+        Ok(script)
     }
 
     /// A command that finds the tools.
