@@ -4,7 +4,7 @@
 #
 #   bash tests/dist/run.sh                 builds the Linux x86_64 and aarch64 artifacts
 #                                          (cargo xtask dist --linux), then tests them
-#   DIST_PROFILE=dist-ci bash tests/dist/run.sh   builds them without LTO (less build time)
+#   DIST_PROFILE=dist-ci bash tests/dist/run.sh   builds them unoptimized (as CI does: less build time)
 #   DIST_BUILT=1 bash tests/dist/run.sh    tests the dist/ that is there
 #   DIST_ONLY=rexd,c bash tests/dist/run.sh   some families (rexd, c, python, godot, jvm)
 #   bash tests/dist/run.sh --roots         only makes the Debian roots the tests use

@@ -6,7 +6,7 @@
 //! cargo xtask dist --only python,rexd       some families (python, godot, kotlin, c, rexd)
 //! cargo xtask dist --linux                  only the Linux x86_64 and aarch64 artifacts that
 //!                                           this machine runs (what CI builds and tests)
-//! cargo xtask dist --linux --profile dist-ci   the same, built without LTO (quicker, for CI)
+//! cargo xtask dist --linux --profile dist-ci   the same, unoptimized (quicker, for CI's install tests)
 //! ```
 //!
 //! It installs what it needs itself (zig, cargo-zigbuild, maturin and auditwheel into a virtual
@@ -55,8 +55,8 @@ enum Command {
         #[arg(long)]
         linux: bool,
         /// The Cargo profile the libraries and binaries are built with. Releases use `dist`
-        /// (fat LTO, one codegen unit); `dist-ci` builds the same artifacts without LTO, in
-        /// less time.
+        /// (fat LTO, one codegen unit); `dist-ci` builds the same artifacts unoptimized, in
+        /// less time, for CI's install tests.
         #[arg(long, default_value = "dist")]
         profile: String,
     },
