@@ -45,6 +45,26 @@ echo "ngircd: $(command -v ngircd || echo /usr/sbin/ngircd)"
 echo "sshd: /usr/sbin/sshd ($(ssh -V 2>&1))"
 echo "disk: $(df -h --output=avail . | tail -1 | tr -d " ") free"
 
+# The release artifacts (cargo xtask dist --linux: static musl rexd and its .debs, the C
+# tarballs, the manylinux2014 wheels, the Godot addon and the JAR, for Linux x86_64 and aarch64)
+# and the Debian roots their install tests use are built in the background from here, at a lower
+# priority (nice 10: a compiling suite takes the cores first): the suites below wait on servers,
+# child processes, the JVM and Godot much of the time (42 CPU-minutes in a 36-minute run on 2
+# cores), and this uses the core they leave. The build's target directory is kept outside the
+# clone. The artifacts are installed and tested at the end. DESKWIRE_DIST=0 leaves them out.
+cache=${DESKWIRE_CACHE:-$HOME/.cache/deskwire}
+dist_pid=
+if [ "${DESKWIRE_DIST:-1}" = 1 ]; then
+  section "release artifacts: cargo xtask dist --linux --profile dist-ci and the Debian roots, in the background (log: target/dist-build.log)"
+  # Its own session, so that a failing run stops the whole build (kill -- -PID).
+  mkdir -p target
+  setsid nice -n 10 bash -c 'set -e; bash tests/dist/run.sh --roots
+    CARGO_TARGET_DIR="$1" cargo xtask dist --linux --profile dist-ci' _ "$cache/dist-target" \
+    </dev/null >target/dist-build.log 2>&1 &
+  dist_pid=$!
+  trap '[ -z "$dist_pid" ] || kill -- "-$dist_pid" 2>/dev/null || true' EXIT
+fi
+
 section "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
@@ -55,25 +75,6 @@ cargo test --workspace --quiet 2>&1 | tee target/test-output.txt
 # cargo prints a result line per test binary; sum them up into one closing line.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "rust: %d passed, %d failed\n", p, f }' target/test-output.txt
-
-# The release artifacts (cargo xtask dist --linux: static musl rexd and its .debs, the C
-# tarballs, the manylinux2014 wheels, the Godot addon and the JAR, for Linux x86_64 and aarch64)
-# and the Debian roots their install tests use are built in the background from here, at a lower
-# priority: the suites below wait on servers, child processes, the JVM and Godot much of the
-# time (42 CPU-minutes in a 36-minute run on 2 cores), and this uses the core they leave. The
-# build's target directory is kept outside the clone. It is installed and tested near the end.
-# DESKWIRE_DIST=0 leaves it out.
-cache=${DESKWIRE_CACHE:-$HOME/.cache/deskwire}
-dist_pid=
-if [ "${DESKWIRE_DIST:-1}" = 1 ]; then
-  section "release artifacts: cargo xtask dist --linux --profile dist-ci and the Debian roots, in the background (log: target/dist-build.log)"
-  # Its own session, so that a failing run stops the whole build (kill -- -PID).
-  setsid nice -n 10 bash -c 'set -e; bash tests/dist/run.sh --roots
-    CARGO_TARGET_DIR="$1" cargo xtask dist --linux --profile dist-ci' _ "$cache/dist-target" \
-    </dev/null >target/dist-build.log 2>&1 &
-  dist_pid=$!
-  trap '[ -z "$dist_pid" ] || kill -- "-$dist_pid" 2>/dev/null || true' EXIT
-fi
 
 section "aarch64 (Android, ARM hosts): the core without the x86 SIMD paths, under qemu-user"
 rustup target add aarch64-unknown-linux-gnu >/dev/null
@@ -123,20 +124,6 @@ bash godot/run_tests.sh
 section "Python: pip install ./bindings/python into a fresh venv; mypy.stubtest; pytest (every vector file, bad input, asyncio against ngircd, rexd --irc, rexd --stdio, a loopback sshd, examples/mobile_desktop and aio.GatewayServer over WebSockets, the provider fixtures against the official SDKs' models); the sidecar host and the agent example"
 bash bindings/python/run_tests.sh
 
-if [ -n "$dist_pid" ]; then
-  section "release artifacts (Linux x86_64 and aarch64), each installed as its users install it: tests/dist/run.sh"
-  if ! wait "$dist_pid"; then
-    dist_pid=
-    tail -n 100 target/dist-build.log
-    echo "cargo xtask dist --linux failed (the end of target/dist-build.log is above)" >&2
-    exit 1
-  fi
-  dist_pid=
-  # The build's timings and its table of artifacts.
-  grep -E '^== |^(artifact|rexd|deskwire|maven|dist)' target/dist-build.log || true
-  DIST_BUILT=1 bash tests/dist/run.sh
-fi
-
 section "desk demo (README main command)"
 out=$(cargo run --quiet --release --bin desk -- 'printf "hello from %s\n" desk')
 echo "$out"
@@ -181,6 +168,20 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
     echo "-- c_api (ffi)"
     fuzz_smoke c_api --target-dir ../../core/fuzz/target
   )
+fi
+
+if [ -n "$dist_pid" ]; then
+  section "release artifacts (Linux x86_64 and aarch64), each installed as its users install it: tests/dist/run.sh"
+  if ! wait "$dist_pid"; then
+    dist_pid=
+    tail -n 100 target/dist-build.log
+    echo "cargo xtask dist --linux failed (the end of target/dist-build.log is above)" >&2
+    exit 1
+  fi
+  dist_pid=
+  # The build's timings and its table of artifacts.
+  grep -E '^== |^(artifact|rexd|deskwire|maven|dist)' target/dist-build.log || true
+  DIST_BUILT=1 bash tests/dist/run.sh
 fi
 
 section "done"
