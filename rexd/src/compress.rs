@@ -284,17 +284,22 @@ mod tests {
         assert_eq!(out, text);
     }
 
-    #[test]
-    fn incompressible_and_short_stay_plain() {
+    /// 64 KiB of xorshift output: bytes zstd cannot shrink.
+    fn random_bytes() -> Vec<u8> {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let random: Vec<u8> = (0..8192)
+        (0..8192)
             .flat_map(|_| {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
                 x.to_le_bytes()
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn incompressible_and_short_stay_plain() {
+        let random = random_bytes();
         assert_eq!(encode(&random, true).0, Encoding::Base64);
         assert_eq!(
             encode(b"short line\n", true),
@@ -317,15 +322,7 @@ mod tests {
             inflate_into(&frame, text.len() - 1, &mut out),
             Err(DecodeError::TooLarge { .. })
         ));
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let random: Vec<u8> = (0..8192)
-            .flat_map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x.to_le_bytes()
-            })
-            .collect();
+        let random = random_bytes();
         assert_eq!(raw_frame(&random), None);
         assert_eq!(raw_frame(b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), None);
     }
