@@ -113,6 +113,18 @@ impl Wire {
         let id = self.send(method, params);
         self.answer(id)
     }
+
+    /// `session.open` offering raw frames; the session id.
+    fn open_raw_session(&mut self) -> String {
+        let open = self.call(
+            "session.open",
+            json!({"client_name": "raw", "raw_frames": true}),
+        );
+        open.msg["result"]["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
 }
 
 impl Drop for Wire {
@@ -311,14 +323,7 @@ fn a_session_that_does_not_ask_gets_the_old_answers_and_raw_is_refused() {
     );
     assert!(f.raw.is_empty());
     // Raw bytes are never written in: fs.write refuses the encoding even when negotiated.
-    let open = w.call(
-        "session.open",
-        json!({"client_name": "raw", "raw_frames": true}),
-    );
-    let sid = open.msg["result"]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = w.open_raw_session();
     let e = w.call(
         "fs.write",
         json!({"session_id": sid, "path": "x", "content": "", "encoding": "raw"}),
@@ -336,14 +341,7 @@ fn events_between_raw_reads_are_not_corrupted() {
     let noise = random(1024 * 1024 - 3);
     std::fs::write(root.join("noise.bin"), &noise).unwrap();
     let mut w = Wire::spawn(&root);
-    let open = w.call(
-        "session.open",
-        json!({"client_name": "raw", "raw_frames": true}),
-    );
-    let sid = open.msg["result"]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = w.open_raw_session();
     // 200 bursts of 100 numbers, 5 ms apart.
     let script = "i=0; while [ $i -lt 200 ]; do seq $((i*100+1)) $((i*100+100)); \
                   i=$((i+1)); sleep 0.005; done";
@@ -412,14 +410,7 @@ fn a_raw_read_in_a_batch_travels_in_its_string() {
     let noise = random(1000);
     std::fs::write(root.join("noise.bin"), &noise).unwrap();
     let mut w = Wire::spawn(&root);
-    let open = w.call(
-        "session.open",
-        json!({"client_name": "raw", "raw_frames": true}),
-    );
-    let sid = open.msg["result"]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = w.open_raw_session();
     let read = json!({"jsonrpc": "2.0", "id": 77, "method": "fs.read",
                       "params": {"session_id": sid, "path": "noise.bin", "encoding": "raw"}});
     let stat = json!({"jsonrpc": "2.0", "id": 78, "method": "fs.stat",
