@@ -40,8 +40,14 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             }
             _ => {
                 let shown = auditwheel(dist, &wheel)?;
-                let so = extract_extension(dist, &wheel, ".so")?;
-                format!("{shown}, needs {}", inspect::glibc_needs(&dist.tools, &so)?)
+                let needs = match musl_libc_soname(t) {
+                    Some(libc) => libc.to_owned(),
+                    None => {
+                        let so = extract_extension(dist, &wheel, ".so")?;
+                        inspect::glibc_needs(&dist.tools, &so)?
+                    }
+                };
+                format!("{shown}, needs {needs}")
             }
         };
         let tag = format!("{}; {tag}", platform_tag(&wheel)?);
@@ -173,9 +179,7 @@ fn auditwheel(dist: &Dist, wheel: &Path) -> Result<String> {
     let tags = platform_tag(wheel)?;
     // A manylinux2014 wheel is tagged manylinux2014_x86_64.manylinux_2_17_x86_64: auditwheel
     // names the PEP 600 form.
-    let pep600 = tags
-        .split('.')
-        .find(|t| t.starts_with("manylinux_") || t.starts_with("musllinux_"))
+    let pep600 = pep600_platform(&tags)
         .with_context(|| format!("{} has no PEP 600 platform tag", wheel.display()))?;
     let consistent = format!("is consistent with the following platform tag: \"{pep600}\"");
     if !flat.contains(&consistent) {
@@ -199,6 +203,16 @@ fn platform_tag(wheel: &Path) -> Result<String> {
         bail!("{name} is not name-version-python-abi-platform.whl");
     };
     Ok(format!("{python}-{abi}-{platform}"))
+}
+
+/// The PEP 600 platform of `python-abi-platform` tags, where auditwheel names it:
+/// `manylinux_2_17_x86_64` of `...-manylinux2014_x86_64.manylinux_2_17_x86_64`, or
+/// `musllinux_1_2_x86_64`.
+fn pep600_platform(tags: &str) -> Option<&str> {
+    let platforms = tags.rsplit('-').next()?;
+    platforms
+        .split('.')
+        .find(|t| t.starts_with("manylinux_") || t.starts_with("musllinux_"))
 }
 
 /// Copies the extension module out of a wheel, to read it.
@@ -307,5 +321,34 @@ fn new_file(dir: &Path, before: &[PathBuf]) -> Result<PathBuf> {
     match made.as_slice() {
         [one] => Ok(one.clone()),
         _ => bail!("expected one new file in {}, found {made:?}", dir.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pep600_platform_of_each_linux_tag() {
+        let cases = [
+            (
+                "cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64",
+                Some("manylinux_2_17_x86_64"),
+            ),
+            (
+                "cp39-abi3-musllinux_1_2_aarch64",
+                Some("musllinux_1_2_aarch64"),
+            ),
+            ("cp39-abi3-win_amd64", None),
+            ("cp39-abi3-linux_x86_64", None),
+        ];
+        for (tags, want) in cases {
+            assert_eq!(pep600_platform(tags), want, "{tags}");
+        }
+        let wheel = Path::new("deskwire-0.1.0-cp39-abi3-musllinux_1_2_x86_64.whl");
+        assert_eq!(
+            pep600_platform(&platform_tag(wheel).unwrap()),
+            Some("musllinux_1_2_x86_64")
+        );
     }
 }
