@@ -134,12 +134,19 @@ pub fn check_windows(
     ))
 }
 
+/// Libraries of macOS's own /usr/lib besides libSystem that a library may link: the Python
+/// extension maturin links with zig names these two with no symbol bound to either (the
+/// libraries cargo-zigbuild links do not). Both ship with every macOS.
+const MACOS_SYSTEM_EXTRAS: &[&str] = &["/usr/lib/libiconv.2.dylib", "/usr/lib/libcharset.1.dylib"];
+
 /// Checks a macOS library (both slices of a universal one): with `rpath`, its install name
 /// starts with `@rpath/` (a Python extension module is loaded by path and needs none); it
-/// exports `exports` (prefixes as in `check_windows`) and links nothing but libSystem. Returns
+/// exports `exports` (prefixes as in `check_windows`) and links nothing but libSystem (and
+/// MACOS_SYSTEM_EXTRAS). Returns
 /// a line for the table.
 pub fn check_macos(tools: &Tools, dylib: &Path, exports: &[&str], rpath: bool) -> Result<String> {
     let mut arches = Vec::new();
+    let mut extras: Vec<&str> = Vec::new();
     for arch in ["x86_64", "arm64"] {
         let arch_flag = format!("--arch={arch}");
         let id = objdump(tools, &["--macho", "--dylib-id", &arch_flag], dylib)?;
@@ -155,11 +162,17 @@ pub fn check_macos(tools: &Tools, dylib: &Path, exports: &[&str], rpath: bool) -
         let used = objdump(tools, &["--macho", "--dylibs-used", &arch_flag], dylib)?;
         for line in used.lines().skip(1) {
             let lib = line.split(" (compatibility").next().unwrap_or("").trim();
-            if lib != id && lib != "/usr/lib/libSystem.B.dylib" {
+            if lib == id || lib == "/usr/lib/libSystem.B.dylib" {
+                continue;
+            }
+            let Some(known) = MACOS_SYSTEM_EXTRAS.iter().find(|known| **known == lib) else {
                 bail!(
                     "{} ({arch}) links {lib}: only libSystem is expected",
                     dylib.display()
                 );
+            };
+            if !extras.contains(known) {
+                extras.push(known);
             }
         }
         let trie = objdump(tools, &["--macho", "--exports-trie", &arch_flag], dylib)?;
@@ -173,8 +186,13 @@ pub fn check_macos(tools: &Tools, dylib: &Path, exports: &[&str], rpath: bool) -
         arches.push(arch);
     }
     let name = if rpath { ", @rpath" } else { "" };
+    let imports = if extras.is_empty() {
+        "libSystem only".to_owned()
+    } else {
+        format!("libSystem and macOS's {}", extras.join(", "))
+    };
     Ok(format!(
-        "Mach-O {}{name}, imports libSystem only",
+        "Mach-O {}{name}, imports {imports}",
         arches.join("+")
     ))
 }

@@ -156,7 +156,8 @@ pub(crate) fn missing_rexd_hint(spec: &TargetSpec, endpoint: &Endpoint) -> Strin
         }
         Endpoint::Ssh { host, .. } => format!(
             "rexd is not on the remote PATH of {host} (`ssh … {}` found no such command). \
-             Install it there (`scp target/release/rexd {host}:/usr/local/bin/rexd`), or name \
+             Install it there (a release's static `rexd` runs on any x86_64 or aarch64 Linux: \
+             `scp rexd {host}:/usr/local/bin/rexd`), or name \
              its path with `--rexd /path/to/rexd` (`rexd = \"…\"` in the targets file)",
             spec.remote_command()
         ),
