@@ -94,10 +94,21 @@ fn build(
         "--quiet",
         "--profile",
         &dist.profile,
-        "--zig",
         "-m",
         MANIFEST,
     ]);
+    if t == Target::WindowsX64 {
+        // zig links it all the same, set up by hand: `--zig` would add a .def file naming
+        // an entry point the extension does not have (Tools::windows_gnu_linker).
+        let (linker, bin) = dist.tools.windows_gnu_linker()?;
+        let mut path = vec![bin];
+        path.extend(std::env::split_paths(&dist.tools.path));
+        maturin
+            .env("PATH", std::env::join_paths(path)?)
+            .env("CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER", linker);
+    } else {
+        maturin.arg("--zig");
+    }
     maturin.args(["--target", t.triple()]);
     if let Some(c) = compatibility {
         maturin.args(["--compatibility", c]);

@@ -124,13 +124,42 @@ impl Tools {
             "#!/bin/sh\n# made by cargo xtask dist (xtask/src/tools.rs)\nfor arg do\n  shift\n  case $arg in --target=*) ;; *) set -- \"$@\" \"$arg\" ;; esac\ndone\nexec '{}' cc -target {zig_target} -fno-sanitize=undefined \"$@\"\n",
             self.zig.display()
         );
-        // The script's name carries a hash of its text: crates' build scripts rerun when their
-        // CC_<target> changes, so a changed script rebuilds their C.
+        self.script(&format!("{zig_target}-cc"), &text)
+    }
+
+    /// A linker for `x86_64-pc-windows-gnu` that cargo can be given as
+    /// `CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER`, and a directory for PATH with the
+    /// `x86_64-w64-mingw32-dlltool` rustc runs for pyo3's raw-dylib import of python3.dll: both
+    /// cargo-zigbuild's (in maturin, which is also a multi-call binary), as `maturin --zig`
+    /// sets them up. The Python wheel needs them without `--zig`: with it, maturin adds a
+    /// `.def` file exporting `PyInit_deskwire._deskwire` (the whole dotted module name) that
+    /// the link cannot find.
+    pub fn windows_gnu_linker(&self) -> Result<(PathBuf, PathBuf)> {
+        let maturin = self.python.with_file_name("maturin");
+        let text = format!(
+            "#!/bin/sh\n# made by cargo xtask dist (xtask/src/tools.rs)\nexport CARGO_ZIGBUILD_ZIG_COMMAND='{}'\nexport CARGO_ZIGBUILD_ZIG_COMMAND_ARGS='-m ziglang'\nexec '{}' zig cc -- -g -fno-sanitize=all -target x86_64-windows-gnu \"$@\"\n",
+            self.python.display(),
+            maturin.display()
+        );
+        let linker = self.script("x86_64-windows-gnu-ld", &text)?;
+        let bin = self.cache.join("zig-cc/mingw-bin");
+        std::fs::create_dir_all(&bin)?;
+        let dlltool = bin.join("x86_64-w64-mingw32-dlltool");
+        if std::fs::read_link(&dlltool).ok().as_deref() != Some(maturin.as_path()) {
+            let _ = std::fs::remove_file(&dlltool);
+            std::os::unix::fs::symlink(&maturin, &dlltool)?;
+        }
+        Ok((linker, bin))
+    }
+
+    /// An executable script in the cache. Its name carries a hash of its text: crates' build
+    /// scripts rerun when their CC_<target> changes, so a changed script rebuilds their C.
+    fn script(&self, name: &str, text: &str) -> Result<PathBuf> {
         let digest = format!("{:x}", Sha256::digest(text.as_bytes()));
         let dir = self.cache.join("zig-cc");
         std::fs::create_dir_all(&dir)?;
-        let script = dir.join(format!("{zig_target}-cc-{}", &digest[..12]));
-        if std::fs::read_to_string(&script).ok().as_deref() != Some(text.as_str()) {
+        let script = dir.join(format!("{name}-{}", &digest[..12]));
+        if std::fs::read_to_string(&script).ok().as_deref() != Some(text) {
             std::fs::write(&script, text)?;
             use std::os::unix::fs::PermissionsExt as _;
             std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
