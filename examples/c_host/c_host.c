@@ -186,12 +186,14 @@ int main(int argc, char **argv) {
                 if (verbose) {
                     fprintf(stderr, "c_host: %.*s\n", (int)out.len, (const char *)out.data);
                 }
+                /* A failure's event starts {"failed"; read it before the next call with
+                 * `desk`, which ends the event's lifetime. */
+                int failed = out.len > 9 && memcmp(out.data, "{\"failed\"", 9) == 0;
                 dw_str call, result;
                 if (dw_desk_tool_result(desk, &call, &result) == DW_STATUS_OK &&
                     call.len == strlen(id) && memcmp(call.ptr, id, call.len) == 0) {
                     fwrite(result.ptr, 1, result.len, stdout);
-                    /* A failure's tool result is its JSON object; an answer is the output. */
-                    status = out.len > 9 && memcmp(out.data, "{\"failed\"", 9) == 0 ? 1 : 0;
+                    status = failed;
                     break;
                 }
             }

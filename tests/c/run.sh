@@ -120,6 +120,14 @@ export PEERS_REXD=${PEERS_REXD:-${CARGO_TARGET_DIR:-target}/debug/rexd}
   "$out/c_host" 127.0.0.1 "$PEERS_IRC_PORT" '#desk' chost deskbot "$cmd" >"$out/c_host.out"
   cmp "$out/c_host.expected" "$out/c_host.out"
   echo "c_host: $(wc -c <"$out/c_host.out") bytes of RemoteBash output, identical to sh -c locally"
+  # A failed request exits 1 (the event is read before the next call with the desk ends its
+  # lifetime): a remote that never joins fails the request as not_ready after 30 s.
+  rc=0
+  "$out/c_host" 127.0.0.1 "$PEERS_IRC_PORT" '#desk' chost nobody true >"$out/c_host.failed" || rc=$?
+  [ "$rc" = 1 ] || { echo "c_host exited $rc on a request that failed, not 1" >&2; exit 1; }
+  grep -q 'not_ready' "$out/c_host.failed" ||
+    { echo "c_host's failed result is not not_ready: $(cat "$out/c_host.failed")" >&2; exit 1; }
+  echo "c_host: a request nobody answers exits 1 with its failure: $(cat "$out/c_host.failed")"
 
   # The README's program: desk "desk" asks rexd (its default nick) in #desk to run uname -a.
   peers_start_rexd_irc '#desk' rexd --allow-from desk
