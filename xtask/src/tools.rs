@@ -153,7 +153,7 @@ impl Tools {
     }
 
     /// An executable script in the cache. Its name carries a hash of its text: crates' build
-    /// scripts rerun when their CC_<target> changes, so a changed script rebuilds their C.
+    /// scripts rerun when their `CC_<target>` changes, so a changed script rebuilds their C.
     fn script(&self, name: &str, text: &str) -> Result<PathBuf> {
         let digest = format!("{:x}", Sha256::digest(text.as_bytes()));
         let dir = self.cache.join("zig-cc");
