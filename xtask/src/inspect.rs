@@ -141,9 +141,8 @@ const MACOS_SYSTEM_EXTRAS: &[&str] = &["/usr/lib/libiconv.2.dylib", "/usr/lib/li
 
 /// Checks a macOS library (both slices of a universal one): with `rpath`, its install name
 /// starts with `@rpath/` (a Python extension module is loaded by path and needs none); it
-/// exports `exports` (prefixes as in `check_windows`) and links nothing but libSystem (and
-/// MACOS_SYSTEM_EXTRAS). Returns
-/// a line for the table.
+/// exports `exports` (prefixes as in `check_windows`) and links nothing but libSystem and
+/// MACOS_SYSTEM_EXTRAS. Returns a line for the table.
 pub fn check_macos(tools: &Tools, dylib: &Path, exports: &[&str], rpath: bool) -> Result<String> {
     let mut arches = Vec::new();
     let mut extras: Vec<&str> = Vec::new();

@@ -226,12 +226,17 @@ fn pep600_platform(tags: &str) -> Option<&str> {
         .find(|t| t.starts_with("manylinux_") || t.starts_with("musllinux_"))
 }
 
+/// Whether a path inside a wheel (`deskwire/_deskwire.abi3.so`, ...) is the extension module.
+fn is_extension(path_in_wheel: &str, suffix: &str) -> bool {
+    path_in_wheel.starts_with("deskwire/_deskwire") && path_in_wheel.ends_with(suffix)
+}
+
 /// Copies the extension module out of a wheel, to read it.
 fn extract_extension(dist: &Dist, wheel: &Path, suffix: &str) -> Result<PathBuf> {
     let mut archive = zip::ZipArchive::new(std::fs::File::open(wheel)?)?;
     for i in 0..archive.len() {
         let mut entry = archive.by_index(i)?;
-        if entry.name().starts_with("deskwire/_deskwire") && entry.name().ends_with(suffix) {
+        if is_extension(entry.name(), suffix) {
             let mut bytes = Vec::new();
             entry.read_to_end(&mut bytes)?;
             let out = dist.work.join(format!("extension{suffix}"));
@@ -287,7 +292,7 @@ fn name_musl_libc(dist: &Dist, unpacked: &Path, libc: &str) -> Result<()> {
         .into_iter()
         .find(|p| {
             let name = p.file_name().unwrap_or_default().to_string_lossy();
-            name.starts_with("_deskwire") && name.ends_with(".so")
+            is_extension(&format!("deskwire/{name}"), ".so")
         })
         .with_context(|| format!("no deskwire/_deskwire*.so in {}", package.display()))?;
     cmd::run(

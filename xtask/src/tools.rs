@@ -152,8 +152,9 @@ impl Tools {
         Ok((linker, bin))
     }
 
-    /// An executable script in the cache. Its name carries a hash of its text: crates' build
-    /// scripts rerun when their `CC_<target>` changes, so a changed script rebuilds their C.
+    /// An executable script in the cache. Its name carries a hash of its text: cargo and
+    /// crates' build scripts rerun when their linker or `CC_<target>` changes, so a changed
+    /// script rebuilds what it built.
     fn script(&self, name: &str, text: &str) -> Result<PathBuf> {
         let digest = format!("{:x}", Sha256::digest(text.as_bytes()));
         let dir = self.cache.join("zig-cc");
