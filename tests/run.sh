@@ -11,12 +11,20 @@ export CARGO_TERM_COLOR=never
 # have had under 20 GB free).
 export CARGO_INCREMENTAL=0
 export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+# The same for the desk demo's `cargo run --release` (the release profile keeps debug info for
+# profiling, which a test run never reads).
+export CARGO_PROFILE_RELEASE_DEBUG=line-tables-only
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 # The peers this script installs must be there: a test that would be ignored for want of one
 # (the ssh tests without OpenSSH) fails the build instead.
 export DESKWIRE_REQUIRE_PEERS=1
 
-section() { printf '\n== %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
+# Each header says how much disk is left: the disk is shared, and a run that fills it fails in
+# whichever build happens to be writing (stop 30's run died in the desk demo's).
+section() {
+  printf '\n== %s (at %dm%02ds, %s free)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)) \
+    "$(df -h --output=avail . | tail -1 | tr -d ' ')"
+}
 
 section "system packages"
 missing=()
@@ -53,6 +61,20 @@ echo "disk: $(df -h --output=avail . | tail -1 | tr -d " ") free"
 # cores), and this uses the core they leave. The build's target directory is kept outside the
 # clone. The artifacts are installed and tested at the end. DESKWIRE_DIST=0 leaves them out.
 cache=${DESKWIRE_CACHE:-$HOME/.cache/deskwire}
+# Cargo never deletes what a changed source made stale, so a target directory kept between runs
+# grows with every commit; past its limit it starts again from empty (a cold build, which a run
+# must pass anyway).
+cap_cache() { # DIR MAX_GIB
+  local size
+  [ -d "$1" ] || return 0
+  size=$(du -s --block-size=1G "$1" | cut -f1)
+  if [ "$size" -gt "$2" ]; then
+    echo "cache: $1 is $size GiB, over its $2 GiB: removed"
+    rm -rf "$1"
+  fi
+}
+cap_cache "$cache/dist-target" 8
+cap_cache "$cache/python-target" 2
 dist_pid=
 if [ "${DESKWIRE_DIST:-1}" = 1 ]; then
   section "release artifacts: cargo xtask dist --linux --profile dist-ci and the Debian roots, in the background (log: target/dist-build.log)"
@@ -117,6 +139,8 @@ awk '/^Tests run:/ { gsub(",", ""); r += $3; f += $5 + $7; s += $9 }
 
 section "C: include/deskwire.h; C tests (vectors, exchanges, misuse) plain, under valgrind, with ASan+UBSan; install + pkg-config; examples/c_host against rexd --irc on ngircd"
 bash tests/c/run.sh
+# Its two Cargo trees (plain, and ASan's) are 3 GB that no later suite reads.
+rm -rf target/c/build target/c/asan
 
 section "Godot: the GDExtension and the desk demo in a real Godot 4 (Debian sid's, in a cached mmdebstrap root) against ngircd and rexd --irc"
 bash godot/run_tests.sh
