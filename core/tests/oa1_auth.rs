@@ -2,7 +2,9 @@
 //! replayed frames are dropped before reassembly, a secret on one end only means nothing is
 //! accepted (and the stats say why), and clock skew is bounded by the window.
 
-use deskwire::oa1::{AuthConfig, Client, Config, Event, Output, Pacing, Server, Stats};
+use deskwire::oa1::{
+    AuthConfig, Client, Config, Event, Failure, Output, Pacing, RefusalReason, Server, Stats,
+};
 
 const EPOCH: u64 = 1_790_000_000_000;
 
@@ -186,6 +188,118 @@ fn a_secret_on_one_end_only_means_nothing_is_accepted() {
     let (_, lines) = pair.ask(0, "ls");
     assert!(pair.deliver_to_remote(10, &lines).is_empty());
     assert_eq!(pair.remote.stats().forged, 1);
+}
+
+/// The remote's last refusal, as its host would log it.
+fn refusal(remote: &Server) -> (String, RefusalReason, u64) {
+    let last = remote.last_refused().expect("a refusal was recorded");
+    (last.source.clone(), last.reason.clone(), last.count)
+}
+
+/// The desk's timeout, `ms` after its request was made at 0.
+fn timeout_message(desk: &mut Client, ms: u64) -> String {
+    let (_, events) = drain(&mut || desk.poll_output(ms));
+    match events.as_slice() {
+        [
+            Event::Failed {
+                failure: failure @ Failure::Timeout { .. },
+                ..
+            },
+        ] => failure.message(),
+        other => panic!("expected one timeout, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_refused_request_is_named_by_the_remote_and_explained_by_the_desk_timeout() {
+    // Each mismatch a new user makes: the remote records who and why (rexd logs it), and the
+    // desk, which hears nothing back, says so in its timeout instead of a bare `timeout`.
+    let cases: [(Option<&str>, Option<&str>, RefusalReason, &str); 3] = [
+        (
+            None,
+            Some("s3cret"),
+            RefusalReason::Unauthenticated,
+            "the sender needs the same secret",
+        ),
+        (
+            Some("s3cret"),
+            None,
+            RefusalReason::AuthUnexpected,
+            "this end has none",
+        ),
+        (
+            Some("one"),
+            Some("two"),
+            RefusalReason::Forged,
+            "different secrets",
+        ),
+    ];
+    for (desk_secret, remote_secret, reason, advice) in cases {
+        let mut pair = Pair::new(desk_secret, remote_secret);
+        let (_, lines) = pair.ask(0, "ls");
+        assert!(pair.deliver_to_remote(10, &lines).is_empty());
+        let (source, got, count) = refusal(&pair.remote);
+        assert_eq!(
+            (source.as_str(), &got, count),
+            ("desk!~desk@10.0.0.1", &reason, 1)
+        );
+        let logged = pair.remote.last_refused().unwrap().to_string();
+        assert!(
+            logged.starts_with("refused an OA1 frame from desk!~desk@10.0.0.1: "),
+            "{logged}"
+        );
+        assert!(logged.contains(advice), "{logged}");
+
+        let message = timeout_message(&mut pair.desk, 30_000);
+        assert!(message.starts_with("no complete response before the request timeout"));
+        assert!(message.contains("no OA1 frame came back"), "{message}");
+        assert!(message.contains("--allow-from"), "{message}");
+    }
+
+    // A nick the remote's allowed sender does not name.
+    let mut pair = Pair::new(None, None);
+    pair.remote = Server::new(config("deskbot", "bob", None, EPOCH));
+    let (_, lines) = pair.ask(0, "ls");
+    assert!(pair.deliver_to_remote(10, &lines).is_empty());
+    let (_, reason, _) = refusal(&pair.remote);
+    assert_eq!(reason, RefusalReason::DisallowedSender("bob".into()));
+    assert!(
+        pair.remote
+            .last_refused()
+            .unwrap()
+            .to_string()
+            .contains("its sender is not bob")
+    );
+    assert!(pair.desk.last_refused().is_none());
+}
+
+#[test]
+fn answers_the_desk_refuses_are_named_in_its_timeout() {
+    // The remote answers, but the desk's allowed sender is another nick: the answer is dropped
+    // here, and the timeout says from whom and why.
+    let mut pair = Pair::new(None, None);
+    pair.desk = Client::new(config("desk", "rexd", None, EPOCH), 11);
+    let (id, lines) = pair.ask(0, "uname -a");
+    assert_eq!(
+        request_ids(&pair.deliver_to_remote(10, &lines)),
+        [id.as_str()]
+    );
+    pair.remote.respond(10, &id, "Linux").unwrap();
+    let (answer, _) = drain(&mut || pair.remote.poll_output(10));
+    assert!(pair.deliver_to_desk(20, &answer).is_empty());
+    let message = timeout_message(&mut pair.desk, 30_000);
+    assert_eq!(
+        message,
+        "no complete response before the request timeout; meanwhile this end refused 1 OA1 \
+         frame, the last from deskbot!~deskbot@10.0.0.1: its sender is not rexd, the only one \
+         this end takes frames from (rexd's --allow-from, a desk's allowed_sender)"
+    );
+    // The count goes on across requests; a later timeout counts only its own.
+    let (_, lines) = pair.ask(30_000, "true");
+    pair.deliver_to_remote(30_010, &lines);
+    let message = timeout_message(&mut pair.desk, 60_000);
+    assert!(message.contains("no OA1 frame came back"), "{message}");
+    assert_eq!(pair.desk.last_refused().unwrap().count, 1);
 }
 
 #[test]

@@ -861,7 +861,12 @@ fn remote_bash_is_a_typed_call_whose_outcome_is_the_tool_result_or_a_typed_failu
     assert_eq!(text["ok"], false);
     assert_eq!(text["error"], "timeout");
     let failure = failed.1.into_result().unwrap_err();
-    assert_eq!(failure, Failure::Timeout);
+    assert!(matches!(failure, Failure::Timeout { .. }), "{failure:?}");
+    assert!(
+        failure
+            .message()
+            .starts_with("no complete response before the request timeout")
+    );
     assert!(failure.is_timeout());
     // The remote's own ERR with code `timeout` is its answer, not a local timeout.
     assert!(!Failure::from_err_payload("timeout: remote execution exceeded 30s").is_timeout());

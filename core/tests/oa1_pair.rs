@@ -316,7 +316,13 @@ fn silent_remote_times_out_and_is_cancelled() {
         event,
         Event::Failed {
             id: id.clone(),
-            failure: Failure::Timeout
+            failure: Failure::Timeout {
+                message: "no complete response before the request timeout, and no OA1 frame \
+                          came back: the remote is still at it, or refused the request, which \
+                          it does without a word (`rexd --irc` logs why: a secret that differs \
+                          from this end's, or a nick its --allow-from does not name)"
+                    .into()
+            }
         }
     );
     assert_eq!(cancelled.borrow().as_slice(), &[(id, "timeout".to_owned())]);

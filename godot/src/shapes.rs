@@ -799,7 +799,9 @@ mod tests {
         );
         let failed = Event::Failed {
             id: "abc".into(),
-            failure: Failure::Timeout,
+            failure: Failure::Timeout {
+                message: "no complete response before the request timeout".into(),
+            },
         };
         let (id, v) = call_result(&failed).unwrap();
         assert_eq!(id, "abc");

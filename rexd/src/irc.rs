@@ -308,15 +308,72 @@ struct Link {
     nick: String,
     /// `--allow-from`, for the log of each request.
     allowed_sender: Option<String>,
+    refusals: RefusalLog,
+}
+
+/// Logs the frames the engine refuses (another secret, a nick `--allow-from` does not name):
+/// the asker hears nothing back, so this log is where the mismatch shows. One line per sender
+/// and reason a minute at most, so a stranger flooding the channel cannot flood the log.
+#[derive(Default)]
+struct RefusalLog {
+    /// The engine's refusal count last looked at.
+    seen: u64,
+    /// When each sender-and-reason was last logged (bounded: cleared past 256).
+    logged_at: std::collections::HashMap<String, u64>,
+    /// Refusals not logged since the last line.
+    unlogged: u64,
+}
+
+impl RefusalLog {
+    const QUIET_MS: u64 = 60_000;
+
+    fn note(&mut self, now: u64, last: Option<&oa1::RefusedFrame>) {
+        let Some(last) = last.filter(|r| r.count > self.seen) else {
+            return;
+        };
+        // Frames refused in the same read before the last one are counted, not named.
+        self.unlogged += last.count - self.seen - 1;
+        self.seen = last.count;
+        let key = format!("{} {:?}", last.source, std::mem::discriminant(&last.reason));
+        if self
+            .logged_at
+            .get(&key)
+            .is_some_and(|&at| now.saturating_sub(at) < Self::QUIET_MS)
+        {
+            self.unlogged += 1;
+            return;
+        }
+        if self.logged_at.len() >= 256 {
+            self.logged_at.clear();
+        }
+        self.logged_at.insert(key, now);
+        let more = match std::mem::take(&mut self.unlogged) {
+            0 => String::new(),
+            n => format!(" ({n} more refused since the last such line)"),
+        };
+        crate::log::warn(&format!("{last}{more}"));
+    }
 }
 
 impl Link {
     fn resolve(options: &IrcOptions) -> io::Result<std::net::SocketAddr> {
+        let has_port = options
+            .addr
+            .rsplit_once(':')
+            .is_some_and(|(_, port)| port.parse::<u16>().is_ok());
+        let not_found = |e: &dyn std::fmt::Display| match has_port {
+            true => io::Error::new(io::ErrorKind::NotFound, e.to_string()),
+            false => io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{e}: expected the IRC server as HOST:PORT, e.g. 127.0.0.1:6667"),
+            ),
+        };
         options
             .addr
-            .to_socket_addrs()?
+            .to_socket_addrs()
+            .map_err(|e| not_found(&e))?
             .next()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))
+            .ok_or_else(|| not_found(&"the name has no address"))
     }
 
     fn connect(poll: &mut Poll, options: &IrcOptions, now: u64) -> io::Result<Link> {
@@ -335,6 +392,7 @@ impl Link {
             joined: false,
             nick: options.nick.clone(),
             allowed_sender: options.allowed_sender.clone(),
+            refusals: RefusalLog::default(),
         })
     }
 
@@ -416,7 +474,10 @@ impl Link {
                         "IRC server closed the connection",
                     ));
                 }
-                Ok(n) => self.remote.handle_bytes(now, &buf[..n]),
+                Ok(n) => {
+                    self.remote.handle_bytes(now, &buf[..n]);
+                    self.refusals.note(now, self.remote.server().last_refused());
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),

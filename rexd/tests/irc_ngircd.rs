@@ -7,7 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use deskwire::oa1::{Client, Config, Event, Output, Pacing, TRUNCATION_MARKER};
+use deskwire::oa1::{
+    AuthConfig, Client, Config, Event, Failure, Output, Pacing, TRUNCATION_MARKER,
+};
 use deskwire_integration::{Clock, IrcConn, Ngircd};
 
 const CHANNEL: &str = "#desk";
@@ -309,6 +311,24 @@ fn a_first_connection_that_fails_is_an_error() {
 }
 
 #[test]
+fn an_address_without_a_port_says_what_is_expected() {
+    let root = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args(["--irc", "nonsense", "--channel", CHANNEL])
+        .args(["--root", root.path().to_str().unwrap(), "--unauthenticated"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rexd --irc");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--irc nonsense: ")
+            && stderr.contains("expected the IRC server as HOST:PORT, e.g. 127.0.0.1:6667"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn serving_a_shell_over_irc_needs_a_secret_or_an_explicit_risk() {
     let root = tempfile::tempdir().unwrap();
     // Refused before connecting anywhere: nothing listens on port 1.
@@ -419,6 +439,77 @@ fn a_mask_keeps_out_whoever_takes_the_desks_nick() {
     }
     let logged = std::fs::read_to_string(&log_path).unwrap();
     assert!(!logged.contains("asks t1"), "{logged}");
+    // Refused without a word to eve, and named in the log for the operator.
+    assert!(
+        logged.contains(
+            "refused an OA1 frame from desk!~eve@127.0.0.1: its sender is not \
+             desk!~desk@127.0.0.1"
+        ),
+        "{logged}"
+    );
+}
+
+#[test]
+fn a_desk_with_another_secret_times_out_saying_so_and_rexd_logs_why() {
+    // What a new user meets first: the desk's secret (or none) is not rexd's. rexd answers
+    // nothing (an answer would tell a stranger it is there), logs who it refused and why, and
+    // the desk's timeout says nothing came back and where to look.
+    let server = Ngircd::start();
+    let root = tempfile::tempdir().unwrap();
+    let secret_path = root.path().join("desk.secret");
+    std::fs::write(&secret_path, "the remote's secret\n").unwrap();
+    let log_path = root.path().join("rexd.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let _rexd = start_rexd_logging(
+        &server.addr(),
+        root.path(),
+        &["--allow-from", "desk"],
+        &["--secret-file", secret_path.to_str().unwrap()],
+        log,
+    );
+    let mut desk = Desk::connect(&server.addr(), deskwire::oa1::DEFAULT_PACING, 2_000);
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        - desk.clock.now();
+    let mut cfg = Config::new(CHANNEL, "desk");
+    cfg.allowed_sender = Some("deskbot".into());
+    cfg.request_timeout_ms = 2_000;
+    cfg.auth = Some(AuthConfig::new(b"another secret".to_vec(), epoch));
+    desk.client = Client::new(cfg, 7);
+    desk.wait_ready();
+    let e = desk.ask("touch PWNED", 10);
+    let Event::Failed {
+        failure: failure @ Failure::Timeout { .. },
+        ..
+    } = &e
+    else {
+        panic!("expected a timeout, got {e:?}");
+    };
+    assert!(
+        failure.message().contains("no OA1 frame came back")
+            && failure.message().contains("--allow-from"),
+        "{}",
+        failure.message()
+    );
+    assert!(!root.path().join("PWNED").exists());
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        logged.contains(
+            "refused an OA1 frame from desk!~desk@127.0.0.1: its tag does not check out: the \
+             two ends hold different secrets"
+        ),
+        "{logged}"
+    );
+    // Asked again at once, it is not logged again: a stranger cannot flood the log.
+    let _ = desk.ask("touch PWNED", 10);
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert_eq!(
+        logged.matches("refused an OA1 frame").count(),
+        1,
+        "{logged}"
+    );
 }
 
 #[test]

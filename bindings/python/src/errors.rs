@@ -145,7 +145,7 @@ impl Coded for deskwire::oa1::LocalError {
 pub fn failure(failure: &deskwire::oa1::Failure) -> PyErr {
     use deskwire::oa1::Failure;
     let kind = match failure {
-        Failure::Timeout => Kind::Timeout,
+        Failure::Timeout { .. } => Kind::Timeout,
         Failure::NotReady { .. } => Kind::NotReady,
         Failure::JoinFailed { .. } => Kind::JoinFailed,
         Failure::Kicked { .. } => Kind::Kicked,

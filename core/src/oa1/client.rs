@@ -9,7 +9,8 @@ use super::frame::FrameType;
 use super::link::{Inbound, Link, Parsed};
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
 use super::{
-    Config, Event, Failure, IDLE_WAIT_MS, LocalError, Output, Stats, TRUNCATION_MARKER, into_text,
+    Config, Event, Failure, IDLE_WAIT_MS, LocalError, Output, RefusedFrame, Stats,
+    TRUNCATION_MARKER, into_text,
 };
 use crate::ids::IdGenerator;
 use crate::irc::Identity;
@@ -23,6 +24,10 @@ struct Pending {
     timeout_ms: u64,
     /// When its lines could first leave (the endpoint was not held); `None` while held.
     started_at: Option<u64>,
+    /// The link's frames accepted and refused when it was made: what came meanwhile tells a
+    /// timeout's message what to say.
+    frames_in_at: u64,
+    refused_at: u64,
 }
 
 impl Pending {
@@ -159,6 +164,8 @@ impl Client {
             made_at: now,
             timeout_ms: timeout_ms.unwrap_or(self.link.config.request_timeout_ms),
             started_at: (!self.link.is_held()).then_some(now),
+            frames_in_at: self.link.stats.frames_in,
+            refused_at: self.link.refused_count(),
         };
         self.requests.insert(id.clone(), pending);
         Ok(id)
@@ -324,7 +331,9 @@ impl Client {
                 Some(_) => {
                     self.abandon(&id, "timeout");
                     self.link.stats.timeouts += 1;
-                    Failure::Timeout
+                    Failure::Timeout {
+                        message: self.timeout_message(&pending),
+                    }
                 }
                 None => {
                     // Its lines never left: withdraw them, no CANCEL needed.
@@ -443,6 +452,35 @@ impl Client {
     /// Whether a request's lines have been let go (it may have reached the remote).
     pub(crate) fn has_started_requests(&self) -> bool {
         self.requests.values().any(|p| p.started_at.is_some())
+    }
+
+    /// What a request's timeout says: frames refused since it was made (the remote's answers
+    /// dropped by this end's secret or sender filter), or that no frame came back at all, which
+    /// is what a remote refusing the request looks like from here.
+    fn timeout_message(&self, pending: &Pending) -> String {
+        const TIMEOUT: &str = "no complete response before the request timeout";
+        let refused = self.link.refused_count() - pending.refused_at;
+        match self.link.last_refused() {
+            Some(last) if refused > 0 => format!(
+                "{TIMEOUT}; meanwhile this end refused {refused} OA1 frame{}, the last from {}: \
+                 {}",
+                if refused == 1 { "" } else { "s" },
+                last.source,
+                last.reason
+            ),
+            _ if self.link.stats.frames_in == pending.frames_in_at => format!(
+                "{TIMEOUT}, and no OA1 frame came back: the remote is still at it, or refused \
+                 the request, which it does without a word (`rexd --irc` logs why: a secret \
+                 that differs from this end's, or a nick its --allow-from does not name)"
+            ),
+            _ => TIMEOUT.to_owned(),
+        }
+    }
+
+    /// The last OA1 frame this client dropped for its sender or its secret: see
+    /// [`RefusedFrame`]. A request's timeout message names it too.
+    pub fn last_refused(&self) -> Option<&RefusedFrame> {
+        self.link.last_refused()
     }
 
     /// Counters and the bytes buffered right now.

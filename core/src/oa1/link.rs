@@ -9,7 +9,7 @@ use super::chunk::{self, MIN_PAYLOAD_BUDGET};
 use super::escape::{escape, escape_spec};
 use super::frame::{Frame, FrameType};
 use super::pacing::TokenBucket;
-use super::{Config, Event, LocalError, Stats};
+use super::{Config, Event, LocalError, RefusalReason, RefusedFrame, Stats};
 use crate::irc::{Identity, Message, Privmsg, SenderPattern};
 
 /// An inbound line, parsed once by whoever read it.
@@ -56,6 +56,8 @@ pub(crate) struct Link {
     outbox_bytes: usize,
     /// While held, lines stay queued: the connection is not in the channel yet (or lost it).
     held: bool,
+    /// The last frame dropped by the sender filter or the secret, for the host's diagnosis.
+    last_refused: Option<RefusedFrame>,
 }
 
 impl Link {
@@ -76,6 +78,7 @@ impl Link {
             outbox: VecDeque::new(),
             outbox_bytes: 0,
             held: false,
+            last_refused: None,
         }
     }
 
@@ -108,6 +111,36 @@ impl Link {
                 }
             },
         }
+    }
+
+    /// Remembers a frame the sender filter or the secret dropped (only the last is kept).
+    fn refuse(&mut self, source: &str, reason: RefusalReason) {
+        let count = self.refused_count() + 1;
+        match &mut self.last_refused {
+            Some(last) => {
+                last.source.clear();
+                last.source.push_str(source);
+                last.reason = reason;
+                last.count = count;
+            }
+            None => {
+                self.last_refused = Some(RefusedFrame {
+                    source: source.to_owned(),
+                    reason,
+                    count,
+                })
+            }
+        }
+    }
+
+    /// The last frame the sender filter or the secret dropped.
+    pub(crate) fn last_refused(&self) -> Option<&RefusedFrame> {
+        self.last_refused.as_ref()
+    }
+
+    /// How many frames the sender filter or the secret has dropped.
+    pub(crate) fn refused_count(&self) -> u64 {
+        self.last_refused.as_ref().map_or(0, |r| r.count)
     }
 
     /// A line that was not an IRC message (or was over `max_line_bytes`): counted.
@@ -157,6 +190,8 @@ impl Link {
         {
             self.stats.disallowed_sender += 1;
             self.stats.ignored += 1;
+            let allowed = self.config.allowed_sender.clone().unwrap_or_default();
+            self.refuse(source.raw, RefusalReason::DisallowedSender(allowed));
             return None;
         }
         let parsed = match (&mut self.auth, authenticated) {
@@ -165,23 +200,38 @@ impl Link {
                 Ok(inner) => Frame::parse_fields(text, text.len() - inner.len()),
                 Err(refusal) => {
                     self.stats.ignored += 1;
-                    match refusal {
-                        Refusal::Malformed => self.stats.malformed_frames += 1,
-                        Refusal::Forged => self.stats.forged += 1,
-                        Refusal::Expired => self.stats.expired += 1,
-                        Refusal::Replayed => self.stats.replayed += 1,
-                    }
+                    let reason = match refusal {
+                        Refusal::Malformed => {
+                            self.stats.malformed_frames += 1;
+                            RefusalReason::MalformedSeal
+                        }
+                        Refusal::Forged => {
+                            self.stats.forged += 1;
+                            RefusalReason::Forged
+                        }
+                        Refusal::Expired => {
+                            self.stats.expired += 1;
+                            RefusalReason::Expired
+                        }
+                        Refusal::Replayed => {
+                            self.stats.replayed += 1;
+                            RefusalReason::Replayed
+                        }
+                    };
+                    self.refuse(source.raw, reason);
                     return None;
                 }
             },
             (Some(_), false) => {
                 self.stats.unauthenticated += 1;
                 self.stats.ignored += 1;
+                self.refuse(source.raw, RefusalReason::Unauthenticated);
                 return None;
             }
             (None, true) => {
                 self.stats.auth_unexpected += 1;
                 self.stats.ignored += 1;
+                self.refuse(source.raw, RefusalReason::AuthUnexpected);
                 return None;
             }
         };

@@ -45,6 +45,8 @@ pub mod remote_bash;
 mod roles;
 mod server;
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
 pub use crate::ids::IdGenerator;
@@ -333,8 +335,13 @@ pub enum Failure {
         /// The message.
         message: String,
     },
-    /// No complete response within the request timeout (a `CANCEL` was sent).
-    Timeout,
+    /// No complete response within the request timeout (a `CANCEL` was sent). The message
+    /// says what this end saw meanwhile: frames it refused (a secret or sender filter that
+    /// differs from the remote's), or that nothing came back at all.
+    Timeout {
+        /// What timed out, and what was seen meanwhile.
+        message: String,
+    },
     /// A chunk of the response never arrived (the gap outlived the partial timeout).
     Incomplete,
     /// The IRC connection ended before the response arrived.
@@ -378,7 +385,7 @@ impl Failure {
     pub fn code(&self) -> &str {
         match self {
             Failure::Remote { code, .. } => code,
-            Failure::Timeout => "timeout",
+            Failure::Timeout { .. } => "timeout",
             Failure::Incomplete => "incomplete",
             Failure::Disconnected { .. } => "disconnected",
             Failure::Malformed { .. } => "malformed",
@@ -393,19 +400,19 @@ impl Failure {
     /// it never left within `ready_timeout_ms` (`not_ready`). A remote's own `ERR timeout: ...`
     /// is its answer, not one of these. Bindings raise these as their language's timeout.
     pub fn is_timeout(&self) -> bool {
-        matches!(self, Failure::Timeout | Failure::NotReady { .. })
+        matches!(self, Failure::Timeout { .. } | Failure::NotReady { .. })
     }
 
     /// A human-readable message.
     pub fn message(&self) -> String {
         match self {
             Failure::Remote { message, .. } => message.clone(),
-            Failure::Timeout => "no complete response before the request timeout".to_owned(),
             Failure::Incomplete => "a chunk of the response never arrived".to_owned(),
             Failure::Disconnected { message } => {
                 format!("the IRC connection ended before the response: {message}")
             }
-            Failure::Malformed { message }
+            Failure::Timeout { message }
+            | Failure::Malformed { message }
             | Failure::NotReady { message }
             | Failure::JoinFailed { message }
             | Failure::Kicked { message }
@@ -480,6 +487,79 @@ impl LocalError {
             LocalError::Closed => "closed",
             LocalError::InvalidConfig(_) => "invalid_config",
         }
+    }
+}
+
+/// An OA1 frame this end dropped though it came to its channel, and why. The other end hears
+/// nothing back, so this is where a secret or a sender filter that differs from the peer's
+/// shows ([`Client::last_refused`], [`Server::last_refused`]; `rexd --irc` logs each).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedFrame {
+    /// The sender as the server showed it: `nick!user@host`.
+    pub source: String,
+    /// Why it was dropped.
+    pub reason: RefusalReason,
+    /// How many frames this end has refused so far, this one included: a host that polls
+    /// `last_refused` tells a new refusal from one it has seen.
+    pub count: u64,
+}
+
+/// Why an OA1 frame was refused; its `Display` says what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RefusalReason {
+    /// The sender does not match `allowed_sender` (`rexd --allow-from`), given here.
+    DisallowedSender(String),
+    /// A plain `OA1` frame, and this end has a secret.
+    Unauthenticated,
+    /// A sealed `OA1A` frame, and this end has no secret.
+    AuthUnexpected,
+    /// An `OA1A` frame whose header does not parse.
+    MalformedSeal,
+    /// An `OA1A` frame whose tag does not check out.
+    Forged,
+    /// An `OA1A` frame whose time is outside `max_skew_ms` of this end's clock.
+    Expired,
+    /// An `OA1A` frame accepted before.
+    Replayed,
+}
+
+impl fmt::Display for RefusalReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RefusalReason::DisallowedSender(allowed) => write!(
+                f,
+                "its sender is not {allowed}, the only one this end takes frames from \
+                 (rexd's --allow-from, a desk's allowed_sender)"
+            ),
+            RefusalReason::Unauthenticated => f.write_str(
+                "it is a plain OA1 frame and this end has a secret: the sender needs the same \
+                 secret",
+            ),
+            RefusalReason::AuthUnexpected => f.write_str(
+                "it is sealed with a secret (OA1A) and this end has none: give this end the \
+                 sender's secret",
+            ),
+            RefusalReason::MalformedSeal => f.write_str("its OA1A header is malformed"),
+            RefusalReason::Forged => f.write_str(
+                "its tag does not check out: the two ends hold different secrets (or the line \
+                 was altered)",
+            ),
+            RefusalReason::Expired => f.write_str(
+                "its time is outside max_skew_ms of this end's clock: the two clocks disagree",
+            ),
+            RefusalReason::Replayed => f.write_str("it repeats a frame accepted before"),
+        }
+    }
+}
+
+impl fmt::Display for RefusedFrame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "refused an OA1 frame from {}: {}",
+            self.source, self.reason
+        )
     }
 }
 

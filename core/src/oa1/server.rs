@@ -8,7 +8,9 @@ use super::escape::{escape, escape_into, escape_spec, escape_spec_into};
 use super::frame::{Frame, FrameType};
 use super::link::{Inbound, Link, Parsed};
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
-use super::{Config, Event, IDLE_WAIT_MS, LocalError, Output, Stats, TRUNCATION_MARKER};
+use super::{
+    Config, Event, IDLE_WAIT_MS, LocalError, Output, RefusedFrame, Stats, TRUNCATION_MARKER,
+};
 use crate::irc::Identity;
 
 /// A response being streamed.
@@ -586,6 +588,12 @@ impl Server {
         self.reassembler = Reassembler::new(*self.reassembler.limits());
         self.offers.clear();
         self.link.clear_queue();
+    }
+
+    /// The last OA1 frame this server dropped for its sender or its secret: see
+    /// [`RefusedFrame`]. The asker hears nothing back, so a host logs this (`rexd --irc` does).
+    pub fn last_refused(&self) -> Option<&RefusedFrame> {
+        self.link.last_refused()
     }
 
     /// Counters and the bytes buffered right now.

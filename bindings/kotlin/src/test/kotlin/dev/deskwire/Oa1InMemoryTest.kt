@@ -98,7 +98,9 @@ class Oa1InMemoryTest {
         val lost = desk.remoteBash(now, """{"command":"sleep 100","timeout_sec":2}""")
         val sentAt = now
         runUntil { deskEvents.size == 2 }
-        assertEquals(Oa1Event.Failed(lost, Oa1Failure.Timeout), deskEvents.last())
+        val timedOut = assertIs<Oa1Event.Failed>(deskEvents.last())
+        assertEquals(lost, timedOut.id)
+        assertIs<Oa1Failure.Timeout>(timedOut.failure)
         assertEquals(sentAt + 2_000L, now, "the virtual clock jumped straight to the deadline")
         runUntil { remoteEvents.size == 5 }
         assertEquals(lost, assertIs<Oa1Event.Cancelled>(remoteEvents.last()).id)

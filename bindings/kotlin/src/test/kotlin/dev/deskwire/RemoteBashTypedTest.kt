@@ -29,7 +29,7 @@ class RemoteBashTypedTest {
 
     @Test
     fun `timeouts are the core's timeouts`() {
-        assertTrue(Oa1RequestException("a1", Oa1Failure.Timeout).isTimeout)
+        assertTrue(Oa1RequestException("a1", Oa1Failure.Timeout("m")).isTimeout)
         assertTrue(Oa1RequestException("a1", Oa1Failure.NotReady("m")).isTimeout)
         assertFalse(Oa1RequestException("a1", Oa1Failure.Remote("timeout", "the remote's own")).isTimeout)
         assertFalse(Oa1RequestException("a1", Oa1Failure.Incomplete).isTimeout)

@@ -130,7 +130,7 @@ class RemoteConnectionIrcTest {
         val call = scope.async { runCatching { desk.request("wait", timeoutMs = 1_000) } }
         val served = withTimeout(20_000) { waiting.receive() }
         val failure = assertIs<Oa1RequestException>(withTimeout(20_000) { call.await() }.exceptionOrNull())
-        assertEquals(Oa1Failure.Timeout, failure.failure)
+        assertIs<Oa1Failure.Timeout>(failure.failure)
         val why = assertIs<Oa1CancelledException>(withTimeout(20_000) { ended.getValue(served.id).await() })
         assertEquals(served.id, why.id)
     }

@@ -13,17 +13,16 @@ import kotlin.test.assertTrue
 class SurfaceTest {
     @Test
     fun `variants without fields print their names`() {
-        // uniffi writes `object`, which prints as `Oa1Failure$Timeout@551bdc27`; the bindgen
+        // uniffi writes `object`, which prints as `Oa1Failure$Incomplete@551bdc27`; the bindgen
         // makes them `data object`s.
-        assertEquals("Timeout", Oa1Failure.Timeout.toString())
         assertEquals("Incomplete", Oa1Failure.Incomplete.toString())
         assertEquals("ConnectionLost", IrcDisconnectReason.ConnectionLost.toString())
-        assertEquals("Failed(id=a1, failure=Timeout)", Oa1Event.Failed("a1", Oa1Failure.Timeout).toString())
+        assertEquals("Failed(id=a1, failure=Incomplete)", Oa1Event.Failed("a1", Oa1Failure.Incomplete).toString())
         // Variants with fields stay data classes.
         assertEquals("NotReady(message=m)", Oa1Failure.NotReady("m").toString())
         assertEquals(
             "request a1 failed: timeout: no complete response before the request timeout",
-            Oa1RequestException("a1", Oa1Failure.Timeout).message,
+            Oa1RequestException("a1", Oa1Failure.Timeout("no complete response before the request timeout")).message,
         )
     }
 

@@ -5857,10 +5857,21 @@ sealed class Oa1Failure {
     }
     
     /**
-     * No complete response within the request timeout (a `CANCEL` was sent).
+     * No complete response within the request timeout (a `CANCEL` was sent). The message
+     * says what this end saw meanwhile: frames it refused (a secret or sender filter that
+     * differs from the remote's), or that nothing came back at all.
      */
-    data object Timeout : Oa1Failure()
-    
+    data class Timeout(
+        /**
+         * What timed out, and what was seen meanwhile.
+         */
+        val `message`: kotlin.String) : Oa1Failure()
+        
+    {
+        
+
+        companion object
+    }
     
     /**
      * A chunk of the response never arrived (the gap outlived the partial timeout).
@@ -5981,7 +5992,9 @@ public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
                 FfiConverterString.read(buf),
                 FfiConverterString.read(buf),
                 )
-            2 -> Oa1Failure.Timeout
+            2 -> Oa1Failure.Timeout(
+                FfiConverterString.read(buf),
+                )
             3 -> Oa1Failure.Incomplete
             4 -> Oa1Failure.Disconnected(
                 FfiConverterString.read(buf),
@@ -6018,6 +6031,7 @@ public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
+                + FfiConverterString.allocationSize(value.`message`)
             )
         }
         is Oa1Failure.Incomplete -> {
@@ -6080,6 +6094,7 @@ public object FfiConverterTypeOa1Failure : FfiConverterRustBuffer<Oa1Failure>{
             }
             is Oa1Failure.Timeout -> {
                 buf.putInt(2)
+                FfiConverterString.write(value.`message`, buf)
                 Unit
             }
             is Oa1Failure.Incomplete -> {
