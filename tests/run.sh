@@ -11,8 +11,8 @@ export CARGO_TERM_COLOR=never
 # have had under 20 GB free).
 export CARGO_INCREMENTAL=0
 export CARGO_PROFILE_DEV_DEBUG=line-tables-only
-# The same for the desk demo's `cargo run --release` (the release profile keeps debug info for
-# profiling, which a test run never reads).
+# The same for the release builds here (the Python package's): the release profile keeps debug
+# info for profiling, which a test run never reads.
 export CARGO_PROFILE_RELEASE_DEBUG=line-tables-only
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 # The peers this script installs must be there: a test that would be ignored for want of one
@@ -149,7 +149,7 @@ section "Python: pip install ./bindings/python into a fresh venv; mypy.stubtest;
 bash bindings/python/run_tests.sh
 
 section "desk demo (README main command)"
-out=$(cargo run --quiet --release --bin desk -- 'printf "hello from %s\n" desk')
+out=$(cargo run --quiet --bin desk -- 'printf "hello from %s\n" desk')
 echo "$out"
 [ "$out" = "hello from desk" ]
 

@@ -189,7 +189,17 @@ impl Roots {
         for want in requested {
             let cwd = self.first().map(|r| r.path.clone()).unwrap_or_default();
             let resolved = self.resolve(&cwd, want)?;
-            let forbidden = || ErrorObject::forbidden_path(want, &self.paths());
+            // A session narrows the daemon's roots and never widens them: say where wider
+            // roots come from, since the asker (often `rex --root`) cannot see the daemon's
+            // command line.
+            let forbidden = || {
+                ErrorObject::forbidden_path(want, &self.paths()).with_message(format!(
+                    "workspace root {want} is outside the daemon's roots ({}): a session can \
+                     only narrow them; start rexd with --root {want} (through rex: \
+                     --rexd-arg=--root --rexd-arg={want})",
+                    self.paths().join(", ")
+                ))
+            };
             let fd = resolved
                 .open(libc::O_PATH | libc::O_DIRECTORY)
                 .map_err(|e| match e {

@@ -859,7 +859,8 @@ impl Service {
         if matches!(program, Program::Shell(_)) && !self.settings.allow_shell {
             return Err(err(
                 ErrorCode::UnsupportedCapability,
-                "shell mode is disabled on this daemon (security.allow_shell)",
+                "shell mode is disabled on this daemon (security.allow_shell): start rexd with \
+                 --allow-shell (through rex: --rexd-arg=--allow-shell)",
             ));
         }
         let running = s

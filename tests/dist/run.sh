@@ -173,6 +173,13 @@ chroot "$deb_root" rexd --version | tee "$work/deb-version"
 chroot "$deb_root" rex --help | head -n 3
 chroot "$deb_root" test -f /lib/systemd/system/rexd.service -o -f /usr/lib/systemd/system/rexd.service
 chroot "$deb_root" test -f /usr/share/doc/rexd/THIRD-PARTY-LICENSES.txt
+# /etc/rexd is where the unit reads the secret from; its README says what to put there.
+chroot "$deb_root" grep -q /etc/rexd/secret /etc/rexd/README
+synopsis=$(dpkg-deb --field "dist/rexd_${version}-1_amd64.deb" Description | head -n 1)
+if [ ${#synopsis} -ge 80 ]; then
+  echo "the .deb's synopsis is ${#synopsis} characters (Debian wants under 80): $synopsis" >&2
+  exit 1
+fi
 # Installed, not enabled: no wants/ link points at it.
 if chroot "$deb_root" sh -c 'ls /etc/systemd/system/*.wants/rexd.service' 2>/dev/null; then
   echo "installing the .deb enabled rexd.service" >&2

@@ -66,7 +66,10 @@ class RecordedAnthropic:
         if len(self.requests) == 1:
             (case,) = [c for c in load_vectors("providers/anthropic.json")["cases"]
                        if c["name"] == "text and tool_use blocks"]
-            body = complete("anthropic", case["body"])
+            body = complete("anthropic", copy.deepcopy(case["body"]))
+            # A call to one of REXD's tools in the same turn, which a desk alone cannot run.
+            body["content"].append({"type": "tool_use", "id": "toolu_02B", "name": "read",
+                                    "input": {"path": "README.md"}})
         else:
             body = complete("anthropic", {"content": [{"type": "text", "text": "It runs Linux."}],
                                           "stop_reason": "end_turn"})
@@ -116,11 +119,14 @@ def test_readme_python_block_runs(index: int, peers: Dict[str, Any], monkeypatch
     if "rexd.pty(" in block:
         assert "PtyExit(exit_code=0" in printed
     for model in RecordedAnthropic.instances:
-        # The RemoteBash call ran at the desk; its output went back as the next turn's result.
+        # The RemoteBash call ran at the desk and `read` in the local rexd; both outputs went
+        # back as the next turn's results.
         assert len(model.requests) == 2
         results = model.requests[1]["messages"][-1]
         assert results["role"] == "user"
-        (result,) = results["content"]
-        assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_01A"
-        assert "rexd.log" in str(result["content"]) and not result.get("is_error")
+        remote_bash, read = results["content"]
+        assert remote_bash["type"] == "tool_result" and remote_bash["tool_use_id"] == "toolu_01A"
+        assert "rexd.log" in str(remote_bash["content"]) and not remote_bash.get("is_error")
+        assert read["tool_use_id"] == "toolu_02B" and not read.get("is_error"), read
+        assert "# deskwire" in str(read["content"])
         assert "It runs Linux." in printed

@@ -1,10 +1,10 @@
 //! The desk demo: a `RemoteBash` round trip through OA1.
 //!
 //! ```text
-//! cargo run --release --bin desk -- 'uname -a'
-//! cargo run --release --bin desk -- --irc 127.0.0.1:6667 --channel '#desk' 'uname -a'
-//! cargo run --release --bin desk -- --irc irc.example:6667 --role server   # the remote, keeps serving
-//! cargo run --release --bin desk -- --irc irc.example:6667 --role client 'df -h'
+//! cargo run --bin desk -- 'uname -a'
+//! cargo run --bin desk -- --irc 127.0.0.1:6667 --channel '#desk' 'uname -a'
+//! cargo run --bin desk -- --irc irc.example:6667 --role server   # the remote, keeps serving
+//! cargo run --bin desk -- --irc irc.example:6667 --role client 'df -h'
 //! ```
 //!
 //! Each end is one of the core's per-connection engines, [`Desk`] or [`Remote`]: the loop only

@@ -62,10 +62,11 @@ struct Global {
     /// An extra daemon argument after `--stdio`, repeatable.
     #[arg(long = "rexd-arg", global = true, allow_hyphen_values = true)]
     rexd_arg: Vec<String>,
-    /// A workspace root to ask for, repeatable.
+    /// A workspace root to ask for, repeatable: within the daemon's own roots (its cwd unless
+    /// started with --root; widen them with --rexd-arg=--root --rexd-arg=DIR).
     #[arg(long = "root", global = true)]
     roots: Vec<String>,
-    /// `https://` targets: the bearer token's file (default: $REXD_TOKEN).
+    /// `https://` targets: a file holding the bearer token (default: the token in $REXD_TOKEN).
     #[arg(long, global = true, value_name = "FILE")]
     token_file: Option<PathBuf>,
     /// `https://` targets: the environment variable holding the token (default REXD_TOKEN).
