@@ -20,6 +20,9 @@ LLVM-exception: https://llvm.org/LICENSE.txt
 /// Entry points every build must export (the whole API is `dw_*`).
 const EXPORTS: &[&str] = &["dw_version", "dw_desk_new", "dw_desk_poll_output", "dw_*"];
 
+/// What the library may export: its API and nothing else.
+const API: &[&str] = &["dw_"];
+
 pub fn dist(dist: &mut Dist) -> Result<()> {
     let prefix = format!("deskwire-{}-", dist.version);
     dist.clear(|name| name.starts_with(&prefix) && name.ends_with(".tar.gz"))?;
@@ -27,13 +30,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
     let major = version.split('.').next().unwrap_or("0").to_owned();
     for t in target::selected(Family::C, dist.linux_only) {
         let triple = t.triple();
-        cmd::run(
-            dist.tools
-                .cmd("cargo")
-                .args(["zigbuild", "--quiet", "--profile", &dist.profile])
-                .args(["--target", &t.zig_triple(), "-p", "deskwire-ffi", "--lib"]),
-        )?;
-        let built = dist.built(triple);
+        let built = dist.build_lib(t, "deskwire-ffi")?;
         let name = format!("deskwire-{version}-{triple}");
         let stage = dist.stage(&name)?;
         let lib = stage.join("lib");
@@ -76,19 +73,19 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
                     .join(triple)
                     .join("lib/self-contained/libunwind.a");
                 cmd::copy(&unwind, &lib.join("libunwind.a"))?;
-                write_pc(dist, &lib, "-lunwind")?;
+                write_pc(dist, &lib, "-lunwind -lm")?;
                 "static library (musl) + libunwind.a".into()
             }
             Target::WindowsX64 => {
                 let dll = built.join("deskwire_ffi.dll");
-                let tag = inspect::check_windows(&dist.tools, &dll, EXPORTS, &[])?;
+                let tag = inspect::check_windows(&dist.tools, &dll, EXPORTS, API, &[])?;
                 cmd::copy(&dll, &stage.join("bin/deskwire.dll"))?;
                 import_library(dist, &stage.join("bin/deskwire.dll"), &lib)?;
                 tag
             }
             Target::MacUniversal => {
                 let dylib = built.join("libdeskwire_ffi.dylib");
-                let tag = inspect::check_macos(&dist.tools, &dylib, EXPORTS, true)?;
+                let tag = inspect::check_macos(&dist.tools, &dylib, EXPORTS, API, true)?;
                 cmd::copy(&dylib, &lib.join("libdeskwire.dylib"))?;
                 write_pc(dist, &lib, "")?;
                 tag
@@ -103,7 +100,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             std::fs::write(listing, text)?;
         }
         let tarball = dist.out.join(format!("{name}.tar.gz"));
-        archive::tar_gz(&stage, &name, &tarball)?;
+        archive::tar_gz(&stage, &name, &tarball, dist.source_date)?;
         dist.add(tarball, triple, tag);
     }
     Ok(())

@@ -29,13 +29,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
     let mut tags = Vec::new();
     for t in target::selected(Family::Godot, dist.linux_only) {
         let triple = t.triple();
-        cmd::run(
-            dist.tools
-                .cmd("cargo")
-                .args(["zigbuild", "--quiet", "--profile", &dist.profile])
-                .args(["--target", &t.zig_triple(), "-p", "deskwire-godot", "--lib"]),
-        )?;
-        let built = dist.built(triple);
+        let built = dist.build_lib(t, "deskwire-godot")?;
         // (feature tag in the .gdextension, directory under bin/, file name, what it is)
         let (key, dir, file, tag) = match t {
             Target::LinuxX64 | Target::LinuxArm64 => {
@@ -61,7 +55,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             }
             Target::WindowsX64 => {
                 let dll = built.join("deskwire_godot.dll");
-                let tag = inspect::check_windows(&dist.tools, &dll, &[ENTRY], &[])?;
+                let tag = inspect::check_windows(&dist.tools, &dll, &[ENTRY], &[ENTRY], &[])?;
                 (
                     "windows.{}.x86_64".into(),
                     "windows-x86_64".into(),
@@ -71,7 +65,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             }
             Target::MacUniversal => {
                 let dylib = built.join("libdeskwire_godot.dylib");
-                let tag = inspect::check_macos(&dist.tools, &dylib, &[ENTRY], true)?;
+                let tag = inspect::check_macos(&dist.tools, &dylib, &[ENTRY], &[ENTRY], true)?;
                 (
                     "macos.{}".into(),
                     "macos".into(),
@@ -106,7 +100,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
     let zip = dist
         .out
         .join(format!("deskwire-godot-{}.zip", dist.version));
-    archive::zip(&stage, &zip)?;
+    archive::zip(&stage, &zip, dist.source_date)?;
     dist.add(zip, triples.join(" "), tags.join("; "));
     Ok(())
 }

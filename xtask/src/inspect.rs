@@ -76,12 +76,14 @@ const WINDOWS_SYSTEM: &[&str] = &[
 ];
 
 /// Checks a Windows DLL: it exports every name in `exports` (a name ending in `*` is a
-/// prefix that must match at least one export) and imports only system DLLs and `extra`.
+/// prefix that must match at least one export), nothing outside the `api` prefixes (when
+/// given), and imports only system DLLs and `extra`.
 /// Returns a line for the table.
 pub fn check_windows(
     tools: &Tools,
     dll: &Path,
     exports: &[&str],
+    api: &[&str],
     extra: &[&str],
 ) -> Result<String> {
     let text = objdump(tools, &["-p"], dll)?;
@@ -105,7 +107,7 @@ pub fn check_windows(
             }
         }
     }
-    check_exports(dll, &exported, exports)?;
+    check_exports(dll, &exported, exports, api)?;
     let foreign: Vec<&String> = imported
         .iter()
         .filter(|dll| {
@@ -141,9 +143,15 @@ const MACOS_SYSTEM_EXTRAS: &[&str] = &["/usr/lib/libiconv.2.dylib", "/usr/lib/li
 
 /// Checks a macOS library (both slices of a universal one): with `rpath`, its install name
 /// starts with `@rpath/` (a Python extension module is loaded by path and needs none); it
-/// exports `exports` (prefixes as in `check_windows`) and links nothing but libSystem and
+/// exports `exports` and nothing outside `api` (as in `check_windows`) and links nothing but libSystem and
 /// MACOS_SYSTEM_EXTRAS. Returns a line for the table.
-pub fn check_macos(tools: &Tools, dylib: &Path, exports: &[&str], rpath: bool) -> Result<String> {
+pub fn check_macos(
+    tools: &Tools,
+    dylib: &Path,
+    exports: &[&str],
+    api: &[&str],
+    rpath: bool,
+) -> Result<String> {
     let mut arches = Vec::new();
     let mut extras: Vec<&str> = Vec::new();
     for arch in ["x86_64", "arm64"] {
@@ -177,11 +185,13 @@ pub fn check_macos(tools: &Tools, dylib: &Path, exports: &[&str], rpath: bool) -
         let trie = objdump(tools, &["--macho", "--exports-trie", &arch_flag], dylib)?;
         let exported: Vec<String> = trie
             .lines()
+            // "0x0004A2C0  _dw_version" rows, under the file name and "Exports trie:".
+            .filter(|l| l.trim_start().starts_with("0x"))
             .filter_map(|l| l.split_whitespace().nth(1))
             // Mach-O C symbols carry a leading underscore.
             .map(|s| s.strip_prefix('_').unwrap_or(s).to_owned())
             .collect();
-        check_exports(dylib, &exported, exports)?;
+        check_exports(dylib, &exported, exports, api)?;
         arches.push(arch);
     }
     let name = if rpath { ", @rpath" } else { "" };
@@ -196,7 +206,24 @@ pub fn check_macos(tools: &Tools, dylib: &Path, exports: &[&str], rpath: bool) -
     ))
 }
 
-fn check_exports(file: &Path, exported: &[String], wanted: &[&str]) -> Result<()> {
+/// Checks that `file` exports each of `wanted` (a trailing `*` matches a prefix) and, when
+/// `api` names any prefixes, nothing outside them: a linker that drops rustc's export list
+/// exports every Rust symbol too (thousands, and a tenth of the file).
+fn check_exports(file: &Path, exported: &[String], wanted: &[&str], api: &[&str]) -> Result<()> {
+    if !api.is_empty() {
+        let stray: Vec<&String> = exported
+            .iter()
+            .filter(|e| !api.iter().any(|prefix| e.starts_with(prefix)))
+            .collect();
+        if !stray.is_empty() {
+            bail!(
+                "{} exports {} symbols outside its API ({api:?}), e.g. {:?}",
+                file.display(),
+                stray.len(),
+                &stray[..stray.len().min(3)]
+            );
+        }
+    }
     for want in wanted {
         let found = match want.strip_suffix('*') {
             Some(prefix) => exported.iter().any(|e| e.starts_with(prefix)),

@@ -18,6 +18,9 @@ const EXPORTS: &[&str] = &[
     "uniffi_deskwire_uniffi_fn_*",
 ];
 
+/// What the library may export: uniffi's scaffolding for this crate and nothing else.
+const API: &[&str] = &["ffi_deskwire_uniffi_", "uniffi_deskwire_uniffi_"];
+
 pub fn dist(dist: &mut Dist) -> Result<()> {
     dist.clear(|name| name == "maven")?;
     let natives = dist.stage("jar-resources")?;
@@ -25,19 +28,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
     let mut tags = Vec::new();
     for t in target::selected(Family::Kotlin, dist.linux_only) {
         let triple = t.triple();
-        cmd::run(
-            dist.tools
-                .cmd("cargo")
-                .args(["zigbuild", "--quiet", "--profile", &dist.profile])
-                .args([
-                    "--target",
-                    &t.zig_triple(),
-                    "-p",
-                    "deskwire-uniffi",
-                    "--lib",
-                ]),
-        )?;
-        let built = dist.built(triple);
+        let built = dist.build_lib(t, "deskwire-uniffi")?;
         match t {
             Target::LinuxX64 | Target::LinuxArm64 => {
                 let so = built.join("libdeskwire_uniffi.so");
@@ -62,14 +53,14 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             }
             Target::WindowsX64 => {
                 let dll = built.join("deskwire_uniffi.dll");
-                inspect::check_windows(&dist.tools, &dll, EXPORTS, &[])?;
+                inspect::check_windows(&dist.tools, &dll, EXPORTS, API, &[])?;
                 cmd::copy(&dll, &natives.join("win32-x86-64/deskwire_uniffi.dll"))?;
                 tags.push("win32-x86-64".into());
                 triples.push(triple);
             }
             Target::MacUniversal => {
                 let universal = built.join("libdeskwire_uniffi.dylib");
-                inspect::check_macos(&dist.tools, &universal, EXPORTS, true)?;
+                inspect::check_macos(&dist.tools, &universal, EXPORTS, API, true)?;
                 // JNA looks per architecture: the two thin builds the universal one was made of.
                 for (dir, thin) in [
                     ("darwin-x86-64", "x86_64-apple-darwin"),

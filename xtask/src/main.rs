@@ -99,6 +99,8 @@ pub struct Dist {
     pub work: PathBuf,
     /// The workspace version: every artifact carries it.
     pub version: String,
+    /// The date archives give their entries (Unix seconds): archive::source_date.
+    pub source_date: u64,
     /// Only the Linux x86_64 and aarch64 targets.
     pub linux_only: bool,
     /// The Cargo profile everything is built with (`dist` for releases).
@@ -120,6 +122,40 @@ impl Dist {
     /// The release-profile output directory of cargo for a Rust target.
     pub fn built(&self, triple: &str) -> PathBuf {
         self.target_dir.join(triple).join(&self.profile)
+    }
+
+    /// Builds the library of `package` for `t` with `cargo zigbuild`, and returns cargo's
+    /// output directory for it. Where zig's linker drops rustc's list of exported symbols
+    /// (macOS and Windows), the link goes to a linker that applies it (Tools::macos_ld64,
+    /// Tools::windows_gnu_linker): the library then exports its API and nothing else.
+    pub fn build_lib(&self, t: target::Target, package: &str) -> Result<PathBuf> {
+        let mut cargo = self.tools.cmd("cargo");
+        cargo
+            .args(["zigbuild", "--quiet", "--profile", &self.profile])
+            .args(["--target", &t.zig_triple(), "-p", package, "--lib"]);
+        match t {
+            target::Target::MacUniversal => {
+                let (lld, sdk) = self.tools.macos_ld64()?;
+                cargo.env("SDKROOT", &sdk);
+                for thin in ["X86_64_APPLE_DARWIN", "AARCH64_APPLE_DARWIN"] {
+                    cargo.env(format!("CARGO_TARGET_{thin}_LINKER"), &lld).env(
+                        format!("CARGO_TARGET_{thin}_RUSTFLAGS"),
+                        "-Clinker-flavor=ld64.lld",
+                    );
+                }
+            }
+            target::Target::WindowsX64 => {
+                let (linker, bin) = self.tools.windows_gnu_linker()?;
+                let mut path = vec![bin];
+                path.extend(std::env::split_paths(&self.tools.path));
+                cargo
+                    .env("PATH", std::env::join_paths(path)?)
+                    .env("CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER", linker);
+            }
+            _ => {}
+        }
+        cmd::run(&mut cargo)?;
+        Ok(self.built(t.triple()))
     }
 
     /// Removes what an earlier run of a family left in dist/: the files whose names `ours`
@@ -192,6 +228,7 @@ fn dist(only: Vec<Family>, linux_only: bool, profile: String) -> Result<()> {
     let tools = Tools::ensure(&target::needed(&families, linux_only))?;
     let mut dist = Dist {
         version: workspace_version(&root)?,
+        source_date: archive::source_date(&root)?,
         root,
         target_dir,
         out,

@@ -52,7 +52,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
         }
         licenses::write(dist, "rexd", &[triple], &stage)?;
         let tarball = dist.out.join(format!("{name}.tar.gz"));
-        archive::tar_gz(&stage, &name, &tarball)?;
+        archive::tar_gz(&stage, &name, &tarball, dist.source_date)?;
         dist.add(tarball, triple, "static (no libc)");
 
         // cargo-deb takes the binaries from target/<triple>/dist and, through the assets named
@@ -71,7 +71,9 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
                 .cmd("cargo")
                 .args(["deb", "--quiet", "-p", "rexd", "--no-build", "--no-strip"])
                 .args(["--profile", &dist.profile, "--target", triple, "--output"])
-                .arg(&dist.out),
+                .arg(&dist.out)
+                // cargo-deb dates the package's files with it, as the archives are.
+                .env("SOURCE_DATE_EPOCH", dist.source_date.to_string()),
         )?;
         let made: Vec<_> = debs(dist)?
             .into_iter()

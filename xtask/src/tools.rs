@@ -131,13 +131,15 @@ impl Tools {
     /// `CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER`, and a directory for PATH with the
     /// `x86_64-w64-mingw32-dlltool` rustc runs for pyo3's raw-dylib import of python3.dll: both
     /// cargo-zigbuild's (in maturin, which is also a multi-call binary), as `maturin --zig`
-    /// sets them up. The Python wheel needs them without `--zig`: with it, maturin adds a
-    /// `.def` file exporting `PyInit_deskwire._deskwire` (the whole dotted module name) that
-    /// the link cannot find.
+    /// sets them up, with one change: rustc's export list, `-Wl,DIR/list.def`, goes to zig as
+    /// an input file, the form zig takes (cargo-zigbuild drops it, and the DLL then exports
+    /// every Rust symbol: 21,396 in the Godot library instead of 1). The Python wheel uses it
+    /// instead of `--zig` too: with that, maturin adds a `.def` file exporting
+    /// `PyInit_deskwire._deskwire` (the whole dotted module name) that the link cannot find.
     pub fn windows_gnu_linker(&self) -> Result<(PathBuf, PathBuf)> {
         let maturin = self.python.with_file_name("maturin");
         let text = format!(
-            "#!/bin/sh\n# made by cargo xtask dist (xtask/src/tools.rs)\nexport CARGO_ZIGBUILD_ZIG_COMMAND='{}'\nexport CARGO_ZIGBUILD_ZIG_COMMAND_ARGS='-m ziglang'\nexec '{}' zig cc -- -g -fno-sanitize=all -target x86_64-windows-gnu \"$@\"\n",
+            "#!/bin/sh\n# made by cargo xtask dist (xtask/src/tools.rs)\nexport CARGO_ZIGBUILD_ZIG_COMMAND='{}'\nexport CARGO_ZIGBUILD_ZIG_COMMAND_ARGS='-m ziglang'\nfor arg do\n  shift\n  case $arg in -Wl,*.def) set -- \"$@\" \"${{arg#-Wl,}}\" ;; *) set -- \"$@\" \"$arg\" ;; esac\ndone\nexec '{}' zig cc -- -g -fno-sanitize=all -target x86_64-windows-gnu \"$@\"\n",
             self.python.display(),
             maturin.display()
         );
@@ -150,6 +152,51 @@ impl Tools {
             std::os::unix::fs::symlink(&maturin, &dlltool)?;
         }
         Ok((linker, bin))
+    }
+
+    /// ld64.lld (rustup's rust-lld) and an SDK for it, for the macOS libraries: zig's Mach-O
+    /// linker takes rustc's `-exported_symbols_list` and ignores it (zig 0.17.1), so a dylib
+    /// linked by zig exports every Rust symbol (22,171 in the Godot library, where 1 is
+    /// meant). The SDK is zig's own `libSystem.tbd` (without the `arm64e.x1` targets lld cannot
+    /// parse), `libc` and `libm` as its aliases, as in Apple's SDK, and libiconv and
+    /// libcharset as empty stubs: some crates name them, nothing here calls them, and lld
+    /// drops an unused library. Returns the linker and the SDK's root for `SDKROOT`.
+    pub fn macos_ld64(&self) -> Result<(PathBuf, PathBuf)> {
+        // rustc ships rust-lld next to llvm-tools' objdump.
+        let lld = self.objdump.with_file_name("rust-lld");
+        if !lld.exists() {
+            bail!("the toolchain has no {}", lld.display());
+        }
+        let zig_lib = self.zig.with_file_name("lib");
+        let system = std::fs::read_to_string(zig_lib.join("libc/darwin/libSystem.tbd"))
+            .context("zig's libSystem.tbd")?;
+        let system = without_target(&system, "arm64e.x1-");
+        let digest = format!("{:x}", Sha256::digest(system.as_bytes()));
+        let sdk = self
+            .cache
+            .join(format!("zig-cc/macos-sdk-{}", &digest[..12]));
+        let lib = sdk.join("usr/lib");
+        if !lib.join("libSystem.tbd").exists() {
+            std::fs::create_dir_all(&lib)?;
+            for alias in ["libc.tbd", "libm.tbd"] {
+                let _ = std::fs::remove_file(lib.join(alias));
+                std::os::unix::fs::symlink("libSystem.tbd", lib.join(alias))?;
+            }
+            for (file, install_name) in [
+                ("libiconv.tbd", "/usr/lib/libiconv.2.dylib"),
+                ("libcharset.tbd", "/usr/lib/libcharset.1.dylib"),
+            ] {
+                std::fs::write(
+                    lib.join(file),
+                    format!(
+                        "--- !tapi-tbd\ntbd-version: 4\ntargets: [ x86_64-macos, arm64-macos ]\ninstall-name: '{install_name}'\n...\n"
+                    ),
+                )?;
+            }
+            // Last: its presence says the SDK is whole.
+            std::fs::write(lib.join("libSystem.tbd"), system)?;
+        }
+        Ok((lld, sdk))
     }
 
     /// An executable script in the cache. Its name carries a hash of its text: cargo and
@@ -174,6 +221,28 @@ impl Tools {
     }
 }
 
+/// A .tbd file without the targets whose names start with `prefix` (`arm64e.x1-macos`, ...):
+/// each name goes with the comma and space after it, and a comma left before a list's `]`.
+fn without_target(tbd: &str, prefix: &str) -> String {
+    let mut out = String::with_capacity(tbd.len());
+    let mut rest = tbd;
+    while let Some(at) = rest.find(prefix) {
+        out.push_str(&rest[..at]);
+        let name_end = rest[at..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c)))
+            .map_or(rest.len(), |n| at + n);
+        rest = rest[name_end..].trim_start_matches(',').trim_start();
+        // A name that ended its list: drop the comma before it and keep the `]`.
+        if rest.starts_with(']') {
+            let kept = out.trim_end().trim_end_matches(',').len();
+            out.truncate(kept);
+            out.push(' ');
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The virtual environment with PYTHON_TOOLS, made again when the list changes (a stamp file
 /// keeps the list it was made with).
 fn ensure_venv(venv: &Path, path: &OsString) -> Result<()> {
@@ -193,4 +262,16 @@ fn ensure_venv(venv: &Path, path: &OsString) -> Result<()> {
     )?;
     std::fs::write(stamp, want)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn targets_leave_a_tbd_list_well_formed() {
+        let tbd = "targets: [ x86_64-macos, arm64e.x1-macos, arm64-macos, \n           arm64e.x1-macos, arm64e.x1-maccatalyst ]\nsymbols: [ _a ]\n";
+        assert_eq!(
+            super::without_target(tbd, "arm64e.x1-"),
+            "targets: [ x86_64-macos, arm64-macos ]\nsymbols: [ _a ]\n"
+        );
+    }
 }
