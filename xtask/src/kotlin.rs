@@ -18,8 +18,14 @@ const EXPORTS: &[&str] = &[
     "uniffi_deskwire_uniffi_fn_*",
 ];
 
-/// What the library may export: uniffi's scaffolding for this crate and nothing else.
-const API: &[&str] = &["ffi_deskwire_uniffi_", "uniffi_deskwire_uniffi_"];
+/// What the library may export: uniffi's scaffolding for this crate and the core's types, its
+/// metadata (what uniffi-bindgen reads), and the byte pump ConnectionPump.kt calls directly.
+const API: &[&str] = &[
+    "ffi_deskwire_",
+    "uniffi_deskwire_",
+    "UNIFFI_META_",
+    "deskwire_uniffi_",
+];
 
 pub fn dist(dist: &mut Dist) -> Result<()> {
     dist.clear(|name| name == "maven")?;
