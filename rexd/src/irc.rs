@@ -361,12 +361,15 @@ impl Link {
             .addr
             .rsplit_once(':')
             .is_some_and(|(_, port)| port.parse::<u16>().is_ok());
-        let not_found = |e: &dyn std::fmt::Display| match has_port {
-            true => io::Error::new(io::ErrorKind::NotFound, e.to_string()),
-            false => io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{e}: expected the IRC server as HOST:PORT, e.g. 127.0.0.1:6667"),
-            ),
+        let not_found = |e: &dyn std::fmt::Display| {
+            if has_port {
+                io::Error::new(io::ErrorKind::NotFound, e.to_string())
+            } else {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{e}: expected the IRC server as HOST:PORT, e.g. 127.0.0.1:6667"),
+                )
+            }
         };
         options
             .addr

@@ -294,33 +294,30 @@ fn reconnects_after_the_server_restarts() {
     assert!(rexd.0.try_wait().unwrap().is_none(), "rexd exited");
 }
 
-#[test]
-fn a_first_connection_that_fails_is_an_error() {
-    // Nothing listens on this port: rexd reports it and exits instead of retrying forever.
-    let port = deskwire_integration::free_port();
+/// `rexd --irc ADDR --unauthenticated`, which must fail before serving; returns its stderr.
+fn failed_start(addr: &str) -> String {
     let root = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
-        .args(["--irc", &format!("127.0.0.1:{port}"), "--channel", CHANNEL])
+        .args(["--irc", addr, "--channel", CHANNEL])
         .args(["--root", root.path().to_str().unwrap(), "--unauthenticated"])
         .stdin(Stdio::null())
         .output()
         .expect("run rexd --irc");
     assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_first_connection_that_fails_is_an_error() {
+    // Nothing listens on this port: rexd reports it and exits instead of retrying forever.
+    let port = deskwire_integration::free_port();
+    let stderr = failed_start(&format!("127.0.0.1:{port}"));
     assert!(stderr.contains("refused"), "{stderr}");
 }
 
 #[test]
 fn an_address_without_a_port_says_what_is_expected() {
-    let root = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
-        .args(["--irc", "nonsense", "--channel", CHANNEL])
-        .args(["--root", root.path().to_str().unwrap(), "--unauthenticated"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run rexd --irc");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = failed_start("nonsense");
     assert!(
         stderr.contains("--irc nonsense: ")
             && stderr.contains("expected the IRC server as HOST:PORT, e.g. 127.0.0.1:6667"),

@@ -10,6 +10,8 @@ use anyhow::{Context as _, Result};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
+use crate::cmd;
+
 /// Files and directories under `dir`, sorted, as paths relative to it.
 fn entries(dir: &Path) -> Result<Vec<PathBuf>> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
@@ -93,17 +95,16 @@ pub fn source_date(root: &Path) -> Result<u64> {
             .parse()
             .with_context(|| format!("SOURCE_DATE_EPOCH={epoch} is not a number of seconds"));
     }
-    let out = std::process::Command::new("git")
-        .args(["log", "-1", "--format=%ct"])
-        .current_dir(root)
-        .output()
-        .context("running git log for the source's date")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.trim().parse().with_context(|| {
+    cmd::output(
+        std::process::Command::new("git")
+            .args(["log", "-1", "--format=%ct"])
+            .current_dir(root),
+    )
+    .and_then(|out| Ok(out.trim().parse::<u64>()?))
+    .with_context(|| {
         format!(
-            "no commit time from git log in {} (set SOURCE_DATE_EPOCH): {}",
-            root.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
+            "no commit time in {} for the archives' dates (set SOURCE_DATE_EPOCH)",
+            root.display()
         )
     })
 }

@@ -127,7 +127,7 @@ impl Dist {
     /// Builds the library of `package` for `t` with `cargo zigbuild`, and returns cargo's
     /// output directory for it. Where zig's linker drops rustc's list of exported symbols
     /// (macOS and Windows), the link goes to a linker that applies it (Tools::macos_ld64,
-    /// Tools::windows_gnu_linker): the library then exports its API and nothing else.
+    /// Tools::use_windows_gnu_linker): the library then exports its API and nothing else.
     pub fn build_lib(&self, t: target::Target, package: &str) -> Result<PathBuf> {
         let mut cargo = self.tools.cmd("cargo");
         cargo
@@ -144,14 +144,7 @@ impl Dist {
                     );
                 }
             }
-            target::Target::WindowsX64 => {
-                let (linker, bin) = self.tools.windows_gnu_linker()?;
-                let mut path = vec![bin];
-                path.extend(std::env::split_paths(&self.tools.path));
-                cargo
-                    .env("PATH", std::env::join_paths(path)?)
-                    .env("CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER", linker);
-            }
+            target::Target::WindowsX64 => self.tools.use_windows_gnu_linker(&mut cargo)?,
             _ => {}
         }
         cmd::run(&mut cargo)?;

@@ -99,13 +99,8 @@ fn build(
     ]);
     if t == Target::WindowsX64 {
         // zig links it all the same, set up by hand: `--zig` would add a .def file naming
-        // an entry point the extension does not have (Tools::windows_gnu_linker).
-        let (linker, bin) = dist.tools.windows_gnu_linker()?;
-        let mut path = vec![bin];
-        path.extend(std::env::split_paths(&dist.tools.path));
-        maturin
-            .env("PATH", std::env::join_paths(path)?)
-            .env("CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER", linker);
+        // an entry point the extension does not have (Tools::use_windows_gnu_linker).
+        dist.tools.use_windows_gnu_linker(&mut maturin)?;
     } else {
         maturin.arg("--zig");
     }

@@ -127,8 +127,8 @@ impl Tools {
         self.script(&format!("{zig_target}-cc"), &text)
     }
 
-    /// A linker for `x86_64-pc-windows-gnu` that cargo can be given as
-    /// `CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER`, and a directory for PATH with the
+    /// Sets `cargo` (or maturin, which runs cargo) up to link `x86_64-pc-windows-gnu` with
+    /// `CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER`, and puts first on its PATH the
     /// `x86_64-w64-mingw32-dlltool` rustc runs for pyo3's raw-dylib import of python3.dll: both
     /// cargo-zigbuild's (in maturin, which is also a multi-call binary), as `maturin --zig`
     /// sets them up, with one change: rustc's export list, `-Wl,DIR/list.def`, goes to zig as
@@ -136,7 +136,7 @@ impl Tools {
     /// every Rust symbol: 21,396 in the Godot library instead of 1). The Python wheel uses it
     /// instead of `--zig` too: with that, maturin adds a `.def` file exporting
     /// `PyInit_deskwire._deskwire` (the whole dotted module name) that the link cannot find.
-    pub fn windows_gnu_linker(&self) -> Result<(PathBuf, PathBuf)> {
+    pub fn use_windows_gnu_linker(&self, cargo: &mut std::process::Command) -> Result<()> {
         let maturin = self.python.with_file_name("maturin");
         let text = format!(
             "#!/bin/sh\n# made by cargo xtask dist (xtask/src/tools.rs)\nexport CARGO_ZIGBUILD_ZIG_COMMAND='{}'\nexport CARGO_ZIGBUILD_ZIG_COMMAND_ARGS='-m ziglang'\nfor arg do\n  shift\n  case $arg in -Wl,*.def) set -- \"$@\" \"${{arg#-Wl,}}\" ;; *) set -- \"$@\" \"$arg\" ;; esac\ndone\nexec '{}' zig cc -- -g -fno-sanitize=all -target x86_64-windows-gnu \"$@\"\n",
@@ -151,7 +151,12 @@ impl Tools {
             let _ = std::fs::remove_file(&dlltool);
             std::os::unix::fs::symlink(&maturin, &dlltool)?;
         }
-        Ok((linker, bin))
+        let mut path = vec![bin];
+        path.extend(std::env::split_paths(&self.path));
+        cargo
+            .env("PATH", std::env::join_paths(path)?)
+            .env("CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER", linker);
+        Ok(())
     }
 
     /// ld64.lld (rustup's rust-lld) and an SDK for it, for the macOS libraries: zig's Mach-O

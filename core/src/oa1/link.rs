@@ -200,24 +200,16 @@ impl Link {
                 Ok(inner) => Frame::parse_fields(text, text.len() - inner.len()),
                 Err(refusal) => {
                     self.stats.ignored += 1;
-                    let reason = match refusal {
-                        Refusal::Malformed => {
-                            self.stats.malformed_frames += 1;
-                            RefusalReason::MalformedSeal
-                        }
-                        Refusal::Forged => {
-                            self.stats.forged += 1;
-                            RefusalReason::Forged
-                        }
-                        Refusal::Expired => {
-                            self.stats.expired += 1;
-                            RefusalReason::Expired
-                        }
-                        Refusal::Replayed => {
-                            self.stats.replayed += 1;
-                            RefusalReason::Replayed
-                        }
+                    let (counter, reason) = match refusal {
+                        Refusal::Malformed => (
+                            &mut self.stats.malformed_frames,
+                            RefusalReason::MalformedSeal,
+                        ),
+                        Refusal::Forged => (&mut self.stats.forged, RefusalReason::Forged),
+                        Refusal::Expired => (&mut self.stats.expired, RefusalReason::Expired),
+                        Refusal::Replayed => (&mut self.stats.replayed, RefusalReason::Replayed),
                     };
+                    *counter += 1;
                     self.refuse(source.raw, reason);
                     return None;
                 }
