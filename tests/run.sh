@@ -86,8 +86,25 @@ if [ "${DESKWIRE_DIST:-1}" = 1 ]; then
     CARGO_TARGET_DIR="$1" cargo xtask dist --linux --profile dist-ci' _ "$cache/dist-target" \
     </dev/null >target/dist-build.log 2>&1 &
   dist_pid=$!
-  trap '[ -z "$dist_pid" ] || kill -- "-$dist_pid" 2>/dev/null || true' EXIT
 fi
+# The fuzz targets (an optimized build of the core with coverage instrumentation, 13 binaries)
+# are built from here too, at the lowest priority: they take the cycles left once the release
+# artifacts are built, while the last suites wait on Godot, Python and the servers. The smoke run
+# itself waits for them at the end.
+fuzz_pid=
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  section "fuzz targets: built in the background (log: target/fuzz-build.log)"
+  mkdir -p target
+  setsid nice -n 19 bash -c 'set -e
+    cargo fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked --quiet
+    (cd core/fuzz && cargo fuzz build -s none)
+    # The C entry points share core/fuzz'"'"'s build of the dependencies.
+    (cd ffi/fuzz && cargo fuzz build -s none --target-dir ../../core/fuzz/target c_api)' \
+    </dev/null >target/fuzz-build.log 2>&1 &
+  fuzz_pid=$!
+fi
+# A failing run stops both builds (each has its own session: kill -- -PID).
+trap 'for pid in $dist_pid $fuzz_pid; do kill -- "-$pid" 2>/dev/null || true; done' EXIT
 
 section "format and lints"
 cargo fmt --all -- --check
@@ -155,45 +172,54 @@ out=$(cargo run --quiet --bin desk -- 'printf "hello from %s\n" desk')
 echo "$out"
 [ "$out" = "hello from desk" ]
 
-if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  section "fuzz smoke run (${FUZZ_SECONDS}s per target)"
-  # Prints the last two lines of a passing run; of a failing one, the last 80 lines and any
-  # input the fuzzer kept (base64), since CI keeps no files: enough to reproduce it.
-  fuzz_smoke() {
-    local target=$1 log
-    shift
-    log=$(mktemp)
-    if cargo fuzz run -s none "$@" "$target" -- -max_total_time="$FUZZ_SECONDS" >"$log" 2>&1; then
-      tail -n 2 "$log"
-      rm -f "$log"
+if [ -n "$fuzz_pid" ]; then
+  section "fuzz smoke run (${FUZZ_SECONDS}s per target, two at a time)"
+  if ! wait "$fuzz_pid"; then
+    fuzz_pid=
+    tail -n 60 target/fuzz-build.log
+    echo "the fuzz targets did not build (the end of target/fuzz-build.log is above)" >&2
+    exit 1
+  fi
+  fuzz_pid=
+  # Each run's output goes to its own file and is printed in order once all have ended: the last
+  # two lines of a passing run; of a failing one, the last 80 lines and any input the fuzzer kept
+  # (base64), since CI keeps no files: enough to reproduce it.
+  fuzz_out=$(mktemp -d)
+  fuzz_smoke() { # DIR TARGET [cargo fuzz run options]
+    local dir=$1 target=$2 log=$fuzz_out/$2
+    shift 2
+    if (cd "$dir" && cargo fuzz run -s none "$@" "$target" -- -max_total_time="$FUZZ_SECONDS") \
+      >"$log.log" 2>&1; then
+      tail -n 2 "$log.log" >"$log.out"
       return 0
     fi
-    echo "!! fuzz target $target failed; the end of its output:"
-    tail -n 80 "$log"
-    for input in artifacts/"$target"/*; do
-      [ -f "$input" ] && echo "!! kept input $input: $(base64 -w0 "$input")"
-    done
-    rm -f "$log"
-    return 1
+    {
+      echo "!! fuzz target $target failed; the end of its output:"
+      tail -n 80 "$log.log"
+      for input in "$dir/artifacts/$target"/*; do
+        [ -f "$input" ] && echo "!! kept input $input: $(base64 -w0 "$input")"
+      done
+    } >"$log.out"
+    touch "$log.failed"
   }
-  if ! cargo fuzz --version >/dev/null 2>&1; then
-    cargo install cargo-fuzz --locked --quiet
-  fi
-  (
-    cd core/fuzz
-    for target in $(cargo fuzz list); do
-      echo "-- $target"
-      fuzz_smoke "$target"
-    done
-  )
-  # The C entry points (JSON and byte inputs through the ffi crate), sharing core/fuzz's build of
-  # the dependencies. tests/c/run.sh already runs the C tests with ASan; run this target with
-  # RUSTC_BOOTSTRAP=1 and without -s none for ASan here too.
-  (
-    cd ffi/fuzz
-    echo "-- c_api (ffi)"
-    fuzz_smoke c_api --target-dir ../../core/fuzz/target
-  )
+  runs=()
+  for target in $(cd core/fuzz && cargo fuzz list); do
+    runs+=("core/fuzz $target")
+  done
+  runs+=("ffi/fuzz c_api --target-dir ../../core/fuzz/target")
+  # libFuzzer runs on one core: two at a time keep both busy.
+  export -f fuzz_smoke
+  export fuzz_out FUZZ_SECONDS
+  printf '%s\n' "${runs[@]}" | xargs -P 2 -L 1 bash -c 'fuzz_smoke "$@"' _
+  failed=0
+  for run in "${runs[@]}"; do
+    set -- $run
+    echo "-- $2 ($1)"
+    cat "$fuzz_out/$2.out"
+    [ ! -e "$fuzz_out/$2.failed" ] || failed=1
+  done
+  rm -rf "$fuzz_out"
+  [ "$failed" = 0 ]
 fi
 
 if [ -n "$dist_pid" ]; then
