@@ -22,7 +22,7 @@ addon=godot/addons/deskwire
 lib_name=libdeskwire_godot.so
 
 echo "-- build the extension"
-cargo build --quiet -p deskwire-godot -p rexd
+bash tests/build.sh -p deskwire-godot -p rexd
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 export PEERS_REXD=$target/debug/rexd
 mkdir -p "$addon/bin/linux-x86_64"

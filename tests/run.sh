@@ -112,6 +112,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 section "Rust tests (unit, property, two-party harness, real ngircd, real sshd, real child processes)"
+# One build of the workspace's test selection serves every suite below (tests/build.sh says why).
+export DESKWIRE_WORKSPACE_BUILD=1
+bash tests/build.sh
 cargo test --workspace --quiet 2>&1 | tee target/test-output.txt
 # cargo prints a result line per test binary; sum them up into one closing line.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
@@ -127,7 +130,7 @@ cargo test -p deskwire --target aarch64-unknown-linux-gnu --quiet --lib \
   --test oa1_connection --test oa1_auth --test oa1_compress
 
 section "MCP: rexd --mcp driven by the official MCP Python SDK"
-cargo build --quiet -p rexd --bin rexd
+bash tests/build.sh -p rexd --bin rexd
 venv=target/mcp-venv
 if ! "$venv/bin/python" -c 'import mcp, pytest' >/dev/null 2>&1; then
   python3 -m venv "$venv"
@@ -136,7 +139,7 @@ fi
 REXD="$PWD/target/debug/rexd" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp
 
 section "Kotlin: uniffi bindings on the JVM (JUnit through Maven against the cdylib; a real WebSocket to examples/mobile_desktop)"
-cargo build --quiet -p deskwire-uniffi -p deskwire-uniffi-bindgen -p mobile_desktop -p rexd
+bash tests/build.sh -p deskwire-uniffi -p deskwire-uniffi-bindgen -p mobile_desktop -p rexd
 # The generated Kotlin is committed (readable in review, usable without Rust tooling) and must
 # be exactly what uniffi-bindgen makes from the library: regenerate it, then fail on any drift.
 rm -rf bindings/kotlin/src/generated/kotlin
@@ -168,7 +171,10 @@ section "Python: pip install ./bindings/python into a fresh venv; mypy.stubtest;
 bash bindings/python/run_tests.sh
 
 section "desk demo (README main command)"
-out=$(cargo run --quiet --bin desk -- 'printf "hello from %s\n" desk')
+# The README's `cargo run --bin desk -- COMMAND`, run from the workspace build: `cargo run` would
+# resolve features for the desk package alone and build rexd's dependencies again (tests/build.sh).
+grep -q "^cargo run --bin desk -- " README.md
+out=$(target/debug/desk 'printf "hello from %s\n" desk')
 echo "$out"
 [ "$out" = "hello from desk" ]
 

@@ -109,7 +109,7 @@ for program in c_host readme_host; do
 done
 
 echo "-- examples/c_host and the README's program against rexd --irc on ngircd, byte for byte"
-cargo build --quiet -p rexd --bin rexd
+bash tests/build.sh -p rexd --bin rexd
 export PEERS_REXD=${PEERS_REXD:-${CARGO_TARGET_DIR:-target}/debug/rexd}
 (
   source tests/peers.sh
