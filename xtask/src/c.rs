@@ -30,7 +30,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
     let major = version.split('.').next().unwrap_or("0").to_owned();
     for t in target::selected(Family::C, dist.linux_only) {
         let triple = t.triple();
-        let built = dist.build_lib(t, "deskwire-ffi")?;
+        let built = dist.build_lib(t, "deskwire-ffi", "cdylib,staticlib")?;
         let name = format!("deskwire-{version}-{triple}");
         let stage = dist.stage(&name)?;
         let lib = stage.join("lib");

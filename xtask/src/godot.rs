@@ -29,7 +29,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
     let mut tags = Vec::new();
     for t in target::selected(Family::Godot, dist.linux_only) {
         let triple = t.triple();
-        let built = dist.build_lib(t, "deskwire-godot")?;
+        let built = dist.build_lib(t, "deskwire-godot", "cdylib")?;
         // (feature tag in the .gdextension, directory under bin/, file name, what it is)
         let (key, dir, file, tag) = match t {
             Target::LinuxX64 | Target::LinuxArm64 => {

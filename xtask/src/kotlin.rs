@@ -34,7 +34,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
     let mut tags = Vec::new();
     for t in target::selected(Family::Kotlin, dist.linux_only) {
         let triple = t.triple();
-        let built = dist.build_lib(t, "deskwire-uniffi")?;
+        let built = dist.build_lib(t, "deskwire-uniffi", "cdylib")?;
         match t {
             Target::LinuxX64 | Target::LinuxArm64 => {
                 let so = built.join("libdeskwire_uniffi.so");

@@ -124,31 +124,57 @@ impl Dist {
         self.target_dir.join(triple).join(&self.profile)
     }
 
-    /// Builds the library of `package` for `t` with `cargo zigbuild`, and returns cargo's
-    /// output directory for it. Where zig's linker drops rustc's list of exported symbols
-    /// (macOS and Windows), the link goes to a linker that applies it (Tools::macos_ld64,
-    /// Tools::use_windows_gnu_linker): the library then exports its API and nothing else.
-    pub fn build_lib(&self, t: target::Target, package: &str) -> Result<PathBuf> {
-        let mut cargo = self.tools.cmd("cargo");
-        cargo
-            .args(["zigbuild", "--quiet", "--profile", &self.profile])
-            .args(["--target", &t.zig_triple(), "-p", package, "--lib"]);
-        match t {
-            target::Target::MacUniversal => {
-                let (lld, sdk) = self.tools.macos_ld64()?;
-                cargo.env("SDKROOT", &sdk);
-                for thin in ["X86_64_APPLE_DARWIN", "AARCH64_APPLE_DARWIN"] {
-                    cargo.env(format!("CARGO_TARGET_{thin}_LINKER"), &lld).env(
-                        format!("CARGO_TARGET_{thin}_RUSTFLAGS"),
-                        "-Clinker-flavor=ld64.lld",
-                    );
-                }
+    /// Builds the library of `package` for `t` as `crate_types` and returns cargo's output
+    /// directory for it.
+    /// - It runs `cargo rustc --crate-type` (through cargo-zigbuild, zig as the linker): the
+    ///   manifests also name `rlib`, for the workspace's tests, and Cargo runs no LTO for a
+    ///   crate that is an rlib too, so a plain build would drop the profile's fat LTO unsaid.
+    /// - Where zig's linker drops rustc's list of exported symbols (macOS and Windows), the
+    ///   link goes to a linker that applies it (Tools::macos_ld64,
+    ///   Tools::use_windows_gnu_linker): the library then exports its API and nothing else.
+    /// - cargo-zigbuild makes universal2 files for `build` only: the two macOS slices are built
+    ///   one after the other and joined here with fat-macho, the crate it and maturin use.
+    pub fn build_lib(
+        &self,
+        t: target::Target,
+        package: &str,
+        crate_types: &str,
+    ) -> Result<PathBuf> {
+        let triples = match t {
+            target::Target::MacUniversal => vec![
+                "x86_64-apple-darwin".to_owned(),
+                "aarch64-apple-darwin".to_owned(),
+            ],
+            _ => vec![t.zig_triple()],
+        };
+        for triple in &triples {
+            let mut cargo = self.tools.cmd("cargo-zigbuild");
+            cargo
+                .args(["rustc", "--quiet", "--profile", &self.profile])
+                .args(["--target", triple, "-p", package, "--lib"])
+                .args(["--crate-type", crate_types]);
+            match t {
+                target::Target::MacUniversal => self.tools.use_macos_ld64(&mut cargo)?,
+                target::Target::WindowsX64 => self.tools.use_windows_gnu_linker(&mut cargo)?,
+                _ => {}
             }
-            target::Target::WindowsX64 => self.tools.use_windows_gnu_linker(&mut cargo)?,
-            _ => {}
+            cmd::run(&mut cargo)?;
         }
-        cmd::run(&mut cargo)?;
-        Ok(self.built(t.triple()))
+        let built = self.built(t.triple());
+        if t == target::Target::MacUniversal {
+            let name = format!("lib{}.dylib", package.replace('-', "_"));
+            let mut fat = fat_macho::FatWriter::new();
+            for triple in &triples {
+                let slice = self.built(triple).join(&name);
+                let bytes = std::fs::read(&slice)
+                    .with_context(|| format!("reading {}", slice.display()))?;
+                fat.add(bytes)
+                    .with_context(|| format!("{} is no Mach-O library", slice.display()))?;
+            }
+            std::fs::create_dir_all(&built)?;
+            fat.write_to_file(built.join(&name))?;
+        }
+        Ok(built)
     }
 
     /// Removes what an earlier run of a family left in dist/: the files whose names `ours`
