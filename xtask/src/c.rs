@@ -30,7 +30,12 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
     let major = version.split('.').next().unwrap_or("0").to_owned();
     for t in target::selected(Family::C, dist.linux_only) {
         let triple = t.triple();
-        let built = dist.build_lib(t, "deskwire-ffi", "cdylib,staticlib")?;
+        // musl targets build no cdylib (rustc drops it, with a warning).
+        let crate_types = match t {
+            Target::LinuxX64Musl => "staticlib",
+            _ => "cdylib,staticlib",
+        };
+        let built = dist.build_lib(t, "deskwire-ffi", crate_types)?;
         let name = format!("deskwire-{version}-{triple}");
         let stage = dist.stage(&name)?;
         let lib = stage.join("lib");
