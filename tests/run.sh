@@ -98,13 +98,26 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
   setsid nice -n 19 bash -c 'set -e
     cargo fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked --quiet
     (cd core/fuzz && cargo fuzz build -s none)
-    # The C entry points share core/fuzz'"'"'s build of the dependencies.
+    # The C entry points share the dependencies built for core/fuzz.
     (cd ffi/fuzz && cargo fuzz build -s none --target-dir ../../core/fuzz/target c_api)' \
     </dev/null >target/fuzz-build.log 2>&1 &
   fuzz_pid=$!
 fi
 # A failing run stops both builds (each has its own session: kill -- -PID).
 trap 'for pid in $dist_pid $fuzz_pid; do kill -- "-$pid" 2>/dev/null || true; done' EXIT
+# Waits for one of them, whose PID is in the variable named VAR, and empties it (the trap then
+# leaves that PID alone); if the build failed, prints the end of its log and stops the run.
+wait_build() { # VAR LOG LINES WHAT_FAILED
+  local -n build_pid=$1
+  local status=0
+  wait "$build_pid" || status=$?
+  build_pid=
+  if [ "$status" != 0 ]; then
+    tail -n "$3" "$2"
+    echo "$4 (the end of $2 is above)" >&2
+    exit 1
+  fi
+}
 
 section "format and lints"
 cargo fmt --all -- --check
@@ -180,13 +193,7 @@ echo "$out"
 
 if [ -n "$fuzz_pid" ]; then
   section "fuzz smoke run (${FUZZ_SECONDS}s per target, two at a time)"
-  if ! wait "$fuzz_pid"; then
-    fuzz_pid=
-    tail -n 60 target/fuzz-build.log
-    echo "the fuzz targets did not build (the end of target/fuzz-build.log is above)" >&2
-    exit 1
-  fi
-  fuzz_pid=
+  wait_build fuzz_pid target/fuzz-build.log 60 "the fuzz targets did not build"
   # Each run's output goes to its own file and is printed in order once all have ended: the last
   # two lines of a passing run; of a failing one, the last 80 lines and any input the fuzzer kept
   # (base64), since CI keeps no files: enough to reproduce it.
@@ -230,13 +237,7 @@ fi
 
 if [ -n "$dist_pid" ]; then
   section "release artifacts (Linux x86_64 and aarch64), each installed as its users install it: tests/dist/run.sh"
-  if ! wait "$dist_pid"; then
-    dist_pid=
-    tail -n 100 target/dist-build.log
-    echo "cargo xtask dist --linux failed (the end of target/dist-build.log is above)" >&2
-    exit 1
-  fi
-  dist_pid=
+  wait_build dist_pid target/dist-build.log 100 "cargo xtask dist --linux failed"
   # The build's timings and its table of artifacts.
   grep -E '^== |^(artifact|rexd|deskwire|maven|dist)' target/dist-build.log || true
   DIST_BUILT=1 bash tests/dist/run.sh

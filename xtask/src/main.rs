@@ -141,10 +141,7 @@ impl Dist {
         crate_types: &str,
     ) -> Result<PathBuf> {
         let triples = match t {
-            target::Target::MacUniversal => vec![
-                "x86_64-apple-darwin".to_owned(),
-                "aarch64-apple-darwin".to_owned(),
-            ],
+            target::Target::MacUniversal => target::MAC_SLICES.map(str::to_owned).to_vec(),
             _ => vec![t.zig_triple()],
         };
         for triple in &triples {

@@ -158,7 +158,7 @@ fn add_listing(dist: &Dist, wheel: &Path, t: Target) -> Result<()> {
         }
     }
     let triples: Vec<&str> = match t {
-        Target::MacUniversal => vec!["x86_64-apple-darwin", "aarch64-apple-darwin"],
+        Target::MacUniversal => target::MAC_SLICES.to_vec(),
         _ => vec![t.triple()],
     };
     licenses::write(dist, "deskwire-python", &triples, &licenses_dir)?;

@@ -19,6 +19,9 @@ pub enum Target {
 /// (CentOS 7, Debian 8, Ubuntu 14.04).
 pub const GLIBC: &str = "2.17";
 
+/// The two targets `MacUniversal` is built as, one slice each.
+pub const MAC_SLICES: [&str; 2] = ["x86_64-apple-darwin", "aarch64-apple-darwin"];
+
 impl Target {
     /// The Rust target triple (where cargo puts the output).
     pub fn triple(self) -> &'static str {
@@ -43,7 +46,7 @@ impl Target {
     /// The standard libraries `rustup target add` must have.
     pub fn rustup_targets(self) -> &'static [&'static str] {
         match self {
-            Target::MacUniversal => &["x86_64-apple-darwin", "aarch64-apple-darwin"],
+            Target::MacUniversal => &MAC_SLICES,
             Target::LinuxX64 => &[],
             _ => std::slice::from_ref(match self {
                 Target::LinuxArm64 => &"aarch64-unknown-linux-gnu",

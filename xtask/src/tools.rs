@@ -170,7 +170,8 @@ impl Tools {
     pub fn use_macos_ld64(&self, cargo: &mut std::process::Command) -> Result<()> {
         let (lld, sdk) = self.macos_ld64()?;
         cargo.env("SDKROOT", &sdk);
-        for thin in ["X86_64_APPLE_DARWIN", "AARCH64_APPLE_DARWIN"] {
+        for thin in crate::target::MAC_SLICES {
+            let thin = thin.to_uppercase().replace('-', "_");
             cargo.env(format!("CARGO_TARGET_{thin}_LINKER"), &lld).env(
                 format!("CARGO_TARGET_{thin}_RUSTFLAGS"),
                 "-Clinker-flavor=ld64.lld",
