@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools="${DESKWIRE_CACHE:-$HOME/.cache/deskwire}/tools"
 cbindgen="$tools/bin/cbindgen"
-if ! "$cbindgen" --version 2>/dev/null | grep -q '0.29.4'; then
+if ! "$cbindgen" --version 2>/dev/null | grep '0.29.4' >/dev/null; then
   cargo install cbindgen --version 0.29.4 --locked --quiet --root "$tools"
 fi
 out=include/deskwire.h

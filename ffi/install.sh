@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 PREFIX=${PREFIX:-/usr/local}
 LIBDIR=${LIBDIR:-$PREFIX/lib}
 INCLUDEDIR=${INCLUDEDIR:-$PREFIX/include}
-version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | sed -n 1p)
 major=${version%%.*}
 
 cargo build --release --quiet -p deskwire-ffi

@@ -104,7 +104,7 @@ gcc -std=c11 -Wall -Wextra -Werror -pedantic "$out/readme_host.c" \
   -o "$out/readme_host"
 # Request ids seeded from the OS: desks seeded from the clock together make the same ids.
 for program in c_host readme_host; do
-  nm -D --undefined-only "$out/$program" | grep -qw getentropy ||
+  nm -D --undefined-only "$out/$program" | grep -w getentropy >/dev/null ||
     { echo "$program does not seed its request ids with getentropy" >&2; exit 1; }
 done
 

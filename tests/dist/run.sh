@@ -35,7 +35,7 @@ if [ "$(id -u)" != 0 ]; then
   echo "tests/dist/run.sh needs root: it builds Debian roots and chroots into them" >&2
   exit 1
 fi
-version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | sed -n 1p)
 # What a user without Rust has on PATH: the system's directories, not ~/.cargo/bin.
 bare_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 if env PATH=$bare_path sh -c 'command -v cargo || command -v rustc' >/dev/null; then
@@ -148,7 +148,7 @@ empty_arm=$work/empty-arm
 mkdir -p "$empty_arm/data"
 cp "$rexd_arm/rexd" "$empty_arm/rexd"
 cp "$qemu_root/usr/bin/qemu-aarch64" "$empty_arm/qemu-aarch64"
-if readelf --program-headers "$empty_arm/qemu-aarch64" | grep -q INTERP; then
+if readelf --program-headers "$empty_arm/qemu-aarch64" | grep INTERP >/dev/null; then
   echo "sid's qemu-aarch64 is not static" >&2
   exit 1
 fi
@@ -156,13 +156,13 @@ fi
 # programs that one starts.
 cp "$rexd_x64/rexd" "$empty_arm/rexd-x86_64"
 printf 'read under qemu\n' >"$empty_arm/data/note.txt"
-echo "$("$empty_arm/qemu-aarch64" --version | head -n 1); the root holds: $(cd "$empty_arm" && find . -mindepth 1 | sort | tr '\n' ' ')"
+echo "$("$empty_arm/qemu-aarch64" --version | sed -n 1p); the root holds: $(cd "$empty_arm" && find . -mindepth 1 | sort | tr '\n' ' ')"
 python3 tests/dist/rexd_session.py /data /rexd-x86_64 "rexd $version" note.txt $'read under qemu\n' \
   -- chroot "$empty_arm" /qemu-aarch64 /rexd --stdio --root /data
 ok "static rexd (aarch64) served the same session under qemu-aarch64 in an empty chroot"
 
 step "rexd: the .deb in a clean Debian root (dpkg -i)"
-echo "root: Debian $(cat "$bullseye/etc/debian_version"), $(chroot "$bullseye" ldd --version | head -n 1)"
+echo "root: Debian $(cat "$bullseye/etc/debian_version"), $(chroot "$bullseye" ldd --version | sed -n 1p)"
 deb_root=$work/deb-root
 cp -a "$bullseye" "$deb_root"
 cp "dist/rexd_${version}-1_amd64.deb" "$deb_root/tmp/"
@@ -170,12 +170,12 @@ mount_kernel "$deb_root"
 chroot "$deb_root" dpkg -i "/tmp/rexd_${version}-1_amd64.deb"
 chroot "$deb_root" rexd --version | tee "$work/deb-version"
 [ "$(cat "$work/deb-version")" = "rexd $version" ]
-chroot "$deb_root" rex --help | head -n 3
+chroot "$deb_root" rex --help | sed -n 1,3p
 chroot "$deb_root" test -f /lib/systemd/system/rexd.service -o -f /usr/lib/systemd/system/rexd.service
 chroot "$deb_root" test -f /usr/share/doc/rexd/THIRD-PARTY-LICENSES.txt
 # /etc/rexd is where the unit reads the secret from; its README says what to put there.
 chroot "$deb_root" grep -q /etc/rexd/secret /etc/rexd/README
-synopsis=$(dpkg-deb --field "dist/rexd_${version}-1_amd64.deb" Description | head -n 1)
+synopsis=$(dpkg-deb --field "dist/rexd_${version}-1_amd64.deb" Description | sed -n 1p)
 if [ ${#synopsis} -ge 80 ]; then
   echo "the .deb's synopsis is ${#synopsis} characters (Debian wants under 80): $synopsis" >&2
   exit 1
@@ -188,7 +188,7 @@ fi
 unmount_kernel "$deb_root"
 dpkg-deb --field "dist/rexd_${version}-1_arm64.deb" Architecture Version | tr "\n" " "; echo
 [ "$(dpkg-deb --field "dist/rexd_${version}-1_arm64.deb" Architecture)" = arm64 ]
-dpkg-deb --contents "dist/rexd_${version}-1_arm64.deb" | grep -q '\./usr/bin/rexd$'
+dpkg-deb --contents "dist/rexd_${version}-1_arm64.deb" | grep '\./usr/bin/rexd$' >/dev/null
 ok "rexd_${version}-1_amd64.deb installed with dpkg -i; rexd --version and rex --help ran; the unit is there, disabled"
 
 }
@@ -223,7 +223,7 @@ zig=("$cache/dist-venv/bin/python" -m ziglang)
 # zig cc is the musl C compiler here; pkg-config --static adds the unwinder the tarball carries.
 "${zig[@]}" cc -target x86_64-linux-musl -static -std=c11 -Wall -Werror tests/dist/probe.c \
   $(PKG_CONFIG_PATH=$c_musl/lib/pkgconfig pkg-config --static --cflags --libs deskwire) -o "$work/probe-static"
-if readelf --program-headers "$work/probe-static" | grep -q 'INTERP\|DYNAMIC'; then
+if readelf --program-headers "$work/probe-static" | grep 'INTERP\|DYNAMIC' >/dev/null; then
   echo "the program linked with libdeskwire.a (musl) is not static" >&2
   exit 1
 fi
@@ -270,7 +270,7 @@ chroot "$py_root" env -i PATH=$bare_path HOME=/root PIP_DISABLE_PIP_VERSION_CHEC
 " | tee "$work/py.log"
 grep -q 'manylinux2014_x86_64' "$work/py.log"
 unmount_kernel "$py_root"
-ok "the manylinux2014 wheel installed with pip on glibc $(chroot "$bullseye" ldd --version | head -n 1 | awk '{print $NF}') and passed the vectors"
+ok "the manylinux2014 wheel installed with pip on glibc $(chroot "$bullseye" ldd --version | sed -n 1p | awk '{print $NF}') and passed the vectors"
 
 step "Python: the aarch64 wheel with pip under qemu-user in an arm64 root"
 arm_root=$(arm64_root)
@@ -279,7 +279,7 @@ qpy() { qemu-aarch64 -L "$arm_root" "$arm_root/usr/bin/python3" "$@"; }
 qpy -c 'import platform; print("python", platform.python_version(), platform.machine())'
 PIP_DISABLE_PIP_VERSION_CHECK=1 qpy -m pip install --quiet --root-user-action=ignore --no-index --only-binary=:all: \
   --find-links dist --target "$arm_site" deskwire
-ls "$arm_site" | grep -q 'deskwire-.*dist-info'
+ls "$arm_site" | grep 'deskwire-.*dist-info' >/dev/null
 grep '^Tag:' "$arm_site"/deskwire-*.dist-info/WHEEL | tee "$work/arm-tag"
 grep -q 'manylinux2014_aarch64' "$work/arm-tag"
 (cd bindings/python && PYTHONPATH=$arm_site DESKWIRE_REPO=$repo \
