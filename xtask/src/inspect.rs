@@ -136,9 +136,9 @@ pub fn check_windows(
     ))
 }
 
-/// Libraries of macOS's own /usr/lib besides libSystem that a library may link: the Python
-/// extension and the Godot library name these two (no symbol of the Python one is bound to
-/// either); the C library does not. Both ship with every macOS.
+/// Libraries of macOS's own /usr/lib besides libSystem that a library may link: Rust's std
+/// names libiconv, and the Python extension and the Godot library keep it; some crates name
+/// libcharset. Both ship with every macOS.
 const MACOS_SYSTEM_EXTRAS: &[&str] = &["/usr/lib/libiconv.2.dylib", "/usr/lib/libcharset.1.dylib"];
 
 /// Checks a macOS library (both slices of a universal one): with `rpath`, its install name

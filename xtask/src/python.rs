@@ -1,7 +1,7 @@
 //! Python: one abi3 wheel per platform (as tokenizers ships), built by maturin with zig as the
-//! linker: manylinux2014 and musllinux_1_2 for x86_64 and aarch64, macOS universal2, Windows
-//! x64; the sdist; and a free-threaded CPython 3.14 wheel for Linux x86_64, which abi3 cannot
-//! serve. `auditwheel show` must agree with every Linux wheel's tag.
+//! linker (ld64.lld for macOS): manylinux2014 and musllinux_1_2 for x86_64 and aarch64, macOS
+//! universal2, Windows x64; the sdist; and a free-threaded CPython 3.14 wheel for Linux x86_64,
+//! which abi3 cannot serve. `auditwheel show` must agree with every Linux wheel's tag.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -36,7 +36,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             }
             Target::MacUniversal => {
                 let so = extract_extension(dist, &wheel, ".so")?;
-                inspect::check_macos(&dist.tools, &so, &[ENTRY], &[], false)?
+                inspect::check_macos(&dist.tools, &so, &[ENTRY], &[ENTRY], false)?
             }
             _ => {
                 let shown = auditwheel(dist, &wheel)?;
@@ -97,12 +97,17 @@ fn build(
         "-m",
         MANIFEST,
     ]);
-    if t == Target::WindowsX64 {
+    match t {
         // zig links it all the same, set up by hand: `--zig` would add a .def file naming
         // an entry point the extension does not have (Tools::use_windows_gnu_linker).
-        dist.tools.use_windows_gnu_linker(&mut maturin)?;
-    } else {
-        maturin.arg("--zig");
+        Target::WindowsX64 => dist.tools.use_windows_gnu_linker(&mut maturin)?,
+        // zig's Mach-O linker exports every Rust symbol (5 here, rust_eh_personality among
+        // them, where PyInit__deskwire is meant: Tools::macos_ld64); maturin makes the
+        // universal2 file from the two thin ones itself, and no crate here compiles C for it.
+        Target::MacUniversal => dist.tools.use_macos_ld64(&mut maturin)?,
+        _ => {
+            maturin.arg("--zig");
+        }
     }
     maturin.args(["--target", t.triple()]);
     if let Some(c) = compatibility {

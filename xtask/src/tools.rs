@@ -166,16 +166,26 @@ impl Tools {
         Ok(())
     }
 
-    /// Links both macOS targets of `cargo` with ld64.lld against the SDK of `macos_ld64`.
+    /// Links both macOS targets of `cargo` (or maturin, which runs cargo) with ld64.lld against
+    /// the SDK of `macos_ld64`, through a script that takes arguments in a C compiler's
+    /// spelling too: maturin adds `-Wl,-install_name,@rpath/NAME` for a C compiler, and
+    /// ld64.lld wants `-install_name @rpath/NAME`.
     pub fn use_macos_ld64(&self, cargo: &mut std::process::Command) -> Result<()> {
         let (lld, sdk) = self.macos_ld64()?;
+        let text = format!(
+            "#!/bin/sh\n# made by cargo xtask dist (xtask/src/tools.rs)\nset -f\nfor arg do\n  shift\n  case $arg in\n    -Wl,*) ifs=$IFS; IFS=,; set -- \"$@\" ${{arg#-Wl,}}; IFS=$ifs ;;\n    *) set -- \"$@\" \"$arg\" ;;\n  esac\ndone\nexec '{}' \"$@\"\n",
+            lld.display()
+        );
+        let linker = self.script("macos-ld64", &text)?;
         cargo.env("SDKROOT", &sdk);
         for thin in crate::target::MAC_SLICES {
             let thin = thin.to_uppercase().replace('-', "_");
-            cargo.env(format!("CARGO_TARGET_{thin}_LINKER"), &lld).env(
-                format!("CARGO_TARGET_{thin}_RUSTFLAGS"),
-                "-Clinker-flavor=ld64.lld",
-            );
+            cargo
+                .env(format!("CARGO_TARGET_{thin}_LINKER"), &linker)
+                .env(
+                    format!("CARGO_TARGET_{thin}_RUSTFLAGS"),
+                    "-Clinker-flavor=ld64.lld",
+                );
         }
         Ok(())
     }
