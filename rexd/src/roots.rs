@@ -165,12 +165,22 @@ impl Roots {
                 Component::ParentDir | Component::Prefix(_) => return Err(forbidden()),
             }
         }
+        // Outside every root: say where roots come from, as `narrow` does, since the asker
+        // cannot see the daemon's command line.
+        let outside = || {
+            forbidden().with_message(format!(
+                "Path is outside allowed roots: {path} is not under {}, the daemon's --root \
+                 directories or the session's narrower workspace_roots (through rex: \
+                 --rexd-arg=--root --rexd-arg=DIR)",
+                self.paths().join(", ")
+            ))
+        };
         let root = self
             .0
             .iter()
             .filter(|r| clean.starts_with(&r.path))
             .max_by_key(|r| r.path.as_os_str().len())
-            .ok_or_else(forbidden)?;
+            .ok_or_else(outside)?;
         let rel = clean
             .strip_prefix(&root.path)
             .map_err(|_| forbidden())?
@@ -240,6 +250,17 @@ mod tests {
             let e = roots.resolve(&root, bad).unwrap_err();
             assert_eq!(e.code_as(), Some(ErrorCode::ForbiddenPath), "{bad}");
         }
+        // Outside every root, the refusal names the flag that widens them; the data stays
+        // REXD's (path, allowed_roots).
+        let e = roots.resolve(&root, "/etc/hostname").unwrap_err();
+        assert!(e.message.contains("--rexd-arg=--root"), "{}", e.message);
+        assert!(
+            e.data
+                .as_ref()
+                .unwrap()
+                .get()
+                .contains(r#""path":"/etc/hostname""#)
+        );
         // A sibling whose name extends the root's is not inside it.
         let sibling = format!("{}-evil/x", root.display());
         assert!(roots.resolve(&root, &sibling).is_err());
