@@ -13,7 +13,9 @@ fn a_missing_local_rexd_says_how_to_fix_it() {
     let out = f.run(&["--rexd", "/nonexistent/rexd", "exec", "--", "true"]);
     assert_eq!(out.code, 127);
     assert!(
-        out.stderr.contains("rexd was not found") && out.stderr.contains("--rexd PATH"),
+        out.stderr.contains("rexd was not found")
+            && out.stderr.contains("--rexd PATH")
+            && out.stderr.contains(".tar.gz"),
         "{}",
         out.stderr
     );

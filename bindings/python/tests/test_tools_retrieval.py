@@ -177,4 +177,5 @@ async def test_a_missing_rexd_says_where_it_comes_from() -> None:
     with pytest.raises(deskwire.LocalError) as caught:
         await RexdClient.connect("local", rexd="/nonexistent/rexd")
     assert caught.value.code == "not_found"
+    assert f"rexd-{deskwire.__version__}-TARGET.tar.gz" in caught.value.message
     assert "cargo install --path rexd" in caught.value.message

@@ -145,11 +145,13 @@ impl ClientError {
 pub(crate) fn missing_rexd_hint(spec: &TargetSpec, endpoint: &Endpoint) -> String {
     match endpoint {
         Endpoint::Local => format!(
-            "rexd was not found ({}): build it (`cargo build -p rexd`), put it next to rex or \
-             on PATH, or name it with `--rexd PATH`",
+            "rexd was not found ({}): put it next to rex or on PATH, or name it with `--rexd \
+             PATH`; it ships with rex in the release's rexd-{}-TARGET.tar.gz and .deb, or \
+             `cargo build -p rexd` builds it",
             spec.rexd
                 .clone()
-                .unwrap_or_else(|| local_rexd().display().to_string())
+                .unwrap_or_else(|| local_rexd().display().to_string()),
+            env!("CARGO_PKG_VERSION")
         ),
         Endpoint::Ws { given, .. } => {
             format!("no rexd answers at {given} (start it there with `rexd --listen`)")

@@ -31,6 +31,7 @@ from typing import (
 )
 
 from .. import jsonrpc, tools
+from .._deskwire import __version__
 from .._deskwire import rexd as _rexd
 from .._errors import ClosedError, LocalError, ProtocolError, RemoteError, RequestTimeout
 from .pump import _Pump, _seconds, now_ms
@@ -499,8 +500,8 @@ class RexdClient:
         tool and shell command strings).
 
         ``"local"`` runs ``rexd`` from ``PATH`` (on an ssh target, the remote ``PATH``): the
-        binary of this repository's ``rexd/`` crate, ``cargo install --path rexd`` (or
-        ``cargo build --release -p rexd`` and ``rexd="target/release/rexd"``). Without it,
+        static binary of the release's ``rexd-VERSION-TARGET.tar.gz`` (or its ``.deb``), or
+        from the source ``cargo install --path rexd``. Without it,
         :class:`deskwire.LocalError` (``not_found``) says so.
 
         ``https://host:port`` (or ``wss://``; ``http://`` / ``ws://`` for loopback) connects to
@@ -553,9 +554,10 @@ class RexdClient:
         except FileNotFoundError as e:
             raise LocalError(
                 "not_found",
-                f"cannot start {spec['argv'][0]}: {e.strerror}; rexd comes from this "
-                "repository's rexd/ crate: `cargo install --path rexd` puts it on PATH, or pass "
-                "rexd= its path (target/release/rexd after `cargo build --release -p rexd`)",
+                f"cannot start {spec['argv'][0]}: {e.strerror}; put rexd on PATH or pass rexd= "
+                f"its path: it ships in deskwire's release as rexd-{__version__}-TARGET.tar.gz "
+                "(a static binary) and a .deb, and from the source `cargo install --path rexd` "
+                "installs it",
             ) from e
         peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
         client = cls(process, peer)
