@@ -32,7 +32,7 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
         let tag = match t {
             Target::WindowsX64 => {
                 let pyd = extract_extension(dist, &wheel, ".pyd")?;
-                inspect::check_windows(&dist.tools, &pyd, &[ENTRY], &[], &["python3.dll"])?
+                inspect::check_windows(&dist.tools, &pyd, &[ENTRY], &[ENTRY], &["python3.dll"])?
             }
             Target::MacUniversal => {
                 let so = extract_extension(dist, &wheel, ".so")?;
