@@ -93,8 +93,9 @@ fn methods() -> (Vec<&'static str>, Vec<&'static str>) {
 /// Resolves a target as `rex` does: a name from the targets file (`targets_file`, else
 /// `$REX_TARGETS_FILE`, else `~/.config/rex/targets.toml`), `local`, or an `ssh://user@host[:port]`
 /// URL; `None` is the file's current target (or `$REX_TARGET`, or `local`). Returns
-/// `{"name", "url", "argv", "workspace_roots", "cwd", "local"}`: `argv` starts the daemon with
-/// its stdio as the connection (`rexd --stdio`, or `ssh -T -e none … rexd --stdio`). `rexd`
+/// `{"name", "url", "argv", "workspace_roots", "cwd", "local", "rexd_install"}`: `argv` starts
+/// the daemon with its stdio as the connection (`rexd --stdio`, or `ssh -T -e none … rexd
+/// --stdio`); `rexd_install` says where rexd comes from, for an error when it is missing. `rexd`
 /// overrides the daemon's path, `rexd_args` its extra arguments (e.g. `["--root", dir]`);
 /// `resume` starts it as `rexd --stdio --resumable` (the bridge to the user's agent).
 #[pyfunction]
@@ -140,6 +141,7 @@ fn resolve_target<'py>(
     dict.set_item("workspace_roots", &spec.workspace_roots)?;
     dict.set_item("cwd", &spec.cwd)?;
     dict.set_item("local", local)?;
+    dict.set_item("rexd_install", rex_targets::REXD_INSTALL_HINT)?;
     Ok(dict)
 }
 

@@ -4,7 +4,7 @@ use std::process::ExitStatus;
 
 use deskwire::jsonrpc::LocalError;
 use deskwire::rexd::ErrorCode;
-use rex_targets::{Endpoint, TargetError, TargetSpec, local_rexd};
+use rex_targets::{Endpoint, REXD_INSTALL_HINT, TargetError, TargetSpec, local_rexd};
 
 /// A client failure. Remote refusals (`-32002` and friends) are [`ClientError::Remote`];
 /// everything else is about reaching the daemon or understanding it.
@@ -146,12 +146,10 @@ pub(crate) fn missing_rexd_hint(spec: &TargetSpec, endpoint: &Endpoint) -> Strin
     match endpoint {
         Endpoint::Local => format!(
             "rexd was not found ({}): put it next to rex or on PATH, or name it with `--rexd \
-             PATH`; it ships with rex in the release's rexd-{}-TARGET.tar.gz and .deb, or \
-             `cargo build -p rexd` builds it",
+             PATH`; {REXD_INSTALL_HINT}",
             spec.rexd
                 .clone()
-                .unwrap_or_else(|| local_rexd().display().to_string()),
-            env!("CARGO_PKG_VERSION")
+                .unwrap_or_else(|| local_rexd().display().to_string())
         ),
         Endpoint::Ws { given, .. } => {
             format!("no rexd answers at {given} (start it there with `rexd --listen`)")

@@ -314,6 +314,15 @@ impl TargetSpec {
     }
 }
 
+/// Where a missing `rexd` comes from, for the errors that report it (rex's and the Python
+/// client's say the same).
+pub const REXD_INSTALL_HINT: &str = concat!(
+    "it ships with rex in deskwire's release as rexd-",
+    env!("CARGO_PKG_VERSION"),
+    "-TARGET.tar.gz (a static binary) and a .deb; from the source, `cargo install --path rexd` \
+     installs it"
+);
+
 /// The `rexd` for the `local` target: next to the running executable when there is one there
 /// (an installed or built pair), else `rexd` from PATH.
 pub fn local_rexd() -> PathBuf {

@@ -34,8 +34,9 @@ def resolve_target(
     """Resolves a target as ``rex`` does: a name from the targets file (``targets_file``, else
     ``$REX_TARGETS_FILE``, else ``~/.config/rex/targets.toml``), ``local``, or an ``ssh://user@host[:port]``
     URL; ``None`` is the file's current target (or ``$REX_TARGET``, or ``local``). Returns
-    ``{"name", "url", "argv", "workspace_roots", "cwd", "local"}``: ``argv`` starts the daemon with
-    its stdio as the connection (``rexd --stdio``, or ``ssh -T -e none … rexd --stdio``). ``rexd``
+    ``{"name", "url", "argv", "workspace_roots", "cwd", "local", "rexd_install"}``: ``argv`` starts
+    the daemon with its stdio as the connection (``rexd --stdio``, or ``ssh -T -e none … rexd
+    --stdio``); ``rexd_install`` says where rexd comes from, for an error when it is missing. ``rexd``
     overrides the daemon's path, ``rexd_args`` its extra arguments (e.g. ``["--root", dir]``);
     ``resume`` starts it as ``rexd --stdio --resumable`` (the bridge to the user's agent).
     """

@@ -31,7 +31,6 @@ from typing import (
 )
 
 from .. import jsonrpc, tools
-from .._deskwire import __version__
 from .._deskwire import rexd as _rexd
 from .._errors import ClosedError, LocalError, ProtocolError, RemoteError, RequestTimeout
 from .pump import _Pump, _seconds, now_ms
@@ -555,9 +554,7 @@ class RexdClient:
             raise LocalError(
                 "not_found",
                 f"cannot start {spec['argv'][0]}: {e.strerror}; put rexd on PATH or pass rexd= "
-                f"its path: it ships in deskwire's release as rexd-{__version__}-TARGET.tar.gz "
-                "(a static binary) and a .deb, and from the source `cargo install --path rexd` "
-                "installs it",
+                f"its path: {spec['rexd_install']}",
             ) from e
         peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
         client = cls(process, peer)
