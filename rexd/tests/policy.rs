@@ -199,3 +199,31 @@ fn a_policy_that_does_not_parse_stops_the_daemon() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// An `env` key is a variable name: `BASH_ENV=FILE` as a key would reach the child as
+/// `BASH_ENV=FILE=` past the filter that drops `BASH_ENV`, and `ldd` (a bash script) would
+/// then run FILE= as a shell script where class shell is denied.
+#[test]
+fn env_keys_that_are_not_names_are_refused() {
+    let s = setup(POLICY);
+    let mut d = Daemon::spawn(&["--config", s.config.to_str().unwrap()]);
+    let sid = d.open_session();
+    let pwned = s.root.join("pwned");
+    std::fs::write(s.root.join("x="), format!("touch {}\n", pwned.display())).unwrap();
+    let sneaky = format!("BASH_ENV={}/x", s.root.display());
+    for (method, key) in [
+        ("exec.start", sneaky.as_str()),
+        ("pty.open", sneaky.as_str()),
+        ("exec.start", "PATH=/tmp:"),
+        ("exec.start", ""),
+    ] {
+        let e = d.call_err(
+            method,
+            json!({"session_id": sid, "argv": ["ldd", "/bin/true"], "env": {key: ""}}),
+        );
+        assert_eq!(e["code"], -32602, "{method} {key:?}: {e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains(&format!("{key:?}")), "{message}");
+    }
+    assert!(!pwned.exists(), "BASH_ENV ran through an env key with `=`");
+}

@@ -83,6 +83,26 @@ impl Program {
     }
 }
 
+/// Checks an `env` field: every key must be a variable name a process can be given (not empty,
+/// no `=`, no NUL) and no value may hold NUL. The check is the protocol's, not a policy's: the
+/// environment a child gets is `NAME=VALUE` strings, so a key `BASH_ENV=/x` would set
+/// `BASH_ENV` itself (to `/x=`) past any filter that compares whole keys, and `PATH=/x:` would
+/// add a second `PATH`.
+pub(super) fn check_env(env: Option<&BTreeMap<String, String>>) -> Result<(), String> {
+    for (key, value) in env.into_iter().flatten() {
+        if key.is_empty() || key.contains(['=', '\0']) {
+            return Err(format!(
+                "`env` key {key:?} is not a variable name: a name is not empty and holds no `=` \
+                 or NUL"
+            ));
+        }
+        if value.contains('\0') {
+            return Err(format!("`env` value of {key:?} holds a NUL byte"));
+        }
+    }
+    Ok(())
+}
+
 impl Default for Program {
     /// An empty argument vector: not valid to send, a placeholder for struct-update syntax.
     fn default() -> Program {
@@ -147,6 +167,7 @@ impl TryFrom<ExecStartWire> for ExecStartParams {
     type Error = String;
 
     fn try_from(w: ExecStartWire) -> Result<ExecStartParams, String> {
+        check_env(w.env.as_ref())?;
         Ok(ExecStartParams {
             session_id: w.session_id,
             program: Program::from_wire(w.argv, w.shell, w.command)?,
@@ -506,6 +527,27 @@ mod tests {
             json!({"session_id":"s_1","argv":["git","status","--short"],"shell":false,
                    "cwd":"/srv/myapp","detach":false})
         );
+    }
+
+    #[test]
+    fn env_keys_must_be_variable_names() {
+        let ok = start(json!({"session_id":"s","argv":["ls"],"env":{"LANG":"C","A_1":""}}));
+        assert_eq!(ok.unwrap().env.unwrap().len(), 2);
+        for (env, named) in [
+            (json!({"BASH_ENV=/w/x": ""}), "BASH_ENV=/w/x"),
+            (json!({"PATH=/x:": "/bin"}), "PATH=/x:"),
+            (json!({"": "x"}), "\"\""),
+            (json!({"A\0B": "x"}), "A\\0B"),
+            (json!({"LANG": "C\0"}), "LANG"),
+        ] {
+            let e = start(json!({"session_id":"s","argv":["ls"],"env":env}))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(named), "{env}: {e}");
+            let pty: Result<super::super::pty::PtyOpenParams, _> =
+                serde_json::from_value(json!({"session_id":"s","argv":["ls"],"env":env}));
+            assert!(pty.unwrap_err().to_string().contains(named), "{env}");
+        }
     }
 
     #[test]

@@ -77,6 +77,7 @@ impl TryFrom<PtyOpenWire> for PtyOpenParams {
     type Error = String;
 
     fn try_from(w: PtyOpenWire) -> Result<PtyOpenParams, String> {
+        super::exec::check_env(w.env.as_ref())?;
         Ok(PtyOpenParams {
             session_id: w.session_id,
             program: Program::from_wire(w.argv, w.shell, w.command)?,
