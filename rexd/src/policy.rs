@@ -7,19 +7,35 @@
 //! # Classes (`[policy]`)
 //!
 //! An argv is looked at program position by program position: `argv[0]`, and through the
-//! wrappers that run their arguments as a command (`env`, `busybox`/`toybox`, `nice`,
-//! `nohup`, `setsid`, `timeout`, `stdbuf`, `ionice`, `time`, `chroot`, `command`), the program
-//! each of them runs. At each position the program is known by two names, `argv`'s file name and
+//! programs that run their arguments as a command, the program each of them runs
+//! ([`wrappers`]: `env`, `nice`, `nohup`, `setsid`, `timeout`, `stdbuf`, `ionice`, `time`,
+//! `chroot`, `command`, `xargs`, `flock`, `setpriv`, `unshare`, `nsenter`, `chrt`, `taskset`,
+//! `prlimit`, `find -exec`, `busybox`/`toybox`), their options read as their own getopt reads
+//! them (clusters, abbreviated long options, `--opt=value`, values in the next word). An option
+//! a wrapper does not have, an ambiguous abbreviation or a missing value is refused
+//! (`wrapper-option`), and so is a command with more than 16 positions (`too-many-positions`):
+//! the look-through never stops early and allows. At each position the program is known by two
+//! names, `argv`'s file name and
 //! the file name it resolves to (so `/usr/bin/rm`, a symlink to `rm`, and `busybox rm` are all
 //! `rm`), and takes the class of the first `[[policy.rules]]` entry whose `programs` and
-//! `any_arg` match. The command gets the strictest action of all its positions and names;
-//! where they tie, the first. Built in, before the rules:
+//! `any_arg` match (an `any_arg` written as a long option, `--recursive`, also matches its
+//! abbreviations, `--recu`, `--r`, as getopt takes them). The command gets the strictest action
+//! of all its positions and names; where they tie, the first. Built in, before the rules:
 //! - a program name outside printable ASCII is refused (`non-ascii-program`): look-alikes
 //!   (`rм` with a Cyrillic `м`, fullwidth letters) must not pass for, or around, a rule;
 //! - a shell at any position (`sh -c`, `bash -lc`, `busybox sh`, `env zsh`) is class `shell`
-//!   (`shell-wrapper`), never guessed from its command string; so is `shell: true`
-//!   (`shell-mode`) and `env -S` (`env-split-string`);
-//! - `env PATH=…` is refused (`env-path`): the program after it would be found elsewhere;
+//!   (`shell-wrapper`), never guessed from its command string; so are `script` and `watch`,
+//!   which always run one, `flock -c`, `chroot DIR`, `unshare` and `nsenter` without a program,
+//!   `shell: true` (`shell-mode`) and `env -S` (`env-split-string`);
+//! - `env PATH=…` is refused (`env-path`): the program after it would be found elsewhere; so is
+//!   `env` setting a variable the client's `env` may not ([`UNSAFE_ENV`]: `env-unsafe-variable`);
+//! - what `xargs` runs gets words from its input: a rule's `any_arg` holds for it whatever argv
+//!   shows, and a wrapper whose program would come from the input (`xargs env`, `xargs -I{} {}`,
+//!   `xargs find`) is refused (`xargs-program`);
+//! - `setpriv --reuid`, `unshare -S`, `nsenter -S`, `chroot --userspec` run as another user
+//!   (`privilege-escalation`); a program found under another root or directory (`chroot`,
+//!   `unshare -R`, `env -C` with a relative path) is judged by its name, and refused while a
+//!   command list is set (`program-elsewhere`);
 //! - `sudo` takes no options but `-n` and `--`, never runs a shell (`sudo -s`, `sudo -i`,
 //!   `sudo sh` are always refused), and runs only what a `[[policy.sudo]]` entry matches word by
 //!   word; that runs as `sudo -n -- ARGV` (never a password prompt), class `privileged`.
@@ -31,9 +47,12 @@
 //! class; the audit entry of every exec records `class`, `rule` and `action`.
 //!
 //! What classes cannot see: a copy of a program under another name (make `default = "deny"`
-//! and classify what may run), what an allowed interpreter or a program that runs others
-//! (`xargs`, `find -exec`, `make`, `git` hooks) does (classify them by their arguments or deny
-//! them), and what a command does to files (the roots confine fs ops, not processes).
+//! and classify what may run), what an allowed interpreter or a program that runs others and
+//! is not a wrapper above does (awk's `system()`, sed's `e`, perl, python, `make`, `git` hooks,
+//! `strace`, `parallel`: classify them by their arguments or deny them), and what a command
+//! does to files (the roots confine fs ops, not processes). Under `default = "allow"` a denied
+//! class therefore holds only against the wrappers above; rexd warns of it at start
+//! ([`Policy::warnings`]).
 //!
 //! A program is matched by what would run, not by what it is called:
 //! - `argv[0]` is resolved as `execvp` would, against the daemon's own `PATH` (never the
@@ -66,6 +85,9 @@ use deskwire::rexd::{ErrorCode, ErrorObject, Program};
 use serde_json::json;
 
 use crate::config::{Action, PolicySection};
+
+mod wrappers;
+use wrappers::{Input, Position, Runs};
 
 /// Client variables dropped while a command list is set: the dynamic loader's (glibc's list
 /// of variables it ignores for setuid programs), shell start-up files and exported functions,
@@ -401,8 +423,12 @@ pub const ESCALATION: &[&str] = &[
     "machinectl",
     "runuser",
 ];
+/// Programs that always run a shell, whatever their arguments: `script` (its `-c` string, or
+/// the user's shell), `watch` (`sh -c` unless `-x`).
+pub const RUNS_A_SHELL: &[&str] = &["script", "watch"];
 const BUILT_IN_CLASSES: &[&str] = &["shell", "privileged", "unclassified"];
-/// Program positions followed at most (`env nice timeout … cmd`).
+/// Program positions judged at most (`env nice timeout … cmd`, `find -exec … -exec …`); a
+/// command with more is refused (`too-many-positions`), never judged in part.
 const MAX_POSITIONS: usize = 16;
 
 #[derive(Debug, Clone)]
@@ -411,6 +437,35 @@ struct ClassRuleC {
     class: String,
     programs: Vec<String>,
     any_arg: Vec<globset::GlobMatcher>,
+    /// The `any_arg` entries that are long options written out (`--recursive`): getopt takes
+    /// any unambiguous prefix of one (`--recu`, `--r`), so they match those too.
+    long_options: Vec<String>,
+}
+
+impl ClassRuleC {
+    /// Whether one argument matches an `any_arg` entry: by its glob, or as an abbreviation
+    /// (`--r`, `--recu=…`) of a long option written out. A prefix that another option of the
+    /// same program shares matches too: stricter than the program, never looser.
+    fn matches_arg(&self, arg: &str) -> bool {
+        if self.any_arg.iter().any(|g| g.is_match(arg)) {
+            return true;
+        }
+        let Some(body) = arg.strip_prefix("--") else {
+            return false;
+        };
+        let name = body.split('=').next().unwrap_or(body);
+        !name.is_empty() && self.long_options.iter().any(|o| o.starts_with(name))
+    }
+}
+
+/// `--name` with nothing a glob would read as a pattern.
+fn long_option(pattern: &str) -> Option<String> {
+    let name = pattern.strip_prefix("--")?;
+    let plain = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    plain.then(|| name.to_owned())
 }
 
 #[derive(Debug, Clone)]
@@ -491,6 +546,7 @@ impl Classes {
                 class: r.class.clone(),
                 programs: r.programs.clone(),
                 any_arg,
+                long_options: r.any_arg.iter().filter_map(|a| long_option(a)).collect(),
             });
         }
         let mut sudo = Vec::new();
@@ -514,7 +570,7 @@ impl Classes {
             if SHELLS.contains(&program)
                 || ESCALATION.contains(&program)
                 || program == "sudo"
-                || wrapper(program).is_some()
+                || wrappers::is_wrapper(program)
             {
                 return bad(format!(
                     "sudo {:?}: {program:?} runs other programs; sudo never runs a shell or a \
@@ -591,136 +647,6 @@ impl Classes {
     }
 }
 
-/// How a wrapper's arguments are read: options that take a value (short and long), and how
-/// many operands come before the program it runs.
-struct Wrapper {
-    valued: &'static [&'static str],
-    operands: usize,
-    /// Options after which it runs no program (`ionice -p PID`, `command -v`).
-    no_program: &'static [&'static str],
-}
-
-fn wrapper(name: &str) -> Option<Wrapper> {
-    let w = |valued, operands, no_program| {
-        Some(Wrapper {
-            valued,
-            operands,
-            no_program,
-        })
-    };
-    match name {
-        "env" => w(&["-u", "--unset", "-C", "--chdir"], 0, &[]),
-        "nice" => w(&["-n", "--adjustment"], 0, &[]),
-        "nohup" | "setsid" => w(&[], 0, &[]),
-        "timeout" => w(&["-s", "--signal", "-k", "--kill-after"], 1, &[]),
-        "stdbuf" => w(
-            &["-i", "--input", "-o", "--output", "-e", "--error"],
-            0,
-            &[],
-        ),
-        "ionice" => w(
-            &["-c", "--class", "-n", "--classdata"],
-            0,
-            &["-p", "--pid", "-P", "--pgid", "-u", "--uid"],
-        ),
-        "time" => w(&["-f", "--format", "-o", "--output"], 0, &[]),
-        "chroot" => w(&["--userspec", "--groups"], 1, &[]),
-        "command" => w(&[], 0, &["-v", "-V"]),
-        _ => None,
-    }
-}
-
-/// What comes after a wrapper at `at`: the next program position, or none.
-enum Next {
-    Program(usize),
-    None,
-    Refuse {
-        rule: &'static str,
-        class: &'static str,
-        why: String,
-    },
-}
-
-fn next_position(argv: &[String], at: usize, name: &str) -> Next {
-    if name == "busybox" || name == "toybox" {
-        return match argv.get(at + 1) {
-            Some(applet) if !applet.starts_with('-') => Next::Program(at + 1),
-            _ => Next::None,
-        };
-    }
-    let Some(w) = wrapper(name) else {
-        return Next::None;
-    };
-    let mut i = at + 1;
-    let mut operands = w.operands;
-    while let Some(word) = argv.get(i) {
-        if word == "--" {
-            i += 1;
-            break;
-        }
-        if word.starts_with('-') && word.len() > 1 {
-            if name == "env" {
-                // `env -S` splits a string into a command line: a shell in all but name.
-                let short = !word.starts_with("--");
-                if word.starts_with("--split-string") || (short && word.contains('S')) {
-                    return Next::Refuse {
-                        rule: "env-split-string",
-                        class: "shell",
-                        why: "`env -S` splits a string into a command, as a shell does".into(),
-                    };
-                }
-                if short && word.contains('P') {
-                    return Next::Refuse {
-                        rule: "env-path",
-                        class: "unclassified",
-                        why: "`env -P` looks the program up on another PATH".into(),
-                    };
-                }
-            }
-            let key = word.split('=').next().unwrap_or(word);
-            if w.no_program.contains(&key) {
-                return Next::None;
-            }
-            if w.valued.contains(&word.as_str()) {
-                i += 1; // the value is the next word
-            }
-            i += 1;
-            continue;
-        }
-        if name == "env"
-            && let Some((var, _)) = word.split_once('=')
-        {
-            if var == "PATH" {
-                return Next::Refuse {
-                    rule: "env-path",
-                    class: "unclassified",
-                    why: "`env PATH=…` would find the program on another PATH".into(),
-                };
-            }
-            i += 1;
-            continue;
-        }
-        break;
-    }
-    // `timeout DURATION cmd`, `chroot NEWROOT cmd`.
-    while operands > 0 && i < argv.len() {
-        i += 1;
-        operands -= 1;
-    }
-    if i < argv.len() {
-        Next::Program(i)
-    } else if name == "chroot" && operands == 0 && argv.len() > at + 1 {
-        // `chroot NEWROOT` alone runs the user's shell.
-        Next::Refuse {
-            rule: "shell-wrapper",
-            class: "shell",
-            why: "`chroot DIR` without a command starts a shell".into(),
-        }
-    } else {
-        Next::None
-    }
-}
-
 fn class_refusal(argv0: &str, d: &Decision, why: &str) -> ErrorObject {
     ErrorObject::of(ErrorCode::Unauthorized)
         .with_message(format!(
@@ -769,6 +695,48 @@ impl Policy {
         self.lists.is_set()
     }
 
+    /// What the daemon should say at start about this policy: a class denied under
+    /// `default = "allow"` (for everyone, or for a client) holds only as far as the
+    /// look-through sees, since a program no rule names runs whatever it is given.
+    pub fn warnings(&self) -> Vec<String> {
+        let Some(classes) = &self.classes else {
+            return Vec::new();
+        };
+        let mut names: Vec<&str> = classes.actions.keys().map(String::as_str).collect();
+        names.extend(BUILT_IN_CLASSES.iter().filter(|c| **c != "unclassified"));
+        names.sort_unstable();
+        names.dedup();
+        let mut warnings = Vec::new();
+        let who =
+            std::iter::once(None).chain(classes.clients.iter().map(|c| Some(c.principal.as_str())));
+        for principal in who {
+            if classes.action("unclassified", principal) != Action::Allow {
+                continue;
+            }
+            let denied: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|c| classes.action(c, principal) == Action::Deny)
+                .collect();
+            if denied.is_empty() {
+                continue;
+            }
+            let whose = principal.map_or_else(
+                || "default = \"allow\"".to_owned(),
+                |p| format!("client {p:?} allows unclassified commands"),
+            );
+            warnings.push(format!(
+                "[policy] {whose} while class {} is deny: a program no rule names runs \
+                 whatever it is given (awk's system(), sed's e, perl, python, make, git, strace, \
+                 a copy of a shell under another name), so a denied class holds only against \
+                 the wrappers rexd looks through; make the default \"deny\" and classify what \
+                 may run",
+                denied.join(", ")
+            ));
+        }
+        warnings
+    }
+
     /// Checks a program about to start for `principal` (the authenticated client, if any),
     /// with `env`, in the directory open at `cwd`. Refusals are `-32001` naming the rule.
     pub fn check(
@@ -803,9 +771,42 @@ impl Policy {
             };
             Err(class_refusal(&argv[0], &d, why))
         };
-        let mut at = 0;
+        // A shell at a position: refused at once where class shell is deny, since the shell
+        // is the refusal worth reading.
+        let shell = |why: &str| {
+            let d = classes.decide("shell", "shell-wrapper", principal);
+            if d.action == Action::Deny {
+                return Err(class_refusal(
+                    &argv[0],
+                    &d,
+                    &format!("{why}; [policy.classes] shell is deny"),
+                ));
+            }
+            Ok(d)
+        };
         let mut decisions: Vec<Decision> = Vec::new();
-        for _ in 0..MAX_POSITIONS {
+        let mut sudo: Option<Checked> = None;
+        // Program positions still to judge, first argv[0]; wrappers add the ones they run.
+        let first = Position {
+            at: 0,
+            input: Input::None,
+            elsewhere: false,
+        };
+        let mut queued = vec![first.clone()];
+        let mut todo = vec![first];
+        let mut judged = 0;
+        while let Some(pos) = todo.pop() {
+            judged += 1;
+            if judged > MAX_POSITIONS {
+                return refuse(
+                    "too-many-positions",
+                    "unclassified",
+                    &format!(
+                        "more than {MAX_POSITIONS} programs behind wrappers; not judged in part"
+                    ),
+                );
+            }
+            let at = pos.at;
             let word = &argv[at];
             let given = word.rsplit('/').next().unwrap_or(word);
             if !given.bytes().all(|b| b.is_ascii_graphic()) {
@@ -817,6 +818,20 @@ impl Policy {
             }
             let resolved = if at == 0 {
                 checked.exe.clone().or_else(|| resolve(word, cwd))
+            } else if pos.elsewhere {
+                // Found under another root or directory: what it resolves to here is not
+                // what runs, so the lists cannot judge it, and only its name is known.
+                if self.lists.has_lists() {
+                    return refuse(
+                        "program-elsewhere",
+                        "unclassified",
+                        &format!(
+                            "{word:?} would be found under another root or directory than \
+                             the exec's, where the command lists cannot check it"
+                        ),
+                    );
+                }
+                None
             } else {
                 // A program a wrapper runs: the lists hold for it as for argv[0].
                 self.lists.check_file(word, cwd)?
@@ -846,40 +861,83 @@ impl Policy {
                     "only sudo, with the [[policy.sudo]] allowlist, may run as another user",
                 );
             }
-            if names.iter().any(|n| SHELLS.contains(n)) {
-                let d = classes.decide("shell", "shell-wrapper", principal);
-                if d.action == Action::Deny {
-                    return Err(class_refusal(
-                        &argv[0],
-                        &d,
-                        "a shell hides what it runs; [policy.classes] shell is deny",
-                    ));
-                }
-                decisions.push(d);
-                break;
+            if names
+                .iter()
+                .any(|n| SHELLS.contains(n) || RUNS_A_SHELL.contains(n))
+            {
+                decisions.push(shell("a shell hides what it runs")?);
+                continue;
             }
             if names.contains(&"sudo") {
-                return self.sudo(classes, argv, at, principal, checked);
+                // Its argv is rewritten to `sudo -n -- …`: once, and only with what argv shows.
+                if sudo.is_some() || pos.input != Input::None {
+                    return refuse(
+                        "sudo-options",
+                        "privileged",
+                        "sudo runs once per command, with the arguments it is given",
+                    );
+                }
+                let c = self.sudo(classes, argv, at, principal, Checked::default())?;
+                decisions.extend(c.decision.clone());
+                sudo = Some(c);
+                continue;
             }
             for name in &names {
                 let args = &argv[at + 1..];
                 let rule = classes.rules.iter().find(|r| {
                     r.programs.iter().any(|p| p == name)
+                        // Arguments xargs adds are unseen: a rule on arguments holds anyway.
                         && (r.any_arg.is_empty()
-                            || args.iter().any(|a| r.any_arg.iter().any(|g| g.is_match(a))))
+                            || pos.input != Input::None
+                            || args.iter().any(|a| r.matches_arg(a)))
                 });
                 decisions.push(match rule {
                     Some(r) => classes.decide(&r.class, &r.name, principal),
                     None => classes.decide("unclassified", "default", principal),
                 });
             }
-            match next_position(argv, at, names.last().copied().unwrap_or(given)) {
-                Next::Program(i) => at = i,
-                Next::None => break,
-                Next::Refuse { rule, class, why } => return refuse(rule, class, &why),
+            // Each name may be a wrapper (a link named `env` to busybox runs as env; a copy
+            // of env under another name still is env): follow every reading.
+            for name in &names {
+                if *name == "env" {
+                    for assignment in wrappers::env_assignments(argv, at) {
+                        let var = assignment.split('=').next().unwrap_or_default();
+                        if var == "PATH" {
+                            return refuse(
+                                "env-path",
+                                "unclassified",
+                                "`env PATH=…` would find the program on another PATH",
+                            );
+                        }
+                        if is_unsafe_env(var) {
+                            return refuse(
+                                "env-unsafe-variable",
+                                "unclassified",
+                                &format!(
+                                    "`env {var}=…` sets a variable that makes programs load \
+                                     or run other code"
+                                ),
+                            );
+                        }
+                    }
+                }
+                match wrappers::runs(argv, at, name, &pos.input) {
+                    Ok(Runs::Programs(found)) => {
+                        for p in found {
+                            // Two readings of one word may find the same position.
+                            if !queued.contains(&p) {
+                                queued.push(p.clone());
+                                todo.push(p);
+                            }
+                        }
+                    }
+                    Ok(Runs::Shell) => decisions.push(shell(&format!(
+                        "{name} without a program starts the user's shell"
+                    ))?),
+                    Ok(Runs::Nothing) => {}
+                    Err(r) => return refuse(r.rule, r.class, r.why),
+                }
             }
-            // A wrapper known under its own name only (a link named `env` to busybox): the
-            // first name decides too.
         }
         // The strictest of all positions; the first of equals.
         let mut strictest = decisions.remove(0);
@@ -889,11 +947,12 @@ impl Policy {
             }
         }
         if strictest.action == Action::Deny {
-            return Err(class_refusal(
-                &argv[0],
-                &strictest,
-                &format!("[policy] says deny for class {}", strictest.class),
-            ));
+            let why = format!("[policy] says deny for class {}", strictest.class);
+            return Err(class_refusal(&argv[0], &strictest, &why));
+        }
+        if let Some(sudo) = sudo {
+            checked.program = sudo.program;
+            checked.exe = checked.exe.or(sudo.exe);
         }
         checked.decision = Some(strictest);
         Ok(checked)
@@ -1029,11 +1088,11 @@ mod tests {
 }
 
 #[cfg(test)]
-mod class_tests {
+pub(super) mod class_tests {
     use super::*;
     use std::os::fd::AsFd;
 
-    const POLICY: &str = r#"
+    pub(crate) const POLICY: &str = r#"
 [policy]
 default = "allow"
 [policy.classes]
@@ -1061,18 +1120,22 @@ principal = "ops"
 classes = { destructive = "allow", shell = "allow" }
 "#;
 
-    fn policy(text: &str) -> Policy {
+    pub(crate) fn policy(text: &str) -> Policy {
         let c = crate::config::Config::from_toml(text, Path::new("t.toml")).unwrap();
         Policy::new(&[], &[], c.policy.as_ref()).unwrap()
     }
 
-    fn check(p: &Policy, argv: &[&str], who: Option<&str>) -> Result<Checked, ErrorObject> {
+    pub(crate) fn check(
+        p: &Policy,
+        argv: &[&str],
+        who: Option<&str>,
+    ) -> Result<Checked, ErrorObject> {
         let d = tempfile::tempdir().unwrap();
         let f = std::fs::File::open(d.path()).unwrap();
         p.check(&Program::argv(argv.iter().copied()), f.as_fd(), None, who)
     }
 
-    fn refusal(p: &Policy, argv: &[&str], who: Option<&str>) -> (String, String) {
+    pub(crate) fn refusal(p: &Policy, argv: &[&str], who: Option<&str>) -> (String, String) {
         let e = check(p, argv, who).unwrap_err();
         assert_eq!(e.code, ErrorCode::Unauthorized.code(), "{argv:?}: {e:?}");
         let data: serde_json::Value = serde_json::from_str(e.data.unwrap().get()).unwrap();
@@ -1299,5 +1362,181 @@ classes = { destructive = "allow", shell = "allow" }
             refusal(&p, &["nice", "cp", "a", "b"], None).1,
             "unclassified"
         );
+    }
+}
+
+/// The adversarial cases of issue 33: each ran what the policy denies before the look-through
+/// read wrappers as their own getopt does.
+#[cfg(test)]
+mod look_through_tests {
+    use super::class_tests::{POLICY, check, policy, refusal};
+
+    fn words(s: &str) -> Vec<&str> {
+        s.split(' ').collect()
+    }
+
+    #[test]
+    fn shells_behind_wrapper_options_are_found() {
+        let p = policy(POLICY);
+        let shell = ("shell-wrapper".to_owned(), "shell".to_owned());
+        for argv in [
+            "env --un ls sh -c id",
+            "env -iu ls sh -c id",
+            "env -u ls -- sh -c id",
+            "env -- FOO=1 sh -c id",
+            "env - sh -c id",
+            "time -ao ls sh -c id",
+            "time --out ls sh -c id",
+            "nice --adj 5 sh",
+            "nice -5 sh",
+            "nice --5 sh",
+            "timeout -vk 1 5 sh",
+            "timeout --kill 1 5 sh",
+            "timeout --sig KILL 5 sh",
+            "stdbuf --out 0 sh",
+            "ionice -tc 3 sh",
+            "ionice --classd 7 sh",
+            "xargs sh -c id",
+            "xargs -0 -n 1 sh -c id",
+            "find . -exec sh -c id ;",
+            "find . -name x -ok ls ; -execdir sh -c id ;",
+            "flock /tmp -c id",
+            "flock -c id /tmp",
+            "setpriv --nnp sh",
+            "unshare -m",
+            "unshare --fork --pid sh",
+            "nsenter -t 1 -m",
+            "nsenter -t1 -m -u sh",
+            "chrt -o 0 sh",
+            "chrt -b sh",
+            "taskset -c 0 sh",
+            "prlimit -n100 sh",
+            "prlimit --nofile=100 sh",
+            "chroot /tmp",
+            "script -qc id",
+            "watch id",
+            "busybox sh",
+        ] {
+            assert_eq!(refusal(&p, &words(argv), None), shell, "{argv}");
+        }
+        let split = refusal(&p, &["env", "--s=sh -c id"], None);
+        assert_eq!(split.0, "env-split-string");
+    }
+
+    #[test]
+    fn a_program_past_the_last_position_judged_is_refused() {
+        let p = policy(POLICY);
+        let mut nices = vec!["nice"; 16];
+        nices.push("sh");
+        assert_eq!(refusal(&p, &nices, None).0, "too-many-positions");
+        let mut envs = vec!["env"; 16];
+        envs.extend(["rm", "-rf", "x"]);
+        assert_eq!(refusal(&p, &envs, None).0, "too-many-positions");
+        // Fifteen wrappers and the program are sixteen positions: judged whole.
+        let mut fifteen = vec!["nice"; 15];
+        fifteen.push("ls");
+        assert!(check(&p, &fifteen, None).is_ok());
+    }
+
+    #[test]
+    fn options_a_wrapper_does_not_have_are_refused() {
+        let p = policy(POLICY);
+        for argv in [
+            "env -x sh",
+            "env --bogus ls",
+            "env --d ls",
+            "env -u",
+            "nice -x ls",
+            "timeout -x 5 ls",
+            "ionice --cl 3 ls",
+            "setpriv --re ls",
+            "flock --n /tmp ls",
+            "time --output",
+        ] {
+            assert_eq!(
+                refusal(&p, &words(argv), None).0,
+                "wrapper-option",
+                "{argv}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_xargs_adds_is_never_taken_as_harmless() {
+        let p = policy(POLICY);
+        for (argv, rule) in [
+            ("xargs env", "xargs-program"),
+            ("xargs nice -n 5", "xargs-program"),
+            ("xargs timeout 5", "xargs-program"),
+            ("xargs find .", "xargs-program"),
+            ("xargs busybox", "xargs-program"),
+            ("xargs -I{} {} -c id", "xargs-program"),
+            ("xargs -I{} env {}=1 ls", "xargs-program"),
+            ("xargs sudo systemctl restart app-web", "sudo-options"),
+            // The arguments a rule looks for may come from the input.
+            ("xargs rm", "rm-recursive"),
+            ("xargs -I{} rm {}", "rm-recursive"),
+            ("xargs nice rm", "rm-recursive"),
+        ] {
+            assert_eq!(refusal(&p, &words(argv), None).0, rule, "{argv}");
+        }
+        assert!(check(&p, &words("xargs -I{} cat {}"), None).is_ok());
+        assert!(check(&p, &words("xargs nice -n 5 cat"), None).is_ok());
+    }
+
+    #[test]
+    fn env_cannot_set_what_the_client_may_not() {
+        let p = policy(POLICY);
+        for (argv, rule) in [
+            ("env LD_PRELOAD=/w/x.so ls", "env-unsafe-variable"),
+            ("env -i BASH_ENV=/w/x ldd /bin/true", "env-unsafe-variable"),
+            ("env -- LD_AUDIT=x ls", "env-unsafe-variable"),
+            ("env PATH=/w ls", "env-path"),
+            ("nice env PATH=/w ls", "env-path"),
+            ("env --env0-from=/w/vars ls", "env-from-file"),
+        ] {
+            assert_eq!(refusal(&p, &words(argv), None).0, rule, "{argv}");
+        }
+    }
+
+    #[test]
+    fn long_options_match_abbreviated() {
+        let p = policy(POLICY);
+        for argv in [
+            "rm --recu x",
+            "rm --r x",
+            "rm --recursive=1 x",
+            "nice rm --rec x",
+        ] {
+            assert_eq!(refusal(&p, &words(argv), None).0, "rm-recursive", "{argv}");
+        }
+        // `--` alone and other options are not abbreviations of it.
+        assert_eq!(
+            check(&p, &words("rm -- --force x"), None)
+                .unwrap()
+                .decision
+                .unwrap()
+                .class,
+            "unclassified"
+        );
+    }
+
+    #[test]
+    fn privilege_changes_behind_wrappers_are_refused() {
+        let p = policy(POLICY);
+        for argv in [
+            "setpriv --reuid=1000 ls",
+            "setpriv --reu 1000 ls",
+            "setpriv --init-groups ls",
+            "unshare -S 0 ls",
+            "nsenter -t 1 -G 0 ls",
+            "chroot --userspec=1:1 /x ls",
+        ] {
+            assert_eq!(
+                refusal(&p, &words(argv), None).0,
+                "privilege-escalation",
+                "{argv}"
+            );
+        }
     }
 }

@@ -227,3 +227,153 @@ fn env_keys_that_are_not_names_are_refused() {
     }
     assert!(!pwned.exists(), "BASH_ENV ran through an env key with `=`");
 }
+
+/// A class denied under `default = "allow"` holds only as far as the look-through sees: rexd
+/// says so at start, for everyone and for each client that allows unclassified commands.
+#[test]
+fn a_denied_class_under_default_allow_is_warned_at_start() {
+    let start = |policy: &str| {
+        let s = setup(policy);
+        let out = Command::new(env!("CARGO_BIN_EXE_rexd"))
+            .args(["--stdio", "--config"])
+            .arg(&s.config)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = start(POLICY);
+    assert!(
+        err.contains("warn: [policy] default = \"allow\" while class destructive, shell is deny"),
+        "{err}"
+    );
+    assert!(err.contains("make the default \"deny\""), "{err}");
+    let err = start(&POLICY.replace("default = \"allow\"", "default = \"deny\""));
+    assert!(!err.contains("[policy]"), "{err}");
+    let client = "[policy]\ndefault = \"deny\"\n[[policy.clients]]\nprincipal = \"ops\"\n\
+                  default = \"allow\"\n";
+    let err = start(client);
+    assert!(
+        err.contains("client \"ops\" allows unclassified commands while class shell is deny"),
+        "{err}"
+    );
+}
+
+/// The look-through as an attacker meets it: each of these ran a shell, or rm -r, past a
+/// policy that denies both, before wrappers were read as their own getopt reads them.
+#[test]
+fn wrappers_read_as_their_getopt_reads_them() {
+    let s = setup(POLICY);
+    let mut d = Daemon::spawn(&["--config", s.config.to_str().unwrap()]);
+    let sid = d.open_session();
+    let pwned = s.root.join("pwned");
+    let touch = format!("touch {}", pwned.display());
+    std::fs::create_dir(s.root.join("x")).unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["env", "--un", "ls", "sh", "-c", &touch],
+            "shell-wrapper",
+        ),
+        (
+            vec!["env", "-iu", "ls", "sh", "-c", &touch],
+            "shell-wrapper",
+        ),
+        (
+            vec!["time", "-ao", "ls", "sh", "-c", &touch],
+            "shell-wrapper",
+        ),
+        (
+            vec!["nice", "--adj", "5", "sh", "-c", &touch],
+            "shell-wrapper",
+        ),
+        (
+            vec!["timeout", "-vk", "1", "5", "sh", "-c", &touch],
+            "shell-wrapper",
+        ),
+        (
+            vec!["stdbuf", "--out", "0", "sh", "-c", &touch],
+            "shell-wrapper",
+        ),
+        (
+            vec!["ionice", "-tc", "3", "sh", "-c", &touch],
+            "shell-wrapper",
+        ),
+        (
+            vec![
+                "find",
+                ".",
+                "-maxdepth",
+                "0",
+                "-exec",
+                "sh",
+                "-c",
+                &touch,
+                ";",
+            ],
+            "shell-wrapper",
+        ),
+        (vec!["flock", ".", "-c", &touch], "shell-wrapper"),
+        (vec!["env", "-x", "sh"], "wrapper-option"),
+        (vec!["rm", "--recu", "x"], "rm-recursive"),
+        (vec!["rm", "--r", "x"], "rm-recursive"),
+        (vec!["xargs", "rm"], "rm-recursive"),
+    ];
+    for (argv, rule) in &cases {
+        let e = d.call_err(
+            "exec.start",
+            json!({"session_id": sid, "argv": argv, "stdin": "-r x\n"}),
+        );
+        assert_eq!(e["code"], -32001, "{argv:?}: {e}");
+        assert_eq!(e["data"]["rule"], *rule, "{argv:?}: {e}");
+    }
+    let mut nices = vec!["nice"; 16];
+    nices.extend(["sh", "-c", &touch]);
+    let e = d.call_err("exec.start", json!({"session_id": sid, "argv": nices}));
+    assert_eq!(e["data"]["rule"], "too-many-positions", "{e}");
+    assert!(!pwned.exists(), "a shell ran past the policy");
+    assert!(s.root.join("x").exists(), "rm -r ran past the policy");
+    // What the wrappers run stays allowed when it is allowed.
+    let r = d.call(
+        "exec.start",
+        json!({"session_id": sid, "argv": ["nice", "--adj", "5", "timeout", "-k", "1", "5", "echo", "ok"]}),
+    );
+    assert_eq!(d.collect(r["process_id"].as_str().unwrap()).out(), "ok\n");
+}
+
+/// The README's `[policy]` example, as a user copies it: it loads, and does what the text
+/// around it says.
+#[test]
+fn the_readme_policy_example_holds() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let block = readme
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .find(|b| b.contains("[policy]"))
+        .expect("README.md has a ```toml block with [policy]");
+    let s = setup(block);
+    let mut d = Daemon::spawn(&["--config", s.config.to_str().unwrap()]);
+    let sid = d.open_session();
+    std::fs::create_dir(s.root.join("x")).unwrap();
+    for (argv, rule) in [
+        (json!(["rm", "-rf", "x"]), "rm-recursive"),
+        (json!(["rm", "--recu", "x"]), "rm-recursive"),
+        (json!(["rm", "--r", "x"]), "rm-recursive"),
+        (
+            json!(["nice", "--adj", "5", "sh", "-c", "id"]),
+            "shell-wrapper",
+        ),
+        (json!(["awk", "BEGIN { system(\"id\") }"]), "default"),
+    ] {
+        let e = d.call_err("exec.start", json!({"session_id": sid, "argv": argv}));
+        assert_eq!(e["data"]["rule"], rule, "{argv}: {e}");
+    }
+    assert!(s.root.join("x").exists());
+    let r = d.call(
+        "exec.start",
+        json!({"session_id": sid, "argv": ["ls", "-d", "x"]}),
+    );
+    assert_eq!(d.collect(r["process_id"].as_str().unwrap()).out(), "x\n");
+}

@@ -208,6 +208,9 @@ fn settings(args: &Args) -> Result<Settings, String> {
     config.validate().map_err(|e| e.to_string())?;
     rexd::log::set_level(config.server.log_level);
     let mut settings = Settings::from_config(&config).map_err(|e| e.to_string())?;
+    for warning in settings.commands.warnings() {
+        rexd::log::warn(&warning);
+    }
     match args.audit_log.as_deref() {
         None => {}
         Some("-") => settings.audit = Audit::stderr(),
