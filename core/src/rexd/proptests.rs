@@ -19,8 +19,11 @@ fn nonempty() -> impl Strategy<Value = String> {
     prop_oneof![3 => "[a-z0-9_./-]{1,12}", 1 => ".{1,8}"]
 }
 
+/// Variable names (any text but `=` and NUL, not empty) and values (any text but NUL): what
+/// `exec.start` and `pty.open` take.
 fn env() -> impl Strategy<Value = Option<BTreeMap<String, String>>> {
-    option::of(btree_map(text(), text(), 0..3))
+    let name = prop_oneof![3 => "[A-Z_][A-Z0-9_]{0,8}", 1 => "[^=\\x00]{1,8}"];
+    option::of(btree_map(name, "[^\\x00]{0,12}", 0..3))
 }
 
 fn program() -> impl Strategy<Value = Program> {
