@@ -97,7 +97,11 @@ impl Pair {
             }
             if !progress {
                 let next = client_deadline.min(server_deadline);
-                assert!(next > self.now, "deadline in the past");
+                assert!(
+                    next > self.now,
+                    "deadline in the past: client {client_deadline} server {server_deadline} now {}",
+                    self.now
+                );
                 if next > until {
                     self.now = until;
                     return;
@@ -505,4 +509,54 @@ fn spoofed_frames_from_other_senders_are_ignored() {
     assert!(pair.events.is_empty());
     assert_eq!(pair.client.stats().disallowed_sender, 1);
     assert_eq!(pair.client.in_flight(), 1);
+}
+
+/// A command still writing when the request's timeout ends: what arrived is the answer, cut
+/// with a marker that says so, and the remote is told to stop. Readable and compressed alike.
+/// (Compressed, the quiet remote also once asked to be polled again at once, for ever: the
+/// harness's "deadline in the past".)
+#[test]
+fn a_timeout_returns_what_arrived_and_cancels() {
+    for compression in [false, true] {
+        let cancelled = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let seen = cancelled.clone();
+        let mut client_cfg = config(DESK, BOT);
+        let mut server_cfg = config(BOT, DESK);
+        client_cfg.compression = compression;
+        server_cfg.compression = compression;
+        let first = "first line é\n".repeat(40);
+        let sent = first.clone();
+        let mut pair = Pair::new(
+            client_cfg,
+            server_cfg,
+            Box::new(move |server, now, event| match event {
+                Event::Request { id, .. } => server.send(now, &id, &sent).unwrap(),
+                Event::Cancelled { id, reason } => seen.borrow_mut().push((id, reason)),
+                _ => {}
+            }),
+        );
+        let start = pair.now;
+        let id = pair.client.request(start, "slow", Some(30_000)).unwrap();
+        pair.drive_for(60_000);
+        let (at, event) = pair.events.remove(0);
+        assert_eq!(at, start + 30_000, "answers at the deadline");
+        let want = format!(
+            "{first}\n...[cut at the 30 s timeout: {} bytes arrived; the command was \
+             cancelled]...",
+            first.len()
+        );
+        assert_eq!(
+            event,
+            Event::Response {
+                id: id.clone(),
+                text: want,
+                truncated: true
+            },
+            "compression {compression}"
+        );
+        assert_eq!(cancelled.borrow().as_slice(), &[(id, "timeout".to_owned())]);
+        let stats = pair.client.stats();
+        assert_eq!((stats.timeouts, stats.truncations), (1, 1));
+        assert_drained(&pair);
+    }
 }

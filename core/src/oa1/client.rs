@@ -329,8 +329,19 @@ impl Client {
             self.requests.remove(&id);
             let failure = match pending.started_at {
                 Some(_) => {
+                    let partial = self.partial_answer(&id, pending.timeout_ms);
                     self.abandon(&id, "timeout");
                     self.link.stats.timeouts += 1;
+                    if let Some(text) = partial {
+                        // What arrived is the answer, marked as cut (`docs/oa1.md`).
+                        self.link.stats.truncations += 1;
+                        self.link.events.push_back(Event::Response {
+                            id,
+                            text,
+                            truncated: true,
+                        });
+                        continue;
+                    }
                     Failure::Timeout {
                         message: self.timeout_message(&pending),
                     }
@@ -454,6 +465,35 @@ impl Client {
         self.requests.values().any(|p| p.started_at.is_some())
     }
 
+    /// The answer so far of a request its timeout ends, with [`timeout_marker`] after it:
+    /// the in-order prefix of its `RES` (or `RESZ`, inflated as far as it goes) stream, cut to
+    /// whole characters and to the size cap. `None` when nothing of it arrived.
+    fn partial_answer(&mut self, id: &str, timeout_ms: u64) -> Option<String> {
+        let (kind, data) = self
+            .reassembler
+            .take_partial(id, &[FrameType::Res, FrameType::ResZ])?;
+        let max = self.link.config.max_message_bytes;
+        let mut data = match kind {
+            FrameType::ResZ => compress::decompress_prefix(&data, max),
+            _ => data,
+        };
+        data.truncate(max);
+        // A character the timeout cut in two is left out rather than replaced.
+        let whole = match std::str::from_utf8(&data) {
+            Ok(_) => data.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => data.len(),
+        };
+        data.truncate(whole);
+        if data.is_empty() {
+            return None;
+        }
+        let mut text = into_text(data);
+        let arrived = text.len();
+        text.push_str(&timeout_marker(timeout_ms, arrived));
+        Some(text)
+    }
+
     /// What a request's timeout says: frames refused since it was made (the remote's answers
     /// dropped by this end's secret or sender filter), or that no frame came back at all, which
     /// is what a remote refusing the request looks like from here.
@@ -490,6 +530,17 @@ impl Client {
             (self.reassembler.buffered_bytes() + self.link.queued_bytes()) as u64;
         stats
     }
+}
+
+/// The line that ends an answer its request's timeout cut short:
+/// `\n...[cut at the 30 s timeout: 12345 bytes arrived; the command was cancelled]...`. Said in
+/// plain words for the model that reads it, which should narrow the command or raise
+/// `timeout_sec`.
+pub fn timeout_marker(timeout_ms: u64, arrived: usize) -> String {
+    format!(
+        "\n...[cut at the {} timeout: {arrived} bytes arrived; the command was cancelled]...",
+        format_duration(timeout_ms)
+    )
 }
 
 /// `30 s`, `1.5 s`, `250 ms`: a duration for a message.

@@ -115,6 +115,34 @@ pub fn decompress(encoded: &[u8], cap: usize) -> Result<(Vec<u8>, bool), Corrupt
     }
 }
 
+/// Restores what can be restored of a compressed stream cut short (an answer the request's
+/// timeout ended): the whole base64 groups, inflated as far as they go, at most `cap` bytes.
+/// The remote flushes the deflate stream whenever a frame leaves, so that is about everything
+/// that arrived. Never an error: what does not decode is left out.
+pub fn decompress_prefix(encoded: &[u8], cap: usize) -> Vec<u8> {
+    let whole = encoded.len() / 4 * 4;
+    let Ok(compressed) = B64.decode(&encoded[..whole]) else {
+        return Vec::new();
+    };
+    let mut inflater = Decompress::new(false);
+    let mut text = Vec::with_capacity(cap.min(compressed.len() * 4));
+    while text.len() < cap {
+        text.reserve((cap - text.len()).min(64 * 1024));
+        let (consumed, produced) = (inflater.total_in(), text.len());
+        let step = inflater.decompress_vec(
+            &compressed[consumed as usize..],
+            &mut text,
+            FlushDecompress::Sync,
+        );
+        let stuck = inflater.total_in() == consumed && text.len() == produced;
+        if !matches!(step, Ok(Status::Ok | Status::BufError)) || stuck {
+            break;
+        }
+    }
+    text.truncate(cap);
+    text
+}
+
 /// Compresses a response as it is produced, into base64 text.
 #[derive(Debug)]
 pub(crate) struct StreamCompressor {
@@ -158,9 +186,13 @@ impl StreamCompressor {
         self.harvest(out, true);
     }
 
-    /// Whether input went in that is not in the base64 text yet.
+    /// Whether a flush would bring out base64 text: input went in since the last flush, or
+    /// whole base64 groups wait. The one or two bytes base64 carries between groups do not
+    /// count: they come out with the next input or at the end, and waiting for them to surface
+    /// kept a remote polling without pause while its command was quiet. (They are the tail of
+    /// the sync flush's empty block: the text before them inflates without them.)
     pub(crate) fn pending(&self) -> bool {
-        self.dirty || self.buffered() > 0
+        self.dirty || self.buffered() >= 3
     }
 
     /// Bytes compressed but not handed out yet.
@@ -232,6 +264,24 @@ mod tests {
         let mut text = Vec::new();
         let _ = flate2::read::DeflateDecoder::new(&bytes[..]).read_to_end(&mut text);
         assert!(text.starts_with(b"first part"), "{text:?}");
+    }
+
+    #[test]
+    fn a_stream_cut_short_restores_what_was_flushed() {
+        let mut stream = StreamCompressor::new();
+        let mut out = String::new();
+        stream.write(b"line one\nline two\n", &mut out);
+        stream.flush(&mut out);
+        let flushed = out.len();
+        stream.write(&b"more ".repeat(1000), &mut out);
+        // Cut anywhere after the flush, even inside a base64 group: the flushed text comes back.
+        for cut in [flushed, flushed + 1, flushed + 3, out.len()] {
+            let text = decompress_prefix(&out.as_bytes()[..cut.min(out.len())], 1 << 20);
+            assert!(text.starts_with(b"line one\nline two\n"), "{cut}: {text:?}");
+        }
+        assert_eq!(decompress_prefix(&out.as_bytes()[..flushed], 4), b"line");
+        assert!(decompress_prefix(b"", 100).is_empty());
+        assert!(decompress_prefix(b"!!!!not base64", 100).is_empty());
     }
 
     #[test]

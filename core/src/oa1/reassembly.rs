@@ -369,6 +369,25 @@ impl Reassembler {
             .min()
     }
 
+    /// What arrived in order so far of `id`'s longest stream of one of `kinds` (any sender),
+    /// with its type; then forgets every stream of `id`, as [`Reassembler::finish_id`] does.
+    /// For an answer cut short by the request's timeout. `None` when nothing arrived.
+    pub fn take_partial(&mut self, id: &str, kinds: &[FrameType]) -> Option<(FrameType, Vec<u8>)> {
+        let best = self
+            .streams
+            .iter()
+            .enumerate()
+            .filter(|(_, (key, s))| key.id == id && kinds.contains(&key.kind) && !s.data.is_empty())
+            .max_by_key(|(_, (_, s))| s.data.len())
+            .map(|(i, _)| i);
+        let taken = best.map(|i| {
+            let (key, stream) = self.streams.swap_remove(i);
+            (key.kind, stream.data)
+        });
+        self.finish_id(id);
+        taken
+    }
+
     /// Forgets every stream of `id` and ignores its frames from now on.
     pub fn finish_id(&mut self, id: &str) {
         self.streams.retain(|(key, _)| key.id != id);
