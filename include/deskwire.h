@@ -1176,7 +1176,9 @@ dw_status dw_mobile_bearer_token(const char *header, char *out, size_t cap, size
  * "rejoin_delay_ms"?, "peer_grace_ms"?}` where `session` (IRC: `user`, `realname`,
  * `password`, `max_nick_attempts`, `ping_interval_ms`, ...) and `oa1` (`max_frame_payload_bytes`,
  * `request_timeout_ms`, `ready_timeout_ms`, `pacing`, ...) hold only what differs from the
- * spec's defaults. `oa1.allowed_sender` is required: the remote's nick (`rexd`), a
+ * defaults: the spec's, with deskwire's compressed answers and adaptive payloads on
+ * (`"compression": false, "adaptive_payload": false` for the v40 wire format exactly).
+ * `oa1.allowed_sender` is required: the remote's nick (`rexd`), a
  * `nick!user@host` mask, or `"*"` for anyone; requests wait until it is in the channel. A bad
  * nick or channel, or a missing remote, is `DW_STATUS_INVALID_ARGUMENT` with kind
  * `invalid_config`. `seed` fixes the request ids: read it from the OS's entropy

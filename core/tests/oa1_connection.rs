@@ -151,9 +151,13 @@ fn a_request_made_before_registration_leaves_in_the_drain_that_reports_the_join(
         }))
     );
     assert!(joined.has_event(&ready()));
+    // The offer of a compressed answer (deskwire's default), then the request.
     assert_eq!(
         joined.lines,
-        [format!("PRIVMSG #desk :OA1 REQ {id} 1 0 uname -a")]
+        [
+            format!("PRIVMSG #desk :OA1 ACCEPT {id} 1 0 deflate"),
+            format!("PRIVMSG #desk :OA1 REQ {id} 1 0 uname -a")
+        ]
     );
     let answer = run_until_desk_event(&mut desk, &mut remote, &mut net, (d, r), 30);
     assert_eq!(

@@ -103,12 +103,13 @@ pub struct DeskRpcClient {
     /// [member stats]). The remote needs the same secret (`rexd --irc --secret-file`).
     #[export]
     auth_secret: GString,
-    /// Offer to take answers compressed (deflate), which a deskwire remote then sends in a
-    /// third to a fifth of the IRC lines; other remotes answer plainly.
+    /// Offer to take answers compressed (deflate; on by default), which a deskwire remote then
+    /// sends in a third to a fifth of the IRC lines; other remotes answer plainly.
     #[export]
+    #[init(val = true)]
     compression: bool,
     /// Any other setting of the core's connection configuration, e.g.
-    /// `{"oa1": {"adaptive_payload": true}, "rejoin_delay_ms": 1000}`. Unknown keys
+    /// `{"oa1": {"adaptive_payload": false}, "rejoin_delay_ms": 1000}`. Unknown keys
     /// make [method connect_to_server] and [method attach] fail.
     #[export]
     config_overrides: VarDictionary,

@@ -307,9 +307,7 @@ pub fn connection_config(
             json!({"secret": settings.auth_secret, "epoch_unix_ms": settings.epoch_unix_ms}),
         );
     }
-    if settings.compression {
-        oa1.insert("compression".into(), json!(true));
-    }
+    oa1.insert("compression".into(), json!(settings.compression));
     let mut config = json!({
         "nick": settings.nick,
         "channel": settings.channel,
@@ -668,13 +666,14 @@ mod tests {
         let defaults = ConnectionConfig::new("godesk", "#desk");
         assert_eq!(config.oa1.max_message_bytes, defaults.oa1.max_message_bytes);
 
-        let overrides = json!({"oa1": {"adaptive_payload": true, "request_timeout_ms": 7000},
+        assert!(config.oa1.adaptive_payload, "deskwire's connection default");
+        let overrides = json!({"oa1": {"adaptive_payload": false, "request_timeout_ms": 7000},
                                "rejoin_delay_ms": 50});
         let Value::Object(overrides) = overrides else {
             unreachable!()
         };
         let config = connection_config(&settings, overrides).unwrap();
-        assert!(config.oa1.adaptive_payload);
+        assert!(!config.oa1.adaptive_payload);
         assert_eq!(config.oa1.request_timeout_ms, 7_000, "overrides win");
         assert_eq!(
             config.oa1.allowed_sender.as_deref(),

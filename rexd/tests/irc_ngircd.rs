@@ -221,7 +221,6 @@ fn cancel_kills_and_big_output_is_truncated() {
         &[
             "--timeout-sec",
             "60",
-            "--adaptive",
             "--pacing-interval-ms",
             "0",
             "--pacing-burst",

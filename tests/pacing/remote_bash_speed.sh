@@ -27,9 +27,9 @@ peers_start_ngircd
 printf '%-10s %-8s %-11s %8s %7s\n' output bytes mode seconds frames
 for mode in readable adaptive compressed; do
   case $mode in
-    readable) rexd_flags=(--no-compression); desk_flags=() ;;
-    adaptive) rexd_flags=(--no-compression --adaptive); desk_flags=(--adaptive) ;;
-    compressed) rexd_flags=(--adaptive); desk_flags=(--adaptive --compress) ;;
+    readable) rexd_flags=(--no-compression --no-adaptive); desk_flags=(--no-compression --no-adaptive) ;;
+    adaptive) rexd_flags=(--no-compression); desk_flags=(--no-compression) ;;
+    compressed) rexd_flags=(); desk_flags=() ;;
   esac
   nick="rx${mode:0:4}"
   peers_start_rexd_irc '#speed' "$nick" --allow-from desk --timeout-sec 900 "${rexd_flags[@]}"

@@ -18,7 +18,7 @@ from peers import Ngircd, RexdIrc
 
 # Pacing and penalties off for the data-heavy cases, as the Rust ngircd tests do: this is
 # about bytes arriving whole, not about flood protection.
-FAST = ["--adaptive", "--pacing-interval-ms", "0", "--pacing-burst", "1000000", "--timeout-sec", "60"]
+FAST = ["--pacing-interval-ms", "0", "--pacing-burst", "1000000", "--timeout-sec", "60"]
 
 
 @pytest.fixture

@@ -139,12 +139,20 @@ pub enum ConfigError {
 }
 
 impl ConnectionConfig {
-    /// The spec's defaults for `nick` on `channel`. A desk also needs its remote: see
+    /// The defaults for `nick` on `channel`: the spec's, except two deskwire extensions that
+    /// a spec-only peer never sees and that carry several times more output through a server's
+    /// flood limit (`docs/oa1.md`): compressed answers offered and honoured
+    /// (`oa1.compression`), and the largest payload that fits each line
+    /// (`oa1.adaptive_payload`). Set both false for the v40 wire format exactly; the bare
+    /// endpoints' [`Config::new`] keeps the spec's defaults. A desk also needs its remote: see
     /// [`ConnectionConfig::with_peer`].
     pub fn new(nick: &str, channel: &str) -> Self {
+        let mut oa1 = Config::new(channel, nick);
+        oa1.compression = true;
+        oa1.adaptive_payload = true;
         ConnectionConfig {
             session: SessionConfig::new(nick, &[channel]),
-            oa1: Config::new(channel, nick),
+            oa1,
             rejoin_delay_ms: default_rejoin_delay_ms(),
             peer_grace_ms: default_peer_grace_ms(),
         }

@@ -73,12 +73,12 @@ struct Args {
     /// the remote's `ERR timeout` before its own deadline).
     #[arg(long)]
     exec_timeout_sec: Option<f64>,
-    /// Use the largest payload that fits each line instead of 240 bytes.
+    /// Use the spec's 240-byte payloads instead of the largest that fits each line.
     #[arg(long)]
-    adaptive: bool,
-    /// Offer to take compressed answers (the remote end here always honours the offer).
+    no_adaptive: bool,
+    /// Neither offer nor give compressed answers (the v40 wire format, with --no-adaptive).
     #[arg(long)]
-    compress: bool,
+    no_compression: bool,
     /// Authenticate every OA1 frame with the shared secret in FILE (both ends, or the one end
     /// this process runs; the other needs the same secret).
     #[arg(long, value_name = "FILE")]
@@ -211,8 +211,8 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let end_config = |nick: &str, peer: &str| {
         let mut c = ConnectionConfig::new(nick, &args.channel);
         c.oa1.allowed_sender = Some(peer.to_owned());
-        c.oa1.adaptive_payload = args.adaptive;
-        c.oa1.compression = args.compress || nick == args.remote_nick;
+        c.oa1.adaptive_payload = !args.no_adaptive;
+        c.oa1.compression = !args.no_compression;
         c.oa1.auth = secret
             .as_ref()
             .map(|s| oa1::AuthConfig::new(s.clone(), epoch_unix_ms));

@@ -55,9 +55,10 @@ struct Args {
     /// How long a RemoteBash command may run before `ERR timeout` (with --irc).
     #[arg(long, default_value_t = 27.0)]
     timeout_sec: f64,
-    /// Use the largest payload that fits each IRC line instead of 240 bytes (with --irc).
+    /// Use the spec's 240-byte payloads instead of the largest that fits each IRC line (with
+    /// --irc).
     #[arg(long)]
-    adaptive: bool,
+    no_adaptive: bool,
     /// Answer plainly even when the desk offers to take compressed answers (with --irc).
     #[arg(long)]
     no_compression: bool,
@@ -249,7 +250,7 @@ fn run(args: Args) -> Result<(), String> {
             allowed_sender: args.allow_from.clone(),
             unauthenticated: args.unauthenticated,
             timeout_ms: (args.timeout_sec * 1000.0) as u64,
-            adaptive: args.adaptive,
+            adaptive: !args.no_adaptive,
             compression: !args.no_compression,
             exit_marker: !args.no_exit_marker,
             secret: match &args.secret_file {

@@ -41,8 +41,7 @@ def _oa1_options(
     if secret is not None:
         epoch = int(time.time() * 1000) - now_ms()
         oa1_options.setdefault("auth", {"secret": secret, "epoch_unix_ms": max(0, epoch)})
-    if compression:
-        oa1_options.setdefault("compression", True)
+    oa1_options.setdefault("compression", compression)
     return oa1_options
 
 
@@ -239,7 +238,7 @@ class IrcDesk(_IrcConnection):
         channel: str = "#desk",
         remote_nick: str = "rexd",
         secret: Optional[str] = None,
-        compression: bool = False,
+        compression: bool = True,
         seed: Optional[int] = None,
         ready_timeout: Optional[float] = 30,
         reconnect: Union[bool, Reconnect] = False,
@@ -251,7 +250,9 @@ class IrcDesk(_IrcConnection):
         from anyone in the channel (then it waits for any other member). Answers are taken from
         the remote only, and nothing is sent while it is away (IRC keeps no history: a request
         sent into an empty channel reaches nobody). ``secret`` authenticates every frame (the
-        remote needs the same); ``compression`` offers compressed answers. ``options`` are
+        remote needs the same); ``compression`` offers compressed answers (on by default:
+        ``rexd --irc`` honours the offer and a spec-only remote never sees it; payloads also
+        fill each line, unless ``oa1={"adaptive_payload": False}``). ``options`` are
         :class:`deskwire.oa1.Desk`'s (``oa1={...}``, ``session={...}``). Request ids come from
         the OS's entropy; ``seed`` fixes them, for tests only.
 
