@@ -402,7 +402,7 @@ fn mtls_with_curl_and_openssl_s_client() {
         .iter()
         .find(|e| e["method"] == "session.open")
         .unwrap();
-    assert_eq!(open["principal"], "O=ops, CN=alice", "{open}");
+    assert_eq!(open["principal"], "CN=alice,O=ops", "{open}");
 }
 
 #[test]
@@ -450,10 +450,7 @@ fn mtls_and_token_together_need_both() {
     assert_eq!(with(None).status, 401);
     assert_eq!(with(Some(TOKEN)).status, 200);
     let audit = place.audit_lines();
-    assert_eq!(
-        audit[0]["principal"], "alice (O=ops, CN=alice)",
-        "{audit:?}"
-    );
+    assert_eq!(audit[0]["principal"], "alice (CN=alice,O=ops)", "{audit:?}");
 }
 
 fn ws_env() -> Vec<(&'static str, &'static str)> {
@@ -740,7 +737,7 @@ fn rex_over_https_with_a_token_and_over_mtls() {
         .filter(|e| e["method"] == "exec.exit")
         .map(|e| e["principal"].as_str().unwrap_or("").to_owned())
         .collect();
-    assert_eq!(exits, ["alice", "O=ops, CN=alice"], "{exits:?}");
+    assert_eq!(exits, ["alice", "CN=alice,O=ops"], "{exits:?}");
 }
 
 const METRICS_POLICY: &str = "[policy]\n[policy.classes]\ndestructive = \"deny\"\n\

@@ -118,7 +118,8 @@ struct ListenArgs {
     #[arg(long, value_name = "FILE", requires = "listen")]
     tls_key: Option<PathBuf>,
     /// Require client certificates signed by this CA, PEM (mTLS; with --tls-cert). The
-    /// certificate's subject names the client in the audit log.
+    /// certificate's subject, as RFC 4514 writes it (`CN=alice,O=ops`), names the client in the
+    /// audit log and [[policy.clients]]; one with an empty subject is refused.
     #[arg(long, value_name = "FILE", requires = "listen")]
     client_ca: Option<PathBuf>,
     /// Allow --listen on an address that is neither loopback nor private (put a firewall or a

@@ -190,36 +190,52 @@ struct Auth {
 /// What a connection learned in its TLS handshake.
 #[derive(Clone, Default)]
 struct Peer {
-    cert_subject: Option<String>,
+    /// The client certificate's subject (RFC 4514), or why it names no client.
+    cert_subject: Option<Result<String, tls::SubjectError>>,
 }
 
 /// Who a request is, once authenticated.
 #[derive(Clone)]
 pub(crate) struct Principal(pub(crate) String);
 
+/// Why a request is not served.
+enum Refusal {
+    /// No credentials, or wrong ones: `401` and nothing more.
+    Unauthorized,
+    /// A certificate the CA signed that names no client: `403` with the reason.
+    Certificate(tls::SubjectError),
+}
+
 impl Auth {
-    /// The principal of a request, or `None` (then `401`).
-    fn principal(&self, headers: &HeaderMap, peer: &Peer) -> Option<String> {
+    /// The principal of a request.
+    fn principal(&self, headers: &HeaderMap, peer: &Peer) -> Result<String, Refusal> {
         let subject = match (self.mtls, &peer.cert_subject) {
-            (true, Some(s)) => Some(s.clone()),
+            (true, Some(Ok(s))) => Some(s.clone()),
+            (true, Some(Err(e))) => return Err(Refusal::Certificate(e.clone())),
             // The handshake requires a certificate; a connection without one never gets here.
-            (true, None) => return None,
+            (true, None) => return Err(Refusal::Unauthorized),
             (false, _) => None,
         };
         let label = match &self.tokens {
             Some(tokens) => {
                 let presented = headers
                     .get(header::AUTHORIZATION)
-                    .and_then(|v| auth::bearer(v.as_bytes()))?;
-                Some(tokens.check(presented)?.to_owned())
+                    .and_then(|v| auth::bearer(v.as_bytes()))
+                    .ok_or(Refusal::Unauthorized)?;
+                Some(
+                    tokens
+                        .check(presented)
+                        .ok_or(Refusal::Unauthorized)?
+                        .to_owned(),
+                )
             }
             None => None,
         };
         match (label, subject) {
-            (Some(l), Some(s)) => Some(format!("{l} ({s})")),
-            (Some(l), None) => Some(l),
-            (None, Some(s)) => Some(s),
-            (None, None) => None,
+            (Some(l), Some(s)) => Ok(format!("{l} ({s})")),
+            (Some(l), None) => Ok(l),
+            (None, Some(s)) => Ok(s),
+            (None, None) => Err(Refusal::Unauthorized),
         }
     }
 }
@@ -478,7 +494,7 @@ impl Accept {
                             .1
                             .peer_certificates()
                             .and_then(|c| c.first())
-                            .and_then(tls::subject);
+                            .map(tls::subject);
                         serve_connection(tls, Peer { cert_subject }, router, header_timeout).await
                     }
                 }
@@ -535,13 +551,18 @@ async fn authenticate(
 ) -> Response {
     let peer = req.extensions().get::<Peer>().cloned().unwrap_or_default();
     match state.auth.principal(req.headers(), &peer) {
-        Some(p) => {
+        Ok(p) => {
             req.extensions_mut().insert(Principal(p));
             next.run(req).await
         }
-        None => {
+        Err(Refusal::Unauthorized) => {
             state.metrics.auth_failure("token");
             unauthorized()
+        }
+        Err(Refusal::Certificate(e)) => {
+            state.metrics.auth_failure("tls");
+            crate::log::warn(&format!("refused a client: {e}"));
+            (StatusCode::FORBIDDEN, format!("{e}\n")).into_response()
         }
     }
 }
