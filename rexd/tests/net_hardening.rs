@@ -88,3 +88,217 @@ fn certificate_principals_are_escaped_and_never_empty() {
         "{opened:?}"
     );
 }
+
+/// A session of `token`'s client over `POST /rpc`.
+fn open_session(url: &str, token: &str) -> String {
+    let r = post(url, Some(token), OPEN);
+    assert_eq!(r.status, 200, "{r:?}");
+    r.json()["result"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A batch of `n` `fs.read`s of `path`, ids 1..=n.
+fn read_batch(sid: &str, path: &str, n: usize, encoding: &str) -> String {
+    let batch: Vec<_> = (1..=n)
+        .map(|i| {
+            json!({"jsonrpc": "2.0", "id": i, "method": "fs.read",
+                   "params": {"session_id": sid, "path": path, "encoding": encoding}})
+        })
+        .collect();
+    serde_json::Value::Array(batch).to_string()
+}
+
+/// A file of `bytes` bytes of text in the place's root.
+fn text_file(place: &Place, name: &str, bytes: usize) {
+    let line = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz\n";
+    let text: String = line.chars().cycle().take(bytes).collect();
+    std::fs::write(place.work.join(name), text).unwrap();
+}
+
+/// Finding 4: 64 reads of 1 MB in one 8 KB batch no longer make a 64 MB answer: past
+/// `--max-batch-answer-bytes` (16 MiB) the rest fail with `resource_limit`, unrun, and say how
+/// to get them.
+#[test]
+fn a_batch_answer_is_bounded_and_says_to_split_the_batch() {
+    let place = Place::new("net-batch");
+    text_file(&place, "big.txt", 1_000_000);
+    let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    let sid = open_session(&d.url, TOKEN);
+    let batch = read_batch(&sid, "big.txt", 64, "utf8");
+    assert!(batch.len() < 8192, "{}", batch.len());
+    let r = post(&d.url, Some(TOKEN), &batch);
+    assert_eq!(r.status, 200, "{}", r.stderr);
+    // The bound, and room for the 64 small error objects.
+    assert!(
+        r.body.len() <= (16 << 20) + 64 * 1024,
+        "a {} byte batch got a {} byte answer",
+        batch.len(),
+        r.body.len()
+    );
+    let answers = r.json();
+    let answers = answers.as_array().unwrap();
+    let mut ids: Vec<u64> = answers.iter().map(|a| a["id"].as_u64().unwrap()).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        (1..=64).collect::<Vec<_>>(),
+        "every request is answered once"
+    );
+    let read = answers.iter().filter(|a| a.get("result").is_some()).count();
+    assert!((1..64).contains(&read), "{read} reads answered");
+    for a in answers.iter().filter(|a| a.get("error").is_some()) {
+        let e = &a["error"];
+        assert_eq!(e["code"], -32008, "{a}");
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.contains("--max-batch-answer-bytes") && message.contains("smaller batch"),
+            "{message}"
+        );
+        assert_eq!(e["data"]["limit"], 16 << 20, "{a}");
+    }
+    // The requests past the bound never ran: at most one more read than were answered.
+    let audited = place
+        .audit_lines()
+        .into_iter()
+        .filter(|e| e["method"] == "fs.read")
+        .count();
+    assert!(audited <= read + 1, "{audited} reads ran, {read} answered");
+    // A read on its own is still answered in full.
+    let one = json!({"jsonrpc": "2.0", "id": 1, "method": "fs.read",
+                     "params": {"session_id": sid, "path": "big.txt"}});
+    let r = post(&d.url, Some(TOKEN), &one.to_string());
+    assert_eq!(
+        r.json()["result"]["content"].as_str().map(str::len),
+        Some(1_000_000)
+    );
+}
+
+/// Finding 4: a long batch is fed to the hub one request at a time, so another client's call
+/// made while it runs is answered before the batch ends.
+#[test]
+fn a_long_batch_does_not_hold_up_other_clients() {
+    let place = Place::new("net-batch-fair");
+    text_file(&place, "big.txt", 1_000_000);
+    let d = Daemon::start(
+        &place,
+        &[
+            "--token-file",
+            place.tokens.to_str().unwrap(),
+            "--max-batch-answer-bytes",
+            "1073741824",
+        ],
+    );
+    let alice = open_session(&d.url, TOKEN);
+    let bob = open_session(&d.url, OTHER_TOKEN);
+    let batch = read_batch(&alice, "big.txt", 64, "base64");
+    let url = d.url.clone();
+    let long = std::thread::spawn(move || post(&url, Some(TOKEN), &batch));
+    let reads = |place: &Place| {
+        place
+            .audit_lines()
+            .into_iter()
+            .filter(|e| e["method"] == "fs.read")
+            .count()
+    };
+    // Once the batch has begun…
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while reads(&place) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the batch never began"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // …bob's call is answered before it ends.
+    let stat = json!({"jsonrpc": "2.0", "id": 1, "method": "fs.stat",
+                      "params": {"session_id": bob, "path": "big.txt"}});
+    let r = post(&d.url, Some(OTHER_TOKEN), &stat.to_string());
+    assert_eq!(r.json()["result"]["size"], 1_000_000, "{r:?}");
+    let r = long.join().unwrap();
+    assert_eq!(r.json().as_array().map(Vec::len), Some(64));
+    let audit = place.audit_lines();
+    let stat_at = audit.iter().position(|e| e["method"] == "fs.stat").unwrap();
+    let last_read = audit
+        .iter()
+        .rposition(|e| e["method"] == "fs.read")
+        .unwrap();
+    let reads_after = audit[stat_at..]
+        .iter()
+        .filter(|e| e["method"] == "fs.read")
+        .count();
+    assert!(
+        stat_at < last_read,
+        "bob's fs.stat waited for all 64 of alice's reads ({reads_after} after it)"
+    );
+}
+
+/// `setsockopt(SO_RCVBUF)`: a client with a small window fills the daemon's socket sooner.
+fn receive_buffer(s: &TcpStream, size: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid socket and a c_int of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0);
+}
+
+/// Reads until EOF or `limit`; `true` when the server closed the connection.
+fn closed_by_server(stream: &mut TcpStream, limit: Duration) -> bool {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 65536];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// A raw `POST /rpc` with `token`.
+fn raw_post(port: u16, token: &str, body: &str) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    receive_buffer(&s, 4096);
+    write!(
+        s,
+        "POST /rpc HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    s
+}
+
+/// Finding 4: an answer the client does not read is dropped after `--write-timeout-ms`
+/// without progress, and its connection closed.
+#[test]
+fn an_answer_nobody_reads_is_cut_off() {
+    let place = Place::new("net-unread");
+    text_file(&place, "big.txt", 1_000_000);
+    let d = Daemon::start(
+        &place,
+        &[
+            "--token-file",
+            place.tokens.to_str().unwrap(),
+            "--write-timeout-ms",
+            "300",
+        ],
+    );
+    let sid = open_session(&d.url, TOKEN);
+    // 12 MB of answer: more than the socket buffers hold.
+    let mut s = raw_post(d.port, TOKEN, &read_batch(&sid, "big.txt", 12, "utf8"));
+    d.wait_for_log("--write-timeout-ms");
+    // Reset, not left to the kernel to deliver at the client's pace.
+    assert!(closed_by_server(&mut s, Duration::from_secs(15)));
+    // The others are still served.
+    open_session(&d.url, OTHER_TOKEN);
+}

@@ -144,6 +144,15 @@ struct ListenArgs {
     /// quarter of it, its commands' output is no longer read (with --listen).
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "listen")]
     max_unsent_bytes: usize,
+    /// Bytes of results one batch's answer may hold (POST /rpc and /ws, with --listen): the
+    /// requests of a batch past it fail with resource_limit (-32008), unrun, and are to be sent
+    /// again in a smaller batch.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "listen")]
+    max_batch_answer_bytes: usize,
+    /// Milliseconds a write to a client may wait for the client to read; then its connection
+    /// is dropped (with --listen).
+    #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "listen")]
+    write_timeout_ms: u64,
     /// Milliseconds a connection may stay behind (a quarter of --max-unsent-bytes unread)
     /// before it is dropped (with --listen).
     #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "listen")]
@@ -295,6 +304,8 @@ fn listen(service: Settings, args: &Args, addr: std::net::SocketAddr) -> Result<
         max_message_bytes: a.max_message_bytes.max(1024),
         header_timeout_ms: a.header_timeout_ms.max(1),
         max_unsent_bytes: a.max_unsent_bytes.max(64 * 1024),
+        max_batch_answer_bytes: a.max_batch_answer_bytes,
+        write_timeout_ms: a.write_timeout_ms.max(1),
         slow_reader_ms: a.slow_reader_ms,
         rpc_session_idle_ms: a.rpc_session_idle_ms,
         metrics_listen: a.metrics_listen,

@@ -17,7 +17,9 @@
 //! limits, policy and audit as stdio; the audit names the principal). Bounds: the body and the
 //! WebSocket message size (`max_message_bytes`), connections at once (`max_connections`; more
 //! wait in the listen backlog), the time to send a request's headers and to finish the TLS
-//! handshake (`header_timeout_ms`), and the hub's per-connection limits on unsent bytes.
+//! handshake (`header_timeout_ms`), the time a write may wait for the client to read
+//! (`write_timeout_ms`), the results one batch's answer may hold (`max_batch_answer_bytes`),
+//! and the hub's per-connection limits on unsent bytes.
 //!
 //! The tokio runtime is built here and only here, so the other transports run without one.
 
@@ -27,8 +29,10 @@ pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -78,6 +82,10 @@ pub struct NetOptions {
     pub header_timeout_ms: u64,
     /// Bytes a connection may leave unread before it is dropped.
     pub max_unsent_bytes: usize,
+    /// Bytes of results one batch's answer may hold (`/rpc` and `/ws`).
+    pub max_batch_answer_bytes: usize,
+    /// How long a write to a client may wait for it to read before the connection is dropped.
+    pub write_timeout_ms: u64,
     /// How long a connection may stay behind (sessions paused) before it is dropped.
     pub slow_reader_ms: u64,
     /// How long a session opened over `/rpc` lives without a request.
@@ -116,6 +124,8 @@ impl NetOptions {
             max_message_bytes: 16 << 20,
             header_timeout_ms: 10_000,
             max_unsent_bytes: 16 << 20,
+            max_batch_answer_bytes: 16 << 20,
+            write_timeout_ms: 30_000,
             slow_reader_ms: 30_000,
             rpc_session_idle_ms: 600_000,
             metrics_listen: None,
@@ -244,6 +254,7 @@ pub(crate) struct NetState {
     hub: HubHandle,
     auth: Auth,
     pub(crate) max_message_bytes: usize,
+    write_timeout: Duration,
     metrics: Arc<crate::metrics::Metrics>,
     pub(crate) settings_factory: Option<SettingsFactory>,
     pub(crate) mcp: mcp_http::McpSessions,
@@ -323,6 +334,7 @@ async fn run(
         pointed_idle_ms: options.rpc_session_idle_ms,
         max_message_bytes: options.max_message_bytes,
         resume_grace_ms: options.resume_grace_ms,
+        max_batch_answer_bytes: options.max_batch_answer_bytes,
         ..HubConfig::default()
     };
     let metrics_listener = match options.metrics_listen {
@@ -343,6 +355,7 @@ async fn run(
         hub: hub.clone(),
         auth,
         max_message_bytes: options.max_message_bytes,
+        write_timeout: Duration::from_millis(options.write_timeout_ms),
         metrics,
         settings_factory: options.mcp_settings.clone(),
         mcp: mcp_http::McpSessions::default(),
@@ -369,11 +382,13 @@ async fn run(
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let slots = Arc::new(Semaphore::new(options.max_connections));
     let header_timeout = Duration::from_millis(options.header_timeout_ms);
+    let write_timeout = Duration::from_millis(options.write_timeout_ms);
     let stop = stop_signal().map_err(io)?;
     let accept = Accept {
         acceptor,
         slots,
         header_timeout,
+        write_timeout,
         metrics: Arc::clone(&state.metrics),
     };
     let metrics_loop = match metrics_listener {
@@ -438,6 +453,7 @@ struct Accept {
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     slots: Arc<Semaphore>,
     header_timeout: Duration,
+    write_timeout: Duration,
     metrics: Arc<crate::metrics::Metrics>,
 }
 
@@ -466,13 +482,23 @@ impl Accept {
                 _ = stop.changed() => continue,
             };
             let _ = tcp.set_nodelay(true);
+            let tcp = ClientStream::new(tcp, self.write_timeout);
             let router = router.clone();
             let this = self.clone();
             tokio::spawn(async move {
                 let _slot = slot;
                 let header_timeout = this.header_timeout;
                 match this.acceptor {
-                    None => serve_connection(tcp, Peer::default(), router, header_timeout).await,
+                    None => {
+                        serve_connection(
+                            tcp,
+                            Peer::default(),
+                            router,
+                            header_timeout,
+                            this.write_timeout,
+                        )
+                        .await
+                    }
                     Some(acceptor) => {
                         let tls = match tokio::time::timeout(header_timeout, acceptor.accept(tcp))
                             .await
@@ -495,11 +521,89 @@ impl Accept {
                             .peer_certificates()
                             .and_then(|c| c.first())
                             .map(tls::subject);
-                        serve_connection(tls, Peer { cert_subject }, router, header_timeout).await
+                        serve_connection(
+                            tls,
+                            Peer { cert_subject },
+                            router,
+                            header_timeout,
+                            this.write_timeout,
+                        )
+                        .await
                     }
                 }
             });
         }
+    }
+}
+
+/// A client's TCP connection. A client that stops reading holds a write (and so its
+/// connection) no longer than `--write-timeout-ms`: the write fails, and the connection with
+/// it, WebSockets included. Such a connection is reset when dropped, so that the kernel does
+/// not go on holding the unread bytes for a client that does not read them.
+struct ClientStream {
+    inner: Pin<Box<tokio_io_timeout::TimeoutStream<tokio::net::TcpStream>>>,
+}
+
+impl ClientStream {
+    fn new(tcp: tokio::net::TcpStream, write_timeout: Duration) -> ClientStream {
+        let mut inner = tokio_io_timeout::TimeoutStream::new(tcp);
+        inner.set_write_timeout(Some(write_timeout));
+        ClientStream {
+            inner: Box::pin(inner),
+        }
+    }
+
+    fn on_write<T>(&self, r: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        if let Poll::Ready(Err(e)) = &r
+            && e.kind() == std::io::ErrorKind::TimedOut
+        {
+            let _ = self.inner.get_ref().set_zero_linger();
+        }
+        r
+    }
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        self.inner.as_mut().poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = self.inner.as_mut().poll_write(cx, buf);
+        self.on_write(r)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = self.inner.as_mut().poll_write_vectored(cx, bufs);
+        self.on_write(r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = self.inner.as_mut().poll_flush(cx);
+        self.on_write(r)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = self.inner.as_mut().poll_shutdown(cx);
+        self.on_write(r)
     }
 }
 
@@ -513,8 +617,34 @@ async fn serve_metrics(State(state): State<Arc<NetState>>) -> Response {
     r
 }
 
-async fn serve_connection<S>(io: S, peer: Peer, router: Router, header_timeout: Duration)
-where
+/// Whether an error comes from the write timeout (`--write-timeout-ms`).
+fn write_timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+fn log_write_timeout(write_timeout: Duration) {
+    crate::log::warn(&format!(
+        "dropped a connection: its client read nothing for --write-timeout-ms ({} ms)",
+        write_timeout.as_millis()
+    ));
+}
+
+async fn serve_connection<S>(
+    io: S,
+    peer: Peer,
+    router: Router,
+    header_timeout: Duration,
+    write_timeout: Duration,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service =
@@ -532,7 +662,11 @@ where
         .with_upgrades()
         .await
     {
-        crate::log::debug(&format!("connection: {e}"));
+        if write_timed_out(&e) {
+            log_write_timeout(write_timeout);
+        } else {
+            crate::log::debug(&format!("connection: {e}"));
+        }
     }
 }
 
@@ -876,7 +1010,10 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String) 
                 sent = to_client.send(Message::Text(text.into())) => sent,
             };
             unsent.fetch_sub(len, Ordering::Relaxed);
-            if sent.is_err() {
+            if let Err(e) = sent {
+                if write_timed_out(&e) {
+                    log_write_timeout(state.write_timeout);
+                }
                 return;
             }
         };
