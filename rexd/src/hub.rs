@@ -162,6 +162,9 @@ pub struct HubConfig {
     /// Bytes of results one batch's answer may hold; the requests past it fail with
     /// `resource_limit` (`usize::MAX`: no bound).
     pub max_batch_answer_bytes: usize,
+    /// Sessions one principal may have open at once, under the service's own
+    /// `max_concurrent_sessions` (`usize::MAX`: no bound of its own).
+    pub max_sessions_per_principal: usize,
 }
 
 impl Default for HubConfig {
@@ -178,6 +181,7 @@ impl Default for HubConfig {
             replay_bytes: 8 << 20,
             exit_when_idle_ms: None,
             max_batch_answer_bytes: usize::MAX,
+            max_sessions_per_principal: usize::MAX,
         }
     }
 }
@@ -802,6 +806,29 @@ impl Hub {
                     let _ = c.peer.respond_error(now, &id, remote_error(e));
                     return;
                 }
+            }
+        }
+        if let Request::SessionOpen(_) = &request {
+            // One principal cannot take every session of the daemon.
+            let max = self.config.max_sessions_per_principal;
+            let principal = &c.info.principal;
+            let open = self
+                .sessions
+                .values()
+                .filter(|s| &s.principal == principal)
+                .count();
+            if open >= max {
+                let e = ErrorObject::of(ErrorCode::ResourceLimit)
+                    .with_message(format!(
+                        "{principal} has {open} sessions open, the most \
+                         --max-sessions-per-principal allows: close one (session.close) first; \
+                         one opened over POST /rpc ends after --rpc-session-idle-ms without a \
+                         request"
+                    ))
+                    .with_data(json!({"limit": max, "open": open}));
+                self.service.metrics().error(e.code);
+                let _ = c.peer.respond_error(now, &id, remote_error(e));
+                return;
             }
         }
         self.next_handle += 1;

@@ -215,6 +215,17 @@ fn refuses_to_start_without_auth_or_on_a_public_address() {
             "go together",
         ),
         (vec!["--token-file", tokens], "--listen"),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                tokens,
+                "--allow-origin",
+                "desk.example",
+            ],
+            "an origin is scheme://host[:port]",
+        ),
     ] {
         let mut all = vec!["--config", config];
         all.extend(args.iter().copied());
@@ -478,6 +489,11 @@ fn two_hundred_concurrent_websocket_sessions() {
             "--token-file",
             place.tokens.to_str().unwrap(),
             "--max-connections",
+            "256",
+            // One client (alice) opens them all.
+            "--max-connections-per-principal",
+            "256",
+            "--max-sessions-per-principal",
             "256",
         ],
     );

@@ -302,3 +302,305 @@ fn an_answer_nobody_reads_is_cut_off() {
     // The others are still served.
     open_session(&d.url, OTHER_TOKEN);
 }
+
+/// What a raw request got: the head (status line and headers) and what followed it.
+struct RawAnswer {
+    head: String,
+    body: String,
+}
+
+impl RawAnswer {
+    fn status(&self) -> u16 {
+        self.head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// Reads an HTTP answer's head, and the body when it has a `Content-Length`; `None` when
+/// nothing came within `limit`.
+fn read_answer(s: &mut TcpStream, limit: Duration) -> Option<RawAnswer> {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = loop {
+        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) if got.is_empty() => return None,
+            Ok(0) | Err(_) => break got.len(),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&got[..end]).into_owned();
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = got[end..].to_vec();
+    while body.len() < length {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some(RawAnswer {
+        head,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
+
+/// A WebSocket handshake on `/ws` (the connection stays open while the stream lives), and
+/// the answer's head.
+fn ws_upgrade(port: u16, token: &str, origin: Option<&str>) -> (TcpStream, RawAnswer) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let origin = origin
+        .map(|o| format!("Origin: {o}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+         Upgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+         {origin}\r\n"
+    )
+    .unwrap();
+    let answer = read_answer(&mut s, Duration::from_secs(15)).expect("an answer to the upgrade");
+    (s, answer)
+}
+
+/// Finding 5: an upgraded WebSocket keeps its connection slot for its whole life: with
+/// `--max-connections 8` and 8 WebSockets open, a 9th connection waits until one closes.
+#[test]
+fn websockets_keep_their_connection_slot() {
+    let place = Place::new("net-ws-slots");
+    let d = Daemon::start(
+        &place,
+        &[
+            "--token-file",
+            place.tokens.to_str().unwrap(),
+            "--max-connections",
+            "8",
+        ],
+    );
+    let mut open = Vec::new();
+    for _ in 0..8 {
+        let (s, a) = ws_upgrade(d.port, TOKEN, None);
+        assert_eq!(a.status(), 101, "{}", a.head);
+        open.push(s);
+    }
+    // The 9th waits in the listen backlog: no answer while the 8 are open…
+    let mut s = raw_post(d.port, OTHER_TOKEN, OPEN);
+    let early = read_answer(&mut s, Duration::from_secs(2));
+    assert!(
+        early.is_none(),
+        "a 9th connection was served beside 8 WebSockets under --max-connections 8: {}",
+        early.map(|a| a.head).unwrap_or_default()
+    );
+    // …and is served once one of them closes.
+    drop(open.pop());
+    let a = read_answer(&mut s, Duration::from_secs(15)).expect("served after a close");
+    assert_eq!(a.status(), 200, "{}", a.head);
+}
+
+/// Finding 5: one principal's connections stop at `--max-connections-per-principal` (32),
+/// WebSockets included, and the others still get in.
+#[test]
+fn one_principal_cannot_take_every_connection() {
+    let place = Place::new("net-conn-cap");
+    let d = Daemon::start(
+        &place,
+        &[
+            "--token-file",
+            place.tokens.to_str().unwrap(),
+            "--max-connections",
+            "64",
+        ],
+    );
+    let mut open = Vec::new();
+    for _ in 0..32 {
+        let (s, a) = ws_upgrade(d.port, TOKEN, None);
+        assert_eq!(a.status(), 101, "{}", a.head);
+        open.push(s);
+    }
+    let (_s, a) = ws_upgrade(d.port, TOKEN, None);
+    assert_eq!(
+        a.status(),
+        429,
+        "alice's 33rd connection: {}{}",
+        a.head,
+        a.body
+    );
+    assert!(
+        a.body.contains("--max-connections-per-principal"),
+        "{}",
+        a.body
+    );
+    let r = post(&d.url, Some(TOKEN), OPEN);
+    assert_eq!(r.status, 429, "{r:?}");
+    // Bob is served, over /ws and /rpc.
+    let (_b, a) = ws_upgrade(d.port, OTHER_TOKEN, None);
+    assert_eq!(a.status(), 101, "{}", a.head);
+    open_session(&d.url, OTHER_TOKEN);
+    // A closed WebSocket gives its place back.
+    drop(open.pop());
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = post(&d.url, Some(TOKEN), OPEN);
+        if r.status == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// An MCP `initialize` over `POST /mcp`: the status, and the session's id.
+fn mcp_initialize(url: &str, token: &str) -> (u16, String, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "20", "-D", "-", "-X", "POST"])
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .args(["-H", "Content-Type: application/json"])
+        .args(["-H", "Accept: application/json, text/event-stream"])
+        .args([
+            "--data-binary",
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        ])
+        .arg(format!("{url}/mcp"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let id = text
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id:")
+                .map(|v| v.trim().to_owned())
+        })
+        .unwrap_or_default();
+    (status, id, text)
+}
+
+/// Low finding: one principal cannot take every session: REXD sessions and MCP sessions stop
+/// at `--max-sessions-per-principal` (8) each, under the global caps, and the others still
+/// get theirs.
+#[test]
+fn one_principal_cannot_take_every_session() {
+    let place = Place::new("net-session-cap");
+    let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    for _ in 0..8 {
+        open_session(&d.url, TOKEN);
+    }
+    let r = post(&d.url, Some(TOKEN), OPEN);
+    let e = &r.json()["error"];
+    assert_eq!(e["code"], -32008, "alice's 9th session: {r:?}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-sessions-per-principal"),
+        "{e}"
+    );
+    open_session(&d.url, OTHER_TOKEN);
+    for _ in 0..8 {
+        let (status, id, text) = mcp_initialize(&d.url, TOKEN);
+        assert_eq!(status, 200, "{text}");
+        assert!(!id.is_empty(), "{text}");
+    }
+    let (status, _, text) = mcp_initialize(&d.url, TOKEN);
+    assert_eq!(status, 429, "alice's 9th MCP session: {text}");
+    assert!(text.contains("--max-sessions-per-principal"), "{text}");
+    let (status, _, text) = mcp_initialize(&d.url, OTHER_TOKEN);
+    assert_eq!(status, 200, "{text}");
+}
+
+/// Low finding: an authenticated client that sends its body slowly loses its connection after
+/// `--body-timeout-ms`, with `408` saying why.
+#[test]
+fn a_slow_body_is_cut_off() {
+    let place = Place::new("net-slow-body");
+    let d = Daemon::start(
+        &place,
+        &[
+            "--token-file",
+            place.tokens.to_str().unwrap(),
+            "--body-timeout-ms",
+            "300",
+        ],
+    );
+    for path in ["/rpc", "/mcp"] {
+        let mut s = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"jsonrpc\""
+        )
+        .unwrap();
+        // The other 990 bytes never come.
+        let a = read_answer(&mut s, Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("{path}: no answer to a body that never ends"));
+        assert_eq!(a.status(), 408, "{path}: {}{}", a.head, a.body);
+        assert!(a.body.contains("--body-timeout-ms"), "{path}: {}", a.body);
+        assert!(closed_by_server(&mut s, Duration::from_secs(15)), "{path}");
+    }
+    open_session(&d.url, TOKEN);
+}
+
+/// Low finding: a request from a web page (it carries `Origin`) is refused unless its origin
+/// is given with `--allow-origin`: a page cannot drive `/ws` with a browser's credentials.
+#[test]
+fn web_pages_are_refused_unless_their_origin_is_allowed() {
+    let place = Place::new("net-origin");
+    let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    let (_s, a) = ws_upgrade(d.port, TOKEN, Some("https://evil.example"));
+    assert_eq!(
+        a.status(),
+        403,
+        "a WebSocket from https://evil.example: {}",
+        a.head
+    );
+    assert!(a.body.contains("--allow-origin"), "{}", a.body);
+    let r = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        &format!("Authorization: Bearer {TOKEN}"),
+        "-H",
+        "Content-Type: application/json",
+        "-H",
+        "Origin: https://evil.example",
+        "--data-binary",
+        OPEN,
+        &format!("{}/rpc", d.url),
+    ]);
+    assert_eq!(r.status, 403, "{r:?}");
+    // Clients that are not browsers send no Origin.
+    let (_s, a) = ws_upgrade(d.port, TOKEN, None);
+    assert_eq!(a.status(), 101, "{}", a.head);
+    drop(d);
+    let d = Daemon::start(
+        &place,
+        &[
+            "--token-file",
+            place.tokens.to_str().unwrap(),
+            "--allow-origin",
+            "https://desk.example:8443",
+        ],
+    );
+    let (_s, a) = ws_upgrade(d.port, TOKEN, Some("https://desk.example:8443"));
+    assert_eq!(a.status(), 101, "{}", a.head);
+    let (_s, a) = ws_upgrade(d.port, TOKEN, Some("https://evil.example"));
+    assert_eq!(a.status(), 403, "{}", a.head);
+}

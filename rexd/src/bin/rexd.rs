@@ -130,9 +130,28 @@ struct ListenArgs {
     /// proxy on the same network segment is in front).
     #[arg(long, requires = "listen")]
     allow_plaintext: bool,
-    /// Connections served at once; more wait in the listen backlog (with --listen).
+    /// Connections served at once, WebSockets for their whole life; more wait in the listen
+    /// backlog (with --listen).
     #[arg(long, value_name = "N", default_value_t = 128, requires = "listen")]
     max_connections: usize,
+    /// Connections one client (token label or certificate subject) may have open at once;
+    /// past it, its requests get 429 (with --listen).
+    #[arg(long, value_name = "N", default_value_t = 32, requires = "listen")]
+    max_connections_per_principal: usize,
+    /// Sessions one client may have open at once, under `limits.max_concurrent_sessions`:
+    /// REXD sessions (POST /rpc, /ws; past it session.open gets resource_limit) and MCP
+    /// sessions (/mcp; past it 429), each (with --listen).
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "listen")]
+    max_sessions_per_principal: usize,
+    /// Milliseconds a client has to send a POST /rpc or /mcp body once its headers are in;
+    /// then 408 and the connection is closed (with --listen).
+    #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "listen")]
+    body_timeout_ms: u64,
+    /// Serve web pages from this origin (`https://host[:port]`; repeatable). A request that
+    /// carries any other Origin header (browsers send one, other clients none) gets 403, so a
+    /// page cannot use a browser's credentials on rexd (with --listen).
+    #[arg(long, value_name = "ORIGIN", requires = "listen")]
+    allow_origin: Vec<String>,
     /// The largest POST /rpc body and WebSocket message, in bytes (with --listen).
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "listen")]
     max_message_bytes: usize,
@@ -301,6 +320,10 @@ fn listen(service: Settings, args: &Args, addr: std::net::SocketAddr) -> Result<
         tls_key: a.tls_key.clone(),
         client_ca: a.client_ca.clone(),
         max_connections: a.max_connections.max(1),
+        max_connections_per_principal: a.max_connections_per_principal.max(1),
+        max_sessions_per_principal: a.max_sessions_per_principal.max(1),
+        body_timeout_ms: a.body_timeout_ms.max(1),
+        allowed_origins: a.allow_origin.clone(),
         max_message_bytes: a.max_message_bytes.max(1024),
         header_timeout_ms: a.header_timeout_ms.max(1),
         max_unsent_bytes: a.max_unsent_bytes.max(64 * 1024),

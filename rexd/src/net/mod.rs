@@ -11,13 +11,16 @@
 //! both are configured. A wrong or missing token gets `401` with nothing more. The daemon
 //! refuses to start without one of the two, binds only loopback and private addresses unless
 //! told `--allow-public`, and refuses a plaintext listener on anything but loopback unless told
-//! `--allow-plaintext`.
+//! `--allow-plaintext`. A request from a web page (one with an `Origin` header) is refused
+//! unless its origin is listed (`allowed_origins`).
 //!
 //! The requests go to one [`crate::hub`] (one [`crate::service::Service`]: the same roots,
 //! limits, policy and audit as stdio; the audit names the principal). Bounds: the body and the
-//! WebSocket message size (`max_message_bytes`), connections at once (`max_connections`; more
-//! wait in the listen backlog), the time to send a request's headers and to finish the TLS
-//! handshake (`header_timeout_ms`), the time a write may wait for the client to read
+//! WebSocket message size (`max_message_bytes`), connections at once (`max_connections`,
+//! WebSockets for their whole life; more wait in the listen backlog) and per principal
+//! (`max_connections_per_principal`), sessions per principal (`max_sessions_per_principal`),
+//! the time to send a request's headers and to finish the TLS handshake (`header_timeout_ms`)
+//! and its body (`body_timeout_ms`), the time a write may wait for the client to read
 //! (`write_timeout_ms`), the results one batch's answer may hold (`max_batch_answer_bytes`),
 //! and the hub's per-connection limits on unsent bytes.
 //!
@@ -27,11 +30,12 @@ pub mod auth;
 mod mcp_http;
 pub mod tls;
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -74,8 +78,18 @@ pub struct NetOptions {
     pub tls_key: Option<PathBuf>,
     /// Require client certificates signed by this CA (PEM).
     pub client_ca: Option<PathBuf>,
-    /// Connections served at once.
+    /// Connections served at once (WebSockets for their whole life).
     pub max_connections: usize,
+    /// Connections one principal may have open at once.
+    pub max_connections_per_principal: usize,
+    /// Sessions one principal may have open at once: REXD sessions (`/rpc`, `/ws`) and MCP
+    /// sessions (`/mcp`), each.
+    pub max_sessions_per_principal: usize,
+    /// Time allowed for a `/rpc` or `/mcp` request's body, once its headers are in.
+    pub body_timeout_ms: u64,
+    /// Origins (`https://host[:port]`) whose web pages may make requests; a request with any
+    /// other `Origin` header is refused.
+    pub allowed_origins: Vec<String>,
     /// The largest `/rpc` body and WebSocket message.
     pub max_message_bytes: usize,
     /// Time allowed for a request's headers and for the TLS handshake.
@@ -121,6 +135,10 @@ impl NetOptions {
             tls_key: None,
             client_ca: None,
             max_connections: 128,
+            max_connections_per_principal: 32,
+            max_sessions_per_principal: 8,
+            body_timeout_ms: 30_000,
+            allowed_origins: Vec::new(),
             max_message_bytes: 16 << 20,
             header_timeout_ms: 10_000,
             max_unsent_bytes: 16 << 20,
@@ -174,6 +192,33 @@ pub enum NetError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+/// An `--allow-origin` value as browsers write `Origin`: `scheme://host[:port]`, lower case,
+/// without the scheme's default port.
+pub fn origin(value: &str) -> Result<String, NetError> {
+    let bad = || {
+        NetError::Flags(format!(
+            "--allow-origin {value}: an origin is scheme://host[:port] as a browser sends it in \
+             Origin (e.g. https://desk.example.com:8443), without a path"
+        ))
+    };
+    let uri: axum::http::Uri = value.parse().map_err(|_| bad())?;
+    let scheme = uri.scheme_str().ok_or_else(bad)?.to_ascii_lowercase();
+    let authority = uri.authority().ok_or_else(bad)?;
+    if !matches!(scheme.as_str(), "http" | "https")
+        || !matches!(uri.path(), "" | "/")
+        || uri.query().is_some()
+        || authority.as_str().contains('@')
+    {
+        return Err(bad());
+    }
+    let host = authority.host().to_ascii_lowercase();
+    let default_port = if scheme == "https" { 443 } else { 80 };
+    Ok(match authority.port_u16() {
+        Some(port) if port != default_port => format!("{scheme}://{host}:{port}"),
+        _ => format!("{scheme}://{host}"),
+    })
 }
 
 /// Whether binding `ip` needs `--allow-public`: anything but loopback, private (RFC 1918, IPv6
@@ -255,6 +300,10 @@ pub(crate) struct NetState {
     auth: Auth,
     pub(crate) max_message_bytes: usize,
     write_timeout: Duration,
+    pub(crate) body_timeout: Duration,
+    pub(crate) max_sessions_per_principal: usize,
+    allowed_origins: Vec<String>,
+    principal_conns: Arc<PrincipalConns>,
     metrics: Arc<crate::metrics::Metrics>,
     pub(crate) settings_factory: Option<SettingsFactory>,
     pub(crate) mcp: mcp_http::McpSessions,
@@ -301,6 +350,12 @@ pub fn serve(settings: Settings, options: NetOptions) -> Result<(), NetError> {
         Some(path) => Some(auth::Tokens::load(path)?),
         None => None,
     };
+    let mut options = options;
+    options.allowed_origins = options
+        .allowed_origins
+        .iter()
+        .map(|o| origin(o))
+        .collect::<Result<_, _>>()?;
     let auth = Auth {
         tokens,
         mtls: options.client_ca.is_some(),
@@ -335,6 +390,7 @@ async fn run(
         max_message_bytes: options.max_message_bytes,
         resume_grace_ms: options.resume_grace_ms,
         max_batch_answer_bytes: options.max_batch_answer_bytes,
+        max_sessions_per_principal: options.max_sessions_per_principal,
         ..HubConfig::default()
     };
     let metrics_listener = match options.metrics_listen {
@@ -356,6 +412,13 @@ async fn run(
         auth,
         max_message_bytes: options.max_message_bytes,
         write_timeout: Duration::from_millis(options.write_timeout_ms),
+        body_timeout: Duration::from_millis(options.body_timeout_ms),
+        max_sessions_per_principal: options.max_sessions_per_principal,
+        allowed_origins: options.allowed_origins.clone(),
+        principal_conns: Arc::new(PrincipalConns {
+            max: options.max_connections_per_principal,
+            open: Mutex::default(),
+        }),
         metrics,
         settings_factory: options.mcp_settings.clone(),
         mcp: mcp_http::McpSessions::default(),
@@ -447,6 +510,63 @@ fn stop_signal() -> std::io::Result<watch::Receiver<bool>> {
     Ok(rx)
 }
 
+/// Connections open per principal, against `--max-connections-per-principal`.
+pub(crate) struct PrincipalConns {
+    max: usize,
+    open: Mutex<HashMap<String, usize>>,
+}
+
+/// One accepted connection's place under the limits: one of `--max-connections`, and from its
+/// first authenticated request one of its principal's. The connection's task and, after an
+/// upgrade, its WebSocket share it, so that a WebSocket counts for its whole life.
+struct ConnSlot {
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    principal: OnceLock<PrincipalPlace>,
+}
+
+/// A connection counted as its principal's, until dropped.
+struct PrincipalPlace {
+    conns: Arc<PrincipalConns>,
+    principal: String,
+}
+
+impl Drop for PrincipalPlace {
+    fn drop(&mut self) {
+        let mut open = self.conns.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.principal) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.principal);
+            }
+        }
+    }
+}
+
+impl ConnSlot {
+    /// Counts the connection as `principal`'s (once: its first authenticated request decides);
+    /// `Err(open)` when the principal already has its most.
+    fn claim(&self, principal: &str, conns: &Arc<PrincipalConns>) -> Result<(), usize> {
+        if self.principal.get().is_some() {
+            return Ok(());
+        }
+        {
+            let mut open = conns.open.lock().unwrap_or_else(|e| e.into_inner());
+            let n = open.get(principal).copied().unwrap_or(0);
+            if n >= conns.max {
+                return Err(n);
+            }
+            open.insert(principal.to_owned(), n + 1);
+        }
+        let place = PrincipalPlace {
+            conns: Arc::clone(conns),
+            principal: principal.to_owned(),
+        };
+        // Requests on one connection come one after another: nothing set it meanwhile.
+        let _ = self.principal.set(place);
+        Ok(())
+    }
+}
+
 /// What an accept loop needs: TLS, the connection slots, the time limits.
 #[derive(Clone)]
 struct Accept {
@@ -485,14 +605,18 @@ impl Accept {
             let tcp = ClientStream::new(tcp, self.write_timeout);
             let router = router.clone();
             let this = self.clone();
+            let slot = Arc::new(ConnSlot {
+                _slot: slot,
+                principal: OnceLock::new(),
+            });
             tokio::spawn(async move {
-                let _slot = slot;
                 let header_timeout = this.header_timeout;
                 match this.acceptor {
                     None => {
                         serve_connection(
                             tcp,
                             Peer::default(),
+                            slot,
                             router,
                             header_timeout,
                             this.write_timeout,
@@ -524,6 +648,7 @@ impl Accept {
                         serve_connection(
                             tls,
                             Peer { cert_subject },
+                            slot,
                             router,
                             header_timeout,
                             this.write_timeout,
@@ -641,6 +766,7 @@ fn log_write_timeout(write_timeout: Duration) {
 async fn serve_connection<S>(
     io: S,
     peer: Peer,
+    slot: Arc<ConnSlot>,
     router: Router,
     header_timeout: Duration,
     write_timeout: Duration,
@@ -650,6 +776,7 @@ async fn serve_connection<S>(
     let service =
         hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
             req.extensions_mut().insert(peer.clone());
+            req.extensions_mut().insert(Arc::clone(&slot));
             router.clone().oneshot(req.map(Body::new))
         });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -683,9 +810,52 @@ async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let origin = String::from_utf8_lossy(origin.as_bytes());
+        let listed = state
+            .allowed_origins
+            .iter()
+            .any(|o| o.eq_ignore_ascii_case(origin.trim_end_matches('/')));
+        if !listed {
+            // Only browsers send Origin; a page must not drive the daemon with the browser's
+            // credentials (a client certificate, a token it got hold of).
+            state.metrics.auth_failure("origin");
+            crate::log::warn(&format!(
+                "refused a request from a web page (Origin: {origin}): not given with \
+                 --allow-origin"
+            ));
+            return (
+                StatusCode::FORBIDDEN,
+                format!(
+                    "a request from a web page (Origin: {origin}) is refused: rexd serves web \
+                     pages only from the origins given with --allow-origin\n"
+                ),
+            )
+                .into_response();
+        }
+    }
     let peer = req.extensions().get::<Peer>().cloned().unwrap_or_default();
     match state.auth.principal(req.headers(), &peer) {
         Ok(p) => {
+            if let Some(slot) = req.extensions().get::<Arc<ConnSlot>>()
+                && let Err(open) = slot.claim(&p, &state.principal_conns)
+            {
+                crate::log::info(&format!(
+                    "refused a connection of {p}: {open} open, its most \
+                     (--max-connections-per-principal)"
+                ));
+                let mut r = (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!(
+                        "{p} has {open} connections open, the most --max-connections-per-principal \
+                         allows: close one first\n"
+                    ),
+                )
+                    .into_response();
+                r.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return r;
+            }
             req.extensions_mut().insert(Principal(p));
             next.run(req).await
         }
@@ -754,6 +924,22 @@ impl ConnSink for Arc<PointedSink> {
     }
 }
 
+/// `408` for a body that did not arrive within `--body-timeout-ms`; the connection is closed.
+pub(crate) fn body_too_slow(state: &NetState) -> Response {
+    let ms = state.body_timeout.as_millis();
+    crate::log::info(&format!(
+        "a request's body did not arrive within --body-timeout-ms ({ms} ms): connection closed"
+    ));
+    let mut r = (
+        StatusCode::REQUEST_TIMEOUT,
+        format!("the body did not arrive within --body-timeout-ms ({ms} ms)\n"),
+    )
+        .into_response();
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     let mut r = (status, body).into_response();
     r.headers_mut().insert(
@@ -796,13 +982,16 @@ async fn rpc(
     if declared.is_some_and(|n| n > state.max_message_bytes as u64) {
         return too_large();
     }
-    let body = match Limited::new(req.into_body(), state.max_message_bytes)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
-        Err(_) => return StatusCode::BAD_REQUEST.into_response(),
+    let collected = tokio::time::timeout(
+        state.body_timeout,
+        Limited::new(req.into_body(), state.max_message_bytes).collect(),
+    )
+    .await;
+    let body = match collected {
+        Err(_) => return body_too_slow(&state),
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
+        Ok(Err(_)) => return StatusCode::BAD_REQUEST.into_response(),
     };
     if body.iter().all(u8::is_ascii_whitespace) {
         return json_response(
@@ -880,13 +1069,18 @@ impl ConnSink for StreamSink {
 async fn ws(
     State(state): State<Arc<NetState>>,
     axum::Extension(Principal(principal)): axum::Extension<Principal>,
+    axum::Extension(slot): axum::Extension<Arc<ConnSlot>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let max = state.max_message_bytes;
     upgrade
         .max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| ws_session(socket, state, principal))
+        .on_upgrade(move |socket| async move {
+            // The connection's place under the limits lives as long as the WebSocket.
+            let _slot = slot;
+            ws_session(socket, state, principal).await
+        })
 }
 
 /// Bytes of a WebSocket client's messages the hub may hold before it reads no more of them.
@@ -1046,5 +1240,34 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String) 
             while from_client.next().await.is_some() {}
         })
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_origins_are_written_as_browsers_send_them() {
+        for (given, want) in [
+            ("https://desk.example", "https://desk.example"),
+            ("HTTPS://Desk.Example:443/", "https://desk.example"),
+            ("http://desk.example:80", "http://desk.example"),
+            ("https://desk.example:8443", "https://desk.example:8443"),
+            ("http://127.0.0.1:3000", "http://127.0.0.1:3000"),
+        ] {
+            assert_eq!(origin(given).unwrap(), want, "{given}");
+        }
+        for bad in [
+            "desk.example",
+            "https://desk.example/app",
+            "https://desk.example/?x=1",
+            "ftp://desk.example",
+            "https://user@desk.example",
+            "",
+        ] {
+            let e = origin(bad).unwrap_err().to_string();
+            assert!(e.contains("scheme://host[:port]"), "{bad}: {e}");
+        }
     }
 }
