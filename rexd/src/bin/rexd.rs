@@ -147,9 +147,9 @@ struct ListenArgs {
     /// then 408 and the connection is closed (with --listen).
     #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "listen")]
     body_timeout_ms: u64,
-    /// Serve web pages from this origin (`https://host[:port]`; repeatable). A request that
-    /// carries any other Origin header (browsers send one, other clients none) gets 403, so a
-    /// page cannot use a browser's credentials on rexd (with --listen).
+    /// Take requests from web pages of this origin (`https://host[:port]`; repeatable). A
+    /// request that carries any other Origin header (browsers send one, other clients none)
+    /// gets 403, so a page cannot use a browser's credentials on rexd (with --listen).
     #[arg(long, value_name = "ORIGIN", requires = "listen")]
     allow_origin: Vec<String>,
     /// The largest POST /rpc body and WebSocket message, in bytes (with --listen).
@@ -164,8 +164,8 @@ struct ListenArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "listen")]
     max_unsent_bytes: usize,
     /// Bytes of results one batch's answer may hold (POST /rpc and /ws, with --listen): the
-    /// requests of a batch past it fail with resource_limit (-32008), unrun, and are to be sent
-    /// again in a smaller batch.
+    /// request whose answer would pass it, and those after it (not run), get resource_limit
+    /// (-32008) saying to send them again in a smaller batch.
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "listen")]
     max_batch_answer_bytes: usize,
     /// Milliseconds a write to a client may wait for the client to read; then its connection

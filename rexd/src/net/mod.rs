@@ -827,8 +827,8 @@ async fn authenticate(
             return (
                 StatusCode::FORBIDDEN,
                 format!(
-                    "a request from a web page (Origin: {origin}) is refused: rexd serves web \
-                     pages only from the origins given with --allow-origin\n"
+                    "a request from a web page (Origin: {origin}) is refused: rexd takes \
+                     requests from web pages of the origins given with --allow-origin only\n"
                 ),
             )
                 .into_response();
