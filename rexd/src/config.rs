@@ -131,7 +131,8 @@ pub struct SudoRule {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientPolicy {
-    /// The authenticated principal: a token's label, or a client certificate's subject.
+    /// The authenticated principal: a token's label, or a client certificate's subject as
+    /// RFC 4514 writes it (`CN=alice,O=ops`).
     pub principal: String,
     /// Its action for unclassified commands (else `policy.default`).
     #[serde(default)]

@@ -23,6 +23,11 @@
 //!   dropped with the reason, so the daemon never spends its memory on a slow reader.
 //! - **Bounded input**: a connection's transport may hold at most a few messages the hub has not
 //!   taken ([`ConnSink::consumed`] gives back the room), so a flood waits in the client's socket.
+//! - **Turns**: each connection has one request handled per turn of the hub's loop, so one
+//!   client's batch of slow requests (64 `fs.read`s) is interleaved with the others' calls.
+//! - **Bounded batch answers**: the results kept for one batch's answer stop at
+//!   `max_batch_answer_bytes`; the request that would pass it and those after it are answered
+//!   `resource_limit` (the latter unrun), so one small batch cannot make a huge answer.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -154,6 +159,12 @@ pub struct HubConfig {
     pub replay_bytes: usize,
     /// End the hub once it has had no connection, session or process for this long.
     pub exit_when_idle_ms: Option<u64>,
+    /// Bytes of results one batch's answer may hold; the requests past it fail with
+    /// `resource_limit` (`usize::MAX`: no bound).
+    pub max_batch_answer_bytes: usize,
+    /// Sessions one principal may have open at once, under the service's own
+    /// `max_concurrent_sessions` (`usize::MAX`: no bound of its own).
+    pub max_sessions_per_principal: usize,
 }
 
 impl Default for HubConfig {
@@ -169,6 +180,8 @@ impl Default for HubConfig {
             replay_events: 8192,
             replay_bytes: 8 << 20,
             exit_when_idle_ms: None,
+            max_batch_answer_bytes: usize::MAX,
+            max_sessions_per_principal: usize::MAX,
         }
     }
 }
@@ -230,6 +243,30 @@ struct Conn {
     fed: bool,
     /// Since when its unsent bytes have been above the high water.
     behind_since: Option<u64>,
+    /// A request taken from the peer and left for a later turn: each connection has one
+    /// request handled per hub turn, so one client's batch does not hold up the others.
+    deferred: Option<(Id, String, Option<RawJson>)>,
+    /// This turn's request has been handled.
+    served: bool,
+    /// The number of the message the peer's requests come from (a batch is one message).
+    message_seq: u64,
+    /// Batched requests taken from the peer and not yet handled: their message.
+    batch_of: HashMap<Id, u64>,
+    /// Batched requests at the service (by handle): their message.
+    pending_batch: HashMap<u64, u64>,
+    /// The batches whose answer is not complete, by message.
+    batches: HashMap<u64, BatchBudget>,
+}
+
+/// How much of `max_batch_answer_bytes` a batch has used.
+#[derive(Default)]
+struct BatchBudget {
+    /// Bytes of the results kept for its answer.
+    bytes: usize,
+    /// Its requests at the service.
+    in_flight: usize,
+    /// An answer did not fit: the requests after it are not run.
+    spent: bool,
 }
 
 struct HubSession {
@@ -491,6 +528,12 @@ impl Hub {
                             pending: HashMap::new(),
                             fed: false,
                             behind_since: None,
+                            deferred: None,
+                            served: false,
+                            message_seq: 0,
+                            batch_of: HashMap::new(),
+                            pending_batch: HashMap::new(),
+                            batches: HashMap::new(),
                         },
                     );
                 }
@@ -564,18 +607,31 @@ impl Hub {
 
     /// Whether a connection has input the hub could take now.
     fn has_feedable(&self) -> bool {
-        self.conns
-            .values()
-            .any(|c| !c.inbox.is_empty() && c.sink.unsent() < self.config.high_water)
+        self.conns.values().any(|c| {
+            (!c.inbox.is_empty() || c.deferred.is_some())
+                && c.sink.unsent() < self.config.high_water
+        })
     }
 
-    /// Gives each connection's messages to its peer and its requests to the service, while
-    /// the connection is not behind.
+    /// Gives each connection's messages to its peer and its requests to the service, one
+    /// request per connection and turn, while the connection is not behind.
     fn feed_connections(&mut self, now: u64) {
         let ids: Vec<ConnId> = self.conns.keys().copied().collect();
         for conn in ids {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                continue;
+            };
+            c.served = false;
+            if c.sink.unsent() < self.config.high_water
+                && let Some((id, method, params)) = c.deferred.take()
+            {
+                c.served = true;
+                self.handle_request(now, conn, id, method, params);
+            }
+            // What the peer still holds of a batch comes before the next message.
+            self.drain_peer(now, conn);
             while let Some(c) = self.conns.get_mut(&conn) {
-                if c.sink.unsent() >= self.config.high_water {
+                if c.served || c.deferred.is_some() || c.sink.unsent() >= self.config.high_water {
                     break;
                 }
                 let Some(mut message) = c.inbox.pop_front() else {
@@ -591,12 +647,14 @@ impl Hub {
                 }
                 message.push(b'\n');
                 self.service.metrics().bytes("in", len);
+                // The batches of earlier messages that are fully answered are done with.
+                c.batches.retain(|_, b| b.in_flight > 0);
+                c.message_seq += 1;
                 c.peer.handle_bytes(now, &message);
                 c.sink.consumed(len);
                 c.fed = true;
                 self.drain_peer(now, conn);
             }
-            self.drain_peer(now, conn);
             self.finish_pointed(conn);
         }
     }
@@ -606,7 +664,12 @@ impl Hub {
         let Some(c) = self.conns.get(&conn) else {
             return;
         };
-        if c.info.kind == ConnKind::Pointed && c.fed && c.pending.is_empty() && c.inbox.is_empty() {
+        if c.info.kind == ConnKind::Pointed
+            && c.fed
+            && c.pending.is_empty()
+            && c.inbox.is_empty()
+            && c.deferred.is_none()
+        {
             c.sink.done();
             self.conns.remove(&conn);
         }
@@ -618,6 +681,11 @@ impl Hub {
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;
             };
+            // A request waits for the next turn: the rest of the peer's output waits behind it
+            // (this drain may be nested in the one that handled this turn's request).
+            if c.deferred.is_some() {
+                return;
+            }
             match c.peer.poll_output(now) {
                 Output::Transmit(mut bytes) => {
                     if bytes.last() == Some(&b'\n') {
@@ -627,14 +695,16 @@ impl Hub {
                     c.sink.send(bytes);
                 }
                 Output::Event(PeerEvent::Request { id, method, params }) => {
-                    match Request::parse(&method, params.as_ref().map(|p| p.as_raw())) {
-                        Ok(request) => self.call(now, conn, id, request),
-                        Err(e) => {
-                            let _ =
-                                c.peer
-                                    .respond_error(now, &id, remote_error(e.to_error_object()));
-                        }
+                    if c.peer.is_batched(&id) {
+                        c.batch_of.insert(id.clone(), c.message_seq);
                     }
+                    if c.served {
+                        // This connection had its turn: the rest of its batch waits.
+                        c.deferred = Some((id, method, params));
+                        return;
+                    }
+                    c.served = true;
+                    self.handle_request(now, conn, id, method, params);
                 }
                 Output::Event(PeerEvent::Notification { method, .. }) => {
                     crate::log::debug(&format!("ignored notification {method}"));
@@ -648,8 +718,46 @@ impl Hub {
         }
     }
 
+    /// A request from `conn`'s peer: refused unrun when its batch's answer is already full,
+    /// else parsed and called.
+    fn handle_request(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        id: Id,
+        method: String,
+        params: Option<RawJson>,
+    ) {
+        let limit = self.config.max_batch_answer_bytes;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let batch = c.batch_of.remove(&id);
+        if let Some(seq) = batch
+            && c.batches.get(&seq).is_some_and(|b| b.spent)
+        {
+            let e = ErrorObject::of(ErrorCode::ResourceLimit)
+                .with_message(format!(
+                    "not run: this batch's answer reached --max-batch-answer-bytes ({limit} \
+                     bytes) before it; send it again in a smaller batch, or alone"
+                ))
+                .with_data(json!({"limit": limit, "ran": false}));
+            self.service.metrics().error(e.code);
+            let _ = c.peer.respond_error(now, &id, remote_error(e));
+            return;
+        }
+        match Request::parse(&method, params.as_ref().map(|p| p.as_raw())) {
+            Ok(request) => self.call(now, conn, id, batch, request),
+            Err(e) => {
+                let _ = c
+                    .peer
+                    .respond_error(now, &id, remote_error(e.to_error_object()));
+            }
+        }
+    }
+
     /// Checks that the request's session is the caller's, then hands it to the service.
-    fn call(&mut self, now: u64, conn: ConnId, id: Id, request: Request) {
+    fn call(&mut self, now: u64, conn: ConnId, id: Id, batch: Option<u64>, request: Request) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -700,6 +808,29 @@ impl Hub {
                 }
             }
         }
+        if let Request::SessionOpen(_) = &request {
+            // One principal cannot take every session of the daemon.
+            let max = self.config.max_sessions_per_principal;
+            let principal = &c.info.principal;
+            let open = self
+                .sessions
+                .values()
+                .filter(|s| &s.principal == principal)
+                .count();
+            if open >= max {
+                let e = ErrorObject::of(ErrorCode::ResourceLimit)
+                    .with_message(format!(
+                        "{principal} has {open} sessions open, the most \
+                         --max-sessions-per-principal allows: close one (session.close) first; \
+                         one opened over POST /rpc ends after --rpc-session-idle-ms without a \
+                         request"
+                    ))
+                    .with_data(json!({"limit": max, "open": open}));
+                self.service.metrics().error(e.code);
+                let _ = c.peer.respond_error(now, &id, remote_error(e));
+                return;
+            }
+        }
         self.next_handle += 1;
         let handle = self.next_handle;
         if let Request::SessionOpen(p) = &request
@@ -709,6 +840,10 @@ impl Hub {
             self.resumable_opens.insert(handle);
         }
         c.pending.insert(handle, id);
+        if let Some(seq) = batch {
+            c.pending_batch.insert(handle, seq);
+            c.batches.entry(seq).or_default().in_flight += 1;
+        }
         self.handles.insert(handle, conn);
         let principal = c.info.principal.clone();
         // A session.open from this connection may be granted raw frames only if it can
@@ -769,6 +904,14 @@ impl Hub {
         let Some(id) = c.pending.remove(&handle) else {
             return;
         };
+        // The budget of its batch, if it came in one.
+        let mut batch = c
+            .pending_batch
+            .remove(&handle)
+            .and_then(|seq| c.batches.get_mut(&seq));
+        if let Some(b) = &mut batch {
+            b.in_flight -= 1;
+        }
         match &mut result {
             Ok(Response::SessionOpen(r)) => {
                 let replay = resumable.then(|| Replay {
@@ -814,9 +957,34 @@ impl Hub {
             }
             other => other,
         });
+        let limit = self.config.max_batch_answer_bytes;
         let sent = match result {
             Ok(response) if c.peer.is_batched(&id) => match RawJson::to_raw(&response) {
-                Ok(raw) => c.peer.respond(now, &id, raw),
+                Ok(raw) => match batch {
+                    Some(b) if b.spent || b.bytes.saturating_add(raw.get().len()) > limit => {
+                        b.spent = true;
+                        let e = ErrorObject::of(ErrorCode::ResourceLimit)
+                            .with_message(format!(
+                                "ran, but its answer ({} bytes) would take this batch's answer \
+                                 past --max-batch-answer-bytes ({limit} bytes), so it is not \
+                                 sent and the requests after it are not run; send it again in \
+                                 a smaller batch, or alone",
+                                raw.get().len()
+                            ))
+                            .with_data(json!({
+                                "limit": limit,
+                                "ran": true,
+                                "answer_bytes": raw.get().len(),
+                            }));
+                        self.service.metrics().error(e.code);
+                        c.peer.respond_error(now, &id, remote_error(e))
+                    }
+                    Some(b) => {
+                        b.bytes += raw.get().len();
+                        c.peer.respond(now, &id, raw)
+                    }
+                    None => c.peer.respond(now, &id, raw),
+                },
                 Err(e) => c.peer.respond_error(
                     now,
                     &id,

@@ -12,7 +12,7 @@
 //! | `rexd_execs_total` | counter | `class` (the `[policy]` class, `unclassified` without one), `outcome` (`exit_0`, `exit_nonzero`, `signal`, `timeout`, `launch_error`, `refused`, `error`) |
 //! | `rexd_errors_total` | counter | `code` (the JSON-RPC error code of an error answer) |
 //! | `rexd_stream_bytes_total` | counter | `direction` (`in`: bytes of client messages, `out`: bytes of answers and events) |
-//! | `rexd_auth_failures_total` | counter | `reason` (`token`: a missing or wrong bearer token, `tls`: a failed handshake, such as a missing or foreign client certificate) |
+//! | `rexd_auth_failures_total` | counter | `reason` (`token`: a missing or wrong bearer token, `tls`: a failed handshake, such as a missing or foreign client certificate, or a certificate with an empty subject; `origin`: a request from a web page whose origin is not allowed) |
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

@@ -215,6 +215,17 @@ fn refuses_to_start_without_auth_or_on_a_public_address() {
             "go together",
         ),
         (vec!["--token-file", tokens], "--listen"),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                tokens,
+                "--allow-origin",
+                "desk.example",
+            ],
+            "an origin is scheme://host[:port]",
+        ),
     ] {
         let mut all = vec!["--config", config];
         all.extend(args.iter().copied());
@@ -402,7 +413,7 @@ fn mtls_with_curl_and_openssl_s_client() {
         .iter()
         .find(|e| e["method"] == "session.open")
         .unwrap();
-    assert_eq!(open["principal"], "O=ops, CN=alice", "{open}");
+    assert_eq!(open["principal"], "CN=alice,O=ops", "{open}");
 }
 
 #[test]
@@ -450,10 +461,7 @@ fn mtls_and_token_together_need_both() {
     assert_eq!(with(None).status, 401);
     assert_eq!(with(Some(TOKEN)).status, 200);
     let audit = place.audit_lines();
-    assert_eq!(
-        audit[0]["principal"], "alice (O=ops, CN=alice)",
-        "{audit:?}"
-    );
+    assert_eq!(audit[0]["principal"], "alice (CN=alice,O=ops)", "{audit:?}");
 }
 
 fn ws_env() -> Vec<(&'static str, &'static str)> {
@@ -481,6 +489,11 @@ fn two_hundred_concurrent_websocket_sessions() {
             "--token-file",
             place.tokens.to_str().unwrap(),
             "--max-connections",
+            "256",
+            // One client (alice) opens them all.
+            "--max-connections-per-principal",
+            "256",
+            "--max-sessions-per-principal",
             "256",
         ],
     );
@@ -740,7 +753,7 @@ fn rex_over_https_with_a_token_and_over_mtls() {
         .filter(|e| e["method"] == "exec.exit")
         .map(|e| e["principal"].as_str().unwrap_or("").to_owned())
         .collect();
-    assert_eq!(exits, ["alice", "O=ops, CN=alice"], "{exits:?}");
+    assert_eq!(exits, ["alice", "CN=alice,O=ops"], "{exits:?}");
 }
 
 const METRICS_POLICY: &str = "[policy]\n[policy.classes]\ndestructive = \"deny\"\n\

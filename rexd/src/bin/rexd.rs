@@ -119,7 +119,8 @@ struct ListenArgs {
     #[arg(long, value_name = "FILE", requires = "listen")]
     tls_key: Option<PathBuf>,
     /// Require client certificates signed by this CA, PEM (mTLS; with --tls-cert). The
-    /// certificate's subject names the client in the audit log.
+    /// certificate's subject, as RFC 4514 writes it (`CN=alice,O=ops`), names the client in the
+    /// audit log and [[policy.clients]]; one with an empty subject is refused.
     #[arg(long, value_name = "FILE", requires = "listen")]
     client_ca: Option<PathBuf>,
     /// Allow --listen on an address that is neither loopback nor private (put a firewall or a
@@ -130,9 +131,28 @@ struct ListenArgs {
     /// proxy on the same network segment is in front).
     #[arg(long, requires = "listen")]
     allow_plaintext: bool,
-    /// Connections served at once; more wait in the listen backlog (with --listen).
+    /// Connections served at once, WebSockets for their whole life; more wait in the listen
+    /// backlog (with --listen).
     #[arg(long, value_name = "N", default_value_t = 128, requires = "listen")]
     max_connections: usize,
+    /// Connections one client (token label or certificate subject) may have open at once;
+    /// past it, its requests get 429 (with --listen).
+    #[arg(long, value_name = "N", default_value_t = 32, requires = "listen")]
+    max_connections_per_principal: usize,
+    /// Sessions one client may have open at once, under `limits.max_concurrent_sessions`:
+    /// REXD sessions (POST /rpc, /ws; past it session.open gets resource_limit) and MCP
+    /// sessions (/mcp; past it 429), each (with --listen).
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "listen")]
+    max_sessions_per_principal: usize,
+    /// Milliseconds a client has to send a POST /rpc or /mcp body once its headers are in;
+    /// then 408 and the connection is closed (with --listen).
+    #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "listen")]
+    body_timeout_ms: u64,
+    /// Take requests from web pages of this origin (`https://host[:port]`; repeatable). A
+    /// request that carries any other Origin header (browsers send one, other clients none)
+    /// gets 403, so a page cannot use a browser's credentials on rexd (with --listen).
+    #[arg(long, value_name = "ORIGIN", requires = "listen")]
+    allow_origin: Vec<String>,
     /// The largest POST /rpc body and WebSocket message, in bytes (with --listen).
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "listen")]
     max_message_bytes: usize,
@@ -144,6 +164,15 @@ struct ListenArgs {
     /// quarter of it, its commands' output is no longer read (with --listen).
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "listen")]
     max_unsent_bytes: usize,
+    /// Bytes of results one batch's answer may hold (POST /rpc and /ws, with --listen): the
+    /// request whose answer would pass it, and those after it (not run), get resource_limit
+    /// (-32008) saying to send them again in a smaller batch.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "listen")]
+    max_batch_answer_bytes: usize,
+    /// Milliseconds a write to a client may wait for the client to read; then its connection
+    /// is dropped (with --listen).
+    #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "listen")]
+    write_timeout_ms: u64,
     /// Milliseconds a connection may stay behind (a quarter of --max-unsent-bytes unread)
     /// before it is dropped (with --listen).
     #[arg(long, value_name = "MS", default_value_t = 30_000, requires = "listen")]
@@ -295,9 +324,15 @@ fn listen(service: Settings, args: &Args, addr: std::net::SocketAddr) -> Result<
         tls_key: a.tls_key.clone(),
         client_ca: a.client_ca.clone(),
         max_connections: a.max_connections.max(1),
+        max_connections_per_principal: a.max_connections_per_principal.max(1),
+        max_sessions_per_principal: a.max_sessions_per_principal.max(1),
+        body_timeout_ms: a.body_timeout_ms.max(1),
+        allowed_origins: a.allow_origin.clone(),
         max_message_bytes: a.max_message_bytes.max(1024),
         header_timeout_ms: a.header_timeout_ms.max(1),
         max_unsent_bytes: a.max_unsent_bytes.max(64 * 1024),
+        max_batch_answer_bytes: a.max_batch_answer_bytes,
+        write_timeout_ms: a.write_timeout_ms.max(1),
         slow_reader_ms: a.slow_reader_ms,
         rpc_session_idle_ms: a.rpc_session_idle_ms,
         metrics_listen: a.metrics_listen,

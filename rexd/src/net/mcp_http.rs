@@ -11,8 +11,8 @@
 //!   (progress, `tools/list_changed`) is not forwarded: there is no `GET` stream (`405`).
 //! - `DELETE /mcp` ends the session: the adapter sees the end of its input and ends its
 //!   processes, as `rexd --mcp` does when its client goes away.
-//! - At most [`MAX_SESSIONS`] sessions; one idle for `--rpc-session-idle-ms` is ended to make
-//!   room.
+//! - At most [`MAX_SESSIONS`] sessions, and `--max-sessions-per-principal` of one principal
+//!   (`429` past it); one idle for `--rpc-session-idle-ms` is ended to make room.
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -106,6 +106,19 @@ impl McpSessions {
                 return Err((
                     StatusCode::SERVICE_UNAVAILABLE,
                     format!("{MAX_SESSIONS} MCP sessions already open\n"),
+                ));
+            }
+            // One principal cannot take them all.
+            let max = state.max_sessions_per_principal;
+            let mine = map.values().filter(|s| s.principal == principal).count();
+            if mine >= max {
+                return Err((
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!(
+                        "{principal} has {mine} MCP sessions open, the most \
+                         --max-sessions-per-principal allows: end one (DELETE /mcp) first; one \
+                         idle for --rpc-session-idle-ms ends by itself\n"
+                    ),
                 ));
             }
         }
@@ -213,12 +226,15 @@ pub(crate) async fn handle(
         }
         _ => return StatusCode::METHOD_NOT_ALLOWED.into_response(),
     }
-    let body = match Limited::new(req.into_body(), state.max_message_bytes)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return StatusCode::PAYLOAD_TOO_LARGE.into_response(),
+    let collected = tokio::time::timeout(
+        state.body_timeout,
+        Limited::new(req.into_body(), state.max_message_bytes).collect(),
+    )
+    .await;
+    let body = match collected {
+        Err(_) => return super::body_too_slow(&state),
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(_)) => return StatusCode::PAYLOAD_TOO_LARGE.into_response(),
     };
     let Ok(message) = serde_json::from_slice::<Value>(&body) else {
         return json(

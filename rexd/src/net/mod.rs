@@ -11,13 +11,18 @@
 //! both are configured. A wrong or missing token gets `401` with nothing more. The daemon
 //! refuses to start without one of the two, binds only loopback and private addresses unless
 //! told `--allow-public`, and refuses a plaintext listener on anything but loopback unless told
-//! `--allow-plaintext`.
+//! `--allow-plaintext`. A request from a web page (one with an `Origin` header) is refused
+//! unless its origin is listed (`allowed_origins`).
 //!
 //! The requests go to one [`crate::hub`] (one [`crate::service::Service`]: the same roots,
 //! limits, policy and audit as stdio; the audit names the principal). Bounds: the body and the
-//! WebSocket message size (`max_message_bytes`), connections at once (`max_connections`; more
-//! wait in the listen backlog), the time to send a request's headers and to finish the TLS
-//! handshake (`header_timeout_ms`), and the hub's per-connection limits on unsent bytes.
+//! WebSocket message size (`max_message_bytes`), connections at once (`max_connections`,
+//! WebSockets for their whole life; more wait in the listen backlog) and per principal
+//! (`max_connections_per_principal`), sessions per principal (`max_sessions_per_principal`),
+//! the time to send a request's headers and to finish the TLS handshake (`header_timeout_ms`)
+//! and its body (`body_timeout_ms`), the time a write may wait for the client to read
+//! (`write_timeout_ms`), the results one batch's answer may hold (`max_batch_answer_bytes`),
+//! and the hub's per-connection limits on unsent bytes.
 //!
 //! The tokio runtime is built here and only here, so the other transports run without one.
 
@@ -25,10 +30,13 @@ pub mod auth;
 mod mcp_http;
 pub mod tls;
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -70,14 +78,28 @@ pub struct NetOptions {
     pub tls_key: Option<PathBuf>,
     /// Require client certificates signed by this CA (PEM).
     pub client_ca: Option<PathBuf>,
-    /// Connections served at once.
+    /// Connections served at once (WebSockets for their whole life).
     pub max_connections: usize,
+    /// Connections one principal may have open at once.
+    pub max_connections_per_principal: usize,
+    /// Sessions one principal may have open at once: REXD sessions (`/rpc`, `/ws`) and MCP
+    /// sessions (`/mcp`), each.
+    pub max_sessions_per_principal: usize,
+    /// Time allowed for a `/rpc` or `/mcp` request's body, once its headers are in.
+    pub body_timeout_ms: u64,
+    /// Origins (`https://host[:port]`) whose web pages may make requests; a request with any
+    /// other `Origin` header is refused.
+    pub allowed_origins: Vec<String>,
     /// The largest `/rpc` body and WebSocket message.
     pub max_message_bytes: usize,
     /// Time allowed for a request's headers and for the TLS handshake.
     pub header_timeout_ms: u64,
     /// Bytes a connection may leave unread before it is dropped.
     pub max_unsent_bytes: usize,
+    /// Bytes of results one batch's answer may hold (`/rpc` and `/ws`).
+    pub max_batch_answer_bytes: usize,
+    /// How long a write to a client may wait for it to read before the connection is dropped.
+    pub write_timeout_ms: u64,
     /// How long a connection may stay behind (sessions paused) before it is dropped.
     pub slow_reader_ms: u64,
     /// How long a session opened over `/rpc` lives without a request.
@@ -113,9 +135,15 @@ impl NetOptions {
             tls_key: None,
             client_ca: None,
             max_connections: 128,
+            max_connections_per_principal: 32,
+            max_sessions_per_principal: 8,
+            body_timeout_ms: 30_000,
+            allowed_origins: Vec::new(),
             max_message_bytes: 16 << 20,
             header_timeout_ms: 10_000,
             max_unsent_bytes: 16 << 20,
+            max_batch_answer_bytes: 16 << 20,
+            write_timeout_ms: 30_000,
             slow_reader_ms: 30_000,
             rpc_session_idle_ms: 600_000,
             metrics_listen: None,
@@ -166,6 +194,33 @@ pub enum NetError {
     },
 }
 
+/// An `--allow-origin` value as browsers write `Origin`: `scheme://host[:port]`, lower case,
+/// without the scheme's default port.
+pub fn origin(value: &str) -> Result<String, NetError> {
+    let bad = || {
+        NetError::Flags(format!(
+            "--allow-origin {value}: an origin is scheme://host[:port] as a browser sends it in \
+             Origin (e.g. https://desk.example.com:8443), without a path"
+        ))
+    };
+    let uri: axum::http::Uri = value.parse().map_err(|_| bad())?;
+    let scheme = uri.scheme_str().ok_or_else(bad)?.to_ascii_lowercase();
+    let authority = uri.authority().ok_or_else(bad)?;
+    if !matches!(scheme.as_str(), "http" | "https")
+        || !matches!(uri.path(), "" | "/")
+        || uri.query().is_some()
+        || authority.as_str().contains('@')
+    {
+        return Err(bad());
+    }
+    let host = authority.host().to_ascii_lowercase();
+    let default_port = if scheme == "https" { 443 } else { 80 };
+    Ok(match authority.port_u16() {
+        Some(port) if port != default_port => format!("{scheme}://{host}:{port}"),
+        _ => format!("{scheme}://{host}"),
+    })
+}
+
 /// Whether binding `ip` needs `--allow-public`: anything but loopback, private (RFC 1918, IPv6
 /// unique local) and link-local addresses. The unspecified address (all interfaces) is public.
 pub fn is_public(ip: IpAddr) -> bool {
@@ -190,36 +245,52 @@ struct Auth {
 /// What a connection learned in its TLS handshake.
 #[derive(Clone, Default)]
 struct Peer {
-    cert_subject: Option<String>,
+    /// The client certificate's subject (RFC 4514), or why it names no client.
+    cert_subject: Option<Result<String, tls::SubjectError>>,
 }
 
 /// Who a request is, once authenticated.
 #[derive(Clone)]
 pub(crate) struct Principal(pub(crate) String);
 
+/// Why a request is not served.
+enum Refusal {
+    /// No credentials, or wrong ones: `401` and nothing more.
+    Unauthorized,
+    /// A certificate the CA signed that names no client: `403` with the reason.
+    Certificate(tls::SubjectError),
+}
+
 impl Auth {
-    /// The principal of a request, or `None` (then `401`).
-    fn principal(&self, headers: &HeaderMap, peer: &Peer) -> Option<String> {
+    /// The principal of a request.
+    fn principal(&self, headers: &HeaderMap, peer: &Peer) -> Result<String, Refusal> {
         let subject = match (self.mtls, &peer.cert_subject) {
-            (true, Some(s)) => Some(s.clone()),
+            (true, Some(Ok(s))) => Some(s.clone()),
+            (true, Some(Err(e))) => return Err(Refusal::Certificate(e.clone())),
             // The handshake requires a certificate; a connection without one never gets here.
-            (true, None) => return None,
+            (true, None) => return Err(Refusal::Unauthorized),
             (false, _) => None,
         };
         let label = match &self.tokens {
             Some(tokens) => {
                 let presented = headers
                     .get(header::AUTHORIZATION)
-                    .and_then(|v| auth::bearer(v.as_bytes()))?;
-                Some(tokens.check(presented)?.to_owned())
+                    .and_then(|v| auth::bearer(v.as_bytes()))
+                    .ok_or(Refusal::Unauthorized)?;
+                Some(
+                    tokens
+                        .check(presented)
+                        .ok_or(Refusal::Unauthorized)?
+                        .to_owned(),
+                )
             }
             None => None,
         };
         match (label, subject) {
-            (Some(l), Some(s)) => Some(format!("{l} ({s})")),
-            (Some(l), None) => Some(l),
-            (None, Some(s)) => Some(s),
-            (None, None) => None,
+            (Some(l), Some(s)) => Ok(format!("{l} ({s})")),
+            (Some(l), None) => Ok(l),
+            (None, Some(s)) => Ok(s),
+            (None, None) => Err(Refusal::Unauthorized),
         }
     }
 }
@@ -228,6 +299,11 @@ pub(crate) struct NetState {
     hub: HubHandle,
     auth: Auth,
     pub(crate) max_message_bytes: usize,
+    write_timeout: Duration,
+    pub(crate) body_timeout: Duration,
+    pub(crate) max_sessions_per_principal: usize,
+    allowed_origins: Vec<String>,
+    principal_conns: Arc<PrincipalConns>,
     metrics: Arc<crate::metrics::Metrics>,
     pub(crate) settings_factory: Option<SettingsFactory>,
     pub(crate) mcp: mcp_http::McpSessions,
@@ -274,6 +350,12 @@ pub fn serve(settings: Settings, options: NetOptions) -> Result<(), NetError> {
         Some(path) => Some(auth::Tokens::load(path)?),
         None => None,
     };
+    let mut options = options;
+    options.allowed_origins = options
+        .allowed_origins
+        .iter()
+        .map(|o| origin(o))
+        .collect::<Result<_, _>>()?;
     let auth = Auth {
         tokens,
         mtls: options.client_ca.is_some(),
@@ -307,6 +389,8 @@ async fn run(
         pointed_idle_ms: options.rpc_session_idle_ms,
         max_message_bytes: options.max_message_bytes,
         resume_grace_ms: options.resume_grace_ms,
+        max_batch_answer_bytes: options.max_batch_answer_bytes,
+        max_sessions_per_principal: options.max_sessions_per_principal,
         ..HubConfig::default()
     };
     let metrics_listener = match options.metrics_listen {
@@ -327,6 +411,14 @@ async fn run(
         hub: hub.clone(),
         auth,
         max_message_bytes: options.max_message_bytes,
+        write_timeout: Duration::from_millis(options.write_timeout_ms),
+        body_timeout: Duration::from_millis(options.body_timeout_ms),
+        max_sessions_per_principal: options.max_sessions_per_principal,
+        allowed_origins: options.allowed_origins.clone(),
+        principal_conns: Arc::new(PrincipalConns {
+            max: options.max_connections_per_principal,
+            open: Mutex::default(),
+        }),
         metrics,
         settings_factory: options.mcp_settings.clone(),
         mcp: mcp_http::McpSessions::default(),
@@ -353,11 +445,13 @@ async fn run(
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let slots = Arc::new(Semaphore::new(options.max_connections));
     let header_timeout = Duration::from_millis(options.header_timeout_ms);
+    let write_timeout = Duration::from_millis(options.write_timeout_ms);
     let stop = stop_signal().map_err(io)?;
     let accept = Accept {
         acceptor,
         slots,
         header_timeout,
+        write_timeout,
         metrics: Arc::clone(&state.metrics),
     };
     let metrics_loop = match metrics_listener {
@@ -416,12 +510,70 @@ fn stop_signal() -> std::io::Result<watch::Receiver<bool>> {
     Ok(rx)
 }
 
+/// Connections open per principal, against `--max-connections-per-principal`.
+pub(crate) struct PrincipalConns {
+    max: usize,
+    open: Mutex<HashMap<String, usize>>,
+}
+
+/// One accepted connection's place under the limits: one of `--max-connections`, and from its
+/// first authenticated request one of its principal's. The connection's task and, after an
+/// upgrade, its WebSocket share it, so that a WebSocket counts for its whole life.
+struct ConnSlot {
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    principal: OnceLock<PrincipalPlace>,
+}
+
+/// A connection counted as its principal's, until dropped.
+struct PrincipalPlace {
+    conns: Arc<PrincipalConns>,
+    principal: String,
+}
+
+impl Drop for PrincipalPlace {
+    fn drop(&mut self) {
+        let mut open = self.conns.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.principal) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.principal);
+            }
+        }
+    }
+}
+
+impl ConnSlot {
+    /// Counts the connection as `principal`'s (once: its first authenticated request decides);
+    /// `Err(open)` when the principal already has its most.
+    fn claim(&self, principal: &str, conns: &Arc<PrincipalConns>) -> Result<(), usize> {
+        if self.principal.get().is_some() {
+            return Ok(());
+        }
+        {
+            let mut open = conns.open.lock().unwrap_or_else(|e| e.into_inner());
+            let n = open.get(principal).copied().unwrap_or(0);
+            if n >= conns.max {
+                return Err(n);
+            }
+            open.insert(principal.to_owned(), n + 1);
+        }
+        let place = PrincipalPlace {
+            conns: Arc::clone(conns),
+            principal: principal.to_owned(),
+        };
+        // Requests on one connection come one after another: nothing set it meanwhile.
+        let _ = self.principal.set(place);
+        Ok(())
+    }
+}
+
 /// What an accept loop needs: TLS, the connection slots, the time limits.
 #[derive(Clone)]
 struct Accept {
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     slots: Arc<Semaphore>,
     header_timeout: Duration,
+    write_timeout: Duration,
     metrics: Arc<crate::metrics::Metrics>,
 }
 
@@ -450,13 +602,27 @@ impl Accept {
                 _ = stop.changed() => continue,
             };
             let _ = tcp.set_nodelay(true);
+            let tcp = ClientStream::new(tcp, self.write_timeout);
             let router = router.clone();
             let this = self.clone();
+            let slot = Arc::new(ConnSlot {
+                _slot: slot,
+                principal: OnceLock::new(),
+            });
             tokio::spawn(async move {
-                let _slot = slot;
                 let header_timeout = this.header_timeout;
                 match this.acceptor {
-                    None => serve_connection(tcp, Peer::default(), router, header_timeout).await,
+                    None => {
+                        serve_connection(
+                            tcp,
+                            Peer::default(),
+                            slot,
+                            router,
+                            header_timeout,
+                            this.write_timeout,
+                        )
+                        .await
+                    }
                     Some(acceptor) => {
                         let tls = match tokio::time::timeout(header_timeout, acceptor.accept(tcp))
                             .await
@@ -478,12 +644,91 @@ impl Accept {
                             .1
                             .peer_certificates()
                             .and_then(|c| c.first())
-                            .and_then(tls::subject);
-                        serve_connection(tls, Peer { cert_subject }, router, header_timeout).await
+                            .map(tls::subject);
+                        serve_connection(
+                            tls,
+                            Peer { cert_subject },
+                            slot,
+                            router,
+                            header_timeout,
+                            this.write_timeout,
+                        )
+                        .await
                     }
                 }
             });
         }
+    }
+}
+
+/// A client's TCP connection. A client that stops reading holds a write (and so its
+/// connection) no longer than `--write-timeout-ms`: the write fails, and the connection with
+/// it, WebSockets included. Such a connection is reset when dropped, so that the kernel does
+/// not go on holding the unread bytes for a client that does not read them.
+struct ClientStream {
+    inner: Pin<Box<tokio_io_timeout::TimeoutStream<tokio::net::TcpStream>>>,
+}
+
+impl ClientStream {
+    fn new(tcp: tokio::net::TcpStream, write_timeout: Duration) -> ClientStream {
+        let mut inner = tokio_io_timeout::TimeoutStream::new(tcp);
+        inner.set_write_timeout(Some(write_timeout));
+        ClientStream {
+            inner: Box::pin(inner),
+        }
+    }
+
+    fn on_write<T>(&self, r: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        if let Poll::Ready(Err(e)) = &r
+            && e.kind() == std::io::ErrorKind::TimedOut
+        {
+            let _ = self.inner.get_ref().set_zero_linger();
+        }
+        r
+    }
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        self.inner.as_mut().poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = self.inner.as_mut().poll_write(cx, buf);
+        self.on_write(r)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = self.inner.as_mut().poll_write_vectored(cx, bufs);
+        self.on_write(r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = self.inner.as_mut().poll_flush(cx);
+        self.on_write(r)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = self.inner.as_mut().poll_shutdown(cx);
+        self.on_write(r)
     }
 }
 
@@ -497,13 +742,41 @@ async fn serve_metrics(State(state): State<Arc<NetState>>) -> Response {
     r
 }
 
-async fn serve_connection<S>(io: S, peer: Peer, router: Router, header_timeout: Duration)
-where
+/// Whether an error comes from the write timeout (`--write-timeout-ms`).
+fn write_timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+fn log_write_timeout(write_timeout: Duration) {
+    crate::log::warn(&format!(
+        "dropped a connection: its client read nothing for --write-timeout-ms ({} ms)",
+        write_timeout.as_millis()
+    ));
+}
+
+async fn serve_connection<S>(
+    io: S,
+    peer: Peer,
+    slot: Arc<ConnSlot>,
+    router: Router,
+    header_timeout: Duration,
+    write_timeout: Duration,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service =
         hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
             req.extensions_mut().insert(peer.clone());
+            req.extensions_mut().insert(Arc::clone(&slot));
             router.clone().oneshot(req.map(Body::new))
         });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -516,7 +789,11 @@ where
         .with_upgrades()
         .await
     {
-        crate::log::debug(&format!("connection: {e}"));
+        if write_timed_out(&e) {
+            log_write_timeout(write_timeout);
+        } else {
+            crate::log::debug(&format!("connection: {e}"));
+        }
     }
 }
 
@@ -533,15 +810,63 @@ async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let origin = String::from_utf8_lossy(origin.as_bytes());
+        let listed = state
+            .allowed_origins
+            .iter()
+            .any(|o| o.eq_ignore_ascii_case(origin.trim_end_matches('/')));
+        if !listed {
+            // Only browsers send Origin; a page must not drive the daemon with the browser's
+            // credentials (a client certificate, a token it got hold of).
+            state.metrics.auth_failure("origin");
+            crate::log::warn(&format!(
+                "refused a request from a web page (Origin: {origin}): not given with \
+                 --allow-origin"
+            ));
+            return (
+                StatusCode::FORBIDDEN,
+                format!(
+                    "a request from a web page (Origin: {origin}) is refused: rexd takes \
+                     requests from web pages of the origins given with --allow-origin only\n"
+                ),
+            )
+                .into_response();
+        }
+    }
     let peer = req.extensions().get::<Peer>().cloned().unwrap_or_default();
     match state.auth.principal(req.headers(), &peer) {
-        Some(p) => {
+        Ok(p) => {
+            if let Some(slot) = req.extensions().get::<Arc<ConnSlot>>()
+                && let Err(open) = slot.claim(&p, &state.principal_conns)
+            {
+                crate::log::info(&format!(
+                    "refused a connection of {p}: {open} open, its most \
+                     (--max-connections-per-principal)"
+                ));
+                let mut r = (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!(
+                        "{p} has {open} connections open, the most --max-connections-per-principal \
+                         allows: close one first\n"
+                    ),
+                )
+                    .into_response();
+                r.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return r;
+            }
             req.extensions_mut().insert(Principal(p));
             next.run(req).await
         }
-        None => {
+        Err(Refusal::Unauthorized) => {
             state.metrics.auth_failure("token");
             unauthorized()
+        }
+        Err(Refusal::Certificate(e)) => {
+            state.metrics.auth_failure("tls");
+            crate::log::warn(&format!("refused a client: {e}"));
+            (StatusCode::FORBIDDEN, format!("{e}\n")).into_response()
         }
     }
 }
@@ -599,6 +924,22 @@ impl ConnSink for Arc<PointedSink> {
     }
 }
 
+/// `408` for a body that did not arrive within `--body-timeout-ms`; the connection is closed.
+pub(crate) fn body_too_slow(state: &NetState) -> Response {
+    let ms = state.body_timeout.as_millis();
+    crate::log::info(&format!(
+        "a request's body did not arrive within --body-timeout-ms ({ms} ms): connection closed"
+    ));
+    let mut r = (
+        StatusCode::REQUEST_TIMEOUT,
+        format!("the body did not arrive within --body-timeout-ms ({ms} ms)\n"),
+    )
+        .into_response();
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     let mut r = (status, body).into_response();
     r.headers_mut().insert(
@@ -641,13 +982,16 @@ async fn rpc(
     if declared.is_some_and(|n| n > state.max_message_bytes as u64) {
         return too_large();
     }
-    let body = match Limited::new(req.into_body(), state.max_message_bytes)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
-        Err(_) => return StatusCode::BAD_REQUEST.into_response(),
+    let collected = tokio::time::timeout(
+        state.body_timeout,
+        Limited::new(req.into_body(), state.max_message_bytes).collect(),
+    )
+    .await;
+    let body = match collected {
+        Err(_) => return body_too_slow(&state),
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
+        Ok(Err(_)) => return StatusCode::BAD_REQUEST.into_response(),
     };
     if body.iter().all(u8::is_ascii_whitespace) {
         return json_response(
@@ -725,13 +1069,18 @@ impl ConnSink for StreamSink {
 async fn ws(
     State(state): State<Arc<NetState>>,
     axum::Extension(Principal(principal)): axum::Extension<Principal>,
+    axum::Extension(slot): axum::Extension<Arc<ConnSlot>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let max = state.max_message_bytes;
     upgrade
         .max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| ws_session(socket, state, principal))
+        .on_upgrade(move |socket| async move {
+            // The connection's place under the limits lives as long as the WebSocket.
+            let _slot = slot;
+            ws_session(socket, state, principal).await
+        })
 }
 
 /// Bytes of a WebSocket client's messages the hub may hold before it reads no more of them.
@@ -855,7 +1204,10 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String) 
                 sent = to_client.send(Message::Text(text.into())) => sent,
             };
             unsent.fetch_sub(len, Ordering::Relaxed);
-            if sent.is_err() {
+            if let Err(e) = sent {
+                if write_timed_out(&e) {
+                    log_write_timeout(state.write_timeout);
+                }
                 return;
             }
         };
@@ -888,5 +1240,34 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String) 
             while from_client.next().await.is_some() {}
         })
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_origins_are_written_as_browsers_send_them() {
+        for (given, want) in [
+            ("https://desk.example", "https://desk.example"),
+            ("HTTPS://Desk.Example:443/", "https://desk.example"),
+            ("http://desk.example:80", "http://desk.example"),
+            ("https://desk.example:8443", "https://desk.example:8443"),
+            ("http://127.0.0.1:3000", "http://127.0.0.1:3000"),
+        ] {
+            assert_eq!(origin(given).unwrap(), want, "{given}");
+        }
+        for bad in [
+            "desk.example",
+            "https://desk.example/app",
+            "https://desk.example/?x=1",
+            "ftp://desk.example",
+            "https://user@desk.example",
+            "",
+        ] {
+            let e = origin(bad).unwrap_err().to_string();
+            assert!(e.contains("scheme://host[:port]"), "{bad}: {e}");
+        }
     }
 }

@@ -86,8 +86,32 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
-/// The subject of a client's leaf certificate (`CN=alice,O=ops`), for the audit log.
-pub fn subject(der: &CertificateDer<'_>) -> Option<String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
-    Some(cert.subject().to_string())
+/// Why a client certificate names no client.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubjectError {
+    /// No attribute at all: every such certificate would be the same client.
+    #[error(
+        "the client certificate has an empty subject, so it names no client: rexd names clients \
+         by their certificate's subject; have the CA issue it with one (e.g. CN=NAME)"
+    )]
+    Empty,
+    /// The certificate passed the handshake but its subject does not decode.
+    #[error("the client certificate's subject cannot be read ({0}); have the CA issue a new one")]
+    Unreadable(String),
+}
+
+/// The subject of a client's leaf certificate as RFC 4514 writes it (`CN=alice,O=ops`: the
+/// last RDN first, and `,` `+` `"` `\` `<` `>` `;` in values escaped), so that no value can
+/// pose as other attributes: the principal in the audit log and `[[policy.clients]]`. It is
+/// what `openssl x509 -noout -subject -nameopt RFC2253` prints.
+pub fn subject(der: &CertificateDer<'_>) -> Result<String, SubjectError> {
+    use x509_cert::der::Decode;
+    let cert = x509_cert::Certificate::from_der(der.as_ref())
+        .map_err(|e| SubjectError::Unreadable(e.to_string()))?;
+    let name = cert.tbs_certificate().subject();
+    if name.is_empty() {
+        return Err(SubjectError::Empty);
+    }
+    Ok(name.to_string())
 }

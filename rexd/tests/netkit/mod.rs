@@ -244,6 +244,12 @@ pub struct Certs {
     /// Signed by another CA, subject `CN=mallory`.
     pub rogue_cert: PathBuf,
     pub rogue_key: PathBuf,
+    /// Signed by `ca`, one `O` attribute whose value is `ops, CN=alice`.
+    pub forger_cert: PathBuf,
+    pub forger_key: PathBuf,
+    /// Signed by `ca`, an empty subject.
+    pub nameless_cert: PathBuf,
+    pub nameless_key: PathBuf,
 }
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -335,6 +341,9 @@ impl Certs {
         leaf("server", "/CN=localhost", "ca", "server.ext");
         leaf("client", "/O=ops/CN=alice", "ca", "client.ext");
         leaf("rogue", "/CN=mallory", "rogue-ca", "client.ext");
+        // openssl's -subj splits on `/` only: the comma is part of the one O value.
+        leaf("forger", "/O=ops, CN=alice", "ca", "client.ext");
+        leaf("nameless", "/", "ca", "client.ext");
         Certs {
             ca: dir.join("ca.pem"),
             server_cert: dir.join("server.pem"),
@@ -343,6 +352,10 @@ impl Certs {
             client_key: dir.join("client.key"),
             rogue_cert: dir.join("rogue.pem"),
             rogue_key: dir.join("rogue.key"),
+            forger_cert: dir.join("forger.pem"),
+            forger_key: dir.join("forger.key"),
+            nameless_cert: dir.join("nameless.pem"),
+            nameless_key: dir.join("nameless.key"),
             dir,
         }
     }
