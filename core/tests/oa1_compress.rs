@@ -164,10 +164,7 @@ fn once_the_peer_compressed_large_requests_go_compressed() {
 fn the_answer_streams_while_the_command_runs() {
     let mut desk = Client::new(config("desk", "deskbot", true), 1);
     let mut server_cfg = config("deskbot", "desk", true);
-    server_cfg.pacing = Pacing {
-        burst: 1,
-        interval_ms: 1000,
-    };
+    server_cfg.pacing = Pacing::steady(1, 1000);
     let mut remote = Server::new(server_cfg);
     desk.request(0, "tail -f log", None).unwrap();
     let (lines, _) = drain(&mut || desk.poll_output(0));

@@ -4,8 +4,8 @@
 
 use deskwire::irc::{DisconnectReason, SessionEvent};
 use deskwire::oa1::{
-    ConnectionConfig, ConnectionEngine, ConnectionEvent, ConnectionOutput, ConnectionState, Desk,
-    Event, Failure, LinkEvent, LocalError, Pacing, Remote,
+    ConnectionConfig, ConnectionEngine, ConnectionEvent, ConnectionOutput, ConnectionState,
+    DEFAULT_PACING, Desk, Event, Failure, LinkEvent, LocalError, Pacing, Remote,
 };
 use deskwire::sim::{ClientId, Network};
 
@@ -466,10 +466,8 @@ fn the_config_from_json_takes_overrides_and_refuses_unknown_keys() {
     expected.session.password = Some("pw".into());
     expected.session.ping_interval_ms = 1000;
     expected.oa1.allowed_sender = Some("bot".into());
-    expected.oa1.pacing = Pacing {
-        burst: 5,
-        interval_ms: 200,
-    };
+    expected.oa1.pacing = Pacing::steady(5, 200);
+    expected.oa1.server_pacing = false; // a pacing given is the pacing wanted
     assert_eq!(config, expected);
     for bad in [
         r##"{"nick": "desk"}"##,
@@ -874,4 +872,102 @@ fn remote_bash_is_a_typed_call_whose_outcome_is_the_tool_result_or_a_typed_failu
     assert!(failure.is_timeout());
     // The remote's own ERR with code `timeout` is its answer, not a local timeout.
     assert!(!Failure::from_err_payload("timeout: remote execution exceeded 30s").is_timeout());
+}
+
+/// A server that says it is ngircd (`004`) gets the pacing measured for it: groups of three
+/// lines every 1.1 s, three times the lines of the default for unknown servers. A pacing the
+/// host gave, or a server not measured, keeps the configured one.
+#[test]
+fn the_pacing_follows_what_the_server_says_it_is() {
+    let measured = Pacing::grouped(3, 1100);
+    for (version, config, want) in [
+        (
+            Some("ngircd-26.1"),
+            ConnectionConfig::new("deskbot", "#desk"),
+            measured,
+        ),
+        (
+            Some("InspIRCd-3"),
+            ConnectionConfig::new("deskbot", "#desk"),
+            DEFAULT_PACING,
+        ),
+        (
+            None,
+            ConnectionConfig::new("deskbot", "#desk"),
+            DEFAULT_PACING,
+        ),
+        (
+            Some("ngircd-26.1"),
+            ConnectionConfig::from_json(
+                r##"{"nick": "deskbot", "channel": "#desk",
+                     "oa1": {"pacing": {"burst": 5, "interval_ms": 2000}}}"##,
+            )
+            .unwrap(),
+            Pacing::steady(5, 2000),
+        ),
+    ] {
+        let mut net = Network::new(1);
+        if let Some(version) = version {
+            net = net.with_version(version);
+        }
+        let r = net.connect("10.0.0.2");
+        let configured = config.oa1.pacing;
+        let mut remote = Remote::new(config, 0).unwrap();
+        assert_eq!(remote.pacing(), configured, "before the server says");
+        bring_up(&mut remote, &mut net, r, 0);
+        assert_eq!(remote.session().server_version(), version);
+        assert_eq!(remote.pacing(), want, "{version:?}");
+    }
+    // The lines of a long answer then leave three at a time, 1.1 s apart.
+    let mut net = Network::new(1).with_version("ngircd-26.1");
+    let (d, r) = (net.connect("10.0.0.1"), net.connect("10.0.0.2"));
+    let mut remote = Remote::new(
+        ConnectionConfig::new("deskbot", "#desk").with_peer("desk"),
+        0,
+    )
+    .unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+    step(&mut remote, &mut net, r, 0);
+    desk.request(0, "cat big", None).unwrap();
+    step(&mut desk, &mut net, d, 0);
+    let incoming = step(&mut remote, &mut net, r, 0);
+    let id = incoming
+        .events
+        .iter()
+        .find_map(|e| match e {
+            ConnectionEvent::Oa1(Event::Request { id, .. }) => Some(id.clone()),
+            _ => None,
+        })
+        .expect("the request arrived");
+    // Text that does not compress: the answer takes many lines.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let noise: String = (0..20_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'!' + (x % 90) as u8)
+        })
+        .collect();
+    remote.respond(0, &id, &noise).unwrap();
+    let mut sent_at = Vec::new();
+    let mut now = 0;
+    while now < 5_000 {
+        let out = drain(&mut remote, &mut net, r, now);
+        sent_at.extend(
+            out.lines
+                .iter()
+                .filter(|l| l.contains(" :OA1 "))
+                .map(|_| now),
+        );
+        now += 10;
+    }
+    assert_eq!(
+        &sent_at[..9.min(sent_at.len())],
+        &[0, 0, 0, 1100, 1100, 1100, 2200, 2200, 2200],
+        "{:?}",
+        remote.stats()
+    );
 }

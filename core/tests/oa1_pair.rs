@@ -473,10 +473,7 @@ fn streamed_output_goes_out_before_the_command_ends() {
 #[test]
 fn pacing_holds_lines_back() {
     let mut client_cfg = config(DESK, BOT);
-    client_cfg.pacing = Pacing {
-        burst: 2,
-        interval_ms: 500,
-    };
+    client_cfg.pacing = Pacing::steady(2, 500);
     let mut client = Client::new(client_cfg, 3);
     let now = 10_000;
     client.request(now, &"p".repeat(1000), None).unwrap(); // 5 frames

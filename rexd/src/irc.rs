@@ -56,8 +56,9 @@ pub struct IrcOptions {
     pub timeout_ms: u64,
     /// Use the largest payload that fits each line instead of 240 bytes.
     pub adaptive: bool,
-    /// Outgoing line pacing.
-    pub pacing: oa1::Pacing,
+    /// Outgoing line pacing; `None`: the default, or what was measured for the server once
+    /// it says what it is (`oa1::Pacing::for_server`).
+    pub pacing: Option<oa1::Pacing>,
     /// Answer compressed when the desk offers it (OA1 `ACCEPT`; see `deskwire::oa1::compress`).
     pub compression: bool,
     /// A shared secret: every frame authenticated both ways (see `deskwire::oa1::auth`).
@@ -276,7 +277,10 @@ fn connection_config(options: &IrcOptions) -> ConnectionConfig {
     let mut config = ConnectionConfig::new(&options.nick, &options.channel);
     config.oa1.allowed_sender = options.allowed_sender.clone();
     config.oa1.adaptive_payload = options.adaptive;
-    config.oa1.pacing = options.pacing;
+    if let Some(pacing) = options.pacing {
+        config.oa1.pacing = pacing;
+        config.oa1.server_pacing = false;
+    }
     config.oa1.compression = options.compression;
     config.oa1.auth = options
         .secret
@@ -526,7 +530,16 @@ impl Link {
                         channel,
                     })) => {
                         self.joined = true;
-                        crate::log::info(&format!("joined {channel} as {}", self.nick));
+                        let server = self
+                            .remote
+                            .session()
+                            .server_version()
+                            .unwrap_or("the server");
+                        crate::log::info(&format!(
+                            "joined {channel} as {}; pacing on {server}: {}",
+                            self.nick,
+                            self.remote.pacing()
+                        ));
                     }
                     ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::JoinFailed {
                         channel,

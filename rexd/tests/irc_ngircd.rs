@@ -598,3 +598,35 @@ fn the_exit_marker_can_be_turned_off() {
         "{e:?}"
     );
 }
+
+/// rexd paces by what the server says it is: ngircd, with its flood protection on, gets
+/// groups of three lines every 1.1 s (three times the lines of the default for servers not
+/// measured), and a long answer arrives whole. How fast, and that no line is held back by
+/// the server, `tests/pacing/measure_ngircd.py` and `tests/pacing/remote_bash_speed.sh` show.
+#[test]
+fn rexd_paces_by_what_the_server_says_it_is() {
+    let server = Ngircd::start();
+    let root = tempfile::tempdir().unwrap();
+    let log_path = root.path().join("rexd.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let _rexd = start_rexd_logging(
+        &server.addr(),
+        root.path(),
+        &["--allow-from", "desk", "--log-level", "info"],
+        &["--timeout-sec", "60"],
+        log,
+    );
+    let mut desk = Desk::connect(&server.addr(), deskwire::oa1::DEFAULT_PACING, 60_000);
+    desk.wait_ready();
+    let e = desk.ask("seq 1 1500", 60);
+    let want: String = (1..=1500).map(|i| format!("{i}\n")).collect();
+    assert!(
+        matches!(&e, Event::Response { text, truncated: false, .. } if *text == want),
+        "{e:?}"
+    );
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        logged.contains("pacing on ngircd-") && logged.contains("groups of 3 lines every 1.1 s"),
+        "{logged}"
+    );
+}

@@ -404,7 +404,14 @@ impl TryFrom<Oa1Config> for oa1::Config {
             }),
             None => None,
         };
+        let pacing = oa1::Pacing::steady(
+            non_negative_u32("oa1.pacingBurst", c.pacing_burst)?,
+            non_negative("oa1.pacingIntervalMs", c.pacing_interval_ms)?,
+        );
         Ok(oa1::Config {
+            // A pacing other than the default was chosen: keep it on every server.
+            server_pacing: pacing == oa1::DEFAULT_PACING,
+            pacing,
             allowed_sender: c.allowed_sender,
             max_frame_payload_bytes: size("oa1.maxFramePayloadBytes", c.max_frame_payload_bytes)?,
             adaptive_payload: c.adaptive_payload,
@@ -413,10 +420,6 @@ impl TryFrom<Oa1Config> for oa1::Config {
             request_timeout_ms: non_negative("oa1.requestTimeoutMs", c.request_timeout_ms)?,
             ready_timeout_ms: non_negative("oa1.readyTimeoutMs", c.ready_timeout_ms)?,
             partial_timeout_ms: non_negative("oa1.partialTimeoutMs", c.partial_timeout_ms)?,
-            pacing: oa1::Pacing {
-                burst: non_negative_u32("oa1.pacingBurst", c.pacing_burst)?,
-                interval_ms: non_negative("oa1.pacingIntervalMs", c.pacing_interval_ms)?,
-            },
             max_line_bytes: size("oa1.maxLineBytes", c.max_line_bytes)?,
             finished_memory: size("oa1.finishedMemory", c.finished_memory)?,
             flush_delay_ms: non_negative("oa1.flushDelayMs", c.flush_delay_ms)?,

@@ -381,6 +381,8 @@ pub struct Session {
     /// Channels we are in, as the server wrote them.
     channels: Vec<String>,
     reported_prefix: Option<String>,
+    /// The server's software and version, from `004` (`RPL_MYINFO`), e.g. `ngircd-26.1`.
+    server_version: Option<String>,
     queue: VecDeque<SessionOutput>,
     decoder: LineDecoder,
     last_received_ms: u64,
@@ -416,6 +418,7 @@ impl Session {
             joining: Vec::new(),
             channels: Vec::new(),
             reported_prefix: None,
+            server_version: None,
             queue: VecDeque::new(),
             decoder: LineDecoder::new(config.max_line_bytes),
             last_received_ms: now_ms,
@@ -437,6 +440,13 @@ impl Session {
     /// What we know about ourselves: nick, learned prefix, server limits, text budget.
     pub fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    /// The server's software and version as its `004` (`RPL_MYINFO`) names them, e.g.
+    /// `ngircd-26.1` or `InspIRCd-3`; `None` before registration or from a server that does not
+    /// say. What it is limits how fast lines may go (see `oa1::Pacing::for_server`).
+    pub fn server_version(&self) -> Option<&str> {
+        self.server_version.as_deref()
     }
 
     /// Whether the server has accepted us (`001`) and the session has not ended.
@@ -687,6 +697,11 @@ impl Session {
             let message = msg.trailing().unwrap_or("").to_owned();
             self.close(DisconnectReason::ServerClosed { message });
             return;
+        } else if command == "004" {
+            // `004 <nick> <servername> <version> <usermodes> <chanmodes>`.
+            if let Some(version) = msg.param(2).filter(|v| !v.is_empty() && v.len() <= 64) {
+                self.server_version = Some(version.to_owned());
+            }
         } else if command == "001" {
             if self.state == State::Registering {
                 self.state = State::Registered;

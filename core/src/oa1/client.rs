@@ -83,6 +83,17 @@ impl Client {
         }
     }
 
+    /// Paces outgoing lines as `pacing` says from now on (a connection does this once the
+    /// server has said what it is: [`Config::server_pacing`]).
+    pub fn set_pacing(&mut self, pacing: super::Pacing) {
+        self.link.set_pacing(pacing);
+    }
+
+    /// The pacing in force.
+    pub fn pacing(&self) -> super::Pacing {
+        self.link.pacing()
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &Config {
         &self.link.config

@@ -76,7 +76,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::format_duration;
 use super::link::Parsed;
-use super::{Client, Config, Event, Failure, LocalError, Output, Server, Stats};
+use super::{Client, Config, Event, Failure, LocalError, Output, Pacing, Server, Stats};
 use crate::irc::{
     CaseMapping, DecodedLine, InvalidName, LineDecoder, Message, Privmsg, SenderPattern, Session,
     SessionConfig, SessionError, SessionEvent, SessionOutput, SessionStats,
@@ -195,7 +195,12 @@ impl ConnectionConfig {
             serde_json::Value::Object(map)
         };
         let session = merge(serde_json::to_value(&defaults.session)?, partial.session);
-        let oa1 = merge(serde_json::to_value(&defaults.oa1)?, partial.oa1);
+        let mut oa1_overrides = partial.oa1;
+        // A pacing given means that pacing, unless server pacing is asked for too.
+        if oa1_overrides.contains_key("pacing") && !oa1_overrides.contains_key("server_pacing") {
+            oa1_overrides.insert("server_pacing".into(), serde_json::Value::Bool(false));
+        }
+        let oa1 = merge(serde_json::to_value(&defaults.oa1)?, oa1_overrides);
         Ok(ConnectionConfig {
             session: serde_json::from_value(session)?,
             oa1: serde_json::from_value(oa1)?,
@@ -339,11 +344,19 @@ trait Endpoint {
     fn set_hold_reason(&mut self, reason: &str);
     /// Desk: the remote left; whatever comes back may be another program.
     fn forget_peer(&mut self);
+    fn config(&self) -> &Config;
+    fn set_pacing(&mut self, pacing: Pacing);
 }
 
 impl Endpoint for Client {
     fn handle_parsed(&mut self, now: u64, parsed: Parsed<'_, '_>) {
         Client::handle_parsed(self, now, parsed)
+    }
+    fn config(&self) -> &Config {
+        Client::config(self)
+    }
+    fn set_pacing(&mut self, pacing: Pacing) {
+        Client::set_pacing(self, pacing)
     }
     fn note_invalid_line(&mut self) {
         Client::note_invalid_line(self)
@@ -382,6 +395,12 @@ impl Endpoint for Client {
 impl Endpoint for Server {
     fn handle_parsed(&mut self, now: u64, parsed: Parsed<'_, '_>) {
         Server::handle_parsed(self, now, parsed)
+    }
+    fn config(&self) -> &Config {
+        Server::config(self)
+    }
+    fn set_pacing(&mut self, pacing: Pacing) {
+        Server::set_pacing(self, pacing)
     }
     fn note_invalid_line(&mut self) {
         Server::note_invalid_line(self)
@@ -735,6 +754,12 @@ impl<E: Endpoint> Connection<E> {
     fn on_session_event(&mut self, now: u64, event: &SessionEvent) {
         match event {
             SessionEvent::Joined { channel } if self.is_our_channel(channel) => {
+                // By now the server has said what it is (`004` comes before any join).
+                if self.endpoint.config().server_pacing
+                    && let Some(pacing) = self.session.server_version().and_then(Pacing::for_server)
+                {
+                    self.endpoint.set_pacing(pacing);
+                }
                 self.in_channel = true;
                 self.join_refused = None;
                 self.rejoin_at = None;
@@ -946,6 +971,12 @@ macro_rules! connection_common {
         /// The counters of both layers.
         pub fn stats(&self) -> ConnectionStats {
             self.0.stats()
+        }
+
+        /// How outgoing lines are paced now: the configured pacing, or once in the channel of
+        /// a server whose limits were measured, its own ([`Config::server_pacing`]).
+        pub fn pacing(&self) -> Pacing {
+            self.0.endpoint.pacing()
         }
     };
 }

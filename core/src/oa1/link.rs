@@ -8,7 +8,7 @@ use super::auth::{self, Authenticator, Refusal};
 use super::chunk::{self, MIN_PAYLOAD_BUDGET};
 use super::escape::{escape, escape_spec};
 use super::frame::{Frame, FrameType};
-use super::pacing::TokenBucket;
+use super::pacing::{Pacing, TokenBucket};
 use super::{Config, Event, LocalError, RefusalReason, RefusedFrame, Stats};
 use crate::irc::{Identity, Message, Privmsg, SenderPattern};
 
@@ -388,6 +388,16 @@ impl Link {
     /// When the next line may go.
     pub(crate) fn ready_at(&self, now: u64) -> u64 {
         self.pacer.ready_at(now)
+    }
+
+    /// Paces lines from now on as `pacing` says (a fresh bucket: a group or burst may go).
+    pub(crate) fn set_pacing(&mut self, pacing: Pacing) {
+        self.pacer = TokenBucket::new(pacing);
+    }
+
+    /// The pacing in force.
+    pub(crate) fn pacing(&self) -> Pacing {
+        self.pacer.pacing()
     }
 
     /// Takes a pacing token if one is there.

@@ -99,8 +99,12 @@ pub struct Config {
     pub ready_timeout_ms: u64,
     /// How long a gap inside a stream may last (spec default 10 s).
     pub partial_timeout_ms: u64,
-    /// Outgoing line pacing.
+    /// Outgoing line pacing: for a server whose limits are not known (see `server_pacing`).
     pub pacing: Pacing,
+    /// On a connection, once the server has said what it is (`004`): use the pacing measured
+    /// for that server ([`Pacing::for_server`]) instead of `pacing`. On by default; giving
+    /// `pacing` in JSON turns it off unless this is given too.
+    pub server_pacing: bool,
     /// Inbound lines longer than this are ignored (IRC allows 512 plus 8191 of tags).
     pub max_line_bytes: usize,
     /// How many finished request ids are remembered (late frames for them are ignored).
@@ -131,6 +135,7 @@ impl Config {
             ready_timeout_ms: 30_000,
             partial_timeout_ms: 10_000,
             pacing: DEFAULT_PACING,
+            server_pacing: true,
             max_line_bytes: 512 + 8191,
             finished_memory: 1024,
             flush_delay_ms: 20,
@@ -156,6 +161,7 @@ struct ConfigJson {
     ready_timeout_ms: Option<u64>,
     partial_timeout_ms: Option<u64>,
     pacing: Option<Pacing>,
+    server_pacing: Option<bool>,
     max_line_bytes: Option<usize>,
     finished_memory: Option<usize>,
     flush_delay_ms: Option<u64>,
@@ -179,6 +185,8 @@ impl From<ConfigJson> for Config {
             request_timeout_ms: json.request_timeout_ms.unwrap_or(d.request_timeout_ms),
             ready_timeout_ms: json.ready_timeout_ms.unwrap_or(d.ready_timeout_ms),
             partial_timeout_ms: json.partial_timeout_ms.unwrap_or(d.partial_timeout_ms),
+            // A pacing given means that pacing, unless server pacing is asked for too.
+            server_pacing: json.server_pacing.unwrap_or(json.pacing.is_none()),
             pacing: json.pacing.unwrap_or(d.pacing),
             max_line_bytes: json.max_line_bytes.unwrap_or(d.max_line_bytes),
             finished_memory: json.finished_memory.unwrap_or(d.finished_memory),
@@ -216,10 +224,7 @@ pub fn as_text(bytes: &[u8]) -> Result<&str, std::str::Utf8Error> {
 }
 
 /// Pacing defaults, measured against ngircd 26.1 (see `tests/pacing/measure_ngircd.py`).
-pub const DEFAULT_PACING: Pacing = Pacing {
-    burst: 3,
-    interval_ms: 1000,
-};
+pub const DEFAULT_PACING: Pacing = Pacing::steady(3, 1000);
 
 /// What an endpoint wants from the host next. As JSON: `{"transmit": line}`,
 /// `{"event": {...}}` or `{"timeout": ms}`.

@@ -69,6 +69,8 @@ pub struct Network {
     since_noise: u32,
     rng: IdGenerator,
     stats: RelayStats,
+    /// What `004` says the server is; none sent when `None`.
+    version: Option<String>,
 }
 
 impl Network {
@@ -81,7 +83,15 @@ impl Network {
             since_noise: 0,
             rng: IdGenerator::new(seed),
             stats: RelayStats::default(),
+            version: None,
         }
+    }
+
+    /// Says after `001` what server this is (`004 <nick> sim.example <version> ...`), as real
+    /// servers do: an engine paces lines by it (`ngircd-26.1`).
+    pub fn with_version(mut self, version: &str) -> Self {
+        self.version = Some(version.to_owned());
+        self
     }
 
     /// Injects one noise line into a channel after every `n` messages relayed there (0: never).
@@ -306,6 +316,12 @@ impl Network {
             client,
             format!(":{SERVER} 001 {nick} :Welcome to the simulated network {prefix}"),
         );
+        if let Some(version) = self.version.clone() {
+            self.send(
+                client,
+                format!(":{SERVER} 004 {nick} {SERVER} {version} io ntlk"),
+            );
+        }
     }
 
     fn peers_of(&self, client: ClientId) -> Vec<ClientId> {

@@ -219,6 +219,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         if in_process {
             // The in-process server has no flood control to respect.
             c.oa1.pacing = Pacing::UNLIMITED;
+            c.oa1.server_pacing = false;
         }
         c
     };

@@ -70,11 +70,14 @@ struct Args {
     /// the same secret; a trailing newline is not part of it).
     #[arg(long, value_name = "FILE")]
     secret_file: Option<PathBuf>,
-    /// Lines sent in a burst before pacing starts (with --irc; the default suits ngircd).
+    /// Lines sent in a burst before pacing starts (with --irc). Without this and
+    /// --pacing-interval-ms: 3, then one a second, or on ngircd (its 004 says so) groups of 3
+    /// lines every 1.1 s, as measured.
     #[arg(long)]
     pacing_burst: Option<u32>,
     /// Milliseconds between paced lines (with --irc; 0 sends as fast as the socket takes them,
-    /// only for servers without flood protection).
+    /// only for servers without flood protection). Either flag turns the server's own pacing
+    /// off.
     #[arg(long)]
     pacing_interval_ms: Option<u64>,
     /// Serve the tools as an MCP server on stdin/stdout.
@@ -287,14 +290,14 @@ fn run(args: Args) -> Result<(), String> {
                 None => None,
             },
             epoch_unix_ms: 0,
-            pacing: deskwire::oa1::Pacing {
-                burst: args
-                    .pacing_burst
-                    .unwrap_or(deskwire::oa1::DEFAULT_PACING.burst),
-                interval_ms: args
-                    .pacing_interval_ms
-                    .unwrap_or(deskwire::oa1::DEFAULT_PACING.interval_ms),
-            },
+            // Either flag sets the pacing; neither: the default, or the server's own.
+            pacing: (args.pacing_burst.is_some() || args.pacing_interval_ms.is_some()).then(|| {
+                let d = deskwire::oa1::DEFAULT_PACING;
+                deskwire::oa1::Pacing::steady(
+                    args.pacing_burst.unwrap_or(d.burst),
+                    args.pacing_interval_ms.unwrap_or(d.interval_ms),
+                )
+            }),
         };
         return rexd::irc::serve_irc(settings, &options).map_err(|e| format!("--irc {addr}: {e}"));
     }

@@ -330,13 +330,7 @@ fn remote_bash_exchanges_over_ngircd_with_default_pacing() {
 #[test]
 fn large_responses_over_ngircd() {
     let ircd = Ngircd::start_without_penalties();
-    let mut world = World::new(
-        &ircd,
-        Pacing {
-            burst: 20,
-            interval_ms: 10,
-        },
-    );
+    let mut world = World::new(&ircd, Pacing::steady(20, 10));
     expect_exact(&mut world, 64 * 1024);
     let size = 128 * 1024 + 1;
     match world.exchange(&size.to_string(), &mut sized_answer) {
