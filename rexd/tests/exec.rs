@@ -595,3 +595,51 @@ fn pty_is_a_terminal_and_resizes() {
     );
     assert_eq!(e["code"], -32005);
 }
+
+/// Peak resident memory of `pid`, KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Issue 33 item 7: 40 `exec.wait` calls with 4 MiB ids held 213 MB. An id is at most 256 bytes
+/// of JSON: longer ones are answered -32600 with id null at once, and nothing keeps them.
+#[test]
+fn over_long_ids_are_refused_and_hold_nothing() {
+    let (_root, mut d, s) = setup();
+    let p = start(&mut d, json!({"session_id": s, "argv": ["sleep", "600"]}));
+    let big = "x".repeat(4 << 20);
+    for i in 0..40 {
+        let line = json!({"jsonrpc": "2.0", "id": format!("{i}{big}"), "method": "exec.wait",
+                          "params": {"session_id": s, "process_id": p}});
+        d.send_raw(&line.to_string());
+    }
+    for _ in 0..40 {
+        let answer = d.response_to(&Value::Null);
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+        assert!(
+            answer["error"]["data"]
+                .as_str()
+                .unwrap()
+                .contains("the limit is 256"),
+            "{answer}"
+        );
+    }
+    let peak = peak_rss_kib(d.pid());
+    assert!(peak < 96 * 1024, "peak RSS {peak} KiB");
+    // 256 bytes of JSON, quotes included, is an id like any other.
+    let id = json!("i".repeat(254));
+    let line = json!({"jsonrpc": "2.0", "id": id, "method": "exec.wait",
+                      "params": {"session_id": s, "process_id": p}});
+    d.send_raw(&line.to_string());
+    d.call(
+        "exec.kill",
+        json!({"session_id": s, "process_id": p, "signal": "KILL"}),
+    );
+    let r = d.response_to(&id);
+    assert_eq!(r["result"]["signal"], "KILL", "{r}");
+}
