@@ -332,18 +332,7 @@ fn with_event_seq(line: Vec<u8>, seq: u64) -> Vec<u8> {
 
 /// 32 random bytes from the kernel, hex.
 fn new_secret() -> String {
-    let mut bytes = [0u8; 32];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
-        let n = unsafe {
-            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
-        };
-        if n > 0 {
-            filled += n as usize;
-        }
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::sys::random_hex(32)
 }
 
 /// Equal in time whatever the content (for the resume secret).

@@ -643,3 +643,53 @@ fn over_long_ids_are_refused_and_hold_nothing() {
     let r = d.response_to(&id);
     assert_eq!(r["result"]["signal"], "KILL", "{r}");
 }
+
+/// Issue 33: session ids were `s_1`, `s_2`, …; now 128 random bits, so an id says nothing of
+/// the others and cannot be guessed.
+#[test]
+fn session_ids_are_random() {
+    let (_root, mut d, first) = setup();
+    let second = d.open_session();
+    for id in [&first, &second] {
+        let hex = id.strip_prefix("s_").unwrap_or_else(|| panic!("{id}"));
+        assert!(
+            hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
+    }
+    assert_ne!(first, second);
+}
+
+/// Issue 33: `exec.input` naming another session's PTY process answered "this process runs on a
+/// PTY", which told the caller that the process exists. It gets the unknown-process answer.
+#[test]
+fn exec_input_to_another_sessions_process_is_not_found() {
+    let (_root, mut d, mine) = setup();
+    let theirs = d.open_session();
+    let r = d.call(
+        "pty.open",
+        json!({"session_id": theirs, "argv": ["sleep", "300"]}),
+    );
+    let their_process = r["process_id"].as_str().unwrap().to_owned();
+    let unknown = d.call_err(
+        "exec.input",
+        json!({"session_id": mine, "process_id": "p_999999", "data": "x"}),
+    );
+    let other = d.call_err(
+        "exec.input",
+        json!({"session_id": mine, "process_id": their_process, "data": "x"}),
+    );
+    assert_eq!(other["code"], -32005, "{other}");
+    assert_eq!(other["code"], unknown["code"]);
+    assert_eq!(
+        other["message"],
+        format!("no process {their_process:?} in this session"),
+        "{other}"
+    );
+    // Its own session still hears the PTY answer.
+    let e = d.call_err(
+        "exec.input",
+        json!({"session_id": theirs, "process_id": their_process, "data": "x"}),
+    );
+    assert!(e["message"].as_str().unwrap().contains("pty.input"), "{e}");
+}
