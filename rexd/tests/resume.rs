@@ -478,3 +478,56 @@ fn a_websocket_session_answers_only_on_its_connection() {
     let r = call(&mut a, 5, "session.info", info);
     assert_eq!(r["result"]["session_id"], sid.as_str(), "{r}");
 }
+
+/// Issue 33: the agent read a line of any length (150 MiB took it to 324 MB). It reads at most
+/// the message cap (16 MiB) of one line: a longer one is skipped through its newline, as
+/// `rexd --stdio` does, and the connection goes on.
+#[test]
+fn the_agent_reads_no_line_past_the_message_cap() {
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("agent.sock");
+    let mut agent = Command::new(REXD)
+        .arg("--agent")
+        .arg(&socket)
+        .arg("--root")
+        .arg(dir.path())
+        .env("REXD_AGENT_IDLE_MS", "60000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut stream = loop {
+        match UnixStream::connect(&socket) {
+            Ok(s) => break s,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("the agent did not start: {e}"),
+        }
+    };
+    let mut lines = BufReader::new(stream.try_clone().unwrap()).lines();
+    // 200 MiB of one line, then a request.
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..200 {
+        stream.write_all(&chunk).unwrap();
+    }
+    stream
+        .write_all(b"\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session.open\",\"params\":{\"client_name\":\"t\"}}\n")
+        .unwrap();
+    let answer: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert!(answer["result"]["session_id"].is_string(), "{answer}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.id())).unwrap();
+    let peak: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(peak < 96 * 1024, "the agent's peak RSS {peak} KiB");
+    drop((lines, stream));
+    unsafe { libc::kill(agent.id() as i32, libc::SIGTERM) };
+    agent.wait().unwrap();
+}
