@@ -402,6 +402,15 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// The mode bits of `path` when its group or others have any access to it (`mode & 0o077`), as
+/// `ssh` refuses for a private key: a secret in such a file is not the user's alone. `None` when
+/// the file is private.
+pub fn open_to_others(path: &Path) -> io::Result<Option<u32>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)?.permissions().mode();
+    Ok((mode & 0o077 != 0).then_some(mode & 0o777))
+}
+
 /// `len` bytes from the kernel's random source, as lowercase hex: for secrets and ids nobody may
 /// guess. getrandom(2) always exists where rexd runs (it needs Linux 5.3 for `pidfd_open`);
 /// `/dev/urandom` covers a seccomp filter that refuses the call. With neither there is no safe
