@@ -134,6 +134,7 @@ peers_start_rexd_irc "$channel" deskbot
 # A second desk channel whose rexd authenticates frames with a shared secret.
 secret=$(head -c 18 /dev/urandom | base64)
 printf '%s\n' "$secret" >"$run_dir/secret"
+chmod 600 "$run_dir/secret" # rexd refuses a secret others may read
 peers_start_rexd_irc '#deskwire-godot-auth' deskauth --secret-file "$run_dir/secret"
 export DESKWIRE_IRC=$PEERS_IRC_ADDR DESKWIRE_CHANNEL=$channel DESKWIRE_REMOTE_NICK=deskbot
 export DESKWIRE_IRC_TLS_PORT=$tls_port DESKWIRE_TLS_CERT=$in_root/tls.pem

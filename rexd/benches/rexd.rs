@@ -19,6 +19,8 @@ struct Daemon {
     out: BufReader<std::process::ChildStdout>,
     line: Vec<u8>,
     id: u64,
+    /// The session `start` opened.
+    session: String,
 }
 
 impl Daemon {
@@ -46,9 +48,12 @@ impl Daemon {
             child,
             line: Vec::new(),
             id: 0,
+            session: String::new(),
         };
         d.send("session.open", r#"{"client_name":"bench"}"#);
         d.until(b"\"result\"");
+        let opened: serde_json::Value = serde_json::from_slice(&d.line).unwrap();
+        d.session = opened["result"]["session_id"].as_str().unwrap().to_owned();
         d
     }
 
@@ -94,7 +99,8 @@ fn benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("exec_true");
     g.bench_function("rexd_exec_start_to_exit", |b| {
         b.iter(|| {
-            d.send("exec.start", r#"{"session_id":"s_1","argv":["true"]}"#);
+            let params = format!(r#"{{"session_id":"{}","argv":["true"]}}"#, d.session);
+            d.send("exec.start", &params);
             d.until(b"\"exec.exit\"");
         })
     });
@@ -116,8 +122,9 @@ fn benches(c: &mut Criterion) {
     g.sample_size(10);
     g.throughput(Throughput::Bytes(STREAM_BYTES));
     g.bench_function("rexd_exec_stdout_events", |b| {
-        let params = serde_json::json!({"session_id": "s_1", "shell": true, "command": producer})
-            .to_string();
+        let params =
+            serde_json::json!({"session_id": d.session, "shell": true, "command": producer})
+                .to_string();
         b.iter(|| {
             d.send("exec.start", &params);
             d.until(b"\"exec.exit\"");
@@ -152,7 +159,8 @@ fn benches(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(FILE_BYTES as u64));
     g.bench_function("rexd_fs_read", |b| {
         b.iter(|| {
-            d.send("fs.read", r#"{"session_id":"s_1","path":"ten.txt"}"#);
+            let params = format!(r#"{{"session_id":"{}","path":"ten.txt"}}"#, d.session);
+            d.send("fs.read", &params);
             let n = d.until(b"\"result\"");
             assert!(n > FILE_BYTES);
         })

@@ -15,6 +15,9 @@
 //! - Its name carries a hash of the daemon's arguments (`agent-HASH.sock`): bridges with
 //!   another config, other roots or other flags get their own agent, never one set up
 //!   differently.
+//! - It reads a bridge's lines as `rexd --stdio` reads stdin (core's NDJSON framing): one of
+//!   more than the message cap (`HubConfig::max_message_bytes`, 16 MiB) is skipped through its
+//!   newline and logged, never held.
 //! - The agent runs in its own session (`setsid`), with stdin and stdout on `/dev/null` and
 //!   stderr appended to `agent-HASH.log` beside the socket, so it holds nothing of the ssh
 //!   channel open and no hangup reaches it.
@@ -22,7 +25,7 @@
 //! Everything here is threads and blocking I/O: no async runtime, as for every stdio path.
 
 use std::ffi::OsString;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
@@ -32,6 +35,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+use deskwire::jsonrpc::framing::{Frame, NdjsonDecoder};
 
 use crate::hub::{self, ConnInfo, ConnKind, ConnSink, HubConfig, HubHandle, HubInput};
 use crate::service::Settings;
@@ -126,11 +131,12 @@ pub fn serve_agent(settings: Settings, socket: &Path, grace_ms: u64) -> io::Resu
         exit_when_idle_ms: Some(idle),
         ..HubConfig::default()
     };
+    let max_line = config.max_message_bytes;
     let (hub, thread) = hub::start(settings, config)?;
     crate::log::info(&format!("agent on {}", socket.display()));
     {
         let hub = hub.clone();
-        std::thread::spawn(move || accept(listener, hub));
+        std::thread::spawn(move || accept(listener, hub, max_line));
     }
     // Signals end the agent as they end any rexd: its processes first.
     let signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP]);
@@ -148,7 +154,8 @@ pub fn serve_agent(settings: Settings, socket: &Path, grace_ms: u64) -> io::Resu
     result
 }
 
-fn accept(listener: UnixListener, hub: HubHandle) {
+/// Serves each connection on its own thread; a line of more than `max_line` bytes is skipped.
+fn accept(listener: UnixListener, hub: HubHandle, max_line: usize) {
     // SAFETY: getuid cannot fail.
     let me = unsafe { libc::getuid() };
     for stream in listener.incoming() {
@@ -161,7 +168,7 @@ fn accept(listener: UnixListener, hub: HubHandle) {
             }
         }
         let hub = hub.clone();
-        std::thread::spawn(move || connection(stream, hub));
+        std::thread::spawn(move || connection(stream, hub, max_line));
     }
 }
 
@@ -199,7 +206,7 @@ impl ConnSink for LineSink {
     fn done(&self) {}
 }
 
-fn connection(stream: UnixStream, hub: HubHandle) {
+fn connection(stream: UnixStream, hub: HubHandle, max_line: usize) {
     let conn = hub.next_conn();
     let (tx, rx) = channel::<(Vec<u8>, Vec<u8>)>();
     let unsent = Arc::new(AtomicUsize::new(0));
@@ -241,35 +248,38 @@ fn connection(stream: UnixStream, hub: HubHandle) {
             }
         }
     });
-    let mut reader = BufReader::with_capacity(64 * 1024, stream);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        if line.is_empty() {
-            continue;
-        }
-        // At most INBOUND_CREDIT bytes the hub has not taken yet (one line of any size).
-        {
-            let (lock, cond) = &*credit;
-            let mut held = lock.lock().unwrap_or_else(|e| e.into_inner());
-            while *held > 0 && *held + line.len() > INBOUND_CREDIT {
-                held = cond.wait(held).unwrap_or_else(|e| e.into_inner());
+    // Core's NDJSON framing, as `rexd --stdio` reads: a line over the message cap is never
+    // buffered whole (150 MiB of one line took the agent to 324 MB), only skipped and logged.
+    let mut decoder = NdjsonDecoder::new(max_line);
+    let mut reader = stream;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut open = true;
+    while open {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        decoder.decode(&buf[..n], |frame| match frame {
+            _ if !open => {}
+            Frame::Error(e) => crate::log::warn(&format!("bridge connection {conn}: {e}")),
+            Frame::Message(line) => {
+                // At most INBOUND_CREDIT bytes the hub has not taken yet (one line of any size).
+                {
+                    let (lock, cond) = &*credit;
+                    let mut held = lock.lock().unwrap_or_else(|e| e.into_inner());
+                    while *held > 0 && *held + line.len() > INBOUND_CREDIT {
+                        held = cond.wait(held).unwrap_or_else(|e| e.into_inner());
+                    }
+                    *held += line.len();
+                }
+                open = hub.send(HubInput::Message {
+                    conn,
+                    bytes: line.to_vec(),
+                });
             }
-            *held += line.len();
-        }
-        if !hub.send(HubInput::Message {
-            conn,
-            bytes: line.clone(),
-        }) {
-            break;
-        }
+        });
     }
     hub.send(HubInput::Closed { conn });
 }

@@ -11,11 +11,13 @@
 //!   A [`ConnKind::Stream`] connection (a WebSocket) carries whole sessions, events included;
 //!   a [`ConnKind::Pointed`] one (`POST /rpc`) carries one message and ends once it is answered.
 //! - **Ownership**: a session belongs to the principal that opened it (a token's label, a
-//!   certificate's subject). A request naming another principal's session is answered as if the
-//!   session did not exist, so ids reveal nothing. Events go to the stream connection that opened
-//!   the session; a session opened by pointed calls has no stream, so its events are dropped
-//!   (the spec's "pointed calls" do no streaming) and it ends after `pointed_idle_ms` without a
-//!   request. A stream connection's sessions end when it closes.
+//!   certificate's subject), and one opened on a stream connection to that connection alone
+//!   (or the one that `session.resume`s it with its secret). A request naming a session that is
+//!   not the caller's is answered as if the session did not exist, so ids reveal nothing. Events
+//!   go to the stream connection that holds the session; a session opened by pointed calls has
+//!   no stream, so its events are dropped (the spec's "pointed calls" do no streaming) and it
+//!   ends after `pointed_idle_ms` without a request. A stream connection's sessions end when it
+//!   closes.
 //! - **Backpressure per client**: while a connection has more than `high_water` bytes unsent,
 //!   its sessions are paused ([`Service::set_paused`]: their children block on full pipes) and
 //!   its further requests wait. A client that stays behind for `slow_reader_ms`, or whose unsent
@@ -332,18 +334,7 @@ fn with_event_seq(line: Vec<u8>, seq: u64) -> Vec<u8> {
 
 /// 32 random bytes from the kernel, hex.
 fn new_secret() -> String {
-    let mut bytes = [0u8; 32];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
-        let n = unsafe {
-            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
-        };
-        if n > 0 {
-            filled += n as usize;
-        }
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::sys::random_hex(32)
 }
 
 /// Equal in time whatever the content (for the resume secret).
@@ -788,10 +779,11 @@ impl Hub {
             return;
         }
         if let Some(sid) = request_session(&request) {
-            let owned = self
-                .sessions
-                .get_mut(sid)
-                .filter(|s| s.principal == c.info.principal);
+            // A session with a stream (resumable or not) answers only on the connection holding
+            // it: another of the same principal needs the resume secret to take it over.
+            let owned = self.sessions.get_mut(sid).filter(|s| {
+                s.principal == c.info.principal && (s.pointed || s.stream == Some(conn))
+            });
             match owned {
                 Some(s) => s.last_used = now,
                 None => {

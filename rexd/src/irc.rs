@@ -251,10 +251,23 @@ fn pending_signal(events: &Events, signals: &mut signal_hook_mio::v1_0::Signals)
 }
 
 /// The shared secret in `path`, without a trailing line end (an empty one is refused): what
-/// `--secret-file` reads, for rexd and the desk demo alike.
+/// `--secret-file` reads, for rexd and the desk demo alike. A file group or others may read is
+/// refused, as `--token-file` is.
 pub fn read_secret_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
-    let mut secret =
-        std::fs::read(path).map_err(|e| format!("--secret-file {}: {e}", path.display()))?;
+    let failed = |e: io::Error| format!("--secret-file {}: {e}", path.display());
+    // systemd's credentials (`$CREDENTIALS_DIRECTORY`, where the packaged unit's secret is) are
+    // the service's alone whatever the bits say: systemd may grant them to the service's user
+    // with an ACL, whose mask shows as group bits.
+    let credential = std::env::var_os("CREDENTIALS_DIRECTORY")
+        .is_some_and(|dir| !dir.is_empty() && path.starts_with(dir));
+    if !credential && let Some(mode) = crate::sys::open_to_others(path).map_err(failed)? {
+        return Err(format!(
+            "--secret-file {}: readable by group or others (mode {mode:o}); `chmod 600` it: \
+             whoever reads it can seal frames as the desk and run commands",
+            path.display()
+        ));
+    }
+    let mut secret = std::fs::read(path).map_err(failed)?;
     while secret.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
         secret.pop();
     }

@@ -320,7 +320,6 @@ pub struct Service {
     outputs: VecDeque<ServiceOutput>,
     /// Events that must follow the reply being made (a launch failure's `exec.error`).
     after_reply: Vec<ServiceOutput>,
-    next_session: u64,
     next_key: u64,
     next_pty: u64,
     buf: Vec<u8>,
@@ -389,7 +388,6 @@ impl Service {
             last_decision: None,
             resumable: false,
             byte_stream: false,
-            next_session: 0,
             next_key: 0,
             next_pty: 0,
             buf: vec![0; READ_CHUNK],
@@ -720,8 +718,9 @@ impl Service {
         // Only a transport that carries bytes as they are (stdio, ssh) can put them after a
         // line; a WebSocket message or an HTTP body holds one JSON value.
         let raw_frames = p.raw_frames && self.byte_stream;
-        self.next_session += 1;
-        let id = format!("s_{}", self.next_session);
+        // 128 random bits: an id tells nothing of other sessions and cannot be guessed (the
+        // hub answers a session only to its holder; this keeps a stranger from even aiming).
+        let id = format!("s_{}", crate::sys::random_hex(16));
         let result = SessionOpenResult {
             session_id: id.clone(),
             protocol: PROTOCOL_VERSION.into(),
@@ -1278,11 +1277,9 @@ impl Service {
     /// that waits for answers never has more in flight than the daemon buffers.
     fn exec_input(&mut self, handle: u64, p: ExecInputParams) -> OpResult<Option<Response>> {
         let bytes = self.input_bytes(&p.session_id, &p.data, p.encoding)?;
-        if self
-            .procs
-            .get(&p.process_id)
-            .is_some_and(|x| x.pty_id.is_some())
-        {
+        // Looked up in the caller's session first: another session's process is unknown here,
+        // whatever it runs on.
+        if self.proc_in(&p.session_id, &p.process_id)?.pty_id.is_some() {
             return Err(err(
                 ErrorCode::InvalidParams,
                 "this process runs on a PTY: use pty.input",

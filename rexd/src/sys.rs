@@ -402,6 +402,40 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// The mode bits of `path` when its group or others have any access to it (`mode & 0o077`), as
+/// `ssh` refuses for a private key: a secret in such a file is not the user's alone. `None` when
+/// the file is private.
+pub fn open_to_others(path: &Path) -> io::Result<Option<u32>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)?.permissions().mode();
+    Ok((mode & 0o077 != 0).then_some(mode & 0o777))
+}
+
+/// `len` bytes from the kernel's random source, as lowercase hex: for secrets and ids nobody may
+/// guess. getrandom(2) always exists where rexd runs (it needs Linux 5.3 for `pidfd_open`);
+/// `/dev/urandom` covers a seccomp filter that refuses the call. With neither there is no safe
+/// value to give, so that panics.
+pub fn random_hex(len: usize) -> String {
+    let mut bytes = vec![0u8; len];
+    let mut filled = 0;
+    while filled < len {
+        // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
+        let n = unsafe { libc::getrandom(bytes[filled..].as_mut_ptr().cast(), len - filled, 0) };
+        if n > 0 {
+            filled += n as usize;
+        } else if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            use std::io::Read;
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut bytes[filled..]))
+                .unwrap_or_else(|e| {
+                    panic!("no kernel randomness: getrandom(2) and /dev/urandom: {e}")
+                });
+            filled = len;
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Resident set size of process `pid` in KiB (`VmRSS` of `/proc/PID/status`).
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

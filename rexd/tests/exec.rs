@@ -595,3 +595,101 @@ fn pty_is_a_terminal_and_resizes() {
     );
     assert_eq!(e["code"], -32005);
 }
+
+/// Peak resident memory of `pid`, KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Issue 33 item 7: 40 `exec.wait` calls with 4 MiB ids held 213 MB. An id is at most 256 bytes
+/// of JSON: longer ones are answered -32600 with id null at once, and nothing keeps them.
+#[test]
+fn over_long_ids_are_refused_and_hold_nothing() {
+    let (_root, mut d, s) = setup();
+    let p = start(&mut d, json!({"session_id": s, "argv": ["sleep", "600"]}));
+    let big = "x".repeat(4 << 20);
+    for i in 0..40 {
+        let line = json!({"jsonrpc": "2.0", "id": format!("{i}{big}"), "method": "exec.wait",
+                          "params": {"session_id": s, "process_id": p}});
+        d.send_raw(&line.to_string());
+    }
+    for _ in 0..40 {
+        let answer = d.response_to(&Value::Null);
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+        assert!(
+            answer["error"]["data"]
+                .as_str()
+                .unwrap()
+                .contains("the limit is 256"),
+            "{answer}"
+        );
+    }
+    let peak = peak_rss_kib(d.pid());
+    assert!(peak < 96 * 1024, "peak RSS {peak} KiB");
+    // 256 bytes of JSON, quotes included, is an id like any other.
+    let id = json!("i".repeat(254));
+    let line = json!({"jsonrpc": "2.0", "id": id, "method": "exec.wait",
+                      "params": {"session_id": s, "process_id": p}});
+    d.send_raw(&line.to_string());
+    d.call(
+        "exec.kill",
+        json!({"session_id": s, "process_id": p, "signal": "KILL"}),
+    );
+    let r = d.response_to(&id);
+    assert_eq!(r["result"]["signal"], "KILL", "{r}");
+}
+
+/// Issue 33: session ids were `s_1`, `s_2`, …; now 128 random bits, so an id says nothing of
+/// the others and cannot be guessed.
+#[test]
+fn session_ids_are_random() {
+    let (_root, mut d, first) = setup();
+    let second = d.open_session();
+    for id in [&first, &second] {
+        let hex = id.strip_prefix("s_").unwrap_or_else(|| panic!("{id}"));
+        assert!(
+            hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
+    }
+    assert_ne!(first, second);
+}
+
+/// Issue 33: `exec.input` naming another session's PTY process answered "this process runs on a
+/// PTY", which told the caller that the process exists. It gets the unknown-process answer.
+#[test]
+fn exec_input_to_another_sessions_process_is_not_found() {
+    let (_root, mut d, mine) = setup();
+    let theirs = d.open_session();
+    let r = d.call(
+        "pty.open",
+        json!({"session_id": theirs, "argv": ["sleep", "300"]}),
+    );
+    let their_process = r["process_id"].as_str().unwrap().to_owned();
+    let unknown = d.call_err(
+        "exec.input",
+        json!({"session_id": mine, "process_id": "p_999999", "data": "x"}),
+    );
+    let other = d.call_err(
+        "exec.input",
+        json!({"session_id": mine, "process_id": their_process, "data": "x"}),
+    );
+    assert_eq!(other["code"], -32005, "{other}");
+    assert_eq!(other["code"], unknown["code"]);
+    assert_eq!(
+        other["message"],
+        format!("no process {their_process:?} in this session"),
+        "{other}"
+    );
+    // Its own session still hears the PTY answer.
+    let e = d.call_err(
+        "exec.input",
+        json!({"session_id": theirs, "process_id": their_process, "data": "x"}),
+    );
+    assert!(e["message"].as_str().unwrap().contains("pty.input"), "{e}");
+}

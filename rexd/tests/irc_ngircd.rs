@@ -351,6 +351,59 @@ fn serving_a_shell_over_irc_needs_a_secret_or_an_explicit_risk() {
     );
 }
 
+/// Mode 0600, as a secret file must be.
+fn private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// Issue 33: a secret file others could read was taken (the token file of `--listen` was not).
+/// Both are refused the same way, naming the mode and the fix, before connecting anywhere.
+#[test]
+fn a_secret_file_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let secret = root.path().join("desk.secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    for mode in [0o644, 0o640, 0o604] {
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(mode)).unwrap();
+        // Nothing listens on port 1: a refusal there would be a connection error instead.
+        let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
+            .args(["--irc", "127.0.0.1:1", "--channel", CHANNEL])
+            .args(["--root", root.path().to_str().unwrap()])
+            .arg("--secret-file")
+            .arg(&secret)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run rexd --irc");
+        assert_eq!(output.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "--secret-file {}: readable by group or others (mode {mode:o}); `chmod 600` it",
+                secret.display()
+            )),
+            "{stderr}"
+        );
+    }
+    // A systemd credential (the packaged unit's) is the service's whatever its bits say: it is
+    // read, and rexd goes on to connect.
+    let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args(["--irc", "127.0.0.1:1", "--channel", CHANNEL])
+        .args(["--root", root.path().to_str().unwrap()])
+        .arg("--secret-file")
+        .arg(&secret)
+        .env("CREDENTIALS_DIRECTORY", root.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rexd --irc");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--irc 127.0.0.1:1: Connection refused"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_first_join_the_server_refuses_is_an_error_with_its_words() {
     // An invite-only channel: ngircd answers the JOIN with 473.
@@ -454,6 +507,7 @@ fn a_desk_with_another_secret_times_out_saying_so_and_rexd_logs_why() {
     let root = tempfile::tempdir().unwrap();
     let secret_path = root.path().join("desk.secret");
     std::fs::write(&secret_path, "the remote's secret\n").unwrap();
+    private(&secret_path);
     let log_path = root.path().join("rexd.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let _rexd = start_rexd_logging(

@@ -3,6 +3,7 @@
 //! dropped by a proxy in between). `rex --resume` reconnects and resumes by itself: every line
 //! arrives exactly once, in order, and rex exits with the command's exit code.
 
+mod common;
 mod netkit;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -328,4 +329,205 @@ fn a_resume_that_cannot_replay_says_how_many_events_were_lost() {
     );
     hub.send(HubInput::Shutdown);
     thread.join().unwrap().unwrap();
+}
+
+/// `rexd --stdio --resumable` bridges to one agent, all as the same user, in a runtime directory
+/// of the test's own (so the agent is this test's alone; it exits soon after).
+fn bridge(runtime: &Path, root: &Path) -> common::Daemon {
+    common::Daemon::spawn_env(
+        &[
+            "--resumable",
+            "--allow-shell",
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        &[
+            ("XDG_RUNTIME_DIR", runtime.to_str().unwrap()),
+            ("REXD_AGENT_IDLE_MS", "2000"),
+        ],
+    )
+}
+
+/// Issue 33: another connection of the same user could drive a resumable session without its
+/// secret (`session.info`, `exec.start`, input to its `cat`). A session now answers only on the
+/// connection that holds it: the one that opened it, or the one that resumed it with the secret.
+#[test]
+fn another_bridge_cannot_drive_a_resumable_session_without_its_secret() {
+    let runtime = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let mut a = bridge(runtime.path(), root.path());
+    let opened = a.call(
+        "session.open",
+        serde_json::json!({"client_name": "a", "resumable": true}),
+    );
+    let sid = opened["session_id"].as_str().unwrap().to_owned();
+    let secret = opened["resume"]["resume_secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cat = a.call(
+        "exec.start",
+        serde_json::json!({"session_id": sid, "argv": ["cat"]}),
+    )["process_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut b = bridge(runtime.path(), root.path());
+    for (method, params) in [
+        ("session.info", serde_json::json!({"session_id": sid})),
+        (
+            "exec.start",
+            serde_json::json!({"session_id": sid, "argv": ["echo", "mine"]}),
+        ),
+        (
+            "exec.input",
+            serde_json::json!({"session_id": sid, "process_id": cat, "data": "from b\n"}),
+        ),
+        (
+            "exec.kill",
+            serde_json::json!({"session_id": sid, "process_id": cat}),
+        ),
+        ("session.close", serde_json::json!({"session_id": sid})),
+    ] {
+        let e = b.call_err(method, params);
+        assert_eq!(e["code"], -32602, "{method}: {e}");
+        assert_eq!(
+            e["message"],
+            format!("unknown session_id {sid:?}"),
+            "{method}: {e}"
+        );
+    }
+    // The session and its cat are as they were: A still drives it.
+    a.call(
+        "exec.input",
+        serde_json::json!({"session_id": sid, "process_id": cat, "data": "from a\n"}),
+    );
+    let out = a.next_event(common::WAIT).unwrap();
+    assert_eq!(out["params"]["data"], "from a\n", "{out}");
+    // With the secret B takes it over, and then A is the stranger.
+    let r = b.call(
+        "session.resume",
+        serde_json::json!({"session_id": sid, "resume_secret": secret, "last_seq": 1}),
+    );
+    assert_eq!(r["session_id"], sid.as_str(), "{r}");
+    b.call(
+        "exec.input",
+        serde_json::json!({"session_id": sid, "process_id": cat, "data": "from b\n", "eof": true}),
+    );
+    let c = b.collect_after(&cat, 1);
+    assert_eq!(c.out(), "from b\n");
+    let e = a.call_err("session.info", serde_json::json!({"session_id": sid}));
+    assert_eq!(e["code"], -32602, "{e}");
+    b.call("session.close", serde_json::json!({"session_id": sid}));
+}
+
+/// The same rule on `rexd --listen`: a `/ws` session answers on its own WebSocket only, not on
+/// another WebSocket or a `POST /rpc` of the same token.
+#[test]
+fn a_websocket_session_answers_only_on_its_connection() {
+    use tungstenite::client::IntoClientRequest;
+    let place = Place::new("ws-owner");
+    let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    let ws_url = format!("{}/ws", d.url.replacen("http", "ws", 1));
+    let connect = || {
+        let mut request = ws_url.as_str().into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("Authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        tungstenite::connect(request).unwrap().0
+    };
+    type Ws = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
+    fn call(ws: &mut Ws, id: u64, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let m = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        ws.send(tungstenite::Message::Text(m.to_string().into()))
+            .unwrap();
+        loop {
+            let tungstenite::Message::Text(text) = ws.read().unwrap() else {
+                continue;
+            };
+            let v: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+    let mut a = connect();
+    let opened = call(
+        &mut a,
+        1,
+        "session.open",
+        serde_json::json!({"client_name": "a"}),
+    );
+    let sid = opened["result"]["session_id"].as_str().unwrap().to_owned();
+    let mut b = connect();
+    let info = serde_json::json!({"session_id": sid});
+    let e = call(&mut b, 2, "session.info", info.clone());
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let e = call(
+        &mut b,
+        3,
+        "exec.start",
+        serde_json::json!({"session_id": sid, "argv": ["true"]}),
+    );
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let body =
+        serde_json::json!({"jsonrpc": "2.0", "id": 4, "method": "session.info", "params": info});
+    let r = post(&d.url, Some(TOKEN), &body.to_string());
+    assert_eq!(r.json()["error"]["code"], -32602, "{r:?}");
+    // Its own connection still drives it.
+    let r = call(&mut a, 5, "session.info", info);
+    assert_eq!(r["result"]["session_id"], sid.as_str(), "{r}");
+}
+
+/// Issue 33: the agent read a line of any length (150 MiB took it to 324 MB). It reads at most
+/// the message cap (16 MiB) of one line: a longer one is skipped through its newline, as
+/// `rexd --stdio` does, and the connection goes on.
+#[test]
+fn the_agent_reads_no_line_past_the_message_cap() {
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("agent.sock");
+    let mut agent = Command::new(REXD)
+        .arg("--agent")
+        .arg(&socket)
+        .arg("--root")
+        .arg(dir.path())
+        .env("REXD_AGENT_IDLE_MS", "60000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut stream = loop {
+        match UnixStream::connect(&socket) {
+            Ok(s) => break s,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("the agent did not start: {e}"),
+        }
+    };
+    let mut lines = BufReader::new(stream.try_clone().unwrap()).lines();
+    // 200 MiB of one line, then a request.
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..200 {
+        stream.write_all(&chunk).unwrap();
+    }
+    stream
+        .write_all(b"\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session.open\",\"params\":{\"client_name\":\"t\"}}\n")
+        .unwrap();
+    let answer: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert!(answer["result"]["session_id"].is_string(), "{answer}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.id())).unwrap();
+    let peak: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(peak < 96 * 1024, "the agent's peak RSS {peak} KiB");
+    drop((lines, stream));
+    unsafe { libc::kill(agent.id() as i32, libc::SIGTERM) };
+    agent.wait().unwrap();
 }

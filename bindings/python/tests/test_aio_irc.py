@@ -164,6 +164,7 @@ async def test_irc_remote_streams_and_sees_cancel(server: Ngircd) -> None:
 @pytest.fixture
 def secret_rexd(server: Ngircd, tmp_path: Path) -> Iterator[RexdIrc]:
     (tmp_path / "secret").write_text("s3cret shared by desk and remote\n")
+    (tmp_path / "secret").chmod(0o600)  # rexd refuses a secret others may read
     r = RexdIrc(server.port, *FAST, "--secret-file", str(tmp_path / "secret"))
     yield r
     r.stop()

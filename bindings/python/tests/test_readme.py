@@ -84,6 +84,7 @@ def peers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Dict[str,
     work.mkdir()
     (work / "README.md").write_bytes(README.read_bytes())
     (work / "desk.secret").write_text(SECRET + "\n")
+    (work / "desk.secret").chmod(0o600)  # rexd refuses a secret others may read
     subprocess.run(["git", "init", "-q", str(work)], check=True)
     monkeypatch.chdir(work)
     monkeypatch.setenv("PATH", f"{Path(rexd_path()).parent}{os.pathsep}{os.environ['PATH']}")

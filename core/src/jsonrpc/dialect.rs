@@ -440,6 +440,12 @@ impl Sidecar {
         let m: SidecarMembers<'_> =
             serde_json::from_str(text).map_err(|e| bad(None, &e.to_string()))?;
         let id = match m.id {
+            Some(raw) if raw.get().len() > message::MAX_ID_BYTES => {
+                return Err(Invalid::IdTooLong {
+                    len: raw.get().len(),
+                    max: message::MAX_ID_BYTES,
+                });
+            }
             Some(raw) => match serde_json::from_str::<String>(raw.get()) {
                 Ok(id) => Id::String(id),
                 Err(_) => return Err(bad(None, "id must be a string")),

@@ -68,8 +68,15 @@ impl fmt::Debug for RawJson {
     }
 }
 
+/// The longest id accepted, in bytes of its JSON text (quotes and escapes included). A peer
+/// holds the id of every request it answers later, so without a bound 1024 requests in progress
+/// could hold 1024 lines' worth of ids; a longer id is refused with -32600 and id `null`, before
+/// it is copied. 256 bytes fits any UUID, counter or path-like id a client makes.
+pub const MAX_ID_BYTES: usize = 256;
+
 /// A request id: a number, a string, or `null` (only in an error answering an unreadable
 /// request). Fractional numbers are refused: the spec discourages them and no peer needs them.
+/// At most [`MAX_ID_BYTES`] of JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[cfg_attr(feature = "uniffi", uniffi(name = "JsonRpcId"))]
@@ -90,6 +97,21 @@ impl fmt::Display for Id {
             Id::String(s) => write!(f, "{s:?}"),
             Id::Null => f.write_str("null"),
         }
+    }
+}
+
+impl Id {
+    /// The length of the id's JSON text, when it is over [`MAX_ID_BYTES`].
+    pub fn too_long(&self) -> Option<usize> {
+        let Id::String(s) = self else {
+            return None; // an i64 or null is at most 20 bytes
+        };
+        // An escape is at most 6 bytes a byte: a short string needs no count.
+        if s.len().saturating_mul(6) + 2 <= MAX_ID_BYTES {
+            return None;
+        }
+        let len = serde_json::to_string(s).map_or(usize::MAX, |j| j.len());
+        (len > MAX_ID_BYTES).then_some(len)
     }
 }
 
@@ -374,6 +396,14 @@ pub enum Invalid {
         /// The limit.
         max: usize,
     },
+    /// An id over [`MAX_ID_BYTES`] (-32600, answered with id `null`: it is not echoed).
+    #[error("invalid request: an id of {len} bytes (the limit is {max})")]
+    IdTooLong {
+        /// Bytes of the id's JSON text.
+        len: usize,
+        /// The limit, [`MAX_ID_BYTES`].
+        max: usize,
+    },
 }
 
 impl Invalid {
@@ -384,7 +414,7 @@ impl Invalid {
             Invalid::Request { id, .. } => {
                 (id.clone().unwrap_or(Id::Null), ErrorCode::InvalidRequest)
             }
-            Invalid::EmptyBatch | Invalid::BatchTooLarge { .. } => {
+            Invalid::EmptyBatch | Invalid::BatchTooLarge { .. } | Invalid::IdTooLong { .. } => {
                 (Id::Null, ErrorCode::InvalidRequest)
             }
         };
@@ -446,6 +476,19 @@ fn invalid(id: Option<Id>, reason: impl Into<String>) -> Invalid {
     }
 }
 
+/// Reads an id, refusing one over [`MAX_ID_BYTES`] before it is copied.
+fn read_id(raw: &RawValue) -> Result<Id, Invalid> {
+    let len = raw.get().len();
+    if len > MAX_ID_BYTES {
+        return Err(Invalid::IdTooLong {
+            len,
+            max: MAX_ID_BYTES,
+        });
+    }
+    serde_json::from_str::<Id>(raw.get())
+        .map_err(|_| invalid(None, "id must be an integer, a string or null"))
+}
+
 /// Parses one message object.
 pub fn parse_one(raw: &RawValue) -> Result<Message, Invalid> {
     if !raw.get().starts_with('{') {
@@ -455,10 +498,7 @@ pub fn parse_one(raw: &RawValue) -> Result<Message, Invalid> {
         serde_json::from_str(raw.get()).map_err(|e| invalid(None, e.to_string()))?;
     let id = match m.id {
         None => None,
-        Some(raw_id) => Some(
-            serde_json::from_str::<Id>(raw_id.get())
-                .map_err(|_| invalid(None, "id must be an integer, a string or null"))?,
-        ),
+        Some(raw_id) => Some(read_id(raw_id)?),
     };
     if m.jsonrpc.as_deref() != Some("2.0") {
         return Err(invalid(id, "\"jsonrpc\" must be \"2.0\""));
@@ -671,6 +711,51 @@ mod tests {
             let err = single(bad).unwrap_err();
             assert_eq!(err.to_error().1.code, -32600, "{bad}: {err}");
         }
+    }
+
+    /// An id's JSON text is at most 256 bytes (quotes and escapes included); past that it is
+    /// refused with -32600 and id null, before the id is copied anywhere.
+    #[test]
+    fn ids_longer_than_the_limit_are_refused_with_a_null_id() {
+        const LIMIT: usize = 256;
+        assert_eq!(MAX_ID_BYTES, LIMIT, "the documented limit");
+        let string_id = |json_len: usize| format!("\"{}\"", "x".repeat(json_len - 2));
+        let at = string_id(LIMIT);
+        let over = string_id(LIMIT + 1);
+        for (template, kind) in [
+            (r#"{"jsonrpc":"2.0","id":ID,"method":"m"}"#, "request"),
+            (r#"{"jsonrpc":"2.0","id":ID,"result":1}"#, "response"),
+            (
+                r#"{"jsonrpc":"2.0","id":ID,"error":{"code":1,"message":"x"}}"#,
+                "error",
+            ),
+        ] {
+            let ok = single(&template.replace("ID", &at));
+            assert!(ok.is_ok(), "{kind} with a {LIMIT}-byte id: {ok:?}");
+            let err = single(&template.replace("ID", &over)).unwrap_err();
+            assert_eq!(err.to_error().0, Id::Null, "{kind}: {err}");
+            assert_eq!(err.to_error().1.code, -32600, "{kind}: {err}");
+            assert!(err.to_string().contains("257 bytes"), "{kind}: {err}");
+        }
+        // Escapes count as written: 43 `\u0041` are 260 bytes of JSON for 43 characters.
+        let escaped = format!("\"{}\"", "\\u0041".repeat(43));
+        let err = single(&format!(
+            r#"{{"jsonrpc":"2.0","id":{escaped},"method":"m"}}"#
+        ));
+        assert_eq!(err.unwrap_err().to_error().0, Id::Null);
+        // A number is never that long; a batch element with a long id is refused on its own.
+        let parsed = parse(
+            format!(
+                r#"[{{"jsonrpc":"2.0","id":{over},"method":"m"}},{{"jsonrpc":"2.0","id":-9223372036854775808,"method":"m"}}]"#
+            )
+            .as_bytes(),
+            8,
+        )
+        .unwrap();
+        let Parsed::Batch(items) = parsed else {
+            panic!("a batch")
+        };
+        assert!(items[0].is_err() && items[1].is_ok(), "{items:?}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ pub mod message;
 pub mod peer;
 
 pub use dialect::{Code, Dialect, JsonRpc2, RemoteError, Sidecar, SidecarErrorCode};
-pub use message::{ErrorCode, ErrorCodes, ErrorObject, Id, Message, RawJson};
+pub use message::{ErrorCode, ErrorCodes, ErrorObject, Id, MAX_ID_BYTES, Message, RawJson};
 pub use peer::{
     CallError, Framing, LocalError, Output, Peer, PeerConfig, PeerEvent, PeerStats, TimeoutPolicy,
     TimeoutRule,

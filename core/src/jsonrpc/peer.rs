@@ -34,7 +34,7 @@ use super::framing::{
     ContentLengthDecoder, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_MESSAGE_BYTES, Frame,
     NdjsonDecoder, encode_content_length, encode_ndjson,
 };
-use super::message::{Id, Invalid, RawJson, write_batch_bodies};
+use super::message::{Id, Invalid, MAX_ID_BYTES, RawJson, write_batch_bodies};
 use crate::ids::IdGenerator;
 
 /// How long a drained peer with nothing scheduled asks to sleep.
@@ -479,6 +479,13 @@ impl<D: Dialect> Peer<D> {
     ) -> Result<(), LocalError> {
         if self.pending.contains_key(&id) {
             return Err(LocalError::DuplicateId(id));
+        }
+        // The peer would refuse it (MAX_ID_BYTES): not worth a round trip.
+        if let Some(len) = id.too_long() {
+            return Err(LocalError::Write(WriteError::InvalidValue {
+                dialect: D::NAME,
+                what: format!("an id of {len} bytes (the limit is {MAX_ID_BYTES})"),
+            }));
         }
         if self.pending.len() >= self.config.max_pending {
             return Err(LocalError::TooManyPending(self.pending.len()));
@@ -1214,6 +1221,62 @@ mod tests {
         assert!(sent[1].contains("-32600"));
         assert!(more[0].contains("-32601") && more[0].contains("\"id\":\"q\""));
         assert_eq!(server.stats().malformed, 2);
+    }
+
+    /// A request whose id is over the limit is answered -32600 with id null and never reaches
+    /// the host, so nothing holds the id (40 such ids of 4 MiB once held 213 MB in rexd); a
+    /// host cannot make such a call either.
+    #[test]
+    fn over_long_ids_are_refused_before_anything_holds_them() {
+        let mut server = Peer::new(JsonRpc2, PeerConfig::default(), 1);
+        let huge = "x".repeat(4 << 20);
+        for _ in 0..3 {
+            server.handle_bytes(
+                0,
+                format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{huge}\",\"method\":\"exec.wait\"}}\n")
+                    .as_bytes(),
+            );
+        }
+        let (sent, events) = drain(&mut server, 0);
+        let reached = requests(&events).len();
+        assert_eq!(reached, 0, "{reached} requests reached the host");
+        let sent = sent_values(&sent);
+        assert_eq!(sent.len(), 3);
+        for answer in &sent {
+            assert_eq!(answer["id"], serde_json::Value::Null, "{answer}");
+            assert_eq!(answer["error"]["code"], -32600, "{answer}");
+        }
+        assert_eq!(server.stats().incoming, 0);
+        // 256 bytes of JSON (the quotes included) is still an id.
+        let at_limit = Id::String("y".repeat(254));
+        server.handle_bytes(
+            1,
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"m\"}}\n",
+                serde_json::to_string(&at_limit).unwrap()
+            )
+            .as_bytes(),
+        );
+        let (_, events) = drain(&mut server, 1);
+        assert_eq!(requests(&events), [(at_limit, "m".to_owned())]);
+        // Our own calls keep to the same rule.
+        let mut client = Peer::new(JsonRpc2, PeerConfig::default(), 1);
+        let long = Id::String("z".repeat(255));
+        assert!(matches!(
+            client.call_with_id(0, long, "m", None, 0),
+            Err(LocalError::Write(WriteError::InvalidValue { .. }))
+        ));
+        assert_eq!(client.stats().pending, 0);
+        // The sidecar dialect has no null id: an over-long one is dropped unanswered.
+        let mut rust = sidecar();
+        rust.handle_bytes(
+            0,
+            format!("{{\"id\":\"{huge}\",\"method\":\"health.ping\",\"params\":{{}}}}\n")
+                .as_bytes(),
+        );
+        let (sent, events) = drain(&mut rust, 0);
+        assert!(sent.is_empty() && requests(&events).is_empty(), "{sent:?}");
+        assert_eq!(rust.stats().malformed, 1);
     }
 
     /// The JSON values of the lines `peer` sent.

@@ -79,8 +79,8 @@ struct Args {
     /// Neither offer nor give compressed answers (the v40 wire format, with --no-adaptive).
     #[arg(long)]
     no_compression: bool,
-    /// Authenticate every OA1 frame with the shared secret in FILE (both ends, or the one end
-    /// this process runs; the other needs the same secret).
+    /// Authenticate every OA1 frame with the shared secret in FILE (mode 600; both ends, or
+    /// the one end this process runs; the other needs the same secret).
     #[arg(long, value_name = "FILE")]
     secret_file: Option<std::path::PathBuf>,
     /// Serve the remote end over --irc without --secret-file. RISK: whoever takes the desk's

@@ -66,8 +66,8 @@ struct Args {
     /// --irc; the RemoteBash tool description tells the model what the line means).
     #[arg(long)]
     no_exit_marker: bool,
-    /// Authenticate every OA1 frame with the shared secret in FILE (with --irc; the desk needs
-    /// the same secret; a trailing newline is not part of it).
+    /// Authenticate every OA1 frame with the shared secret in FILE (mode 600; with --irc; the
+    /// desk needs the same secret; a trailing newline is not part of it).
     #[arg(long, value_name = "FILE")]
     secret_file: Option<PathBuf>,
     /// Lines sent in a burst before pacing starts (with --irc). Without this and
