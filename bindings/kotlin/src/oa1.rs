@@ -241,7 +241,7 @@ pub struct RemoteBashTool {
 pub fn remote_bash_tool() -> RemoteBashTool {
     RemoteBashTool {
         name: remote_bash::TOOL_NAME.to_owned(),
-        description: remote_bash::DESCRIPTION.to_owned(),
+        description: remote_bash::DESCRIPTION.clone(),
         input_schema: remote_bash::INPUT_SCHEMA.to_owned(),
     }
 }

@@ -714,6 +714,13 @@ connection_methods!(Desk, {
     fn members(&self) -> PyResult<Vec<String>> {
         self.0.with(|d| d.members())
     }
+
+    /// The `RemoteBash` description for this link: the output budget it states follows the
+    /// pacing in force (the server's own once in the channel). Give it to the model in place of
+    /// `TOOL_DESCRIPTION` once the desk is ready.
+    fn tool_description(&self) -> PyResult<String> {
+        self.0.with(|d| d.tool_description())
+    }
 });
 
 /// The remote end of OA1 on one IRC connection: each `oa1.Request` is answered with `send` +
@@ -936,7 +943,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Remote>()?;
     m.add("TRUNCATION_MARKER", core::TRUNCATION_MARKER)?;
     m.add("TOOL_NAME", core::remote_bash::TOOL_NAME)?;
-    m.add("TOOL_DESCRIPTION", core::remote_bash::DESCRIPTION)?;
+    m.add("TOOL_DESCRIPTION", core::remote_bash::DESCRIPTION.as_str())?;
     m.add("TOOL_INPUT_SCHEMA", core::remote_bash::INPUT_SCHEMA)?;
     Ok(())
 }

@@ -1029,6 +1029,13 @@ impl Desk {
         self.0.endpoint.cancel(now, id, reason)
     }
 
+    /// The `RemoteBash` description for this link
+    /// ([`remote_bash::description`](super::remote_bash::description)): the output budget it
+    /// states follows the pacing in force, which is the server's own once in the channel.
+    pub fn tool_description(&self) -> String {
+        super::remote_bash::description(self.0.endpoint.config(), self.pacing())
+    }
+
     /// Requests sent and not yet answered.
     pub fn in_flight(&self) -> usize {
         self.0.endpoint.in_flight()

@@ -12,16 +12,64 @@ use super::{Event, Failure, LocalError, Requester};
 /// The tool name the model sees.
 pub const TOOL_NAME: &str = "RemoteBash";
 
-/// The tool description: what the model must know to use the tool well (output may come chunked
-/// or truncated, keep it small, each call is a fresh shell, what the exit marker means).
-pub const DESCRIPTION: &str = "Run a shell command on the remote machine and return its combined \
-stdout and stderr as text. Each call runs in a fresh shell: cd, exports and other shell state do \
-not carry over, so chain steps in one command (cd /x && make). Output travels over IRC, so it \
-may arrive chunked and is truncated past 128 KiB with a '...[truncated]...' marker: prefer \
-commands that keep output small (head, tail, rg -n, sed -n '1,120p', redirect big output to a \
-file). If you need structured output, ask the command itself for JSON. A command that fails \
-ends its output with a line such as [exit code: 1] or [signal: KILL]; without one, it exited 0 \
-(so no output and no such line means success, as grep finding nothing does not).";
+/// The tool description for a desk with the connection defaults on a server not measured (see
+/// [`description`]): what the model must know to use the tool well (each call is a fresh
+/// shell, output travels slowly and is cut, how to page through large output, what the exit
+/// marker means).
+pub static DESCRIPTION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let defaults = super::ConnectionConfig::new("desk", "#desk").oa1;
+    description(&defaults, defaults.pacing)
+});
+
+/// Typical command output (logs, listings, source) deflates to about a third; base64 then
+/// adds a third back. Measured by `tests/pacing/remote_bash_speed.sh`: 2.3x for Rust source,
+/// 4.5x for `ls -la`, 6.3-7.9x for logs.
+const TYPICAL_DEFLATE_RATIO: u64 = 3;
+
+/// Payload bytes a line carries with adaptive payloads: a 512-byte line less the server's
+/// prefix, `PRIVMSG #channel :` and the frame header, for a prefix of average length.
+const ADAPTIVE_PAYLOAD_ESTIMATE: u64 = 400;
+
+/// About how many bytes of typical output reach the desk within `window_ms` over a link
+/// paced by `pacing` with `config`'s payloads and compression, at most the size cap. An
+/// estimate, for the model's description, never a limit.
+pub fn output_budget(config: &super::Config, pacing: super::Pacing, window_ms: u64) -> u64 {
+    let payload = match config.adaptive_payload {
+        true => ADAPTIVE_PAYLOAD_ESTIMATE,
+        false => config.max_frame_payload_bytes as u64,
+    };
+    let wire = pacing.lines_within(window_ms).saturating_mul(payload);
+    let text = match config.compression {
+        true => wire.saturating_mul(TYPICAL_DEFLATE_RATIO) / 4 * 3,
+        false => wire,
+    };
+    text.min(config.max_message_bytes as u64)
+}
+
+/// The tool description for a desk with `config` whose lines are paced by `pacing` (the
+/// connection's [`pacing`](super::Desk::pacing) once in the channel: what the server is
+/// decides it, for the remote on the same server as for this end). It states the practical
+/// output budget within the request timeout, so the model asks for what fits.
+pub fn description(config: &super::Config, pacing: super::Pacing) -> String {
+    let timeout = super::client::format_duration(config.request_timeout_ms);
+    let budget = output_budget(config, pacing, config.request_timeout_ms) / 1024;
+    let cap = config.max_message_bytes / 1024;
+    format!(
+        "Run a shell command on the remote machine and return its combined stdout and stderr \
+         as text. Each call runs in a fresh shell: cd, exports and other shell state do not \
+         carry over, so chain steps in one command (cd /x && make). Output travels over IRC, \
+         slowly: about {budget} KB of typical output arrive within the {timeout} timeout on \
+         this link, and never more than {cap} KB. Output cut by the timeout ends with a \
+         '...[cut at the ... timeout: N bytes arrived ...]...' line, output over the cap with \
+         '...[truncated]...'. So ask for what you need: keep output small (head, tail, rg -n, \
+         wc -l first), and for anything large write it to a file (cmd > /tmp/out.txt 2>&1) and \
+         page through it (sed -n '1,200p' /tmp/out.txt, then '201,400p'). Give timeout_sec for \
+         a slow command. If you need structured output, ask the command itself for JSON. A \
+         command that fails ends its output with a line such as [exit code: 1] or [signal: \
+         KILL]; without one, it exited 0 (so no output and no such line means success, as \
+         grep finding nothing does not)."
+    )
+}
 
 /// The last line of a command's `RemoteBash` output when it did not exit 0: `[exit code: 2]` or
 /// `[signal: KILL]`, so a model can tell `grep` finding nothing (exit 1) from success, as coding
@@ -223,6 +271,29 @@ mod tests {
             Some("[signal: KILL]")
         );
         assert!(DESCRIPTION.contains("[exit code: 1]"));
+    }
+
+    #[test]
+    fn the_description_states_the_budget_of_the_link() {
+        use crate::oa1::{ConnectionConfig, Pacing};
+        let config = ConnectionConfig::new("desk", "#desk").oa1;
+        // Unknown server: 33 lines in 30 s, 400 bytes each, deflated text.
+        assert_eq!(output_budget(&config, config.pacing, 30_000), 29_700);
+        assert!(DESCRIPTION.contains("about 29 KB of typical output arrive within the 30 s"));
+        assert!(DESCRIPTION.contains("never more than 128 KB"));
+        // ngircd's pacing carries more; the spec's plain 240-byte frames much less.
+        let ngircd = description(&config, Pacing::grouped(3, 1100));
+        assert!(ngircd.contains("about 73 KB"), "{ngircd}");
+        let mut v40 = config.clone();
+        v40.compression = false;
+        v40.adaptive_payload = false;
+        assert_eq!(output_budget(&v40, v40.pacing, 30_000), 33 * 240);
+        assert!(description(&v40, v40.pacing).contains("about 7 KB"));
+        // Never past the cap.
+        assert_eq!(
+            output_budget(&config, Pacing::UNLIMITED, 30_000),
+            128 * 1024
+        );
     }
 
     #[test]

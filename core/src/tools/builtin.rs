@@ -17,7 +17,7 @@ use crate::rexd::{
 pub fn remote_bash() -> ToolSpec {
     ToolSpec::from_schema_text(
         remote_bash::TOOL_NAME,
-        remote_bash::DESCRIPTION,
+        remote_bash::DESCRIPTION.as_str(),
         remote_bash::INPUT_SCHEMA,
     )
     .expect("the RemoteBash schema is a valid object schema")
@@ -271,7 +271,7 @@ mod tests {
     fn remote_bash_is_the_oa1_contract() {
         let spec = remote_bash();
         assert_eq!(spec.name, "RemoteBash");
-        assert_eq!(spec.description, remote_bash::DESCRIPTION);
+        assert_eq!(spec.description, *remote_bash::DESCRIPTION);
         assert_eq!(
             spec.input_schema,
             serde_json::from_str::<Value>(remote_bash::INPUT_SCHEMA).unwrap()

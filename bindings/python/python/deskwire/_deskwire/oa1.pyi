@@ -203,6 +203,11 @@ class Desk:
         """
     def members(self) -> List[str]:
         """The other members of the channel, as the server wrote their nicks."""
+    def tool_description(self) -> str:
+        """The ``RemoteBash`` description for this link: the output budget it states follows the
+        pacing in force (the server's own once in the channel). Give it to the model in place of
+        ``TOOL_DESCRIPTION`` once the desk is ready.
+        """
     def handle_bytes(self, now_ms: int, data: bytes) -> None:
         """Bytes read from the socket (partial lines wait for the rest)."""
     def handle_eof(self, now_ms: int) -> None:

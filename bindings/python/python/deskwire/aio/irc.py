@@ -340,6 +340,16 @@ class IrcDesk(_IrcConnection):
         """The other members of the channel, as the server wrote their nicks."""
         return [] if self._engine.closed else list(self._engine.members())
 
+    def tool_description(self) -> str:
+        """The ``RemoteBash`` description for this link, to give the model in place of
+        :data:`deskwire.oa1.TOOL_DESCRIPTION`: it states about how much output arrives within
+        the request timeout at the pacing in force (the server's own, once in the channel)."""
+        if self._engine.closed:
+            from deskwire.oa1 import TOOL_DESCRIPTION
+
+            return TOOL_DESCRIPTION
+        return str(self._engine.tool_description())
+
     async def request(
         self, payload: Union[str, bytes], *, timeout: Optional[float] = None
     ) -> str:
