@@ -50,15 +50,24 @@ def mixed_utf8(size: int) -> bytes:
     return out
 
 
+@pytest.mark.parametrize("compression", [True, False])
 @pytest.mark.parametrize("size", [16 * 1024, 64 * 1024])
-async def test_remote_bash_sizes_byte_for_byte(server: Ngircd, rexd_irc: RexdIrc, size: int) -> None:
+async def test_remote_bash_sizes_byte_for_byte(
+    server: Ngircd, rexd_irc: RexdIrc, size: int, compression: bool
+) -> None:
     data = mixed_utf8(size)
     path = Path(rexd_irc.dir) / f"out-{size}.txt"
     path.write_bytes(data)
-    async with await IrcDesk.connect("127.0.0.1", server.port, nick="desk") as desk:
+    async with await IrcDesk.connect(
+        "127.0.0.1", server.port, nick="desk", compression=compression
+    ) as desk:
         text = await desk.remote_bash(f"cat {path}", timeout=60)
         assert text.encode() == data
-        assert desk.stats()["oa1"]["frames_in"] > size // 512
+        oa1 = desk.stats()["oa1"]
+        if compression:  # the default: the repetitive text comes deflated, in a frame or two
+            assert oa1["compressed_in"] == 1 and oa1["frames_in"] < size // 512
+        else:
+            assert oa1["compressed_in"] == 0 and oa1["frames_in"] > size // 512
 
 
 async def test_cancel_sends_cancel(server: Ngircd, rexd_irc: RexdIrc) -> None:
