@@ -54,18 +54,7 @@ fn id_key(id: &Value) -> String {
 }
 
 fn new_id() -> String {
-    let mut bytes = [0u8; 16];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
-        let n = unsafe {
-            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
-        };
-        if n > 0 {
-            filled += n as usize;
-        }
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::sys::random_hex(16)
 }
 
 fn json(status: StatusCode, body: Vec<u8>, session: Option<&str>) -> Response {
