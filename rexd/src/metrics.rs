@@ -9,6 +9,7 @@
 //! | `rexd_sessions_resumed_total` | counter | |
 //! | `rexd_sessions_open` | gauge | |
 //! | `rexd_processes_running` | gauge | |
+//! | `rexd_mcp_requests_waiting` | gauge | |
 //! | `rexd_execs_total` | counter | `class` (the `[policy]` class, `unclassified` without one), `outcome` (`exit_0`, `exit_nonzero`, `signal`, `timeout`, `launch_error`, `refused`, `error`) |
 //! | `rexd_errors_total` | counter | `code` (the JSON-RPC error code of an error answer) |
 //! | `rexd_stream_bytes_total` | counter | `direction` (`in`: bytes of client messages, `out`: bytes of answers and events) |
@@ -62,6 +63,8 @@ pub struct Metrics {
     pub sessions_open: Gauge,
     /// Processes running now (detached ones too).
     pub processes_running: Gauge,
+    /// Requests of MCP-over-HTTP sessions (`/mcp`) waiting for their answers now.
+    pub mcp_requests_waiting: Gauge,
     /// Execs by class and outcome.
     pub execs: Family<ExecLabels, Counter>,
     /// Error answers by code.
@@ -88,6 +91,7 @@ impl Metrics {
             sessions_resumed: Counter::default(),
             sessions_open: Gauge::default(),
             processes_running: Gauge::default(),
+            mcp_requests_waiting: Gauge::default(),
             execs: Family::default(),
             errors: Family::default(),
             bytes: Family::default(),
@@ -112,6 +116,11 @@ impl Metrics {
             "processes_running",
             "Processes running now, detached ones too",
             m.processes_running.clone(),
+        );
+        registry.register(
+            "mcp_requests_waiting",
+            "Requests of MCP sessions over HTTP (/mcp) waiting for their answers now",
+            m.mcp_requests_waiting.clone(),
         );
         registry.register(
             "execs",
@@ -202,6 +211,7 @@ mod tests {
             "rexd_stream_bytes_total{direction=\"out\"} 0",
             "rexd_auth_failures_total{reason=\"tls\"} 0",
             "# TYPE rexd_sessions_open gauge",
+            "rexd_mcp_requests_waiting 0",
         ] {
             assert!(text.contains(want), "{want} not in:\n{text}");
         }

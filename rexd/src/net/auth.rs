@@ -86,16 +86,14 @@ fn label_ok(label: &str) -> bool {
 impl Tokens {
     /// Reads and checks a token file.
     pub fn load(path: &Path) -> Result<Tokens, TokenFileError> {
-        use std::os::unix::fs::PermissionsExt;
         let read = |source| TokenFileError::Read {
             path: path.to_owned(),
             source,
         };
-        let mode = std::fs::metadata(path).map_err(read)?.permissions().mode();
-        if mode & 0o077 != 0 {
+        if let Some(mode) = crate::sys::open_to_others(path).map_err(read)? {
             return Err(TokenFileError::Permissions {
                 path: path.to_owned(),
-                mode: mode & 0o777,
+                mode,
             });
         }
         let text = std::fs::read_to_string(path).map_err(read)?;
@@ -217,7 +215,7 @@ mod tests {
         std::fs::write(&path, "a:0123456789abcdef\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = Tokens::load(&path).unwrap_err().to_string();
-        assert!(e.contains("chmod 600"), "{e}");
+        assert!(e.contains("mode 644") && e.contains("chmod 600"), "{e}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(Tokens::load(&path).is_ok());
     }
