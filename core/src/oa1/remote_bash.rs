@@ -56,18 +56,17 @@ pub fn description(config: &super::Config, pacing: super::Pacing) -> String {
     let cap = config.max_message_bytes / 1024;
     format!(
         "Run a shell command on the remote machine and return its combined stdout and stderr \
-         as text. Each call runs in a fresh shell: cd, exports and other shell state do not \
-         carry over, so chain steps in one command (cd /x && make). Output travels over IRC, \
-         slowly: about {budget} KB of typical output arrive within the {timeout} timeout on \
-         this link, and never more than {cap} KB. Output cut by the timeout ends with a \
-         '...[cut at the ... timeout: N bytes arrived ...]...' line, output over the cap with \
-         '...[truncated]...'. So ask for what you need: keep output small (head, tail, rg -n, \
-         wc -l first), and for anything large write it to a file (cmd > /tmp/out.txt 2>&1) and \
-         page through it (sed -n '1,200p' /tmp/out.txt, then '201,400p'). Give timeout_sec for \
-         a slow command. If you need structured output, ask the command itself for JSON. A \
-         command that fails ends its output with a line such as [exit code: 1] or [signal: \
-         KILL]; without one, it exited 0 (so no output and no such line means success, as \
-         grep finding nothing does not)."
+         as text. Each call runs in a fresh shell: cd, exports and other shell state do not carry \
+         over, so chain steps in one command (cd /x && make). Output travels over IRC, slowly: \
+         about {budget} KB of typical output arrive within a {timeout} timeout on this link, \
+         never more than {cap} KB. Output cut by a timeout ends with a '...[cut at ... timeout: \
+         N bytes arrived ...]...' line; output over that cap ends with '...[truncated]...'. So \
+         ask for what you need: keep output small (head, tail, rg -n, wc -l first); for \
+         anything large, write it to a file (cmd > /tmp/out.txt 2>&1) and page through it \
+         (sed -n '1,200p' /tmp/out.txt, then '201,400p'). Give timeout_sec for a slow command. \
+         For structured output, ask the command itself for JSON. A command that fails ends its \
+         output with a line such as [exit code: 1] or [signal: KILL]; without one, it exited 0 \
+         (so no output and no such line means success, as grep finding nothing does not)."
     )
 }
 
@@ -279,7 +278,7 @@ mod tests {
         let config = ConnectionConfig::new("desk", "#desk").oa1;
         // Unknown server: 33 lines in 30 s, 400 bytes each, deflated text.
         assert_eq!(output_budget(&config, config.pacing, 30_000), 29_700);
-        assert!(DESCRIPTION.contains("about 29 KB of typical output arrive within the 30 s"));
+        assert!(DESCRIPTION.contains("about 29 KB of typical output arrive within a 30 s"));
         assert!(DESCRIPTION.contains("never more than 128 KB"));
         // ngircd's pacing carries more; the spec's plain 240-byte frames much less.
         let ngircd = description(&config, Pacing::grouped(3, 1100));
