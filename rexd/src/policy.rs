@@ -8,7 +8,7 @@
 //!
 //! An argv is looked at program position by program position: `argv[0]`, and through the
 //! programs that run their arguments as a command, the program each of them runs
-//! ([`wrappers`]: `env`, `nice`, `nohup`, `setsid`, `timeout`, `stdbuf`, `ionice`, `time`,
+//! (`policy/wrappers.rs`: `env`, `nice`, `nohup`, `setsid`, `timeout`, `stdbuf`, `ionice`, `time`,
 //! `chroot`, `command`, `xargs`, `flock`, `setpriv`, `unshare`, `nsenter`, `chrt`, `taskset`,
 //! `prlimit`, `find -exec`, `busybox`/`toybox`), their options read as their own getopt reads
 //! them (clusters, abbreviated long options, `--opt=value`, values in the next word). An option
