@@ -29,6 +29,9 @@ pub struct IrcSessionConfig {
     pub ping_timeout_ms: i64,
     /// Longest line accepted from the server, CRLF included.
     pub max_line_bytes: i64,
+    /// Log in with SASL while registering (`null`: no `CAP` at all).
+    #[uniffi(default = None)]
+    pub sasl: Option<irc::SaslConfig>,
 }
 
 /// The session defaults for `nick` joining `channels`.
@@ -224,6 +227,7 @@ impl From<irc::SessionConfig> for IrcSessionConfig {
             ping_interval_ms: long(c.ping_interval_ms),
             ping_timeout_ms: long(c.ping_timeout_ms),
             max_line_bytes: long_size(c.max_line_bytes),
+            sasl: c.sasl,
         }
     }
 }
@@ -242,6 +246,7 @@ impl TryFrom<IrcSessionConfig> for irc::SessionConfig {
             ping_interval_ms: non_negative("session.pingIntervalMs", c.ping_interval_ms)?,
             ping_timeout_ms: non_negative("session.pingTimeoutMs", c.ping_timeout_ms)?,
             max_line_bytes: to_usize(non_negative("session.maxLineBytes", c.max_line_bytes)?),
+            sasl: c.sasl,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! IRC building blocks: a zero-copy line parser and formatter, case mapping, line budgets, a line
 //! decoder for raw byte streams, and a sans-IO session helper for hosts without an IRC client.
 
+pub mod cap;
 pub mod casemap;
 mod forbidden;
 pub mod identity;
@@ -9,6 +10,7 @@ pub mod message;
 pub mod session;
 
 pub use crate::lines::{DecodedLine, LineDecoder};
+pub use cap::{SaslConfig, SaslMechanism};
 pub use casemap::CaseMapping;
 pub use identity::{Identity, MAX_LINE_BYTES};
 pub use mask::{InvalidName, MAX_NICK_LEN, SenderPattern, validate_nick};

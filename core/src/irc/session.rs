@@ -37,6 +37,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use super::DEFAULT_MAX_LINE_BYTES;
+use super::cap::{CapNegotiation, SaslConfig, SaslMechanism, Step};
 use super::identity::{Identity, MAX_LINE_BYTES};
 use super::message::{self, Message};
 use crate::lines::{DecodedLine, LineDecoder};
@@ -73,6 +74,9 @@ pub struct SessionConfig {
     pub ping_timeout_ms: u64,
     /// Longest line accepted from the server, CRLF included; longer lines are ignored and counted.
     pub max_line_bytes: usize,
+    /// Log in with SASL while registering (`CAP LS 302`, `CAP REQ :sasl`, `AUTHENTICATE`;
+    /// see [`super::cap`]). `None`: no `CAP` at all, as before.
+    pub sasl: Option<SaslConfig>,
 }
 
 /// [`SessionConfig`] as JSON gives it: the defaults fill what is missing.
@@ -89,6 +93,8 @@ struct SessionConfigJson {
     ping_interval_ms: Option<u64>,
     ping_timeout_ms: Option<u64>,
     max_line_bytes: Option<usize>,
+    #[serde(default)]
+    sasl: Option<SaslConfig>,
 }
 
 impl From<SessionConfigJson> for SessionConfig {
@@ -96,6 +102,7 @@ impl From<SessionConfigJson> for SessionConfig {
         let mut config = SessionConfig::new(&json.nick, &[]);
         config.channels = json.channels;
         config.password = json.password;
+        config.sasl = json.sasl;
         if let Some(user) = json.user {
             config.user = user;
         }
@@ -133,6 +140,7 @@ impl SessionConfig {
             ping_interval_ms: 60_000,
             ping_timeout_ms: 120_000,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            sasl: None,
         }
     }
 
@@ -153,6 +161,18 @@ impl SessionConfig {
         }
         for channel in &self.channels {
             validate_channel(channel)?;
+        }
+        if let Some(sasl) = &self.sasl {
+            if sasl.mechanism == SaslMechanism::Plain
+                && (sasl.username.is_empty() || sasl.password.is_empty())
+            {
+                return Err(SessionError::InvalidLogin(
+                    "SASL PLAIN needs a username and a password",
+                ));
+            }
+            if has_forbidden_byte(&sasl.username) {
+                return Err(SessionError::ForbiddenByte);
+            }
         }
         Ok(())
     }
@@ -235,6 +255,19 @@ pub enum SessionEvent {
         /// The numeric and its parameters after our nick, separated by spaces.
         message: String,
     },
+    /// SASL logged us in (`903`) as this account.
+    LoggedIn {
+        /// The account, as the server's `900` named it.
+        account: String,
+    },
+    /// A SASL login that was not required failed, or could not be tried; the session goes on
+    /// unauthenticated. (A required one ends the session with
+    /// [`DisconnectReason::LoginFailed`] instead.)
+    LoginFailed {
+        /// What happened, with the server's numeric and words (`SASL login failed: 904 SASL
+        /// authentication failed`) or why it could not be tried (`the server offers no SASL`).
+        message: String,
+    },
     /// The session is over; the host should close the connection. Nothing more happens after it.
     Disconnected {
         /// Why.
@@ -262,6 +295,11 @@ pub enum DisconnectReason {
     NickUnavailable,
     /// The host called [`Session::quit`].
     Quit,
+    /// The SASL login the configuration requires failed, or the server could not do it.
+    LoginFailed {
+        /// What happened, with the server's numeric and words.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for DisconnectReason {
@@ -274,6 +312,7 @@ impl std::fmt::Display for DisconnectReason {
             DisconnectReason::ConnectionLost => f.write_str("the connection was lost"),
             DisconnectReason::NickUnavailable => f.write_str("every nick tried was refused"),
             DisconnectReason::Quit => f.write_str("we quit"),
+            DisconnectReason::LoginFailed { message } => f.write_str(message),
         }
     }
 }
@@ -323,6 +362,9 @@ pub enum SessionError {
     /// The text contains NUL, CR or LF; IRC cannot carry it.
     #[error("text contains a NUL, CR or LF byte")]
     ForbiddenByte,
+    /// The SASL configuration cannot log in.
+    #[error("invalid SASL configuration: {0}")]
+    InvalidLogin(&'static str),
     /// An empty message text (servers refuse it).
     #[error("empty message text")]
     EmptyText,
@@ -383,6 +425,8 @@ pub struct Session {
     reported_prefix: Option<String>,
     /// The server's software and version, from `004` (`RPL_MYINFO`), e.g. `ngircd-26.1`.
     server_version: Option<String>,
+    /// Capabilities and SASL.
+    cap: CapNegotiation,
     queue: VecDeque<SessionOutput>,
     decoder: LineDecoder,
     last_received_ms: u64,
@@ -419,6 +463,7 @@ impl Session {
             channels: Vec::new(),
             reported_prefix: None,
             server_version: None,
+            cap: CapNegotiation::new(config.sasl.clone()),
             queue: VecDeque::new(),
             decoder: LineDecoder::new(config.max_line_bytes),
             last_received_ms: now_ms,
@@ -426,6 +471,11 @@ impl Session {
             stats: SessionStats::default(),
             config,
         };
+        // CAP LS first, when anything is wanted: the server then holds registration until
+        // CAP END.
+        if let Some(line) = session.cap.start() {
+            session.transmit(line.to_owned());
+        }
         if let Some(password) = session.config.password.as_deref() {
             let password = replace_forbidden(password);
             session.send("PASS", &[&password]);
@@ -447,6 +497,16 @@ impl Session {
     /// say. What it is limits how fast lines may go (see `oa1::Pacing::for_server`).
     pub fn server_version(&self) -> Option<&str> {
         self.server_version.as_deref()
+    }
+
+    /// The account SASL logged us in as, if any.
+    pub fn account(&self) -> Option<&str> {
+        self.cap.account()
+    }
+
+    /// The IRCv3 capabilities in force (acknowledged by the server).
+    pub fn capabilities(&self) -> Vec<String> {
+        self.cap.enabled().map(str::to_owned).collect()
     }
 
     /// Whether the server has accepted us (`001`) and the session has not ended.
@@ -567,6 +627,11 @@ impl Session {
         if self.state == State::Closed {
             return;
         }
+        let mut steps = Vec::new();
+        self.cap.handle_timeout(now_ms, &mut steps);
+        if !self.apply(steps) {
+            return;
+        }
         match self.keepalive_sent_ms {
             Some(sent) if now_ms >= sent.saturating_add(self.config.ping_timeout_ms) => {
                 self.close(DisconnectReason::TimedOut);
@@ -591,6 +656,10 @@ impl Session {
             (State::Closed, _) => now_ms.saturating_add(self.config.ping_interval_ms.max(1)),
             (_, Some(sent)) => sent.saturating_add(self.config.ping_timeout_ms),
             (_, None) => self.keepalive_deadline(),
+        };
+        let deadline = match self.cap.deadline() {
+            Some(login) if self.state != State::Closed => deadline.min(login),
+            _ => deadline,
         };
         SessionOutput::Timeout(deadline)
     }
@@ -685,6 +754,11 @@ impl Session {
         let old_nick = self.identity.nick().to_owned();
         let learned = self.identity.observe(msg);
         let command = msg.command;
+        let mut steps = Vec::new();
+        let taken = self.cap.handle(self.last_received_ms, msg, &mut steps);
+        if !self.apply(steps) || taken {
+            return;
+        }
         if command.eq_ignore_ascii_case("PING") {
             match msg.param(0) {
                 Some(token) => {
@@ -849,6 +923,22 @@ impl Session {
         self.state = State::Closed;
         self.keepalive_sent_ms = None;
         self.event(SessionEvent::Disconnected { reason });
+    }
+
+    /// Does what the CAP negotiation asks; `false` when it ended the session.
+    fn apply(&mut self, steps: Vec<Step>) -> bool {
+        for step in steps {
+            match step {
+                Step::Send(line) => self.transmit(line),
+                Step::Event(event) => self.event(event),
+                Step::Fail(reason) => {
+                    self.send("QUIT", &["login failed"]);
+                    self.close(reason);
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     fn event(&mut self, event: SessionEvent) {

@@ -28,6 +28,8 @@ __all__ = [
     "Kicked",
     "Parted",
     "ServerError",
+    "LoggedIn",
+    "LoginFailed",
     "Disconnected",
 ]
 
@@ -168,13 +170,32 @@ class ServerError:
     """The numeric and its parameters after our nick."""
 
 
+@event("irc", "logged_in")
+@dataclass(frozen=True)
+class LoggedIn:
+    """SASL logged us in (``903``) as ``account`` (session config ``sasl``)."""
+
+    account: str
+    """The account, as the server's ``900`` named it."""
+
+
+@event("irc", "login_failed")
+@dataclass(frozen=True)
+class LoginFailed:
+    """A SASL login that was not required failed or could not be tried; the session goes on
+    unauthenticated. (A required one ends it: :class:`Disconnected` with ``login_failed``.)"""
+
+    message: str
+    """What happened, with the server's numeric and words."""
+
+
 @event("irc", "disconnected")
 @dataclass(frozen=True)
 class Disconnected:
     """The session is over; close the connection.
 
-    ``reason`` is ``"timed_out"``, ``"connection_lost"``, ``"nick_unavailable"``, ``"quit"``, or
-    ``{"server_closed": {"message": ...}}``.
+    ``reason`` is ``"timed_out"``, ``"connection_lost"``, ``"nick_unavailable"``, ``"quit"``,
+    ``{"server_closed": {"message": ...}}`` or ``{"login_failed": {"message": ...}}``.
     """
 
     reason: Union[str, Dict[str, Any]]

@@ -69,6 +69,7 @@ import dev.deskwire.core.FfiConverterTypeOa1Event
 import dev.deskwire.core.FfiConverterTypeOa1Failure
 import dev.deskwire.core.FfiConverterTypeOa1FrameType
 import dev.deskwire.core.FfiConverterTypeProvider
+import dev.deskwire.core.FfiConverterTypeSaslConfig
 import dev.deskwire.core.FfiConverterTypeServerMessage
 import dev.deskwire.core.FfiConverterTypeTaskUpdate
 import dev.deskwire.core.FfiConverterTypeToolApprovalOutcome
@@ -101,6 +102,7 @@ import dev.deskwire.core.Oa1Event
 import dev.deskwire.core.Oa1Failure
 import dev.deskwire.core.Oa1FrameType
 import dev.deskwire.core.Provider
+import dev.deskwire.core.SaslConfig
 import dev.deskwire.core.ServerMessage
 import dev.deskwire.core.TaskUpdate
 import dev.deskwire.core.ToolApprovalOutcome
@@ -142,6 +144,7 @@ import dev.deskwire.core.RustBuffer as RustBufferOa1Event
 import dev.deskwire.core.RustBuffer as RustBufferOa1Failure
 import dev.deskwire.core.RustBuffer as RustBufferOa1FrameType
 import dev.deskwire.core.RustBuffer as RustBufferProvider
+import dev.deskwire.core.RustBuffer as RustBufferSaslConfig
 import dev.deskwire.core.RustBuffer as RustBufferServerMessage
 import dev.deskwire.core.RustBuffer as RustBufferTaskUpdate
 import dev.deskwire.core.RustBuffer as RustBufferToolApprovalOutcome
@@ -9713,6 +9716,11 @@ data class IrcSessionConfig (
      * Longest line accepted from the server, CRLF included.
      */
     var `maxLineBytes`: kotlin.Long
+    , 
+    /**
+     * Log in with SASL while registering (`null`: no `CAP` at all).
+     */
+    var `sasl`: SaslConfig? = null 
     
 ){
     
@@ -9738,6 +9746,7 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterLong.read(buf),
             FfiConverterLong.read(buf),
             FfiConverterLong.read(buf),
+            FfiConverterOptionalTypeSaslConfig.read(buf),
         )
     }
 
@@ -9750,7 +9759,8 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterInt.allocationSize(value.`maxNickAttempts`) +
             FfiConverterLong.allocationSize(value.`pingIntervalMs`) +
             FfiConverterLong.allocationSize(value.`pingTimeoutMs`) +
-            FfiConverterLong.allocationSize(value.`maxLineBytes`)
+            FfiConverterLong.allocationSize(value.`maxLineBytes`) +
+            FfiConverterOptionalTypeSaslConfig.allocationSize(value.`sasl`)
     )
 
     override fun write(value: IrcSessionConfig, buf: ByteBuffer) {
@@ -9763,6 +9773,7 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterLong.write(value.`pingIntervalMs`, buf)
             FfiConverterLong.write(value.`pingTimeoutMs`, buf)
             FfiConverterLong.write(value.`maxLineBytes`, buf)
+            FfiConverterOptionalTypeSaslConfig.write(value.`sasl`, buf)
     }
 }
 
@@ -14307,6 +14318,38 @@ public object FfiConverterOptionalDuration: FfiConverterRustBuffer<java.time.Dur
 /**
  * @suppress
  */
+public object FfiConverterOptionalTypeSaslConfig: FfiConverterRustBuffer<SaslConfig?> {
+    override fun read(buf: ByteBuffer): SaslConfig? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeSaslConfig.read(buf)
+    }
+
+    override fun allocationSize(value: SaslConfig?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeSaslConfig.allocationSize(value)
+        }
+    }
+
+    override fun write(value: SaslConfig?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeSaslConfig.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterOptionalTypeOa1AuthConfig: FfiConverterRustBuffer<Oa1AuthConfig?> {
     override fun read(buf: ByteBuffer): Oa1AuthConfig? {
         if (buf.get().toInt() == 0) {
@@ -14755,6 +14798,8 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
         }
     }
 }
+
+
 
 
 

@@ -2152,6 +2152,72 @@ public object FfiConverterTypeRunningData: FfiConverterRustBuffer<RunningData> {
 
 
 /**
+ * How to log in with SASL. As JSON: `{"mechanism": "PLAIN", "username": "alice", "password":
+ * "...", "required": true}` or `{"mechanism": "EXTERNAL"}` (the TLS client certificate the host
+ * presented; the server matches its fingerprint to an account).
+ */
+data class SaslConfig (
+    /**
+     * `PLAIN` or `EXTERNAL`.
+     */
+    var `mechanism`: SaslMechanism
+    , 
+    /**
+     * The account to log in as (`PLAIN`).
+     */
+    var `username`: kotlin.String
+    , 
+    /**
+     * Its password (`PLAIN`). Never shown by `Debug`.
+     */
+    var `password`: kotlin.String
+    , 
+    /**
+     * Fail the session when the login fails or the server offers no SASL (the default);
+     * `false` goes on unauthenticated and says so ([`SessionEvent::LoginFailed`]).
+     */
+    var `required`: kotlin.Boolean
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeSaslConfig: FfiConverterRustBuffer<SaslConfig> {
+    override fun read(buf: ByteBuffer): SaslConfig {
+        return SaslConfig(
+            FfiConverterTypeSaslMechanism.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterBoolean.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: SaslConfig) = (
+            FfiConverterTypeSaslMechanism.allocationSize(value.`mechanism`) +
+            FfiConverterString.allocationSize(value.`username`) +
+            FfiConverterString.allocationSize(value.`password`) +
+            FfiConverterBoolean.allocationSize(value.`required`)
+    )
+
+    override fun write(value: SaslConfig, buf: ByteBuffer) {
+            FfiConverterTypeSaslMechanism.write(value.`mechanism`, buf)
+            FfiConverterString.write(value.`username`, buf)
+            FfiConverterString.write(value.`password`, buf)
+            FfiConverterBoolean.write(value.`required`, buf)
+    }
+}
+
+
+
+/**
  * The data of [`AgentState::Stopped`].
  */
 data class StoppedData (
@@ -3513,6 +3579,21 @@ sealed class IrcDisconnectReason {
     data object Quit : IrcDisconnectReason()
     
     
+    /**
+     * The SASL login the configuration requires failed, or the server could not do it.
+     */
+    data class LoginFailed(
+        /**
+         * What happened, with the server's numeric and words.
+         */
+        val `message`: kotlin.String) : IrcDisconnectReason()
+        
+    {
+        
+
+        companion object
+    }
+    
 
     
 
@@ -3536,6 +3617,9 @@ public object FfiConverterTypeIrcDisconnectReason : FfiConverterRustBuffer<IrcDi
             3 -> IrcDisconnectReason.ConnectionLost
             4 -> IrcDisconnectReason.NickUnavailable
             5 -> IrcDisconnectReason.Quit
+            6 -> IrcDisconnectReason.LoginFailed(
+                FfiConverterString.read(buf),
+                )
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
         }
     }
@@ -3572,6 +3656,13 @@ public object FfiConverterTypeIrcDisconnectReason : FfiConverterRustBuffer<IrcDi
                 4UL
             )
         }
+        is IrcDisconnectReason.LoginFailed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
     }
 
     override fun write(value: IrcDisconnectReason, buf: ByteBuffer) {
@@ -3595,6 +3686,11 @@ public object FfiConverterTypeIrcDisconnectReason : FfiConverterRustBuffer<IrcDi
             }
             is IrcDisconnectReason.Quit -> {
                 buf.putInt(5)
+                Unit
+            }
+            is IrcDisconnectReason.LoginFailed -> {
+                buf.putInt(6)
+                FfiConverterString.write(value.`message`, buf)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -3787,6 +3883,39 @@ sealed class IrcSessionEvent {
     }
     
     /**
+     * SASL logged us in (`903`) as this account.
+     */
+    data class LoggedIn(
+        /**
+         * The account, as the server's `900` named it.
+         */
+        val `account`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * A SASL login that was not required failed, or could not be tried; the session goes on
+     * unauthenticated. (A required one ends the session with
+     * [`DisconnectReason::LoginFailed`] instead.)
+     */
+    data class LoginFailed(
+        /**
+         * What happened, with the server's numeric and words (`SASL login failed: 904 SASL
+         * authentication failed`) or why it could not be tried (`the server offers no SASL`).
+         */
+        val `message`: kotlin.String) : IrcSessionEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
      * The session is over; the host should close the connection. Nothing more happens after it.
      */
     data class Disconnected(
@@ -3852,7 +3981,13 @@ public object FfiConverterTypeIrcSessionEvent : FfiConverterRustBuffer<IrcSessio
             9 -> IrcSessionEvent.ServerError(
                 FfiConverterString.read(buf),
                 )
-            10 -> IrcSessionEvent.Disconnected(
+            10 -> IrcSessionEvent.LoggedIn(
+                FfiConverterString.read(buf),
+                )
+            11 -> IrcSessionEvent.LoginFailed(
+                FfiConverterString.read(buf),
+                )
+            12 -> IrcSessionEvent.Disconnected(
                 FfiConverterTypeIrcDisconnectReason.read(buf),
                 )
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
@@ -3931,6 +4066,20 @@ public object FfiConverterTypeIrcSessionEvent : FfiConverterRustBuffer<IrcSessio
                 + FfiConverterString.allocationSize(value.`message`)
             )
         }
+        is IrcSessionEvent.LoggedIn -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`account`)
+            )
+        }
+        is IrcSessionEvent.LoginFailed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`message`)
+            )
+        }
         is IrcSessionEvent.Disconnected -> {
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
@@ -3995,8 +4144,18 @@ public object FfiConverterTypeIrcSessionEvent : FfiConverterRustBuffer<IrcSessio
                 FfiConverterString.write(value.`message`, buf)
                 Unit
             }
-            is IrcSessionEvent.Disconnected -> {
+            is IrcSessionEvent.LoggedIn -> {
                 buf.putInt(10)
+                FfiConverterString.write(value.`account`, buf)
+                Unit
+            }
+            is IrcSessionEvent.LoginFailed -> {
+                buf.putInt(11)
+                FfiConverterString.write(value.`message`, buf)
+                Unit
+            }
+            is IrcSessionEvent.Disconnected -> {
+                buf.putInt(12)
                 FfiConverterTypeIrcDisconnectReason.write(value.`reason`, buf)
                 Unit
             }
@@ -4146,6 +4305,7 @@ public object FfiConverterTypeJsonRpcFraming: FfiConverterRustBuffer<JsonRpcFram
 /**
  * A request id: a number, a string, or `null` (only in an error answering an unreadable
  * request). Fractional numbers are refused: the spec discourages them and no peer needs them.
+ * At most [`MAX_ID_BYTES`] of JSON.
  */
 sealed class JsonRpcId {
     
@@ -6460,6 +6620,49 @@ public object FfiConverterTypeRefusal: FfiConverterRustBuffer<Refusal> {
     override fun allocationSize(value: Refusal) = 4UL
 
     override fun write(value: Refusal, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * A SASL mechanism.
+ */
+
+enum class SaslMechanism {
+    
+    /**
+     * An account name and a password.
+     */
+    PLAIN,
+    /**
+     * The TLS client certificate (CertFP).
+     */
+    EXTERNAL;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeSaslMechanism: FfiConverterRustBuffer<SaslMechanism> {
+    override fun read(buf: ByteBuffer) = try {
+        SaslMechanism.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: SaslMechanism) = 4UL
+
+    override fun write(value: SaslMechanism, buf: ByteBuffer) {
         buf.putInt(value.ordinal + 1)
     }
 }
