@@ -6,13 +6,12 @@
 //! requests and paces the answer lines; the [`Executor`] runs each request as a fresh `sh -c`
 //! within the allowed roots.
 
-use std::io::{self, Read, Write};
-use std::net::ToSocketAddrs;
+use std::io;
 use std::time::{Duration, Instant};
 
+use crate::transport::{IrcStream, Target, TlsOptions};
 use deskwire::irc::SessionEvent;
 use deskwire::oa1::{self, ConnectionConfig, ConnectionEvent, ConnectionOutput, Remote};
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::frontend;
@@ -39,8 +38,14 @@ impl From<io::Error> for Stop {
 /// Where and how to serve.
 #[derive(Debug, Clone)]
 pub struct IrcOptions {
-    /// `HOST:PORT` of the IRC server.
+    /// The IRC server: `ircs://HOST[:PORT]` (TLS), `irc://HOST[:PORT]` or `HOST:PORT`.
     pub addr: String,
+    /// TLS settings for an `ircs://` server.
+    pub tls: TlsOptions,
+    /// The server password (`PASS`).
+    pub server_password: Option<String>,
+    /// Log in with SASL while registering.
+    pub sasl: Option<deskwire::irc::SaslConfig>,
     /// The desk channel.
     pub channel: String,
     /// Our nick.
@@ -97,9 +102,22 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
              holds the allowed nick runs commands as this user",
         ));
     }
+    let target = Target::parse(&options.addr)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     connection_config(options)
         .validate(false)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    match (target.tls, options.tls.insecure_skip_verify) {
+        (false, _) => crate::log::warn(&format!(
+            "{target} is plain TCP: commands, output and passwords cross in clear text; use \
+             ircs:// where the server has TLS"
+        )),
+        (true, true) => crate::log::warn(&format!(
+            "{target}: TLS WITHOUT VERIFYING THE SERVER (--irc-insecure-skip-verify): anyone \
+             on the path can pose as the server"
+        )),
+        (true, false) => {}
+    }
     crate::log::info(&match (&options.secret, &options.allowed_sender) {
         (Some(_), Some(from)) => format!("serving frames sealed with the secret, from {from}"),
         (Some(_), None) => "serving frames sealed with the secret, from anyone".to_owned(),
@@ -169,7 +187,7 @@ fn serve_links(
                 if let Stop::Signal(_) = stop {
                     link.say_goodbye(now_ms());
                 }
-                let _ = poll.registry().deregister(&mut link.socket);
+                let _ = poll.registry().deregister(link.stream.socket());
                 (stop, link.joined, link.remote)
             }
             Err(e) => (Stop::Lost(e), false, new_remote(options, now_ms())?),
@@ -254,30 +272,11 @@ fn pending_signal(events: &Events, signals: &mut signal_hook_mio::v1_0::Signals)
 /// `--secret-file` reads, for rexd and the desk demo alike. A file group or others may read is
 /// refused, as `--token-file` is.
 pub fn read_secret_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
-    let failed = |e: io::Error| format!("--secret-file {}: {e}", path.display());
-    // systemd's credentials (`$CREDENTIALS_DIRECTORY`, where the packaged unit's secret is) are
-    // the service's alone whatever the bits say: systemd may grant them to the service's user
-    // with an ACL, whose mask shows as group bits.
-    let credential = std::env::var_os("CREDENTIALS_DIRECTORY")
-        .is_some_and(|dir| !dir.is_empty() && path.starts_with(dir));
-    if !credential && let Some(mode) = crate::sys::open_to_others(path).map_err(failed)? {
-        return Err(format!(
-            "--secret-file {}: readable by group or others (mode {mode:o}); `chmod 600` it: \
-             whoever reads it can seal frames as the desk and run commands",
-            path.display()
-        ));
-    }
-    let mut secret = std::fs::read(path).map_err(failed)?;
-    while secret.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-        secret.pop();
-    }
-    if secret.is_empty() {
-        return Err(format!(
-            "--secret-file {}: the secret is empty",
-            path.display()
-        ));
-    }
-    Ok(secret)
+    crate::transport::read_private_file(
+        "--secret-file",
+        path,
+        "whoever reads it can seal frames as the desk and run commands",
+    )
 }
 
 /// A fresh engine for one connection (the configuration was checked when serving began).
@@ -299,6 +298,8 @@ fn connection_config(options: &IrcOptions) -> ConnectionConfig {
         .secret
         .as_ref()
         .map(|secret| oa1::AuthConfig::new(secret.clone(), options.epoch_unix_ms));
+    config.session.password = options.server_password.clone();
+    config.session.sasl = options.sasl.clone();
     config
 }
 
@@ -315,7 +316,7 @@ fn dispatch_children(events: &Events, executor: &mut Executor, now: u64) {
 /// One connection to the IRC server: the socket and the OA1 remote engine that keeps it
 /// registered and joined and serves requests on it.
 struct Link {
-    socket: TcpStream,
+    stream: IrcStream,
     remote: Remote,
     out: Vec<u8>,
     oa1_events: Vec<oa1::Event>,
@@ -373,38 +374,23 @@ impl RefusalLog {
 }
 
 impl Link {
-    fn resolve(options: &IrcOptions) -> io::Result<std::net::SocketAddr> {
-        let has_port = options
-            .addr
-            .rsplit_once(':')
-            .is_some_and(|(_, port)| port.parse::<u16>().is_ok());
-        let not_found = |e: &dyn std::fmt::Display| {
-            if has_port {
-                io::Error::new(io::ErrorKind::NotFound, e.to_string())
-            } else {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("{e}: expected the IRC server as HOST:PORT, e.g. 127.0.0.1:6667"),
-                )
-            }
-        };
-        options
-            .addr
-            .to_socket_addrs()
-            .map_err(|e| not_found(&e))?
-            .next()
-            .ok_or_else(|| not_found(&"the name has no address"))
-    }
-
     fn connect(poll: &mut Poll, options: &IrcOptions, now: u64) -> io::Result<Link> {
-        let std_socket = std::net::TcpStream::connect(Self::resolve(options)?)?;
-        std_socket.set_nodelay(true)?;
-        std_socket.set_nonblocking(true)?;
-        let mut socket = TcpStream::from_std(std_socket);
-        poll.registry()
-            .register(&mut socket, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
+        let target = Target::parse(&options.addr)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let mut stream = IrcStream::connect(&target, &options.tls).map_err(|e| {
+            let kind = match &e {
+                crate::transport::TransportError::Connect { source, .. } => source.kind(),
+                _ => io::ErrorKind::InvalidInput,
+            };
+            io::Error::new(kind, e.to_string())
+        })?;
+        poll.registry().register(
+            stream.socket(),
+            SOCKET,
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
         Ok(Link {
-            socket,
+            stream,
             remote: new_remote(options, now)?,
             out: Vec::new(),
             oa1_events: Vec::new(),
@@ -456,10 +442,14 @@ impl Link {
         now_ms: &dyn Fn() -> u64,
     ) -> Result<(), Stop> {
         let now = now_ms();
+        self.stream.check_handshake()?;
         self.read(now)?;
         let deadline = self.exchange(now, executor)?;
         self.write()?;
         let mut wake = deadline;
+        if let Some(left) = self.stream.handshake_remaining() {
+            wake = wake.min(now.saturating_add(left.as_millis() as u64 + 1));
+        }
         if let Some(t) = executor.next_deadline() {
             wake = wake.min(t);
         }
@@ -486,7 +476,7 @@ impl Link {
     fn read(&mut self, now: u64) -> io::Result<()> {
         let mut buf = [0u8; 16 * 1024];
         while self.readable {
-            match self.socket.read(&mut buf) {
+            match self.stream.read(&mut buf) {
                 Ok(0) => {
                     self.remote.handle_eof(now);
                     return Err(io::Error::new(
@@ -578,6 +568,12 @@ impl Link {
                         ),
                         None => format!("nick {nick} refused ({numeric} {text}); no more to try"),
                     }),
+                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::LoggedIn {
+                        account,
+                    })) => crate::log::info(&format!("logged in as {account} (SASL)")),
+                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::LoginFailed {
+                        message,
+                    })) => crate::log::warn(&format!("{message}; going on unauthenticated")),
                     ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::Disconnected {
                         reason,
                     })) => {
@@ -597,8 +593,10 @@ impl Link {
     }
 
     fn write(&mut self) -> io::Result<()> {
+        // TLS may have handshake messages to send before any line.
+        self.stream.flush()?;
         while !self.out.is_empty() {
-            match self.socket.write(&self.out) {
+            match self.stream.write(&self.out) {
                 Ok(n) => {
                     self.out.drain(..n);
                 }

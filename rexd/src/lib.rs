@@ -115,4 +115,6 @@ pub mod stdio;
 #[cfg(unix)]
 pub mod sys;
 #[cfg(unix)]
+pub mod transport;
+#[cfg(unix)]
 pub mod tree;

@@ -295,9 +295,15 @@ fn reconnects_after_the_server_restarts() {
 
 /// `rexd --irc ADDR --unauthenticated`, which must fail before serving; returns its stderr.
 fn failed_start(addr: &str) -> String {
+    failed_start_with(addr, &[])
+}
+
+/// [`failed_start`] with more flags.
+fn failed_start_with(addr: &str, extra: &[&str]) -> String {
     let root = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
         .args(["--irc", addr, "--channel", CHANNEL])
+        .args(extra)
         .args(["--root", root.path().to_str().unwrap(), "--unauthenticated"])
         .stdin(Stdio::null())
         .output()
@@ -683,4 +689,96 @@ fn rexd_paces_by_what_the_server_says_it_is() {
         logged.contains("pacing on ngircd-") && logged.contains("groups of 3 lines every 1.1 s"),
         "{logged}"
     );
+}
+
+/// `rexd --irc ircs://...`: TLS with the certificate verified, and each way it can fail said
+/// in words (a CA this machine does not trust, a name the certificate does not list, a port
+/// that speaks plain text, nothing listening), never a timeout.
+#[test]
+fn rexd_over_tls_and_each_way_tls_fails() {
+    let tls = deskwire_integration::TlsNgircd::start();
+    let ca = tls.ca.to_str().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let log_path = root.path().join("rexd.log");
+    let _rexd = start_rexd_logging(
+        &format!("ircs://localhost:{}", tls.tls_port),
+        root.path(),
+        &[
+            "--allow-from",
+            "desk",
+            "--log-level",
+            "info",
+            "--irc-ca",
+            ca,
+        ],
+        &[],
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    // The desk on the plain port: the server relays between the two.
+    let mut desk = Desk::connect(&tls.server.addr(), deskwire::oa1::DEFAULT_PACING, 30_000);
+    desk.wait_ready();
+    let e = desk.ask("echo over tls", 30);
+    assert!(
+        matches!(&e, Event::Response { text, .. } if text == "over tls\n"),
+        "{e:?}"
+    );
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert!(!logged.contains("plain TCP"), "{logged}");
+
+    let untrusted = failed_start_with(&format!("ircs://localhost:{}", tls.tls_port), &[]);
+    assert!(
+        untrusted.contains("TLS with ircs://localhost:")
+            && untrusted.contains("not signed by a CA this machine trusts")
+            && untrusted.contains("--irc-ca"),
+        "{untrusted}"
+    );
+    let wrong_name = failed_start_with(
+        &format!("ircs://127.0.0.1:{}", tls.tls_port),
+        &["--irc-ca", ca],
+    );
+    assert!(
+        wrong_name.contains("not valid for the name \"127.0.0.1\""),
+        "{wrong_name}"
+    );
+    let plain = failed_start_with(
+        &format!("ircs://localhost:{}", tls.server.port),
+        &["--irc-ca", ca],
+    );
+    assert!(
+        plain.contains("a plain-text port? use irc:// for it"),
+        "{plain}"
+    );
+    let closed = deskwire_integration::free_port();
+    let refused = failed_start_with(&format!("ircs://localhost:{closed}"), &["--irc-ca", ca]);
+    assert!(
+        refused.contains(&format!(
+            "connect to localhost:{closed} failed: Connection refused"
+        )),
+        "{refused}"
+    );
+    // Verification off: it connects, and says so loudly.
+    let insecure_log = root.path().join("insecure.log");
+    let _insecure = start_rexd_logging(
+        &format!("ircs://127.0.0.1:{}", tls.tls_port),
+        root.path(),
+        &["--allow-from", "desk", "--irc-insecure-skip-verify"],
+        &[],
+        std::fs::File::create(&insecure_log).unwrap(),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let logged = std::fs::read_to_string(&insecure_log).unwrap();
+        if logged.contains("joined #desk") {
+            assert!(
+                logged.contains("TLS WITHOUT VERIFYING THE SERVER"),
+                "{logged}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never joined: {logged}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

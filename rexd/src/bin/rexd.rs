@@ -32,10 +32,14 @@ struct Args {
     /// Run as the agent on this socket (what --resumable starts; not for direct use).
     #[arg(long, value_name = "SOCKET", hide = true, conflicts_with_all = ["stdio", "irc", "mcp"])]
     agent: Option<PathBuf>,
-    /// Serve OA1 RemoteBash on an IRC channel: connect to HOST:PORT. A link lost after joining
-    /// is reconnected after 1 s, doubling up to 60 s; a first connection that fails is an error.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// Serve OA1 RemoteBash on an IRC channel: connect to ircs://HOST[:PORT] (TLS, the
+    /// certificate verified), irc://HOST[:PORT] or HOST:PORT (plain TCP). A link lost after
+    /// joining is reconnected after 1 s, doubling up to 60 s; a first connection that fails is
+    /// an error.
+    #[arg(long, value_name = "URL|HOST:PORT")]
     irc: Option<String>,
+    #[command(flatten)]
+    link: rexd::transport::LinkArgs,
     /// The desk channel (with --irc).
     #[arg(long, default_value = "#desk")]
     channel: String,
@@ -275,8 +279,12 @@ fn run(args: Args) -> Result<(), String> {
         return rexd::stdio::serve_stdio(settings).map_err(|e| e.to_string());
     }
     if let Some(addr) = &args.irc {
+        let link = args.link.settings()?;
         let options = rexd::irc::IrcOptions {
             addr: addr.clone(),
+            tls: link.tls,
+            server_password: link.server_password,
+            sasl: link.sasl,
             channel: args.channel.clone(),
             nick: args.nick.clone(),
             allowed_sender: args.allow_from.clone(),

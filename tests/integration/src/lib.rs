@@ -181,6 +181,135 @@ impl Ngircd {
     }
 }
 
+/// An ngircd with a TLS port beside its plain one, and the certificates made for this run: a
+/// CA of its own, and a server certificate it signed for `localhost` only (so connecting by
+/// `127.0.0.1` is a name mismatch).
+#[derive(Debug)]
+pub struct TlsNgircd {
+    /// The server (its plain port is `server.port`).
+    pub server: Ngircd,
+    /// The TLS port.
+    pub tls_port: u16,
+    /// The CA that signed the server's certificate (PEM).
+    pub ca: PathBuf,
+    _certs: TempDir,
+}
+
+/// Runs `openssl` with `args` in `dir`, panicking with its words when it fails.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl is installed (tests/run.sh installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl TlsNgircd {
+    /// Makes the certificates and starts ngircd with `[SSL]` on a second free port.
+    pub fn start() -> Self {
+        let certs = TempDir::new("deskwire-tls").expect("temp dir");
+        let d = certs.path();
+        openssl(
+            d,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=deskwire test CA",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+            ],
+        );
+        openssl(
+            d,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+            ],
+        );
+        std::fs::write(d.join("san.ext"), "subjectAltName=DNS:localhost\n").expect("san.ext");
+        openssl(
+            d,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                "server.pem",
+                "-extfile",
+                "san.ext",
+            ],
+        );
+        openssl(
+            d,
+            &[
+                "genpkey",
+                "-genparam",
+                "-algorithm",
+                "DH",
+                "-pkeyopt",
+                "dh_param:ffdhe2048",
+                "-out",
+                "dh.pem",
+            ],
+        );
+        // ngircd started as root drops to nobody after reading its files; keep them readable.
+        for f in ["server.pem", "server.key", "dh.pem", "ca.pem"] {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(d.join(f), std::fs::Permissions::from_mode(0o644));
+        }
+        let tls_port = free_port();
+        let server = Ngircd::start_with_sections(&format!(
+            "[SSL]\nCertFile = {}\nKeyFile = {}\nDHFile = {}\nPorts = {tls_port}\n",
+            d.join("server.pem").display(),
+            d.join("server.key").display(),
+            d.join("dh.pem").display()
+        ));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", tls_port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "ngircd did not open its TLS port"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        TlsNgircd {
+            ca: d.join("ca.pem"),
+            server,
+            tls_port,
+            _certs: certs,
+        }
+    }
+}
+
 impl Drop for Ngircd {
     fn drop(&mut self) {
         // SIGTERM stops ngircd cleanly.
