@@ -107,7 +107,13 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
     connection_config(options)
         .validate(false)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let loopback = target.host == "localhost"
+        || target
+            .host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
     match (target.tls, options.tls.insecure_skip_verify) {
+        (false, _) if loopback => {}
         (false, _) => crate::log::warn(&format!(
             "{target} is plain TCP: commands, output and passwords cross in clear text; use \
              ircs:// where the server has TLS"
