@@ -666,3 +666,105 @@ impl LinkArgs {
         })
     }
 }
+
+/// What a [`LinkThread`] hands its host.
+#[derive(Debug)]
+pub enum Delivery {
+    /// Bytes that arrived.
+    Bytes(Vec<u8>),
+    /// The link ended, with why.
+    Closed(String),
+}
+
+/// An [`IrcStream`] run on a thread of its own, for a host whose loop is not a mio loop (the
+/// desk demo): what arrives goes to the host's `deliver`, what the host sends is written as
+/// soon as the socket takes it. The thread ends with the link, or when the handle is dropped.
+#[derive(Debug)]
+pub struct LinkThread {
+    tx: std::sync::mpsc::Sender<Vec<u8>>,
+    waker: std::sync::Arc<mio::Waker>,
+}
+
+impl LinkThread {
+    /// Starts the thread.
+    pub fn spawn(
+        mut stream: IrcStream,
+        mut deliver: impl FnMut(Delivery) + Send + 'static,
+    ) -> io::Result<LinkThread> {
+        const SOCKET: mio::Token = mio::Token(0);
+        const WAKE: mio::Token = mio::Token(1);
+        let mut poll = mio::Poll::new()?;
+        poll.registry().register(
+            stream.socket(),
+            SOCKET,
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        )?;
+        let waker = std::sync::Arc::new(mio::Waker::new(poll.registry(), WAKE)?);
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        std::thread::spawn(move || {
+            let mut events = mio::Events::with_capacity(16);
+            let mut out: Vec<u8> = Vec::new();
+            let mut buf = [0u8; 16 * 1024];
+            let ended = loop {
+                loop {
+                    match rx.try_recv() {
+                        Ok(bytes) => out.extend_from_slice(&bytes),
+                        Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                        // The host is gone: so is the link.
+                        Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
+                    }
+                }
+                if let Err(e) = stream.flush().and_then(|()| {
+                    while !out.is_empty() {
+                        match stream.write(&out) {
+                            Ok(n) => drop(out.drain(..n)),
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    stream.check_handshake()
+                }) {
+                    break e.to_string();
+                }
+                let timeout = stream
+                    .handshake_remaining()
+                    .map(|t| t + Duration::from_millis(1));
+                if let Err(e) = poll.poll(&mut events, timeout)
+                    && e.kind() != io::ErrorKind::Interrupted
+                {
+                    break e.to_string();
+                }
+                let mut closed = None;
+                loop {
+                    match stream.read(&mut buf) {
+                        Ok(0) => {
+                            closed = Some("the server closed the connection".to_owned());
+                            break;
+                        }
+                        Ok(n) => deliver(Delivery::Bytes(buf[..n].to_vec())),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            closed = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                if let Some(why) = closed {
+                    break why;
+                }
+            };
+            deliver(Delivery::Closed(ended));
+        });
+        Ok(LinkThread { tx, waker })
+    }
+
+    /// Sends `bytes` (whole IRC lines).
+    pub fn send(&self, bytes: Vec<u8>) -> Result<(), String> {
+        self.tx
+            .send(bytes)
+            .map_err(|_| "the link has ended".to_owned())?;
+        self.waker.wake().map_err(|e| e.to_string())
+    }
+}

@@ -15,8 +15,6 @@
 //! same code as `rexd --irc`), whose children's pipes sit in the one mio poll the loop waits on,
 //! together with a waker for the socket reader threads and the engines' next deadline.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Sender, TryRecvError};
@@ -50,9 +48,12 @@ enum Role {
 struct Args {
     /// The shell command to run on the remote end.
     command: Option<String>,
-    /// Talk through a real IRC server at HOST:PORT instead of the in-process one.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// Talk through a real IRC server instead of the in-process one: ircs://HOST[:PORT] (TLS,
+    /// the certificate verified), irc://HOST[:PORT] or HOST:PORT (plain TCP).
+    #[arg(long, value_name = "URL|HOST:PORT")]
     irc: Option<String>,
+    #[command(flatten)]
+    link: rexd::transport::LinkArgs,
     /// The desk channel.
     #[arg(long, default_value = "#desk")]
     channel: String,
@@ -114,8 +115,8 @@ enum Side {
 enum Wire {
     /// A connection to the in-process server.
     Sim(ClientId),
-    /// A TCP connection to a real server (its reader thread sends what arrives).
-    Tcp(TcpStream),
+    /// A connection to a real server (plain or TLS), run on a thread that sends what arrives.
+    Link(rexd::transport::LinkThread),
 }
 
 impl Wire {
@@ -125,7 +126,7 @@ impl Wire {
                 net.handle_bytes(*client, bytes);
                 Ok(())
             }
-            Wire::Tcp(socket) => socket.write_all(bytes).map_err(|e| e.to_string()),
+            Wire::Link(link) => link.send(bytes.to_vec()),
         }
     }
 
@@ -133,7 +134,7 @@ impl Wire {
     fn take(&mut self, net: &mut Network) -> Vec<u8> {
         match self {
             Wire::Sim(client) => net.take_bytes(*client),
-            Wire::Tcp(_) => Vec::new(),
+            Wire::Link(_) => Vec::new(),
         }
     }
 }
@@ -208,8 +209,11 @@ fn run(args: Args) -> Result<ExitCode, String> {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
         .saturating_sub(clock.now());
+    let link = args.link.settings()?;
     let end_config = |nick: &str, peer: &str| {
         let mut c = ConnectionConfig::new(nick, &args.channel);
+        c.session.password = link.server_password.clone();
+        c.session.sasl = link.sasl.clone();
         c.oa1.allowed_sender = Some(peer.to_owned());
         c.oa1.adaptive_payload = !args.no_adaptive;
         c.oa1.compression = !args.no_compression;
@@ -227,7 +231,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let mut wire_for = |side: Side, host: &str| -> Result<Wire, String> {
         match &args.irc {
             None => Ok(Wire::Sim(net.connect(host))),
-            Some(addr) => connect(addr, side, tx.clone(), waker.clone()),
+            Some(addr) => connect(addr, &link.tls, side, tx.clone(), waker.clone()),
         }
     };
     let mut remote = match args.role != Role::Client {
@@ -465,30 +469,29 @@ fn pump_remote(
     }
 }
 
-/// Connects one end to a real IRC server; a reader thread hands over the bytes that arrive.
-fn connect(addr: &str, side: Side, tx: Sender<Input>, waker: Arc<Waker>) -> Result<Wire, String> {
-    let socket = TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
-    socket.set_nodelay(true).ok();
-    let mut reader = socket.try_clone().map_err(|e| e.to_string())?;
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            let input = match reader.read(&mut buf) {
-                Ok(0) => Input::Closed(side, "server closed the connection".into()),
-                Ok(n) => Input::Bytes(side, buf[..n].to_vec()),
-                Err(e) => Input::Closed(side, e.to_string()),
-            };
-            let closed = matches!(input, Input::Closed(..));
-            if tx.send(input).is_err() {
-                return;
-            }
+/// Connects one end to a real IRC server through rexd's transport (the same link `rexd --irc`
+/// uses); its thread hands over the bytes that arrive.
+fn connect(
+    addr: &str,
+    tls: &rexd::transport::TlsOptions,
+    side: Side,
+    tx: Sender<Input>,
+    waker: Arc<Waker>,
+) -> Result<Wire, String> {
+    use rexd::transport::{Delivery, IrcStream, LinkThread, Target};
+    let target = Target::parse(addr).map_err(|e| e.to_string())?;
+    let stream = IrcStream::connect(&target, tls).map_err(|e| e.to_string())?;
+    let link = LinkThread::spawn(stream, move |delivery| {
+        let input = match delivery {
+            Delivery::Bytes(bytes) => Input::Bytes(side, bytes),
+            Delivery::Closed(why) => Input::Closed(side, why),
+        };
+        if tx.send(input).is_ok() {
             let _ = waker.wake();
-            if closed {
-                return;
-            }
         }
-    });
-    Ok(Wire::Tcp(socket))
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(Wire::Link(link))
 }
 
 fn print_stats(desk: &Desk, remote: Option<&RemoteEnd>, net: &Network, in_process: bool, ms: u64) {
