@@ -43,6 +43,9 @@ command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 command -v clang >/dev/null 2>&1 || missing+=(clang libclang-rt-14-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
+# IRC over TLS with SASL and accounts: InspIRCd 3 with Atheme services (rexd's SASL tests).
+[ -x /usr/sbin/inspircd ] || missing+=(inspircd)
+[ -x /usr/bin/atheme-services ] || missing+=(atheme-services)
 # rexd --listen's tests: curl for POST /rpc, openssl for the run's certificates and s_client.
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)

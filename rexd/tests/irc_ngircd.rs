@@ -782,3 +782,105 @@ fn rexd_over_tls_and_each_way_tls_fails() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Waits until `log` contains `want` (at most 20 s); returns the log.
+fn wait_logged(log: &Path, want: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let logged = std::fs::read_to_string(log).unwrap_or_default();
+        if logged.contains(want) {
+            return logged;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {want:?} in: {logged}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SASL against InspIRCd 3 with Atheme: PLAIN with the right password logs in, the wrong one
+/// ends the start with the server's words, EXTERNAL logs in with the client certificate
+/// registered to the account, all over TLS.
+#[test]
+fn rexd_logs_in_with_sasl() {
+    let irc = deskwire_integration::ServicesIrc::start();
+    let root = tempfile::tempdir().unwrap();
+    let secret = |name: &str, text: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = root.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (right, wrong) = (
+        secret("right", deskwire_integration::ServicesIrc::PASSWORD),
+        secret("wrong", "not-the-password\n"),
+    );
+    let url = format!("ircs://localhost:{}", irc.tls_port);
+    let ca = irc.ca.to_str().unwrap();
+    let account = deskwire_integration::ServicesIrc::ACCOUNT;
+    let log_path = root.path().join("plain.log");
+    let _plain = start_rexd_logging(
+        &url,
+        root.path(),
+        &[
+            "--allow-from",
+            "desk",
+            "--log-level",
+            "info",
+            "--irc-ca",
+            ca,
+        ],
+        &["--sasl-user", account, "--sasl-password-file", &right],
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    let logged = wait_logged(&log_path, "joined #desk");
+    assert!(
+        logged.contains(&format!("logged in as {account} (SASL)")),
+        "{logged}"
+    );
+
+    let refused = failed_start_with(
+        &url,
+        &[
+            "--irc-ca",
+            ca,
+            "--sasl-user",
+            account,
+            "--sasl-password-file",
+            &wrong,
+        ],
+    );
+    assert!(
+        refused.contains("SASL login failed: 904 SASL authentication failed"),
+        "{refused}"
+    );
+
+    let log_path = root.path().join("external.log");
+    let _external = start_rexd_logging(
+        &url,
+        root.path(),
+        &[
+            "--allow-from",
+            "desk",
+            "--log-level",
+            "info",
+            "--irc-ca",
+            ca,
+        ],
+        &[
+            "--irc-client-cert",
+            irc.client_cert.to_str().unwrap(),
+            "--irc-client-key",
+            irc.client_key.to_str().unwrap(),
+            "--sasl-external",
+        ],
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    let logged = wait_logged(&log_path, "joined #desk");
+    assert!(
+        logged.contains(&format!("logged in as {account} (SASL)")),
+        "{logged}"
+    );
+}

@@ -209,83 +209,89 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// A CA (`ca.pem`), a server certificate it signed for `localhost` only (`server.pem`,
+/// `server.key`) and DH parameters (`dh.pem`, for ngircd), in `d`, readable by the daemons.
+fn make_certs(d: &Path) {
+    openssl(
+        d,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=deskwire test CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ],
+    );
+    openssl(
+        d,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ],
+    );
+    std::fs::write(d.join("san.ext"), "subjectAltName=DNS:localhost\n").expect("san.ext");
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            "server.pem",
+            "-extfile",
+            "san.ext",
+        ],
+    );
+    openssl(
+        d,
+        &[
+            "genpkey",
+            "-genparam",
+            "-algorithm",
+            "DH",
+            "-pkeyopt",
+            "dh_param:ffdhe2048",
+            "-out",
+            "dh.pem",
+        ],
+    );
+    // A daemon started as root may drop to nobody after reading its files.
+    for f in ["server.pem", "server.key", "dh.pem", "ca.pem"] {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(d.join(f), std::fs::Permissions::from_mode(0o644));
+    }
+}
+
 impl TlsNgircd {
     /// Makes the certificates and starts ngircd with `[SSL]` on a second free port.
     pub fn start() -> Self {
         let certs = TempDir::new("deskwire-tls").expect("temp dir");
         let d = certs.path();
-        openssl(
-            d,
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=deskwire test CA",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-            ],
-        );
-        openssl(
-            d,
-            &[
-                "req",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-subj",
-                "/CN=localhost",
-                "-keyout",
-                "server.key",
-                "-out",
-                "server.csr",
-            ],
-        );
-        std::fs::write(d.join("san.ext"), "subjectAltName=DNS:localhost\n").expect("san.ext");
-        openssl(
-            d,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                "server.csr",
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-out",
-                "server.pem",
-                "-extfile",
-                "san.ext",
-            ],
-        );
-        openssl(
-            d,
-            &[
-                "genpkey",
-                "-genparam",
-                "-algorithm",
-                "DH",
-                "-pkeyopt",
-                "dh_param:ffdhe2048",
-                "-out",
-                "dh.pem",
-            ],
-        );
-        // ngircd started as root drops to nobody after reading its files; keep them readable.
-        for f in ["server.pem", "server.key", "dh.pem", "ca.pem"] {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(d.join(f), std::fs::Permissions::from_mode(0o644));
-        }
+        make_certs(d);
         let tls_port = free_port();
         let server = Ngircd::start_with_sections(&format!(
             "[SSL]\nCertFile = {}\nKeyFile = {}\nDHFile = {}\nPorts = {tls_port}\n",
@@ -308,6 +314,237 @@ impl TlsNgircd {
             _certs: certs,
         }
     }
+}
+
+/// InspIRCd 3 with Atheme services linked to it, on loopback: SASL PLAIN and EXTERNAL and the
+/// IRCv3 account capabilities, as `tests/run.sh` installs them (Debian's `inspircd` and
+/// `atheme-services`). Atheme's database is written before it starts, with one account:
+/// [`ServicesIrc::ACCOUNT`] / [`ServicesIrc::PASSWORD`], whose certificate fingerprint is that
+/// of `client.pem` (for EXTERNAL).
+#[derive(Debug)]
+pub struct ServicesIrc {
+    inspircd: Child,
+    atheme: Child,
+    /// The plain-text client port.
+    pub port: u16,
+    /// The TLS client port (its certificate names `localhost`, signed by [`ServicesIrc::ca`]).
+    pub tls_port: u16,
+    /// The CA (PEM).
+    pub ca: PathBuf,
+    /// A client certificate registered to the account (PEM), and its key.
+    pub client_cert: PathBuf,
+    /// The client certificate's key (PEM).
+    pub client_key: PathBuf,
+    dir: TempDir,
+}
+
+impl ServicesIrc {
+    /// The account Atheme knows.
+    pub const ACCOUNT: &'static str = "bob";
+    /// Its password.
+    pub const PASSWORD: &'static str = "hunter22";
+
+    /// Starts InspIRCd, then Atheme, and waits until `CAP LS` offers `sasl` (Atheme linked).
+    pub fn start() -> Self {
+        let dir = TempDir::new("deskwire-services").expect("temp dir");
+        let d = dir.path().to_owned();
+        make_certs(&d);
+        openssl(
+            &d,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=bob",
+                "-keyout",
+                "client.key",
+                "-out",
+                "client.pem",
+            ],
+        );
+        let der = Command::new("openssl")
+            .args(["x509", "-in", "client.pem", "-outform", "DER"])
+            .current_dir(&d)
+            .output()
+            .expect("openssl")
+            .stdout;
+        let fingerprint = sha256_hex(&der);
+        let (port, tls_port, link) = (free_port(), free_port(), free_port());
+        let p = d.display();
+        std::fs::write(
+            d.join("inspircd.conf"),
+            format!(
+                r#"<server name="irc.test" description="InspIRCd test" network="TestNet" id="0AA">
+<admin name="admin" nick="admin" email="admin@irc.test">
+<pid file="{p}/inspircd.pid">
+<log method="file" type="* -USERINPUT -USEROUTPUT" level="default" target="{p}/inspircd.log">
+<dns server="127.0.0.1" timeout="1">
+<bind address="127.0.0.1" port="{port}" type="clients">
+<bind address="127.0.0.1" port="{tls_port}" type="clients" sslprofile="Clients">
+<bind address="127.0.0.1" port="{link}" type="servers">
+<connect name="main" allow="*" resolvehostnames="no" localmax="1000" globalmax="1000">
+<module name="ssl_gnutls">
+<sslprofile name="Clients" provider="gnutls" certfile="{p}/server.pem" keyfile="{p}/server.key" hash="sha256" requestclientcert="yes">
+<module name="sslinfo">
+<module name="cap">
+<module name="ircv3">
+<ircv3 accountnotify="yes" awaynotify="yes" extendedjoin="yes">
+<module name="ircv3_accounttag">
+<module name="ircv3_ctctags">
+<module name="ircv3_capnotify">
+<module name="services_account">
+<module name="sasl">
+<sasl target="services.test" requiressl="no">
+<module name="botmode">
+<module name="spanningtree">
+<link name="services.test" ipaddr="127.0.0.1" port="{link}" allowmask="127.0.0.0/8" sendpass="ircd2svc" recvpass="svc2ircd">
+<uline server="services.test" silent="yes">
+"#
+            ),
+        )
+        .expect("inspircd.conf");
+        std::fs::write(
+            d.join("atheme.conf"),
+            format!(
+                r#"loadmodule "modules/protocol/inspircd"; loadmodule "modules/backend/opensex"; loadmodule "modules/nickserv/main";
+loadmodule "modules/nickserv/register"; loadmodule "modules/nickserv/identify"; loadmodule "modules/nickserv/cert";
+loadmodule "modules/saslserv/main"; loadmodule "modules/saslserv/plain"; loadmodule "modules/saslserv/external";
+serverinfo {{
+	name = "services.test"; desc = "Atheme test services"; numeric = "0SV"; recontime = 1;
+	netname = "TestNet"; hidehostsuffix = "users.test"; adminname = "admin";
+	adminemail = "admin@irc.test"; registeremail = "noreply@irc.test"; auth = none;
+	casemapping = rfc1459; maxlogins = 5; maxusers = 5;
+	loglevel = {{ error; info; admin; network; }};
+}};
+uplink "irc.test" {{ host = "127.0.0.1"; port = {link}; send_password = "svc2ircd"; receive_password = "ircd2svc"; }};
+nickserv {{ nick = "NickServ"; user = "NickServ"; host = "services.test"; real = "Nickname Services"; }};
+saslserv {{ nick = "SaslServ"; user = "SaslServ"; host = "services.test"; real = "SASL Agent"; }};
+general {{ commit_interval = 5; }};
+"#
+            ),
+        )
+        .expect("atheme.conf");
+        // Passwords in plain text (no crypto module loaded), as Atheme reads them back.
+        std::fs::write(
+            d.join("services.db"),
+            format!(
+                "DBV 12\nMU AAAAAAAAB {a} {w} {a}@example.com 1700000000 1700000000 + default\n\
+                 MN {a} {a} 1700000000 1700000000\nMCFP {a} {fingerprint}\n",
+                a = Self::ACCOUNT,
+                w = Self::PASSWORD,
+            ),
+        )
+        .expect("services.db");
+        // InspIRCd raises its core limit and may crash on its way out (Debian's GnuTLS
+        // module): no core files in the test's directory.
+        let inspircd = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -c 0; exec /usr/sbin/inspircd --nofork --runasroot --config {p}/inspircd.conf"
+            ))
+            .current_dir(&d)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("inspircd is installed (tests/run.sh installs it)");
+        wait_for_port(port, "inspircd");
+        let atheme = Command::new("/usr/bin/atheme-services")
+            .args(["-n", "-c"])
+            .arg(d.join("atheme.conf"))
+            .arg("-D")
+            .arg(&d)
+            .arg("-l")
+            .arg(d.join("atheme.log"))
+            .arg("-p")
+            .arg(d.join("atheme.pid"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("atheme-services is installed (tests/run.sh installs it)");
+        let server = ServicesIrc {
+            inspircd,
+            atheme,
+            port,
+            tls_port,
+            ca: d.join("ca.pem"),
+            client_cert: d.join("client.pem"),
+            client_key: d.join("client.key"),
+            dir,
+        };
+        server.wait_for_sasl();
+        server
+    }
+
+    /// Until a fresh `CAP LS` lists `sasl`: Atheme has linked (at most 15 s).
+    fn wait_for_sasl(&self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) {
+                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                let _ = s.write_all(b"CAP LS 302\r\n");
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                    if got.windows(4).any(|w| w == b"sasl") {
+                        return;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Atheme never linked to InspIRCd: {}",
+                std::fs::read_to_string(self.dir.path().join("atheme.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for ServicesIrc {
+    fn drop(&mut self) {
+        stop_daemon(&mut self.atheme);
+        stop_daemon(&mut self.inspircd);
+    }
+}
+
+fn wait_for_port(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not start listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SHA-256 of `data` as lowercase hex, from `sha256sum` (what InspIRCd's CertFP is).
+fn sha256_hex(data: &[u8]) -> String {
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(data)
+        .expect("write");
+    let out = child.wait_with_output().expect("sha256sum");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 impl Drop for Ngircd {
