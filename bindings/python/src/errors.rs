@@ -34,10 +34,12 @@ pub enum Kind {
     PeerLeft,
     /// The link ended.
     Disconnected,
+    /// The required SASL login failed (the link ended).
+    LoginFailed,
 }
 
 /// Every kind, in the order of `CLASSES`.
-const KINDS: [Kind; 11] = [
+const KINDS: [Kind; 12] = [
     Kind::Local,
     Kind::Closed,
     Kind::Remote,
@@ -49,6 +51,7 @@ const KINDS: [Kind; 11] = [
     Kind::Kicked,
     Kind::PeerLeft,
     Kind::Disconnected,
+    Kind::LoginFailed,
 ];
 
 impl Kind {
@@ -65,6 +68,7 @@ impl Kind {
             Kind::Kicked => "KickedError",
             Kind::PeerLeft => "PeerLeftError",
             Kind::Disconnected => "DisconnectedError",
+            Kind::LoginFailed => "LoginFailedError",
         }
     }
 }
@@ -192,6 +196,9 @@ pub fn session_error(event: &deskwire::irc::SessionEvent) -> Option<PyErr> {
             "kicked",
             format!("kicked from {channel} by {by}: {reason}"),
         ),
+        SessionEvent::Disconnected {
+            reason: deskwire::irc::DisconnectReason::LoginFailed { message },
+        } => error(Kind::LoginFailed, "login_failed", message.clone()),
         SessionEvent::Disconnected { reason } => error(
             Kind::Disconnected,
             "disconnected",

@@ -50,16 +50,47 @@ def stop(process: "subprocess.Popen[bytes]") -> None:
     process.wait()
 
 
+def make_certs(d: Path) -> None:
+    """A CA (``ca.pem``), a server certificate it signed for ``localhost`` only (``server.pem``,
+    ``server.key``) and DH parameters (``dh.pem``), made with the openssl command."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+            "/CN=deskwire test CA", "-keyout", "ca.key", "-out", "ca.pem")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+            "-keyout", "server.key", "-out", "server.csr")
+    (d / "san.ext").write_text("subjectAltName=DNS:localhost\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-out", "server.pem", "-extfile", "san.ext")
+    openssl("genpkey", "-genparam", "-algorithm", "DH", "-pkeyopt", "dh_param:ffdhe2048",
+            "-out", "dh.pem")
+    for name in ("server.pem", "server.key", "dh.pem", "ca.pem"):
+        (d / name).chmod(0o644)  # ngircd started as root reads them as nobody
+
+
 class Ngircd:
     """A private ngircd on a free loopback port. ``penalties=False`` turns flood penalties off
-    (``MaxPenaltyTime = 0``) for tests that move a lot of data."""
+    (``MaxPenaltyTime = 0``) for tests that move a lot of data. ``tls=True`` adds a TLS port,
+    ``tls_port``, whose certificate names ``localhost`` and is signed by ``ca`` (a file)."""
 
-    def __init__(self, penalties: bool = True) -> None:
+    def __init__(self, penalties: bool = True, tls: bool = False) -> None:
         ngircd = shutil.which("ngircd") or "/usr/sbin/ngircd"
         self.dir = Path(tempfile.mkdtemp(prefix="deskwire-ngircd-"))
         (self.dir / "conf.d").mkdir()
         self.port = free_port()
         limits = "" if penalties else "MaxPenaltyTime = 0\n"
+        ssl_section = ""
+        self.tls_port = 0
+        self.ca = self.dir / "ca.pem"
+        if tls:
+            make_certs(self.dir)
+            self.tls_port = free_port()
+            ssl_section = (
+                f"[SSL]\nCertFile = {self.dir / 'server.pem'}\nKeyFile = {self.dir / 'server.key'}\n"
+                f"DHFile = {self.dir / 'dh.pem'}\nPorts = {self.tls_port}\n"
+            )
         (self.dir / "ngircd.conf").write_text(
             "[Global]\nName = irc.deskwire.test\nInfo = deskwire test server\n"
             "AdminInfo1 = deskwire\nAdminInfo2 = tests\nAdminEMail = tests@deskwire.invalid\n"
@@ -67,6 +98,7 @@ class Ngircd:
             "[Limits]\nMaxConnectionsIP = 0\nPingTimeout = 120\nPongTimeout = 60\n"
             f"{limits}"
             f"[Options]\nPAM = no\nIdent = no\nDNS = no\nIncludeDir = {self.dir / 'conf.d'}\n"
+            f"{ssl_section}"
         )
         self.log = open(self.dir / "log", "wb")
         self.argv = [ngircd, "-n", "-f", str(self.dir / "ngircd.conf")]
@@ -74,6 +106,8 @@ class Ngircd:
             self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT
         )
         wait_port(self.port)
+        if tls:
+            wait_port(self.tls_port)
 
     def restart(self) -> None:
         """Stops the server, dropping every client, and starts it again on the same port."""

@@ -425,3 +425,33 @@ async def test_no_nick_left_fails_the_connect_with_the_server_s_words(server: Ng
         assert caught.value.code == "nick_refused"
         assert caught.value.message.startswith(
             "the server refused the nick desk and every fallback: 433 ")
+
+
+async def test_tls_verified_and_each_way_it_fails() -> None:
+    """``tls=``: a desk reaches rexd (on the plain port) through the server's TLS port with the
+    server's CA; without it, by the wrong name, or on a plain port it raises
+    :class:`deskwire.TlsError` saying which check failed, and a refused connect
+    :class:`deskwire.ConnectFailedError` with the host, the port and the reason."""
+    import ssl
+
+    import deskwire
+    from peers import free_port
+
+    server = Ngircd(tls=True)
+    rexd = RexdIrc(server.port)
+    try:
+        trusted = ssl.create_default_context(cafile=str(server.ca))
+        async with await IrcDesk.connect("localhost", server.tls_port, tls=trusted) as desk:
+            assert await desk.remote_bash("echo over tls", timeout=30) == "over tls\n"
+        with pytest.raises(deskwire.TlsError, match="certificate verify failed.*give the server's CA"):
+            await IrcDesk.connect("localhost", server.tls_port, tls=True)
+        with pytest.raises(deskwire.TlsError, match="mismatch.*a name the certificate lists"):
+            await IrcDesk.connect("127.0.0.1", server.tls_port, tls=trusted)
+        with pytest.raises(deskwire.TlsError, match="plain-text port"):
+            await IrcDesk.connect("localhost", server.port, tls=trusted)
+        closed = free_port()
+        with pytest.raises(deskwire.ConnectFailedError, match=f"connect to 127.0.0.1:{closed} failed: .*refused"):
+            await IrcDesk.connect("127.0.0.1", closed)
+    finally:
+        rexd.stop()
+        server.stop()

@@ -31,17 +31,20 @@ from __future__ import annotations
 from ._deskwire import Timeout, Transmit, __version__
 from ._errors import (
     ClosedError,
+    ConnectFailedError,
     DeskwireError,
     DisconnectedError,
     JoinFailedError,
     KickedError,
     LocalError,
+    LoginFailedError,
     NickRefusedError,
     NotReadyError,
     PeerLeftError,
     ProtocolError,
     RemoteError,
     RequestTimeout,
+    TlsError,
 )
 from . import gateway, irc, jsonrpc, mobile, oa1, rexd, schemas, sim, tools
 
@@ -61,6 +64,9 @@ __all__ = [
     "KickedError",
     "PeerLeftError",
     "DisconnectedError",
+    "LoginFailedError",
+    "ConnectFailedError",
+    "TlsError",
     "gateway",
     "irc",
     "jsonrpc",

@@ -30,6 +30,9 @@ __all__ = [
     "KickedError",
     "PeerLeftError",
     "DisconnectedError",
+    "LoginFailedError",
+    "ConnectFailedError",
+    "TlsError",
 ]
 
 
@@ -97,3 +100,22 @@ class PeerLeftError(RemoteError):
 class DisconnectedError(RemoteError):
     """The IRC connection ended before the answer (code ``disconnected``); the message says
     why (the server's ``ERROR`` text, a lost connection, no nick left)."""
+
+
+class LoginFailedError(DisconnectedError):
+    """The SASL login the connection requires failed, or the server could not do it (code
+    ``login_failed``), with the server's numeric and words, e.g. ``SASL login failed: 904 SASL
+    authentication failed``. The connection has ended: a :class:`DisconnectedError`."""
+
+
+class ConnectFailedError(RemoteError, ConnectionError):
+    """The connection to the server could not be made (code ``connect_failed``): the message
+    names the host, the port and the operating system's reason. Also a
+    :class:`ConnectionError`."""
+
+
+class TlsError(ConnectFailedError):
+    """The TLS handshake failed (code ``tls_failed``): the message says which check, e.g.
+    ``certificate verify failed: unable to get local issuer certificate`` (give the server's CA
+    in an ``ssl.SSLContext``), a host name the certificate does not list, or a server that does
+    not speak TLS on that port."""

@@ -7,7 +7,7 @@ below. :class:`deskwire.oa1.Desk` and :class:`deskwire.oa1.Remote` include a ses
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple, Union
 
 from ._deskwire.irc import Session, parse, privmsg
@@ -18,6 +18,7 @@ __all__ = [
     "parse",
     "privmsg",
     "Session",
+    "SaslLogin",
     "Message",
     "Registered",
     "Joined",
@@ -32,6 +33,43 @@ __all__ = [
     "LoginFailed",
     "Disconnected",
 ]
+
+
+@dataclass(frozen=True)
+class SaslLogin:
+    """How a connection logs in with SASL while it registers: ``SaslLogin.plain("alice",
+    password)`` (an account and its password) or ``SaslLogin.external()`` (the TLS client
+    certificate the connection shows, which the server maps to an account). With ``required``
+    (the default) a failed login ends the connection (:class:`deskwire.LoginFailedError`);
+    without, the connection goes on unauthenticated and says so (:class:`LoginFailed`)."""
+
+    mechanism: str
+    """``"PLAIN"`` or ``"EXTERNAL"``."""
+    username: str = ""
+    """The account (``PLAIN``)."""
+    password: str = field(default="", repr=False)
+    """Its password (``PLAIN``); never shown by ``repr``."""
+    required: bool = True
+    """End the connection when the login fails or the server offers no SASL."""
+
+    @classmethod
+    def plain(cls, username: str, password: str, *, required: bool = True) -> "SaslLogin":
+        """``PLAIN`` as ``username`` with ``password``."""
+        return cls("PLAIN", username, password, required)
+
+    @classmethod
+    def external(cls, *, required: bool = True) -> "SaslLogin":
+        """``EXTERNAL``: the TLS client certificate is the identity."""
+        return cls("EXTERNAL", required=required)
+
+    def config(self) -> Dict[str, Any]:
+        """The session config's ``sasl`` entry."""
+        return {
+            "mechanism": self.mechanism,
+            "username": self.username,
+            "password": self.password,
+            "required": self.required,
+        }
 
 
 @event("irc", "message")

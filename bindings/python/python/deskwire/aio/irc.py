@@ -7,7 +7,9 @@ import asyncio
 import codecs
 import contextlib
 import logging
+import os
 import random
+import ssl
 import time
 from typing import (
     Any,
@@ -22,7 +24,15 @@ from typing import (
 )
 
 from .. import irc, oa1, tools
-from .._errors import ClosedError, DisconnectedError, LocalError, NotReadyError, RemoteError
+from .._errors import (
+    ClosedError,
+    ConnectFailedError,
+    DisconnectedError,
+    LocalError,
+    NotReadyError,
+    RemoteError,
+    TlsError,
+)
 from .pump import _duration, _Pump, _seconds, now_ms
 
 __all__ = ["IrcDesk", "IrcRemote", "Reconnect", "Handler"]
@@ -43,6 +53,77 @@ def _oa1_options(
         oa1_options.setdefault("auth", {"secret": secret, "epoch_unix_ms": max(0, epoch)})
     oa1_options.setdefault("compression", compression)
     return oa1_options
+
+
+TLS_HANDSHAKE_TIMEOUT = 10.0
+"""Seconds the TLS handshake may take: a plain-text port answers nothing at all."""
+
+
+def _session_options(
+    options: Dict[str, Any], password: Optional[str], sasl: "Optional[irc.SaslLogin]"
+) -> None:
+    """Puts the server password and the SASL login into ``options["session"]``."""
+    if password is None and sasl is None:
+        return
+    session = dict(options.pop("session", {}) or {})
+    if password is not None:
+        session.setdefault("password", password)
+    if sasl is not None:
+        session.setdefault("sasl", sasl.config())
+    options["session"] = session
+
+
+async def _open(
+    host: str, port: int, tls: "Union[bool, ssl.SSLContext]"
+) -> "tuple[asyncio.StreamReader, asyncio.StreamWriter]":
+    """Opens the connection, plain or TLS (``True``: the system's CAs, the host name checked;
+    an ``SSLContext``: yours), and says what failed in words: the host, the port and the
+    operating system's reason, or the TLS check that failed."""
+    context = ssl.create_default_context() if tls is True else (tls or None)
+    where = f"{host}:{port}"
+    try:
+        if context is None:
+            return await asyncio.open_connection(host, port)
+        return await asyncio.open_connection(
+            host,
+            port,
+            ssl=context,
+            server_hostname=host,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
+        )
+    except ssl.SSLCertVerificationError as e:
+        hint = " (give the server's CA: ssl.create_default_context(cafile=...))"
+        if "Hostname mismatch" in str(e.verify_message) or "IP address mismatch" in str(
+            e.verify_message
+        ):
+            hint = " (connect by a name the certificate lists)"
+        raise TlsError(
+            "tls_failed",
+            f"TLS with {where} failed: certificate verify failed: {e.verify_message}{hint}",
+        ) from e
+    except ssl.SSLError as e:
+        raise TlsError(
+            "tls_failed",
+            f"TLS with {where} failed: {e.reason or e} (a plain-text port? connect without tls)",
+        ) from e
+    except (asyncio.TimeoutError, TimeoutError) as e:
+        what = "no answer to the TLS handshake" if context else "no answer"
+        raise TlsError(
+            "tls_failed" if context else "connect_failed",
+            f"{where}: {what} within {TLS_HANDSHAKE_TIMEOUT:g} s"
+            + (" (a plain-text port? connect without tls)" if context else ""),
+        ) from e
+    except OSError as e:
+        if context is not None and isinstance(e, ConnectionAbortedError):
+            # asyncio's own handshake timeout.
+            raise TlsError(
+                "tls_failed",
+                f"TLS with {where} failed: no answer to the TLS handshake within "
+                f"{TLS_HANDSHAKE_TIMEOUT:g} s (a plain-text port? connect without tls)",
+            ) from e
+        # asyncio words a refused connect "Connect call failed (...)": the errno says more.
+        reason = os.strerror(e.errno) if e.errno else str(e)
+        raise ConnectFailedError("connect_failed", f"connect to {where} failed: {reason}") from e
 
 
 Dial = Callable[[], Awaitable["tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]"]]
@@ -239,6 +320,9 @@ class IrcDesk(_IrcConnection):
         remote_nick: str = "rexd",
         secret: Optional[str] = None,
         compression: bool = True,
+        tls: Union[bool, ssl.SSLContext] = False,
+        password: Optional[str] = None,
+        sasl: "Optional[irc.SaslLogin]" = None,
         seed: Optional[int] = None,
         ready_timeout: Optional[float] = 30,
         reconnect: Union[bool, Reconnect] = False,
@@ -250,7 +334,14 @@ class IrcDesk(_IrcConnection):
         from anyone in the channel (then it waits for any other member). Answers are taken from
         the remote only, and nothing is sent while it is away (IRC keeps no history: a request
         sent into an empty channel reaches nobody). ``secret`` authenticates every frame (the
-        remote needs the same); ``compression`` offers compressed answers (on by default:
+        remote needs the same); ``tls`` connects with TLS (``True``: the system's CAs and the
+        host name checked; or your ``ssl.SSLContext``, e.g. ``ssl.create_default_context(
+        cafile="ca.pem")`` with ``load_cert_chain`` for SASL EXTERNAL); ``password`` is the
+        server's; ``sasl`` logs in while registering (:class:`deskwire.irc.SaslLogin`). A connect
+        that fails raises :class:`deskwire.ConnectFailedError` naming the host, the port and the
+        reason, a TLS check that fails :class:`deskwire.TlsError`, a required login that fails
+        :class:`deskwire.LoginFailedError` with the server's words. ``compression`` offers
+        compressed answers (on by default:
         ``rexd --irc`` honours the offer and a spec-only remote never sees it; payloads also
         fill each line, unless ``oa1={"adaptive_payload": False}``). ``options`` are
         :class:`deskwire.oa1.Desk`'s (``oa1={...}``, ``session={...}``). Request ids come from
@@ -277,6 +368,7 @@ class IrcDesk(_IrcConnection):
                 "answers from anyone in the channel",
             )
         oa1_options = _oa1_options(options, remote_nick, secret, compression)
+        _session_options(options, password, sasl)
         if ready_timeout is not None:
             oa1_options.setdefault("ready_timeout_ms", max(1, int(ready_timeout * 1000)))
         policy = Reconnect() if reconnect is True else reconnect or None
@@ -293,7 +385,7 @@ class IrcDesk(_IrcConnection):
                 oa1=dict(oa1_options),
                 **options,
             )
-            reader, writer = await asyncio.open_connection(host, port)
+            reader, writer = await _open(host, port, tls)
             return engine, reader, writer
 
         desk_box: List["IrcDesk"] = []
@@ -477,6 +569,9 @@ class IrcRemote(_IrcConnection):
         desk_nick: Optional[str] = "desk",
         secret: Optional[str] = None,
         compression: bool = True,
+        tls: Union[bool, ssl.SSLContext] = False,
+        password: Optional[str] = None,
+        sasl: "Optional[irc.SaslLogin]" = None,
         ready_timeout: Optional[float] = 30,
         reconnect: Union[bool, Reconnect] = False,
         **options: Any,
@@ -484,17 +579,19 @@ class IrcRemote(_IrcConnection):
         """Connects, registers as ``nick`` (``rexd`` by default, the remote nick an
         :class:`IrcDesk` waits for unless told another), joins ``channel`` and serves requests
         (from ``desk_nick`` only, unless ``None``) with ``handler``. ``secret`` authenticates every
-        frame; ``compression`` accepts a desk's offer of compressed answers. With
+        frame; ``tls``, ``password`` and ``sasl`` are :meth:`IrcDesk.connect`'s;
+        ``compression`` accepts a desk's offer of compressed answers. With
         ``reconnect``, it connects again when the server drops it (the handlers running then
         are cancelled) and :meth:`serve_forever` goes on."""
         if handler is None:
             raise LocalError("invalid_value", "IrcRemote needs a handler")
         oa1_options = _oa1_options(options, desk_nick, secret, compression)
+        _session_options(options, password, sasl)
         policy = Reconnect() if reconnect is True else reconnect or None
 
         async def dial() -> "tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]":
             engine = oa1.Remote(nick, channel, now_ms=now_ms(), oa1=dict(oa1_options), **options)
-            reader, writer = await asyncio.open_connection(host, port)
+            reader, writer = await _open(host, port, tls)
             return engine, reader, writer
 
         engine, reader, writer = await dial()
