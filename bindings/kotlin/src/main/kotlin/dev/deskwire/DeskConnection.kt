@@ -176,7 +176,11 @@ class DeskConnection private constructor(
          * ends ([Oa1Failure.Disconnected]), or when the desk is not ready within
          * `config.oa1.readyTimeoutMs` ([Oa1Failure.NotReady], e.g. ``not ready after 30 s:
          * waiting for remote `rexd` in #desk; members: deskbot``); a socket that cannot connect
-         * throws its [java.io.IOException]. The connection is closed when it throws, and when the
+         * throws [IrcConnectException] with the host, the port and the reason. With [tls] (e.g.
+         * `SSLSocketFactory.getDefault() as SSLSocketFactory`, or an `SSLContext`'s socket
+         * factory for a private CA or a client certificate) the link is TLS, the server's
+         * certificate and host name verified; a failed check throws [IrcConnectException] naming
+         * it. SASL and the server password are the config's (`session.sasl`, `session.password`). The connection is closed when it throws, and when the
          * caller is cancelled meanwhile.
          *
          * [seed] fixes the sequence of request ids; the default comes from [SecureRandom]. Pass
@@ -191,10 +195,11 @@ class DeskConnection private constructor(
             seed: Long = SecureRandom().nextLong(),
             clock: MonotonicClock = MonotonicClock.System,
             connectTimeoutMs: Int = 10_000,
+            tls: javax.net.ssl.SSLSocketFactory? = null,
         ): DeskConnection {
             val desk = Desk(config, clock.nowMs(), seed) // a bad config throws before the socket opens
             val socket = try {
-                connectSocket(host, port, connectTimeoutMs)
+                connectSocket(host, port, connectTimeoutMs, tls)
             } catch (e: Throwable) {
                 desk.close()
                 throw e

@@ -58,21 +58,80 @@ internal fun Remote.asEngine(): ConnectionEngine = object : ConnectionEngine {
 }
 
 /**
- * A TCP socket to [host]:[port] with Nagle off (IRC lines are small and latency matters). The
- * name lookup and the connect block, so they run on [Dispatchers.IO]: the caller's thread (an
- * Android main thread) never waits on the network. Cancelling the caller closes the socket,
- * which ends a connect in progress.
+ * The connection to the IRC server could not be made: the message names the host, the port and
+ * the reason (`connect to irc.example.net:6697 failed: Connection refused`), or the TLS check
+ * that failed (`TLS with localhost:6697 failed: ... (give the server's CA ...)`). [cause] is
+ * the JDK's exception.
  */
-internal suspend fun connectSocket(host: String, port: Int, timeoutMs: Int): Socket = coroutineScope {
-    val socket = Socket().apply { tcpNoDelay = true }
-    val connecting = async(Dispatchers.IO) { socket.connect(InetSocketAddress(host, port), timeoutMs) }
+class IrcConnectException(message: String, cause: Throwable) : java.io.IOException(message, cause)
+
+/** How long the TLS handshake may take: a plain-text port answers a `ClientHello` with nothing. */
+const val TLS_HANDSHAKE_TIMEOUT_MS: Int = 10_000
+
+/**
+ * A TCP socket to [host]:[port] with Nagle off (IRC lines are small and latency matters), and
+ * with [tls] wrapped in TLS by that factory (JSSE: `SSLSocketFactory.getDefault()` for the
+ * platform's CAs, or an `SSLContext`'s for a private CA or a client certificate), the server's
+ * certificate and host name verified. The name lookup, the connect and the handshake block, so
+ * they run on [Dispatchers.IO]: the caller's thread (an Android main thread) never waits on the
+ * network. Cancelling the caller closes the socket, which ends a connect in progress.
+ */
+internal suspend fun connectSocket(
+    host: String,
+    port: Int,
+    timeoutMs: Int,
+    tls: javax.net.ssl.SSLSocketFactory? = null,
+): Socket = coroutineScope {
+    val plain = Socket().apply { tcpNoDelay = true }
+    var socket: Socket = plain
+    val connecting = async(Dispatchers.IO) {
+        try {
+            plain.connect(InetSocketAddress(host, port), timeoutMs)
+        } catch (e: java.io.IOException) {
+            throw IrcConnectException("connect to $host:$port failed: ${e.message}", e)
+        }
+        if (tls != null) {
+            val secure = tls.createSocket(plain, host, port, true) as javax.net.ssl.SSLSocket
+            socket = secure
+            // A raw SSLSocket checks no host name unless told to.
+            secure.sslParameters = secure.sslParameters.apply { endpointIdentificationAlgorithm = "HTTPS" }
+            secure.soTimeout = TLS_HANDSHAKE_TIMEOUT_MS
+            try {
+                secure.startHandshake()
+            } catch (e: java.io.IOException) {
+                throw IrcConnectException("TLS with $host:$port failed: ${tlsReason(e)}", e)
+            }
+            secure.soTimeout = 0
+        }
+    }
     try {
         connecting.await()
     } catch (e: Throwable) {
         socket.close()
+        plain.close()
         throw e
     }
     socket
+}
+
+/** A JSSE handshake failure in words a user can act on. */
+private fun tlsReason(e: java.io.IOException): String {
+    val chain = generateSequence<Throwable>(e) { it.cause }.toList()
+    val text = chain.joinToString(": ") { it.message ?: it.javaClass.simpleName }
+    return when {
+        chain.any { it is java.security.cert.CertPathValidatorException } ||
+            text.contains("PKIX path building failed") ->
+            "its certificate is not signed by a CA this machine trusts (give the server's CA in " +
+                "an SSLContext's TrustManagerFactory)"
+        chain.any { it is java.security.cert.CertificateException } && text.contains("No subject alternative") ->
+            "its certificate is not valid for the name $text"
+        e is java.net.SocketTimeoutException ->
+            "no answer to the TLS handshake within ${TLS_HANDSHAKE_TIMEOUT_MS / 1000} s " +
+                "(a plain-text port? connect without tls)"
+        text.contains("Unsupported or unrecognized SSL message") || text.contains("plaintext") ->
+            "it does not speak TLS on this port (a plain-text port? connect without tls)"
+        else -> text
+    }
 }
 
 /**

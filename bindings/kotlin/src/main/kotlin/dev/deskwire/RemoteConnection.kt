@@ -178,7 +178,11 @@ class RemoteConnection private constructor(
          * join ([Oa1Failure.JoinFailed], at once), when the link ends
          * ([Oa1Failure.Disconnected]), or when it is not in the channel within
          * `config.oa1.readyTimeoutMs` ([Oa1Failure.NotReady]); a socket that cannot connect
-         * throws its [java.io.IOException].
+         * throws [IrcConnectException] with the host, the port and the reason. With [tls] (e.g.
+         * `SSLSocketFactory.getDefault() as SSLSocketFactory`, or an `SSLContext`'s socket
+         * factory for a private CA or a client certificate) the link is TLS, the server's
+         * certificate and host name verified; a failed check throws [IrcConnectException] naming
+         * it. SASL and the server password are the config's (`session.sasl`, `session.password`).
          */
         suspend fun serve(
             host: String,
@@ -187,11 +191,12 @@ class RemoteConnection private constructor(
             scope: CoroutineScope,
             clock: MonotonicClock = MonotonicClock.System,
             connectTimeoutMs: Int = 10_000,
+            tls: javax.net.ssl.SSLSocketFactory? = null,
             handler: Oa1Handler,
         ): RemoteConnection {
             val remote = Remote(config, clock.nowMs()) // a bad config throws before the socket opens
             val socket = try {
-                connectSocket(host, port, connectTimeoutMs)
+                connectSocket(host, port, connectTimeoutMs, tls)
             } catch (e: Throwable) {
                 remote.close()
                 throw e
