@@ -77,7 +77,7 @@ class RemoteBashIrcTest {
 
     @Test
     fun `a timeout fails the call with timeout and cancels it on the remote`() = runBlocking {
-        val call = scope.async { runCatching { desk.remoteBash("sleep 20; echo late", timeout = 1.seconds) } }
+        val call = scope.async { runCatching { desk.remoteBash("sleep 20; echo late", timeout = 5.seconds) } }
         val id = rexd.await(Regex(" asks (\\S+): sleep 20")).groupValues[1]
         val failure = assertIs<Oa1RequestException>(withTimeout(15_000) { call.await() }.exceptionOrNull())
         assertEquals(id, failure.id)

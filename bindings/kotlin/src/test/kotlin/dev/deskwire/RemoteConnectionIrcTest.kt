@@ -127,7 +127,7 @@ class RemoteConnectionIrcTest {
 
     @Test
     fun `a desk timeout cancels the handler too`() = runBlocking {
-        val call = scope.async { runCatching { desk.request("wait", timeoutMs = 1_000) } }
+        val call = scope.async { runCatching { desk.request("wait", timeoutMs = 5_000) } }
         val served = withTimeout(20_000) { waiting.receive() }
         val failure = assertIs<Oa1RequestException>(withTimeout(20_000) { call.await() }.exceptionOrNull())
         assertIs<Oa1Failure.Timeout>(failure.failure)
