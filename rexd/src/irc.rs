@@ -94,12 +94,26 @@ fn reconnect_delay_ms(attempt: u32) -> u64 {
 /// nowhere to go (OA1 makes no promise across reconnects; the desk times the requests out). Only
 /// a first connection that never joins is an error, so a wrong address or channel fails fast.
 pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
-    if options.secret.is_none() && !options.unauthenticated {
+    let account = options
+        .allowed_sender
+        .as_deref()
+        .and_then(|a| a.strip_prefix("account:"));
+    // An account is the server's word about the sender: it counts only from a connection that
+    // is itself logged in (SASL, required), so the server is the one we meant to trust.
+    let by_account = account.is_some() && options.sasl.as_ref().is_some_and(|s| s.required);
+    if options.secret.is_none() && !options.unauthenticated && !by_account {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "refusing to serve a shell over IRC without a shared secret: give --secret-file \
-             (the desk needs the same secret), or --unauthenticated to accept that whoever \
-             holds the allowed nick runs commands as this user",
+            if account.is_some() {
+                "--allow-from account:NAME needs this connection logged in too (--sasl-user with \
+                 --sasl-password-file, or --sasl-external; not --sasl-optional): give those, \
+                 or --secret-file"
+            } else {
+                "refusing to serve a shell over IRC without a shared secret: give --secret-file \
+                 (the desk needs the same secret), --allow-from account:NAME with a SASL login, \
+                 or --unauthenticated to accept that whoever holds the allowed nick runs \
+                 commands as this user"
+            },
         ));
     }
     let target = Target::parse(&options.addr)
@@ -125,6 +139,12 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
         (true, false) => {}
     }
     crate::log::info(&match (&options.secret, &options.allowed_sender) {
+        (None, Some(_)) if by_account => format!(
+            "serving the account {} as the server says, over a connection logged in with SASL \
+             (the server's word, as far as it and its links are trusted; a frame is not proved \
+             without --secret-file)",
+            account.unwrap_or_default()
+        ),
         (Some(_), Some(from)) => format!("serving frames sealed with the secret, from {from}"),
         (Some(_), None) => "serving frames sealed with the secret, from anyone".to_owned(),
         (None, Some(from)) => {
@@ -332,6 +352,8 @@ struct Link {
     nick: String,
     /// `--allow-from`, for the log of each request.
     allowed_sender: Option<String>,
+    /// `--allow-from account:NAME`: the server must send accounts.
+    needs_accounts: bool,
     refusals: RefusalLog,
 }
 
@@ -404,6 +426,10 @@ impl Link {
             joined: false,
             nick: options.nick.clone(),
             allowed_sender: options.allowed_sender.clone(),
+            needs_accounts: options
+                .allowed_sender
+                .as_deref()
+                .is_some_and(|a| a.starts_with("account:")),
             refusals: RefusalLog::default(),
         })
     }
@@ -577,6 +603,24 @@ impl Link {
                     ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::LoggedIn {
                         account,
                     })) => crate::log::info(&format!("logged in as {account} (SASL)")),
+                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::Registered {
+                        ..
+                    })) if self.needs_accounts
+                        && !self
+                            .remote
+                            .session()
+                            .capabilities()
+                            .iter()
+                            .any(|c| c == "account-tag") =>
+                    {
+                        // Fail closed and say why: no frame could ever be taken.
+                        return Err(io::Error::new(
+                            io::ErrorKind::Unsupported,
+                            "the server does not send accounts (it offers no account-tag \
+                             capability), so --allow-from account:NAME cannot be checked: use \
+                             --secret-file or a nick mask",
+                        ));
+                    }
                     ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::LoginFailed {
                         message,
                     })) => crate::log::warn(&format!("{message}; going on unauthenticated")),

@@ -71,12 +71,27 @@ struct Desk {
 
 impl Desk {
     fn connect(addr: &str, pacing: Pacing, timeout_ms: u64) -> Desk {
+        Self::connect_as(
+            addr,
+            deskwire::irc::SessionConfig::new("desk", &[CHANNEL]),
+            pacing,
+            timeout_ms,
+        )
+    }
+
+    /// A desk whose IRC session is `session` (a nick, SASL).
+    fn connect_as(
+        addr: &str,
+        session: deskwire::irc::SessionConfig,
+        pacing: Pacing,
+        timeout_ms: u64,
+    ) -> Desk {
         let clock = Clock::start();
-        let mut cfg = Config::new(CHANNEL, "desk");
+        let mut cfg = Config::new(CHANNEL, &session.nick);
         cfg.allowed_sender = Some("deskbot".into());
         cfg.pacing = pacing;
         cfg.request_timeout_ms = timeout_ms;
-        let conn = IrcConn::connect(addr, "desk", CHANNEL, clock.now());
+        let conn = IrcConn::connect_with(addr, session, clock.now());
         Desk {
             client: Client::new(cfg, 7),
             conn,
@@ -882,5 +897,105 @@ fn rexd_logs_in_with_sasl() {
     assert!(
         logged.contains(&format!("logged in as {account} (SASL)")),
         "{logged}"
+    );
+}
+
+/// `--allow-from account:bob`: a desk logged in to bob's account is served whatever its nick;
+/// a guest holding the nick `desk` is not; and a server that does not send accounts (ngircd)
+/// stops the start, naming the missing capability.
+#[test]
+fn rexd_serves_an_account() {
+    let irc = deskwire_integration::ServicesIrc::start();
+    let root = tempfile::tempdir().unwrap();
+    let password = root.path().join("password");
+    std::fs::write(&password, deskwire_integration::ServicesIrc::PASSWORD).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let account = deskwire_integration::ServicesIrc::ACCOUNT;
+    let log_path = root.path().join("rexd.log");
+    let sasl = [
+        "--sasl-user",
+        account,
+        "--sasl-password-file",
+        password.to_str().unwrap(),
+    ];
+    let allow = format!("account:{account}");
+    let _rexd = start_rexd_logging(
+        &format!("127.0.0.1:{}", irc.port),
+        root.path(),
+        &["--allow-from", &allow, "--log-level", "info"],
+        &sasl,
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    let logged = wait_logged(&log_path, "joined #desk");
+    assert!(
+        logged.contains("serving the account bob as the server says"),
+        "{logged}"
+    );
+    // A guest that holds the nick `desk` but no account: refused (and logged).
+    let mut guest = Desk::connect(&irc.addr(), deskwire::oa1::DEFAULT_PACING, 8_000);
+    guest.wait_ready();
+    let e = guest.ask("echo guest", 10);
+    assert!(matches!(&e, Event::Failed { .. }), "{e:?}");
+    drop(guest);
+    // A desk logged in as bob, under another nick: served.
+    let mut session = deskwire::irc::SessionConfig::new("bobdesk", &[CHANNEL]);
+    session.sasl = Some(deskwire::irc::SaslConfig::plain(
+        account,
+        deskwire_integration::ServicesIrc::PASSWORD,
+    ));
+    let mut desk = Desk::connect_as(&irc.addr(), session, deskwire::oa1::DEFAULT_PACING, 10_000);
+    desk.wait_ready();
+    let e = desk.ask("echo bob", 30);
+    assert!(
+        matches!(&e, Event::Response { text, .. } if text == "bob\n"),
+        "{e:?}"
+    );
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        logged.contains("refused"),
+        "the guest's frame was logged as refused: {logged}"
+    );
+    // Logged out, the same desk is nobody.
+    desk.conn.write_line("PRIVMSG NickServ :LOGOUT");
+    desk.pump_for(2_000);
+    assert!(
+        desk.conn
+            .received
+            .iter()
+            .any(|(_, l)| String::from_utf8_lossy(l).contains(" 901 ")),
+        "NickServ logged the desk out: {:?}",
+        desk.conn
+            .received
+            .iter()
+            .rev()
+            .take(8)
+            .map(|(_, l)| String::from_utf8_lossy(l).into_owned())
+            .collect::<Vec<_>>()
+    );
+    let e = desk.ask("echo after logout", 15);
+    assert!(matches!(&e, Event::Failed { .. }), "{e:?}");
+
+    // Without a login of its own, an account is nobody's word rexd should take.
+    let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args(["--irc", &irc.addr(), "--allow-from", &allow])
+        .args(["--root", root.path().to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let refused = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success()
+            && refused.contains("--allow-from account:NAME needs this connection logged in"),
+        "{refused}"
+    );
+    // ngircd sends no accounts: rexd will not serve one it cannot check.
+    let ngircd = Ngircd::start();
+    let refused = failed_start_with(&ngircd.addr(), &["--allow-from", &allow]);
+    assert!(
+        refused.contains("offers no account-tag capability"),
+        "{refused}"
     );
 }

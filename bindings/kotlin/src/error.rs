@@ -93,8 +93,13 @@ error_kinds! {
     // Configurations: refused when the engine is built.
     /// A desk's `oa1.allowedSender` is not set: a desk must name its remote (`rexd`), or `"*"`.
     NoRemote,
-    /// `oa1.allowedSender` is not a nick, a `nick!user@host` mask or `"*"`.
+    /// `oa1.allowedSender` is not a nick, a `nick!user@host` mask, `account:NAME` or `"*"`.
     AllowedSender,
+    /// A desk's `oa1.allowedSender` is `account:NAME`: a desk names its remote by nick, whose
+    /// presence it watches; accounts are for a remote's allowed sender.
+    AccountRemote,
+    /// `session.sasl` cannot log in (`PLAIN` without a username or a password).
+    InvalidLogin,
     /// A limit below what can work (the detail names it).
     TooSmall,
     /// A setting that cannot be negative is (the detail names it).

@@ -32,6 +32,10 @@ pub struct IrcSessionConfig {
     /// Log in with SASL while registering (`null`: no `CAP` at all).
     #[uniffi(default = None)]
     pub sasl: Option<irc::SaslConfig>,
+    /// IRCv3 capabilities to ask for when offered (`account-tag` is added for an `account:`
+    /// allowed sender).
+    #[uniffi(default = [])]
+    pub capabilities: Vec<String>,
 }
 
 /// The session defaults for `nick` joining `channels`.
@@ -228,6 +232,7 @@ impl From<irc::SessionConfig> for IrcSessionConfig {
             ping_timeout_ms: long(c.ping_timeout_ms),
             max_line_bytes: long_size(c.max_line_bytes),
             sasl: c.sasl,
+            capabilities: c.capabilities,
         }
     }
 }
@@ -247,6 +252,7 @@ impl TryFrom<IrcSessionConfig> for irc::SessionConfig {
             ping_timeout_ms: non_negative("session.pingTimeoutMs", c.ping_timeout_ms)?,
             max_line_bytes: to_usize(non_negative("session.maxLineBytes", c.max_line_bytes)?),
             sasl: c.sasl,
+            capabilities: c.capabilities,
         })
     }
 }

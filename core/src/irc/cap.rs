@@ -166,7 +166,7 @@ pub(super) struct CapNegotiation {
     phase: Phase,
     sasl: Option<SaslConfig>,
     /// Capabilities asked for whenever the server offers them.
-    wanted: Vec<&'static str>,
+    wanted: Vec<String>,
     /// What the server offers, with values (`sasl` → `PLAIN,EXTERNAL`).
     offered: BTreeMap<String, String>,
     enabled: BTreeSet<String>,
@@ -176,10 +176,15 @@ pub(super) struct CapNegotiation {
 }
 
 impl CapNegotiation {
-    pub(super) fn new(sasl: Option<SaslConfig>) -> Self {
-        let mut wanted = Vec::new();
+    pub(super) fn new(sasl: Option<SaslConfig>, capabilities: &[String]) -> Self {
+        let mut wanted: Vec<String> = Vec::new();
         if sasl.is_some() {
-            wanted.push("sasl");
+            wanted.push("sasl".to_owned());
+        }
+        for cap in capabilities {
+            if !wanted.contains(cap) {
+                wanted.push(cap.clone());
+            }
         }
         CapNegotiation {
             phase: if wanted.is_empty() {
@@ -354,7 +359,7 @@ impl CapNegotiation {
         let asked: Vec<&str> = self
             .wanted
             .iter()
-            .copied()
+            .map(String::as_str)
             .filter(|w| match (self.offered.get(*w), *w, &self.sasl) {
                 (Some(values), "sasl", Some(sasl)) => mechanism_offered(values, sasl.mechanism),
                 (Some(_), _, _) => true,

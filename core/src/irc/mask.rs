@@ -22,10 +22,10 @@ pub enum InvalidName {
          letters, digits, those or '-'"
     )]
     Nick(String),
-    /// Not `*`, a nick, or `nick!user@host`.
+    /// Not `*`, a nick, `nick!user@host` or `account:NAME`.
     #[error(
         "invalid sender {0:?}: a nick, a mask nick!user@host (user and host may use * and ?), \
-         or * for anyone"
+         account:NAME (a services account), or * for anyone"
     )]
     Pattern(String),
 }
@@ -71,6 +71,11 @@ pub enum SenderPattern {
         /// The host pattern.
         host: String,
     },
+    /// `account:NAME`: whoever the server says is logged in to that services account (the
+    /// IRCv3 `account` tag on each message, which the session asks for). The server's word, as
+    /// far as the server and its links are trusted; a message without the tag (no account,
+    /// logged out, a server that does not send it) never matches.
+    Account(String),
 }
 
 impl SenderPattern {
@@ -80,6 +85,17 @@ impl SenderPattern {
             return Ok(SenderPattern::Anyone);
         }
         let invalid = || InvalidName::Pattern(text.to_owned());
+        if let Some(account) = text.strip_prefix("account:") {
+            let plain = !account.is_empty()
+                && account.len() <= 64
+                && !account
+                    .bytes()
+                    .any(|b| b <= b' ' || matches!(b, b'!' | b'@' | b',' | b'*' | b'?' | 0x7f));
+            return match plain {
+                true => Ok(SenderPattern::Account(account.to_owned())),
+                false => Err(invalid()),
+            };
+        }
         let Some((nick, rest)) = text.split_once('!') else {
             validate_nick(text).map_err(|_| invalid())?;
             return Ok(SenderPattern::Nick(text.to_owned()));
@@ -106,7 +122,7 @@ impl SenderPattern {
     /// [`SenderPattern::Anyone`]).
     pub fn nick(&self) -> Option<&str> {
         match self {
-            SenderPattern::Anyone => None,
+            SenderPattern::Anyone | SenderPattern::Account(_) => None,
             SenderPattern::Nick(nick) | SenderPattern::Mask { nick, .. } => Some(nick),
         }
     }
@@ -121,6 +137,8 @@ impl SenderPattern {
     ) -> bool {
         match self {
             SenderPattern::Anyone => true,
+            // Needs the message's account: see `matches_message`.
+            SenderPattern::Account(_) => false,
             SenderPattern::Nick(want) => casemap.eq(nick, want),
             SenderPattern::Mask {
                 nick: want,
@@ -141,6 +159,26 @@ impl SenderPattern {
         let user_host = source.user.zip(source.host);
         self.matches(casemap, source.nick, user_host)
     }
+
+    /// [`SenderPattern::matches_source`] with the account the message says its sender is
+    /// logged in to (its `account` tag), which an `account:` pattern needs. Accounts compare
+    /// as nicks do (the server's case mapping).
+    pub fn matches_message(
+        &self,
+        casemap: CaseMapping,
+        source: &Source<'_>,
+        account: Option<&str>,
+    ) -> bool {
+        match self {
+            SenderPattern::Account(want) => account.is_some_and(|a| casemap.eq(a, want)),
+            _ => self.matches_source(casemap, source),
+        }
+    }
+
+    /// Whether the pattern needs each message's account (the `account-tag` capability).
+    pub fn needs_accounts(&self) -> bool {
+        matches!(self, SenderPattern::Account(_))
+    }
 }
 
 impl std::fmt::Display for SenderPattern {
@@ -149,6 +187,7 @@ impl std::fmt::Display for SenderPattern {
             SenderPattern::Anyone => f.write_str("*"),
             SenderPattern::Nick(nick) => f.write_str(nick),
             SenderPattern::Mask { nick, user, host } => write!(f, "{nick}!{user}@{host}"),
+            SenderPattern::Account(account) => write!(f, "account:{account}"),
         }
     }
 }

@@ -77,6 +77,10 @@ pub struct SessionConfig {
     /// Log in with SASL while registering (`CAP LS 302`, `CAP REQ :sasl`, `AUTHENTICATE`;
     /// see [`super::cap`]). `None`: no `CAP` at all, as before.
     pub sasl: Option<SaslConfig>,
+    /// IRCv3 capabilities to ask for when the server offers them (`account-tag`, which an
+    /// `account:` allowed sender needs, is added by the connection). Empty with no `sasl`: no
+    /// `CAP` at all.
+    pub capabilities: Vec<String>,
 }
 
 /// [`SessionConfig`] as JSON gives it: the defaults fill what is missing.
@@ -95,6 +99,8 @@ struct SessionConfigJson {
     max_line_bytes: Option<usize>,
     #[serde(default)]
     sasl: Option<SaslConfig>,
+    #[serde(default)]
+    capabilities: Vec<String>,
 }
 
 impl From<SessionConfigJson> for SessionConfig {
@@ -103,6 +109,7 @@ impl From<SessionConfigJson> for SessionConfig {
         config.channels = json.channels;
         config.password = json.password;
         config.sasl = json.sasl;
+        config.capabilities = json.capabilities;
         if let Some(user) = json.user {
             config.user = user;
         }
@@ -141,6 +148,7 @@ impl SessionConfig {
             ping_timeout_ms: 120_000,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             sasl: None,
+            capabilities: Vec::new(),
         }
     }
 
@@ -463,7 +471,7 @@ impl Session {
             channels: Vec::new(),
             reported_prefix: None,
             server_version: None,
-            cap: CapNegotiation::new(config.sasl.clone()),
+            cap: CapNegotiation::new(config.sasl.clone(), &config.capabilities),
             queue: VecDeque::new(),
             decoder: LineDecoder::new(config.max_line_bytes),
             last_received_ms: now_ms,

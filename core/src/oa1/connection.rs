@@ -128,6 +128,12 @@ pub enum ConfigError {
          or \"*\" to take answers from anyone in the channel"
     )]
     NoRemote,
+    /// A desk names its remote by nick (whose presence it watches), not by account.
+    #[error(
+        "a desk names its remote by nick or nick!user@host, whose presence in the channel it \
+         watches; account:NAME is for a remote's allowed sender (rexd --allow-from)"
+    )]
+    AccountRemote,
     /// A limit below what can work.
     #[error("{field} must be at least {min}")]
     TooSmall {
@@ -217,7 +223,10 @@ impl ConnectionConfig {
         crate::irc::session::validate_channel(&self.oa1.channel)?;
         match &self.oa1.allowed_sender {
             Some(sender) => {
-                SenderPattern::parse(sender).map_err(ConfigError::AllowedSender)?;
+                let pattern = SenderPattern::parse(sender).map_err(ConfigError::AllowedSender)?;
+                if desk && pattern.needs_accounts() {
+                    return Err(ConfigError::AccountRemote);
+                }
             }
             None if desk => return Err(ConfigError::NoRemote),
             None => {}
@@ -555,6 +564,22 @@ impl<E: Endpoint> Connection<E> {
             config.session.channels.push(channel.clone());
         }
         config.oa1.nick = config.session.nick.clone();
+        // An `account:` sender is known by each message's account tag: ask for it.
+        let needs_accounts = config
+            .oa1
+            .allowed_sender
+            .as_deref()
+            .and_then(|s| SenderPattern::parse(s).ok())
+            .is_some_and(|p| p.needs_accounts());
+        if needs_accounts
+            && !config
+                .session
+                .capabilities
+                .iter()
+                .any(|c| c == "account-tag")
+        {
+            config.session.capabilities.push("account-tag".to_owned());
+        }
         let peer = match desk {
             true => config
                 .oa1

@@ -158,15 +158,16 @@ impl Link {
         parsed: Parsed<'a, '_>,
     ) -> Option<Inbound<'a>> {
         self.stats.lines_in += 1;
-        let (source, target, text, mine) = match parsed {
-            Parsed::Relayed(msg) => (msg.source, msg.target, msg.text, false),
+        let (source, target, text, mine, account) = match parsed {
+            // The fast path is for lines without tags: no account.
+            Parsed::Relayed(msg) => (msg.source, msg.target, msg.text, false, None),
             Parsed::Message(msg) => {
                 self.identity.observe(msg);
                 match (msg.source, msg.params()) {
                     (Some(source), [target, text]) if msg.is("PRIVMSG") => {
                         // Checked after `observe`, which may have just learned a new nick.
                         let mine = self.identity.is_me(source.nick);
-                        (source, *target, text.as_bytes(), mine)
+                        (source, *target, text.as_bytes(), mine, msg.tag("account"))
                     }
                     _ => {
                         self.stats.ignored += 1;
@@ -186,7 +187,7 @@ impl Link {
             return None;
         }
         if let Some(allowed) = &self.allowed
-            && !allowed.matches_source(casemap, &source)
+            && !allowed.matches_message(casemap, &source, account.as_deref())
         {
             self.stats.disallowed_sender += 1;
             self.stats.ignored += 1;

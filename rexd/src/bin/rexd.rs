@@ -46,8 +46,10 @@ struct Args {
     /// Our nick (with --irc).
     #[arg(long, default_value = "rexd")]
     nick: String,
-    /// Accept requests from this nick, or from a full NICK!USER@HOST mask (USER and HOST may use
-    /// * and ?), only (with --irc). A nick alone is taken by anyone once its owner quits.
+    /// Accept requests from this nick, a full NICK!USER@HOST mask (USER and HOST may use * and
+    /// ?), or account:NAME (whoever the server says is logged in to that account; needs a SASL
+    /// login of our own and a server that sends accounts), only (with --irc). A nick alone is
+    /// taken by anyone once its owner quits.
     #[arg(long, value_name = "NICK|MASK")]
     allow_from: Option<String>,
     /// Serve --irc without --secret-file. RISK: whoever holds the allowed nick (or, without

@@ -412,7 +412,7 @@ impl ServicesIrc {
             d.join("atheme.conf"),
             format!(
                 r#"loadmodule "modules/protocol/inspircd"; loadmodule "modules/backend/opensex"; loadmodule "modules/nickserv/main";
-loadmodule "modules/nickserv/register"; loadmodule "modules/nickserv/identify"; loadmodule "modules/nickserv/cert";
+loadmodule "modules/nickserv/register"; loadmodule "modules/nickserv/identify"; loadmodule "modules/nickserv/cert"; loadmodule "modules/nickserv/logout";
 loadmodule "modules/saslserv/main"; loadmodule "modules/saslserv/plain"; loadmodule "modules/saslserv/external";
 serverinfo {{
 	name = "services.test"; desc = "Atheme test services"; numeric = "0SV"; recontime = 1;
@@ -480,6 +480,11 @@ general {{ commit_interval = 5; }};
         };
         server.wait_for_sasl();
         server
+    }
+
+    /// `127.0.0.1:PORT` (plain text).
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
     /// Until a fresh `CAP LS` lists `sasl`: Atheme has linked (at most 15 s).
@@ -666,6 +671,11 @@ pub struct IrcConn {
 impl IrcConn {
     /// Connects and starts registering `nick`, joining `channel`.
     pub fn connect(addr: &str, nick: &str, channel: &str, now: u64) -> Self {
+        Self::connect_with(addr, SessionConfig::new(nick, &[channel]), now)
+    }
+
+    /// Connects and starts a session with `config` (SASL, capabilities).
+    pub fn connect_with(addr: &str, config: SessionConfig, now: u64) -> Self {
         let socket = TcpStream::connect(addr).expect("connect to the IRC server");
         socket.set_nodelay(true).ok();
         socket.set_nonblocking(true).expect("non-blocking");
@@ -673,7 +683,7 @@ impl IrcConn {
             socket,
             // Accept anything a server may send, so an over-long relayed line would be seen.
             decoder: LineDecoder::new(64 * 1024),
-            session: Session::new(SessionConfig::new(nick, &[channel]), now),
+            session: Session::new(config, now),
             joined: false,
             received: Vec::new(),
             longest_line: 0,

@@ -9721,6 +9721,12 @@ data class IrcSessionConfig (
      * Log in with SASL while registering (`null`: no `CAP` at all).
      */
     var `sasl`: SaslConfig? = null 
+    , 
+    /**
+     * IRCv3 capabilities to ask for when offered (`account-tag` is added for an `account:`
+     * allowed sender).
+     */
+    var `capabilities`: List<kotlin.String> = listOf() 
     
 ){
     
@@ -9747,6 +9753,7 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterLong.read(buf),
             FfiConverterLong.read(buf),
             FfiConverterOptionalTypeSaslConfig.read(buf),
+            FfiConverterSequenceString.read(buf),
         )
     }
 
@@ -9760,7 +9767,8 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterLong.allocationSize(value.`pingIntervalMs`) +
             FfiConverterLong.allocationSize(value.`pingTimeoutMs`) +
             FfiConverterLong.allocationSize(value.`maxLineBytes`) +
-            FfiConverterOptionalTypeSaslConfig.allocationSize(value.`sasl`)
+            FfiConverterOptionalTypeSaslConfig.allocationSize(value.`sasl`) +
+            FfiConverterSequenceString.allocationSize(value.`capabilities`)
     )
 
     override fun write(value: IrcSessionConfig, buf: ByteBuffer) {
@@ -9774,6 +9782,7 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterLong.write(value.`pingTimeoutMs`, buf)
             FfiConverterLong.write(value.`maxLineBytes`, buf)
             FfiConverterOptionalTypeSaslConfig.write(value.`sasl`, buf)
+            FfiConverterSequenceString.write(value.`capabilities`, buf)
     }
 }
 
@@ -11816,9 +11825,18 @@ enum class ErrorKind {
      */
     NO_REMOTE,
     /**
-     * `oa1.allowedSender` is not a nick, a `nick!user@host` mask or `"*"`.
+     * `oa1.allowedSender` is not a nick, a `nick!user@host` mask, `account:NAME` or `"*"`.
      */
     ALLOWED_SENDER,
+    /**
+     * A desk's `oa1.allowedSender` is `account:NAME`: a desk names its remote by nick, whose
+     * presence it watches; accounts are for a remote's allowed sender.
+     */
+    ACCOUNT_REMOTE,
+    /**
+     * `session.sasl` cannot log in (`PLAIN` without a username or a password).
+     */
+    INVALID_LOGIN,
     /**
      * A limit below what can work (the detail names it).
      */
