@@ -48,8 +48,9 @@ enum Role {
 struct Args {
     /// The shell command to run on the remote end.
     command: Option<String>,
-    /// Talk through a real IRC server instead of the in-process one: ircs://HOST[:PORT] (TLS,
-    /// the certificate verified), irc://HOST[:PORT] or HOST:PORT (plain TCP).
+    /// Talk through a real IRC server instead of the in-process one: ircs://HOST:PORT (TLS, the
+    /// port 6697 when left out, the certificate verified), irc://HOST:PORT or HOST:PORT (plain
+    /// TCP).
     #[arg(long, value_name = "URL|HOST:PORT")]
     irc: Option<String>,
     #[command(flatten)]

@@ -32,10 +32,10 @@ struct Args {
     /// Run as the agent on this socket (what --resumable starts; not for direct use).
     #[arg(long, value_name = "SOCKET", hide = true, conflicts_with_all = ["stdio", "irc", "mcp"])]
     agent: Option<PathBuf>,
-    /// Serve OA1 RemoteBash on an IRC channel: connect to ircs://HOST[:PORT] (TLS, the
-    /// certificate verified), irc://HOST[:PORT] or HOST:PORT (plain TCP). A link lost after
-    /// joining is reconnected after 1 s, doubling up to 60 s; a first connection that fails is
-    /// an error.
+    /// Serve OA1 RemoteBash on an IRC channel: connect to ircs://HOST:PORT (TLS, the port 6697
+    /// when left out, the certificate verified), irc://HOST:PORT or HOST:PORT (plain TCP). A
+    /// link lost after joining is reconnected after 1 s, doubling up to 60 s; a first
+    /// connection that fails is an error.
     #[arg(long, value_name = "URL|HOST:PORT")]
     irc: Option<String>,
     #[command(flatten)]
