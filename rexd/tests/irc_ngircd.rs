@@ -340,7 +340,10 @@ fn an_address_without_a_port_says_what_is_expected() {
     let stderr = failed_start("nonsense");
     assert!(
         stderr.contains("--irc nonsense: ")
-            && stderr.contains("expected the IRC server as HOST:PORT, e.g. 127.0.0.1:6667"),
+            && stderr.contains(
+                "expected the IRC server as ircs://HOST[:PORT] (TLS), irc://HOST[:PORT] or \
+                 HOST:PORT, e.g. ircs://irc.example.net:6697 or 127.0.0.1:6667"
+            ),
         "{stderr}"
     );
 }
@@ -420,7 +423,7 @@ fn a_secret_file_others_can_read_is_refused() {
         .expect("run rexd --irc");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("--irc 127.0.0.1:1: Connection refused"),
+        stderr.contains("--irc 127.0.0.1:1: connect to 127.0.0.1:1 failed: Connection refused"),
         "{stderr}"
     );
 }
