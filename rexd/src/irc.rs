@@ -1,4 +1,4 @@
-//! `rexd --irc HOST:PORT --channel '#desk' --nick NAME`: the daemon as the remote end of OA1
+//! `rexd --irc ircs://HOST:PORT --channel '#desk' --nick NAME`: the daemon as the remote end of OA1
 //! (`docs/oa1.md`, "`RemoteBash`": the remote that answers the desk's requests).
 //!
 //! One mio loop holds the IRC socket, the children's pipes and the timers. The core's
