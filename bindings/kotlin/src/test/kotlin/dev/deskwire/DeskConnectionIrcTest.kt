@@ -60,8 +60,11 @@ class DeskConnectionIrcTest {
         assertEquals(ErrorKind.NO_REMOTE, refused(connectionConfig(nick = "desk", channel = "#desk")))
         assertEquals(ErrorKind.INVALID_CHANNEL, refused(connectionConfig(nick = "desk", channel = "desk", peer = "rexd")))
         assertEquals(ErrorKind.INVALID_NICK, refused(connectionConfig(nick = "a b", channel = "#desk", peer = "rexd")))
-        // The right config gets as far as the socket.
-        assertFailsWith<java.net.ConnectException> { DeskConnection.connect("127.0.0.1", nowhere, scope = scope) }
+        // The right config gets as far as the socket, whose failure names the host and the port.
+        val e = assertFailsWith<IrcConnectException> { DeskConnection.connect("127.0.0.1", nowhere, scope = scope) }
+        assertTrue(e.message!!.startsWith("connect to 127.0.0.1:$nowhere failed: Connection refused"), e.message)
+        // The JDK's exception is in the chain (coroutines may put a copy of ours before it).
+        assertTrue(generateSequence<Throwable>(e) { it.cause }.any { it is java.net.ConnectException })
         Unit
     }
 
