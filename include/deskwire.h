@@ -596,8 +596,9 @@ dw_status dw_gateway_redact(const uint8_t *data,
 /**
  * Creates a session. `config_json`: `{"nick", "user"?, "realname"?, "password"?,
  * "channels"?: [..], "max_nick_attempts"?, "ping_interval_ms"?, "ping_timeout_ms"?,
- * "max_line_bytes"?}` (unknown members refused). Registration lines are queued at once. On
- * success `*out` is a new handle the caller frees with `dw_irc_session_free`.
+ * "nick_regain_ms"?, "max_line_bytes"?, "sasl"?, "capabilities"?}` (unknown members
+ * refused). Registration lines are queued at once. On success `*out` is a new handle the
+ * caller frees with `dw_irc_session_free`.
  */
 dw_status dw_irc_session_new(const char *config_json, uint64_t now_ms, struct dw_irc_session **out);
 
@@ -1288,8 +1289,8 @@ dw_status dw_desk_remote_bash(struct dw_desk *desk,
 dw_status dw_desk_tool_result(struct dw_desk *desk, struct dw_str *id, struct dw_str *result);
 
 /**
- * The connection's state, viewed in `*out`: `registering`, `joining`, `waiting_for_peer`,
- * `ready` or `closed`.
+ * The connection's state, viewed in `*out`: `registering`, `joining`, `waiting_for_nick`,
+ * `waiting_for_peer`, `ready` or `closed`.
  */
 dw_status dw_desk_state(struct dw_desk *desk, struct dw_str *out);
 

@@ -971,3 +971,76 @@ fn the_pacing_follows_what_the_server_says_it_is() {
         remote.stats()
     );
 }
+
+/// A desk that reconnects before the server has seen its previous connection go registers as
+/// `desk_`: a remote serving `desk` would ignore that, so the desk holds its requests, asks for
+/// its nick back, and sends once it has it.
+#[test]
+fn a_desk_under_a_fallback_nick_waits_for_its_own() {
+    let mut net = Network::new(1);
+    let (old, d, r) = (net.connect("h1"), net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    // The previous connection, still holding `desk`.
+    net.handle_bytes(old, b"NICK desk\r\nUSER desk 0 * desk\r\n");
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    for t in 0..4 {
+        step(&mut desk, &mut net, d, t);
+    }
+    assert_eq!(desk.session().identity().nick(), "desk_");
+    assert_eq!(desk.state(), ConnectionState::WaitingForNick);
+    let id = desk.request(4, "uname", None).unwrap();
+    let held = step(&mut desk, &mut net, d, 5);
+    assert!(!held.has_line("PRIVMSG"), "held: {:?}", held.lines);
+    // Still taken at the first try (2 s after registering): refused quietly, no event.
+    let tried = step(&mut desk, &mut net, d, 2_010);
+    assert_eq!(tried.lines, ["NICK desk"]);
+    let refused = step(&mut desk, &mut net, d, 2_011);
+    assert!(refused.events.is_empty(), "{:?}", refused.events);
+    assert_eq!(desk.state(), ConnectionState::WaitingForNick);
+    assert_eq!(
+        desk.waiting_for().as_deref(),
+        Some(
+            "our nick `desk` back (it was taken when we registered, so we are `desk_`; a remote \
+             that serves `desk` would ignore `desk_`)"
+        )
+    );
+    // The old connection goes; the next try (4 s later) takes the nick and the request leaves.
+    net.disconnect(old);
+    step(&mut desk, &mut net, d, 6_011);
+    let back = step(&mut desk, &mut net, d, 6_012);
+    assert!(
+        back.has_event(&ConnectionEvent::Irc(SessionEvent::NickChanged {
+            old: "desk_".into(),
+            new: "desk".into()
+        }))
+    );
+    assert!(back.has_event(&ready()));
+    assert!(back.has_line(&format!("PRIVMSG #desk :OA1 REQ {id} 1 0 uname")));
+    let asked = step(&mut remote, &mut net, r, 6_013);
+    assert!(asked.events.iter().any(|e| matches!(e,
+        ConnectionEvent::Oa1(Event::Request { id: got, .. }) if *got == id)));
+}
+
+/// When the nick never comes back, the request fails `not_ready` saying why.
+#[test]
+fn a_desk_that_cannot_regain_its_nick_says_so() {
+    let mut net = Network::new(1);
+    let (old, d) = (net.connect("h1"), net.connect("h1"));
+    net.handle_bytes(old, b"NICK desk\r\nUSER desk 0 * desk\r\n");
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    for t in 0..4 {
+        step(&mut desk, &mut net, d, t);
+    }
+    desk.request(4, "uname", None).unwrap();
+    let mut failure = None;
+    for t in (5..40_000).step_by(1_000) {
+        failure = failure.or(failure_in(&step(&mut desk, &mut net, d, t)));
+    }
+    let (code, message) = failure.expect("the request failed");
+    assert_eq!(code, "not_ready");
+    assert!(
+        message.starts_with("not ready after 30 s: waiting for our nick `desk` back"),
+        "{message}"
+    );
+}

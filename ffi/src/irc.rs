@@ -18,8 +18,9 @@ as_handle!(dw_irc_session, Session);
 
 /// Creates a session. `config_json`: `{"nick", "user"?, "realname"?, "password"?,
 /// "channels"?: [..], "max_nick_attempts"?, "ping_interval_ms"?, "ping_timeout_ms"?,
-/// "max_line_bytes"?}` (unknown members refused). Registration lines are queued at once. On
-/// success `*out` is a new handle the caller frees with `dw_irc_session_free`.
+/// "nick_regain_ms"?, "max_line_bytes"?, "sasl"?, "capabilities"?}` (unknown members
+/// refused). Registration lines are queued at once. On success `*out` is a new handle the
+/// caller frees with `dw_irc_session_free`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_irc_session_new(
     config_json: *const c_char,

@@ -660,8 +660,8 @@ pub unsafe extern "C" fn dw_desk_tool_result(
     verb::tool_result(desk, id, result)
 }
 
-/// The connection's state, viewed in `*out`: `registering`, `joining`, `waiting_for_peer`,
-/// `ready` or `closed`.
+/// The connection's state, viewed in `*out`: `registering`, `joining`, `waiting_for_nick`,
+/// `waiting_for_peer`, `ready` or `closed`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_desk_state(desk: *mut dw_desk, out: *mut dw_str) -> dw_status {
     verb::state(desk, out)

@@ -120,9 +120,10 @@ pub struct DeskRpcClient {
     auto_poll: bool,
     /// Where the connection stands: `closed` (never connected, or ended),
     /// `registering` (connecting, `NICK`/`USER` sent), `joining` (registered, joining
-    /// [member channel]; a refused join is tried again after 5 s), `waiting_for_peer` (in
-    /// the channel, waiting for [member remote_nick] to be there: see [method waiting_for])
-    /// or `ready` (requests go out). Requests made before `ready` wait and leave then.
+    /// [member channel]; a refused join is tried again after 5 s), `waiting_for_nick`
+    /// (registered under a fallback because our nick was taken, asking for it back),
+    /// `waiting_for_peer` (in the channel, waiting for [member remote_nick] to be there: see
+    /// [method waiting_for]) or `ready` (requests go out). Requests made before `ready` wait and leave then.
     #[var(no_set)]
     #[init(val = GString::from("closed"))]
     state: GString,

@@ -27,6 +27,10 @@ pub struct IrcSessionConfig {
     pub ping_interval_ms: i64,
     /// Give up this long after an unanswered keepalive.
     pub ping_timeout_ms: i64,
+    /// Registered under a fallback nick, ask for ours back after this long (doubling, up to a
+    /// minute; at once when `MONITOR` says it is free). 0: keep the fallback.
+    #[uniffi(default = 2000)]
+    pub nick_regain_ms: i64,
     /// Longest line accepted from the server, CRLF included.
     pub max_line_bytes: i64,
     /// Log in with SASL while registering (`null`: no `CAP` at all).
@@ -126,6 +130,10 @@ pub struct IrcSessionStats {
     pub keepalive_pings: i64,
     /// `NICK` commands sent.
     pub nick_attempts: i64,
+    /// `NICK` commands sent to regain the configured nick from a fallback.
+    pub regain_attempts: i64,
+    /// Of those, the ones refused (the nick was still taken).
+    pub regain_refusals: i64,
 }
 
 /// A sans-IO IRC client session.
@@ -230,6 +238,7 @@ impl From<irc::SessionConfig> for IrcSessionConfig {
             max_nick_attempts: i32::try_from(c.max_nick_attempts).unwrap_or(i32::MAX),
             ping_interval_ms: long(c.ping_interval_ms),
             ping_timeout_ms: long(c.ping_timeout_ms),
+            nick_regain_ms: long(c.nick_regain_ms),
             max_line_bytes: long_size(c.max_line_bytes),
             sasl: c.sasl,
             capabilities: c.capabilities,
@@ -250,6 +259,7 @@ impl TryFrom<IrcSessionConfig> for irc::SessionConfig {
             max_nick_attempts: non_negative_u32("session.maxNickAttempts", c.max_nick_attempts)?,
             ping_interval_ms: non_negative("session.pingIntervalMs", c.ping_interval_ms)?,
             ping_timeout_ms: non_negative("session.pingTimeoutMs", c.ping_timeout_ms)?,
+            nick_regain_ms: non_negative("session.nickRegainMs", c.nick_regain_ms)?,
             max_line_bytes: to_usize(non_negative("session.maxLineBytes", c.max_line_bytes)?),
             sasl: c.sasl,
             capabilities: c.capabilities,
@@ -280,6 +290,8 @@ impl From<irc::SessionStats> for IrcSessionStats {
             pings_answered: long(s.pings_answered),
             keepalive_pings: long(s.keepalive_pings),
             nick_attempts: i64::from(s.nick_attempts),
+            regain_attempts: i64::from(s.regain_attempts),
+            regain_refusals: i64::from(s.regain_refusals),
         }
     }
 }

@@ -48,6 +48,9 @@ pub const KEEPALIVE_TOKEN: &str = "deskwire";
 /// Bytes a line we send may have before its CRLF (servers refuse longer ones).
 const MAX_OUTGOING: usize = MAX_LINE_BYTES - 2;
 
+/// The longest wait between two tries to regain our nick.
+const MAX_REGAIN_DELAY_MS: u64 = 60_000;
+
 /// How to register and what to join.
 ///
 /// As JSON only `nick` is required; `user` defaults to the nick and the rest to
@@ -72,6 +75,11 @@ pub struct SessionConfig {
     pub ping_interval_ms: u64,
     /// Give up on the link when nothing arrived this long after a keepalive `PING`.
     pub ping_timeout_ms: u64,
+    /// Registered under a fallback nick (ours was taken: often by our own previous connection,
+    /// which the server has not yet seen go), ask for ours back after this long, then after
+    /// twice as long each time, up to a minute, and at once when `MONITOR` (where the server
+    /// offers it) says it is free. 0: keep the fallback.
+    pub nick_regain_ms: u64,
     /// Longest line accepted from the server, CRLF included; longer lines are ignored and counted.
     pub max_line_bytes: usize,
     /// Log in with SASL while registering (`CAP LS 302`, `CAP REQ :sasl`, `AUTHENTICATE`;
@@ -96,6 +104,7 @@ struct SessionConfigJson {
     max_nick_attempts: Option<u32>,
     ping_interval_ms: Option<u64>,
     ping_timeout_ms: Option<u64>,
+    nick_regain_ms: Option<u64>,
     max_line_bytes: Option<usize>,
     #[serde(default)]
     sasl: Option<SaslConfig>,
@@ -125,6 +134,9 @@ impl From<SessionConfigJson> for SessionConfig {
         if let Some(ms) = json.ping_timeout_ms {
             config.ping_timeout_ms = ms;
         }
+        if let Some(ms) = json.nick_regain_ms {
+            config.nick_regain_ms = ms;
+        }
         if let Some(n) = json.max_line_bytes {
             config.max_line_bytes = n;
         }
@@ -134,8 +146,8 @@ impl From<SessionConfigJson> for SessionConfig {
 
 impl SessionConfig {
     /// A configuration for `nick` joining `channels`, with user `nick`, real name `deskwire`, 5
-    /// nick attempts, a keepalive `PING` after 60 s of silence, a 120 s timeout for its answer, and
-    /// lines of up to [`DEFAULT_MAX_LINE_BYTES`] (IRCv3 tags included).
+    /// nick attempts, a keepalive `PING` after 60 s of silence, a 120 s timeout for its answer, a
+    /// fallback nick's first try to regain ours after 2 s, and lines of up to [`DEFAULT_MAX_LINE_BYTES`] (IRCv3 tags included).
     pub fn new(nick: &str, channels: &[&str]) -> Self {
         SessionConfig {
             nick: nick.to_owned(),
@@ -146,6 +158,7 @@ impl SessionConfig {
             max_nick_attempts: 5,
             ping_interval_ms: 60_000,
             ping_timeout_ms: 120_000,
+            nick_regain_ms: 2_000,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             sasl: None,
             capabilities: Vec::new(),
@@ -407,6 +420,10 @@ pub struct SessionStats {
     pub keepalive_pings: u64,
     /// `NICK` commands sent during registration.
     pub nick_attempts: u32,
+    /// `NICK` commands sent to regain the configured nick from a fallback.
+    pub regain_attempts: u32,
+    /// Of those, the ones the server refused (the nick was still taken).
+    pub regain_refusals: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -439,7 +456,22 @@ pub struct Session {
     decoder: LineDecoder,
     last_received_ms: u64,
     keepalive_sent_ms: Option<u64>,
+    /// Registered under a fallback: asking for our nick back.
+    regain: Option<Regain>,
+    /// The server's ISUPPORT has `MONITOR`.
+    monitor_offered: bool,
     stats: SessionStats,
+}
+
+/// Asking for the configured nick back while registered under a fallback.
+#[derive(Debug, Clone)]
+struct Regain {
+    /// When to send the next `NICK`.
+    next_try_ms: u64,
+    /// The wait before that try (doubling, up to [`MAX_REGAIN_DELAY_MS`]).
+    delay_ms: u64,
+    /// `MONITOR + nick` was sent: the server says when the nick is free (`731`).
+    monitoring: bool,
 }
 
 impl Session {
@@ -476,6 +508,8 @@ impl Session {
             decoder: LineDecoder::new(config.max_line_bytes),
             last_received_ms: now_ms,
             keepalive_sent_ms: None,
+            regain: None,
+            monitor_offered: false,
             stats: SessionStats::default(),
             config,
         };
@@ -515,6 +549,12 @@ impl Session {
     /// The IRCv3 capabilities in force (acknowledged by the server).
     pub fn capabilities(&self) -> Vec<String> {
         self.cap.enabled().map(str::to_owned).collect()
+    }
+
+    /// The configured nick while we are registered under a fallback and asking for it back
+    /// (see [`SessionConfig::nick_regain_ms`]); `None` when we hold it, or keep the fallback.
+    pub fn regaining_nick(&self) -> Option<&str> {
+        self.regain.as_ref().map(|_| self.base_nick.as_str())
     }
 
     /// Whether the server has accepted us (`001`) and the session has not ended.
@@ -652,6 +692,13 @@ impl Session {
             }
             None => {}
         }
+        if self
+            .regain
+            .as_ref()
+            .is_some_and(|r| now_ms >= r.next_try_ms)
+        {
+            self.try_regain(now_ms);
+        }
     }
 
     /// The next thing to do: a line to send, an event, or the deadline to wait for. Call it until
@@ -667,6 +714,10 @@ impl Session {
         };
         let deadline = match self.cap.deadline() {
             Some(login) if self.state != State::Closed => deadline.min(login),
+            _ => deadline,
+        };
+        let deadline = match &self.regain {
+            Some(regain) if self.state != State::Closed => deadline.min(regain.next_try_ms),
             _ => deadline,
         };
         SessionOutput::Timeout(deadline)
@@ -793,6 +844,41 @@ impl Session {
                 for channel in std::mem::take(&mut self.pending_joins) {
                     self.send_join(&channel);
                 }
+                self.start_regain();
+            }
+        } else if command == "005" {
+            // 005 <nick> TOKEN[=value] ... :are supported by this server
+            let params = msg.params();
+            let tokens = params.get(1..params.len().saturating_sub(1)).unwrap_or(&[]);
+            if tokens
+                .iter()
+                .any(|t| t.split_once('=').map_or(*t, |(key, _)| key) == "MONITOR")
+            {
+                self.monitor_offered = true;
+                self.start_monitor();
+            }
+        } else if command == "731" {
+            // 731 <me> :nick[!user@host][,nick...]: the nicks watched that are free now.
+            let mapping = self.identity.casemapping();
+            let free = msg.trailing().unwrap_or("").split(',').any(|target| {
+                let nick = target.split('!').next().unwrap_or("");
+                mapping.eq(nick, &self.base_nick)
+            });
+            if free && self.regain.is_some() {
+                self.try_regain(self.last_received_ms);
+            }
+        } else if matches!(command, "432" | "433" | "436" | "437")
+            && self.state == State::Registered
+            && self.regain.is_some()
+            && msg
+                .param(1)
+                .is_some_and(|n| self.identity.casemapping().eq(n, &self.base_nick))
+        {
+            // Our try to regain the nick was refused: still taken, so try again later. A nick
+            // the server calls erroneous (432, e.g. reserved by services) never will be.
+            self.stats.regain_refusals += 1;
+            if command == "432" {
+                self.stop_regain();
             }
         } else if matches!(command, "432" | "433" | "436" | "437")
             && self.state == State::Registering
@@ -860,6 +946,9 @@ impl Session {
             }
         } else if command.eq_ignore_ascii_case("NICK") && from_me {
             let new = self.identity.nick().to_owned();
+            if self.regain.is_some() && self.identity.is_me(&self.base_nick) {
+                self.stop_regain();
+            }
             if new != old_nick {
                 self.event(SessionEvent::NickChanged { old: old_nick, new });
             }
@@ -893,6 +982,53 @@ impl Session {
         self.stats.nick_attempts += 1;
         self.identity.set_nick(&nick);
         self.send("NICK", &[&nick]);
+    }
+
+    /// Registered under a fallback: plan to ask for the configured nick back.
+    fn start_regain(&mut self) {
+        if self.identity.is_me(&self.base_nick) || self.config.nick_regain_ms == 0 {
+            return;
+        }
+        self.regain = Some(Regain {
+            next_try_ms: self
+                .last_received_ms
+                .saturating_add(self.config.nick_regain_ms),
+            delay_ms: self.config.nick_regain_ms,
+            monitoring: false,
+        });
+        self.start_monitor();
+    }
+
+    /// Watches the configured nick with `MONITOR` when regaining it on a server that offers it.
+    fn start_monitor(&mut self) {
+        if let Some(regain) = self.regain.as_mut().filter(|r| !r.monitoring)
+            && self.monitor_offered
+        {
+            regain.monitoring = true;
+            let nick = self.base_nick.clone();
+            self.send("MONITOR", &["+", &nick]);
+        }
+    }
+
+    /// Asks for the configured nick now; the next try waits twice as long as this one did.
+    fn try_regain(&mut self, now_ms: u64) {
+        let Some(regain) = self.regain.as_mut() else {
+            return;
+        };
+        regain.delay_ms = regain.delay_ms.saturating_mul(2).min(MAX_REGAIN_DELAY_MS);
+        regain.next_try_ms = now_ms.saturating_add(regain.delay_ms);
+        self.stats.regain_attempts += 1;
+        let nick = self.base_nick.clone();
+        self.send("NICK", &[&nick]);
+    }
+
+    fn stop_regain(&mut self) {
+        if let Some(regain) = self.regain.take()
+            && regain.monitoring
+        {
+            let nick = self.base_nick.clone();
+            self.send("MONITOR", &["-", &nick]);
+        }
     }
 
     fn send_join(&mut self, channel: &str) {
@@ -1276,6 +1412,132 @@ mod tests {
                 message: "433 bob Nickname is already in use".into()
             }]
         );
+    }
+
+    /// Registered as `desk_` at 2 s because `desk` was taken.
+    fn registered_under_fallback(config: SessionConfig) -> Session {
+        let mut session = Session::new(config, 0);
+        drain(&mut session, 0);
+        server(
+            &mut session,
+            1,
+            &[":srv 433 * desk :Nickname is already in use"],
+        );
+        server(&mut session, 2_000, &[":srv 001 desk_ :Welcome"]);
+        session
+    }
+
+    #[test]
+    fn fallback_nick_asks_for_ours_back_with_growing_waits() {
+        let mut config = SessionConfig::new("desk", &["#desk"]);
+        config.ping_interval_ms = 3_600_000; // no keepalive PING among the lines
+        let mut session = registered_under_fallback(config);
+        assert_eq!(session.regaining_nick(), Some("desk"));
+        // The first try 2 s after registering, then 4 s, 8 s, ... up to a minute.
+        let mut tries = Vec::new();
+        let mut now = 2_000;
+        for _ in 0..8 {
+            let (_, _, deadline) = drain(&mut session, now);
+            now = deadline;
+            session.handle_timeout(now);
+            let (sent, events, _) = drain(&mut session, now);
+            assert_eq!(sent, ["NICK desk"], "at {now}");
+            assert!(events.is_empty());
+            tries.push(now);
+            // Still taken: refused quietly (not a ServerError), and tried again later.
+            let (sent, events) = server(
+                &mut session,
+                now,
+                &[":srv 433 desk_ desk :Nickname is already in use"],
+            );
+            assert!(sent.is_empty() && events.is_empty(), "{sent:?} {events:?}");
+        }
+        let waits: Vec<u64> = tries.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(tries[0], 4_000);
+        assert_eq!(
+            waits,
+            [4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000]
+        );
+        assert_eq!(session.stats().regain_attempts, 8);
+        assert_eq!(session.stats().regain_refusals, 8);
+        // The server lets us have it: the session says so and stops asking.
+        let (sent, events) = server(&mut session, now + 1, &[":desk_!u@h NICK :desk"]);
+        assert!(sent.is_empty());
+        assert_eq!(
+            events,
+            [
+                SessionEvent::NickChanged {
+                    old: "desk_".into(),
+                    new: "desk".into()
+                },
+                SessionEvent::PrefixLearned {
+                    prefix: "desk!u@h".into()
+                }
+            ]
+        );
+        assert_eq!(session.regaining_nick(), None);
+        assert_eq!(session.identity().nick(), "desk");
+        session.handle_timeout(now + 120_000);
+        assert!(
+            !drain(&mut session, now + 120_000)
+                .0
+                .contains(&"NICK desk".to_owned())
+        );
+        // A 433 for the nick now is an ordinary error again.
+        let (_, events) = server(&mut session, now + 2, &[":srv 433 desk bob :in use"]);
+        assert_eq!(events.len(), 1);
+    }
+
+    #[test]
+    fn monitor_says_when_our_nick_is_free() {
+        let mut session = registered_under_fallback(SessionConfig::new("desk", &["#desk"]));
+        let (sent, _) = server(
+            &mut session,
+            2_001,
+            &[":srv 005 desk_ MONITOR=100 NICKLEN=30 :are supported"],
+        );
+        assert_eq!(sent, ["MONITOR + desk"]);
+        // 730: still online; nothing to do until 731 says it is free.
+        let (sent, _) = server(&mut session, 2_100, &[":srv 730 desk_ :desk!u@h"]);
+        assert!(sent.is_empty());
+        let (sent, _) = server(&mut session, 2_200, &[":srv 731 desk_ :Desk"]);
+        assert_eq!(sent, ["NICK desk"]);
+        let (sent, _) = server(&mut session, 2_300, &[":desk_!u@h NICK desk"]);
+        assert_eq!(sent, ["MONITOR - desk"]);
+        assert_eq!(session.regaining_nick(), None);
+    }
+
+    #[test]
+    fn a_nick_the_server_calls_erroneous_is_not_asked_for_again() {
+        let mut session = registered_under_fallback(SessionConfig::new("desk", &["#desk"]));
+        session.handle_timeout(4_000);
+        assert_eq!(drain(&mut session, 4_000).0, ["NICK desk"]);
+        server(
+            &mut session,
+            4_001,
+            &[":srv 432 desk_ desk :Reserved by services"],
+        );
+        assert_eq!(session.regaining_nick(), None);
+        session.handle_timeout(100_000);
+        assert!(
+            drain(&mut session, 100_000)
+                .0
+                .iter()
+                .all(|l| l.starts_with("PING"))
+        );
+    }
+
+    #[test]
+    fn regain_off_keeps_the_fallback() {
+        let mut config = SessionConfig::new("desk", &["#desk"]);
+        config.nick_regain_ms = 0;
+        let mut session = registered_under_fallback(config);
+        assert_eq!(session.regaining_nick(), None);
+        session.handle_timeout(50_000);
+        assert!(drain(&mut session, 50_000).0.is_empty());
+        let json: SessionConfig =
+            serde_json::from_str(r#"{"nick": "desk", "nick_regain_ms": 0}"#).unwrap();
+        assert_eq!(json.nick_regain_ms, 0);
     }
 
     #[test]

@@ -260,6 +260,11 @@ pub enum ConnectionState {
     /// Registered, not (or no longer) in the OA1 channel: lines are held. A refused join is
     /// tried again after `rejoin_delay_ms`.
     Joining,
+    /// Desk only: registered under a fallback nick (ours was taken, often by our own previous
+    /// connection, which the server has not yet seen go), asking for ours back (see
+    /// `SessionConfig::nick_regain_ms`): a remote that serves our nick would ignore the
+    /// fallback. Lines are held.
+    WaitingForNick,
     /// Desk only: in the channel, waiting for the remote (`allowed_sender`; for `*`, anyone)
     /// to be there too, since IRC keeps no history and a request sent before would reach
     /// nobody. Lines are held.
@@ -848,6 +853,14 @@ impl<E: Endpoint> Connection<E> {
                 Some(refusal) => format!("joining {} (refused: {refusal})", self.channel),
                 None => format!("joining {}", self.channel),
             }),
+            ConnectionState::WaitingForNick => Some(format!(
+                "our nick `{}` back (it was taken when we registered, so we are `{}`; a remote \
+                 that serves `{}` would ignore `{}`)",
+                self.session.regaining_nick().unwrap_or(""),
+                self.session.identity().nick(),
+                self.session.regaining_nick().unwrap_or(""),
+                self.session.identity().nick(),
+            )),
             ConnectionState::WaitingForPeer => {
                 let members = self.members.describe();
                 Some(match self.peer.as_ref().and_then(SenderPattern::nick) {
@@ -870,6 +883,8 @@ impl<E: Endpoint> Connection<E> {
             ConnectionState::Registering
         } else if !self.in_channel {
             ConnectionState::Joining
+        } else if self.peer.is_some() && self.session.regaining_nick().is_some() {
+            ConnectionState::WaitingForNick
         } else if self.peer.is_some() && !self.peer_present {
             ConnectionState::WaitingForPeer
         } else {

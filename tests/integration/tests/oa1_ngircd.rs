@@ -583,6 +583,53 @@ mod join_orders {
         answer_is(run(&clock, &mut desk, &mut remote, 30_000), &id, "third");
     }
 
+    /// A desk back before the server has seen its previous connection go (`close()` then an
+    /// immediate `connect()`) registers as `desk_`, which the remote would ignore: it holds the
+    /// request, takes `desk` back once the old connection is gone, and is answered.
+    #[test]
+    fn a_desk_registered_under_a_fallback_takes_its_nick_back() {
+        let ircd = Ngircd::start();
+        let clock = Clock::start();
+        let (desk_cfg, remote_cfg) = configs(deskwire::oa1::DEFAULT_PACING);
+        let mut remote = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Remote::new(remote_cfg, clock.now()).unwrap(),
+        };
+        bring_up(&clock, &mut remote);
+        // The previous connection, still holding the nick.
+        let mut old = IrcConn::connect(&ircd.addr(), "desk", CHANNEL, clock.now());
+        let give_up = clock.now() + 10_000;
+        while !old.joined {
+            assert!(clock.now() < give_up);
+            old.read_lines(clock.now());
+            old.pump_session(clock.now());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut desk = End {
+            wire: Wire::connect(&ircd.addr()),
+            engine: Desk::new(desk_cfg, clock.now(), 6).unwrap(),
+        };
+        let id = desk
+            .engine
+            .request(clock.now(), "fifth", Some(30_000))
+            .unwrap();
+        while desk.engine.state() != ConnectionState::WaitingForNick {
+            assert!(clock.now() < give_up, "{:?}", desk.engine.state());
+            pump_desk(&mut desk, clock.now(), &mut Vec::new());
+            pump_remote(&mut remote, clock.now());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(desk.engine.session().identity().nick(), "desk_");
+        let gone_at = clock.now();
+        drop(old);
+        answer_is(run(&clock, &mut desk, &mut remote, 30_000), &id, "fifth");
+        assert_eq!(desk.engine.session().identity().nick(), "desk");
+        eprintln!(
+            "the nick was back and the request answered {} ms after the old connection closed",
+            clock.now() - gone_at
+        );
+    }
+
     /// Pumps the desk until it reports an OA1 event (the one request's end).
     fn until_desk_event(clock: &Clock, desk: &mut End<Desk>, secs: u64) -> Event {
         let mut done = Vec::new();

@@ -168,7 +168,8 @@ class StateChanged:
     """Desk/Remote: the connection's state changed."""
 
     state: str
-    """``"registering"``, ``"joining"``, ``"waiting_for_peer"`` (a desk in the channel, its
+    """``"registering"``, ``"joining"``, ``"waiting_for_nick"`` (a desk registered under a
+    fallback nick, asking for its own back), ``"waiting_for_peer"`` (a desk in the channel, its
     remote not yet), ``"ready"`` or ``"closed"``."""
 
 

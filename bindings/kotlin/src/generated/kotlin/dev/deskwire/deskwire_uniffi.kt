@@ -9713,6 +9713,12 @@ data class IrcSessionConfig (
     var `pingTimeoutMs`: kotlin.Long
     , 
     /**
+     * Registered under a fallback nick, ask for ours back after this long (doubling, up to a
+     * minute; at once when `MONITOR` says it is free). 0: keep the fallback.
+     */
+    var `nickRegainMs`: kotlin.Long = 2000L 
+    , 
+    /**
      * Longest line accepted from the server, CRLF included.
      */
     var `maxLineBytes`: kotlin.Long
@@ -9752,6 +9758,7 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterLong.read(buf),
             FfiConverterLong.read(buf),
             FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
             FfiConverterOptionalTypeSaslConfig.read(buf),
             FfiConverterSequenceString.read(buf),
         )
@@ -9766,6 +9773,7 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterInt.allocationSize(value.`maxNickAttempts`) +
             FfiConverterLong.allocationSize(value.`pingIntervalMs`) +
             FfiConverterLong.allocationSize(value.`pingTimeoutMs`) +
+            FfiConverterLong.allocationSize(value.`nickRegainMs`) +
             FfiConverterLong.allocationSize(value.`maxLineBytes`) +
             FfiConverterOptionalTypeSaslConfig.allocationSize(value.`sasl`) +
             FfiConverterSequenceString.allocationSize(value.`capabilities`)
@@ -9780,6 +9788,7 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterInt.write(value.`maxNickAttempts`, buf)
             FfiConverterLong.write(value.`pingIntervalMs`, buf)
             FfiConverterLong.write(value.`pingTimeoutMs`, buf)
+            FfiConverterLong.write(value.`nickRegainMs`, buf)
             FfiConverterLong.write(value.`maxLineBytes`, buf)
             FfiConverterOptionalTypeSaslConfig.write(value.`sasl`, buf)
             FfiConverterSequenceString.write(value.`capabilities`, buf)
@@ -9831,6 +9840,16 @@ data class IrcSessionStats (
      * `NICK` commands sent.
      */
     var `nickAttempts`: kotlin.Long
+    , 
+    /**
+     * `NICK` commands sent to regain the configured nick from a fallback.
+     */
+    var `regainAttempts`: kotlin.Long
+    , 
+    /**
+     * Of those, the ones refused (the nick was still taken).
+     */
+    var `regainRefusals`: kotlin.Long
     
 ){
     
@@ -9855,6 +9874,8 @@ public object FfiConverterTypeIrcSessionStats: FfiConverterRustBuffer<IrcSession
             FfiConverterLong.read(buf),
             FfiConverterLong.read(buf),
             FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
         )
     }
 
@@ -9866,7 +9887,9 @@ public object FfiConverterTypeIrcSessionStats: FfiConverterRustBuffer<IrcSession
             FfiConverterLong.allocationSize(value.`ignoredAfterClose`) +
             FfiConverterLong.allocationSize(value.`pingsAnswered`) +
             FfiConverterLong.allocationSize(value.`keepalivePings`) +
-            FfiConverterLong.allocationSize(value.`nickAttempts`)
+            FfiConverterLong.allocationSize(value.`nickAttempts`) +
+            FfiConverterLong.allocationSize(value.`regainAttempts`) +
+            FfiConverterLong.allocationSize(value.`regainRefusals`)
     )
 
     override fun write(value: IrcSessionStats, buf: ByteBuffer) {
@@ -9878,6 +9901,8 @@ public object FfiConverterTypeIrcSessionStats: FfiConverterRustBuffer<IrcSession
             FfiConverterLong.write(value.`pingsAnswered`, buf)
             FfiConverterLong.write(value.`keepalivePings`, buf)
             FfiConverterLong.write(value.`nickAttempts`, buf)
+            FfiConverterLong.write(value.`regainAttempts`, buf)
+            FfiConverterLong.write(value.`regainRefusals`, buf)
     }
 }
 

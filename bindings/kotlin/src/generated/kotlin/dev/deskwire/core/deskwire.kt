@@ -3110,6 +3110,13 @@ enum class ConnectionState {
      */
     JOINING,
     /**
+     * Desk only: registered under a fallback nick (ours was taken, often by our own previous
+     * connection, which the server has not yet seen go), asking for ours back (see
+     * `SessionConfig::nick_regain_ms`): a remote that serves our nick would ignore the
+     * fallback. Lines are held.
+     */
+    WAITING_FOR_NICK,
+    /**
      * Desk only: in the channel, waiting for the remote (`allowed_sender`; for `*`, anyone)
      * to be there too, since IRC keeps no history and a request sent before would reach
      * nobody. Lines are held.
