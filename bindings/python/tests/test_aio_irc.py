@@ -5,6 +5,7 @@ the remote's handler cancelled by CANCEL)."""
 from __future__ import annotations
 
 import asyncio
+import signal
 from pathlib import Path
 from typing import AsyncIterator, Iterator, List
 
@@ -247,6 +248,78 @@ async def test_desk_and_remote_come_back_after_the_server_restarts(server: Ngirc
     await asyncio.wait_for(remote.serve_forever(), 5)  # ended for good by close()
 
 
+async def test_a_call_right_after_the_link_dies_waits_for_the_next_connection(
+    server: Ngircd,
+) -> None:
+    # Found by a new user: a call made at once after DisconnectedError raised ClosedError, and
+    # `state` read "closed", though a new connection was coming.
+    policy = Reconnect(min_delay=0.05, max_delay=0.5)
+
+    async def handler(request: oa1.Request) -> str:
+        if request.payload == "slow":
+            await asyncio.sleep(60)
+        return request.payload.upper()
+
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler, reconnect=policy)
+    desk = await IrcDesk.connect("127.0.0.1", server.port, reconnect=policy)
+    try:
+        in_flight = asyncio.ensure_future(desk.request("slow", timeout=60))
+        await asyncio.sleep(0.2)
+        server.process.terminate()  # the server goes away; it comes back below
+        with pytest.raises(deskwire.DisconnectedError):
+            await asyncio.wait_for(in_flight, 10)
+        assert desk.state == "reconnecting"
+        call = asyncio.ensure_future(desk.request("at once", timeout=20))
+        await asyncio.sleep(0.5)
+        assert not call.done(), "the call waits for the next connection"
+        assert desk.state == "reconnecting"
+        await asyncio.get_running_loop().run_in_executor(None, server.restart)
+        assert await asyncio.wait_for(call, 30) == "AT ONCE"
+        assert desk.state == "ready"
+    finally:
+        await desk.close()
+        await remote.close()
+    assert desk.state == "closed"
+
+
+async def test_a_server_that_stops_answering_is_noticed_and_left(server: Ngircd) -> None:
+    # SIGSTOP: the socket stays open and nothing comes. The keepalive notices (PING after
+    # ping_interval_ms of silence, given up ping_timeout_ms later), the desk drops the link and
+    # connects again once the server answers.
+    policy = Reconnect(min_delay=0.05, max_delay=0.5)
+    keepalive = {"ping_interval_ms": 1000, "ping_timeout_ms": 1500}
+
+    async def handler(request: oa1.Request) -> str:
+        return request.payload.upper()
+
+    remote = await IrcRemote.connect("127.0.0.1", server.port, handler, reconnect=policy,
+                                     session=keepalive)
+    desk = await IrcDesk.connect("127.0.0.1", server.port, reconnect=policy, session=keepalive)
+    loop = asyncio.get_running_loop()
+    try:
+        assert await desk.request("before", timeout=10) == "BEFORE"
+        server.process.send_signal(signal.SIGSTOP)
+        stopped = loop.time()
+        while desk.state == "ready":
+            assert loop.time() - stopped < 10, "the dead link was not noticed"
+            await asyncio.sleep(0.02)
+        noticed = loop.time() - stopped
+        # Silence starts at the last line received, at most ping_interval_ms before the stop.
+        assert 1.4 <= noticed <= 2.5 + 1.0, noticed
+        assert desk.state == "reconnecting"
+        await asyncio.sleep(1.0)
+        server.process.send_signal(signal.SIGCONT)
+        resumed = loop.time()
+        assert await desk.request("after", timeout=30) == "AFTER"
+        back = loop.time() - resumed
+        print(f"dead link noticed after {noticed:.2f} s; answered {back:.2f} s after SIGCONT")
+        assert desk.reconnects >= 1
+    finally:
+        server.process.send_signal(signal.SIGCONT)
+        await desk.close()
+        await remote.close()
+
+
 async def test_reconnecting_gives_up_nothing_until_closed(server: Ngircd) -> None:
     async def handler(request: oa1.Request) -> str:
         return "anyone"
@@ -338,17 +411,18 @@ async def test_a_refused_join_fails_at_once_with_the_server_s_words(server: Ngir
         writer.close()
 
 
-async def test_a_taken_nick_is_an_event_and_the_remote_then_ignores_the_desk(
+async def test_a_taken_nick_keeps_the_second_desk_waiting_and_says_why(
     server: Ngircd, rexd_irc: RexdIrc
 ) -> None:
     async with await IrcDesk.connect("127.0.0.1", server.port) as first:
-        # The second desk comes in as desk_, which rexd --allow-from desk does not serve.
-        async with await IrcDesk.connect("127.0.0.1", server.port) as second:
-            refused = [e for e in second.events if isinstance(e, deskwire.irc.NickRefused)]
-            assert [(e.nick, e.numeric, e.next) for e in refused] == [("desk", "433", "desk_")]
-            assert "in use" in refused[0].text  # the server's words
-            with pytest.raises(deskwire.RequestTimeout):
-                await second.remote_bash("echo ignored", timeout=2)
+        # The second desk comes in as desk_, which rexd --allow-from desk would not serve: it
+        # asks for desk back and sends nothing meanwhile, and says so when it gives up.
+        with pytest.raises(deskwire.NotReadyError) as caught:
+            await IrcDesk.connect("127.0.0.1", server.port, ready_timeout=3)
+        assert caught.value.message.startswith(
+            "not ready after 3 s: waiting for our nick `desk` back (it was taken when we "
+            "registered, so we are `desk_`"
+        ), caught.value.message
         assert await first.remote_bash("echo served", timeout=30) == "served\n"
 
 

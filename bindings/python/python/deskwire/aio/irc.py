@@ -126,6 +126,11 @@ async def _open(
         raise ConnectFailedError("connect_failed", f"connect to {where} failed: {reason}") from e
 
 
+def _session_over(engine: Any) -> bool:
+    """Whether the engine's IRC session has ended (or the engine was dropped)."""
+    return bool(engine.closed) or str(engine.state) == "closed"
+
+
 Dial = Callable[[], Awaitable["tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]"]]
 """Opens a new connection with a new engine (what reconnecting does)."""
 
@@ -173,7 +178,12 @@ class _IrcConnection:
         """How many times the connection came back after the server dropped it."""
         self.events: List[Any] = []
         """IRC and link events seen so far (registration, joins, state changes), at most 256."""
-        self._pump = _Pump(engine, reader, writer, self._event, self._end)
+        self._pump = self._pump_for(engine, reader, writer)
+
+    def _pump_for(
+        self, engine: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> _Pump:
+        return _Pump(engine, reader, writer, self._event, self._end, lambda: _session_over(engine))
 
     def _reconnect_with(self, dial: Dial, policy: Reconnect) -> None:
         self._dial, self._policy = dial, policy
@@ -193,8 +203,16 @@ class _IrcConnection:
         ended = isinstance(event, irc.Disconnected) and self._dial is None
         if (refused or ended) and not self._ready.done():
             self._fail_ready(event.exception())
+        if isinstance(event, irc.Disconnected) and self._reconnecting():
+            # From now on requests wait for the next connection, even before the socket ends.
+            if self._ready.done():
+                self._ready = asyncio.get_running_loop().create_future()
         if len(self.events) < 256:
             self.events.append(event)
+
+    def _reconnecting(self) -> bool:
+        """Whether a new connection follows the end of this one."""
+        return self._dial is not None and not self._closing and not self._ended.done()
 
     def _fail_ready(self, error: BaseException) -> None:
         self._ready.set_exception(error)
@@ -241,13 +259,18 @@ class _IrcConnection:
             self._engine, self._writer = engine, writer
             self.reconnects += 1
             # This pump's end (the server dropping us again) starts the next round.
-            self._pump = _Pump(engine, reader, writer, self._event, self._end)
+            self._pump = self._pump_for(engine, reader, writer)
             return
 
     @property
     def state(self) -> str:
-        """The engine's connection state (``"ready"`` when requests flow)."""
-        return str(self._engine.state)
+        """The connection's state: the engine's (``"registering"``, ``"joining"``,
+        ``"waiting_for_nick"``, ``"waiting_for_peer"``, ``"ready"`` when requests flow,
+        ``"closed"``), or ``"reconnecting"`` between the end of one connection and the next
+        with a :class:`Reconnect` policy."""
+        if _session_over(self._engine) and self._reconnecting():
+            return "reconnecting"
+        return "closed" if self._engine.closed else str(self._engine.state)
 
     def stats(self) -> Dict[str, Any]:
         """The engine's counters: ``{"irc": {...}, "oa1": {...}}``."""
@@ -476,10 +499,12 @@ class IrcDesk(_IrcConnection):
         outcome: the text, or the exception the core's typed failure names."""
         if self._ended.done():
             raise ClosedError("closed", "the desk is closed")
-        if not self._ready.done() and self._dial is not None:
+        if self._reconnecting() and (not self._ready.done() or _session_over(self._engine)):
             # Reconnecting: the engine of the next connection takes the request; wait for it
             # as long as a request may wait for readiness.
             await self.wait_ready(self._ready_timeout)
+        if self._ended.done():
+            raise ClosedError("closed", "the desk is closed")
         request_id = start(now_ms())
         future: asyncio.Future[Union[oa1.Response, oa1.Failed]]
         future = asyncio.get_running_loop().create_future()

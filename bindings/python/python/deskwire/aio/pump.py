@@ -23,6 +23,12 @@ __all__ = ["now_ms"]
 
 log = logging.getLogger(__name__)  # under "deskwire.aio", as before the split
 
+END_GRACE_MS = 2_000
+"""After the engine's session ended (our ``QUIT``, the server's ``ERROR``, no answer to the
+keepalive ``PING``), how long the pump waits for the server to close the socket before it
+stops anyway: long enough for a ``QUIT`` to be read, short enough that a dead link (a server
+that answers nothing, and never closes) ends and can be reconnected."""
+
 
 def now_ms() -> int:
     """The clock every driver gives its engine: ``time.monotonic()`` in milliseconds."""
@@ -39,8 +45,10 @@ class _Pump:
         writer: Any,
         on_event: Callable[[Any], None],
         on_end: Callable[[], None],
+        session_over: Optional[Callable[[], bool]] = None,
     ) -> None:
         self.engine = engine
+        self._session_over = session_over
         self._reader = reader
         self._writer = writer
         self._on_event = on_event
@@ -72,10 +80,16 @@ class _Pump:
 
     async def _run(self) -> None:
         read: Optional[asyncio.Future[bytes]] = None
+        ended_at: Optional[int] = None
         try:
             while True:
                 deadline = self._drain()
                 await self._writer.drain()
+                if self._session_over is not None and self._session_over():
+                    ended_at = now_ms() if ended_at is None else ended_at
+                    if now_ms() >= ended_at + END_GRACE_MS:
+                        return
+                    deadline = min(deadline, ended_at + END_GRACE_MS)
                 if read is None:
                     read = asyncio.ensure_future(self._reader.read(64 * 1024))
                 wake: "asyncio.Future[Any]" = asyncio.ensure_future(self._wake.wait())
