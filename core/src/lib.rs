@@ -42,6 +42,7 @@
 //! - [`irc`]: IRC line parsing and formatting, case mapping, line budgets, a session helper.
 //! - [`lines`]: a bounded line splitter for byte streams (IRC, NDJSON).
 //! - [`oa1`]: OA1, request/response RPC over IRC `PRIVMSG` lines, and the `RemoteBash` contract.
+//! - [`reconnect`]: the reconnect policy (first wait, doubling, cap, random part) every driver uses.
 //! - [`sim`]: an in-memory IRC channel relay and an in-memory IRC server, for tests and demos.
 //! - [`jsonrpc`]: framing (NDJSON, `Content-Length`), the JSON-RPC 2.0 message model and the
 //!   correlation engine shared by the JSON protocols.
@@ -72,6 +73,7 @@ pub mod jsonrpc;
 pub mod lines;
 pub mod mobile;
 pub mod oa1;
+pub mod reconnect;
 pub mod rexd;
 pub mod schemas;
 pub mod sidecar;

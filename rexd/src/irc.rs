@@ -9,9 +9,10 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::transport::{IrcStream, Target, TlsOptions};
+use crate::transport::{IrcStream, Keepalive, Target, TlsOptions};
 use deskwire::irc::SessionEvent;
 use deskwire::oa1::{self, ConnectionConfig, ConnectionEvent, ConnectionOutput, Remote};
+use deskwire::reconnect::{Backoff, ReconnectPolicy};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::frontend;
@@ -72,25 +73,17 @@ pub struct IrcOptions {
     pub exit_marker: bool,
     /// The Unix time (ms) of the loop's clock zero; [`serve_irc`] sets it.
     pub epoch_unix_ms: u64,
-}
-
-/// The first wait before reconnecting; it doubles per failed attempt.
-const RECONNECT_FIRST_MS: u64 = 1_000;
-/// The longest wait between reconnection attempts.
-const RECONNECT_MAX_MS: u64 = 60_000;
-
-/// How long to wait before reconnection attempt `attempt` (0 for the first): 1 s, 2 s, 4 s, …
-/// up to a minute.
-fn reconnect_delay_ms(attempt: u32) -> u64 {
-    RECONNECT_FIRST_MS
-        .saturating_mul(1 << attempt.min(16))
-        .min(RECONNECT_MAX_MS)
+    /// The keepalive: how a dead link is noticed.
+    pub keepalive: Keepalive,
+    /// How a lost link comes back.
+    pub reconnect: ReconnectPolicy,
 }
 
 /// Serves `RemoteBash` on the channel until stopped.
 ///
-/// A link that is lost after we joined is reconnected after 1, 2, 4 … 60 s (back to 1 s once a
-/// connection joins again); the commands of the lost link are killed, since their answers have
+/// A link that is lost after we joined is reconnected with `options.reconnect` (by default after
+/// 1, 2, 4, 8, 10, 10 … s, each plus up to half at random; back to 1 s once a connection joins
+/// again: [`deskwire::reconnect`]); the commands of the lost link are killed, since their answers have
 /// nowhere to go (OA1 makes no promise across reconnects; the desk times the requests out). Only
 /// a first connection that never joins is an error, so a wrong address or channel fails fast.
 pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
@@ -205,7 +198,8 @@ fn serve_links(
     now_ms: &dyn Fn() -> u64,
 ) -> io::Result<()> {
     let mut ever_joined = false;
-    let mut attempt = 0;
+    let seed = u64::from_str_radix(&crate::sys::random_hex(8), 16).unwrap_or(1);
+    let mut backoff = Backoff::new(options.reconnect, seed);
     loop {
         let (stop, joined, sink) = match Link::connect(poll, options, now_ms()) {
             Ok(mut link) => {
@@ -233,11 +227,10 @@ fn serve_links(
             return Err(lost);
         }
         if joined {
-            attempt = 0;
+            backoff.reset();
         }
         executor.cancel_all(now_ms());
-        let delay = reconnect_delay_ms(attempt);
-        attempt = attempt.saturating_add(1);
+        let delay = backoff.next_delay_ms();
         crate::log::info(&format!(
             "IRC link lost ({lost}); reconnecting in {delay} ms"
         ));
@@ -326,6 +319,7 @@ fn connection_config(options: &IrcOptions) -> ConnectionConfig {
         .map(|secret| oa1::AuthConfig::new(secret.clone(), options.epoch_unix_ms));
     config.session.password = options.server_password.clone();
     config.session.sasl = options.sasl.clone();
+    options.keepalive.apply(&mut config.session);
     config
 }
 
@@ -595,11 +589,15 @@ impl Link {
                         next,
                     })) => crate::log::warn(&match next {
                         Some(next) => format!(
-                            "nick {nick} refused ({numeric} {text}); trying {next}: a desk \
-                             that allows only {nick} will not be answered"
+                            "nick {nick} refused ({numeric} {text}); trying {next}, and {nick} \
+                             again once it is free (a desk watching for {nick} waits until then)"
                         ),
                         None => format!("nick {nick} refused ({numeric} {text}); no more to try"),
                     }),
+                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::NickChanged {
+                        old,
+                        new,
+                    })) => crate::log::info(&format!("nick {old} is {new} now")),
                     ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::LoggedIn {
                         account,
                     })) => crate::log::info(&format!("logged in as {account} (SASL)")),

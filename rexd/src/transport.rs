@@ -619,6 +619,13 @@ pub struct LinkArgs {
     /// ends the connection.
     #[arg(long)]
     pub sasl_optional: bool,
+    /// Send a keepalive PING after this much silence from the server (ms).
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    pub irc_ping_interval_ms: u64,
+    /// Drop the link (and reconnect) when nothing answers the keepalive PING within this long
+    /// (ms): a server that stopped answering is noticed within the two together.
+    #[arg(long, value_name = "MS", default_value_t = 120_000)]
+    pub irc_ping_timeout_ms: u64,
 }
 
 /// What [`LinkArgs`] say, read and checked: TLS settings, the server password, SASL.
@@ -630,6 +637,37 @@ pub struct LinkSettings {
     pub server_password: Option<String>,
     /// SASL.
     pub sasl: Option<deskwire::irc::SaslConfig>,
+    /// The keepalive: how a dead link is noticed.
+    pub keepalive: Keepalive,
+}
+
+/// The session's keepalive `PING`: sent after `interval_ms` of silence, the link given up
+/// `timeout_ms` after it without an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Silence before the `PING`.
+    pub interval_ms: u64,
+    /// The wait for its answer.
+    pub timeout_ms: u64,
+}
+
+impl Default for Keepalive {
+    /// The session's defaults: 60 s and 120 s.
+    fn default() -> Self {
+        let session = deskwire::irc::SessionConfig::new("x", &[]);
+        Keepalive {
+            interval_ms: session.ping_interval_ms,
+            timeout_ms: session.ping_timeout_ms,
+        }
+    }
+}
+
+impl Keepalive {
+    /// Puts it into a session configuration.
+    pub fn apply(&self, session: &mut deskwire::irc::SessionConfig) {
+        session.ping_interval_ms = self.interval_ms;
+        session.ping_timeout_ms = self.timeout_ms;
+    }
 }
 
 impl LinkArgs {
@@ -654,7 +692,15 @@ impl LinkArgs {
         if let Some(sasl) = &mut sasl {
             sasl.required = !self.sasl_optional;
         }
+        if self.irc_ping_interval_ms == 0 || self.irc_ping_timeout_ms == 0 {
+            return Err("--irc-ping-interval-ms and --irc-ping-timeout-ms must be above 0".into());
+        }
         Ok(LinkSettings {
+            keepalive: Keepalive {
+                interval_ms: self.irc_ping_interval_ms,
+                timeout_ms: self.irc_ping_timeout_ms,
+            },
+
             tls: TlsOptions {
                 ca_file: self.irc_ca.clone(),
                 client_cert: self.irc_client_cert.clone(),

@@ -308,6 +308,61 @@ fn reconnects_after_the_server_restarts() {
     assert!(rexd.0.try_wait().unwrap().is_none(), "rexd exited");
 }
 
+/// A server that stops answering (SIGSTOP: the socket stays open, nothing comes) is noticed
+/// by the keepalive within --irc-ping-interval-ms plus --irc-ping-timeout-ms, and rexd connects
+/// again once it answers.
+#[test]
+fn a_server_that_stops_answering_is_noticed_and_rexd_comes_back() {
+    let server = Ngircd::start();
+    let root = tempfile::tempdir().unwrap();
+    let log = root.path().join("rexd.log");
+    let _rexd = start_rexd_logging(
+        &server.addr(),
+        root.path(),
+        &["--allow-from", "desk"],
+        &[
+            "--irc-ping-interval-ms",
+            "1000",
+            "--irc-ping-timeout-ms",
+            "1500",
+            "--reconnect-first-ms",
+            "200",
+            "--reconnect-max-ms",
+            "1000",
+        ],
+        std::fs::File::create(&log).unwrap(),
+    );
+    wait_logged(&log, "joined");
+    server.pause();
+    let paused = std::time::Instant::now();
+    let logged = wait_logged(&log, "IRC link lost");
+    let noticed = paused.elapsed();
+    assert!(
+        logged.contains("IRC link lost (IRC session ended: the server stopped answering PING)"),
+        "{logged}"
+    );
+    // Silence counts from the last line received (the JOIN burst, or a server PING): at most
+    // the interval plus the timeout after the pause, and not before the timeout.
+    assert!(
+        noticed >= Duration::from_millis(1_400) && noticed <= Duration::from_millis(3_500),
+        "noticed after {noticed:?}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    server.resume();
+    let resumed = std::time::Instant::now();
+    let mut desk = Desk::connect(&server.addr(), deskwire::oa1::DEFAULT_PACING, 30_000);
+    desk.wait_ready();
+    let e = desk.ask("echo after", 30);
+    assert!(
+        matches!(&e, Event::Response { text, .. } if text == "after\n"),
+        "{e:?}"
+    );
+    eprintln!(
+        "dead link noticed after {noticed:?}; answered {:?} after SIGCONT",
+        resumed.elapsed()
+    );
+}
+
 /// `rexd --irc ADDR --unauthenticated`, which must fail before serving; returns its stderr.
 fn failed_start(addr: &str) -> String {
     failed_start_with(addr, &[])

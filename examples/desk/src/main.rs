@@ -215,6 +215,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         let mut c = ConnectionConfig::new(nick, &args.channel);
         c.session.password = link.server_password.clone();
         c.session.sasl = link.sasl.clone();
+        link.keepalive.apply(&mut c.session);
         c.oa1.allowed_sender = Some(peer.to_owned());
         c.oa1.adaptive_payload = !args.no_adaptive;
         c.oa1.compression = !args.no_compression;

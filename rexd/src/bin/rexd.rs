@@ -34,8 +34,9 @@ struct Args {
     agent: Option<PathBuf>,
     /// Serve OA1 RemoteBash on an IRC channel: connect to ircs://HOST:PORT (TLS, the port 6697
     /// when left out, the certificate verified), irc://HOST:PORT or HOST:PORT (plain TCP). A
-    /// link lost after joining is reconnected after 1 s, doubling up to 60 s; a first
-    /// connection that fails is an error.
+    /// link lost after joining (or found dead by the keepalive PING) is reconnected after
+    /// 1 s, doubling up to 10 s, each plus up to half at random (--reconnect-first-ms,
+    /// --reconnect-max-ms); a first connection that fails is an error.
     #[arg(long, value_name = "URL|HOST:PORT")]
     irc: Option<String>,
     #[command(flatten)]
@@ -58,6 +59,14 @@ struct Args {
     /// share a secret (spec-only peers) on a network you trust.
     #[arg(long)]
     unauthenticated: bool,
+    /// The first wait before reconnecting a lost IRC link (ms); it doubles with each try
+    /// (with --irc).
+    #[arg(long, value_name = "MS", default_value_t = deskwire::reconnect::ReconnectPolicy::default().first_delay_ms)]
+    reconnect_first_ms: u64,
+    /// The longest wait between reconnection tries (ms), before up to half more at random
+    /// (with --irc).
+    #[arg(long, value_name = "MS", default_value_t = deskwire::reconnect::ReconnectPolicy::default().max_delay_ms)]
+    reconnect_max_ms: u64,
     /// How long a RemoteBash command may run before `ERR timeout` (with --irc).
     #[arg(long, default_value_t = 27.0)]
     timeout_sec: f64,
@@ -300,6 +309,18 @@ fn run(args: Args) -> Result<(), String> {
                 None => None,
             },
             epoch_unix_ms: 0,
+            keepalive: link.keepalive,
+            reconnect: {
+                let policy = deskwire::reconnect::ReconnectPolicy {
+                    first_delay_ms: args.reconnect_first_ms,
+                    max_delay_ms: args.reconnect_max_ms,
+                    ..Default::default()
+                };
+                policy
+                    .validate()
+                    .map_err(|e| format!("--reconnect-first-ms/--reconnect-max-ms: {e}"))?;
+                policy
+            },
             // Either flag sets the pacing; neither: the default, or the server's own.
             pacing: (args.pacing_burst.is_some() || args.pacing_interval_ms.is_some()).then(|| {
                 let d = deskwire::oa1::DEFAULT_PACING;

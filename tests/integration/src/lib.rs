@@ -179,6 +179,25 @@ impl Ngircd {
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
+
+    /// Stops the server in its tracks (`SIGSTOP`): its sockets stay open and nothing answers,
+    /// as with a dropped route. [`Ngircd::resume`] lets it go on.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused server go on (`SIGCONT`).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} ngircd");
+    }
 }
 
 /// An ngircd with a TLS port beside its plain one, and the certificates made for this run: a
