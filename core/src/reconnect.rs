@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 /// "jitter_percent": 50}` (each may be left out: the default fills it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 pub struct ReconnectPolicy {
     /// The wait before the first try.
     pub first_delay_ms: u64,
@@ -69,6 +68,18 @@ impl ReconnectPolicy {
         Ok(())
     }
 
+    /// The wait before try `attempt` (0 for the first): its base wait plus `random` modulo one
+    /// more than its random share. Hosts with their own random source (Kotlin's, Python's)
+    /// call this; [`Backoff`] keeps the count and a generator.
+    pub fn delay_ms(&self, attempt: u32, random: u64) -> u64 {
+        let base = self.base_delay_ms(attempt);
+        let span = base.saturating_mul(u64::from(self.jitter_percent.min(100))) / 100;
+        match span {
+            0 => base,
+            span => base.saturating_add(random % (span.saturating_add(1))),
+        }
+    }
+
     /// The wait before try `attempt` (0 for the first), without the random part.
     pub fn base_delay_ms(&self, attempt: u32) -> u64 {
         self.first_delay_ms
@@ -110,14 +121,10 @@ impl Backoff {
 
     /// The wait before the next try: the base wait of this attempt plus its random part.
     pub fn next_delay_ms(&mut self) -> u64 {
-        let base = self.policy.base_delay_ms(self.attempt);
+        let random = self.next_random();
+        let delay = self.policy.delay_ms(self.attempt, random);
         self.attempt = self.attempt.saturating_add(1);
-        let jitter_span = base.saturating_mul(u64::from(self.policy.jitter_percent.min(100))) / 100;
-        let jitter = match jitter_span {
-            0 => 0,
-            span => self.next_random() % (span + 1),
-        };
-        base.saturating_add(jitter)
+        delay
     }
 
     /// A connection got ready: the next outage starts from the first wait again.

@@ -55,6 +55,7 @@ pub mod mobile;
 pub mod oa1;
 pub mod providers;
 pub mod pump;
+pub mod reconnect;
 pub mod schemas;
 pub mod tools;
 

@@ -886,6 +886,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_provider_tool_results(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_reconnect_delay_ms(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_read_schema_value(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_desk_cancel(
@@ -1685,6 +1687,8 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_provider_tool_results(`provider`: RustBufferProvider.ByValue,`previous`: RustBuffer.ByValue,`results`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_reconnect_delay_ms(`policy`: RustBuffer.ByValue,`attempt`: Int,`random`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_deskwire_uniffi_fn_func_read_schema_value(`protocol`: RustBuffer.ByValue,`def`: RustBuffer.ByValue,`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun ffi_deskwire_uniffi_rustbuffer_alloc(`size`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1936,6 +1940,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_tool_results() and 0xFFFF) != 31567) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_reconnect_delay_ms() and 0xFFFF) != 8092) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_read_schema_value() and 0xFFFF) != 16097) {
@@ -11098,6 +11105,64 @@ public object FfiConverterTypeProviderToolRequest: FfiConverterRustBuffer<Provid
 
 
 /**
+ * How a dropped connection comes back: the first wait, doubling with each try up to
+ * `maxDelayMs`, each plus up to `jitterPercent` of it at random; back to the first wait once
+ * a connection is ready. The defaults (1 s, 10 s, 50 %) are the core's, the same on every
+ * driver (`rexd --irc`, Python's `Reconnect`, Godot's `DeskRpcClient`).
+ */
+data class ReconnectPolicy (
+    /**
+     * The wait before the first try (ms).
+     */
+    var `firstDelayMs`: kotlin.Long = 1000L 
+    , 
+    /**
+     * The longest wait between two tries (ms), before the random share.
+     */
+    var `maxDelayMs`: kotlin.Long = 10000L 
+    , 
+    /**
+     * Up to this share of each wait (0 to 100) is added at random.
+     */
+    var `jitterPercent`: kotlin.Int = 50 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeReconnectPolicy: FfiConverterRustBuffer<ReconnectPolicy> {
+    override fun read(buf: ByteBuffer): ReconnectPolicy {
+        return ReconnectPolicy(
+            FfiConverterLong.read(buf),
+            FfiConverterLong.read(buf),
+            FfiConverterInt.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ReconnectPolicy) = (
+            FfiConverterLong.allocationSize(value.`firstDelayMs`) +
+            FfiConverterLong.allocationSize(value.`maxDelayMs`) +
+            FfiConverterInt.allocationSize(value.`jitterPercent`)
+    )
+
+    override fun write(value: ReconnectPolicy, buf: ByteBuffer) {
+            FfiConverterLong.write(value.`firstDelayMs`, buf)
+            FfiConverterLong.write(value.`maxDelayMs`, buf)
+            FfiConverterInt.write(value.`jitterPercent`, buf)
+    }
+}
+
+
+
+/**
  * The tool's name, description and input schema (JSON) as the model sees them.
  */
 data class RemoteBashTool (
@@ -15579,6 +15644,25 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
         FfiConverterTypeProvider.lower(`provider`),
         FfiConverterTypeProviderResponse.lower(`previous`),
         FfiConverterSequenceTypeToolResult.lower(`results`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The wait before reconnection try [attempt] (0 for the first), with [random] choosing its
+         * random share. Throws for a policy that cannot work (`firstDelayMs` 0 or above
+         * `maxDelayMs`, `jitterPercent` above 100).
+         */
+    @Throws(DeskwireException::class) fun `reconnectDelayMs`(`policy`: ReconnectPolicy, `attempt`: kotlin.Int, `random`: kotlin.Long): kotlin.Long {
+            return FfiConverterLong.lift(
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_reconnect_delay_ms(
+    
+        
+        FfiConverterTypeReconnectPolicy.lower(`policy`),
+        FfiConverterInt.lower(`attempt`),
+        FfiConverterLong.lower(`random`),_status)
 }
     )
     }

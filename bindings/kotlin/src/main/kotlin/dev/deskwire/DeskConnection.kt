@@ -4,8 +4,16 @@ import dev.deskwire.core.*
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.delay
 import kotlinx.coroutines.flow.Flow
+import kotlinx.coroutines.flow.MutableSharedFlow
+import kotlinx.coroutines.flow.MutableStateFlow
 import kotlinx.coroutines.flow.StateFlow
+import kotlinx.coroutines.flow.asSharedFlow
+import kotlinx.coroutines.flow.asStateFlow
+import kotlinx.coroutines.flow.first
+import kotlinx.coroutines.launch
+import kotlinx.coroutines.withTimeoutOrNull
 import java.net.Socket
 import java.security.SecureRandom
 import kotlin.time.Duration
@@ -45,37 +53,109 @@ class Oa1RequestException(val id: String, val failure: Oa1Failure) :
  * reads the socket. Closing (or cancelling `scope`) sends `QUIT` and closes the socket; the
  * connection cannot be used again.
  *
- * If the server refuses the desk's nick (`433`, in use), the engine goes on as `desk_`, `desk1`,
- * ... ([IrcSessionEvent.NickRefused] on [events]): a remote that takes requests only from `desk`
- * (`rexd --allow-from desk`) then ignores this desk, and its requests time out.
+ * If the server refuses the desk's nick (`433`, in use: often our own previous connection, not
+ * yet gone), the engine goes on as `desk_` ([IrcSessionEvent.NickRefused] on [events]) and asks
+ * for `desk` back; requests wait meanwhile (`WAITING_FOR_NICK`), since a remote that takes
+ * requests only from `desk` (`rexd --allow-from desk`) would ignore `desk_`.
+ *
+ * With a [ReconnectPolicy] ([connect]'s `reconnect`), a lost link (the server gone, or found
+ * dead by the keepalive `PING`: `session.pingIntervalMs` then `session.pingTimeoutMs`) comes
+ * back with a new engine: requests in flight fail [Oa1Failure.Disconnected] (never resent: they
+ * may have run), and requests made meanwhile wait for the next connection, at most
+ * `oa1.readyTimeoutMs`.
  */
 class DeskConnection private constructor(
-    private val desk: Desk,
+    first: Desk,
     socket: Socket,
-    scope: CoroutineScope,
+    private val scope: CoroutineScope,
     private val clock: MonotonicClock,
+    private val readyTimeoutMs: Long,
+    /** A new engine and socket, for a reconnect; `null`: the connection ends with its link. */
+    private val dial: (suspend () -> Pair<Desk, Socket>)?,
+    private val reconnect: ReconnectPolicy?,
 ) : AutoCloseable {
     private val waiting = HashMap<String, CompletableDeferred<String>>()
-    private val loop = IrcSocketLoop(socket, desk.asEngine(), scope, clock, ::deliver) {
-        synchronized(waiting) {
-            waiting.values.forEach { it.cancel(CancellationException("the connection is closed")) }
-            waiting.clear()
+    private val _state = MutableStateFlow(ConnectionState.REGISTERING)
+    private val _events = MutableSharedFlow<ConnectionEvent>(extraBufferCapacity = 64)
+
+    /** Bumped each time a new connection (engine and socket) takes over. */
+    private val generation = MutableStateFlow(0)
+    private val random = SecureRandom()
+
+    @Volatile private var desk: Desk = first
+
+    @Volatile private var closing = false
+
+    /** [connect] returned: a link lost from now on is reconnected (before, connect throws). */
+    @Volatile private var established = false
+
+    /** Tries since a connection was last ready (the reconnect waits double with it). */
+    @Volatile private var attempt = 0
+    private var loop: IrcSocketLoop = start(first, socket)
+
+    /** How many times the connection came back after the link was lost. */
+    @Volatile var reconnects: Int = 0
+        private set
+
+    private fun start(desk: Desk, socket: Socket): IrcSocketLoop =
+        IrcSocketLoop(socket, desk.asEngine(), scope, clock, ::deliver, _state) { ended(desk) }
+
+    /** A loop ended: the caller's close, or the link lost (then, with a policy, connect again). */
+    private fun ended(engine: Desk) {
+        // What the engine could not fail itself (the loop stopped on an error) fails here.
+        val orphans = synchronized(waiting) { waiting.values.toList().also { waiting.clear() } }
+        if (closing || !established || dial == null || reconnect == null) {
+            orphans.forEach { it.cancel(CancellationException("the connection is closed")) }
+            return
+        }
+        orphans.forEach {
+            it.completeExceptionally(Oa1RequestException("", Oa1Failure.Disconnected("the IRC connection was lost")))
+        }
+        if (engine !== desk) return
+        _state.value = ConnectionState.REGISTERING
+        scope.launch { comeBack() }
+    }
+
+    private suspend fun comeBack() {
+        val policy = reconnect ?: return
+        val dial = dial ?: return
+        while (!closing) {
+            delay(reconnectDelayMs(policy, attempt, random.nextLong()))
+            attempt++
+            val (engine, socket) = try {
+                dial()
+            } catch (e: java.io.IOException) {
+                continue // refused, unreachable, TLS: the next wait is longer
+            }
+            if (closing) {
+                engine.close()
+                socket.close()
+                return
+            }
+            desk.close()
+            desk = engine
+            loop = start(engine, socket)
+            reconnects++
+            generation.value++
+            return
         }
     }
 
     /**
      * Every event of the connection (IRC, OA1, link), as the engine reports it from when it is
      * collected: those of the start (before [connect] returned) are not replayed; [state],
-     * [nick] and [members] say where the connection stands.
+     * [nick] and [members] say where the connection stands. With a reconnect policy, the
+     * events of every connection in turn.
      */
-    val events: Flow<ConnectionEvent> = loop.events
+    val events: Flow<ConnectionEvent> = _events.asSharedFlow()
 
     /**
      * Where the connection stands: `READY` once the channel is joined and the remote is there;
-     * `JOINING` or `WAITING_FOR_PEER` while a kick, a part or the remote's absence holds
-     * requests back; `CLOSED` at the end.
+     * `JOINING`, `WAITING_FOR_NICK` or `WAITING_FOR_PEER` while a kick, a part, a taken nick or
+     * the remote's absence holds requests back; with a reconnect policy, `REGISTERING` again
+     * while the connection comes back after the link was lost; `CLOSED` at the end.
      */
-    val state: StateFlow<ConnectionState> = loop.state
+    val state: StateFlow<ConnectionState> = _state.asStateFlow()
 
     /**
      * Sends [payload] and suspends until the whole response arrives; [timeoutMs] overrides the
@@ -88,7 +168,7 @@ class DeskConnection private constructor(
      * end of the link). Cancelling the caller sends `CANCEL`.
      */
     suspend fun request(payload: String, timeoutMs: Long? = null): String =
-        await { desk.request(clock.nowMs(), payload, timeoutMs) }
+        await { request(clock.nowMs(), payload, timeoutMs) }
 
     /**
      * Runs [command] on the remote machine (OA1 `RemoteBash`, through the core's typed call) and
@@ -100,7 +180,7 @@ class DeskConnection private constructor(
      */
     suspend fun remoteBash(command: String, timeout: Duration? = null): String {
         val javaTimeout = timeout?.coerceAtLeast(Duration.ZERO)?.toJavaDuration()
-        return await { desk.remoteBashCommand(clock.nowMs(), command, javaTimeout) }
+        return await { remoteBashCommand(clock.nowMs(), command, javaTimeout) }
     }
 
     /**
@@ -124,14 +204,17 @@ class DeskConnection private constructor(
      * [ErrorKind.CLOSED]. Closing twice does nothing more.
      */
     override fun close() {
-        desk.quit(clock.nowMs(), "bye")
+        closing = true
+        runCatching { desk.quit(clock.nowMs(), "bye") }
         loop.wake()
         loop.close()
     }
 
-    private suspend fun await(start: () -> String): String {
+    private suspend fun await(start: Desk.() -> String): String {
         val answer = CompletableDeferred<String>()
-        val id = synchronized(waiting) { start().also { waiting[it] = answer } }
+        val desk = currentDesk()
+        val loop = this.loop
+        val id = synchronized(waiting) { desk.start().also { waiting[it] = answer } }
         loop.wake()
         try {
             return answer.await()
@@ -145,8 +228,30 @@ class DeskConnection private constructor(
         }
     }
 
+    /**
+     * The engine a new request goes to. While the connection comes back after a lost link, the
+     * next one's, waited for at most `oa1.readyTimeoutMs` (then [Oa1Failure.NotReady]); OA1
+     * promises nothing across reconnects, so nothing is resent.
+     */
+    private suspend fun currentDesk(): Desk {
+        if (reconnect == null || closing) return desk
+        val seen = generation.value
+        val desk = this.desk
+        if (desk.state() != ConnectionState.CLOSED) return desk
+        val next = withTimeoutOrNull(readyTimeoutMs) { generation.first { it > seen } }
+        if (next == null && !closing) {
+            throw Oa1RequestException(
+                "",
+                Oa1Failure.NotReady("not ready after ${formatMs(readyTimeoutMs)}: waiting for a connection to the server"),
+            )
+        }
+        return this.desk
+    }
+
     /** Settles the waiting calls (on the pump, before the event is emitted). */
-    private fun deliver(event: ConnectionEvent) {
+    private suspend fun deliver(event: ConnectionEvent) {
+        if ((event as? ConnectionEvent.Link)?.event == LinkEvent.StateChanged(ConnectionState.READY)) attempt = 0
+        _events.emit(event)
         if (event is ConnectionEvent.Oa1) {
             when (val e = event.event) {
                 is Oa1Event.Response -> synchronized(waiting) { waiting.remove(e.id) }?.complete(e.text)
@@ -196,16 +301,26 @@ class DeskConnection private constructor(
             clock: MonotonicClock = MonotonicClock.System,
             connectTimeoutMs: Int = 10_000,
             tls: javax.net.ssl.SSLSocketFactory? = null,
+            reconnect: ReconnectPolicy? = null,
         ): DeskConnection {
-            val desk = Desk(config, clock.nowMs(), seed) // a bad config throws before the socket opens
-            val socket = try {
-                connectSocket(host, port, connectTimeoutMs, tls)
-            } catch (e: Throwable) {
-                desk.close()
-                throw e
+            if (reconnect != null) reconnectDelayMs(reconnect, 0, 0) // a bad policy throws here
+            val ids = java.util.Random(seed)
+            suspend fun dial(): Pair<Desk, Socket> {
+                val desk = Desk(config, clock.nowMs(), ids.nextLong()) // a bad config throws before the socket opens
+                val socket = try {
+                    connectSocket(host, port, connectTimeoutMs, tls)
+                } catch (e: Throwable) {
+                    desk.close()
+                    throw e
+                }
+                return desk to socket
             }
-            val connection = DeskConnection(desk, socket, scope, clock)
+            val (desk, socket) = dial()
+            val connection = DeskConnection(
+                desk, socket, scope, clock, config.oa1.readyTimeoutMs, ::dial.takeIf { reconnect != null }, reconnect,
+            )
             connection.loop.awaitReady(config.oa1.readyTimeoutMs, desk::waitingFor, desk::members)
+            connection.established = true
             return connection
         }
     }

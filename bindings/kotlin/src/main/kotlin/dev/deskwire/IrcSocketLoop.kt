@@ -163,6 +163,8 @@ internal class IrcSocketLoop(
     scope: CoroutineScope,
     private val clock: MonotonicClock,
     private val deliver: suspend (ConnectionEvent) -> Unit,
+    /** Where the state goes: the loop's own flow, or one that outlives it (a reconnecting desk's). */
+    stateSink: MutableStateFlow<ConnectionState>? = null,
     private val onClose: () -> Unit,
 ) {
     private sealed interface Input {
@@ -173,7 +175,7 @@ internal class IrcSocketLoop(
 
     private val inputs = Channel<Input>(capacity = 64)
     private val _events = MutableSharedFlow<ConnectionEvent>(extraBufferCapacity = 64)
-    private val _state = MutableStateFlow(engine.state())
+    private val _state = (stateSink ?: MutableStateFlow(engine.state())).also { it.value = engine.state() }
 
     /**
      * How the start ended: `null` once the state is `READY`, or the failure (a refused join,

@@ -178,12 +178,15 @@ class DeskConnectionIrcTest {
     }
 
     @Test
-    fun `a second desk with the same nick goes on as desk_`() = runBlocking {
+    fun `a second desk with the same nick and regaining turned off goes on as desk_`() = runBlocking {
         rexd().use {
             withTimeout(20_000) { connect() }.use { first ->
-                withTimeout(20_000) { connect() }.use { second ->
+                val keepFallback = DeskConnection.defaultConfig().let { it.copy(session = it.session.copy(nickRegainMs = 0)) }
+                withTimeout(20_000) { connect(keepFallback) }.use { second ->
                     assertEquals("desk", first.nick)
                     assertEquals("desk_", second.nick)
+                    assertEquals(ConnectionState.READY, second.state.value)
+                    assertEquals(0L, second.stats().irc.regainAttempts)
                 }
             }
         }

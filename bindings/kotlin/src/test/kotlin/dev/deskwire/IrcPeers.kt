@@ -31,7 +31,8 @@ fun awaitPort(port: Int, seconds: Long = 10) {
 class Ngircd(sections: String = "") : AutoCloseable {
     val port = freePort()
     private val dir: Path = Files.createTempDirectory("deskwire-ngircd")
-    private val process: ChildProcess
+    private var process: ChildProcess
+    private val command: List<String>
 
     init {
         val includes = Files.createDirectory(dir.resolve("conf.d"))
@@ -60,7 +61,15 @@ class Ngircd(sections: String = "") : AutoCloseable {
         )
         val binary = listOf("/usr/sbin/ngircd", "/usr/bin/ngircd").firstOrNull { Paths.get(it).toFile().canExecute() }
             ?: "ngircd"
-        process = ChildProcess(listOf(binary, "-n", "-f", conf.toString()))
+        command = listOf(binary, "-n", "-f", conf.toString())
+        process = ChildProcess(command)
+        awaitPort(port)
+    }
+
+    /** Stops the server (every connection drops) and starts it again on the same port. */
+    fun restart() {
+        process.close()
+        process = ChildProcess(command)
         awaitPort(port)
     }
 

@@ -1,0 +1,68 @@
+package dev.deskwire
+
+import dev.deskwire.core.*
+import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.SupervisorJob
+import kotlinx.coroutines.async
+import kotlinx.coroutines.cancel
+import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.withTimeout
+import org.junit.jupiter.api.Test
+import org.junit.jupiter.api.assertThrows
+import kotlin.test.assertEquals
+import kotlin.test.assertIs
+import kotlin.test.assertTrue
+
+/** A DeskConnection with a ReconnectPolicy comes back after the server restarts. */
+class ReconnectTest {
+    @Test
+    fun `the policy's waits are the core's, and a bad one is refused`() {
+        val policy = ReconnectPolicy(firstDelayMs = 1_000, maxDelayMs = 10_000, jitterPercent = 0)
+        assertEquals(listOf(1_000L, 2_000L, 4_000L, 8_000L, 10_000L, 10_000L), (0..5).map { reconnectDelayMs(policy, it, 0) })
+        val jittered = ReconnectPolicy()
+        val waits = (0L..200L).map { reconnectDelayMs(jittered, 0, it * 7_919) }
+        assertTrue(waits.all { it in 1_000L..1_500L } && waits.toSet().size > 50, "$waits")
+        assertThrows<DeskwireException.InvalidInput> { reconnectDelayMs(ReconnectPolicy(firstDelayMs = 0), 0, 0) }
+        assertThrows<DeskwireException.InvalidInput> { reconnectDelayMs(ReconnectPolicy(jitterPercent = 101), 0, 0) }
+    }
+
+    @Test
+    fun `after a server restart the call in flight fails disconnected and the next one is answered`() = runBlocking {
+        val scope = CoroutineScope(SupervisorJob() + Dispatchers.Default)
+        Ngircd().use { ngircd ->
+            ChildProcess(
+                listOf(
+                    cargoBinary("rexd").toString(), "--irc", "127.0.0.1:${ngircd.port}",
+                    "--allow-from", "desk", "--log-level", "info", "--unauthenticated",
+                    "--reconnect-first-ms", "200", "--reconnect-max-ms", "1000",
+                ),
+            ).use { rexd ->
+                rexd.await(Regex("joined", RegexOption.IGNORE_CASE))
+                val policy = ReconnectPolicy(firstDelayMs = 200, maxDelayMs = 1_000)
+                val desk = withTimeout(30_000) {
+                    DeskConnection.connect("127.0.0.1", ngircd.port, scope = scope, reconnect = policy)
+                }
+                try {
+                    assertEquals("before\n", withTimeout(30_000) { desk.remoteBash("echo before") })
+                    val inFlight = scope.async { runCatching { desk.remoteBash("sleep 30; echo never") } }
+                    rexd.await(Regex("asks \\S+: sleep 30"))
+                    ngircd.restart()
+                    val lost = withTimeout(10_000) { inFlight.await() }.exceptionOrNull()
+                    assertIs<Oa1RequestException>(lost, "$lost")
+                    assertEquals("disconnected", oa1FailureCode(lost.failure))
+                    // At once, while the connection comes back: the call waits for it.
+                    assertEquals("after\n", withTimeout(30_000) { desk.remoteBash("echo after") })
+                    assertTrue(desk.reconnects >= 1)
+                    assertEquals(ConnectionState.READY, desk.state.value)
+                } finally {
+                    desk.close()
+                }
+                withTimeout(10_000) { while (desk.state.value != ConnectionState.CLOSED) kotlinx.coroutines.delay(20) }
+                kotlinx.coroutines.delay(1_500)
+                assertEquals(ConnectionState.CLOSED, desk.state.value, "closed for good: no reconnect after close()")
+            }
+        }
+        scope.cancel()
+    }
+}
