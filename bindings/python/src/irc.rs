@@ -159,8 +159,32 @@ impl Session {
     }
 }
 
+/// The wait (ms) before reconnection try `attempt` (0 for the first) under the core's reconnect
+/// policy: `first_delay_ms` doubling up to `max_delay_ms`, plus `random` modulo one more than
+/// `jitter_percent` of it. Raises `LocalError` (`invalid_value`) for a policy that cannot work.
+#[pyfunction]
+#[pyo3(signature = (attempt, random, *, first_delay_ms = 1000, max_delay_ms = 10000, jitter_percent = 50))]
+fn reconnect_delay_ms(
+    attempt: u32,
+    random: u64,
+    first_delay_ms: u64,
+    max_delay_ms: u64,
+    jitter_percent: u32,
+) -> PyResult<u64> {
+    let policy = deskwire::reconnect::ReconnectPolicy {
+        first_delay_ms,
+        max_delay_ms,
+        jitter_percent,
+    };
+    policy
+        .validate()
+        .map_err(|e| errors::local("invalid_value", e.to_string()))?;
+    Ok(policy.delay_ms(attempt, random))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse, m)?)?;
+    m.add_function(wrap_pyfunction!(reconnect_delay_ms, m)?)?;
     m.add_function(wrap_pyfunction!(privmsg, m)?)?;
     m.add_class::<Session>()?;
     Ok(())

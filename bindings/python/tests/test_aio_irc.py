@@ -529,3 +529,15 @@ async def test_tls_verified_and_each_way_it_fails() -> None:
     finally:
         rexd.stop()
         server.stop()
+
+
+def test_reconnect_waits_are_the_cores_policy() -> None:
+    steady = Reconnect(min_delay=1, max_delay=10, jitter_percent=0)
+    assert [steady.delay(n) for n in range(6)] == [1, 2, 4, 8, 10, 10]
+    default = Reconnect()
+    waits = [default.delay(0) for _ in range(200)]
+    assert all(1.0 <= w <= 1.5 for w in waits) and len(set(waits)) > 50
+    assert all(10.0 <= default.delay(n) <= 15.0 for n in range(4, 40))
+    with pytest.raises(deskwire.LocalError) as caught:
+        Reconnect(jitter_percent=101)
+    assert "jitter_percent" in caught.value.message

@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple, Union
 
-from ._deskwire.irc import Session, parse, privmsg
+from ._deskwire.irc import Session, parse, privmsg, reconnect_delay_ms
 from ._errors import DeskwireError
 from ._events import attached_exception, event
 
 __all__ = [
     "parse",
     "privmsg",
+    "reconnect_delay_ms",
     "Session",
     "SaslLogin",
     "Message",

@@ -2,12 +2,24 @@ from typing import Any, Dict, List
 
 from typing_extensions import final
 
-__all__ = ['parse', 'privmsg', 'Session']
+__all__ = ['parse', 'privmsg', 'reconnect_delay_ms', 'Session']
 
 def parse(line: bytes) -> Any:
     """Parses one IRC line (RFC 1459 with IRCv3 tags; a trailing CRLF is ignored) into an
     ``irc.Message`` (``tags``, ``source``, ``nick``, ``user``, ``host``, ``command``, ``params``). Raises
     ``ProtocolError`` (code ``invalid_line``) when it is not an IRC line.
+    """
+def reconnect_delay_ms(
+    attempt: int,
+    random: int,
+    *,
+    first_delay_ms: int = 1000,
+    max_delay_ms: int = 10000,
+    jitter_percent: int = 50,
+) -> int:
+    """The wait (ms) before reconnection try ``attempt`` (0 for the first) under the core's reconnect
+    policy: ``first_delay_ms`` doubling up to ``max_delay_ms``, plus ``random`` modulo one more than
+    ``jitter_percent`` of it. Raises ``LocalError`` (``invalid_value``) for a policy that cannot work.
     """
 def privmsg(target: str, text: str) -> str:
     """Formats ``PRIVMSG target :text`` (no CRLF); raises ``LocalError`` when it cannot be one line."""

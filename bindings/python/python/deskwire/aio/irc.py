@@ -136,21 +136,45 @@ Dial = Callable[[], Awaitable["tuple[Any, asyncio.StreamReader, asyncio.StreamWr
 
 
 class Reconnect:
-    """How an IRC connection comes back after the server drops it: the first try after
-    ``min_delay`` seconds, each failure doubling the delay up to ``max_delay``, and a random
-    fraction of it added so that many desks do not come back at once. A connection that
-    became ready starts again at ``min_delay``."""
+    """How an IRC connection comes back after the server drops it, or after the keepalive
+    ``PING`` finds it dead: the core's reconnect policy, the same on every driver (``rexd
+    --irc``, Kotlin, Godot). The first try after ``min_delay`` seconds, each try doubling the
+    wait up to ``max_delay``, each wait plus up to ``jitter_percent`` of it at random so that
+    many desks do not come back at once. A connection that became ready starts again at
+    ``min_delay``. The defaults (1 s, 10 s, 50 %) bring a desk back within 15 s of the server,
+    inside the 30 s a request waits for the connection (``ready_timeout``)."""
 
-    def __init__(self, min_delay: float = 0.5, max_delay: float = 30.0) -> None:
-        if not 0 < min_delay <= max_delay:
-            raise LocalError("invalid_value", "reconnect delays need 0 < min_delay <= max_delay")
+    def __init__(
+        self, min_delay: float = 1.0, max_delay: float = 10.0, jitter_percent: int = 50
+    ) -> None:
         self.min_delay = min_delay
         """Seconds before the first try."""
         self.max_delay = max_delay
-        """The longest wait between tries."""
+        """The longest wait between tries (before the random share)."""
+        self.jitter_percent = jitter_percent
+        """Up to this share of each wait (0 to 100) is added at random."""
+        if not 0 < min_delay <= max_delay:
+            raise LocalError("invalid_value", "reconnect delays need 0 < min_delay <= max_delay")
+        self.delay(0)  # the core checks the rest
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before try ``attempt`` (0 for the first)."""
+        return (
+            irc.reconnect_delay_ms(
+                attempt,
+                random.getrandbits(64),
+                first_delay_ms=max(1, round(self.min_delay * 1000)),
+                max_delay_ms=max(1, round(self.max_delay * 1000)),
+                jitter_percent=self.jitter_percent,
+            )
+            / 1000
+        )
 
     def __repr__(self) -> str:
-        return f"Reconnect(min_delay={self.min_delay!r}, max_delay={self.max_delay!r})"
+        return (
+            f"Reconnect(min_delay={self.min_delay!r}, max_delay={self.max_delay!r}, "
+            f"jitter_percent={self.jitter_percent!r})"
+        )
 
 
 _Connection = TypeVar("_Connection", bound="_IrcConnection")
@@ -173,7 +197,7 @@ class _IrcConnection:
         self._closing = False
         self._ready_timeout: Optional[float] = 30
         self._redial: Optional[asyncio.Task[None]] = None
-        self._delay = 0.0
+        self._attempt = 0
         self.reconnects = 0
         """How many times the connection came back after the server dropped it."""
         self.events: List[Any] = []
@@ -187,12 +211,11 @@ class _IrcConnection:
 
     def _reconnect_with(self, dial: Dial, policy: Reconnect) -> None:
         self._dial, self._policy = dial, policy
-        self._delay = policy.min_delay
+        self._attempt = 0
 
     def _event(self, event: Any) -> None:
         if isinstance(event, oa1.StateChanged) and event.state == "ready":
-            if self._policy is not None:
-                self._delay = self._policy.min_delay
+            self._attempt = 0
             if not self._ready.done():
                 self._ready.set_result(None)
         # A refusal from the server while getting ready ends the wait with its words; the end
@@ -245,15 +268,14 @@ class _IrcConnection:
     async def _come_back(self) -> None:
         assert self._dial is not None and self._policy is not None
         while not self._closing:
-            # The delay doubles with every try, connected or not, until a connection gets ready
+            # The wait doubles with every try, connected or not, until a connection gets ready
             # (a server that takes the socket and then drops us is not retried in a loop).
-            delay = self._delay
-            self._delay = min(self._policy.max_delay, delay * 2)
-            await asyncio.sleep(delay * (1 + random.random() / 2))
+            await asyncio.sleep(self._policy.delay(self._attempt))
+            self._attempt += 1
             try:
                 engine, reader, writer = await asyncio.wait_for(self._dial(), 30)
             except (OSError, asyncio.TimeoutError) as e:
-                log.info("reconnecting: %s; next try in about %.1f s", e, self._delay)
+                log.info("reconnecting: %s; try %d failed", e, self._attempt)
                 continue
             self._engine.close()
             self._engine, self._writer = engine, writer
