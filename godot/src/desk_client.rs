@@ -19,6 +19,7 @@ use crate::remote_call::RemoteCall;
 use crate::shapes::{self, ConnectionSettings, Format};
 use crate::socket::{self, Input, Socket, TlsSettings};
 use crate::{on_main_thread, ticks, variant};
+use deskwire::reconnect::{Backoff, ReconnectPolicy};
 
 /// The desk end of OA1: sends `RemoteBash` commands as OA1 requests on an IRC channel and
 /// delivers the answers.
@@ -77,8 +78,10 @@ pub struct DeskRpcClient {
     #[export]
     tls_trusted_certificate: Option<Gd<X509Certificate>>,
     /// Our IRC nick: what the remote allows (`rexd --irc --allow-from desk`). When the
-    /// server refuses it (taken, `433`), [signal irc_event] reports `nick_refused` and the
-    /// connection goes on as `desk_`, which a remote that allows only `desk` ignores.
+    /// server refuses it (taken, `433`: often our own previous connection, not yet gone),
+    /// [signal irc_event] reports `nick_refused`, the connection registers as `desk_` and
+    /// asks for `desk` back, and requests wait meanwhile ([member state]
+    /// `waiting_for_nick`), since a remote that allows only `desk` would ignore `desk_`.
     #[export]
     #[init(val = GString::from("desk"))]
     nick: GString,
@@ -113,6 +116,29 @@ pub struct DeskRpcClient {
     /// make [method connect_to_server] and [method attach] fail.
     #[export]
     config_overrides: VarDictionary,
+    /// Connect again when the link is lost after [method connect_to_server]: the server closed
+    /// it, the socket failed, or the keepalive `PING` found it dead (after
+    /// `{"session": {"ping_interval_ms", "ping_timeout_ms"}}` in [member config_overrides]:
+    /// 60 s of silence, then 120 s without an answer). The core's reconnect policy, as on
+    /// every deskwire driver: [member reconnect_first_ms], doubling up to
+    /// [member reconnect_max_ms], each wait plus up to half of it at random. Requests in
+    /// flight when the link dies fail `disconnected` (never resent: they may have run);
+    /// requests made meanwhile wait for the next connection, at most 30 s (`not_ready`).
+    /// [member state] reads `reconnecting` between tries. A first connection that fails is
+    /// tried again too. [method close] stops it.
+    #[export]
+    reconnect: bool,
+    /// The first wait before connecting again (ms).
+    #[export]
+    #[init(val = 1000)]
+    reconnect_first_ms: i64,
+    /// The longest wait between tries (ms), before the random share.
+    #[export]
+    #[init(val = 10000)]
+    reconnect_max_ms: i64,
+    /// How many times the connection came back after the link was lost.
+    #[var(no_set)]
+    reconnects: i64,
     /// Pump from `_process`, which runs only while the client is in the scene tree. With
     /// `false`, or outside the tree, call [method poll] yourself (every frame is fine).
     #[export]
@@ -133,7 +159,9 @@ pub struct DeskRpcClient {
     stats: PhantomVar<VarDictionary>,
     /// Why the last [method connect_to_server] or [method attach] failed: `invalid_config`
     /// (a bad nick, channel or [member remote_nick], or [member config_overrides]) or
-    /// `cant_connect`; empty after one that succeeded.
+    /// `cant_connect` (at once for an address Godot refuses; later, once the server could
+    /// not be reached, with [member last_error_message] `connect to HOST:PORT failed: ...`);
+    /// empty after one that succeeded.
     #[var(no_set)]
     last_error: GString,
     /// What went wrong in that call, for people (the core's words).
@@ -147,6 +175,20 @@ pub struct DeskRpcClient {
     closing_deadline: Option<u64>,
     /// Whether the "not in the scene tree" warning was given (once per client).
     warned_outside_tree: bool,
+    /// Where [method connect_to_server] connected, for the next connection.
+    address: Option<(String, u16)>,
+    /// With [member reconnect]: the waits between tries.
+    backoff: Option<Backoff>,
+    /// While reconnecting: when the next try is made (ms).
+    reconnect_at: Option<u64>,
+    /// What the engine sent before the server said anything on this socket (registration):
+    /// a socket that fails before any answer is replaced and these go into the next one, so
+    /// the engine, and the requests it holds, carry on. `None` once the server answered.
+    unanswered: Option<Vec<Vec<u8>>>,
+    /// The engine replaced one whose link was lost: its first answer counts in `reconnects`.
+    replacement: bool,
+    /// [method close] was called: no reconnect.
+    closing: bool,
     base: Base<Node>,
 }
 
@@ -269,17 +311,14 @@ impl DeskRpcClient {
             let message = format!("port {} is out of range", self.server_port);
             return self.refuse("connect_to_server", "invalid_config", &message);
         };
+        let backoff = match self.reconnect.then(|| self.reconnect_policy()).transpose() {
+            Ok(policy) => policy.map(|p| Backoff::new(p, seed())),
+            Err(e) => return self.refuse("connect_to_server", "invalid_config", &e),
+        };
         self.shut_down("reconnecting");
         self.warn_outside_tree("connect_to_server");
-        let tls = self.use_tls.then(|| TlsSettings {
-            server_name: if self.tls_server_name.is_empty() {
-                self.server_host.to_string()
-            } else {
-                self.tls_server_name.to_string()
-            },
-            trusted: self.tls_trusted_certificate.clone(),
-        });
-        match Socket::connect(&self.server_host.to_string(), port, tls) {
+        let host = self.server_host.to_string();
+        match Socket::connect(&host, port, self.tls_settings()) {
             Ok(socket) => self.socket = Some(socket),
             Err(e) => return self.refuse("connect_to_server", "cant_connect", &e.to_string()),
         }
@@ -291,6 +330,11 @@ impl DeskRpcClient {
             }
         };
         self.engine = Engine::Desk(Box::new(desk));
+        self.address = Some((host, port));
+        self.backoff = backoff;
+        self.unanswered = Some(Vec::new());
+        self.closing = false;
+        self.reconnects = 0;
         self.last_error = GString::new();
         self.last_error_message = GString::new();
         self.deliver(vec![Action::State("registering".into())]);
@@ -381,6 +425,8 @@ impl DeskRpcClient {
         }
         let now = ticks();
         let reason = reason.to_string();
+        self.closing = true;
+        self.reconnect_at = None;
         match &mut self.engine {
             Engine::Desk(desk) => {
                 desk.quit(now, &reason);
@@ -429,6 +475,7 @@ impl DeskRpcClient {
                 self.closing_deadline = None;
             }
         }
+        self.come_back(now, &mut actions);
         self.deliver(actions);
     }
 
@@ -584,7 +631,12 @@ impl DeskRpcClient {
         };
         for input in socket.pump() {
             match input {
-                Input::Bytes(bytes) => desk.handle_bytes(now, &bytes),
+                Input::Bytes(bytes) => {
+                    if self.unanswered.take().is_some() && std::mem::take(&mut self.replacement) {
+                        self.reconnects += 1;
+                    }
+                    desk.handle_bytes(now, &bytes);
+                }
                 Input::Closed(reason) => {
                     self.socket_closed(now, &reason);
                     return;
@@ -594,12 +646,115 @@ impl DeskRpcClient {
     }
 
     fn socket_closed(&mut self, now: u64, reason: &str) {
-        if let Engine::Desk(desk) = &mut self.engine
-            && desk.state() != ConnectionState::Closed
-        {
-            godot_warn!("DeskRpcClient: {reason}");
-            desk.handle_eof(now);
+        let Engine::Desk(desk) = &mut self.engine else {
+            return;
+        };
+        if desk.state() == ConnectionState::Closed {
+            return;
         }
+        if self.unanswered.is_some() {
+            // The server never answered on this socket: it could not be reached.
+            let (host, port) = self.address.clone().unwrap_or_default();
+            let message = format!("connect to {host}:{port} failed: {reason}");
+            self.last_error = "cant_connect".into();
+            self.last_error_message = message.as_str().into();
+            if let Some(backoff) = self.backoff.as_mut().filter(|_| !self.closing) {
+                // The engine, and the requests it holds, wait for the next socket.
+                let delay = backoff.next_delay_ms();
+                godot_warn!("DeskRpcClient: {message}; trying again in {delay} ms");
+                self.socket = None;
+                self.reconnect_at = Some(now + delay);
+                return;
+            }
+            godot_warn!("DeskRpcClient: {message}");
+        } else {
+            godot_warn!("DeskRpcClient: {reason}");
+        }
+        desk.handle_eof(now);
+    }
+
+    /// With [member reconnect]: a link that ended (the engine closed, its socket gone) is
+    /// replaced by a new engine, which holds requests until its socket, made once the wait is
+    /// over, is ready.
+    fn come_back(&mut self, now: u64, actions: &mut Vec<Action>) {
+        let Engine::Desk(desk) = &self.engine else {
+            return;
+        };
+        if self.closing || self.backoff.is_none() {
+            return;
+        }
+        if desk.state() == ConnectionState::Closed && self.socket.is_none() {
+            let desk = match self
+                .config()
+                .and_then(|c| Desk::new(c, now, seed()).map_err(|e| e.to_string()))
+            {
+                Ok(desk) => desk,
+                Err(e) => {
+                    godot_error!("DeskRpcClient: cannot connect again: {e}");
+                    self.backoff = None;
+                    return;
+                }
+            };
+            let delay = self.backoff.as_mut().map_or(0, Backoff::next_delay_ms);
+            godot_warn!("DeskRpcClient: the link was lost; connecting again in {delay} ms");
+            self.engine = Engine::Desk(Box::new(desk));
+            self.unanswered = Some(Vec::new());
+            self.replacement = true;
+            self.reconnect_at = Some(now + delay);
+            // Its registration lines wait in `unanswered` for the socket.
+            self.drain(now, actions);
+        }
+        if let Some(at) = self.reconnect_at
+            && now >= at
+        {
+            self.reconnect_at = None;
+            let (host, port) = self.address.clone().unwrap_or_default();
+            match Socket::connect(&host, port, self.tls_settings()) {
+                Ok(mut socket) => {
+                    for line in self.unanswered.iter().flatten() {
+                        socket.send(line);
+                    }
+                    self.socket = Some(socket);
+                }
+                Err(e) => {
+                    let delay = self.backoff.as_mut().map_or(0, Backoff::next_delay_ms);
+                    godot_warn!("DeskRpcClient: {e}; trying again in {delay} ms");
+                    self.reconnect_at = Some(now + delay);
+                }
+            }
+        }
+        if let Engine::Desk(desk) = &self.engine {
+            let state = match self.reconnect_at {
+                Some(_) => "reconnecting".to_owned(),
+                None => state_name(desk.state()),
+            };
+            actions.push(Action::State(state));
+        }
+    }
+
+    /// The reconnect policy the properties say, checked by the core.
+    fn reconnect_policy(&self) -> Result<ReconnectPolicy, String> {
+        let policy = ReconnectPolicy {
+            first_delay_ms: u64::try_from(self.reconnect_first_ms).unwrap_or(0),
+            max_delay_ms: u64::try_from(self.reconnect_max_ms).unwrap_or(0),
+            ..ReconnectPolicy::default()
+        };
+        policy
+            .validate()
+            .map_err(|e| format!("reconnect_first_ms/reconnect_max_ms: {e}"))?;
+        Ok(policy)
+    }
+
+    /// TLS as the properties say ([member use_tls]).
+    fn tls_settings(&self) -> Option<TlsSettings> {
+        self.use_tls.then(|| TlsSettings {
+            server_name: if self.tls_server_name.is_empty() {
+                self.server_host.to_string()
+            } else {
+                self.tls_server_name.to_string()
+            },
+            trusted: self.tls_trusted_certificate.clone(),
+        })
     }
 
     /// Drains the engine into `actions`; transmits go to the socket here.
@@ -609,7 +764,17 @@ impl DeskRpcClient {
                 Engine::Idle => return,
                 Engine::Desk(desk) => match desk.poll_output(now) {
                     ConnectionOutput::Transmit(bytes) => {
-                        let queued = self.socket.as_mut().is_some_and(|s| s.send(&bytes));
+                        let queued = match self.unanswered.as_mut() {
+                            // Kept for a socket that fails before the server answers.
+                            Some(lines)
+                                if lines.iter().map(Vec::len).sum::<usize>() + bytes.len()
+                                    <= socket::MAX_OUTBOUND =>
+                            {
+                                lines.push(bytes.clone());
+                                self.socket.as_mut().is_none_or(|s| s.send(&bytes))
+                            }
+                            _ => self.socket.as_mut().is_some_and(|s| s.send(&bytes)),
+                        };
                         if !queued {
                             godot_error!(
                                 "DeskRpcClient: more than {} bytes wait to be sent; dropping the connection",
@@ -644,11 +809,12 @@ impl DeskRpcClient {
                 actions.push(Action::Event(event));
             }
             ConnectionEvent::Link(LinkEvent::StateChanged { state }) => {
-                let name = serde_json::to_value(state)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                actions.push(Action::State(name));
+                if *state == ConnectionState::Ready
+                    && let Some(backoff) = self.backoff.as_mut()
+                {
+                    backoff.reset();
+                }
+                actions.push(Action::State(state_name(*state)));
             }
             _ => actions.push(Action::Event(event)),
         }
@@ -748,6 +914,18 @@ impl DeskRpcClient {
         }
         self.engine = Engine::Idle;
         self.closing_deadline = None;
+        self.reconnect_at = None;
+        self.unanswered = None;
+        self.backoff = None;
+        self.replacement = false;
         self.state = "closed".into();
     }
+}
+
+/// A connection state as the core names it (`waiting_for_peer`).
+fn state_name(state: ConnectionState) -> String {
+    serde_json::to_value(state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
