@@ -16,7 +16,7 @@
 use deskwire::oa1::compress;
 use deskwire::oa1::{
     AuthConfig, ConnectionConfig, ConnectionEvent, ConnectionOutput, Desk, Event, Pacing, Remote,
-    TRUNCATION_MARKER,
+    TRUNCATION_MARKER, timeout_marker,
 };
 use deskwire::sim::{ClientId, Network};
 use libfuzzer_sys::fuzz_target;
@@ -119,8 +119,10 @@ impl Harness {
             Event::Response {
                 text, truncated, ..
             } => {
+                // Cut at the cap (the remote's marker), and/or by its timeout: the answer so
+                // far, then the timeout's marker (its longest form).
                 let marker = if truncated {
-                    TRUNCATION_MARKER.len()
+                    TRUNCATION_MARKER.len() + timeout_marker(u64::MAX, usize::MAX).len()
                 } else {
                     0
                 };
