@@ -202,10 +202,15 @@ pub(crate) const CUT_MARK: &str = "[CUT]";
 /// (by bytes, then [`CUT_MARK`]; ngircd may even split a UTF-8 sequence, this keeps the text
 /// valid), or `None` when it fits.
 pub(crate) fn relayed_cut(relayed: &[u8]) -> Option<usize> {
-    if relayed.len() + 2 <= MAX_LINE_BYTES {
+    relayed_cut_at(relayed, MAX_LINE_BYTES)
+}
+
+/// [`relayed_cut`] for a server whose lines may be `max_line` bytes with their CRLF.
+pub(crate) fn relayed_cut_at(relayed: &[u8], max_line: usize) -> Option<usize> {
+    if relayed.len() + 2 <= max_line {
         return None;
     }
-    let mut cut = MAX_LINE_BYTES - 2 - CUT_MARK.len();
+    let mut cut = max_line - 2 - CUT_MARK.len();
     while relayed[cut] & 0xC0 == 0x80 {
         cut -= 1;
     }

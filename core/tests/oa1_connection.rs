@@ -42,7 +42,7 @@ fn drain(
                     bytes.ends_with(b"\r\n"),
                     "a transmit is one line with its CRLF"
                 );
-                assert!(bytes.len() <= 512, "{} bytes", bytes.len());
+                assert!(bytes.len() <= net.linelen(), "{} bytes", bytes.len());
                 net.handle_bytes(client, &bytes);
                 drain
                     .lines
@@ -1042,5 +1042,101 @@ fn a_desk_that_cannot_regain_its_nick_says_so() {
     assert!(
         message.starts_with("not ready after 30 s: waiting for our nick `desk` back"),
         "{message}"
+    );
+}
+
+/// A 64 KiB answer through a server that says `LINELEN=n`: the lines the remote sent and the
+/// longest line relayed, with the answer checked byte for byte.
+/// `secret`: both ends share one and do not compress; `spec`: the desk offers nothing (as a
+/// spec-only desk), so the remote answers in 512-byte lines whatever the server allows.
+fn answer_through(linelen: Option<usize>, secret: bool, spec: bool) -> (u64, usize) {
+    let mut net = Network::new(1);
+    if let Some(n) = linelen {
+        net = net.with_linelen(n);
+    }
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let (mut desk_cfg, mut remote_cfg) = (desk_config(), remote_config());
+    if spec {
+        desk_cfg.oa1.compression = false;
+    }
+    if secret {
+        for c in [&mut desk_cfg, &mut remote_cfg] {
+            c.oa1.compression = false;
+            c.oa1.auth = Some(deskwire::oa1::AuthConfig::new(b"s3cret".to_vec(), 0));
+        }
+    }
+    let mut remote = Remote::new(remote_cfg, 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_cfg, 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+    // Text that deflate does not shrink much: a build log's worth of hex.
+    let mut answer = String::new();
+    let mut x: u64 = 88172645463325252;
+    while answer.len() < 64 * 1024 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        answer.push_str(&format!("{x:016x} "));
+        if answer.len() % 85 < 17 {
+            answer.push('\n');
+        }
+    }
+    answer.truncate(64 * 1024);
+    let id = desk.request(1, "cat big", Some(600_000)).unwrap();
+    let mut got = None;
+    for t in 2..2_000 {
+        for event in step(&mut remote, &mut net, r, t).events {
+            if let ConnectionEvent::Oa1(Event::Request { id, .. }) = event {
+                remote.respond(t, &id, &answer).unwrap();
+            }
+        }
+        drain(&mut remote, &mut net, r, t);
+        for event in step(&mut desk, &mut net, d, t).events {
+            if let ConnectionEvent::Oa1(e @ (Event::Response { .. } | Event::Failed { .. })) = event
+            {
+                got = Some(e);
+            }
+        }
+        if got.is_some() {
+            break;
+        }
+    }
+    assert_eq!(
+        got,
+        Some(Event::Response {
+            id,
+            text: answer,
+            truncated: false
+        })
+    );
+    (remote.stats().oa1.lines_out, net.stats().longest_line)
+}
+
+/// A server that relays longer lines (ISUPPORT `LINELEN`) carries a deskwire answer in fewer of
+/// them, each within what it said; a desk that shares the secret gets them too.
+#[test]
+fn a_longer_linelen_carries_an_answer_in_fewer_lines() {
+    let (plain_lines, plain_longest) = answer_through(None, false, false);
+    let (long_lines, long_longest) = answer_through(Some(2048), false, false);
+    assert!(plain_longest <= 512, "{plain_longest}");
+    assert!(
+        long_longest <= 2048 && long_longest > 1500,
+        "{long_longest}"
+    );
+    assert!(
+        long_lines * 3 < plain_lines,
+        "{long_lines} lines with LINELEN=2048, {plain_lines} with 512"
+    );
+    // A desk that offers none of deskwire's extensions may read 512 bytes a line at most.
+    let (_, spec_longest) = answer_through(Some(2048), false, true);
+    assert!(spec_longest <= 512, "{spec_longest}");
+    let (auth_lines, auth_longest) = answer_through(Some(2048), true, false);
+    assert!(
+        auth_longest <= 2048 && auth_longest > 1500,
+        "{auth_longest}"
+    );
+    eprintln!(
+        "64 KiB answer: {plain_lines} lines at 512 bytes, {long_lines} at LINELEN=2048 \
+         (compressed); {auth_lines} at LINELEN=2048 authenticated, uncompressed"
     );
 }

@@ -17,6 +17,10 @@ pub const DEFAULT_USERLEN: usize = 20;
 /// Host length assumed when neither the prefix nor `HOSTLEN` is known (RFC 1035 label limit).
 pub const DEFAULT_HOSTLEN: usize = 63;
 
+/// The longest `LINELEN` taken from a server (CRLF included): what a line decoder takes
+/// without tags by default, so a desk reading the lines needs no other setting.
+pub const MAX_LINELEN: usize = 8_192;
+
 /// Our nick, the user and host the server shows for us, and the server's ISUPPORT limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
@@ -25,6 +29,8 @@ pub struct Identity {
     host: Option<String>,
     userlen: Option<usize>,
     hostlen: Option<usize>,
+    /// ISUPPORT `LINELEN`: the longest line, CRLF included, the server takes and relays.
+    linelen: Option<usize>,
     casemapping: CaseMapping,
 }
 
@@ -37,6 +43,7 @@ impl Identity {
             host: None,
             userlen: None,
             hostlen: None,
+            linelen: None,
             casemapping: CaseMapping::default(),
         }
     }
@@ -103,6 +110,13 @@ impl Identity {
                     match key {
                         "USERLEN" => self.userlen = value.parse().ok(),
                         "HOSTLEN" => self.hostlen = value.parse().ok(),
+                        // Never below IRC's 512; at most what a line decoder takes by default.
+                        "LINELEN" => {
+                            self.linelen = value
+                                .parse::<usize>()
+                                .ok()
+                                .map(|n| n.clamp(MAX_LINE_BYTES, MAX_LINELEN));
+                        }
                         "CASEMAPPING" => self.casemapping = CaseMapping::from_isupport(value),
                         _ => {}
                     }
@@ -158,8 +172,19 @@ impl Identity {
     /// relays, prefix and CRLF included, stays within 512 bytes. Our own outgoing line is then
     /// shorter still, so it fits the server's 510-byte input limit too.
     pub fn privmsg_text_budget(&self, target: &str) -> usize {
+        self.privmsg_text_budget_within(target, MAX_LINE_BYTES)
+    }
+
+    /// The longest line, CRLF included, the server takes and relays: its ISUPPORT `LINELEN`
+    /// (at most [`MAX_LINELEN`]), else IRC's 512.
+    pub fn line_limit(&self) -> usize {
+        self.linelen.unwrap_or(MAX_LINE_BYTES)
+    }
+
+    /// [`Identity::privmsg_text_budget`] for relayed lines of up to `max_line` bytes.
+    pub fn privmsg_text_budget_within(&self, target: &str, max_line: usize) -> usize {
         let overhead = self.relay_prefix_len() + "PRIVMSG ".len() + target.len() + " :".len() + 2;
-        MAX_LINE_BYTES.saturating_sub(overhead)
+        max_line.saturating_sub(overhead)
     }
 }
 
@@ -194,6 +219,25 @@ mod tests {
         assert_eq!(id.relay_prefix_len(), ":desk!~desk@127.0.0.1 ".len());
         // Someone else's JOIN teaches nothing.
         assert!(!observe(&mut id, ":bob!b@elsewhere JOIN #desk"));
+    }
+
+    #[test]
+    fn linelen_is_taken_within_bounds() {
+        let mut id = Identity::new("desk");
+        assert_eq!(id.line_limit(), 512);
+        assert!(observe(
+            &mut id,
+            ":srv 005 desk LINELEN=2048 :are supported"
+        ));
+        assert_eq!(id.line_limit(), 2048);
+        let budget = id.privmsg_text_budget_within("#desk", id.line_limit());
+        assert_eq!(budget, id.privmsg_text_budget("#desk") + 2048 - 512);
+        observe(&mut id, ":srv 005 desk LINELEN=100 :are supported");
+        assert_eq!(id.line_limit(), 512, "never below IRC's 512");
+        observe(&mut id, ":srv 005 desk LINELEN=99999999 :are supported");
+        assert_eq!(id.line_limit(), MAX_LINELEN);
+        observe(&mut id, ":srv 005 desk LINELEN=x :are supported");
+        assert_eq!(id.line_limit(), 512);
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub mod session;
 pub use crate::lines::{DecodedLine, LineDecoder};
 pub use cap::{SaslConfig, SaslMechanism};
 pub use casemap::CaseMapping;
-pub use identity::{Identity, MAX_LINE_BYTES};
+pub use identity::{Identity, MAX_LINE_BYTES, MAX_LINELEN};
 pub use mask::{InvalidName, MAX_NICK_LEN, SenderPattern, validate_nick};
 pub use message::{FormatError, Message, ParseError, Privmsg, Source, format_line, privmsg};
 pub use session::{

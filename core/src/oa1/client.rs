@@ -152,8 +152,8 @@ impl Client {
                 .peer_compresses
                 .then(|| compress::compress(payload.as_bytes()))
                 .filter(|z| {
-                    self.frames(FrameType::ReqZ, &id, z)
-                        <= self.frames(FrameType::Req, &id, &escaped)
+                    self.frames(FrameType::ReqZ, &id, z, true)
+                        <= self.frames(FrameType::Req, &id, &escaped, extended)
                 });
             match compressed {
                 Some(z) => {
@@ -182,9 +182,9 @@ impl Client {
         Ok(id)
     }
 
-    /// How many frames `text` takes as a `kind` stream.
-    fn frames(&self, kind: FrameType, id: &str, text: &str) -> usize {
-        chunk::split(text, |seq| self.link.payload_budget(kind, id, seq)).len()
+    /// How many frames `text` takes as a `kind` stream (`long`: in lines up to `LINELEN`).
+    fn frames(&self, kind: FrameType, id: &str, text: &str, long: bool) -> usize {
+        chunk::split(text, |seq| self.link.payload_budget(kind, id, seq, long)).len()
     }
 
     /// Cancels a request: no event will come for it, and the remote is sent a `CANCEL`.

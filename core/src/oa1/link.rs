@@ -245,9 +245,17 @@ impl Link {
         }
     }
 
-    /// Escaped payload bytes that fit in frame `seq` of a `kind` stream for `id`.
-    pub(crate) fn payload_budget(&self, kind: FrameType, id: &str, seq: u32) -> usize {
-        let mut text_budget = self.identity.privmsg_text_budget(&self.config.channel);
+    /// Escaped payload bytes that fit in frame `seq` of a `kind` stream for `id`. `long`: the
+    /// peer is a deskwire end (it offered or uses deskwire's extensions), so the line may be
+    /// as long as the server's `LINELEN`; a spec-only peer may read 512 bytes at most.
+    pub(crate) fn payload_budget(&self, kind: FrameType, id: &str, seq: u32, long: bool) -> usize {
+        let max_line = match long {
+            true => self.identity.line_limit(),
+            false => crate::irc::MAX_LINE_BYTES,
+        };
+        let mut text_budget = self
+            .identity
+            .privmsg_text_budget_within(&self.config.channel, max_line);
         if self.auth.is_some() {
             text_budget = text_budget.saturating_sub(auth::OVERHEAD);
         }
@@ -262,7 +270,7 @@ impl Link {
     /// Checks that frames for `id` have room for a payload at all.
     pub(crate) fn check_room(&self, kind: FrameType, id: &str) -> Result<(), LocalError> {
         // Seq 9999 is a frame deep into a 128 KiB message; budgets only shrink with more digits.
-        if self.payload_budget(kind, id, 9999) < MIN_PAYLOAD_BUDGET {
+        if self.payload_budget(kind, id, 9999, false) < MIN_PAYLOAD_BUDGET {
             return Err(LocalError::NoRoom(self.config.channel.clone()));
         }
         Ok(())
@@ -291,7 +299,8 @@ impl Link {
         escaped: &str,
         extended: bool,
     ) {
-        let budget = |seq| self.payload_budget(kind, id, seq);
+        // A peer that decodes deskwire's escapes is a deskwire end: it reads long lines.
+        let budget = |seq| self.payload_budget(kind, id, seq, extended);
         let chunks = match extended {
             true => chunk::split(escaped, budget),
             false => chunk::split_spec(escaped, budget),
@@ -326,7 +335,9 @@ impl Link {
     /// Queues a one-frame message (`CANCEL`, `ACCEPT`) with `text` as its payload, escaped
     /// and cut to fit.
     pub(crate) fn queue_single(&mut self, kind: FrameType, id: &str, text: &str) {
-        let budget = self.payload_budget(kind, id, 1).max(MIN_PAYLOAD_BUDGET);
+        let budget = self
+            .payload_budget(kind, id, 1, false)
+            .max(MIN_PAYLOAD_BUDGET);
         let (escaped, wire);
         let payload = if self.authenticated() {
             escaped = escape(text);

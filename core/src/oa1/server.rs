@@ -469,9 +469,10 @@ impl Server {
         if unsent == 0 && !reply.has_hidden_output() {
             return false;
         }
+        let long = reply.compressor.is_some() || self.link.authenticated();
         let budget = self
             .link
-            .payload_budget(reply.kind(), &reply.id, reply.next_seq);
+            .payload_budget(reply.kind(), &reply.id, reply.next_seq, long);
         unsent >= budget
             || reply
                 .waiting_since
@@ -489,9 +490,12 @@ impl Server {
         }
         let mut reply = self.replies.remove(pos).expect("index in range");
         let kind = reply.kind();
+        // Lines up to the server's LINELEN toward a deskwire desk (it asked for compression,
+        // or shares our secret); 512 bytes toward a spec-only one.
+        let long = reply.compressor.is_some() || self.link.authenticated();
         let budget = self
             .link
-            .payload_budget(kind, &reply.id, reply.next_seq)
+            .payload_budget(kind, &reply.id, reply.next_seq, long)
             .max(MIN_PAYLOAD_BUDGET);
         reply.surface(budget);
         // base64 has no spaces; plain text goes with the spec's escapes only, unless the desk

@@ -11,7 +11,7 @@
 //! 510 bytes gets `ERROR :Request too long` and the connection is closed, as ngircd does; so does a
 //! client that lets more than [`MAX_PENDING_BYTES`] pile up unread ("SendQ exceeded").
 
-use super::{CUT_MARK, NOISE, RelayStats, relayed_cut};
+use super::{CUT_MARK, NOISE, RelayStats, relayed_cut_at};
 use crate::irc::{CaseMapping, MAX_LINE_BYTES, Message};
 use crate::lines::{DecodedLine, LineDecoder};
 use crate::oa1::IdGenerator;
@@ -71,6 +71,8 @@ pub struct Network {
     stats: RelayStats,
     /// What `004` says the server is; none sent when `None`.
     version: Option<String>,
+    /// The longest line, CRLF included, it takes and relays: 512, or what `LINELEN` says.
+    linelen: usize,
 }
 
 impl Network {
@@ -84,7 +86,15 @@ impl Network {
             rng: IdGenerator::new(seed),
             stats: RelayStats::default(),
             version: None,
+            linelen: MAX_LINE_BYTES,
         }
+    }
+
+    /// Takes and relays lines of up to `linelen` bytes (CRLF included; at least 512), and says
+    /// so after `001` in ISUPPORT (`005 <nick> LINELEN=<n>`), as servers with longer lines do.
+    pub fn with_linelen(mut self, linelen: usize) -> Self {
+        self.linelen = linelen.max(MAX_LINE_BYTES);
+        self
     }
 
     /// Says after `001` what server this is (`004 <nick> sim.example <version> ...`), as real
@@ -100,10 +110,15 @@ impl Network {
         self
     }
 
+    /// The longest line, CRLF included, it takes and relays (see [`Network::with_linelen`]).
+    pub fn linelen(&self) -> usize {
+        self.linelen
+    }
+
     /// Opens a connection from `host` (shown in the client's prefix).
     pub fn connect(&mut self, host: &str) -> ClientId {
         self.clients.push(Client {
-            decoder: LineDecoder::new(MAX_LINE_BYTES),
+            decoder: LineDecoder::new(self.linelen),
             host: host.to_owned(),
             nick: None,
             user: None,
@@ -131,7 +146,7 @@ impl Network {
         }
         // The decoder leaves the client while its lines are handled (which needs `&mut self`),
         // so no line is copied out of it.
-        let fresh = LineDecoder::new(MAX_LINE_BYTES);
+        let fresh = LineDecoder::new(self.linelen);
         let mut decoder = std::mem::replace(&mut self.clients[client.0].decoder, fresh);
         decoder.feed(bytes);
         while self.clients[client.0].open {
@@ -279,7 +294,7 @@ impl Network {
                 relayed.extend_from_slice(command.as_bytes());
                 relayed.extend_from_slice(rest);
                 self.stats.longest_line = self.stats.longest_line.max(relayed.len() + 2);
-                if let Some(cut) = relayed_cut(&relayed) {
+                if let Some(cut) = relayed_cut_at(&relayed, self.linelen) {
                     relayed.truncate(cut);
                     relayed.extend_from_slice(CUT_MARK.as_bytes());
                     self.stats.cut_lines += 1;
@@ -320,6 +335,13 @@ impl Network {
             self.send(
                 client,
                 format!(":{SERVER} 004 {nick} {SERVER} {version} io ntlk"),
+            );
+        }
+        if self.linelen != MAX_LINE_BYTES {
+            let linelen = self.linelen;
+            self.send(
+                client,
+                format!(":{SERVER} 005 {nick} LINELEN={linelen} :are supported by this server"),
             );
         }
     }
