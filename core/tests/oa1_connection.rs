@@ -1140,3 +1140,26 @@ fn a_longer_linelen_carries_an_answer_in_fewer_lines() {
          (compressed); {auth_lines} at LINELEN=2048 authenticated, uncompressed"
     );
 }
+
+/// Where the server has a bot mode (ISUPPORT `BOT=B`), a remote marks itself a bot; a desk
+/// does not.
+#[test]
+fn a_remote_marks_itself_a_bot_where_the_server_offers_it() {
+    let mut net = Network::new(1).with_isupport("BOT=B");
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    let (mut remote_lines, mut desk_lines) = (Vec::new(), Vec::new());
+    for t in 0..5 {
+        remote_lines.extend(step(&mut remote, &mut net, r, t).lines);
+        desk_lines.extend(step(&mut desk, &mut net, d, t).lines);
+    }
+    assert!(
+        remote_lines.contains(&"MODE deskbot +B".to_owned()),
+        "{remote_lines:?}"
+    );
+    assert!(
+        !desk_lines.iter().any(|l| l.starts_with("MODE")),
+        "{desk_lines:?}"
+    );
+}

@@ -18,7 +18,7 @@ as_handle!(dw_irc_session, Session);
 
 /// Creates a session. `config_json`: `{"nick", "user"?, "realname"?, "password"?,
 /// "channels"?: [..], "max_nick_attempts"?, "ping_interval_ms"?, "ping_timeout_ms"?,
-/// "nick_regain_ms"?, "max_line_bytes"?, "sasl"?, "capabilities"?}` (unknown members
+/// "nick_regain_ms"?, "max_line_bytes"?, "bot_mode"?, "sasl"?, "capabilities"?}` (unknown members
 /// refused). Registration lines are queued at once. On success `*out` is a new handle the
 /// caller frees with `dw_irc_session_free`.
 #[unsafe(no_mangle)]

@@ -33,6 +33,10 @@ pub struct IrcSessionConfig {
     pub nick_regain_ms: i64,
     /// Longest line accepted from the server, CRLF included.
     pub max_line_bytes: i64,
+    /// Mark ourselves a bot (`MODE <nick> +B`) where the server has a bot mode (ISUPPORT
+    /// `BOT`); a remote's connection sets it.
+    #[uniffi(default = false)]
+    pub bot_mode: bool,
     /// Log in with SASL while registering (`null`: no `CAP` at all).
     #[uniffi(default = None)]
     pub sasl: Option<irc::SaslConfig>,
@@ -240,6 +244,7 @@ impl From<irc::SessionConfig> for IrcSessionConfig {
             ping_timeout_ms: long(c.ping_timeout_ms),
             nick_regain_ms: long(c.nick_regain_ms),
             max_line_bytes: long_size(c.max_line_bytes),
+            bot_mode: c.bot_mode,
             sasl: c.sasl,
             capabilities: c.capabilities,
         }
@@ -261,6 +266,7 @@ impl TryFrom<IrcSessionConfig> for irc::SessionConfig {
             ping_timeout_ms: non_negative("session.pingTimeoutMs", c.ping_timeout_ms)?,
             nick_regain_ms: non_negative("session.nickRegainMs", c.nick_regain_ms)?,
             max_line_bytes: to_usize(non_negative("session.maxLineBytes", c.max_line_bytes)?),
+            bot_mode: c.bot_mode,
             sasl: c.sasl,
             capabilities: c.capabilities,
         })

@@ -82,6 +82,9 @@ pub struct SessionConfig {
     pub nick_regain_ms: u64,
     /// Longest line accepted from the server, CRLF included; longer lines are ignored and counted.
     pub max_line_bytes: usize,
+    /// Mark ourselves a bot (`MODE <nick> +B`) where the server offers a bot mode (ISUPPORT
+    /// `BOT=B`), so clients can tell us from people. An OA1 remote sets it.
+    pub bot_mode: bool,
     /// Log in with SASL while registering (`CAP LS 302`, `CAP REQ :sasl`, `AUTHENTICATE`;
     /// see [`super::cap`]). `None`: no `CAP` at all, as before.
     pub sasl: Option<SaslConfig>,
@@ -107,6 +110,8 @@ struct SessionConfigJson {
     nick_regain_ms: Option<u64>,
     max_line_bytes: Option<usize>,
     #[serde(default)]
+    bot_mode: bool,
+    #[serde(default)]
     sasl: Option<SaslConfig>,
     #[serde(default)]
     capabilities: Vec<String>,
@@ -119,6 +124,7 @@ impl From<SessionConfigJson> for SessionConfig {
         config.password = json.password;
         config.sasl = json.sasl;
         config.capabilities = json.capabilities;
+        config.bot_mode = json.bot_mode;
         if let Some(user) = json.user {
             config.user = user;
         }
@@ -160,6 +166,7 @@ impl SessionConfig {
             ping_timeout_ms: 120_000,
             nick_regain_ms: 2_000,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            bot_mode: false,
             sasl: None,
             capabilities: Vec::new(),
         }
@@ -460,6 +467,8 @@ pub struct Session {
     regain: Option<Regain>,
     /// The server's ISUPPORT has `MONITOR`.
     monitor_offered: bool,
+    /// `MODE <nick> +B` was sent (see [`SessionConfig::bot_mode`]).
+    bot_mode_set: bool,
     stats: SessionStats,
 }
 
@@ -510,6 +519,7 @@ impl Session {
             keepalive_sent_ms: None,
             regain: None,
             monitor_offered: false,
+            bot_mode_set: false,
             stats: SessionStats::default(),
             config,
         };
@@ -856,6 +866,17 @@ impl Session {
             {
                 self.monitor_offered = true;
                 self.start_monitor();
+            }
+            // BOT=B: the user mode that marks a bot.
+            let bot = tokens.iter().find_map(|t| t.strip_prefix("BOT="));
+            if let Some(mode) =
+                bot.filter(|m| m.len() == 1 && m.bytes().all(|b| b.is_ascii_alphabetic()))
+                && self.config.bot_mode
+                && !self.bot_mode_set
+            {
+                self.bot_mode_set = true;
+                let nick = self.identity.nick().to_owned();
+                self.send("MODE", &[&nick, &format!("+{mode}")]);
             }
         } else if command == "731" {
             // 731 <me> :nick[!user@host][,nick...]: the nicks watched that are free now.
@@ -1538,6 +1559,38 @@ mod tests {
         let json: SessionConfig =
             serde_json::from_str(r#"{"nick": "desk", "nick_regain_ms": 0}"#).unwrap();
         assert_eq!(json.nick_regain_ms, 0);
+    }
+
+    #[test]
+    fn a_bot_marks_itself_where_the_server_has_a_bot_mode() {
+        let mut config = SessionConfig::new("rexd", &["#desk"]);
+        config.bot_mode = true;
+        let mut session = Session::new(config.clone(), 0);
+        drain(&mut session, 0);
+        server(&mut session, 1, &[":srv 001 rexd :Welcome"]);
+        let (sent, _) = server(
+            &mut session,
+            2,
+            &[":srv 005 rexd BOT=B NICKLEN=30 :are supported"],
+        );
+        assert_eq!(sent, ["MODE rexd +B"]);
+        // Once only, and nothing on a server without one, or for a session not asked to.
+        let (sent, _) = server(&mut session, 3, &[":srv 005 rexd BOT=B :are supported"]);
+        assert!(sent.is_empty());
+        let mut plain = Session::new(config, 0);
+        drain(&mut plain, 0);
+        server(&mut plain, 1, &[":srv 001 rexd :Welcome"]);
+        let (sent, _) = server(
+            &mut plain,
+            2,
+            &[":srv 005 rexd NICKLEN=30 BOT= BOT=xy :are supported"],
+        );
+        assert!(sent.is_empty());
+        let mut desk = Session::new(SessionConfig::new("desk", &["#desk"]), 0);
+        drain(&mut desk, 0);
+        server(&mut desk, 1, &[":srv 001 desk :Welcome"]);
+        let (sent, _) = server(&mut desk, 2, &[":srv 005 desk BOT=B :are supported"]);
+        assert!(sent.is_empty());
     }
 
     #[test]

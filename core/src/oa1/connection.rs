@@ -569,6 +569,10 @@ impl<E: Endpoint> Connection<E> {
             config.session.channels.push(channel.clone());
         }
         config.oa1.nick = config.session.nick.clone();
+        // A remote is a bot: it marks itself so where the server has a bot mode.
+        if !desk {
+            config.session.bot_mode = true;
+        }
         // An `account:` sender is known by each message's account tag: ask for it.
         let needs_accounts = config
             .oa1

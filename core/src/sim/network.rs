@@ -73,6 +73,8 @@ pub struct Network {
     version: Option<String>,
     /// The longest line, CRLF included, it takes and relays: 512, or what `LINELEN` says.
     linelen: usize,
+    /// ISUPPORT tokens it sends after `001` (in one `005`; none sent when empty).
+    isupport: Vec<String>,
 }
 
 impl Network {
@@ -87,14 +89,22 @@ impl Network {
             stats: RelayStats::default(),
             version: None,
             linelen: MAX_LINE_BYTES,
+            isupport: Vec::new(),
         }
+    }
+
+    /// Says `token` (e.g. `BOT=B`) in its ISUPPORT `005` after `001`.
+    pub fn with_isupport(mut self, token: &str) -> Self {
+        self.isupport.push(token.to_owned());
+        self
     }
 
     /// Takes and relays lines of up to `linelen` bytes (CRLF included; at least 512), and says
     /// so after `001` in ISUPPORT (`005 <nick> LINELEN=<n>`), as servers with longer lines do.
     pub fn with_linelen(mut self, linelen: usize) -> Self {
         self.linelen = linelen.max(MAX_LINE_BYTES);
-        self
+        let linelen = self.linelen;
+        self.with_isupport(&format!("LINELEN={linelen}"))
     }
 
     /// Says after `001` what server this is (`004 <nick> sim.example <version> ...`), as real
@@ -337,11 +347,11 @@ impl Network {
                 format!(":{SERVER} 004 {nick} {SERVER} {version} io ntlk"),
             );
         }
-        if self.linelen != MAX_LINE_BYTES {
-            let linelen = self.linelen;
+        if !self.isupport.is_empty() {
+            let tokens = self.isupport.join(" ");
             self.send(
                 client,
-                format!(":{SERVER} 005 {nick} LINELEN={linelen} :are supported by this server"),
+                format!(":{SERVER} 005 {nick} {tokens} :are supported by this server"),
             );
         }
     }

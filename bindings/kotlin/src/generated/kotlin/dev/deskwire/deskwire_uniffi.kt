@@ -9731,6 +9731,12 @@ data class IrcSessionConfig (
     var `maxLineBytes`: kotlin.Long
     , 
     /**
+     * Mark ourselves a bot (`MODE <nick> +B`) where the server has a bot mode (ISUPPORT
+     * `BOT`); a remote's connection sets it.
+     */
+    var `botMode`: kotlin.Boolean = false 
+    , 
+    /**
      * Log in with SASL while registering (`null`: no `CAP` at all).
      */
     var `sasl`: SaslConfig? = null 
@@ -9766,6 +9772,7 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterLong.read(buf),
             FfiConverterLong.read(buf),
             FfiConverterLong.read(buf),
+            FfiConverterBoolean.read(buf),
             FfiConverterOptionalTypeSaslConfig.read(buf),
             FfiConverterSequenceString.read(buf),
         )
@@ -9782,6 +9789,7 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterLong.allocationSize(value.`pingTimeoutMs`) +
             FfiConverterLong.allocationSize(value.`nickRegainMs`) +
             FfiConverterLong.allocationSize(value.`maxLineBytes`) +
+            FfiConverterBoolean.allocationSize(value.`botMode`) +
             FfiConverterOptionalTypeSaslConfig.allocationSize(value.`sasl`) +
             FfiConverterSequenceString.allocationSize(value.`capabilities`)
     )
@@ -9797,6 +9805,7 @@ public object FfiConverterTypeIrcSessionConfig: FfiConverterRustBuffer<IrcSessio
             FfiConverterLong.write(value.`pingTimeoutMs`, buf)
             FfiConverterLong.write(value.`nickRegainMs`, buf)
             FfiConverterLong.write(value.`maxLineBytes`, buf)
+            FfiConverterBoolean.write(value.`botMode`, buf)
             FfiConverterOptionalTypeSaslConfig.write(value.`sasl`, buf)
             FfiConverterSequenceString.write(value.`capabilities`, buf)
     }
