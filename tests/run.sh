@@ -155,7 +155,8 @@ fi
 REXD="$PWD/target/debug/rexd" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp
 
 section "Kotlin: uniffi bindings on the JVM (JUnit through Maven against the cdylib; a real WebSocket to examples/mobile_desktop)"
-bash tests/build.sh -p deskwire-uniffi -p deskwire-uniffi-bindgen -p mobile_desktop -p rexd
+bash tests/build.sh -p deskwire-uniffi -p deskwire-uniffi-bindgen -p mobile_desktop -p rexd \
+  -p deskwire-integration
 # The generated Kotlin is committed (readable in review, usable without Rust tooling) and must
 # be exactly what uniffi-bindgen makes from the library: regenerate it, then fail on any drift.
 rm -rf bindings/kotlin/src/generated/kotlin

@@ -16,9 +16,11 @@ cache="${DESKWIRE_CACHE:-$HOME/.cache/deskwire}"
 export PIP_CACHE_DIR="$cache/pip" PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # `--bin` picks targets across every package named, so each binary is named.
-bash tests/build.sh -p rexd -p deskwire-sidecar-host -p mobile_desktop --bin rexd --bin sidecar-host --bin mobile_desktop
+bash tests/build.sh -p rexd -p deskwire-sidecar-host -p mobile_desktop -p deskwire-integration \
+  --bin rexd --bin sidecar-host --bin mobile_desktop --bin services-irc
 bin="${CARGO_TARGET_DIR:-$repo/target}/debug"
 export DESKWIRE_REXD="$bin/rexd" PEERS_REXD="$bin/rexd" DESKWIRE_MOBILE_DESKTOP="$bin/mobile_desktop"
+export DESKWIRE_SERVICES_IRC="$bin/services-irc"
 
 venv="$repo/target/python-venv"
 rm -rf "$venv"
