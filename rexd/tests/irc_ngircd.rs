@@ -1057,3 +1057,44 @@ fn rexd_serves_an_account() {
         "{refused}"
     );
 }
+
+/// Where the server has a bot mode (InspIRCd's botmode: ISUPPORT `BOT=B`), rexd marks itself
+/// a bot, so `WHOIS` says so (`335`) and clients can tell it from people.
+#[test]
+fn rexd_marks_itself_a_bot_where_the_server_offers_it() {
+    let irc = deskwire_integration::ServicesIrc::start();
+    let root = tempfile::tempdir().unwrap();
+    let log_path = root.path().join("rexd.log");
+    let _rexd = start_rexd_logging(
+        &irc.addr(),
+        root.path(),
+        &["--allow-from", "desk", "--log-level", "info"],
+        &[],
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    wait_logged(&log_path, "joined #desk");
+    let clock = Clock::start();
+    let mut looker = IrcConn::connect(&irc.addr(), "looker", CHANNEL, clock.now());
+    let deadline = clock.now() + 10_000;
+    let mut asked = false;
+    let mut whois = Vec::new();
+    loop {
+        assert!(clock.now() < deadline, "no end of WHOIS: {whois:?}");
+        for line in looker.read_lines(clock.now()) {
+            let line = String::from_utf8_lossy(&line).into_owned();
+            if asked && line.contains(" deskbot ") {
+                whois.push(line);
+            }
+        }
+        looker.pump_session(clock.now());
+        if !asked && looker.session.is_registered() {
+            looker.write_line("WHOIS deskbot");
+            asked = true;
+        }
+        if whois.iter().any(|l| l.contains(" 318 ")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(whois.iter().any(|l| l.contains(" 335 ")), "{whois:?}");
+}
