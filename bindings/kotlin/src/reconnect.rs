@@ -45,7 +45,7 @@ impl TryFrom<ReconnectPolicy> for reconnect::ReconnectPolicy {
     }
 }
 
-/// The wait before reconnection try [attempt] (0 for the first), with [random] choosing its
+/// The wait before reconnection try `attempt` (0 for the first), with `random` choosing its
 /// random share. Throws for a policy that cannot work (`firstDelayMs` 0 or above
 /// `maxDelayMs`, `jitterPercent` above 100).
 #[uniffi::export]
