@@ -19,6 +19,7 @@ use crate::remote_call::RemoteCall;
 use crate::shapes::{self, ConnectionSettings, Format};
 use crate::socket::{self, Input, Socket, TlsSettings};
 use crate::{on_main_thread, ticks, variant};
+use deskwire::irc::{DisconnectReason, SessionEvent};
 use deskwire::reconnect::{Backoff, ReconnectPolicy};
 
 /// The desk end of OA1: sends `RemoteBash` commands as OA1 requests on an IRC channel and
@@ -100,6 +101,22 @@ pub struct DeskRpcClient {
     /// [method remote_bash]'s `timeout_sec` overrides it per call.
     #[export]
     request_timeout_sec: i64,
+    /// The IRC server's password (`PASS`; "": none).
+    #[export]
+    server_password: GString,
+    /// Log in with SASL PLAIN as this services account while registering ("": no SASL).
+    /// Over TLS ([member use_tls]) only, unless you mean to send the password in clear.
+    #[export]
+    sasl_username: GString,
+    /// The account's password (with [member sasl_username]).
+    #[export]
+    sasl_password: GString,
+    /// A failed login (or a server without SASL) ends the connection, with [member last_error]
+    /// `login_failed` and the server's words in [member last_error_message], and is not
+    /// tried again; `false` goes on unauthenticated ([signal irc_event] `login_failed`).
+    #[export]
+    #[init(val = true)]
+    sasl_required: bool,
     /// The secret shared with the remote that authenticates OA1 frames ("": none): every
     /// frame then carries a timestamp and an HMAC tag, and frames without the right tag, too
     /// old (more than 60 s off this machine's clock) or replayed are dropped (counted in
@@ -560,8 +577,35 @@ impl DeskRpcClient {
             epoch_unix_ms: epoch_unix_ms(),
             compression: self.compression,
         };
-        let overrides =
+        let mut overrides =
             variant::from_dictionary(&self.config_overrides).map_err(|e| e.to_string())?;
+        // The login properties go into the session config; config_overrides' own keys win.
+        let mut session = serde_json::Map::new();
+        if !self.server_password.is_empty() {
+            session.insert("password".into(), self.server_password.to_string().into());
+        }
+        if !self.sasl_username.is_empty() {
+            session.insert(
+                "sasl".into(),
+                serde_json::json!({
+                    "mechanism": "PLAIN",
+                    "username": self.sasl_username.to_string(),
+                    "password": self.sasl_password.to_string(),
+                    "required": self.sasl_required,
+                }),
+            );
+        }
+        match overrides.get_mut("session") {
+            Some(serde_json::Value::Object(own)) => {
+                for (key, value) in session {
+                    own.entry(key).or_insert(value);
+                }
+            }
+            _ if !session.is_empty() => {
+                overrides.insert("session".into(), session.into());
+            }
+            _ => {}
+        }
         shapes::desk_config(&settings, overrides)
     }
 
@@ -806,6 +850,16 @@ impl DeskRpcClient {
                 {
                     actions.push(Action::Settle(call, result));
                 }
+                actions.push(Action::Event(event));
+            }
+            ConnectionEvent::Irc(SessionEvent::Disconnected {
+                reason: DisconnectReason::LoginFailed { message },
+            }) => {
+                // A refused login is the user's to fix: said, and not tried again.
+                godot_warn!("DeskRpcClient: {message}");
+                self.last_error = "login_failed".into();
+                self.last_error_message = message.as_str().into();
+                self.backoff = None;
                 actions.push(Action::Event(event));
             }
             ConnectionEvent::Link(LinkEvent::StateChanged { state }) => {

@@ -4,6 +4,7 @@
 //! cargo run --bin desk -- 'uname -a'
 //! cargo run --bin desk -- --irc 127.0.0.1:6667 --channel '#desk' 'uname -a'
 //! cargo run --bin desk -- --irc irc.example:6667 --role server   # the remote, keeps serving
+//!                                                 # (and reconnects, as rexd --irc does)
 //! cargo run --bin desk -- --irc irc.example:6667 --role client 'df -h'
 //! ```
 //!
@@ -100,10 +101,11 @@ struct Args {
     verbose: bool,
 }
 
-/// What the socket reader threads send.
+/// What the socket reader threads send, with the connection's number (a lost link's late
+/// bytes are told from the new one's).
 enum Input {
-    Bytes(Side, Vec<u8>),
-    Closed(Side, String),
+    Bytes(Side, u64, Vec<u8>),
+    Closed(Side, u64, String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -151,6 +153,22 @@ struct RemoteEnd {
     wire: Wire,
     executor: Executor,
     requests: Vec<Event>,
+    /// The number of its connection: 0, then one more per reconnect.
+    link: u64,
+    /// `--role server`: a lost link is connected again (the config for each new engine, the
+    /// waits between tries, when the next is due).
+    comeback: Option<Comeback>,
+}
+
+/// How `--role server` comes back after a lost link: the core's reconnect policy, as in
+/// `rexd --irc`.
+struct Comeback {
+    config: ConnectionConfig,
+    backoff: deskwire::reconnect::Backoff,
+    /// Why the link was lost, once it is (the engine's end or the socket's).
+    lost: Option<String>,
+    /// When the next connection is tried.
+    at: Option<u64>,
 }
 
 struct Clock(Instant);
@@ -233,7 +251,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let mut wire_for = |side: Side, host: &str| -> Result<Wire, String> {
         match &args.irc {
             None => Ok(Wire::Sim(net.connect(host))),
-            Some(addr) => connect(addr, &link.tls, side, tx.clone(), waker.clone()),
+            Some(addr) => connect(addr, &link.tls, side, 0, tx.clone(), waker.clone()),
         }
     };
     let mut remote = match args.role != Role::Client {
@@ -256,11 +274,22 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 },
             )
             .map_err(|e| e.to_string())?;
+            let comeback = (args.role == Role::Server).then(|| Comeback {
+                config: config.clone(),
+                backoff: deskwire::reconnect::Backoff::new(
+                    deskwire::reconnect::ReconnectPolicy::default(),
+                    getrandom::u64().unwrap_or(1),
+                ),
+                lost: None,
+                at: None,
+            });
             Some(RemoteEnd {
                 engine: Remote::new(config, clock.now()).map_err(|e| e.to_string())?,
                 wire: wire_for(Side::Remote, "10.0.0.2")?,
                 executor,
                 requests: Vec::new(),
+                link: 0,
+                comeback,
             })
         }
         false => None,
@@ -330,6 +359,15 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 ExitCode::FAILURE
             });
         }
+        if let (Some(r), Some(addr)) = (remote.as_mut(), args.irc.as_deref()) {
+            if come_back(r, addr, &link.tls, &tx, &waker, clock.now()) {
+                // The new engine's registration goes out at once.
+                deadline = clock.now();
+            }
+            if let Some(at) = r.comeback.as_ref().and_then(|c| c.at) {
+                deadline = deadline.min(at);
+            }
+        }
         let busy = remote.as_ref().is_some_and(|r| r.executor.wants_pump());
         let wait = match busy {
             true => Duration::ZERO,
@@ -364,17 +402,28 @@ fn run(args: Args) -> Result<ExitCode, String> {
         }
         loop {
             match rx.try_recv() {
-                Ok(Input::Bytes(Side::Desk, bytes)) => {
+                Ok(Input::Bytes(Side::Desk, _, bytes)) => {
                     if let Some(d) = desk.as_mut() {
                         d.engine.handle_bytes(now, &bytes);
                     }
                 }
-                Ok(Input::Bytes(Side::Remote, bytes)) => {
-                    if let Some(r) = remote.as_mut() {
+                Ok(Input::Bytes(Side::Remote, link, bytes)) => {
+                    if let Some(r) = remote.as_mut().filter(|r| r.link == link) {
                         r.engine.handle_bytes(now, &bytes);
                     }
                 }
-                Ok(Input::Closed(side, why)) => {
+                Ok(Input::Closed(Side::Remote, link, why))
+                    if remote.as_ref().is_some_and(|r| r.comeback.is_some()) =>
+                {
+                    // `--role server`: the link comes back (a late close of an old one is
+                    // nothing).
+                    if let Some(r) = remote.as_mut().filter(|r| r.link == link)
+                        && let Some(comeback) = r.comeback.as_mut()
+                    {
+                        comeback.lost.get_or_insert(why);
+                    }
+                }
+                Ok(Input::Closed(side, _, why)) => {
                     return Err(format!("{side:?} connection closed: {why}"));
                 }
                 Err(TryRecvError::Empty) => break,
@@ -383,6 +432,62 @@ fn run(args: Args) -> Result<ExitCode, String> {
             }
         }
     }
+}
+
+/// `--role server` after a lost link: the commands of the lost link are ended (their answers
+/// have nowhere to go: OA1 promises nothing across reconnects), and a new engine is connected
+/// once the policy's wait is over, and again after each failed try. Whether a new engine was
+/// connected.
+fn come_back(
+    r: &mut RemoteEnd,
+    addr: &str,
+    tls: &rexd::transport::TlsOptions,
+    tx: &Sender<Input>,
+    waker: &Arc<Waker>,
+    now: u64,
+) -> bool {
+    let Some(comeback) = r.comeback.as_mut() else {
+        return false;
+    };
+    let Some(lost) = comeback.lost.as_deref() else {
+        return false;
+    };
+    if comeback.at.is_none() {
+        r.executor.cancel_all(now);
+        let delay = comeback.backoff.next_delay_ms();
+        eprintln!("remote: IRC link lost ({lost}); reconnecting in {delay} ms");
+        comeback.at = Some(now + delay);
+    }
+    if comeback.at.is_some_and(|at| now < at) {
+        return false;
+    }
+    match connect(
+        addr,
+        tls,
+        Side::Remote,
+        r.link + 1,
+        tx.clone(),
+        waker.clone(),
+    ) {
+        Ok(wire) => match Remote::new(comeback.config.clone(), now) {
+            Ok(engine) => {
+                r.engine = engine;
+                r.wire = wire;
+                r.link += 1;
+                comeback.lost = None;
+                comeback.at = None;
+                eprintln!("remote: connected again");
+                return true;
+            }
+            Err(e) => eprintln!("remote: {e}"),
+        },
+        Err(e) => {
+            let delay = comeback.backoff.next_delay_ms();
+            eprintln!("remote: {e}; trying again in {delay} ms");
+            comeback.at = Some(now + delay);
+        }
+    }
+    false
 }
 
 /// Drains the desk engine; returns its deadline.
@@ -453,9 +558,23 @@ fn pump_remote(
                 }
                 ConnectionOutput::Event(ConnectionEvent::Irc(
                     deskwire::irc::SessionEvent::Disconnected { reason },
-                )) => return Err(format!("remote: IRC session ended: {reason}")),
+                )) => match r.comeback.as_mut() {
+                    Some(comeback) => {
+                        comeback
+                            .lost
+                            .get_or_insert(format!("IRC session ended: {reason}"));
+                    }
+                    None => return Err(format!("remote: IRC session ended: {reason}")),
+                },
                 ConnectionOutput::Event(event) => {
                     progressed = true;
+                    if let ConnectionEvent::Link(oa1::LinkEvent::StateChanged {
+                        state: oa1::ConnectionState::Ready,
+                    }) = &event
+                        && let Some(comeback) = r.comeback.as_mut()
+                    {
+                        comeback.backoff.reset();
+                    }
                     if verbose {
                         eprintln!("[remote] {event:?}");
                     }
@@ -477,6 +596,7 @@ fn connect(
     addr: &str,
     tls: &rexd::transport::TlsOptions,
     side: Side,
+    link: u64,
     tx: Sender<Input>,
     waker: Arc<Waker>,
 ) -> Result<Wire, String> {
@@ -485,8 +605,8 @@ fn connect(
     let stream = IrcStream::connect(&target, tls).map_err(|e| e.to_string())?;
     let link = LinkThread::spawn(stream, move |delivery| {
         let input = match delivery {
-            Delivery::Bytes(bytes) => Input::Bytes(side, bytes),
-            Delivery::Closed(why) => Input::Closed(side, why),
+            Delivery::Bytes(bytes) => Input::Bytes(side, link, bytes),
+            Delivery::Closed(why) => Input::Closed(side, link, why),
         };
         if tx.send(input).is_ok() {
             let _ = waker.wake();

@@ -236,3 +236,29 @@ func test_a_client_outside_the_tree_warns_and_pumps_by_hand() -> void:
 	var in_tree := logger.seen.filter(func(w): return w.contains("scene tree"))
 	check_eq(in_tree.size(), 0, "no warning in the tree: %s" % [in_tree])
 	inside.queue_free()
+
+
+func test_a_required_sasl_login_the_server_cannot_do_is_named_and_not_retried() -> void:
+	# The suite's ngircd has no SASL: a required login ends the connection, says why, and is not
+	# tried again even with reconnect on; one that is not required goes on unauthenticated.
+	var client := _client("godesk-sasl", OS.get_environment("DESKWIRE_CHANNEL"), OS.get_environment("DESKWIRE_REMOTE_NICK"))
+	client.sasl_username = "bob"
+	client.sasl_password = "hunter22"
+	client.reconnect = true
+	client.reconnect_first_ms = 100
+	check_eq(client.connect_to_server(), OK, "connect_to_server")
+	check(await wait_until(func(): return client.last_error == "login_failed", 10.0), "login_failed (last_error %s)" % client.last_error)
+	check("SASL" in client.last_error_message, client.last_error_message)
+	seen.append("required SASL on ngircd: %s" % client.last_error_message)
+	await tree.create_timer(1.0).timeout
+	check_eq(client.state, "closed", "not tried again")
+	var optional := _client("godesk-sasl2", OS.get_environment("DESKWIRE_CHANNEL"), OS.get_environment("DESKWIRE_REMOTE_NICK"))
+	optional.sasl_username = "bob"
+	optional.sasl_password = "hunter22"
+	optional.sasl_required = false
+	check_eq(optional.connect_to_server(), OK, "connect_to_server, login not required")
+	check(await wait_until(func(): return optional.state == "ready", 15.0), "ready unauthenticated (state %s)" % optional.state)
+	check(not _event(optional, "login_failed").is_empty(), "the failed login is an irc_event: %s" % [optional.get_meta("irc_events")])
+	client.queue_free()
+	optional.close()
+	optional.queue_free()

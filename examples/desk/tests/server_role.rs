@@ -1,0 +1,72 @@
+//! The desk demo as `--role server` comes back after its IRC server restarts (the core's
+//! reconnect policy, as `rexd --irc`), and a desk started afterwards is answered.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use deskwire_integration::{Ngircd, stop_daemon};
+
+/// Waits (at most 30 s) until `seen` holds `want` at least `times` times.
+fn wait_for(seen: &Arc<Mutex<String>>, want: &str, times: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = seen.lock().unwrap().clone();
+        if text.matches(want).count() >= times {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {want:?} ({times}x) in:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_server_role_comes_back_after_the_irc_server_restarts() {
+    let mut ircd = Ngircd::start();
+    let desk = env!("CARGO_BIN_EXE_desk");
+    let mut remote = Command::new(desk)
+        .args(["--irc", &ircd.addr(), "--role", "server", "--verbose"])
+        .arg("--unauthenticated")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the remote");
+    let mut stderr = remote.stderr.take().unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let sink = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    wait_for(&seen, "state: Ready", 1);
+    ircd.restart();
+    wait_for(&seen, "remote: IRC link lost (", 1);
+    wait_for(&seen, "remote: connected again", 1);
+    wait_for(&seen, "state: Ready", 2);
+    let out = Command::new(desk)
+        .args(["--irc", &ircd.addr(), "--role", "client"])
+        .args(["--timeout-sec", "30", "echo again"])
+        .output()
+        .expect("run the desk");
+    let still_running = remote.try_wait().unwrap().is_none();
+    stop_daemon(&mut remote);
+    assert!(still_running, "{}", seen.lock().unwrap());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "again\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
