@@ -9,8 +9,13 @@ import kotlinx.coroutines.SupervisorJob
 import kotlinx.coroutines.cancel
 import kotlinx.coroutines.currentCoroutineContext
 import kotlinx.coroutines.ensureActive
+import kotlinx.coroutines.delay
 import kotlinx.coroutines.flow.Flow
+import kotlinx.coroutines.flow.MutableSharedFlow
+import kotlinx.coroutines.flow.MutableStateFlow
 import kotlinx.coroutines.flow.StateFlow
+import kotlinx.coroutines.flow.asSharedFlow
+import kotlinx.coroutines.flow.asStateFlow
 import kotlinx.coroutines.launch
 import java.net.Socket
 
@@ -65,72 +70,139 @@ fun interface Oa1Handler {
  * nothing more is sent for it. Closing (or cancelling `scope`) cancels every handler, sends
  * `QUIT` and closes the socket.
  *
+ * With a [ReconnectPolicy] ([serve]'s `reconnect`) a lost link comes back with a new engine; the
+ * handlers of the lost link are cancelled (their answers have nowhere to go).
+ *
  * `config.oa1.allowedSender` (`peer` of [connectionConfig]) filters by nick or
  * `nick!user@host`; neither proves who asks (anyone may take the desk's nick once it quits).
  * Set `config.oa1.auth` (a shared secret) when the commands matter.
  */
 class RemoteConnection private constructor(
-    private val remote: Remote,
+    first: Remote,
     socket: Socket,
-    scope: CoroutineScope,
+    private val scope: CoroutineScope,
     private val clock: MonotonicClock,
     private val handler: Oa1Handler,
+    /** A new engine and socket, for a reconnect; `null`: the connection ends with its link. */
+    private val dial: (suspend () -> Pair<Remote, Socket>)?,
+    private val reconnect: ReconnectPolicy?,
 ) : AutoCloseable {
     private val handlers = HashMap<String, Job>()
+    private val _state = MutableStateFlow(ConnectionState.REGISTERING)
+    private val _events = MutableSharedFlow<ConnectionEvent>(extraBufferCapacity = 64)
+    private val random = java.security.SecureRandom()
 
-    /** The handlers' scope: a child of `scope`, where one failing handler fails no other. */
-    private val serving = CoroutineScope(scope.coroutineContext + SupervisorJob(scope.coroutineContext[Job]))
-
-    private val loop = IrcSocketLoop(socket, remote.asEngine(), scope, clock, ::deliver) {
-        serving.cancel("the connection is closed")
+    /** One connection's engine, socket loop and handlers' scope. */
+    private inner class Link(val remote: Remote, socket: Socket) {
+        /** The handlers' scope: a child of `scope`, where one failing handler fails no other. */
+        val serving = CoroutineScope(scope.coroutineContext + SupervisorJob(scope.coroutineContext[Job]))
+        val loop = IrcSocketLoop(socket, remote.asEngine(), scope, clock, { deliver(this, it) }, _state) {
+            // The handlers of a lost link have nowhere to answer: OA1 promises nothing across
+            // reconnects.
+            serving.cancel("the connection is closed")
+            ended(this)
+        }
     }
 
-    /** Every event of the connection (IRC, OA1 requests and cancellations, link). */
-    val events: Flow<ConnectionEvent> = loop.events
+    @Volatile private var link = Link(first, socket)
 
-    /** Where the connection stands (`READY` once the channel is joined). */
-    val state: StateFlow<ConnectionState> = loop.state
+    @Volatile private var closing = false
+
+    /** [serve] returned: a link lost from now on is reconnected (before, serve throws). */
+    @Volatile private var established = false
+
+    /** Tries since a connection was last ready. */
+    @Volatile private var attempt = 0
+
+    /** How many times the connection came back after the link was lost. */
+    @Volatile var reconnects: Int = 0
+        private set
+
+    /** Every event of the connection (IRC, OA1 requests and cancellations, link), of every link. */
+    val events: Flow<ConnectionEvent> = _events.asSharedFlow()
+
+    /**
+     * Where the connection stands (`READY` once the channel is joined; with a reconnect policy,
+     * `REGISTERING` again while it comes back after a lost link).
+     */
+    val state: StateFlow<ConnectionState> = _state.asStateFlow()
 
     /** Requests being served now. */
     val active: Int get() = synchronized(handlers) { handlers.size }
 
-    /** Counters of both layers. */
-    fun stats(): ConnectionStats = remote.stats()
+    /** Counters of both layers (the current link's). */
+    fun stats(): ConnectionStats = link.remote.stats()
 
     /** Cancels every handler, says goodbye (`QUIT`) and closes the socket. */
     override fun close() {
-        remote.quit(clock.nowMs(), "bye")
-        loop.wake()
-        loop.close()
+        closing = true
+        val link = this.link
+        runCatching { link.remote.quit(clock.nowMs(), "bye") }
+        link.loop.wake()
+        link.loop.close()
+    }
+
+    private fun ended(lost: Link) {
+        if (closing || !established || dial == null || reconnect == null || lost !== link) return
+        _state.value = ConnectionState.REGISTERING
+        scope.launch { comeBack() }
+    }
+
+    private suspend fun comeBack() {
+        val policy = reconnect ?: return
+        val dial = dial ?: return
+        while (!closing) {
+            delay(reconnectDelayMs(policy, attempt, random.nextLong()))
+            attempt++
+            val (engine, socket) = try {
+                dial()
+            } catch (e: java.io.IOException) {
+                continue // refused, unreachable, TLS: the next wait is longer
+            }
+            if (closing) {
+                engine.close()
+                socket.close()
+                return
+            }
+            val old = link
+            link = Link(engine, socket)
+            old.remote.close()
+            reconnects++
+            return
+        }
     }
 
     /** Starts a handler for each request and cancels it on `CANCEL` (on the pump). */
-    private fun deliver(event: ConnectionEvent) {
+    private suspend fun deliver(from: Link, event: ConnectionEvent) {
+        if ((event as? ConnectionEvent.Link)?.event == LinkEvent.StateChanged(ConnectionState.READY)) attempt = 0
+        _events.emit(event)
         val e = (event as? ConnectionEvent.Oa1)?.event ?: return
         when (e) {
-            is Oa1Event.Request -> serve(e.id, e.sender, e.payload)
+            is Oa1Event.Request -> serve(from, e.id, e.sender, e.payload)
             is Oa1Event.Cancelled -> synchronized(handlers) { handlers.remove(e.id) }
                 ?.cancel(Oa1CancelledException(e.id, e.reason))
             else -> {}
         }
     }
 
-    private fun serve(id: String, sender: String, payload: String) {
-        val call = Oa1Call(id, sender, payload) { text -> command { remote.send(clock.nowMs(), id, text) } }
+    private fun serve(link: Link, id: String, sender: String, payload: String) {
+        val remote = link.remote
+        val serving = link.serving
+        val call = Oa1Call(id, sender, payload) { text -> command(link) { remote.send(clock.nowMs(), id, text) } }
         val job = serving.launch(start = CoroutineStart.LAZY) {
             val text = try {
                 handler.handle(call)
             } catch (e: CancellationException) {
                 throw e
             } catch (e: Oa1FailureException) {
-                fail(id, e.code, e.message ?: "")
+                fail(link, id, e.code, e.message ?: "")
                 return@launch
             } catch (e: Exception) {
-                fail(id, "error", e.message ?: e.toString())
+                fail(link, id, "error", e.message ?: e.toString())
                 return@launch
             }
             currentCoroutineContext().ensureActive()
-            command {
+            command(link) {
                 remote.send(clock.nowMs(), id, text)
                 remote.finish(clock.nowMs(), id)
             }
@@ -141,12 +213,12 @@ class RemoteConnection private constructor(
     }
 
     /** `ERR code: message`; a code the engine refuses becomes `error` (the answer still goes). */
-    private fun fail(id: String, code: String, message: String) = command {
+    private fun fail(link: Link, id: String, code: String, message: String) = command(link) {
         try {
-            remote.fail(clock.nowMs(), id, code, message)
+            link.remote.fail(clock.nowMs(), id, code, message)
         } catch (e: DeskwireException.Misuse) {
             if (e.kind != ErrorKind.INVALID_ERROR_CODE) throw e
-            remote.fail(clock.nowMs(), id, "error", "$code: $message")
+            link.remote.fail(clock.nowMs(), id, "error", "$code: $message")
         }
     }
 
@@ -155,13 +227,13 @@ class RemoteConnection private constructor(
      * the engine no longer knows (cancelled meanwhile, connection closed) is not the handler's
      * business: that misuse, and a closed engine, are dropped.
      */
-    private fun command(block: () -> Unit) {
+    private fun command(link: Link, block: () -> Unit) {
         try {
             block()
         } catch (e: DeskwireException.Misuse) {
             if (e.kind !in gone) throw e
         }
-        loop.wake()
+        link.loop.wake()
     }
 
     companion object {
@@ -192,18 +264,26 @@ class RemoteConnection private constructor(
             clock: MonotonicClock = MonotonicClock.System,
             connectTimeoutMs: Int = 10_000,
             tls: javax.net.ssl.SSLSocketFactory? = null,
+            reconnect: ReconnectPolicy? = null,
             handler: Oa1Handler,
         ): RemoteConnection {
-            val remote = Remote(config, clock.nowMs()) // a bad config throws before the socket opens
-            val socket = try {
-                connectSocket(host, port, connectTimeoutMs, tls)
-            } catch (e: Throwable) {
-                remote.close()
-                throw e
+            if (reconnect != null) reconnectDelayMs(reconnect, 0, 0) // a bad policy throws here
+            suspend fun dial(): Pair<Remote, Socket> {
+                val remote = Remote(config, clock.nowMs()) // a bad config throws before the socket opens
+                val socket = try {
+                    connectSocket(host, port, connectTimeoutMs, tls)
+                } catch (e: Throwable) {
+                    remote.close()
+                    throw e
+                }
+                return remote to socket
             }
-            val connection = RemoteConnection(remote, socket, scope, clock, handler)
+            val (remote, socket) = dial()
+            val connection = RemoteConnection(
+                remote, socket, scope, clock, handler, ::dial.takeIf { reconnect != null }, reconnect,
+            )
             val channel = config.oa1.channel
-            connection.loop.awaitReady(
+            connection.link.loop.awaitReady(
                 config.oa1.readyTimeoutMs,
                 waitingFor = {
                     when (connection.state.value) {
@@ -214,6 +294,7 @@ class RemoteConnection private constructor(
                 },
                 members = { emptyList() },
             )
+            connection.established = true
             return connection
         }
     }

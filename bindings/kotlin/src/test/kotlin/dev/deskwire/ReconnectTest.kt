@@ -65,4 +65,32 @@ class ReconnectTest {
         }
         scope.cancel()
     }
+
+    @Test
+    fun `a remote connection comes back too, and serves the desk that came back`() = runBlocking {
+        val scope = CoroutineScope(SupervisorJob() + Dispatchers.Default)
+        Ngircd().use { ngircd ->
+            val policy = ReconnectPolicy(firstDelayMs = 200, maxDelayMs = 1_000)
+            val remote = withTimeout(30_000) {
+                RemoteConnection.serve(
+                    "127.0.0.1", ngircd.port, connectionConfig("kbot", "#desk", "desk"), scope, reconnect = policy,
+                ) { call -> "served ${call.payload}" }
+            }
+            val config = connectionConfig("desk", "#desk", "kbot")
+            val desk = withTimeout(30_000) {
+                DeskConnection.connect("127.0.0.1", ngircd.port, config, scope, reconnect = policy)
+            }
+            try {
+                assertEquals("served one", withTimeout(30_000) { desk.request("one") })
+                ngircd.restart()
+                assertEquals("served two", withTimeout(30_000) { desk.request("two") })
+                assertTrue(remote.reconnects >= 1 && desk.reconnects >= 1)
+                assertEquals(ConnectionState.READY, remote.state.value)
+            } finally {
+                desk.close()
+                remote.close()
+            }
+        }
+        scope.cancel()
+    }
 }
