@@ -1942,7 +1942,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_tool_results() and 0xFFFF) != 31567) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_reconnect_delay_ms() and 0xFFFF) != 8092) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_reconnect_delay_ms() and 0xFFFF) != 54925) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_read_schema_value() and 0xFFFF) != 16097) {
@@ -15659,7 +15659,7 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     
 
         /**
-         * The wait before reconnection try [attempt] (0 for the first), with [random] choosing its
+         * The wait before reconnection try `attempt` (0 for the first), with `random` choosing its
          * random share. Throws for a policy that cannot work (`firstDelayMs` 0 or above
          * `maxDelayMs`, `jitterPercent` above 100).
          */
