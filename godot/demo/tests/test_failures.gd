@@ -241,7 +241,7 @@ func test_a_client_outside_the_tree_warns_and_pumps_by_hand() -> void:
 func test_a_required_sasl_login_the_server_cannot_do_is_named_and_not_retried() -> void:
 	# The suite's ngircd has no SASL: a required login ends the connection, says why, and is not
 	# tried again even with reconnect on; one that is not required goes on unauthenticated.
-	var client := _client("godesk-sasl", OS.get_environment("DESKWIRE_CHANNEL"), OS.get_environment("DESKWIRE_REMOTE_NICK"))
+	var client := _client("gosasl1", OS.get_environment("DESKWIRE_CHANNEL"), OS.get_environment("DESKWIRE_REMOTE_NICK"))
 	client.sasl_username = "bob"
 	client.sasl_password = "hunter22"
 	client.reconnect = true
@@ -252,7 +252,7 @@ func test_a_required_sasl_login_the_server_cannot_do_is_named_and_not_retried() 
 	seen.append("required SASL on ngircd: %s" % client.last_error_message)
 	await tree.create_timer(1.0).timeout
 	check_eq(client.state, "closed", "not tried again")
-	var optional := _client("godesk-sasl2", OS.get_environment("DESKWIRE_CHANNEL"), OS.get_environment("DESKWIRE_REMOTE_NICK"))
+	var optional := _client("gosasl2", OS.get_environment("DESKWIRE_CHANNEL"), OS.get_environment("DESKWIRE_REMOTE_NICK"))
 	optional.sasl_username = "bob"
 	optional.sasl_password = "hunter22"
 	optional.sasl_required = false
