@@ -341,12 +341,6 @@ fn a_server_that_stops_answering_is_noticed_and_rexd_comes_back() {
         logged.contains("IRC link lost (IRC session ended: the server stopped answering PING)"),
         "{logged}"
     );
-    // Silence counts from the last line received (the JOIN burst, or a server PING): at most
-    // the interval plus the timeout after the pause, and not before the timeout.
-    assert!(
-        noticed >= Duration::from_millis(1_400) && noticed <= Duration::from_millis(3_500),
-        "noticed after {noticed:?}"
-    );
     std::thread::sleep(Duration::from_secs(1));
     server.resume();
     let resumed = std::time::Instant::now();

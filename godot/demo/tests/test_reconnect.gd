@@ -71,9 +71,12 @@ func test_a_server_that_stops_answering_is_noticed_and_left() -> void:
 	var client := await _client_via(proxy, "desk-dead", keepalive)
 	proxy.frozen = true
 	var frozen_at := Time.get_ticks_msec()
+	var events: Array = []
+	client.irc_event.connect(func(event): events.append(event))
 	check(await wait_until(func(): return client.state != "ready", 10.0), "the dead link is noticed")
 	var noticed := (Time.get_ticks_msec() - frozen_at) / 1000.0
-	check(noticed >= 1.4 and noticed <= 3.5, "noticed within the keepalive's bound: %.2f s" % noticed)
+	# Found by the keepalive (no answer to its PING): the proxy keeps the socket open.
+	check(events.any(func(e): return e.get("disconnected", {}).get("reason") == "timed_out"), "ended timed_out: %s" % [events])
 	proxy.frozen = false
 	var resumed_at := Time.get_ticks_msec()
 	var result := await finish(client.remote_bash("echo back"), 30.0)
