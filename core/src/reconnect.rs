@@ -12,6 +12,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::IdGenerator;
+
 /// A reconnect policy. As JSON: `{"first_delay_ms": 1000, "max_delay_ms": 10000,
 /// "jitter_percent": 50}` (each may be left out: the default fills it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,8 +96,8 @@ impl ReconnectPolicy {
 pub struct Backoff {
     policy: ReconnectPolicy,
     attempt: u32,
-    /// xorshift64 state for the random part (never 0).
-    random: u64,
+    /// Draws the random part of each wait.
+    random: IdGenerator,
 }
 
 impl Backoff {
@@ -105,7 +107,7 @@ impl Backoff {
         Backoff {
             policy,
             attempt: 0,
-            random: seed | 1,
+            random: IdGenerator::new(seed),
         }
     }
 
@@ -121,7 +123,7 @@ impl Backoff {
 
     /// The wait before the next try: the base wait of this attempt plus its random part.
     pub fn next_delay_ms(&mut self) -> u64 {
-        let random = self.next_random();
+        let random = self.random.next_u64();
         let delay = self.policy.delay_ms(self.attempt, random);
         self.attempt = self.attempt.saturating_add(1);
         delay
@@ -130,15 +132,6 @@ impl Backoff {
     /// A connection got ready: the next outage starts from the first wait again.
     pub fn reset(&mut self) {
         self.attempt = 0;
-    }
-
-    fn next_random(&mut self) -> u64 {
-        let mut x = self.random;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.random = x;
-        x
     }
 }
 

@@ -4,7 +4,6 @@ import dev.deskwire.core.*
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineScope
-import kotlinx.coroutines.delay
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.MutableSharedFlow
 import kotlinx.coroutines.flow.MutableStateFlow
@@ -70,9 +69,8 @@ class DeskConnection private constructor(
     private val scope: CoroutineScope,
     private val clock: MonotonicClock,
     private val readyTimeoutMs: Long,
-    /** A new engine and socket, for a reconnect; `null`: the connection ends with its link. */
-    private val dial: (suspend () -> Pair<Desk, Socket>)?,
-    private val reconnect: ReconnectPolicy?,
+    /** How a lost link comes back; `null`: the connection ends with its link. */
+    private val redialer: Redialer<Desk>?,
 ) : AutoCloseable {
     private val waiting = HashMap<String, CompletableDeferred<String>>()
     private val _state = MutableStateFlow(ConnectionState.REGISTERING)
@@ -80,7 +78,6 @@ class DeskConnection private constructor(
 
     /** Bumped each time a new connection (engine and socket) takes over. */
     private val generation = MutableStateFlow(0)
-    private val random = SecureRandom()
 
     @Volatile private var desk: Desk = first
 
@@ -89,8 +86,6 @@ class DeskConnection private constructor(
     /** [connect] returned: a link lost from now on is reconnected (before, connect throws). */
     @Volatile private var established = false
 
-    /** Tries since a connection was last ready (the reconnect waits double with it). */
-    @Volatile private var attempt = 0
     private var loop: IrcSocketLoop = start(first, socket)
 
     /** How many times the connection came back after the link was lost. */
@@ -104,7 +99,7 @@ class DeskConnection private constructor(
     private fun ended(engine: Desk) {
         // What the engine could not fail itself (the loop stopped on an error) fails here.
         val orphans = synchronized(waiting) { waiting.values.toList().also { waiting.clear() } }
-        if (closing || !established || dial == null || reconnect == null) {
+        if (closing || !established || redialer == null) {
             orphans.forEach { it.cancel(CancellationException("the connection is closed")) }
             return
         }
@@ -117,28 +112,12 @@ class DeskConnection private constructor(
     }
 
     private suspend fun comeBack() {
-        val policy = reconnect ?: return
-        val dial = dial ?: return
-        while (!closing) {
-            delay(reconnectDelayMs(policy, attempt, random.nextLong()))
-            attempt++
-            val (engine, socket) = try {
-                dial()
-            } catch (e: java.io.IOException) {
-                continue // refused, unreachable, TLS: the next wait is longer
-            }
-            if (closing) {
-                engine.close()
-                socket.close()
-                return
-            }
-            desk.close()
-            desk = engine
-            loop = start(engine, socket)
-            reconnects++
-            generation.value++
-            return
-        }
+        val (engine, socket) = redialer?.next { closing } ?: return
+        desk.close()
+        desk = engine
+        loop = start(engine, socket)
+        reconnects++
+        generation.value++
     }
 
     /**
@@ -234,7 +213,7 @@ class DeskConnection private constructor(
      * promises nothing across reconnects, so nothing is resent.
      */
     private suspend fun currentDesk(): Desk {
-        if (reconnect == null || closing) return desk
+        if (redialer == null || closing) return desk
         val seen = generation.value
         val desk = this.desk
         if (desk.state() != ConnectionState.CLOSED) return desk
@@ -250,7 +229,7 @@ class DeskConnection private constructor(
 
     /** Settles the waiting calls (on the pump, before the event is emitted). */
     private suspend fun deliver(event: ConnectionEvent) {
-        if ((event as? ConnectionEvent.Link)?.event == LinkEvent.StateChanged(ConnectionState.READY)) attempt = 0
+        if ((event as? ConnectionEvent.Link)?.event == LinkEvent.StateChanged(ConnectionState.READY)) redialer?.ready()
         _events.emit(event)
         if (event is ConnectionEvent.Oa1) {
             when (val e = event.event) {
@@ -303,7 +282,6 @@ class DeskConnection private constructor(
             tls: javax.net.ssl.SSLSocketFactory? = null,
             reconnect: ReconnectPolicy? = null,
         ): DeskConnection {
-            if (reconnect != null) reconnectDelayMs(reconnect, 0, 0) // a bad policy throws here
             val ids = java.util.Random(seed)
             suspend fun dial(): Pair<Desk, Socket> {
                 val desk = Desk(config, clock.nowMs(), ids.nextLong()) // a bad config throws before the socket opens
@@ -315,10 +293,9 @@ class DeskConnection private constructor(
                 }
                 return desk to socket
             }
+            val redialer = reconnect?.let { Redialer(it, ::dial) } // a bad policy throws before dialling
             val (desk, socket) = dial()
-            val connection = DeskConnection(
-                desk, socket, scope, clock, config.oa1.readyTimeoutMs, ::dial.takeIf { reconnect != null }, reconnect,
-            )
+            val connection = DeskConnection(desk, socket, scope, clock, config.oa1.readyTimeoutMs, redialer)
             connection.loop.awaitReady(config.oa1.readyTimeoutMs, desk::waitingFor, desk::members)
             connection.established = true
             return connection

@@ -9,7 +9,6 @@ import kotlinx.coroutines.SupervisorJob
 import kotlinx.coroutines.cancel
 import kotlinx.coroutines.currentCoroutineContext
 import kotlinx.coroutines.ensureActive
-import kotlinx.coroutines.delay
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.MutableSharedFlow
 import kotlinx.coroutines.flow.MutableStateFlow
@@ -83,14 +82,12 @@ class RemoteConnection private constructor(
     private val scope: CoroutineScope,
     private val clock: MonotonicClock,
     private val handler: Oa1Handler,
-    /** A new engine and socket, for a reconnect; `null`: the connection ends with its link. */
-    private val dial: (suspend () -> Pair<Remote, Socket>)?,
-    private val reconnect: ReconnectPolicy?,
+    /** How a lost link comes back; `null`: the connection ends with its link. */
+    private val redialer: Redialer<Remote>?,
 ) : AutoCloseable {
     private val handlers = HashMap<String, Job>()
     private val _state = MutableStateFlow(ConnectionState.REGISTERING)
     private val _events = MutableSharedFlow<ConnectionEvent>(extraBufferCapacity = 64)
-    private val random = java.security.SecureRandom()
 
     /** One connection's engine, socket loop and handlers' scope. */
     private inner class Link(val remote: Remote, socket: Socket) {
@@ -111,8 +108,6 @@ class RemoteConnection private constructor(
     /** [serve] returned: a link lost from now on is reconnected (before, serve throws). */
     @Volatile private var established = false
 
-    /** Tries since a connection was last ready. */
-    @Volatile private var attempt = 0
 
     /** How many times the connection came back after the link was lost. */
     @Volatile var reconnects: Int = 0
@@ -143,38 +138,22 @@ class RemoteConnection private constructor(
     }
 
     private fun ended(lost: Link) {
-        if (closing || !established || dial == null || reconnect == null || lost !== link) return
+        if (closing || !established || redialer == null || lost !== link) return
         _state.value = ConnectionState.REGISTERING
         scope.launch { comeBack() }
     }
 
     private suspend fun comeBack() {
-        val policy = reconnect ?: return
-        val dial = dial ?: return
-        while (!closing) {
-            delay(reconnectDelayMs(policy, attempt, random.nextLong()))
-            attempt++
-            val (engine, socket) = try {
-                dial()
-            } catch (e: java.io.IOException) {
-                continue // refused, unreachable, TLS: the next wait is longer
-            }
-            if (closing) {
-                engine.close()
-                socket.close()
-                return
-            }
-            val old = link
-            link = Link(engine, socket)
-            old.remote.close()
-            reconnects++
-            return
-        }
+        val (engine, socket) = redialer?.next { closing } ?: return
+        val old = link
+        link = Link(engine, socket)
+        old.remote.close()
+        reconnects++
     }
 
     /** Starts a handler for each request and cancels it on `CANCEL` (on the pump). */
     private suspend fun deliver(from: Link, event: ConnectionEvent) {
-        if ((event as? ConnectionEvent.Link)?.event == LinkEvent.StateChanged(ConnectionState.READY)) attempt = 0
+        if ((event as? ConnectionEvent.Link)?.event == LinkEvent.StateChanged(ConnectionState.READY)) redialer?.ready()
         _events.emit(event)
         val e = (event as? ConnectionEvent.Oa1)?.event ?: return
         when (e) {
@@ -267,7 +246,6 @@ class RemoteConnection private constructor(
             reconnect: ReconnectPolicy? = null,
             handler: Oa1Handler,
         ): RemoteConnection {
-            if (reconnect != null) reconnectDelayMs(reconnect, 0, 0) // a bad policy throws here
             suspend fun dial(): Pair<Remote, Socket> {
                 val remote = Remote(config, clock.nowMs()) // a bad config throws before the socket opens
                 val socket = try {
@@ -278,10 +256,9 @@ class RemoteConnection private constructor(
                 }
                 return remote to socket
             }
+            val redialer = reconnect?.let { Redialer(it, ::dial) } // a bad policy throws before dialling
             val (remote, socket) = dial()
-            val connection = RemoteConnection(
-                remote, socket, scope, clock, handler, ::dial.takeIf { reconnect != null }, reconnect,
-            )
+            val connection = RemoteConnection(remote, socket, scope, clock, handler, redialer)
             val channel = config.oa1.channel
             connection.link.loop.awaitReady(
                 config.oa1.readyTimeoutMs,
