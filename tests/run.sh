@@ -5,12 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
-# Every run here builds from scratch, so incremental state is only disk (about 3 GB), and full
-# debug info is most of the rest of the 16 GB the build tree reached; line tables keep
-# backtraces readable. A build that fills the disk fails the run (the smallest machines here
-# have had under 20 GB free).
+# Every run here builds from scratch, so incremental state is only disk (about 3 GB), and debug
+# info is most of the rest: even line tables were 41 MB of a 70 MB test binary, and stop 40's
+# run filled a small machine's disk in the aarch64 build with them. A panic still names its file
+# and line, and a backtrace its functions. A build that fills the disk fails the run (the
+# smallest machines here have had under 20 GB free).
 export CARGO_INCREMENTAL=0
-export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+export CARGO_PROFILE_DEV_DEBUG=false
 # The same for the release builds here (the Python package's): the release profile keeps debug
 # info for profiling, which a test run never reads.
 export CARGO_PROFILE_RELEASE_DEBUG=line-tables-only
@@ -135,6 +136,14 @@ cargo test --workspace --quiet 2>&1 | tee target/test-output.txt
 # cargo prints a result line per test binary; sum them up into one closing line.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "rust: %d passed, %d failed\n", p, f }' target/test-output.txt
+# No later suite runs the test harnesses (about 60 MB each, a gigabyte or more in all), and the
+# builds after this one need the room: remove them. cargo names them itself (nothing is rebuilt).
+cargo test --workspace --no-run --quiet --message-format=json | python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["profile"]["test"] and m.get("executable"):
+        os.remove(m["executable"])'
 
 section "aarch64 (Android, ARM hosts): the core without the x86 SIMD paths, under qemu-user"
 rustup target add aarch64-unknown-linux-gnu >/dev/null
