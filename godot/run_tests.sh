@@ -22,7 +22,7 @@ addon=godot/addons/deskwire
 lib_name=libdeskwire_godot.so
 
 echo "-- build the extension"
-bash tests/build.sh -p deskwire-godot -p rexd
+bash tests/build.sh -p deskwire-godot -p rexd -p deskwire-integration
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 export PEERS_REXD=$target/debug/rexd
 mkdir -p "$addon/bin/linux-x86_64"
@@ -88,6 +88,8 @@ cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount "${mounted[$i]}" 2>/dev/null || umount -l "${mounted[$i]}" || true; done
   rm -rf "$run_dir" 2>/dev/null || true
   if declare -F peers_stop_all >/dev/null; then peers_stop_all; fi
+  # services-irc stops InspIRCd and Atheme when its stdin closes.
+  if [ -n "${services_fd:-}" ]; then exec {services_fd}>&-; wait "$services_pid" || true; fi
 }
 trap cleanup EXIT
 mkdir -p "$run_dir/repo" "$run_dir/home"
@@ -143,6 +145,26 @@ export DESKWIRE_AUTH_CHANNEL='#deskwire-godot-auth' DESKWIRE_AUTH_NICK=deskauth 
 # desk nick "desk", as the README tells its readers to start it.
 peers_start_rexd_irc '#desk' rexd --allow-from desk
 echo "ngircd on $PEERS_IRC_ADDR; rexd --irc as deskbot in $channel, with a secret as deskauth in $DESKWIRE_AUTH_CHANNEL, and as rexd in #desk"
+
+echo "-- InspIRCd with Atheme (TLS, SASL), and rexd --irc there serving the account bob"
+# services-irc prints its ports and files as one JSON line and keeps the servers up until its
+# stdin closes (cleanup closes it).
+mkfifo "$run_dir/services.stdin"
+"$target/debug/services-irc" <"$run_dir/services.stdin" >"$run_dir/services.json" 2>"$run_dir/services.log" &
+services_pid=$!
+exec {services_fd}>"$run_dir/services.stdin"
+for _ in $(seq 1 300); do [ -s "$run_dir/services.json" ] && break; sleep 0.1; done
+[ -s "$run_dir/services.json" ] || { cat "$run_dir/services.log" >&2; echo "services-irc did not start" >&2; exit 1; }
+services() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$run_dir/services.json" "$1"; }
+cp "$(services ca)" "$run_dir/services-ca.pem"
+services password >"$run_dir/sasl-password"
+chmod 600 "$run_dir/sasl-password"
+PEERS_IRC_ADDR=127.0.0.1:$(services port) peers_start_rexd_irc '#deskwire-godot-sasl' rexsasl \
+  --allow-from "account:$(services account)" --sasl-user "$(services account)" \
+  --sasl-password-file "$run_dir/sasl-password"
+export DESKWIRE_SASL_TLS_PORT=$(services tls_port) DESKWIRE_SASL_CA=$in_root/services-ca.pem
+export DESKWIRE_SASL_ACCOUNT=$(services account) DESKWIRE_SASL_PASSWORD=$(services password)
+export DESKWIRE_SASL_CHANNEL='#deskwire-godot-sasl' DESKWIRE_SASL_REMOTE=rexsasl
 
 echo "-- the README's GDScript, for tests/test_readme.gd"
 # Every gdscript code block of the README's Godot section is a whole script whose first line

@@ -609,14 +609,14 @@ impl Link {
                             .session()
                             .capabilities()
                             .iter()
-                            .any(|c| c == "account-tag") =>
+                            .any(|c| c == "account-tag" || c == "account-notify") =>
                     {
                         // Fail closed and say why: no frame could ever be taken.
                         return Err(io::Error::new(
                             io::ErrorKind::Unsupported,
-                            "the server does not send accounts (it offers no account-tag \
-                             capability), so --allow-from account:NAME cannot be checked: use \
-                             --secret-file or a nick mask",
+                            "the server does not send accounts (it offers neither the \
+                             account-tag nor the account-notify capability), so --allow-from \
+                             account:NAME cannot be checked: use --secret-file or a nick mask",
                         ));
                     }
                     ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::LoginFailed {

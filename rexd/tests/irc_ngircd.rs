@@ -91,9 +91,12 @@ impl Desk {
         cfg.allowed_sender = Some("deskbot".into());
         cfg.pacing = pacing;
         cfg.request_timeout_ms = timeout_ms;
+        // Request ids from the nick: two desks in one test never send the same id (rexd
+        // would take the second for the first again).
+        let seed = (session.nick.bytes()).fold(7u64, |h, b| h.wrapping_mul(31) + u64::from(b));
         let conn = IrcConn::connect_with(addr, session, clock.now());
         Desk {
-            client: Client::new(cfg, 7),
+            client: Client::new(cfg, seed),
             conn,
             clock,
             remote_joined: false,
@@ -1047,9 +1050,80 @@ fn rexd_serves_an_account() {
     let ngircd = Ngircd::start();
     let refused = failed_start_with(&ngircd.addr(), &["--allow-from", &allow]);
     assert!(
-        refused.contains("offers no account-tag capability"),
+        refused.contains("offers neither the account-tag nor the account-notify capability"),
         "{refused}"
     );
+}
+
+/// On a server that puts no account on messages (InspIRCd without `account-tag`), rexd
+/// follows who is logged in to the allowed account from what the server says of the channel's
+/// members: `extended-join` for a desk that joins after it, a WHOX reply for one already there
+/// when it joins, and `account-notify` when that desk logs out.
+#[test]
+fn rexd_follows_an_account_where_messages_carry_none() {
+    let irc = deskwire_integration::ServicesIrc::start_without_account_tag();
+    let root = tempfile::tempdir().unwrap();
+    let password = root.path().join("password");
+    std::fs::write(&password, deskwire_integration::ServicesIrc::PASSWORD).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let account = deskwire_integration::ServicesIrc::ACCOUNT;
+    let sasl = [
+        "--sasl-user",
+        account,
+        "--sasl-password-file",
+        password.to_str().unwrap(),
+    ];
+    let allow = format!("account:{account}");
+    let bob_desk = |nick: &str| {
+        let mut session = deskwire::irc::SessionConfig::new(nick, &[CHANNEL]);
+        session.sasl = Some(deskwire::irc::SaslConfig::plain(
+            account,
+            deskwire_integration::ServicesIrc::PASSWORD,
+        ));
+        Desk::connect_as(&irc.addr(), session, deskwire::oa1::DEFAULT_PACING, 10_000)
+    };
+    // A desk logged in as bob that is in the channel before rexd: known from rexd's WHOX.
+    let mut early = bob_desk("bobearly");
+    early.run(20, |d, _| d.conn.joined.then_some(()));
+    let log_path = root.path().join("rexd.log");
+    let rexd = start_rexd_logging(
+        &irc.addr(),
+        root.path(),
+        &["--allow-from", &allow, "--log-level", "info"],
+        &sasl,
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    wait_logged(&log_path, "joined #desk");
+    early.wait_ready();
+    let e = early.ask("echo early", 30);
+    assert!(
+        matches!(&e, Event::Response { text, .. } if text == "early\n"),
+        "{e:?}"
+    );
+    // One that joins after rexd: known from extended-join.
+    let mut late = bob_desk("boblate");
+    late.wait_ready();
+    let e = late.ask("echo late", 30);
+    assert!(
+        matches!(&e, Event::Response { text, .. } if text == "late\n"),
+        "{e:?}"
+    );
+    // A guest holding the nick `desk` and no account: refused.
+    let mut guest = Desk::connect(&irc.addr(), deskwire::oa1::DEFAULT_PACING, 8_000);
+    guest.wait_ready();
+    let e = guest.ask("echo guest", 10);
+    assert!(matches!(&e, Event::Failed { .. }), "{e:?}");
+    // Logged out (account-notify), the late desk is nobody.
+    late.conn.write_line("PRIVMSG NickServ :LOGOUT");
+    late.pump_for(2_000);
+    let e = late.ask("echo after logout", 15);
+    assert!(matches!(&e, Event::Failed { .. }), "{e:?}");
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert!(logged.contains("refused"), "{logged}");
+    drop(rexd);
 }
 
 /// Where the server has a bot mode (InspIRCd's botmode: ISUPPORT `BOT=B`), rexd marks itself

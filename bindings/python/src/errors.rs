@@ -240,6 +240,7 @@ impl Coded for deskwire::irc::SessionError {
             deskwire::irc::SessionError::InvalidNick(_) => "invalid_nick",
             deskwire::irc::SessionError::InvalidUser(_) => "invalid_user",
             deskwire::irc::SessionError::InvalidChannel(_) => "invalid_channel",
+            deskwire::irc::SessionError::ChannelTooLong { .. } => "channel_too_long",
             deskwire::irc::SessionError::InvalidTarget(_) => "invalid_target",
             deskwire::irc::SessionError::ForbiddenByte => "forbidden_byte",
             deskwire::irc::SessionError::EmptyText => "empty_text",

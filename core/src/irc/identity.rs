@@ -31,6 +31,12 @@ pub struct Identity {
     hostlen: Option<usize>,
     /// ISUPPORT `LINELEN`: the longest line, CRLF included, the server takes and relays.
     linelen: Option<usize>,
+    /// ISUPPORT `NICKLEN`: the longest nick the server gives anyone.
+    nicklen: Option<usize>,
+    /// ISUPPORT `CHANNELLEN`: the longest channel name the server takes.
+    channellen: Option<usize>,
+    /// ISUPPORT `WHOX`: `WHO` takes a field list (accounts among them).
+    whox: bool,
     casemapping: CaseMapping,
 }
 
@@ -44,6 +50,9 @@ impl Identity {
             userlen: None,
             hostlen: None,
             linelen: None,
+            nicklen: None,
+            channellen: None,
+            whox: false,
             casemapping: CaseMapping::default(),
         }
     }
@@ -110,6 +119,9 @@ impl Identity {
                     match key {
                         "USERLEN" => self.userlen = value.parse().ok(),
                         "HOSTLEN" => self.hostlen = value.parse().ok(),
+                        "NICKLEN" => self.nicklen = value.parse().ok().filter(|&n| n > 0),
+                        // No value, or `0`, is no limit.
+                        "CHANNELLEN" => self.channellen = value.parse().ok().filter(|&n| n > 0),
                         // Never below IRC's 512; at most what a line decoder takes by default.
                         "LINELEN" => {
                             self.linelen = value
@@ -117,6 +129,7 @@ impl Identity {
                                 .ok()
                                 .map(|n| n.clamp(MAX_LINE_BYTES, MAX_LINELEN));
                         }
+                        "WHOX" => self.whox = true,
                         "CASEMAPPING" => self.casemapping = CaseMapping::from_isupport(value),
                         _ => {}
                     }
@@ -179,6 +192,21 @@ impl Identity {
     /// (at most [`MAX_LINELEN`]), else IRC's 512.
     pub fn line_limit(&self) -> usize {
         self.linelen.unwrap_or(MAX_LINE_BYTES)
+    }
+
+    /// The longest nick the server gives anyone (ISUPPORT `NICKLEN`), once it has said.
+    pub fn nick_len(&self) -> Option<usize> {
+        self.nicklen
+    }
+
+    /// The longest channel name the server takes (ISUPPORT `CHANNELLEN`), once it has said.
+    pub fn channel_len(&self) -> Option<usize> {
+        self.channellen
+    }
+
+    /// Whether the server's `WHO` takes a WHOX field list (ISUPPORT `WHOX`).
+    pub fn has_whox(&self) -> bool {
+        self.whox
     }
 
     /// [`Identity::privmsg_text_budget`] for relayed lines of up to `max_line` bytes.

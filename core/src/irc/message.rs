@@ -350,6 +350,33 @@ pub(crate) fn find_byte(bytes: &[u8], from: usize, needle: u8) -> Option<usize> 
         .map(|offset| pos + offset)
 }
 
+/// The longest tag section a server sends, the `@` and the space after the tags included
+/// (IRCv3 message-tags: 8191 bytes; a client's own tags are held to 4096, and deskwire sends none).
+pub const MAX_TAG_SECTION_BYTES: usize = 8191;
+
+/// Whether a line (its line end not counted) keeps IRC's two limits, each counted on its own as
+/// IRCv3 says: a tag section of at most [`MAX_TAG_SECTION_BYTES`], and the rest within
+/// `line_limit` with CRLF (512, or the server's `LINELEN`). A line over either is one no
+/// conforming server sends.
+#[inline]
+pub fn within_line_limits(line: &[u8], line_limit: usize) -> bool {
+    let line = trim_line_end(line);
+    let rest = match line.first() {
+        Some(b'@') => {
+            let Some(space) = memchr::memchr(b' ', line) else {
+                return line.len() <= MAX_TAG_SECTION_BYTES;
+            };
+            let rest_start = skip_spaces(line, space);
+            if rest_start > MAX_TAG_SECTION_BYTES {
+                return false;
+            }
+            &line[rest_start..]
+        }
+        _ => line,
+    };
+    rest.len() + 2 <= line_limit
+}
+
 fn trim_line_end(mut line: &[u8]) -> &[u8] {
     while let [rest @ .., b'\r' | b'\n'] = line {
         line = rest;
@@ -669,5 +696,36 @@ mod tests {
         let line = privmsg("#desk", "OA1 REQ id 1 0").unwrap();
         assert_eq!(line, "PRIVMSG #desk :OA1 REQ id 1 0");
         assert_eq!(parse(&line).trailing(), Some("OA1 REQ id 1 0"));
+    }
+
+    #[test]
+    fn line_limits_count_the_tag_section_apart_from_the_rest() {
+        let rest = |n: usize| format!(":s NOTICE d :{}", "x".repeat(n - ":s NOTICE d :".len()));
+        assert!(within_line_limits(rest(510).as_bytes(), 512));
+        assert!(!within_line_limits(rest(511).as_bytes(), 512));
+        assert!(within_line_limits(
+            format!("{}\r\n", rest(510)).as_bytes(),
+            512
+        ));
+        assert!(within_line_limits(rest(1000).as_bytes(), 1024));
+        let tags = |n: usize| format!("@a={}", "t".repeat(n - "@a= ".len()));
+        // The tag section counts its `@` and the spaces after it; the rest keeps its own 512.
+        assert!(within_line_limits(
+            format!("{} {}", tags(8191), rest(510)).as_bytes(),
+            512
+        ));
+        assert!(within_line_limits(
+            format!("{}  {}", tags(8190), rest(510)).as_bytes(),
+            512
+        ));
+        assert!(!within_line_limits(
+            format!("{} {}", tags(8192), rest(20)).as_bytes(),
+            512
+        ));
+        assert!(!within_line_limits(
+            format!("{} {}", tags(100), rest(511)).as_bytes(),
+            512
+        ));
+        assert!(!within_line_limits("@".repeat(9000).as_bytes(), 512));
     }
 }

@@ -1,6 +1,7 @@
 //! IRC building blocks: a zero-copy line parser and formatter, case mapping, line budgets, a line
 //! decoder for raw byte streams, and a sans-IO session helper for hosts without an IRC client.
 
+pub mod accounts;
 pub mod cap;
 pub mod casemap;
 mod forbidden;
@@ -10,11 +11,15 @@ pub mod message;
 pub mod session;
 
 pub use crate::lines::{DecodedLine, LineDecoder};
+pub use accounts::AccountWatch;
 pub use cap::{SaslConfig, SaslMechanism};
 pub use casemap::CaseMapping;
 pub use identity::{Identity, MAX_LINE_BYTES, MAX_LINELEN};
 pub use mask::{InvalidName, MAX_NICK_LEN, SenderPattern, validate_nick};
-pub use message::{FormatError, Message, ParseError, Privmsg, Source, format_line, privmsg};
+pub use message::{
+    FormatError, MAX_TAG_SECTION_BYTES, Message, ParseError, Privmsg, Source, format_line, privmsg,
+    within_line_limits,
+};
 pub use session::{
     DisconnectReason, Session, SessionConfig, SessionError, SessionEvent, SessionOutput,
     SessionStats,

@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::DEFAULT_MAX_LINE_BYTES;
 use super::cap::{CapNegotiation, SaslConfig, SaslMechanism, Step};
 use super::identity::{Identity, MAX_LINE_BYTES};
-use super::message::{self, Message};
+use super::message::{self, Message, within_line_limits};
 use crate::lines::{DecodedLine, LineDecoder};
 
 /// The token of the keepalive `PING` the session sends.
@@ -384,6 +384,14 @@ pub enum SessionError {
          control character"
     )]
     InvalidChannel(String),
+    /// The server's ISUPPORT `CHANNELLEN` is shorter than the channel's name.
+    #[error("channel name {channel:?} is {} bytes; this server takes at most {limit} (CHANNELLEN)", channel.len())]
+    ChannelTooLong {
+        /// The channel asked for.
+        channel: String,
+        /// The server's `CHANNELLEN`.
+        limit: usize,
+    },
     /// A message target must be a channel or a nick, one only (no commas).
     #[error("invalid message target {0:?}")]
     InvalidTarget(String),
@@ -614,7 +622,9 @@ impl Session {
         while let [rest @ .., b'\r' | b'\n'] = content {
             content = rest;
         }
-        if content.len().saturating_add(2) > self.config.max_line_bytes {
+        if content.len().saturating_add(2) > self.config.max_line_bytes
+            || !within_line_limits(content, self.identity.line_limit())
+        {
             self.stats.ignored_too_long += 1;
             return;
         }
@@ -740,12 +750,31 @@ impl Session {
             return Err(SessionError::Closed);
         }
         validate_channel(channel)?;
+        // Some servers cut a longer name and put us in another channel, whose JOIN we would
+        // never match; refuse it here, by the server's own word.
+        if let Some(limit) = self.identity.channel_len()
+            && channel.len() > limit
+        {
+            return Err(SessionError::ChannelTooLong {
+                channel: channel.to_owned(),
+                limit,
+            });
+        }
         if self.state == State::Registered {
             self.send_join(channel);
         } else {
             self.pending_joins.push(channel.to_owned());
         }
         Ok(())
+    }
+
+    /// Asks who in `channel` is logged in to which account (WHOX `%tna`), for an
+    /// [`super::AccountWatch`]; only where the server has WHOX and we are registered.
+    pub(crate) fn who_accounts(&mut self, channel: &str) {
+        if self.state == State::Registered && self.identity.has_whox() {
+            let fields = format!("%tna,{}", super::accounts::WHOX_TOKEN);
+            self.send("WHO", &[channel, &fields]);
+        }
     }
 
     /// Leaves `channel`; [`SessionEvent::Parted`] follows when the server confirms.
@@ -1858,6 +1887,72 @@ mod tests {
         // A long line handed over whole is refused the same way.
         session.handle_line(0, long.as_bytes());
         assert_eq!(session.stats().ignored_too_long, 2);
+    }
+
+    #[test]
+    fn the_tag_section_and_the_rest_of_a_line_are_held_to_their_own_limits() {
+        let mut session = registered(&[]);
+        let ignored = |s: &Session| s.stats().ignored_too_long;
+        // 600 bytes of tags and a short command: 600 + 9 is over 512 in all, yet each part fits.
+        let tags = format!("@+x={}", "t".repeat(595));
+        assert_eq!(
+            server(&mut session, 0, &[&format!("{tags} PING :a")]).0,
+            ["PONG a"]
+        );
+        // The same 609 bytes without tags are over IRC's 512.
+        let long_ping = format!("PING :{}", "p".repeat(600));
+        assert!(server(&mut session, 0, &[&long_ping]).0.is_empty());
+        assert_eq!(ignored(&session), 1);
+        // Tags of 8191 bytes fit; 8192 do not, however short the rest.
+        let tags = |n: usize| format!("@+x={}", "t".repeat(n - "@+x= ".len()));
+        assert_eq!(
+            server(&mut session, 0, &[&format!("{} PING :b", tags(8191))]).0,
+            ["PONG b"]
+        );
+        assert!(
+            server(&mut session, 0, &[&format!("{} PING :c", tags(8192))])
+                .0
+                .is_empty()
+        );
+        assert_eq!(ignored(&session), 2);
+        // A server that says LINELEN=1024 may send the longer line.
+        server(
+            &mut session,
+            0,
+            &[":srv 005 desk LINELEN=1024 :are supported by this server"],
+        );
+        server(&mut session, 0, &[&long_ping]);
+        assert_eq!(ignored(&session), 2);
+    }
+
+    #[test]
+    fn a_channel_longer_than_the_servers_channellen_is_refused_before_joining() {
+        let mut session = registered(&[]);
+        let long = format!("#{}", "c".repeat(60));
+        session.join(&long).unwrap();
+        assert_eq!(drain(&mut session, 0).0, [format!("JOIN {long}")]);
+        server(
+            &mut session,
+            0,
+            &[":srv 005 desk NICKLEN=9 CHANNELLEN=50 :are supported"],
+        );
+        assert_eq!(session.identity().nick_len(), Some(9));
+        let err = session.join(&long).unwrap_err();
+        assert_eq!(
+            err,
+            SessionError::ChannelTooLong {
+                channel: long.clone(),
+                limit: 50
+            }
+        );
+        assert!(
+            err.to_string()
+                .contains("is 61 bytes; this server takes at most 50"),
+            "{err}"
+        );
+        assert!(drain(&mut session, 0).0.is_empty());
+        session.join(&long[..50]).unwrap();
+        assert_eq!(drain(&mut session, 0).0, [format!("JOIN {}", &long[..50])]);
     }
 
     #[test]

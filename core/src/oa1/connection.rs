@@ -360,6 +360,7 @@ trait Endpoint {
     fn forget_peer(&mut self);
     fn config(&self) -> &Config;
     fn set_pacing(&mut self, pacing: Pacing);
+    fn set_account_sources(&mut self, account_tag: bool, account_notify: bool);
 }
 
 impl Endpoint for Client {
@@ -371,6 +372,9 @@ impl Endpoint for Client {
     }
     fn set_pacing(&mut self, pacing: Pacing) {
         Client::set_pacing(self, pacing)
+    }
+    fn set_account_sources(&mut self, account_tag: bool, account_notify: bool) {
+        Client::set_account_sources(self, account_tag, account_notify)
     }
     fn note_invalid_line(&mut self) {
         Client::note_invalid_line(self)
@@ -415,6 +419,9 @@ impl Endpoint for Server {
     }
     fn set_pacing(&mut self, pacing: Pacing) {
         Server::set_pacing(self, pacing)
+    }
+    fn set_account_sources(&mut self, account_tag: bool, account_notify: bool) {
+        Server::set_account_sources(self, account_tag, account_notify)
     }
     fn note_invalid_line(&mut self) {
         Server::note_invalid_line(self)
@@ -537,6 +544,8 @@ struct Connection<E> {
     rejoin_delay_ms: u64,
     peer_grace_ms: u64,
     rejoin_at: Option<u64>,
+    /// An `account:` allowed sender: follow what the server says about accounts.
+    watch_accounts: bool,
 }
 
 fn with_crlf(line: String) -> Vec<u8> {
@@ -573,21 +582,20 @@ impl<E: Endpoint> Connection<E> {
         if !desk {
             config.session.bot_mode = true;
         }
-        // An `account:` sender is known by each message's account tag: ask for it.
+        // An `account:` sender is known by each message's account tag, or, on servers without
+        // it, from what the server says of the channel's members: ask for all three.
         let needs_accounts = config
             .oa1
             .allowed_sender
             .as_deref()
             .and_then(|s| SenderPattern::parse(s).ok())
             .is_some_and(|p| p.needs_accounts());
-        if needs_accounts
-            && !config
-                .session
-                .capabilities
-                .iter()
-                .any(|c| c == "account-tag")
-        {
-            config.session.capabilities.push("account-tag".to_owned());
+        if needs_accounts {
+            for cap in ["account-tag", "account-notify", "extended-join"] {
+                if !config.session.capabilities.iter().any(|c| c == cap) {
+                    config.session.capabilities.push(cap.to_owned());
+                }
+            }
         }
         let peer = match desk {
             true => config
@@ -619,6 +627,7 @@ impl<E: Endpoint> Connection<E> {
             rejoin_delay_ms: config.rejoin_delay_ms,
             peer_grace_ms: config.peer_grace_ms,
             rejoin_at: None,
+            watch_accounts: needs_accounts,
         })
     }
 
@@ -639,6 +648,9 @@ impl<E: Endpoint> Connection<E> {
                         Ok(msg) => {
                             self.endpoint.handle_parsed(now, Parsed::Message(&msg));
                             self.session.handle_parsed(now, &msg);
+                            if self.watch_accounts {
+                                self.follow_accounts(&msg);
+                            }
                             if self.peer.is_some() {
                                 Self::track_members(
                                     &self.session,
@@ -659,6 +671,31 @@ impl<E: Endpoint> Connection<E> {
             }
         }
         self.decoder = decoder;
+    }
+
+    /// For an `account:` allowed sender: tells the endpoint which capabilities say who is
+    /// logged in, once the server has enabled them, and asks who already is when we join.
+    fn follow_accounts(&mut self, msg: &Message<'_>) {
+        if msg.is("CAP") {
+            let caps = self.session.capabilities();
+            let on = |cap: &str| caps.iter().any(|c| c == cap);
+            self.endpoint
+                .set_account_sources(on("account-tag"), on("account-notify"));
+        } else if msg.is("JOIN")
+            && msg
+                .source_nick()
+                .is_some_and(|n| self.session.identity().is_me(n))
+            && msg
+                .param(0)
+                .is_some_and(|c| self.session.identity().casemapping().eq(c, &self.channel))
+        {
+            // Only the member list needs it: with account-tag, each message says.
+            let caps = self.session.capabilities();
+            let on = |cap: &str| caps.iter().any(|c| c == cap);
+            if on("account-notify") && !on("account-tag") {
+                self.session.who_accounts(&self.channel);
+            }
+        }
     }
 
     /// Keeps the member list of our channel: `NAMES` replies, and `JOIN`, `PART`, `KICK`,

@@ -10,7 +10,7 @@ use super::escape::{escape, escape_spec};
 use super::frame::{Frame, FrameType};
 use super::pacing::{Pacing, TokenBucket};
 use super::{Config, Event, LocalError, RefusalReason, RefusedFrame, Stats};
-use crate::irc::{Identity, Message, Privmsg, SenderPattern};
+use crate::irc::{AccountWatch, Identity, Message, Privmsg, SenderPattern, within_line_limits};
 
 /// An inbound line, parsed once by whoever read it.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +49,8 @@ pub(crate) struct Link {
     /// `config.allowed_sender`, read once. A bare endpoint's value that is not a valid pattern
     /// is taken as a literal nick (the per-connection engines refuse it when built).
     allowed: Option<SenderPattern>,
+    /// For an `account:` allowed sender: who the server says is logged in to it.
+    accounts: Option<AccountWatch>,
     /// With a shared secret: seals what goes out, checks what comes in.
     auth: Option<Authenticator>,
     pacer: TokenBucket,
@@ -62,11 +64,12 @@ pub(crate) struct Link {
 
 impl Link {
     pub(crate) fn new(config: Config) -> Self {
-        Link {
+        let mut link = Link {
             identity: Identity::new(&config.nick),
             allowed: config.allowed_sender.as_deref().map(|text| {
                 SenderPattern::parse(text).unwrap_or_else(|_| SenderPattern::Nick(text.to_owned()))
             }),
+            accounts: None,
             auth: config
                 .auth
                 .clone()
@@ -79,6 +82,18 @@ impl Link {
             outbox_bytes: 0,
             held: false,
             last_refused: None,
+        };
+        if let Some(SenderPattern::Account(account)) = &link.allowed {
+            link.accounts = Some(AccountWatch::new(account));
+        }
+        link
+    }
+
+    /// The capabilities the server enabled that say who is logged in to an account (for an
+    /// `account:` allowed sender): `account-tag`, `account-notify`.
+    pub(crate) fn set_account_sources(&mut self, account_tag: bool, account_notify: bool) {
+        if let Some(watch) = &mut self.accounts {
+            watch.set_sources(account_tag, account_notify);
         }
     }
 
@@ -93,7 +108,9 @@ impl Link {
     /// are returned (see [`super::auth`]); everything else is counted and dropped here, before
     /// reassembly.
     pub(crate) fn accept<'a>(&mut self, now: u64, line: &'a [u8]) -> Option<Inbound<'a>> {
-        if line.len() > self.config.max_line_bytes {
+        if line.len() > self.config.max_line_bytes
+            || !within_line_limits(line, self.identity.line_limit())
+        {
             self.note_invalid_line();
             return None;
         }
@@ -163,6 +180,9 @@ impl Link {
             Parsed::Relayed(msg) => (msg.source, msg.target, msg.text, false, None),
             Parsed::Message(msg) => {
                 self.identity.observe(msg);
+                if let Some(watch) = &mut self.accounts {
+                    watch.observe(&self.identity, &self.config.channel, msg);
+                }
                 match (msg.source, msg.params()) {
                     (Some(source), [target, text]) if msg.is("PRIVMSG") => {
                         // Checked after `observe`, which may have just learned a new nick.
@@ -186,6 +206,10 @@ impl Link {
             self.stats.ignored += 1;
             return None;
         }
+        let account = match &self.accounts {
+            Some(watch) => watch.account_of(casemap, source.nick, account),
+            None => account,
+        };
         if let Some(allowed) = &self.allowed
             && !allowed.matches_message(casemap, &source, account.as_deref())
         {

@@ -130,6 +130,14 @@ impl Server {
         self.link.set_pacing(pacing);
     }
 
+    /// For an `account:` allowed sender: which of the capabilities that say who is logged in
+    /// the server enabled. With `account-tag`, each message's tag alone is taken; with only
+    /// `account-notify`, the members the server said are logged in (`extended-join`,
+    /// `ACCOUNT`, WHOX replies). Neither (the default): the tag where a line has one.
+    pub fn set_account_sources(&mut self, account_tag: bool, account_notify: bool) {
+        self.link.set_account_sources(account_tag, account_notify);
+    }
+
     /// The pacing in force.
     pub fn pacing(&self) -> super::Pacing {
         self.link.pacing()

@@ -11,6 +11,7 @@ const SUITES := [
 	"res://tests/test_desk_client.gd",
 	"res://tests/test_failures.gd",
 	"res://tests/test_reconnect.gd",
+	"res://tests/test_sasl.gd",
 	"res://tests/test_readme.gd",
 	"res://tests/test_demo.gd",
 	"res://tests/test_bad_input.gd",

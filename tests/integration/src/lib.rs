@@ -365,6 +365,20 @@ impl ServicesIrc {
 
     /// Starts InspIRCd, then Atheme, and waits until `CAP LS` offers `sasl` (Atheme linked).
     pub fn start() -> Self {
+        Self::start_with(true)
+    }
+
+    /// The same server without `account-tag` (messages carry no account): who is logged in
+    /// is known only from `extended-join`, `account-notify` and WHOX, as on older networks.
+    pub fn start_without_account_tag() -> Self {
+        Self::start_with(false)
+    }
+
+    fn start_with(account_tag: bool) -> Self {
+        let account_tag = match account_tag {
+            true => r#"<module name="ircv3_accounttag">"#,
+            false => "",
+        };
         let dir = TempDir::new("deskwire-services").expect("temp dir");
         let d = dir.path().to_owned();
         make_certs(&d);
@@ -413,7 +427,7 @@ impl ServicesIrc {
 <module name="cap">
 <module name="ircv3">
 <ircv3 accountnotify="yes" awaynotify="yes" extendedjoin="yes">
-<module name="ircv3_accounttag">
+{account_tag}
 <module name="ircv3_ctctags">
 <module name="ircv3_capnotify">
 <module name="services_account">
