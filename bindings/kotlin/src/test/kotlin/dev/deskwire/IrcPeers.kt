@@ -66,6 +66,17 @@ class Ngircd(sections: String = "") : AutoCloseable {
         awaitPort(port)
     }
 
+    /** Freezes the server (SIGSTOP): its connections stay open and nothing answers. */
+    fun pause() = signal("STOP")
+
+    /** Lets a paused server go on (SIGCONT). */
+    fun resume() = signal("CONT")
+
+    private fun signal(name: String) {
+        val kill = ProcessBuilder("kill", "-$name", process.process.pid().toString()).start()
+        check(kill.waitFor() == 0) { "kill -$name failed" }
+    }
+
     /** Stops the server (every connection drops) and starts it again on the same port. */
     fun restart() {
         process.close()

@@ -67,6 +67,50 @@ class ReconnectTest {
     }
 
     @Test
+    fun `a server that stops answering is noticed by the keepalive and left for a new connection`() = runBlocking {
+        val scope = CoroutineScope(SupervisorJob() + Dispatchers.Default)
+        Ngircd().use { ngircd ->
+            ChildProcess(
+                listOf(
+                    cargoBinary("rexd").toString(), "--irc", "127.0.0.1:${ngircd.port}",
+                    "--allow-from", "desk", "--log-level", "info", "--unauthenticated",
+                    "--irc-ping-interval-ms", "1000", "--irc-ping-timeout-ms", "1500",
+                    "--reconnect-first-ms", "200", "--reconnect-max-ms", "1000",
+                ),
+            ).use { rexd ->
+                rexd.await(Regex("joined", RegexOption.IGNORE_CASE))
+                // A keepalive PING after 1 s of silence, given up 1.5 s later.
+                val config = DeskConnection.defaultConfig().let {
+                    it.copy(session = it.session.copy(pingIntervalMs = 1_000, pingTimeoutMs = 1_500))
+                }
+                val policy = ReconnectPolicy(firstDelayMs = 200, maxDelayMs = 1_000)
+                val desk = withTimeout(30_000) {
+                    DeskConnection.connect("127.0.0.1", ngircd.port, config, scope = scope, reconnect = policy)
+                }
+                try {
+                    assertEquals("before\n", withTimeout(30_000) { desk.remoteBash("echo before") })
+                    // The TCP connection stays open: only an unanswered PING can tell.
+                    ngircd.pause()
+                    val stopped = System.nanoTime()
+                    withTimeout(20_000) { while (desk.state.value == ConnectionState.READY) kotlinx.coroutines.delay(20) }
+                    val noticedMs = (System.nanoTime() - stopped) / 1_000_000
+                    ngircd.resume()
+                    val resumed = System.nanoTime()
+                    assertEquals("after\n", withTimeout(30_000) { desk.remoteBash("echo after") })
+                    val answeredMs = (System.nanoTime() - resumed) / 1_000_000
+                    assertTrue(desk.reconnects >= 1, "a new connection: ${desk.reconnects}")
+                    // Printed, not asserted: these machines are shared.
+                    println("kotlin dead link: noticed ${noticedMs} ms after the stop, answered ${answeredMs} ms after the resume")
+                } finally {
+                    ngircd.resume()
+                    desk.close()
+                }
+            }
+        }
+        scope.cancel()
+    }
+
+    @Test
     fun `a remote connection comes back too, and serves the desk that came back`() = runBlocking {
         val scope = CoroutineScope(SupervisorJob() + Dispatchers.Default)
         Ngircd().use { ngircd ->
