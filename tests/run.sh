@@ -39,6 +39,8 @@ command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-
 command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 [ -f /usr/include/jansson.h ] || missing+=(libjansson-dev)
+# examples/c_host's TLS.
+[ -f /usr/include/openssl/ssl.h ] || missing+=(libssl-dev)
 { command -v gcc && command -v g++; } >/dev/null 2>&1 || missing+=(gcc g++)
 command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 command -v clang >/dev/null 2>&1 || missing+=(clang libclang-rt-14-dev)

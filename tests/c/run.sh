@@ -94,7 +94,7 @@ fi
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 echo "pkg-config --cflags --libs deskwire: $(pkg-config --cflags --libs deskwire)"
 gcc -std=c11 -Wall -Wextra -Werror -pedantic examples/c_host/c_host.c \
-  $(pkg-config --cflags --libs deskwire) -Wl,-rpath,"$(pkg-config --variable=libdir deskwire)" \
+  $(pkg-config --cflags --libs deskwire openssl) -Wl,-rpath,"$(pkg-config --variable=libdir deskwire)" \
   -o "$out/c_host"
 # README.md's C program, compiled as the README says: a README change that breaks it fails here.
 awk '/^```c$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' README.md >"$out/readme_host.c"
@@ -136,4 +136,55 @@ export PEERS_REXD=${PEERS_REXD:-${CARGO_TARGET_DIR:-target}/debug/rexd}
     { cat "$out/readme_host.err" >&2; exit 1; }
   cmp "$out/readme_host.expected" "$out/readme_host.out"
   echo "README's C program: $(cat "$out/readme_host.out")"
+)
+
+echo "-- examples/c_host over TLS with SASL: InspIRCd and Atheme, rexd --irc serving the account bob"
+bash tests/build.sh -p deskwire-integration --bin services-irc
+(
+  source tests/peers.sh
+  # services-irc prints its ports and files as one JSON line and keeps InspIRCd and Atheme up
+  # until its stdin closes.
+  rm -f "$out/services.stdin"
+  mkfifo "$out/services.stdin"
+  "${CARGO_TARGET_DIR:-target}/debug/services-irc" <"$out/services.stdin" >"$out/services.json" 2>"$out/services.log" &
+  services_pid=$!
+  exec {services_fd}>"$out/services.stdin"
+  trap 'peers_stop_all; exec {services_fd}>&-; wait "$services_pid" || true' EXIT
+  for _ in $(seq 1 300); do [ -s "$out/services.json" ] && break; sleep 0.1; done
+  [ -s "$out/services.json" ] || { cat "$out/services.log" >&2; echo "services-irc did not start" >&2; exit 1; }
+  services() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$out/services.json" "$1"; }
+  ca=$(services ca) tls_port=$(services tls_port)
+  services password >"$out/sasl-password"
+  echo wrong >"$out/wrong-password"
+  chmod 600 "$out/sasl-password" "$out/wrong-password"
+  PEERS_IRC_ADDR=127.0.0.1:$(services port) peers_start_rexd_irc '#desk' rexsasl \
+    --allow-from "account:$(services account)" --sasl-user "$(services account)" \
+    --sasl-password-file "$out/sasl-password"
+  # rexd serves only the account: an answer proves the login.
+  got=$("$out/c_host" --ca "$ca" --sasl "$(services account)" --sasl-password-file "$out/sasl-password" \
+    localhost "$tls_port" '#desk' cbob rexsasl 'echo over tls as bob')
+  [ "$got" = "over tls as bob" ] || { echo "c_host over TLS with SASL got: $got" >&2; exit 1; }
+  echo "c_host --ca CA --sasl bob --sasl-password-file F localhost $tls_port ...: $got"
+  rc=0
+  got=$("$out/c_host" --ca "$ca" --sasl "$(services account)" --sasl-password-file "$out/wrong-password" \
+    localhost "$tls_port" '#desk' cbob2 rexsasl true) || rc=$?
+  [ "$rc" = 1 ] && [[ "$got" == *"SASL login failed: 904"* ]] ||
+    { echo "a wrong password: exit $rc, $got" >&2; exit 1; }
+  echo "c_host, a wrong password: $got"
+  # A certificate nobody here vouches for, a name it does not carry, and a server that speaks
+  # plain text: each named, none a timeout.
+  for case in "--tls localhost $tls_port|unable to get local issuer certificate" \
+    "--ca $ca 127.0.0.1 $tls_port|IP address mismatch" \
+    "--ca $ca localhost $(services port)|wrong version number|no answer to the TLS handshake"; do
+    rc=0
+    # shellcheck disable=SC2086 # the case's words are the arguments
+    err=$("$out/c_host" ${case%%|*} '#desk' cbob3 rexsasl true 2>&1 >/dev/null) || rc=$?
+    # One of the case's words (InspIRCd's plain port may answer a TLS hello or say nothing).
+    want=${case#*|} named=
+    IFS='|' read -ra words <<<"$want"
+    for word in "${words[@]}"; do if [[ "$err" == *"$word"* ]]; then named=1; fi; done
+    [ "$rc" = 2 ] && [ -n "$named" ] ||
+      { echo "c_host ${case%%|*}: exit $rc, $err" >&2; exit 1; }
+    echo "c_host ${case%%|*}: $err"
+  done
 )
