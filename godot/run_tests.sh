@@ -162,7 +162,8 @@ chmod 600 "$run_dir/sasl-password"
 PEERS_IRC_ADDR=127.0.0.1:$(services port) peers_start_rexd_irc '#deskwire-godot-sasl' rexsasl \
   --allow-from "account:$(services account)" --sasl-user "$(services account)" \
   --sasl-password-file "$run_dir/sasl-password"
-export DESKWIRE_SASL_TLS_PORT=$(services tls_port) DESKWIRE_SASL_CA=$in_root/services-ca.pem
+export DESKWIRE_SASL_TLS_PORT=$(services tls_port) DESKWIRE_SASL_PORT=$(services port)
+export DESKWIRE_SASL_CA=$in_root/services-ca.pem
 export DESKWIRE_SASL_ACCOUNT=$(services account) DESKWIRE_SASL_PASSWORD=$(services password)
 export DESKWIRE_SASL_CHANNEL='#deskwire-godot-sasl' DESKWIRE_SASL_REMOTE=rexsasl
 

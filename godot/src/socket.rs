@@ -16,6 +16,9 @@ pub const MAX_OUTBOUND: usize = 256 * 1024;
 /// Bytes read per `pump` at most, so one busy peer cannot stall a frame.
 const MAX_READ_PER_PUMP: usize = 256 * 1024;
 
+/// How long a TLS handshake may take: a plain-text server may say nothing to a TLS hello.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How to secure the connection.
 pub struct TlsSettings {
     /// The name the certificate must carry (usually the host).
@@ -34,7 +37,7 @@ pub enum Input {
 
 enum Phase {
     Connecting,
-    Handshaking(Gd<StreamPeerTls>),
+    Handshaking(Gd<StreamPeerTls>, std::time::Instant),
     Open(Option<Gd<StreamPeerTls>>),
     Closed,
 }
@@ -128,7 +131,7 @@ impl Socket {
     }
 
     fn shut(&mut self) {
-        if let Phase::Open(Some(tls)) | Phase::Handshaking(tls) = &mut self.phase {
+        if let Phase::Open(Some(tls)) | Phase::Handshaking(tls, _) = &mut self.phase {
             tls.disconnect_from_stream();
         }
         self.tcp.disconnect_from_host();
@@ -154,19 +157,30 @@ impl Socket {
                 self.tcp.set_no_delay(true);
                 self.phase = match &self.tls {
                     None => Phase::Open(None),
-                    Some(settings) => Phase::Handshaking(start_tls(&self.tcp, settings)?),
+                    Some(settings) => Phase::Handshaking(
+                        start_tls(&self.tcp, settings)?,
+                        std::time::Instant::now(),
+                    ),
                 };
-                if let Phase::Handshaking(_) = self.phase {
+                if let Phase::Handshaking(..) = self.phase {
                     return self.advance();
                 }
                 Ok(())
             }
-            Phase::Handshaking(tls) | Phase::Open(Some(tls)) => {
+            Phase::Handshaking(tls, _) | Phase::Open(Some(tls)) => {
                 tls.poll();
                 match tls.get_status() {
-                    TlsStatus::HANDSHAKING => Ok(()),
+                    TlsStatus::HANDSHAKING => match &self.phase {
+                        Phase::Handshaking(_, started) if started.elapsed() > HANDSHAKE_TIMEOUT => {
+                            Err(
+                                "TLS: no answer to the handshake within 10 s (a plain-text port?)"
+                                    .into(),
+                            )
+                        }
+                        _ => Ok(()),
+                    },
                     TlsStatus::CONNECTED => {
-                        if let Phase::Handshaking(tls) = &self.phase {
+                        if let Phase::Handshaking(tls, _) = &self.phase {
                             self.phase = Phase::Open(Some(tls.clone()));
                         }
                         Ok(())
@@ -174,7 +188,10 @@ impl Socket {
                     TlsStatus::ERROR_HOSTNAME_MISMATCH => {
                         Err("TLS: the certificate is for another host".into())
                     }
-                    TlsStatus::ERROR => Err("TLS: the handshake or the connection failed".into()),
+                    TlsStatus::ERROR => match &self.phase {
+                        Phase::Handshaking(..) => Err(handshake_failed(&self.tls)),
+                        _ => Err("TLS: the connection failed".into()),
+                    },
                     _ => Err("TLS: the connection was closed".into()),
                 }
             }
@@ -244,6 +261,23 @@ fn start_tls(tcp: &Gd<StreamPeerTcp>, settings: &TlsSettings) -> Result<Gd<Strea
         .done()
     {
         Error::OK => Ok(tls),
+        // The handshake's first step may already check the certificate.
+        Error::FAILED => Err(handshake_failed_for(&settings.server_name)),
         e => Err(format!("TLS could not start: {e:?}")),
     }
+}
+
+/// A failed handshake, as far as Godot tells: one FAILED or ERROR whether the certificate is
+/// not trusted, is for another name, or the server does not speak TLS (mbedtls's code goes to
+/// Godot's log: -0x2700 is a certificate that failed verification).
+fn handshake_failed(tls: &Option<TlsSettings>) -> String {
+    handshake_failed_for(tls.as_ref().map_or("", |t| t.server_name.as_str()))
+}
+
+fn handshake_failed_for(server_name: &str) -> String {
+    format!(
+        "TLS: the handshake failed: the server's certificate is not signed by a trusted CA or is \
+         not for {server_name:?} (set tls_trusted_certificate to its CA, or tls_server_name), or \
+         it does not speak TLS; Godot's log has mbedtls's code"
+    )
 }

@@ -282,6 +282,8 @@ func test_tls() -> void:
 		result = await finish(call, 10.0)
 		check_eq(result.get("error"), "disconnected", "%s: the call fails: %s" % [case[1], result])
 		check_eq(refused.state, "closed", "%s: closed" % case[1])
+		check_eq(refused.last_error, "cant_connect", "%s: last_error" % case[1])
+		check("the server's certificate is not signed by a trusted CA or is not for" in refused.last_error_message, "%s: named: %s" % [case[1], refused.last_error_message])
 		refused.queue_free()
 
 

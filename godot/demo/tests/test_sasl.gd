@@ -11,13 +11,14 @@ func summary() -> Array:
 	return seen.map(func(line): return "sasl: " + line)
 
 
-## A desk on the services' TLS port, logged in as `user` with `password`; connecting.
-func _client(nick: String, user: String, password: String) -> DeskRpcClient:
+## A desk over TLS to the services' `port` (their TLS port unless given), logged in as `user`
+## with `password`; connecting.
+func _client(nick: String, user: String, password: String, port := int(OS.get_environment("DESKWIRE_SASL_TLS_PORT"))) -> DeskRpcClient:
 	var ca := X509Certificate.new()
 	check_eq(ca.load(OS.get_environment("DESKWIRE_SASL_CA")), OK, "the services' CA")
 	var client := DeskRpcClient.new()
 	client.server_host = "127.0.0.1"
-	client.server_port = int(OS.get_environment("DESKWIRE_SASL_TLS_PORT"))
+	client.server_port = port
 	client.use_tls = true
 	client.tls_server_name = "localhost"
 	client.tls_trusted_certificate = ca
@@ -56,4 +57,16 @@ func test_a_wrong_password_is_named_and_not_retried() -> void:
 	seen.append("a wrong password: %s" % client.last_error_message)
 	await tree.create_timer(1.0).timeout
 	check_eq(client.state, "closed", "not tried again")
+	client.queue_free()
+
+
+func test_tls_to_a_server_that_says_nothing_is_named_within_the_handshake_bound() -> void:
+	# InspIRCd's plain-text port says nothing to a TLS hello: the handshake is given up after
+	# 10 s and named, instead of waiting for the 60 s registration bound.
+	var client := _client("gobob3", "", "", int(OS.get_environment("DESKWIRE_SASL_PORT")))
+	var call := client.remote_bash("echo never")
+	var result := await finish(call, 20.0)
+	check_eq(result.get("error"), "disconnected", "the call fails: %s" % [result])
+	check("no answer to the handshake within 10 s" in client.last_error_message, "named: %s" % client.last_error_message)
+	seen.append("TLS to a plain-text port: %s" % client.last_error_message)
 	client.queue_free()
