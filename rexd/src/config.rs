@@ -195,6 +195,10 @@ pub struct LimitsSection {
     pub hard_timeout_ms: u64,
     /// Output bytes kept per process (stdout and stderr together).
     pub max_output_bytes: u64,
+    /// Addition to the spec: the cap of an exec that asks for none (`uncapped_output`, what
+    /// `rex exec` asks for: its output streams to a terminal or a file, with backpressure, and
+    /// the daemon keeps none of it). Absent: no cap, as with ssh.
+    pub hard_output_bytes: Option<u64>,
     /// Bytes one `fs.read` returns at most.
     pub max_file_read_bytes: u64,
     /// Processes (exec and PTY) one session runs at once.
@@ -222,6 +226,7 @@ impl Default for LimitsSection {
             default_timeout_ms: d.default_timeout_ms.unwrap_or(30_000),
             hard_timeout_ms: d.hard_timeout_ms.unwrap_or(300_000),
             max_output_bytes: d.max_output_bytes.unwrap_or(1 << 20),
+            hard_output_bytes: None,
             max_file_read_bytes: d.max_file_read_bytes.unwrap_or(1 << 20),
             max_processes_per_session: d.max_processes_per_session.unwrap_or(8),
             max_concurrent_sessions: d.max_concurrent_sessions.unwrap_or(16),

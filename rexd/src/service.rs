@@ -954,9 +954,15 @@ impl Service {
             }
         }
         let mut proc_ = self.new_proc(now, &p.session_id, p.detach);
-        proc_.cap = match (limits.max_output_bytes, p.max_output_bytes) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        proc_.cap = match (
+            p.uncapped_output,
+            limits.max_output_bytes,
+            p.max_output_bytes,
+        ) {
+            // A streaming client's: only the operator's hard cap.
+            (true, ..) => self.settings.limits.hard_output_bytes,
+            (false, Some(a), Some(b)) => Some(a.min(b)),
+            (false, a, b) => a.or(b),
         };
         let result = ExecStartResult {
             process_id: proc_.id.clone(),

@@ -284,6 +284,70 @@ fn output_cap_truncates_and_memory_stays_flat() {
     assert_eq!(c.exit["params"]["truncated"], true);
 }
 
+/// A streaming client (`rex exec`) asks for all the output: only the operator's
+/// `limits.hard_output_bytes` cuts it, and the daemon's memory stays flat meanwhile; a client
+/// that does not ask keeps the 1 MiB cap.
+#[test]
+fn uncapped_output_streams_past_the_cap_up_to_the_operators_hard_limit() {
+    let (_r, mut d, s) = setup();
+    let rss_before = rexd::sys::rss_kib(d.pid()).unwrap();
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "shell": true, "command": "head -c 24M /dev/zero | tr '\\0' x",
+               "uncapped_output": true, "timeout_ms": 120000}),
+    );
+    let mut max_rss = rss_before;
+    let mut bytes = 0usize;
+    let exit = loop {
+        let ev = d.next_event(common::WAIT).expect("events");
+        if let Some(r) = rexd::sys::rss_kib(d.pid()) {
+            max_rss = max_rss.max(r);
+        }
+        match ev["method"].as_str().unwrap() {
+            "exec.stdout" => {
+                assert_eq!(ev["params"]["process_id"], p);
+                bytes += ev["params"]["data"].as_str().unwrap().len()
+            }
+            "exec.exit" => break ev,
+            other => panic!("{other}"),
+        }
+    };
+    assert_eq!(bytes, 24 << 20, "every byte came");
+    assert_ne!(exit["params"]["truncated"], true, "{exit}");
+    assert!(
+        max_rss < rss_before + 32 * 1024,
+        "daemon RSS grew from {rss_before} KiB to {max_rss} KiB"
+    );
+    // Without asking: the session's cap, as before.
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "shell": true, "command": "head -c 3M /dev/zero | tr '\\0' x"}),
+    );
+    let c = d.collect(&p);
+    assert_eq!(c.out().len(), 1 << 20);
+    assert_eq!(c.exit["params"]["truncated"], true);
+
+    // The operator's hard limit holds for those who ask.
+    let root = tempfile::tempdir().unwrap();
+    let config = root.path().join("rexd.toml");
+    std::fs::write(&config, "[limits]\nhard_output_bytes = 2000000\n").unwrap();
+    let mut d = Daemon::spawn(&[
+        "--root",
+        root.path().to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let s = d.open_session();
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "argv": ["head", "-c", "3M", "/dev/zero"],
+               "uncapped_output": true}),
+    );
+    let c = d.collect(&p);
+    assert_eq!(c.out().len(), 2_000_000);
+    assert_eq!(c.exit["params"]["truncated"], true);
+}
+
 #[test]
 fn timeout_kills_the_whole_group_including_grandchildren() {
     let (_r, mut d, s) = setup();

@@ -114,7 +114,9 @@ impl Default for Program {
 ///
 /// Defaults: `shell` false, `detach` false. `timeout_ms` absent means the session's
 /// `default_timeout_ms`; any value is clamped to `hard_timeout_ms`. `max_output_bytes` can only
-/// lower the session's limit. `env` entries are added to (and override) the daemon's
+/// lower the session's limit; `uncapped_output` (an addition to the spec) asks for no cap but
+/// the operator's `limits.hard_output_bytes`, for a client that streams what it gets to a terminal
+/// or a file (`rex exec`) rather than keeping it (an agent). `env` entries are added to (and override) the daemon's
 /// environment. `stdin` is UTF-8 text written to the process's stdin, which is then closed;
 /// without it stdin is an open pipe for `exec.input`, or closed at once when the daemon lacks
 /// that capability. Optional fields accept `null` as absent.
@@ -135,6 +137,9 @@ pub struct ExecStartParams {
     pub timeout_ms: Option<u64>,
     /// Output cap for this process, at most the session's `max_output_bytes`.
     pub max_output_bytes: Option<u64>,
+    /// No cap but the daemon's hard one (addition to the spec; sent only when true). An older
+    /// daemon ignores it and caps at `max_output_bytes`, and says so with `truncated`.
+    pub uncapped_output: bool,
     /// Keep the process running after the session closes.
     pub detach: bool,
 }
@@ -160,6 +165,8 @@ struct ExecStartWire {
     #[serde(default)]
     max_output_bytes: Option<u64>,
     #[serde(default)]
+    uncapped_output: bool,
+    #[serde(default)]
     detach: bool,
 }
 
@@ -176,6 +183,7 @@ impl TryFrom<ExecStartWire> for ExecStartParams {
             stdin: w.stdin,
             timeout_ms: w.timeout_ms,
             max_output_bytes: w.max_output_bytes,
+            uncapped_output: w.uncapped_output,
             detach: w.detach,
         })
     }
@@ -200,6 +208,9 @@ impl Serialize for ExecStartParams {
         }
         if let Some(m) = &self.max_output_bytes {
             map.serialize_entry("max_output_bytes", m)?;
+        }
+        if self.uncapped_output {
+            map.serialize_entry("uncapped_output", &true)?;
         }
         map.serialize_entry("detach", &self.detach)?;
         map.end()

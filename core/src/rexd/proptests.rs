@@ -102,6 +102,7 @@ fn request() -> impl Strategy<Value = Request> {
                     stdin,
                     timeout_ms: t,
                     max_output_bytes: m,
+                    uncapped_output: false,
                     detach: d,
                 })
             }),

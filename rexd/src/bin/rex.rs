@@ -205,7 +205,8 @@ struct RunArgs {
     /// Kill the command after this many milliseconds (exit 124).
     #[arg(long)]
     timeout_ms: Option<u64>,
-    /// Cap the output at this many bytes.
+    /// Cap the output at this many bytes (without it, rex asks for all of it, as ssh streams
+    /// it: only the daemon's `limits.hard_output_bytes`, if its operator set one, cuts it).
     #[arg(long)]
     max_output_bytes: Option<u64>,
     /// Give the command an empty stdin (like `ssh -n`) and leave rex's own unread.
@@ -547,6 +548,7 @@ fn exec(client: &mut Client, program: Program, run: RunArgs) -> Result<u8, Clien
         env: run.env,
         stdin: None,
         timeout_ms: run.timeout_ms,
+        uncapped_output: run.max_output_bytes.is_none(),
         max_output_bytes: run.max_output_bytes,
     };
     // As ssh: forward stdin unless -n (then the client gives the command an empty one).
@@ -578,7 +580,10 @@ fn exec(client: &mut Client, program: Program, run: RunArgs) -> Result<u8, Clien
 /// The shell's convention: the code, else 128 + the signal's number; 124 for a timeout.
 fn exit_code(exit: &ExecExit) -> u8 {
     if exit.truncated {
-        eprintln!("rex: output truncated at the daemon's cap");
+        eprintln!(
+            "rex: output truncated at the daemon's cap (--max-output-bytes, or its \
+             limits.hard_output_bytes; an older rexd caps at limits.max_output_bytes)"
+        );
     }
     if exit.timed_out {
         eprintln!("rex: timed out after {} ms", exit.duration_ms);

@@ -113,6 +113,10 @@ pub struct ExecOptions {
     pub timeout_ms: Option<u64>,
     /// Output cap for this command.
     pub max_output_bytes: Option<u64>,
+    /// No cap but the daemon's hard one (`limits.hard_output_bytes`): for a caller that
+    /// streams the output on (a terminal, a file), as `rex exec` does; ignored with
+    /// `max_output_bytes`.
+    pub uncapped_output: bool,
 }
 
 /// Options of [`Client::write_file`].
@@ -730,6 +734,7 @@ impl Client {
             },
             timeout_ms: options.timeout_ms,
             max_output_bytes: options.max_output_bytes,
+            uncapped_output: options.uncapped_output && options.max_output_bytes.is_none(),
             detach: false,
         })?;
         let process_id = started.process_id;

@@ -194,6 +194,38 @@ pub fn binary_blob(len: usize) -> Vec<u8> {
 
 // ---- the core cases --------------------------------------------------------------------------
 
+/// `rex exec` streams all of a command's output, as ssh does (past the daemon's 1 MiB cap for
+/// agents); `--max-output-bytes` still cuts it, and says so.
+pub fn exec_streams_all_its_output(f: &Fixture) {
+    let out = f.run(&["exec", "--", "seq", "1", "400000"]).ok();
+    let local = std::process::Command::new("seq")
+        .args(["1", "400000"])
+        .output()
+        .unwrap()
+        .stdout;
+    assert!(
+        local.len() > 2 << 20,
+        "{} bytes: more than the cap",
+        local.len()
+    );
+    assert!(
+        out.stdout == local,
+        "{} bytes came of {}",
+        out.stdout.len(),
+        local.len()
+    );
+    assert!(!out.stderr.contains("truncated"), "{}", out.stderr);
+    let out = f
+        .run(&["exec", "--max-output-bytes", "10", "--", "seq", "1", "1000"])
+        .ok();
+    assert_eq!(out.text(), "1\n2\n3\n4\n5\n");
+    assert!(
+        out.stderr.contains("output truncated at the daemon's cap"),
+        "{}",
+        out.stderr
+    );
+}
+
 pub fn exec_output_and_exit_code(f: &Fixture) {
     let out = f.run(&["exec", "--", "printf", "%s\\n", "a b", "c"]).ok();
     assert_eq!(out.text(), "a b\nc\n", "argv words stay whole: no shell");
@@ -469,6 +501,12 @@ macro_rules! core_cases {
         fn exec_output_and_exit_code() {
             let f = $fixture;
             support::exec_output_and_exit_code(&f);
+        }
+        #[test]
+        $(#[$attr])*
+        fn exec_streams_all_its_output() {
+            let f = $fixture;
+            support::exec_streams_all_its_output(&f);
         }
         #[test]
         $(#[$attr])*
