@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deskwire::oa1::{
     AuthConfig, Client, Config, Event, Failure, Output, Pacing, TRUNCATION_MARKER,
@@ -1124,6 +1124,54 @@ fn rexd_follows_an_account_where_messages_carry_none() {
     let logged = std::fs::read_to_string(&log_path).unwrap();
     assert!(logged.contains("refused"), "{logged}");
     drop(rexd);
+}
+
+/// InspIRCd 3 with its default connect class closes the link of a client that sends faster
+/// than a line a second for long (`RecvQ exceeded` after 48 lines at 700 ms:
+/// tests/pacing/measure_inspircd.py). rexd paces it by what its `004` says, and a long answer
+/// (about 60 lines) comes back whole.
+#[test]
+fn a_long_answer_through_inspircd_keeps_within_its_flood_limits() {
+    let irc = deskwire_integration::ServicesIrc::start();
+    let root = tempfile::tempdir().unwrap();
+    let log_path = root.path().join("rexd.log");
+    let _rexd = start_rexd_logging(
+        &irc.addr(),
+        root.path(),
+        &["--allow-from", "desk", "--log-level", "info"],
+        &[],
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    let logged = wait_logged(&log_path, "joined #desk");
+    assert!(
+        logged.contains("pacing on InspIRCd-3: 3 lines, then one every 1 s"),
+        "{logged}"
+    );
+    let mut desk = Desk::connect(&irc.addr(), deskwire::oa1::DEFAULT_PACING, 150_000);
+    desk.wait_ready();
+    let started = Instant::now();
+    let e = desk.ask("seq 100000 103500", 160);
+    let want = Command::new("seq")
+        .args(["100000", "103500"])
+        .output()
+        .unwrap()
+        .stdout;
+    let Event::Response { text, .. } = &e else {
+        panic!("{e:?}\n{}", std::fs::read_to_string(&log_path).unwrap());
+    };
+    assert!(
+        text.as_bytes() == want,
+        "{} bytes of {}",
+        text.len(),
+        want.len()
+    );
+    let frames = desk.client.stats().frames_in;
+    println!(
+        "InspIRCd: {} bytes in {frames} frames, {:.1} s",
+        want.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(frames > 50, "a long answer: {frames} frames");
 }
 
 /// Where the server has a bot mode (InspIRCd's botmode: ISUPPORT `BOT=B`), rexd marks itself

@@ -55,11 +55,20 @@ impl Pacing {
     ///   together every second all pass at once, where a line every 333 ms would be held back
     ///   (measured on ngircd 26.1: 3 lines per 1000 ms, together, kept every line on time; per
     ///   900 ms they were held back).
+    /// - InspIRCd: 3 lines, then one a second (`tests/pacing/measure_inspircd.py`, InspIRCd
+    ///   3.15's default connect class). It lets a faster sender run ahead for a while, then
+    ///   holds its lines back and closes the link once they pass the class's `recvq` (4 KB):
+    ///   a line every 700 ms was cut off after 48 lines of 450 bytes (`RecvQ exceeded`), a
+    ///   burst of 10 such lines written together too; one a second kept 80 lines on time.
     pub fn for_server(version: &str) -> Option<Pacing> {
         let software = version.split(['-', ' ', '/']).next().unwrap_or(version);
-        software
-            .eq_ignore_ascii_case("ngircd")
-            .then_some(Pacing::grouped(3, 1100))
+        if software.eq_ignore_ascii_case("ngircd") {
+            Some(Pacing::grouped(3, 1100))
+        } else if software.eq_ignore_ascii_case("inspircd") {
+            Some(Pacing::steady(3, 1000))
+        } else {
+            None
+        }
     }
 
     /// Lines that may leave within `window_ms` from a quiet start.
@@ -215,7 +224,11 @@ mod tests {
             Pacing::for_server("ngIRCd-27~rc1"),
             Some(Pacing::grouped(3, 1100))
         );
-        for unknown in ["InspIRCd-3", "solanum-1.0", "ngircdx-1", ""] {
+        assert_eq!(
+            Pacing::for_server("InspIRCd-3"),
+            Some(Pacing::steady(3, 1000))
+        );
+        for unknown in ["solanum-1.0", "ngircdx-1", "inspircdx-4", ""] {
             assert_eq!(Pacing::for_server(unknown), None, "{unknown}");
         }
     }
