@@ -239,17 +239,12 @@ fn kill_wait_and_statuses() {
     assert_eq!(e["code"], -32005);
 }
 
-#[test]
-fn output_cap_truncates_and_memory_stays_flat() {
-    let (_r, mut d, s) = setup();
-    let rss_before = rexd::sys::rss_kib(d.pid()).unwrap();
-    let p = start(
-        &mut d,
-        json!({"session_id": s, "shell": true, "command": "yes | head -c 200M", "timeout_ms": 120000}),
-    );
+/// Reads `p`'s events until its `exec.exit`: the stdout bytes, the exit event, and the most
+/// the daemon's RSS reached meanwhile (from `rss_before`, in KiB).
+fn stream_until_exit(d: &mut Daemon, p: &str, rss_before: u64) -> (usize, Value, u64) {
     let mut max_rss = rss_before;
     let mut bytes = 0usize;
-    let exit = loop {
+    loop {
         let ev = d.next_event(common::WAIT).expect("events");
         if let Some(r) = rexd::sys::rss_kib(d.pid()) {
             max_rss = max_rss.max(r);
@@ -259,10 +254,21 @@ fn output_cap_truncates_and_memory_stays_flat() {
                 assert_eq!(ev["params"]["process_id"], p);
                 bytes += ev["params"]["data"].as_str().unwrap().len()
             }
-            "exec.exit" => break ev,
+            "exec.exit" => return (bytes, ev, max_rss),
             other => panic!("{other}"),
         }
-    };
+    }
+}
+
+#[test]
+fn output_cap_truncates_and_memory_stays_flat() {
+    let (_r, mut d, s) = setup();
+    let rss_before = rexd::sys::rss_kib(d.pid()).unwrap();
+    let p = start(
+        &mut d,
+        json!({"session_id": s, "shell": true, "command": "yes | head -c 200M", "timeout_ms": 120000}),
+    );
+    let (bytes, exit, max_rss) = stream_until_exit(&mut d, &p, rss_before);
     assert_eq!(bytes, 1 << 20);
     assert_eq!(exit["params"]["truncated"], true);
     assert_eq!(exit["params"]["bytes_stdout"], 1 << 20);
@@ -296,22 +302,7 @@ fn uncapped_output_streams_past_the_cap_up_to_the_operators_hard_limit() {
         json!({"session_id": s, "shell": true, "command": "head -c 24M /dev/zero | tr '\\0' x",
                "uncapped_output": true, "timeout_ms": 120000}),
     );
-    let mut max_rss = rss_before;
-    let mut bytes = 0usize;
-    let exit = loop {
-        let ev = d.next_event(common::WAIT).expect("events");
-        if let Some(r) = rexd::sys::rss_kib(d.pid()) {
-            max_rss = max_rss.max(r);
-        }
-        match ev["method"].as_str().unwrap() {
-            "exec.stdout" => {
-                assert_eq!(ev["params"]["process_id"], p);
-                bytes += ev["params"]["data"].as_str().unwrap().len()
-            }
-            "exec.exit" => break ev,
-            other => panic!("{other}"),
-        }
-    };
+    let (bytes, exit, max_rss) = stream_until_exit(&mut d, &p, rss_before);
     assert_eq!(bytes, 24 << 20, "every byte came");
     assert_ne!(exit["params"]["truncated"], true, "{exit}");
     assert!(

@@ -955,6 +955,20 @@ fn rexd_logs_in_with_sasl() {
     );
 }
 
+/// rexd's flags to log in to the services' account with SASL PLAIN, its password in a file
+/// (mode 600, as rexd demands) in `dir`.
+fn services_login(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let password = dir.join("password");
+    std::fs::write(&password, deskwire_integration::ServicesIrc::PASSWORD).unwrap();
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let account = deskwire_integration::ServicesIrc::ACCOUNT;
+    let password = password.to_str().unwrap();
+    ["--sasl-user", account, "--sasl-password-file", password]
+        .map(str::to_owned)
+        .into()
+}
+
 /// `--allow-from account:bob`: a desk logged in to bob's account is served whatever its nick;
 /// a guest holding the nick `desk` is not; and a server that does not send accounts (ngircd)
 /// stops the start, naming the missing capability.
@@ -962,20 +976,10 @@ fn rexd_logs_in_with_sasl() {
 fn rexd_serves_an_account() {
     let irc = deskwire_integration::ServicesIrc::start();
     let root = tempfile::tempdir().unwrap();
-    let password = root.path().join("password");
-    std::fs::write(&password, deskwire_integration::ServicesIrc::PASSWORD).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
     let account = deskwire_integration::ServicesIrc::ACCOUNT;
     let log_path = root.path().join("rexd.log");
-    let sasl = [
-        "--sasl-user",
-        account,
-        "--sasl-password-file",
-        password.to_str().unwrap(),
-    ];
+    let sasl = services_login(root.path());
+    let sasl: Vec<&str> = sasl.iter().map(String::as_str).collect();
     let allow = format!("account:{account}");
     let _rexd = start_rexd_logging(
         &format!("127.0.0.1:{}", irc.port),
@@ -1063,19 +1067,9 @@ fn rexd_serves_an_account() {
 fn rexd_follows_an_account_where_messages_carry_none() {
     let irc = deskwire_integration::ServicesIrc::start_without_account_tag();
     let root = tempfile::tempdir().unwrap();
-    let password = root.path().join("password");
-    std::fs::write(&password, deskwire_integration::ServicesIrc::PASSWORD).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
     let account = deskwire_integration::ServicesIrc::ACCOUNT;
-    let sasl = [
-        "--sasl-user",
-        account,
-        "--sasl-password-file",
-        password.to_str().unwrap(),
-    ];
+    let sasl = services_login(root.path());
+    let sasl: Vec<&str> = sasl.iter().map(String::as_str).collect();
     let allow = format!("account:{account}");
     let bob_desk = |nick: &str| {
         let mut session = deskwire::irc::SessionConfig::new(nick, &[CHANNEL]);

@@ -16,6 +16,19 @@ import kotlin.test.assertTrue
 
 /** A DeskConnection with a ReconnectPolicy comes back after the server restarts. */
 class ReconnectTest {
+    /** `rexd --irc` on [ngircd] serving the desk `desk`, coming back fast (0.2 s, at most 1 s), joined. */
+    private fun rexdOn(ngircd: Ngircd, vararg extra: String): ChildProcess {
+        val rexd = ChildProcess(
+            listOf(
+                cargoBinary("rexd").toString(), "--irc", "127.0.0.1:${ngircd.port}",
+                "--allow-from", "desk", "--log-level", "info", "--unauthenticated",
+                "--reconnect-first-ms", "200", "--reconnect-max-ms", "1000",
+            ) + extra,
+        )
+        rexd.await(Regex("joined", RegexOption.IGNORE_CASE))
+        return rexd
+    }
+
     @Test
     fun `the policy's waits are the core's, and a bad one is refused`() {
         val policy = ReconnectPolicy(firstDelayMs = 1_000, maxDelayMs = 10_000, jitterPercent = 0)
@@ -31,14 +44,7 @@ class ReconnectTest {
     fun `after a server restart the call in flight fails disconnected and the next one is answered`() = runBlocking {
         val scope = CoroutineScope(SupervisorJob() + Dispatchers.Default)
         Ngircd().use { ngircd ->
-            ChildProcess(
-                listOf(
-                    cargoBinary("rexd").toString(), "--irc", "127.0.0.1:${ngircd.port}",
-                    "--allow-from", "desk", "--log-level", "info", "--unauthenticated",
-                    "--reconnect-first-ms", "200", "--reconnect-max-ms", "1000",
-                ),
-            ).use { rexd ->
-                rexd.await(Regex("joined", RegexOption.IGNORE_CASE))
+            rexdOn(ngircd).use { rexd ->
                 val policy = ReconnectPolicy(firstDelayMs = 200, maxDelayMs = 1_000)
                 val desk = withTimeout(30_000) {
                     DeskConnection.connect("127.0.0.1", ngircd.port, scope = scope, reconnect = policy)
@@ -70,15 +76,7 @@ class ReconnectTest {
     fun `a server that stops answering is noticed by the keepalive and left for a new connection`() = runBlocking {
         val scope = CoroutineScope(SupervisorJob() + Dispatchers.Default)
         Ngircd().use { ngircd ->
-            ChildProcess(
-                listOf(
-                    cargoBinary("rexd").toString(), "--irc", "127.0.0.1:${ngircd.port}",
-                    "--allow-from", "desk", "--log-level", "info", "--unauthenticated",
-                    "--irc-ping-interval-ms", "1000", "--irc-ping-timeout-ms", "1500",
-                    "--reconnect-first-ms", "200", "--reconnect-max-ms", "1000",
-                ),
-            ).use { rexd ->
-                rexd.await(Regex("joined", RegexOption.IGNORE_CASE))
+            rexdOn(ngircd, "--irc-ping-interval-ms", "1000", "--irc-ping-timeout-ms", "1500").use { rexd ->
                 // A keepalive PING after 1 s of silence, given up 1.5 s later.
                 val config = DeskConnection.defaultConfig().let {
                     it.copy(session = it.session.copy(pingIntervalMs = 1_000, pingTimeoutMs = 1_500))
