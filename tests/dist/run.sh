@@ -15,7 +15,7 @@
 # - rexd: the static x86_64 binary serves a REXD session (open, exec, fs.read) in an empty
 #   chroot (no libc, no /etc); the aarch64 one does too, under a static qemu-user; the .deb installs with dpkg -i in a clean Debian root, where rexd and rex run.
 # - C: the x86_64 tarball unpacked to a temporary prefix builds examples/c_host with nothing but
-#   `pkg-config --cflags --libs deskwire`, which then completes a RemoteBash over ngircd with
+#   `pkg-config --cflags --libs deskwire openssl` (its TLS is OpenSSL's), which then completes a RemoteBash over ngircd with
 #   the released rexd; the musl static library links a static program that runs; the aarch64
 #   tarball links a program that runs under qemu-user.
 # - Python: the manylinux2014 x86_64 wheel, installed with pip in a Debian 11 root (glibc 2.31),
@@ -209,7 +209,7 @@ c_x64=$(unpack "dist/deskwire-$version-x86_64-unknown-linux-gnu.tar.gz")
 export PKG_CONFIG_PATH=$c_x64/lib/pkgconfig
 echo "pkg-config --cflags --libs deskwire: $(pkg-config --cflags --libs deskwire)"
 [ "$(pkg-config --modversion deskwire)" = "$version" ]
-gcc -std=c11 -Wall -Wextra -Werror examples/c_host/c_host.c $(pkg-config --cflags --libs deskwire) \
+gcc -std=c11 -Wall -Wextra -Werror examples/c_host/c_host.c $(pkg-config --cflags --libs deskwire openssl) \
   -o "$work/c_host"
 LD_LIBRARY_PATH=$(pkg-config --variable=libdir deskwire) "$work/c_host" 127.0.0.1 "$PEERS_IRC_PORT" \
   '#chost' chost deskbot 'echo c_host over IRC' | tee "$work/c_host.out"
