@@ -1,10 +1,19 @@
 //! Diagnostics on stderr (never stdout, which carries the protocol), filtered by level.
+//!
+//! Each line starts with the time in UTC (RFC 3339, milliseconds), for an operator's tools
+//! (fail2ban and the like) to read: `2026-11-29T05:00:00.123Z rexd: warn: ...`. Under systemd,
+//! whose journal stamps every line itself (it sets `JOURNAL_STREAM`), the time is left out.
 
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::SystemTime;
 
 use crate::config::LogLevel;
 
 static LEVEL: AtomicU8 = AtomicU8::new(LogLevel::Info as u8);
+
+/// Whether lines carry their own time (not when the journal adds it).
+static STAMPED: LazyLock<bool> = LazyLock::new(|| std::env::var_os("JOURNAL_STREAM").is_none());
 
 /// Sets the level for the whole process.
 pub fn set_level(level: LogLevel) {
@@ -13,7 +22,12 @@ pub fn set_level(level: LogLevel) {
 
 fn say(level: LogLevel, tag: &str, message: &str) {
     if level as u8 <= LEVEL.load(Ordering::Relaxed) {
-        eprintln!("rexd: {tag}: {message}");
+        if *STAMPED {
+            let now = humantime::format_rfc3339_millis(SystemTime::now());
+            eprintln!("{now} rexd: {tag}: {message}");
+        } else {
+            eprintln!("rexd: {tag}: {message}");
+        }
     }
 }
 

@@ -119,6 +119,26 @@ fn bad_requests_get_http_answers_and_nothing_more() {
         let r = post(&d.url, token, body);
         assert_eq!((r.status, r.body.as_str()), (401, ""), "{token:?}");
     }
+    // The operator's log says who, when and what, for fail2ban and the like (never the token).
+    d.wait_for_log("no bearer token, or a wrong one (POST /rpc)");
+    let refused: Vec<String> = d
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("no bearer token, or a wrong one"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    for line in &refused {
+        let (time, rest) = line.split_once(' ').unwrap();
+        assert!(
+            time.len() == "2026-11-29T05:00:00.123Z".len()
+                && time.ends_with('Z')
+                && time.as_bytes()[10] == b'T',
+            "a UTC timestamp first: {line}"
+        );
+        assert!(rest.starts_with("rexd: warn: refused 127.0.0.1:"), "{line}");
+        assert!(!line.contains("not-the-token"), "{line}");
+    }
     let r = curl(&[
         "-X",
         "POST",
@@ -288,6 +308,20 @@ fn slow_headers_and_stalled_handshakes_are_cut_off() {
     let mut s = TcpStream::connect(("127.0.0.1", tls.port)).unwrap();
     // Not even a ClientHello.
     assert!(closed_by_server(&mut s, Duration::from_secs(15)));
+    tls.wait_for_log("no TLS handshake within 300 ms");
+    // Plain HTTP to the TLS port: the handshake fails, and the log says so with the address.
+    let mut s = TcpStream::connect(("127.0.0.1", tls.port)).unwrap();
+    s.write_all(b"POST /rpc HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert!(closed_by_server(&mut s, Duration::from_secs(15)));
+    tls.wait_for_log("the TLS handshake failed");
+    let log = tls.stderr();
+    assert!(
+        log.lines()
+            .filter(|l| l.contains("TLS handshake"))
+            .all(|l| l.contains("rexd: warn: refused 127.0.0.1:")),
+        "{log}"
+    );
     // Both still serve.
     open_session(&plain.url);
     let r = curl(&[

@@ -522,6 +522,8 @@ pub(crate) struct PrincipalConns {
 struct ConnSlot {
     _slot: tokio::sync::OwnedSemaphorePermit,
     principal: OnceLock<PrincipalPlace>,
+    /// The client's address, for the log.
+    addr: std::net::SocketAddr,
 }
 
 /// A connection counted as its principal's, until dropped.
@@ -590,7 +592,7 @@ impl Accept {
                 slot = Arc::clone(&self.slots).acquire_owned() => slot.expect("never closed"),
                 _ = stop.changed() => continue,
             };
-            let (tcp, _) = tokio::select! {
+            let (tcp, addr) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
                     Err(e) => {
@@ -608,6 +610,7 @@ impl Accept {
             let slot = Arc::new(ConnSlot {
                 _slot: slot,
                 principal: OnceLock::new(),
+                addr,
             });
             tokio::spawn(async move {
                 let header_timeout = this.header_timeout;
@@ -628,14 +631,20 @@ impl Accept {
                             .await
                         {
                             Ok(Ok(tls)) => tls,
+                            // Logged with the address, for the operator's tools to act on.
                             Ok(Err(e)) => {
                                 this.metrics.auth_failure("tls");
-                                crate::log::debug(&format!("TLS handshake failed: {e}"));
+                                crate::log::warn(&format!(
+                                    "refused {addr}: the TLS handshake failed: {e}"
+                                ));
                                 return;
                             }
                             Err(_) => {
                                 this.metrics.auth_failure("tls");
-                                crate::log::debug("TLS handshake timed out");
+                                crate::log::warn(&format!(
+                                    "refused {addr}: no TLS handshake within {} ms",
+                                    header_timeout.as_millis()
+                                ));
                                 return;
                             }
                         };
@@ -821,8 +830,9 @@ async fn authenticate(
             // credentials (a client certificate, a token it got hold of).
             state.metrics.auth_failure("origin");
             crate::log::warn(&format!(
-                "refused a request from a web page (Origin: {origin}): not given with \
-                 --allow-origin"
+                "refused {}: a request from a web page (Origin: {origin}), not given with \
+                 --allow-origin",
+                client_addr(&req)
             ));
             return (
                 StatusCode::FORBIDDEN,
@@ -861,14 +871,27 @@ async fn authenticate(
         }
         Err(Refusal::Unauthorized) => {
             state.metrics.auth_failure("token");
+            crate::log::warn(&format!(
+                "refused {}: no bearer token, or a wrong one ({} {})",
+                client_addr(&req),
+                req.method(),
+                req.uri().path()
+            ));
             unauthorized()
         }
         Err(Refusal::Certificate(e)) => {
             state.metrics.auth_failure("tls");
-            crate::log::warn(&format!("refused a client: {e}"));
+            crate::log::warn(&format!("refused {}: {e}", client_addr(&req)));
             (StatusCode::FORBIDDEN, format!("{e}\n")).into_response()
         }
     }
+}
+
+/// The address of the client that sent `req`, for the log (`?` if the connection has none).
+fn client_addr(req: &Request) -> String {
+    req.extensions()
+        .get::<Arc<ConnSlot>>()
+        .map_or_else(|| "?".to_owned(), |slot| slot.addr.to_string())
 }
 
 /// Tells the hub a connection is gone when its handler ends, however it ends.
