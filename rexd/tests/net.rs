@@ -275,6 +275,32 @@ fn closed_by_server(stream: &mut TcpStream, limit: Duration) -> bool {
     }
 }
 
+/// A flood of bad requests does not flood the log: five lines a minute per address, the
+/// last saying that more are counted; every request still gets its 401.
+#[test]
+fn refusals_are_logged_a_few_a_minute_per_address() {
+    let place = Place::new("net-refusals");
+    let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"session.open","params":{"client_name":"x"}}"#;
+    for _ in 0..12 {
+        assert_eq!(
+            post(&d.url, Some("not-the-token-not-the-token-xx"), body).status,
+            401
+        );
+    }
+    d.wait_for_log("counted, not logged");
+    let log = d.stderr();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("refused 127.0.0.1:"))
+        .collect();
+    assert_eq!(refused.len(), 5, "{log}");
+    assert!(
+        refused[4].ends_with("(more from 127.0.0.1 this minute are counted, not logged)"),
+        "{log}"
+    );
+}
+
 #[test]
 fn slow_headers_and_stalled_handshakes_are_cut_off() {
     let place = Place::new("net-slow");

@@ -28,6 +28,7 @@
 
 pub mod auth;
 mod mcp_http;
+mod refusals;
 pub mod tls;
 
 use std::collections::HashMap;
@@ -305,6 +306,8 @@ pub(crate) struct NetState {
     allowed_origins: Vec<String>,
     principal_conns: Arc<PrincipalConns>,
     metrics: Arc<crate::metrics::Metrics>,
+    /// Refused clients, logged a few lines a minute per address.
+    refusals: Arc<refusals::RefusalLog>,
     pub(crate) settings_factory: Option<SettingsFactory>,
     pub(crate) mcp: mcp_http::McpSessions,
     pub(crate) mcp_idle_ms: u64,
@@ -420,6 +423,7 @@ async fn run(
             open: Mutex::default(),
         }),
         metrics,
+        refusals: Arc::default(),
         settings_factory: options.mcp_settings.clone(),
         mcp: mcp_http::McpSessions::default(),
         mcp_idle_ms: options.rpc_session_idle_ms,
@@ -453,6 +457,7 @@ async fn run(
         header_timeout,
         write_timeout,
         metrics: Arc::clone(&state.metrics),
+        refusals: Arc::clone(&state.refusals),
     };
     let metrics_loop = match metrics_listener {
         Some((listener, local)) => {
@@ -577,6 +582,7 @@ struct Accept {
     header_timeout: Duration,
     write_timeout: Duration,
     metrics: Arc<crate::metrics::Metrics>,
+    refusals: Arc<refusals::RefusalLog>,
 }
 
 impl Accept {
@@ -634,17 +640,17 @@ impl Accept {
                             // Logged with the address, for the operator's tools to act on.
                             Ok(Err(e)) => {
                                 this.metrics.auth_failure("tls");
-                                crate::log::warn(&format!(
-                                    "refused {addr}: the TLS handshake failed: {e}"
-                                ));
+                                let why = format!("the TLS handshake failed: {e}");
+                                this.refusals.refused(addr, &why);
                                 return;
                             }
                             Err(_) => {
                                 this.metrics.auth_failure("tls");
-                                crate::log::warn(&format!(
-                                    "refused {addr}: no TLS handshake within {} ms",
+                                let why = format!(
+                                    "no TLS handshake within {} ms",
                                     header_timeout.as_millis()
-                                ));
+                                );
+                                this.refusals.refused(addr, &why);
                                 return;
                             }
                         };
@@ -829,11 +835,13 @@ async fn authenticate(
             // Only browsers send Origin; a page must not drive the daemon with the browser's
             // credentials (a client certificate, a token it got hold of).
             state.metrics.auth_failure("origin");
-            crate::log::warn(&format!(
-                "refused {}: a request from a web page (Origin: {origin}), not given with \
-                 --allow-origin",
-                client_addr(&req)
-            ));
+            refused(
+                &state,
+                &req,
+                &format!(
+                    "a request from a web page (Origin: {origin}), not given with --allow-origin"
+                ),
+            );
             return (
                 StatusCode::FORBIDDEN,
                 format!(
@@ -871,27 +879,29 @@ async fn authenticate(
         }
         Err(Refusal::Unauthorized) => {
             state.metrics.auth_failure("token");
-            crate::log::warn(&format!(
-                "refused {}: no bearer token, or a wrong one ({} {})",
-                client_addr(&req),
+            let why = format!(
+                "no bearer token, or a wrong one ({} {})",
                 req.method(),
                 req.uri().path()
-            ));
+            );
+            refused(&state, &req, &why);
             unauthorized()
         }
         Err(Refusal::Certificate(e)) => {
             state.metrics.auth_failure("tls");
-            crate::log::warn(&format!("refused {}: {e}", client_addr(&req)));
+            refused(&state, &req, &e.to_string());
             (StatusCode::FORBIDDEN, format!("{e}\n")).into_response()
         }
     }
 }
 
-/// The address of the client that sent `req`, for the log (`?` if the connection has none).
-fn client_addr(req: &Request) -> String {
-    req.extensions()
-        .get::<Arc<ConnSlot>>()
-        .map_or_else(|| "?".to_owned(), |slot| slot.addr.to_string())
+/// Logs that the client that sent `req` was refused, and why (a few lines a minute per
+/// address: [`refusals`]).
+fn refused(state: &NetState, req: &Request, why: &str) {
+    match req.extensions().get::<Arc<ConnSlot>>() {
+        Some(slot) => state.refusals.refused(slot.addr, why),
+        None => crate::log::warn(&format!("refused a client: {why}")),
+    }
 }
 
 /// Tells the hub a connection is gone when its handler ends, however it ends.
