@@ -172,10 +172,10 @@ impl Socket {
                 match tls.get_status() {
                     TlsStatus::HANDSHAKING => match &self.phase {
                         Phase::Handshaking(_, started) if started.elapsed() > HANDSHAKE_TIMEOUT => {
-                            Err(
-                                "TLS: no answer to the handshake within 10 s (a plain-text port?)"
-                                    .into(),
-                            )
+                            Err(format!(
+                                "TLS: no answer to the handshake within {} s (a plain-text port?)",
+                                HANDSHAKE_TIMEOUT.as_secs()
+                            ))
                         }
                         _ => Ok(()),
                     },
@@ -189,7 +189,9 @@ impl Socket {
                         Err("TLS: the certificate is for another host".into())
                     }
                     TlsStatus::ERROR => match &self.phase {
-                        Phase::Handshaking(..) => Err(handshake_failed(&self.tls)),
+                        Phase::Handshaking(..) => Err(handshake_failed(
+                            self.tls.as_ref().map_or("", |t| t.server_name.as_str()),
+                        )),
                         _ => Err("TLS: the connection failed".into()),
                     },
                     _ => Err("TLS: the connection was closed".into()),
@@ -262,7 +264,7 @@ fn start_tls(tcp: &Gd<StreamPeerTcp>, settings: &TlsSettings) -> Result<Gd<Strea
     {
         Error::OK => Ok(tls),
         // The handshake's first step may already check the certificate.
-        Error::FAILED => Err(handshake_failed_for(&settings.server_name)),
+        Error::FAILED => Err(handshake_failed(&settings.server_name)),
         e => Err(format!("TLS could not start: {e:?}")),
     }
 }
@@ -270,11 +272,7 @@ fn start_tls(tcp: &Gd<StreamPeerTcp>, settings: &TlsSettings) -> Result<Gd<Strea
 /// A failed handshake, as far as Godot tells: one FAILED or ERROR whether the certificate is
 /// not trusted, is for another name, or the server does not speak TLS (mbedtls's code goes to
 /// Godot's log: -0x2700 is a certificate that failed verification).
-fn handshake_failed(tls: &Option<TlsSettings>) -> String {
-    handshake_failed_for(tls.as_ref().map_or("", |t| t.server_name.as_str()))
-}
-
-fn handshake_failed_for(server_name: &str) -> String {
+fn handshake_failed(server_name: &str) -> String {
     format!(
         "TLS: the handshake failed: the server's certificate is not signed by a trusted CA or is \
          not for {server_name:?} (set tls_trusted_certificate to its CA, or tls_server_name), or \

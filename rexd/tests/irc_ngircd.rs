@@ -33,6 +33,20 @@ fn start_rexd(addr: &str, root: &Path, extra: &[&str]) -> Rexd {
     )
 }
 
+/// `rexd --irc` as `deskbot` serving the nick `desk`, unauthenticated, logging at info to
+/// `rexd.log` in `root` (whose path comes back).
+fn rexd_serving_desk(addr: &str, root: &Path) -> (Rexd, std::path::PathBuf) {
+    let log_path = root.join("rexd.log");
+    let rexd = start_rexd_logging(
+        addr,
+        root,
+        &["--allow-from", "desk", "--log-level", "info"],
+        &[],
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    (rexd, log_path)
+}
+
 /// `rexd --irc` as `deskbot`, unauthenticated unless `extra` gives a secret, its log to `log`.
 fn start_rexd_logging(
     addr: &str,
@@ -1128,14 +1142,7 @@ fn rexd_follows_an_account_where_messages_carry_none() {
 fn a_long_answer_through_inspircd_keeps_within_its_flood_limits() {
     let irc = deskwire_integration::ServicesIrc::start();
     let root = tempfile::tempdir().unwrap();
-    let log_path = root.path().join("rexd.log");
-    let _rexd = start_rexd_logging(
-        &irc.addr(),
-        root.path(),
-        &["--allow-from", "desk", "--log-level", "info"],
-        &[],
-        std::fs::File::create(&log_path).unwrap(),
-    );
+    let (_rexd, log_path) = rexd_serving_desk(&irc.addr(), root.path());
     let logged = wait_logged(&log_path, "joined #desk");
     assert!(
         logged.contains("pacing on InspIRCd-3: 3 lines, then one every 1 s"),
@@ -1174,14 +1181,7 @@ fn a_long_answer_through_inspircd_keeps_within_its_flood_limits() {
 fn rexd_marks_itself_a_bot_where_the_server_offers_it() {
     let irc = deskwire_integration::ServicesIrc::start();
     let root = tempfile::tempdir().unwrap();
-    let log_path = root.path().join("rexd.log");
-    let _rexd = start_rexd_logging(
-        &irc.addr(),
-        root.path(),
-        &["--allow-from", "desk", "--log-level", "info"],
-        &[],
-        std::fs::File::create(&log_path).unwrap(),
-    );
+    let (_rexd, log_path) = rexd_serving_desk(&irc.addr(), root.path());
     wait_logged(&log_path, "joined #desk");
     let clock = Clock::start();
     let mut looker = IrcConn::connect(&irc.addr(), "looker", CHANNEL, clock.now());

@@ -50,11 +50,6 @@ impl AccountWatch {
         self.notify = account_notify;
     }
 
-    /// Whether anything can tell us accounts: the tag, or `account-notify` for the member list.
-    pub fn has_source(&self) -> bool {
-        self.tag || self.notify
-    }
-
     /// The account of the sender `nick` of one message, whose `account` tag is `tag`.
     pub fn account_of<'a>(
         &'a self,

@@ -27,4 +27,4 @@ pub use session::{
 
 /// A line limit that fits any IRC line with IRCv3 message tags: 8191 bytes of tags (the `@` and
 /// the space after them included) plus the 512 bytes of a classic line (CRLF included).
-pub const DEFAULT_MAX_LINE_BYTES: usize = 8191 + 512;
+pub const DEFAULT_MAX_LINE_BYTES: usize = MAX_TAG_SECTION_BYTES + MAX_LINE_BYTES;

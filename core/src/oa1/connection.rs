@@ -676,25 +676,24 @@ impl<E: Endpoint> Connection<E> {
     /// For an `account:` allowed sender: tells the endpoint which capabilities say who is
     /// logged in, once the server has enabled them, and asks who already is when we join.
     fn follow_accounts(&mut self, msg: &Message<'_>) {
-        if msg.is("CAP") {
-            let caps = self.session.capabilities();
-            let on = |cap: &str| caps.iter().any(|c| c == cap);
-            self.endpoint
-                .set_account_sources(on("account-tag"), on("account-notify"));
-        } else if msg.is("JOIN")
+        let our_join = msg.is("JOIN")
             && msg
                 .source_nick()
                 .is_some_and(|n| self.session.identity().is_me(n))
-            && msg
-                .param(0)
-                .is_some_and(|c| self.session.identity().casemapping().eq(c, &self.channel))
-        {
+            && msg.param(0).is_some_and(|c| self.is_our_channel(c));
+        if !msg.is("CAP") && !our_join {
+            return;
+        }
+        let caps = self.session.capabilities();
+        let on = |cap: &str| caps.iter().any(|c| c == cap);
+        let (tag, notify) = (on("account-tag"), on("account-notify"));
+        if our_join {
             // Only the member list needs it: with account-tag, each message says.
-            let caps = self.session.capabilities();
-            let on = |cap: &str| caps.iter().any(|c| c == cap);
-            if on("account-notify") && !on("account-tag") {
+            if notify && !tag {
                 self.session.who_accounts(&self.channel);
             }
+        } else {
+            self.endpoint.set_account_sources(tag, notify);
         }
     }
 

@@ -64,12 +64,17 @@ pub(crate) struct Link {
 
 impl Link {
     pub(crate) fn new(config: Config) -> Self {
-        let mut link = Link {
+        let allowed = config.allowed_sender.as_deref().map(|text| {
+            SenderPattern::parse(text).unwrap_or_else(|_| SenderPattern::Nick(text.to_owned()))
+        });
+        let accounts = match &allowed {
+            Some(SenderPattern::Account(account)) => Some(AccountWatch::new(account)),
+            _ => None,
+        };
+        Link {
             identity: Identity::new(&config.nick),
-            allowed: config.allowed_sender.as_deref().map(|text| {
-                SenderPattern::parse(text).unwrap_or_else(|_| SenderPattern::Nick(text.to_owned()))
-            }),
-            accounts: None,
+            allowed,
+            accounts,
             auth: config
                 .auth
                 .clone()
@@ -82,11 +87,7 @@ impl Link {
             outbox_bytes: 0,
             held: false,
             last_refused: None,
-        };
-        if let Some(SenderPattern::Account(account)) = &link.allowed {
-            link.accounts = Some(AccountWatch::new(account));
         }
-        link
     }
 
     /// The capabilities the server enabled that say who is logged in to an account (for an

@@ -136,7 +136,7 @@ impl Config {
             partial_timeout_ms: 10_000,
             pacing: DEFAULT_PACING,
             server_pacing: true,
-            max_line_bytes: 512 + 8191,
+            max_line_bytes: crate::irc::DEFAULT_MAX_LINE_BYTES,
             finished_memory: 1024,
             flush_delay_ms: 20,
             auth: None,

@@ -115,9 +115,9 @@ impl Default for Program {
 /// Defaults: `shell` false, `detach` false. `timeout_ms` absent means the session's
 /// `default_timeout_ms`; any value is clamped to `hard_timeout_ms`. `max_output_bytes` can only
 /// lower the session's limit; `uncapped_output` (an addition to the spec) asks for no cap but
-/// the operator's `limits.hard_output_bytes`, for a client that streams what it gets to a terminal
-/// or a file (`rex exec`) rather than keeping it (an agent). `env` entries are added to (and override) the daemon's
-/// environment. `stdin` is UTF-8 text written to the process's stdin, which is then closed;
+/// the operator's `limits.hard_output_bytes`, for a client that streams what it gets to a
+/// terminal or a file (`rex exec`) rather than keeping it (an agent). `env` entries are added to
+/// (and override) the daemon's environment. `stdin` is UTF-8 text written to the process's stdin, which is then closed;
 /// without it stdin is an open pipe for `exec.input`, or closed at once when the daemon lacks
 /// that capability. Optional fields accept `null` as absent.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]

@@ -548,7 +548,8 @@ fn exec(client: &mut Client, program: Program, run: RunArgs) -> Result<u8, Clien
         env: run.env,
         stdin: None,
         timeout_ms: run.timeout_ms,
-        uncapped_output: run.max_output_bytes.is_none(),
+        // All of it, as ssh streams it (the client drops this when a cap is given).
+        uncapped_output: true,
         max_output_bytes: run.max_output_bytes,
     };
     // As ssh: forward stdin unless -n (then the client gives the command an empty one).
