@@ -481,6 +481,36 @@ fn the_config_from_json_takes_overrides_and_refuses_unknown_keys() {
     }
 }
 
+/// The tag section and the rest of a line keep their own limits (IRCv3): 600 bytes of tags
+/// before a short `PING` are fine, a 600-byte line without tags is not (it is over 512).
+#[test]
+fn a_connection_counts_the_tag_section_apart_from_the_rest() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+    let before = desk.stats().irc.ignored_too_long;
+    let tags = format!("@+x={} PING :tagged\r\n", "t".repeat(595));
+    desk.handle_bytes(1, tags.as_bytes());
+    let long = format!(":a!b@c NOTICE desk :{}\r\n", "n".repeat(600));
+    desk.handle_bytes(1, long.as_bytes());
+    assert_eq!(desk.stats().irc.ignored_too_long, before + 1);
+    let mut sent = Vec::new();
+    loop {
+        match desk.poll_output(1) {
+            ConnectionOutput::Transmit(bytes) => sent.push(String::from_utf8(bytes).unwrap()),
+            ConnectionOutput::Event(_) => {}
+            ConnectionOutput::Timeout(_) => break,
+        }
+    }
+    assert!(
+        sent.iter().any(|l| l == "PONG tagged\r\n"),
+        "the tagged PING was answered: {sent:?}"
+    );
+}
+
 #[test]
 fn garbage_and_floods_from_the_server_leave_the_engine_working() {
     let mut net = Network::new(1);

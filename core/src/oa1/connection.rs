@@ -79,7 +79,7 @@ use super::link::Parsed;
 use super::{Client, Config, Event, Failure, LocalError, Output, Pacing, Server, Stats};
 use crate::irc::{
     CaseMapping, DecodedLine, InvalidName, LineDecoder, Message, Privmsg, SenderPattern, Session,
-    SessionConfig, SessionError, SessionEvent, SessionOutput, SessionStats,
+    SessionConfig, SessionError, SessionEvent, SessionOutput, SessionStats, within_line_limits,
 };
 
 /// How to connect: the IRC login and the OA1 endpoint.
@@ -637,6 +637,14 @@ impl<E: Endpoint> Connection<E> {
         let mut decoder = std::mem::take(&mut self.decoder);
         while let Some(decoded) = decoder.next_line() {
             match decoded {
+                // A line over IRC's limits (the tag section and the rest each counted on its
+                // own) is one no conforming server sends: dropped, as an over-long one.
+                DecodedLine::Line(line)
+                    if !within_line_limits(line, self.session.identity().line_limit()) =>
+                {
+                    self.endpoint.note_invalid_line();
+                    self.session.note_too_long(now);
+                }
                 // Each line is parsed once, for the endpoint, the session and the members.
                 DecodedLine::Line(line) => match Privmsg::parse(line) {
                     // Someone else's relayed message, nearly every line: only OA1 reads it.

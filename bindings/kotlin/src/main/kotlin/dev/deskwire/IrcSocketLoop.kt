@@ -17,7 +17,6 @@ import kotlinx.coroutines.flow.asStateFlow
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.withTimeout
-import kotlinx.coroutines.withTimeoutOrNull
 import java.net.InetSocketAddress
 import java.net.Socket
 
@@ -213,8 +212,7 @@ internal class IrcSocketLoop(
                 out.flush()
                 if (_state.value == ConnectionState.CLOSED) break
                 val wait = delayUntil(clock.nowMs(), deadline)
-                val input = if (wait == 0L) inputs.tryReceive().getOrNull()
-                else withTimeoutOrNull(wait) { inputs.receive() }
+                val input = inputs.receiveWithin(wait)
                 when (input) {
                     null -> engine.handleTimeout(clock.nowMs())
                     is Input.Bytes -> fed = engine.feed(clock.nowMs(), input.bytes)

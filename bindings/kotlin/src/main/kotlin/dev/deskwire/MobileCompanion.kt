@@ -229,8 +229,7 @@ class MobileCompanion(
             while (true) {
                 val deadline = drain()
                 val wait = delayUntil(clock.now(), deadline)
-                val input = if (wait == 0L) inputs.tryReceive().getOrNull()
-                else withTimeoutOrNull(wait) { inputs.receive() }
+                val input = inputs.receiveWithin(wait)
                 if (input == null) engine.handleTimeout(clock.now()) else apply(input)
             }
         } finally {
