@@ -13,15 +13,22 @@
 //!   `max_file_read_bytes`, read ahead) vs `cat` of it through the long-lived ssh channel.
 //! - `exec_seq_2m`: a chatty command, `seq 1 2000000` (14.9 MB in short lines), as `exec.stdout`
 //!   events vs its raw bytes through the long-lived ssh channel.
+//! - in the turns only: `exec_find_usr` (`find /usr -xdev`, about 10 MB of paths) and
+//!   `exec_random_100mib` (`head -c 104857600 /dev/urandom`), and `echo_one_line`: the round
+//!   trip of a line through a running `cat` (`exec.input`, then an output event), vs the same
+//!   through a long-lived `ssh host cat`.
 //!
 //! `fs_read_*` and `exec_seq_2m` also run `rex_over_ssh_zstd`: a second session that negotiated
 //! compression (`docs/rexd-compression.md`), and `rex_over_ssh_raw`: a third that negotiated
-//! raw frames (`docs/rexd-raw-frames.md`, what `rex` offers by default), and
+//! raw frames and raw output (`docs/rexd-raw-frames.md`, what `rex` offers by default: file
+//! bytes and command output after their lines), and
 //! `rex_over_ssh_zstd_raw`: both (`rex --compress`: pieces that shrink come as raw zstd frames),
 //! side by side with the plain one (JSON strings only, as before either). After the criterion
 //! groups, those five contenders run again in turns, round after round ([`ROUNDS`]), and the medians and their
 //! ratios to ssh are printed: on a shared machine the speed changes between one criterion group
-//! and the next, and turns see the same machine.
+//! and the next, and turns see the same machine. Each case also runs through ssh with `| cat`
+//! after the command: rex's path is ssh's with one more process on it (rexd), and that one
+//! process, copying and nothing else, is what ssh itself pays for it.
 //!
 //! Run: `cargo bench -p rexd --bench ssh -- --warm-up-time 1 --measurement-time 3`
 //! (`-- fs_read` or `-- exec_seq` for one group).
@@ -42,6 +49,11 @@ const STREAM_BYTES: u64 = 200_000_000;
 const FILE_BYTES: usize = 10 * 1024 * 1024;
 /// `seq 1 2000000 | wc -c`.
 const SEQ_BYTES: u64 = 14_888_896;
+/// A large `find`: every path under /usr, one line each (about 10 MB here).
+const FIND_CMD: &str = "find /usr -xdev";
+/// 100 MiB of random bytes.
+const RANDOM_CMD: &str = "head -c 104857600 /dev/urandom";
+const RANDOM_BYTES: u64 = 104_857_600;
 const STREAM_CMD: &str =
     "yes 'the quick brown fox jumps over the lazy dog 0123456789' | head -c 200000000";
 
@@ -221,20 +233,98 @@ fn read_whole(client: &mut Client, file: &str) {
 }
 
 fn run_seq(client: &mut Client) {
+    run_cmd(client, "seq 1 2000000", SEQ_BYTES);
+}
+
+/// Runs `cmd` (through `sh -c`, as the ssh side does) and counts its `bytes` of output.
+fn run_cmd(client: &mut Client, cmd: &str, bytes: u64) {
     let mut got = 0u64;
     let exit = client
         .exec(
-            Program::argv(["seq", "1", "2000000"]),
+            Program::argv(["sh", "-c", cmd]),
             &ExecOptions::default(),
             None,
-            &mut |_, bytes| {
-                got += bytes.len() as u64;
+            &mut |_, out| {
+                got += out.len() as u64;
                 Ok(())
             },
         )
         .unwrap();
-    assert_eq!((exit.exit_code, got), (Some(0), SEQ_BYTES));
+    assert_eq!((exit.exit_code, got), (Some(0), bytes), "{cmd}");
 }
+
+/// The output size of `cmd` run here (the daemon runs on this machine too).
+fn output_bytes(cmd: &str) -> u64 {
+    let out = Command::new("sh").args(["-c", cmd]).output().unwrap();
+    out.stdout.len() as u64
+}
+
+/// Echo round trips: a line written to a running `cat`'s stdin and read back, [`ECHOES`]
+/// times; the median round trip in ms. Through rex: `exec.input` and an output event.
+fn echo_rtt_rex(client: &mut Client) -> f64 {
+    use std::sync::mpsc;
+    let (next_tx, next_rx) = mpsc::channel::<()>();
+    /// Writes a line each time the output of the last one came back.
+    struct Lines(mpsc::Receiver<()>, usize);
+    impl Read for Lines {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.1 == ECHOES || self.0.recv().is_err() {
+                return Ok(0);
+            }
+            self.1 += 1;
+            buf[..5].copy_from_slice(b"ping\n");
+            Ok(5)
+        }
+    }
+    let mut times = Vec::with_capacity(ECHOES);
+    let mut sent = Instant::now();
+    next_tx.send(()).unwrap();
+    let exit = client
+        .exec(
+            Program::argv(["cat"]),
+            &ExecOptions::default(),
+            Some(Box::new(Lines(next_rx, 0))),
+            &mut |_, out| {
+                assert_eq!(out, b"ping\n");
+                times.push(sent.elapsed().as_secs_f64() * 1000.0);
+                sent = Instant::now();
+                let _ = next_tx.send(());
+                Ok(())
+            },
+        )
+        .unwrap();
+    assert_eq!((exit.exit_code, times.len()), (Some(0), ECHOES));
+    median(times)
+}
+
+/// [`echo_rtt_rex`] through a long-lived `ssh host cat`.
+fn echo_rtt_ssh(sshd: &Sshd) -> f64 {
+    let mut child = sshd
+        .command(["cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut times = Vec::with_capacity(ECHOES);
+    let mut line = String::new();
+    for _ in 0..ECHOES {
+        let t = Instant::now();
+        stdin.write_all(b"ping\n").unwrap();
+        stdin.flush().unwrap();
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, "ping\n");
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    drop(stdin);
+    let _ = child.wait();
+    median(times)
+}
+
+/// Round trips per echo measurement.
+const ECHOES: usize = 200;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -246,6 +336,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn in_turns(w: &World, mut clients: [&mut Client; 4], shell: &mut SshShell) {
     let cat_text = format!("cat '{}'", w.text);
     let cat_random = format!("cat '{}'", w.random);
+    let find_bytes = output_bytes(FIND_CMD);
     type Run<'a> = Box<dyn FnMut(&mut Client) + 'a>;
     let cases: Vec<(&str, Run<'_>, String, u64)> = vec![
         (
@@ -266,13 +357,25 @@ fn in_turns(w: &World, mut clients: [&mut Client; 4], shell: &mut SshShell) {
             "seq 1 2000000".into(),
             SEQ_BYTES,
         ),
+        (
+            "exec_find_usr",
+            Box::new(move |c: &mut Client| run_cmd(c, FIND_CMD, find_bytes)),
+            FIND_CMD.into(),
+            find_bytes,
+        ),
+        (
+            "exec_random_100mib",
+            Box::new(|c: &mut Client| run_cmd(c, RANDOM_CMD, RANDOM_BYTES)),
+            RANDOM_CMD.into(),
+            RANDOM_BYTES,
+        ),
     ];
     println!(
         "in turns, {ROUNDS} rounds, median ms (ratio: ssh time / rex time, above 1 is faster than ssh):"
     );
     for (name, mut run, cmd, bytes) in cases {
         let mut rex: [Vec<f64>; 4] = Default::default();
-        let mut ssh = Vec::new();
+        let (mut ssh, mut ssh_hop) = (Vec::new(), Vec::new());
         let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
         for _ in 0..ROUNDS {
             for (client, times) in clients.iter_mut().zip(rex.iter_mut()) {
@@ -283,8 +386,13 @@ fn in_turns(w: &World, mut clients: [&mut Client; 4], shell: &mut SshShell) {
             let t = Instant::now();
             shell.run(&cmd, bytes);
             ssh.push(ms(t));
+            // What one more process on the way costs ssh: rex's path is ssh's plus rexd.
+            let t = Instant::now();
+            shell.run(&format!("{cmd} | cat"), bytes);
+            ssh_hop.push(ms(t));
         }
         let ssh = median(ssh);
+        let ssh_hop = median(ssh_hop);
         let shown: Vec<String> = ["rex", "rex zstd", "rex raw", "rex zstd+raw"]
             .iter()
             .zip(rex)
@@ -293,8 +401,31 @@ fn in_turns(w: &World, mut clients: [&mut Client; 4], shell: &mut SshShell) {
                 format!("{label} {m:.1} ({:.2}x)", ssh / m)
             })
             .collect();
-        println!("  {name}: {}, ssh {ssh:.1}", shown.join(", "));
+        println!(
+            "  {name}: {}, ssh {ssh:.1}, ssh with `| cat` {ssh_hop:.1} ({:.2}x)",
+            shown.join(", "),
+            ssh / ssh_hop
+        );
     }
+    // The latency of one line: a round trip through a running `cat`, each client in turn.
+    let mut rex: [Vec<f64>; 4] = Default::default();
+    let mut ssh = Vec::new();
+    for _ in 0..3 {
+        for (client, times) in clients.iter_mut().zip(rex.iter_mut()) {
+            times.push(echo_rtt_rex(client));
+        }
+        ssh.push(echo_rtt_ssh(&w.sshd));
+    }
+    let ssh = median(ssh);
+    let shown: Vec<String> = ["rex", "rex zstd", "rex raw", "rex zstd+raw"]
+        .iter()
+        .zip(rex)
+        .map(|(label, times)| format!("{label} {:.3}", median(times)))
+        .collect();
+    println!(
+        "  echo_one_line (median round trip of {ECHOES}, 3 runs, ms): {}, ssh {ssh:.3}",
+        shown.join(", ")
+    );
 }
 
 fn bench(c: &mut Criterion) {

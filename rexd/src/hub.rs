@@ -282,32 +282,36 @@ struct HubSession {
     replay: Option<Replay>,
 }
 
+/// An event's line and the raw bytes after it (empty for most events).
+type EventFrame = (Vec<u8>, Vec<u8>);
+
 /// What a resumable session keeps so that a client can resume it: the secret, the event
 /// numbering, and the last events sent, bounded.
 struct Replay {
     secret: String,
     /// `event_seq` of the next event.
     next_seq: u64,
-    events: VecDeque<(u64, Vec<u8>)>,
+    /// Each event's line and the raw bytes after it (empty for most).
+    events: VecDeque<(u64, Vec<u8>, Vec<u8>)>,
     bytes: usize,
     /// Since when it has had no connection.
     detached_since: Option<u64>,
 }
 
 impl Replay {
-    fn push(&mut self, seq: u64, line: Vec<u8>, max_events: usize, max_bytes: usize) {
-        self.bytes += line.len();
-        self.events.push_back((seq, line));
+    fn push(&mut self, seq: u64, line: Vec<u8>, raw: Vec<u8>, max_events: usize, max_bytes: usize) {
+        self.bytes += line.len() + raw.len();
+        self.events.push_back((seq, line, raw));
         while self.events.len() > max_events || (self.bytes > max_bytes && self.events.len() > 1) {
-            if let Some((_, old)) = self.events.pop_front() {
-                self.bytes -= old.len();
+            if let Some((_, old, old_raw)) = self.events.pop_front() {
+                self.bytes -= old.len() + old_raw.len();
             }
         }
     }
 
     /// The oldest `event_seq` still kept.
     fn first_kept(&self) -> u64 {
-        self.events.front().map_or(self.next_seq, |(s, _)| *s)
+        self.events.front().map_or(self.next_seq, |(s, _, _)| *s)
     }
 }
 
@@ -764,9 +768,13 @@ impl Hub {
                         Response::SessionResume(r).write_line(&id, &mut line);
                         self.service.metrics().bytes("out", line.len());
                         c.sink.send(line);
-                        for event in replay {
-                            self.service.metrics().bytes("out", event.len());
-                            c.sink.send(event);
+                        for (event, raw) in replay {
+                            self.service.metrics().bytes("out", event.len() + raw.len());
+                            if raw.is_empty() {
+                                c.sink.send(event);
+                            } else {
+                                c.sink.send_frame(event, raw);
+                            }
                         }
                     }
                 }
@@ -859,8 +867,24 @@ impl Hub {
                     if s.stream.is_none() && s.replay.is_none() {
                         continue; // pointed calls do no streaming
                     }
+                    let conn = s.stream.and_then(|conn| self.conns.get(&conn));
+                    // Raw output is granted on byte streams only; should its event ever go
+                    // elsewhere, its bytes travel in its string.
+                    let event = match event {
+                        Event::ExecStdout(o) if !conn.is_some_and(|c| c.info.byte_stream) => {
+                            Event::ExecStdout(o.into_string_payload())
+                        }
+                        Event::ExecStderr(o) if !conn.is_some_and(|c| c.info.byte_stream) => {
+                            Event::ExecStderr(o.into_string_payload())
+                        }
+                        other => other,
+                    };
                     let mut line = Vec::new();
                     event.write_notification(&mut line);
+                    let raw = match event {
+                        Event::ExecStdout(o) | Event::ExecStderr(o) => o.raw,
+                        _ => Vec::new(),
+                    };
                     if let Some(r) = &mut s.replay {
                         let seq = r.next_seq;
                         r.next_seq += 1;
@@ -868,13 +892,18 @@ impl Hub {
                         r.push(
                             seq,
                             line.clone(),
+                            raw.clone(),
                             self.config.replay_events,
                             self.config.replay_bytes,
                         );
                     }
-                    if let Some(c) = s.stream.and_then(|conn| self.conns.get(&conn)) {
-                        self.service.metrics().bytes("out", line.len());
-                        c.sink.send(line);
+                    if let Some(c) = conn {
+                        self.service.metrics().bytes("out", line.len() + raw.len());
+                        if raw.is_empty() {
+                            c.sink.send(line);
+                        } else {
+                            c.sink.send_frame(line, raw);
+                        }
                     }
                 }
             }
@@ -1094,7 +1123,7 @@ impl Hub {
         now: u64,
         conn: ConnId,
         p: &SessionResumeParams,
-    ) -> Result<(SessionResumeResult, Vec<Vec<u8>>), ErrorObject> {
+    ) -> Result<(SessionResumeResult, Vec<EventFrame>), ErrorObject> {
         let Some(c) = self.conns.get(&conn) else {
             return Err(unknown_session(&p.session_id));
         };
@@ -1141,11 +1170,11 @@ impl Hub {
                     "first_kept": first,
                 })));
         }
-        let replay: Vec<Vec<u8>> = r
+        let replay: Vec<EventFrame> = r
             .events
             .iter()
-            .filter(|(seq, _)| *seq > p.last_seq)
-            .map(|(_, line)| line.clone())
+            .filter(|(seq, _, _)| *seq > p.last_seq)
+            .map(|(_, line, raw)| (line.clone(), raw.clone()))
             .collect();
         r.detached_since = None;
         if let Some(old) = s.stream.replace(conn)

@@ -41,6 +41,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::SystemTime;
 
+use deskwire::rexd::data::Encoding;
 use deskwire::rexd::{
     Capability, ErrorCode, ErrorObject, Event, ExecErrorEvent, ExecExit, ExecInputParams,
     ExecInputResult, ExecKillParams, ExecOutput, ExecStartParams, ExecStartResult, ExecWaitParams,
@@ -175,6 +176,8 @@ struct Session {
     compress: bool,
     /// It negotiated raw frames (`fs.read` bytes after the answer's line).
     raw_frames: bool,
+    /// It negotiated raw output too (exec output bytes after the event's line).
+    raw_output: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -259,6 +262,8 @@ struct Proc {
     class: String,
     /// Its session negotiated compression: output events may be `zstd`.
     compress: bool,
+    /// Its session negotiated raw output: output events carry their bytes after the line.
+    raw_output: bool,
 }
 
 impl Proc {
@@ -663,12 +668,7 @@ impl Service {
 
     /// The bytes of an `exec.input`/`pty.input`: `zstd` only in a session that negotiated it,
     /// inflated no further than a plain message could be long.
-    fn input_bytes(
-        &self,
-        session: &str,
-        data: &str,
-        encoding: deskwire::rexd::data::Encoding,
-    ) -> OpResult<Vec<u8>> {
+    fn input_bytes(&self, session: &str, data: &str, encoding: Encoding) -> OpResult<Vec<u8>> {
         let negotiated = self.sessions.get(session).is_some_and(|s| s.compress);
         compress::decode_bounded(data, encoding, negotiated, compress::MAX_INFLATED)
             .map(|b| b.into_owned())
@@ -718,6 +718,7 @@ impl Service {
         // Only a transport that carries bytes as they are (stdio, ssh) can put them after a
         // line; a WebSocket message or an HTTP body holds one JSON value.
         let raw_frames = p.raw_frames && self.byte_stream;
+        let raw_output = raw_frames && p.raw_output;
         // 128 random bits: an id tells nothing of other sessions and cannot be guessed (the
         // hub answers a session only to its holder; this keeps a stranger from even aiming).
         let id = format!("s_{}", crate::sys::random_hex(16));
@@ -731,6 +732,7 @@ impl Service {
             resume: None,
             compression: compression.map(String::from),
             raw_frames,
+            raw_output,
         };
         self.sessions.insert(
             id.clone(),
@@ -744,6 +746,7 @@ impl Service {
                 procs: Vec::new(),
                 compress: compression.is_some(),
                 raw_frames,
+                raw_output,
             },
         );
         Ok(result)
@@ -926,6 +929,7 @@ impl Service {
                 .as_ref()
                 .map_or_else(|| "unclassified".to_owned(), |d| d.class.clone()),
             compress: self.sessions.get(session).is_some_and(|s| s.compress),
+            raw_output: self.sessions.get(session).is_some_and(|s| s.raw_output),
         }
     }
 
@@ -1938,13 +1942,24 @@ fn emit_output(p: &mut Proc, is_err: bool, data: &[u8], outputs: &mut VecDeque<S
             // Output is only emitted while its stream is open.
             None => return,
         };
-        let (encoding, text) = compress::encode(data, p.compress);
-        let out = ExecOutput {
-            session_id: p.session.clone().into(),
-            process_id: p.id.clone().into(),
-            seq,
-            data: text.into_owned().into(),
-            encoding,
+        let out = if p.raw_output {
+            // The bytes as they are after the line, or one zstd frame of them when that is
+            // shorter: no escaping, no base64, on either side.
+            let (encoding, raw) = match p.compress.then(|| compress::raw_frame(data)) {
+                Some(Some(frame)) => (Encoding::Zstd, frame),
+                _ => (Encoding::Raw, data.to_vec()),
+            };
+            ExecOutput::raw_frame(p.session.clone(), p.id.clone(), seq, encoding, raw)
+        } else {
+            let (encoding, text) = compress::encode(data, p.compress);
+            ExecOutput {
+                session_id: p.session.clone().into(),
+                process_id: p.id.clone().into(),
+                seq,
+                data: text.into_owned().into(),
+                encoding,
+                ..ExecOutput::default()
+            }
         };
         if is_err {
             Event::ExecStderr(out)

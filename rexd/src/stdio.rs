@@ -112,12 +112,18 @@ impl Frontend for JsonRpcFrontend {
                             // Results are written once, straight into the output buffer (an
                             // fs.read of megabytes would otherwise be copied three times on its
                             // way through the peer); the peer only forgets the request. A raw
-                            // read's bytes follow its line in the same buffer, so no event
-                            // comes between them.
-                            Ok(response) => self
-                                .peer
-                                .forget_incoming(&id)
-                                .map(|()| response.write_frame(&id, out.buffer())),
+                            // read's bytes are queued as they are right after its line, so no
+                            // event comes between them.
+                            Ok(mut response) => self.peer.forget_incoming(&id).map(|()| {
+                                let buf = out.buffer();
+                                response.write_line(&id, buf);
+                                buf.push(b'\n');
+                                if let Response::FsRead(r) = &mut response
+                                    && r.raw_bytes.is_some()
+                                {
+                                    out.push_owned(std::mem::take(&mut r.raw));
+                                }
+                            }),
                             Err(e) => self.peer.respond_error(now, &id, remote_error(e)),
                         };
                         if let Err(e) = sent {
@@ -126,10 +132,15 @@ impl Frontend for JsonRpcFrontend {
                     }
                     self.drain_peer(now, out);
                 }
-                ServiceOutput::Event(event) => {
+                // An event in a session with raw output has its bytes queued right after its
+                // line, as they are.
+                ServiceOutput::Event(mut event) => {
                     let buf = out.buffer();
                     event.write_notification(buf);
                     buf.push(b'\n');
+                    if let Some(raw) = event.take_raw_payload() {
+                        out.push_owned(raw);
+                    }
                 }
             }
         }

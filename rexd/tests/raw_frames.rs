@@ -11,8 +11,9 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use base64::Engine as _;
+use deskwire::rexd::Program;
 use deskwire_integration::Sshd;
-use rexd::client::{Client, ConnectOptions, TargetSpec};
+use rexd::client::{Client, ConnectOptions, ExecOptions, Stream, TargetSpec};
 use serde_json::{Value, json};
 
 fn random(n: usize) -> Vec<u8> {
@@ -91,7 +92,10 @@ impl Wire {
             panic!("not a JSON line ({e}): {}", String::from_utf8_lossy(&line))
         });
         let mut raw = Vec::new();
-        if let Some(n) = msg["result"]["raw_bytes"].as_u64() {
+        let announced = msg["result"]["raw_bytes"]
+            .as_u64()
+            .or(msg["params"]["raw_bytes"].as_u64());
+        if let Some(n) = announced {
             raw.resize(n as usize, 0);
             self.out.read_exact(&mut raw).unwrap();
         }
@@ -116,14 +120,42 @@ impl Wire {
 
     /// `session.open` offering raw frames; the session id.
     fn open_raw_session(&mut self) -> String {
-        let open = self.call(
-            "session.open",
-            json!({"client_name": "raw", "raw_frames": true}),
-        );
+        self.open(json!({"client_name": "raw", "raw_frames": true}))
+    }
+
+    /// `session.open` with these params; the session id.
+    fn open(&mut self, params: Value) -> String {
+        let open = self.call("session.open", params);
         open.msg["result"]["session_id"]
             .as_str()
-            .unwrap()
+            .unwrap_or_else(|| panic!("{}", open.msg))
             .to_owned()
+    }
+
+    /// Runs `argv` and collects its stdout and stderr events until `exec.exit` (which must
+    /// come after the last of them), and the exit's params.
+    fn run(&mut self, sid: &str, argv: &[&str]) -> (Vec<Frame>, Vec<Frame>, Value) {
+        let started = self.call(
+            "exec.start",
+            json!({"session_id": sid, "argv": argv, "uncapped_output": true}),
+        );
+        let pid = started.msg["result"]["process_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}", started.msg))
+            .to_owned();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        loop {
+            let f = self.frame();
+            if f.msg["params"]["process_id"] != pid.as_str() {
+                continue;
+            }
+            match f.msg["method"].as_str() {
+                Some("exec.stdout") => out.push(f),
+                Some("exec.stderr") => err.push(f),
+                Some("exec.exit") => return (out, err, f.msg["params"].clone()),
+                _ => {}
+            }
+        }
     }
 }
 
@@ -583,6 +615,10 @@ fn the_client_reads_raw_over_ssh() {
         used.len() == 4 && used.iter().all(|e| e == "raw"),
         "{used:?}"
     );
+    // Commands' output raw over ssh, and through the bridge and the agent's hub (its
+    // writer thread and its replay buffer) in a resumable session.
+    client_runs_commands_exactly(&spec, &ConnectOptions::default(), &root);
+    client_runs_commands_exactly(&spec, &options, &root);
 }
 
 /// A daemon (a shell script here) that grants raw frames, then answers a read of 1000 bytes
@@ -643,4 +679,172 @@ fn the_client_refuses_raw_bytes_it_did_not_ask_for() {
         assert!(matches!(e, rexd::client::ClientError::Frame(_)), "{e:?}");
         assert!(e.to_string().contains(want), "{e}");
     }
+}
+
+/// Exec output in a session with raw output: each event's bytes follow its line, exactly
+/// (random bytes, NULs and newlines included), `data` empty and `encoding` raw; the exit
+/// comes after the last of them and counts the same bytes.
+#[test]
+fn exec_output_comes_raw_after_its_line() {
+    let (_tmp, root) = root();
+    let noise = random(3 * 1024 * 1024 + 5);
+    std::fs::write(root.join("noise.bin"), &noise).unwrap();
+    let mut w = Wire::spawn(&root);
+    let open = w.call(
+        "session.open",
+        json!({"client_name": "raw", "raw_frames": true, "raw_output": true}),
+    );
+    assert_eq!(open.msg["result"]["raw_output"], true, "{}", open.msg);
+    let sid = open.msg["result"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let script = format!(
+        "cat {}; printf 'to stderr\\n' >&2",
+        root.join("noise.bin").display()
+    );
+    let (out, err, exit) = w.run(&sid, &["sh", "-c", &script]);
+    for f in out.iter().chain(&err) {
+        let p = &f.msg["params"];
+        assert_eq!(p["encoding"], "raw", "{p}");
+        assert_eq!(p["data"], "", "{p}");
+        assert_eq!(p["raw_bytes"].as_u64(), Some(f.raw.len() as u64), "{p}");
+    }
+    let got: Vec<u8> = out.iter().flat_map(|f| f.raw.clone()).collect();
+    assert!(got == noise, "{} bytes of {}", got.len(), noise.len());
+    let seqs: Vec<u64> = out
+        .iter()
+        .map(|f| f.msg["params"]["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=out.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        err.iter().flat_map(|f| f.raw.clone()).collect::<Vec<u8>>(),
+        b"to stderr\n"
+    );
+    assert_eq!(exit["exit_code"], 0);
+    assert_eq!(exit["bytes_stdout"], noise.len() as u64);
+}
+
+/// With compression too, output that shrinks comes as one raw zstd frame per event (not its
+/// base64), output that does not as raw.
+#[test]
+fn with_compression_output_that_shrinks_comes_as_raw_zstd_frames() {
+    let (_tmp, root) = root();
+    let mut w = Wire::spawn(&root);
+    let sid = w.open(
+        json!({"client_name": "raw", "raw_frames": true, "raw_output": true,
+                            "compression": ["zstd"]}),
+    );
+    let (out, _, exit) = w.run(&sid, &["seq", "1", "300000"]);
+    assert_eq!(exit["exit_code"], 0);
+    let mut got = Vec::new();
+    let mut zstd_events = 0;
+    for f in &out {
+        let p = &f.msg["params"];
+        assert_eq!(p["raw_bytes"].as_u64(), Some(f.raw.len() as u64), "{p}");
+        match p["encoding"].as_str() {
+            Some("zstd") => {
+                zstd_events += 1;
+                got.extend(zstd::stream::decode_all(&f.raw[..]).unwrap());
+            }
+            Some("raw") => got.extend_from_slice(&f.raw),
+            other => panic!("{other:?}: {p}"),
+        }
+    }
+    let want: String = (1..=300_000).map(|i| format!("{i}\n")).collect();
+    assert!(got == want.as_bytes(), "{} bytes", got.len());
+    assert!(zstd_events > 0, "no event was compressed");
+}
+
+/// Raw output is an addition a client asks for: a session that asks for raw frames only (a
+/// client of the previous release) gets its output in `data` as before, and raw output is
+/// not granted without raw frames.
+#[test]
+fn raw_output_only_when_asked_for_with_raw_frames() {
+    let (_tmp, root) = root();
+    let mut w = Wire::spawn(&root);
+    for params in [
+        json!({"client_name": "old", "raw_frames": true}),
+        json!({"client_name": "half", "raw_output": true}),
+    ] {
+        let open = w.call("session.open", params.clone());
+        assert_eq!(
+            open.msg["result"].get("raw_output"),
+            None,
+            "{params}: {}",
+            open.msg
+        );
+        let sid = open.msg["result"]["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (out, _, _) = w.run(&sid, &["printf", "a\\000b\\nc"]);
+        for f in &out {
+            assert!(
+                f.raw.is_empty() && f.msg["params"].get("raw_bytes").is_none(),
+                "{}",
+                f.msg
+            );
+        }
+        let got: Vec<u8> = out
+            .iter()
+            .flat_map(|f| common::data_bytes(&f.msg["params"]))
+            .collect();
+        assert_eq!(got, b"a\0b\nc", "{params}");
+    }
+}
+
+/// The client library asks for raw output and streams it exactly, text and bytes.
+fn client_runs_commands_exactly(spec: &TargetSpec, options: &ConnectOptions, root: &Path) {
+    let noise = random(2 * 1024 * 1024 + 1);
+    std::fs::write(root.join("noise.bin"), &noise).unwrap();
+    let mut c = Client::connect(spec, options).unwrap();
+    assert!(c.session().raw_output, "{:?}", c.session());
+    let run = |c: &mut Client, argv: &[&str]| {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let exit = c
+            .exec(
+                Program::Argv(argv.iter().map(|s| s.to_string()).collect()),
+                &ExecOptions {
+                    uncapped_output: true,
+                    ..ExecOptions::default()
+                },
+                None,
+                &mut |stream, bytes| {
+                    match stream {
+                        Stream::Stdout => out.extend_from_slice(bytes),
+                        Stream::Stderr => err.extend_from_slice(bytes),
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap();
+        (out, err, exit)
+    };
+    let path = root.join("noise.bin").display().to_string();
+    let (out, _, exit) = run(&mut c, &["cat", &path]);
+    assert!(out == noise, "{} bytes of {}", out.len(), noise.len());
+    assert_eq!(exit.exit_code, Some(0));
+    let (out, err, exit) = run(&mut c, &["sh", "-c", "seq 1 200000; echo done >&2; exit 4"]);
+    let want: String = (1..=200_000).map(|i| format!("{i}\n")).collect();
+    assert!(out == want.as_bytes(), "{} bytes", out.len());
+    assert_eq!(err, b"done\n");
+    assert_eq!(exit.exit_code, Some(4));
+    c.close().unwrap();
+}
+
+#[test]
+fn the_client_runs_commands_with_raw_output_over_stdio() {
+    let (_tmp, root) = root();
+    let spec = TargetSpec {
+        rexd: Some(env!("CARGO_BIN_EXE_rexd").into()),
+        rexd_args: vec!["--root".into(), root.display().to_string()],
+        ..TargetSpec::new("local")
+    };
+    client_runs_commands_exactly(&spec, &ConnectOptions::default(), &root);
+    let compressed = ConnectOptions {
+        compress: true,
+        ..ConnectOptions::default()
+    };
+    client_runs_commands_exactly(&spec, &compressed, &root);
 }

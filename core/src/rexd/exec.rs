@@ -429,9 +429,39 @@ pub struct ExecOutput<'a> {
     /// How `data` carries the bytes.
     #[serde(default)]
     pub encoding: Encoding,
+    /// In a session that negotiated raw output (`session.open` `raw_output`, a deskwire
+    /// addition): how many bytes follow this event's line on the byte stream, `data` being
+    /// empty and `encoding` `raw` (the output as it is) or `zstd` (one zstd frame of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_bytes: Option<u64>,
+    /// Those bytes: not part of the JSON, written after the line by
+    /// [`Event::write_frame`](super::Event::write_frame) and put here by the client that took
+    /// them off the stream.
+    #[serde(skip)]
+    pub raw: Vec<u8>,
 }
 
 impl<'a> ExecOutput<'a> {
+    /// An event whose bytes follow its line (`raw_bytes` of them): `encoding` is `raw` for the
+    /// output as it is, or `zstd` for one zstd frame of it.
+    pub fn raw_frame(
+        session_id: impl Into<Cow<'a, str>>,
+        process_id: impl Into<Cow<'a, str>>,
+        seq: u64,
+        encoding: Encoding,
+        raw: Vec<u8>,
+    ) -> ExecOutput<'a> {
+        ExecOutput {
+            session_id: session_id.into(),
+            process_id: process_id.into(),
+            seq,
+            data: Cow::Borrowed(""),
+            encoding,
+            raw_bytes: Some(raw.len() as u64),
+            raw,
+        }
+    }
+
     /// An event for these output bytes: text when they are UTF-8, else base64.
     pub fn from_bytes(
         session_id: impl Into<Cow<'a, str>>,
@@ -446,12 +476,40 @@ impl<'a> ExecOutput<'a> {
             seq,
             data,
             encoding,
+            raw_bytes: None,
+            raw: Vec::new(),
         }
     }
 
-    /// The output bytes.
+    /// The same event with its raw bytes in `data`, for a transport that cannot carry bytes
+    /// after a line: `raw` becomes `utf8` or `base64` as [`data::encode`] chooses, and a raw
+    /// zstd frame becomes a `zstd` string (the base64 of the frame). Others are unchanged.
+    pub fn into_string_payload(self) -> ExecOutput<'a> {
+        if self.raw_bytes.is_none() {
+            return self;
+        }
+        let (encoding, text) = match self.encoding {
+            Encoding::Zstd => (Encoding::Zstd, data::encode_as(&self.raw, Encoding::Zstd)),
+            _ => data::encode(&self.raw),
+        };
+        let text = text.into_owned();
+        ExecOutput {
+            data: Cow::Owned(text),
+            encoding,
+            raw_bytes: None,
+            raw: Vec::new(),
+            ..self
+        }
+    }
+
+    /// The output bytes: the raw bytes after the line when it had them (`raw`), else `data`
+    /// decoded. A zstd frame is [`RexdError::Compressed`]: inflate it where it was negotiated.
     pub fn bytes(&self) -> Result<Cow<'_, [u8]>, RexdError> {
-        data::decode(&self.data, self.encoding)
+        match (self.raw_bytes, self.encoding) {
+            (Some(_), Encoding::Raw) => Ok(Cow::Borrowed(&self.raw)),
+            (Some(_), Encoding::Zstd) => Err(RexdError::Compressed),
+            _ => data::decode(&self.data, self.encoding),
+        }
     }
 
     /// The same event owning its strings.
@@ -462,6 +520,8 @@ impl<'a> ExecOutput<'a> {
             seq: self.seq,
             data: Cow::Owned(self.data.into_owned()),
             encoding: self.encoding,
+            raw_bytes: self.raw_bytes,
+            raw: self.raw,
         }
     }
 }

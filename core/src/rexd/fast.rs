@@ -121,6 +121,7 @@ pub fn write_output_event(
     (id_key, id): (&str, &str),
     seq: u64,
     (data, encoding): (&str, Encoding),
+    raw_bytes: Option<u64>,
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
@@ -137,6 +138,10 @@ pub fn write_output_event(
     write_str(data, out);
     out.extend_from_slice(b",\"encoding\":");
     write_str(encoding.as_str(), out);
+    if let Some(n) = raw_bytes {
+        out.extend_from_slice(b",\"raw_bytes\":");
+        write_u64(n, out);
+    }
     out.extend_from_slice(b"}}");
 }
 

@@ -436,6 +436,7 @@ impl<'a> Event<'a> {
                     ("process_id", &p.process_id),
                     p.seq,
                     (&p.data, p.encoding),
+                    p.raw_bytes,
                     out,
                 );
             }
@@ -446,12 +447,44 @@ impl<'a> Event<'a> {
                     ("pty_id", &p.pty_id),
                     p.seq,
                     (&p.data, p.encoding),
+                    None,
                     out,
                 );
             }
             _ => {}
         }
         self.write_notification_serde(out);
+    }
+
+    /// [`Event::write_notification`], its `\n`, and an output event's raw bytes right after
+    /// it (`raw_bytes` of them; nothing for any other event): one frame on a byte stream, to
+    /// be written whole, with nothing between the line and its bytes.
+    pub fn write_frame(&self, out: &mut Vec<u8>) {
+        self.write_notification(out);
+        out.push(b'\n');
+        if let Some(raw) = self.raw_payload() {
+            out.extend_from_slice(raw);
+        }
+    }
+
+    /// Takes the bytes that follow this event's line (see [`Event::raw_payload`]), for a
+    /// writer that queues them as they are after [`Event::write_notification`] and `\n`.
+    pub fn take_raw_payload(&mut self) -> Option<Vec<u8>> {
+        match self {
+            Event::ExecStdout(p) | Event::ExecStderr(p) if p.raw_bytes.is_some() => {
+                Some(std::mem::take(&mut p.raw))
+            }
+            _ => None,
+        }
+    }
+
+    /// The bytes that follow this event's line: an output event's in a session with raw
+    /// output, `None` for every other event.
+    pub fn raw_payload(&self) -> Option<&[u8]> {
+        match self {
+            Event::ExecStdout(p) | Event::ExecStderr(p) if p.raw_bytes.is_some() => Some(&p.raw),
+            _ => None,
+        }
     }
 
     /// [`Event::write_notification`] through serde only (the reference for the fast path).
@@ -925,12 +958,64 @@ mod tests {
         ));
     }
 
+    /// An output event with raw output: its line announces the bytes, which follow it; read
+    /// back, the count comes with the line; a transport that cannot carry them gets them in
+    /// the string instead.
+    #[test]
+    fn raw_output_frames() {
+        let bytes = b"a\n\0\xff".to_vec();
+        let e = Event::ExecStdout(ExecOutput::raw_frame(
+            "s_1",
+            "p_1",
+            4,
+            Encoding::Raw,
+            bytes.clone(),
+        ));
+        let mut frame = Vec::new();
+        e.write_frame(&mut frame);
+        let line = "{\"jsonrpc\":\"2.0\",\"method\":\"exec.stdout\",\"params\":{\"session_id\":\"s_1\",\
+                    \"process_id\":\"p_1\",\"seq\":4,\"data\":\"\",\"encoding\":\"raw\",\"raw_bytes\":4}}\n";
+        let mut want = line.as_bytes().to_vec();
+        want.extend_from_slice(&bytes);
+        assert_eq!(frame, want);
+        let Event::ExecStdout(mut back) =
+            Event::from_notification(line.trim_end().as_bytes()).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((back.raw_bytes, back.encoding), (Some(4), Encoding::Raw));
+        back.raw = bytes.clone();
+        assert_eq!(back.bytes().unwrap(), &bytes[..]);
+        let Event::ExecStdout(o) = e else { panic!() };
+        let plain = o.clone().into_string_payload();
+        assert_eq!((plain.raw_bytes, plain.encoding), (None, Encoding::Base64));
+        assert_eq!(plain.bytes().unwrap(), &bytes[..]);
+        let zstd =
+            ExecOutput::raw_frame("s", "p", 1, Encoding::Zstd, vec![1, 2]).into_string_payload();
+        assert_eq!(
+            (zstd.encoding, zstd.data.as_ref()),
+            (Encoding::Zstd, "AQI=")
+        );
+        // Any other event has no bytes after it.
+        let mut exit = Vec::new();
+        let other = Event::ExecStdout(ExecOutput::from_bytes("s", "p", 1, b"x"));
+        other.write_frame(&mut exit);
+        assert!(exit.ends_with(b"}}\n") && other.raw_payload().is_none());
+    }
+
     #[test]
     fn fast_lines_equal_serde_lines() {
         let data = "a\"b\\c\n\u{1}é\t".repeat(9);
         for e in [
             Event::ExecStdout(ExecOutput::from_bytes("s_\"1", "p_1", 7, data.as_bytes())),
             Event::ExecStderr(ExecOutput::from_bytes("s_1", "p_1", 1, b"\xff\x00")),
+            Event::ExecStdout(ExecOutput::raw_frame(
+                "s_1",
+                "p_1",
+                2,
+                Encoding::Raw,
+                vec![0; 9],
+            )),
             Event::PtyOutput(PtyOutput {
                 session_id: "s".into(),
                 pty_id: "t_1".into(),

@@ -65,9 +65,10 @@ fn request() -> impl Strategy<Value = Request> {
             option::of(vec(text(), 0..3)),
             option::of(vec(capability(), 0..3)),
             option::of(limits()),
-            option::of(vec(text(), 0..3))
+            option::of(vec(text(), 0..3)),
+            any::<(bool, bool)>()
         )
-            .prop_map(|(a, b, c, d, e, f)| {
+            .prop_map(|(a, b, c, d, e, f, (raw_frames, raw_output))| {
                 Request::SessionOpen(SessionOpenParams {
                     client_name: a,
                     client_version: b,
@@ -76,7 +77,8 @@ fn request() -> impl Strategy<Value = Request> {
                     limits: e,
                     resumable: false,
                     compression: f,
-                    raw_frames: false,
+                    raw_frames,
+                    raw_output,
                 })
             }),
         text().prop_map(|s| Request::SessionClose(SessionCloseParams { session_id: s })),
@@ -245,15 +247,24 @@ fn request() -> impl Strategy<Value = Request> {
 }
 
 fn output() -> impl Strategy<Value = ExecOutput<'static>> {
-    (text(), text(), any::<u64>(), text(), encoding()).prop_map(|(s, p, seq, data, encoding)| {
-        ExecOutput {
+    (
+        text(),
+        text(),
+        any::<u64>(),
+        text(),
+        encoding(),
+        proptest::option::of(any::<u64>()),
+    )
+        .prop_map(|(s, p, seq, data, encoding, raw_bytes)| ExecOutput {
             session_id: Cow::Owned(s),
             process_id: Cow::Owned(p),
             seq,
             data: Cow::Owned(data),
             encoding,
-        }
-    })
+            // The bytes themselves are not in the line: only their count round-trips.
+            raw_bytes,
+            raw: Vec::new(),
+        })
 }
 
 fn event() -> impl Strategy<Value = Event<'static>> {
@@ -341,21 +352,25 @@ fn response() -> impl Strategy<Value = Response> {
             vec(capability(), 0..3),
             limits(),
             vec(text(), 0..3),
-            option::of(text())
+            option::of(text()),
+            any::<(bool, bool)>()
         )
-            .prop_map(|(id, v, caps, limits, roots, compression)| {
-                Response::SessionOpen(SessionOpenResult {
-                    session_id: id,
-                    protocol: PROTOCOL_VERSION.into(),
-                    server_version: v,
-                    capabilities: caps,
-                    limits,
-                    workspace_roots: roots,
-                    resume: None,
-                    compression,
-                    raw_frames: false,
-                })
-            }),
+            .prop_map(
+                |(id, v, caps, limits, roots, compression, (raw_frames, raw_output))| {
+                    Response::SessionOpen(SessionOpenResult {
+                        session_id: id,
+                        protocol: PROTOCOL_VERSION.into(),
+                        server_version: v,
+                        capabilities: caps,
+                        limits,
+                        workspace_roots: roots,
+                        resume: None,
+                        compression,
+                        raw_frames,
+                        raw_output,
+                    })
+                }
+            ),
         any::<bool>().prop_map(|ok| Response::ExecKill(OkResult { ok })),
         (
             prop_oneof![

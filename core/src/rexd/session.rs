@@ -203,6 +203,11 @@ pub struct SessionOpenParams {
     /// transport (stdio, ssh) grants it; see [`SessionOpenResult::raw_frames`].
     #[serde(default, skip_serializing_if = "is_false")]
     pub raw_frames: bool,
+    /// Ask for raw output too (addition to the spec; needs `raw_frames`): the session's
+    /// `exec.stdout` and `exec.stderr` events carry their bytes after the line (`raw_bytes`)
+    /// instead of in `data`. See [`SessionOpenResult::raw_output`].
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub raw_output: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -272,6 +277,11 @@ pub struct SessionOpenResult {
     /// may ask for `encoding: "raw"`. Absent: not granted.
     #[serde(default, skip_serializing_if = "is_false")]
     pub raw_frames: bool,
+    /// Raw output was asked for and granted with raw frames (addition to the spec): this
+    /// session's `exec.stdout`/`exec.stderr` events have `raw_bytes` and their bytes follow
+    /// the line. Absent: not granted, events carry `data` as always.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub raw_output: bool,
 }
 
 /// `session.close` params. (The spec gives none; the session id is the one thing it needs.)

@@ -18,7 +18,7 @@ use deskwire::jsonrpc::{
     CallError, Code, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RawJson, TimeoutPolicy,
     TimeoutRule,
 };
-use deskwire::rexd::data;
+use deskwire::rexd::data::{self, Encoding};
 use deskwire::rexd::{
     Call, Capability, ErrorCode, Event, ExecExit, ExecInputParams, ExecKillParams, ExecStartParams,
     FsGlobParams, FsGlobResult, FsListParams, FsListResult, FsReadParams, FsReadResult,
@@ -218,7 +218,9 @@ pub struct Client {
     clock: Instant,
     call_timeout_ms: u64,
     answers: HashMap<Id, Result<RawJson, ClientError>>,
-    events: VecDeque<(Method, Option<RawJson>)>,
+    /// Events in order: the method, the params, and the raw bytes after the line (an output
+    /// event's in a session with raw output; empty otherwise).
+    events: VecDeque<(Method, Option<RawJson>, Vec<u8>)>,
     events_bytes: usize,
     input: Option<InputRoute>,
     session: Option<SessionOpenResult>,
@@ -373,9 +375,14 @@ impl Client {
             resumable: options.resume,
             compression: options.compress.then(|| vec![compress::ZSTD.to_owned()]),
             raw_frames: client.frames.is_some(),
+            raw_output: client.frames.is_some(),
         })?;
         if !opened.raw_frames {
             client.stop_frames();
+        } else if opened.raw_output
+            && let Some(f) = &mut client.frames
+        {
+            f.allow_output(MAX_EVENT_BYTES as u64);
         }
         client.session = Some(opened);
         Ok(client)
@@ -539,6 +546,21 @@ impl Client {
                 }
             }
             PeerEvent::Notification { method, params } => {
+                // The bytes after an output event's line, taken in the order the lines came
+                // (those of an event skipped below are dropped with it).
+                let raw = match (&mut self.frames, &params) {
+                    (Some(f), Some(p))
+                        if (method == "exec.stdout" || method == "exec.stderr")
+                            && has_raw_bytes(p.get()) =>
+                    {
+                        f.take_output().ok_or_else(|| {
+                            ClientError::Protocol(format!(
+                                "{method} announced raw bytes that did not come"
+                            ))
+                        })?
+                    }
+                    _ => Vec::new(),
+                };
                 // A resumed session sends again what may have been seen: each event once.
                 if self.options.resume
                     && let Some(seq) = params.as_ref().and_then(|p| event_seq(p.get()))
@@ -550,12 +572,12 @@ impl Client {
                 }
                 // Only the spec's events are kept; anything else a newer daemon sends is noise.
                 if let Some(m) = Method::from_name(&method).filter(|m| m.is_event()) {
-                    let len = params.as_ref().map_or(0, |p| p.get().len());
+                    let len = params.as_ref().map_or(0, |p| p.get().len()) + raw.len();
                     if self.events_bytes + len > MAX_BUFFERED_EVENT_BYTES {
                         return Err(ClientError::Overflow(MAX_BUFFERED_EVENT_BYTES));
                     }
                     self.events_bytes += len;
-                    self.events.push_back((m, params));
+                    self.events.push_back((m, params, raw));
                 }
             }
             PeerEvent::Request { id, method, .. } => {
@@ -771,8 +793,8 @@ impl Client {
     ) -> Result<ExecExit, ClientError> {
         let mut last_seq = [0u64; 2];
         loop {
-            while let Some((method, params)) = self.events.pop_front() {
-                self.events_bytes -= params.as_ref().map_or(0, |p| p.get().len());
+            while let Some((method, params, raw)) = self.events.pop_front() {
+                self.events_bytes -= params.as_ref().map_or(0, |p| p.get().len()) + raw.len();
                 let event = Event::parse_known(method, params.as_ref().map(RawJson::as_raw))
                     .map_err(|e| ClientError::Protocol(e.to_string()))?;
                 match event {
@@ -789,13 +811,34 @@ impl Client {
                             )));
                         }
                         last_seq[slot] = o.seq;
-                        let bytes = compress::decode_bounded(
-                            &o.data,
-                            o.encoding,
-                            self.compressed(),
-                            MAX_EVENT_BYTES,
-                        )
-                        .map_err(|e| ClientError::Protocol(format!("{method}: {e}")))?;
+                        if o.raw_bytes.is_some_and(|n| n != raw.len() as u64) {
+                            // Only the splitter puts bytes here, as many as the line said.
+                            return Err(ClientError::Protocol(format!(
+                                "{method} announced raw bytes where this session has none"
+                            )));
+                        }
+                        let bytes = match (o.raw_bytes, o.encoding) {
+                            (Some(_), Encoding::Raw) => std::borrow::Cow::Borrowed(&raw[..]),
+                            (Some(_), Encoding::Zstd) if self.compressed() => {
+                                let mut out = Vec::new();
+                                compress::inflate_into(&raw, MAX_EVENT_BYTES, &mut out)
+                                    .map_err(|e| ClientError::Protocol(format!("{method}: {e}")))?;
+                                std::borrow::Cow::Owned(out)
+                            }
+                            (Some(_), other) => {
+                                return Err(ClientError::Protocol(format!(
+                                    "{method}: raw bytes as {}",
+                                    other.as_str()
+                                )));
+                            }
+                            (None, _) => compress::decode_bounded(
+                                &o.data,
+                                o.encoding,
+                                self.compressed(),
+                                MAX_EVENT_BYTES,
+                            )
+                            .map_err(|e| ClientError::Protocol(format!("{method}: {e}")))?,
+                        };
                         sink(stream, &bytes).map_err(ClientError::Output)?;
                     }
                     Event::ExecExit(exit) if exit.process_id == process_id => return Ok(exit),
@@ -905,6 +948,9 @@ impl Client {
         self.stderr_thread = stderr_thread;
         if let Some(f) = &mut self.frames {
             *f = RawFrames::default(); // a new byte stream
+            if self.session.as_ref().is_some_and(|s| s.raw_output) {
+                f.allow_output(MAX_EVENT_BYTES as u64);
+            }
         }
         let config = self.peer.config().clone();
         self.peer = Peer::new(
@@ -1283,6 +1329,12 @@ impl Drop for Client {
 }
 
 /// The `event_seq` of an event's params, if it has one (a resumable session's events do).
+/// Whether an event's params announce raw bytes after its line (the key can only be a key: a
+/// quote inside a JSON string is escaped).
+fn has_raw_bytes(params: &str) -> bool {
+    memchr::memmem::find(params.as_bytes(), super::frames::MARK).is_some()
+}
+
 fn event_seq(params: &str) -> Option<u64> {
     #[derive(serde::Deserialize)]
     struct Seq {

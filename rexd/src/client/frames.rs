@@ -7,8 +7,13 @@
 //! come, then handed on, its bytes kept for the caller under the answer's id. Only answers to
 //! calls announced with [`RawFrames::expect`] may carry bytes, and no more than the length that
 //! call asked for: a daemon cannot make this side allocate more than it asked for.
+//!
+//! In a session with raw output, `exec.stdout`/`exec.stderr` events carry bytes too (`params`
+//! with `raw_bytes`), at most [`RawFrames::allow_output`]'s bound each; their bytes wait in
+//! arrival order for [`RawFrames::take_output`], which the client calls for each such event
+//! the peer hands on (the peer keeps the lines' order).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use deskwire::jsonrpc::Id;
 
@@ -19,7 +24,7 @@ const MAX_HEADER: usize = 64 * 1024;
 
 /// What marks a header: the key of `raw_bytes`. Inside a JSON string a quote is always
 /// escaped, so this can only be a key.
-const MARK: &[u8] = b"\"raw_bytes\":";
+pub(crate) const MARK: &[u8] = b"\"raw_bytes\":";
 
 /// Why the byte stream cannot be read on: after one of these the framing is lost.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,6 +46,22 @@ pub enum FrameError {
         /// The call's `length`.
         asked: u64,
     },
+    /// An output event with bytes in a session that did not negotiate raw output.
+    #[error("raw bytes after a {method} event, which this session did not negotiate")]
+    UnaskedOutput {
+        /// The event's method.
+        method: String,
+    },
+    /// An output event claims more bytes than one event may carry.
+    #[error("a {method} event claims {claimed} raw bytes, more than the {max} one event may carry")]
+    OutputTooLong {
+        /// The event's method.
+        method: String,
+        /// `raw_bytes`.
+        claimed: u64,
+        /// The bound.
+        max: u64,
+    },
     /// An earlier error lost the framing.
     #[error("the byte stream is out of step since an earlier raw frame error")]
     Broken,
@@ -54,9 +75,15 @@ struct Expected {
     keep: bool,
 }
 
-/// The answer whose bytes are coming.
+/// Whose bytes are coming: an answer's, or an output event's.
+enum Owner {
+    Answer(Id),
+    Output,
+}
+
+/// The line whose bytes are coming.
 struct Payload {
-    id: Id,
+    owner: Owner,
     /// Its line, `\n` included, handed on once the bytes are in.
     header: Vec<u8>,
     /// Bytes still to come.
@@ -75,17 +102,23 @@ pub(crate) struct RawFrames {
     payload: Option<Payload>,
     expected: HashMap<Id, Expected>,
     ready: HashMap<Id, Vec<u8>>,
+    /// Raw output is negotiated: the most bytes one output event may carry.
+    output_max: Option<u64>,
+    /// Output events' bytes, in the order their lines were handed on.
+    outputs: VecDeque<Vec<u8>>,
     broken: bool,
 }
 
 #[derive(serde::Deserialize)]
 struct Header {
-    id: Id,
-    result: HeaderResult,
+    id: Option<Id>,
+    result: Option<WithRawBytes>,
+    method: Option<String>,
+    params: Option<WithRawBytes>,
 }
 
 #[derive(serde::Deserialize)]
-struct HeaderResult {
+struct WithRawBytes {
     raw_bytes: u64,
 }
 
@@ -113,6 +146,17 @@ impl RawFrames {
     /// The bytes that came after the answer to `id` (its line has been handed on).
     pub(crate) fn take(&mut self, id: &Id) -> Option<Vec<u8>> {
         self.ready.remove(id)
+    }
+
+    /// The session negotiated raw output: output events may carry `max` bytes each.
+    pub(crate) fn allow_output(&mut self, max: u64) {
+        self.output_max = Some(max);
+    }
+
+    /// The bytes of the oldest output event handed on and not yet taken: call it once for
+    /// each output event with `raw_bytes` the peer delivers, in order.
+    pub(crate) fn take_output(&mut self) -> Option<Vec<u8>> {
+        self.outputs.pop_front()
     }
 
     /// Whether no line or frame has begun without ending (tests check the state).
@@ -171,9 +215,9 @@ impl RawFrames {
             let line = std::mem::take(&mut self.line);
             match self.header(&line) {
                 Ok(None) => out(&line),
-                Ok(Some((id, n, keep))) => {
+                Ok(Some((owner, n, keep))) => {
                     self.payload = Some(Payload {
-                        id,
+                        owner,
                         header: line,
                         left: n,
                         bytes: keep.then(|| Vec::with_capacity(n)),
@@ -191,35 +235,71 @@ impl RawFrames {
         Ok(())
     }
 
-    /// Whether `line` is a raw answer: its id, its byte count and whether it is still wanted.
-    fn header(&mut self, line: &[u8]) -> Result<Option<(Id, usize, bool)>, FrameError> {
+    /// Whether `line` has bytes after it: whose, how many, and whether they are still wanted.
+    fn header(&mut self, line: &[u8]) -> Result<Option<(Owner, usize, bool)>, FrameError> {
         if line.len() > MAX_HEADER || memchr::memmem::find(line, MARK).is_none() {
             return Ok(None);
         }
-        // Not a response with `result.raw_bytes` (a newer daemon's field elsewhere): a line.
+        // Neither a response with `result.raw_bytes` nor an event with `params.raw_bytes` (a
+        // newer daemon's field elsewhere): a line.
         let Ok(h) = serde_json::from_slice::<Header>(line) else {
             return Ok(None);
         };
-        let Some(e) = self.expected.remove(&h.id) else {
-            return Err(FrameError::Unasked {
-                id: h.id.to_string(),
-            });
+        match h {
+            Header {
+                id: Some(id),
+                result: Some(result),
+                ..
+            } => self.answer_header(id, result.raw_bytes).map(Some),
+            Header {
+                id: None,
+                method: Some(method),
+                params: Some(params),
+                ..
+            } if method == "exec.stdout" || method == "exec.stderr" => {
+                let Some(max) = self.output_max else {
+                    return Err(FrameError::UnaskedOutput { method });
+                };
+                if params.raw_bytes > max {
+                    return Err(FrameError::OutputTooLong {
+                        method,
+                        claimed: params.raw_bytes,
+                        max,
+                    });
+                }
+                Ok(Some((Owner::Output, params.raw_bytes as usize, true)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn answer_header(
+        &mut self,
+        id: Id,
+        raw_bytes: u64,
+    ) -> Result<(Owner, usize, bool), FrameError> {
+        let Some(e) = self.expected.remove(&id) else {
+            return Err(FrameError::Unasked { id: id.to_string() });
         };
-        if h.result.raw_bytes > e.max {
+        if raw_bytes > e.max {
             return Err(FrameError::TooLong {
-                id: h.id.to_string(),
-                claimed: h.result.raw_bytes,
+                id: id.to_string(),
+                claimed: raw_bytes,
                 asked: e.max,
             });
         }
         // Within `max`, which a caller keeps under its piece size (a few MiB).
-        Ok(Some((h.id, h.result.raw_bytes as usize, e.keep)))
+        Ok((Owner::Answer(id), raw_bytes as usize, e.keep))
     }
 
     fn finish_payload(&mut self, out: &mut dyn FnMut(&[u8])) {
         if let Some(p) = self.payload.take() {
-            if let Some(b) = p.bytes {
-                self.ready.insert(p.id, b);
+            match (p.owner, p.bytes) {
+                (Owner::Answer(id), Some(b)) => {
+                    self.ready.insert(id, b);
+                }
+                (Owner::Output, b) => self.outputs.push_back(b.unwrap_or_default()),
+                (Owner::Answer(_), None) => {}
             }
             out(&p.header);
         }
@@ -273,6 +353,69 @@ mod tests {
             assert_eq!(f.take(&Id::Number(8)).unwrap(), b"");
             assert!(f.is_idle());
         }
+    }
+
+    fn output(method: &str, seq: u64, n: usize) -> Vec<u8> {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":\"{method}\",\"params\":{{\"session_id\":\"s\",\
+             \"process_id\":\"p_1\",\"seq\":{seq},\"data\":\"\",\"encoding\":\"raw\",\
+             \"raw_bytes\":{n}}}}}\n"
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn output_events_bytes_wait_in_order_beside_answers() {
+        let mut stream = output("exec.stdout", 1, 5);
+        stream.extend_from_slice(b"a\nb\n\n");
+        stream.extend_from_slice(&header(9, 3));
+        stream.extend_from_slice(b"xyz");
+        stream.extend_from_slice(&output("exec.stderr", 1, 0));
+        stream.extend_from_slice(&output("exec.stdout", 2, 2));
+        stream.extend_from_slice(b"\0\n");
+        for step in [1, 3, 50, stream.len()] {
+            let mut f = RawFrames::default();
+            f.allow_output(10);
+            f.expect(Id::Number(9), 3);
+            let seen = run(&mut f, &stream, step).unwrap();
+            let mut want = output("exec.stdout", 1, 5);
+            want.extend_from_slice(&header(9, 3));
+            want.extend_from_slice(&output("exec.stderr", 1, 0));
+            want.extend_from_slice(&output("exec.stdout", 2, 2));
+            assert_eq!(seen, want, "step {step}");
+            assert_eq!(f.take(&Id::Number(9)).unwrap(), b"xyz");
+            assert_eq!(f.take_output().unwrap(), b"a\nb\n\n");
+            assert_eq!(f.take_output().unwrap(), b"");
+            assert_eq!(f.take_output().unwrap(), b"\0\n");
+            assert_eq!(f.take_output(), None);
+            assert!(f.is_idle());
+        }
+    }
+
+    #[test]
+    fn output_bytes_not_negotiated_or_over_the_bound_are_refused() {
+        let mut f = RawFrames::default();
+        assert_eq!(
+            run(&mut f, &output("exec.stdout", 1, 4), 7).unwrap_err(),
+            FrameError::UnaskedOutput {
+                method: "exec.stdout".into()
+            }
+        );
+        let mut f = RawFrames::default();
+        f.allow_output(1000);
+        assert_eq!(
+            run(&mut f, &output("exec.stderr", 1, 1 << 40), 7).unwrap_err(),
+            FrameError::OutputTooLong {
+                method: "exec.stderr".into(),
+                claimed: 1 << 40,
+                max: 1000
+            }
+        );
+        assert_eq!(run(&mut f, b"{}\n", 3).unwrap_err(), FrameError::Broken);
+        // Another event with the key is a line like any other (a newer daemon's field).
+        let mut f = RawFrames::default();
+        let other = output("exec.exit", 1, 4);
+        assert_eq!(run(&mut f, &other, 5).unwrap(), other);
     }
 
     #[test]
