@@ -133,3 +133,31 @@ fn alive(pid: u32) -> bool {
         })
         .unwrap_or(false)
 }
+
+/// `rex info | head`, `rex exec -- seq 1 1000000 | head`: when whatever reads rex's output
+/// stops, rex ends quietly with 141 (what a shell shows for a process a broken pipe ended),
+/// never with a panic or a message.
+#[test]
+fn a_closed_stdout_ends_rex_quietly() {
+    let f = Fixture::local();
+    for args in [
+        &["info"][..],
+        &["target", "list"],
+        &["exec", "--", "seq", "1", "1000000"],
+    ] {
+        // A pipe whose reader is gone before rex starts.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = f
+            .rex()
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}

@@ -253,9 +253,29 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `println!` that ends rex quietly when its stdout is closed (`rex info | head`), as `cat`
+/// and `ls` do, where `println!` would panic on the broken pipe.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        print_line(format_args!($($arg)*))
+    };
+}
+
+fn print_line(args: std::fmt::Arguments<'_>) {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.write_all(b"\n")) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("rex: cannot write to stdout: {e}");
+        }
+        std::process::exit(i32::from(code::STDOUT_CLOSED));
+    }
+}
+
 /// rex's own exit codes (the remote command's code passes through unchanged).
 mod code {
     pub const REFUSED: u8 = 1;
+    /// Stdout went away (what a shell shows for a process a broken pipe ended: 128 + SIGPIPE).
+    pub const STDOUT_CLOSED: u8 = 141;
     pub const TIMED_OUT: u8 = 124;
     pub const NOT_FOUND: u8 = 127;
     pub const UNREACHABLE: u8 = 255;
@@ -265,6 +285,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code),
+        // Whoever read our output stopped (`rex exec -- seq 1 1000000 | head`): the command
+        // was ended; nothing to say, as cat says nothing.
+        Err(ClientError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::from(code::STDOUT_CLOSED)
+        }
         Err(e) => {
             eprintln!("rex: {e}");
             ExitCode::from(match e {
@@ -351,10 +376,10 @@ fn target_command(
             let current = targets.current_name().to_owned();
             let mark = |name: &str| if name == current { "*" } else { " " };
             if !targets.targets.contains_key("local") {
-                println!("{} local\tlocal", mark("local"));
+                out!("{} local\tlocal", mark("local"));
             }
             for (name, spec) in &targets.targets {
-                println!("{} {name}\t{}", mark(name), spec.url);
+                out!("{} {name}\t{}", mark(name), spec.url);
             }
         }
         TargetCmd::Use { name } => {
@@ -396,7 +421,7 @@ fn target_command(
             let spec = resolve(global, file)?;
             let name = targets.chosen_name(global.target.as_deref());
             let text = toml::to_string_pretty(&spec).unwrap_or_default();
-            println!("# {name}\n{text}");
+            out!("# {name}\n{text}");
         }
     }
     Ok(0)
@@ -477,14 +502,14 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
                 let name = if recursive { &e.path } else { &e.name };
                 let slash = if e.kind == FileType::Dir { "/" } else { "" };
                 if long {
-                    println!(
+                    out!(
                         "{:<7} {:>12} {:<25} {name}{slash}",
                         type_name(e.kind),
                         e.size.map(|s| s.to_string()).unwrap_or_default(),
                         e.mtime.as_deref().unwrap_or("")
                     );
                 } else {
-                    println!("{name}{slash}");
+                    out!("{name}{slash}");
                 }
             }
             if result.truncated {
@@ -503,7 +528,7 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
                 print_json(&result);
             } else {
                 for m in &result.matches {
-                    println!("{m}");
+                    out!("{m}");
                 }
             }
             if result.truncated {
@@ -516,10 +541,10 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
             if json {
                 print_json(&s);
             } else if !s.exists {
-                println!("{}: does not exist", s.path);
+                out!("{}: does not exist", s.path);
                 return Ok(code::REFUSED);
             } else {
-                println!(
+                out!(
                     "{}: {} size={} mode={} mtime={}{}",
                     s.path,
                     s.kind.map(type_name).unwrap_or("?"),
@@ -636,7 +661,7 @@ fn type_name(t: FileType) -> &'static str {
 
 fn print_json<T: serde::Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
-        Ok(text) => println!("{text}"),
+        Ok(text) => out!("{text}"),
         Err(e) => eprintln!("rex: cannot print the result: {e}"),
     }
 }
