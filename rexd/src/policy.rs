@@ -695,6 +695,29 @@ impl Policy {
         self.lists.is_set()
     }
 
+    /// The program names `[[policy.rules]]` give that no directory of `search_path` (a `PATH`)
+    /// holds as an executable file: a typo, or a tool not installed here, whose rule then
+    /// never matches. `(rule name, program)` pairs; `rexd --check-config` warns of them.
+    pub fn programs_not_found(&self, search_path: &std::ffi::OsStr) -> Vec<(String, String)> {
+        use std::os::unix::fs::PermissionsExt;
+        let Some(classes) = &self.classes else {
+            return Vec::new();
+        };
+        let found = |name: &str| {
+            std::env::split_paths(search_path).any(|dir| {
+                std::fs::metadata(dir.join(name))
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+        };
+        classes
+            .rules
+            .iter()
+            .flat_map(|r| r.programs.iter().map(move |p| (r, p)))
+            .filter(|(_, p)| !found(p))
+            .map(|(r, p)| (r.name.clone(), p.clone()))
+            .collect()
+    }
+
     /// What the daemon should say at start about this policy: a class denied under
     /// `default = "allow"` (for everyone, or for a client) holds only as far as the
     /// look-through sees, since a program no rule names runs whatever it is given.

@@ -263,7 +263,10 @@ macro_rules! out {
 
 fn print_line(args: std::fmt::Arguments<'_>) {
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.write_all(b"\n")) {
+    if let Err(e) = stdout
+        .write_fmt(args)
+        .and_then(|()| stdout.write_all(b"\n"))
+    {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             eprintln!("rex: cannot write to stdout: {e}");
         }

@@ -116,6 +116,12 @@ struct Args {
     /// Write the audit log here (`-` for stderr), overriding `[audit]`.
     #[arg(long, value_name = "PATH")]
     audit_log: Option<String>,
+    /// Check the configuration and the files the other flags name (as `sshd -t` does): load
+    /// everything a start with the same flags would (config, policy, token file, certificates
+    /// and key, password files), say what is wrong or worth a warning, and exit (0: it would
+    /// start) without serving.
+    #[arg(long)]
+    check_config: bool,
 }
 
 /// `--listen` and its flags (Profile C).
@@ -269,7 +275,42 @@ fn settings(args: &Args) -> Result<Settings, String> {
     Ok(settings)
 }
 
+/// `--check-config`: everything a start with these flags loads and checks, then a verdict.
+fn check_config(args: &Args) -> Result<(), String> {
+    let settings = settings(args)?; // logs the policy's own warnings
+    let mut warnings = settings.commands.warnings().len();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for (rule, program) in settings.commands.programs_not_found(&path) {
+        warnings += 1;
+        rexd::log::warn(&format!(
+            "[policy] rule {rule:?} names {program:?}, which no directory of PATH holds \
+             ({}): a typo, or not installed here; the rule never matches it",
+            path.to_string_lossy()
+        ));
+    }
+    if args.irc.is_some() {
+        args.link.settings()?;
+        if let Some(path) = &args.secret_file {
+            rexd::irc::read_secret_file(path)?;
+        }
+    }
+    if let Some(addr) = args.listen.listen {
+        for w in check_listen(args, addr)? {
+            warnings += 1;
+            rexd::log::warn(&w);
+        }
+    }
+    match warnings {
+        0 => println!("rexd: the configuration is valid"),
+        n => println!("rexd: the configuration is valid, with {n} warning(s) above"),
+    }
+    Ok(())
+}
+
 fn run(args: Args) -> Result<(), String> {
+    if args.check_config {
+        return check_config(&args);
+    }
     if args.resumable {
         // The agent is started with the same arguments, so it checks and loads the same
         // config; this process only carries bytes.
@@ -343,14 +384,33 @@ fn run(args: Args) -> Result<(), String> {
 
 #[cfg(feature = "net")]
 fn listen(service: Settings, args: &Args, addr: std::net::SocketAddr) -> Result<(), String> {
-    let a = &args.listen;
-    let grace_ms = args.resume_grace_ms;
     // Each MCP-over-HTTP session gets a service of its own, made from the same arguments.
     let again = args.clone();
     let mcp_settings: rexd::net::SettingsFactory = std::sync::Arc::new(move || {
         settings(&again).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
     });
     let options = rexd::net::NetOptions {
+        mcp_settings: Some(mcp_settings),
+        ..net_options(args, addr)
+    };
+    rexd::net::serve(service, options).map_err(|e| e.to_string())
+}
+
+#[cfg(feature = "net")]
+fn check_listen(args: &Args, addr: std::net::SocketAddr) -> Result<Vec<String>, String> {
+    rexd::net::check(net_options(args, addr)).map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "net"))]
+fn check_listen(_: &Args, _: std::net::SocketAddr) -> Result<Vec<String>, String> {
+    Err("--listen: this rexd was built without the `net` feature".into())
+}
+
+/// `--listen`'s flags as the network service takes them.
+#[cfg(feature = "net")]
+fn net_options(args: &Args, addr: std::net::SocketAddr) -> rexd::net::NetOptions {
+    let a = &args.listen;
+    rexd::net::NetOptions {
         allow_public: a.allow_public,
         allow_plaintext: a.allow_plaintext,
         token_file: a.token_file.clone(),
@@ -370,11 +430,9 @@ fn listen(service: Settings, args: &Args, addr: std::net::SocketAddr) -> Result<
         slow_reader_ms: a.slow_reader_ms,
         rpc_session_idle_ms: a.rpc_session_idle_ms,
         metrics_listen: a.metrics_listen,
-        resume_grace_ms: grace_ms,
-        mcp_settings: Some(mcp_settings),
+        resume_grace_ms: args.resume_grace_ms,
         ..rexd::net::NetOptions::new(addr)
-    };
-    rexd::net::serve(service, options).map_err(|e| e.to_string())
+    }
 }
 
 #[cfg(not(feature = "net"))]

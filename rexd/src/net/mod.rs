@@ -313,11 +313,18 @@ pub(crate) struct NetState {
     pub(crate) mcp_idle_ms: u64,
 }
 
-/// Checks the options, binds, and serves until `SIGTERM`, `SIGINT` or `SIGHUP`; then every
-/// session and process ends as when a stdio client goes away.
-pub fn serve(settings: Settings, options: NetOptions) -> Result<(), NetError> {
+/// What the options make ready before anything binds: how clients authenticate, the TLS
+/// configuration, the options with their origins normalized, and what to warn of.
+struct Prepared {
+    auth: Auth,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    options: NetOptions,
+    warnings: Vec<String>,
+}
+
+/// Checks the options and loads what they name (tokens, certificates, key), as a start does.
+fn prepare(options: NetOptions) -> Result<Prepared, NetError> {
     let addr = options.listen;
-    let io = |source| NetError::Io { addr, source };
     if options.token_file.is_none() && options.client_ca.is_none() {
         return Err(NetError::NoAuth);
     }
@@ -326,9 +333,12 @@ pub fn serve(settings: Settings, options: NetOptions) -> Result<(), NetError> {
             return Err(NetError::Public(a));
         }
     }
+    let mut warnings = Vec::new();
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => {
-            Some(tls::server_config(cert, key, options.client_ca.as_deref())?)
+            let config = tls::server_config(cert, key, options.client_ca.as_deref())?;
+            warnings.extend(tls::expiry_warnings(cert, std::time::SystemTime::now())?);
+            Some(config)
         }
         (None, None) if options.client_ca.is_some() => {
             return Err(NetError::Flags(
@@ -363,6 +373,35 @@ pub fn serve(settings: Settings, options: NetOptions) -> Result<(), NetError> {
         tokens,
         mtls: options.client_ca.is_some(),
     };
+    Ok(Prepared {
+        auth,
+        tls,
+        options,
+        warnings,
+    })
+}
+
+/// What `rexd --listen --check-config` does: everything a start checks and loads (the flags,
+/// the token file, the certificates and key), without binding; the warnings a start would
+/// log (a certificate that has expired or soon will).
+pub fn check(options: NetOptions) -> Result<Vec<String>, NetError> {
+    prepare(options).map(|p| p.warnings)
+}
+
+/// Checks the options, binds, and serves until `SIGTERM`, `SIGINT` or `SIGHUP`; then every
+/// session and process ends as when a stdio client goes away.
+pub fn serve(settings: Settings, options: NetOptions) -> Result<(), NetError> {
+    let addr = options.listen;
+    let io = |source| NetError::Io { addr, source };
+    let Prepared {
+        auth,
+        tls,
+        options,
+        warnings,
+    } = prepare(options)?;
+    for w in &warnings {
+        crate::log::warn(w);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

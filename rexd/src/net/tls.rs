@@ -27,6 +27,47 @@ pub enum TlsError {
     /// rustls refused the combination (a key that does not fit the certificate, …).
     #[error("TLS configuration: {0}")]
     Config(String),
+    /// The key file cannot be read, or others may read it (the message says which, and the
+    /// `chmod` that fixes it).
+    #[error("{0}")]
+    Key(String),
+}
+
+/// Days before its end from which a server certificate is warned of.
+pub const EXPIRY_WARNING_DAYS: u64 = 14;
+
+/// What to warn of in the server's certificate (the leaf of `cert`) at `now`: that it has
+/// expired, or ends within [`EXPIRY_WARNING_DAYS`] (clients refuse an expired one).
+pub fn expiry_warnings(cert: &Path, now: std::time::SystemTime) -> Result<Vec<String>, TlsError> {
+    use x509_cert::der::Decode;
+    let chain = certs("--tls-cert", cert)?;
+    let leaf = x509_cert::Certificate::from_der(chain[0].as_ref()).map_err(|e| TlsError::File {
+        flag: "--tls-cert",
+        path: cert.to_owned(),
+        reason: format!("the certificate does not decode: {e}"),
+    })?;
+    let end = leaf.tbs_certificate().validity().not_after;
+    let end_unix = end.to_unix_duration();
+    let now_unix = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let day = 24 * 3600;
+    Ok(if end_unix <= now_unix {
+        vec![format!(
+            "--tls-cert {}: the certificate expired at {end} ({} days ago): clients will refuse \
+             it; renew it",
+            cert.display(),
+            (now_unix - end_unix).as_secs() / day
+        )]
+    } else if (end_unix - now_unix).as_secs() < EXPIRY_WARNING_DAYS * day {
+        vec![format!(
+            "--tls-cert {}: the certificate expires at {end}, in {} days: renew it",
+            cert.display(),
+            (end_unix - now_unix).as_secs() / day
+        )]
+    } else {
+        Vec::new()
+    })
 }
 
 fn certs(flag: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
@@ -53,7 +94,14 @@ pub fn server_config(
     client_ca: Option<&Path>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let chain = certs("--tls-cert", cert)?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::File {
+    // The key is refused when others may read it, as the token file is.
+    let pem = crate::transport::read_private_file(
+        "--tls-key",
+        key,
+        "whoever reads it can pose as this server",
+    )
+    .map_err(TlsError::Key)?;
+    let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::File {
         flag: "--tls-key",
         path: key.to_owned(),
         reason: e.to_string(),
@@ -114,4 +162,54 @@ pub fn subject(der: &CertificateDer<'_>) -> Result<String, SubjectError> {
         return Err(SubjectError::Empty);
     }
     Ok(name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    /// A certificate of `days` days made with openssl (tests/run.sh installs it).
+    fn certificate(dir: &Path, days: &str) -> PathBuf {
+        let status = std::process::Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+            ])
+            .args(["-nodes", "-days", days, "-subj", "/CN=localhost"])
+            .args(["-keyout", "key.pem", "-out", "cert.pem"])
+            .current_dir(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("openssl");
+        assert!(status.success());
+        dir.join("cert.pem")
+    }
+
+    #[test]
+    fn certificates_that_end_soon_or_ended_are_warned_of() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = certificate(dir.path(), "30");
+        let day = Duration::from_secs(24 * 3600);
+        let now = SystemTime::now();
+        assert_eq!(expiry_warnings(&cert, now).unwrap(), Vec::<String>::new());
+        let soon = expiry_warnings(&cert, now + 20 * day).unwrap();
+        assert!(
+            soon.len() == 1 && soon[0].contains("expires at") && soon[0].contains("in 9 days"),
+            "{soon:?}"
+        );
+        let ended = expiry_warnings(&cert, now + 33 * day).unwrap();
+        assert!(
+            ended.len() == 1
+                && ended[0].contains("expired at")
+                && ended[0].contains("(3 days ago)"),
+            "{ended:?}"
+        );
+        std::fs::write(dir.path().join("empty.pem"), "").unwrap();
+        assert!(expiry_warnings(&dir.path().join("empty.pem"), now).is_err());
+    }
 }
