@@ -52,6 +52,7 @@ pub mod data;
 mod error;
 mod exec;
 mod fast;
+pub mod frames;
 mod fs;
 mod message;
 mod method;

@@ -28,9 +28,9 @@ use deskwire::rexd::{
 };
 
 use super::error::{ClientError, missing_rexd_hint};
-use super::frames::RawFrames;
 use super::{Endpoint, TargetSpec};
 use crate::compress;
+use deskwire::rexd::frames::{self, RawFrames};
 
 /// Most bytes of events held while the caller waits for something else.
 pub const MAX_BUFFERED_EVENT_BYTES: usize = 64 * 1024 * 1024;
@@ -1332,7 +1332,7 @@ impl Drop for Client {
 /// Whether an event's params announce raw bytes after its line (the key can only be a key: a
 /// quote inside a JSON string is escaped).
 fn has_raw_bytes(params: &str) -> bool {
-    memchr::memmem::find(params.as_bytes(), super::frames::MARK).is_some()
+    memchr::memmem::find(params.as_bytes(), frames::MARK).is_some()
 }
 
 fn event_seq(params: &str) -> Option<u64> {

@@ -27,13 +27,12 @@
 
 mod connection;
 mod error;
-mod frames;
 #[cfg(feature = "net")]
 mod ws;
 
 pub use connection::{
     Client, ConnectOptions, ExecOptions, MAX_BUFFERED_EVENT_BYTES, READ_AHEAD, Stream, WriteOptions,
 };
+pub use deskwire::rexd::frames::FrameError;
 pub use error::ClientError;
-pub use frames::FrameError;
 pub use rex_targets::{Endpoint, TargetError, TargetSpec, Targets, local_rexd, targets};

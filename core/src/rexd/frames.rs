@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use deskwire::jsonrpc::Id;
+use crate::jsonrpc::Id;
 
 /// The longest line that may be a raw answer's header. A header has no content, so it is a
 /// few hundred bytes plus the path (at most `PATH_MAX`, escaped); longer lines are passed on as
@@ -24,7 +24,7 @@ const MAX_HEADER: usize = 64 * 1024;
 
 /// What marks a header: the key of `raw_bytes`. Inside a JSON string a quote is always
 /// escaped, so this can only be a key.
-pub(crate) const MARK: &[u8] = b"\"raw_bytes\":";
+pub const MARK: &[u8] = b"\"raw_bytes\":";
 
 /// Why the byte stream cannot be read on: after one of these the framing is lost.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,7 +94,7 @@ struct Payload {
 
 /// See the module docs.
 #[derive(Default)]
-pub(crate) struct RawFrames {
+pub struct RawFrames {
     /// The current line while it is short enough to be a header.
     line: Vec<u8>,
     /// The current line is too long to be a header: passed on as it comes, up to its `\n`.
@@ -124,19 +124,19 @@ struct WithRawBytes {
 
 impl RawFrames {
     /// Call `id` asked for raw bytes, `max` at most.
-    pub(crate) fn expect(&mut self, id: Id, max: u64) {
+    pub fn expect(&mut self, id: Id, max: u64) {
         self.expected.insert(id, Expected { max, keep: true });
     }
 
     /// Call `id` was answered with an error: no bytes will come for it.
-    pub(crate) fn forget(&mut self, id: &Id) {
+    pub fn forget(&mut self, id: &Id) {
         self.expected.remove(id);
         self.ready.remove(id);
     }
 
     /// Call `id` is no longer wanted (dropped, or past its deadline): its bytes, if they
     /// come, are skipped.
-    pub(crate) fn drop_call(&mut self, id: &Id) {
+    pub fn drop_call(&mut self, id: &Id) {
         if let Some(e) = self.expected.get_mut(id) {
             e.keep = false;
         }
@@ -144,18 +144,18 @@ impl RawFrames {
     }
 
     /// The bytes that came after the answer to `id` (its line has been handed on).
-    pub(crate) fn take(&mut self, id: &Id) -> Option<Vec<u8>> {
+    pub fn take(&mut self, id: &Id) -> Option<Vec<u8>> {
         self.ready.remove(id)
     }
 
     /// The session negotiated raw output: output events may carry `max` bytes each.
-    pub(crate) fn allow_output(&mut self, max: u64) {
+    pub fn allow_output(&mut self, max: u64) {
         self.output_max = Some(max);
     }
 
     /// The bytes of the oldest output event handed on and not yet taken: call it once for
     /// each output event with `raw_bytes` the peer delivers, in order.
-    pub(crate) fn take_output(&mut self) -> Option<Vec<u8>> {
+    pub fn take_output(&mut self) -> Option<Vec<u8>> {
         self.outputs.pop_front()
     }
 
@@ -167,17 +167,13 @@ impl RawFrames {
 
     /// Ends the splitting: the start of a line held back (never a frame's bytes, which only
     /// come for calls announced with [`RawFrames::expect`]), for the peer.
-    pub(crate) fn into_held(self) -> Vec<u8> {
+    pub fn into_held(self) -> Vec<u8> {
         self.line
     }
 
     /// Takes bytes from the transport; hands what the peer should see to `out` (whole lines
     /// for headers, any cut for other lines).
-    pub(crate) fn feed(
-        &mut self,
-        mut bytes: &[u8],
-        out: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), FrameError> {
+    pub fn feed(&mut self, mut bytes: &[u8], out: &mut dyn FnMut(&[u8])) -> Result<(), FrameError> {
         if self.broken {
             return Err(FrameError::Broken);
         }
