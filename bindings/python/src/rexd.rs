@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use deskwire::rexd::{self as core, Method, RexdError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use rex_targets::{Endpoint, Targets, default_path};
 
 use crate::convert::{self, raw_of, to_py};
@@ -145,7 +145,82 @@ fn resolve_target<'py>(
     Ok(dict)
 }
 
+/// The raw-frame splitter (`docs/rexd-raw-frames.md`) between a `rexd --stdio` link's bytes
+/// and the JSON-RPC peer: `feed` takes what the link read and returns what the peer should
+/// see; the bytes after a raw `fs.read` answer wait under its id for `take`, those after an
+/// output event in arrival order for `take_output`. Only calls announced with `expect` may
+/// carry bytes, no more than their `max`, and output events only after `allow_output`: anything
+/// else raises `ProtocolError` (code `raw_frame`), after which the link cannot be read on.
+#[pyclass(module = "deskwire.rexd", name = "RawFrames")]
+pub struct RawFrames(std::sync::Mutex<core::frames::RawFrames>);
+
+impl RawFrames {
+    fn with<R>(&self, f: impl FnOnce(&mut core::frames::RawFrames) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+#[pymethods]
+impl RawFrames {
+    #[new]
+    fn new() -> Self {
+        RawFrames(std::sync::Mutex::new(core::frames::RawFrames::default()))
+    }
+
+    /// Takes bytes read from the link; returns the bytes the peer should see (whole lines
+    /// where a line announces raw bytes, any cut otherwise).
+    fn feed<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let mut out = Vec::with_capacity(data.len());
+        self.with(|f| f.feed(data, &mut |b| out.extend_from_slice(b)))
+            .map_err(|e| errors::protocol("raw_frame", e.to_string()))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Call `id` asked for raw bytes, `max` at most.
+    fn expect(&self, id: &Bound<'_, PyAny>, max: u64) -> PyResult<()> {
+        let id = crate::jsonrpc::id_of(id)?;
+        self.with(|f| f.expect(id, max));
+        Ok(())
+    }
+
+    /// Call `id` was answered with an error: no bytes will come for it.
+    fn forget(&self, id: &Bound<'_, PyAny>) -> PyResult<()> {
+        let id = crate::jsonrpc::id_of(id)?;
+        self.with(|f| f.forget(&id));
+        Ok(())
+    }
+
+    /// Call `id` is no longer wanted: its bytes, if they come, are skipped.
+    fn drop_call(&self, id: &Bound<'_, PyAny>) -> PyResult<()> {
+        let id = crate::jsonrpc::id_of(id)?;
+        self.with(|f| f.drop_call(&id));
+        Ok(())
+    }
+
+    /// The bytes that came after the answer to `id`, once (`None` when none came).
+    fn take<'py>(
+        &self,
+        py: Python<'py>,
+        id: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let id = crate::jsonrpc::id_of(id)?;
+        Ok(self.with(|f| f.take(&id)).map(|b| PyBytes::new(py, &b)))
+    }
+
+    /// The session negotiated raw output: output events may carry `max` bytes each.
+    fn allow_output(&self, max: u64) {
+        self.with(|f| f.allow_output(max));
+    }
+
+    /// The bytes of the oldest output event handed on and not yet taken; call it once for
+    /// each `exec.stdout`/`exec.stderr` event whose params have `raw_bytes`, in order.
+    fn take_output<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.with(|f| f.take_output()).map(|b| PyBytes::new(py, &b))
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<RawFrames>()?;
     m.add_function(wrap_pyfunction!(parse_params, m)?)?;
     m.add_function(wrap_pyfunction!(parse_result, m)?)?;
     m.add_function(wrap_pyfunction!(parse_event, m)?)?;

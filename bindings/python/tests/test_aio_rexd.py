@@ -63,6 +63,61 @@ async def test_local_rexd(root: Path) -> None:
         await exercise(client, root)
 
 
+async def raw_frames_exactly(client: RexdClient, root: Path) -> None:
+    """Over a child's stdio the session takes raw frames: command output and file bytes come
+    after their lines as they are (NULs, invalid UTF-8, newlines), exactly."""
+    assert client.session.get("raw_frames") is True and client.session.get("raw_output") is True
+    noise = os.urandom(3 * 1024 * 1024 + 7)
+    (root / "noise.bin").write_bytes(noise)
+    out = bytearray()
+    async for event in client.exec(["cat", str(root / "noise.bin")], cwd=str(root)):
+        if isinstance(event, ExecOutput):
+            assert event.stream == "stdout"
+            out += event.data
+        else:
+            assert event.exit_code == 0
+    # Past the 1 MiB cap an agent keeps: the output is cut there, never corrupted.
+    assert bytes(out) == noise[: len(out)] and len(out) >= 1024 * 1024
+    assert await client.read(str(root / "noise.bin"), length=777_777) == noise[:777_777]
+    assert await client.read(str(root / "noise.bin"), offset=len(noise) - 5) == noise[-5:]
+    assert await client.read(str(root / "noise.bin"), offset=len(noise) + 10) == b""
+
+
+async def test_raw_frames_locally_and_over_ssh(root: Path, sshd: Sshd) -> None:
+    async with await RexdClient.connect("local", rexd=rexd_path(), rexd_args=["--root", str(root)]) as client:
+        await raw_frames_exactly(client, root)
+    async with await RexdClient.connect(
+        "box", targets_file=str(sshd.targets_file), rexd_args=["--root", str(root)],
+    ) as client:
+        await raw_frames_exactly(client, root)
+
+
+async def test_a_daemon_that_lies_about_raw_bytes_is_cut_off(root: Path) -> None:
+    """A daemon that grants raw output, then announces a gigabyte after an event: the client
+    ends the link before reading or holding any of it, and the command's caller hears so."""
+    fake = root / "fake-rexd"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "while IFS= read -r line; do\n"
+        "  id=$(printf '%s' \"$line\" | sed -n 's/.*\"id\":\\([0-9]*\\).*/\\1/p')\n"
+        "  case \"$line\" in\n"
+        "  *'\"session.open\"'*) printf '{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"session_id\":\"s_1\","
+        "\"protocol\":\"rexd/1\",\"server_version\":\"fake\",\"capabilities\":[\"exec\"],\"limits\":{},"
+        "\"workspace_roots\":[\"/\"],\"raw_frames\":true,\"raw_output\":true}}\\n' \"$id\";;\n"
+        "  *'\"exec.start\"'*) printf '{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"process_id\":\"p_1\"}}\\n"
+        "{\"jsonrpc\":\"2.0\",\"method\":\"exec.stdout\",\"params\":{\"session_id\":\"s_1\",\"process_id\":\"p_1\","
+        "\"seq\":1,\"data\":\"\",\"encoding\":\"raw\",\"raw_bytes\":1000000000}}\\n' \"$id\";;\n"
+        "  esac\n"
+        "done\n"
+    )
+    fake.chmod(0o755)
+    async with await RexdClient.connect("local", rexd=str(fake)) as client:
+        assert client.session["raw_output"] is True
+        with pytest.raises(deskwire.ClosedError):
+            async for _ in client.exec(["true"]):
+                pass
+
+
 async def test_through_loopback_sshd(root: Path, sshd: Sshd) -> None:
     async with await RexdClient.connect(
         "box", targets_file=str(sshd.targets_file), rexd_args=["--root", str(root)],

@@ -1,8 +1,8 @@
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from typing_extensions import final
 
-__all__ = ['parse_params', 'parse_result', 'parse_event', 'methods', 'error_name', 'resolve_target']
+__all__ = ['parse_params', 'parse_result', 'parse_event', 'methods', 'error_name', 'resolve_target', 'RawFrames']
 
 def parse_params(method: str, params: Any = None) -> Any:
     """The params of a request to ``method``, checked against the method's type and written back in
@@ -40,3 +40,34 @@ def resolve_target(
     overrides the daemon's path, ``rexd_args`` its extra arguments (e.g. ``["--root", dir]``);
     ``resume`` starts it as ``rexd --stdio --resumable`` (the bridge to the user's agent).
     """
+
+_Id = Union[int, str, None]
+
+@final
+class RawFrames:
+    """The raw-frame splitter (``docs/rexd-raw-frames.md``) between a ``rexd --stdio`` link's bytes
+    and the JSON-RPC peer: ``feed`` takes what the link read and returns what the peer should
+    see; the bytes after a raw ``fs.read`` answer wait under its id for ``take``, those after an
+    output event in arrival order for ``take_output``. Only calls announced with ``expect`` may
+    carry bytes, no more than their ``max``, and output events only after ``allow_output``: anything
+    else raises ``ProtocolError`` (code ``raw_frame``), after which the link cannot be read on.
+    """
+    def __new__(cls) -> RawFrames: ...
+    def feed(self, data: bytes) -> bytes:
+        """Takes bytes read from the link; returns the bytes the peer should see (whole lines
+        where a line announces raw bytes, any cut otherwise).
+        """
+    def expect(self, id: _Id, max: int) -> None:
+        """Call ``id`` asked for raw bytes, ``max`` at most."""
+    def forget(self, id: _Id) -> None:
+        """Call ``id`` was answered with an error: no bytes will come for it."""
+    def drop_call(self, id: _Id) -> None:
+        """Call ``id`` is no longer wanted: its bytes, if they come, are skipped."""
+    def take(self, id: _Id) -> Optional[bytes]:
+        """The bytes that came after the answer to ``id``, once (``None`` when none came)."""
+    def allow_output(self, max: int) -> None:
+        """The session negotiated raw output: output events may carry ``max`` bytes each."""
+    def take_output(self) -> Optional[bytes]:
+        """The bytes of the oldest output event handed on and not yet taken; call it once for
+        each ``exec.stdout``/``exec.stderr`` event whose params have ``raw_bytes``, in order.
+        """

@@ -302,10 +302,44 @@ def _fs_text(method: str, result: Any) -> str:
 
 
 def _decode(params: Dict[str, Any], key: str = "data") -> bytes:
+    raw = params.get(_RAW)
+    if raw is not None:  # the bytes that followed the line (raw frames)
+        if params.get("encoding") != "raw":
+            raise ProtocolError("raw_frame", f"raw bytes as {params.get('encoding')!r}, which was not negotiated")
+        return cast(bytes, raw)
     data = params.get(key) or ""
     if params.get("encoding") == "base64":
         return base64.b64decode(data)
     return str(data).encode("utf-8")
+
+
+_RAW = "\0raw"
+"""Where a message's raw bytes are put in its params or result (no JSON key can be this)."""
+
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""The most bytes one output event may carry after its line (what one message may hold)."""
+
+
+class _Framed:
+    """The peer behind the raw-frame splitter (``docs/rexd-raw-frames.md``): what the link read
+    goes through :class:`deskwire.rexd.RawFrames` first, so the bytes after a raw answer's or
+    output event's line never reach the peer's NDJSON framing. Everything else is the peer's."""
+
+    def __init__(self, peer: jsonrpc.Peer, frames: Any) -> None:
+        self._peer = peer
+        self._frames = frames
+
+    def handle_bytes(self, now: int, data: bytes) -> None:
+        try:
+            lines = self._frames.feed(data)
+        except ProtocolError as e:
+            # The framing is lost: the link cannot be read on, as if it had ended.
+            log.warning("rexd broke the raw framing: %s", e)
+            raise ConnectionResetError(str(e)) from e
+        self._peer.handle_bytes(now, lines)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._peer, name)
 
 
 _NETWORK_SCHEMES = {"https": "wss", "wss": "wss", "http": "ws", "ws": "ws"}
@@ -400,6 +434,8 @@ class RexdClient:
         self._ptys_closed: Deque[str] = collections.deque(maxlen=256)
         self._stderr = bytearray()
         self._ended = False
+        # Over a child's stdio (rexd --stdio, ssh): the raw-frame splitter, new for each link.
+        self._frames: Any = None
         self.session: Dict[str, Any] = {}
         """The ``session.open`` result (``session_id``, ``capabilities``, ``limits``, ...)."""
         self._stderr_task: Optional[asyncio.Task[None]] = None
@@ -418,12 +454,17 @@ class RexdClient:
         """Runs the pump over the daemon's (or ssh's) stdio."""
         assert process.stdout is not None and process.stdin is not None
         self._process = process
-        self._pump = _Pump(self._peer, process.stdout, process.stdin, self._event, self._end)
+        self._frames = _rexd.RawFrames()
+        if self.session.get("raw_output"):
+            self._frames.allow_output(MAX_EVENT_BYTES)
+        engine = cast(jsonrpc.Peer, _Framed(self._peer, self._frames))
+        self._pump = _Pump(engine, process.stdout, process.stdin, self._event, self._end)
         self._stderr_task = asyncio.get_running_loop().create_task(self._read_stderr(process))
 
     def _attach(self, ws: Any) -> None:
         """Runs the pump over WebSocket ``ws``."""
         self._ws = ws
+        self._frames = None  # one JSON value per message: no bytes after a line
         closed = importlib.import_module("websockets.exceptions").ConnectionClosed
         self._ws_reader = _WsReader(ws, closed)
         # The pump only calls read(n) on its reader, which _WsReader provides.
@@ -491,6 +532,7 @@ class RexdClient:
         client_cert: Optional[str] = None,
         client_key: Optional[str] = None,
         resume: bool = False,
+        raw_frames: bool = True,
     ) -> "RexdClient":
         """Starts the daemon for ``target`` as ``rex`` does (``"local"``, a name from the
         targets file, an ``ssh://user@host[:port]`` URL, or ``None`` for the file's current
@@ -515,7 +557,13 @@ class RexdClient:
         resumes by itself, and running commands' output goes on, each event once (calls waiting
         for an answer at that moment raise :class:`deskwire.ClosedError`). Over ssh and locally
         the daemon runs as ``rexd --stdio --resumable``, a bridge to the user's rexd agent,
-        which keeps the session while no link is there (``rexd``'s ``--resume-grace-ms``)."""
+        which keeps the session while no link is there (``rexd``'s ``--resume-grace-ms``).
+
+        Over ``rexd --stdio`` (locally or through ssh) the client offers raw frames
+        (``docs/rexd-raw-frames.md``): file bytes and command output come after their JSON
+        lines as they are, not escaped or in base64, and no more than each call asked for is
+        taken; a daemon that does not know them answers as before. ``raw_frames=False`` does not
+        offer them (as ``rex --no-raw-frames``). A WebSocket carries JSON only."""
         url = _ws_url(target) if isinstance(target, str) else None
         if url is not None:
             return await cls._connect_ws(
@@ -558,7 +606,10 @@ class RexdClient:
             ) from e
         peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
         client = cls(process, peer)
+        # Raw frames: file bytes and command output after their lines, not in JSON strings.
         params: Dict[str, Any] = {"client_name": client_name}
+        if raw_frames:
+            params.update(raw_frames=True, raw_output=True)
         roots = list(workspace_roots) if workspace_roots is not None else spec["workspace_roots"]
         if roots:
             params["workspace_roots"] = roots
@@ -570,6 +621,8 @@ class RexdClient:
         except BaseException:
             await client.close()
             raise
+        if client.session.get("raw_output"):
+            client._frames.allow_output(MAX_EVENT_BYTES)
         return client
 
     @classmethod
@@ -665,6 +718,19 @@ class RexdClient:
             log.debug("rexd: %s", line.decode("utf-8", "replace").rstrip())
 
     def _event(self, event: Any) -> None:
+        if (
+            self._frames is not None
+            and isinstance(event, jsonrpc.Notification)
+            and event.method in ("exec.stdout", "exec.stderr")
+            and isinstance(event.params, dict)
+            and "raw_bytes" in event.params
+        ):
+            # Its bytes, taken in the order the lines came (even for an event dropped below).
+            raw = self._frames.take_output()
+            if raw is None:
+                log.warning("rexd announced raw bytes that did not come: %s", event.method)
+                return
+            event.params[_RAW] = raw
         if isinstance(event, jsonrpc.Notification) and isinstance(event.params, dict):
             # A resumed session sends again what may have been seen: each event once.
             seq = event.params.get("event_seq")
@@ -758,20 +824,35 @@ class RexdClient:
         :class:`deskwire.RemoteError` whose ``code`` is the spec's name (``forbidden_path``, ...)
         with ``number`` and ``data``; no answer in time raises :class:`deskwire.RequestTimeout`.
         Cancelling the awaiting task stops waiting for the answer."""
+        return await self._call(method, params)
+
+    async def _call(self, method: str, params: Optional[Dict[str, Any]], raw_max: Optional[int] = None) -> Any:
+        """:meth:`call`; with ``raw_max``, the answer may carry that many raw bytes after its line,
+        put in the result under ``_RAW``."""
         if self._ended:
             raise ClosedError("closed", "the REXD connection is closed")
         call_id = self._peer.call(now_ms(), method, params)
+        frames = self._frames if raw_max is not None else None
+        if frames is not None:
+            frames.expect(call_id, raw_max)  # before the pump can read its answer
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._calls[call_id] = future
         self._pump.kick()
         try:
             outcome = await future
         except asyncio.CancelledError:
+            if frames is not None:
+                frames.drop_call(call_id)  # its bytes, if they still come, are skipped
             if self._calls.pop(call_id, None) is not None:
                 with contextlib.suppress(LocalError):
                     self._peer.cancel(now_ms(), call_id)
                 self._pump.kick()
             raise
+        if frames is not None:
+            if isinstance(outcome, jsonrpc.Failed):
+                (frames.forget if outcome.remote else frames.drop_call)(call_id)
+            elif isinstance(outcome.result, dict) and "raw_bytes" in outcome.result:
+                outcome.result[_RAW] = frames.take(call_id) or b""
         if isinstance(outcome, jsonrpc.Failed):
             if outcome.timed_out:
                 raise RequestTimeout("timeout", f"no answer to {method} in time")
@@ -994,10 +1075,22 @@ class RexdClient:
         return text + ending, failed
 
     async def read(self, path: str, *, offset: Optional[int] = None, length: Optional[int] = None) -> bytes:
-        """The bytes of a file (``fs.read``)."""
-        result = await self.call(
+        """The bytes of a file (``fs.read``): from ``offset``, at most ``length`` and at most the
+        session's ``max_file_read_bytes``. Over a child's stdio they come as they are after the
+        answer's line (raw frames), else in base64."""
+        if self._frames is None or not self.session.get("raw_frames"):
+            result = await self.call(
+                "fs.read",
+                self._with_session({"path": path, "offset": offset, "length": length, "encoding": "base64"}),
+            )
+            return _decode(result, "content")
+        limit = (self.session.get("limits") or {}).get("max_file_read_bytes")
+        bounds = [n for n in (length, limit) if isinstance(n, int) and n >= 0]
+        most = min(bounds) if bounds else MAX_EVENT_BYTES
+        result = await self._call(
             "fs.read",
-            self._with_session({"path": path, "offset": offset, "length": length, "encoding": "base64"}),
+            self._with_session({"path": path, "offset": offset, "length": length, "encoding": "raw"}),
+            raw_max=most,
         )
         return _decode(result, "content")
 
