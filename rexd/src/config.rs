@@ -152,6 +152,10 @@ pub struct ServerSection {
     /// `error`, `warn`, `info` or `debug`: how much the daemon says on stderr.
     #[serde(default = "info")]
     pub log_level: LogLevel,
+    /// `text` (the default: `TIME rexd: LEVEL: MESSAGE`) or `json` (one JSON object a line,
+    /// `{"time","level","message"}`, for a log shipper).
+    #[serde(default)]
+    pub log_format: LogFormat,
 }
 
 impl Default for ServerSection {
@@ -159,8 +163,21 @@ impl Default for ServerSection {
         ServerSection {
             stdio: true,
             log_level: LogLevel::Info,
+            log_format: LogFormat::Text,
         }
     }
+}
+
+/// How diagnostic lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// `2026-11-29T05:00:00.123Z rexd: warn: MESSAGE` (the time left out under systemd's
+    /// journal, which stamps lines itself).
+    #[default]
+    Text,
+    /// `{"time":"2026-11-29T05:00:00.123Z","level":"warn","message":"MESSAGE"}`.
+    Json,
 }
 
 /// Diagnostic verbosity (stderr; never stdout, which carries the protocol).

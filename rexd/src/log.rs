@@ -3,14 +3,17 @@
 //! Each line starts with the time in UTC (RFC 3339, milliseconds), for an operator's tools
 //! (fail2ban and the like) to read: `2026-11-29T05:00:00.123Z rexd: warn: ...`. Under systemd,
 //! whose journal stamps every line itself (it sets `JOURNAL_STREAM`), the time is left out.
+//! With [`LogFormat::Json`] each line is one JSON object instead, time included:
+//! `{"time":"2026-11-29T05:00:00.123Z","level":"warn","message":"..."}`.
 
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::SystemTime;
 
-use crate::config::LogLevel;
+use crate::config::{LogFormat, LogLevel};
 
 static LEVEL: AtomicU8 = AtomicU8::new(LogLevel::Info as u8);
+static JSON: AtomicBool = AtomicBool::new(false);
 
 /// Whether lines carry their own time (not when the journal adds it).
 static STAMPED: LazyLock<bool> = LazyLock::new(|| std::env::var_os("JOURNAL_STREAM").is_none());
@@ -20,9 +23,21 @@ pub fn set_level(level: LogLevel) {
     LEVEL.store(level as u8, Ordering::Relaxed);
 }
 
+/// Sets the line format for the whole process.
+pub fn set_format(format: LogFormat) {
+    JSON.store(format == LogFormat::Json, Ordering::Relaxed);
+}
+
 fn say(level: LogLevel, tag: &str, message: &str) {
     if level as u8 <= LEVEL.load(Ordering::Relaxed) {
-        if *STAMPED {
+        if JSON.load(Ordering::Relaxed) {
+            let line = serde_json::json!({
+                "time": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+                "level": tag,
+                "message": message,
+            });
+            eprintln!("{line}");
+        } else if *STAMPED {
             let now = humantime::format_rfc3339_millis(SystemTime::now());
             eprintln!("{now} rexd: {tag}: {message}");
         } else {

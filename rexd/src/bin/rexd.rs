@@ -113,6 +113,10 @@ struct Args {
     /// Diagnostics on stderr: error, warn, info or debug (overrides `server.log_level`).
     #[arg(long, value_name = "LEVEL")]
     log_level: Option<String>,
+    /// How diagnostic lines look: text (`TIME rexd: LEVEL: MESSAGE`) or json (one object a line,
+    /// `{"time","level","message"}`; overrides `server.log_format`).
+    #[arg(long, value_name = "FORMAT", value_parser = ["text", "json"])]
+    log_format: Option<String>,
     /// Write the audit log here (`-` for stderr), overriding `[audit]`.
     #[arg(long, value_name = "PATH")]
     audit_log: Option<String>,
@@ -259,8 +263,14 @@ fn settings(args: &Args) -> Result<Settings, String> {
             }
         };
     }
+    match args.log_format.as_deref() {
+        Some("json") => config.server.log_format = rexd::config::LogFormat::Json,
+        Some(_) => config.server.log_format = rexd::config::LogFormat::Text,
+        None => {}
+    }
     config.validate().map_err(|e| e.to_string())?;
     rexd::log::set_level(config.server.log_level);
+    rexd::log::set_format(config.server.log_format);
     let mut settings = Settings::from_config(&config).map_err(|e| e.to_string())?;
     for warning in settings.commands.warnings() {
         rexd::log::warn(&warning);
