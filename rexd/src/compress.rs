@@ -111,6 +111,14 @@ pub fn raw_frame(bytes: &[u8]) -> Option<Vec<u8>> {
     frame_if(bytes, |n| n < bytes.len())
 }
 
+/// The size a zstd frame inflates to, as its header says (the compressor here always writes
+/// it); `None` for a frame without one or bytes that are not a frame.
+pub fn content_size(frame: &[u8]) -> Option<u64> {
+    zstd::zstd_safe::get_frame_content_size(frame)
+        .ok()
+        .flatten()
+}
+
 /// The frame of `bytes` when `pays(frame length)`; a large payload whose sample does not
 /// shrink is not compressed whole.
 fn frame_if(bytes: &[u8], pays: impl Fn(usize) -> bool) -> Option<Vec<u8>> {

@@ -999,6 +999,18 @@ impl Service {
                 proc_.finished = true;
                 proc_.exit = None;
                 self.settings.metrics.exec(&proc_.class, "launch_error");
+                if self.settings.audit.enabled() {
+                    // The start was answered (its entry says ok); that it never ran is here.
+                    let session = self.sessions.get(&p.session_id);
+                    self.settings.audit.record(
+                        Some(&p.session_id),
+                        session.map(|s| s.client.as_str()),
+                        session.and_then(|s| s.principal.as_deref()),
+                        "exec.error",
+                        json!({"process_id": proc_.id}),
+                        json!({"error": format!("cannot start: {e}"), "errno": e.raw_os_error()}),
+                    );
+                }
                 self.after_reply
                     .push(ServiceOutput::Event(Event::ExecError(ExecErrorEvent {
                         session_id: p.session_id.clone(),
@@ -1975,13 +1987,35 @@ fn emit_output(p: &mut Proc, is_err: bool, data: &[u8], outputs: &mut VecDeque<S
     outputs.push_back(ServiceOutput::Event(event));
 }
 
+/// How many bytes of the file an `fs.read` answer carries, whatever its encoding (the audit's
+/// `bytes`): a raw answer's `raw_bytes`, a string's length once decoded, what a zstd frame's
+/// header says it inflates to. `None` only for a zstd frame without one.
+fn bytes_read(r: &deskwire::rexd::FsReadResult) -> Option<u64> {
+    match (r.encoding, r.raw_bytes) {
+        (Encoding::Zstd, Some(_)) => compress::content_size(&r.raw),
+        (_, Some(n)) => Some(n),
+        // The frame's header is in the first 18 bytes: 24 base64 characters.
+        (Encoding::Zstd, None) => {
+            let head = &r.content[..r.content.len().min(24)];
+            deskwire::rexd::data::decode(head, Encoding::Base64)
+                .ok()
+                .and_then(|h| compress::content_size(&h))
+        }
+        (Encoding::Base64, None) => {
+            let padding = r.content.bytes().rev().take_while(|b| *b == b'=').count();
+            Some((r.content.len() / 4 * 3).saturating_sub(padding) as u64)
+        }
+        _ => Some(r.content.len() as u64),
+    }
+}
+
 /// A short result summary for the audit log.
 fn summarize(r: &Response) -> Value {
     match r {
         Response::ExecStart(x) => json!({"ok": true, "process_id": x.process_id}),
         Response::PtyOpen(x) => json!({"ok": true, "pty_id": x.pty_id, "process_id": x.process_id}),
         Response::FsRead(x) => {
-            json!({"ok": true, "bytes": x.content.len(), "truncated": x.truncated})
+            json!({"ok": true, "bytes": bytes_read(x), "truncated": x.truncated})
         }
         Response::FsWrite(x) => {
             json!({"ok": true, "bytes_written": x.bytes_written, "created": x.created})

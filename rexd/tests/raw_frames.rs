@@ -848,3 +848,87 @@ fn the_client_runs_commands_with_raw_output_over_stdio() {
     };
     client_runs_commands_exactly(&spec, &compressed, &root);
 }
+
+/// The audit's `bytes` for an `fs.read` is what was read from the file, whatever the answer's
+/// encoding (a raw read said 0, a base64 one its string's length); a launch that failed has an
+/// `exec.error` entry with its errno.
+#[test]
+fn the_audit_counts_bytes_read_in_every_encoding_and_failed_launches() {
+    let (_tmp, root) = root();
+    std::fs::write(root.join("noise.bin"), random(3000)).unwrap();
+    std::fs::write(root.join("text.txt"), text(100_000)).unwrap();
+    std::fs::write(root.join("bad-interpreter"), "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(
+        root.join("bad-interpreter"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let config = config(&root, 1 << 20);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args(["--stdio", "--config", config.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut w = Wire {
+        stdin: child.stdin.take().unwrap(),
+        out: BufReader::new(child.stdout.take().unwrap()),
+        child,
+        next_id: 1,
+    };
+    let sid = w.open(json!({"client_name": "audit", "raw_frames": true, "compression": ["zstd"]}));
+    let reads = [
+        ("noise.bin", "raw", 3000),
+        ("noise.bin", "base64", 3000),
+        ("text.txt", "raw", 100_000),  // comes as a raw zstd frame
+        ("text.txt", "zstd", 100_000), // the base64 of a zstd frame
+        ("text.txt", "utf8", 100_000),
+    ];
+    for (file, encoding, _) in reads {
+        let f = w.call(
+            "fs.read",
+            json!({"session_id": sid, "path": file, "encoding": encoding}),
+        );
+        assert!(f.msg.get("result").is_some(), "{}", f.msg);
+    }
+    let failed = w.call(
+        "exec.start",
+        json!({"session_id": sid, "argv": [root.join("bad-interpreter")]}),
+    );
+    let pid = failed.msg["result"]["process_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    loop {
+        let f = w.frame();
+        if f.msg["method"] == "exec.error" {
+            break;
+        }
+    }
+    drop(w);
+    let entries: Vec<Value> = std::fs::read_to_string(root.join("audit.log"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let counted: Vec<u64> = entries
+        .iter()
+        .filter(|e| e["method"] == "fs.read")
+        .map(|e| e["result"]["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counted, reads.map(|r| r.2), "{entries:?}");
+    let error = entries
+        .iter()
+        .find(|e| e["method"] == "exec.error")
+        .unwrap_or_else(|| panic!("no exec.error entry: {entries:?}"));
+    assert_eq!(error["params"]["process_id"], pid.as_str());
+    assert_eq!(error["result"]["errno"], 2, "{error}");
+    assert!(
+        error["result"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot start"),
+        "{error}"
+    );
+}
