@@ -98,6 +98,14 @@ impl Metrics {
             auth_failures: Family::default(),
         };
         registry.register(
+            "build",
+            "The daemon's version",
+            prometheus_client::metrics::info::Info::new(vec![(
+                "version",
+                env!("CARGO_PKG_VERSION"),
+            )]),
+        );
+        registry.register(
             "sessions_opened",
             "Sessions opened",
             m.sessions_opened.clone(),

@@ -938,3 +938,79 @@ fn compression_over_websocket() {
         "{reads:?}"
     );
 }
+
+/// A token with scope `metrics` reads `/metrics` and nothing else (403, logged); `/healthz`
+/// answers without a token; the metrics carry `rexd_build_info`.
+#[test]
+fn a_metrics_token_reads_metrics_only_and_health_needs_no_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let place = Place::new("net-scopes");
+    let scraper = "aaaabbbbccccddddeeeeffff00001111";
+    let tokens = place.path().join("scoped-tokens");
+    std::fs::write(
+        &tokens,
+        format!("alice:{TOKEN}\nprometheus:{scraper}:metrics\nbob:{OTHER_TOKEN}:all\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let d = Daemon::start(&place, &["--token-file", tokens.to_str().unwrap()]);
+    let bearer = |t: &str| format!("Authorization: Bearer {t}");
+    let metrics = curl(&["-H", &bearer(scraper), &format!("{}/metrics", d.url)]);
+    assert_eq!(metrics.status, 200, "{metrics:?}");
+    assert!(
+        metrics.body.contains(&format!(
+            "rexd_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{}",
+        metrics.body
+    );
+    let rpc = curl(&[
+        "-H",
+        &bearer(scraper),
+        "-H",
+        "Content-Type: application/json",
+        "--data-binary",
+        r#"{"jsonrpc":"2.0","id":1,"method":"session.open","params":{"client_name":"x"}}"#,
+        &format!("{}/rpc", d.url),
+    ]);
+    assert_eq!(rpc.status, 403, "{rpc:?}");
+    assert!(
+        rpc.body.contains("may only read /metrics (scope metrics)"),
+        "{rpc:?}"
+    );
+    let ws = curl(&["-H", &bearer(scraper), &format!("{}/ws", d.url)]);
+    assert_eq!(ws.status, 403, "{ws:?}");
+    d.wait_for_log("prometheus's token may only read /metrics");
+    // Tokens without a scope, or with `all`, do everything.
+    for token in [TOKEN, OTHER_TOKEN] {
+        let r = curl(&[
+            "-H",
+            &bearer(token),
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            r#"{"jsonrpc":"2.0","id":1,"method":"session.open","params":{"client_name":"x"}}"#,
+            &format!("{}/rpc", d.url),
+        ]);
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let health = curl(&[&format!("{}/healthz", d.url)]);
+    assert_eq!(
+        (health.status, health.body.as_str()),
+        (200, "ok\n"),
+        "{health:?}"
+    );
+    let nothing = curl(&[&format!("{}/metrics", d.url)]);
+    assert_eq!(nothing.status, 401);
+    // An unknown scope is refused at start, naming the line.
+    std::fs::write(&tokens, format!("alice:{TOKEN}:admin\n")).unwrap();
+    let (code, err) = refused(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--token-file",
+        tokens.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("line 1: unknown scope \"admin\""), "{err}");
+}

@@ -1,8 +1,10 @@
 //! Who may talk to `rexd --listen`: bearer tokens from a file, client certificates (mTLS), or
 //! both; and what the audit log calls the client.
 //!
-//! The token file has one token a line, `LABEL:TOKEN`; the label names the client in the audit
-//! log (`principal`). Blank lines and lines starting with `#` are skipped. Tokens are at least
+//! The token file has one token a line, `LABEL:TOKEN`, or `LABEL:TOKEN:SCOPE`; the label names
+//! the client in the audit log (`principal`), and the scope says what the token may do: `all`
+//! (the default) or `metrics` (only `GET /metrics`, for a Prometheus scraper). Blank lines and
+//! lines starting with `#` are skipped. Tokens are at least
 //! 16 bytes; labels are `[A-Za-z0-9._@-]{1,64}`. The file must not be readable by group or
 //! others (as ssh insists for private keys), since whoever reads it can run commands.
 //!
@@ -59,15 +61,34 @@ pub enum TokenFileError {
     },
 }
 
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything a client may do (`all`, the default).
+    All,
+    /// Only `GET /metrics` (`metrics`).
+    Metrics,
+}
+
+impl Scope {
+    fn parse(word: &str) -> Option<Scope> {
+        match word {
+            "all" => Some(Scope::All),
+            "metrics" => Some(Scope::Metrics),
+            _ => None,
+        }
+    }
+}
+
 /// The configured tokens, hashed.
 #[derive(Clone)]
 pub struct Tokens {
-    entries: Vec<(String, [u8; 32])>,
+    entries: Vec<(String, [u8; 32], Scope)>,
 }
 
 impl std::fmt::Debug for Tokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let labels: Vec<&str> = self.entries.iter().map(|(l, _)| l.as_str()).collect();
+        let labels: Vec<&str> = self.entries.iter().map(|(l, _, _)| l.as_str()).collect();
         f.debug_struct("Tokens").field("labels", &labels).finish()
     }
 }
@@ -102,7 +123,7 @@ impl Tokens {
 
     /// Parses token file text; `path` only names the source in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Tokens, TokenFileError> {
-        let mut entries: Vec<(String, [u8; 32])> = Vec::new();
+        let mut entries: Vec<(String, [u8; 32], Scope)> = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let bad = |reason: &str| TokenFileError::Line {
                 path: path.to_owned(),
@@ -115,7 +136,21 @@ impl Tokens {
             }
             let (label, token) = line
                 .split_once(':')
-                .ok_or_else(|| bad("expected LABEL:TOKEN"))?;
+                .ok_or_else(|| bad("expected LABEL:TOKEN or LABEL:TOKEN:SCOPE"))?;
+            // A last `:WORD` that is a scope's name is the scope (a token is hex or base64).
+            let (token, scope) = match token.rsplit_once(':') {
+                Some((t, word)) if word.bytes().all(|b| b.is_ascii_lowercase()) => {
+                    match Scope::parse(word) {
+                        Some(scope) => (t, scope),
+                        None => {
+                            return Err(bad(&format!(
+                                "unknown scope {word:?}: a token's scope is all (the default) or metrics"
+                            )));
+                        }
+                    }
+                }
+                _ => (token, Scope::All),
+            };
             if !label_ok(label) {
                 return Err(bad("the label must be 1-64 of [A-Za-z0-9._@-]"));
             }
@@ -130,10 +165,10 @@ impl Tokens {
             {
                 return Err(bad("the token holds whitespace or control characters"));
             }
-            if entries.iter().any(|(l, _)| l == label) {
+            if entries.iter().any(|(l, _, _)| l == label) {
                 return Err(bad(&format!("label {label:?} is used twice")));
             }
-            entries.push((label.to_owned(), digest(token.as_bytes())));
+            entries.push((label.to_owned(), digest(token.as_bytes()), scope));
         }
         if entries.is_empty() {
             return Err(TokenFileError::Empty {
@@ -143,14 +178,15 @@ impl Tokens {
         Ok(Tokens { entries })
     }
 
-    /// The label of the token `presented` is, if any; constant time in the token's content.
-    pub fn check(&self, presented: &[u8]) -> Option<&str> {
+    /// The label and scope of the token `presented` is, if any; constant time in the token's
+    /// content.
+    pub fn check(&self, presented: &[u8]) -> Option<(&str, Scope)> {
         let want = digest(presented);
-        let mut found: Option<&str> = None;
-        for (label, hash) in &self.entries {
+        let mut found: Option<(&str, Scope)> = None;
+        for (label, hash, scope) in &self.entries {
             // No early exit: every entry is compared whatever matched before.
             if bool::from(hash.ct_eq(&want)) {
-                found = Some(label);
+                found = Some((label, *scope));
             }
         }
         found
@@ -173,14 +209,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn scopes_follow_the_token() {
+        let t = Tokens::parse(
+            "a:0123456789abcdef0123:metrics\nb:fedcba9876543210fedc:all\nc:0000111122223333\n",
+            Path::new("t"),
+        )
+        .unwrap();
+        assert_eq!(
+            t.check(b"0123456789abcdef0123"),
+            Some(("a", Scope::Metrics))
+        );
+        assert_eq!(t.check(b"fedcba9876543210fedc"), Some(("b", Scope::All)));
+        assert_eq!(t.check(b"0000111122223333"), Some(("c", Scope::All)));
+        // The scope is not part of the token.
+        assert_eq!(t.check(b"0123456789abcdef0123:metrics"), None);
+        let e = Tokens::parse("a:0123456789abcdef0123:root\n", Path::new("t")).unwrap_err();
+        assert!(e.to_string().contains("unknown scope \"root\""), "{e}");
+    }
+
+    #[test]
     fn tokens_parse_and_match_by_label() {
         let t = Tokens::parse(
             "# clients\n\nalice:0123456789abcdef0123\n bob:fedcba9876543210fedc \n",
             Path::new("t"),
         )
         .unwrap();
-        assert_eq!(t.check(b"0123456789abcdef0123"), Some("alice"));
-        assert_eq!(t.check(b"fedcba9876543210fedc"), Some("bob"));
+        assert_eq!(
+            t.check(b"0123456789abcdef0123"),
+            Some(("alice", Scope::All))
+        );
+        assert_eq!(t.check(b"fedcba9876543210fedc"), Some(("bob", Scope::All)));
         assert_eq!(t.check(b"0123456789abcdef012"), None);
         assert_eq!(t.check(b""), None);
     }

@@ -263,8 +263,12 @@ enum Refusal {
 }
 
 impl Auth {
-    /// The principal of a request.
-    fn principal(&self, headers: &HeaderMap, peer: &Peer) -> Result<String, Refusal> {
+    /// The principal of a request, and what its token may do (a certificate: everything).
+    fn principal(
+        &self,
+        headers: &HeaderMap,
+        peer: &Peer,
+    ) -> Result<(String, auth::Scope), Refusal> {
         let subject = match (self.mtls, &peer.cert_subject) {
             (true, Some(Ok(s))) => Some(s.clone()),
             (true, Some(Err(e))) => return Err(Refusal::Certificate(e.clone())),
@@ -278,19 +282,15 @@ impl Auth {
                     .get(header::AUTHORIZATION)
                     .and_then(|v| auth::bearer(v.as_bytes()))
                     .ok_or(Refusal::Unauthorized)?;
-                Some(
-                    tokens
-                        .check(presented)
-                        .ok_or(Refusal::Unauthorized)?
-                        .to_owned(),
-                )
+                let (label, scope) = tokens.check(presented).ok_or(Refusal::Unauthorized)?;
+                Some((label.to_owned(), scope))
             }
             None => None,
         };
         match (label, subject) {
-            (Some(l), Some(s)) => Ok(format!("{l} ({s})")),
-            (Some(l), None) => Ok(l),
-            (None, Some(s)) => Ok(s),
+            (Some((l, scope)), Some(s)) => Ok((format!("{l} ({s})"), scope)),
+            (Some((l, scope)), None) => Ok((l, scope)),
+            (None, Some(s)) => Ok((s, auth::Scope::All)),
             (None, None) => Err(Refusal::Unauthorized),
         }
     }
@@ -477,6 +477,8 @@ async fn run(
             Arc::clone(&state),
             authenticate,
         ))
+        // Added after the layer: a load balancer's or systemd's health check needs no token.
+        .route("/healthz", get(healthz))
         .with_state(Arc::clone(&state));
     let scheme = if tls.is_some() { "https" } else { "http" };
     // The one line on stdout: where to connect (with `--listen HOST:0`, the port chosen).
@@ -852,6 +854,12 @@ async fn serve_connection<S>(
 }
 
 /// `401` with nothing more than RFC 6750 asks for.
+/// `GET /healthz`, without authentication: `200 ok` while the daemon serves (it says nothing
+/// else, so it tells a stranger nothing).
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
 fn unauthorized() -> Response {
     let mut r = StatusCode::UNAUTHORIZED.into_response();
     r.headers_mut()
@@ -893,7 +901,17 @@ async fn authenticate(
     }
     let peer = req.extensions().get::<Peer>().cloned().unwrap_or_default();
     match state.auth.principal(req.headers(), &peer) {
-        Ok(p) => {
+        Ok((p, auth::Scope::Metrics)) if req.uri().path() != "/metrics" => {
+            state.metrics.auth_failure("scope");
+            let why = format!(
+                "{p}'s token may only read /metrics (scope metrics), not {} {}",
+                req.method(),
+                req.uri().path()
+            );
+            refused(&state, &req, &why);
+            (StatusCode::FORBIDDEN, format!("{why}\n")).into_response()
+        }
+        Ok((p, _)) => {
             if let Some(slot) = req.extensions().get::<Arc<ConnSlot>>()
                 && let Err(open) = slot.claim(&p, &state.principal_conns)
             {
