@@ -170,8 +170,9 @@ impl Roots {
         let outside = || {
             forbidden().with_message(format!(
                 "Path is outside allowed roots: {path} is not under {}, the daemon's --root \
-                 directories or the session's narrower workspace_roots (through rex: \
-                 --rexd-arg=--root --rexd-arg=DIR)",
+                 directories or the session's narrower workspace_roots (a daemon rex starts: \
+                 --rexd-arg=--root --rexd-arg=DIR; rexd --listen: its operator's --root or \
+                 [[security.allowed_roots]])",
                 self.paths().join(", ")
             ))
         };
@@ -205,8 +206,9 @@ impl Roots {
             let forbidden = || {
                 ErrorObject::forbidden_path(want, &self.paths()).with_message(format!(
                     "workspace root {want} is outside the daemon's roots ({}): a session can \
-                     only narrow them; start rexd with --root {want} (through rex: \
-                     --rexd-arg=--root --rexd-arg={want})",
+                     only narrow them; start rexd with --root {want} (a daemon rex starts: \
+                     --rexd-arg=--root --rexd-arg={want}; rexd --listen: its operator adds the \
+                     root)",
                     self.paths().join(", ")
                 ))
             };
@@ -250,10 +252,15 @@ mod tests {
             let e = roots.resolve(&root, bad).unwrap_err();
             assert_eq!(e.code_as(), Some(ErrorCode::ForbiddenPath), "{bad}");
         }
-        // Outside every root, the refusal names the flag that widens them; the data stays
-        // REXD's (path, allowed_roots).
+        // Outside every root, the refusal names the flag that widens them, for a daemon rex
+        // starts and for one an operator runs; the data stays REXD's (path, allowed_roots).
         let e = roots.resolve(&root, "/etc/hostname").unwrap_err();
         assert!(e.message.contains("--rexd-arg=--root"), "{}", e.message);
+        assert!(
+            e.message.contains("rexd --listen: its operator's --root"),
+            "{}",
+            e.message
+        );
         assert!(
             e.data
                 .as_ref()

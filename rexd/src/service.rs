@@ -862,7 +862,8 @@ impl Service {
             return Err(err(
                 ErrorCode::UnsupportedCapability,
                 "shell mode is disabled on this daemon (security.allow_shell): start rexd with \
-                 --allow-shell (through rex: --rexd-arg=--allow-shell)",
+                 --allow-shell or security.allow_shell = true (a daemon rex starts: \
+                 --rexd-arg=--allow-shell; rexd --listen: its operator's choice)",
             ));
         }
         let running = s
