@@ -421,6 +421,42 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// The sample config the .deb ships sets every key the reference documents, and every key
+    /// it sets is in the reference (docs/rexd-config.md).
+    #[test]
+    fn the_full_sample_loads_and_its_keys_are_documented() {
+        let text = include_str!("../examples/rexd.toml");
+        let c = Config::from_toml(text, Path::new("rexd.toml")).unwrap();
+        assert_eq!(c.server.log_format, LogFormat::Text);
+        assert!(c.policy.is_some() && c.audit.enabled);
+        let reference = include_str!("../../docs/rexd-config.md");
+        fn keys(v: &toml::Value, out: &mut Vec<String>) {
+            match v {
+                toml::Value::Table(t) => {
+                    for (k, v) in t {
+                        out.push(k.clone());
+                        keys(v, out);
+                    }
+                }
+                toml::Value::Array(a) => a.iter().for_each(|v| keys(v, out)),
+                _ => {}
+            }
+        }
+        let mut all = Vec::new();
+        keys(&toml::from_str::<toml::Value>(text).unwrap(), &mut all);
+        // Class names are the sample's own, not keys of the format.
+        let own = ["read", "build", "destructive"];
+        for key in all.iter().filter(|k| !own.contains(&k.as_str())) {
+            assert!(
+                reference.contains(&format!("`{key}`"))
+                    || reference.contains(&format!("[{key}]"))
+                    || reference.contains(&format!("[[policy.{key}]]"))
+                    || reference.contains(&format!("[[security.{key}]]")),
+                "docs/rexd-config.md does not describe `{key}`"
+            );
+        }
+    }
+
     #[test]
     fn spec_example_parses_as_is() {
         let text = include_str!("../examples/config.toml");

@@ -173,6 +173,10 @@ chroot "$deb_root" rexd --version | tee "$work/deb-version"
 chroot "$deb_root" rex --help | sed -n 1,3p
 chroot "$deb_root" test -f /lib/systemd/system/rexd.service -o -f /usr/lib/systemd/system/rexd.service
 chroot "$deb_root" test -f /usr/share/doc/rexd/THIRD-PARTY-LICENSES.txt
+# The sample config it ships is valid (its root and audit directory made first).
+chroot "$deb_root" sh -c 'mkdir -p /srv/app /var/log/rexd &&
+  rexd --config /usr/share/doc/rexd/examples/rexd.toml --stdio --check-config' | tee "$work/deb-check"
+grep -q "the configuration is valid" "$work/deb-check"
 # /etc/rexd is where the unit reads the secret from; its README says what to put there.
 chroot "$deb_root" grep -q /etc/rexd/secret /etc/rexd/README
 synopsis=$(dpkg-deb --field "dist/rexd_${version}-1_amd64.deb" Description | sed -n 1p)
