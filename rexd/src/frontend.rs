@@ -21,7 +21,7 @@ use mio::event::Event;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::service::{Service, TOKEN_BASE};
+use crate::service::{Service, SessionEnd, TOKEN_BASE};
 use crate::sys;
 
 /// Bytes waiting for the output above which neither input nor children's output is read.
@@ -223,6 +223,8 @@ pub fn serve(
     let mut input_ready = true;
     let mut output_broken = false;
     let mut shutdown_deadline: Option<u64> = None;
+    // The end of the input (or of our output) is the client going away; a signal, a stop.
+    let mut end_cause = SessionEnd::Disconnected;
 
     loop {
         let now = now_ms();
@@ -244,7 +246,7 @@ pub fn serve(
             }
         }
         if !input_open && shutdown_deadline.is_none() {
-            frontend.service().shutdown(now);
+            frontend.service().shutdown(now, end_cause);
             shutdown_deadline = Some(now + kill_grace_ms + 1000);
         }
         // 2. Requests in, replies and events out, in order.
@@ -297,6 +299,7 @@ pub fn serve(
                             sys::signal_name(signal)
                         ));
                         input_open = false;
+                        end_cause = SessionEnd::Shutdown;
                     }
                 }
                 t if is_child_token(t) => {

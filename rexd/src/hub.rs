@@ -51,7 +51,7 @@ use mio::{Events, Poll, Token, Waker};
 use serde_json::json;
 
 use crate::frontend::{child_readiness, is_child_token, wait};
-use crate::service::{Service, ServiceOutput, Settings};
+use crate::service::{Service, ServiceOutput, SessionEnd, Settings};
 use crate::stdio::remote_error;
 
 const WAKER: Token = Token(0);
@@ -551,7 +551,7 @@ impl Hub {
     fn begin_shutdown(&mut self, now: u64) {
         if self.shutting_down.is_none() {
             crate::log::info("ending every process, then exiting");
-            self.service.shutdown(now);
+            self.service.shutdown(now, SessionEnd::Shutdown);
             self.sessions.clear();
             self.shutting_down = Some(now + self.service.kill_grace_ms() + 1000);
         }
@@ -594,7 +594,8 @@ impl Hub {
                 }
                 None => {
                     self.sessions.remove(&id);
-                    self.service.close_session_now(now, &id);
+                    self.service
+                        .close_session_now(now, &id, SessionEnd::Disconnected);
                 }
             }
         }
@@ -915,7 +916,8 @@ impl Hub {
         let Some(conn) = self.handles.remove(&handle) else {
             // Its connection is gone; a session it opened must not be left behind.
             if let Ok(Response::SessionOpen(r)) = &result {
-                self.service.close_session_now(now, &r.session_id);
+                self.service
+                    .close_session_now(now, &r.session_id, SessionEnd::Disconnected);
             }
             return;
         };
@@ -1108,8 +1110,11 @@ impl Hub {
             crate::log::info(&format!(
                 "session {id}: nobody came back in time, closed (its processes end)"
             ));
-            self.sessions.remove(&id);
-            self.service.close_session_now(now, &id);
+            let cause = match self.sessions.remove(&id).and_then(|s| s.replay) {
+                Some(_) => SessionEnd::NotResumed,
+                None => SessionEnd::Idle,
+            };
+            self.service.close_session_now(now, &id, cause);
         }
     }
 

@@ -326,6 +326,7 @@ impl Executor {
 
     /// Ends every command (the host is shutting down).
     pub fn shutdown(&mut self, now: u64) {
-        self.service.shutdown(now);
+        self.service
+            .shutdown(now, crate::service::SessionEnd::Shutdown);
     }
 }

@@ -78,6 +78,34 @@ pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.
 /// The version announced in `session.open`.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Why a session ended: the `cause` of its `session.end` audit entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// `session.close`.
+    Closed,
+    /// Its client's connection ended (the end of stdin, a dropped WebSocket).
+    Disconnected,
+    /// A session of pointed calls (`POST /rpc`) had none for its idle time.
+    Idle,
+    /// A resumable session was not resumed within its grace.
+    NotResumed,
+    /// The daemon was told to stop (`SIGTERM`, `SIGINT`, `SIGHUP`).
+    Shutdown,
+}
+
+impl SessionEnd {
+    /// The name in the audit entry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionEnd::Closed => "close",
+            SessionEnd::Disconnected => "disconnect",
+            SessionEnd::Idle => "idle",
+            SessionEnd::NotResumed => "not_resumed",
+            SessionEnd::Shutdown => "shutdown",
+        }
+    }
+}
+
 /// What a service runs with.
 #[derive(Debug)]
 pub struct Settings {
@@ -754,14 +782,24 @@ impl Service {
 
     fn session_close(&mut self, now: u64, p: SessionCloseParams) -> OpResult<OkResult> {
         self.session(&p.session_id)?;
-        self.close_session(now, &p.session_id, false);
+        self.close_session(now, &p.session_id, false, SessionEnd::Closed);
         Ok(OkResult { ok: true })
     }
 
-    fn close_session(&mut self, now: u64, id: &str, kill_detached: bool) {
+    fn close_session(&mut self, now: u64, id: &str, kill_detached: bool, cause: SessionEnd) {
         let Some(session) = self.sessions.remove(id) else {
             return;
         };
+        if self.settings.audit.enabled() {
+            self.settings.audit.record(
+                Some(id),
+                Some(&session.client),
+                session.principal.as_deref(),
+                "session.end",
+                json!({}),
+                json!({"cause": cause.as_str(), "processes": session.procs.len()}),
+            );
+        }
         for pid in session.procs {
             let Some(proc_) = self.procs.get_mut(&pid) else {
                 continue;
@@ -1547,12 +1585,12 @@ impl Service {
 
     /// Closes `session` as `session.close` would (its attached processes end; detached ones
     /// run on), for a host whose client for it went away. `false` if there is no such session.
-    pub fn close_session_now(&mut self, now: u64, session: &str) -> bool {
+    pub fn close_session_now(&mut self, now: u64, session: &str, cause: SessionEnd) -> bool {
         if !self.sessions.contains_key(session) {
             return false;
         }
         self.paused.remove(session);
-        self.close_session(now, session, false);
+        self.close_session(now, session, false, cause);
         self.update_gauges();
         true
     }
@@ -1834,12 +1872,13 @@ impl Service {
         self.outputs.pop_front()
     }
 
-    /// Closes every session (the client went away): every process is terminated, detached
-    /// ones too (a detached process outlives its session, not the daemon).
-    pub fn shutdown(&mut self, now: u64) {
+    /// Closes every session (the client went away, or the daemon is told to stop: `cause`):
+    /// every process is terminated, detached ones too (a detached process outlives its
+    /// session, not the daemon).
+    pub fn shutdown(&mut self, now: u64, cause: SessionEnd) {
         let ids: Vec<String> = self.sessions.keys().cloned().collect();
         for id in ids {
-            self.close_session(now, &id, true);
+            self.close_session(now, &id, true, cause);
         }
     }
 
