@@ -224,6 +224,7 @@ fn connection(stream: UnixStream, hub: HubHandle, max_line: usize) {
     let uid = unsafe { libc::getuid() };
     let info = ConnInfo {
         principal: format!("uid {uid}"),
+        address: None,
         kind: ConnKind::Stream,
         // The bridge copies bytes as they are: raw frames pass.
         byte_stream: true,

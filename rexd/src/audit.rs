@@ -4,7 +4,7 @@
 //! Each entry has `ts` (RFC 3339, UTC), `session_id`, `client` (the session's `client_name`,
 //! which the client chose), `principal` (who the transport authenticated: a token's label or a
 //! client certificate's subject over `--listen`; absent over stdio, where the client is whoever
-//! started the daemon), `method`, `params` (redacted: file contents, input data, stdin and environment values are
+//! started the daemon), `address` (where the client connects from, when known), `method`, `params` (redacted: file contents, input data, stdin and environment values are
 //! replaced by their size, commands and paths are kept because they are what an auditor wants)
 //! and `result` (a summary: `ok`, an error code and message, or an exit status).
 
@@ -15,6 +15,17 @@ use std::time::SystemTime;
 use serde_json::{Value, json};
 
 use crate::sys;
+
+/// Who an entry is about: the principal the transport authenticated, and where the client
+/// connects from (`IP:PORT`: a `--listen` client's address, or over ssh the client end of
+/// `$SSH_CONNECTION`). Each is left out of the entry when unknown.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Who<'a> {
+    /// A token's label or a certificate's subject.
+    pub principal: Option<&'a str>,
+    /// `IP:PORT`.
+    pub address: Option<&'a str>,
+}
 
 /// Where audit entries go.
 pub struct Audit {
@@ -74,7 +85,7 @@ impl Audit {
         &mut self,
         session_id: Option<&str>,
         client: Option<&str>,
-        principal: Option<&str>,
+        who: Who<'_>,
         method: &str,
         params: Value,
         result: Value,
@@ -90,8 +101,11 @@ impl Audit {
             "params": redact(params),
             "result": result,
         });
-        if let Some(principal) = principal {
+        if let Some(principal) = who.principal {
             entry["principal"] = Value::String(principal.to_owned());
+        }
+        if let Some(address) = who.address {
+            entry["address"] = Value::String(address.to_owned());
         }
         let mut line = entry.to_string();
         line.push('\n');

@@ -79,6 +79,9 @@ pub enum ConnKind {
 pub struct ConnInfo {
     /// The authenticated client: a token's label or a certificate's subject.
     pub principal: String,
+    /// Where the client connects from (`IP:PORT`), for the audit; `None` when unknown (the
+    /// agent's bridges).
+    pub address: Option<String>,
     /// Stream or pointed.
     pub kind: ConnKind,
     /// The connection is a plain byte stream (the agent's Unix socket, which a
@@ -850,6 +853,7 @@ impl Hub {
         // A session.open from this connection may be granted raw frames only if it can
         // carry them.
         self.service.set_byte_stream(c.info.byte_stream);
+        self.service.set_address(c.info.address.clone());
         self.service
             .call_from(now, handle, request, Some(&principal));
         self.route(now);
@@ -1255,6 +1259,7 @@ mod tests {
             let conn = hub.next_conn();
             let info = ConnInfo {
                 principal: who.into(),
+                address: None,
                 kind,
                 byte_stream: false,
             };
@@ -1345,6 +1350,7 @@ mod tests {
                 conn,
                 info: ConnInfo {
                     principal: "p".into(),
+                    address: None,
                     kind: ConnKind::Stream,
                     byte_stream,
                 },
@@ -1398,6 +1404,7 @@ mod tests {
             conn,
             info: ConnInfo {
                 principal: "p".into(),
+                address: None,
                 kind: ConnKind::Stream,
                 byte_stream: false,
             },
@@ -1443,6 +1450,7 @@ mod tests {
             conn: c2,
             info: ConnInfo {
                 principal: "p".into(),
+                address: None,
                 kind: ConnKind::Pointed,
                 byte_stream: false,
             },

@@ -883,7 +883,8 @@ pub fn serve_as(
     let grace = settings.limits.kill_grace_ms;
     let allow_shell = settings.allow_shell;
     let cap = settings.limits.max_output_bytes;
-    let service = Service::new(settings, poll.registry().try_clone()?);
+    let mut service = Service::new(settings, poll.registry().try_clone()?);
+    service.set_address(crate::service::ssh_client_address());
     let mut server = McpServer::new(service, allow_shell, cap).with_principal(principal);
     frontend::serve(&mut server, &mut poll, grace, input, output)
 }

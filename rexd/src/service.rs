@@ -56,7 +56,7 @@ use serde_json::{Value, json};
 
 use std::sync::Arc;
 
-use crate::audit::Audit;
+use crate::audit::{Audit, Who};
 use crate::compress;
 use crate::config::{Action, Config, LimitsSection};
 use crate::fsops::{self, FsContext};
@@ -195,6 +195,8 @@ struct Session {
     /// Who the transport authenticated (a token's label, a certificate's subject); `None` on
     /// stdio, where the client is whoever started the daemon.
     principal: Option<String>,
+    /// Where its client connects from (`IP:PORT`), for the audit; `None` when unknown.
+    address: Option<String>,
     roots: Roots,
     cwd: PathBuf,
     limits: Limits,
@@ -364,6 +366,8 @@ pub struct Service {
     paused: BTreeSet<String>,
     /// The principal of the call being made (for `session.open`).
     opening_principal: Option<String>,
+    /// Where the client of the call being handled connects from ([`Service::set_address`]).
+    opening_address: Option<String>,
     /// The policy's decision on the exec being started, for its audit entry.
     last_decision: Option<Decision>,
     /// Resumable sessions may be opened (the host keeps them across connections).
@@ -418,6 +422,7 @@ impl Service {
             after_reply: Vec::new(),
             paused: BTreeSet::new(),
             opening_principal: None,
+            opening_address: None,
             last_decision: None,
             resumable: false,
             byte_stream: false,
@@ -458,14 +463,15 @@ impl Service {
     pub fn note_resumed(&mut self, session: &str, last_seq: u64, lost: u64) {
         self.settings.metrics.sessions_resumed.inc();
         if self.settings.audit.enabled() {
-            let (client, who) = match self.sessions.get(session) {
-                Some(s) => (Some(s.client.clone()), s.principal.clone()),
-                None => (None, None),
-            };
+            let client = self.sessions.get(session).map(|s| s.client.clone());
+            let (principal, address) = self.who_of(Some(session));
             self.settings.audit.record(
                 Some(session),
                 client.as_deref(),
-                who.as_deref(),
+                Who {
+                    principal: principal.as_deref(),
+                    address: address.as_deref(),
+                },
                 "session.resume",
                 json!({"session_id": session, "last_seq": last_seq}),
                 json!({"ok": true, "lost": lost}),
@@ -484,6 +490,22 @@ impl Service {
     /// that asks.
     pub fn set_byte_stream(&mut self, on: bool) {
         self.byte_stream = on;
+    }
+
+    /// Where the client of the next calls connects from (`IP:PORT`; the hub sets it per call
+    /// for its connection): a session opened then keeps it for its audit entries. Over stdio
+    /// it is the client end of `$SSH_CONNECTION`, when rexd runs under ssh.
+    pub fn set_address(&mut self, address: Option<String>) {
+        self.opening_address = address;
+    }
+
+    /// Who a session's audit entries are about (the values of the call being handled for an
+    /// unknown session).
+    fn who_of(&self, session: Option<&str>) -> (Option<String>, Option<String>) {
+        match session.and_then(|s| self.sessions.get(s)) {
+            Some(s) => (s.principal.clone(), s.address.clone()),
+            None => (self.opening_principal.clone(), self.opening_address.clone()),
+        }
     }
 
     /// The daemon's roots.
@@ -555,15 +577,14 @@ impl Service {
                         .and_then(Value::as_str)
                         .map(str::to_owned)
                 });
-            let who = sid
-                .as_deref()
-                .and_then(|s| self.sessions.get(s))
-                .and_then(|s| s.principal.clone())
-                .or_else(|| self.opening_principal.clone());
+            let (principal, address) = self.who_of(sid.as_deref());
             self.settings.audit.record(
                 sid.as_deref(),
                 client.as_deref(),
-                who.as_deref(),
+                Who {
+                    principal: principal.as_deref(),
+                    address: address.as_deref(),
+                },
                 method.as_str(),
                 params,
                 summary,
@@ -768,6 +789,7 @@ impl Service {
                 id,
                 client: p.client_name,
                 principal: self.opening_principal.clone(),
+                address: self.opening_address.clone(),
                 roots,
                 cwd,
                 limits,
@@ -794,7 +816,10 @@ impl Service {
             self.settings.audit.record(
                 Some(id),
                 Some(&session.client),
-                session.principal.as_deref(),
+                Who {
+                    principal: session.principal.as_deref(),
+                    address: session.address.as_deref(),
+                },
                 "session.end",
                 json!({}),
                 json!({"cause": cause.as_str(), "processes": session.procs.len()}),
@@ -1044,7 +1069,10 @@ impl Service {
                     self.settings.audit.record(
                         Some(&p.session_id),
                         session.map(|s| s.client.as_str()),
-                        session.and_then(|s| s.principal.as_deref()),
+                        Who {
+                            principal: session.and_then(|s| s.principal.as_deref()),
+                            address: session.and_then(|s| s.address.as_deref()),
+                        },
                         "exec.error",
                         json!({"process_id": proc_.id}),
                         json!({"error": format!("cannot start: {e}"), "errno": e.raw_os_error()}),
@@ -1766,11 +1794,14 @@ impl Service {
                 p.timed_out,
             );
             let client = self.sessions.get(&sid).map(|s| s.client.clone());
-            let who = self.sessions.get(&sid).and_then(|s| s.principal.clone());
+            let (principal, address) = self.who_of(Some(&sid));
             self.settings.audit.record(
                 Some(&sid),
                 client.as_deref(),
-                who.as_deref(),
+                Who {
+                    principal: principal.as_deref(),
+                    address: address.as_deref(),
+                },
                 "exec.exit",
                 json!({"process_id": pid}),
                 json!({"exit_code": code, "signal": sig, "timed_out": to, "duration_ms": duration_ms}),
@@ -2066,4 +2097,16 @@ fn summarize(r: &Response) -> Value {
         Response::SessionOpen(x) => json!({"ok": true, "session_id": x.session_id}),
         _ => json!({"ok": true}),
     }
+}
+
+/// The client end of `$SSH_CONNECTION` (`CLIENT_IP CLIENT_PORT SERVER_IP SERVER_PORT`, set by
+/// sshd for `ssh host rexd --stdio`) as `IP:PORT`; `None` when rexd does not run under ssh.
+pub fn ssh_client_address() -> Option<String> {
+    let value = std::env::var("SSH_CONNECTION").ok()?;
+    let mut parts = value.split_whitespace();
+    let (ip, port) = (parts.next()?, parts.next()?);
+    Some(match ip.contains(':') {
+        true => format!("[{ip}]:{port}"),
+        false => format!("{ip}:{port}"),
+    })
 }

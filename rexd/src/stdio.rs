@@ -40,6 +40,8 @@ pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> 
     // Every answer below goes out as a frame on the byte stream (raw `fs.read` bytes after
     // their line), so raw frames may be granted.
     service.set_byte_stream(true);
+    // Under `ssh host rexd --stdio`, the audit names where the ssh client connects from.
+    service.set_address(crate::service::ssh_client_address());
     let mut frontend = JsonRpcFrontend {
         service,
         peer: Peer::new(JsonRpc2, PeerConfig::default(), 1),

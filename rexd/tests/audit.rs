@@ -34,7 +34,14 @@ fn ends(path: &std::path::Path) -> Vec<(String, String)> {
 
 /// rexd --stdio with the audit on; sessions opened, one closed, then `end` (EOF or SIGTERM).
 fn stdio_sessions(place: &Place, sigterm: bool) -> (Vec<String>, Vec<(String, String)>) {
-    let mut child = Command::new(REXD)
+    let mut command = Command::new(REXD);
+    // As sshd sets it for `ssh host rexd --stdio` (the client's end first).
+    if sigterm {
+        command.env("SSH_CONNECTION", "203.0.113.7 51234 10.0.0.5 22");
+    } else {
+        command.env_remove("SSH_CONNECTION");
+    }
+    let mut child = command
         .args(["--stdio", "--config", place.config.to_str().unwrap()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -84,6 +91,12 @@ fn stdio_sessions_end_by_close_disconnect_and_shutdown() {
             (ids[1].clone(), "disconnect".into())
         ]
     );
+    // Not under ssh: no address.
+    assert!(
+        entries(&place.audit)
+            .iter()
+            .all(|e| e.get("address").is_none())
+    );
     let place = Place::new("audit-term");
     let (ids, ended) = stdio_sessions(&place, true);
     assert_eq!(
@@ -93,6 +106,12 @@ fn stdio_sessions_end_by_close_disconnect_and_shutdown() {
             (ids[1].clone(), "shutdown".into())
         ]
     );
+    // Under ssh: every entry names the ssh client's end.
+    let all = entries(&place.audit);
+    assert!(all.len() >= 5, "{all:?}");
+    for e in &all {
+        assert_eq!(e["address"], "203.0.113.7:51234", "{e}");
+    }
 }
 
 #[test]
@@ -135,4 +154,8 @@ fn a_pointed_session_left_idle_ends_as_idle() {
         .find(|e| e["method"] == "session.end")
         .unwrap();
     assert_eq!(entry["principal"], "alice", "{entry}");
+    assert!(
+        entry["address"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{entry}"
+    );
 }

@@ -253,6 +253,7 @@ fn a_resume_that_cannot_replay_says_how_many_events_were_lost() {
             conn,
             info: ConnInfo {
                 principal: "p".into(),
+                address: None,
                 kind: ConnKind::Stream,
                 byte_stream: false,
             },

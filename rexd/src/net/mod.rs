@@ -1044,6 +1044,10 @@ async fn rpc(
     axum::Extension(Principal(principal)): axum::Extension<Principal>,
     req: Request,
 ) -> Response {
+    let address = req
+        .extensions()
+        .get::<Arc<ConnSlot>>()
+        .map(|slot| slot.addr.to_string());
     let json = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -1104,6 +1108,7 @@ async fn rpc(
         conn,
         info: ConnInfo {
             principal,
+            address,
             kind: ConnKind::Pointed,
             byte_stream: false,
         },
@@ -1168,8 +1173,9 @@ async fn ws(
         .max_frame_size(max)
         .on_upgrade(move |socket| async move {
             // The connection's place under the limits lives as long as the WebSocket.
+            let address = slot.addr.to_string();
             let _slot = slot;
-            ws_session(socket, state, principal).await
+            ws_session(socket, state, principal, address).await
         })
 }
 
@@ -1194,7 +1200,7 @@ fn close_frame(code: u16, reason: &str) -> Message {
     }))
 }
 
-async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String) {
+async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String, address: String) {
     let hub = state.hub.clone();
     let conn = hub.next_conn();
     let _leave = Leave {
@@ -1219,6 +1225,7 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String) 
         conn,
         info: ConnInfo {
             principal,
+            address: Some(address),
             kind: ConnKind::Stream,
             byte_stream: false,
         },
