@@ -875,21 +875,13 @@ impl Hub {
                     let conn = s.stream.and_then(|conn| self.conns.get(&conn));
                     // Raw output is granted on byte streams only; should its event ever go
                     // elsewhere, its bytes travel in its string.
-                    let event = match event {
-                        Event::ExecStdout(o) if !conn.is_some_and(|c| c.info.byte_stream) => {
-                            Event::ExecStdout(o.into_string_payload())
-                        }
-                        Event::ExecStderr(o) if !conn.is_some_and(|c| c.info.byte_stream) => {
-                            Event::ExecStderr(o.into_string_payload())
-                        }
-                        other => other,
+                    let mut event = match conn.is_some_and(|c| c.info.byte_stream) {
+                        true => event,
+                        false => event.into_string_payload(),
                     };
                     let mut line = Vec::new();
                     event.write_notification(&mut line);
-                    let raw = match event {
-                        Event::ExecStdout(o) | Event::ExecStderr(o) => o.raw,
-                        _ => Vec::new(),
-                    };
+                    let raw = event.take_raw_payload().unwrap_or_default();
                     if let Some(r) = &mut s.replay {
                         let seq = r.next_seq;
                         r.next_seq += 1;

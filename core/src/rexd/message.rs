@@ -467,6 +467,17 @@ impl<'a> Event<'a> {
         }
     }
 
+    /// The same event with an output event's raw bytes in its string
+    /// ([`ExecOutput::into_string_payload`]), for a transport that cannot carry bytes after a
+    /// line; every other event is unchanged.
+    pub fn into_string_payload(self) -> Event<'a> {
+        match self {
+            Event::ExecStdout(p) => Event::ExecStdout(p.into_string_payload()),
+            Event::ExecStderr(p) => Event::ExecStderr(p.into_string_payload()),
+            other => other,
+        }
+    }
+
     /// Takes the bytes that follow this event's line (see [`Event::raw_payload`]), for a
     /// writer that queues them as they are after [`Event::write_notification`] and `\n`.
     pub fn take_raw_payload(&mut self) -> Option<Vec<u8>> {
