@@ -26,6 +26,18 @@ const MAX_HEADER: usize = 64 * 1024;
 /// escaped, so this can only be a key.
 pub const MARK: &[u8] = b"\"raw_bytes\":";
 
+/// Whether a notification carries raw bytes after its line: an output event (`exec.stdout`,
+/// `exec.stderr`) whose params have `raw_bytes` (the key can only be a key: a quote inside a
+/// JSON string is escaped). A client takes one [`RawFrames::take_output`] for each.
+pub fn announces_output_bytes(method: &str, params: &str) -> bool {
+    is_output(method) && memchr::memmem::find(params.as_bytes(), MARK).is_some()
+}
+
+/// The events whose bytes may follow their line.
+fn is_output(method: &str) -> bool {
+    method == "exec.stdout" || method == "exec.stderr"
+}
+
 /// Why the byte stream cannot be read on: after one of these the framing is lost.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -252,7 +264,7 @@ impl RawFrames {
                 method: Some(method),
                 params: Some(params),
                 ..
-            } if method == "exec.stdout" || method == "exec.stderr" => {
+            } if is_output(&method) => {
                 let Some(max) = self.output_max else {
                     return Err(FrameError::UnaskedOutput { method });
                 };

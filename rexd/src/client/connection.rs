@@ -549,10 +549,7 @@ impl Client {
                 // The bytes after an output event's line, taken in the order the lines came
                 // (those of an event skipped below are dropped with it).
                 let raw = match (&mut self.frames, &params) {
-                    (Some(f), Some(p))
-                        if (method == "exec.stdout" || method == "exec.stderr")
-                            && has_raw_bytes(p.get()) =>
-                    {
+                    (Some(f), Some(p)) if frames::announces_output_bytes(&method, p.get()) => {
                         f.take_output().ok_or_else(|| {
                             ClientError::Protocol(format!(
                                 "{method} announced raw bytes that did not come"
@@ -1329,12 +1326,6 @@ impl Drop for Client {
 }
 
 /// The `event_seq` of an event's params, if it has one (a resumable session's events do).
-/// Whether an event's params announce raw bytes after its line (the key can only be a key: a
-/// quote inside a JSON string is escaped).
-fn has_raw_bytes(params: &str) -> bool {
-    memchr::memmem::find(params.as_bytes(), frames::MARK).is_some()
-}
-
 fn event_seq(params: &str) -> Option<u64> {
     #[derive(serde::Deserialize)]
     struct Seq {
