@@ -4,6 +4,7 @@
 //! Additions to the spec's table are marked below; unknown keys are refused so a typo does not
 //! silently leave a limit at its default.
 
+pub use crate::log::{LogFormat, LogLevel};
 use std::path::{Path, PathBuf};
 
 use deskwire::rexd::Limits;
@@ -166,32 +167,6 @@ impl Default for ServerSection {
             log_format: LogFormat::Text,
         }
     }
-}
-
-/// How diagnostic lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    /// `2026-11-29T05:00:00.123Z rexd: warn: MESSAGE` (the time left out under systemd's
-    /// journal, which stamps lines itself).
-    #[default]
-    Text,
-    /// `{"time":"2026-11-29T05:00:00.123Z","level":"warn","message":"MESSAGE"}`.
-    Json,
-}
-
-/// Diagnostic verbosity (stderr; never stdout, which carries the protocol).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogLevel {
-    /// Errors only.
-    Error,
-    /// Errors and warnings.
-    Warn,
-    /// The default.
-    Info,
-    /// Everything.
-    Debug,
 }
 
 fn yes() -> bool {

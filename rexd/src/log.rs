@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::SystemTime;
 
-use crate::config::{LogFormat, LogLevel};
+use serde::Deserialize;
 
 static LEVEL: AtomicU8 = AtomicU8::new(LogLevel::Info as u8);
 static JSON: AtomicBool = AtomicBool::new(false);
@@ -64,4 +64,30 @@ pub fn info(message: &str) {
 /// Detail.
 pub fn debug(message: &str) {
     say(LogLevel::Debug, "debug", message);
+}
+
+/// How diagnostic lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// `2026-11-29T05:00:00.123Z rexd: warn: MESSAGE` (the time left out under systemd's
+    /// journal, which stamps lines itself).
+    #[default]
+    Text,
+    /// `{"time":"2026-11-29T05:00:00.123Z","level":"warn","message":"MESSAGE"}`.
+    Json,
+}
+
+/// Diagnostic verbosity (stderr; never stdout, which carries the protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Errors only.
+    Error,
+    /// Errors and warnings.
+    Warn,
+    /// The default.
+    Info,
+    /// Everything.
+    Debug,
 }

@@ -1,0 +1,207 @@
+//! Readiness and output: children's streams read into `exec.stdout`/`exec.stderr`/`pty.output` events under the host's budget, with the output cap.
+
+use super::*;
+
+impl Service {
+    /// Passes readiness of a service token (`readable` includes hang-up / error).
+    pub fn handle_event(&mut self, now: u64, token: Token, readable: bool, writable: bool) {
+        let Some(rel) = token.0.checked_sub(TOKEN_BASE) else {
+            return;
+        };
+        let key = (rel / 4) as u64;
+        let stream = Stream::from_index(rel % 4);
+        match stream {
+            Stream::Stdout | Stream::Stderr => {
+                if readable {
+                    self.readable.insert((key, stream as usize));
+                }
+                if writable {
+                    self.flush_stdin(key);
+                }
+            }
+            Stream::Stdin => self.flush_stdin(key),
+            Stream::Exit => self.reap(now, key),
+        }
+    }
+
+    /// Whether streams have data that [`Service::pump`] has not read yet (poll with a zero
+    /// timeout then, if the host can take more output).
+    pub fn wants_pump(&self) -> bool {
+        self.readable.iter().any(|(key, _)| !self.is_paused(*key))
+    }
+
+    /// Whether `key`'s session is paused ([`Service::set_paused`]).
+    fn is_paused(&self, key: u64) -> bool {
+        !self.paused.is_empty()
+            && self
+                .by_key
+                .get(&key)
+                .and_then(|id| self.procs.get(id))
+                .is_some_and(|p| self.paused.contains(&p.session))
+    }
+
+    /// Reads children's output into events, up to about `budget` bytes (the room the host has
+    /// for output). Streams not drained stay queued for the next call.
+    pub fn pump(&mut self, now: u64, budget: usize) {
+        let mut budget = budget;
+        // Round robin: one chunk from each ready stream per round, so one chatty process does
+        // not starve the others.
+        while budget > 0 && !self.readable.is_empty() {
+            let round: Vec<(u64, usize)> = self
+                .readable
+                .iter()
+                .copied()
+                .filter(|(key, _)| !self.is_paused(*key))
+                .collect();
+            if round.is_empty() {
+                break;
+            }
+            for (key, stream) in round {
+                if budget == 0 {
+                    break;
+                }
+                match self.read_chunk(key, stream) {
+                    ReadOutcome::Data(n) => budget = budget.saturating_sub(n.max(1)),
+                    ReadOutcome::Drained => {
+                        self.readable.remove(&(key, stream));
+                    }
+                    ReadOutcome::Closed => {
+                        self.readable.remove(&(key, stream));
+                        self.try_finish(now, key);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn read_chunk(&mut self, key: u64, stream: usize) -> ReadOutcome {
+        let Some(id) = self.by_key.get(&key) else {
+            return ReadOutcome::Drained;
+        };
+        let Some(p) = self.procs.get_mut(id) else {
+            return ReadOutcome::Drained;
+        };
+        let is_err = stream == Stream::Stderr as usize;
+        let out = if is_err { &mut p.stderr } else { &mut p.stdout };
+        let Some(o) = out.as_mut() else {
+            return ReadOutcome::Drained;
+        };
+        let mut f = std::mem::ManuallyDrop::new(unsafe_file(&o.fd));
+        let n = match f.read(&mut self.buf) {
+            Ok(0) => 0,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadOutcome::Drained,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return ReadOutcome::Data(0),
+            // EIO: a PTY whose other side is all closed — the end of its output.
+            Err(_) => 0,
+        };
+        if n == 0 {
+            // EOF: flush a held-back partial character, then close.
+            let carry = std::mem::take(&mut o.carry);
+            if !carry.is_empty() {
+                emit_output(p, is_err, &carry, &mut self.outputs);
+            }
+            let out = if is_err { &mut p.stderr } else { &mut p.stdout };
+            if let Some(o) = out.take() {
+                let _ = self.registry.deregister(&mut SourceFd(&o.fd.as_raw_fd()));
+            }
+            return ReadOutcome::Closed;
+        }
+        // Complete UTF-8 goes out as text; an unfinished trailing sequence waits for more.
+        let mut data = std::mem::take(&mut o.carry);
+        data.extend_from_slice(&self.buf[..n]);
+        let keep = match std::str::from_utf8(&data) {
+            Ok(_) => data.len(),
+            Err(e) if e.error_len().is_none() && data.len() - e.valid_up_to() < 4 => {
+                e.valid_up_to()
+            }
+            Err(_) => data.len(),
+        };
+        o.carry = data[keep..].to_vec();
+        data.truncate(keep);
+        if !data.is_empty() {
+            emit_output(p, is_err, &data, &mut self.outputs);
+        }
+        ReadOutcome::Data(n)
+    }
+}
+
+pub(super) enum ReadOutcome {
+    Data(usize),
+    Drained,
+    Closed,
+}
+
+/// Queues an output event, applying the process's output cap.
+fn emit_output(p: &mut Proc, is_err: bool, data: &[u8], outputs: &mut VecDeque<ServiceOutput>) {
+    if p.truncated || p.orphaned {
+        return;
+    }
+    let used = p.bytes_stdout + p.bytes_stderr;
+    let mut take = data.len();
+    if let Some(cap) = p.cap
+        && used + take as u64 > cap
+    {
+        take = cap.saturating_sub(used) as usize;
+        p.truncated = true;
+    }
+    if take == 0 {
+        return;
+    }
+    let data = &data[..take];
+    let event = if let Some(pty) = &p.pty_id {
+        let Some(o) = p.stdout.as_mut() else {
+            return;
+        };
+        o.seq += 1;
+        let seq = o.seq;
+        let (encoding, text) = compress::encode(data, p.compress);
+        Event::PtyOutput(PtyOutput {
+            session_id: p.session.clone().into(),
+            pty_id: pty.clone().into(),
+            seq,
+            data: text.into_owned().into(),
+            encoding,
+        })
+    } else {
+        let o = if is_err { &mut p.stderr } else { &mut p.stdout };
+        let seq = match o.as_mut() {
+            Some(o) => {
+                o.seq += 1;
+                o.seq
+            }
+            // Output is only emitted while its stream is open.
+            None => return,
+        };
+        let out = if p.raw_output {
+            // The bytes as they are after the line, or one zstd frame of them when that is
+            // shorter: no escaping, no base64, on either side.
+            let (encoding, raw) = match p.compress.then(|| compress::raw_frame(data)) {
+                Some(Some(frame)) => (Encoding::Zstd, frame),
+                _ => (Encoding::Raw, data.to_vec()),
+            };
+            ExecOutput::raw_frame(p.session.clone(), p.id.clone(), seq, encoding, raw)
+        } else {
+            let (encoding, text) = compress::encode(data, p.compress);
+            ExecOutput {
+                session_id: p.session.clone().into(),
+                process_id: p.id.clone().into(),
+                seq,
+                data: text.into_owned().into(),
+                encoding,
+                ..ExecOutput::default()
+            }
+        };
+        if is_err {
+            Event::ExecStderr(out)
+        } else {
+            Event::ExecStdout(out)
+        }
+    };
+    if is_err {
+        p.bytes_stderr += take as u64;
+    } else {
+        p.bytes_stdout += take as u64;
+    }
+    outputs.push_back(ServiceOutput::Event(event));
+}
