@@ -181,6 +181,7 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
         &mut signals,
         &now_ms,
     );
+    crate::notify::stopping();
     executor.cancel_all(now_ms());
     // What no command's tree claimed (a subreaper-mode escapee) ends with the daemon too.
     crate::tree::kill_all_descendants();
@@ -234,6 +235,7 @@ fn serve_links(
         crate::log::info(&format!(
             "IRC link lost ({lost}); reconnecting in {delay} ms"
         ));
+        crate::notify::status(&format!("IRC link lost ({lost}); reconnecting"));
         let until = now_ms() + delay;
         if let Some(signal) =
             wait_servicing_children(poll, events, executor, signals, sink, until, now_ms)?
@@ -568,6 +570,12 @@ impl Link {
                             "joined {channel} as {}; pacing on {server}: {}",
                             self.nick,
                             self.remote.pacing()
+                        ));
+                        // Registered (001) and in the channel: the desk can reach us now.
+                        // After a reconnection too (systemd takes READY=1 again quietly).
+                        crate::notify::ready_status(&format!(
+                            "joined {channel} as {} on {server}",
+                            self.nick
                         ));
                     }
                     ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::JoinFailed {

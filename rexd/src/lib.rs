@@ -101,6 +101,8 @@ pub mod metrics;
 #[cfg(all(unix, feature = "net"))]
 pub mod net;
 #[cfg(unix)]
+pub mod notify;
+#[cfg(unix)]
 pub mod policy;
 #[cfg(unix)]
 pub mod process;

@@ -220,6 +220,10 @@ struct ListenArgs {
 }
 
 fn main() -> ExitCode {
+    // Under systemd (Type=notify), before any thread: rexd keeps $NOTIFY_SOCKET to itself, so
+    // the commands it runs do not inherit it.
+    // SAFETY: nothing has started a thread yet.
+    unsafe { rexd::notify::take_socket_from_env() };
     let args = Args::parse();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,

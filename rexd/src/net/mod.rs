@@ -483,6 +483,7 @@ async fn run(
     let scheme = if tls.is_some() { "https" } else { "http" };
     // The one line on stdout: where to connect (with `--listen HOST:0`, the port chosen).
     println!("rexd: listening on {scheme}://{local}");
+    crate::notify::ready_status(&format!("listening on {scheme}://{local}"));
     crate::log::info(&format!(
         "serving /rpc and /ws on {scheme}://{local} ({} connections at most)",
         options.max_connections
@@ -524,6 +525,7 @@ async fn run(
         let _ = l.await;
     }
     crate::log::info("stopping: ending every process, then exiting");
+    crate::notify::stopping();
     hub.send(HubInput::Shutdown);
     drop(state);
     let joined = tokio::task::spawn_blocking(move || hub_thread.join())
