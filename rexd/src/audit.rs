@@ -9,7 +9,7 @@
 //! and `result` (a summary: `ok`, an error code and message, or an exit status).
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
@@ -30,6 +30,8 @@ pub struct Who<'a> {
 /// Where audit entries go.
 pub struct Audit {
     out: Option<Box<dyn Write + Send>>,
+    /// The file entries are appended to, for [`Audit::reopen`] (`None`: stderr or a writer).
+    path: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Audit {
@@ -43,35 +45,56 @@ impl std::fmt::Debug for Audit {
 impl Audit {
     /// No audit log.
     pub fn disabled() -> Audit {
-        Audit { out: None }
+        Audit {
+            out: None,
+            path: None,
+        }
     }
 
     /// Entries to stderr.
     pub fn stderr() -> Audit {
         Audit {
             out: Some(Box::new(std::io::stderr())),
+            path: None,
         }
     }
 
     /// Entries appended to `path` (created with mode 0600 if missing).
     pub fn file(path: &Path) -> std::io::Result<Audit> {
+        Ok(Audit {
+            out: Some(Box::new(Audit::open(path)?)),
+            path: Some(path.to_owned()),
+        })
+    }
+
+    fn open(path: &Path) -> std::io::Result<std::fs::File> {
         use std::os::unix::fs::OpenOptionsExt;
-        let f = std::fs::OpenOptions::new()
+        std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
             .open(path)
             .map_err(|e| {
                 std::io::Error::new(e.kind(), format!("audit log {}: {e}", path.display()))
-            })?;
-        Ok(Audit {
-            out: Some(Box::new(f)),
-        })
+            })
+    }
+
+    /// Opens the audit file again at its path (after logrotate moved it: `SIGUSR1`); entries
+    /// go on to the old file if that fails. A no-op for stderr and writers.
+    pub fn reopen(&mut self) -> std::io::Result<()> {
+        if let Some(path) = &self.path {
+            let f = Audit::open(path)?;
+            self.out = Some(Box::new(f));
+        }
+        Ok(())
     }
 
     /// Any writer (tests, embedding hosts).
     pub fn to_writer(w: Box<dyn Write + Send>) -> Audit {
-        Audit { out: Some(w) }
+        Audit {
+            out: Some(w),
+            path: None,
+        }
     }
 
     /// Whether entries are written at all.

@@ -137,6 +137,17 @@ pub enum HubInput {
         /// Whose.
         conn: ConnId,
     },
+    /// A new configuration (`SIGHUP`): [`Service::reload`]. The sessions and connections of
+    /// the principals whose tokens it revoked (token labels) end, and say why.
+    Reload {
+        /// What the service runs with from now on (`None`: what it runs with now).
+        settings: Option<Box<Settings>>,
+        /// Labels of tokens that no longer authenticate (removed, or given another token or
+        /// scope).
+        revoked: Vec<String>,
+    },
+    /// Open the audit file again at its path (`SIGUSR1`, after logrotate moved it).
+    ReopenAudit,
     /// End every session and process, then return.
     Shutdown,
 }
@@ -340,6 +351,14 @@ fn with_event_seq(line: Vec<u8>, seq: u64) -> Vec<u8> {
 }
 
 /// 32 random bytes from the kernel, hex.
+/// Whether `principal` authenticated with the token labelled `label`: the label itself, or
+/// `LABEL (SUBJECT)` when a certificate came with the token (labels hold no space).
+pub(crate) fn holds_token(principal: &str, label: &str) -> bool {
+    principal
+        .strip_prefix(label)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(" ("))
+}
+
 fn new_secret() -> String {
     crate::sys::random_hex(32)
 }
@@ -541,6 +560,15 @@ impl Hub {
                     }
                 }
                 Ok(HubInput::Closed { conn }) => self.drop_conn(now, conn, None),
+                Ok(HubInput::Reload { settings, revoked }) => {
+                    self.reload(now, settings.map(|s| *s), &revoked)
+                }
+                Ok(HubInput::ReopenAudit) => match self.service.reopen_audit() {
+                    Ok(()) => crate::log::info("SIGUSR1: the audit log is open again at its path"),
+                    Err(e) => crate::log::error(&format!(
+                        "SIGUSR1: {e}; audit entries go on to the file that was open"
+                    )),
+                },
                 Ok(HubInput::Shutdown) => self.begin_shutdown(now),
                 Err(TryRecvError::Disconnected) => {
                     self.begin_shutdown(now);
@@ -549,6 +577,54 @@ impl Hub {
                 Err(TryRecvError::Empty) => return,
             }
         }
+    }
+
+    /// Applies a reload: the service takes the new settings, then whatever the principals
+    /// of revoked tokens hold ends: their sessions (`revoked` in the audit; detached
+    /// processes too, since nobody may reach them any more) and their connections.
+    fn reload(&mut self, now: u64, settings: Option<Settings>, revoked: &[String]) {
+        let mut ended = match settings {
+            Some(settings) => self.service.reload(now, settings),
+            None => Vec::new(),
+        };
+        for id in &ended {
+            self.sessions.remove(id);
+        }
+        let of_revoked = |principal: &str| revoked.iter().any(|l| holds_token(principal, l));
+        let sessions: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| of_revoked(&s.principal))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &sessions {
+            self.sessions.remove(id);
+            self.service.close_session_now(now, id, SessionEnd::Revoked);
+        }
+        let conns: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| of_revoked(&c.info.principal))
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in &conns {
+            self.drop_conn(now, *conn, Some("its token was revoked"));
+        }
+        ended.extend(sessions.iter().cloned());
+        let names = match revoked.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", revoked.join(", ")),
+        };
+        crate::log::info(&format!(
+            "reloaded: {} token(s) revoked{names}, {} session(s) and {} connection(s) ended",
+            revoked.len(),
+            ended.len(),
+            conns.len()
+        ));
+        self.service.audit_daemon_event(
+            "rexd.reload",
+            json!({"ok": true, "revoked": revoked, "sessions_ended": ended}),
+        );
     }
 
     fn begin_shutdown(&mut self, now: u64) {

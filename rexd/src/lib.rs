@@ -48,9 +48,11 @@
 //!   processes have neither a timeout nor an output cap (interactive; they end with
 //!   `pty.close` or the session).
 //! - **Detached** processes survive `session.close`, not the daemon: when the client goes away
-//!   (or the daemon gets `SIGTERM`, `SIGINT`, `SIGHUP`) they are terminated like the rest (a process nobody can reach any more must not run
-//!   on). Until they end they count against `limits.max_detached_processes` (default 8) for
-//!   the daemon's one client, across sessions, and their timeouts hold.
+//!   (or the daemon stops: `SIGTERM`, `SIGINT`, and `SIGHUP` except under `--listen`, where it
+//!   reloads) they are terminated like the rest (a process nobody can reach any more must not
+//!   run on); so are a revoked client's, on a reload. Until they end they count against
+//!   `limits.max_detached_processes` (default 8) for the daemon's one client, across
+//!   sessions, and their timeouts hold.
 //! - **Stdin**: `exec.input` is answered once its bytes are in the child's pipe (or the child
 //!   closed its stdin or ended; what it never read is dropped), so a client that waits for
 //!   answers has no more in flight than the daemon buffers (`max_input_buffer_bytes`). A
@@ -84,6 +86,8 @@ pub mod client;
 pub mod compress;
 #[cfg(unix)]
 pub mod config;
+#[cfg(unix)]
+pub mod confine;
 #[cfg(unix)]
 pub mod frontend;
 #[cfg(unix)]

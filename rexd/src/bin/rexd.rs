@@ -293,6 +293,7 @@ fn settings(args: &Args) -> Result<Settings, String> {
 fn check_config(args: &Args) -> Result<(), String> {
     let settings = settings(args)?; // logs the policy's own warnings
     let mut warnings = settings.commands.warnings().len();
+    warnings += settings.confine.log();
     let path = std::env::var_os("PATH").unwrap_or_default();
     for (rule, program) in settings.commands.programs_not_found(&path) {
         warnings += 1;
@@ -337,6 +338,7 @@ fn run(args: Args) -> Result<(), String> {
         return rexd::agent::bridge(&exe, &rest).map_err(|e| format!("--resumable: {e}"));
     }
     let settings = settings(&args)?;
+    settings.confine.log();
     if let Some(socket) = &args.agent {
         return rexd::agent::serve_agent(settings, socket, args.resume_grace_ms)
             .map_err(|e| format!("--agent {}: {e}", socket.display()));
@@ -398,13 +400,14 @@ fn run(args: Args) -> Result<(), String> {
 
 #[cfg(feature = "net")]
 fn listen(service: Settings, args: &Args, addr: std::net::SocketAddr) -> Result<(), String> {
-    // Each MCP-over-HTTP session gets a service of its own, made from the same arguments.
+    // Each MCP-over-HTTP session gets a service of its own, made from the same arguments,
+    // and a reload (SIGHUP) loads them again.
     let again = args.clone();
-    let mcp_settings: rexd::net::SettingsFactory = std::sync::Arc::new(move || {
+    let load_settings: rexd::net::SettingsFactory = std::sync::Arc::new(move || {
         settings(&again).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
     });
     let options = rexd::net::NetOptions {
-        mcp_settings: Some(mcp_settings),
+        load_settings: Some(load_settings),
         ..net_options(args, addr)
     };
     rexd::net::serve(service, options).map_err(|e| e.to_string())

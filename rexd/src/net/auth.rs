@@ -193,6 +193,22 @@ impl Tokens {
     }
 }
 
+impl Tokens {
+    /// The labels of this file's tokens that `new` no longer accepts as they were: removed,
+    /// given another token, or another scope. Their holders' sessions end on a reload.
+    pub fn revoked_by(&self, new: &Tokens) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|(label, hash, scope)| {
+                !new.entries
+                    .iter()
+                    .any(|(l, h, s)| l == label && h == hash && s == scope)
+            })
+            .map(|(label, _, _)| label.clone())
+            .collect()
+    }
+}
+
 /// The bearer token of an `Authorization` header value (`Bearer TOKEN`, scheme
 /// case-insensitive).
 pub fn bearer(header: &[u8]) -> Option<&[u8]> {
@@ -207,6 +223,25 @@ pub fn bearer(header: &[u8]) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_removed_changed_or_rescoped_is_revoked() {
+        let parse = |text: &str| Tokens::parse(text, Path::new("t")).unwrap();
+        let old = parse(
+            "keep:0123456789abcdef0123\ngone:1111222233334444\n\
+             changed:5555666677778888\nscoped:9999aaaabbbbcccc\n",
+        );
+        let new = parse(
+            "keep:0123456789abcdef0123\nchanged:5555666677778889\n\
+             scoped:9999aaaabbbbcccc:metrics\nadded:ddddeeeeffff0000\n",
+        );
+        assert_eq!(old.revoked_by(&new), ["gone", "changed", "scoped"]);
+        assert!(new.revoked_by(&new).is_empty());
+        assert!(crate::hub::holds_token("keep", "keep"));
+        assert!(crate::hub::holds_token("keep (CN=a)", "keep"));
+        assert!(!crate::hub::holds_token("keeper", "keep"));
+        assert!(!crate::hub::holds_token("CN=keep", "keep"));
+    }
 
     #[test]
     fn scopes_follow_the_token() {

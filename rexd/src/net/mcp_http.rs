@@ -52,6 +52,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex as AsyncMutex, oneshot};
 
 use super::{NetState, Principal};
+use crate::hub::holds_token;
 
 /// MCP sessions served at once.
 pub const MAX_SESSIONS: usize = 16;
@@ -346,6 +347,24 @@ impl McpSessions {
             .get(id)
             .filter(|s| s.principal == principal)
             .cloned()
+    }
+
+    /// Ends every session of the holders of these (revoked) tokens.
+    pub(crate) fn end_sessions_of(&self, labels: &[String]) {
+        if labels.is_empty() {
+            return;
+        }
+        let mut map = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        let ended: Vec<String> = map
+            .iter()
+            .filter(|(_, s)| labels.iter().any(|l| holds_token(&s.principal, l)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ended {
+            if let Some(s) = map.remove(&id) {
+                s.waiting.close();
+            }
+        }
     }
 
     fn remove(&self, id: &str, principal: &str) -> bool {

@@ -36,7 +36,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -59,7 +59,8 @@ use tower::ServiceExt;
 use crate::hub::{self, ConnId, ConnInfo, ConnKind, ConnSink, HubConfig, HubHandle, HubInput};
 use crate::service::Settings;
 
-/// Makes the settings of one more service (each MCP-over-HTTP session has its own).
+/// Loads the daemon's settings again, from its config file and flags: each MCP-over-HTTP
+/// session's service is made by it, and a reload (`SIGHUP`) takes its new settings from it.
 pub type SettingsFactory = Arc<dyn Fn() -> std::io::Result<Settings> + Send + Sync>;
 
 /// How `rexd --listen` is configured (the command line's flags).
@@ -110,16 +111,18 @@ pub struct NetOptions {
     pub metrics_listen: Option<SocketAddr>,
     /// How long a resumable session whose WebSocket dropped waits for `session.resume`.
     pub resume_grace_ms: u64,
-    /// Serve MCP's Streamable HTTP transport on `/mcp`, each session with a service of its
-    /// own made by this (the daemon's config again); `None`: no `/mcp`.
-    pub mcp_settings: Option<SettingsFactory>,
+    /// The daemon's settings, loaded again: each session of MCP's Streamable HTTP transport
+    /// on `/mcp` gets a service of its own made by this, and a reload (`SIGHUP`) applies what
+    /// it loads then. `None`: no `/mcp`, and a reload reads only the token file and the
+    /// certificates again.
+    pub load_settings: Option<SettingsFactory>,
 }
 
 impl std::fmt::Debug for NetOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NetOptions")
             .field("listen", &self.listen)
-            .field("mcp", &self.mcp_settings.is_some())
+            .field("load_settings", &self.load_settings.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -149,7 +152,7 @@ impl NetOptions {
             rpc_session_idle_ms: 600_000,
             metrics_listen: None,
             resume_grace_ms: 60_000,
-            mcp_settings: None,
+            load_settings: None,
         }
     }
 }
@@ -298,7 +301,8 @@ impl Auth {
 
 pub(crate) struct NetState {
     hub: HubHandle,
-    auth: Auth,
+    /// How clients authenticate; a reload swaps it.
+    auth: RwLock<Arc<Auth>>,
     pub(crate) max_message_bytes: usize,
     write_timeout: Duration,
     pub(crate) body_timeout: Duration,
@@ -388,8 +392,9 @@ pub fn check(options: NetOptions) -> Result<Vec<String>, NetError> {
     prepare(options).map(|p| p.warnings)
 }
 
-/// Checks the options, binds, and serves until `SIGTERM`, `SIGINT` or `SIGHUP`; then every
-/// session and process ends as when a stdio client goes away.
+/// Checks the options, binds, and serves until `SIGTERM` or `SIGINT`; then every session and
+/// process ends as when a stdio client goes away. `SIGHUP` reloads (`docs/rexd-config.md`),
+/// `SIGUSR1` opens the audit file again.
 pub fn serve(settings: Settings, options: NetOptions) -> Result<(), NetError> {
     let addr = options.listen;
     let io = |source| NetError::Io { addr, source };
@@ -451,7 +456,7 @@ async fn run(
     let (hub, hub_thread) = hub::start(settings, hub_config).map_err(io)?;
     let state = Arc::new(NetState {
         hub: hub.clone(),
-        auth,
+        auth: RwLock::new(Arc::new(auth)),
         max_message_bytes: options.max_message_bytes,
         write_timeout: Duration::from_millis(options.write_timeout_ms),
         body_timeout: Duration::from_millis(options.body_timeout_ms),
@@ -463,7 +468,7 @@ async fn run(
         }),
         metrics,
         refusals: Arc::default(),
-        settings_factory: options.mcp_settings.clone(),
+        settings_factory: options.load_settings.clone(),
         mcp: mcp_http::McpSessions::default(),
         mcp_idle_ms: options.rpc_session_idle_ms,
     });
@@ -488,11 +493,13 @@ async fn run(
         "serving /rpc and /ws on {scheme}://{local} ({} connections at most)",
         options.max_connections
     ));
-    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let acceptor = Arc::new(RwLock::new(tls.map(tokio_rustls::TlsAcceptor::from)));
     let slots = Arc::new(Semaphore::new(options.max_connections));
     let header_timeout = Duration::from_millis(options.header_timeout_ms);
     let write_timeout = Duration::from_millis(options.write_timeout_ms);
     let stop = stop_signal().map_err(io)?;
+    reload_on_hangup(Arc::clone(&state), options.clone(), Arc::clone(&acceptor)).map_err(io)?;
+    reopen_audit_on_usr1(hub.clone()).map_err(io)?;
     let accept = Accept {
         acceptor,
         slots,
@@ -537,16 +544,12 @@ async fn run(
     }
 }
 
-/// Turns `true` on `SIGTERM`, `SIGINT` or `SIGHUP`.
+/// Turns `true` on `SIGTERM` or `SIGINT` (`SIGHUP` reloads: [`reload_on_hangup`]).
 fn stop_signal() -> std::io::Result<watch::Receiver<bool>> {
     use tokio::signal::unix::{SignalKind, signal};
     let (tx, rx) = watch::channel(false);
     let tx = Arc::new(tx);
-    for kind in [
-        SignalKind::terminate(),
-        SignalKind::interrupt(),
-        SignalKind::hangup(),
-    ] {
+    for kind in [SignalKind::terminate(), SignalKind::interrupt()] {
         let mut s = signal(kind)?;
         let tx = Arc::clone(&tx);
         tokio::spawn(async move {
@@ -556,6 +559,106 @@ fn stop_signal() -> std::io::Result<watch::Receiver<bool>> {
         });
     }
     Ok(rx)
+}
+
+/// What a reload loaded, before anything running changes.
+struct Reloaded {
+    prepared: Prepared,
+    settings: Option<Settings>,
+}
+
+/// Loads everything a start loads, with the same flags: the token file, the certificates,
+/// and (with `load_settings`) the config. Any error refuses the whole reload.
+fn load_again(options: NetOptions) -> Result<Reloaded, String> {
+    let settings = match &options.load_settings {
+        Some(load) => Some(load().map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let prepared = prepare(options).map_err(|e| e.to_string())?;
+    Ok(Reloaded { prepared, settings })
+}
+
+/// On each `SIGHUP`, loads the configuration again ([`load_again`]) and applies it without
+/// stopping anything: new handshakes get the new certificates, new requests the new tokens,
+/// and the service the new settings ([`HubInput::Reload`]), which ends what revoked tokens
+/// hold. A configuration that fails to load is refused, and the running one stays.
+fn reload_on_hangup(
+    state: Arc<NetState>,
+    options: NetOptions,
+    acceptor: Arc<RwLock<Option<tokio_rustls::TlsAcceptor>>>,
+) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangups = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            crate::notify::reloading();
+            crate::log::info("SIGHUP: loading the configuration, tokens and certificates again");
+            let options = options.clone();
+            let loaded = tokio::task::spawn_blocking(move || load_again(options)).await;
+            let loaded = loaded.unwrap_or_else(|e| Err(format!("the reload failed: {e}")));
+            match loaded {
+                Ok(reloaded) => apply_reload(&state, &acceptor, reloaded),
+                Err(e) => {
+                    crate::log::error(&format!(
+                        "reload refused, the running configuration stays: {e}"
+                    ));
+                    crate::notify::status(&format!("reload refused: {e}"));
+                }
+            }
+            crate::notify::ready();
+        }
+    });
+    Ok(())
+}
+
+fn apply_reload(
+    state: &NetState,
+    acceptor: &RwLock<Option<tokio_rustls::TlsAcceptor>>,
+    reloaded: Reloaded,
+) {
+    let Reloaded {
+        prepared:
+            Prepared {
+                auth,
+                tls,
+                warnings,
+                ..
+            },
+        settings,
+    } = reloaded;
+    for w in &warnings {
+        crate::log::warn(w);
+    }
+    let revoked = {
+        let mut current = state.auth.write().unwrap_or_else(|e| e.into_inner());
+        let revoked = match (&current.tokens, &auth.tokens) {
+            (Some(old), Some(new)) => old.revoked_by(new),
+            _ => Vec::new(),
+        };
+        *current = Arc::new(auth);
+        revoked
+    };
+    if let Some(tls) = tls {
+        *acceptor.write().unwrap_or_else(|e| e.into_inner()) =
+            Some(tokio_rustls::TlsAcceptor::from(tls));
+    }
+    state.mcp.end_sessions_of(&revoked);
+    state.hub.send(HubInput::Reload {
+        settings: settings.map(Box::new),
+        revoked,
+    });
+}
+
+/// On each `SIGUSR1`, the audit file is opened again at its path (after logrotate).
+fn reopen_audit_on_usr1(hub: HubHandle) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut usr1 = signal(SignalKind::user_defined1())?;
+    tokio::spawn(async move {
+        while usr1.recv().await.is_some() {
+            hub.send(HubInput::ReopenAudit);
+        }
+    });
+    Ok(())
 }
 
 /// Connections open per principal, against `--max-connections-per-principal`.
@@ -620,7 +723,8 @@ impl ConnSlot {
 /// What an accept loop needs: TLS, the connection slots, the time limits.
 #[derive(Clone)]
 struct Accept {
-    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    /// The TLS configuration (a reload swaps it); `None`: plaintext.
+    acceptor: Arc<RwLock<Option<tokio_rustls::TlsAcceptor>>>,
     slots: Arc<Semaphore>,
     header_timeout: Duration,
     write_timeout: Duration,
@@ -663,7 +767,12 @@ impl Accept {
             });
             tokio::spawn(async move {
                 let header_timeout = this.header_timeout;
-                match this.acceptor {
+                let acceptor = this
+                    .acceptor
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                match acceptor {
                     None => {
                         serve_connection(
                             tcp,
@@ -902,7 +1011,8 @@ async fn authenticate(
         }
     }
     let peer = req.extensions().get::<Peer>().cloned().unwrap_or_default();
-    match state.auth.principal(req.headers(), &peer) {
+    let auth = Arc::clone(&state.auth.read().unwrap_or_else(|e| e.into_inner()));
+    match auth.principal(req.headers(), &peer) {
         Ok((p, auth::Scope::Metrics)) if req.uri().path() != "/metrics" => {
             state.metrics.auth_failure("scope");
             let why = format!(

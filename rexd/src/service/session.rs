@@ -227,13 +227,16 @@ impl Service {
     }
 
     /// Closes `session` as `session.close` would (its attached processes end; detached ones
-    /// run on), for a host whose client for it went away. `false` if there is no such session.
+    /// run on, except for [`SessionEnd::Revoked`]), for a host whose client for it went away
+    /// or lost its right to it. `false` if there is no such session.
     pub fn close_session_now(&mut self, now: u64, session: &str, cause: SessionEnd) -> bool {
         if !self.sessions.contains_key(session) {
             return false;
         }
         self.paused.remove(session);
-        self.close_session(now, session, false, cause);
+        // A revoked client's detached processes end too: nobody may reach them any more.
+        let kill_detached = cause == SessionEnd::Revoked;
+        self.close_session(now, session, kill_detached, cause);
         self.update_gauges();
         true
     }

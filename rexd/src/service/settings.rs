@@ -1,4 +1,5 @@
-//! What a service runs with ([`Settings`]), and why a session ended ([`SessionEnd`]).
+//! What a service runs with ([`Settings`]), taking a new one while running
+//! ([`Service::reload`]), and why a session ended ([`SessionEnd`]).
 
 use super::*;
 
@@ -13,8 +14,12 @@ pub enum SessionEnd {
     Idle,
     /// A resumable session was not resumed within its grace.
     NotResumed,
-    /// The daemon was told to stop (`SIGTERM`, `SIGINT`, `SIGHUP`).
+    /// The daemon was told to stop (`SIGTERM`, `SIGINT`; `SIGHUP` except under `--listen`).
     Shutdown,
+    /// A reload revoked the token its client authenticated with.
+    Revoked,
+    /// A reload removed a root it works in.
+    RootRemoved,
 }
 
 impl SessionEnd {
@@ -26,6 +31,8 @@ impl SessionEnd {
             SessionEnd::Idle => "idle",
             SessionEnd::NotResumed => "not_resumed",
             SessionEnd::Shutdown => "shutdown",
+            SessionEnd::Revoked => "revoked",
+            SessionEnd::RootRemoved => "root_removed",
         }
     }
 }
@@ -50,13 +57,17 @@ pub struct Settings {
     pub audit: Audit,
     /// Counters and gauges (shared with the transports).
     pub metrics: Arc<Metrics>,
+    /// How the processes it starts are confined (`security.confine`, Landlock).
+    pub confine: Confinement,
 }
 
 impl Settings {
     /// Spec defaults, shell off, no audit, these roots.
     pub fn for_roots(roots: &[PathBuf]) -> io::Result<Settings> {
+        let roots = Roots::open(roots)?;
         Ok(Settings {
-            roots: Roots::open(roots)?,
+            confine: Confinement::for_roots(&roots)?,
+            roots,
             limits: LimitsSection::default(),
             allow_shell: false,
             commands: Policy::default(),
@@ -80,8 +91,10 @@ impl Settings {
             (true, None) => Audit::stderr(),
             (true, Some(p)) => Audit::file(p)?,
         };
+        let roots = Roots::open(&roots)?;
         Ok(Settings {
-            roots: Roots::open(&roots)?,
+            confine: Confinement::from_config(config, &roots)?,
+            roots,
             limits: config.limits.clone(),
             allow_shell: config.security.allow_shell,
             commands: Policy::new(
@@ -95,5 +108,70 @@ impl Settings {
             audit,
             metrics: Arc::new(Metrics::new()),
         })
+    }
+}
+
+impl Service {
+    /// Takes a new configuration while running (`rexd --listen` on `SIGHUP`): the policy,
+    /// `allow_shell`, `read_hard_links` and the audit sink apply to every call from now on;
+    /// the roots and limits to sessions opened from now on. Running processes go on. A session
+    /// working in a root the new configuration no longer allows ends (`root_removed`); the
+    /// others keep the roots they opened with, opened again from the new ones. The metrics go
+    /// on counting; the process tracking is chosen at start and stays. Returns the sessions
+    /// that ended.
+    pub fn reload(&mut self, now: u64, new: Settings) -> Vec<String> {
+        let Settings {
+            roots,
+            limits,
+            allow_shell,
+            commands,
+            read_hard_links,
+            tracking,
+            audit,
+            metrics: _,
+            confine,
+        } = new;
+        if tracking != self.settings.tracking {
+            crate::log::warn(
+                "reload: security.process_tracking changes at the next start, not on a reload",
+            );
+        }
+        let mut ended = Vec::new();
+        for (id, s) in self.sessions.iter_mut() {
+            match roots.narrow(&s.roots.paths()) {
+                Ok(narrowed) => s.roots = narrowed,
+                Err(_) => ended.push(id.clone()),
+            }
+        }
+        self.settings.audit = audit;
+        for id in &ended {
+            crate::log::info(&format!(
+                "session {id}: a root it works in is no longer allowed; closed"
+            ));
+            self.paused.remove(id);
+            self.close_session(now, id, false, SessionEnd::RootRemoved);
+        }
+        self.settings.roots = roots;
+        // The new roots' ruleset, for processes started from now on.
+        self.settings.confine = confine;
+        self.settings.limits = limits;
+        self.settings.allow_shell = allow_shell;
+        self.settings.commands = commands;
+        self.settings.read_hard_links = read_hard_links;
+        self.update_gauges();
+        ended
+    }
+
+    /// Writes an entry to the audit log for something the daemon did on its own (a reload);
+    /// `result` says what came of it.
+    pub fn audit_daemon_event(&mut self, method: &str, result: Value) {
+        self.settings
+            .audit
+            .record(None, None, Who::default(), method, Value::Null, result);
+    }
+
+    /// Opens the audit file again at its path (`SIGUSR1`, after logrotate moved it).
+    pub fn reopen_audit(&mut self) -> io::Result<()> {
+        self.settings.audit.reopen()
     }
 }
