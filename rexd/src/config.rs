@@ -315,6 +315,20 @@ pub struct SecuritySection {
     /// them once empty).
     #[serde(default)]
     pub process_tracking: crate::tree::Tracking,
+    /// Addition to the spec: whether every process rexd starts is confined with Linux Landlock
+    /// to the roots (read-write) and what commands need of the system (read-only): `"auto"`
+    /// (default: where the kernel has Landlock; said plainly where it has none), `"required"`
+    /// (rexd does not start without it) or `"off"`. See [`crate::confine`].
+    #[serde(default)]
+    pub confine: crate::confine::ConfineMode,
+    /// Addition to the spec: more paths confined commands may read and execute (files, or
+    /// directories and what is beneath them), absolute or `~/…` (the daemon's home).
+    #[serde(default)]
+    pub confine_read: Vec<PathBuf>,
+    /// Addition to the spec: more paths confined commands may read, write, create in and
+    /// remove from, absolute or `~/…` (the daemon's home).
+    #[serde(default)]
+    pub confine_write: Vec<PathBuf>,
 }
 
 /// One allowed root.
@@ -371,6 +385,18 @@ impl Config {
                     "allowed root \"/\" would allow everything; name the directories instead"
                         .into(),
                 ));
+            }
+        }
+        for (key, paths) in [
+            ("confine_read", &self.security.confine_read),
+            ("confine_write", &self.security.confine_write),
+        ] {
+            for p in paths {
+                if !p.is_absolute() && !p.starts_with("~") {
+                    return Err(ConfigError::Invalid(format!(
+                        "security.{key}: {p:?} is neither an absolute path nor ~/…"
+                    )));
+                }
             }
         }
         let l = &self.limits;

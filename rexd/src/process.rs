@@ -1,8 +1,9 @@
 //! Starting child processes: each in a process group of its own and in its exec's process
 //! tree ([`crate::tree`]: a cgroup, or a marker the subreaper finds), its working directory
 //! entered through a descriptor opened beneath a root (`fchdir`, so a symlink swapped in after
-//! the check cannot move it), pipes or a PTY for its standard streams, and a pidfd to learn of
-//! its exit through the event loop.
+//! the check cannot move it), pipes or a PTY for its standard streams, a pidfd to learn of
+//! its exit through the event loop, and, last before exec, its Landlock confinement
+//! ([`crate::confine`]).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -13,6 +14,7 @@ use std::process::{Command, Stdio};
 
 use deskwire::rexd::Program;
 
+use crate::confine::{self, Confined};
 use crate::sys;
 use crate::tree::Join;
 
@@ -48,6 +50,9 @@ pub struct Launch<'a> {
     pub env: Option<&'a BTreeMap<String, String>>,
     /// How the child joins its exec's process tree.
     pub join: &'a Join,
+    /// The Landlock ruleset it enforces on itself before exec, and its `TMPDIR`; `None`:
+    /// unconfined.
+    pub confine: Option<&'a Confined>,
 }
 
 fn command(l: &Launch<'_>) -> Command {
@@ -73,6 +78,10 @@ fn command(l: &Launch<'_>) -> Command {
         #[allow(unreachable_patterns)]
         _ => Command::new("/nonexistent/rexd-unknown-program-kind"),
     };
+    if let Some(c) = l.confine {
+        // The one temporary directory a confined command may write in; the client's wins.
+        cmd.env("TMPDIR", c.tmpdir());
+    }
     if let Some(env) = l.env {
         cmd.envs(env);
     }
@@ -95,6 +104,20 @@ fn command(l: &Launch<'_>) -> Command {
     cmd
 }
 
+/// Confines the child, after every other `pre_exec` step (joining the cgroup, entering the cwd,
+/// taking the terminal), so that nothing it does before exec needs a right the ruleset lacks.
+fn confine(cmd: &mut Command, l: &Launch<'_>) {
+    if let Some(c) = l.confine {
+        let ruleset = c.ruleset();
+        // SAFETY: prctl and landlock_restrict_self, two system calls, no allocation; the
+        // ruleset's descriptor outlives the spawn (the caller holds `Confined`). A failure
+        // fails the start: a command never runs unconfined when it should not.
+        unsafe {
+            cmd.pre_exec(move || confine::restrict_child(ruleset));
+        }
+    }
+}
+
 fn finish(child: std::process::Child) -> io::Result<(libc::pid_t, OwnedFd)> {
     let pid = child.id() as libc::pid_t;
     // std does not reap on drop; the daemon reaps with waitpid when the pidfd fires.
@@ -109,6 +132,7 @@ pub fn spawn_pipes(l: &Launch<'_>) -> io::Result<Spawned> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    confine(&mut cmd, l);
     let mut child = cmd.spawn()?;
     let stdin: OwnedFd = child.stdin.take().map(OwnedFd::from).ok_or_else(missing)?;
     let stdout: OwnedFd = child.stdout.take().map(OwnedFd::from).ok_or_else(missing)?;
@@ -150,6 +174,7 @@ pub fn spawn_pty(l: &Launch<'_>, cols: u16, rows: u16) -> io::Result<Spawned> {
     unsafe {
         cmd.pre_exec(sys::make_controlling_terminal);
     }
+    confine(&mut cmd, l);
     let child = cmd.spawn()?;
     // Our copies of the slave end close with `cmd`, so reading the master ends (EIO) once the
     // child side has closed it.

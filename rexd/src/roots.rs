@@ -136,6 +136,11 @@ impl Roots {
             .collect()
     }
 
+    /// Each root.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Root>> {
+        self.0.iter()
+    }
+
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

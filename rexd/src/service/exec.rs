@@ -129,6 +129,7 @@ impl Service {
             process_id: proc_.id.clone(),
             started_at: proc_.started_at.clone(),
         };
+        let confined = self.settings.confine.for_spawn();
         let spawned = self.spawn_in_tree(proc_.key, |join| {
             process::spawn_pipes(&Launch {
                 program,
@@ -136,6 +137,7 @@ impl Service {
                 cwd: &cwd,
                 env: checked.env.as_ref(),
                 join,
+                confine: confined.as_ref(),
             })
         });
         match spawned {

@@ -59,6 +59,7 @@ use std::sync::Arc;
 use crate::audit::{Audit, Who};
 use crate::compress;
 use crate::config::{Action, Config, LimitsSection};
+use crate::confine::Confinement;
 use crate::fsops::{self, FsContext};
 use crate::metrics::Metrics;
 use crate::policy::{Checked, Decision, Policy};

@@ -13,6 +13,7 @@ impl Service {
         let pty_id = format!("t_{}", self.next_pty);
         proc_.pty_id = Some(pty_id.clone());
         let (cols, rows) = p.size();
+        let confined = self.settings.confine.for_spawn();
         let (tree, sp) = self
             .spawn_in_tree(proc_.key, |join| {
                 let launch = Launch {
@@ -21,6 +22,7 @@ impl Service {
                     cwd: &cwd,
                     env: checked.env.as_ref(),
                     join,
+                    confine: confined.as_ref(),
                 };
                 process::spawn_pty(&launch, cols, rows)
             })
