@@ -73,6 +73,8 @@ pub struct Metrics {
     pub bytes: Family<DirectionLabels, Counter>,
     /// Refused authentications.
     pub auth_failures: Family<ReasonLabels, Counter>,
+    /// Connections closed before they authenticated, to make room for a new client.
+    pub connections_pushed_out: Counter,
 }
 
 impl Default for Metrics {
@@ -96,6 +98,7 @@ impl Metrics {
             errors: Family::default(),
             bytes: Family::default(),
             auth_failures: Family::default(),
+            connections_pushed_out: Counter::default(),
         };
         registry.register(
             "build",
@@ -145,6 +148,12 @@ impl Metrics {
             "auth_failures",
             "Refused authentications by reason",
             m.auth_failures.clone(),
+        );
+        registry.register(
+            "connections_pushed_out",
+            "Connections closed before they authenticated, to make room for a new client \
+             when every --max-connections slot was taken",
+            m.connections_pushed_out.clone(),
         );
         // Directions and reasons exist from the start, so a scrape shows them at 0.
         for direction in ["in", "out"] {

@@ -411,6 +411,61 @@ fn websockets_keep_their_connection_slot() {
     assert_eq!(a.status(), 200, "{}", a.head);
 }
 
+/// Issue 37: 500 sockets that never send a byte cannot keep a real client waiting. While every
+/// slot is taken, the oldest connection that has not authenticated gives its slot to each new
+/// client; an authenticated keep-alive connection keeps its slot through the flood.
+#[test]
+fn idle_sockets_cannot_keep_a_client_waiting() {
+    let place = Place::new("net-idle-flood");
+    let d = Daemon::start(
+        &place,
+        &[
+            "--token-file",
+            place.tokens.to_str().unwrap(),
+            "--max-connections",
+            "32",
+            // Long enough that, without pushing them out, the idle sockets would hold their
+            // slots past curl's 20 s.
+            "--header-timeout-ms",
+            "120000",
+        ],
+    );
+    let mut kept = raw_post(d.port, TOKEN, OPEN);
+    let a = read_answer(&mut kept, Duration::from_secs(15)).expect("an answer");
+    assert_eq!(a.status(), 200, "{}", a.head);
+    let idle: Vec<TcpStream> = (0..500)
+        .map(|_| TcpStream::connect(("127.0.0.1", d.port)).unwrap())
+        .collect();
+    // A real client is served, over a new connection…
+    let r = post(&d.url, Some(OTHER_TOKEN), OPEN);
+    assert_eq!(r.status, 200, "{r:?}");
+    // …and the authenticated connection opened before the flood still is.
+    write!(
+        kept,
+        "POST /rpc HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{OPEN}",
+        OPEN.len()
+    )
+    .unwrap();
+    let a = read_answer(&mut kept, Duration::from_secs(15)).expect("kept its slot");
+    assert_eq!(a.status(), 200, "{}", a.head);
+    // The idle sockets that made room were closed, counted, and logged with their address.
+    let metrics = curl(&[
+        "-H",
+        &format!("Authorization: Bearer {TOKEN}"),
+        &format!("{}/metrics", d.url),
+    ]);
+    let pushed: u64 = metrics
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("rexd_connections_pushed_out_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pushed-out count: {}", metrics.body));
+    assert!(pushed >= 1, "{pushed}");
+    d.wait_for_log("closed before authenticating");
+    drop(idle);
+}
+
 /// Finding 5: one principal's connections stop at `--max-connections-per-principal` (32),
 /// WebSockets included, and the others still get in.
 #[test]

@@ -159,8 +159,9 @@ struct ListenArgs {
     /// proxy on the same network segment is in front).
     #[arg(long, requires = "listen")]
     allow_plaintext: bool,
-    /// Connections served at once, WebSockets for their whole life; more wait in the listen
-    /// backlog (with --listen).
+    /// Connections served at once, WebSockets for their whole life (with --listen). When all
+    /// are taken, the oldest connection that has not authenticated yet is closed to make room
+    /// for a new client; past that, new clients wait in the listen backlog.
     #[arg(long, value_name = "N", default_value_t = 128, requires = "listen")]
     max_connections: usize,
     /// Connections one client (token label or certificate subject) may have open at once;

@@ -29,14 +29,14 @@
 pub mod auth;
 mod mcp_http;
 mod refusals;
+mod slots;
 pub mod tls;
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -54,6 +54,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+
+use slots::{ClaimError, ConnSlot, PrincipalConns, Slots};
 use tower::ServiceExt;
 
 use crate::hub::{self, ConnId, ConnInfo, ConnKind, ConnSink, HubConfig, HubHandle, HubInput};
@@ -462,10 +464,7 @@ async fn run(
         body_timeout: Duration::from_millis(options.body_timeout_ms),
         max_sessions_per_principal: options.max_sessions_per_principal,
         allowed_origins: options.allowed_origins.clone(),
-        principal_conns: Arc::new(PrincipalConns {
-            max: options.max_connections_per_principal,
-            open: Mutex::default(),
-        }),
+        principal_conns: Arc::new(PrincipalConns::new(options.max_connections_per_principal)),
         metrics,
         refusals: Arc::default(),
         settings_factory: options.load_settings.clone(),
@@ -494,7 +493,7 @@ async fn run(
         options.max_connections
     ));
     let acceptor = Arc::new(RwLock::new(tls.map(tokio_rustls::TlsAcceptor::from)));
-    let slots = Arc::new(Semaphore::new(options.max_connections));
+    let slots = Arc::new(Slots::new(options.max_connections));
     let header_timeout = Duration::from_millis(options.header_timeout_ms);
     let write_timeout = Duration::from_millis(options.write_timeout_ms);
     let stop = stop_signal().map_err(io)?;
@@ -661,71 +660,12 @@ fn reopen_audit_on_usr1(hub: HubHandle) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Connections open per principal, against `--max-connections-per-principal`.
-pub(crate) struct PrincipalConns {
-    max: usize,
-    open: Mutex<HashMap<String, usize>>,
-}
-
-/// One accepted connection's place under the limits: one of `--max-connections`, and from its
-/// first authenticated request one of its principal's. The connection's task and, after an
-/// upgrade, its WebSocket share it, so that a WebSocket counts for its whole life.
-struct ConnSlot {
-    _slot: tokio::sync::OwnedSemaphorePermit,
-    principal: OnceLock<PrincipalPlace>,
-    /// The client's address, for the log.
-    addr: std::net::SocketAddr,
-}
-
-/// A connection counted as its principal's, until dropped.
-struct PrincipalPlace {
-    conns: Arc<PrincipalConns>,
-    principal: String,
-}
-
-impl Drop for PrincipalPlace {
-    fn drop(&mut self) {
-        let mut open = self.conns.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = open.get_mut(&self.principal) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.principal);
-            }
-        }
-    }
-}
-
-impl ConnSlot {
-    /// Counts the connection as `principal`'s (once: its first authenticated request decides);
-    /// `Err(open)` when the principal already has its most.
-    fn claim(&self, principal: &str, conns: &Arc<PrincipalConns>) -> Result<(), usize> {
-        if self.principal.get().is_some() {
-            return Ok(());
-        }
-        {
-            let mut open = conns.open.lock().unwrap_or_else(|e| e.into_inner());
-            let n = open.get(principal).copied().unwrap_or(0);
-            if n >= conns.max {
-                return Err(n);
-            }
-            open.insert(principal.to_owned(), n + 1);
-        }
-        let place = PrincipalPlace {
-            conns: Arc::clone(conns),
-            principal: principal.to_owned(),
-        };
-        // Requests on one connection come one after another: nothing set it meanwhile.
-        let _ = self.principal.set(place);
-        Ok(())
-    }
-}
-
 /// What an accept loop needs: TLS, the connection slots, the time limits.
 #[derive(Clone)]
 struct Accept {
     /// The TLS configuration (a reload swaps it); `None`: plaintext.
     acceptor: Arc<RwLock<Option<tokio_rustls::TlsAcceptor>>>,
-    slots: Arc<Semaphore>,
+    slots: Arc<Slots>,
     header_timeout: Duration,
     write_timeout: Duration,
     metrics: Arc<crate::metrics::Metrics>,
@@ -740,11 +680,6 @@ impl Accept {
             if stopped(&stop) {
                 return;
             }
-            // A free slot first: past the limit, clients wait in the listen backlog.
-            let slot = tokio::select! {
-                slot = Arc::clone(&self.slots).acquire_owned() => slot.expect("never closed"),
-                _ = stop.changed() => continue,
-            };
             let (tcp, addr) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
@@ -756,75 +691,71 @@ impl Accept {
                 },
                 _ = stop.changed() => continue,
             };
+            // Its slot: a free one, or one a connection that never authenticated gives up;
+            // past that, it waits with the clients behind it in the listen backlog.
+            let pushed_out = |out: std::net::SocketAddr| {
+                self.metrics.connections_pushed_out.inc();
+                self.refusals.refused(
+                    out,
+                    "closed before authenticating: every connection slot (--max-connections) \
+                     was taken and a new client needed one",
+                );
+            };
+            let slot = tokio::select! {
+                slot = self.slots.take(addr, pushed_out) => slot,
+                _ = stop.changed() => continue,
+            };
             let _ = tcp.set_nodelay(true);
             let tcp = ClientStream::new(tcp, self.write_timeout);
             let router = router.clone();
             let this = self.clone();
-            let slot = Arc::new(ConnSlot {
-                _slot: slot,
-                principal: OnceLock::new(),
-                addr,
-            });
             tokio::spawn(async move {
-                let header_timeout = this.header_timeout;
-                let acceptor = this
-                    .acceptor
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone();
-                match acceptor {
-                    None => {
-                        serve_connection(
-                            tcp,
-                            Peer::default(),
-                            slot,
-                            router,
-                            header_timeout,
-                            this.write_timeout,
-                        )
-                        .await
-                    }
-                    Some(acceptor) => {
-                        let tls = match tokio::time::timeout(header_timeout, acceptor.accept(tcp))
-                            .await
-                        {
-                            Ok(Ok(tls)) => tls,
-                            // Logged with the address, for the operator's tools to act on.
-                            Ok(Err(e)) => {
-                                this.metrics.auth_failure("tls");
-                                let why = format!("the TLS handshake failed: {e}");
-                                this.refusals.refused(addr, &why);
-                                return;
-                            }
-                            Err(_) => {
-                                this.metrics.auth_failure("tls");
-                                let why = format!(
-                                    "no TLS handshake within {} ms",
-                                    header_timeout.as_millis()
-                                );
-                                this.refusals.refused(addr, &why);
-                                return;
-                            }
-                        };
-                        let cert_subject = tls
-                            .get_ref()
-                            .1
-                            .peer_certificates()
-                            .and_then(|c| c.first())
-                            .map(tls::subject);
-                        serve_connection(
-                            tls,
-                            Peer { cert_subject },
-                            slot,
-                            router,
-                            header_timeout,
-                            this.write_timeout,
-                        )
-                        .await
-                    }
+                let watched = Arc::clone(&slot);
+                tokio::select! {
+                    () = this.serve(tcp, addr, slot, router) => {}
+                    () = watched.until_pushed_out() => {}
                 }
             });
         }
+    }
+
+    /// One connection: its TLS handshake (if any), then its HTTP requests.
+    async fn serve(self, tcp: ClientStream, addr: SocketAddr, slot: Arc<ConnSlot>, router: Router) {
+        let header_timeout = self.header_timeout;
+        let acceptor = self
+            .acceptor
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(acceptor) = acceptor else {
+            let peer = Peer::default();
+            serve_connection(tcp, peer, slot, router, header_timeout, self.write_timeout).await;
+            return;
+        };
+        let tls = match tokio::time::timeout(header_timeout, acceptor.accept(tcp)).await {
+            Ok(Ok(tls)) => tls,
+            // Logged with the address, for the operator's tools to act on.
+            Ok(Err(e)) => {
+                self.metrics.auth_failure("tls");
+                let why = format!("the TLS handshake failed: {e}");
+                self.refusals.refused(addr, &why);
+                return;
+            }
+            Err(_) => {
+                self.metrics.auth_failure("tls");
+                let why = format!("no TLS handshake within {} ms", header_timeout.as_millis());
+                self.refusals.refused(addr, &why);
+                return;
+            }
+        };
+        let cert_subject = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(tls::subject);
+        let peer = Peer { cert_subject };
+        serve_connection(tls, peer, slot, router, header_timeout, self.write_timeout).await;
     }
 }
 
@@ -1024,27 +955,36 @@ async fn authenticate(
             (StatusCode::FORBIDDEN, format!("{why}\n")).into_response()
         }
         Ok((p, _)) => {
-            if let Some(slot) = req.extensions().get::<Arc<ConnSlot>>()
-                && let Err(open) = slot.claim(&p, &state.principal_conns)
-            {
-                crate::log::info(&format!(
-                    "refused a connection of {p}: {open} open, its most \
-                     (--max-connections-per-principal)"
-                ));
-                let mut r = (
-                    StatusCode::TOO_MANY_REQUESTS,
-                    format!(
-                        "{p} has {open} connections open, the most --max-connections-per-principal \
-                         allows: close one first\n"
-                    ),
-                )
-                    .into_response();
-                r.headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                return r;
-            }
-            req.extensions_mut().insert(Principal(p));
-            next.run(req).await
+            let claimed = match req.extensions().get::<Arc<ConnSlot>>() {
+                Some(slot) => slot.claim(&p, &state.principal_conns),
+                None => Ok(()),
+            };
+            let (status, message) = match claimed {
+                Ok(()) => {
+                    req.extensions_mut().insert(Principal(p));
+                    return next.run(req).await;
+                }
+                Err(ClaimError::PrincipalFull(open)) => {
+                    crate::log::info(&format!(
+                        "refused a connection of {p}: {open} open, its most \
+                         (--max-connections-per-principal)"
+                    ));
+                    let message = format!(
+                        "{p} has {open} connections open, the most \
+                         --max-connections-per-principal allows: close one first\n"
+                    );
+                    (StatusCode::TOO_MANY_REQUESTS, message)
+                }
+                // It lost its slot to a new client just before its request came.
+                Err(ClaimError::PushedOut) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "every connection slot is taken: connect again\n".to_owned(),
+                ),
+            };
+            let mut r = (status, message).into_response();
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            r
         }
         Err(Refusal::Unauthorized) => {
             state.metrics.auth_failure("token");
