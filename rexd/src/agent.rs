@@ -78,9 +78,11 @@ pub fn runtime_dir() -> io::Result<PathBuf> {
 /// `--stdio` and `--resumable`).
 pub fn socket_for(args: &[OsString]) -> io::Result<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
-    // FNV-1a: a name, not a secret.
+    // FNV-1a: a name, not a secret. The version is hashed too: a bridge never talks to an
+    // agent another rexd started (an upgrade leaves the old agent to its sessions).
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for a in args {
+    let version = OsString::from(env!("CARGO_PKG_VERSION"));
+    for a in std::iter::once(&version).chain(args) {
         for b in a.as_bytes().iter().chain([0u8].iter()) {
             h ^= u64::from(*b);
             h = h.wrapping_mul(0x100_0000_01b3);
@@ -220,22 +222,7 @@ fn connection(stream: UnixStream, hub: HubHandle, max_line: usize) {
         credit: Arc::clone(&credit),
         stream: for_sink,
     };
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    let info = ConnInfo {
-        principal: format!("uid {uid}"),
-        address: None,
-        kind: ConnKind::Stream,
-        // The bridge copies bytes as they are: raw frames pass.
-        byte_stream: true,
-    };
-    if !hub.send(HubInput::Open {
-        conn,
-        info,
-        sink: Box::new(sink),
-    }) {
-        return;
-    }
+    let mut sink = Some(sink);
     std::thread::spawn(move || {
         // One writer: a frame's line and its bytes go out with nothing between them.
         for (mut line, bytes) in rx {
@@ -262,32 +249,88 @@ fn connection(stream: UnixStream, hub: HubHandle, max_line: usize) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
-        decoder.decode(&buf[..n], |frame| match frame {
-            _ if !open => {}
-            Frame::Error(e) => crate::log::warn(&format!("bridge connection {conn}: {e}")),
-            Frame::Message(line) => {
-                // At most INBOUND_CREDIT bytes the hub has not taken yet (one line of any size).
-                {
-                    let (lock, cond) = &*credit;
-                    let mut held = lock.lock().unwrap_or_else(|e| e.into_inner());
-                    while *held > 0 && *held + line.len() > INBOUND_CREDIT {
-                        held = cond.wait(held).unwrap_or_else(|e| e.into_inner());
-                    }
-                    *held += line.len();
+        decoder.decode(&buf[..n], |frame| {
+            let line = match frame {
+                _ if !open => return,
+                Frame::Error(e) => {
+                    crate::log::warn(&format!("bridge connection {conn}: {e}"));
+                    return;
                 }
-                open = hub.send(HubInput::Message {
-                    conn,
-                    bytes: line.to_vec(),
-                });
+                Frame::Message(line) => line,
+            };
+            // The bridge's first line says who its client is; the client's lines follow.
+            if let Some(sink) = sink.take() {
+                let hello = BridgeHello::parse(line);
+                let is_hello = hello.is_some();
+                let hello = hello.unwrap_or_default();
+                let info = ConnInfo {
+                    principal: hello.principal.unwrap_or_else(|| {
+                        // SAFETY: getuid cannot fail.
+                        format!("uid {}", unsafe { libc::getuid() })
+                    }),
+                    address: hello.address,
+                    kind: ConnKind::Stream,
+                    // The bridge copies bytes as they are: raw frames pass.
+                    byte_stream: true,
+                };
+                let sink = Box::new(sink);
+                open = hub.send(HubInput::Open { conn, info, sink });
+                if is_hello || !open {
+                    return;
+                }
             }
+            // At most INBOUND_CREDIT bytes the hub has not taken yet (one line of any size).
+            {
+                let (lock, cond) = &*credit;
+                let mut held = lock.lock().unwrap_or_else(|e| e.into_inner());
+                while *held > 0 && *held + line.len() > INBOUND_CREDIT {
+                    held = cond.wait(held).unwrap_or_else(|e| e.into_inner());
+                }
+                *held += line.len();
+            }
+            open = hub.send(HubInput::Message {
+                conn,
+                bytes: line.to_vec(),
+            });
         });
     }
     hub.send(HubInput::Closed { conn });
 }
 
+/// The first line a bridge sends its agent: who its client is, for the audit and the policy
+/// (the agent is shared by every connection of the user, so it cannot tell by itself).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct BridgeHello {
+    /// [`crate::ssh_client::principal`] in the bridge.
+    pub principal: Option<String>,
+    /// [`crate::ssh_client::address`] in the bridge.
+    pub address: Option<String>,
+}
+
+impl BridgeHello {
+    /// Its line (without the newline): `{"rexd.bridge":{...}}`.
+    fn line(&self) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({ "rexd.bridge": self })).expect("serializable")
+    }
+
+    /// The hello in `line`, if it is one.
+    fn parse(line: &[u8]) -> Option<BridgeHello> {
+        #[derive(serde::Deserialize)]
+        struct Line {
+            #[serde(rename = "rexd.bridge")]
+            hello: BridgeHello,
+        }
+        let hello = serde_json::from_slice::<Line>(line).ok().map(|l| l.hello);
+        if hello.is_none() {
+            crate::log::warn("a bridge did not say who its client is: the agent's uid names it");
+        }
+        hello
+    }
+}
+
 /// `rexd --stdio --resumable`: connects stdin and stdout to the agent for `args`, starting it
-/// when none answers, and copies until either side ends.
-pub fn bridge(exe: &Path, args: &[OsString]) -> io::Result<()> {
+/// when none answers, says who the client is (`hello`), and copies until either side ends.
+pub fn bridge(exe: &Path, args: &[OsString], hello: &BridgeHello) -> io::Result<()> {
     let socket = socket_for(args)?;
     let stream = match UnixStream::connect(&socket) {
         Ok(s) => s,
@@ -309,6 +352,9 @@ pub fn bridge(exe: &Path, args: &[OsString]) -> io::Result<()> {
         }
     };
     let mut to_agent = stream.try_clone()?;
+    let mut first = hello.line();
+    first.push(b'\n');
+    to_agent.write_all(&first)?;
     let closer = stream.try_clone()?;
     std::thread::spawn(move || {
         let mut stdin = io::stdin().lock();

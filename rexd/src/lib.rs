@@ -117,6 +117,8 @@ pub mod roots;
 #[cfg(unix)]
 pub mod service;
 #[cfg(unix)]
+pub mod ssh_client;
+#[cfg(unix)]
 pub mod stdio;
 #[cfg(unix)]
 pub mod sys;

@@ -884,15 +884,17 @@ pub fn serve_as(
     let allow_shell = settings.allow_shell;
     let cap = settings.limits.max_output_bytes;
     let mut service = Service::new(settings, poll.registry().try_clone()?);
-    service.set_address(crate::service::ssh_client_address());
+    service.set_address(crate::ssh_client::address());
     let mut server = McpServer::new(service, allow_shell, cap).with_principal(principal);
     frontend::serve(&mut server, &mut poll, grace, input, output)
 }
 
-/// `rexd --mcp`: MCP on the process's own stdin and stdout; at the end the process's
-/// descendants that no exec's tree claimed are killed.
-pub fn serve_stdio(settings: Settings) -> io::Result<()> {
-    let served = serve(settings, io::stdin().as_raw_fd(), io::stdout().as_raw_fd());
+/// `rexd --mcp`: MCP on the process's own stdin and stdout, for `principal` (the audit's;
+/// [`crate::ssh_client::principal`]); at the end the process's descendants that no exec's
+/// tree claimed are killed.
+pub fn serve_stdio(settings: Settings, principal: Option<String>) -> io::Result<()> {
+    let (input, output) = (io::stdin().as_raw_fd(), io::stdout().as_raw_fd());
+    let served = serve_as(settings, input, output, principal);
     crate::tree::kill_all_descendants();
     served
 }

@@ -34,6 +34,16 @@ pub fn remote_error(e: ErrorObject) -> RemoteError {
 /// Serves JSON-RPC on the given descriptors (stdin/stdout for the binary) until the input ends
 /// and the children have ended (or the kill grace passed).
 pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> {
+    serve_as(settings, input, output, None)
+}
+
+/// [`serve`], every call made as `principal` (the audit's, and `[[policy.clients]]`'s).
+pub fn serve_as(
+    settings: Settings,
+    input: RawFd,
+    output: RawFd,
+    principal: Option<String>,
+) -> io::Result<()> {
     let mut poll = Poll::new()?;
     let grace = settings.limits.kill_grace_ms;
     let mut service = Service::new(settings, poll.registry().try_clone()?);
@@ -41,11 +51,12 @@ pub fn serve(settings: Settings, input: RawFd, output: RawFd) -> io::Result<()> 
     // their line), so raw frames may be granted.
     service.set_byte_stream(true);
     // Under `ssh host rexd --stdio`, the audit names where the ssh client connects from.
-    service.set_address(crate::service::ssh_client_address());
+    service.set_address(crate::ssh_client::address());
     let mut frontend = JsonRpcFrontend {
         service,
         peer: Peer::new(JsonRpc2, PeerConfig::default(), 1),
         pending: HashMap::new(),
+        principal,
         next_handle: 0,
         peer_deadline: None,
     };
@@ -59,6 +70,8 @@ struct JsonRpcFrontend {
     peer: Peer<JsonRpc2>,
     /// Service handles of the requests in flight, and their JSON-RPC ids.
     pending: HashMap<u64, Id>,
+    /// Who the calls are made as (`--principal`, or the ssh user and key).
+    principal: Option<String>,
     next_handle: u64,
     /// The peer's deadline once drained; `None` after a request was handed over (call again
     /// after its reply) or while the output is full.
@@ -178,7 +191,9 @@ impl JsonRpcFrontend {
                         Ok(request) => {
                             self.next_handle += 1;
                             self.pending.insert(self.next_handle, id);
-                            self.service.call(now, self.next_handle, request);
+                            let principal = self.principal.as_deref();
+                            self.service
+                                .call_from(now, self.next_handle, request, principal);
                             // One request at a time: its reply goes to `out` before the next
                             // is taken, so the high-water check above sees what is waiting.
                             return;
@@ -208,10 +223,12 @@ impl JsonRpcFrontend {
     }
 }
 
-/// The process's own stdin and stdout. When the client is gone the process's own descendants
-/// are gone too: what no exec's tree claimed is killed here.
-pub fn serve_stdio(settings: Settings) -> io::Result<()> {
-    let served = serve(settings, io::stdin().as_raw_fd(), io::stdout().as_raw_fd());
+/// The process's own stdin and stdout, for `principal` ([`crate::ssh_client::principal`]).
+/// When the client is gone the process's own descendants are gone too: what no exec's tree
+/// claimed is killed here.
+pub fn serve_stdio(settings: Settings, principal: Option<String>) -> io::Result<()> {
+    let (input, output) = (io::stdin().as_raw_fd(), io::stdout().as_raw_fd());
+    let served = serve_as(settings, input, output, principal);
     crate::tree::kill_all_descendants();
     served
 }

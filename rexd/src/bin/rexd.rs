@@ -25,6 +25,12 @@ struct Args {
     /// connection (an ssh link that drops) and can be resumed from a new one.
     #[arg(long, requires = "stdio")]
     resumable: bool,
+    /// The client's name in the audit log and [[policy.clients]] (with --stdio or --mcp; at
+    /// most 128 characters). Under ssh without it, the name is the ssh user, with the key's
+    /// SHA256 fingerprint where sshd exposes it (ExposeAuthInfo yes). An authorized_keys
+    /// forced command sets it per key: command="rexd --stdio --config FILE --principal NAME".
+    #[arg(long, value_name = "NAME", value_parser = principal_name)]
+    principal: Option<String>,
     /// How long a resumable session whose connection dropped waits for session.resume (with
     /// --stdio --resumable, --listen).
     #[arg(long, value_name = "MS", default_value_t = 60_000)]
@@ -235,6 +241,14 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--principal`: printable, 1 to 128 characters.
+fn principal_name(name: &str) -> Result<String, String> {
+    match name.chars().count() {
+        1..=128 if !name.chars().any(char::is_control) => Ok(name.to_owned()),
+        _ => Err("1 to 128 characters, none of them control characters".into()),
+    }
+}
+
 fn settings(args: &Args) -> Result<Settings, String> {
     let mut config = match &args.config {
         Some(path) => Config::load(path).map_err(|e| e.to_string())?,
@@ -327,7 +341,11 @@ fn run(args: Args) -> Result<(), String> {
     if args.check_config {
         return check_config(&args);
     }
-    if args.resumable {
+    // Under a forced command (authorized_keys `command="rexd --stdio ..."`), the client's own
+    // command is not run; its --resumable (what `rex --resume` asks for) is still honoured.
+    let resumable =
+        args.resumable || (args.stdio && rexd::ssh_client::original_command_asks("--resumable"));
+    if resumable {
         // The agent is started with the same arguments, so it checks and loads the same
         // config; this process only carries bytes.
         let rest: Vec<std::ffi::OsString> = std::env::args_os()
@@ -336,7 +354,11 @@ fn run(args: Args) -> Result<(), String> {
             .collect();
         settings(&args)?;
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        return rexd::agent::bridge(&exe, &rest).map_err(|e| format!("--resumable: {e}"));
+        let hello = rexd::agent::BridgeHello {
+            principal: rexd::ssh_client::principal(args.principal.as_deref()),
+            address: rexd::ssh_client::address(),
+        };
+        return rexd::agent::bridge(&exe, &rest, &hello).map_err(|e| format!("--resumable: {e}"));
     }
     let settings = settings(&args)?;
     settings.confine.log();
@@ -345,7 +367,8 @@ fn run(args: Args) -> Result<(), String> {
             .map_err(|e| format!("--agent {}: {e}", socket.display()));
     }
     if args.stdio {
-        return rexd::stdio::serve_stdio(settings).map_err(|e| e.to_string());
+        let principal = rexd::ssh_client::principal(args.principal.as_deref());
+        return rexd::stdio::serve_stdio(settings, principal).map_err(|e| e.to_string());
     }
     if let Some(addr) = &args.irc {
         let link = args.link.settings()?;
@@ -391,7 +414,8 @@ fn run(args: Args) -> Result<(), String> {
         return rexd::irc::serve_irc(settings, &options).map_err(|e| format!("--irc {addr}: {e}"));
     }
     if args.mcp {
-        return rexd::mcp::serve_stdio(settings).map_err(|e| e.to_string());
+        let principal = rexd::ssh_client::principal(args.principal.as_deref());
+        return rexd::mcp::serve_stdio(settings, principal).map_err(|e| e.to_string());
     }
     if let Some(addr) = args.listen.listen {
         return listen(settings, &args, addr);

@@ -579,15 +579,3 @@ fn summarize(r: &Response) -> Value {
         _ => json!({"ok": true}),
     }
 }
-
-/// The client end of `$SSH_CONNECTION` (`CLIENT_IP CLIENT_PORT SERVER_IP SERVER_PORT`, set by
-/// sshd for `ssh host rexd --stdio`) as `IP:PORT`; `None` when rexd does not run under ssh.
-pub fn ssh_client_address() -> Option<String> {
-    let value = std::env::var("SSH_CONNECTION").ok()?;
-    let mut parts = value.split_whitespace();
-    let (ip, port) = (parts.next()?, parts.next()?);
-    Some(match ip.contains(':') {
-        true => format!("[{ip}]:{port}"),
-        false => format!("{ip}:{port}"),
-    })
-}
