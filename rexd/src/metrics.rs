@@ -86,7 +86,11 @@ impl Default for Metrics {
 impl Metrics {
     /// Every metric at zero.
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("rexd");
+        // The daemon's own metrics are `rexd_*`; the process's are `process_*`, the names every
+        // Prometheus client library gives them.
+        let mut root = Registry::default();
+        root.register_collector(Box::new(ProcessCollector));
+        let registry = root.sub_registry_with_prefix("rexd");
         let m = Metrics {
             registry: Registry::default(),
             sessions_opened: Counter::default(),
@@ -162,7 +166,7 @@ impl Metrics {
         for reason in ["token", "tls"] {
             let _ = m.auth_failures.get_or_create(&ReasonLabels { reason });
         }
-        Metrics { registry, ..m }
+        Metrics { registry: root, ..m }
     }
 
     /// Counts an exec (or PTY) by class and outcome.
@@ -207,6 +211,119 @@ impl Metrics {
     }
 }
 
+/// `process_*` at each scrape, from `/proc/self` (Linux), as the Go and Python clients' process
+/// collectors give them; nothing where `/proc` cannot be read.
+#[derive(Debug)]
+struct ProcessCollector;
+
+/// What `/proc/self` says of the daemon.
+struct ProcessStats {
+    cpu_seconds: f64,
+    start_time_seconds: f64,
+    resident_bytes: i64,
+    virtual_bytes: i64,
+    threads: i64,
+    open_fds: i64,
+    max_fds: i64,
+}
+
+impl ProcessStats {
+    fn read() -> Option<ProcessStats> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // After `PID (COMM) `, fields from the third (`state`) on; `COMM` may hold spaces.
+        let fields: Vec<&str> = stat.rsplit_once(") ")?.1.split(' ').collect();
+        let field = |n: usize| -> Option<f64> { fields.get(n - 3)?.parse().ok() };
+        // SAFETY: sysconf and getrlimit only read system values.
+        let (ticks, page, max_fds) = unsafe {
+            let mut limit: libc::rlimit = std::mem::zeroed();
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+            (
+                libc::sysconf(libc::_SC_CLK_TCK) as f64,
+                libc::sysconf(libc::_SC_PAGESIZE) as i64,
+                limit.rlim_cur as i64,
+            )
+        };
+        let boot_time: f64 = std::fs::read_to_string("/proc/stat")
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
+        Some(ProcessStats {
+            cpu_seconds: (field(14)? + field(15)?) / ticks,
+            start_time_seconds: boot_time + field(22)? / ticks,
+            virtual_bytes: field(23)? as i64,
+            resident_bytes: field(24)? as i64 * page,
+            threads: field(20)? as i64,
+            open_fds: std::fs::read_dir("/proc/self/fd").ok()?.count() as i64,
+            max_fds,
+        })
+    }
+}
+
+impl prometheus_client::collector::Collector for ProcessCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        use prometheus_client::registry::Unit;
+        let Some(p) = ProcessStats::read() else {
+            return Ok(());
+        };
+        let cpu = ConstCounter::new(p.cpu_seconds);
+        cpu.encode(encoder.encode_descriptor(
+            "process_cpu",
+            "Total user and system CPU time spent in seconds",
+            Some(&Unit::Seconds),
+            cpu.metric_type(),
+        )?)?;
+        let start = ConstGauge::new(p.start_time_seconds);
+        start.encode(encoder.encode_descriptor(
+            "process_start_time",
+            "Start time of the process since the Unix epoch in seconds",
+            Some(&Unit::Seconds),
+            start.metric_type(),
+        )?)?;
+        for (name, help, unit, value) in [
+            (
+                "process_resident_memory",
+                "Resident memory size in bytes",
+                Some(Unit::Bytes),
+                p.resident_bytes,
+            ),
+            (
+                "process_virtual_memory",
+                "Virtual memory size in bytes",
+                Some(Unit::Bytes),
+                p.virtual_bytes,
+            ),
+            ("process_threads", "Number of OS threads", None, p.threads),
+            (
+                "process_open_fds",
+                "Number of open file descriptors",
+                None,
+                p.open_fds,
+            ),
+            (
+                "process_max_fds",
+                "Maximum number of open file descriptors",
+                None,
+                p.max_fds,
+            ),
+        ] {
+            let gauge = ConstGauge::new(value);
+            gauge.encode(encoder.encode_descriptor(
+                name,
+                help,
+                unit.as_ref(),
+                gauge.metric_type(),
+            )?)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,8 +346,25 @@ mod tests {
             "rexd_auth_failures_total{reason=\"tls\"} 0",
             "# TYPE rexd_sessions_open gauge",
             "rexd_mcp_requests_waiting 0",
+            "# TYPE process_cpu_seconds counter",
+            "# TYPE process_resident_memory_bytes gauge",
+            "process_max_fds ",
         ] {
             assert!(text.contains(want), "{want} not in:\n{text}");
         }
+        let value = |name: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+        };
+        // This test process: some memory, started within the last day, a few descriptors.
+        assert!(value("process_resident_memory_bytes") > 1e6);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let started = value("process_start_time_seconds");
+        assert!(started <= now + 2.0 && started > now - 86_400.0, "{started} {now}");
+        assert!(value("process_open_fds") >= 3.0);
     }
 }
