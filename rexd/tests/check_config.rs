@@ -158,3 +158,35 @@ fn tls_key_modes_and_certificate_expiry() {
         );
     }
 }
+
+/// A daemon serving others without a config has no policy and no audit: `--check-config` and
+/// a real start both say so; with a config, neither does.
+#[test]
+fn a_service_without_a_config_is_warned_of() {
+    let place = Place::new("check-noconfig");
+    let tokens = place.tokens.to_str().unwrap();
+    let root = place.work.to_str().unwrap();
+    let listen = [
+        "--listen",
+        "127.0.0.1:0",
+        "--token-file",
+        tokens,
+        "--root",
+        root,
+    ];
+    let (code, out, err) = check(&listen);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "rexd: the configuration is valid, with 1 warning(s) above\n"
+    );
+    assert!(
+        err.contains("no --config: no [policy] and no audit log"),
+        "{err}"
+    );
+    let (_, _, err) = check(&["--config", place.config.to_str().unwrap(), "--stdio"]);
+    assert!(!err.contains("no --config"), "{err}");
+    // stdio (a client's own daemon, as `rex` starts it) is not warned about.
+    let (_, _, err) = check(&["--stdio", "--root", root]);
+    assert!(!err.contains("no --config"), "{err}");
+}

@@ -304,10 +304,24 @@ fn settings(args: &Args) -> Result<Settings, String> {
     Ok(settings)
 }
 
+/// A daemon that serves others (`--listen`, `--irc`) started without a config has no policy
+/// and no audit: said at start and by `--check-config`, since nothing else would show it.
+fn unconfigured_service(args: &Args) -> Option<&'static str> {
+    let serves_others = args.listen.listen.is_some() || args.irc.is_some();
+    (serves_others && args.config.is_none()).then_some(
+        "no --config: no [policy] and no audit log, so a client may run any command in the \
+         roots; start from the sample config (the .deb's /usr/share/doc/rexd/examples/rexd.toml)",
+    )
+}
+
 /// `--check-config`: everything a start with these flags loads and checks, then a verdict.
 fn check_config(args: &Args) -> Result<(), String> {
     let settings = settings(args)?; // logs the policy's own warnings
     let mut warnings = settings.commands.warnings().len();
+    if let Some(w) = unconfigured_service(args) {
+        warnings += 1;
+        rexd::log::warn(w);
+    }
     warnings += settings.confine.log();
     let path = std::env::var_os("PATH").unwrap_or_default();
     for (rule, program) in settings.commands.programs_not_found(&path) {
@@ -362,6 +376,9 @@ fn run(args: Args) -> Result<(), String> {
     }
     let settings = settings(&args)?;
     settings.confine.log();
+    if let Some(w) = unconfigured_service(&args) {
+        rexd::log::warn(w);
+    }
     if let Some(socket) = &args.agent {
         return rexd::agent::serve_agent(settings, socket, args.resume_grace_ms)
             .map_err(|e| format!("--agent {}: {e}", socket.display()));
