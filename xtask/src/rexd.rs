@@ -50,6 +50,14 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
         for bin in ["rexd", "rex"] {
             cmd::copy(&built.join(bin), &stage.join(bin))?;
         }
+        // The .deb's systemd units and the files they read, for a host without dpkg
+        // (docs/rexd.md, "Under systemd", says where each goes).
+        for (from, to) in SYSTEMD_FILES {
+            cmd::copy(
+                &dist.root.join("rexd/debian").join(from),
+                &stage.join("systemd").join(to),
+            )?;
+        }
         licenses::write(dist, "rexd", &[triple], &stage)?;
         let tarball = dist.out.join(format!("{name}.tar.gz"));
         archive::tar_gz(&stage, &name, &tarball, dist.source_date)?;
@@ -91,6 +99,16 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
     }
     Ok(())
 }
+
+/// What the tarballs carry in `systemd/`: (in rexd/debian/, as named in the tarball).
+const SYSTEMD_FILES: [(&str, &str); 6] = [
+    ("rexd.service", "rexd.service"),
+    ("rexd-listen.service", "rexd-listen.service"),
+    ("default", "default-rexd"),
+    ("default-listen", "default-rexd-listen"),
+    ("rexd.toml", "rexd.toml"),
+    ("etc-README", "README"),
+];
 
 fn debs(dist: &Dist) -> Result<Vec<std::path::PathBuf>> {
     let mut found = Vec::new();
