@@ -46,6 +46,8 @@ command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 command -v clang >/dev/null 2>&1 || missing+=(clang libclang-rt-14-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
+# tests/dist/run.sh rates the .deb's systemd units (systemd-analyze security --offline).
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 # IRC over TLS with SASL and accounts: InspIRCd 3 with Atheme services (rexd's SASL tests).
 [ -x /usr/sbin/inspircd ] || missing+=(inspircd)
 [ -x /usr/bin/atheme-services ] || missing+=(atheme-services)

@@ -13,7 +13,8 @@
 # ${DESKWIRE_CACHE:-$HOME/.cache/deskwire}), chroots into them and mounts /proc and /dev there.
 #
 # - rexd: the static x86_64 binary serves a REXD session (open, exec, fs.read) in an empty
-#   chroot (no libc, no /etc); the aarch64 one does too, under a static qemu-user; the .deb installs with dpkg -i in a clean Debian root, where rexd and rex run.
+#   chroot (no libc, no /etc); the aarch64 one does too, under a static qemu-user; the .deb installs with dpkg -i in a clean Debian root, where rexd and rex run;
+#   its systemd units (rexd.service, rexd-listen.service) score under 3 with systemd-analyze security --offline.
 # - C: the x86_64 tarball unpacked to a temporary prefix builds examples/c_host with nothing but
 #   `pkg-config --cflags --libs deskwire openssl` (its TLS is OpenSSL's), which then completes a RemoteBash over ngircd with
 #   the released rexd; the musl static library links a static program that runs; the aarch64
@@ -127,7 +128,8 @@ bullseye=$(bullseye_root)
 test_rexd() {
 step "rexd: static x86_64 in an empty chroot"
 for d in "$rexd_x64" "$rexd_arm"; do
-  for f in rexd rex LICENSE-MIT LICENSE-APACHE THIRD-PARTY-LICENSES.txt; do
+  for f in rexd rex LICENSE-MIT LICENSE-APACHE THIRD-PARTY-LICENSES.txt systemd/rexd.service \
+    systemd/rexd-listen.service systemd/default-rexd systemd/default-rexd-listen systemd/rexd.toml; do
     [ -f "$d/$f" ] || { echo "$(basename "$d").tar.gz has no $f" >&2; exit 1; }
   done
 done
@@ -171,29 +173,53 @@ chroot "$deb_root" dpkg -i "/tmp/rexd_${version}-1_amd64.deb"
 chroot "$deb_root" rexd --version | tee "$work/deb-version"
 [ "$(cat "$work/deb-version")" = "rexd $version" ]
 chroot "$deb_root" rex --help | sed -n 1,3p
-chroot "$deb_root" test -f /lib/systemd/system/rexd.service -o -f /usr/lib/systemd/system/rexd.service
+# Both units, the system users they run as (made by the postinst), and their sandboxes:
+# systemd-analyze's exposure score must stay under 3 (before they were hardened, rexd.service
+# scored 8.4 EXPOSED); the tarballs carry the same files. --threshold counts on the 0-100 scale
+# behind the 0-10 it prints: 29 fails a unit rated 3.0 or more.
+for unit in rexd rexd-listen; do
+  chroot "$deb_root" test -f /lib/systemd/system/$unit.service -o -f /usr/lib/systemd/system/$unit.service
+  cmp "$rexd_x64/systemd/$unit.service" "$deb_root/usr/lib/systemd/system/$unit.service"
+  chroot "$deb_root" getent passwd "$unit" | tee -a "$work/deb-users"
+  if ! systemd-analyze security --offline=true --threshold=29 --root="$deb_root" "$unit.service" \
+    >"$work/$unit-security"; then
+    cat "$work/$unit-security" >&2
+    echo "$unit.service is rated 3 or more (systemd-analyze security, above)" >&2
+    exit 1
+  fi
+  tail -1 "$work/$unit-security"
+done
+# (systemd-analyze verify --root is left out: it needs systemd's own units, sysinit.target and
+# the like, in the root, and this one has no systemd.)
+# rexd-listen.service's command line with the config it ships, and its root made as systemd would.
+chroot "$deb_root" sh -c 'mkdir -p /var/lib/rexd-listen && install -m 600 /dev/null /tmp/tokens &&
+  echo "ci:0123456789abcdef0123456789abcdef" >/tmp/tokens &&
+  rexd --config /etc/rexd/rexd.toml --listen 127.0.0.1:7070 --token-file /tmp/tokens --check-config' |
+  tee "$work/deb-check-listen"
+grep -q "the configuration is valid" "$work/deb-check-listen"
 chroot "$deb_root" test -f /usr/share/doc/rexd/THIRD-PARTY-LICENSES.txt
 # The sample config it ships is valid (its root and audit directory made first).
 chroot "$deb_root" sh -c 'mkdir -p /srv/app /var/log/rexd &&
   rexd --config /usr/share/doc/rexd/examples/rexd.toml --stdio --check-config' | tee "$work/deb-check"
 grep -q "the configuration is valid" "$work/deb-check"
-# /etc/rexd is where the unit reads the secret from; its README says what to put there.
+# /etc/rexd is where the units read the secret and the tokens from; its README says what to put there.
 chroot "$deb_root" grep -q /etc/rexd/secret /etc/rexd/README
+chroot "$deb_root" grep -q /etc/rexd/tokens /etc/rexd/README
 synopsis=$(dpkg-deb --field "dist/rexd_${version}-1_amd64.deb" Description | sed -n 1p)
 if [ ${#synopsis} -ge 80 ]; then
   echo "the .deb's synopsis is ${#synopsis} characters (Debian wants under 80): $synopsis" >&2
   exit 1
 fi
-# Installed, not enabled: no wants/ link points at it.
-if chroot "$deb_root" sh -c 'ls /etc/systemd/system/*.wants/rexd.service' 2>/dev/null; then
-  echo "installing the .deb enabled rexd.service" >&2
+# Installed, not enabled: no wants/ link points at either.
+if chroot "$deb_root" sh -c 'ls /etc/systemd/system/*.wants/rexd*.service' 2>/dev/null; then
+  echo "installing the .deb enabled a rexd unit" >&2
   exit 1
 fi
 unmount_kernel "$deb_root"
 dpkg-deb --field "dist/rexd_${version}-1_arm64.deb" Architecture Version | tr "\n" " "; echo
 [ "$(dpkg-deb --field "dist/rexd_${version}-1_arm64.deb" Architecture)" = arm64 ]
 dpkg-deb --contents "dist/rexd_${version}-1_arm64.deb" | grep '\./usr/bin/rexd$' >/dev/null
-ok "rexd_${version}-1_amd64.deb installed with dpkg -i; rexd --version and rex --help ran; the unit is there, disabled"
+ok "rexd_${version}-1_amd64.deb installed with dpkg -i; rexd --version and rex --help ran; rexd.service and rexd-listen.service are there, disabled, with their users, each under exposure 3"
 
 }
 
