@@ -166,7 +166,10 @@ impl Metrics {
         for reason in ["token", "tls"] {
             let _ = m.auth_failures.get_or_create(&ReasonLabels { reason });
         }
-        Metrics { registry: root, ..m }
+        Metrics {
+            registry: root,
+            ..m
+        }
     }
 
     /// Counts an exec (or PTY) by class and outcome.
@@ -364,7 +367,10 @@ mod tests {
             .unwrap()
             .as_secs_f64();
         let started = value("process_start_time_seconds");
-        assert!(started <= now + 2.0 && started > now - 86_400.0, "{started} {now}");
+        assert!(
+            started <= now + 2.0 && started > now - 86_400.0,
+            "{started} {now}"
+        );
         assert!(value("process_open_fds") >= 3.0);
     }
 }

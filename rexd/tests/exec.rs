@@ -748,3 +748,17 @@ fn exec_input_to_another_sessions_process_is_not_found() {
     );
     assert!(e["message"].as_str().unwrap().contains("pty.input"), "{e}");
 }
+
+/// `exec.wait` with `output: true` is for sessions without an event stream (`POST /rpc`); over
+/// stdio the output comes in events, and asking for it is invalid params that says so.
+#[test]
+fn output_on_exec_wait_is_refused_where_events_stream() {
+    let (_root, mut d, s) = setup();
+    let p = start(&mut d, json!({"session_id": s, "argv": ["true"]}));
+    let e = d.call_err(
+        "exec.wait",
+        json!({"session_id": s, "process_id": p, "output": true}),
+    );
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("POST /rpc"), "{e}");
+}

@@ -101,6 +101,75 @@ fn pointed_calls_over_curl() {
     assert!(d.stop().success());
 }
 
+/// `POST /rpc` has no event stream, so a session of pointed calls keeps its commands' output
+/// until `exec.wait` with `output: true` takes it: what came since the last take, UTF-8 or
+/// base64, with the count of bytes past the bound.
+#[test]
+fn pointed_calls_take_a_commands_output_with_exec_wait() {
+    let place = Place::new("net-rpc-output");
+    let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    let sid = open_session(&d.url);
+    let call = |id: u64, method: &str, params: serde_json::Value| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let r = post(&d.url, Some(TOKEN), &body.to_string());
+        assert_eq!(r.status, 200, "{r:?}");
+        r.json()
+    };
+    let start = |id: u64, script: &str| {
+        let r = call(
+            id,
+            "exec.start",
+            json!({"session_id": sid, "argv": ["sh", "-c", script]}),
+        );
+        r["result"]["process_id"].as_str().unwrap().to_owned()
+    };
+    let wait = |id: u64, process: &str, timeout_ms: Option<u64>| {
+        let mut params = json!({"session_id": sid, "process_id": process, "output": true});
+        if let Some(t) = timeout_ms {
+            params["timeout_ms"] = json!(t);
+        }
+        call(id, "exec.wait", params)["result"].clone()
+    };
+
+    let p = start(1, "echo out; echo err >&2; exit 3");
+    let r = wait(2, &p, None);
+    assert_eq!(
+        (r["status"].clone(), r["exit_code"].clone()),
+        (json!("exited"), json!(3))
+    );
+    assert_eq!(r["output"]["stdout"], "out\n", "{r}");
+    assert_eq!(r["output"]["stderr"], "err\n", "{r}");
+    assert_eq!(r["output"]["encoding"], "utf8");
+    assert_eq!(r["output"]["dropped_bytes"], 0);
+    // Taken: asking again gives nothing new.
+    let r = wait(3, &p, None);
+    assert_eq!(r["output"]["stdout"], "", "{r}");
+
+    // While it runs: a wait that times out answers what came so far; the next, the rest.
+    let p = start(4, "echo first; sleep 1; echo second");
+    let r = wait(5, &p, Some(300));
+    assert_eq!(r["status"], "running", "{r}");
+    assert_eq!(r["output"]["stdout"], "first\n", "{r}");
+    let r = wait(6, &p, Some(20_000));
+    assert_eq!(r["status"], "exited", "{r}");
+    assert_eq!(r["output"]["stdout"], "second\n", "{r}");
+
+    // Bytes that are not UTF-8 come as base64.
+    let p = start(7, "printf '\\377'");
+    let r = wait(8, &p, None);
+    assert_eq!(r["output"]["encoding"], "base64", "{r}");
+    assert_eq!(r["output"]["stdout"], "/w==", "{r}");
+
+    // Without `output`, the answer is the spec's.
+    let p = start(9, "echo quiet");
+    let r = call(
+        10,
+        "exec.wait",
+        json!({"session_id": sid, "process_id": p, "timeout_ms": 20_000}),
+    );
+    assert!(r["result"].get("output").is_none(), "{r}");
+}
+
 #[test]
 fn bad_requests_get_http_answers_and_nothing_more() {
     let place = Place::new("net-bad");

@@ -238,6 +238,11 @@ pub struct ExecWaitParams {
     /// When it expires first the answer is `status: "running"`, not an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Also answer the output the daemon collected since the last such `exec.wait` (a
+    /// deskwire addition, for sessions without an event stream: `POST /rpc`'s). Omitted when
+    /// false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub output: bool,
 }
 
 /// Where a process stands.
@@ -277,6 +282,27 @@ pub struct ExecWaitResult {
     /// Output was cut at `max_output_bytes` (addition to the spec; omitted when false).
     #[serde(default, skip_serializing_if = "is_false")]
     pub truncated: bool,
+    /// With `output: true`: what the process wrote since the last such answer (a deskwire
+    /// addition; omitted otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<CollectedOutput>,
+}
+
+/// The output a daemon kept for a session without an event stream, answered by `exec.wait`
+/// with `output: true` (a deskwire addition).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CollectedOutput {
+    /// Stdout bytes, in `encoding`.
+    pub stdout: String,
+    /// Stderr bytes, in `encoding`.
+    pub stderr: String,
+    /// `utf8` when both streams are UTF-8, else `base64` for both.
+    #[serde(default)]
+    pub encoding: Encoding,
+    /// Bytes not kept, because the session's collected output reached its bound before a
+    /// client took it.
+    #[serde(default)]
+    pub dropped_bytes: u64,
 }
 
 /// A signal name for `exec.kill`: the POSIX names without the `SIG` prefix, upper case.

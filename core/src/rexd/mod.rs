@@ -65,9 +65,9 @@ mod proptests;
 pub use data::Encoding;
 pub use error::{ErrorCode, ErrorObject, RexdError};
 pub use exec::{
-    ExecErrorEvent, ExecExit, ExecInputParams, ExecInputResult, ExecKillParams, ExecKillResult,
-    ExecOutput, ExecStartParams, ExecStartResult, ExecWaitParams, ExecWaitResult, ProcessStatus,
-    Program, Signal,
+    CollectedOutput, ExecErrorEvent, ExecExit, ExecInputParams, ExecInputResult, ExecKillParams,
+    ExecKillResult, ExecOutput, ExecStartParams, ExecStartResult, ExecWaitParams, ExecWaitResult,
+    ProcessStatus, Program, Signal,
 };
 pub use fs::{
     DirEntry, FileType, FsGlobParams, FsGlobResult, FsListParams, FsListResult, FsReadParams,

@@ -108,11 +108,12 @@ fn request() -> impl Strategy<Value = Request> {
                     detach: d,
                 })
             }),
-        (text(), text(), option::of(any::<u64>())).prop_map(|(s, p, t)| {
+        (text(), text(), option::of(any::<u64>()), any::<bool>()).prop_map(|(s, p, t, o)| {
             Request::ExecWait(ExecWaitParams {
                 session_id: s,
                 process_id: p,
                 timeout_ms: t,
+                output: o,
             })
         }),
         (text(), text(), signal()).prop_map(|(s, p, signal)| {
@@ -393,6 +394,7 @@ fn response() -> impl Strategy<Value = Response> {
                     bytes_stdout: o,
                     bytes_stderr: e,
                     truncated: t,
+                    output: None,
                 })
             }),
         (

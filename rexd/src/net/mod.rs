@@ -440,6 +440,8 @@ async fn run(
         resume_grace_ms: options.resume_grace_ms,
         max_batch_answer_bytes: options.max_batch_answer_bytes,
         max_sessions_per_principal: options.max_sessions_per_principal,
+        // What rexd holds for one client: a pointed session's output as its unsent bytes.
+        collected_output_bytes: options.max_unsent_bytes,
         ..HubConfig::default()
     };
     let metrics_listener = match options.metrics_listen {

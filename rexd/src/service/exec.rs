@@ -370,6 +370,15 @@ impl Service {
         handle: u64,
         p: ExecWaitParams,
     ) -> OpResult<Option<Response>> {
+        if p.output {
+            // Output is collected only where nothing streams it: the hub does that for
+            // `POST /rpc` sessions and takes the flag off before the call gets here.
+            return Err(err(
+                ErrorCode::InvalidParams,
+                "output: true is for sessions without an event stream (POST /rpc): this \
+                 session's output comes in exec.stdout and exec.stderr events",
+            ));
+        }
         let proc_ = self.proc_in(&p.session_id, &p.process_id)?;
         if proc_.finished {
             return Ok(Some(Response::ExecWait(proc_.wait_result())));

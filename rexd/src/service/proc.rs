@@ -123,6 +123,7 @@ impl Proc {
             bytes_stdout: self.bytes_stdout,
             bytes_stderr: self.bytes_stderr,
             truncated: self.truncated,
+            output: None,
         }
     }
 

@@ -52,7 +52,10 @@ use serde_json::json;
 
 use crate::frontend::{child_readiness, is_child_token, wait};
 use crate::service::{Service, ServiceOutput, SessionEnd, Settings};
+
+mod collect;
 use crate::stdio::remote_error;
+use collect::Collected;
 
 const WAKER: Token = Token(0);
 /// Bytes of children's output read per loop turn, so one busy client does not hold up the
@@ -181,6 +184,9 @@ pub struct HubConfig {
     /// Sessions one principal may have open at once, under the service's own
     /// `max_concurrent_sessions` (`usize::MAX`: no bound of its own).
     pub max_sessions_per_principal: usize,
+    /// Bytes of output a session without a stream (pointed calls) keeps for `exec.wait` with
+    /// `output: true`; more is dropped and counted.
+    pub collected_output_bytes: usize,
 }
 
 impl Default for HubConfig {
@@ -198,6 +204,7 @@ impl Default for HubConfig {
             exit_when_idle_ms: None,
             max_batch_answer_bytes: usize::MAX,
             max_sessions_per_principal: usize::MAX,
+            collected_output_bytes: 16 << 20,
         }
     }
 }
@@ -294,6 +301,8 @@ struct HubSession {
     pointed: bool,
     /// A resumable session's replay state.
     replay: Option<Replay>,
+    /// A session of pointed calls: its processes' output, until `exec.wait` takes it.
+    collected: Option<Collected>,
 }
 
 /// An event's line and the raw bytes after it (empty for most events).
@@ -382,6 +391,8 @@ struct Hub {
     handles: HashMap<u64, ConnId>,
     /// Handles of `session.open` calls that asked for a resumable session on a stream.
     resumable_opens: std::collections::HashSet<u64>,
+    /// Handles of `exec.wait` calls whose answer takes the collected output: (session, process).
+    output_waits: HashMap<u64, (String, String)>,
     /// Since when the hub has had nothing to do (for `exit_when_idle_ms`).
     idle_since: Option<u64>,
     next_handle: u64,
@@ -444,6 +455,7 @@ impl Hub {
             sessions: HashMap::new(),
             handles: HashMap::new(),
             resumable_opens: std::collections::HashSet::new(),
+            output_waits: HashMap::new(),
             idle_since: None,
             next_handle: 0,
             clock: Instant::now(),
@@ -832,7 +844,7 @@ impl Hub {
     }
 
     /// Checks that the request's session is the caller's, then hands it to the service.
-    fn call(&mut self, now: u64, conn: ConnId, id: Id, batch: Option<u64>, request: Request) {
+    fn call(&mut self, now: u64, conn: ConnId, id: Id, batch: Option<u64>, mut request: Request) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -913,6 +925,19 @@ impl Hub {
         }
         self.next_handle += 1;
         let handle = self.next_handle;
+        // An exec.wait that takes the collected output: the service waits as for any, and
+        // the reply gets the output here.
+        if let Request::ExecWait(p) = &mut request
+            && p.output
+            && self
+                .sessions
+                .get(&p.session_id)
+                .is_some_and(|s| s.collected.is_some())
+        {
+            p.output = false;
+            self.output_waits
+                .insert(handle, (p.session_id.clone(), p.process_id.clone()));
+        }
         if let Request::SessionOpen(p) = &request
             && p.resumable
             && c.info.kind == ConnKind::Stream
@@ -946,7 +971,11 @@ impl Hub {
                         continue;
                     };
                     if s.stream.is_none() && s.replay.is_none() {
-                        continue; // pointed calls do no streaming
+                        // Pointed calls do no streaming: the output waits for exec.wait.
+                        if let Some(c) = &mut s.collected {
+                            c.add(event);
+                        }
+                        continue;
                     }
                     let conn = s.stream.and_then(|conn| self.conns.get(&conn));
                     // Raw output is granted on byte streams only; should its event ever go
@@ -985,6 +1014,15 @@ impl Hub {
 
     fn reply(&mut self, now: u64, handle: u64, mut result: Result<Response, ErrorObject>) {
         let resumable = self.resumable_opens.remove(&handle);
+        if let Some((sid, pid)) = self.output_waits.remove(&handle)
+            && let Ok(Response::ExecWait(r)) = &mut result
+            && let Some(c) = self
+                .sessions
+                .get_mut(&sid)
+                .and_then(|s| s.collected.as_mut())
+        {
+            r.output = Some(c.take(&pid));
+        }
         let Some(conn) = self.handles.remove(&handle) else {
             // Its connection is gone; a session it opened must not be left behind.
             if let Ok(Response::SessionOpen(r)) = &result {
@@ -1030,6 +1068,8 @@ impl Hub {
                         stream: (c.info.kind == ConnKind::Stream).then_some(conn),
                         last_used: now,
                         pointed: c.info.kind == ConnKind::Pointed,
+                        collected: (c.info.kind == ConnKind::Pointed)
+                            .then(|| Collected::new(self.config.collected_output_bytes)),
                         replay,
                     },
                 );
