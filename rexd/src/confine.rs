@@ -29,9 +29,9 @@
 //! nothing. (The `landlock` crate's `RulesetCreated::restrict_self` consumes the ruleset and
 //! keeps compatibility state, so it is not what the child calls.)
 
-use std::io;
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -182,7 +182,7 @@ pub const HOME_READ: &[&str] = &[
 #[derive(Debug, Clone)]
 pub struct Confined {
     ruleset: Arc<OwnedFd>,
-    tmp: Arc<PrivateTmp>,
+    tmp: Option<Arc<PrivateTmp>>,
 }
 
 impl Confined {
@@ -191,9 +191,10 @@ impl Confined {
         self.ruleset.as_raw_fd()
     }
 
-    /// The private temporary directory (the child's `TMPDIR`).
-    pub fn tmpdir(&self) -> &Path {
-        &self.tmp.path
+    /// The private temporary directory (the child's `TMPDIR`); `None` where it could not be
+    /// made (the daemon's temporary directory missing or read-only: rexd warned).
+    pub fn tmpdir(&self) -> Option<&Path> {
+        self.tmp.as_deref().map(|t| t.path.as_path())
     }
 }
 
@@ -434,6 +435,14 @@ impl Confinement {
                 });
             }
         }
+        // rexd itself (a command may run `rexd --version`, or a nested `rexd --stdio`).
+        if let Ok(exe) = std::env::current_exe() {
+            wanted.push(Wanted {
+                path: exe,
+                write: false,
+                kind: Kind::System,
+            });
+        }
         let path_dirs = path_dirs(home.as_deref());
         for d in &path_dirs {
             wanted.push(Wanted {
@@ -451,15 +460,24 @@ impl Confinement {
                 });
             }
         }
-        let tmp = private_tmp()?;
-        let (ruleset, granted, missing) = build(roots, &tmp, &wanted)?;
+        let tmp = match private_tmp() {
+            Ok(tmp) => Some(tmp),
+            Err(e) => {
+                warnings.push(format!(
+                    "{e}: commands get no TMPDIR of their own, and may write only under the roots"
+                ));
+                None
+            }
+        };
+        let (ruleset, granted, missing) = build(roots, tmp.as_deref(), &wanted)?;
         for (path, e) in missing {
             warnings.push(format!(
                 "security.confine_read/confine_write: {}: {e}; left out",
                 path.display()
             ));
         }
-        let summary = summary(abi, roots, &tmp.path, &wanted, &granted, home.as_deref());
+        let tmp_path = tmp.as_deref().map(|t| t.path.as_path());
+        let summary = summary(abi, roots, tmp_path, &wanted, &granted, home.as_deref());
         Ok(Confinement {
             mode,
             active: Some(Active {
@@ -524,7 +542,7 @@ impl Confinement {
                 .unwrap_or(true)
         });
         if stale {
-            match build(&a.roots, &a.confined.tmp, &a.wanted) {
+            match build(&a.roots, a.confined.tmp.as_deref(), &a.wanted) {
                 Ok((ruleset, granted, _)) => {
                     a.confined.ruleset = Arc::new(ruleset);
                     a.granted = granted;
@@ -542,7 +560,7 @@ type Built = (OwnedFd, Vec<Granted>, Vec<(PathBuf, io::Error)>);
 
 /// Makes the ruleset; returns it, the rules made from paths, and the configured paths that
 /// could not be opened.
-fn build(roots: &Roots, tmp: &PrivateTmp, wanted: &[Wanted]) -> io::Result<Built> {
+fn build(roots: &Roots, tmp: Option<&PrivateTmp>, wanted: &[Wanted]) -> io::Result<Built> {
     let ll = |e: landlock::RulesetError| io::Error::other(format!("Landlock: {e}"));
     let rw: BitFlags<AccessFs> = AccessFs::from_all(HANDLED);
     let ro: BitFlags<AccessFs> = AccessFs::from_read(HANDLED);
@@ -557,13 +575,18 @@ fn build(roots: &Roots, tmp: &PrivateTmp, wanted: &[Wanted]) -> io::Result<Built
             .add_rule(PathBeneath::new(root.fd(), rw))
             .map_err(ll)?;
     }
-    let tmp_fd = open_path(&tmp.path)?;
-    ruleset = ruleset.add_rule(PathBeneath::new(tmp_fd, rw)).map_err(ll)?;
+    if let Some(tmp) = tmp {
+        let fd = open_path(&tmp.path)?;
+        ruleset = ruleset.add_rule(PathBeneath::new(fd, rw)).map_err(ll)?;
+    }
     let mut granted = Vec::new();
     let mut missing = Vec::new();
     for w in wanted {
-        let opened = open_path(&w.path).and_then(|fd| Ok((crate::sys::fstat(fd.as_fd())?, fd)));
-        let (st, fd) = match opened {
+        // An O_PATH descriptor answers fstat.
+        let opened = open_path(&w.path)
+            .map(std::fs::File::from)
+            .and_then(|f| Ok((f.metadata()?, f)));
+        let (meta, fd) = match opened {
             Ok(x) => x,
             Err(e) => {
                 if w.kind == Kind::Configured {
@@ -573,12 +596,10 @@ fn build(roots: &Roots, tmp: &PrivateTmp, wanted: &[Wanted]) -> io::Result<Built
             }
         };
         let access = if w.write { rw } else { ro };
-        ruleset = ruleset
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(ll)?;
+        ruleset = ruleset.add_rule(PathBeneath::new(fd, access)).map_err(ll)?;
         granted.push(Granted {
             path: w.path.clone(),
-            id: (st.st_dev as u64, st.st_ino as u64),
+            id: (meta.dev(), meta.ino()),
         });
     }
     let fd: Option<OwnedFd> = ruleset.into();
@@ -660,7 +681,7 @@ fn path_dirs(home: Option<&Path>) -> Vec<PathBuf> {
 fn summary(
     abi: i32,
     roots: &Roots,
-    tmp: &Path,
+    tmp: Option<&Path>,
     wanted: &[Wanted],
     granted: &[Granted],
     home: Option<&Path>,
@@ -673,14 +694,26 @@ fn summary(
             .filter(made)
     };
     let show = |w: &Wanted| w.path.display().to_string();
-    let mut rw: Vec<String> = roots.iter().map(|r| r.path().display().to_string()).collect();
+    let mut rw: Vec<String> = roots
+        .iter()
+        .map(|r| r.path().display().to_string())
+        .collect();
     rw.extend(of(Kind::Configured, true).map(show));
-    rw.push(format!("TMPDIR {}", tmp.display()));
+    if let Some(tmp) = tmp {
+        rw.push(format!("TMPDIR {}", tmp.display()));
+    }
     let mut ro: Vec<String> = of(Kind::Configured, false).map(show).collect();
     let system: Vec<&Wanted> = of(Kind::System, false).collect();
     let (etc, others): (Vec<&Wanted>, Vec<&Wanted>) =
         system.iter().partition(|w| w.path.starts_with("/etc"));
-    ro.extend(others.iter().map(|w| show(w)));
+    // Each once, and not what is beneath one already named (rexd's own file).
+    let shown: Vec<&&Wanted> = others
+        .iter()
+        .enumerate()
+        .filter(|(i, w)| !others[..*i].iter().any(|o| w.path.starts_with(&o.path)))
+        .map(|(_, w)| w)
+        .collect();
+    ro.extend(shown.iter().map(|w| show(w)));
     ro.push(format!("{} files and directories of /etc", etc.len()));
     let path: Vec<String> = of(Kind::PathDir, false)
         .filter(|d| !others.iter().any(|s| d.path.starts_with(&s.path)))
@@ -742,5 +775,62 @@ mod tests {
         assert!(a.path.is_dir());
         drop(a);
         assert!(b.path.is_dir());
+    }
+
+    /// Runs `cat path` confined by `c`; whether it could read it.
+    fn cat_confined(c: &Confined, path: &Path) -> bool {
+        use std::os::unix::process::CommandExt;
+        let fd = c.ruleset();
+        let mut cmd = std::process::Command::new("cat");
+        cmd.arg(path).stdout(std::process::Stdio::null());
+        cmd.stderr(std::process::Stdio::null());
+        // SAFETY: two system calls, no allocation.
+        unsafe {
+            cmd.pre_exec(move || restrict_child(fd));
+        }
+        cmd.status().unwrap().success()
+    }
+
+    /// A rule holds the file it was made with: when a granted file is replaced by renaming
+    /// another over it (as `/etc/passwd` is), the next start gets a ruleset made again, which
+    /// grants the new file.
+    #[test]
+    fn a_replaced_file_is_granted_again() {
+        if kernel_abi().is_err() {
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let (file, other) = (outside.path().join("f"), outside.path().join("g"));
+        std::fs::write(&file, "one").unwrap();
+        std::fs::write(&other, "other").unwrap();
+        let roots = Roots::open(&[root.path().to_owned()]).unwrap();
+        let mut c = Confinement::new(
+            ConfineMode::Required,
+            &roots,
+            std::slice::from_ref(&file),
+            &[],
+        )
+        .unwrap();
+        assert!(
+            c.summary().contains(&file.display().to_string()),
+            "{}",
+            c.summary()
+        );
+        let first = c.for_spawn().unwrap();
+        assert!(cat_confined(&first, &file));
+        assert!(!cat_confined(&first, &other));
+        assert!(Arc::ptr_eq(&first.ruleset, &c.for_spawn().unwrap().ruleset));
+        let new = outside.path().join("f.new");
+        std::fs::write(&new, "two").unwrap();
+        std::fs::rename(&new, &file).unwrap();
+        assert!(
+            !cat_confined(&first, &file),
+            "the old rule holds the old file"
+        );
+        let again = c.for_spawn().unwrap();
+        assert!(!Arc::ptr_eq(&first.ruleset, &again.ruleset));
+        assert!(cat_confined(&again, &file));
+        assert!(!cat_confined(&again, &other));
     }
 }

@@ -78,9 +78,9 @@ fn command(l: &Launch<'_>) -> Command {
         #[allow(unreachable_patterns)]
         _ => Command::new("/nonexistent/rexd-unknown-program-kind"),
     };
-    if let Some(c) = l.confine {
+    if let Some(tmp) = l.confine.and_then(|c| c.tmpdir()) {
         // The one temporary directory a confined command may write in; the client's wins.
-        cmd.env("TMPDIR", c.tmpdir());
+        cmd.env("TMPDIR", tmp);
     }
     if let Some(env) = l.env {
         cmd.envs(env);
