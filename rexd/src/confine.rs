@@ -768,7 +768,7 @@ mod tests {
     }
 
     #[test]
-    fn the_private_tmp_is_shared_while_one_lives_and_removed_with_the_last() {
+    fn the_private_tmp_is_shared_while_one_lives() {
         let a = private_tmp().unwrap();
         let b = private_tmp().unwrap();
         assert_eq!(a.path, b.path);

@@ -1,0 +1,344 @@
+//! Confinement (`security.confine`, Landlock) through the real `rexd --stdio`: what a command
+//! may read, write and run, for execs and PTYs, and what `--check-config` says of it.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{Collected, Daemon};
+use serde_json::json;
+
+/// Whether this kernel has Landlock (the tests of a confined rexd skip where it has none, and
+/// check that rexd says so instead).
+fn landlock() -> bool {
+    match rexd::confine::kernel_abi() {
+        Ok(abi) => abi >= 1,
+        Err(e) => {
+            eprintln!("this kernel has no Landlock ({e}): confinement is not tested here");
+            false
+        }
+    }
+}
+
+/// `rexd --stdio` with this TOML, `root` its one root, shell allowed.
+fn with_config(root: &Path, toml: &str) -> (tempfile::TempDir, Daemon, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("rexd.toml");
+    let text = format!(
+        "[security]\nallow_shell = true\n{toml}\n[[security.allowed_roots]]\npath = {:?}\n",
+        root
+    );
+    std::fs::write(&conf, text).unwrap();
+    let mut d = Daemon::spawn(&["--config", conf.to_str().unwrap()]);
+    let s = d.open_session();
+    (dir, d, s)
+}
+
+fn run(d: &mut Daemon, s: &str, argv: &[&str]) -> Collected {
+    let r = d.call("exec.start", json!({"session_id": s, "argv": argv}));
+    d.collect(r["process_id"].as_str().unwrap())
+}
+
+fn exit_code(c: &Collected) -> i64 {
+    c.exit["params"]["exit_code"].as_i64().unwrap_or(-1)
+}
+
+/// A directory that is not a root, with a file in it.
+fn outside() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "outside\n").unwrap();
+    dir
+}
+
+#[test]
+fn commands_read_inside_the_roots_and_not_outside() {
+    if !landlock() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("f.txt"), "inside\n").unwrap();
+    let out = outside();
+    let (_c, mut d, s) = with_config(root.path(), "");
+    let c = run(&mut d, &s, &["cat", "f.txt"]);
+    assert_eq!(
+        (exit_code(&c), c.out()),
+        (0, "inside\n".into()),
+        "{}",
+        c.err()
+    );
+    let secret = out.path().join("secret.txt");
+    for path in ["/etc/hostname", secret.to_str().unwrap()] {
+        if !Path::new(path).exists() {
+            continue;
+        }
+        let c = run(&mut d, &s, &["cat", path]);
+        assert_ne!(exit_code(&c), 0, "{path}: {}", c.out());
+        assert!(c.out().is_empty(), "{path}: {}", c.out());
+        assert!(c.err().contains("Permission denied"), "{path}: {}", c.err());
+    }
+    // fs.read refuses the same file: the exec no longer goes around it.
+    let e = d.call_err("fs.read", json!({"session_id": s, "path": "/etc/hostname"}));
+    assert_eq!(e["code"], -32002, "{e}");
+}
+
+#[test]
+fn system_programs_still_run() {
+    if !landlock() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let (_c, mut d, s) = with_config(root.path(), "");
+    let c = run(&mut d, &s, &["ls", "/usr"]);
+    assert_eq!(exit_code(&c), 0, "{}", c.err());
+    assert!(c.out().lines().any(|l| l == "bin"), "{}", c.out());
+    let c = run(&mut d, &s, &["sh", "-c", "echo hi"]);
+    assert_eq!((exit_code(&c), c.out()), (0, "hi\n".into()), "{}", c.err());
+    // Users' names (/etc/passwd), the time zone, /proc.
+    let c = run(
+        &mut d,
+        &s,
+        &["sh", "-c", "id -un && date +%Z && ps -o pid= -p $$"],
+    );
+    assert_eq!(exit_code(&c), 0, "{}", c.err());
+    assert!(c.err().is_empty(), "{}", c.err());
+    let has_git = Command::new("git").arg("--version").output().is_ok();
+    if has_git {
+        let c = run(&mut d, &s, &["git", "--version"]);
+        assert_eq!(exit_code(&c), 0, "{}", c.err());
+        assert!(c.out().starts_with("git version"), "{}", c.out());
+        // git reads its system and user configuration and works in a repository in a root.
+        let c = run(
+            &mut d,
+            &s,
+            &[
+                "sh",
+                "-c",
+                "git init -q r && cd r && git status --short && echo ok",
+            ],
+        );
+        assert_eq!((exit_code(&c), c.out()), (0, "ok\n".into()), "{}", c.err());
+    }
+}
+
+#[test]
+fn commands_write_inside_the_roots_and_their_tmpdir_only() {
+    if !landlock() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let out = outside();
+    let (_c, mut d, s) = with_config(root.path(), "");
+    let target = out.path().join("new.txt");
+    let c = run(
+        &mut d,
+        &s,
+        &["sh", "-c", &format!("echo x > {}", target.display())],
+    );
+    assert_ne!(exit_code(&c), 0);
+    assert!(c.err().contains("Permission denied"), "{}", c.err());
+    assert!(!target.exists());
+    // Nor may it change or remove what is there.
+    let secret = out.path().join("secret.txt");
+    let c = run(&mut d, &s, &["rm", "-f", secret.to_str().unwrap()]);
+    assert_ne!(exit_code(&c), 0);
+    assert!(secret.exists());
+    let c = run(
+        &mut d,
+        &s,
+        &[
+            "sh",
+            "-c",
+            "echo y > inside.txt && mkdir sub && mv inside.txt sub/",
+        ],
+    );
+    assert_eq!(exit_code(&c), 0, "{}", c.err());
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("sub/inside.txt")).unwrap(),
+        "y\n"
+    );
+    // TMPDIR names a private directory it may use; /tmp itself is not writable.
+    let c = run(
+        &mut d,
+        &s,
+        &[
+            "sh",
+            "-c",
+            "t=$(mktemp) && echo z > $t && cat $t && echo $TMPDIR && dirname $t",
+        ],
+    );
+    assert_eq!(exit_code(&c), 0, "{}", c.err());
+    let text = c.out();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "z");
+    assert_eq!(lines[1], lines[2], "mktemp honours TMPDIR");
+    assert!(
+        Path::new(lines[1])
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("rexd-"),
+        "{lines:?}"
+    );
+    let c = run(
+        &mut d,
+        &s,
+        &["sh", "-c", "echo x > /tmp/rexd-confine-test-$$"],
+    );
+    assert_ne!(exit_code(&c), 0);
+    // The private TMPDIR goes with the daemon.
+    let tmpdir = lines[1].to_owned();
+    assert!(Path::new(&tmpdir).is_dir());
+    drop(d);
+    assert!(!Path::new(&tmpdir).exists(), "{tmpdir} left behind");
+}
+
+#[test]
+fn pty_commands_are_confined_too() {
+    if !landlock() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("f.txt"), "inside\n").unwrap();
+    let out = outside();
+    let secret = out.path().join("secret.txt");
+    let (_c, mut d, s) = with_config(root.path(), "");
+    let line = format!(
+        "cat f.txt; cat {}; tty >/dev/null && echo TTY-OK; echo x > /dev/tty",
+        secret.display()
+    );
+    let r = d.call(
+        "pty.open",
+        json!({"session_id": s, "argv": ["sh", "-c", line]}),
+    );
+    let mut screen = String::new();
+    let exit = loop {
+        let ev = d.next_event(common::WAIT).expect("pty events");
+        if ev["method"] == "pty.exit" {
+            break ev;
+        }
+        screen.push_str(&String::from_utf8_lossy(&common::data_bytes(&ev["params"])));
+    };
+    assert_eq!(exit["params"]["pty_id"], r["pty_id"]);
+    assert!(screen.contains("inside"), "{screen:?}");
+    assert!(!screen.contains("outside"), "{screen:?}");
+    assert!(screen.contains("Permission denied"), "{screen:?}");
+    assert!(screen.contains("TTY-OK"), "{screen:?}");
+}
+
+#[test]
+fn confine_off_lets_commands_read_anywhere() {
+    let root = tempfile::tempdir().unwrap();
+    let out = outside();
+    let secret = out.path().join("secret.txt");
+    let (_c, mut d, s) = with_config(root.path(), "confine = \"off\"");
+    let c = run(&mut d, &s, &["cat", secret.to_str().unwrap()]);
+    assert_eq!(
+        (exit_code(&c), c.out()),
+        (0, "outside\n".into()),
+        "{}",
+        c.err()
+    );
+    if Path::new("/etc/hostname").exists() {
+        let c = run(&mut d, &s, &["cat", "/etc/hostname"]);
+        assert_eq!(exit_code(&c), 0, "{}", c.err());
+    }
+}
+
+#[test]
+fn confine_read_and_confine_write_widen_it() {
+    if !landlock() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let ro = outside();
+    let rw = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "confine_read = [{:?}]\nconfine_write = [{:?}]",
+        ro.path(),
+        rw.path()
+    );
+    let (_c, mut d, s) = with_config(root.path(), &toml);
+    let secret = ro.path().join("secret.txt");
+    let c = run(&mut d, &s, &["cat", secret.to_str().unwrap()]);
+    assert_eq!(
+        (exit_code(&c), c.out()),
+        (0, "outside\n".into()),
+        "{}",
+        c.err()
+    );
+    let c = run(
+        &mut d,
+        &s,
+        &["sh", "-c", &format!("echo x >> {}", secret.display())],
+    );
+    assert_ne!(exit_code(&c), 0, "read-only");
+    let made = rw.path().join("made.txt");
+    let c = run(
+        &mut d,
+        &s,
+        &["sh", "-c", &format!("echo w > {}", made.display())],
+    );
+    assert_eq!(exit_code(&c), 0, "{}", c.err());
+    assert_eq!(std::fs::read_to_string(made).unwrap(), "w\n");
+}
+
+fn check_config(root: &Path, toml: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("rexd.toml");
+    std::fs::write(&conf, format!("[security]\n{toml}\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args(["--check-config", "--log-format", "text", "--config"])
+        .arg(&conf)
+        .arg("--root")
+        .arg(root)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn check_config_says_how_commands_are_confined() {
+    let root = tempfile::tempdir().unwrap();
+    let root_s = root.path().canonicalize().unwrap();
+    let (ok, text) = check_config(root.path(), "");
+    assert!(ok, "{text}");
+    if landlock() {
+        let abi = rexd::confine::kernel_abi().unwrap();
+        let want = format!(
+            "confinement: Landlock ABI {abi}: read-write under {}, TMPDIR ",
+            root_s.display()
+        );
+        assert!(text.contains(&want), "{text}");
+        assert!(text.contains("read-only /usr"), "{text}");
+        assert!(text.contains("devices /dev/null"), "{text}");
+        let (ok, text) = check_config(root.path(), "confine = \"required\"");
+        assert!(ok && text.contains("Landlock ABI"), "{text}");
+        // A configured path that does not exist is a warning, not an error.
+        let (ok, text) = check_config(root.path(), "confine_read = [\"/nonexistent/rexd\"]");
+        assert!(ok && text.contains("/nonexistent/rexd"), "{text}");
+        assert!(text.contains("with 1 warning"), "{text}");
+    } else {
+        assert!(
+            text.contains("confinement: off: this kernel has no Landlock"),
+            "{text}"
+        );
+        let (ok, text) = check_config(root.path(), "confine = \"required\"");
+        assert!(!ok && text.contains("no Landlock"), "{text}");
+    }
+    let (ok, text) = check_config(root.path(), "confine = \"off\"");
+    assert!(
+        ok && text.contains("confinement: off (security.confine = \"off\")"),
+        "{text}"
+    );
+    let (ok, text) = check_config(root.path(), "confine_write = [\"relative/dir\"]");
+    assert!(!ok && text.contains("confine_write"), "{text}");
+    let (ok, text) = check_config(root.path(), "confine = \"sometimes\"");
+    assert!(!ok && text.contains("confine"), "{text}");
+}
