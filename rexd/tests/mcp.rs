@@ -14,7 +14,7 @@ struct Mcp {
     child: Child,
     stdin: ChildStdin,
     rx: Receiver<Value>,
-    _root: tempfile::TempDir,
+    root: tempfile::TempDir,
 }
 
 impl Mcp {
@@ -45,7 +45,7 @@ impl Mcp {
             stdin: child.stdin.take().unwrap(),
             child,
             rx,
-            _root: root,
+            root,
         };
         mcp.send(
             &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
@@ -169,9 +169,9 @@ fn over_long_ids_are_refused_and_hold_nothing() {
 #[test]
 fn a_cancelled_call_is_killed_and_its_id_freed() {
     let mut mcp = Mcp::start();
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pid");
-    // The command's pid is written outside the root, where the test reads it.
+    // The command's pid is written in the root (what rexd runs may write nowhere else), where
+    // the test reads it.
+    let pid_file = mcp.root.path().join("pid");
     mcp.call_bash(
         &json!(7),
         &format!("echo $$ > {}; exec sleep 600", pid_file.display()),

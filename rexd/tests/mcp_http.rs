@@ -124,7 +124,8 @@ fn odd_and_long_ids_are_answered_at_once() {
     let place = Place::new("mcp-http-ids");
     let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
     let s = Session::start(&d);
-    let ran = place.path().join("ran");
+    // In the root, so that a call that did run could write it (security.confine).
+    let ran = place.work.join("ran");
     let command = format!("echo ran >> {}", ran.display());
     let long = format!("\"{}\"", "x".repeat(255)); // 257 bytes of JSON
     for odd in ["1.5", "{\"a\":1}", "[1]", "true", long.as_str()] {
@@ -211,7 +212,7 @@ fn a_cancelled_call_ends_its_post() {
     let place = Place::new("mcp-http-cancel");
     let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
     let s = Session::start(&d);
-    let (pid, waiter) = start_sleep(&s, json!(7), &place.path().join("pid"));
+    let (pid, waiter) = start_sleep(&s, json!(7), &place.work.join("pid"));
     let r = s.post_json(&cancel(json!(7)));
     assert_eq!(r.status, 202, "{r:?}");
     let r = waiter.join().unwrap();
@@ -271,7 +272,8 @@ fn waiting_requests_are_capped_and_leave_with_their_client() {
         ],
     );
     let s = Session::start(&d);
-    let started = place.path().join("started");
+    // In the root: what rexd runs may write nowhere else (security.confine).
+    let started = place.work.join("started");
     std::fs::create_dir(&started).unwrap();
     let clients: Vec<TcpStream> = (0..MAX_WAITING)
         .map(|i| {
@@ -308,7 +310,8 @@ fn waiting_requests_are_capped_and_leave_with_their_client() {
 }
 
 /// Starts `echo $$ > PID_FILE; exec sleep 600` as call `id` of `s` on a thread of its own (its
-/// POST waits); returns the command's pid and the POST's thread.
+/// POST waits); returns the command's pid and the POST's thread. `PID_FILE` is in the root: what
+/// rexd runs may write nowhere else (security.confine).
 fn start_sleep(s: &Session, id: Value, pid_file: &Path) -> (i32, std::thread::JoinHandle<Curl>) {
     let call = bash_call(
         &id,
@@ -334,7 +337,7 @@ fn ending_the_session_ends_its_waiting_posts() {
     let place = Place::new("mcp-http-delete");
     let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
     let s = Session::start(&d);
-    let (pid, post) = start_sleep(&s, json!(1), &place.path().join("pid"));
+    let (pid, post) = start_sleep(&s, json!(1), &place.work.join("pid"));
     let r = curl(&[
         "-X",
         "DELETE",
@@ -369,7 +372,7 @@ fn a_session_with_a_running_call_is_not_idle() {
         ],
     );
     let s = Session::start(&d);
-    let (_, post) = start_sleep(&s, json!("long"), &place.path().join("pid"));
+    let (_, post) = start_sleep(&s, json!("long"), &place.work.join("pid"));
     std::thread::sleep(Duration::from_millis(20)); // past the idle time
     let other = Session::start(&d);
     let r = s.post_json(&cancel(json!("long")));
@@ -392,7 +395,7 @@ fn a_second_call_with_a_waiting_id_is_refused() {
     let place = Place::new("mcp-http-dup");
     let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
     let s = Session::start(&d);
-    let (_, first) = start_sleep(&s, json!(9), &place.path().join("pid"));
+    let (_, first) = start_sleep(&s, json!(9), &place.work.join("pid"));
     let r = s.post_json(&bash_call(&json!(9), "echo second"));
     let a = r.json();
     assert_eq!(

@@ -80,7 +80,8 @@ fn ctrl_c_of_rex_stops_the_local_command() {
     use std::process::Stdio;
 
     let f = Fixture::local();
-    let pid_file = f.dir().join("pid");
+    // In the root: what rexd runs may write nowhere else (security.confine).
+    let pid_file = f.work.join("pid");
     let script = format!("echo $$ > '{}'; exec sleep 60", pid_file.display());
     let mut rex = f
         .rex()

@@ -155,11 +155,12 @@ if readelf --program-headers "$empty_arm/qemu-aarch64" | grep INTERP >/dev/null;
   exit 1
 fi
 # What rexd runs is the x86_64 rexd: qemu-user emulates the one program it starts, not the
-# programs that one starts.
-cp "$rexd_x64/rexd" "$empty_arm/rexd-x86_64"
+# programs that one starts. It lies in the root: rexd confines what it runs to its roots
+# (Landlock, where qemu-user passes its system calls on), and /rexd-x86_64 is not rexd's own file.
+cp "$rexd_x64/rexd" "$empty_arm/data/rexd-x86_64"
 printf 'read under qemu\n' >"$empty_arm/data/note.txt"
 echo "$("$empty_arm/qemu-aarch64" --version | sed -n 1p); the root holds: $(cd "$empty_arm" && find . -mindepth 1 | sort | tr '\n' ' ')"
-python3 tests/dist/rexd_session.py /data /rexd-x86_64 "rexd $version" note.txt $'read under qemu\n' \
+python3 tests/dist/rexd_session.py /data /data/rexd-x86_64 "rexd $version" note.txt $'read under qemu\n' \
   -- chroot "$empty_arm" /qemu-aarch64 /rexd --stdio --root /data
 ok "static rexd (aarch64) served the same session under qemu-aarch64 in an empty chroot"
 
