@@ -47,6 +47,10 @@
 //!   command runs on. A launch failure answers `exec.start` and then sends `exec.error`. PTY
 //!   processes have neither a timeout nor an output cap (interactive; they end with
 //!   `pty.close` or the session).
+//! - **Confinement** ([`confine`]): every process started (exec and PTY) enforces a Landlock
+//!   ruleset between fork and exec: read-write under the roots and a private `TMPDIR`,
+//!   read-only for the system's programs, libraries, `/proc`, `/sys` and named files of `/etc`
+//!   (`security.confine`, default `auto`: wherever the kernel has Landlock).
 //! - **Detached** processes survive `session.close`, not the daemon: when the client goes away
 //!   (or the daemon stops: `SIGTERM`, `SIGINT`, and `SIGHUP` except under `--listen`, where it
 //!   reloads) they are terminated like the rest (a process nobody can reach any more must not
@@ -71,7 +75,8 @@
 //!   spec's table (which has no code for it), with `data.path` and `data.errno`.
 //! - **Additions to the config**: `limits.kill_grace_ms`, `limits.max_input_buffer_bytes`,
 //!   `limits.max_detached_processes`, `security.process_tracking`,
-//!   `security.allow_commands`, `security.deny_commands`, `security.read_hard_links`; unknown keys
+//!   `security.allow_commands`, `security.deny_commands`, `security.read_hard_links`,
+//!   `security.confine`, `security.confine_read`, `security.confine_write`; unknown keys
 //!   are errors.
 
 #![warn(missing_docs)]
