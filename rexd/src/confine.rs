@@ -436,7 +436,10 @@ impl Confinement {
             }
         }
         // rexd itself (a command may run `rexd --version`, or a nested `rexd --stdio`).
-        if let Ok(exe) = std::env::current_exe() {
+        // Without /proc (an empty chroot), the path it was started by.
+        let exe = std::env::current_exe()
+            .or_else(|_| std::fs::canonicalize(std::env::args_os().next().unwrap_or_default()));
+        if let Ok(exe) = exe {
             wanted.push(Wanted {
                 path: exe,
                 write: false,
@@ -714,7 +717,9 @@ fn summary(
         .map(|(_, w)| w)
         .collect();
     ro.extend(shown.iter().map(|w| show(w)));
-    ro.push(format!("{} files and directories of /etc", etc.len()));
+    if !etc.is_empty() {
+        ro.push(format!("{} files and directories of /etc", etc.len()));
+    }
     let path: Vec<String> = of(Kind::PathDir, false)
         .filter(|d| !others.iter().any(|s| d.path.starts_with(&s.path)))
         .map(show)
@@ -727,11 +732,15 @@ fn summary(
         ro.push(format!("{n} start-up files of {}", h.display()));
     }
     let dev: Vec<String> = of(Kind::Device, true).map(show).collect();
+    let none = |v: Vec<String>| match v.is_empty() {
+        true => "none".to_owned(),
+        false => v.join(", "),
+    };
     format!(
         "confinement: Landlock ABI {abi}: read-write under {}; read-only {}; devices {}",
         rw.join(", "),
-        ro.join(", "),
-        dev.join(", ")
+        none(ro),
+        none(dev)
     )
 }
 
