@@ -87,6 +87,7 @@
 pub mod agent;
 #[cfg(unix)]
 pub mod audit;
+pub mod cli;
 pub mod client;
 pub mod compress;
 #[cfg(unix)]

@@ -4,7 +4,8 @@ stdout and exit), fs.read. The daemon is the command after `--`, serving --stdio
     python3 rexd_session.py ROOT PROGRAM EXPECTED_STDOUT FILE FILE_CONTENT -- COMMAND...
 
 ROOT is the workspace root as the daemon sees it; PROGRAM (an absolute path there) is run with
-`--version` and must print EXPECTED_STDOUT; FILE (relative to ROOT) must read FILE_CONTENT.
+`-V` (the short version, without `--version`'s commit and features) and must print
+EXPECTED_STDOUT; FILE (relative to ROOT) must read FILE_CONTENT.
 """
 
 import json
@@ -48,7 +49,7 @@ def main() -> int:
         opened = call("session.open", {"client_name": "dist-test", "workspace_roots": [root]})
         session = opened["session_id"]
         print(f"session.open: {opened['protocol']}, server {opened['server_version']}")
-        started = call("exec.start", {"session_id": session, "argv": [program, "--version"], "cwd": root})
+        started = call("exec.start", {"session_id": session, "argv": [program, "-V"], "cwd": root})
         stdout = ""
         while True:
             note = notes.pop(0) if notes else lines.get(timeout=WAIT)
@@ -59,7 +60,7 @@ def main() -> int:
                 stdout += params["data"]
             elif note.get("method") == "exec.exit":
                 break
-        print(f"exec.start {program} --version: {stdout.strip()!r}, exit {params['exit_code']}")
+        print(f"exec.start {program} -V: {stdout.strip()!r}, exit {params['exit_code']}")
         if params["exit_code"] != 0 or stdout.strip() != expected:
             raise SystemExit(f"expected {expected!r} and exit 0")
         read = call("fs.read", {"session_id": session, "path": path})

@@ -14,6 +14,7 @@
 #
 # - rexd: the static x86_64 binary serves a REXD session (open, exec, fs.read) in an empty
 #   chroot (no libc, no /etc); the aarch64 one does too, under a static qemu-user; the .deb installs with dpkg -i in a clean Debian root, where rexd and rex run;
+#   both carry bash, zsh and fish completions and man pages (the tarballs in complete/ and man/), which load and render;
 #   its systemd units (rexd.service, rexd-listen.service) score under 3 with systemd-analyze security --offline.
 # - C: the x86_64 tarball unpacked to a temporary prefix builds examples/c_host with nothing but
 #   `pkg-config --cflags --libs deskwire openssl` (its TLS is OpenSSL's), which then completes a RemoteBash over ngircd with
@@ -129,10 +130,21 @@ test_rexd() {
 step "rexd: static x86_64 in an empty chroot"
 for d in "$rexd_x64" "$rexd_arm"; do
   for f in rexd rex LICENSE-MIT LICENSE-APACHE THIRD-PARTY-LICENSES.txt systemd/rexd.service \
-    systemd/rexd-listen.service systemd/default-rexd systemd/default-rexd-listen systemd/rexd.toml; do
+    systemd/rexd-listen.service systemd/default-rexd systemd/default-rexd-listen systemd/rexd.toml \
+    complete/rex.bash complete/rexd.bash complete/_rex complete/_rexd complete/rex.fish \
+    complete/rexd.fish man/rex.1 man/rexd.1; do
     [ -f "$d/$f" ] || { echo "$(basename "$d").tar.gz has no $f" >&2; exit 1; }
   done
 done
+# The tarball's completions load in bash, and its man pages render (as the README says to
+# use them: source complete/rex.bash, man -l man/rex.1).
+for bin in rex rexd; do
+  bash -c "source '$rexd_x64/complete/$bin.bash' && complete -p $bin" >"$work/complete-$bin"
+  grep -q " $bin\$" "$work/complete-$bin"
+done
+MANWIDTH=100 man -l "$rexd_x64/man/rex.1" >"$work/man-rex" 2>/dev/null
+grep -Eq 'rex +exec' "$work/man-rex"
+ok "the tarballs carry the binaries, complete/ (bash, zsh, fish) and man/; rex.bash loads, rex.1 renders"
 empty=$work/empty-root
 mkdir -p "$empty/data"
 cp "$rexd_x64/rexd" "$empty/rexd"
@@ -172,8 +184,28 @@ cp "dist/rexd_${version}-1_amd64.deb" "$deb_root/tmp/"
 mount_kernel "$deb_root"
 chroot "$deb_root" dpkg -i "/tmp/rexd_${version}-1_amd64.deb"
 chroot "$deb_root" rexd --version | tee "$work/deb-version"
-[ "$(cat "$work/deb-version")" = "rexd $version" ]
+grep -Eq "^rexd $version \(commit ([0-9a-f]+|unknown), features: .*net" "$work/deb-version"
+chroot "$deb_root" rex --version | grep "^rex $version (commit " >/dev/null
 chroot "$deb_root" rex --help | sed -n 1,3p
+# Shell completions and man pages where bash-completion, zsh, fish and man look.
+for bin in rex rexd; do
+  for f in /usr/share/bash-completion/completions/$bin /usr/share/zsh/vendor-completions/_$bin \
+    /usr/share/fish/vendor_completions.d/$bin.fish /usr/share/man/man1/$bin.1.gz; do
+    chroot "$deb_root" test -s "$f" || { echo "the .deb installed no $f" >&2; exit 1; }
+  done
+  chroot "$deb_root" bash -c "source /usr/share/bash-completion/completions/$bin && complete -p $bin" \
+    >"$work/deb-complete-$bin"
+  grep -q " $bin\$" "$work/deb-complete-$bin"
+  zcat "$deb_root/usr/share/man/man1/$bin.1.gz" >"$work/deb-$bin.1"
+  grep -A1 '^\.SH NAME' "$work/deb-$bin.1" | tail -1 | grep "^$bin \\\\- " >/dev/null
+done
+# man itself, where the root has it (man-db is not in a minimal root; then this machine's).
+if chroot "$deb_root" sh -c 'command -v man' >/dev/null; then
+  chroot "$deb_root" env MANWIDTH=100 man rex >"$work/deb-man-rex" 2>/dev/null
+else
+  MANWIDTH=100 man -l "$deb_root/usr/share/man/man1/rex.1.gz" >"$work/deb-man-rex" 2>/dev/null
+fi
+grep -Eq 'rex +exec' "$work/deb-man-rex"
 # Both units, the system users they run as (made by the postinst), and their sandboxes:
 # systemd-analyze's exposure score must stay under 3 (before they were hardened, rexd.service
 # scored 8.4 EXPOSED); the tarballs carry the same files. --threshold counts on the 0-100 scale
@@ -220,7 +252,7 @@ unmount_kernel "$deb_root"
 dpkg-deb --field "dist/rexd_${version}-1_arm64.deb" Architecture Version | tr "\n" " "; echo
 [ "$(dpkg-deb --field "dist/rexd_${version}-1_arm64.deb" Architecture)" = arm64 ]
 dpkg-deb --contents "dist/rexd_${version}-1_arm64.deb" | grep '\./usr/bin/rexd$' >/dev/null
-ok "rexd_${version}-1_amd64.deb installed with dpkg -i; rexd --version and rex --help ran; rexd.service and rexd-listen.service are there, disabled, with their users, each under exposure 3"
+ok "rexd_${version}-1_amd64.deb installed with dpkg -i; rexd --version and rex --help ran; completions and man pages are in place; rexd.service and rexd-listen.service are there, disabled, with their users, each under exposure 3"
 
 }
 

@@ -6,6 +6,9 @@
 //! their crates (ring's) is compiled by `zig cc` for the musl target: a fresh Debian has no
 //! musl C compiler, and zig carries musl's headers.
 
+use std::io::Write as _;
+use std::path::Path;
+
 use anyhow::{Result, bail};
 
 use crate::target::{self, Target};
@@ -13,7 +16,7 @@ use crate::{Dist, Family, archive, cmd, inspect, licenses};
 
 pub fn dist(dist: &mut Dist) -> Result<()> {
     dist.clear(|name| name.starts_with("rexd-") || name.starts_with("rexd_"))?;
-    let mut help: Option<(String, String)> = None;
+    let mut cli: Option<CliFiles> = None;
     for t in target::selected(Family::Rexd, dist.linux_only) {
         let triple = t.triple();
         let linker_var = format!(
@@ -39,11 +42,14 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
                 bail!("{triple}/{bin} is not static: it needs {needs}");
             }
         }
-        // The --help texts go into the .deb; the x86_64 binary runs here (built first).
-        if help.is_none() && t == Target::LinuxX64Musl {
-            let text = |bin: &str| cmd::output(dist.tools.cmd(built.join(bin)).arg("--help"));
-            help = Some((text("rexd")?, text("rex")?));
+        // The --help texts, shell completions and man pages come from the x86_64 binaries,
+        // which run here (built first); they are the same for every target.
+        if cli.is_none() && t == Target::LinuxX64Musl {
+            cli = Some(CliFiles::generate(dist, &built)?);
         }
+        let Some(cli) = &cli else {
+            bail!("the completions need rexd from the x86_64 build, which was not built");
+        };
 
         let name = format!("rexd-{}-{triple}", dist.version);
         let stage = dist.stage(&name)?;
@@ -58,6 +64,8 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
                 &stage.join("systemd").join(to),
             )?;
         }
+        // As ripgrep's archives: complete/ (bash, zsh, fish) and the man pages, in man/.
+        cli.write_tarball(&stage)?;
         licenses::write(dist, "rexd", &[triple], &stage)?;
         let tarball = dist.out.join(format!("{name}.tar.gz"));
         archive::tar_gz(&stage, &name, &tarball, dist.source_date)?;
@@ -65,13 +73,9 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
 
         // cargo-deb takes the binaries from target/<triple>/dist and, through the assets named
         // target/release/deb/... in rexd/Cargo.toml, these files from target/<triple>/<profile>/deb.
-        let Some((rexd_help, rex_help)) = &help else {
-            bail!("the .deb needs rexd --help from the x86_64 build, which was not built");
-        };
         let extra = built.join("deb");
         std::fs::create_dir_all(&extra)?;
-        std::fs::write(extra.join("rexd-help.txt"), rexd_help)?;
-        std::fs::write(extra.join("rex-help.txt"), rex_help)?;
+        cli.write_deb(&extra)?;
         licenses::write(dist, "rexd", &[triple], &extra)?;
         let before = debs(dist)?;
         cmd::run(
@@ -109,6 +113,63 @@ const SYSTEMD_FILES: [(&str, &str); 6] = [
     ("rexd.toml", "rexd.toml"),
     ("etc-README", "README"),
 ];
+
+/// What rexd and rex say about themselves, from their clap definitions: `--help`, and what
+/// their hidden `--generate-completions SHELL` and `--generate-man` print (src/cli.rs).
+struct CliFiles {
+    /// (program, --help, bash, zsh, fish, man page)
+    programs: Vec<[String; 6]>,
+}
+
+impl CliFiles {
+    fn generate(dist: &Dist, built: &Path) -> Result<CliFiles> {
+        let mut programs = Vec::new();
+        for bin in ["rexd", "rex"] {
+            let run = |args: &[&str]| cmd::output(dist.tools.cmd(built.join(bin)).args(args));
+            programs.push([
+                bin.to_owned(),
+                run(&["--help"])?,
+                run(&["--generate-completions", "bash"])?,
+                run(&["--generate-completions", "zsh"])?,
+                run(&["--generate-completions", "fish"])?,
+                run(&["--generate-man"])?,
+            ]);
+        }
+        Ok(CliFiles { programs })
+    }
+
+    /// complete/NAME.bash, complete/_NAME, complete/NAME.fish and man/NAME.1.
+    fn write_tarball(&self, stage: &Path) -> Result<()> {
+        std::fs::create_dir_all(stage.join("complete"))?;
+        std::fs::create_dir_all(stage.join("man"))?;
+        for [bin, _help, bash, zsh, fish, man] in &self.programs {
+            std::fs::write(stage.join(format!("complete/{bin}.bash")), bash)?;
+            std::fs::write(stage.join(format!("complete/_{bin}")), zsh)?;
+            std::fs::write(stage.join(format!("complete/{bin}.fish")), fish)?;
+            std::fs::write(stage.join(format!("man/{bin}.1")), man)?;
+        }
+        Ok(())
+    }
+
+    /// The .deb's assets in target/<triple>/<profile>/deb (rexd/Cargo.toml names where each
+    /// is installed): NAME-help.txt, completions/{NAME,_NAME,NAME.fish} and NAME.1.gz
+    /// (`gzip -9n`, as Debian wants: no name or time in the header).
+    fn write_deb(&self, extra: &Path) -> Result<()> {
+        std::fs::create_dir_all(extra.join("completions"))?;
+        for [bin, help, bash, zsh, fish, man] in &self.programs {
+            std::fs::write(extra.join(format!("{bin}-help.txt")), help)?;
+            std::fs::write(extra.join(format!("completions/{bin}")), bash)?;
+            std::fs::write(extra.join(format!("completions/_{bin}")), zsh)?;
+            std::fs::write(extra.join(format!("completions/{bin}.fish")), fish)?;
+            let mut gz = flate2::GzBuilder::new()
+                .mtime(0)
+                .write(Vec::new(), flate2::Compression::best());
+            gz.write_all(man.as_bytes())?;
+            std::fs::write(extra.join(format!("{bin}.1.gz")), gz.finish()?)?;
+        }
+        Ok(())
+    }
+}
 
 fn debs(dist: &Dist) -> Result<Vec<std::path::PathBuf>> {
     let mut found = Vec::new();

@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use deskwire::rexd::{ExecExit, FileType, Program, Signal, WriteMode};
 use rexd::client::targets;
 use rexd::client::{
@@ -28,6 +28,7 @@ use rexd::client::{
 #[command(
     name = "rex",
     version,
+    long_version = rexd::cli::LONG_VERSION,
     about = "Run commands and file operations on a REXD target"
 )]
 struct Cli {
@@ -285,6 +286,10 @@ mod code {
 }
 
 fn main() -> ExitCode {
+    // `--generate-completions SHELL` and `--generate-man`, for packaging (hidden).
+    if let Some(code) = rexd::cli::generate(Cli::command) {
+        return code;
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code),

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use rexd::audit::Audit;
 use rexd::config::{Config, LogLevel};
 use rexd::service::Settings;
@@ -14,6 +14,7 @@ use rexd::service::Settings;
 #[derive(Debug, Clone, Parser)]
 #[command(
     version,
+    long_version = rexd::cli::LONG_VERSION,
     about = "REXD v1: a remote execution and file plane for agents"
 )]
 struct Args {
@@ -231,6 +232,10 @@ fn main() -> ExitCode {
     // the commands it runs do not inherit it.
     // SAFETY: nothing has started a thread yet.
     unsafe { rexd::notify::take_socket_from_env() };
+    // `--generate-completions SHELL` and `--generate-man`, for packaging (hidden).
+    if let Some(code) = rexd::cli::generate(Args::command) {
+        return code;
+    }
     let args = Args::parse();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
