@@ -807,10 +807,13 @@ impl McpServer {
                 }
                 if exit.timed_out {
                     text.push_str(&format!("\n[timed out after {} ms]", exit.duration_ms));
-                } else if let Some(s) = &exit.signal {
-                    text.push_str(&format!("\n[killed by SIG{s}]"));
-                } else if exit.exit_code != Some(0) {
-                    text.push_str(&format!("\n[exit code {}]", exit.exit_code.unwrap_or(-1)));
+                } else if let Some(marker) = deskwire::oa1::remote_bash::exit_marker(
+                    // The core's marker, as `RemoteBash` ends its output (`[exit code: N]`,
+                    // `[signal: KILL]`); an exit without a code or a signal is -1, as before.
+                    Some(exit.exit_code.unwrap_or(-1)),
+                    exit.signal.as_deref(),
+                ) {
+                    text.push_str(&format!("\n{marker}"));
                 }
                 if exit.truncated {
                     text.push_str("\n[output truncated]");

@@ -92,7 +92,7 @@ def test_bash_streams_progress_and_returns_the_exit(work):
                 assert sc["exit_code"] == 3
                 assert sc["stdout"] == "one\ntwo\n"
                 assert sc["stderr"] == "oops\n"
-                assert "[exit code 3]" in text_of(result)
+                assert "[exit code: 3]" in text_of(result)
 
                 ok = await s.call_tool("bash", {"command": "pwd", "cwd": str(root / "sub")})
                 assert ok.is_error is False

@@ -928,6 +928,15 @@ fn remote_bash_failure(code: &str, message: &str) -> String {
     core::remote_bash::failure_object(code, message)
 }
 
+/// The line a shell tool's output ends with when the command did not exit 0: `[exit code: 2]`
+/// or `[signal: KILL]` (`RemoteBash` and REXD's `bash` alike); `None` for exit 0 or when
+/// neither is known.
+#[pyfunction]
+#[pyo3(signature = (exit_code, signal = None))]
+fn exit_marker(exit_code: Option<i32>, signal: Option<&str>) -> Option<String> {
+    core::remote_bash::exit_marker(exit_code, signal)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(escape, m)?)?;
     m.add_function(wrap_pyfunction!(unescape, m)?)?;
@@ -937,6 +946,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_err_payload, m)?)?;
     m.add_function(wrap_pyfunction!(remote_bash_args, m)?)?;
     m.add_function(wrap_pyfunction!(remote_bash_failure, m)?)?;
+    m.add_function(wrap_pyfunction!(exit_marker, m)?)?;
     m.add_class::<Client>()?;
     m.add_class::<Server>()?;
     m.add_class::<Desk>()?;

@@ -170,7 +170,7 @@ async def test_run_tool_gives_tool_results_from_a_real_rexd() -> None:
             ok = await rexd.run_tool(call("c8", "bash", command="echo out; echo err >&2", cwd=str(root)))
             assert ok == {"callId": "c8", "content": "out\n\n[stderr]\nerr\n"}
             failed = await rexd.run_tool(call("c9", "bash", command="exit 3"))
-            assert failed == {"callId": "c9", "content": "\n[exit code 3]", "isError": True}
+            assert failed == {"callId": "c9", "content": "\n[exit code: 3]", "isError": True}
 
 
 async def test_a_missing_rexd_says_where_it_comes_from() -> None:

@@ -64,11 +64,15 @@ pub fn description(config: &super::Config, pacing: super::Pacing) -> String {
          ask for what you need: keep output small (head, tail, rg -n, wc -l first); for \
          anything large, write it to a file (cmd > /tmp/out.txt 2>&1) and page through it \
          (sed -n '1,200p' /tmp/out.txt, then '201,400p'). Give timeout_sec for a slow command. \
-         For structured output, ask the command itself for JSON. A command that fails ends its \
-         output with a line such as [exit code: 1] or [signal: KILL]; without one, it exited 0 \
-         (so no output and no such line means success, as grep finding nothing does not)."
+         For structured output, ask the command itself for JSON. {EXIT_MARKER_RULE}"
     )
 }
+
+/// What a shell tool's description says about the [exit marker](exit_marker), in the same words
+/// for `RemoteBash` and REXD's `bash` (`crate::tools::builtin`), whose results end the same way.
+pub const EXIT_MARKER_RULE: &str = "A command that fails ends its output with a line such as \
+     [exit code: 1] or [signal: KILL]; without one, it exited 0 (so no output and no such line \
+     means success, as grep finding nothing does not).";
 
 /// The last line of a command's `RemoteBash` output when it did not exit 0: `[exit code: 2]` or
 /// `[signal: KILL]`, so a model can tell `grep` finding nothing (exit 1) from success, as coding
@@ -270,6 +274,7 @@ mod tests {
             Some("[signal: KILL]")
         );
         assert!(DESCRIPTION.contains("[exit code: 1]"));
+        assert!(DESCRIPTION.contains(EXIT_MARKER_RULE));
     }
 
     #[test]

@@ -38,9 +38,13 @@ pub fn rexd_tools() -> Vec<ToolSpec> {
     vec![
         spec(
             "bash",
-            "Run a shell command (sh -c) on the current target machine and return its exit \
-             code, stdout and stderr. Each call starts a fresh shell; chain steps in one \
-             command (cd dir && make). Keep output small (head, tail, rg -n).",
+            &format!(
+                "Run a shell command (sh -c) on the current target machine and return its \
+                 stdout, then its stderr after a [stderr] line. Each call starts a fresh shell; \
+                 chain steps in one command (cd dir && make). Keep output small (head, tail, \
+                 rg -n). {}",
+                remote_bash::EXIT_MARKER_RULE
+            ),
             json!({"type":"object","properties":{
                 "command":{"type":"string","description":"The command line."},
                 "cwd":{"type":"string","description":"Working directory (absolute, inside a workspace root)."},

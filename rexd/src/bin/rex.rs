@@ -19,6 +19,7 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use deskwire::rexd::{ExecExit, FileType, Program, Signal, WriteMode};
+use indicatif::ProgressBar;
 use rexd::client::targets;
 use rexd::client::{
     Client, ClientError, ConnectOptions, ExecOptions, Stream, TargetSpec, Targets, WriteOptions,
@@ -446,8 +447,21 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
         } => {
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
-            let result =
-                client.read_file(&path, offset, length, &mut |bytes| out.write_all(bytes))?;
+            // The bar, if any, is made once the first piece has told the size.
+            let mut bar: Option<Option<ProgressBar>> = None;
+            let result = client.read_file_with_progress(
+                &path,
+                offset,
+                length,
+                &mut |bytes| out.write_all(bytes),
+                &mut |done, total| {
+                    if let Some(b) = bar.get_or_insert_with(|| progress::bar(total, &path)) {
+                        b.set_position(done);
+                    }
+                },
+            );
+            let bar = bar.flatten();
+            let result = progress::end(bar, result)?;
             out.flush().map_err(ClientError::Output)?;
             if result.truncated {
                 eprintln!("rex: {path}: the daemon stopped short of the end (truncated)");
@@ -480,6 +494,9 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
             } else {
                 WriteMode::Replace
             };
+            // One fs.write carries the whole file, so there is nothing to count on the way: the
+            // bar, if any, says how much is going and for how long, and fills when it is done.
+            let bar = progress::write_bar(bytes.len() as u64, &path);
             let result = client.write_file(
                 &path,
                 &bytes,
@@ -488,7 +505,11 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
                     mkdir_parents,
                     expected_mtime,
                 },
-            )?;
+            );
+            if let (Some(b), Ok(_)) = (&bar, &result) {
+                b.set_position(bytes.len() as u64);
+            }
+            let result = progress::end(bar, result)?;
             if json {
                 print_json(&result);
             }
@@ -572,6 +593,62 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
             Ok(0)
         }
         Cmd::Target(_) => unreachable!("handled before connecting"),
+    }
+}
+
+/// `rex read` and `rex write`: a progress bar on stderr for a transfer of
+/// [`progress::MIN_BYTES`] or more, only when stderr is a terminal (never when it is piped or
+/// redirected, so scripts see exactly what they saw before).
+mod progress {
+    use std::io::IsTerminal;
+    use std::time::Duration;
+
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+    pub const MIN_BYTES: u64 = 1 << 20;
+
+    fn new(total: u64, what: &str, template: &str) -> Option<ProgressBar> {
+        if total < MIN_BYTES || !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(what.to_owned());
+        Some(bar)
+    }
+
+    /// A bar for `rex read`, moved on piece by piece.
+    pub fn bar(total: u64, what: &str) -> Option<ProgressBar> {
+        new(
+            total,
+            what,
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+        )
+    }
+
+    /// A bar for `rex write`: a spinner and the time, until the one call is answered.
+    pub fn write_bar(total: u64, what: &str) -> Option<ProgressBar> {
+        let bar = new(
+            total,
+            what,
+            "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} ({elapsed})",
+        )?;
+        bar.enable_steady_tick(Duration::from_millis(100));
+        Some(bar)
+    }
+
+    /// Leaves the finished bar on the terminal, or abandons it where the transfer failed.
+    pub fn end<T, E>(bar: Option<ProgressBar>, result: Result<T, E>) -> Result<T, E> {
+        if let Some(b) = bar {
+            if result.is_ok() {
+                b.finish();
+            } else {
+                b.abandon();
+            }
+        }
+        result
     }
 }
 

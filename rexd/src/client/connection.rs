@@ -997,8 +997,23 @@ impl Client {
         length: Option<u64>,
         sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<FsReadResult, ClientError> {
+        self.read_file_with_progress(path, offset, length, sink, &mut |_, _| {})
+    }
+
+    /// [`Client::read_file`], calling `progress(done, total)` after each piece has gone to
+    /// `sink`: the bytes read so far and the bytes the read will give in all (known from the
+    /// first piece on: the file's size, within `offset` and `length`). For a progress display;
+    /// the client itself draws nothing.
+    pub fn read_file_with_progress(
+        &mut self,
+        path: &str,
+        offset: u64,
+        length: Option<u64>,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<FsReadResult, ClientError> {
         let mut ahead = VecDeque::new();
-        let result = self.read_pieces(path, offset, length, sink, &mut ahead);
+        let result = self.read_pieces(path, offset, length, sink, progress, &mut ahead);
         // After an error, pieces may still be in flight.
         self.drop_pieces(&mut ahead);
         result
@@ -1010,6 +1025,7 @@ impl Client {
         offset: u64,
         length: Option<u64>,
         sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+        progress: &mut dyn FnMut(u64, u64),
         ahead: &mut VecDeque<(Id, u64)>,
     ) -> Result<FsReadResult, ClientError> {
         let session_id = self.session_id();
@@ -1155,6 +1171,7 @@ impl Client {
                     let file_end = got.size.max(offset);
                     length.map_or(file_end, |l| file_end.min(offset.saturating_add(l)))
                 });
+                progress(at - offset, end.saturating_sub(offset).max(at - offset));
                 if n == 0 || at >= end {
                     return Ok(FsReadResult {
                         path: got.path.into_owned(),

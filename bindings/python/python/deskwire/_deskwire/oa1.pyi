@@ -2,7 +2,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from typing_extensions import final
 
-__all__ = ['escape', 'unescape', 'split', 'parse_frame', 'format_frame', 'parse_err_payload', 'remote_bash_args', 'remote_bash_failure', 'Client', 'Server', 'Desk', 'Remote', 'TRUNCATION_MARKER', 'TOOL_NAME', 'TOOL_DESCRIPTION', 'TOOL_INPUT_SCHEMA']
+__all__ = ['escape', 'unescape', 'split', 'parse_frame', 'format_frame', 'parse_err_payload', 'remote_bash_args', 'remote_bash_failure', 'exit_marker', 'Client', 'Server', 'Desk', 'Remote', 'TRUNCATION_MARKER', 'TOOL_NAME', 'TOOL_DESCRIPTION', 'TOOL_INPUT_SCHEMA']
 
 TRUNCATION_MARKER: str
 TOOL_NAME: str
@@ -33,6 +33,11 @@ def remote_bash_args(args: Union[str, Dict[str, Any]]) -> Tuple[str, Optional[in
 def remote_bash_failure(code: str, message: str) -> str:
     """The ``RemoteBash`` tool result of a failed call: the
     ``{"ok": false, "error": code, "message": ...}`` JSON the model reads.
+    """
+def exit_marker(exit_code: Optional[int], signal: Optional[str] = None) -> Optional[str]:
+    """The line a shell tool's output ends with when the command did not exit 0: ``[exit code: 2]``
+    or ``[signal: KILL]`` (``RemoteBash`` and REXD's ``bash`` alike); ``None`` for exit 0 or when
+    neither is known.
     """
 
 @final

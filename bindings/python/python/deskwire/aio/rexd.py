@@ -30,7 +30,7 @@ from typing import (
     cast,
 )
 
-from .. import jsonrpc, tools
+from .. import jsonrpc, oa1, tools
 from .._deskwire import rexd as _rexd
 from .._errors import ClosedError, LocalError, ProtocolError, RemoteError, RequestTimeout
 from .pump import _Pump, _seconds, now_ms
@@ -1026,7 +1026,7 @@ class RexdClient:
         :attr:`deskwire.tools.ProviderResponse.tool_calls` whose verdict is
         :class:`deskwire.tools.Run`) and gives its result for
         :func:`deskwire.tools.tool_results`, in the words ``rexd --mcp`` uses: for ``bash`` the
-        output (stderr after ``[stderr]``), with ``[exit code N]`` and an error result for a
+        output (stderr after ``[stderr]``), with ``[exit code: N]`` (or ``[signal: KILL]``) and an error result for a
         non-zero exit; a file's text; a listing; ``wrote N bytes to PATH``. What the model got
         wrong (its arguments, a path outside the roots) and what the daemon refused come back
         as error results with the reason. ``bash`` runs through a shell, which a daemon allows
@@ -1063,10 +1063,10 @@ class RexdClient:
             async for event in self._exec_events(params, "the command"):
                 if isinstance(event, ExecOutput):
                     (out if event.stream == "stdout" else err).extend(event.data)
-                elif event.signal is not None:
-                    ending, failed = f"\n[killed by SIG{event.signal}]", True
-                elif event.exit_code != 0:
-                    ending, failed = f"\n[exit code {event.exit_code}]", True
+                elif event.signal is not None or event.exit_code != 0:
+                    # The core's marker, as RemoteBash and rexd --mcp end a failed command.
+                    code = -1 if event.exit_code is None else event.exit_code
+                    ending, failed = f"\n{oa1.exit_marker(code, event.signal)}", True
         except RequestTimeout:
             ending, failed = "\n[timed out]", True
         text = out.decode("utf-8", "replace")
