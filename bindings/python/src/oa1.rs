@@ -528,6 +528,9 @@ fn connection_output<'py>(
     }
 }
 
+/// A connection engine's counters when it was closed, which `stats()` reads afterwards.
+type LastStats = std::sync::Mutex<Option<core::ConnectionStats>>;
+
 // The methods both connection engines have; `$own` adds the class's own.
 macro_rules! connection_methods {
     ($ty:ident, { $($own:tt)* }) => {
@@ -596,19 +599,31 @@ macro_rules! connection_methods {
             }
 
             /// The connection's state as the core names it: `"registering"`, `"joining"`,
-            /// `"ready"`, `"closed"`, ...
+            /// `"ready"`, `"closed"`, ...; `"closed"` after `close()` too.
             #[getter]
             fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                to_py(py, &self.0.with(|e| e.state())?)
+                match self.0.with(|e| e.state()) {
+                    Ok(state) => to_py(py, &state),
+                    Err(_) => to_py(py, &core::ConnectionState::Closed),
+                }
             }
 
-            /// The counters of both layers: `{"irc": {...}, "oa1": {...}}`.
+            /// The counters of both layers: `{"irc": {...}, "oa1": {...}}`; after `close()`,
+            /// the last ones.
             fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                to_py(py, &self.0.with(|e| e.stats())?)
+                let stats = match self.0.with(|e| e.stats()) {
+                    Ok(stats) => stats,
+                    Err(_) => self.2.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or_default(),
+                };
+                to_py(py, &stats)
             }
 
-            /// Drops the engine; later calls raise `ClosedError`.
+            /// Drops the engine; later calls raise `ClosedError` (`state`, `stats()` and
+            /// `closed` stay readable).
             fn close(&self) {
+                if let Ok(stats) = self.0.with(|e| e.stats()) {
+                    *self.2.lock().unwrap_or_else(|p| p.into_inner()) = Some(stats);
+                }
                 self.0.close()
             }
 
@@ -640,7 +655,7 @@ fn os_seed() -> PyResult<u64> {
 /// `text=False` gives each whole message as the UTF-8 `bytes` it was reassembled into, without
 /// making a `str` of it: `ResponseBytes` for `Response`, `RequestBytes` for `Request`.
 #[pyclass(module = "deskwire.oa1", name = "Desk")]
-pub struct Desk(Slot<core::Desk>, bool);
+pub struct Desk(Slot<core::Desk>, bool, LastStats);
 
 connection_methods!(Desk, {
     #[new]
@@ -660,7 +675,7 @@ connection_methods!(Desk, {
         };
         let desk =
             core::Desk::new(config, now_ms, seed).map_err(|e| raise(core::LocalError::from(e)))?;
-        Ok(Desk(Slot::new(desk, "desk"), text))
+        Ok(Desk(Slot::new(desk, "desk"), text, LastStats::default()))
     }
 
     /// Sends `payload` (a `str`, or UTF-8 `bytes`) as a request (queued until the channel is
@@ -734,7 +749,7 @@ connection_methods!(Desk, {
 /// `text=False` gives each whole message as the UTF-8 `bytes` it was reassembled into, without
 /// making a `str` of it: `ResponseBytes` for `Response`, `RequestBytes` for `Request`.
 #[pyclass(module = "deskwire.oa1", name = "Remote")]
-pub struct Remote(Slot<core::Remote>, bool);
+pub struct Remote(Slot<core::Remote>, bool, LastStats);
 
 connection_methods!(Remote, {
     #[new]
@@ -749,7 +764,11 @@ connection_methods!(Remote, {
         let config = connection_config(nick, channel, options)?;
         let remote =
             core::Remote::new(config, now_ms).map_err(|e| raise(core::LocalError::from(e)))?;
-        Ok(Remote(Slot::new(remote, "remote"), text))
+        Ok(Remote(
+            Slot::new(remote, "remote"),
+            text,
+            LastStats::default(),
+        ))
     }
 
     /// Streams `output` (a `str`, or UTF-8 `bytes` such as a process's output) as part of the

@@ -234,12 +234,16 @@ class Desk:
     @property
     def state(self) -> str:
         """The connection's state as the core names it: ``"registering"``, ``"joining"``,
-        ``"ready"``, ``"closed"``, ...
+        ``"ready"``, ``"closed"``, ...; ``"closed"`` after ``close()`` too.
         """
     def stats(self) -> Dict[str, Dict[str, int]]:
-        """The counters of both layers: ``{"irc": {...}, "oa1": {...}}``."""
+        """The counters of both layers: ``{"irc": {...}, "oa1": {...}}``; after ``close()``,
+        the last ones.
+        """
     def close(self) -> None:
-        """Drops the engine; later calls raise ``ClosedError``."""
+        """Drops the engine; later calls raise ``ClosedError`` (``state``, ``stats()`` and
+        ``closed`` stay readable).
+        """
     @property
     def closed(self) -> bool:
         """Whether ``close`` was called."""
@@ -296,12 +300,16 @@ class Remote:
     @property
     def state(self) -> str:
         """The connection's state as the core names it: ``"registering"``, ``"joining"``,
-        ``"ready"``, ``"closed"``, ...
+        ``"ready"``, ``"closed"``, ...; ``"closed"`` after ``close()`` too.
         """
     def stats(self) -> Dict[str, Dict[str, int]]:
-        """The counters of both layers: ``{"irc": {...}, "oa1": {...}}``."""
+        """The counters of both layers: ``{"irc": {...}, "oa1": {...}}``; after ``close()``,
+        the last ones.
+        """
     def close(self) -> None:
-        """Drops the engine; later calls raise ``ClosedError``."""
+        """Drops the engine; later calls raise ``ClosedError`` (``state``, ``stats()`` and
+        ``closed`` stay readable).
+        """
     @property
     def closed(self) -> bool:
         """Whether ``close`` was called."""

@@ -18,6 +18,7 @@ from typing import (
     Callable,
     Dict,
     List,
+    Mapping,
     Optional,
     TypeVar,
     Union,
@@ -33,11 +34,24 @@ from .._errors import (
     RemoteError,
     TlsError,
 )
-from .pump import _duration, _Pump, _seconds, now_ms
+from .pump import _duration, _keywords_checked, _Pump, _seconds, now_ms
 
 __all__ = ["IrcDesk", "IrcRemote", "Reconnect", "Handler"]
 
 log = logging.getLogger(__name__)  # under "deskwire.aio", as before the split
+
+
+def _engine_options(
+    oa1: Optional[Mapping[str, Any]],
+    session: Optional[Mapping[str, Any]],
+    rejoin_delay_ms: Optional[int],
+    peer_grace_ms: Optional[int],
+) -> Dict[str, Any]:
+    """The connection config's fields ``connect`` passes on as the engine names them (only
+    those given: the engine's defaults stand for the rest)."""
+    given = {"oa1": oa1, "session": session, "rejoin_delay_ms": rejoin_delay_ms,
+             "peer_grace_ms": peer_grace_ms}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _oa1_options(
@@ -54,6 +68,8 @@ def _oa1_options(
     oa1_options.setdefault("compression", compression)
     return oa1_options
 
+
+_oa1 = oa1  # the module, inside the connects whose ``oa1=`` parameter hides its name
 
 TLS_HANDSHAKE_TIMEOUT = 10.0
 """Seconds the TLS handshake may take: a plain-text port answers nothing at all."""
@@ -295,7 +311,8 @@ class _IrcConnection:
         return "closed" if self._engine.closed else str(self._engine.state)
 
     def stats(self) -> Dict[str, Any]:
-        """The engine's counters: ``{"irc": {...}, "oa1": {...}}``."""
+        """The engine's counters: ``{"irc": {...}, "oa1": {...}}``; after :meth:`close` (or
+        the server's end), the last ones, as ``state`` reads ``"closed"``."""
         return dict(self._engine.stats())
 
     async def wait_ready(self, timeout: Optional[float] = 30) -> None:
@@ -355,6 +372,7 @@ class IrcDesk(_IrcConnection):
         super().__init__(engine, reader, writer)
 
     @classmethod
+    @_keywords_checked
     async def connect(
         cls,
         host: str,
@@ -371,7 +389,10 @@ class IrcDesk(_IrcConnection):
         seed: Optional[int] = None,
         ready_timeout: Optional[float] = 30,
         reconnect: Union[bool, Reconnect] = False,
-        **options: Any,
+        oa1: Optional[Mapping[str, Any]] = None,
+        session: Optional[Mapping[str, Any]] = None,
+        rejoin_delay_ms: Optional[int] = None,
+        peer_grace_ms: Optional[int] = None,
     ) -> "IrcDesk":
         """Connects, registers as ``nick`` and joins ``channel``; returns once its remote,
         ``remote_nick``, is in the channel too. The default is ``rexd``, the nick ``rexd --irc``
@@ -388,9 +409,11 @@ class IrcDesk(_IrcConnection):
         :class:`deskwire.LoginFailedError` with the server's words. ``compression`` offers
         compressed answers (on by default:
         ``rexd --irc`` honours the offer and a spec-only remote never sees it; payloads also
-        fill each line, unless ``oa1={"adaptive_payload": False}``). ``options`` are
-        :class:`deskwire.oa1.Desk`'s (``oa1={...}``, ``session={...}``). Request ids come from
-        the OS's entropy; ``seed`` fixes them, for tests only.
+        fill each line, unless ``oa1={"adaptive_payload": False}``). ``oa1``, ``session``,
+        ``rejoin_delay_ms`` and ``peer_grace_ms`` are :class:`deskwire.oa1.Desk`'s config fields
+        (``oa1={...}``, ``session={...}``); a keyword this does not take is a ``TypeError``
+        naming the one it is closest to. Request ids come from the OS's entropy; ``seed`` fixes
+        them, for tests only.
 
         ``ready_timeout`` (seconds) bounds the wait here and, later, how long a request may
         wait for the connection to be ready again before it fails. Raises
@@ -406,6 +429,7 @@ class IrcDesk(_IrcConnection):
         :class:`deskwire.DisconnectedError`, and new ones wait for the next connection (up to
         ``ready_timeout``)."""
         ready_timeout = _seconds(ready_timeout, "ready_timeout")
+        options = _engine_options(oa1, session, rejoin_delay_ms, peer_grace_ms)
         if remote_nick is None:
             raise LocalError(
                 "invalid_config",
@@ -422,7 +446,7 @@ class IrcDesk(_IrcConnection):
             # A new engine each time: ids from the OS's entropy, or (tests) from the next seed,
             # so none repeats an earlier one.
             engine_seed = None if seed is None else seed + (desk_box[0].reconnects + 1 if desk_box else 0)
-            engine = oa1.Desk(
+            engine = _oa1.Desk(
                 nick,
                 channel,
                 seed=engine_seed,
@@ -605,6 +629,7 @@ class IrcRemote(_IrcConnection):
         return engine.source(request_id)
 
     @classmethod
+    @_keywords_checked
     async def connect(
         cls,
         host: str,
@@ -621,7 +646,10 @@ class IrcRemote(_IrcConnection):
         sasl: "Optional[irc.SaslLogin]" = None,
         ready_timeout: Optional[float] = 30,
         reconnect: Union[bool, Reconnect] = False,
-        **options: Any,
+        oa1: Optional[Mapping[str, Any]] = None,
+        session: Optional[Mapping[str, Any]] = None,
+        rejoin_delay_ms: Optional[int] = None,
+        peer_grace_ms: Optional[int] = None,
     ) -> "IrcRemote":
         """Connects, registers as ``nick`` (``rexd`` by default, the remote nick an
         :class:`IrcDesk` waits for unless told another), joins ``channel`` and serves requests
@@ -632,12 +660,13 @@ class IrcRemote(_IrcConnection):
         are cancelled) and :meth:`serve_forever` goes on."""
         if handler is None:
             raise LocalError("invalid_value", "IrcRemote needs a handler")
+        options = _engine_options(oa1, session, rejoin_delay_ms, peer_grace_ms)
         oa1_options = _oa1_options(options, desk_nick, secret, compression)
         _session_options(options, password, sasl)
         policy = Reconnect() if reconnect is True else reconnect or None
 
         async def dial() -> "tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]":
-            engine = oa1.Remote(nick, channel, now_ms=now_ms(), oa1=dict(oa1_options), **options)
+            engine = _oa1.Remote(nick, channel, now_ms=now_ms(), oa1=dict(oa1_options), **options)
             reader, writer = await _open(host, port, tls)
             return engine, reader, writer
 

@@ -7,12 +7,21 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from typing import Any, Dict, Optional, Set
+from typing import Any, Dict, Optional, Sequence, Set
 
 from .. import mobile
 from .._deskwire import Timeout, Transmit
 from .._errors import ClosedError, LocalError
-from .pump import now_ms
+from .pump import _keywords_checked, now_ms
+
+_CLIENT_CONFIG = ("backoff_ms", "max_backoff_ms", "max_message_bytes",
+                  "max_pending_permissions", "max_queued", "server_timeout_ms")
+"""The fields of the engine's config that ``pair`` and ``connect`` take."""
+
+
+def _client_options(given: Dict[str, Any]) -> Dict[str, Any]:
+    """The config fields among ``given`` (a ``connect``'s locals) that were given."""
+    return {name: given[name] for name in _CLIENT_CONFIG if given.get(name) is not None}
 
 __all__ = ["MobileClient"]
 
@@ -52,22 +61,47 @@ class MobileClient:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     @classmethod
+    @_keywords_checked
     async def pair(
-        cls, url: str, code: str, *, max_events: int = 1024, max_frame: int = 1 << 20, **options: Any
+        cls,
+        url: str,
+        code: str,
+        *,
+        max_events: int = 1024,
+        max_frame: int = 1 << 20,
+        backoff_ms: Optional[Sequence[int]] = None,
+        max_backoff_ms: Optional[int] = None,
+        max_message_bytes: Optional[int] = None,
+        max_pending_permissions: Optional[int] = None,
+        max_queued: Optional[int] = None,
+        server_timeout_ms: Optional[int] = None,
     ) -> "MobileClient":
         """Connects to the desktop at ``url`` and pairs with the six-digit ``code`` it shows; the
-        :class:`deskwire.mobile.Paired` event carries the token to keep. ``options`` go to
-        :class:`deskwire.mobile.Client` (``ping_interval_ms``, ...)."""
-        engine = mobile.Client(**options)
+        :class:`deskwire.mobile.Paired` event carries the token to keep. The rest are
+        :class:`deskwire.mobile.Client`'s config (``backoff_ms``, ``server_timeout_ms``, ...; the
+        engine's defaults when not given)."""
+        engine = mobile.Client(**_client_options(locals()))
         engine.pair(now_ms(), code)  # a malformed code raises before anything starts
         return cls(url, engine, max_events, max_frame)
 
     @classmethod
+    @_keywords_checked
     async def connect(
-        cls, url: str, token: str, *, max_events: int = 1024, max_frame: int = 1 << 20, **options: Any
+        cls,
+        url: str,
+        token: str,
+        *,
+        max_events: int = 1024,
+        max_frame: int = 1 << 20,
+        backoff_ms: Optional[Sequence[int]] = None,
+        max_backoff_ms: Optional[int] = None,
+        max_message_bytes: Optional[int] = None,
+        max_pending_permissions: Optional[int] = None,
+        max_queued: Optional[int] = None,
+        server_timeout_ms: Optional[int] = None,
     ) -> "MobileClient":
         """Connects to the desktop at ``url`` with a token from an earlier pairing."""
-        engine = mobile.Client(token=token, **options)
+        engine = mobile.Client(token=token, **_client_options(locals()))
         engine.start(now_ms())
         return cls(url, engine, max_events, max_frame)
 

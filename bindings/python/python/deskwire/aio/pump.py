@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
+import functools
+import inspect
 import logging
 import math
 import time
-from typing import Any, Callable, Optional, Set
+from typing import Any, Callable, Optional, Set, TypeVar, cast
 
 from .._deskwire import Timeout, Transmit
 from .._errors import LocalError
@@ -28,6 +31,35 @@ END_GRACE_MS = 2_000
 keepalive ``PING``), how long the pump waits for the server to close the socket before it
 stops anyway: long enough for a ``QUIT`` to be read, short enough that a dead link (a server
 that answers nothing, and never closes) ends and can be reconnected."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _keywords_checked(fn: _F) -> _F:
+    """Checks the keyword arguments of a ``connect`` against its parameters before it runs: a
+    misspelt one is Python's ``TypeError`` naming it and the parameter it is closest to
+    (``connect() got an unexpected keyword argument 'secert'; did you mean 'secret'?``), on
+    every Python, rather than a complaint of the engine about its own config fields. The
+    signature is the function's, so a type checker sees the typo too."""
+    names = [
+        p.name
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        for name in kwargs:
+            if name not in names:
+                close = difflib.get_close_matches(name, names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise TypeError(
+                    f"{fn.__name__}() got an unexpected keyword argument {name!r}{hint}"
+                )
+        return fn(*args, **kwargs)
+
+    return cast(_F, checked)
 
 
 def now_ms() -> int:

@@ -32,7 +32,14 @@ from typing import (
 
 from .. import jsonrpc, oa1, tools
 from .._deskwire import rexd as _rexd
-from .._errors import ClosedError, LocalError, ProtocolError, RemoteError, RequestTimeout
+from .._errors import (
+    ClosedError,
+    ConnectFailedError,
+    LocalError,
+    ProtocolError,
+    RemoteError,
+    RequestTimeout,
+)
 from .pump import _Pump, _seconds, now_ms
 
 __all__ = ["RexdClient", "ExecOutput", "ExecExit", "Pty", "PtyOutput", "PtyExit"]
@@ -550,7 +557,9 @@ class RexdClient:
         is ``token``, else the first line of ``token_file``, else ``$REXD_TOKEN`` (``token_env``
         names another variable); ``ca_file`` trusts a private CA for the daemon's certificate,
         ``client_cert`` and ``client_key`` answer a daemon that asks for one (mTLS). A refused
-        token raises :class:`deskwire.RemoteError` (``unauthorized``).
+        token raises :class:`deskwire.RemoteError` (``unauthorized``), a daemon that is not
+        there :class:`deskwire.ConnectFailedError` (a :class:`ConnectionError` too) naming the
+        host and the port.
 
         With ``resume=True`` the session is resumable: when the link drops (the ssh connection
         killed, the WebSocket cut), the client dials again after 0.2, 0.5, 1, 2, 4 and 8 s and
@@ -685,8 +694,15 @@ class RexdClient:
                 "disconnected", f"{url} hung up during the handshake ({e}): a client "
                 "certificate it does not accept, or not a rexd --listen"
             ) from e
-        except (OSError, ssl.SSLError) as e:
+        except ssl.SSLError as e:
             raise ClosedError("disconnected", f"cannot reach {url}: {e}") from e
+        except OSError as e:
+            # A refused or unreachable port: a ConnectionError too, as IrcDesk.connect's.
+            where = url.split("://", 1)[1].rsplit("/", 1)[0]
+            reason = os.strerror(e.errno) if e.errno else str(e)
+            raise ConnectFailedError(
+                "connect_failed", f"connect to {where} failed: {reason} ({url})"
+            ) from e
         peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
         client = cls(None, peer, ws=ws)
         params: Dict[str, Any] = {"client_name": client_name}
