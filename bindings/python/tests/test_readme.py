@@ -12,6 +12,7 @@ import copy
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -67,9 +68,12 @@ class RecordedAnthropic:
             (case,) = [c for c in load_vectors("providers/anthropic.json")["cases"]
                        if c["name"] == "text and tool_use blocks"]
             body = complete("anthropic", copy.deepcopy(case["body"]))
-            # A call to one of REXD's tools in the same turn, which a desk alone cannot run.
+            # Calls of REXD's tools in the same turn, which a desk alone cannot run: `bash`
+            # needs the daemon's --allow-shell, which the block passes.
             body["content"].append({"type": "tool_use", "id": "toolu_02B", "name": "read",
                                     "input": {"path": "README.md"}})
+            body["content"].append({"type": "tool_use", "id": "toolu_03C", "name": "bash",
+                                    "input": {"command": "echo from bash; exit 3"}})
         else:
             body = complete("anthropic", {"content": [{"type": "text", "text": "It runs Linux."}],
                                           "stop_reason": "end_turn"})
@@ -125,9 +129,28 @@ def test_readme_python_block_runs(index: int, peers: Dict[str, Any], monkeypatch
         assert len(model.requests) == 2
         results = model.requests[1]["messages"][-1]
         assert results["role"] == "user"
-        remote_bash, read = results["content"]
+        remote_bash, read, bash = results["content"]
         assert remote_bash["type"] == "tool_result" and remote_bash["tool_use_id"] == "toolu_01A"
         assert "rexd.log" in str(remote_bash["content"]) and not remote_bash.get("is_error")
         assert read["tool_use_id"] == "toolu_02B" and not read.get("is_error"), read
         assert "# deskwire" in str(read["content"])
+        # A shell command ran (not "start it with --allow-shell"), its failure marked as
+        # RemoteBash marks one.
+        assert bash["tool_use_id"] == "toolu_03C" and bash.get("is_error"), bash
+        assert str(bash["content"]) == "from bash\n\n[exit code: 3]", bash
         assert "It runs Linux." in printed
+
+
+def test_readme_python_blocks_pass_mypy_strict(tmp_path: Path) -> None:
+    """A user who copies a block into a typed project sees no error from ``mypy --strict``."""
+    files = []
+    for index, block in enumerate(python_blocks()):
+        path = tmp_path / f"readme_block_{index + 1}.py"
+        path.write_text(block, encoding="utf-8")
+        files.append(str(path))
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary",
+         "--cache-dir", str(tmp_path / ".mypy_cache"), *files],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
