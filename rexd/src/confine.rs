@@ -153,8 +153,11 @@ pub const DEVICES: &[&str] = &[
 ];
 
 /// Files and directories of the daemon's home directory (`$HOME`) read-only by default: shells'
-/// start-up files, and git's, ssh's and editors' configuration. Not keys, not credentials,
-/// not caches.
+/// start-up files, git's, ssh's and editors' configuration, and the toolchains installed per
+/// user (rustup and cargo's binaries and downloaded crates, pyenv, nvm, `~/.local`'s programs
+/// and libraries, Go's module cache), so that `cargo build` or a pyenv `python3` runs as it
+/// does in a shell. Not keys, not credentials (`~/.cargo/credentials.toml` is left out),
+/// not caches that are written.
 pub const HOME_READ: &[&str] = &[
     ".profile",
     ".bash_profile",
@@ -176,6 +179,18 @@ pub const HOME_READ: &[&str] = &[
     ".selected_editor",
     ".ssh/config",
     ".ssh/known_hosts",
+    ".rustup",
+    ".cargo/bin",
+    ".cargo/config.toml",
+    ".cargo/registry",
+    ".cargo/git",
+    ".pyenv",
+    ".nvm",
+    ".local/bin",
+    ".local/lib",
+    "go/bin",
+    "go/pkg/mod",
+    ".sdkman/candidates",
 ];
 
 /// What a child needs to confine itself: the ruleset's descriptor and the private `TMPDIR`.
@@ -729,7 +744,10 @@ fn summary(
     }
     let n = of(Kind::Home, false).count();
     if let (Some(h), true) = (home, n > 0) {
-        ro.push(format!("{n} start-up files of {}", h.display()));
+        ro.push(format!(
+            "{n} start-up files and toolchains of {}",
+            h.display()
+        ));
     }
     let dev: Vec<String> = of(Kind::Device, true).map(show).collect();
     let none = |v: Vec<String>| match v.is_empty() {

@@ -121,6 +121,33 @@ fn system_programs_still_run() {
     }
 }
 
+/// Toolchains installed per user run confined, as in a shell: rustup's `rustc` proxy (in
+/// `~/.cargo/bin`) runs the toolchain under `~/.rustup`; a credential beside them stays closed.
+#[test]
+fn per_user_toolchains_run() {
+    if !landlock() {
+        return;
+    }
+    let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else {
+        return;
+    };
+    if !home.join(".rustup").is_dir() || !home.join(".cargo/bin/rustc").exists() {
+        eprintln!("no rustup toolchain in the home directory: nothing to run");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let (_c, mut d, s) = with_config(root.path(), "");
+    let rustc = home.join(".cargo/bin/rustc");
+    let c = run(&mut d, &s, &[rustc.to_str().unwrap(), "--version"]);
+    assert_eq!(exit_code(&c), 0, "{}", c.err());
+    assert!(c.out().starts_with("rustc "), "{}", c.out());
+    let credentials = home.join(".cargo/credentials.toml");
+    if credentials.exists() {
+        let c = run(&mut d, &s, &["cat", credentials.to_str().unwrap()]);
+        assert_ne!(exit_code(&c), 0, "{}", c.out());
+    }
+}
+
 #[test]
 fn commands_write_inside_the_roots_and_their_tmpdir_only() {
     if !landlock() {
