@@ -151,7 +151,7 @@ impl CliFiles {
         Ok(())
     }
 
-    /// The .deb's assets in target/<triple>/<profile>/deb (rexd/Cargo.toml names where each
+    /// The .deb's assets in `target/<triple>/<profile>/deb` (rexd/Cargo.toml names where each
     /// is installed): NAME-help.txt, completions/{NAME,_NAME,NAME.fish} and NAME.1.gz
     /// (`gzip -9n`, as Debian wants: no name or time in the header).
     fn write_deb(&self, extra: &Path) -> Result<()> {
