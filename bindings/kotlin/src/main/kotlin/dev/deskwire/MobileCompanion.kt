@@ -100,13 +100,20 @@ sealed class MobileCompanionException(message: String) : Exception(message) {
     class TokenRejected : MobileCompanionException("the desktop refused the stored token (revoked or unknown): pair again")
 
     /**
-     * Not online within the time given (the attempt is stopped). [lastFailure] is why the last
-     * connection attempt failed, when one did.
+     * Not online within the time given (the attempt is stopped): [operation] (`pair` or
+     * `connect`) with the desktop at [url] timed out after [waited]. [lastFailure] is why the
+     * last connection attempt failed, when one did (`null`: none had ended yet, e.g. a desktop
+     * that does not answer at all).
      */
-    class NotOnline(val waited: Duration, val lastFailure: MobileDisconnectReason?) :
-        MobileCompanionException(
-            "not online after $waited" + (lastFailure?.let { "; the last attempt: $it" } ?: "; no attempt failed yet"),
-        )
+    class NotOnline(
+        val waited: Duration,
+        val lastFailure: MobileDisconnectReason?,
+        val url: String = "",
+        val operation: String = "connect",
+    ) : MobileCompanionException(
+        "$operation with the desktop at $url timed out after $waited: not online" +
+            (lastFailure?.let { "; the last attempt: $it" } ?: "; no attempt ended yet (the desktop does not answer)"),
+    )
 
     /** [MobileCompanion.disconnect] or [MobileCompanion.close] was called while waiting. */
     class Stopped(what: String) : MobileCompanionException(what)
@@ -255,20 +262,22 @@ class MobileCompanion(
      * Pairs with the code the desktop shows and suspends until the session is up and the
      * state synced. Throws [DeskwireException.Misuse] at once for a code that is not six
      * digits; [MobileCompanionException.PairingRefused] when the desktop refuses it (with the
-     * attempts left it knows); [MobileCompanionException.NotOnline] when not online within
-     * [timeout] (the attempt is stopped; a desktop that cannot be reached is retried until then).
+     * attempts left it knows); [MobileCompanionException.NotOnline] naming the URL when not
+     * online within [timeout], by default [DEFAULT_PAIR_TIMEOUT] (15 s: the attempt is stopped;
+     * a desktop that cannot be reached is retried until then).
      */
-    suspend fun pair(code: String, timeout: Duration = DEFAULT_TIMEOUT) =
-        goOnline(timeout) { engine.pair(clock.now(), code) }
+    suspend fun pair(code: String, timeout: Duration = DEFAULT_PAIR_TIMEOUT) =
+        goOnline(timeout, "pair") { engine.pair(clock.now(), code) }
 
     /**
      * Connects with the stored token and suspends until the session is up and the state
      * synced. Throws [DeskwireException.Misuse] (`NoCredentials`) at once without a token;
      * [MobileCompanionException.TokenRejected] when the desktop refuses it (it is forgotten);
-     * [MobileCompanionException.NotOnline] when not online within [timeout].
+     * [MobileCompanionException.NotOnline] naming the URL when not online within [timeout]
+     * (by default [DEFAULT_CONNECT_TIMEOUT], 30 s).
      */
-    suspend fun connect(timeout: Duration = DEFAULT_TIMEOUT) =
-        goOnline(timeout) { engine.start(clock.now()) }
+    suspend fun connect(timeout: Duration = DEFAULT_CONNECT_TIMEOUT) =
+        goOnline(timeout, "connect") { engine.start(clock.now()) }
 
     /** Sends an agent command; throws [DeskwireException.Misuse] (`NotConnected`) while offline. */
     fun sendCommand(command: Command) = command { engine.sendCommand(clock.now(), command) }
@@ -335,7 +344,7 @@ class MobileCompanion(
         inputs.trySend(Input.Wake)
     }
 
-    private suspend fun goOnline(timeout: Duration, start: () -> Unit) {
+    private suspend fun goOnline(timeout: Duration, operation: String, start: () -> Unit) {
         val waiter = CompletableDeferred<Unit>()
         synchronized(waiters) {
             if (closed.value) throw MobileCompanionException.Stopped("the companion was closed")
@@ -346,7 +355,7 @@ class MobileCompanion(
             command(start)
             if (withTimeoutOrNull(timeout) { waiter.await() } == null) {
                 command { engine.stop(clock.now()) }
-                throw MobileCompanionException.NotOnline(timeout, lastFailure)
+                throw MobileCompanionException.NotOnline(timeout, lastFailure, url, operation)
             }
         } catch (e: CancellationException) {
             // The caller gave up: so does the attempt.
@@ -470,8 +479,14 @@ class MobileCompanion(
         }
     }
 
-    private companion object {
-        const val NORMAL_CLOSURE = 1000
-        val DEFAULT_TIMEOUT = 30.seconds
+    companion object {
+        private const val NORMAL_CLOSURE = 1000
+        private val DEFAULT_TIMEOUT = 30.seconds
+
+        /** How long [pair] waits by default for a desktop to answer: a user is looking at the screen. */
+        val DEFAULT_PAIR_TIMEOUT: Duration = 15.seconds
+
+        /** How long [connect] waits by default (the desktop may be starting, or on its backoff). */
+        val DEFAULT_CONNECT_TIMEOUT: Duration = 30.seconds
     }
 }
