@@ -4,6 +4,12 @@ import dev.deskwire.core.*
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.DisposableHandle
+import kotlinx.coroutines.Job
+import kotlinx.coroutines.SupervisorJob
+import kotlinx.coroutines.cancel
+import kotlinx.coroutines.future.future
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.MutableSharedFlow
 import kotlinx.coroutines.flow.MutableStateFlow
@@ -15,6 +21,7 @@ import kotlinx.coroutines.launch
 import kotlinx.coroutines.withTimeoutOrNull
 import java.net.Socket
 import java.security.SecureRandom
+import java.util.concurrent.CompletableFuture
 import kotlin.time.Duration
 import kotlin.time.toJavaDuration
 
@@ -40,17 +47,27 @@ class Oa1RequestException(val id: String, val failure: Oa1Failure) :
  * (registration, `PING`, `JOIN`, chunking, reassembly, pacing and timeouts all live there).
  *
  * ```kotlin
- * DeskConnection.connect(host = "irc.example", port = 6667, scope = scope).use { desk ->
- *     println(desk.remoteBash("uname -a", timeout = 30.seconds))
- * }
+ * val desk = runBlocking { DeskConnection.connect(host = "irc.example", port = 6667) }  // returns
+ * desk.use { println(runBlocking { it.remoteBash("uname -a", timeout = 30.seconds) }) }
  * ```
+ *
+ * The connection owns its coroutines: they run in a scope of its own (a [SupervisorJob] on
+ * [Dispatchers.IO]), never as children of the caller's, so `runBlocking { connect(...) }`
+ * returns as soon as the desk is ready, and the desk works from any coroutine or thread after
+ * that. [close] ends that scope. A `scope` given to [connect] only bounds the connection's
+ * life: when it is cancelled (or fails), the connection closes; when it completes normally
+ * (a `runBlocking` block returning), nothing happens.
+ *
+ * From Java: [connectAsync], [remoteBashAsync] and [requestAsync] return `CompletableFuture`s
+ * (cancelling one cancels the call, which sends OA1 `CANCEL`), with overloads for the defaults.
  *
  * [connect] returns once the desk is in the channel with its remote (by default `rexd`, what
  * `rexd --irc` joins as), and throws [Oa1ConnectException] when that cannot happen. [request]
  * and [remoteBash] suspend until the answer arrives; cancelling the calling coroutine sends
- * OA1 `CANCEL` so the remote stops. One coroutine in `scope` pumps the engine; a second one
- * reads the socket. Closing (or cancelling `scope`) sends `QUIT` and closes the socket; the
- * connection cannot be used again.
+ * OA1 `CANCEL` so the remote stops. One coroutine of the connection's scope pumps the engine; a
+ * second one reads the socket. Closing (or cancelling the `scope` given to [connect]) sends
+ * `QUIT` and closes the socket; [state] reads `CLOSED` from then on and every call but [stats]
+ * and [nick] throws [DeskwireException.Misuse] with kind [ErrorKind.CLOSED].
  *
  * If the server refuses the desk's nick (`433`, in use: often our own previous connection, not
  * yet gone), the engine goes on as `desk_` ([IrcSessionEvent.NickRefused] on [events]) and asks
@@ -72,6 +89,9 @@ class DeskConnection private constructor(
     /** How a lost link comes back; `null`: the connection ends with its link. */
     private val redialer: Redialer<Desk>?,
 ) : AutoCloseable {
+    /** The caller's scope watching this connection (cancelled: close), let go on close. */
+    @Volatile private var watch: DisposableHandle? = null
+
     private val waiting = HashMap<String, CompletableDeferred<String>>()
     private val _state = MutableStateFlow(ConnectionState.REGISTERING)
     private val _events = MutableSharedFlow<ConnectionEvent>(extraBufferCapacity = 64)
@@ -168,11 +188,50 @@ class DeskConnection private constructor(
      */
     val nick: String get() = desk.nick()
 
-    /** What requests wait for before they can leave, in words; `null` when ready or closed. */
-    fun waitingFor(): String? = desk.waitingFor()
+    /**
+     * What requests wait for before they can leave, in words; `null` when ready. Throws
+     * [DeskwireException.Misuse] with kind [ErrorKind.CLOSED] after [close].
+     */
+    fun waitingFor(): String? = open().waitingFor()
 
-    /** The other members of the channel, as the server wrote their nicks. */
-    fun members(): List<String> = desk.members()
+    /**
+     * The other members of the channel, as the server wrote their nicks. Throws
+     * [DeskwireException.Misuse] with kind [ErrorKind.CLOSED] after [close].
+     */
+    fun members(): List<String> = open().members()
+
+    /** The engine, or [DeskwireException.Misuse] (`CLOSED`) once the caller closed the connection. */
+    private fun open(): Desk {
+        // The engine's own words for a closed connection.
+        if (closing) throw DeskwireException.Misuse(ErrorKind.CLOSED, "the IRC connection has ended")
+        return desk
+    }
+
+    /**
+     * [request] for Java: a future of the response that fails as [request] throws (in an
+     * `ExecutionException`); cancelling it cancels the request (OA1 `CANCEL`).
+     */
+    @JvmOverloads
+    fun requestAsync(payload: String, timeoutMs: Long? = null): CompletableFuture<String> =
+        calls.future { request(payload, timeoutMs) }
+
+    /**
+     * [remoteBash] for Java: a future of the command's output ([timeout] `null`: the configured
+     * `oa1.requestTimeoutMs`) that fails as [remoteBash] throws (in an `ExecutionException`);
+     * cancelling it cancels the request (OA1 `CANCEL`).
+     */
+    @JvmOverloads
+    fun remoteBashAsync(command: String, timeout: java.time.Duration? = null): CompletableFuture<String> =
+        calls.future {
+            val javaTimeout = timeout?.let { if (it.isNegative) java.time.Duration.ZERO else it }
+            await { remoteBashCommand(clock.nowMs(), command, javaTimeout) }
+        }
+
+    /**
+     * Where the futures of the `…Async` calls run: not the connection's scope, which [close]
+     * cancels, so that a call after close fails as the suspend call throws (`CLOSED`).
+     */
+    private val calls = CoroutineScope(Dispatchers.IO)
 
     /** Counters of both layers. */
     fun stats(): ConnectionStats = desk.stats()
@@ -184,12 +243,16 @@ class DeskConnection private constructor(
      */
     override fun close() {
         closing = true
+        watch?.dispose()
         runCatching { desk.quit(clock.nowMs(), "bye") }
         loop.wake()
-        loop.close()
+        loop.close() // the state reads CLOSED from here
+        // The pump's own end (QUIT, then the socket closed) runs in its finally block.
+        scope.cancel("the connection is closed")
     }
 
     private suspend fun await(start: Desk.() -> String): String {
+        open() // closed by the caller: CLOSED at once, whatever the engine still has in hand
         val answer = CompletableDeferred<String>()
         val desk = currentDesk()
         val loop = this.loop
@@ -243,6 +306,7 @@ class DeskConnection private constructor(
 
     companion object {
         /** The configuration that works with `rexd --irc`'s defaults: `desk` in `#desk`, asking `rexd`. */
+        @JvmStatic
         fun defaultConfig(): ConnectionConfig = connectionConfig(nick = "desk", channel = "#desk", peer = "rexd")
 
         /**
@@ -270,12 +334,17 @@ class DeskConnection private constructor(
          * [seed] fixes the sequence of request ids; the default comes from [SecureRandom]. Pass
          * a fixed one in tests only: two desks with the same seed pick the same ids, and one can
          * take the other's answer.
+         *
+         * The connection's coroutines run in a scope of its own, never as children of the
+         * caller's: `runBlocking { connect(...) }` returns once the desk is ready. [scope]
+         * (optional) bounds its life: cancelling it closes the connection; its normal end does
+         * not. [close] ends the connection and its scope.
          */
         suspend fun connect(
             host: String,
             port: Int = 6667,
             config: ConnectionConfig = defaultConfig(),
-            scope: CoroutineScope,
+            scope: CoroutineScope? = null,
             seed: Long = SecureRandom().nextLong(),
             clock: MonotonicClock = MonotonicClock.System,
             connectTimeoutMs: Int = 10_000,
@@ -295,10 +364,36 @@ class DeskConnection private constructor(
             }
             val redialer = reconnect?.let { Redialer(it, ::dial) } // a bad policy throws before dialling
             val (desk, socket) = dial()
-            val connection = DeskConnection(desk, socket, scope, clock, config.oa1.readyTimeoutMs, redialer)
-            connection.loop.awaitReady(config.oa1.readyTimeoutMs, desk::waitingFor, desk::members)
+            val own = CoroutineScope(SupervisorJob() + Dispatchers.IO)
+            val connection = DeskConnection(desk, socket, own, clock, config.oa1.readyTimeoutMs, redialer)
+            val owner = scope?.coroutineContext?.get(Job)
+            connection.watch = owner?.invokeOnCompletion { cause -> if (cause != null) connection.close() }
+            try {
+                connection.loop.awaitReady(config.oa1.readyTimeoutMs, desk::waitingFor, desk::members)
+            } catch (e: Throwable) {
+                connection.watch?.dispose()
+                own.cancel()
+                throw e
+            }
             connection.established = true
             return connection
         }
+
+        /**
+         * [connect] for Java: a future of the ready connection, failing as [connect] throws (in
+         * an `ExecutionException`: [Oa1ConnectException], [IrcConnectException] naming the host
+         * and the port, [DeskwireException.InvalidInput]). The connection's coroutines are its
+         * own ([close] ends them); cancelling the future stops the attempt.
+         */
+        @JvmStatic
+        @JvmOverloads
+        fun connectAsync(
+            host: String,
+            port: Int = 6667,
+            config: ConnectionConfig = defaultConfig(),
+            tls: javax.net.ssl.SSLSocketFactory? = null,
+            reconnect: ReconnectPolicy? = null,
+        ): CompletableFuture<DeskConnection> =
+            CoroutineScope(Dispatchers.IO).future { connect(host, port, config, tls = tls, reconnect = reconnect) }
     }
 }

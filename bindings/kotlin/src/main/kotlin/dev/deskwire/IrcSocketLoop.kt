@@ -185,6 +185,14 @@ internal class IrcSocketLoop(
     val events: Flow<ConnectionEvent> = _events.asSharedFlow()
     val state: StateFlow<ConnectionState> = _state.asStateFlow()
 
+    /** [close] was called: the state reads `CLOSED` from then on, whatever the pump still does. */
+    private var closedHere = false
+
+    /** Sets the state, unless [close] made it `CLOSED` (under the flow's lock, so close wins). */
+    private fun setState(state: ConnectionState) = synchronized(_state) {
+        _state.value = if (closedHere) ConnectionState.CLOSED else state
+    }
+
     private val reader: Job = scope.launch(Dispatchers.IO) {
         val stream = socket.getInputStream()
         val buffer = ByteArray(16 * 1024)
@@ -248,6 +256,10 @@ internal class IrcSocketLoop(
      * commands itself (`Misuse`, kind `CLOSED`): the caller quits it first.
      */
     fun close() {
+        synchronized(_state) {
+            closedHere = true
+            _state.value = ConnectionState.CLOSED
+        }
         pump.cancel()
         reader.cancel()
         runCatching { socket.shutdownInput() }
@@ -286,12 +298,12 @@ internal class IrcSocketLoop(
         if (out.bytes.isNotEmpty()) write(out.bytes)
         for (event in out.events) {
             val change = (event as? ConnectionEvent.Link)?.event as? LinkEvent.StateChanged
-            if (change != null) _state.value = change.state // before anyone hears of it
+            if (change != null) setState(change.state) // before anyone hears of it
             watchStart(event)
             deliver(event)
             _events.emit(event)
         }
-        _state.value = engine.state()
+        setState(engine.state())
         return out.deadlineMs
     }
 
