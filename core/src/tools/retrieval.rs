@@ -309,10 +309,11 @@ mod tests {
     fn lexical_ranking() {
         let (idx, _) = index();
         // No stop words: "the" matches other descriptions too, but weakly (low IDF, long
-        // documents).
+        // documents). The shell tools' descriptions are long and say "the" several times
+        // (their exit-marker rule), so the margin is 1.5x, not more.
         let top = idx.top_n("what's the weather in Taipei?", 3);
         assert_eq!(top[0].name, "get_weather");
-        assert!(top[0].score > 2.0 * top[1].score, "{top:?}");
+        assert!(top[0].score > 1.5 * top[1].score, "{top:?}");
         let names: Vec<String> = idx.top_n("email", 5).into_iter().map(|s| s.name).collect();
         assert_eq!(names.len(), 2);
         assert!(names.contains(&"send_email".to_string()));
