@@ -487,6 +487,15 @@ async fn run(
         .route("/healthz", get(healthz))
         .with_state(Arc::clone(&state));
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let acceptor = Arc::new(RwLock::new(tls.map(tokio_rustls::TlsAcceptor::from)));
+    let slots = Arc::new(Slots::new(options.max_connections));
+    let header_timeout = Duration::from_millis(options.header_timeout_ms);
+    let write_timeout = Duration::from_millis(options.write_timeout_ms);
+    // The signals are caught before rexd says it is ready: a reload sent as soon as the
+    // address is out must not find SIGHUP's default (or an ignoring parent's SIG_IGN).
+    let stop = stop_signal().map_err(io)?;
+    reload_on_hangup(Arc::clone(&state), options.clone(), Arc::clone(&acceptor)).map_err(io)?;
+    reopen_audit_on_usr1(hub.clone()).map_err(io)?;
     // The one line on stdout: where to connect (with `--listen HOST:0`, the port chosen).
     println!("rexd: listening on {scheme}://{local}");
     crate::notify::ready_status(&format!("listening on {scheme}://{local}"));
@@ -494,13 +503,6 @@ async fn run(
         "serving /rpc and /ws on {scheme}://{local} ({} connections at most)",
         options.max_connections
     ));
-    let acceptor = Arc::new(RwLock::new(tls.map(tokio_rustls::TlsAcceptor::from)));
-    let slots = Arc::new(Slots::new(options.max_connections));
-    let header_timeout = Duration::from_millis(options.header_timeout_ms);
-    let write_timeout = Duration::from_millis(options.write_timeout_ms);
-    let stop = stop_signal().map_err(io)?;
-    reload_on_hangup(Arc::clone(&state), options.clone(), Arc::clone(&acceptor)).map_err(io)?;
-    reopen_audit_on_usr1(hub.clone()).map_err(io)?;
     let accept = Accept {
         acceptor,
         slots,
