@@ -758,22 +758,6 @@ fn stdio_runs_on_one_thread() {
     assert!(child.wait().unwrap().success());
 }
 
-fn rex(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let out = Command::new(REX)
-        .args(args)
-        .env("REX_TARGETS_FILE", "/nonexistent/rex-targets.toml")
-        .env_remove("REXD_TOKEN")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn rex_over_https_with_a_token_and_over_mtls() {
     let place = Place::new("net-rex");

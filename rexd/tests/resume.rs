@@ -66,32 +66,6 @@ fn expected() -> Vec<String> {
     (1..=LINES).map(|i| format!("line {i}")).collect()
 }
 
-/// The pids of `parent`'s children named `name`.
-fn children(parent: u32, name: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ...
-        let Some((comm, rest)) = stat.split_once(") ") else {
-            continue;
-        };
-        let ppid: u32 = rest
-            .split(' ')
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        if ppid == parent && comm.ends_with(&format!("({name}")) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 #[test]
 fn over_ssh_a_killed_ssh_client_loses_no_line() {
     if let Some(why) = Sshd::missing_tools() {

@@ -16,20 +16,6 @@ use std::process::{Command, Stdio};
 use deskwire_integration::Sshd;
 use netkit::*;
 
-fn rex(args: &[String]) -> (i32, String, String) {
-    let out = Command::new(REX)
-        .args(args)
-        .env("REX_TARGETS_FILE", "/nonexistent/rex-targets.toml")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// `-t ssh://… --ssh-arg=…` for this sshd, then `rest`.
 fn over(sshd: &Sshd, rest: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = vec!["-t".into(), sshd.url()];
@@ -64,7 +50,7 @@ fn the_principal_over_ssh_is_the_user_and_the_key() {
     let Some(sshd) = sshd_with("") else { return };
     let place = Place::new("ssh-principal");
     let config = format!("--rexd-arg=--config={}", place.config.display());
-    let (code, out, err) = rex(&over(&sshd, &[&config, "exec", "--", "echo", "hi"]));
+    let (code, out, err) = rex(&over(&sshd, &[&config, "exec", "--", "echo", "hi"]), &[]);
     assert_eq!((code, out.as_str()), (0, "hi\n"), "{err}");
     let key = fingerprint(&sshd.client_key().with_extension("pub"));
     let want = format!("{} ({key})", sshd.user);
@@ -103,10 +89,13 @@ fn a_forced_command_holds_the_policy_and_names_the_client_and_resume_works() {
     .unwrap();
 
     // --rexd-arg cannot widen it: --allow-shell is the client's own command, never run.
-    let (code, _, err) = rex(&over(
-        &sshd,
-        &["--rexd-arg=--allow-shell", "sh", "echo from a shell"],
-    ));
+    let (code, _, err) = rex(
+        &over(
+            &sshd,
+            &["--rexd-arg=--allow-shell", "sh", "echo from a shell"],
+        ),
+        &[],
+    );
     assert_ne!(code, 0, "shell mode ran under a forced command without it");
     assert!(err.contains("shell"), "{err}");
 
@@ -122,7 +111,7 @@ fn a_forced_command_holds_the_policy_and_names_the_client_and_resume_works() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut got: Vec<String> = (0..5).map(|_| lines.next().unwrap().unwrap()).collect();
-    let ssh = ssh_children(child.id());
+    let ssh = children(child.id(), "ssh");
     assert_eq!(ssh.len(), 1, "rex's ssh: {ssh:?}");
     unsafe { libc::kill(ssh[0], libc::SIGKILL) };
     got.extend(lines.map(Result::unwrap));
@@ -151,29 +140,4 @@ fn a_forced_command_holds_the_policy_and_names_the_client_and_resume_works() {
             .all(|e| e["principal"] == "laptop"),
         "{entries:?}"
     );
-}
-
-/// The pids of `parent`'s children named `ssh`.
-fn ssh_children(parent: u32) -> Vec<i32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some((comm, rest)) = stat.split_once(") ") else {
-            continue;
-        };
-        let ppid: u32 = rest
-            .split(' ')
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        if ppid == parent && comm.ends_with("(ssh") {
-            out.push(pid);
-        }
-    }
-    out
 }

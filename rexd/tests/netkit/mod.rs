@@ -555,3 +555,47 @@ impl PyScript {
         assert!(status.success(), "the script failed ({status}):\n{err}");
     }
 }
+
+/// Runs `rex ARGS` (no targets file, no token from the environment but `env`'s) to its end: the
+/// exit code, stdout and stderr.
+pub fn rex<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = Command::new(REX)
+        .args(args)
+        .env("REX_TARGETS_FILE", "/nonexistent/rex-targets.toml")
+        .env_remove("REXD_TOKEN")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The pids of `parent`'s children named `name`.
+pub fn children(parent: u32, name: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let Some((comm, rest)) = stat.split_once(") ") else {
+            continue;
+        };
+        let ppid: u32 = rest
+            .split(' ')
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        if ppid == parent && comm.ends_with(&format!("({name}")) {
+            out.push(pid);
+        }
+    }
+    out
+}
