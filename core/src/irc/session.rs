@@ -762,7 +762,11 @@ impl Session {
         }
         if self.state == State::Registered {
             self.send_join(channel);
-        } else {
+        } else if !self
+            .pending_joins
+            .iter()
+            .any(|c| self.identity.casemapping().eq(c, channel))
+        {
             self.pending_joins.push(channel.to_owned());
         }
         Ok(())

@@ -102,6 +102,11 @@ impl Client {
         self.link.pacing()
     }
 
+    /// Who lets the next line go (the connection shares one among its channels).
+    pub(crate) fn gate_mut(&mut self) -> &mut super::pacing::Gate {
+        self.link.gate_mut()
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &Config {
         &self.link.config

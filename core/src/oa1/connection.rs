@@ -76,6 +76,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::format_duration;
 use super::link::Parsed;
+use super::pacing::{Gate, TokenBucket};
 use super::{Client, Config, Event, Failure, LocalError, Output, Pacing, Server, Stats};
 use crate::irc::{
     CaseMapping, DecodedLine, InvalidName, LineDecoder, Message, Privmsg, SenderPattern, Session,
@@ -134,6 +135,9 @@ pub enum ConfigError {
          watches; account:NAME is for a remote's allowed sender (rexd --allow-from)"
     )]
     AccountRemote,
+    /// A connection carries each channel once.
+    #[error("{0} is already one of this connection's channels")]
+    DuplicateChannel(String),
     /// A limit below what can work.
     #[error("{field} must be at least {min}")]
     TooSmall {
@@ -153,11 +157,16 @@ impl ConnectionConfig {
     /// endpoints' [`Config::new`] keeps the spec's defaults. A desk also needs its remote: see
     /// [`ConnectionConfig::with_peer`].
     pub fn new(nick: &str, channel: &str) -> Self {
+        // No channel yet ("") for a connection of many channels that adds them later.
+        let channels: &[&str] = match channel.is_empty() {
+            true => &[],
+            false => &[channel],
+        };
         let mut oa1 = Config::new(channel, nick);
         oa1.compression = true;
         oa1.adaptive_payload = true;
         ConnectionConfig {
-            session: SessionConfig::new(nick, &[channel]),
+            session: SessionConfig::new(nick, channels),
             oa1,
             rejoin_delay_ms: default_rejoin_delay_ms(),
             peer_grace_ms: default_peer_grace_ms(),
@@ -219,8 +228,14 @@ impl ConnectionConfig {
     /// work: nick and channel syntax, the allowed sender, the limits, and (for a desk) that the
     /// remote is named.
     pub fn validate(&self, desk: bool) -> Result<(), ConfigError> {
-        self.session.validate()?;
         crate::irc::session::validate_channel(&self.oa1.channel)?;
+        self.validate_without_channel(desk)
+    }
+
+    /// [`Self::validate`] but for the channel, for a connection of many channels that starts
+    /// with none ([`super::MultiDesk`], [`super::MultiRemote`]).
+    pub(super) fn validate_without_channel(&self, desk: bool) -> Result<(), ConfigError> {
+        self.session.validate()?;
         match &self.oa1.allowed_sender {
             Some(sender) => {
                 let pattern = SenderPattern::parse(sender).map_err(ConfigError::AllowedSender)?;
@@ -341,7 +356,7 @@ pub struct ConnectionStats {
 }
 
 /// What the two endpoints share, for the generic connection below.
-trait Endpoint {
+pub(super) trait Endpoint {
     fn handle_parsed(&mut self, now: u64, parsed: Parsed<'_, '_>);
     fn note_invalid_line(&mut self);
     fn poll_output(&mut self, now: u64) -> Output;
@@ -360,6 +375,8 @@ trait Endpoint {
     fn forget_peer(&mut self);
     fn config(&self) -> &Config;
     fn set_pacing(&mut self, pacing: Pacing);
+    fn pacing(&self) -> Pacing;
+    fn gate_mut(&mut self) -> &mut Gate;
     fn set_account_sources(&mut self, account_tag: bool, account_notify: bool);
 }
 
@@ -372,6 +389,12 @@ impl Endpoint for Client {
     }
     fn set_pacing(&mut self, pacing: Pacing) {
         Client::set_pacing(self, pacing)
+    }
+    fn pacing(&self) -> Pacing {
+        Client::pacing(self)
+    }
+    fn gate_mut(&mut self) -> &mut Gate {
+        Client::gate_mut(self)
     }
     fn set_account_sources(&mut self, account_tag: bool, account_notify: bool) {
         Client::set_account_sources(self, account_tag, account_notify)
@@ -420,6 +443,12 @@ impl Endpoint for Server {
     fn set_pacing(&mut self, pacing: Pacing) {
         Server::set_pacing(self, pacing)
     }
+    fn pacing(&self) -> Pacing {
+        Server::pacing(self)
+    }
+    fn gate_mut(&mut self) -> &mut Gate {
+        Server::gate_mut(self)
+    }
     fn set_account_sources(&mut self, account_tag: bool, account_notify: bool) {
         Server::set_account_sources(self, account_tag, account_notify)
     }
@@ -454,9 +483,9 @@ const MEMBERS_SHOWN: usize = 8;
 /// Who else is in the desk's channel, from `NAMES` and the `JOIN`s, `PART`s, `KICK`s, `QUIT`s
 /// and `NICK`s that follow. Bounded: past [`MAX_TRACKED_MEMBERS`] new names are not kept.
 #[derive(Debug, Default)]
-struct Members {
+pub(super) struct Members {
     /// Folded nick → the nick as the server wrote it.
-    names: BTreeMap<String, String>,
+    pub(super) names: BTreeMap<String, String>,
     /// Names were dropped at the cap.
     overflowed: bool,
 }
@@ -515,35 +544,96 @@ impl Members {
 
 /// The desk's remote left with requests in flight: they fail at `deadline` unless it is back.
 #[derive(Debug)]
-struct PeerGone {
+pub(super) struct PeerGone {
     deadline: u64,
     /// `remote \`rexd\` left #desk (quit: Ping timeout)`.
     how: String,
 }
 
-/// The session, the endpoint and the state between them.
+/// One OA1 channel of a connection: its endpoint, and what the connection knows of the
+/// channel and of the peer in it.
 #[derive(Debug)]
-struct Connection<E> {
-    session: Session,
-    endpoint: E,
-    decoder: LineDecoder,
-    channel: String,
+pub(super) struct Channel<E> {
+    pub(super) name: String,
+    pub(super) endpoint: E,
     /// Desk: the remote whose presence lets lines go. None for the remote role.
     peer: Option<SenderPattern>,
     /// Desk: the channel's other members.
-    members: Members,
+    pub(super) members: Members,
     peer_present: bool,
     peer_gone: Option<PeerGone>,
     in_channel: bool,
     /// The server's last refusal of our `JOIN`, until a join succeeds.
     join_refused: Option<String>,
+    rejoin_at: Option<u64>,
+    pub(super) state: ConnectionState,
+}
+
+/// The channel-less states come from the connection; the rest from the channel.
+impl<E: Endpoint> Channel<E> {
+    fn new(name: String, endpoint: E, peer: Option<SenderPattern>) -> Self {
+        Channel {
+            name,
+            endpoint,
+            peer,
+            members: Members::default(),
+            peer_present: false,
+            peer_gone: None,
+            in_channel: false,
+            join_refused: None,
+            rejoin_at: None,
+            state: ConnectionState::Registering,
+        }
+    }
+
+    fn left_channel(&mut self, now: u64, rejoin_delay_ms: u64) {
+        self.in_channel = false;
+        self.members.clear();
+        self.peer_present = false;
+        self.peer_gone = None;
+        self.rejoin_at = Some(now.saturating_add(rejoin_delay_ms));
+    }
+}
+
+/// An OA1 event, or a link event, of a channel; `None` for what concerns the whole connection.
+type ChannelEvent = (String, ConnectionEvent);
+
+/// What an endpoint gave when polled.
+enum Polled {
+    Transmit(String),
+    Event(String, Event),
+    Idle(u64),
+}
+
+/// The session, the channels' endpoints and the state between them.
+#[derive(Debug)]
+pub(super) struct Connection<E> {
+    pub(super) session: Session,
+    decoder: LineDecoder,
+    pub(super) channels: Vec<Channel<E>>,
+    /// Desk: channels are desks, each waiting for its remote.
+    desk: bool,
+    /// The OA1 settings of channels added later by name, and how their endpoints are made.
+    pub(super) template: Config,
+    make: fn(Config, u64) -> E,
+    /// The next seed for a desk's request ids.
+    seeds: u64,
+    /// Many channels: one bucket for the connection, whose lines the server counts together,
+    /// handed out round robin from `next_turn`. One channel paces itself (its endpoint's own
+    /// bucket).
+    shared: Option<TokenBucket>,
+    next_turn: usize,
+    /// The server's own pacing has been taken.
+    server_paced: bool,
     closed: bool,
-    state: ConnectionState,
-    /// Link events not handed out yet (a few at most: they come from state transitions).
-    link_events: VecDeque<LinkEvent>,
+    /// The connection's state: registering, registered (`Ready`) or closed; a channel's own is
+    /// in its [`Channel`].
+    pub(super) state: ConnectionState,
+    /// Events not handed out yet: link events from state transitions, and the last events of
+    /// channels removed.
+    events: VecDeque<ChannelEvent>,
     rejoin_delay_ms: u64,
     peer_grace_ms: u64,
-    rejoin_at: Option<u64>,
     /// An `account:` allowed sender: follow what the server says about accounts.
     watch_accounts: bool,
 }
@@ -559,23 +649,33 @@ fn strip_status(nick: &str) -> &str {
     nick.trim_start_matches(['@', '+', '%', '&', '~', '!'])
 }
 
+/// SplitMix64: the seeds of a connection's desks, one from the next, so two desks never share
+/// a sequence of request ids.
+fn next_seed(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 impl<E: Endpoint> Connection<E> {
-    fn new(
+    /// A connection with the channel `config.oa1.channel`, or with none yet when that is empty
+    /// and `shared` (many channels) is asked for.
+    pub(super) fn new(
         mut config: ConnectionConfig,
         now: u64,
         desk: bool,
-        make: impl FnOnce(Config) -> E,
+        shared: bool,
+        seed: u64,
+        make: fn(Config, u64) -> E,
     ) -> Result<Self, ConfigError> {
-        config.validate(desk)?;
-        let channel = config.oa1.channel.clone();
-        let casemap = CaseMapping::default();
-        if !config
-            .session
-            .channels
-            .iter()
-            .any(|c| casemap.eq(c, &channel))
-        {
-            config.session.channels.push(channel.clone());
+        let first = config.oa1.channel.clone();
+        if first.is_empty() && shared {
+            // Each desk added names its own remote.
+            config.validate_without_channel(false)?;
+        } else {
+            config.validate(desk)?;
         }
         config.oa1.nick = config.session.nick.clone();
         // A remote is a bot: it marks itself so where the server has a bot mode.
@@ -597,41 +697,118 @@ impl<E: Endpoint> Connection<E> {
                 }
             }
         }
-        let peer = match desk {
-            true => config
-                .oa1
-                .allowed_sender
-                .as_deref()
-                .map(SenderPattern::parse)
-                .transpose()
-                .map_err(ConfigError::AllowedSender)?,
-            false => None,
-        };
-        let decoder = LineDecoder::new(config.session.max_line_bytes);
-        let mut endpoint = make(config.oa1);
-        endpoint.set_held(true);
-        Ok(Connection {
+        let mut connection = Connection {
+            decoder: LineDecoder::new(config.session.max_line_bytes),
             session: Session::new(config.session, now),
-            endpoint,
-            decoder,
-            channel,
-            peer,
-            members: Members::default(),
-            peer_present: false,
-            peer_gone: None,
-            in_channel: false,
-            join_refused: None,
+            channels: Vec::new(),
+            desk,
+            shared: shared.then(|| TokenBucket::new(config.oa1.pacing)),
+            template: config.oa1,
+            make,
+            seeds: seed,
+            next_turn: 0,
+            server_paced: false,
             closed: false,
             state: ConnectionState::Registering,
-            link_events: VecDeque::new(),
+            events: VecDeque::new(),
             rejoin_delay_ms: config.rejoin_delay_ms,
             peer_grace_ms: config.peer_grace_ms,
-            rejoin_at: None,
             watch_accounts: needs_accounts,
-        })
+        };
+        if !first.is_empty() {
+            let oa1 = connection.template.clone();
+            connection.add_channel(oa1)?;
+        }
+        Ok(connection)
     }
 
-    fn handle_bytes(&mut self, now: u64, bytes: &[u8]) {
+    /// Adds the channel `oa1.channel` with its own endpoint, and joins it (at once when
+    /// registered, else after `001`).
+    pub(super) fn add_channel(&mut self, mut oa1: Config) -> Result<(), ConfigError> {
+        crate::irc::session::validate_channel(&oa1.channel)?;
+        if self.find(&oa1.channel).is_some() {
+            return Err(ConfigError::DuplicateChannel(oa1.channel));
+        }
+        if self.closed {
+            return Err(ConfigError::Session(SessionError::Closed));
+        }
+        let peer = match self.desk {
+            true => {
+                let pattern = oa1.allowed_sender.as_deref().ok_or(ConfigError::NoRemote)?;
+                let pattern = SenderPattern::parse(pattern).map_err(ConfigError::AllowedSender)?;
+                if pattern.needs_accounts() {
+                    return Err(ConfigError::AccountRemote);
+                }
+                Some(pattern)
+            }
+            false => None,
+        };
+        oa1.nick = self.session.identity().nick().to_owned();
+        self.session.join(&oa1.channel)?;
+        let name = oa1.channel.clone();
+        let pacing = oa1.pacing;
+        let mut endpoint = (self.make)(oa1, next_seed(&mut self.seeds));
+        endpoint.set_held(true);
+        if self.shared.is_some() {
+            *endpoint.gate_mut() = Gate::shared(pacing);
+        }
+        let caps = self.session.capabilities();
+        let on = |cap: &str| caps.iter().any(|c| c == cap);
+        endpoint.set_account_sources(on("account-tag"), on("account-notify"));
+        let mut channel = Channel::new(name, endpoint, peer);
+        channel.state = match self.session.is_registered() {
+            true => ConnectionState::Joining,
+            false => ConnectionState::Registering,
+        };
+        self.channels.push(channel);
+        Ok(())
+    }
+
+    /// Leaves `name` and drops its endpoint: a desk's requests fail `disconnected`, a remote's
+    /// end with [`Event::Cancelled`]; those events still come out.
+    pub(super) fn remove_channel(&mut self, now: u64, name: &str, why: &str) -> bool {
+        let Some(index) = self.find(name) else {
+            return false;
+        };
+        let mut channel = self.channels.remove(index);
+        if channel.in_channel {
+            // Fails only when the session has ended or not registered: no PART is needed then.
+            let _ = self.session.part(&channel.name);
+        }
+        channel.endpoint.end(now, why);
+        while let Output::Event(event) = channel.endpoint.poll_output(now) {
+            self.events
+                .push_back((channel.name.clone(), ConnectionEvent::Oa1(event)));
+        }
+        if self.next_turn > index {
+            self.next_turn -= 1;
+        }
+        true
+    }
+
+    pub(super) fn find(&self, name: &str) -> Option<usize> {
+        let casemap = self.session.identity().casemapping();
+        self.channels.iter().position(|c| casemap.eq(&c.name, name))
+    }
+
+    pub(super) fn channel(&self, name: &str) -> Option<&Channel<E>> {
+        self.find(name).map(|i| &self.channels[i])
+    }
+
+    pub(super) fn channel_mut(&mut self, name: &str) -> Option<&mut Channel<E>> {
+        self.find(name).map(|i| &mut self.channels[i])
+    }
+
+    /// The only channel of a [`Desk`] or [`Remote`].
+    fn single(&self) -> &Channel<E> {
+        &self.channels[0]
+    }
+
+    fn single_mut(&mut self) -> &mut Channel<E> {
+        &mut self.channels[0]
+    }
+
+    pub(super) fn handle_bytes(&mut self, now: u64, bytes: &[u8]) {
         self.decoder.feed(bytes);
         // The decoder lends each line out of its buffer; it leaves `self` meanwhile.
         let mut decoder = std::mem::take(&mut self.decoder);
@@ -642,35 +819,39 @@ impl<E: Endpoint> Connection<E> {
                 DecodedLine::Line(line)
                     if !within_line_limits(line, self.session.identity().line_limit()) =>
                 {
-                    self.endpoint.note_invalid_line();
+                    self.note_invalid_line();
                     self.session.note_too_long(now);
                 }
-                // Each line is parsed once, for the endpoint, the session and the members.
+                // Each line is parsed once, for the endpoints, the session and the members.
                 DecodedLine::Line(line) => match Privmsg::parse(line) {
-                    // Someone else's relayed message, nearly every line: only OA1 reads it.
+                    // Someone else's relayed message, nearly every line: only the OA1 endpoint
+                    // of its channel reads it.
                     Some(msg) if !self.session.identity().is_me(msg.source.nick) => {
-                        self.endpoint.handle_parsed(now, Parsed::Relayed(msg));
+                        if let Some(index) = self.find(msg.target) {
+                            self.channels[index]
+                                .endpoint
+                                .handle_parsed(now, Parsed::Relayed(msg));
+                        }
                         self.session.handle_relayed(now);
                     }
                     _ => match Message::parse(line) {
                         Ok(msg) => {
-                            self.endpoint.handle_parsed(now, Parsed::Message(&msg));
+                            for channel in &mut self.channels {
+                                channel.endpoint.handle_parsed(now, Parsed::Message(&msg));
+                            }
                             self.session.handle_parsed(now, &msg);
                             if self.watch_accounts {
                                 self.follow_accounts(&msg);
                             }
-                            if self.peer.is_some() {
-                                Self::track_members(
-                                    &self.session,
-                                    &self.channel,
-                                    &mut self.members,
-                                    &msg,
-                                );
-                                self.update_peer(now, &msg);
+                            if self.desk {
+                                for index in 0..self.channels.len() {
+                                    self.track_members(index, &msg);
+                                    self.update_peer(index, now, &msg);
+                                }
                             }
                         }
                         Err(_) => {
-                            self.endpoint.note_invalid_line();
+                            self.note_invalid_line();
                             self.session.note_invalid(now);
                         }
                     },
@@ -681,37 +862,53 @@ impl<E: Endpoint> Connection<E> {
         self.decoder = decoder;
     }
 
-    /// For an `account:` allowed sender: tells the endpoint which capabilities say who is
+    fn note_invalid_line(&mut self) {
+        for channel in &mut self.channels {
+            channel.endpoint.note_invalid_line();
+        }
+    }
+
+    /// For an `account:` allowed sender: tells the endpoints which capabilities say who is
     /// logged in, once the server has enabled them, and asks who already is when we join.
     fn follow_accounts(&mut self, msg: &Message<'_>) {
-        let our_join = msg.is("JOIN")
+        let joined = match msg.is("JOIN")
             && msg
                 .source_nick()
                 .is_some_and(|n| self.session.identity().is_me(n))
-            && msg.param(0).is_some_and(|c| self.is_our_channel(c));
-        if !msg.is("CAP") && !our_join {
+        {
+            true => msg.param(0).and_then(|c| self.find(c)),
+            false => None,
+        };
+        if !msg.is("CAP") && joined.is_none() {
             return;
         }
         let caps = self.session.capabilities();
         let on = |cap: &str| caps.iter().any(|c| c == cap);
         let (tag, notify) = (on("account-tag"), on("account-notify"));
-        if our_join {
+        match joined {
             // Only the member list needs it: with account-tag, each message says.
-            if notify && !tag {
-                self.session.who_accounts(&self.channel);
+            Some(index) if notify && !tag => {
+                let name = self.channels[index].name.clone();
+                self.session.who_accounts(&name);
             }
-        } else {
-            self.endpoint.set_account_sources(tag, notify);
+            Some(_) => {}
+            None => {
+                for channel in &mut self.channels {
+                    channel.endpoint.set_account_sources(tag, notify);
+                }
+            }
         }
     }
 
-    /// Keeps the member list of our channel: `NAMES` replies, and `JOIN`, `PART`, `KICK`,
+    /// Keeps the member list of a desk's channel: `NAMES` replies, and `JOIN`, `PART`, `KICK`,
     /// `QUIT` and `NICK`. Our own nick is never a member; our own join, part or kick starts the
     /// list again.
-    fn track_members(session: &Session, channel: &str, members: &mut Members, msg: &Message<'_>) {
-        let identity = session.identity();
+    fn track_members(&mut self, index: usize, msg: &Message<'_>) {
+        let identity = self.session.identity();
+        let channel = &mut self.channels[index];
+        let members = &mut channel.members;
         let casemap = identity.casemapping();
-        let ours = |name: Option<&str>| name.is_some_and(|c| casemap.eq(c, channel));
+        let ours = |name: Option<&str>| name.is_some_and(|c| casemap.eq(c, &channel.name));
         let source = msg.source_nick();
         let from_me = source.is_some_and(|n| identity.is_me(n));
         if msg.command == "353" {
@@ -757,35 +954,39 @@ impl<E: Endpoint> Connection<E> {
         }
     }
 
-    /// Whether the desk's remote is here now; a change is a link event, and a remote that left
+    /// Whether a desk's remote is here now; a change is a link event, and a remote that left
     /// with requests in flight starts the grace period.
-    fn update_peer(&mut self, now: u64, msg: &Message<'_>) {
-        let Some(peer) = &self.peer else { return };
-        let casemap = self.session.identity().casemapping();
+    fn update_peer(&mut self, index: usize, now: u64, msg: &Message<'_>) {
+        let identity = self.session.identity();
+        let casemap = identity.casemapping();
+        let channel = &mut self.channels[index];
+        let Some(peer) = &channel.peer else { return };
         let present = match peer.nick() {
-            Some(nick) => self.members.contains(casemap, nick),
-            None => !self.members.names.is_empty(),
+            Some(nick) => channel.members.contains(casemap, nick),
+            None => !channel.members.names.is_empty(),
         };
-        if present == self.peer_present {
+        if present == channel.peer_present {
             return;
         }
-        self.peer_present = present;
+        channel.peer_present = present;
         let nick = match peer.nick() {
             Some(nick) => nick.to_owned(),
             None => msg
                 .source_nick()
-                .filter(|n| !self.session.identity().is_me(n))
-                .or_else(|| self.members.names.values().next().map(String::as_str))
+                .filter(|n| !identity.is_me(n))
+                .or_else(|| channel.members.names.values().next().map(String::as_str))
                 .unwrap_or("*")
                 .to_owned(),
         };
+        let name = channel.name.clone();
         if present {
-            self.peer_gone = None;
-            self.link_events.push_back(LinkEvent::PeerJoined { nick });
+            channel.peer_gone = None;
+            self.events
+                .push_back((name, ConnectionEvent::Link(LinkEvent::PeerJoined { nick })));
             return;
         }
-        self.endpoint.forget_peer();
-        if self.endpoint.has_started_requests() && self.peer_gone.is_none() {
+        channel.endpoint.forget_peer();
+        if channel.endpoint.has_started_requests() && channel.peer_gone.is_none() {
             let how = match msg.command {
                 c if c.eq_ignore_ascii_case("QUIT") => {
                     format!("quit: {}", msg.param(0).unwrap_or(""))
@@ -800,106 +1001,123 @@ impl<E: Endpoint> Connection<E> {
                 }
                 _ => "part".to_owned(),
             };
-            self.peer_gone = Some(PeerGone {
+            channel.peer_gone = Some(PeerGone {
                 deadline: now.saturating_add(self.peer_grace_ms),
-                how: format!("remote `{nick}` left {} ({how})", self.channel),
+                how: format!("remote `{nick}` left {} ({how})", channel.name),
             });
         }
-        self.link_events.push_back(LinkEvent::PeerLeft { nick });
+        self.events
+            .push_back((name, ConnectionEvent::Link(LinkEvent::PeerLeft { nick })));
     }
 
-    fn handle_eof(&mut self, now: u64) {
+    pub(super) fn handle_eof(&mut self, now: u64) {
         self.session.handle_eof(now);
     }
 
-    fn handle_timeout(&mut self, now: u64) {
+    pub(super) fn handle_timeout(&mut self, now: u64) {
         self.session.handle_timeout(now);
     }
 
-    fn quit(&mut self, now: u64, reason: &str) {
+    pub(super) fn quit(&mut self, now: u64, reason: &str) {
         self.session.quit(reason);
         self.handle_timeout(now);
     }
 
-    fn is_our_channel(&self, channel: &str) -> bool {
-        self.session
-            .identity()
-            .casemapping()
-            .eq(channel, &self.channel)
+    /// The pacing the server's `004` names, once per connection, when asked for.
+    fn take_server_pacing(&mut self) {
+        if self.server_paced || !self.template.server_pacing {
+            return;
+        }
+        let Some(pacing) = self.session.server_version().and_then(Pacing::for_server) else {
+            return;
+        };
+        self.server_paced = true;
+        match &mut self.shared {
+            Some(bucket) => *bucket = TokenBucket::new(pacing),
+            None => {
+                for channel in &mut self.channels {
+                    if channel.endpoint.config().server_pacing {
+                        channel.endpoint.set_pacing(pacing);
+                    }
+                }
+            }
+        }
     }
 
     /// Takes note of a session event before the host sees it; requests the event dooms fail now.
     fn on_session_event(&mut self, now: u64, event: &SessionEvent) {
+        let rejoin_delay_ms = self.rejoin_delay_ms;
         match event {
-            SessionEvent::Joined { channel } if self.is_our_channel(channel) => {
+            SessionEvent::Joined { channel } => {
                 // By now the server has said what it is (`004` comes before any join).
-                if self.endpoint.config().server_pacing
-                    && let Some(pacing) = self.session.server_version().and_then(Pacing::for_server)
-                {
-                    self.endpoint.set_pacing(pacing);
+                self.take_server_pacing();
+                if let Some(ours) = self.channel_mut(channel) {
+                    ours.in_channel = true;
+                    ours.join_refused = None;
+                    ours.rejoin_at = None;
                 }
-                self.in_channel = true;
-                self.join_refused = None;
-                self.rejoin_at = None;
             }
             SessionEvent::JoinFailed {
                 channel,
                 numeric,
                 text,
-            } if self.is_our_channel(channel) => {
+            } => {
+                let Some(ours) = self.channel_mut(channel) else {
+                    return;
+                };
                 let refusal = format!("{numeric} {text}");
                 let message = format!("the server refused to let us into {channel}: {refusal}");
-                self.endpoint.fail_requests(&mut |_| {
+                ours.endpoint.fail_requests(&mut |_| {
                     Some(Failure::JoinFailed {
                         message: message.clone(),
                     })
                 });
-                self.join_refused = Some(refusal);
-                self.rejoin_at = Some(now.saturating_add(self.rejoin_delay_ms));
+                ours.join_refused = Some(refusal);
+                ours.rejoin_at = Some(now.saturating_add(rejoin_delay_ms));
             }
             SessionEvent::Kicked {
                 channel,
                 by,
                 reason,
-            } if self.is_our_channel(channel) => {
+            } => {
+                let Some(ours) = self.channel_mut(channel) else {
+                    return;
+                };
                 let message = format!("kicked from {channel} by {by}: {reason}");
-                self.endpoint.fail_requests(&mut |started| {
+                ours.endpoint.fail_requests(&mut |started| {
                     started.then(|| Failure::Kicked {
                         message: message.clone(),
                     })
                 });
-                self.left_channel(now);
+                ours.left_channel(now, rejoin_delay_ms);
             }
-            SessionEvent::Parted { channel } if self.is_our_channel(channel) => {
-                self.left_channel(now);
+            SessionEvent::Parted { channel } => {
+                if let Some(ours) = self.channel_mut(channel) {
+                    ours.left_channel(now, rejoin_delay_ms);
+                }
             }
             SessionEvent::Disconnected { reason } => {
                 self.closed = true;
-                self.in_channel = false;
-                self.rejoin_at = None;
-                self.peer_gone = None;
-                self.endpoint.set_held(true);
-                self.endpoint.end(now, &reason.to_string());
+                for channel in &mut self.channels {
+                    channel.in_channel = false;
+                    channel.rejoin_at = None;
+                    channel.peer_gone = None;
+                    channel.endpoint.set_held(true);
+                    channel.endpoint.end(now, &reason.to_string());
+                }
             }
             _ => {}
         }
     }
 
-    fn left_channel(&mut self, now: u64) {
-        self.in_channel = false;
-        self.members.clear();
-        self.peer_present = false;
-        self.peer_gone = None;
-        self.rejoin_at = Some(now.saturating_add(self.rejoin_delay_ms));
-    }
-
-    /// What the held lines wait for, in words (`None` when ready or closed).
-    fn waiting_for(&self) -> Option<String> {
-        match self.state {
+    /// What the held lines of `channel` wait for, in words (`None` when ready or closed).
+    pub(super) fn waiting_for(&self, channel: &Channel<E>) -> Option<String> {
+        let name = &channel.name;
+        match channel.state {
             ConnectionState::Registering => Some("registration with the server".to_owned()),
-            ConnectionState::Joining => Some(match &self.join_refused {
-                Some(refusal) => format!("joining {} (refused: {refusal})", self.channel),
-                None => format!("joining {}", self.channel),
+            ConnectionState::Joining => Some(match &channel.join_refused {
+                Some(refusal) => format!("joining {name} (refused: {refusal})"),
+                None => format!("joining {name}"),
             }),
             ConnectionState::WaitingForNick => Some(format!(
                 "our nick `{}` back (it was taken when we registered, so we are `{}`; a remote \
@@ -910,107 +1128,194 @@ impl<E: Endpoint> Connection<E> {
                 self.session.identity().nick(),
             )),
             ConnectionState::WaitingForPeer => {
-                let members = self.members.describe();
-                Some(match self.peer.as_ref().and_then(SenderPattern::nick) {
-                    Some(nick) => {
-                        format!("remote `{nick}` in {}; members: {members}", self.channel)
-                    }
-                    None => format!("another member in {}; members: {members}", self.channel),
+                let members = channel.members.describe();
+                Some(match channel.peer.as_ref().and_then(SenderPattern::nick) {
+                    Some(nick) => format!("remote `{nick}` in {name}; members: {members}"),
+                    None => format!("another member in {name}; members: {members}"),
                 })
             }
             ConnectionState::Ready | ConnectionState::Closed => None,
         }
     }
 
-    /// The state the flags say; a change holds or releases the endpoint's lines and is
-    /// reported.
+    /// The states the flags say; a change holds or releases a channel's lines and is reported.
     fn update_state(&mut self) {
-        let state = if self.closed {
+        self.state = if self.closed {
             ConnectionState::Closed
         } else if !self.session.is_registered() {
             ConnectionState::Registering
-        } else if !self.in_channel {
-            ConnectionState::Joining
-        } else if self.peer.is_some() && self.session.regaining_nick().is_some() {
-            ConnectionState::WaitingForNick
-        } else if self.peer.is_some() && !self.peer_present {
-            ConnectionState::WaitingForPeer
         } else {
             ConnectionState::Ready
         };
-        if state != self.state {
-            self.state = state;
-            self.endpoint.set_held(state != ConnectionState::Ready);
-            self.link_events
-                .push_back(LinkEvent::StateChanged { state });
-        }
-        if let Some(reason) = self.waiting_for() {
-            self.endpoint.set_hold_reason(&reason);
+        let waiting_for_nick = self.desk && self.session.regaining_nick().is_some();
+        for index in 0..self.channels.len() {
+            let channel = &self.channels[index];
+            let state = match self.state {
+                ConnectionState::Ready if !channel.in_channel => ConnectionState::Joining,
+                ConnectionState::Ready if waiting_for_nick => ConnectionState::WaitingForNick,
+                ConnectionState::Ready if channel.peer.is_some() && !channel.peer_present => {
+                    ConnectionState::WaitingForPeer
+                }
+                state => state,
+            };
+            if state != channel.state {
+                let channel = &mut self.channels[index];
+                channel.state = state;
+                channel.endpoint.set_held(state != ConnectionState::Ready);
+                let event = ConnectionEvent::Link(LinkEvent::StateChanged { state });
+                self.events.push_back((channel.name.clone(), event));
+            }
+            let channel = &self.channels[index];
+            if let Some(reason) = self.waiting_for(channel) {
+                self.channels[index].endpoint.set_hold_reason(&reason);
+            }
         }
     }
 
-    fn poll_output(&mut self, now: u64) -> ConnectionOutput {
-        self.session.handle_timeout(now);
-        if let Some(at) = self.rejoin_at
-            && at <= now
-        {
-            self.rejoin_at = None;
-            // Fails only when the session has ended, which `Disconnected` reports.
-            let _ = self.session.join(&self.channel);
+    /// The endpoints' next line or event. One channel paces itself; many take turns at the
+    /// connection's bucket, round robin, so that each channel with a line waiting sends one in
+    /// turn.
+    fn poll_endpoints(&mut self, now: u64) -> Polled {
+        let Some(bucket) = &mut self.shared else {
+            let Some(channel) = self.channels.first_mut() else {
+                return Polled::Idle(u64::MAX);
+            };
+            return match channel.endpoint.poll_output(now) {
+                Output::Transmit(line) => Polled::Transmit(line),
+                Output::Event(event) => Polled::Event(channel.name.clone(), event),
+                Output::Timeout(deadline) => Polled::Idle(deadline),
+            };
+        };
+        let (pacing, ready_at) = (bucket.pacing(), bucket.ready_at(now));
+        let count = self.channels.len();
+        let mut deadline = u64::MAX;
+        for k in 0..count {
+            let index = (self.next_turn + k) % count;
+            let channel = &mut self.channels[index];
+            channel
+                .endpoint
+                .gate_mut()
+                .grant(pacing, ready_at, ready_at <= now);
+            let output = channel.endpoint.poll_output(now);
+            if channel.endpoint.gate_mut().take_used() {
+                bucket.try_take(now);
+                self.next_turn = (index + 1) % count;
+            }
+            match output {
+                Output::Transmit(line) => return Polled::Transmit(line),
+                Output::Event(event) => return Polled::Event(channel.name.clone(), event),
+                Output::Timeout(at) => deadline = deadline.min(at),
+            }
         }
-        if let Some(gone) = self.peer_gone.take_if(|g| g.deadline <= now) {
-            let message = format!(
-                "{} and was not back within {}",
-                gone.how,
-                format_duration(self.peer_grace_ms)
-            );
-            self.endpoint.fail_requests(&mut |started| {
-                started.then(|| Failure::PeerLeft {
-                    message: message.clone(),
-                })
-            });
+        Polled::Idle(deadline)
+    }
+
+    /// The next output, with the channel an event belongs to (`None`: the connection's).
+    pub(super) fn poll(&mut self, now: u64) -> (Option<String>, ConnectionOutput) {
+        self.session.handle_timeout(now);
+        let peer_grace_ms = self.peer_grace_ms;
+        for index in 0..self.channels.len() {
+            let channel = &mut self.channels[index];
+            if let Some(at) = channel.rejoin_at
+                && at <= now
+            {
+                channel.rejoin_at = None;
+                // Fails only when the session has ended, which `Disconnected` reports.
+                let _ = self.session.join(&channel.name);
+            }
+            if let Some(gone) = channel.peer_gone.take_if(|g| g.deadline <= now) {
+                let message = format!(
+                    "{} and was not back within {}",
+                    gone.how,
+                    format_duration(peer_grace_ms)
+                );
+                channel.endpoint.fail_requests(&mut |started| {
+                    started.then(|| Failure::PeerLeft {
+                        message: message.clone(),
+                    })
+                });
+            }
         }
         let session_deadline = match self.session.poll_output(now) {
             // Also after the end: the `QUIT` goes to a socket that may still be open.
-            SessionOutput::Transmit(line) => return ConnectionOutput::Transmit(with_crlf(line)),
+            SessionOutput::Transmit(line) => {
+                return (None, ConnectionOutput::Transmit(with_crlf(line)));
+            }
             SessionOutput::Event(event) => {
                 self.on_session_event(now, &event);
                 self.update_state();
-                return ConnectionOutput::Event(ConnectionEvent::Irc(event));
+                let channel = match &event {
+                    SessionEvent::Joined { channel }
+                    | SessionEvent::Parted { channel }
+                    | SessionEvent::Kicked { channel, .. }
+                    | SessionEvent::JoinFailed { channel, .. } => {
+                        self.channel(channel).map(|c| c.name.clone())
+                    }
+                    _ => None,
+                };
+                return (
+                    channel,
+                    ConnectionOutput::Event(ConnectionEvent::Irc(event)),
+                );
             }
             SessionOutput::Timeout(deadline) => deadline,
         };
         self.update_state();
-        if let Some(event) = self.link_events.pop_front() {
-            return ConnectionOutput::Event(ConnectionEvent::Link(event));
+        if let Some((channel, event)) = self.events.pop_front() {
+            return (Some(channel), ConnectionOutput::Event(event));
         }
-        match self.endpoint.poll_output(now) {
-            Output::Transmit(line) => ConnectionOutput::Transmit(with_crlf(line)),
-            Output::Event(event) => ConnectionOutput::Event(ConnectionEvent::Oa1(event)),
-            Output::Timeout(deadline) => {
+        match self.poll_endpoints(now) {
+            Polled::Transmit(line) => (None, ConnectionOutput::Transmit(with_crlf(line))),
+            Polled::Event(channel, event) => (
+                Some(channel),
+                ConnectionOutput::Event(ConnectionEvent::Oa1(event)),
+            ),
+            Polled::Idle(deadline) => {
                 let mut deadline = deadline.min(session_deadline);
-                for at in [self.rejoin_at, self.peer_gone.as_ref().map(|g| g.deadline)]
-                    .into_iter()
-                    .flatten()
-                {
-                    deadline = deadline.min(at);
+                for channel in &self.channels {
+                    let due = [
+                        channel.rejoin_at,
+                        channel.peer_gone.as_ref().map(|g| g.deadline),
+                    ];
+                    for at in due.into_iter().flatten() {
+                        deadline = deadline.min(at);
+                    }
                 }
-                ConnectionOutput::Timeout(deadline.max(now))
+                (None, ConnectionOutput::Timeout(deadline.max(now)))
             }
         }
     }
 
-    fn check_open(&self) -> Result<(), LocalError> {
+    fn poll_output(&mut self, now: u64) -> ConnectionOutput {
+        self.poll(now).1
+    }
+
+    pub(super) fn check_open(&self) -> Result<(), LocalError> {
         match self.closed {
             true => Err(LocalError::Closed),
             false => Ok(()),
         }
     }
 
-    fn stats(&self) -> ConnectionStats {
+    /// The session's counters, and the first channel's OA1 counters (a [`Desk`]'s or a
+    /// [`Remote`]'s only one).
+    pub(super) fn stats(&self) -> ConnectionStats {
         ConnectionStats {
             irc: self.session.stats(),
-            oa1: self.endpoint.stats(),
+            oa1: self
+                .channels
+                .first()
+                .map(|c| c.endpoint.stats())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The pacing in force: the connection's for many channels, else the channel's own.
+    pub(super) fn pacing(&self) -> Pacing {
+        match (&self.shared, self.channels.first()) {
+            (Some(bucket), _) => bucket.pacing(),
+            (None, Some(channel)) => channel.endpoint.pacing(),
+            (None, None) => self.template.pacing,
         }
     }
 }
@@ -1048,7 +1353,7 @@ macro_rules! connection_common {
 
         /// Where the connection stands.
         pub fn state(&self) -> ConnectionState {
-            self.0.state
+            self.0.single().state
         }
 
         /// The IRC session (our nick, learned prefix, channels).
@@ -1064,7 +1369,7 @@ macro_rules! connection_common {
         /// How outgoing lines are paced now: the configured pacing, or once in the channel of
         /// a server whose limits were measured, its own ([`Config::server_pacing`]).
         pub fn pacing(&self) -> Pacing {
-            self.0.endpoint.pacing()
+            self.0.pacing()
         }
     };
 }
@@ -1081,7 +1386,7 @@ impl Desk {
     /// (`getrandom::u64()`), so that two desks on one channel never pick the same ids. A fixed
     /// seed is for tests only.
     pub fn new(config: ConnectionConfig, now: u64, seed: u64) -> Result<Self, ConfigError> {
-        Connection::new(config, now, true, |oa1| Client::new(oa1, seed)).map(Desk)
+        Connection::new(config, now, true, false, seed, Client::new).map(Desk)
     }
 
     connection_common!();
@@ -1095,7 +1400,10 @@ impl Desk {
         timeout_ms: Option<u64>,
     ) -> Result<String, LocalError> {
         self.0.check_open()?;
-        self.0.endpoint.request(now, payload, timeout_ms)
+        self.0
+            .single_mut()
+            .endpoint
+            .request(now, payload, timeout_ms)
     }
 
     /// Runs `command` on the remote through `RemoteBash`. `timeout` overrides the request
@@ -1114,37 +1422,37 @@ impl Desk {
 
     /// Cancels a request: no event comes for it, and the remote is sent a `CANCEL`.
     pub fn cancel(&mut self, now: u64, id: &str, reason: &str) -> Result<(), LocalError> {
-        self.0.endpoint.cancel(now, id, reason)
+        self.0.single_mut().endpoint.cancel(now, id, reason)
     }
 
     /// The `RemoteBash` description for this link
     /// ([`remote_bash::description`](super::remote_bash::description)): the output budget it
     /// states follows the pacing in force, which is the server's own once in the channel.
     pub fn tool_description(&self) -> String {
-        super::remote_bash::description(self.0.endpoint.config(), self.pacing())
+        super::remote_bash::description(self.0.single().endpoint.config(), self.pacing())
     }
 
     /// Requests sent and not yet answered.
     pub fn in_flight(&self) -> usize {
-        self.0.endpoint.in_flight()
+        self.0.single().endpoint.in_flight()
     }
 
     /// What requests wait for before they can leave, in words, e.g. ``remote `rexd` in #desk;
     /// members: deskbot`` or `joining #desk (refused: 474 Cannot join channel (+b))`; `None`
     /// when ready or closed. A host that gives up waiting says this.
     pub fn waiting_for(&self) -> Option<String> {
-        self.0.waiting_for()
+        self.0.waiting_for(self.0.single())
     }
 
     /// The other members of the channel, as the server wrote their nicks (at most 1024 are
     /// kept).
     pub fn members(&self) -> Vec<String> {
-        self.0.members.names.values().cloned().collect()
+        self.0.single().members.names.values().cloned().collect()
     }
 
     /// The OA1 endpoint.
     pub fn client(&self) -> &Client {
-        &self.0.endpoint
+        &self.0.single().endpoint
     }
 }
 
@@ -1161,24 +1469,24 @@ impl Remote {
     /// verify users, copies its user name from the same host) is served. Use a shared secret
     /// ([`super::auth`]) when the commands matter; [`Server::source`] says who asked.
     pub fn new(config: ConnectionConfig, now: u64) -> Result<Self, ConfigError> {
-        Connection::new(config, now, false, Server::new).map(Remote)
+        Connection::new(config, now, false, false, 0, |oa1, _| Server::new(oa1)).map(Remote)
     }
 
     connection_common!();
 
     /// Streams more output of request `id`.
     pub fn send(&mut self, now: u64, id: &str, output: &str) -> Result<(), LocalError> {
-        self.0.endpoint.send(now, id, output)
+        self.0.single_mut().endpoint.send(now, id, output)
     }
 
     /// Ends the response of request `id` once its output has gone out.
     pub fn finish(&mut self, now: u64, id: &str) -> Result<(), LocalError> {
-        self.0.endpoint.finish(now, id)
+        self.0.single_mut().endpoint.finish(now, id)
     }
 
     /// Sends the whole response `text` of request `id` and ends it.
     pub fn respond(&mut self, now: u64, id: &str, text: &str) -> Result<(), LocalError> {
-        self.0.endpoint.respond(now, id, text)
+        self.0.single_mut().endpoint.respond(now, id, text)
     }
 
     /// Answers request `id` with `ERR code: message`.
@@ -1189,16 +1497,16 @@ impl Remote {
         code: &str,
         message: &str,
     ) -> Result<(), LocalError> {
-        self.0.endpoint.fail(now, id, code, message)
+        self.0.single_mut().endpoint.fail(now, id, code, message)
     }
 
     /// Requests handed out and not yet answered.
     pub fn active(&self) -> usize {
-        self.0.endpoint.active()
+        self.0.single().endpoint.active()
     }
 
     /// The OA1 endpoint.
     pub fn server(&self) -> &Server {
-        &self.0.endpoint
+        &self.0.single().endpoint
     }
 }

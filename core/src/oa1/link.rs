@@ -8,7 +8,7 @@ use super::auth::{self, Authenticator, Refusal};
 use super::chunk::{self, MIN_PAYLOAD_BUDGET};
 use super::escape::{escape, escape_spec};
 use super::frame::{Frame, FrameType};
-use super::pacing::{Pacing, TokenBucket};
+use super::pacing::{Gate, Pacing, TokenBucket};
 use super::{Config, Event, LocalError, RefusalReason, RefusedFrame, Stats};
 use crate::irc::{AccountWatch, Identity, Message, Privmsg, SenderPattern, within_line_limits};
 
@@ -53,7 +53,7 @@ pub(crate) struct Link {
     accounts: Option<AccountWatch>,
     /// With a shared secret: seals what goes out, checks what comes in.
     auth: Option<Authenticator>,
-    pacer: TokenBucket,
+    pacer: Gate,
     outbox: VecDeque<Queued>,
     outbox_bytes: usize,
     /// While held, lines stay queued: the connection is not in the channel yet (or lost it).
@@ -79,7 +79,7 @@ impl Link {
                 .auth
                 .clone()
                 .map(|a| Authenticator::new(a, &config.channel)),
-            pacer: TokenBucket::new(config.pacing),
+            pacer: Gate::Own(TokenBucket::new(config.pacing)),
             config,
             stats: Stats::default(),
             events: VecDeque::new(),
@@ -429,7 +429,12 @@ impl Link {
 
     /// Paces lines from now on as `pacing` says (a fresh bucket: a group or burst may go).
     pub(crate) fn set_pacing(&mut self, pacing: Pacing) {
-        self.pacer = TokenBucket::new(pacing);
+        self.pacer = Gate::Own(TokenBucket::new(pacing));
+    }
+
+    /// Who lets the next line go: the connection sets a shared gate for its channels.
+    pub(crate) fn gate_mut(&mut self) -> &mut Gate {
+        &mut self.pacer
     }
 
     /// The pacing in force.

@@ -39,6 +39,7 @@ mod engine;
 pub mod escape;
 pub mod frame;
 mod link;
+pub mod multi;
 pub mod pacing;
 pub mod reassembly;
 pub mod remote_bash;
@@ -58,6 +59,7 @@ pub use connection::{
 };
 pub use engine::{ConnectionEngine, Engine, LineEndpoint};
 pub use frame::{Frame, FrameType, UnknownFrameType};
+pub use multi::{MultiDesk, MultiOutput, MultiRemote};
 pub use pacing::Pacing;
 pub use roles::{Requester, Responder};
 pub use server::Server;
@@ -474,6 +476,9 @@ pub enum LocalError {
     /// The IRC connection has ended; make a new engine for a new connection.
     #[error("the IRC connection has ended")]
     Closed,
+    /// A connection of many channels ([`MultiDesk`], [`MultiRemote`]) has no such channel.
+    #[error("{0} is not one of this connection's channels")]
+    UnknownChannel(String),
     /// The configuration cannot work (see [`ConfigError`]).
     #[error("invalid configuration: {0}")]
     InvalidConfig(#[from] ConfigError),
@@ -490,6 +495,7 @@ impl LocalError {
             LocalError::InvalidErrorCode(_) => "invalid_error_code",
             LocalError::NoRoom(_) => "no_room",
             LocalError::Closed => "closed",
+            LocalError::UnknownChannel(_) => "unknown_channel",
             LocalError::InvalidConfig(_) => "invalid_config",
         }
     }

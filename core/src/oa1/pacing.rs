@@ -164,6 +164,98 @@ impl TokenBucket {
     }
 }
 
+/// Who lets an endpoint's next line go: its own bucket, or the connection it shares with other
+/// channels. A server counts lines per connection, so the channels of one connection share one
+/// bucket, which the connection hands out a turn at a time, round robin
+/// (`oa1::MultiDesk`/`oa1::MultiRemote`); one channel's long answer cannot starve another's short
+/// one.
+#[derive(Debug, Clone)]
+pub(crate) enum Gate {
+    /// The endpoint paces itself.
+    Own(TokenBucket),
+    /// The connection paces: a line may go only on a turn it grants.
+    Shared(Turn),
+}
+
+/// A turn from the connection's shared bucket.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Turn {
+    /// The shared pacing, for what the endpoint reports (its budget in the tool description).
+    pacing: Pacing,
+    /// When the shared bucket has its next token.
+    ready_at: u64,
+    /// A line may go now.
+    granted: bool,
+    /// The granted line went (the connection takes the shared token for it).
+    used: bool,
+}
+
+impl Gate {
+    /// The first instant at or after `now` at which a line may go.
+    pub(crate) fn ready_at(&self, now: u64) -> u64 {
+        match self {
+            Gate::Own(bucket) => bucket.ready_at(now),
+            Gate::Shared(turn) if turn.granted => now,
+            Gate::Shared(turn) => turn.ready_at.max(now),
+        }
+    }
+
+    /// Takes a token (or the granted turn) if one is there at `now`.
+    pub(crate) fn try_take(&mut self, now: u64) -> bool {
+        match self {
+            Gate::Own(bucket) => bucket.try_take(now),
+            Gate::Shared(turn) if turn.granted => {
+                turn.granted = false;
+                turn.used = true;
+                true
+            }
+            Gate::Shared(_) => false,
+        }
+    }
+
+    /// The pacing in force.
+    pub(crate) fn pacing(&self) -> Pacing {
+        match self {
+            Gate::Own(bucket) => bucket.pacing(),
+            Gate::Shared(turn) => turn.pacing,
+        }
+    }
+
+    /// Paced by the connection from now on; lines wait for [`Gate::grant`].
+    pub(crate) fn shared(pacing: Pacing) -> Gate {
+        Gate::Shared(Turn {
+            pacing,
+            ready_at: u64::MAX,
+            granted: false,
+            used: false,
+        })
+    }
+
+    /// Before the endpoint is polled: whether a line may go now, else when the shared bucket
+    /// has its next token, and the pacing it keeps.
+    pub(crate) fn grant(&mut self, pacing: Pacing, ready_at: u64, granted: bool) {
+        *self = Gate::Shared(Turn {
+            pacing,
+            ready_at,
+            granted,
+            used: false,
+        });
+    }
+
+    /// After the poll: whether the endpoint used the turn granted (a line went).
+    pub(crate) fn take_used(&mut self) -> bool {
+        match self {
+            Gate::Shared(turn) => {
+                let used = turn.used;
+                turn.used = false;
+                turn.granted = false;
+                used
+            }
+            Gate::Own(_) => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

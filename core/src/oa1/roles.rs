@@ -28,13 +28,19 @@ pub trait Requester {
         command: &str,
         timeout: Option<Duration>,
     ) -> Result<String, ArgsError> {
-        let timeout_ms = match timeout {
-            Some(t) if t.is_zero() => return Err(ArgsError::ZeroTimeout),
-            // Under a millisecond rounds up: the engines count whole milliseconds.
-            Some(t) => Some(u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)),
-            None => None,
-        };
-        Ok(self.request(now, command, timeout_ms)?)
+        Ok(self.request(now, command, remote_bash_timeout_ms(timeout)?)?)
+    }
+}
+
+/// A `RemoteBash` timeout in the engines' whole milliseconds; zero is refused.
+pub(crate) fn remote_bash_timeout_ms(timeout: Option<Duration>) -> Result<Option<u64>, ArgsError> {
+    match timeout {
+        Some(t) if t.is_zero() => Err(ArgsError::ZeroTimeout),
+        // Under a millisecond rounds up: the engines count whole milliseconds.
+        Some(t) => Ok(Some(
+            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1),
+        )),
+        None => Ok(None),
     }
 }
 

@@ -1,0 +1,346 @@
+//! Many OA1 channels over one IRC connection (`oa1::MultiDesk`, `oa1::MultiRemote`) against the
+//! in-memory IRC server (`sim::Network`), on a virtual clock: 50 desks on one connection served
+//! by one remote connection, fair turns between a long and a short answer, desks and channels
+//! added and removed at run time, and the errors a host gets wrong.
+
+use std::collections::BTreeMap;
+
+use deskwire::oa1::{
+    ConfigError, ConnectionConfig, ConnectionEvent, ConnectionState, Event, Failure, LinkEvent,
+    LocalError, MultiDesk, MultiOutput, MultiRemote, Pacing,
+};
+use deskwire::sim::{ClientId, Network};
+
+/// One event of a drain, with its channel.
+type Tagged = (Option<String>, ConnectionEvent);
+
+/// Anything with the multi-channel pull loop.
+trait Multi {
+    fn poll(&mut self, now: u64) -> MultiOutput;
+    fn feed(&mut self, now: u64, bytes: &[u8]);
+}
+
+impl Multi for MultiDesk {
+    fn poll(&mut self, now: u64) -> MultiOutput {
+        self.poll_output(now)
+    }
+    fn feed(&mut self, now: u64, bytes: &[u8]) {
+        self.handle_bytes(now, bytes)
+    }
+}
+
+impl Multi for MultiRemote {
+    fn poll(&mut self, now: u64) -> MultiOutput {
+        self.poll_output(now)
+    }
+    fn feed(&mut self, now: u64, bytes: &[u8]) {
+        self.handle_bytes(now, bytes)
+    }
+}
+
+/// Delivers what the network has for `client`, then drains the engine once: the lines it
+/// wrote, its events, and its deadline.
+fn step(
+    engine: &mut impl Multi,
+    net: &mut Network,
+    client: ClientId,
+    now: u64,
+) -> (Vec<String>, Vec<Tagged>, u64) {
+    let bytes = net.take_bytes(client);
+    if !bytes.is_empty() {
+        engine.feed(now, &bytes);
+    }
+    let (mut lines, mut events) = (Vec::new(), Vec::new());
+    loop {
+        match engine.poll(now) {
+            MultiOutput::Transmit(bytes) => {
+                assert!(bytes.ends_with(b"\r\n") && bytes.len() <= net.linelen());
+                net.handle_bytes(client, &bytes);
+                lines.push(String::from_utf8(bytes).unwrap().trim_end().to_owned());
+            }
+            MultiOutput::Event { channel, event } => events.push((channel, event)),
+            MultiOutput::Timeout(deadline) => {
+                assert!(deadline >= now);
+                return (lines, events, deadline);
+            }
+        }
+    }
+}
+
+fn channel_name(i: usize) -> String {
+    format!("#desk-{i}")
+}
+
+fn remote_config() -> ConnectionConfig {
+    let mut config = ConnectionConfig::new("rexd", "");
+    config.oa1.allowed_sender = Some("npcs".into());
+    config.oa1.pacing = Pacing::UNLIMITED;
+    config
+}
+
+fn desks_config() -> ConnectionConfig {
+    let mut config = ConnectionConfig::new("npcs", "");
+    config.oa1.pacing = Pacing::UNLIMITED;
+    config
+}
+
+/// Answers every request the remote hands out with its channel and payload.
+fn answer_all(
+    remote: &mut MultiRemote,
+    events: &[Tagged],
+    now: u64,
+    text: impl Fn(&str) -> String,
+) {
+    for (channel, event) in events {
+        if let ConnectionEvent::Oa1(Event::Request { id, payload, .. }) = event {
+            let channel = channel.as_deref().expect("a request names its channel");
+            remote
+                .respond(now, channel, id, &format!("{channel}: {}", text(payload)))
+                .unwrap();
+        }
+    }
+}
+
+#[test]
+fn fifty_desks_on_one_connection_each_get_only_their_own_answers() {
+    const DESKS: usize = 50;
+    let mut net = Network::new(3);
+    let (d, r) = (net.connect("10.0.0.1"), net.connect("10.0.0.2"));
+    let mut remote = MultiRemote::new(remote_config(), 0).unwrap();
+    let mut desks = MultiDesk::new(desks_config(), 0, 11).unwrap();
+    for i in 0..DESKS {
+        remote.add_channel(0, &channel_name(i)).unwrap();
+        desks.add_desk(0, &channel_name(i), "rexd").unwrap();
+    }
+    // Every desk asks at once, before registration: the requests wait for their remote.
+    let mut asked = BTreeMap::new();
+    for i in 0..DESKS {
+        let id = desks
+            .request(0, &channel_name(i), &format!("echo {i}"), None)
+            .unwrap();
+        asked.insert(id, channel_name(i));
+    }
+    let mut answers: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for now in 0..40 {
+        let (_, events, _) = step(&mut remote, &mut net, r, now);
+        answer_all(&mut remote, &events, now, |p| format!("ran {p}"));
+        step(&mut remote, &mut net, r, now);
+        let (_, events, _) = step(&mut desks, &mut net, d, now);
+        for (channel, event) in events {
+            if let ConnectionEvent::Oa1(Event::Response { id, text, .. }) = event {
+                assert!(
+                    answers.insert(id, (channel.unwrap(), text)).is_none(),
+                    "twice"
+                );
+            }
+        }
+        if answers.len() == DESKS {
+            break;
+        }
+    }
+    assert_eq!(answers.len(), DESKS, "every desk answered");
+    assert_eq!(remote.channels().len(), DESKS);
+    for (id, (channel, text)) in &answers {
+        // The answer came to the desk that asked, and is the one its remote gave in its channel.
+        assert_eq!(&asked[id], channel);
+        let i: usize = channel.trim_start_matches("#desk-").parse().unwrap();
+        assert_eq!(text, &format!("{channel}: ran echo {i}"));
+        assert_eq!(desks.channel_state(channel), Some(ConnectionState::Ready));
+        assert_eq!(desks.in_flight(channel), Some(0));
+    }
+}
+
+/// Brings a desk set and a remote up with one channel each, both ready.
+fn pair(
+    channels: &[&str],
+    remote_pacing: Pacing,
+) -> (Network, MultiDesk, MultiRemote, ClientId, ClientId) {
+    let mut net = Network::new(5);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut config = remote_config();
+    config.oa1.pacing = remote_pacing;
+    config.oa1.server_pacing = false;
+    let mut remote = MultiRemote::new(config, 0).unwrap();
+    let mut desks = MultiDesk::new(desks_config(), 0, 13).unwrap();
+    for channel in channels {
+        remote.add_channel(0, channel).unwrap();
+        desks.add_desk(0, channel, "rexd").unwrap();
+    }
+    for now in 0..6 {
+        step(&mut remote, &mut net, r, now);
+        step(&mut desks, &mut net, d, now);
+    }
+    for channel in channels {
+        assert_eq!(desks.channel_state(channel), Some(ConnectionState::Ready));
+        assert_eq!(remote.channel_state(channel), Some(ConnectionState::Ready));
+    }
+    (net, desks, remote, d, r)
+}
+
+/// `len` bytes of hex from a fixed LCG: output that compresses about 2x, as a build log's might.
+fn noise(len: usize) -> String {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            char::from(b"0123456789abcdef"[(state >> 60) as usize])
+        })
+        .collect()
+}
+
+#[test]
+fn a_short_answer_is_not_held_behind_a_long_one_in_another_channel() {
+    // The remote's server pacing: 1 line every 100 ms after a burst of 1 (a slow server).
+    let (mut net, mut desks, mut remote, d, r) = pair(&["#build", "#chat"], Pacing::steady(1, 100));
+    let long = desks.request(10, "#build", "cat big.log", None).unwrap();
+    let mut now = 10;
+    let mut short = None;
+    let mut lines_before_short = None;
+    let mut remote_lines = 0usize;
+    let mut done = BTreeMap::new();
+    while now < 200_000 && done.len() < 2 {
+        let (lines, events, _) = step(&mut remote, &mut net, r, now);
+        remote_lines += lines.iter().filter(|l| l.contains(" :OA1 RES")).count();
+        for (channel, event) in &events {
+            if let ConnectionEvent::Oa1(Event::Request { id, .. }) = event {
+                let channel = channel.as_deref().unwrap();
+                let text = match channel {
+                    "#build" => noise(64 * 1024),
+                    _ => "ok".to_owned(),
+                };
+                remote.respond(now, channel, id, &text).unwrap();
+            }
+        }
+        let (_, events, _) = step(&mut desks, &mut net, d, now);
+        for (_, event) in events {
+            if let ConnectionEvent::Oa1(Event::Response { id, text, .. }) = event {
+                if Some(&id) == short.as_ref() {
+                    lines_before_short = Some(remote_lines);
+                }
+                done.insert(id, text.len());
+            }
+        }
+        // Once the long answer is streaming, the other desk asks for one line.
+        if short.is_none() && remote_lines >= 5 {
+            short = Some(desks.request(now, "#chat", "date", None).unwrap());
+            lines_before_short = None;
+            remote_lines = 0;
+        }
+        now += 10;
+    }
+    let short = short.expect("the short request was made");
+    assert_eq!(done.get(&short), Some(&2));
+    assert_eq!(done.get(&long), Some(&(64 * 1024)));
+    // Turns alternate: the short answer waits for at most one of the long one's lines (the
+    // turn in progress), not for the hundreds still queued.
+    let waited = lines_before_short.expect("the short answer came");
+    assert!(
+        waited <= 2,
+        "the short answer waited for {waited} lines of the long one"
+    );
+}
+
+#[test]
+fn desks_and_channels_come_and_go_at_run_time() {
+    let (mut net, mut desks, mut remote, d, r) = pair(&["#a", "#b"], Pacing::UNLIMITED);
+    // A request to #b, then #b's desk is removed before any answer: it fails, named.
+    let doomed = desks.request(10, "#b", "sleep 100", None).unwrap();
+    assert!(desks.remove_desk(11, "#b"));
+    assert!(!desks.remove_desk(11, "#b"), "removed once");
+    let (lines, events, _) = step(&mut desks, &mut net, d, 11);
+    assert!(lines.iter().any(|l| l == "PART #b"), "{lines:?}");
+    assert!(events.iter().any(|(channel, event)| {
+        channel.as_deref() == Some("#b")
+            && matches!(event, ConnectionEvent::Oa1(Event::Failed { id, failure: Failure::Disconnected { message } })
+                if *id == doomed && message.contains("removed"))
+    }));
+    assert_eq!(
+        desks.request(12, "#b", "ls", None),
+        Err(LocalError::UnknownChannel("#b".into()))
+    );
+    assert_eq!(desks.channels(), ["#a"]);
+
+    // A new desk in #c, whose channel the remote serves only later.
+    desks.add_desk(20, "#c", "rexd").unwrap();
+    let id = desks.request(20, "#c", "hostname", None).unwrap();
+    for now in 21..25 {
+        step(&mut desks, &mut net, d, now);
+        step(&mut remote, &mut net, r, now);
+    }
+    assert_eq!(
+        desks.channel_state("#c"),
+        Some(ConnectionState::WaitingForPeer)
+    );
+    remote.add_channel(30, "#c").unwrap();
+    let mut answer = None;
+    for now in 30..40 {
+        let (_, events, _) = step(&mut remote, &mut net, r, now);
+        answer_all(&mut remote, &events, now, |p| p.to_owned());
+        step(&mut remote, &mut net, r, now);
+        for (channel, event) in step(&mut desks, &mut net, d, now).1 {
+            if channel.as_deref() == Some("#c")
+                && let ConnectionEvent::Link(LinkEvent::PeerJoined { nick }) = &event
+            {
+                assert_eq!(nick, "rexd");
+            }
+            if let ConnectionEvent::Oa1(Event::Response { id: got, text, .. }) = event {
+                assert_eq!(got, id);
+                answer = Some(text);
+            }
+        }
+    }
+    assert_eq!(answer.as_deref(), Some("#c: hostname"));
+
+    // The remote stops serving #a: a request there is no longer answered by it.
+    assert!(remote.remove_channel(40, "#a"));
+    assert!(!remote.serves("#a"));
+    let (lines, _, _) = step(&mut remote, &mut net, r, 40);
+    assert!(lines.iter().any(|l| l == "PART #a"), "{lines:?}");
+    assert_eq!(
+        remote.respond(41, "#a", "x", "y"),
+        Err(LocalError::UnknownChannel("#a".into()))
+    );
+}
+
+#[test]
+fn what_a_host_gets_wrong_is_refused_by_name() {
+    let mut desks = MultiDesk::new(desks_config(), 0, 1).unwrap();
+    desks.add_desk(0, "#a", "rexd").unwrap();
+    assert_eq!(
+        desks.add_desk(0, "#A", "rexd"),
+        Err(ConfigError::DuplicateChannel("#A".into())),
+        "channel names compare as the server folds them"
+    );
+    assert!(matches!(
+        desks.add_desk(0, "nochannel", "rexd"),
+        Err(ConfigError::Session(_))
+    ));
+    assert!(matches!(
+        desks.add_desk(0, "#b", "bad nick!"),
+        Err(ConfigError::AllowedSender(_))
+    ));
+    assert_eq!(
+        desks.add_desk(0, "#b", "account:alice"),
+        Err(ConfigError::AccountRemote)
+    );
+    assert_eq!(
+        desks.cancel(0, "#zzz", "id", "why"),
+        Err(LocalError::UnknownChannel("#zzz".into()))
+    );
+    assert_eq!(desks.in_flight("#zzz"), None);
+    // A desk set whose first desk names no remote is refused, as a single desk is.
+    let mut config = desks_config();
+    config.oa1.channel = "#first".into();
+    assert!(matches!(
+        MultiDesk::new(config, 0, 1),
+        Err(ConfigError::NoRemote)
+    ));
+    // After the end, nothing more is added.
+    desks.handle_eof(5);
+    while !matches!(desks.poll_output(5), MultiOutput::Timeout(_)) {}
+    assert_eq!(desks.state(), ConnectionState::Closed);
+    assert!(desks.add_desk(6, "#late", "rexd").is_err());
+    assert_eq!(desks.request(6, "#a", "ls", None), Err(LocalError::Closed));
+}
