@@ -19,8 +19,8 @@ use base64::Engine as _;
 use deskwire::rexd::data::{self, Encoding};
 
 /// The most bytes a `zstd` payload sent to the daemon (`fs.write`, `exec.input`) inflates to:
-/// what the longest message could carry plain.
-pub const MAX_INFLATED: usize = deskwire::jsonrpc::framing::DEFAULT_MAX_MESSAGE_BYTES;
+/// what the longest message could carry plain (the bound every client keeps for an event).
+pub const MAX_INFLATED: usize = deskwire::rexd::zstd::MAX_INFLATED;
 
 /// The codec's name in `session.open`.
 pub const ZSTD: &str = "zstd";
@@ -34,7 +34,7 @@ const MIN_COMPRESS: usize = 256;
 /// The largest window a frame may use: 8 MiB (2^23). Our frames use at most the payload's own
 /// size, which is under the 8 MiB read piece cap; a frame asking for more is refused before
 /// the decoder allocates it.
-pub const MAX_WINDOW_LOG: u32 = 23;
+pub const MAX_WINDOW_LOG: u32 = deskwire::rexd::zstd::MAX_WINDOW_LOG;
 
 /// Standard base64, padded on write, padding optional on read (as `data` does).
 const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(

@@ -6,10 +6,10 @@
 //! written padded; read with or without padding, since some encoders drop it).
 //!
 //! A session that negotiated compression at `session.open` (`compression: "zstd"`) may also
-//! carry `zstd`: the base64 of one zstd frame of the data. This crate has no codec (it stays
-//! free of C dependencies): the daemon and the client compress and inflate, with the inflated
-//! size bounded by the session's limits; here `zstd` is a name on the wire, and [`decode`]
-//! refuses it with [`RexdError::Compressed`]. See `docs/rexd-compression.md`.
+//! carry `zstd`: the base64 of one zstd frame of the data. Here `zstd` is a name on the wire,
+//! and [`decode`] refuses it with [`RexdError::Compressed`]: the daemon and the client compress
+//! and inflate, with the inflated size bounded as [`super::zstd`] says (which, with this crate's
+//! `zstd` feature, also inflates, in pure Rust). See `docs/rexd-compression.md`.
 
 use std::borrow::Cow;
 

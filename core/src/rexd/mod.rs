@@ -58,6 +58,7 @@ mod message;
 mod method;
 mod pty;
 mod session;
+pub mod zstd;
 
 #[cfg(test)]
 mod proptests;
