@@ -219,8 +219,49 @@ impl RawFrames {
     }
 }
 
+/// A refused `zstd` payload as `ProtocolError`: code `too_large` (it inflates past its limit)
+/// or `bad_payload`.
+fn inflate_error(e: core::zstd::InflateError) -> PyErr {
+    let code = match e {
+        core::zstd::InflateError::TooLarge { .. } => "too_large",
+        _ => "bad_payload",
+    };
+    errors::protocol(code, e.to_string())
+}
+
+/// The bytes of one zstd frame (a raw frame's bytes in a session with compression), inflated
+/// under `limit` (`docs/rexd-compression.md`): a frame that states more, inflates past it,
+/// needs a window over 8 MiB or is not one well-formed frame raises `ProtocolError` (code
+/// `too_large` or `bad_payload`) without being expanded. Pure Rust; the GIL is released.
+#[pyfunction]
+fn inflate<'py>(py: Python<'py>, frame: &[u8], limit: usize) -> PyResult<Bound<'py, PyBytes>> {
+    let mut out = Vec::new();
+    py.detach(|| core::zstd::inflate_into(frame, limit, &mut out))
+        .map_err(inflate_error)?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// The bytes a string field carries with its `encoding`: `utf8`, `base64`, or `zstd` (the
+/// base64 of one zstd frame, inflated under `limit` as `inflate` does).
+#[pyfunction]
+fn decode<'py>(
+    py: Python<'py>,
+    text: &str,
+    encoding: &str,
+    limit: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let encoding: core::Encoding = serde_json::from_value(encoding.into())
+        .map_err(|_| errors::protocol("bad_payload", format!("unknown encoding {encoding:?}")))?;
+    let mut out = Vec::new();
+    py.detach(|| core::zstd::decode_into(text, encoding, limit, &mut out))
+        .map_err(inflate_error)?;
+    Ok(PyBytes::new(py, &out))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawFrames>()?;
+    m.add_function(wrap_pyfunction!(inflate, m)?)?;
+    m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_function(wrap_pyfunction!(parse_params, m)?)?;
     m.add_function(wrap_pyfunction!(parse_result, m)?)?;
     m.add_function(wrap_pyfunction!(parse_event, m)?)?;

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import AsyncIterator, Iterator, List, Optional, Union
@@ -49,6 +50,10 @@ async def exercise(client: RexdClient, root: Path) -> None:
     assert names == ["blob.bin", "sub"]
     assert (await client.stat(str(root / "blob.bin")))["size"] == len(blob)
     assert await client.glob("**/*.txt", cwd=str(root)) == [str(root / "sub" / "t.txt")]
+    # A whole file of several pieces (zstd frames where the session compresses).
+    text = log_text(3 * 1024 * 1024 // 2)
+    (root / "sub" / "app.log").write_bytes(text)
+    assert await client.read_file(str(root / "sub" / "app.log")) == text
 
     with pytest.raises(deskwire.RemoteError) as caught:
         await client.read("/etc/passwd")
@@ -116,6 +121,195 @@ async def test_a_daemon_that_lies_about_raw_bytes_is_cut_off(root: Path) -> None
         with pytest.raises(deskwire.ClosedError):
             async for _ in client.exec(["true"]):
                 pass
+
+
+# --- compression and whole-file reads -------------------------------------------------------
+
+
+def log_text(n: int) -> bytes:
+    """``n`` bytes of log lines: zstd takes them to a tenth."""
+    lines = (f"2026-11-29 INFO worker[{i % 7}] request {i} done in {i % 997} ms\n" for i in range(n))
+    return b"".join(line.encode() for line in lines)[:n]
+
+
+class Inflations:
+    """Counts what the client inflated (``deskwire.rexd``'s ``inflate`` and ``decode``), to know
+    the bytes came compressed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from deskwire.aio import rexd as client_module
+
+        native = client_module._rexd
+        self.frames = 0
+        self.strings = 0
+        inflate, decode = native.inflate, native.decode
+
+        def counted_inflate(frame: bytes, limit: int) -> bytes:
+            self.frames += 1
+            return inflate(frame, limit)
+
+        def counted_decode(text: str, encoding: str, limit: int) -> bytes:
+            self.strings += 1
+            return decode(text, encoding, limit)
+
+        monkeypatch.setattr(native, "inflate", counted_inflate)
+        monkeypatch.setattr(native, "decode", counted_decode)
+
+
+async def whole_files_exactly(client: RexdClient, root: Path, text: bytes, noise: bytes) -> None:
+    """read_file gives the exact bytes of a compressible and an incompressible file of several
+    pieces, of a slice across pieces, and of an empty file; read_chunks no piece larger than the
+    session's."""
+    assert await client.read_file(str(root / "app.log")) == text
+    assert await client.read_file(str(root / "noise.bin")) == noise
+    piece = client.session["limits"]["max_file_read_bytes"]
+    assert await client.read_file(str(root / "noise.bin"), offset=piece - 3, length=2 * piece + 5) == (
+        noise[piece - 3: 3 * piece + 2]
+    )
+    assert await client.read_file(str(root / "app.log"), offset=len(text) + 1) == b""
+    assert await client.read_file(str(root / "empty")) == b""
+    chunks = [c async for c in client.read_chunks(str(root / "app.log"))]
+    assert b"".join(chunks) == text and len(chunks) > 2 and max(map(len, chunks)) <= piece
+    with pytest.raises(deskwire.LocalError) as caught:
+        await client.read_file(str(root / "noise.bin"), max_size=len(noise) - 1)
+    assert caught.value.code == "too_large"
+    # Past the cap, the session goes on, in step.
+    assert await client.read_file(str(root / "noise.bin"), max_size=len(noise)) == noise
+    with pytest.raises(deskwire.RemoteError) as refused:
+        await client.read_file("/etc/passwd")
+    assert refused.value.code == "forbidden_path"
+
+
+@pytest.mark.parametrize("where", ["local", "ssh"])
+async def test_read_file_with_and_without_compression_raw_and_json(
+    root: Path, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = log_text(2 * 1024 * 1024 + 333)
+    noise = os.urandom(2 * 1024 * 1024 + 7)
+    (root / "app.log").write_bytes(text)
+    (root / "noise.bin").write_bytes(noise)
+    (root / "empty").write_bytes(b"")
+    sshd = Sshd(rexd_path()) if where == "ssh" else None
+    try:
+        for raw in (True, False):
+            for compression in (True, False):
+                seen = Inflations(monkeypatch)
+                target = (
+                    {"target": "local", "rexd": rexd_path()}
+                    if sshd is None
+                    else {"target": "box", "targets_file": str(sshd.targets_file)}
+                )
+                async with await RexdClient.connect(
+                    **target, rexd_args=["--root", str(root)], raw_frames=raw, compression=compression,
+                ) as client:
+                    assert client.session.get("raw_frames", False) is raw
+                    assert client.session.get("compression") == ("zstd" if compression else None)
+                    await whole_files_exactly(client, root, text, noise)
+                    code, out, _ = await client.run(["seq", "1", "100000"], cwd=str(root))
+                    assert (code, out) == (0, b"".join(b"%d\n" % i for i in range(1, 100001)))
+                # Text and seq's output came as zstd frames (after their lines when raw, else in
+                # base64) when compression was on, never when it was off.
+                what = (raw, compression)
+                assert (seen.frames > 0) is (raw and compression), (what, seen.frames)
+                assert (seen.strings > 0) is (not raw and compression), (what, seen.strings)
+    finally:
+        if sshd is not None:
+            sshd.stop()
+
+
+def fake_rexd(root: Path) -> Path:
+    """A daemon that grants raw frames, raw output and zstd, then answers fs.read of ``bomb``
+    with a raw zstd frame of 32 KiB that inflates to 1 GiB (no size in its header), of ``json``
+    with the same frame in base64, of ``liar`` with a frame that says 1000 bytes and holds
+    256 KiB, of ``moving`` with a new mtime on every piece, and anything else with a piece of
+    ``x``; exec.start with an output event carrying the bomb."""
+    fake = root / "fake-rexd"
+    fake.write_text(f"""#!{sys.executable}
+import base64, json, struct, sys
+
+def frame(blocks, size=None):
+    f = bytearray(b"\\x28\\xb5\\x2f\\xfd")
+    f += bytes([0, 0x50]) if size is None else bytes([0x80, 0x50]) + struct.pack("<I", size)
+    for i in range(blocks):
+        f += struct.pack("<I", (i + 1 == blocks) | 2 | (128 * 1024) << 3)[:3] + b"\\0"
+    return bytes(f)
+
+BOMB = frame(8192)
+out = sys.stdout.buffer
+mtime = 0
+def send(message, raw=b""):
+    out.write(json.dumps(message).encode() + b"\\n" + raw)
+    out.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    i, method, p = m.get("id"), m.get("method"), m.get("params") or {{}}
+    if method == "session.open":
+        send({{"jsonrpc": "2.0", "id": i, "result": {{"session_id": "s_1", "protocol": "rexd/1",
+            "server_version": "fake", "capabilities": ["exec", "fs"], "workspace_roots": ["/"],
+            "limits": {{"max_file_read_bytes": 1048576}}, "raw_frames": True, "raw_output": True,
+            "compression": "zstd"}}}})
+    elif method == "fs.read":
+        path = p["path"]
+        mtime += path == "moving"
+        head = {{"path": path, "size": 4 << 20, "mtime": str(mtime), "content": "", "truncated": False}}
+        if path == "bomb":
+            send({{"jsonrpc": "2.0", "id": i, "result": dict(head, encoding="zstd", raw_bytes=len(BOMB))}}, BOMB)
+        elif path == "json":
+            send({{"jsonrpc": "2.0", "id": i, "result": dict(head, encoding="zstd",
+                content=base64.b64encode(BOMB).decode())}})
+        elif path == "liar":
+            liar = frame(2, size=1000)
+            send({{"jsonrpc": "2.0", "id": i, "result": dict(head, encoding="zstd", raw_bytes=len(liar))}}, liar)
+        else:
+            n = min(p["length"], (4 << 20) - p["offset"])
+            send({{"jsonrpc": "2.0", "id": i, "result": dict(head, encoding="raw", raw_bytes=n)}}, b"x" * n)
+    elif method == "exec.start":
+        send({{"jsonrpc": "2.0", "id": i, "result": {{"process_id": "p_1"}}}})
+        send({{"jsonrpc": "2.0", "method": "exec.stdout", "params": {{"session_id": "s_1",
+            "process_id": "p_1", "seq": 1, "data": "", "encoding": "zstd", "raw_bytes": len(BOMB)}}}}, BOMB)
+    elif i is not None:
+        send({{"jsonrpc": "2.0", "id": i, "result": {{}}}})
+""")
+    fake.chmod(0o755)
+    return fake
+
+
+async def test_a_zstd_bomb_or_a_lying_frame_is_refused_unexpanded(root: Path) -> None:
+    """Frames of 32 KiB that inflate to a gigabyte, after the line or in base64, in an fs.read
+    answer or an output event, and a frame whose stated size is a lie: each is a typed error,
+    none is expanded (the process's peak memory does not grow by anything near it), and the
+    session goes on in step."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    async with await RexdClient.connect("local", rexd=str(fake_rexd(root))) as client:
+        assert client.session["compression"] == "zstd"
+        for path in ("bomb", "json"):
+            with pytest.raises(deskwire.ProtocolError) as caught:
+                await client.read_file(path)
+            assert caught.value.code == "too_large", caught.value
+            assert "refused, not expanded" in str(caught.value)
+        with pytest.raises(deskwire.ProtocolError) as caught:
+            await client.read("liar")
+        assert caught.value.code == "bad_payload" and "said 1000 bytes" in str(caught.value)
+        with pytest.raises(deskwire.ProtocolError) as caught:
+            async for _ in client.exec(["true"]):
+                pass
+        assert caught.value.code == "too_large"
+        with pytest.raises(deskwire.RemoteError) as changed:
+            await client.read_file("moving")
+        assert changed.value.code == "concurrency_conflict"
+        # Still in step: a plain file of four pieces, whole.
+        assert await client.read_file("plain") == b"x" * (4 << 20)
+    grew_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grew_kib < 128 * 1024, f"peak memory grew by {grew_kib} KiB"
+
+
+async def test_misspelt_connect_keywords_name_the_parameter() -> None:
+    with pytest.raises(TypeError, match="'compresion'; did you mean 'compression'"):
+        await RexdClient.connect("local", rexd=rexd_path(), compresion=False)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'raw_frame'; did you mean 'raw_frames'"):
+        await RexdClient.connect("local", rexd=rexd_path(), raw_frame=False)  # type: ignore[call-arg]
 
 
 async def test_through_loopback_sshd(root: Path, sshd: Sshd) -> None:

@@ -2,7 +2,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from typing_extensions import final
 
-__all__ = ['parse_params', 'parse_result', 'parse_event', 'methods', 'error_name', 'resolve_target', 'RawFrames']
+__all__ = ['parse_params', 'parse_result', 'parse_event', 'methods', 'error_name', 'resolve_target', 'RawFrames', 'inflate', 'decode']
 
 def parse_params(method: str, params: Any = None) -> Any:
     """The params of a request to ``method``, checked against the method's type and written back in
@@ -39,6 +39,17 @@ def resolve_target(
     --stdio``); ``rexd_install`` says where rexd comes from, for an error when it is missing. ``rexd``
     overrides the daemon's path, ``rexd_args`` its extra arguments (e.g. ``["--root", dir]``);
     ``resume`` starts it as ``rexd --stdio --resumable`` (the bridge to the user's agent).
+    """
+
+def inflate(frame: bytes, limit: int) -> bytes:
+    """The bytes of one zstd frame (a raw frame's bytes in a session with compression), inflated
+    under ``limit`` (``docs/rexd-compression.md``): a frame that states more, inflates past it,
+    needs a window over 8 MiB or is not one well-formed frame raises ``ProtocolError`` (code
+    ``too_large`` or ``bad_payload``) without being expanded. Pure Rust; the GIL is released.
+    """
+def decode(text: str, encoding: str, limit: int) -> bytes:
+    """The bytes a string field carries with its ``encoding``: ``utf8``, ``base64``, or ``zstd`` (the
+    base64 of one zstd frame, inflated under ``limit`` as ``inflate`` does).
     """
 
 _Id = Union[int, str, None]

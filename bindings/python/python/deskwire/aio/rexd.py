@@ -9,6 +9,7 @@ import asyncio
 import base64
 import collections
 import contextlib
+import functools
 import importlib
 import json
 import logging
@@ -40,7 +41,7 @@ from .._errors import (
     RemoteError,
     RequestTimeout,
 )
-from .pump import _Pump, _seconds, now_ms
+from .pump import _keywords_checked, _Pump, _seconds, now_ms
 
 __all__ = ["RexdClient", "ExecOutput", "ExecExit", "Pty", "PtyOutput", "PtyExit"]
 
@@ -162,7 +163,8 @@ class _PtyInbox:
     at the daemon, so the client bounds what it holds for a reader that does not read."""
 
     def __init__(self, limit: int) -> None:
-        self.queue: asyncio.Queue[Optional[Union[PtyOutput, PtyExit]]] = asyncio.Queue()
+        # None: the link ended or the output overflowed; an exception: a refused payload.
+        self.queue: asyncio.Queue[Optional[Union[PtyOutput, PtyExit, Exception]]] = asyncio.Queue()
         self.buffered = 0
         self.limit = limit
         self.overflowed = False
@@ -265,6 +267,11 @@ class Pty:
         except asyncio.CancelledError:
             self._close_now()
             raise
+        if isinstance(event, Exception):
+            inbox.queue.put_nowait(event)  # every later read ends the same way
+            self._closed = True
+            self._client._forget_pty(self.pty_id)
+            raise event
         if event is None:
             inbox.queue.put_nowait(None)  # every later read ends the same way
             self._closed = True
@@ -308,15 +315,28 @@ def _fs_text(method: str, result: Any) -> str:
     return json.dumps(result, indent=2, ensure_ascii=False)
 
 
-def _decode(params: Dict[str, Any], key: str = "data") -> bytes:
+def _decode(
+    params: Dict[str, Any], key: str = "data", *, zstd: bool = False, limit: int = 0
+) -> bytes:
+    """The bytes a message carries in ``params[key]`` (or after its line, raw frames) as its
+    ``encoding`` says. ``zstd`` (accepted only when the session ``zstd`` negotiated it) is
+    inflated under ``limit`` (``MAX_EVENT_BYTES`` when 0), a frame that would pass it refused
+    unexpanded: :class:`deskwire.ProtocolError` (``too_large`` or ``bad_payload``)."""
+    encoding = params.get("encoding")
+    if encoding == "zstd" and not zstd:
+        raise ProtocolError("bad_payload", "zstd payload in a session that did not negotiate compression")
     raw = params.get(_RAW)
     if raw is not None:  # the bytes that followed the line (raw frames)
-        if params.get("encoding") != "raw":
-            raise ProtocolError("raw_frame", f"raw bytes as {params.get('encoding')!r}, which was not negotiated")
+        if encoding == "zstd":  # one zstd frame of them
+            return _rexd.inflate(raw, limit or MAX_EVENT_BYTES)
+        if encoding != "raw":
+            raise ProtocolError("raw_frame", f"raw bytes as {encoding!r}, which was not negotiated")
         return cast(bytes, raw)
     data = params.get(key) or ""
-    if params.get("encoding") == "base64":
+    if encoding == "base64":
         return base64.b64decode(data)
+    if encoding == "zstd":
+        return _rexd.decode(str(data), "zstd", limit or MAX_EVENT_BYTES)
     return str(data).encode("utf-8")
 
 
@@ -324,7 +344,22 @@ _RAW = "\0raw"
 """Where a message's raw bytes are put in its params or result (no JSON key can be this)."""
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024
-"""The most bytes one output event may carry after its line (what one message may hold)."""
+"""The most bytes one output event may carry after its line (what one message may hold), and
+the most one compressed event may inflate to."""
+
+MAX_READ_PIECE = 8 * 1024 * 1024
+"""The largest ``fs.read`` piece asked for (8 MiB, as ``rex``: 11 MiB as base64, under the
+16 MiB line cap)."""
+
+READ_AHEAD = 3
+"""``fs.read`` pieces in flight at once in :meth:`RexdClient.read_chunks` (as ``rex read``)."""
+
+MAX_READ_FILE = 256 * 1024 * 1024
+"""What :meth:`RexdClient.read_file` reads at most unless told otherwise (``max_size``)."""
+
+INFLATE_IN_THREAD = 256 * 1024
+"""A compressed piece at least this long is inflated in a worker thread, so the link is read on
+meanwhile (the next pieces arrive while this one inflates)."""
 
 
 class _Framed:
@@ -348,6 +383,9 @@ class _Framed:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._peer, name)
 
+
+_ZSTD = "zstd"
+"""The codec offered at ``session.open`` (the only one REXD has)."""
 
 _NETWORK_SCHEMES = {"https": "wss", "wss": "wss", "http": "ws", "ws": "ws"}
 
@@ -522,6 +560,7 @@ class RexdClient:
         self._end()
 
     @classmethod
+    @_keywords_checked
     async def connect(
         cls,
         target: Optional[str] = "local",
@@ -540,6 +579,7 @@ class RexdClient:
         client_key: Optional[str] = None,
         resume: bool = False,
         raw_frames: bool = True,
+        compression: bool = True,
     ) -> "RexdClient":
         """Starts the daemon for ``target`` as ``rex`` does (``"local"``, a name from the
         targets file, an ``ssh://user@host[:port]`` URL, or ``None`` for the file's current
@@ -572,7 +612,14 @@ class RexdClient:
         (``docs/rexd-raw-frames.md``): file bytes and command output come after their JSON
         lines as they are, not escaped or in base64, and no more than each call asked for is
         taken; a daemon that does not know them answers as before. ``raw_frames=False`` does not
-        offer them (as ``rex --no-raw-frames``). A WebSocket carries JSON only."""
+        offer them (as ``rex --no-raw-frames``). A WebSocket carries JSON only.
+
+        The client also offers zstd compression (``docs/rexd-compression.md``), over every
+        transport: when the daemon takes it, output and file pieces that shrink travel as zstd
+        frames (after their lines with raw frames, else in base64), inflated here under the
+        same bounds as ``rex`` (no more than a read piece asked for, 16 MiB for an output event,
+        an 8 MiB window; a frame past them raises :class:`deskwire.ProtocolError`, unexpanded).
+        ``compression=False`` does not offer it (``rex`` offers it only with ``--compress``)."""
         url = _ws_url(target) if isinstance(target, str) else None
         if url is not None:
             return await cls._connect_ws(
@@ -587,6 +634,7 @@ class RexdClient:
                 client_cert=client_cert,
                 client_key=client_key,
                 resume=resume,
+                compression=compression,
             )
         spec = _rexd.resolve_target(
             target,
@@ -619,6 +667,8 @@ class RexdClient:
         params: Dict[str, Any] = {"client_name": client_name}
         if raw_frames:
             params.update(raw_frames=True, raw_output=True)
+        if compression:
+            params["compression"] = [_ZSTD]
         roots = list(workspace_roots) if workspace_roots is not None else spec["workspace_roots"]
         if roots:
             params["workspace_roots"] = roots
@@ -649,6 +699,7 @@ class RexdClient:
         client_cert: Optional[str],
         client_key: Optional[str],
         resume: bool = False,
+        compression: bool = True,
     ) -> "RexdClient":
         try:
             ws_client = importlib.import_module("websockets.asyncio.client")
@@ -706,6 +757,8 @@ class RexdClient:
         peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
         client = cls(None, peer, ws=ws)
         params: Dict[str, Any] = {"client_name": client_name}
+        if compression:
+            params["compression"] = [_ZSTD]
         if workspace_roots:
             params["workspace_roots"] = list(workspace_roots)
         if resume:
@@ -722,6 +775,11 @@ class RexdClient:
     def session_id(self) -> str:
         """The session's id."""
         return str(self.session["session_id"])
+
+    @property
+    def _zstd(self) -> bool:
+        """The session negotiated zstd payloads."""
+        return self.session.get("compression") == _ZSTD
 
     async def _read_stderr(self, process: asyncio.subprocess.Process) -> None:
         assert process.stderr is not None
@@ -792,21 +850,31 @@ class RexdClient:
                 )
             )
             return
-        data = _decode(params)
+        try:
+            data = _decode(params, zstd=self._zstd)
+        except ProtocolError as e:
+            # A payload refused unexpanded: the reader hears why, and the terminal is closed.
+            inbox.overflowed = True
+            inbox.queue.put_nowait(e)
+            self._close_pty_now(pty_id)
+            return
         inbox.buffered += len(data)
         if inbox.buffered > inbox.limit:
             # Nobody reads it: close the terminal rather than hold its output without bound.
             inbox.overflowed = True
             inbox.queue.put_nowait(None)
-            with contextlib.suppress(LocalError):
-                self._peer.call(
-                    now_ms(),
-                    "pty.close",
-                    self._with_session({"pty_id": pty_id, "kill_process": True}),
-                )
-            self._pump.kick()
+            self._close_pty_now(pty_id)
             return
         inbox.queue.put_nowait(PtyOutput(data, int(params.get("seq") or 0)))
+
+    def _close_pty_now(self, pty_id: str) -> None:
+        with contextlib.suppress(LocalError):
+            self._peer.call(
+                now_ms(),
+                "pty.close",
+                self._with_session({"pty_id": pty_id, "kill_process": True}),
+            )
+        self._pump.kick()
 
     def _end(self) -> None:
         self._ended = True
@@ -869,6 +937,8 @@ class RexdClient:
                 (frames.forget if outcome.remote else frames.drop_call)(call_id)
             elif isinstance(outcome.result, dict) and "raw_bytes" in outcome.result:
                 outcome.result[_RAW] = frames.take(call_id) or b""
+            else:
+                frames.forget(call_id)  # answered in its string (a batch, an older daemon)
         if isinstance(outcome, jsonrpc.Failed):
             if outcome.timed_out:
                 raise RequestTimeout("timeout", f"no answer to {method} in time")
@@ -940,7 +1010,8 @@ class RexdClient:
                     raise ClosedError("disconnected", "the REXD connection closed")
                 method, body = event.method, event.params
                 if method in ("exec.stdout", "exec.stderr"):
-                    yield ExecOutput(method[5:], _decode(body), int(body.get("seq", 0)))
+                    data = _decode(body, zstd=self._zstd)
+                    yield ExecOutput(method[5:], data, int(body.get("seq", 0)))
                 elif method == "exec.exit":
                     exited = True
                     done = ExecExit(
@@ -1091,24 +1162,139 @@ class RexdClient:
         return text + ending, failed
 
     async def read(self, path: str, *, offset: Optional[int] = None, length: Optional[int] = None) -> bytes:
-        """The bytes of a file (``fs.read``): from ``offset``, at most ``length`` and at most the
-        session's ``max_file_read_bytes``. Over a child's stdio they come as they are after the
-        answer's line (raw frames), else in base64."""
-        if self._frames is None or not self.session.get("raw_frames"):
-            result = await self.call(
-                "fs.read",
-                self._with_session({"path": path, "offset": offset, "length": length, "encoding": "base64"}),
-            )
-            return _decode(result, "content")
+        """The bytes of a file (one ``fs.read``): from ``offset``, at most ``length`` and at most
+        the session's ``max_file_read_bytes``. Over a child's stdio they come as they are after
+        the answer's line (raw frames), else in base64; with compression, a piece that shrinks
+        comes as a zstd frame. :meth:`read_file` reads a whole file."""
         limit = (self.session.get("limits") or {}).get("max_file_read_bytes")
         bounds = [n for n in (length, limit) if isinstance(n, int) and n >= 0]
-        most = min(bounds) if bounds else MAX_EVENT_BYTES
-        result = await self._call(
-            "fs.read",
-            self._with_session({"path": path, "offset": offset, "length": length, "encoding": "raw"}),
-            raw_max=most,
-        )
-        return _decode(result, "content")
+        _, data = await self._read_piece(path, offset, length, min(bounds) if bounds else MAX_EVENT_BYTES)
+        return data
+
+    async def _read_piece(
+        self, path: str, offset: Optional[int], length: Optional[int], most: int
+    ) -> "tuple[Dict[str, Any], bytes]":
+        """One ``fs.read`` and its bytes, no more than ``most`` of them: asked for raw where the
+        session has raw frames, else as zstd where it has compression, else base64 (any bytes,
+        never a piece cut short before a character)."""
+        raw = self._frames is not None and bool(self.session.get("raw_frames"))
+        encoding = "raw" if raw else _ZSTD if self._zstd else "base64"
+        params = self._with_session({"path": path, "offset": offset, "length": length, "encoding": encoding})
+        result = await self._call("fs.read", params, raw_max=most if raw else None)
+        if result.get("encoding") == _ZSTD and self._zstd:
+            frame = result.get(_RAW)
+            size = len(frame) if frame is not None else len(result.get("content") or "")
+            if size >= INFLATE_IN_THREAD:
+                # The link is read on while a large piece inflates.
+                data = await asyncio.get_running_loop().run_in_executor(
+                    None, functools.partial(_decode, result, "content", zstd=True, limit=most)
+                )
+            else:
+                data = _decode(result, "content", zstd=True, limit=most)
+        else:
+            data = _decode(result, "content", zstd=self._zstd, limit=most)
+        if len(data) > most:
+            raise ProtocolError("too_large", f"fs.read of {path} answered {len(data)} bytes, more than the {most} asked")
+        return result, data
+
+    async def read_chunks(
+        self,
+        path: str,
+        *,
+        offset: int = 0,
+        length: Optional[int] = None,
+        max_size: Optional[int] = None,
+    ) -> AsyncIterator[bytes]:
+        """A whole file (or ``length`` bytes from ``offset``), byte-exact, as its pieces come, as
+        ``rex read`` reads it: pieces of the session's ``max_file_read_bytes`` (8 MiB at most),
+        the first alone (it tells the size), then up to three in flight, so the daemon reads and
+        sends the next while this side takes the last. Memory stays within those pieces.
+
+        A file larger than ``max_size`` bytes (within ``offset`` and ``length``) raises
+        :class:`deskwire.LocalError` (``too_large``) before any of it is given; one whose
+        ``mtime`` changes between pieces raises :class:`deskwire.RemoteError`
+        (``concurrency_conflict``) rather than splice two versions. Leaving the loop early
+        stops the pieces in flight."""
+        for name, value in (("offset", offset), ("length", length), ("max_size", max_size)):
+            if (value is not None or name == "offset") and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 0
+            ):
+                raise LocalError("invalid_value", f"{name} must be a non-negative int, not {value!r}")
+        limit = (self.session.get("limits") or {}).get("max_file_read_bytes")
+        piece = min(max(limit, 1), MAX_READ_PIECE) if isinstance(limit, int) else MAX_READ_PIECE
+        ahead: Deque["tuple[int, asyncio.Future[tuple[Dict[str, Any], bytes]]]"] = collections.deque()
+
+        def ask(at: int, n: int) -> None:
+            ahead.append((n, asyncio.ensure_future(self._read_piece(path, at, n, n))))
+
+        def drop_ahead() -> None:
+            for _, later in ahead:
+                later.cancel()
+                # A piece that failed meanwhile: its error is not news.
+                later.add_done_callback(lambda f: f.cancelled() or f.exception())
+            ahead.clear()
+
+        # The first piece tells the size; the rest are asked for ahead.
+        first = piece if length is None else min(length, piece)
+        ask(offset, first)
+        asked_to, at = offset + first, offset
+        end = offset
+        sized = False
+        mtime: Any = None
+        try:
+            while ahead:
+                asked, pending = ahead.popleft()
+                result, data = await pending
+                if not sized:
+                    sized, mtime = True, result.get("mtime")
+                    file_end = max(int(result.get("size") or 0), offset)
+                    end = file_end if length is None else min(file_end, offset + length)
+                    if max_size is not None and end - offset > max_size:
+                        raise LocalError(
+                            "too_large", f"{path} is {end - offset} bytes to read, over max_size={max_size}"
+                        )
+                elif result.get("mtime") != mtime:
+                    error = RemoteError("concurrency_conflict", f"{path} changed while it was read")
+                    error.number = -32006  # type: ignore[attr-defined]
+                    error.data = None  # type: ignore[attr-defined]
+                    raise error
+                at += len(data)
+                if data:
+                    yield data
+                if not data or at >= end:
+                    return
+                if len(data) < asked:
+                    # Short of what was asked (the file shrank): the pieces in flight do not
+                    # follow on, so ask again from where the data ends.
+                    drop_ahead()
+                    asked_to = at
+                while len(ahead) < READ_AHEAD and asked_to < end:
+                    n = min(piece, end - asked_to)
+                    ask(asked_to, n)
+                    asked_to += n
+        finally:
+            drop_ahead()
+
+    async def read_file(
+        self,
+        path: str,
+        *,
+        offset: int = 0,
+        length: Optional[int] = None,
+        max_size: Optional[int] = MAX_READ_FILE,
+    ) -> bytes:
+        """A whole file (or ``length`` bytes from ``offset``), byte-exact, read as
+        :meth:`read_chunks` reads it (pieces three at a time, raw frames and compression where
+        the session has them)::
+
+            data = await rexd.read_file("/srv/app/app.log")
+
+        At most ``max_size`` bytes (256 MiB unless told; ``None`` for no cap): a larger file
+        raises :class:`deskwire.LocalError` (``too_large``) after its first piece, before the
+        rest is asked for."""
+        # One join: a growing bytearray copied the bytes more than once (a fifth slower).
+        chunks = [chunk async for chunk in self.read_chunks(path, offset=offset, length=length, max_size=max_size)]
+        return b"".join(chunks)
 
     async def write(
         self,
