@@ -14,14 +14,14 @@
 //!   output is written, or after the kill grace (dropping the service kills what is left).
 
 use std::io::{self, Read, Write};
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use mio::event::Event;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::service::{Service, SessionEnd, TOKEN_BASE};
+use crate::service::{PipedBytes, Service, SessionEnd, TOKEN_BASE};
 use crate::sys;
 
 /// Bytes waiting for the output above which neither input nor children's output is read.
@@ -49,14 +49,46 @@ pub trait Frontend {
 /// to the last buffer ([`Outbox::buffer`]), large payloads go in as they are
 /// ([`Outbox::push_owned`]), and nothing is copied again or moved up once queued. (One growing
 /// buffer compacted after each partial write moved a slow reader's megabytes over and over:
-/// 100 MiB of output cost rexd three more copies of it.)
-#[derive(Debug, Default)]
+/// 100 MiB of output cost rexd three more copies of it.) Output still in a command's pipe
+/// ([`Outbox::push_piped`]) is moved with `splice(2)` when its turn comes, never copied
+/// through the daemon.
+#[derive(Debug)]
 pub struct Outbox {
-    chunks: std::collections::VecDeque<Vec<u8>>,
+    chunks: std::collections::VecDeque<Chunk>,
     /// Bytes of the first buffer already written.
     written: usize,
     /// The last buffer was pushed whole: lines start a new one after it.
     last_sealed: bool,
+    /// The output took splices so far (`false` once it refused one: the rest are read).
+    splices: bool,
+}
+
+impl Default for Outbox {
+    fn default() -> Self {
+        Outbox {
+            chunks: Default::default(),
+            written: 0,
+            last_sealed: false,
+            splices: true,
+        }
+    }
+}
+
+/// One queued piece of output.
+#[derive(Debug)]
+enum Chunk {
+    Bytes(Vec<u8>),
+    /// Bytes still in a command's pipe.
+    Piped(PipedBytes),
+}
+
+impl Chunk {
+    fn len(&self) -> usize {
+        match self {
+            Chunk::Bytes(b) => b.len(),
+            Chunk::Piped(p) => p.len(),
+        }
+    }
 }
 
 /// The size a buffer of appended lines starts with; lines go to a new one past it.
@@ -67,7 +99,7 @@ const MAX_IOVECS: usize = 64;
 impl Outbox {
     /// Bytes queued but not yet written.
     pub fn backlog(&self) -> usize {
-        self.chunks.iter().map(Vec::len).sum::<usize>() - self.written
+        self.chunks.iter().map(Chunk::len).sum::<usize>() - self.written
     }
 
     /// Whether nothing waits to be written.
@@ -83,39 +115,84 @@ impl Outbox {
     /// The buffer to append lines to (bytes already there stay untouched).
     pub fn buffer(&mut self) -> &mut Vec<u8> {
         let fresh = match self.chunks.back() {
-            None => true,
-            Some(last) => self.last_sealed || last.len() >= LINE_BUFFER,
+            Some(Chunk::Bytes(last)) => self.last_sealed || last.len() >= LINE_BUFFER,
+            _ => true,
         };
         if fresh {
-            self.chunks.push_back(Vec::with_capacity(LINE_BUFFER));
+            self.chunks
+                .push_back(Chunk::Bytes(Vec::with_capacity(LINE_BUFFER)));
             self.last_sealed = false;
         }
-        self.chunks.back_mut().expect("pushed above")
+        match self.chunks.back_mut() {
+            Some(Chunk::Bytes(b)) => b,
+            _ => unreachable!("a buffer was pushed above"),
+        }
     }
 
     /// Queues `bytes` as they are, after everything appended so far (a raw frame's payload).
     pub fn push_owned(&mut self, bytes: Vec<u8>) {
         if !bytes.is_empty() {
-            self.chunks.push_back(bytes);
+            self.chunks.push_back(Chunk::Bytes(bytes));
+            self.last_sealed = true;
+        }
+    }
+
+    /// Queues bytes still in a command's pipe, after everything appended so far: they are
+    /// moved from the pipe to the output when their turn comes.
+    pub fn push_piped(&mut self, bytes: PipedBytes) {
+        if !bytes.is_empty() {
+            self.chunks.push_back(Chunk::Piped(bytes));
             self.last_sealed = true;
         }
     }
 
     /// Writes as much as `sink` takes without blocking: the bytes written, `Err` when the
-    /// sink is broken.
-    fn write_to(&mut self, sink: &mut impl Write) -> io::Result<usize> {
+    /// sink is broken. Piped bytes are spliced to `fd`, `sink`'s descriptor (without one, or
+    /// when it refuses a splice, they are read and written).
+    fn write_to(&mut self, sink: &mut impl Write, fd: Option<BorrowedFd<'_>>) -> io::Result<usize> {
         let mut total = 0;
         let result = loop {
             while self.chunks.front().is_some_and(|c| c.len() == self.written) {
                 self.chunks.pop_front();
                 self.written = 0;
             }
-            if self.chunks.is_empty() {
+            let Some(front) = self.chunks.front_mut() else {
                 break Ok(());
+            };
+            if let Chunk::Piped(piped) = front {
+                let moved = match fd.filter(|_| self.splices) {
+                    Some(fd) => piped.splice_to(fd),
+                    None => Err(io::ErrorKind::Unsupported.into()),
+                };
+                match moved {
+                    Ok(n) => total += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // An output that takes no splice (a terminal, a file opened to append):
+                    // these bytes and all later ones are read and written.
+                    Err(e)
+                        if e.kind() == io::ErrorKind::Unsupported
+                            || matches!(
+                                e.raw_os_error(),
+                                Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
+                            ) =>
+                    {
+                        self.splices = false;
+                        match piped.read_rest() {
+                            Ok(bytes) => *front = Chunk::Bytes(bytes),
+                            Err(e) => break Err(e),
+                        }
+                    }
+                    Err(e) => break Err(e),
+                }
+                continue;
             }
             let mut slices = [io::IoSlice::new(&[]); MAX_IOVECS];
             let mut count = 0;
             for (i, chunk) in self.chunks.iter().take(MAX_IOVECS).enumerate() {
+                let Chunk::Bytes(chunk) = chunk else {
+                    break;
+                };
                 let from = if i == 0 { self.written } else { 0 };
                 slices[count] = io::IoSlice::new(&chunk[from..]);
                 count += 1;
@@ -256,7 +333,7 @@ pub fn serve(
         frontend.turn(now, &mut out);
         // 3. Output.
         if !output_broken {
-            match out.write_to(&mut *output_file) {
+            match out.write_to(&mut *output_file, Some(out_fd.as_fd())) {
                 Ok(n) => frontend.service().metrics().bytes("out", n),
                 Err(_) => output_broken = true,
             }
@@ -377,7 +454,7 @@ mod tests {
                 calls: 0,
             };
             while !copy.is_empty() {
-                copy.write_to(&mut sink).unwrap();
+                copy.write_to(&mut sink, None).unwrap();
             }
             assert!(sink.got == want, "room {room}");
         }
@@ -389,7 +466,7 @@ mod tests {
         let mut rounds = 0;
         while !out.is_empty() {
             let before = out.backlog();
-            let n = out.write_to(&mut sink).unwrap();
+            let n = out.write_to(&mut sink, None).unwrap();
             assert_eq!(out.backlog(), before - n);
             // Lines appended meanwhile go after what is queued.
             if rounds == 3 {

@@ -20,7 +20,7 @@ use deskwire::rexd::{ErrorObject, Request, Response};
 use mio::Poll;
 
 use crate::frontend::{self, Frontend, Outbox};
-use crate::service::{Service, ServiceOutput, Settings};
+use crate::service::{Frame, Service, ServiceOutput, Settings};
 
 /// Turns a REXD error object into the peer's error.
 pub fn remote_error(e: ErrorObject) -> RemoteError {
@@ -50,6 +50,9 @@ pub fn serve_as(
     // Every answer below goes out as a frame on the byte stream (raw `fs.read` bytes after
     // their line), so raw frames may be granted.
     service.set_byte_stream(true);
+    // Raw output without compression stays in the command's pipe until its turn to be
+    // written, then moves to our output with splice(2), uncopied.
+    service.set_pipe_output(true);
     // Under `ssh host rexd --stdio`, the audit names where the ssh client connects from.
     service.set_address(crate::ssh_client::address());
     let mut frontend = JsonRpcFrontend {
@@ -90,7 +93,7 @@ impl Frontend for JsonRpcFrontend {
     fn turn(&mut self, now: u64, out: &mut Outbox) {
         self.drain_peer(now, out);
         loop {
-            let Some(o) = self.service.poll_output() else {
+            let Some(o) = self.service.poll_frame() else {
                 // A request without an immediate reply (exec.wait): take the next one.
                 if self.peer_deadline.is_none() && !out.is_full() {
                     self.drain_peer(now, out);
@@ -102,7 +105,7 @@ impl Frontend for JsonRpcFrontend {
                 break;
             };
             match o {
-                ServiceOutput::Reply { handle, result } => {
+                Frame::Output(ServiceOutput::Reply { handle, result }) => {
                     if let Some(id) = self.pending.remove(&handle) {
                         let sent = match result {
                             // An answer inside a batch joins the batch's array: the peer
@@ -149,13 +152,20 @@ impl Frontend for JsonRpcFrontend {
                 }
                 // An event in a session with raw output has its bytes queued right after its
                 // line, as they are.
-                ServiceOutput::Event(mut event) => {
+                Frame::Output(ServiceOutput::Event(mut event)) => {
                     let buf = out.buffer();
                     event.write_notification(buf);
                     buf.push(b'\n');
                     if let Some(raw) = event.take_raw_payload() {
                         out.push_owned(raw);
                     }
+                }
+                // The same, its bytes moved from the command's pipe when their turn comes.
+                Frame::Piped(piped) => {
+                    let buf = out.buffer();
+                    piped.event.write_notification(buf);
+                    buf.push(b'\n');
+                    out.push_piped(piped.bytes);
                 }
             }
         }

@@ -388,6 +388,35 @@ pub fn set_pipe_size(fd: BorrowedFd<'_>, bytes: usize) {
     }
 }
 
+/// How many bytes a pipe holds that nobody has read yet (`FIONREAD`).
+pub fn pipe_bytes(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which outlives the call.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) })?;
+    Ok(n.max(0) as usize)
+}
+
+/// Moves up to `len` bytes from the pipe `from` to `to` inside the kernel (`splice(2)`: a
+/// pipe's pages are handed on, not copied through this process), without waiting on either
+/// end: the bytes moved, `WouldBlock` when `to` is full.
+pub fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    // SAFETY: splice on valid descriptors, no offsets (both advance as streams).
+    let n = unsafe {
+        libc::splice(
+            from.as_raw_fd(),
+            std::ptr::null_mut(),
+            to.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 /// Sets `O_NONBLOCK` on a descriptor.
 pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: fcntl on a valid descriptor.

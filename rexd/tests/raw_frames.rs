@@ -44,8 +44,26 @@ fn text(n: usize) -> Vec<u8> {
 struct Wire {
     child: Child,
     stdin: ChildStdin,
-    out: BufReader<ChildStdout>,
+    out: BufReader<Slow>,
     next_id: u64,
+}
+
+/// rexd's stdout, read at most 16 KiB at a time with `delay` before each read (a slow client:
+/// rexd's output pipe fills, and its writes are partial).
+struct Slow {
+    inner: ChildStdout,
+    delay: Option<std::time::Duration>,
+}
+
+impl Read for Slow {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let Some(delay) = self.delay else {
+            return self.inner.read(buf);
+        };
+        std::thread::sleep(delay);
+        let n = buf.len().min(16 * 1024);
+        self.inner.read(&mut buf[..n])
+    }
 }
 
 /// What came: a JSON line and the raw bytes that followed it (empty when none).
@@ -56,16 +74,23 @@ struct Frame {
 
 impl Wire {
     fn spawn(root: &Path) -> Wire {
+        Wire::spawn_with(root, &[], None)
+    }
+
+    /// With more arguments, read by a client that waits `delay` before each read.
+    fn spawn_with(root: &Path, args: &[&str], delay: Option<std::time::Duration>) -> Wire {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rexd"))
             .args(["--stdio", "--root", root.to_str().unwrap(), "--allow-shell"])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
+        let inner = child.stdout.take().unwrap();
         Wire {
             stdin: child.stdin.take().unwrap(),
-            out: BufReader::new(child.stdout.take().unwrap()),
+            out: BufReader::new(Slow { inner, delay }),
             child,
             next_id: 1,
         }
@@ -135,10 +160,14 @@ impl Wire {
     /// Runs `argv` and collects its stdout and stderr events until `exec.exit` (which must
     /// come after the last of them), and the exit's params.
     fn run(&mut self, sid: &str, argv: &[&str]) -> (Vec<Frame>, Vec<Frame>, Value) {
-        let started = self.call(
-            "exec.start",
-            json!({"session_id": sid, "argv": argv, "uncapped_output": true}),
-        );
+        self.run_with(json!({"session_id": sid, "argv": argv, "uncapped_output": true}))
+    }
+
+    /// [`Wire::run`] with these `exec.start` params; after `exec.exit`, a `session.info` call
+    /// shows that no event of the process came after it.
+    fn run_with(&mut self, params: Value) -> (Vec<Frame>, Vec<Frame>, Value) {
+        let sid = params["session_id"].as_str().unwrap().to_owned();
+        let started = self.call("exec.start", params);
         let pid = started.msg["result"]["process_id"]
             .as_str()
             .unwrap_or_else(|| panic!("{}", started.msg))
@@ -152,7 +181,21 @@ impl Wire {
             match f.msg["method"].as_str() {
                 Some("exec.stdout") => out.push(f),
                 Some("exec.stderr") => err.push(f),
-                Some("exec.exit") => return (out, err, f.msg["params"].clone()),
+                Some("exec.exit") => {
+                    let id = self.send("session.info", json!({"session_id": sid}));
+                    loop {
+                        let late = self.frame();
+                        if late.msg["id"] == id {
+                            break;
+                        }
+                        assert_ne!(
+                            late.msg["params"]["process_id"], pid,
+                            "after exec.exit: {}",
+                            late.msg
+                        );
+                    }
+                    return (out, err, f.msg["params"].clone());
+                }
                 _ => {}
             }
         }
@@ -725,6 +768,152 @@ fn exec_output_comes_raw_after_its_line() {
     assert_eq!(exit["bytes_stdout"], noise.len() as u64);
 }
 
+/// Raw output without compression stays in the command's pipe until its turn and moves to
+/// rexd's stdout with splice(2). A client that reads slowly (rexd's pipe fills, the splices
+/// are partial) still gets every byte in order, stdout and stderr interleaved as written, each
+/// event's bytes right after its line, and `exec.exit` after the last of them.
+#[test]
+fn piped_output_reaches_a_slow_reader_exactly_and_exit_follows_its_last_byte() {
+    let (_tmp, root) = root();
+    let (a, b) = (random(3 * 1024 * 1024 + 7), random(600 * 1024 + 3));
+    std::fs::write(root.join("a.bin"), &a).unwrap();
+    std::fs::write(root.join("b.bin"), &b).unwrap();
+    let slow = Some(std::time::Duration::from_millis(1));
+    let mut w = Wire::spawn_with(&root, &[], slow);
+    let sid = w.open(json!({"client_name": "raw", "raw_frames": true, "raw_output": true}));
+    let script = format!(
+        "cat {a}; printf 'between\\n' >&2; cat {b}; printf 'end\\n' >&2; printf tail",
+        a = root.join("a.bin").display(),
+        b = root.join("b.bin").display()
+    );
+    let (out, err, exit) = w.run(&sid, &["sh", "-c", &script]);
+    for f in out.iter().chain(&err) {
+        let p = &f.msg["params"];
+        assert_eq!(
+            (&p["encoding"], &p["data"]),
+            (&json!("raw"), &json!("")),
+            "{p}"
+        );
+        assert_eq!(p["raw_bytes"].as_u64(), Some(f.raw.len() as u64), "{p}");
+    }
+    let got: Vec<u8> = out.iter().flat_map(|f| f.raw.clone()).collect();
+    let want = [&a[..], &b[..], b"tail"].concat();
+    assert!(got == want, "{} bytes of {}", got.len(), want.len());
+    let seqs: Vec<u64> = out
+        .iter()
+        .map(|f| f.msg["params"]["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=out.len() as u64).collect::<Vec<_>>());
+    let err: Vec<u8> = err.iter().flat_map(|f| f.raw.clone()).collect();
+    assert_eq!(err, b"between\nend\n");
+    assert_eq!(exit["exit_code"], 0);
+    assert_eq!(exit["bytes_stdout"], want.len() as u64);
+}
+
+/// Output left in the pipe keeps the caps: a command's `max_output_bytes` and the operator's
+/// `limits.hard_output_bytes` cut it at exactly that many bytes, the first ones, and say
+/// `truncated`.
+#[test]
+fn piped_output_keeps_the_output_caps() {
+    let (_tmp, root) = root();
+    let noise = random(1024 * 1024);
+    std::fs::write(root.join("noise.bin"), &noise).unwrap();
+    let config = root.join("rexd.toml");
+    std::fs::write(&config, "[limits]\nhard_output_bytes = 300001\n").unwrap();
+    let mut w = Wire::spawn_with(&root, &["--config", config.to_str().unwrap()], None);
+    let sid = w.open(json!({"client_name": "raw", "raw_frames": true, "raw_output": true}));
+    let path = root.join("noise.bin").display().to_string();
+    for (params, cap) in [
+        (
+            json!({"session_id": sid, "argv": ["cat", path], "max_output_bytes": 100_003}),
+            100_003,
+        ),
+        (
+            json!({"session_id": sid, "argv": ["cat", path], "uncapped_output": true}),
+            300_001,
+        ),
+    ] {
+        let (out, _, exit) = w.run_with(params);
+        let got: Vec<u8> = out.iter().flat_map(|f| f.raw.clone()).collect();
+        assert!(got == noise[..cap], "{} bytes, cap {cap}", got.len());
+        assert_eq!(exit["truncated"], true, "{exit}");
+        assert_eq!(exit["bytes_stdout"], cap as u64, "{exit}");
+    }
+}
+
+/// An output that takes no splice (a file opened to append) gets the bytes read and written
+/// instead, exactly and in order.
+#[test]
+fn piped_output_to_an_output_that_takes_no_splice_is_read_and_written() {
+    let (_tmp, root) = root();
+    let noise = random(700 * 1024 + 9);
+    std::fs::write(root.join("noise.bin"), &noise).unwrap();
+    let log = root.join("out.log");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args(["--stdio", "--root", root.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(file)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Everything rexd wrote so far, once it holds `what`.
+    let wait_for = |what: &str| -> Vec<u8> {
+        let deadline = std::time::Instant::now() + common::WAIT;
+        loop {
+            let bytes = std::fs::read(&log).unwrap();
+            if memchr::memmem::find(&bytes, what.as_bytes()).is_some() {
+                return bytes;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no {what} in rexd's output"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    let open = json!({"jsonrpc": "2.0", "id": 1, "method": "session.open",
+                      "params": {"client_name": "raw", "raw_frames": true, "raw_output": true}});
+    writeln!(stdin, "{open}").unwrap();
+    let first = wait_for("\n");
+    let end = memchr::memchr(b'\n', &first).unwrap();
+    let answer: Value = serde_json::from_slice(&first[..end]).unwrap();
+    assert_eq!(answer["result"]["raw_output"], true, "{answer}");
+    let sid = answer["result"]["session_id"].as_str().unwrap();
+    let start = json!({"jsonrpc": "2.0", "id": 2, "method": "exec.start",
+                       "params": {"session_id": sid, "uncapped_output": true,
+                                  "argv": ["cat", root.join("noise.bin")]}});
+    writeln!(stdin, "{start}").unwrap();
+    let all = wait_for("\"method\":\"exec.exit\"");
+    drop(stdin);
+    child.wait().unwrap();
+    // Frames: a line, and the bytes it announces.
+    let mut rest = &all[..];
+    let mut got = Vec::new();
+    let mut exited = false;
+    while !rest.is_empty() {
+        let end = memchr::memchr(b'\n', rest).expect("a whole line");
+        let msg: Value = serde_json::from_slice(&rest[..end]).unwrap();
+        rest = &rest[end + 1..];
+        assert!(!exited, "after exec.exit: {msg}");
+        match msg["method"].as_str() {
+            Some("exec.stdout") => {
+                let n = msg["params"]["raw_bytes"].as_u64().expect("raw") as usize;
+                got.extend_from_slice(&rest[..n]);
+                rest = &rest[n..];
+            }
+            Some("exec.exit") => exited = true,
+            _ => {}
+        }
+    }
+    assert!(exited);
+    assert!(got == noise, "{} bytes of {}", got.len(), noise.len());
+}
+
 /// With compression too, output that shrinks comes as one raw zstd frame per event (not its
 /// base64), output that does not as raw.
 #[test]
@@ -871,9 +1060,10 @@ fn the_audit_counts_bytes_read_in_every_encoding_and_failed_launches() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let inner = child.stdout.take().unwrap();
     let mut w = Wire {
         stdin: child.stdin.take().unwrap(),
-        out: BufReader::new(child.stdout.take().unwrap()),
+        out: BufReader::new(Slow { inner, delay: None }),
         child,
         next_id: 1,
     };

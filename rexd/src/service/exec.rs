@@ -87,6 +87,11 @@ impl Service {
                 .map_or_else(|| "unclassified".to_owned(), |d| d.class.clone()),
             compress: self.sessions.get(session).is_some_and(|s| s.compress),
             raw_output: self.sessions.get(session).is_some_and(|s| s.raw_output),
+            piped_output: self.pipe_output
+                && self
+                    .sessions
+                    .get(session)
+                    .is_some_and(|s| s.raw_output && !s.compress),
         }
     }
 
@@ -265,11 +270,7 @@ impl Service {
                     Interest::READABLE,
                 )
                 .map_err(internal)?;
-            proc_.stdout = Some(Output {
-                fd,
-                seq: 0,
-                carry: Vec::new(),
-            });
+            proc_.stdout = Some(Output::new(fd));
         }
         if let Some(fd) = sp.stderr {
             self.registry
@@ -279,11 +280,7 @@ impl Service {
                     Interest::READABLE,
                 )
                 .map_err(internal)?;
-            proc_.stderr = Some(Output {
-                fd,
-                seq: 0,
-                carry: Vec::new(),
-            });
+            proc_.stderr = Some(Output::new(fd));
         }
         if let Some(fd) = sp.stdin {
             if proc_.pty_id.is_some() {
@@ -298,11 +295,7 @@ impl Service {
                 let read_side = fd
                     .try_clone()
                     .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
-                proc_.stdout = Some(Output {
-                    fd: read_side,
-                    seq: 0,
-                    carry: Vec::new(),
-                });
+                proc_.stdout = Some(Output::new(read_side));
             } else {
                 self.registry
                     .register(

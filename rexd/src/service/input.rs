@@ -60,14 +60,17 @@ impl Service {
     }
 
     /// Answers the `exec.input` calls waiting on `p`'s buffer.
-    pub(super) fn answer_input(p: &mut Proc, outputs: &mut VecDeque<ServiceOutput>) {
+    pub(super) fn answer_input(p: &mut Proc, outputs: &mut VecDeque<Frame>) {
         for (handle, accepted) in std::mem::take(&mut p.input_waiters) {
-            outputs.push_back(ServiceOutput::Reply {
-                handle,
-                result: Ok(Response::ExecInput(ExecInputResult {
-                    accepted_bytes: accepted,
-                })),
-            });
+            outputs.push_back(
+                ServiceOutput::Reply {
+                    handle,
+                    result: Ok(Response::ExecInput(ExecInputResult {
+                        accepted_bytes: accepted,
+                    })),
+                }
+                .into(),
+            );
         }
     }
 

@@ -146,7 +146,7 @@ impl Service {
                     truncated: p.truncated,
                 }),
             };
-            self.outputs.push_back(ServiceOutput::Event(event));
+            self.outputs.push_back(ServiceOutput::Event(event).into());
         }
         let outcome = match p.exit {
             _ if p.timed_out => "timeout",
@@ -158,10 +158,13 @@ impl Service {
         let result = p.wait_result();
         for handle in std::mem::take(&mut p.waiters) {
             self.waits.remove(&handle);
-            self.outputs.push_back(ServiceOutput::Reply {
-                handle,
-                result: Ok(Response::ExecWait(result.clone())),
-            });
+            self.outputs.push_back(
+                ServiceOutput::Reply {
+                    handle,
+                    result: Ok(Response::ExecWait(result.clone())),
+                }
+                .into(),
+            );
         }
         if self.settings.audit.enabled() {
             let (sid, pid, code, sig, to) = (
@@ -223,10 +226,13 @@ impl Service {
                         p.waiters.remove(pos);
                         self.waits.remove(&handle);
                         let result = p.wait_result();
-                        self.outputs.push_back(ServiceOutput::Reply {
-                            handle,
-                            result: Ok(Response::ExecWait(result)),
-                        });
+                        self.outputs.push_back(
+                            ServiceOutput::Reply {
+                                handle,
+                                result: Ok(Response::ExecWait(result)),
+                            }
+                            .into(),
+                        );
                     }
                 }
                 _ => {}
@@ -243,7 +249,9 @@ impl Service {
             for _ in 0..16 {
                 match self.read_chunk(key, stream) {
                     ReadOutcome::Data(_) => {}
-                    ReadOutcome::Drained | ReadOutcome::Closed => break,
+                    // A lent stream's pipe closes with its bytes still in it: they are the
+                    // last, and `exec.exit` comes after them.
+                    ReadOutcome::Drained | ReadOutcome::Lent | ReadOutcome::Closed => break,
                 }
             }
             self.readable.remove(&(key, stream));

@@ -72,12 +72,14 @@ mod exec;
 mod input;
 mod lifecycle;
 mod output;
+mod piped;
 mod proc;
 mod pty;
 mod session;
 mod settings;
 
 use output::ReadOutcome;
+pub use piped::{Frame, PipedBytes, PipedOutput};
 use proc::{Output, Proc, Stream, TimerKind, unsafe_file};
 use session::Session;
 pub use settings::{SessionEnd, Settings};
@@ -120,7 +122,7 @@ pub struct Service {
     timers: BTreeSet<(u64, u64, TimerKind)>,
     /// exec.wait calls waiting: handle -> process id.
     waits: HashMap<u64, String>,
-    outputs: VecDeque<ServiceOutput>,
+    outputs: VecDeque<Frame>,
     /// Events that must follow the reply being made (a launch failure's `exec.error`).
     after_reply: Vec<ServiceOutput>,
     next_key: u64,
@@ -143,6 +145,8 @@ pub struct Service {
     /// The calls come over a byte stream that can carry raw bytes after a line (stdio; the
     /// hub sets it per call for its connection), so `session.open` may grant `raw_frames`.
     byte_stream: bool,
+    /// The host takes [`Service::poll_frame`]'s piped output ([`Service::set_pipe_output`]).
+    pipe_output: bool,
 }
 
 type OpResult<T> = Result<T, ErrorObject>;
@@ -194,6 +198,7 @@ impl Service {
             last_decision: None,
             resumable: false,
             byte_stream: false,
+            pipe_output: false,
             next_key: 0,
             next_pty: 0,
             buf: vec![0; READ_CHUNK],
@@ -258,6 +263,14 @@ impl Service {
     /// that asks.
     pub fn set_byte_stream(&mut self, on: bool) {
         self.byte_stream = on;
+    }
+
+    /// Says that the host takes its output with [`Service::poll_frame`] and moves a
+    /// [`PipedOutput`]'s bytes from the command's pipe itself, right after the event's line
+    /// (`rexd --stdio`). Only processes started afterwards, in sessions with raw output and no
+    /// compression, leave their bytes in the pipe.
+    pub fn set_pipe_output(&mut self, on: bool) {
+        self.pipe_output = on;
     }
 
     /// Where the client of the next calls connects from (`IP:PORT`; the hub sets it per call
@@ -361,9 +374,10 @@ impl Service {
         if !deferred {
             let result = result.map(|r| r.expect("not deferred"));
             self.outputs
-                .push_back(ServiceOutput::Reply { handle, result });
+                .push_back(ServiceOutput::Reply { handle, result }.into());
         }
-        self.outputs.extend(self.after_reply.drain(..));
+        self.outputs
+            .extend(self.after_reply.drain(..).map(Frame::from));
     }
 
     /// Counts a call's outcome in the metrics.
@@ -466,8 +480,17 @@ impl Service {
         !self.outputs.is_empty()
     }
 
-    /// The next reply or event.
+    /// The next reply or event (an output event left in its pipe is read into the event).
     pub fn poll_output(&mut self) -> Option<ServiceOutput> {
+        self.outputs.pop_front().map(|f| match f {
+            Frame::Output(o) => o,
+            Frame::Piped(p) => p.into_output(),
+        })
+    }
+
+    /// The next reply or event, an output event's bytes still in their pipe when the host
+    /// said it moves them ([`Service::set_pipe_output`]).
+    pub fn poll_frame(&mut self) -> Option<Frame> {
         self.outputs.pop_front()
     }
 

@@ -27,7 +27,22 @@ impl Service {
     /// Whether streams have data that [`Service::pump`] has not read yet (poll with a zero
     /// timeout then, if the host can take more output).
     pub fn wants_pump(&self) -> bool {
-        self.readable.iter().any(|(key, _)| !self.is_paused(*key))
+        self.readable
+            .iter()
+            .any(|(key, stream)| !self.is_paused(*key) && !self.is_lent(*key, *stream))
+    }
+
+    /// Whether a stream's last event still has bytes in the pipe ([`PipedBytes`]): it is not
+    /// read until the host moved them.
+    fn is_lent(&self, key: u64, stream: usize) -> bool {
+        let Some(p) = self.by_key.get(&key).and_then(|id| self.procs.get(id)) else {
+            return false;
+        };
+        let out = match stream {
+            0 => &p.stdout,
+            _ => &p.stderr,
+        };
+        out.as_ref().is_some_and(Output::is_lent)
     }
 
     /// Whether `key`'s session is paused ([`Service::set_paused`]).
@@ -51,7 +66,7 @@ impl Service {
                 .readable
                 .iter()
                 .copied()
-                .filter(|(key, _)| !self.is_paused(*key))
+                .filter(|(key, stream)| !self.is_paused(*key) && !self.is_lent(*key, *stream))
                 .collect();
             if round.is_empty() {
                 break;
@@ -65,6 +80,8 @@ impl Service {
                     ReadOutcome::Drained => {
                         self.readable.remove(&(key, stream));
                     }
+                    // Still readable: taken again once its bytes left the pipe.
+                    ReadOutcome::Lent => {}
                     ReadOutcome::Closed => {
                         self.readable.remove(&(key, stream));
                         self.try_finish(now, key);
@@ -84,6 +101,20 @@ impl Service {
         let is_err = stream == Stream::Stderr as usize;
         let out = if is_err { &mut p.stderr } else { &mut p.stdout };
         let Some(o) = out.as_mut() else {
+            return ReadOutcome::Drained;
+        };
+        if o.is_lent() {
+            return ReadOutcome::Lent;
+        }
+        if p.piped_output
+            && p.pty_id.is_none()
+            && !p.truncated
+            && !p.orphaned
+            && let Some(n) = pipe_output(p, is_err, &mut self.outputs)
+        {
+            return ReadOutcome::Data(n);
+        }
+        let Some(o) = (if is_err { &mut p.stderr } else { &mut p.stdout }).as_mut() else {
             return ReadOutcome::Drained;
         };
         let mut f = std::mem::ManuallyDrop::new(unsafe_file(&o.fd));
@@ -107,10 +138,13 @@ impl Service {
             }
             return ReadOutcome::Closed;
         }
-        // Complete UTF-8 goes out as text; an unfinished trailing sequence waits for more.
+        // Complete UTF-8 goes out as text; an unfinished trailing sequence waits for more. Raw
+        // output may end anywhere (and must: bytes left in the pipe follow these).
         let mut data = std::mem::take(&mut o.carry);
         data.extend_from_slice(&self.buf[..n]);
+        let raw = p.raw_output && p.pty_id.is_none();
         let keep = match std::str::from_utf8(&data) {
+            _ if raw => data.len(),
             Ok(_) => data.len(),
             Err(e) if e.error_len().is_none() && data.len() - e.valid_up_to() < 4 => {
                 e.valid_up_to()
@@ -129,11 +163,62 @@ impl Service {
 pub(super) enum ReadOutcome {
     Data(usize),
     Drained,
+    /// Its last event's bytes are still in the pipe ([`Output::is_lent`]).
+    Lent,
     Closed,
 }
 
+/// The most bytes one event leaves in the pipe: what one read takes otherwise.
+const MAX_PIPED: usize = READ_CHUNK;
+
+/// Announces what `p`'s pipe holds (`FIONREAD`, within the output cap) in an event whose bytes
+/// stay in the pipe for the host to move ([`PipedOutput`]): the bytes announced, `None` when
+/// the pipe is empty (or cannot say), for a plain read to find its end or wait.
+fn pipe_output(p: &mut Proc, is_err: bool, outputs: &mut VecDeque<Frame>) -> Option<usize> {
+    let used = p.bytes_stdout + p.bytes_stderr;
+    let o = if is_err { &mut p.stderr } else { &mut p.stdout }.as_mut()?;
+    let held = sys::pipe_bytes(o.fd.as_fd()).ok()?.min(MAX_PIPED);
+    if held == 0 {
+        return None;
+    }
+    let mut take = held;
+    if let Some(cap) = p.cap
+        && used + take as u64 > cap
+    {
+        // The bytes past the cap are read and dropped as before, once these are out.
+        take = cap.saturating_sub(used) as usize;
+        p.truncated = true;
+        if take == 0 {
+            return None;
+        }
+    }
+    let bytes = PipedBytes::lend(o, take).ok()?;
+    o.seq += 1;
+    let event = ExecOutput {
+        raw_bytes: Some(take as u64),
+        ..ExecOutput::raw_frame(
+            p.session.clone(),
+            p.id.clone(),
+            o.seq,
+            Encoding::Raw,
+            Vec::new(),
+        )
+    };
+    let event = match is_err {
+        true => Event::ExecStderr(event),
+        false => Event::ExecStdout(event),
+    };
+    if is_err {
+        p.bytes_stderr += take as u64;
+    } else {
+        p.bytes_stdout += take as u64;
+    }
+    outputs.push_back(Frame::Piped(PipedOutput { event, bytes }));
+    Some(take)
+}
+
 /// Queues an output event, applying the process's output cap.
-fn emit_output(p: &mut Proc, is_err: bool, data: &[u8], outputs: &mut VecDeque<ServiceOutput>) {
+fn emit_output(p: &mut Proc, is_err: bool, data: &[u8], outputs: &mut VecDeque<Frame>) {
     if p.truncated || p.orphaned {
         return;
     }
@@ -203,5 +288,5 @@ fn emit_output(p: &mut Proc, is_err: bool, data: &[u8], outputs: &mut VecDeque<S
     } else {
         p.bytes_stdout += take as u64;
     }
-    outputs.push_back(ServiceOutput::Event(event));
+    outputs.push_back(ServiceOutput::Event(event).into());
 }

@@ -43,6 +43,25 @@ pub(super) struct Output {
     pub(super) seq: u64,
     /// An incomplete UTF-8 sequence held back until the next read completes it.
     pub(super) carry: Vec<u8>,
+    /// Shared with the [`PipedBytes`] of an event whose bytes are still in the pipe.
+    pub(super) loan: Arc<()>,
+}
+
+impl Output {
+    pub(super) fn new(fd: OwnedFd) -> Output {
+        Output {
+            fd,
+            seq: 0,
+            carry: Vec::new(),
+            loan: Arc::default(),
+        }
+    }
+
+    /// Whether an event's bytes are still in the pipe, not moved to the host's output yet:
+    /// reading on would take them, or put later bytes first.
+    pub(super) fn is_lent(&self) -> bool {
+        Arc::strong_count(&self.loan) > 1
+    }
 }
 
 #[derive(Debug)]
@@ -86,6 +105,9 @@ pub(super) struct Proc {
     pub(super) compress: bool,
     /// Its session negotiated raw output: output events carry their bytes after the line.
     pub(super) raw_output: bool,
+    /// Its output events' bytes may stay in the pipe for the host to move ([`PipedBytes`]):
+    /// raw output without compression, to a host that splices.
+    pub(super) piped_output: bool,
 }
 
 impl Proc {
