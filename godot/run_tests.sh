@@ -141,6 +141,7 @@ peers_start_rexd_irc '#deskwire-godot-auth' deskauth --secret-file "$run_dir/sec
 export DESKWIRE_IRC=$PEERS_IRC_ADDR DESKWIRE_CHANNEL=$channel DESKWIRE_REMOTE_NICK=deskbot
 export DESKWIRE_IRC_TLS_PORT=$tls_port DESKWIRE_TLS_CERT=$in_root/tls.pem
 export DESKWIRE_AUTH_CHANNEL='#deskwire-godot-auth' DESKWIRE_AUTH_NICK=deskauth DESKWIRE_AUTH_SECRET=$secret
+export DESKWIRE_AUTH_SECRET_FILE=$in_root/secret
 # The README's scripts use the defaults on both ends: rexd joins #desk as rexd and serves the
 # desk nick "desk", as the README tells its readers to start it.
 peers_start_rexd_irc '#desk' rexd --allow-from desk
@@ -211,33 +212,73 @@ cp -rL godot/demo/. "$scratch/"
 rm -rf "$scratch/.godot"
 mkdir -p "$scratch/addons/doc_check"
 cp godot/tests/doc_check/plugin.cfg godot/tests/doc_check/plugin.gd "$scratch/addons/doc_check/"
-printf '\n[editor_plugins]\n\nenabled=PackedStringArray("res://addons/doc_check/plugin.cfg")\n' >>"$scratch/project.godot"
+# The addon's own plugin is enabled too, as a user enables it: it must load and stay quiet.
+printf '\n[editor_plugins]\n\nenabled=PackedStringArray("res://addons/deskwire/plugin.cfg", "res://addons/doc_check/plugin.cfg")\n' >>"$scratch/project.godot"
 in_scratch=$in_root/docs-project
 import_in_root "$in_scratch"
 chroot "$root" env HOME="$in_root/home" DESKWIRE_DOC_OUT="$in_root/help.json" \
   sh -c "cd '$in_scratch' && timeout 120 godot --headless --editor" >"$run_dir/editor.log" 2>&1 || true
-python3 - "$run_dir/help.json" <<'PY'
-import json, sys
+python3 - "$run_dir/help.json" "$run_dir/editor.log" <<'PY'
+import json, re, sys
 try:
-    pages = json.load(open(sys.argv[1]))
+    help = json.load(open(sys.argv[1]))
 except OSError as e:
     sys.exit(f"the editor wrote no help pages: {e}")
+pages, members = help["pages"], help["members"]
 want = {
-    "DeskRpcClient": ["The desk end of OA1", "connect_to_server", "request_completed", "auth_secret"],
-    "RemoteCall": ["One request sent by", "completed", "tool_message"],
-    "ToolGate": ["Decides which tools each NPC", "Seats npc_id at desk_id", "tools_changed", "parse_slash", "set_context", "The rules calls are checked against"],
-    "RemoteBashTool": ["The RemoteBash tool", "definition", "handles", "run"],
+    "DeskRpcClient": ["The desk end of OA1", "connect_to_server", "request_completed", "auth_secret", "never saved into a scene file", "not_polled"],
+    "RemoteCall": ["One request sent by", "completed", "tool_message", "answers no tool call"],
+    "ToolGate": ["Decides which tools each NPC", "Seats npc_id at desk_id", "tools_changed", "parse_slash", "set_context", "The rules calls are checked against", '{"default": "allow", "rules": []}', "openai_chat (the default)"],
+    "RemoteBashTool": ["The RemoteBash tool", "definition", "handles", "run", "the one a model's call to it carries"],
     "Oa1Client": ["The desk end of OA1 over an IRC link you run yourself", "poll_output", "last_error"],
     "Oa1Server": ["The remote end of OA1 over an IRC link you run yourself", "respond", "fail"],
     "Oa1": ["OA1's building blocks", "parse_frame", "split"],
     "IrcMessage": ["IRC lines split into their parts", "parse"],
 }
-missing = [(cls, text) for cls, texts in want.items() for text in texts if text not in pages.get(cls, "")]
-for cls in want:
-    print(f"{cls}: {pages.get(cls, '').splitlines()[3].strip() if len(pages.get(cls, '').splitlines()) > 3 else '(empty)'}")
-if missing:
-    sys.exit(f"missing from the editor's help: {missing}")
+problems = [f"{cls}: no class {cls} in the help" for cls in want if cls not in pages]
+problems += [f"{cls}: '{text}' is not on its page" for cls, texts in want.items() for text in texts if text not in pages.get(cls, "")]
+headings = r"\n(?:Properties|Methods|Signals|Property Descriptions|Method Descriptions|Constants|Enumerations)\n"
+counted = 0
+for cls, page in sorted(pages.items()):
+    lines = page.splitlines()
+    brief = lines[3].strip() if len(lines) > 3 else ""
+    if not brief:
+        problems.append(f"{cls}: no description of the class")
+    if "There is currently no description" in page:
+        problems.append(f"{cls}: the page says a member has no description")
+    # Each member's entry: "● HEADER\n DESCRIPTION", up to the next entry or heading.
+    entries = []
+    for segment in re.split(r"\n\s*●\s*", page)[1:]:
+        head, _, body = segment.partition("\n")
+        entries.append((head.replace("\xa0", " "), re.split(headings, body)[0].strip()))
+    def described(kind, name, pattern):
+        global counted
+        counted += 1
+        bodies = [body for head, body in entries if re.search(pattern, head)]
+        if not bodies:
+            problems.append(f"{cls}: {kind} {name} is not on its page")
+        elif len(bodies[0]) < 10:
+            problems.append(f"{cls}: {kind} {name} has no description ({bodies[0]!r})")
+    m = members[cls]
+    for name in m["methods"]:
+        described("method", name, rf"(^|\s){re.escape(name)}\(")
+    for name in m["signals"]:
+        described("signal", name, rf"^{re.escape(name)}\(")
+    for prop in m["properties"]:
+        described("property", prop["name"], rf"{re.escape(prop['getter'])}\(\) getter")
+    print(f"{cls}: {brief}")
+if not help.get("deskwire_plugin_enabled"):
+    problems.append("the addon's plugin (addons/deskwire/plugin.cfg) did not load in the editor")
+if re.search(r"(^|\s)deskwire: ", open(sys.argv[2]).read(), re.M):
+    problems.append("the addon's plugin reported a problem (editor.log)")
+print(f"{counted} methods, properties and signals of {len(pages)} classes, each with its description")
+if problems:
+    sys.exit("the editor's help:\n  " + "\n  ".join(problems))
 PY
+plugin_version=$(sed -n 's/^version="\(.*\)"/\1/p' "$addon/plugin.cfg")
+crate_version=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "deskwire-godot"))')
+[ "$plugin_version" = "$crate_version" ] || { echo "plugin.cfg says version $plugin_version, the crate is $crate_version" >&2; exit 1; }
+echo "plugin.cfg version $plugin_version matches the crate"
 
 echo "-- GDScript tests in the engine"
 set +e

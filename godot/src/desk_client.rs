@@ -4,13 +4,14 @@ use std::collections::HashMap;
 
 use deskwire::oa1::remote_bash::RemoteBashArgs;
 use deskwire::oa1::{
-    Client, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, LinkEvent, LocalError,
-    Output, Requester, remote_bash,
+    Client, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, IdGenerator,
+    LinkEvent, LocalError, Output, Requester, remote_bash,
 };
 use deskwire::tools::ToolCall;
 use godot::classes::notify::NodeNotification;
-use godot::classes::{INode, Node, X509Certificate};
+use godot::classes::{INode, Node, SceneTree, SceneTreeTimer, X509Certificate};
 use godot::global::Error;
+use godot::obj::InstanceId;
 use godot::prelude::*;
 use godot::register::property::PhantomVar;
 use serde_json::Value;
@@ -41,9 +42,14 @@ use deskwire::reconnect::{Backoff, ReconnectPolicy};
 ///
 /// The client pumps itself from `_process` (like `WebSocketPeer.poll()`) with
 /// `Time.get_ticks_msec()`, so it must be in the scene tree: a client that is not (never
-/// given to `add_child`) never sends or receives anything, and its calls never complete,
-/// unless you call [method poll] yourself (set [member auto_poll] to `false` then). Every
-/// signal is emitted on the main thread.
+/// given to `add_child`) sends and receives nothing unless you call [method poll] yourself
+/// (set [member auto_poll] to `false` then), and a call it holds fails `not_polled` once its
+/// timeout has passed without a poll. Every signal is emitted on the main thread.
+///
+/// Every call made with [method remote_bash] (or [method RemoteBashTool.run]) ends the same
+/// way, whenever it fails: [signal request_failed] with its id, a code and a message, then its
+/// [signal RemoteCall.completed]. A call made before [method connect_to_server] fails
+/// `not_connected` like that.
 ///
 /// ```gdscript
 /// var desk := DeskRpcClient.new()
@@ -101,15 +107,18 @@ pub struct DeskRpcClient {
     /// [method remote_bash]'s `timeout_sec` overrides it per call.
     #[export]
     request_timeout_sec: i64,
-    /// The IRC server's password (`PASS`; "": none).
-    #[export]
+    /// The IRC server's password (`PASS`; "": none). A secret, like [member sasl_password]
+    /// and [member auth_secret]: masked in the inspector and never saved into a scene file, so
+    /// set it from code (read from a file or the environment) before connecting.
+    #[var(hint = PASSWORD, usage_flags = [EDITOR])]
     server_password: GString,
     /// Log in with SASL PLAIN as this services account while registering ("": no SASL).
     /// Over TLS ([member use_tls]) only, unless you mean to send the password in clear.
     #[export]
     sasl_username: GString,
-    /// The account's password (with [member sasl_username]).
-    #[export]
+    /// The account's password (with [member sasl_username]). Masked in the inspector and never
+    /// saved into a scene file: set it from code.
+    #[var(hint = PASSWORD, usage_flags = [EDITOR])]
     sasl_password: GString,
     /// A failed login (or a server without SASL) ends the connection, with [member last_error]
     /// `login_failed` and the server's words in [member last_error_message], and is not
@@ -121,7 +130,13 @@ pub struct DeskRpcClient {
     /// frame then carries a timestamp and an HMAC tag, and frames without the right tag, too
     /// old (more than 60 s off this machine's clock) or replayed are dropped (counted in
     /// [member stats]). The remote needs the same secret (`rexd --irc --secret-file`).
-    #[export]
+    ///
+    /// Masked in the inspector and never saved into a scene file (`.tscn` files are plain text
+    /// and usually committed): set it from code before connecting, e.g.
+    /// `desk.auth_secret = FileAccess.get_file_as_string("user://desk.secret").strip_edges()` or
+    /// `OS.get_environment("DESKWIRE_SECRET")`. A value typed into the inspector lasts until the
+    /// scene is closed.
+    #[var(hint = PASSWORD, usage_flags = [EDITOR])]
     auth_secret: GString,
     /// Offer to take answers compressed (deflate; on by default), which a deskwire remote then
     /// sends in a third to a fifth of the IRC lines; other remotes answer plainly.
@@ -192,6 +207,19 @@ pub struct DeskRpcClient {
     closing_deadline: Option<u64>,
     /// Whether the "not in the scene tree" warning was given (once per client).
     warned_outside_tree: bool,
+    /// Ids for calls that fail before they leave (the engine names the others).
+    #[init(val = IdGenerator::new(seed()))]
+    local_ids: IdGenerator,
+    /// [method connect_to_server] or [method attach] succeeded once: a call without an engine
+    /// then finds it closed rather than never connected.
+    started: bool,
+    /// When [method poll] last ran (ms), for calls nothing pumps.
+    last_poll_ms: u64,
+    /// The engine's request timeout (ms): a call's wait when it gives none.
+    request_timeout_ms: u64,
+    /// The scene tree's timers of [method watch_pumping] still running (not held: the tree
+    /// frees each once it fires).
+    watch_timers: Vec<InstanceId>,
     /// Where [method connect_to_server] connected, for the next connection.
     address: Option<(String, u16)>,
     /// With [member reconnect]: the waits between tries.
@@ -279,7 +307,13 @@ impl DeskRpcClient {
     /// within 30 s; the message says what it waited for and who was there), `join_failed`
     /// (the server refused the channel, with its words), `kicked`, `peer_left` (the remote
     /// left the channel while it ran), `disconnected` (the connection ended, and why),
-    /// `malformed`, `cancelled`, `closed`.
+    /// `malformed`, `cancelled`, `closed` (the client was closed or freed). Calls that never
+    /// left fail here too, after the call that made them returned: `not_connected` (made
+    /// before [method connect_to_server] or [method attach]; the message gives the failed
+    /// connect's reason if there was one), `invalid_arguments`, `too_large`,
+    /// `too_many_in_flight`; and `not_polled` for a call nothing pumped for its whole timeout
+    /// (the client is outside the scene tree, or [member auto_poll] is off and [method poll]
+    /// was not called).
     #[signal]
     fn request_failed(id: GString, error: GString, message: GString);
 
@@ -339,6 +373,7 @@ impl DeskRpcClient {
             Ok(socket) => self.socket = Some(socket),
             Err(e) => return self.refuse("connect_to_server", "cant_connect", &e.to_string()),
         }
+        self.request_timeout_ms = config.oa1.request_timeout_ms;
         let desk = match Desk::new(config, ticks(), seed()) {
             Ok(desk) => desk,
             Err(e) => {
@@ -347,6 +382,7 @@ impl DeskRpcClient {
             }
         };
         self.engine = Engine::Desk(Box::new(desk));
+        self.started = true;
         self.address = Some((host, port));
         self.backoff = backoff;
         self.unanswered = Some(Vec::new());
@@ -374,7 +410,9 @@ impl DeskRpcClient {
         };
         self.shut_down("reattaching");
         self.warn_outside_tree("attach");
+        self.request_timeout_ms = config.oa1.request_timeout_ms;
         self.engine = Engine::Attached(Box::new(Client::new(config.oa1, seed())));
+        self.started = true;
         self.last_error = GString::new();
         self.last_error_message = GString::new();
         self.deliver(vec![Action::State("ready".into())]);
@@ -472,6 +510,7 @@ impl DeskRpcClient {
             return;
         }
         let now = ticks();
+        self.last_poll_ms = now;
         let mut actions = Vec::new();
         self.pump_socket(now);
         self.drain(now, &mut actions);
@@ -617,33 +656,145 @@ impl DeskRpcClient {
         args: Result<RemoteBashArgs, String>,
         tool: Option<(ToolCall, Format)>,
     ) -> Gd<RemoteCall> {
-        let failed = |tool, code: &str, message: String| {
-            let mut failed = RemoteCall::create("", None, tool);
-            RemoteCall::settle(&mut failed, shapes::local_failure("", code, &message));
-            failed
-        };
         let args = match args {
             Ok(args) => args,
-            Err(message) => return failed(tool, "invalid_arguments", message),
+            Err(message) => return self.fail_at_once(tool, "invalid_arguments", &message),
         };
         if let Engine::Idle = self.engine {
-            let message = "not connected: call connect_to_server() or attach() first";
-            return failed(tool, LocalError::Closed.code(), message.into());
+            let (code, message) = self.why_idle();
+            return self.fail_at_once(tool, code, &message);
         }
         self.warn_outside_tree("remote_bash");
         let requester: &mut dyn Requester = match &mut self.engine {
             Engine::Desk(desk) => desk.as_mut(),
             Engine::Attached(client) => client.as_mut(),
-            Engine::Idle => return failed(tool, LocalError::Closed.code(), "closed".into()),
+            Engine::Idle => return self.fail_at_once(tool, LocalError::Closed.code(), "closed"),
         };
         match remote_bash::start(requester, ticks(), &args) {
             Ok(id) => {
                 let call = RemoteCall::create(&id, Some(self.base().instance_id()), tool);
-                self.calls.insert(id, call.clone());
+                self.calls.insert(id.clone(), call.clone());
+                let wait_ms = args
+                    .timeout_sec
+                    .map_or(self.request_timeout_ms, |s| s.saturating_mul(1000));
+                self.watch_pumping(id, wait_ms);
                 call
             }
-            Err(e) => failed(tool, e.code(), e.to_string()),
+            Err(e) => self.fail_at_once(tool, e.code(), &e.to_string()),
         }
+    }
+
+    /// A call that never left: it gets an id of its own, and fails as every call does, through
+    /// [signal request_failed] and its `completed`, both later than this returns.
+    pub(crate) fn fail_at_once(
+        &mut self,
+        tool: Option<(ToolCall, Format)>,
+        code: &str,
+        message: &str,
+    ) -> Gd<RemoteCall> {
+        let id = self.local_ids.next_id();
+        let mut call = RemoteCall::create(&id, None, tool);
+        let (code, message) = (GString::from(code), GString::from(message));
+        let outcome = shapes::local_failure(&id, &code.to_string(), &message.to_string());
+        let id = GString::from(id.as_str());
+        self.run_deferred_gd(move |this: Gd<Self>| {
+            this.signals().request_failed().emit(&id, &code, &message);
+        });
+        RemoteCall::settle(&mut call, outcome);
+        call
+    }
+
+    /// Why a call finds no engine: never connected (or the connect failed), or closed.
+    fn why_idle(&self) -> (&'static str, String) {
+        if self.started {
+            let message = "the connection was closed: call connect_to_server() or attach() again";
+            (LocalError::Closed.code(), message.into())
+        } else if self.last_error.is_empty() {
+            let message = "not connected: call connect_to_server() or attach() first";
+            ("not_connected", message.into())
+        } else {
+            let message = format!(
+                "not connected: connect_to_server() failed ({}: {})",
+                self.last_error, self.last_error_message
+            );
+            ("not_connected", message)
+        }
+    }
+
+    /// Bounds the wait of call `id` when nothing pumps this client (outside the scene tree,
+    /// `auto_poll` off and no `poll()`, `_process` disabled): once `wait_ms` pass without a
+    /// poll it fails `not_polled`. While polls come the engine's own timeouts apply, and this
+    /// only looks again every `wait_ms`. The timer is the scene tree's (paused with it).
+    fn watch_pumping(&mut self, id: String, wait_ms: u64) {
+        let Some(mut tree) = godot::classes::Engine::singleton()
+            .get_main_loop()
+            .and_then(|l| l.try_cast::<SceneTree>().ok())
+        else {
+            return;
+        };
+        let Some(timer) = tree
+            .create_timer_ex(wait_ms as f64 / 1000.0)
+            .process_always(false)
+            .ignore_time_scale(true)
+            .done()
+        else {
+            return;
+        };
+        let client = self.base().instance_id();
+        let timer_id = timer.instance_id();
+        // Linked to the client: Godot drops the callable when the client is freed.
+        let check = Callable::from_linked_fn("DeskRpcClient.watch_pumping", &self.to_gd(), {
+            move |_| {
+                if let Ok(mut client) = Gd::<DeskRpcClient>::try_from_instance_id(client) {
+                    let mut client = client.bind_mut();
+                    client.watch_timers.retain(|t| *t != timer_id);
+                    client.check_pumped(&id, wait_ms);
+                }
+            }
+        });
+        timer.upcast::<Object>().connect("timeout", &check);
+        self.watch_timers.push(timer_id);
+    }
+
+    fn check_pumped(&mut self, id: &str, wait_ms: u64) {
+        if !self.calls.contains_key(id) {
+            return;
+        }
+        let now = ticks();
+        if now.saturating_sub(self.last_poll_ms) < wait_ms {
+            self.watch_pumping(id.to_owned(), wait_ms);
+            return;
+        }
+        let seconds = wait_ms as f64 / 1000.0;
+        let message = if !self.auto_poll {
+            format!(
+                "poll() was not called for {seconds} s (auto_poll is false), so nothing was sent or received"
+            )
+        } else if !self.base().is_inside_tree() {
+            format!(
+                "this DeskRpcClient is not in the scene tree, so _process never pumped it for {seconds} s and nothing was sent or received: add it with add_child(), or set auto_poll = false and call poll()"
+            )
+        } else {
+            format!(
+                "_process did not run for {seconds} s (process_mode disabled?), so nothing was sent or received"
+            )
+        };
+        let Some(mut call) = self.calls.remove(id) else {
+            return;
+        };
+        // The CANCEL leaves if the client is ever pumped again.
+        let _ = match &mut self.engine {
+            Engine::Desk(desk) => desk.cancel(now, id, &message),
+            Engine::Attached(client) => client.cancel(now, id, &message),
+            Engine::Idle => Ok(()),
+        };
+        godot_warn!("DeskRpcClient: request {id} failed: {message}");
+        self.signals().request_failed().emit(
+            &GString::from(id),
+            "not_polled",
+            &GString::from(message.as_str()),
+        );
+        RemoteCall::settle(&mut call, shapes::local_failure(id, "not_polled", &message));
     }
 
     /// Forgets request `id` and sends its `CANCEL`; emits `request_failed`. The caller
@@ -967,6 +1118,12 @@ impl DeskRpcClient {
             socket.close_now();
         }
         self.engine = Engine::Idle;
+        // Their calls are settled: the timers end at the next frame instead of lingering.
+        for timer in self.watch_timers.drain(..) {
+            if let Ok(mut timer) = Gd::<SceneTreeTimer>::try_from_instance_id(timer) {
+                timer.set_time_left(0.0);
+            }
+        }
         self.closing_deadline = None;
         self.reconnect_at = None;
         self.unanswered = None;

@@ -38,7 +38,9 @@ pub struct RemoteBashTool {
 
 #[godot_api]
 impl RemoteBashTool {
-    /// The tool's name, `"RemoteBash"`.
+    /// The tool's name, `"RemoteBash"`: the name its [method definition] gives the model and
+    /// the one a model's call to it carries (what [method handles] looks for). Use it to compare
+    /// or route tool calls without spelling the name out.
     #[func]
     fn tool_name() -> GString {
         remote_bash::TOOL_NAME.into()
@@ -76,32 +78,32 @@ impl RemoteBashTool {
     /// `timeout_sec`) go out as one OA1 request. Await the call's
     /// [signal RemoteCall.completed], then send [method RemoteCall.tool_message] back to the
     /// model. Arguments the tool refuses complete the call at once with
-    /// `invalid_arguments` (its tool message tells the model why). Check the call
-    /// with [method ToolGate.authorize] first.
+    /// `invalid_arguments` (its tool message tells the model why), through
+    /// [signal DeskRpcClient.request_failed] like any other failure. Without a [param client]
+    /// (`null`) the call completes with `closed`. Check the call with [method ToolGate.authorize]
+    /// first. [param provider] is `openai_chat` by default (see the class description).
     #[func]
     fn run(
         client: Option<Gd<DeskRpcClient>>,
         tool_call: VarDictionary,
         #[opt(default = "openai_chat")] provider: GString,
     ) -> Gd<RemoteCall> {
-        let failed = |code: &str, message: String| {
+        let Some(mut client) = client else {
             let mut call = RemoteCall::create("", None, None);
-            RemoteCall::settle(&mut call, shapes::local_failure("", code, &message));
-            call
+            let outcome = shapes::local_failure("", "closed", "no DeskRpcClient was given");
+            RemoteCall::settle(&mut call, outcome);
+            return call;
         };
-        let Some(format) = format(&provider) else {
-            return failed("invalid_arguments", format!("unknown provider {provider}"));
-        };
-        let call = match read(&tool_call, format) {
-            Ok(call) => call,
-            Err(message) => return failed("invalid_arguments", message),
-        };
-        match client {
-            Some(mut client) => {
+        let read = format(&provider)
+            .ok_or_else(|| format!("unknown provider {provider}"))
+            .and_then(|format| Ok((read(&tool_call, format)?, format)));
+        let mut client = client.bind_mut();
+        match read {
+            Ok((call, format)) => {
                 let args = shapes::read_remote_bash(&call);
-                client.bind_mut().start(args, Some((call, format)))
+                client.start(args, Some((call, format)))
             }
-            None => failed("closed", "no DeskRpcClient was given".into()),
+            Err(message) => client.fail_at_once(None, "invalid_arguments", &message),
         }
     }
 }

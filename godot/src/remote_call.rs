@@ -26,14 +26,17 @@ use crate::variant;
 /// The result is `{"id", "ok": true, "text", "truncated"}` or
 /// `{"id", "ok": false, "error", "message"}`; `id` is [member id]. `error` is the
 /// remote's error code, or one of [signal DeskRpcClient.request_failed]'s (`timeout`,
-/// `not_ready`, `join_failed`, `kicked`, `peer_left`, `disconnected`, ...), `cancelled`,
-/// `closed` (the client was not connected, or was closed or freed) or `invalid_arguments`;
-/// `message` says what happened. [signal completed] is always emitted once, later than the
+/// `not_ready`, `join_failed`, `kicked`, `peer_left`, `disconnected`, `not_connected`,
+/// `not_polled`, `invalid_arguments`, ...), `cancelled` or `closed` (the client was closed or
+/// freed, or [method RemoteBashTool.run] was given none); `message` says what happened. [signal completed] is always emitted once, later than the
 /// call that made this object returned (so awaiting it right away never misses it).
 #[derive(GodotClass)]
 #[class(base = RefCounted, no_init)]
 pub struct RemoteCall {
-    /// The OA1 request id ("" when the request never left).
+    /// The OA1 request id: the one [signal DeskRpcClient.request_completed] and
+    /// [signal DeskRpcClient.request_failed] carry. A call that failed before it left has an id
+    /// of its own too; only one made off the main thread, or by [method RemoteBashTool.run]
+    /// without a client, has `""`.
     #[var(no_set)]
     id: GString,
     /// Whether [signal completed] was emitted.
@@ -100,7 +103,8 @@ impl RemoteCall {
     /// back to the model, in the provider's format (OpenAI Chat:
     /// `{"role": "tool", "tool_call_id", "content"}`). The content is the output
     /// text, or `{"ok": false, "error", "message"}` as JSON text. Empty before
-    /// [member done].
+    /// [member done]. A call made by [method DeskRpcClient.remote_bash] answers no tool call:
+    /// it gives an empty Dictionary and an error (read [member result] instead).
     #[func]
     fn tool_message(&self) -> VarDictionary {
         match (&self.tool, &self.outcome, self.done) {

@@ -56,9 +56,10 @@ pub struct ToolGate {
     npc_at: HashMap<String, String>,
     ids: IdGenerator,
     format: Format,
-    /// The format of tool lists and tool calls: `openai_chat` (default),
+    /// The format of tool lists and tool calls: `openai_chat` (the default),
     /// `openai_responses`, `anthropic`, `gemini` or
-    /// `deskwire`. Setting an unknown name is an error and keeps the old one.
+    /// `deskwire`. The methods' `provider` arguments, when not `""`, override it for one call.
+    /// Setting an unknown name is an error and keeps the old one.
     #[var(get = get_provider, set = set_provider)]
     provider: PhantomVar<GString>,
     /// The rules calls are checked against, in the core's shape: `{"default": action,
@@ -66,8 +67,9 @@ pub struct ToolGate {
     /// `{"ask": "low" | "medium" | "high"}` or `{"deny": "reason"}`; `when` is
     /// `"always"`, `{"commands": [globs]}` (a shell command, each part of a chain),
     /// `{"arg": name, "patterns": [globs]}` or `{"outside": [roots]}` (paths). `tool` is a
-    /// name or `"*"`. The default allows everything. Setting an invalid policy is an error
-    /// and keeps the old one.
+    /// name or `"*"`. The default, `{"default": "allow", "rules": []}`, allows every call the
+    /// NPC may see (hidden tools are refused whatever the policy). Setting an invalid policy is
+    /// an error and keeps the old one.
     #[var(get = get_policy, set = set_policy)]
     policy: PhantomVar<VarDictionary>,
     base: Base<RefCounted>,
@@ -260,7 +262,7 @@ impl ToolGate {
     }
 
     /// All tool fields of [param npc_id]'s next request in [param provider]'s format
-    /// (`tools`, and for Gemini `toolConfig`), to merge into the body.
+    /// (`""`: [member provider]; `tools`, and for Gemini `toolConfig`), to merge into the body.
     /// With [param keep_list], the APIs that can restrict calls without changing the list
     /// (OpenAI Responses, Gemini) get every tool with only the visible ones allowed, so a desk
     /// bind does not invalidate the provider's prompt cache.
@@ -391,8 +393,11 @@ impl ToolGate {
     }
 
     /// [param tool_call] (in [member provider]'s format) as deskwire's
-    /// `{"id", "name", "args"}`, or an empty Dictionary and an error when it is
-    /// not a tool call.
+    /// `{"id", "name", "args"}`: one shape whatever the provider, with `args` a Dictionary
+    /// (OpenAI's JSON text of arguments parsed), for a project that runs its own tools:
+    /// `match gate.read_tool_call(tool_call).name`. A call without an id (Gemini's) gets one
+    /// made here. An empty Dictionary and an error when it is not a tool call. It checks
+    /// nothing: pass the call through [method authorize] before running it.
     #[func]
     fn read_tool_call(&mut self, tool_call: VarDictionary) -> VarDictionary {
         match self.read_call(&tool_call, self.format) {

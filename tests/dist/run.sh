@@ -360,6 +360,9 @@ in_root=${project_dir#"$godot_root"}
 cp tests/dist/godot/project.godot tests/dist/godot/main.tscn tests/dist/godot/main.gd "$project_dir/"
 (cd "$project_dir" && python3 -m zipfile -e "$repo/dist/deskwire-godot-$version.zip" .)
 ls "$project_dir/addons/deskwire/bin"
+for file in plugin.cfg plugin.gd icon.svg; do
+  [ -f "$project_dir/addons/deskwire/$file" ] || { echo "the addon zip has no addons/deskwire/$file" >&2; exit 1; }
+done
 mount_kernel "$godot_root"
 godot_import() {
   local attempt

@@ -96,6 +96,12 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
         }
     }
     std::fs::write(addon.join("deskwire.gdextension"), text)?;
+    // What an Asset Library addon carries besides the libraries: its plugin.cfg (name,
+    // description, version), the plugin it names and the icon.
+    for file in ["plugin.cfg", "plugin.gd", "icon.svg"] {
+        let from = dist.root.join("godot/addons/deskwire").join(file);
+        std::fs::copy(&from, addon.join(file)).with_context(|| format!("{}", from.display()))?;
+    }
     licenses::write(dist, "deskwire-godot", &triples, &addon)?;
     let zip = dist
         .out

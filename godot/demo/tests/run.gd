@@ -14,6 +14,7 @@ const SUITES := [
 	"res://tests/test_sasl.gd",
 	"res://tests/test_readme.gd",
 	"res://tests/test_demo.gd",
+	"res://tests/test_addon.gd",
 	"res://tests/test_bad_input.gd",
 	"res://tests/test_oa1.gd",
 	"res://tests/test_vectors.gd",

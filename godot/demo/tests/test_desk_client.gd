@@ -139,15 +139,48 @@ func test_attached_to_the_projects_own_irc_link() -> void:
 func test_calls_without_a_connection_fail_and_still_complete() -> void:
 	var client := DeskRpcClient.new()
 	tree.root.add_child(client)
+	var failed: Array = []
+	client.request_failed.connect(func(id, error, message): failed.append([id, error, message]))
 	var call := client.remote_bash("echo x")
 	check(not call.done, "completion comes later, so awaiting never misses it")
+	check_eq(failed, [], "request_failed comes later too, once the caller has the call")
+	check(call.id != "", "a call that never left still has an id")
 	var result: Dictionary = await call.completed
-	check_eq(result.error, "closed", "not connected")
+	check_eq([result.error, result.id], ["not_connected", call.id], "not connected: %s" % [result])
+	check_eq(failed.size(), 1, "one request_failed: %s" % [failed])
+	if failed.size() == 1:
+		check_eq(failed[0].slice(0, 2), [call.id, "not_connected"], "request_failed names the call and the failure")
+		check(failed[0][2].contains("connect_to_server()"), "and says what to call: %s" % failed[0][2])
+	# A second call gets an id of its own.
+	check(client.remote_bash("echo y").id not in ["", call.id], "ids differ")
 	client.config_overrides = {"oa1": {"no_such_option": 1}}
 	check_eq(client.connect_to_server(), ERR_INVALID_PARAMETER, "a bad override is refused")
 	client.config_overrides = {}
 	client.server_port = 70000
 	check_eq(client.connect_to_server(), ERR_INVALID_PARAMETER, "a bad port is refused")
+	# After a refused connect, the call says why it could not leave.
+	result = await finish(client.remote_bash("echo z"), 2.0)
+	check_eq(result.get("error"), "not_connected", "still not connected")
+	check(str(result.get("message")).contains("port 70000 is out of range"), "with the connect's reason: %s" % [result])
+	# Invalid arguments fail the same way, through request_failed with an id.
+	failed.clear()
+	result = await finish(client.remote_bash("echo x", -1), 2.0)
+	check_eq([result.get("error"), failed.size()], ["invalid_arguments", 1], "invalid arguments: %s %s" % [result, failed])
+	client.queue_free()
+
+
+func test_a_call_after_close_fails_closed_through_request_failed() -> void:
+	var client := DeskRpcClient.new()
+	client.auto_poll = false
+	tree.root.add_child(client)
+	check_eq(client.attach(), OK, "attach")
+	client.close()
+	var failed: Array = []
+	client.request_failed.connect(func(id, error, _message): failed.append([id, error]))
+	var call := client.remote_bash("echo x")
+	var result := await finish(call, 2.0)
+	check_eq(result.get("error"), "closed", "closed, not never connected: %s" % [result])
+	check_eq(failed, [[call.id, "closed"]], "through request_failed")
 	client.queue_free()
 
 

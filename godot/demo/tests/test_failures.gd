@@ -238,6 +238,70 @@ func test_a_client_outside_the_tree_warns_and_pumps_by_hand() -> void:
 	inside.queue_free()
 
 
+func test_a_call_nothing_pumps_fails_not_polled_after_its_timeout() -> void:
+	var address := irc_address()
+	var outside := DeskRpcClient.new()   # never given to add_child: _process never runs
+	outside.nick = "godesk28"
+	outside.channel = OS.get_environment("DESKWIRE_CHANNEL")
+	outside.remote_nick = OS.get_environment("DESKWIRE_REMOTE_NICK")
+	check_eq(outside.connect_to_server(address.get_slice(":", 0), int(address.get_slice(":", 1))), OK, "connect")
+	var failed: Array = []
+	outside.request_failed.connect(func(id, error, message): failed.append([id, error, message]))
+	var started := Time.get_ticks_msec()
+	var call := outside.remote_bash("echo never sent", 1)
+	var result := await finish(call, 5.0)
+	var waited := Time.get_ticks_msec() - started
+	check_eq(result.get("error"), "not_polled", "named: %s" % [result])
+	check(str(result.get("message")).contains("add_child()"), "says what to do: %s" % [result])
+	check_eq(failed.map(func(f): return f.slice(0, 2)), [[call.id, "not_polled"]], "through request_failed")
+	check(waited >= 1000, "not before its 1 s timeout (%d ms)" % waited)
+	seen.append("a call outside the tree, after %d ms: %s" % [waited, result.get("message")])
+	outside.close()
+	outside.free()
+
+	# In the tree with auto_poll off and no poll(): the same, saying so.
+	var unpolled := DeskRpcClient.new()
+	unpolled.auto_poll = false
+	tree.root.add_child(unpolled)
+	check_eq(unpolled.attach(), OK, "attach")
+	result = await finish(unpolled.remote_bash("echo x", 1), 5.0)
+	check_eq(result.get("error"), "not_polled", "auto_poll off: %s" % [result])
+	check(str(result.get("message")).contains("auto_poll is false"), "says why: %s" % [result])
+	# Polled, the engine's own timeout applies (nobody answers an attached client here).
+	var polled := unpolled.remote_bash("echo y", 1)
+	check(await pump_until(unpolled, func(): return polled.done, 5.0), "the polled call ended")
+	check_eq(polled.result.get("error"), "timeout", "the engine's timeout, not not_polled: %s" % [polled.result])
+	unpolled.queue_free()
+
+
+func test_secrets_are_masked_and_never_saved_in_a_scene() -> void:
+	var client := DeskRpcClient.new()
+	client.name = "Desk"
+	client.nick = "saved-nick"
+	client.auth_secret = "auth-secret-4711"
+	client.sasl_password = "sasl-password-4711"
+	client.server_password = "server-password-4711"
+	var props := {}
+	for p in client.get_property_list():
+		props[p.name] = p
+	for name in ["auth_secret", "sasl_password", "server_password"]:
+		check_eq(props[name].hint, PROPERTY_HINT_PASSWORD, "%s is masked in the inspector" % name)
+		check(props[name].usage & PROPERTY_USAGE_EDITOR != 0, "%s shows in the inspector" % name)
+		check(props[name].usage & PROPERTY_USAGE_STORAGE == 0, "%s is not stored" % name)
+	var scene := PackedScene.new()
+	check_eq(scene.pack(client), OK, "pack")
+	var path := "user://secret_check.tscn"
+	check_eq(ResourceSaver.save(scene, path), OK, "save")
+	var text := FileAccess.get_file_as_string(path)
+	check(text.contains("saved-nick"), "the scene keeps the other properties: %s" % text)
+	check(not text.contains("4711"), "no secret in the .tscn: %s" % text)
+	var loaded: DeskRpcClient = load(path).instantiate()
+	check_eq(loaded.auth_secret, "", "a loaded scene has no secret: set it from code")
+	loaded.free()
+	client.free()
+	DirAccess.remove_absolute(ProjectSettings.globalize_path(path))
+
+
 func test_a_required_sasl_login_the_server_cannot_do_is_named_and_not_retried() -> void:
 	# The suite's ngircd has no SASL: a required login ends the connection, says why, and is not
 	# tried again even with reconnect on; one that is not required goes on unauthenticated.

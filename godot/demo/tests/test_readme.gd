@@ -1,11 +1,12 @@
 # The README's GDScript: every gdscript block of its Godot section, which godot/run_tests.sh
 # writes to DESKWIRE_README_GD under the name its first line gives, runs here as a reader would
 # use it: desk_node.gd against the `rexd --irc` the README says to start (#desk, nick rexd,
-# --allow-from desk), npc_tools.gd with a model's message. A README change that breaks a block
+# --allow-from desk), secret_desk.gd against the rexd that shares a secret (from its file, then
+# from the environment), npc_tools.gd with a model's message. A README change that breaks a block
 # fails here; a block this file does not know fails too, so every block is run.
 extends "res://tests/suite.gd"
 
-const KNOWN := ["desk_node.gd", "npc_tools.gd"]
+const KNOWN := ["desk_node.gd", "secret_desk.gd", "npc_tools.gd"]
 
 
 ## The block named `name`, compiled; null (and a failure) when it is missing or does not parse.
@@ -58,6 +59,44 @@ func test_desk_node_runs_uname_through_rexd() -> void:
 	check_eq(desk.remote_nick, "rexd", "the README's remote is rexd --irc's default nick")
 	check(await wait_until(func(): return desk.state == "closed", 10.0), "it closed (state %s)" % desk.state)
 	check_eq(states.front() if not states.is_empty() else "", "registering", "states: %s" % [states])
+	node.queue_free()
+	await tree.process_frame
+
+
+## secret_desk.gd's node for the suite's rexd with a secret, connected and ready; null on failure.
+func _secret_desk(script: GDScript, nick: String, secret_file: String) -> Node:
+	var address := irc_address()
+	var node: Node = script.new()
+	node.irc_host = address.get_slice(":", 0)
+	node.irc_port = int(address.get_slice(":", 1))
+	node.secret_file = secret_file
+	var desk: DeskRpcClient = node.desk
+	desk.nick = nick
+	desk.channel = OS.get_environment("DESKWIRE_AUTH_CHANNEL")
+	desk.remote_nick = OS.get_environment("DESKWIRE_AUTH_NICK")
+	tree.root.add_child(node)
+	check(await wait_until(func(): return desk.state == "ready", 15.0), "%s is ready (state %s)" % [nick, desk.state])
+	return node
+
+
+func test_secret_desk_reads_its_secret_from_a_file_or_the_environment() -> void:
+	var script := _block("secret_desk.gd")
+	if script == null:
+		return
+	var secret_file := OS.get_environment("DESKWIRE_AUTH_SECRET_FILE")
+	check(secret_file != "", "DESKWIRE_AUTH_SECRET_FILE is set (godot/run_tests.sh)")
+	var node := await _secret_desk(script, "gosecret1", secret_file)
+	var result := await finish(node.desk.remote_bash("echo read from the file", 10), 15.0)
+	check_eq(result.get("text"), "read from the file\n", "the file's secret is rexd's: %s" % [result])
+	node.desk.close()
+	node.queue_free()
+
+	OS.set_environment("DESKWIRE_SECRET", OS.get_environment("DESKWIRE_AUTH_SECRET"))
+	node = await _secret_desk(script, "gosecret2", "user://no-such.secret")
+	OS.unset_environment("DESKWIRE_SECRET")
+	result = await finish(node.desk.remote_bash("echo from the environment", 10), 15.0)
+	check_eq(result.get("text"), "from the environment\n", "the environment's secret: %s" % [result])
+	node.desk.close()
 	node.queue_free()
 	await tree.process_frame
 
