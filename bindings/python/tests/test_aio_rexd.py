@@ -190,15 +190,18 @@ async def test_read_file_with_and_without_compression_raw_and_json(
     (root / "noise.bin").write_bytes(noise)
     (root / "empty").write_bytes(b"")
     sshd = Sshd(rexd_path()) if where == "ssh" else None
+    target = (
+        {"target": "local", "rexd": rexd_path()}
+        if sshd is None
+        else {"target": "box", "targets_file": str(sshd.targets_file)}
+    )
     try:
+        # By default zstd is offered over ssh, not to a local daemon (a pipe gains nothing).
+        async with await RexdClient.connect(**target, rexd_args=["--root", str(root)]) as client:
+            assert client.session.get("compression") == ("zstd" if sshd else None)
         for raw in (True, False):
             for compression in (True, False):
                 seen = Inflations(monkeypatch)
-                target = (
-                    {"target": "local", "rexd": rexd_path()}
-                    if sshd is None
-                    else {"target": "box", "targets_file": str(sshd.targets_file)}
-                )
                 async with await RexdClient.connect(
                     **target, rexd_args=["--root", str(root)], raw_frames=raw, compression=compression,
                 ) as client:

@@ -387,6 +387,38 @@ class _Framed:
 _ZSTD = "zstd"
 """The codec offered at ``session.open`` (the only one REXD has)."""
 
+_LINK_READ = 1 << 20
+"""How much the client takes from a daemon's stdout at once, and the pipe buffer it asks for:
+a file piece or an output event in a few reads rather than in 64 KiB ones (the pump's turn
+costs more than a read)."""
+
+_F_SETPIPE_SZ = 1031  # Linux's fcntl; Python's fcntl module names it from 3.10 only
+
+
+def _widen_pipe(process: asyncio.subprocess.Process) -> None:
+    """Asks for a ``_LINK_READ`` pipe buffer on the daemon's stdout (Linux; elsewhere, or past
+    ``/proc/sys/fs/pipe-max-size``, the pipe stays as it is)."""
+    try:
+        import fcntl
+
+        transport = getattr(process, "_transport", None)
+        pipe = transport.get_pipe_transport(1).get_extra_info("pipe") if transport else None
+        if pipe is not None:
+            fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", _F_SETPIPE_SZ), _LINK_READ)
+    except (ImportError, OSError, AttributeError, ValueError):
+        pass
+
+
+class _WideReader:
+    """The pump's reader over a daemon's stdout: whatever has come, up to ``_LINK_READ``."""
+
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self._stream = stream
+
+    async def read(self, n: int) -> bytes:
+        return await self._stream.read(max(n, _LINK_READ))
+
+
 _NETWORK_SCHEMES = {"https": "wss", "wss": "wss", "http": "ws", "ws": "ws"}
 
 
@@ -503,7 +535,9 @@ class RexdClient:
         if self.session.get("raw_output"):
             self._frames.allow_output(MAX_EVENT_BYTES)
         engine = cast(jsonrpc.Peer, _Framed(self._peer, self._frames))
-        self._pump = _Pump(engine, process.stdout, process.stdin, self._event, self._end)
+        _widen_pipe(process)
+        reader = cast(asyncio.StreamReader, _WideReader(process.stdout))
+        self._pump = _Pump(engine, reader, process.stdin, self._event, self._end)
         self._stderr_task = asyncio.get_running_loop().create_task(self._read_stderr(process))
 
     def _attach(self, ws: Any) -> None:
@@ -579,7 +613,7 @@ class RexdClient:
         client_key: Optional[str] = None,
         resume: bool = False,
         raw_frames: bool = True,
-        compression: bool = True,
+        compression: Optional[bool] = None,
     ) -> "RexdClient":
         """Starts the daemon for ``target`` as ``rex`` does (``"local"``, a name from the
         targets file, an ``ssh://user@host[:port]`` URL, or ``None`` for the file's current
@@ -614,12 +648,15 @@ class RexdClient:
         taken; a daemon that does not know them answers as before. ``raw_frames=False`` does not
         offer them (as ``rex --no-raw-frames``). A WebSocket carries JSON only.
 
-        The client also offers zstd compression (``docs/rexd-compression.md``), over every
-        transport: when the daemon takes it, output and file pieces that shrink travel as zstd
-        frames (after their lines with raw frames, else in base64), inflated here under the
-        same bounds as ``rex`` (no more than a read piece asked for, 16 MiB for an output event,
-        an 8 MiB window; a frame past them raises :class:`deskwire.ProtocolError`, unexpanded).
-        ``compression=False`` does not offer it (``rex`` offers it only with ``--compress``)."""
+        Over ssh and to a network target the client also offers zstd compression
+        (``docs/rexd-compression.md``): when the daemon takes it, output and file pieces that
+        shrink travel as zstd frames (after their lines with raw frames, else in base64),
+        inflated here under the same bounds as ``rex`` (no more than a read piece asked for,
+        16 MiB for an output event, an 8 MiB window; a frame past them raises
+        :class:`deskwire.ProtocolError`, unexpanded). To a ``local`` daemon it is not offered
+        unless ``compression=True``: through a pipe on the same machine it costs both sides CPU
+        and saves nothing. ``compression=False`` never offers it (``rex`` offers it only with
+        ``--compress``)."""
         url = _ws_url(target) if isinstance(target, str) else None
         if url is not None:
             return await cls._connect_ws(
@@ -634,7 +671,7 @@ class RexdClient:
                 client_cert=client_cert,
                 client_key=client_key,
                 resume=resume,
-                compression=compression,
+                compression=compression is not False,
             )
         spec = _rexd.resolve_target(
             target,
@@ -651,6 +688,7 @@ class RexdClient:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=bool(spec["local"]),
+                limit=_LINK_READ,
             )
 
         try:
@@ -667,7 +705,7 @@ class RexdClient:
         params: Dict[str, Any] = {"client_name": client_name}
         if raw_frames:
             params.update(raw_frames=True, raw_output=True)
-        if compression:
+        if compression or (compression is None and not spec["local"]):
             params["compression"] = [_ZSTD]
         roots = list(workspace_roots) if workspace_roots is not None else spec["workspace_roots"]
         if roots:
