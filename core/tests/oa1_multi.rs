@@ -59,6 +59,15 @@ fn step(
                 lines.push(String::from_utf8(bytes).unwrap().trim_end().to_owned());
             }
             MultiOutput::Event { channel, event } => events.push((channel, event)),
+            MultiOutput::Discovery(found) => events.push((
+                None,
+                ConnectionEvent::Link(
+                    // Discovery's events ride along as a link event of no channel, for the tests.
+                    LinkEvent::PeerJoined {
+                        nick: format!("discovery: {found:?}"),
+                    },
+                ),
+            )),
             MultiOutput::Timeout(deadline) => {
                 assert!(deadline >= now);
                 return (lines, events, deadline);
@@ -343,4 +352,81 @@ fn what_a_host_gets_wrong_is_refused_by_name() {
     assert_eq!(desks.state(), ConnectionState::Closed);
     assert!(desks.add_desk(6, "#late", "rexd").is_err());
     assert_eq!(desks.request(6, "#a", "ls", None), Err(LocalError::Closed));
+}
+
+/// The game's desk: plain OA1 in `#oa_desk_<desk>_dev_<code>_<hex>`. A remote that discovers by
+/// its code finds the channel within one listing, never a look-alike, and serves both desks of
+/// the same code.
+#[test]
+fn a_remote_finds_the_channels_of_its_device_code_by_list() {
+    use deskwire::oa1::DeviceCode;
+    let code = DeviceCode::parse("abcd2345").unwrap();
+    let mut net = Network::new(9);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut desks = MultiDesk::new(desks_config(), 0, 17).unwrap();
+    let bound = [
+        "#oa_desk_desk_1_dev_abcd2345_1a2b3c",
+        "#oa_desk_desk_2_dev_abcd2345_99ffee",
+    ];
+    let look_alike = "#oa_desk_desk_3_dev_abcd2345x_1a2b3c";
+    for channel in bound.iter().chain([&look_alike]) {
+        desks.add_desk(0, channel, "*").unwrap();
+    }
+    for now in 0..5 {
+        step(&mut desks, &mut net, d, now);
+    }
+    let mut config = remote_config();
+    config.session.nick = code.nick();
+    config.oa1.allowed_sender = None;
+    let mut remote = MultiRemote::new(config, 0).unwrap();
+    remote.discover(code.clone(), 30_000);
+    assert_eq!(remote.device_code(), Some(&code));
+    let mut found = Vec::new();
+    let mut lines = Vec::new();
+    for now in 0..10 {
+        let (out, events, _) = step(&mut remote, &mut net, r, now);
+        lines.extend(out);
+        for (_, event) in events {
+            if let ConnectionEvent::Link(LinkEvent::PeerJoined { nick }) = event
+                && nick.starts_with("discovery: ")
+            {
+                found.push(nick);
+            }
+        }
+    }
+    assert_eq!(
+        lines.iter().filter(|l| *l == "LIST").count(),
+        1,
+        "{lines:?}"
+    );
+    let mut served = remote.channels();
+    served.sort();
+    assert_eq!(served, bound, "the look-alike is not joined");
+    assert_eq!(found.len(), 2, "{found:?}");
+    // Both desks are answered.
+    let ids: Vec<String> = bound
+        .iter()
+        .map(|c| desks.request(20, c, "whoami", None).unwrap())
+        .collect();
+    let mut answered = Vec::new();
+    for now in 20..40 {
+        let (_, events, _) = step(&mut remote, &mut net, r, now);
+        answer_all(&mut remote, &events, now, |p| p.to_owned());
+        step(&mut remote, &mut net, r, now);
+        for (_, event) in step(&mut desks, &mut net, d, now).1 {
+            if let ConnectionEvent::Oa1(Event::Response { id, .. }) = event {
+                answered.push(id);
+            }
+        }
+    }
+    answered.sort();
+    let mut ids = ids;
+    ids.sort();
+    assert_eq!(answered, ids);
+    // The next listing comes after the interval (from the first, at registration), not before.
+    let (out, _, deadline) = step(&mut remote, &mut net, r, 29_000);
+    assert!(!out.iter().any(|l| l == "LIST"));
+    assert!((30_000..30_010).contains(&deadline), "{deadline}");
+    let (out, _, _) = step(&mut remote, &mut net, r, deadline);
+    assert!(out.iter().any(|l| l == "LIST"), "{out:?}");
 }

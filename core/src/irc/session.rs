@@ -781,6 +781,19 @@ impl Session {
         }
     }
 
+    /// Asks for the list of channels (`LIST`); each `322` reply comes in as a line for the
+    /// host to read (the session does not keep them).
+    pub fn list(&mut self) -> Result<(), SessionError> {
+        match self.state {
+            State::Closed => Err(SessionError::Closed),
+            State::Registering => Err(SessionError::NotRegistered),
+            State::Registered => {
+                self.send("LIST", &[]);
+                Ok(())
+            }
+        }
+    }
+
     /// Leaves `channel`; [`SessionEvent::Parted`] follows when the server confirms.
     pub fn part(&mut self, channel: &str) -> Result<(), SessionError> {
         match self.state {

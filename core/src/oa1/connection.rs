@@ -75,6 +75,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::client::format_duration;
+use super::discovery::{Discovery, DiscoveryEvent};
 use super::link::Parsed;
 use super::pacing::{Gate, TokenBucket};
 use super::{Client, Config, Event, Failure, LocalError, Output, Pacing, Server, Stats};
@@ -636,6 +637,8 @@ pub(super) struct Connection<E> {
     peer_grace_ms: u64,
     /// An `account:` allowed sender: follow what the server says about accounts.
     watch_accounts: bool,
+    /// Remote: channels to serve found by `LIST` (device-code binding).
+    pub(super) discovery: Option<Discovery>,
 }
 
 fn with_crlf(line: String) -> Vec<u8> {
@@ -714,6 +717,7 @@ impl<E: Endpoint> Connection<E> {
             rejoin_delay_ms: config.rejoin_delay_ms,
             peer_grace_ms: config.peer_grace_ms,
             watch_accounts: needs_accounts,
+            discovery: None,
         };
         if !first.is_empty() {
             let oa1 = connection.template.clone();
@@ -840,6 +844,9 @@ impl<E: Endpoint> Connection<E> {
                                 channel.endpoint.handle_parsed(now, Parsed::Message(&msg));
                             }
                             self.session.handle_parsed(now, &msg);
+                            if let Some(discovery) = &mut self.discovery {
+                                discovery.on_message(&msg);
+                            }
                             if self.watch_accounts {
                                 self.follow_accounts(&msg);
                             }
@@ -1213,6 +1220,7 @@ impl<E: Endpoint> Connection<E> {
     /// The next output, with the channel an event belongs to (`None`: the connection's).
     pub(super) fn poll(&mut self, now: u64) -> (Option<String>, ConnectionOutput) {
         self.session.handle_timeout(now);
+        self.discover(now);
         let peer_grace_ms = self.peer_grace_ms;
         for index in 0..self.channels.len() {
             let channel = &mut self.channels[index];
@@ -1272,6 +1280,9 @@ impl<E: Endpoint> Connection<E> {
             ),
             Polled::Idle(deadline) => {
                 let mut deadline = deadline.min(session_deadline);
+                if let Some(at) = self.discovery.as_ref().and_then(Discovery::deadline) {
+                    deadline = deadline.min(at);
+                }
                 for channel in &self.channels {
                     let due = [
                         channel.rejoin_at,
@@ -1282,6 +1293,36 @@ impl<E: Endpoint> Connection<E> {
                     }
                 }
                 (None, ConnectionOutput::Timeout(deadline.max(now)))
+            }
+        }
+    }
+
+    /// Device-code binding: `LIST` when due, and joins what the listings found.
+    fn discover(&mut self, now: u64) {
+        let Some(discovery) = &mut self.discovery else {
+            return;
+        };
+        if !self.session.is_registered() {
+            return;
+        }
+        if discovery.deadline().is_none() {
+            discovery.start(now);
+        }
+        if discovery.take_due(now) {
+            // Fails only when the session has ended, which `Disconnected` reports.
+            let _ = self.session.list();
+        }
+        while let Some(channel) = self.discovery.as_mut().and_then(Discovery::pop_found) {
+            if self.find(&channel).is_some() {
+                continue;
+            }
+            let mut oa1 = self.template.clone();
+            oa1.channel = channel.clone();
+            // A listed name the session refuses (over CHANNELLEN, say) is not joined.
+            if self.add_channel(oa1).is_ok()
+                && let Some(discovery) = &mut self.discovery
+            {
+                discovery.push_event(DiscoveryEvent::Found { channel });
             }
         }
     }

@@ -35,6 +35,8 @@ pub mod chunk;
 mod client;
 pub mod compress;
 pub mod connection;
+pub mod device_code;
+pub mod discovery;
 mod engine;
 pub mod escape;
 pub mod frame;
@@ -57,6 +59,8 @@ pub use connection::{
     ConfigError, ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState,
     ConnectionStats, Desk, LinkEvent, Remote,
 };
+pub use device_code::DeviceCode;
+pub use discovery::DiscoveryEvent;
 pub use engine::{ConnectionEngine, Engine, LineEndpoint};
 pub use frame::{Frame, FrameType, UnknownFrameType};
 pub use multi::{MultiDesk, MultiOutput, MultiRemote};

@@ -32,6 +32,8 @@
 use serde::Serialize;
 
 use super::connection::{Connection, ConnectionEvent, ConnectionOutput};
+use super::device_code::DeviceCode;
+use super::discovery::{Discovery, DiscoveryEvent};
 use super::remote_bash::ArgsError;
 use super::{
     Client, Config, ConfigError, ConnectionConfig, ConnectionState, LocalError, Pacing, Server,
@@ -53,6 +55,9 @@ pub enum MultiOutput {
         /// What happened.
         event: ConnectionEvent,
     },
+    /// Device-code binding ([`MultiRemote::discover`]): a channel found and joined, or why
+    /// `LIST` cannot find any.
+    Discovery(DiscoveryEvent),
     /// Nothing more to do before this instant (ms, the host's clock) unless bytes arrive.
     Timeout(u64),
 }
@@ -93,7 +98,14 @@ macro_rules! multi_common {
         /// wait for. Call it after every input and command until it answers
         /// [`MultiOutput::Timeout`].
         pub fn poll_output(&mut self, now: u64) -> MultiOutput {
-            MultiOutput::from_poll(self.0.poll(now))
+            let output = self.0.poll(now);
+            // Discovery's events come before the host goes to sleep.
+            if let (_, ConnectionOutput::Timeout(_)) = output
+                && let Some(event) = self.0.discovery.as_mut().and_then(Discovery::pop_event)
+            {
+                return MultiOutput::Discovery(event);
+            }
+            MultiOutput::from_poll(output)
         }
 
         /// The connection's state: `Registering`, `Ready` once registered, or `Closed`. Each
@@ -275,6 +287,20 @@ impl MultiRemote {
         let mut oa1 = self.0.template.clone();
         oa1.channel = channel.to_owned();
         self.0.add_channel(oa1)
+    }
+
+    /// Device-code binding: `LIST`s the server once registered and every `interval_ms` (at
+    /// least 5 s) from then on, and joins and serves every listed channel bound to `code`
+    /// ([`DeviceCode::matches`]), at most 64 new ones a listing. Each is a
+    /// [`MultiOutput::Discovery`] `Found`; a server that refuses or hides `LIST` is one too.
+    /// A channel found is kept (and joined again after a kick) until removed.
+    pub fn discover(&mut self, code: DeviceCode, interval_ms: u64) {
+        self.0.discovery = Some(Discovery::new(code, interval_ms));
+    }
+
+    /// The device code discovery looks for.
+    pub fn device_code(&self) -> Option<&DeviceCode> {
+        self.0.discovery.as_ref().map(Discovery::code)
     }
 
     /// Whether `channel` is served.

@@ -5,7 +5,7 @@
 //! Each client is a connection: the host writes the bytes an engine transmits with
 //! [`Network::handle_bytes`] and reads what the server sends it with [`Network::take_bytes`],
 //! exactly as it would with a socket. The server registers clients (`NICK`, `USER` → `001`, `433`
-//! for a nick in use), answers `PING`, handles `JOIN`, `PART` and `QUIT`, and relays `PRIVMSG`
+//! for a nick in use), answers `PING`, handles `JOIN`, `PART`, `LIST` and `QUIT`, and relays `PRIVMSG`
 //! and `NOTICE` with the rules of [`Relay`](super::Relay): the sender's `:nick!~user@host`
 //! prefix, trailing whitespace trimmed, relayed lines over 512 bytes cut with `[CUT]`. A line over
 //! 510 bytes gets `ERROR :Request too long` and the connection is closed, as ngircd does; so does a
@@ -289,6 +289,21 @@ impl Network {
                     self.send(member, &line);
                 }
                 self.channels[index].members.retain(|&m| m != from);
+            }
+            "LIST" => {
+                // Every channel with members, as ngircd lists those not secret.
+                let nick = self.clients[from.0].nick.clone().unwrap_or_default();
+                self.send(from, format!(":{SERVER} 321 {nick} Channel :Users  Name"));
+                let listed: Vec<(String, usize)> = self
+                    .channels
+                    .iter()
+                    .filter(|c| !c.members.is_empty())
+                    .map(|c| (c.name.clone(), c.members.len()))
+                    .collect();
+                for (name, users) in listed {
+                    self.send(from, format!(":{SERVER} 322 {nick} {name} {users} :"));
+                }
+                self.send(from, format!(":{SERVER} 323 {nick} :End of LIST"));
             }
             "PRIVMSG" | "NOTICE" => {
                 let Some(target) = msg.param(0) else { return };
