@@ -5,9 +5,10 @@
 //!
 //! `cargo bench -p deskwire --bench oa1_codec`
 //!
-//! After criterion's groups, [`side_by_side`] times memcpy, encode and decode in turns and prints
-//! their medians and ratios: criterion runs one bench after the other, and on a shared host the
-//! machine under one can be twice as fast as under the next.
+//! After criterion's groups, [`side_by_side`] times memcpy, encode, decode and the engines'
+//! request and receiving in turns and prints their medians and ratios: criterion runs one bench
+//! after the other, and on a shared host the machine under one can be twice as fast as under the
+//! next. With criterion's `--profile-time` (to profile one bench) only that bench runs.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -17,7 +18,9 @@ use deskwire::irc::Privmsg;
 use deskwire::oa1::chunk::{split, wire_payload};
 use deskwire::oa1::escape::escape;
 use deskwire::oa1::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
-use deskwire::oa1::{AuthConfig, Client, Config, Frame, FrameType, Output, Pacing, Server};
+use deskwire::oa1::{
+    AuthConfig, Client, Config, Drained, Frame, FrameType, Output, Pacing, Server,
+};
 
 /// Command output as it looks: lines of ~70 bytes, mostly ASCII, some accented and CJK text and
 /// emoji, tabs and the odd backslash.
@@ -134,16 +137,73 @@ fn decode(lines: &[String]) -> String {
     panic!("the response did not complete")
 }
 
-/// memcpy, encode and decode measured in turns, round after round, so that all three see the
-/// same machine: on a shared host the speed of a whole criterion run moves by 2x from one minute
-/// to the next. Prints the median throughput of each and the median per-round ratio to memcpy.
+/// The desk's engine as a host drives it: a 128 KiB request, every line out of `poll_output`.
+/// Returns the bytes of the lines.
+fn engine_request(text: &str) -> usize {
+    let mut cfg = Config::new("#desk", "desk");
+    cfg.pacing = Pacing::UNLIMITED;
+    let mut client = Client::new(cfg, 1);
+    client.request(0, text, None).unwrap();
+    let mut n = 0;
+    while let Output::Transmit(line) = client.poll_output(0) {
+        n += line.len();
+    }
+    n
+}
+
+/// [`engine_request`] with the lines drained into one buffer (`Client::drain_into`).
+fn engine_request_into(text: &str, out: &mut Vec<u8>) -> usize {
+    let mut cfg = Config::new("#desk", "desk");
+    cfg.pacing = Pacing::UNLIMITED;
+    let mut client = Client::new(cfg, 1);
+    client.request(0, text, None).unwrap();
+    out.clear();
+    let mut events = Vec::new();
+    let Drained::Until(_) = client.drain_into(0, out, usize::MAX, &mut events) else {
+        panic!("an unlimited buffer is never full")
+    };
+    out.len()
+}
+
+/// The desk's engine receiving a 128 KiB answer: every line through `handle_line`, then the
+/// response event. `lines` answer the request id a client of seed 1 makes first.
+fn engine_receive(lines: &[String]) -> usize {
+    let mut cfg = Config::new("#desk", "desk");
+    cfg.pacing = Pacing::UNLIMITED;
+    let mut client = Client::new(cfg, 1);
+    client.request(0, "cat big", None).unwrap();
+    while let Output::Transmit(_) = client.poll_output(0) {}
+    for line in lines {
+        client.handle_line(0, line.as_bytes());
+    }
+    match client.poll_output(0) {
+        Output::Event(deskwire::oa1::Event::Response { text, .. }) => text.len(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The lines of a 128 KiB answer to the first request of a client of seed 1.
+fn client_answer_lines(text: &str) -> Vec<String> {
+    // The id the client will pick (ids are deterministic for a seed).
+    let client_id = Client::new(Config::new("#desk", "desk"), 1)
+        .request(0, "cat big", None)
+        .unwrap();
+    response_lines(text, &client_id)
+}
+
+/// memcpy, encode, decode and the engine's request and receiving measured in turns, round
+/// after round, so that all see the same machine: on a shared host the speed of a whole
+/// criterion run moves by 2x from one minute to the next. Prints the median throughput of each
+/// and the median per-round ratio to memcpy.
 fn side_by_side() {
-    const ROUNDS: usize = 3000;
+    const ROUNDS: usize = 2000;
     let text = mixed_utf8(SIZE);
     let lines = response_lines(&text, "k3p2d9m1q7ab");
+    let answer = client_answer_lines(&text);
     let mut dst = vec![0u8; SIZE];
     let mut line = String::with_capacity(512);
-    let mut times: [Vec<f64>; 3] = Default::default();
+    let mut buffer = Vec::new();
+    let mut times: [Vec<f64>; 6] = Default::default();
     for _ in 0..ROUNDS {
         let start = Instant::now();
         dst.copy_from_slice(black_box(text.as_bytes()));
@@ -155,29 +215,44 @@ fn side_by_side() {
         let start = Instant::now();
         black_box(decode(black_box(&lines)));
         times[2].push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        black_box(engine_request(black_box(&text)));
+        times[3].push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        black_box(engine_request_into(black_box(&text), &mut buffer));
+        times[4].push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        black_box(engine_receive(black_box(&answer)));
+        times[5].push(start.elapsed().as_secs_f64());
     }
-    let median = |v: &mut Vec<f64>| {
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
     let ratios =
         |i: usize| -> Vec<f64> { (0..ROUNDS).map(|r| times[i][r] / times[0][r]).collect() };
-    let (mut encode_ratio, mut decode_ratio) = (ratios(1), ratios(2));
     let gib = |t: f64| SIZE as f64 / t / f64::from(1u32 << 30);
-    let memcpy = median(&mut times[0]);
+    let memcpy = median(&times[0]);
     println!(
-        "\noa1_128KiB side by side, {ROUNDS} rounds of memcpy, encode, decode in turn (medians):"
+        "\noa1_128KiB side by side, {ROUNDS} rounds of each in turn (medians; GiB/s of the 128 \
+         KiB text):"
     );
-    println!("  memcpy {:>6.2} GiB/s", gib(memcpy));
-    for (name, i, ratio) in [
-        ("encode", 1, &mut encode_ratio),
-        ("decode", 2, &mut decode_ratio),
+    println!("  {:<44} {:>6.2} GiB/s", "memcpy", gib(memcpy));
+    for (name, i) in [
+        ("encode: escape + chunk + format", 1),
+        ("decode: parse + unescape + reassemble", 2),
+        ("engine: Client::request + poll_output", 3),
+        ("engine: Client::request + drain_into", 4),
+        ("engine: Client::handle_line to Response", 5),
     ] {
-        let t = median(&mut times[i]);
+        let ratio = ratios(i);
+        let t = median(&times[i]);
         println!(
-            "  {name} {:>6.2} GiB/s  ({:.1}x the time of memcpy)",
+            "  {name:<44} {:>6.2} GiB/s  {:>7.1} us  ({:.1}x the time of memcpy)",
             gib(t),
-            median(ratio)
+            t * 1e6,
+            median(&ratio)
         );
     }
 }
@@ -296,6 +371,9 @@ fn auth_side_by_side() {
 fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
+    if std::env::args().any(|arg| arg == "--profile-time") {
+        return;
+    }
     side_by_side();
     auth_side_by_side();
 }
@@ -351,39 +429,17 @@ fn bench(c: &mut Criterion) {
     });
 
     group.bench_function("engine: Client::request + poll_output", |b| {
-        b.iter(|| {
-            let mut cfg = Config::new("#desk", "desk");
-            cfg.pacing = Pacing::UNLIMITED;
-            let mut client = Client::new(cfg, 1);
-            client.request(0, black_box(&text), None).unwrap();
-            let mut n = 0;
-            while let Output::Transmit(line) = client.poll_output(0) {
-                n += line.len();
-            }
-            black_box(n)
-        })
+        b.iter(|| engine_request(black_box(&text)))
     });
 
-    // The id the client will pick (ids are deterministic for a seed).
-    let client_id = Client::new(Config::new("#desk", "desk"), 1)
-        .request(0, "cat big", None)
-        .unwrap();
-    let client_lines = response_lines(&text, &client_id);
+    group.bench_function("engine: Client::request + drain_into", |b| {
+        let mut buffer = Vec::new();
+        b.iter(|| engine_request_into(black_box(&text), &mut buffer))
+    });
+
+    let client_lines = client_answer_lines(&text);
     group.bench_function("engine: Client::handle_line to Response", |b| {
-        b.iter(|| {
-            let mut cfg = Config::new("#desk", "desk");
-            cfg.pacing = Pacing::UNLIMITED;
-            let mut client = Client::new(cfg, 1);
-            client.request(0, "cat big", None).unwrap();
-            while let Output::Transmit(_) = client.poll_output(0) {}
-            for line in &client_lines {
-                client.handle_line(0, line.as_bytes());
-            }
-            let Output::Event(event) = client.poll_output(0) else {
-                panic!()
-            };
-            black_box(event)
-        })
+        b.iter(|| engine_receive(black_box(&client_lines)))
     });
     group.finish();
 }

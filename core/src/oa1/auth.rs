@@ -70,6 +70,27 @@ pub const MAX_TS_CHARS: usize = 9;
 /// `OA1A` for `OA1`, and ` <TS> <TAG>`.
 pub const OVERHEAD: usize = 1 + 1 + MAX_TS_CHARS + 1 + TAG_CHARS;
 
+/// The longest [`SealPrefix`]: `OA1A <TS> <TAG> ` with a 13-digit timestamp (a `u64`'s most).
+const SEAL_PREFIX_MAX: usize = MARKER.len() + 1 + 13 + 1 + TAG_CHARS + 1;
+
+/// `OA1A <TS> <TAG> `: what a sealed frame starts with in place of `OA1 `.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SealPrefix {
+    bytes: [u8; SEAL_PREFIX_MAX],
+    len: usize,
+}
+
+impl SealPrefix {
+    fn push(&mut self, part: &[u8]) {
+        self.bytes[self.len..self.len + part.len()].copy_from_slice(part);
+        self.len += part.len();
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).expect("ASCII")
+    }
+}
+
 /// The shared-secret configuration of an endpoint. Both ends need the same secret.
 ///
 /// As JSON: `{"secret": "text", "epoch_unix_ms": 1790000000000, "max_skew_ms": 60000,
@@ -201,25 +222,41 @@ impl Authenticator {
         mac
     }
 
-    /// The authenticated text for the v40 frame text `frame` (`OA1 TYPE ...`), sent at `now`.
+    /// The authenticated text for the v40 frame text `frame` (`OA1 TYPE ...`), sent at `now`
+    /// (the link seals its lines where they lie, with [`Authenticator::seal_prefix`]).
+    #[cfg(test)]
     pub(crate) fn seal(&mut self, now: u64, frame: &str) -> String {
         let inner = frame.strip_prefix("OA1 ").unwrap_or(frame);
-        let ts = self.wall(now).max(self.last_sent_ts + 1);
-        self.last_sent_ts = ts;
-        let ts = base36(ts);
-        let tag = self
-            .tag(ts.as_bytes(), inner.as_bytes())
-            .finalize()
-            .into_bytes();
-        let mut out = String::with_capacity(OVERHEAD + frame.len());
-        out.push_str(MARKER);
-        out.push(' ');
-        out.push_str(&ts);
-        out.push(' ');
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_string(&tag[..TAG_BYTES], &mut out);
-        out.push(' ');
+        let prefix = self.seal_prefix(now, inner);
+        let mut out = String::with_capacity(prefix.as_str().len() + inner.len());
+        out.push_str(prefix.as_str());
         out.push_str(inner);
         out
+    }
+
+    /// What the authenticated form of the frame whose text after `OA1 ` is `inner` starts with
+    /// in place of `OA1 `: `OA1A <TS> <TAG> `, sent at `now`. Made on the stack, so a host
+    /// that seals a line where it lies allocates nothing per frame.
+    pub(crate) fn seal_prefix(&mut self, now: u64, inner: &str) -> SealPrefix {
+        let ts = self.wall(now).max(self.last_sent_ts + 1);
+        self.last_sent_ts = ts;
+        let mut digits = [0u8; 13];
+        let ts = base36_digits(ts, &mut digits);
+        let tag = self.tag(ts, inner.as_bytes()).finalize().into_bytes();
+        let mut prefix = SealPrefix {
+            bytes: [0; SEAL_PREFIX_MAX],
+            len: 0,
+        };
+        prefix.push(MARKER.as_bytes());
+        prefix.push(b" ");
+        prefix.push(ts);
+        prefix.push(b" ");
+        let written = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode_slice(&tag[..TAG_BYTES], &mut prefix.bytes[prefix.len..])
+            .expect("room for the tag");
+        prefix.len += written;
+        prefix.push(b" ");
+        prefix
     }
 
     /// Checks an `OA1A ...` text received at `now`; returns the inner frame text (`TYPE ...`).
@@ -285,9 +322,14 @@ impl Authenticator {
 }
 
 /// `n` in lower-case base 36.
-pub fn base36(mut n: u64) -> String {
+pub fn base36(n: u64) -> String {
+    let mut digits = [0u8; 13];
+    String::from_utf8_lossy(base36_digits(n, &mut digits)).into_owned()
+}
+
+/// [`base36`] written at the end of `buf`; returns the digits.
+fn base36_digits(mut n: u64, buf: &mut [u8; 13]) -> &[u8] {
     const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut buf = [0u8; 13];
     let mut i = buf.len();
     loop {
         i -= 1;
@@ -297,7 +339,7 @@ pub fn base36(mut n: u64) -> String {
             break;
         }
     }
-    String::from_utf8_lossy(&buf[i..]).into_owned()
+    &buf[i..]
 }
 
 /// Lower-case base 36 of 1 to [`MAX_TS_CHARS`] digits, without a leading zero.

@@ -2,11 +2,14 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxBuildHasher;
+
 use super::chunk;
 use super::compress;
+use super::engine::Drained;
 use super::escape::{escape, escape_spec};
 use super::frame::FrameType;
-use super::link::{Inbound, Link, Parsed};
+use super::link::{Inbound, Link, Parsed, Taken};
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
 use super::{
     Config, Event, Failure, IDLE_WAIT_MS, LocalError, Output, RefusedFrame, Stats,
@@ -48,7 +51,9 @@ pub struct Client {
     link: Link,
     ids: IdGenerator,
     reassembler: Reassembler,
-    requests: HashMap<String, Pending>,
+    /// Looked up for each frame received, with a hash quicker than SipHash (the keys are
+    /// our own ids).
+    requests: HashMap<String, Pending, FxBuildHasher>,
     /// What held lines wait for, told in a `not_ready` failure.
     hold_reason: String,
     /// The peer (`allowed_sender`) answered compressed once: it is deskwire, so requests may go
@@ -77,7 +82,7 @@ impl Client {
             link: Link::new(config),
             ids: IdGenerator::new(seed),
             reassembler: Reassembler::new(limits),
-            requests: HashMap::new(),
+            requests: HashMap::default(),
             hold_reason: DEFAULT_HOLD_REASON.to_owned(),
             peer_compresses: false,
         }
@@ -156,15 +161,15 @@ impl Client {
         // deskwire's own escapes (`\s`, `\0`) only toward a remote known to be deskwire: one
         // that answered compressed, or one that shares our secret; the spec's four otherwise.
         let extended = self.peer_compresses || self.link.authenticated();
-        let escaped = match extended {
-            true => escape(payload),
-            false => escape_spec(payload),
-        };
         if self.link.config.compression {
             let compressed = self
                 .peer_compresses
                 .then(|| compress::compress(payload.as_bytes()))
                 .filter(|z| {
+                    let escaped = match extended {
+                        true => escape(payload),
+                        false => escape_spec(payload),
+                    };
                     self.frames(FrameType::ReqZ, &id, z, true)
                         <= self.frames(FrameType::Req, &id, &escaped, extended)
                 });
@@ -176,13 +181,11 @@ impl Client {
                 None => {
                     self.link
                         .queue_single(FrameType::Accept, &id, compress::DEFLATE);
-                    self.link
-                        .queue_stream(FrameType::Req, &id, &escaped, extended);
+                    self.link.queue_text(FrameType::Req, &id, payload, extended);
                 }
             }
         } else {
-            self.link
-                .queue_stream(FrameType::Req, &id, &escaped, extended);
+            self.link.queue_text(FrameType::Req, &id, payload, extended);
         }
         let pending = Pending {
             made_at: now,
@@ -407,6 +410,37 @@ impl Client {
         if let Some(line) = self.link.take_queued(now) {
             return Output::Transmit(line);
         }
+        Output::Timeout(self.deadline(now))
+    }
+
+    /// [`Client::poll_output`] until it answers [`Output::Timeout`], in one call: each line
+    /// goes onto the end of `out` followed by CRLF (straight from the queue, without a
+    /// `String` each), each event onto `events`. A line goes only if `out` then holds at most
+    /// `max_len` bytes; [`Drained::Full`] says when lines that may go now were left for a
+    /// call with more room.
+    pub fn drain_into(
+        &mut self,
+        now: u64,
+        out: &mut Vec<u8>,
+        max_len: usize,
+        events: &mut Vec<Event>,
+    ) -> Drained {
+        loop {
+            self.handle_timeout(now);
+            if let Some(event) = self.link.events.pop_front() {
+                events.push(event);
+                continue;
+            }
+            match self.link.take_queued_into(now, out, max_len) {
+                Taken::Line => {}
+                Taken::NoRoom => return Drained::Full,
+                Taken::Nothing => return Drained::Until(self.deadline(now)),
+            }
+        }
+    }
+
+    /// When [`Client::poll_output`] has work next, once nothing is left to do at `now`.
+    fn deadline(&self, now: u64) -> u64 {
         let mut deadline = now.saturating_add(IDLE_WAIT_MS);
         if self.link.has_queued() {
             deadline = deadline.min(self.link.ready_at(now));
@@ -423,7 +457,7 @@ impl Client {
         if let Some(d) = self.reassembler.next_deadline() {
             deadline = deadline.min(d);
         }
-        Output::Timeout(deadline.max(now))
+        deadline.max(now)
     }
 
     /// Holds outgoing lines back (`true`) or lets them go (`false`). While held, requests are

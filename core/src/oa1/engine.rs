@@ -40,11 +40,47 @@ pub trait Engine {
     fn stats(&self) -> Self::Stats;
 }
 
+/// How a `drain_into` ([`LineEndpoint::drain_into`]) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// Everything that could go went: nothing more to do before this instant (the deadline
+    /// of the [`Output::Timeout`] that `poll_output` would answer now).
+    Until(u64),
+    /// The buffer reached its limit while lines could still go: call again with more room.
+    Full,
+}
+
 /// A bare OA1 endpoint ([`Client`], [`Server`]) for a host with its own IRC connection: it
 /// takes every line the connection receives and gives back `PRIVMSG` lines to send.
 pub trait LineEndpoint: Engine<Output = Output, Stats = Stats> {
     /// Feeds one line the IRC connection received, without its line end.
     fn handle_line(&mut self, now: u64, line: &[u8]);
+
+    /// [`LineEndpoint::handle_line`] for each line of `data`: lines ended by LF, with or
+    /// without a CR before it (what [`LineEndpoint::drain_into`] writes, or a relay's buffer of
+    /// them); a last line without one is taken whole.
+    fn handle_lines(&mut self, now: u64, data: &[u8]) {
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', data) {
+            let line = &data[start..end];
+            self.handle_line(now, line.strip_suffix(b"\r").unwrap_or(line));
+            start = end + 1;
+        }
+        if start < data.len() {
+            self.handle_line(now, &data[start..]);
+        }
+    }
+
+    /// `poll_output` until it answers a timeout, in one call: each line onto the end of `out`
+    /// with its CRLF, without a `String` each, as long as `out` stays within `max_len` bytes;
+    /// each event onto `events`.
+    fn drain_into(
+        &mut self,
+        now: u64,
+        out: &mut Vec<u8>,
+        max_len: usize,
+        events: &mut Vec<super::Event>,
+    ) -> Drained;
 
     /// Tells the endpoint our prefix as the host's IRC client knows it, so its chunks fit the
     /// lines the server relays.
@@ -109,6 +145,16 @@ macro_rules! line_endpoint {
         impl LineEndpoint for $t {
             fn handle_line(&mut self, now: u64, line: &[u8]) {
                 <$t>::handle_line(self, now, line)
+            }
+
+            fn drain_into(
+                &mut self,
+                now: u64,
+                out: &mut Vec<u8>,
+                max_len: usize,
+                events: &mut Vec<super::Event>,
+            ) -> Drained {
+                <$t>::drain_into(self, now, out, max_len, events)
             }
 
             fn set_identity(&mut self, nick: &str, user: &str, host: &str) {
@@ -251,6 +297,155 @@ mod tests {
             [Event::Failed { id: failed, .. }] => assert_eq!(failed, &id),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// What `poll_output` gives until its timeout: the lines each with CRLF, the events, the
+    /// deadline.
+    fn polled(e: &mut impl LineEndpoint, now: u64) -> (Vec<u8>, Vec<Event>, u64) {
+        let (mut bytes, mut events) = (Vec::new(), Vec::new());
+        loop {
+            match e.poll_output(now) {
+                Output::Transmit(line) => {
+                    bytes.extend_from_slice(line.as_bytes());
+                    bytes.extend_from_slice(b"\r\n");
+                }
+                Output::Event(event) => events.push(event),
+                Output::Timeout(at) => return (bytes, events, at),
+            }
+        }
+    }
+
+    /// `drain_into` with at most `max_len` bytes a call, called until it is not full.
+    fn drained(e: &mut impl LineEndpoint, now: u64, max_len: usize) -> (Vec<u8>, Vec<Event>, u64) {
+        let (mut bytes, mut events) = (Vec::new(), Vec::new());
+        loop {
+            let mut out = Vec::new();
+            let end = e.drain_into(now, &mut out, max_len, &mut events);
+            assert!(out.len() <= max_len, "{} over {max_len}", out.len());
+            bytes.extend_from_slice(&out);
+            match end {
+                Drained::Full => assert!(!out.is_empty(), "full with nothing in it"),
+                Drained::Until(at) => return (bytes, events, at),
+            }
+        }
+    }
+
+    #[test]
+    fn drain_into_gives_the_bytes_and_events_of_poll_output() {
+        let mut config = line_config("desk", "deskbot");
+        config.pacing = Pacing::UNLIMITED;
+        let text = "ligne\tà \\ échapper 🙂\n".repeat(2000);
+        let prefixed = |bytes: &[u8], source: &str| -> Vec<String> {
+            std::str::from_utf8(bytes)
+                .unwrap()
+                .split_terminator("\r\n")
+                .map(|line| format!(":{source} {line}"))
+                .collect()
+        };
+        // The same request and answer through two pairs of endpoints: one polled line by
+        // line, the other drained into buffers, 1000 bytes at a time for the request and all at
+        // once for the answer.
+        let mut results = Vec::new();
+        for max_len in [None, Some(1000)] {
+            let mut client = Client::new(config.clone(), 1);
+            let mut server_config = line_config("deskbot", "desk");
+            server_config.pacing = Pacing::UNLIMITED;
+            let mut server = Server::new(server_config);
+            let id = client.request(0, &text, None).unwrap();
+            let (request, _, _) = match max_len {
+                None => polled(&mut client, 0),
+                Some(max) => drained(&mut client, 0, max),
+            };
+            for line in prefixed(&request, "desk!d@h") {
+                server.handle_line(0, line.as_bytes());
+            }
+            let (nothing, events, _) = match max_len {
+                None => polled(&mut server, 0),
+                Some(_) => drained(&mut server, 0, usize::MAX),
+            };
+            assert!(nothing.is_empty());
+            let [Event::Request { payload, .. }] = events.as_slice() else {
+                panic!("{events:?}")
+            };
+            assert_eq!(payload, &text);
+            server.respond(0, &id, &text).unwrap();
+            let (answer, _, deadline) = match max_len {
+                None => polled(&mut server, 0),
+                Some(max) => drained(&mut server, 0, max),
+            };
+            for line in prefixed(&answer, "deskbot!b@h") {
+                client.handle_line(0, line.as_bytes());
+            }
+            let (_, events, _) = match max_len {
+                None => polled(&mut client, 0),
+                Some(_) => drained(&mut client, 0, usize::MAX),
+            };
+            assert_eq!(
+                events,
+                [Event::Response {
+                    id,
+                    text: text.clone(),
+                    truncated: false
+                }]
+            );
+            results.push((request, answer, deadline, client.stats(), server.stats()));
+        }
+        assert!(results[0].0.len() > 100 * 400, "{}", results[0].0.len());
+        assert_eq!(results[0], results[1]);
+    }
+
+    #[test]
+    fn handle_lines_takes_each_line_of_a_buffer() {
+        let mut server = Server::new(line_config("deskbot", "desk"));
+        let line = |seq: u32, more: u8, text: &str| {
+            format!(":desk!d@h PRIVMSG #desk :OA1 REQ abc {seq} {more} {text}")
+        };
+        // CRLF, a bare LF, an empty line (not IRC: counted), and a last line without its end.
+        let data = format!(
+            "{}\r\n{}\n\r\n{}",
+            line(1, 1, "one "),
+            line(2, 1, "two "),
+            line(3, 0, "three")
+        );
+        LineEndpoint::handle_lines(&mut server, 0, data.as_bytes());
+        let (_, events, _) = polled(&mut server, 0);
+        match events.as_slice() {
+            [Event::Request { payload, .. }] => assert_eq!(payload, "one two three"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(server.stats().lines_in, 4);
+        assert_eq!(server.stats().invalid_lines, 1);
+    }
+
+    #[test]
+    fn drain_into_a_full_buffer_takes_nothing_and_held_lines_stay() {
+        let mut config = line_config("desk", "deskbot");
+        config.pacing = Pacing::UNLIMITED;
+        let mut client = Client::new(config, 1);
+        client.request(0, "uname -a", None).unwrap();
+        let mut out = b"x".repeat(10);
+        let mut events = Vec::new();
+        assert_eq!(
+            client.drain_into(0, &mut out, 20, &mut events),
+            Drained::Full
+        );
+        assert_eq!(out, b"x".repeat(10));
+        client.set_held(true);
+        assert!(matches!(
+            client.drain_into(0, &mut out, usize::MAX, &mut events),
+            Drained::Until(_)
+        ));
+        assert_eq!(out.len(), 10);
+        client.set_held(false);
+        assert!(matches!(
+            client.drain_into(0, &mut out, usize::MAX, &mut events),
+            Drained::Until(_)
+        ));
+        assert!(
+            out.ends_with(b" uname -a\r\n"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
     }
 
     /// Delivers what the network has for `client` to `e`, then drains `e` into the network.

@@ -259,13 +259,37 @@ impl<'a> Frame<'a> {
         #[cfg(debug_assertions)]
         let written_from = out.len();
         out.reserve(self.text_len());
+        Frame::write_header(
+            self.kind,
+            self.id,
+            self.seq,
+            self.more,
+            self.payload.is_empty(),
+            out,
+        );
+        out.push_str(self.payload);
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(out.len() - written_from, self.text_len());
+    }
+
+    /// Appends the first [`Frame::header_len`] bytes of a frame's text: `OA1 TYPE ID SEQ MORE`
+    /// and, unless `payload_empty`, the space before the payload. For a writer that puts the
+    /// payload after it in pieces (the link's queue, without a `String` per frame).
+    pub(crate) fn write_header(
+        kind: FrameType,
+        id: &str,
+        seq: u32,
+        more: bool,
+        payload_empty: bool,
+        out: &mut String,
+    ) {
         out.push_str("OA1 ");
-        out.push_str(self.kind.as_str());
+        out.push_str(kind.as_str());
         out.push(' ');
-        out.push_str(self.id);
+        out.push_str(id);
         out.push(' ');
         let mut digits = [0u8; 10];
-        let mut n = self.seq;
+        let mut n = seq;
         let mut start = digits.len();
         loop {
             start -= 1;
@@ -275,16 +299,13 @@ impl<'a> Frame<'a> {
                 break;
             }
         }
-        for &digit in &digits[start..] {
-            out.push(char::from(digit));
-        }
-        out.push_str(if self.more { " 1" } else { " 0" });
-        if !self.payload.is_empty() {
-            out.push(' ');
-            out.push_str(self.payload);
-        }
-        #[cfg(debug_assertions)]
-        debug_assert_eq!(out.len() - written_from, self.text_len());
+        out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
+        out.push_str(match (more, payload_empty) {
+            (false, true) => " 0",
+            (true, true) => " 1",
+            (false, false) => " 0 ",
+            (true, false) => " 1 ",
+        });
     }
 }
 

@@ -4,9 +4,10 @@ use std::collections::VecDeque;
 
 use super::chunk::{self, MIN_PAYLOAD_BUDGET};
 use super::compress::{self, DEFLATE, StreamCompressor};
+use super::engine::Drained;
 use super::escape::{escape, escape_into, escape_spec, escape_spec_into};
 use super::frame::{Frame, FrameType};
-use super::link::{Inbound, Link, Parsed};
+use super::link::{Inbound, Link, Parsed, Taken};
 use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
 use super::{
     Config, Event, IDLE_WAIT_MS, LocalError, Output, RefusedFrame, Stats, TRUNCATION_MARKER,
@@ -575,6 +576,56 @@ impl Server {
         {
             return Output::Transmit(line);
         }
+        Output::Timeout(self.deadline(now))
+    }
+
+    /// [`Server::poll_output`] until it answers [`Output::Timeout`], in one call: each line
+    /// goes onto the end of `out` followed by CRLF, each event onto `events`. A line goes only
+    /// if `out` then holds at most `max_len` bytes (an answer's next frame is made only when a
+    /// line as long as the server allows would fit); [`Drained::Full`] says when lines that
+    /// may go now were left for a call with more room.
+    pub fn drain_into(
+        &mut self,
+        now: u64,
+        out: &mut Vec<u8>,
+        max_len: usize,
+        events: &mut Vec<Event>,
+    ) -> Drained {
+        loop {
+            self.handle_timeout(now);
+            if let Some(event) = self.link.events.pop_front() {
+                events.push(event);
+                continue;
+            }
+            match self.link.take_queued_into(now, out, max_len) {
+                Taken::Line => continue,
+                Taken::NoRoom => return Drained::Full,
+                Taken::Nothing => {}
+            }
+            if self.link.has_queued() {
+                return Drained::Until(self.deadline(now));
+            }
+            if out.len() + self.link.longest_line() > max_len {
+                let due = !self.link.is_held()
+                    && self.link.ready_at(now) <= now
+                    && self.replies.iter().any(|reply| self.flush_due(reply, now));
+                return match due {
+                    true => Drained::Full,
+                    false => Drained::Until(self.deadline(now)),
+                };
+            }
+            match self.take_reply_frame(now) {
+                Some(line) => {
+                    out.extend_from_slice(line.as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                }
+                None => return Drained::Until(self.deadline(now)),
+            }
+        }
+    }
+
+    /// When [`Server::poll_output`] has work next, once nothing is left to do at `now`.
+    fn deadline(&self, now: u64) -> u64 {
         let mut deadline = now.saturating_add(IDLE_WAIT_MS);
         let ready = self.link.ready_at(now);
         if self.link.has_queued() {
@@ -593,7 +644,7 @@ impl Server {
         if let Some(d) = self.reassembler.next_deadline() {
             deadline = deadline.min(d);
         }
-        Output::Timeout(deadline.max(now))
+        deadline.max(now)
     }
 
     /// Holds outgoing lines back (`true`) or lets them go (`false`). While held, requests still
