@@ -1,21 +1,30 @@
 """``deskwire.aio.RexdClient`` next to ``rex`` (the Rust client) and plain ssh, in one run
-(pytest-benchmark; nothing is asserted about time):
+(nothing is asserted about time):
 
-- ``read_10mib``: a 10 MiB file of random bytes, read whole; ``RexdClient`` reads pieces of the
-  session's ``max_file_read_bytes``, three in flight, as ``rex read`` does.
-- ``seq``: the output of ``seq 1 140000`` (0.9 MB of short lines, under the 1 MiB output cap
-  an agent's session keeps).
+- ``random``: a 10 MiB file of random bytes, read whole with ``RexdClient.read_file`` (pieces of
+  the session's ``max_file_read_bytes``, three in flight, as ``rex read`` reads);
+- ``text``: a 10 MiB file of log lines (the text of ``rexd/benches/ssh.rs``), read the same way;
+- ``seq``: the output of ``seq 1 140000`` (0.9 MB of short lines, under the 1 MiB output cap an
+  agent's session keeps).
 
-``RexdClient`` runs twice: with raw frames (the default over stdio and ssh) and without
-(``raw_frames=False``: everything in JSON strings, base64 for the random file, as before).
+``RexdClient`` runs three ways: raw frames with zstd (its defaults over ssh), raw frames alone
+(``compression=False``, its defaults locally) and JSON (``raw_frames=False, compression=False``: everything in JSON
+strings, base64 for file bytes); ``rex`` two: its defaults (raw frames) and ``--compress`` (raw
+frames with zstd). Each round is a whole use, connection included: ``rex`` and ssh are processes
+started per round, and ``RexdClient`` connects (starting ``rexd --stdio``, or ssh) and closes.
+Locally and through a loopback sshd (skipped without OpenSSH). ``$DESKWIRE_REXD`` and
+``$DESKWIRE_REX`` name the binaries (release builds for numbers worth keeping).
 
-Each round is a whole use, connection included, the same for all three: ``rex`` and ssh are
-processes started per round, and ``RexdClient`` connects (starting ``rexd --stdio``, or ssh) and
-closes. Locally and through a loopback sshd (skipped without OpenSSH). ``$DESKWIRE_REXD`` and
-``$DESKWIRE_REX`` name the binaries (release builds for numbers worth keeping):
+``test_rexd_in_turns`` runs every contender of a case in turns, round after round, so a change
+in the machine's load touches them all alike, and prints the medians and minimums with each
+one's ratio to ``rex`` (the numbers to keep; ``$DESKWIRE_BENCH_ROUNDS`` rounds, 9 unless set):
 
-    cd bindings/python && python -m pytest benches -k rexd --benchmark-columns=min,median,rounds \\
-        --benchmark-group-by=group
+    cd bindings/python && python -m pytest benches/test_rexd_bench.py -k in_turns -s
+
+The other tests are the same contenders under pytest-benchmark, one after another:
+
+    cd bindings/python && python -m pytest benches/test_rexd_bench.py -k "not in_turns" \\
+        --benchmark-columns=min,median,rounds --benchmark-group-by=group
 """
 
 from __future__ import annotations
@@ -23,11 +32,13 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -39,17 +50,43 @@ from peers import Sshd, rexd_path  # noqa: E402
 FILE_BYTES = 10 * 1024 * 1024
 SEQ = ["seq", "1", "140000"]
 SEQ_BYTES = len("".join(f"{i}\n" for i in range(1, 140001)))
+FILES = {"random": "ten.bin", "text": "ten.txt"}
+
+# RexdClient's ways: the connect keywords of each.
+WAYS: Dict[str, Dict[str, bool]] = {
+    "raw+zstd": {"compression": True},
+    "raw": {"compression": False},
+    "json": {"raw_frames": False, "compression": False},
+}
+# rex's: its extra flags.
+REX_WAYS: Dict[str, List[str]] = {"rex": [], "rex --compress": ["--compress"]}
 
 
 def rex_path() -> str:
     return os.environ.get("DESKWIRE_REX") or str(Path(rexd_path()).parent / "rex")
 
 
+def text_file() -> bytes:
+    """10 MiB of log-like lines, as ``rexd/benches/ssh.rs`` makes them."""
+    lines = []
+    size, i = 0, 0
+    while size < FILE_BYTES:
+        line = (
+            f"2026-11-26T10:{i // 3600 % 60:02}:{i // 60 % 60:02}.{i % 1000:03}Z INFO worker[{i % 16}] "
+            f"request {i} done in {i * 37 % 1000} ms: \"GET /api/items?page={i % 97}\"\n"
+        )
+        lines.append(line)
+        size += len(line)
+        i += 1
+    return "".join(lines).encode()[:FILE_BYTES]
+
+
 @pytest.fixture(scope="module")
 def place() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="deskwire-bench-") as d:
         root = Path(d).resolve()
-        (root / "ten.bin").write_bytes(os.urandom(FILE_BYTES))
+        (root / FILES["random"]).write_bytes(os.urandom(FILE_BYTES))
+        (root / FILES["text"]).write_bytes(text_file())
         yield root
 
 
@@ -63,43 +100,20 @@ def sshd() -> Iterator[Optional[Sshd]]:
     s.stop()
 
 
-async def read_whole(client: RexdClient, path: str) -> int:
-    """A file read whole in pieces, three in flight."""
-    piece = int(client.session["limits"]["max_file_read_bytes"])
-    got, offset = 0, 0
-    while True:
-        pieces = await asyncio.gather(
-            *(client.read(path, offset=offset + i * piece, length=piece) for i in range(3))
-        )
-        for data in pieces:
-            got += len(data)
-        if len(pieces[-1]) < piece:
-            return got
-        offset += 3 * piece
-
-
-async def run_seq(client: RexdClient) -> int:
-    got = 0
-    async for event in client.exec(SEQ):
-        if isinstance(event, ExecOutput):
-            got += len(event.data)
-    return got
-
-
-def connect_args(where: str, place: Path, sshd: Optional[Sshd]) -> dict:
+def connect_args(where: str, place: Path, sshd: Optional[Sshd]) -> Dict[str, Any]:
     if where == "local":
         return {"target": "local", "rexd": rexd_path(), "rexd_args": ["--root", str(place)]}
     assert sshd is not None
     return {"target": "box", "targets_file": str(sshd.targets_file), "rexd_args": ["--root", str(place)]}
 
 
-def rex_argv(where: str, place: Path, sshd: Optional[Sshd], *command: str) -> List[str]:
+def rex_argv(where: str, place: Path, sshd: Optional[Sshd], flags: List[str], *command: str) -> List[str]:
     if where == "local":
         return [rex_path(), "-t", "local", "--rexd", rexd_path(), "--rexd-arg=--root",
-                f"--rexd-arg={place}", *command]
+                f"--rexd-arg={place}", *flags, *command]
     assert sshd is not None
     return [rex_path(), "--targets-file", str(sshd.targets_file), "-t", "box",
-            "--rexd-arg=--root", f"--rexd-arg={place}", *command]
+            "--rexd-arg=--root", f"--rexd-arg={place}", *flags, *command]
 
 
 def ssh_argv(sshd: Sshd, *command: str) -> List[str]:
@@ -114,7 +128,41 @@ def counted(argv: List[str]) -> int:
     return len(out.stdout)
 
 
+def python_round(where: str, way: str, case: str, place: Path, sshd: Optional[Sshd]) -> Callable[[], int]:
+    """One whole use of RexdClient: connect, read the file whole (or run seq), close."""
+
+    async def once() -> int:
+        async with await RexdClient.connect(**connect_args(where, place, sshd), **WAYS[way]) as client:
+            assert bool(client.session.get("raw_frames")) == (way != "json")
+            assert (client.session.get("compression") == "zstd") == (way == "raw+zstd")
+            if case == "seq":
+                got = 0
+                async for event in client.exec(SEQ):
+                    if isinstance(event, ExecOutput):
+                        got += len(event.data)
+                return got
+            return len(await client.read_file(str(place / FILES[case])))
+
+    return lambda: asyncio.run(once())
+
+
+def rex_round(where: str, way: str, case: str, place: Path, sshd: Optional[Sshd]) -> Callable[[], int]:
+    command = ["exec", "--", *SEQ] if case == "seq" else ["read", str(place / FILES[case])]
+    argv = rex_argv(where, place, sshd, REX_WAYS[way], *command)
+    return lambda: counted(argv)
+
+
+def ssh_round(case: str, place: Path, sshd: Sshd) -> Callable[[], int]:
+    argv = ssh_argv(sshd, *SEQ) if case == "seq" else ssh_argv(sshd, "cat", str(place / FILES[case]))
+    return lambda: counted(argv)
+
+
 WHERE = ["local", "ssh"]
+CASES = ["random", "text", "seq"]
+
+
+def expected(case: str) -> int:
+    return SEQ_BYTES if case == "seq" else FILE_BYTES
 
 
 def skip_without(where: str, sshd: Optional[Sshd]) -> None:
@@ -122,58 +170,69 @@ def skip_without(where: str, sshd: Optional[Sshd]) -> None:
         pytest.skip("no OpenSSH here")
 
 
-@pytest.mark.parametrize("raw", [True, False], ids=["raw", "json"])
-@pytest.mark.parametrize("where", WHERE)
-def test_rexd_read_10mib_python(benchmark, where: str, raw: bool, place: Path, sshd: Optional[Sshd]) -> None:
-    skip_without(where, sshd)
-    benchmark.group = f"rexd read 10 MiB, {where}"
+def contenders(where: str, case: str, place: Path, sshd: Optional[Sshd]) -> List[Tuple[str, Callable[[], int]]]:
+    runs = [(f"RexdClient {way}", python_round(where, way, case, place, sshd)) for way in WAYS]
+    runs += [(way, rex_round(where, way, case, place, sshd)) for way in REX_WAYS]
+    if where == "ssh":
+        assert sshd is not None
+        runs.append(("ssh", ssh_round(case, place, sshd)))
+    return runs
 
-    async def once() -> int:
-        async with await RexdClient.connect(**connect_args(where, place, sshd), raw_frames=raw) as client:
-            assert bool(client.session.get("raw_frames")) == raw
-            return await read_whole(client, str(place / "ten.bin"))
 
-    assert benchmark(lambda: asyncio.run(once())) == FILE_BYTES
+ROUNDS = int(os.environ.get("DESKWIRE_BENCH_ROUNDS", "9"))
 
 
 @pytest.mark.parametrize("where", WHERE)
-def test_rexd_read_10mib_rex(benchmark, where: str, place: Path, sshd: Optional[Sshd]) -> None:
+def test_rexd_in_turns(where: str, place: Path, sshd: Optional[Sshd]) -> None:
+    """Every contender of each case in turns, ``ROUNDS`` rounds (one warm-up first); prints the
+    medians and the minimums in ms (the minimum is the least touched by other work on the
+    machine) and each one's ratio to ``rex`` (and, for RexdClient raw+zstd, to
+    ``rex --compress``, the same session)."""
     skip_without(where, sshd)
-    benchmark.group = f"rexd read 10 MiB, {where}"
-    argv = rex_argv(where, place, sshd, "read", str(place / "ten.bin"))
-    assert benchmark(counted, argv) == FILE_BYTES
+    print(f"\n{where}: {ROUNDS} rounds in turns, ms (ratio to rex)")
+    for case in CASES:
+        runs = contenders(where, case, place, sshd)
+        times: Dict[str, List[float]] = {name: [] for name, _ in runs}
+        for name, run in runs:  # warm-up: page cache, the ssh connection's keys
+            assert run() == expected(case), name
+        for _ in range(ROUNDS):
+            for name, run in runs:
+                start = time.perf_counter()
+                got = run()
+                times[name].append((time.perf_counter() - start) * 1e3)
+                assert got == expected(case), name
+        for label, pick in (("median", statistics.median), ("min", min)):
+            value = {name: pick(t) for name, t in times.items()}
+            cells = []
+            for name, ms in value.items():
+                ratio = f" ({ms / value['rex']:.2f}x)" if name != "rex" else ""
+                if name == "RexdClient raw+zstd":
+                    ratio += f" [{ms / value['rex --compress']:.2f}x rex --compress]"
+                cells.append(f"{name} {ms:.1f}{ratio}")
+            print(f"  {case}, {label}: " + "; ".join(cells))
 
 
-def test_rexd_read_10mib_ssh_cat(benchmark, place: Path, sshd: Optional[Sshd]) -> None:
+@pytest.mark.parametrize("way", list(WAYS))
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("where", WHERE)
+def test_rexd_python(benchmark: Any, where: str, case: str, way: str, place: Path, sshd: Optional[Sshd]) -> None:
+    skip_without(where, sshd)
+    benchmark.group = f"rexd {case}, {where}"
+    assert benchmark(python_round(where, way, case, place, sshd)) == expected(case)
+
+
+@pytest.mark.parametrize("way", list(REX_WAYS))
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("where", WHERE)
+def test_rexd_rex(benchmark: Any, where: str, case: str, way: str, place: Path, sshd: Optional[Sshd]) -> None:
+    skip_without(where, sshd)
+    benchmark.group = f"rexd {case}, {where}"
+    assert benchmark(rex_round(where, way, case, place, sshd)) == expected(case)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_rexd_ssh(benchmark: Any, case: str, place: Path, sshd: Optional[Sshd]) -> None:
     skip_without("ssh", sshd)
     assert sshd is not None
-    benchmark.group = "rexd read 10 MiB, ssh"
-    assert benchmark(counted, ssh_argv(sshd, "cat", str(place / "ten.bin"))) == FILE_BYTES
-
-
-@pytest.mark.parametrize("raw", [True, False], ids=["raw", "json"])
-@pytest.mark.parametrize("where", WHERE)
-def test_rexd_seq_python(benchmark, where: str, raw: bool, place: Path, sshd: Optional[Sshd]) -> None:
-    skip_without(where, sshd)
-    benchmark.group = f"rexd seq, {where}"
-
-    async def once() -> int:
-        async with await RexdClient.connect(**connect_args(where, place, sshd), raw_frames=raw) as client:
-            assert bool(client.session.get("raw_output")) == raw
-            return await run_seq(client)
-
-    assert benchmark(lambda: asyncio.run(once())) == SEQ_BYTES
-
-
-@pytest.mark.parametrize("where", WHERE)
-def test_rexd_seq_rex(benchmark, where: str, place: Path, sshd: Optional[Sshd]) -> None:
-    skip_without(where, sshd)
-    benchmark.group = f"rexd seq, {where}"
-    assert benchmark(counted, rex_argv(where, place, sshd, "exec", "--", *SEQ)) == SEQ_BYTES
-
-
-def test_rexd_seq_ssh(benchmark, place: Path, sshd: Optional[Sshd]) -> None:
-    skip_without("ssh", sshd)
-    assert sshd is not None
-    benchmark.group = "rexd seq, ssh"
-    assert benchmark(counted, ssh_argv(sshd, *SEQ)) == SEQ_BYTES
+    benchmark.group = f"rexd {case}, ssh"
+    assert benchmark(ssh_round(case, place, sshd)) == expected(case)
