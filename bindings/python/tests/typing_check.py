@@ -17,8 +17,12 @@ async def drivers() -> None:
         assert_type(await desk.remote_bash("uname -a", timeout=30), str)
     async with await IrcRemote.connect("127.0.0.1", handler=answer) as remote:
         assert_type(remote, IrcRemote)
-    async with await RexdClient.connect("local") as rexd:
+    async with await RexdClient.connect("local", compression=True) as rexd:
         assert_type(rexd, RexdClient)
+        assert_type(await rexd.read_file("README.md", max_size=None), bytes)
+        async for chunk in rexd.read_chunks("README.md", offset=10):
+            assert_type(chunk, bytes)
+    await RexdClient.connect("local", compresion=True)  # type: ignore[call-arg]
 
 
 async def answer(request: oa1.Request) -> str:
