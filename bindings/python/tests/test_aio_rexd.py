@@ -97,6 +97,24 @@ async def test_raw_frames_locally_and_over_ssh(root: Path, sshd: Sshd) -> None:
         await raw_frames_exactly(client, root)
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["own-pipe", "asyncio-transport"])
+async def test_both_stdout_readers_carry_exact_bytes_and_close_their_pipes(
+    root: Path, direct: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's stdout is read through the client's own pipe reader, or (on Windows, whose
+    loop cannot watch a pipe) through asyncio's transport: both carry the bytes exactly, and a
+    closed client leaves no descriptor open."""
+    from deskwire.aio import rexd as client_module
+
+    monkeypatch.setattr(client_module, "_DIRECT_PIPE", direct)
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(2):
+        async with await RexdClient.connect("local", rexd=rexd_path(), rexd_args=["--root", str(root)]) as client:
+            assert isinstance(client._link_reader, client_module._PipeReader if direct else client_module._WideReader)
+            await raw_frames_exactly(client, root)
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
 async def test_a_daemon_that_lies_about_raw_bytes_is_cut_off(root: Path) -> None:
     """A daemon that grants raw output, then announces a gigabyte after an event: the client
     ends the link before reading or holding any of it, and the command's caller hears so."""

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import ssl
+import sys
 import time
 from typing import (
     Any,
@@ -389,29 +390,99 @@ costs more than a read)."""
 
 _F_SETPIPE_SZ = 1031  # Linux's fcntl; Python's fcntl module names it from 3.10 only
 
+_DIRECT_PIPE = sys.platform != "win32"
+"""Whether the client reads a daemon's stdout itself (:class:`_PipeReader`); elsewhere (Windows'
+proactor loop cannot watch a pipe) through asyncio's pipe transport (:class:`_WideReader`)."""
 
-def _widen_pipe(process: asyncio.subprocess.Process) -> None:
-    """Asks for a ``_LINK_READ`` pipe buffer on the daemon's stdout (Linux; elsewhere, or past
+
+def _widen_pipe(fd: int) -> None:
+    """Asks for a ``_LINK_READ`` pipe buffer (Linux; elsewhere, or past
     ``/proc/sys/fs/pipe-max-size``, the pipe stays as it is)."""
     try:
         import fcntl
 
-        transport = getattr(process, "_transport", None)
-        pipe = transport.get_pipe_transport(1).get_extra_info("pipe") if transport else None
-        if pipe is not None:
-            fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", _F_SETPIPE_SZ), _LINK_READ)
-    except (ImportError, OSError, AttributeError, ValueError):
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", _F_SETPIPE_SZ), _LINK_READ)
+    except (ImportError, OSError, ValueError):
         pass
 
 
+def _set_once(ready: "asyncio.Future[None]") -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+class _PipeReader:
+    """The pump's reader over a daemon's stdout pipe, read here rather than through asyncio's
+    transport and StreamReader, which allocate and copy every read three times: each read goes
+    into one reused ``_LINK_READ`` buffer and only the bytes read are copied out. Reading 10 MiB
+    from ``cat`` took 23-25 ms of CPU the asyncio way and 9.4-9.7 ms this way."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        _widen_pipe(fd)
+        self._fd: Optional[int] = fd
+        self._buffer = bytearray(_LINK_READ)
+        self._view = memoryview(self._buffer)
+        self._ready: "Optional[asyncio.Future[None]]" = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+
+    async def read(self, _n: int) -> bytes:
+        while self._fd is not None:
+            fd = self._fd
+            try:
+                n = os.readv(fd, [self._buffer])
+            except BlockingIOError:
+                self._loop = loop = asyncio.get_running_loop()
+                self._ready = ready = loop.create_future()
+                loop.add_reader(fd, _set_once, ready)
+                try:
+                    await ready
+                finally:
+                    if self._ready is ready:  # not closed meanwhile
+                        self._ready = None
+                        loop.remove_reader(fd)
+                continue
+            except OSError:
+                n = 0  # the pipe broke: as its end
+            if n == 0:
+                self.close()
+                break
+            return bytes(self._view[:n])
+        return b""
+
+    def close(self) -> None:
+        """Stops watching the pipe and closes it; a read waiting on it returns its end."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        if self._ready is not None and self._loop is not None:
+            self._loop.remove_reader(fd)
+            _set_once(self._ready)
+            self._ready = None
+        os.close(fd)
+
+
 class _WideReader:
-    """The pump's reader over a daemon's stdout: whatever has come, up to ``_LINK_READ``."""
+    """The pump's reader over a daemon's stdout through asyncio's pipe transport (Windows):
+    whatever has come, up to ``_LINK_READ``."""
 
     def __init__(self, stream: asyncio.StreamReader) -> None:
         self._stream = stream
 
     async def read(self, n: int) -> bytes:
         return await self._stream.read(max(n, _LINK_READ))
+
+    def close(self) -> None:
+        pass
+
+
+class _Child:
+    """A daemon started as a child (``rexd --stdio``, or ssh running it): the process, and the
+    reader of its stdout."""
+
+    def __init__(self, process: asyncio.subprocess.Process, reader: Union[_PipeReader, _WideReader]) -> None:
+        self.process = process
+        self.reader = reader
 
 
 _NETWORK_SCHEMES = {"https": "wss", "wss": "wss", "http": "ws", "ws": "ws"}
@@ -488,11 +559,12 @@ class RexdClient:
 
     def __init__(
         self,
-        process: Optional[asyncio.subprocess.Process],
+        child: Optional[_Child],
         peer: jsonrpc.Peer,
         ws: Any = None,
     ) -> None:
-        self._process = process
+        self._process = child.process if child is not None else None
+        self._link_reader: Union[_PipeReader, _WideReader, None] = None
         self._ws = ws
         self._ws_reader: Optional[_WsReader] = None
         self._peer = peer
@@ -517,21 +589,23 @@ class RexdClient:
         self._last_event = 0
         self._resuming: Optional[asyncio.Task[None]] = None
         self._closing = False
-        if process is not None:
-            self._attach_process(process)
+        if child is not None:
+            self._attach_process(child)
         else:
             self._attach(ws)
 
-    def _attach_process(self, process: asyncio.subprocess.Process) -> None:
+    def _attach_process(self, child: _Child) -> None:
         """Runs the pump over the daemon's (or ssh's) stdio."""
-        assert process.stdout is not None and process.stdin is not None
+        process = child.process
+        assert process.stdin is not None
         self._process = process
+        self._link_reader = child.reader
         self._frames = _rexd.RawFrames()
         if self.session.get("raw_output"):
             self._frames.allow_output(MAX_EVENT_BYTES)
         engine = cast(jsonrpc.Peer, _Framed(self._peer, self._frames))
-        _widen_pipe(process)
-        reader = cast(asyncio.StreamReader, _WideReader(process.stdout))
+        # The pump only calls read(n) on its reader, which both readers provide.
+        reader = cast(asyncio.StreamReader, child.reader)
         self._pump = _Pump(engine, reader, process.stdin, self._event, self._end)
         self._stderr_task = asyncio.get_running_loop().create_task(self._read_stderr(process))
 
@@ -561,7 +635,7 @@ class RexdClient:
                     log.debug("resume: cannot reconnect yet: %s", e)
                     continue
                 self._peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
-                if isinstance(link, asyncio.subprocess.Process):
+                if isinstance(link, _Child):
                     await self._reap(self._process)
                     self._attach_process(link)
                 else:
@@ -676,18 +750,37 @@ class RexdClient:
             resume=resume,
         )
 
-        async def spawn() -> asyncio.subprocess.Process:
-            return await asyncio.create_subprocess_exec(
-                *spec["argv"],
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=bool(spec["local"]),
-                limit=_LINK_READ,
-            )
+        async def spawn() -> _Child:
+            if not _DIRECT_PIPE:
+                process = await asyncio.create_subprocess_exec(
+                    *spec["argv"],
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    start_new_session=bool(spec["local"]),
+                    limit=_LINK_READ,
+                )
+                assert process.stdout is not None
+                return _Child(process, _WideReader(process.stdout))
+            # The daemon's stdout is a pipe this side reads itself (_PipeReader).
+            read_end, write_end = os.pipe()
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    *spec["argv"],
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=write_end,
+                    stderr=asyncio.subprocess.PIPE,
+                    start_new_session=bool(spec["local"]),
+                )
+            except BaseException:
+                os.close(read_end)
+                raise
+            finally:
+                os.close(write_end)
+            return _Child(process, _PipeReader(read_end))
 
         try:
-            process = await spawn()
+            child = await spawn()
         except FileNotFoundError as e:
             raise LocalError(
                 "not_found",
@@ -695,7 +788,7 @@ class RexdClient:
                 f"its path: {spec['rexd_install']}",
             ) from e
         peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
-        client = cls(process, peer)
+        client = cls(child, peer)
         # Raw frames: file bytes and command output after their lines, not in JSON strings.
         params: Dict[str, Any] = {"client_name": client_name}
         if raw_frames:
@@ -1374,6 +1467,8 @@ class RexdClient:
     async def _reap(self, process: Optional[asyncio.subprocess.Process]) -> None:
         """Waits for the process of a link that dropped (killing it if it lingers), and stops
         reading its stderr."""
+        if self._link_reader is not None:
+            self._link_reader.close()
         if process is None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -1413,6 +1508,8 @@ class RexdClient:
                 await self._process.wait()
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(self._pump.task, timeout)
+        if self._link_reader is not None:
+            self._link_reader.close()
         if self._stderr_task is not None:
             self._stderr_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
