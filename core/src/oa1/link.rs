@@ -132,13 +132,12 @@ pub(crate) struct Link {
 
 /// How many bytes of text the escaped `escaped` stands for (it holds whole escape pairs).
 fn unescaped_len(escaped: &[u8]) -> usize {
-    let mut pairs = 0;
-    let mut at = 0;
-    while let Some(found) = memchr::memchr(b'\\', &escaped[at..]) {
-        pairs += 1;
-        at += found + 2;
+    let (mut at, mut len) = (0, 0);
+    while at < escaped.len() {
+        at += if escaped[at] == b'\\' { 2 } else { 1 };
+        len += 1;
     }
-    escaped.len() - pairs
+    len
 }
 
 /// What [`Link::take_queued_into`] did.
@@ -546,7 +545,9 @@ impl Link {
                 false => chunk::cut_spec(escaped, 0, budget, true),
             };
             let last = window_end == text.len() && end == escaped.len();
-            let consumed = unescaped_len(&escaped.as_bytes()[..end]);
+            // What was cut off is a few bytes: counted back from there (a cut never splits a
+            // pair), not forward through the whole frame.
+            let consumed = (window_end - src) - unescaped_len(&escaped.as_bytes()[end..]);
             out.truncate(payload_at + end);
             let mut payload_len = end;
             if end == 0 {
