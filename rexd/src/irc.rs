@@ -1,9 +1,12 @@
 //! `rexd --irc ircs://HOST:PORT --channel '#desk' --nick NAME`: the daemon as the remote end of OA1
-//! (`docs/oa1.md`, "`RemoteBash`": the remote that answers the desk's requests).
+//! (`docs/oa1.md`, "`RemoteBash`": the remote that answers the desk's requests), in every
+//! channel given (`--channel` again and again) and, with `--device-code`, in every channel the
+//! VR Offices game binds to the code, found by `LIST`.
 //!
-//! One mio loop holds the IRC socket, the children's pipes and the timers. The core's
-//! per-connection OA1 engine, [`Remote`], registers, joins, keeps the link alive, reassembles
-//! requests and paces the answer lines; the [`Executor`] runs each request as a fresh `sh -c`
+//! One mio loop holds the IRC socket, the children's pipes and the timers. The core's OA1
+//! engine for many channels on one connection, [`MultiRemote`], registers, joins, keeps the
+//! link alive, reassembles requests and paces the answer lines (one pacing for the connection,
+//! shared in turns by its channels); the [`Executor`] runs each request as a fresh `sh -c`
 //! within the allowed roots.
 
 use std::io;
@@ -11,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use crate::transport::{IrcStream, Keepalive, Target, TlsOptions};
 use deskwire::irc::SessionEvent;
-use deskwire::oa1::{self, ConnectionConfig, ConnectionEvent, ConnectionOutput, Remote};
+use deskwire::oa1::{
+    self, ConnectionConfig, ConnectionEvent, DeviceCode, DiscoveryEvent, LocalError, MultiOutput,
+    MultiRemote, Responder,
+};
 use deskwire::reconnect::{Backoff, ReconnectPolicy};
 use mio::{Events, Interest, Poll, Token};
 
@@ -47,8 +53,13 @@ pub struct IrcOptions {
     pub server_password: Option<String>,
     /// Log in with SASL while registering.
     pub sasl: Option<deskwire::irc::SaslConfig>,
-    /// The desk channel.
-    pub channel: String,
+    /// The desk channels served from the start (none is allowed with a device code).
+    pub channels: Vec<String>,
+    /// Device-code binding: serve every channel the game binds to this code, found by `LIST`
+    /// every `list_interval_ms`.
+    pub device_code: Option<DeviceCode>,
+    /// How often to `LIST` for the device code's channels (at least 5 s).
+    pub list_interval_ms: u64,
     /// Our nick.
     pub nick: String,
     /// Accept requests from this nick or `nick!user@host` mask only. Neither proves who asks:
@@ -111,9 +122,8 @@ pub fn serve_irc(settings: Settings, options: &IrcOptions) -> io::Result<()> {
     }
     let target = Target::parse(&options.addr)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-    connection_config(options)
-        .validate(false)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    // Every channel and the rest of the configuration, checked before any connection.
+    new_remote(options, 0)?;
     let loopback = target.host == "localhost"
         || target
             .host
@@ -257,13 +267,13 @@ fn wait_servicing_children(
     events: &mut Events,
     executor: &mut Executor,
     signals: &mut signal_hook_mio::v1_0::Signals,
-    mut sink: Remote,
+    mut sink: MultiRemote,
     until: u64,
     now_ms: &dyn Fn() -> u64,
 ) -> io::Result<Option<i32>> {
     loop {
         let now = now_ms();
-        executor.drive(now, &mut sink, &mut Vec::new());
+        executor.drive(now, &mut Served(&mut sink), &mut Vec::new());
         if now >= until {
             return Ok(None);
         }
@@ -300,14 +310,56 @@ pub fn read_secret_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
     )
 }
 
-/// A fresh engine for one connection (the configuration was checked when serving began).
-fn new_remote(options: &IrcOptions, now: u64) -> io::Result<Remote> {
-    Remote::new(connection_config(options), now)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+/// A fresh engine for one connection, serving every channel given and discovering by the
+/// device code; what the configuration gets wrong is said here, before any connection.
+fn new_remote(options: &IrcOptions, now: u64) -> io::Result<MultiRemote> {
+    let invalid = |e: oa1::ConfigError| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
+    let mut remote = MultiRemote::new(connection_config(options), now).map_err(invalid)?;
+    for channel in options.channels.iter().skip(1) {
+        remote.add_channel(now, channel).map_err(invalid)?;
+    }
+    if let Some(code) = &options.device_code {
+        remote.discover(code.clone(), options.list_interval_ms);
+    }
+    Ok(remote)
+}
+
+/// The executor's requests are keyed `CHANNEL ID`: ids are the desks' own, unique only within
+/// their channel.
+fn request_key(channel: &str, id: &str) -> String {
+    format!("{channel} {id}")
+}
+
+/// The remote as the executor answers it, by `CHANNEL ID` keys.
+struct Served<'a>(&'a mut MultiRemote);
+
+impl Served<'_> {
+    fn split(key: &str) -> Result<(&str, &str), LocalError> {
+        key.split_once(' ')
+            .ok_or_else(|| LocalError::UnknownRequest(key.to_owned()))
+    }
+}
+
+impl Responder for Served<'_> {
+    fn send(&mut self, now: u64, key: &str, output: &str) -> Result<(), LocalError> {
+        let (channel, id) = Self::split(key)?;
+        self.0.send(now, channel, id, output)
+    }
+
+    fn finish(&mut self, now: u64, key: &str) -> Result<(), LocalError> {
+        let (channel, id) = Self::split(key)?;
+        self.0.finish(now, channel, id)
+    }
+
+    fn fail(&mut self, now: u64, key: &str, code: &str, message: &str) -> Result<(), LocalError> {
+        let (channel, id) = Self::split(key)?;
+        self.0.fail(now, channel, id, code, message)
+    }
 }
 
 fn connection_config(options: &IrcOptions) -> ConnectionConfig {
-    let mut config = ConnectionConfig::new(&options.nick, &options.channel);
+    let first = options.channels.first().map(String::as_str).unwrap_or("");
+    let mut config = ConnectionConfig::new(&options.nick, first);
     config.oa1.allowed_sender = options.allowed_sender.clone();
     config.oa1.adaptive_payload = options.adaptive;
     if let Some(pacing) = options.pacing {
@@ -339,12 +391,15 @@ fn dispatch_children(events: &Events, executor: &mut Executor, now: u64) {
 /// registered and joined and serves requests on it.
 struct Link {
     stream: IrcStream,
-    remote: Remote,
+    remote: MultiRemote,
     out: Vec<u8>,
     oa1_events: Vec<oa1::Event>,
     readable: bool,
-    /// Whether this connection got into the channel.
+    /// Whether this connection got into a channel (with a device code and no channel given:
+    /// registered).
     joined: bool,
+    /// Serving by device code alone: registering is what counts as getting in.
+    by_code_alone: bool,
     nick: String,
     /// `--allow-from`, for the log of each request.
     allowed_sender: Option<String>,
@@ -358,8 +413,8 @@ struct Link {
 /// and reason a minute at most, so a stranger flooding the channel cannot flood the log.
 #[derive(Default)]
 struct RefusalLog {
-    /// The engine's refusal count last looked at.
-    seen: u64,
+    /// Each channel's refusal count last looked at (its engine counts its own).
+    seen: std::collections::HashMap<String, u64>,
     /// When each sender-and-reason was last logged (bounded: cleared past 256).
     logged_at: std::collections::HashMap<String, u64>,
     /// Refusals not logged since the last line.
@@ -369,13 +424,14 @@ struct RefusalLog {
 impl RefusalLog {
     const QUIET_MS: u64 = 60_000;
 
-    fn note(&mut self, now: u64, last: Option<&oa1::RefusedFrame>) {
-        let Some(last) = last.filter(|r| r.count > self.seen) else {
+    fn note(&mut self, channel: &str, now: u64, last: Option<&oa1::RefusedFrame>) {
+        let seen = self.seen.get(channel).copied().unwrap_or(0);
+        let Some(last) = last.filter(|r| r.count > seen) else {
             return;
         };
         // Frames refused in the same read before the last one are counted, not named.
-        self.unlogged += last.count - self.seen - 1;
-        self.seen = last.count;
+        self.unlogged += last.count - seen - 1;
+        self.seen.insert(channel.to_owned(), last.count);
         let key = format!("{} {:?}", last.source, std::mem::discriminant(&last.reason));
         if self
             .logged_at
@@ -420,6 +476,7 @@ impl Link {
             oa1_events: Vec::new(),
             readable: true,
             joined: false,
+            by_code_alone: options.channels.is_empty(),
             nick: options.nick.clone(),
             allowed_sender: options.allowed_sender.clone(),
             needs_accounts: options
@@ -451,9 +508,9 @@ impl Link {
         self.remote.quit(now, "rexd stopping");
         loop {
             match self.remote.poll_output(now) {
-                ConnectionOutput::Transmit(bytes) => self.out.extend_from_slice(&bytes),
-                ConnectionOutput::Event(_) => {}
-                ConnectionOutput::Timeout(_) => break,
+                MultiOutput::Transmit(bytes) => self.out.extend_from_slice(&bytes),
+                MultiOutput::Event { .. } | MultiOutput::Discovery(_) => {}
+                MultiOutput::Timeout(_) => break,
             }
         }
         let _ = self.write();
@@ -514,7 +571,10 @@ impl Link {
                 }
                 Ok(n) => {
                     self.remote.handle_bytes(now, &buf[..n]);
-                    self.refusals.note(now, self.remote.server().last_refused());
+                    for channel in self.remote.channels() {
+                        let refused = self.remote.server(&channel).and_then(|s| s.last_refused());
+                        self.refusals.note(&channel, now, refused);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -528,124 +588,189 @@ impl Link {
     /// engine's next deadline, or why the session ended.
     fn exchange(&mut self, now: u64, executor: &mut Executor) -> io::Result<u64> {
         loop {
-            executor.drive(now, &mut self.remote, &mut self.oa1_events);
+            executor.drive(now, &mut Served(&mut self.remote), &mut self.oa1_events);
             let mut moved = false;
             let deadline = loop {
-                match self.remote.poll_output(now) {
-                    ConnectionOutput::Transmit(bytes) => {
+                let (channel, event) = match self.remote.poll_output(now) {
+                    MultiOutput::Transmit(bytes) => {
                         self.out.extend_from_slice(&bytes);
                         moved = true;
+                        continue;
                     }
-                    ConnectionOutput::Event(ConnectionEvent::Oa1(e)) => {
-                        match &e {
-                            oa1::Event::Request { id, payload, .. } => {
-                                // The whole prefix: a nick alone says little about who it is.
-                                let source = self.remote.server().source(id).unwrap_or("?");
-                                let accepted = match &self.allowed_sender {
-                                    Some(mask) => format!(" (allowed by {mask})"),
-                                    None => String::new(),
-                                };
-                                crate::log::info(&format!(
-                                    "{source}{accepted} asks {id}: {payload}"
-                                ));
-                            }
-                            oa1::Event::Cancelled { id, reason } => {
-                                crate::log::info(&format!("{id} cancelled ({reason})"))
-                            }
-                            _ => {}
+                    MultiOutput::Timeout(t) => break t,
+                    MultiOutput::Discovery(found) => {
+                        self.discovered(found);
+                        continue;
+                    }
+                    MultiOutput::Event { channel, event } => (channel, event),
+                };
+                match event {
+                    ConnectionEvent::Oa1(e) => {
+                        let Some(channel) = channel else { continue };
+                        if let Some(e) = self.request_event(&channel, e) {
+                            self.oa1_events.push(e);
                         }
-                        self.oa1_events.push(e);
                         moved = true;
                     }
-                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::Joined {
-                        channel,
-                    })) => {
-                        self.joined = true;
-                        let server = self
-                            .remote
-                            .session()
-                            .server_version()
-                            .unwrap_or("the server");
-                        crate::log::info(&format!(
-                            "joined {channel} as {}; pacing on {server}: {}",
-                            self.nick,
-                            self.remote.pacing()
-                        ));
-                        // Registered (001) and in the channel: the desk can reach us now.
-                        // After a reconnection too (systemd takes READY=1 again quietly).
-                        crate::notify::ready_status(&format!(
-                            "joined {channel} as {} on {server}",
-                            self.nick
-                        ));
-                    }
-                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::JoinFailed {
-                        channel,
-                        numeric,
-                        text,
-                    })) => {
-                        let refusal = format!("cannot join {channel}: {numeric} {text}");
-                        if !self.joined {
-                            // Never in: a wrong channel or a ban, said by the server itself.
-                            return Err(io::Error::new(io::ErrorKind::PermissionDenied, refusal));
-                        }
-                        crate::log::warn(&format!("{refusal}; trying again"));
-                    }
-                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::NickRefused {
-                        nick,
-                        numeric,
-                        text,
-                        next,
-                    })) => crate::log::warn(&match next {
-                        Some(next) => format!(
-                            "nick {nick} refused ({numeric} {text}); trying {next}, and {nick} \
-                             again once it is free (a desk watching for {nick} waits until then)"
-                        ),
-                        None => format!("nick {nick} refused ({numeric} {text}); no more to try"),
-                    }),
-                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::NickChanged {
-                        old,
-                        new,
-                    })) => crate::log::info(&format!("nick {old} is {new} now")),
-                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::LoggedIn {
-                        account,
-                    })) => crate::log::info(&format!("logged in as {account} (SASL)")),
-                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::Registered {
-                        ..
-                    })) if self.needs_accounts
-                        && !self
-                            .remote
-                            .session()
-                            .capabilities()
-                            .iter()
-                            .any(|c| c == "account-tag" || c == "account-notify") =>
-                    {
-                        // Fail closed and say why: no frame could ever be taken.
-                        return Err(io::Error::new(
-                            io::ErrorKind::Unsupported,
-                            "the server does not send accounts (it offers neither the \
-                             account-tag nor the account-notify capability), so --allow-from \
-                             account:NAME cannot be checked: use --secret-file or a nick mask",
-                        ));
-                    }
-                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::LoginFailed {
-                        message,
-                    })) => crate::log::warn(&format!("{message}; going on unauthenticated")),
-                    ConnectionOutput::Event(ConnectionEvent::Irc(SessionEvent::Disconnected {
-                        reason,
-                    })) => {
-                        // The caller kills what the executor still runs for this link.
-                        return Err(io::Error::other(format!("IRC session ended: {reason}")));
-                    }
-                    ConnectionOutput::Event(other) => {
-                        crate::log::debug(&format!("{other:?}"));
-                    }
-                    ConnectionOutput::Timeout(t) => break t,
+                    ConnectionEvent::Irc(event) => self.session_event(event)?,
+                    other => crate::log::debug(&format!("{other:?}")),
                 }
             };
             if !moved {
                 return Ok(deadline);
             }
         }
+    }
+
+    /// A request or a cancellation of `channel`, logged and keyed for the executor.
+    fn request_event(&self, channel: &str, event: oa1::Event) -> Option<oa1::Event> {
+        match event {
+            oa1::Event::Request {
+                id,
+                sender,
+                payload,
+            } => {
+                // The whole prefix: a nick alone says little about who it is.
+                let source = self
+                    .remote
+                    .server(channel)
+                    .and_then(|s| s.source(&id))
+                    .unwrap_or("?");
+                let accepted = match &self.allowed_sender {
+                    Some(mask) => format!(" (allowed by {mask})"),
+                    None => String::new(),
+                };
+                crate::log::info(&format!(
+                    "{source}{accepted} in {channel} asks {id}: {payload}"
+                ));
+                Some(oa1::Event::Request {
+                    id: request_key(channel, &id),
+                    sender,
+                    payload,
+                })
+            }
+            oa1::Event::Cancelled { id, reason } => {
+                crate::log::info(&format!("{id} in {channel} cancelled ({reason})"));
+                Some(oa1::Event::Cancelled {
+                    id: request_key(channel, &id),
+                    reason,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// What device-code discovery found, or why it cannot find anything.
+    fn discovered(&mut self, event: DiscoveryEvent) {
+        let code = self.remote.device_code().map(ToString::to_string);
+        let code = code.unwrap_or_default();
+        match event {
+            DiscoveryEvent::Found { channel } => crate::log::info(&format!(
+                "found {channel}, bound to the device code {code}: joining and serving it"
+            )),
+            DiscoveryEvent::ListRefused { reply } => crate::log::warn(&format!(
+                "the server refuses LIST ({reply}): desks bound to the device code {code} cannot \
+                 be found; give their channels with --channel"
+            )),
+            DiscoveryEvent::ListEmpty => crate::log::warn(&format!(
+                "the server's LIST shows no channel at all: it hides its list (from new \
+                 connections for a while, or from everyone), or no desk is bound yet. Desks \
+                 bound to the device code {code} are found only where LIST shows them; give \
+                 their channels with --channel otherwise"
+            )),
+            other => crate::log::info(&format!("device code {code}: {other:?}")),
+        }
+    }
+
+    /// Logs what the IRC session says; a first join refused, a session that ended, or a server
+    /// that cannot send accounts ends this link.
+    fn session_event(&mut self, event: SessionEvent) -> io::Result<()> {
+        match event {
+            SessionEvent::Joined { channel } => {
+                self.joined = true;
+                let server = self
+                    .remote
+                    .session()
+                    .server_version()
+                    .unwrap_or("the server");
+                crate::log::info(&format!(
+                    "joined {channel} as {}; pacing on {server}: {}",
+                    self.nick,
+                    self.remote.pacing()
+                ));
+                // Registered (001) and in the channel: the desk can reach us now.
+                // After a reconnection too (systemd takes READY=1 again quietly).
+                crate::notify::ready_status(&format!(
+                    "joined {channel} as {} on {server}",
+                    self.nick
+                ));
+            }
+            SessionEvent::JoinFailed {
+                channel,
+                numeric,
+                text,
+            } => {
+                let refusal = format!("cannot join {channel}: {numeric} {text}");
+                if !self.joined {
+                    // Never in: a wrong channel or a ban, said by the server itself.
+                    return Err(io::Error::new(io::ErrorKind::PermissionDenied, refusal));
+                }
+                crate::log::warn(&format!("{refusal}; trying again"));
+            }
+            SessionEvent::NickRefused {
+                nick,
+                numeric,
+                text,
+                next,
+            } => crate::log::warn(&match next {
+                Some(next) => format!(
+                    "nick {nick} refused ({numeric} {text}); trying {next}, and {ours} again \
+                     once it is free (a desk watching for {ours} waits until then)",
+                    ours = self.nick
+                ),
+                None => format!("nick {nick} refused ({numeric} {text}); no more to try"),
+            }),
+            SessionEvent::NickChanged { old, new } => {
+                crate::log::info(&format!("nick {old} is {new} now"))
+            }
+            SessionEvent::LoggedIn { account } => {
+                crate::log::info(&format!("logged in as {account} (SASL)"))
+            }
+            SessionEvent::Registered { .. }
+                if self.needs_accounts
+                    && !self
+                        .remote
+                        .session()
+                        .capabilities()
+                        .iter()
+                        .any(|c| c == "account-tag" || c == "account-notify") =>
+            {
+                // Fail closed and say why: no frame could ever be taken.
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "the server does not send accounts (it offers neither the account-tag nor \
+                     the account-notify capability), so --allow-from account:NAME cannot be \
+                     checked: use --secret-file or a nick mask",
+                ));
+            }
+            SessionEvent::Registered { nick } if self.by_code_alone => {
+                // No channel to join yet: the desks come by the device code.
+                self.joined = true;
+                crate::log::info(&format!(
+                    "registered as {nick}; looking for the device code's channels with LIST"
+                ));
+                crate::notify::ready_status(&format!("registered as {nick}"));
+            }
+            SessionEvent::LoginFailed { message } => {
+                crate::log::warn(&format!("{message}; going on unauthenticated"))
+            }
+            SessionEvent::Disconnected { reason } => {
+                // The caller kills what the executor still runs for this link.
+                return Err(io::Error::other(format!("IRC session ended: {reason}")));
+            }
+            other => crate::log::debug(&format!("{other:?}")),
+        }
+        Ok(())
     }
 
     fn write(&mut self) -> io::Result<()> {

@@ -95,6 +95,8 @@ pub mod config;
 #[cfg(unix)]
 pub mod confine;
 #[cfg(unix)]
+pub mod device_code;
+#[cfg(unix)]
 pub mod frontend;
 #[cfg(unix)]
 pub mod fsops;

@@ -544,7 +544,7 @@ fn a_mask_keeps_out_whoever_takes_the_desks_nick() {
     );
     let logged = std::fs::read_to_string(&log_path).unwrap();
     assert!(
-        logged.contains("desk!~desk@127.0.0.1 (allowed by desk!~desk@127.0.0.1) asks"),
+        logged.contains("desk!~desk@127.0.0.1 (allowed by desk!~desk@127.0.0.1) in #desk asks"),
         "{logged}"
     );
     assert!(logged.contains("UNAUTHENTICATED"), "{logged}");

@@ -1172,12 +1172,23 @@ impl Session {
 }
 
 /// The `attempt`-th fallback (1-based) for `base`: `base_`, then `base1`, `base2`, ...
+///
+/// A fallback is never longer than `base` or 9 bytes, whichever is more: before `005` says the
+/// server's `NICKLEN`, 9 (RFC 1459's) is the only length every server takes, and a 9-byte nick
+/// (`rexd --device-code`'s `oa` and code) grown to 10 would be refused as too long, every
+/// attempt after it too.
 fn fallback_nick(base: &str, attempt: u32) -> String {
-    match attempt {
-        0 => base.to_owned(),
-        1 => format!("{base}_"),
-        n => format!("{base}{}", n - 1),
+    let suffix = match attempt {
+        0 => return base.to_owned(),
+        1 => "_".to_owned(),
+        n => (n - 1).to_string(),
+    };
+    let room = base.len().max(9).saturating_sub(suffix.len());
+    let mut cut = room.min(base.len());
+    while !base.is_char_boundary(cut) {
+        cut -= 1;
     }
+    format!("{}{suffix}", &base[..cut])
 }
 
 /// The numerics that refuse a `JOIN`: no such channel, too many channels, full, invite only,
@@ -1446,6 +1457,16 @@ mod tests {
         );
         assert!(session.is_closed());
         assert_eq!(session.join("#x"), Err(SessionError::Closed));
+    }
+
+    #[test]
+    fn fallback_nicks_fit_nine_bytes_where_the_nick_does() {
+        assert_eq!(fallback_nick("desk", 1), "desk_");
+        assert_eq!(fallback_nick("desk", 3), "desk2");
+        assert_eq!(fallback_nick("oaabcd234", 1), "oaabcd23_");
+        assert_eq!(fallback_nick("oaabcd234", 2), "oaabcd231");
+        assert_eq!(fallback_nick("oaabcd234", 12), "oaabcd211");
+        assert_eq!(fallback_nick("a-longer-nick", 1), "a-longer-nic_");
     }
 
     #[test]

@@ -33,9 +33,10 @@ pub enum DiscoveryEvent {
         /// The reply, e.g. `481 Permission Denied`.
         reply: String,
     },
-    /// A `LIST` ended without listing a single channel, not even one we are in: the server
-    /// hides its list (from new connections, or altogether), or has no channel yet. Said once
-    /// until a listing shows channels again.
+    /// A `LIST` ended without listing a single network channel (server-local `&` channels
+    /// aside), not even one we are in: the server hides its list (from new connections, or
+    /// altogether), the channels are secret (`+s`), or there are none yet. Said once until a
+    /// listing shows channels again.
     ListEmpty,
 }
 
@@ -100,7 +101,11 @@ impl Discovery {
     pub(super) fn on_message(&mut self, msg: &Message<'_>) {
         match msg.command {
             "322" => {
-                self.listed += 1;
+                // Server-local channels (`&SERVER`, which ngircd always lists) say nothing
+                // about whether the network's channels are shown.
+                if msg.param(1).is_some_and(|c| !c.starts_with('&')) {
+                    self.listed += 1;
+                }
                 if let Some(channel) = msg.param(1)
                     && self.code.matches(channel)
                     && self.found_now < MAX_FOUND_PER_LIST

@@ -48,12 +48,29 @@ struct Args {
     irc: Option<String>,
     #[command(flatten)]
     link: rexd::transport::LinkArgs,
-    /// The desk channel (with --irc).
-    #[arg(long, default_value = "#desk")]
-    channel: String,
-    /// Our nick (with --irc).
-    #[arg(long, default_value = "rexd")]
-    nick: String,
+    /// A desk channel to serve (with --irc; again for more, all on one connection). Without
+    /// it and --device-code: #desk.
+    #[arg(long = "channel", value_name = "CHANNEL")]
+    channels: Vec<String>,
+    /// Serve the desks the VR Offices game binds to a device code (with --irc): rexd prints
+    /// the code (the one stored for --instance, else a new one; or CODE, or
+    /// $REXD_DEVICE_CODE), the player types it into the desk's "Bind Device Code…" menu, and
+    /// rexd joins every channel named #oa_..._dev_<code> or #oa_..._dev_<code>_... that LIST
+    /// shows, polling every --list-interval-s. The code only names the channel, and anyone who
+    /// can LIST the server sees it: who may run commands is still what --secret-file,
+    /// --allow-from account:NAME or --unauthenticated say.
+    #[arg(long, value_name = "CODE", num_args = 0..=1, default_missing_value = "")]
+    device_code: Option<String>,
+    /// Which stored device code (with --device-code): each instance keeps its own in
+    /// $XDG_DATA_HOME/rexd/INSTANCE/device_code (else ~/.local/share/rexd/...).
+    #[arg(long, value_name = "NAME", default_value = rexd::device_code::DEFAULT_INSTANCE)]
+    instance: String,
+    /// Seconds between two LISTs looking for the device code's channels (at least 5).
+    #[arg(long, value_name = "S", default_value_t = 30, value_parser = clap::value_parser!(u64).range(5..))]
+    list_interval_s: u64,
+    /// Our nick (with --irc; default rexd, or with --device-code oa and the code, cut to 9).
+    #[arg(long)]
+    nick: Option<String>,
     /// Accept requests from this nick, a full NICK!USER@HOST mask (USER and HOST may use * and
     /// ?), or account:NAME (whoever the server says is logged in to that account; needs a SASL
     /// login of our own and a server that sends accounts), only (with --irc). A nick alone is
@@ -311,6 +328,31 @@ fn settings(args: &Args) -> Result<Settings, String> {
 
 /// A daemon that serves others (`--listen`, `--irc`) started without a config has no policy
 /// and no audit: said at start and by `--check-config`, since nothing else would show it.
+/// What a VR Offices player needs at start, on stdout whatever the log level: the code to
+/// type into the desk, where it is kept, and what serving it means.
+fn print_device_code(
+    stored: &rexd::device_code::StoredCode,
+    server: &str,
+    nick: &str,
+    instance: &str,
+    settings: &Settings,
+) {
+    let user = std::env::var("USER").unwrap_or_else(|_| "this daemon's user".to_owned());
+    let made = if stored.new { " (new)" } else { "" };
+    println!("rexd device code: {}{made}", stored.code);
+    println!("  instance: {instance} ({})", stored.dir.display());
+    println!("  server: {server}, as {nick}");
+    println!(
+        "  commands run for real, as {user}, in: {}",
+        settings.roots.paths().join(", ")
+    );
+    println!(
+        "  bind a desk: type the code into its \"Bind Device Code…\" menu; rexd finds its \
+         channel by LIST"
+    );
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+}
+
 fn unconfigured_service(args: &Args) -> Option<&'static str> {
     let serves_others = args.listen.listen.is_some() || args.irc.is_some();
     (serves_others && args.config.is_none()).then_some(
@@ -394,13 +436,37 @@ fn run(args: Args) -> Result<(), String> {
     }
     if let Some(addr) = &args.irc {
         let link = args.link.settings()?;
+        let device_code = match &args.device_code {
+            None => None,
+            Some(given) => {
+                let from_env = std::env::var("REXD_DEVICE_CODE").ok();
+                let given = Some(given.as_str())
+                    .filter(|g| !g.is_empty())
+                    .or(from_env.as_deref().filter(|g| !g.trim().is_empty()));
+                Some(rexd::device_code::load_or_create(&args.instance, given)?)
+            }
+        };
+        let channels = match (&device_code, args.channels.is_empty()) {
+            (None, true) => vec!["#desk".to_owned()],
+            _ => args.channels.clone(),
+        };
+        let nick = match (&args.nick, &device_code) {
+            (Some(nick), _) => nick.clone(),
+            (None, Some(stored)) => stored.code.nick(),
+            (None, None) => "rexd".to_owned(),
+        };
+        if let Some(stored) = &device_code {
+            print_device_code(stored, addr, &nick, &args.instance, &settings);
+        }
         let options = rexd::irc::IrcOptions {
             addr: addr.clone(),
             tls: link.tls,
             server_password: link.server_password,
             sasl: link.sasl,
-            channel: args.channel.clone(),
-            nick: args.nick.clone(),
+            channels,
+            device_code: device_code.map(|stored| stored.code),
+            list_interval_ms: args.list_interval_s.saturating_mul(1000),
+            nick,
             allowed_sender: args.allow_from.clone(),
             unauthenticated: args.unauthenticated,
             timeout_ms: (args.timeout_sec * 1000.0) as u64,
