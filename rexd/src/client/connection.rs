@@ -39,6 +39,8 @@ const STDERR_TAIL_BYTES: usize = 8 * 1024;
 /// Chunks of stdout in flight between the reader thread and the caller (64 KiB each).
 const CHANNEL_CHUNKS: usize = 64;
 const READ_CHUNK: usize = 64 * 1024;
+/// Reads shorter than this are copied out of the reader's buffer; longer ones take it along.
+const SMALL_READ: usize = 8 * 1024;
 /// The largest `fs.read` piece asked for (8 MiB: 11 MiB as base64, under the 16 MiB line cap).
 const MAX_READ_PIECE: u64 = 8 * 1024 * 1024;
 /// The most bytes one compressed output event may inflate to: what one plain message could
@@ -1399,7 +1401,17 @@ fn read_stdout(mut stdout: impl Read, sender: SyncSender<Input>) {
                 return;
             }
             Ok(n) => {
-                if sender.send(Input::Stdout(buf[..n].to_vec())).is_err() {
+                // A large read is handed on in its buffer (no copy of a stream's bulk); a
+                // short one is copied out and the buffer kept.
+                let chunk = match n >= SMALL_READ {
+                    true => {
+                        let mut full = std::mem::replace(&mut buf, vec![0u8; READ_CHUNK]);
+                        full.truncate(n);
+                        full
+                    }
+                    false => buf[..n].to_vec(),
+                };
+                if sender.send(Input::Stdout(chunk)).is_err() {
                     return; // the client is gone
                 }
             }
