@@ -13,7 +13,9 @@ Times, in turns round after round and as medians:
    3.10+ or a non-abi3 build would read without encoding);
 4. the pure-Python round trip of test_oa1_bench.py next to the floor both implementations pay
    with a str in and a str out (encode, relay, decode, no OA1 at all): the best ratio an engine
-   taking no time at all could reach.
+   taking no time at all could reach;
+5. the bytes round trip with the lines in one buffer each way (``drain_into``, the relay on the
+   buffer, ``handle_lines`` of it), call by call, next to the pure-Python one fed bytes.
 The C-API calls go through ctypes, which adds well under a microsecond per call.
 """
 
@@ -95,11 +97,29 @@ def main(rounds: int) -> None:
         timed("3.3 round trip, UTF-8 cached on the str", lambda: bulk_round_trip(cached))
         timed("4.1 the pure-Python round trip", b.pure_python_round_trip)
         timed("4.2 the floor: encode + relay + decode, no OA1", lambda: floor(lines))  # type: ignore[arg-type]
+        timed("5.0 bytes round trip, one buffer each way", b.package_round_trip_bytes_buffer)
+        client, server = timed(  # type: ignore[misc]
+            "5.1 Client() + Server() (text=False)",
+            lambda: (
+                oa1.Client("#desk", "desk", seed=1, text=False, **FAST),
+                oa1.Server("#desk", "deskbot", text=False, **FAST),
+            ),
+        )
+        timed("5.2 client.request(UTF8)", lambda: client.request(0, UTF8))
+        buffer = bytearray()
+        timed("5.3 client.drain_into(bytearray)", lambda: client.drain_into(0, buffer))
+        relayed = timed("5.4 the relay on the buffer", lambda: b.relay_buffer(buffer))  # type: ignore[arg-type]
+        timed("5.5 server.handle_lines(buffer)", lambda: server.handle_lines(0, relayed))
+        events = timed("5.6 server.drain(): the RequestBytes", lambda: server.drain(0)[1])
+        assert events[0].data == UTF8  # type: ignore[index]
+        timed("5.7 the pure-Python round trip, bytes", b.pure_python_round_trip_bytes)
     for name in sorted(times):
         print(f"{name:48s} {statistics.median(times[name]):8.1f} us")
     pure = statistics.median(times["4.1 the pure-Python round trip"])
     print(f"{'pure Python / the floor (an engine taking 0 us)':48s} {pure / statistics.median(times['4.2 the floor: encode + relay + decode, no OA1']):8.1f} x")
     print(f"{'pure Python / the package':48s} {pure / statistics.median(times['1.0 the bulk round trip']):8.1f} x")
+    pure_bytes = statistics.median(times["5.7 the pure-Python round trip, bytes"])
+    print(f"{'bytes: pure Python / the package, one buffer':48s} {pure_bytes / statistics.median(times['5.0 bytes round trip, one buffer each way']):8.1f} x")
 
 
 def floor(lines: List[bytes]) -> str:

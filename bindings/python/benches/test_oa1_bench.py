@@ -14,6 +14,10 @@ is asserted about time):
   (``text=False``) against the pure-Python implementation fed the same bytes, and str in and
   str out against the conversion floor (encode, the relay's prefixes, decode, no OA1);
   ``benches/ratios.py`` prints the ratios from ``--benchmark-json``.
+- The bytes round trip with the lines in one buffer each way (``drain_into``, the relay adding
+  the prefixes to the buffer, ``handle_lines`` of it), beside its own floor: no object per
+  line in the package, but CPython's ``bytes.count``/``replace`` on the buffer cost the relay
+  more than prefixing a list of lines does, so the aims keep the lists.
 - One ``Desk.handle_bytes`` of a relayed ``PRIVMSG`` line, next to a no-op call into the
   extension.
 
@@ -219,6 +223,47 @@ def package_round_trip_bytes() -> bytes:
     return request.data
 
 
+def relay_buffer(buffer: bytes) -> bytes:
+    """The relay on a buffer of CRLF-ended lines: each line with the sender's prefix."""
+    return PREFIX + buffer.replace(b"\r\n", b"\r\n" + PREFIX, buffer.count(b"\r\n") - 1)
+
+
+def package_round_trip_bytes_buffer() -> bytes:
+    """Bytes in, bytes out, the lines in one buffer each way (``drain_into``, ``handle_lines``
+    of the relayed buffer)."""
+    client = oa1.Client("#desk", "desk", seed=1, text=False, **FAST)
+    server = oa1.Server("#desk", "deskbot", text=False, **FAST)
+    client.request(0, UTF8)
+    buffer = bytearray()
+    client.drain_into(0, buffer)
+    server.handle_lines(0, relay_buffer(buffer))  # type: ignore[arg-type]
+    _, events, _ = server.drain(0)
+    (request,) = events
+    assert isinstance(request, oa1.RequestBytes)
+    return request.data
+
+
+def package_round_trip_buffer() -> str:
+    """Str in, str out, the lines in one buffer each way."""
+    client = oa1.Client("#desk", "desk", seed=1, **FAST)
+    server = oa1.Server("#desk", "deskbot", **FAST)
+    client.request(0, TEXT)
+    buffer = bytearray()
+    client.drain_into(0, buffer)
+    server.handle_lines(0, relay_buffer(buffer))  # type: ignore[arg-type]
+    _, events, _ = server.drain(0)
+    (request,) = events
+    return request.payload
+
+
+def conversion_floor_buffer(buffer: bytes) -> str:
+    """``conversion_floor`` with the relay on one buffer of lines, as the package's buffer
+    round trip relays them."""
+    TEXT.encode()
+    relay_buffer(buffer)
+    return UTF8.decode()
+
+
 def conversion_floor(lines: List[bytes]) -> str:
     """What any implementation of the str round trip pays, both sides alike, with no OA1 at
     all: the str's UTF-8, the relay adding each line's prefix (the server's part, in Python in
@@ -291,6 +336,8 @@ def test_round_trips_agree() -> None:
     assert pure_python_round_trip_utf8_in() == TEXT
     assert CONNECTED.round_trip() == TEXT
     assert package_round_trip_bytes() == UTF8
+    assert package_round_trip_bytes_buffer() == UTF8
+    assert package_round_trip_buffer() == TEXT
     assert pure_python_round_trip_bytes() == UTF8
     CONNECTED.step()
     # No UTF-8 copy was cached on the str (CPython counts one in its size), so every round
@@ -403,3 +450,25 @@ def test_aim_str_floor(benchmark) -> None:  # type: ignore[no-untyped-def]
     client.request(0, TEXT)
     lines, _, _ = client.drain(0)
     assert benchmark(conversion_floor, lines) == TEXT
+
+
+# --- the same with one buffer of lines each way ---------------------------------------------
+
+
+@pytest.mark.benchmark(group="one buffer each way (drain_into, the relay on the buffer)")
+def test_buffer_bytes_package(benchmark) -> None:  # type: ignore[no-untyped-def]
+    assert benchmark(package_round_trip_bytes_buffer) == UTF8
+
+
+@pytest.mark.benchmark(group="one buffer each way (drain_into, the relay on the buffer)")
+def test_buffer_str_package(benchmark) -> None:  # type: ignore[no-untyped-def]
+    assert benchmark(package_round_trip_buffer) == TEXT
+
+
+@pytest.mark.benchmark(group="one buffer each way (drain_into, the relay on the buffer)")
+def test_buffer_str_floor(benchmark) -> None:  # type: ignore[no-untyped-def]
+    client = oa1.Client("#desk", "desk", seed=1, **FAST)
+    client.request(0, TEXT)
+    buffer = bytearray()
+    client.drain_into(0, buffer)
+    assert benchmark(conversion_floor_buffer, bytes(buffer)) == TEXT

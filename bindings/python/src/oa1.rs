@@ -6,7 +6,7 @@ use std::time::Duration;
 use deskwire::oa1::{self as core, ConnectionEvent, ConnectionOutput, Frame, FrameType, Output};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString};
 
 use crate::convert::{self, Utf8Arg, from_py, serde_event, to_py};
 use crate::errors::{self, local, raise};
@@ -210,15 +210,30 @@ fn oa1_event(py: Python<'_>, event: core::Event, text: bool) -> PyResult<Bound<'
     }
 }
 
-/// `handle_line` for each of `lines` (any iterable of `bytes`) in one call. Every item is
-/// checked before any is handled, so a wrong type raises `TypeError` with nothing done; the
-/// GIL is released when the lines add up to `BULK_BYTES`.
+/// `handle_line` for each of `lines` (any iterable of `bytes`, or one `bytes`/`bytearray` of
+/// lines each ended by LF or CRLF) in one call. Every item is checked before any is handled,
+/// so a wrong type raises `TypeError` with nothing done; the GIL is released when the lines
+/// add up to `BULK_BYTES`.
 fn handle_lines<E: core::LineEndpoint + Send>(
     py: Python<'_>,
     slot: &Slot<E>,
     now_ms: u64,
     lines: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
+    // One buffer of lines (what `drain_into` writes): split in Rust, no object per line.
+    if let Ok(data) = lines.cast::<PyBytes>() {
+        let data = data.as_bytes();
+        return bulk(py, data.len(), || {
+            slot.with(|e| e.handle_lines(now_ms, data))
+        });
+    }
+    if let Ok(data) = lines.cast::<PyByteArray>() {
+        // A copy: a bytearray may change while the GIL is released.
+        let data = data.to_vec();
+        return bulk(py, data.len(), || {
+            slot.with(|e| e.handle_lines(now_ms, &data))
+        });
+    }
     let owned = lines
         .try_iter()?
         .map(|item| Ok(item?.cast_into::<PyBytes>()?))
@@ -268,6 +283,47 @@ fn drain_lines<'py, E: core::LineEndpoint>(
     Ok((lines, events, deadline))
 }
 
+/// `drain` into one `bytearray`: the lines appended to `buffer`, each ended by CRLF, while it
+/// grows by at most `max_bytes`; `(bytes appended, events, deadline_ms)`, the deadline `now_ms`
+/// when lines that may go now were left for want of room.
+fn drain_lines_into<'py, E: core::LineEndpoint>(
+    py: Python<'py>,
+    slot: &Slot<E>,
+    now_ms: u64,
+    buffer: &Bound<'py, PyAny>,
+    max_bytes: Option<usize>,
+    text: bool,
+) -> PyResult<(usize, Bound<'py, PyList>, u64)> {
+    let buffer = buffer.cast::<PyByteArray>()?;
+    // A bytearray with a live memoryview cannot grow: find out before a line is taken (a
+    // resize to its own size checks nothing).
+    let start = buffer.len();
+    buffer.resize(start + 1)?;
+    buffer.resize(start)?;
+    let mut out = Vec::new();
+    let mut pending = Vec::new();
+    let drained = slot.with(|e| {
+        e.drain_into(
+            now_ms,
+            &mut out,
+            max_bytes.unwrap_or(usize::MAX),
+            &mut pending,
+        )
+    })?;
+    if !out.is_empty() {
+        buffer.call_method1("extend", (PyBytes::new(py, &out),))?;
+    }
+    let events = PyList::empty(py);
+    for event in pending {
+        events.append(oa1_event(py, event, text)?)?;
+    }
+    let deadline = match drained {
+        core::Drained::Until(at) => at,
+        core::Drained::Full => now_ms,
+    };
+    Ok((out.len(), events, deadline))
+}
+
 // The methods both bare endpoints have, over `core::LineEndpoint`; `$own` adds the class's own.
 macro_rules! line_methods {
     ($ty:ident, { $($own:tt)* }) => {
@@ -284,10 +340,11 @@ macro_rules! line_methods {
                 }
             }
 
-            /// Every line of `lines` (an iterable of `bytes`, each as received, without CRLF)
-            /// in one call: the same as `handle_line` for each, with one crossing into Rust.
-            /// Each item is checked first, so a wrong type raises `TypeError` before any line
-            /// is handled.
+            /// Every line of `lines` (an iterable of `bytes`, each as received, without CRLF;
+            /// or one `bytes`/`bytearray` of lines each ended by CRLF or LF, as `drain_into`
+            /// writes them) in one call: the same as `handle_line` for each, with one crossing
+            /// into Rust. Each item is checked first, so a wrong type raises `TypeError` before
+            /// any line is handled.
             fn handle_lines(
                 &self,
                 py: Python<'_>,
@@ -312,6 +369,23 @@ macro_rules! line_methods {
                 now_ms: u64,
             ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, u64)> {
                 drain_lines(py, &self.0, now_ms, self.1)
+            }
+
+            /// `drain` into one buffer: appends every line to `buffer` (a `bytearray`), each
+            /// ended by CRLF, without an object per line. Returns `(appended, events,
+            /// deadline_ms)`: the bytes appended, the events in order, the deadline of the
+            /// final `Timeout`. With `max_bytes`, the buffer grows by at most that much; when
+            /// lines that may go now did not fit, they stay queued and the deadline is
+            /// `now_ms`: call again with room.
+            #[pyo3(signature = (now_ms, buffer, max_bytes = None))]
+            fn drain_into<'py>(
+                &self,
+                py: Python<'py>,
+                now_ms: u64,
+                buffer: &Bound<'py, PyAny>,
+                max_bytes: Option<usize>,
+            ) -> PyResult<(usize, Bound<'py, PyList>, u64)> {
+                drain_lines_into(py, &self.0, now_ms, buffer, max_bytes, self.1)
             }
 
             /// The counters, as a dict.

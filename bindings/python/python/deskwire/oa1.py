@@ -8,6 +8,18 @@ same endpoints over IRC lines, for hosts that already have an IRC client. Each o
 ``text=False``: then whole messages come as :class:`ResponseBytes` and :class:`RequestBytes`,
 the UTF-8 ``bytes`` reassembled from the frames, without making a ``str`` of them.
 
+A request of 128 KiB is about 580 lines. ``drain`` gives them as a list of ``bytes``;
+``drain_into`` appends them to one ``bytearray``, each ended by CRLF, without an object per line
+(``max_bytes=`` bounds how much one call adds), and ``handle_lines`` reads such a buffer back::
+
+    client = Client("#desk", "desk", text=False)
+    server = Server("#desk", "deskbot", text=False)
+    client.request(0, b"uname -a\n" * 10_000)
+    out = bytearray()
+    appended, events, deadline_ms = client.drain_into(0, out)
+    sock.sendall(out)                         # or a relay: lines as the server sends them
+    server.handle_lines(0, received_lines)    # bytes of LF- or CRLF-ended lines, or a list
+
 The building blocks: :func:`escape`, :func:`unescape`, :func:`split` (chunking),
 :func:`parse_frame`, :func:`format_frame`, :func:`parse_err_payload`.
 

@@ -86,10 +86,12 @@ class Client:
         """
     def handle_line(self, now_ms: int, line: bytes) -> None:
         """One IRC line as received (without CRLF)."""
-    def handle_lines(self, now_ms: int, lines: Iterable[bytes]) -> None:
-        """Every line of ``lines`` (an iterable of ``bytes``, each as received, without CRLF) in one
-        call: the same as ``handle_line`` for each, with one crossing into Rust. Each item is
-        checked first, so a wrong type raises ``TypeError`` before any line is handled.
+    def handle_lines(self, now_ms: int, lines: Union[Iterable[bytes], bytes, bytearray]) -> None:
+        """Every line of ``lines`` (an iterable of ``bytes``, each as received, without CRLF;
+        or one ``bytes``/``bytearray`` of lines each ended by CRLF or LF, as ``drain_into``
+        writes them) in one call: the same as ``handle_line`` for each, with one crossing
+        into Rust. Each item is checked first, so a wrong type raises ``TypeError`` before
+        any line is handled.
         """
     def handle_timeout(self, now_ms: int) -> None:
         """The deadline of the last ``Timeout`` passed."""
@@ -101,6 +103,16 @@ class Client:
         """Drains ``poll_output`` in one call: ``(lines, events, deadline_ms)``, every transmit's line
         (without CRLF) in order, the events in order, and the deadline of the final ``Timeout``.
         The same as calling ``poll_output`` until it answers ``Timeout``.
+        """
+    def drain_into(
+        self, now_ms: int, buffer: bytearray, max_bytes: Optional[int] = None
+    ) -> Tuple[int, List[Any], int]:
+        """``drain`` into one buffer: appends every line to ``buffer`` (a ``bytearray``), each
+        ended by CRLF, without an object per line. Returns ``(appended, events,
+        deadline_ms)``: the bytes appended, the events in order, the deadline of the
+        final ``Timeout``. With ``max_bytes``, the buffer grows by at most that much; when
+        lines that may go now did not fit, they stay queued and the deadline is
+        ``now_ms``: call again with room.
         """
     @property
     def in_flight(self) -> int:
@@ -137,10 +149,12 @@ class Server:
         """Answers ``id`` with ``ERR code: message`` (``code`` of ``[a-z_]+``)."""
     def handle_line(self, now_ms: int, line: bytes) -> None:
         """One IRC line as received (without CRLF)."""
-    def handle_lines(self, now_ms: int, lines: Iterable[bytes]) -> None:
-        """Every line of ``lines`` (an iterable of ``bytes``, each as received, without CRLF) in one
-        call: the same as ``handle_line`` for each, with one crossing into Rust. Each item is
-        checked first, so a wrong type raises ``TypeError`` before any line is handled.
+    def handle_lines(self, now_ms: int, lines: Union[Iterable[bytes], bytes, bytearray]) -> None:
+        """Every line of ``lines`` (an iterable of ``bytes``, each as received, without CRLF;
+        or one ``bytes``/``bytearray`` of lines each ended by CRLF or LF, as ``drain_into``
+        writes them) in one call: the same as ``handle_line`` for each, with one crossing
+        into Rust. Each item is checked first, so a wrong type raises ``TypeError`` before
+        any line is handled.
         """
     def handle_timeout(self, now_ms: int) -> None:
         """The deadline of the last ``Timeout`` passed."""
@@ -152,6 +166,16 @@ class Server:
         """Drains ``poll_output`` in one call: ``(lines, events, deadline_ms)``, every transmit's line
         (without CRLF) in order, the events in order, and the deadline of the final ``Timeout``.
         The same as calling ``poll_output`` until it answers ``Timeout``.
+        """
+    def drain_into(
+        self, now_ms: int, buffer: bytearray, max_bytes: Optional[int] = None
+    ) -> Tuple[int, List[Any], int]:
+        """``drain`` into one buffer: appends every line to ``buffer`` (a ``bytearray``), each
+        ended by CRLF, without an object per line. Returns ``(appended, events,
+        deadline_ms)``: the bytes appended, the events in order, the deadline of the
+        final ``Timeout``. With ``max_bytes``, the buffer grows by at most that much; when
+        lines that may go now did not fit, they stay queued and the deadline is
+        ``now_ms``: call again with room.
         """
     @property
     def active(self) -> int:
