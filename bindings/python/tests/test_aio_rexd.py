@@ -326,6 +326,30 @@ async def test_a_zstd_bomb_or_a_lying_frame_is_refused_unexpanded(root: Path) ->
     assert grew_kib < 128 * 1024, f"peak memory grew by {grew_kib} KiB"
 
 
+def test_inflate_and_decode_refuse_bad_input_with_typed_errors() -> None:
+    """What a daemon (or a caller) may hand deskwire.rexd's inflate and decode: garbage, a frame
+    past its limit, a wrong type, a negative limit; each a typed error, never a crash."""
+    from deskwire import rexd
+
+    assert rexd.decode("aGk=", "base64", 0) == b"hi"
+    assert rexd.decode("héllo", "utf8", 0) == "héllo".encode()
+    for frame in (b"", b"\x28\xb5\x2f", b"not a zstd frame", bytes(64)):
+        with pytest.raises(deskwire.ProtocolError) as caught:
+            rexd.inflate(frame, 1 << 20)
+        assert caught.value.code == "bad_payload", frame
+    with pytest.raises(deskwire.ProtocolError) as caught:
+        rexd.decode("!!", "zstd", 10)
+    assert caught.value.code == "bad_payload"
+    with pytest.raises(deskwire.ProtocolError):
+        rexd.decode("", "brotli", 10)
+    with pytest.raises(deskwire.ProtocolError):
+        rexd.decode("", "raw", 10)
+    with pytest.raises(TypeError):
+        rexd.inflate("a str", 10)  # type: ignore[arg-type]
+    with pytest.raises(OverflowError):
+        rexd.inflate(b"", -1)
+
+
 async def test_misspelt_connect_keywords_name_the_parameter() -> None:
     with pytest.raises(TypeError, match="'compresion'; did you mean 'compression'"):
         await RexdClient.connect("local", rexd=rexd_path(), compresion=False)  # type: ignore[call-arg]

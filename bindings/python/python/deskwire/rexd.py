@@ -3,12 +3,15 @@
 :func:`parse_params`, :func:`parse_result` and :func:`parse_event` check a request's params, a
 call's result or an event's params against the method's type and give them back in canonical
 form (raising :class:`deskwire.ProtocolError` with code ``unknown_method`` or
-``invalid_params``). :func:`resolve_target` finds a target as ``rex`` does. The client is
+``invalid_params``). :func:`resolve_target` finds a target as ``rex`` does. :func:`inflate`
+and :func:`decode` give the bytes of a ``zstd`` payload (``docs/rexd-compression.md``) under a
+limit, refusing a frame that would pass it unexpanded. The client is
 :class:`deskwire.aio.RexdClient`::
 
     from deskwire import rexd
     rexd.parse_params("fs.read", {"session_id": "s_1", "path": "README.md"})
     rexd.resolve_target("local")["argv"]      # ['rexd', '--stdio']
+    rexd.decode("aGk=", "base64", 16)          # b'hi'
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from typing import Any
 
 from ._deskwire import read_def
 from ._deskwire.rexd import (
+    decode,
     error_name,
+    inflate,
     methods,
     parse_event,
     parse_params,
@@ -33,6 +38,8 @@ __all__ = [
     "methods",
     "error_name",
     "resolve_target",
+    "inflate",
+    "decode",
 ]
 
 
