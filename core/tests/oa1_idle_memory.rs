@@ -67,7 +67,7 @@ fn an_idle_desk_and_an_idle_remote_hold_a_few_kilobytes() {
     let (d, r) = (net.connect("h1"), net.connect("h2"));
     let mut remote = MultiRemote::new(config("rexd", ""), 0).unwrap();
     let mut desks = MultiDesk::new(config("npcs", ""), 0, 5).unwrap();
-    let mut step = |remote: &mut MultiRemote, desks: &mut MultiDesk, net: &mut Network, now| {
+    let step = |remote: &mut MultiRemote, desks: &mut MultiDesk, net: &mut Network, now| {
         let bytes = net.take_bytes(r);
         remote.handle_bytes(now, &bytes);
         drain_multi(&mut |t| remote.poll_output(t), net, r, now);
