@@ -255,26 +255,30 @@ fn handle_lines<E: core::LineEndpoint + Send>(
 }
 
 /// `poll_output` until it answers `Timeout`, in one call: `(lines, events, deadline_ms)`.
+/// The lines come out of the engine into one buffer (no `String` each) and each becomes its
+/// `bytes` from there: our lines hold no CR or LF, so each ends at the next CRLF.
 fn drain_lines<'py, E: core::LineEndpoint>(
     py: Python<'py>,
     slot: &Slot<E>,
     now_ms: u64,
     text: bool,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, u64)> {
-    let mut lines = Vec::new();
+    let mut out = Vec::new();
     let mut pending = Vec::new();
-    let deadline = slot.with(|e| {
-        loop {
-            match e.poll_output(now_ms) {
-                Output::Transmit(line) => lines.push(line),
-                Output::Event(event) => pending.push(event),
-                Output::Timeout(at) => break at,
-            }
-        }
-    })?;
+    let drained = slot.with(|e| e.drain_into(now_ms, &mut out, usize::MAX, &mut pending))?;
+    let deadline = match drained {
+        core::Drained::Until(at) => at,
+        // Not with unbounded room; were it, the rest would wait for the next call.
+        core::Drained::Full => now_ms,
+    };
+    let mut start = 0;
     let lines = PyList::new(
         py,
-        lines.iter().map(|line| PyBytes::new(py, line.as_bytes())),
+        memchr::memchr_iter(b'\n', &out).map(|end| {
+            let line = &out[start..end - 1];
+            start = end + 1;
+            PyBytes::new(py, line)
+        }),
     )?;
     let events = PyList::empty(py);
     for event in pending {
