@@ -12,7 +12,9 @@
 
 use super::*;
 
-/// Bytes of an output event still in the command's pipe. See the module docs.
+/// Bytes of an output event still in the command's pipe: as many as its `raw_bytes`, to be
+/// written right after its line ([`PipedBytes::splice_to`], or [`PipedBytes::read_rest`]).
+/// The stream is not read again until this is dropped, so nothing of it can overtake them.
 #[derive(Debug)]
 pub struct PipedBytes {
     /// A duplicate of the pipe's read end: the bytes stay readable even once the service closes
