@@ -425,6 +425,7 @@ impl Client {
         max_len: usize,
         events: &mut Vec<Event>,
     ) -> Drained {
+        self.link.reserve_queued(out, max_len);
         loop {
             self.handle_timeout(now);
             if let Some(event) = self.link.events.pop_front() {

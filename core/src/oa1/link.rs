@@ -628,6 +628,20 @@ impl Link {
         self.outbox.bytes()
     }
 
+    /// Room for the queued lines as [`Link::take_queued_into`] writes them (CRLF, seals), at
+    /// most `max_len` bytes: reserved once, so a host's buffer is not regrown and copied
+    /// while a long message goes in.
+    pub(crate) fn reserve_queued(&self, out: &mut Vec<u8>, max_len: usize) {
+        let per_line = "\r\n".len()
+            + if self.auth.is_some() {
+                auth::OVERHEAD
+            } else {
+                0
+            };
+        let wanted = self.outbox.bytes() + self.outbox.lines.len() * per_line;
+        out.reserve(wanted.min(max_len.saturating_sub(out.len())));
+    }
+
     /// When the next line may go.
     pub(crate) fn ready_at(&self, now: u64) -> u64 {
         self.pacer.ready_at(now)

@@ -591,6 +591,7 @@ impl Server {
         max_len: usize,
         events: &mut Vec<Event>,
     ) -> Drained {
+        self.link.reserve_queued(out, max_len);
         loop {
             self.handle_timeout(now);
             if let Some(event) = self.link.events.pop_front() {
