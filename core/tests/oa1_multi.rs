@@ -59,6 +59,7 @@ fn step(
                 lines.push(String::from_utf8(bytes).unwrap().trim_end().to_owned());
             }
             MultiOutput::Event { channel, event } => events.push((channel, event)),
+            MultiOutput::Chat(message) => panic!("chat is off unless asked for: {message:?}"),
             MultiOutput::Discovery(found) => events.push((
                 None,
                 ConnectionEvent::Link(
@@ -429,4 +430,131 @@ fn a_remote_finds_the_channels_of_its_device_code_by_list() {
     assert!((30_000..30_010).contains(&deadline), "{deadline}");
     let (out, _, _) = step(&mut remote, &mut net, r, deadline);
     assert!(out.iter().any(|l| l == "LIST"), "{out:?}");
+}
+
+/// Chat beside OA1: off unless asked for (every other test here would fail on a chat message);
+/// on, a long text is cut at spaces under the line budget, arrives whole and in order, and an
+/// OA1 request in the same channel goes in turn with it.
+#[test]
+fn chat_goes_beside_oa1_in_turns() {
+    use deskwire::oa1::chat::{ChatError, ChatKind};
+    let (mut net, mut desks, mut remote, d, r) = pair(&["#a"], Pacing::steady(1, 100));
+    desks.set_chat(true);
+    remote.set_chat(true);
+    let words: Vec<String> = (0..300).map(|i| format!("word{i}")).collect();
+    let text = words.join(" ");
+    let lines = desks.send_text("#a", &text, false).unwrap();
+    assert!(lines > 2, "{lines}");
+    let asked = desks.request(10, "#a", "uname", None).unwrap();
+    assert_eq!(desks.send_text("#a", "  ", false), Err(ChatError::Empty));
+    assert_eq!(
+        desks.send_text("#a", "OA1 REQ x 1 0 rm -rf /", false),
+        Err(ChatError::ReservedPrefix("OA1 "))
+    );
+    assert_eq!(
+        desks.send_text("#zzz", "hi", false),
+        Err(ChatError::UnknownChannel("#zzz".into()))
+    );
+    let mut got = Vec::new();
+    let mut answer = None;
+    let mut request_at = None;
+    let mut chat_sent = 0;
+    let mut now = 10;
+    while now < 20_000 && (answer.is_none() || got.len() < lines) {
+        for engine in [0, 1] {
+            let (bytes, id) = if engine == 0 {
+                (net.take_bytes(r), r)
+            } else {
+                (net.take_bytes(d), d)
+            };
+            if engine == 0 {
+                remote.handle_bytes(now, &bytes);
+            } else {
+                desks.handle_bytes(now, &bytes);
+            }
+            loop {
+                let output = if engine == 0 {
+                    remote.poll_output(now)
+                } else {
+                    desks.poll_output(now)
+                };
+                match output {
+                    MultiOutput::Transmit(line) => {
+                        let text = String::from_utf8_lossy(&line).into_owned();
+                        if engine == 1 && text.contains(" :OA1 REQ ") {
+                            request_at = Some(chat_sent);
+                        } else if engine == 1 && text.starts_with("PRIVMSG #a :word") {
+                            chat_sent += 1;
+                        }
+                        net.handle_bytes(id, &line)
+                    }
+                    MultiOutput::Chat(message) => {
+                        assert_eq!(engine, 0, "the desk hears no chat of its own");
+                        assert_eq!(message.channel, "#a");
+                        assert_eq!(message.kind, ChatKind::Privmsg);
+                        assert!(message.sender.starts_with("npcs!"), "{}", message.sender);
+                        got.push(message.text);
+                    }
+                    MultiOutput::Event {
+                        channel,
+                        event: ConnectionEvent::Oa1(Event::Request { id: rid, .. }),
+                    } => {
+                        remote
+                            .respond(now, channel.as_deref().unwrap(), &rid, "Linux")
+                            .unwrap();
+                    }
+                    MultiOutput::Event {
+                        event: ConnectionEvent::Oa1(Event::Response { id: rid, text, .. }),
+                        ..
+                    } => {
+                        assert_eq!(rid, asked);
+                        answer = Some(text);
+                    }
+                    MultiOutput::Timeout(_) => break,
+                    _ => {}
+                }
+            }
+        }
+        now += 10;
+    }
+    assert_eq!(answer.as_deref(), Some("Linux"));
+    assert_eq!(got.join(" "), text, "the chat arrived whole and in order");
+    // Each line fit the relayed line: the server cut none (it would add [CUT]).
+    assert!(
+        got.len() > 2 && got.iter().all(|l| !l.contains("[CUT]")),
+        "{got:?}"
+    );
+    // On the wire, the request left in turn with the chat lines, not after all of them.
+    let request_at = request_at.expect("the request arrived");
+    assert!(
+        request_at < lines,
+        "the request waited for {request_at} of {lines} chat lines"
+    );
+    // A notice is a notice.
+    desks.send_text("#a", "brb", true).unwrap();
+    let mut notice = None;
+    for now in now..now + 500 {
+        let bytes = net.take_bytes(d);
+        desks.handle_bytes(now, &bytes);
+        while let MultiOutput::Transmit(line) = desks.poll_output(now) {
+            net.handle_bytes(d, &line);
+        }
+        let bytes = net.take_bytes(r);
+        remote.handle_bytes(now, &bytes);
+        while let output = remote.poll_output(now)
+            && !matches!(output, MultiOutput::Timeout(_))
+        {
+            if let MultiOutput::Chat(message) = output {
+                notice = Some(message);
+            }
+        }
+        if notice.is_some() {
+            break;
+        }
+    }
+    let notice = notice.expect("the notice arrived");
+    assert_eq!(
+        (notice.kind, notice.text.as_str()),
+        (ChatKind::Notice, "brb")
+    );
 }

@@ -509,7 +509,7 @@ impl Link {
         loop {
             match self.remote.poll_output(now) {
                 MultiOutput::Transmit(bytes) => self.out.extend_from_slice(&bytes),
-                MultiOutput::Event { .. } | MultiOutput::Discovery(_) => {}
+                MultiOutput::Event { .. } | MultiOutput::Discovery(_) | MultiOutput::Chat(_) => {}
                 MultiOutput::Timeout(_) => break,
             }
         }
@@ -598,6 +598,8 @@ impl Link {
                         continue;
                     }
                     MultiOutput::Timeout(t) => break t,
+                    // rexd does not ask for chat; a channel's other talk is not for it.
+                    MultiOutput::Chat(_) => continue,
                     MultiOutput::Discovery(found) => {
                         self.discovered(found);
                         continue;
@@ -650,7 +652,7 @@ impl Link {
                 })
             }
             oa1::Event::Cancelled { id, reason } => {
-                crate::log::info(&format!("{id} in {channel} cancelled ({reason})"));
+                crate::log::info(&format!("{id} cancelled ({reason}) in {channel}"));
                 Some(oa1::Event::Cancelled {
                     id: request_key(channel, &id),
                     reason,

@@ -74,6 +74,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use super::chat::{self, ChatError, ChatInbox, ChatMessage};
 use super::client::format_duration;
 use super::discovery::{Discovery, DiscoveryEvent};
 use super::link::Parsed;
@@ -568,6 +569,11 @@ pub(super) struct Channel<E> {
     join_refused: Option<String>,
     rejoin_at: Option<u64>,
     pub(super) state: ConnectionState,
+    /// Chat lines waiting for a turn (`PRIVMSG #channel :text`), and their bytes.
+    chat_out: VecDeque<String>,
+    chat_out_bytes: usize,
+    /// Chat goes next in this channel's turn (it alternates with OA1 lines).
+    chat_turn: bool,
 }
 
 /// The channel-less states come from the connection; the rest from the channel.
@@ -584,6 +590,9 @@ impl<E: Endpoint> Channel<E> {
             join_refused: None,
             rejoin_at: None,
             state: ConnectionState::Registering,
+            chat_out: VecDeque::new(),
+            chat_out_bytes: 0,
+            chat_turn: true,
         }
     }
 
@@ -639,6 +648,8 @@ pub(super) struct Connection<E> {
     watch_accounts: bool,
     /// Remote: channels to serve found by `LIST` (device-code binding).
     pub(super) discovery: Option<Discovery>,
+    /// Channel chat, when the host asked for it.
+    pub(super) chat: Option<ChatInbox>,
 }
 
 fn with_crlf(line: String) -> Vec<u8> {
@@ -718,6 +729,7 @@ impl<E: Endpoint> Connection<E> {
             peer_grace_ms: config.peer_grace_ms,
             watch_accounts: needs_accounts,
             discovery: None,
+            chat: None,
         };
         if !first.is_empty() {
             let oa1 = connection.template.clone();
@@ -835,6 +847,7 @@ impl<E: Endpoint> Connection<E> {
                             self.channels[index]
                                 .endpoint
                                 .handle_parsed(now, Parsed::Relayed(msg));
+                            self.take_chat(index, msg.source.raw, msg.text, false, Vec::new());
                         }
                         self.session.handle_relayed(now);
                     }
@@ -846,6 +859,9 @@ impl<E: Endpoint> Connection<E> {
                             self.session.handle_parsed(now, &msg);
                             if let Some(discovery) = &mut self.discovery {
                                 discovery.on_message(&msg);
+                            }
+                            if self.chat.is_some() {
+                                self.chat_message(&msg);
                             }
                             if self.watch_accounts {
                                 self.follow_accounts(&msg);
@@ -867,6 +883,92 @@ impl<E: Endpoint> Connection<E> {
             }
         }
         self.decoder = decoder;
+    }
+
+    /// A channel's `PRIVMSG` or `NOTICE` that is not an OA1 frame, for a host that asked for
+    /// chat.
+    fn take_chat(
+        &mut self,
+        index: usize,
+        sender: &str,
+        text: &[u8],
+        notice: bool,
+        tags: Vec<(String, String)>,
+    ) {
+        let Some(inbox) = &mut self.chat else { return };
+        if chat::is_frame(text) {
+            return;
+        }
+        if let Some((kind, text)) = chat::classify(text, notice) {
+            inbox.push(ChatMessage {
+                channel: self.channels[index].name.clone(),
+                sender: sender.to_owned(),
+                kind,
+                text,
+                tags,
+            });
+        }
+    }
+
+    /// Chat from a fully parsed line: tagged `PRIVMSG`s and every `NOTICE` come this way.
+    fn chat_message(&mut self, msg: &Message<'_>) {
+        let notice = msg.is("NOTICE");
+        if !(notice || msg.is("PRIVMSG")) {
+            return;
+        }
+        let Some(source) = &msg.source else { return };
+        if self.session.identity().is_me(source.nick) {
+            return;
+        }
+        let (Some(target), Some(text)) = (msg.param(0), msg.trailing()) else {
+            return;
+        };
+        let Some(index) = self.find(target) else {
+            return;
+        };
+        let tags = msg
+            .tags()
+            .map(|(k, v)| (k.to_owned(), v.into_owned()))
+            .collect();
+        let sender = source.raw;
+        self.take_chat(index, sender, text.as_bytes(), notice, tags);
+    }
+
+    /// Queues `text` for `channel` as chat (`NOTICE`s with `notice`), cut into lines that fit,
+    /// sent in turn with the channels' OA1 lines once the channel is joined. Returns how many
+    /// lines it makes.
+    pub(super) fn send_text(
+        &mut self,
+        channel: &str,
+        text: &str,
+        notice: bool,
+    ) -> Result<usize, ChatError> {
+        if self.closed {
+            return Err(ChatError::Closed);
+        }
+        let Some(index) = self.find(channel) else {
+            return Err(ChatError::UnknownChannel(channel.to_owned()));
+        };
+        let name = self.channels[index].name.clone();
+        let budget = self.session.identity().privmsg_text_budget(&name);
+        let lines = chat::split(text, budget)?;
+        let channel = &mut self.channels[index];
+        let bytes: usize = lines.iter().map(String::len).sum();
+        if channel.chat_out_bytes + bytes > chat::MAX_OUTBOX_BYTES {
+            return Err(ChatError::QueueFull {
+                channel: name,
+                queued: channel.chat_out_bytes,
+            });
+        }
+        let command = if notice { "NOTICE" } else { "PRIVMSG" };
+        let count = lines.len();
+        for line in lines {
+            channel.chat_out_bytes += line.len();
+            channel
+                .chat_out
+                .push_back(format!("{command} {name} :{line}"));
+        }
+        Ok(count)
     }
 
     fn note_invalid_line(&mut self) {
@@ -1179,11 +1281,27 @@ impl<E: Endpoint> Connection<E> {
         }
     }
 
+    /// The next chat line of channel `index`, on the shared bucket's token.
+    fn send_chat(&mut self, index: usize, now: u64) -> Polled {
+        let count = self.channels.len();
+        let channel = &mut self.channels[index];
+        let Some(line) = channel.chat_out.pop_front() else {
+            return Polled::Idle(now);
+        };
+        channel.chat_out_bytes = channel.chat_out_bytes.saturating_sub(line.len());
+        channel.chat_turn = false;
+        if let Some(bucket) = &mut self.shared {
+            bucket.try_take(now);
+        }
+        self.next_turn = (index + 1) % count;
+        Polled::Transmit(line)
+    }
+
     /// The endpoints' next line or event. One channel paces itself; many take turns at the
     /// connection's bucket, round robin, so that each channel with a line waiting sends one in
     /// turn.
     fn poll_endpoints(&mut self, now: u64) -> Polled {
-        let Some(bucket) = &mut self.shared else {
+        let Some(bucket) = &self.shared else {
             let Some(channel) = self.channels.first_mut() else {
                 return Polled::Idle(u64::MAX);
             };
@@ -1198,6 +1316,15 @@ impl<E: Endpoint> Connection<E> {
         let mut deadline = u64::MAX;
         for k in 0..count {
             let index = (self.next_turn + k) % count;
+            let channel = &self.channels[index];
+            // Chat waits its channel's turn, as its OA1 lines do, and alternates with them.
+            let chat_waits = channel.in_channel && !channel.chat_out.is_empty();
+            if chat_waits {
+                if ready_at <= now && channel.chat_turn {
+                    return self.send_chat(index, now);
+                }
+                deadline = deadline.min(ready_at);
+            }
             let channel = &mut self.channels[index];
             channel
                 .endpoint
@@ -1205,13 +1332,20 @@ impl<E: Endpoint> Connection<E> {
                 .grant(pacing, ready_at, ready_at <= now);
             let output = channel.endpoint.poll_output(now);
             if channel.endpoint.gate_mut().take_used() {
-                bucket.try_take(now);
+                if let Some(bucket) = &mut self.shared {
+                    bucket.try_take(now);
+                }
+                channel.chat_turn = true;
                 self.next_turn = (index + 1) % count;
             }
             match output {
                 Output::Transmit(line) => return Polled::Transmit(line),
                 Output::Event(event) => return Polled::Event(channel.name.clone(), event),
                 Output::Timeout(at) => deadline = deadline.min(at),
+            }
+            // OA1 had no line for the turn: chat takes it.
+            if chat_waits && ready_at <= now {
+                return self.send_chat(index, now);
             }
         }
         Polled::Idle(deadline)

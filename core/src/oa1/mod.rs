@@ -31,6 +31,7 @@
 //! chunking, `ERR` payloads, and scripted client and server exchanges on a virtual clock.
 
 pub mod auth;
+pub mod chat;
 pub mod chunk;
 mod client;
 pub mod compress;

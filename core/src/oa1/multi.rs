@@ -31,6 +31,7 @@
 
 use serde::Serialize;
 
+use super::chat::{ChatError, ChatInbox, ChatMessage};
 use super::connection::{Connection, ConnectionEvent, ConnectionOutput};
 use super::device_code::DeviceCode;
 use super::discovery::{Discovery, DiscoveryEvent};
@@ -58,6 +59,9 @@ pub enum MultiOutput {
     /// Device-code binding ([`MultiRemote::discover`]): a channel found and joined, or why
     /// `LIST` cannot find any.
     Discovery(DiscoveryEvent),
+    /// A channel message that is not OA1, for a host that asked for chat
+    /// ([`MultiDesk::set_chat`], [`MultiRemote::set_chat`]).
+    Chat(ChatMessage),
     /// Nothing more to do before this instant (ms, the host's clock) unless bytes arrive.
     Timeout(u64),
 }
@@ -98,6 +102,9 @@ macro_rules! multi_common {
         /// wait for. Call it after every input and command until it answers
         /// [`MultiOutput::Timeout`].
         pub fn poll_output(&mut self, now: u64) -> MultiOutput {
+            if let Some(message) = self.0.chat.as_mut().and_then(ChatInbox::pop) {
+                return MultiOutput::Chat(message);
+            }
             let output = self.0.poll(now);
             // Discovery's events come before the host goes to sleep.
             if let (_, ConnectionOutput::Timeout(_)) = output
@@ -144,6 +151,37 @@ macro_rules! multi_common {
         /// it has said what it is.
         pub fn pacing(&self) -> Pacing {
             self.0.pacing()
+        }
+
+        /// Channel chat beside OA1 (off by default): with `on`, each `PRIVMSG`, `NOTICE` and
+        /// CTCP `ACTION` in a carried channel that is not an OA1 frame comes out as
+        /// [`MultiOutput::Chat`], with its sender and tags (at most 1024 wait for the host; the
+        /// oldest go first, counted in [`Self::chat_dropped`]).
+        pub fn set_chat(&mut self, on: bool) {
+            match (on, self.0.chat.is_some()) {
+                (true, false) => self.0.chat = Some(ChatInbox::default()),
+                (false, true) => self.0.chat = None,
+                _ => {}
+            }
+        }
+
+        /// Chat messages dropped because the host did not take them.
+        pub fn chat_dropped(&self) -> u64 {
+            self.0.chat.as_ref().map_or(0, |c| c.dropped)
+        }
+
+        /// Sends `text` to `channel` as chat (`NOTICE`s with `notice`): cut at spaces, or at
+        /// character boundaries, into lines that fit, never a line starting with `OA1 `
+        /// ([`ChatError::ReservedPrefix`] when the text does), and sent through the
+        /// connection's pacing in turn with the channels' OA1 lines, once the channel is
+        /// joined. At most 64 KiB wait per channel. Returns the number of lines.
+        pub fn send_text(
+            &mut self,
+            channel: &str,
+            text: &str,
+            notice: bool,
+        ) -> Result<usize, ChatError> {
+            self.0.send_text(channel, text, notice)
         }
 
         /// What a channel's held lines wait for, in words; `None` when it is ready, closed or
