@@ -86,13 +86,8 @@ pub fn load_or_create(instance: &str, given: Option<&str>) -> Result<StoredCode,
             })
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // The OS's entropy (getrandom(2)), as hex from the one helper that reads it.
-            let hex = crate::sys::random_hex(GENERATED_LEN);
             let mut entropy = [0u8; GENERATED_LEN];
-            for (byte, pair) in entropy.iter_mut().zip(hex.as_bytes().chunks(2)) {
-                let pair = std::str::from_utf8(pair).unwrap_or("00");
-                *byte = u8::from_str_radix(pair, 16).unwrap_or(0);
-            }
+            crate::sys::fill_random(&mut entropy);
             let code = DeviceCode::generate(entropy);
             store(&dir, &path, &code)?;
             Ok(StoredCode {

@@ -446,6 +446,13 @@ pub fn open_to_others(path: &Path) -> io::Result<Option<u32>> {
 /// value to give, so that panics.
 pub fn random_hex(len: usize) -> String {
     let mut bytes = vec![0u8; len];
+    fill_random(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Fills `bytes` from the kernel's random source, as [`random_hex`] says.
+pub fn fill_random(bytes: &mut [u8]) {
+    let len = bytes.len();
     let mut filled = 0;
     while filled < len {
         // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
@@ -462,7 +469,6 @@ pub fn random_hex(len: usize) -> String {
             filled = len;
         }
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Resident set size of process `pid` in KiB (`VmRSS` of `/proc/PID/status`).
