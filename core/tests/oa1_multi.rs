@@ -60,6 +60,9 @@ fn step(
             }
             MultiOutput::Event { channel, event } => events.push((channel, event)),
             MultiOutput::Chat(message) => panic!("chat is off unless asked for: {message:?}"),
+            MultiOutput::Membership(event) => {
+                panic!("membership is off unless asked for: {event:?}")
+            }
             MultiOutput::Discovery(found) => events.push((
                 None,
                 ConnectionEvent::Link(
@@ -556,5 +559,114 @@ fn chat_goes_beside_oa1_in_turns() {
     assert_eq!(
         (notice.kind, notice.text.as_str()),
         (ChatKind::Notice, "brb")
+    );
+}
+
+/// Feeds server lines to a desk connection and returns what it hands out, chat and membership
+/// as text, in order (the lines it writes are dropped).
+fn hand_out(desks: &mut MultiDesk, now: u64, lines: &str) -> Vec<String> {
+    desks.handle_bytes(now, lines.replace('\n', "\r\n").as_bytes());
+    let mut out = Vec::new();
+    loop {
+        match desks.poll_output(now) {
+            MultiOutput::Chat(m) => out.push(format!("chat {} {} {}", m.channel, m.sender, m.text)),
+            MultiOutput::Membership(event) => {
+                out.push(serde_json::to_string(&event).unwrap());
+            }
+            MultiOutput::Timeout(_) => return out,
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn membership_changes_come_in_order_with_chat_when_asked() {
+    let mut desks = MultiDesk::new(desks_config(), 0, 1).unwrap();
+    desks.add_desk(0, "#a", "rexd").unwrap();
+    desks.add_desk(0, "#b", "rexd").unwrap();
+    desks.set_chat(true);
+    desks.set_membership(true);
+    assert!(hand_out(&mut desks, 0, ":srv 001 npcs :Welcome\n").is_empty());
+    let got = hand_out(
+        &mut desks,
+        1,
+        ":npcs!u@h JOIN #a\n\
+         :srv 353 npcs = #a :npcs @rexd +eve\n\
+         :srv 353 npcs = #a :bob\n\
+         :srv 366 npcs #a :End of NAMES list\n\
+         :npcs!u@h JOIN #B\n\
+         :srv 353 npcs = #B :npcs eve\n\
+         :srv 366 npcs #B :End of NAMES list\n\
+         :eve!e@h PRIVMSG #a :hello\n\
+         :bob!b@h PART #a :bye\n\
+         :eve!e@h NICK :eve2\n\
+         :rexd!r@h KICK #a eve2 :out\n\
+         :eve2!e@h QUIT :irc.a.net irc.b.net\n\
+         :zed!z@h JOIN #other\n\
+         :npcs!u@h NICK :npcs2\n",
+    );
+    let expected = [
+        r##"{"kind":"joined","channel":"#a","nick":"npcs"}"##,
+        r##"{"kind":"names","channel":"#a","nicks":["npcs","rexd","eve","bob"]}"##,
+        r##"{"kind":"joined","channel":"#b","nick":"npcs"}"##,
+        r##"{"kind":"names","channel":"#b","nicks":["npcs","eve"]}"##,
+        "chat #a eve!e@h hello",
+        r##"{"kind":"parted","channel":"#a","nick":"bob","reason":"bye"}"##,
+        r##"{"kind":"renamed","channel":"#a","nick":"eve","new_nick":"eve2"}"##,
+        r##"{"kind":"renamed","channel":"#b","nick":"eve","new_nick":"eve2"}"##,
+        r##"{"kind":"kicked","channel":"#a","nick":"eve2","by":"rexd","reason":"out"}"##,
+        // Kicked from #a, eve2 quits from #b only.
+        r##"{"kind":"quit","channel":"#b","nick":"eve2","reason":"irc.a.net irc.b.net"}"##,
+        // Our own nick, in every channel we are in; #other is not carried.
+        r##"{"kind":"renamed","channel":"#a","nick":"npcs","new_nick":"npcs2"}"##,
+        r##"{"kind":"renamed","channel":"#b","nick":"npcs","new_nick":"npcs2"}"##,
+    ];
+    assert_eq!(got, expected);
+
+    // Membership alone: chat stays silent, and the other way round.
+    desks.set_chat(false);
+    let got = hand_out(
+        &mut desks,
+        2,
+        ":eve!e@h JOIN #a\n:eve!e@h PRIVMSG #a :still here\n",
+    );
+    assert_eq!(got, [r##"{"kind":"joined","channel":"#a","nick":"eve"}"##]);
+    desks.set_chat(true);
+    desks.set_membership(false);
+    let got = hand_out(&mut desks, 3, ":eve!e@h PART #a\n:bob!b@h PRIVMSG #b :hi\n");
+    assert_eq!(got, ["chat #b bob!b@h hi"]);
+    desks.set_chat(false);
+    assert!(hand_out(&mut desks, 4, ":x!x@h JOIN #a\n:x!x@h PRIVMSG #a :y\n").is_empty());
+}
+
+#[test]
+fn membership_waiting_for_the_host_is_bounded() {
+    let mut remote = MultiRemote::new(remote_config(), 0).unwrap();
+    remote.add_channel(0, "#a").unwrap();
+    remote.set_membership(true);
+    let mut lines = String::from(":srv 001 rexd :Welcome\r\n:rexd!u@h JOIN #a\r\n");
+    // A NAMES reply longer than anyone keeps, and then a flood of joins nobody polls for.
+    for i in 0..3000 {
+        lines.push_str(&format!(":srv 353 rexd = #a :n{i}\r\n"));
+    }
+    lines.push_str(":srv 366 rexd #a :End\r\n");
+    for i in 0..3000 {
+        lines.push_str(&format!(":j{i}!u@h JOIN #a\r\n"));
+    }
+    remote.handle_bytes(0, lines.as_bytes());
+    let mut membership = Vec::new();
+    loop {
+        match remote.poll_output(0) {
+            MultiOutput::Membership(event) => membership.push(event),
+            MultiOutput::Timeout(_) => break,
+            _ => {}
+        }
+    }
+    assert_eq!(membership.len(), 1024, "at most 1024 wait");
+    assert_eq!(remote.chat_dropped(), 3002 - 1024);
+    // The newest are kept.
+    assert_eq!(
+        serde_json::to_string(membership.last().unwrap()).unwrap(),
+        r##"{"kind":"joined","channel":"#a","nick":"j2999"}"##
     );
 }

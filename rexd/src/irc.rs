@@ -509,8 +509,8 @@ impl Link {
         loop {
             match self.remote.poll_output(now) {
                 MultiOutput::Transmit(bytes) => self.out.extend_from_slice(&bytes),
-                MultiOutput::Event { .. } | MultiOutput::Discovery(_) | MultiOutput::Chat(_) => {}
                 MultiOutput::Timeout(_) => break,
+                _ => {}
             }
         }
         let _ = self.write();
@@ -598,8 +598,8 @@ impl Link {
                         continue;
                     }
                     MultiOutput::Timeout(t) => break t,
-                    // rexd does not ask for chat; a channel's other talk is not for it.
-                    MultiOutput::Chat(_) => continue,
+                    // rexd asks for neither chat nor membership: not for it.
+                    MultiOutput::Chat(_) | MultiOutput::Membership(_) => continue,
                     MultiOutput::Discovery(found) => {
                         self.discovered(found);
                         continue;

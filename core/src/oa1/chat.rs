@@ -6,13 +6,17 @@
 //! frames come out as [`ChatMessage`]s (a CTCP `ACTION` as [`ChatKind::Action`]), and
 //! `send_text` sends plain text through the connection's pacing, in turn with the channels' OA1
 //! lines. A host that does not ask sees nothing new.
+//!
+//! Membership is opt-in on its own ([`super::MultiDesk::set_membership`]): who joins, parts, is
+//! kicked, quits or changes nick in a carried channel, and the whole `NAMES` list once the
+//! server has sent it, come out as [`MembershipEvent`]s, in order with the chat.
 
 use std::collections::VecDeque;
 
 use serde::Serialize;
 
-/// The most messages kept for the host before the oldest are dropped (counted in
-/// `MultiDesk::chat_dropped`).
+/// The most messages and membership changes kept for the host before the oldest are dropped
+/// (counted in `MultiDesk::chat_dropped`).
 pub const MAX_INBOX: usize = 1024;
 /// The most text bytes a channel may have queued to send.
 pub const MAX_OUTBOX_BYTES: usize = 64 * 1024;
@@ -47,6 +51,81 @@ pub struct ChatMessage {
     pub tags: Vec<(String, String)>,
 }
 
+/// A change in who is in one of the connection's channels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MembershipEvent {
+    /// The channel's whole member list, when the server has ended a `NAMES` reply (after our
+    /// own join, or a `NAMES` asked for): nicks without their status prefix (`@`, `+`), our own
+    /// included; at most 1024.
+    Names {
+        /// The channel, as the connection carries it.
+        channel: String,
+        /// The members.
+        nicks: Vec<String>,
+    },
+    /// `nick` joined (our own join too).
+    Joined {
+        /// The channel.
+        channel: String,
+        /// Who joined.
+        nick: String,
+    },
+    /// `nick` left with `PART`.
+    Parted {
+        /// The channel.
+        channel: String,
+        /// Who left.
+        nick: String,
+        /// The part message, if any.
+        reason: Option<String>,
+    },
+    /// `nick` was kicked out by `by`.
+    Kicked {
+        /// The channel.
+        channel: String,
+        /// Who was kicked.
+        nick: String,
+        /// Who kicked (a nick, or a server's name).
+        by: String,
+        /// The kick message, if any.
+        reason: Option<String>,
+    },
+    /// `nick` quit IRC; one event for each carried channel it was seen in.
+    Quit {
+        /// The channel.
+        channel: String,
+        /// Who quit.
+        nick: String,
+        /// The quit message, if any (a netsplit's names the two servers).
+        reason: Option<String>,
+    },
+    /// `nick` is now `new_nick`; one event for each carried channel it was seen in (every
+    /// joined channel for our own nick).
+    Renamed {
+        /// The channel.
+        channel: String,
+        /// The old nick.
+        nick: String,
+        /// The new one.
+        new_nick: String,
+    },
+}
+
+impl MembershipEvent {
+    /// The channel the change happened in.
+    pub fn channel(&self) -> &str {
+        match self {
+            MembershipEvent::Names { channel, .. }
+            | MembershipEvent::Joined { channel, .. }
+            | MembershipEvent::Parted { channel, .. }
+            | MembershipEvent::Kicked { channel, .. }
+            | MembershipEvent::Quit { channel, .. }
+            | MembershipEvent::Renamed { channel, .. } => channel,
+        }
+    }
+}
+
 /// Why text was not queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -76,25 +155,36 @@ pub enum ChatError {
     Closed,
 }
 
-/// The messages waiting for the host, bounded.
+/// What waits in the inbox: chat, and membership changes, in the order their lines came.
+#[derive(Debug)]
+pub(super) enum ChatItem {
+    Message(ChatMessage),
+    Membership(MembershipEvent),
+}
+
+/// The messages and membership changes waiting for the host, bounded together.
 #[derive(Debug, Default)]
 pub(super) struct ChatInbox {
-    messages: VecDeque<ChatMessage>,
-    /// Messages dropped because the host did not take them.
+    items: VecDeque<ChatItem>,
+    /// The host asked for chat messages.
+    pub(super) messages: bool,
+    /// The host asked for membership changes.
+    pub(super) membership: bool,
+    /// Items dropped because the host did not take them.
     pub(super) dropped: u64,
 }
 
 impl ChatInbox {
-    pub(super) fn push(&mut self, message: ChatMessage) {
-        if self.messages.len() >= MAX_INBOX {
-            self.messages.pop_front();
+    pub(super) fn push(&mut self, item: ChatItem) {
+        if self.items.len() >= MAX_INBOX {
+            self.items.pop_front();
             self.dropped += 1;
         }
-        self.messages.push_back(message);
+        self.items.push_back(item);
     }
 
-    pub(super) fn pop(&mut self) -> Option<ChatMessage> {
-        self.messages.pop_front()
+    pub(super) fn pop(&mut self) -> Option<ChatItem> {
+        self.items.pop_front()
     }
 }
 

@@ -74,7 +74,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::chat::{self, ChatError, ChatInbox, ChatMessage};
+use super::chat::{self, ChatError, ChatInbox, ChatItem, ChatMessage, MembershipEvent};
 use super::client::format_duration;
 use super::discovery::{Discovery, DiscoveryEvent};
 use super::link::Parsed;
@@ -574,6 +574,8 @@ pub(super) struct Channel<E> {
     chat_out_bytes: usize,
     /// Chat goes next in this channel's turn (it alternates with OA1 lines).
     chat_turn: bool,
+    /// Membership: the `NAMES` reply so far (`353`s), handed out at its end (`366`).
+    names_pending: Vec<String>,
 }
 
 /// The channel-less states come from the connection; the rest from the channel.
@@ -593,6 +595,7 @@ impl<E: Endpoint> Channel<E> {
             chat_out: VecDeque::new(),
             chat_out_bytes: 0,
             chat_turn: true,
+            names_pending: Vec::new(),
         }
     }
 
@@ -648,7 +651,7 @@ pub(super) struct Connection<E> {
     watch_accounts: bool,
     /// Remote: channels to serve found by `LIST` (device-code binding).
     pub(super) discovery: Option<Discovery>,
-    /// Channel chat, when the host asked for it.
+    /// Channel chat and membership, when the host asked for either.
     pub(super) chat: Option<ChatInbox>,
 }
 
@@ -860,16 +863,24 @@ impl<E: Endpoint> Connection<E> {
                             if let Some(discovery) = &mut self.discovery {
                                 discovery.on_message(&msg);
                             }
-                            if self.chat.is_some() {
+                            let membership = self.chat.as_ref().is_some_and(|c| c.membership);
+                            if self.chat.as_ref().is_some_and(|c| c.messages) {
                                 self.chat_message(&msg);
+                            }
+                            if membership {
+                                // Before the members are updated: a QUIT or NICK is told in
+                                // the channels its nick was in.
+                                self.membership_events(&msg);
                             }
                             if self.watch_accounts {
                                 self.follow_accounts(&msg);
                             }
-                            if self.desk {
+                            if self.desk || membership {
                                 for index in 0..self.channels.len() {
                                     self.track_members(index, &msg);
-                                    self.update_peer(index, now, &msg);
+                                    if self.desk {
+                                        self.update_peer(index, now, &msg);
+                                    }
                                 }
                             }
                         }
@@ -895,18 +906,125 @@ impl<E: Endpoint> Connection<E> {
         notice: bool,
         tags: Vec<(String, String)>,
     ) {
-        let Some(inbox) = &mut self.chat else { return };
+        let Some(inbox) = self.chat.as_mut().filter(|c| c.messages) else {
+            return;
+        };
         if chat::is_frame(text) {
             return;
         }
         if let Some((kind, text)) = chat::classify(text, notice) {
-            inbox.push(ChatMessage {
+            inbox.push(ChatItem::Message(ChatMessage {
                 channel: self.channels[index].name.clone(),
                 sender: sender.to_owned(),
                 kind,
                 text,
                 tags,
-            });
+            }));
+        }
+    }
+
+    /// The membership changes a line makes in the carried channels, for a host that asked.
+    fn membership_events(&mut self, msg: &Message<'_>) {
+        let identity = self.session.identity();
+        let casemap = identity.casemapping();
+        let source = msg.source_nick().unwrap_or_default();
+        let name = |index: usize| self.channels[index].name.clone();
+        let mut events = Vec::new();
+        match msg.command {
+            "353" => {
+                // 353 <me> <type> <channel> :<nicks>
+                if let [_, _, chan, nicks] = msg.params()
+                    && let Some(index) = self.find(chan)
+                {
+                    let pending = &mut self.channels[index].names_pending;
+                    for nick in nicks.split(' ').map(strip_status).filter(|n| !n.is_empty()) {
+                        if pending.len() < MAX_TRACKED_MEMBERS {
+                            pending.push(nick.to_owned());
+                        }
+                    }
+                }
+            }
+            "366" => {
+                // 366 <me> <channel> :End of /NAMES list
+                if let Some(index) = msg.param(1).and_then(|chan| self.find(chan)) {
+                    let channel = &mut self.channels[index];
+                    events.push(MembershipEvent::Names {
+                        channel: channel.name.clone(),
+                        nicks: std::mem::take(&mut channel.names_pending),
+                    });
+                }
+            }
+            _ if msg.is("JOIN") => {
+                if let Some(index) = msg.param(0).and_then(|chan| self.find(chan)) {
+                    let channel = &mut self.channels[index];
+                    if identity.is_me(source) {
+                        // Our own join: the NAMES reply that follows starts a new list.
+                        channel.names_pending.clear();
+                    }
+                    events.push(MembershipEvent::Joined {
+                        channel: channel.name.clone(),
+                        nick: source.to_owned(),
+                    });
+                }
+            }
+            _ if msg.is("PART") => {
+                if let Some(index) = msg.param(0).and_then(|chan| self.find(chan)) {
+                    events.push(MembershipEvent::Parted {
+                        channel: name(index),
+                        nick: source.to_owned(),
+                        reason: msg.param(1).map(str::to_owned),
+                    });
+                }
+            }
+            _ if msg.is("KICK") => {
+                if let (Some(index), Some(victim)) =
+                    (msg.param(0).and_then(|chan| self.find(chan)), msg.param(1))
+                {
+                    events.push(MembershipEvent::Kicked {
+                        channel: name(index),
+                        nick: victim.to_owned(),
+                        by: source.to_owned(),
+                        reason: msg.param(2).map(str::to_owned),
+                    });
+                }
+            }
+            _ if msg.is("QUIT") => {
+                for (index, channel) in self.channels.iter().enumerate() {
+                    if channel.members.contains(casemap, source) {
+                        events.push(MembershipEvent::Quit {
+                            channel: name(index),
+                            nick: source.to_owned(),
+                            reason: msg.param(0).map(str::to_owned),
+                        });
+                    }
+                }
+            }
+            _ if msg.is("NICK") => {
+                let Some(new_nick) = msg.param(0) else { return };
+                // The session has already taken our own change: `new_nick` is us then.
+                let ours = identity.is_me(new_nick);
+                let joined = self.session.channels();
+                for (index, channel) in self.channels.iter().enumerate() {
+                    let seen = match ours {
+                        // The session knows at once (a channel's own flag waits for a poll).
+                        true => joined.iter().any(|c| casemap.eq(c, &channel.name)),
+                        false => channel.members.contains(casemap, source),
+                    };
+                    if seen {
+                        events.push(MembershipEvent::Renamed {
+                            channel: name(index),
+                            nick: source.to_owned(),
+                            new_nick: new_nick.to_owned(),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+        if let Some(inbox) = &mut self.chat {
+            for event in events {
+                inbox.push(ChatItem::Membership(event));
+            }
         }
     }
 

@@ -31,7 +31,7 @@
 
 use serde::Serialize;
 
-use super::chat::{ChatError, ChatInbox, ChatMessage};
+use super::chat::{ChatError, ChatInbox, ChatItem, ChatMessage, MembershipEvent};
 use super::connection::{Connection, ConnectionEvent, ConnectionOutput};
 use super::device_code::DeviceCode;
 use super::discovery::{Discovery, DiscoveryEvent};
@@ -62,6 +62,10 @@ pub enum MultiOutput {
     /// A channel message that is not OA1, for a host that asked for chat
     /// ([`MultiDesk::set_chat`], [`MultiRemote::set_chat`]).
     Chat(ChatMessage),
+    /// Someone joined, left, was kicked, quit or changed nick in a carried channel, or the
+    /// channel's member list, for a host that asked ([`MultiDesk::set_membership`],
+    /// [`MultiRemote::set_membership`]).
+    Membership(MembershipEvent),
     /// Nothing more to do before this instant (ms, the host's clock) unless bytes arrive.
     Timeout(u64),
 }
@@ -102,8 +106,10 @@ macro_rules! multi_common {
         /// wait for. Call it after every input and command until it answers
         /// [`MultiOutput::Timeout`].
         pub fn poll_output(&mut self, now: u64) -> MultiOutput {
-            if let Some(message) = self.0.chat.as_mut().and_then(ChatInbox::pop) {
-                return MultiOutput::Chat(message);
+            match self.0.chat.as_mut().and_then(ChatInbox::pop) {
+                Some(ChatItem::Message(message)) => return MultiOutput::Chat(message),
+                Some(ChatItem::Membership(event)) => return MultiOutput::Membership(event),
+                None => {}
             }
             let output = self.0.poll(now);
             // Discovery's events come before the host goes to sleep.
@@ -158,14 +164,35 @@ macro_rules! multi_common {
         /// [`MultiOutput::Chat`], with its sender and tags (at most 1024 wait for the host; the
         /// oldest go first, counted in [`Self::chat_dropped`]).
         pub fn set_chat(&mut self, on: bool) {
-            match (on, self.0.chat.is_some()) {
-                (true, false) => self.0.chat = Some(ChatInbox::default()),
-                (false, true) => self.0.chat = None,
-                _ => {}
+            self.0.chat.get_or_insert_with(ChatInbox::default).messages = on;
+            self.drop_inbox_when_unused();
+        }
+
+        /// Channel membership (off by default): with `on`, each `JOIN`, `PART`, `KICK`,
+        /// `QUIT` and `NICK` that changes who is in a carried channel comes out as
+        /// [`MultiOutput::Membership`], and so does a channel's whole member list once the
+        /// server has sent it (after our join). A `QUIT` or `NICK` is told once for each
+        /// carried channel its nick was seen in. It shares the chat's bound of 1024 waiting.
+        pub fn set_membership(&mut self, on: bool) {
+            self.0
+                .chat
+                .get_or_insert_with(ChatInbox::default)
+                .membership = on;
+            self.drop_inbox_when_unused();
+        }
+
+        fn drop_inbox_when_unused(&mut self) {
+            if self
+                .0
+                .chat
+                .as_ref()
+                .is_some_and(|c| !c.messages && !c.membership)
+            {
+                self.0.chat = None;
             }
         }
 
-        /// Chat messages dropped because the host did not take them.
+        /// Chat messages and membership changes dropped because the host did not take them.
         pub fn chat_dropped(&self) -> u64 {
             self.0.chat.as_ref().map_or(0, |c| c.dropped)
         }
