@@ -221,6 +221,14 @@ typedef struct dw_mobile_client dw_mobile_client;
 typedef struct dw_mobile_server dw_mobile_server;
 
 /**
+ * Many desks over one IRC connection (`deskwire::oa1::MultiDesk`), one per channel, each with
+ * its own remote, request ids, timeouts and counters; they share the connection's flood pacing
+ * fairly. The host loop is the one of `dw_desk` (bytes in, EOF, timeout, poll); each event
+ * names its channel.
+ */
+typedef struct dw_multi_desk dw_multi_desk;
+
+/**
  * The bare OA1 client (`deskwire::oa1::Client`) for hosts with their own IRC connection: feed
  * it every line the connection receives; it gives back `PRIVMSG` lines to send.
  */
@@ -1169,6 +1177,230 @@ dw_status dw_mobile_server_stats(struct dw_mobile_server *server, struct dw_str 
  * `dw_mobile_server_open`. `DW_STATUS_MALFORMED` for another scheme or an empty token.
  */
 dw_status dw_mobile_bearer_token(const char *header, char *out, size_t cap, size_t *out_len);
+
+/**
+ * Starts a connection for many desks at `now_ms` (its first outputs are `NICK` and `USER`).
+ *
+ * `config_json` as for `dw_desk_new`, where `channel` may be `""` (or absent): no desk yet,
+ * each is added with `dw_multi_desk_add_desk`. Its `oa1` settings (timeouts, limits, the
+ * shared `pacing`) are those of every desk added by name. A `channel` that is not empty is
+ * the first desk and then needs `oa1.allowed_sender`. A bad config is
+ * `DW_STATUS_INVALID_ARGUMENT` with kind `invalid_config`. `seed` starts the desks' request
+ * ids: read it from the OS's entropy (`getentropy`). On success `*out` is a new handle the
+ * caller frees with `dw_multi_desk_free`.
+ */
+dw_status dw_multi_desk_new(const char *config_json,
+                            uint64_t now_ms,
+                            uint64_t seed,
+                            struct dw_multi_desk **out);
+
+/**
+ * Frees a many-desk connection. `NULL` is a no-op. Views it gave out become invalid.
+ */
+void dw_multi_desk_free(struct dw_multi_desk *desk);
+
+/**
+ * The message of the handle's last failed call, or `""` after a success. Valid until the next
+ * call with `desk`.
+ */
+const char *dw_multi_desk_last_error(const struct dw_multi_desk *desk);
+
+/**
+ * The kind of the handle's last failed call (`"unknown_channel"`, `"duplicate_channel"`,
+ * `"reserved_prefix"`, `"closed"`, ... or the status's name), or `""`.
+ */
+const char *dw_multi_desk_last_error_kind(const struct dw_multi_desk *desk);
+
+/**
+ * Adds a desk in `channel` whose remote is `remote` (a nick, `nick!user@host`, or `"*"`), with
+ * the connection's `oa1` settings; the channel is joined (after registration when not yet
+ * registered). A channel already carried is `DW_STATUS_INVALID_ARGUMENT`, kind
+ * `duplicate_channel`; a bad channel or remote is kind `invalid_config`.
+ */
+dw_status dw_multi_desk_add_desk(struct dw_multi_desk *desk,
+                                 uint64_t now_ms,
+                                 const char *channel,
+                                 const char *remote);
+
+/**
+ * Adds a desk with settings of its own: `config_json` as for `dw_oa1_client_new` (`channel`,
+ * `allowed_sender`, timeouts, limits, `auth`); its `pacing` is not used (the connection's is
+ * shared). Errors as for `dw_multi_desk_add_desk`.
+ */
+dw_status dw_multi_desk_add_desk_with(struct dw_multi_desk *desk,
+                                      uint64_t now_ms,
+                                      const char *config_json);
+
+/**
+ * Leaves `channel` and drops its desk: its requests fail with `disconnected` (their events
+ * still come out, with the channel). `DW_STATUS_REFUSED`, kind `unknown_channel`, for a
+ * channel the connection does not carry.
+ */
+dw_status dw_multi_desk_remove_desk(struct dw_multi_desk *desk,
+                                    uint64_t now_ms,
+                                    const char *channel);
+
+/**
+ * Feeds bytes read from the socket, `data[0..len]` (any split).
+ */
+dw_status dw_multi_desk_handle_bytes(struct dw_multi_desk *desk,
+                                     uint64_t now_ms,
+                                     const uint8_t *data,
+                                     size_t len);
+
+/**
+ * The socket closed or failed: every desk's requests in flight fail with `disconnected`.
+ */
+dw_status dw_multi_desk_handle_eof(struct dw_multi_desk *desk, uint64_t now_ms);
+
+/**
+ * The deadline of the last `DW_OUTPUT_TIMEOUT` passed.
+ */
+dw_status dw_multi_desk_handle_timeout(struct dw_multi_desk *desk, uint64_t now_ms);
+
+/**
+ * Sends `QUIT` with `reason` and ends the connection (drain `dw_multi_desk_poll_output` to
+ * write it). From then on the calls that start work answer `DW_STATUS_REFUSED`, kind `closed`.
+ */
+dw_status dw_multi_desk_quit(struct dw_multi_desk *desk, uint64_t now_ms, const char *reason);
+
+/**
+ * The next instruction: `DW_OUTPUT_TRANSMIT` (bytes for the socket), `DW_OUTPUT_TIMEOUT`, or
+ * `DW_OUTPUT_EVENT`, whose JSON is the event as `dw_desk_poll_output` gives it plus a
+ * `"channel"` key: the desk's channel, or `null` for the connection's own events
+ * (`{"channel": "#a", "response": {"id", "truncated"}}` with the text raw in `out->text`,
+ * `{"channel": "#a", "failed": {...}}`, `{"channel": null, "registered": {"nick"}}`,
+ * `{"channel": "#a", "state_changed": {"state"}}`, ...). With chat on
+ * (`dw_multi_desk_set_chat`): `{"channel": "#a", "chat": {"channel", "sender"
+ * (`nick!user@host`), "kind" (`"privmsg"`, `"notice"`, `"action"`), "text", "tags": [[key,
+ * value], ...]}}`. With membership on (`dw_multi_desk_set_membership`): `{"channel": "#a",
+ * "membership": {"kind": "names" | "joined" | "parted" | "kicked" | "quit" | "renamed",
+ * "channel", "nick" | "nicks", "reason"?, "by"?, "new_nick"?}}`. Call until it answers
+ * `DW_OUTPUT_TIMEOUT`. `out->data` stays valid until the next call with `desk`.
+ */
+dw_status dw_multi_desk_poll_output(struct dw_multi_desk *desk,
+                                    uint64_t now_ms,
+                                    struct dw_output *out);
+
+/**
+ * Sends `payload[0..len]` (UTF-8) to the remote of the desk in `channel`, queued until the
+ * channel is joined and the remote is in it. `timeout_ms` 0 keeps the configured timeout.
+ * `*id` views the request id its events carry. `DW_STATUS_REFUSED` with kinds
+ * `unknown_channel`, `too_large`, `too_many_in_flight`, `closed`.
+ */
+dw_status dw_multi_desk_request(struct dw_multi_desk *desk,
+                                uint64_t now_ms,
+                                const char *channel,
+                                const uint8_t *payload,
+                                size_t len,
+                                uint64_t timeout_ms,
+                                struct dw_str *id);
+
+/**
+ * Runs the `RemoteBash` tool on the remote of the desk in `channel`: `args_json` =
+ * `{"command", "timeout_sec"?}` as the model sent them. `*id` views the request id. Errors as
+ * for `dw_desk_remote_bash`, and kind `unknown_channel`.
+ */
+dw_status dw_multi_desk_remote_bash(struct dw_multi_desk *desk,
+                                    uint64_t now_ms,
+                                    const char *channel,
+                                    const char *args_json,
+                                    struct dw_str *id);
+
+/**
+ * Cancels request `id` of the desk in `channel`: no event comes for it, and the remote is sent
+ * a `CANCEL` with `reason`. Kinds `unknown_channel`, `unknown_request`.
+ */
+dw_status dw_multi_desk_cancel(struct dw_multi_desk *desk,
+                               uint64_t now_ms,
+                               const char *channel,
+                               const char *id,
+                               const char *reason);
+
+/**
+ * The `RemoteBash` tool result of the OA1 event `dw_multi_desk_poll_output` gave last, as
+ * `dw_desk_tool_result` (views not NUL-terminated: use `len`).
+ */
+dw_status dw_multi_desk_tool_result(struct dw_multi_desk *desk,
+                                    struct dw_str *id,
+                                    struct dw_str *result);
+
+/**
+ * Channel chat beside OA1 (off by default): with `on`, each `PRIVMSG`, `NOTICE` and CTCP
+ * `ACTION` in a carried channel that is not an OA1 frame comes out of
+ * `dw_multi_desk_poll_output` as a `chat` event (at most 1024 wait; the oldest are dropped and
+ * counted in the stats' `chat_dropped`).
+ */
+dw_status dw_multi_desk_set_chat(struct dw_multi_desk *desk, bool on);
+
+/**
+ * Channel membership (off by default): with `on`, each `JOIN`, `PART`, `KICK`, `QUIT` and
+ * `NICK` that changes who is in a carried channel comes out as a `membership` event, and so
+ * does a channel's whole member list (`"kind": "names"`) once the server has sent it. In order
+ * with the chat; the same bound of 1024 waiting.
+ */
+dw_status dw_multi_desk_set_membership(struct dw_multi_desk *desk, bool on);
+
+/**
+ * Sends `text[0..len]` (UTF-8) to `channel` as chat (`NOTICE`s with `notice`, else
+ * `PRIVMSG`s): cut at spaces, or at character boundaries, into lines that fit, sent through
+ * the connection's pacing in turn with the desks' OA1 lines once the channel is joined.
+ * `*lines` receives the number of lines. Text starting with `OA1 ` is refused (the spec
+ * reserves it for tool frames): `DW_STATUS_INVALID_ARGUMENT` with kind `reserved_prefix`, as
+ * are empty text (`empty`) and text holding NUL, CR or LF (`forbidden_byte`).
+ * `DW_STATUS_REFUSED` with kinds `unknown_channel`, `queue_full` (64 KiB wait per channel) and
+ * `closed`.
+ */
+dw_status dw_multi_desk_send_text(struct dw_multi_desk *desk,
+                                  const char *channel,
+                                  const uint8_t *text,
+                                  size_t len,
+                                  bool notice,
+                                  size_t *lines);
+
+/**
+ * The connection's state, viewed in `*out`: `registering`, `ready` or `closed` (each desk has
+ * its own: `dw_multi_desk_channel_state`).
+ */
+dw_status dw_multi_desk_state(struct dw_multi_desk *desk, struct dw_str *out);
+
+/**
+ * The state of the desk in `channel`, viewed in `*out`: `joining`, `waiting_for_peer`,
+ * `ready`, ... Kind `unknown_channel` for a channel the connection does not carry.
+ */
+dw_status dw_multi_desk_channel_state(struct dw_multi_desk *desk,
+                                      const char *channel,
+                                      struct dw_str *out);
+
+/**
+ * The desks' channels, as added and in that order, as a JSON array in `*out`.
+ */
+dw_status dw_multi_desk_channels(struct dw_multi_desk *desk, struct dw_str *out);
+
+/**
+ * The desk in `channel` as JSON in `*out`: `{"state", "in_flight", "members" (the other nicks
+ * in the channel), "waiting_for" (what its held lines wait for, or null), "stats" (its OA1
+ * counters, as `dw_oa1_client_stats`)}`. Kind `unknown_channel` for a channel the connection
+ * does not carry.
+ */
+dw_status dw_multi_desk_channel_info(struct dw_multi_desk *desk,
+                                     const char *channel,
+                                     struct dw_str *out);
+
+/**
+ * The `RemoteBash` tool description for the desk in `channel` (its output budget follows the
+ * shared pacing), viewed in `*out`. Kind `unknown_channel`.
+ */
+dw_status dw_multi_desk_tool_description(struct dw_multi_desk *desk,
+                                         const char *channel,
+                                         struct dw_str *out);
+
+/**
+ * The connection's counters as JSON in `*out`: `{"irc": {"lines_received", ...},
+ * "chat_dropped", "pacing": {"burst", "interval_ms"}}` (each desk's OA1 counters are in
+ * `dw_multi_desk_channel_info`).
+ */
+dw_status dw_multi_desk_stats(struct dw_multi_desk *desk, struct dw_str *out);
 
 /**
  * Starts a desk connection at `now_ms` (its first outputs are `NICK` and `USER`).

@@ -7,7 +7,8 @@
 //! boundary around every body that poisons the handle it hit.
 //!
 //! Modules follow the core's: [`oa1`] (the desk and remote engines over raw IRC bytes, the bare
-//! client and server, the codec, `RemoteBash`), [`irc`] (the session helper, the line parser),
+//! client and server, the codec, `RemoteBash`), [`multi`] (many desks on one IRC connection,
+//! with channel chat and membership), [`irc`] (the session helper, the line parser),
 //! [`jsonrpc`] (the peer in every dialect), [`gateway`], [`mobile`], [`tools`], and [`schemas`]
 //! (reading a value of a protocol's JSON Schema through the Rust types).
 #![allow(non_camel_case_types)]
@@ -20,6 +21,7 @@ pub mod gateway;
 pub mod irc;
 pub mod jsonrpc;
 pub mod mobile;
+pub mod multi;
 pub mod oa1;
 pub mod schemas;
 pub mod sim;

@@ -18,7 +18,7 @@ use crate::boundary::{
     self, Error, Handle, Result, as_handle, dw_output, dw_output_kind, dw_status, dw_str,
 };
 
-fn refused(e: LocalError) -> Error {
+pub(crate) fn refused(e: LocalError) -> Error {
     Error::with_kind(dw_status::Refused, e.code(), e)
 }
 
@@ -445,6 +445,20 @@ mod verb {
     }
 }
 
+/// An OA1 event's JSON without the bulk text (which rides in [`dw_output::text`]).
+pub(crate) fn oa1_event_json(event: &Event, source: Option<&str>) -> serde_json::Value {
+    match event {
+        Event::Response { id, truncated, .. } => {
+            json!({"response": {"id": id, "truncated": truncated}})
+        }
+        Event::Request { id, sender, .. } => match source {
+            Some(source) => json!({"request": {"id": id, "sender": sender, "source": source}}),
+            None => json!({"request": {"id": id, "sender": sender}}),
+        },
+        other => serde_json::to_value(other).expect("events serialize"),
+    }
+}
+
 /// An OA1 event as an output: the JSON without the bulk text, which rides in `text` (see
 /// [`dw_output::text`]). `keep` receives the event so the text stays where it is. A request
 /// carries its `source` (`nick!user@host`) when the server's engine knows it.
@@ -454,16 +468,7 @@ fn oa1_event(
     source: Option<&str>,
     keep: &mut Option<Event>,
 ) -> dw_output {
-    let json = match &event {
-        Event::Response { id, truncated, .. } => {
-            json!({"response": {"id": id, "truncated": truncated}})
-        }
-        Event::Request { id, sender, .. } => match source {
-            Some(source) => json!({"request": {"id": id, "sender": sender, "source": source}}),
-            None => json!({"request": {"id": id, "sender": sender}}),
-        },
-        other => serde_json::to_value(other).expect("events serialize"),
-    };
+    let json = oa1_event_json(&event, source);
     boundary::json_into(view, &json);
     *keep = Some(event);
     let (text, text_len) = match keep {
@@ -492,7 +497,7 @@ as_handle!(dw_desk, Oa1<Desk>);
 
 /// A configuration the engine cannot work with (a bad nick or channel, a desk without its
 /// remote): `DW_STATUS_INVALID_ARGUMENT`, kind `invalid_config`.
-fn invalid_config(e: deskwire::oa1::ConfigError) -> Error {
+pub(crate) fn invalid_config(e: deskwire::oa1::ConfigError) -> Error {
     Error::with_kind(dw_status::InvalidArgument, "invalid_config", e)
 }
 

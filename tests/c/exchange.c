@@ -2,6 +2,9 @@
  * - OA1: a desk and a remote engine over raw IRC bytes through dw_sim_network, RemoteBash
  *   answered in streamed chunks, a failure, and a cancel;
  * - OA1: the bare client and server with a relay written here (it adds the sender's prefix);
+ * - OA1: many desks on one connection (dw_multi_desk), each with its own remote, answered at
+ *   once, each getting only its own answer; chat and membership from a plain IRC client in one
+ *   of the channels, and long text sent to it cut at word boundaries;
  * - JSON-RPC: two peers in JSON-RPC 2.0 over NDJSON and two in the sidecar dialect over
  *   Content-Length (call, answer, error, progress, timeout, cancel);
  * - the gateway: a Commander peer in the gateway dialect driving a dw_gateway;
@@ -601,8 +604,395 @@ static void mobile(void) {
     dw_mobile_server_free(server);
 }
 
+
+/* ------------------------------------------------------------ many desks on one connection */
+
+#define N_DESKS 8
+
+typedef struct {
+    dw_sim_network *net;
+    dw_multi_desk *desks;
+    dw_remote *remotes[N_DESKS];
+    uint64_t desks_conn, remote_conns[N_DESKS], alice_conn;
+    uint64_t now;
+    json_t *desk_events, *remote_events[N_DESKS];
+    /* When each remote saw its request (the virtual clock, plus 1). */
+    uint64_t request_at[N_DESKS];
+    /* What the plain IRC client in #d0 received, all of it. */
+    char *alice_got;
+    size_t alice_len;
+} multi_world;
+
+static uint64_t multi_pump(multi_world *w) {
+    uint64_t deadline = UINT64_MAX;
+    for (int round = 0; round < 100000; round++) {
+        int moved = 0;
+        dw_output out;
+        deadline = UINT64_MAX;
+        for (;;) {
+            CHECK_OK(dw_multi_desk_poll_output(w->desks, w->now, &out), dw_multi_desk_last_error(w->desks), "desks poll");
+            if (out.kind == DW_OUTPUT_TIMEOUT) {
+                deadline = out.deadline_ms < deadline ? out.deadline_ms : deadline;
+                break;
+            }
+            moved = 1;
+            if (out.kind == DW_OUTPUT_TRANSMIT) {
+                CHECK_OK(dw_sim_network_handle_bytes(w->net, w->desks_conn, out.data, out.len),
+                         dw_sim_network_last_error(w->net), "net in");
+            } else if (out.kind == DW_OUTPUT_EVENT) {
+                json_array_append_new(w->desk_events, event_json(&out));
+            }
+        }
+        for (int i = 0; i < N_DESKS; i++) {
+            for (;;) {
+                CHECK_OK(dw_remote_poll_output(w->remotes[i], w->now, &out), dw_remote_last_error(w->remotes[i]),
+                         "remote poll");
+                if (out.kind == DW_OUTPUT_TIMEOUT) {
+                    deadline = out.deadline_ms < deadline ? out.deadline_ms : deadline;
+                    break;
+                }
+                moved = 1;
+                if (out.kind == DW_OUTPUT_TRANSMIT) {
+                    CHECK_OK(dw_sim_network_handle_bytes(w->net, w->remote_conns[i], out.data, out.len),
+                             dw_sim_network_last_error(w->net), "net in");
+                } else if (out.kind == DW_OUTPUT_EVENT) {
+                    json_t *event = event_json(&out);
+                    if (json_object_get(event, "request") != NULL && w->request_at[i] == 0) {
+                        w->request_at[i] = w->now + 1;
+                    }
+                    json_array_append_new(w->remote_events[i], event);
+                }
+            }
+        }
+        dw_str bytes;
+        CHECK_OK(dw_sim_network_take_bytes(w->net, w->desks_conn, &bytes), dw_sim_network_last_error(w->net), "take");
+        if (bytes.len > 0) {
+            moved = 1;
+            CHECK_OK(dw_multi_desk_handle_bytes(w->desks, w->now, (const uint8_t *)bytes.ptr, bytes.len),
+                     dw_multi_desk_last_error(w->desks), "desks bytes");
+        }
+        for (int i = 0; i < N_DESKS; i++) {
+            CHECK_OK(dw_sim_network_take_bytes(w->net, w->remote_conns[i], &bytes), dw_sim_network_last_error(w->net), "take");
+            if (bytes.len > 0) {
+                moved = 1;
+                CHECK_OK(dw_remote_handle_bytes(w->remotes[i], w->now, (const uint8_t *)bytes.ptr, bytes.len),
+                         dw_remote_last_error(w->remotes[i]), "remote bytes");
+            }
+        }
+        CHECK_OK(dw_sim_network_take_bytes(w->net, w->alice_conn, &bytes), dw_sim_network_last_error(w->net), "take");
+        if (bytes.len > 0) {
+            moved = 1;
+            w->alice_got = realloc(w->alice_got, w->alice_len + bytes.len + 1);
+            memcpy(w->alice_got + w->alice_len, bytes.ptr, bytes.len);
+            w->alice_len += bytes.len;
+            w->alice_got[w->alice_len] = 0;
+        }
+        if (!moved) {
+            return deadline;
+        }
+    }
+    CHECK(0, "the desks do not settle");
+    return deadline;
+}
+
+static void multi_run_until(multi_world *w, int (*done)(multi_world *), uint64_t limit) {
+    uint64_t end = w->now + limit;
+    while (!done(w) && w->now <= end) {
+        uint64_t deadline = multi_pump(w);
+        if (done(w)) {
+            break;
+        }
+        w->now = deadline > w->now ? deadline : w->now + 1;
+        CHECK_OK(dw_multi_desk_handle_timeout(w->desks, w->now), dw_multi_desk_last_error(w->desks), "timeout");
+        for (int i = 0; i < N_DESKS; i++) {
+            CHECK_OK(dw_remote_handle_timeout(w->remotes[i], w->now), dw_remote_last_error(w->remotes[i]), "timeout");
+        }
+    }
+}
+
+/* The desk events of one kind, in channel `channel` (NULL: any). */
+static size_t count_desk_events(multi_world *w, const char *kind, const char *channel) {
+    size_t i, n = 0;
+    json_t *e;
+    json_array_foreach(w->desk_events, i, e) {
+        const char *c = json_string_value(json_object_get(e, "channel"));
+        if (json_object_get(e, kind) != NULL && (channel == NULL || (c != NULL && strcmp(c, channel) == 0))) {
+            n++;
+        }
+    }
+    return n;
+}
+
+static int all_requests_arrived(multi_world *w) {
+    for (int i = 0; i < N_DESKS; i++) {
+        if (find_event(w->remote_events[i], "request") == NULL) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int all_answered(multi_world *w) {
+    return count_desk_events(w, "response", NULL) + count_desk_events(w, "failed", NULL) >= N_DESKS;
+}
+
+static int alice_in_a(multi_world *w) {
+    return w->alice_got != NULL && strstr(w->alice_got, " 366 alice #d0 ") != NULL;
+}
+
+static int chat_arrived(multi_world *w) {
+    return count_desk_events(w, "chat", "#d0") >= 3;
+}
+
+static int alice_has_text(multi_world *w) {
+    return w->alice_got != NULL && strstr(w->alice_got, "the end.") != NULL;
+}
+
+static void alice_says(multi_world *w, const char *lines) {
+    CHECK_OK(dw_sim_network_handle_bytes(w->net, w->alice_conn, (const uint8_t *)lines, strlen(lines)),
+             dw_sim_network_last_error(w->net), "alice");
+}
+
+static void multi_desks(void) {
+    multi_world w = {0};
+    char channel[16], nick[16], config[256];
+    w.desk_events = json_array();
+    CHECK_OK(dw_sim_network_new(11, 0, &w.net), dw_last_error(), "network");
+    CHECK_OK(dw_sim_network_connect(w.net, "10.0.0.1", &w.desks_conn), dw_sim_network_last_error(w.net), "connect");
+    CHECK_OK(dw_sim_network_connect(w.net, "10.0.0.9", &w.alice_conn), dw_sim_network_last_error(w.net), "connect");
+    CHECK_OK(dw_multi_desk_new("{\"nick\":\"npcs\",\"channel\":\"\"}", 0, 42, &w.desks), dw_last_error(), "desks");
+    CHECK_OK(dw_multi_desk_set_chat(w.desks, true), dw_multi_desk_last_error(w.desks), "chat on");
+    CHECK_OK(dw_multi_desk_set_membership(w.desks, true), dw_multi_desk_last_error(w.desks), "membership on");
+    for (int i = 0; i < N_DESKS; i++) {
+        snprintf(channel, sizeof channel, "#d%d", i);
+        snprintf(nick, sizeof nick, "rex%d", i);
+        w.remote_events[i] = json_array();
+        CHECK_OK(dw_sim_network_connect(w.net, "10.0.0.2", &w.remote_conns[i]), dw_sim_network_last_error(w.net), "connect");
+        snprintf(config, sizeof config, "{\"nick\":\"%s\",\"channel\":\"%s\",\"oa1\":{\"allowed_sender\":\"npcs\"}}", nick, channel);
+        CHECK_OK(dw_remote_new(config, 0, &w.remotes[i]), dw_last_error(), "remote");
+        CHECK_OK(dw_multi_desk_add_desk(w.desks, 0, channel, nick), dw_multi_desk_last_error(w.desks), "add desk");
+    }
+    alice_says(&w, "NICK alice\r\nUSER alice 0 * :Alice\r\n");
+
+    /* Every desk asks at once, before anything is connected; each request waits in its desk.
+     * Desk 0 sends a long request (about 40 lines), which must not hold the others' one-line
+     * requests back: the connection's pacing goes round the channels in turn. */
+    char ids[N_DESKS][80];
+    size_t long_len = 0;
+    static char long_text[12000];
+    for (int n = 0; long_len < 10000; n++) {
+        long_len += (size_t)sprintf(long_text + long_len, "echo line %d\n", n);
+    }
+    for (int i = 0; i < N_DESKS; i++) {
+        snprintf(channel, sizeof channel, "#d%d", i);
+        dw_str id;
+        if (i == 0) {
+            CHECK_OK(dw_multi_desk_request(w.desks, 0, channel, (const uint8_t *)long_text, long_len, 600000, &id),
+                     dw_multi_desk_last_error(w.desks), "request");
+        } else {
+            char command[64];
+            snprintf(command, sizeof command, "{\"command\":\"whoami in %s\",\"timeout_sec\":600}", channel);
+            CHECK_OK(dw_multi_desk_remote_bash(w.desks, 0, channel, command, &id), dw_multi_desk_last_error(w.desks),
+                     "remote bash");
+        }
+        snprintf(ids[i], sizeof ids[i], "%.*s", (int)id.len, id.ptr);
+    }
+    multi_run_until(&w, all_requests_arrived, 600000);
+    for (int i = 1; i < N_DESKS; i++) {
+        CHECK(w.request_at[i] != 0 && w.request_at[i] < w.request_at[0],
+              "desk %d's short request came before desk 0's long one ended (%llu, %llu)", i,
+              (unsigned long long)w.request_at[i], (unsigned long long)w.request_at[0]);
+    }
+    /* Each remote got its own desk's request, and answers with text of its own (remote 0 with
+     * the long text back). */
+    for (int i = 0; i < N_DESKS; i++) {
+        json_t *request = find_event(w.remote_events[i], "request");
+        char want[64];
+        snprintf(want, sizeof want, "whoami in #d%d", i);
+        const char *payload = request ? json_string_value(json_object_get(request, "payload")) : NULL;
+        if (i == 0) {
+            CHECK(payload && strlen(payload) == long_len && memcmp(payload, long_text, long_len) == 0,
+                  "remote 0 got the long request whole");
+        } else {
+            CHECK(payload && strcmp(payload, want) == 0, "remote %d got %s", i, payload ? payload : "nothing");
+        }
+        CHECK(request && strcmp(json_string_value(json_object_get(request, "id")), ids[i]) == 0, "remote %d: the id", i);
+        size_t requests = 0, k;
+        json_t *e;
+        json_array_foreach(w.remote_events[i], k, e) {
+            requests += json_object_get(e, "request") != NULL;
+        }
+        CHECK(requests == 1, "remote %d got only its own request, not %zu", i, requests);
+        char answer[64];
+        snprintf(answer, sizeof answer, "I am rex%d", i);
+        const char *text = i == 0 ? long_text : answer;
+        size_t len = i == 0 ? long_len : strlen(answer);
+        CHECK_OK(dw_remote_respond(w.remotes[i], w.now, ids[i], (const uint8_t *)text, len),
+                 dw_remote_last_error(w.remotes[i]), "respond");
+    }
+    multi_run_until(&w, all_answered, 600000);
+    for (int i = 0; i < N_DESKS; i++) {
+        snprintf(channel, sizeof channel, "#d%d", i);
+        CHECK(count_desk_events(&w, "response", channel) == 1, "one response in %s", channel);
+        size_t k;
+        json_t *e;
+        json_array_foreach(w.desk_events, k, e) {
+            json_t *response = json_object_get(e, "response");
+            const char *c = json_string_value(json_object_get(e, "channel"));
+            if (response == NULL || c == NULL || strcmp(c, channel) != 0) {
+                continue;
+            }
+            CHECK(strcmp(json_string_value(json_object_get(response, "id")), ids[i]) == 0, "%s: its own id", channel);
+            const char *text = json_string_value(json_object_get(response, "text"));
+            char answer[64];
+            snprintf(answer, sizeof answer, "I am rex%d", i);
+            if (i == 0) {
+                CHECK(text && strlen(text) == long_len && memcmp(text, long_text, long_len) == 0, "#d0: the long answer whole");
+            } else {
+                CHECK(text && strcmp(text, answer) == 0, "%s: its own answer, got %.40s", channel, text ? text : "");
+            }
+        }
+    }
+    /* The tool result follows the last OA1 event. */
+    dw_str call, result;
+    CHECK_OK(dw_multi_desk_tool_result(w.desks, &call, &result), dw_multi_desk_last_error(w.desks), "tool result");
+    CHECK(call.len == strlen(ids[0]) && memcmp(call.ptr, ids[0], call.len) == 0, "the tool result's id");
+    CHECK(result.len == long_len && memcmp(result.ptr, long_text, long_len) == 0, "the tool result's text");
+
+    dw_str view;
+    CHECK_OK(dw_multi_desk_channel_info(w.desks, "#d3", &view), dw_multi_desk_last_error(w.desks), "info");
+    json_t *info = parse_json(view.ptr, view.len);
+    CHECK(strcmp(json_string_value(json_object_get(info, "state")), "ready") == 0, "#d3 ready");
+    CHECK(json_integer_value(json_object_get(info, "in_flight")) == 0, "#d3 has nothing in flight");
+    CHECK(json_string_value(json_array_get(json_object_get(info, "members"), 0)) != NULL &&
+              strcmp(json_string_value(json_array_get(json_object_get(info, "members"), 0)), "rex3") == 0,
+          "#d3's members: rex3");
+    CHECK(json_integer_value(json_object_get(json_object_get(info, "stats"), "frames_in")) >= 1, "#d3 counted its frames");
+    json_decref(info);
+
+    /* Chat: a plain IRC client in #d0 talks; OA1 frames are not chat. */
+    alice_says(&w, "JOIN #d0\r\n");
+    multi_run_until(&w, alice_in_a, 60000);
+    alice_says(&w, "PRIVMSG #d0 :hello desks\r\nPRIVMSG #d0 :OA1 REQ zzzzzz 1 0 ls\r\nNOTICE #d0 :a notice\r\n"
+                   "PRIVMSG #d0 :\001ACTION waves\001\r\n");
+    multi_run_until(&w, chat_arrived, 60000);
+    const char *want_kind[3] = {"privmsg", "notice", "action"};
+    const char *want_text[3] = {"hello desks", "a notice", "waves"};
+    size_t k, seen = 0;
+    json_t *e;
+    json_array_foreach(w.desk_events, k, e) {
+        json_t *chat = json_object_get(e, "chat");
+        if (chat == NULL) {
+            continue;
+        }
+        CHECK(seen < 3, "only three chat messages");
+        if (seen < 3) {
+            CHECK(strcmp(json_string_value(json_object_get(e, "channel")), "#d0") == 0, "chat in #d0");
+            CHECK(strncmp(json_string_value(json_object_get(chat, "sender")), "alice!", 6) == 0, "chat sender %s",
+                  json_string_value(json_object_get(chat, "sender")));
+            CHECK(strcmp(json_string_value(json_object_get(chat, "kind")), want_kind[seen]) == 0, "chat kind %s",
+                  json_string_value(json_object_get(chat, "kind")));
+            CHECK(strcmp(json_string_value(json_object_get(chat, "text")), want_text[seen]) == 0, "chat text %s",
+                  json_string_value(json_object_get(chat, "text")));
+            CHECK(json_is_array(json_object_get(chat, "tags")), "chat tags");
+        }
+        seen++;
+    }
+    CHECK(seen == 3, "three chat messages, not %zu", seen);
+    /* Membership: alice's join, and each channel's member list. */
+    int alice_joined = 0, names = 0;
+    json_array_foreach(w.desk_events, k, e) {
+        json_t *m = json_object_get(e, "membership");
+        if (m == NULL) {
+            continue;
+        }
+        const char *kind = json_string_value(json_object_get(m, "kind"));
+        const char *nick_ = json_string_value(json_object_get(m, "nick"));
+        if (strcmp(kind, "joined") == 0 && nick_ && strcmp(nick_, "alice") == 0 &&
+            strcmp(json_string_value(json_object_get(e, "channel")), "#d0") == 0) {
+            alice_joined++;
+        }
+        if (strcmp(kind, "names") == 0) {
+            names++;
+        }
+    }
+    CHECK(alice_joined == 1, "alice's join into #d0: %d", alice_joined);
+    if (alice_joined != 1) {
+        json_array_foreach(w.desk_events, k, e) {
+            if (json_object_get(e, "membership") != NULL) {
+                char *d = dump(e);
+                fprintf(stderr, "  %s\n", d);
+                free(d);
+            }
+        }
+    }
+    CHECK(names == N_DESKS, "a member list per channel: %d", names);
+
+    /* Long text to #d0, cut at word boundaries, none starting "OA1 ". */
+    static char words[3000];
+    size_t wl = 0;
+    for (int n = 0; wl < 2500; n++) {
+        wl += (size_t)sprintf(words + wl, "%sword%d", n ? " " : "", n);
+    }
+    wl += (size_t)sprintf(words + wl, " OA1 inside is fine; the end.");
+    size_t lines = 0;
+    CHECK_OK(dw_multi_desk_send_text(w.desks, "#d0", (const uint8_t *)words, wl, false, &lines),
+             dw_multi_desk_last_error(w.desks), "send text");
+    CHECK(lines >= 5, "cut into %zu lines", lines);
+    free(w.alice_got);
+    w.alice_got = NULL;
+    w.alice_len = 0;
+    multi_run_until(&w, alice_has_text, 600000);
+    /* Reassemble what alice read: each line ":npcs!... PRIVMSG #d0 :<part>". */
+    char *joined = calloc(1, w.alice_len + 1);
+    size_t jl = 0, got_lines = 0;
+    for (char *line = w.alice_got; line && *line;) {
+        char *end = strstr(line, "\r\n");
+        if (end == NULL) {
+            break;
+        }
+        *end = 0;
+        const char *mark = strstr(line, " PRIVMSG #d0 :");
+        if (strncmp(line, ":npcs!", 6) == 0 && mark != NULL) {
+            const char *part = mark + strlen(" PRIVMSG #d0 :");
+            CHECK(strlen(line) + 2 <= 512, "a line fits: %zu", strlen(line) + 2);
+            CHECK(strncmp(part, "OA1 ", 4) != 0, "no line starts with OA1");
+            CHECK(part[0] != ' ' && part[strlen(part) - 1] != ' ', "cut at a space, not beside it");
+            jl += (size_t)sprintf(joined + jl, "%s%s", got_lines ? " " : "", part);
+            got_lines++;
+        }
+        line = end + 2;
+    }
+    CHECK(got_lines == lines, "alice read %zu lines of %zu", got_lines, lines);
+    CHECK(jl == wl && memcmp(joined, words, wl) == 0, "the words arrived whole and in order");
+    free(joined);
+
+    /* A removed desk's channel is unknown; the others still work. */
+    CHECK_OK(dw_multi_desk_remove_desk(w.desks, w.now, "#d7"), dw_multi_desk_last_error(w.desks), "remove");
+    dw_str id;
+    CHECK(dw_multi_desk_request(w.desks, w.now, "#d7", (const uint8_t *)"x", 1, 0, &id) == DW_STATUS_REFUSED &&
+              strcmp(dw_multi_desk_last_error_kind(w.desks), "unknown_channel") == 0,
+          "#d7 after removal: %s", dw_multi_desk_last_error_kind(w.desks));
+    CHECK_OK(dw_multi_desk_channels(w.desks, &view), dw_multi_desk_last_error(w.desks), "channels");
+    CHECK(strstr(view.ptr, "#d7") == NULL && strstr(view.ptr, "#d6") != NULL, "channels %s", view.ptr);
+    CHECK_OK(dw_multi_desk_stats(w.desks, &view), dw_multi_desk_last_error(w.desks), "stats");
+    json_t *stats = parse_json(view.ptr, view.len);
+    CHECK(json_integer_value(json_object_get(stats, "chat_dropped")) == 0, "no chat dropped");
+    json_decref(stats);
+
+    free(w.alice_got);
+    json_decref(w.desk_events);
+    for (int i = 0; i < N_DESKS; i++) {
+        json_decref(w.remote_events[i]);
+        dw_remote_free(w.remotes[i]);
+    }
+    dw_multi_desk_free(w.desks);
+    dw_sim_network_free(w.net);
+}
+
 int main(void) {
     desk_and_remote();
+    multi_desks();
     bare_pair();
     peers(DW_DIALECT_JSONRPC2, NULL, "jsonrpc2/ndjson");
     peers(DW_DIALECT_SIDECAR, "{\"framing\":\"content_length\"}", "sidecar/content-length");

@@ -86,6 +86,7 @@ VALID = {
     "update_json": r'"{\"task_id\":\"t\",\"iteration\":1,\"status\":\"s\"}"',
     "visibility_json": r'"\"always\""',
     "reason_text": '"r"',
+    "remote": '"r"',
 }
 
 # Per-function overrides.
@@ -98,6 +99,8 @@ OVERRIDE = {
     ("dw_oa1_server_new", "config_json"): r'"{\"channel\":\"#d\",\"nick\":\"n\"}"',
     ("dw_toolbox_respond", "response_json"): r'"{\"id\":\"a\",\"approved\":true}"',
     ("dw_irc_session_privmsg", "text"): '"hi"',
+    ("dw_multi_desk_new", "config_json"): r'"{\"nick\":\"m\",\"channel\":\"\"}"',
+    ("dw_multi_desk_add_desk_with", "config_json"): r'"{\"channel\":\"#y\",\"nick\":\"m\",\"allowed_sender\":\"r\"}"',
 }
 
 # Byte buffers (pointer, length) by name: (pointer expression, length).
@@ -134,7 +137,7 @@ INTS = {
     "user": "0", "client": "0", "noise_every": "0", "status": "0", "n": "3", "budget": "240",
     "batch_limit": "16", "dialect": "DW_DIALECT_JSONRPC2", "provider": "DW_PROVIDER_OPENAI_CHAT",
     "origin": "DW_ORIGIN_MODEL", "progress": "0.5", "lexical_weight": "0.5", "builtins": "true",
-    "approved": "true", "remember": "false", "held": "false",
+    "approved": "true", "remember": "false", "held": "false", "on": "true", "notice": "false",
 }
 
 

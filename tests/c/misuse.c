@@ -3,7 +3,8 @@
  * - generated_misuse() (target/c/misuse_generated.c, from tests/c/gen_misuse.py): NULL for every
  *   pointer parameter, invalid UTF-8 in every string, malformed JSON in every JSON input,
  *   too-small buffers that report the size needed, for every function of the header;
- * - by hand: values outside their domain, JSON of the wrong shape, a call after the stream
+ * - by hand: many desks on one connection (unknown channels, chat text refused, "OA1 "),
+ *   values outside their domain, JSON of the wrong shape, a call after the stream
  *   parser finished, calls on a desk or remote after _quit or EOF (refused, kind "closed"),
  *   dw_last_error() cleared by a success, a misaligned float buffer, and panics: a call that
  *   panics answers DW_STATUS_PANIC and poisons its handle (every later call answers
@@ -41,6 +42,7 @@ static dw_toolbox *h_toolbox, *tmp_toolbox;
 static dw_stream_parser *h_stream_parser, *tmp_stream_parser;
 static dw_tool_index *h_tool_index, *tmp_tool_index;
 static dw_sim_network *h_sim_network, *tmp_sim_network;
+static dw_multi_desk *h_multi_desk, *tmp_multi_desk;
 
 static dw_output o_output;
 static dw_str o_str;
@@ -71,6 +73,8 @@ static void setup(void) {
     uint64_t client;
     CHECK_OK(dw_sim_network_connect(h_sim_network, "h", &client), dw_sim_network_last_error(h_sim_network), "client");
     CHECK(client == 0, "the first client is 0");
+    CHECK_OK(dw_multi_desk_new("{\"nick\":\"m\",\"channel\":\"\"}", 0, 1, &h_multi_desk), dw_last_error(), "multi desk");
+    CHECK_OK(dw_multi_desk_add_desk(h_multi_desk, 0, "#x", "r"), dw_multi_desk_last_error(h_multi_desk), "desk #x");
 }
 
 static void teardown(void) {
@@ -87,6 +91,7 @@ static void teardown(void) {
     dw_stream_parser_free(h_stream_parser);
     dw_tool_index_free(h_tool_index);
     dw_sim_network_free(h_sim_network);
+    dw_multi_desk_free(h_multi_desk);
 }
 
 /* Values outside their domain, and JSON that parses but has the wrong shape. */
@@ -346,6 +351,9 @@ static void panics(void) {
     PANICS(stream_parser, h_stream_parser, dw_stream_parser_feed(h_stream_parser, (const uint8_t *)"x", 1));
     PANICS(tool_index, h_tool_index, dw_tool_index_top_n(h_tool_index, "read", 1, &view));
     PANICS(sim_network, h_sim_network, dw_sim_network_stats(h_sim_network, &view));
+    PANICS(multi_desk, h_multi_desk, dw_multi_desk_poll_output(h_multi_desk, 0, &out));
+    CHECK(dw_multi_desk_send_text(h_multi_desk, "#x", (const uint8_t *)"hi", 2, false, &o_len) == DW_STATUS_POISONED,
+          "every call refused");
 
     /* A call without a handle: the panic is reported, and the next call works. */
     size_t n;
@@ -359,6 +367,142 @@ static void panics(void) {
     dw_peer *peer = NULL;
     dw_testing_panic();
     CHECK(dw_peer_new(DW_DIALECT_JSONRPC2, NULL, 1, &peer) == DW_STATUS_PANIC && peer == NULL, "constructor panic");
+}
+
+#define REFUSED_AS(h, status, kind_, call)                                                          \
+    do {                                                                                           \
+        dw_status st_ = (call);                                                                    \
+        CHECK(st_ == (status) && strcmp(dw_multi_desk_last_error_kind(h), (kind_)) == 0,            \
+              #call ": %s, kind \"%s\" (%s)", dw_status_str(st_), dw_multi_desk_last_error_kind(h),  \
+              dw_multi_desk_last_error(h));                                                        \
+    } while (0)
+
+/* Many desks on one connection: unknown channels, duplicate and bad ones, chat text the
+ * connection cannot send (empty, CR/LF, the reserved "OA1 " prefix), a handle whose connection
+ * ended. Each refusal names its kind, and nothing is written on failure. */
+static void multi_desk(void) {
+    dw_multi_desk *m = NULL;
+    dw_str view = {NULL, 0};
+    size_t lines = 99;
+    /* A first channel needs its remote; a bad nick is refused as for dw_desk_new. */
+    CHECK(dw_multi_desk_new("{\"nick\":\"m\",\"channel\":\"#a\"}", 0, 1, &m) == DW_STATUS_INVALID_ARGUMENT &&
+              m == NULL && strcmp(dw_last_error_kind(), "invalid_config") == 0,
+          "a first channel without its remote: %s", dw_last_error_kind());
+    CHECK(dw_multi_desk_new("{\"nick\":\"a b\"}", 0, 1, &m) == DW_STATUS_INVALID_ARGUMENT && m == NULL,
+          "a bad nick");
+    CHECK(dw_multi_desk_new("[]", 0, 1, &m) == DW_STATUS_INVALID_JSON && m == NULL, "a config array");
+    CHECK_OK(dw_multi_desk_new("{\"nick\":\"m\"}", 0, 1, &m), dw_last_error(), "no channel yet");
+
+    dw_str channels;
+    CHECK_OK(dw_multi_desk_channels(m, &channels), dw_multi_desk_last_error(m), "channels");
+    CHECK(strcmp(channels.ptr, "[]") == 0, "no desk yet: %s", channels.ptr);
+    CHECK_OK(dw_multi_desk_add_desk(m, 0, "#a", "ra"), dw_multi_desk_last_error(m), "add #a");
+    REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "duplicate_channel", dw_multi_desk_add_desk(m, 0, "#a", "rb"));
+    REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "invalid_config", dw_multi_desk_add_desk(m, 0, "nohash", "ra"));
+    REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "invalid_config", dw_multi_desk_add_desk(m, 0, "#b", "r x"));
+    REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "invalid_config",
+               dw_multi_desk_add_desk_with(m, 0, "{\"channel\":\"#b\",\"nick\":\"m\"}"));
+    CHECK_OK(dw_multi_desk_add_desk_with(m, 0, "{\"channel\":\"#b\",\"nick\":\"m\",\"allowed_sender\":\"rb\"}"),
+             dw_multi_desk_last_error(m), "add #b with its own config");
+    CHECK_OK(dw_multi_desk_channels(m, &channels), dw_multi_desk_last_error(m), "channels");
+    CHECK(strcmp(channels.ptr, "[\"#a\",\"#b\"]") == 0, "channels in order: %s", channels.ptr);
+
+    /* A channel the connection does not carry. */
+    view.ptr = NULL;
+    REFUSED_AS(m, DW_STATUS_REFUSED, "unknown_channel", dw_multi_desk_request(m, 0, "#zz", (const uint8_t *)"ls", 2, 0, &view));
+    CHECK(view.ptr == NULL, "no id written on failure");
+    CHECK(strstr(dw_multi_desk_last_error(m), "#zz") != NULL, "the message names it: %s", dw_multi_desk_last_error(m));
+    REFUSED_AS(m, DW_STATUS_REFUSED, "unknown_channel", dw_multi_desk_remote_bash(m, 0, "#zz", "{\"command\":\"ls\"}", &view));
+    REFUSED_AS(m, DW_STATUS_REFUSED, "unknown_channel", dw_multi_desk_cancel(m, 0, "#zz", "abc", "r"));
+    REFUSED_AS(m, DW_STATUS_REFUSED, "unknown_channel", dw_multi_desk_remove_desk(m, 0, "#zz"));
+    REFUSED_AS(m, DW_STATUS_REFUSED, "unknown_channel", dw_multi_desk_channel_state(m, "#zz", &view));
+    REFUSED_AS(m, DW_STATUS_REFUSED, "unknown_channel", dw_multi_desk_channel_info(m, "#zz", &view));
+    REFUSED_AS(m, DW_STATUS_REFUSED, "unknown_channel", dw_multi_desk_tool_description(m, "#zz", &view));
+    REFUSED_AS(m, DW_STATUS_REFUSED, "unknown_channel",
+               dw_multi_desk_send_text(m, "#zz", (const uint8_t *)"hi", 2, false, &lines));
+    CHECK(lines == 99, "no line count written on failure");
+    REFUSED_AS(m, DW_STATUS_REFUSED, "unknown_request", dw_multi_desk_cancel(m, 0, "#a", "abc", "r"));
+    REFUSED_AS(m, DW_STATUS_INVALID_JSON, "invalid_json", dw_multi_desk_remote_bash(m, 0, "#a", "{\"cmd\":\"ls\"}", &view));
+    REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "invalid_argument",
+               dw_multi_desk_remote_bash(m, 0, "#a", "{\"command\":\"ls\",\"timeout_sec\":0}", &view));
+
+    /* Chat text the connection cannot send as it is. */
+    REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "reserved_prefix",
+               dw_multi_desk_send_text(m, "#a", (const uint8_t *)"OA1 REQ abc 1 0 ls", 18, false, &lines));
+    REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "reserved_prefix",
+               dw_multi_desk_send_text(m, "#a", (const uint8_t *)"OA1 ", 4, true, &lines));
+    REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "empty", dw_multi_desk_send_text(m, "#a", (const uint8_t *)"", 0, false, &lines));
+    REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "forbidden_byte",
+               dw_multi_desk_send_text(m, "#a", (const uint8_t *)"a\r\nQUIT", 7, false, &lines));
+    REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "forbidden_byte",
+               dw_multi_desk_send_text(m, "#a", (const uint8_t *)"a\0b", 3, false, &lines));
+    REFUSED_AS(m, DW_STATUS_INVALID_UTF8, "invalid_utf8",
+               dw_multi_desk_send_text(m, "#a", (const uint8_t *)BAD_UTF8, 2, false, &lines));
+    CHECK(lines == 99, "no line count written on failure");
+    /* "OA1" not followed by a space is chat. */
+    CHECK_OK(dw_multi_desk_send_text(m, "#a", (const uint8_t *)"OA1X is fine", 12, false, &lines),
+             dw_multi_desk_last_error(m), "OA1X");
+    CHECK(lines == 1, "one line: %zu", lines);
+    /* 64 KiB wait per channel at most: the queue fills (nothing is joined, nothing leaves). */
+    static char big[60000];
+    memset(big, 'w', sizeof big);
+    for (size_t i = 7; i < sizeof big; i += 8) {
+        big[i] = ' ';
+    }
+    CHECK_OK(dw_multi_desk_send_text(m, "#b", (const uint8_t *)big, sizeof big, false, &lines),
+             dw_multi_desk_last_error(m), "60000 bytes");
+    CHECK(lines > 100, "cut into many lines: %zu", lines);
+    REFUSED_AS(m, DW_STATUS_REFUSED, "queue_full",
+               dw_multi_desk_send_text(m, "#b", (const uint8_t *)big, sizeof big, false, &lines));
+
+    /* Removing a desk: its channel is unknown afterwards, the others stay. */
+    CHECK_OK(dw_multi_desk_remove_desk(m, 0, "#b"), dw_multi_desk_last_error(m), "remove #b");
+    REFUSED_AS(m, DW_STATUS_REFUSED, "unknown_channel", dw_multi_desk_remove_desk(m, 0, "#b"));
+    REFUSED_AS(m, DW_STATUS_REFUSED, "unknown_channel", dw_multi_desk_request(m, 0, "#b", (const uint8_t *)"ls", 2, 0, &view));
+    CHECK_OK(dw_multi_desk_channel_state(m, "#a", &view), dw_multi_desk_last_error(m), "state #a");
+    CHECK(strcmp(view.ptr, "registering") == 0 || strcmp(view.ptr, "joining") == 0, "#a before registration: %s", view.ptr);
+    REFUSED_AS(m, DW_STATUS_REFUSED, "refused", dw_multi_desk_tool_result(m, &view, &view));
+
+    /* After QUIT: work is refused as closed, the QUIT still drains, state and stats answer. */
+    dw_str id;
+    CHECK_OK(dw_multi_desk_request(m, 0, "#a", (const uint8_t *)"ls", 2, 0, &id), dw_multi_desk_last_error(m), "request");
+    char before[80];
+    snprintf(before, sizeof before, "%.*s", (int)id.len, id.ptr);
+    CHECK_OK(dw_multi_desk_quit(m, 1, "bye"), dw_multi_desk_last_error(m), "quit");
+    REFUSED_AS(m, DW_STATUS_REFUSED, "closed", dw_multi_desk_request(m, 2, "#a", (const uint8_t *)"ls", 2, 0, &view));
+    REFUSED_AS(m, DW_STATUS_REFUSED, "closed", dw_multi_desk_send_text(m, "#a", (const uint8_t *)"hi", 2, false, &lines));
+    REFUSED_AS(m, DW_STATUS_REFUSED, "closed", dw_multi_desk_add_desk(m, 2, "#c", "rc"));
+    REFUSED_AS(m, DW_STATUS_REFUSED, "closed", dw_multi_desk_quit(m, 2, "again"));
+    char sent[2048];
+    size_t used = 0;
+    int failed = 0;
+    dw_output out;
+    for (;;) {
+        CHECK_OK(dw_multi_desk_poll_output(m, 3, &out), dw_multi_desk_last_error(m), "poll after quit");
+        if (out.kind == DW_OUTPUT_TIMEOUT) {
+            break;
+        }
+        if (out.kind == DW_OUTPUT_TRANSMIT && used + out.len < sizeof sent) {
+            memcpy(sent + used, out.data, out.len);
+            used += out.len;
+        }
+        if (out.kind == DW_OUTPUT_EVENT) {
+            json_t *e = event_json(&out);
+            json_t *f = json_object_get(e, "failed");
+            if (f != NULL && strcmp(json_string_value(json_object_get(f, "id")), before) == 0) {
+                failed = strcmp(json_string_value(json_object_get(f, "error")), "disconnected") == 0 &&
+                         strcmp(json_string_value(json_object_get(e, "channel")), "#a") == 0;
+            }
+            json_decref(e);
+        }
+    }
+    sent[used] = 0;
+    CHECK(strstr(sent, "QUIT bye\r\n") != NULL, "the QUIT still leaves: %s", sent);
+    CHECK(failed, "the request made before the quit fails with disconnected, in #a");
+    CHECK_OK(dw_multi_desk_state(m, &view), dw_multi_desk_last_error(m), "state");
+    CHECK(strcmp(view.ptr, "closed") == 0, "state %s", view.ptr);
+    CHECK_OK(dw_multi_desk_stats(m, &view), dw_multi_desk_last_error(m), "stats");
+    dw_multi_desk_free(m);
 }
 
 static void status_strings(void) {
@@ -378,6 +522,7 @@ int main(void) {
     misaligned();
     closed();
     bad_configs();
+    multi_desk();
     status_strings();
     panics();
     teardown();
