@@ -36,10 +36,22 @@ pub enum Kind {
     Disconnected,
     /// The required SASL login failed (the link ended).
     LoginFailed,
+    /// A connection of many channels does not carry this one.
+    UnknownChannel,
+    /// Chat text refused, for a reason newer than this binding.
+    Chat,
+    /// Chat text with nothing to send.
+    EmptyText,
+    /// Chat text holding NUL, CR or LF.
+    ForbiddenByte,
+    /// Chat text starting with `OA1 ` (reserved for tool frames).
+    ReservedPrefix,
+    /// Too much chat text queued for the channel.
+    QueueFull,
 }
 
 /// Every kind, in the order of `CLASSES`.
-const KINDS: [Kind; 12] = [
+const KINDS: [Kind; 18] = [
     Kind::Local,
     Kind::Closed,
     Kind::Remote,
@@ -52,6 +64,12 @@ const KINDS: [Kind; 12] = [
     Kind::PeerLeft,
     Kind::Disconnected,
     Kind::LoginFailed,
+    Kind::UnknownChannel,
+    Kind::Chat,
+    Kind::EmptyText,
+    Kind::ForbiddenByte,
+    Kind::ReservedPrefix,
+    Kind::QueueFull,
 ];
 
 impl Kind {
@@ -69,6 +87,12 @@ impl Kind {
             Kind::PeerLeft => "PeerLeftError",
             Kind::Disconnected => "DisconnectedError",
             Kind::LoginFailed => "LoginFailedError",
+            Kind::UnknownChannel => "UnknownChannelError",
+            Kind::Chat => "ChatError",
+            Kind::EmptyText => "EmptyTextError",
+            Kind::ForbiddenByte => "ForbiddenByteError",
+            Kind::ReservedPrefix => "ReservedPrefixError",
+            Kind::QueueFull => "QueueFullError",
         }
     }
 }
@@ -138,7 +162,35 @@ impl Coded for deskwire::oa1::LocalError {
     fn kind(&self) -> Kind {
         match self {
             deskwire::oa1::LocalError::Closed => Kind::Closed,
+            deskwire::oa1::LocalError::UnknownChannel(_) => Kind::UnknownChannel,
             _ => Kind::Local,
+        }
+    }
+}
+
+impl Coded for deskwire::oa1::chat::ChatError {
+    fn code(&self) -> &'static str {
+        use deskwire::oa1::chat::ChatError;
+        match self {
+            ChatError::UnknownChannel(_) => "unknown_channel",
+            ChatError::Empty => "empty_text",
+            ChatError::ForbiddenByte => "forbidden_byte",
+            ChatError::ReservedPrefix(_) => "reserved_prefix",
+            ChatError::QueueFull { .. } => "queue_full",
+            ChatError::Closed => "closed",
+            _ => "chat_refused",
+        }
+    }
+    fn kind(&self) -> Kind {
+        use deskwire::oa1::chat::ChatError;
+        match self {
+            ChatError::UnknownChannel(_) => Kind::UnknownChannel,
+            ChatError::Empty => Kind::EmptyText,
+            ChatError::ForbiddenByte => Kind::ForbiddenByte,
+            ChatError::ReservedPrefix(_) => Kind::ReservedPrefix,
+            ChatError::QueueFull { .. } => Kind::QueueFull,
+            ChatError::Closed => Kind::Closed,
+            _ => Kind::Chat,
         }
     }
 }

@@ -13,6 +13,7 @@ mod gateway;
 mod irc;
 mod jsonrpc;
 mod mobile;
+mod multi;
 mod oa1;
 mod rexd;
 mod sim;

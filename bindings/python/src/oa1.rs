@@ -16,7 +16,7 @@ use crate::slot::Slot;
 pub const BULK_BYTES: usize = 64 * 1024;
 
 /// Runs `work` on `size` bytes of input, with the GIL released when that is bulk work.
-fn bulk<R: Send>(py: Python<'_>, size: usize, work: impl FnOnce() -> R + Send) -> R {
+pub(crate) fn bulk<R: Send>(py: Python<'_>, size: usize, work: impl FnOnce() -> R + Send) -> R {
     if size >= BULK_BYTES {
         py.detach(work)
     } else {
@@ -592,17 +592,29 @@ fn connection_output<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     match output {
         ConnectionOutput::Transmit(bytes) => convert::transmit(py, &bytes),
-        ConnectionOutput::Event(ConnectionEvent::Irc(event)) => {
+        ConnectionOutput::Event(event) => connection_event(py, event, text),
+        ConnectionOutput::Timeout(at) => convert::timeout(py, at),
+    }
+}
+
+/// A connection's event as its dataclass: `irc.*` (with the exception a refusal or the end of
+/// the link means attached), `oa1.Response`, ..., or the link's own (`oa1.StateChanged`, ...).
+pub(crate) fn connection_event(
+    py: Python<'_>,
+    event: ConnectionEvent,
+    text: bool,
+) -> PyResult<Bound<'_, PyAny>> {
+    match event {
+        ConnectionEvent::Irc(event) => {
             let py_event = serde_event(py, "irc", &event)?;
             if let Some(error) = errors::session_error(&event) {
                 errors::attach(&py_event, error)?;
             }
             Ok(py_event)
         }
-        ConnectionOutput::Event(ConnectionEvent::Oa1(event)) => oa1_event(py, event, text),
+        ConnectionEvent::Oa1(event) => oa1_event(py, event, text),
         // The link's own events (state changes, the peer joining or leaving).
-        ConnectionOutput::Event(other) => serde_event(py, "oa1", &other),
-        ConnectionOutput::Timeout(at) => convert::timeout(py, at),
+        other => serde_event(py, "oa1", &other),
     }
 }
 
@@ -715,7 +727,7 @@ macro_rules! connection_methods {
 }
 
 /// Request ids from the OS's entropy, so two desks started together never share one.
-fn os_seed() -> PyResult<u64> {
+pub(crate) fn os_seed() -> PyResult<u64> {
     getrandom::u64().map_err(|e| local("no_entropy", format!("the OS random source: {e}")))
 }
 
@@ -979,7 +991,7 @@ mod role {
 }
 
 /// The model's `RemoteBash` arguments as JSON text: a `str` as it is, anything else as JSON.
-fn args_json(args: &Bound<'_, PyAny>) -> PyResult<String> {
+pub(crate) fn args_json(args: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(text) = args.cast::<PyString>() {
         Ok(text.to_cow()?.into_owned())
     } else {
@@ -988,7 +1000,7 @@ fn args_json(args: &Bound<'_, PyAny>) -> PyResult<String> {
 }
 
 /// A `RemoteBash` timeout in seconds as the core's duration; `None` keeps the configured one.
-fn remote_bash_timeout(seconds: Option<f64>) -> PyResult<Option<Duration>> {
+pub(crate) fn remote_bash_timeout(seconds: Option<f64>) -> PyResult<Option<Duration>> {
     seconds
         .map(|s| {
             Duration::try_from_secs_f64(s).map_err(|_| {
@@ -1002,7 +1014,7 @@ fn remote_bash_timeout(seconds: Option<f64>) -> PyResult<Option<Duration>> {
 }
 
 /// A refused `RemoteBash` call: its arguments (`invalid_arguments`), or the engine's refusal.
-fn args_error(e: core::remote_bash::ArgsError) -> PyErr {
+pub(crate) fn args_error(e: core::remote_bash::ArgsError) -> PyErr {
     match e {
         core::remote_bash::ArgsError::Local(e) => raise(e),
         other => local("invalid_arguments", other.to_string()),
@@ -1048,6 +1060,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Server>()?;
     m.add_class::<Desk>()?;
     m.add_class::<Remote>()?;
+    crate::multi::register(m)?;
     m.add("TRUNCATION_MARKER", core::TRUNCATION_MARKER)?;
     m.add("TOOL_NAME", core::remote_bash::TOOL_NAME)?;
     m.add("TOOL_DESCRIPTION", core::remote_bash::DESCRIPTION.as_str())?;

@@ -73,14 +73,15 @@ def make_certs(d: Path) -> None:
 class Ngircd:
     """A private ngircd on a free loopback port. ``penalties=False`` turns flood penalties off
     (``MaxPenaltyTime = 0``) for tests that move a lot of data. ``tls=True`` adds a TLS port,
-    ``tls_port``, whose certificate names ``localhost`` and is signed by ``ca`` (a file)."""
+    ``tls_port``, whose certificate names ``localhost`` and is signed by ``ca`` (a file).
+    ``max_joins`` is how many channels a client may be in (ngircd's default is 10; 0: any)."""
 
-    def __init__(self, penalties: bool = True, tls: bool = False) -> None:
+    def __init__(self, penalties: bool = True, tls: bool = False, max_joins: int = 10) -> None:
         ngircd = shutil.which("ngircd") or "/usr/sbin/ngircd"
         self.dir = Path(tempfile.mkdtemp(prefix="deskwire-ngircd-"))
         (self.dir / "conf.d").mkdir()
         self.port = free_port()
-        limits = "" if penalties else "MaxPenaltyTime = 0\n"
+        limits = ("" if penalties else "MaxPenaltyTime = 0\n") + f"MaxJoins = {max_joins}\n"
         ssl_section = ""
         self.tls_port = 0
         self.ca = self.dir / "ca.pem"

@@ -15,7 +15,7 @@ from deskwire import Timeout, Transmit
 MODULES = ["deskwire", "deskwire.irc", "deskwire.oa1", "deskwire.sim", "deskwire.jsonrpc",
            "deskwire.rexd", "deskwire.sidecar", "deskwire.gateway", "deskwire.mobile",
            "deskwire.tools", "deskwire.schemas", "deskwire.aio", "deskwire.aio.pump",
-           "deskwire.aio.irc", "deskwire.aio.rexd", "deskwire.aio.mobile", "deskwire.aio.gateway"]
+           "deskwire.aio.irc", "deskwire.aio.desks", "deskwire.aio.rexd", "deskwire.aio.mobile", "deskwire.aio.gateway"]
 
 
 def public_names() -> List[Any]:
@@ -31,7 +31,7 @@ def public_names() -> List[Any]:
 @pytest.mark.parametrize("module,attr", public_names())
 def test_every_public_name_has_a_docstring(module: Any, attr: str) -> None:
     value = getattr(module, attr)
-    if isinstance(value, (str, int, tuple)) or attr.startswith("__") or attr in ("Id", "Body", "Handler", "Progress", "Verdict", "Provider"):
+    if isinstance(value, (str, int, tuple)) or attr.startswith("__") or attr in ("Id", "Body", "Handler", "Progress", "Verdict", "Provider", "ChatKind", "MembershipEvent", "ChatEvent"):
         return  # constants and type aliases are documented in the module docs
     assert inspect.getdoc(value), f"{module.__name__}.{attr}"
     if inspect.isclass(value):
@@ -60,6 +60,11 @@ def test_version_and_error_tree() -> None:
             assert caught.code == "not_ready"  # type: ignore[attr-defined]
     assert issubclass(deskwire.ClosedError, deskwire.LocalError)
     assert not issubclass(deskwire.RemoteError, deskwire.LocalError)
+    # Misuse of a connection of many desks: a channel it does not carry, chat text refused.
+    assert issubclass(deskwire.UnknownChannelError, deskwire.LocalError)
+    for cls in (deskwire.EmptyTextError, deskwire.ForbiddenByteError,
+                deskwire.ReservedPrefixError, deskwire.QueueFullError):
+        assert issubclass(cls, deskwire.ChatError) and issubclass(cls, deskwire.LocalError)
 
 
 def test_outputs_compare_and_match() -> None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import copy
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -36,6 +38,67 @@ def test_the_readme_has_its_python_blocks() -> None:
     assert len(blocks) >= 2
     assert any("IrcDesk.connect" in b and "RexdClient.connect" in b for b in blocks)
     assert any("check_call" in b and "tool_results" in b for b in blocks)
+    assert any("IrcDesks.connect" in b and "desks.chat()" in b for b in blocks)
+
+
+class Player(threading.Thread):
+    """A player's IRC client, plain IRC over a socket: joins ``channel``, and once the desk
+    (``desk_nick``) has joined it too, says ``text`` there. ``lines`` holds what it read."""
+
+    def __init__(self, port: int, channel: str, text: str, desk_nick: str = "desk") -> None:
+        super().__init__(daemon=True)
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.channel, self.text, self.desk_nick = channel, text, desk_nick
+        self.lines: List[str] = []
+        self.error: Optional[BaseException] = None
+        self.joined = threading.Event()
+        self.sent = threading.Event()
+        self.start()
+
+    def send(self, line: str) -> None:
+        self.sock.sendall(line.encode() + b"\r\n")
+
+    def run(self) -> None:
+        try:
+            self.send("NICK player")
+            self.send("USER player 0 * :a player")
+            buffer = b""
+            while True:
+                data = self.sock.recv(4096)
+                if not data:
+                    return
+                buffer += data
+                while b"\r\n" in buffer:
+                    raw, buffer = buffer.split(b"\r\n", 1)
+                    line = raw.decode("utf-8", "replace")
+                    self.lines.append(line)
+                    words = line.split(" ")
+                    if words[0] == "PING":
+                        self.send("PONG " + " ".join(words[1:]))
+                    elif words[1:2] == ["001"]:
+                        self.send(f"JOIN {self.channel}")
+                    elif words[1:2] == ["366"]:
+                        self.joined.set()
+                    elif self.sent.is_set():
+                        continue
+                    elif (words[0].startswith(f":{self.desk_nick}!") and words[1:2] == ["JOIN"]
+                          and words[2].lstrip(":") == self.channel) or (
+                            # The desk was there first: its nick in the NAMES list.
+                            words[1:2] == ["353"] and self.desk_nick in
+                            [n.lstrip("@+") for n in line.split(" :", 1)[-1].split(" ")]):
+                        self.send(f"PRIVMSG {self.channel} :{self.text}")
+                        self.sent.set()
+        except OSError as e:
+            if not self.sent.is_set():
+                self.error = e
+
+    def stop(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        self.join(10)
 
 
 class RecordedAnthropic:
@@ -105,7 +168,16 @@ def test_readme_python_block_runs(index: int, peers: Dict[str, Any], monkeypatch
     # The blocks name the server a user runs on port 6667; this one listens elsewhere.
     source, replaced = re.subn(r'"127\.0\.0\.1", 6667\b', f'"127.0.0.1", {server.port}', block)
     rexd = None
-    if "IrcDesk.connect" in block:
+    player = None
+    if "IrcDesks.connect" in block:
+        assert replaced, "a block that connects desks names the server as \"127.0.0.1\", 6667"
+        channels = re.findall(r"--channel '(#[^']+)'", block)
+        assert channels, "a block with many desks says how to start rexd for its channels"
+        more = [arg for channel in channels[1:] for arg in ("--channel", channel)]
+        rexd = RexdIrc(server.port, *more, channel=channels[0])
+        player = Player(server.port, channels[0], "hello desk")
+        assert player.joined.wait(30), player.lines
+    elif "IrcDesk.connect" in block:
         assert replaced, "a block that connects a desk names the server as \"127.0.0.1\", 6667"
         args = ["--secret-file", str(peers["work"] / "desk.secret")] if "secret=" in block else []
         rexd = RexdIrc(server.port, *args)
@@ -119,6 +191,14 @@ def test_readme_python_block_runs(index: int, peers: Dict[str, Any], monkeypatch
     finally:
         if rexd is not None:
             rexd.stop()
+        if player is not None:
+            player.stop()
+    if player is not None:
+        assert player.error is None, player.error
+        # The desks answered in their own channels, and the player's line came as chat.
+        assert "one\n two\n" in printed
+        assert "player in #npc-1 (privmsg): hello desk" in printed
+        assert "MemberJoined(channel='#npc-1', nick='desk')" in printed
     if "remote_bash(\"uname -a\"" in block:
         assert os.uname().sysname in printed  # the answer of rexd --irc came back
     if "rexd.pty(" in block:

@@ -3,12 +3,12 @@ pytest): the drivers are their own class inside ``async with``, a verdict is one
 classes, provider names are a ``Literal`` (a typo is an error, which the ``type: ignore`` below
 needs: with ``--strict`` an ignore that silences nothing is an error itself)."""
 
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, Optional, Union
 
 from typing_extensions import assert_type
 
 from deskwire import oa1, tools
-from deskwire.aio import IrcDesk, IrcRemote, RexdClient
+from deskwire.aio import IrcDesk, IrcDesks, IrcRemote, RexdClient
 
 
 async def drivers() -> None:
@@ -23,6 +23,20 @@ async def drivers() -> None:
         async for chunk in rexd.read_chunks("README.md", offset=10):
             assert_type(chunk, bytes)
     await RexdClient.connect("local", compresion=True)  # type: ignore[call-arg]
+    async with await IrcDesks.connect("127.0.0.1", channels=["#a"], chat=True) as desks:
+        assert_type(desks, IrcDesks)
+        await desks.add_desk("#b", "rexd", ready_timeout=None)
+        assert_type(await desks.remote_bash("#a", "ls"), str)
+        assert_type(desks.send_text("#a", "hello", notice=True), int)
+        assert_type(desks.remove_desk("#b"), bool)
+        async for item in desks.chat():
+            assert_type(item, oa1.ChatEvent)
+            if isinstance(item, oa1.ChatMessage):
+                assert_type(item.kind, oa1.ChatKind)
+                assert_type(item.tags, Dict[str, str])
+            elif isinstance(item, oa1.MemberQuit):
+                assert_type(item.reason, Optional[str])
+        await desks.remote_bash("#a")  # type: ignore[call-arg]
 
 
 async def answer(request: oa1.Request) -> str:

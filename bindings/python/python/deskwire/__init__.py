@@ -30,10 +30,13 @@ from __future__ import annotations
 
 from ._deskwire import Timeout, Transmit, __version__
 from ._errors import (
+    ChatError,
     ClosedError,
     ConnectFailedError,
     DeskwireError,
     DisconnectedError,
+    EmptyTextError,
+    ForbiddenByteError,
     JoinFailedError,
     KickedError,
     LocalError,
@@ -42,9 +45,12 @@ from ._errors import (
     NotReadyError,
     PeerLeftError,
     ProtocolError,
+    QueueFullError,
     RemoteError,
     RequestTimeout,
+    ReservedPrefixError,
     TlsError,
+    UnknownChannelError,
 )
 from . import gateway, irc, jsonrpc, mobile, oa1, rexd, schemas, sim, tools
 
@@ -67,6 +73,12 @@ __all__ = [
     "LoginFailedError",
     "ConnectFailedError",
     "TlsError",
+    "UnknownChannelError",
+    "ChatError",
+    "EmptyTextError",
+    "ForbiddenByteError",
+    "ReservedPrefixError",
+    "QueueFullError",
     "gateway",
     "irc",
     "jsonrpc",

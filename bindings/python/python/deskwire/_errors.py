@@ -33,6 +33,12 @@ __all__ = [
     "LoginFailedError",
     "ConnectFailedError",
     "TlsError",
+    "UnknownChannelError",
+    "ChatError",
+    "EmptyTextError",
+    "ForbiddenByteError",
+    "ReservedPrefixError",
+    "QueueFullError",
 ]
 
 
@@ -119,3 +125,32 @@ class TlsError(ConnectFailedError):
     ``certificate verify failed: unable to get local issuer certificate`` (give the server's CA
     in an ``ssl.SSLContext``), a host name the certificate does not list, or a server that does
     not speak TLS on that port."""
+
+
+class UnknownChannelError(LocalError):
+    """A connection of many desks does not carry this channel (code ``unknown_channel``): a
+    request, a chat text or a question about a channel never added, or removed already."""
+
+
+class ChatError(LocalError):
+    """Chat text was not queued (:meth:`deskwire.aio.IrcDesks.send_text`); the subclasses say
+    why. Nothing of it was sent."""
+
+
+class EmptyTextError(ChatError):
+    """The chat text is empty or only white space (code ``empty_text``)."""
+
+
+class ForbiddenByteError(ChatError):
+    """The chat text holds NUL, CR or LF, which IRC cannot carry inside a line (code
+    ``forbidden_byte``): send each line by itself."""
+
+
+class ReservedPrefixError(ChatError):
+    """The chat text starts with ``OA1 `` (or ``OA1A ``), which the OA1 spec reserves for tool
+    frames (code ``reserved_prefix``): such a line would be read as a request or an answer."""
+
+
+class QueueFullError(ChatError):
+    """Too much chat text waits to go to the channel already (64 KiB; code ``queue_full``):
+    the connection's pacing sends it a line at a time. Try again once some has gone."""

@@ -32,7 +32,7 @@ The building blocks: :func:`escape`, :func:`unescape`, :func:`split` (chunking),
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Dict, List, Literal, Optional, Union
 
 from ._deskwire.oa1 import (
     TOOL_DESCRIPTION,
@@ -41,6 +41,7 @@ from ._deskwire.oa1 import (
     TRUNCATION_MARKER,
     Client,
     Desk,
+    MultiDesk,
     Remote,
     Server,
     escape,
@@ -61,6 +62,18 @@ __all__ = [
     "Server",
     "Desk",
     "Remote",
+    "MultiDesk",
+    "ChannelEvent",
+    "ChatMessage",
+    "ChatKind",
+    "MemberNames",
+    "MemberJoined",
+    "MemberParted",
+    "MemberKicked",
+    "MemberQuit",
+    "MemberRenamed",
+    "MembershipEvent",
+    "ChatEvent",
     "Response",
     "Failed",
     "Request",
@@ -203,6 +216,136 @@ class PeerLeft:
 
     nick: str
     """Its nick."""
+
+
+@event("oa1", "channel_event")
+@dataclass(frozen=True)
+class ChannelEvent:
+    """:class:`MultiDesk`: an event of one desk's channel, or of the connection itself."""
+
+    channel: Optional[str]
+    """The desk's channel, as added; ``None`` for the connection's own events (registration,
+    nick changes, the end of the link)."""
+    event: Any
+    """The event, as a single desk gives it: :class:`Response`, :class:`Failed`,
+    :class:`StateChanged`, :class:`PeerJoined`, :class:`PeerLeft`, ``irc.Joined``,
+    ``irc.Registered``, ``irc.Disconnected``, ..."""
+
+
+# Spelled as a Union of Literals (read as ``Literal["privmsg", ...]``), as mypy's stubtest wants.
+ChatKind = Union[Literal["privmsg"], Literal["notice"], Literal["action"]]
+"""How a chat message was sent: a ``PRIVMSG``, a ``NOTICE``, or a CTCP ``ACTION`` (``/me``)."""
+
+
+@event("oa1", "chat_message")
+@dataclass(frozen=True)
+class ChatMessage:
+    """:class:`MultiDesk` made with ``chat=True``: a message in a desk's channel that is not
+    OA1."""
+
+    channel: str
+    """The desk's channel, as added."""
+    sender: str
+    """Who sent it: ``nick!user@host`` as the server wrote it (:attr:`nick` is the nick)."""
+    kind: ChatKind
+    """``"privmsg"``, ``"notice"`` or ``"action"`` (a CTCP ``ACTION``, its text unwrapped)."""
+    text: str
+    """The text (bytes that are not UTF-8 replaced by U+FFFD)."""
+    tags: Dict[str, str]
+    """The IRCv3 message tags (``account``, ``time``, ...), in order; empty when the server
+    sends none."""
+
+    @property
+    def nick(self) -> str:
+        """The sender's nick (what comes before ``!``)."""
+        return self.sender.split("!", 1)[0]
+
+
+@event("membership", "names")
+@dataclass(frozen=True)
+class MemberNames:
+    """:class:`MultiDesk` made with ``membership=True``: a desk channel's whole member list, once
+    the server has sent it (after our own join)."""
+
+    channel: str
+    """The desk's channel."""
+    nicks: List[str]
+    """The members' nicks without their status prefix (``@``, ``+``), ours included."""
+
+
+@event("membership", "joined")
+@dataclass(frozen=True)
+class MemberJoined:
+    """``membership=True``: ``nick`` joined the channel (our own join too)."""
+
+    channel: str
+    """The desk's channel."""
+    nick: str
+    """Who joined."""
+
+
+@event("membership", "parted")
+@dataclass(frozen=True)
+class MemberParted:
+    """``membership=True``: ``nick`` left the channel."""
+
+    channel: str
+    """The desk's channel."""
+    nick: str
+    """Who left."""
+    reason: Optional[str]
+    """Their part message, if any."""
+
+
+@event("membership", "kicked")
+@dataclass(frozen=True)
+class MemberKicked:
+    """``membership=True``: ``nick`` was kicked from the channel by ``by``."""
+
+    channel: str
+    """The desk's channel."""
+    nick: str
+    """Who was kicked."""
+    by: str
+    """Who kicked them."""
+    reason: Optional[str]
+    """The kick message, if any."""
+
+
+@event("membership", "quit")
+@dataclass(frozen=True)
+class MemberQuit:
+    """``membership=True``: ``nick``, a member of the channel, quit the server (one event for
+    each desk channel it was in)."""
+
+    channel: str
+    """A desk channel it was in."""
+    nick: str
+    """Who quit."""
+    reason: Optional[str]
+    """The quit message, if any."""
+
+
+@event("membership", "renamed")
+@dataclass(frozen=True)
+class MemberRenamed:
+    """``membership=True``: ``nick``, a member of the channel, is now ``new_nick``."""
+
+    channel: str
+    """A desk channel it is in."""
+    nick: str
+    """The old nick."""
+    new_nick: str
+    """The new one."""
+
+
+MembershipEvent = Union[
+    MemberNames, MemberJoined, MemberParted, MemberKicked, MemberQuit, MemberRenamed
+]
+"""A change in who is in a desk's channel."""
+
+ChatEvent = Union[ChatMessage, MembershipEvent]
+"""What :meth:`deskwire.aio.IrcDesks.chat` yields: a chat message or a membership change."""
 
 
 def remote_bash_result(outcome: Union[Response, ResponseBytes, Failed]) -> str:

@@ -2,7 +2,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from typing_extensions import final
 
-__all__ = ['escape', 'unescape', 'split', 'parse_frame', 'format_frame', 'parse_err_payload', 'remote_bash_args', 'remote_bash_failure', 'exit_marker', 'Client', 'Server', 'Desk', 'Remote', 'TRUNCATION_MARKER', 'TOOL_NAME', 'TOOL_DESCRIPTION', 'TOOL_INPUT_SCHEMA']
+__all__ = ['escape', 'unescape', 'split', 'parse_frame', 'format_frame', 'parse_err_payload', 'remote_bash_args', 'remote_bash_failure', 'exit_marker', 'Client', 'Server', 'Desk', 'Remote', 'MultiDesk', 'TRUNCATION_MARKER', 'TOOL_NAME', 'TOOL_DESCRIPTION', 'TOOL_INPUT_SCHEMA']
 
 TRUNCATION_MARKER: str
 TOOL_NAME: str
@@ -333,6 +333,123 @@ class Remote:
     def close(self) -> None:
         """Drops the engine; later calls raise ``ClosedError`` (``state``, ``stats()`` and
         ``closed`` stay readable).
+        """
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+
+@final
+class MultiDesk:
+    """Many desks on one IRC connection, one per channel: each with its own remote, request ids,
+    timeouts and counters, added and removed at run time. The channels share the connection's
+    flood pacing, in turns, so one channel's long answer does not hold back another's short one.
+
+    ``MultiDesk("npcs", seed=None, now_ms=0, chat=False, membership=False,
+    oa1={"request_timeout_ms": 60000}, session={"password": "..."})``: ``oa1`` holds what every desk
+    is made with (its ``channel`` and ``allowed_sender`` come from ``add_desk``), ``session`` the IRC
+    login, in the shape of the core's ``ConnectionConfig``. A bad nick raises ``LocalError``
+    (``invalid_config``).
+
+    ``chat=True`` hands out every ``PRIVMSG``, ``NOTICE`` and ``ACTION`` of a desk channel that is not
+    OA1 as ``ChatMessage``; ``membership=True`` every join, part, kick, quit, nick change and ``NAMES``
+    list of a desk channel as ``MemberJoined``, ...; both in the order their lines came, at most
+    1024 waiting (the oldest dropped, counted in ``chat_dropped``). ``text=False`` gives each whole
+    answer as ``ResponseBytes``, its UTF-8 ``bytes``, without making a ``str`` of it.
+
+    ``poll_output`` and ``drain`` give each event of a channel as ``ChannelEvent(channel, event)``
+    (``channel`` ``None`` for the connection's own: registration, the end of the link).
+    """
+    def __new__(cls, nick: str, *, seed: Optional[int] = None, now_ms: int = 0, text: bool = True, chat: bool = False, membership: bool = False, **options: Any) -> MultiDesk: ...
+    def add_desk(self, now_ms: int, channel: str, remote: str, **oa1: Any) -> None:
+        """Adds a desk in ``channel`` whose remote is ``remote`` (a nick, a ``nick!user@host`` mask, or
+        ``"*"``), with the connection's ``oa1`` settings and ``oa1`` overrides of its own (a secret,
+        timeouts, limits); the channel is joined (after registration when not yet registered).
+        Requests to it wait until the remote is in the channel. A channel carried already
+        raises ``LocalError`` (``duplicate_channel``), a bad channel or remote ``LocalError``
+        (``invalid_config``).
+        """
+    def remove_desk(self, now_ms: int, channel: str) -> bool:
+        """Leaves ``channel`` and drops its desk: its requests fail ``disconnected`` (their events still
+        come out). ``False`` when the connection has no such desk.
+        """
+    def channels(self) -> List[str]:
+        """The desks' channels, as added, in the order they were."""
+    def request(self, now_ms: int, channel: str, payload: Union[str, bytes], timeout_ms: Optional[int] = None) -> str:
+        """Sends ``payload`` (a ``str``, or UTF-8 ``bytes``) to the remote of the desk in ``channel``
+        (queued until it is there); returns the request id. ``UnknownChannelError`` for a channel
+        the connection does not carry.
+        """
+    def remote_bash(self, now_ms: int, channel: str, command: Union[str, bytes], timeout: Optional[float] = None) -> str:
+        """Starts a ``RemoteBash`` call on the remote of the desk in ``channel``: ``timeout`` in seconds
+        (``None``: the configured request timeout). Returns the request id.
+        """
+    def remote_bash_call(self, now_ms: int, channel: str, args: Union[str, Dict[str, Any]]) -> str:
+        """Starts a model's ``RemoteBash`` call on the desk in ``channel`` from its arguments (a dict
+        or JSON text, ``{"command": ..., "timeout_sec": ...}``); wrong arguments raise
+        ``LocalError`` (``invalid_arguments``). Returns the request id.
+        """
+    def cancel(self, now_ms: int, channel: str, id: str, reason: str) -> None:
+        """Cancels request ``id`` of the desk in ``channel`` and tells its remote with ``CANCEL``."""
+    def in_flight(self, channel: str) -> int:
+        """Requests of the desk in ``channel`` in flight."""
+    def members(self, channel: str) -> List[str]:
+        """The other members of the desk's channel, as the server wrote their nicks."""
+    def tool_description(self, channel: str) -> str:
+        """The ``RemoteBash`` description for the desk in ``channel``, whose output budget follows the
+        shared pacing.
+        """
+    def waiting_for(self, channel: str) -> Optional[str]:
+        """What the desk's requests wait for before they can leave, in words (``remote `rexd` in
+        #desk-1``), or ``None`` when it is ready.
+        """
+    def channel_state(self, channel: str) -> str:
+        """Where the desk in ``channel`` stands: ``"registering"``, ``"joining"``, ``"waiting_for_peer"``
+        (its remote is not in the channel), ``"ready"``, ``"closed"``, ...
+        """
+    def channel_stats(self, channel: str) -> Dict[str, int]:
+        """The OA1 counters of the desk in ``channel`` (``requests``, ``responses``, ``frames_in``, ...)."""
+    def irc_stats(self) -> Dict[str, int]:
+        """The IRC session's counters (lines in and out, ...); after ``close()``, the last ones."""
+    def pacing(self) -> Dict[str, Any]:
+        """The flood pacing the desks share: the configured one, or the server's own once it has
+        said what it is.
+        """
+    def send_text(self, channel: str, text: str, notice: bool = False) -> int:
+        """Sends ``text`` to ``channel`` as chat (``NOTICE``s with ``notice``): cut at spaces, or at
+        character boundaries, into lines that fit, never a line starting with ``OA1 ``, through
+        the shared pacing in turn with the desks' OA1 lines, once the channel is joined. Returns
+        the number of lines. Raises ``UnknownChannelError``, ``ReservedPrefixError`` (text starting
+        with ``OA1 ``), ``EmptyTextError``, ``ForbiddenByteError`` (NUL, CR or LF), ``QueueFullError``
+        (64 KiB wait for the channel already) or ``ClosedError``; nothing is sent then.
+        """
+    @property
+    def chat_dropped(self) -> int:
+        """Chat messages and membership changes dropped because they were not taken."""
+    def handle_bytes(self, now_ms: int, data: bytes) -> None:
+        """Bytes read from the socket (partial lines wait for the rest)."""
+    def handle_eof(self, now_ms: int) -> None:
+        """The socket closed or failed: the connection ends, and every desk with it."""
+    def handle_timeout(self, now_ms: int) -> None:
+        """The deadline of the last ``Timeout`` passed."""
+    def quit(self, now_ms: int, reason: str = "bye") -> None:
+        """Leaves the server with ``QUIT :reason``."""
+    def poll_output(self, now_ms: int) -> Any:
+        """The next thing to do: a ``Transmit`` (one IRC line, CRLF included), a ``ChannelEvent``, a
+        ``ChatMessage``, a membership change (``MemberJoined``, ...), or a ``Timeout``.
+        """
+    def drain(self, now_ms: int) -> Tuple[bytes, List[Any], int]:
+        """Drains ``poll_output`` in one call: ``(data, events, deadline_ms)``, every transmit
+        concatenated into ``data`` (write it to the socket), the events in order, and the
+        deadline of the final ``Timeout``.
+        """
+    @property
+    def state(self) -> str:
+        """The connection's state: ``"registering"``, ``"ready"`` once registered, ``"closed"`` (after
+        ``close()`` too). Each desk has its own (``channel_state``).
+        """
+    def close(self) -> None:
+        """Drops the engine; later calls raise ``ClosedError`` (``state``, ``irc_stats()``,
+        ``channel_stats()`` of the desks then and ``closed`` stay readable).
         """
     @property
     def closed(self) -> bool:

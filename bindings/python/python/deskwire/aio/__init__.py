@@ -1,6 +1,7 @@
 """asyncio drivers over the sans-IO engines: real sockets and processes, the same four steps.
 
 One module per driver: :mod:`deskwire.aio.pump` (the pump they share), :mod:`deskwire.aio.irc`,
+:mod:`deskwire.aio.desks`,
 :mod:`deskwire.aio.rexd`, :mod:`deskwire.aio.mobile`, :mod:`deskwire.aio.gateway`; every public
 name is here too.
 
@@ -11,7 +12,10 @@ protocol rule lives here.
 - :class:`IrcDesk`: the desk end of OA1 on an IRC server (``await desk.remote_bash("ls")``).
 - :class:`IrcRemote`: the remote end, answering requests with an async handler whose output
   streams as it comes.
-- Both connect again when the server drops them, given ``reconnect=True`` or a
+- :class:`IrcDesks`: many desks on one IRC connection, one per channel, added and removed at run
+  time (``await desks.remote_bash("#desk-1", "ls")``); with ``chat=True``, the channels' chat as
+  an async iterator (``async for message in desks.chat()``) and ``send_text`` to answer.
+- They connect again when the server drops them, given ``reconnect=True`` or a
   :class:`Reconnect` policy.
 - :class:`RexdClient`: REXD over ``rexd --stdio``, started directly or through ``ssh``, with the
   targets of ``rex`` (``"local"``, a name from ``~/.config/rex/targets.toml``, or
@@ -42,6 +46,7 @@ its words, the remote leaving :class:`deskwire.PeerLeftError`, the link ending
 
 from __future__ import annotations
 
+from .desks import IrcDesks
 from .gateway import GatewayServer
 from .irc import Handler, IrcDesk, IrcRemote, Reconnect
 from .mobile import MobileClient
@@ -52,6 +57,7 @@ __all__ = [
     "now_ms",
     "IrcDesk",
     "IrcRemote",
+    "IrcDesks",
     "RexdClient",
     "ExecOutput",
     "ExecExit",
