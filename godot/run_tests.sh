@@ -160,6 +160,15 @@ export DESKWIRE_AUTH_SECRET_FILE=$in_root/secret
 # desk nick "desk", as the README tells its readers to start it.
 peers_start_rexd_irc '#desk' rexd --allow-from desk
 echo "ngircd on $PEERS_IRC_ADDR; rexd --irc as deskbot in $channel, with a secret as deskauth in $DESKWIRE_AUTH_CHANNEL, and as rexd in #desk"
+# One rexd on one connection serving ten channels, one per desk of a DeskConnection
+# (tests/test_desk_connection.gd).
+office_channels=()
+for i in $(seq 0 9); do office_channels+=("#office-$i"); done
+office_args=()
+for c in "${office_channels[@]:1}"; do office_args+=(--channel "$c"); done
+peers_start_rexd_irc "${office_channels[0]}" officebot "${office_args[@]}"
+export DESKWIRE_OFFICE_CHANNELS="${office_channels[*]}" DESKWIRE_OFFICE_NICK=officebot
+echo "rexd --irc as officebot in ${office_channels[*]} (one connection)"
 
 echo "-- InspIRCd with Atheme (TLS, SASL), and rexd --irc there serving the account bob"
 # services-irc prints its ports and files as one JSON line and keeps the servers up until its
@@ -241,6 +250,7 @@ except OSError as e:
 pages, members = help["pages"], help["members"]
 want = {
     "DeskRpcClient": ["The desk end of OA1", "connect_to_server", "request_completed", "auth_secret", "never saved into a scene file", "not_polled"],
+    "DeskConnection": ["One IRC connection that carries many desks", "chat_received", "membership_changed", "send_text", "reserved_prefix", "chat_enabled", "membership_enabled"],
     "RemoteCall": ["One request sent by", "completed", "tool_message", "answers no tool call"],
     "ToolGate": ["Decides which tools each NPC", "Seats npc_id at desk_id", "tools_changed", "parse_slash", "set_context", "The rules calls are checked against", '{"default": "allow", "rules": []}', "openai_chat (the default)"],
     "RemoteBashTool": ["The RemoteBash tool", "definition", "handles", "run", "the one a model's call to it carries"],

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use deskwire::oa1::remote_bash::RemoteBashArgs;
 use deskwire::oa1::{
     Client, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, IdGenerator,
-    LinkEvent, LocalError, Output, Requester, remote_bash,
+    LinkEvent, LocalError, Output, remote_bash,
 };
 use deskwire::tools::ToolCall;
 use godot::classes::notify::NodeNotification;
@@ -16,6 +16,7 @@ use godot::prelude::*;
 use godot::register::property::PhantomVar;
 use serde_json::Value;
 
+use crate::desk_connection::DeskConnection;
 use crate::remote_call::RemoteCall;
 use crate::shapes::{self, ConnectionSettings, Format};
 use crate::socket::{self, Input, Socket, TlsSettings};
@@ -26,13 +27,15 @@ use deskwire::reconnect::{Backoff, ReconnectPolicy};
 /// The desk end of OA1: sends `RemoteBash` commands as OA1 requests on an IRC channel and
 /// delivers the answers.
 ///
-/// Two ways to reach IRC:
+/// Three ways to reach IRC:
 /// - [method connect_to_server]: the client opens its own connection ([member server_host],
 ///   [member server_port], or the address given to the call; TLS with [member use_tls]),
 ///   registers as [member nick] and joins [member channel].
 /// - [method attach]: the project already has an IRC connection in the channel. Pass every
 ///   line it receives to [method feed_line] and send every [signal line_to_send] line to the
 ///   channel's connection.
+/// - [member connection]: a [DeskConnection] carries this desk beside others, one per channel,
+///   on one IRC connection; [method connect_to_server] joins [member channel] on it.
 ///
 /// A desk names its remote, [member remote_nick] (`rexd` by default, the nick `rexd --irc`
 /// joins as), and sends nothing until that nick is in the channel: IRC keeps no history, so a
@@ -148,6 +151,15 @@ pub struct DeskRpcClient {
     /// make [method connect_to_server] and [method attach] fail.
     #[export]
     config_overrides: VarDictionary,
+    /// Share this [DeskConnection] (one IRC connection for many desks) instead of opening a
+    /// connection of our own: [method connect_to_server] then joins [member channel] on it,
+    /// and [method close] leaves the channel. Only this desk's OA1 settings apply then
+    /// ([member channel], [member remote_nick], [member request_timeout_sec],
+    /// [member auth_secret], [member compression], `oa1` in [member config_overrides]); the
+    /// server, nick, TLS and login are the connection's. `null` (the default): our own
+    /// connection. Set it before [method connect_to_server].
+    #[export]
+    connection: Option<Gd<DeskConnection>>,
     /// Connect again when the link is lost after [method connect_to_server]: the server closed
     /// it, the socket failed, or the keepalive `PING` found it dead (after
     /// `{"session": {"ping_interval_ms", "ping_timeout_ms"}}` in [member config_overrides]:
@@ -245,6 +257,8 @@ enum Engine {
     Desk(Box<Desk>),
     /// Lines from the project's connection.
     Attached(Box<Client>),
+    /// A desk on a `DeskConnection`, in this channel (as added).
+    Shared(Gd<DeskConnection>, String),
 }
 
 /// What a drain found, delivered after the engine is released.
@@ -265,7 +279,7 @@ fn epoch_unix_ms() -> u64 {
 }
 
 /// Request ids from the OS's entropy, so two desks started together never share one.
-fn seed() -> u64 {
+pub(crate) fn seed() -> u64 {
     getrandom::u64().unwrap_or_else(|_| {
         // No OS entropy (never seen): Godot's generator, seeded at start-up, still varies.
         let half = || godot::global::randi() as u64 & 0xffff_ffff;
@@ -338,7 +352,9 @@ impl DeskRpcClient {
     /// then. A previous connection is closed first. A configuration the core refuses (a bad
     /// nick or channel, an empty [member remote_nick]) fails with `ERR_INVALID_PARAMETER`
     /// and a server that cannot be reached with `ERR_CANT_CONNECT`; [member last_error_message]
-    /// says why.
+    /// says why. With [member connection] set, it joins [member channel] on that
+    /// [DeskConnection] instead (no [param host] or [param port] then); a channel another desk
+    /// of that connection has is refused with `ERR_INVALID_PARAMETER`.
     #[func]
     fn connect_to_server(
         &mut self,
@@ -347,6 +363,14 @@ impl DeskRpcClient {
     ) -> Error {
         if !on_main_thread("DeskRpcClient.connect_to_server") {
             return Error::ERR_UNAVAILABLE;
+        }
+        if let Some(connection) = self.connection.clone() {
+            if !host.is_empty() || port != 0 {
+                let message =
+                    "host and port are the DeskConnection's (this desk's connection is set)";
+                return self.refuse("connect_to_server", "invalid_config", message);
+            }
+            return self.join_connection(connection);
         }
         if !host.is_empty() {
             self.server_host = host;
@@ -471,8 +495,8 @@ impl DeskRpcClient {
     }
 
     /// Ends the connection: `QUIT` with [param reason] on our own connection; calls
-    /// in flight fail with `disconnected` (attached: `cancelled`, and a
-    /// `CANCEL` is sent for each).
+    /// in flight fail with `disconnected` (attached, or on a [member connection]: `cancelled`,
+    /// and a `CANCEL` is sent for each; on a connection the desk then leaves its channel).
     #[func]
     fn close(&mut self, #[opt(default = "bye")] reason: GString) {
         if !on_main_thread("DeskRpcClient.close") {
@@ -487,8 +511,9 @@ impl DeskRpcClient {
                 desk.quit(now, &reason);
                 self.closing_deadline = Some(now + CLOSE_GRACE_MS);
             }
-            Engine::Attached(_) => {
-                let ids: Vec<String> = self.calls.keys().cloned().collect();
+            Engine::Attached(_) | Engine::Shared(..) => {
+                let mut ids: Vec<String> = self.calls.keys().cloned().collect();
+                ids.sort();
                 for id in ids {
                     self.cancel(id.as_str().into(), reason.as_str().into());
                 }
@@ -496,14 +521,21 @@ impl DeskRpcClient {
             Engine::Idle => return,
         }
         self.poll();
-        if let Engine::Attached(_) = self.engine {
+        if let Engine::Shared(connection, _) = &self.engine {
+            // The CANCELs are queued: leaving the channel now does not drop them.
+            let mut connection = connection.clone();
+            let desk = self.base().instance_id();
+            connection.bind_mut().leave_desk(desk);
+        }
+        if let Engine::Attached(_) | Engine::Shared(..) = self.engine {
             self.engine = Engine::Idle;
             self.deliver(vec![Action::State("closed".into())]);
         }
     }
 
     /// Moves bytes and time through the engine and emits what came out. Called from
-    /// `_process` while [member auto_poll]; safe to call any time.
+    /// `_process` while [member auto_poll]; safe to call any time. On a [member connection],
+    /// it polls that connection (which emits for every desk on it).
     #[func]
     pub fn poll(&mut self) {
         if !on_main_thread("DeskRpcClient.poll") {
@@ -511,6 +543,13 @@ impl DeskRpcClient {
         }
         let now = ticks();
         self.last_poll_ms = now;
+        if let Engine::Shared(connection, _) = &self.engine {
+            // The connection pumps every desk on it, this one too.
+            let mut connection = connection.clone();
+            let _reentrant = self.base_mut();
+            connection.bind_mut().poll();
+            return;
+        }
         let mut actions = Vec::new();
         self.pump_socket(now);
         self.drain(now, &mut actions);
@@ -543,6 +582,16 @@ impl DeskRpcClient {
             Engine::Attached(client) => {
                 serde_json::to_value(client.stats()).map(|oa1| serde_json::json!({ "oa1": oa1 }))
             }
+            Engine::Shared(connection, channel) => {
+                let connection = connection.bind();
+                let engine = connection.engine();
+                let oa1 = engine.and_then(|e| e.channel_stats(channel));
+                let irc = engine.map(|e| e.irc_stats());
+                Ok(serde_json::json!({
+                    "irc": serde_json::to_value(irc).unwrap_or_default(),
+                    "oa1": serde_json::to_value(oa1).unwrap_or_default(),
+                }))
+            }
             Engine::Idle => Ok(serde_json::json!({})),
         };
         variant::dictionary_of(&value.unwrap_or_default())
@@ -562,6 +611,13 @@ impl DeskRpcClient {
     fn waiting_for(&self) -> GString {
         match &self.engine {
             Engine::Desk(desk) => desk.waiting_for().unwrap_or_default().as_str().into(),
+            Engine::Shared(connection, channel) => connection
+                .bind()
+                .engine()
+                .and_then(|e| e.waiting_for(channel))
+                .unwrap_or_default()
+                .as_str()
+                .into(),
             Engine::Attached(_) | Engine::Idle => GString::new(),
         }
     }
@@ -573,6 +629,14 @@ impl DeskRpcClient {
         match &self.engine {
             Engine::Desk(desk) => desk
                 .members()
+                .iter()
+                .map(|n| GString::from(n.as_str()))
+                .collect(),
+            Engine::Shared(connection, channel) => connection
+                .bind()
+                .engine()
+                .and_then(|e| e.members(channel))
+                .unwrap_or_default()
                 .iter()
                 .map(|n| GString::from(n.as_str()))
                 .collect(),
@@ -596,6 +660,11 @@ impl DeskRpcClient {
     /// `_process` pumps only a node in the tree; without it nothing moves and calls never
     /// complete, which looks like a hang. Said once per client.
     fn warn_outside_tree(&mut self, call: &str) {
+        if let Engine::Shared(connection, _) = &self.engine
+            && connection.bind().pumps_itself()
+        {
+            return;
+        }
         if self.auto_poll && !self.base().is_inside_tree() && !self.warned_outside_tree {
             self.warned_outside_tree = true;
             godot_warn!(
@@ -618,34 +687,97 @@ impl DeskRpcClient {
         };
         let mut overrides =
             variant::from_dictionary(&self.config_overrides).map_err(|e| e.to_string())?;
-        // The login properties go into the session config; config_overrides' own keys win.
-        let mut session = serde_json::Map::new();
-        if !self.server_password.is_empty() {
-            session.insert("password".into(), self.server_password.to_string().into());
-        }
-        if !self.sasl_username.is_empty() {
-            session.insert(
-                "sasl".into(),
-                serde_json::json!({
-                    "mechanism": "PLAIN",
-                    "username": self.sasl_username.to_string(),
-                    "password": self.sasl_password.to_string(),
-                    "required": self.sasl_required,
-                }),
-            );
-        }
-        match overrides.get_mut("session") {
-            Some(serde_json::Value::Object(own)) => {
-                for (key, value) in session {
-                    own.entry(key).or_insert(value);
-                }
-            }
-            _ if !session.is_empty() => {
-                overrides.insert("session".into(), session.into());
-            }
-            _ => {}
-        }
+        add_login(
+            &mut overrides,
+            &self.server_password.to_string(),
+            &self.sasl_username.to_string(),
+            &self.sasl_password.to_string(),
+            self.sasl_required,
+        );
         shapes::desk_config(&settings, overrides)
+    }
+
+    /// Joins [member channel] on `connection` ([member connection]).
+    fn join_connection(&mut self, mut connection: Gd<DeskConnection>) -> Error {
+        let config = match self.config() {
+            Ok(c) => c,
+            Err(e) => return self.refuse("connect_to_server", "invalid_config", &e),
+        };
+        self.shut_down("reconnecting");
+        self.request_timeout_ms = config.oa1.request_timeout_ms;
+        let channel = config.oa1.channel.clone();
+        let desk = self.base().instance_id();
+        let joined = connection.bind_mut().join_desk(desk, config.oa1);
+        match joined {
+            Ok(state) => {
+                self.engine = Engine::Shared(connection, channel);
+                self.warn_outside_tree("connect_to_server");
+                self.started = true;
+                self.last_error = GString::new();
+                self.last_error_message = GString::new();
+                self.deliver(vec![Action::State(state)]);
+                Error::OK
+            }
+            Err(e) => self.refuse("connect_to_server", "invalid_config", &e),
+        }
+    }
+
+    /// Cancels request `id` in the engine (an id it no longer knows has just finished).
+    fn engine_cancel(&mut self, now: u64, id: &str, reason: &str) {
+        let _ = match &mut self.engine {
+            Engine::Desk(desk) => desk.cancel(now, id, reason),
+            Engine::Attached(client) => client.cancel(now, id, reason),
+            Engine::Shared(connection, channel) => {
+                let mut connection = connection.clone();
+                connection.bind_mut().cancel(channel, id, reason);
+                Ok(())
+            }
+            Engine::Idle => Ok(()),
+        };
+    }
+
+    /// An event of this desk's channel on its [member connection].
+    pub(crate) fn connection_event(&mut self, event: ConnectionEvent) {
+        let mut actions = Vec::new();
+        self.event(event, &mut actions);
+        self.deliver(actions);
+    }
+
+    /// Its [member connection] is being freed: calls in flight fail `closed` (signals
+    /// deferred, since the connection's own handlers may be running), and the desk lets go.
+    pub(crate) fn connection_gone(&mut self, why: &str) {
+        let mut calls: Vec<(String, Gd<RemoteCall>)> = self.calls.drain().collect();
+        calls.sort_by(|a, b| a.0.cmp(&b.0));
+        for (id, mut call) in calls {
+            let (gid, message) = (GString::from(id.as_str()), GString::from(why));
+            self.later(move |this| {
+                this.signals()
+                    .request_failed()
+                    .emit(&gid, "closed", &message);
+            });
+            RemoteCall::settle(&mut call, shapes::local_failure(&id, "closed", why));
+        }
+        self.engine = Engine::Idle;
+        self.connection = None;
+        if self.state != "closed" {
+            self.state = "closed".into();
+            self.later(|this| {
+                this.signals().connection_state_changed().emit("closed");
+            });
+        }
+    }
+
+    /// Runs `f` on this desk at the end of the frame, if the desk still exists then (a desk
+    /// whose connection goes away is often freed with it).
+    fn later(&self, f: impl FnOnce(Gd<Self>) + 'static) {
+        let desk = self.base().instance_id();
+        let mut f = Some(f);
+        Callable::from_fn("DeskRpcClient.later", move |_| {
+            if let (Some(f), Ok(this)) = (f.take(), Gd::<Self>::try_from_instance_id(desk)) {
+                f(this);
+            }
+        })
+        .call_deferred(&[]);
     }
 
     /// Sends a `RemoteBash` call (its arguments as the core checked them, or why they were
@@ -665,12 +797,23 @@ impl DeskRpcClient {
             return self.fail_at_once(tool, code, &message);
         }
         self.warn_outside_tree("remote_bash");
-        let requester: &mut dyn Requester = match &mut self.engine {
-            Engine::Desk(desk) => desk.as_mut(),
-            Engine::Attached(client) => client.as_mut(),
+        let started = match &mut self.engine {
+            Engine::Desk(desk) => {
+                remote_bash::start(desk.as_mut(), ticks(), &args).map_err(|e| local_error(&e))
+            }
+            Engine::Attached(client) => {
+                remote_bash::start(client.as_mut(), ticks(), &args).map_err(|e| local_error(&e))
+            }
+            Engine::Shared(connection, channel) => {
+                let mut connection = connection.clone();
+                let channel = channel.clone();
+                connection
+                    .bind_mut()
+                    .request(&channel, &args.command, args.timeout_ms())
+            }
             Engine::Idle => return self.fail_at_once(tool, LocalError::Closed.code(), "closed"),
         };
-        match remote_bash::start(requester, ticks(), &args) {
+        match started {
             Ok(id) => {
                 let call = RemoteCall::create(&id, Some(self.base().instance_id()), tool);
                 self.calls.insert(id.clone(), call.clone());
@@ -680,7 +823,7 @@ impl DeskRpcClient {
                 self.watch_pumping(id, wait_ms);
                 call
             }
-            Err(e) => self.fail_at_once(tool, e.code(), &e.to_string()),
+            Err((code, message)) => self.fail_at_once(tool, &code, &message),
         }
     }
 
@@ -761,7 +904,13 @@ impl DeskRpcClient {
             return;
         }
         let now = ticks();
-        if now.saturating_sub(self.last_poll_ms) < wait_ms {
+        let last_poll_ms = match &self.engine {
+            Engine::Shared(connection, _) => {
+                self.last_poll_ms.max(connection.bind().last_poll_ms())
+            }
+            _ => self.last_poll_ms,
+        };
+        if now.saturating_sub(last_poll_ms) < wait_ms {
             self.watch_pumping(id.to_owned(), wait_ms);
             return;
         }
@@ -783,11 +932,7 @@ impl DeskRpcClient {
             return;
         };
         // The CANCEL leaves if the client is ever pumped again.
-        let _ = match &mut self.engine {
-            Engine::Desk(desk) => desk.cancel(now, id, &message),
-            Engine::Attached(client) => client.cancel(now, id, &message),
-            Engine::Idle => Ok(()),
-        };
+        self.engine_cancel(now, id, &message);
         godot_warn!("DeskRpcClient: request {id} failed: {message}");
         self.signals().request_failed().emit(
             &GString::from(id),
@@ -807,11 +952,7 @@ impl DeskRpcClient {
         let call = self.calls.remove(id)?;
         let now = ticks();
         // An id the engine no longer knows has just finished; its answer is dropped now.
-        let _ = match &mut self.engine {
-            Engine::Desk(desk) => desk.cancel(now, id, reason),
-            Engine::Attached(client) => client.cancel(now, id, reason),
-            Engine::Idle => Ok(()),
-        };
+        self.engine_cancel(now, id, reason);
         self.signals().request_failed().emit(
             &GString::from(id),
             "cancelled",
@@ -956,7 +1097,8 @@ impl DeskRpcClient {
     fn drain(&mut self, now: u64, actions: &mut Vec<Action>) {
         loop {
             match &mut self.engine {
-                Engine::Idle => return,
+                // The connection drains its engine and hands this desk its events.
+                Engine::Idle | Engine::Shared(..) => return,
                 Engine::Desk(desk) => match desk.poll_output(now) {
                     ConnectionOutput::Transmit(bytes) => {
                         let queued = match self.unanswered.as_mut() {
@@ -1077,16 +1219,13 @@ impl DeskRpcClient {
         let mut calls: Vec<(String, Gd<RemoteCall>)> = self.calls.drain().collect();
         calls.sort_by(|a, b| a.0.cmp(&b.0));
         for (id, mut call) in calls {
-            match &mut self.engine {
-                Engine::Desk(desk) => {
-                    let _ = desk.cancel(now, &id, why);
-                }
-                Engine::Attached(client) => {
-                    let _ = client.cancel(now, &id, why);
-                }
-                Engine::Idle => {}
-            }
+            self.engine_cancel(now, &id, why);
             RemoteCall::settle(&mut call, shapes::local_failure(&id, "closed", why));
+        }
+        if let Engine::Shared(connection, _) = &mut self.engine {
+            let mut connection = connection.clone();
+            let desk = self.base().instance_id();
+            connection.bind_mut().leave_desk(desk);
         }
         if let Engine::Desk(desk) = &mut self.engine {
             // The CANCELs leave before QUIT: ending the connection drops what is still queued.
@@ -1130,6 +1269,47 @@ impl DeskRpcClient {
         self.backoff = None;
         self.replacement = false;
         self.state = "closed".into();
+    }
+}
+
+/// A local error as a call's code and message.
+fn local_error(e: &LocalError) -> (String, String) {
+    (e.code().to_owned(), e.to_string())
+}
+
+/// Adds the login properties to `overrides`' session config; its own keys win.
+pub(crate) fn add_login(
+    overrides: &mut serde_json::Map<String, Value>,
+    server_password: &str,
+    sasl_username: &str,
+    sasl_password: &str,
+    sasl_required: bool,
+) {
+    let mut session = serde_json::Map::new();
+    if !server_password.is_empty() {
+        session.insert("password".into(), server_password.into());
+    }
+    if !sasl_username.is_empty() {
+        session.insert(
+            "sasl".into(),
+            serde_json::json!({
+                "mechanism": "PLAIN",
+                "username": sasl_username,
+                "password": sasl_password,
+                "required": sasl_required,
+            }),
+        );
+    }
+    match overrides.get_mut("session") {
+        Some(Value::Object(own)) => {
+            for (key, value) in session {
+                own.entry(key).or_insert(value);
+            }
+        }
+        _ if !session.is_empty() => {
+            overrides.insert("session".into(), session.into());
+        }
+        _ => {}
     }
 }
 

@@ -4,6 +4,8 @@
 //! Classes (documented for GDScript users in the editor's help):
 //! - `DeskRpcClient` ([`desk_client`]): the OA1 desk engine as a Node, over its own TCP/TLS
 //!   connection ([`socket`]) or the project's IRC link.
+//! - `DeskConnection` ([`desk_connection`]): one IRC connection for many `DeskRpcClient`s, one
+//!   per channel, with the channels' chat and membership as signals.
 //! - `RemoteCall` ([`remote_call`]): one request in flight, awaitable.
 //! - `ToolGate` ([`tool_gate`]): which tools each NPC's model sees and may call.
 //! - `RemoteBashTool` ([`remote_bash_tool`]): the tool definition, and a model's tool call run
@@ -25,6 +27,7 @@
 use godot::prelude::*;
 
 pub mod desk_client;
+pub mod desk_connection;
 pub mod irc_message;
 pub mod oa1_codec;
 pub mod oa1_endpoint;

@@ -2,11 +2,12 @@
 # writes to DESKWIRE_README_GD under the name its first line gives, runs here as a reader would
 # use it: desk_node.gd against the `rexd --irc` the README says to start (#desk, nick rexd,
 # --allow-from desk), secret_desk.gd against the rexd that shares a secret (from its file, then
-# from the environment), npc_tools.gd with a model's message. A README change that breaks a block
+# from the environment), office.gd against the rexd serving ten channels on one connection (three
+# of them, and a person asking for !status in one), npc_tools.gd with a model's message. A README change that breaks a block
 # fails here; a block this file does not know fails too, so every block is run.
 extends "res://tests/suite.gd"
 
-const KNOWN := ["desk_node.gd", "secret_desk.gd", "npc_tools.gd"]
+const KNOWN := ["desk_node.gd", "secret_desk.gd", "office.gd", "npc_tools.gd"]
 
 
 ## The block named `name`, compiled; null (and a failure) when it is missing or does not parse.
@@ -97,6 +98,36 @@ func test_secret_desk_reads_its_secret_from_a_file_or_the_environment() -> void:
 	result = await finish(node.desk.remote_bash("echo from the environment", 10), 15.0)
 	check_eq(result.get("text"), "from the environment\n", "the environment's secret: %s" % [result])
 	node.desk.close()
+	node.queue_free()
+	await tree.process_frame
+
+
+func test_office_runs_three_desks_on_one_connection() -> void:
+	var script := _block("office.gd")
+	if script == null:
+		return
+	var address := irc_address()
+	var channels := OS.get_environment("DESKWIRE_OFFICE_CHANNELS").split(" ", false).slice(0, 3)
+	var node: Node = script.new()
+	node.irc_host = address.get_slice(":", 0)
+	node.irc_port = int(address.get_slice(":", 1))
+	node.office_nick = "gooffice"
+	node.remote_nick = OS.get_environment("DESKWIRE_OFFICE_NICK")
+	node.desk_channels.assign(Array(channels))
+	tree.root.add_child(node)
+	check(await wait_until(func(): return node.answers.size() == 3, 40.0), "every desk answered: %s" % [node.answers])
+	for channel in channels:
+		check_eq(node.answers.get(channel), "the desk in %s\n" % channel, "the desk in %s got its own answer" % channel)
+	var office: DeskConnection = node.office
+	check_eq(office.channels(), PackedStringArray(channels), "one connection carries the three desks")
+	var link := preload("res://tests/irc_link.gd").new()
+	check_eq(link.open(address, "gperson", channels[1]), OK, "a person connects")
+	await pump_until(link, func(): return link.joined, 10.0)
+	link.send("PRIVMSG %s :!status" % channels[1])
+	var said := "PRIVMSG %s :3 desks, 3 answered" % channels[1]
+	var answered := await pump_until(link, func(): return link.lines.any(func(l): return l.contains(said)), 15.0)
+	check(answered, "office.gd answered !status in the channel")
+	link.close()
 	node.queue_free()
 	await tree.process_frame
 
