@@ -134,6 +134,25 @@ func test_ten_desks_on_one_connection_each_get_their_own_answers() -> void:
 	check_eq(gone.get("error"), "disconnected", "a call in flight when the connection closed: %s" % [gone])
 	await wait_until(func(): return desks.all(func(d): return d.state == "closed"), 10.0)
 	check(desks.all(func(d): return d.state == "closed"), "every desk closed: %s" % [desks.map(func(d): return d.state)])
+	# Connected again, every desk joins again.
+	check_eq(conn.connect_to_server(), OK, "connect_to_server again")
+	if not await all_ready(desks, 30.0):
+		conn.queue_free()
+		return
+	# Handlers that call back into the desk (and so into the connection) while it delivers:
+	# desk 3 starts its next call from request_completed, desk 4 closes from it.
+	var chained: Array = []
+	desks[3].request_completed.connect(func(_id, _text, _truncated): chained.append(desks[3].remote_bash("echo second")), CONNECT_ONE_SHOT)
+	desks[4].request_completed.connect(func(_id, _text, _truncated): desks[4].close("done here"), CONNECT_ONE_SHOT)
+	var firsts := [desks[3].remote_bash("echo first"), desks[4].remote_bash("echo last")]
+	for call in firsts:
+		await finish(call, 20.0)
+	check_eq(firsts.map(func(c): return c.result.get("text")), ["first\n", "last\n"], "after connecting again")
+	check(await wait_until(func(): return chained.size() == 1 and chained[0].done, 20.0), "the call started from a handler completed")
+	if chained.size() == 1:
+		check_eq(chained[0].result.get("text"), "second\n", "the call started from a handler: %s" % [chained[0].result])
+	check_eq(desks[4].state, "closed", "the desk closed from its handler")
+	check(not conn.channels().has(desks[4].channel), "and left its channel: %s" % [conn.channels()])
 	conn.queue_free()
 	await tree.process_frame
 
