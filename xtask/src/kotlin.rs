@@ -1,5 +1,6 @@
-//! Kotlin/JVM: the JAR `dev.deskwire:deskwire:VERSION` with its sources and a POM naming its
-//! dependencies, in a file-based Maven repository at `dist/maven`. The native library rides in
+//! Kotlin/JVM: the JAR `dev.deskwire:deskwire:VERSION` with its sources JAR, a javadoc JAR (the
+//! Dokka HTML of the API) and a POM naming its dependencies, in a file-based Maven repository
+//! at `dist/maven`. The native library rides in
 //! the JAR under JNA's resource paths (`linux-x86-64/`, `linux-aarch64/`, `darwin-x86-64/`,
 //! `darwin-aarch64/`, `win32-x86-64/`), as application-services' desktop JAR carries its
 //! megazord, so a JVM needs neither cargo nor `jna.library.path`.
@@ -109,7 +110,9 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             .args(["clean", "deploy"]),
     )?;
     let base = repo.join("dev/deskwire/deskwire").join(&dist.version);
-    for suffix in [".jar", "-sources.jar", ".pom"] {
+    // The main JAR, and the sources and javadoc JARs Maven Central requires beside it (the
+    // javadoc one holds Dokka's HTML: tests/dist/run.sh opens both).
+    for suffix in [".jar", "-sources.jar", "-javadoc.jar", ".pom"] {
         let file = base.join(format!("deskwire-{}{suffix}", dist.version));
         if !file.exists() {
             bail!("mvn deploy made no {}", file.display());

@@ -1,5 +1,6 @@
 //! `cargo xtask dist`: builds every release artifact of deskwire into `dist/` (the
-//! rust-analyzer pattern: an ordinary Rust program in the workspace, the same locally and in CI).
+//! rust-analyzer pattern: an ordinary Rust program in the workspace, the same locally and in CI);
+//! `cargo xtask docs` builds every reference into `target/doc-site/` (docs.rs says what).
 //!
 //! ```text
 //! cargo xtask dist                          everything, for every platform
@@ -7,6 +8,7 @@
 //! cargo xtask dist --linux                  only the Linux x86_64 and aarch64 artifacts that
 //!                                           this machine runs (what CI builds and tests)
 //! cargo xtask dist --linux --profile dist-ci   the same, unoptimized (quicker, for CI's install tests)
+//! cargo xtask docs                          the references, linked from one index page; links checked
 //! ```
 //!
 //! It installs what it needs itself (zig, cargo-zigbuild, maturin and auditwheel into a virtual
@@ -17,6 +19,7 @@
 mod archive;
 mod c;
 mod cmd;
+mod docs;
 mod godot;
 mod inspect;
 mod kotlin;
@@ -59,6 +62,21 @@ enum Command {
         /// less time, for CI's install tests.
         #[arg(long, default_value = "dist")]
         profile: String,
+    },
+    /// Build every reference into target/doc-site/ (the protocol book, rustdoc, pdoc, Dokka,
+    /// Doxygen), linked from one index page, and check its internal links offline.
+    Docs {
+        /// A Python whose environment has deskwire installed (else ./bindings/python is
+        /// installed into the docs venv under the cache).
+        #[arg(long, value_name = "PYTHON")]
+        python: Option<PathBuf>,
+        /// Take the Kotlin pages from this deskwire-VERSION-javadoc.jar (cargo xtask dist
+        /// makes it with Dokka from the same sources) instead of running Dokka.
+        #[arg(long, value_name = "JAR")]
+        kotlin_javadoc_jar: Option<PathBuf>,
+        /// Only check the links of the site that is there.
+        #[arg(long)]
+        check_only: bool,
     },
 }
 
@@ -213,6 +231,15 @@ fn main() -> Result<()> {
             linux,
             profile,
         } => dist(only, linux, profile),
+        Command::Docs {
+            python,
+            kotlin_javadoc_jar,
+            check_only,
+        } => docs::docs(docs::Options {
+            python,
+            kotlin_javadoc_jar,
+            check_only,
+        }),
     }
 }
 

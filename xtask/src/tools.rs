@@ -49,10 +49,7 @@ pub struct Tools {
 impl Tools {
     /// Installs what is missing and returns where everything is.
     pub fn ensure(rust_targets: &[&str]) -> Result<Tools> {
-        let cache = std::env::var_os("DESKWIRE_CACHE")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/deskwire")))
-            .context("neither DESKWIRE_CACHE nor HOME is set: no place for the tools")?;
+        let cache = cache_dir()?;
         let venv = cache.join("dist-venv");
         let cargo_root = cache.join("tools");
         let mut paths = vec![venv.join("bin"), cargo_root.join("bin")];
@@ -281,6 +278,14 @@ fn without_target(tbd: &str, prefix: &str) -> String {
 
 /// The virtual environment with PYTHON_TOOLS, made again when the list changes (a stamp file
 /// keeps the list it was made with).
+/// `${DESKWIRE_CACHE:-$HOME/.cache/deskwire}`: where the tools and downloads are kept.
+pub fn cache_dir() -> Result<PathBuf> {
+    std::env::var_os("DESKWIRE_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/deskwire")))
+        .context("neither DESKWIRE_CACHE nor HOME is set: no place for the tools")
+}
+
 fn ensure_venv(venv: &Path, path: &OsString) -> Result<()> {
     let stamp = venv.join("deskwire-tools.txt");
     let want = PYTHON_TOOLS.join("\n");
