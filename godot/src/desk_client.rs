@@ -422,11 +422,16 @@ impl DeskRpcClient {
     /// [member nick]: feed it lines with [method feed_line], send [signal line_to_send].
     /// A previous connection is closed first. The client is `ready` at once: your link must
     /// not be told to send before [member remote_nick] is in the channel (a request sent
-    /// earlier reaches nobody). Fails like [method connect_to_server] for a bad configuration.
+    /// earlier reaches nobody). Fails like [method connect_to_server] for a bad configuration,
+    /// and while [member connection] is set.
     #[func]
     fn attach(&mut self) -> Error {
         if !on_main_thread("DeskRpcClient.attach") {
             return Error::ERR_UNAVAILABLE;
+        }
+        if self.connection.is_some() {
+            let message = "this desk's connection is set: connect_to_server() joins it there";
+            return self.refuse("attach", "invalid_config", message);
         }
         let config = match self.config() {
             Ok(c) => c,

@@ -326,6 +326,7 @@ func test_desk_refusals_and_lifetimes() -> void:
 	check(twin.last_error_message.contains("already"), "said: %s" % twin.last_error_message)
 	# The server is the connection's.
 	check_eq(twin.connect_to_server("127.0.0.1", 6667), ERR_INVALID_PARAMETER, "host and port with a connection")
+	check_eq(twin.attach(), ERR_INVALID_PARAMETER, "attach with a connection")
 	twin.channel = "no-prefix"
 	check_eq(twin.connect_to_server(), ERR_INVALID_PARAMETER, "a bad channel")
 	check_eq(twin.last_error, "invalid_config", "named invalid_config")
@@ -366,3 +367,18 @@ func test_desk_refusals_and_lifetimes() -> void:
 	check_eq(after.get("error"), "closed", "and refuses calls: %s" % [after])
 	first.queue_free()
 	await tree.process_frame
+
+
+func test_calls_from_other_threads_are_refused() -> void:
+	var conn := DeskConnection.new()
+	var emitted: Array = []
+	conn.connection_state_changed.connect(func(s): emitted.append(s))
+	var thread := Thread.new()
+	thread.start(func():
+		# Every argument given: gdext makes a default argument's Variant on the main thread only.
+		return [conn.connect_to_server("127.0.0.1", 1), conn.send_text("#office-0", "hi", false)])
+	var answers: Array = thread.wait_to_finish()
+	check_eq(answers, [ERR_UNAVAILABLE, ERR_UNAVAILABLE], "refused off the main thread")
+	check_eq(emitted, [], "nothing was emitted off the main thread")
+	check_eq(conn.state, "closed", "nothing changed")
+	conn.free()
