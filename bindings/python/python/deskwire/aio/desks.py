@@ -208,10 +208,10 @@ class IrcDesks(_IrcConnection):
             if future is not None and not future.done():
                 future.set_result(inner)
             return
-        if isinstance(inner, irc.JoinFailed):
-            if inner.channel in self._desks or event.channel in self._desks:
-                self._refused[event.channel or inner.channel] = inner
-        elif event.channel is None:
+        if isinstance(inner, irc.JoinFailed) and (event.channel or inner.channel) in self._desks:
+            # Raised by whoever waits for that desk (the engine tries the join again later).
+            self._refused[event.channel or inner.channel] = inner
+        if event.channel is None and not isinstance(inner, irc.JoinFailed):
             if isinstance(inner, irc.Registered):
                 self._attempt = 0
                 if not self._ready.done():
