@@ -382,3 +382,34 @@ func test_calls_from_other_threads_are_refused() -> void:
 	check_eq(emitted, [], "nothing was emitted off the main thread")
 	check_eq(conn.state, "closed", "nothing changed")
 	conn.free()
+
+
+func test_a_kick_is_a_membership_change_and_the_desks_irc_event() -> void:
+	# The watcher makes the channel, so it is its operator and may kick.
+	var channel := "#office-kick"
+	var link := await watcher("gkicker", channel)
+	var conn := office("goffice7")
+	conn.membership_enabled = true
+	var members: Array = []
+	conn.membership_changed.connect(func(ch, kind, nick, details): members.append([ch, kind, nick, details]))
+	var desk := DeskRpcClient.new()
+	desk.connection = conn
+	desk.channel = channel
+	desk.remote_nick = "gkicker"   # present, so the desk gets to ready
+	conn.add_child(desk)
+	var events: Array = []
+	desk.irc_event.connect(func(event): events.append(event))
+	check_eq(desk.connect_to_server(), OK, "the desk joins")
+	check_eq(conn.connect_to_server(), OK, "connect")
+	if not await all_ready([desk], 20.0):
+		link.close()
+		conn.queue_free()
+		return
+	link.send("KICK %s goffice7 :out you go" % channel)
+	var kicked := await pump_until(link, func(): return members.any(func(m): return m[1] == "kicked"), 10.0)
+	check(kicked, "a kick came: %s" % [members])
+	check(members.has([channel, "kicked", "goffice7", {"by": "gkicker", "reason": "out you go"}]), "kicked: %s" % [members])
+	check(events.any(func(e): return e.has("kicked")), "the desk's irc_event says kicked: %s" % [events])
+	link.close()
+	conn.queue_free()
+	await tree.process_frame
