@@ -116,7 +116,9 @@ impl Ngircd {
         Self::start_with_config("", extra_sections)
     }
 
-    fn start_with_limits(extra_limits: &str) -> Self {
+    /// Starts ngircd with extra `[Limits]` lines, e.g. `MaxJoins = 60\n` (ngircd lets a
+    /// connection into 10 channels by default).
+    pub fn start_with_limits(extra_limits: &str) -> Self {
         Self::start_with_config(extra_limits, "")
     }
 
