@@ -260,5 +260,18 @@ if [ -n "$dist_pid" ]; then
   DIST_BUILT=1 bash tests/dist/run.sh
 fi
 
+section "references: cargo xtask docs into target/doc-site/ (mdBook, rustdoc, pdoc, Dokka, Doxygen), its links checked offline (lychee)"
+# The Python pages come from the suite's venv (the package is installed there) and the Kotlin
+# pages from the javadoc JAR the release build made with Dokka (the same pages; without the
+# release build, Dokka runs here). Doxygen is Debian's; mdBook, pdoc and lychee are cached.
+command -v doxygen >/dev/null 2>&1 || apt-get install -y -qq doxygen >/dev/null ||
+  { apt-get update -qq && apt-get install -y -qq doxygen >/dev/null; }
+cap_cache "$cache/docs-target" 1
+docs_args=(--python target/python-venv/bin/python)
+if [ "${DESKWIRE_DIST:-1}" = 1 ]; then # the release artifacts were built and tested above
+  docs_args+=(--kotlin-javadoc-jar "$(echo dist/maven/dev/deskwire/deskwire/*/deskwire-*-javadoc.jar)")
+fi
+cargo xtask docs "${docs_args[@]}"
+
 section "done"
 echo "disk: $(du -sh target | cut -f1) in target/, $(df -h --output=avail . | tail -1 | tr -d ' ') left"

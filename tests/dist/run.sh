@@ -28,7 +28,8 @@
 #   and its main scene completes a RemoteBash over ngircd to the released rexd --irc.
 # - JVM: a Maven project outside the repository depends on dev.deskwire:deskwire:VERSION from
 #   dist/maven and completes DeskConnection.remoteBash against rexd --irc, with no Rust on PATH
-#   and no jna.library.path.
+#   and no jna.library.path; the -sources.jar and -javadoc.jar beside it open and hold the
+#   sources and Dokka's pages (tests/dist/maven_jars.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -403,6 +404,14 @@ ok "the addon zip, unpacked into a new project, imported and its scene completed
 }
 
 test_jvm() {
+step "JVM: the sources and javadoc JARs beside the JAR in dist/maven (Maven Central requires both)"
+# Each opens as a ZIP whose every entry's CRC holds; the sources JAR carries every Kotlin file
+# the JAR is compiled from and no native library; the javadoc JAR is Dokka's HTML, with a page
+# for every public top-level type of bindings/kotlin/src/main/kotlin.
+python3 tests/dist/maven_jars.py "dist/maven/dev/deskwire/deskwire/$version" "$version" bindings/kotlin \
+  | tee "$work/maven-jars.log"
+ok "$(tail -1 "$work/maven-jars.log")"
+
 step "JVM: a Maven project outside the repository, dev.deskwire:deskwire:$version from dist/maven"
 jvm=$work/jvm-app
 mkdir -p "$jvm/src/main/kotlin"
