@@ -501,7 +501,8 @@ impl DeskRpcClient {
 
     /// Ends the connection: `QUIT` with [param reason] on our own connection; calls
     /// in flight fail with `disconnected` (attached, or on a [member connection]: `cancelled`,
-    /// and a `CANCEL` is sent for each; on a connection the desk then leaves its channel).
+    /// and a `CANCEL` is sent for each; on a connection the desk then leaves its channel, and
+    /// a `CANCEL` the shared pacing has not let out yet is dropped with it).
     #[func]
     fn close(&mut self, #[opt(default = "bye")] reason: GString) {
         if !on_main_thread("DeskRpcClient.close") {
@@ -527,7 +528,8 @@ impl DeskRpcClient {
         }
         self.poll();
         if let Engine::Shared(connection, _) = &self.engine {
-            // The CANCELs are queued: leaving the channel now does not drop them.
+            // The CANCELs the shared pacing let out just now have left; any still queued go
+            // with the desk, whose PART the remote sees instead.
             let mut connection = connection.clone();
             let desk = self.base().instance_id();
             connection.bind_mut().leave_desk(desk);

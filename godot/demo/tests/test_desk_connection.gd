@@ -413,3 +413,57 @@ func test_a_kick_is_a_membership_change_and_the_desks_irc_event() -> void:
 	link.close()
 	conn.queue_free()
 	await tree.process_frame
+
+
+## A DeskConnection over TLS to the services (InspIRCd with Atheme), logged in as `user`, with a
+## desk in the channel of the rexd there that serves only that account; connecting.
+func _sasl_office(nick: String, user: String, password: String) -> DeskConnection:
+	var ca := X509Certificate.new()
+	check_eq(ca.load(OS.get_environment("DESKWIRE_SASL_CA")), OK, "the services' CA")
+	var conn := DeskConnection.new()
+	conn.server_host = "127.0.0.1"
+	conn.server_port = int(OS.get_environment("DESKWIRE_SASL_TLS_PORT"))
+	conn.use_tls = true
+	conn.tls_server_name = "localhost"
+	conn.tls_trusted_certificate = ca
+	conn.sasl_username = user
+	conn.sasl_password = password
+	conn.nick = nick
+	var events: Array = []
+	conn.irc_event.connect(func(event): events.append(event))
+	conn.set_meta("irc_events", events)
+	tree.root.add_child(conn)
+	var desk := DeskRpcClient.new()
+	desk.connection = conn
+	desk.channel = OS.get_environment("DESKWIRE_SASL_CHANNEL")
+	desk.remote_nick = OS.get_environment("DESKWIRE_SASL_REMOTE")
+	conn.add_child(desk)
+	check_eq(desk.connect_to_server(), OK, "the desk joins")
+	check_eq(conn.connect_to_server(), OK, "connect %s" % nick)
+	return conn
+
+
+func test_over_tls_with_sasl_the_desks_are_served_by_the_account() -> void:
+	check(OS.get_environment("DESKWIRE_SASL_TLS_PORT") != "", "run_tests.sh started the services (DESKWIRE_SASL_TLS_PORT)")
+	var account := OS.get_environment("DESKWIRE_SASL_ACCOUNT")
+	var conn := _sasl_office("goffbob1", account, OS.get_environment("DESKWIRE_SASL_PASSWORD"))
+	var desk: DeskRpcClient = conn.get_child(0)
+	check(await wait_until(func(): return desk.state == "ready", 20.0), "ready over TLS with SASL (state %s, %s)" % [desk.state, conn.last_error_message])
+	var logged_in: Array = conn.get_meta("irc_events").filter(func(e): return e.has("logged_in"))
+	check(not logged_in.is_empty() and logged_in[0]["logged_in"]["account"] == account, "logged in as %s: %s" % [account, conn.get_meta("irc_events")])
+	var result := await finish(desk.remote_bash("echo as bob on a shared connection"), 20.0)
+	check_eq(result.get("text"), "as bob on a shared connection\n", "rexd, serving only account:%s, answered: %s" % [account, result])
+	conn.queue_free()
+	await tree.process_frame
+
+
+func test_a_wrong_password_is_named_on_the_connection() -> void:
+	var conn := _sasl_office("goffbob2", OS.get_environment("DESKWIRE_SASL_ACCOUNT"), "not-the-password")
+	var desk: DeskRpcClient = conn.get_child(0)
+	check(await wait_until(func(): return conn.last_error == "login_failed", 20.0), "login_failed (last_error %s: %s)" % [conn.last_error, conn.last_error_message])
+	check("904" in conn.last_error_message, "the server's numeric: %s" % conn.last_error_message)
+	check(await wait_until(func(): return conn.state == "closed" and desk.state == "closed", 10.0), "the connection and its desk closed (%s, %s)" % [conn.state, desk.state])
+	var result := await finish(desk.remote_bash("echo never"), 5.0)
+	check_eq(result.get("error"), "closed", "a call on the closed connection: %s" % [result])
+	conn.queue_free()
+	await tree.process_frame
