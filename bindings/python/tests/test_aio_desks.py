@@ -476,3 +476,85 @@ async def test_every_desk_comes_back_after_the_server_restarts(server: Ngircd) -
             assert [desks.channel_state(c) for c in ("#a", "#b")] == ["ready", "ready"]
     finally:
         rexd.stop()
+
+
+async def test_desks_with_a_secret(server: Ngircd, tmp_path: Any) -> None:
+    """Authenticated frames: the connection's secret for the desks made with it, and one given
+    to a desk of its own; a desk holding another secret gets no answer from rexd."""
+    secret = "a secret the desks and rexd share"
+    path = tmp_path / "desk.secret"
+    path.write_text(secret + "\n")
+    path.chmod(0o600)
+    rexd = RexdIrc(server.port, *FAST, "--channel", "#b", "--channel", "#c",
+                   "--secret-file", str(path), channel="#a")
+    try:
+        async with await IrcDesks.connect(
+            "127.0.0.1", server.port, channels=["#a"], secret=secret
+        ) as desks:
+            assert await desks.remote_bash("#a", "echo signed") == "signed\n"
+            await desks.add_desk("#b", "rexd", secret=secret)
+            assert await desks.remote_bash("#b", "echo own secret") == "own secret\n"
+            await desks.add_desk("#c", "rexd", secret="not the one rexd holds")
+            with pytest.raises(deskwire.RequestTimeout):
+                await desks.remote_bash("#c", "echo never", timeout=2)
+        assert "#c" in rexd.text()  # rexd logs the frame it refused, and where
+    finally:
+        rexd.stop()
+
+
+def test_the_engine_refuses_bad_input() -> None:
+    """``oa1.MultiDesk`` itself, without a server: what a host gets wrong is an exception
+    naming it, never a crash, and a closed engine says so."""
+    with pytest.raises(deskwire.LocalError) as bad_nick:
+        oa1.MultiDesk("bad nick")
+    assert bad_nick.value.code == "invalid_config"
+    with pytest.raises(deskwire.LocalError):
+        oa1.MultiDesk("npcs", channel="#desk")  # desks come from add_desk
+    with pytest.raises(deskwire.LocalError):
+        oa1.MultiDesk("npcs", oa1={"request_timeout_ms": "soon"})
+    with pytest.raises(TypeError):
+        oa1.MultiDesk(7)  # type: ignore[arg-type]
+    desks = oa1.MultiDesk("npcs", seed=3, chat=True)
+    desks.add_desk(0, "#a", "rexd", request_timeout_ms=1000)
+    with pytest.raises(deskwire.LocalError) as bad_override:
+        desks.add_desk(0, "#b", "rexd", request_timeout_ms=-5)
+    assert bad_override.value.code == "invalid_value"
+    with pytest.raises(deskwire.LocalError):
+        desks.add_desk(0, "#c", "account:rexd")  # a desk's remote is a nick
+    assert desks.channels() == ["#a"]
+    with pytest.raises(TypeError):
+        desks.request(0, "#a", 42)  # type: ignore[arg-type]
+    with pytest.raises(deskwire.LocalError):
+        desks.request(0, "#a", b"\xff not utf-8")
+    with pytest.raises(deskwire.LocalError) as bad_args:
+        desks.remote_bash_call(0, "#a", {"cmd": "ls"})
+    assert bad_args.value.code == "invalid_arguments"
+    with pytest.raises(deskwire.UnknownChannelError):
+        desks.cancel(0, "#zz", "abc", "why")
+    with pytest.raises(deskwire.LocalError):
+        desks.cancel(0, "#a", "no-such-id", "why")
+    request_id = desks.request(0, "#a", "uname -a")
+    assert desks.in_flight("#a") == 1
+    # Before registration only NICK and USER go out; the request waits for its remote.
+    data, events, deadline = desks.drain(0)
+    assert data.startswith(b"NICK npcs\r\nUSER npcs ") and b"uname" not in data
+    assert deadline > 0 and all(isinstance(e, oa1.ChannelEvent) for e in events)
+    # A server's welcome and the desk's channel, fed as bytes: the events name their channel.
+    desks.handle_bytes(1, b":irc.test 001 npcs :Welcome\r\n:npcs!u@h JOIN #a\r\n"
+                          b":irc.test 353 npcs = #a :npcs\r\n:irc.test 366 npcs #a :End\r\n"
+                          b":someone!u@h PRIVMSG #a :hi there\r\n")
+    _, events, _ = desks.drain(2)
+    assert oa1.ChannelEvent(channel="#a", event=deskwire.irc.Joined(channel="#a")) in events
+    chat = [e for e in events if isinstance(e, oa1.ChatMessage)]
+    assert chat == [oa1.ChatMessage(channel="#a", sender="someone!u@h", kind="privmsg",
+                                    text="hi there", tags={})]
+    assert desks.channel_state("#a") == "waiting_for_peer"
+    assert "rexd" in (desks.waiting_for("#a") or "")
+    desks.close()
+    assert desks.closed and desks.state == "closed"
+    assert desks.channel_stats("#a")["bytes_buffered"] > 0  # the last counters stay readable
+    for call in (lambda: desks.request(0, "#a", "x"), lambda: desks.poll_output(0),
+                 lambda: desks.send_text("#a", "hi"), lambda: desks.add_desk(0, "#d", "rexd")):
+        with pytest.raises(deskwire.ClosedError):
+            call()
+    assert request_id
