@@ -90,6 +90,13 @@ error_kinds! {
     NoRoom,
     /// OA1: the endpoint's configuration cannot work.
     InvalidConfig,
+    /// OA1, many desks on one connection: the connection does not carry that channel.
+    UnknownChannel,
+    /// OA1, many desks on one connection: the connection carries that channel already.
+    DuplicateChannel,
+    /// Chat: text that starts with `OA1 ` (or `OA1A `), which the OA1 spec reserves for tool
+    /// frames.
+    ReservedPrefix,
     // Configurations: refused when the engine is built.
     /// A desk's `oa1.allowedSender` is not set: a desk must name its remote (`rexd`), or `"*"`.
     NoRemote,
@@ -268,6 +275,8 @@ pub(crate) enum Error {
     #[error(transparent)]
     Oa1Config(#[from] deskwire::oa1::ConfigError),
     #[error(transparent)]
+    Chat(#[from] deskwire::oa1::chat::ChatError),
+    #[error(transparent)]
     RemoteBashArgs(#[from] deskwire::oa1::remote_bash::ArgsError),
     #[error(transparent)]
     Irc(#[from] deskwire::irc::SessionError),
@@ -347,6 +356,10 @@ impl From<Error> for DeskwireError {
                 misuse(variant_name(e))
             }
             Error::RemoteBashArgs(e) => invalid(variant_name(e)),
+            Error::Chat(e) => match crate::multi::chat_error_kind(e) {
+                (true, kind) => invalid(kind),
+                (false, kind) => misuse(kind),
+            },
             Error::GatewayParse(e) => invalid(variant_name(e)),
             Error::Policy(e) => invalid(variant_name(e)),
             Error::Registry(e) => invalid(variant_name(e)),

@@ -52,6 +52,7 @@ pub mod gateway;
 pub mod irc;
 pub mod jsonrpc;
 pub mod mobile;
+pub mod multi;
 pub mod oa1;
 pub mod providers;
 pub mod pump;

@@ -1114,6 +1114,52 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_mobileserver_stats(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_add_desk(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_cancel(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_channel_state(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_channel_stats(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_channels(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_chat_dropped(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_drain(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_handle_bytes(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_handle_eof(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_handle_timeout(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_in_flight(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_irc_stats(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_members(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_nick(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_quit(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_remote_bash_command(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_remove_desk(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_request(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_send_text(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_set_chat(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_set_membership(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_state(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_method_multidesk_waiting_for(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_oa1client_cancel(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line(
@@ -1203,6 +1249,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_deskwire_uniffi_checksum_constructor_mobileclient_new(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_constructor_mobileserver_new(
+    ): Int
+    external fun uniffi_deskwire_uniffi_checksum_constructor_multidesk_new(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_constructor_oa1client_new(
     ): Int
@@ -1499,6 +1547,58 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_method_mobileserver_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBufferMobileServerStats.ByValue
+    external fun uniffi_deskwire_uniffi_fn_clone_multidesk(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_free_multidesk(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_constructor_multidesk_new(`config`: RustBuffer.ByValue,`nowMs`: Long,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_add_desk(`ptr`: Long,`nowMs`: Long,`channel`: RustBuffer.ByValue,`remote`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_cancel(`ptr`: Long,`nowMs`: Long,`channel`: RustBuffer.ByValue,`id`: RustBuffer.ByValue,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_channel_state(`ptr`: Long,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferConnectionState.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_channel_stats(`ptr`: Long,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_channels(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_chat_dropped(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_drain(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_handle_bytes(`ptr`: Long,`nowMs`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_handle_eof(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_handle_timeout(`ptr`: Long,`nowMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_in_flight(`ptr`: Long,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_irc_stats(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_members(`ptr`: Long,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_nick(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_quit(`ptr`: Long,`nowMs`: Long,`reason`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_remote_bash_command(`ptr`: Long,`nowMs`: Long,`channel`: RustBuffer.ByValue,`command`: RustBuffer.ByValue,`timeout`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_remove_desk(`ptr`: Long,`nowMs`: Long,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_request(`ptr`: Long,`nowMs`: Long,`channel`: RustBuffer.ByValue,`payload`: RustBuffer.ByValue,`timeoutMs`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_send_text(`ptr`: Long,`channel`: RustBuffer.ByValue,`text`: RustBuffer.ByValue,`notice`: Byte,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_set_chat(`ptr`: Long,`on`: Byte,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_set_membership(`ptr`: Long,`on`: Byte,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_state(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBufferConnectionState.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_multidesk_waiting_for(`ptr`: Long,`channel`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_clone_oa1client(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_deskwire_uniffi_fn_free_oa1client(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -2284,6 +2384,75 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_mobileserver_stats() and 0xFFFF) != 24039) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_add_desk() and 0xFFFF) != 56032) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_cancel() and 0xFFFF) != 482) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_channel_state() and 0xFFFF) != 31300) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_channel_stats() and 0xFFFF) != 843) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_channels() and 0xFFFF) != 34184) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_chat_dropped() and 0xFFFF) != 20743) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_drain() and 0xFFFF) != 7386) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_handle_bytes() and 0xFFFF) != 39044) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_handle_eof() and 0xFFFF) != 38206) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_handle_timeout() and 0xFFFF) != 33537) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_in_flight() and 0xFFFF) != 50528) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_irc_stats() and 0xFFFF) != 58872) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_members() and 0xFFFF) != 30764) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_nick() and 0xFFFF) != 47487) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_quit() and 0xFFFF) != 23556) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_remote_bash_command() and 0xFFFF) != 30008) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_remove_desk() and 0xFFFF) != 33855) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_request() and 0xFFFF) != 50118) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_send_text() and 0xFFFF) != 56038) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_set_chat() and 0xFFFF) != 40235) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_set_membership() and 0xFFFF) != 42729) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_state() and 0xFFFF) != 24465) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_waiting_for() and 0xFFFF) != 8778) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_cancel() and 0xFFFF) != 57321) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -2417,6 +2586,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_mobileserver_new() and 0xFFFF) != 64341) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_constructor_multidesk_new() and 0xFFFF) != 18585) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_constructor_oa1client_new() and 0xFFFF) != 39554) {
@@ -6778,6 +6950,825 @@ public object FfiConverterTypeMobileServer: FfiConverter<MobileServer, Long> {
 
 
 /**
+ * Many desks over one IRC connection, one per channel.
+ */
+public interface MultiDeskInterface {
+    
+    /**
+     * Adds a desk in `channel` whose remote is `remote` (a nick, `nick!user@host` or `*`);
+     * the channel is joined. Throws `InvalidInput` with kind `DUPLICATE_CHANNEL` for a
+     * channel the connection carries, `INVALID_CHANNEL` / `ALLOWED_SENDER` for bad names.
+     */
+    fun `addDesk`(`nowMs`: kotlin.Long, `channel`: kotlin.String, `remote`: kotlin.String)
+    
+    /**
+     * Cancels a request of the desk in `channel` (a `CANCEL` goes out).
+     */
+    fun `cancel`(`nowMs`: kotlin.Long, `channel`: kotlin.String, `id`: kotlin.String, `reason`: kotlin.String)
+    
+    /**
+     * Where the desk in `channel` stands (`JOINING`, `WAITING_FOR_PEER`, `READY`, ...).
+     * Throws `Misuse` with kind `UNKNOWN_CHANNEL`.
+     */
+    fun `channelState`(`channel`: kotlin.String): ConnectionState
+    
+    /**
+     * The OA1 counters of the desk in `channel`. Throws `Misuse` with kind `UNKNOWN_CHANNEL`.
+     */
+    fun `channelStats`(`channel`: kotlin.String): Oa1Stats
+    
+    /**
+     * The desks' channels, in the order they were added.
+     */
+    fun `channels`(): List<kotlin.String>
+    
+    /**
+     * Chat messages and membership changes dropped because the host did not take them.
+     */
+    fun `chatDropped`(): kotlin.Long
+    
+    /**
+     * Everything `poll_output` would give until its `Timeout`, in one call.
+     */
+    fun `drain`(`nowMs`: kotlin.Long): MultiDrain
+    
+    /**
+     * Bytes read from the socket (any split).
+     */
+    fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+    
+    /**
+     * The socket closed or failed.
+     */
+    fun `handleEof`(`nowMs`: kotlin.Long)
+    
+    /**
+     * Does what is due by `now_ms`.
+     */
+    fun `handleTimeout`(`nowMs`: kotlin.Long)
+    
+    /**
+     * Requests of the desk in `channel` in flight. Throws `Misuse` with kind
+     * `UNKNOWN_CHANNEL`.
+     */
+    fun `inFlight`(`channel`: kotlin.String): kotlin.Long
+    
+    /**
+     * The IRC session's counters.
+     */
+    fun `ircStats`(): IrcSessionStats
+    
+    /**
+     * The other members of the desk's channel. Throws `Misuse` with kind `UNKNOWN_CHANNEL`.
+     */
+    fun `members`(`channel`: kotlin.String): List<kotlin.String>
+    
+    /**
+     * Our nick as the server knows it.
+     */
+    fun `nick`(): kotlin.String
+    
+    /**
+     * Says goodbye (`QUIT`, in the next drain); the connection ends.
+     */
+    fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
+    
+    /**
+     * Starts a `RemoteBash` call of `command` on the remote of the desk in `channel`
+     * (`timeout` `null`: the configured request timeout; zero throws `InvalidInput` with kind
+     * `ZERO_TIMEOUT`). The id its events carry.
+     */
+    fun `remoteBashCommand`(`nowMs`: kotlin.Long, `channel`: kotlin.String, `command`: kotlin.String, `timeout`: java.time.Duration?): kotlin.String
+    
+    /**
+     * Leaves `channel` and drops its desk: its requests fail `Disconnected`. Throws `Misuse`
+     * with kind `UNKNOWN_CHANNEL` for a channel the connection does not carry.
+     */
+    fun `removeDesk`(`nowMs`: kotlin.Long, `channel`: kotlin.String)
+    
+    /**
+     * Sends `payload` to the remote of the desk in `channel`; `timeout_ms` overrides the
+     * configured timeout. The id its events carry. Throws `Misuse` (`UNKNOWN_CHANNEL`,
+     * `TOO_LARGE`, `TOO_MANY_IN_FLIGHT`, `CLOSED`).
+     */
+    fun `request`(`nowMs`: kotlin.Long, `channel`: kotlin.String, `payload`: kotlin.String, `timeoutMs`: kotlin.Long?): kotlin.String
+    
+    /**
+     * Sends `text` to `channel` as chat (`NOTICE`s with `notice`): cut at spaces, or at
+     * character boundaries, into lines that fit, through the shared pacing once the channel
+     * is joined. Returns the number of lines. Throws `InvalidInput` with kind
+     * `RESERVED_PREFIX` for text starting with `OA1 ` (the spec reserves it), `EMPTY_TEXT`,
+     * `FORBIDDEN_BYTE` (NUL, CR, LF); `Misuse` with `UNKNOWN_CHANNEL`, `QUEUE_FULL` (64 KiB
+     * wait per channel) or `CLOSED`.
+     */
+    fun `sendText`(`channel`: kotlin.String, `text`: kotlin.String, `notice`: kotlin.Boolean): kotlin.Long
+    
+    /**
+     * Channel chat beside OA1 (off by default): each `PRIVMSG`, `NOTICE` and CTCP `ACTION` of
+     * a carried channel that is not OA1 comes out as a `Chat` event (at most 1024 wait).
+     */
+    fun `setChat`(`on`: kotlin.Boolean)
+    
+    /**
+     * Channel membership (off by default): joins, parts, kicks, quits, nick changes and each
+     * channel's member list come out as `Chat` events, in order with the chat.
+     */
+    fun `setMembership`(`on`: kotlin.Boolean)
+    
+    /**
+     * The connection's state: `REGISTERING`, `READY` once registered, or `CLOSED` (each desk
+     * has its own: `channelState`).
+     */
+    fun `state`(): ConnectionState
+    
+    /**
+     * What the desk's requests wait for, in words; `null` when ready. Throws `Misuse` with
+     * kind `UNKNOWN_CHANNEL`.
+     */
+    fun `waitingFor`(`channel`: kotlin.String): kotlin.String?
+    
+    companion object
+}
+
+/**
+ * Many desks over one IRC connection, one per channel.
+ */
+open class MultiDesk: Disposable, AutoCloseable, MultiDeskInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A connection that registers at once. `config.oa1.channel` may be `""`: no desk yet (each
+     * is added with `addDesk`); its `oa1` settings are those of every desk added, and its
+     * pacing is the one the desks share. A channel that is not empty is the first desk and
+     * needs its `oa1.allowedSender`. `seed` starts the desks' request ids (take it from
+     * `SecureRandom`).
+     */
+    constructor(`config`: ConnectionConfig, `nowMs`: kotlin.Long, `seed`: kotlin.Long) :
+        this(UniffiWithHandle, 
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_constructor_multidesk_new(
+    
+        
+        FfiConverterTypeConnectionConfig.lower(`config`),
+        FfiConverterLong.lower(`nowMs`),
+        FfiConverterLong.lower(`seed`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_deskwire_uniffi_fn_free_multidesk(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_deskwire_uniffi_fn_clone_multidesk(handle, status)
+        }
+    }
+
+    
+    /**
+     * Adds a desk in `channel` whose remote is `remote` (a nick, `nick!user@host` or `*`);
+     * the channel is joined. Throws `InvalidInput` with kind `DUPLICATE_CHANNEL` for a
+     * channel the connection carries, `INVALID_CHANNEL` / `ALLOWED_SENDER` for bad names.
+     */
+    @Throws(DeskwireException::class)override fun `addDesk`(`nowMs`: kotlin.Long, `channel`: kotlin.String, `remote`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_add_desk(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),
+        FfiConverterString.lower(`channel`),
+        FfiConverterString.lower(`remote`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Cancels a request of the desk in `channel` (a `CANCEL` goes out).
+     */
+    @Throws(DeskwireException::class)override fun `cancel`(`nowMs`: kotlin.Long, `channel`: kotlin.String, `id`: kotlin.String, `reason`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_cancel(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),
+        FfiConverterString.lower(`channel`),
+        FfiConverterString.lower(`id`),
+        FfiConverterString.lower(`reason`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Where the desk in `channel` stands (`JOINING`, `WAITING_FOR_PEER`, `READY`, ...).
+     * Throws `Misuse` with kind `UNKNOWN_CHANNEL`.
+     */
+    @Throws(DeskwireException::class)override fun `channelState`(`channel`: kotlin.String): ConnectionState {
+            return FfiConverterTypeConnectionState.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_channel_state(
+        it,
+        
+        FfiConverterString.lower(`channel`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The OA1 counters of the desk in `channel`. Throws `Misuse` with kind `UNKNOWN_CHANNEL`.
+     */
+    @Throws(DeskwireException::class)override fun `channelStats`(`channel`: kotlin.String): Oa1Stats {
+            return FfiConverterTypeOa1Stats.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_channel_stats(
+        it,
+        
+        FfiConverterString.lower(`channel`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The desks' channels, in the order they were added.
+     */override fun `channels`(): List<kotlin.String> {
+            return FfiConverterSequenceString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_channels(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Chat messages and membership changes dropped because the host did not take them.
+     */override fun `chatDropped`(): kotlin.Long {
+            return FfiConverterLong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_chat_dropped(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Everything `poll_output` would give until its `Timeout`, in one call.
+     */override fun `drain`(`nowMs`: kotlin.Long): MultiDrain {
+            return FfiConverterTypeMultiDrain.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_drain(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Bytes read from the socket (any split).
+     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_handle_bytes(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The socket closed or failed.
+     */override fun `handleEof`(`nowMs`: kotlin.Long)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_handle_eof(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Does what is due by `now_ms`.
+     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_handle_timeout(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Requests of the desk in `channel` in flight. Throws `Misuse` with kind
+     * `UNKNOWN_CHANNEL`.
+     */
+    @Throws(DeskwireException::class)override fun `inFlight`(`channel`: kotlin.String): kotlin.Long {
+            return FfiConverterLong.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_in_flight(
+        it,
+        
+        FfiConverterString.lower(`channel`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The IRC session's counters.
+     */override fun `ircStats`(): IrcSessionStats {
+            return FfiConverterTypeIrcSessionStats.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_irc_stats(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The other members of the desk's channel. Throws `Misuse` with kind `UNKNOWN_CHANNEL`.
+     */
+    @Throws(DeskwireException::class)override fun `members`(`channel`: kotlin.String): List<kotlin.String> {
+            return FfiConverterSequenceString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_members(
+        it,
+        
+        FfiConverterString.lower(`channel`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Our nick as the server knows it.
+     */override fun `nick`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_nick(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Says goodbye (`QUIT`, in the next drain); the connection ends.
+     */override fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_quit(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),
+        FfiConverterString.lower(`reason`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Starts a `RemoteBash` call of `command` on the remote of the desk in `channel`
+     * (`timeout` `null`: the configured request timeout; zero throws `InvalidInput` with kind
+     * `ZERO_TIMEOUT`). The id its events carry.
+     */
+    @Throws(DeskwireException::class)override fun `remoteBashCommand`(`nowMs`: kotlin.Long, `channel`: kotlin.String, `command`: kotlin.String, `timeout`: java.time.Duration?): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_remote_bash_command(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),
+        FfiConverterString.lower(`channel`),
+        FfiConverterString.lower(`command`),
+        FfiConverterOptionalDuration.lower(`timeout`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Leaves `channel` and drops its desk: its requests fail `Disconnected`. Throws `Misuse`
+     * with kind `UNKNOWN_CHANNEL` for a channel the connection does not carry.
+     */
+    @Throws(DeskwireException::class)override fun `removeDesk`(`nowMs`: kotlin.Long, `channel`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_remove_desk(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),
+        FfiConverterString.lower(`channel`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Sends `payload` to the remote of the desk in `channel`; `timeout_ms` overrides the
+     * configured timeout. The id its events carry. Throws `Misuse` (`UNKNOWN_CHANNEL`,
+     * `TOO_LARGE`, `TOO_MANY_IN_FLIGHT`, `CLOSED`).
+     */
+    @Throws(DeskwireException::class)override fun `request`(`nowMs`: kotlin.Long, `channel`: kotlin.String, `payload`: kotlin.String, `timeoutMs`: kotlin.Long?): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_request(
+        it,
+        
+        FfiConverterLong.lower(`nowMs`),
+        FfiConverterString.lower(`channel`),
+        FfiConverterString.lower(`payload`),
+        FfiConverterOptionalLong.lower(`timeoutMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Sends `text` to `channel` as chat (`NOTICE`s with `notice`): cut at spaces, or at
+     * character boundaries, into lines that fit, through the shared pacing once the channel
+     * is joined. Returns the number of lines. Throws `InvalidInput` with kind
+     * `RESERVED_PREFIX` for text starting with `OA1 ` (the spec reserves it), `EMPTY_TEXT`,
+     * `FORBIDDEN_BYTE` (NUL, CR, LF); `Misuse` with `UNKNOWN_CHANNEL`, `QUEUE_FULL` (64 KiB
+     * wait per channel) or `CLOSED`.
+     */
+    @Throws(DeskwireException::class)override fun `sendText`(`channel`: kotlin.String, `text`: kotlin.String, `notice`: kotlin.Boolean): kotlin.Long {
+            return FfiConverterLong.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_send_text(
+        it,
+        
+        FfiConverterString.lower(`channel`),
+        FfiConverterString.lower(`text`),
+        FfiConverterBoolean.lower(`notice`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Channel chat beside OA1 (off by default): each `PRIVMSG`, `NOTICE` and CTCP `ACTION` of
+     * a carried channel that is not OA1 comes out as a `Chat` event (at most 1024 wait).
+     */override fun `setChat`(`on`: kotlin.Boolean)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_set_chat(
+        it,
+        
+        FfiConverterBoolean.lower(`on`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Channel membership (off by default): joins, parts, kicks, quits, nick changes and each
+     * channel's member list come out as `Chat` events, in order with the chat.
+     */override fun `setMembership`(`on`: kotlin.Boolean)
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_set_membership(
+        it,
+        
+        FfiConverterBoolean.lower(`on`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The connection's state: `REGISTERING`, `READY` once registered, or `CLOSED` (each desk
+     * has its own: `channelState`).
+     */override fun `state`(): ConnectionState {
+            return FfiConverterTypeConnectionState.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_state(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * What the desk's requests wait for, in words; `null` when ready. Throws `Misuse` with
+     * kind `UNKNOWN_CHANNEL`.
+     */
+    @Throws(DeskwireException::class)override fun `waitingFor`(`channel`: kotlin.String): kotlin.String? {
+            return FfiConverterOptionalString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(DeskwireException) { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_waiting_for(
+        it,
+        
+        FfiConverterString.lower(`channel`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMultiDesk: FfiConverter<MultiDesk, Long> {
+    override fun lower(value: MultiDesk): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): MultiDesk {
+        return MultiDesk(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): MultiDesk {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: MultiDesk) = 8UL
+
+    override fun write(value: MultiDesk, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
  * The desk's bare endpoint: requests out, responses in, over lines the host's IRC client carries.
  */
 public interface Oa1ClientInterface {
@@ -9225,6 +10216,124 @@ public object FfiConverterTypeToolbox: FfiConverter<Toolbox, Long> {
 
 
 /**
+ * A message in one of the connection's channels that is not an OA1 frame.
+ */
+data class ChannelMessage (
+    /**
+     * The channel, as the connection carries it.
+     */
+    var `channel`: kotlin.String
+    , 
+    /**
+     * Who sent it: `nick!user@host` as the server wrote it.
+     */
+    var `sender`: kotlin.String
+    , 
+    /**
+     * How it was sent.
+     */
+    var `kind`: ChatKind
+    , 
+    /**
+     * The text (invalid UTF-8 replaced by U+FFFD).
+     */
+    var `text`: kotlin.String
+    , 
+    /**
+     * The message tags, in order.
+     */
+    var `tags`: List<ChatTag>
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeChannelMessage: FfiConverterRustBuffer<ChannelMessage> {
+    override fun read(buf: ByteBuffer): ChannelMessage {
+        return ChannelMessage(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterTypeChatKind.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterSequenceTypeChatTag.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ChannelMessage) = (
+            FfiConverterString.allocationSize(value.`channel`) +
+            FfiConverterString.allocationSize(value.`sender`) +
+            FfiConverterTypeChatKind.allocationSize(value.`kind`) +
+            FfiConverterString.allocationSize(value.`text`) +
+            FfiConverterSequenceTypeChatTag.allocationSize(value.`tags`)
+    )
+
+    override fun write(value: ChannelMessage, buf: ByteBuffer) {
+            FfiConverterString.write(value.`channel`, buf)
+            FfiConverterString.write(value.`sender`, buf)
+            FfiConverterTypeChatKind.write(value.`kind`, buf)
+            FfiConverterString.write(value.`text`, buf)
+            FfiConverterSequenceTypeChatTag.write(value.`tags`, buf)
+    }
+}
+
+
+
+/**
+ * One IRCv3 message tag (`account`, `time`, ...).
+ */
+data class ChatTag (
+    /**
+     * The tag's name.
+     */
+    var `key`: kotlin.String
+    , 
+    /**
+     * Its value (`""` when it has none).
+     */
+    var `value`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeChatTag: FfiConverterRustBuffer<ChatTag> {
+    override fun read(buf: ByteBuffer): ChatTag {
+        return ChatTag(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ChatTag) = (
+            FfiConverterString.allocationSize(value.`key`) +
+            FfiConverterString.allocationSize(value.`value`)
+    )
+
+    override fun write(value: ChatTag, buf: ByteBuffer) {
+            FfiConverterString.write(value.`key`, buf)
+            FfiConverterString.write(value.`value`, buf)
+    }
+}
+
+
+
+/**
  * How to connect: the IRC login and the OA1 endpoint.
  */
 data class ConnectionConfig (
@@ -10416,6 +11525,61 @@ public object FfiConverterTypeMobileServerConfig: FfiConverterRustBuffer<MobileS
 
 
 /**
+ * What [`MultiDesk::drain`] gives: everything `poll_output` would until its `Timeout`.
+ */
+data class MultiDrain (
+    /**
+     * The lines to write to the socket, CRLF included (empty when there are none).
+     */
+    var `bytes`: kotlin.ByteArray
+    , 
+    /**
+     * The events, in the order they came.
+     */
+    var `events`: List<MultiDeskEvent>
+    , 
+    /**
+     * Nothing to do before this instant (ms) unless bytes arrive.
+     */
+    var `deadlineMs`: kotlin.Long
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMultiDrain: FfiConverterRustBuffer<MultiDrain> {
+    override fun read(buf: ByteBuffer): MultiDrain {
+        return MultiDrain(
+            FfiConverterByteArray.read(buf),
+            FfiConverterSequenceTypeMultiDeskEvent.read(buf),
+            FfiConverterLong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MultiDrain) = (
+            FfiConverterByteArray.allocationSize(value.`bytes`) +
+            FfiConverterSequenceTypeMultiDeskEvent.allocationSize(value.`events`) +
+            FfiConverterLong.allocationSize(value.`deadlineMs`)
+    )
+
+    override fun write(value: MultiDrain, buf: ByteBuffer) {
+            FfiConverterByteArray.write(value.`bytes`, buf)
+            FfiConverterSequenceTypeMultiDeskEvent.write(value.`events`, buf)
+            FfiConverterLong.write(value.`deadlineMs`, buf)
+    }
+}
+
+
+
+/**
  * Authenticated frames: every frame carries an HMAC-SHA256 tag over the channel, a timestamp
  * and the frame, checked in constant time; forged, expired and replayed frames are dropped.
  */
@@ -11591,6 +12755,152 @@ public object FfiConverterTypeToolSpec: FfiConverterRustBuffer<ToolSpec> {
 
 
 /**
+ * Chat beside OA1, for a host that asked ([`MultiDesk::set_chat`],
+ * [`MultiDesk::set_membership`]).
+ */
+sealed class ChatEvent {
+    
+    /**
+     * A `PRIVMSG`, `NOTICE` or CTCP `ACTION`.
+     */
+    data class Message(
+        /**
+         * The message.
+         */
+        val `message`: dev.deskwire.ChannelMessage) : ChatEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Someone joined, left, was kicked, quit or changed nick; or a channel's member list.
+     */
+    data class Membership(
+        /**
+         * The change.
+         */
+        val `event`: dev.deskwire.MembershipEvent) : ChatEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeChatEvent : FfiConverterRustBuffer<ChatEvent>{
+    override fun read(buf: ByteBuffer): ChatEvent {
+        return when(buf.getInt()) {
+            1 -> ChatEvent.Message(
+                FfiConverterTypeChannelMessage.read(buf),
+                )
+            2 -> ChatEvent.Membership(
+                FfiConverterTypeMembershipEvent.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ChatEvent): ULong = when(value) {
+        is ChatEvent.Message -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeChannelMessage.allocationSize(value.`message`)
+            )
+        }
+        is ChatEvent.Membership -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeMembershipEvent.allocationSize(value.`event`)
+            )
+        }
+    }
+
+    override fun write(value: ChatEvent, buf: ByteBuffer) {
+        when(value) {
+            is ChatEvent.Message -> {
+                buf.putInt(1)
+                FfiConverterTypeChannelMessage.write(value.`message`, buf)
+                Unit
+            }
+            is ChatEvent.Membership -> {
+                buf.putInt(2)
+                FfiConverterTypeMembershipEvent.write(value.`event`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * How a chat message was sent.
+ */
+
+enum class ChatKind {
+    
+    /**
+     * A `PRIVMSG`.
+     */
+    PRIVMSG,
+    /**
+     * A `NOTICE`.
+     */
+    NOTICE,
+    /**
+     * A CTCP `ACTION` (`/me`), its text without the CTCP wrapping.
+     */
+    ACTION;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeChatKind: FfiConverterRustBuffer<ChatKind> {
+    override fun read(buf: ByteBuffer) = try {
+        ChatKind.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: ChatKind) = 4UL
+
+    override fun write(value: ChatKind, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
  * What a connection engine wants next.
  */
 sealed class ConnectionOutput {
@@ -11919,6 +13229,19 @@ enum class ErrorKind {
      * OA1: the endpoint's configuration cannot work.
      */
     INVALID_CONFIG,
+    /**
+     * OA1, many desks on one connection: the connection does not carry that channel.
+     */
+    UNKNOWN_CHANNEL,
+    /**
+     * OA1, many desks on one connection: the connection carries that channel already.
+     */
+    DUPLICATE_CHANNEL,
+    /**
+     * Chat: text that starts with `OA1 ` (or `OA1A `), which the OA1 spec reserves for tool
+     * frames.
+     */
+    RESERVED_PREFIX,
     /**
      * A desk's `oa1.allowedSender` is not set: a desk must name its remote (`rexd`), or `"*"`.
      */
@@ -13568,6 +14891,408 @@ public object FfiConverterTypeJsonRpcParsed : FfiConverterRustBuffer<JsonRpcPars
 
 
 /**
+ * A change in who is in one of the connection's channels.
+ */
+sealed class MembershipEvent {
+    
+    /**
+     * The channel's whole member list once the server has sent it (after our join): nicks
+     * without their status prefix, ours included.
+     */
+    data class Names(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String, 
+        /**
+         * The members.
+         */
+        val `nicks`: List<kotlin.String>) : MembershipEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * `nick` joined (our own join too).
+     */
+    data class Joined(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String, 
+        /**
+         * Who joined.
+         */
+        val `nick`: kotlin.String) : MembershipEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * `nick` left with `PART`.
+     */
+    data class Parted(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String, 
+        /**
+         * Who left.
+         */
+        val `nick`: kotlin.String, 
+        /**
+         * The part message, if any.
+         */
+        val `reason`: kotlin.String?) : MembershipEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * `nick` was kicked out by `by`.
+     */
+    data class Kicked(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String, 
+        /**
+         * Who was kicked.
+         */
+        val `nick`: kotlin.String, 
+        /**
+         * Who kicked.
+         */
+        val `by`: kotlin.String, 
+        /**
+         * The kick message, if any.
+         */
+        val `reason`: kotlin.String?) : MembershipEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * `nick` quit IRC (one event per carried channel it was in).
+     */
+    data class Quit(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String, 
+        /**
+         * Who quit.
+         */
+        val `nick`: kotlin.String, 
+        /**
+         * The quit message, if any.
+         */
+        val `reason`: kotlin.String?) : MembershipEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * `nick` is now `new_nick` (one event per carried channel it was in).
+     */
+    data class Renamed(
+        /**
+         * The channel.
+         */
+        val `channel`: kotlin.String, 
+        /**
+         * The old nick.
+         */
+        val `nick`: kotlin.String, 
+        /**
+         * The new one.
+         */
+        val `newNick`: kotlin.String) : MembershipEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMembershipEvent : FfiConverterRustBuffer<MembershipEvent>{
+    override fun read(buf: ByteBuffer): MembershipEvent {
+        return when(buf.getInt()) {
+            1 -> MembershipEvent.Names(
+                FfiConverterString.read(buf),
+                FfiConverterSequenceString.read(buf),
+                )
+            2 -> MembershipEvent.Joined(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            3 -> MembershipEvent.Parted(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterOptionalString.read(buf),
+                )
+            4 -> MembershipEvent.Kicked(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterOptionalString.read(buf),
+                )
+            5 -> MembershipEvent.Quit(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterOptionalString.read(buf),
+                )
+            6 -> MembershipEvent.Renamed(
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: MembershipEvent): ULong = when(value) {
+        is MembershipEvent.Names -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+                + FfiConverterSequenceString.allocationSize(value.`nicks`)
+            )
+        }
+        is MembershipEvent.Joined -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+                + FfiConverterString.allocationSize(value.`nick`)
+            )
+        }
+        is MembershipEvent.Parted -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+                + FfiConverterString.allocationSize(value.`nick`)
+                + FfiConverterOptionalString.allocationSize(value.`reason`)
+            )
+        }
+        is MembershipEvent.Kicked -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+                + FfiConverterString.allocationSize(value.`nick`)
+                + FfiConverterString.allocationSize(value.`by`)
+                + FfiConverterOptionalString.allocationSize(value.`reason`)
+            )
+        }
+        is MembershipEvent.Quit -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+                + FfiConverterString.allocationSize(value.`nick`)
+                + FfiConverterOptionalString.allocationSize(value.`reason`)
+            )
+        }
+        is MembershipEvent.Renamed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`channel`)
+                + FfiConverterString.allocationSize(value.`nick`)
+                + FfiConverterString.allocationSize(value.`newNick`)
+            )
+        }
+    }
+
+    override fun write(value: MembershipEvent, buf: ByteBuffer) {
+        when(value) {
+            is MembershipEvent.Names -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`channel`, buf)
+                FfiConverterSequenceString.write(value.`nicks`, buf)
+                Unit
+            }
+            is MembershipEvent.Joined -> {
+                buf.putInt(2)
+                FfiConverterString.write(value.`channel`, buf)
+                FfiConverterString.write(value.`nick`, buf)
+                Unit
+            }
+            is MembershipEvent.Parted -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`channel`, buf)
+                FfiConverterString.write(value.`nick`, buf)
+                FfiConverterOptionalString.write(value.`reason`, buf)
+                Unit
+            }
+            is MembershipEvent.Kicked -> {
+                buf.putInt(4)
+                FfiConverterString.write(value.`channel`, buf)
+                FfiConverterString.write(value.`nick`, buf)
+                FfiConverterString.write(value.`by`, buf)
+                FfiConverterOptionalString.write(value.`reason`, buf)
+                Unit
+            }
+            is MembershipEvent.Quit -> {
+                buf.putInt(5)
+                FfiConverterString.write(value.`channel`, buf)
+                FfiConverterString.write(value.`nick`, buf)
+                FfiConverterOptionalString.write(value.`reason`, buf)
+                Unit
+            }
+            is MembershipEvent.Renamed -> {
+                buf.putInt(6)
+                FfiConverterString.write(value.`channel`, buf)
+                FfiConverterString.write(value.`nick`, buf)
+                FfiConverterString.write(value.`newNick`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
+ * Something the application should learn from a connection of many desks.
+ */
+sealed class MultiDeskEvent {
+    
+    /**
+     * An IRC, OA1 or link event; `channel` is the desk's, `null` for the connection's own
+     * (registration, the end of the link).
+     */
+    data class Connection(
+        /**
+         * The desk's channel, as added.
+         */
+        val `channel`: kotlin.String?, 
+        /**
+         * The event.
+         */
+        val `event`: dev.deskwire.core.ConnectionEvent) : MultiDeskEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Chat or membership.
+     */
+    data class Chat(
+        /**
+         * The message or change.
+         */
+        val `event`: dev.deskwire.ChatEvent) : MultiDeskEvent()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMultiDeskEvent : FfiConverterRustBuffer<MultiDeskEvent>{
+    override fun read(buf: ByteBuffer): MultiDeskEvent {
+        return when(buf.getInt()) {
+            1 -> MultiDeskEvent.Connection(
+                FfiConverterOptionalString.read(buf),
+                FfiConverterTypeConnectionEvent.read(buf),
+                )
+            2 -> MultiDeskEvent.Chat(
+                FfiConverterTypeChatEvent.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: MultiDeskEvent): ULong = when(value) {
+        is MultiDeskEvent.Connection -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterOptionalString.allocationSize(value.`channel`)
+                + FfiConverterTypeConnectionEvent.allocationSize(value.`event`)
+            )
+        }
+        is MultiDeskEvent.Chat -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeChatEvent.allocationSize(value.`event`)
+            )
+        }
+    }
+
+    override fun write(value: MultiDeskEvent, buf: ByteBuffer) {
+        when(value) {
+            is MultiDeskEvent.Connection -> {
+                buf.putInt(1)
+                FfiConverterOptionalString.write(value.`channel`, buf)
+                FfiConverterTypeConnectionEvent.write(value.`event`, buf)
+                Unit
+            }
+            is MultiDeskEvent.Chat -> {
+                buf.putInt(2)
+                FfiConverterTypeChatEvent.write(value.`event`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
  * What a bare endpoint wants next.
  */
 sealed class Oa1Output {
@@ -14743,6 +16468,34 @@ public object FfiConverterSequenceTypeToolResult: FfiConverterRustBuffer<List<To
 /**
  * @suppress
  */
+public object FfiConverterSequenceTypeChatTag: FfiConverterRustBuffer<List<ChatTag>> {
+    override fun read(buf: ByteBuffer): List<ChatTag> {
+        val len = buf.getInt()
+        return List<ChatTag>(len) {
+            FfiConverterTypeChatTag.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<ChatTag>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeChatTag.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<ChatTag>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeChatTag.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceTypeToolApprovalRequest: FfiConverterRustBuffer<List<ToolApprovalRequest>> {
     override fun read(buf: ByteBuffer): List<ToolApprovalRequest> {
         val len = buf.getInt()
@@ -14845,6 +16598,34 @@ public object FfiConverterSequenceTypeJsonRpcBatchItem: FfiConverterRustBuffer<L
         buf.putInt(value.size)
         value.iterator().forEach {
             FfiConverterTypeJsonRpcBatchItem.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeMultiDeskEvent: FfiConverterRustBuffer<List<MultiDeskEvent>> {
+    override fun read(buf: ByteBuffer): List<MultiDeskEvent> {
+        val len = buf.getInt()
+        return List<MultiDeskEvent>(len) {
+            FfiConverterTypeMultiDeskEvent.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<MultiDeskEvent>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeMultiDeskEvent.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<MultiDeskEvent>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeMultiDeskEvent.write(it, buf)
         }
     }
 }
