@@ -217,10 +217,20 @@ fn desks_bound_to_the_code_are_found_by_list_and_served_but_not_a_look_alike() {
     let start = Instant::now();
     let expected: String = (1..=2000).map(|n| format!("{n}\n")).collect();
     assert_eq!(two.ask("seq 1 2000", 30), expected);
+    // The game's desk gives up after 10 s without a frame: how far apart rexd's came.
+    let frames: Vec<u64> = two
+        .conn
+        .received
+        .iter()
+        .filter(|(_, line)| String::from_utf8_lossy(line).contains(" :OA1 "))
+        .map(|(at, _)| *at)
+        .collect();
+    let widest_gap = frames.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
     println!(
-        "seq 1 2000 ({} bytes) in {:?}",
+        "seq 1 2000 ({} bytes) in {:?}; {} frames, at most {widest_gap} ms apart",
         expected.len(),
-        start.elapsed()
+        start.elapsed(),
+        frames.len()
     );
     // A second listing has passed by now: the look-alike is still without rexd.
     let until = Instant::now() + Duration::from_secs(6);
