@@ -8,6 +8,14 @@ same endpoints over IRC lines, for hosts that already have an IRC client. Each o
 ``text=False``: then whole messages come as :class:`ResponseBytes` and :class:`RequestBytes`,
 the UTF-8 ``bytes`` reassembled from the frames, without making a ``str`` of them.
 
+Many desks on one connection: :class:`MultiDesk` holds a desk per channel (``add_desk(now_ms,
+channel, remote)``, ``remove_desk``, ``request(now_ms, channel, ...)``); its events come as
+:class:`ChannelEvent` (the channel and the event a single desk would give). Asked for with
+``chat=True`` and ``membership=True``, the channels' other messages come as
+:class:`ChatMessage` and who comes and goes as :class:`MemberJoined`, :class:`MemberParted`,
+:class:`MemberKicked`, :class:`MemberQuit`, :class:`MemberRenamed` and :class:`MemberNames`;
+``send_text`` says something in a channel. :class:`deskwire.aio.IrcDesks` drives it on a socket.
+
 A request of 128 KiB is about 580 lines. ``drain`` gives them as a list of ``bytes``;
 ``drain_into`` appends them to one ``bytearray``, each ended by CRLF, without an object per line
 (``max_bytes=`` bounds how much one call adds), and ``handle_lines`` reads such a buffer back::
