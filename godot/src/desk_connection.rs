@@ -8,6 +8,7 @@
 use deskwire::irc::{DisconnectReason, SessionEvent};
 use deskwire::oa1::chat::{ChatError, ChatKind, ChatMessage, MembershipEvent};
 use deskwire::oa1::{Config, ConnectionEvent, ConnectionState, LocalError, MultiDesk, MultiOutput};
+use deskwire::reconnect::{Backoff, ReconnectPolicy};
 use godot::classes::notify::NodeNotification;
 use godot::classes::{INode, Node, X509Certificate};
 use godot::global::Error;
@@ -38,9 +39,9 @@ use crate::{on_main_thread, ticks, variant};
 /// channel, through the same pacing.
 ///
 /// The node pumps itself from `_process` while it is in the scene tree (or call [method poll]
-/// yourself, with [member auto_poll] off); every signal is emitted on the main thread. There is
-/// no automatic reconnect: after the link is lost ([member state] `closed`), call
-/// [method connect_to_server] again and every desk joins again.
+/// yourself, with [member auto_poll] off); every signal is emitted on the main thread. A lost
+/// link comes back by itself with [member reconnect]; without it, call
+/// [method connect_to_server] again: every desk joins again either way.
 ///
 /// ```gdscript
 /// var office := DeskConnection.new()
@@ -109,6 +110,27 @@ pub struct DeskConnection {
     /// keys make [method connect_to_server] fail.
     #[export]
     config_overrides: VarDictionary,
+    /// Connect again when the link is lost after [method connect_to_server] (the server closed
+    /// it, the socket failed, the keepalive `PING` found it dead, or it could not be made): the
+    /// core's reconnect policy, [member reconnect_first_ms] doubling up to
+    /// [member reconnect_max_ms], each wait plus up to half of it at random. Every desk joins
+    /// again. Calls in flight when the link dies fail `disconnected` (never resent: they may
+    /// have run), and calls made while it is away fail `closed` at once. [member state] reads
+    /// `reconnecting` between tries. A refused login is not tried again; [method close] stops
+    /// it.
+    #[export]
+    reconnect: bool,
+    /// The first wait before connecting again (ms).
+    #[export]
+    #[init(val = 1000)]
+    reconnect_first_ms: i64,
+    /// The longest wait between tries (ms), before the random share.
+    #[export]
+    #[init(val = 10000)]
+    reconnect_max_ms: i64,
+    /// How many times the connection came back after the link was lost.
+    #[var(no_set)]
+    reconnects: i64,
     /// Pump from `_process`, which runs only while the node is in the scene tree. With
     /// `false`, or outside the tree, call [method poll] yourself (every frame is fine); a
     /// desk's [method DeskRpcClient.poll] pumps its connection too.
@@ -163,6 +185,14 @@ pub struct DeskConnection {
     closing_deadline: Option<u64>,
     /// When [method poll] last ran (ms).
     last_poll_ms: u64,
+    /// With [member reconnect]: the waits between tries.
+    backoff: Option<Backoff>,
+    /// While reconnecting: when the next try is made (ms).
+    reconnect_at: Option<u64>,
+    /// [method close] was called: no reconnect.
+    closing: bool,
+    /// The link is a replacement: its registration counts in `reconnects`.
+    replacement: bool,
     base: Base<Node>,
 }
 
@@ -265,37 +295,27 @@ impl DeskConnection {
             return self.refuse("invalid_config", &message);
         };
         let now = ticks();
-        let mut engine = match MultiDesk::new(config, now, desk_client::seed()) {
-            Ok(engine) => engine,
-            Err(e) => return self.refuse("invalid_config", &e.to_string()),
+        if let Err(e) = MultiDesk::new(config, now, 0) {
+            return self.refuse("invalid_config", &e.to_string());
+        }
+        let backoff = match self.reconnect.then(|| self.reconnect_policy()).transpose() {
+            Ok(policy) => policy.map(|p| Backoff::new(p, desk_client::seed())),
+            Err(e) => return self.refuse("invalid_config", &e),
         };
         let mut actions = Vec::new();
         self.end_link(now, "reconnecting", &mut actions);
         self.deliver(actions);
-        let host = self.server_host.to_string();
-        let socket = match Socket::connect(&host, port, self.tls_settings()) {
-            Ok(socket) => socket,
-            Err(e) => return self.refuse("cant_connect", &e),
+        self.address = Some((self.server_host.to_string(), port));
+        self.backoff = None;
+        self.reconnect_at = None;
+        self.replacement = false;
+        self.reconnects = 0;
+        let mut actions = match self.open_link(now) {
+            Ok(actions) => actions,
+            Err((code, message)) => return self.refuse(code, &message),
         };
-        engine.set_chat(self.chat_enabled);
-        engine.set_membership(self.membership_enabled);
-        let mut actions = Vec::new();
-        for member in &self.desks {
-            // Each was checked when it joined; a channel refused now is said on its desk.
-            let event = match engine.add_desk_with(now, member.config.clone()) {
-                Ok(()) => state_event(engine.channel_state(&member.channel)),
-                Err(e) => {
-                    godot_error!("DeskConnection: the desk in {}: {e}", member.channel);
-                    state_event(Some(ConnectionState::Closed))
-                }
-            };
-            actions.push(Action::Desk(member.desk, event));
-        }
-        self.engine = Some(Box::new(engine));
-        self.socket = Some(socket);
-        self.answered = false;
-        self.address = Some((host, port));
-        self.closing_deadline = None;
+        self.backoff = backoff;
+        self.closing = false;
         self.last_error = GString::new();
         self.last_error_message = GString::new();
         actions.push(Action::State("registering".into()));
@@ -303,8 +323,8 @@ impl DeskConnection {
         Error::OK
     }
 
-    /// Ends the connection: `QUIT` with [param reason]; every desk's calls in flight fail
-    /// `disconnected`. The desks stay on this node and join again at the next
+    /// Ends the connection, and any [member reconnect]: `QUIT` with [param reason]; every
+    /// desk's calls in flight fail `disconnected`. The desks stay on this node and join again at the next
     /// [method connect_to_server].
     #[func]
     fn close(&mut self, #[opt(default = "bye")] reason: GString) {
@@ -312,6 +332,8 @@ impl DeskConnection {
             return;
         }
         let now = ticks();
+        self.closing = true;
+        self.reconnect_at = None;
         let Some(engine) = self.engine.as_mut() else {
             return;
         };
@@ -347,6 +369,22 @@ impl DeskConnection {
                 }
                 self.closing_deadline = None;
             }
+        }
+        if let Some(engine) = &self.engine
+            && engine.state() == ConnectionState::Ready
+        {
+            if std::mem::take(&mut self.replacement) {
+                self.reconnects += 1;
+            }
+            if let Some(backoff) = self.backoff.as_mut() {
+                backoff.reset();
+            }
+        }
+        self.come_back(now, &mut actions);
+        match (&self.engine, self.reconnect_at) {
+            (_, Some(_)) => actions.push(Action::State("reconnecting".into())),
+            (Some(engine), None) => actions.push(Action::State(state_name(engine.state()))),
+            (None, None) => {}
         }
         self.deliver(actions);
     }
@@ -584,6 +622,88 @@ impl DeskConnection {
         shapes::connection_config(&settings, overrides)
     }
 
+    /// A new link to [member server_host]: the engine, every desk added to it, the socket.
+    /// Returns the desks' states; the code and words of why not.
+    fn open_link(&mut self, now: u64) -> Result<Vec<Action>, (&'static str, String)> {
+        let config = self.config().map_err(|e| ("invalid_config", e))?;
+        let mut engine = MultiDesk::new(config, now, desk_client::seed())
+            .map_err(|e| ("invalid_config", e.to_string()))?;
+        let (host, port) = self.address.clone().unwrap_or_default();
+        let socket =
+            Socket::connect(&host, port, self.tls_settings()).map_err(|e| ("cant_connect", e))?;
+        engine.set_chat(self.chat_enabled);
+        engine.set_membership(self.membership_enabled);
+        let mut actions = Vec::new();
+        for member in &self.desks {
+            // Each was checked when it joined; a channel refused now is said on its desk.
+            let event = match engine.add_desk_with(now, member.config.clone()) {
+                Ok(()) => state_event(engine.channel_state(&member.channel)),
+                Err(e) => {
+                    godot_error!("DeskConnection: the desk in {}: {e}", member.channel);
+                    state_event(Some(ConnectionState::Closed))
+                }
+            };
+            actions.push(Action::Desk(member.desk, event));
+        }
+        self.engine = Some(Box::new(engine));
+        self.socket = Some(socket);
+        self.answered = false;
+        self.closing_deadline = None;
+        Ok(actions)
+    }
+
+    /// With [member reconnect]: a link that ended is replaced, once the wait is over.
+    fn come_back(&mut self, now: u64, actions: &mut Vec<Action>) {
+        if self.closing {
+            return;
+        }
+        let Some(backoff) = self.backoff.as_mut() else {
+            return;
+        };
+        let ended = self
+            .engine
+            .as_ref()
+            .is_some_and(|e| e.state() == ConnectionState::Closed);
+        if ended && self.socket.is_none() && self.reconnect_at.is_none() {
+            let delay = backoff.next_delay_ms();
+            godot_warn!("DeskConnection: the link was lost; connecting again in {delay} ms");
+            self.reconnect_at = Some(now + delay);
+        }
+        if self.reconnect_at.is_some_and(|at| now >= at) {
+            self.reconnect_at = None;
+            match self.open_link(now) {
+                Ok(mut more) => {
+                    self.replacement = true;
+                    actions.append(&mut more);
+                }
+                Err(("invalid_config", e)) => {
+                    godot_error!("DeskConnection: cannot connect again: {e}");
+                    self.last_error = "invalid_config".into();
+                    self.last_error_message = e.as_str().into();
+                    self.backoff = None;
+                }
+                Err((_, e)) => {
+                    let delay = self.backoff.as_mut().map_or(0, Backoff::next_delay_ms);
+                    godot_warn!("DeskConnection: {e}; trying again in {delay} ms");
+                    self.reconnect_at = Some(now + delay);
+                }
+            }
+        }
+    }
+
+    /// The reconnect policy the properties say, checked by the core.
+    fn reconnect_policy(&self) -> Result<ReconnectPolicy, String> {
+        let policy = ReconnectPolicy {
+            first_delay_ms: u64::try_from(self.reconnect_first_ms).unwrap_or(0),
+            max_delay_ms: u64::try_from(self.reconnect_max_ms).unwrap_or(0),
+            ..ReconnectPolicy::default()
+        };
+        policy
+            .validate()
+            .map_err(|e| format!("reconnect_first_ms/reconnect_max_ms: {e}"))?;
+        Ok(policy)
+    }
+
     fn tls_settings(&self) -> Option<TlsSettings> {
         self.use_tls.then(|| TlsSettings {
             server_name: if self.tls_server_name.is_empty() {
@@ -670,7 +790,9 @@ impl DeskConnection {
                         reason: DisconnectReason::LoginFailed { message },
                     }) = &event
                     {
+                        // A refused login is the user's to fix: said, and not tried again.
                         godot_warn!("DeskConnection: {message}");
+                        self.backoff = None;
                         self.last_error = "login_failed".into();
                         self.last_error_message = message.as_str().into();
                     }
@@ -684,9 +806,6 @@ impl DeskConnection {
                 MultiOutput::Discovery(_) => {}
                 MultiOutput::Timeout(_) => break,
             }
-        }
-        if let Some(engine) = &self.engine {
-            actions.push(Action::State(state_name(engine.state())));
         }
     }
 
@@ -758,6 +877,7 @@ impl DeskConnection {
         }
         self.engine = None;
         self.closing_deadline = None;
+        self.reconnect_at = None;
     }
 
     /// The node is going away: nothing is emitted on it; each desk's calls fail `closed` and
@@ -782,6 +902,8 @@ impl DeskConnection {
             socket.close_now();
         }
         self.engine = None;
+        self.backoff = None;
+        self.reconnect_at = None;
         for member in std::mem::take(&mut self.desks) {
             if let Ok(mut desk) = Gd::<DeskRpcClient>::try_from_instance_id(member.desk) {
                 desk.bind_mut().connection_gone(why);

@@ -467,3 +467,49 @@ func test_a_wrong_password_is_named_on_the_connection() -> void:
 	check_eq(result.get("error"), "closed", "a call on the closed connection: %s" % [result])
 	conn.queue_free()
 	await tree.process_frame
+
+
+func test_with_reconnect_a_lost_link_comes_back_with_every_desk() -> void:
+	var proxy: Node = preload("res://tests/tcp_proxy.gd").new()
+	tree.root.add_child(proxy)
+	check_eq(proxy.open(irc_address()), OK, "the proxy listens")
+	var channels := office_channels()
+	var conn := DeskConnection.new()
+	conn.server_host = "127.0.0.1"
+	conn.server_port = proxy.port
+	conn.nick = "goffice8"
+	conn.reconnect = true
+	conn.reconnect_first_ms = 200
+	conn.reconnect_max_ms = 1000
+	var states: Array = []
+	conn.connection_state_changed.connect(func(s): states.append(s))
+	tree.root.add_child(conn)
+	var desks := [desk_on(conn, channels[7]), desk_on(conn, channels[8])]
+	check_eq(conn.connect_to_server(), OK, "connect through the proxy")
+	if not await all_ready(desks, 30.0):
+		conn.queue_free()
+		proxy.queue_free()
+		return
+	var slow: RemoteCall = desks[0].remote_bash("sleep 20; echo never", 60)
+	await wait_until(func(): return desks[0].stats.oa1.frames_out > 0, 5.0)
+	proxy.cut()
+	var lost := await finish(slow, 10.0)
+	check_eq(lost.get("error"), "disconnected", "the call in flight fails disconnected: %s" % [lost])
+	check(await wait_until(func(): return conn.reconnects == 1, 20.0), "the connection came back (reconnects %d, states %s)" % [conn.reconnects, states])
+	check("reconnecting" in states, "state went reconnecting: %s" % [states])
+	if not await all_ready(desks, 30.0):
+		conn.queue_free()
+		proxy.queue_free()
+		return
+	for i in desks.size():
+		var result := await finish(desks[i].remote_bash("echo back %d" % i), 20.0)
+		check_eq(result.get("text"), "back %d\n" % i, "desk %d answered after the reconnect: %s" % [i, result])
+	check_eq(proxy.connections(), 1, "one connection through the proxy: the replacement, for both desks")
+	conn.close()
+	check_eq(conn.state, "closed", "closed")
+	await tree.create_timer(1.5).timeout
+	check_eq(conn.state, "closed", "close() is not undone by reconnect")
+	check_eq(conn.reconnects, 1, "no more reconnects")
+	conn.queue_free()
+	proxy.queue_free()
+	await tree.process_frame
