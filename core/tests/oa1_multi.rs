@@ -670,3 +670,35 @@ fn membership_waiting_for_the_host_is_bounded() {
         r##"{"kind":"joined","channel":"#a","nick":"j2999"}"##
     );
 }
+
+#[test]
+fn a_desk_removed_and_added_again_at_once_finds_its_remote() {
+    // The PART of the old desk and the JOIN of the new one cross on the wire: the server's
+    // `PART` echo must not empty the new desk's member list, which its JOIN's NAMES filled.
+    let (mut net, mut desks, mut remote, d, r) = pair(&["#a", "#b"], Pacing::UNLIMITED);
+    assert!(desks.remove_desk(10, "#b"));
+    desks.add_desk(10, "#b", "rexd").unwrap();
+    let id = desks.request(10, "#b", "uptime", None).unwrap();
+    let mut answer = None;
+    for now in 10..30 {
+        for (channel, event) in step(&mut desks, &mut net, d, now).1 {
+            if let ConnectionEvent::Oa1(Event::Response { id: got, text, .. }) = event {
+                assert_eq!(
+                    (got.as_str(), channel.as_deref()),
+                    (id.as_str(), Some("#b"))
+                );
+                answer = Some(text);
+            }
+        }
+        let (_, events, _) = step(&mut remote, &mut net, r, now);
+        answer_all(&mut remote, &events, now, |p| p.to_owned());
+        step(&mut remote, &mut net, r, now);
+    }
+    assert_eq!(
+        desks.channel_state("#b"),
+        Some(ConnectionState::Ready),
+        "{:?}",
+        desks.waiting_for("#b")
+    );
+    assert_eq!(answer.as_deref(), Some("#b: uptime"));
+}

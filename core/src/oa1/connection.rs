@@ -653,7 +653,13 @@ pub(super) struct Connection<E> {
     pub(super) discovery: Option<Discovery>,
     /// Channel chat and membership, when the host asked for either.
     pub(super) chat: Option<ChatInbox>,
+    /// Channels removed while we were in them, whose `PART` the server has not echoed yet: that
+    /// echo is the old channel's, not a channel of the same name added since.
+    parting: VecDeque<String>,
 }
+
+/// The most removed channels whose `PART` echo is awaited (beyond, the oldest is forgotten).
+const MAX_PARTING: usize = 64;
 
 fn with_crlf(line: String) -> Vec<u8> {
     let mut bytes = line.into_bytes();
@@ -733,6 +739,7 @@ impl<E: Endpoint> Connection<E> {
             watch_accounts: needs_accounts,
             discovery: None,
             chat: None,
+            parting: VecDeque::new(),
         };
         if !first.is_empty() {
             let oa1 = connection.template.clone();
@@ -790,9 +797,12 @@ impl<E: Endpoint> Connection<E> {
             return false;
         };
         let mut channel = self.channels.remove(index);
-        if channel.in_channel {
-            // Fails only when the session has ended or not registered: no PART is needed then.
-            let _ = self.session.part(&channel.name);
+        // Fails only when the session has ended or not registered: no PART is needed then.
+        if channel.in_channel && self.session.part(&channel.name).is_ok() {
+            if self.parting.len() >= MAX_PARTING {
+                self.parting.pop_front();
+            }
+            self.parting.push_back(channel.name.clone());
         }
         channel.endpoint.end(now, why);
         while let Output::Event(event) = channel.endpoint.poll_output(now) {
@@ -1307,6 +1317,11 @@ impl<E: Endpoint> Connection<E> {
                 by,
                 reason,
             } => {
+                if self.forget_parting(channel) {
+                    // Kicked before our PART reached the server (which then has no PART to
+                    // echo): the removed channel's membership, not a new one's.
+                    return;
+                }
                 let Some(ours) = self.channel_mut(channel) else {
                     return;
                 };
@@ -1319,12 +1334,18 @@ impl<E: Endpoint> Connection<E> {
                 ours.left_channel(now, rejoin_delay_ms);
             }
             SessionEvent::Parted { channel } => {
+                if self.forget_parting(channel) {
+                    // The removed channel's PART: a channel added since under that name has
+                    // joined (or is joining) again, and keeps what its JOIN brought.
+                    return;
+                }
                 if let Some(ours) = self.channel_mut(channel) {
                     ours.left_channel(now, rejoin_delay_ms);
                 }
             }
             SessionEvent::Disconnected { reason } => {
                 self.closed = true;
+                self.parting.clear();
                 for channel in &mut self.channels {
                     channel.in_channel = false;
                     channel.rejoin_at = None;
@@ -1334,6 +1355,18 @@ impl<E: Endpoint> Connection<E> {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Whether `channel` was removed with its `PART` unanswered; forgets it if so.
+    fn forget_parting(&mut self, channel: &str) -> bool {
+        let casemap = self.session.identity().casemapping();
+        match self.parting.iter().position(|c| casemap.eq(c, channel)) {
+            Some(at) => {
+                self.parting.remove(at);
+                true
+            }
+            None => false,
         }
     }
 
