@@ -10,6 +10,12 @@ import __future__
 import os
 import sys
 import types
+import warnings
+
+# A stub pdoc cannot read (or whose kinds differ from the module's) fails the build, instead of
+# leaving its types out of the pages.
+warnings.filterwarnings("error", message="Error parsing type stubs")
+warnings.filterwarnings("error", message="Error processing type stub")
 
 if os.environ.get("PDOC_PATH"):
     # After the interpreter's own site-packages, which hold the deskwire to document.
