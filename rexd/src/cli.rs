@@ -19,9 +19,11 @@ pub const LONG_VERSION: &str = concat!(
 );
 
 /// Answers `PROGRAM --generate-completions SHELL` (bash, zsh, fish, elvish, powershell) and
-/// `PROGRAM --generate-man` on stdout, before clap parses anything, so neither appears in the
-/// program's help, its completions or its man page (they are for packaging, not for users).
-/// Returns `None` for any other command line, which the program then parses as usual.
+/// `PROGRAM --generate-man` on stdout, and `PROGRAM --generate-man DIR` (the program's page and
+/// one per subcommand, `rex-exec.1`, `rex-target-add.1`, ..., which `rex.1` names, written into
+/// DIR), before clap parses anything, so none appears in the program's help, its completions or
+/// its man page (they are for packaging, not for users). Returns `None` for any other command
+/// line, which the program then parses as usual.
 pub fn generate(command: impl FnOnce() -> clap::Command) -> Option<ExitCode> {
     let args: Vec<String> = std::env::args_os()
         .skip(1)
@@ -45,6 +47,13 @@ pub fn generate(command: impl FnOnce() -> clap::Command) -> Option<ExitCode> {
                 eprintln!("cannot render the man page: {e}");
                 return Some(ExitCode::FAILURE);
             }
+        }
+        ["--generate-man", dir] => {
+            if let Err(e) = clap_mangen::generate_to(command(), dir) {
+                eprintln!("cannot write the man pages into {dir}: {e}");
+                return Some(ExitCode::FAILURE);
+            }
+            return Some(ExitCode::SUCCESS);
         }
         _ => return None,
     }

@@ -81,6 +81,49 @@ fn man_pages_have_a_name_section_and_the_subcommands() {
 }
 
 #[test]
+fn every_page_a_man_page_names_is_written_too() {
+    let dir = tempfile::tempdir().unwrap();
+    for program in [REX, REXD] {
+        run(program, &["--generate-man", dir.path().to_str().unwrap()]);
+    }
+    let mut pages: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pages.sort();
+    for page in [
+        "rex.1",
+        "rexd.1",
+        "rex-exec.1",
+        "rex-target.1",
+        "rex-target-add.1",
+    ] {
+        assert!(pages.iter().any(|p| p == page), "no {page} in {pages:?}");
+    }
+    // Each `name(1)` a page refers to is a page here: `man rex-exec` finds what `rex.1` names.
+    for page in &pages {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(text.contains(".SH NAME"), "{page}");
+        for named in text
+            .split("(1)")
+            .filter_map(|before| before.rsplit([' ', '\n']).next())
+        {
+            let named = named.replace("\\-", "-").replace("\\fB", "");
+            if named.starts_with("rex") {
+                assert!(
+                    pages.contains(&format!("{named}.1")),
+                    "{page} names {named}(1), which is not written"
+                );
+            }
+        }
+    }
+    // The main page is the same one `--generate-man` prints.
+    let printed = run(REX, &["--generate-man"]);
+    let written = std::fs::read_to_string(dir.path().join("rex.1")).unwrap();
+    assert!(written.contains("rex\\-exec(1)") && printed.contains("rex\\-exec(1)"));
+}
+
+#[test]
 fn an_unknown_shell_is_a_usage_error() {
     let out = Command::new(REX)
         .args(["--generate-completions", "tcsh"])

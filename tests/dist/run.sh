@@ -133,7 +133,7 @@ for d in "$rexd_x64" "$rexd_arm"; do
   for f in rexd rex LICENSE-MIT LICENSE-APACHE THIRD-PARTY-LICENSES.txt systemd/rexd.service \
     systemd/rexd-listen.service systemd/default-rexd systemd/default-rexd-listen systemd/rexd.toml \
     complete/rex.bash complete/rexd.bash complete/_rex complete/_rexd complete/rex.fish \
-    complete/rexd.fish man/rex.1 man/rexd.1; do
+    complete/rexd.fish man/rex.1 man/rexd.1 man/rex-exec.1 man/rex-target-add.1; do
     [ -f "$d/$f" ] || { echo "$(basename "$d").tar.gz has no $f" >&2; exit 1; }
   done
 done
@@ -145,7 +145,11 @@ for bin in rex rexd; do
 done
 MANWIDTH=100 man -l "$rexd_x64/man/rex.1" >"$work/man-rex" 2>/dev/null
 grep -Eq 'rex +exec' "$work/man-rex"
-ok "the tarballs carry the binaries, complete/ (bash, zsh, fish) and man/; rex.bash loads, rex.1 renders"
+# Every page a page names (rex.1 names rex-exec(1), ...) is in man/ too.
+for named in $(cat "$rexd_x64"/man/*.1 | grep -o 'rex[a-z\\-]*(1)' | sed 's/\\-/-/g; s/(1)//' | sort -u); do
+  [ -f "$rexd_x64/man/$named.1" ] || { echo "man/ has no $named.1, which a page names" >&2; exit 1; }
+done
+ok "the tarballs carry the binaries, complete/ (bash, zsh, fish) and man/ (a page per subcommand); rex.bash loads, rex.1 renders"
 empty=$work/empty-root
 mkdir -p "$empty/data"
 cp "$rexd_x64/rexd" "$empty/rexd"
@@ -207,6 +211,10 @@ else
   MANWIDTH=100 man -l "$deb_root/usr/share/man/man1/rex.1.gz" >"$work/deb-man-rex" 2>/dev/null
 fi
 grep -Eq 'rex +exec' "$work/deb-man-rex"
+for page in "$rexd_x64"/man/*.1; do
+  chroot "$deb_root" test -s "/usr/share/man/man1/$(basename "$page").gz" ||
+    { echo "the .deb installed no man page $(basename "$page")" >&2; exit 1; }
+done
 # Both units, the system users they run as (made by the postinst), and their sandboxes:
 # systemd-analyze's exposure score must stay under 3 (before they were hardened, rexd.service
 # scored 8.4 EXPOSED); the tarballs carry the same files. --threshold counts on the 0-100 scale

@@ -114,16 +114,24 @@ const SYSTEMD_FILES: [(&str, &str); 6] = [
     ("etc-README", "README"),
 ];
 
-/// What rexd and rex say about themselves, from their clap definitions: `--help`, and what
-/// their hidden `--generate-completions SHELL` and `--generate-man` print (src/cli.rs).
+/// What rexd and rex say about themselves, from their clap definitions: `--help`, what their
+/// hidden `--generate-completions SHELL` prints, and the man pages `--generate-man DIR` writes
+/// (src/cli.rs).
 struct CliFiles {
-    /// (program, --help, bash, zsh, fish, man page)
-    programs: Vec<[String; 6]>,
+    /// (program, --help, bash, zsh, fish)
+    programs: Vec<[String; 5]>,
+    /// (file name, page): `rex.1`, `rexd.1`, and one per subcommand (`rex-exec.1`, ...).
+    man_pages: Vec<(String, String)>,
 }
 
 impl CliFiles {
     fn generate(dist: &Dist, built: &Path) -> Result<CliFiles> {
         let mut programs = Vec::new();
+        let man_dir = built.join("man-pages");
+        if man_dir.exists() {
+            std::fs::remove_dir_all(&man_dir)?;
+        }
+        std::fs::create_dir_all(&man_dir)?;
         for bin in ["rexd", "rex"] {
             let run = |args: &[&str]| cmd::output(dist.tools.cmd(built.join(bin)).args(args));
             programs.push([
@@ -132,40 +140,66 @@ impl CliFiles {
                 run(&["--generate-completions", "bash"])?,
                 run(&["--generate-completions", "zsh"])?,
                 run(&["--generate-completions", "fish"])?,
-                run(&["--generate-man"])?,
             ]);
+            run(&["--generate-man", &man_dir.to_string_lossy()])?;
         }
-        Ok(CliFiles { programs })
+        let mut man_pages = Vec::new();
+        for entry in std::fs::read_dir(&man_dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            man_pages.push((name, std::fs::read_to_string(entry.path())?));
+        }
+        man_pages.sort();
+        // The .deb takes each page by the name rexd/Cargo.toml gives it: one it does not name
+        // would be left out of the package without a word.
+        let manifest = std::fs::read_to_string(dist.root.join("rexd/Cargo.toml"))?;
+        for (name, _) in &man_pages {
+            let asset = format!("\"target/release/deb/man/{name}.gz\"");
+            if !manifest.contains(&asset) {
+                bail!(
+                    "rexd/Cargo.toml's [package.metadata.deb] assets lack {asset} (a new subcommand's man page)"
+                );
+            }
+        }
+        Ok(CliFiles {
+            programs,
+            man_pages,
+        })
     }
 
     /// complete/NAME.bash, complete/_NAME, complete/NAME.fish and man/NAME.1.
     fn write_tarball(&self, stage: &Path) -> Result<()> {
         std::fs::create_dir_all(stage.join("complete"))?;
         std::fs::create_dir_all(stage.join("man"))?;
-        for [bin, _help, bash, zsh, fish, man] in &self.programs {
+        for [bin, _help, bash, zsh, fish] in &self.programs {
             std::fs::write(stage.join(format!("complete/{bin}.bash")), bash)?;
             std::fs::write(stage.join(format!("complete/_{bin}")), zsh)?;
             std::fs::write(stage.join(format!("complete/{bin}.fish")), fish)?;
-            std::fs::write(stage.join(format!("man/{bin}.1")), man)?;
+        }
+        for (name, page) in &self.man_pages {
+            std::fs::write(stage.join("man").join(name), page)?;
         }
         Ok(())
     }
 
     /// The .deb's assets in `target/<triple>/<profile>/deb` (rexd/Cargo.toml names where each
-    /// is installed): NAME-help.txt, completions/{NAME,_NAME,NAME.fish} and NAME.1.gz
+    /// is installed): NAME-help.txt, completions/{NAME,_NAME,NAME.fish} and man/PAGE.1.gz
     /// (`gzip -9n`, as Debian wants: no name or time in the header).
     fn write_deb(&self, extra: &Path) -> Result<()> {
         std::fs::create_dir_all(extra.join("completions"))?;
-        for [bin, help, bash, zsh, fish, man] in &self.programs {
+        std::fs::create_dir_all(extra.join("man"))?;
+        for [bin, help, bash, zsh, fish] in &self.programs {
             std::fs::write(extra.join(format!("{bin}-help.txt")), help)?;
             std::fs::write(extra.join(format!("completions/{bin}")), bash)?;
             std::fs::write(extra.join(format!("completions/_{bin}")), zsh)?;
             std::fs::write(extra.join(format!("completions/{bin}.fish")), fish)?;
+        }
+        for (name, page) in &self.man_pages {
             let mut gz = flate2::GzBuilder::new()
                 .mtime(0)
                 .write(Vec::new(), flate2::Compression::best());
-            gz.write_all(man.as_bytes())?;
-            std::fs::write(extra.join(format!("{bin}.1.gz")), gz.finish()?)?;
+            gz.write_all(page.as_bytes())?;
+            std::fs::write(extra.join("man").join(format!("{name}.gz")), gz.finish()?)?;
         }
         Ok(())
     }
