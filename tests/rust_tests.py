@@ -40,7 +40,11 @@ def test_binaries():
         if not m.get("executable"):
             continue
         target = m["target"]
-        name = f"{m['package_id'].split('#')[-1]} {target['kind'][0]} {target['name']}"
+        # `path+file:///work/rexd#0.1.0`, or `...#deskwire-integration@0.1.0` when the
+        # directory is not the package's name.
+        url, _, fragment = m["package_id"].partition("#")
+        package = fragment.split("@")[0] if "@" in fragment else url.rstrip("/").rsplit("/", 1)[-1]
+        name = f"{package} {target['kind'][0]} {target['name']}"
         found.append((name, m["executable"], os.path.dirname(m["manifest_path"])))
     return found
 

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::boundary::{
     self, Error, Handle, Result, as_handle, dw_output, dw_output_kind, dw_status, dw_str,
 };
-use crate::oa1::{invalid_config, oa1_event_json, refused};
+use crate::oa1::{invalid_config, oa1_event_json, refused, write_tool_result};
 
 /// The state behind a `dw_multi_desk`: the engine, and the last OA1 event it gave out (whose
 /// bulk text the last output views, and which `_tool_result` reads).
@@ -398,41 +398,7 @@ pub unsafe extern "C" fn dw_multi_desk_tool_result(
     result: *mut dw_str,
 ) -> dw_status {
     boundary::with(desk, |h| {
-        let id_out = boundary::out_ptr(id, "id")?;
-        let result_out = boundary::out_ptr(result, "result")?;
-        let (call, text) = match &h.engine.last {
-            Some(Event::Response { id, text, .. }) => (id.as_str(), text.as_str()),
-            Some(Event::Failed { id, failure }) => {
-                let json = remote_bash::failure_json(failure);
-                h.view.clear();
-                h.view.extend_from_slice(json.as_bytes());
-                h.view.push(0);
-                (
-                    id.as_str(),
-                    std::str::from_utf8(&h.view[..json.len()]).expect("JSON is UTF-8"),
-                )
-            }
-            _ => {
-                return Err(Error::refused_text(
-                    "the last output was not a response or a failure",
-                ));
-            }
-        };
-        boundary::write(
-            id_out,
-            dw_str {
-                ptr: call.as_ptr().cast(),
-                len: call.len(),
-            },
-        );
-        boundary::write(
-            result_out,
-            dw_str {
-                ptr: text.as_ptr().cast(),
-                len: text.len(),
-            },
-        );
-        Ok(())
+        write_tool_result(h.engine.last.as_ref(), &mut h.view, id, result)
     })
 }
 

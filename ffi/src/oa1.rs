@@ -28,6 +28,53 @@ fn timeout(timeout_ms: u64) -> Option<u64> {
 
 /// The state behind every OA1 handle: the engine and the last OA1 event it gave out, whose
 /// text the last output views and which `_tool_result` reads.
+/// Writes the `RemoteBash` tool result of `last` (an OA1 response or failure) to the C caller:
+/// the call's id and the text for the model. A response's text is viewed where the event keeps
+/// it (no copy); a failure's object is written to `view`. Views carry no NUL: `len` bounds them.
+/// Shared by `dw_desk_tool_result` and `dw_multi_desk_tool_result`.
+pub(crate) fn write_tool_result(
+    last: Option<&Event>,
+    view: &mut Vec<u8>,
+    id: *mut dw_str,
+    result: *mut dw_str,
+) -> Result<()> {
+    let id_out = boundary::out_ptr(id, "id")?;
+    let result_out = boundary::out_ptr(result, "result")?;
+    let (call, text) = match last {
+        Some(Event::Response { id, text, .. }) => (id.as_str(), text.as_str()),
+        Some(Event::Failed { id, failure }) => {
+            let json = remote_bash::failure_json(failure);
+            view.clear();
+            view.extend_from_slice(json.as_bytes());
+            view.push(0);
+            (
+                id.as_str(),
+                std::str::from_utf8(&view[..json.len()]).expect("JSON is UTF-8"),
+            )
+        }
+        _ => {
+            return Err(Error::refused_text(
+                "the last output was not a response or a failure",
+            ));
+        }
+    };
+    boundary::write(
+        id_out,
+        dw_str {
+            ptr: call.as_ptr().cast(),
+            len: call.len(),
+        },
+    );
+    boundary::write(
+        result_out,
+        dw_str {
+            ptr: text.as_ptr().cast(),
+            len: text.len(),
+        },
+    );
+    Ok(())
+}
+
 pub(crate) struct Oa1<E> {
     engine: E,
     last: Option<Event>,
@@ -345,43 +392,7 @@ mod verb {
         result: *mut dw_str,
     ) -> dw_status {
         boundary::with(ptr, |h| {
-            let id_out = boundary::out_ptr(id, "id")?;
-            let result_out = boundary::out_ptr(result, "result")?;
-            let (call, text) = match &h.engine.last {
-                Some(Event::Response { id, text, .. }) => (id.as_str(), text.as_str()),
-                Some(Event::Failed { id, failure }) => {
-                    let json = remote_bash::failure_json(failure);
-                    h.view.clear();
-                    h.view.extend_from_slice(json.as_bytes());
-                    h.view.push(0);
-                    (
-                        id.as_str(),
-                        std::str::from_utf8(&h.view[..json.len()]).expect("JSON is UTF-8"),
-                    )
-                }
-                _ => {
-                    return Err(Error::refused_text(
-                        "the last output was not a response or a failure",
-                    ));
-                }
-            };
-            // Views without a NUL: `len` bounds them (the id and the text are not C strings
-            // here).
-            boundary::write(
-                id_out,
-                dw_str {
-                    ptr: call.as_ptr().cast(),
-                    len: call.len(),
-                },
-            );
-            boundary::write(
-                result_out,
-                dw_str {
-                    ptr: text.as_ptr().cast(),
-                    len: text.len(),
-                },
-            );
-            Ok(())
+            super::write_tool_result(h.engine.last.as_ref(), &mut h.view, id, result)
         })
     }
 

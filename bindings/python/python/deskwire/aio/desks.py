@@ -12,6 +12,7 @@ import time
 from typing import (
     Any,
     AsyncIterator,
+    Awaitable,
     Callable,
     Deque,
     Dict,
@@ -34,8 +35,8 @@ from .._errors import (
 )
 from .irc import (
     Reconnect,
+    _DeskConnection,
     _engine_options,
-    _IrcConnection,
     _oa1_options,
     _open,
     _session_options,
@@ -62,7 +63,7 @@ _CHAT_TYPES = (
 )
 
 
-class IrcDesks(_IrcConnection):
+class IrcDesks(_DeskConnection):
     """Many desks on one IRC connection, one per channel: a VR office with a desk per NPC needs
     one connection, not one per NPC. Each desk has its own remote (the nick it takes answers
     from), request ids, timeouts and counters; desks are added and removed while the
@@ -81,6 +82,8 @@ class IrcDesks(_IrcConnection):
     that are not OA1 (and who joins, parts, quits, is kicked or changes nick), and
     :meth:`send_text` says something in a channel."""
 
+    _closed_text = "the connection is closed"
+
     def __init__(
         self,
         engine: oa1.MultiDesk,
@@ -89,7 +92,6 @@ class IrcDesks(_IrcConnection):
         chat: bool = False,
     ) -> None:
         loop = asyncio.get_running_loop()
-        self._waiting: Dict[str, asyncio.Future[Union[oa1.Response, oa1.Failed]]] = {}
         # What each desk was added with, to add it again on a new connection.
         self._desks: Dict[str, Tuple[str, Dict[str, Any]]] = {}
         self._refused: Dict[str, irc.JoinFailed] = {}
@@ -202,11 +204,7 @@ class IrcDesks(_IrcConnection):
             return
         inner = event.event
         if isinstance(inner, (oa1.Response, oa1.Failed)):
-            # The engine fails every request the link or a removed desk dooms, each with its
-            # reason: nothing is failed here.
-            future = self._waiting.pop(inner.id, None)
-            if future is not None and not future.done():
-                future.set_result(inner)
+            self._settle(inner)
             return
         if isinstance(inner, irc.JoinFailed) and (event.channel or inner.channel) in self._desks:
             # Raised by whoever waits for that desk (the engine tries the join again later).
@@ -229,11 +227,6 @@ class IrcDesks(_IrcConnection):
         self._changed = asyncio.get_running_loop().create_future()
 
     def _end(self) -> None:
-        # Only what the engine could not fail itself (the pump stopped on an error).
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_exception(DisconnectedError("disconnected", "the IRC connection closed"))
-        self._waiting.clear()
         super()._end()
         self._notify()
         self._inbox_wake.set()  # a chat iterator ends with the connection
@@ -417,7 +410,7 @@ class IrcDesks(_IrcConnection):
         while its request is in flight :class:`deskwire.DisconnectedError`."""
         timeout = _seconds(timeout)
         timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
-        return await self._call(
+        return await self._call_in(
             channel, lambda now: self._engine.request(now, channel, payload, timeout_ms)
         )
 
@@ -426,7 +419,7 @@ class IrcDesks(_IrcConnection):
         returns its combined output; ``timeout`` in seconds, starting when the request can
         leave. Raises as :meth:`request`."""
         timeout = _seconds(timeout)
-        return await self._call(
+        return await self._call_in(
             channel, lambda now: self._engine.remote_bash(now, channel, command, timeout)
         )
 
@@ -441,7 +434,7 @@ class IrcDesks(_IrcConnection):
         call_id = str(call.get("id", ""))
         args = call.get("args", {})
         try:
-            output = await self._call(
+            output = await self._call_in(
                 channel, lambda now: self._engine.remote_bash_call(now, channel, args)
             )
         except (LocalError, RemoteError) as e:
@@ -450,31 +443,11 @@ class IrcDesks(_IrcConnection):
             return tools.result(call_id, oa1.remote_bash_failure(e.code, e.message), is_error=True)
         return tools.result(call_id, output)
 
-    async def _call(self, channel: str, start: Callable[[int], str]) -> str:
-        """Starts a request with ``start(now_ms)`` (which returns its id) and waits for its
-        outcome: the text, or the exception the core's typed failure names."""
-        if self._ended.done():
-            raise ClosedError("closed", "the connection is closed")
-        if self._reconnecting() and (not self._ready.done() or _session_over(self._engine)):
-            await self.wait_ready(self._ready_timeout)
-        if self._ended.done():
-            raise ClosedError("closed", "the connection is closed")
-        request_id = start(now_ms())
-        future: asyncio.Future[Union[oa1.Response, oa1.Failed]]
-        future = asyncio.get_running_loop().create_future()
-        self._waiting[request_id] = future
-        self._pump.kick()
-        try:
-            outcome = await future
-        except asyncio.CancelledError:
-            if self._waiting.pop(request_id, None) is not None:
-                with contextlib.suppress(LocalError):
-                    self._engine.cancel(now_ms(), channel, request_id, "cancelled")
-                self._pump.kick()
-            raise
-        if isinstance(outcome, oa1.Failed):
-            raise outcome.exception()
-        return outcome.text
+    def _call_in(self, channel: str, start: Callable[[int], str]) -> Awaitable[str]:
+        """A request in ``channel``, a cancelled wait cancelling it there."""
+        return self._call(
+            start, lambda now, request_id: self._engine.cancel(now, channel, request_id, "cancelled")
+        )
 
     # Chat.
 

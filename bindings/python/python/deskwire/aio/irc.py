@@ -361,14 +361,69 @@ class _IrcConnection:
         await self.close()
 
 
-class IrcDesk(_IrcConnection):
+class _DeskConnection(_IrcConnection):
+    """What :class:`IrcDesk` and :class:`IrcDesks` share: requests waiting for their outcome,
+    by id, each settled by the engine's answer or failure."""
+
+    #: What a call after the end raises.
+    _closed_text = "the desk is closed"
+
+    def __init__(self, engine: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._waiting: Dict[str, asyncio.Future[Union[oa1.Response, oa1.Failed]]] = {}
+        super().__init__(engine, reader, writer)
+
+    def _settle(self, outcome: Union[oa1.Response, oa1.Failed]) -> None:
+        # The engine fails every request the link dooms (disconnected, kicked, peer_left,
+        # join_failed, not_ready, a removed desk), each with its reason: nothing is failed here.
+        future = self._waiting.pop(outcome.id, None)
+        if future is not None and not future.done():
+            future.set_result(outcome)
+
+    def _end(self) -> None:
+        # Only what the engine could not fail itself (the pump stopped on an error).
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(DisconnectedError("disconnected", "the IRC connection closed"))
+        self._waiting.clear()
+        super()._end()
+
+    async def _call(self, start: Callable[[int], str], cancel: Callable[[int, str], None]) -> str:
+        """Starts a request with ``start(now_ms)`` (which returns its id) and waits for its
+        outcome: the text, or the exception the core's typed failure names. A cancelled wait
+        sends ``CANCEL`` through ``cancel(now_ms, id)``."""
+        if self._ended.done():
+            raise ClosedError("closed", self._closed_text)
+        if self._reconnecting() and (not self._ready.done() or _session_over(self._engine)):
+            # Reconnecting: the engine of the next connection takes the request; wait for it
+            # as long as a request may wait for readiness.
+            await self.wait_ready(self._ready_timeout)
+        if self._ended.done():
+            raise ClosedError("closed", self._closed_text)
+        request_id = start(now_ms())
+        future: asyncio.Future[Union[oa1.Response, oa1.Failed]]
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        self._pump.kick()
+        try:
+            outcome = await future
+        except asyncio.CancelledError:
+            if self._waiting.pop(request_id, None) is not None:
+                with contextlib.suppress(LocalError):
+                    cancel(now_ms(), request_id)
+                self._pump.kick()
+            raise
+        if isinstance(outcome, oa1.Failed):
+            raise outcome.exception()
+        return outcome.text
+
+
+class IrcDesk(_DeskConnection):
     """The desk end of OA1 on a real IRC server. Make one with :meth:`connect`; it sends only
     while its remote is in the channel, and takes answers from that remote only."""
 
     def __init__(
         self, engine: oa1.Desk, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        self._waiting: Dict[str, asyncio.Future[Union[oa1.Response, oa1.Failed]]] = {}
         super().__init__(engine, reader, writer)
 
     @classmethod
@@ -473,21 +528,9 @@ class IrcDesk(_IrcConnection):
 
     def _event(self, event: Any) -> None:
         if isinstance(event, (oa1.Response, oa1.Failed)):
-            # The engine fails every request the link dooms (disconnected, kicked, peer_left,
-            # join_failed, not_ready), each with its reason: nothing is failed here.
-            future = self._waiting.pop(event.id, None)
-            if future is not None and not future.done():
-                future.set_result(event)
+            self._settle(event)
             return
         super()._event(event)
-
-    def _end(self) -> None:
-        # Only what the engine could not fail itself (the pump stopped on an error).
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_exception(DisconnectedError("disconnected", "the IRC connection closed"))
-        self._waiting.clear()
-        super()._end()
 
     def waiting_for(self) -> Optional[str]:
         """What requests wait for before they can leave, in words (``remote `rexd` in #desk;
@@ -530,7 +573,9 @@ class IrcDesk(_IrcConnection):
         task sends ``CANCEL``."""
         timeout = _seconds(timeout)
         timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
-        return await self._call(lambda now: self._engine.request(now, payload, timeout_ms))
+        return await self._call(
+            lambda now: self._engine.request(now, payload, timeout_ms), self._cancel
+        )
 
     async def remote_bash(self, command: str, timeout: Optional[float] = 30) -> str:
         """Runs ``command`` through ``RemoteBash`` on the remote and returns its combined
@@ -538,35 +583,12 @@ class IrcDesk(_IrcConnection):
         ``timeout_sec`` (:func:`deskwire.oa1.remote_bash_args`) and :meth:`request`'s; it
         starts when the request can leave. Raises as :meth:`request`."""
         timeout = _seconds(timeout)
-        return await self._call(lambda now: self._engine.remote_bash(now, command, timeout))
+        return await self._call(
+            lambda now: self._engine.remote_bash(now, command, timeout), self._cancel
+        )
 
-    async def _call(self, start: Callable[[int], str]) -> str:
-        """Starts a request with ``start(now_ms)`` (which returns its id) and waits for its
-        outcome: the text, or the exception the core's typed failure names."""
-        if self._ended.done():
-            raise ClosedError("closed", "the desk is closed")
-        if self._reconnecting() and (not self._ready.done() or _session_over(self._engine)):
-            # Reconnecting: the engine of the next connection takes the request; wait for it
-            # as long as a request may wait for readiness.
-            await self.wait_ready(self._ready_timeout)
-        if self._ended.done():
-            raise ClosedError("closed", "the desk is closed")
-        request_id = start(now_ms())
-        future: asyncio.Future[Union[oa1.Response, oa1.Failed]]
-        future = asyncio.get_running_loop().create_future()
-        self._waiting[request_id] = future
-        self._pump.kick()
-        try:
-            outcome = await future
-        except asyncio.CancelledError:
-            if self._waiting.pop(request_id, None) is not None:
-                with contextlib.suppress(LocalError):
-                    self._engine.cancel(now_ms(), request_id, "cancelled")
-                self._pump.kick()
-            raise
-        if isinstance(outcome, oa1.Failed):
-            raise outcome.exception()
-        return outcome.text
+    def _cancel(self, now: int, request_id: str) -> None:
+        self._engine.cancel(now, request_id, "cancelled")
 
     async def run_tool(self, call: Dict[str, Any]) -> Dict[str, Any]:
         """Runs a model's ``RemoteBash`` call (``{"id", "name", "args"}``, an item of
@@ -581,7 +603,9 @@ class IrcDesk(_IrcConnection):
         call_id = str(call.get("id", ""))
         args = call.get("args", {})
         try:
-            output = await self._call(lambda now: self._engine.remote_bash_call(now, args))
+            output = await self._call(
+                lambda now: self._engine.remote_bash_call(now, args), self._cancel
+            )
         except (LocalError, RemoteError) as e:
             if isinstance(e, LocalError) and e.code != "invalid_arguments":
                 raise  # misuse of the desk itself (closed), not the model's arguments
