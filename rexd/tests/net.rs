@@ -189,7 +189,7 @@ fn bad_requests_get_http_answers_and_nothing_more() {
         assert_eq!((r.status, r.body.as_str()), (401, ""), "{token:?}");
     }
     // The operator's log says who, when and what, for fail2ban and the like (never the token).
-    d.wait_for_log("no bearer token, or a wrong one (POST /rpc)");
+    d.wait_for_log_lines("no bearer token, or a wrong one (POST /rpc)", 2);
     let refused: Vec<String> = d
         .stderr()
         .lines()

@@ -168,11 +168,17 @@ impl Daemon {
 
     /// Waits until rexd's stderr holds `text` (or fails after 15 s).
     pub fn wait_for_log(&self, text: &str) {
+        self.wait_for_log_lines(text, 1);
+    }
+
+    /// Waits until `count` lines of rexd's stderr hold `text` (or fails after 15 s). rexd writes
+    /// a refusal's log line after the answer has gone, so a client can see its answer first.
+    pub fn wait_for_log_lines(&self, text: &str, count: usize) {
         let deadline = Instant::now() + Duration::from_secs(15);
-        while !self.stderr().contains(text) {
+        while self.stderr().lines().filter(|l| l.contains(text)).count() < count {
             assert!(
                 Instant::now() < deadline,
-                "rexd never logged {text:?}:\n{}",
+                "rexd never logged {text:?} {count} times:\n{}",
                 self.stderr()
             );
             std::thread::sleep(Duration::from_millis(20));
