@@ -1193,3 +1193,161 @@ fn a_remote_marks_itself_a_bot_where_the_server_offers_it() {
         "{desk_lines:?}"
     );
 }
+
+#[test]
+fn a_remote_split_away_fails_the_request_in_flight_at_once_and_new_ones_wait_for_the_heal() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+    let id = desk.request(1, "sleep 100", None).unwrap();
+    drain(&mut desk, &mut net, d, 1);
+    // What a client on the desk's side of a broken link sees: the remote quits with the two
+    // servers' names. No grace: the answer cannot cross.
+    desk.handle_bytes(
+        2,
+        b":deskbot!~deskbot@h QUIT :irc1.deskwire.test irc2.deskwire.test\r\n",
+    );
+    let split = drain(&mut desk, &mut net, d, 2);
+    assert_eq!(
+        failure_in(&split),
+        Some((
+            "peer_left".into(),
+            "remote `deskbot` was split away from #desk by a netsplit between \
+             irc1.deskwire.test and irc2.deskwire.test; the answer is lost"
+                .into()
+        ))
+    );
+    assert!(split.events.iter().any(
+        |e| matches!(e, ConnectionEvent::Oa1(Event::Failed { id: failed, .. }) if *failed == id)
+    ));
+    assert_eq!(desk.state(), ConnectionState::WaitingForPeer);
+    // A request made during the split waits inside, and goes with the heal's JOIN.
+    let later = desk.request(3, "echo healed", None).unwrap();
+    let waiting = drain(&mut desk, &mut net, d, 3);
+    assert!(!waiting.has_line("PRIVMSG #desk :OA1 "), "{waiting:?}");
+    desk.handle_bytes(4, b":deskbot!~deskbot@h JOIN #desk\r\n");
+    let healed = drain(&mut desk, &mut net, d, 4);
+    assert_eq!(desk.state(), ConnectionState::Ready);
+    assert!(
+        healed.has_line(&format!("PRIVMSG #desk :OA1 REQ {later} ")),
+        "{healed:?}"
+    );
+    assert!(failure_in(&healed).is_none());
+}
+
+#[test]
+fn a_quit_that_only_looks_like_a_split_gets_the_grace() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+    desk.request(1, "sleep 100", None).unwrap();
+    drain(&mut desk, &mut net, d, 1);
+    // A user's own quit text is marked by the server (ngircd quotes it).
+    desk.handle_bytes(
+        2,
+        b":deskbot!~deskbot@h QUIT :\"irc1.deskwire.test irc2.deskwire.test\"\r\n",
+    );
+    let left = drain(&mut desk, &mut net, d, 2);
+    assert!(failure_in(&left).is_none());
+    assert_eq!(left.deadline, 2 + 2_000, "the grace ends next");
+}
+
+/// A remote with one request in progress from `desk`, and the request's id.
+fn remote_serving_desk(net: &mut Network) -> (Remote, ClientId, String) {
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, net, d, 0);
+    desk.request(1, "seq 1 100000", None).unwrap();
+    drain(&mut desk, net, d, 1);
+    let asked = step(&mut remote, net, r, 2);
+    let id = asked
+        .events
+        .iter()
+        .find_map(|e| match e {
+            ConnectionEvent::Oa1(Event::Request { id, .. }) => Some(id.clone()),
+            _ => None,
+        })
+        .expect("the request reached the remote");
+    (remote, r, id)
+}
+
+#[test]
+fn a_remote_stops_the_work_of_a_desk_that_left() {
+    for (line, reason) in [
+        (
+            ":desk!~desk@h1 QUIT :irc2.deskwire.test irc1.deskwire.test",
+            "the desk `desk` left #desk (a netsplit between irc2.deskwire.test and \
+             irc1.deskwire.test)",
+        ),
+        (
+            ":desk!~desk@h1 QUIT :Ping timeout",
+            "the desk `desk` left #desk (quit: Ping timeout)",
+        ),
+        (
+            ":desk!~desk@h1 PART #DESK :bye",
+            "the desk `desk` left #desk (part)",
+        ),
+        (
+            ":op!o@h KICK #desk desk :out",
+            "the desk `desk` left #desk (kicked by op)",
+        ),
+    ] {
+        let mut net = Network::new(1);
+        let (mut remote, r, id) = remote_serving_desk(&mut net);
+        remote.respond(3, &id, "1\n2\n").unwrap();
+        // Lines queued but not sent yet: held back by a paused pacing would show the same.
+        remote.handle_bytes(3, format!("{line}\r\n").as_bytes());
+        let after = drain(&mut remote, &mut net, r, 3);
+        assert!(
+            after.has_event(&ConnectionEvent::Oa1(Event::Cancelled {
+                id: id.clone(),
+                reason: reason.into()
+            })),
+            "{line}: {after:?}"
+        );
+        assert!(
+            !after.has_line("PRIVMSG #desk :OA1 RES"),
+            "{line}: {after:?}"
+        );
+        assert!(
+            remote.respond(4, &id, "3\n").is_err(),
+            "{line}: nothing more is taken for a desk that left"
+        );
+        assert!(!drain(&mut remote, &mut net, r, 4).has_line("PRIVMSG"));
+    }
+}
+
+#[test]
+fn a_remote_keeps_the_work_of_a_desk_that_changed_its_nick_or_of_others_leaving() {
+    let mut net = Network::new(1);
+    let (mut remote, r, id) = remote_serving_desk(&mut net);
+    remote.handle_bytes(
+        3,
+        b":other!~o@h QUIT :irc1.deskwire.test irc2.deskwire.test\r\n\
+          :desk!~desk@h1 PART #elsewhere\r\n\
+          :desk!~desk@h1 NICK desk2\r\n",
+    );
+    let after = drain(&mut remote, &mut net, r, 3);
+    assert!(
+        !after
+            .events
+            .iter()
+            .any(|e| matches!(e, ConnectionEvent::Oa1(Event::Cancelled { .. }))),
+        "{after:?}"
+    );
+    // Under its new nick the desk still leaves: its request ends then.
+    remote.handle_bytes(4, b":desk2!~desk@h1 QUIT :bye\r\n");
+    let after = drain(&mut remote, &mut net, r, 4);
+    assert!(after.has_event(&ConnectionEvent::Oa1(Event::Cancelled {
+        id,
+        reason: "the desk `desk2` left #desk (quit: bye)".into()
+    })));
+}

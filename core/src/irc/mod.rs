@@ -8,6 +8,7 @@ mod forbidden;
 pub mod identity;
 pub mod mask;
 pub mod message;
+mod netsplit;
 pub mod session;
 
 pub use crate::lines::{DecodedLine, LineDecoder};
@@ -20,6 +21,7 @@ pub use message::{
     FormatError, MAX_TAG_SECTION_BYTES, Message, ParseError, Privmsg, Source, format_line, privmsg,
     within_line_limits,
 };
+pub use netsplit::netsplit_servers;
 pub use session::{
     DisconnectReason, Session, SessionConfig, SessionError, SessionEvent, SessionOutput,
     SessionStats,

@@ -25,7 +25,10 @@
 //! - a kick fails the requests in flight `kicked`; the engine joins again after
 //!   `rejoin_delay_ms`;
 //! - a remote that leaves with requests in flight fails them `peer_left` unless it is back
-//!   within `peer_grace_ms` (2 s);
+//!   within `peer_grace_ms` (2 s); a remote split away by a netsplit (a `QUIT` naming two
+//!   servers) fails them `peer_left` at once, with a message naming the servers, since what
+//!   crosses a broken link is lost. Requests made meanwhile wait for the remote's return (the
+//!   `JOIN` of the heal), as for any absent remote;
 //! - the end of the connection ([`SessionEvent::Disconnected`], or `handle_eof`) fails them
 //!   `disconnected` with the reason; the remote's requests end with [`Event::Cancelled`]. A new
 //!   connection needs a new engine.
@@ -82,7 +85,8 @@ use super::pacing::{Gate, TokenBucket};
 use super::{Client, Config, Event, Failure, LocalError, Output, Pacing, Server, Stats};
 use crate::irc::{
     CaseMapping, DecodedLine, InvalidName, LineDecoder, Message, Privmsg, SenderPattern, Session,
-    SessionConfig, SessionError, SessionEvent, SessionOutput, SessionStats, within_line_limits,
+    SessionConfig, SessionError, SessionEvent, SessionOutput, SessionStats, netsplit_servers,
+    within_line_limits,
 };
 
 /// How to connect: the IRC login and the OA1 endpoint.
@@ -1223,7 +1227,26 @@ impl<E: Endpoint> Connection<E> {
             return;
         }
         channel.endpoint.forget_peer();
-        if channel.endpoint.has_started_requests() && channel.peer_gone.is_none() {
+        let split = msg
+            .is("QUIT")
+            .then(|| msg.param(0).and_then(netsplit_servers))
+            .flatten();
+        if let Some((near, far)) = split {
+            // Lines sent across a broken link are lost, and the remote, which saw this desk
+            // split away, has stopped their work: waiting for the heal would only wait for a
+            // timeout. Requests not sent yet wait for the remote as for any absent remote.
+            let message = format!(
+                "remote `{nick}` was split away from {} by a netsplit between {near} and {far}; \
+                 the answer is lost",
+                channel.name
+            );
+            channel.peer_gone = None;
+            channel.endpoint.fail_requests(&mut |started| {
+                started.then(|| Failure::PeerLeft {
+                    message: message.clone(),
+                })
+            });
+        } else if channel.endpoint.has_started_requests() && channel.peer_gone.is_none() {
             let how = match msg.command {
                 c if c.eq_ignore_ascii_case("QUIT") => {
                     format!("quit: {}", msg.param(0).unwrap_or(""))

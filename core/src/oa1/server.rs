@@ -12,7 +12,12 @@ use super::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits}
 use super::{
     Config, Event, IDLE_WAIT_MS, LocalError, Output, RefusedFrame, Stats, TRUNCATION_MARKER,
 };
-use crate::irc::Identity;
+use crate::irc::{Identity, Message, netsplit_servers};
+
+/// The nick of a `nick!user@host` source.
+fn nick_of(source: &str) -> &str {
+    source.split_once('!').map_or(source, |(nick, _)| nick)
+}
 
 /// A response being streamed.
 #[derive(Debug)]
@@ -184,14 +189,77 @@ impl Server {
     pub fn handle_line(&mut self, now: u64, line: &[u8]) {
         if let Some(inbound) = self.link.accept(now, line) {
             self.take(now, inbound);
+        } else if !self.replies.is_empty()
+            && let Ok(msg) = Message::parse(line)
+        {
+            self.follow_requesters(&msg);
         }
     }
 
     /// [`Server::handle_line`] for a line the connection engine parsed already.
     pub(crate) fn handle_parsed(&mut self, now: u64, parsed: Parsed<'_, '_>) {
+        if let Parsed::Message(msg) = parsed
+            && !self.replies.is_empty()
+        {
+            self.follow_requesters(msg);
+        }
         if let Some(inbound) = self.link.accept_parsed(now, parsed) {
             self.take(now, inbound);
         }
+    }
+
+    /// A desk that leaves the channel (a part, a kick, a quit, a netsplit) can no longer hear
+    /// its answers: its requests end with [`Event::Cancelled`], saying how it left, and their
+    /// queued lines are dropped, so the remote neither works nor streams for nobody. A desk that
+    /// changes its nick keeps its requests.
+    fn follow_requesters(&mut self, msg: &Message<'_>) {
+        let casemap = self.link.identity.casemapping();
+        let ours = |channel: Option<&str>| {
+            channel.is_some_and(|c| casemap.eq(c, &self.link.config.channel))
+        };
+        let (nick, how) = match (msg.command, msg.source_nick()) {
+            (c, Some(nick)) if c.eq_ignore_ascii_case("QUIT") => {
+                let reason = msg.param(0).unwrap_or("");
+                let how = match netsplit_servers(reason) {
+                    Some((near, far)) => format!("a netsplit between {near} and {far}"),
+                    None => format!("quit: {reason}"),
+                };
+                (nick, how)
+            }
+            (c, Some(nick)) if c.eq_ignore_ascii_case("PART") && ours(msg.param(0)) => {
+                (nick, "part".to_owned())
+            }
+            (c, Some(by)) if c.eq_ignore_ascii_case("KICK") && ours(msg.param(0)) => {
+                let Some(victim) = msg.param(1) else { return };
+                (victim, format!("kicked by {by}"))
+            }
+            (c, Some(old)) if c.eq_ignore_ascii_case("NICK") => {
+                if let Some(new) = msg.param(0) {
+                    for reply in &mut self.replies {
+                        let nick = nick_of(&reply.source);
+                        if casemap.eq(nick, old) {
+                            reply.source.replace_range(..nick.len(), new);
+                        }
+                    }
+                }
+                return;
+            }
+            _ => return,
+        };
+        let channel = self.link.config.channel.clone();
+        let mut kept = VecDeque::with_capacity(self.replies.len());
+        for reply in std::mem::take(&mut self.replies) {
+            if !casemap.eq(nick_of(&reply.source), nick) {
+                kept.push_back(reply);
+                continue;
+            }
+            self.link.withdraw(&reply.id);
+            self.link.events.push_back(Event::Cancelled {
+                id: reply.id,
+                reason: format!("the desk `{nick}` left {channel} ({how})"),
+            });
+        }
+        self.replies = kept;
     }
 
     /// A line that was not IRC: counted.
