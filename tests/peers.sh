@@ -208,6 +208,8 @@ peers__start_net_server() {
   "$ngircd" -n -f "$dir/ngircd.conf" </dev/null >>"$dir/log" 2>&1 &
   echo $! >"$dir/pid"
   peers_track $!
+  # Killed on purpose (peers_kill_server, maybe from another shell): no "Killed" job notice.
+  disown $!
   peers__wait_port "$(cat "$dir/port")"
 }
 
