@@ -363,6 +363,7 @@ class Chaos:
         self.rust_serial = 0
         self.deadline = 0.0
         self.peaks: Dict[str, int] = {}
+        self.network_end = "not checked"
 
     def say(self, text: str) -> None:
         log(self.start, text)
@@ -483,8 +484,16 @@ class Chaos:
             await loop.run_in_executor(None, peers, f"peers_restart_server {i}")
         elif kind == "squit":
             i = rng.randint(2, self.servers)
-            self.say(f"fault: SQUIT irc{i}.deskwire.test (it links again by itself)")
-            await loop.run_in_executor(None, peers, f"peers_squit irc{i}.deskwire.test")
+            name = f"irc{i}.deskwire.test"
+            if rng.random() < 0.5:
+                self.say(f"fault: SQUIT {name} (it links again by itself)")
+                await loop.run_in_executor(None, peers, f"peers_squit {name}")
+            else:
+                wait = rng.uniform(0.2, 2)
+                self.say(f"fault: SQUIT {name}, CONNECT {wait:.1f} s later")
+                await loop.run_in_executor(None, peers, f"peers_squit {name}")
+                await asyncio.sleep(wait)
+                await loop.run_in_executor(None, peers, f"peers_connect {name}")
         elif kind == "rexd_stop":
             rexd = rng.choice(self.rexds)
             pause = rng.uniform(1, 5)
@@ -592,6 +601,12 @@ class Chaos:
             proxy.mode = "pass"
         await asyncio.sleep(0.6)
         memory.cancel()
+        # Every server up and linked again (ngircd itself crashing would show here).
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, peers, "peers_wait_linked")
+            self.network_end = "every server up and linked"
+        except RuntimeError as e:
+            self.network_end = f"NOT healed: {e}"
         for d in self.desks:
             if d.desk is not None:
                 self.tally.duplicate += sum(n - 1 for n in d.desk.outcomes.values() if n > 1)
@@ -608,6 +623,7 @@ class Chaos:
               f"the wait for readiness (Python desks: 2 x {READY_TIMEOUT:g} s, the connection's "
               f"and the remote's; Rust desk: {RUST_READY_TIMEOUT:g} s)")
         print("faults: " + ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())))
+        print(f"network at the end: {self.network_end}")
         print()
         outcomes = sorted({o for c in t.by_kind.values() for o in c})
         width = max([len(o) for o in outcomes] + [8])
