@@ -57,7 +57,10 @@ def main():
     binaries = test_binaries()
     # The longest first (as far as names tell: the real-server suites), so two long ones do not
     # end up last on one lane.
-    slow = ("irc_ngircd", "device_code", "rex_ssh", "ssh", "net", "irc_multi", "mcp", "reload")
+    slow = (
+        "irc_ngircd", "device_code", "rex_ssh", "ssh", "net", "irc_multi", "irc_network", "mcp",
+        "reload",
+    )
     binaries.sort(key=lambda b: (not any(s in b[1] for s in slow), b[0]))
     lock = threading.Lock()
     failed = []

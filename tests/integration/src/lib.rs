@@ -1,7 +1,8 @@
 //! Helpers shared by the real-peer integration tests: a private ngircd on a free loopback port,
-//! an IRC connection pumped by deskwire's session helper on a non-blocking socket, and a private
-//! OpenSSH sshd ([`sshd::Sshd`]).
+//! an IRC connection pumped by deskwire's session helper on a non-blocking socket, a private
+//! OpenSSH sshd ([`sshd::Sshd`]) and a linked network of ngircd servers ([`NgircdNetwork`]).
 
+mod network;
 pub mod sshd;
 
 use std::io::{ErrorKind, Read, Write};
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use network::NgircdNetwork;
 pub use sshd::Sshd;
 
 use deskwire::irc::{
@@ -74,7 +76,7 @@ pub fn free_port() -> u16 {
         .expect("bind an ephemeral port")
 }
 
-fn ngircd_binary() -> Option<PathBuf> {
+pub(crate) fn ngircd_binary() -> Option<PathBuf> {
     [
         "/usr/sbin/ngircd",
         "/usr/bin/ngircd",
@@ -151,7 +153,7 @@ impl Ngircd {
     }
 
     /// Runs ngircd on `conf` and waits until it accepts connections on `port`.
-    fn spawn(binary: &Path, conf: &Path, port: u16) -> Child {
+    pub(crate) fn spawn(binary: &Path, conf: &Path, port: u16) -> Child {
         let child = Command::new(binary)
             .arg("-n")
             .arg("-f")
