@@ -2,7 +2,7 @@
 //! `oa1::Remote` over their own sockets) exchange RemoteBash-style requests while a third client
 //! posts chatter and spoofed `OA1 RES` frames for the very ids in flight.
 //! Results must be byte-exact, no relayed line may exceed 512 bytes, and the engines' pacing must
-//! keep ngircd from disconnecting us.
+//! keep ngircd from disconnecting us; the same across the link of two linked servers.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use deskwire::oa1::{
     ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, Frame,
     FrameType, Pacing, Remote, TRUNCATION_MARKER,
 };
-use deskwire_integration::{Clock, IrcConn, Ngircd, Wire};
+use deskwire_integration::{Clock, IrcConn, Ngircd, NgircdNetwork, Wire};
 
 const CHANNEL: &str = "#desk";
 
@@ -69,13 +69,20 @@ fn configs(pacing: Pacing) -> (ConnectionConfig, ConnectionConfig) {
 
 impl World {
     fn new(server: &Ngircd, pacing: Pacing) -> Self {
+        Self::across(&server.addr(), &server.addr(), pacing, false)
+    }
+
+    /// The desk on `desk_addr`, the remote and the chatter on `remote_addr` (another server of
+    /// a linked network, or the same); `compression` on both ends.
+    fn across(desk_addr: &str, remote_addr: &str, pacing: Pacing, compression: bool) -> Self {
         let clock = Clock::start();
-        let addr = server.addr();
-        let (desk_cfg, remote_cfg) = configs(pacing);
+        let (mut desk_cfg, mut remote_cfg) = configs(pacing);
+        desk_cfg.oa1.compression = compression;
+        remote_cfg.oa1.compression = compression;
         let mut world = World {
-            desk_wire: Wire::connect(&addr),
-            remote_wire: Wire::connect(&addr),
-            chatter: IrcConn::connect(&addr, "chatter", CHANNEL, clock.now()),
+            desk_wire: Wire::connect(desk_addr),
+            remote_wire: Wire::connect(remote_addr),
+            chatter: IrcConn::connect(remote_addr, "chatter", CHANNEL, clock.now()),
             desk: Desk::new(desk_cfg, clock.now(), 2026).unwrap(),
             remote: Remote::new(remote_cfg, clock.now()).unwrap(),
             clock,
@@ -345,6 +352,49 @@ fn large_responses_over_ngircd() {
         other => panic!("128 KiB + 1: {other:?}"),
     }
     check_and_report(&world, "ngircd, no penalties");
+}
+
+/// The same exchanges with the desk on one server and the remote (and the chatter with its
+/// spoofed frames) on the other of a linked pair: byte-exact across the link, default pacing.
+#[test]
+fn remote_bash_exchanges_across_a_linked_network() {
+    let network = NgircdNetwork::start(2);
+    let mut world = World::across(
+        &network.addr(0),
+        &network.addr(1),
+        deskwire::oa1::DEFAULT_PACING,
+        false,
+    );
+    for size in [0usize, 1, 239, 240, 241, 10 * 1024] {
+        expect_exact(&mut world, size);
+    }
+    let request = mixed_utf8(2_000);
+    match world.exchange(&request, &mut sized_answer) {
+        Event::Response { text, .. } => assert_eq!(text, request),
+        other => panic!("echo: {other:?}"),
+    }
+    check_and_report(&world, "linked ngircd, default pacing");
+}
+
+/// 64 KiB compressed (`REQZ`/`RESZ`) across the link, penalties off.
+#[test]
+fn compressed_large_responses_across_a_linked_network() {
+    let network = NgircdNetwork::start_with_limits(2, "MaxPenaltyTime = 0\n");
+    let mut world = World::across(
+        &network.addr(0),
+        &network.addr(1),
+        Pacing::steady(20, 10),
+        true,
+    );
+    expect_exact(&mut world, 64 * 1024);
+    let (c, s) = (world.desk.stats().oa1, world.remote.stats().oa1);
+    assert!(
+        s.frames_out * 400 < 64 * 1024,
+        "{} frames: not compressed",
+        s.frames_out
+    );
+    assert!(c.frames_in > 0);
+    check_and_report(&world, "linked ngircd, compressed, no penalties");
 }
 
 #[test]
