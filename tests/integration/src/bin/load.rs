@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use deskwire::irc::SessionEvent;
 use deskwire::oa1::{
     ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, MultiDesk,
     MultiOutput, Pacing,
@@ -238,17 +239,44 @@ struct Tally {
     latencies_us: Vec<u64>,
     /// Requests that failed within the window, by code.
     failures: BTreeMap<String, u64>,
+    /// The first failure of each code, in words.
+    failure_examples: BTreeMap<String, String>,
     /// Answers that were not `ok\n` (must stay 0).
     wrong: u64,
+    /// Connections that ended, at any time, by why (the server's `ERROR`, or the socket).
+    lost: BTreeMap<String, u64>,
+    /// The server's error replies (`4xx`, `5xx`), at any time.
+    server_errors: BTreeMap<String, u64>,
 }
 
 impl Tally {
+    fn note_session_event(&mut self, event: SessionEvent) {
+        match event {
+            SessionEvent::Disconnected { reason } => {
+                *self.lost.entry(reason.to_string()).or_default() += 1
+            }
+            SessionEvent::ServerError { message } => {
+                *self.server_errors.entry(message).or_default() += 1
+            }
+            _ => {}
+        }
+    }
+
     fn merge(&mut self, other: Tally) {
         self.latencies_us.extend(other.latencies_us);
         for (code, n) in other.failures {
             *self.failures.entry(code).or_default() += n;
         }
+        for (code, example) in other.failure_examples {
+            self.failure_examples.entry(code).or_insert(example);
+        }
         self.wrong += other.wrong;
+        for (why, n) in other.lost {
+            *self.lost.entry(why).or_default() += n;
+        }
+        for (error, n) in other.server_errors {
+            *self.server_errors.entry(error).or_default() += n;
+        }
     }
 }
 
@@ -301,7 +329,12 @@ fn settle(tally: &mut Tally, ctl: &Control, asked: Asked, event: &Event) {
             .push(now.duration_since(asked.at).as_micros() as u64),
         Event::Response { .. } => tally.wrong += 1,
         Event::Failed { failure, .. } => {
-            *tally.failures.entry(failure.code().to_owned()).or_default() += 1
+            let code = failure.code().to_owned();
+            *tally.failures.entry(code.clone()).or_default() += 1;
+            tally
+                .failure_examples
+                .entry(code)
+                .or_insert_with(|| format!("{failure:?}"));
         }
         _ => {}
     }
@@ -340,16 +373,19 @@ fn seed(name: &str) -> u64 {
 }
 
 /// One desk on its own connection, asking in a loop once the window opens.
-fn run_desk(addr: &str, nick: &str, channel: &str, limits: Limits, ctl: &Control) -> Tally {
+fn run_desk(
+    mut socket: TcpStream,
+    nick: &str,
+    channel: &str,
+    limits: Limits,
+    ctl: &Control,
+) -> Tally {
     let mut tally = Tally::default();
-    let Ok(mut socket) = TcpStream::connect(addr) else {
-        *tally.failures.entry("connect".into()).or_default() += 1;
-        return tally;
-    };
     socket.set_nodelay(true).ok();
     let mut desk = Desk::new(desk_config(nick, channel, limits), ctl.now(), seed(nick)).unwrap();
     let mut asked: Option<Asked> = None;
     let mut counted_ready = false;
+    let mut closed = false;
     while !ctl.stop.load(Ordering::Relaxed) {
         let now = ctl.now();
         let deadline = loop {
@@ -370,10 +406,16 @@ fn run_desk(addr: &str, nick: &str, channel: &str, limits: Limits, ctl: &Control
                         settle(&mut tally, ctl, asked.take().unwrap(), &event);
                     }
                 }
+                ConnectionOutput::Event(ConnectionEvent::Irc(event)) => {
+                    tally.note_session_event(event)
+                }
                 ConnectionOutput::Event(_) => {}
                 ConnectionOutput::Timeout(at) => break at,
             }
         };
+        if closed {
+            return tally;
+        }
         let ready = desk.state() == ConnectionState::Ready;
         if ready && !counted_ready {
             counted_ready = true;
@@ -394,9 +436,9 @@ fn run_desk(addr: &str, nick: &str, channel: &str, limits: Limits, ctl: &Control
             Some(bytes) if !bytes.is_empty() => desk.handle_bytes(ctl.now(), &bytes),
             Some(_) => {}
             None => {
+                // Its Disconnected event says why, on the next turn.
                 desk.handle_eof(ctl.now());
-                *tally.failures.entry("eof".into()).or_default() += 1;
-                return tally;
+                closed = true;
             }
         }
     }
@@ -416,6 +458,7 @@ fn run_multi(addr: &str, channels: &[String], limits: Limits, ctl: &Control) -> 
     }
     let mut asked: BTreeMap<String, Asked> = BTreeMap::new();
     let mut ready: std::collections::BTreeSet<String> = Default::default();
+    let mut closed = false;
     while !ctl.stop.load(Ordering::Relaxed) {
         let now = ctl.now();
         let deadline = loop {
@@ -434,10 +477,17 @@ fn run_multi(addr: &str, channels: &[String], limits: Limits, ctl: &Control) -> 
                         settle(&mut tally, ctl, asked.remove(&channel).unwrap(), &event);
                     }
                 }
+                MultiOutput::Event {
+                    event: ConnectionEvent::Irc(event),
+                    ..
+                } => tally.note_session_event(event),
                 MultiOutput::Timeout(at) => break at,
                 _ => {}
             }
         };
+        if closed {
+            return tally;
+        }
         for channel in channels {
             if desks.channel_state(channel) == Some(ConnectionState::Ready)
                 && ready.insert(channel.clone())
@@ -468,8 +518,7 @@ fn run_multi(addr: &str, channels: &[String], limits: Limits, ctl: &Control) -> 
             Some(_) => {}
             None => {
                 desks.handle_eof(ctl.now());
-                *tally.failures.entry("eof".into()).or_default() += 1;
-                return tally;
+                closed = true;
             }
         }
     }
@@ -524,12 +573,16 @@ fn phase(args: &Args, n: usize) -> Row {
     match args.shape {
         Shape::Shared | Shape::PerChannel => {
             for i in 0..n {
-                let (ctl, addr, limits) = (ctl.clone(), addr.clone(), args.limits);
+                // One connect at a time, 5 ms apart: ngircd listens with a backlog of 10, and
+                // connections past it while it is busy are lost (reset) rather than refused.
+                std::thread::sleep(Duration::from_millis(5));
+                let socket = TcpStream::connect(&addr).expect("connect a desk");
+                let (ctl, limits) = (ctl.clone(), args.limits);
                 let channel = channels[i.min(channels.len() - 1)].clone();
                 threads.push(
                     std::thread::Builder::new()
                         .stack_size(256 * 1024)
-                        .spawn(move || run_desk(&addr, &format!("d{i}"), &channel, limits, &ctl))
+                        .spawn(move || run_desk(socket, &format!("d{i}"), &channel, limits, &ctl))
                         .expect("spawn a desk thread"),
                 );
             }
@@ -633,6 +686,16 @@ fn print_row(args: &Args, row: &Row, tick_ms: f64) {
         },
         row.tally.wrong,
     );
+    // Below the table: what it cannot hold.
+    for (why, n) in &row.tally.lost {
+        eprintln!("  {} desks, {n} connections ended: {why}", row.n);
+    }
+    for (code, example) in &row.tally.failure_examples {
+        eprintln!("  {} desks, {code}: {example}", row.n);
+    }
+    for (error, n) in &row.tally.server_errors {
+        eprintln!("  {} desks, {n} times the server said: {error}", row.n);
+    }
 }
 
 fn main() {
