@@ -573,8 +573,9 @@ fn phase(args: &Args, n: usize) -> Row {
     match args.shape {
         Shape::Shared | Shape::PerChannel => {
             for i in 0..n {
-                // One connect at a time, 5 ms apart: ngircd listens with a backlog of 10, and
-                // connections past it while it is busy are lost (reset) rather than refused.
+                // One connect at a time, 5 ms apart: ngircd listens with a backlog of 10, and when
+                // 100 desks connected at once, 36 connections ended without an ERROR (a closed
+                // or failed socket); 5 ms apart, none did.
                 std::thread::sleep(Duration::from_millis(5));
                 let socket = TcpStream::connect(&addr).expect("connect a desk");
                 let (ctl, limits) = (ctl.clone(), args.limits);
