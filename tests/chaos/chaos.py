@@ -113,7 +113,13 @@ class Tally:
     problems: List[str] = field(default_factory=list)
     slowest: Dict[str, float] = field(default_factory=dict)
 
+    journal: Optional[Any] = None  # requests.jsonl in the run's directory, one line each
+
     def outcome(self, desk: str, req: Request, what: str, took: float, detail: str = "") -> None:
+        if self.journal is not None:
+            self.journal.write(json.dumps({"at": round(time.monotonic(), 2), "desk": desk,
+                                           "kind": req.kind, "outcome": what,
+                                           "took": round(took, 2)}) + "\n")
         self.by_kind[req.kind][what] += 1
         self.slowest[req.kind] = max(self.slowest.get(req.kind, 0.0), took)
         if what == "answered":
@@ -338,6 +344,7 @@ class Chaos:
         self.seconds, self.seed, self.workdir = seconds, seed, workdir
         self.start = time.monotonic()
         self.tally = Tally()
+        self.tally.journal = open(os.path.join(workdir, "requests.jsonl"), "w", buffering=1)
         self.faults: collections.Counter = collections.Counter()
         self.servers = int(os.environ["PEERS_NET_SIZE"])
         names = ["rxa", "rxb", "rxc"][: self.servers]
@@ -364,9 +371,16 @@ class Chaos:
         self.deadline = 0.0
         self.peaks: Dict[str, int] = {}
         self.network_end = "not checked"
+        # Servers and rexds a fault has taken down on purpose, which the watchdog leaves alone.
+        self.down_on_purpose: set = set()
+        self.crashes: collections.Counter = collections.Counter()
+        self.outcome_ids = 0
 
     def say(self, text: str) -> None:
         log(self.start, text)
+        if self.tally.journal is not None:
+            self.tally.journal.write(json.dumps({"at": round(time.monotonic(), 2),
+                                                 "event": text}) + "\n")
 
     def port(self, server: int) -> int:
         return int(os.environ[f"PEERS_IRC_PORT_{server}"])
@@ -481,9 +495,13 @@ class Chaos:
             i = rng.randint(1, self.servers)
             down = rng.uniform(1, 4)
             self.say(f"fault: irc{i} killed, restarted in {down:.1f} s")
-            await loop.run_in_executor(None, peers, f"peers_kill_server {i}")
-            await asyncio.sleep(down)
-            await loop.run_in_executor(None, peers, f"peers_restart_server {i}")
+            self.down_on_purpose.add(f"irc{i}")
+            try:
+                await loop.run_in_executor(None, peers, f"peers_kill_server {i}")
+                await asyncio.sleep(down)
+                await loop.run_in_executor(None, peers, f"peers_restart_server {i}")
+            finally:
+                self.down_on_purpose.discard(f"irc{i}")
         elif kind == "squit":
             i = rng.randint(2, self.servers)
             name = f"irc{i}.deskwire.test"
@@ -507,9 +525,13 @@ class Chaos:
             rexd = rng.choice(self.rexds)
             down = rng.uniform(0.5, 4)
             self.say(f"fault: {rexd.name} SIGKILL, restarted in {down:.1f} s")
-            rexd.kill()
-            await asyncio.sleep(down)
-            rexd.start()
+            self.down_on_purpose.add(rexd.name)
+            try:
+                rexd.kill()
+                await asyncio.sleep(down)
+                rexd.start()
+            finally:
+                self.down_on_purpose.discard(rexd.name)
         elif kind in ("proxy_stall", "proxy_trickle"):
             proxy = self.proxies["faulty"]
             length = rng.uniform(2, 6)
@@ -548,6 +570,40 @@ class Chaos:
                     self.say(f"fault {kind} could not be injected: {e}")
                     self.faults[f"{kind} (not injected)"] += 1
                 await asyncio.sleep(rng.uniform(1, 3))
+
+    # -- a watchdog, as a service manager would be --
+
+    def server_alive(self, i: int) -> bool:
+        with contextlib.suppress(OSError, ValueError):
+            with open(os.path.join(os.environ["PEERS_DIR"], f"net-{i}", "pid")) as f:
+                pid = int(f.read())
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split(") ")[-1][:1] != "Z"
+        return False
+
+    async def watchdog(self) -> None:
+        """Starts again what died without a fault: an ngircd that crashed (ngircd 26.1 has
+        segfaulted here when a leaf linked again right after a SQUIT, the other leaf just
+        gone), and a rexd that exited (rexd ends when its first connection fails, as a
+        restart while its server is down does; systemd's Restart= would start it again)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(0.5)
+            for i in range(1, self.servers + 1):
+                if f"irc{i}" not in self.down_on_purpose and not self.server_alive(i):
+                    self.say(f"irc{i} DIED by itself (not a fault): started again")
+                    self.crashes[f"ngircd irc{i}"] += 1
+                    with contextlib.suppress(RuntimeError):
+                        await loop.run_in_executor(None, peers, f"peers_restart_server {i}")
+            for rexd in self.rexds:
+                if (rexd.name not in self.down_on_purpose and rexd.proc is not None
+                        and rexd.proc.poll() is not None):
+                    self.say(f"{rexd.name} exited by itself (status {rexd.proc.returncode}): "
+                             "started again in 1 s")
+                    self.crashes[f"rexd {rexd.name} exit {rexd.proc.returncode}"] += 1
+                    untrack(rexd.proc.pid)
+                    await asyncio.sleep(1)
+                    rexd.start()
 
     # -- memory --
 
@@ -591,6 +647,7 @@ class Chaos:
         self.deadline = time.monotonic() + self.seconds
         memory = asyncio.ensure_future(self.sample_memory())
         faults = asyncio.ensure_future(self.faults_loop())
+        watchdog = asyncio.ensure_future(self.watchdog())
         workers = [self.py_worker(d, i) for d in self.desks for i in range(2 if d.proxy is None else 1)]
         workers += [self.rust_worker(w) for w in range(2)]
         await asyncio.gather(*workers)
@@ -603,6 +660,7 @@ class Chaos:
             proxy.mode = "pass"
         await asyncio.sleep(0.6)
         memory.cancel()
+        watchdog.cancel()
         # Every server up and linked again (ngircd itself crashing would show here).
         try:
             await asyncio.get_running_loop().run_in_executor(None, peers, "peers_wait_linked")
@@ -612,6 +670,7 @@ class Chaos:
         for d in self.desks:
             if d.desk is not None:
                 self.tally.duplicate += sum(n - 1 for n in d.desk.outcomes.values() if n > 1)
+                self.outcome_ids += len(d.desk.outcomes)
         return self.report()
 
     def report(self) -> int:
@@ -626,6 +685,10 @@ class Chaos:
               f"and the remote's; Rust desk: {RUST_READY_TIMEOUT:g} s)")
         print("faults: " + ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())))
         print(f"network at the end: {self.network_end}")
+        print("died without a fault and started again: "
+              + (", ".join(f"{k} {v}" for k, v in sorted(self.crashes.items())) or "nothing"))
+        print(f"duplicates looked for among the outcomes of {self.outcome_ids} request ids the "
+              "Python desks' engines settled")
         print()
         outcomes = sorted({o for c in t.by_kind.values() for o in c})
         width = max([len(o) for o in outcomes] + [8])

@@ -6,8 +6,9 @@
 # Without --seed one is drawn and printed. The last line reads
 #   chaos: R requests, A answered, F failed, W wrong, D duplicate, H hung
 # and the run exits 1 when W, D or H is not 0 (or a process's peak RSS passes its bound), printing
-# the command that repeats it; its logs are then kept. Every process it starts is stopped on exit,
-# Ctrl-C included.
+# the command that repeats it; its logs (each request's outcome in requests.jsonl, the servers' and
+# rexds' logs) are then kept, as they are with CHAOS_KEEP=1. Every process it starts is stopped on
+# exit, Ctrl-C included.
 # Uses target/debug/rexd and target/debug/desk (built when missing; PEERS_REXD and CHAOS_DESK name
 # others) and a Python with deskwire installed: CHAOS_PYTHON, else bindings/python/run_tests.sh's
 # venv, target/python-venv.
@@ -41,7 +42,7 @@ source tests/peers.sh
 workdir=$(mktemp -d "${TMPDIR:-/tmp}/deskwire-chaos.XXXXXX")
 keep_logs() {
   local status=$?
-  if [ "$status" != 0 ] && [ -n "$PEERS_DIR" ]; then
+  if { [ "$status" != 0 ] || [ "${CHAOS_KEEP:-0}" = 1 ]; } && [ -n "$PEERS_DIR" ]; then
     cp -r "$PEERS_DIR"/net-* "$workdir"/ 2>/dev/null || true
     echo "chaos: logs in $workdir" >&2
   else
