@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from deskwire import DeskwireError, oa1
 from deskwire.aio import IrcDesk, Reconnect
@@ -104,11 +104,11 @@ def make_request(rng: random.Random, serial: str, cancel: bool) -> Request:
 class Tally:
     requests: int = 0
     answered: int = 0
-    failed: collections.Counter = field(default_factory=collections.Counter)
+    failed: collections.Counter[str] = field(default_factory=collections.Counter)
     wrong: int = 0
     duplicate: int = 0
     hung: int = 0
-    by_kind: Dict[str, collections.Counter] = field(
+    by_kind: Dict[str, collections.Counter[str]] = field(
         default_factory=lambda: collections.defaultdict(collections.Counter))
     problems: List[str] = field(default_factory=list)
     slowest: Dict[str, float] = field(default_factory=dict)
@@ -320,7 +320,7 @@ class CountingDesk(IrcDesk):
     settles the first and drops the rest, so a second one would pass unseen."""
 
     def __init__(self, *args: Any) -> None:
-        self.outcomes: collections.Counter = collections.Counter()
+        self.outcomes: collections.Counter[str] = collections.Counter()
         super().__init__(*args)
 
     def _event(self, event: Any) -> None:
@@ -345,7 +345,7 @@ class Chaos:
         self.start = time.monotonic()
         self.tally = Tally()
         self.tally.journal = open(os.path.join(workdir, "requests.jsonl"), "w", buffering=1)
-        self.faults: collections.Counter = collections.Counter()
+        self.faults: collections.Counter[str] = collections.Counter()
         self.servers = int(os.environ["PEERS_NET_SIZE"])
         names = ["rxa", "rxb", "rxc"][: self.servers]
         self.desks: List[PyDesk] = []
@@ -366,14 +366,14 @@ class Chaos:
         self.rexds = [Rexd(n, i + 1, channels[n], workdir) for i, n in enumerate(names)]
         self.proxies: Dict[str, Proxy] = {}
         self.rust_peak = 0
-        self.rust_pids: set = set()
+        self.rust_pids: Set[int] = set()
         self.rust_serial = 0
         self.deadline = 0.0
         self.peaks: Dict[str, int] = {}
         self.network_end = "not checked"
         # Servers and rexds a fault has taken down on purpose, which the watchdog leaves alone.
-        self.down_on_purpose: set = set()
-        self.crashes: collections.Counter = collections.Counter()
+        self.down_on_purpose: Set[str] = set()
+        self.crashes: collections.Counter[str] = collections.Counter()
         self.outcome_ids = 0
 
     def say(self, text: str) -> None:
