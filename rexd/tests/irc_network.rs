@@ -92,12 +92,13 @@ struct NetDesk {
 
 impl NetDesk {
     /// A desk `desk` for the remote `deskbot`; `sealed` seals with [`SECRET`] and asks for
-    /// compressed answers.
+    /// compressed answers (the engine's default), else plain OA1 uncompressed.
     fn connect(addr: &str, sealed: bool) -> NetDesk {
         let clock = Clock::start();
         let mut config = ConnectionConfig::new("desk", CHANNEL).with_peer("deskbot");
         config.oa1.request_timeout_ms = 60_000;
         config.oa1.adaptive_payload = true;
+        config.oa1.compression = sealed;
         if sealed {
             let epoch = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -105,7 +106,6 @@ impl NetDesk {
                 .as_millis() as u64
                 - clock.now();
             config.oa1.auth = Some(AuthConfig::new(SECRET.to_vec(), epoch));
-            config.oa1.compression = true;
         }
         NetDesk {
             wire: Wire::connect(addr),

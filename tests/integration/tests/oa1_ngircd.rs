@@ -69,11 +69,11 @@ fn configs(pacing: Pacing) -> (ConnectionConfig, ConnectionConfig) {
 
 impl World {
     fn new(server: &Ngircd, pacing: Pacing) -> Self {
-        Self::across(&server.addr(), &server.addr(), pacing, false)
+        Self::across(&server.addr(), &server.addr(), pacing, true)
     }
 
     /// The desk on `desk_addr`, the remote and the chatter on `remote_addr` (another server of
-    /// a linked network, or the same); `compression` on both ends.
+    /// a linked network, or the same); `compression` on both ends (the engines' default) or off.
     fn across(desk_addr: &str, remote_addr: &str, pacing: Pacing, compression: bool) -> Self {
         let clock = Clock::start();
         let (mut desk_cfg, mut remote_cfg) = configs(pacing);
@@ -355,7 +355,8 @@ fn large_responses_over_ngircd() {
 }
 
 /// The same exchanges with the desk on one server and the remote (and the chatter with its
-/// spoofed frames) on the other of a linked pair: byte-exact across the link, default pacing.
+/// spoofed frames) on the other of a linked pair: byte-exact across the link, default pacing,
+/// uncompressed (the frames a spec-only peer reads).
 #[test]
 fn remote_bash_exchanges_across_a_linked_network() {
     let network = NgircdNetwork::start(2);
