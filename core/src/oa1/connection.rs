@@ -1240,7 +1240,6 @@ impl<E: Endpoint> Connection<E> {
                  the answer is lost",
                 channel.name
             );
-            channel.peer_gone = None;
             channel.endpoint.fail_requests(&mut |started| {
                 started.then(|| Failure::PeerLeft {
                     message: message.clone(),

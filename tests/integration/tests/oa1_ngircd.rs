@@ -313,6 +313,19 @@ fn check_and_report(world: &World, label: &str) {
     }
 }
 
+/// The small and boundary sizes, one that needs several frames, and a 2,000-byte echo, each
+/// byte-exact.
+fn small_and_boundary_exchanges(world: &mut World) {
+    for size in [0usize, 1, 239, 240, 241, 10 * 1024] {
+        expect_exact(world, size);
+    }
+    let request = mixed_utf8(2_000);
+    match world.exchange(&request, &mut sized_answer) {
+        Event::Response { text, .. } => assert_eq!(text, request),
+        other => panic!("echo: {other:?}"),
+    }
+}
+
 /// With ngircd's flood protection on and the engines' default pacing (burst 3, then one line a
 /// second, measured by `tests/pacing/measure_ngircd.py`): the small and boundary sizes, and a
 /// request that needs several frames. Prints the largest delay between the remote writing a
@@ -321,14 +334,7 @@ fn check_and_report(world: &World, label: &str) {
 fn remote_bash_exchanges_over_ngircd_with_default_pacing() {
     let ircd = Ngircd::start();
     let mut world = World::new(&ircd, deskwire::oa1::DEFAULT_PACING);
-    for size in [0usize, 1, 239, 240, 241, 10 * 1024] {
-        expect_exact(&mut world, size);
-    }
-    let request = mixed_utf8(2_000);
-    match world.exchange(&request, &mut sized_answer) {
-        Event::Response { text, .. } => assert_eq!(text, request),
-        other => panic!("echo: {other:?}"),
-    }
+    small_and_boundary_exchanges(&mut world);
     check_and_report(&world, "ngircd, default pacing");
 }
 
@@ -366,14 +372,7 @@ fn remote_bash_exchanges_across_a_linked_network() {
         deskwire::oa1::DEFAULT_PACING,
         false,
     );
-    for size in [0usize, 1, 239, 240, 241, 10 * 1024] {
-        expect_exact(&mut world, size);
-    }
-    let request = mixed_utf8(2_000);
-    match world.exchange(&request, &mut sized_answer) {
-        Event::Response { text, .. } => assert_eq!(text, request),
-        other => panic!("echo: {other:?}"),
-    }
+    small_and_boundary_exchanges(&mut world);
     check_and_report(&world, "linked ngircd, default pacing");
 }
 
