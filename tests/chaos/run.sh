@@ -24,6 +24,9 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bash tests/chaos/run.sh --seconds N [--seed S]" >&2; exit 2 ;;
   esac
 done
+# Checked before any server starts.
+[[ "$seconds" =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "chaos: --seconds takes a number of seconds, not '$seconds'" >&2; exit 2; }
+[ -z "$seed" ] || [[ "$seed" =~ ^[0-9]+$ ]] || { echo "chaos: --seed takes a whole number, not '$seed'" >&2; exit 2; }
 [ -n "$seed" ] || seed=$(python3 -c 'import random; print(random.randrange(1 << 31))')
 echo "chaos: seed $seed, $seconds s"
 
