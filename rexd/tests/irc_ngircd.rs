@@ -396,8 +396,8 @@ fn failed_start_with(addr: &str, extra: &[&str]) -> String {
 #[test]
 fn a_first_connection_that_fails_is_an_error() {
     // Nothing listens on this port: rexd reports it and exits instead of retrying forever.
-    let port = deskwire_integration::free_port();
-    let stderr = failed_start(&format!("127.0.0.1:{port}"));
+    let closed = deskwire_integration::ClosedPort::hold();
+    let stderr = failed_start(&format!("127.0.0.1:{}", closed.port));
     assert!(stderr.contains("refused"), "{stderr}");
 }
 
@@ -832,7 +832,8 @@ fn rexd_over_tls_and_each_way_tls_fails() {
         plain.contains("a plain-text port? use irc:// for it"),
         "{plain}"
     );
-    let closed = deskwire_integration::free_port();
+    let held = deskwire_integration::ClosedPort::hold();
+    let closed = held.port;
     let refused = failed_start_with(&format!("ircs://localhost:{closed}"), &["--irc-ca", ca]);
     assert!(
         refused.contains(&format!(

@@ -76,6 +76,36 @@ pub fn free_port() -> u16 {
         .expect("bind an ephemeral port")
 }
 
+/// A port on 127.0.0.1 where nothing listens, for as long as this value lives: bound without
+/// `listen`, so a connection is refused, and held, so that no server of a test running
+/// alongside can take it (a released [`free_port`] can be, and then it answers).
+#[derive(Debug)]
+pub struct ClosedPort {
+    _socket: socket2::Socket,
+    /// The port.
+    pub port: u16,
+}
+
+impl ClosedPort {
+    /// Binds an ephemeral port and keeps it.
+    pub fn hold() -> Self {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a TCP socket");
+        let any: std::net::SocketAddr = "127.0.0.1:0".parse().expect("an address");
+        socket.bind(&any.into()).expect("bind an ephemeral port");
+        let port = socket
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .map(|a| a.port())
+            .expect("the bound port");
+        ClosedPort {
+            _socket: socket,
+            port,
+        }
+    }
+}
+
 pub(crate) fn ngircd_binary() -> Option<PathBuf> {
     [
         "/usr/sbin/ngircd",
