@@ -29,6 +29,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class ClosedPort:
+    """A port on 127.0.0.1 where nothing listens while this object lives: bound and never
+    listening, so a connect is refused and no server started alongside can take it (a released
+    :func:`free_port` can be taken, and then it answers)."""
+
+    def __init__(self) -> None:
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = int(self._socket.getsockname()[1])
+
+    def close(self) -> None:
+        self._socket.close()
+
+
 def wait_port(port: int, seconds: float = 10) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -509,7 +509,7 @@ async def test_tls_verified_and_each_way_it_fails() -> None:
     import ssl
 
     import deskwire
-    from peers import free_port
+    from peers import ClosedPort
 
     server = Ngircd(tls=True)
     rexd = RexdIrc(server.port)
@@ -523,9 +523,14 @@ async def test_tls_verified_and_each_way_it_fails() -> None:
             await IrcDesk.connect("127.0.0.1", server.tls_port, tls=trusted)
         with pytest.raises(deskwire.TlsError, match="plain-text port"):
             await IrcDesk.connect("localhost", server.port, tls=trusted)
-        closed = free_port()
-        with pytest.raises(deskwire.ConnectFailedError, match=f"connect to 127.0.0.1:{closed} failed: .*refused"):
-            await IrcDesk.connect("127.0.0.1", closed)
+        closed = ClosedPort()
+        try:
+            with pytest.raises(
+                deskwire.ConnectFailedError, match=f"connect to 127.0.0.1:{closed.port} failed: .*refused"
+            ):
+                await IrcDesk.connect("127.0.0.1", closed.port)
+        finally:
+            closed.close()
     finally:
         rexd.stop()
         server.stop()
