@@ -426,12 +426,11 @@ impl Client {
         events: &mut Vec<Event>,
     ) -> Drained {
         self.link.reserve_queued(out, max_len);
+        // Once, not per line: taking a line ends no request, and nothing expires twice at one
+        // `now` (per line, it was a fifth of a 128 KiB request's time).
+        self.handle_timeout(now);
+        events.extend(self.link.events.drain(..));
         loop {
-            self.handle_timeout(now);
-            if let Some(event) = self.link.events.pop_front() {
-                events.push(event);
-                continue;
-            }
             match self.link.take_queued_into(now, out, max_len) {
                 Taken::Line => {}
                 Taken::NoRoom => return Drained::Full,

@@ -209,7 +209,9 @@ connection_engine!(Desk, Remote);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::oa1::{ConnectionConfig, ConnectionEvent, Event, Pacing, Requester, Responder};
+    use crate::oa1::{
+        ConnectionConfig, ConnectionEvent, Event, Failure, Pacing, Requester, Responder,
+    };
     use crate::sim::{ClientId, Network, Relay};
 
     const CHANNEL: &str = "#desk";
@@ -391,6 +393,42 @@ mod tests {
             results.push((request, answer, deadline, client.stats(), server.stats()));
         }
         assert!(results[0].0.len() > 100 * 400, "{}", results[0].0.len());
+        assert_eq!(results[0], results[1]);
+    }
+
+    /// Timeouts found by a drain (checked once per call, not per line) are the events and
+    /// lines `poll_output` gives: the timed-out request's failure once, its `CANCEL`, and the
+    /// other request's lines still going.
+    #[test]
+    fn drain_into_ends_timed_out_requests_as_poll_output_does() {
+        let mut config = line_config("desk", "deskbot");
+        config.pacing = Pacing::UNLIMITED;
+        let mut results = Vec::new();
+        for drain in [false, true] {
+            let mut client = Client::new(config.clone(), 1);
+            let short = client.request(0, "sleep 9", Some(100)).unwrap();
+            let take = |client: &mut Client, now| match drain {
+                false => polled(client, now),
+                true => drained(client, now, usize::MAX),
+            };
+            let (first, none, _) = take(&mut client, 0);
+            assert!(none.is_empty() && !first.is_empty());
+            let long = client
+                .request(150, &"x".repeat(2000), Some(60_000))
+                .unwrap();
+            let (lines, events, _) = take(&mut client, 200);
+            let text = String::from_utf8(lines.clone()).unwrap();
+            assert!(text.contains(&format!("OA1 CANCEL {short} ")), "{text}");
+            assert!(text.contains(&format!("OA1 REQ {long} ")), "{text}");
+            let [Event::Failed { id, failure }] = events.as_slice() else {
+                panic!("{events:?}")
+            };
+            assert_eq!(id, &short);
+            assert!(matches!(failure, Failure::Timeout { .. }), "{failure:?}");
+            let (again, more, _) = take(&mut client, 200);
+            assert!(again.is_empty() && more.is_empty(), "{more:?}");
+            results.push((lines, events));
+        }
         assert_eq!(results[0], results[1]);
     }
 

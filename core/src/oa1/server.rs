@@ -660,8 +660,9 @@ impl Server {
         events: &mut Vec<Event>,
     ) -> Drained {
         self.link.reserve_queued(out, max_len);
+        // Once, not per line: nothing expires twice at one `now`.
+        self.handle_timeout(now);
         loop {
-            self.handle_timeout(now);
             if let Some(event) = self.link.events.pop_front() {
                 events.push(event);
                 continue;
