@@ -271,7 +271,7 @@ fn connection(stream: UnixStream, hub: HubHandle, max_line: usize) {
                     address: hello.address,
                     kind: ConnKind::Stream,
                     // The bridge copies bytes as they are: raw frames pass.
-                    byte_stream: true,
+                    raw_frames: true,
                 };
                 let sink = Box::new(sink);
                 open = hub.send(HubInput::Open { conn, info, sink });

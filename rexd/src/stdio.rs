@@ -49,7 +49,7 @@ pub fn serve_as(
     let mut service = Service::new(settings, poll.registry().try_clone()?);
     // Every answer below goes out as a frame on the byte stream (raw `fs.read` bytes after
     // their line), so raw frames may be granted.
-    service.set_byte_stream(true);
+    service.set_raw_transport(true);
     // Raw output without compression stays in the command's pipe until its turn to be
     // written, then moves to our output with splice(2), uncopied.
     service.set_pipe_output(true);

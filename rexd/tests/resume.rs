@@ -229,7 +229,7 @@ fn a_resume_that_cannot_replay_says_how_many_events_were_lost() {
                 principal: "p".into(),
                 address: None,
                 kind: ConnKind::Stream,
-                byte_stream: false,
+                raw_frames: false,
             },
             sink: Box::new(sink.clone()),
         });

@@ -12,6 +12,11 @@
 //! with `raw_bytes`), at most [`RawFrames::allow_output`]'s bound each; their bytes wait in
 //! arrival order for [`RawFrames::take_output`], which the client calls for each such event
 //! the peer hands on (the peer keeps the lines' order).
+//!
+//! On `rexd --listen`'s `/ws` a raw frame is one binary WebSocket message instead: the line,
+//! `\n`, then exactly `raw_bytes` bytes ([`binary_message`] makes one). Its text messages are
+//! one JSON value each and never announce raw bytes. [`RawFrames::feed_text`] and
+//! [`RawFrames::feed_binary`] take those messages whole and check exactly that.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -31,6 +36,15 @@ pub const MARK: &[u8] = b"\"raw_bytes\":";
 /// JSON string is escaped). A client takes one [`RawFrames::take_output`] for each.
 pub fn announces_output_bytes(method: &str, params: &str) -> bool {
     is_output(method) && memchr::memmem::find(params.as_bytes(), MARK).is_some()
+}
+
+/// A raw frame as one binary WebSocket message (`/ws`): `line` (without its `\n`), `\n`, then
+/// `bytes`, the same bytes that follow the line on a byte stream.
+pub fn binary_message(mut line: Vec<u8>, bytes: &[u8]) -> Vec<u8> {
+    line.reserve_exact(1 + bytes.len());
+    line.push(b'\n');
+    line.extend_from_slice(bytes);
+    line
 }
 
 /// The events whose bytes may follow their line.
@@ -74,6 +88,17 @@ pub enum FrameError {
         /// The bound.
         max: u64,
     },
+    /// A WebSocket message that breaks the rules of raw frames on `/ws`: a binary message
+    /// that is not one raw frame (a header line with `raw_bytes`, `\n`, exactly that many
+    /// bytes), or a text message that announces raw bytes.
+    #[error("a WebSocket message that is not what raw frames allow: {reason}")]
+    Message {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A binary WebSocket message to a client whose session has no raw frames.
+    #[error("a binary WebSocket message, but this session did not negotiate raw frames")]
+    BinaryUnasked,
     /// An earlier error lost the framing.
     #[error("the byte stream is out of step since an earlier raw frame error")]
     Broken,
@@ -241,6 +266,89 @@ impl RawFrames {
             }
         }
         Ok(())
+    }
+
+    /// Takes one text WebSocket message from `/ws`, `\n` appended: one JSON value, handed to
+    /// `out` whole. A text message never announces raw bytes (they come in binary messages
+    /// only), so one that does is refused.
+    pub fn feed_text(&mut self, line: &[u8], out: &mut dyn FnMut(&[u8])) -> Result<(), FrameError> {
+        self.check_between_messages()?;
+        match self.header(line) {
+            Ok(None) => {
+                out(line);
+                Ok(())
+            }
+            Ok(Some(_)) => Err(self.lost(FrameError::Message {
+                reason: "a text message announces raw bytes (raw_bytes); on /ws they come \
+                         in one binary message with their line"
+                    .into(),
+            })),
+            Err(e) => Err(self.lost(e)),
+        }
+    }
+
+    /// Takes one binary WebSocket message from `/ws`: one raw frame, whole. Its header line is
+    /// checked as on a byte stream (asked for, within its call's or an output event's bound),
+    /// and the bytes after its `\n` must be exactly `raw_bytes` many. The line goes to `out`,
+    /// the bytes wait as on a byte stream ([`RawFrames::take`], [`RawFrames::take_output`]).
+    pub fn feed_binary(
+        &mut self,
+        mut message: Vec<u8>,
+        out: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), FrameError> {
+        self.check_between_messages()?;
+        let bad = |reason: String| FrameError::Message { reason };
+        let Some(newline) = memchr::memchr(b'\n', &message) else {
+            return Err(self.lost(bad(format!(
+                "a binary message of {} bytes without a header line",
+                message.len()
+            ))));
+        };
+        let bytes = message.split_off(newline + 1);
+        let (owner, n, keep) = match self.header(&message) {
+            Ok(Some(h)) => h,
+            Ok(None) => {
+                return Err(self.lost(bad(
+                    "a binary message whose line is not a raw answer or output event \
+                     (no raw_bytes)"
+                        .into(),
+                )));
+            }
+            Err(e) => return Err(self.lost(e)),
+        };
+        if n != bytes.len() {
+            return Err(self.lost(bad(format!(
+                "a binary message whose line says raw_bytes {n} carries {} bytes after it",
+                bytes.len()
+            ))));
+        }
+        self.payload = Some(Payload {
+            owner,
+            header: message,
+            left: 0,
+            bytes: keep.then_some(bytes),
+        });
+        self.finish_payload(out);
+        Ok(())
+    }
+
+    /// A WebSocket message starts with nothing begun (`/ws` messages are whole).
+    fn check_between_messages(&mut self) -> Result<(), FrameError> {
+        if self.broken {
+            return Err(FrameError::Broken);
+        }
+        if self.line.is_empty() && !self.passing && self.payload.is_none() {
+            return Ok(());
+        }
+        Err(self.lost(FrameError::Message {
+            reason: "a WebSocket message after bytes fed as a stream".into(),
+        }))
+    }
+
+    /// The framing is lost: everything after `e` is [`FrameError::Broken`].
+    fn lost(&mut self, e: FrameError) -> FrameError {
+        self.broken = true;
+        e
     }
 
     /// Whether `line` has bytes after it: whose, how many, and whether they are still wanted.
@@ -494,6 +602,127 @@ mod tests {
         assert_eq!(seen, b"{}\n");
         assert!(!f.is_idle());
         assert_eq!(f.into_held(), b"{\"a\":");
+    }
+
+    /// Feeds WebSocket messages (`true`: binary); the lines the peer saw.
+    fn run_messages(
+        f: &mut RawFrames,
+        messages: &[(bool, Vec<u8>)],
+    ) -> Result<Vec<u8>, FrameError> {
+        let mut seen = Vec::new();
+        for (binary, m) in messages {
+            let out = &mut |b: &[u8]| seen.extend_from_slice(b);
+            if *binary {
+                f.feed_binary(m.clone(), out)?;
+            } else {
+                let mut line = m.clone();
+                line.push(b'\n');
+                f.feed_text(&line, out)?;
+            }
+        }
+        Ok(seen)
+    }
+
+    fn without_newline(mut line: Vec<u8>) -> Vec<u8> {
+        line.pop();
+        line
+    }
+
+    #[test]
+    fn binary_messages_carry_a_line_and_exactly_its_bytes() {
+        let event = b"{\"jsonrpc\":\"2.0\",\"method\":\"exec.exit\",\"params\":{}}".to_vec();
+        let payload: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        let messages = [
+            (false, event.clone()),
+            (
+                true,
+                binary_message(without_newline(header(7, payload.len())), &payload),
+            ),
+            (
+                true,
+                binary_message(without_newline(output("exec.stdout", 1, 3)), b"\0\n\xff"),
+            ),
+            (true, binary_message(without_newline(header(8, 0)), b"")),
+            (false, event.clone()),
+        ];
+        let mut f = RawFrames::default();
+        f.expect(Id::Number(7), 1000);
+        f.expect(Id::Number(8), 10);
+        f.allow_output(10);
+        let seen = run_messages(&mut f, &messages).unwrap();
+        let mut want = event.clone();
+        want.push(b'\n');
+        want.extend_from_slice(&header(7, payload.len()));
+        want.extend_from_slice(&output("exec.stdout", 1, 3));
+        want.extend_from_slice(&header(8, 0));
+        want.extend_from_slice(&event);
+        want.push(b'\n');
+        assert_eq!(seen, want);
+        assert_eq!(f.take(&Id::Number(7)).unwrap(), payload);
+        assert_eq!(f.take(&Id::Number(8)).unwrap(), b"");
+        assert_eq!(f.take_output().unwrap(), b"\0\n\xff");
+        assert!(f.is_idle());
+    }
+
+    #[test]
+    fn binary_messages_that_break_the_rules_are_refused() {
+        let out_line = || without_newline(output("exec.stdout", 1, 4));
+        for (what, message, check) in [
+            (
+                "short",
+                binary_message(out_line(), b"abc"),
+                "carries 3 bytes",
+            ),
+            (
+                "long",
+                binary_message(out_line(), b"abcde"),
+                "carries 5 bytes",
+            ),
+            ("no newline", out_line(), "without a header line"),
+            (
+                "no raw_bytes",
+                b"{\"jsonrpc\":\"2.0\",\"method\":\"exec.exit\"}\nxx".to_vec(),
+                "no raw_bytes",
+            ),
+        ] {
+            let mut f = RawFrames::default();
+            f.allow_output(10);
+            let e = f.feed_binary(message, &mut |_| {}).unwrap_err();
+            assert!(e.to_string().contains(check), "{what}: {e}");
+            assert_eq!(
+                f.feed_text(b"{}\n", &mut |_| {}).unwrap_err(),
+                FrameError::Broken
+            );
+        }
+        // Over the bound, or not negotiated: the same errors as on a byte stream.
+        let mut f = RawFrames::default();
+        f.allow_output(2);
+        let e = f
+            .feed_binary(binary_message(out_line(), b"abcd"), &mut |_| {})
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FrameError::OutputTooLong {
+                    claimed: 4,
+                    max: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let mut f = RawFrames::default();
+        let e = f
+            .feed_binary(binary_message(out_line(), b"abcd"), &mut |_| {})
+            .unwrap_err();
+        assert!(matches!(e, FrameError::UnaskedOutput { .. }), "{e}");
+        // A text message never announces bytes.
+        let mut f = RawFrames::default();
+        f.allow_output(10);
+        let e = f
+            .feed_text(&output("exec.stdout", 1, 4), &mut |_| {})
+            .unwrap_err();
+        assert!(e.to_string().contains("text message announces"), "{e}");
     }
 
     #[test]

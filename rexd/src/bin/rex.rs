@@ -91,9 +91,10 @@ struct Global {
     /// where that makes them shorter (worth it over slow links and for text).
     #[arg(long, global = true)]
     compress: bool,
-    /// Do not offer raw frames (file bytes after each answer's line instead of base64 inside
-    /// JSON). They are offered by default over local and ssh targets; a daemon that does not
-    /// know them ignores the offer.
+    /// Do not offer raw frames (file bytes and command output after each line, or in one
+    /// binary WebSocket message with it, instead of escaped or base64 inside JSON). They are
+    /// offered by default over every target; a daemon that does not know them ignores the
+    /// offer.
     #[arg(long, global = true)]
     no_raw_frames: bool,
     /// Show the transport's stderr (daemon logs, ssh messages) as it comes.

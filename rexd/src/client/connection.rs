@@ -71,10 +71,12 @@ pub struct ConnectOptions {
     /// and `fs.read`/`fs.write` contents travel compressed where that makes them shorter
     /// (`docs/rexd-compression.md`); inflated sizes are bounded by what was asked for.
     pub compress: bool,
-    /// Offer raw frames at `session.open` (over a child's stdio: `local` and ssh targets).
-    /// When the daemon grants them, [`Client::read_file`] gets file bytes after each answer's
-    /// line instead of inside a JSON string (`docs/rexd-raw-frames.md`). A daemon that does not
-    /// know them ignores the offer, and everything travels as before.
+    /// Offer raw frames and raw output at `session.open` (every target: after the line on a
+    /// child's stdio, `local` and ssh; one binary message with the line on a WebSocket). When
+    /// the daemon grants them, [`Client::read_file`] gets file bytes after each answer's line
+    /// and [`Client::exec`] output bytes after each event's, instead of inside a JSON string
+    /// (`docs/rexd-raw-frames.md`). A daemon that does not know them ignores the offer, and
+    /// everything travels as before.
     pub raw_frames: bool,
 }
 
@@ -135,6 +137,12 @@ pub struct WriteOptions {
 /// What the threads hand the caller's thread.
 pub(crate) enum Input {
     Stdout(Vec<u8>),
+    /// A text WebSocket message, `\n` appended: one JSON value.
+    #[cfg(feature = "net")]
+    Text(Vec<u8>),
+    /// A binary WebSocket message: one raw frame (`docs/rexd-raw-frames.md`).
+    #[cfg(feature = "net")]
+    Binary(Vec<u8>),
     StdoutEnd(Option<io::Error>),
     Local(Vec<u8>),
     LocalEnd,
@@ -343,7 +351,6 @@ impl Client {
             timeouts,
             ..PeerConfig::default()
         };
-        let over_stdio = matches!(transport, Transport::Process { .. });
         let mut client = Client {
             target: endpoint.to_string(),
             spec: spec.clone(),
@@ -363,9 +370,9 @@ impl Client {
             session: None,
             options: options.clone(),
             last_event: 0,
-            // Only a child's stdio carries bytes after a line; a WebSocket message is one
-            // JSON value.
-            frames: (options.raw_frames && over_stdio).then(RawFrames::default),
+            // A child's stdio carries a raw frame's bytes after its line, a WebSocket in one
+            // binary message with it; either way the splitter checks them.
+            frames: options.raw_frames.then(RawFrames::default),
         };
         let roots = (!spec.workspace_roots.is_empty()).then(|| spec.workspace_roots.clone());
         let opened = client.call(SessionOpenParams {
@@ -639,6 +646,29 @@ impl Client {
                 }
                 Ok(())
             }
+            #[cfg(feature = "net")]
+            Input::Text(line) => {
+                let now = self.now();
+                match &mut self.frames {
+                    Some(frames) => {
+                        let peer = &mut self.peer;
+                        frames.feed_text(&line, &mut |line| peer.handle_bytes(now, line))?;
+                    }
+                    None => self.peer.handle_bytes(now, &line),
+                }
+                Ok(())
+            }
+            #[cfg(feature = "net")]
+            Input::Binary(message) => {
+                let now = self.now();
+                // Raw frames not offered, or not granted: a binary message has no place.
+                let Some(frames) = &mut self.frames else {
+                    return Err(frames::FrameError::BinaryUnasked.into());
+                };
+                let peer = &mut self.peer;
+                frames.feed_binary(message, &mut |line| peer.handle_bytes(now, line))?;
+                Ok(())
+            }
             Input::StdoutEnd(error) => Err(self.connection_lost(error)),
             Input::Local(chunk) => self.send_input(&chunk, false),
             Input::LocalEnd => self.send_input(&[], true),
@@ -774,7 +804,10 @@ impl Client {
         if let Some(route) = self.input.take() {
             route.gate.close();
         }
-        if result.is_err() && self.transport.is_open() {
+        // A raw frame error leaves nothing to read an answer from (the splitter refuses all
+        // that follows): the command ends with the connection, as the session does.
+        let unreadable = matches!(result, Err(ClientError::Frame(_)));
+        if result.is_err() && !unreadable && self.transport.is_open() {
             // Best effort: do not leave the command running after we stopped listening.
             let _ = self.call(ExecKillParams {
                 session_id,

@@ -2,8 +2,12 @@
 //! with a bearer token (from a file or the environment) and, for mTLS, a client certificate.
 //!
 //! The caller stays blocking: a thread runs a small tokio runtime with the socket. Received
-//! messages become NDJSON lines on the client's inbox (the same channel a child's stdout feeds),
-//! and lines the peer writes become one text message each.
+//! messages go to the client's inbox (the same channel a child's stdout feeds) whole: a text
+//! message as one NDJSON line, a binary one (a raw frame: its line, `\n`, its bytes;
+//! `docs/rexd-raw-frames.md`) as it is, for the client's [`RawFrames`] to check. Lines the
+//! peer writes become one text message each.
+//!
+//! [`RawFrames`]: deskwire::rexd::frames::RawFrames
 
 use std::io;
 use std::path::Path;
@@ -26,6 +30,8 @@ use super::error::ClientError;
 use super::{Endpoint, TargetSpec};
 
 /// The largest message accepted from the daemon (its answers are bounded by its own limits).
+/// A binary message's header is checked against what was asked for once the message is in;
+/// this bounds what the WebSocket layer takes in before that.
 const MAX_MESSAGE: usize = 64 << 20;
 /// The environment variable a token is read from when the target names no file.
 pub const DEFAULT_TOKEN_ENV: &str = "REXD_TOKEN";
@@ -293,7 +299,12 @@ async fn pump<S>(
                 Some(Ok(Message::Text(text))) => {
                     let mut line = text.as_str().as_bytes().to_vec();
                     line.push(b'\n');
-                    if !deliver(inbox, Input::Stdout(line)).await {
+                    if !deliver(inbox, Input::Text(line)).await {
+                        break "the client is gone".into();
+                    }
+                }
+                Some(Ok(Message::Binary(bytes))) => {
+                    if !deliver(inbox, Input::Binary(bytes.into())).await {
                         break "the client is gone".into();
                     }
                 }

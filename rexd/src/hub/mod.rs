@@ -87,10 +87,12 @@ pub struct ConnInfo {
     pub address: Option<String>,
     /// Stream or pointed.
     pub kind: ConnKind,
-    /// The connection is a plain byte stream (the agent's Unix socket, which a
-    /// `rexd --stdio --resumable` bridge copies as it is): its sessions may be granted raw
-    /// frames, and a raw `fs.read` answer goes out with [`ConnSink::send_frame`].
-    pub byte_stream: bool,
+    /// The connection can carry raw frames (`docs/rexd-raw-frames.md`): a plain byte stream
+    /// (the agent's Unix socket, which a `rexd --stdio --resumable` bridge copies as it is)
+    /// writes a line and its bytes together, a WebSocket (`/ws`) sends them as one binary
+    /// message. Its sessions may be granted raw frames and raw output, and a raw `fs.read`
+    /// answer or output event goes out with [`ConnSink::send_frame`].
+    pub raw_frames: bool,
 }
 
 /// The hub's way back to one client; implemented by the transport.
@@ -98,7 +100,7 @@ pub trait ConnSink: Send {
     /// Queues one outbound message (a JSON-RPC message without a newline).
     fn send(&self, message: Vec<u8>);
     /// Queues a message and the raw bytes that follow its newline, to be written together
-    /// (`docs/rexd-raw-frames.md`). The hub calls it only for a `byte_stream` connection; a
+    /// (`docs/rexd-raw-frames.md`). The hub calls it only for a `raw_frames` connection; a
     /// sink that cannot carry bytes after a line sends the message and closes rather than
     /// lose the bytes silently.
     fn send_frame(&self, message: Vec<u8>, bytes: Vec<u8>) {
@@ -953,7 +955,7 @@ impl Hub {
         let principal = c.info.principal.clone();
         // A session.open from this connection may be granted raw frames only if it can
         // carry them.
-        self.service.set_byte_stream(c.info.byte_stream);
+        self.service.set_raw_transport(c.info.raw_frames);
         self.service.set_address(c.info.address.clone());
         self.service
             .call_from(now, handle, request, Some(&principal));
@@ -978,9 +980,9 @@ impl Hub {
                         continue;
                     }
                     let conn = s.stream.and_then(|conn| self.conns.get(&conn));
-                    // Raw output is granted on byte streams only; should its event ever go
-                    // elsewhere, its bytes travel in its string.
-                    let mut event = match conn.is_some_and(|c| c.info.byte_stream) {
+                    // Raw output is granted only where raw frames travel (byte streams, /ws);
+                    // should its event ever go elsewhere, its bytes travel in its string.
+                    let mut event = match conn.is_some_and(|c| c.info.raw_frames) {
                         true => event,
                         false => event.into_string_payload(),
                     };
@@ -1083,11 +1085,11 @@ impl Hub {
             }
             _ => {}
         }
-        // A raw read's bytes follow its line only on a byte stream, and never inside a batch's
-        // array; elsewhere (a session resumed over another kind of connection) they travel in
+        // A raw read's bytes follow its line only where raw frames travel (a byte stream, a
+        // binary WebSocket message), and never inside a batch's array; elsewhere (a session resumed over another kind of connection) they travel in
         // the string.
         let result = result.map(|response| match response {
-            Response::FsRead(r) if !c.info.byte_stream || c.peer.is_batched(&id) => {
+            Response::FsRead(r) if !c.info.raw_frames || c.peer.is_batched(&id) => {
                 Response::FsRead(r.into_string_form())
             }
             other => other,
@@ -1369,7 +1371,7 @@ mod tests {
                 principal: who.into(),
                 address: None,
                 kind,
-                byte_stream: false,
+                raw_frames: false,
             };
             assert!(hub.send(HubInput::Open {
                 conn,
@@ -1422,7 +1424,7 @@ mod tests {
     /// Raw frames are granted only to a byte-stream connection (the agent's), whose raw
     /// answers go out as a line and its bytes; a WebSocket's session is not granted them.
     #[test]
-    fn raw_frames_only_for_byte_stream_connections() {
+    fn raw_frames_only_for_connections_that_carry_them() {
         /// A line and the bytes after it.
         type Frame = (Vec<u8>, Vec<u8>);
         #[derive(Clone, Default)]
@@ -1451,7 +1453,7 @@ mod tests {
         std::fs::write(root.join("f"), b"\x00\n\xff").unwrap();
         let settings = Settings::for_roots(std::slice::from_ref(&root)).unwrap();
         let (hub, thread) = start(settings, HubConfig::default()).unwrap();
-        for byte_stream in [false, true] {
+        for raw_frames in [false, true] {
             let sink = Frames::default();
             let conn = hub.next_conn();
             assert!(hub.send(HubInput::Open {
@@ -1460,7 +1462,7 @@ mod tests {
                     principal: "p".into(),
                     address: None,
                     kind: ConnKind::Stream,
-                    byte_stream,
+                    raw_frames,
                 },
                 sink: Box::new(sink.clone()),
             }));
@@ -1481,7 +1483,7 @@ mod tests {
                 serde_json::json!({"jsonrpc":"2.0","id":2,"method":"fs.read",
                                     "params":{"session_id":sid,"path":"f","encoding":"raw"}}),
             );
-            if byte_stream {
+            if raw_frames {
                 assert_eq!(open["result"]["raw_frames"], true, "{open}");
                 wait_for(|| sink.frames.lock().unwrap().len() == 1);
                 let (line, bytes) = sink.frames.lock().unwrap()[0].clone();
@@ -1514,7 +1516,7 @@ mod tests {
                 principal: "p".into(),
                 address: None,
                 kind: ConnKind::Stream,
-                byte_stream: false,
+                raw_frames: false,
             },
             sink: Box::new(sink.clone()),
         });
@@ -1560,7 +1562,7 @@ mod tests {
                 principal: "p".into(),
                 address: None,
                 kind: ConnKind::Pointed,
-                byte_stream: false,
+                raw_frames: false,
             },
             sink: Box::new(other.clone()),
         });

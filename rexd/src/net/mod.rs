@@ -1166,7 +1166,7 @@ async fn rpc(
             principal,
             address,
             kind: ConnKind::Pointed,
-            byte_stream: false,
+            raw_frames: false,
         },
         sink: Box::new(Arc::clone(&sink)),
     }) && state.hub.send(HubInput::Message {
@@ -1190,10 +1190,25 @@ async fn rpc(
     }
 }
 
+/// One message to a WebSocket client: a text message (one JSON value), or a binary one (a raw
+/// frame: its line, `\n`, its bytes; `docs/rexd-raw-frames.md`).
+enum Outbound {
+    Text(Vec<u8>),
+    Binary(Vec<u8>),
+}
+
+impl Outbound {
+    fn len(&self) -> usize {
+        match self {
+            Outbound::Text(b) | Outbound::Binary(b) => b.len(),
+        }
+    }
+}
+
 /// The hub's way to a WebSocket client: messages through a channel to the writer, their bytes
 /// counted until written; input credit given back as the hub takes messages.
 struct StreamSink {
-    tx: mpsc::UnboundedSender<Vec<u8>>,
+    tx: mpsc::UnboundedSender<Outbound>,
     unsent: Arc<AtomicUsize>,
     credits: Arc<Semaphore>,
     credit_cap: usize,
@@ -1203,7 +1218,14 @@ struct StreamSink {
 impl ConnSink for StreamSink {
     fn send(&self, message: Vec<u8>) {
         self.unsent.fetch_add(message.len(), Ordering::Relaxed);
-        let _ = self.tx.send(message);
+        let _ = self.tx.send(Outbound::Text(message));
+    }
+    /// A raw frame is one binary message: the line, `\n`, the bytes. The hub sends frames
+    /// only to sessions granted raw frames, so a client that did not ask gets text only.
+    fn send_frame(&self, message: Vec<u8>, bytes: Vec<u8>) {
+        let message = deskwire::rexd::frames::binary_message(message, &bytes);
+        self.unsent.fetch_add(message.len(), Ordering::Relaxed);
+        let _ = self.tx.send(Outbound::Binary(message));
     }
     fn unsent(&self) -> usize {
         self.unsent.load(Ordering::Relaxed)
@@ -1263,7 +1285,7 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String, 
         hub: hub.clone(),
         conn,
     };
-    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Outbound>();
     let unsent = Arc::new(AtomicUsize::new(0));
     // What the hub may hold of this client's messages: one message of any size, or up to
     // this many bytes of smaller ones; past it the client's sends wait in its socket.
@@ -1283,7 +1305,8 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String, 
             principal,
             address: Some(address),
             kind: ConnKind::Stream,
-            byte_stream: false,
+            // A raw frame travels as one binary message (`StreamSink::send_frame`).
+            raw_frames: true,
         },
         sink: Box::new(sink),
     }) {
@@ -1298,7 +1321,8 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String, 
                 Ok(Message::Binary(_)) => {
                     return Some((
                         CLOSE_UNSUPPORTED,
-                        "binary messages are not JSON-RPC: send text",
+                        "binary messages are not JSON-RPC: send text (only the daemon sends \
+                         binary messages, for raw frames)",
                     ));
                 }
                 Err(e) => {
@@ -1345,16 +1369,22 @@ async fn ws_session(socket: WebSocket, state: Arc<NetState>, principal: String, 
                 },
             };
             let len = message.len();
-            let text = match String::from_utf8(message) {
-                Ok(t) => t,
-                Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+            let message = match message {
+                Outbound::Text(bytes) => Message::Text(
+                    match String::from_utf8(bytes) {
+                        Ok(t) => t,
+                        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                    }
+                    .into(),
+                ),
+                Outbound::Binary(bytes) => Message::Binary(bytes.into()),
             };
             // A client that stopped reading blocks this send: the hub's verdict must still
             // get through, so the send gives way to it.
             let sent = tokio::select! {
                 biased;
                 _ = close_rx.changed() => break why(&close_rx),
-                sent = to_client.send(Message::Text(text.into())) => sent,
+                sent = to_client.send(message) => sent,
             };
             unsent.fetch_sub(len, Ordering::Relaxed);
             if let Err(e) = sent {

@@ -142,9 +142,10 @@ pub struct Service {
     last_decision: Option<Decision>,
     /// Resumable sessions may be opened (the host keeps them across connections).
     resumable: bool,
-    /// The calls come over a byte stream that can carry raw bytes after a line (stdio; the
-    /// hub sets it per call for its connection), so `session.open` may grant `raw_frames`.
-    byte_stream: bool,
+    /// The calls come over a transport that can carry raw bytes after a line (stdio; the hub
+    /// sets it per call for its connection: the agent's bridges, `/ws`), so `session.open`
+    /// may grant `raw_frames`.
+    raw_transport: bool,
     /// The host takes [`Service::poll_frame`]'s piped output ([`Service::set_pipe_output`]).
     pipe_output: bool,
 }
@@ -197,7 +198,7 @@ impl Service {
             opening_address: None,
             last_decision: None,
             resumable: false,
-            byte_stream: false,
+            raw_transport: false,
             pipe_output: false,
             next_key: 0,
             next_pty: 0,
@@ -257,12 +258,12 @@ impl Service {
         self.resumable = on;
     }
 
-    /// Says that the calls from now on come over a byte stream whose host writes a raw
-    /// `fs.read` answer's bytes right after its line ([`deskwire::rexd::Response::write_frame`]:
-    /// stdio, ssh, the agent's bridges): `session.open` then grants `raw_frames` to a client
-    /// that asks.
-    pub fn set_byte_stream(&mut self, on: bool) {
-        self.byte_stream = on;
+    /// Says that the calls from now on come over a transport whose host writes a raw
+    /// `fs.read` answer's (or output event's) bytes right after its line
+    /// ([`deskwire::rexd::Response::write_frame`]: stdio, ssh, the agent's bridges; one binary
+    /// message on `/ws`): `session.open` then grants `raw_frames` to a client that asks.
+    pub fn set_raw_transport(&mut self, on: bool) {
+        self.raw_transport = on;
     }
 
     /// Says that the host takes its output with [`Service::poll_frame`] and moves a

@@ -106,9 +106,10 @@ impl Service {
             .to_limits()
             .lowered_by(&p.limits.unwrap_or_default());
         let compression = p.compression.as_deref().and_then(compress::choose);
-        // Only a transport that carries bytes as they are (stdio, ssh) can put them after a
-        // line; a WebSocket message or an HTTP body holds one JSON value.
-        let raw_frames = p.raw_frames && self.byte_stream;
+        // Only a transport that can carry bytes as they are after a line grants raw frames:
+        // stdio, ssh, the agent's bridges, and /ws (a line and its bytes in one binary
+        // message); an HTTP body (POST /rpc, MCP) holds one JSON value.
+        let raw_frames = p.raw_frames && self.raw_transport;
         let raw_output = raw_frames && p.raw_output;
         // 128 random bits: an id tells nothing of other sessions and cannot be guessed (the
         // hub answers a session only to its holder; this keeps a stranger from even aiming).
