@@ -162,8 +162,12 @@ async def flood(url, count):
     """Sends `count` requests without reading a single answer, then checks that another
     client is served meanwhile, then reads: every request answered, none lost."""
     count = int(count)
+    # No keepalive pings: this client reads nothing for a while on purpose, so a pong would
+    # wait behind the unread answers, and on a slow machine the library would give up on it
+    # (1011, "keepalive ping timeout") before the reading starts.
     async with connect(
-        ws_url(url), additional_headers=auth(TOKEN), max_size=None, open_timeout=60
+        ws_url(url), additional_headers=auth(TOKEN), max_size=None, open_timeout=60,
+        ping_interval=None,
     ) as ws:
         s = Session(ws)
         sid = (await s.call("session.open", {"client_name": "flood"}))["session_id"]
