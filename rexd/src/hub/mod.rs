@@ -1086,8 +1086,8 @@ impl Hub {
             _ => {}
         }
         // A raw read's bytes follow its line only where raw frames travel (a byte stream, a
-        // binary WebSocket message), and never inside a batch's array; elsewhere (a session resumed over another kind of connection) they travel in
-        // the string.
+        // binary WebSocket message), and never inside a batch's array; elsewhere (a session
+        // resumed over another kind of connection) they travel in the string.
         let result = result.map(|response| match response {
             Response::FsRead(r) if !c.info.raw_frames || c.peer.is_batched(&id) => {
                 Response::FsRead(r.into_string_form())
