@@ -31,16 +31,7 @@ fn log_text(n: usize) -> Vec<u8> {
 }
 
 fn random(n: usize) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n.div_ceil(8))
-        .flat_map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()
-        })
-        .take(n)
-        .collect()
+    deskwire_integration::random_bytes(0x9e37_79b9_7f4a_7c15, n)
 }
 
 /// A frame of `mib` MiB of zeros, written as a stream so its header does not say its size.

@@ -17,16 +17,7 @@ use rexd::client::{Client, ConnectOptions, ExecOptions, Stream, TargetSpec};
 use serde_json::{Value, json};
 
 fn random(n: usize) -> Vec<u8> {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    (0..n.div_ceil(8))
-        .flat_map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()
-        })
-        .take(n)
-        .collect()
+    deskwire_integration::random_bytes(0x2545_f491_4f6c_dd1d, n)
 }
 
 fn text(n: usize) -> Vec<u8> {

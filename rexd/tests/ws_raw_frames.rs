@@ -24,16 +24,7 @@ use tungstenite::client::IntoClientRequest;
 use tungstenite::{Message, WebSocket};
 
 fn random(n: usize) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n.div_ceil(8))
-        .flat_map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()
-        })
-        .take(n)
-        .collect()
+    deskwire_integration::random_bytes(0x9e37_79b9_7f4a_7c15, n)
 }
 
 /// What `MIXED` writes: NULs, bytes that are not UTF-8, then many lines.

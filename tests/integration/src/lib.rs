@@ -76,6 +76,20 @@ pub fn free_port() -> u16 {
         .expect("bind an ephemeral port")
 }
 
+/// `n` bytes of xorshift64 noise from `seed`: not UTF-8, not compressible, the same every run.
+pub fn random_bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed;
+    (0..n.div_ceil(8))
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()
+        })
+        .take(n)
+        .collect()
+}
+
 /// A port on 127.0.0.1 where nothing listens, for as long as this value lives: bound without
 /// `listen`, so a connection is refused, and held, so that no server of a test running
 /// alongside can take it (a released [`free_port`] can be, and then it answers).
