@@ -8,11 +8,12 @@
   agent's session keeps).
 
 ``RexdClient`` runs three ways: raw frames with zstd (its defaults over ssh), raw frames alone
-(``compression=False``, its defaults locally) and JSON (``raw_frames=False, compression=False``: everything in JSON
+(``compression=False``, its defaults locally and on loopback) and JSON (``raw_frames=False, compression=False``: everything in JSON
 strings, base64 for file bytes); ``rex`` two: its defaults (raw frames) and ``--compress`` (raw
 frames with zstd). Each round is a whole use, connection included: ``rex`` and ssh are processes
 started per round, and ``RexdClient`` connects (starting ``rexd --stdio``, or ssh) and closes.
-Locally and through a loopback sshd (skipped without OpenSSH). ``$DESKWIRE_REXD`` and
+Locally, through a loopback sshd (skipped without OpenSSH), and to a ``rexd --listen`` on
+loopback over its WebSocket (``ws``: raw frames as binary messages). ``$DESKWIRE_REXD`` and
 ``$DESKWIRE_REX`` name the binaries (release builds for numbers worth keeping).
 
 ``test_rexd_in_turns`` runs every contender of a case in turns, round after round, so a change
@@ -100,9 +101,54 @@ def sshd() -> Iterator[Optional[Sshd]]:
     s.stop()
 
 
+TOKEN = "0123456789abcdef0123456789abcdef"
+
+
+class Listener:
+    """``rexd --listen 127.0.0.1:0 --root place`` with a token file: plain ``http://`` on
+    loopback, so the WebSocket's cost is measured without TLS's."""
+
+    def __init__(self, place: Path) -> None:
+        tokens = place.parent / f"{place.name}-tokens"
+        tokens.write_text(f"bench:{TOKEN}\n")
+        tokens.chmod(0o600)
+        self.process = subprocess.Popen(
+            [rexd_path(), "--listen", "127.0.0.1:0", "--root", str(place), "--token-file", str(tokens)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().decode()
+        assert line.startswith("rexd: listening on http://"), line
+        self.url = line.split(" on ", 1)[1].strip()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+_listeners: Dict[Path, Listener] = {}
+
+
+def listener(place: Path) -> Listener:
+    """The module's one daemon on loopback for ``place`` (started on first use)."""
+    if place not in _listeners:
+        _listeners[place] = Listener(place)
+    return _listeners[place]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_listeners() -> Iterator[None]:
+    yield
+    for daemon in _listeners.values():
+        daemon.stop()
+    _listeners.clear()
+
+
 def connect_args(where: str, place: Path, sshd: Optional[Sshd]) -> Dict[str, Any]:
     if where == "local":
         return {"target": "local", "rexd": rexd_path(), "rexd_args": ["--root", str(place)]}
+    if where == "ws":
+        return {"target": listener(place).url, "token": TOKEN}
     assert sshd is not None
     return {"target": "box", "targets_file": str(sshd.targets_file), "rexd_args": ["--root", str(place)]}
 
@@ -111,6 +157,8 @@ def rex_argv(where: str, place: Path, sshd: Optional[Sshd], flags: List[str], *c
     if where == "local":
         return [rex_path(), "-t", "local", "--rexd", rexd_path(), "--rexd-arg=--root",
                 f"--rexd-arg={place}", *flags, *command]
+    if where == "ws":
+        return [rex_path(), "-t", listener(place).url, *flags, *command]
     assert sshd is not None
     return [rex_path(), "--targets-file", str(sshd.targets_file), "-t", "box",
             "--rexd-arg=--root", f"--rexd-arg={place}", *flags, *command]
@@ -124,8 +172,13 @@ def ssh_argv(sshd: Sshd, *command: str) -> List[str]:
 
 
 def counted(argv: List[str]) -> int:
-    out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
-    return len(out.stdout)
+    """Runs a process and returns how many bytes it wrote. Its stdout is a file, not a pipe read
+    here: reading 10 MiB from a pipe costs this Python process about as much as ``rex`` itself
+    takes, which would be counted against ``rex``."""
+    env = {**os.environ, "REXD_TOKEN": TOKEN}  # read by rex for an http:// target only
+    with tempfile.TemporaryFile() as out:
+        subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, check=True, env=env)
+        return os.fstat(out.fileno()).st_size
 
 
 def python_round(where: str, way: str, case: str, place: Path, sshd: Optional[Sshd]) -> Callable[[], int]:
@@ -157,7 +210,7 @@ def ssh_round(case: str, place: Path, sshd: Sshd) -> Callable[[], int]:
     return lambda: counted(argv)
 
 
-WHERE = ["local", "ssh"]
+WHERE = ["local", "ssh", "ws"]
 CASES = ["random", "text", "seq"]
 
 

@@ -147,7 +147,7 @@ fn resolve_target<'py>(
 
 /// The raw-frame splitter (`docs/rexd-raw-frames.md`) between a `rexd --stdio` link's bytes
 /// and the JSON-RPC peer: `feed` takes what the link read and returns what the peer should
-/// see; the bytes after a raw `fs.read` answer wait under its id for `take`, those after an
+/// see (`feed_text` and `feed_binary` take a `/ws` link's messages); the bytes after a raw `fs.read` answer wait under its id for `take`, those after an
 /// output event in arrival order for `take_output`. Only calls announced with `expect` may
 /// carry bytes, no more than their `max`, and output events only after `allow_output`: anything
 /// else raises `ProtocolError` (code `raw_frame`), after which the link cannot be read on.
@@ -172,6 +172,30 @@ impl RawFrames {
     fn feed<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         let mut out = Vec::with_capacity(data.len());
         self.with(|f| f.feed(data, &mut |b| out.extend_from_slice(b)))
+            .map_err(|e| errors::protocol("raw_frame", e.to_string()))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Takes one text message from a `/ws` link: one JSON value, returned as the line the peer
+    /// should see (`\n` appended). A text message that announces raw bytes is refused: on
+    /// `/ws` they come in binary messages only.
+    fn feed_text<'py>(&self, py: Python<'py>, message: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let mut line = Vec::with_capacity(message.len() + 1);
+        line.extend_from_slice(message);
+        line.push(b'\n');
+        let mut out = Vec::with_capacity(line.len());
+        self.with(|f| f.feed_text(&line, &mut |b| out.extend_from_slice(b)))
+            .map_err(|e| errors::protocol("raw_frame", e.to_string()))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Takes one binary message from a `/ws` link: a raw frame whole (its JSON line, `\n`,
+    /// then exactly `raw_bytes` bytes); returns the line for the peer, and the bytes wait as
+    /// `feed`'s do. A message that was not asked for, or whose length disagrees with its
+    /// line, is refused.
+    fn feed_binary<'py>(&self, py: Python<'py>, message: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let mut out = Vec::new();
+        self.with(|f| f.feed_binary(message.to_vec(), &mut |b| out.extend_from_slice(b)))
             .map_err(|e| errors::protocol("raw_frame", e.to_string()))?;
         Ok(PyBytes::new(py, &out))
     }

@@ -4,11 +4,12 @@ loopback sshd, with rex's targets file."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import AsyncIterator, Iterator, List, Optional, Union
+from typing import Any, AsyncIterator, Iterator, List, Optional, Union
 
 import pytest
 
@@ -69,8 +70,9 @@ async def test_local_rexd(root: Path) -> None:
 
 
 async def raw_frames_exactly(client: RexdClient, root: Path) -> None:
-    """Over a child's stdio the session takes raw frames: command output and file bytes come
-    after their lines as they are (NULs, invalid UTF-8, newlines), exactly."""
+    """The session takes raw frames (over a child's stdio, and as binary messages over /ws):
+    command output and file bytes come after their lines as they are (NULs, invalid UTF-8,
+    newlines), exactly."""
     assert client.session.get("raw_frames") is True and client.session.get("raw_output") is True
     noise = os.urandom(3 * 1024 * 1024 + 7)
     (root / "noise.bin").write_bytes(noise)
@@ -643,7 +645,31 @@ async def test_over_https_with_a_token(root: Path, pki: Path, monkeypatch: pytes
             workspace_roots=[str(root)],
         ) as client:
             assert client.session["protocol"] == "rexd/1"
+            # On loopback compression would only cost CPU: not offered unless asked for.
+            assert client.session.get("compression") is None
             await exercise(client, root)
+            await raw_frames_exactly(client, root)
+        # Asked for: raw zstd frames in binary messages, inflated here.
+        seen = Inflations(monkeypatch)
+        async with await RexdClient.connect(
+            daemon.url, token_file=str(token_file), ca_file=str(pki / "ca.pem"), compression=True,
+        ) as client:
+            assert client.session["compression"] == "zstd" and client.session["raw_frames"] is True
+            text = log_text(3 * 1024 * 1024)
+            (root / "app.log").write_bytes(text)
+            assert await client.read_file(str(root / "app.log")) == text
+            assert seen.frames > 0 and seen.strings == 0
+        monkeypatch.undo()
+        # Without raw frames: every byte in JSON strings, as exact.
+        async with await RexdClient.connect(
+            daemon.url, token_file=str(token_file), ca_file=str(pki / "ca.pem"),
+            workspace_roots=[str(root)], raw_frames=False, compression=False,
+        ) as client:
+            assert "raw_frames" not in client.session and "raw_output" not in client.session
+            noise = os.urandom(200_000)
+            (root / "noise.bin").write_bytes(noise)
+            assert await client.read_file(str(root / "noise.bin")) == noise
+            assert (await client.run(["cat", str(root / "noise.bin")]))[1] == noise
         # The token from the environment, and a wss:// URL.
         monkeypatch.setenv("REXD_TOKEN", _Listener.TOKEN)
         wss = daemon.url.replace("https://", "wss://")
@@ -727,6 +753,8 @@ async def test_over_a_websocket_a_cut_link_is_resumed(root: Path, pki: Path) -> 
             else:
                 exit_ = event
         assert cut
+        # The output came as binary messages, and those kept while the link was down as well.
+        assert client.session["raw_output"] is True
         assert out.decode().splitlines() == [f"line {i}" for i in range(1, 41)]
         assert exit_ is not None and exit_.exit_code == 5
         # It was resumed, not merely never cut: the daemon counted one resume.
@@ -737,3 +765,61 @@ async def test_over_a_websocket_a_cut_link_is_resumed(root: Path, pki: Path) -> 
         proxy.close()
         daemon.terminate()
         daemon.wait(timeout=10)
+
+
+_BAD_WS_ANSWERS = {
+    # A binary message whose line announces more bytes than it carries.
+    "short": ("binary", b'{"jsonrpc":"2.0","method":"exec.stdout","params":{"session_id":"s_1",'
+              b'"process_id":"p_1","seq":1,"data":"","encoding":"raw","raw_bytes":10}}\nabc'),
+    # Output bytes in a text message: on /ws they come in binary messages only.
+    "text": ("text", '{"jsonrpc":"2.0","method":"exec.stdout","params":{"session_id":"s_1",'
+             '"process_id":"p_1","seq":1,"data":"","encoding":"raw","raw_bytes":3}}'),
+    # A binary message without a header line.
+    "headless": ("binary", b"\x00" * 64),
+    # A binary message in a session that did not take raw frames.
+    "unasked": ("binary", b'{"jsonrpc":"2.0","method":"exec.stdout","params":{"session_id":"s_1",'
+                b'"process_id":"p_1","seq":1,"data":"","encoding":"raw","raw_bytes":3}}\nabc'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_WS_ANSWERS))
+async def test_a_websocket_daemon_that_breaks_the_raw_framing_is_cut_off(case: str) -> None:
+    """A daemon on /ws that grants raw output (or, for ``unasked``, does not), then sends a
+    malformed message after ``exec.start``: the client closes the link (1002) and the command's
+    caller hears why, at once."""
+    import json
+
+    from websockets.asyncio.server import serve
+    from websockets.exceptions import ConnectionClosed
+
+    kind, bad = _BAD_WS_ANSWERS[case]
+    closed_with: List[Optional[int]] = []
+
+    async def daemon(ws: Any) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await answer(ws)
+        closed_with.append(ws.close_code)
+
+    async def answer(ws: Any) -> None:
+        async for message in ws:
+            call = json.loads(message)
+            if call["method"] == "session.open":
+                granted = {"raw_frames": True, "raw_output": True} if case != "unasked" else {}
+                result = {"session_id": "s_1", "protocol": "rexd/1", "server_version": "fake",
+                          "capabilities": ["exec"], "limits": {}, "workspace_roots": ["/"], **granted}
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": call["id"], "result": result}))
+            elif call["method"] == "exec.start":
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": call["id"], "result": {"process_id": "p_1"}}))
+                await ws.send(bad)
+
+    async with serve(daemon, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        client = await RexdClient.connect(f"http://127.0.0.1:{port}", compression=False)
+        assert bool(client.session.get("raw_output")) == (case != "unasked")
+        with pytest.raises(deskwire.ClosedError) as caught:
+            async with asyncio.timeout(10):
+                async for _ in client.exec(["true"]):
+                    pass
+        assert "raw framing" in str(caught.value), caught.value
+        await client.close()
+    assert closed_with == [1002]

@@ -58,7 +58,7 @@ _Id = Union[int, str, None]
 class RawFrames:
     """The raw-frame splitter (``docs/rexd-raw-frames.md``) between a ``rexd --stdio`` link's bytes
     and the JSON-RPC peer: ``feed`` takes what the link read and returns what the peer should
-    see; the bytes after a raw ``fs.read`` answer wait under its id for ``take``, those after an
+    see (``feed_text`` and ``feed_binary`` take a ``/ws`` link's messages); the bytes after a raw ``fs.read`` answer wait under its id for ``take``, those after an
     output event in arrival order for ``take_output``. Only calls announced with ``expect`` may
     carry bytes, no more than their ``max``, and output events only after ``allow_output``: anything
     else raises ``ProtocolError`` (code ``raw_frame``), after which the link cannot be read on.
@@ -67,6 +67,17 @@ class RawFrames:
     def feed(self, data: bytes) -> bytes:
         """Takes bytes read from the link; returns the bytes the peer should see (whole lines
         where a line announces raw bytes, any cut otherwise).
+        """
+    def feed_text(self, message: bytes) -> bytes:
+        """Takes one text message from a ``/ws`` link: one JSON value, returned as the line the peer
+        should see (``\\n`` appended). A text message that announces raw bytes is refused: on
+        ``/ws`` they come in binary messages only.
+        """
+    def feed_binary(self, message: bytes) -> bytes:
+        """Takes one binary message from a ``/ws`` link: a raw frame whole (its JSON line, ``\\n``,
+        then exactly ``raw_bytes`` bytes); returns the line for the peer, and the bytes wait as
+        ``feed``'s do. A message that was not asked for, or whose length disagrees with its
+        line, is refused.
         """
     def expect(self, id: _Id, max: int) -> None:
         """Call ``id`` asked for raw bytes, ``max`` at most."""

@@ -10,6 +10,7 @@ import base64
 import collections
 import contextlib
 import importlib
+import ipaddress
 import json
 import logging
 import os
@@ -281,7 +282,7 @@ class Pty:
                     "too_large",
                     f"the terminal's unread output passed {inbox.limit} bytes; it was closed",
                 )
-            raise ClosedError("disconnected", "the REXD connection closed")
+            raise self._client._closed_error()
         if isinstance(event, PtyOutput):
             inbox.buffered -= len(event.data)
             return event
@@ -504,12 +505,30 @@ def _ws_url(target: str) -> Optional[str]:
     return f"{_NETWORK_SCHEMES[scheme]}://{rest}/ws"
 
 
-class _WsReader:
-    """The pump's reader over a WebSocket: each message is one NDJSON line."""
+def _is_loopback(url: str) -> bool:
+    """Whether a ``/ws`` URL names this machine: loopback addresses, or ``localhost``."""
+    host = url.split("://", 1)[1].rsplit("/", 1)[0]
+    host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    host = host.strip("[]")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
-    def __init__(self, ws: Any, closed: Any) -> None:
+
+class _WsReader:
+    """The pump's reader over a WebSocket: each message is one NDJSON line. With raw frames
+    (``frames``), a text message is one JSON value and a binary message one raw frame whole
+    (its line, ``\n``, then exactly ``raw_bytes`` bytes: ``docs/rexd-raw-frames.md``), both
+    checked by :class:`deskwire.rexd.RawFrames`; the bytes wait there, and the peer sees the
+    line."""
+
+    def __init__(self, ws: Any, closed: Any, frames: Any = None) -> None:
         self._ws = ws
         self._closed = closed
+        self._frames = frames
         self.reason = ""
 
     async def read(self, _n: int) -> bytes:
@@ -523,8 +542,21 @@ class _WsReader:
                 else "the connection ended"
             )
             return b""
-        data = message.encode("utf-8") if isinstance(message, str) else bytes(message)
-        return data + b"\n"
+        if self._frames is None:
+            data = message.encode("utf-8") if isinstance(message, str) else bytes(message)
+            return data + b"\n"
+        try:
+            if isinstance(message, str):
+                return bytes(self._frames.feed_text(message.encode("utf-8")))
+            return bytes(self._frames.feed_binary(message))
+        except ProtocolError as e:
+            # The framing is lost, as over a byte stream: the link cannot be read on.
+            log.warning("rexd broke the raw framing: %s", e)
+            self.reason = f"the daemon broke the raw framing: {e}"
+            with contextlib.suppress(Exception):
+                # 1002: a protocol error. A daemon that does not answer the close is cut after 1 s.
+                await asyncio.wait_for(self._ws.close(1002, "raw framing broken"), 1)
+            return b""
 
 
 class _WsWriter:
@@ -578,6 +610,8 @@ class RexdClient:
         self._ptys_closed: Deque[str] = collections.deque(maxlen=256)
         self._stderr = bytearray()
         self._ended = False
+        # Why the link ended (the daemon's last stderr, or the WebSocket's close), for errors.
+        self._end_reason = ""
         # Over a child's stdio (rexd --stdio, ssh): the raw-frame splitter, new for each link.
         self._frames: Any = None
         self.session: Dict[str, Any] = {}
@@ -612,9 +646,13 @@ class RexdClient:
     def _attach(self, ws: Any) -> None:
         """Runs the pump over WebSocket ``ws``."""
         self._ws = ws
-        self._frames = None  # one JSON value per message: no bytes after a line
+        # Raw frames come as binary messages, checked here whether or not they were offered:
+        # one that was not asked for breaks the link as on a byte stream.
+        self._frames = _rexd.RawFrames()
+        if self.session.get("raw_output"):
+            self._frames.allow_output(MAX_EVENT_BYTES)
         closed = importlib.import_module("websockets.exceptions").ConnectionClosed
-        self._ws_reader = _WsReader(ws, closed)
+        self._ws_reader = _WsReader(ws, closed, self._frames)
         # The pump only calls read(n) on its reader, which _WsReader provides.
         reader = cast(asyncio.StreamReader, self._ws_reader)
         self._pump = _Pump(self._peer, reader, _WsWriter(ws, closed), self._event, self._end)
@@ -714,17 +752,18 @@ class RexdClient:
         Over ``rexd --stdio`` (locally or through ssh) the client offers raw frames
         (``docs/rexd-raw-frames.md``): file bytes and command output come after their JSON
         lines as they are, not escaped or in base64, and no more than each call asked for is
-        taken; a daemon that does not know them answers as before. ``raw_frames=False`` does not
-        offer them (as ``rex --no-raw-frames``). A WebSocket carries JSON only.
+        taken; a daemon that does not know them answers as before. To a network target they
+        come as binary WebSocket messages, one raw frame each. ``raw_frames=False`` does not
+        offer them (as ``rex --no-raw-frames``).
 
-        Over ssh and to a network target the client also offers zstd compression
-        (``docs/rexd-compression.md``): when the daemon takes it, output and file pieces that
+        Over ssh and to a network target on another machine the client also offers zstd
+        compression (``docs/rexd-compression.md``): when the daemon takes it, output and file pieces that
         shrink travel as zstd frames (after their lines with raw frames, else in base64),
         inflated here under the same bounds as ``rex`` (no more than a read piece asked for,
         16 MiB for an output event, an 8 MiB window; a frame past them raises
-        :class:`deskwire.ProtocolError`, unexpanded). To a ``local`` daemon it is not offered
-        unless ``compression=True``: through a pipe on the same machine it costs both sides CPU
-        and saves nothing. ``compression=False`` never offers it (``rex`` offers it only with
+        :class:`deskwire.ProtocolError`, unexpanded). To a ``local`` daemon, or a network target
+        on loopback (``127.0.0.1``, ``::1``, ``localhost``), it is not offered unless
+        ``compression=True``: on the same machine it costs both sides CPU and saves nothing. ``compression=False`` never offers it (``rex`` offers it only with
         ``--compress``)."""
         url = _ws_url(target) if isinstance(target, str) else None
         if url is not None:
@@ -740,7 +779,8 @@ class RexdClient:
                 client_cert=client_cert,
                 client_key=client_key,
                 resume=resume,
-                compression=compression is not False,
+                compression=compression or (compression is None and not _is_loopback(url)),
+                raw_frames=raw_frames,
             )
         spec = _rexd.resolve_target(
             target,
@@ -826,6 +866,7 @@ class RexdClient:
         client_key: Optional[str],
         resume: bool = False,
         compression: bool = True,
+        raw_frames: bool = True,
     ) -> "RexdClient":
         try:
             ws_client = importlib.import_module("websockets.asyncio.client")
@@ -883,6 +924,8 @@ class RexdClient:
         peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
         client = cls(None, peer, ws=ws)
         params: Dict[str, Any] = {"client_name": client_name}
+        if raw_frames:
+            params.update(raw_frames=True, raw_output=True)
         if compression:
             params["compression"] = [_ZSTD]
         if workspace_roots:
@@ -895,6 +938,8 @@ class RexdClient:
         except BaseException:
             await client.close()
             raise
+        if client.session.get("raw_output"):
+            client._frames.allow_output(MAX_EVENT_BYTES)
         return client
 
     @property
@@ -1018,6 +1063,7 @@ class RexdClient:
         reason = self._stderr.decode("utf-8", "replace").strip()[-2000:]
         if self._ws_reader is not None:
             reason = self._ws_reader.reason
+        self._end_reason = reason
         for future in self._calls.values():
             if not future.done():
                 future.set_exception(
@@ -1028,6 +1074,11 @@ class RexdClient:
             queue.put_nowait(None)
         for inbox in self._ptys.values():
             inbox.queue.put_nowait(None)
+
+    def _closed_error(self) -> ClosedError:
+        """What a stream's reader raises when the link ended under it, saying why if known."""
+        reason = self._end_reason
+        return ClosedError("disconnected", f"the REXD connection closed{': ' + reason if reason else ''}")
 
     async def call(self, method: str, params: Optional[Dict[str, Any]] = None) -> Any:
         """Calls a REXD method and returns its result. A REXD error raises
@@ -1133,7 +1184,7 @@ class RexdClient:
             while True:
                 event = await queue.get()
                 if event is None:
-                    raise ClosedError("disconnected", "the REXD connection closed")
+                    raise self._closed_error()
                 method, body = event.method, event.params
                 if method in ("exec.stdout", "exec.stderr"):
                     data = _decode(body, zstd=self._zstd)
