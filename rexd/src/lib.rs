@@ -130,6 +130,8 @@ pub mod ssh_client;
 pub mod stdio;
 #[cfg(unix)]
 pub mod sys;
+#[cfg(feature = "net")]
+pub mod tls_advice;
 #[cfg(unix)]
 pub mod transport;
 #[cfg(unix)]

@@ -339,7 +339,7 @@ mod tls {
 
     use mio::net::TcpStream;
     use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-    use rustls::{CertificateError, ClientConnection, DigitallySignedStruct, SignatureScheme};
+    use rustls::{ClientConnection, DigitallySignedStruct, SignatureScheme};
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
@@ -456,30 +456,12 @@ mod tls {
 
     /// A TLS failure in words a user can act on.
     fn explain(target: &Target, e: &rustls::Error) -> String {
-        let check = match e {
-            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
-                "its certificate is not signed by a CA this machine trusts (give the server's CA \
-                 with --irc-ca FILE)"
-                    .to_owned()
-            }
-            rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            ) => format!(
-                "its certificate is not valid for the name {:?} (connect by a name the \
-                 certificate lists)",
-                target.host
-            ),
-            rustls::Error::InvalidCertificate(
-                CertificateError::Expired | CertificateError::ExpiredContext { .. },
-            ) => "its certificate has expired".to_owned(),
-            rustls::Error::InvalidCertificate(other) => format!("its certificate: {other:?}"),
-            rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => {
-                "it does not speak TLS on this port (a plain-text port? use irc:// for it)"
-                    .to_owned()
-            }
-            rustls::Error::AlertReceived(alert) => format!("it refused the handshake ({alert:?})"),
-            other => other.to_string(),
+        let options = crate::tls_advice::Options {
+            ca: "--irc-ca FILE",
+            client_cert: Some("--irc-client-cert FILE with --irc-client-key FILE"),
+            plain: "use irc:// for it",
         };
+        let check = crate::tls_advice::explain(e, &target.host, &options);
         format!("TLS with {target} failed: {check}")
     }
 

@@ -814,11 +814,8 @@ fn rex_over_https_with_a_token_and_over_mtls() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("401"), "{err}");
     let (code, _, err) = rex(&["-t", &url, "exec", "--", "true"], &env);
-    assert_ne!(code, 0);
-    assert!(
-        err.contains("certificate") || err.contains("Unknown"),
-        "{err}"
-    );
+    assert_eq!(code, 255, "{err}");
+    assert!(err.contains("--ca-file FILE"), "{err}");
     drop(d);
 
     // mTLS alone: the client certificate is the credential.
@@ -867,6 +864,107 @@ fn rex_over_https_with_a_token_and_over_mtls() {
         .map(|e| e["principal"].as_str().unwrap_or("").to_owned())
         .collect();
     assert_eq!(exits, ["alice", "CN=alice,O=ops"], "{exits:?}");
+}
+
+/// Each way a TLS connection from `rex` fails, said with the check that failed and the option
+/// that fixes it (exit 255, as ssh's for a connection that could not be made).
+#[test]
+fn rex_says_which_tls_check_failed_and_how_to_fix_it() {
+    let place = Place::new("net-rex-tls");
+    let certs = Certs::make(place.path());
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+    let (ca, tokens) = (path(&certs.ca), path(&place.tokens));
+    let with_token = Daemon::start(
+        &place,
+        &[
+            "--token-file",
+            &tokens,
+            "--tls-cert",
+            &path(&certs.server_cert),
+            "--tls-key",
+            &path(&certs.server_key),
+        ],
+    );
+    let mtls = Daemon::start(
+        &place,
+        &[
+            "--client-ca",
+            &ca,
+            "--tls-cert",
+            &path(&certs.server_cert),
+            "--tls-key",
+            &path(&certs.server_key),
+        ],
+    );
+    // A daemon that shows the CA's own certificate as its server certificate.
+    let ca_as_leaf = Daemon::start(
+        &place,
+        &[
+            "--token-file",
+            &tokens,
+            "--tls-cert",
+            &ca,
+            "--tls-key",
+            &path(&certs.dir.join("ca.key")),
+        ],
+    );
+    let plain = Daemon::start(&place, &["--token-file", &tokens]);
+    let env = [("REXD_TOKEN", TOKEN)];
+    let fails = |args: &[&str], says: &str| {
+        let (code, out, err) = rex(&[args, &["info"]].concat(), &env);
+        assert_eq!((code, out.as_str()), (255, ""), "{args:?}: {err}");
+        assert!(
+            err.starts_with("rex: ") && err.contains(says),
+            "{args:?}: {err}"
+        );
+    };
+    let tls_with = |d: &Daemon| format!("rex: TLS with {} failed: ", d.url);
+    fails(
+        &["-t", &with_token.url],
+        &(tls_with(&with_token)
+            + "its certificate is not signed by a CA this machine trusts (give the server's CA \
+               with --ca-file FILE)"),
+    );
+    fails(
+        &["-t", &ca_as_leaf.url, "--ca-file", &ca],
+        &(tls_with(&ca_as_leaf) + "it presents a CA certificate as its own"),
+    );
+    fails(
+        &["-t", &mtls.url, "--ca-file", &ca],
+        &(tls_with(&mtls)
+            + "it refused the handshake: it may ask for a client certificate (--client-cert \
+               FILE with --client-key FILE)"),
+    );
+    fails(
+        &[
+            "-t",
+            &mtls.url,
+            "--ca-file",
+            &ca,
+            "--client-cert",
+            &path(&certs.rogue_cert),
+            "--client-key",
+            &path(&certs.rogue_key),
+        ],
+        &(tls_with(&mtls) + "it refused this side's client certificate"),
+    );
+    let https_to_plain = plain.url.replace("http://", "https://");
+    fails(
+        &["-t", &https_to_plain],
+        &format!(
+            "rex: TLS with {https_to_plain} failed: it does not speak TLS on this port (a \
+             plain-text port? use http:// for it, on loopback)"
+        ),
+    );
+    let http_to_tls = with_token.url.replace("https://", "http://");
+    fails(
+        &["-t", &http_to_tls],
+        &format!("rex: i/o with {http_to_tls}: it does not answer HTTP"),
+    );
+    // And with the right options, the same daemons answer.
+    let (code, out, err) = rex(&["-t", &with_token.url, "--ca-file", &ca, "info"], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("session_id"), "{out}");
 }
 
 const METRICS_POLICY: &str = "[policy]\n[policy.classes]\ndestructive = \"deny\"\n\

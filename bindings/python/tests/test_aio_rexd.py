@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -679,11 +680,27 @@ async def test_over_https_with_a_token(root: Path, pki: Path, monkeypatch: pytes
         with pytest.raises(deskwire.RemoteError) as caught:
             await RexdClient.connect(daemon.url, ca_file=str(pki / "ca.pem"), token="wrong-token-wrong-token")
         assert caught.value.code == "unauthorized"
-        # A server certificate nobody vouches for.
-        with pytest.raises(deskwire.ClosedError):
+        # A server certificate nobody vouches for, and TLS to a port that does not speak it.
+        with pytest.raises(deskwire.ClosedError, match=r"certificate verify failed: .* \(give the server's CA with ca_file=\)"):
             await RexdClient.connect(daemon.url, token=_Listener.TOKEN)
+        with socket.socket() as plain:
+            plain.bind(("127.0.0.1", 0))
+            plain.listen()
+            url = f"https://127.0.0.1:{plain.getsockname()[1]}"
+            accepting = asyncio.get_running_loop().run_in_executor(None, lambda: answer_plain_text(plain))
+            with pytest.raises(deskwire.ClosedError, match="a plain-text port"):
+                await RexdClient.connect(url, token=_Listener.TOKEN, timeout=5)
+            await accepting
     finally:
         daemon.stop()
+
+
+def answer_plain_text(listener: socket.socket) -> None:
+    """Answers one connection with an HTTP error, as a plain-text port answers a TLS hello."""
+    conn, _ = listener.accept()
+    with conn:
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
 
 
 async def test_over_https_with_a_client_certificate(root: Path, pki: Path) -> None:

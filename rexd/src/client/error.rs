@@ -66,6 +66,15 @@ pub enum ClientError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The TLS handshake with a network daemon failed: a certificate this side does not
+    /// trust, one the daemon refused, or no TLS on that port.
+    #[error("TLS with {target} failed: {reason}")]
+    Tls {
+        /// The target.
+        target: String,
+        /// What went wrong, and how to fix it.
+        reason: String,
+    },
     /// A network daemon refused the credentials (`401`: no token, a wrong one).
     #[error(
         "{target} refused the credentials (401): give the token with --token-file, or in \

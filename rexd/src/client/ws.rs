@@ -192,6 +192,13 @@ pub(crate) fn connect(
 
 type Request = tokio_tungstenite::tungstenite::handshake::client::Request;
 
+/// How a `rex` user fixes a failed TLS handshake.
+const TLS_ADVICE: crate::tls_advice::Options<'static> = crate::tls_advice::Options {
+    ca: "--ca-file FILE",
+    client_cert: Some("--client-cert FILE with --client-key FILE"),
+    plain: "use http:// for it, on loopback",
+};
+
 #[allow(clippy::too_many_arguments)]
 async fn run(
     request: Request,
@@ -219,12 +226,22 @@ async fn run(
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_MESSAGE))
         .max_frame_size(Some(MAX_MESSAGE));
+    // A TLS failure in words, with rex's options to fix it.
+    let tls_err = |e: io::Error| match crate::tls_advice::rustls_error(&e) {
+        Some(tls) => ClientError::Tls {
+            target: given.clone(),
+            reason: crate::tls_advice::explain(tls, &host, &TLS_ADVICE),
+        },
+        None => io_err(e),
+    };
     let refused = |e: tokio_tungstenite::tungstenite::Error| match e {
         tokio_tungstenite::tungstenite::Error::Http(r) if r.status() == 401 => {
             ClientError::Unauthorized {
                 target: given.clone(),
             }
         }
+        // With TLS 1.3 a refused client certificate shows only after the handshake.
+        tokio_tungstenite::tungstenite::Error::Io(e) => tls_err(e),
         other => io_err(io::Error::other(other.to_string())),
     };
     match tls {
@@ -242,7 +259,7 @@ async fn run(
             {
                 Ok(s) => s,
                 Err(e) => {
-                    let _ = ready.send(Err(io_err(e)));
+                    let _ = ready.send(Err(tls_err(e)));
                     return;
                 }
             };
@@ -261,6 +278,14 @@ async fn run(
                 Ok((ws, _)) => {
                     let _ = ready.send(Ok(()));
                     pump(ws, &mut rx, &inbox, &ended).await;
+                }
+                // Bytes that are not HTTP: most likely a TLS port dialled as http://.
+                Err(tokio_tungstenite::tungstenite::Error::Protocol(
+                    tokio_tungstenite::tungstenite::error::ProtocolError::HttparseError(e),
+                )) => {
+                    let _ = ready.send(Err(io_err(io::Error::other(format!(
+                        "it does not answer HTTP ({e}): a TLS port? use https:// for it"
+                    )))));
                 }
                 Err(e) => {
                     let _ = ready.send(Err(refused(e)));

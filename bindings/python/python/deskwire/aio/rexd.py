@@ -912,8 +912,16 @@ class RexdClient:
                 "disconnected", f"{url} hung up during the handshake ({e}): a client "
                 "certificate it does not accept, or not a rexd --listen"
             ) from e
+        except ssl.SSLCertVerificationError as e:
+            mismatch = any(m in str(e.verify_message) for m in ("Hostname mismatch", "IP address mismatch"))
+            hint = "connect by a name the certificate lists" if mismatch else "give the server's CA with ca_file="
+            raise ClosedError(
+                "disconnected", f"TLS with {url} failed: certificate verify failed: {e.verify_message} ({hint})"
+            ) from e
         except ssl.SSLError as e:
-            raise ClosedError("disconnected", f"cannot reach {url}: {e}") from e
+            raise ClosedError(
+                "disconnected", f"TLS with {url} failed: {e.reason or e} (a plain-text port? use http:// for it, on loopback)"
+            ) from e
         except OSError as e:
             # A refused or unreachable port: a ConnectionError too, as IrcDesk.connect's.
             where = url.split("://", 1)[1].rsplit("/", 1)[0]

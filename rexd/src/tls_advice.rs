@@ -1,0 +1,69 @@
+//! A failed TLS handshake in words a user can act on, for the clients that dial out with TLS:
+//! `rexd --irc ircs://…` and `rex`/`Client` to `https://`/`wss://` targets. Each names its own
+//! options ([`Options`]); the reading of rustls's errors lives here once.
+
+use rustls::{AlertDescription, CertificateError};
+
+/// How the caller's user fixes what the advice points at.
+pub struct Options<'a> {
+    /// The option that trusts a private CA (`--irc-ca FILE`, `--ca-file FILE`).
+    pub ca: &'a str,
+    /// The option pair that presents a client certificate, if the caller has one.
+    pub client_cert: Option<&'a str>,
+    /// How to reach a plain-text port instead (`use irc:// for it`).
+    pub plain: &'a str,
+}
+
+/// What went wrong with `host`'s handshake, after "TLS with … failed: ".
+pub fn explain(e: &rustls::Error, host: &str, options: &Options<'_>) -> String {
+    match e {
+        rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => format!(
+            "its certificate is not signed by a CA this machine trusts (give the server's CA \
+             with {})",
+            options.ca
+        ),
+        rustls::Error::InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+        ) => format!(
+            "its certificate is not valid for the name {host:?} (connect by a name the \
+             certificate lists)"
+        ),
+        rustls::Error::InvalidCertificate(
+            CertificateError::Expired | CertificateError::ExpiredContext { .. },
+        ) => "its certificate has expired".to_owned(),
+        rustls::Error::InvalidCertificate(CertificateError::Other(other))
+            if matches!(
+                other.0.downcast_ref::<webpki::Error>(),
+                Some(webpki::Error::CaUsedAsEndEntity)
+            ) =>
+        {
+            "it presents a CA certificate as its own (the server needs a certificate signed \
+             by that CA; the CA's file is what the client trusts)"
+                .to_owned()
+        }
+        rustls::Error::InvalidCertificate(other) => format!("its certificate: {other:?}"),
+        rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => format!(
+            "it does not speak TLS on this port (a plain-text port? {})",
+            options.plain
+        ),
+        rustls::Error::AlertReceived(
+            AlertDescription::CertificateRequired | AlertDescription::HandshakeFailure,
+        ) if options.client_cert.is_some() => format!(
+            "it refused the handshake: it may ask for a client certificate ({})",
+            options.client_cert.unwrap_or_default()
+        ),
+        rustls::Error::AlertReceived(
+            alert @ (AlertDescription::BadCertificate
+            | AlertDescription::UnknownCA
+            | AlertDescription::UnsupportedCertificate
+            | AlertDescription::CertificateUnknown),
+        ) => format!("it refused this side's client certificate ({alert:?})"),
+        rustls::Error::AlertReceived(alert) => format!("it refused the handshake ({alert:?})"),
+        other => other.to_string(),
+    }
+}
+
+/// The rustls error inside an I/O error from a TLS stream, if that is what it is.
+pub fn rustls_error(e: &std::io::Error) -> Option<&rustls::Error> {
+    e.get_ref()?.downcast_ref::<rustls::Error>()
+}
