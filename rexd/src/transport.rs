@@ -175,6 +175,7 @@ pub fn read_password_file(flag: &str, path: &Path) -> Result<String, String> {
 pub struct IrcStream {
     socket: TcpStream,
     /// When the TCP connection was made (the TLS handshake's clock).
+    #[cfg(feature = "net")]
     connected_at: std::time::Instant,
     #[cfg(feature = "net")]
     tls: Option<Box<tls::Tls>>,
@@ -235,6 +236,7 @@ impl IrcStream {
         }
         Ok(IrcStream {
             socket,
+            #[cfg(feature = "net")]
             connected_at: std::time::Instant::now(),
             #[cfg(feature = "net")]
             tls,
