@@ -967,6 +967,34 @@ fn rex_says_which_tls_check_failed_and_how_to_fix_it() {
     assert!(out.contains("session_id"), "{out}");
 }
 
+/// A port that accepts and never answers is given up after the connect timeout, with the
+/// reason; `http://` beyond loopback is refused before anything is sent (the token would
+/// travel in clear).
+#[test]
+fn rex_gives_up_on_a_silent_port_and_refuses_plain_text_off_loopback() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let started = std::time::Instant::now();
+    let (code, _, err) = rex(
+        &["-t", &url, "exec", "--", "true"],
+        &[("REXD_TOKEN", TOKEN)],
+    );
+    assert_eq!(code, 255, "{err}");
+    assert!(err.contains("no WebSocket handshake within 15 s"), "{err}");
+    // It gave up on its own (the test harness's own limit is far longer).
+    assert!(started.elapsed() < Duration::from_secs(60), "{err}");
+    drop(silent);
+
+    for far in ["http://10.1.2.3:7070", "ws://rexd.example:7070"] {
+        let (code, _, err) = rex(&["-t", far, "exec", "--", "true"], &[("REXD_TOKEN", TOKEN)]);
+        assert_eq!(code, 1, "{far}: {err}");
+        assert!(
+            err.contains("loopback only") && err.contains("use https://"),
+            "{far}: {err}"
+        );
+    }
+}
+
 const METRICS_POLICY: &str = "[policy]\n[policy.classes]\ndestructive = \"deny\"\n\
      [[policy.rules]]\nname = \"rm-recursive\"\nclass = \"destructive\"\nprograms = [\"rm\"]\n\
      any_arg = [\"-[rR]*\"]\n";

@@ -680,6 +680,11 @@ async def test_over_https_with_a_token(root: Path, pki: Path, monkeypatch: pytes
         with pytest.raises(deskwire.RemoteError) as caught:
             await RexdClient.connect(daemon.url, ca_file=str(pki / "ca.pem"), token="wrong-token-wrong-token")
         assert caught.value.code == "unauthorized"
+        # Plain text beyond this machine would carry the token in clear: refused before dialling.
+        for far in ("http://10.1.2.3:7070", "ws://rexd.example:7070", "http://[2001:db8::1]:80"):
+            with pytest.raises(deskwire.LocalError, match="loopback only") as refused:
+                await RexdClient.connect(far, token=_Listener.TOKEN)
+            assert refused.value.code == "bad_target"
         # A server certificate nobody vouches for, and TLS to a port that does not speak it.
         with pytest.raises(deskwire.ClosedError, match=r"certificate verify failed: .* \(give the server's CA with ca_file=\)"):
             await RexdClient.connect(daemon.url, token=_Listener.TOKEN)

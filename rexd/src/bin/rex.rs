@@ -42,7 +42,7 @@ struct Cli {
 #[derive(Args, Debug)]
 struct Global {
     /// The target: a name from the targets file, `local`, `ssh://[user@]host[:port]`, or
-    /// `https://host:port` (`wss://`; `http://` for loopback) for a `rexd --listen` daemon
+    /// `https://host:port` (`wss://`; `http://` for loopback only) for a `rexd --listen` daemon
     /// (default: $REX_TARGET, else the file's current target, else `local`).
     #[arg(short, long, global = true)]
     target: Option<String>,

@@ -199,6 +199,14 @@ const TLS_ADVICE: crate::tls_advice::Options<'static> = crate::tls_advice::Optio
     plain: "use http:// for it, on loopback",
 };
 
+/// The link under the WebSocket: TCP, or TLS over it.
+trait Link: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Link for T {}
+
+/// How long the TCP connection, TLS and the WebSocket handshake may take together: a port
+/// that accepts and never answers is given up, as ssh's `ConnectTimeout` would.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
 #[allow(clippy::too_many_arguments)]
 async fn run(
     request: Request,
@@ -211,87 +219,90 @@ async fn run(
     ready: std::sync::mpsc::SyncSender<Result<(), ClientError>>,
     ended: Arc<Mutex<Option<String>>>,
 ) {
-    let io_err = |source: io::Error| ClientError::Io {
-        target: given.clone(),
-        source,
-    };
-    let tcp = match tokio::net::TcpStream::connect((host.as_str(), port)).await {
-        Ok(t) => t,
-        Err(e) => {
-            let _ = ready.send(Err(io_err(e)));
+    let opened =
+        tokio::time::timeout(CONNECT_TIMEOUT, open(request, &host, port, tls, &given)).await;
+    let ws = match opened {
+        Ok(Ok(ws)) => ws,
+        Ok(Err(e)) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+        Err(_) => {
+            let _ = ready.send(Err(ClientError::Io {
+                target: given,
+                source: io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "no WebSocket handshake within {} s (a port that accepts and does not \
+                         answer: not a rexd --listen, or a firewall holding it)",
+                        CONNECT_TIMEOUT.as_secs()
+                    ),
+                ),
+            }));
             return;
         }
     };
-    let _ = tcp.set_nodelay(true);
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_MESSAGE))
-        .max_frame_size(Some(MAX_MESSAGE));
+    let _ = ready.send(Ok(()));
+    pump(ws, &mut rx, &inbox, &ended).await;
+}
+
+/// TCP, TLS when asked, and the WebSocket handshake with the token.
+async fn open(
+    request: Request,
+    host: &str,
+    port: u16,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    given: &str,
+) -> Result<tokio_tungstenite::WebSocketStream<Box<dyn Link>>, ClientError> {
+    let io_err = |source: io::Error| ClientError::Io {
+        target: given.to_owned(),
+        source,
+    };
     // A TLS failure in words, with rex's options to fix it.
     let tls_err = |e: io::Error| match crate::tls_advice::rustls_error(&e) {
         Some(tls) => ClientError::Tls {
-            target: given.clone(),
-            reason: crate::tls_advice::explain(tls, &host, &TLS_ADVICE),
+            target: given.to_owned(),
+            reason: crate::tls_advice::explain(tls, host, &TLS_ADVICE),
         },
         None => io_err(e),
     };
-    let refused = |e: tokio_tungstenite::tungstenite::Error| match e {
-        tokio_tungstenite::tungstenite::Error::Http(r) if r.status() == 401 => {
-            ClientError::Unauthorized {
-                target: given.clone(),
-            }
-        }
-        // With TLS 1.3 a refused client certificate shows only after the handshake.
-        tokio_tungstenite::tungstenite::Error::Io(e) => tls_err(e),
-        other => io_err(io::Error::other(other.to_string())),
-    };
-    match tls {
-        Some(config_tls) => {
-            let name = match ServerName::try_from(host.clone()) {
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = ready.send(Err(io_err(io::Error::other(e.to_string()))));
-                    return;
-                }
-            };
-            let stream = match tokio_rustls::TlsConnector::from(config_tls)
+    let tcp = tokio::net::TcpStream::connect((host, port))
+        .await
+        .map_err(io_err)?;
+    let _ = tcp.set_nodelay(true);
+    let link: Box<dyn Link> = match tls {
+        Some(config) => {
+            let name = ServerName::try_from(host.to_owned())
+                .map_err(|e| io_err(io::Error::other(e.to_string())))?;
+            let stream = tokio_rustls::TlsConnector::from(config)
                 .connect(name, tcp)
                 .await
-            {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = ready.send(Err(tls_err(e)));
-                    return;
-                }
-            };
-            match tokio_tungstenite::client_async_with_config(request, stream, Some(config)).await {
-                Ok((ws, _)) => {
-                    let _ = ready.send(Ok(()));
-                    pump(ws, &mut rx, &inbox, &ended).await;
-                }
-                Err(e) => {
-                    let _ = ready.send(Err(refused(e)));
-                }
-            }
+                .map_err(tls_err)?;
+            Box::new(stream)
         }
-        None => {
-            match tokio_tungstenite::client_async_with_config(request, tcp, Some(config)).await {
-                Ok((ws, _)) => {
-                    let _ = ready.send(Ok(()));
-                    pump(ws, &mut rx, &inbox, &ended).await;
-                }
-                // Bytes that are not HTTP: most likely a TLS port dialled as http://.
-                Err(tokio_tungstenite::tungstenite::Error::Protocol(
-                    tokio_tungstenite::tungstenite::error::ProtocolError::HttparseError(e),
-                )) => {
-                    let _ = ready.send(Err(io_err(io::Error::other(format!(
-                        "it does not answer HTTP ({e}): a TLS port? use https:// for it"
-                    )))));
-                }
-                Err(e) => {
-                    let _ = ready.send(Err(refused(e)));
-                }
-            }
+        None => Box::new(tcp),
+    };
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE))
+        .max_frame_size(Some(MAX_MESSAGE));
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    match tokio_tungstenite::client_async_with_config(request, link, Some(config)).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(WsError::Http(r)) if r.status() == 401 => Err(ClientError::Unauthorized {
+            target: given.to_owned(),
+        }),
+        // With TLS 1.3 a refused client certificate shows only after the handshake.
+        Err(WsError::Io(e)) => Err(tls_err(e)),
+        // Bytes that are not HTTP on a plain connection: most likely a TLS port dialled as
+        // http://.
+        Err(WsError::Protocol(
+            tokio_tungstenite::tungstenite::error::ProtocolError::HttparseError(e),
+        )) if !matches!(given.split_once("://"), Some(("https" | "wss", _))) => {
+            Err(io_err(io::Error::other(format!(
+                "it does not answer HTTP ({e}): a TLS port? use https:// for it"
+            ))))
         }
+        Err(other) => Err(io_err(io::Error::other(other.to_string()))),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Where a daemon runs and how to reach it: `local` (a child `rexd --stdio`),
 //! `ssh://user@host[:port]` (`ssh … rexd --stdio`), or a `rexd --listen` daemon at
 //! `https://host:port` / `wss://host:port` (its `/ws` endpoint; `http://` and `ws://` for
-//! loopback and private networks).
+//! loopback only: they would carry the bearer token in clear).
 
 #[cfg(unix)]
 use std::os::unix::process::CommandExt;
@@ -146,6 +146,12 @@ impl Endpoint {
         if host.is_empty() || !host.chars().all(|c| is_name_char(c) || c == ':') {
             return Err(bad("the host must be a name or an address"));
         }
+        if !tls && !is_loopback(host) {
+            return Err(bad(
+                "http:// and ws:// are for loopback only (127.0.0.1, ::1, localhost): the \
+                 token would cross the network in clear; use https:// (wss://)",
+            ));
+        }
         let port = port
             .ok_or_else(|| bad("give the port (`https://host:7070`)"))?
             .parse::<u16>()
@@ -165,6 +171,15 @@ impl Endpoint {
             tls,
         })
     }
+}
+
+/// Whether `host` names this machine: a loopback address, or `localhost`.
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn is_name_char(c: char) -> bool {
@@ -399,6 +414,9 @@ mod tests {
             ("wss://h:1/ws", "wss://h:1/ws"),
             ("ws://127.0.0.1:9/", "ws://127.0.0.1:9/ws"),
             ("http://[::1]:80", "ws://[::1]:80/ws"),
+            ("http://localhost:7070", "ws://localhost:7070/ws"),
+            ("http://127.0.0.2:7070", "ws://127.0.0.2:7070/ws"),
+            ("https://10.1.2.3:7070", "wss://10.1.2.3:7070/ws"),
         ] {
             let Endpoint::Ws { url: got, .. } = Endpoint::parse(text).unwrap() else {
                 panic!("{text}")
@@ -414,6 +432,19 @@ mod tests {
             "wss://h:1?x",
         ] {
             assert!(Endpoint::parse(text).is_err(), "{text}");
+        }
+        // Plain text beyond this machine would carry the token in clear.
+        for text in [
+            "http://10.1.2.3:7070",
+            "ws://rexd.example:7070",
+            "http://[2001:db8::1]:80",
+            "http://localhost.example.com:1",
+        ] {
+            let e = Endpoint::parse(text).unwrap_err().to_string();
+            assert!(
+                e.contains("loopback only") && e.contains("https://"),
+                "{text}: {e}"
+            );
         }
     }
 

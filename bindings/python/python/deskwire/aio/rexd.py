@@ -502,7 +502,14 @@ def _ws_url(target: str) -> Optional[str]:
         raise LocalError(
             "bad_target", f"{target!r}: give only host and port (https://host:7070)"
         )
-    return f"{_NETWORK_SCHEMES[scheme]}://{rest}/ws"
+    url = f"{_NETWORK_SCHEMES[scheme]}://{rest}/ws"
+    if url.startswith("ws://") and not _is_loopback(url):
+        raise LocalError(
+            "bad_target",
+            f"{target!r}: http:// and ws:// are for loopback only (127.0.0.1, ::1, localhost): "
+            "the token would cross the network in clear; use https:// (wss://)",
+        )
+    return url
 
 
 def _is_loopback(url: str) -> bool:
@@ -733,7 +740,7 @@ class RexdClient:
         from the source ``cargo install --path rexd``. Without it,
         :class:`deskwire.LocalError` (``not_found``) says so.
 
-        ``https://host:port`` (or ``wss://``; ``http://`` / ``ws://`` for loopback) connects to
+        ``https://host:port`` (or ``wss://``; ``http://`` / ``ws://`` for loopback only) connects to
         a ``rexd --listen`` daemon's ``/ws`` with the ``websockets`` package. The bearer token
         is ``token``, else the first line of ``token_file``, else ``$REXD_TOKEN`` (``token_env``
         names another variable); ``ca_file`` trusts a private CA for the daemon's certificate,
