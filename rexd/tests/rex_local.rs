@@ -162,3 +162,27 @@ fn a_closed_stdout_ends_rex_quietly() {
         assert!(stderr.is_empty(), "{args:?}: {stderr}");
     }
 }
+
+/// A file too large for one `fs.write` (its base64 over a daemon's 16 MiB message) is refused
+/// before it is sent, saying how to send it instead; in pieces with `--append` it arrives
+/// whole. (The daemon used to drop the line, and rex waited for an answer that never came.)
+#[test]
+fn a_file_too_large_for_one_write_is_refused_at_once_and_goes_in_pieces() {
+    let f = Fixture::local();
+    let blob = support::binary_blob(13 << 20);
+    let path = f.path("big.bin");
+    let out = f.run_with_stdin(&["write", &path], Some(&blob));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("fs.write: the request would be")
+            && out.stderr.contains("rex write --append"),
+        "{}",
+        out.stderr
+    );
+    assert!(!std::path::Path::new(&path).exists());
+    let (first, rest) = blob.split_at(8 << 20);
+    f.run_with_stdin(&["write", &path], Some(first)).ok();
+    f.run_with_stdin(&["write", "--append", &path], Some(rest))
+        .ok();
+    assert!(std::fs::read(&path).unwrap() == blob, "written whole");
+}

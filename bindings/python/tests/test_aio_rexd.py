@@ -353,6 +353,20 @@ def test_inflate_and_decode_refuse_bad_input_with_typed_errors() -> None:
         rexd.inflate(b"", -1)
 
 
+async def test_a_write_too_large_for_one_message_is_refused_before_it_is_sent(root: Path) -> None:
+    """More than a daemon's 16 MiB message in base64 raises at once (the daemon would drop the
+    line and the call would wait out its timeout); in pieces with ``mode="append"`` it goes."""
+    big = os.urandom(13 << 20)
+    async with await RexdClient.connect("local", rexd=rexd_path(), rexd_args=["--root", str(root)]) as client:
+        with pytest.raises(deskwire.LocalError, match='mode="append"') as caught:
+            await asyncio.wait_for(client.write(str(root / "big.bin"), big), 10)
+        assert caught.value.code == "too_large"
+        assert not (root / "big.bin").exists()
+        await client.write(str(root / "big.bin"), big[: 8 << 20])
+        await client.write(str(root / "big.bin"), big[8 << 20:], mode="append")
+        assert (root / "big.bin").read_bytes() == big
+
+
 async def test_misspelt_connect_keywords_name_the_parameter() -> None:
     with pytest.raises(TypeError, match="'compresion'; did you mean 'compression'"):
         await RexdClient.connect("local", rexd=rexd_path(), compresion=False)  # type: ignore[call-arg]

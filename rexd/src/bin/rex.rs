@@ -310,6 +310,7 @@ fn main() -> ExitCode {
                 | ClientError::UnknownTarget { .. }
                 | ClientError::TargetsFile { .. }
                 | ClientError::Unauthorized { .. }
+                | ClientError::TooLarge { .. }
                 | ClientError::Output(_) => code::REFUSED,
                 _ => code::UNREACHABLE,
             })

@@ -14,6 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use deskwire::jsonrpc::framing::DEFAULT_MAX_MESSAGE_BYTES;
 use deskwire::jsonrpc::{
     CallError, Code, Id, JsonRpc2, Output, Peer, PeerConfig, PeerEvent, RawJson, TimeoutPolicy,
     TimeoutRule,
@@ -48,6 +49,8 @@ const MAX_READ_PIECE: u64 = 8 * 1024 * 1024;
 const MAX_EVENT_BYTES: usize = compress::MAX_INFLATED;
 /// `fs.read` pieces asked for at once by [`Client::read_file`].
 pub const READ_AHEAD: usize = 3;
+/// Room a request's line takes besides its params (`{"jsonrpc":"2.0","id":…,"method":…}`).
+const REQUEST_ENVELOPE_BYTES: usize = 256;
 /// `exec.input` calls in flight at once: the stdin forwarder waits for answers beyond this.
 const MAX_INPUT_IN_FLIGHT: usize = 4;
 
@@ -462,8 +465,17 @@ impl Client {
         self.answer_to(&id)
     }
 
-    /// Sends a call without waiting; [`Client::answer_to`] waits for it.
+    /// Sends a call without waiting; [`Client::answer_to`] waits for it. A request longer
+    /// than a daemon's message limit is refused here: the daemon would drop it unanswered.
     fn send_call(&mut self, method: Method, params: RawJson) -> Result<Id, ClientError> {
+        let bytes = params.get().len();
+        if bytes + REQUEST_ENVELOPE_BYTES > DEFAULT_MAX_MESSAGE_BYTES {
+            return Err(ClientError::TooLarge {
+                method: method.as_str().into(),
+                bytes,
+                max: DEFAULT_MAX_MESSAGE_BYTES,
+            });
+        }
         let now = self.now();
         Ok(self.peer.call(now, method.as_str(), Some(params), 0)?)
     }

@@ -75,6 +75,21 @@ pub enum ClientError {
         /// What went wrong, and how to fix it.
         reason: String,
     },
+    /// A request longer than a daemon takes on one line or message: refused here, before it
+    /// is sent (the daemon would drop it unanswered).
+    #[error(
+        "{method}: the request would be {bytes} bytes, more than the {max} a daemon takes in \
+         one message{}",
+        too_large_hint(.method)
+    )]
+    TooLarge {
+        /// The method called.
+        method: String,
+        /// The request's params, serialized.
+        bytes: usize,
+        /// The message limit.
+        max: usize,
+    },
     /// A network daemon refused the credentials (`401`: no token, a wrong one).
     #[error(
         "{target} refused the credentials (401): give the token with --token-file, or in \
@@ -147,6 +162,17 @@ impl ClientError {
             ClientError::Remote { code, .. } => ErrorCode::from_code(*code),
             _ => None,
         }
+    }
+}
+
+/// What to do instead of a request that is too large.
+fn too_large_hint(method: &str) -> &'static str {
+    match method {
+        "fs.write" => {
+            " (a file's bytes travel in base64: about 12 MiB of them fit); write a larger file \
+             in pieces, the first as it is and the rest with `rex write --append`"
+        }
+        _ => "",
     }
 }
 

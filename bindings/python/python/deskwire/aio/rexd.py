@@ -381,6 +381,12 @@ class _Framed:
         return getattr(self._peer, name)
 
 
+_MAX_MESSAGE = 16 * 1024 * 1024
+"""The longest message a daemon takes (its NDJSON line, or WebSocket message)."""
+
+_REQUEST_ENVELOPE = 512
+"""Room a request's line takes besides its content (the method, the id, the other params)."""
+
 _ZSTD = "zstd"
 """The codec offered at ``session.open`` (the only one REXD has)."""
 
@@ -1488,8 +1494,19 @@ class RexdClient:
         atomic: bool = True,
         mkdir_parents: Optional[bool] = None,
     ) -> Dict[str, Any]:
-        """Writes a file (``fs.write``); returns the result (``bytes_written``, ``mtime``, ...)."""
+        """Writes a file (``fs.write``); returns the result (``bytes_written``, ``mtime``, ...).
+        The bytes travel in base64 in one message, which a daemon takes up to 16 MiB: more than
+        about 12 MiB raises :class:`deskwire.LocalError` (``too_large``) before anything is
+        sent; write a larger file in pieces, the rest with ``mode="append"``."""
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        encoded = 4 * ((len(raw) + 2) // 3)
+        if encoded + _REQUEST_ENVELOPE + len(path.encode("utf-8", "replace")) > _MAX_MESSAGE:
+            raise LocalError(
+                "too_large",
+                f"fs.write of {len(raw)} bytes would be a {encoded}-byte message in base64, more "
+                f"than the {_MAX_MESSAGE} a daemon takes; write it in pieces, the rest with "
+                'mode="append"',
+            )
         return dict(
             await self.call(
                 "fs.write",
