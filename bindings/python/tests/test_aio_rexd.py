@@ -353,6 +353,37 @@ def test_inflate_and_decode_refuse_bad_input_with_typed_errors() -> None:
         rexd.inflate(b"", -1)
 
 
+async def test_output_past_the_cap_is_said_and_can_be_asked_for_whole(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An agent's session caps a command's output (1 MiB): ExecExit.truncated says it was cut,
+    run() logs it; uncapped=True brings it all, as rex exec does; max_output_bytes lowers it."""
+    whole = b"".join(b"%d\n" % i for i in range(1, 400001))
+
+    async def output(client: RexdClient, **options: Any) -> "tuple[bytes, ExecExit]":
+        out, last = bytearray(), None
+        async for event in client.exec(["seq", "1", "400000"], **options):
+            if isinstance(event, ExecOutput):
+                out += event.data
+            else:
+                last = event
+        assert last is not None
+        return bytes(out), last
+
+    async with await RexdClient.connect("local", rexd=rexd_path(), rexd_args=["--root", str(root)]) as client:
+        capped, exit_ = await output(client)
+        assert capped == whole[: 1 << 20] and exit_.truncated and exit_.exit_code == 0
+        assert "truncated=True" in repr(exit_)
+        full, exit_ = await output(client, uncapped=True)
+        assert full == whole and not exit_.truncated
+        few, exit_ = await output(client, max_output_bytes=1000)
+        assert few == whole[:1000] and exit_.truncated
+        with caplog.at_level("WARNING", logger="deskwire.aio.rexd"):
+            code, out, _ = await client.run(["seq", "1", "400000"])
+        assert (code, len(out)) == (0, 1 << 20)
+        assert "output cut at the session's cap after 1048576 bytes" in caplog.text
+
+
 async def test_a_write_too_large_for_one_message_is_refused_before_it_is_sent(root: Path) -> None:
     """More than a daemon's 16 MiB message in base64 raises at once (the daemon would drop the
     line and the call would wait out its timeout); in pieces with ``mode="append"`` it goes."""

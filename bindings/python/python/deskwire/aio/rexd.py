@@ -78,11 +78,16 @@ class ExecOutput:
 class ExecExit:
     """The process ended."""
 
-    __slots__ = ("exit_code", "signal", "timed_out", "duration_ms")
+    __slots__ = ("exit_code", "signal", "timed_out", "duration_ms", "truncated")
     __match_args__ = ("exit_code", "signal")
 
     def __init__(
-        self, exit_code: Optional[int], signal: Optional[str], timed_out: bool, duration_ms: int
+        self,
+        exit_code: Optional[int],
+        signal: Optional[str],
+        timed_out: bool,
+        duration_ms: int,
+        truncated: bool = False,
     ) -> None:
         self.exit_code = exit_code
         """The exit status, ``None`` when a signal ended it."""
@@ -92,11 +97,15 @@ class ExecExit:
         """Whether the daemon killed it at its timeout."""
         self.duration_ms = duration_ms
         """How long it ran."""
+        self.truncated = truncated
+        """Whether its output was cut at the session's cap (``limits.max_output_bytes``, 1 MiB
+        by default, or ``max_output_bytes=``): what came before the cut came, the rest did not."""
 
     def __repr__(self) -> str:
         return (
             f"ExecExit(exit_code={self.exit_code!r}, signal={self.signal!r}, "
-            f"timed_out={self.timed_out!r}, duration_ms={self.duration_ms!r})"
+            f"timed_out={self.timed_out!r}, duration_ms={self.duration_ms!r}"
+            + (", truncated=True)" if self.truncated else ")")
         )
 
     def __eq__(self, other: object) -> bool:
@@ -104,7 +113,8 @@ class ExecExit:
             self.exit_code,
             self.signal,
             self.timed_out,
-        ) == (other.exit_code, other.signal, other.timed_out)
+            self.truncated,
+        ) == (other.exit_code, other.signal, other.timed_out, other.truncated)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -1160,11 +1170,20 @@ class RexdClient:
         env: Optional[Dict[str, str]] = None,
         stdin: Optional[str] = None,
         timeout: Optional[float] = None,
+        max_output_bytes: Optional[int] = None,
+        uncapped: bool = False,
     ) -> AsyncIterator[Union[ExecOutput, ExecExit]]:
         """Runs a process (an argv list, or a shell command string) and yields its output as it
         comes, then its :class:`ExecExit`. Leaving the loop early or cancelling the consuming
         task kills it (``exec.kill``); a daemon-side timeout raises
-        :class:`deskwire.RequestTimeout` after the output."""
+        :class:`deskwire.RequestTimeout` after the output.
+
+        The output is capped, to keep an agent's context small: at the session's
+        ``limits.max_output_bytes`` (1 MiB by default), or lower with ``max_output_bytes``; past
+        the cap the process runs on, its output is dropped, and :attr:`ExecExit.truncated`
+        says so. ``uncapped=True`` asks for all of it, as ``rex exec`` does, bounded only by the
+        daemon's hard limit (``limits.hard_output_bytes``); a daemon that does not know it
+        keeps the cap, and ``truncated`` says so."""
         program: Dict[str, Any]
         if isinstance(argv, str):
             program = {"command": argv, "shell": True}
@@ -1178,6 +1197,8 @@ class RexdClient:
                 "env": env,
                 "stdin": stdin,
                 "timeout_ms": None if timeout is None else max(1, int(timeout * 1000)),
+                "max_output_bytes": max_output_bytes,
+                "uncapped_output": True if uncapped else None,
             }
         )
         events = self._exec_events(params, repr(argv))
@@ -1217,6 +1238,7 @@ class RexdClient:
                         body.get("signal"),
                         bool(body.get("timed_out")),
                         int(body.get("duration_ms") or 0),
+                        bool(body.get("truncated")),
                     )
                     if done.timed_out:
                         raise RequestTimeout("timeout", f"{what} ran past its timeout")
@@ -1295,7 +1317,9 @@ class RexdClient:
     async def run(
         self, argv: Union[Sequence[str], str], **options: Any
     ) -> "tuple[int, bytes, bytes]":
-        """Runs a process to its end: ``(exit_code, stdout, stderr)`` (``-1`` for a signal)."""
+        """Runs a process to its end: ``(exit_code, stdout, stderr)`` (``-1`` for a signal).
+        ``options`` are :meth:`exec`'s; output cut at the cap is logged as a warning (use
+        :meth:`exec` to see :attr:`ExecExit.truncated`, or ``uncapped=True``)."""
         out, err = bytearray(), bytearray()
         code = -1
         async for event in self.exec(argv, **options):
@@ -1303,6 +1327,8 @@ class RexdClient:
                 (out if event.stream == "stdout" else err).extend(event.data)
             else:
                 code = event.exit_code if event.exit_code is not None else -1
+                if event.truncated:
+                    log.warning("%r: output cut at the session's cap after %d bytes", argv, len(out) + len(err))
         return code, bytes(out), bytes(err)
 
     async def run_tool(self, call: Dict[str, Any]) -> Dict[str, Any]:
