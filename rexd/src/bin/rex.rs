@@ -205,7 +205,9 @@ struct RunArgs {
     /// An environment variable `NAME=VALUE`, repeatable.
     #[arg(short, long = "env", value_parser = parse_env)]
     env: Vec<(String, String)>,
-    /// Kill the command after this many milliseconds (exit 124).
+    /// Kill the command after this many milliseconds (exit 124). Without it, the daemon's
+    /// `default_timeout_ms` applies (30 s unless its operator set another); it never allows
+    /// more than its `hard_timeout_ms` (5 min by default; `rex info` shows both).
     #[arg(long)]
     timeout_ms: Option<u64>,
     /// Cap the output at this many bytes (without it, rex asks for all of it, as ssh streams
@@ -234,7 +236,8 @@ enum TargetCmd {
     /// Add (or replace) a named target.
     Add {
         name: String,
-        /// `local` or `ssh://[user@]host[:port]`.
+        /// `local`, `ssh://[user@]host[:port]`, or `https://host:port` (the --token-file,
+        /// --ca-file, --client-cert and --client-key given are kept with it).
         url: String,
         /// The working directory for commands.
         #[arg(long)]

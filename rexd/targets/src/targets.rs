@@ -116,6 +116,14 @@ impl Targets {
             });
         }
         spec.endpoint()?;
+        // `local` may carry settings for this machine, never another: `rex -t local` must
+        // not reach over the network.
+        if name == "local" && spec.url != "local" {
+            return Err(TargetError::BadTarget {
+                target: name.to_owned(),
+                reason: format!("`local` names this machine; give {} another name", spec.url),
+            });
+        }
         self.targets.insert(name.to_owned(), spec);
         Ok(())
     }
@@ -226,6 +234,11 @@ mod tests {
         let mut t = t;
         assert!(t.use_target("server-b", &path).is_err());
         assert!(t.add("bad name", TargetSpec::new("local")).is_err());
+        // `local` with this machine's settings, yes; pointing elsewhere, no.
+        assert!(t.add("local", TargetSpec::new("local")).is_ok());
+        let e = t.add("local", TargetSpec::new("ssh://x")).unwrap_err();
+        assert!(e.to_string().contains("`local` names this machine"), "{e}");
+        assert_eq!(t.targets["local"].url, "local");
         assert!(t.add("ok", TargetSpec::new("ftp://h")).is_err());
     }
 
