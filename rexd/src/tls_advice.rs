@@ -41,7 +41,7 @@ pub fn explain(e: &rustls::Error, host: &str, options: &Options<'_>) -> String {
              by that CA; the CA's file is what the client trusts)"
                 .to_owned()
         }
-        rustls::Error::InvalidCertificate(other) => format!("its certificate: {other:?}"),
+        rustls::Error::InvalidCertificate(_) => format!("its {}", certificate_problem(e)),
         rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => format!(
             "it does not speak TLS on this port (a plain-text port? {})",
             options.plain
@@ -60,6 +60,28 @@ pub fn explain(e: &rustls::Error, host: &str, options: &Options<'_>) -> String {
         ) => format!("it refused this side's client certificate ({alert:?})"),
         rustls::Error::AlertReceived(alert) => format!("it refused the handshake ({alert:?})"),
         other => other.to_string(),
+    }
+}
+
+/// What rustls found wrong with a certificate (one of ours being loaded, or the peer's), in
+/// words: "certificate: …".
+pub fn certificate_problem(e: &rustls::Error) -> String {
+    let webpki_error = |e: &rustls::Error| match e {
+        rustls::Error::InvalidCertificate(CertificateError::Other(other)) => {
+            other.0.downcast_ref::<webpki::Error>().cloned()
+        }
+        _ => None,
+    };
+    match webpki_error(e) {
+        Some(webpki::Error::UnsupportedCertVersion) => "certificate is X.509 version 1, which \
+            TLS refuses: issue it as version 3 (`openssl x509 -req … -extfile FILE`, the file \
+            holding its extensions, e.g. `extendedKeyUsage=clientAuth`)"
+            .to_owned(),
+        Some(other) => format!("certificate: {other}"),
+        None => match e {
+            rustls::Error::InvalidCertificate(c) => format!("certificate: {c:?}"),
+            other => format!("certificate: {other}"),
+        },
     }
 }
 

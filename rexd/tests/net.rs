@@ -961,10 +961,54 @@ fn rex_says_which_tls_check_failed_and_how_to_fix_it() {
         &["-t", &http_to_tls],
         &format!("rex: i/o with {http_to_tls}: it does not answer HTTP"),
     );
-    // And with the right options, the same daemons answer.
-    let (code, out, err) = rex(&["-t", &with_token.url, "--ca-file", &ca, "info"], &env);
+    // And with the right options, the same daemons answer (a token in the environment with
+    // a line end after it too).
+    let token_nl = format!("{TOKEN}\n");
+    let (code, out, err) = rex(
+        &["-t", &with_token.url, "--ca-file", &ca, "info"],
+        &[("REXD_TOKEN", &token_nl)],
+    );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("session_id"), "{out}");
+
+    // Files that cannot be used are named with the option that gave them (exit 1).
+    let refused = |args: &[&str], says: &str| {
+        let (code, _, err) = rex(&[&["-t", &with_token.url], args, &["info"]].concat(), &env);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    };
+    let missing = path(&place.path().join("missing.pem"));
+    refused(
+        &["--ca-file", &missing],
+        &format!("rex: the CA file {missing} (--ca-file): "),
+    );
+    let der = place.path().join("ca.der");
+    let converted = std::process::Command::new("openssl")
+        .args(["x509", "-in", &ca, "-outform", "der", "-out", &path(&der)])
+        .status()
+        .unwrap();
+    assert!(converted.success());
+    refused(
+        &["--ca-file", &path(&der)],
+        "no PEM certificate in it (a DER file? `openssl x509 -inform der",
+    );
+    let blank = place.path().join("blank-token");
+    std::fs::write(&blank, format!("\n{TOKEN}\n")).unwrap();
+    refused(
+        &["--ca-file", &ca, "--token-file", &path(&blank)],
+        "(--token-file): its first line is empty",
+    );
+    refused(
+        &[
+            "--ca-file",
+            &ca,
+            "--client-cert",
+            &path(&certs.client_cert),
+            "--client-key",
+            &path(&certs.server_key),
+        ],
+        "(--client-cert): the key (--client-key) does not belong to this certificate",
+    );
 }
 
 /// A port that accepts and never answers is given up after the connect timeout, with the

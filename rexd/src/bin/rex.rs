@@ -314,6 +314,7 @@ fn main() -> ExitCode {
                 | ClientError::TargetsFile { .. }
                 | ClientError::Unauthorized { .. }
                 | ClientError::TooLarge { .. }
+                | ClientError::Setting { .. }
                 | ClientError::Output(_) => code::REFUSED,
                 _ => code::UNREACHABLE,
             })

@@ -75,6 +75,15 @@ pub enum ClientError {
         /// What went wrong, and how to fix it.
         reason: String,
     },
+    /// A file or value the connection needs (the CA file, the token, the client certificate)
+    /// that cannot be used: named with the option that gave it.
+    #[error("{setting}: {reason}")]
+    Setting {
+        /// What it is and which option gave it (`the CA file /etc/ca.pem (--ca-file)`).
+        setting: String,
+        /// What is wrong with it, and how to fix it.
+        reason: String,
+    },
     /// A request longer than a daemon takes on one line or message: refused here, before it
     /// is sent (the daemon would drop it unanswered).
     #[error(

@@ -51,29 +51,47 @@ fn bad(spec: &TargetSpec, reason: String) -> ClientError {
     }
 }
 
-/// The bearer token: the first line of `token_file`, else `$token_env` (default `REXD_TOKEN`).
+/// A file the connection needs, named with the option that gives it.
+fn setting(what: &str, path: &Path, option: &str, reason: String) -> ClientError {
+    ClientError::Setting {
+        setting: format!("the {what} {} ({option})", path.display()),
+        reason,
+    }
+}
+
+/// The bearer token: the first line of `token_file`, else `$token_env` (default `REXD_TOKEN`),
+/// without the spaces and line end around it.
 pub(crate) fn token(spec: &TargetSpec) -> Result<Option<String>, ClientError> {
     if let Some(path) = &spec.token_file {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| bad(spec, format!("token file {}: {e}", path.display())))?;
+            .map_err(|e| setting("token file", path, "--token-file", e.to_string()))?;
         let token = text.lines().next().unwrap_or("").trim().to_owned();
         if token.is_empty() {
-            return Err(bad(spec, format!("token file {} is empty", path.display())));
+            return Err(setting(
+                "token file",
+                path,
+                "--token-file",
+                "its first line is empty (the file holds the token alone, on its first line)"
+                    .into(),
+            ));
         }
         return Ok(Some(token));
     }
     let var = spec.token_env.as_deref().unwrap_or(DEFAULT_TOKEN_ENV);
-    Ok(std::env::var(var).ok().filter(|t| !t.trim().is_empty()))
+    Ok(std::env::var(var)
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty()))
 }
 
 fn tls_config(spec: &TargetSpec) -> Result<Arc<rustls::ClientConfig>, ClientError> {
     let mut roots = rustls::RootCertStore::empty();
     match &spec.ca_file {
         Some(ca) => {
-            for cert in read_certs(spec, ca)? {
+            for cert in read_certs(ca, "CA file", "--ca-file")? {
                 roots
                     .add(cert)
-                    .map_err(|e| bad(spec, format!("{}: {e}", ca.display())))?;
+                    .map_err(|e| setting("CA file", ca, "--ca-file", certificate_problem(&e)))?;
             }
         }
         None => {
@@ -89,13 +107,23 @@ fn tls_config(spec: &TargetSpec) -> Result<Arc<rustls::ClientConfig>, ClientErro
         .map_err(|e| bad(spec, e.to_string()))?
         .with_root_certificates(roots);
     let config = match (&spec.client_cert, &spec.client_key) {
-        (Some(cert), Some(key)) => {
-            let chain = read_certs(spec, cert)?;
-            let key = PrivateKeyDer::from_pem_file(key)
-                .map_err(|e| bad(spec, format!("client key {}: {e}", key.display())))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| bad(spec, format!("client certificate: {e}")))?
+        (Some(cert), Some(key_path)) => {
+            let chain = read_certs(cert, "client certificate", "--client-cert")?;
+            let key = PrivateKeyDer::from_pem_file(key_path).map_err(|e| {
+                let reason = match e {
+                    rustls::pki_types::pem::Error::Io(io) => io.to_string(),
+                    other => format!("no PEM private key in it ({other})"),
+                };
+                setting("client key", key_path, "--client-key", reason)
+            })?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| {
+                setting(
+                    "client certificate",
+                    cert,
+                    "--client-cert",
+                    certificate_problem(&e),
+                )
+            })?
         }
         (None, None) => builder.with_no_client_auth(),
         _ => {
@@ -105,14 +133,22 @@ fn tls_config(spec: &TargetSpec) -> Result<Arc<rustls::ClientConfig>, ClientErro
     Ok(Arc::new(config))
 }
 
-fn read_certs(spec: &TargetSpec, path: &Path) -> Result<Vec<CertificateDer<'static>>, ClientError> {
+fn read_certs(
+    path: &Path,
+    what: &str,
+    option: &str,
+) -> Result<Vec<CertificateDer<'static>>, ClientError> {
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| bad(spec, format!("{}: {e}", path.display())))?;
+        .map_err(|e| setting(what, path, option, e.to_string()))?;
     if certs.is_empty() {
-        return Err(bad(
-            spec,
-            format!("{}: no PEM certificate in it", path.display()),
+        return Err(setting(
+            what,
+            path,
+            option,
+            "no PEM certificate in it (a DER file? `openssl x509 -inform der -in FILE -out \
+             FILE.pem` converts it)"
+                .into(),
         ));
     }
     Ok(certs)
@@ -187,6 +223,16 @@ pub(crate) fn connect(
             let _ = thread.join();
             Err(bad(spec, "the transport thread ended".into()))
         }
+    }
+}
+
+/// A certificate or key rustls refused, in words.
+fn certificate_problem(e: &rustls::Error) -> String {
+    match e {
+        rustls::Error::InconsistentKeys(_) => {
+            "the key (--client-key) does not belong to this certificate".into()
+        }
+        other => crate::tls_advice::certificate_problem(other),
     }
 }
 
