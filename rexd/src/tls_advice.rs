@@ -75,7 +75,8 @@ pub fn certificate_problem(e: &rustls::Error) -> String {
     match webpki_error(e) {
         Some(webpki::Error::UnsupportedCertVersion) => "certificate is X.509 version 1, which \
             TLS refuses: issue it as version 3 (`openssl x509 -req … -extfile FILE`, the file \
-            holding its extensions, e.g. `extendedKeyUsage=clientAuth`)"
+            holding its extensions: `subjectAltName=DNS:NAME` for a server, \
+            `extendedKeyUsage=clientAuth` for a client)"
             .to_owned(),
         Some(other) => format!("certificate: {other}"),
         None => match e {

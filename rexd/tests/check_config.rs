@@ -143,6 +143,22 @@ fn tls_key_modes_and_certificate_expiry() {
     daemon.wait_for_log("the certificate expires at");
     daemon.stop();
 
+    // Another key than the certificate's: named, with what is wrong, not rustls's words.
+    let client_key = certs.client_key.to_str().unwrap();
+    let mismatched: Vec<&str> = listen
+        .iter()
+        .chain(&["--tls-cert", cert, "--tls-key", client_key])
+        .copied()
+        .collect();
+    let (code, _, err) = check(&mismatched);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "--tls-key {client_key}: this key does not belong to the --tls-cert certificate"
+        )),
+        "{err}"
+    );
+
     std::fs::set_permissions(&certs.server_key, std::fs::Permissions::from_mode(0o644)).unwrap();
     for run in [check(&args), {
         let (code, err) = netkit::refused(&args);

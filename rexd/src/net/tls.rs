@@ -93,6 +93,7 @@ pub fn server_config(
     key: &Path,
     client_ca: Option<&Path>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
+    let (cert_path, key_path) = (cert, key);
     let chain = certs("--tls-cert", cert)?;
     // The key is refused when others may read it, as the token file is.
     let pem = crate::transport::read_private_file(
@@ -127,9 +128,18 @@ pub fn server_config(
         }
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => TlsError::File {
+            flag: "--tls-key",
+            path: key_path.to_owned(),
+            reason: "this key does not belong to the --tls-cert certificate".into(),
+        },
+        other => TlsError::File {
+            flag: "--tls-cert",
+            path: cert_path.to_owned(),
+            reason: crate::tls_advice::certificate_problem(&other),
+        },
+    })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
