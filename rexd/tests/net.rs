@@ -1220,6 +1220,25 @@ fn a_metrics_token_reads_metrics_only_and_health_needs_no_token() {
     let ws = curl(&["-H", &bearer(scraper), &format!("{}/ws", d.url)]);
     assert_eq!(ws.status, 403, "{ws:?}");
     d.wait_for_log("prometheus's token may only read /metrics");
+    // rex says what each refusal means: a scoped token (403), none, a label left in, a
+    // wrong one (401).
+    let rex_refused = |token: Option<&str>, says: &str| {
+        let env: Vec<(&str, &str)> = token.map(|t| ("REXD_TOKEN", t)).into_iter().collect();
+        let (code, _, err) = rex(&["-t", &d.url, "exec", "--", "true"], &env);
+        assert_eq!(code, 1, "{token:?}: {err}");
+        assert!(err.contains(says), "{token:?}: {err}");
+    };
+    rex_refused(
+        Some(scraper),
+        "refused the credentials (403): the token is known but not for this",
+    );
+    rex_refused(None, "refused the credentials (401): no token was given");
+    let labelled = format!("alice:{TOKEN}");
+    rex_refused(Some(&labelled), "(401): the token given holds a `:`");
+    rex_refused(
+        Some("ffffffffffffffffffffffffffffffff"),
+        "(401): the token given is not one it accepts",
+    );
     // Tokens without a scope, or with `all`, do everything.
     for token in [TOKEN, OTHER_TOKEN] {
         let r = curl(&[

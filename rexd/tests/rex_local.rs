@@ -186,3 +186,17 @@ fn a_file_too_large_for_one_write_is_refused_at_once_and_goes_in_pieces() {
         .ok();
     assert!(std::fs::read(&path).unwrap() == blob, "written whole");
 }
+
+/// A program that cannot be started is named, as a shell names it.
+#[test]
+fn a_program_that_does_not_exist_is_named() {
+    let f = Fixture::local();
+    let out = f.run(&["exec", "--", "no-such-command-xyz", "arg"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("cannot start no-such-command-xyz: No such file or directory"),
+        "{}",
+        out.stderr
+    );
+}

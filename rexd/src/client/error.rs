@@ -99,14 +99,16 @@ pub enum ClientError {
         /// The message limit.
         max: usize,
     },
-    /// A network daemon refused the credentials (`401`: no token, a wrong one).
-    #[error(
-        "{target} refused the credentials (401): give the token with --token-file, or in \
-         $REXD_TOKEN (--token-env names another variable)"
-    )]
+    /// A network daemon refused the credentials (`401`: no token, a wrong one; `403`: a token
+    /// for something else, such as a metrics-only one).
+    #[error("{target} refused the credentials ({status}): {hint}")]
     Unauthorized {
         /// The target.
         target: String,
+        /// The HTTP status, 401 or 403.
+        status: u16,
+        /// What was wrong with what was sent, as far as this side can tell, and the fix.
+        hint: String,
     },
     /// The daemon refused a call.
     #[error("{method}: {}{message}{}", code_text(*.code), data_text(.data))]

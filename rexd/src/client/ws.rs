@@ -226,6 +226,24 @@ pub(crate) fn connect(
     }
 }
 
+/// Why a daemon may have refused what was `sent` (a 401 or a 403), and the fix.
+fn refusal_hint(status: u16, sent: Option<&str>) -> String {
+    match (status, sent) {
+        (403, _) => "the token is known but not for this (a `metrics` token reads /metrics \
+                     only): use a token of the default scope"
+            .into(),
+        (_, None) => "no token was given: give it with --token-file, or in $REXD_TOKEN \
+                      (--token-env names another variable)"
+            .into(),
+        (_, Some(token)) if token.contains(':') => "the token given holds a `:`: a client's \
+            token is only the TOKEN of the daemon's LABEL:TOKEN line, without the label"
+            .into(),
+        _ => {
+            "the token given is not one it accepts (mistyped, revoked, or another daemon's)".into()
+        }
+    }
+}
+
 /// A certificate or key rustls refused, in words.
 fn certificate_problem(e: &rustls::Error) -> String {
     match e {
@@ -331,12 +349,23 @@ async fn open(
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_MESSAGE))
         .max_frame_size(Some(MAX_MESSAGE));
+    let sent = request
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
     use tokio_tungstenite::tungstenite::Error as WsError;
     match tokio_tungstenite::client_async_with_config(request, link, Some(config)).await {
         Ok((ws, _)) => Ok(ws),
-        Err(WsError::Http(r)) if r.status() == 401 => Err(ClientError::Unauthorized {
-            target: given.to_owned(),
-        }),
+        Err(WsError::Http(r)) if matches!(r.status().as_u16(), 401 | 403) => {
+            let status = r.status().as_u16();
+            Err(ClientError::Unauthorized {
+                target: given.to_owned(),
+                status,
+                hint: refusal_hint(status, sent.as_deref()),
+            })
+        }
         // With TLS 1.3 a refused client certificate shows only after the handshake.
         Err(WsError::Io(e)) => Err(tls_err(e)),
         // Bytes that are not HTTP on a plain connection: most likely a TLS port dialled as

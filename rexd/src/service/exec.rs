@@ -159,6 +159,12 @@ impl Service {
                 }
             }
             Err(e) => {
+                // Named, as a shell names what it could not run.
+                let what = match program {
+                    Program::Argv(argv) => argv.first().map_or("", String::as_str),
+                    _ => "the shell",
+                };
+                let message = format!("cannot start {what}: {e}");
                 proc_.failed = true;
                 proc_.finished = true;
                 proc_.exit = None;
@@ -175,14 +181,14 @@ impl Service {
                         },
                         "exec.error",
                         json!({"process_id": proc_.id}),
-                        json!({"error": format!("cannot start: {e}"), "errno": e.raw_os_error()}),
+                        json!({"error": message, "errno": e.raw_os_error()}),
                     );
                 }
                 self.after_reply
                     .push(ServiceOutput::Event(Event::ExecError(ExecErrorEvent {
                         session_id: p.session_id.clone(),
                         process_id: proc_.id.clone(),
-                        message: format!("cannot start: {e}"),
+                        message,
                         errno: e.raw_os_error(),
                     })));
             }

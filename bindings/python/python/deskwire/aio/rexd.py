@@ -927,6 +927,12 @@ class RexdClient:
                     f"{url} refused the credentials (401): pass token=, token_file= or set "
                     f"${token_env}",
                 ) from e
+            if status == 403:
+                raise ClosedError(
+                    "disconnected",
+                    f"{url} refused the token (403): it is known but not for this (a metrics "
+                    "token reads /metrics only); use a token of the default scope",
+                ) from e
             raise ClosedError("disconnected", f"{url} answered HTTP {status}") from e
         except ws_errors.InvalidHandshake as e:
             # With TLS 1.3 a refused client certificate shows only after the handshake: the
