@@ -64,7 +64,13 @@ type OpResult<T> = Result<T, ErrorObject>;
 /// An error object for a failed open, naming the client's path.
 pub fn open_error(ctx: &FsContext<'_>, path: &str, e: OpenError) -> ErrorObject {
     match e {
-        OpenError::Escape(_) => ErrorObject::forbidden_path(path, &ctx.roots.paths()),
+        OpenError::Escape(_) => {
+            ErrorObject::forbidden_path(path, &ctx.roots.paths()).with_message(format!(
+                "Path is outside allowed roots: {path} is a symbolic link, or leads through \
+                 one out of the roots ({}); rexd follows neither",
+                ctx.roots.paths().join(", ")
+            ))
+        }
         OpenError::IsRoot => ErrorObject::of(ErrorCode::InvalidParams)
             .with_message(format!("{path} is a workspace root")),
         OpenError::Io(e) => io_error(path, &e),
@@ -496,12 +502,21 @@ pub fn glob(ctx: &FsContext<'_>, p: &FsGlobParams) -> OpResult<FsGlobResult> {
         base.pop();
     }
     let base_str = base.to_string_lossy().into_owned();
+    // The pattern's fixed start must lie in a root, and nothing in it may climb out.
+    let outside = || {
+        ErrorObject::forbidden_path(&p.pattern, &ctx.roots.paths()).with_message(format!(
+            "Path is outside allowed roots: the pattern {} searches outside {} (give a \
+             pattern relative to the working directory, or under a root, without `..`)",
+            p.pattern,
+            ctx.roots.paths().join(", ")
+        ))
+    };
     let r = ctx
         .roots
         .resolve(Path::new("/"), &base_str)
-        .map_err(|_| ErrorObject::forbidden_path(&p.pattern, &ctx.roots.paths()))?;
+        .map_err(|_| outside())?;
     if rest.components().any(|c| c.as_os_str() == "..") {
-        return Err(ErrorObject::forbidden_path(&p.pattern, &ctx.roots.paths()));
+        return Err(outside());
     }
     let matcher = globset::GlobBuilder::new(&rest.to_string_lossy())
         .literal_separator(true)

@@ -167,7 +167,13 @@ impl Roots {
                 Component::CurDir => {}
                 // `..` is refused rather than normalised: `a/link/..` is not `a` when `link`
                 // is a symlink, and there is never a need for it.
-                Component::ParentDir | Component::Prefix(_) => return Err(forbidden()),
+                Component::ParentDir | Component::Prefix(_) => {
+                    return Err(forbidden().with_message(format!(
+                        "Path is outside allowed roots: {path} has a `..`, which rexd refuses \
+                         (through a symbolic link it could lead anywhere): name the path \
+                         without it, absolute or from the working directory"
+                    )));
+                }
             }
         }
         // Outside every root: say where roots come from, as `narrow` does, since the asker

@@ -477,10 +477,33 @@ pub fn paths_outside_the_roots_are_refused(f: &Fixture) {
     let escape = format!("{}/../escaped.txt", f.work.display());
     let out = f.run(&["write", "--content", "x", &escape]);
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("-32002"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("has a `..`, which rexd refuses"),
+        "{}",
+        out.stderr
+    );
     assert!(
         !f.dir().join("escaped.txt").exists(),
         "nothing written outside"
+    );
+
+    // Each way out says which it is: a symbolic link, a glob searching elsewhere.
+    std::os::unix::fs::symlink("/etc/passwd", f.work.join("link-out")).unwrap();
+    let out = f.run(&["read", &f.path("link-out")]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("is a symbolic link, or leads through one out of the roots"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty());
+    let out = f.run(&["glob", "/etc/*"]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("the pattern /etc/* searches outside"),
+        "{}",
+        out.stderr
     );
 }
 
