@@ -279,7 +279,19 @@ pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> 
     if p.mkdir_parents {
         make_parents(ctx, &r, &p.path)?;
     }
-    let (dir, name) = r.open_parent().map_err(|e| open_error(ctx, &p.path, e))?;
+    let (dir, name) = r.open_parent().map_err(|e| match e {
+        // Without mkdir_parents, a missing directory is the likely mistake: say so.
+        OpenError::Io(io) if io.raw_os_error() == Some(libc::ENOENT) => {
+            let e = io_error(&p.path, &io);
+            let message = format!(
+                "{}: no such directory to write it in (mkdir_parents: true creates it; \
+                 `rex write -p`)",
+                p.path
+            );
+            e.with_message(message)
+        }
+        other => open_error(ctx, &p.path, other),
+    })?;
     let dir = dir.as_fd();
     let existing = match sys::stat_at(dir, &name) {
         Ok(st) => Some(st),

@@ -420,6 +420,13 @@ pub fn files_round_trip(f: &Fixture) {
     f.run(&["write", "--append", "--content", "two\n", &text])
         .ok();
     assert_eq!(f.run(&["read", &text]).ok().text(), "one\ntwo\n");
+    let out = f.run(&["write", "--content", "x", &f.path("no/such/dir/x.txt")]);
+    assert_eq!(out.code, 1, "no parents made unless asked");
+    assert!(
+        out.stderr.contains("no such directory to write it in") && out.stderr.contains("-p"),
+        "{}",
+        out.stderr
+    );
     let out = f.run(&["write", "--create", "--content", "x", &text]);
     assert_eq!(out.code, 1, "create refuses an existing file");
     assert_eq!(std::fs::read_to_string(&text).unwrap(), "one\ntwo\n");
