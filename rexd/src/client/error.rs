@@ -217,8 +217,15 @@ fn status_text(status: &Option<ExitStatus>) -> String {
     }
 }
 
+/// The transport's last words for the error message: rexd's own `info:` log lines (the
+/// confinement it set up, say) are not why it ended, so they are left out.
 fn stderr_text(stderr: &str) -> String {
-    let s = stderr.trim();
+    let telling: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.contains(" rexd: info: ") && !l.trim().is_empty())
+        .collect();
+    let s = telling.join("\n");
+    let s = s.trim();
     if s.is_empty() {
         String::new()
     } else {
@@ -237,5 +244,22 @@ fn data_text(data: &Option<serde_json::Value>) -> String {
     match data {
         Some(d) => format!(" {d}"),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stderr_text;
+
+    #[test]
+    fn the_daemons_info_lines_are_not_given_as_the_reason() {
+        let tail = "2026-11-30T01:02:03.004Z rexd: info: confinement: Landlock ABI 7: read-write under /srv\n";
+        assert_eq!(stderr_text(tail), "");
+        let tail =
+            format!("{tail}2026-11-30T01:02:03.005Z rexd: error: out of memory\nssh: lost\n");
+        assert_eq!(
+            stderr_text(&tail),
+            ": 2026-11-30T01:02:03.005Z rexd: error: out of memory\nssh: lost"
+        );
     }
 }
