@@ -730,6 +730,22 @@ async def test_over_https_with_a_token(root: Path, pki: Path, monkeypatch: pytes
             with pytest.raises(deskwire.LocalError, match="loopback only") as refused:
                 await RexdClient.connect(far, token=_Listener.TOKEN)
             assert refused.value.code == "bad_target"
+        # Files that cannot be used are named with their keyword.
+        der = pki / "ca.der"
+        import subprocess
+
+        subprocess.run(["openssl", "x509", "-in", str(pki / "ca.pem"), "-outform", "der", "-out", str(der)], check=True)
+        for keywords, says in [
+            ({"ca_file": str(pki / "missing.pem")}, "ca_file .*missing.pem: No such file"),
+            ({"ca_file": str(der)}, "ca_file .*ca.der: no PEM certificate in it"),
+            ({"ca_file": str(pki / "ca.pem"), "client_cert": str(pki / "client.pem"),
+              "client_key": str(pki / "server.key")}, "does not belong to this certificate"),
+        ]:
+            with pytest.raises(deskwire.LocalError, match=says) as bad:
+                await RexdClient.connect(daemon.url, token=_Listener.TOKEN, **keywords)
+            assert bad.value.code == "bad_setting"
+        with pytest.raises(deskwire.ClosedError, match="a TLS port. use https://"):
+            await RexdClient.connect(daemon.url.replace("https://", "http://"), token=_Listener.TOKEN, timeout=5)
         # A server certificate nobody vouches for, and TLS to a port that does not speak it.
         with pytest.raises(deskwire.ClosedError, match=r"certificate verify failed: .* \(give the server's CA with ca_file=\)"):
             await RexdClient.connect(daemon.url, token=_Listener.TOKEN)

@@ -528,6 +528,33 @@ def _ws_url(target: str) -> Optional[str]:
     return url
 
 
+def _tls_context(ca_file: Optional[str], client_cert: Optional[str], client_key: Optional[str]) -> ssl.SSLContext:
+    """The client's TLS context; a file that cannot be used raises :class:`deskwire.LocalError`
+    (``bad_setting``) naming it and the keyword that gave it."""
+
+    def refused(keyword: str, path: Optional[str], e: Exception) -> LocalError:
+        if isinstance(e, OSError) and not isinstance(e, ssl.SSLError):
+            reason = e.strerror or str(e)
+        elif "KEY_VALUES_MISMATCH" in str(e):
+            reason = "the key (client_key) does not belong to this certificate"
+        elif "NO_CERTIFICATE_OR_CRL_FOUND" in str(e):
+            reason = "no PEM certificate in it (a DER file? `openssl x509 -inform der -in FILE -out FILE.pem` converts it)"
+        else:
+            reason = str(e)
+        return LocalError("bad_setting", f"{keyword} {path}: {reason}")
+
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as e:
+        raise refused("ca_file", ca_file, e) from e
+    if client_cert is not None:
+        try:
+            context.load_cert_chain(client_cert, client_key)
+        except (OSError, ssl.SSLError) as e:
+            raise refused("client_cert", client_cert, e) from e
+    return context
+
+
 def _is_loopback(url: str) -> bool:
     """Whether a ``/ws`` URL names this machine: loopback addresses, or ``localhost``."""
     host = url.split("://", 1)[1].rsplit("/", 1)[0]
@@ -760,7 +787,8 @@ class RexdClient:
         a ``rexd --listen`` daemon's ``/ws`` with the ``websockets`` package. The bearer token
         is ``token``, else the first line of ``token_file``, else ``$REXD_TOKEN`` (``token_env``
         names another variable); ``ca_file`` trusts a private CA for the daemon's certificate,
-        ``client_cert`` and ``client_key`` answer a daemon that asks for one (mTLS). A refused
+        ``client_cert`` and ``client_key`` answer a daemon that asks for one (mTLS); a file that
+        cannot be used raises :class:`deskwire.LocalError` (``bad_setting``) naming it. A refused
         token raises :class:`deskwire.RemoteError` (``unauthorized``), a daemon that is not
         there :class:`deskwire.ConnectFailedError` (a :class:`ConnectionError` too) naming the
         host and the port.
@@ -907,9 +935,7 @@ class RexdClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         context: Optional[ssl.SSLContext] = None
         if url.startswith("wss://"):
-            context = ssl.create_default_context(cafile=ca_file)
-            if client_cert is not None:
-                context.load_cert_chain(client_cert, client_key)
+            context = _tls_context(ca_file, client_cert, client_key)
 
         async def dial() -> Any:
             return await asyncio.wait_for(
@@ -936,11 +962,13 @@ class RexdClient:
             raise ClosedError("disconnected", f"{url} answered HTTP {status}") from e
         except ws_errors.InvalidHandshake as e:
             # With TLS 1.3 a refused client certificate shows only after the handshake: the
-            # daemon hangs up instead of answering.
-            raise ClosedError(
-                "disconnected", f"{url} hung up during the handshake ({e}): a client "
-                "certificate it does not accept, or not a rexd --listen"
-            ) from e
+            # daemon hangs up instead of answering. Without TLS, the likely cause is a TLS port.
+            likely = (
+                "a client certificate it does not accept, or not a rexd --listen"
+                if url.startswith("wss://")
+                else "a TLS port? use https:// for it"
+            )
+            raise ClosedError("disconnected", f"{url} hung up during the handshake ({e}): {likely}") from e
         except ssl.SSLCertVerificationError as e:
             mismatch = any(m in str(e.verify_message) for m in ("Hostname mismatch", "IP address mismatch"))
             hint = "connect by a name the certificate lists" if mismatch else "give the server's CA with ca_file="
