@@ -30,6 +30,20 @@ fn open_session(url: &str) -> String {
 fn pointed_calls_over_curl() {
     let place = Place::new("net-rpc");
     let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    // Pointed calls do no streaming and cannot be resumed: not offered, even when asked.
+    let open = post(
+        &d.url,
+        Some(TOKEN),
+        r#"{"jsonrpc":"2.0","id":1,"method":"session.open","params":{"client_name":"curl","resumable":true}}"#,
+    )
+    .json();
+    let offered = open["result"]["capabilities"].as_array().unwrap();
+    assert!(offered.contains(&json!("exec")), "{open}");
+    assert!(
+        !offered.contains(&json!("events")) && !offered.contains(&json!("resume")),
+        "{open}"
+    );
+    assert!(open["result"].get("resume").is_none(), "{open}");
     let sid = open_session(&d.url);
     // A batch: start, then wait for it; answered as one array.
     let batch = json!([

@@ -44,7 +44,7 @@ use deskwire::jsonrpc::{
     RemoteError,
 };
 use deskwire::rexd::{
-    ErrorCode, ErrorObject, Event, Request, Response, ResumeInfo, SessionResumeParams,
+    Capability, ErrorCode, ErrorObject, Event, Request, Response, ResumeInfo, SessionResumeParams,
     SessionResumeResult,
 };
 use mio::{Events, Poll, Token, Waker};
@@ -1049,6 +1049,12 @@ impl Hub {
         }
         match &mut result {
             Ok(Response::SessionOpen(r)) => {
+                if c.info.kind == ConnKind::Pointed {
+                    // Pointed calls do no streaming and cannot be resumed: a session opened by
+                    // them is not offered what it lacks.
+                    r.capabilities
+                        .retain(|c| !matches!(c, Capability::Events | Capability::Resume));
+                }
                 let replay = resumable.then(|| Replay {
                     secret: new_secret(),
                     next_seq: 1,
