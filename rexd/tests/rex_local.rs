@@ -187,16 +187,22 @@ fn a_file_too_large_for_one_write_is_refused_at_once_and_goes_in_pieces() {
     assert!(std::fs::read(&path).unwrap() == blob, "written whole");
 }
 
-/// A program that cannot be started is named, as a shell names it.
+/// A program that cannot be started is named, and exits 127 (126 for one that may not run),
+/// as a shell says it.
 #[test]
-fn a_program_that_does_not_exist_is_named() {
+fn a_program_that_cannot_start_is_named_with_a_shells_exit_code() {
     let f = Fixture::local();
     let out = f.run(&["exec", "--", "no-such-command-xyz", "arg"]);
-    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(out.code, 127, "as a shell says it: {}", out.stderr);
     assert!(
         out.stderr
             .contains("cannot start no-such-command-xyz: No such file or directory"),
         "{}",
         out.stderr
     );
+    let script = f.path("not-executable.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    let out = f.run(&["exec", "--", &script]);
+    assert_eq!(out.code, 126, "{}", out.stderr);
+    assert!(out.stderr.contains("Permission denied"), "{}", out.stderr);
 }

@@ -286,6 +286,7 @@ mod code {
     /// Stdout went away (what a shell shows for a process a broken pipe ended: 128 + SIGPIPE).
     pub const STDOUT_CLOSED: u8 = 141;
     pub const TIMED_OUT: u8 = 124;
+    pub const NOT_EXECUTABLE: u8 = 126;
     pub const NOT_FOUND: u8 = 127;
     pub const UNREACHABLE: u8 = 255;
 }
@@ -307,6 +308,15 @@ fn main() -> ExitCode {
             eprintln!("rex: {e}");
             ExitCode::from(match e {
                 ClientError::RexdNotFound(_) => code::NOT_FOUND,
+                // As a shell says it: 127 for no such program, 126 for one it may not run.
+                ClientError::Launch {
+                    errno: Some(libc::ENOENT),
+                    ..
+                } => code::NOT_FOUND,
+                ClientError::Launch {
+                    errno: Some(libc::EACCES),
+                    ..
+                } => code::NOT_EXECUTABLE,
                 ClientError::Remote { .. }
                 | ClientError::Launch { .. }
                 | ClientError::BadTarget { .. }

@@ -887,7 +887,10 @@ impl Client {
                     }
                     Event::ExecExit(exit) if exit.process_id == process_id => return Ok(exit),
                     Event::ExecError(e) if e.process_id == process_id => {
-                        return Err(ClientError::Launch { message: e.message });
+                        return Err(ClientError::Launch {
+                            message: e.message,
+                            errno: e.errno,
+                        });
                     }
                     // Another process of this session (none in the CLI): not ours to show.
                     _ => {}

@@ -142,6 +142,8 @@ pub enum ClientError {
     Launch {
         /// The daemon's message.
         message: String,
+        /// The OS error number, when the daemon gave one (`ENOENT`: no such program).
+        errno: Option<i32>,
     },
     /// The daemon streamed more than the client buffers while it waited for something else.
     #[error("more than {0} bytes of events buffered; the daemon streams faster than it is read")]
