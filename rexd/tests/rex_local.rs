@@ -206,3 +206,74 @@ fn a_program_that_cannot_start_is_named_with_a_shells_exit_code() {
     assert_eq!(out.code, 126, "{}", out.stderr);
     assert!(out.stderr.contains("Permission denied"), "{}", out.stderr);
 }
+
+/// A targets file the user named that is not there is an error, not a quiet run on `local`;
+/// with -t the command still goes where it is told.
+#[test]
+fn a_named_targets_file_that_is_missing_is_an_error() {
+    let f = Fixture::local();
+    let missing = f.path("typo-targets.toml");
+    let out = f.run(&["--targets-file", &missing, "exec", "--", "echo", "ran"]);
+    assert_eq!((out.code, out.text().as_str()), (1, ""), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("it does not exist, so it chooses no target"),
+        "{}",
+        out.stderr
+    );
+    let out = f
+        .run(&[
+            "--targets-file",
+            &missing,
+            "-t",
+            "local",
+            "exec",
+            "--",
+            "echo",
+            "ran",
+        ])
+        .ok();
+    assert_eq!(out.text(), "ran\n");
+}
+
+/// `rex target add` keeps the session flags given with it, and paths absolute (the identity
+/// file too), so the target works the same from any directory.
+#[test]
+fn target_add_keeps_the_session_flags_and_absolute_paths() {
+    let f = Fixture::local();
+    f.run(&[
+        "target",
+        "add",
+        "kept",
+        "ssh://deploy@server-c",
+        "--resume",
+        "--compress",
+        "--no-raw-frames",
+        "-i",
+        "keys/id",
+    ])
+    .ok();
+    let shown = f.run(&["-t", "kept", "target", "show"]).ok().text();
+    for line in [
+        "resume = true",
+        "compress = true",
+        "no_raw_frames = true",
+        &format!("identity_file = \"{}\"", f.work.join("keys/id").display()),
+    ] {
+        assert!(shown.contains(line), "{line}: {shown}");
+    }
+}
+
+/// An ssh host that accepts and never answers is given up after ssh's connect timeout (rex
+/// gives it `ConnectTimeout=15` unless the target's own options say otherwise).
+#[test]
+fn an_ssh_host_that_never_answers_is_given_up() {
+    let f = Fixture::local();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("ssh://127.0.0.1:{}", silent.local_addr().unwrap().port());
+    let started = std::time::Instant::now();
+    let out = f.run(&["-t", &url, "exec", "--", "true"]);
+    assert_eq!(out.code, 255, "{}", out.stderr);
+    assert!(out.stderr.contains("timed out"), "{}", out.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}

@@ -340,9 +340,9 @@ fn run(cli: Cli) -> Result<u8, ClientError> {
     let spec = resolve(&cli.global, &file)?;
     let options = ConnectOptions {
         forward_stderr: cli.global.verbose,
-        resume: cli.global.resume || spec.resume,
-        compress: cli.global.compress,
-        raw_frames: !cli.global.no_raw_frames,
+        resume: spec.resume,
+        compress: spec.compress,
+        raw_frames: !spec.no_raw_frames,
         ..ConnectOptions::default()
     };
     let mut client = Client::connect(&spec, &options)?;
@@ -353,6 +353,20 @@ fn run(cli: Cli) -> Result<u8, ClientError> {
 
 /// The target to use, with the command line's overrides applied.
 fn resolve(global: &Global, file: &std::path::Path) -> Result<TargetSpec, ClientError> {
+    // A targets file the user named that is not there chooses nothing, and rex would run the
+    // command here: a mistyped path must not send a command meant for a server to `local`.
+    let named = global.targets_file.is_some()
+        || std::env::var_os(targets::TARGETS_FILE_ENV).is_some_and(|v| !v.is_empty());
+    let chosen = global.target.is_some()
+        || std::env::var_os(targets::TARGET_ENV).is_some_and(|v| !v.is_empty());
+    if named && !chosen && !file.exists() {
+        return Err(ClientError::TargetsFile {
+            file: file.display().to_string(),
+            reason: "it does not exist, so it chooses no target (the command would run here, \
+                     on `local`): check the path, or choose with -t"
+                .into(),
+        });
+    }
     let targets = Targets::load(file)?;
     let name = targets.chosen_name(global.target.as_deref());
     let mut spec = targets.lookup(&name, file)?;
@@ -361,9 +375,10 @@ fn resolve(global: &Global, file: &std::path::Path) -> Result<TargetSpec, Client
 }
 
 fn apply_overrides(spec: &mut TargetSpec, global: &Global) {
-    if let Some(i) = &global.identity {
-        spec.identity_file = Some(i.clone());
-    }
+    // The session flags: on the command line for one run, or saved with `rex target add`.
+    spec.resume |= global.resume;
+    spec.compress |= global.compress;
+    spec.no_raw_frames |= global.no_raw_frames;
     for o in &global.ssh_option {
         spec.ssh_options.extend(["-o".to_owned(), o.clone()]);
     }
@@ -374,6 +389,7 @@ fn apply_overrides(spec: &mut TargetSpec, global: &Global) {
     spec.rexd_args.extend(global.rexd_arg.iter().cloned());
     spec.workspace_roots.extend(global.roots.iter().cloned());
     let paths = [
+        (&global.identity, &mut spec.identity_file),
         (&global.token_file, &mut spec.token_file),
         (&global.ca_file, &mut spec.ca_file),
         (&global.client_cert, &mut spec.client_cert),

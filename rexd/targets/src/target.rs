@@ -41,6 +41,10 @@ pub enum Endpoint {
     },
 }
 
+/// What `ssh` is given unless the target's `ssh_options` say otherwise: 15 s for the TCP
+/// connection and the SSH banner.
+pub const SSH_CONNECT_TIMEOUT: &str = "ConnectTimeout=15";
+
 impl Endpoint {
     /// Parses `local` or `ssh://[user@]host[:port]` (IPv6 as `[::1]`).
     ///
@@ -257,6 +261,12 @@ pub struct TargetSpec {
     /// runs as `rexd --stdio --resumable`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resume: bool,
+    /// `rex`: offer zstd compression (`rex --compress`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compress: bool,
+    /// `rex`: do not offer raw frames (`rex --no-raw-frames`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_raw_frames: bool,
 }
 
 impl TargetSpec {
@@ -308,6 +318,9 @@ impl TargetSpec {
                     cmd.arg("-i").arg(i);
                 }
                 cmd.args(&self.ssh_options);
+                // A host that accepts and never answers is given up, as rex's network targets
+                // are. After the target's own options: ssh takes the first value it is given.
+                cmd.args(["-o", SSH_CONNECT_TIMEOUT]);
                 cmd.arg(match user {
                     Some(u) => format!("{u}@{host}"),
                     None => host,
@@ -496,6 +509,8 @@ mod tests {
                 "/k/id",
                 "-o",
                 "BatchMode=yes",
+                "-o",
+                "ConnectTimeout=15",
                 "deploy@server-a",
                 "'/opt/rex tools/rexd' --stdio --config /etc/rexd/c.toml"
             ]
