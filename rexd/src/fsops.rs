@@ -275,6 +275,15 @@ pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> 
     let bytes =
         compress::decode_bounded(&p.content, p.encoding, ctx.compress, compress::MAX_INFLATED)
             .map_err(|e| ErrorObject::of(ErrorCode::InvalidParams).with_message(e.to_string()))?;
+    // `dir/` names a directory: never create a file called `dir` for it.
+    if p.path.ends_with('/') {
+        return Err(
+            ErrorObject::of(ErrorCode::InvalidParams).with_message(format!(
+                "{}: ends with /, so it names a directory, not a file",
+                p.path
+            )),
+        );
+    }
     let r = ctx.roots.resolve(ctx.cwd, &p.path)?;
     if p.mkdir_parents {
         make_parents(ctx, &r, &p.path)?;
@@ -317,6 +326,15 @@ pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> 
             .with_data(json!({"path": p.path}))
     };
     if let Some(expected) = &p.expected_mtime {
+        // Not a time at all: say so, rather than that the file changed.
+        if humantime::parse_rfc3339_weak(expected).is_err() {
+            return Err(
+                ErrorObject::of(ErrorCode::InvalidParams).with_message(format!(
+                    "expected_mtime {expected:?} is not an RFC 3339 time (give the mtime fs.stat \
+                 or rex stat printed, e.g. 2026-11-30T12:00:00.123456789Z)"
+                )),
+            );
+        }
         match &existing {
             None => return Err(conflict("expected_mtime given but the file does not exist")),
             Some(st) if sys::rfc3339(sys::mtime(st)) != *expected => {
@@ -489,6 +507,10 @@ fn has_glob_meta(s: &OsStr) -> bool {
 /// components of the pattern choose the directory walked (it must be inside the roots);
 /// symlinks are not followed. Matches are absolute paths, sorted.
 pub fn glob(ctx: &FsContext<'_>, p: &FsGlobParams) -> OpResult<FsGlobResult> {
+    if p.pattern.is_empty() {
+        return Err(ErrorObject::of(ErrorCode::InvalidParams)
+            .with_message("the glob pattern is empty (e.g. `**/*.rs`)"));
+    }
     let cwd_res;
     let cwd: &Path = match &p.cwd {
         Some(c) => {

@@ -57,7 +57,13 @@ pub fn explain(e: &rustls::Error, host: &str, options: &Options<'_>) -> String {
             | AlertDescription::UnknownCA
             | AlertDescription::UnsupportedCertificate
             | AlertDescription::CertificateUnknown),
-        ) => format!("it refused this side's client certificate ({alert:?})"),
+        ) => match options.client_cert {
+            Some(flags) => format!(
+                "it refused this side's client certificate ({alert:?}): give one signed by \
+                 the CA it trusts ({flags})"
+            ),
+            None => format!("it refused this side's client certificate ({alert:?})"),
+        },
         rustls::Error::AlertReceived(alert) => format!("it refused the handshake ({alert:?})"),
         other => other.to_string(),
     }

@@ -208,7 +208,7 @@ struct RunArgs {
     /// Kill the command after this many milliseconds (exit 124). Without it, the daemon's
     /// `default_timeout_ms` applies (30 s unless its operator set another); it never allows
     /// more than its `hard_timeout_ms` (5 min by default; `rex info` shows both).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     timeout_ms: Option<u64>,
     /// Cap the output at this many bytes (without it, rex asks for all of it, as ssh streams
     /// it: only the daemon's `limits.hard_output_bytes`, if its operator set one, cuts it).
@@ -574,7 +574,7 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
                 }
             }
             if result.truncated {
-                eprintln!("rex: listing truncated");
+                eprintln!("rex: listing truncated (--max-entries N for more)");
             }
             Ok(0)
         }
@@ -593,7 +593,7 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
                 }
             }
             if result.truncated {
-                eprintln!("rex: matches truncated");
+                eprintln!("rex: matches truncated (--max-matches N for more)");
             }
             Ok(0)
         }

@@ -297,8 +297,9 @@ async fn run(
                 source: io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
-                        "no WebSocket handshake within {} s (a port that accepts and does not \
-                         answer: not a rexd --listen, or a firewall holding it)",
+                        "no answer to the TLS or WebSocket handshake within {} s (a port \
+                         that accepts and does not answer: not a rexd --listen, or a \
+                         firewall holding it)",
                         CONNECT_TIMEOUT.as_secs()
                     ),
                 ),

@@ -427,6 +427,46 @@ pub fn files_round_trip(f: &Fixture) {
         "{}",
         out.stderr
     );
+    // A path ending in / names a directory: no file is made for it.
+    let out = f.run(&["write", "--content", "x", &f.path("dirlike/")]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("names a directory"), "{}", out.stderr);
+    assert!(!f.work.join("dirlike").exists());
+    // --expected-mtime: a time that is not one is said to be so; the one stat gave works.
+    let out = f.run(&[
+        "write",
+        "--expected-mtime",
+        "banana",
+        "--content",
+        "z",
+        &text,
+    ]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("is not an RFC 3339 time"),
+        "{}",
+        out.stderr
+    );
+    let stat = f.run(&["stat", "--json", &text]).ok();
+    let stat: serde_json::Value = serde_json::from_slice(&stat.stdout).unwrap();
+    let mtime = stat["mtime"].as_str().unwrap().to_owned();
+    f.run(&[
+        "write",
+        "--append",
+        "--expected-mtime",
+        &mtime,
+        "--content",
+        "",
+        &text,
+    ])
+    .ok();
+    let out = f.run(&["glob", ""]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("the glob pattern is empty"),
+        "{}",
+        out.stderr
+    );
     let out = f.run(&["write", "--create", "--content", "x", &text]);
     assert_eq!(out.code, 1, "create refuses an existing file");
     assert_eq!(std::fs::read_to_string(&text).unwrap(), "one\ntwo\n");
