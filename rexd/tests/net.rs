@@ -705,6 +705,17 @@ fn an_oversized_websocket_message_closes_with_1009() {
     run_python("ws_clients.py", &["oversize", &d.url, "65536"], &ws_env());
     d.wait_for_log("message over the daemon's --max-message-bytes");
     open_session(&d.url);
+    // rex says what to do about it.
+    let big = "x".repeat(100_000);
+    let (code, _, err) = rex(
+        &["-t", &d.url, "write", "big.txt", "--content", &big],
+        &[("REXD_TOKEN", TOKEN)],
+    );
+    assert_eq!(code, 255, "{err}");
+    assert!(
+        err.contains("(1009)") && err.contains("rex write --append"),
+        "{err}"
+    );
 }
 
 #[test]

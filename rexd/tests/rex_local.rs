@@ -185,6 +185,12 @@ fn a_file_too_large_for_one_write_is_refused_at_once_and_goes_in_pieces() {
     f.run_with_stdin(&["write", "--append", &path], Some(rest))
         .ok();
     assert!(std::fs::read(&path).unwrap() == blob, "written whole");
+    // Compressed, 17 MiB of zeros would fit in one message, but no daemon inflates past
+    // 16 MiB: refused the same way, before it is sent.
+    let zeros = vec![0u8; 17 << 20];
+    let out = f.run_with_stdin(&["--compress", "write", &f.path("zeros.bin")], Some(&zeros));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("rex write --append"), "{}", out.stderr);
 }
 
 /// A program that cannot be started is named, and exits 127 (126 for one that may not run),

@@ -1295,6 +1295,15 @@ impl Client {
         content: &[u8],
         options: &WriteOptions,
     ) -> Result<FsWriteResult, ClientError> {
+        // Compressed or not, a daemon takes no more than one message's worth of bytes in one
+        // write: refused here, with the way out, rather than by the daemon.
+        if content.len() > compress::MAX_INFLATED {
+            return Err(ClientError::TooLarge {
+                method: Method::FsWrite.as_str().into(),
+                bytes: content.len(),
+                max: compress::MAX_INFLATED,
+            });
+        }
         let (encoding, text) = compress::encode(content, self.compressed());
         let session_id = self.session_id();
         self.call(FsWriteParams {

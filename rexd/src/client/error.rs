@@ -182,8 +182,9 @@ impl ClientError {
 fn too_large_hint(method: &str) -> &'static str {
     match method {
         "fs.write" => {
-            " (a file's bytes travel in base64: about 12 MiB of them fit); write a larger file \
-             in pieces, the first as it is and the rest with `rex write --append`"
+            " (a file's bytes travel in base64, about 12 MiB of them in one message, or 16 MiB \
+             compressed); write a larger file in pieces, the first as it is and the rest with \
+             `rex write --append`"
         }
         _ => "",
     }

@@ -422,6 +422,12 @@ async fn pump<S>(
                 }
                 Some(Ok(Message::Close(frame))) => {
                     break match frame {
+                        // 1009: a message over the daemon's own --max-message-bytes.
+                        Some(f) if u16::from(f.code) == 1009 => format!(
+                            "the daemon closed the connection (1009): {}; send less in one \
+                             message (a file in pieces: rex write, then rex write --append)",
+                            f.reason
+                        ),
                         Some(f) => format!("the daemon closed the connection ({}): {}", u16::from(f.code), f.reason),
                         None => "the daemon closed the connection".into(),
                     };
