@@ -1017,6 +1017,15 @@ fn rex_says_which_tls_check_failed_and_how_to_fix_it() {
         &["--ca-file", &path(&der)],
         "no PEM certificate in it (a DER file? `openssl x509 -inform der",
     );
+    refused(
+        &[
+            "--ca-file",
+            &ca,
+            "--token-env",
+            "DESKWIRE_TEST_UNSET_VARIABLE",
+        ],
+        "the token variable $DESKWIRE_TEST_UNSET_VARIABLE (--token-env): it is not set",
+    );
     let blank = place.path().join("blank-token");
     std::fs::write(&blank, format!("\n{TOKEN}\n")).unwrap();
     refused(

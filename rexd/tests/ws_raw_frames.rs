@@ -552,12 +552,17 @@ fn binary_messages_that_break_the_rules_are_typed_errors_in_the_client() {
             "did not negotiate raw frames",
         ),
     ];
+    // The fake daemon takes any token; a file of its own keeps $REXD_TOKEN out of it.
+    let token_file =
+        std::env::temp_dir().join(format!("ws-raw-frames-token-{}", std::process::id()));
+    std::fs::write(&token_file, "fake-token\n").unwrap();
     for (what, open, offer, then, want) in cases {
         let url = fake_daemon(open, then);
+        let token_file = token_file.clone();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let spec = TargetSpec {
-                token_env: Some("REXD_TEST_NO_TOKEN".into()),
+                token_file: Some(token_file),
                 ..TargetSpec::new(url)
             };
             let options = ConnectOptions {
@@ -587,4 +592,5 @@ fn binary_messages_that_break_the_rules_are_typed_errors_in_the_client() {
             );
         }
     }
+    let _ = std::fs::remove_file(&token_file);
 }

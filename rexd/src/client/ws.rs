@@ -78,10 +78,19 @@ pub(crate) fn token(spec: &TargetSpec) -> Result<Option<String>, ClientError> {
         return Ok(Some(token));
     }
     let var = spec.token_env.as_deref().unwrap_or(DEFAULT_TOKEN_ENV);
-    Ok(std::env::var(var)
+    let token = std::env::var(var)
         .ok()
         .map(|t| t.trim().to_owned())
-        .filter(|t| !t.is_empty()))
+        .filter(|t| !t.is_empty());
+    // A variable the user named that holds nothing is a mistake to say, not a request to send
+    // without a token.
+    if token.is_none() && spec.token_env.is_some() {
+        return Err(ClientError::Setting {
+            setting: format!("the token variable ${var} (--token-env)"),
+            reason: "it is not set, or empty".into(),
+        });
+    }
+    Ok(token)
 }
 
 fn tls_config(spec: &TargetSpec) -> Result<Arc<rustls::ClientConfig>, ClientError> {
