@@ -271,10 +271,6 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// `fs.write`.
 pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> {
-    // A compressed write inflates no further than a plain one could be long.
-    let bytes =
-        compress::decode_bounded(&p.content, p.encoding, ctx.compress, compress::MAX_INFLATED)
-            .map_err(|e| ErrorObject::of(ErrorCode::InvalidParams).with_message(e.to_string()))?;
     // `dir/` names a directory: never create a file called `dir` for it.
     if p.path.ends_with('/') {
         return Err(
@@ -284,21 +280,22 @@ pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> 
             )),
         );
     }
+    // A compressed write inflates no further than a plain one could be long.
+    let bytes =
+        compress::decode_bounded(&p.content, p.encoding, ctx.compress, compress::MAX_INFLATED)
+            .map_err(|e| ErrorObject::of(ErrorCode::InvalidParams).with_message(e.to_string()))?;
     let r = ctx.roots.resolve(ctx.cwd, &p.path)?;
     if p.mkdir_parents {
         make_parents(ctx, &r, &p.path)?;
     }
     let (dir, name) = r.open_parent().map_err(|e| match e {
         // Without mkdir_parents, a missing directory is the likely mistake: say so.
-        OpenError::Io(io) if io.raw_os_error() == Some(libc::ENOENT) => {
-            let e = io_error(&p.path, &io);
-            let message = format!(
+        OpenError::Io(io) if io.raw_os_error() == Some(libc::ENOENT) => io_error(&p.path, &io)
+            .with_message(format!(
                 "{}: no such directory to write it in (mkdir_parents: true creates it; \
                  `rex write -p`)",
                 p.path
-            );
-            e.with_message(message)
-        }
+            )),
         other => open_error(ctx, &p.path, other),
     })?;
     let dir = dir.as_fd();
@@ -330,8 +327,8 @@ pub fn write(ctx: &FsContext<'_>, p: &FsWriteParams) -> OpResult<FsWriteResult> 
         if humantime::parse_rfc3339_weak(expected).is_err() {
             return Err(
                 ErrorObject::of(ErrorCode::InvalidParams).with_message(format!(
-                    "expected_mtime {expected:?} is not an RFC 3339 time (give the mtime fs.stat \
-                 or rex stat printed, e.g. 2026-11-30T12:00:00.123456789Z)"
+                    "expected_mtime {expected:?} is not an RFC 3339 time (give the mtime \
+                     fs.stat or rex stat printed, e.g. 2026-11-30T12:00:00.123456789Z)"
                 )),
             );
         }

@@ -147,10 +147,11 @@ fn resolve_target<'py>(
 
 /// The raw-frame splitter (`docs/rexd-raw-frames.md`) between a `rexd --stdio` link's bytes
 /// and the JSON-RPC peer: `feed` takes what the link read and returns what the peer should
-/// see (`feed_text` and `feed_binary` take a `/ws` link's messages); the bytes after a raw `fs.read` answer wait under its id for `take`, those after an
-/// output event in arrival order for `take_output`. Only calls announced with `expect` may
-/// carry bytes, no more than their `max`, and output events only after `allow_output`: anything
-/// else raises `ProtocolError` (code `raw_frame`), after which the link cannot be read on.
+/// see (`feed_text` and `feed_binary` take a `/ws` link's messages); the bytes after a raw
+/// `fs.read` answer wait under its id for `take`, those after an output event in arrival
+/// order for `take_output`. Only calls announced with `expect` may carry bytes, no more than
+/// their `max`, and output events only after `allow_output`: anything else raises
+/// `ProtocolError` (code `raw_frame`), after which the link cannot be read on.
 #[pyclass(module = "deskwire.rexd", name = "RawFrames")]
 pub struct RawFrames(std::sync::Mutex<core::frames::RawFrames>);
 
@@ -282,8 +283,21 @@ fn decode<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
+/// Whether `host` names this machine (a loopback address, or `localhost`): the only host a
+/// client reaches in plain text (`http://`, `ws://`), as `rex` decides it.
+#[pyfunction]
+fn is_loopback_host(host: &str) -> bool {
+    rex_targets::is_loopback(host)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The longest message (NDJSON line, WebSocket message) a daemon takes by default.
+    m.add(
+        "MAX_MESSAGE_BYTES",
+        deskwire::jsonrpc::framing::DEFAULT_MAX_MESSAGE_BYTES,
+    )?;
     m.add_class::<RawFrames>()?;
+    m.add_function(wrap_pyfunction!(is_loopback_host, m)?)?;
     m.add_function(wrap_pyfunction!(inflate, m)?)?;
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_function(wrap_pyfunction!(parse_params, m)?)?;

@@ -340,6 +340,7 @@ async fn open(
         },
         None => io_err(e),
     };
+    let plain = tls.is_none();
     let tcp = tokio::net::TcpStream::connect((host, port))
         .await
         .map_err(io_err)?;
@@ -382,11 +383,9 @@ async fn open(
         // http://.
         Err(WsError::Protocol(
             tokio_tungstenite::tungstenite::error::ProtocolError::HttparseError(e),
-        )) if !matches!(given.split_once("://"), Some(("https" | "wss", _))) => {
-            Err(io_err(io::Error::other(format!(
-                "it does not answer HTTP ({e}): a TLS port? use https:// for it"
-            ))))
-        }
+        )) if plain => Err(io_err(io::Error::other(format!(
+            "it does not answer HTTP ({e}): a TLS port? use https:// for it"
+        )))),
         Err(other) => Err(io_err(io::Error::other(other.to_string()))),
     }
 }

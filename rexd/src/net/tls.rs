@@ -93,7 +93,6 @@ pub fn server_config(
     key: &Path,
     client_ca: Option<&Path>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
-    let (cert_path, key_path) = (cert, key);
     let chain = certs("--tls-cert", cert)?;
     // The key is refused when others may read it, as the token file is.
     let pem = crate::transport::read_private_file(
@@ -102,7 +101,7 @@ pub fn server_config(
         "whoever reads it can pose as this server",
     )
     .map_err(TlsError::Key)?;
-    let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::File {
+    let private_key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::File {
         flag: "--tls-key",
         path: key.to_owned(),
         reason: e.to_string(),
@@ -128,18 +127,20 @@ pub fn server_config(
         }
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_single_cert(chain, key).map_err(|e| match e {
-        rustls::Error::InconsistentKeys(_) => TlsError::File {
-            flag: "--tls-key",
-            path: key_path.to_owned(),
-            reason: "this key does not belong to the --tls-cert certificate".into(),
-        },
-        other => TlsError::File {
-            flag: "--tls-cert",
-            path: cert_path.to_owned(),
-            reason: crate::tls_advice::certificate_problem(&other),
-        },
-    })?;
+    let mut config = builder
+        .with_single_cert(chain, private_key)
+        .map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => TlsError::File {
+                flag: "--tls-key",
+                path: key.to_owned(),
+                reason: "this key does not belong to the --tls-cert certificate".into(),
+            },
+            other => TlsError::File {
+                flag: "--tls-cert",
+                path: cert.to_owned(),
+                reason: crate::tls_advice::certificate_problem(&other),
+            },
+        })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

@@ -28,5 +28,5 @@ mod target;
 pub mod targets;
 
 pub use error::TargetError;
-pub use target::{Endpoint, REXD_INSTALL_HINT, TargetSpec, local_rexd};
+pub use target::{Endpoint, REXD_INSTALL_HINT, TargetSpec, is_loopback, local_rexd};
 pub use targets::{TARGET_ENV, TARGETS_FILE_ENV, Targets, default_path, valid_name};

@@ -177,8 +177,9 @@ impl Endpoint {
     }
 }
 
-/// Whether `host` names this machine: a loopback address, or `localhost`.
-fn is_loopback(host: &str) -> bool {
+/// Whether `host` names this machine: a loopback address, or `localhost`. Only such a host
+/// may be reached in plain text (`http://`, `ws://`), and a client need not compress for it.
+pub fn is_loopback(host: &str) -> bool {
     host == "localhost"
         || host.ends_with(".localhost")
         || host

@@ -2,7 +2,9 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from typing_extensions import final
 
-__all__ = ['parse_params', 'parse_result', 'parse_event', 'methods', 'error_name', 'resolve_target', 'RawFrames', 'inflate', 'decode']
+__all__ = ['parse_params', 'parse_result', 'parse_event', 'methods', 'error_name', 'resolve_target', 'RawFrames', 'inflate', 'decode', 'is_loopback_host', 'MAX_MESSAGE_BYTES']
+
+MAX_MESSAGE_BYTES: int
 
 def parse_params(method: str, params: Any = None) -> Any:
     """The params of a request to ``method``, checked against the method's type and written back in
@@ -47,6 +49,10 @@ def inflate(frame: bytes, limit: int) -> bytes:
     needs a window over 8 MiB or is not one well-formed frame raises ``ProtocolError`` (code
     ``too_large`` or ``bad_payload``) without being expanded. Pure Rust; the GIL is released.
     """
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` names this machine (a loopback address, or ``localhost``): the only host a
+    client reaches in plain text (``http://``, ``ws://``), as ``rex`` decides it.
+    """
 def decode(text: str, encoding: str, limit: int) -> bytes:
     """The bytes a string field carries with its ``encoding``: ``utf8``, ``base64``, or ``zstd`` (the
     base64 of one zstd frame, inflated under ``limit`` as ``inflate`` does).
@@ -58,10 +64,11 @@ _Id = Union[int, str, None]
 class RawFrames:
     """The raw-frame splitter (``docs/rexd-raw-frames.md``) between a ``rexd --stdio`` link's bytes
     and the JSON-RPC peer: ``feed`` takes what the link read and returns what the peer should
-    see (``feed_text`` and ``feed_binary`` take a ``/ws`` link's messages); the bytes after a raw ``fs.read`` answer wait under its id for ``take``, those after an
-    output event in arrival order for ``take_output``. Only calls announced with ``expect`` may
-    carry bytes, no more than their ``max``, and output events only after ``allow_output``: anything
-    else raises ``ProtocolError`` (code ``raw_frame``), after which the link cannot be read on.
+    see (``feed_text`` and ``feed_binary`` take a ``/ws`` link's messages); the bytes after a raw
+    ``fs.read`` answer wait under its id for ``take``, those after an output event in arrival
+    order for ``take_output``. Only calls announced with ``expect`` may carry bytes, no more than
+    their ``max``, and output events only after ``allow_output``: anything else raises
+    ``ProtocolError`` (code ``raw_frame``), after which the link cannot be read on.
     """
     def __new__(cls) -> RawFrames: ...
     def feed(self, data: bytes) -> bytes:

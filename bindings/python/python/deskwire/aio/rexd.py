@@ -10,7 +10,6 @@ import base64
 import collections
 import contextlib
 import importlib
-import ipaddress
 import json
 import logging
 import os
@@ -391,7 +390,7 @@ class _Framed:
         return getattr(self._peer, name)
 
 
-_MAX_MESSAGE = 16 * 1024 * 1024
+_MAX_MESSAGE = _rexd.MAX_MESSAGE_BYTES
 """The longest message a daemon takes (its NDJSON line, or WebSocket message)."""
 
 _REQUEST_ENVELOPE = 512
@@ -556,26 +555,20 @@ def _tls_context(ca_file: Optional[str], client_cert: Optional[str], client_key:
 
 
 def _is_loopback(url: str) -> bool:
-    """Whether a ``/ws`` URL names this machine: loopback addresses, or ``localhost``."""
+    """Whether a ``/ws`` URL names this machine (the rule is ``rex``'s, from the native
+    module)."""
     host = url.split("://", 1)[1].rsplit("/", 1)[0]
     host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    host = host.strip("[]")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return bool(_rexd.is_loopback_host(host.strip("[]")))
 
 
 class _WsReader:
-    """The pump's reader over a WebSocket: each message is one NDJSON line. With raw frames
-    (``frames``), a text message is one JSON value and a binary message one raw frame whole
-    (its line, ``\n``, then exactly ``raw_bytes`` bytes: ``docs/rexd-raw-frames.md``), both
-    checked by :class:`deskwire.rexd.RawFrames`; the bytes wait there, and the peer sees the
-    line."""
+    """The pump's reader over a WebSocket: a text message is one JSON value and a binary
+    message one raw frame whole (its line, ``\n``, then exactly ``raw_bytes`` bytes:
+    ``docs/rexd-raw-frames.md``), both checked by ``frames`` (:class:`deskwire.rexd.RawFrames`);
+    the bytes wait there, and the peer sees the line."""
 
-    def __init__(self, ws: Any, closed: Any, frames: Any = None) -> None:
+    def __init__(self, ws: Any, closed: Any, frames: Any) -> None:
         self._ws = ws
         self._closed = closed
         self._frames = frames
@@ -592,9 +585,6 @@ class _WsReader:
                 else "the connection ended"
             )
             return b""
-        if self._frames is None:
-            data = message.encode("utf-8") if isinstance(message, str) else bytes(message)
-            return data + b"\n"
         try:
             if isinstance(message, str):
                 return bytes(self._frames.feed_text(message.encode("utf-8")))
@@ -783,8 +773,8 @@ class RexdClient:
         from the source ``cargo install --path rexd``. Without it,
         :class:`deskwire.LocalError` (``not_found``) says so.
 
-        ``https://host:port`` (or ``wss://``; ``http://`` / ``ws://`` for loopback only) connects to
-        a ``rexd --listen`` daemon's ``/ws`` with the ``websockets`` package. The bearer token
+        ``https://host:port`` (or ``wss://``; ``http://`` / ``ws://`` for loopback only) connects
+        to a ``rexd --listen`` daemon's ``/ws`` with the ``websockets`` package. The bearer token
         is ``token``, else the first line of ``token_file``, else ``$REXD_TOKEN`` (``token_env``
         names another variable); ``ca_file`` trusts a private CA for the daemon's certificate,
         ``client_cert`` and ``client_key`` answer a daemon that asks for one (mTLS); a file that
@@ -808,14 +798,14 @@ class RexdClient:
         offer them (as ``rex --no-raw-frames``).
 
         Over ssh and to a network target on another machine the client also offers zstd
-        compression (``docs/rexd-compression.md``): when the daemon takes it, output and file pieces that
-        shrink travel as zstd frames (after their lines with raw frames, else in base64),
+        compression (``docs/rexd-compression.md``): when the daemon takes it, output and file
+        pieces that shrink travel as zstd frames (after their lines with raw frames, else in base64),
         inflated here under the same bounds as ``rex`` (no more than a read piece asked for,
         16 MiB for an output event, an 8 MiB window; a frame past them raises
         :class:`deskwire.ProtocolError`, unexpanded). To a ``local`` daemon, or a network target
         on loopback (``127.0.0.1``, ``::1``, ``localhost``), it is not offered unless
-        ``compression=True``: on the same machine it costs both sides CPU and saves nothing. ``compression=False`` never offers it (``rex`` offers it only with
-        ``--compress``)."""
+        ``compression=True``: on the same machine it costs both sides CPU and saves nothing.
+        ``compression=False`` never offers it (``rex`` offers it only with ``--compress``)."""
         url = _ws_url(target) if isinstance(target, str) else None
         if url is not None:
             return await cls._connect_ws(
