@@ -321,6 +321,7 @@ impl Client {
         })?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped above");
+        crate::sys::set_pipe_size(std::os::fd::AsFd::as_fd(&stdout), 1 << 20);
         let stderr = child.stderr.take().expect("piped above");
         let out_sender = sender.clone();
         std::thread::spawn(move || read_stdout(stdout, out_sender));

@@ -26,6 +26,18 @@ impl Service {
         }
         proc_.stdin_buf.extend_from_slice(bytes);
         proc_.stdin_eof |= eof;
+        // What the child answers to this input is read at once, however busy its output was
+        // ([`Output::held_until`] holds only output that comes unprompted).
+        for o in [proc_.stdout.as_mut(), proc_.stderr.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            o.last_event_ms = None;
+            // A stream gathering now is read at the next pump.
+            if o.held_until.is_some() {
+                o.held_until = Some(0);
+            }
+        }
         let key = proc_.key;
         self.flush_stdin(key);
         Ok(bytes.len() as u64)

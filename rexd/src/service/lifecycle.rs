@@ -247,11 +247,14 @@ impl Service {
         for stream in [Stream::Stdout as usize, Stream::Stderr as usize] {
             // Up to 16 reads: a writer that survived the kill cannot keep us here.
             for _ in 0..16 {
-                match self.read_chunk(key, stream) {
+                match self.read_chunk(key, stream, None) {
                     ReadOutcome::Data(_) => {}
                     // A lent stream's pipe closes with its bytes still in it: they are the
                     // last, and `exec.exit` comes after them.
-                    ReadOutcome::Drained | ReadOutcome::Lent | ReadOutcome::Closed => break,
+                    ReadOutcome::Drained
+                    | ReadOutcome::Lent
+                    | ReadOutcome::Held
+                    | ReadOutcome::Closed => break,
                 }
             }
             self.readable.remove(&(key, stream));

@@ -27,22 +27,41 @@ impl Service {
     /// Whether streams have data that [`Service::pump`] has not read yet (poll with a zero
     /// timeout then, if the host can take more output).
     pub fn wants_pump(&self) -> bool {
-        self.readable
-            .iter()
-            .any(|(key, stream)| !self.is_paused(*key) && !self.is_lent(*key, *stream))
+        self.readable.iter().any(|(key, stream)| {
+            !self.is_paused(*key)
+                && !self.is_lent(*key, *stream)
+                && self.held_until(*key, *stream).is_none()
+        })
+    }
+
+    /// The time a stream gathering output is read again ([`Output::held_until`]).
+    fn held_until(&self, key: u64, stream: usize) -> Option<u64> {
+        self.output(key, stream).and_then(|o| o.held_until)
+    }
+
+    fn output(&self, key: u64, stream: usize) -> Option<&Output> {
+        let p = self.by_key.get(&key).and_then(|id| self.procs.get(id))?;
+        match stream {
+            0 => p.stdout.as_ref(),
+            _ => p.stderr.as_ref(),
+        }
+    }
+
+    fn output_mut(&mut self, key: u64, stream: usize) -> Option<&mut Output> {
+        let p = self
+            .by_key
+            .get(&key)
+            .and_then(|id| self.procs.get_mut(id))?;
+        match stream {
+            0 => p.stdout.as_mut(),
+            _ => p.stderr.as_mut(),
+        }
     }
 
     /// Whether a stream's last event still has bytes in the pipe ([`PipedBytes`]): it is not
     /// read until the host moved them.
     fn is_lent(&self, key: u64, stream: usize) -> bool {
-        let Some(p) = self.by_key.get(&key).and_then(|id| self.procs.get(id)) else {
-            return false;
-        };
-        let out = match stream {
-            0 => &p.stdout,
-            _ => &p.stderr,
-        };
-        out.as_ref().is_some_and(Output::is_lent)
+        self.output(key, stream).is_some_and(Output::is_lent)
     }
 
     /// Whether `key`'s session is paused ([`Service::set_paused`]).
@@ -59,6 +78,7 @@ impl Service {
     /// for output). Streams not drained stay queued for the next call.
     pub fn pump(&mut self, now: u64, budget: usize) {
         let mut budget = budget;
+        self.end_holds(now);
         // Round robin: one chunk from each ready stream per round, so one chatty process does
         // not starve the others.
         while budget > 0 && !self.readable.is_empty() {
@@ -66,7 +86,11 @@ impl Service {
                 .readable
                 .iter()
                 .copied()
-                .filter(|(key, stream)| !self.is_paused(*key) && !self.is_lent(*key, *stream))
+                .filter(|(key, stream)| {
+                    !self.is_paused(*key)
+                        && !self.is_lent(*key, *stream)
+                        && self.held_until(*key, *stream).is_none()
+                })
                 .collect();
             if round.is_empty() {
                 break;
@@ -75,13 +99,19 @@ impl Service {
                 if budget == 0 {
                     break;
                 }
-                match self.read_chunk(key, stream) {
-                    ReadOutcome::Data(n) => budget = budget.saturating_sub(n.max(1)),
+                match self.read_chunk(key, stream, Some(now)) {
+                    ReadOutcome::Data(n) => {
+                        budget = budget.saturating_sub(n.max(1));
+                        if let Some(o) = self.output_mut(key, stream) {
+                            o.last_event_ms = Some(now);
+                        }
+                    }
                     ReadOutcome::Drained => {
                         self.readable.remove(&(key, stream));
                     }
-                    // Still readable: taken again once its bytes left the pipe.
-                    ReadOutcome::Lent => {}
+                    // Still readable: taken again once its bytes left the pipe, or once the
+                    // stream gathered for a while.
+                    ReadOutcome::Lent | ReadOutcome::Held => {}
                     ReadOutcome::Closed => {
                         self.readable.remove(&(key, stream));
                         self.try_finish(now, key);
@@ -91,7 +121,36 @@ impl Service {
         }
     }
 
-    pub(super) fn read_chunk(&mut self, key: u64, stream: usize) -> ReadOutcome {
+    /// Ends the holds of streams that gathered output long enough ([`Output::held_until`]).
+    fn end_holds(&mut self, now: u64) {
+        for p in self.procs.values_mut() {
+            let tokens = [p.token(Stream::Stdout), p.token(Stream::Stderr)];
+            for (o, token) in [p.stdout.as_mut(), p.stderr.as_mut()]
+                .into_iter()
+                .zip(tokens)
+            {
+                if let Some(o) = o
+                    && o.held_until.is_some_and(|t| t <= now)
+                {
+                    o.held_until = None;
+                    // Back in the poll; the stream is still in `readable`, so it is read now.
+                    let _ = self.registry.register(
+                        &mut SourceFd(&o.fd.as_raw_fd()),
+                        token,
+                        Interest::READABLE,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Reads one chunk of a stream into an event. With `now` (a pump, not the last reads
+    /// before its pipes close), a stream that made an event this very millisecond and holds
+    /// less than [`GATHER_BYTES`] is held until the next one instead: a fast writer's output
+    /// then travels in events of tens of KiB, not one per write (each event costs both
+    /// daemon and client a wake-up and a few system calls). The first output after a quiet
+    /// millisecond, a prompt or a line, is read at once.
+    pub(super) fn read_chunk(&mut self, key: u64, stream: usize, now: Option<u64>) -> ReadOutcome {
         let Some(id) = self.by_key.get(&key) else {
             return ReadOutcome::Drained;
         };
@@ -105,6 +164,17 @@ impl Service {
         };
         if o.is_lent() {
             return ReadOutcome::Lent;
+        }
+        if let Some(now) = now
+            && p.pty_id.is_none()
+            && o.last_event_ms == Some(now)
+            && sys::pipe_bytes(o.fd.as_fd()).is_ok_and(|n| n > 0 && n < GATHER_BYTES)
+        {
+            o.held_until = Some(now + 1);
+            // Out of the poll meanwhile: each write of the child would wake us for nothing.
+            let _ = self.registry.deregister(&mut SourceFd(&o.fd.as_raw_fd()));
+            self.timers.insert((now + 1, key, TimerKind::Gather));
+            return ReadOutcome::Held;
         }
         if p.piped_output
             && p.pty_id.is_none()
@@ -165,8 +235,14 @@ pub(super) enum ReadOutcome {
     Drained,
     /// Its last event's bytes are still in the pipe ([`Output::is_lent`]).
     Lent,
+    /// Gathering output until [`Output::held_until`].
+    Held,
     Closed,
 }
+
+/// A stream that made an event this millisecond is read again at once only when its pipe
+/// holds this much; less waits for the next millisecond ([`Service::read_chunk`]).
+const GATHER_BYTES: usize = 64 * 1024;
 
 /// The most bytes one event leaves in the pipe: what one read takes otherwise.
 const MAX_PIPED: usize = READ_CHUNK;

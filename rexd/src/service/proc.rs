@@ -34,6 +34,9 @@ pub(super) enum TimerKind {
     CloseStreams,
     /// Service-wide (key 0): remove emptied cgroups, reap killed orphans.
     Housekeeping,
+    /// A stream held back to gather more output ([`Output::held_until`]) is read again: the
+    /// timer only wakes the host, and [`Service::pump`] reads it.
+    Gather,
 }
 
 /// One output stream of a child.
@@ -45,6 +48,10 @@ pub(super) struct Output {
     pub(super) carry: Vec<u8>,
     /// Shared with the [`PipedBytes`] of an event whose bytes are still in the pipe.
     pub(super) loan: Arc<()>,
+    /// When (host milliseconds) this stream's last event was made.
+    pub(super) last_event_ms: Option<u64>,
+    /// Not read before this time: a fast stream gathers a larger event (`GATHER_BYTES`).
+    pub(super) held_until: Option<u64>,
 }
 
 impl Output {
@@ -54,6 +61,8 @@ impl Output {
             seq: 0,
             carry: Vec::new(),
             loan: Arc::default(),
+            last_event_ms: None,
+            held_until: None,
         }
     }
 
