@@ -318,6 +318,28 @@ fn refuses_to_start_without_auth_or_on_a_public_address() {
             "go together",
         ),
         (vec!["--token-file", tokens], "--listen"),
+        // A --listen flag given to another mode is an error, not a flag left unused.
+        (
+            vec!["--stdio", "--tls-cert", tokens],
+            "--tls-cert is a flag of --listen ADDR",
+        ),
+        (
+            vec!["--mcp", "--max-connections", "3"],
+            "--max-connections is a flag of --listen ADDR",
+        ),
+        (
+            vec!["--listen", "localhost", "--token-file", tokens],
+            "an address and port, like 127.0.0.1:7070",
+        ),
+        (
+            vec![
+                "--listen",
+                "nosuchhost.invalid:7070",
+                "--token-file",
+                tokens,
+            ],
+            "does not resolve",
+        ),
         (
             vec![
                 "--listen",
@@ -342,6 +364,34 @@ fn refuses_to_start_without_auth_or_on_a_public_address() {
     let (code, stderr) = refused(&["--listen", "127.0.0.1:0", "--token-file", tokens]);
     assert_eq!(code, 2);
     assert!(stderr.contains("chmod 600"), "{stderr}");
+}
+
+#[test]
+fn listens_on_a_host_name() {
+    let place = Place::new("net-host-name");
+    let mut child = Command::new(REXD)
+        .arg("--config")
+        .arg(&place.config)
+        .args(["--listen", "localhost:0", "--token-file"])
+        .arg(&place.tokens)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        line.starts_with("rexd: listening on http://127.0.0.1:")
+            || line.starts_with("rexd: listening on http://[::1]:"),
+        "{line:?}"
+    );
 }
 
 /// Reads until EOF or `limit`; `true` when the server closed the connection.

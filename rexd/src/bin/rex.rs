@@ -183,7 +183,7 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Show a path's type, size, mode and mtime.
+    /// Show a path's type, size, mode and mtime (exit 1 when it does not exist).
     Stat {
         path: String,
         /// Print the result as JSON.
@@ -600,7 +600,12 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
         Cmd::Stat { path, json } => {
             let s = client.stat(&path)?;
             if json {
+                // The answer is printed either way; the status says whether the path exists,
+                // as without --json.
                 print_json(&s);
+                if !s.exists {
+                    return Ok(code::REFUSED);
+                }
             } else if !s.exists {
                 out!("{}: does not exist", s.path);
                 return Ok(code::REFUSED);

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches, Parser};
 use rexd::audit::Audit;
 use rexd::config::{Config, LogLevel};
 use rexd::service::Settings;
@@ -152,13 +152,15 @@ struct Args {
     check_config: bool,
 }
 
-/// `--listen` and its flags (Profile C).
+/// `--listen` and its flags (Profile C). Each flag's `requires = "listen"` is also checked by
+/// [`listen_flag_without_listen`]: clap skips it when --listen conflicts with a mode given.
 #[derive(Debug, Clone, clap::Args)]
 struct ListenArgs {
-    /// Serve REXD over HTTP(S) and WebSocket on ADDR (`127.0.0.1:7070`; port 0 picks one, and
+    /// Serve REXD over HTTP(S) and WebSocket on ADDR (`127.0.0.1:7070`, `[::1]:7070`, or a
+    /// name that resolves, `localhost:7070`, at its first address; port 0 picks one, and
     /// the first line on stdout says which): `POST /rpc` for pointed calls, `GET /ws` for whole
     /// sessions with events. Needs --token-file or --client-ca.
-    #[arg(long, value_name = "ADDR", conflicts_with_all = ["stdio", "irc", "mcp"])]
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["stdio", "irc", "mcp"], value_parser = listen_address)]
     listen: Option<std::net::SocketAddr>,
     /// Bearer tokens, one `LABEL:TOKEN` a line (mode 600); the label names the client in the
     /// audit log (with --listen).
@@ -253,13 +255,68 @@ fn main() -> ExitCode {
     if let Some(code) = rexd::cli::generate(Args::command) {
         return code;
     }
-    let args = Args::parse();
+    let matches = Args::command().get_matches();
+    if let Some(error) = listen_flag_without_listen(&matches) {
+        error.exit();
+    }
+    let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rexd: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// A flag of --listen's given without it (`rexd --stdio --tls-cert F`): an error, not a flag
+/// silently unused. clap's own `requires` does not see it when --listen conflicts with the
+/// mode that was given.
+fn listen_flag_without_listen(matches: &clap::ArgMatches) -> Option<clap::Error> {
+    if matches.get_one::<std::net::SocketAddr>("listen").is_some() {
+        return None;
+    }
+    let mut command = Args::command();
+    let group = command
+        .get_groups()
+        .find(|g| g.get_id() == "ListenArgs")?
+        .get_args()
+        .cloned()
+        .collect::<Vec<_>>();
+    let given = group.iter().find(|id| {
+        matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+    })?;
+    let long = command
+        .get_arguments()
+        .find(|a| a.get_id() == given)
+        .and_then(|a| a.get_long())
+        .unwrap_or(given.as_str())
+        .to_owned();
+    Some(command.error(
+        clap::error::ErrorKind::MissingRequiredArgument,
+        format!("--{long} is a flag of --listen ADDR, which was not given"),
+    ))
+}
+
+/// `--listen`: `IP:PORT`, or `HOST:PORT` with a name that resolves (`localhost:7070`: its
+/// first address).
+fn listen_address(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(address) = text.parse() {
+        return Ok(address);
+    }
+    let usage = "an address and port, like 127.0.0.1:7070, [::1]:7070 or localhost:7070";
+    if text
+        .rsplit_once(':')
+        .is_none_or(|(host, port)| host.is_empty() || port.parse::<u16>().is_err())
+    {
+        return Err(usage.to_owned());
+    }
+    match text.to_socket_addrs() {
+        Ok(mut addresses) => addresses
+            .next()
+            .ok_or_else(|| format!("{text} resolves to no address")),
+        Err(e) => Err(format!("{text} does not resolve ({e}); {usage}")),
     }
 }
 

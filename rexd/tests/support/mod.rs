@@ -509,6 +509,11 @@ pub fn files_round_trip(f: &Fixture) {
     let missing = f.run(&["stat", &f.path("nope")]);
     assert_eq!(missing.code, 1);
     assert!(missing.text().contains("does not exist"));
+    // With --json too: the answer is printed, and the status says it is missing.
+    let missing = f.run(&["stat", "--json", &f.path("nope")]);
+    assert_eq!(missing.code, 1);
+    let answer: serde_json::Value = serde_json::from_slice(&missing.stdout).unwrap();
+    assert_eq!(answer["exists"], false);
 }
 
 pub fn paths_outside_the_roots_are_refused(f: &Fixture) {
