@@ -839,6 +839,8 @@ fn rex_over_https_with_a_token_and_over_mtls() {
     let certs = Certs::make(place.path());
     let token_file = place.path().join("client-token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
     let tls = [
         "--tls-cert",
         certs.server_cert.to_str().unwrap(),
@@ -850,6 +852,27 @@ fn rex_over_https_with_a_token_and_over_mtls() {
     let d = Daemon::start(&place, &args);
     let url = d.url.clone();
     let ca = certs.ca.to_str().unwrap();
+    // A token file others can read is used, and said to be so.
+    let (code, _, err) = rex(
+        &[
+            "-t",
+            &url,
+            "--ca-file",
+            ca,
+            "--token-file",
+            token_file.to_str().unwrap(),
+            "exec",
+            "--",
+            "true",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("is readable by group or others (mode 644); `chmod 600` it"),
+        "{err}"
+    );
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     // Token from a file: the exit code and the streams pass through.
     let (code, out, err) = rex(
         &[
@@ -938,7 +961,8 @@ fn rex_over_https_with_a_token_and_over_mtls() {
         .filter(|e| e["method"] == "exec.exit")
         .map(|e| e["principal"].as_str().unwrap_or("").to_owned())
         .collect();
-    assert_eq!(exits, ["alice", "CN=alice,O=ops"], "{exits:?}");
+    // The first `true` with the shared token file, then the `sh`; then the mTLS client.
+    assert_eq!(exits, ["alice", "alice", "CN=alice,O=ops"], "{exits:?}");
 }
 
 /// Each way a TLS connection from `rex` fails, said with the check that failed and the option

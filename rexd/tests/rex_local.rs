@@ -45,12 +45,27 @@ fn targets_are_listed_used_and_removed() {
     let out = f.run(&["-t", "here", "exec", "--", "echo", "routed"]).ok();
     assert_eq!(out.text(), "routed\n");
 
-    f.run(&["target", "remove", "other"]).ok();
+    let removed = f.run(&["target", "remove", "other"]).ok();
+    assert!(
+        removed
+            .stderr
+            .contains("other was the current target; now using local"),
+        "{}",
+        removed.stderr
+    );
     let list = f.run(&["target", "list"]).ok().text();
     assert_eq!(
         list, "* local\tlocal\n  here\tlocal\n",
         "current falls back to local"
     );
+    // A URL made current is listed as such.
+    f.run(&["target", "use", "ssh://deploy@server-c"]).ok();
+    let list = f.run(&["target", "list"]).ok().text();
+    assert_eq!(
+        list,
+        "  local\tlocal\n  here\tlocal\n* ssh://deploy@server-c\tssh://deploy@server-c\n"
+    );
+    f.run(&["target", "use", "local"]).ok();
     let bad = f.run(&["target", "add", "x", "ftp://h"]);
     assert_eq!(bad.code, 1);
     assert!(bad.stderr.contains("bad target"), "{}", bad.stderr);

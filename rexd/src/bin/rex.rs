@@ -338,6 +338,7 @@ fn run(cli: Cli) -> Result<u8, ClientError> {
         return target_command(cmd, &cli.global, &file);
     }
     let spec = resolve(&cli.global, &file)?;
+    warn_if_token_file_is_shared(&spec);
     let options = ConnectOptions {
         forward_stderr: cli.global.verbose,
         resume: spec.resume,
@@ -349,6 +350,20 @@ fn run(cli: Cli) -> Result<u8, ClientError> {
     let code = command(&mut client, cli.command)?;
     client.close()?;
     Ok(code)
+}
+
+/// A token file others can read is used, as ssh uses a readable config, but said: whoever
+/// reads the token can act as this client on the daemon (which refuses such a file of its own).
+fn warn_if_token_file_is_shared(spec: &TargetSpec) {
+    if let Some(path) = &spec.token_file
+        && let Ok(Some(mode)) = rexd::sys::open_to_others(path)
+    {
+        eprintln!(
+            "rex: warning: the token file {} is readable by group or others (mode {mode:o}); \
+             `chmod 600` it: whoever reads it can act as you on the daemon",
+            path.display()
+        );
+    }
 }
 
 /// The target to use, with the command line's overrides applied.
@@ -422,6 +437,10 @@ fn target_command(
             for (name, spec) in &targets.targets {
                 out!("{} {name}\t{}", mark(name), spec.url);
             }
+            // `rex target use URL` made a URL current: it is no name, so show it as itself.
+            if current != "local" && !targets.targets.contains_key(&current) {
+                out!("* {current}\t{current}");
+            }
         }
         TargetCmd::Use { name } => {
             targets.use_target(&name, file)?;
@@ -444,6 +463,7 @@ fn target_command(
             targets.save(file)?;
         }
         TargetCmd::Remove { name } => {
+            let was_current = targets.current_name() == name;
             if !targets.remove(&name) {
                 return Err(ClientError::UnknownTarget {
                     known: targets
@@ -457,6 +477,9 @@ fn target_command(
                 });
             }
             targets.save(file)?;
+            if was_current {
+                eprintln!("rex: {name} was the current target; now using local");
+            }
         }
         TargetCmd::Show => {
             let spec = resolve(global, file)?;
