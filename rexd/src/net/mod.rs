@@ -343,7 +343,10 @@ fn prepare(options: NetOptions) -> Result<Prepared, NetError> {
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => {
             let config = tls::server_config(cert, key, options.client_ca.as_deref())?;
-            warnings.extend(tls::expiry_warnings(cert, std::time::SystemTime::now())?);
+            warnings.extend(tls::certificate_warnings(
+                cert,
+                std::time::SystemTime::now(),
+            )?);
             Some(config)
         }
         (None, None) if options.client_ca.is_some() => {

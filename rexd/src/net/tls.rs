@@ -37,8 +37,13 @@ pub enum TlsError {
 pub const EXPIRY_WARNING_DAYS: u64 = 14;
 
 /// What to warn of in the server's certificate (the leaf of `cert`) at `now`: that it has
-/// expired, or ends within [`EXPIRY_WARNING_DAYS`] (clients refuse an expired one).
-pub fn expiry_warnings(cert: &Path, now: std::time::SystemTime) -> Result<Vec<String>, TlsError> {
+/// expired, or ends within [`EXPIRY_WARNING_DAYS`] (clients refuse an expired one), and that it
+/// is a CA's. A self-signed CA certificate trusted as itself works for curl and Python's
+/// `ssl`, so that is a warning, not a refusal.
+pub fn certificate_warnings(
+    cert: &Path,
+    now: std::time::SystemTime,
+) -> Result<Vec<String>, TlsError> {
     use x509_cert::der::Decode;
     let chain = certs("--tls-cert", cert)?;
     let leaf = x509_cert::Certificate::from_der(chain[0].as_ref()).map_err(|e| TlsError::File {
@@ -46,13 +51,23 @@ pub fn expiry_warnings(cert: &Path, now: std::time::SystemTime) -> Result<Vec<St
         path: cert.to_owned(),
         reason: format!("the certificate does not decode: {e}"),
     })?;
+    let ca_warning = is_a_ca(&leaf).then(|| {
+        format!(
+            "--tls-cert {}: its first certificate is a CA's (basicConstraints CA:TRUE), which rex \
+             and RexdClient refuse as a server's own (curl takes it when told to trust it): give \
+             the server a certificate a CA issued for it, and the CA to the clients (rex \
+             --ca-file)",
+            cert.display()
+        )
+    });
     let end = leaf.tbs_certificate().validity().not_after;
     let end_unix = end.to_unix_duration();
     let now_unix = now
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     let day = 24 * 3600;
-    Ok(if end_unix <= now_unix {
+    let mut warnings: Vec<String> = ca_warning.into_iter().collect();
+    warnings.extend(if end_unix <= now_unix {
         vec![format!(
             "--tls-cert {}: the certificate expired at {end} ({} days ago): clients will refuse \
              it; renew it",
@@ -67,7 +82,15 @@ pub fn expiry_warnings(cert: &Path, now: std::time::SystemTime) -> Result<Vec<St
         )]
     } else {
         Vec::new()
-    })
+    });
+    Ok(warnings)
+}
+
+/// Whether a certificate says it is a CA's (basicConstraints CA:TRUE).
+fn is_a_ca(cert: &x509_cert::Certificate) -> bool {
+    cert.tbs_certificate()
+        .get_extension::<x509_cert::ext::pkix::BasicConstraints>()
+        .is_ok_and(|c| c.is_some_and(|(_, c)| c.ca))
 }
 
 fn certs(flag: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
@@ -180,8 +203,13 @@ mod tests {
     use super::*;
     use std::time::{Duration, SystemTime};
 
-    /// A certificate of `days` days made with openssl (tests/run.sh installs it).
+    /// A certificate of `days` days made with openssl (tests/run.sh installs it), a server's
+    /// (CA:FALSE), not what `req -x509` makes by default (CA:TRUE).
     fn certificate(dir: &Path, days: &str) -> PathBuf {
+        certificate_with(dir, days, "basicConstraints=critical,CA:FALSE")
+    }
+
+    fn certificate_with(dir: &Path, days: &str, extension: &str) -> PathBuf {
         let status = std::process::Command::new("openssl")
             .args([
                 "req",
@@ -192,6 +220,7 @@ mod tests {
                 "ec_paramgen_curve:P-256",
             ])
             .args(["-nodes", "-days", days, "-subj", "/CN=localhost"])
+            .args(["-addext", extension])
             .args(["-keyout", "key.pem", "-out", "cert.pem"])
             .current_dir(dir)
             .stderr(std::process::Stdio::null())
@@ -207,13 +236,16 @@ mod tests {
         let cert = certificate(dir.path(), "30");
         let day = Duration::from_secs(24 * 3600);
         let now = SystemTime::now();
-        assert_eq!(expiry_warnings(&cert, now).unwrap(), Vec::<String>::new());
-        let soon = expiry_warnings(&cert, now + 20 * day).unwrap();
+        assert_eq!(
+            certificate_warnings(&cert, now).unwrap(),
+            Vec::<String>::new()
+        );
+        let soon = certificate_warnings(&cert, now + 20 * day).unwrap();
         assert!(
             soon.len() == 1 && soon[0].contains("expires at") && soon[0].contains("in 9 days"),
             "{soon:?}"
         );
-        let ended = expiry_warnings(&cert, now + 33 * day).unwrap();
+        let ended = certificate_warnings(&cert, now + 33 * day).unwrap();
         assert!(
             ended.len() == 1
                 && ended[0].contains("expired at")
@@ -221,6 +253,17 @@ mod tests {
             "{ended:?}"
         );
         std::fs::write(dir.path().join("empty.pem"), "").unwrap();
-        assert!(expiry_warnings(&dir.path().join("empty.pem"), now).is_err());
+        assert!(certificate_warnings(&dir.path().join("empty.pem"), now).is_err());
+    }
+
+    #[test]
+    fn a_ca_certificate_as_the_servers_own_is_warned_of() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = certificate_with(dir.path(), "30", "basicConstraints=critical,CA:TRUE");
+        let warnings = certificate_warnings(&cert, SystemTime::now()).unwrap();
+        assert!(
+            warnings.len() == 1 && warnings[0].contains("its first certificate is a CA's"),
+            "{warnings:?}"
+        );
     }
 }
