@@ -139,6 +139,62 @@ fn ctrl_c_of_rex_stops_the_local_command() {
 }
 
 /// Running (not a zombie waiting to be reaped).
+/// `rex` killed with SIGKILL while its ssh is still connecting (to a port that accepts and
+/// never answers) leaves no ssh behind: the kernel ends it with rex (PR_SET_PDEATHSIG).
+#[test]
+fn a_killed_rex_leaves_no_ssh_connecting() {
+    use std::process::Stdio;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (accepted, connected) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let held = listener.accept();
+        let _ = accepted.send(());
+        std::thread::sleep(std::time::Duration::from_secs(30));
+        drop(held);
+    });
+    let f = Fixture::local();
+    let target = format!("ssh://nobody@127.0.0.1:{port}");
+    let mut rex = f
+        .rex()
+        .args(["-t", &target, "exec", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    connected
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("ssh did not connect");
+    let ssh = children(rex.id());
+    assert_eq!(ssh.len(), 1, "rex's children: {ssh:?}");
+    rex.kill().unwrap();
+    rex.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while alive(ssh[0]) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ssh outlived the rex killed with SIGKILL"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().nth(1))
+                    == Some(&pid.to_string())
+            })
+        })
+        .collect()
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()

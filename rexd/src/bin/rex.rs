@@ -344,6 +344,9 @@ fn run(cli: Cli) -> Result<u8, ClientError> {
         resume: spec.resume,
         compress: spec.compress,
         raw_frames: !spec.no_raw_frames,
+        // rex connects from its main thread: its ssh (or local rexd) ends with it, even when
+        // rex is killed while ssh is still connecting.
+        end_with_this_thread: true,
         ..ConnectOptions::default()
     };
     let mut client = Client::connect(&spec, &options)?;

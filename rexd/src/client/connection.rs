@@ -81,6 +81,12 @@ pub struct ConnectOptions {
     /// (`docs/rexd-raw-frames.md`). A daemon that does not know them ignores the offer, and
     /// everything travels as before.
     pub raw_frames: bool,
+    /// Have the kernel end the transport's child (ssh, or a local rexd) with SIGTERM when the
+    /// thread that connected exits, even when the process is killed with SIGKILL
+    /// (`PR_SET_PDEATHSIG`), so that no ssh is left connecting or connected for nobody. For a
+    /// program that connects from its main thread, as `rex` does: the kernel ties the signal
+    /// to the thread, not the process. Off by default.
+    pub end_with_this_thread: bool,
 }
 
 impl Default for ConnectOptions {
@@ -93,6 +99,7 @@ impl Default for ConnectOptions {
             resume: false,
             compress: false,
             raw_frames: true,
+            end_with_this_thread: false,
         }
     }
 }
@@ -308,6 +315,9 @@ impl Client {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if options.end_with_this_thread {
+            end_with_parent(&mut cmd);
+        }
         let program = cmd.get_program().to_string_lossy().into_owned();
         let mut child = cmd.spawn().map_err(|source| {
             if source.kind() == io::ErrorKind::NotFound && endpoint == Endpoint::Local {
@@ -1436,6 +1446,26 @@ struct FsReadPiece<'a> {
 fn not_utf8(e: &ClientError) -> bool {
     matches!(e, ClientError::Remote { code, data: Some(d), .. }
         if *code == ErrorCode::InvalidParams.code() && d.get("valid_up_to").is_some())
+}
+
+/// The child gets SIGTERM when the thread spawning it exits ([`ConnectOptions::end_with_this_thread`]).
+fn end_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec the closure calls only async-signal-safe functions
+    // (prctl, getppid) and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent died before the line above: nobody would send the signal.
+            if libc::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Waits up to `limit` for `child` to exit; `None` if it is still running.
