@@ -14,6 +14,20 @@ pub struct Options<'a> {
     pub plain: &'a str,
 }
 
+/// A name webpki says a certificate lists, as a user would type it: `DnsName("a.example")` is
+/// `a.example`, `IpAddress(10.0.0.5)` is `10.0.0.5`; other kinds as webpki writes them.
+fn listed_name(presented: &str) -> &str {
+    presented
+        .strip_prefix("DnsName(\"")
+        .and_then(|n| n.strip_suffix("\")"))
+        .or_else(|| {
+            presented
+                .strip_prefix("IpAddress(")
+                .and_then(|n| n.strip_suffix(')'))
+        })
+        .unwrap_or(presented)
+}
+
 /// What went wrong with `host`'s handshake, after "TLS with … failed: ".
 pub fn explain(e: &rustls::Error, host: &str, options: &Options<'_>) -> String {
     match e {
@@ -21,6 +35,18 @@ pub fn explain(e: &rustls::Error, host: &str, options: &Options<'_>) -> String {
             "its certificate is not signed by a CA this machine trusts (give the server's CA \
              with {})",
             options.ca
+        ),
+        rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext {
+            presented,
+            ..
+        }) if !presented.is_empty() => format!(
+            "its certificate is not valid for the name {host:?}: it lists {} (connect by one \
+             of those)",
+            presented
+                .iter()
+                .map(|name| listed_name(name))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         rustls::Error::InvalidCertificate(
             CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
@@ -95,4 +121,16 @@ pub fn certificate_problem(e: &rustls::Error) -> String {
 /// The rustls error inside an I/O error from a TLS stream, if that is what it is.
 pub fn rustls_error(e: &std::io::Error) -> Option<&rustls::Error> {
     e.get_ref()?.downcast_ref::<rustls::Error>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listed_names_read_as_typed() {
+        assert_eq!(listed_name("DnsName(\"rexd.example\")"), "rexd.example");
+        assert_eq!(listed_name("IpAddress(10.0.0.5)"), "10.0.0.5");
+        assert_eq!(listed_name("DirectoryName"), "DirectoryName");
+    }
 }

@@ -821,7 +821,7 @@ fn rexd_over_tls_and_each_way_tls_fails() {
         &["--irc-ca", ca],
     );
     assert!(
-        wrong_name.contains("not valid for the name \"127.0.0.1\""),
+        wrong_name.contains("not valid for the name \"127.0.0.1\": it lists localhost"),
         "{wrong_name}"
     );
     let plain = failed_start_with(
