@@ -369,29 +369,17 @@ fn refuses_to_start_without_auth_or_on_a_public_address() {
 #[test]
 fn listens_on_a_host_name() {
     let place = Place::new("net-host-name");
-    let mut child = Command::new(REXD)
-        .arg("--config")
-        .arg(&place.config)
-        .args(["--listen", "localhost:0", "--token-file"])
-        .arg(&place.tokens)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(
-        line.starts_with("rexd: listening on http://127.0.0.1:")
-            || line.starts_with("rexd: listening on http://[::1]:"),
-        "{line:?}"
+    let d = Daemon::start_at(
+        &place,
+        "localhost:0",
+        &["--token-file", place.tokens.to_str().unwrap()],
     );
+    assert!(
+        d.url.starts_with("http://127.0.0.1:") || d.url.starts_with("http://[::1]:"),
+        "{}",
+        d.url
+    );
+    d.stop();
 }
 
 /// Reads until EOF or `limit`; `true` when the server closed the connection.

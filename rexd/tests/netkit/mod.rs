@@ -103,10 +103,15 @@ pub struct Daemon {
 impl Daemon {
     /// Starts rexd with `--config`, `--listen 127.0.0.1:0` and `args`; waits for its address.
     pub fn start(place: &Place, args: &[&str]) -> Daemon {
+        Daemon::start_at(place, "127.0.0.1:0", args)
+    }
+
+    /// [`Daemon::start`] on another `--listen` address.
+    pub fn start_at(place: &Place, listen: &str, args: &[&str]) -> Daemon {
         let mut child = Command::new(REXD)
             .arg("--config")
             .arg(&place.config)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
