@@ -636,12 +636,13 @@ class _Listener:
     token file, optionally asking for client certificates signed by the run's CA."""
 
     TOKEN = "0123456789abcdef0123456789abcdef"
+    METRICS_TOKEN = "fedcba9876543210fedcba9876543210"
 
     def __init__(self, root: Path, pki: Path, mtls: bool = False) -> None:
         import subprocess
 
         tokens = pki / "tokens"
-        tokens.write_text(f"python:{self.TOKEN}\n")
+        tokens.write_text(f"python:{self.TOKEN}\nprometheus:{self.METRICS_TOKEN}:metrics\n")
         tokens.chmod(0o600)
         args = [
             rexd_path(), "--listen", "127.0.0.1:0", "--root", str(root),
@@ -744,18 +745,31 @@ async def test_over_https_with_a_token(root: Path, pki: Path, monkeypatch: pytes
             with pytest.raises(deskwire.LocalError, match=says) as bad:
                 await RexdClient.connect(daemon.url, token=_Listener.TOKEN, **keywords)
             assert bad.value.code == "bad_setting"
-        with pytest.raises(deskwire.ClosedError, match="a TLS port. use https://"):
+        with pytest.raises(deskwire.ConnectFailedError, match="a TLS port. use https://") as plain_to_tls:
             await RexdClient.connect(daemon.url.replace("https://", "http://"), token=_Listener.TOKEN, timeout=5)
+        assert not isinstance(plain_to_tls.value, deskwire.TlsError)
+        # The daemon's answers to a token it does not take, and to one of another scope.
+        ca = str(pki / "ca.pem")
+        for token, code in [("f" * 32, "unauthorized"), (_Listener.METRICS_TOKEN, "forbidden")]:
+            with pytest.raises(deskwire.RemoteError) as refused:
+                await RexdClient.connect(daemon.url, token=token, ca_file=ca, timeout=5)
+            assert refused.value.code == code and not isinstance(refused.value, deskwire.LocalError)
         # A server certificate nobody vouches for, and TLS to a port that does not speak it.
-        with pytest.raises(deskwire.ClosedError, match=r"certificate verify failed: .* \(give the server's CA with ca_file=\)"):
+        with pytest.raises(deskwire.TlsError, match=r"certificate verify failed: .* \(give the server's CA with ca_file=\)") as unverified:
             await RexdClient.connect(daemon.url, token=_Listener.TOKEN)
+        assert unverified.value.code == "tls_failed" and isinstance(unverified.value, ConnectionError)
         with socket.socket() as plain:
             plain.bind(("127.0.0.1", 0))
             plain.listen()
             url = f"https://127.0.0.1:{plain.getsockname()[1]}"
             accepting = asyncio.get_running_loop().run_in_executor(None, lambda: answer_plain_text(plain))
-            with pytest.raises(deskwire.ClosedError, match="a plain-text port"):
+            with pytest.raises(deskwire.TlsError, match="a plain-text port"):
                 await RexdClient.connect(url, token=_Listener.TOKEN, timeout=5)
+            await accepting
+            # An HTTP server that is not a rexd --listen.
+            accepting = asyncio.get_running_loop().run_in_executor(None, lambda: answer_plain_text(plain))
+            with pytest.raises(deskwire.ConnectFailedError, match="answered HTTP 400: not a rexd --listen"):
+                await RexdClient.connect(url.replace("https://", "http://"), token=_Listener.TOKEN, timeout=5)
             await accepting
     finally:
         daemon.stop()
@@ -777,7 +791,8 @@ async def test_over_https_with_a_client_certificate(root: Path, pki: Path) -> No
             client_key=str(pki / "client.key"),
         ) as client:
             assert await client.run(["echo", "mtls"], cwd=str(root)) == (0, b"mtls\n", b"")
-        with pytest.raises(deskwire.ClosedError):
+        # No client certificate for a daemon that asks for one.
+        with pytest.raises(deskwire.TlsError):
             await RexdClient.connect(daemon.url, ca_file=str(pki / "ca.pem"))
     finally:
         daemon.stop()

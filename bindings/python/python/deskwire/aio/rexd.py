@@ -40,6 +40,7 @@ from .._errors import (
     ProtocolError,
     RemoteError,
     RequestTimeout,
+    TlsError,
 )
 from .pump import _keywords_checked, _Pump, _seconds, now_ms
 
@@ -779,9 +780,12 @@ class RexdClient:
         names another variable); ``ca_file`` trusts a private CA for the daemon's certificate,
         ``client_cert`` and ``client_key`` answer a daemon that asks for one (mTLS); a file that
         cannot be used raises :class:`deskwire.LocalError` (``bad_setting``) naming it. A refused
-        token raises :class:`deskwire.RemoteError` (``unauthorized``), a daemon that is not
-        there :class:`deskwire.ConnectFailedError` (a :class:`ConnectionError` too) naming the
-        host and the port.
+        token raises :class:`deskwire.RemoteError` (``unauthorized``; ``forbidden`` for a token of
+        another scope), a daemon that is not there :class:`deskwire.ConnectFailedError` (a
+        :class:`ConnectionError` too) naming the host and the port, and a TLS handshake that
+        fails (a certificate nobody vouches for, a name it does not list, a client certificate
+        the daemon refuses, a plain-text port) :class:`deskwire.TlsError`, a
+        :class:`deskwire.ConnectFailedError` too, saying which.
 
         With ``resume=True`` the session is resumable: when the link drops (the ssh connection
         killed, the WebSocket cut), the client dials again after 0.2, 0.5, 1, 2, 4 and 8 s and
@@ -944,30 +948,35 @@ class RexdClient:
                     f"${token_env}",
                 ) from e
             if status == 403:
-                raise ClosedError(
-                    "disconnected",
+                raise RemoteError(
+                    "forbidden",
                     f"{url} refused the token (403): it is known but not for this (a metrics "
                     "token reads /metrics only); use a token of the default scope",
                 ) from e
-            raise ClosedError("disconnected", f"{url} answered HTTP {status}") from e
+            raise ConnectFailedError(
+                "connect_failed", f"{url} answered HTTP {status}: not a rexd --listen /ws there?"
+            ) from e
         except ws_errors.InvalidHandshake as e:
             # With TLS 1.3 a refused client certificate shows only after the handshake: the
             # daemon hangs up instead of answering. Without TLS, the likely cause is a TLS port.
-            likely = (
-                "a client certificate it does not accept, or not a rexd --listen"
-                if url.startswith("wss://")
-                else "a TLS port? use https:// for it"
-            )
-            raise ClosedError("disconnected", f"{url} hung up during the handshake ({e}): {likely}") from e
+            if url.startswith("wss://"):
+                raise TlsError(
+                    "tls_failed",
+                    f"{url} hung up during the handshake ({e}): a client certificate it does not "
+                    "accept, or not a rexd --listen",
+                ) from e
+            raise ConnectFailedError(
+                "connect_failed", f"{url} hung up during the handshake ({e}): a TLS port? use https:// for it"
+            ) from e
         except ssl.SSLCertVerificationError as e:
             mismatch = any(m in str(e.verify_message) for m in ("Hostname mismatch", "IP address mismatch"))
             hint = "connect by a name the certificate lists" if mismatch else "give the server's CA with ca_file="
-            raise ClosedError(
-                "disconnected", f"TLS with {url} failed: certificate verify failed: {e.verify_message} ({hint})"
+            raise TlsError(
+                "tls_failed", f"TLS with {url} failed: certificate verify failed: {e.verify_message} ({hint})"
             ) from e
         except ssl.SSLError as e:
-            raise ClosedError(
-                "disconnected", f"TLS with {url} failed: {e.reason or e} (a plain-text port? use http:// for it, on loopback)"
+            raise TlsError(
+                "tls_failed", f"TLS with {url} failed: {e.reason or e} (a plain-text port? use http:// for it, on loopback)"
             ) from e
         except OSError as e:
             # A refused or unreachable port: a ConnectionError too, as IrcDesk.connect's.
