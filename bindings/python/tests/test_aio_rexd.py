@@ -413,6 +413,19 @@ async def test_through_loopback_sshd(root: Path, sshd: Sshd) -> None:
         await exercise(client, root)
 
 
+async def test_an_ssh_target_that_cannot_be_reached_is_a_connect_failure(root: Path, sshd: Sshd) -> None:
+    """ssh's own words, in a ConnectionError rather than the ClosedError of a closed client."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    with pytest.raises(deskwire.ConnectFailedError, match=f"port {closed_port}: Connection refused") as refused:
+        await RexdClient.connect(f"ssh://127.0.0.1:{closed_port}", timeout=20)
+    assert refused.value.code == "connect_failed" and isinstance(refused.value, ConnectionError)
+    # The host is there, its rexd is not.
+    with pytest.raises(deskwire.ConnectFailedError, match="no REXD session with box: .*nonexistent"):
+        await RexdClient.connect("box", targets_file=str(sshd.targets_file), rexd="/nonexistent/rexd", timeout=20)
+
+
 async def test_over_ssh_a_killed_link_is_resumed(root: Path, sshd: Sshd) -> None:
     """The ssh client is killed mid-command: RexdClient starts ssh again, resumes the session
     from the rexd agent that kept it, and every line arrives once, in order, with the exit

@@ -772,7 +772,10 @@ class RexdClient:
         ``"local"`` runs ``rexd`` from ``PATH`` (on an ssh target, the remote ``PATH``): the
         static binary of the release's ``rexd-VERSION-TARGET.tar.gz`` (or its ``.deb``), or
         from the source ``cargo install --path rexd``. Without it,
-        :class:`deskwire.LocalError` (``not_found``) says so.
+        :class:`deskwire.LocalError` (``not_found``) says so. When ssh or the daemon ends before
+        the session opens (a refused port, a host name that does not resolve, a key the host
+        does not take, no ``rexd`` on the host), :class:`deskwire.ConnectFailedError` (a
+        :class:`ConnectionError` too) carries ssh's own words.
 
         ``https://host:port`` (or ``wss://``; ``http://`` / ``ws://`` for loopback only) connects
         to a ``rexd --listen`` daemon's ``/ws`` with the ``websockets`` package. The bearer token
@@ -888,6 +891,13 @@ class RexdClient:
             client._dial = spawn
         try:
             client.session = await asyncio.wait_for(client.call("session.open", params), timeout)
+        except ClosedError as e:
+            await client.close()
+            if e.code != "disconnected":
+                raise
+            # ssh (or rexd) ended before the session opened: ssh's own words say why (a refused
+            # port, a name that does not resolve, a key not taken, no rexd on the host's PATH).
+            raise ConnectFailedError("connect_failed", f"no REXD session with {target}: {e.message}") from e
         except BaseException:
             await client.close()
             raise
