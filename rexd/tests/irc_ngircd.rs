@@ -475,6 +475,8 @@ fn a_secret_file_others_can_read_is_refused() {
             )),
             "{stderr}"
         );
+        // Said alone, before the log tells of a confinement that never serves.
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     }
     // A systemd credential (the packaged unit's) is the service's whatever its bits say: it is
     // read, and rexd goes on to connect.

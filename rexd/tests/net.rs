@@ -364,6 +364,9 @@ fn refuses_to_start_without_auth_or_on_a_public_address() {
     let (code, stderr) = refused(&["--listen", "127.0.0.1:0", "--token-file", tokens]);
     assert_eq!(code, 2);
     assert!(stderr.contains("chmod 600"), "{stderr}");
+    // Said alone: no confinement line or warning of a daemon that never serves before it.
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("rexd: --token-file"), "{stderr}");
 }
 
 #[test]

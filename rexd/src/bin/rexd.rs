@@ -479,6 +479,17 @@ fn run(args: Args) -> Result<(), String> {
         return rexd::agent::bridge(&exe, &rest, &hello).map_err(|e| format!("--resumable: {e}"));
     }
     let settings = settings(&args)?;
+    // What a start refuses (a token file others can read, a certificate without its key, a bad
+    // --tls flag) is said alone, before the log tells of a confinement that never serves.
+    if let Some(addr) = args.listen.listen {
+        check_listen(&args, addr)?;
+    }
+    if args.irc.is_some() {
+        args.link.settings()?;
+        if let Some(path) = &args.secret_file {
+            rexd::irc::read_secret_file(path)?;
+        }
+    }
     settings.confine.log();
     if let Some(w) = unconfigured_service(&args) {
         rexd::log::warn(w);
