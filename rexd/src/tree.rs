@@ -69,7 +69,9 @@ pub struct Tracker {
 /// What a child does between fork and exec to join its tree.
 #[derive(Debug, Default)]
 pub struct Join {
-    /// Its cgroup's `cgroup.procs`, to write `0` (itself) to.
+    /// Its cgroup's directory, to start it in (`clone3(CLONE_INTO_CGROUP)`).
+    pub cgroup_dir: Option<OwnedFd>,
+    /// Its cgroup's `cgroup.procs`, to write `0` (itself) to where it cannot start there.
     pub cgroup_procs: Option<OwnedFd>,
     /// The marker variable to set.
     pub marker: Option<(String, String)>,
@@ -231,14 +233,22 @@ impl Tracker {
                 .write(true)
                 .custom_flags(libc::O_CLOEXEC)
                 .open(dir.join("cgroup.procs"));
-            return match procs {
-                Ok(f) => Ok((
+            let opened = procs.and_then(|procs| {
+                let dir = fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_CLOEXEC | libc::O_DIRECTORY)
+                    .open(&dir)?;
+                Ok((procs, dir))
+            });
+            return match opened {
+                Ok((procs, cgroup)) => Ok((
                     Tree {
                         leader: None,
                         kind: Kind::Cgroup(dir),
                     },
                     Join {
-                        cgroup_procs: Some(f.into()),
+                        cgroup_dir: Some(cgroup.into()),
+                        cgroup_procs: Some(procs.into()),
                         marker: None,
                     },
                 )),
@@ -271,6 +281,7 @@ impl Tracker {
                 kind: Kind::Sweep(marker.clone()),
             },
             Join {
+                cgroup_dir: None,
                 cgroup_procs: None,
                 marker: Some((MARKER.to_owned(), marker)),
             },
@@ -498,6 +509,11 @@ fn sweep(leader: Option<libc::pid_t>, marker: &str) -> Vec<libc::pid_t> {
 /// end of a daemon process, for what no tree claims (a subreaper-mode escapee that cleared
 /// its marker).
 pub fn kill_all_descendants() {
+    // No child, no descendant (and nothing to reap): walking all of /proc was most of the time
+    // a `rexd --stdio` took to end, which `rex` and ssh wait for.
+    if own_children().is_some_and(|children| children.is_empty()) {
+        return;
+    }
     let me = std::process::id() as libc::pid_t;
     for _ in 0..4 {
         let table = children_table();
