@@ -713,6 +713,9 @@ pub enum Delivery {
 pub struct LinkThread {
     tx: std::sync::mpsc::Sender<Vec<u8>>,
     waker: std::sync::Arc<mio::Waker>,
+    /// Why the link ended, once it has: what a later `send` says (the `Closed` delivery may
+    /// still be on its way to the host).
+    ended: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl LinkThread {
@@ -731,6 +734,8 @@ impl LinkThread {
         )?;
         let waker = std::sync::Arc::new(mio::Waker::new(poll.registry(), WAKE)?);
         let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let ended_slot = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let ended_here = ended_slot.clone();
         std::thread::spawn(move || {
             let mut events = mio::Events::with_capacity(16);
             let mut out: Vec<u8> = Vec::new();
@@ -785,16 +790,27 @@ impl LinkThread {
                     break why;
                 }
             };
+            if let Ok(mut slot) = ended_here.lock() {
+                *slot = Some(ended.clone());
+            }
             deliver(Delivery::Closed(ended));
         });
-        Ok(LinkThread { tx, waker })
+        Ok(LinkThread {
+            tx,
+            waker,
+            ended: ended_slot,
+        })
     }
 
-    /// Sends `bytes` (whole IRC lines).
+    /// Sends `bytes` (whole IRC lines). After the link ended, the error says why (a failed TLS
+    /// handshake, the server's close).
     pub fn send(&self, bytes: Vec<u8>) -> Result<(), String> {
-        self.tx
-            .send(bytes)
-            .map_err(|_| "the link has ended".to_owned())?;
+        self.tx.send(bytes).map_err(|_| {
+            match self.ended.lock().ok().and_then(|slot| slot.clone()) {
+                Some(why) => format!("the link has ended: {why}"),
+                None => "the link has ended".to_owned(),
+            }
+        })?;
         self.waker.wake().map_err(|e| e.to_string())
     }
 }

@@ -161,7 +161,8 @@ struct RemoteEnd {
 }
 
 /// How `--role server` comes back after a lost link: the core's reconnect policy, as in
-/// `rexd --irc`.
+/// `rexd --irc`, which also ends when its first connection never got into the channel (a
+/// certificate not trusted, a wrong password): retrying would not mend it.
 struct Comeback {
     config: ConnectionConfig,
     backoff: deskwire::reconnect::Backoff,
@@ -169,6 +170,10 @@ struct Comeback {
     lost: Option<String>,
     /// When the next connection is tried.
     at: Option<u64>,
+    /// Some connection got into the channel.
+    ever_ready: bool,
+    /// A new connection is on its way in: said when it is.
+    reconnecting: bool,
 }
 
 struct Clock(Instant);
@@ -282,6 +287,8 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 ),
                 lost: None,
                 at: None,
+                ever_ready: false,
+                reconnecting: false,
             });
             Some(RemoteEnd {
                 engine: Remote::new(config, clock.now()).map_err(|e| e.to_string())?,
@@ -360,7 +367,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
             });
         }
         if let (Some(r), Some(addr)) = (remote.as_mut(), args.irc.as_deref()) {
-            if come_back(r, addr, &link.tls, &tx, &waker, clock.now()) {
+            if come_back(r, addr, &link.tls, &tx, &waker, clock.now())? {
                 // The new engine's registration goes out at once.
                 deadline = clock.now();
             }
@@ -437,7 +444,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
 /// `--role server` after a lost link: the commands of the lost link are ended (their answers
 /// have nowhere to go: OA1 promises nothing across reconnects), and a new engine is connected
 /// once the policy's wait is over, and again after each failed try. Whether a new engine was
-/// connected.
+/// connected; an error when the first link ended before it got into the channel.
 fn come_back(
     r: &mut RemoteEnd,
     addr: &str,
@@ -445,13 +452,18 @@ fn come_back(
     tx: &Sender<Input>,
     waker: &Arc<Waker>,
     now: u64,
-) -> bool {
+) -> Result<bool, String> {
     let Some(comeback) = r.comeback.as_mut() else {
-        return false;
+        return Ok(false);
     };
     let Some(lost) = comeback.lost.as_deref() else {
-        return false;
+        return Ok(false);
     };
+    if !comeback.ever_ready {
+        return Err(format!(
+            "remote: the IRC link ended before it got into the channel: {lost}"
+        ));
+    }
     if comeback.at.is_none() {
         r.executor.cancel_all(now);
         let delay = comeback.backoff.next_delay_ms();
@@ -459,7 +471,7 @@ fn come_back(
         comeback.at = Some(now + delay);
     }
     if comeback.at.is_some_and(|at| now < at) {
-        return false;
+        return Ok(false);
     }
     match connect(
         addr,
@@ -476,8 +488,8 @@ fn come_back(
                 r.link += 1;
                 comeback.lost = None;
                 comeback.at = None;
-                eprintln!("remote: connected again");
-                return true;
+                comeback.reconnecting = true;
+                return Ok(true);
             }
             Err(e) => eprintln!("remote: {e}"),
         },
@@ -487,7 +499,7 @@ fn come_back(
             comeback.at = Some(now + delay);
         }
     }
-    false
+    Ok(false)
 }
 
 /// Drains the desk engine; returns its deadline.
@@ -574,6 +586,10 @@ fn pump_remote(
                         && let Some(comeback) = r.comeback.as_mut()
                     {
                         comeback.backoff.reset();
+                        comeback.ever_ready = true;
+                        if std::mem::take(&mut comeback.reconnecting) {
+                            eprintln!("remote: connected again");
+                        }
                     }
                     if verbose {
                         eprintln!("[remote] {event:?}");

@@ -70,3 +70,55 @@ fn a_server_role_comes_back_after_the_irc_server_restarts() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Runs `desk ARGS` for at most 30 s; its exit code and stderr (`None`: still running, killed).
+fn run_bounded(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_desk"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the desk demo");
+    // A TLS handshake a plain port never answers takes 10 s to give up on.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (code, stderr)
+}
+
+/// TLS to a port that speaks plain IRC: a remote whose first link never gets into the channel
+/// ends saying why, as `rexd --irc` does, instead of "connected again" and retrying forever;
+/// the in-process desk and remote (`--role both`) say the TLS failure, not only that the link
+/// ended.
+#[test]
+fn a_first_link_that_never_gets_in_ends_the_demo_saying_why() {
+    let ircd = Ngircd::start();
+    let url = format!("ircs://{}", ircd.addr());
+    let (code, stderr) = run_bounded(&["--irc", &url, "--role", "server", "--unauthenticated"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("remote: the IRC link ended before it got into the channel: TLS"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("connected again"), "{stderr}");
+    let (code, stderr) = run_bounded(&["--irc", &url, "--unauthenticated", "true"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("TLS"), "{stderr}");
+}
