@@ -395,6 +395,9 @@ struct Link {
     out: Vec<u8>,
     oa1_events: Vec<oa1::Event>,
     readable: bool,
+    /// The server closed the connection; the engine has been told (its `Disconnected` carries
+    /// the server's last `ERROR` words, e.g. a wrong password's).
+    eof: bool,
     /// Whether this connection got into a channel (with a device code and no channel given:
     /// registered).
     joined: bool,
@@ -475,6 +478,7 @@ impl Link {
             out: Vec::new(),
             oa1_events: Vec::new(),
             readable: true,
+            eof: false,
             joined: false,
             by_code_alone: options.channels.is_empty(),
             nick: options.nick.clone(),
@@ -530,6 +534,15 @@ impl Link {
         self.stream.check_handshake()?;
         self.read(now)?;
         let deadline = self.exchange(now, executor)?;
+        if self.eof {
+            // The engine did not say why (it ends the session with the server's reason when
+            // it has one).
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "IRC server closed the connection",
+            )
+            .into());
+        }
         self.write()?;
         let mut wake = deadline;
         if let Some(left) = self.stream.handshake_remaining() {
@@ -564,10 +577,8 @@ impl Link {
             match self.stream.read(&mut buf) {
                 Ok(0) => {
                     self.remote.handle_eof(now);
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "IRC server closed the connection",
-                    ));
+                    self.eof = true;
+                    self.readable = false;
                 }
                 Ok(n) => {
                     self.remote.handle_bytes(now, &buf[..n]);
@@ -766,6 +777,11 @@ impl Link {
             SessionEvent::LoginFailed { message } => {
                 crate::log::warn(&format!("{message}; going on unauthenticated"))
             }
+            // The engine's own "the connection was lost" after the socket's end: `turn` says
+            // the server closed it.
+            SessionEvent::Disconnected {
+                reason: deskwire::irc::DisconnectReason::ConnectionLost,
+            } if self.eof => {}
             SessionEvent::Disconnected { reason } => {
                 // The caller kills what the executor still runs for this link.
                 return Err(io::Error::other(format!("IRC session ended: {reason}")));

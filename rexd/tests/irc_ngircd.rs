@@ -401,6 +401,23 @@ fn a_first_connection_that_fails_is_an_error() {
     assert!(stderr.contains("refused"), "{stderr}");
 }
 
+/// A server password the server refuses: its words (`ERROR :Access denied: Bad password?`),
+/// not only that it closed the connection.
+#[test]
+fn a_wrong_server_password_says_the_servers_words() {
+    let ircd = Ngircd::start_with_sections("[Global]\nPassword = sekrit\n");
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "wrong\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let stderr = failed_start_with(
+        &ircd.addr(),
+        &["--irc-password-file", password.to_str().unwrap()],
+    );
+    assert!(stderr.contains("Access denied: Bad password?"), "{stderr}");
+}
+
 #[test]
 fn an_address_without_a_port_says_what_is_expected() {
     let stderr = failed_start("nonsense");

@@ -424,14 +424,29 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 {
                     // `--role server`: the link comes back (a late close of an old one is
                     // nothing).
-                    if let Some(r) = remote.as_mut().filter(|r| r.link == link)
-                        && let Some(comeback) = r.comeback.as_mut()
-                    {
-                        comeback.lost.get_or_insert(why);
+                    if let Some(r) = remote.as_mut().filter(|r| r.link == link) {
+                        r.engine.handle_eof(now);
+                        let why = server_reason(|| r.engine.poll_output(now)).unwrap_or(why);
+                        if let Some(comeback) = r.comeback.as_mut() {
+                            comeback.lost.get_or_insert(why);
+                        }
                     }
                 }
                 Ok(Input::Closed(side, _, why)) => {
-                    return Err(format!("{side:?} connection closed: {why}"));
+                    let reason = match side {
+                        Side::Desk => desk.as_mut().and_then(|d| {
+                            d.engine.handle_eof(now);
+                            server_reason(|| d.engine.poll_output(now))
+                        }),
+                        Side::Remote => remote.as_mut().and_then(|r| {
+                            r.engine.handle_eof(now);
+                            server_reason(|| r.engine.poll_output(now))
+                        }),
+                    };
+                    return Err(format!(
+                        "{side:?} connection closed: {}",
+                        reason.unwrap_or(why)
+                    ));
                 }
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) if in_process => break,
@@ -500,6 +515,25 @@ fn come_back(
         }
     }
     Ok(false)
+}
+
+/// Why the server ended a link whose socket closed: the engine, told of the close, ends its
+/// session with the server's last `ERROR` words when it sent some (a wrong password's), which
+/// the socket's close alone does not say.
+fn server_reason(mut next: impl FnMut() -> ConnectionOutput) -> Option<String> {
+    loop {
+        match next() {
+            // The engine's own "the connection was lost" says less than the socket's reason.
+            ConnectionOutput::Event(ConnectionEvent::Irc(
+                deskwire::irc::SessionEvent::Disconnected { reason },
+            )) => {
+                return (reason != deskwire::irc::DisconnectReason::ConnectionLost)
+                    .then(|| reason.to_string());
+            }
+            ConnectionOutput::Timeout(_) => return None,
+            _ => {}
+        }
+    }
 }
 
 /// Drains the desk engine; returns its deadline.

@@ -122,3 +122,27 @@ fn a_first_link_that_never_gets_in_ends_the_demo_saying_why() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("TLS"), "{stderr}");
 }
+
+/// A wrong server password: both roles end with the server's words, not only "closed".
+#[test]
+fn a_wrong_server_password_ends_the_demo_with_the_servers_words() {
+    let ircd = Ngircd::start_with_sections("[Global]\nPassword = sekrit\n");
+    let dir = deskwire_integration::TempDir::new("desk-password").unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "wrong\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let password = password.to_str().unwrap();
+    let addr = ircd.addr();
+    for role in [&["--role", "server"][..], &["true"][..]] {
+        let mut args = vec!["--irc", &addr, "--irc-password-file", password];
+        args.push("--unauthenticated");
+        args.extend_from_slice(role);
+        let (code, stderr) = run_bounded(&args);
+        assert_eq!(code, Some(2), "{role:?}: {stderr}");
+        assert!(
+            stderr.contains("Access denied: Bad password?"),
+            "{role:?}: {stderr}"
+        );
+    }
+}
