@@ -302,13 +302,28 @@ fn pending_signal(events: &Events, signals: &mut signal_hook_mio::v1_0::Signals)
 /// The shared secret in `path`, without a trailing line end (an empty one is refused): what
 /// `--secret-file` reads, for rexd and the desk demo alike. A file group or others may read is
 /// refused, as `--token-file` is.
+///
+/// The secret is the file's bytes without the line end. Shorter than 16 bytes is warned of: the
+/// frames' tags let whoever sees the channel try guesses offline.
 pub fn read_secret_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
-    crate::transport::read_private_file(
+    let secret = crate::transport::read_private_file(
         "--secret-file",
         path,
         "whoever reads it can seal frames as the desk and run commands",
-    )
+    )?;
+    if secret.len() < MIN_SECRET_BYTES {
+        crate::log::warn(&format!(
+            "--secret-file {}: a secret of {} bytes can be guessed from the frames' tags by \
+             whoever sees the channel; make one with `openssl rand -hex 32`",
+            path.display(),
+            secret.len()
+        ));
+    }
+    Ok(secret)
 }
+
+/// The shortest shared secret taken without a warning.
+pub const MIN_SECRET_BYTES: usize = 16;
 
 /// A fresh engine for one connection, serving every channel given and discovering by the
 /// device code; what the configuration gets wrong is said here, before any connection.

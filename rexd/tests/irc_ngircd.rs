@@ -511,6 +511,23 @@ fn a_secret_file_others_can_read_is_refused() {
         stderr.contains("--irc 127.0.0.1:1: connect to 127.0.0.1:1 failed: Connection refused"),
         "{stderr}"
     );
+    // Six bytes ("s3cret"): used, and said to be guessable.
+    assert!(
+        stderr.contains("a secret of 6 bytes can be guessed from the frames' tags"),
+        "{stderr}"
+    );
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
+        .args(["--irc", "127.0.0.1:1", "--channel", CHANNEL])
+        .args(["--root", root.path().to_str().unwrap()])
+        .arg("--secret-file")
+        .arg(&secret)
+        .env("CREDENTIALS_DIRECTORY", root.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rexd --irc");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("can be guessed"), "{stderr}");
 }
 
 #[test]

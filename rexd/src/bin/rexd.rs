@@ -484,10 +484,11 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(addr) = args.listen.listen {
         check_listen(&args, addr)?;
     }
+    let mut secret = None;
     if args.irc.is_some() {
         args.link.settings()?;
         if let Some(path) = &args.secret_file {
-            rexd::irc::read_secret_file(path)?;
+            secret = Some(rexd::irc::read_secret_file(path)?);
         }
     }
     settings.confine.log();
@@ -541,10 +542,7 @@ fn run(args: Args) -> Result<(), String> {
             adaptive: !args.no_adaptive,
             compression: !args.no_compression,
             exit_marker: !args.no_exit_marker,
-            secret: match &args.secret_file {
-                Some(path) => Some(rexd::irc::read_secret_file(path)?),
-                None => None,
-            },
+            secret: secret.take(),
             epoch_unix_ms: 0,
             keepalive: link.keepalive,
             reconnect: {
