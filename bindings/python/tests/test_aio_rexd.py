@@ -934,3 +934,194 @@ async def test_a_websocket_daemon_that_breaks_the_raw_framing_is_cut_off(case: s
         assert "raw framing" in str(caught.value), caught.value
         await client.close()
     assert closed_with == [1002]
+
+
+# --- what a caller gets wrong, said at once ---------------------------------------------------
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")], ids=["0", "-1", "nan", "inf"])
+async def test_a_connect_timeout_that_is_not_positive_is_refused_before_anything_starts(timeout: float) -> None:
+    """Refused before the daemon starts: a missing rexd would say ``not_found`` otherwise."""
+    with pytest.raises(deskwire.LocalError, match=f"timeout must be a positive number of seconds, not {timeout!r}") as caught:
+        await RexdClient.connect("local", rexd="/nonexistent/rexd", timeout=timeout)
+    assert caught.value.code == "invalid_value"
+    with pytest.raises(deskwire.LocalError, match="timeout must be a positive"):
+        await RexdClient.connect("https://127.0.0.1:9", token=_Listener.TOKEN, timeout=timeout)
+
+
+@pytest.mark.parametrize("timeout", ["5", True], ids=["str", "bool"])
+async def test_a_connect_timeout_that_is_no_number_is_a_type_error(timeout: Any) -> None:
+    """A TypeError naming the parameter, and no call left unawaited behind it."""
+    import gc
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(TypeError, match="timeout is a number of seconds"):
+            await RexdClient.connect("local", rexd=rexd_path(), timeout=timeout)
+        gc.collect()
+    assert not [w for w in seen if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in seen]
+
+
+async def test_no_session_in_time_says_what_it_waited_for(root: Path) -> None:
+    """A daemon that reads and never answers: a RequestTimeout with words, not a bare one."""
+    mute = root / "mute-rexd"
+    mute.write_text("#!/bin/sh\nwhile IFS= read -r line; do :; done\n")
+    mute.chmod(0o755)
+    with pytest.raises(deskwire.RequestTimeout, match="no answer to session.open within 300 ms"):
+        await asyncio.wait_for(RexdClient.connect("local", rexd=str(mute), timeout=0.3), 10)
+
+
+async def test_stdin_too_large_for_one_message_is_refused_before_it_is_sent(root: Path) -> None:
+    """A stdin= past a daemon's 16 MiB line raises at once (the daemon would drop the line and
+    the call wait out its timeout), counting JSON's escapes; one that fits runs."""
+    async with await RexdClient.connect("local", rexd=rexd_path(), rexd_args=["--root", str(root)]) as client:
+        with pytest.raises(deskwire.LocalError, match=r"more than the 16777216 a daemon takes; write the input to a file") as caught:
+            await asyncio.wait_for(client.run(["wc", "-c"], stdin="x" * (17 << 20)), 5)
+        assert caught.value.code == "too_large"
+        # 3 Mi characters, 18 MiB as \u0001 escapes.
+        with pytest.raises(deskwire.LocalError, match="too_large"):
+            await asyncio.wait_for(client.exec(["wc", "-c"], stdin="\x01" * (3 << 20)).__anext__(), 5)
+        assert await asyncio.wait_for(client.run(["wc", "-c"], stdin="x" * (2 << 20)), 10) == (0, b"2097152\n", b"")
+        with pytest.raises(TypeError, match="stdin must be a str, not bytes"):
+            await client.run(["wc", "-c"], stdin=b"abc")  # type: ignore[arg-type]
+
+
+async def test_an_argv_of_anything_but_str_is_a_type_error(root: Path) -> None:
+    async with await RexdClient.connect("local", rexd=rexd_path(), rexd_args=["--root", str(root)]) as client:
+        with pytest.raises(TypeError, match=r"argv must be a list of str .*; argv\[0\] is bytes"):
+            await client.exec([b"echo"]).__anext__()  # type: ignore[list-item]
+        with pytest.raises(TypeError, match=r"argv\[1\] is int"):
+            await client.run(["echo", 1])  # type: ignore[list-item]
+        with pytest.raises(TypeError, match="argv must be a list of str .*, not bytes"):
+            await client.run(b"echo hi")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"argv\[0\] is bytes"):
+            await client.pty([b"sh"])  # type: ignore[list-item]
+        assert await client.run(["echo", "still here"]) == (0, b"still here\n", b"")
+
+
+async def test_connect_arguments_of_the_wrong_kind_are_said(root: Path) -> None:
+    with pytest.raises(TypeError, match=r"rexd_args must be a list of str, not str: pass rexd_args=\['--allow-shell'\]"):
+        await RexdClient.connect("local", rexd=rexd_path(), rexd_args="--allow-shell")
+    with pytest.raises(TypeError, match="workspace_roots must be a list of str, not str"):
+        await RexdClient.connect("local", rexd=rexd_path(), workspace_roots=str(root))
+    with pytest.raises(TypeError, match=r"rexd_args\[1\] is PosixPath"):
+        await RexdClient.connect("local", rexd=rexd_path(), rexd_args=["--root", root])  # type: ignore[list-item]
+    # A rexd= that is there but no program: as one that is not there.
+    text = root / "not-a-program"
+    text.write_text("hello\n")
+    for path in (text, root):
+        with pytest.raises(deskwire.LocalError, match=f"cannot start {path}: Permission denied: not an executable program") as caught:
+            await RexdClient.connect("local", rexd=str(path))
+        assert caught.value.code == "not_found"
+
+
+async def test_token_settings_that_cannot_be_used_never_show_the_token(root: Path, pki: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused before dialling, naming where the token came from, never its value."""
+    secret = _Listener.TOKEN
+    url = "https://127.0.0.1:9"  # not dialled
+    monkeypatch.setenv("REXD_TOKEN", f"{secret[:16]}\x1b{secret[16:]}")
+    bad_file = pki / "bad-token"
+    bad_file.write_text(f"{secret[:16]} {secret[16:]}\n")
+    empty_file = pki / "empty-token"
+    empty_file.write_text("\n" + secret + "\n")
+    for keywords, says in [
+        ({"token": f"{secret[:16]} {secret[16:]}"}, "token=: the token holds white space"),
+        ({"token": f"{secret}\x7f"}, "token=: the token holds white space, a control character"),
+        ({"token": " \n"}, "token=: empty"),
+        ({"token_file": str(bad_file)}, f"token_file {bad_file}: the token holds white space"),
+        ({"token_file": str(empty_file)}, f"token_file {empty_file}: its first line is empty"),
+        ({}, r"\$REXD_TOKEN: the token holds white space"),
+        ({"token_file": str(pki / "nope")}, f"token_file {pki / 'nope'}: No such file or directory"),
+        ({"token_file": str(pki)}, f"token_file {pki}: Is a directory"),
+    ]:
+        with pytest.raises(deskwire.LocalError, match=says) as caught:
+            await RexdClient.connect(url, **keywords)
+        assert caught.value.code == "bad_setting"
+        assert secret[:16] not in str(caught.value) and secret[16:] not in str(caught.value)
+
+
+async def test_a_token_is_trimmed_and_a_shared_token_file_is_used_with_a_warning(
+    root: Path, pki: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import traceback
+
+    from deskwire.aio import rexd as client_module
+
+    daemon = _Listener(root, pki)
+    ca = str(pki / "ca.pem")
+    try:
+        # A pasted line end or spaces around the token are not part of it.
+        async with await RexdClient.connect(daemon.url, token=_Listener.TOKEN + "\n", ca_file=ca, timeout=5) as client:
+            assert await client.run(["echo", "trimmed"]) == (0, b"trimmed\n", b"")
+        monkeypatch.setenv("REXD_TOKEN", f"  {_Listener.TOKEN}\r\n")
+        async with await RexdClient.connect(daemon.url, ca_file=ca, timeout=5) as client:
+            assert await client.run(["echo", "env"]) == (0, b"env\n", b"")
+        monkeypatch.delenv("REXD_TOKEN")
+        token_file = pki / "shared-token"
+        token_file.write_text(f" {_Listener.TOKEN} \r\n")
+        token_file.chmod(0o644)
+        with caplog.at_level("WARNING", logger="deskwire.aio.rexd"):
+            async with await RexdClient.connect(daemon.url, token_file=str(token_file), ca_file=ca, timeout=5) as client:
+                assert await client.run(["echo", "shared"]) == (0, b"shared\n", b"")
+        assert f"the token file {token_file} is readable by group or others (mode 644); `chmod 600` it" in caplog.text
+        caplog.clear()
+        token_file.chmod(0o600)
+        with caplog.at_level("WARNING", logger="deskwire.aio.rexd"):
+            async with await RexdClient.connect(daemon.url, token_file=str(token_file), ca_file=ca, timeout=5):
+                pass
+        assert "readable by group or others" not in caplog.text
+        # Were a token with a line end to reach websockets, which quotes a header it refuses:
+        # neither the message nor the traceback holds it.
+        monkeypatch.setattr(client_module, "_checked_token", lambda value, where, empty: value)
+        with pytest.raises(deskwire.ConnectFailedError) as caught:
+            await RexdClient.connect(daemon.url, token=_Listener.TOKEN + "\n", ca_file=ca, timeout=5)
+        told = "".join(traceback.format_exception(type(caught.value), caught.value, caught.value.__traceback__))
+        assert "Authorization header" in told and _Listener.TOKEN not in told, told
+    finally:
+        daemon.stop()
+
+
+async def test_a_port_that_says_nothing_or_hangs_up_is_said_in_words() -> None:
+    """Not a rexd --listen on the port: the reason is never empty."""
+    import re
+    import threading
+
+    def serve(listener: socket.socket, hang_up: bool, held: List[socket.socket], stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except (socket.timeout, OSError):
+                continue
+            if hang_up:
+                conn.close()
+            else:
+                held.append(conn)
+
+    for hang_up in (False, True):
+        held: List[socket.socket] = []
+        stop = threading.Event()
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            listener.settimeout(0.1)
+            port = listener.getsockname()[1]
+            thread = threading.Thread(target=serve, args=(listener, hang_up, held, stop), daemon=True)
+            thread.start()
+            try:
+                for scheme in ("https", "http"):
+                    with pytest.raises(deskwire.ConnectFailedError) as caught:
+                        await asyncio.wait_for(
+                            RexdClient.connect(f"{scheme}://localhost:{port}", token=_Listener.TOKEN, timeout=0.5), 5
+                        )
+                    said = str(caught.value)
+                    assert not re.search(r"failed: *\(", said), said
+                    if hang_up:
+                        assert re.search(r"connection ended during the handshake|hung up during the handshake|reset", said), said
+                    else:
+                        assert "no answer to the TLS or WebSocket handshake within 500 ms (a port that accepts and does not answer" in said
+            finally:
+                stop.set()
+                thread.join(5)
+                for conn in held:
+                    conn.close()

@@ -9,6 +9,7 @@ import asyncio
 import base64
 import collections
 import contextlib
+import errno
 import importlib
 import json
 import logging
@@ -42,7 +43,7 @@ from .._errors import (
     RequestTimeout,
     TlsError,
 )
-from .pump import _keywords_checked, _Pump, _seconds, now_ms
+from .pump import _duration, _keywords_checked, _Pump, _seconds, now_ms
 
 __all__ = ["RexdClient", "ExecOutput", "ExecExit", "Pty", "PtyOutput", "PtyExit"]
 
@@ -528,31 +529,146 @@ def _ws_url(target: str) -> Optional[str]:
     return url
 
 
+def _refused(keyword: str, path: Any, e: Exception) -> LocalError:
+    """:class:`deskwire.LocalError` (``bad_setting``) for a file that cannot be used, naming it
+    and the keyword that gave it."""
+    if isinstance(e, OSError) and not isinstance(e, ssl.SSLError):
+        reason = e.strerror or str(e)
+    elif isinstance(e, UnicodeDecodeError):
+        reason = "not UTF-8 text"  # not e's text: it quotes a byte of the file
+    elif "KEY_VALUES_MISMATCH" in str(e):
+        reason = "the key (client_key) does not belong to this certificate"
+    elif "NO_CERTIFICATE_OR_CRL_FOUND" in str(e):
+        reason = "no PEM certificate in it (a DER file? `openssl x509 -inform der -in FILE -out FILE.pem` converts it)"
+    else:
+        reason = str(e)
+    return LocalError("bad_setting", f"{keyword} {path}: {reason}")
+
+
 def _tls_context(ca_file: Optional[str], client_cert: Optional[str], client_key: Optional[str]) -> ssl.SSLContext:
     """The client's TLS context; a file that cannot be used raises :class:`deskwire.LocalError`
     (``bad_setting``) naming it and the keyword that gave it."""
-
-    def refused(keyword: str, path: Optional[str], e: Exception) -> LocalError:
-        if isinstance(e, OSError) and not isinstance(e, ssl.SSLError):
-            reason = e.strerror or str(e)
-        elif "KEY_VALUES_MISMATCH" in str(e):
-            reason = "the key (client_key) does not belong to this certificate"
-        elif "NO_CERTIFICATE_OR_CRL_FOUND" in str(e):
-            reason = "no PEM certificate in it (a DER file? `openssl x509 -inform der -in FILE -out FILE.pem` converts it)"
-        else:
-            reason = str(e)
-        return LocalError("bad_setting", f"{keyword} {path}: {reason}")
-
     try:
         context = ssl.create_default_context(cafile=ca_file)
     except (OSError, ssl.SSLError) as e:
-        raise refused("ca_file", ca_file, e) from e
+        raise _refused("ca_file", ca_file, e) from e
     if client_cert is not None:
         try:
             context.load_cert_chain(client_cert, client_key)
         except (OSError, ssl.SSLError) as e:
-            raise refused("client_cert", client_cert, e) from e
+            raise _refused("client_cert", client_cert, e) from e
     return context
+
+
+def _checked_token(value: str, where: str, empty: str) -> str:
+    """A bearer token without the white space around it (a file's line end, a pasted space).
+    One that is empty, or holds white space, a control character or non-ASCII inside, raises
+    :class:`deskwire.LocalError` (``bad_setting``) naming ``where`` it came from and never its
+    value: a message is logged, and the token is a secret."""
+    token = value.strip()
+    if not token:
+        raise LocalError("bad_setting", f"{where}: {empty}")
+    for i, c in enumerate(token):
+        if not "!" <= c <= "~":
+            raise LocalError(
+                "bad_setting",
+                f"{where}: the token holds white space, a control character or a non-ASCII "
+                f"character (at character {i + 1}); a bearer token is one word of printable ASCII",
+            )
+    return token
+
+
+def _bearer_token(token: Optional[str], token_file: Any, token_env: str) -> Optional[str]:
+    """The token to send: ``token``, else the first line of ``token_file``, else
+    ``$token_env`` (unset or empty: none), checked by :func:`_checked_token`. A token file
+    others can read is used, as ``rex`` uses it, with a warning."""
+    if token is not None:
+        if not isinstance(token, str):
+            raise TypeError(f"token must be a str, not {type(token).__name__}")
+        return _checked_token(
+            token, "token=", "empty; pass the daemon's token, or leave token= out for token_file= or $" + token_env
+        )
+    if token_file is not None:
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                mode = os.fstat(f.fileno()).st_mode
+                line = f.readline()
+        except (OSError, UnicodeDecodeError) as e:
+            raise _refused("token_file", token_file, e) from None  # e's text could quote the file
+        if sys.platform != "win32" and mode & 0o077:
+            log.warning(
+                "the token file %s is readable by group or others (mode %o); `chmod 600` it: "
+                "whoever reads it can act as you on the daemon",
+                token_file,
+                mode & 0o777,
+            )
+        return _checked_token(
+            line,
+            f"token_file {token_file}",
+            "its first line is empty (the file holds the token alone, on its first line)",
+        )
+    value = os.environ.get(token_env)
+    if not value:
+        return None
+    return _checked_token(value, f"${token_env}", "only white space")
+
+
+def _handshake_text(e: BaseException, token: Optional[str]) -> "tuple[str, bool]":
+    """What a failed handshake's exception says, for our message, and whether it had to be
+    cut: websockets puts a header it refuses in its text with the value, and the request's
+    ``Authorization`` header holds the token, which must reach no message or traceback."""
+    text = str(e) or type(e).__name__
+    name = getattr(e, "name", None)
+    if isinstance(name, str) and name.lower() in ("authorization", "proxy-authorization"):
+        return f"invalid {name} header", True
+    if token and token in text:
+        return text.replace(token, "<the token>"), True
+    return text, False
+
+
+def _strings(name: str, value: Any) -> Optional[List[str]]:
+    """``value`` (``rexd_args``, ``workspace_roots``) as a list of str; a str or bytes there
+    would be taken letter by letter, so it is a :class:`TypeError` saying what to pass."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, bytearray)):
+        hint = f": pass {name}={value.split()!r}" if isinstance(value, str) else ""
+        raise TypeError(f"{name} must be a list of str, not {type(value).__name__}{hint}")
+    try:
+        items = list(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a list of str, not {type(value).__name__}") from None
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise TypeError(f"{name} must be a list of str; {name}[{i}] is {type(item).__name__}")
+    return items
+
+
+def _program(argv: Any) -> Dict[str, Any]:
+    """A command's ``exec.start`` / ``pty.open`` params: a shell command string, or an argv of
+    str (anything else is a :class:`TypeError` here, not a JSON complaint of the engine)."""
+    if isinstance(argv, str):
+        return {"command": argv, "shell": True}
+    what = "argv must be a list of str (or one shell command str)"
+    if isinstance(argv, (bytes, bytearray)):
+        raise TypeError(f"{what}, not {type(argv).__name__}")
+    try:
+        items = list(argv)
+    except TypeError:
+        raise TypeError(f"{what}, not {type(argv).__name__}") from None
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise TypeError(f"{what}; argv[{i}] is {type(item).__name__}")
+    return {"argv": items}
+
+
+def _json_size(value: Any) -> int:
+    """The bytes ``value`` takes in a JSON line as the engine writes it (UTF-8, control
+    characters escaped); 0 for a value JSON cannot hold (the engine says so when sent)."""
+    try:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _is_loopback(url: str) -> bool:
@@ -766,13 +882,17 @@ class RexdClient:
         """Starts the daemon for ``target`` as ``rex`` does (``"local"``, a name from the
         targets file, an ``ssh://user@host[:port]`` URL, or ``None`` for the file's current
         target) and opens a session. ``rexd`` overrides the daemon's path and ``rexd_args`` its
-        extra arguments (``["--root", "/srv/app"]``, ``["--allow-shell"]`` for REXD's ``bash``
-        tool and shell command strings).
+        extra arguments, a list of str (``["--root", "/srv/app"]``, ``["--allow-shell"]`` for
+        REXD's ``bash`` tool and shell command strings). ``timeout`` (seconds) bounds the
+        connection and the session's opening: a timeout that is not a positive number raises
+        :class:`deskwire.LocalError` (``invalid_value``; :class:`TypeError` for a non-number)
+        before anything starts, and no session in time :class:`deskwire.RequestTimeout`.
 
         ``"local"`` runs ``rexd`` from ``PATH`` (on an ssh target, the remote ``PATH``): the
         static binary of the release's ``rexd-VERSION-TARGET.tar.gz`` (or its ``.deb``), or
-        from the source ``cargo install --path rexd``. Without it,
-        :class:`deskwire.LocalError` (``not_found``) says so. When ssh or the daemon ends before
+        from the source ``cargo install --path rexd``. Without it (or with a ``rexd=`` that is
+        no executable program), :class:`deskwire.LocalError` (``not_found``) says so. When ssh
+        or the daemon ends before
         the session opens (a refused port, a host name that does not resolve, a key the host
         does not take, no ``rexd`` on the host), :class:`deskwire.ConnectFailedError` (a
         :class:`ConnectionError` too) carries ssh's own words.
@@ -780,9 +900,14 @@ class RexdClient:
         ``https://host:port`` (or ``wss://``; ``http://`` / ``ws://`` for loopback only) connects
         to a ``rexd --listen`` daemon's ``/ws`` with the ``websockets`` package. The bearer token
         is ``token``, else the first line of ``token_file``, else ``$REXD_TOKEN`` (``token_env``
-        names another variable); ``ca_file`` trusts a private CA for the daemon's certificate,
+        names another variable), without the white space around it; one that is empty or holds
+        white space or control characters inside raises :class:`deskwire.LocalError`
+        (``bad_setting``) naming where it came from; no message ever holds the token. A token
+        file readable by group or others is used, with a warning logged (``chmod 600`` it).
+        ``ca_file`` trusts a private CA for the daemon's certificate,
         ``client_cert`` and ``client_key`` answer a daemon that asks for one (mTLS); a file that
-        cannot be used raises :class:`deskwire.LocalError` (``bad_setting``) naming it. A refused
+        cannot be used (``token_file`` too) raises :class:`deskwire.LocalError`
+        (``bad_setting``) naming it. A refused
         token raises :class:`deskwire.RemoteError` (``unauthorized``; ``forbidden`` for a token of
         another scope), a daemon that is not there :class:`deskwire.ConnectFailedError` (a
         :class:`ConnectionError` too) naming the host and the port, and a TLS handshake that
@@ -813,13 +938,17 @@ class RexdClient:
         on loopback (``127.0.0.1``, ``::1``, ``localhost``), it is not offered unless
         ``compression=True``: on the same machine it costs both sides CPU and saves nothing.
         ``compression=False`` never offers it (``rex`` offers it only with ``--compress``)."""
+        # Checked before anything starts: a bad one would fail half-way, a process started.
+        wait = _seconds(timeout)
+        rexd_args = _strings("rexd_args", rexd_args)
+        workspace_roots = _strings("workspace_roots", workspace_roots)
         url = _ws_url(target) if isinstance(target, str) else None
         if url is not None:
             return await cls._connect_ws(
                 url,
                 client_name=client_name,
                 workspace_roots=workspace_roots,
-                timeout=timeout,
+                timeout=wait,
                 token=token,
                 token_file=token_file,
                 token_env=token_env,
@@ -834,7 +963,7 @@ class RexdClient:
             target,
             targets_file=targets_file,
             rexd=rexd,
-            rexd_args=None if rexd_args is None else list(rexd_args),
+            rexd_args=rexd_args,
             resume=resume,
         )
 
@@ -875,6 +1004,16 @@ class RexdClient:
                 f"cannot start {spec['argv'][0]}: {e.strerror}; put rexd on PATH or pass rexd= "
                 f"its path: {spec['rexd_install']}",
             ) from e
+        except OSError as e:
+            # A file that is there but no program (rexd="/etc/passwd", a directory): no rexd
+            # at that path either.
+            if not isinstance(e, PermissionError) and e.errno != errno.ENOEXEC:
+                raise
+            raise LocalError(
+                "not_found",
+                f"cannot start {spec['argv'][0]}: {e.strerror}: not an executable program; pass "
+                f"rexd= the path of the rexd binary: {spec['rexd_install']}",
+            ) from e
         peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
         client = cls(child, peer)
         # Raw frames: file bytes and command output after their lines, not in JSON strings.
@@ -890,7 +1029,14 @@ class RexdClient:
             params["resumable"] = True
             client._dial = spawn
         try:
-            client.session = await asyncio.wait_for(client.call("session.open", params), timeout)
+            client.session = await asyncio.wait_for(client.call("session.open", params), wait)
+        except asyncio.TimeoutError as e:
+            await client.close()
+            if isinstance(e, RequestTimeout) or wait is None:
+                raise
+            raise RequestTimeout(
+                "timeout", f"no REXD session with {target}: no answer to session.open within {_duration(wait)}"
+            ) from None
         except ClosedError as e:
             await client.close()
             if e.code != "disconnected":
@@ -912,7 +1058,7 @@ class RexdClient:
         *,
         client_name: str,
         workspace_roots: Optional[Sequence[str]],
-        timeout: float,
+        timeout: Optional[float],
         token: Optional[str],
         token_file: Optional[str],
         token_env: str,
@@ -931,21 +1077,22 @@ class RexdClient:
                 "missing_dependency",
                 "network targets need the websockets package: pip install 'deskwire[mobile]'",
             ) from e
-        if token is None and token_file is not None:
-            with open(token_file, encoding="utf-8") as f:
-                token = f.readline().strip() or None
-        if token is None:
-            token = os.environ.get(token_env) or None
+        token = _bearer_token(token, token_file, token_env)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         context: Optional[ssl.SSLContext] = None
         if url.startswith("wss://"):
             context = _tls_context(ca_file, client_cert, client_key)
 
         async def dial() -> Any:
+            # open_timeout=None: ``timeout`` bounds the whole handshake, not websockets' 10 s.
             return await asyncio.wait_for(
-                ws_client.connect(url, additional_headers=headers, ssl=context, max_size=None),
+                ws_client.connect(
+                    url, additional_headers=headers, ssl=context, max_size=None, open_timeout=None
+                ),
                 timeout,
             )
+
+        where = url.split("://", 1)[1].rsplit("/", 1)[0]
 
         try:
             ws = await dial()
@@ -969,15 +1116,18 @@ class RexdClient:
         except ws_errors.InvalidHandshake as e:
             # With TLS 1.3 a refused client certificate shows only after the handshake: the
             # daemon hangs up instead of answering. Without TLS, the likely cause is a TLS port.
+            # Never a header's value (the token): nor in the chained traceback when it had one.
+            said, cut = _handshake_text(e, token)
+            cause = None if cut else e
             if url.startswith("wss://"):
                 raise TlsError(
                     "tls_failed",
-                    f"{url} hung up during the handshake ({e}): a client certificate it does not "
+                    f"{url} hung up during the handshake ({said}): a client certificate it does not "
                     "accept, or not a rexd --listen",
-                ) from e
+                ) from cause
             raise ConnectFailedError(
-                "connect_failed", f"{url} hung up during the handshake ({e}): a TLS port? use https:// for it"
-            ) from e
+                "connect_failed", f"{url} hung up during the handshake ({said}): a TLS port? use https:// for it"
+            ) from cause
         except ssl.SSLCertVerificationError as e:
             mismatch = any(m in str(e.verify_message) for m in ("Hostname mismatch", "IP address mismatch"))
             hint = "connect by a name the certificate lists" if mismatch else "give the server's CA with ca_file="
@@ -988,10 +1138,24 @@ class RexdClient:
             raise TlsError(
                 "tls_failed", f"TLS with {url} failed: {e.reason or e} (a plain-text port? use http:// for it, on loopback)"
             ) from e
-        except OSError as e:
-            # A refused or unreachable port: a ConnectionError too, as IrcDesk.connect's.
-            where = url.split("://", 1)[1].rsplit("/", 1)[0]
-            reason = os.strerror(e.errno) if e.errno else str(e)
+        except (asyncio.TimeoutError, OSError) as e:
+            # A refused or unreachable port: a ConnectionError too, as IrcDesk.connect's. Our
+            # timeout (from Python 3.11 an OSError, with no errno and no text) and an error
+            # without either (a reset during the TLS handshake) are said in words.
+            code = getattr(e, "errno", None)
+            if code:
+                reason = os.strerror(code)
+            elif isinstance(e, asyncio.TimeoutError) and timeout is not None:
+                reason = (
+                    f"no answer to the TLS or WebSocket handshake within {_duration(timeout)} (a "
+                    "port that accepts and does not answer: not a rexd --listen, or a firewall "
+                    "holding it)"
+                )
+            else:
+                reason = str(e) or (
+                    f"the connection ended during the handshake ({type(e).__name__}): a port "
+                    "that hangs up at once, not a rexd --listen"
+                )
             raise ConnectFailedError(
                 "connect_failed", f"connect to {where} failed: {reason} ({url})"
             ) from e
@@ -1009,6 +1173,13 @@ class RexdClient:
             client._dial = dial
         try:
             client.session = await asyncio.wait_for(client.call("session.open", params), timeout)
+        except asyncio.TimeoutError as e:
+            await client.close()
+            if isinstance(e, RequestTimeout) or timeout is None:
+                raise
+            raise RequestTimeout(
+                "timeout", f"{url} did not answer session.open within {_duration(timeout)}"
+            ) from None
         except BaseException:
             await client.close()
             raise
@@ -1226,12 +1397,14 @@ class RexdClient:
         the cap the process runs on, its output is dropped, and :attr:`ExecExit.truncated`
         says so. ``uncapped=True`` asks for all of it, as ``rex exec`` does, bounded only by the
         daemon's hard limit (``limits.hard_output_bytes``); a daemon that does not know it
-        keeps the cap, and ``truncated`` says so."""
-        program: Dict[str, Any]
-        if isinstance(argv, str):
-            program = {"command": argv, "shell": True}
-        else:
-            program = {"argv": list(argv)}
+        keeps the cap, and ``truncated`` says so.
+
+        ``stdin`` (text) travels in the ``exec.start`` message, which a daemon takes up to
+        16 MiB: more raises :class:`deskwire.LocalError` (``too_large``) before anything is
+        sent; :meth:`write` the input to a file first and give the command that file."""
+        program = _program(argv)
+        if stdin is not None and not isinstance(stdin, str):
+            raise TypeError(f"stdin must be a str, not {type(stdin).__name__}")
         timeout = _seconds(timeout)
         params = self._with_session(
             {
@@ -1244,6 +1417,18 @@ class RexdClient:
                 "uncapped_output": True if uncapped else None,
             }
         )
+        # The daemon drops a line over its limit unanswered: the call would wait out its
+        # timeout. Only a long stdin can pass it (a character is at most 6 bytes in JSON).
+        if stdin is not None and 6 * len(stdin) + _REQUEST_ENVELOPE > _MAX_MESSAGE:
+            size = _json_size(params) + _REQUEST_ENVELOPE
+            if size > _MAX_MESSAGE:
+                raise LocalError(
+                    "too_large",
+                    f"exec.start with {len(stdin)} characters of stdin would be a {size}-byte "
+                    f"message, more than the {_MAX_MESSAGE} a daemon takes; write the input to a "
+                    'file with write() (in pieces, the rest with mode="append") and give the '
+                    "command that file (its path, or ['sh', '-c', 'cmd < FILE'])",
+                )
         events = self._exec_events(params, repr(argv))
         try:
             async for event in events:
@@ -1340,11 +1525,7 @@ class RexdClient:
                 raise TypeError(f"{name} must be an int, not {type(value).__name__}")
             if not 1 <= value <= 65535:
                 raise LocalError("invalid_value", f"{name} must be 1..65535, not {value}")
-        program: Dict[str, Any]
-        if isinstance(argv, str):
-            program = {"command": argv, "shell": True}
-        else:
-            program = {"argv": list(argv)}
+        program = _program(argv)
         params = self._with_session({**program, "cwd": cwd, "env": env, "cols": cols, "rows": rows})
         self._pty_opening += 1
         self._pty_limit = max(self._pty_limit, max_buffered)
