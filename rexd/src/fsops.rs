@@ -156,9 +156,14 @@ pub fn read(ctx: &FsContext<'_>, p: &FsReadParams) -> OpResult<FsReadResult> {
             }
             Err(e) => {
                 return Err(ErrorObject::of(ErrorCode::InvalidParams)
+                    // Said for a model too, whose `read` tool asks for text only: what else
+                    // there is besides base64.
                     .with_message(format!(
-                        "{} is not valid UTF-8 in the range read; ask for encoding \"base64\"",
-                        p.path
+                        "{} is not UTF-8 text at byte {} (a binary file?): fs.read gives its \
+                         bytes with encoding \"base64\", and a command such as `file` or \
+                         `xxd | head` describes it",
+                        p.path,
+                        offset + e.valid_up_to() as u64
                     ))
                     .with_data(json!({
                         "path": p.path,

@@ -134,4 +134,11 @@ fn a_utf8_range_ends_before_a_cut_character_and_binary_says_where() {
         (e["code"].clone(), e["data"]["valid_up_to"].clone()),
         (json!(-32602), json!(2))
     );
+    // What to do instead, for a model's `read` tool too (which cannot ask for base64).
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("b.bin is not UTF-8 text at byte 2 (a binary file?)")
+            && message.contains("`file` or `xxd | head` describes it"),
+        "{message}"
+    );
 }
