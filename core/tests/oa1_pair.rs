@@ -426,13 +426,15 @@ fn cancel_stops_the_remote_and_the_stream() {
     assert_drained(&pair);
 }
 
+/// An error other than a timeout drops the output given before it (a timeout's output is
+/// the answer: `a_remote_timeout_after_output_returns_what_arrived`).
 #[test]
 fn server_error_becomes_a_failure() {
     let mut pair = Pair::default_with(Box::new(|server, now, event| {
         if let Event::Request { id, .. } = event {
             server.send(now, &id, "partial output").unwrap();
             server
-                .fail(now, &id, "timeout", "remote execution exceeded 30s")
+                .fail(now, &id, "output_error", "the pipe broke")
                 .unwrap();
             assert_eq!(
                 server.finish(now, &id),
@@ -446,8 +448,8 @@ fn server_error_becomes_a_failure() {
         Event::Failed { failure, .. } => assert_eq!(
             failure,
             Failure::Remote {
-                code: "timeout".into(),
-                message: "remote execution exceeded 30s".into()
+                code: "output_error".into(),
+                message: "the pipe broke".into()
             }
         ),
         other => panic!("{other:?}"),
@@ -508,6 +510,60 @@ fn spoofed_frames_from_other_senders_are_ignored() {
     assert_eq!(pair.client.in_flight(), 1);
 }
 
+/// The remote's own timeout (`ERR timeout` after part of the output went out): what arrived
+/// is the answer, with a marker saying the remote stopped the command; a remote timeout with
+/// nothing before it stays a failure. Readable and compressed alike.
+#[test]
+fn a_remote_timeout_after_output_returns_what_arrived() {
+    for (compression, output) in [(false, "started\n"), (true, "started\n"), (false, "")] {
+        let mut client_cfg = config(DESK, BOT);
+        let mut server_cfg = config(BOT, DESK);
+        client_cfg.compression = compression;
+        server_cfg.compression = compression;
+        let sent = output.to_owned();
+        let mut pair = Pair::new(
+            client_cfg,
+            server_cfg,
+            Box::new(move |server, now, event| {
+                if let Event::Request { id, .. } = event
+                    && !sent.is_empty()
+                {
+                    server.send(now, &id, &sent).unwrap();
+                }
+            }),
+        );
+        let id = pair.client.request(pair.now, "slow", Some(30_000)).unwrap();
+        // The output goes out as it comes (after the flush delay), then the remote gives up.
+        pair.drive_for(1_000);
+        pair.server
+            .fail(pair.now, &id, "timeout", "remote execution exceeded 1.8s")
+            .unwrap();
+        pair.drive_for(1_000);
+        let (_, event) = pair.events.remove(0);
+        let want = if output.is_empty() {
+            Event::Failed {
+                id,
+                failure: deskwire::oa1::Failure::Remote {
+                    code: "timeout".into(),
+                    message: "remote execution exceeded 1.8s".into(),
+                },
+            }
+        } else {
+            Event::Response {
+                id,
+                text: format!(
+                    "{output}\n...[cut at the remote's timeout: {} bytes arrived; the command \
+                     was stopped]...",
+                    output.len()
+                ),
+                truncated: true,
+            }
+        };
+        assert_eq!(event, want, "compression {compression}, output {output:?}");
+        assert_drained(&pair);
+    }
+}
+
 /// A command still writing when the request's timeout ends: what arrived is the answer, cut
 /// with a marker that says so, and the remote is told to stop. Readable and compressed alike.
 /// (Compressed, the quiet remote also once asked to be polled again at once, for ever: the
@@ -538,7 +594,7 @@ fn a_timeout_returns_what_arrived_and_cancels() {
         let (at, event) = pair.events.remove(0);
         assert_eq!(at, start + 30_000, "answers at the deadline");
         let want = format!(
-            "{first}\n...[cut at the 30 s timeout: {} bytes arrived; the command was \
+            "{first}\n...[cut at the 30 s timeout: {} bytes arrived; the rest was \
              cancelled]...",
             first.len()
         );

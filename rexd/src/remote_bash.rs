@@ -4,7 +4,8 @@
 //! Stateless (`docs/oa1.md`, "`RemoteBash`"): every request is a fresh `sh -c` in the first
 //! allowed root, stdout and stderr merged in the order the command wrote them (`exec 2>&1`), no
 //! state carried between requests. A command that runs past the timeout is killed with its whole
-//! process group and answered `ERR timeout`; output over the cap ends the command and the
+//! process group and answered `ERR timeout` after the output it wrote (which a deskwire desk
+//! makes the answer, cut with a marker); output over the cap ends the command and the
 //! response is cut with the truncation marker; an OA1 `CANCEL` kills the process group.
 //!
 //! A command that does not exit 0 ends its output with a line saying how it ended

@@ -138,7 +138,7 @@ class Tally:
 # What the core appends to the part of an answer that arrived before the request's timeout
 # (core/src/oa1/client.rs, timeout_marker): that part must be the start of the exact answer.
 CUT = re.compile(r"\n\.\.\.\[cut at the [0-9.]+ m?s timeout: [0-9]+ bytes arrived; "
-                 r"the command was cancelled\]\.\.\.\Z")
+                 r"the rest was cancelled\]\.\.\.\Z")
 
 
 def check_text(req: Request, text: str) -> str:

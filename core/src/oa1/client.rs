@@ -260,6 +260,31 @@ impl Client {
             Accepted::Buffered => {}
             Accepted::Duplicate => self.link.stats.duplicates += 1,
             Accepted::Ignored(_) | Accepted::Overflow => self.link.stats.stale_frames += 1,
+            Accepted::Complete(done) if frame.kind == FrameType::Err => {
+                let id = frame.id.to_owned();
+                self.requests.remove(&id);
+                let failure = Failure::from_err_payload(&into_text(done.data));
+                // The remote's own timeout after part of the answer: that part is the answer,
+                // as at this end's timeout (only a request that got nothing is an error).
+                let partial = (failure.code() == "timeout")
+                    .then(|| self.partial_prefix(&id))
+                    .flatten();
+                self.reassembler.finish_id(&id);
+                let event = match partial {
+                    Some(mut text) => {
+                        let arrived = text.len();
+                        text.push_str(&remote_timeout_marker(arrived));
+                        self.link.stats.truncations += 1;
+                        Event::Response {
+                            id,
+                            text,
+                            truncated: true,
+                        }
+                    }
+                    None => Event::Failed { id, failure },
+                };
+                self.link.events.push_back(event);
+            }
             Accepted::Complete(done) => {
                 let id = frame.id.to_owned();
                 self.requests.remove(&id);
@@ -294,24 +319,15 @@ impl Client {
                     }
                     _ => (done.data, done.truncated),
                 };
-                let text = into_text(data);
-                let event = if frame.kind == FrameType::Err {
-                    Event::Failed {
-                        id,
-                        failure: Failure::from_err_payload(&text),
-                    }
-                } else {
-                    let (text, truncated) = self.finish_text(text, cut_here);
-                    if truncated {
-                        self.link.stats.truncations += 1;
-                    }
-                    Event::Response {
-                        id,
-                        text,
-                        truncated,
-                    }
-                };
-                self.link.events.push_back(event);
+                let (text, truncated) = self.finish_text(into_text(data), cut_here);
+                if truncated {
+                    self.link.stats.truncations += 1;
+                }
+                self.link.events.push_back(Event::Response {
+                    id,
+                    text,
+                    truncated,
+                });
             }
         }
     }
@@ -527,6 +543,15 @@ impl Client {
     /// the in-order prefix of its `RES` (or `RESZ`, inflated as far as it goes) stream, cut to
     /// whole characters and to the size cap. `None` when nothing of it arrived.
     fn partial_answer(&mut self, id: &str, timeout_ms: u64) -> Option<String> {
+        let mut text = self.partial_prefix(id)?;
+        let arrived = text.len();
+        text.push_str(&timeout_marker(timeout_ms, arrived));
+        Some(text)
+    }
+
+    /// The in-order prefix of a request's `RES` (or `RESZ`, inflated as far as it goes) stream,
+    /// cut to whole characters and to the size cap; `None` when nothing of it arrived.
+    fn partial_prefix(&mut self, id: &str) -> Option<String> {
         let (kind, data) = self
             .reassembler
             .take_partial(id, &[FrameType::Res, FrameType::ResZ])?;
@@ -546,10 +571,7 @@ impl Client {
         if data.is_empty() {
             return None;
         }
-        let mut text = into_text(data);
-        let arrived = text.len();
-        text.push_str(&timeout_marker(timeout_ms, arrived));
-        Some(text)
+        Some(into_text(data))
     }
 
     /// What a request's timeout says: frames refused since it was made (the remote's answers
@@ -591,13 +613,24 @@ impl Client {
 }
 
 /// The line that ends an answer its request's timeout cut short:
-/// `\n...[cut at the 30 s timeout: 12345 bytes arrived; the command was cancelled]...`. Said in
+/// `\n...[cut at the 30 s timeout: 12345 bytes arrived; the rest was cancelled]...` (see also
+/// [`remote_timeout_marker`]). Said in
 /// plain words for the model that reads it, which should narrow the command or raise
-/// `timeout_sec`.
+/// `timeout_sec`. "The rest", not "the command": the desk cannot tell a command still running
+/// from an answer still on its way through the server's pacing; the cancel stops either.
 pub fn timeout_marker(timeout_ms: u64, arrived: usize) -> String {
     format!(
-        "\n...[cut at the {} timeout: {arrived} bytes arrived; the command was cancelled]...",
+        "\n...[cut at the {} timeout: {arrived} bytes arrived; the rest was cancelled]...",
         format_duration(timeout_ms)
+    )
+}
+
+/// The line that ends an answer the remote's own timeout cut short (it answered `ERR timeout`
+/// after part of the output): `\n...[cut at the remote's timeout: 12345 bytes arrived; the
+/// command was stopped]...`.
+pub fn remote_timeout_marker(arrived: usize) -> String {
+    format!(
+        "\n...[cut at the remote's timeout: {arrived} bytes arrived; the command was stopped]..."
     )
 }
 

@@ -270,10 +270,15 @@ impl Reassembler {
         match Self::accept_into(&mut self.streams[index].1, now, frame, &limits) {
             Step::Pending(outcome) => outcome,
             // Either way the id is over: its other streams (the other type, or another sender's)
-            // are dropped with it.
+            // are dropped with it. After an `ERR` they are the caller's to take or finish
+            // ([`Reassembler::take_partial`], [`Reassembler::finish_id`]): a desk keeps what
+            // arrived of an answer the remote's timeout ended.
             Step::Done => {
                 let (_, stream) = self.streams.swap_remove(index);
-                self.finish_id(frame.id);
+                match frame.kind {
+                    FrameType::Err => self.finished.insert(frame.id),
+                    _ => self.finish_id(frame.id),
+                }
                 Accepted::Complete(Completed {
                     data: stream.data,
                     truncated: stream.truncated,

@@ -86,6 +86,36 @@ pub fn exit_marker(exit_code: Option<i32>, signal: Option<&str>) -> Option<Strin
     }
 }
 
+/// How a command ended, as the last line of its `RemoteBash` answer says ([`exit_marker`], or
+/// the desk's [timeout marker](super::timeout_marker)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending<'a> {
+    /// `[exit code: N]`; no marker reads as 0, which holds for a remote that adds markers (every
+    /// deskwire remote does unless told not to).
+    Exited(i32),
+    /// `[signal: NAME]`.
+    Signaled(&'a str),
+    /// The answer was cut at the request's timeout: how the command ended is unknown.
+    CutAtTimeout,
+}
+
+/// How the command behind `output` (a `RemoteBash` answer's text) ended.
+pub fn ending(output: &str) -> Ending<'_> {
+    let output = output.strip_suffix('\n').unwrap_or(output);
+    let last = output.rsplit('\n').next().unwrap_or("");
+    if last.starts_with("...[cut at the ") && last.ends_with("]...") {
+        return Ending::CutAtTimeout;
+    }
+    let marker = |prefix: &str| last.strip_prefix(prefix)?.strip_suffix(']');
+    if let Some(code) = marker("[exit code: ").and_then(|c| c.parse().ok()) {
+        return Ending::Exited(code);
+    }
+    match marker("[signal: ") {
+        Some(name) if !name.is_empty() => Ending::Signaled(name),
+        _ => Ending::Exited(0),
+    }
+}
+
 /// The input schema (`docs/oa1.md`, "`RemoteBash`"), as JSON text.
 pub const INPUT_SCHEMA: &str = r#"{"type":"object","properties":{"command":{"type":"string","description":"The shell command to run on the remote machine."},"timeout_sec":{"type":"integer","description":"Optional timeout (seconds)."}},"required":["command"]}"#;
 
@@ -246,6 +276,30 @@ pub fn failure_object(code: &str, message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answers_last_line_says_how_the_command_ended() {
+        let cut = format!("partial{}", super::super::timeout_marker(30_000, 7));
+        for (text, want) in [
+            ("ok\n".to_owned(), Ending::Exited(0)),
+            (String::new(), Ending::Exited(0)),
+            ("no\n[exit code: 3]".to_owned(), Ending::Exited(3)),
+            ("no\n[exit code: 3]\n".to_owned(), Ending::Exited(3)),
+            ("[exit code: 1]".to_owned(), Ending::Exited(1)),
+            ("x\n[signal: KILL]".to_owned(), Ending::Signaled("KILL")),
+            (cut, Ending::CutAtTimeout),
+            // A marker that is not the last line is the command's own output.
+            ("[exit code: 3]\nmore".to_owned(), Ending::Exited(0)),
+            ("[exit code: x]".to_owned(), Ending::Exited(0)),
+        ] {
+            assert_eq!(ending(&text), want, "{text:?}");
+        }
+        for (code, signal) in [(Some(2), None), (Some(7), Some("TERM"))] {
+            let line = exit_marker(code, signal).unwrap();
+            let want = signal.map_or(Ending::Exited(code.unwrap()), Ending::Signaled);
+            assert_eq!(ending(&format!("out\n{line}")), want);
+        }
+    }
 
     #[test]
     fn parses_arguments() {

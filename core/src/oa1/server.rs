@@ -39,6 +39,8 @@ struct Reply {
     finished: bool,
     /// When the oldest unsent output arrived (for the flush delay).
     waiting_since: Option<u64>,
+    /// `ERR` text to send once the output given before a timeout has gone out.
+    then_error: Option<String>,
 }
 
 impl Reply {
@@ -403,6 +405,7 @@ impl Server {
                     truncated: false,
                     finished: false,
                     waiting_since: None,
+                    then_error: None,
                 });
                 self.link.events.push_back(Event::Request {
                     id: frame.id.to_owned(),
@@ -498,7 +501,10 @@ impl Server {
         self.finish(now, id)
     }
 
-    /// Answers request `id` with `ERR code: message`. Output not sent yet is dropped.
+    /// Answers request `id` with `ERR code: message`. Output not sent yet is dropped, except
+    /// for `timeout`: what the command wrote before it goes out first, then the error, and a
+    /// deskwire desk makes that output the answer (`docs/oa1.md`, "`RemoteBash`"); a spec-only
+    /// desk reads the error.
     pub fn fail(
         &mut self,
         now: u64,
@@ -510,19 +516,27 @@ impl Server {
         if code.is_empty() || !code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
             return Err(LocalError::InvalidErrorCode(code.to_owned()));
         }
-        self.reply_mut(id)?;
+        let reply = self.reply_mut(id)?;
+        if code == "timeout" && (!reply.unsent().is_empty() || reply.has_hidden_output()) {
+            reply.finished = true;
+            reply.then_error = Some(format!("{code}: {message}"));
+            return Ok(());
+        }
         self.replies.retain(|r| r.id != id);
         self.queue_error(id, code, message);
         Ok(())
     }
 
     fn queue_error(&mut self, id: &str, code: &str, message: &str) {
+        self.queue_error_text(id, &format!("{code}: {message}"));
+    }
+
+    fn queue_error_text(&mut self, id: &str, text: &str) {
         self.link.withdraw(id);
-        let text = format!("{code}: {message}");
         let extended = self.link.authenticated();
         let escaped = match extended {
-            true => escape(&text),
-            false => escape_spec(&text),
+            true => escape(text),
+            false => escape_spec(text),
         };
         self.link
             .queue_stream(FrameType::Err, id, &escaped, extended);
@@ -596,6 +610,8 @@ impl Server {
             }
         };
         let last = reply.finished && end == reply.escaped.len();
+        // Output before a timeout: its stream stays open, and the `ERR` ends the request.
+        let error_follows = last && reply.then_error.is_some();
         if end == reply.sent && !last {
             // Only spaces a spec-only desk must not see at a frame's end: wait for more.
             self.replies.insert(pos, reply);
@@ -605,7 +621,7 @@ impl Server {
             kind,
             id: &reply.id,
             seq: reply.next_seq,
-            more: !last,
+            more: !last || error_follows,
             payload: &*payload,
         };
         let line = self.link.frame_line(&frame);
@@ -625,6 +641,8 @@ impl Server {
         };
         if !last {
             self.replies.push_back(reply);
+        } else if let Some(error) = reply.then_error.take() {
+            self.queue_error_text(&reply.id, &error);
         }
         Some(line)
     }

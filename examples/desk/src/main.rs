@@ -360,10 +360,9 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 println!();
             }
             print_stats(engine, remote.as_ref(), &net, in_process, clock.now());
-            return Ok(if *ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
+            return Ok(match ok {
+                true => exit_code(remote_bash::ending(text)),
+                false => ExitCode::FAILURE,
             });
         }
         if let (Some(r), Some(addr)) = (remote.as_mut(), args.irc.as_deref()) {
@@ -515,6 +514,24 @@ fn come_back(
         }
     }
     Ok(false)
+}
+
+/// The demo's exit as ssh's would be: the command's exit code, 128 + the number of the signal
+/// that ended it, and 124 (as `timeout` and `rex`) when the answer was cut at the timeout.
+fn exit_code(ending: remote_bash::Ending<'_>) -> ExitCode {
+    let code = match ending {
+        remote_bash::Ending::Exited(code) => code,
+        remote_bash::Ending::Signaled(name) => (1..=64)
+            .find(|&n| rexd::sys::signal_name(n) == name)
+            .map_or(1, |n| 128 + n),
+        remote_bash::Ending::CutAtTimeout => 124,
+    };
+    // An exit status is a byte; a code that would read as success there is a failure still.
+    match u8::try_from(code & 0xFF) {
+        Ok(0) if code != 0 => ExitCode::FAILURE,
+        Ok(byte) => ExitCode::from(byte),
+        Err(_) => ExitCode::FAILURE,
+    }
 }
 
 /// Why the server ended a link whose socket closed: the engine, told of the close, ends its
