@@ -8,7 +8,6 @@ import asyncio
 import collections
 import contextlib
 import ssl
-import time
 from typing import (
     Any,
     AsyncIterator,
@@ -36,6 +35,7 @@ from .._errors import (
 from .irc import (
     Reconnect,
     _DeskConnection,
+    _auth,
     _engine_options,
     _oa1_options,
     _open,
@@ -114,7 +114,7 @@ class IrcDesks(_DeskConnection):
         remote_nick: str = "rexd",
         chat: bool = False,
         membership: bool = False,
-        secret: Optional[str] = None,
+        secret: Union[str, bytes, None] = None,
         compression: bool = True,
         tls: Union[bool, ssl.SSLContext] = False,
         password: Optional[str] = None,
@@ -138,7 +138,9 @@ class IrcDesks(_DeskConnection):
 
         ``secret``, ``compression``, ``tls``, ``password``, ``sasl``, ``oa1``, ``session``,
         ``rejoin_delay_ms``, ``peer_grace_ms`` and ``reconnect`` are :meth:`IrcDesk.connect`'s,
-        for every desk (``oa1`` the settings each desk is made with); ``seed`` fixes the request
+        for every desk (``oa1`` the settings each desk is made with), with the same
+        ``TypeError`` for a ``tls``, ``sasl`` or ``secret`` of another type (a ``secret`` may be
+        ``str`` or UTF-8 ``bytes``); ``seed`` fixes the request
         ids, for tests only. ``ready_timeout`` (seconds) bounds the wait here, and how long a
         request may wait for its desk to be ready before it fails. Raises
         :class:`deskwire.ConnectFailedError`, :class:`deskwire.NotReadyError`,
@@ -248,14 +250,15 @@ class IrcDesks(_DeskConnection):
         channel: str,
         remote: str = "rexd",
         *,
-        secret: Optional[str] = None,
+        secret: Union[str, bytes, None] = None,
         oa1: Optional[Mapping[str, Any]] = None,
         ready_timeout: Optional[float] = 30,
     ) -> None:
         """Adds a desk in ``channel`` whose remote is ``remote`` (a nick, a ``nick!user@host``
         mask, or ``"*"`` for anyone in the channel), joins the channel and waits (at most
         ``ready_timeout`` seconds; ``None``: not at all) until the remote is there too.
-        ``secret`` authenticates this desk's frames (its remote needs the same); ``oa1`` holds
+        ``secret`` authenticates this desk's frames (its remote needs the same; ``str`` or UTF-8
+        ``bytes``, as :meth:`IrcDesk.connect`'s); ``oa1`` holds
         settings of its own (``{"request_timeout_ms": 60000}``), over the connection's.
 
         Raises :class:`deskwire.LocalError` at once for a channel the connection carries
@@ -265,9 +268,9 @@ class IrcDesks(_DeskConnection):
         the desk is removed again. Requests to a desk not yet ready wait inside, up to the
         connection's ``ready_timeout``."""
         overrides: Dict[str, Any] = dict(oa1 or {})
-        if secret is not None:
-            epoch = int(time.time() * 1000) - now_ms()
-            overrides.setdefault("auth", {"secret": secret, "epoch_unix_ms": max(0, epoch)})
+        auth = _auth(secret)
+        if auth is not None:
+            overrides.setdefault("auth", auth)
         if self._ended.done():
             raise ClosedError("closed", "the connection is closed")
         # The engine checks the channel (a duplicate, a bad name) before anything is kept.

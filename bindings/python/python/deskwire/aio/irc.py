@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import random
+import socket
 import ssl
 import time
 from typing import (
@@ -54,17 +55,47 @@ def _engine_options(
     return {name: value for name, value in given.items() if value is not None}
 
 
+def _secret_text(secret: Any) -> Optional[str]:
+    """``secret=`` as the text the engine's config carries (the secret is its UTF-8 bytes):
+    a ``str``, or ``bytes`` (a secret file's), decoded. Bytes that are not UTF-8 cannot be
+    carried, and are refused without quoting any of them. Nothing is stripped: the secret is
+    what was given, ``str`` or ``bytes`` alike."""
+    if secret is None or isinstance(secret, str):
+        return secret
+    if isinstance(secret, (bytes, bytearray)):
+        try:
+            return bytes(secret).decode("utf-8")
+        except UnicodeDecodeError:
+            # from None: the decode error's text quotes a byte of the secret.
+            raise LocalError(
+                "invalid_value",
+                "secret is bytes that are not UTF-8, and the OA1 config carries the secret as "
+                "text: use a text secret on both ends (e.g. `openssl rand -hex 32`)",
+            ) from None
+    raise TypeError(f"secret must be a str (or UTF-8 bytes), not {type(secret).__name__}")
+
+
+def _auth(secret: Any) -> Optional[Dict[str, Any]]:
+    """The ``oa1`` config's ``auth`` for ``secret=`` (``None`` without one): the secret with
+    the Unix time at our clock's zero."""
+    text = _secret_text(secret)
+    if text is None:
+        return None
+    epoch = int(time.time() * 1000) - now_ms()
+    return {"secret": text, "epoch_unix_ms": max(0, epoch)}
+
+
 def _oa1_options(
-    options: Dict[str, Any], peer: Optional[str], secret: Optional[str], compression: bool
+    options: Dict[str, Any], peer: Optional[str], secret: Union[str, bytes, None], compression: bool
 ) -> Dict[str, Any]:
     """The ``oa1`` part of a connection config: the peer, the shared secret with the Unix time
     at our clock's zero, and compression."""
     oa1_options = dict(options.pop("oa1", {}) or {})
     if peer is not None:
         oa1_options.setdefault("allowed_sender", peer)
-    if secret is not None:
-        epoch = int(time.time() * 1000) - now_ms()
-        oa1_options.setdefault("auth", {"secret": secret, "epoch_unix_ms": max(0, epoch)})
+    auth = _auth(secret)
+    if auth is not None:
+        oa1_options.setdefault("auth", auth)
     oa1_options.setdefault("compression", compression)
     return oa1_options
 
@@ -81,6 +112,14 @@ def _session_options(
     """Puts the server password and the SASL login into ``options["session"]``."""
     if password is None and sasl is None:
         return
+    if sasl is not None and not isinstance(sasl, irc.SaslLogin):
+        # A (user, password) pair is the likely intent: say how to build the login, never
+        # echoing what was given (it may hold the password).
+        raise TypeError(
+            f"sasl must be a deskwire.irc.SaslLogin, not {type(sasl).__name__}: pass "
+            "sasl=SaslLogin.plain(username, password), or SaslLogin.external() to log in with "
+            "the TLS client certificate"
+        )
     session = dict(options.pop("session", {}) or {})
     if password is not None:
         session.setdefault("password", password)
@@ -89,13 +128,33 @@ def _session_options(
     options["session"] = session
 
 
+def _tls_context(tls: Any) -> Optional[ssl.SSLContext]:
+    """``tls=`` as the context to connect with: ``True`` the system's CAs with the host name
+    checked, ``False`` (or ``None``) none, or the caller's ``ssl.SSLContext``. Anything else
+    is a :class:`TypeError` here, before connecting, not an ``AttributeError`` from asyncio's
+    TLS setup once connected (and ``1`` is not ``True``: bool is checked by identity)."""
+    if isinstance(tls, ssl.SSLContext):
+        return tls
+    if tls is True:
+        return ssl.create_default_context()
+    if tls is False or tls is None:
+        return None
+    hint = (
+        f"pass tls={bool(tls)!r}"
+        if isinstance(tls, int)
+        else "pass tls=True for the system's CAs, or tls=ssl.create_default_context(cafile=...) "
+        "for your own"
+    )
+    raise TypeError(f"tls must be True, False or an ssl.SSLContext, not {type(tls).__name__}: {hint}")
+
+
 async def _open(
-    host: str, port: int, tls: "Union[bool, ssl.SSLContext]"
+    host: str, port: int, tls: "Union[bool, ssl.SSLContext, None]"
 ) -> "tuple[asyncio.StreamReader, asyncio.StreamWriter]":
     """Opens the connection, plain or TLS (``True``: the system's CAs, the host name checked;
     an ``SSLContext``: yours), and says what failed in words: the host, the port and the
     operating system's reason, or the TLS check that failed."""
-    context = ssl.create_default_context() if tls is True else (tls or None)
+    context = _tls_context(tls)
     where = f"{host}:{port}"
     try:
         if context is None:
@@ -137,8 +196,13 @@ async def _open(
                 f"TLS with {where} failed: no answer to the TLS handshake within "
                 f"{TLS_HANDSHAKE_TIMEOUT:g} s (a plain-text port? connect without tls)",
             ) from e
-        # asyncio words a refused connect "Connect call failed (...)": the errno says more.
-        reason = os.strerror(e.errno) if e.errno else str(e)
+        if isinstance(e, socket.gaierror):
+            # The resolver's own words ("Name or service not known"): its codes are no errnos
+            # (os.strerror(-2) is "Unknown error -2").
+            reason = e.strerror or str(e)
+        else:
+            # asyncio words a refused connect "Connect call failed (...)": the errno says more.
+            reason = os.strerror(e.errno) if e.errno else str(e)
         raise ConnectFailedError("connect_failed", f"connect to {where} failed: {reason}") from e
 
 
@@ -436,7 +500,7 @@ class IrcDesk(_DeskConnection):
         nick: str = "desk",
         channel: str = "#desk",
         remote_nick: str = "rexd",
-        secret: Optional[str] = None,
+        secret: Union[str, bytes, None] = None,
         compression: bool = True,
         tls: Union[bool, ssl.SSLContext] = False,
         password: Optional[str] = None,
@@ -455,12 +519,18 @@ class IrcDesk(_DeskConnection):
         from anyone in the channel (then it waits for any other member). Answers are taken from
         the remote only, and nothing is sent while it is away (IRC keeps no history: a request
         sent into an empty channel reaches nobody). ``secret`` authenticates every frame (the
-        remote needs the same); ``tls`` connects with TLS (``True``: the system's CAs and the
-        host name checked; or your ``ssl.SSLContext``, e.g. ``ssl.create_default_context(
+        remote needs the same): a ``str``, or UTF-8 ``bytes`` (other bytes are a
+        :class:`deskwire.LocalError`, ``invalid_value``), used as given: strip a file's line
+        end, as ``rexd --secret-file`` does (``Path(f).read_bytes().rstrip(b"\\r\\n")``); ``tls``
+        connects with TLS (``True``: the system's CAs and the host name checked; ``False``, the
+        default: plain text; or your ``ssl.SSLContext``, e.g. ``ssl.create_default_context(
         cafile="ca.pem")`` with ``load_cert_chain`` for SASL EXTERNAL); ``password`` is the
-        server's; ``sasl`` logs in while registering (:class:`deskwire.irc.SaslLogin`). A connect
-        that fails raises :class:`deskwire.ConnectFailedError` naming the host, the port and the
-        reason, a TLS check that fails :class:`deskwire.TlsError`, a required login that fails
+        server's; ``sasl`` logs in while registering, a :class:`deskwire.irc.SaslLogin`
+        (``SaslLogin.plain(username, password)`` or ``SaslLogin.external()``). A ``tls``,
+        ``sasl`` or ``secret`` of another type is a ``TypeError`` saying what to pass, before
+        connecting. A connect that fails raises :class:`deskwire.ConnectFailedError` naming
+        the host, the port and the reason (the resolver's words for a name that does not
+        resolve), a TLS check that fails :class:`deskwire.TlsError`, a required login that fails
         :class:`deskwire.LoginFailedError` with the server's words. ``compression`` offers
         compressed answers (on by default:
         ``rexd --irc`` honours the offer and a spec-only remote never sees it; payloads also
@@ -663,7 +733,7 @@ class IrcRemote(_IrcConnection):
         nick: str = "rexd",
         channel: str = "#desk",
         desk_nick: Optional[str] = "desk",
-        secret: Optional[str] = None,
+        secret: Union[str, bytes, None] = None,
         compression: bool = True,
         tls: Union[bool, ssl.SSLContext] = False,
         password: Optional[str] = None,
@@ -678,7 +748,8 @@ class IrcRemote(_IrcConnection):
         """Connects, registers as ``nick`` (``rexd`` by default, the remote nick an
         :class:`IrcDesk` waits for unless told another), joins ``channel`` and serves requests
         (from ``desk_nick`` only, unless ``None``) with ``handler``. ``secret`` authenticates every
-        frame; ``tls``, ``password`` and ``sasl`` are :meth:`IrcDesk.connect`'s;
+        frame; ``secret`` (``str`` or UTF-8 ``bytes``), ``tls``, ``password`` and ``sasl`` are
+        :meth:`IrcDesk.connect`'s, as are the ``TypeError`` for another type of them;
         ``compression`` accepts a desk's offer of compressed answers. With
         ``reconnect``, it connects again when the server drops it (the handlers running then
         are cancelled) and :meth:`serve_forever` goes on."""

@@ -1142,8 +1142,14 @@ class RexdClient:
             # A refused or unreachable port: a ConnectionError too, as IrcDesk.connect's. Our
             # timeout (from Python 3.11 an OSError, with no errno and no text) and an error
             # without either (a reset during the TLS handshake) are said in words.
+            import socket  # here: the one use in this module
+
             code = getattr(e, "errno", None)
-            if code:
+            if isinstance(e, socket.gaierror):
+                # The resolver's own words ("Name or service not known"): its codes are no
+                # errnos (os.strerror(-2) is "Unknown error -2").
+                reason = e.strerror or str(e)
+            elif code:
                 reason = os.strerror(code)
             elif isinstance(e, asyncio.TimeoutError) and timeout is not None:
                 reason = (
