@@ -437,16 +437,22 @@ struct RefusalLog {
     logged_at: std::collections::HashMap<String, u64>,
     /// Refusals not logged since the last line.
     unlogged: u64,
+    /// A line was logged already (the first one has no "last such line").
+    logged_any: bool,
 }
 
 impl RefusalLog {
     const QUIET_MS: u64 = 60_000;
 
-    fn note(&mut self, channel: &str, now: u64, last: Option<&oa1::RefusedFrame>) {
+    /// The line to log for a channel's last refused frame, if it is new and one is due.
+    fn note(
+        &mut self,
+        channel: &str,
+        now: u64,
+        last: Option<&oa1::RefusedFrame>,
+    ) -> Option<String> {
         let seen = self.seen.get(channel).copied().unwrap_or(0);
-        let Some(last) = last.filter(|r| r.count > seen) else {
-            return;
-        };
+        let last = last.filter(|r| r.count > seen)?;
         // Frames refused in the same read before the last one are counted, not named.
         self.unlogged += last.count - seen - 1;
         self.seen.insert(channel.to_owned(), last.count);
@@ -457,17 +463,19 @@ impl RefusalLog {
             .is_some_and(|&at| now.saturating_sub(at) < Self::QUIET_MS)
         {
             self.unlogged += 1;
-            return;
+            return None;
         }
         if self.logged_at.len() >= 256 {
             self.logged_at.clear();
         }
         self.logged_at.insert(key, now);
-        let more = match std::mem::take(&mut self.unlogged) {
-            0 => String::new(),
-            n => format!(" ({n} more refused since the last such line)"),
+        let more = match (std::mem::take(&mut self.unlogged), self.logged_any) {
+            (0, _) => String::new(),
+            (n, true) => format!(" ({n} more refused since the last such line)"),
+            (n, false) => format!(" ({n} more refused before it)"),
         };
-        crate::log::warn(&format!("{last}{more}"));
+        self.logged_any = true;
+        Some(format!("{last}{more}"))
     }
 }
 
@@ -599,7 +607,9 @@ impl Link {
                     self.remote.handle_bytes(now, &buf[..n]);
                     for channel in self.remote.channels() {
                         let refused = self.remote.server(&channel).and_then(|s| s.last_refused());
-                        self.refusals.note(&channel, now, refused);
+                        if let Some(line) = self.refusals.note(&channel, now, refused) {
+                            crate::log::warn(&line);
+                        }
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
@@ -820,5 +830,45 @@ impl Link {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(source: &str, count: u64) -> oa1::RefusedFrame {
+        oa1::RefusedFrame {
+            source: source.to_owned(),
+            reason: oa1::RefusalReason::Forged,
+            count,
+        }
+    }
+
+    /// The first line counts what came with it; later lines what went unlogged since the last.
+    #[test]
+    fn refusal_lines_count_what_they_leave_out() {
+        let mut log = RefusalLog::default();
+        // A two-frame request refused in one read: the first line says one more came with it.
+        let first = log.note("#desk", 0, Some(&refused("x!u@h", 2))).unwrap();
+        assert!(first.ends_with(" (1 more refused before it)"), "{first}");
+        assert_eq!(
+            log.note("#desk", 0, Some(&refused("x!u@h", 2))),
+            None,
+            "seen"
+        );
+        // Within the quiet minute: counted, not logged.
+        assert_eq!(log.note("#desk", 1_000, Some(&refused("x!u@h", 3))), None);
+        let later = log
+            .note("#desk", 61_000, Some(&refused("x!u@h", 4)))
+            .unwrap();
+        assert!(
+            later.ends_with(" (1 more refused since the last such line)"),
+            "{later}"
+        );
+        let plain = log
+            .note("#desk", 200_000, Some(&refused("x!u@h", 5)))
+            .unwrap();
+        assert!(!plain.contains("more refused"), "{plain}");
     }
 }

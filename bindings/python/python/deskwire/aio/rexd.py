@@ -1589,9 +1589,8 @@ class RexdClient:
         except RequestTimeout as e:
             return tools.result(call_id, f"{e.code}: {e.message}", is_error=True)
         except RemoteError as e:
+            # The daemon's message says what to change (a shell refused: --allow-shell).
             text = f"{e.code} ({getattr(e, 'number', '')}): {e.message}"
-            if method == "exec.start" and getattr(e, "number", None) == -32007:
-                text += "; this rexd runs no shell commands: start it with --allow-shell"
             return tools.result(call_id, text, is_error=True)
         return tools.result(call_id, _fs_text(method, result))
 
