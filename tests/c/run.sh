@@ -102,6 +102,10 @@ awk '/^```c$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' README.m
 gcc -std=c11 -Wall -Wextra -Werror -pedantic "$out/readme_host.c" \
   $(pkg-config --cflags --libs deskwire) -Wl,-rpath,"$(pkg-config --variable=libdir deskwire)" \
   -o "$out/readme_host"
+# A port that is not one is said, not taken as port 0.
+rc=0; "$out/readme_host" 127.0.0.1 notaport 2>"$out/badport.err" || rc=$?
+[ "$rc" = 2 ] && grep -q "notaport is not a port number" "$out/badport.err" ||
+  { echo "readme_host took a bad port (exit $rc): $(cat "$out/badport.err")" >&2; exit 1; }
 # Request ids seeded from the OS: desks seeded from the clock together make the same ids.
 for program in c_host readme_host; do
   nm -D --undefined-only "$out/$program" | grep -w getentropy >/dev/null ||
