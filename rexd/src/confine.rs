@@ -704,7 +704,11 @@ fn summary(
     granted: &[Granted],
     home: Option<&Path>,
 ) -> String {
-    let made = |w: &&Wanted| granted.iter().any(|g| g.path == w.path);
+    // A set: comparing paths component by component, each wanted against each granted, was
+    // 6% of a `rexd --stdio` start.
+    let granted: std::collections::HashSet<&Path> =
+        granted.iter().map(|g| g.path.as_path()).collect();
+    let made = |w: &&Wanted| granted.contains(w.path.as_path());
     let of = |kind: Kind, write: bool| {
         wanted
             .iter()
