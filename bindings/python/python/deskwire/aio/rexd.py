@@ -626,21 +626,23 @@ def _handshake_text(e: BaseException, token: Optional[str]) -> "tuple[str, bool]
     return text, False
 
 
-def _strings(name: str, value: Any) -> Optional[List[str]]:
-    """``value`` (``rexd_args``, ``workspace_roots``) as a list of str; a str or bytes there
-    would be taken letter by letter, so it is a :class:`TypeError` saying what to pass."""
+def _strings(name: str, value: Any, what: Optional[str] = None) -> Optional[List[str]]:
+    """``value`` (``rexd_args``, ``workspace_roots``, an argv) as a list of str; a str or bytes
+    there would be taken letter by letter, so it is a :class:`TypeError` saying ``what`` it must
+    be (by default, a list of str) and what to pass."""
+    what = what or f"{name} must be a list of str"
     if value is None:
         return None
     if isinstance(value, (str, bytes, bytearray)):
         hint = f": pass {name}={value.split()!r}" if isinstance(value, str) else ""
-        raise TypeError(f"{name} must be a list of str, not {type(value).__name__}{hint}")
+        raise TypeError(f"{what}, not {type(value).__name__}{hint}")
     try:
         items = list(value)
     except TypeError:
-        raise TypeError(f"{name} must be a list of str, not {type(value).__name__}") from None
+        raise TypeError(f"{what}, not {type(value).__name__}") from None
     for i, item in enumerate(items):
         if not isinstance(item, str):
-            raise TypeError(f"{name} must be a list of str; {name}[{i}] is {type(item).__name__}")
+            raise TypeError(f"{what}; {name}[{i}] is {type(item).__name__}")
     return items
 
 
@@ -650,16 +652,9 @@ def _program(argv: Any) -> Dict[str, Any]:
     if isinstance(argv, str):
         return {"command": argv, "shell": True}
     what = "argv must be a list of str (or one shell command str)"
-    if isinstance(argv, (bytes, bytearray)):
-        raise TypeError(f"{what}, not {type(argv).__name__}")
-    try:
-        items = list(argv)
-    except TypeError:
-        raise TypeError(f"{what}, not {type(argv).__name__}") from None
-    for i, item in enumerate(items):
-        if not isinstance(item, str):
-            raise TypeError(f"{what}; argv[{i}] is {type(item).__name__}")
-    return {"argv": items}
+    if argv is None:
+        raise TypeError(f"{what}, not NoneType")
+    return {"argv": _strings("argv", argv, what)}
 
 
 def _json_size(value: Any) -> int:
