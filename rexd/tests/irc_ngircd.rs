@@ -497,16 +497,19 @@ fn a_secret_file_others_can_read_is_refused() {
     }
     // A systemd credential (the packaged unit's) is the service's whatever its bits say: it is
     // read, and rexd goes on to connect.
-    let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
-        .args(["--irc", "127.0.0.1:1", "--channel", CHANNEL])
-        .args(["--root", root.path().to_str().unwrap()])
-        .arg("--secret-file")
-        .arg(&secret)
-        .env("CREDENTIALS_DIRECTORY", root.path())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run rexd --irc");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let with_credential = || {
+        let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
+            .args(["--irc", "127.0.0.1:1", "--channel", CHANNEL])
+            .args(["--root", root.path().to_str().unwrap()])
+            .arg("--secret-file")
+            .arg(&secret)
+            .env("CREDENTIALS_DIRECTORY", root.path())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run rexd --irc");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let stderr = with_credential();
     assert!(
         stderr.contains("--irc 127.0.0.1:1: connect to 127.0.0.1:1 failed: Connection refused"),
         "{stderr}"
@@ -517,16 +520,7 @@ fn a_secret_file_others_can_read_is_refused() {
         "{stderr}"
     );
     std::fs::write(&secret, "0123456789abcdef0123456789abcdef\n").unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_rexd"))
-        .args(["--irc", "127.0.0.1:1", "--channel", CHANNEL])
-        .args(["--root", root.path().to_str().unwrap()])
-        .arg("--secret-file")
-        .arg(&secret)
-        .env("CREDENTIALS_DIRECTORY", root.path())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run rexd --irc");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = with_credential();
     assert!(!stderr.contains("can be guessed"), "{stderr}");
 }
 
