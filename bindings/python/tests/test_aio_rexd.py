@@ -585,6 +585,22 @@ async def test_pty_bad_input_is_a_typed_error(root: Path) -> None:
         await client.pty(["sh"])
 
 
+async def test_a_pty_write_too_large_for_one_message_is_refused_before_it_is_sent(root: Path) -> None:
+    """Typing more than a daemon's 16 MiB message in base64 raises at once (the daemon would
+    drop the line and the write wait out its timeout), bytes or text; the terminal goes on."""
+    async with await connect_local(root) as client:
+        async with await client.pty(["sh"], cwd=str(root)) as term:
+            # 12 MiB: 16 MiB in base64, over the limit by the rest of the message.
+            for big in (bytes(12 << 20), "é" * (6 << 20)):
+                with pytest.raises(deskwire.LocalError, match="more than the 16777216 a daemon takes; write it in pieces") as caught:
+                    await asyncio.wait_for(term.write(big), 10)
+                assert caught.value.code == "too_large"
+                assert f"pty.input of {12 << 20} bytes" in str(caught.value)
+            seen = bytearray()
+            await term.write("echo x-$((6*7))\n")
+            await read_until(term, b"x-42", seen)
+
+
 async def test_cancelling_the_reader_closes_the_terminal(root: Path) -> None:
     pidfile = root / "pty-pid"
     async with await connect_local(root) as client:
@@ -876,6 +892,100 @@ async def test_over_a_websocket_a_cut_link_is_resumed(root: Path, pki: Path) -> 
         proxy.close()
         daemon.terminate()
         daemon.wait(timeout=10)
+
+
+def _refused_handshake(status: int) -> Exception:
+    """What websockets raises for a /ws answered with an HTTP ``status`` (a proxy's 503)."""
+    from websockets.datastructures import Headers
+    from websockets.exceptions import InvalidStatus
+    from websockets.http11 import Response
+
+    return InvalidStatus(Response(status, "Service Unavailable", Headers()))
+
+
+async def _cut_mid_command(client: RexdClient, root: Path) -> "tuple[bytes, Optional[ExecExit]]":
+    """Runs a command that prints 30 lines, cutting the link (TCP, no close) after the fifth;
+    returns its output and its exit."""
+    script = 'i=1; while [ $i -le 30 ]; do echo "line $i"; i=$((i+1)); sleep 0.05; done; exit 5'
+    out = bytearray()
+    exit_: Optional[ExecExit] = None
+    cut = False
+    async for event in client.exec(["sh", "-c", script], cwd=str(root)):
+        if isinstance(event, ExecOutput):
+            out += event.data
+            if not cut and out.count(b"\n") >= 5:
+                cut = True
+                client._ws.transport.abort()
+        else:
+            exit_ = event
+    assert cut
+    return bytes(out), exit_
+
+
+async def test_a_refused_handshake_while_resuming_is_tried_again(root: Path, pki: Path) -> None:
+    """A re-dial that fails in the WebSocket handshake (an HTTP status, a hang-up) or times out
+    is one more failed try, as a refused connection is: the client dials again on its schedule
+    and resumes; the command's every line arrives once, and its exit."""
+    from websockets.exceptions import InvalidHandshake
+
+    daemon = _Listener(root, pki)
+    try:
+        client = await RexdClient.connect(
+            daemon.url, token=_Listener.TOKEN, ca_file=str(pki / "ca.pem"), resume=True
+        )
+        real = client._dial
+        assert real is not None
+        failures: List[BaseException] = [
+            _refused_handshake(503), InvalidHandshake("the daemon hung up"), asyncio.TimeoutError()
+        ]
+        dials = 0
+
+        async def flaky() -> Any:
+            nonlocal dials
+            dials += 1
+            if failures:
+                raise failures.pop(0)
+            return await real()
+
+        client._dial = flaky
+        out, exit_ = await asyncio.wait_for(_cut_mid_command(client, root), 30)
+        assert dials == 4
+        assert out.decode().splitlines() == [f"line {i}" for i in range(1, 31)]
+        assert exit_ is not None and exit_.exit_code == 5
+        metrics = await client.call("rexd.metrics")
+        assert "rexd_sessions_resumed_total 1\n" in metrics["text"], metrics["text"]
+        await client.close()
+    finally:
+        daemon.stop()
+
+
+async def test_a_resume_whose_handshake_is_always_refused_ends_the_client(root: Path, pki: Path) -> None:
+    """Every re-dial refused in the handshake: after its last try the client ends as when the
+    daemon cannot be reached, the command's reader told why, not left waiting."""
+    daemon = _Listener(root, pki)
+    try:
+        client = await RexdClient.connect(
+            daemon.url, token=_Listener.TOKEN, ca_file=str(pki / "ca.pem"), resume=True
+        )
+        dials = 0
+
+        async def refused() -> Any:
+            nonlocal dials
+            dials += 1
+            raise _refused_handshake(503)
+
+        client._dial = refused
+        # The six tries wait 15.7 s in all.
+        with pytest.raises(deskwire.ClosedError) as caught:
+            await asyncio.wait_for(_cut_mid_command(client, root), 40)
+        assert caught.value.code == "disconnected"
+        assert "the REXD connection closed" in str(caught.value), caught.value
+        assert dials == 6 and client._resuming is None
+        with pytest.raises(deskwire.ClosedError):
+            await client.stat(str(root))
+        await client.close()
+    finally:
+        daemon.stop()
 
 
 _BAD_WS_ANSWERS = {

@@ -39,6 +39,7 @@ from .irc import (
     _engine_options,
     _oa1_options,
     _open,
+    _reconnect_policy,
     _session_options,
     _session_over,
 )
@@ -117,7 +118,7 @@ class IrcDesks(_DeskConnection):
         secret: Union[str, bytes, None] = None,
         compression: bool = True,
         tls: Union[bool, ssl.SSLContext] = False,
-        password: Optional[str] = None,
+        password: Union[str, bytes, None] = None,
         sasl: "Optional[irc.SaslLogin]" = None,
         seed: Optional[int] = None,
         ready_timeout: Optional[float] = 30,
@@ -139,9 +140,9 @@ class IrcDesks(_DeskConnection):
         ``secret``, ``compression``, ``tls``, ``password``, ``sasl``, ``oa1``, ``session``,
         ``rejoin_delay_ms``, ``peer_grace_ms`` and ``reconnect`` are :meth:`IrcDesk.connect`'s,
         for every desk (``oa1`` the settings each desk is made with), with the same
-        ``TypeError`` for a ``tls``, ``sasl`` or ``secret`` of another type (a ``secret`` may be
-        ``str`` or UTF-8 ``bytes``); ``seed`` fixes the request
-        ids, for tests only. ``ready_timeout`` (seconds) bounds the wait here, and how long a
+        ``TypeError`` for a ``tls``, ``sasl``, ``secret``, ``password`` or ``reconnect`` of
+        another type (a ``secret`` or ``password`` may be ``str`` or UTF-8 ``bytes``); ``seed``
+        fixes the request ids, for tests only. ``ready_timeout`` (seconds) bounds the wait here, and how long a
         request may wait for its desk to be ready before it fails. Raises
         :class:`deskwire.ConnectFailedError`, :class:`deskwire.NotReadyError`,
         :class:`deskwire.JoinFailedError`, :class:`deskwire.NickRefusedError` as
@@ -153,7 +154,7 @@ class IrcDesks(_DeskConnection):
         _session_options(options, password, sasl)
         if ready_timeout is not None:
             oa1_options.setdefault("ready_timeout_ms", max(1, int(ready_timeout * 1000)))
-        policy = Reconnect() if reconnect is True else reconnect or None
+        policy = _reconnect_policy(reconnect)
         box: List["IrcDesks"] = []
         first = list(channels)
 

@@ -106,10 +106,42 @@ TLS_HANDSHAKE_TIMEOUT = 10.0
 """Seconds the TLS handshake may take: a plain-text port answers nothing at all."""
 
 
+def _password_text(password: Any) -> Optional[str]:
+    """``password=`` (the server's, sent in ``PASS``) as the text the engine's config carries:
+    a ``str``, or ``bytes`` (a password file's), decoded, as ``secret=``. Bytes that are not
+    UTF-8, and a password holding CR, LF or NUL (which would end the ``PASS`` line early), are
+    refused; another type is a :class:`TypeError`. No message quotes any of the password."""
+    if password is None:
+        return None
+    if isinstance(password, (bytes, bytearray)):
+        try:
+            text = bytes(password).decode("utf-8")
+        except UnicodeDecodeError:
+            # from None: the decode error's text quotes a byte of the password.
+            raise LocalError(
+                "invalid_value",
+                "password is bytes that are not UTF-8, and the connection config carries the "
+                "server password as text: use a text password on the server and here",
+            ) from None
+    elif isinstance(password, str):
+        text = password
+    else:
+        raise TypeError(f"password must be a str (or UTF-8 bytes), not {type(password).__name__}")
+    if any(c in text for c in "\r\n\0"):
+        raise LocalError(
+            "invalid_value",
+            "password holds a line break or NUL, which cannot go in an IRC PASS line: strip a "
+            'file\'s line end (Path(f).read_bytes().rstrip(b"\\r\\n"))',
+        )
+    return text
+
+
 def _session_options(
-    options: Dict[str, Any], password: Optional[str], sasl: "Optional[irc.SaslLogin]"
+    options: Dict[str, Any], password: Union[str, bytes, None], sasl: "Optional[irc.SaslLogin]"
 ) -> None:
-    """Puts the server password and the SASL login into ``options["session"]``."""
+    """Puts the server password (a ``str`` or UTF-8 ``bytes``, checked by
+    :func:`_password_text`) and the SASL login into ``options["session"]``."""
+    password = _password_text(password)
     if password is None and sasl is None:
         return
     if sasl is not None and not isinstance(sasl, irc.SaslLogin):
@@ -126,6 +158,29 @@ def _session_options(
     if sasl is not None:
         session.setdefault("sasl", sasl.config())
     options["session"] = session
+
+
+def _reconnect_policy(reconnect: Any) -> "Optional[Reconnect]":
+    """``reconnect=`` as the policy to come back with: ``True`` the default :class:`Reconnect`,
+    ``False`` (or ``None``) none, or the caller's :class:`Reconnect`. Anything else is a
+    :class:`TypeError` here, at connect time, not a policy found wanting when the server drops
+    the connection (and ``1`` is not ``True``: bool is checked by identity)."""
+    if isinstance(reconnect, Reconnect):
+        return reconnect
+    if reconnect is True:
+        return Reconnect()
+    if reconnect is False or reconnect is None:
+        return None
+    hint = (
+        f"pass reconnect={bool(reconnect)!r}"
+        if isinstance(reconnect, int)
+        else "pass reconnect=True for the default policy, or reconnect=Reconnect(min_delay=..., "
+        "max_delay=...) for your own"
+    )
+    raise TypeError(
+        f"reconnect must be True, False or a deskwire.aio.Reconnect, not {type(reconnect).__name__}: "
+        f"{hint}"
+    )
 
 
 def _tls_context(tls: Any) -> Optional[ssl.SSLContext]:
@@ -503,7 +558,7 @@ class IrcDesk(_DeskConnection):
         secret: Union[str, bytes, None] = None,
         compression: bool = True,
         tls: Union[bool, ssl.SSLContext] = False,
-        password: Optional[str] = None,
+        password: Union[str, bytes, None] = None,
         sasl: "Optional[irc.SaslLogin]" = None,
         seed: Optional[int] = None,
         ready_timeout: Optional[float] = 30,
@@ -525,11 +580,14 @@ class IrcDesk(_DeskConnection):
         connects with TLS (``True``: the system's CAs and the host name checked; ``False``, the
         default: plain text; or your ``ssl.SSLContext``, e.g. ``ssl.create_default_context(
         cafile="ca.pem")`` with ``load_cert_chain`` for SASL EXTERNAL); ``password`` is the
-        server's; ``sasl`` logs in while registering, a :class:`deskwire.irc.SaslLogin`
+        server's, a ``str`` or UTF-8 ``bytes`` as ``secret`` (one holding CR, LF or NUL, which
+        cannot go in a ``PASS`` line, is a :class:`deskwire.LocalError`, ``invalid_value``);
+        ``sasl`` logs in while registering, a :class:`deskwire.irc.SaslLogin`
         (``SaslLogin.plain(username, password)`` or ``SaslLogin.external()``). A ``tls``,
-        ``sasl`` or ``secret`` of another type is a ``TypeError`` saying what to pass, before
-        connecting. A connect that fails raises :class:`deskwire.ConnectFailedError` naming
-        the host, the port and the reason (the resolver's words for a name that does not
+        ``sasl``, ``secret``, ``password`` or ``reconnect`` of another type is a ``TypeError``
+        saying what to pass, before connecting; no message quotes a secret or a password. A
+        connect that fails raises :class:`deskwire.ConnectFailedError` naming the host, the
+        port and the reason (the resolver's words for a name that does not
         resolve), a TLS check that fails :class:`deskwire.TlsError`, a required login that fails
         :class:`deskwire.LoginFailedError` with the server's words. ``compression`` offers
         compressed answers (on by default:
@@ -549,7 +607,8 @@ class IrcDesk(_DeskConnection):
         server's words when it refuses the channel or every nick; :class:`deskwire.LocalError`
         (``invalid_config``) at once for a nick, channel or remote the server would refuse.
 
-        With ``reconnect`` (``True`` or a :class:`Reconnect` policy), the desk connects again,
+        With ``reconnect`` (``True`` or a :class:`Reconnect` policy; ``False``, the default, for
+        none, and anything else, even ``1``, a ``TypeError``), the desk connects again,
         with a fresh engine, when the server drops it: requests in flight then fail with
         :class:`deskwire.DisconnectedError`, and new ones wait for the next connection (up to
         ``ready_timeout``)."""
@@ -565,7 +624,7 @@ class IrcDesk(_DeskConnection):
         _session_options(options, password, sasl)
         if ready_timeout is not None:
             oa1_options.setdefault("ready_timeout_ms", max(1, int(ready_timeout * 1000)))
-        policy = Reconnect() if reconnect is True else reconnect or None
+        policy = _reconnect_policy(reconnect)
 
         async def dial() -> "tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]":
             # A new engine each time: ids from the OS's entropy, or (tests) from the next seed,
@@ -736,7 +795,7 @@ class IrcRemote(_IrcConnection):
         secret: Union[str, bytes, None] = None,
         compression: bool = True,
         tls: Union[bool, ssl.SSLContext] = False,
-        password: Optional[str] = None,
+        password: Union[str, bytes, None] = None,
         sasl: "Optional[irc.SaslLogin]" = None,
         ready_timeout: Optional[float] = 30,
         reconnect: Union[bool, Reconnect] = False,
@@ -748,8 +807,9 @@ class IrcRemote(_IrcConnection):
         """Connects, registers as ``nick`` (``rexd`` by default, the remote nick an
         :class:`IrcDesk` waits for unless told another), joins ``channel`` and serves requests
         (from ``desk_nick`` only, unless ``None``) with ``handler``. ``secret`` authenticates every
-        frame; ``secret`` (``str`` or UTF-8 ``bytes``), ``tls``, ``password`` and ``sasl`` are
-        :meth:`IrcDesk.connect`'s, as are the ``TypeError`` for another type of them;
+        frame; ``secret`` (``str`` or UTF-8 ``bytes``), ``tls``, ``password`` (``str`` or UTF-8
+        ``bytes``), ``sasl`` and ``reconnect`` are :meth:`IrcDesk.connect`'s, as are the
+        ``TypeError`` for another type of them;
         ``compression`` accepts a desk's offer of compressed answers. With
         ``reconnect``, it connects again when the server drops it (the handlers running then
         are cancelled) and :meth:`serve_forever` goes on."""
@@ -758,7 +818,7 @@ class IrcRemote(_IrcConnection):
         options = _engine_options(oa1, session, rejoin_delay_ms, peer_grace_ms)
         oa1_options = _oa1_options(options, desk_nick, secret, compression)
         _session_options(options, password, sasl)
-        policy = Reconnect() if reconnect is True else reconnect or None
+        policy = _reconnect_policy(reconnect)
 
         async def dial() -> "tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]":
             engine = _oa1.Remote(nick, channel, now_ms=now_ms(), oa1=dict(oa1_options), **options)

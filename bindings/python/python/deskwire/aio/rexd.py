@@ -202,21 +202,32 @@ class Pty:
 
     async def write(self, data: Union[bytes, str]) -> None:
         """Types ``data`` (``pty.input``): bytes as they are, a str as UTF-8. ``b"\x03"`` is
-        Ctrl-C, ``b"\x04"`` Ctrl-D at the start of a line."""
+        Ctrl-C, ``b"\x04"`` Ctrl-D at the start of a line. The bytes travel in base64 in one
+        message, which a daemon takes up to 16 MiB: more than about 12 MiB raises
+        :class:`deskwire.LocalError` (``too_large``) before anything is sent; write it in
+        pieces."""
         if not isinstance(data, (bytes, bytearray, memoryview, str)):
             raise TypeError(f"data must be bytes or str, not {type(data).__name__}")
         self._check_open()
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        await self._client.call(
-            "pty.input",
-            self._client._with_session(
-                {
-                    "pty_id": self.pty_id,
-                    "data": base64.b64encode(raw).decode("ascii"),
-                    "encoding": "base64",
-                }
-            ),
+        params = self._client._with_session(
+            {
+                "pty_id": self.pty_id,
+                "data": base64.b64encode(raw).decode("ascii"),
+                "encoding": "base64",
+            }
         )
+        # The daemon drops a line over its limit unanswered: the call would wait out its
+        # timeout.
+        if 4 * ((len(raw) + 2) // 3) + _REQUEST_ENVELOPE > _MAX_MESSAGE:
+            size = _json_size(params) + _REQUEST_ENVELOPE
+            if size > _MAX_MESSAGE:
+                raise LocalError(
+                    "too_large",
+                    f"pty.input of {len(raw)} bytes would be a {size}-byte message in base64, "
+                    f"more than the {_MAX_MESSAGE} a daemon takes; write it in pieces",
+                )
+        await self._client.call("pty.input", params)
 
     async def resize(self, cols: int, rows: int) -> None:
         """Resizes the terminal (``pty.resize``); the program gets ``SIGWINCH``."""
@@ -812,6 +823,20 @@ class RexdClient:
     def _can_resume(self) -> bool:
         return self._dial is not None and bool(self.session.get("resume")) and not self._closing
 
+    def _dial_failures(self) -> "tuple[type[BaseException], ...]":
+        """What a re-dial may fail with that a later try may not: a refused or cut connection,
+        our timeout (on Python 3.9 and 3.10 no OSError), a daemon that ended or answered with
+        an error, and over a WebSocket a handshake it refused (an HTTP status or a hang-up)."""
+        failures: "tuple[type[BaseException], ...]" = (
+            OSError,
+            asyncio.TimeoutError,
+            ClosedError,
+            RemoteError,
+        )
+        if self._ws is not None:
+            failures += (importlib.import_module("websockets.exceptions").InvalidHandshake,)
+        return failures
+
     async def _reconnect(self) -> None:
         """The link dropped: dial again and ``session.resume`` from the last event seen, after
         0.2, 0.5, 1, 2, 4 and 8 s; the streams of running commands go on, each event once."""
@@ -821,8 +846,14 @@ class RexdClient:
                 assert self._dial is not None
                 try:
                     link = await self._dial()
-                except (OSError, ClosedError, RemoteError) as e:
-                    log.debug("resume: cannot reconnect yet: %s", e)
+                except self._dial_failures() as e:
+                    # A handshake error's text may quote a header: its type (and any HTTP
+                    # status) only, never the token.
+                    said: object = e
+                    if not isinstance(e, (OSError, ClosedError, RemoteError)):
+                        status = getattr(getattr(e, "response", None), "status_code", None)
+                        said = type(e).__name__ + (f" (HTTP {status})" if status else "")
+                    log.debug("resume: cannot reconnect yet: %s", said)
                     continue
                 self._peer = jsonrpc.Peer("jsonrpc2", seed=time.time_ns() & 0xFFFFFFFF)
                 if isinstance(link, _Child):
