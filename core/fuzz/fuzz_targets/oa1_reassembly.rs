@@ -2,7 +2,8 @@
 //! seq, more and payload, interleaved with time steps, expiries and finished ids.
 //!
 //! It never panics, never holds more streams than `max_streams` or more bytes than the bound,
-//! never returns more than the cap, and leaves no stream of an id behind once the id completes.
+//! never returns more than the cap, and leaves no stream of an id behind once the id completes
+//! (after an `ERR`, once the caller took the answer's partial stream or finished the id).
 #![no_main]
 
 use deskwire::oa1::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
@@ -44,6 +45,17 @@ fuzz_target!(|data: &[u8]| {
                 let sender = SENDERS[usize::from(c >> 5) % SENDERS.len()];
                 if let Accepted::Complete(done) = r.accept(now, sender, &frame) {
                     assert!(done.data.len() <= limits.max_message_bytes);
+                    if frame.kind == FrameType::Err {
+                        // After an ERR the id's other streams are the caller's: a desk takes
+                        // what arrived of the answer (a remote's timeout) or finishes the id.
+                        if c & 0x10 == 0 {
+                            if let Some((_, partial)) = r.take_partial(frame.id, &[FrameType::Res]) {
+                                assert!(partial.len() <= limits.max_message_bytes);
+                            }
+                        } else {
+                            r.finish_id(frame.id);
+                        }
+                    }
                     assert!(!r.has_streams_for(frame.id));
                 }
             }
