@@ -484,13 +484,13 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(addr) = args.listen.listen {
         check_listen(&args, addr)?;
     }
-    let mut secret = None;
     if args.irc.is_some() {
         args.link.settings()?;
-        if let Some(path) = &args.secret_file {
-            secret = Some(rexd::irc::read_secret_file(path)?);
-        }
     }
+    let secret = match (&args.irc, &args.secret_file) {
+        (Some(_), Some(path)) => Some(rexd::irc::read_secret_file(path)?),
+        _ => None,
+    };
     settings.confine.log();
     if let Some(w) = unconfigured_service(&args) {
         rexd::log::warn(w);
@@ -542,7 +542,7 @@ fn run(args: Args) -> Result<(), String> {
             adaptive: !args.no_adaptive,
             compression: !args.no_compression,
             exit_marker: !args.no_exit_marker,
-            secret: secret.take(),
+            secret,
             epoch_unix_ms: 0,
             keepalive: link.keepalive,
             reconnect: {

@@ -159,15 +159,7 @@ pub(super) fn spawn(
             *fd = copy;
         }
     }
-    let (report_read, report_write) = {
-        let mut ends = [0; 2];
-        // SAFETY: two out-params.
-        if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fresh descriptors, ours.
-        unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) }
-    };
+    let (report_read, report_write) = super::pipe()?;
     let cwd = l.cwd.as_raw_fd();
     let ruleset = l.confine.map(|c| c.ruleset());
     let mut pidfd: RawFd = -1;

@@ -1055,26 +1055,13 @@ class RexdClient:
             params["resumable"] = True
             client._dial = spawn
         try:
-            client.session = await asyncio.wait_for(client.call("session.open", params), wait)
-        except asyncio.TimeoutError as e:
-            await client.close()
-            if isinstance(e, RequestTimeout) or wait is None:
-                raise
-            raise RequestTimeout(
-                "timeout", f"no REXD session with {target}: no answer to session.open within {_duration(wait)}"
-            ) from None
+            await client._open_session(params, wait, f"no REXD session with {target}: no answer to session.open")
         except ClosedError as e:
-            await client.close()
             if e.code != "disconnected":
                 raise
             # ssh (or rexd) ended before the session opened: ssh's own words say why (a refused
             # port, a name that does not resolve, a key not taken, no rexd on the host's PATH).
             raise ConnectFailedError("connect_failed", f"no REXD session with {target}: {e.message}") from e
-        except BaseException:
-            await client.close()
-            raise
-        if client.session.get("raw_output"):
-            client._frames.allow_output(MAX_EVENT_BYTES)
         return client
 
     @classmethod
@@ -1203,21 +1190,25 @@ class RexdClient:
         if resume:
             params["resumable"] = True
             client._dial = dial
+        await client._open_session(params, timeout, f"{url} did not answer session.open")
+        return client
+
+    async def _open_session(self, params: Dict[str, Any], timeout: Optional[float], no_answer: str) -> None:
+        """``session.open`` within ``timeout``: the session, and raw output allowed where it
+        was granted. Any failure closes the client; no answer in time raises
+        :class:`deskwire.RequestTimeout` saying ``no_answer`` and how long it waited."""
         try:
-            client.session = await asyncio.wait_for(client.call("session.open", params), timeout)
+            self.session = await asyncio.wait_for(self.call("session.open", params), timeout)
         except asyncio.TimeoutError as e:
-            await client.close()
+            await self.close()
             if isinstance(e, RequestTimeout) or timeout is None:
                 raise
-            raise RequestTimeout(
-                "timeout", f"{url} did not answer session.open within {_duration(timeout)}"
-            ) from None
+            raise RequestTimeout("timeout", f"{no_answer} within {_duration(timeout)}") from None
         except BaseException:
-            await client.close()
+            await self.close()
             raise
-        if client.session.get("raw_output"):
-            client._frames.allow_output(MAX_EVENT_BYTES)
-        return client
+        if self.session.get("raw_output"):
+            self._frames.allow_output(MAX_EVENT_BYTES)
 
     @property
     def session_id(self) -> str:
