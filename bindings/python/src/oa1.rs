@@ -1000,15 +1000,18 @@ pub(crate) fn args_json(args: &Bound<'_, PyAny>) -> PyResult<String> {
 }
 
 /// A `RemoteBash` timeout in seconds as the core's duration; `None` keeps the configured one.
+/// Zero, negative, NaN and infinite are `invalid_arguments`, as the core refuses a zero
+/// `timeout_sec`; a finite timeout too long for a `Duration` is the longest one, not an error.
 pub(crate) fn remote_bash_timeout(seconds: Option<f64>) -> PyResult<Option<Duration>> {
     seconds
         .map(|s| {
-            Duration::try_from_secs_f64(s).map_err(|_| {
-                local(
+            if !(s > 0.0 && s.is_finite()) {
+                return Err(local(
                     "invalid_arguments",
-                    format!("timeout must be a positive number of seconds, not {s}"),
-                )
-            })
+                    format!("timeout must be a positive, finite number of seconds, not {s}"),
+                ));
+            }
+            Ok(Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
         })
         .transpose()
 }

@@ -237,6 +237,9 @@ async def test_unknown_channels_and_bad_desks_are_refused(server: Ngircd) -> Non
             assert desks.channels() == ["#desk"]
             # The desk is unharmed by all that.
             assert await desks.remote_bash("#desk", "echo fine") == "fine\n"
+            # A timeout longer than the engine counts (in u64 milliseconds) is its longest.
+            assert await desks.remote_bash("#desk", "echo long", timeout=1e30) == "long\n"
+            assert await desks.request("#desk", "echo longer", timeout=1e30) == "longer\n"
             # The model's call with arguments that are wrong is an error result it reads.
             result = await desks.run_tool("#desk", {"id": "t1", "name": oa1.TOOL_NAME, "args": {}})
             assert result["isError"] is True and "invalid_arguments" in result["content"]

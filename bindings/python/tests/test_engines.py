@@ -307,10 +307,13 @@ def test_remote_bash_is_one_call_into_the_core() -> None:
     desk = oa1.Desk("desk", "#desk", seed=3, oa1={**unpaced, "allowed_sender": "rexd"})
     remote = oa1.Remote("rexd", "#desk", oa1={**unpaced, "allowed_sender": "desk"})
     links = [(desk, net.connect("10.0.0.9")), (remote, net.connect("10.0.0.2"))]
-    for bad in (0, -1.0, float("nan")):
+    for bad in (0, -1.0, float("nan"), float("inf")):
         with pytest.raises(deskwire.LocalError) as refused:
             desk.remote_bash(0, "ls", timeout=bad)
         assert refused.value.code == "invalid_arguments"
+    # Longer than a Duration holds: the longest timeout, as the asyncio desks take it.
+    assert desk.remote_bash(0, "true", timeout=1e30)
+    desk.cancel(0, desk.remote_bash(0, "true", timeout=1e30), "never mind")
     for args in ({"command": 1}, {}, '{"command": "x", "timeout_sec": 0}', "not json"):
         with pytest.raises(deskwire.LocalError) as refused:
             desk.remote_bash_call(0, args)

@@ -64,8 +64,9 @@ class Client:
     def remote_bash(self, now_ms: int, command: Union[str, bytes], timeout: Optional[float] = None) -> str:
         """Starts a ``RemoteBash`` call: ``command`` runs on the remote, ``timeout`` (seconds, ``None``:
         the configured request timeout) starting when the lines may leave. Returns the request
-        id whose ``Response`` or ``Failed`` ends the call. A ``timeout`` that is not positive raises
-        ``LocalError`` (``invalid_arguments``).
+        id whose ``Response`` or ``Failed`` ends the call. A ``timeout`` that is not a positive,
+        finite number raises ``LocalError`` (``invalid_arguments``); one too long for the engine
+        to count is its longest.
         """
     def remote_bash_call(self, now_ms: int, args: Union[str, Dict[str, Any]]) -> str:
         """Starts a model's ``RemoteBash`` call from its arguments (a dict or JSON text,
@@ -212,8 +213,9 @@ class Desk:
     def remote_bash(self, now_ms: int, command: Union[str, bytes], timeout: Optional[float] = None) -> str:
         """Starts a ``RemoteBash`` call: ``command`` runs on the remote, ``timeout`` (seconds, ``None``:
         the configured request timeout) starting when the lines may leave. Returns the request
-        id whose ``Response`` or ``Failed`` ends the call. A ``timeout`` that is not positive raises
-        ``LocalError`` (``invalid_arguments``).
+        id whose ``Response`` or ``Failed`` ends the call. A ``timeout`` that is not a positive,
+        finite number raises ``LocalError`` (``invalid_arguments``); one too long for the engine
+        to count is its longest.
         """
     def remote_bash_call(self, now_ms: int, args: Union[str, Dict[str, Any]]) -> str:
         """Starts a model's ``RemoteBash`` call from its arguments (a dict or JSON text,

@@ -43,7 +43,7 @@ from .irc import (
     _session_options,
     _session_over,
 )
-from .pump import _duration, _keywords_checked, _seconds, now_ms
+from .pump import _duration, _keywords_checked, _millis, _seconds, now_ms
 
 __all__ = ["IrcDesks"]
 
@@ -153,7 +153,7 @@ class IrcDesks(_DeskConnection):
         oa1_options = _oa1_options(options, None, secret, compression)
         _session_options(options, password, sasl)
         if ready_timeout is not None:
-            oa1_options.setdefault("ready_timeout_ms", max(1, int(ready_timeout * 1000)))
+            oa1_options.setdefault("ready_timeout_ms", _millis(ready_timeout))
         policy = _reconnect_policy(reconnect)
         box: List["IrcDesks"] = []
         first = list(channels)
@@ -413,7 +413,7 @@ class IrcDesks(_DeskConnection):
         :class:`deskwire.UnknownChannelError` before anything is sent, and a desk removed
         while its request is in flight :class:`deskwire.DisconnectedError`."""
         timeout = _seconds(timeout)
-        timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
+        timeout_ms = None if timeout is None else _millis(timeout)
         return await self._call_in(
             channel, lambda now: self._engine.request(now, channel, payload, timeout_ms)
         )

@@ -35,7 +35,7 @@ from .._errors import (
     RemoteError,
     TlsError,
 )
-from .pump import _duration, _keywords_checked, _Pump, _seconds, now_ms
+from .pump import _duration, _keywords_checked, _millis, _Pump, _seconds, now_ms
 
 __all__ = ["IrcDesk", "IrcRemote", "Reconnect", "Handler"]
 
@@ -623,7 +623,7 @@ class IrcDesk(_DeskConnection):
         oa1_options = _oa1_options(options, remote_nick, secret, compression)
         _session_options(options, password, sasl)
         if ready_timeout is not None:
-            oa1_options.setdefault("ready_timeout_ms", max(1, int(ready_timeout * 1000)))
+            oa1_options.setdefault("ready_timeout_ms", _millis(ready_timeout))
         policy = _reconnect_policy(reconnect)
 
         async def dial() -> "tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]":
@@ -701,7 +701,7 @@ class IrcDesk(_DeskConnection):
         :class:`deskwire.DisconnectedError`, each with what happened. Cancelling the awaiting
         task sends ``CANCEL``."""
         timeout = _seconds(timeout)
-        timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
+        timeout_ms = None if timeout is None else _millis(timeout)
         return await self._call(
             lambda now: self._engine.request(now, payload, timeout_ms), self._cancel
         )

@@ -170,6 +170,16 @@ def _seconds(timeout: Optional[float], what: str = "timeout") -> Optional[float]
     return float(timeout)
 
 
+_MAX_MS = 2**64 - 1
+
+
+def _millis(seconds: float) -> int:
+    """Checked ``seconds`` (:func:`_seconds`) as the engines' whole milliseconds: under one
+    rounds up to 1, and a timeout beyond what a ``u64`` of milliseconds holds (half a billion
+    years) is the longest one, not an ``OverflowError`` from the conversion."""
+    return min(max(1, int(seconds * 1000)), _MAX_MS)
+
+
 def _duration(seconds: float) -> str:
     """``30 s``, ``1.5 s``, ``250 ms``: a duration for a message, written as the core writes
     its own."""

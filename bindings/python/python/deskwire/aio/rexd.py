@@ -43,7 +43,7 @@ from .._errors import (
     RequestTimeout,
     TlsError,
 )
-from .pump import _duration, _keywords_checked, _Pump, _seconds, now_ms
+from .pump import _duration, _keywords_checked, _millis, _Pump, _seconds, now_ms
 
 __all__ = ["RexdClient", "ExecOutput", "ExecExit", "Pty", "PtyOutput", "PtyExit"]
 
@@ -1435,7 +1435,7 @@ class RexdClient:
                 "cwd": cwd,
                 "env": env,
                 "stdin": stdin,
-                "timeout_ms": None if timeout is None else max(1, int(timeout * 1000)),
+                "timeout_ms": None if timeout is None else _millis(timeout),
                 "max_output_bytes": max_output_bytes,
                 "uncapped_output": True if uncapped else None,
             }
