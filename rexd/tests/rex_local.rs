@@ -354,3 +354,51 @@ fn an_ssh_host_that_never_answers_is_given_up() {
     assert!(out.stderr.contains("timed out"), "{}", out.stderr);
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
 }
+
+/// Names with a newline or an escape sequence (Linux allows both) are quoted as `$'...'` by
+/// `ls`, `glob` and `stat`: one line is one path, the terminal is not driven by a file name,
+/// and bash reads the quoted name back as the same file.
+#[test]
+fn names_with_control_characters_are_quoted_one_per_line() {
+    let f = Fixture::local();
+    let dir = f.path("odd");
+    std::fs::create_dir(&dir).unwrap();
+    for name in ["two\nlines", "red\u{1b}[31m", "plain name", "it's\tok"] {
+        std::fs::write(format!("{dir}/{name}"), "x").unwrap();
+    }
+    let out = f.run(&["ls", &dir]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let text = out.text();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            r"$'it\'s\tok'",
+            r"$'red\x1b[31m'",
+            r"$'two\nlines'",
+            "plain name"
+        ],
+        "{text:?}"
+    );
+    let out = f.run(&["glob", &format!("{dir}/two*")]);
+    assert_eq!(out.text().trim_end(), format!(r"$'{dir}/two\nlines'"));
+    let out = f.run(&["stat", &format!("{dir}/two\nlines")]);
+    let text = out.text();
+    assert!(
+        text.starts_with(&format!(r"$'{dir}/two\nlines': file")),
+        "{text:?}"
+    );
+    // What `ls` printed, given to bash, names the same file.
+    let back = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!("cd {dir} && cat -- {}", r"$'two\nlines'"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        back.stdout,
+        b"x",
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+}

@@ -586,7 +586,7 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
                 return Ok(0);
             }
             for e in &result.entries {
-                let name = if recursive { &e.path } else { &e.name };
+                let name = shown_name(if recursive { &e.path } else { &e.name });
                 let slash = if e.kind == FileType::Dir { "/" } else { "" };
                 if long {
                     out!(
@@ -615,7 +615,7 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
                 print_json(&result);
             } else {
                 for m in &result.matches {
-                    out!("{m}");
+                    out!("{}", shown_name(m));
                 }
             }
             if result.truncated {
@@ -633,19 +633,19 @@ fn command(client: &mut Client, cmd: Cmd) -> Result<u8, ClientError> {
                     return Ok(code::REFUSED);
                 }
             } else if !s.exists {
-                out!("{}: does not exist", s.path);
+                out!("{}: does not exist", shown_name(&s.path));
                 return Ok(code::REFUSED);
             } else {
                 out!(
                     "{}: {} size={} mode={} mtime={}{}",
-                    s.path,
+                    shown_name(&s.path),
                     s.kind.map(type_name).unwrap_or("?"),
                     s.size.map(|n| n.to_string()).unwrap_or_default(),
                     s.mode.map(|m| format!("{m:o}")).unwrap_or_default(),
                     s.mtime.as_deref().unwrap_or(""),
                     s.symlink_target
                         .as_deref()
-                        .map(|t| format!(" -> {t}"))
+                        .map(|t| format!(" -> {}", shown_name(t)))
                         .unwrap_or_default()
                 );
             }
@@ -796,6 +796,37 @@ fn signal_number(s: Signal) -> u8 {
         Signal::Winch => 28,
         _ => 0,
     }
+}
+
+/// A path as `ls`, `glob` and `stat` print it: as it is, unless it has a control character
+/// (Linux allows a newline, a tab or an escape sequence in a name). Then it is quoted as a
+/// shell's `$'...'`, so that one line is one path, the terminal shows the bytes instead of
+/// obeying them, and the line pastes back into bash or zsh as the same name.
+fn shown_name(path: &str) -> std::borrow::Cow<'_, str> {
+    if !path.chars().any(char::is_control) {
+        return path.into();
+    }
+    let mut quoted = String::with_capacity(path.len() + 8);
+    quoted.push_str("$'");
+    for c in path.chars() {
+        match c {
+            '\\' => quoted.push_str("\\\\"),
+            '\'' => quoted.push_str("\\'"),
+            '\n' => quoted.push_str("\\n"),
+            '\t' => quoted.push_str("\\t"),
+            '\r' => quoted.push_str("\\r"),
+            // C1 controls are UTF-8 sequences of two bytes: both as the shell reads them back.
+            c if c.is_control() => {
+                let mut bytes = [0; 4];
+                for b in c.encode_utf8(&mut bytes).bytes() {
+                    quoted.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('\'');
+    quoted.into()
 }
 
 fn type_name(t: FileType) -> &'static str {
