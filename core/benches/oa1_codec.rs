@@ -16,7 +16,7 @@ use std::time::Instant;
 use criterion::{Criterion, Throughput, criterion_group};
 use deskwire::irc::Privmsg;
 use deskwire::oa1::chunk::{split, wire_payload};
-use deskwire::oa1::escape::escape;
+use deskwire::oa1::escape::{Unescaper, escape, escape_into};
 use deskwire::oa1::reassembly::{Accepted, OverflowPolicy, Reassembler, ReassemblyLimits};
 use deskwire::oa1::{
     AuthConfig, Client, Config, Drained, Frame, FrameType, Output, Pacing, Server,
@@ -194,16 +194,27 @@ fn client_answer_lines(text: &str) -> Vec<String> {
 /// memcpy, encode, decode and the engine's request and receiving measured in turns, round
 /// after round, so that all see the same machine: on a shared host the speed of a whole
 /// criterion run moves by 2x from one minute to the next. Prints the median throughput of each
-/// and the median per-round ratio to memcpy.
+/// and the median per-round ratio to memcpy; then the floors, the kernels alone on pieces the
+/// size of a frame's payload and the message's UTF-8 check, which no framing can go below.
 fn side_by_side() {
     const ROUNDS: usize = 2000;
     let text = mixed_utf8(SIZE);
     let lines = response_lines(&text, "k3p2d9m1q7ab");
     let answer = client_answer_lines(&text);
+    let windows = frame_windows(&text);
+    let payloads: Vec<&[u8]> = lines
+        .iter()
+        .map(|line| {
+            let msg = Privmsg::parse(line.as_bytes()).expect("a relayed PRIVMSG");
+            Frame::parse_bytes(msg.text).expect("an OA1 frame").payload
+        })
+        .collect();
     let mut dst = vec![0u8; SIZE];
     let mut line = String::with_capacity(512);
     let mut buffer = Vec::new();
-    let mut times: [Vec<f64>; 6] = Default::default();
+    let mut escaped = String::with_capacity(2 * SIZE);
+    let mut unescaped = Vec::with_capacity(2 * SIZE);
+    let mut times: [Vec<f64>; 9] = Default::default();
     for _ in 0..ROUNDS {
         let start = Instant::now();
         dst.copy_from_slice(black_box(text.as_bytes()));
@@ -224,6 +235,25 @@ fn side_by_side() {
         let start = Instant::now();
         black_box(engine_receive(black_box(&answer)));
         times[5].push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        escaped.clear();
+        for window in &windows {
+            escape_into(black_box(window), &mut escaped);
+        }
+        black_box(&escaped);
+        times[6].push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        unescaped.clear();
+        let mut unescaper = Unescaper::default();
+        for payload in &payloads {
+            unescaper.feed(black_box(payload), &mut unescaped);
+        }
+        unescaper.finish(&mut unescaped);
+        black_box(&unescaped);
+        times[7].push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        black_box(deskwire::oa1::as_text(black_box(&unescaped)).is_ok());
+        times[8].push(start.elapsed().as_secs_f64());
     }
     let median = |v: &[f64]| {
         let mut v = v.to_vec();
@@ -238,23 +268,57 @@ fn side_by_side() {
         "\noa1_128KiB side by side, {ROUNDS} rounds of each in turn (medians; GiB/s of the 128 \
          KiB text):"
     );
-    println!("  {:<44} {:>6.2} GiB/s", "memcpy", gib(memcpy));
+    println!("  {:<48} {:>6.2} GiB/s", "memcpy", gib(memcpy));
     for (name, i) in [
         ("encode: escape + chunk + format", 1),
         ("decode: parse + unescape + reassemble", 2),
         ("engine: Client::request + poll_output", 3),
         ("engine: Client::request + drain_into", 4),
         ("engine: Client::handle_line to Response", 5),
+        ("floor: escape kernel, per frame's window", 6),
+        ("floor: unescape kernel, per frame's payload", 7),
+        ("floor: UTF-8 check of the message", 8),
     ] {
         let ratio = ratios(i);
         let t = median(&times[i]);
         println!(
-            "  {name:<44} {:>6.2} GiB/s  {:>7.1} us  ({:.1}x the time of memcpy)",
+            "  {name:<48} {:>6.2} GiB/s  {:>7.1} us  ({:.1}x the time of memcpy)",
             gib(t),
             t * 1e6,
             median(&ratio)
         );
     }
+    // What the engines cannot go below on this CPU, whatever their framing costs: sending
+    // escapes every byte and copies the lines out; receiving unescapes every payload and checks
+    // the message's UTF-8 once.
+    let send_floor = median(&times[6]) + memcpy;
+    let receive_floor = median(&times[7]) + median(&times[8]);
+    println!(
+        "  floors: sending {:.2} GiB/s ({:.1} us), receiving {:.2} GiB/s ({:.1} us); the \
+         framing's share: sending {:.0}%, receiving {:.0}%",
+        gib(send_floor),
+        send_floor * 1e6,
+        gib(receive_floor),
+        receive_floor * 1e6,
+        100.0 * (1.0 - send_floor / median(&times[4])),
+        100.0 * (1.0 - receive_floor / median(&times[5])),
+    );
+}
+
+/// `text` cut as a request's frames take it: windows of about a frame's payload (241 bytes,
+/// the budget and one more, widened to a character's end), each escaped on its own.
+fn frame_windows(text: &str) -> Vec<&str> {
+    let mut windows = Vec::new();
+    let mut at = 0;
+    while at < text.len() {
+        let mut end = (at + 241).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        windows.push(&text[at..end]);
+        at = end;
+    }
+    windows
 }
 
 /// The engines' configs for the authentication comparison: unlimited pacing, and a shared
