@@ -6,7 +6,8 @@
 #   rexd/benches/rex_vs_ssh.sh [ROUNDS] [COMMAND...]
 #
 # Defaults: 7 rounds of `seq 1 20000000`. The contenders are `ssh host CMD`, `ssh host 'CMD' |
-# cat` (ssh with one more process on its way, as rex's path has), and `rex exec -- sh -c CMD`
+# cat` (ssh with one more process on its way), `ssh host 'CMD | cat' | cat` (one more on each
+# side, as rex's path has: rexd on the server, rex on the client), and `rex exec -- sh -c CMD`
 # with the release build of this checkout (`cargo build --release -p rexd`). Set BEFORE_REX
 # and BEFORE_REXD to the binaries of another build to time it in the same turns ("before").
 set -euo pipefail
@@ -81,6 +82,7 @@ echo "$rounds rounds in turns of: $cmd"
 for _ in $(seq "$rounds"); do
     echo "ssh $(seconds ssh "${ssh_opts[@]}" "$host" "$cmd")"
     echo "ssh|cat $(seconds sh -c 'ssh "$@" | cat' sh "${ssh_opts[@]}" "$host" "$cmd")"
+    echo "ssh+2cat $(seconds sh -c 'ssh "$@" | cat' sh "${ssh_opts[@]}" "$host" "$cmd | cat")"
     if [ -n "${BEFORE_REX:-}" ]; then
         echo "rex(before) $(seconds "$BEFORE_REX" --targets-file "$targets" -t before exec -- sh -c "$cmd")"
     fi
