@@ -14,7 +14,7 @@ val repo: Path = Paths.get(System.getProperty("deskwire.repo") ?: System.getenv(
 fun cargoBinary(name: String): Path {
     val dir = System.getProperty("jna.library.path")?.let { Paths.get(it) } ?: repo.resolve("target/debug")
     val path = dir.resolve(name)
-    check(path.toFile().canExecute()) { "$path is missing: cargo build -p ${name.replace('_', '_')} first" }
+    check(path.toFile().canExecute()) { "$path is missing: cargo build --bin $name first" }
     return path
 }
 
