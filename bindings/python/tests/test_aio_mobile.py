@@ -165,3 +165,15 @@ async def test_nothing_listening_is_a_disconnect_not_a_crash() -> None:
         assert "failed" in gone.reason and gone.retry_in_ms  # the engine will try again
     with pytest.raises(deskwire.LocalError):
         await MobileClient.pair("ws://127.0.0.1:9/ws", "12")  # not a six-digit code
+
+
+@pytest.mark.parametrize("url", ["not a url", "http://127.0.0.1:9120/ws", "127.0.0.1:9120"])
+async def test_a_url_that_is_no_websocket_url_is_refused_at_once(url: str) -> None:
+    """Not a Disconnected event retried forever: the URL can never work."""
+    for opening in (MobileClient.pair(url, "123456"), MobileClient.connect(url, "some-token")):
+        with pytest.raises(deskwire.LocalError) as refused:
+            await opening
+        assert refused.value.code == "invalid_value"
+        assert "is not a WebSocket URL (ws://HOST:PORT/PATH" in refused.value.message
+    with pytest.raises(TypeError):
+        await MobileClient.connect(None, "some-token")  # type: ignore[arg-type]

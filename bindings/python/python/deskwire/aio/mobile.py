@@ -51,6 +51,15 @@ class MobileClient:
                 "missing_dependency",
                 "MobileClient needs the websockets package: pip install 'deskwire[mobile]'",
             ) from None
+        if not isinstance(url, str):
+            raise TypeError(f"url is a str, not {type(url).__name__}")
+        try:
+            importlib.import_module("websockets.uri").parse_uri(url)
+        except self._ws_errors.InvalidURI as e:
+            # Said at once: the engine would otherwise retry a URL that can never work.
+            raise LocalError(
+                "invalid_value", f"{url!r} is not a WebSocket URL (ws://HOST:PORT/PATH or wss://): {e}"
+            ) from None
         self._url = url
         self._engine = engine
         self._max_frame = max_frame
