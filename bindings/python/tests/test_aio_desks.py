@@ -331,10 +331,15 @@ async def test_send_text_arrives_whole_split_at_words(server: Ngircd) -> None:
             assert desks.send_text("#desk", "a quiet word", notice=True) == 1
             line = await raw.expect(lambda l: l.startswith(":desk!") and " #desk :" in l)
             assert " NOTICE #desk :a quiet word" in line
+            # One text longer than may ever wait is not a full queue: it says to send parts.
+            with pytest.raises(deskwire.QueueFullError) as too_long:
+                desks.send_text("#desk", "z" * 70_000)
+            assert "more than the 65536 that may wait to go to #desk: send it in parts" in too_long.value.message
             # Much more than may wait for the channel: refused, and the connection goes on.
-            with pytest.raises(deskwire.QueueFullError):
+            with pytest.raises(deskwire.QueueFullError) as full:
                 for _ in range(100):
                     desks.send_text("#desk", "y" * 2000)
+            assert "bytes already wait to go to #desk and the text would add" in full.value.message
             assert await desks.remote_bash("#desk", "echo after", timeout=60) == "after\n"
         with pytest.raises(deskwire.ClosedError):
             desks.send_text("#desk", "too late")

@@ -142,17 +142,34 @@ pub enum ChatError {
     /// The text starts with `OA1 ` (or `OA1A `), which the spec reserves for tool frames.
     #[error("a chat line may not start with {0:?}: the OA1 spec reserves it for tool frames")]
     ReservedPrefix(&'static str),
-    /// More text is queued for the channel than [`MAX_OUTBOX_BYTES`].
-    #[error("{queued} bytes already wait to go to {channel}; the most is {MAX_OUTBOX_BYTES}")]
+    /// The text would take what waits for the channel past [`MAX_OUTBOX_BYTES`] (or is longer
+    /// than that by itself).
+    #[error("{}", queue_full(.channel, *.queued, *.adding))]
     QueueFull {
         /// The channel.
         channel: String,
         /// Bytes queued already.
         queued: usize,
+        /// Bytes the refused text would have added (its lines).
+        adding: usize,
     },
     /// The connection has ended.
     #[error("the IRC connection has ended")]
     Closed,
+}
+
+/// [`ChatError::QueueFull`]'s words: a text too long by itself is not a queue that is full.
+fn queue_full(channel: &str, queued: usize, adding: usize) -> String {
+    match queued {
+        0 => format!(
+            "the text takes {adding} bytes of lines, more than the {MAX_OUTBOX_BYTES} that may \
+             wait to go to {channel}: send it in parts"
+        ),
+        _ => format!(
+            "{queued} bytes already wait to go to {channel} and the text would add {adding}; \
+             the most is {MAX_OUTBOX_BYTES}"
+        ),
+    }
 }
 
 /// What waits in the inbox: chat, and membership changes, in the order their lines came.

@@ -1090,6 +1090,7 @@ impl<E: Endpoint> Connection<E> {
             return Err(ChatError::QueueFull {
                 channel: name,
                 queued: channel.chat_out_bytes,
+                adding: bytes,
             });
         }
         let command = if notice { "NOTICE" } else { "PRIVMSG" };

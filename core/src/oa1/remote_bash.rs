@@ -137,8 +137,8 @@ pub enum ArgsError {
     /// `timeout_sec`).
     #[error("invalid RemoteBash arguments: {0}")]
     Invalid(#[from] serde_json::Error),
-    /// `timeout_sec` of 0.
-    #[error("timeout_sec must be at least 1")]
+    /// A timeout of zero: `timeout_sec` 0 in the model's arguments, or a host's zero duration.
+    #[error("the timeout must be more than zero (timeout_sec at least 1)")]
     ZeroTimeout,
     /// The request could not be sent.
     #[error(transparent)]
