@@ -313,6 +313,17 @@ fn configs_that_cannot_work_are_refused_when_the_engine_is_built() {
             min: 1
         })
     );
+    // An empty shared secret would let anyone sign frames: refused at either end.
+    use deskwire::oa1::AuthConfig;
+    let mut empty_secret = desk_config();
+    empty_secret.oa1.auth = Some(AuthConfig::new(Vec::new(), 0));
+    assert_eq!(desk(empty_secret), Err(ConfigError::EmptySecret));
+    let mut remote = ConnectionConfig::new("rexd", "#desk");
+    remote.oa1.auth = Some(AuthConfig::new(Vec::new(), 0));
+    assert!(matches!(
+        Remote::new(remote, 0),
+        Err(ConfigError::EmptySecret)
+    ));
     // A remote may answer anyone (its docs say what that risks).
     assert!(Remote::new(ConnectionConfig::new("rexd", "#desk"), 0).is_ok());
     // The message says what to do.

@@ -13,7 +13,7 @@ import pytest
 
 import deskwire
 from deskwire import irc, oa1
-from deskwire.aio import IrcDesk, IrcRemote, Reconnect
+from deskwire.aio import IrcDesk, IrcDesks, IrcRemote, Reconnect
 
 from peers import Ngircd, RexdIrc
 
@@ -382,10 +382,23 @@ async def test_connect_names_the_missing_remote_and_who_was_there(server: Ngircd
 
 async def test_bad_configs_fail_before_connecting(server: Ngircd) -> None:
     for kwargs in ({"channel": "desk"}, {"nick": "a b"}, {"nick": ""}, {"remote_nick": "not a nick"},
-                   {"remote_nick": None}):
+                   {"remote_nick": None}, {"secret": ""}):
         with pytest.raises(deskwire.LocalError) as caught:
             await IrcDesk.connect("127.0.0.1", server.port, **kwargs)  # type: ignore[arg-type]
         assert caught.value.code == "invalid_config", kwargs
+    with pytest.raises(deskwire.LocalError, match="secret is empty, so anyone could sign frames"):
+        await IrcRemote.connect("127.0.0.1", server.port, handler=lambda request: "x", secret=b"")
+    # The server's address, said before connecting (asyncio took "" as this machine, and
+    # 70000 as an OverflowError).
+    for host, port in (("", server.port), ("127.0.0.1", 70000), ("127.0.0.1", 0), ("127.0.0.1", -1)):
+        with pytest.raises(deskwire.LocalError) as bad_address:
+            await IrcDesk.connect(host, port)
+        assert bad_address.value.code == "invalid_value", (host, port)
+    with pytest.raises(deskwire.LocalError, match="port must be 1-65535, not 70000"):
+        await IrcDesks.connect("127.0.0.1", 70000)
+    for host, port in ((None, server.port), ("127.0.0.1", "6667"), ("127.0.0.1", True)):
+        with pytest.raises(TypeError):
+            await IrcDesk.connect(host, port)  # type: ignore[arg-type]
     with pytest.raises(deskwire.LocalError) as missing:
         await IrcDesk.connect("127.0.0.1", server.port, remote_nick=None)  # type: ignore[arg-type]
     assert "rexd" in missing.value.message and '"*"' in missing.value.message

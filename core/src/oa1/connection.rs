@@ -144,6 +144,12 @@ pub enum ConfigError {
     /// A connection carries each channel once.
     #[error("{0} is already one of this connection's channels")]
     DuplicateChannel(String),
+    /// `oa1.auth` with an empty secret: every tag would be one anyone can make.
+    #[error(
+        "oa1.auth.secret is empty, so anyone could sign frames: share a random one with the \
+         remote (`openssl rand -hex 32`), or leave authentication off"
+    )]
+    EmptySecret,
     /// A limit below what can work.
     #[error("{field} must be at least {min}")]
     TooSmall {
@@ -251,6 +257,14 @@ impl ConnectionConfig {
             }
             None if desk => return Err(ConfigError::NoRemote),
             None => {}
+        }
+        if self
+            .oa1
+            .auth
+            .as_ref()
+            .is_some_and(|auth| auth.secret.is_empty())
+        {
+            return Err(ConfigError::EmptySecret);
         }
         let at_least = |field: &'static str, value: u64, min: u64| match value >= min {
             true => Ok(()),

@@ -203,12 +203,26 @@ def _tls_context(tls: Any) -> Optional[ssl.SSLContext]:
     raise TypeError(f"tls must be True, False or an ssl.SSLContext, not {type(tls).__name__}: {hint}")
 
 
+def _check_address(host: Any, port: Any) -> None:
+    """The server's address, refused in words before any connect: asyncio would take an
+    empty host as this machine and a port out of range as an ``OverflowError``."""
+    if not isinstance(host, str):
+        raise TypeError(f"host must be a str, not {type(host).__name__}")
+    if not host:
+        raise LocalError("invalid_value", "host is empty: name the IRC server (e.g. 127.0.0.1)")
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise TypeError(f"port must be an int, not {type(port).__name__}")
+    if not 1 <= port <= 65535:
+        raise LocalError("invalid_value", f"port must be 1-65535, not {port}")
+
+
 async def _open(
     host: str, port: int, tls: "Union[bool, ssl.SSLContext, None]"
 ) -> "tuple[asyncio.StreamReader, asyncio.StreamWriter]":
     """Opens the connection, plain or TLS (``True``: the system's CAs, the host name checked;
     an ``SSLContext``: yours), and says what failed in words: the host, the port and the
     operating system's reason, or the TLS check that failed."""
+    _check_address(host, port)
     context = _tls_context(tls)
     where = f"{host}:{port}"
     try:
@@ -585,8 +599,9 @@ class IrcDesk(_DeskConnection):
         ``sasl`` logs in while registering, a :class:`deskwire.irc.SaslLogin`
         (``SaslLogin.plain(username, password)`` or ``SaslLogin.external()``). A ``tls``,
         ``sasl``, ``secret``, ``password`` or ``reconnect`` of another type is a ``TypeError``
-        saying what to pass, before connecting; no message quotes a secret or a password. A
-        connect that fails raises :class:`deskwire.ConnectFailedError` naming the host, the
+        saying what to pass, before connecting; no message quotes a secret or a password; an
+        empty host, a port outside 1-65535 (:class:`deskwire.LocalError`, ``invalid_value``) and
+        an empty secret (``invalid_config``) are refused there too. A connect that fails raises :class:`deskwire.ConnectFailedError` naming the host, the
         port and the reason (the resolver's words for a name that does not
         resolve), a TLS check that fails :class:`deskwire.TlsError`, a required login that fails
         :class:`deskwire.LoginFailedError` with the server's words. ``compression`` offers
