@@ -320,6 +320,12 @@ if grep -q 'SCRIPT ERROR\|Parse Error\|handle_crash' "$run_dir/godot.log"; then
   echo "script errors or a crash in the engine's output (above)" >&2
   status=1
 fi
+# A panic in the extension (godot-rust catches it and prints "ERROR: [panic file:line]") is a
+# crash the engine happened to survive, not a refusal: count it too.
+if grep -q '^ERROR: \[panic ' "$run_dir/godot.log"; then
+  echo "a panic in the extension (above)" >&2
+  status=1
+fi
 # Everything the tests made is gone by the end: a client, call or gate kept alive (a reference
 # cycle through a signal, a call never settled) shows up here.
 if grep -q 'ObjectDB instances leaked at exit\|resources still in use at exit' "$run_dir/godot.log"; then

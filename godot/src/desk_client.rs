@@ -106,7 +106,8 @@ pub struct DeskRpcClient {
     #[export]
     #[init(val = GString::from("rexd"))]
     remote_nick: GString,
-    /// How long a request may take by default, in seconds (0: the OA1 default, 30 s).
+    /// How long a request may take by default, in seconds (0: the OA1 default, 30 s); a
+    /// negative one makes [method connect_to_server] and [method attach] fail.
     /// [method remote_bash]'s `timeout_sec` overrides it per call.
     #[export]
     request_timeout_sec: i64,
@@ -372,24 +373,28 @@ impl DeskRpcClient {
             }
             return self.join_connection(connection);
         }
-        if !host.is_empty() {
-            self.server_host = host;
-        }
-        if port != 0 {
-            self.server_port = port;
-        }
+        // A refused call leaves the object as it was: the address is set once it is accepted.
+        let host = if host.is_empty() {
+            self.server_host.clone()
+        } else {
+            host
+        };
+        let port = if port == 0 { self.server_port } else { port };
         let config = match self.config() {
             Ok(c) => c,
             Err(e) => return self.refuse("connect_to_server", "invalid_config", &e),
         };
-        let Ok(port) = u16::try_from(self.server_port) else {
-            let message = format!("port {} is out of range", self.server_port);
+        let Ok(port_number) = u16::try_from(port) else {
+            let message = format!("port {port} is out of range");
             return self.refuse("connect_to_server", "invalid_config", &message);
         };
         let backoff = match self.reconnect.then(|| self.reconnect_policy()).transpose() {
             Ok(policy) => policy.map(|p| Backoff::new(p, seed())),
             Err(e) => return self.refuse("connect_to_server", "invalid_config", &e),
         };
+        self.server_host = host;
+        self.server_port = port;
+        let port = port_number;
         self.shut_down("reconnecting");
         self.warn_outside_tree("connect_to_server");
         let host = self.server_host.to_string();
@@ -466,20 +471,24 @@ impl DeskRpcClient {
     }
 
     /// Runs [param command] on the remote machine (the `RemoteBash` tool). [param timeout_sec]
-    /// overrides [member request_timeout_sec] for this call (0: keep it). Await the returned
-    /// call's [signal RemoteCall.completed].
+    /// overrides [member request_timeout_sec] for this call (0: keep it); a fraction of a
+    /// second is rounded up to the next whole second (`0.5` waits 1 s), and a negative or
+    /// non-finite one fails the call with `invalid_arguments`. Await the returned call's
+    /// [signal RemoteCall.completed]. Called from a thread other than the main one it returns
+    /// `null` and prints an error: nothing is sent (the call's object could not be made there).
     #[func]
     fn remote_bash(
         &mut self,
         command: GString,
-        #[opt(default = 0)] timeout_sec: i64,
-    ) -> Gd<RemoteCall> {
+        #[opt(default = 0.0)] timeout_sec: f64,
+    ) -> Option<Gd<RemoteCall>> {
+        // Off the main thread godot-rust may make no object, Dictionary or Variant (it panics
+        // before it would touch the engine): null is what can be returned there.
         if !on_main_thread("DeskRpcClient.remote_bash") {
-            let message = "remote_bash was called from another thread";
-            return RemoteCall::refused(shapes::local_failure("", "wrong_thread", message));
+            return None;
         }
         let args = shapes::remote_bash_command(&command.to_string(), timeout_sec);
-        self.start(args, None)
+        Some(self.start(args, None))
     }
 
     /// Cancels request [param id]: the remote is sent a `CANCEL`, and its call
@@ -617,7 +626,7 @@ impl DeskRpcClient {
     #[func]
     fn waiting_for(&self) -> GString {
         match &self.engine {
-            Engine::Desk(desk) => desk.waiting_for().unwrap_or_default().as_str().into(),
+            Engine::Desk(desk) => variant::gstring(desk.waiting_for().unwrap_or_default().as_str()),
             Engine::Shared(connection, channel) => connection
                 .bind()
                 .engine()
@@ -637,7 +646,7 @@ impl DeskRpcClient {
             Engine::Desk(desk) => desk
                 .members()
                 .iter()
-                .map(|n| GString::from(n.as_str()))
+                .map(|n| variant::gstring(n.as_str()))
                 .collect(),
             Engine::Shared(connection, channel) => connection
                 .bind()
@@ -645,7 +654,7 @@ impl DeskRpcClient {
                 .and_then(|e| e.members(channel))
                 .unwrap_or_default()
                 .iter()
-                .map(|n| GString::from(n.as_str()))
+                .map(|n| variant::gstring(n.as_str()))
                 .collect(),
             Engine::Attached(_) | Engine::Idle => PackedStringArray::new(),
         }
@@ -687,7 +696,12 @@ impl DeskRpcClient {
             nick: self.nick.to_string(),
             channel: self.channel.to_string(),
             remote_nick: self.remote_nick.to_string(),
-            request_timeout_sec: u64::try_from(self.request_timeout_sec).unwrap_or(0),
+            request_timeout_sec: u64::try_from(self.request_timeout_sec).map_err(|_| {
+                format!(
+                    "request_timeout_sec must not be negative, not {} (0: the OA1 default, 30 s)",
+                    self.request_timeout_sec
+                )
+            })?,
             auth_secret: self.auth_secret.to_string(),
             epoch_unix_ms: epoch_unix_ms(),
             compression: self.compression,
@@ -756,7 +770,7 @@ impl DeskRpcClient {
         let mut calls: Vec<(String, Gd<RemoteCall>)> = self.calls.drain().collect();
         calls.sort_by(|a, b| a.0.cmp(&b.0));
         for (id, mut call) in calls {
-            let (gid, message) = (GString::from(id.as_str()), GString::from(why));
+            let (gid, message) = (variant::gstring(id.as_str()), variant::gstring(why));
             self.later(move |this| {
                 this.signals()
                     .request_failed()
@@ -844,9 +858,9 @@ impl DeskRpcClient {
     ) -> Gd<RemoteCall> {
         let id = self.local_ids.next_id();
         let mut call = RemoteCall::create(&id, None, tool);
-        let (code, message) = (GString::from(code), GString::from(message));
+        let (code, message) = (variant::gstring(code), variant::gstring(message));
         let outcome = shapes::local_failure(&id, &code.to_string(), &message.to_string());
-        let id = GString::from(id.as_str());
+        let id = variant::gstring(id.as_str());
         self.run_deferred_gd(move |this: Gd<Self>| {
             this.signals().request_failed().emit(&id, &code, &message);
         });
@@ -942,9 +956,9 @@ impl DeskRpcClient {
         self.engine_cancel(now, id, &message);
         godot_warn!("DeskRpcClient: request {id} failed: {message}");
         self.signals().request_failed().emit(
-            &GString::from(id),
+            &variant::gstring(id),
             "not_polled",
-            &GString::from(message.as_str()),
+            &variant::gstring(message.as_str()),
         );
         RemoteCall::settle(&mut call, shapes::local_failure(id, "not_polled", &message));
     }
@@ -961,9 +975,9 @@ impl DeskRpcClient {
         // An id the engine no longer knows has just finished; its answer is dropped now.
         self.engine_cancel(now, id, reason);
         self.signals().request_failed().emit(
-            &GString::from(id),
+            &variant::gstring(id),
             "cancelled",
-            &GString::from(reason),
+            &variant::gstring(reason),
         );
         Some((id.to_owned(), call))
     }
@@ -1000,7 +1014,7 @@ impl DeskRpcClient {
             let (host, port) = self.address.clone().unwrap_or_default();
             let message = format!("connect to {host}:{port} failed: {reason}");
             self.last_error = "cant_connect".into();
-            self.last_error_message = message.as_str().into();
+            self.last_error_message = variant::gstring(message.as_str());
             if let Some(backoff) = self.backoff.as_mut().filter(|_| !self.closing) {
                 // The engine, and the requests it holds, wait for the next socket.
                 let delay = backoff.next_delay_ms();
@@ -1077,9 +1091,16 @@ impl DeskRpcClient {
 
     /// The reconnect policy the properties say, checked by the core.
     fn reconnect_policy(&self) -> Result<ReconnectPolicy, String> {
+        let (first, max) = (self.reconnect_first_ms, self.reconnect_max_ms);
+        let (Ok(first_delay_ms), Ok(max_delay_ms)) = (u64::try_from(first), u64::try_from(max))
+        else {
+            return Err(format!(
+                "reconnect_first_ms/reconnect_max_ms: delays must not be negative (got {first} and {max})"
+            ));
+        };
         let policy = ReconnectPolicy {
-            first_delay_ms: u64::try_from(self.reconnect_first_ms).unwrap_or(0),
-            max_delay_ms: u64::try_from(self.reconnect_max_ms).unwrap_or(0),
+            first_delay_ms,
+            max_delay_ms,
             ..ReconnectPolicy::default()
         };
         policy
@@ -1158,7 +1179,7 @@ impl DeskRpcClient {
                 // A refused login is the user's to fix: said, and not tried again.
                 godot_warn!("DeskRpcClient: {message}");
                 self.last_error = "login_failed".into();
-                self.last_error_message = message.as_str().into();
+                self.last_error_message = variant::gstring(message.as_str());
                 self.backoff = None;
                 actions.push(Action::Event(event));
             }
@@ -1197,16 +1218,16 @@ impl DeskRpcClient {
                     truncated,
                 })) => {
                     self.signals().request_completed().emit(
-                        &GString::from(id.as_str()),
-                        &GString::from(text.as_str()),
+                        &variant::gstring(id.as_str()),
+                        &variant::gstring(text.as_str()),
                         truncated,
                     );
                 }
                 Action::Event(ConnectionEvent::Oa1(Event::Failed { id, failure })) => {
                     self.signals().request_failed().emit(
-                        &GString::from(id.as_str()),
-                        &GString::from(failure.code()),
-                        &GString::from(failure.message().as_str()),
+                        &variant::gstring(id.as_str()),
+                        &variant::gstring(failure.code()),
+                        &variant::gstring(failure.message().as_str()),
                     );
                 }
                 Action::Event(other) => {

@@ -280,18 +280,19 @@ impl DeskConnection {
         if !on_main_thread("DeskConnection.connect_to_server") {
             return Error::ERR_UNAVAILABLE;
         }
-        if !host.is_empty() {
-            self.server_host = host;
-        }
-        if port != 0 {
-            self.server_port = port;
-        }
+        // A refused call leaves the object as it was: the address is set once it is accepted.
+        let host = if host.is_empty() {
+            self.server_host.clone()
+        } else {
+            host
+        };
+        let port = if port == 0 { self.server_port } else { port };
         let config = match self.config() {
             Ok(c) => c,
             Err(e) => return self.refuse("invalid_config", &e),
         };
-        let Ok(port) = u16::try_from(self.server_port) else {
-            let message = format!("port {} is out of range", self.server_port);
+        let Ok(port_number) = u16::try_from(port) else {
+            let message = format!("port {port} is out of range");
             return self.refuse("invalid_config", &message);
         };
         let now = ticks();
@@ -302,6 +303,9 @@ impl DeskConnection {
             Ok(policy) => policy.map(|p| Backoff::new(p, desk_client::seed())),
             Err(e) => return self.refuse("invalid_config", &e),
         };
+        self.server_host = host;
+        self.server_port = port;
+        let port = port_number;
         let mut actions = Vec::new();
         self.end_link(now, "reconnecting", &mut actions);
         self.deliver(actions);
@@ -431,7 +435,7 @@ impl DeskConnection {
                     _ => ("closed", Error::ERR_UNCONFIGURED),
                 };
                 self.last_send_error = code.into();
-                self.last_send_error_message = e.to_string().as_str().into();
+                self.last_send_error_message = variant::gstring(e.to_string().as_str());
                 error
             }
         }
@@ -442,7 +446,7 @@ impl DeskConnection {
     fn channels(&self) -> PackedStringArray {
         self.desks
             .iter()
-            .map(|m| GString::from(m.channel.as_str()))
+            .map(|m| variant::gstring(m.channel.as_str()))
             .collect()
     }
 
@@ -679,7 +683,7 @@ impl DeskConnection {
                 Err(("invalid_config", e)) => {
                     godot_error!("DeskConnection: cannot connect again: {e}");
                     self.last_error = "invalid_config".into();
-                    self.last_error_message = e.as_str().into();
+                    self.last_error_message = variant::gstring(e.as_str());
                     self.backoff = None;
                 }
                 Err((_, e)) => {
@@ -693,9 +697,16 @@ impl DeskConnection {
 
     /// The reconnect policy the properties say, checked by the core.
     fn reconnect_policy(&self) -> Result<ReconnectPolicy, String> {
+        let (first, max) = (self.reconnect_first_ms, self.reconnect_max_ms);
+        let (Ok(first_delay_ms), Ok(max_delay_ms)) = (u64::try_from(first), u64::try_from(max))
+        else {
+            return Err(format!(
+                "reconnect_first_ms/reconnect_max_ms: delays must not be negative (got {first} and {max})"
+            ));
+        };
         let policy = ReconnectPolicy {
-            first_delay_ms: u64::try_from(self.reconnect_first_ms).unwrap_or(0),
-            max_delay_ms: u64::try_from(self.reconnect_max_ms).unwrap_or(0),
+            first_delay_ms,
+            max_delay_ms,
             ..ReconnectPolicy::default()
         };
         policy
@@ -747,7 +758,7 @@ impl DeskConnection {
             let message = format!("connect to {host}:{port} failed: {reason}");
             godot_warn!("DeskConnection: {message}");
             self.last_error = "cant_connect".into();
-            self.last_error_message = message.as_str().into();
+            self.last_error_message = variant::gstring(message.as_str());
         }
         engine.handle_eof(now);
     }
@@ -794,7 +805,7 @@ impl DeskConnection {
                         godot_warn!("DeskConnection: {message}");
                         self.backoff = None;
                         self.last_error = "login_failed".into();
-                        self.last_error_message = message.as_str().into();
+                        self.last_error_message = variant::gstring(message.as_str());
                     }
                     if !matches!(event, ConnectionEvent::Link(_)) {
                         actions.push(Action::Event(event));
@@ -845,19 +856,19 @@ impl DeskConnection {
                         tags.set(key.as_str(), value.as_str());
                     }
                     self.signals().chat_received().emit(
-                        &GString::from(message.channel.as_str()),
-                        &GString::from(message.sender.as_str()),
+                        &variant::gstring(message.channel.as_str()),
+                        &variant::gstring(message.sender.as_str()),
                         kind,
-                        &GString::from(message.text.as_str()),
+                        &variant::gstring(message.text.as_str()),
                         &tags,
                     );
                 }
                 Action::Membership(event) => {
                     let (channel, kind, nick, details) = membership_parts(&event);
                     self.signals().membership_changed().emit(
-                        &GString::from(channel.as_str()),
-                        &GString::from(kind.as_str()),
-                        &GString::from(nick.as_str()),
+                        &variant::gstring(channel.as_str()),
+                        &variant::gstring(kind.as_str()),
+                        &variant::gstring(nick.as_str()),
                         &variant::dictionary_of(&details),
                     );
                 }

@@ -234,7 +234,7 @@ impl Oa1Client {
         match self.engine.request(now, &payload.to_string(), timeout) {
             Ok(id) => {
                 self.error.record(Ok(()));
-                id.as_str().into()
+                variant::gstring(id.as_str())
             }
             Err(e) => {
                 self.error.record(Err(e));
@@ -280,13 +280,13 @@ impl Oa1Client {
     /// See [member last_error].
     #[func]
     fn get_last_error(&self) -> GString {
-        self.error.code.as_str().into()
+        variant::gstring(self.error.code.as_str())
     }
 
     /// See [member last_error_message].
     #[func]
     fn get_last_error_message(&self) -> GString {
-        self.error.message.as_str().into()
+        variant::gstring(self.error.message.as_str())
     }
 }
 
@@ -440,13 +440,13 @@ impl Oa1Server {
     /// See [member last_error].
     #[func]
     fn get_last_error(&self) -> GString {
-        self.error.code.as_str().into()
+        variant::gstring(self.error.code.as_str())
     }
 
     /// See [member last_error_message].
     #[func]
     fn get_last_error_message(&self) -> GString {
-        self.error.message.as_str().into()
+        variant::gstring(self.error.message.as_str())
     }
 }
 

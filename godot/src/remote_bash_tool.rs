@@ -80,7 +80,8 @@ impl RemoteBashTool {
     /// model. Arguments the tool refuses complete the call at once with
     /// `invalid_arguments` (its tool message tells the model why), through
     /// [signal DeskRpcClient.request_failed] like any other failure. Without a [param client]
-    /// (`null`) the call completes with `closed`. Check the call with [method ToolGate.authorize]
+    /// (`null`) the call completes with `closed`, its [member RemoteCall.id] the tool call's
+    /// id, and its [method RemoteCall.tool_message] tells the model so. Check the call with [method ToolGate.authorize]
     /// first. [param provider] is `openai_chat` by default (see the class description).
     #[func]
     fn run(
@@ -88,15 +89,24 @@ impl RemoteBashTool {
         tool_call: VarDictionary,
         #[opt(default = "openai_chat")] provider: GString,
     ) -> Gd<RemoteCall> {
-        let Some(mut client) = client else {
-            let mut call = RemoteCall::create("", None, None);
-            let outcome = shapes::local_failure("", "closed", "no DeskRpcClient was given");
-            RemoteCall::settle(&mut call, outcome);
-            return call;
-        };
         let read = format(&provider)
             .ok_or_else(|| format!("unknown provider {provider}"))
             .and_then(|format| Ok((read(&tool_call, format)?, format)));
+        let Some(mut client) = client else {
+            // Still an answer for the model: the call carries the tool call's id, and its
+            // tool_message() tells the model why (a tool call that does not read fails as with
+            // a client, `invalid_arguments`).
+            let (id, tool, code, message) = match read {
+                Ok((call, format)) => {
+                    let message = "no DeskRpcClient was given".to_owned();
+                    (call.id.clone(), Some((call, format)), "closed", message)
+                }
+                Err(message) => (String::new(), None, "invalid_arguments", message),
+            };
+            let mut call = RemoteCall::create(&id, None, tool);
+            RemoteCall::settle(&mut call, shapes::local_failure(&id, code, &message));
+            return call;
+        };
         let mut client = client.bind_mut();
         match read {
             Ok((call, format)) => {

@@ -24,7 +24,9 @@ use crate::variant;
 /// ```
 ///
 /// The result is `{"id", "ok": true, "text", "truncated"}` or
-/// `{"id", "ok": false, "error", "message"}`; `id` is [member id]. `error` is the
+/// `{"id", "ok": false, "error", "message"}`; `id` is [member id]. A Godot String cannot hold
+/// a NUL byte: each NUL in `text` (and in any text from the remote or the server) arrives as
+/// U+FFFD, `"\uFFFD"`, and what follows it is kept. `error` is the
 /// remote's error code, or one of [signal DeskRpcClient.request_failed]'s (`timeout`,
 /// `not_ready`, `join_failed`, `kicked`, `peer_left`, `disconnected`, `not_connected`,
 /// `not_polled`, `invalid_arguments`, ...), `cancelled` or `closed` (the client was closed or
@@ -35,8 +37,7 @@ use crate::variant;
 pub struct RemoteCall {
     /// The OA1 request id: the one [signal DeskRpcClient.request_completed] and
     /// [signal DeskRpcClient.request_failed] carry. A call that failed before it left has an id
-    /// of its own too; only one made off the main thread, or by [method RemoteBashTool.run]
-    /// without a client, has `""`.
+    /// of its own too.
     #[var(no_set)]
     id: GString,
     /// Whether [signal completed] was emitted.
@@ -137,18 +138,6 @@ impl RemoteCall {
             tool,
             base,
         })
-    }
-
-    /// A call refused off the main thread: done at once, and `completed` is never emitted
-    /// (signals go out on the main thread only).
-    pub fn refused(outcome: Value) -> Gd<RemoteCall> {
-        let mut call = RemoteCall::create("", None, None);
-        {
-            let mut this = call.bind_mut();
-            this.outcome = Some(outcome);
-            this.done = true;
-        }
-        call
     }
 
     /// Records the outcome and emits `completed` at the end of the frame (deferred), so

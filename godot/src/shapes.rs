@@ -341,17 +341,22 @@ pub fn desk_config(
 }
 
 /// [method DeskRpcClient.remote_bash]'s arguments as the core's: `timeout_sec` 0 keeps the
-/// configured timeout, and one below 0 is refused.
-pub fn remote_bash_command(command: &str, timeout_sec: i64) -> Result<RemoteBashArgs, String> {
-    let timeout_sec = match u64::try_from(timeout_sec) {
-        Ok(0) => None,
-        Ok(t) => Some(t),
-        Err(_) => {
-            return Err(format!(
-                "timeout_sec must not be negative, not {timeout_sec}"
-            ));
-        }
-    };
+/// configured timeout, a fraction of a second is rounded up to the next whole second (the
+/// core counts whole seconds; a huge one is the longest), and a negative or non-finite one is
+/// refused.
+pub fn remote_bash_command(command: &str, timeout_sec: f64) -> Result<RemoteBashArgs, String> {
+    if timeout_sec < 0.0 {
+        return Err(format!(
+            "timeout_sec must not be negative, not {timeout_sec}"
+        ));
+    }
+    if !timeout_sec.is_finite() {
+        return Err(format!(
+            "timeout_sec must be a finite number of seconds, not {timeout_sec}"
+        ));
+    }
+    // `as` saturates: past u64 is the longest timeout.
+    let timeout_sec = (timeout_sec > 0.0).then(|| timeout_sec.ceil() as u64);
     RemoteBashArgs::new(command, timeout_sec).map_err(|e| e.to_string())
 }
 
@@ -762,14 +767,21 @@ mod tests {
     #[test]
     fn remote_bash_arguments_go_through_the_core_contract() {
         let call = |args: Value| ToolCall::new("c", "RemoteBash", args);
-        let args = remote_bash_command("uname -a", 0).unwrap();
+        let args = remote_bash_command("uname -a", 0.0).unwrap();
         assert_eq!(
             (args.command.as_str(), args.timeout_sec),
             ("uname -a", None)
         );
-        let args = remote_bash_command("x", 3).unwrap();
+        let args = remote_bash_command("x", 3.0).unwrap();
         assert_eq!(args.timeout_sec, Some(3));
-        assert!(remote_bash_command("x", -1).is_err());
+        // A fraction is never the configured timeout: it waits the next whole second.
+        assert_eq!(remote_bash_command("x", 0.5).unwrap().timeout_sec, Some(1));
+        assert_eq!(remote_bash_command("x", 2.25).unwrap().timeout_sec, Some(3));
+        let e = remote_bash_command("x", -1.0).unwrap_err();
+        assert!(e.contains("negative, not -1"), "{e}");
+        for bad in [f64::NAN, f64::INFINITY, -0.5] {
+            assert!(remote_bash_command("x", bad).is_err(), "{bad}");
+        }
         let args = read_remote_bash(&call(json!({"command": "x", "timeout_sec": 3}))).unwrap();
         assert_eq!(args.timeout_ms(), Some(3_000));
         assert!(read_remote_bash(&call(json!({"command": 5}))).is_err());

@@ -91,6 +91,17 @@ pub fn child_path(parent: &str, key: &str) -> String {
     }
 }
 
+/// Rust text as a Godot String, the one conversion for text that comes from a peer (a
+/// command's output, a server's message, a nick). A Godot String ends at its first NUL, so each
+/// NUL becomes U+FFFD (`\u{FFFD}`, the replacement character) and the text after it is kept.
+pub fn gstring(text: &str) -> GString {
+    if text.contains('\0') {
+        GString::from(text.replace('\0', "\u{FFFD}").as_str())
+    } else {
+        GString::from(text)
+    }
+}
+
 /// A JSON value as a Variant: `null`, `bool`, `int` (or `float` for integers past `i64`),
 /// `float`, `String`, `Array`, `Dictionary`.
 pub fn to_variant(value: &Value) -> Variant {
@@ -101,7 +112,7 @@ pub fn to_variant(value: &Value) -> Variant {
             Some(i) => i.to_variant(),
             None => n.as_f64().unwrap_or(f64::NAN).to_variant(),
         },
-        Value::String(s) => GString::from(s.as_str()).to_variant(),
+        Value::String(s) => gstring(s).to_variant(),
         Value::Array(items) => array(items).to_variant(),
         Value::Object(map) => dictionary(map).to_variant(),
     }
@@ -111,7 +122,7 @@ pub fn to_variant(value: &Value) -> Variant {
 pub fn dictionary(map: &Map<String, Value>) -> VarDictionary {
     let mut d = VarDictionary::new();
     for (k, v) in map {
-        d.set(&GString::from(k.as_str()).to_variant(), &to_variant(v));
+        d.set(&gstring(k).to_variant(), &to_variant(v));
     }
     d
 }

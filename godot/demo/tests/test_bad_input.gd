@@ -3,6 +3,23 @@
 extends "res://tests/suite.gd"
 
 
+## The engine's errors while it is installed (OS.add_logger), from any thread.
+class ErrorLog extends Logger:
+	var mutex := Mutex.new()
+	var lines: Array[String] = []
+
+	func _log_error(_function: String, _file: String, _line: int, code: String, rationale: String, _editor_notify: bool, _error_type: int, _script_backtraces: Array[ScriptBacktrace]) -> void:
+		mutex.lock()
+		lines.append("%s %s" % [code, rationale])
+		mutex.unlock()
+
+	func taken() -> Array[String]:
+		mutex.lock()
+		var copy := lines.duplicate()
+		mutex.unlock()
+		return copy
+
+
 func _attached(nick: String) -> DeskRpcClient:
 	var client := DeskRpcClient.new()
 	client.nick = nick
@@ -85,6 +102,13 @@ func test_null_and_wrong_objects() -> void:
 	var call := RemoteBashTool.run(null, call_dict)
 	var result := await finish(call, 2.0)
 	check_eq(result.get("error"), "closed", "no client: %s" % [result])
+	# The model's tool call still gets its answer, under its own id.
+	check_eq([call.id, result.get("id")], ["c1", "c1"], "the failure carries the tool call's id")
+	var message := call.tool_message()
+	check_eq([message.get("role"), message.get("tool_call_id")], ["tool", "c1"], "a tool message for the model: %s" % [message])
+	check(str(message.get("content")).contains("closed"), "it says the desk is closed: %s" % [message])
+	result = await finish(RemoteBashTool.run(null, {"id": "c2", "type": "function", "function": null}), 2.0)
+	check_eq(result.get("error"), "invalid_arguments", "no client and a call that does not read: %s" % [result])
 	check_eq(RemoteBashTool.handles({}), false, "an empty Dictionary is not a call")
 	check_eq(RemoteBashTool.definition("nonsense"), {}, "an unknown provider")
 	var gate := ToolGate.new()
@@ -99,11 +123,79 @@ func test_calls_from_other_threads_are_refused() -> void:
 	var emitted: Array = []
 	client.line_to_send.connect(func(line): emitted.append(line))
 	gate.tools_changed.connect(func(npc): emitted.append(npc))
+	var error_log := ErrorLog.new()
+	OS.add_logger(error_log)
 	var thread := Thread.new()
+	# Typed calls with every argument given: godot-rust 0.5 can make no Variant off the main
+	# thread, so an untyped call, or one that leaves an argument to its default, panics in
+	# godot-rust's own glue before the method runs (it catches the panic; the caller gets null).
 	thread.start(func():
-		return [client.feed_line(":deskbot!u@h PRIVMSG #desk :hello"), gate.bind_npc("npc", "desk")])
-	var answers: Array = thread.wait_to_finish()
-	check_eq(answers, [ERR_UNAVAILABLE, ERR_UNAVAILABLE], "refused off the main thread")
+		var got := [client.feed_line(":deskbot!u@h PRIVMSG #desk :hello"), gate.bind_npc("npc", "desk"),
+			client.remote_bash("echo from thread", 5), client.cancel("nosuch", "cancelled")]
+		client.poll()
+		client.close("bye")
+		return got)
+	# Untyped: a panic in the thread returns null, which fails the check instead of the script.
+	var answers = thread.wait_to_finish()
+	OS.remove_logger(error_log)
+	check(answers is Array and answers.size() == 4, "the thread finished: %s" % [answers])
+	if answers is Array and answers.size() == 4:
+		check_eq([answers[0], answers[1], answers[3]], [ERR_UNAVAILABLE, ERR_UNAVAILABLE, ERR_UNAVAILABLE], "refused off the main thread")
+		check(answers[2] == null, "remote_bash gives null off the main thread: %s" % [answers[2]])
 	check_eq(emitted, [], "nothing was emitted off the main thread")
+	var errors := error_log.taken()
+	check(errors.any(func(e): return e.contains("DeskRpcClient.remote_bash: call it from the main thread")), "remote_bash says why: %s" % [errors])
+	# A panic in the binding (godot-rust reports it as an error) is a crash averted, not a refusal.
+	check(not errors.any(func(e): return e.contains("panic") or e.contains("different thread")), "no panic in the binding: %s" % [errors])
+	check_eq(client.in_flight(), 0, "nothing was sent")
 	check_eq(gate.desk_of("npc"), "", "nothing changed")
 	client.queue_free()
+
+
+func test_negative_settings_are_refused_with_their_value() -> void:
+	var client := DeskRpcClient.new()
+	tree.root.add_child(client)
+	client.reconnect = true
+	client.reconnect_first_ms = -1
+	check_eq(client.connect_to_server("127.0.0.1", 1), ERR_INVALID_PARAMETER, "reconnect_first_ms -1 refused")
+	check(client.last_error_message.contains("-1"), "names -1: %s" % client.last_error_message)
+	client.reconnect_first_ms = 500
+	client.reconnect_max_ms = -3
+	check_eq(client.connect_to_server("127.0.0.1", 1), ERR_INVALID_PARAMETER, "reconnect_max_ms -3 refused")
+	check(client.last_error_message.contains("-3"), "names -3: %s" % client.last_error_message)
+	client.reconnect_max_ms = 10000
+	client.request_timeout_sec = -7
+	check_eq(client.connect_to_server("127.0.0.1", 1), ERR_INVALID_PARAMETER, "request_timeout_sec -7 refused, not the 30 s default")
+	check(client.last_error_message.contains("request_timeout_sec") and client.last_error_message.contains("-7"), "names it: %s" % client.last_error_message)
+	check_eq(client.attach(), ERR_INVALID_PARAMETER, "attach refuses it too")
+	check_eq(client.state, "closed", "nothing connected")
+	client.queue_free()
+	var connection := DeskConnection.new()
+	tree.root.add_child(connection)
+	connection.reconnect = true
+	connection.reconnect_first_ms = -1
+	check_eq(connection.connect_to_server("127.0.0.1", 1), ERR_INVALID_PARAMETER, "DeskConnection: reconnect_first_ms -1 refused")
+	check(connection.last_error_message.contains("-1"), "DeskConnection names -1: %s" % connection.last_error_message)
+	connection.queue_free()
+
+
+func test_a_refused_connect_changes_nothing() -> void:
+	var client := DeskRpcClient.new()
+	tree.root.add_child(client)
+	client.server_host = "irc.example"
+	client.server_port = 6667
+	for port in [-1, 70000]:
+		check_eq(client.connect_to_server("127.0.0.1", port), ERR_INVALID_PARAMETER, "port %d refused" % port)
+		check(client.last_error_message.contains("out of range"), "says why: %s" % client.last_error_message)
+		check_eq([client.server_host, client.server_port], ["irc.example", 6667], "port %d: the address is as it was" % port)
+	client.remote_nick = ""
+	check_eq(client.connect_to_server("127.0.0.1", 6668), ERR_INVALID_PARAMETER, "a bad config refused")
+	check_eq([client.server_host, client.server_port], ["irc.example", 6667], "bad config: the address is as it was")
+	client.queue_free()
+	var connection := DeskConnection.new()
+	tree.root.add_child(connection)
+	connection.server_host = "irc.example"
+	connection.server_port = 6667
+	check_eq(connection.connect_to_server("127.0.0.1", -1), ERR_INVALID_PARAMETER, "DeskConnection: port -1 refused")
+	check_eq([connection.server_host, connection.server_port], ["irc.example", 6667], "DeskConnection: the address is as it was")
+	connection.queue_free()

@@ -66,6 +66,34 @@ func test_a_timeout_fails_cleanly() -> void:
 	client.queue_free()
 
 
+func test_a_fraction_of_a_second_is_rounded_up_not_the_default() -> void:
+	var client := await connected_client("godesk8")
+	# 0.5 s waits 1 s: before, the fraction was cut to 0 and the call waited the default 30 s.
+	var slow := client.remote_bash("sleep 8; echo too late", 0.5)
+	var result := await finish(slow, 10.0)
+	check_eq([result.get("ok"), result.get("error")], [false, "timeout"], "timed out after a second: %s" % [result])
+	for bad in [-0.5, NAN, INF]:
+		result = await finish(client.remote_bash("echo never", bad), 2.0)
+		check_eq([result.get("ok"), result.get("error")], [false, "invalid_arguments"], "timeout %s refused: %s" % [bad, result])
+	result = await finish(client.remote_bash("echo whole", 2), 15.0)
+	check_eq(result.get("text"), "whole\n", "an int timeout still works: %s" % [result])
+	client.close()
+	client.queue_free()
+
+
+func test_output_after_a_nul_byte_is_kept() -> void:
+	var client := await connected_client("godesk9")
+	var completed: Array = []
+	client.request_completed.connect(func(id, text, truncated): completed.append(text))
+	var result := await finish(client.remote_bash("printf 'a\\0b\\0c'; echo; printf 'zz'", 10), 15.0)
+	# A Godot String ends at a NUL: each becomes U+FFFD and what follows arrives.
+	var want := "a\uFFFDb\uFFFDc\nzz"
+	check_eq(result.get("text"), want, "the whole output: %s" % [result])
+	check_eq(completed, [want], "request_completed carries it too")
+	client.close()
+	client.queue_free()
+
+
 func test_cancel() -> void:
 	var client := await connected_client("godesk4")
 	var call := client.remote_bash("sleep 8; echo never", 20)
