@@ -61,22 +61,22 @@ fn main() {
     });
 
     let desk = wrapper::Desk::new(config.into(), 0, 1).unwrap();
-    desk.handle_bytes(0, WELCOME);
-    desk.drain(0);
+    desk.handle_bytes(0, WELCOME).unwrap();
+    desk.drain(0).unwrap();
     let drain_ns = rounds(|| {
-        desk.handle_bytes(1, black_box(LINE));
-        black_box(desk.drain(1));
+        desk.handle_bytes(1, black_box(LINE)).unwrap();
+        black_box(desk.drain(1).unwrap());
     });
     let poll_ns = rounds(|| {
-        desk.handle_bytes(1, black_box(LINE));
+        desk.handle_bytes(1, black_box(LINE)).unwrap();
         while !matches!(
-            black_box(desk.poll_output(1)),
+            black_box(desk.poll_output(1).unwrap()),
             WrapperOutput::Timeout { .. }
         ) {}
     });
-    let handle_only_ns = rounds(|| desk.handle_bytes(1, black_box(LINE)));
+    let handle_only_ns = rounds(|| desk.handle_bytes(1, black_box(LINE)).unwrap());
     let drain_only_ns = rounds(|| {
-        black_box(desk.drain(1));
+        black_box(desk.drain(1).unwrap());
     });
 
     println!("rust core    handle_bytes + poll_output: {core_ns:.1} ns/call");

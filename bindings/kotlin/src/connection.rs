@@ -128,7 +128,8 @@ impl Desk {
     #[uniffi::constructor]
     pub fn new(config: ConnectionConfig, now_ms: i64, seed: i64) -> Result<Arc<Self>> {
         let config = config.try_into()?;
-        let desk = api(|| oa1::Desk::new(config, ms(now_ms), seed as u64))?;
+        let now = ms(now_ms)?;
+        let desk = api(|| oa1::Desk::new(config, now, seed as u64))?;
         Ok(Arc::new(Desk {
             inner: Mutex::new(desk),
         }))
@@ -171,7 +172,8 @@ impl Remote {
     #[uniffi::constructor]
     pub fn new(config: ConnectionConfig, now_ms: i64) -> Result<Arc<Self>> {
         let config = config.try_into()?;
-        let remote = api(|| oa1::Remote::new(config, ms(now_ms)))?;
+        let now = ms(now_ms)?;
+        let remote = api(|| oa1::Remote::new(config, now))?;
         Ok(Arc::new(Remote {
             inner: Mutex::new(remote),
         }))

@@ -25,20 +25,16 @@ macro_rules! engine_methods {
         #[uniffi::export]
         impl $t {
             /// Does what is due by `now_ms`.
-            pub fn handle_timeout(&self, now_ms: i64) {
-                deskwire::oa1::Engine::handle_timeout(
-                    &mut *$crate::lock(&self.inner),
-                    $crate::ms(now_ms),
-                )
+            pub fn handle_timeout(&self, now_ms: i64) -> Result<()> {
+                let now = $crate::ms(now_ms)?;
+                deskwire::oa1::Engine::handle_timeout(&mut *$crate::lock(&self.inner), now);
+                Ok(())
             }
 
             /// The next thing to do; call until it answers `Timeout`.
-            pub fn poll_output(&self, now_ms: i64) -> $output {
-                deskwire::oa1::Engine::poll_output(
-                    &mut *$crate::lock(&self.inner),
-                    $crate::ms(now_ms),
-                )
-                .into()
+            pub fn poll_output(&self, now_ms: i64) -> Result<$output> {
+                let now = $crate::ms(now_ms)?;
+                Ok(deskwire::oa1::Engine::poll_output(&mut *$crate::lock(&self.inner), now).into())
             }
 
             /// Counters.
@@ -59,12 +55,14 @@ macro_rules! line_methods {
             /// One line the IRC connection received (CRLF optional).
             /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the
             /// call; `handleLine(nowMs, ByteArray)` copies an array into one first.
-            pub fn handle_line(&self, now_ms: i64, line: &[u8]) {
+            pub fn handle_line(&self, now_ms: i64, line: &[u8]) -> Result<()> {
+                let now = $crate::ms(now_ms)?;
                 deskwire::oa1::LineEndpoint::handle_line(
                     &mut *$crate::lock(&self.inner),
-                    $crate::ms(now_ms),
+                    now,
                     line,
-                )
+                );
+                Ok(())
             }
 
             /// Tells the engine our prefix, for hosts whose IRC client knows it.
@@ -91,36 +89,43 @@ macro_rules! connection_methods {
             /// borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
             /// to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
             /// copies an array into one first.
-            pub fn handle_bytes(&self, now_ms: i64, bytes: &[u8]) {
+            pub fn handle_bytes(&self, now_ms: i64, bytes: &[u8]) -> Result<()> {
+                let now = $crate::ms(now_ms)?;
                 deskwire::oa1::ConnectionEngine::handle_bytes(
                     &mut *$crate::lock(&self.inner),
-                    $crate::ms(now_ms),
+                    now,
                     bytes,
-                )
+                );
+                Ok(())
             }
 
             /// The socket closed or failed.
-            pub fn handle_eof(&self, now_ms: i64) {
-                deskwire::oa1::ConnectionEngine::handle_eof(
-                    &mut *$crate::lock(&self.inner),
-                    $crate::ms(now_ms),
-                )
+            pub fn handle_eof(&self, now_ms: i64) -> Result<()> {
+                let now = $crate::ms(now_ms)?;
+                deskwire::oa1::ConnectionEngine::handle_eof(&mut *$crate::lock(&self.inner), now);
+                Ok(())
             }
 
             /// Says goodbye (`QUIT`, in the next drain); the connection ends, and later
             /// commands throw `Misuse` with kind `CLOSED`.
-            pub fn quit(&self, now_ms: i64, reason: String) {
+            pub fn quit(&self, now_ms: i64, reason: String) -> Result<()> {
+                let now = $crate::ms(now_ms)?;
                 deskwire::oa1::ConnectionEngine::quit(
                     &mut *$crate::lock(&self.inner),
-                    $crate::ms(now_ms),
+                    now,
                     &reason,
-                )
+                );
+                Ok(())
             }
 
             /// Everything `poll_output` would give until its `Timeout`, in one call: the
             /// lines to write, the events and the deadline.
-            pub fn drain(&self, now_ms: i64) -> ConnectionDrain {
-                $crate::connection::drain(&mut *$crate::lock(&self.inner), $crate::ms(now_ms))
+            pub fn drain(&self, now_ms: i64) -> Result<ConnectionDrain> {
+                let now = $crate::ms(now_ms)?;
+                Ok($crate::connection::drain(
+                    &mut *$crate::lock(&self.inner),
+                    now,
+                ))
             }
 
             /// Where the connection stands.
@@ -156,13 +161,14 @@ macro_rules! requester_methods {
                 payload: String,
                 timeout_ms: Option<i64>,
             ) -> Result<String> {
+                let now = $crate::ms(now_ms)?;
                 let timeout_ms = timeout_ms
                     .map(|t| $crate::non_negative("timeoutMs", t))
                     .transpose()?;
                 $crate::error::api(|| {
                     deskwire::oa1::Requester::request(
                         &mut *$crate::lock(&self.inner),
-                        $crate::ms(now_ms),
+                        now,
                         &payload,
                         timeout_ms,
                     )
@@ -172,10 +178,11 @@ macro_rules! requester_methods {
             /// Starts a `RemoteBash` call from the model's JSON arguments (`command`,
             /// `timeout_sec`). The id its events carry.
             pub fn remote_bash(&self, now_ms: i64, args_json: String) -> Result<String> {
+                let now = $crate::ms(now_ms)?;
                 $crate::error::api(|| {
                     deskwire::oa1::remote_bash::call(
                         &mut *$crate::lock(&self.inner),
-                        $crate::ms(now_ms),
+                        now,
                         &args_json,
                     )
                 })
@@ -192,10 +199,11 @@ macro_rules! requester_methods {
                 command: String,
                 timeout: Option<std::time::Duration>,
             ) -> Result<String> {
+                let now = $crate::ms(now_ms)?;
                 $crate::error::api(|| {
                     deskwire::oa1::Requester::remote_bash(
                         &mut *$crate::lock(&self.inner),
-                        $crate::ms(now_ms),
+                        now,
                         &command,
                         timeout,
                     )
@@ -204,10 +212,11 @@ macro_rules! requester_methods {
 
             /// Cancels a request (a `CANCEL` goes out; the remote stops).
             pub fn cancel(&self, now_ms: i64, id: String, reason: String) -> Result<()> {
+                let now = $crate::ms(now_ms)?;
                 $crate::error::api(|| {
                     deskwire::oa1::Requester::cancel(
                         &mut *$crate::lock(&self.inner),
-                        $crate::ms(now_ms),
+                        now,
                         &id,
                         &reason,
                     )
@@ -224,10 +233,11 @@ macro_rules! responder_methods {
         impl $t {
             /// Streams output for request `id`.
             pub fn send(&self, now_ms: i64, id: String, output: String) -> Result<()> {
+                let now = $crate::ms(now_ms)?;
                 $crate::error::api(|| {
                     deskwire::oa1::Responder::send(
                         &mut *$crate::lock(&self.inner),
-                        $crate::ms(now_ms),
+                        now,
                         &id,
                         &output,
                     )
@@ -236,21 +246,19 @@ macro_rules! responder_methods {
 
             /// Ends the response of `id`.
             pub fn finish(&self, now_ms: i64, id: String) -> Result<()> {
+                let now = $crate::ms(now_ms)?;
                 $crate::error::api(|| {
-                    deskwire::oa1::Responder::finish(
-                        &mut *$crate::lock(&self.inner),
-                        $crate::ms(now_ms),
-                        &id,
-                    )
+                    deskwire::oa1::Responder::finish(&mut *$crate::lock(&self.inner), now, &id)
                 })
             }
 
             /// `send` then `finish`.
             pub fn respond(&self, now_ms: i64, id: String, text: String) -> Result<()> {
+                let now = $crate::ms(now_ms)?;
                 $crate::error::api(|| {
                     deskwire::oa1::Responder::respond(
                         &mut *$crate::lock(&self.inner),
-                        $crate::ms(now_ms),
+                        now,
                         &id,
                         &text,
                     )
@@ -265,10 +273,11 @@ macro_rules! responder_methods {
                 code: String,
                 message: String,
             ) -> Result<()> {
+                let now = $crate::ms(now_ms)?;
                 $crate::error::api(|| {
                     deskwire::oa1::Responder::fail(
                         &mut *$crate::lock(&self.inner),
-                        $crate::ms(now_ms),
+                        now,
                         &id,
                         &code,
                         &message,
@@ -316,8 +325,8 @@ mod tests {
         assert_eq!(desk.in_flight(), 1);
         let zero = desk.remote_bash_command(0, "ls".into(), Some(Duration::ZERO));
         assert_eq!(kind(zero.unwrap_err()), (true, ErrorKind::ZeroTimeout));
-        desk.quit(1, "bye".into());
-        desk.drain(1);
+        desk.quit(1, "bye".into()).unwrap();
+        desk.drain(1).unwrap();
         let closed = desk.remote_bash_command(2, "ls".into(), None);
         assert_eq!(kind(closed.unwrap_err()), (false, ErrorKind::Closed));
     }
@@ -331,7 +340,7 @@ mod tests {
         let id = client
             .remote_bash_command(0, "uname -a".into(), None)
             .unwrap();
-        match client.poll_output(0) {
+        match client.poll_output(0).unwrap() {
             Oa1Output::Transmit { line } => {
                 assert!(line.contains(&id) && line.ends_with("uname -a"), "{line}")
             }

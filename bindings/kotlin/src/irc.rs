@@ -154,32 +154,35 @@ impl IrcSession {
     #[uniffi::constructor]
     pub fn new(config: IrcSessionConfig, now_ms: i64) -> Result<Arc<Self>> {
         Ok(Arc::new(IrcSession {
-            inner: Mutex::new(irc::Session::new(config.try_into()?, ms(now_ms))),
+            inner: Mutex::new(irc::Session::new(config.try_into()?, ms(now_ms)?)),
         }))
     }
 
     /// Raw bytes from the socket (any split).
     /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
     /// `handleBytes(nowMs, ByteArray)` copies an array into one first.
-    pub fn handle_bytes(&self, now_ms: i64, bytes: &[u8]) {
-        lock(&self.inner).handle_bytes(ms(now_ms), bytes)
+    pub fn handle_bytes(&self, now_ms: i64, bytes: &[u8]) -> Result<()> {
+        lock(&self.inner).handle_bytes(ms(now_ms)?, bytes);
+        Ok(())
     }
 
     /// One whole line (CRLF optional).
     /// Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
     /// `handleLine(nowMs, ByteArray)` copies an array into one first.
-    pub fn handle_line(&self, now_ms: i64, line: &[u8]) {
-        lock(&self.inner).handle_line(ms(now_ms), line)
+    pub fn handle_line(&self, now_ms: i64, line: &[u8]) -> Result<()> {
+        lock(&self.inner).handle_line(ms(now_ms)?, line);
+        Ok(())
     }
 
     /// Does what is due by `now_ms`.
-    pub fn handle_timeout(&self, now_ms: i64) {
-        lock(&self.inner).handle_timeout(ms(now_ms))
+    pub fn handle_timeout(&self, now_ms: i64) -> Result<()> {
+        lock(&self.inner).handle_timeout(ms(now_ms)?);
+        Ok(())
     }
 
     /// The next thing to do; call until it answers `Timeout`.
-    pub fn poll_output(&self, now_ms: i64) -> IrcSessionOutput {
-        lock(&self.inner).poll_output(ms(now_ms)).into()
+    pub fn poll_output(&self, now_ms: i64) -> Result<IrcSessionOutput> {
+        Ok(lock(&self.inner).poll_output(ms(now_ms)?).into())
     }
 
     /// Joins a channel.

@@ -97,10 +97,18 @@ pub(crate) fn to_usize(value: u64) -> usize {
 // seeds as `i64` (Kotlin `Long`), not `u64` (`ULong`, which needs `uL` literals and
 // conversions at every call). The conversions live here.
 
-/// A time (`now_ms`) from Kotlin: the host's monotonic clock, never negative; a negative
-/// value counts as 0, the clock's start.
-pub(crate) fn ms(now_ms: i64) -> u64 {
-    u64::try_from(now_ms).unwrap_or(0)
+/// A time (`now_ms`) from Kotlin: the host's monotonic clock, which starts at 0. A negative
+/// one is refused (`InvalidInput`, kind `NEGATIVE`): a clock that went wrong, or a time made
+/// from the wall clock's difference the wrong way round, said where it happened rather than
+/// taken as 0 (which would fire every deadline or none).
+pub(crate) fn ms(now_ms: i64) -> error::Result<u64> {
+    u64::try_from(now_ms).map_err(|_| {
+        error::Error::Invalid {
+            kind: error::ErrorKind::Negative,
+            detail: format!("nowMs is {now_ms}; the clock starts at 0"),
+        }
+        .into()
+    })
 }
 
 /// A count, size or time for Kotlin; values past `Long.MAX_VALUE` (a deadline "never")

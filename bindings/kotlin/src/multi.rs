@@ -172,7 +172,8 @@ impl MultiDesk {
     #[uniffi::constructor]
     pub fn new(config: ConnectionConfig, now_ms: i64, seed: i64) -> Result<Arc<Self>> {
         let config = config.try_into()?;
-        let desk = api(|| oa1::MultiDesk::new(config, ms(now_ms), seed as u64))?;
+        let now = ms(now_ms)?;
+        let desk = api(|| oa1::MultiDesk::new(config, now, seed as u64))?;
         Ok(Arc::new(MultiDesk {
             inner: Mutex::new(desk),
         }))
@@ -182,17 +183,18 @@ impl MultiDesk {
     /// the channel is joined. Throws `InvalidInput` with kind `DUPLICATE_CHANNEL` for a
     /// channel the connection carries, `INVALID_CHANNEL` / `ALLOWED_SENDER` for bad names.
     pub fn add_desk(&self, now_ms: i64, channel: String, remote: String) -> Result<()> {
+        let now = ms(now_ms)?;
         let mut desk = lock(&self.inner);
         if desk.session().is_closed() {
             return Err(Error::from(oa1::LocalError::Closed).into());
         }
-        api(|| desk.add_desk(ms(now_ms), &channel, &remote))
+        api(|| desk.add_desk(now, &channel, &remote))
     }
 
     /// Leaves `channel` and drops its desk: its requests fail `Disconnected`. Throws `Misuse`
     /// with kind `UNKNOWN_CHANNEL` for a channel the connection does not carry.
     pub fn remove_desk(&self, now_ms: i64, channel: String) -> Result<()> {
-        match lock(&self.inner).remove_desk(ms(now_ms), &channel) {
+        match lock(&self.inner).remove_desk(ms(now_ms)?, &channel) {
             true => Ok(()),
             false => Err(unknown_channel(&channel)),
         }
@@ -211,7 +213,8 @@ impl MultiDesk {
         let timeout_ms = timeout_ms
             .map(|t| non_negative("timeoutMs", t))
             .transpose()?;
-        api(|| lock(&self.inner).request(ms(now_ms), &channel, &payload, timeout_ms))
+        let now = ms(now_ms)?;
+        api(|| lock(&self.inner).request(now, &channel, &payload, timeout_ms))
     }
 
     /// Starts a `RemoteBash` call of `command` on the remote of the desk in `channel`
@@ -224,38 +227,44 @@ impl MultiDesk {
         command: String,
         timeout: Option<std::time::Duration>,
     ) -> Result<String> {
-        api(|| lock(&self.inner).remote_bash(ms(now_ms), &channel, &command, timeout))
+        let now = ms(now_ms)?;
+        api(|| lock(&self.inner).remote_bash(now, &channel, &command, timeout))
     }
 
     /// Cancels a request of the desk in `channel` (a `CANCEL` goes out).
     pub fn cancel(&self, now_ms: i64, channel: String, id: String, reason: String) -> Result<()> {
-        api(|| lock(&self.inner).cancel(ms(now_ms), &channel, &id, &reason))
+        let now = ms(now_ms)?;
+        api(|| lock(&self.inner).cancel(now, &channel, &id, &reason))
     }
 
     /// Bytes read from the socket (any split).
-    pub fn handle_bytes(&self, now_ms: i64, bytes: Vec<u8>) {
-        lock(&self.inner).handle_bytes(ms(now_ms), &bytes)
+    pub fn handle_bytes(&self, now_ms: i64, bytes: Vec<u8>) -> Result<()> {
+        lock(&self.inner).handle_bytes(ms(now_ms)?, &bytes);
+        Ok(())
     }
 
     /// The socket closed or failed.
-    pub fn handle_eof(&self, now_ms: i64) {
-        lock(&self.inner).handle_eof(ms(now_ms))
+    pub fn handle_eof(&self, now_ms: i64) -> Result<()> {
+        lock(&self.inner).handle_eof(ms(now_ms)?);
+        Ok(())
     }
 
     /// Does what is due by `now_ms`.
-    pub fn handle_timeout(&self, now_ms: i64) {
-        lock(&self.inner).handle_timeout(ms(now_ms))
+    pub fn handle_timeout(&self, now_ms: i64) -> Result<()> {
+        lock(&self.inner).handle_timeout(ms(now_ms)?);
+        Ok(())
     }
 
     /// Says goodbye (`QUIT`, in the next drain); the connection ends.
-    pub fn quit(&self, now_ms: i64, reason: String) {
-        lock(&self.inner).quit(ms(now_ms), &reason)
+    pub fn quit(&self, now_ms: i64, reason: String) -> Result<()> {
+        lock(&self.inner).quit(ms(now_ms)?, &reason);
+        Ok(())
     }
 
     /// Everything `poll_output` would give until its `Timeout`, in one call.
-    pub fn drain(&self, now_ms: i64) -> MultiDrain {
+    pub fn drain(&self, now_ms: i64) -> Result<MultiDrain> {
+        let now = ms(now_ms)?;
         let mut desk = lock(&self.inner);
-        let now = ms(now_ms);
         let mut bytes = Vec::new();
         let mut events = Vec::new();
         loop {
@@ -277,11 +286,11 @@ impl MultiDesk {
                 // Device-code discovery is the serving side's (`MultiRemote`); a desk has none.
                 oa1::MultiOutput::Discovery(_) => {}
                 oa1::MultiOutput::Timeout(deadline) => {
-                    return MultiDrain {
+                    return Ok(MultiDrain {
                         bytes,
                         events,
                         deadline_ms: long(deadline),
-                    };
+                    });
                 }
             }
         }

@@ -60,6 +60,7 @@ pub struct Oa1Config {
 /// Authenticated frames: every frame carries an HMAC-SHA256 tag over the channel, a timestamp
 /// and the frame, checked in constant time; forged, expired and replayed frames are dropped.
 #[derive(Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::export(Display)]
 pub struct Oa1AuthConfig {
     /// The shared secret.
     pub secret: Vec<u8>,
@@ -71,6 +72,21 @@ pub struct Oa1AuthConfig {
     /// Tags remembered against replays.
     #[uniffi(default = 65536)]
     pub max_remembered: i64,
+}
+
+/// Kotlin's `toString()` (and so that of every config holding one): the fields as a data
+/// class prints them, the secret as its length only, so a logged config leaks nothing.
+impl std::fmt::Display for Oa1AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Oa1AuthConfig(secret=<{} bytes, hidden>, epochUnixMs={}, maxSkewMs={}, maxRemembered={})",
+            self.secret.len(),
+            self.epoch_unix_ms,
+            self.max_skew_ms,
+            self.max_remembered
+        )
+    }
 }
 
 impl std::fmt::Debug for Oa1AuthConfig {
@@ -390,12 +406,25 @@ impl From<oa1::Config> for Oa1Config {
     }
 }
 
+/// An empty `oa1.auth.secret`: every tag would be one anybody can compute, so frames would
+/// pass as authenticated that nobody sealed. `withSecret("")` says the same in Kotlin.
+fn empty_secret() -> DeskwireError {
+    crate::error::Error::Invalid {
+        kind: crate::error::ErrorKind::Invalid,
+        detail: "oa1.auth.secret is empty; use the bytes of rexd's --secret-file (make one with \
+                 `openssl rand -hex 32`)"
+            .into(),
+    }
+    .into()
+}
+
 impl TryFrom<Oa1Config> for oa1::Config {
     type Error = DeskwireError;
 
     fn try_from(c: Oa1Config) -> Result<Self> {
         let size = |field, value| non_negative(field, value).map(to_usize);
         let auth = match c.auth {
+            Some(a) if a.secret.is_empty() => return Err(empty_secret()),
             Some(a) => Some(oa1::AuthConfig {
                 secret: a.secret,
                 epoch_unix_ms: non_negative("oa1.auth.epochUnixMs", a.epoch_unix_ms)?,

@@ -106,9 +106,11 @@ pub unsafe extern "C" fn deskwire_uniffi_desk_feed(
     out: *mut u8,
     out_cap: i32,
 ) -> i64 {
+    // `ConnectionPump` refuses a negative time before the call (as `handleBytes` does).
     let step = |desk: &Desk, bytes: &[u8]| {
-        desk.handle_bytes(now_ms, bytes);
-        desk.drain(now_ms)
+        desk.handle_bytes(now_ms, bytes)
+            .and_then(|()| desk.drain(now_ms))
+            .unwrap_or_else(|e| panic!("{e}"))
     };
     // SAFETY: passed on from the caller.
     unsafe { feed(handle, step, input, len, out, out_cap) }
@@ -127,9 +129,12 @@ pub unsafe extern "C" fn deskwire_uniffi_remote_feed(
     out: *mut u8,
     out_cap: i32,
 ) -> i64 {
+    // `ConnectionPump` refuses a negative time before the call (as `handleBytes` does).
     let step = |remote: &Remote, bytes: &[u8]| {
-        remote.handle_bytes(now_ms, bytes);
-        remote.drain(now_ms)
+        remote
+            .handle_bytes(now_ms, bytes)
+            .and_then(|()| remote.drain(now_ms))
+            .unwrap_or_else(|e| panic!("{e}"))
     };
     // SAFETY: passed on from the caller.
     unsafe { feed(handle, step, input, len, out, out_cap) }
@@ -185,9 +190,9 @@ mod tests {
                 out.len() as i32,
             )
         };
-        b.handle_bytes(0, WELCOME);
+        b.handle_bytes(0, WELCOME).unwrap();
         let mut expected = Vec::new();
-        <ConnectionDrain as Lower<UniFfiTag>>::write(b.drain(0), &mut expected);
+        <ConnectionDrain as Lower<UniFfiTag>>::write(b.drain(0).unwrap(), &mut expected);
         assert!(expected.len() > 8, "the welcome drain has events");
         assert_eq!(n, -(expected.len() as i64));
         out.resize(expected.len(), 0);
@@ -201,7 +206,7 @@ mod tests {
             deskwire_uniffi_desk_feed(handle, 1, std::ptr::null(), 0, out.as_mut_ptr(), 64)
         };
         let mut expected = Vec::new();
-        <ConnectionDrain as Lower<UniFfiTag>>::write(b.drain(1), &mut expected);
+        <ConnectionDrain as Lower<UniFfiTag>>::write(b.drain(1).unwrap(), &mut expected);
         assert_eq!(&out[..n as usize], &expected[..]);
     }
 }

@@ -1699,6 +1699,8 @@ internal object UniffiLib {
     ): Byte
     external fun uniffi_deskwire_uniffi_fn_method_toolbox_visible_tools(`ptr`: Long,`agent`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_method_oa1authconfig_uniffi_trait_display(`ptr`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_connection_config(`nick`: RustBuffer.ByValue,`channel`: RustBuffer.ByValue,`peer`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_connection_config_from_json(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -2051,16 +2053,16 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_cancel() and 0xFFFF) != 61078) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_drain() and 0xFFFF) != 50193) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_drain() and 0xFFFF) != 18090) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes() and 0xFFFF) != 57148) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_bytes() and 0xFFFF) != 52512) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_eof() and 0xFFFF) != 10277) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_eof() and 0xFFFF) != 46612) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_timeout() and 0xFFFF) != 5395) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_handle_timeout() and 0xFFFF) != 38489) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_in_flight() and 0xFFFF) != 10074) {
@@ -2072,10 +2074,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_nick() and 0xFFFF) != 5171) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_poll_output() and 0xFFFF) != 18790) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_poll_output() and 0xFFFF) != 64643) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_quit() and 0xFFFF) != 28164) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_quit() and 0xFFFF) != 32078) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_desk_remote_bash() and 0xFFFF) != 41214) {
@@ -2099,7 +2101,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_active() and 0xFFFF) != 49267) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_drain() and 0xFFFF) != 18242) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_drain() and 0xFFFF) != 56555) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_fail() and 0xFFFF) != 15808) {
@@ -2108,22 +2110,22 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_finish() and 0xFFFF) != 34065) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_bytes() and 0xFFFF) != 36084) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_bytes() and 0xFFFF) != 46579) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_eof() and 0xFFFF) != 36937) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_eof() and 0xFFFF) != 42316) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_timeout() and 0xFFFF) != 19095) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_handle_timeout() and 0xFFFF) != 32376) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_nick() and 0xFFFF) != 8023) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_poll_output() and 0xFFFF) != 29438) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_poll_output() and 0xFFFF) != 32069) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_quit() and 0xFFFF) != 57240) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_quit() and 0xFFFF) != 46758) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_remote_respond() and 0xFFFF) != 48123) {
@@ -2192,13 +2194,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_channels() and 0xFFFF) != 65368) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_bytes() and 0xFFFF) != 25888) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_bytes() and 0xFFFF) != 29160) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_line() and 0xFFFF) != 52646) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_line() and 0xFFFF) != 17137) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_timeout() and 0xFFFF) != 285) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_handle_timeout() and 0xFFFF) != 11999) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_is_closed() and 0xFFFF) != 47147) {
@@ -2216,7 +2218,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_part() and 0xFFFF) != 21075) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_poll_output() and 0xFFFF) != 3668) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_poll_output() and 0xFFFF) != 40655) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_ircsession_privmsg() and 0xFFFF) != 36342) {
@@ -2402,16 +2404,16 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_chat_dropped() and 0xFFFF) != 20743) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_drain() and 0xFFFF) != 7386) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_drain() and 0xFFFF) != 6608) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_handle_bytes() and 0xFFFF) != 39044) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_handle_bytes() and 0xFFFF) != 63821) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_handle_eof() and 0xFFFF) != 38206) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_handle_eof() and 0xFFFF) != 8691) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_handle_timeout() and 0xFFFF) != 33537) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_handle_timeout() and 0xFFFF) != 29262) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_in_flight() and 0xFFFF) != 50528) {
@@ -2426,7 +2428,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_nick() and 0xFFFF) != 47487) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_quit() and 0xFFFF) != 23556) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_quit() and 0xFFFF) != 56335) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_multidesk_remote_bash_command() and 0xFFFF) != 30008) {
@@ -2456,16 +2458,16 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_cancel() and 0xFFFF) != 57321) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line() and 0xFFFF) != 9469) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_line() and 0xFFFF) != 1987) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_timeout() and 0xFFFF) != 4504) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_handle_timeout() and 0xFFFF) != 11172) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_in_flight() and 0xFFFF) != 27146) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_poll_output() and 0xFFFF) != 23374) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_poll_output() and 0xFFFF) != 52968) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1client_remote_bash() and 0xFFFF) != 4482) {
@@ -2492,13 +2494,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_finish() and 0xFFFF) != 53037) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line() and 0xFFFF) != 36036) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_line() and 0xFFFF) != 15898) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_timeout() and 0xFFFF) != 22650) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_handle_timeout() and 0xFFFF) != 28255) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_poll_output() and 0xFFFF) != 52946) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_poll_output() and 0xFFFF) != 35639) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_method_oa1server_respond() and 0xFFFF) != 3936) {
@@ -3392,10 +3394,11 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     /**
      * Everything `poll_output` would give until its `Timeout`, in one call: the
      * lines to write, the events and the deadline.
-     */override fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain {
+     */
+    @Throws(DeskwireException::class)override fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain {
             return FfiConverterTypeConnectionDrain.lift(
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_drain(
         it,
         
@@ -3412,10 +3415,11 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
      * borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
      * to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
      * copies an array into one first.
-     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
+     */
+    @Throws(DeskwireException::class)override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_handle_bytes(
         it,
         
@@ -3429,10 +3433,11 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     
     /**
      * The socket closed or failed.
-     */override fun `handleEof`(`nowMs`: kotlin.Long)
+     */
+    @Throws(DeskwireException::class)override fun `handleEof`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_handle_eof(
         it,
         
@@ -3445,10 +3450,11 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     
     /**
      * Does what is due by `now_ms`.
-     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
+     */
+    @Throws(DeskwireException::class)override fun `handleTimeout`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_handle_timeout(
         it,
         
@@ -3513,10 +3519,11 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     
     /**
      * The next thing to do; call until it answers `Timeout`.
-     */override fun `pollOutput`(`nowMs`: kotlin.Long): ConnectionOutput {
+     */
+    @Throws(DeskwireException::class)override fun `pollOutput`(`nowMs`: kotlin.Long): ConnectionOutput {
             return FfiConverterTypeConnectionOutput.lift(
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_poll_output(
         it,
         
@@ -3531,10 +3538,11 @@ open class Desk: Disposable, AutoCloseable, DeskInterface
     /**
      * Says goodbye (`QUIT`, in the next drain); the connection ends, and later
      * commands throw `Misuse` with kind `CLOSED`.
-     */override fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
+     */
+    @Throws(DeskwireException::class)override fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_desk_quit(
         it,
         
@@ -4670,10 +4678,11 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
      * Raw bytes from the socket (any split).
      * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
      * `handleBytes(nowMs, ByteArray)` copies an array into one first.
-     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
+     */
+    @Throws(DeskwireException::class)override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_handle_bytes(
         it,
         
@@ -4689,10 +4698,11 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
      * One whole line (CRLF optional).
      * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the call;
      * `handleLine(nowMs, ByteArray)` copies an array into one first.
-     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
+     */
+    @Throws(DeskwireException::class)override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_handle_line(
         it,
         
@@ -4706,10 +4716,11 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
     
     /**
      * Does what is due by `now_ms`.
-     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
+     */
+    @Throws(DeskwireException::class)override fun `handleTimeout`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_handle_timeout(
         it,
         
@@ -4804,10 +4815,11 @@ open class IrcSession: Disposable, AutoCloseable, IrcSessionInterface
     
     /**
      * The next thing to do; call until it answers `Timeout`.
-     */override fun `pollOutput`(`nowMs`: kotlin.Long): IrcSessionOutput {
+     */
+    @Throws(DeskwireException::class)override fun `pollOutput`(`nowMs`: kotlin.Long): IrcSessionOutput {
             return FfiConverterTypeIrcSessionOutput.lift(
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_ircsession_poll_output(
         it,
         
@@ -7325,10 +7337,11 @@ open class MultiDesk: Disposable, AutoCloseable, MultiDeskInterface
     
     /**
      * Everything `poll_output` would give until its `Timeout`, in one call.
-     */override fun `drain`(`nowMs`: kotlin.Long): MultiDrain {
+     */
+    @Throws(DeskwireException::class)override fun `drain`(`nowMs`: kotlin.Long): MultiDrain {
             return FfiConverterTypeMultiDrain.lift(
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_drain(
         it,
         
@@ -7342,10 +7355,11 @@ open class MultiDesk: Disposable, AutoCloseable, MultiDeskInterface
     
     /**
      * Bytes read from the socket (any split).
-     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
+     */
+    @Throws(DeskwireException::class)override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: kotlin.ByteArray)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_handle_bytes(
         it,
         
@@ -7359,10 +7373,11 @@ open class MultiDesk: Disposable, AutoCloseable, MultiDeskInterface
     
     /**
      * The socket closed or failed.
-     */override fun `handleEof`(`nowMs`: kotlin.Long)
+     */
+    @Throws(DeskwireException::class)override fun `handleEof`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_handle_eof(
         it,
         
@@ -7375,10 +7390,11 @@ open class MultiDesk: Disposable, AutoCloseable, MultiDeskInterface
     
     /**
      * Does what is due by `now_ms`.
-     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
+     */
+    @Throws(DeskwireException::class)override fun `handleTimeout`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_handle_timeout(
         it,
         
@@ -7460,10 +7476,11 @@ open class MultiDesk: Disposable, AutoCloseable, MultiDeskInterface
     
     /**
      * Says goodbye (`QUIT`, in the next drain); the connection ends.
-     */override fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
+     */
+    @Throws(DeskwireException::class)override fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_multidesk_quit(
         it,
         
@@ -7979,10 +7996,11 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
      * One line the IRC connection received (CRLF optional).
      * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the
      * call; `handleLine(nowMs, ByteArray)` copies an array into one first.
-     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
+     */
+    @Throws(DeskwireException::class)override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_handle_line(
         it,
         
@@ -7996,10 +8014,11 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
     
     /**
      * Does what is due by `now_ms`.
-     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
+     */
+    @Throws(DeskwireException::class)override fun `handleTimeout`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_handle_timeout(
         it,
         
@@ -8028,10 +8047,11 @@ open class Oa1Client: Disposable, AutoCloseable, Oa1ClientInterface
     
     /**
      * The next thing to do; call until it answers `Timeout`.
-     */override fun `pollOutput`(`nowMs`: kotlin.Long): Oa1Output {
+     */
+    @Throws(DeskwireException::class)override fun `pollOutput`(`nowMs`: kotlin.Long): Oa1Output {
             return FfiConverterTypeOa1Output.lift(
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1client_poll_output(
         it,
         
@@ -8512,10 +8532,11 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
      * One line the IRC connection received (CRLF optional).
      * Kotlin passes a direct `ByteBuffer` (position to limit), read in place for the
      * call; `handleLine(nowMs, ByteArray)` copies an array into one first.
-     */override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
+     */
+    @Throws(DeskwireException::class)override fun `handleLine`(`nowMs`: kotlin.Long, `line`: java.nio.ByteBuffer)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_handle_line(
         it,
         
@@ -8529,10 +8550,11 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     
     /**
      * Does what is due by `now_ms`.
-     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
+     */
+    @Throws(DeskwireException::class)override fun `handleTimeout`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_handle_timeout(
         it,
         
@@ -8545,10 +8567,11 @@ open class Oa1Server: Disposable, AutoCloseable, Oa1ServerInterface
     
     /**
      * The next thing to do; call until it answers `Timeout`.
-     */override fun `pollOutput`(`nowMs`: kotlin.Long): Oa1Output {
+     */
+    @Throws(DeskwireException::class)override fun `pollOutput`(`nowMs`: kotlin.Long): Oa1Output {
             return FfiConverterTypeOa1Output.lift(
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1server_poll_output(
         it,
         
@@ -9349,10 +9372,11 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     /**
      * Everything `poll_output` would give until its `Timeout`, in one call: the
      * lines to write, the events and the deadline.
-     */override fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain {
+     */
+    @Throws(DeskwireException::class)override fun `drain`(`nowMs`: kotlin.Long): ConnectionDrain {
             return FfiConverterTypeConnectionDrain.lift(
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_drain(
         it,
         
@@ -9407,10 +9431,11 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
      * borrowed for the call: Kotlin passes a direct `ByteBuffer` (from its position
      * to its limit), which the engine reads in place. `handleBytes(nowMs, ByteArray)`
      * copies an array into one first.
-     */override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
+     */
+    @Throws(DeskwireException::class)override fun `handleBytes`(`nowMs`: kotlin.Long, `bytes`: java.nio.ByteBuffer)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_handle_bytes(
         it,
         
@@ -9424,10 +9449,11 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     
     /**
      * The socket closed or failed.
-     */override fun `handleEof`(`nowMs`: kotlin.Long)
+     */
+    @Throws(DeskwireException::class)override fun `handleEof`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_handle_eof(
         it,
         
@@ -9440,10 +9466,11 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     
     /**
      * Does what is due by `now_ms`.
-     */override fun `handleTimeout`(`nowMs`: kotlin.Long)
+     */
+    @Throws(DeskwireException::class)override fun `handleTimeout`(`nowMs`: kotlin.Long)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_handle_timeout(
         it,
         
@@ -9475,10 +9502,11 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     
     /**
      * The next thing to do; call until it answers `Timeout`.
-     */override fun `pollOutput`(`nowMs`: kotlin.Long): ConnectionOutput {
+     */
+    @Throws(DeskwireException::class)override fun `pollOutput`(`nowMs`: kotlin.Long): ConnectionOutput {
             return FfiConverterTypeConnectionOutput.lift(
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_poll_output(
         it,
         
@@ -9493,10 +9521,11 @@ open class Remote: Disposable, AutoCloseable, RemoteInterface
     /**
      * Says goodbye (`QUIT`, in the next drain); the connection ends, and later
      * commands throw `Misuse` with kind `CLOSED`.
-     */override fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
+     */
+    @Throws(DeskwireException::class)override fun `quit`(`nowMs`: kotlin.Long, `reason`: kotlin.String)
         = 
     callWithHandle {
-    uniffiRustCall() { _status ->
+    uniffiRustCallWithError(DeskwireException) { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_method_remote_quit(
         it,
         
@@ -11609,6 +11638,15 @@ data class Oa1AuthConfig (
 
     
 
+    // The local Rust `Display`/`Debug` implementation.
+    override fun toString(): String {
+        return FfiConverterString.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_method_oa1authconfig_uniffi_trait_display(FfiConverterTypeOa1AuthConfig.lower(this),
+        _status)
+}
+    )
+    }
     
     companion object
 }

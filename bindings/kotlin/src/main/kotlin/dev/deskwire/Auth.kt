@@ -12,7 +12,10 @@ package dev.deskwire
  * ```
  *
  * From Java: `Oa1Auth.withSecret(secret)`. The secret is the bytes of rexd's `--secret-file`
- * without its trailing line end; a `String` secret is taken as its UTF-8 bytes.
+ * without its trailing line end; a `String` secret is taken as its UTF-8 bytes. An empty one
+ * throws [DeskwireException.InvalidInput]; one shorter than [MIN_SECRET_BYTES] (16) is taken
+ * with a warning (`java.util.logging`, logger `dev.deskwire`), as rexd warns. A config's
+ * `toString()` shows the secret's length only.
  */
 object Oa1Auth {
     /** The auth configuration of [secret] for an engine whose times come from [clock]. */
@@ -22,8 +25,39 @@ object Oa1Auth {
         secret: ByteArray,
         clock: MonotonicClock = MonotonicClock.System,
         maxSkewMs: Long = 60_000,
-    ): Oa1AuthConfig =
-        Oa1AuthConfig(secret.copyOf(), epochUnixMs = System.currentTimeMillis() - clock.nowMs(), maxSkewMs = maxSkewMs)
+    ): Oa1AuthConfig {
+        checkSecret(secret)
+        return Oa1AuthConfig(secret.copyOf(), epochUnixMs = System.currentTimeMillis() - clock.nowMs(), maxSkewMs = maxSkewMs)
+    }
+
+    /**
+     * The shortest secret taken without a warning, as rexd's `--secret-file`: a shorter one can
+     * be guessed offline from the frames' tags by whoever sees the channel.
+     */
+    const val MIN_SECRET_BYTES: Int = 16
+
+    /** Where the warning about a short secret goes (`java.util.logging`, logger `dev.deskwire`). */
+    internal val log: java.util.logging.Logger = java.util.logging.Logger.getLogger("dev.deskwire")
+
+    /**
+     * An empty secret is refused ([DeskwireException.InvalidInput], kind [ErrorKind.INVALID]):
+     * anybody could seal frames with it. One under [MIN_SECRET_BYTES] is taken with a warning
+     * on [log], as rexd warns of its `--secret-file`. No message shows the secret.
+     */
+    private fun checkSecret(secret: ByteArray) {
+        if (secret.isEmpty()) {
+            throw DeskwireException.InvalidInput(
+                ErrorKind.INVALID,
+                "the secret is empty; use the bytes of rexd's --secret-file (make one with `openssl rand -hex 32`)",
+            )
+        }
+        if (secret.size < MIN_SECRET_BYTES) {
+            log.warning(
+                "a secret of ${secret.size} bytes can be guessed from the frames' tags by whoever sees the " +
+                    "channel; make one with `openssl rand -hex 32`",
+            )
+        }
+    }
 
     /** [withSecret] of [secret]'s UTF-8 bytes. */
     @JvmStatic

@@ -40,6 +40,8 @@ class ConnectionPump private constructor(private val handle: Long, private val r
     fun handleBytes(nowMs: Long, bytes: ByteBuffer): ConnectionDrain {
         require(bytes.isDirect) { "handleBytes needs a direct ByteBuffer (ByteBuffer.allocateDirect)" }
         check(!closed.get()) { "ConnectionPump is closed" }
+        // The engine's own refusal (`handleBytes` through uniffi says the same).
+        if (nowMs < 0) throw DeskwireException.InvalidInput(ErrorKind.NEGATIVE, "nowMs is $nowMs; the clock starts at 0")
         // JNA passes a direct buffer as its address at its position: the input from there,
         // the output from the start.
         out.clear()

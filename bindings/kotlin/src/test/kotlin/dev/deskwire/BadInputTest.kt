@@ -156,6 +156,43 @@ class BadInputTest {
     }
 
     @Test
+    fun `a negative time is refused by every engine that takes a Long nowMs`() {
+        val config = connectionConfig(nick = "desk", channel = "#desk", peer = "rexd")
+        val desk = Desk(config, 0L, 1L)
+        val remote = Remote(connectionConfig(nick = "rexd", channel = "#desk"), 0L)
+        val session = IrcSession(config.session, 0L)
+        val multi = MultiDesk(connectionConfig(nick = "desks", channel = ""), 0L, 1L)
+        val client = Oa1Client(oa1Config(nick = "desk", channel = "#desk"), 1L)
+        val line = ":srv PING :x\r\n".toByteArray()
+        val calls = listOf<Pair<String, () -> Any?>>(
+            "Desk()" to { Desk(config, -1L, 1L) },
+            "Remote()" to { Remote(config, -1L) },
+            "IrcSession()" to { IrcSession(config.session, -1L) },
+            "MultiDesk()" to { MultiDesk(config, -1L, 1L) },
+            "desk.handleBytes" to { desk.handleBytes(-5L, line) },
+            "desk.pollOutput" to { desk.pollOutput(-5L) },
+            "desk.handleTimeout" to { desk.handleTimeout(-5L) },
+            "desk.drain" to { desk.drain(-5L) },
+            "desk.request" to { desk.request(-5L, "x", null) },
+            "remote.handleEof" to { remote.handleEof(-5L) },
+            "session.pollOutput" to { session.pollOutput(-5L) },
+            "multi.drain" to { multi.drain(-5L) },
+            "client.handleLine" to { client.handleLine(-5L, line) },
+            "pump.handleBytes" to { ConnectionPump(desk).use { it.handleBytes(-5L, line) } },
+            "Long.MIN_VALUE" to { desk.pollOutput(Long.MIN_VALUE) },
+        )
+        for ((what, call) in calls) {
+            val e = assertThrows<DeskwireException.InvalidInput>(what) { call() }
+            assertEquals(ErrorKind.NEGATIVE, e.kind, what)
+            val now = if (what == "Long.MIN_VALUE") Long.MIN_VALUE else if (what.endsWith("()")) -1L else -5L
+            assertEquals("nowMs is $now; the clock starts at 0", e.detail, what)
+        }
+        // Refused, not taken as 0: the engines go on at the times they had.
+        assertTrue(desk.pollOutput(0L) is ConnectionOutput.Transmit)
+        listOf(desk, remote, session, multi, client).forEach { it.close() }
+    }
+
+    @Test
     fun `a quit desk refuses new requests as CLOSED misuse, its requests in flight fail disconnected`() {
         val desk = Desk(connectionConfig(nick = "desk", channel = "#desk", peer = "deskbot"), 0L, 1L)
         val id = desk.request(0L, "uname -a", null)
