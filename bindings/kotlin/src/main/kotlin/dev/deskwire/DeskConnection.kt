@@ -324,7 +324,10 @@ class DeskConnection private constructor(
          * ends ([Oa1Failure.Disconnected]), or when the desk is not ready within
          * `config.oa1.readyTimeoutMs` ([Oa1Failure.NotReady], e.g. ``not ready after 30 s:
          * waiting for remote `rexd` in #desk; members: deskbot``); a socket that cannot connect
-         * throws [IrcConnectException] with the host, the port and the reason. With [tls] (e.g.
+         * throws [IrcConnectException] with the host, the port and the reason (`the name ... does
+         * not resolve` for an unknown host). An empty [host] or a [port] outside 1 to 65535 throws
+         * [DeskwireException.InvalidInput] (kind [ErrorKind.INVALID]), and a [clock] that reads
+         * negative throws it with kind [ErrorKind.NEGATIVE], before anything is dialled. With [tls] (e.g.
          * `SSLSocketFactory.getDefault() as SSLSocketFactory`, or an `SSLContext`'s socket
          * factory for a private CA or a client certificate) the link is TLS, the server's
          * certificate and host name verified; a failed check throws [IrcConnectException] naming

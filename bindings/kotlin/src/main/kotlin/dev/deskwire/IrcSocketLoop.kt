@@ -81,11 +81,14 @@ internal suspend fun connectSocket(
     timeoutMs: Int,
     tls: javax.net.ssl.SSLSocketFactory? = null,
 ): Socket = coroutineScope {
+    checkServer(host, port)
     val plain = Socket().apply { tcpNoDelay = true }
     var socket: Socket = plain
     val connecting = async(Dispatchers.IO) {
         try {
             plain.connect(InetSocketAddress(host, port), timeoutMs)
+        } catch (e: java.net.UnknownHostException) {
+            throw IrcConnectException("connect to $host:$port failed: the name $host does not resolve", e)
         } catch (e: java.io.IOException) {
             throw IrcConnectException("connect to $host:$port failed: ${e.message}", e)
         }
@@ -98,7 +101,7 @@ internal suspend fun connectSocket(
             try {
                 secure.startHandshake()
             } catch (e: java.io.IOException) {
-                throw IrcConnectException("TLS with $host:$port failed: ${tlsReason(e)}", e)
+                throw IrcConnectException("TLS with $host:$port failed: ${tlsReason(e, host)}", e)
             }
             secure.soTimeout = 0
         }
@@ -113,8 +116,26 @@ internal suspend fun connectSocket(
     socket
 }
 
-/** A JSSE handshake failure in words a user can act on. */
-private fun tlsReason(e: java.io.IOException): String {
+/**
+ * An IRC server's address a socket can be opened to: a host that is not empty and a port of
+ * 1 to 65535, else [DeskwireException.InvalidInput] (kind [ErrorKind.INVALID]) before anything
+ * is dialled (the JDK would take `""` as this machine, and throw its own
+ * `IllegalArgumentException` for the port).
+ */
+internal fun checkServer(host: String, port: Int) {
+    if (host.isBlank()) {
+        throw DeskwireException.InvalidInput(
+            ErrorKind.INVALID,
+            "the IRC server's host is empty; give its name or address (\"127.0.0.1\" for this machine)",
+        )
+    }
+    if (port !in 1..65535) {
+        throw DeskwireException.InvalidInput(ErrorKind.INVALID, "port is $port; an IRC server's port is 1 to 65535")
+    }
+}
+
+/** A JSSE handshake failure with [host] in words a user can act on. */
+private fun tlsReason(e: java.io.IOException, host: String): String {
     val chain = generateSequence<Throwable>(e) { it.cause }.toList()
     val text = chain.joinToString(": ") { it.message ?: it.javaClass.simpleName }
     return when {
@@ -122,8 +143,10 @@ private fun tlsReason(e: java.io.IOException): String {
             text.contains("PKIX path building failed") ->
             "its certificate is not signed by a CA this machine trusts (give the server's CA in " +
                 "an SSLContext's TrustManagerFactory)"
-        chain.any { it is java.security.cert.CertificateException } && text.contains("No subject alternative") ->
-            "its certificate is not valid for the name $text"
+        chain.any { it is java.security.cert.CertificateException } && text.contains("No subject alternative") -> {
+            val why = chain.last { it is java.security.cert.CertificateException }.message
+            "its certificate is not valid for the name $host" + (why?.let { " ($it)" } ?: "")
+        }
         e is java.net.SocketTimeoutException ->
             "no answer to the TLS handshake within ${TLS_HANDSHAKE_TIMEOUT_MS / 1000} s " +
                 "(a plain-text port? connect without tls)"

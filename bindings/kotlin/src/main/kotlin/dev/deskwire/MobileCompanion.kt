@@ -23,6 +23,7 @@ import kotlinx.coroutines.flow.update
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeoutOrNull
+import okhttp3.HttpUrl.Companion.toHttpUrlOrNull
 import okhttp3.OkHttpClient
 import okhttp3.Request
 import okhttp3.Response
@@ -163,6 +164,8 @@ val AgentState.Stopped.taskId: String get() = data.taskId
  * phone.close()
  * ```
  *
+ * [url] is the desktop's `ws://` or `wss://` address (`http://` and `https://` are taken too);
+ * anything else throws [DeskwireException.InvalidInput] (kind [ErrorKind.INVALID]) here.
  * One coroutine in [scope] owns the socket and pumps the engine; the methods may be called
  * from any thread. Cancelling [scope] or calling [close] closes the socket, shuts down the
  * OkHttp client the companion made (not one passed in [http]), and completes every flow.
@@ -176,6 +179,10 @@ class MobileCompanion(
     private val clock: MonotonicClock = MonotonicClock.System,
     dispatcher: CoroutineDispatcher = Dispatchers.Default,
 ) : AutoCloseable {
+    init {
+        checkUrl(url) // before anything is made that close() would have to undo
+    }
+
     private val engine = MobileClient(config, tokens.load())
 
     /** The client made here (shut down on close), or `null` when the caller gave one. */
@@ -222,8 +229,15 @@ class MobileCompanion(
     /** The agent's state as the desktop last sent it (`null` before the first sync). */
     val currentAgentState: AgentState? get() = _agentState.value
 
-    /** Where the connection is. */
-    val currentConnectionState: MobileConnectionState get() = _connection.value
+    /** Where the connection is ([MobileConnectionState.Idle] once [close] has returned). */
+    val currentConnectionState: MobileConnectionState
+        get() = if (closing) MobileConnectionState.Idle else _connection.value
+
+    /** [close] was called: the state reads `Idle` from then on, whatever the pump still does. */
+    @Volatile private var closing = false
+
+    /** What ended the pump when it was not [close] (then pair and connect throw it). */
+    @Volatile private var crash: Throwable? = null
 
     /** Permission requests waiting for the user, oldest first. */
     val currentPermissionRequests: List<PermissionRequest> get() = _permissions.value
@@ -239,6 +253,9 @@ class MobileCompanion(
                 val input = inputs.receiveWithin(wait)
                 if (input == null) engine.handleTimeout(clock.now()) else apply(input)
             }
+        } catch (e: Throwable) {
+            if (e !is CancellationException) crash = e
+            throw e
         } finally {
             socket?.cancel()
             socket = null
@@ -253,7 +270,7 @@ class MobileCompanion(
             _connection.value = MobileConnectionState.Idle
             // Under the waiters' lock: a pair() or connect() either sees closed or is failed here.
             synchronized(waiters) { closed.value = true }
-            fail(MobileCompanionException.Stopped("the companion was closed"))
+            fail(crash ?: MobileCompanionException.Stopped("the companion was closed"))
             withContext(NonCancellable) { _events.emit(null) }
         }
     }
@@ -334,8 +351,13 @@ class MobileCompanion(
     /** Counters of the engine. */
     fun stats(): MobileClientStats = engine.stats()
 
-    /** Closes the socket, stops the pump, shuts down the OkHttp client made here; flows complete. */
+    /**
+     * Closes the socket, stops the pump, shuts down the OkHttp client made here; flows complete.
+     * [currentConnectionState] reads `Idle` once this returns.
+     */
     override fun close() {
+        closing = true
+        _connection.value = MobileConnectionState.Idle
         pump.cancel()
     }
 
@@ -388,7 +410,7 @@ class MobileCompanion(
                 }
                 is MobileClientOutput.Event -> deliver(out.event)
                 is MobileClientOutput.Timeout -> {
-                    _connection.value = engine.connectionState()
+                    if (!closing) _connection.value = engine.connectionState()
                     return out.deadlineMs
                 }
             }
@@ -434,7 +456,7 @@ class MobileCompanion(
                 // Online once the state is synced, so that what follows sees the desktop's state
                 // (and the connection state says so before pair/connect return).
                 if (event.initial) {
-                    _connection.value = engine.connectionState()
+                    if (!closing) _connection.value = engine.connectionState()
                     settle(null)
                 }
             }
@@ -481,6 +503,28 @@ class MobileCompanion(
 
     companion object {
         private const val NORMAL_CLOSURE = 1000
+
+        /**
+         * The desktop's address as [MobileCompanion] takes it: a `ws://` or `wss://` URL
+         * (`http://` and `https://` too, which OkHttp upgrades), else
+         * [DeskwireException.InvalidInput] (kind [ErrorKind.INVALID]) naming it.
+         */
+        private fun checkUrl(url: String) {
+            // OkHttp's own parse, as Request.Builder().url() does it (ws is http to it).
+            val rest = url.trim().substringAfter("://")
+            val http = when (url.trim().substringBefore("://", "").lowercase()) {
+                "ws", "http" -> "http://$rest"
+                "wss", "https" -> "https://$rest"
+                else -> null
+            }
+            if (http?.toHttpUrlOrNull() == null) {
+                throw DeskwireException.InvalidInput(
+                    ErrorKind.INVALID,
+                    "url is \"$url\"; give the desktop's WebSocket address, e.g. ws://192.168.1.20:9120/ws",
+                )
+            }
+        }
+
         private val DEFAULT_TIMEOUT = 30.seconds
 
         /** How long [pair] waits by default for a desktop to answer: a user is looking at the screen. */

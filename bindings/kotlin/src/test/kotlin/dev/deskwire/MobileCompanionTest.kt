@@ -290,6 +290,38 @@ class MobileCompanionTest {
     }
 
     @Test
+    fun `a URL that is not a WebSocket address is refused when the companion is made`() = runBlocking {
+        val server = desktop()
+        val port = server.port()
+        for (url in listOf("not a url", "", "ftp://127.0.0.1:$port/ws", "127.0.0.1:$port", "ws://", "ws://exa mple/ws")) {
+            val e = assertThrows<DeskwireException.InvalidInput> { MobileCompanion(url, MemoryTokenStore(), scope) }
+            assertEquals(ErrorKind.INVALID, e.kind, url)
+            assertEquals("url is \"$url\"; give the desktop's WebSocket address, e.g. ws://192.168.1.20:9120/ws", e.detail)
+        }
+        // The desktop's real address, in each form OkHttp takes: pairs.
+        val code = server.code()
+        MobileCompanion("WS://127.0.0.1:$port/ws", MemoryTokenStore(), scope).use { it.pair(code) }
+        assertEquals(MobileConnectionState.Idle, MobileCompanion("http://127.0.0.1:$port/ws", MemoryTokenStore(), scope).use {
+            it.currentConnectionState
+        })
+    }
+
+    @Test
+    fun `the state reads Idle as soon as close returns`() = runBlocking {
+        val server = desktop()
+        val port = server.port()
+        val code = server.code()
+        val phone = MobileCompanion("ws://127.0.0.1:$port/ws", MemoryTokenStore(), scope)
+        phone.pair(code)
+        assertIs<MobileConnectionState.Online>(phone.currentConnectionState)
+        phone.close()
+        assertEquals(MobileConnectionState.Idle, phone.currentConnectionState)
+        // And it stays so once the pump has ended.
+        assertEquals(emptyList<MobileConnectionState>(), withTimeout(5_000) { phone.connectionState.toList() })
+        assertEquals(MobileConnectionState.Idle, phone.currentConnectionState)
+    }
+
+    @Test
     fun `misuse throws typed exceptions and leaves the driver working`() = runBlocking {
         val phone = MobileCompanion("ws://127.0.0.1:9/ws", MemoryTokenStore(), scope)
         assertEquals(ErrorKind.INVALID_CODE, assertThrows<DeskwireException.Misuse> { runBlocking { phone.pair("12ab56") } }.kind)
