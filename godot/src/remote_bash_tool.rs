@@ -8,6 +8,7 @@ use godot::prelude::*;
 use serde_json::Value;
 
 use crate::desk_client::DeskRpcClient;
+use crate::on_main_thread;
 use crate::remote_call::RemoteCall;
 use crate::shapes::{self, Format};
 use crate::variant;
@@ -82,13 +83,17 @@ impl RemoteBashTool {
     /// [signal DeskRpcClient.request_failed] like any other failure. Without a [param client]
     /// (`null`) the call completes with `closed`, its [member RemoteCall.id] the tool call's
     /// id, and its [method RemoteCall.tool_message] tells the model so. Check the call with [method ToolGate.authorize]
-    /// first. [param provider] is `openai_chat` by default (see the class description).
+    /// first. [param provider] is `openai_chat` by default (see the class description). Off the
+    /// main thread it returns `null` and prints an error.
     #[func]
     fn run(
         client: Option<Gd<DeskRpcClient>>,
         tool_call: VarDictionary,
         #[opt(default = "openai_chat")] provider: GString,
-    ) -> Gd<RemoteCall> {
+    ) -> Option<Gd<RemoteCall>> {
+        if !on_main_thread("RemoteBashTool.run") {
+            return None;
+        }
         let read = format(&provider)
             .ok_or_else(|| format!("unknown provider {provider}"))
             .and_then(|format| Ok((read(&tool_call, format)?, format)));
@@ -105,16 +110,16 @@ impl RemoteBashTool {
             };
             let mut call = RemoteCall::create(&id, None, tool);
             RemoteCall::settle(&mut call, shapes::local_failure(&id, code, &message));
-            return call;
+            return Some(call);
         };
         let mut client = client.bind_mut();
-        match read {
+        Some(match read {
             Ok((call, format)) => {
                 let args = shapes::read_remote_bash(&call);
                 client.start(args, Some((call, format)))
             }
             Err(message) => client.fail_at_once(None, "invalid_arguments", &message),
-        }
+        })
     }
 }
 

@@ -9,6 +9,7 @@ use godot::register::property::PhantomVar;
 use serde_json::Value;
 
 use crate::desk_client::DeskRpcClient;
+use crate::on_main_thread;
 use crate::shapes::{self, Format};
 use crate::variant;
 
@@ -72,9 +73,12 @@ impl RemoteCall {
 
     /// Stops waiting: the remote is sent an OA1 `CANCEL` and this call completes
     /// with `error: "cancelled"`. `ERR_DOES_NOT_EXIST` when it already
-    /// finished or its client is gone.
+    /// finished or its client is gone, `ERR_UNAVAILABLE` (and an error) off the main thread.
     #[func]
     fn cancel(&mut self, #[opt(default = "cancelled")] reason: GString) -> Error {
+        if !on_main_thread("RemoteCall.cancel") {
+            return Error::ERR_UNAVAILABLE;
+        }
         let Some(mut client) = self
             .client
             .and_then(|id| Gd::<DeskRpcClient>::try_from_instance_id(id).ok())

@@ -120,6 +120,7 @@ func test_null_and_wrong_objects() -> void:
 func test_calls_from_other_threads_are_refused() -> void:
 	var client := _attached("desk")
 	var gate := ToolGate.new()
+	var made_here := client.remote_bash("echo made on the main thread", 5)
 	var emitted: Array = []
 	client.line_to_send.connect(func(line): emitted.append(line))
 	gate.tools_changed.connect(func(npc): emitted.append(npc))
@@ -131,23 +132,25 @@ func test_calls_from_other_threads_are_refused() -> void:
 	# godot-rust's own glue before the method runs (it catches the panic; the caller gets null).
 	thread.start(func():
 		var got := [client.feed_line(":deskbot!u@h PRIVMSG #desk :hello"), gate.bind_npc("npc", "desk"),
-			client.remote_bash("echo from thread", 5), client.cancel("nosuch", "cancelled")]
+			client.remote_bash("echo from thread", 5), client.cancel("nosuch", "cancelled"),
+			made_here.cancel("from a thread")]
 		client.poll()
 		client.close("bye")
 		return got)
 	# Untyped: a panic in the thread returns null, which fails the check instead of the script.
 	var answers = thread.wait_to_finish()
 	OS.remove_logger(error_log)
-	check(answers is Array and answers.size() == 4, "the thread finished: %s" % [answers])
-	if answers is Array and answers.size() == 4:
-		check_eq([answers[0], answers[1], answers[3]], [ERR_UNAVAILABLE, ERR_UNAVAILABLE, ERR_UNAVAILABLE], "refused off the main thread")
+	check(answers is Array and answers.size() == 5, "the thread finished: %s" % [answers])
+	if answers is Array and answers.size() == 5:
+		check_eq([answers[0], answers[1], answers[3], answers[4]], [ERR_UNAVAILABLE, ERR_UNAVAILABLE, ERR_UNAVAILABLE, ERR_UNAVAILABLE], "refused off the main thread")
 		check(answers[2] == null, "remote_bash gives null off the main thread: %s" % [answers[2]])
 	check_eq(emitted, [], "nothing was emitted off the main thread")
 	var errors := error_log.taken()
 	check(errors.any(func(e): return e.contains("DeskRpcClient.remote_bash: call it from the main thread")), "remote_bash says why: %s" % [errors])
 	# A panic in the binding (godot-rust reports it as an error) is a crash averted, not a refusal.
 	check(not errors.any(func(e): return e.contains("panic") or e.contains("different thread")), "no panic in the binding: %s" % [errors])
-	check_eq(client.in_flight(), 0, "nothing was sent")
+	check_eq(client.in_flight(), 1, "only the call made on the main thread is in flight")
+	check(not made_here.done, "a cancel from a thread left it alone")
 	check_eq(gate.desk_of("npc"), "", "nothing changed")
 	client.queue_free()
 
