@@ -5,6 +5,7 @@ the remote's handler cancelled by CANCEL)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from pathlib import Path
 from typing import AsyncIterator, Iterator, List
@@ -380,12 +381,17 @@ async def test_connect_names_the_missing_remote_and_who_was_there(server: Ngircd
         assert desk.waiting_for() is None and "rexd" in desk.members()
 
 
-async def test_bad_configs_fail_before_connecting(server: Ngircd) -> None:
+async def test_bad_configs_fail_before_connecting(server: Ngircd, caplog: pytest.LogCaptureFixture) -> None:
     for kwargs in ({"channel": "desk"}, {"nick": "a b"}, {"nick": ""}, {"remote_nick": "not a nick"},
                    {"remote_nick": None}, {"secret": ""}):
         with pytest.raises(deskwire.LocalError) as caught:
             await IrcDesk.connect("127.0.0.1", server.port, **kwargs)  # type: ignore[arg-type]
         assert caught.value.code == "invalid_config", kwargs
+    with caplog.at_level(logging.WARNING, logger="deskwire.aio"):
+        with pytest.raises(deskwire.LocalError):  # a bad nick, after the secret was read
+            await IrcDesk.connect("127.0.0.1", server.port, nick="a b", secret="abc")
+    warned = [r.getMessage() for r in caplog.records if "secret of 3 bytes" in r.getMessage()]
+    assert warned and "abc" not in warned[0], caplog.records
     with pytest.raises(deskwire.LocalError, match="secret is empty, so anyone could sign frames"):
         await IrcRemote.connect("127.0.0.1", server.port, handler=lambda request: "x", secret=b"")
     # The server's address, said before connecting (asyncio took "" as this machine, and

@@ -75,12 +75,23 @@ def _secret_text(secret: Any) -> Optional[str]:
     raise TypeError(f"secret must be a str (or UTF-8 bytes), not {type(secret).__name__}")
 
 
+MIN_SECRET_BYTES = 16
+"""The shortest shared secret taken without a warning (as ``rexd --secret-file``)."""
+
+
 def _auth(secret: Any) -> Optional[Dict[str, Any]]:
     """The ``oa1`` config's ``auth`` for ``secret=`` (``None`` without one): the secret with
     the Unix time at our clock's zero."""
     text = _secret_text(secret)
     if text is None:
         return None
+    size = len(text.encode("utf-8"))
+    if 0 < size < MIN_SECRET_BYTES:
+        # rexd's warning for a short --secret-file; an empty one the engine refuses.
+        log.warning(
+            "a secret of %d bytes can be guessed from the frames' tags by whoever sees the "
+            "channel; make one with `openssl rand -hex 32`", size
+        )
     epoch = int(time.time() * 1000) - now_ms()
     return {"secret": text, "epoch_unix_ms": max(0, epoch)}
 
@@ -601,7 +612,8 @@ class IrcDesk(_DeskConnection):
         ``sasl``, ``secret``, ``password`` or ``reconnect`` of another type is a ``TypeError``
         saying what to pass, before connecting; no message quotes a secret or a password; an
         empty host, a port outside 1-65535 (:class:`deskwire.LocalError`, ``invalid_value``) and
-        an empty secret (``invalid_config``) are refused there too. A connect that fails raises :class:`deskwire.ConnectFailedError` naming the host, the
+        an empty secret (``invalid_config``) are refused there too, and a secret under 16
+        bytes is logged as a warning (as ``rexd --secret-file`` warns). A connect that fails raises :class:`deskwire.ConnectFailedError` naming the host, the
         port and the reason (the resolver's words for a name that does not
         resolve), a TLS check that fails :class:`deskwire.TlsError`, a required login that fails
         :class:`deskwire.LoginFailedError` with the server's words. ``compression`` offers
