@@ -844,7 +844,17 @@ impl DeskRpcClient {
                 self.watch_pumping(id, wait_ms);
                 call
             }
-            Err((code, message)) => self.fail_at_once(tool, &code, &message),
+            Err((code, message)) => {
+                // A connection that ended on its own (it never connected, TLS or the login
+                // failed): the call says why, not only that it ended.
+                let message = match code == LocalError::Closed.code()
+                    && !self.last_error_message.is_empty()
+                {
+                    true => format!("{message}: {}", self.last_error_message),
+                    false => message,
+                };
+                self.fail_at_once(tool, &code, &message)
+            }
         }
     }
 
@@ -1197,6 +1207,10 @@ impl DeskRpcClient {
 
     /// Emits what a drain found; handlers may call back into this client.
     fn deliver(&mut self, actions: Vec<Action>) {
+        let actions = shapes::without_superseded_close(actions, |action| match action {
+            Action::State(state) => Some(state.as_str()),
+            _ => None,
+        });
         for action in actions {
             match action {
                 Action::Line(line) => {

@@ -823,6 +823,10 @@ impl DeskConnection {
     /// Emits what a drain found, here and on the desks; handlers may call back into this node
     /// and the desks.
     fn deliver(&mut self, actions: Vec<Action>) {
+        let actions = shapes::without_superseded_close(actions, |action| match action {
+            Action::State(state) => Some(state.as_str()),
+            _ => None,
+        });
         for action in actions {
             match action {
                 Action::State(state) => {

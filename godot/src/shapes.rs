@@ -404,8 +404,46 @@ pub fn tool_result(call_id: &str, result: &Value) -> ToolResult {
     }
 }
 
+/// `actions` without a `closed` state that a `reconnecting` later in the same batch replaces:
+/// a link the client will bring back never reads as ended, so a game that waits for `closed`
+/// sees only the real end (`close()`, or a link given up).
+pub fn without_superseded_close<A>(
+    mut actions: Vec<A>,
+    state: impl Fn(&A) -> Option<&str>,
+) -> Vec<A> {
+    let Some(last_reconnecting) = actions
+        .iter()
+        .rposition(|action| state(action) == Some("reconnecting"))
+    else {
+        return actions;
+    };
+    let mut index = 0;
+    actions.retain(|action| {
+        let superseded = index < last_reconnecting && state(action) == Some("closed");
+        index += 1;
+        !superseded
+    });
+    actions
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_close_that_reconnecting_replaces_is_dropped() {
+        let states = |v: Vec<&'static str>| super::without_superseded_close(v, |s| Some(*s));
+        assert_eq!(
+            states(vec!["ready", "closed", "reconnecting", "registering"]),
+            ["ready", "reconnecting", "registering"]
+        );
+        // The real end stays: no reconnecting after it, or the close came after.
+        assert_eq!(states(vec!["ready", "closed"]), ["ready", "closed"]);
+        assert_eq!(
+            states(vec!["reconnecting", "closed"]),
+            ["reconnecting", "closed"]
+        );
+    }
+
     use super::*;
     use deskwire::oa1::Failure;
     use deskwire::tools::builtin;

@@ -361,4 +361,8 @@ func test_nothing_listening() -> void:
 	var message: String = result.get("message", "")
 	check(message.begins_with("the IRC connection ended before the response: ") and not message.ends_with(": "), "with the reason: %s" % message)
 	check_eq(client.state, "closed", "closed")
+	# A call made after the connection ended says why it ended, not only that it did.
+	var later := await finish(client.remote_bash("echo never"), 10.0)
+	check_eq(later.get("error"), "closed", "a later call: %s" % [later])
+	check(str(later.get("message", "")).contains("connect to 127.0.0.1:1 failed"), "with the reason: %s" % [later])
 	client.queue_free()

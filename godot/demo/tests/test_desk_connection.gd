@@ -497,6 +497,7 @@ func test_with_reconnect_a_lost_link_comes_back_with_every_desk() -> void:
 	check_eq(lost.get("error"), "disconnected", "the call in flight fails disconnected: %s" % [lost])
 	check(await wait_until(func(): return conn.reconnects == 1, 20.0), "the connection came back (reconnects %d, states %s)" % [conn.reconnects, states])
 	check("reconnecting" in states, "state went reconnecting: %s" % [states])
+	check(not ("closed" in states), "never closed while it came back: %s" % [states])
 	if not await all_ready(desks, 30.0):
 		conn.queue_free()
 		proxy.queue_free()

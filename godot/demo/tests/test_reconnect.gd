@@ -55,6 +55,7 @@ func test_a_lost_link_comes_back_and_the_next_request_is_answered() -> void:
 	check_eq(result.get("text"), "after\n", "its output")
 	check(client.reconnects >= 1, "reconnects counted (%d)" % client.reconnects)
 	check("reconnecting" in client.get_meta("states"), "state went reconnecting: %s" % [client.get_meta("states")])
+	check(not ("closed" in client.get_meta("states")), "never closed while it came back: %s" % [client.get_meta("states")])
 	check_eq(client.state, "ready", "ready again")
 	client.close()
 	await wait_until(func(): return client.state == "closed", 5.0)
