@@ -697,22 +697,7 @@ impl DeskConnection {
 
     /// The reconnect policy the properties say, checked by the core.
     fn reconnect_policy(&self) -> Result<ReconnectPolicy, String> {
-        let (first, max) = (self.reconnect_first_ms, self.reconnect_max_ms);
-        let (Ok(first_delay_ms), Ok(max_delay_ms)) = (u64::try_from(first), u64::try_from(max))
-        else {
-            return Err(format!(
-                "reconnect_first_ms/reconnect_max_ms: delays must not be negative (got {first} and {max})"
-            ));
-        };
-        let policy = ReconnectPolicy {
-            first_delay_ms,
-            max_delay_ms,
-            ..ReconnectPolicy::default()
-        };
-        policy
-            .validate()
-            .map_err(|e| format!("reconnect_first_ms/reconnect_max_ms: {e}"))?;
-        Ok(policy)
+        shapes::reconnect_policy(self.reconnect_first_ms, self.reconnect_max_ms)
     }
 
     fn tls_settings(&self) -> Option<TlsSettings> {

@@ -8,6 +8,7 @@
 use deskwire::ids::IdGenerator;
 use deskwire::oa1::remote_bash::{self, RemoteBashArgs};
 use deskwire::oa1::{ConfigError, ConnectionConfig, Event};
+use deskwire::reconnect::ReconnectPolicy;
 use deskwire::tools::providers::{self, Provider, Segment, ToolRequest};
 use deskwire::tools::slash::SlashError;
 use deskwire::tools::{Authorization, Context, Origin, Policy, ToolCall, ToolResult, ToolSpec};
@@ -402,6 +403,27 @@ pub fn tool_result(call_id: &str, result: &Value) -> ToolResult {
         let object = remote_bash::failure_object(&text("error"), &text("message"));
         ToolResult::error(call_id, object)
     }
+}
+
+/// The reconnect policy of the `reconnect_first_ms` and `reconnect_max_ms` properties (of a
+/// `DeskRpcClient` or a `DeskConnection`), checked by the core; a negative delay is refused
+/// with the values given.
+pub fn reconnect_policy(first_ms: i64, max_ms: i64) -> Result<ReconnectPolicy, String> {
+    let (Ok(first_delay_ms), Ok(max_delay_ms)) = (u64::try_from(first_ms), u64::try_from(max_ms))
+    else {
+        return Err(format!(
+            "reconnect_first_ms/reconnect_max_ms: delays must not be negative (got {first_ms} and {max_ms})"
+        ));
+    };
+    let policy = ReconnectPolicy {
+        first_delay_ms,
+        max_delay_ms,
+        ..ReconnectPolicy::default()
+    };
+    policy
+        .validate()
+        .map_err(|e| format!("reconnect_first_ms/reconnect_max_ms: {e}"))?;
+    Ok(policy)
 }
 
 /// `actions` without a `closed` state that a `reconnecting` later in the same batch replaces:
