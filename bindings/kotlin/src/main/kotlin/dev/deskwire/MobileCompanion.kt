@@ -209,6 +209,13 @@ class MobileCompanion(
     private val _permissions = MutableStateFlow<List<PermissionRequest>>(emptyList())
     private val closed = MutableStateFlow(false)
 
+    /**
+     * [close] was called: the state reads `Idle` from then on, whatever the pump still does, and
+     * the state flows complete (they do not wait for the pump to end, which is asynchronous).
+     */
+    private val closeCalled = MutableStateFlow(false)
+    private val closing: Boolean get() = closeCalled.value
+
     /** Callers of [pair] and [connect] waiting for the session (guarded by itself). */
     private val waiters = mutableListOf<CompletableDeferred<Unit>>()
     @Volatile private var lastFailure: MobileDisconnectReason? = null
@@ -232,9 +239,6 @@ class MobileCompanion(
     /** Where the connection is ([MobileConnectionState.Idle] once [close] has returned). */
     val currentConnectionState: MobileConnectionState
         get() = if (closing) MobileConnectionState.Idle else _connection.value
-
-    /** [close] was called: the state reads `Idle` from then on, whatever the pump still does. */
-    @Volatile private var closing = false
 
     /** What ended the pump when it was not [close] (then pair and connect throw it). */
     @Volatile private var crash: Throwable? = null
@@ -356,8 +360,8 @@ class MobileCompanion(
      * [currentConnectionState] reads `Idle` once this returns.
      */
     override fun close() {
-        closing = true
         _connection.value = MobileConnectionState.Idle
+        closeCalled.value = true
         pump.cancel()
     }
 
@@ -396,7 +400,9 @@ class MobileCompanion(
     private fun fail(error: Throwable) = settle(error)
 
     private fun <T> StateFlow<T>.untilClosed(): Flow<T> =
-        combine(this, closed) { value, done -> value to done }.takeWhile { !it.second }.map { it.first }
+        combine(this, closed, closeCalled) { value, done, called -> value to (done || called) }
+            .takeWhile { !it.second }
+            .map { it.first }
 
     /** Does what the engine asks until it only has a deadline left; returns the deadline. */
     private suspend fun drain(): ULong {
