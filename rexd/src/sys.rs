@@ -282,6 +282,12 @@ pub fn set_child_subreaper() -> io::Result<()> {
     cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
 }
 
+/// Undoes [`set_child_subreaper`]: orphaned descendants go to init again.
+pub fn clear_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) }).map(drop)
+}
+
 /// In a child between fork and exec: writes `bytes` to `fd` in one `write(2)`
 /// (async-signal-safe; used to join a cgroup by writing `0` to its `cgroup.procs`).
 pub fn write_raw(fd: RawFd, bytes: &[u8]) -> io::Result<()> {

@@ -288,6 +288,16 @@ impl Tracker {
         )
     }
 
+    /// The retry of [`Tracker::prepare_sweep`] failed too: the program could not start, not
+    /// the cgroup, so cgroups stay, and so does init as the reaper of orphans. Without this
+    /// the daemon stayed the subreaper, and what later execs left behind came back to it as
+    /// zombies that nothing reaps in cgroup mode.
+    pub fn abandon_sweep(&self) {
+        if self.base.is_some() {
+            let _ = sys::clear_child_subreaper();
+        }
+    }
+
     /// In `Auto` mode, after an exec's cgroup could not be made or joined: the subreaper from
     /// now on. `false` when there is nothing to fall back to.
     pub fn fall_back(&mut self, why: &io::Error) -> bool {

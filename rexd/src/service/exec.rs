@@ -225,7 +225,7 @@ impl Service {
                 }
                 // The cgroup or the program? Only a start without the cgroup tells.
                 let (sweep_tree, sweep_join) = self.tracker.prepare_sweep(key);
-                let sp = spawn(&sweep_join)?;
+                let sp = spawn(&sweep_join).inspect_err(|_| self.tracker.abandon_sweep())?;
                 self.tracker.fall_back(&e);
                 tree = sweep_tree;
                 sp
