@@ -308,7 +308,10 @@ impl Executor {
                             now,
                             &run.request_id,
                             "timeout",
-                            &format!("remote execution exceeded {secs}s"),
+                            &format!(
+                                "remote execution exceeded {secs}s, this remote's limit for a \
+                                 command (rexd --timeout-sec)"
+                            ),
                         )
                     } else {
                         server.finish(now, &run.request_id)

@@ -221,6 +221,31 @@ fn commands_write_inside_the_roots_and_their_tmpdir_only() {
     assert!(!Path::new(&tmpdir).exists(), "{tmpdir} left behind");
 }
 
+/// The `RemoteBash` description tells the model to write large output to a file and page
+/// through it: the file it names must be writable under the default confinement (`/tmp`
+/// itself is not).
+#[test]
+fn the_remote_bash_descriptions_file_advice_works_confined() {
+    if !landlock() {
+        return;
+    }
+    let config = deskwire::oa1::ConnectionConfig::new("desk", "#desk").oa1;
+    let text = deskwire::oa1::remote_bash::description(&config, config.pacing);
+    // "... write it to a file (cmd > FILE 2>&1) and page through it ..."
+    let (_, after) = text
+        .split_once("(cmd > ")
+        .expect("the description's file advice");
+    let (file, _) = after
+        .split_once(" 2>&1)")
+        .expect("the description's file advice");
+    let root = tempfile::tempdir().unwrap();
+    let (_c, mut d, s) = with_config(root.path(), "");
+    let script = format!("seq 1 1000 > {file} 2>&1 && sed -n '1,200p' {file} | wc -l");
+    let c = run(&mut d, &s, &["sh", "-c", &script]);
+    assert_eq!(exit_code(&c), 0, "{script}: {}", c.err());
+    assert_eq!(c.out().trim(), "200", "{script}");
+}
+
 #[test]
 fn pty_commands_are_confined_too() {
     if !landlock() {

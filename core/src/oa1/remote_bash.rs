@@ -62,8 +62,9 @@ pub fn description(config: &super::Config, pacing: super::Pacing) -> String {
          never more than {cap} KB. Output cut by a timeout ends with a '...[cut at ... timeout: \
          N bytes arrived ...]...' line; output over that cap ends with '...[truncated]...'. So \
          ask for what you need: keep output small (head, tail, rg -n, wc -l first); for \
-         anything large, write it to a file (cmd > /tmp/out.txt 2>&1) and page through it \
-         (sed -n '1,200p' /tmp/out.txt, then '201,400p'). Give timeout_sec for a slow command. \
+         anything large, write it to a file (cmd > \"${{TMPDIR:-/tmp}}/out.txt\" 2>&1) and page \
+         through it (sed -n '1,200p' \"${{TMPDIR:-/tmp}}/out.txt\", then '201,400p'). Give \
+         timeout_sec for a slow command; the remote may stop a command sooner, at its own limit. \
          For structured output, ask the command itself for JSON. {EXIT_MARKER_RULE}"
     )
 }
