@@ -6,6 +6,7 @@
 //! With [`LogFormat::Json`] each line is one JSON object instead, time included:
 //! `{"time":"2026-11-29T05:00:00.123Z","level":"warn","message":"..."}`.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::SystemTime;
@@ -39,11 +40,29 @@ fn say(level: LogLevel, tag: &str, message: &str) {
             eprintln!("{line}");
         } else if *STAMPED {
             let now = humantime::format_rfc3339_millis(SystemTime::now());
-            eprintln!("{now} rexd: {tag}: {message}");
+            eprintln!("{now} rexd: {tag}: {}", one_line(message));
         } else {
-            eprintln!("rexd: {tag}: {message}");
+            eprintln!("rexd: {tag}: {}", one_line(message));
         }
     }
+}
+
+/// `message` as one line of text: control characters (a peer's CR and LF, NUL, terminal
+/// escapes) written as escapes (`\n`, `\u{1b}`), so that what a peer sent, such as a command
+/// logged as it was asked, can neither forge a line of the log nor make it binary to `grep`.
+fn one_line(message: &str) -> Cow<'_, str> {
+    if !message.chars().any(|c| c.is_control() && c != '\t') {
+        return Cow::Borrowed(message);
+    }
+    let mut out = String::with_capacity(message.len() + 8);
+    for c in message.chars() {
+        match c {
+            '\t' => out.push(c),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// An error.
@@ -90,4 +109,22 @@ pub enum LogLevel {
     Info,
     /// Everything.
     Debug,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn a_peers_text_stays_on_one_line() {
+        assert_eq!(one_line("desk asks k1: ls -la"), "desk asks k1: ls -la");
+        assert_eq!(
+            one_line("desk asks k1: echo x\r\n2026-11-30T00:00:00.000Z rexd: info: forged"),
+            "desk asks k1: echo x\\r\\n2026-11-30T00:00:00.000Z rexd: info: forged"
+        );
+        assert_eq!(
+            one_line("a\0b \u{1b}[31mred\tcol ü"),
+            "a\\u{0}b \\u{1b}[31mred\tcol ü"
+        );
+    }
 }
