@@ -7,7 +7,9 @@
 #
 # Defaults: 7 rounds of `seq 1 20000000`. The contenders are `ssh host CMD`, `ssh host 'CMD' |
 # cat` (ssh with one more process on its way), `ssh host 'CMD | cat' | cat` (one more on each
-# side, as rex's path has: rexd on the server, rex on the client), and `rex exec -- sh -c CMD`
+# side, as rex's path has: rexd on the server, rex on the client), the same with a relay that
+# splices instead of cat (`splice_relay.c` beside this script, built here with cc when there is
+# one: what the extra processes cost when they copy nothing), and `rex exec -- sh -c CMD`
 # with the release build of this checkout (`cargo build --release -p rexd`). Set BEFORE_REX
 # and BEFORE_REXD to the binaries of another build to time it in the same turns ("before").
 set -euo pipefail
@@ -56,6 +58,11 @@ for _ in $(seq 100); do
     sleep 0.05
 done
 
+relay=
+if command -v cc >/dev/null; then
+    cc -O2 -o "$dir/splice_relay" "$repo/rexd/benches/splice_relay.c" && relay=$dir/splice_relay
+fi
+
 ssh_opts=(-p "$port" -F none -i "$dir/client" -o IdentitiesOnly=yes -o BatchMode=yes
     -o "UserKnownHostsFile=$dir/known_hosts" -o StrictHostKeyChecking=no -o LogLevel=ERROR)
 host="$(id -un)@127.0.0.1"
@@ -83,6 +90,10 @@ for _ in $(seq "$rounds"); do
     echo "ssh $(seconds ssh "${ssh_opts[@]}" "$host" "$cmd")"
     echo "ssh|cat $(seconds sh -c 'ssh "$@" | cat' sh "${ssh_opts[@]}" "$host" "$cmd")"
     echo "ssh+2cat $(seconds sh -c 'ssh "$@" | cat' sh "${ssh_opts[@]}" "$host" "$cmd | cat")"
+    if [ -n "$relay" ]; then
+        echo "ssh+2splice $(seconds sh -c 'r=$1; shift; ssh "$@" | "$r"' sh "$relay" "${ssh_opts[@]}" \
+            "$host" "$cmd | $relay")"
+    fi
     if [ -n "${BEFORE_REX:-}" ]; then
         echo "rex(before) $(seconds "$BEFORE_REX" --targets-file "$targets" -t before exec -- sh -c "$cmd")"
     fi
