@@ -155,6 +155,11 @@ fn engine_request(text: &str) -> usize {
 fn engine_request_into(text: &str, out: &mut Vec<u8>) -> usize {
     let mut cfg = Config::new("#desk", "desk");
     cfg.pacing = Pacing::UNLIMITED;
+    engine_request_into_with(cfg, text, out)
+}
+
+/// [`engine_request_into`] with `cfg`.
+fn engine_request_into_with(cfg: Config, text: &str, out: &mut Vec<u8>) -> usize {
     let mut client = Client::new(cfg, 1);
     client.request(0, text, None).unwrap();
     out.clear();
@@ -214,7 +219,13 @@ fn side_by_side() {
     let mut buffer = Vec::new();
     let mut escaped = String::with_capacity(2 * SIZE);
     let mut unescaped = Vec::with_capacity(2 * SIZE);
-    let mut times: [Vec<f64>; 9] = Default::default();
+    let (adaptive_desk, adaptive_remote) = adaptive_configs();
+    let adaptive_answer = remote_answers(
+        adaptive_remote,
+        &request_lines(adaptive_desk.clone(), "cat big"),
+        &text,
+    );
+    let mut times: [Vec<f64>; 11] = Default::default();
     for _ in 0..ROUNDS {
         let start = Instant::now();
         dst.copy_from_slice(black_box(text.as_bytes()));
@@ -254,6 +265,19 @@ fn side_by_side() {
         let start = Instant::now();
         black_box(deskwire::oa1::as_text(black_box(&unescaped)).is_ok());
         times[8].push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        black_box(engine_request_into_with(
+            adaptive_desk.clone(),
+            black_box(&text),
+            &mut buffer,
+        ));
+        times[9].push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        black_box(desk_receives(
+            adaptive_desk.clone(),
+            black_box(&adaptive_answer),
+        ));
+        times[10].push(start.elapsed().as_secs_f64());
     }
     let median = |v: &[f64]| {
         let mut v = v.to_vec();
@@ -266,7 +290,9 @@ fn side_by_side() {
     let memcpy = median(&times[0]);
     println!(
         "\noa1_128KiB side by side, {ROUNDS} rounds of each in turn (medians; GiB/s of the 128 \
-         KiB text):"
+         KiB text; frames of 240 bytes, the bare engines' default, unless 'adaptive payloads': \
+         as large as the line allows, the desks' default, {} answer frames):",
+        adaptive_answer.len()
     );
     println!("  {:<48} {:>6.2} GiB/s", "memcpy", gib(memcpy));
     for (name, i) in [
@@ -278,6 +304,8 @@ fn side_by_side() {
         ("floor: escape kernel, per frame's window", 6),
         ("floor: unescape kernel, per frame's payload", 7),
         ("floor: UTF-8 check of the message", 8),
+        ("adaptive payloads: request + drain_into", 9),
+        ("adaptive payloads: handle_line to Response", 10),
     ] {
         let ratio = ratios(i);
         let t = median(&times[i]);
@@ -335,6 +363,26 @@ fn engine_configs(authenticated: bool) -> (Config, Config) {
     (desk, remote)
 }
 
+/// The bare engines' configs with adaptive payloads, as the connection engines (`Desk`,
+/// `Remote`) use them: each frame as large as the line allows (about 400 bytes) instead of 240.
+fn adaptive_configs() -> (Config, Config) {
+    let (mut desk, mut remote) = engine_configs(false);
+    desk.adaptive_payload = true;
+    remote.adaptive_payload = true;
+    (desk, remote)
+}
+
+/// The request lines of a client of seed 1 with `desk`.
+fn request_lines(desk: Config, text: &str) -> Vec<String> {
+    let mut client = Client::new(desk, 1);
+    client.request(0, text, None).unwrap();
+    let mut lines = Vec::new();
+    while let Output::Transmit(line) = client.poll_output(0) {
+        lines.push(line);
+    }
+    lines
+}
+
 /// A response as the remote sends it: the request arrives, the 128 KiB answer goes out. Returns
 /// the lines as the desk receives them.
 fn remote_answers(remote: Config, request_lines: &[String], text: &str) -> Vec<String> {
@@ -372,18 +420,9 @@ fn desk_receives(desk: Config, lines: &[String]) -> usize {
 fn auth_side_by_side() {
     const ROUNDS: usize = 300;
     let text = mixed_utf8(SIZE);
-    let request = |desk: Config| {
-        let mut client = Client::new(desk, 1);
-        client.request(0, "cat big", None).unwrap();
-        let mut lines = Vec::new();
-        while let Output::Transmit(line) = client.poll_output(0) {
-            lines.push(line);
-        }
-        lines
-    };
     let modes = [false, true].map(|auth| {
         let (desk, remote) = engine_configs(auth);
-        let req = request(desk.clone());
+        let req = request_lines(desk.clone(), "cat big");
         let answer = remote_answers(remote.clone(), &req, &text);
         (desk, remote, req, answer)
     });
