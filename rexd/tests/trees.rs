@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Daemon, alive, descendants};
+use common::{Daemon, alive, descendants, zombie_children};
 use serde_json::{Value, json};
 
 const MODES: [&str; 2] = ["cgroup", "subreaper"];
@@ -247,26 +247,6 @@ fn what_an_exec_leaves_running_ends_with_it() {
     }
 }
 
-/// Pids of the zombie children of `pid`: ended, and not reaped by it.
-fn zombie_children(pid: u32) -> Vec<i32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        // After the command's name: the state, then the parent's pid.
-        let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
-        let (state, parent) = (fields.next(), fields.next());
-        if state == Some("Z") && parent == Some(pid.to_string().as_str()) {
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// A program that cannot start (which `auto` mode tries once more outside any cgroup, to tell
 /// the cgroup's fault from the program's) changes nothing for the execs after it: what they
 /// leave running is not kept as a zombie child of the daemon once it ends.
@@ -295,7 +275,7 @@ fn a_program_that_cannot_start_leaves_no_zombies_after_it() {
             let exit = exit_of(&mut d, r["process_id"].as_str().unwrap(), 15).unwrap();
             assert_eq!(exit["params"]["exit_code"], 0, "{mode}: {exit}");
             eventually(10, &format!("{mode}: {bg} ended and reaped"), || {
-                !alive(bg) && zombie_children(d.pid()).is_empty()
+                !alive(bg) && zombie_children(d.pid() as i32).is_empty()
             });
         }
     }

@@ -295,8 +295,17 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// Pids of live processes in process group `pgid`.
-pub fn group_members(pgid: i32) -> Vec<i32> {
+/// One process of `/proc/PID/stat`: the fields these tests read.
+pub struct ProcStat {
+    pub pid: i32,
+    /// `R`, `S`, `Z` (ended, not reaped yet), ...
+    pub state: String,
+    pub ppid: i32,
+    pub pgrp: i32,
+}
+
+/// Every process this test can see.
+pub fn processes() -> Vec<ProcStat> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
@@ -305,43 +314,52 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
+        // After the command's name: state ppid pgrp ...
         let rest: Vec<&str> = stat
             .rsplit(')')
             .next()
             .unwrap_or("")
             .split_whitespace()
             .collect();
-        // state ppid pgrp ...
-        if rest.len() > 2 && rest[0] != "Z" && rest[2].parse::<i32>() == Ok(pgid) {
-            out.push(pid);
+        if let [state, ppid, pgrp, ..] = rest[..]
+            && let (Ok(ppid), Ok(pgrp)) = (ppid.parse(), pgrp.parse())
+        {
+            out.push(ProcStat {
+                pid,
+                state: state.to_owned(),
+                ppid,
+                pgrp,
+            });
         }
     }
     out
 }
 
+/// Pids of live processes in process group `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|p| p.state != "Z" && p.pgrp == pgid)
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// Pids of the zombie children of `pid`: ended, and not reaped by it.
+pub fn zombie_children(pid: i32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|p| p.state == "Z" && p.ppid == pid)
+        .map(|p| p.pid)
+        .collect()
+}
+
 /// Pids of the live descendants of `pid` (children, theirs, …).
 pub fn descendants(pid: i32) -> Vec<i32> {
-    let mut parent_of = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        let rest: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
-        if rest.len() > 1
-            && rest[0] != "Z"
-            && let Ok(ppid) = rest[1].parse::<i32>()
-        {
-            parent_of.push((p, ppid));
-        }
-    }
+    let parent_of: Vec<(i32, i32)> = processes()
+        .into_iter()
+        .filter(|p| p.state != "Z")
+        .map(|p| (p.pid, p.ppid))
+        .collect();
     let mut out = Vec::new();
     let mut frontier = vec![pid];
     while let Some(p) = frontier.pop() {
