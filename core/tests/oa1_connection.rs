@@ -703,6 +703,60 @@ fn a_remote_that_leaves_mid_request_fails_it_peer_left_after_the_grace() {
     ));
 }
 
+/// What arrived before the remote left is the answer, marked as cut short: only a request
+/// that got nothing fails `peer_left` (as at a timeout).
+#[test]
+fn a_remote_that_leaves_after_part_of_the_answer_gives_that_part() {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+    let id = desk.request(1, "echo started; sleep 100", None).unwrap();
+    drain(&mut desk, &mut net, d, 1);
+    step(&mut remote, &mut net, r, 2);
+    remote.send(2, &id, "started\n").unwrap();
+    // Less than a frame waits for the flush delay.
+    let held = drain(&mut remote, &mut net, r, 2);
+    assert!(held.lines.is_empty());
+    let t = held.deadline;
+    assert!(!drain(&mut remote, &mut net, r, t).lines.is_empty());
+    step(&mut desk, &mut net, d, t);
+    remote.quit(t + 1, "restarting");
+    drain(&mut remote, &mut net, r, t + 1);
+    let left = step(&mut desk, &mut net, d, t + 2);
+    assert!(failure_in(&left).is_none(), "the grace comes first");
+    let gone = step(&mut desk, &mut net, d, t + 2 + 2_000);
+    assert_eq!(failure_in(&gone), None);
+    let answer = gone
+        .events
+        .iter()
+        .find_map(|e| match e {
+            ConnectionEvent::Oa1(Event::Response {
+                id: answered,
+                text,
+                truncated,
+            }) if *answered == id => Some((text.clone(), *truncated)),
+            _ => None,
+        })
+        .expect("the part that arrived, as the answer");
+    assert_eq!(
+        answer,
+        (
+            "started\n\n...[cut short: remote `deskbot` left #desk (quit: Client Quit) and was \
+             not back within 2 s; 8 bytes arrived; how the command ended is unknown]..."
+                .to_owned(),
+            true
+        )
+    );
+    assert_eq!(
+        deskwire::oa1::remote_bash::ending(&answer.0),
+        deskwire::oa1::remote_bash::Ending::CutShort
+    );
+    assert_eq!(desk.in_flight(), 0);
+}
+
 #[test]
 fn a_remote_back_within_the_grace_loses_nothing() {
     let mut net = Network::new(1);

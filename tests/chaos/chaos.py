@@ -141,16 +141,23 @@ CUT = re.compile(r"\n\.\.\.\[cut at the [0-9.]+ m?s timeout: [0-9]+ bytes arrive
                  r"the rest was cancelled\]\.\.\.\Z")
 
 
+# What it appends to the part that arrived before the remote left or the link ended
+# (cut_short_marker): that part too must be the start of the exact answer.
+CUT_SHORT = re.compile(r"\n\.\.\.\[cut short: [^\n]*; [0-9]+ bytes arrived; how the command "
+                       r"ended is unknown\]\.\.\.\Z")
+
+
 def check_text(req: Request, text: str) -> str:
-    """``answered``, ``cut_at_timeout`` (a true start of the answer, marked as cut), or
-    ``wrong``."""
-    cut = CUT.search(text)
-    if cut is not None:
-        part, expected = text[: cut.start()], req.expected or ""
-        # A character cut in two at the end may arrive as U+FFFD.
-        ok = expected.startswith(part) or (
-            part.endswith("\ufffd") and expected.startswith(part[:-1]))
-        return "cut_at_timeout" if ok else "wrong"
+    """``answered``, ``cut_at_timeout`` or ``cut_short`` (a true start of the answer, marked as
+    cut), or ``wrong``."""
+    for marker, what in ((CUT, "cut_at_timeout"), (CUT_SHORT, "cut_short")):
+        cut = marker.search(text)
+        if cut is not None:
+            part, expected = text[: cut.start()], req.expected or ""
+            # A character cut in two at the end may arrive as U+FFFD.
+            ok = expected.startswith(part) or (
+                part.endswith("\ufffd") and expected.startswith(part[:-1]))
+            return what if ok else "wrong"
     if req.expected is None:
         return "wrong"  # a whole answer to a request that had to time out
     return "answered" if text == req.expected else "wrong"
@@ -462,7 +469,7 @@ class Chaos:
             untrack(proc.pid)
         took = time.monotonic() - t0
         text = out.decode("utf-8", "replace")
-        if text.endswith("]...\n") and CUT.search(text[:-1]):
+        if text.endswith("]...\n") and (CUT.search(text[:-1]) or CUT_SHORT.search(text[:-1])):
             text = text[:-1]  # the desk ends with a newline what does not: the cut line
         if proc.returncode == 0:
             what = check_text(req, text)

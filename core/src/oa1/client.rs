@@ -493,7 +493,8 @@ impl Client {
         }
     }
 
-    /// The connection is gone: every request in flight fails with [`Failure::Disconnected`] and
+    /// The connection is gone: every request in flight fails with [`Failure::Disconnected`] (or,
+    /// with part of its answer in, answers with that part and the [`cut_short_marker`]) and
     /// queued lines are dropped (no `CANCEL` can reach the remote any more).
     pub fn disconnect(&mut self, now: u64) {
         let _ = now;
@@ -507,7 +508,8 @@ impl Client {
 
     /// Fails the requests in flight for which `why` gives a failure, given whether each one's
     /// lines have been let go. Their queued lines are withdrawn; no `CANCEL` is sent (the
-    /// caller knows the remote cannot hear it, or never heard the request).
+    /// caller knows the remote cannot hear it, or never heard the request). A request the link
+    /// or the remote left with part of its answer in answers with that part instead.
     pub(crate) fn fail_all(&mut self, why: &mut dyn FnMut(bool) -> Option<Failure>) {
         let mut doomed: Vec<(String, Failure)> = self
             .requests
@@ -517,9 +519,30 @@ impl Client {
         doomed.sort_by(|a, b| a.0.cmp(&b.0));
         for (id, failure) in doomed {
             self.requests.remove(&id);
+            // The link or the remote went away after part of the answer: that part is the
+            // answer, marked as cut short (only a request that got nothing is an error).
+            let partial = matches!(
+                failure,
+                Failure::Disconnected { .. } | Failure::Kicked { .. } | Failure::PeerLeft { .. }
+            )
+            .then(|| self.partial_prefix(&id))
+            .flatten();
             self.reassembler.finish_id(&id);
             self.link.withdraw(&id);
-            self.link.events.push_back(Event::Failed { id, failure });
+            let event = match partial {
+                Some(mut text) => {
+                    let arrived = text.len();
+                    text.push_str(&cut_short_marker(&failure.message(), arrived));
+                    self.link.stats.truncations += 1;
+                    Event::Response {
+                        id,
+                        text,
+                        truncated: true,
+                    }
+                }
+                None => Event::Failed { id, failure },
+            };
+            self.link.events.push_back(event);
         }
     }
 
@@ -632,6 +655,15 @@ pub fn remote_timeout_marker(arrived: usize) -> String {
     format!(
         "\n...[cut at the remote's timeout: {arrived} bytes arrived; the command was stopped]..."
     )
+}
+
+/// The line that ends an answer whose remote or link went away after part of it arrived (the
+/// remote left the channel and did not come back, this end was kicked, the connection ended):
+/// `\n...[cut short: remote `rexd` left #desk (quit: bye) and was not back within 2 s; 12345
+/// bytes arrived; how the command ended is unknown]...`. The command may still be running; no
+/// `CANCEL` can reach it.
+pub fn cut_short_marker(why: &str, arrived: usize) -> String {
+    format!("\n...[cut short: {why}; {arrived} bytes arrived; how the command ended is unknown]...")
 }
 
 /// `30 s`, `1.5 s`, `250 ms`: a duration for a message.

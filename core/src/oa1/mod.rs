@@ -55,7 +55,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::ids::IdGenerator;
 pub use auth::AuthConfig;
-pub use client::{Client, remote_timeout_marker, timeout_marker};
+pub use client::{Client, cut_short_marker, remote_timeout_marker, timeout_marker};
 pub use connection::{
     ConfigError, ConnectionConfig, ConnectionEvent, ConnectionOutput, ConnectionState,
     ConnectionStats, Desk, LinkEvent, Remote,

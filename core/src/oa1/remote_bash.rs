@@ -98,6 +98,9 @@ pub enum Ending<'a> {
     Signaled(&'a str),
     /// The answer was cut at the request's timeout: how the command ended is unknown.
     CutAtTimeout,
+    /// The answer was cut short when the remote or the link went away
+    /// ([`cut_short_marker`](super::cut_short_marker)): how the command ended is unknown.
+    CutShort,
 }
 
 /// How the command behind `output` (a `RemoteBash` answer's text) ended.
@@ -106,6 +109,9 @@ pub fn ending(output: &str) -> Ending<'_> {
     let last = output.rsplit('\n').next().unwrap_or("");
     if last.starts_with("...[cut at the ") && last.ends_with("]...") {
         return Ending::CutAtTimeout;
+    }
+    if last.starts_with("...[cut short: ") && last.ends_with("]...") {
+        return Ending::CutShort;
     }
     let marker = |prefix: &str| last.strip_prefix(prefix)?.strip_suffix(']');
     if let Some(code) = marker("[exit code: ").and_then(|c| c.parse().ok()) {
@@ -281,6 +287,10 @@ mod tests {
     #[test]
     fn an_answers_last_line_says_how_the_command_ended() {
         let cut = format!("partial{}", super::super::timeout_marker(30_000, 7));
+        let short = format!(
+            "partial{}",
+            super::super::cut_short_marker("remote `rexd` left #desk (quit: bye)", 7)
+        );
         for (text, want) in [
             ("ok\n".to_owned(), Ending::Exited(0)),
             (String::new(), Ending::Exited(0)),
@@ -289,6 +299,7 @@ mod tests {
             ("[exit code: 1]".to_owned(), Ending::Exited(1)),
             ("x\n[signal: KILL]".to_owned(), Ending::Signaled("KILL")),
             (cut, Ending::CutAtTimeout),
+            (short, Ending::CutShort),
             // A marker that is not the last line is the command's own output.
             ("[exit code: 3]\nmore".to_owned(), Ending::Exited(0)),
             ("[exit code: x]".to_owned(), Ending::Exited(0)),

@@ -517,7 +517,8 @@ fn come_back(
 }
 
 /// The demo's exit as ssh's would be: the command's exit code, 128 + the number of the signal
-/// that ended it, and 124 (as `timeout` and `rex`) when the answer was cut at the timeout.
+/// that ended it, 124 (as `timeout` and `rex`) when the answer was cut at the timeout, and 255
+/// (as ssh's lost connection) when the remote or the link went away in the middle of it.
 fn exit_code(ending: remote_bash::Ending<'_>) -> ExitCode {
     let code = match ending {
         remote_bash::Ending::Exited(code) => code,
@@ -525,6 +526,8 @@ fn exit_code(ending: remote_bash::Ending<'_>) -> ExitCode {
             .find(|&n| rexd::sys::signal_name(n) == name)
             .map_or(1, |n| 128 + n),
         remote_bash::Ending::CutAtTimeout => 124,
+        // As ssh when the connection is lost.
+        remote_bash::Ending::CutShort => 255,
     };
     // An exit status is a byte; a code that would read as success there is a failure still.
     match u8::try_from(code & 0xFF) {
