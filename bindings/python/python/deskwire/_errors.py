@@ -95,17 +95,21 @@ class NickRefusedError(RemoteError):
 
 
 class KickedError(RemoteError):
-    """We were kicked from the channel while the request was in flight (code ``kicked``)."""
+    """We were kicked from the channel while the request was in flight (code ``kicked``).
+    A request with part of its answer in returns that part instead, ending with ``...[cut
+    short: ...; N bytes arrived; how the command ended is unknown]...``."""
 
 
 class PeerLeftError(RemoteError):
     """The remote left the channel while the request was in flight and did not come back in
-    time (code ``peer_left``)."""
+    time (code ``peer_left``). A request with part of its answer in returns that part instead,
+    ending with ``...[cut short: ...]...``."""
 
 
 class DisconnectedError(RemoteError):
     """The IRC connection ended before the answer (code ``disconnected``); the message says
-    why (the server's ``ERROR`` text, a lost connection, no nick left)."""
+    why (the server's ``ERROR`` text, a lost connection, no nick left). A request with part of
+    its answer in returns that part instead, ending with ``...[cut short: ...]...``."""
 
 
 class LoginFailedError(DisconnectedError):
