@@ -270,19 +270,7 @@ impl Client {
                     .then(|| self.partial_prefix(&id))
                     .flatten();
                 self.reassembler.finish_id(&id);
-                let event = match partial {
-                    Some(mut text) => {
-                        let arrived = text.len();
-                        text.push_str(&remote_timeout_marker(arrived));
-                        self.link.stats.truncations += 1;
-                        Event::Response {
-                            id,
-                            text,
-                            truncated: true,
-                        }
-                    }
-                    None => Event::Failed { id, failure },
-                };
+                let event = self.cut_answer_or(id, partial, remote_timeout_marker, failure);
                 self.link.events.push_back(event);
             }
             Accepted::Complete(done) => {
@@ -529,20 +517,34 @@ impl Client {
             .flatten();
             self.reassembler.finish_id(&id);
             self.link.withdraw(&id);
-            let event = match partial {
-                Some(mut text) => {
-                    let arrived = text.len();
-                    text.push_str(&cut_short_marker(&failure.message(), arrived));
-                    self.link.stats.truncations += 1;
-                    Event::Response {
-                        id,
-                        text,
-                        truncated: true,
-                    }
-                }
-                None => Event::Failed { id, failure },
-            };
+            let why = failure.message();
+            let mark = |arrived| cut_short_marker(&why, arrived);
+            let event = self.cut_answer_or(id, partial, mark, failure);
             self.link.events.push_back(event);
+        }
+    }
+
+    /// The event that ends request `id`: what arrived of its answer (`partial`), with the
+    /// marker `mark` makes from its length, as a cut `Response`; else `failure`.
+    fn cut_answer_or(
+        &mut self,
+        id: String,
+        partial: Option<String>,
+        mark: impl FnOnce(usize) -> String,
+        failure: Failure,
+    ) -> Event {
+        match partial {
+            Some(mut text) => {
+                let arrived = text.len();
+                text.push_str(&mark(arrived));
+                self.link.stats.truncations += 1;
+                Event::Response {
+                    id,
+                    text,
+                    truncated: true,
+                }
+            }
+            None => Event::Failed { id, failure },
         }
     }
 
