@@ -48,7 +48,10 @@ impl NgircdNetwork {
         let dir = TempDir::new("deskwire-ngircd-net").expect("temp dir");
         let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
         let mut servers = Vec::new();
-        for (i, &port) in ports.iter().enumerate() {
+        // Last first: each link's passive end is listening before its active end starts, so
+        // the first try links (after a failed one ngircd waits out its ConnectRetry, and under
+        // load the network was not whole within the 20 s wait below).
+        for (i, &port) in ports.iter().enumerate().rev() {
             let mut links = String::new();
             // The link to the previous server waits for it; the next one we connect to.
             if i > 0 {
@@ -75,6 +78,7 @@ impl NgircdNetwork {
             let child = Ngircd::spawn(&binary, &conf, port);
             servers.push(Server { child, port, conf });
         }
+        servers.reverse();
         let network = NgircdNetwork { servers, _dir: dir };
         network.wait_linked();
         network
