@@ -360,22 +360,17 @@ impl Client {
             self.requests.remove(&id);
             let failure = match pending.started_at {
                 Some(_) => {
-                    let partial = self.partial_answer(&id, pending.timeout_ms);
+                    let partial = self.partial_prefix(&id);
                     self.abandon(&id, "timeout");
                     self.link.stats.timeouts += 1;
-                    if let Some(text) = partial {
-                        // What arrived is the answer, marked as cut (`docs/oa1.md`).
-                        self.link.stats.truncations += 1;
-                        self.link.events.push_back(Event::Response {
-                            id,
-                            text,
-                            truncated: true,
-                        });
-                        continue;
-                    }
-                    Failure::Timeout {
+                    // What arrived is the answer, marked as cut (`docs/oa1.md`).
+                    let failure = Failure::Timeout {
                         message: self.timeout_message(&pending),
-                    }
+                    };
+                    let mark = |arrived| timeout_marker(pending.timeout_ms, arrived);
+                    let event = self.cut_answer_or(id, partial, mark, failure);
+                    self.link.events.push_back(event);
+                    continue;
                 }
                 None => {
                     // Its lines never left: withdraw them, no CANCEL needed.
@@ -562,16 +557,6 @@ impl Client {
     /// Whether a request's lines have been let go (it may have reached the remote).
     pub(crate) fn has_started_requests(&self) -> bool {
         self.requests.values().any(|p| p.started_at.is_some())
-    }
-
-    /// The answer so far of a request its timeout ends, with [`timeout_marker`] after it:
-    /// the in-order prefix of its `RES` (or `RESZ`, inflated as far as it goes) stream, cut to
-    /// whole characters and to the size cap. `None` when nothing of it arrived.
-    fn partial_answer(&mut self, id: &str, timeout_ms: u64) -> Option<String> {
-        let mut text = self.partial_prefix(id)?;
-        let arrived = text.len();
-        text.push_str(&timeout_marker(timeout_ms, arrived));
-        Some(text)
     }
 
     /// The in-order prefix of a request's `RES` (or `RESZ`, inflated as far as it goes) stream,
