@@ -39,8 +39,22 @@ peers__init() {
     PEERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/deskwire-peers.XXXXXX")
     mkdir -p "$PEERS_DIR/pids"
     export PEERS_DIR
-    trap peers_stop_all EXIT
+    peers__on_exit
   fi
+}
+
+# Stops the peers on exit, before whatever EXIT trap the caller had set: replacing that trap
+# lost the caller's own clean-up (tests/dist/run.sh left 850 MB in /tmp on every run).
+peers__on_exit() {
+  local caller
+  caller=$(trap -p EXIT)
+  if [ -z "$caller" ]; then
+    trap peers_stop_all EXIT
+    return
+  fi
+  eval "set -- $caller" # trap -- 'COMMAND' EXIT
+  # shellcheck disable=SC2064 # the caller's command, expanded now on purpose
+  trap "peers_stop_all; $3" EXIT
 }
 
 # Records a process this file started (or a caller's: `peers_track PID`), to be stopped.

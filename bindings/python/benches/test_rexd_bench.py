@@ -109,7 +109,8 @@ class Listener:
     loopback, so the WebSocket's cost is measured without TLS's."""
 
     def __init__(self, place: Path) -> None:
-        tokens = place.parent / f"{place.name}-tokens"
+        # Beside the served root, not in it (fs.list would show it); removed by stop().
+        self.tokens = tokens = place.parent / f"{place.name}-tokens"
         tokens.write_text(f"bench:{TOKEN}\n")
         tokens.chmod(0o600)
         self.process = subprocess.Popen(
@@ -124,6 +125,7 @@ class Listener:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=10)
+        self.tokens.unlink(missing_ok=True)
 
 
 _listeners: Dict[Path, Listener] = {}
