@@ -744,7 +744,7 @@ fn a_remote_that_leaves_after_part_of_the_answer_gives_that_part() {
     assert_eq!(
         answer,
         (
-            "started\n\n...[cut short: remote `deskbot` left #desk (quit: Client Quit) and was \
+            "started\n...[cut short: remote `deskbot` left #desk (quit: Client Quit) and was \
              not back within 2 s; 8 bytes arrived; how the command ended is unknown]..."
                 .to_owned(),
             true

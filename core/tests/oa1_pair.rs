@@ -515,7 +515,12 @@ fn spoofed_frames_from_other_senders_are_ignored() {
 /// nothing before it stays a failure. Readable and compressed alike.
 #[test]
 fn a_remote_timeout_after_output_returns_what_arrived() {
-    for (compression, output) in [(false, "started\n"), (true, "started\n"), (false, "")] {
+    for (compression, output) in [
+        (false, "started\n"),
+        (true, "started\n"),
+        (false, "half a line"),
+        (false, ""),
+    ] {
         let mut client_cfg = config(DESK, BOT);
         let mut server_cfg = config(BOT, DESK);
         client_cfg.compression = compression;
@@ -551,9 +556,11 @@ fn a_remote_timeout_after_output_returns_what_arrived() {
         } else {
             Event::Response {
                 id,
+                // The marker on a line of its own: no blank line after a newline.
                 text: format!(
-                    "{output}\n...[cut at the remote's timeout: {} bytes arrived; the command \
+                    "{output}{}...[cut at the remote's timeout: {} bytes arrived; the command \
                      was stopped]...",
+                    if output.ends_with('\n') { "" } else { "\n" },
                     output.len()
                 ),
                 truncated: true,
@@ -594,7 +601,7 @@ fn a_timeout_returns_what_arrived_and_cancels() {
         let (at, event) = pair.events.remove(0);
         assert_eq!(at, start + 30_000, "answers at the deadline");
         let want = format!(
-            "{first}\n...[cut at the 30 s timeout: {} bytes arrived; the rest was \
+            "{first}...[cut at the 30 s timeout: {} bytes arrived; the rest was \
              cancelled]...",
             first.len()
         );

@@ -531,7 +531,14 @@ impl Client {
         match partial {
             Some(mut text) => {
                 let arrived = text.len();
-                text.push_str(&mark(arrived));
+                let mark = mark(arrived);
+                // On a line of its own, as a remote puts its exit marker: after the output's
+                // own newline, if it ended with one, rather than after a blank line.
+                let mark = match text.ends_with('\n') {
+                    true => mark.strip_prefix('\n').unwrap_or(&mark),
+                    false => &mark,
+                };
+                text.push_str(mark);
                 self.link.stats.truncations += 1;
                 Event::Response {
                     id,

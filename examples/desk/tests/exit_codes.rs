@@ -26,7 +26,7 @@ fn the_demo_exits_with_the_commands_exit() {
     let (code, out) = desk(&["--timeout-sec", "2", "echo started; sleep 100"]);
     assert_eq!(code, Some(124), "{out}");
     assert!(
-        out.starts_with("started\n\n...[cut at the remote's timeout: 8 bytes arrived;"),
+        out.starts_with("started\n...[cut at the remote's timeout: 8 bytes arrived;"),
         "{out}"
     );
 }
