@@ -85,6 +85,11 @@ pub enum JsonRpcCallError {
     },
     /// No answer or progress before the deadline.
     Timeout,
+    /// The peer answered, but the answer could not be read.
+    Malformed {
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 /// What the application should learn.
@@ -499,6 +504,7 @@ impl From<jsonrpc::CallError> for JsonRpcCallError {
                 error: error.into(),
             },
             jsonrpc::CallError::Timeout => JsonRpcCallError::Timeout,
+            jsonrpc::CallError::Malformed(reason) => JsonRpcCallError::Malformed { reason },
             other => unmapped!(other),
         }
     }

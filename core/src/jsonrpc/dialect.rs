@@ -283,6 +283,9 @@ impl Dialect for JsonRpc2 {
     }
 
     fn answer_invalid(&self, invalid: &Invalid) -> Option<(Id, RemoteError)> {
+        if let Invalid::Answer { .. } = invalid {
+            return None; // an answer is not answered; the Peer ends its call
+        }
         let (id, error) = invalid.to_error();
         Some((id, remote(error)))
     }
@@ -457,34 +460,57 @@ impl Sidecar {
                 let method: String = serde_json::from_str(method.get())
                     .map_err(|_| bad(Some(id.clone()), "method must be a string"))?;
                 let params = match m.params {
-                    Some(p) if p.get().starts_with('{') => p.into(),
+                    Some(p) if p.get().starts_with('{') => p,
                     _ => return Err(bad(Some(id), "params must be an object")),
                 };
+                // Answered INVALID_PARAMS with the reason (`answer_invalid`).
+                if let Err(e) = message::check_readable(params) {
+                    return Err(bad(Some(id), &format!("unreadable params: {e}")));
+                }
                 Ok(Inbound::Request {
                     id,
                     method,
-                    params: Some(params),
+                    params: Some(params.into()),
                 })
             }
-            (None, Some(result), None, None) => Ok(Inbound::Result {
-                id,
-                result: result.into(),
-            }),
+            // An answer that cannot be read ends its call (`Invalid::Answer`): it is never
+            // answered back, and the call does not wait for a timeout.
+            (None, Some(result), None, None) => match message::check_readable(result) {
+                Ok(()) => Ok(Inbound::Result {
+                    id,
+                    result: result.into(),
+                }),
+                Err(e) => Err(Invalid::Answer {
+                    id,
+                    reason: format!("unreadable result: {e}"),
+                }),
+            },
             (None, None, Some(error), None) => {
-                let e: SidecarError = serde_json::from_str(error.get())
-                    .map_err(|_| bad(Some(id.clone()), "error needs a string code and message"))?;
-                Ok(Inbound::Error {
-                    id,
-                    error: RemoteError::new(Code::Name(e.code), e.message),
-                })
+                match serde_json::from_str::<SidecarError>(error.get()) {
+                    Ok(e) => Ok(Inbound::Error {
+                        id,
+                        error: RemoteError::new(Code::Name(e.code), e.message),
+                    }),
+                    Err(e) => Err(Invalid::Answer {
+                        id,
+                        reason: format!("error needs a string code and message: {e}"),
+                    }),
+                }
             }
+            // Progress does not end the call, and is not answered: an unreadable one is only
+            // reported (`Malformed`) and counted.
             (None, None, None, Some(progress)) if progress.get().starts_with('{') => {
-                Ok(Inbound::Progress {
-                    id,
-                    progress: progress.into(),
-                })
+                match message::check_readable(progress) {
+                    Ok(()) => Ok(Inbound::Progress {
+                        id,
+                        progress: progress.into(),
+                    }),
+                    Err(e) => Err(bad(None, &format!("unreadable progress of {id}: {e}"))),
+                }
             }
-            (None, None, None, Some(_)) => Err(bad(Some(id), "progress must be an object")),
+            (None, None, None, Some(_)) => {
+                Err(bad(None, &format!("progress of {id} must be an object")))
+            }
             _ => Err(bad(
                 Some(id),
                 "exactly one of method, result, error and progress",

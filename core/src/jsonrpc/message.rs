@@ -396,6 +396,19 @@ pub enum Invalid {
         /// The limit.
         max: usize,
     },
+    /// An answer (a result or an error) to the call `id` that cannot be read: an error object
+    /// of the wrong shape, or a result with a string or number no JSON reader can take (a lone
+    /// surrogate escape such as `"\ud800"`, a number past `f64`). Nobody answers an answer:
+    /// the [`Peer`](super::Peer) ends the call with
+    /// [`CallError::Malformed`](super::CallError::Malformed) instead. [`Invalid::to_error`]
+    /// gives -32600 with the id, for reports.
+    #[error("unreadable answer to {id}: {reason}")]
+    Answer {
+        /// The call the answer is for.
+        id: Id,
+        /// What is wrong.
+        reason: String,
+    },
     /// An id over [`MAX_ID_BYTES`] (-32600, answered with id `null`: it is not echoed).
     #[error("invalid request: an id of {len} bytes (the limit is {max})")]
     IdTooLong {
@@ -414,6 +427,7 @@ impl Invalid {
             Invalid::Request { id, .. } => {
                 (id.clone().unwrap_or(Id::Null), ErrorCode::InvalidRequest)
             }
+            Invalid::Answer { id, .. } => (id.clone(), ErrorCode::InvalidRequest),
             Invalid::EmptyBatch | Invalid::BatchTooLarge { .. } | Invalid::IdTooLong { .. } => {
                 (Id::Null, ErrorCode::InvalidRequest)
             }
@@ -445,6 +459,62 @@ struct Members<'a> {
 /// absent, and `"result": null` is a valid result).
 pub(crate) fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
+}
+
+/// Checks that a JSON value a peer sent can be read by any JSON reader, not only kept as text.
+///
+/// A [`RawValue`] only checks the structure: it accepts a lone surrogate escape (`"\ud800"`)
+/// and a number past `f64` (`1e400`), which no string or number type can hold, so the host (or
+/// a binding turning the value into its own types) would fail later, after the message was
+/// routed. Every value a dialect hands on (params, results, progress, error data) goes through
+/// this first. It walks the value once and keeps nothing; strings without escapes are not
+/// copied.
+pub fn check_readable(raw: &RawValue) -> Result<(), String> {
+    serde_json::from_str::<Readable>(raw.get())
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// A JSON value read in full and dropped (see [`check_readable`]).
+struct Readable;
+
+impl<'de> Deserialize<'de> for Readable {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> de::Visitor<'de> for Visitor {
+            type Value = Readable;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Readable, E> {
+                Ok(Readable)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Readable, E> {
+                Ok(Readable)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Readable, E> {
+                Ok(Readable)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Readable, E> {
+                Ok(Readable)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Readable, E> {
+                Ok(Readable)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Readable, E> {
+                Ok(Readable)
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Readable, A::Error> {
+                while seq.next_element::<Readable>()?.is_some() {}
+                Ok(Readable)
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Readable, A::Error> {
+                while map.next_entry::<Readable, Readable>()?.is_some() {}
+                Ok(Readable)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// Parses one frame: a message or a batch of at most `batch_limit` elements.
@@ -509,7 +579,11 @@ pub fn parse_one(raw: &RawValue) -> Result<Message, Invalid> {
                 .map_err(|_| invalid(id.clone(), "method must be a string"))?;
             let params = match m.params {
                 None => None,
-                Some(p) if p.get().starts_with(['{', '[']) => Some(p.into()),
+                Some(p) if p.get().starts_with(['{', '[']) => {
+                    check_readable(p)
+                        .map_err(|e| invalid(id.clone(), format!("unreadable params: {e}")))?;
+                    Some(p.into())
+                }
                 Some(_) => return Err(invalid(id, "params must be an object or an array")),
             };
             Ok(match id {
@@ -518,18 +592,33 @@ pub fn parse_one(raw: &RawValue) -> Result<Message, Invalid> {
             })
         }
         (None, Some(result), None) => match id {
-            Some(id) => Ok(Message::Response {
-                id,
-                result: result.into(),
-            }),
+            Some(id) => match check_readable(result) {
+                Ok(()) => Ok(Message::Response {
+                    id,
+                    result: result.into(),
+                }),
+                Err(e) => Err(Invalid::Answer {
+                    id,
+                    reason: format!("unreadable result: {e}"),
+                }),
+            },
             None => Err(invalid(None, "a response needs an id")),
         },
         (None, None, Some(error)) => {
-            let error: ErrorObject = serde_json::from_str(error.get())
-                .map_err(|e| invalid(id.clone(), format!("bad error object: {e}")))?;
-            match id {
-                Some(id) => Ok(Message::Error { id, error }),
-                None => Err(invalid(None, "an error response needs an id")),
+            let Some(id) = id else {
+                return Err(invalid(None, "an error response needs an id"));
+            };
+            let error = serde_json::from_str::<ErrorObject>(error.get())
+                .map_err(|e| format!("bad error object: {e}"))
+                .and_then(|error| match &error.data {
+                    Some(data) => check_readable(data.as_raw())
+                        .map(|()| error)
+                        .map_err(|e| format!("unreadable error data: {e}")),
+                    None => Ok(error),
+                });
+            match error {
+                Ok(error) => Ok(Message::Error { id, error }),
+                Err(reason) => Err(Invalid::Answer { id, reason }),
             }
         }
         (None, None, None) => Err(invalid(id, "no method, result or error")),

@@ -181,8 +181,8 @@ impl Default for PeerConfig {
     }
 }
 
-/// Why a call ended without a result. JSON: `{"remote": {"code", "message", "data"?}}` or
-/// `"timeout"`.
+/// Why a call ended without a result. JSON: `{"remote": {"code", "message", "data"?}}`,
+/// `"timeout"` or `{"malformed": "<reason>"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -191,6 +191,10 @@ pub enum CallError {
     Remote(RemoteError),
     /// No answer (or progress) before the deadline, or the hard maximum passed.
     Timeout,
+    /// The peer answered, but its answer could not be read (an error object of the wrong
+    /// shape, a result holding `"\ud800"`, ...): what was wrong. Counted in
+    /// [`PeerStats::malformed`].
+    Malformed(String),
 }
 
 /// Something the application should learn. JSON: externally tagged, e.g.
@@ -786,6 +790,19 @@ impl<D: Dialect> Peer<D> {
 
     fn handle_invalid(&mut self, now: u64, invalid: &Invalid, batch: Option<u64>) {
         self.stats.malformed += 1;
+        // An unreadable answer to one of our calls ends that call, typed, like any answer (and
+        // is never dropped); one nobody waits for is counted as stray and reported.
+        if let Invalid::Answer { id, reason } = invalid
+            && let Some(p) = self.finish(id)
+        {
+            self.events.push_back(PeerEvent::Failed {
+                id: id.clone(),
+                method: p.method,
+                user: p.user,
+                error: CallError::Malformed(reason.clone()),
+            });
+            return;
+        }
         if let Some((id, error)) = self.dialect.answer_invalid(invalid) {
             self.send_answer(
                 now,

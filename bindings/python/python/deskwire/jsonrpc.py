@@ -80,8 +80,10 @@ class Response:
 @event("jsonrpc", "failed")
 @dataclass(frozen=True)
 class Failed:
-    """A call of ours failed: ``error`` is ``"timeout"`` or
-    ``{"remote": {"code": ..., "message": ..., "data": ...}}``."""
+    """A call of ours failed: ``error`` is ``"timeout"``,
+    ``{"remote": {"code": ..., "message": ..., "data": ...}}`` (the peer answered with an
+    error), or ``{"malformed": "<reason>"}`` (the peer answered, but its answer could not be
+    read: an error object of the wrong shape, a result holding ``"\\ud800"``, ...)."""
 
     id: Id
     """The call's id."""
@@ -103,6 +105,14 @@ class Failed:
         if isinstance(self.error, dict):
             remote = self.error.get("remote")
             return remote if isinstance(remote, dict) else None
+        return None
+
+    @property
+    def malformed(self) -> Optional[str]:
+        """Why the peer's answer could not be read, when that is how the call ended."""
+        if isinstance(self.error, dict):
+            reason = self.error.get("malformed")
+            return reason if isinstance(reason, str) else None
         return None
 
 

@@ -14008,6 +14008,21 @@ sealed class JsonRpcCallError {
     data object Timeout : JsonRpcCallError()
     
     
+    /**
+     * The peer answered, but the answer could not be read.
+     */
+    data class Malformed(
+        /**
+         * What was wrong.
+         */
+        val `reason`: kotlin.String) : JsonRpcCallError()
+        
+    {
+        
+
+        companion object
+    }
+    
 
     
 
@@ -14028,6 +14043,9 @@ public object FfiConverterTypeJsonRpcCallError : FfiConverterRustBuffer<JsonRpcC
                 FfiConverterTypeJsonRpcRemoteError.read(buf),
                 )
             2 -> JsonRpcCallError.Timeout
+            3 -> JsonRpcCallError.Malformed(
+                FfiConverterString.read(buf),
+                )
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
         }
     }
@@ -14046,6 +14064,13 @@ public object FfiConverterTypeJsonRpcCallError : FfiConverterRustBuffer<JsonRpcC
                 4UL
             )
         }
+        is JsonRpcCallError.Malformed -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
     }
 
     override fun write(value: JsonRpcCallError, buf: ByteBuffer) {
@@ -14057,6 +14082,11 @@ public object FfiConverterTypeJsonRpcCallError : FfiConverterRustBuffer<JsonRpcC
             }
             is JsonRpcCallError.Timeout -> {
                 buf.putInt(2)
+                Unit
+            }
+            is JsonRpcCallError.Malformed -> {
+                buf.putInt(3)
+                FfiConverterString.write(value.`reason`, buf)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
