@@ -428,9 +428,9 @@ fn reconnect_schedule_and_reset_after_success() {
     };
     p.advance_to(retry_at);
     assert!(p.client.is_synced());
-    // The link drops: the schedule starts over at 1 s.
+    // The link drops after a session that lasted: the schedule starts over at 1 s.
     p.connects.clear();
-    p.now += 5_000;
+    p.now += client::STABLE_SESSION_MS;
     let dropped_at = p.now;
     p.break_link();
     p.server_down = true;

@@ -7,9 +7,12 @@
 //!
 //! Choices where the spec leaves room:
 //! - A pairing code the user typed wins over a stored token: typing a code means "pair again".
-//! - The backoff resets when a session is established (pairing succeeded, or the first
-//!   `agent_state_update` arrived on a token connection), not when the upgrade succeeds: a
-//!   server that accepts the upgrade and drops us at once is not hammered every second.
+//! - The backoff starts over when a session that was established (pairing succeeded, or the
+//!   first `agent_state_update` arrived on a token connection) ends after lasting at least
+//!   [`STABLE_SESSION_MS`]; not when the upgrade succeeds, and not when the session ends
+//!   sooner. A server that accepts the upgrade, or even syncs, and drops us at once (say,
+//!   with a frame the transport cannot take) is not hammered every second: the waits grow
+//!   1, 2, 4, ... s as for a server that refuses the connection.
 //! - A refused token (`disconnected(.., Unauthorized)`, or a failed `auth_result` on a token
 //!   connection) and a refused pairing code end in `Idle` with no retry: retrying cannot help,
 //!   the user must pair (again). Other drops retry forever.
@@ -24,6 +27,10 @@ use super::message::{
 };
 use super::{IDLE_WAIT_MS, LocalError, is_valid_code};
 
+/// A session that lasted this long (ms) before it ended counts as a success: the backoff
+/// starts over at its first wait. One that ended sooner counts as one more failed attempt.
+pub const STABLE_SESSION_MS: u64 = 10_000;
+
 /// Client configuration; the defaults are the spec's. JSON: the fields by name; missing ones
 /// take the defaults; unknown ones are refused.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -35,7 +42,10 @@ pub struct Config {
     pub max_backoff_ms: u64,
     /// Larger text frames from the server are ignored (counted).
     pub max_message_bytes: usize,
-    /// Permission requests shown at most; the oldest is dropped beyond.
+    /// Permission requests waiting for an answer at most. Beyond, the oldest is dropped: it
+    /// leaves [`Client::pending_permissions`], answering it fails with
+    /// [`LocalError::UnknownPermission`], and it is counted in [`Stats::dropped`], so an app
+    /// that shows every [`Event::PermissionRequested`] learns that some went unanswerable.
     pub max_pending_permissions: usize,
     /// Outputs queued at most when the host does not drain `poll_output`. At the cap, what the
     /// server sent (its messages, state updates, task updates, permission requests) and the
@@ -216,7 +226,8 @@ pub struct Stats {
     pub unexpected: u64,
     /// Pings answered.
     pub pings: u64,
-    /// Server messages (as events) and `pong`s dropped because the queue was full.
+    /// Server messages (as events) and `pong`s dropped because the queue was full, and
+    /// permission requests dropped (the oldest) past `max_pending_permissions`.
     pub dropped: u64,
     /// Permission requests waiting for the user now.
     pub pending_permissions: u64,
@@ -231,8 +242,10 @@ pub struct Client {
     code: Option<String>,
     /// Whether the current attempt pairs (sends `auth`) rather than presents the token.
     pairing: bool,
-    /// Failed attempts since the last established session.
+    /// Failed attempts since the last session that lasted [`STABLE_SESSION_MS`].
     attempt: u32,
+    /// When the current session was established (cleared when it ends).
+    established_at: Option<u64>,
     agent: Option<AgentState>,
     /// When the server last sent a frame (or the socket opened).
     last_heard: u64,
@@ -251,6 +264,7 @@ impl Client {
             code: None,
             pairing: false,
             attempt: 0,
+            established_at: None,
             agent: None,
             last_heard: 0,
             permissions: VecDeque::new(),
@@ -340,6 +354,7 @@ impl Client {
             self.push(Output::Close);
         }
         self.state = ConnectionState::Idle;
+        self.established_at = None;
         self.permissions.clear();
     }
 
@@ -388,6 +403,7 @@ impl Client {
             return;
         }
         self.permissions.clear();
+        let lasted = self.established_at.take().map(|at| now.saturating_sub(at));
         if reason == DisconnectReason::Unauthorized {
             self.state = ConnectionState::Idle;
             self.event(Event::Disconnected {
@@ -406,6 +422,9 @@ impl Client {
                 self.event(Event::TokenRejected);
             }
             return;
+        }
+        if lasted.is_some_and(|ms| ms >= STABLE_SESSION_MS) {
+            self.attempt = 0;
         }
         self.attempt = self.attempt.saturating_add(1);
         let delay = self.config.backoff(self.attempt);
@@ -475,7 +494,7 @@ impl Client {
                 self.code = None;
                 if result.success {
                     self.token = Some(result.token.clone());
-                    self.established(false);
+                    self.established(now, false);
                     self.event(Event::Paired {
                         token: result.token,
                     });
@@ -504,7 +523,7 @@ impl Client {
             }
             (ConnectionState::Online { synced }, ServerMessage::AgentStateUpdate(state)) => {
                 if !synced {
-                    self.established(true);
+                    self.established(now, true);
                 }
                 self.agent = Some(state.clone());
                 self.peer_event(Event::StateChanged {
@@ -529,7 +548,9 @@ impl Client {
                     return;
                 }
                 if self.permissions.len() >= self.config.max_pending_permissions.max(1) {
+                    // Shown earlier, now unanswerable: counted, so that the app can tell.
                     self.permissions.pop_front();
+                    self.stats.dropped += 1;
                 }
                 self.permissions.push_back(request.id.clone());
                 self.event(Event::PermissionRequested(request));
@@ -538,9 +559,9 @@ impl Client {
         }
     }
 
-    /// A session is up: the backoff starts over.
-    fn established(&mut self, synced: bool) {
-        self.attempt = 0;
+    /// A session is up: the backoff starts over if it lasts ([`STABLE_SESSION_MS`]).
+    fn established(&mut self, now: u64, synced: bool) {
+        self.established_at = Some(now);
         if self.state == ConnectionState::Authenticating {
             self.stats.sessions += 1;
         }
@@ -733,6 +754,86 @@ mod tests {
                 initial: true
             })]
         );
+    }
+
+    /// Takes the pending `Connect`, connects and syncs at `now`.
+    fn sync(c: &mut Client, now: u64) {
+        assert!(
+            drain(c, now)
+                .iter()
+                .any(|o| matches!(o, Output::Connect { .. }))
+        );
+        c.connected(now).unwrap();
+        c.handle_text(
+            now,
+            r#"{"type":"agent_state_update","payload":{"status":"Idle","data":null}}"#,
+        );
+        assert!(c.is_synced());
+        drain(c, now);
+    }
+
+    fn retry_in(c: &mut Client) -> Option<u64> {
+        let ConnectionState::Waiting { .. } = c.connection_state() else {
+            return None;
+        };
+        drain(c, 0).into_iter().find_map(|o| match o {
+            Output::Event(Event::Disconnected { retry_in_ms, .. }) => retry_in_ms,
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_session_dropped_right_after_the_sync_does_not_reset_the_backoff() {
+        // A desktop that syncs and then drops us at once (an oversize frame, a crash loop):
+        // the waits grow as for a refused connection, not 1 s forever.
+        let mut c = Client::new(Config::default(), Some("tok".into()));
+        c.start(0).unwrap();
+        let mut now = 0;
+        let mut waits = Vec::new();
+        for _ in 0..4 {
+            sync(&mut c, now);
+            c.disconnected(now + 50, DisconnectReason::Closed);
+            let wait = retry_in(&mut c).expect("a reconnect is scheduled");
+            waits.push(wait);
+            now += 50 + wait;
+            c.handle_timeout(now);
+        }
+        assert_eq!(waits, [1_000, 2_000, 4_000, 8_000]);
+        assert_eq!(c.stats().sessions, 4);
+
+        // A session that lasts starts the waits over.
+        sync(&mut c, now);
+        c.disconnected(now + STABLE_SESSION_MS, DisconnectReason::Closed);
+        assert_eq!(retry_in(&mut c), Some(1_000));
+    }
+
+    #[test]
+    fn permission_requests_past_the_cap_are_counted_when_dropped() {
+        let mut c = Client::new(Config::default(), Some("tok".into()));
+        c.start(0).unwrap();
+        sync(&mut c, 0);
+        let cap = Config::default().max_pending_permissions;
+        for i in 0..100 {
+            c.handle_text(
+                1,
+                &format!(
+                    r#"{{"type":"permission_request","payload":{{"id":"p{i}","tool_name":"shell","command":"rm {i}","description":"d","tier":"high"}}}}"#
+                ),
+            );
+        }
+        let shown = drain(&mut c, 1)
+            .into_iter()
+            .filter(|o| matches!(o, Output::Event(Event::PermissionRequested(_))))
+            .count();
+        assert_eq!(shown, 100);
+        let stats = c.stats();
+        assert_eq!((stats.pending_permissions, stats.dropped), (cap as u64, 36));
+        assert_eq!(c.pending_permissions().next(), Some("p36"));
+        assert_eq!(
+            c.respond_permission(2, "p0", true, false),
+            Err(LocalError::UnknownPermission("p0".into()))
+        );
+        c.respond_permission(2, "p36", true, false).unwrap();
     }
 
     #[test]
