@@ -127,6 +127,44 @@ pub struct ApprovalTicket {
     pub status: ApprovalStatus,
 }
 
+/// Why the host refuses a transport upgrade ([`Gateway::check_connection`]). JSON: snake_case,
+/// `"bad_token"`, `{"too_many_connections": {"max": 64}}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ConnectionRefusal {
+    /// The presented token is not one the gateway accepts.
+    #[error("unauthorized: not an accepted bearer token")]
+    BadToken,
+    /// `max_connections` connections are authenticated by the transport already.
+    #[error(
+        "too many connections: {max} are open with a bearer token (maxConnections); try again later"
+    )]
+    TooManyConnections {
+        /// `Config::max_connections`.
+        max: usize,
+    },
+}
+
+impl ConnectionRefusal {
+    /// The HTTP status that refuses the upgrade: 401 for a bad token, 503 for the limit.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            ConnectionRefusal::BadToken => 401,
+            ConnectionRefusal::TooManyConnections { .. } => 503,
+        }
+    }
+
+    /// The WebSocket close code for a connection that was accepted before the refusal was
+    /// known (1008 policy violation for a bad token, 1013 try again later for the limit).
+    pub fn close_code(&self) -> u16 {
+        match self {
+            ConnectionRefusal::BadToken => 1008,
+            ConnectionRefusal::TooManyConnections { .. } => 1013,
+        }
+    }
+}
+
 /// Counters for one operation (the spec: "métricas por operação", metrics per operation).
 /// Latency is the host's to measure: the engine answers within the `handle_message` call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -290,9 +328,34 @@ impl Gateway {
             .fold(false, |ok, token| ok | token.matches(presented))
     }
 
+    /// What to do with a transport upgrade (a WebSocket handshake) that presents `presented`
+    /// (its `Authorization: Bearer` header or `token` query parameter), before accepting it:
+    /// `Ok` to accept (then [`Gateway::authenticate_connection`] when a token was presented;
+    /// without one every request must carry `auth.token`), or why to refuse it, with the HTTP
+    /// status to answer ([`ConnectionRefusal::http_status`]): a token that is not accepted
+    /// (401), or `max_connections` connections authenticated already (503). Refusing at the
+    /// upgrade is what tells the Commander the truth: a connection accepted past the limit
+    /// could only answer each request `E_UNAUTHORIZED`, which blames a valid token.
+    pub fn check_connection(&self, presented: Option<&str>) -> Result<(), ConnectionRefusal> {
+        let Some(presented) = presented else {
+            return Ok(());
+        };
+        if !self.token_ok(presented) {
+            return Err(ConnectionRefusal::BadToken);
+        }
+        if self.authenticated.len() >= self.config.max_connections {
+            return Err(ConnectionRefusal::TooManyConnections {
+                max: self.config.max_connections,
+            });
+        }
+        Ok(())
+    }
+
     /// The host checked a bearer token sent by the transport (HTTP `Authorization` header or a
     /// query parameter): when it is accepted, requests on `conn` without `auth` are accepted
-    /// too. Returns whether it was (false also when `max_connections` are authenticated).
+    /// too. Returns whether it was (false also when `max_connections` are authenticated: a
+    /// host that did not refuse the upgrade through [`Gateway::check_connection`] closes the
+    /// connection then, saying [`ConnectionRefusal::TooManyConnections`]).
     pub fn authenticate_connection(&mut self, conn: ConnId, presented: &str) -> bool {
         let ok = self.token_ok(presented);
         if ok

@@ -52,7 +52,10 @@ pub mod job;
 pub mod ops;
 pub mod secret;
 
-pub use engine::{ApprovalTicket, Artifacts, ConnId, Gateway, OpStats, Outgoing, Stats, Transmit};
+pub use engine::{
+    ApprovalTicket, Artifacts, ConnId, ConnectionRefusal, Gateway, OpStats, Outgoing, Stats,
+    Transmit,
+};
 pub use envelope::{
     Auth, Envelope, EventEnvelope, GenericRequestEnvelope, RequestEnvelope, ResponseEnvelope,
     Timestamp, Version,

@@ -161,10 +161,19 @@ pub enum Request {
     ApprovalsDeny(ApprovalDecisionParams),
 }
 
+/// Types a payload; a failure names the field at fault (`job.jobId: invalid type: integer
+/// `5`, expected a string`), the payload itself when no field is (a missing field names itself).
 fn params<T: DeserializeOwned>(op: Op, payload: Value) -> Result<T, ParseError> {
-    serde_json::from_value(payload).map_err(|e| ParseError::InvalidParams {
-        op: op.as_str(),
-        message: e.to_string(),
+    serde_path_to_error::deserialize(payload).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.into_inner().to_string();
+        ParseError::InvalidParams {
+            op: op.as_str(),
+            message: match path.as_str() {
+                "." | "" => message,
+                path => format!("{path}: {message}"),
+            },
+        }
     })
 }
 

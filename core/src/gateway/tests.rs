@@ -350,6 +350,72 @@ fn wrong_or_missing_token_is_refused() {
 }
 
 #[test]
+fn the_connection_limit_refuses_the_upgrade_and_says_so() {
+    let mut gw = Gateway::new(
+        Config {
+            max_connections: 2,
+            ..Config::new(Token::new(TOKEN))
+        },
+        0,
+        [0; 32],
+    )
+    .unwrap();
+    // No token at the upgrade: accepted, each request carries its own.
+    assert_eq!(gw.check_connection(None), Ok(()));
+    let bad = gw.check_connection(Some("wrong")).unwrap_err();
+    assert_eq!((bad, bad.http_status()), (ConnectionRefusal::BadToken, 401));
+    for n in 1..=2 {
+        assert_eq!(gw.check_connection(Some(TOKEN)), Ok(()));
+        assert!(gw.authenticate_connection(ConnId(n), TOKEN));
+    }
+    // The third connection with a valid token is refused for the limit, not for its token.
+    let full = gw.check_connection(Some(TOKEN)).unwrap_err();
+    assert_eq!(full, ConnectionRefusal::TooManyConnections { max: 2 });
+    assert_eq!((full.http_status(), full.close_code()), (503, 1013));
+    assert!(full.to_string().contains("too many connections"), "{full}");
+    assert!(!full.to_string().contains(TOKEN));
+    assert_eq!(
+        serde_json::to_value(full).unwrap(),
+        json!({"too_many_connections": {"max": 2}})
+    );
+    // A wrong token is still a wrong token at the limit.
+    assert_eq!(
+        gw.check_connection(Some("wrong")),
+        Err(ConnectionRefusal::BadToken)
+    );
+    // One closes: room again.
+    gw.close_connection(ConnId(1));
+    assert_eq!(gw.check_connection(Some(TOKEN)), Ok(()));
+}
+
+#[test]
+fn an_invalid_payload_names_the_field_at_fault() {
+    let mut gw = gateway();
+    for (payload, field) in [
+        (
+            json!({"job": {"jobId": 5, "repo": "r"}}),
+            "job.jobId: invalid type: integer `5`",
+        ),
+        (
+            json!({"job": {"jobId": "j", "repo": "r", "branch": null}}),
+            "job.branch: invalid type: null",
+        ),
+        (
+            json!({"job": {"jobId": "j", "repo": "r", "policy": {"timeoutSec": -1}}}),
+            "job.policy.timeoutSec: expected a non-negative integer, got -1",
+        ),
+    ] {
+        let error = call(&mut gw, 0, "jobs.create", payload).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidParams);
+        assert!(
+            error.message.contains(field),
+            "{:?} lacks {field:?}",
+            error.message
+        );
+    }
+}
+
+#[test]
 fn bad_messages_are_answered_or_ignored_never_fatal() {
     let mut gw = gateway();
     for junk in [
