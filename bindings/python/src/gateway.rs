@@ -61,6 +61,19 @@ impl Gateway {
             .map_err(local)
     }
 
+    /// Before accepting a WebSocket upgrade that presents `token` (or none): `None` to accept
+    /// it, or why to refuse it as `(http_status, close_code, message)`: 401 for a token that
+    /// is not accepted, 503 when `maxConnections` connections are authenticated already
+    /// (`close_code` is for a connection accepted before the refusal was known: 1008, 1013).
+    #[pyo3(signature = (token))]
+    fn check_connection(&self, token: Option<&str>) -> PyResult<Option<(u16, u16, String)>> {
+        Ok(self
+            .0
+            .with(|g| g.check_connection(token))?
+            .err()
+            .map(|r| (r.http_status(), r.close_code(), r.to_string())))
+    }
+
     /// Authenticates `conn` once for all its requests (the WebSocket handshake's token).
     fn authenticate_connection(&self, conn: u64, token: &str) -> PyResult<bool> {
         self.0

@@ -150,6 +150,14 @@ impl Client {
         self.0.with(|c| c.token().map(str::to_owned))
     }
 
+    /// The ids of the permission requests that can still be answered, oldest first (past
+    /// `max_pending_permissions` the oldest are dropped, counted in `stats()["dropped"]`).
+    #[getter]
+    fn pending_permissions(&self) -> PyResult<Vec<String>> {
+        self.0
+            .with(|c| c.pending_permissions().map(str::to_owned).collect())
+    }
+
     /// The counters, as a dict.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &self.0.with(|c| c.stats())?)

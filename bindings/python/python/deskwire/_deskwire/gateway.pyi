@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from typing_extensions import final
 
@@ -17,6 +17,12 @@ class Gateway:
     def handle_message(self, now_ms: int, conn: int, data: bytes) -> None:
         """A message arrived on connection ``conn`` (raises ``LocalError`` ``backpressure`` when the
         output queue is full: drain ``poll_output`` and feed it again).
+        """
+    def check_connection(self, token: Optional[str]) -> Optional[Tuple[int, int, str]]:
+        """Before accepting a WebSocket upgrade that presents ``token`` (or none): ``None`` to accept
+        it, or why to refuse it as ``(http_status, close_code, message)``: 401 for a token that
+        is not accepted, 503 when ``maxConnections`` connections are authenticated already
+        (``close_code`` is for a connection accepted before the refusal was known: 1008, 1013).
         """
     def authenticate_connection(self, conn: int, token: str) -> bool:
         """Authenticates ``conn`` once for all its requests (the WebSocket handshake's token)."""

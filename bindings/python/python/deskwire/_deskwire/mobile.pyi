@@ -1,4 +1,4 @@
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from typing_extensions import final
 
@@ -48,6 +48,10 @@ class Client:
     @property
     def token(self) -> Optional[str]:
         """The bearer token, once paired."""
+    @property
+    def pending_permissions(self) -> List[str]:
+        """The ids of the permission requests that can still be answered, oldest first (past
+        ``max_pending_permissions`` the oldest are dropped, counted in ``stats()["dropped"]``)."""
     def stats(self) -> Dict[str, int]:
         """The counters, as a dict."""
     def close(self) -> None:
