@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 from typing import Any, Dict, List, Optional
 
 import pytest
@@ -190,8 +192,108 @@ async def test_misuse_after_close() -> None:
         await client.connect(f"ws://127.0.0.1:{port}/ws")
     with pytest.raises(TypeError):
         await GatewayServer.serve(TOKEN)
+    with pytest.raises(TypeError, match="tokens is a list of str; it holds a int"):
+        await GatewayServer.serve([5])  # type: ignore[list-item]
     with pytest.raises(TypeError):
         await GatewayServer.serve([TOKEN], max_events="many")  # type: ignore[arg-type]
     with pytest.raises(deskwire.LocalError) as caught:
         await GatewayServer.serve([TOKEN], max_queued=0)
     assert caught.value.code == "invalid_value"
+
+
+async def test_past_max_connections_the_upgrade_is_refused_503_naming_the_limit() -> None:
+    """Not accepted and then answered E_UNAUTHORIZED, which blames a valid token."""
+    async with await GatewayServer.serve([TOKEN], maxConnections=2) as server:
+        first, second = [await Commander.connect(url(server)) for _ in range(2)]
+        for via in (lambda: Commander.connect(url(server)),
+                    lambda: client.connect(url(server, "?token=" + TOKEN))):
+            with pytest.raises(ws_errors.InvalidStatus) as refused:
+                await via()
+            response = refused.value.response
+            assert response.status_code == 503
+            assert b"too many connections" in response.body and b"maxConnections" in response.body
+            assert TOKEN.encode() not in response.body
+        # A wrong token is still told so, and the two inside are served.
+        with pytest.raises(ws_errors.InvalidStatus) as wrong:
+            await Commander.connect(url(server), "wrong-token")
+        assert wrong.value.response.status_code == 401
+        assert (await first.call("gateway.ping", {}))["ok"]
+        # One leaves: the next gets in.
+        await second.ws.close()
+        for _ in range(100):
+            try:
+                third = await Commander.connect(url(server))
+                break
+            except ws_errors.InvalidStatus:
+                await asyncio.sleep(0.05)  # the server has not seen the close yet
+        assert (await third.call("gateway.ping", {}))["ok"]
+        for c in (first, third):
+            await c.ws.close()
+
+
+async def test_a_message_over_max_message_bytes_is_ignored_and_counted() -> None:
+    """gateway.md: longer messages are ignored and counted, the connection stays."""
+    async with await GatewayServer.serve([TOKEN]) as server:
+        commander = await Commander.connect(url(server))
+        big = json.dumps({"v": "1.0", "id": "big", "type": "request", "ts": "2026-02-18T12:00:00Z",
+                          "op": "gateway.ping", "payload": {"pad": "a" * (1 << 20)}})
+        await commander.ws.send(big)
+        pong = await commander.call("gateway.ping", {"echo": "still here"})
+        assert pong["ok"], pong
+        assert server.stats()["ignored"] == 1
+        await commander.ws.close()
+
+
+def test_the_docstring_names_config_keys_that_work() -> None:
+    doc = GatewayServer.__doc__ or ""
+    assert "max_jobs" not in doc and "run_slots" not in doc
+    named = set(re.findall(r"``((?:max|gateway|default|require)[A-Z]\w*)``", doc))
+    assert {"maxJobs", "maxRunning", "maxConnections", "maxMessageBytes"} <= named, named
+    for key in named:
+        value: Any = {"gatewayVersion": "9.9", "requireSandbox": True}.get(key, 7)
+        gateway.Gateway([TOKEN], **{key: value})  # refused keys raise invalid_value
+
+
+async def test_a_host_that_does_not_read_its_events_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    """Documented: past ``max_events`` nothing is read until the host reads. It is logged, so
+    that the Commander's silent timeouts have an explanation on the gateway's side."""
+    caplog.set_level(logging.WARNING, logger="deskwire.aio.gateway")
+    async with await GatewayServer.serve([TOKEN], max_events=2) as server:
+        commander = await Commander.connect(url(server))
+        for n in range(3):
+            await commander.call("jobs.create", {"job": {"jobId": f"j{n}", "repo": "r"}})
+        await commander.ws.send(json.dumps({"v": "1.0", "id": "p", "type": "request",
+                                            "ts": "2026-02-18T12:00:00Z", "op": "gateway.ping", "payload": {}}))
+        for _ in range(100):
+            if any("async for event in server" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0.05)
+        warned = [r for r in caplog.records if "async for event in server" in r.getMessage()]
+        assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+        # The host reads: the server goes on, the ping is answered.
+        assert [await next_event(server) for _ in range(3)] == [gateway.JobCreated(job_id=f"j{n}") for n in range(3)]
+        reply = json.loads(await asyncio.wait_for(commander.ws.recv(), 10))
+        assert (reply["id"], reply["ok"]) == ("p", True)
+        await commander.ws.close()
+
+
+async def test_tokens_never_reach_the_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """gateway.md: secrets never reach logs, the websockets package's DEBUG records included
+    (request lines, headers, frames)."""
+    caplog.set_level(logging.DEBUG)
+    async with await GatewayServer.serve([TOKEN]) as server:
+        by_header = await Commander.connect(url(server))
+        assert (await by_header.call("gateway.ping", {}))["ok"]
+        by_query = Commander(await client.connect(url(server, "?token=" + TOKEN)))
+        assert (await by_query.call("gateway.ping", {}))["ok"]
+        anonymous = await Commander.connect(url(server), token=None)
+        assert (await anonymous.call("gateway.ping", {}, auth={"token": TOKEN}))["ok"]
+        for wrong in ("Bearer wrong-" + TOKEN, ):
+            with pytest.raises(ws_errors.InvalidStatus):
+                await client.connect(url(server), additional_headers={"Authorization": wrong})
+        for c in (by_header, by_query, anonymous):
+            await c.ws.close()
+    server_side = [r for r in caplog.records if r.name.startswith("deskwire")]
+    assert any(r.levelno == logging.DEBUG for r in server_side), "nothing was logged at DEBUG"
+    leaks = [r.getMessage() for r in server_side if TOKEN in r.getMessage()]
+    assert not leaks, leaks

@@ -6,6 +6,8 @@ restarts, a revoked token refused, and a wrong code."""
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -159,6 +161,83 @@ async def test_a_wrong_code_fails_and_nothing_hangs(tokens: Path) -> None:
         await desktop.stop()
 
 
+async def every_event(phone: MobileClient) -> List[Any]:
+    """What ``async for event in phone`` gives until it ends (it must, within 20 s)."""
+    async def go() -> List[Any]:
+        return [event async for event in phone]
+    return await asyncio.wait_for(go(), 20)
+
+
+async def test_a_final_refusal_ends_the_iteration(tokens: Path) -> None:
+    """A refused code or token is not retried, so ``async for`` ends after saying so instead of
+    waiting forever for events that cannot come."""
+    desktop = await Desktop.start(tokens)
+    try:
+        url = (await desktop.line("listening on ")).split()[-1]
+        code = (await desktop.line("pairing code: ")).split()[-1]
+        wrong = "000000" if code != "000000" else "111111"
+        async with await MobileClient.pair(url, wrong) as phone:
+            events = await every_event(phone)
+            assert isinstance(events[-1], mobile.AuthFailed), events
+            assert phone.connection_state == "idle" and phone.token is None
+            with pytest.raises(StopAsyncIteration):
+                await phone.__anext__()  # and it stays ended
+        async with await MobileClient.connect(url, "zz" * 32) as phone:
+            events = await every_event(phone)
+            assert isinstance(events[-1], mobile.TokenRejected), events
+            assert [e.reason for e in events if isinstance(e, mobile.Disconnected)] == ["unauthorized"]
+            assert phone.connection_state == "idle"
+        with pytest.raises(deskwire.ClosedError):
+            await phone.__anext__()  # closed after the end: closed wins, as for every client
+    finally:
+        await desktop.stop()
+
+
+async def test_wait_ready_then_send_at_once(tokens: Path) -> None:
+    """``pair``/``connect`` return before the socket is open; ``wait_ready`` is the point from
+    which ``send_*`` work, and it says at once when the desktop refused."""
+    desktop = await Desktop.start(tokens)
+    try:
+        url = (await desktop.line("listening on ")).split()[-1]
+        code = (await desktop.line("pairing code: ")).split()[-1]
+        async with await MobileClient.pair(url, code) as phone:
+            await asyncio.wait_for(phone.wait_ready(), 20)
+            phone.send_command({"action": "start", "task": "right away"})  # no not_connected
+            said = await next_of(phone, mobile.Message, lambda e: "right away" in e.content)
+            assert said.role in ("assistant", "system")
+            await phone.wait_ready()  # up already: returns at once
+            token = phone.token
+        assert token is not None
+        async with await MobileClient.connect(url, token) as phone:
+            await asyncio.wait_for(phone.wait_ready(), 20)
+            phone.send_message("hello")
+        # Refusals are final: LoginFailedError at once, not a timeout.
+        async with await MobileClient.connect(url, "zz" * 32) as phone:
+            with pytest.raises(deskwire.LoginFailedError) as refused:
+                await asyncio.wait_for(phone.wait_ready(), 20)
+            assert refused.value.code == "login_failed" and "refused the token" in refused.value.message
+        wrong = "000000" if code != "000000" else "111111"
+        async with await MobileClient.pair(url, wrong) as phone:
+            with pytest.raises(deskwire.LoginFailedError) as refused:
+                await asyncio.wait_for(phone.wait_ready(), 20)
+            assert "refused the pairing code" in refused.value.message
+        with pytest.raises(deskwire.ClosedError):
+            await phone.wait_ready()
+    finally:
+        await desktop.stop()
+
+
+async def test_wait_ready_times_out_saying_why() -> None:
+    async with await MobileClient.connect("ws://127.0.0.1:9/ws", "some-token") as phone:
+        with pytest.raises(deskwire.NotReadyError) as late:
+            await phone.wait_ready(timeout=0.5)
+        assert isinstance(late.value, TimeoutError)
+        assert late.value.code == "not_ready" and "the last try failed" in late.value.message
+        with pytest.raises(deskwire.LocalError) as early:
+            phone.send_message("too early")
+        assert early.value.code == "not_connected"
+
+
 async def test_nothing_listening_is_a_disconnect_not_a_crash() -> None:
     async with await MobileClient.connect("ws://127.0.0.1:9/ws", "some-token") as phone:
         gone = await next_of(phone, mobile.Disconnected)
@@ -177,3 +256,111 @@ async def test_a_url_that_is_no_websocket_url_is_refused_at_once(url: str) -> No
         assert "is not a WebSocket URL (ws://HOST:PORT/PATH" in refused.value.message
     with pytest.raises(TypeError):
         await MobileClient.connect(None, "some-token")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="code is a str"):
+        await MobileClient.pair("ws://127.0.0.1:9/ws", 123456)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="token is a str"):
+        await MobileClient.connect("ws://127.0.0.1:9/ws", b"tok")  # type: ignore[arg-type]
+
+
+# --- against a scripted desktop (the websockets server), for what the real one never sends.
+
+STATE = json.dumps({"type": "agent_state_update", "payload": {"status": "Idle", "data": None}})
+
+
+def chat(content: str) -> str:
+    return json.dumps({"type": "message", "payload": {"role": "assistant", "content": content,
+                                                      "timestamp": "2026-02-18T12:00:00Z"}})
+
+
+class ScriptedDesktop:
+    """Sends ``script`` (text frames) to every phone that connects, then keeps the socket
+    open; counts the connections and keeps what the phones sent."""
+
+    def __init__(self, script: List[str]) -> None:
+        self.script = script
+        self.connections = 0
+        self.got: List[str] = []
+        self.server: Any = None
+
+    async def __aenter__(self) -> "ScriptedDesktop":
+        serve = pytest.importorskip("websockets.asyncio.server").serve
+        self.server = await serve(self.handler, "127.0.0.1", 0, max_size=None)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.server.close()
+        await self.server.wait_closed()
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/ws"
+
+    async def handler(self, ws: Any) -> None:
+        self.connections += 1
+        for frame in self.script:
+            await ws.send(frame)
+        async for message in ws:
+            self.got.append(message)
+
+
+async def test_a_frame_over_the_engine_bound_is_ignored_and_counted_not_a_reconnect_loop() -> None:
+    """docs: frames over ``max_message_bytes`` (1 MiB) are ignored and counted. The transport
+    takes up to four times that, so the engine applies its rule and the connection stays."""
+    big = chat("x" * (2 << 20))
+    async with ScriptedDesktop([STATE, big, chat("after the big one")]) as desk:
+        async with await MobileClient.connect(desk.url, "ab" * 32) as phone:
+            seen: List[Any] = []
+            await next_of(phone, mobile.Message, lambda e: e.content == "after the big one", seen=seen)
+            assert not any(isinstance(e, mobile.Disconnected) for e in seen), seen
+            stats = phone.stats()
+            assert (stats["too_large"], stats["connects"], stats["sessions"]) == (1, 1, 1), stats
+        assert desk.connections == 1
+
+    # Past the transport's bound the socket closes; the engine does not come back every second,
+    # since a session that ends right after the sync does not start the backoff over.
+    assert len(STATE) < 200
+    async with ScriptedDesktop([STATE, chat("x" * 400)]) as desk:
+        async with await MobileClient.connect(desk.url, "ab" * 32, max_frame=200) as phone:
+            waits = [e.retry_in_ms for e in [await next_of(phone, mobile.Disconnected)]]
+            await next_of(phone, mobile.StateChanged)  # it came back after its wait...
+            waits.append((await next_of(phone, mobile.Disconnected)).retry_in_ms)
+            assert waits == [1000, 2000], waits  # ...and the next wait is longer
+
+
+async def test_permission_requests_dropped_past_the_cap_are_counted() -> None:
+    asks = [json.dumps({"type": "permission_request", "payload": {
+        "id": f"p{i}", "tool_name": "shell", "command": f"rm {i}", "description": "d", "tier": "high"}})
+        for i in range(100)]
+    async with ScriptedDesktop([STATE, *asks, chat("done asking")]) as desk:
+        async with await MobileClient.connect(desk.url, "ab" * 32) as phone:
+            seen: List[Any] = []
+            await next_of(phone, mobile.Message, lambda e: e.content == "done asking", seen=seen)
+            assert len([e for e in seen if isinstance(e, mobile.PermissionRequested)]) == 100
+            assert phone.pending_permissions == [f"p{i}" for i in range(36, 100)]
+            stats = phone.stats()
+            assert (stats["pending_permissions"], stats["dropped"]) == (64, 36), stats
+            with pytest.raises(deskwire.LocalError) as gone:
+                phone.respond_permission("p0", approved=False)
+            assert gone.value.code == "unknown_permission"
+            phone.respond_permission("p36", approved=True)
+
+
+async def test_the_token_and_the_code_never_reach_the_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """With every logger at DEBUG (the websockets package logs requests, headers and frames
+    there), neither the bearer token nor a pairing code appears in any record."""
+    caplog.set_level(logging.DEBUG)
+    token = "tok-" + "9f" * 16
+    paired = json.dumps({"type": "auth_result", "payload": {"token": token, "success": True}})
+    async with ScriptedDesktop([STATE, chat("hello")]) as desk:
+        async with await MobileClient.connect(desk.url, token) as phone:
+            await next_of(phone, mobile.Message)
+    async with ScriptedDesktop([paired, STATE, chat("hello")]) as desk:
+        async with await MobileClient.pair(desk.url, "482913") as phone:
+            await next_of(phone, mobile.Message)
+        assert any("482913" in m for m in desk.got)  # it was sent, just not logged
+    # The phone's records; the scripted desktop's own (websockets.server) are the test's.
+    phone_side = [r for r in caplog.records if r.name.startswith("deskwire")]
+    assert any(r.levelno == logging.DEBUG for r in phone_side), "nothing was logged at DEBUG"
+    records = [r.getMessage() + (caplog.handler.format(r) if r.exc_info else "") for r in phone_side]
+    leaks = [m for m in records if token in m or "482913" in m]
+    assert not leaks, leaks

@@ -8,6 +8,7 @@ import contextlib
 import importlib
 import json
 import logging
+import re
 from typing import Any, Dict, Optional, Sequence
 
 from .. import gateway
@@ -32,12 +33,27 @@ class GatewayServer:
                 ...
                 server.review_ready(event.job_id, {"summary": "done", "checks": {"tests": "pass"}})
 
+    The host must iterate the events: ``async for event in server`` is not optional. At most
+    ``max_events`` (1024) events wait for the host; past that the server reads no message and
+    answers nothing, ``gateway.ping`` included, on any connection, until the host reads (a
+    warning is logged when that happens). A host that needs no events still drains them.
+
     A bearer token in the upgrade's ``Authorization`` header or its ``token`` query parameter
     authenticates the connection; a wrong one is refused with HTTP 401, and without one every
-    request carries ``auth.token``. Bounds: ``max_frame`` bytes a message, ``max_queued``
-    unsent messages a connection (a slower reader is disconnected), ``max_events`` events
-    waiting for the host (past that no message is read until it reads). ``config`` goes to
-    :class:`deskwire.gateway.Gateway` (``max_jobs``, ``run_slots``, ...)."""
+    request carries ``auth.token``. At most ``maxConnections`` (64) connections are
+    authenticated that way at once: past that the upgrade is refused with HTTP 503 ("too many
+    connections"), never accepted and then answered ``E_UNAUTHORIZED``.
+
+    Bounds: a message over the engine's ``maxMessageBytes`` (1 MiB) is ignored and counted
+    (``stats()["ignored"]``), the connection stays open; ``max_frame`` is the transport's
+    hard bound, four times ``maxMessageBytes`` (4 MiB) unless given: a longer frame closes the
+    connection (1009). ``max_queued`` unsent messages a connection (a slower reader is
+    disconnected, 1008). ``config`` goes to :class:`deskwire.gateway.Gateway`; its keys are
+    the core's camelCase names: ``gatewayVersion``, ``maxMessageBytes``, ``maxJobs``,
+    ``maxRunning``, ``maxQueuedOutputs``, ``maxApprovalsPerJob``, ``maxSubscriptions``,
+    ``maxConnections``, ``defaultTimeoutSec``, ``requireSandbox`` (``docs/gateway.md``); an
+    unknown key raises :class:`deskwire.LocalError` ``invalid_value``. The ``websockets``
+    records go to the ``deskwire.aio.gateway.websockets`` logger, which never shows a token."""
 
     def __init__(
         self, engine: gateway.Gateway, path: Optional[str], max_events: int, max_queued: int
@@ -51,6 +67,7 @@ class GatewayServer:
         self._next_conn = 1
         self._kick = asyncio.Event()
         self._closed = False
+        self._stalled = False  # the events filled up and the host has not caught up yet
         self._server: Any = None
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -63,7 +80,7 @@ class GatewayServer:
         *,
         path: Optional[str] = "/ws",
         max_events: int = 1024,
-        max_frame: int = 1 << 20,
+        max_frame: Optional[int] = None,
         max_queued: int = 1024,
         **config: Any,
     ) -> "GatewayServer":
@@ -78,6 +95,14 @@ class GatewayServer:
             ) from None
         if isinstance(tokens, (str, bytes)):
             raise TypeError("tokens is a list of str, not one str")
+        for token in tokens:
+            if not isinstance(token, str):
+                raise TypeError(f"tokens is a list of str; it holds a {type(token).__name__}")
+        if max_frame is None:
+            # Above the engine's bound, so that a longer message reaches the engine, which
+            # ignores and counts it (stats()["ignored"]) instead of the socket closing on it.
+            engine_bound = config.get("maxMessageBytes", 1 << 20)
+            max_frame = 4 * engine_bound if isinstance(engine_bound, int) else 4 << 20
         for name, bound in (("max_events", max_events), ("max_frame", max_frame), ("max_queued", max_queued)):
             if not isinstance(bound, int) or isinstance(bound, bool):
                 raise TypeError(f"{name} is an int, not {type(bound).__name__}")
@@ -85,19 +110,21 @@ class GatewayServer:
                 raise LocalError("invalid_value", f"{name} is {bound}; it must be at least 1")
         engine = gateway.Gateway(list(tokens), now_ms=now_ms(), **config)
         self = cls(engine, path, max_events, max_queued)
-        valid = set(tokens)
 
         def check(connection: Any, request: Any) -> Any:
             target = request.path.partition("?")
             if path is not None and target[0] != path:
                 return connection.respond(404, "no such endpoint\n")
             token = _bearer(request.headers.get("Authorization")) or _query_token(target[2])
-            if token is not None and token not in valid:
-                return connection.respond(401, "unauthorized\n")
+            refusal = engine.check_connection(token)  # a wrong token 401, the limit 503
+            if refusal is not None:
+                status, _, message = refusal
+                return connection.respond(status, message + "\n")
             return None
 
         self._server = await ws_server.serve(
-            self._connection, host, port, process_request=check, max_size=max_frame
+            self._connection, host, port, process_request=check, max_size=max_frame,
+            logger=_ws_logger("deskwire.aio.gateway.websockets"),
         )
         return self
 
@@ -179,6 +206,8 @@ class GatewayServer:
         if isinstance(event, BaseException):
             self._events.put_nowait(event)  # every later read ends the same way
             raise event
+        if self._events.empty():
+            self._stalled = False
         return event
 
     # --- the pump: one task feeds the engine, drains it and keeps its deadline.
@@ -190,8 +219,13 @@ class GatewayServer:
         token = _bearer(ws.request.headers.get("Authorization")) or _query_token(
             ws.request.path.partition("?")[2]
         )
-        if token is not None:
-            self._engine.authenticate_connection(conn, token)  # checked in process_request
+        if token is not None and not self._engine.authenticate_connection(conn, token):
+            # Checked at the upgrade, but another connection took the last place since.
+            self._outboxes.pop(conn, None)
+            refusal = self._engine.check_connection(token)
+            _, code, message = refusal if refusal is not None else (0, 1013, "try again later")
+            await ws.close(code, message[:120])
+            return
         writer = asyncio.ensure_future(self._write(ws, outbox))
         try:
             async for message in ws:
@@ -234,6 +268,14 @@ class GatewayServer:
             if isinstance(out, gateway.Send):
                 self._send(out.conn, out.message)
             else:
+                if self._events.full() and not self._stalled:
+                    # Said once each time the server stops for the host (until the host has
+                    # read them all): else the Commander only sees its requests time out.
+                    self._stalled = True
+                    log.warning(
+                        "%d GatewayServer events wait for the host: no message is read or"
+                        " answered (gateway.ping included) until it reads them"
+                        " (async for event in server)", self._events.maxsize)
                 await self._events.put(out)  # waits while the host is behind
 
     async def _feed(self, conn: int, data: bytes) -> None:
@@ -247,6 +289,8 @@ class GatewayServer:
             await self._drain()  # room for the replies, then the same message again
 
     async def _run(self) -> None:
+        inbound: Optional[asyncio.Future[Any]] = None
+        kicked: Optional[asyncio.Future[Any]] = None
         try:
             while True:
                 deadline = await self._drain()
@@ -270,6 +314,11 @@ class GatewayServer:
             log.exception("the gateway pump failed")
             with contextlib.suppress(asyncio.QueueFull):
                 self._events.put_nowait(ClosedError("pump_failed", repr(e)))
+        finally:
+            # Cancelled while waiting (close): neither wait may outlive the pump.
+            for waiting in (inbound, kicked):
+                if waiting is not None and not waiting.done():
+                    waiting.cancel()
 
     async def close(self) -> None:
         """Stops listening, closes every connection and the engine. Closing again does
@@ -296,6 +345,37 @@ class GatewayServer:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+
+_SECRETS = re.compile(r"(?i)(bearer\s+|token=|\"token\"\s*:\s*\"|\"code\"\s*:\s*\")[^\s&\"']+")
+
+
+class _Redact(logging.Filter):
+    """Keeps secrets out of the ``websockets`` package's records: a frame at DEBUG is logged as
+    its kind and length only (its text can hold ``auth.token`` or a pairing code), and a bearer
+    token in a header, a ``token=`` query parameter or a JSON ``"token"`` is replaced."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if record.msg in ("< %s", "> %s") and args and type(args[0]).__name__ == "Frame":
+            frame: Any = args[0]
+            record.msg, record.args = "%s %s [%d bytes]", (
+                record.msg[0], frame.opcode.name, len(frame.data))
+            return True
+        text = record.getMessage()
+        redacted = _SECRETS.sub(lambda m: m.group(1) + "[redacted]", text)
+        if redacted != text:
+            record.msg, record.args = redacted, ()
+        return True
+
+
+def _ws_logger(name: str) -> logging.Logger:
+    """A logger for the ``websockets`` connections of a server or client (``deskwire.aio.*``),
+    which never shows a token (:class:`_Redact`); gateway.md: secrets never reach logs."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, _Redact) for f in logger.filters):
+        logger.addFilter(_Redact())
+    return logger
 
 
 def _bearer(header: Optional[str]) -> Optional[str]:

@@ -7,11 +7,12 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from typing import Any, Dict, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 from .. import mobile
 from .._deskwire import Timeout, Transmit
-from .._errors import ClosedError, LocalError
+from .._errors import ClosedError, LocalError, LoginFailedError, NotReadyError
+from .gateway import _ws_logger
 from .pump import _keywords_checked, now_ms
 
 _CLIENT_CONFIG = ("backoff_ms", "max_backoff_ms", "max_message_bytes",
@@ -23,9 +24,25 @@ def _client_options(given: Dict[str, Any]) -> Dict[str, Any]:
     """The config fields among ``given`` (a ``connect``'s locals) that were given."""
     return {name: given[name] for name in _CLIENT_CONFIG if given.get(name) is not None}
 
+
+def _frame_bound(max_frame: Optional[int], max_message_bytes: Optional[int]) -> int:
+    """The transport's bound on a frame: ``max_frame`` if given, else four times the engine's
+    ``max_message_bytes`` (4 MiB at its default), so that the engine sees the frames it ignores
+    and counts (``stats()["too_large"]``) instead of the socket closing on them."""
+    if max_frame is not None:
+        if not isinstance(max_frame, int) or isinstance(max_frame, bool):
+            raise TypeError(f"max_frame is an int, not {type(max_frame).__name__}")
+        if max_frame < 1:
+            raise LocalError("invalid_value", f"max_frame is {max_frame}; it must be at least 1")
+        return max_frame
+    return 4 * (max_message_bytes if isinstance(max_message_bytes, int) else 1 << 20)
+
 __all__ = ["MobileClient"]
 
 log = logging.getLogger(__name__)  # under "deskwire.aio", as before the split
+
+_ENDED = object()
+"""Queued after the event of a final refusal: the iteration ends there."""
 
 
 class MobileClient:
@@ -35,12 +52,31 @@ class MobileClient:
     which token, pings, the state sync); this only moves frames::
 
         phone = await MobileClient.pair("ws://192.168.1.20:9120/ws", "482913")
+        await phone.wait_ready()                  # connected: send_* work from here
+        phone.send_command({"action": "start", "task": "tidy up"})
         async for event in phone:                 # mobile.Paired(token=...), StateChanged, ...
             if isinstance(event, mobile.PermissionRequested):
                 phone.respond_permission(event.id, approved=True)
 
+    ``pair`` and ``connect`` return at once, before the socket is open: the engine connects
+    (and reconnects after a drop) on its own. :meth:`wait_ready` waits until the session is
+    up; a ``send_*`` before that raises :class:`deskwire.LocalError` ``not_connected``.
+
     Later, ``await MobileClient.connect(url, token)`` reconnects with the stored token. At most
-    ``max_events`` events wait for the reader; past that no frame is read until it reads."""
+    ``max_events`` events wait for the reader; past that no frame is read until it reads.
+
+    Frame sizes: a frame over the engine's ``max_message_bytes`` (1 MiB) is ignored and
+    counted (``stats()["too_large"]``); the connection stays up. ``max_frame`` is the
+    transport's hard bound, four times ``max_message_bytes`` (4 MiB) unless given: a longer
+    frame is not read at all, the socket closes (1009) and the engine reconnects after its
+    backoff, which does not start over for a session that ends that soon.
+
+    A refused token (:class:`deskwire.mobile.TokenRejected`) or pairing code
+    (:class:`deskwire.mobile.AuthFailed`) is final: the engine does not retry
+    (:attr:`connection_state` is ``"idle"``), so ``async for`` ends after that event, as a
+    loop over a terminal ends after its exit. Pair again with a new client. Other drops
+    (:class:`deskwire.mobile.Disconnected` with ``retry_in_ms``) are retried and the iteration
+    goes on; after :meth:`close` it raises :class:`deskwire.ClosedError`."""
 
     def __init__(self, url: str, engine: mobile.Client, max_events: int, max_frame: int) -> None:
         try:
@@ -67,6 +103,9 @@ class MobileClient:
         self._ws: Any = None
         self._kick = asyncio.Event()
         self._closed = False
+        self._changed = asyncio.Event()  # the pump went round: the engine's state may differ
+        self._refused: Optional[str] = None  # why, after a final refusal
+        self._last_failure: Optional[str] = None  # the last drop's reason
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     @classmethod
@@ -77,7 +116,7 @@ class MobileClient:
         code: str,
         *,
         max_events: int = 1024,
-        max_frame: int = 1 << 20,
+        max_frame: Optional[int] = None,
         backoff_ms: Optional[Sequence[int]] = None,
         max_backoff_ms: Optional[int] = None,
         max_message_bytes: Optional[int] = None,
@@ -89,9 +128,11 @@ class MobileClient:
         :class:`deskwire.mobile.Paired` event carries the token to keep. The rest are
         :class:`deskwire.mobile.Client`'s config (``backoff_ms``, ``server_timeout_ms``, ...; the
         engine's defaults when not given)."""
+        if not isinstance(code, str):
+            raise TypeError(f"code is a str (six digits), not {type(code).__name__}")
         engine = mobile.Client(**_client_options(locals()))
         engine.pair(now_ms(), code)  # a malformed code raises before anything starts
-        return cls(url, engine, max_events, max_frame)
+        return cls(url, engine, max_events, _frame_bound(max_frame, max_message_bytes))
 
     @classmethod
     @_keywords_checked
@@ -101,7 +142,7 @@ class MobileClient:
         token: str,
         *,
         max_events: int = 1024,
-        max_frame: int = 1 << 20,
+        max_frame: Optional[int] = None,
         backoff_ms: Optional[Sequence[int]] = None,
         max_backoff_ms: Optional[int] = None,
         max_message_bytes: Optional[int] = None,
@@ -110,9 +151,11 @@ class MobileClient:
         server_timeout_ms: Optional[int] = None,
     ) -> "MobileClient":
         """Connects to the desktop at ``url`` with a token from an earlier pairing."""
+        if not isinstance(token, str):
+            raise TypeError(f"token is a str, not {type(token).__name__}")
         engine = mobile.Client(token=token, **_client_options(locals()))
         engine.start(now_ms())
-        return cls(url, engine, max_events, max_frame)
+        return cls(url, engine, max_events, _frame_bound(max_frame, max_message_bytes))
 
     @property
     def token(self) -> Optional[str]:
@@ -123,6 +166,19 @@ class MobileClient:
     def connection_state(self) -> Any:
         """The engine's connection state (``"idle"``, ``{"online": {"synced": True}}``, ...)."""
         return self._engine.connection_state
+
+    @property
+    def pending_permissions(self) -> List[str]:
+        """The ids of the permission requests that can still be answered, oldest first. At
+        most ``max_pending_permissions`` (64) wait: past that the oldest is dropped, so a
+        :class:`deskwire.mobile.PermissionRequested` shown earlier may no longer be answerable
+        (``respond_permission`` raises ``unknown_permission``); each is counted in
+        ``stats()["dropped"]``."""
+        return self._engine.pending_permissions
+
+    def stats(self) -> Dict[str, int]:
+        """The engine's counters (``connects``, ``sessions``, ``too_large``, ``dropped``, ...)."""
+        return self._engine.stats()
 
     def send_message(self, content: str) -> None:
         """Sends a chat message to the agent."""
@@ -139,13 +195,53 @@ class MobileClient:
         self._engine.respond_permission(now_ms(), id, approved, remember)
         self._kick.set()
 
+    async def wait_ready(self, timeout: Optional[float] = 30) -> None:
+        """Waits until the session is up (``connection_state`` is ``{"online": ...}``), so that
+        ``send_*`` and ``respond_permission`` work; the desktop's state follows as
+        :class:`deskwire.mobile.StateChanged` with ``initial``. Returns at once when it is up.
+        Raises :class:`deskwire.NotReadyError` (a :class:`TimeoutError`) after ``timeout``
+        seconds (``None``: no limit), saying what the engine was doing and why the last try
+        failed (the engine goes on retrying); :class:`deskwire.LoginFailedError` (code
+        ``login_failed``) at once when the desktop refused the token or the pairing code,
+        which is final: pair again; :class:`deskwire.ClosedError` once closed. Events are
+        read as before: waiting here does not consume them."""
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+            raise TypeError(f"timeout is a number of seconds or None, not {type(timeout).__name__}")
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            if self._closed:
+                raise ClosedError("closed", "the mobile client is closed")
+            state = self._engine.connection_state
+            if isinstance(state, dict) and "online" in state:
+                return
+            if self._refused is not None:
+                raise LoginFailedError("login_failed", self._refused)
+            if self._task.done():
+                raise ClosedError("pump_failed", "the mobile client's pump stopped")
+            self._changed.clear()
+            left = None if deadline is None else deadline - loop.time()
+            try:
+                if left is not None and left <= 0:
+                    raise asyncio.TimeoutError
+                await asyncio.wait_for(self._changed.wait(), left)
+            except asyncio.TimeoutError:
+                failure = f"; the last try failed: {self._last_failure}" if self._last_failure else ""
+                raise NotReadyError(
+                    "not_ready", f"not connected after {timeout:g} s (the engine is {state}{failure})"
+                ) from None
+
     def __aiter__(self) -> "MobileClient":
         return self
 
     async def __anext__(self) -> Any:
         """The next event of :mod:`deskwire.mobile`; :class:`deskwire.ClosedError` once closed
-        (or when the pump failed, with the reason)."""
+        (or when the pump failed, with the reason). After a final refusal (``TokenRejected``,
+        ``AuthFailed``) the iteration ends (``StopAsyncIteration``)."""
         event = await self._events.get()
+        if event is _ENDED:
+            self._events.put_nowait(event)  # every later read ends the same way
+            raise StopAsyncIteration
         if isinstance(event, BaseException):
             self._events.put_nowait(event)  # every later read ends the same way
             raise event
@@ -157,7 +253,8 @@ class MobileClient:
         try:
             self._ws = await asyncio.wait_for(
                 self._ws_client.connect(
-                    self._url, additional_headers=headers, max_size=self._max_frame
+                    self._url, additional_headers=headers, max_size=self._max_frame,
+                    logger=_ws_logger("deskwire.aio.mobile.websockets"),
                 ),
                 30,
             )
@@ -172,6 +269,7 @@ class MobileClient:
 
     async def _drain(self) -> Optional[int]:
         while True:
+            self._changed.set()
             out = self._engine.poll_output(now_ms())
             if isinstance(out, Timeout):
                 return int(out.at_ms)
@@ -186,10 +284,27 @@ class MobileClient:
                 if ws is not None:
                     await ws.close()
             else:
+                if isinstance(out, mobile.Disconnected):
+                    reason = out.reason
+                    self._last_failure = (
+                        reason["failed"] if isinstance(reason, dict) and "failed" in reason else str(reason)
+                    )
+                final = (isinstance(out, (mobile.TokenRejected, mobile.AuthFailed))
+                         and self._engine.connection_state == "idle")
+                if final:
+                    self._refused = (
+                        "the desktop refused the token (revoked or unknown): pair again"
+                        if isinstance(out, mobile.TokenRejected)
+                        else f"the desktop refused the pairing code: {out.error or 'no reason given'}"
+                    )
+                    self._changed.set()
                 await self._events.put(out)  # waits while the reader is behind
+                if final:
+                    await self._events.put(_ENDED)  # no retry is coming: the iteration ends
 
     async def _run(self) -> None:
         receiving: Optional[asyncio.Task[Any]] = None
+        kicked: Optional[asyncio.Future[Any]] = None
         try:
             while True:
                 deadline = await self._drain()
@@ -222,8 +337,10 @@ class MobileClient:
             with contextlib.suppress(asyncio.QueueFull):
                 self._events.put_nowait(ClosedError("pump_failed", repr(e)))
         finally:
-            if receiving is not None:
-                receiving.cancel()
+            # Cancelled while waiting (close): neither wait may outlive the pump.
+            for waiting in (receiving, kicked):
+                if waiting is not None:
+                    waiting.cancel()
 
     async def close(self) -> None:
         """Says goodbye (the engine closes the socket) and stops. Closing again does nothing."""
