@@ -81,6 +81,7 @@ fn error_name(e: &ParseError) -> &'static str {
         ParseError::Shape(_) => "Shape",
         ParseError::Provider(_) => "Provider",
         ParseError::TooLarge(_) => "TooLarge",
+        ParseError::Incomplete(_) => "Incomplete",
         _ => "other",
     }
 }
@@ -266,12 +267,15 @@ fn argument_fragments_in_any_split() {
                 let events: Vec<Value> = match provider {
                     Provider::OpenAiChat => std::iter::once(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"RemoteBash","arguments":""}}]}}]}))
                         .chain(frags.iter().map(|f| json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":f}}]}}]})))
+                        .chain([json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]})])
                         .collect(),
                     Provider::OpenAiResponses => std::iter::once(json!({"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"RemoteBash","arguments":""}}))
                         .chain(frags.iter().map(|f| json!({"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":f})))
+                        .chain([json!({"type":"response.completed","response":{"status":"completed"}})])
                         .collect(),
                     _ => std::iter::once(json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"call_1","name":"RemoteBash","input":{}}}))
                         .chain(frags.iter().map(|f| json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":f}})))
+                        .chain([json!({"type":"message_delta","delta":{"stop_reason":"tool_use"}})])
                         .collect(),
                 };
                 for e in &events {

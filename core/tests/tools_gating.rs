@@ -459,3 +459,59 @@ fn gateway_approval_flow() {
     );
     assert_eq!(decided.to_approval_summary().requested, "make deploy");
 }
+
+/// While `max_pending` approvals wait, a call that needs one is refused with an observation
+/// (the model's turn goes on), and once one is settled the next call may wait again.
+#[test]
+fn a_call_past_the_approval_limit_is_refused_not_failed() {
+    let mut tools = bound_toolbox(60_000);
+    let waiting: Vec<_> = (0..8)
+        .map(|i| ask(&mut tools, 1, &remote(&format!("c{i}"), "make")))
+        .collect();
+    let verdict = tools
+        .check_call(2, "npc-1", &remote("c8", "make"), Origin::Model)
+        .unwrap();
+    let Verdict::Refuse { observation } = verdict else {
+        panic!("{verdict:?}")
+    };
+    assert_eq!(
+        observation,
+        "Not run: RemoteBash needs a human's approval, and 8 requests already wait for one. \
+         Try again later."
+    );
+    assert_eq!(drain(&mut tools, 2).0, [], "no approval was asked");
+    tools
+        .respond(
+            3,
+            &ApprovalResponse {
+                id: waiting[0].id.clone(),
+                approved: false,
+                remember: false,
+                reason: None,
+            },
+        )
+        .unwrap();
+    drain(&mut tools, 3);
+    ask(&mut tools, 4, &remote("c9", "make"));
+}
+
+/// Slash commands typed by a human each get their own call id, different from the approval
+/// ids, so their results pair with the right call.
+#[test]
+fn slash_commands_get_ids_of_their_own() {
+    let mut tools = bound_toolbox(60_000);
+    let ids: Vec<String> = ["/read notes.txt", "/bash ls -la | head", "/read notes.txt"]
+        .iter()
+        .map(|line| tools.parse_slash(line).unwrap().id)
+        .collect();
+    let approval = ask(&mut tools, 1, &remote("c0", "make")).id;
+    assert!(ids.iter().all(|id| id.starts_with("slash_")), "{ids:?}");
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 3, "{ids:?}");
+    assert!(
+        ids.iter().all(|id| id[6..] != approval[5..]),
+        "{ids:?} {approval}"
+    );
+}

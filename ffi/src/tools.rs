@@ -250,7 +250,8 @@ pub unsafe extern "C" fn dw_toolbox_authorize(
 /// Decides what to do with `call_json` from `agent` now, as JSON in `*out`: `"run"`,
 /// `{"refuse": {"observation"}}` (send it back as the call's error result), or `{"pending":
 /// {"approval_id"}}` (an `approval_requested` event is queued; wait for `approval_decided`).
-/// `DW_STATUS_REFUSED` when too many approvals wait.
+/// When too many approvals wait already, a call that needs one is refused with an observation
+/// saying so (the model may try again later).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_toolbox_check_call(
     toolbox: *mut dw_toolbox,

@@ -144,6 +144,8 @@ static void domain(void) {
     /* A finished stream takes no more input. */
     dw_stream_parser *p = NULL;
     CHECK_OK(dw_stream_parser_new(DW_PROVIDER_OPENAI_CHAT, NULL, 1, &p), dw_last_error(), "parser");
+    const char *done = "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+    CHECK_OK(dw_stream_parser_feed(p, (const uint8_t *)done, strlen(done)), dw_stream_parser_last_error(p), "feed");
     CHECK_OK(dw_stream_parser_finish(p, &view), dw_stream_parser_last_error(p), "finish");
     CHECK(dw_stream_parser_feed(p, (const uint8_t *)"data: {}\n\n", 10) == DW_STATUS_REFUSED, "feed after finish");
     CHECK(dw_stream_parser_finish(p, &view) == DW_STATUS_REFUSED, "finish twice");

@@ -720,6 +720,7 @@ static const char *parse_error_name(const char *kind) {
     if (strcmp(kind, "shape") == 0) return "Shape";
     if (strcmp(kind, "provider") == 0) return "Provider";
     if (strcmp(kind, "too_large") == 0) return "TooLarge";
+    if (strcmp(kind, "incomplete") == 0) return "Incomplete";
     return kind;
 }
 

@@ -341,6 +341,7 @@ impl Coded for deskwire::tools::providers::ParseError {
             deskwire::tools::providers::ParseError::Shape(_) => "shape",
             deskwire::tools::providers::ParseError::Provider(_) => "provider",
             deskwire::tools::providers::ParseError::TooLarge(_) => "too_large",
+            deskwire::tools::providers::ParseError::Incomplete(_) => "incomplete",
             _ => "parse_error",
         }
     }

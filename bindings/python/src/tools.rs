@@ -103,18 +103,19 @@ fn request_tools<'py>(
 /// A whole (non-streamed) response of `provider` — bytes, str, a dict, or the SDK's own
 /// response object (anything with `model_dump`) — normalised to
 /// `{"segments": [...], "stop_reason": ...}`. Raises `ProtocolError` (not JSON, not the
-/// provider's shape, too large) or `RemoteError` (the provider reported an error).
+/// provider's shape, too large) or `RemoteError` (the provider reported an error). The ids
+/// Gemini leaves out come from the OS's entropy (`seed=` fixes them, for tests).
 #[pyfunction]
-#[pyo3(signature = (provider, body, *, seed = 0))]
+#[pyo3(signature = (provider, body, *, seed = None))]
 fn parse_response<'py>(
     py: Python<'py>,
     provider: &str,
     body: &Bound<'py, PyAny>,
-    seed: u64,
+    seed: Option<u64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let provider = self::provider(provider)?;
     let bytes = body_bytes(body)?;
-    let mut ids = IdGenerator::new(seed);
+    let mut ids = IdGenerator::new(seed_or_os(seed)?);
     let parsed = if bytes.len() >= BULK_BYTES {
         py.detach(|| providers::parse_response(provider, &bytes, &mut ids))
     } else {
@@ -176,10 +177,10 @@ pub struct StreamParser(Slot<providers::StreamParser>);
 #[pymethods]
 impl StreamParser {
     #[new]
-    #[pyo3(signature = (provider, *, seed = 0, max_bytes = None, max_items = None))]
+    #[pyo3(signature = (provider, *, seed = None, max_bytes = None, max_items = None))]
     fn new(
         provider: &str,
-        seed: u64,
+        seed: Option<u64>,
         max_bytes: Option<usize>,
         max_items: Option<usize>,
     ) -> PyResult<Self> {
@@ -191,7 +192,7 @@ impl StreamParser {
             limits.max_items = n;
         }
         Ok(StreamParser(Slot::new(
-            providers::StreamParser::new(self::provider(provider)?, limits, seed),
+            providers::StreamParser::new(self::provider(provider)?, limits, seed_or_os(seed)?),
             "stream parser",
         )))
     }
@@ -226,19 +227,20 @@ impl StreamParser {
 /// The tool layer for many agents: what each may see (`RemoteBash` only while its NPC sits at
 /// the desk), whether a call may run under the policy, and the approvals in between.
 ///
-/// `Toolbox(policy=None, seed=0, builtins=True)`: `policy` in the core's shape (`{"default":
+/// `Toolbox(policy=None, builtins=True)`: `policy` in the core's shape (`{"default":
 /// "allow", "rules": [...]}`; `None` allows everything); `builtins` registers `RemoteBash` and
-/// REXD's `bash`, `read`, `write`, `list`, `glob`, `stat`.
+/// REXD's `bash`, `read`, `write`, `list`, `glob`, `stat`. Approval and call ids come from the
+/// OS's entropy (`seed=` fixes them, for tests).
 #[pyclass(module = "deskwire.tools", name = "Toolbox")]
 pub struct Toolbox(Slot<core::Toolbox>);
 
 #[pymethods]
 impl Toolbox {
     #[new]
-    #[pyo3(signature = (policy = None, *, seed = 0, builtins = true, config = None))]
+    #[pyo3(signature = (policy = None, *, seed = None, builtins = true, config = None))]
     fn new(
         policy: Option<&Bound<'_, PyAny>>,
-        seed: u64,
+        seed: Option<u64>,
         builtins: bool,
         config: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
@@ -256,7 +258,7 @@ impl Toolbox {
             Registry::new()
         };
         Ok(Toolbox(Slot::new(
-            core::Toolbox::new(registry, policy, config, seed),
+            core::Toolbox::new(registry, policy, config, seed_or_os(seed)?),
             "toolbox",
         )))
     }
@@ -300,6 +302,12 @@ impl Toolbox {
         self.0
             .with(|t| t.set_context(agent, Context::default()))?
             .map_err(raise)
+    }
+
+    /// Forgets `agent` (its NPC left the office); `True` if it was known. At most
+    /// `config["max_agents"]` (1024) agents are remembered at once.
+    fn remove_agent(&self, agent: &str) -> PyResult<bool> {
+        self.0.with(|t| t.remove_agent(agent))
     }
 
     /// The tool specs `agent` may see now.
@@ -380,7 +388,7 @@ impl Toolbox {
         serde_event(py, "tools.verdict", &verdict)
     }
 
-    /// A human answered approval `{"id", "decision", "remember"?}`; returns the settlement.
+    /// A human answered approval `{"id", "approved", "remember"?, "reason"?}` (`approved` a bool; `remember` applies the same answer to such calls from now on); returns the settlement.
     fn respond<'py>(
         &self,
         py: Python<'py>,
@@ -408,18 +416,19 @@ impl Toolbox {
         to_py(py, &pending)
     }
 
-    /// Parses a slash command (`/bash ls -la`) into a call of a registered tool.
-    #[pyo3(signature = (line, *, seed = 0))]
+    /// Parses a slash command (`/bash ls -la`) into a call of a registered tool, with an id of
+    /// its own (`seed=` makes the id from that seed instead, for tests).
+    #[pyo3(signature = (line, *, seed = None))]
     fn parse_slash<'py>(
         &self,
         py: Python<'py>,
         line: &str,
-        seed: u64,
+        seed: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let mut ids = IdGenerator::new(seed);
-        let call = self
-            .0
-            .with(|t| core::slash::parse(line, t.registry(), &mut ids))?;
+        let call = self.0.with(|t| match seed {
+            Some(seed) => core::slash::parse(line, t.registry(), &mut IdGenerator::new(seed)),
+            None => t.parse_slash(line),
+        })?;
         match call {
             Ok(call) => to_py(py, &call),
             Err(e) => {
@@ -557,4 +566,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Toolbox>()?;
     m.add("REMOTE_BASH", deskwire::oa1::remote_bash::TOOL_NAME)?;
     Ok(())
+}
+
+/// `seed`, else 64 bits from the OS's entropy: ids two processes make never meet.
+fn seed_or_os(seed: Option<u64>) -> PyResult<u64> {
+    seed.map_or_else(crate::oa1::os_seed, Ok)
 }

@@ -177,6 +177,7 @@ def test_use_after_close_raises_closed_error() -> None:
             engine.handle_timeout(0)
         assert isinstance(deskwire.ClosedError("closed", "x"), deskwire.LocalError)
     parser = tools.StreamParser("anthropic")
+    parser.push({"type": "message_delta", "delta": {"stop_reason": "end_turn"}})
     parser.finish()
     with pytest.raises(deskwire.ClosedError):
         parser.feed(b"data: {}\n\n")

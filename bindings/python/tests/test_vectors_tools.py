@@ -67,7 +67,8 @@ def outcome(run: Any) -> Dict[str, Any]:
     try:
         return {"expect": run().to_dict()}
     except deskwire.DeskwireError as e:
-        names = {"not_json": "NotJson", "shape": "Shape", "provider": "Provider", "too_large": "TooLarge"}
+        names = {"not_json": "NotJson", "shape": "Shape", "provider": "Provider", "too_large": "TooLarge",
+                 "incomplete": "Incomplete"}
         return {"error": names[e.code]}
 
 

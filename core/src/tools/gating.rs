@@ -323,7 +323,7 @@ pub struct ToolsChanged {
 
 /// The host registered more agents than [`Gate::new`] allows. JSON: the limit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
-#[error("too many agents (at most {0})")]
+#[error("too many agents (at most {0}); remove_agent forgets one that is gone")]
 pub struct TooManyAgents(pub usize);
 
 #[derive(Debug, Clone)]

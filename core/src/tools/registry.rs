@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::builtin;
 use super::gating::{Context, Visibility};
-use super::spec::ToolSpec;
+use super::spec::{SpecError, ToolSpec};
 
 /// A registered tool. JSON: `{"spec": tool spec, "visibility": ...}`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -25,6 +25,10 @@ pub enum RegistryError {
     /// A tool of that name is registered already.
     #[error("a tool named {0:?} is registered already")]
     Duplicate(String),
+    /// The spec breaks a rule every provider holds (its name, or a schema whose root is not an
+    /// object): sent on, the provider would refuse the whole request.
+    #[error(transparent)]
+    Invalid(#[from] SpecError),
 }
 
 /// The tools, by name, in registration order.
@@ -59,6 +63,8 @@ impl Registry {
         spec: ToolSpec,
         visibility: Visibility,
     ) -> Result<(), RegistryError> {
+        // A spec that came in as JSON (a host's dict) was not checked on the way in.
+        spec.check()?;
         if self.index.contains_key(&spec.name) {
             return Err(RegistryError::Duplicate(spec.name));
         }
@@ -160,6 +166,41 @@ mod tests {
         assert!(r.remove("c").is_none());
         assert_eq!(r.get("b").unwrap().spec.name, "b");
         assert_eq!(r.len(), 2);
+    }
+
+    /// A spec read from JSON (a host's dict) is checked as `ToolSpec::new` checks: a provider
+    /// would refuse the whole request over one bad tool.
+    #[test]
+    fn refuses_a_spec_no_provider_takes() {
+        let mut r = Registry::new();
+        let spec = |v| serde_json::from_value::<ToolSpec>(v).unwrap();
+        let long = "a".repeat(65);
+        for (bad, why) in [
+            (
+                json!({"name": "1bad name", "description": "", "input_schema": {"type": "object"}}),
+                SpecError::InvalidName("1bad name".into()),
+            ),
+            (
+                json!({"name": "", "description": "", "input_schema": {"type": "object"}}),
+                SpecError::InvalidName(String::new()),
+            ),
+            (
+                json!({"name": long, "description": "", "input_schema": {"type": "object"}}),
+                SpecError::InvalidName(long.clone()),
+            ),
+            (
+                json!({"name": "s", "description": "", "input_schema": {"type": "string"}}),
+                SpecError::SchemaNotObject("s".into()),
+            ),
+        ] {
+            assert_eq!(
+                r.register(spec(bad), Visibility::Always),
+                Err(RegistryError::Invalid(why))
+            );
+        }
+        assert_eq!(r.len(), 0);
+        r.register(tool(&"a".repeat(64)), Visibility::Always)
+            .unwrap();
     }
 
     #[test]

@@ -66,16 +66,23 @@ impl ToolSpec {
         description: impl Into<String>,
         input_schema: Value,
     ) -> Result<ToolSpec, SpecError> {
-        let name = name.into();
-        check_name(&name)?;
-        if input_schema.get("type").and_then(Value::as_str) != Some("object") {
-            return Err(SpecError::SchemaNotObject(name));
-        }
-        Ok(ToolSpec {
-            name,
+        let spec = ToolSpec {
+            name: name.into(),
             description: description.into(),
             input_schema,
-        })
+        };
+        spec.check()?;
+        Ok(spec)
+    }
+
+    /// Checks what [`ToolSpec::new`] checks, for a spec made otherwise (read from JSON): a
+    /// valid name and a schema whose root is `{"type": "object", ...}`.
+    pub fn check(&self) -> Result<(), SpecError> {
+        check_name(&self.name)?;
+        if self.input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(SpecError::SchemaNotObject(self.name.clone()));
+        }
+        Ok(())
     }
 
     /// A checked spec whose schema is JSON text.

@@ -13,7 +13,9 @@ use super::gating::{self, Authorization, Context, Gate, Origin, TooManyAgents, T
 use super::policy::Policy;
 use super::providers::ToolRequest;
 use super::registry::{Entry, Registry, RegistryError};
+use super::slash::{self, SlashError};
 use super::spec::{ToolCall, ToolSpec};
+use crate::ids::IdGenerator;
 
 /// Limits. JSON: `{"max_agents", "approvals": {"timeout_ms", "max_pending"}}`; missing fields
 /// take the defaults; unknown ones are refused.
@@ -115,21 +117,32 @@ pub struct Toolbox {
     policy: Policy,
     gate: Gate,
     approvals: Approvals,
+    /// Ids of the calls this engine makes (slash commands), so no two are alike.
+    call_ids: IdGenerator,
     /// At most one `ToolsChanged` per agent (a new one absorbs a queued one) plus approval
     /// events, so the queue is bounded by the agent and approval limits.
     events: VecDeque<Event>,
 }
 
 impl Toolbox {
-    /// An engine over `registry` and `policy`; `seed` fixes approval ids.
+    /// An engine over `registry` and `policy`; `seed` fixes approval and call ids (hosts pass
+    /// one from the OS's entropy; a fixed one is for tests).
     pub fn new(registry: Registry, policy: Policy, config: Config, seed: u64) -> Toolbox {
         Toolbox {
             registry,
             policy,
             gate: Gate::new(config.max_agents),
             approvals: Approvals::new(config.approvals, seed),
+            // Another sequence than the approvals' (a SplitMix64 state far from theirs).
+            call_ids: IdGenerator::new(!seed),
             events: VecDeque::new(),
         }
+    }
+
+    /// A slash command typed by a human (`/bash ls -la`) as a call of a registered tool, with
+    /// an id of its own ([`slash::parse`]).
+    pub fn parse_slash(&mut self, line: &str) -> Result<ToolCall, SlashError> {
+        slash::parse(line, &self.registry, &mut self.call_ids)
     }
 
     /// The registry.
@@ -230,8 +243,24 @@ impl Toolbox {
                     .map(|e| e.spec.description.clone())
                     .unwrap_or_default();
                 let request =
-                    self.approvals
-                        .request(now, agent, call.clone(), tier, &description)?;
+                    match self
+                        .approvals
+                        .request(now, agent, call.clone(), tier, &description)
+                    {
+                        Ok(request) => request,
+                        // No human can be asked now: the model is told, as for any refusal,
+                        // and may try again later; its turn goes on.
+                        Err(ApprovalError::TooManyPending(waiting)) => {
+                            return Ok(Verdict::Refuse {
+                                observation: format!(
+                                    "Not run: {} needs a human's approval, and {waiting} \
+                                     requests already wait for one. Try again later.",
+                                    call.name
+                                ),
+                            });
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
                 let approval_id = request.id.clone();
                 self.push(Event::ApprovalRequested(request));
                 Ok(Verdict::Pending { approval_id })

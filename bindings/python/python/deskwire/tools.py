@@ -131,11 +131,12 @@ def _dump(value: Any) -> Any:
     return value
 
 
-def parse_response(provider: Provider, body: Body, *, seed: int = 0) -> ProviderResponse:
+def parse_response(provider: Provider, body: Body, *, seed: Optional[int] = None) -> ProviderResponse:
     """Normalises a whole (non-streamed) response of ``provider``: bytes, ``str``, a ``dict``
     or the SDK's response object. Raises :class:`deskwire.ProtocolError` when it is not the
-    provider's shape and :class:`deskwire.RemoteError` when it reports an error. ``seed`` makes
-    the call ids Gemini leaves out."""
+    provider's shape and :class:`deskwire.RemoteError` when it reports an error. The call ids
+    Gemini leaves out are made from the OS's entropy, new on every call; ``seed`` fixes them (for
+    tests)."""
     return _response(_native.parse_response(provider, _dump(body), seed=seed))
 
 
@@ -148,7 +149,7 @@ class StreamParser:
         self,
         provider: Provider,
         *,
-        seed: int = 0,
+        seed: Optional[int] = None,
         max_bytes: Optional[int] = None,
         max_items: Optional[int] = None,
     ) -> None:

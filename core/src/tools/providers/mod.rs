@@ -300,6 +300,10 @@ pub enum ParseError {
     /// A limit of [`Limits`] was crossed.
     #[error("too large: {0}")]
     TooLarge(&'static str),
+    /// The stream ended before the provider said the response was done (the event that
+    /// carries the stop reason): it was cut off in transit, and its last call may be half.
+    #[error("the stream ended before {0}: the response was cut off")]
+    Incomplete(&'static str),
 }
 
 /// Bounds on what a (streamed) response may make the parser hold. JSON: the fields by name;
@@ -563,7 +567,8 @@ impl StreamParser {
         result
     }
 
-    /// The end of the body: the assembled response (an unterminated last event counts).
+    /// The end of the body: the assembled response (an unterminated last event counts), or
+    /// [`ParseError::Incomplete`] when the provider never said it was done.
     pub fn finish(mut self) -> Result<ProviderResponse, ParseError> {
         if self.error.is_none() {
             self.sse.finish();
@@ -572,12 +577,18 @@ impl StreamParser {
         if let Some(e) = self.error {
             return Err(e);
         }
-        Ok(match self.assembler {
-            Assembler::OpenAiChat(a) => a.finish(),
-            Assembler::OpenAiResponses(a) => a.finish(),
-            Assembler::Anthropic(a) => a.finish(),
-            Assembler::Gemini(a) => a.finish(),
-        })
+        let (response, end) = match self.assembler {
+            Assembler::OpenAiChat(a) => (a.finish(), "a chunk with a finish_reason"),
+            Assembler::OpenAiResponses(a) => (a.finish(), "response.completed"),
+            Assembler::Anthropic(a) => (a.finish(), "message_delta's stop_reason"),
+            Assembler::Gemini(a) => (a.finish(), "a chunk with a finishReason"),
+        };
+        // Every provider ends a whole stream with its stop reason; without one, a host would
+        // run (or refuse) calls whose arguments were cut.
+        match response.stop_reason {
+            Some(_) => Ok(response),
+            None => Err(ParseError::Incomplete(end)),
+        }
     }
 }
 

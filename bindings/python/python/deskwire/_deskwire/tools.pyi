@@ -23,11 +23,12 @@ def request_tools(
     for the given tool specs: merge them into the SDK call (``client.chat.completions.create(
     model=..., messages=..., **fields)``).
     """
-def parse_response(provider: _Provider, body: Any, *, seed: int = 0) -> Dict[str, Any]:
+def parse_response(provider: _Provider, body: Any, *, seed: Optional[int] = None) -> Dict[str, Any]:
     """A whole (non-streamed) response of ``provider`` — bytes, str, a dict, or the SDK's own
     response object (anything with ``model_dump``) — normalised to
     ``{"segments": [...], "stop_reason": ...}``. Raises ``ProtocolError`` (not JSON, not the
-    provider's shape, too large) or ``RemoteError`` (the provider reported an error).
+    provider's shape, too large) or ``RemoteError`` (the provider reported an error). The ids
+    Gemini leaves out come from the OS's entropy (``seed=`` fixes them, for tests).
     """
 def assistant_message(provider: _Provider, response: Any) -> Any:
     """The provider's assistant turn to append to the conversation for a parsed response
@@ -47,7 +48,7 @@ class StreamParser:
     the HTTP body as they come (any split), or ``push_data`` the data of one event (bytes, str, a
     dict, or an SDK event object); ``finish`` gives the normalised response.
     """
-    def __new__(cls, provider: _Provider, *, seed: int = 0, max_bytes: Optional[int] = None, max_items: Optional[int] = None) -> StreamParser: ...
+    def __new__(cls, provider: _Provider, *, seed: Optional[int] = None, max_bytes: Optional[int] = None, max_items: Optional[int] = None) -> StreamParser: ...
     def feed(self, data: bytes) -> None:
         """Raw bytes of the event stream."""
     def push_data(self, data: Any) -> None:
@@ -62,11 +63,12 @@ class Toolbox:
     """The tool layer for many agents: what each may see (``RemoteBash`` only while its NPC sits at
     the desk), whether a call may run under the policy, and the approvals in between.
 
-    ``Toolbox(policy=None, seed=0, builtins=True)``: ``policy`` in the core's shape (``{"default":
+    ``Toolbox(policy=None, builtins=True)``: ``policy`` in the core's shape (``{"default":
     "allow", "rules": [...]}``; ``None`` allows everything); ``builtins`` registers ``RemoteBash`` and
-    REXD's ``bash``, ``read``, ``write``, ``list``, ``glob``, ``stat``.
+    REXD's ``bash``, ``read``, ``write``, ``list``, ``glob``, ``stat``. Approval and call ids come
+    from the OS's entropy (``seed=`` fixes them, for tests).
     """
-    def __new__(cls, policy: Any = None, *, seed: int = 0, builtins: bool = True, config: Any = None) -> Toolbox: ...
+    def __new__(cls, policy: Any = None, *, seed: Optional[int] = None, builtins: bool = True, config: Any = None) -> Toolbox: ...
     def register(self, spec: Any, visibility: Any = None) -> None:
         """Registers a tool ``{"name", "description", "input_schema"}``; ``visibility`` is ``"always"``
         or the core's shape (e.g. ``{"bound_npc": ...}``).
@@ -79,6 +81,9 @@ class Toolbox:
         """Binds ``agent`` to the desk of ``npc_id`` (its NPC sits down): ``RemoteBash`` appears."""
     def unbind(self, agent: str) -> None:
         """Unbinds ``agent`` (its NPC stood up): ``RemoteBash`` disappears."""
+    def remove_agent(self, agent: str) -> bool:
+        """Forgets ``agent`` (its NPC left the office); ``True`` if it was known. At most
+        ``config["max_agents"]`` (1024) agents are remembered at once."""
     def visible_tools(self, agent: str) -> List[Dict[str, Any]]:
         """The tool specs ``agent`` may see now."""
     def tool_request(
@@ -107,13 +112,15 @@ class Toolbox:
         ``ApprovalDecided`` follows).
         """
     def respond(self, now_ms: int, response: Any) -> Dict[str, Any]:
-        """A human answered approval ``{"id", "decision", "remember"?}``; returns the settlement."""
+        """A human answered approval ``{"id", "approved", "remember"?, "reason"?}`` (``approved`` a bool;
+        ``remember`` applies the same answer to such calls from now on); returns the settlement."""
     def cancel_approval(self, id: str) -> Dict[str, Any]:
         """Withdraws the waiting approval ``id``."""
     def pending_approvals(self) -> List[Dict[str, Any]]:
         """The waiting approvals."""
-    def parse_slash(self, line: str, *, seed: int = 0) -> Dict[str, Any]:
-        """Parses a slash command (``/bash ls -la``) into a call of a registered tool."""
+    def parse_slash(self, line: str, *, seed: Optional[int] = None) -> Dict[str, Any]:
+        """Parses a slash command (``/bash ls -la``) into a call of a registered tool, with an id of
+        its own (``seed=`` makes the id from that seed instead, for tests)."""
     def handle_timeout(self, now_ms: int) -> None:
         """The deadline of the last ``Timeout`` passed (approvals time out)."""
     def poll_output(self, now_ms: int) -> Any:
