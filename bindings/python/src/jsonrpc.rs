@@ -7,7 +7,7 @@ use deskwire::jsonrpc::{
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyString};
 
-use crate::convert::{self, from_py, raw_of, serde_event, to_py};
+use crate::convert::{self, from_py, raw_of, serde_event, to_py, value_of};
 use crate::errors::{self, raise};
 use crate::oa1::BULK_BYTES;
 use crate::slot::Slot;
@@ -61,7 +61,14 @@ fn params_of(what: &str, params: Option<&Bound<'_, PyAny>>) -> PyResult<Option<c
 /// IPC: `{id, method, params}` / `{id, result | error | progress}`); `framing="ndjson"` or
 /// `"content_length"`; keyword options are the core's `PeerConfig` keys (`max_message_bytes`,
 /// `batch_limit`, `max_pending`, `max_incoming`, `timeouts`, `cancel_notification`,
-/// `finished_memory`), `timeouts="sidecar"` picks the sidecar spec's policy.
+/// `finished_memory`, `max_queued`); missing ones take the dialect's defaults.
+///
+/// `timeouts` defaults to the dialect's policy: the sidecar spec's per-method table for
+/// `"sidecar"` (`health.*` 10 s, `inference.embed` 30 s, `inference.complete`/`plan` 120 s,
+/// `training.start` 300 s, `model.*` 60 s, else 30 s), 30 s for every method for
+/// `"jsonrpc2"`. Give `timeouts="sidecar"`, `timeouts="default"` (30 s for every method) or a
+/// dict `{"rules": [{"prefix", "timeout_ms", "max_total_ms"}], "default_timeout_ms",
+/// "default_max_total_factor"}` to choose another.
 #[pyclass(module = "deskwire.jsonrpc", name = "Peer")]
 pub struct Peer(Slot<Any>);
 
@@ -81,22 +88,22 @@ impl Peer {
             None => PyDict::new(py),
         };
         dict.set_item("framing", framing)?;
-        let sidecar_timeouts = match dict.get_item("timeouts")? {
-            Some(t) => t
-                .cast::<PyString>()
-                .is_ok_and(|s| s.to_cow().is_ok_and(|s| s == "sidecar")),
-            None => false,
+        let json = value_of("peer config", dict.as_any())?;
+        // Missing keys (timeouts included) take the dialect's defaults: the core decides.
+        let config = |read: Result<PeerConfig, serde_json::Error>| {
+            read.map_err(|e| errors::local("invalid_value", format!("peer config: {e}")))
         };
-        if sidecar_timeouts {
-            dict.del_item("timeouts")?;
-        }
-        let mut config: PeerConfig = from_py("peer config", dict.as_any())?;
-        if sidecar_timeouts {
-            config.timeouts = core::TimeoutPolicy::sidecar();
-        }
         let peer = match dialect {
-            "jsonrpc2" => Any::JsonRpc2(core::Peer::new(JsonRpc2, config, seed)),
-            "sidecar" => Any::Sidecar(core::Peer::new(Sidecar, config, seed)),
+            "jsonrpc2" => Any::JsonRpc2(core::Peer::new(
+                JsonRpc2,
+                config(PeerConfig::from_json_for(&JsonRpc2, json))?,
+                seed,
+            )),
+            "sidecar" => Any::Sidecar(core::Peer::new(
+                Sidecar,
+                config(PeerConfig::from_json_for(&Sidecar, json))?,
+                seed,
+            )),
             other => {
                 return Err(errors::local(
                     "invalid_value",

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::message::{self, ErrorObject, Id, Invalid, Message, Parsed, RawJson};
+use super::peer::TimeoutPolicy;
 use crate::ids::IdGenerator;
 
 /// An error code as the dialect carries it.
@@ -207,6 +208,13 @@ pub trait Dialect {
 
     /// The error answer to a second request with the id of one still being answered.
     fn duplicate_id(&self) -> RemoteError;
+
+    /// The call deadlines a peer in this dialect has unless the host gives its own
+    /// ([`PeerConfig::for_dialect`](super::PeerConfig::for_dialect)): 30 s for every method,
+    /// unless the protocol defines its own table.
+    fn default_timeouts(&self) -> TimeoutPolicy {
+        TimeoutPolicy::default()
+    }
 }
 
 /// Strict JSON-RPC 2.0 (REXD). See the module docs.
@@ -627,6 +635,11 @@ impl Dialect for Sidecar {
             SidecarErrorCode::InvalidParams.code(),
             "id already in use by a request in progress",
         )
+    }
+
+    /// The sidecar spec's per-method table, [`TimeoutPolicy::sidecar`].
+    fn default_timeouts(&self) -> TimeoutPolicy {
+        TimeoutPolicy::sidecar()
     }
 }
 

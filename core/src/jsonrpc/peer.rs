@@ -65,10 +65,10 @@ pub struct TimeoutRule {
     pub max_total_ms: u64,
 }
 
-/// Per-method timeouts; the longest matching prefix wins. JSON: the fields by name; missing
-/// ones take [`TimeoutPolicy::default`]'s values (30 s for every method, up to 10×).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+/// Per-method timeouts; the longest matching prefix wins. JSON: the fields by name (missing
+/// ones take [`TimeoutPolicy::default`]'s values: 30 s for every method, up to 10×), or the
+/// name of a policy of [`TimeoutPolicy::NAMES`] (`"sidecar"`, `"default"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[cfg_attr(feature = "uniffi", uniffi(name = "JsonRpcTimeoutPolicy"))]
 pub struct TimeoutPolicy {
@@ -87,7 +87,81 @@ impl Default for TimeoutPolicy {
     }
 }
 
+/// [`TimeoutPolicy`]'s fields as JSON spells them (its `Deserialize` reads a name too).
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct PolicyFields {
+    rules: Vec<TimeoutRule>,
+    default_timeout_ms: u64,
+    default_max_total_factor: u64,
+}
+
+impl Default for PolicyFields {
+    fn default() -> Self {
+        let TimeoutPolicy {
+            rules,
+            default_timeout_ms,
+            default_max_total_factor,
+        } = TimeoutPolicy::default();
+        PolicyFields {
+            rules,
+            default_timeout_ms,
+            default_max_total_factor,
+        }
+    }
+}
+
+const POLICY_EXPECTED: &str = "the name of a timeout policy (\"sidecar\": the sidecar spec's \
+    per-method table; \"default\": 30 s for every method) or an object {\"rules\": \
+    [{\"prefix\", \"timeout_ms\", \"max_total_ms\"}], \"default_timeout_ms\", \
+    \"default_max_total_factor\"}";
+
+impl<'de> Deserialize<'de> for TimeoutPolicy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = TimeoutPolicy;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(POLICY_EXPECTED)
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<TimeoutPolicy, E> {
+                TimeoutPolicy::named(name).ok_or_else(|| {
+                    E::custom(format_args!(
+                        "unknown timeout policy {name:?}: expected {POLICY_EXPECTED}"
+                    ))
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<TimeoutPolicy, A::Error> {
+                let fields =
+                    PolicyFields::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(TimeoutPolicy {
+                    rules: fields.rules,
+                    default_timeout_ms: fields.default_timeout_ms,
+                    default_max_total_factor: fields.default_max_total_factor,
+                })
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
 impl TimeoutPolicy {
+    /// The names [`TimeoutPolicy::named`] knows, as JSON may give them instead of an object.
+    pub const NAMES: [&'static str; 2] = ["sidecar", "default"];
+
+    /// The policy of a name of [`TimeoutPolicy::NAMES`]: `"sidecar"` is
+    /// [`TimeoutPolicy::sidecar`], `"default"` [`TimeoutPolicy::default`].
+    pub fn named(name: &str) -> Option<Self> {
+        match name {
+            "sidecar" => Some(TimeoutPolicy::sidecar()),
+            "default" => Some(TimeoutPolicy::default()),
+            _ => None,
+        }
+    }
+
     /// One timeout for every method.
     pub fn uniform(timeout_ms: u64) -> Self {
         TimeoutPolicy {
@@ -137,6 +211,11 @@ impl TimeoutPolicy {
 
 /// Peer configuration. JSON: the fields by name; missing ones take the defaults, unknown ones
 /// are refused.
+///
+/// The default `timeouts` depend on the dialect ([`Dialect::default_timeouts`]): the sidecar's
+/// is its spec's per-method table ([`TimeoutPolicy::sidecar`]), the others' 30 s for every
+/// method. [`PeerConfig::for_dialect`] and [`PeerConfig::from_json_for`] apply it;
+/// `PeerConfig::default()` knows no dialect and has the flat 30 s.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PeerConfig {
@@ -178,6 +257,35 @@ impl Default for PeerConfig {
             finished_memory: 1024,
             max_queued: 4096,
         }
+    }
+}
+
+impl PeerConfig {
+    /// The defaults for a peer speaking `dialect`: [`PeerConfig::default`] with the dialect's
+    /// timeouts ([`Dialect::default_timeouts`]).
+    pub fn for_dialect<D: Dialect>(dialect: &D) -> Self {
+        PeerConfig {
+            timeouts: dialect.default_timeouts(),
+            ..PeerConfig::default()
+        }
+    }
+
+    /// A configuration from JSON for a peer speaking `dialect` (what bindings read from their
+    /// host): missing members take [`PeerConfig::for_dialect`]'s values, so a sidecar peer
+    /// without `"timeouts"` gets the sidecar's table; `null` is all defaults.
+    pub fn from_json_for<D: Dialect>(
+        dialect: &D,
+        json: serde_json::Value,
+    ) -> Result<Self, serde_json::Error> {
+        if json.is_null() {
+            return Ok(PeerConfig::for_dialect(dialect));
+        }
+        let timeouts_given = json.get("timeouts").is_some();
+        let mut config: PeerConfig = serde_json::from_value(json)?;
+        if !timeouts_given {
+            config.timeouts = dialect.default_timeouts();
+        }
+        Ok(config)
     }
 }
 
@@ -1073,6 +1181,63 @@ mod tests {
         let (sent, events) = drain(&mut server, 1);
         assert!(sent.is_empty(), "{sent:?}");
         assert!(matches!(&events[..], [PeerEvent::Request { .. }]));
+    }
+
+    /// A sidecar peer configured without timeouts (what the bindings do with a host's JSON or
+    /// keyword options) has the sidecar's table; the other dialects keep the flat 30 s; a
+    /// policy can be named, and a bad one says what is valid.
+    #[test]
+    fn the_dialect_decides_the_default_timeouts() {
+        use serde_json::json;
+        let sidecar_config =
+            PeerConfig::from_json_for(&Sidecar, json!({"max_pending": 8})).unwrap();
+        assert_eq!(sidecar_config.timeouts, TimeoutPolicy::sidecar());
+        assert_eq!(sidecar_config.max_pending, 8);
+        assert_eq!(
+            PeerConfig::for_dialect(&Sidecar).timeouts,
+            TimeoutPolicy::sidecar()
+        );
+        assert_eq!(
+            PeerConfig::from_json_for(&Sidecar, serde_json::Value::Null).unwrap(),
+            PeerConfig::for_dialect(&Sidecar)
+        );
+        assert_eq!(
+            PeerConfig::from_json_for(&JsonRpc2, json!({}))
+                .unwrap()
+                .timeouts,
+            TimeoutPolicy::uniform(30_000)
+        );
+        // The host's own choice wins, by name or spelt out.
+        for (given, want) in [
+            (json!("default"), TimeoutPolicy::default()),
+            (json!("sidecar"), TimeoutPolicy::sidecar()),
+            (
+                json!({"default_timeout_ms": 5_000}),
+                TimeoutPolicy::uniform(5_000),
+            ),
+        ] {
+            let config = PeerConfig::from_json_for(&Sidecar, json!({ "timeouts": given })).unwrap();
+            assert_eq!(config.timeouts, want);
+        }
+        assert_eq!(
+            PeerConfig::from_json_for(&JsonRpc2, json!({"timeouts": "sidecar"}))
+                .unwrap()
+                .timeouts,
+            TimeoutPolicy::sidecar()
+        );
+        for bad in [json!("sidecars"), json!(5), json!({"default_timeout": 1})] {
+            let err = PeerConfig::from_json_for(&Sidecar, json!({ "timeouts": bad }))
+                .unwrap_err()
+                .to_string();
+            let names_the_choices = err.contains("\"sidecar\"") && err.contains("\"default\"");
+            let names_the_fields = err.contains("default_timeout_ms");
+            assert!(names_the_choices || names_the_fields, "{bad}: {err}");
+        }
+        // The configured peer follows the table: training.start lives 300 s, not 30 s.
+        let mut rust = Peer::new(Sidecar, sidecar_config, 1);
+        rust.call(0, "training.start", None, 1).unwrap();
+        drain(&mut rust, 0);
+        assert_eq!(rust.poll_output(0), Output::Timeout(300_000));
     }
 
     #[test]

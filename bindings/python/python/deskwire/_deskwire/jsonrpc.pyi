@@ -15,7 +15,14 @@ class Peer:
     IPC: ``{id, method, params}`` / ``{id, result | error | progress}``); ``framing="ndjson"`` or
     ``"content_length"``; keyword options are the core's ``PeerConfig`` keys (``max_message_bytes``,
     ``batch_limit``, ``max_pending``, ``max_incoming``, ``timeouts``, ``cancel_notification``,
-    ``finished_memory``), ``timeouts="sidecar"`` picks the sidecar spec's policy.
+    ``finished_memory``, ``max_queued``); missing ones take the dialect's defaults.
+
+    ``timeouts`` defaults to the dialect's policy: the sidecar spec's per-method table for
+    ``"sidecar"`` (``health.*`` 10 s, ``inference.embed`` 30 s, ``inference.complete``/``plan`` 120 s,
+    ``training.start`` 300 s, ``model.*`` 60 s, else 30 s), 30 s for every method for
+    ``"jsonrpc2"``. Give ``timeouts="sidecar"``, ``timeouts="default"`` (30 s for every method) or a
+    dict ``{"rules": [{"prefix", "timeout_ms", "max_total_ms"}], "default_timeout_ms",
+    "default_max_total_factor"}`` to choose another.
     """
     def __new__(cls, dialect: str = "jsonrpc2", *, framing: str = "ndjson", seed: int = 0, **options: Any) -> Peer: ...
     def call(self, now_ms: int, method: str, params: Any = None, user: int = 0) -> _Id:
