@@ -25,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import stat
 import sys
 from typing import Any, Awaitable, Callable, Dict, Mapping, Optional
 
@@ -61,14 +63,61 @@ class SidecarError(DeskwireError):
     (``SidecarError("MODEL_NOT_LOADED", "call model.load first")``)."""
 
 
-async def _stdio() -> "tuple[asyncio.StreamReader, asyncio.StreamWriter]":
+def _is_stream(fd: int) -> bool:
+    """Whether asyncio's pipe transports take ``fd``: a pipe, a socket or a character device
+    (a terminal, ``/dev/null``). A regular file (``< requests.ndjson``, ``> out.txt``) is not
+    one of them."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+class _FileReader:
+    """Reads a regular file given as stdin. A file is always ready (reading it does not wait
+    for a writer), so each read is a plain ``os.read``."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def read(self, n: int = -1) -> bytes:
+        return os.read(self._fd, n if n > 0 else 1 << 16)
+
+
+class _FileWriter:
+    """Writes to a regular file given as stdout: each write goes to the file at once (a file
+    takes it without waiting for a reader), so there is never anything to drain."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+
+    async def drain(self) -> None:
+        return None
+
+
+async def _stdio() -> "tuple[Any, Any]":
+    """stdin and stdout as the pump's reader and writer: asyncio's pipe transports for pipes,
+    sockets and terminals, plain reads and writes for regular files."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 24)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, sys.stdout.buffer
-    )
-    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    reader: Any
+    writer: Any
+    if _is_stream(stdin):
+        reader = asyncio.StreamReader(limit=1 << 24)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    else:
+        reader = _FileReader(stdin)
+    if _is_stream(stdout):
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, sys.stdout.buffer
+        )
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    else:
+        sys.stdout.flush()
+        writer = _FileWriter(stdout)
     return reader, writer
 
 
@@ -148,6 +197,10 @@ async def serve_async(
     for task in list(tasks.values()):
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    # A task cancelled before it started never ran its own answer: every request is answered.
+    for request_id in list(tasks):
+        with contextlib.suppress(DeskwireError):
+            peer.respond_error(now_ms(), request_id, "INTERNAL_ERROR", "cancelled at shutdown")
     # Flush what is left (the shutdown answer, cancellations) before going.
     pump.kick()
     await asyncio.sleep(0)
@@ -167,7 +220,9 @@ async def serve_async(
 
 def serve(handlers: Mapping[str, Handler], *, version: str = __version__) -> None:
     """Serves the sidecar protocol on stdin/stdout until ``lifecycle.shutdown`` or end of
-    input, logging to stderr (``logging`` at INFO unless configured)."""
+    input, logging to stderr (``logging`` at INFO unless configured). Either may be a pipe, a
+    socket, a terminal or a regular file (``python my_sidecar.py < requests.ndjson >
+    answers.ndjson`` replays a file of requests)."""
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                             format="%(asctime)s sidecar %(levelname)s %(message)s")
