@@ -2218,7 +2218,8 @@ dw_status dw_provider_assistant_message(dw_provider provider,
  * may pass `NULL`). Written to the caller's buffer as for `dw_provider_request_tools`: an
  * array of Chat `tool` messages, an array of Responses `function_call_output` items, one
  * Anthropic `user` message, or one Gemini `user` content. `DW_STATUS_INVALID_ARGUMENT` when a
- * Gemini result answers no call of `previous_json`.
+ * result answers no call of `previous_json` (every API refuses one; `NULL` or a turn without
+ * calls checks nothing).
  */
 dw_status dw_provider_tool_results(dw_provider provider,
                                    const char *results_json,

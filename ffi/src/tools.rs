@@ -608,7 +608,8 @@ pub unsafe extern "C" fn dw_provider_assistant_message(
 /// may pass `NULL`). Written to the caller's buffer as for `dw_provider_request_tools`: an
 /// array of Chat `tool` messages, an array of Responses `function_call_output` items, one
 /// Anthropic `user` message, or one Gemini `user` content. `DW_STATUS_INVALID_ARGUMENT` when a
-/// Gemini result answers no call of `previous_json`.
+/// result answers no call of `previous_json` (every API refuses one; `NULL` or a turn without
+/// calls checks nothing).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_provider_tool_results(
     provider: dw_provider,

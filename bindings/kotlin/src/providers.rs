@@ -139,7 +139,8 @@ pub fn provider_assistant_turn(
 /// The results of the calls of `previous` (the turn they answer), JSON text to follow the
 /// echoed turn: an array of Chat `tool` messages, an array of Responses `function_call_output`
 /// items, one Anthropic `user` message, one Gemini `user` content. Throws `InvalidInput`
-/// (kind `UnknownCall`) for Gemini when a result answers no call of `previous`.
+/// (kind `UnknownCall`) when a result answers no call of `previous` (every API refuses one; a
+/// `previous` without calls checks nothing).
 #[uniffi::export]
 pub fn provider_tool_results(
     provider: providers::Provider,

@@ -122,3 +122,17 @@ def test_a_stream_cut_before_the_stop_reason_is_an_error_not_an_answer() -> None
     response = whole.finish()
     assert response.to_dict()["stop_reason"] == "tool_use"
     assert response.invalid_tool_calls[0]["id"] == "toolu_1"
+
+
+def test_results_for_calls_the_turn_did_not_make_are_refused() -> None:
+    reply = tools.parse_response("anthropic", {
+        "content": [{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a"}}],
+        "stop_reason": "tool_use",
+    })
+    for provider in tools.PROVIDERS:
+        with pytest.raises(deskwire.LocalError) as caught:
+            tools.tool_results(provider, [tools.result("nope", "x")], reply)
+        assert "nope" in str(caught.value), provider
+        assert tools.tool_results(provider, [tools.result("toolu_1", "x")], reply)
+    # Without the turn (the APIs that pair by id alone), nothing is checked.
+    assert tools.tool_results("anthropic", [tools.result("nope", "x")])

@@ -205,8 +205,9 @@ def tool_results(
     """The results in ``provider``'s shape, to add after the assistant turn (``messages +=
     ...``): ``tool`` messages (OpenAI Chat), ``function_call_output`` items (Responses), one
     ``user`` message (Anthropic) or one ``user`` content of ``functionResponse`` parts (Gemini,
-    which needs the ``response`` the calls came in). Always a list, like
-    :func:`assistant_message`."""
+    which needs the ``response`` the calls came in). Given ``response``, a result for a call it
+    did not make raises :class:`deskwire.LocalError` (every API would refuse it). Always a list,
+    like :func:`assistant_message`."""
     return _listed(
         _native.tool_results(
             provider, list(results), None if response is None else _segments(response)

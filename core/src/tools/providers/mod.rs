@@ -449,13 +449,31 @@ pub fn assistant_turn(provider: Provider, response: &ProviderResponse) -> Value 
 /// The results of the calls of `previous` (the model turn they answer), to follow
 /// [`assistant_turn`] in the next request to `provider`: an array of Chat `tool` messages, an
 /// array of Responses `function_call_output` items, one Anthropic `user` message, one Gemini
-/// `user` content. Gemini names each function from its call in `previous`, so a result for a
-/// call `previous` did not make is an error there (the other APIs pair by id alone).
+/// `user` content. A result for a call `previous` did not make is an error, which every API
+/// would refuse (Gemini names each function from its call in `previous`); a `previous` with no
+/// calls at all (a host that keeps no turn, for the APIs that pair by id alone) checks nothing.
+/// Results may come in several lists (one call's at a time).
 pub fn tool_results(
     provider: Provider,
     previous: &ProviderResponse,
     results: &[ToolResult],
 ) -> Result<Value, gemini::UnknownCall> {
+    let calls: Vec<&str> = previous
+        .segments
+        .iter()
+        .filter_map(|s| match s {
+            Segment::ToolCall { tool_call: c } => Some(c.id.as_str()),
+            Segment::InvalidToolCall {
+                invalid_tool_call: c,
+            } => Some(c.id.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !calls.is_empty()
+        && let Some(stray) = results.iter().find(|r| !calls.contains(&&*r.call_id))
+    {
+        return Err(gemini::UnknownCall(stray.call_id.clone()));
+    }
     Ok(match provider {
         Provider::OpenAiChat => {
             Value::Array(results.iter().map(openai_chat::tool_message).collect())
@@ -635,7 +653,17 @@ mod tests {
             tool_results(Provider::Gemini, &previous, &stray),
             Err(gemini::UnknownCall("c9".into()))
         );
-        assert!(tool_results(Provider::OpenAiChat, &previous, &stray).is_ok());
+        // Every API refuses a result for a call it did not make: caught here, not as a 400.
+        for p in Provider::ALL {
+            assert_eq!(
+                tool_results(p, &previous, &stray),
+                Err(gemini::UnknownCall("c9".into())),
+                "{p:?}"
+            );
+        }
+        // A host that keeps no turn (the APIs that pair by id alone) passes an empty one.
+        let none = ProviderResponse::default();
+        assert!(tool_results(Provider::Anthropic, &none, &stray).is_ok());
     }
 
     #[test]
