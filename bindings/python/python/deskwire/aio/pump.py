@@ -17,7 +17,7 @@ import inspect
 import logging
 import math
 import time
-from typing import Any, Callable, Optional, Set, TypeVar, cast
+from typing import Any, Callable, Optional, Protocol, Set, TypeVar, cast
 
 from .._deskwire import Timeout, Transmit
 from .._errors import LocalError
@@ -67,13 +67,24 @@ def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+class _Reader(Protocol):
+    """What the pump reads from: an :class:`asyncio.StreamReader`, or anything with its
+    ``read``."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+
 class _Pump:
-    """Moves bytes between one engine and one asyncio stream until the stream ends."""
+    """Moves bytes between one engine and one asyncio stream until the stream ends.
+
+    When the task is cancelled or the stream ends, the pump's own waits (the read in progress,
+    the wake-up) are cancelled and awaited before it finishes, so none is left pending for the
+    event loop to find ("Task was destroyed but it is pending!") after ``close``."""
 
     def __init__(
         self,
         engine: Any,
-        reader: asyncio.StreamReader,
+        reader: _Reader,
         writer: Any,
         on_event: Callable[[Any], None],
         on_end: Callable[[], None],
@@ -112,6 +123,7 @@ class _Pump:
 
     async def _run(self) -> None:
         read: Optional[asyncio.Future[bytes]] = None
+        wake: Optional[asyncio.Future[Any]] = None
         ended_at: Optional[int] = None
         try:
             while True:
@@ -124,13 +136,14 @@ class _Pump:
                     deadline = min(deadline, ended_at + END_GRACE_MS)
                 if read is None:
                     read = asyncio.ensure_future(self._reader.read(64 * 1024))
-                wake: "asyncio.Future[Any]" = asyncio.ensure_future(self._wake.wait())
+                wake = asyncio.ensure_future(self._wake.wait())
                 delay = max(0, deadline - now_ms()) / 1000
                 waiting: "Set[asyncio.Future[Any]]" = {read, wake}
                 done, _ = await asyncio.wait(
                     waiting, timeout=delay, return_when=asyncio.FIRST_COMPLETED
                 )
                 wake.cancel()
+                wake = None
                 self._wake.clear()
                 if read in done:
                     data = read.result()
@@ -152,8 +165,12 @@ class _Pump:
                 with contextlib.suppress(Exception):
                     self._drain()
         finally:
-            if read is not None:
-                read.cancel()
+            waits = [f for f in (read, wake) if f is not None and not f.done()]
+            for f in waits:
+                f.cancel()
+            if waits:
+                # Let them finish their cancellation, even when this task is being cancelled.
+                await asyncio.wait(waits)
             self._on_end()
 
 
