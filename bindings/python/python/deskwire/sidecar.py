@@ -16,6 +16,18 @@ replaces them); an unknown method is answered ``UNKNOWN_METHOD``::
 
     sidecar.serve({"training.start": train})
 
+Errors: a handler raises :class:`SidecarError` to answer with a code, ``SidecarError(
+"INVALID_PARAMS", "model_id is missing")`` when the params are wrong (only the handler knows
+what its params must be) and ``SidecarError("MODEL_NOT_LOADED", ...)`` and the like otherwise.
+Any other exception is the handler's own failure, whatever its type (a ``KeyError``, a
+``LocalError`` from a deskwire call, a result that is not JSON): it is answered
+``INTERNAL_ERROR`` with its type and text, and logged with its traceback.
+
+Progress is a state, not a log: while a request's previous report has not been written yet (the
+host reads slower than the handler reports), the newest one replaces it. ``progress`` never
+blocks, and however fast a handler reports, what waits to be written is at most one report per
+request in progress plus what the pipe's buffer holds, not a backlog.
+
 The framing, the message shapes and the error codes are the core's (``jsonrpc.Peer`` in the
 ``sidecar`` dialect); this module only moves bytes and runs tasks.
 """
@@ -26,13 +38,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import stat
 import sys
 from typing import Any, Awaitable, Callable, Dict, Mapping, Optional
 
 from . import jsonrpc
 from ._deskwire import __version__, read_def
-from ._errors import DeskwireError
+from ._errors import DeskwireError, LocalError
 from .aio.pump import _Pump, now_ms
 
 __all__ = ["serve", "serve_async", "read", "SidecarError", "Handler", "Progress", "ERROR_CODES"]
@@ -52,15 +65,34 @@ ERROR_CODES = (
 """The spec's error codes."""
 
 Progress = Callable[[Dict[str, Any]], None]
-"""Reports progress of the request being handled (``{"stage": ..., "epoch": ...}``)."""
+"""Reports progress of the request being handled (``{"stage": ..., "epoch": ...}``, a dict:
+anything else raises ``TypeError`` at once). A report not yet written when the next one comes
+is replaced by it."""
 
 Handler = Callable[[Dict[str, Any], Progress], Awaitable[Any]]
 """``async def handler(params, progress) -> result``."""
 
 
 class SidecarError(DeskwireError):
-    """Raise it from a handler to answer with an error code of the spec
-    (``SidecarError("MODEL_NOT_LOADED", "call model.load first")``)."""
+    """Raise it from a handler to answer with an error code: one of :data:`ERROR_CODES`
+    (``SidecarError("MODEL_NOT_LOADED", "call model.load first")``,
+    ``SidecarError("INVALID_PARAMS", "model_id is missing")``) or a code of your own, which is
+    sent as it is. The spec spells every code ``SCREAMING_SNAKE_CASE``; another spelling is
+    refused here, when the error is made (``LocalError`` ``invalid_value``)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        if not isinstance(code, str) or not _CODE.fullmatch(code):
+            raise LocalError(
+                "invalid_value",
+                f"a sidecar error code is SCREAMING_SNAKE_CASE ([A-Z][A-Z0-9_]*), not {code!r}; "
+                f"the spec's are {', '.join(ERROR_CODES)}",
+            )
+        if not isinstance(message, str):
+            raise TypeError(f"a sidecar error message is a str, not {type(message).__name__}")
+        super().__init__(code, message)
+
+
+_CODE = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 def _is_stream(fd: int) -> bool:
@@ -143,6 +175,11 @@ async def serve_async(
 
     async def run(request: jsonrpc.Request) -> None:
         def progress(data: Dict[str, Any]) -> None:
+            if not isinstance(data, dict):
+                raise TypeError(
+                    f"progress takes a dict (the spec's progress is a JSON object), "
+                    f"not {type(data).__name__}"
+                )
             peer.progress(now_ms(), request.id, data)
             kick()
 
@@ -164,12 +201,10 @@ async def serve_async(
                 peer.respond_error(now_ms(), request.id, "INTERNAL_ERROR", "cancelled at shutdown")
             raise
         except SidecarError as e:
-            code = e.code if e.code in ERROR_CODES else "INTERNAL_ERROR"
-            peer.respond_error(now_ms(), request.id, code, e.message)
-        except (TypeError, ValueError, KeyError) as e:
-            log.warning("%s: invalid params: %r", request.method, e)
-            peer.respond_error(now_ms(), request.id, "INVALID_PARAMS", f"{type(e).__name__}: {e}")
+            # The handler's own answer, INVALID_PARAMS included: the code as it is.
+            peer.respond_error(now_ms(), request.id, e.code, e.message)
         except Exception as e:
+            # The handler failed (or returned what cannot be sent): not the caller's fault.
             log.exception("%s failed", request.method)
             peer.respond_error(now_ms(), request.id, "INTERNAL_ERROR", f"{type(e).__name__}: {e}")
         finally:
