@@ -84,7 +84,10 @@ pub enum SchemaError {
     #[error("unknown protocol {0:?}")]
     UnknownProtocol(String),
     /// The protocol's schema has no such def, or it is a fragment with no Rust type.
-    #[error("no Rust type for {protocol} def {def:?}")]
+    #[error(
+        "no Rust type for {protocol} def {def:?}: messages and the parts that have a type are \
+         read; any def can be checked against the schema with a JSON Schema validator"
+    )]
     UnknownDef {
         /// The protocol.
         protocol: String,

@@ -65,7 +65,17 @@ fn read_def<'py>(
 fn schema_text(name: &str) -> PyResult<&'static str> {
     deskwire::schemas::protocol_schema(name)
         .or_else(|| deskwire::schemas::schema(name))
-        .ok_or_else(|| errors::local("unknown_schema", format!("no JSON Schema {name:?}")))
+        .ok_or_else(|| {
+            let files: Vec<&str> = deskwire::schemas::SCHEMAS.iter().map(|(n, _)| *n).collect();
+            errors::local(
+                "unknown_schema",
+                format!(
+                    "no JSON Schema {name:?}: a protocol (rexd, sidecar, gateway, mobile) or a \
+                     file name ({})",
+                    files.join(", ")
+                ),
+            )
+        })
 }
 
 /// The file names of the JSON Schema documents the package carries.

@@ -65,6 +65,18 @@ def test_version_and_error_tree() -> None:
     for cls in (deskwire.EmptyTextError, deskwire.ForbiddenByteError,
                 deskwire.ReservedPrefixError, deskwire.QueueFullError):
         assert issubclass(cls, deskwire.ChatError) and issubclass(cls, deskwire.LocalError)
+    # A traceback names each error as it is imported, and a pickled one comes back.
+    import pickle
+    import traceback
+    errors = [v for v in vars(deskwire).values() if isinstance(v, type) and issubclass(v, Exception)]
+    assert len(errors) >= 20
+    for cls in errors:
+        assert cls.__module__ == "deskwire", cls
+    try:
+        raise deskwire.LocalError("invalid_value", "x")
+    except deskwire.LocalError as caught:
+        assert "deskwire.LocalError: invalid_value: x" in "".join(traceback.format_exception_only(type(caught), caught))
+        assert pickle.loads(pickle.dumps(caught)).code == "invalid_value"
 
 
 def test_outputs_compare_and_match() -> None:

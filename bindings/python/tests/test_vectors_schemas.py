@@ -94,6 +94,9 @@ def test_unknown_schema_or_def_is_a_local_error() -> None:
         with pytest.raises(deskwire.LocalError) as caught:
             schemas.schema(name)
         assert caught.value.code == "unknown_schema"
+        # The message names what there is.
+        assert "gateway, mobile" in caught.value.message
+        assert "rexd.schema.json" in caught.value.message
     with pytest.raises(deskwire.LocalError) as caught:
         schemas.validate("rexd", "NoSuchDef", {})
     assert caught.value.code == "unknown_def"

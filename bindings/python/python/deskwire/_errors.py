@@ -17,6 +17,8 @@ TimeoutError`` catches it on every Python the package supports (on 3.9 and 3.10,
 
 from __future__ import annotations
 
+from typing import Any, Tuple
+
 __all__ = [
     "DeskwireError",
     "LocalError",
@@ -54,6 +56,11 @@ class DeskwireError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Rebuilt from (code, message), so it crosses a process boundary (pickle,
+        # multiprocessing, concurrent.futures) whole.
+        return (type(self), (self.code, self.message), self.__dict__)
 
 
 class LocalError(DeskwireError, ValueError):
@@ -158,3 +165,11 @@ class ReservedPrefixError(ChatError):
 class QueueFullError(ChatError):
     """Too much chat text waits to go to the channel already (64 KiB; code ``queue_full``):
     the connection's pacing sends it a line at a time. Try again once some has gone."""
+
+
+# Tracebacks and reprs name the classes as users import them (``deskwire.LocalError``), not by
+# this private module.
+for _cls in list(globals().values()):
+    if isinstance(_cls, type) and issubclass(_cls, Exception) and _cls.__module__ == __name__:
+        _cls.__module__ = "deskwire"
+del _cls
