@@ -598,6 +598,12 @@ impl Dialect for Sidecar {
             }
             Outbound::Progress { id, progress } => {
                 m.id = string_id(id)?;
+                if !progress.get().starts_with('{') {
+                    return Err(WriteError::InvalidValue {
+                        dialect: Self::NAME,
+                        what: format!("progress {:.40} (progress is an object)", progress.get()),
+                    });
+                }
                 m.progress = Some(progress.as_raw());
             }
         }

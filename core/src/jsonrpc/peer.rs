@@ -523,6 +523,13 @@ pub struct Peer<D: Dialect> {
     abandoned: Abandoned,
     outbox: VecDeque<Vec<u8>>,
     outbox_bytes: usize,
+    /// Frames ever queued and ever taken: a frame queued as number `n` is at
+    /// `outbox[n - taken]` while `n >= taken`.
+    queued_total: u64,
+    taken_total: u64,
+    /// The number of the progress frame of each incoming request, while it may still wait in
+    /// the outbox: a newer report replaces it there ([`Peer::progress`]).
+    queued_progress: HashMap<Id, u64>,
     events: VecDeque<PeerEvent>,
     stats: PeerStats,
 }
@@ -552,6 +559,9 @@ impl<D: Dialect> Peer<D> {
             batches: Batches::default(),
             outbox: VecDeque::new(),
             outbox_bytes: 0,
+            queued_total: 0,
+            taken_total: 0,
+            queued_progress: HashMap::new(),
             events: VecDeque::new(),
             stats: PeerStats::default(),
         }
@@ -685,17 +695,37 @@ impl<D: Dialect> Peer<D> {
     }
 
     /// Reports progress on the incoming request `id` (dialects that have progress messages).
+    ///
+    /// Progress is a state, not a log: while the request's previous report still waits in the
+    /// outbox (the host has not taken it from [`Peer::poll_output`]), the new one replaces it
+    /// there, at its place in the queue. So however fast a handler reports and however slowly
+    /// the host writes, progress holds at most one frame per request in progress
+    /// (`max_incoming`); the peer at the other end sees the newest report, and every report the
+    /// host has taken is sent as it was.
     pub fn progress(&mut self, now: u64, id: &Id, progress: RawJson) -> Result<(), LocalError> {
         if !self.incoming.contains(id) {
             return Err(LocalError::UnknownId(id.clone()));
         }
-        self.send(
+        let body = self.encode(
             now,
             Outbound::Progress {
                 id,
                 progress: &progress,
             },
-        )
+        )?;
+        let frame = self.frame(&body);
+        if let Some(&number) = self.queued_progress.get(id)
+            && let Some(index) = number.checked_sub(self.taken_total)
+            && let Some(queued) = self.outbox.get_mut(index as usize)
+        {
+            self.outbox_bytes = self.outbox_bytes - queued.len() + frame.len();
+            *queued = frame;
+            return Ok(());
+        }
+        self.queue_frame(frame);
+        self.queued_progress
+            .insert(id.clone(), self.queued_total - 1);
+        Ok(())
     }
 
     /// Forgets the incoming request `id` without answering it, for protocols whose
@@ -720,6 +750,7 @@ impl<D: Dialect> Peer<D> {
     }
 
     fn take_incoming(&mut self, id: &Id) -> Result<(), LocalError> {
+        self.queued_progress.remove(id);
         if self.incoming.remove(id) {
             Ok(())
         } else {
@@ -801,9 +832,9 @@ impl<D: Dialect> Peer<D> {
         Ok(body)
     }
 
-    /// Frames `body` and queues it for the stream.
-    fn push_frame(&mut self, body: &[u8]) {
-        let frame = match self.config.framing {
+    /// `body` with the stream's framing.
+    fn frame(&self, body: &[u8]) -> Vec<u8> {
+        match self.config.framing {
             Framing::Ndjson => {
                 let mut f = Vec::with_capacity(body.len() + 1);
                 encode_ndjson(body, &mut f);
@@ -814,9 +845,20 @@ impl<D: Dialect> Peer<D> {
                 encode_content_length(body, &mut f);
                 f
             }
-        };
+        }
+    }
+
+    /// Frames `body` and queues it for the stream.
+    fn push_frame(&mut self, body: &[u8]) {
+        let frame = self.frame(body);
+        self.queue_frame(frame);
+    }
+
+    /// Queues a framed `frame` for the stream.
+    fn queue_frame(&mut self, frame: Vec<u8>) {
         self.outbox_bytes += frame.len();
         self.outbox.push_back(frame);
+        self.queued_total += 1;
     }
 
     /// Takes bytes the stream delivered.
@@ -1060,6 +1102,7 @@ impl<D: Dialect> Peer<D> {
             return Output::Event(event);
         }
         if let Some(frame) = self.outbox.pop_front() {
+            self.taken_total += 1;
             self.outbox_bytes -= frame.len();
             self.stats.frames_out += 1;
             return Output::Transmit(frame);
