@@ -20,8 +20,16 @@ log = logging.getLogger("example-sidecar")
 MODELS = {"default-llm", "tiny"}
 
 
+def required(params: Dict[str, Any], name: str) -> Any:
+    """``params[name]``, or the caller's fault (``INVALID_PARAMS``) when it is missing."""
+    if name not in params:
+        raise sidecar.SidecarError("INVALID_PARAMS", f"missing {name!r}")
+    return params[name]
+
+
 async def training_start(params: Dict[str, Any], progress: sidecar.Progress) -> Dict[str, Any]:
     """Pretends to fine-tune: one progress message per epoch, then the final metrics."""
+    model_id = required(params, "model_id")
     config = params.get("config") or {}
     epochs = int(config.get("max_epochs", 3))
     loss = 1.0
@@ -31,20 +39,20 @@ async def training_start(params: Dict[str, Any], progress: sidecar.Progress) -> 
         progress({"stage": "training", "epoch": epoch, "total_epochs": epochs,
                   "global_step": epoch * 100, "metrics": {"train_loss": loss}})
         log.info("epoch %d/%d loss %.4f", epoch, epochs, loss)
-    return {"status": "completed", "model_path": f"/tmp/models/{params['model_id']}",
+    return {"status": "completed", "model_path": f"/tmp/models/{model_id}",
             "metrics": {"train_loss": loss, "epochs": epochs}}
 
 
 async def inference_complete(params: Dict[str, Any], progress: sidecar.Progress) -> Dict[str, Any]:
     """Echoes the prompt after ``delay_sec`` seconds."""
     await asyncio.sleep(float(params.get("delay_sec", 0)))
-    text = str(params["prompt"])
+    text = str(required(params, "prompt"))
     return {"text": text, "tokens_used": len(text.split()), "model_id": params.get("model_id", "default-llm")}
 
 
 async def model_load(params: Dict[str, Any], progress: sidecar.Progress) -> Dict[str, Any]:
     """Loads a known model."""
-    model_id = params["model_id"]
+    model_id = required(params, "model_id")
     if model_id not in MODELS:
         raise sidecar.SidecarError("MODEL_NOT_FOUND", f"no model {model_id!r}")
     return {"status": "loaded", "model_id": model_id}

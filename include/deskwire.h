@@ -712,8 +712,10 @@ dw_status dw_irc_parse_line(const uint8_t *line,
  * `config_json`: a `PeerConfig` as JSON (`{"framing": "ndjson" | "content_length",
  * "max_message_bytes", "batch_limit", "max_pending", "max_incoming", "timeouts": {"rules":
  * [{"prefix", "timeout_ms", "max_total_ms"}], "default_timeout_ms",
- * "default_max_total_factor"}, "cancel_notification", "finished_memory"}`; every member
- * optional), or `NULL` for the defaults. `seed` fixes the generated ids. On success `*out`
+ * "default_max_total_factor"} or a name, "sidecar" or "default", "cancel_notification",
+ * "finished_memory"}`; every member optional), or `NULL` for the defaults. Without
+ * `"timeouts"` a sidecar peer takes the sidecar's per-method table (health 10 s ... training
+ * 300 s), a JSON-RPC 2.0 peer a flat 30 s. `seed` fixes the generated ids. On success `*out`
  * is a new handle the caller frees with `dw_peer_free`.
  */
 dw_status dw_peer_new(dw_dialect dialect,

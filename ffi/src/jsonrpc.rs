@@ -5,7 +5,9 @@ use std::ffi::c_char;
 use deskwire::gateway::Token;
 use deskwire::gateway::commander::GatewayCommander;
 use deskwire::jsonrpc::message::{self, Message, Parsed};
-use deskwire::jsonrpc::{Id, JsonRpc2, Output, Peer, PeerConfig, RawJson, RemoteError, Sidecar};
+use deskwire::jsonrpc::{
+    Dialect, Id, JsonRpc2, Output, Peer, PeerConfig, RawJson, RemoteError, Sidecar,
+};
 use serde_json::{Value, json};
 
 use crate::boundary::{
@@ -41,8 +43,12 @@ macro_rules! each {
 pub struct dw_peer(Handle<AnyPeer>);
 as_handle!(dw_peer, AnyPeer);
 
-fn config(json: *const c_char) -> Result<PeerConfig> {
-    Ok(boundary::opt_object_arg(json, "config_json")?.unwrap_or_default())
+/// `config_json` for a peer in `dialect`: missing members, `"timeouts"` included, take that
+/// dialect's defaults (the sidecar's per-method table).
+fn config<D: Dialect>(dialect: &D, json: *const c_char) -> Result<PeerConfig> {
+    let value: serde_json::Value =
+        boundary::opt_object_arg(json, "config_json")?.unwrap_or_default();
+    PeerConfig::from_json_for(dialect, value).map_err(|e| Error::json("config_json", e))
 }
 
 /// Creates a peer in `dialect` (`DW_DIALECT_JSONRPC2` or `DW_DIALECT_SIDECAR`).
@@ -50,8 +56,10 @@ fn config(json: *const c_char) -> Result<PeerConfig> {
 /// `config_json`: a `PeerConfig` as JSON (`{"framing": "ndjson" | "content_length",
 /// "max_message_bytes", "batch_limit", "max_pending", "max_incoming", "timeouts": {"rules":
 /// [{"prefix", "timeout_ms", "max_total_ms"}], "default_timeout_ms",
-/// "default_max_total_factor"}, "cancel_notification", "finished_memory"}`; every member
-/// optional), or `NULL` for the defaults. `seed` fixes the generated ids. On success `*out`
+/// "default_max_total_factor"} or a name, "sidecar" or "default", "cancel_notification",
+/// "finished_memory"}`; every member optional), or `NULL` for the defaults. Without
+/// `"timeouts"` a sidecar peer takes the sidecar's per-method table (health 10 s ... training
+/// 300 s), a JSON-RPC 2.0 peer a flat 30 s. `seed` fixes the generated ids. On success `*out`
 /// is a new handle the caller frees with `dw_peer_free`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_peer_new(
@@ -60,13 +68,16 @@ pub unsafe extern "C" fn dw_peer_new(
     seed: u64,
     out: *mut *mut dw_peer,
 ) -> dw_status {
-    boundary::new_handle(out, || {
-        let config = config(config_json)?;
-        match dialect {
-            DW_DIALECT_JSONRPC2 => Ok(AnyPeer::JsonRpc2(Peer::new(JsonRpc2, config, seed))),
-            DW_DIALECT_SIDECAR => Ok(AnyPeer::Sidecar(Peer::new(Sidecar, config, seed))),
-            other => Err(Error::argument(format_args!("unknown dialect {other}"))),
+    boundary::new_handle(out, || match dialect {
+        DW_DIALECT_JSONRPC2 => {
+            let config = config(&JsonRpc2, config_json)?;
+            Ok(AnyPeer::JsonRpc2(Peer::new(JsonRpc2, config, seed)))
         }
+        DW_DIALECT_SIDECAR => {
+            let config = config(&Sidecar, config_json)?;
+            Ok(AnyPeer::Sidecar(Peer::new(Sidecar, config, seed)))
+        }
+        other => Err(Error::argument(format_args!("unknown dialect {other}"))),
     })
 }
 
@@ -85,8 +96,8 @@ pub unsafe extern "C" fn dw_peer_new_gateway(
 ) -> dw_status {
     boundary::new_handle(out, || {
         let token = boundary::str_arg(token, "token")?;
-        let config = config(config_json)?;
         let dialect = GatewayCommander::new(Token::new(token), epoch_unix_ms);
+        let config = config(&dialect, config_json)?;
         Ok(AnyPeer::Gateway(Peer::new(dialect, config, seed)))
     })
 }

@@ -594,3 +594,48 @@ fn binary_messages_that_break_the_rules_are_typed_errors_in_the_client() {
     }
     let _ = std::fs::remove_file(&token_file);
 }
+
+/// A daemon whose answer cannot be read (a result holding a lone surrogate, which no string
+/// can carry) is a protocol error naming the call, at once: not a wait that "timed out".
+#[test]
+fn an_answer_the_client_cannot_read_is_a_protocol_error_not_a_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let (tcp, _) = listener.accept().unwrap();
+        let mut ws = tungstenite::accept(tcp).unwrap();
+        while let Ok(m) = ws.read() {
+            let Message::Text(t) = m else { continue };
+            let v: Value = serde_json::from_str(t.as_str()).unwrap();
+            let answer = format!(
+                r#"{{"jsonrpc":"2.0","id":{},"result":{{"session_id":"\ud800"}}}}"#,
+                v["id"]
+            );
+            if ws.send(Message::text(answer)).is_err() {
+                return;
+            }
+        }
+    });
+    let token_file =
+        std::env::temp_dir().join(format!("ws-unreadable-token-{}", std::process::id()));
+    std::fs::write(&token_file, "fake-token\n").unwrap();
+    let (tx, rx) = mpsc::channel();
+    let spec = TargetSpec {
+        token_file: Some(token_file.clone()),
+        ..TargetSpec::new(url)
+    };
+    std::thread::spawn(move || {
+        let _ = tx.send(Client::connect(&spec, &ConnectOptions::default()).map(|_| ()));
+    });
+    let result = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the client hung");
+    let _ = std::fs::remove_file(&token_file);
+    let e = result.expect_err("an unreadable answer");
+    assert!(matches!(e, ClientError::Protocol(_)), "{e:?}");
+    assert!(
+        e.to_string()
+            .starts_with("protocol error: session.open: unreadable answer: "),
+        "{e}"
+    );
+}

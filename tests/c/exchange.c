@@ -345,6 +345,28 @@ static void deliver(dw_peer *from, dw_peer *to, uint64_t now, json_t *events) {
     }
 }
 
+/* The deadline of one call with the default config: the sidecar dialect's per-method table
+ * (training.start 300 s), a flat 30 s for JSON-RPC 2.0. */
+static uint64_t default_deadline(dw_dialect dialect, const char *method) {
+    dw_peer *p = NULL;
+    dw_str id;
+    dw_output out;
+    CHECK_OK(dw_peer_new(dialect, NULL, 3, &p), dw_last_error(), method);
+    CHECK_OK(dw_peer_call(p, 0, method, "{}", 1, &id), dw_peer_last_error(p), method);
+    do {
+        CHECK_OK(dw_peer_poll_output(p, 0, &out), dw_peer_last_error(p), method);
+    } while (out.kind != DW_OUTPUT_TIMEOUT);
+    uint64_t deadline = out.deadline_ms;
+    dw_peer_free(p);
+    return deadline;
+}
+
+static void default_timeouts(void) {
+    CHECK(default_deadline(DW_DIALECT_SIDECAR, "training.start") == 300000, "sidecar training.start");
+    CHECK(default_deadline(DW_DIALECT_SIDECAR, "health.ping") == 10000, "sidecar health.ping");
+    CHECK(default_deadline(DW_DIALECT_JSONRPC2, "training.start") == 30000, "jsonrpc2: flat 30 s");
+}
+
 static void peers(dw_dialect dialect, const char *config, const char *label) {
     dw_peer *a = NULL, *b = NULL;
     CHECK_OK(dw_peer_new(dialect, config, 1, &a), dw_last_error(), label);
@@ -996,6 +1018,7 @@ int main(void) {
     bare_pair();
     peers(DW_DIALECT_JSONRPC2, NULL, "jsonrpc2/ndjson");
     peers(DW_DIALECT_SIDECAR, "{\"framing\":\"content_length\"}", "sidecar/content-length");
+    default_timeouts();
     gateway();
     mobile();
     return finish("exchange");

@@ -550,6 +550,7 @@ impl Client {
             PeerEvent::Failed {
                 id, method, error, ..
             } => {
+                let answered = matches!(error, CallError::Remote(_) | CallError::Malformed(_));
                 let error = match error {
                     CallError::Remote(e) => ClientError::Remote {
                         method,
@@ -560,17 +561,21 @@ impl Client {
                         message: e.message,
                         data: e.data.and_then(|d| serde_json::from_str(d.get()).ok()),
                     },
+                    // An answer this end cannot read is the daemon's fault, not a wait.
+                    CallError::Malformed(why) => {
+                        ClientError::Protocol(format!("{method}: unreadable answer: {why}"))
+                    }
                     _ => ClientError::Timeout {
                         method,
                         timeout_ms: self.call_timeout_ms,
                     },
                 };
                 if let Some(f) = &mut self.frames {
-                    match &error {
+                    match answered {
                         // The daemon answered: no raw bytes come for this call.
-                        ClientError::Remote { .. } => f.forget(&id),
+                        true => f.forget(&id),
                         // Its answer may still come, bytes and all: they are skipped.
-                        _ => f.drop_call(&id),
+                        false => f.drop_call(&id),
                     }
                 }
                 if let Some(error) = self.take_unless_input(&id, error) {
