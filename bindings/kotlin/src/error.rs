@@ -238,6 +238,9 @@ error_kinds! {
     Shape,
     /// A provider's own error object or error event ([`DeskwireError::Remote`]).
     Provider,
+    /// A provider stream that ended before the provider said the response was done (its stop
+    /// reason): cut off in transit.
+    Incomplete,
     /// A tool result names a call the previous model turn did not make.
     UnknownCall,
     /// A stream parser asked for more after `finish`.

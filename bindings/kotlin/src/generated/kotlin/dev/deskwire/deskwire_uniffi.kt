@@ -2041,7 +2041,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_request_tools() and 0xFFFF) != 16463) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_tool_results() and 0xFFFF) != 31567) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_provider_tool_results() and 0xFFFF) != 47512) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_reconnect_delay_ms() and 0xFFFF) != 54925) {
@@ -13549,6 +13549,11 @@ enum class ErrorKind {
      */
     PROVIDER,
     /**
+     * A provider stream that ended before the provider said the response was done (its stop
+     * reason): cut off in transit.
+     */
+    INCOMPLETE,
+    /**
      * A tool result names a call the previous model turn did not make.
      */
     UNKNOWN_CALL,
@@ -17491,7 +17496,8 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
          * The results of the calls of `previous` (the turn they answer), JSON text to follow the
          * echoed turn: an array of Chat `tool` messages, an array of Responses `function_call_output`
          * items, one Anthropic `user` message, one Gemini `user` content. Throws `InvalidInput`
-         * (kind `UnknownCall`) for Gemini when a result answers no call of `previous`.
+         * (kind `UnknownCall`) when a result answers no call of `previous` (every API refuses one; a
+         * `previous` without calls checks nothing).
          */
     @Throws(DeskwireException::class) fun `providerToolResults`(`provider`: Provider, `previous`: ProviderResponse, `results`: List<ToolResult>): kotlin.String {
             return FfiConverterString.lift(

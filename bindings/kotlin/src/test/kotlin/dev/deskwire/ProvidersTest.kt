@@ -201,18 +201,25 @@ class ProvidersTest {
     }
 
     @Test
-    fun `a truncated stream ends in an invalid call or NotJson, and the error sticks`() {
+    fun `a truncated stream ends in Incomplete or NotJson, and the error sticks`() {
         val events = listOf(
             """{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"bash","input":{}}}""",
             """{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"command\": \"l"}}""",
         )
-        // The body ends between events: the half-made call is readable, as an invalid one.
-        val cut = ProviderStreamParser(Provider.ANTHROPIC).use { p ->
+        // The body ends between events, before the stop reason: cut off, not a half call to run.
+        ProviderStreamParser(Provider.ANTHROPIC).use { p ->
             p.feed(sse(*events.toTypedArray(), named = true))
+            val e = assertThrows<DeskwireException.InvalidInput> { p.finish() }
+            assertEquals(ErrorKind.INCOMPLETE, e.kind)
+            assertTrue("message_delta" in e.detail, e.detail)
+        }
+        // The whole stream with arguments the model got wrong: an invalid call, to answer.
+        val whole = ProviderStreamParser(Provider.ANTHROPIC).use { p ->
+            p.feed(sse(*events.toTypedArray(), """{"type":"message_delta","delta":{"stop_reason":"tool_use"}}""", named = true))
             p.finish()
         }
-        assertEquals("toolu_1", cut.invalidToolCalls.single().id)
-        assertTrue("not valid JSON" in cut.invalidToolCalls.single().error)
+        assertEquals("toolu_1", whole.invalidToolCalls.single().id)
+        assertTrue("not valid JSON" in whole.invalidToolCalls.single().error)
 
         // The body ends inside an event's JSON: NotJson at finish.
         val bytes = sse(*events.toTypedArray(), named = true)
@@ -291,7 +298,7 @@ class ProvidersTest {
         assertTrue(failures > 0, "garbage was refused somewhere")
         // And the parsers still work after all that.
         val ok = ProviderStreamParser(Provider.OPENAI_CHAT).use { p ->
-            p.feed("data: {\"choices\":[{\"delta\":{\"content\":\"fine\"}}]}\n\ndata: [DONE]\n\n".toByteArray())
+            p.feed("data: {\"choices\":[{\"delta\":{\"content\":\"fine\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n".toByteArray())
             p.finish()
         }
         assertEquals("fine", ok.text)

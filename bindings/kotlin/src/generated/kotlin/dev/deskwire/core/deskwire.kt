@@ -1489,8 +1489,9 @@ public object FfiConverterTypeJsonRpcStats: FfiConverterRustBuffer<JsonRpcStats>
 
 
 /**
- * Per-method timeouts; the longest matching prefix wins. JSON: the fields by name; missing
- * ones take [`TimeoutPolicy::default`]'s values (30 s for every method, up to 10×).
+ * Per-method timeouts; the longest matching prefix wins. JSON: the fields by name (missing
+ * ones take [`TimeoutPolicy::default`]'s values: 30 s for every method, up to 10×), or the
+ * name of a policy of [`TimeoutPolicy::NAMES`] (`"sidecar"`, `"default"`).
  */
 data class JsonRpcTimeoutPolicy (
     /**
@@ -1645,7 +1646,8 @@ data class MobileClientStats (
     var `pings`: kotlin.ULong
     , 
     /**
-     * Server messages (as events) and `pong`s dropped because the queue was full.
+     * Server messages (as events) and `pong`s dropped because the queue was full, and
+     * permission requests dropped (the oldest) past `max_pending_permissions`.
      */
     var `dropped`: kotlin.ULong
     , 
