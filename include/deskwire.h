@@ -341,6 +341,28 @@ typedef struct dw_output {
 typedef uint32_t dw_dialect;
 
 /**
+ * How a command ended (`dw_ending.kind`).
+ */
+typedef uint32_t dw_ending_kind;
+
+/**
+ * How a command ended, and the status a shell over ssh would report for it.
+ */
+typedef struct dw_ending {
+    /**
+     * One of `DW_ENDING_*`.
+     */
+    dw_ending_kind kind;
+    /**
+     * The exit code; 128 + the signal's number (Linux numbering; 1 for a signal it does not
+     * know); 124 when cut at the timeout (as `timeout` and `rex`); 255 when cut short (as ssh
+     * when its connection is lost). What a host that mirrors the command (a CLI, a CI step)
+     * exits with; the desk demo does.
+     */
+    int32_t status;
+} dw_ending;
+
+/**
  * Who asked for a call (`DW_ORIGIN_*`).
  */
 typedef uint32_t dw_origin;
@@ -359,6 +381,27 @@ typedef uint32_t dw_provider;
  * The sidecar NDJSON dialect: UUID ids, `SCREAMING_SNAKE_CASE` error codes, progress.
  */
 #define DW_DIALECT_SIDECAR 2
+
+/**
+ * It exited: `[exit code: N]`, or no marker (exit 0).
+ */
+#define DW_ENDING_EXITED 0
+
+/**
+ * A signal ended it: `[signal: NAME]`.
+ */
+#define DW_ENDING_SIGNALED 1
+
+/**
+ * The answer was cut at the request's timeout: how the command ended is unknown.
+ */
+#define DW_ENDING_CUT_AT_TIMEOUT 2
+
+/**
+ * The answer was cut short when the remote or the link went away: how the command ended is
+ * unknown.
+ */
+#define DW_ENDING_CUT_SHORT 3
 
 /**
  * OpenAI Chat Completions.
@@ -1906,6 +1949,14 @@ dw_status dw_oa1_err_payload(const uint8_t *payload,
  * written to the caller's buffer as for `dw_oa1_escape`.
  */
 dw_status dw_remote_bash_spec(char *out, size_t cap, size_t *out_len);
+
+/**
+ * How the command behind a `RemoteBash` answer ended, from the answer's text
+ * (`text[0..len]`, UTF-8, as the response event gave it): its last line is the remote's exit
+ * marker or the desk's cut marker, and an answer without one exited 0. Writes `*out`.
+ * `DW_STATUS_INVALID_UTF8` for text that is not UTF-8.
+ */
+dw_status dw_remote_bash_ending(const uint8_t *text, size_t len, struct dw_ending *out);
 
 /**
  * Reads `json` as `$defs/<def>` of `protocol`'s schema (`"rexd"`, `"sidecar"`, `"gateway"`,

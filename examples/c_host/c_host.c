@@ -7,7 +7,9 @@
  * Connects to the IRC server, lets dw_desk register, join CHANNEL and wait for REMOTE_NICK (a
  * `rexd --irc` serving RemoteBash there), runs COMMAND on it and writes the tool result to
  * stdout exactly as it came: the command's output, or the failure object
- * {"ok": false, "error", "message"} with exit status 1. Progress goes to stderr with -v.
+ * {"ok": false, "error", "message"} with exit status 1. An answer exits as ssh would, with the
+ * command's status (dw_remote_bash_ending: its exit code, 128 + a signal's number, 124 cut at
+ * the timeout, 255 cut short); 2 is an error of the host's own. Progress goes to stderr with -v.
  *
  * The engine never touches the socket, so TLS is the host's: --tls wraps it with OpenSSL,
  * checking the certificate against the system's CAs (or --ca FILE) and HOST as its name. SASL is
@@ -205,6 +207,13 @@ static size_t json_string(const char *text, char *out, size_t cap) {
     return n;
 }
 
+/* An exit status from how the command ended: a byte, and never 0 for a command that failed. */
+static int exit_status(dw_status st, dw_ending ending) {
+    if (st != DW_STATUS_OK) return 1;
+    int byte = ending.status & 0xFF;
+    return byte == 0 && ending.status != 0 ? 1 : byte;
+}
+
 static void fail(const char *what, dw_status st, const dw_desk *desk) {
     fprintf(stderr, "c_host: %s: %s (%s)\n", what, dw_status_str(st),
             desk ? dw_desk_last_error(desk) : dw_last_error());
@@ -328,7 +337,11 @@ int main(int argc, char **argv) {
                 if (dw_desk_tool_result(desk, &call, &result) == DW_STATUS_OK &&
                     call.len == strlen(id) && memcmp(call.ptr, id, call.len) == 0) {
                     fwrite(result.ptr, 1, result.len, stdout);
-                    status = failed;
+                    dw_ending ending = {DW_ENDING_EXITED, 1};
+                    status = failed ? 1
+                                    : exit_status(dw_remote_bash_ending((const uint8_t *)result.ptr,
+                                                                        result.len, &ending),
+                                                  ending);
                     break;
                 }
             }

@@ -23,6 +23,7 @@ pub mod jsonrpc;
 pub mod mobile;
 pub mod multi;
 pub mod oa1;
+pub mod remote_bash;
 pub mod schemas;
 pub mod sim;
 pub mod tools;

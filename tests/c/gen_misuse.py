@@ -157,7 +157,7 @@ def parse(header):
 
 def handle_type(t):
     m = re.match(r"(?:const )?struct (dw_\w+) \*$", t)
-    if m and m.group(1) not in ("dw_str", "dw_output"):
+    if m and m.group(1) not in ("dw_str", "dw_output", "dw_ending"):
         return m.group(1)
     return None
 
@@ -181,6 +181,8 @@ def valid_args(fn, params):
             args.append(("out", n, "&o_str"))
         elif t == "bool *":
             args.append(("out", n, "&o_bool"))
+        elif t == "struct dw_ending *":
+            args.append(("out", n, "&o_ending"))
         elif t == "uint64_t *":
             args.append(("out", n, "&o_u64"))
         elif t == "size_t *":

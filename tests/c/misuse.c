@@ -48,6 +48,7 @@ static dw_output o_output;
 static dw_str o_str;
 static bool o_bool;
 static uint64_t o_u64;
+static dw_ending o_ending;
 static size_t o_len;
 static char o_buf[4096];
 

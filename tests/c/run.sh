@@ -132,6 +132,14 @@ export PEERS_REXD=${PEERS_REXD:-${CARGO_TARGET_DIR:-target}/debug/rexd}
   grep -q 'not_ready' "$out/c_host.failed" ||
     { echo "c_host's failed result is not not_ready: $(cat "$out/c_host.failed")" >&2; exit 1; }
   echo "c_host: a request nobody answers exits 1 with its failure: $(cat "$out/c_host.failed")"
+  # An answer exits with the command's status, as ssh would (dw_remote_bash_ending).
+  for case in 'exit 3|3' 'kill -KILL $$|137' 'echo fine|0'; do
+    rc=0
+    "$out/c_host" 127.0.0.1 "$PEERS_IRC_PORT" '#desk' chost deskbot "${case%|*}" >/dev/null || rc=$?
+    [ "$rc" = "${case#*|}" ] ||
+      { echo "c_host exited $rc for '${case%|*}', not ${case#*|}" >&2; exit 1; }
+  done
+  echo "c_host: 'exit 3' exits 3, 'kill -KILL \$\$' 137, 'echo fine' 0"
 
   # The README's program: desk "desk" asks rexd (its default nick) in #desk to run uname -a.
   peers_start_rexd_irc '#desk' rexd --allow-from desk

@@ -1040,6 +1040,27 @@ fn remote_bash_failure(code: &str, message: &str) -> String {
     core::remote_bash::failure_object(code, message)
 }
 
+/// How the command behind a `RemoteBash` answer's text ended, from its last line:
+/// `{"kind": "exited" | "signaled" | "cut_at_timeout" | "cut_short", "status": N}` (plus
+/// `"signal": "KILL"` when signaled). `status` is what a shell over ssh would report: the exit
+/// code, 128 + the signal's number, 124 cut at the timeout, 255 cut short.
+#[pyfunction]
+fn remote_bash_ending<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    use core::remote_bash::Ending;
+    let ending = core::remote_bash::ending(text);
+    let (kind, signal) = match ending {
+        Ending::Exited(_) => ("exited", None),
+        Ending::Signaled(name) => ("signaled", Some(name)),
+        Ending::CutAtTimeout => ("cut_at_timeout", None),
+        Ending::CutShort => ("cut_short", None),
+    };
+    let mut value = serde_json::json!({"kind": kind, "status": ending.exit_status()});
+    if let Some(name) = signal {
+        value["signal"] = name.into();
+    }
+    convert::py_of_value(py, &value)
+}
+
 /// The line a shell tool's output ends with when the command did not exit 0: `[exit code: 2]`
 /// or `[signal: KILL]` (`RemoteBash` and REXD's `bash` alike); `None` for exit 0 or when
 /// neither is known.
@@ -1059,6 +1080,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(remote_bash_args, m)?)?;
     m.add_function(wrap_pyfunction!(remote_bash_failure, m)?)?;
     m.add_function(wrap_pyfunction!(exit_marker, m)?)?;
+    m.add_function(wrap_pyfunction!(remote_bash_ending, m)?)?;
     m.add_class::<Client>()?;
     m.add_class::<Server>()?;
     m.add_class::<Desk>()?;

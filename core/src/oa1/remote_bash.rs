@@ -103,6 +103,35 @@ pub enum Ending<'a> {
     CutShort,
 }
 
+impl Ending<'_> {
+    /// The exit status a shell over ssh would report for it: the exit code, 128 + the signal's
+    /// number (Linux numbering; an unknown name gives 1), 124 when the answer was cut at the
+    /// timeout (as `timeout` and `rex`), 255 when it was cut short (as ssh when its connection
+    /// is lost). What a host that mirrors the command's status (a CLI, a CI step) exits with.
+    pub fn exit_status(&self) -> i32 {
+        match *self {
+            Ending::Exited(code) => code,
+            Ending::Signaled(name) => signal_number(name).map_or(1, |n| 128 + n),
+            Ending::CutAtTimeout => 124,
+            Ending::CutShort => 255,
+        }
+    }
+}
+
+/// The Linux number of a signal named as remotes write it (`KILL`, `SEGV`; a number for one
+/// without a name).
+pub fn signal_number(name: &str) -> Option<i32> {
+    const NAMES: [&str; 31] = [
+        "HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2",
+        "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG",
+        "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "PWR", "SYS",
+    ];
+    match NAMES.iter().position(|n| *n == name) {
+        Some(i) => Some(i as i32 + 1),
+        None => name.parse().ok().filter(|n| (1..=64).contains(n)),
+    }
+}
+
 /// How the command behind `output` (a `RemoteBash` answer's text) ended.
 pub fn ending(output: &str) -> Ending<'_> {
     let output = output.strip_suffix('\n').unwrap_or(output);
@@ -310,6 +339,25 @@ mod tests {
             let line = exit_marker(code, signal).unwrap();
             let want = signal.map_or(Ending::Exited(code.unwrap()), Ending::Signaled);
             assert_eq!(ending(&format!("out\n{line}")), want);
+        }
+    }
+
+    #[test]
+    fn an_ending_is_the_status_a_shell_over_ssh_would_give() {
+        for (ending, status) in [
+            (Ending::Exited(0), 0),
+            (Ending::Exited(3), 3),
+            (Ending::Signaled("KILL"), 137),
+            (Ending::Signaled("TERM"), 143),
+            (Ending::Signaled("SEGV"), 139),
+            (Ending::Signaled("SYS"), 159),
+            (Ending::Signaled("34"), 162),
+            (Ending::Signaled("NOPE"), 1),
+            (Ending::Signaled("99"), 1),
+            (Ending::CutAtTimeout, 124),
+            (Ending::CutShort, 255),
+        ] {
+            assert_eq!(ending.exit_status(), status, "{ending:?}");
         }
     }
 

@@ -520,15 +520,7 @@ fn come_back(
 /// that ended it, 124 (as `timeout` and `rex`) when the answer was cut at the timeout, and 255
 /// (as ssh's lost connection) when the remote or the link went away in the middle of it.
 fn exit_code(ending: remote_bash::Ending<'_>) -> ExitCode {
-    let code = match ending {
-        remote_bash::Ending::Exited(code) => code,
-        remote_bash::Ending::Signaled(name) => (1..=64)
-            .find(|&n| rexd::sys::signal_name(n) == name)
-            .map_or(1, |n| 128 + n),
-        remote_bash::Ending::CutAtTimeout => 124,
-        // As ssh when the connection is lost.
-        remote_bash::Ending::CutShort => 255,
-    };
+    let code = ending.exit_status();
     // An exit status is a byte; a code that would read as success there is a failure still.
     match u8::try_from(code & 0xFF) {
         Ok(0) if code != 0 => ExitCode::FAILURE,

@@ -34,7 +34,8 @@ The building blocks: :func:`escape`, :func:`unescape`, :func:`split` (chunking),
 ``RemoteBash``: :data:`TOOL_NAME`, :data:`TOOL_DESCRIPTION`, :data:`TOOL_INPUT_SCHEMA`,
 :func:`remote_bash_args` (the model's arguments → ``(command, timeout_sec)``, seconds as
 :meth:`deskwire.aio.IrcDesk.remote_bash` takes them) and
-:func:`remote_bash_result` (an outcome → the tool result text).
+:func:`remote_bash_result` (an outcome → the tool result text), and
+:func:`remote_bash_ending` (an answer's text → how the command ended, and its exit status).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from ._deskwire.oa1 import (
     parse_err_payload,
     parse_frame,
     remote_bash_args,
+    remote_bash_ending,
     remote_bash_failure,
     split,
     unescape,
@@ -100,6 +102,7 @@ __all__ = [
     "remote_bash_args",
     "remote_bash_failure",
     "exit_marker",
+    "remote_bash_ending",
     "remote_bash_result",
     "TRUNCATION_MARKER",
     "TOOL_NAME",

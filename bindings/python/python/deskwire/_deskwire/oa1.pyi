@@ -2,7 +2,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from typing_extensions import final
 
-__all__ = ['escape', 'unescape', 'split', 'parse_frame', 'format_frame', 'parse_err_payload', 'remote_bash_args', 'remote_bash_failure', 'exit_marker', 'Client', 'Server', 'Desk', 'Remote', 'MultiDesk', 'TRUNCATION_MARKER', 'TOOL_NAME', 'TOOL_DESCRIPTION', 'TOOL_INPUT_SCHEMA']
+__all__ = ['escape', 'unescape', 'split', 'parse_frame', 'format_frame', 'parse_err_payload', 'remote_bash_args', 'remote_bash_failure', 'exit_marker', 'remote_bash_ending', 'Client', 'Server', 'Desk', 'Remote', 'MultiDesk', 'TRUNCATION_MARKER', 'TOOL_NAME', 'TOOL_DESCRIPTION', 'TOOL_INPUT_SCHEMA']
 
 TRUNCATION_MARKER: str
 TOOL_NAME: str
@@ -33,6 +33,12 @@ def remote_bash_args(args: Union[str, Dict[str, Any]]) -> Tuple[str, Optional[in
 def remote_bash_failure(code: str, message: str) -> str:
     """The ``RemoteBash`` tool result of a failed call: the
     ``{"ok": false, "error": code, "message": ...}`` JSON the model reads.
+    """
+def remote_bash_ending(text: str) -> Dict[str, Any]:
+    """How the command behind a ``RemoteBash`` answer's text ended, from its last line:
+    ``{"kind": "exited" | "signaled" | "cut_at_timeout" | "cut_short", "status": N}`` (plus
+    ``"signal": "KILL"`` when signaled). ``status`` is what a shell over ssh would report: the
+    exit code, 128 + the signal's number, 124 cut at the timeout, 255 cut short.
     """
 def exit_marker(exit_code: Optional[int], signal: Optional[str] = None) -> Optional[str]:
     """The line a shell tool's output ends with when the command did not exit 0: ``[exit code: 2]``
