@@ -276,18 +276,20 @@ if only c || only godot || only jvm; then
 fi
 
 test_c() {
-step "C: the x86_64 tarball, pkg-config, examples/c_host against rexd --irc"
+step "C: the x86_64 tarball, pkg-config, its examples/c_host against rexd --irc"
 c_x64=$(unpack "dist/deskwire-$version-x86_64-unknown-linux-gnu.tar.gz")
 export PKG_CONFIG_PATH=$c_x64/lib/pkgconfig
 echo "pkg-config --cflags --libs deskwire: $(pkg-config --cflags --libs deskwire)"
 [ "$(pkg-config --modversion deskwire)" = "$version" ]
-gcc -std=c11 -Wall -Wextra -Werror examples/c_host/c_host.c $(pkg-config --cflags --libs deskwire openssl) \
-  -o "$work/c_host"
+# The example host and the OA1 reference the header points to come with it.
+cmp docs/oa1.md "$c_x64/share/doc/deskwire/oa1.md"
+gcc -std=c11 -Wall -Wextra -Werror "$c_x64/share/doc/deskwire/examples/c_host.c" \
+  $(pkg-config --cflags --libs deskwire openssl) -o "$work/c_host"
 LD_LIBRARY_PATH=$(pkg-config --variable=libdir deskwire) "$work/c_host" 127.0.0.1 "$PEERS_IRC_PORT" \
   '#chost' chost deskbot 'echo c_host over IRC' | tee "$work/c_host.out"
 [ "$(cat "$work/c_host.out")" = "c_host over IRC" ]
 unset PKG_CONFIG_PATH
-ok "examples/c_host built with pkg-config from the unpacked tarball and completed a RemoteBash"
+ok "the tarball's examples/c_host.c built with pkg-config from the unpacked tarball and completed a RemoteBash"
 
 step "C: the musl static library links a static program"
 c_musl=$(unpack "dist/deskwire-$version-x86_64-unknown-linux-musl.tar.gz")

@@ -1,6 +1,7 @@
 //! The C library: `deskwire-VERSION-TRIPLE.tar.gz` holding `include/deskwire.h`, the libraries
-//! (named libdeskwire, as ffi/install.sh installs them) and a `deskwire.pc` whose prefix is
-//! where the archive was unpacked (`${pcfiledir}/../..`).
+//! (named libdeskwire, as ffi/install.sh installs them), a `deskwire.pc` whose prefix is
+//! where the archive was unpacked (`${pcfiledir}/../..`), and under `share/doc/deskwire/` what
+//! the header points to: the example host and the OA1 reference.
 
 use std::path::Path;
 
@@ -16,6 +17,16 @@ lib/libunwind.a: LLVM's libunwind, as the Rust toolchain ships it for x86_64-unk
 (lib/rustlib/x86_64-unknown-linux-musl/lib/self-contained), under Apache-2.0 WITH
 LLVM-exception: https://llvm.org/LICENSE.txt
 ";
+
+/// What the header and the README send a C user to, shipped beside them (repo path, path in
+/// the tarball).
+const DOCS: &[(&str, &str)] = &[
+    (
+        "examples/c_host/c_host.c",
+        "share/doc/deskwire/examples/c_host.c",
+    ),
+    ("docs/oa1.md", "share/doc/deskwire/oa1.md"),
+];
 
 /// Entry points every build must export (the whole API is `dw_*`).
 const EXPORTS: &[&str] = &["dw_version", "dw_desk_new", "dw_desk_poll_output", "dw_*"];
@@ -43,6 +54,9 @@ pub fn dist(dist: &mut Dist) -> Result<()> {
             &dist.root.join("include/deskwire.h"),
             &stage.join("include/deskwire.h"),
         )?;
+        for (from, to) in DOCS {
+            cmd::copy(&dist.root.join(from), &stage.join(to))?;
+        }
         let tag = match t {
             Target::LinuxX64 | Target::LinuxArm64 => {
                 let so = built.join("libdeskwire_ffi.so");
