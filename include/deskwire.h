@@ -823,10 +823,11 @@ dw_status dw_peer_handle_timeout(struct dw_peer *peer, uint64_t now_ms);
 dw_status dw_peer_poll_output(struct dw_peer *peer, uint64_t now_ms, struct dw_output *out);
 
 /**
- * Calls `method` with `params_json` (a JSON object or array, or `NULL` for none) and `user`
- * data that comes back with the answer. On success `*id_json` views the call's id as JSON text
- * (`7`, `"c0ffee..."`), valid until the next call with `peer`. `DW_STATUS_REFUSED` when
- * `max_pending` calls are in flight.
+ * Calls `method` with `params_json` (a JSON object or array, or `NULL` for none; the sidecar
+ * dialect takes an object only) and `user` data that comes back with the answer. On success
+ * `*id_json` views the call's id as JSON text (`7`, `"c0ffee..."`), valid until the next call
+ * with `peer`. `DW_STATUS_INVALID_JSON` (kind `invalid_params`) for other params, such as a
+ * string or a number; `DW_STATUS_REFUSED` when `max_pending` calls are in flight.
  */
 dw_status dw_peer_call(struct dw_peer *peer,
                        uint64_t now_ms,
@@ -853,7 +854,7 @@ dw_status dw_peer_call_with_id(struct dw_peer *peer,
 dw_status dw_peer_is_pending(struct dw_peer *peer, const char *id_json, bool *pending);
 
 /**
- * Sends a notification (no answer). `params_json` may be `NULL`.
+ * Sends a notification (no answer). `params_json` as for `dw_peer_call`, or `NULL`.
  */
 dw_status dw_peer_notify(struct dw_peer *peer,
                          uint64_t now_ms,
@@ -1457,8 +1458,12 @@ dw_status dw_multi_desk_stats(struct dw_multi_desk *desk, struct dw_str *out);
  * defaults: the spec's, with deskwire's compressed answers and adaptive payloads on
  * (`"compression": false, "adaptive_payload": false` for the v40 wire format exactly).
  * `oa1.allowed_sender` is required: the remote's nick (`rexd`), a
- * `nick!user@host` mask, or `"*"` for anyone; requests wait until it is in the channel. A bad
- * nick or channel, or a missing remote, is `DW_STATUS_INVALID_ARGUMENT` with kind
+ * `nick!user@host` mask, or `"*"` for anyone; requests wait until it is in the channel. The
+ * nick and the channel are read from the top-level `nick` and `channel` only: `session.nick`,
+ * `session.channels`, `oa1.nick` and `oa1.channel` may only repeat them, and a different value
+ * there is `DW_STATUS_INVALID_JSON` naming both keys (the desk has one channel). A bad
+ * nick or channel, a missing remote, or a timeout of 0 (`oa1.request_timeout_ms`,
+ * `oa1.ready_timeout_ms`, `oa1.partial_timeout_ms`) is `DW_STATUS_INVALID_ARGUMENT` with kind
  * `invalid_config`. `seed` fixes the request ids: read it from the OS's entropy
  * (`getentropy`), never from the clock, or two desks started together pick the same ids; a
  * fixed seed is for tests only. On success `*out` is a new handle the caller frees with
@@ -1918,14 +1923,19 @@ dw_status dw_oa1_frame_parse(const uint8_t *text,
 /**
  * Writes a frame (`{"type", "id", "seq", "more", "payload"}`, the payload escaped) as its
  * `PRIVMSG` text, to the caller's buffer as for `dw_oa1_escape`. `DW_STATUS_INVALID_JSON`
- * for an unknown type.
+ * for an unknown type. A frame that `dw_oa1_frame_parse` would not read back, or that would
+ * break the IRC line, is `DW_STATUS_INVALID_ARGUMENT`: kind `invalid_id` for an id that is not
+ * 1 to 64 of `A-Z a-z 0-9 _ -`, `zero_seq` for seq 0, `forbidden_byte` for a raw NUL, CR or
+ * LF in the payload (escape it first with `dw_oa1_escape`).
  */
 dw_status dw_oa1_frame_format(const char *frame_json, char *out, size_t cap, size_t *out_len);
 
 /**
  * Escapes `text[0..len]` and cuts it into frame payloads of at most `budget` bytes each
  * (never inside an escape pair or a UTF-8 sequence), as a JSON array of the payloads as they
- * go on the wire, written to the caller's buffer as for `dw_oa1_escape`.
+ * go on the wire, written to the caller's buffer as for `dw_oa1_escape`. A `budget` below 4
+ * (a 4-byte character could never be sent) is `DW_STATUS_INVALID_ARGUMENT`, kind
+ * `budget_too_small`.
  */
 dw_status dw_oa1_chunk(const uint8_t *text,
                        size_t len,

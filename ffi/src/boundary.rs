@@ -159,13 +159,17 @@ fn status_kind(status: dw_status) -> &'static str {
 }
 
 /// The variant name of a core error serialized externally tagged: a unit variant's string, or
-/// the single key of the object.
+/// the single key of the object. Only a name (`unknown_id`: letters, digits and `_`) is a
+/// kind; a plain message (`"the stream is finished"`) serializes as a string too, and is none.
 pub(crate) fn kind_of(e: &impl Serialize) -> Option<String> {
-    match serde_json::to_value(e).ok()? {
-        serde_json::Value::String(s) => Some(s),
-        serde_json::Value::Object(o) if o.len() == 1 => o.keys().next().cloned(),
-        _ => None,
-    }
+    let name = match serde_json::to_value(e).ok()? {
+        serde_json::Value::String(s) => s,
+        serde_json::Value::Object(o) if o.len() == 1 => o.keys().next().cloned()?,
+        _ => return None,
+    };
+    let is_name = name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    is_name.then_some(name)
 }
 
 impl Error {

@@ -6,7 +6,7 @@ use deskwire::gateway::Token;
 use deskwire::gateway::commander::GatewayCommander;
 use deskwire::jsonrpc::message::{self, Message, Parsed};
 use deskwire::jsonrpc::{
-    Dialect, Id, JsonRpc2, Output, Peer, PeerConfig, RawJson, RemoteError, Sidecar,
+    Dialect, Id, JsonRpc2, LocalError, Output, Peer, PeerConfig, RawJson, RemoteError, Sidecar,
 };
 use serde_json::{Value, json};
 
@@ -182,14 +182,29 @@ fn raw(ptr: *const c_char, what: &str) -> Result<Option<RawJson>> {
     }
 }
 
+/// A call the peer refused: params the dialect does not take are the host's bad JSON
+/// (`DW_STATUS_INVALID_JSON`, kind `invalid_params`); the rest is `DW_STATUS_REFUSED` with the
+/// core error's name.
+fn call_error(e: LocalError) -> Error {
+    match e {
+        LocalError::InvalidParams { .. } => Error::with_kind(
+            dw_status::InvalidJson,
+            "invalid_params",
+            format_args!("params_json: {e}"),
+        ),
+        e => Error::refused(e),
+    }
+}
+
 fn id(ptr: *const c_char) -> Result<Id> {
     boundary::json_arg(ptr, "id_json")
 }
 
-/// Calls `method` with `params_json` (a JSON object or array, or `NULL` for none) and `user`
-/// data that comes back with the answer. On success `*id_json` views the call's id as JSON text
-/// (`7`, `"c0ffee..."`), valid until the next call with `peer`. `DW_STATUS_REFUSED` when
-/// `max_pending` calls are in flight.
+/// Calls `method` with `params_json` (a JSON object or array, or `NULL` for none; the sidecar
+/// dialect takes an object only) and `user` data that comes back with the answer. On success
+/// `*id_json` views the call's id as JSON text (`7`, `"c0ffee..."`), valid until the next call
+/// with `peer`. `DW_STATUS_INVALID_JSON` (kind `invalid_params`) for other params, such as a
+/// string or a number; `DW_STATUS_REFUSED` when `max_pending` calls are in flight.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_peer_call(
     peer: *mut dw_peer,
@@ -203,8 +218,8 @@ pub unsafe extern "C" fn dw_peer_call(
         let out = boundary::out_ptr(id_json, "id_json")?;
         let method = boundary::str_arg(method, "method")?;
         let params = raw(params_json, "params_json")?;
-        let id = each!(&mut h.engine, p => p.call(now_ms, method, params, user))
-            .map_err(Error::refused)?;
+        let id =
+            each!(&mut h.engine, p => p.call(now_ms, method, params, user)).map_err(call_error)?;
         boundary::write(out, h.json_view(&id));
         Ok(())
     })
@@ -227,7 +242,7 @@ pub unsafe extern "C" fn dw_peer_call_with_id(
         let method = boundary::str_arg(method, "method")?;
         let params = raw(params_json, "params_json")?;
         each!(&mut h.engine, p => p.call_with_id(now_ms, id, method, params, user))
-            .map_err(Error::refused)
+            .map_err(call_error)
     })
 }
 
@@ -246,7 +261,7 @@ pub unsafe extern "C" fn dw_peer_is_pending(
     })
 }
 
-/// Sends a notification (no answer). `params_json` may be `NULL`.
+/// Sends a notification (no answer). `params_json` as for `dw_peer_call`, or `NULL`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_peer_notify(
     peer: *mut dw_peer,
@@ -257,7 +272,7 @@ pub unsafe extern "C" fn dw_peer_notify(
     boundary::with(peer, |h| {
         let method = boundary::str_arg(method, "method")?;
         let params = raw(params_json, "params_json")?;
-        each!(&mut h.engine, p => p.notify(now_ms, method, params)).map_err(Error::refused)
+        each!(&mut h.engine, p => p.notify(now_ms, method, params)).map_err(call_error)
     })
 }
 

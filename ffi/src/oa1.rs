@@ -4,12 +4,12 @@
 
 use std::ffi::c_char;
 
-use deskwire::oa1::chunk::{split, wire_payload};
+use deskwire::oa1::chunk::{check_budget, split, wire_payload};
 use deskwire::oa1::escape::{escape, unescape};
 use deskwire::oa1::{
     Client, Config, ConnectionConfig, ConnectionEngine, ConnectionEvent, ConnectionOutput, Desk,
-    Engine, Event, Failure, Frame, FrameType, LineEndpoint, LocalError, Output, Remote, Requester,
-    Responder, Server, remote_bash,
+    Engine, Event, Failure, Frame, FrameError, FrameType, LineEndpoint, LocalError, Output, Remote,
+    Requester, Responder, Server, remote_bash,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -527,8 +527,12 @@ fn connection_config(json: *const c_char) -> Result<ConnectionConfig> {
 /// defaults: the spec's, with deskwire's compressed answers and adaptive payloads on
 /// (`"compression": false, "adaptive_payload": false` for the v40 wire format exactly).
 /// `oa1.allowed_sender` is required: the remote's nick (`rexd`), a
-/// `nick!user@host` mask, or `"*"` for anyone; requests wait until it is in the channel. A bad
-/// nick or channel, or a missing remote, is `DW_STATUS_INVALID_ARGUMENT` with kind
+/// `nick!user@host` mask, or `"*"` for anyone; requests wait until it is in the channel. The
+/// nick and the channel are read from the top-level `nick` and `channel` only: `session.nick`,
+/// `session.channels`, `oa1.nick` and `oa1.channel` may only repeat them, and a different value
+/// there is `DW_STATUS_INVALID_JSON` naming both keys (the desk has one channel). A bad
+/// nick or channel, a missing remote, or a timeout of 0 (`oa1.request_timeout_ms`,
+/// `oa1.ready_timeout_ms`, `oa1.partial_timeout_ms`) is `DW_STATUS_INVALID_ARGUMENT` with kind
 /// `invalid_config`. `seed` fixes the request ids: read it from the OS's entropy
 /// (`getentropy`), never from the clock, or two desks started together pick the same ids; a
 /// fixed seed is for tests only. On success `*out` is a new handle the caller frees with
@@ -1232,7 +1236,10 @@ struct FrameJson {
 
 /// Writes a frame (`{"type", "id", "seq", "more", "payload"}`, the payload escaped) as its
 /// `PRIVMSG` text, to the caller's buffer as for `dw_oa1_escape`. `DW_STATUS_INVALID_JSON`
-/// for an unknown type.
+/// for an unknown type. A frame that `dw_oa1_frame_parse` would not read back, or that would
+/// break the IRC line, is `DW_STATUS_INVALID_ARGUMENT`: kind `invalid_id` for an id that is not
+/// 1 to 64 of `A-Z a-z 0-9 _ -`, `zero_seq` for seq 0, `forbidden_byte` for a raw NUL, CR or
+/// LF in the payload (escape it first with `dw_oa1_escape`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_oa1_frame_format(
     frame_json: *const c_char,
@@ -1254,13 +1261,28 @@ pub unsafe extern "C" fn dw_oa1_frame_format(
             more: f.more,
             payload: f.payload.as_str(),
         };
-        boundary::to_buffer(frame.to_string().as_bytes(), out, cap, out_len)
+        let text = frame.format().map_err(|e| {
+            let kind = match e {
+                FrameError::InvalidId(_) => "invalid_id",
+                FrameError::ZeroSeq => "zero_seq",
+                FrameError::ForbiddenByte { .. } => "forbidden_byte",
+                _ => "invalid_argument",
+            };
+            Error::with_kind(
+                dw_status::InvalidArgument,
+                kind,
+                format_args!("frame_json: {e}"),
+            )
+        })?;
+        boundary::to_buffer(text.as_bytes(), out, cap, out_len)
     })
 }
 
 /// Escapes `text[0..len]` and cuts it into frame payloads of at most `budget` bytes each
 /// (never inside an escape pair or a UTF-8 sequence), as a JSON array of the payloads as they
-/// go on the wire, written to the caller's buffer as for `dw_oa1_escape`.
+/// go on the wire, written to the caller's buffer as for `dw_oa1_escape`. A `budget` below 4
+/// (a 4-byte character could never be sent) is `DW_STATUS_INVALID_ARGUMENT`, kind
+/// `budget_too_small`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_oa1_chunk(
     text: *const u8,
@@ -1273,6 +1295,8 @@ pub unsafe extern "C" fn dw_oa1_chunk(
     boundary::call(|| {
         boundary::check_buffer(out, cap, out_len)?;
         let text = boundary::text_arg(text, len, "text")?;
+        let budget = check_budget(budget)
+            .map_err(|e| Error::with_kind(dw_status::InvalidArgument, "budget_too_small", e))?;
         let escaped = escape(text);
         let payloads: Vec<String> = split(&escaped, |_| budget)
             .into_iter()

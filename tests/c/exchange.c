@@ -429,7 +429,9 @@ static void peers(dw_dialect dialect, const char *config, const char *label) {
 
     /* A call nobody answers times out at the configured deadline; a cancelled one is gone. */
     json_array_clear(a_events);
-    CHECK_OK(dw_peer_call(a, 100, "inference.embed", "[1,2]", 9, &id), dw_peer_last_error(a), label);
+    /* Params are an object for the sidecar (it refuses an array), either for JSON-RPC 2.0. */
+    const char *embed_params = dialect == DW_DIALECT_SIDECAR ? "{\"texts\":[1,2]}" : "[1,2]";
+    CHECK_OK(dw_peer_call(a, 100, "inference.embed", embed_params, 9, &id), dw_peer_last_error(a), label);
     char timed_out[128];
     snprintf(timed_out, sizeof timed_out, "%.*s", (int)id.len, id.ptr);
     CHECK_OK(dw_peer_call(a, 100, "inference.plan", NULL, 10, &id), dw_peer_last_error(a), label);

@@ -508,6 +508,120 @@ static void multi_desk(void) {
     dw_multi_desk_free(m);
 }
 
+/* Findings of the C trial (notes/trial-c.md 1, 4-8): frames the parser would not read back,
+ * chunk budgets below the floor, zero timeouts, a channel or nick given twice, params that are
+ * neither an object nor an array, and an error kind that is a name. */
+static void trial_findings(void) {
+    size_t n = 0;
+    static const struct {
+        const char *frame, *kind, *says;
+    } frames[] = {
+        {"{\"type\":\"REQ\",\"id\":\"ab\",\"seq\":1,\"more\":false,\"payload\":\"x\\r\\nQUIT\"}", "forbidden_byte", "raw CR"},
+        {"{\"type\":\"REQ\",\"id\":\"ab\",\"seq\":1,\"more\":false,\"payload\":\"x\\nQUIT\"}", "forbidden_byte", "raw LF"},
+        {"{\"type\":\"RES\",\"id\":\"ab\",\"seq\":1,\"more\":false,\"payload\":\"\\u0000\"}", "forbidden_byte", "raw NUL"},
+        {"{\"type\":\"REQ\",\"id\":\"ab\",\"seq\":0,\"more\":false,\"payload\":\"x\"}", "zero_seq", "seq is 0"},
+        {"{\"type\":\"REQ\",\"id\":\"a b\",\"seq\":1,\"more\":false,\"payload\":\"x\"}", "invalid_id", "\"a b\""},
+        {"{\"type\":\"REQ\",\"id\":\"\",\"seq\":1,\"more\":false,\"payload\":\"x\"}", "invalid_id", "frame id"},
+    };
+    for (size_t i = 0; i < sizeof frames / sizeof frames[0]; i++) {
+        n = 12345;
+        CHECK(dw_oa1_frame_format(frames[i].frame, o_buf, sizeof o_buf, &n) == DW_STATUS_INVALID_ARGUMENT && n == 12345,
+              "frame refused: %s", frames[i].frame);
+        CHECK(strcmp(dw_last_error_kind(), frames[i].kind) == 0, "kind %s for %s", dw_last_error_kind(), frames[i].frame);
+        CHECK(strstr(dw_last_error(), frames[i].says) != NULL && strstr(dw_last_error(), "frame_json") != NULL,
+              "message: %s", dw_last_error());
+    }
+    /* The escaped payload is fine, and reads back. */
+    CHECK_OK(dw_oa1_frame_format("{\"type\":\"REQ\",\"id\":\"ab\",\"seq\":1,\"more\":false,\"payload\":\"x\\\\r\\\\nQUIT\"}",
+                                 o_buf, sizeof o_buf, &n),
+             dw_last_error(), "an escaped payload");
+    CHECK(strcmp(o_buf, "OA1 REQ ab 1 0 x\\r\\nQUIT") == 0, "frame %s", o_buf);
+    char parsed[256];
+    CHECK_OK(dw_oa1_frame_parse((const uint8_t *)o_buf, n, parsed, sizeof parsed, &n), dw_last_error(), "parse back");
+    CHECK(strstr(parsed, "\"id\":\"ab\"") != NULL, "parsed back: %s", parsed);
+
+    /* A budget below 4 is refused, not raised. */
+    for (size_t budget = 0; budget < 4; budget++) {
+        CHECK(dw_oa1_chunk((const uint8_t *)"hello", 5, budget, o_buf, sizeof o_buf, &n) == DW_STATUS_INVALID_ARGUMENT,
+              "budget %zu", budget);
+        CHECK(strcmp(dw_last_error_kind(), "budget_too_small") == 0, "kind %s", dw_last_error_kind());
+    }
+    CHECK_OK(dw_oa1_chunk((const uint8_t *)"hello", 5, 4, o_buf, sizeof o_buf, &n), dw_last_error(), "budget 4");
+    CHECK(strcmp(o_buf, "[\"hell\",\"o\"]") == 0, "chunks %s", o_buf);
+
+    /* Zero timeouts, and the channel or nick given twice. */
+    dw_desk *desk = NULL;
+    static const struct {
+        const char *config, *field;
+        dw_status status;
+    } configs[] = {
+        {"{\"nick\":\"desk\",\"channel\":\"#desk\",\"oa1\":{\"allowed_sender\":\"rexd\",\"request_timeout_ms\":0}}",
+         "oa1.request_timeout_ms is 0", DW_STATUS_INVALID_ARGUMENT},
+        {"{\"nick\":\"desk\",\"channel\":\"#desk\",\"oa1\":{\"allowed_sender\":\"rexd\",\"ready_timeout_ms\":0}}",
+         "oa1.ready_timeout_ms is 0", DW_STATUS_INVALID_ARGUMENT},
+        {"{\"nick\":\"desk\",\"channel\":\"#desk\",\"oa1\":{\"allowed_sender\":\"rexd\",\"partial_timeout_ms\":0}}",
+         "oa1.partial_timeout_ms is 0", DW_STATUS_INVALID_ARGUMENT},
+        {"{\"nick\":\"desk\",\"channel\":\"#desk\",\"oa1\":{\"allowed_sender\":\"rexd\",\"channel\":\"#other\"}}",
+         "oa1.channel is \"#other\"", DW_STATUS_INVALID_JSON},
+        {"{\"nick\":\"desk\",\"channel\":\"#desk\",\"oa1\":{\"allowed_sender\":\"rexd\",\"nick\":\"x\"}}",
+         "oa1.nick is \"x\"", DW_STATUS_INVALID_JSON},
+        {"{\"nick\":\"desk\",\"channel\":\"#desk\",\"session\":{\"nick\":\"other\"},\"oa1\":{\"allowed_sender\":\"rexd\"}}",
+         "session.nick is \"other\"", DW_STATUS_INVALID_JSON},
+        {"{\"nick\":\"desk\",\"channel\":\"#desk\",\"session\":{\"channels\":[\"#x\"]},\"oa1\":{\"allowed_sender\":\"rexd\"}}",
+         "session.channels is [\"#x\"]", DW_STATUS_INVALID_JSON},
+    };
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        dw_status st = dw_desk_new(configs[i].config, 0, 1, &desk);
+        CHECK(st == configs[i].status && desk == NULL, "%s: %s", configs[i].config, dw_status_str(st));
+        CHECK(strstr(dw_last_error(), configs[i].field) != NULL, "names the field: %s", dw_last_error());
+        if (configs[i].status == DW_STATUS_INVALID_ARGUMENT) {
+            CHECK(strcmp(dw_last_error_kind(), "invalid_config") == 0, "kind %s", dw_last_error_kind());
+        }
+    }
+    CHECK_OK(dw_desk_new("{\"nick\":\"desk\",\"channel\":\"#desk\",\"session\":{\"nick\":\"desk\",\"channels\":[\"#desk\"]},"
+                         "\"oa1\":{\"allowed_sender\":\"rexd\",\"channel\":\"#desk\",\"request_timeout_ms\":1}}",
+                         0, 1, &desk),
+             dw_last_error(), "the same values repeated");
+    dw_desk_free(desk);
+
+    /* Params are an object or an array (JSON-RPC 2.0), an object (sidecar). */
+    dw_peer *peer = NULL;
+    dw_str id = {NULL, 0};
+    CHECK_OK(dw_peer_new(DW_DIALECT_JSONRPC2, NULL, 1, &peer), dw_last_error(), "peer");
+    const char *bad_params[] = {"\"str\"", "5", "true", "null"};
+    for (size_t i = 0; i < sizeof bad_params / sizeof bad_params[0]; i++) {
+        CHECK(dw_peer_call(peer, 0, "m", bad_params[i], 0, &id) == DW_STATUS_INVALID_JSON && id.ptr == NULL,
+              "params %s", bad_params[i]);
+        CHECK(strcmp(dw_peer_last_error_kind(peer), "invalid_params") == 0, "kind %s", dw_peer_last_error_kind(peer));
+        CHECK(strstr(dw_peer_last_error(peer), "an object or an array") != NULL, "%s", dw_peer_last_error(peer));
+        CHECK(dw_peer_call_with_id(peer, 0, "7", "m", bad_params[i], 0) == DW_STATUS_INVALID_JSON, "with id");
+        CHECK(dw_peer_notify(peer, 0, "m", bad_params[i]) == DW_STATUS_INVALID_JSON, "notify");
+    }
+    dw_output out;
+    CHECK_OK(dw_peer_poll_output(peer, 0, &out), dw_peer_last_error(peer), "poll");
+    CHECK(out.kind == DW_OUTPUT_TIMEOUT, "nothing was written for the refused calls");
+    CHECK_OK(dw_peer_call(peer, 0, "m", "[1]", 0, &id), dw_peer_last_error(peer), "array params");
+    CHECK(id.len == 1 && id.ptr[0] == '1', "the refused calls used no id: %.*s", (int)id.len, id.ptr);
+    CHECK_OK(dw_peer_call(peer, 0, "m", "{}", 0, &id), dw_peer_last_error(peer), "object params");
+    dw_peer_free(peer);
+    CHECK_OK(dw_peer_new(DW_DIALECT_SIDECAR, NULL, 1, &peer), dw_last_error(), "sidecar peer");
+    CHECK(dw_peer_call(peer, 0, "m", "[1]", 0, &id) == DW_STATUS_INVALID_JSON, "sidecar array params");
+    CHECK(strstr(dw_peer_last_error(peer), "an object") != NULL, "%s", dw_peer_last_error(peer));
+    dw_peer_free(peer);
+
+    /* A kind is a name, never the message. */
+    dw_stream_parser *p = NULL;
+    dw_str view = {NULL, 0};
+    const char *done = "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+    CHECK_OK(dw_stream_parser_new(DW_PROVIDER_OPENAI_CHAT, NULL, 1, &p), dw_last_error(), "parser");
+    CHECK_OK(dw_stream_parser_feed(p, (const uint8_t *)done, strlen(done)), dw_stream_parser_last_error(p), "feed");
+    CHECK_OK(dw_stream_parser_finish(p, &view), dw_stream_parser_last_error(p), "finish");
+    CHECK(dw_stream_parser_feed(p, (const uint8_t *)"x", 1) == DW_STATUS_REFUSED, "feed after finish");
+    CHECK(strcmp(dw_stream_parser_last_error_kind(p), "refused") == 0, "kind %s", dw_stream_parser_last_error_kind(p));
+    CHECK(strcmp(dw_stream_parser_last_error(p), "the stream is finished") == 0, "%s", dw_stream_parser_last_error(p));
+    dw_stream_parser_free(p);
+}
+
 static void status_strings(void) {
     for (uint32_t s = 0; s <= 9; s++) {
         CHECK(strcmp(dw_status_str(s), "unknown status") != 0, "status %u has a description", s);
@@ -525,6 +639,7 @@ int main(void) {
     misaligned();
     closed();
     bad_configs();
+    trial_findings();
     multi_desk();
     status_strings();
     panics();

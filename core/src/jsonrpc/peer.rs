@@ -400,6 +400,42 @@ pub enum LocalError {
     /// The dialect cannot write this.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// Params that are neither an object nor an array (JSON-RPC 2.0, section 4.2), or not an
+    /// object in the sidecar dialect: the peer would refuse the call as an invalid request.
+    #[error("params {params:.40}: the {dialect} dialect's params are {allowed}")]
+    InvalidParams {
+        /// The dialect.
+        dialect: &'static str,
+        /// What params were (cut to 40 characters).
+        params: String,
+        /// What it takes.
+        allowed: &'static str,
+    },
+}
+
+/// Params the dialect's peers take: an object or an array (JSON-RPC 2.0), an object only for
+/// the sidecar dialect, whose reader refuses anything else.
+fn check_params<D: Dialect>(params: Option<&RawJson>) -> Result<(), LocalError> {
+    let Some(params) = params else {
+        return Ok(());
+    };
+    let text = params.get().trim_start();
+    let sidecar = D::NAME == super::dialect::Sidecar::NAME;
+    let ok = match sidecar {
+        true => text.starts_with('{'),
+        false => text.starts_with('{') || text.starts_with('['),
+    };
+    match ok {
+        true => Ok(()),
+        false => Err(LocalError::InvalidParams {
+            dialect: D::NAME,
+            params: params.get().to_owned(),
+            allowed: match sidecar {
+                true => "an object",
+                false => "an object or an array",
+            },
+        }),
+    }
 }
 
 /// Counters. `pending`, `incoming` and `bytes_buffered` are gauges; the rest only grow.
@@ -580,6 +616,7 @@ impl<D: Dialect> Peer<D> {
         params: Option<RawJson>,
         user: u64,
     ) -> Result<Id, LocalError> {
+        check_params::<D>(params.as_ref())?;
         let id = loop {
             let id = self.dialect.next_id(&mut self.ids, &mut self.counter);
             if !self.pending.contains_key(&id) {
@@ -599,6 +636,7 @@ impl<D: Dialect> Peer<D> {
         params: Option<RawJson>,
         user: u64,
     ) -> Result<(), LocalError> {
+        check_params::<D>(params.as_ref())?;
         if self.pending.contains_key(&id) {
             return Err(LocalError::DuplicateId(id));
         }
@@ -641,6 +679,7 @@ impl<D: Dialect> Peer<D> {
         method: &str,
         params: Option<RawJson>,
     ) -> Result<(), LocalError> {
+        check_params::<D>(params.as_ref())?;
         self.send(
             now,
             Outbound::Notification {

@@ -16,6 +16,24 @@ use super::escape::splits_escape_pair;
 /// The smallest payload budget that always makes progress (a 4-byte UTF-8 sequence).
 pub const MIN_PAYLOAD_BUDGET: usize = 4;
 
+/// A payload budget below [`MIN_PAYLOAD_BUDGET`]: a 4-byte character could never be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a payload budget of {0} bytes is too small: chunks need at least {MIN_PAYLOAD_BUDGET} \
+     (one 4-byte UTF-8 character, or an escape pair)"
+)]
+pub struct BudgetTooSmall(pub usize);
+
+/// `budget` when it is at least [`MIN_PAYLOAD_BUDGET`]. [`split`] raises a smaller budget to
+/// that floor; a host-facing chunker refuses it instead, so no chunk is ever over the budget
+/// the host asked for.
+pub fn check_budget(budget: usize) -> Result<usize, BudgetTooSmall> {
+    match budget >= MIN_PAYLOAD_BUDGET {
+        true => Ok(budget),
+        false => Err(BudgetTooSmall(budget)),
+    }
+}
+
 /// The furthest end after `start` within `budget` bytes that splits neither a UTF-8 sequence
 /// nor an escape pair (spaces are the callers' concern).
 fn fit(escaped: &str, start: usize, budget: usize) -> usize {
@@ -121,6 +139,22 @@ fn split_with(
 mod tests {
     use super::*;
     use crate::oa1::escape::{escape, unescape};
+
+    #[test]
+    fn budgets_below_the_floor_are_refused_not_raised() {
+        for budget in 0..MIN_PAYLOAD_BUDGET {
+            assert_eq!(check_budget(budget), Err(BudgetTooSmall(budget)));
+        }
+        assert_eq!(check_budget(MIN_PAYLOAD_BUDGET), Ok(MIN_PAYLOAD_BUDGET));
+        // The floor is real: at 4 every chunk of a 4-byte character and of escapes fits.
+        let escaped = escape("\u{1F600}\n\\é");
+        assert!(split(&escaped, |_| 4).iter().all(|c| c.len() <= 4));
+        let err = BudgetTooSmall(1).to_string();
+        assert!(
+            err.contains("budget of 1 bytes") && err.contains("at least 4"),
+            "{err}"
+        );
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -158,6 +158,36 @@ pub enum ConfigError {
         /// The least value.
         min: u64,
     },
+    /// A timeout of 0 ms, which would fail every request (or stream) at once.
+    #[error(
+        "{field} is 0, so every {what} would fail at once: it is in milliseconds, at least 1 \
+         (the default is {default})"
+    )]
+    ZeroTimeout {
+        /// The key, e.g. `oa1.request_timeout_ms`.
+        field: &'static str,
+        /// What it bounds.
+        what: &'static str,
+        /// Its default.
+        default: u64,
+    },
+    /// The same setting given twice with different values (the channel or the nick, which
+    /// JSON gives at the top level and a Rust `ConnectionConfig` in `session` and `oa1`).
+    #[error("{field} is {value} but {other} is {other_value}: give the {what} once{hint}")]
+    Conflict {
+        /// The first key, e.g. `channel`.
+        field: &'static str,
+        /// Its value, as JSON (`"#desk"`).
+        value: String,
+        /// The key that disagrees, e.g. `oa1.channel`.
+        other: &'static str,
+        /// Its value, as JSON (`"#other"`, `["#x"]`).
+        other_value: String,
+        /// `channel` or `nick`.
+        what: &'static str,
+        /// Where to give it instead.
+        hint: &'static str,
+    },
 }
 
 impl ConnectionConfig {
@@ -212,6 +242,13 @@ impl ConnectionConfig {
             peer_grace_ms: u64,
         }
         let partial: Partial = serde_json::from_str(json)?;
+        check_given_once(
+            &partial.nick,
+            &partial.channel,
+            &partial.session,
+            &partial.oa1,
+        )
+        .map_err(<serde_json::Error as serde::de::Error>::custom)?;
         let defaults = ConnectionConfig::new(&partial.nick, &partial.channel);
         let merge = |defaults: serde_json::Value, overrides: serde_json::Map<_, _>| {
             let mut map = match defaults {
@@ -241,6 +278,23 @@ impl ConnectionConfig {
     /// remote is named.
     pub fn validate(&self, desk: bool) -> Result<(), ConfigError> {
         crate::irc::session::validate_channel(&self.oa1.channel)?;
+        // One channel: `session.channels` (joined at registration) may only repeat it.
+        if let Some(other) = self
+            .session
+            .channels
+            .iter()
+            .find(|c| !c.eq_ignore_ascii_case(&self.oa1.channel))
+        {
+            return Err(ConfigError::Conflict {
+                field: "oa1.channel",
+                value: serde_json::Value::from(self.oa1.channel.as_str()).to_string(),
+                other: "session.channels",
+                other_value: serde_json::Value::from(other.as_str()).to_string(),
+                what: "channel",
+                hint: " (a Desk or Remote has one channel, oa1.channel; MultiDesk and \
+                       MultiRemote take more)",
+            });
+        }
         self.validate_without_channel(desk)
     }
 
@@ -280,8 +334,88 @@ impl ConnectionConfig {
             min_payload,
         )?;
         at_least("oa1.pacing.burst", u64::from(oa1.pacing.burst), 1)?;
+        let defaults = Config::new("", "");
+        let not_zero =
+            |field: &'static str, value: u64, what: &'static str, default: u64| match value {
+                0 => Err(ConfigError::ZeroTimeout {
+                    field,
+                    what,
+                    default,
+                }),
+                _ => Ok(()),
+            };
+        if desk {
+            not_zero(
+                "oa1.request_timeout_ms",
+                oa1.request_timeout_ms,
+                "request",
+                defaults.request_timeout_ms,
+            )?;
+            not_zero(
+                "oa1.ready_timeout_ms",
+                oa1.ready_timeout_ms,
+                "request made before the connection is ready",
+                defaults.ready_timeout_ms,
+            )?;
+        }
+        not_zero(
+            "oa1.partial_timeout_ms",
+            oa1.partial_timeout_ms,
+            "stream of more than one frame",
+            defaults.partial_timeout_ms,
+        )?;
         Ok(())
     }
+}
+
+/// JSON gives the nick and the channel once, at the top level; the same key in `session` or
+/// `oa1` (where a Rust `ConnectionConfig` keeps them) may only repeat it.
+fn check_given_once(
+    nick: &str,
+    channel: &str,
+    session: &serde_json::Map<String, serde_json::Value>,
+    oa1: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), ConfigError> {
+    let hint = " (the top-level key; the nested one may only repeat it)";
+    let clash = |field, value: &str, other, given: Option<&serde_json::Value>, what| match given {
+        Some(serde_json::Value::String(s)) if s == value => Ok(()),
+        None => Ok(()),
+        Some(given) => Err(ConfigError::Conflict {
+            field,
+            value: serde_json::Value::from(value).to_string(),
+            other,
+            other_value: given.to_string(),
+            what,
+            hint,
+        }),
+    };
+    clash("nick", nick, "session.nick", session.get("nick"), "nick")?;
+    clash("nick", nick, "oa1.nick", oa1.get("nick"), "nick")?;
+    clash(
+        "channel",
+        channel,
+        "oa1.channel",
+        oa1.get("channel"),
+        "channel",
+    )?;
+    if let Some(given) = session.get("channels") {
+        let expected = match channel.is_empty() {
+            true => serde_json::json!([]),
+            false => serde_json::json!([channel]),
+        };
+        if *given != expected {
+            return Err(ConfigError::Conflict {
+                field: "channel",
+                value: serde_json::Value::from(channel).to_string(),
+                other: "session.channels",
+                other_value: given.to_string(),
+                what: "channel",
+                hint: " (a desk or remote has the one top-level channel; a multi desk adds \
+                       more with add_desk)",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Where a connection stands.

@@ -82,6 +82,30 @@ impl std::str::FromStr for FrameType {
     }
 }
 
+/// Why a frame cannot be written: its text would not read back as the same frame
+/// ([`Frame::parse`]), or would break the IRC line it travels in. See [`Frame::validate`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The id is not 1 to [`MAX_ID_LEN`] of `[A-Za-z0-9_-]`.
+    #[error("frame id {0:?}: an id is 1 to 64 of A-Z a-z 0-9 _ -")]
+    InvalidId(String),
+    /// Chunks are numbered from 1.
+    #[error("seq is 0: chunks are numbered from 1")]
+    ZeroSeq,
+    /// A raw NUL, CR or LF in the payload, which would end (or corrupt) the IRC line and let
+    /// the rest be read as another command.
+    #[error(
+        "the payload holds a raw {name} byte at {at}: payloads are escaped first (\\0, \\r, \\n; docs/oa1.md, \"Escaping\")"
+    )]
+    ForbiddenByte {
+        /// `NUL`, `CR` or `LF`.
+        name: &'static str,
+        /// Its byte offset in the payload.
+        at: usize,
+    },
+}
+
 /// One parsed frame, borrowing from the line. The payload is still escaped.
 ///
 /// `P` is what the payload is: `str` for frames built to be sent and for [`Frame::parse`] of a
@@ -221,6 +245,37 @@ impl<'a> Frame<'a> {
             more: frame.more,
             payload,
         })
+    }
+
+    /// Checks that the frame can be written: its text reads back as the same frame and stays
+    /// one IRC line (a valid id, a seq of at least 1, no raw NUL, CR or LF in the payload).
+    /// Every binding's frame formatter calls this; the engines build only valid frames.
+    pub fn validate(&self) -> Result<(), FrameError> {
+        if !is_valid_id(self.id) {
+            return Err(FrameError::InvalidId(self.id.to_owned()));
+        }
+        if self.seq == 0 {
+            return Err(FrameError::ZeroSeq);
+        }
+        if let Some(at) = self
+            .payload
+            .bytes()
+            .position(|b| matches!(b, 0 | b'\r' | b'\n'))
+        {
+            let name = match self.payload.as_bytes()[at] {
+                0 => "NUL",
+                b'\r' => "CR",
+                _ => "LF",
+            };
+            return Err(FrameError::ForbiddenByte { name, at });
+        }
+        Ok(())
+    }
+
+    /// The frame's text after [`Frame::validate`]: what a formatter for hosts returns.
+    pub fn format(&self) -> Result<String, FrameError> {
+        self.validate()?;
+        Ok(self.to_string())
     }
 
     /// The same frame with its payload as bytes.
@@ -443,6 +498,64 @@ mod tests {
             proptest::prop_assert_eq!(Frame::parse(&raw), parse_by_splitting(&raw));
             let text = format!("OA1 {raw}");
             proptest::prop_assert_eq!(Frame::parse(&text), parse_by_splitting(&text));
+        }
+    }
+
+    #[test]
+    fn format_refuses_what_parse_would_refuse_or_the_line_would_break() {
+        let frame = |id, seq, payload| Frame {
+            kind: FrameType::Req,
+            id,
+            seq,
+            more: false,
+            payload,
+        };
+        assert_eq!(
+            frame("ab", 1, "x\\r\\nQUIT").format().as_deref(),
+            Ok("OA1 REQ ab 1 0 x\\r\\nQUIT")
+        );
+        assert_eq!(frame("ab", 1, "").format().as_deref(), Ok("OA1 REQ ab 1 0"));
+        assert_eq!(
+            frame("ab", 1, "x\r\nQUIT").format(),
+            Err(FrameError::ForbiddenByte { name: "CR", at: 1 })
+        );
+        assert_eq!(
+            frame("ab", 1, "x\nQUIT").format(),
+            Err(FrameError::ForbiddenByte { name: "LF", at: 1 })
+        );
+        assert_eq!(
+            frame("ab", 1, "\0").format(),
+            Err(FrameError::ForbiddenByte { name: "NUL", at: 0 })
+        );
+        assert_eq!(frame("ab", 0, "x").format(), Err(FrameError::ZeroSeq));
+        let long = "a".repeat(65);
+        for id in ["a b", "", "a.b", "é", long.as_str()] {
+            assert_eq!(
+                frame(id, 1, "x").format(),
+                Err(FrameError::InvalidId(id.to_owned())),
+                "{id:?}"
+            );
+        }
+        let err = frame("ab", 1, "x\r\nQUIT")
+            .format()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("raw CR byte at 1"), "{err}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn what_format_writes_parses_back_as_the_same_frame(
+            id in "[A-Za-z0-9_. -]{0,66}",
+            seq in proptest::prelude::any::<u32>(),
+            more in proptest::prelude::any::<bool>(),
+            payload in "(?s).{0,12}",
+        ) {
+            let f = Frame { kind: FrameType::Res, id: id.as_str(), seq, more, payload: payload.as_str() };
+            if let Ok(text) = f.format() {
+                proptest::prop_assert_eq!(Frame::parse(&text), Some(f));
+                proptest::prop_assert!(!text.contains(['\r', '\n', '\0']));
+            }
         }
     }
 

@@ -63,7 +63,7 @@ pub use connection::{
 pub use device_code::DeviceCode;
 pub use discovery::DiscoveryEvent;
 pub use engine::{ConnectionEngine, Drained, Engine, LineEndpoint};
-pub use frame::{Frame, FrameType, UnknownFrameType};
+pub use frame::{Frame, FrameError, FrameType, UnknownFrameType};
 pub use multi::{MultiDesk, MultiOutput, MultiRemote};
 pub use pacing::Pacing;
 pub use roles::{Requester, Responder};
