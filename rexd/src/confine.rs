@@ -6,7 +6,7 @@
 //! What a confined command may do:
 //! - **read-write** (every file-system right Landlock knows, up to ABI 8): beneath each root,
 //!   beneath a private temporary directory that its `TMPDIR` names (made once per daemon
-//!   process, `rexd-XXXXXX` in the daemon's own temporary directory, removed when the daemon
+//!   process, `rexd-PID.XXXXXX` in the daemon's own temporary directory, removed when the daemon
 //!   ends), beneath `security.confine_write`, and the devices [`DEVICES`];
 //! - **read-only and execute**: [`SYSTEM_READ`] (the system's programs and libraries, `/proc`,
 //!   `/sys`, and named files of `/etc`: the loader's cache, users and groups, name service,
@@ -267,7 +267,8 @@ fn private_tmp() -> io::Result<Arc<PrivateTmp>> {
     if let Some(tmp) = slot.upgrade() {
         return Ok(tmp);
     }
-    let template = std::env::temp_dir().join("rexd-XXXXXX");
+    remove_stale_tmps(&std::env::temp_dir());
+    let template = std::env::temp_dir().join(format!("rexd-{}.XXXXXX", std::process::id()));
     let mut bytes = std::ffi::CString::new(template.into_os_string().into_encoded_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "TMPDIR has a NUL"))?
         .into_bytes_with_nul();
@@ -289,6 +290,36 @@ fn private_tmp() -> io::Result<Arc<PrivateTmp>> {
     let tmp = Arc::new(PrivateTmp { path });
     *slot = Arc::downgrade(&tmp);
     Ok(tmp)
+}
+
+/// Removes the private temporary directories of daemons that died without cleaning up
+/// (killed by a signal): `rexd-PID.XXXXXX` of this user whose PID is gone. Left alone: another
+/// user's, a live daemon's, anything else.
+fn remove_stale_tmps(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("rexd-"))
+            .and_then(|n| n.split_once('.'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // Not followed if it is a link: symlink_metadata, and remove_dir_all does not either.
+        let owned_dir = entry
+            .path()
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if owned_dir && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// A path a rule is asked for.
@@ -796,6 +827,32 @@ mod tests {
             [dir.path().join("python3"), dir.path().join("python3.11")]
         );
         assert_eq!(glob_prefix("/usr"), [PathBuf::from("/usr")]);
+    }
+
+    /// A daemon killed by a signal leaves its private TMPDIR; the next one removes it, and
+    /// nothing of a live daemon's or of anything else.
+    #[test]
+    fn a_dead_daemons_private_tmp_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        // A pid above the kernel's pid_max (4194304 at most) belongs to no process.
+        let dead = dir.path().join("rexd-9999999.AbCdEf");
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::write(dead.join("out.txt"), "left behind").unwrap();
+        let live = dir
+            .path()
+            .join(format!("rexd-{}.XyZabc", std::process::id()));
+        std::fs::create_dir(&live).unwrap();
+        let other = dir.path().join("rexd-notapid");
+        std::fs::create_dir(&other).unwrap();
+        let target = dir.path().join("kept");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("f"), "x").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("rexd-9999998.link")).unwrap();
+        remove_stale_tmps(dir.path());
+        assert!(!dead.exists());
+        assert!(live.is_dir());
+        assert!(other.is_dir());
+        assert!(target.join("f").is_file(), "a link is not followed");
     }
 
     #[test]
