@@ -138,8 +138,16 @@ error_kinds! {
     TagsWithoutCommand,
     /// Not what the protocol allows (the detail says what).
     Invalid,
-    /// `RemoteBash`'s `timeout_sec` of 0.
+    /// A timeout of 0: `RemoteBash`'s `timeout_sec`, or an OA1 configuration's
+    /// `requestTimeoutMs`, `readyTimeoutMs` or `partialTimeoutMs` (the detail names it).
     ZeroTimeout,
+    /// The same setting given twice with different values (a channel in `oa1.channel` and
+    /// `session.channels`, the nick at the top level of a JSON config and in `session`/`oa1`).
+    Conflict,
+    /// An OA1 frame id that is not 1 to 64 of `A-Z a-z 0-9 _ -`.
+    InvalidId,
+    /// An OA1 frame with seq 0 (chunks are numbered from 1).
+    ZeroSeq,
     /// A `RemoteBash` request the desk could not send (a wrapper of the OA1 kinds).
     Local,
     /// Not JSON, or not the JSON expected.
@@ -278,6 +286,8 @@ pub(crate) enum Error {
     #[error(transparent)]
     Oa1Config(#[from] deskwire::oa1::ConfigError),
     #[error(transparent)]
+    Oa1Frame(#[from] deskwire::oa1::FrameError),
+    #[error(transparent)]
     Chat(#[from] deskwire::oa1::chat::ChatError),
     #[error(transparent)]
     RemoteBashArgs(#[from] deskwire::oa1::remote_bash::ArgsError),
@@ -348,6 +358,7 @@ impl From<Error> for DeskwireError {
             // wrapper's.
             Error::Oa1Config(deskwire::oa1::ConfigError::Session(e)) => invalid(variant_name(e)),
             Error::Oa1Config(e) => invalid(variant_name(e)),
+            Error::Oa1Frame(e) => invalid(variant_name(e)),
             Error::Irc(e) => misuse(variant_name(e)),
             Error::JsonRpc(e) => misuse(variant_name(e)),
             Error::Gateway(e) => misuse(variant_name(e)),

@@ -354,7 +354,9 @@ pub fn oa1_parse_frame(text: String) -> Option<Oa1Frame> {
 }
 
 /// Writes a frame; a `seq` outside 1 to 4294967295 is refused (`InvalidInput`, kind
-/// `INVALID`).
+/// `INVALID`), and so is a frame the parser would not read back or that would break the IRC
+/// line: an id that is not 1 to 64 of `A-Z a-z 0-9 _ -` (`INVALID_ID`), a raw NUL, CR or LF
+/// in the payload (`FORBIDDEN_BYTE`; escape it first).
 #[uniffi::export]
 pub fn oa1_format_frame(frame: Oa1Frame) -> Result<String> {
     let seq = u32::try_from(frame.seq)
@@ -371,7 +373,8 @@ pub fn oa1_format_frame(frame: Oa1Frame) -> Result<String> {
         more: frame.more,
         payload: frame.payload.as_str(),
     }
-    .to_string())
+    .format()
+    .map_err(Error::Oa1Frame)?)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2014,7 +2014,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_failure_message() and 0xFFFF) != 37576) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_format_frame() and 0xFFFF) != 54963) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_format_frame() and 0xFFFF) != 47167) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_oa1_parse_frame() and 0xFFFF) != 58469) {
@@ -13356,9 +13356,23 @@ enum class ErrorKind {
      */
     INVALID,
     /**
-     * `RemoteBash`'s `timeout_sec` of 0.
+     * A timeout of 0: `RemoteBash`'s `timeout_sec`, or an OA1 configuration's
+     * `requestTimeoutMs`, `readyTimeoutMs` or `partialTimeoutMs` (the detail names it).
      */
     ZERO_TIMEOUT,
+    /**
+     * The same setting given twice with different values (a channel in `oa1.channel` and
+     * `session.channels`, the nick at the top level of a JSON config and in `session`/`oa1`).
+     */
+    CONFLICT,
+    /**
+     * An OA1 frame id that is not 1 to 64 of `A-Z a-z 0-9 _ -`.
+     */
+    INVALID_ID,
+    /**
+     * An OA1 frame with seq 0 (chunks are numbered from 1).
+     */
+    ZERO_SEQ,
     /**
      * A `RemoteBash` request the desk could not send (a wrapper of the OA1 kinds).
      */
@@ -17354,7 +17368,9 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
 
         /**
          * Writes a frame; a `seq` outside 1 to 4294967295 is refused (`InvalidInput`, kind
-         * `INVALID`).
+         * `INVALID`), and so is a frame the parser would not read back or that would break the IRC
+         * line: an id that is not 1 to 64 of `A-Z a-z 0-9 _ -` (`INVALID_ID`), a raw NUL, CR or LF
+         * in the payload (`FORBIDDEN_BYTE`; escape it first).
          */
     @Throws(DeskwireException::class) fun `oa1FormatFrame`(`frame`: Oa1Frame): kotlin.String {
             return FfiConverterString.lift(

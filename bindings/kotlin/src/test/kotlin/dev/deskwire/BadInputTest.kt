@@ -141,6 +141,28 @@ class BadInputTest {
             }.kind, "seq $seq")
         }
         assertEquals("OA1 REQ a1 4294967295 0 x", oa1FormatFrame(Oa1Frame(Oa1FrameType.REQ, "a1", 4_294_967_295L, false, "x")))
+        // A frame the parser would not read back, or a raw CR/LF that would inject an IRC line.
+        for (id in listOf("a b", "", "a".repeat(65), "a.b")) {
+            assertEquals(ErrorKind.INVALID_ID, assertThrows<DeskwireException.InvalidInput> {
+                oa1FormatFrame(Oa1Frame(Oa1FrameType.REQ, id, 1L, false, "x"))
+            }.kind, "id $id")
+        }
+        for (payload in listOf("x\r\nQUIT", "x\nQUIT", "\u0000")) {
+            val e = assertThrows<DeskwireException.InvalidInput> {
+                oa1FormatFrame(Oa1Frame(Oa1FrameType.REQ, "ab", 1L, false, payload))
+            }
+            assertEquals(ErrorKind.FORBIDDEN_BYTE, e.kind)
+            assertTrue(e.detail.contains("raw"), e.detail)
+        }
+        assertEquals("OA1 REQ ab 1 0 x\\r\\nQUIT", oa1FormatFrame(Oa1Frame(Oa1FrameType.REQ, "ab", 1L, false, "x\\r\\nQUIT")))
+        // Params that are neither an object nor an array (the sidecar: not an object).
+        val params = JsonRpcPeer(JsonRpcDialect.JsonRpc2, jsonRpcConfigDefault(), 1uL)
+        for (bad in listOf("\"str\"", "5", "null")) {
+            assertEquals(ErrorKind.INVALID_PARAMS, assertThrows<DeskwireException.Misuse> {
+                params.call(0uL, "m", bad, 0uL)
+            }.kind, bad)
+        }
+        params.call(0uL, "m", "[1]", 0uL)
         val peer = JsonRpcPeer(JsonRpcDialect.Sidecar, jsonRpcConfigDefault(), 1uL)
         assertThrows<DeskwireException.InvalidInput> { peer.call(0uL, "m", "{broken", 0uL) }
         assertEquals(ErrorKind.UNKNOWN_ID, assertThrows<DeskwireException.Misuse> {
