@@ -54,8 +54,8 @@ fn frame_json(frame: &Frame<'_>) -> Value {
 }
 
 /// The text of a frame (`payload` already escaped), when the core reads that text back as the
-/// same frame: the type is one of the wire names, the id and seq are valid, the payload starts
-/// after one space.
+/// same frame and it stays one IRC line: the type is one of the wire names, the id and seq are
+/// valid, the payload holds no raw NUL, CR or LF.
 pub fn format_frame(
     kind: &str,
     id: &str,
@@ -75,13 +75,9 @@ pub fn format_frame(
         more,
         payload,
     };
-    let text = frame.to_string();
-    match Frame::parse(&text) {
-        Some(back) if back == frame => Ok(text),
-        _ => Err(format!(
-            "{text:?} is not a valid OA1 frame (ids are 1 to 64 of A-Z a-z 0-9 _ -, seq starts at 1)"
-        )),
-    }
+    // The core's check: the text reads back as this frame and stays one IRC line (no raw
+    // NUL, CR or LF in the payload).
+    frame.format().map_err(|e| e.to_string())
 }
 
 /// `text` escaped and cut into frame payloads of at most `budget` bytes, as they go on the
@@ -220,6 +216,11 @@ mod tests {
                 format_frame(kind, id, seq, false, "x").is_err(),
                 "{kind} {id:?} {seq}"
             );
+        }
+        // A raw NUL, CR or LF would end the IRC line and inject the rest as a command.
+        for payload in ["x\r\nQUIT", "x\nQUIT", "\0"] {
+            let err = format_frame("REQ", "ab", 1, false, payload).unwrap_err();
+            assert!(err.contains("raw"), "{payload:?}: {err}");
         }
         // Every type the core knows formats and parses back.
         for t in FRAME_TYPES {
