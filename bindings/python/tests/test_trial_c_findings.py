@@ -1,0 +1,58 @@
+"""What the C trial found accepted, refused by the core for Python too (notes/trial-c.md 1,
+5, 6): zero timeouts, a channel or nick given twice with different values, and JSON-RPC params
+that are neither an object nor an array (the sidecar dialect: not an object)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import deskwire
+from deskwire import Timeout, jsonrpc, oa1
+
+
+@pytest.mark.parametrize("field", ["request_timeout_ms", "ready_timeout_ms", "partial_timeout_ms"])
+def test_a_zero_timeout_is_refused_naming_the_field(field: str) -> None:
+    with pytest.raises(deskwire.LocalError, match=f"oa1.{field} is 0"):
+        oa1.Desk("desk", "#desk", oa1={"allowed_sender": "rexd", field: 0})
+    oa1.Desk("desk", "#desk", oa1={"allowed_sender": "rexd", field: 1})
+
+
+@pytest.mark.parametrize(
+    ("options", "names"),
+    [
+        ({"oa1": {"allowed_sender": "rexd", "channel": "#other"}}, ['channel is "#desk"', 'oa1.channel is "#other"']),
+        ({"oa1": {"allowed_sender": "rexd", "nick": "other"}}, ['nick is "desk"', 'oa1.nick is "other"']),
+        ({"session": {"nick": "other"}, "oa1": {"allowed_sender": "rexd"}}, ['session.nick is "other"']),
+        ({"session": {"channels": ["#x"]}, "oa1": {"allowed_sender": "rexd"}}, ['session.channels is ["#x"]']),
+    ],
+)
+def test_a_channel_or_nick_given_twice_must_agree(options: dict[str, Any], names: list[str]) -> None:
+    with pytest.raises(deskwire.LocalError) as refused:
+        oa1.Desk("desk", "#desk", **options)
+    for name in names:
+        assert name in str(refused.value)
+    # The same value repeated is fine.
+    oa1.Desk("desk", "#desk", session={"nick": "desk", "channels": ["#desk"]}, oa1={"allowed_sender": "rexd", "channel": "#desk"})
+
+
+def _sent(peer: jsonrpc.Peer) -> list[Any]:
+    out = []
+    while not isinstance(o := peer.poll_output(0), Timeout):
+        out.append(o)
+    return out
+
+
+@pytest.mark.parametrize("params", ["str", 5, True])
+def test_params_that_are_not_an_object_or_array_are_refused(params: Any) -> None:
+    peer = jsonrpc.Peer("jsonrpc2")
+    with pytest.raises(deskwire.LocalError, match="an object or an array"):
+        peer.call(0, "m", params)
+    assert _sent(peer) == []
+    peer.call(0, "m", [1])
+    assert len(_sent(peer)) == 1
+    sidecar = jsonrpc.Peer("sidecar")
+    with pytest.raises(deskwire.LocalError, match="an object"):
+        sidecar.call(0, "m", [1])
+    sidecar.call(0, "m", {})
