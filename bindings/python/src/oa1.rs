@@ -94,18 +94,11 @@ fn parse_frame<'py>(py: Python<'py>, text: &str) -> PyResult<Option<Bound<'py, P
 }
 
 /// Formats an OA1 frame (`OA1 TYPE ID SEQ MORE PAYLOAD`); `payload` must already be escaped.
+/// A `LocalError` (`invalid_value`) for what the parser would refuse: a bad id, seq 0, a raw
+/// NUL, CR or LF in the payload (which would end the IRC line there).
 #[pyfunction]
 #[pyo3(signature = (kind, id, seq, more, payload = ""))]
 fn format_frame(kind: &str, id: &str, seq: u32, more: bool, payload: &str) -> PyResult<String> {
-    if !core::frame::is_valid_id(id) {
-        return Err(errors::local(
-            "invalid_value",
-            format!("frame id {id:?}: 1 to 64 of [A-Za-z0-9_-]"),
-        ));
-    }
-    if seq == 0 {
-        return Err(errors::local("invalid_value", "seq starts at 1"));
-    }
     let frame = Frame {
         kind: frame_type(kind)?,
         id,
@@ -113,7 +106,9 @@ fn format_frame(kind: &str, id: &str, seq: u32, more: bool, payload: &str) -> Py
         more,
         payload,
     };
-    Ok(frame.to_string())
+    frame
+        .format()
+        .map_err(|e| errors::local("invalid_value", e.to_string()))
 }
 
 /// Reads an `ERR` payload `code: message` as `(code, message)` (code `error` when it has none).

@@ -56,3 +56,22 @@ def test_params_that_are_not_an_object_or_array_are_refused(params: Any) -> None
     with pytest.raises(deskwire.LocalError, match="an object"):
         sidecar.call(0, "m", [1])
     sidecar.call(0, "m", {})
+
+
+@pytest.mark.parametrize(
+    ("id", "seq", "payload", "why"),
+    [
+        ("ab", 1, "x\r\nQUIT", "CR"),
+        ("ab", 1, "x\nQUIT", "LF"),
+        ("ab", 1, "x\0y", "NUL"),
+        ("a b", 1, "x", "id"),
+        ("ab", 0, "x", "seq"),
+    ],
+)
+def test_a_frame_the_parser_would_refuse_is_not_formatted(id: str, seq: int, payload: str, why: str) -> None:
+    """A raw CR or LF would end the IRC line inside the payload: the rest would be a line of
+    its own (an injected QUIT)."""
+    with pytest.raises(deskwire.LocalError) as refused:
+        oa1.format_frame("REQ", id, seq, False, payload)
+    assert why in str(refused.value)
+    assert oa1.parse_frame(oa1.format_frame("REQ", "ab", 1, False, oa1.escape("x\r\nQUIT"))) is not None
