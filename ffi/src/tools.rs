@@ -686,7 +686,7 @@ pub unsafe extern "C" fn dw_stream_parser_last_error_kind(
 fn parser(h: &mut Handle<Option<StreamParser>>) -> Result<&mut StreamParser> {
     h.engine
         .as_mut()
-        .ok_or_else(|| Error::refused("the stream is finished"))
+        .ok_or_else(|| Error::with_kind(dw_status::Refused, "finished", "the stream is finished"))
 }
 
 /// Feeds the next bytes of the body (server-sent events). `DW_STATUS_MALFORMED` once the stream
@@ -725,10 +725,9 @@ pub unsafe extern "C" fn dw_stream_parser_finish(
 ) -> dw_status {
     boundary::with(parser, |h| {
         let out = boundary::out_ptr(out, "out")?;
-        let parser = h
-            .engine
-            .take()
-            .ok_or_else(|| Error::refused("the stream is finished"))?;
+        let parser = h.engine.take().ok_or_else(|| {
+            Error::with_kind(dw_status::Refused, "finished", "the stream is finished")
+        })?;
         let response = parser.finish().map_err(Error::malformed)?;
         boundary::write(out, h.json_view(&response));
         Ok(())
