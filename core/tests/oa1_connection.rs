@@ -103,6 +103,18 @@ fn bring_up(engine: &mut impl ConnectionEngine, net: &mut Network, client: Clien
     panic!("not ready: {:?}", engine.state());
 }
 
+/// The remote (`deskbot`) and the desk with the default configs, each registered and in
+/// `#desk` on one network: (network, desk's client, remote's client, desk, remote).
+fn ready_pair() -> (Network, ClientId, ClientId, Desk, Remote) {
+    let mut net = Network::new(1);
+    let (d, r) = (net.connect("h1"), net.connect("h2"));
+    let mut remote = Remote::new(remote_config(), 0).unwrap();
+    bring_up(&mut remote, &mut net, r, 0);
+    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
+    bring_up(&mut desk, &mut net, d, 0);
+    (net, d, r, desk, remote)
+}
+
 /// Steps both ends until the desk reports an OA1 event; returns it.
 fn run_until_desk_event(
     desk: &mut Desk,
@@ -231,12 +243,7 @@ fn a_remote_that_joins_after_the_desk() {
 
 #[test]
 fn the_desk_waits_again_when_the_remote_leaves() {
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (mut net, d, r, mut desk, mut remote) = ready_pair();
     remote.quit(1, "bye");
     drain(&mut remote, &mut net, r, 1);
     net.disconnect(r);
@@ -341,12 +348,7 @@ fn configs_that_cannot_work_are_refused_when_the_engine_is_built() {
 
 #[test]
 fn the_end_of_the_connection_fails_what_is_in_flight() {
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (mut net, d, r, mut desk, mut remote) = ready_pair();
     let id = desk.request(1, "sleep 100", None).unwrap();
     drain(&mut desk, &mut net, d, 1);
     let asked = step(&mut remote, &mut net, r, 2);
@@ -382,12 +384,7 @@ fn the_end_of_the_connection_fails_what_is_in_flight() {
 
 #[test]
 fn a_kick_holds_lines_and_the_engine_joins_again() {
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (mut net, d, _r, mut desk, _remote) = ready_pair();
     desk.handle_bytes(10, b":op!o@h KICK #desk desk :out\r\n");
     let kicked = drain(&mut desk, &mut net, d, 10);
     assert_eq!(desk.state(), ConnectionState::Joining);
@@ -496,12 +493,7 @@ fn the_config_from_json_takes_overrides_and_refuses_unknown_keys() {
 /// before a short `PING` are fine, a 600-byte line without tags is not (it is over 512).
 #[test]
 fn a_connection_counts_the_tag_section_apart_from_the_rest() {
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (_net, _d, _r, mut desk, _remote) = ready_pair();
     let before = desk.stats().irc.ignored_too_long;
     let tags = format!("@+x={} PING :tagged\r\n", "t".repeat(595));
     desk.handle_bytes(1, tags.as_bytes());
@@ -524,12 +516,7 @@ fn a_connection_counts_the_tag_section_apart_from_the_rest() {
 
 #[test]
 fn garbage_and_floods_from_the_server_leave_the_engine_working() {
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (mut net, d, _r, mut desk, _remote) = ready_pair();
     desk.handle_bytes(1, &[0xff, 0xfe, b'\r', b'\n', b':', b' ', b'\n']);
     desk.handle_bytes(1, &vec![b'x'; 100_000]);
     desk.handle_bytes(1, b"\r\n");
@@ -652,12 +639,7 @@ fn a_refused_join_fails_the_waiting_requests_with_the_servers_words() {
 
 #[test]
 fn a_kick_fails_the_requests_in_flight() {
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (mut net, d, _r, mut desk, _remote) = ready_pair();
     let id = desk.request(1, "sleep 100", None).unwrap();
     drain(&mut desk, &mut net, d, 1);
     desk.handle_bytes(2, b":op!o@h KICK #desk desk :no bots here\r\n");
@@ -673,12 +655,7 @@ fn a_kick_fails_the_requests_in_flight() {
 
 #[test]
 fn a_remote_that_leaves_mid_request_fails_it_peer_left_after_the_grace() {
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (mut net, d, r, mut desk, mut remote) = ready_pair();
     let id = desk.request(1, "sleep 100", None).unwrap();
     drain(&mut desk, &mut net, d, 1);
     step(&mut remote, &mut net, r, 2);
@@ -707,12 +684,7 @@ fn a_remote_that_leaves_mid_request_fails_it_peer_left_after_the_grace() {
 /// that got nothing fails `peer_left` (as at a timeout).
 #[test]
 fn a_remote_that_leaves_after_part_of_the_answer_gives_that_part() {
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (mut net, d, r, mut desk, mut remote) = ready_pair();
     let id = desk.request(1, "echo started; sleep 100", None).unwrap();
     drain(&mut desk, &mut net, d, 1);
     step(&mut remote, &mut net, r, 2);
@@ -759,12 +731,7 @@ fn a_remote_that_leaves_after_part_of_the_answer_gives_that_part() {
 
 #[test]
 fn a_remote_back_within_the_grace_loses_nothing() {
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (mut net, d, r, mut desk, mut remote) = ready_pair();
     let id = desk.request(1, "sleep 1", None).unwrap();
     drain(&mut desk, &mut net, d, 1);
     let asked = step(&mut remote, &mut net, r, 2);
@@ -912,12 +879,7 @@ fn a_remote_with_a_mask_ignores_whoever_takes_the_desks_nick() {
 fn remote_bash_is_a_typed_call_whose_outcome_is_the_tool_result_or_a_typed_failure() {
     use deskwire::oa1::remote_bash::{ArgsError, Outcome};
     use std::time::Duration;
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (mut net, d, r, mut desk, mut remote) = ready_pair();
 
     assert!(matches!(
         desk.remote_bash(1, "ls", Some(Duration::ZERO)),
@@ -1261,12 +1223,7 @@ fn a_remote_marks_itself_a_bot_where_the_server_offers_it() {
 
 #[test]
 fn a_remote_split_away_fails_the_request_in_flight_at_once_and_new_ones_wait_for_the_heal() {
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (mut net, d, _r, mut desk, _remote) = ready_pair();
     let id = desk.request(1, "sleep 100", None).unwrap();
     drain(&mut desk, &mut net, d, 1);
     // What a client on the desk's side of a broken link sees: the remote quits with the two
@@ -1305,12 +1262,7 @@ fn a_remote_split_away_fails_the_request_in_flight_at_once_and_new_ones_wait_for
 
 #[test]
 fn a_quit_that_only_looks_like_a_split_gets_the_grace() {
-    let mut net = Network::new(1);
-    let (d, r) = (net.connect("h1"), net.connect("h2"));
-    let mut remote = Remote::new(remote_config(), 0).unwrap();
-    bring_up(&mut remote, &mut net, r, 0);
-    let mut desk = Desk::new(desk_config(), 0, 7).unwrap();
-    bring_up(&mut desk, &mut net, d, 0);
+    let (mut net, d, _r, mut desk, _remote) = ready_pair();
     desk.request(1, "sleep 100", None).unwrap();
     drain(&mut desk, &mut net, d, 1);
     // A user's own quit text is marked by the server (ngircd quotes it).
