@@ -372,8 +372,16 @@ fn parse_message<'py>(
     }
 }
 
+/// Whether `code` is spelled as the sidecar spec requires of error codes
+/// (`SCREAMING_SNAKE_CASE`: `[A-Z][A-Z0-9_]*`).
+#[pyfunction]
+fn is_sidecar_error_code(code: &str) -> bool {
+    deskwire::sidecar::is_error_code(code)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Peer>()?;
     m.add_function(wrap_pyfunction!(parse_message, m)?)?;
+    m.add_function(wrap_pyfunction!(is_sidecar_error_code, m)?)?;
     Ok(())
 }

@@ -38,13 +38,13 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import stat
 import sys
 from typing import Any, Awaitable, Callable, Dict, Mapping, Optional
 
 from . import jsonrpc
 from ._deskwire import __version__, read_def
+from ._deskwire.jsonrpc import is_sidecar_error_code
 from ._errors import DeskwireError, LocalError
 from .aio.pump import _Pump, now_ms
 
@@ -81,7 +81,7 @@ class SidecarError(DeskwireError):
     refused here, when the error is made (``LocalError`` ``invalid_value``)."""
 
     def __init__(self, code: str, message: str) -> None:
-        if not isinstance(code, str) or not _CODE.fullmatch(code):
+        if not isinstance(code, str) or not is_sidecar_error_code(code):
             raise LocalError(
                 "invalid_value",
                 f"a sidecar error code is SCREAMING_SNAKE_CASE ([A-Z][A-Z0-9_]*), not {code!r}; "
@@ -91,8 +91,6 @@ class SidecarError(DeskwireError):
             raise TypeError(f"a sidecar error message is a str, not {type(message).__name__}")
         super().__init__(code, message)
 
-
-_CODE = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 def _is_stream(fd: int) -> bool:

@@ -2,7 +2,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from typing_extensions import final
 
-__all__ = ['Peer', 'parse_message']
+__all__ = ['Peer', 'parse_message', 'is_sidecar_error_code']
 
 _Id = Union[int, str, None]
 
@@ -67,4 +67,9 @@ def parse_message(frame: bytes, batch_limit: int = 64) -> Union[Dict[str, Any], 
     ``Peer`` docs for its keys), or for a batch a list of them (invalid elements as
     ``{"kind": "invalid", "id", "error"}``). A frame that is not a message or a batch at all
     raises ``ProtocolError`` whose ``.id`` and ``.error`` are what a peer answers.
+    """
+
+def is_sidecar_error_code(code: str) -> bool:
+    """Whether ``code`` is spelled as the sidecar spec requires of error codes
+    (``SCREAMING_SNAKE_CASE``: ``[A-Z][A-Z0-9_]*``).
     """
