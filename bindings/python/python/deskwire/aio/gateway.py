@@ -98,12 +98,8 @@ class GatewayServer:
         for token in tokens:
             if not isinstance(token, str):
                 raise TypeError(f"tokens is a list of str; it holds a {type(token).__name__}")
-        if max_frame is None:
-            # Above the engine's bound, so that a longer message reaches the engine, which
-            # ignores and counts it (stats()["ignored"]) instead of the socket closing on it.
-            engine_bound = config.get("maxMessageBytes", 1 << 20)
-            max_frame = 4 * engine_bound if isinstance(engine_bound, int) else 4 << 20
-        for name, bound in (("max_events", max_events), ("max_frame", max_frame), ("max_queued", max_queued)):
+        max_frame = _frame_bound(max_frame, config.get("maxMessageBytes"))
+        for name, bound in (("max_events", max_events), ("max_queued", max_queued)):
             if not isinstance(bound, int) or isinstance(bound, bool):
                 raise TypeError(f"{name} is an int, not {type(bound).__name__}")
             if bound < 1:
@@ -367,6 +363,20 @@ class _Redact(logging.Filter):
         if redacted != text:
             record.msg, record.args = redacted, ()
         return True
+
+
+def _frame_bound(max_frame: Optional[int], max_message_bytes: Optional[int]) -> int:
+    """The transport's bound on a frame (the gateway's and the phone's): ``max_frame`` if given,
+    else four times the engine's ``max_message_bytes`` (4 MiB at its default), so that a longer
+    message reaches the engine, which ignores and counts it (``stats()``), instead of the socket
+    closing on it."""
+    if max_frame is not None:
+        if not isinstance(max_frame, int) or isinstance(max_frame, bool):
+            raise TypeError(f"max_frame is an int, not {type(max_frame).__name__}")
+        if max_frame < 1:
+            raise LocalError("invalid_value", f"max_frame is {max_frame}; it must be at least 1")
+        return max_frame
+    return 4 * (max_message_bytes if isinstance(max_message_bytes, int) else 1 << 20)
 
 
 def _ws_logger(name: str) -> logging.Logger:

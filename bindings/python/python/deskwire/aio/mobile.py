@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set
 from .. import mobile
 from .._deskwire import Timeout, Transmit
 from .._errors import ClosedError, LocalError, LoginFailedError, NotReadyError
-from .gateway import _ws_logger
+from .gateway import _frame_bound, _ws_logger
 from .pump import _keywords_checked, now_ms
 
 _CLIENT_CONFIG = ("backoff_ms", "max_backoff_ms", "max_message_bytes",
@@ -24,18 +24,6 @@ def _client_options(given: Dict[str, Any]) -> Dict[str, Any]:
     """The config fields among ``given`` (a ``connect``'s locals) that were given."""
     return {name: given[name] for name in _CLIENT_CONFIG if given.get(name) is not None}
 
-
-def _frame_bound(max_frame: Optional[int], max_message_bytes: Optional[int]) -> int:
-    """The transport's bound on a frame: ``max_frame`` if given, else four times the engine's
-    ``max_message_bytes`` (4 MiB at its default), so that the engine sees the frames it ignores
-    and counts (``stats()["too_large"]``) instead of the socket closing on them."""
-    if max_frame is not None:
-        if not isinstance(max_frame, int) or isinstance(max_frame, bool):
-            raise TypeError(f"max_frame is an int, not {type(max_frame).__name__}")
-        if max_frame < 1:
-            raise LocalError("invalid_value", f"max_frame is {max_frame}; it must be at least 1")
-        return max_frame
-    return 4 * (max_message_bytes if isinstance(max_message_bytes, int) else 1 << 20)
 
 __all__ = ["MobileClient"]
 
