@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use deskwire::oa1::remote_bash::RemoteBashArgs;
 use deskwire::oa1::{
-    Client, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, IdGenerator,
+    Client, ConnectionEvent, ConnectionOutput, ConnectionState, Desk, Event, Failure, IdGenerator,
     LinkEvent, LocalError, Output, remote_bash,
 };
 use deskwire::tools::ToolCall;
@@ -245,6 +245,10 @@ pub struct DeskRpcClient {
     unanswered: Option<Vec<Vec<u8>>>,
     /// The engine replaced one whose link was lost: its first answer counts in `reconnects`.
     replacement: bool,
+    /// Why the server could not be reached, when the connection ended before it ever answered
+    /// (and no reconnect tries again): the calls the engine then fails as `disconnected` say
+    /// this, not the engine's "the connection was lost".
+    connect_failure: Option<String>,
     /// [method close] was called: no reconnect.
     closing: bool,
     base: Base<Node>,
@@ -415,6 +419,7 @@ impl DeskRpcClient {
         self.address = Some((host, port));
         self.backoff = backoff;
         self.unanswered = Some(Vec::new());
+        self.connect_failure = None;
         self.closing = false;
         self.reconnects = 0;
         self.last_error = GString::new();
@@ -973,8 +978,10 @@ impl DeskRpcClient {
         RemoteCall::settle(&mut call, shapes::local_failure(id, "not_polled", &message));
     }
 
-    /// Forgets request `id` and sends its `CANCEL`; emits `request_failed`. The caller
-    /// settles the returned call.
+    /// Forgets request `id` and sends its `CANCEL`; [signal request_failed] follows once this
+    /// returns (deferred, as for every call that fails by the caller's hand, so a handler never
+    /// runs inside the caller's `cancel`), before the call's `completed`, which the caller
+    /// settles.
     pub(crate) fn cancel_request(
         &mut self,
         id: &str,
@@ -984,11 +991,12 @@ impl DeskRpcClient {
         let now = ticks();
         // An id the engine no longer knows has just finished; its answer is dropped now.
         self.engine_cancel(now, id, reason);
-        self.signals().request_failed().emit(
-            &variant::gstring(id),
-            "cancelled",
-            &variant::gstring(reason),
-        );
+        let (gid, message) = (variant::gstring(id), variant::gstring(reason));
+        self.later(move |this| {
+            this.signals()
+                .request_failed()
+                .emit(&gid, "cancelled", &message);
+        });
         Some((id.to_owned(), call))
     }
 
@@ -1034,6 +1042,7 @@ impl DeskRpcClient {
                 return;
             }
             godot_warn!("DeskRpcClient: {message}");
+            self.connect_failure = Some(message);
         } else {
             godot_warn!("DeskRpcClient: {reason}");
         }
@@ -1159,6 +1168,21 @@ impl DeskRpcClient {
     }
 
     fn event(&mut self, event: ConnectionEvent, actions: &mut Vec<Action>) {
+        let event = match (event, &self.connect_failure) {
+            (
+                ConnectionEvent::Oa1(Event::Failed {
+                    id,
+                    failure: Failure::Disconnected { .. },
+                }),
+                Some(why),
+            ) => ConnectionEvent::Oa1(Event::Failed {
+                id,
+                failure: Failure::Disconnected {
+                    message: why.clone(),
+                },
+            }),
+            (event, _) => event,
+        };
         match &event {
             ConnectionEvent::Oa1(e @ (Event::Response { .. } | Event::Failed { .. })) => {
                 if let Some((id, result)) = shapes::call_result(e)

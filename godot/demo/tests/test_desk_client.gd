@@ -98,9 +98,15 @@ func test_cancel() -> void:
 	var client := await connected_client("godesk4")
 	var call := client.remote_bash("sleep 8; echo never", 20)
 	await tree.create_timer(0.5).timeout
+	# Both signals come after cancel() returns, request_failed first, as for every failure.
+	var order: Array = []
+	client.request_failed.connect(func(id, code, _message): order.append("request_failed %s" % code))
+	call.completed.connect(func(_result): order.append("completed"))
 	check_eq(call.cancel("changed my mind"), OK, "cancel")
+	check_eq(order, [], "no signal inside cancel()")
 	var result := await finish(call, 2.0)
 	check_eq([result.get("ok"), result.get("error"), result.get("message")], [false, "cancelled", "changed my mind"], "cancelled")
+	check_eq(order, ["request_failed cancelled", "completed"], "the signals' order")
 	check_eq(call.cancel(), ERR_DOES_NOT_EXIST, "twice")
 	check_eq(client.in_flight(), 0, "nothing in flight")
 	client.close()

@@ -99,8 +99,13 @@ func test_a_refused_connect_names_the_address_and_is_tried_again() -> void:
 	client.remote_nick = OS.get_environment("DESKWIRE_REMOTE_NICK")
 	tree.root.add_child(client)
 	check_eq(client.connect_to_server(), OK, "connect_to_server starts")
+	# A call made while the connect is failing says why, not that a connection was lost.
+	var early := client.remote_bash("echo too soon")
 	check(await wait_until(func(): return client.last_error == "cant_connect", 10.0), "the failure is named")
 	check(client.last_error_message.begins_with("connect to 127.0.0.1:%d failed: " % port), client.last_error_message)
+	var early_result := await finish(early, 5.0)
+	check_eq(early_result.get("error"), "disconnected", "the early call fails: %s" % [early_result])
+	check(str(early_result.get("message")).ends_with(client.last_error_message), "it names the connect's failure: %s" % [early_result])
 	seen.append("a refused connect: %s" % client.last_error_message)
 	# With reconnect, the same failure is tried again: the engine and its request wait.
 	client.reconnect = true
