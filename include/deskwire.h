@@ -19,7 +19,8 @@
  *   dw_<object>_last_error_kind(handle) names it (the core error's name, such as
  *   "unknown_request", or the status's, such as "invalid_json"); both are "" after a success.
  *   Calls without a handle (constructors, free functions) keep theirs per thread, the same
- *   way: dw_last_error(), dw_last_error_kind().
+ *   way: dw_last_error(), dw_last_error_kind(). So does a call given a NULL handle, and
+ *   dw_<object>_last_error(NULL) gives that thread's error.
  * - No panic crosses the boundary: a bug inside deskwire becomes DW_STATUS_PANIC, and the
  *   handle is poisoned: every later call on it answers DW_STATUS_POISONED, except _free.
  * - Every pointer argument is checked: NULL where a value is required is DW_STATUS_NULL_ARGUMENT
@@ -709,7 +710,9 @@ dw_status dw_irc_session_poll_output(struct dw_irc_session *session,
                                      struct dw_output *out);
 
 /**
- * Joins `channel`. `DW_STATUS_REFUSED` for an invalid name or a closed session.
+ * Joins `channel`. `DW_STATUS_INVALID_ARGUMENT` for an invalid name (kind `invalid_channel`,
+ * or `channel_too_long` past the server's `CHANNELLEN`), `DW_STATUS_REFUSED` for a closed
+ * session (`closed`).
  */
 dw_status dw_irc_session_join(struct dw_irc_session *session, const char *channel);
 
@@ -719,8 +722,10 @@ dw_status dw_irc_session_join(struct dw_irc_session *session, const char *channe
 dw_status dw_irc_session_part(struct dw_irc_session *session, const char *channel);
 
 /**
- * Sends `text` to `target` in one `PRIVMSG` line. `DW_STATUS_REFUSED` when it does not fit a
- * line or holds NUL, CR or LF.
+ * Sends `text` to `target` in one `PRIVMSG` line. `DW_STATUS_INVALID_ARGUMENT` when it does
+ * not fit a line (kind `too_long`), is empty (`empty_text`), holds NUL, CR or LF
+ * (`forbidden_byte`) or `target` is not one channel or nick (`invalid_target`);
+ * `DW_STATUS_REFUSED` before registration (`not_registered`) or after the end (`closed`).
  */
 dw_status dw_irc_session_privmsg(struct dw_irc_session *session,
                                  const char *target,

@@ -491,21 +491,24 @@ pub(crate) fn call(f: impl FnOnce() -> Result<()>) -> dw_status {
 }
 
 /// The handle's last error as a C string (`""` when the last call succeeded). A `NULL` handle
-/// gives `""` too.
+/// gives the thread's (`dw_last_error()`), where a call made with a `NULL` handle left its
+/// error: `fprintf(stderr, "%s\n", dw_desk_last_error(desk))` says why whether or not `desk`
+/// was made.
 pub(crate) fn last_error<O: AsHandle>(ptr: *const O) -> *const c_char {
     // SAFETY: a live handle from `_new` or NULL (documented).
     match unsafe { ptr.as_ref() } {
         Some(h) => h.handle_ref().error.as_ptr().cast(),
-        None => c"".as_ptr(),
+        None => thread_error(),
     }
 }
 
-/// The kind of the handle's last error (`""` after a success).
+/// The kind of the handle's last error (`""` after a success); a `NULL` handle gives the
+/// thread's (`dw_last_error_kind()`).
 pub(crate) fn last_error_kind<O: AsHandle>(ptr: *const O) -> *const c_char {
     // SAFETY: a live handle from `_new` or NULL (documented).
     match unsafe { ptr.as_ref() } {
         Some(h) => h.handle_ref().kind.as_ptr().cast(),
-        None => c"".as_ptr(),
+        None => thread_error_kind(),
     }
 }
 

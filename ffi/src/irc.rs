@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::ffi::c_char;
 
 use deskwire::irc::Message;
-use deskwire::irc::session::{Session, SessionConfig, SessionOutput};
+use deskwire::irc::session::{Session, SessionConfig, SessionError, SessionOutput};
 use serde_json::{Map, Value, json};
 
 use crate::boundary::{
@@ -138,7 +138,9 @@ pub unsafe extern "C" fn dw_irc_session_poll_output(
     })
 }
 
-/// Joins `channel`. `DW_STATUS_REFUSED` for an invalid name or a closed session.
+/// Joins `channel`. `DW_STATUS_INVALID_ARGUMENT` for an invalid name (kind `invalid_channel`,
+/// or `channel_too_long` past the server's `CHANNELLEN`), `DW_STATUS_REFUSED` for a closed
+/// session (`closed`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_irc_session_join(
     session: *mut dw_irc_session,
@@ -146,7 +148,7 @@ pub unsafe extern "C" fn dw_irc_session_join(
 ) -> dw_status {
     boundary::with(session, |h| {
         let channel = boundary::str_arg(channel, "channel")?;
-        h.engine.join(channel).map_err(Error::refused_text)
+        h.engine.join(channel).map_err(session_error)
     })
 }
 
@@ -158,12 +160,14 @@ pub unsafe extern "C" fn dw_irc_session_part(
 ) -> dw_status {
     boundary::with(session, |h| {
         let channel = boundary::str_arg(channel, "channel")?;
-        h.engine.part(channel).map_err(Error::refused_text)
+        h.engine.part(channel).map_err(session_error)
     })
 }
 
-/// Sends `text` to `target` in one `PRIVMSG` line. `DW_STATUS_REFUSED` when it does not fit a
-/// line or holds NUL, CR or LF.
+/// Sends `text` to `target` in one `PRIVMSG` line. `DW_STATUS_INVALID_ARGUMENT` when it does
+/// not fit a line (kind `too_long`), is empty (`empty_text`), holds NUL, CR or LF
+/// (`forbidden_byte`) or `target` is not one channel or nick (`invalid_target`);
+/// `DW_STATUS_REFUSED` before registration (`not_registered`) or after the end (`closed`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_irc_session_privmsg(
     session: *mut dw_irc_session,
@@ -173,7 +177,7 @@ pub unsafe extern "C" fn dw_irc_session_privmsg(
     boundary::with(session, |h| {
         let target = boundary::str_arg(target, "target")?;
         let text = boundary::str_arg(text, "text")?;
-        h.engine.privmsg(target, text).map_err(Error::refused_text)
+        h.engine.privmsg(target, text).map_err(session_error)
     })
 }
 
@@ -236,4 +240,27 @@ pub unsafe extern "C" fn dw_irc_parse_line(
         value.insert("params".into(), json!(msg.params()));
         boundary::json_to_buffer(&Value::Object(value), out, cap, out_len)
     })
+}
+
+/// A session's refusal, with its kind: values IRC cannot carry are the caller's
+/// (`DW_STATUS_INVALID_ARGUMENT`, as the desks give for the same mistakes), the session's state
+/// is `DW_STATUS_REFUSED`.
+fn session_error(e: SessionError) -> Error {
+    use dw_status::{InvalidArgument, Refused};
+    let (status, kind) = match &e {
+        SessionError::Closed => (Refused, "closed"),
+        SessionError::NotRegistered => (Refused, "not_registered"),
+        SessionError::InvalidNick(_) => (InvalidArgument, "invalid_nick"),
+        SessionError::InvalidUser(_) => (InvalidArgument, "invalid_user"),
+        SessionError::InvalidChannel(_) => (InvalidArgument, "invalid_channel"),
+        SessionError::ChannelTooLong { .. } => (InvalidArgument, "channel_too_long"),
+        SessionError::InvalidTarget(_) => (InvalidArgument, "invalid_target"),
+        SessionError::ForbiddenByte => (InvalidArgument, "forbidden_byte"),
+        SessionError::InvalidLogin(_) => (InvalidArgument, "invalid_login"),
+        SessionError::EmptyText => (InvalidArgument, "empty_text"),
+        SessionError::TooLong { .. } => (InvalidArgument, "too_long"),
+        // The core's enum is non-exhaustive: a new refusal is the session's until named here.
+        _ => (Refused, "refused"),
+    };
+    Error::with_kind(status, kind, e)
 }

@@ -239,7 +239,11 @@ def main():
             continue
         if ret == "const char *":
             if args and args[0][0] == "handle":
-                body.append(f"    CHECK(strcmp({call(fn, args, (0, 'NULL'))}, \"\") == 0, \"{fn}(NULL)\");")
+                # A NULL handle's last error is the thread's, where a call with a NULL handle
+                # leaves it; anything else of a NULL handle is "".
+                want = {"_last_error": "dw_last_error()", "_last_error_kind": "dw_last_error_kind()"}
+                same = next((w for suffix, w in want.items() if fn.endswith(suffix)), '""')
+                body.append(f"    CHECK(strcmp({call(fn, args, (0, 'NULL'))}, {same}) == 0, \"{fn}(NULL)\");")
             else:
                 body.append(f"    CHECK({call(fn, args)} != NULL, \"{fn}\");")
             count += 1
@@ -254,6 +258,10 @@ def main():
                 expect = "!=" if (fn, n) in OPTIONAL else "=="
                 body.append(f"    st = {call(fn, args, (i, 'NULL'))};")
                 body.append(f"    CHECK(st {expect} DW_STATUS_NULL_ARGUMENT, \"{fn}: NULL {n}: %s\", dw_status_str(st));")
+                if kind == "handle" and i == 0:
+                    # What a host prints with the handle it has (NULL) says why.
+                    said = f"dw_{v[2:]}_last_error(NULL)"
+                    body.append(f"    CHECK(strcmp({said}, \"the handle is NULL\") == 0, \"{fn}: NULL {n}: {said} is '%s'\", {said});")
                 free_tmp(body, args)
                 count += 1
             if kind in ("json", "string"):
