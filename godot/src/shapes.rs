@@ -842,6 +842,12 @@ mod tests {
         for bad in [f64::NAN, f64::INFINITY, -0.5] {
             assert!(remote_bash_command("x", bad).is_err(), "{bad}");
         }
+        // A command that runs nothing is the core's refusal, in its words.
+        let e = remote_bash_command("  ", 0.0).unwrap_err();
+        assert!(e.contains("the command is empty"), "{e}");
+        let e = remote_bash_command("ls\0", 0.0).unwrap_err();
+        assert!(e.contains("NUL byte at byte 2"), "{e}");
+        assert!(read_remote_bash(&call(json!({"command": ""}))).is_err());
         let args = read_remote_bash(&call(json!({"command": "x", "timeout_sec": 3}))).unwrap();
         assert_eq!(args.timeout_ms(), Some(3_000));
         assert!(read_remote_bash(&call(json!({"command": 5}))).is_err());

@@ -141,6 +141,20 @@ static void domain(void) {
     CHECK(dw_desk_remote_bash(h_desk, 0, "{\"command\":\"ls\",\"timeout_sec\":0}", &view) == DW_STATUS_INVALID_ARGUMENT,
           "timeout_sec 0");
     CHECK(dw_desk_remote_bash(h_desk, 0, "{\"cmd\":\"ls\"}", &view) == DW_STATUS_INVALID_JSON, "no command");
+    CHECK(dw_desk_remote_bash(h_desk, 0, "{\"command\":\" \\n\"}", &view) == DW_STATUS_INVALID_ARGUMENT &&
+              strstr(dw_desk_last_error(h_desk), "the command is empty") != NULL,
+          "an empty command");
+    CHECK(dw_desk_remote_bash(h_desk, 0, "{\"command\":\"ls\\u0000\"}", &view) == DW_STATUS_INVALID_ARGUMENT &&
+              strstr(dw_desk_last_error(h_desk), "NUL byte at byte 2") != NULL,
+          "a command with a NUL byte");
+
+    /* The IRC session names its refusals as the desks do: the caller's values, or its state. */
+    CHECK(dw_irc_session_join(h_irc_session, "nochan") == DW_STATUS_INVALID_ARGUMENT &&
+              strcmp(dw_irc_session_last_error_kind(h_irc_session), "invalid_channel") == 0,
+          "a channel name without #: %s", dw_irc_session_last_error_kind(h_irc_session));
+    CHECK(dw_irc_session_privmsg(h_irc_session, "#d", "hi") == DW_STATUS_REFUSED &&
+              strcmp(dw_irc_session_last_error_kind(h_irc_session), "not_registered") == 0,
+          "a message before registration: %s", dw_irc_session_last_error_kind(h_irc_session));
 
     /* A finished stream takes no more input. */
     dw_stream_parser *p = NULL;
@@ -428,6 +442,8 @@ static void multi_desk(void) {
     REFUSED_AS(m, DW_STATUS_INVALID_JSON, "invalid_json", dw_multi_desk_remote_bash(m, 0, "#a", "{\"cmd\":\"ls\"}", &view));
     REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "invalid_argument",
                dw_multi_desk_remote_bash(m, 0, "#a", "{\"command\":\"ls\",\"timeout_sec\":0}", &view));
+    REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "invalid_argument",
+               dw_multi_desk_remote_bash(m, 0, "#a", "{\"command\":\"\"}", &view));
 
     /* Chat text the connection cannot send as it is. */
     REFUSED_AS(m, DW_STATUS_INVALID_ARGUMENT, "reserved_prefix",

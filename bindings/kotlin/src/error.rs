@@ -141,6 +141,10 @@ error_kinds! {
     /// A timeout of 0: `RemoteBash`'s `timeout_sec`, or an OA1 configuration's
     /// `requestTimeoutMs`, `readyTimeoutMs` or `partialTimeoutMs` (the detail names it).
     ZeroTimeout,
+    /// A `RemoteBash` command that is empty or only whitespace (a shell would run nothing).
+    EmptyCommand,
+    /// A `RemoteBash` command with a NUL byte (the detail gives its offset).
+    NulInCommand,
     /// The same setting given twice with different values (a channel in `oa1.channel` and
     /// `session.channels`, the nick at the top level of a JSON config and in `session`/`oa1`).
     Conflict,

@@ -459,7 +459,7 @@ line_methods!(Client, {
     /// Starts a `RemoteBash` call: `command` runs on the remote, `timeout` (seconds, `None`:
     /// the configured request timeout) starting when the lines may leave. Returns the request
     /// id whose `Response` or `Failed` ends the call. A `timeout` that is not positive raises
-    /// `LocalError` (`invalid_arguments`).
+    /// `LocalError` (`invalid_arguments`), as does an empty command or one with a NUL byte.
     #[pyo3(signature = (now_ms, command, timeout = None))]
     fn remote_bash(&self, now_ms: u64, command: Utf8Arg, timeout: Option<f64>) -> PyResult<String> {
         role::remote_bash(&self.0, now_ms, command, timeout)
@@ -779,7 +779,7 @@ connection_methods!(Desk, {
     /// Starts a `RemoteBash` call: `command` runs on the remote, `timeout` (seconds, `None`:
     /// the configured request timeout) starting when the lines may leave. Returns the request
     /// id whose `Response` or `Failed` ends the call. A `timeout` that is not positive raises
-    /// `LocalError` (`invalid_arguments`).
+    /// `LocalError` (`invalid_arguments`), as does an empty command or one with a NUL byte.
     #[pyo3(signature = (now_ms, command, timeout = None))]
     fn remote_bash(&self, now_ms: u64, command: Utf8Arg, timeout: Option<f64>) -> PyResult<String> {
         role::remote_bash(&self.0, now_ms, command, timeout)

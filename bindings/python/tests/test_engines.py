@@ -314,9 +314,14 @@ def test_remote_bash_is_one_call_into_the_core() -> None:
     # Longer than a Duration holds: the longest timeout, as the asyncio desks take it.
     assert desk.remote_bash(0, "true", timeout=1e30)
     desk.cancel(0, desk.remote_bash(0, "true", timeout=1e30), "never mind")
-    for args in ({"command": 1}, {}, '{"command": "x", "timeout_sec": 0}', "not json"):
+    for args in ({"command": 1}, {}, '{"command": "x", "timeout_sec": 0}', "not json", {"command": " \n"}):
         with pytest.raises(deskwire.LocalError) as refused:
             desk.remote_bash_call(0, args)
+        assert refused.value.code == "invalid_arguments"
+    # A command that runs nothing, or that no shell line can carry, is refused before it is sent.
+    for command, why in (("", "the command is empty"), ("\t ", "the command is empty"), ("ls\0 -la", "NUL byte at byte 2")):
+        with pytest.raises(deskwire.LocalError, match=why) as refused:
+            desk.remote_bash(0, command)
         assert refused.value.code == "invalid_arguments"
 
     answered = desk.remote_bash_call(0, {"command": "id -un", "timeout_sec": 5})

@@ -281,6 +281,7 @@ impl MultiDesk {
         timeout: Option<std::time::Duration>,
     ) -> Result<String, ArgsError> {
         let timeout_ms = super::roles::remote_bash_timeout_ms(timeout)?;
+        super::remote_bash::check_command(command)?;
         Ok(self.request(now, channel, command, timeout_ms)?)
     }
 

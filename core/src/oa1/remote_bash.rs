@@ -176,20 +176,46 @@ pub enum ArgsError {
     /// A timeout of zero: `timeout_sec` 0 in the model's arguments, or a host's zero duration.
     #[error("the timeout must be more than zero (timeout_sec at least 1)")]
     ZeroTimeout,
+    /// An empty command, or one of only whitespace: a shell would run nothing and report
+    /// success, which tells the model nothing.
+    #[error("the command is empty: give the shell command to run")]
+    EmptyCommand,
+    /// A command with a NUL byte, which no shell command line can carry (`execve` refuses it).
+    #[error("the command has a NUL byte at byte {at}; a shell command line cannot carry one")]
+    NulInCommand {
+        /// Its byte offset in the command.
+        at: usize,
+    },
     /// The request could not be sent.
     #[error(transparent)]
     Local(#[from] LocalError),
 }
 
+/// Refuses a command no remote could run as the caller meant: empty or only whitespace, or
+/// with a NUL byte. Checked before anything is sent, for the model's JSON and a host's own
+/// call alike.
+pub fn check_command(command: &str) -> Result<(), ArgsError> {
+    if command.trim().is_empty() {
+        return Err(ArgsError::EmptyCommand);
+    }
+    match memchr::memchr(0, command.as_bytes()) {
+        Some(at) => Err(ArgsError::NulInCommand { at }),
+        None => Ok(()),
+    }
+}
+
 impl RemoteBashArgs {
     /// A call's arguments from the host's own values (`desk.remote_bash("ls", Some(30))`):
-    /// `timeout_sec` of 0 is refused, as in the model's JSON.
+    /// `timeout_sec` of 0, an empty command and one with a NUL byte are refused
+    /// ([`check_command`]), as in the model's JSON.
     pub fn new(command: impl Into<String>, timeout_sec: Option<u64>) -> Result<Self, ArgsError> {
         if timeout_sec == Some(0) {
             return Err(ArgsError::ZeroTimeout);
         }
+        let command = command.into();
+        check_command(&command)?;
         Ok(RemoteBashArgs {
-            command: command.into(),
+            command,
             timeout_sec,
         })
     }
@@ -373,6 +399,26 @@ mod tests {
             RemoteBashArgs::parse(r#"{"command":"x","timeout_sec":0}"#),
             Err(ArgsError::ZeroTimeout)
         ));
+    }
+
+    #[test]
+    fn a_command_that_runs_nothing_is_refused_before_it_is_sent() {
+        for empty in ["", " ", "\t\n  "] {
+            let json = serde_json::json!({ "command": empty }).to_string();
+            assert!(
+                matches!(RemoteBashArgs::parse(&json), Err(ArgsError::EmptyCommand)),
+                "{empty:?}"
+            );
+            assert!(matches!(
+                RemoteBashArgs::new(empty, None),
+                Err(ArgsError::EmptyCommand)
+            ));
+        }
+        let err = RemoteBashArgs::parse(r#"{"command":"ls\u0000 -la"}"#).unwrap_err();
+        assert!(matches!(err, ArgsError::NulInCommand { at: 2 }), "{err:?}");
+        assert!(err.to_string().contains("NUL byte at byte 2"), "{err}");
+        // Newlines, tabs and any other text are a shell's to read.
+        assert!(RemoteBashArgs::new("cd /x\n\tmake", None).is_ok());
     }
 
     #[test]

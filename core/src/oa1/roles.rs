@@ -28,7 +28,9 @@ pub trait Requester {
         command: &str,
         timeout: Option<Duration>,
     ) -> Result<String, ArgsError> {
-        Ok(self.request(now, command, remote_bash_timeout_ms(timeout)?)?)
+        let timeout_ms = remote_bash_timeout_ms(timeout)?;
+        super::remote_bash::check_command(command)?;
+        Ok(self.request(now, command, timeout_ms)?)
     }
 }
 

@@ -71,8 +71,8 @@ class Client:
         """Starts a ``RemoteBash`` call: ``command`` runs on the remote, ``timeout`` (seconds, ``None``:
         the configured request timeout) starting when the lines may leave. Returns the request
         id whose ``Response`` or ``Failed`` ends the call. A ``timeout`` that is not a positive,
-        finite number raises ``LocalError`` (``invalid_arguments``); one too long for the engine
-        to count is its longest.
+        finite number raises ``LocalError`` (``invalid_arguments``), as does an empty command
+        or one with a NUL byte; a timeout too long for the engine to count is its longest.
         """
     def remote_bash_call(self, now_ms: int, args: Union[str, Dict[str, Any]]) -> str:
         """Starts a model's ``RemoteBash`` call from its arguments (a dict or JSON text,
@@ -220,8 +220,8 @@ class Desk:
         """Starts a ``RemoteBash`` call: ``command`` runs on the remote, ``timeout`` (seconds, ``None``:
         the configured request timeout) starting when the lines may leave. Returns the request
         id whose ``Response`` or ``Failed`` ends the call. A ``timeout`` that is not a positive,
-        finite number raises ``LocalError`` (``invalid_arguments``); one too long for the engine
-        to count is its longest.
+        finite number raises ``LocalError`` (``invalid_arguments``), as does an empty command
+        or one with a NUL byte; a timeout too long for the engine to count is its longest.
         """
     def remote_bash_call(self, now_ms: int, args: Union[str, Dict[str, Any]]) -> str:
         """Starts a model's ``RemoteBash`` call from its arguments (a dict or JSON text,

@@ -816,6 +816,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_json_rpc_config_default(
     ): Int
+    external fun uniffi_deskwire_uniffi_checksum_func_json_rpc_config_for(
+    ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_json_rpc_message_to_json(
     ): Int
     external fun uniffi_deskwire_uniffi_checksum_func_json_rpc_sidecar_timeouts(
@@ -1719,6 +1721,8 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_deskwire_uniffi_fn_func_json_rpc_config_default(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_deskwire_uniffi_fn_func_json_rpc_config_for(`dialect`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_json_rpc_message_to_json(`message`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_deskwire_uniffi_fn_func_json_rpc_sidecar_timeouts(uniffi_out_err: UniffiRustCallStatus, 
@@ -1936,7 +1940,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_deskwire_uniffi_checksum_func_irc_validate_session_config() and 0xFFFF) != 45095) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_config_default() and 0xFFFF) != 50635) {
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_config_default() and 0xFFFF) != 40188) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_config_for() and 0xFFFF) != 18309) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_deskwire_uniffi_checksum_func_json_rpc_message_to_json() and 0xFFFF) != 59469) {
@@ -13361,6 +13368,14 @@ enum class ErrorKind {
      */
     ZERO_TIMEOUT,
     /**
+     * A `RemoteBash` command that is empty or only whitespace (a shell would run nothing).
+     */
+    EMPTY_COMMAND,
+    /**
+     * A `RemoteBash` command with a NUL byte (the detail gives its offset).
+     */
+    NUL_IN_COMMAND,
+    /**
      * The same setting given twice with different values (a channel in `oa1.channel` and
      * `session.channels`, the nick at the top level of a JSON config and in `session`/`oa1`).
      */
@@ -16993,13 +17008,30 @@ public object FfiConverterMapStringString: FfiConverterRustBuffer<Map<kotlin.Str
     
 
         /**
-         * The peer defaults (NDJSON, 30 s for every method).
+         * The peer defaults (NDJSON, 30 s for every method): JSON-RPC 2.0's. A sidecar peer wants
+         * [`json_rpc_config_for`]`(Sidecar)`, whose per-method timeouts the sidecar spec sets.
          */ fun `jsonRpcConfigDefault`(): JsonRpcConfig {
             return FfiConverterTypeJsonRpcConfig.lift(
     uniffiRustCall() { _status ->
     UniffiLib.uniffi_deskwire_uniffi_fn_func_json_rpc_config_default(
     
         _status)
+}
+    )
+    }
+    
+
+        /**
+         * The defaults for a peer speaking `dialect`, as the core gives them: the sidecar's
+         * per-method timeouts (`training.start` 300 s, `health.*` 10 s, ...) for `Sidecar`, 30 s
+         * for every method otherwise.
+         */ fun `jsonRpcConfigFor`(`dialect`: JsonRpcDialect): JsonRpcConfig {
+            return FfiConverterTypeJsonRpcConfig.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_deskwire_uniffi_fn_func_json_rpc_config_for(
+    
+        
+        FfiConverterTypeJsonRpcDialect.lower(`dialect`),_status)
 }
     )
     }

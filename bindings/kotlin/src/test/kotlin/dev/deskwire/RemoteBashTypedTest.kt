@@ -28,6 +28,23 @@ class RemoteBashTypedTest {
     }
 
     @Test
+    fun `a command that runs nothing is refused and never sent`() {
+        Desk(connectionConfig(nick = "desk", channel = "#desk", peer = "deskbot"), 0L, 1L).use { desk ->
+            for (command in listOf("", "  \t\n")) {
+                val empty = assertFailsWith<DeskwireException.InvalidInput> { desk.remoteBashCommand(0L, command, null) }
+                assertEquals(ErrorKind.EMPTY_COMMAND, empty.kind)
+            }
+            val nul = assertFailsWith<DeskwireException.InvalidInput> { desk.remoteBashCommand(0L, "ls\u0000 -la", null) }
+            assertEquals(ErrorKind.NUL_IN_COMMAND, nul.kind)
+            assertTrue("byte 2" in nul.message!!, nul.message)
+            // The model's JSON arguments are refused the same way.
+            val json = assertFailsWith<DeskwireException.InvalidInput> { desk.remoteBash(0L, """{"command": " "}""") }
+            assertEquals(ErrorKind.EMPTY_COMMAND, json.kind)
+            assertEquals(0L, desk.inFlight())
+        }
+    }
+
+    @Test
     fun `timeouts are the core's timeouts`() {
         assertTrue(Oa1RequestException("a1", Oa1Failure.Timeout("m")).isTimeout)
         assertTrue(Oa1RequestException("a1", Oa1Failure.NotReady("m")).isTimeout)
