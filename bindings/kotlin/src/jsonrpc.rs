@@ -63,10 +63,30 @@ pub struct JsonRpcConfig {
     pub finished_memory: u64,
 }
 
-/// The peer defaults (NDJSON, 30 s for every method).
+/// The peer defaults (NDJSON, 30 s for every method): JSON-RPC 2.0's. A sidecar peer wants
+/// [`json_rpc_config_for`]`(Sidecar)`, whose per-method timeouts the sidecar spec sets.
 #[uniffi::export]
 pub fn json_rpc_config_default() -> JsonRpcConfig {
     jsonrpc::PeerConfig::default().into()
+}
+
+/// The defaults for a peer speaking `dialect`, as the core gives them: the sidecar's
+/// per-method timeouts (`training.start` 300 s, `health.*` 10 s, ...) for `Sidecar`, 30 s
+/// for every method otherwise.
+#[uniffi::export]
+pub fn json_rpc_config_for(dialect: &JsonRpcDialect) -> JsonRpcConfig {
+    match dialect {
+        JsonRpcDialect::JsonRpc2 => jsonrpc::PeerConfig::for_dialect(&JsonRpc2),
+        JsonRpcDialect::Sidecar => jsonrpc::PeerConfig::for_dialect(&Sidecar),
+        JsonRpcDialect::Gateway {
+            token,
+            epoch_unix_ms,
+        } => jsonrpc::PeerConfig::for_dialect(&GatewayCommander::new(
+            Token::new(token.clone()),
+            *epoch_unix_ms,
+        )),
+    }
+    .into()
 }
 
 /// The sidecar spec's timeouts (`health.*` 10 s, `inference.complete` 120 s, ...).

@@ -163,7 +163,7 @@ class BadInputTest {
             }.kind, bad)
         }
         params.call(0uL, "m", "[1]", 0uL)
-        val peer = JsonRpcPeer(JsonRpcDialect.Sidecar, jsonRpcConfigDefault(), 1uL)
+        val peer = JsonRpcPeer(JsonRpcDialect.Sidecar, jsonRpcConfigFor(JsonRpcDialect.Sidecar), 1uL)
         assertThrows<DeskwireException.InvalidInput> { peer.call(0uL, "m", "{broken", 0uL) }
         assertEquals(ErrorKind.UNKNOWN_ID, assertThrows<DeskwireException.Misuse> {
             peer.respond(0uL, JsonRpcId.Number(99), "{}")

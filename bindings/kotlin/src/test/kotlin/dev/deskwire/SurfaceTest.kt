@@ -27,6 +27,15 @@ class SurfaceTest {
     }
 
     @Test
+    fun `a sidecar peer's defaults are the sidecar's per-method timeouts`() {
+        val sidecar = jsonRpcConfigFor(JsonRpcDialect.Sidecar)
+        assertEquals(jsonRpcSidecarTimeouts(), sidecar.timeouts)
+        assertTrue(sidecar.timeouts.rules.isNotEmpty())
+        assertEquals(jsonRpcConfigDefault(), jsonRpcConfigFor(JsonRpcDialect.JsonRpc2))
+        assertEquals(30_000uL, jsonRpcConfigFor(JsonRpcDialect.Gateway("t", 0uL)).timeouts.defaultTimeoutMs)
+    }
+
+    @Test
     fun `configs take the nick first, then the channel`() {
         val oa1 = oa1Config(nick = "desk", channel = "#desk")
         assertEquals("desk" to "#desk", oa1.nick to oa1.channel)
