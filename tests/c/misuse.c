@@ -613,6 +613,13 @@ static void trial_findings(void) {
         CHECK(dw_peer_call_with_id(peer, 0, "7", "m", bad_params[i], 0) == DW_STATUS_INVALID_JSON, "with id");
         CHECK(dw_peer_notify(peer, 0, "m", bad_params[i]) == DW_STATUS_INVALID_JSON, "notify");
     }
+    /* Names and ids the peer could not take as a call. */
+    CHECK(dw_peer_call(peer, 0, "", NULL, 0, &id) != DW_STATUS_OK && strstr(dw_peer_last_error(peer), "empty method") != NULL,
+          "an empty method: %s", dw_peer_last_error(peer));
+    CHECK(dw_peer_notify(peer, 0, "rpc.discover", NULL) != DW_STATUS_OK && strstr(dw_peer_last_error(peer), "reserved") != NULL,
+          "an rpc. method: %s", dw_peer_last_error(peer));
+    CHECK(dw_peer_call_with_id(peer, 0, "null", "m", NULL, 0) != DW_STATUS_OK && strstr(dw_peer_last_error(peer), "null id") != NULL,
+          "a null id: %s", dw_peer_last_error(peer));
     dw_output out;
     CHECK_OK(dw_peer_poll_output(peer, 0, &out), dw_peer_last_error(peer), "poll");
     CHECK(out.kind == DW_OUTPUT_TIMEOUT, "nothing was written for the refused calls");

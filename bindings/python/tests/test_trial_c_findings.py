@@ -59,6 +59,22 @@ def test_params_that_are_not_an_object_or_array_are_refused(params: Any) -> None
 
 
 @pytest.mark.parametrize(
+    ("method", "null_id", "why"),
+    [("", False, "an empty method name"), ("rpc.discover", False, "reserved"), ("m", True, "null id")],
+)
+def test_a_call_the_peer_could_not_take_is_refused(method: str, null_id: bool, why: str) -> None:
+    """An empty method, a JSON-RPC 2.0 name the protocol reserves (``rpc.``) and a ``null`` id,
+    which the answers to unreadable requests carry (trial-c, finding 11)."""
+    peer = jsonrpc.Peer("jsonrpc2")
+    with pytest.raises(deskwire.LocalError, match=why):
+        if null_id:
+            peer.call_with_id(0, None, method)
+        else:
+            peer.call(0, method)
+    assert _sent(peer) == []
+
+
+@pytest.mark.parametrize(
     ("id", "seq", "payload", "why"),
     [
         ("ab", 1, "x\r\nQUIT", "CR"),

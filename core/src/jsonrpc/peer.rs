@@ -413,6 +413,35 @@ pub enum LocalError {
     },
 }
 
+/// A method name and id the peer would take as a call: a name that is not empty and, in
+/// JSON-RPC 2.0, not `rpc.`-something (section 4: reserved for the protocol itself); an id that
+/// is not `null`, which answers to requests nobody could read carry (section 5), so the answer
+/// could not be told from one.
+fn check_call<D: Dialect>(id: Option<&Id>, method: &str) -> Result<(), LocalError> {
+    let refuse = |what: String| {
+        Err(LocalError::Write(WriteError::InvalidValue {
+            dialect: D::NAME,
+            what,
+        }))
+    };
+    if method.is_empty() {
+        return refuse("an empty method name".to_owned());
+    }
+    if D::NAME == super::dialect::JsonRpc2::NAME && method.starts_with("rpc.") {
+        return refuse(format!(
+            "the method {method:.40} (names that start with rpc. are reserved for the protocol)"
+        ));
+    }
+    if id == Some(&Id::Null) {
+        return refuse(
+            "a call with a null id (answers to unreadable requests carry null, so its answer \
+             could not be told from one)"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
 /// Params the dialect's peers take: an object or an array (JSON-RPC 2.0), an object only for
 /// the sidecar dialect, whose reader refuses anything else.
 fn check_params<D: Dialect>(params: Option<&RawJson>) -> Result<(), LocalError> {
@@ -616,6 +645,8 @@ impl<D: Dialect> Peer<D> {
         params: Option<RawJson>,
         user: u64,
     ) -> Result<Id, LocalError> {
+        // Before an id is taken: a refused call uses none.
+        check_call::<D>(None, method)?;
         check_params::<D>(params.as_ref())?;
         let id = loop {
             let id = self.dialect.next_id(&mut self.ids, &mut self.counter);
@@ -636,6 +667,7 @@ impl<D: Dialect> Peer<D> {
         params: Option<RawJson>,
         user: u64,
     ) -> Result<(), LocalError> {
+        check_call::<D>(Some(&id), method)?;
         check_params::<D>(params.as_ref())?;
         if self.pending.contains_key(&id) {
             return Err(LocalError::DuplicateId(id));
@@ -679,6 +711,7 @@ impl<D: Dialect> Peer<D> {
         method: &str,
         params: Option<RawJson>,
     ) -> Result<(), LocalError> {
+        check_call::<D>(None, method)?;
         check_params::<D>(params.as_ref())?;
         self.send(
             now,
@@ -1197,6 +1230,30 @@ mod tests {
             ..PeerConfig::default()
         };
         Peer::new(Sidecar, config, 42)
+    }
+
+    #[test]
+    fn calls_the_peer_could_not_take_are_refused_before_they_are_sent() {
+        let refused = |r: Result<(), LocalError>| match r {
+            Err(LocalError::Write(WriteError::InvalidValue { what, .. })) => what,
+            other => panic!("{other:?}"),
+        };
+        let mut client = Peer::new(JsonRpc2, PeerConfig::default(), 1);
+        let what = refused(client.call(0, "", None, 0).map(|_| ()));
+        assert!(what.contains("empty method"), "{what}");
+        let what = refused(client.call(0, "rpc.discover", None, 0).map(|_| ()));
+        assert!(what.contains("reserved"), "{what}");
+        let what = refused(client.notify(0, "rpc.x", None));
+        assert!(what.contains("reserved"), "{what}");
+        assert!(refused(client.notify(0, "", None)).contains("empty method"));
+        let what = refused(client.call_with_id(0, Id::Null, "m", None, 0));
+        assert!(what.contains("null id"), "{what}");
+        assert_eq!(client.stats().pending, 0);
+        assert!(drain(&mut client, 0).0.is_empty(), "nothing sent");
+        // A name that only contains "rpc." is an ordinary name; the sidecar reserves none.
+        client.call(0, "x.rpc.y", None, 0).unwrap();
+        sidecar().call(0, "rpc.x", Some(raw("{}")), 0).unwrap();
+        assert!(refused(sidecar().call(0, "", Some(raw("{}")), 0).map(|_| ())).contains("empty"));
     }
 
     #[test]
