@@ -2366,7 +2366,9 @@ const char *dw_tool_index_last_error(const struct dw_tool_index *index);
 const char *dw_tool_index_last_error_kind(const struct dw_tool_index *index);
 
 /**
- * Stores tool `name`'s embedding, `values[0..len]` (copied).
+ * Stores tool `name`'s embedding, `values[0..len]` (copied). Every embedding of an index has
+ * the first one's dimension: `DW_STATUS_INVALID_ARGUMENT` for another, for a tool the index
+ * does not hold, for no values and for a value that is NaN or infinite.
  */
 dw_status dw_tool_index_set_embedding(struct dw_tool_index *index,
                                       const char *name,
@@ -2384,7 +2386,8 @@ dw_status dw_tool_index_top_n(struct dw_tool_index *index,
 /**
  * The `n` best tools blending BM25 (weight `lexical_weight`, clamped to 0..1) with the host's
  * `host_scores_json`: `"none"`, `{"scores": {"name": 0.8}}` or `{"query_embedding": [..]}`
- * (cosine with the stored embeddings). `[{"name", "score"}]` in `*out`.
+ * (cosine with the stored embeddings; `DW_STATUS_INVALID_ARGUMENT` when none is stored or the
+ * query's dimension differs). `[{"name", "score"}]` in `*out`.
  */
 dw_status dw_tool_index_top_n_hybrid(struct dw_tool_index *index,
                                      const char *query,

@@ -776,7 +776,9 @@ pub unsafe extern "C" fn dw_tool_index_last_error_kind(
     boundary::last_error_kind(index)
 }
 
-/// Stores tool `name`'s embedding, `values[0..len]` (copied).
+/// Stores tool `name`'s embedding, `values[0..len]` (copied). Every embedding of an index has
+/// the first one's dimension: `DW_STATUS_INVALID_ARGUMENT` for another, for a tool the index
+/// does not hold, for no values and for a value that is NaN or infinite.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_tool_index_set_embedding(
     index: *mut dw_tool_index,
@@ -787,8 +789,9 @@ pub unsafe extern "C" fn dw_tool_index_set_embedding(
     boundary::with(index, |h| {
         let name = boundary::str_arg(name, "name")?;
         let values = boundary::slice_arg(values, len, "values")?;
-        h.engine.set_embedding(name, values.to_vec());
-        Ok(())
+        h.engine
+            .set_embedding(name, values.to_vec())
+            .map_err(Error::argument)
     })
 }
 
@@ -811,7 +814,8 @@ pub unsafe extern "C" fn dw_tool_index_top_n(
 
 /// The `n` best tools blending BM25 (weight `lexical_weight`, clamped to 0..1) with the host's
 /// `host_scores_json`: `"none"`, `{"scores": {"name": 0.8}}` or `{"query_embedding": [..]}`
-/// (cosine with the stored embeddings). `[{"name", "score"}]` in `*out`.
+/// (cosine with the stored embeddings; `DW_STATUS_INVALID_ARGUMENT` when none is stored or the
+/// query's dimension differs). `[{"name", "score"}]` in `*out`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_tool_index_top_n_hybrid(
     index: *mut dw_tool_index,
@@ -828,7 +832,10 @@ pub unsafe extern "C" fn dw_tool_index_top_n_hybrid(
         if lexical_weight.is_nan() {
             return Err(Error::argument("lexical_weight is NaN"));
         }
-        let ranked = h.engine.top_n_hybrid(query, n, &host, lexical_weight);
+        let ranked = h
+            .engine
+            .top_n_hybrid(query, n, &host, lexical_weight)
+            .map_err(Error::argument)?;
         boundary::write(out, h.json_view(&ranked));
         Ok(())
     })

@@ -211,6 +211,38 @@ static void misaligned(void) {
              "an aligned one");
 }
 
+/* Embeddings the index could not compare are refused, not scored 0 in silence. */
+static void embeddings(void) {
+    dw_tool_index *ix = NULL;
+    CHECK_OK(dw_tool_index_new("[{\"name\":\"read\",\"description\":\"Read a file\",\"input_schema\":{\"type\":\"object\"}},"
+                               "{\"name\":\"write\",\"description\":\"Write a file\",\"input_schema\":{\"type\":\"object\"}}]",
+                               &ix),
+             dw_last_error(), "index");
+    const float three[3] = {1.0f, 0.0f, 0.0f}, nan[2] = {1.0f, NAN};
+    dw_str view = {NULL, 0};
+    CHECK(dw_tool_index_top_n_hybrid(ix, "file", 2, "{\"query_embedding\":[1,0]}", 0.0, &view) == DW_STATUS_INVALID_ARGUMENT &&
+              strstr(dw_tool_index_last_error(ix), "no tool has an embedding") != NULL,
+          "a query embedding with none stored: %s", dw_tool_index_last_error(ix));
+    CHECK(dw_tool_index_set_embedding(ix, "zz", floats, 2) == DW_STATUS_INVALID_ARGUMENT &&
+              strstr(dw_tool_index_last_error(ix), "no tool named \"zz\"") != NULL,
+          "a tool the index does not hold: %s", dw_tool_index_last_error(ix));
+    CHECK(dw_tool_index_set_embedding(ix, "read", nan, 2) == DW_STATUS_INVALID_ARGUMENT &&
+              strstr(dw_tool_index_last_error(ix), "value 1") != NULL,
+          "a NaN: %s", dw_tool_index_last_error(ix));
+    CHECK(dw_tool_index_set_embedding(ix, "read", floats, 0) == DW_STATUS_INVALID_ARGUMENT, "no values");
+    CHECK_OK(dw_tool_index_set_embedding(ix, "read", floats, 2), dw_tool_index_last_error(ix), "read");
+    CHECK(dw_tool_index_set_embedding(ix, "write", three, 3) == DW_STATUS_INVALID_ARGUMENT &&
+              strstr(dw_tool_index_last_error(ix), "has 3 values; this index's embeddings have 2") != NULL,
+          "another dimension: %s", dw_tool_index_last_error(ix));
+    CHECK(dw_tool_index_top_n_hybrid(ix, "file", 2, "{\"query_embedding\":[1,2,3]}", 0.0, &view) == DW_STATUS_INVALID_ARGUMENT &&
+              strstr(dw_tool_index_last_error(ix), "has 3 values") != NULL,
+          "a query of another dimension: %s", dw_tool_index_last_error(ix));
+    CHECK_OK(dw_tool_index_top_n_hybrid(ix, "file", 2, "{\"query_embedding\":[1,0.5]}", 0.0, &view),
+             dw_tool_index_last_error(ix), "a query of the same dimension");
+    CHECK(view.len > 0 && strstr(view.ptr, "\"read\"") != NULL, "ranked: %.*s", (int)view.len, view.ptr);
+    dw_tool_index_free(ix);
+}
+
 #define CLOSED(type, h, call)                                                                      \
     do {                                                                                           \
         dw_status st_ = (call);                                                                    \
@@ -660,6 +692,7 @@ int main(void) {
     domain();
     last_error_clears();
     misaligned();
+    embeddings();
     closed();
     bad_configs();
     trial_findings();

@@ -5,7 +5,7 @@ use deskwire::ids::IdGenerator;
 use deskwire::tools::providers::{
     self, Limits, Provider, ProviderResponse, ToolChoice, ToolRequest,
 };
-use deskwire::tools::retrieval::{HostScores, ToolIndex as ToolIndexCore};
+use deskwire::tools::retrieval::{EmbeddingError, HostScores, ToolIndex as ToolIndexCore};
 use deskwire::tools::{
     self as core, Context, Origin, Policy, Registry, ToolCall, ToolResult, ToolSpec, Visibility,
     builtin,
@@ -483,15 +483,13 @@ impl ToolIndex {
     }
 
     /// Stores tool `name`'s embedding (a sequence of floats), compared by cosine with a
-    /// `query_embedding` given to `top_n`.
+    /// `query_embedding` given to `top_n`. Every embedding of an index has the first one's
+    /// dimension; a tool the index does not hold, an empty embedding, a value that is not
+    /// finite and another dimension raise `LocalError` (`invalid_value`).
     fn set_embedding(&self, name: &str, embedding: Vec<f32>) -> PyResult<()> {
-        if embedding.iter().any(|v| !v.is_finite()) {
-            return Err(errors::local(
-                "invalid_value",
-                "embedding: every value must be finite",
-            ));
-        }
-        self.0.with(|index| index.set_embedding(name, embedding))
+        self.0
+            .with(|index| index.set_embedding(name, embedding))?
+            .map_err(embedding_error)
     }
 
     /// The `n` best tools for `query`, best first, as `(name, score)` pairs. Alone, the score is
@@ -524,12 +522,20 @@ impl ToolIndex {
                 "lexical_weight must be a finite number",
             ));
         }
-        let ranked = self.0.with(|index| match &host {
-            None => index.top_n(query, n),
-            Some(host) => index.top_n_hybrid(query, n, host, lexical_weight),
-        })?;
+        let ranked = self
+            .0
+            .with(|index| match &host {
+                None => Ok(index.top_n(query, n)),
+                Some(host) => index.top_n_hybrid(query, n, host, lexical_weight),
+            })?
+            .map_err(embedding_error)?;
         Ok(ranked.into_iter().map(|s| (s.name, s.score)).collect())
     }
+}
+
+/// An embedding the index cannot compare: the caller's value (`invalid_value`).
+fn embedding_error(e: EmbeddingError) -> PyErr {
+    errors::local("invalid_value", e.to_string())
 }
 
 /// The REXD request that runs a model's call of one of REXD's logical tools (`bash`, `read`,

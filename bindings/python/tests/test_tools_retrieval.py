@@ -77,8 +77,22 @@ def test_bad_input_is_a_typed_error() -> None:
     for weight in (math.nan, math.inf):
         with pytest.raises(deskwire.LocalError):
             index.top_n("x", 3, scores={}, lexical_weight=weight)
-    with pytest.raises(deskwire.LocalError):
+    with pytest.raises(deskwire.LocalError, match="value 1 of the embedding is not a finite number"):
         index.set_embedding("send_email", [1.0, math.nan])
+    # Embeddings the index could not compare are refused, not scored 0 in silence.
+    with pytest.raises(deskwire.LocalError, match="no tool has an embedding"):
+        index.top_n("x", 3, query_embedding=[1.0, 0.0])
+    with pytest.raises(deskwire.LocalError, match='no tool named "sendemail"'):
+        index.set_embedding("sendemail", [1.0, 0.0])
+    with pytest.raises(deskwire.LocalError, match="no values"):
+        index.set_embedding("send_email", [])
+    index.set_embedding("send_email", [1.0, 0.0])
+    with pytest.raises(deskwire.LocalError, match="has 3 values; this index's embeddings have 2") as caught:
+        index.set_embedding("stock_quote", [1.0, 0.0, 0.0])
+    assert caught.value.code == "invalid_value"
+    with pytest.raises(deskwire.LocalError, match="has 3 values"):
+        index.top_n("x", 3, query_embedding=[1.0, 0.0, 0.0])
+    assert index.top_n("send", 3, query_embedding=[1.0, 0.0])[0][0] == "send_email"
     with pytest.raises(TypeError):
         index.top_n(b"bytes", 3)  # type: ignore[arg-type]
     with pytest.raises(TypeError):

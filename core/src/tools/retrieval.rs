@@ -81,8 +81,50 @@ pub enum HostScores {
     /// The host's own scores in [0, 1] by tool name (missing tools score 0).
     Scores(#[serde(with = "pairs_as_map")] Vec<(String, f64)>),
     /// The query's embedding; cosine similarity with each tool's stored embedding, mapped
-    /// from [-1, 1] to [0, 1] (tools without one score 0).
+    /// from [-1, 1] to [0, 1] (tools without one score 0). It must have the stored
+    /// embeddings' dimension ([`EmbeddingError`]).
     QueryEmbedding(Vec<f32>),
+}
+
+/// An embedding the index cannot compare: refused rather than scored 0 in silence, which
+/// would hide a host that switched embedding models or stored a vector under a misspelt name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbeddingError {
+    /// [`ToolIndex::set_embedding`] for a tool the index does not hold.
+    #[error("no tool named {0:?} is in the index")]
+    UnknownTool(String),
+    /// An embedding without values.
+    #[error("the embedding has no values")]
+    Empty,
+    /// A value that is NaN or infinite.
+    #[error("value {at} of the embedding is not a finite number")]
+    NotFinite {
+        /// Its index.
+        at: usize,
+    },
+    /// An embedding whose dimension differs from the ones stored.
+    #[error("the embedding has {got} values; this index's embeddings have {expected}")]
+    Dimension {
+        /// The stored embeddings' dimension.
+        expected: usize,
+        /// The one given.
+        got: usize,
+    },
+    /// A query embedding for an index that holds none to compare it with.
+    #[error("no tool has an embedding to compare the query's with (set_embedding first)")]
+    NoEmbeddings,
+}
+
+/// An embedding's values checked: some, all finite.
+fn check_values(values: &[f32]) -> Result<(), EmbeddingError> {
+    if values.is_empty() {
+        return Err(EmbeddingError::Empty);
+    }
+    match values.iter().position(|v| !v.is_finite()) {
+        Some(at) => Err(EmbeddingError::NotFinite { at }),
+        None => Ok(()),
+    }
 }
 
 /// Name → score pairs as a JSON object, keeping their order.
@@ -152,10 +194,24 @@ impl ToolIndex {
         index
     }
 
-    /// Stores a tool's embedding (any dimension; compared with query embeddings of the same
-    /// dimension only).
-    pub fn set_embedding(&mut self, name: &str, embedding: Vec<f32>) {
+    /// Stores the embedding of tool `name` (replacing its earlier one). Every embedding of an
+    /// index has one dimension, the first one's; a tool the index does not hold, an empty
+    /// embedding and a value that is not finite are refused too.
+    pub fn set_embedding(&mut self, name: &str, embedding: Vec<f32>) -> Result<(), EmbeddingError> {
+        if !self.docs.iter().any(|d| d.name == name) {
+            return Err(EmbeddingError::UnknownTool(name.to_owned()));
+        }
+        check_values(&embedding)?;
+        if let Some((_, other)) = self.embeddings.iter().find(|(n, _)| *n != name)
+            && other.len() != embedding.len()
+        {
+            return Err(EmbeddingError::Dimension {
+                expected: other.len(),
+                got: embedding.len(),
+            });
+        }
         self.embeddings.insert(name.to_owned(), embedding);
+        Ok(())
     }
 
     /// BM25 of every tool for `query`, in index order.
@@ -198,14 +254,26 @@ impl ToolIndex {
     }
 
     /// The `n` best tools, blending BM25 (normalised by the best score) with the host's
-    /// score: `lexical_weight * lexical + (1 - lexical_weight) * host`.
+    /// score: `lexical_weight * lexical + (1 - lexical_weight) * host`. A query embedding the
+    /// stored ones cannot be compared with is refused ([`EmbeddingError`]).
     pub fn top_n_hybrid(
         &self,
         query: &str,
         n: usize,
         host: &HostScores,
         lexical_weight: f64,
-    ) -> Vec<Scored> {
+    ) -> Result<Vec<Scored>, EmbeddingError> {
+        if let HostScores::QueryEmbedding(q) = host {
+            check_values(q)?;
+            let stored = self.embeddings.values().next();
+            let expected = stored.ok_or(EmbeddingError::NoEmbeddings)?.len();
+            if q.len() != expected {
+                return Err(EmbeddingError::Dimension {
+                    expected,
+                    got: q.len(),
+                });
+            }
+        }
         let lexical = self.bm25(query);
         let best = lexical.iter().map(|s| s.score).fold(0.0, f64::max);
         let w = lexical_weight.clamp(0.0, 1.0);
@@ -236,7 +304,7 @@ impl ToolIndex {
             .filter(|s| s.score > 0.0)
             .collect();
         rank(&mut scored, n);
-        scored
+        Ok(scored)
     }
 }
 
@@ -327,6 +395,36 @@ mod tests {
     }
 
     #[test]
+    fn embeddings_the_index_cannot_compare_are_refused() {
+        let (mut idx, _) = index();
+        assert_eq!(
+            idx.set_embedding("sendemail", vec![1.0]),
+            Err(EmbeddingError::UnknownTool("sendemail".into()))
+        );
+        assert_eq!(
+            idx.set_embedding("send_email", vec![]),
+            Err(EmbeddingError::Empty)
+        );
+        assert_eq!(
+            idx.set_embedding("send_email", vec![0.5, f32::INFINITY]),
+            Err(EmbeddingError::NotFinite { at: 1 })
+        );
+        idx.set_embedding("send_email", vec![1.0, 0.0]).unwrap();
+        assert_eq!(
+            idx.set_embedding("calendar_add", vec![1.0, 0.0, 0.0]),
+            Err(EmbeddingError::Dimension {
+                expected: 2,
+                got: 3
+            })
+        );
+        // The only embedding may be replaced by one of another dimension (a new model).
+        idx.set_embedding("send_email", vec![1.0, 0.0, 0.0])
+            .unwrap();
+        idx.set_embedding("calendar_add", vec![0.0, 1.0, 0.0])
+            .unwrap();
+    }
+
+    #[test]
     fn host_scores_and_embeddings_blend_in() {
         let (mut idx, _) = index();
         // Lexically nothing matches "meeting"; the host knows calendar_add is about it.
@@ -334,23 +432,35 @@ mod tests {
             ("calendar_add".into(), 0.9),
             ("send_email".into(), 0.2),
         ]);
-        let top = idx.top_n_hybrid("schedule meeting", 2, &host, 0.5);
+        let top = idx.top_n_hybrid("schedule meeting", 2, &host, 0.5).unwrap();
         assert_eq!(top[0].name, "calendar_add");
         assert!((top[0].score - 0.45).abs() < 1e-9, "{top:?}");
-        idx.set_embedding("calendar_add", vec![1.0, 0.0]);
-        idx.set_embedding("send_email", vec![0.0, 1.0]);
         let q = HostScores::QueryEmbedding(vec![0.9, 0.1]);
-        let top = idx.top_n_hybrid("schedule meeting", 2, &q, 0.0);
+        assert_eq!(
+            idx.top_n_hybrid("schedule meeting", 2, &q, 0.0),
+            Err(EmbeddingError::NoEmbeddings)
+        );
+        idx.set_embedding("calendar_add", vec![1.0, 0.0]).unwrap();
+        idx.set_embedding("send_email", vec![0.0, 1.0]).unwrap();
+        let top = idx.top_n_hybrid("schedule meeting", 2, &q, 0.0).unwrap();
         assert_eq!(top[0].name, "calendar_add");
         assert_eq!(top[1].name, "send_email");
-        // A wrong dimension scores nothing rather than failing.
+        // A query of another dimension cannot be compared: refused, not scored 0 in silence.
         let bad = HostScores::QueryEmbedding(vec![1.0, 0.0, 0.0]);
-        assert!(
-            idx.top_n_hybrid("schedule meeting", 2, &bad, 0.0)
-                .is_empty()
+        assert_eq!(
+            idx.top_n_hybrid("schedule meeting", 2, &bad, 0.0),
+            Err(EmbeddingError::Dimension {
+                expected: 2,
+                got: 3
+            })
+        );
+        let nan = HostScores::QueryEmbedding(vec![1.0, f32::NAN]);
+        assert_eq!(
+            idx.top_n_hybrid("x", 2, &nan, 0.0),
+            Err(EmbeddingError::NotFinite { at: 1 })
         );
         // Pure lexical weight ignores the host.
-        let top = idx.top_n_hybrid("weather", 1, &host, 1.0);
+        let top = idx.top_n_hybrid("weather", 1, &host, 1.0).unwrap();
         assert_eq!((top[0].name.as_str(), top[0].score), ("get_weather", 1.0));
     }
 }

@@ -133,7 +133,11 @@ class ToolIndex:
 
     def __new__(cls, tools: Sequence[Dict[str, Any]]) -> ToolIndex: ...
     def set_embedding(self, name: str, embedding: Sequence[float]) -> None:
-        """Stores tool ``name``'s embedding for ``top_n(query_embedding=...)``."""
+        """Stores tool ``name``'s embedding for ``top_n(query_embedding=...)``. Every embedding of
+        an index has the first one's dimension; another, a tool the index does not hold, no
+        values or a value that is not finite raise ``LocalError`` (``invalid_value``), as does
+        a ``query_embedding`` of another dimension.
+        """
     def top_n(
         self,
         query: str,
