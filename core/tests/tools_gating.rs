@@ -230,7 +230,12 @@ fn ask(tools: &mut Toolbox, now: u64, call: &ToolCall) -> deskwire::tools::Appro
     };
     let (events, _) = drain(tools, now);
     match &events[..] {
-        [Event::ApprovalRequested(r)] if r.id == approval_id => r.clone(),
+        [Event::ApprovalRequested(r)] if r.id == approval_id => {
+            // The human reads this call, not the tool's general text.
+            let what = format!("npc-1 asks to run `{}` with RemoteBash (", call.subject());
+            assert!(r.description.starts_with(&what), "{}", r.description);
+            r.clone()
+        }
         other => panic!("{other:?}"),
     }
 }

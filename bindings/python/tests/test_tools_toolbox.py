@@ -49,6 +49,12 @@ def test_an_approval_answer_in_the_documented_shape_settles_it() -> None:
     toolbox = bound(ASK, seed=1)
     verdict = toolbox.check_call(0, "npc-1", remote("c1"))
     assert isinstance(verdict, tools.Pending)
+    # The human is shown this call, not the tool's general text.
+    asked = []
+    while not isinstance(event := toolbox.poll_output(0), deskwire.Timeout):
+        asked.append(event)
+    (request,) = [e for e in asked if isinstance(e, tools.ApprovalRequested)]
+    assert request.description.startswith("npc-1 asks to run `make` with RemoteBash ("), request.description
     settled = toolbox.respond(1, {"id": verdict.approval_id, "approved": True, "remember": True})
     assert settled["outcome"] == "approved", settled
     # Remembered: the same call runs without asking again.

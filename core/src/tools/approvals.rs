@@ -51,10 +51,51 @@ pub struct ApprovalRequest {
     pub call: ToolCall,
     /// How risky it is.
     pub tier: Tier,
-    /// A description for the human.
+    /// What the human is asked, in one line ([`describe_call`] when a
+    /// [`Toolbox`](super::Toolbox) asks): who asks, for what, and what the tool does.
     pub description: String,
     /// When it times out (host clock, ms).
     pub deadline_ms: u64,
+}
+
+/// Longest subject (a command, a path, the arguments) a [`describe_call`] shows; the request's
+/// `command` carries all of it.
+const DESCRIBED_SUBJECT_CHARS: usize = 200;
+
+/// What a human is asked to approve, in one line: who asks, for what, and what the tool does
+/// (the first sentence of its description), e.g. ``npc-1 asks to run `make deploy` with bash
+/// (Run a shell command (sh -c) on the current target machine.)``. The subject is cut at 200
+/// characters; the request's `command` has it whole.
+pub fn describe_call(agent: &str, call: &ToolCall, tool_description: &str) -> String {
+    let mut subject = call.subject();
+    if let Some((cut, _)) = subject.char_indices().nth(DESCRIBED_SUBJECT_CHARS) {
+        subject.truncate(cut);
+        subject.push('…');
+    }
+    let args = &call.args;
+    let what = if args.get("command").is_some_and(|v| v.is_string()) {
+        format!("run `{subject}` with {}", call.name)
+    } else if args.get("path").is_some_and(|v| v.is_string())
+        || args.get("pattern").is_some_and(|v| v.is_string())
+    {
+        format!("use {} on {subject}", call.name)
+    } else {
+        format!("call {} with {subject}", call.name)
+    };
+    let purpose = first_sentence(tool_description);
+    match purpose.is_empty() {
+        true => format!("{agent} asks to {what}"),
+        false => format!("{agent} asks to {what} ({purpose})"),
+    }
+}
+
+/// The text up to and including its first sentence's full stop (all of it when it has none).
+fn first_sentence(text: &str) -> &str {
+    let text = text.trim();
+    match text.find(". ") {
+        Some(end) => &text[..=end],
+        None => text,
+    }
 }
 
 impl ApprovalRequest {
@@ -499,6 +540,30 @@ mod tests {
         );
         assert!(due[0].observation().unwrap().contains("in time"));
         assert_eq!(a.pending().count(), 0);
+    }
+
+    #[test]
+    fn a_request_describes_the_call_for_the_human() {
+        let shell = "Run a shell command (sh -c) on the current target machine. It returns stdout.";
+        assert_eq!(
+            describe_call("npc-1", &call(), shell),
+            "npc-1 asks to run `make deploy` with bash (Run a shell command (sh -c) on the \
+             current target machine.)"
+        );
+        let write = ToolCall::new("c2", "write", json!({"path": "/etc/hosts", "content": "x"}));
+        assert_eq!(
+            describe_call("npc-2", &write, "Write a file"),
+            "npc-2 asks to use write on /etc/hosts (Write a file)"
+        );
+        let mail = ToolCall::new("c3", "send_email", json!({"to": "a@b.c"}));
+        assert_eq!(
+            describe_call("npc-3", &mail, ""),
+            r#"npc-3 asks to call send_email with {"to":"a@b.c"}"#
+        );
+        // A long command is cut for the line; the request's command keeps it whole.
+        let long = ToolCall::new("c4", "bash", json!({"command": "é".repeat(300)}));
+        let line = describe_call("npc", &long, "");
+        assert!(line.contains(&format!("`{}…`", "é".repeat(200))), "{line}");
     }
 
     #[test]

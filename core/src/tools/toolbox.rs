@@ -237,11 +237,12 @@ impl Toolbox {
         match self.authorize(agent, call, origin) {
             Authorization::Allowed => Ok(Verdict::Run),
             Authorization::NeedsApproval { tier } => {
-                let description = self
+                let tool_description = self
                     .registry
                     .get(&call.name)
-                    .map(|e| e.spec.description.clone())
+                    .map(|e| e.spec.description.as_str())
                     .unwrap_or_default();
+                let description = super::approvals::describe_call(agent, call, tool_description);
                 let request =
                     match self
                         .approvals

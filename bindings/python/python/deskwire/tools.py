@@ -284,7 +284,8 @@ class ApprovalRequested:
     tier: str
     """How risky it is."""
     description: str
-    """A description for the human."""
+    """What the human is asked, in one line: who asks, for what, and what the tool does
+    (``npc-1 asks to run `make deploy` with RemoteBash (Run a shell command ...)``)."""
     deadline_ms: int
     """When it times out."""
 
