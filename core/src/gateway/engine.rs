@@ -246,6 +246,10 @@ pub struct Gateway {
     /// `QUEUED` jobs waiting for a run slot, first come first served.
     pub(super) run_queue: VecDeque<String>,
     pub(super) running: usize,
+    /// The `RUNNING` jobs' deadlines, earliest first, beside `jobs`: a drained
+    /// [`Gateway::poll_output`] and [`Gateway::handle_timeout`] read the next ones without
+    /// visiting every remembered job (`maxJobs` may be large).
+    pub(super) deadlines: BTreeSet<(u64, String)>,
     /// Approval id → job id.
     approval_index: BTreeMap<String, String>,
     authenticated: BTreeSet<ConnId>,
@@ -289,6 +293,7 @@ impl Gateway {
             order: VecDeque::new(),
             run_queue: VecDeque::new(),
             running: 0,
+            deadlines: BTreeSet::new(),
             approval_index: BTreeMap::new(),
             authenticated: BTreeSet::new(),
             subscriptions: BTreeMap::new(),
@@ -809,7 +814,9 @@ impl Gateway {
         job.state = to;
         if from == JobState::Running {
             self.running -= 1;
-            job.deadline = None;
+            if let Some(deadline) = job.deadline.take() {
+                self.deadlines.remove(&(deadline, job_id.to_owned()));
+            }
             for a in &mut job.approvals {
                 if a.status == ApprovalStatus::Pending {
                     a.status = ApprovalStatus::Expired;
@@ -834,7 +841,9 @@ impl Gateway {
                     .as_ref()
                     .and_then(|p| p.timeout_sec)
                     .unwrap_or(default_timeout);
-                job.deadline = Some(now.saturating_add(secs.saturating_mul(1000)));
+                let deadline = now.saturating_add(secs.saturating_mul(1000));
+                job.deadline = Some(deadline);
+                self.deadlines.insert((deadline, job_id.to_owned()));
             }
             _ => {}
         }
@@ -1089,10 +1098,10 @@ impl Gateway {
     /// with `StateChanged` and must stop them).
     pub fn handle_timeout(&mut self, now: u64) {
         let due: Vec<String> = self
-            .jobs
+            .deadlines
             .iter()
-            .filter(|(_, j)| j.deadline.is_some_and(|d| d <= now))
-            .map(|(id, _)| id.clone())
+            .take_while(|(deadline, _)| *deadline <= now)
+            .map(|(_, id)| id.clone())
             .collect();
         for job_id in due {
             // Only RUNNING jobs have a deadline, and RUNNING → TIMEOUT is in the table.
@@ -1107,7 +1116,7 @@ impl Gateway {
         if let Some(output) = self.outputs.pop_front() {
             return output;
         }
-        let next = self.jobs.values().filter_map(|j| j.deadline).min();
+        let next = self.deadlines.first().map(|(deadline, _)| *deadline);
         Output::Timeout(next.unwrap_or(now.saturating_add(IDLE_WAIT_MS)))
     }
 }

@@ -1086,6 +1086,10 @@ proptest! {
                 }
             }
             // Running jobs have deadlines and only they do; pending approvals only on running jobs.
+            // The index of deadlines holds exactly the running jobs' ones.
+            let deadlines: std::collections::BTreeSet<(u64, String)> = gw.jobs.iter()
+                .filter_map(|(id, j)| Some((j.deadline?, id.clone()))).collect();
+            prop_assert_eq!(&deadlines, &gw.deadlines);
             for job in gw.jobs.values() {
                 prop_assert_eq!(job.deadline.is_some(), job.state == JobState::Running);
                 if job.state != JobState::Running {
