@@ -1,6 +1,8 @@
 //! `deskwire.jsonrpc`: the correlation engine (`Peer`) in each dialect, over NDJSON or
 //! `Content-Length` framing.
 
+use deskwire::gateway::Token;
+use deskwire::gateway::commander::GatewayCommander;
 use deskwire::jsonrpc::{
     self as core, Code, Id, JsonRpc2, Output, PeerConfig, RemoteError, Sidecar,
 };
@@ -39,6 +41,7 @@ pub fn py_of_id<'py>(py: Python<'py>, id: &Id) -> PyResult<Bound<'py, PyAny>> {
 enum Any {
     JsonRpc2(core::Peer<JsonRpc2>),
     Sidecar(core::Peer<Sidecar>),
+    Gateway(core::Peer<GatewayCommander>),
 }
 
 macro_rules! each {
@@ -46,8 +49,50 @@ macro_rules! each {
         match $peer {
             Any::JsonRpc2($p) => $body,
             Any::Sidecar($p) => $body,
+            Any::Gateway($p) => $body,
         }
     };
+}
+
+/// The gateway dialect's own arguments, taken out of the peer options: the bearer token and
+/// the wall-clock time at the host's `now_ms` 0 (for the requests' `ts`).
+fn gateway_dialect(options: &Bound<'_, PyDict>) -> PyResult<GatewayCommander> {
+    let take = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+        let value = options.get_item(key)?;
+        if value.is_some() {
+            options.del_item(key)?;
+        }
+        Ok(value)
+    };
+    let token: String = match take("token")? {
+        Some(token) => token
+            .extract()
+            .map_err(|_| pyo3::exceptions::PyTypeError::new_err("token is a str"))?,
+        None => {
+            return Err(errors::local(
+                "invalid_value",
+                "the gateway dialect needs token= (the Commander's bearer token)",
+            ));
+        }
+    };
+    if token.trim().is_empty() {
+        return Err(errors::local("invalid_value", "token is empty"));
+    }
+    let epoch_unix_ms: u64 = match take("epoch_unix_ms")? {
+        Some(epoch) => epoch.extract().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(
+                "epoch_unix_ms is a non-negative int (Unix ms at now_ms 0)",
+            )
+        })?,
+        None => {
+            return Err(errors::local(
+                "invalid_value",
+                "the gateway dialect needs epoch_unix_ms= (the wall-clock Unix ms at now_ms 0: \
+                 int(time.time() * 1000) - now_ms)",
+            ));
+        }
+    };
+    Ok(GatewayCommander::new(Token::new(token), epoch_unix_ms))
 }
 
 fn params_of(what: &str, params: Option<&Bound<'_, PyAny>>) -> PyResult<Option<core::RawJson>> {
@@ -57,8 +102,11 @@ fn params_of(what: &str, params: Option<&Bound<'_, PyAny>>) -> PyResult<Option<c
 /// One end of a JSON-RPC-style conversation: it makes calls (ids, deadlines from the
 /// per-method timeout policy, progress, cancellation) and answers the calls it receives.
 ///
-/// `Peer("jsonrpc2")` (REXD, strict JSON-RPC 2.0, batches) or `Peer("sidecar")` (the sidecar
-/// IPC: `{id, method, params}` / `{id, result | error | progress}`); `framing="ndjson"` or
+/// `Peer("jsonrpc2")` (REXD, strict JSON-RPC 2.0, batches), `Peer("sidecar")` (the sidecar
+/// IPC: `{id, method, params}` / `{id, result | error | progress}`) or
+/// `Peer("gateway", token=..., epoch_unix_ms=...)` (the gateway RPC's Commander side: requests
+/// carry `token` in `auth` and a `ts` of `epoch_unix_ms + now_ms`, `jobs.event` envelopes come
+/// as `Notification`; `deskwire.aio.GatewayClient` drives it); `framing="ndjson"` or
 /// `"content_length"`; keyword options are the core's `PeerConfig` keys (`max_message_bytes`,
 /// `batch_limit`, `max_pending`, `max_incoming`, `timeouts`, `cancel_notification`,
 /// `finished_memory`, `max_queued`); missing ones take the dialect's defaults.
@@ -87,27 +135,35 @@ impl Peer {
             Some(o) => o.copy()?,
             None => PyDict::new(py),
         };
+        let gateway = match dialect {
+            "gateway" => Some(gateway_dialect(&dict)?),
+            _ => None,
+        };
         dict.set_item("framing", framing)?;
         let json = value_of("peer config", dict.as_any())?;
         // Missing keys (timeouts included) take the dialect's defaults: the core decides.
         let config = |read: Result<PeerConfig, serde_json::Error>| {
             read.map_err(|e| errors::local("invalid_value", format!("peer config: {e}")))
         };
-        let peer = match dialect {
-            "jsonrpc2" => Any::JsonRpc2(core::Peer::new(
+        let peer = match (dialect, gateway) {
+            ("gateway", Some(commander)) => {
+                let config = config(PeerConfig::from_json_for(&commander, json))?;
+                Any::Gateway(core::Peer::new(commander, config, seed))
+            }
+            ("jsonrpc2", _) => Any::JsonRpc2(core::Peer::new(
                 JsonRpc2,
                 config(PeerConfig::from_json_for(&JsonRpc2, json))?,
                 seed,
             )),
-            "sidecar" => Any::Sidecar(core::Peer::new(
+            ("sidecar", _) => Any::Sidecar(core::Peer::new(
                 Sidecar,
                 config(PeerConfig::from_json_for(&Sidecar, json))?,
                 seed,
             )),
-            other => {
+            (other, _) => {
                 return Err(errors::local(
                     "invalid_value",
-                    format!("dialect {other:?}: use \"jsonrpc2\" or \"sidecar\""),
+                    format!("dialect {other:?}: use \"jsonrpc2\", \"sidecar\" or \"gateway\""),
                 ));
             }
         };

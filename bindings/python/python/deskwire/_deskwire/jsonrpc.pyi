@@ -11,8 +11,11 @@ class Peer:
     """One end of a JSON-RPC-style conversation: it makes calls (ids, deadlines from the
     per-method timeout policy, progress, cancellation) and answers the calls it receives.
 
-    ``Peer("jsonrpc2")`` (REXD, strict JSON-RPC 2.0, batches) or ``Peer("sidecar")`` (the sidecar
-    IPC: ``{id, method, params}`` / ``{id, result | error | progress}``); ``framing="ndjson"`` or
+    ``Peer("jsonrpc2")`` (REXD, strict JSON-RPC 2.0, batches), ``Peer("sidecar")`` (the sidecar
+    IPC: ``{id, method, params}`` / ``{id, result | error | progress}``) or
+    ``Peer("gateway", token=..., epoch_unix_ms=...)`` (the gateway RPC's Commander side: requests
+    carry ``token`` in ``auth`` and a ``ts`` of ``epoch_unix_ms + now_ms``, ``jobs.event``
+    envelopes come as ``Notification``; :class:`deskwire.aio.GatewayClient` drives it); ``framing="ndjson"`` or
     ``"content_length"``; keyword options are the core's ``PeerConfig`` keys (``max_message_bytes``,
     ``batch_limit``, ``max_pending``, ``max_incoming``, ``timeouts``, ``cancel_notification``,
     ``finished_memory``, ``max_queued``); missing ones take the dialect's defaults.

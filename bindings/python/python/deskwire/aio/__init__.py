@@ -24,6 +24,8 @@ protocol rule lives here.
   ``websockets`` package: ``pip install 'deskwire[mobile]'``), reconnecting as the engine says.
 - :class:`GatewayServer`: the gateway end of the gateway RPC, serving the Commander's WebSocket
   connections (``websockets`` too: ``deskwire[gateway]``) with one :class:`deskwire.gateway.Gateway`.
+- :class:`GatewayClient`: the Commander's end, calling a gateway (``await commander.call(
+  "jobs.create", {...})``, ``async for event in await commander.stream(job_id)``).
 
 Cancelling the task that awaits a request sends OA1 ``CANCEL`` (or REXD ``exec.kill``). Every
 way a request can end without an answer is a :class:`deskwire.DeskwireError` saying what
@@ -47,7 +49,7 @@ its words, the remote leaving :class:`deskwire.PeerLeftError`, the link ending
 from __future__ import annotations
 
 from .desks import IrcDesks
-from .gateway import GatewayServer
+from .gateway import GatewayClient, GatewayServer, JobEvents
 from .irc import Handler, IrcDesk, IrcRemote, Reconnect
 from .mobile import MobileClient
 from .pump import now_ms
@@ -66,6 +68,8 @@ __all__ = [
     "PtyExit",
     "MobileClient",
     "GatewayServer",
+    "GatewayClient",
+    "JobEvents",
     "Reconnect",
     "Handler",
 ]

@@ -1,5 +1,6 @@
-"""The gateway end of the gateway RPC, serving the Commander's WebSocket connections:
-:class:`GatewayServer` (the ``websockets`` package: ``pip install 'deskwire[gateway]'``)."""
+"""Both ends of the gateway RPC over WebSocket (the ``websockets`` package: ``pip install
+'deskwire[gateway]'``): :class:`GatewayServer`, the gateway, serving the Commander's
+connections, and :class:`GatewayClient`, the Commander, calling a gateway."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import logging
 import re
 from typing import Any, Dict, Optional, Sequence
 
-from .. import gateway
-from .._deskwire import Timeout
-from .._errors import ClosedError, LocalError
-from .pump import now_ms
+import time
+from typing import List, Set
 
-__all__ = ["GatewayServer"]
+from .. import gateway, jsonrpc
+from .._deskwire import Timeout, Transmit
+from .._errors import ClosedError, ConnectFailedError, LocalError, RemoteError, RequestTimeout
+from .pump import _seconds, now_ms
+
+__all__ = ["GatewayServer", "GatewayClient", "JobEvents"]
 
 log = logging.getLogger(__name__)  # under "deskwire.aio", as before the split
 
@@ -341,6 +345,324 @@ class GatewayServer:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+
+_FINAL = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "ROLLED_BACK"})
+"""The job states no job leaves (``docs/gateway.md``, "Job states"): a stream ends at one."""
+
+
+class GatewayClient:
+    """The Commander's end of ``docs/gateway.md`` over one WebSocket connection: requests
+    stamped with the Commander's token and the wall-clock ``ts``, answers matched to them, a
+    job's events as an async iterator. The correlation (ids, per-op timeouts, late answers) is
+    the core's :class:`deskwire.jsonrpc.Peer` in its ``"gateway"`` dialect::
+
+        async with await GatewayClient.connect("ws://127.0.0.1:9130/ws", "s3cr3t-token") as commander:
+            await commander.call("jobs.create", {"job": {"jobId": "j1", "repo": "org/repo"}})
+            events = await commander.stream("j1")        # subscribed: nothing is missed from here
+            await commander.call("jobs.start", {"jobId": "j1"})
+            async for event in events:                   # {"jobId", "level", "msg", "seq", "status"?}
+                print(event["msg"])                      # ends after the job's final state
+            print(await commander.call("jobs.result", {"jobId": "j1"}))
+
+    :meth:`call` returns the answer's ``payload``. A gateway's error answer raises
+    :class:`deskwire.RemoteError` whose ``code`` is the gateway's (``E_NOT_FOUND``,
+    ``E_CONFLICT``, ...), with ``details``; no answer within the op's timeout (30 s) raises
+    :class:`deskwire.RequestTimeout`; a connection that ended raises
+    :class:`deskwire.ClosedError`. The token goes in the upgrade's ``Authorization`` header and
+    in every request's ``auth``; a refused token is :class:`deskwire.RemoteError`
+    ``unauthorized`` from :meth:`connect`. It never reaches a log or an error message.
+
+    Bounds: a frame over ``max_frame`` (4 MiB) closes the connection; at most ``max_events``
+    (1024) log events wait for each :meth:`stream` reader, and past that the newest are dropped
+    (their ``seq`` numbers show the gap) and counted in :attr:`dropped_events`. A state change
+    is never dropped (a job has a handful), so a stream always sees its job end."""
+
+    def __init__(self, ws: Any, closed: Any, peer: Any, max_events: int) -> None:
+        self._ws = ws
+        self._closed_errors = closed
+        self._peer = peer
+        self._max_events = max_events
+        self._calls: Dict[Any, "asyncio.Future[Any]"] = {}
+        self._streams: Dict[str, List["asyncio.Queue[Any]"]] = {}
+        self._pending = bytearray()
+        self._ended: Optional[str] = None
+        self._kick = asyncio.Event()
+        self.dropped_events = 0
+        """Events dropped because a :meth:`stream` reader fell :attr:`max_events` behind."""
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        token: str,
+        *,
+        timeout: Optional[float] = 10.0,
+        max_frame: Optional[int] = None,
+        max_events: int = 1024,
+    ) -> "GatewayClient":
+        """Opens a connection to the gateway at ``url`` (``ws://host:port/ws``) as the Commander
+        holding ``token``, within ``timeout`` seconds."""
+        if not isinstance(url, str):
+            raise TypeError(f"url is a str, not {type(url).__name__}")
+        if not isinstance(token, str):
+            raise TypeError(f"token is a str, not {type(token).__name__}")
+        if not token.strip() or any(c in token for c in "\r\n\0"):
+            raise LocalError("invalid_value", "token is empty or holds a line break or NUL")
+        if not url.startswith(("ws://", "wss://")):
+            raise LocalError("invalid_value", f"url {url!r}: a gateway URL starts with ws:// or wss://")
+        if not isinstance(max_events, int) or isinstance(max_events, bool):
+            raise TypeError(f"max_events is an int, not {type(max_events).__name__}")
+        if max_events < 1:
+            raise LocalError("invalid_value", f"max_events is {max_events}; it must be at least 1")
+        max_frame = _frame_bound(max_frame, None)
+        seconds = _seconds(timeout)
+        try:
+            ws_client = importlib.import_module("websockets.asyncio.client")
+            ws_errors = importlib.import_module("websockets.exceptions")
+        except ImportError:
+            raise LocalError(
+                "missing_dependency",
+                "GatewayClient needs the websockets package: pip install 'deskwire[gateway]'",
+            ) from None
+        epoch = int(time.time() * 1000) - now_ms()
+        peer = jsonrpc.Peer("gateway", token=token, epoch_unix_ms=max(0, epoch))
+        try:
+            ws = await asyncio.wait_for(
+                ws_client.connect(
+                    url,
+                    additional_headers={"Authorization": f"Bearer {token}"},
+                    max_size=max_frame,
+                    open_timeout=None,
+                    logger=_ws_logger("deskwire.aio.gateway.websockets"),
+                ),
+                seconds,
+            )
+        except ws_errors.InvalidStatus as e:
+            status = e.response.status_code
+            if status == 401:
+                raise RemoteError("unauthorized", f"{url} refused the token (401)") from None
+            body = e.response.body.decode("utf-8", "replace").strip()[:200] if e.response.body else ""
+            raise ConnectFailedError(
+                "connect_failed", f"{url} answered HTTP {status}" + (f": {body}" if body else "")
+            ) from None
+        except asyncio.TimeoutError:
+            raise RequestTimeout("timeout", f"no WebSocket handshake with {url} within {seconds} s") from None
+        except (OSError, ws_errors.InvalidHandshake, ws_errors.InvalidURI) as e:
+            text = str(e).replace(token, "<the token>")
+            raise ConnectFailedError("connect_failed", f"cannot connect to {url}: {text}") from None
+        return cls(ws, ws_errors.ConnectionClosed, peer, max_events)
+
+    async def call(self, op: str, payload: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Sends the request ``op`` (``jobs.create``, ``jobs.status``, ``approvals.approve``, ...)
+        with ``payload`` and returns the answer's ``payload``. Cancelling the awaiting task
+        stops waiting for it (a late answer is dropped)."""
+        if self._ended is not None:
+            raise ClosedError("closed", f"the gateway connection is closed: {self._ended}")
+        if payload is not None and not isinstance(payload, dict):
+            raise TypeError(f"payload is a dict, not {type(payload).__name__}")
+        call_id = self._peer.call(now_ms(), op, payload if payload is not None else {})
+        future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+        self._calls[call_id] = future
+        self._kick.set()
+        try:
+            outcome = await future
+        except asyncio.CancelledError:
+            if self._calls.pop(call_id, None) is not None and self._ended is None:
+                with contextlib.suppress(LocalError):
+                    self._peer.cancel(now_ms(), call_id)
+            raise
+        if isinstance(outcome, BaseException):
+            raise outcome
+        if isinstance(outcome, jsonrpc.Failed):
+            if outcome.timed_out:
+                raise RequestTimeout("timeout", f"no answer to {op} in time")
+            if outcome.malformed is not None:
+                raise RemoteError("malformed", f"the answer to {op} could not be read: {outcome.malformed}")
+            remote = outcome.remote or {}
+            error = RemoteError(str(remote.get("code", "error")), str(remote.get("message", "")))
+            error.details = remote.get("data")  # type: ignore[attr-defined]
+            raise error
+        result: Dict[str, Any] = outcome.result
+        return result
+
+    async def stream(self, job_id: str) -> "JobEvents":
+        """Subscribes to job ``job_id`` (``jobs.stream``) and returns its events as an async
+        iterator, once the gateway has answered: nothing the job does after this returns is
+        missed. The events (``{"jobId", "level", "msg", "seq", "status"?}``) end after the one
+        that reports a final state; for a job already final there are none. The subscription
+        ends with the connection, and then the iterator raises :class:`deskwire.ClosedError`."""
+        if not isinstance(job_id, str):
+            raise TypeError(f"job_id is a str, not {type(job_id).__name__}")
+        events = JobEvents(self, job_id)
+        self._streams.setdefault(job_id, []).append(events._inbox)  # before the request
+        try:
+            answer = await self.call("jobs.stream", {"jobId": job_id})
+        except BaseException:
+            events.close()
+            raise
+        if answer.get("status") in _FINAL:
+            events.close()
+        return events
+
+    def _unsubscribe(self, job_id: str, inbox: "asyncio.Queue[Any]") -> None:
+        readers = self._streams.get(job_id)
+        if readers is not None and inbox in readers:
+            readers.remove(inbox)
+            if not readers:
+                del self._streams[job_id]
+
+    # --- the pump: one task feeds the peer, drains it and keeps its deadline.
+
+    def _deliver(self, event: Any) -> None:
+        if isinstance(event, (jsonrpc.Response, jsonrpc.Failed)):
+            future = self._calls.pop(event.id, None)
+            if future is not None and not future.done():
+                future.set_result(event)
+        elif isinstance(event, jsonrpc.Notification) and isinstance(event.params, dict):
+            state_change = "status" in event.params
+            for inbox in self._streams.get(str(event.params.get("jobId")), ()):
+                if inbox.qsize() >= self._max_events and not state_change:
+                    self.dropped_events += 1
+                else:
+                    inbox.put_nowait(event.params)
+        elif isinstance(event, jsonrpc.Request):
+            # The Commander serves no ops: the gateway's request is only logged.
+            log.warning("the gateway sent a request the Commander does not serve: %s", event.method)
+            with contextlib.suppress(LocalError):
+                self._peer.forget_incoming(event.id)
+        elif isinstance(event, jsonrpc.Malformed):
+            log.warning("the gateway sent an unreadable message: %s", event.reason)
+
+    def _drain(self) -> int:
+        while True:
+            out = self._peer.poll_output(now_ms())
+            if isinstance(out, Transmit):
+                self._pending += out.data
+            elif isinstance(out, Timeout):
+                return int(out.at_ms)
+            else:
+                self._deliver(out)
+
+    async def _send_pending(self) -> None:
+        while (end := self._pending.find(b"\n")) >= 0:
+            line = bytes(self._pending[:end])
+            del self._pending[: end + 1]
+            if line:
+                await self._ws.send(line.decode("utf-8"))
+
+    async def _run(self) -> None:
+        read: "Optional[asyncio.Future[Any]]" = None
+        kicked: "Optional[asyncio.Future[Any]]" = None
+        why = "the gateway closed the connection"
+        try:
+            while True:
+                deadline = self._drain()
+                await self._send_pending()
+                if read is None:
+                    read = asyncio.ensure_future(self._ws.recv())
+                kicked = asyncio.ensure_future(self._kick.wait())
+                waits: "Set[asyncio.Future[Any]]" = {read, kicked}
+                done, _ = await asyncio.wait(
+                    waits, timeout=max(0, deadline - now_ms()) / 1000,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                kicked.cancel()
+                self._kick.clear()
+                if read in done:
+                    message, read = read.result(), None
+                    data = message.encode("utf-8") if isinstance(message, str) else bytes(message)
+                    # One message is one JSON value; a line break inside one can only be
+                    # white space between its tokens, and the peer reads lines.
+                    self._peer.handle_bytes(now_ms(), data.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n")
+                elif not done:
+                    self._peer.handle_timeout(now_ms())
+        except self._closed_errors as e:
+            rcvd = getattr(e, "rcvd", None)
+            if rcvd is not None:
+                why = f"the gateway closed the connection ({rcvd.code}): {rcvd.reason}"
+        except asyncio.CancelledError:
+            why = "the gateway connection is closed"
+        except Exception as e:  # a bug or a dead loop: tell the callers instead of hanging them
+            log.exception("the gateway client pump failed")
+            why = f"the client's pump failed: {e!r}"
+        finally:
+            for waiting in (read, kicked):
+                if waiting is not None and not waiting.done():
+                    waiting.cancel()
+            self._end(why)
+
+    def _end(self, why: str) -> None:
+        if self._ended is not None:
+            return
+        self._ended = why
+        error = ClosedError("closed", why)
+        for future in self._calls.values():
+            if not future.done():
+                future.set_result(error)
+        self._calls.clear()
+        for readers in self._streams.values():
+            for inbox in readers:
+                inbox.put_nowait(error)
+
+    async def close(self) -> None:
+        """Closes the connection: calls still waiting raise :class:`deskwire.ClosedError`, and so
+        do streams. Closing again does nothing."""
+        if not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._ws.close(), 5)
+        self._peer.close()
+
+    async def __aenter__(self) -> "GatewayClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class JobEvents:
+    """The events of one job, from :meth:`GatewayClient.stream`: ``async for event in events``
+    yields each ``jobs.event`` payload, the last being the one with the job's final
+    ``status``. :meth:`close` stops following the job early."""
+
+    def __init__(self, client: GatewayClient, job_id: str) -> None:
+        self.job_id = job_id
+        """The job followed."""
+        self._client = client
+        # Bounded by GatewayClient._deliver: log events up to max_events, state changes always
+        # (a job has a handful).
+        self._inbox: "asyncio.Queue[Any]" = asyncio.Queue()
+        self._done = False
+
+    def close(self) -> None:
+        """Stops following the job: the iteration ends (the gateway keeps sending its events
+        on this connection until the job ends; they are dropped here)."""
+        if not self._done:
+            self._done = True
+            self._client._unsubscribe(self.job_id, self._inbox)
+
+    def __aiter__(self) -> "JobEvents":
+        return self
+
+    async def __anext__(self) -> Dict[str, Any]:
+        if self._done and self._inbox.empty():
+            raise StopAsyncIteration
+        event = await self._inbox.get()
+        if isinstance(event, BaseException):
+            self.close()
+            self._inbox.put_nowait(event)  # every later read ends the same way
+            raise event
+        if event.get("status") in _FINAL:
+            self.close()
+        result: Dict[str, Any] = event
+        return result
+
+    def __repr__(self) -> str:
+        return f"JobEvents(job_id={self.job_id!r}, waiting={self._inbox.qsize()})"
 
 
 _SECRETS = re.compile(r"(?i)(bearer\s+|token=|\"token\"\s*:\s*\"|\"code\"\s*:\s*\")[^\s&\"']+")

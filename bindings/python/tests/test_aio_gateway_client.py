@@ -1,0 +1,160 @@
+"""``deskwire.aio.GatewayClient``, the Commander, against a real ``GatewayServer`` over a loopback
+WebSocket: a job from creation to its final state through ``call`` and ``stream``, the
+gateway's error answers as typed errors, a refused token, a job already final, a connection
+that ends under a waiting call and a stream, and the wrong arguments."""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+from typing import Any, Dict, List
+
+import pytest
+
+import deskwire
+from deskwire import gateway, jsonrpc
+from deskwire.aio import GatewayClient, GatewayServer, JobEvents
+
+pytest.importorskip("websockets.asyncio.client")
+
+TOKEN = "s3cr3t-token"
+
+
+def url(server: GatewayServer) -> str:
+    return f"ws://127.0.0.1:{server.port}/ws"
+
+
+async def next_event(server: GatewayServer) -> Any:
+    return await asyncio.wait_for(server.__anext__(), 10)
+
+
+async def _all(events: JobEvents) -> List[Dict[str, Any]]:
+    return [event async for event in events]
+
+
+async def test_a_job_from_creation_to_its_final_state() -> None:
+    async with await GatewayServer.serve([TOKEN]) as server:
+        async with await GatewayClient.connect(url(server), TOKEN) as commander:
+            job = {"job": {"jobId": "j1", "repo": "org/repo", "policy": {"requireApprovals": False}}}
+            assert await commander.call("jobs.create", job) == {"jobId": "j1", "status": "CREATED"}
+            assert await next_event(server) == gateway.JobCreated(job_id="j1")
+            stream = await commander.stream("j1")  # subscribed when this returns
+            assert (await commander.call("jobs.start", {"jobId": "j1"}))["status"] == "RUNNING"
+            server.log("j1", "info", "Running tests ✓")
+            server.review_ready("j1", {"summary": "tests pass", "checks": {"tests": "pass"}})
+            server.complete("j1")
+            # The stream ends by itself after the final state.
+            events: List[Dict[str, Any]] = await asyncio.wait_for(_all(stream), 10)
+            assert [e.get("status") for e in events if "status" in e] == [
+                "QUEUED", "RUNNING", "REVIEW_READY", "COMPLETED"]
+            assert "Running tests ✓" in [e["msg"] for e in events]
+            assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+            result = await commander.call("jobs.result", {"jobId": "j1"})
+            assert (result["status"], result["summary"]) == ("COMPLETED", "tests pass")
+            # A job already final: the stream yields nothing and ends.
+            assert [e async for e in await commander.stream("j1")] == []
+            pong = await commander.call("gateway.ping", {"echo": "hi"})
+            assert pong["echo"] == "hi"
+            assert commander.dropped_events == 0
+
+
+async def test_the_gateways_error_answers_are_typed_errors_with_their_details() -> None:
+    async with await GatewayServer.serve([TOKEN]) as server:
+        async with await GatewayClient.connect(url(server), TOKEN) as commander:
+            with pytest.raises(deskwire.RemoteError) as missing:
+                await commander.call("jobs.status", {"jobId": "nope"})
+            assert missing.value.code == "E_NOT_FOUND"
+            assert missing.value.details == {"jobId": "nope"}  # type: ignore[attr-defined]
+            job = {"job": {"jobId": "j2", "repo": "a/b"}}
+            await commander.call("jobs.create", job)
+            with pytest.raises(deskwire.RemoteError) as conflict:
+                await commander.call("jobs.create", {"job": {"jobId": "j2", "repo": "other/repo"}})
+            assert conflict.value.code == "E_CONFLICT"
+            with pytest.raises(deskwire.RemoteError) as unknown:
+                await commander.call("jobs.explode", {})
+            assert unknown.value.code.startswith("E_"), unknown.value.code
+            # The connection is still good.
+            assert (await commander.call("jobs.status", {"jobId": "j2"}))["status"] == "CREATED"
+
+
+async def test_a_refused_token_and_an_address_nobody_serves() -> None:
+    async with await GatewayServer.serve([TOKEN]) as server:
+        with pytest.raises(deskwire.RemoteError) as refused:
+            await GatewayClient.connect(url(server), "wrong-token")
+        assert refused.value.code == "unauthorized"
+        assert "wrong-token" not in str(refused.value)
+        with pytest.raises(deskwire.ConnectFailedError) as elsewhere:
+            await GatewayClient.connect(f"ws://127.0.0.1:{server.port}/elsewhere", TOKEN)
+        assert "404" in str(elsewhere.value)
+        port = server.port
+    with pytest.raises(deskwire.ConnectFailedError):
+        await GatewayClient.connect(f"ws://127.0.0.1:{port}/ws", TOKEN, timeout=5)
+
+
+async def test_a_stream_reader_that_falls_behind_loses_the_newest_events_counted() -> None:
+    async with await GatewayServer.serve([TOKEN]) as server:
+        async with await GatewayClient.connect(url(server), TOKEN, max_events=2) as commander:
+            await commander.call("jobs.create", {"job": {"jobId": "j4", "repo": "a/b", "policy": {"requireApprovals": False}}})
+            stream = await commander.stream("j4")
+            await commander.call("jobs.start", {"jobId": "j4"})  # QUEUED, RUNNING
+            for i in range(10):
+                server.log("j4", "info", f"line {i}")
+            await commander.call("gateway.ping", {})  # everything sent before the answer is read
+            server.fail("j4", {"code": "E_INTERNAL", "message": "stop"})
+            await commander.call("gateway.ping", {})
+            seen = await asyncio.wait_for(_all(stream), 10)  # ends at FAILED: never dropped
+            assert seen[-1]["status"] == "FAILED", seen
+            assert commander.dropped_events > 0
+            assert len(seen) + commander.dropped_events == 13, (seen, commander.dropped_events)
+            # The seq numbers show the reader what it missed.
+            assert seen[-1]["seq"] == 13 and len(seen) < 13
+
+
+async def test_a_connection_that_ends_ends_the_waiting_call_and_the_stream() -> None:
+    server = await GatewayServer.serve([TOKEN])
+    commander = await GatewayClient.connect(url(server), TOKEN)
+    await commander.call("jobs.create", {"job": {"jobId": "j3", "repo": "a/b"}})
+    stream = await commander.stream("j3")
+    started = asyncio.ensure_future(stream.__anext__())
+    await server.close()
+    with pytest.raises(deskwire.ClosedError):
+        await asyncio.wait_for(started, 10)
+    with pytest.raises(deskwire.ClosedError) as after:
+        await commander.call("gateway.ping", {})
+    assert "closed" in str(after.value)
+    with pytest.raises(deskwire.ClosedError):
+        await stream.__anext__()  # and stays ended
+    await commander.close()
+    await commander.close()  # again: nothing
+
+
+async def test_the_wrong_arguments_are_refused_before_anything_is_sent() -> None:
+    with pytest.raises(deskwire.LocalError):
+        await GatewayClient.connect("http://127.0.0.1:1/ws", TOKEN)
+    with pytest.raises(deskwire.LocalError):
+        await GatewayClient.connect("ws://127.0.0.1:1/ws", " ")
+    with pytest.raises(TypeError):
+        await GatewayClient.connect("ws://127.0.0.1:1/ws", 5)  # type: ignore[arg-type]
+    with pytest.raises(deskwire.LocalError):
+        await GatewayClient.connect("ws://127.0.0.1:1/ws", TOKEN, max_events=0)
+    async with await GatewayServer.serve([TOKEN]) as server:
+        async with await GatewayClient.connect(url(server), TOKEN) as commander:
+            with pytest.raises(TypeError):
+                await commander.call("gateway.ping", ["not", "a", "dict"])  # type: ignore[arg-type]
+            with pytest.raises(deskwire.LocalError, match="empty method"):
+                await commander.call("", {})
+
+
+def test_the_gateway_dialect_of_the_peer_stamps_token_and_time() -> None:
+    with pytest.raises(deskwire.LocalError, match="token="):
+        jsonrpc.Peer("gateway", epoch_unix_ms=0)
+    with pytest.raises(deskwire.LocalError, match="epoch_unix_ms="):
+        jsonrpc.Peer("gateway", token=TOKEN)
+    epoch = calendar.timegm((2026, 2, 18, 12, 0, 0)) * 1000
+    peer = jsonrpc.Peer("gateway", token=TOKEN, epoch_unix_ms=epoch)
+    peer.call(5_000, "jobs.status", {"jobId": "j1"})
+    sent = peer.poll_output(5_000)
+    assert isinstance(sent, deskwire.Transmit)
+    text = sent.data.decode()
+    assert '"op":"jobs.status"' in text and f'"token":"{TOKEN}"' in text
+    assert '"ts":"2026-02-18T12:00:05' in text, text
