@@ -46,7 +46,10 @@
  *
  * The host loop is the same for every engine: bytes read -> _handle_bytes (or _handle_text,
  * _handle_message); drain _poll_output until it answers DW_OUTPUT_TIMEOUT, writing every
- * DW_OUTPUT_TRANSMIT and delivering every DW_OUTPUT_EVENT; sleep until deadline_ms or until
+ * DW_OUTPUT_TRANSMIT as its _poll_output says (bytes for the socket, framing included:
+ * dw_desk, dw_multi_desk, dw_remote, dw_peer; one IRC line, to which the host adds CRLF:
+ * dw_irc_session, dw_oa1_client, dw_oa1_server; one WebSocket text message: the gateway and
+ * mobile engines) and delivering every DW_OUTPUT_EVENT; sleep until deadline_ms or until
  * input arrives; on the deadline call _handle_timeout; repeat. See README.md, section C, and
  * examples/c_host/.
  */
@@ -1742,7 +1745,10 @@ dw_status dw_oa1_client_handle_line(struct dw_oa1_client *client,
 dw_status dw_oa1_client_handle_timeout(struct dw_oa1_client *client, uint64_t now_ms);
 
 /**
- * The IRC connection ended: requests in flight fail with `disconnected`.
+ * The IRC connection ended: requests in flight fail with `disconnected` and queued lines are
+ * dropped. The bare client owns no connection, so it stays usable: a request made afterwards
+ * is sent on whatever link the host feeds it next (`dw_desk`, which owns its connection,
+ * refuses requests after its end with `closed`).
  */
 dw_status dw_oa1_client_disconnect(struct dw_oa1_client *client, uint64_t now_ms);
 

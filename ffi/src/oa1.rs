@@ -934,7 +934,10 @@ pub unsafe extern "C" fn dw_oa1_client_handle_timeout(
     verb::handle_timeout(client, now_ms)
 }
 
-/// The IRC connection ended: requests in flight fail with `disconnected`.
+/// The IRC connection ended: requests in flight fail with `disconnected` and queued lines are
+/// dropped. The bare client owns no connection, so it stays usable: a request made afterwards
+/// is sent on whatever link the host feeds it next (`dw_desk`, which owns its connection,
+/// refuses requests after its end with `closed`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dw_oa1_client_disconnect(
     client: *mut dw_oa1_client,
