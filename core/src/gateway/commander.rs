@@ -90,7 +90,8 @@ impl Dialect for GatewayCommander {
             .get("id")
             .and_then(Value::as_str)
             .map(|s| Id::String(s.to_owned()));
-        let inbound = if value.get("type").and_then(Value::as_str) == Some("request") {
+        let kind = value.get("type").and_then(Value::as_str).map(str::to_owned);
+        let inbound = if kind.as_deref() == Some("request") {
             // Requests from the gateway are routed untyped: the Commander handles no ops yet.
             let request = GenericRequestEnvelope::from_value(value).map_err(|e| invalid(e, id))?;
             Inbound::Request {
@@ -99,7 +100,17 @@ impl Dialect for GatewayCommander {
                 params: Some(raw(Value::Object(request.payload))),
             }
         } else {
-            match Envelope::from_value(value).map_err(|e| invalid(e, id))? {
+            let envelope =
+                Envelope::from_value(value).map_err(|e| match (kind.as_deref(), id) {
+                    // An answer to one of our calls that cannot be read (another major version, a
+                    // field missing) ends that call at once, rather than leaving it to time out.
+                    (Some("response"), Some(id)) => Invalid::Answer {
+                        id,
+                        reason: e.to_string(),
+                    },
+                    (_, id) => invalid(e, id),
+                })?;
+            match envelope {
                 Envelope::Response(response) => match response.outcome {
                     Ok(result) => Inbound::Result {
                         id: Id::String(response.id),
@@ -315,28 +326,36 @@ mod tests {
     }
 
     #[test]
-    fn an_incompatible_version_is_not_a_response() {
-        let mut commander = Peer::new(
-            GatewayCommander::new(Token::new("t"), EPOCH),
-            PeerConfig::default(),
-            3,
-        );
-        let id = commander.call(0, "gateway.ping", None, 0).unwrap();
-        let Output::Transmit(_) = commander.poll_output(0) else {
-            panic!()
-        };
-        let Id::String(id) = id else { panic!() };
-        let reply = format!(
-            r#"{{"v":"2.0","id":"{id}","type":"response","ts":"2026-02-18T12:00:02Z","ok":true,"result":{{}},"error":null}}"#
-        );
-        commander.handle_bytes(1, format!("{reply}\n").as_bytes());
-        let Output::Event(PeerEvent::Malformed { .. }) = commander.poll_output(1) else {
-            panic!()
-        };
-        assert_eq!(
-            commander.stats().pending,
-            1,
-            "still waiting for a compatible answer"
-        );
+    fn an_answer_that_cannot_be_read_ends_its_call_at_once() {
+        // Another major version, and a compatible answer without its `ts`.
+        for (v, why) in [("2.0", "version"), ("1.0", "ts")] {
+            let mut commander = Peer::new(
+                GatewayCommander::new(Token::new("t"), EPOCH),
+                PeerConfig::default(),
+                3,
+            );
+            let id = commander.call(0, "gateway.ping", None, 0).unwrap();
+            let Output::Transmit(_) = commander.poll_output(0) else {
+                panic!()
+            };
+            let Id::String(id) = id else { panic!() };
+            let ts = match why {
+                "ts" => String::new(),
+                _ => r#""ts":"2026-02-18T12:00:02Z","#.to_owned(),
+            };
+            let reply = format!(
+                r#"{{"v":"{v}","id":"{id}","type":"response",{ts}"ok":true,"result":{{}},"error":null}}"#
+            );
+            commander.handle_bytes(1, format!("{reply}\n").as_bytes());
+            let Output::Event(PeerEvent::Failed {
+                error: CallError::Malformed(reason),
+                ..
+            }) = commander.poll_output(1)
+            else {
+                panic!("{v} {why}")
+            };
+            assert!(reason.contains(why), "{reason}");
+            assert_eq!(commander.stats().pending, 0, "not left to time out");
+        }
     }
 }
