@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import json
 from typing import Any, Dict, List
 
 import pytest
@@ -39,6 +40,7 @@ async def test_a_job_from_creation_to_its_final_state() -> None:
             assert await commander.call("jobs.create", job) == {"jobId": "j1", "status": "CREATED"}
             assert await next_event(server) == gateway.JobCreated(job_id="j1")
             stream = await commander.stream("j1")  # subscribed when this returns
+            second = await commander.stream("j1")
             assert (await commander.call("jobs.start", {"jobId": "j1"}))["status"] == "RUNNING"
             server.log("j1", "info", "Running tests ✓")
             server.review_ready("j1", {"summary": "tests pass", "checks": {"tests": "pass"}})
@@ -51,6 +53,10 @@ async def test_a_job_from_creation_to_its_final_state() -> None:
             assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
             result = await commander.call("jobs.result", {"jobId": "j1"})
             assert (result["status"], result["summary"]) == ("COMPLETED", "tests pass")
+            # A second stream of the job had all its events queued; closed, it ends at once.
+            assert "waiting=" in repr(second) and "waiting=0" not in repr(second)
+            second.close()
+            assert [e async for e in second] == []
             # A job already final: the stream yields nothing and ends.
             assert [e async for e in await commander.stream("j1")] == []
             pong = await commander.call("gateway.ping", {"echo": "hi"})
@@ -61,34 +67,73 @@ async def test_a_job_from_creation_to_its_final_state() -> None:
 async def test_the_gateways_error_answers_are_typed_errors_with_their_details() -> None:
     async with await GatewayServer.serve([TOKEN]) as server:
         async with await GatewayClient.connect(url(server), TOKEN) as commander:
-            with pytest.raises(deskwire.RemoteError) as missing:
+            with pytest.raises(deskwire.GatewayError) as missing:
                 await commander.call("jobs.status", {"jobId": "nope"})
             assert missing.value.code == "E_NOT_FOUND"
-            assert missing.value.details == {"jobId": "nope"}  # type: ignore[attr-defined]
+            assert missing.value.details == {"jobId": "nope"}
             job = {"job": {"jobId": "j2", "repo": "a/b"}}
             await commander.call("jobs.create", job)
-            with pytest.raises(deskwire.RemoteError) as conflict:
+            with pytest.raises(deskwire.GatewayError) as conflict:
                 await commander.call("jobs.create", {"job": {"jobId": "j2", "repo": "other/repo"}})
             assert conflict.value.code == "E_CONFLICT"
-            with pytest.raises(deskwire.RemoteError) as unknown:
+            with pytest.raises(deskwire.GatewayError) as unknown:
                 await commander.call("jobs.explode", {})
             assert unknown.value.code.startswith("E_"), unknown.value.code
             # The connection is still good.
             assert (await commander.call("jobs.status", {"jobId": "j2"}))["status"] == "CREATED"
 
 
-async def test_a_refused_token_and_an_address_nobody_serves() -> None:
+async def test_a_refused_token_and_an_address_nobody_serves_never_show_the_token() -> None:
     async with await GatewayServer.serve([TOKEN]) as server:
-        with pytest.raises(deskwire.RemoteError) as refused:
+        with pytest.raises(deskwire.GatewayError) as refused:
             await GatewayClient.connect(url(server), "wrong-token")
-        assert refused.value.code == "unauthorized"
+        assert (refused.value.code, refused.value.details) == ("E_UNAUTHORIZED", None)
         assert "wrong-token" not in str(refused.value)
+        # The token in the URL too (the server takes ?token=): no message shows it.
+        with pytest.raises(deskwire.GatewayError) as in_query:
+            await GatewayClient.connect(url(server) + "?token=wrong-token", "wrong-token")
         with pytest.raises(deskwire.ConnectFailedError) as elsewhere:
-            await GatewayClient.connect(f"ws://127.0.0.1:{server.port}/elsewhere", TOKEN)
+            await GatewayClient.connect(f"ws://127.0.0.1:{server.port}/elsewhere?token={TOKEN}", TOKEN)
         assert "404" in str(elsewhere.value)
         port = server.port
-    with pytest.raises(deskwire.ConnectFailedError):
-        await GatewayClient.connect(f"ws://127.0.0.1:{port}/ws", TOKEN, timeout=5)
+    with pytest.raises(deskwire.ConnectFailedError) as nobody:
+        await GatewayClient.connect(f"ws://bob:{TOKEN}@127.0.0.1:{port}/ws?token={TOKEN}", TOKEN, timeout=5)
+    for error in (in_query.value, elsewhere.value, nobody.value):
+        assert TOKEN not in str(error) and "wrong-token" not in str(error), error
+        assert "<the token>" in str(error) or "bob" not in str(error), error
+
+
+async def test_a_request_the_gateway_would_drop_is_refused_before_it_is_sent() -> None:
+    async with await GatewayServer.serve([TOKEN], maxMessageBytes=64 * 1024) as server:
+        async with await GatewayClient.connect(url(server), TOKEN, max_message_bytes=64 * 1024) as commander:
+            big = {"job": {"jobId": "j5", "repo": "a/b", "instructions": {"goal": "x" * 70_000}}}
+            with pytest.raises(deskwire.LocalError) as refused:
+                await commander.call("jobs.create", big)
+            assert refused.value.code == "too_large" and "max_message_bytes" in str(refused.value)
+            # Nothing was sent, and the connection is as good as before.
+            assert server.stats()["ignored"] == 0
+            assert (await commander.call("gateway.ping", {"echo": "ok"}))["echo"] == "ok"
+
+
+async def test_an_answer_that_cannot_be_read_ends_the_call_at_once() -> None:
+    """A gateway of another major version: its answer is refused, and the call ends with it
+    instead of waiting out its 30 s."""
+    server_mod = pytest.importorskip("websockets.asyncio.server")
+
+    async def v2(ws: Any) -> None:
+        async for message in ws:
+            request = json.loads(message)
+            await ws.send(json.dumps({"v": "2.0", "id": request["id"], "type": "response",
+                                      "ts": "2026-02-18T12:00:00Z", "ok": True, "result": {}}))
+
+    async with server_mod.serve(v2, "127.0.0.1", 0) as rogue:
+        port = rogue.sockets[0].getsockname()[1]
+        async with await GatewayClient.connect(f"ws://127.0.0.1:{port}/ws", TOKEN) as commander:
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(deskwire.ProtocolError) as unreadable:
+                await asyncio.wait_for(commander.call("gateway.ping", {}), 20)
+            assert unreadable.value.code == "malformed" and "version" in str(unreadable.value)
+            assert asyncio.get_running_loop().time() - started < 20
 
 
 async def test_a_stream_reader_that_falls_behind_loses_the_newest_events_counted() -> None:
@@ -124,6 +169,7 @@ async def test_a_connection_that_ends_ends_the_waiting_call_and_the_stream() -> 
     assert "closed" in str(after.value)
     with pytest.raises(deskwire.ClosedError):
         await stream.__anext__()  # and stays ended
+    assert "closed" in str(after.value) and str(after.value).count("the gateway") <= 1, after.value
     await commander.close()
     await commander.close()  # again: nothing
 
@@ -139,7 +185,7 @@ async def test_the_wrong_arguments_are_refused_before_anything_is_sent() -> None
         await GatewayClient.connect("ws://127.0.0.1:1/ws", TOKEN, max_events=0)
     async with await GatewayServer.serve([TOKEN]) as server:
         async with await GatewayClient.connect(url(server), TOKEN) as commander:
-            with pytest.raises(TypeError):
+            with pytest.raises(TypeError, match="payload must be a dict, not list"):
                 await commander.call("gateway.ping", ["not", "a", "dict"])  # type: ignore[arg-type]
             with pytest.raises(deskwire.LocalError, match="empty method"):
                 await commander.call("", {})

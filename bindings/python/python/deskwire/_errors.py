@@ -41,6 +41,7 @@ __all__ = [
     "ForbiddenByteError",
     "ReservedPrefixError",
     "QueueFullError",
+    "GatewayError",
 ]
 
 
@@ -165,6 +166,21 @@ class ReservedPrefixError(ChatError):
 class QueueFullError(ChatError):
     """Too much chat text waits to go to the channel already (64 KiB; code ``queue_full``):
     the connection's pacing sends it a line at a time. Try again once some has gone."""
+
+
+class GatewayError(RemoteError):
+    """The gateway answered a Commander's request with an error
+    (:meth:`deskwire.aio.GatewayClient.call`), or refused its token at the connection (code
+    ``E_UNAUTHORIZED``, no details): ``code`` is the gateway's (``E_NOT_FOUND``,
+    ``E_CONFLICT``, ``E_INVALID_TRANSITION``, ...), ``details`` its ``details`` object or
+    ``None``."""
+
+    details: Any
+    """The answer's ``details`` (``{"jobId": ...}``, ...), or ``None``."""
+
+    def __init__(self, code: str, message: str, details: Any = None) -> None:
+        super().__init__(code, message)
+        self.details = details
 
 
 # Tracebacks and reprs name the classes as users import them (``deskwire.LocalError``), not by

@@ -17,7 +17,14 @@ from typing import List, Set
 
 from .. import gateway, jsonrpc
 from .._deskwire import Timeout, Transmit
-from .._errors import ClosedError, ConnectFailedError, LocalError, RemoteError, RequestTimeout
+from .._errors import (
+    ClosedError,
+    ConnectFailedError,
+    GatewayError,
+    LocalError,
+    ProtocolError,
+    RequestTimeout,
+)
 from .pump import _seconds, now_ms
 
 __all__ = ["GatewayServer", "GatewayClient", "JobEvents"]
@@ -366,31 +373,47 @@ class GatewayClient:
             print(await commander.call("jobs.result", {"jobId": "j1"}))
 
     :meth:`call` returns the answer's ``payload``. A gateway's error answer raises
-    :class:`deskwire.RemoteError` whose ``code`` is the gateway's (``E_NOT_FOUND``,
-    ``E_CONFLICT``, ...), with ``details``; no answer within the op's timeout (30 s) raises
-    :class:`deskwire.RequestTimeout`; a connection that ended raises
-    :class:`deskwire.ClosedError`. The token goes in the upgrade's ``Authorization`` header and
-    in every request's ``auth``; a refused token is :class:`deskwire.RemoteError`
-    ``unauthorized`` from :meth:`connect`. It never reaches a log or an error message.
+    :class:`deskwire.GatewayError` whose ``code`` is the gateway's (``E_NOT_FOUND``,
+    ``E_CONFLICT``, ...), with its ``details``; an answer that cannot be read (another major
+    version, a field missing) raises :class:`deskwire.ProtocolError` ``malformed`` at once; no
+    answer within the op's timeout (30 s) raises :class:`deskwire.RequestTimeout` (a
+    :class:`TimeoutError`, as is ``asyncio.wait_for``'s on Python 3.11+: catch the one you
+    mean); a connection that ended raises :class:`deskwire.ClosedError`. Every one of them is a
+    :class:`deskwire.DeskwireError`.
 
-    Bounds: a frame over ``max_frame`` (4 MiB) closes the connection; at most ``max_events``
+    The token goes in the upgrade's ``Authorization`` header and in every request's ``auth``; a
+    refused token is :class:`deskwire.GatewayError` ``E_UNAUTHORIZED`` from :meth:`connect`. It
+    reaches no log and no error message, even when it is also in the URL (``?token=``, or
+    ``user:token@``): messages show the URL without it.
+
+    Bounds: a request over ``max_message_bytes`` (1 MiB, the gateway's default
+    ``maxMessageBytes``; a gateway ignores a longer one and the call would only time out) is
+    refused before it is sent, :class:`deskwire.LocalError` ``too_large``; a frame over
+    ``max_frame`` (4 × ``max_message_bytes``) closes the connection; at most ``max_events``
     (1024) log events wait for each :meth:`stream` reader, and past that the newest are dropped
     (their ``seq`` numbers show the gap) and counted in :attr:`dropped_events`. A state change
     is never dropped (a job has a handful), so a stream always sees its job end."""
 
-    def __init__(self, ws: Any, closed: Any, peer: Any, max_events: int) -> None:
+    def __init__(self, ws: Any, closed: Any, peer: Any, max_events: int, max_message_bytes: int) -> None:
         self._ws = ws
         self._closed_errors = closed
         self._peer = peer
         self._max_events = max_events
+        self._max_message_bytes = max_message_bytes
         self._calls: Dict[Any, "asyncio.Future[Any]"] = {}
         self._streams: Dict[str, List["asyncio.Queue[Any]"]] = {}
         self._pending = bytearray()
         self._ended: Optional[str] = None
         self._kick = asyncio.Event()
-        self.dropped_events = 0
-        """Events dropped because a :meth:`stream` reader fell :attr:`max_events` behind."""
+        self._dropped_events = 0
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    @property
+    def dropped_events(self) -> int:
+        """Log events dropped on this connection, over all its :meth:`stream` readers, because
+        a reader fell ``max_events`` behind (the events' ``seq`` numbers show each reader its
+        own gaps)."""
+        return self._dropped_events
 
     @classmethod
     async def connect(
@@ -399,6 +422,7 @@ class GatewayClient:
         token: str,
         *,
         timeout: Optional[float] = 10.0,
+        max_message_bytes: int = 1 << 20,
         max_frame: Optional[int] = None,
         max_events: int = 1024,
     ) -> "GatewayClient":
@@ -410,13 +434,15 @@ class GatewayClient:
             raise TypeError(f"token is a str, not {type(token).__name__}")
         if not token.strip() or any(c in token for c in "\r\n\0"):
             raise LocalError("invalid_value", "token is empty or holds a line break or NUL")
+        shown = _without_secrets(url, token)
         if not url.startswith(("ws://", "wss://")):
-            raise LocalError("invalid_value", f"url {url!r}: a gateway URL starts with ws:// or wss://")
-        if not isinstance(max_events, int) or isinstance(max_events, bool):
-            raise TypeError(f"max_events is an int, not {type(max_events).__name__}")
-        if max_events < 1:
-            raise LocalError("invalid_value", f"max_events is {max_events}; it must be at least 1")
-        max_frame = _frame_bound(max_frame, None)
+            raise LocalError("invalid_value", f"url {shown!r}: a gateway URL starts with ws:// or wss://")
+        for name, bound in (("max_events", max_events), ("max_message_bytes", max_message_bytes)):
+            if not isinstance(bound, int) or isinstance(bound, bool):
+                raise TypeError(f"{name} must be an int, not {type(bound).__name__}")
+            if bound < 1:
+                raise LocalError("invalid_value", f"{name} is {bound}; it must be at least 1")
+        max_frame = _frame_bound(max_frame, max_message_bytes)
         seconds = _seconds(timeout)
         try:
             ws_client = importlib.import_module("websockets.asyncio.client")
@@ -442,27 +468,37 @@ class GatewayClient:
         except ws_errors.InvalidStatus as e:
             status = e.response.status_code
             if status == 401:
-                raise RemoteError("unauthorized", f"{url} refused the token (401)") from None
+                raise GatewayError("E_UNAUTHORIZED", f"{shown} refused the token (HTTP 401)") from None
             body = e.response.body.decode("utf-8", "replace").strip()[:200] if e.response.body else ""
             raise ConnectFailedError(
-                "connect_failed", f"{url} answered HTTP {status}" + (f": {body}" if body else "")
+                "connect_failed",
+                f"{shown} answered HTTP {status}" + (f": {_without_secrets(body, token)}" if body else ""),
             ) from None
         except asyncio.TimeoutError:
-            raise RequestTimeout("timeout", f"no WebSocket handshake with {url} within {seconds} s") from None
+            raise RequestTimeout("timeout", f"no WebSocket handshake with {shown} within {seconds} s") from None
         except (OSError, ws_errors.InvalidHandshake, ws_errors.InvalidURI) as e:
-            text = str(e).replace(token, "<the token>")
-            raise ConnectFailedError("connect_failed", f"cannot connect to {url}: {text}") from None
-        return cls(ws, ws_errors.ConnectionClosed, peer, max_events)
+            text = _without_secrets(str(e) or type(e).__name__, token)
+            raise ConnectFailedError("connect_failed", f"cannot connect to {shown}: {text}") from None
+        return cls(ws, ws_errors.ConnectionClosed, peer, max_events, max_message_bytes)
 
     async def call(self, op: str, payload: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """Sends the request ``op`` (``jobs.create``, ``jobs.status``, ``approvals.approve``, ...)
         with ``payload`` and returns the answer's ``payload``. Cancelling the awaiting task
         stops waiting for it (a late answer is dropped)."""
         if self._ended is not None:
-            raise ClosedError("closed", f"the gateway connection is closed: {self._ended}")
+            raise ClosedError("closed", self._ended)
         if payload is not None and not isinstance(payload, dict):
-            raise TypeError(f"payload is a dict, not {type(payload).__name__}")
-        call_id = self._peer.call(now_ms(), op, payload if payload is not None else {})
+            raise TypeError(f"payload must be a dict, not {type(payload).__name__}")
+        payload = payload if payload is not None else {}
+        size = len(json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+        if size + _ENVELOPE_BYTES > self._max_message_bytes:
+            raise LocalError(
+                "too_large",
+                f"the {op} request's payload is {size} bytes; with its envelope it would pass the "
+                f"gateway's {self._max_message_bytes}-byte limit (max_message_bytes), and the "
+                "gateway would drop it unanswered",
+            )
+        call_id = self._peer.call(now_ms(), op, payload)
         future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
         self._calls[call_id] = future
         self._kick.set()
@@ -479,11 +515,10 @@ class GatewayClient:
             if outcome.timed_out:
                 raise RequestTimeout("timeout", f"no answer to {op} in time")
             if outcome.malformed is not None:
-                raise RemoteError("malformed", f"the answer to {op} could not be read: {outcome.malformed}")
+                raise ProtocolError("malformed", f"the answer to {op} could not be read: {outcome.malformed}")
             remote = outcome.remote or {}
-            error = RemoteError(str(remote.get("code", "error")), str(remote.get("message", "")))
-            error.details = remote.get("data")  # type: ignore[attr-defined]
-            raise error
+            raise GatewayError(str(remote.get("code", "E_INTERNAL")), str(remote.get("message", "")),
+                               remote.get("data"))
         result: Dict[str, Any] = outcome.result
         return result
 
@@ -524,7 +559,7 @@ class GatewayClient:
             state_change = "status" in event.params
             for inbox in self._streams.get(str(event.params.get("jobId")), ()):
                 if inbox.qsize() >= self._max_events and not state_change:
-                    self.dropped_events += 1
+                    self._dropped_events += 1
                 else:
                     inbox.put_nowait(event.params)
         elif isinstance(event, jsonrpc.Request):
@@ -581,7 +616,10 @@ class GatewayClient:
         except self._closed_errors as e:
             rcvd = getattr(e, "rcvd", None)
             if rcvd is not None:
-                why = f"the gateway closed the connection ({rcvd.code}): {rcvd.reason}"
+                reason = f": {rcvd.reason}" if rcvd.reason else ""
+                why = f"the gateway closed the connection ({rcvd.code}{reason})"
+            else:  # no close frame: a dead link, or a gateway that stopped answering pings
+                why = f"the connection to the gateway was lost ({e})"
         except asyncio.CancelledError:
             why = "the gateway connection is closed"
         except Exception as e:  # a bug or a dead loop: tell the callers instead of hanging them
@@ -639,8 +677,15 @@ class JobEvents:
         self._done = False
 
     def close(self) -> None:
-        """Stops following the job: the iteration ends (the gateway keeps sending its events
-        on this connection until the job ends; they are dropped here)."""
+        """Stops following the job: the iteration ends at once, events not yet read included
+        (the gateway keeps sending the job's events on this connection until it ends; they
+        are dropped here)."""
+        self._end()
+        while not self._inbox.empty():
+            self._inbox.get_nowait()
+
+    def _end(self) -> None:
+        """No more events come in; those queued are still read."""
         if not self._done:
             self._done = True
             self._client._unsubscribe(self.job_id, self._inbox)
@@ -653,16 +698,32 @@ class JobEvents:
             raise StopAsyncIteration
         event = await self._inbox.get()
         if isinstance(event, BaseException):
-            self.close()
+            self._end()
             self._inbox.put_nowait(event)  # every later read ends the same way
             raise event
         if event.get("status") in _FINAL:
-            self.close()
+            self._end()
         result: Dict[str, Any] = event
         return result
 
     def __repr__(self) -> str:
         return f"JobEvents(job_id={self.job_id!r}, waiting={self._inbox.qsize()})"
+
+
+_ENVELOPE_BYTES = 512
+"""What a request's envelope adds to its payload, at most: version, id, type, ts, op and the
+token's ``auth`` (a token of up to about 300 bytes)."""
+
+
+def _without_secrets(text: str, token: str) -> str:
+    """``text`` (a URL, a library's error message) as it may be shown: the token replaced
+    wherever it appears, a URL's ``user:password@`` and ``token=`` query value removed."""
+    from urllib.parse import quote
+
+    for secret in {token, quote(token, safe="")}:
+        text = text.replace(secret, "<the token>")
+    text = re.sub(r"(?<=://)[^/@\s]*@", "", text)
+    return re.sub(r"(?i)(token=)[^&#\s'\"]*", r"\1<the token>", text)
 
 
 _SECRETS = re.compile(r"(?i)(bearer\s+|token=|\"token\"\s*:\s*\"|\"code\"\s*:\s*\")[^\s&\"']+")
