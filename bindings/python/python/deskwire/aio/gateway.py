@@ -207,8 +207,9 @@ class GatewayServer:
         return self
 
     async def __anext__(self) -> Any:
-        """The next event of :mod:`deskwire.gateway`; :class:`deskwire.ClosedError` once closed
-        (or when the pump failed, with the reason)."""
+        """The next event of :mod:`deskwire.gateway`. Once the server is closed the iteration
+        ends (``async for event in server`` leaves its loop); when the pump failed this raises
+        :class:`deskwire.ClosedError` with the reason."""
         event = await self._events.get()
         if isinstance(event, BaseException):
             self._events.put_nowait(event)  # every later read ends the same way
@@ -345,7 +346,7 @@ class GatewayServer:
                 self._events.get_nowait()
             except asyncio.QueueEmpty:
                 break
-        self._events.put_nowait(ClosedError("closed", "the gateway server is closed"))
+        self._events.put_nowait(StopAsyncIteration())  # the host's loop ends, as an iterator does
 
     async def __aenter__(self) -> "GatewayServer":
         return self
