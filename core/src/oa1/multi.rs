@@ -280,8 +280,7 @@ impl MultiDesk {
         command: &str,
         timeout: Option<std::time::Duration>,
     ) -> Result<String, ArgsError> {
-        let timeout_ms = super::roles::remote_bash_timeout_ms(timeout)?;
-        super::remote_bash::check_command(command)?;
+        let timeout_ms = super::roles::checked_remote_bash(command, timeout)?;
         Ok(self.request(now, channel, command, timeout_ms)?)
     }
 

@@ -28,14 +28,25 @@ pub trait Requester {
         command: &str,
         timeout: Option<Duration>,
     ) -> Result<String, ArgsError> {
-        let timeout_ms = remote_bash_timeout_ms(timeout)?;
-        super::remote_bash::check_command(command)?;
+        let timeout_ms = checked_remote_bash(command, timeout)?;
         Ok(self.request(now, command, timeout_ms)?)
     }
 }
 
+/// A host's own `RemoteBash` call checked as the model's arguments are
+/// ([`check_command`](super::remote_bash::check_command), a zero timeout refused): its timeout
+/// in the engines' whole milliseconds.
+pub(crate) fn checked_remote_bash(
+    command: &str,
+    timeout: Option<Duration>,
+) -> Result<Option<u64>, ArgsError> {
+    let timeout_ms = remote_bash_timeout_ms(timeout)?;
+    super::remote_bash::check_command(command)?;
+    Ok(timeout_ms)
+}
+
 /// A `RemoteBash` timeout in the engines' whole milliseconds; zero is refused.
-pub(crate) fn remote_bash_timeout_ms(timeout: Option<Duration>) -> Result<Option<u64>, ArgsError> {
+fn remote_bash_timeout_ms(timeout: Option<Duration>) -> Result<Option<u64>, ArgsError> {
     match timeout {
         Some(t) if t.is_zero() => Err(ArgsError::ZeroTimeout),
         // Under a millisecond rounds up: the engines count whole milliseconds.
