@@ -13,10 +13,10 @@ import re
 from typing import Any, Dict, Optional, Sequence
 
 import time
-from typing import List, Set
+from typing import List
 
 from .. import gateway, jsonrpc
-from .._deskwire import Timeout, Transmit
+from .._deskwire import Timeout
 from .._errors import (
     ClosedError,
     ConnectFailedError,
@@ -25,7 +25,7 @@ from .._errors import (
     ProtocolError,
     RequestTimeout,
 )
-from .pump import _seconds, now_ms
+from .pump import _Pump, _seconds, _WsWriter, now_ms
 
 __all__ = ["GatewayServer", "GatewayClient", "JobEvents"]
 
@@ -397,17 +397,16 @@ class GatewayClient:
 
     def __init__(self, ws: Any, closed: Any, peer: Any, max_events: int, max_message_bytes: int) -> None:
         self._ws = ws
-        self._closed_errors = closed
         self._peer = peer
         self._max_events = max_events
         self._max_message_bytes = max_message_bytes
         self._calls: Dict[Any, "asyncio.Future[Any]"] = {}
         self._streams: Dict[str, List["asyncio.Queue[Any]"]] = {}
-        self._pending = bytearray()
         self._ended: Optional[str] = None
-        self._kick = asyncio.Event()
         self._dropped_events = 0
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._reader = _GatewayReader(ws, closed)
+        self._pump = _Pump(peer, self._reader, _WsWriter(ws, closed), self._deliver,
+                           lambda: self._end(self._reader.reason))
 
     @property
     def dropped_events(self) -> int:
@@ -502,7 +501,7 @@ class GatewayClient:
         call_id = self._peer.call(now_ms(), op, payload)
         future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
         self._calls[call_id] = future
-        self._kick.set()
+        self._pump.kick()
         try:
             outcome = await future
         except asyncio.CancelledError:
@@ -571,67 +570,6 @@ class GatewayClient:
         elif isinstance(event, jsonrpc.Malformed):
             log.warning("the gateway sent an unreadable message: %s", event.reason)
 
-    def _drain(self) -> int:
-        while True:
-            out = self._peer.poll_output(now_ms())
-            if isinstance(out, Transmit):
-                self._pending += out.data
-            elif isinstance(out, Timeout):
-                return int(out.at_ms)
-            else:
-                self._deliver(out)
-
-    async def _send_pending(self) -> None:
-        while (end := self._pending.find(b"\n")) >= 0:
-            line = bytes(self._pending[:end])
-            del self._pending[: end + 1]
-            if line:
-                await self._ws.send(line.decode("utf-8"))
-
-    async def _run(self) -> None:
-        read: "Optional[asyncio.Future[Any]]" = None
-        kicked: "Optional[asyncio.Future[Any]]" = None
-        why = "the gateway closed the connection"
-        try:
-            while True:
-                deadline = self._drain()
-                await self._send_pending()
-                if read is None:
-                    read = asyncio.ensure_future(self._ws.recv())
-                kicked = asyncio.ensure_future(self._kick.wait())
-                waits: "Set[asyncio.Future[Any]]" = {read, kicked}
-                done, _ = await asyncio.wait(
-                    waits, timeout=max(0, deadline - now_ms()) / 1000,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                kicked.cancel()
-                self._kick.clear()
-                if read in done:
-                    message, read = read.result(), None
-                    data = message.encode("utf-8") if isinstance(message, str) else bytes(message)
-                    # One message is one JSON value; a line break inside one can only be
-                    # white space between its tokens, and the peer reads lines.
-                    self._peer.handle_bytes(now_ms(), data.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n")
-                elif not done:
-                    self._peer.handle_timeout(now_ms())
-        except self._closed_errors as e:
-            rcvd = getattr(e, "rcvd", None)
-            if rcvd is not None:
-                reason = f": {rcvd.reason}" if rcvd.reason else ""
-                why = f"the gateway closed the connection ({rcvd.code}{reason})"
-            else:  # no close frame: a dead link, or a gateway that stopped answering pings
-                why = f"the connection to the gateway was lost ({e})"
-        except asyncio.CancelledError:
-            why = "the gateway connection is closed"
-        except Exception as e:  # a bug or a dead loop: tell the callers instead of hanging them
-            log.exception("the gateway client pump failed")
-            why = f"the client's pump failed: {e!r}"
-        finally:
-            for waiting in (read, kicked):
-                if waiting is not None and not waiting.done():
-                    waiting.cancel()
-            self._end(why)
-
     def _end(self, why: str) -> None:
         if self._ended is not None:
             return
@@ -648,10 +586,11 @@ class GatewayClient:
     async def close(self) -> None:
         """Closes the connection: calls still waiting raise :class:`deskwire.ClosedError`, and so
         do streams. Closing again does nothing."""
-        if not self._task.done():
-            self._task.cancel()
+        if not self._pump.task.done():
+            self._reader.reason = "the gateway connection is closed"
+            self._pump.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await self._pump.task
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._ws.close(), 5)
         self._peer.close()
@@ -661,6 +600,33 @@ class GatewayClient:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+
+class _GatewayReader:
+    """The pump's reader over the Commander's WebSocket: each message is one JSON value, given
+    to the peer as one line; ``reason`` says how the connection ended."""
+
+    def __init__(self, ws: Any, closed: Any) -> None:
+        self._ws = ws
+        self._closed = closed
+        self.reason = "the gateway closed the connection"
+
+    async def read(self, n: int = -1) -> bytes:
+        """One message whole, whatever ``n`` asks (a message is never split)."""
+        try:
+            message = await self._ws.recv()
+        except self._closed as e:
+            rcvd = getattr(e, "rcvd", None)
+            if rcvd is not None:
+                reason = f": {rcvd.reason}" if rcvd.reason else ""
+                self.reason = f"the gateway closed the connection ({rcvd.code}{reason})"
+            else:  # no close frame: a dead link, or a gateway that stopped answering pings
+                self.reason = f"the connection to the gateway was lost ({e})"
+            return b""
+        data = message.encode("utf-8") if isinstance(message, str) else bytes(message)
+        # A line break inside one JSON value can only be white space between its tokens, and
+        # the peer reads lines.
+        return data.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n"
 
 
 class JobEvents:

@@ -174,6 +174,32 @@ class _Pump:
             self._on_end()
 
 
+class _WsWriter:
+    """The pump's writer over a WebSocket (REXD's ``/ws``, the gateway's Commander): each line
+    the engine writes is one text message."""
+
+    def __init__(self, ws: Any, closed: Any) -> None:
+        self._ws = ws
+        self._closed = closed
+        self._pending = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self._pending += data
+
+    async def drain(self) -> None:
+        while True:
+            end = self._pending.find(b"\n")
+            if end < 0:
+                return
+            line = bytes(self._pending[:end])
+            del self._pending[: end + 1]
+            if line:
+                try:
+                    await self._ws.send(line.decode("utf-8"))
+                except self._closed:
+                    return  # the reader sees the end and says why
+
+
 def _seconds(timeout: Optional[float], what: str = "timeout") -> Optional[float]:
     """``timeout`` checked: ``None`` or a positive, finite number of seconds. Zero, a negative
     or a NaN would send the request and give up at once (the remote would still run the

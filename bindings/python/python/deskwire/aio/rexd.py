@@ -43,7 +43,7 @@ from .._errors import (
     RequestTimeout,
     TlsError,
 )
-from .pump import _duration, _keywords_checked, _millis, _Pump, _seconds, now_ms
+from .pump import _duration, _keywords_checked, _millis, _Pump, _seconds, _WsWriter, now_ms
 
 __all__ = ["RexdClient", "ExecOutput", "ExecExit", "Pty", "PtyOutput", "PtyExit"]
 
@@ -720,31 +720,6 @@ class _WsReader:
                 # 1002: a protocol error. A daemon that does not answer the close is cut after 1 s.
                 await asyncio.wait_for(self._ws.close(1002, "raw framing broken"), 1)
             return b""
-
-
-class _WsWriter:
-    """The pump's writer over a WebSocket: each line the engine writes is one text message."""
-
-    def __init__(self, ws: Any, closed: Any) -> None:
-        self._ws = ws
-        self._closed = closed
-        self._pending = bytearray()
-
-    def write(self, data: bytes) -> None:
-        self._pending += data
-
-    async def drain(self) -> None:
-        while True:
-            end = self._pending.find(b"\n")
-            if end < 0:
-                return
-            line = bytes(self._pending[:end])
-            del self._pending[: end + 1]
-            if line:
-                try:
-                    await self._ws.send(line.decode("utf-8"))
-                except self._closed:
-                    return  # the reader sees the end and says why
 
 
 class RexdClient:
