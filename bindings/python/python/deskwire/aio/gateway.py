@@ -687,10 +687,13 @@ def _without_secrets(text: str, token: str) -> str:
     wherever it appears, a URL's ``user:password@`` and ``token=`` query value removed."""
     from urllib.parse import quote
 
+    # The URL's parts first: the token's own replacement below must not be taken for a query
+    # value again ("token=<the token> token>").
+    text = re.sub(r"(?<=://)[^/@\s]*@", "", text)
+    text = re.sub(r"(?i)(token=)[^&#\s'\"]*", r"\1<the token>", text)
     for secret in {token, quote(token, safe="")}:
         text = text.replace(secret, "<the token>")
-    text = re.sub(r"(?<=://)[^/@\s]*@", "", text)
-    return re.sub(r"(?i)(token=)[^&#\s'\"]*", r"\1<the token>", text)
+    return text
 
 
 _SECRETS = re.compile(r"(?i)(bearer\s+|token=|\"token\"\s*:\s*\"|\"code\"\s*:\s*\")[^\s&\"']+")
