@@ -137,6 +137,35 @@ async def test_an_answer_that_cannot_be_read_ends_the_call_at_once() -> None:
             assert asyncio.get_running_loop().time() - started < 20
 
 
+async def test_a_gateway_that_never_answers_ends_the_call_at_call_timeout() -> None:
+    server_mod = pytest.importorskip("websockets.asyncio.server")
+    heard: List[str] = []
+
+    async def silent(ws: Any) -> None:
+        async for message in ws:
+            heard.append(json.loads(message)["op"])
+
+    async with server_mod.serve(silent, "127.0.0.1", 0) as mute:
+        port = mute.sockets[0].getsockname()[1]
+        async with await GatewayClient.connect(f"ws://127.0.0.1:{port}/ws", TOKEN, call_timeout=0.3) as commander:
+            with pytest.raises(deskwire.RequestTimeout) as late:
+                await asyncio.wait_for(commander.call("jobs.status", {"jobId": "j"}), 20)
+            assert isinstance(late.value, TimeoutError)
+            assert "jobs.status" in str(late.value) and "300 ms (call_timeout)" in str(late.value)
+            # One call given less time by the caller: it stops waiting, and the next call works
+            # the same way.
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(commander.call("gateway.ping", {}), 0.05)
+            with pytest.raises(deskwire.RequestTimeout):
+                await asyncio.wait_for(commander.call("jobs.result", {"jobId": "j"}), 20)
+    assert heard == ["jobs.status", "gateway.ping", "jobs.result"]
+    for wrong in (0, -1.0, float("nan")):
+        with pytest.raises(deskwire.LocalError, match="call_timeout"):
+            await GatewayClient.connect("ws://127.0.0.1:1/ws", TOKEN, call_timeout=wrong)
+    with pytest.raises(TypeError, match="call_timeout"):
+        await GatewayClient.connect("ws://127.0.0.1:1/ws", TOKEN, call_timeout=None)  # type: ignore[arg-type]
+
+
 async def test_a_stream_reader_that_falls_behind_loses_the_newest_events_counted() -> None:
     async with await GatewayServer.serve([TOKEN]) as server:
         async with await GatewayClient.connect(url(server), TOKEN, max_events=2) as commander:

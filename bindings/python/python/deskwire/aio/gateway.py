@@ -25,7 +25,7 @@ from .._errors import (
     ProtocolError,
     RequestTimeout,
 )
-from .pump import _Pump, _seconds, _WsWriter, now_ms
+from .pump import _duration, _millis, _Pump, _seconds, _WsWriter, now_ms
 
 __all__ = ["GatewayServer", "GatewayClient", "JobEvents"]
 
@@ -377,7 +377,7 @@ class GatewayClient:
     :class:`deskwire.GatewayError` whose ``code`` is the gateway's (``E_NOT_FOUND``,
     ``E_CONFLICT``, ...), with its ``details``; an answer that cannot be read (another major
     version, a field missing) raises :class:`deskwire.ProtocolError` ``malformed`` at once; no
-    answer within the op's timeout (30 s) raises :class:`deskwire.RequestTimeout` (a
+    answer within ``call_timeout`` (30 s) raises :class:`deskwire.RequestTimeout` (a
     :class:`TimeoutError`, as is ``asyncio.wait_for``'s on Python 3.11+: catch the one you
     mean); a connection that ended raises :class:`deskwire.ClosedError`. Every one of them is a
     :class:`deskwire.DeskwireError`.
@@ -395,8 +395,10 @@ class GatewayClient:
     (their ``seq`` numbers show the gap) and counted in :attr:`dropped_events`. A state change
     is never dropped (a job has a handful), so a stream always sees its job end."""
 
-    def __init__(self, ws: Any, closed: Any, peer: Any, max_events: int, max_message_bytes: int) -> None:
+    def __init__(self, ws: Any, closed: Any, peer: Any, max_events: int, max_message_bytes: int,
+                 call_timeout: float = 30.0) -> None:
         self._ws = ws
+        self._call_timeout = call_timeout
         self._peer = peer
         self._max_events = max_events
         self._max_message_bytes = max_message_bytes
@@ -422,12 +424,15 @@ class GatewayClient:
         token: str,
         *,
         timeout: Optional[float] = 10.0,
+        call_timeout: float = 30.0,
         max_message_bytes: int = 1 << 20,
         max_frame: Optional[int] = None,
         max_events: int = 1024,
     ) -> "GatewayClient":
         """Opens a connection to the gateway at ``url`` (``ws://host:port/ws``) as the Commander
-        holding ``token``, within ``timeout`` seconds."""
+        holding ``token``, within ``timeout`` seconds. Each :meth:`call` then waits at most
+        ``call_timeout`` seconds for its answer (for one call, shorter:
+        ``asyncio.wait_for(commander.call(...), 5)``, which stops waiting as cancelling does)."""
         if not isinstance(url, str):
             raise TypeError(f"url is a str, not {type(url).__name__}")
         if not isinstance(token, str):
@@ -444,6 +449,9 @@ class GatewayClient:
                 raise LocalError("invalid_value", f"{name} is {bound}; it must be at least 1")
         max_frame = _frame_bound(max_frame, max_message_bytes)
         seconds = _seconds(timeout)
+        per_call = _seconds(call_timeout, "call_timeout")
+        if per_call is None:
+            raise TypeError("call_timeout is a number of seconds, not None: a call always ends")
         try:
             ws_client = importlib.import_module("websockets.asyncio.client")
             ws_errors = importlib.import_module("websockets.exceptions")
@@ -453,7 +461,8 @@ class GatewayClient:
                 "GatewayClient needs the websockets package: pip install 'deskwire[gateway]'",
             ) from None
         epoch = int(time.time() * 1000) - now_ms()
-        peer = jsonrpc.Peer("gateway", token=token, epoch_unix_ms=max(0, epoch))
+        peer = jsonrpc.Peer("gateway", token=token, epoch_unix_ms=max(0, epoch),
+                            timeouts={"default_timeout_ms": _millis(per_call), "default_max_total_factor": 1})
         try:
             ws = await asyncio.wait_for(
                 ws_client.connect(
@@ -479,7 +488,7 @@ class GatewayClient:
         except (OSError, ws_errors.InvalidHandshake, ws_errors.InvalidURI) as e:
             text = _without_secrets(str(e) or type(e).__name__, token)
             raise ConnectFailedError("connect_failed", f"cannot connect to {shown}: {text}") from None
-        return cls(ws, ws_errors.ConnectionClosed, peer, max_events, max_message_bytes)
+        return cls(ws, ws_errors.ConnectionClosed, peer, max_events, max_message_bytes, per_call)
 
     async def call(self, op: str, payload: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """Sends the request ``op`` (``jobs.create``, ``jobs.status``, ``approvals.approve``, ...)
@@ -513,7 +522,8 @@ class GatewayClient:
             raise outcome
         if isinstance(outcome, jsonrpc.Failed):
             if outcome.timed_out:
-                raise RequestTimeout("timeout", f"no answer to {op} in time")
+                raise RequestTimeout(
+                    "timeout", f"no answer to {op} within {_duration(self._call_timeout)} (call_timeout)")
             if outcome.malformed is not None:
                 raise ProtocolError("malformed", f"the answer to {op} could not be read: {outcome.malformed}")
             remote = outcome.remote or {}
