@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import contextlib
 import json
 from typing import Any, Dict, List
 
@@ -14,7 +15,7 @@ import pytest
 
 import deskwire
 from deskwire import gateway, jsonrpc
-from deskwire.aio import GatewayClient, GatewayServer, JobEvents
+from deskwire.aio import GatewayClient, GatewayServer, JobEvents, Reconnect
 
 pytest.importorskip("websockets.asyncio.client")
 
@@ -164,6 +165,127 @@ async def test_a_gateway_that_never_answers_ends_the_call_at_call_timeout() -> N
             await GatewayClient.connect("ws://127.0.0.1:1/ws", TOKEN, call_timeout=wrong)
     with pytest.raises(TypeError, match="call_timeout"):
         await GatewayClient.connect("ws://127.0.0.1:1/ws", TOKEN, call_timeout=None)  # type: ignore[arg-type]
+
+
+class _Proxy:
+    """A loopback TCP relay in front of the gateway that the test can cut: ``hold()`` stops
+    passing the gateway's bytes on (so a call waits), ``drop()`` closes every connection
+    through it; new connections are still relayed."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.held = False
+        self.connections = 0
+        self._writers: List[asyncio.StreamWriter] = []
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    async def _relay(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self._writers += [client_w, up_w]
+
+        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter, from_gateway: bool) -> None:
+            with contextlib.suppress(OSError, ConnectionError):
+                while data := await r.read(65536):
+                    while from_gateway and self.held:
+                        await asyncio.sleep(0.01)
+                    w.write(data)
+                    await w.drain()
+            w.close()
+
+        await asyncio.gather(pipe(client_r, up_w, False), pipe(up_r, client_w, True))
+
+    def drop(self) -> None:
+        for w in self._writers:
+            w.transport.abort()
+        self._writers.clear()
+        self.held = False
+
+    async def close(self) -> None:
+        self.drop()
+        self._server.close()
+
+
+async def test_a_dropped_connection_comes_back_with_its_streams() -> None:
+    fast = Reconnect(min_delay=0.05, max_delay=0.2)
+    async with await GatewayServer.serve([TOKEN]) as server:
+        proxy = _Proxy(server.port)
+        port = await proxy.start()
+        try:
+            async with await GatewayClient.connect(f"ws://127.0.0.1:{port}/ws", TOKEN, reconnect=fast) as commander:
+                for job_id in ("j1", "j2"):
+                    await commander.call("jobs.create", {"job": {"jobId": job_id, "repo": "a/b",
+                                                                 "policy": {"requireApprovals": False}}})
+                one, two = await commander.stream("j1"), await commander.stream("j2")
+                await commander.call("jobs.start", {"jobId": "j1"})
+                await commander.call("jobs.start", {"jobId": "j2"})
+                assert [(await one.__anext__())["status"] for _ in range(2)] == ["QUEUED", "RUNNING"]
+                assert [(await two.__anext__())["status"] for _ in range(2)] == ["QUEUED", "RUNNING"]
+
+                # A call waiting when the connection drops ends with it: it is not sent again.
+                proxy.held = True
+                waiting = asyncio.ensure_future(commander.call("jobs.status", {"jobId": "j1"}))
+                await asyncio.sleep(0.2)
+                server.log("j1", "info", "lost in the gap")
+                server.fail("j2", {"code": "E_INTERNAL", "message": "gone while we were away"})
+                proxy.drop()
+                with pytest.raises(deskwire.DisconnectedError, match="reconnecting"):
+                    await asyncio.wait_for(waiting, 10)
+
+                # A call made while reconnecting waits for the next connection.
+                assert (await asyncio.wait_for(commander.call("gateway.ping", {"echo": "back"}), 10))["echo"] == "back"
+                assert commander.reconnects == 1 and proxy.connections == 2
+
+                # Each stream's first event after the gap says so, with the job's state then;
+                # j2 ended while the connection was down, and its stream ends with that.
+                resumed = await asyncio.wait_for(one.__anext__(), 10)
+                assert (resumed["resumed"], resumed["status"], resumed["level"]) == (True, "RUNNING", "warn")
+                assert "seq" not in resumed
+                rest = await asyncio.wait_for(_all(two), 10)
+                assert [(e.get("resumed"), e["status"]) for e in rest] == [(True, "FAILED")]
+                # j1 goes on, subscribed on the new connection.
+                server.log("j1", "info", "after the gap")
+                server.review_ready("j1", {"summary": "ok"})
+                server.complete("j1")
+                after = await asyncio.wait_for(_all(one), 10)
+                assert "after the gap" in [e["msg"] for e in after]
+                assert "lost in the gap" not in [e["msg"] for e in after]
+                assert after[-1]["status"] == "COMPLETED"
+        finally:
+            await proxy.close()
+
+
+async def test_reconnecting_ends_on_close_and_on_a_gateway_that_forgot_the_job() -> None:
+    fast = Reconnect(min_delay=0.05, max_delay=0.2)
+    server = await GatewayServer.serve([TOKEN])
+    port = server.port
+    commander = await GatewayClient.connect(url(server), TOKEN, reconnect=fast, call_timeout=0.5)
+    await commander.call("jobs.create", {"job": {"jobId": "j1", "repo": "a/b"}})
+    stream = await commander.stream("j1")
+    await server.close()  # the gateway stops: its jobs are gone with it
+    # No gateway: a call waits for a connection within call_timeout, then says why it failed.
+    with pytest.raises(deskwire.RequestTimeout, match="still reconnecting"):
+        await asyncio.wait_for(commander.call("gateway.ping", {}), 10)
+    # A new gateway on the same port: the connection comes back, and the stream learns that
+    # the job is not known there.
+    async with await GatewayServer.serve([TOKEN], port=port):
+        with pytest.raises(deskwire.GatewayError) as forgot:
+            await asyncio.wait_for(stream.__anext__(), 10)
+        assert forgot.value.code == "E_NOT_FOUND"
+        assert commander.reconnects == 1
+    # Closing while reconnecting stops it at once: waiting calls end with ClosedError.
+    waiting = asyncio.ensure_future(commander.call("gateway.ping", {}))
+    await asyncio.sleep(0.1)
+    await asyncio.wait_for(commander.close(), 10)
+    with pytest.raises(deskwire.ClosedError):
+        await asyncio.wait_for(waiting, 10)
+    with pytest.raises(TypeError, match="reconnect"):
+        await GatewayClient.connect(url(server), TOKEN, reconnect=1)  # type: ignore[arg-type]
+    assert url(server) == f"ws://127.0.0.1:{port}/ws"  # a closed server still says where it was
 
 
 async def test_a_stream_reader_that_falls_behind_loses_the_newest_events_counted() -> None:

@@ -25,7 +25,8 @@ protocol rule lives here.
 - :class:`GatewayServer`: the gateway end of the gateway RPC, serving the Commander's WebSocket
   connections (``websockets`` too: ``deskwire[gateway]``) with one :class:`deskwire.gateway.Gateway`.
 - :class:`GatewayClient`: the Commander's end, calling a gateway (``await commander.call(
-  "jobs.create", {...})``, ``async for event in await commander.stream(job_id)``).
+  "jobs.create", {...})``, ``async for event in await commander.stream(job_id)``), connecting
+  again when the connection drops, given ``reconnect=True``.
 
 Cancelling the task that awaits a request sends OA1 ``CANCEL`` (or REXD ``exec.kill``). Every
 way a request can end without an answer is a :class:`deskwire.DeskwireError` saying what

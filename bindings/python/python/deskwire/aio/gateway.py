@@ -10,21 +10,22 @@ import importlib
 import json
 import logging
 import re
-from typing import Any, Dict, Optional, Sequence
-
 import time
-from typing import List
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from .. import gateway, jsonrpc
 from .._deskwire import Timeout
 from .._errors import (
     ClosedError,
     ConnectFailedError,
+    DeskwireError,
+    DisconnectedError,
     GatewayError,
     LocalError,
     ProtocolError,
     RequestTimeout,
 )
+from .irc import Reconnect, _reconnect_policy
 from .pump import _duration, _millis, _Pump, _seconds, _WsWriter, now_ms
 
 __all__ = ["GatewayServer", "GatewayClient", "JobEvents"]
@@ -80,6 +81,7 @@ class GatewayServer:
         self._closed = False
         self._stalled = False  # the events filled up and the host has not caught up yet
         self._server: Any = None
+        self._port: Optional[int] = None
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     @classmethod
@@ -133,12 +135,14 @@ class GatewayServer:
             self._connection, host, port, process_request=check, max_size=max_frame,
             logger=_ws_logger("deskwire.aio.gateway.websockets"),
         )
+        self._port = int(self._server.sockets[0].getsockname()[1])
         return self
 
     @property
     def port(self) -> int:
-        """The port listened on."""
-        return int(self._server.sockets[0].getsockname()[1])
+        """The port listened on (still given after :meth:`close`, to serve there again)."""
+        assert self._port is not None  # set by serve(), which made this object
+        return self._port
 
     # --- the host's side of the jobs: each call tells the engine, which answers the Commander.
 
@@ -393,11 +397,33 @@ class GatewayClient:
     ``max_frame`` (4 × ``max_message_bytes``) closes the connection; at most ``max_events``
     (1024) log events wait for each :meth:`stream` reader, and past that the newest are dropped
     (their ``seq`` numbers show the gap) and counted in :attr:`dropped_events`. A state change
-    is never dropped (a job has a handful), so a stream always sees its job end."""
+    is never dropped (a job has a handful), so a stream always sees its job end.
+
+    Given ``reconnect=True`` (or a :class:`deskwire.aio.Reconnect` policy: 1 s doubling to 10 s,
+    jittered), a connection the gateway or the network drops is opened again, as the protocol
+    recommends, until it comes back or :meth:`close`:
+
+    - a call waiting for its answer when the connection drops raises
+      :class:`deskwire.DisconnectedError`: its request may or may not have reached the
+      gateway, so it is not sent again (``jobs.create`` is idempotent by ``jobId``; other ops
+      are the caller's to judge);
+    - a call made while reconnecting waits for the next connection, within ``call_timeout``;
+    - every :meth:`stream` is subscribed again on the new connection. Events the job sent while
+      it was down are lost, and the first event after the gap is
+      ``{"jobId", "status", "level": "warn", "msg", "resumed": True}`` (no ``seq``): the job's
+      state when it was subscribed again. When that state is final the iteration ends there, so
+      a stream still sees its job end. A gateway that no longer knows the job (it restarted)
+      makes the iteration raise its :class:`deskwire.GatewayError` ``E_NOT_FOUND``;
+    - a token the gateway refuses when reconnecting ends the client (HTTP 401 does not get
+      better by trying again): calls and streams raise :class:`deskwire.ClosedError` saying so.
+
+    :attr:`reconnects` counts the connections that came back."""
 
     def __init__(self, ws: Any, closed: Any, peer: Any, max_events: int, max_message_bytes: int,
-                 call_timeout: float = 30.0) -> None:
+                 call_timeout: float = 30.0, dial: "Optional[_Dial]" = None,
+                 policy: Optional[Reconnect] = None) -> None:
         self._ws = ws
+        self._closed = closed
         self._call_timeout = call_timeout
         self._peer = peer
         self._max_events = max_events
@@ -406,9 +432,24 @@ class GatewayClient:
         self._streams: Dict[str, List["asyncio.Queue[Any]"]] = {}
         self._ended: Optional[str] = None
         self._dropped_events = 0
-        self._reader = _GatewayReader(ws, closed)
-        self._pump = _Pump(peer, self._reader, _WsWriter(ws, closed), self._deliver,
-                           lambda: self._end(self._reader.reason))
+        self._dial = dial if policy is not None else None
+        self._policy = policy
+        self._closing = False
+        self._redial: "Optional[asyncio.Task[None]]" = None
+        self._attempt = 0  # back to 0 when an answer comes: a gateway that drops us at once waits longer
+        self._resubscribing: "Set[asyncio.Task[None]]" = set()
+        # Done while a connection is up; a new future while reconnecting.
+        self._connected: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
+        self._connected.set_result(None)
+        self.reconnects = 0
+        """How many times the connection came back after it dropped (``reconnect=``)."""
+        self._start_pump(ws, peer)
+
+    def _start_pump(self, ws: Any, peer: Any) -> None:
+        self._ws, self._peer = ws, peer
+        reader = self._reader = _GatewayReader(ws, self._closed)
+        self._pump = _Pump(peer, reader, _WsWriter(ws, self._closed), self._deliver,
+                           lambda: self._lost(reader.reason))
 
     @property
     def dropped_events(self) -> int:
@@ -425,6 +466,7 @@ class GatewayClient:
         *,
         timeout: Optional[float] = 10.0,
         call_timeout: float = 30.0,
+        reconnect: Union[bool, Reconnect] = False,
         max_message_bytes: int = 1 << 20,
         max_frame: Optional[int] = None,
         max_events: int = 1024,
@@ -432,7 +474,8 @@ class GatewayClient:
         """Opens a connection to the gateway at ``url`` (``ws://host:port/ws``) as the Commander
         holding ``token``, within ``timeout`` seconds. Each :meth:`call` then waits at most
         ``call_timeout`` seconds for its answer (for one call, shorter:
-        ``asyncio.wait_for(commander.call(...), 5)``, which stops waiting as cancelling does)."""
+        ``asyncio.wait_for(commander.call(...), 5)``, which stops waiting as cancelling does).
+        ``reconnect``: see the class."""
         if not isinstance(url, str):
             raise TypeError(f"url is a str, not {type(url).__name__}")
         if not isinstance(token, str):
@@ -452,6 +495,7 @@ class GatewayClient:
         per_call = _seconds(call_timeout, "call_timeout")
         if per_call is None:
             raise TypeError("call_timeout is a number of seconds, not None: a call always ends")
+        policy = _reconnect_policy(reconnect)
         try:
             ws_client = importlib.import_module("websockets.asyncio.client")
             ws_errors = importlib.import_module("websockets.exceptions")
@@ -460,35 +504,13 @@ class GatewayClient:
                 "missing_dependency",
                 "GatewayClient needs the websockets package: pip install 'deskwire[gateway]'",
             ) from None
-        epoch = int(time.time() * 1000) - now_ms()
-        peer = jsonrpc.Peer("gateway", token=token, epoch_unix_ms=max(0, epoch),
-                            timeouts={"default_timeout_ms": _millis(per_call), "default_max_total_factor": 1})
-        try:
-            ws = await asyncio.wait_for(
-                ws_client.connect(
-                    url,
-                    additional_headers={"Authorization": f"Bearer {token}"},
-                    max_size=max_frame,
-                    open_timeout=None,
-                    logger=_ws_logger("deskwire.aio.gateway.websockets"),
-                ),
-                seconds,
-            )
-        except ws_errors.InvalidStatus as e:
-            status = e.response.status_code
-            if status == 401:
-                raise GatewayError("E_UNAUTHORIZED", f"{shown} refused the token (HTTP 401)") from None
-            body = e.response.body.decode("utf-8", "replace").strip()[:200] if e.response.body else ""
-            raise ConnectFailedError(
-                "connect_failed",
-                f"{shown} answered HTTP {status}" + (f": {_without_secrets(body, token)}" if body else ""),
-            ) from None
-        except asyncio.TimeoutError:
-            raise RequestTimeout("timeout", f"no WebSocket handshake with {shown} within {seconds} s") from None
-        except (OSError, ws_errors.InvalidHandshake, ws_errors.InvalidURI) as e:
-            text = _without_secrets(str(e) or type(e).__name__, token)
-            raise ConnectFailedError("connect_failed", f"cannot connect to {shown}: {text}") from None
-        return cls(ws, ws_errors.ConnectionClosed, peer, max_events, max_message_bytes, per_call)
+
+        async def dial() -> Tuple[Any, Any]:
+            return await _open(ws_client, ws_errors, url, token, shown, seconds, max_frame, per_call)
+
+        ws, peer = await dial()
+        return cls(ws, ws_errors.ConnectionClosed, peer, max_events, max_message_bytes, per_call,
+                   dial, policy)
 
     async def call(self, op: str, payload: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """Sends the request ``op`` (``jobs.create``, ``jobs.status``, ``approvals.approve``, ...)
@@ -507,16 +529,28 @@ class GatewayClient:
                 f"gateway's {self._max_message_bytes}-byte limit (max_message_bytes), and the "
                 "gateway would drop it unanswered",
             )
-        call_id = self._peer.call(now_ms(), op, payload)
+        if not self._connected.done():
+            # Reconnecting: the call goes out on the next connection, if one comes in time.
+            try:
+                await asyncio.wait_for(asyncio.shield(self._connected), self._call_timeout)
+            except asyncio.TimeoutError:
+                raise RequestTimeout(
+                    "timeout", f"no connection to the gateway for {op} within "
+                    f"{_duration(self._call_timeout)} (call_timeout); still reconnecting") from None
+            if self._ended is not None:
+                raise ClosedError("closed", self._ended)
+        peer = self._peer
+        call_id = peer.call(now_ms(), op, payload)
         future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
         self._calls[call_id] = future
         self._pump.kick()
         try:
             outcome = await future
         except asyncio.CancelledError:
-            if self._calls.pop(call_id, None) is not None and self._ended is None:
+            if self._calls.get(call_id) is future and peer is self._peer and self._ended is None:
+                del self._calls[call_id]
                 with contextlib.suppress(LocalError):
-                    self._peer.cancel(now_ms(), call_id)
+                    peer.cancel(now_ms(), call_id)
             raise
         if isinstance(outcome, BaseException):
             raise outcome
@@ -562,6 +596,8 @@ class GatewayClient:
 
     def _deliver(self, event: Any) -> None:
         if isinstance(event, (jsonrpc.Response, jsonrpc.Failed)):
+            if isinstance(event, jsonrpc.Response):
+                self._attempt = 0
             future = self._calls.pop(event.id, None)
             if future is not None and not future.done():
                 future.set_result(event)
@@ -580,6 +616,67 @@ class GatewayClient:
         elif isinstance(event, jsonrpc.Malformed):
             log.warning("the gateway sent an unreadable message: %s", event.reason)
 
+    def _lost(self, why: str) -> None:
+        """The pump's end: the connection is gone. With a reconnect policy (and no
+        :meth:`close`) another one is dialled; otherwise the client ends."""
+        if self._dial is None or self._closing or self._ended is not None:
+            self._end(why)
+            return
+        # Calls in flight may or may not have reached the gateway: they end here.
+        waiting, self._calls = self._calls, {}
+        for future in waiting.values():
+            if not future.done():
+                future.set_result(DisconnectedError(
+                    "disconnected", f"{why} before the answer came; reconnecting"))
+        self._peer.close()
+        self._connected = asyncio.get_running_loop().create_future()
+        self._redial = asyncio.get_running_loop().create_task(self._come_back(why))
+
+    async def _come_back(self, why: str) -> None:
+        assert self._dial is not None and self._policy is not None
+        while not self._closing:
+            # The wait doubles with every try, as the IRC drivers' does (Reconnect's policy).
+            await asyncio.sleep(self._policy.delay(self._attempt))
+            self._attempt += 1
+            try:
+                ws, peer = await self._dial()
+            except GatewayError as refused:  # HTTP 401: trying again will not change it
+                self._end(f"{why}, and reconnecting failed: {refused}")
+                return
+            except (ConnectFailedError, RequestTimeout) as e:
+                log.info("gateway reconnect try %d failed: %s", self._attempt, e)
+                continue
+            if self._closing:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(ws.close(), 5)
+                return
+            self.reconnects += 1
+            self._start_pump(ws, peer)
+            self._connected.set_result(None)
+            for job_id in list(self._streams):
+                task = asyncio.get_running_loop().create_task(self._resubscribe(job_id))
+                self._resubscribing.add(task)  # held: the loop keeps only weak references
+                task.add_done_callback(self._resubscribing.discard)
+            return
+
+    async def _resubscribe(self, job_id: str) -> None:
+        """Subscribes ``job_id`` again on a new connection, and tells its readers the job's
+        state then (the first event after the gap)."""
+        try:
+            answer = await self.call("jobs.stream", {"jobId": job_id})
+        except (DisconnectedError, ClosedError):
+            return  # dropped again (the next connection subscribes it), or closed
+        except DeskwireError as e:  # the gateway forgot the job (a restart): the readers raise it
+            for inbox in self._streams.get(job_id, ()):
+                inbox.put_nowait(e)
+            return
+        status = answer.get("status")
+        resumed = {"jobId": job_id, "status": status, "level": "warn", "resumed": True,
+                   "msg": f"the connection to the gateway came back; the job is {status} "
+                          "(events sent while it was down are lost)"}
+        for inbox in self._streams.get(job_id, ()):
+            inbox.put_nowait(dict(resumed))
+
     def _end(self, why: str) -> None:
         if self._ended is not None:
             return
@@ -592,15 +689,24 @@ class GatewayClient:
         for readers in self._streams.values():
             for inbox in readers:
                 inbox.put_nowait(error)
+        if not self._connected.done():
+            self._connected.set_result(None)  # calls waiting for a connection see the end
 
     async def close(self) -> None:
-        """Closes the connection: calls still waiting raise :class:`deskwire.ClosedError`, and so
-        do streams. Closing again does nothing."""
+        """Closes the connection (and stops reconnecting): calls still waiting raise
+        :class:`deskwire.ClosedError`, and so do streams. Closing again does nothing."""
+        self._closing = True
+        for task in [self._redial, *self._resubscribing]:
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         if not self._pump.task.done():
             self._reader.reason = "the gateway connection is closed"
             self._pump.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._pump.task
+        self._end("the gateway connection is closed")
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._ws.close(), 5)
         self._peer.close()
@@ -610,6 +716,45 @@ class GatewayClient:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+
+_Dial = Callable[[], Awaitable[Tuple[Any, Any]]]
+"""Opens a new connection to the gateway: its WebSocket and a new Commander peer."""
+
+
+async def _open(ws_client: Any, ws_errors: Any, url: str, token: str, shown: str,
+                seconds: Optional[float], max_frame: Optional[int], call_timeout: float) -> Tuple[Any, Any]:
+    """A WebSocket to the gateway at ``url``, and the Commander's peer for it (ids and per-op
+    timeouts belong to one connection)."""
+    epoch = int(time.time() * 1000) - now_ms()
+    peer = jsonrpc.Peer("gateway", token=token, epoch_unix_ms=max(0, epoch),
+                        timeouts={"default_timeout_ms": _millis(call_timeout), "default_max_total_factor": 1})
+    try:
+        ws = await asyncio.wait_for(
+            ws_client.connect(
+                url,
+                additional_headers={"Authorization": f"Bearer {token}"},
+                max_size=max_frame,
+                open_timeout=None,
+                logger=_ws_logger("deskwire.aio.gateway.websockets"),
+            ),
+            seconds,
+        )
+    except ws_errors.InvalidStatus as e:
+        status = e.response.status_code
+        if status == 401:
+            raise GatewayError("E_UNAUTHORIZED", f"{shown} refused the token (HTTP 401)") from None
+        body = e.response.body.decode("utf-8", "replace").strip()[:200] if e.response.body else ""
+        raise ConnectFailedError(
+            "connect_failed",
+            f"{shown} answered HTTP {status}" + (f": {_without_secrets(body, token)}" if body else ""),
+        ) from None
+    except asyncio.TimeoutError:
+        raise RequestTimeout("timeout", f"no WebSocket handshake with {shown} within {seconds} s") from None
+    except (OSError, ws_errors.InvalidHandshake, ws_errors.InvalidURI) as e:
+        text = _without_secrets(str(e) or type(e).__name__, token)
+        raise ConnectFailedError("connect_failed", f"cannot connect to {shown}: {text}") from None
+    return ws, peer
 
 
 class _GatewayReader:
