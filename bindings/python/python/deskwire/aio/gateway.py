@@ -634,6 +634,8 @@ class GatewayClient:
 
     async def _come_back(self, why: str) -> None:
         assert self._dial is not None and self._policy is not None
+        with contextlib.suppress(Exception):  # the old socket, if the pump ended with it open
+            await asyncio.wait_for(self._ws.close(), 1)
         while not self._closing:
             # The wait doubles with every try, as the IRC drivers' does (Reconnect's policy).
             await asyncio.sleep(self._policy.delay(self._attempt))
