@@ -141,6 +141,11 @@ pub struct ClientPolicy {
     /// Its actions for these classes (others as `policy.classes`).
     #[serde(default)]
     pub classes: std::collections::BTreeMap<String, Action>,
+    /// Read-only: its `fs.write` is refused, and its commands run with the roots (and
+    /// `security.confine_write`) read-only, only under confinement (Landlock); the private
+    /// `TMPDIR` stays writable. Classes judge commands by name; this holds for what they do.
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 /// `[server]`.

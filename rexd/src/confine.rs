@@ -355,6 +355,9 @@ struct Granted {
 #[derive(Debug)]
 struct Active {
     confined: Confined,
+    /// The same with the roots and `confine_write` read-only, for read-only clients
+    /// (`[[policy.clients]] read_only`).
+    read_only: Confined,
     roots: Roots,
     wanted: Vec<Wanted>,
     granted: Vec<Granted>,
@@ -518,7 +521,8 @@ impl Confinement {
                 None
             }
         };
-        let (ruleset, granted, missing) = build(roots, tmp.as_deref(), &wanted)?;
+        let (ruleset, granted, missing) = build(roots, tmp.as_deref(), &wanted, false)?;
+        let (read_only, ..) = build(roots, tmp.as_deref(), &wanted, true)?;
         for (path, e) in missing {
             warnings.push(format!(
                 "security.confine_read/confine_write: {}: {e}; left out",
@@ -532,6 +536,10 @@ impl Confinement {
             active: Some(Active {
                 confined: Confined {
                     ruleset: Arc::new(ruleset),
+                    tmp: tmp.clone(),
+                },
+                read_only: Confined {
+                    ruleset: Arc::new(read_only),
                     tmp,
                 },
                 roots: roots.clone(),
@@ -581,9 +589,10 @@ impl Confinement {
         n
     }
 
-    /// What the next child needs to confine itself, `None` when unconfined. The ruleset is
-    /// made again first when a file it grants was replaced since it was made.
-    pub fn for_spawn(&mut self) -> Option<Confined> {
+    /// What the next child needs to confine itself, `None` when unconfined; `read_only`: the
+    /// ruleset with the roots read-only. The rulesets are made again first when a file they
+    /// grant was replaced since they were made.
+    pub fn for_spawn(&mut self, read_only: bool) -> Option<Confined> {
         let a = self.active.as_mut()?;
         let stale = a.granted.iter().any(|g| {
             std::fs::metadata(&g.path)
@@ -591,9 +600,13 @@ impl Confinement {
                 .unwrap_or(true)
         });
         if stale {
-            match build(&a.roots, a.confined.tmp.as_deref(), &a.wanted) {
-                Ok((ruleset, granted, _)) => {
+            let tmp = a.confined.tmp.as_deref();
+            let both = build(&a.roots, tmp, &a.wanted, false)
+                .and_then(|rw| Ok((rw, build(&a.roots, tmp, &a.wanted, true)?)));
+            match both {
+                Ok(((ruleset, granted, _), (read_only, ..))) => {
                     a.confined.ruleset = Arc::new(ruleset);
+                    a.read_only.ruleset = Arc::new(read_only);
                     a.granted = granted;
                 }
                 Err(e) => crate::log::warn(&format!(
@@ -601,15 +614,21 @@ impl Confinement {
                 )),
             }
         }
-        Some(a.confined.clone())
+        Some(if read_only { &a.read_only } else { &a.confined }.clone())
     }
 }
 
 type Built = (OwnedFd, Vec<Granted>, Vec<(PathBuf, io::Error)>);
 
 /// Makes the ruleset; returns it, the rules made from paths, and the configured paths that
-/// could not be opened.
-fn build(roots: &Roots, tmp: Option<&PrivateTmp>, wanted: &[Wanted]) -> io::Result<Built> {
+/// could not be opened. `read_only`: the roots and `confine_write` are read-only too (the
+/// private `TMPDIR` and the devices stay writable: programs need them to run at all).
+fn build(
+    roots: &Roots,
+    tmp: Option<&PrivateTmp>,
+    wanted: &[Wanted],
+    read_only: bool,
+) -> io::Result<Built> {
     let ll = |e: landlock::RulesetError| io::Error::other(format!("Landlock: {e}"));
     let rw: BitFlags<AccessFs> = AccessFs::from_all(HANDLED);
     let ro: BitFlags<AccessFs> = AccessFs::from_read(HANDLED);
@@ -619,9 +638,10 @@ fn build(roots: &Roots, tmp: Option<&PrivateTmp>, wanted: &[Wanted]) -> io::Resu
         .map_err(ll)?
         .create()
         .map_err(ll)?;
+    let roots_access = if read_only { ro } else { rw };
     for root in roots.iter() {
         ruleset = ruleset
-            .add_rule(PathBeneath::new(root.fd(), rw))
+            .add_rule(PathBeneath::new(root.fd(), roots_access))
             .map_err(ll)?;
     }
     if let Some(tmp) = tmp {
@@ -644,7 +664,8 @@ fn build(roots: &Roots, tmp: Option<&PrivateTmp>, wanted: &[Wanted]) -> io::Resu
                 continue;
             }
         };
-        let access = if w.write { rw } else { ro };
+        let writable = w.write && !(read_only && w.kind == Kind::Configured);
+        let access = if writable { rw } else { ro };
         ruleset = ruleset.add_rule(PathBeneath::new(fd, access)).map_err(ll)?;
         granted.push(Granted {
             path: w.path.clone(),
@@ -905,10 +926,13 @@ mod tests {
             "{}",
             c.summary()
         );
-        let first = c.for_spawn().unwrap();
+        let first = c.for_spawn(false).unwrap();
         assert!(cat_confined(&first, &file));
         assert!(!cat_confined(&first, &other));
-        assert!(Arc::ptr_eq(&first.ruleset, &c.for_spawn().unwrap().ruleset));
+        assert!(Arc::ptr_eq(
+            &first.ruleset,
+            &c.for_spawn(false).unwrap().ruleset
+        ));
         let new = outside.path().join("f.new");
         std::fs::write(&new, "two").unwrap();
         std::fs::rename(&new, &file).unwrap();
@@ -916,7 +940,7 @@ mod tests {
             !cat_confined(&first, &file),
             "the old rule holds the old file"
         );
-        let again = c.for_spawn().unwrap();
+        let again = c.for_spawn(false).unwrap();
         assert!(!Arc::ptr_eq(&first.ruleset, &again.ruleset));
         assert!(cat_confined(&again, &file));
         assert!(!cat_confined(&again, &other));

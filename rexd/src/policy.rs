@@ -479,6 +479,7 @@ struct ClientC {
     principal: String,
     default: Option<Action>,
     classes: BTreeMap<String, Action>,
+    read_only: bool,
 }
 
 /// `[policy]`, checked and compiled.
@@ -609,6 +610,7 @@ impl Classes {
                 principal: c.principal.clone(),
                 default: c.default,
                 classes: c.classes.clone(),
+                read_only: c.read_only,
             });
         }
         Ok(Classes {
@@ -688,6 +690,18 @@ impl Policy {
             lists: CommandPolicy::new(allow, deny)?,
             classes: None,
         })
+    }
+
+    /// Whether `principal`'s `[[policy.clients]]` entry says `read_only = true`: its
+    /// `fs.write` is refused and its commands run confined with the roots read-only.
+    pub fn read_only(&self, principal: Option<&str>) -> bool {
+        let Some((classes, principal)) = self.classes.as_ref().zip(principal) else {
+            return false;
+        };
+        classes
+            .clients
+            .iter()
+            .any(|c| c.principal == principal && c.read_only)
     }
 
     /// Whether anything is in force (then the client's environment is filtered).

@@ -394,3 +394,128 @@ fn check_config_says_how_commands_are_confined() {
     let (ok, text) = check_config(root.path(), "confine = \"sometimes\"");
     assert!(!ok && text.contains("confine"), "{text}");
 }
+
+/// A read-only client (`[[policy.clients]] read_only = true`): its `fs.write` is refused, and
+/// its commands read the roots but cannot change them, whatever program they run (classes
+/// judge a command by its name: `cp` classed `read` would still write). Its `TMPDIR` stays
+/// writable, and another client of the same daemon still writes.
+#[test]
+fn a_read_only_clients_commands_cannot_change_the_roots() {
+    if !landlock() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("f.txt"), "kept\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("rexd.toml");
+    let text = format!(
+        "[security]\nallow_shell = true\n[[security.allowed_roots]]\npath = {:?}\n\
+         [policy]\ndefault = \"allow\"\n[policy.classes]\nshell = \"allow\"\n\
+         [[policy.clients]]\nprincipal = \"reader\"\nread_only = true\n",
+        root.path()
+    );
+    std::fs::write(&conf, text).unwrap();
+    let conf = conf.to_str().unwrap();
+    let mut d = Daemon::spawn(&["--config", conf, "--principal", "reader"]);
+    let s = d.open_session();
+    let f = root.path().join("f.txt");
+    let refused = d.call_err(
+        "fs.write",
+        json!({"session_id": s, "path": f, "content": "changed\n"}),
+    );
+    assert_eq!(refused["code"], -32001, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("read-only client"),
+        "{refused}"
+    );
+    let c = run(&mut d, &s, &["cat", "f.txt"]);
+    assert_eq!((exit_code(&c), c.out().as_str()), (0, "kept\n"));
+    for argv in [
+        &["cp", "f.txt", "copy.txt"][..],
+        &["sh", "-c", "echo changed > f.txt"],
+        &["rm", "f.txt"],
+        &["mkdir", "sub"],
+    ] {
+        let c = run(&mut d, &s, argv);
+        assert_ne!(exit_code(&c), 0, "{argv:?} ran: {}", c.err());
+        assert!(
+            c.err().contains("Permission denied"),
+            "{argv:?}: {}",
+            c.err()
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "kept\n");
+    assert!(!root.path().join("copy.txt").exists() && !root.path().join("sub").exists());
+    // Programs still get a temporary directory to write in.
+    let c = run(
+        &mut d,
+        &s,
+        &["sh", "-c", "t=$(mktemp) && echo z > $t && cat $t"],
+    );
+    assert_eq!((exit_code(&c), c.out().as_str()), (0, "z\n"), "{}", c.err());
+    // A PTY is held the same way.
+    let opened = d.call(
+        "pty.open",
+        json!({"session_id": s, "argv": ["sh", "-c", "echo x > pty.txt; echo done $?"]}),
+    );
+    let mut screen = String::new();
+    loop {
+        let ev = d.next_event(common::WAIT).expect("pty events");
+        if ev["method"] == "pty.exit" {
+            assert_eq!(ev["params"]["pty_id"], opened["pty_id"]);
+            break;
+        }
+        screen.push_str(&String::from_utf8_lossy(&common::data_bytes(&ev["params"])));
+    }
+    assert!(screen.contains("Permission denied"), "{screen:?}");
+    assert!(!screen.contains("done 0"), "{screen:?}");
+    assert!(!root.path().join("pty.txt").exists());
+    drop(d);
+
+    // Another client of the same configuration writes as before.
+    let mut d = Daemon::spawn(&["--config", conf, "--principal", "writer"]);
+    let s = d.open_session();
+    let c = run(&mut d, &s, &["cp", "f.txt", "copy.txt"]);
+    assert_eq!(exit_code(&c), 0, "{}", c.err());
+    d.call(
+        "fs.write",
+        json!({"session_id": s, "path": f, "content": "changed\n"}),
+    );
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "changed\n");
+}
+
+/// Without confinement a read-only client's commands cannot be held to it, so they are refused
+/// (its reads still work).
+#[test]
+fn a_read_only_client_runs_no_command_unconfined() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("f.txt"), "kept\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("rexd.toml");
+    let text = format!(
+        "[security]\nconfine = \"off\"\n[[security.allowed_roots]]\npath = {:?}\n\
+         [policy]\ndefault = \"allow\"\n[[policy.clients]]\nprincipal = \"reader\"\nread_only = true\n",
+        root.path()
+    );
+    std::fs::write(&conf, text).unwrap();
+    let mut d = Daemon::spawn(&["--config", conf.to_str().unwrap(), "--principal", "reader"]);
+    let s = d.open_session();
+    let refused = d.call_err(
+        "exec.start",
+        json!({"session_id": s, "argv": ["touch", "new.txt"]}),
+    );
+    assert_eq!(refused["code"], -32001, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("only confinement"),
+        "{refused}"
+    );
+    assert!(!root.path().join("new.txt").exists());
+    let read = d.call("fs.read", json!({"session_id": s, "path": "f.txt"}));
+    assert_eq!(read["content"], "kept\n", "{read}");
+}

@@ -98,6 +98,7 @@ impl Service {
     pub(super) fn exec_start(&mut self, now: u64, p: ExecStartParams) -> OpResult<ExecStartResult> {
         let (cwd, checked) =
             self.prepare(&p.session_id, &p.program, p.cwd.as_deref(), p.env.as_ref())?;
+        let read_only = self.read_only_client(&p.session_id, None)?;
         self.last_decision = checked.decision.clone();
         let program = checked.program.as_ref().unwrap_or(&p.program);
         let limits = self.session(&p.session_id)?.limits;
@@ -134,7 +135,7 @@ impl Service {
             process_id: proc_.id.clone(),
             started_at: proc_.started_at.clone(),
         };
-        let confined = self.settings.confine.for_spawn();
+        let confined = self.settings.confine.for_spawn(read_only);
         let spawned = self.spawn_in_tree(proc_.key, |join| {
             process::spawn_pipes(&Launch {
                 program,

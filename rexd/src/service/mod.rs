@@ -436,6 +436,7 @@ impl Service {
                 Response::FsRead(self.with_fs(&p.session_id, |c| fsops::read(c, &p))?)
             }
             Request::FsWrite(p) => {
+                self.read_only_client(&p.session_id, Some("fs.write"))?;
                 Response::FsWrite(self.with_fs(&p.session_id, |c| fsops::write(c, &p))?)
             }
             Request::FsList(p) => {

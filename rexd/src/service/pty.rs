@@ -6,6 +6,7 @@ impl Service {
     pub(super) fn pty_open(&mut self, now: u64, p: PtyOpenParams) -> OpResult<PtyOpenResult> {
         let (cwd, checked) =
             self.prepare(&p.session_id, &p.program, p.cwd.as_deref(), p.env.as_ref())?;
+        let read_only = self.read_only_client(&p.session_id, None)?;
         self.last_decision = checked.decision.clone();
         let program = checked.program.as_ref().unwrap_or(&p.program);
         let mut proc_ = self.new_proc(now, &p.session_id, false);
@@ -13,7 +14,7 @@ impl Service {
         let pty_id = format!("t_{}", self.next_pty);
         proc_.pty_id = Some(pty_id.clone());
         let (cols, rows) = p.size();
-        let confined = self.settings.confine.for_spawn();
+        let confined = self.settings.confine.for_spawn(read_only);
         let (tree, sp) = self
             .spawn_in_tree(proc_.key, |join| {
                 let launch = Launch {

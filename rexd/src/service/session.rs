@@ -52,6 +52,38 @@ impl Service {
         f(&ctx)
     }
 
+    /// Whether the session's client is read-only (`[[policy.clients]] read_only`), for a
+    /// request that would change files (`what`: `fs.write`) or run a command (`None`). A
+    /// write is refused; a command runs with the roots read-only, which only confinement can
+    /// hold, so without it the command is refused too.
+    pub(super) fn read_only_client(&self, session: &str, what: Option<&str>) -> OpResult<bool> {
+        let s = self.session(session)?;
+        let principal = s.principal.as_deref();
+        if !self.settings.commands.read_only(principal) {
+            return Ok(false);
+        }
+        let who = principal.unwrap_or_default();
+        let refused = |why: String| {
+            Err(err(ErrorCode::Unauthorized, why).with_data(json!({
+                "principal": who,
+                "read_only": true,
+            })))
+        };
+        match what {
+            Some(what) => refused(format!(
+                "{who} is a read-only client ([[policy.clients]] read_only = true): {what} is \
+                 refused"
+            )),
+            None if !self.settings.confine.is_active() => refused(format!(
+                "{who} is a read-only client ([[policy.clients]] read_only = true), and only \
+                 confinement can hold a command to that, which is off here ({}); its commands \
+                 are refused",
+                self.settings.confine.summary()
+            )),
+            None => Ok(true),
+        }
+    }
+
     /// The bytes of an `exec.input`/`pty.input`: `zstd` only in a session that negotiated it,
     /// inflated no further than a plain message could be long.
     pub(super) fn input_bytes(
