@@ -762,6 +762,12 @@ async def test_over_https_with_a_token(root: Path, pki: Path, monkeypatch: pytes
             with pytest.raises(deskwire.LocalError, match="loopback only") as refused:
                 await RexdClient.connect(far, token=_Listener.TOKEN)
             assert refused.value.code == "bad_target"
+        # A token put in the target by mistake is refused, and no message shows it.
+        for with_token in (f"https://limited:{_Listener.TOKEN}@127.0.0.1:7070",
+                           f"https://127.0.0.1:7070/?token={_Listener.TOKEN}"):
+            with pytest.raises(deskwire.LocalError, match="give only host and port") as refused:
+                await RexdClient.connect(with_token, token=_Listener.TOKEN)
+            assert _Listener.TOKEN not in str(refused.value) and "127.0.0.1:7070" in str(refused.value)
         # Files that cannot be used are named with their keyword.
         der = pki / "ca.der"
         import subprocess

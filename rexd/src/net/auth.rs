@@ -168,7 +168,16 @@ impl Tokens {
             if entries.iter().any(|(l, _, _)| l == label) {
                 return Err(bad(&format!("label {label:?} is used twice")));
             }
-            entries.push((label.to_owned(), digest(token.as_bytes()), scope));
+            let hash = digest(token.as_bytes());
+            // One token under two labels: which one its holder is (the audit's principal,
+            // `[[policy.clients]]`, revocation) would be a guess.
+            if let Some((first, _, _)) = entries.iter().find(|(_, h, _)| *h == hash) {
+                return Err(bad(&format!(
+                    "the token of label {label:?} is also the token of {first:?}: give each \
+                     client its own (`openssl rand -hex 32`)"
+                )));
+            }
+            entries.push((label.to_owned(), hash, scope));
         }
         if entries.is_empty() {
             return Err(TokenFileError::Empty {
@@ -290,6 +299,10 @@ mod tests {
             (
                 "a:0123456789abcdef\na:0123456789abcdeg\n",
                 "line 2: label \"a\" is used twice",
+            ),
+            (
+                "a:0123456789abcdef\nb:0123456789abcdef:metrics\n",
+                "line 2: the token of label \"b\" is also the token of \"a\"",
             ),
             ("a:0123456789abcdef\u{7}\n", "control"),
         ] {

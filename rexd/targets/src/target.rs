@@ -52,7 +52,7 @@ impl Endpoint {
     /// accept paths, queries and percent-escapes that mean nothing to ssh.
     pub fn parse(text: &str) -> Result<Endpoint, TargetError> {
         let bad = |reason: &str| TargetError::BadTarget {
-            target: text.to_owned(),
+            target: without_credentials(text),
             reason: reason.to_owned(),
         };
         if text == "local" {
@@ -125,7 +125,7 @@ impl Endpoint {
     /// `host:port[/ws]` after the scheme.
     fn parse_ws(text: &str, rest: &str, tls: bool) -> Result<Endpoint, TargetError> {
         let bad = |reason: &str| TargetError::BadTarget {
-            target: text.to_owned(),
+            target: without_credentials(text),
             reason: reason.to_owned(),
         };
         let hostport = rest
@@ -175,6 +175,34 @@ impl Endpoint {
             tls,
         })
     }
+}
+
+/// `text` as a message may show it: a URL's credentials (`label:token@`, any user info of a
+/// network target, an ssh user's `:password`) and its query and fragment (`?token=...`)
+/// replaced, so a token put in a target by mistake reaches no terminal or log.
+pub fn without_credentials(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_owned();
+    };
+    let (rest, tail) = match rest.find(['?', '#']) {
+        Some(at) => (
+            &rest[..at],
+            if rest[at..].starts_with('?') {
+                "?<query>"
+            } else {
+                "#<fragment>"
+            },
+        ),
+        None => (rest, ""),
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user, host)) if scheme == "ssh" && !user.contains(':') => format!("{user}@{host}"),
+        Some((_, host)) => format!("<credentials>@{host}"),
+        None => authority.to_owned(),
+    };
+    format!("{scheme}://{authority}{path}{tail}")
 }
 
 /// Whether `host` names this machine: a loopback address, or `localhost`. Only such a host
@@ -386,6 +414,31 @@ mod tests {
             host: host.to_owned(),
             port,
         }
+    }
+
+    #[test]
+    fn a_token_in_a_refused_target_is_not_in_the_message() {
+        let token = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        for text in [
+            format!("https://limited:{token}@127.0.0.1:7070"),
+            format!("https://{token}@127.0.0.1:7070/ws"),
+            format!("https://127.0.0.1:7070/?token={token}"),
+            format!("wss://127.0.0.1:7070/ws#{token}"),
+            format!("ssh://deploy:{token}@server-a"),
+        ] {
+            let message = Endpoint::parse(&text).unwrap_err().to_string();
+            assert!(!message.contains(token), "{message}");
+            assert!(
+                message.contains("127.0.0.1") || message.contains("server-a"),
+                "{message}"
+            );
+        }
+        assert_eq!(
+            without_credentials("https://limited:t@127.0.0.1:7070/x?token=t"),
+            "https://<credentials>@127.0.0.1:7070/x?<query>"
+        );
+        // An ssh user is no secret, and is shown.
+        assert_eq!(without_credentials("ssh://deploy@a!b"), "ssh://deploy@a!b");
     }
 
     #[test]

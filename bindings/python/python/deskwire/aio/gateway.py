@@ -26,7 +26,7 @@ from .._errors import (
     RequestTimeout,
 )
 from .irc import Reconnect, _reconnect_policy
-from .pump import _duration, _millis, _Pump, _seconds, _WsWriter, now_ms
+from .pump import _duration, _millis, _Pump, _seconds, _without_secrets, _WsWriter, now_ms
 
 __all__ = ["GatewayServer", "GatewayClient", "JobEvents"]
 
@@ -837,20 +837,6 @@ class JobEvents:
 _ENVELOPE_BYTES = 512
 """What a request's envelope adds to its payload, at most: version, id, type, ts, op and the
 token's ``auth`` (a token of up to about 300 bytes)."""
-
-
-def _without_secrets(text: str, token: str) -> str:
-    """``text`` (a URL, a library's error message) as it may be shown: the token replaced
-    wherever it appears, a URL's ``user:password@`` and ``token=`` query value removed."""
-    from urllib.parse import quote
-
-    # The URL's parts first: the token's own replacement below must not be taken for a query
-    # value again ("token=<the token> token>").
-    text = re.sub(r"(?<=://)[^/@\s]*@", "", text)
-    text = re.sub(r"(?i)(token=)[^&#\s'\"]*", r"\1<the token>", text)
-    for secret in {token, quote(token, safe="")}:
-        text = text.replace(secret, "<the token>")
-    return text
 
 
 _SECRETS = re.compile(r"(?i)(bearer\s+|token=|\"token\"\s*:\s*\"|\"code\"\s*:\s*\")[^\s&\"']+")

@@ -16,6 +16,7 @@ import functools
 import inspect
 import logging
 import math
+import re
 import time
 from typing import Any, Callable, Optional, Protocol, Set, TypeVar, cast
 
@@ -230,3 +231,18 @@ def _duration(seconds: float) -> str:
     if ms < 1000:
         return f"{ms} ms"
     return f"{ms // 1000} s" if ms % 1000 == 0 else f"{ms / 1000:.1f} s"
+
+
+def _without_secrets(text: str, token: Optional[str] = None) -> str:
+    """``text`` (a URL, a library's error message) as it may be shown: the token replaced
+    wherever it appears, a URL's ``user:password@`` and ``token=`` query value removed."""
+    from urllib.parse import quote
+
+    # The URL's parts first: the token's own replacement below must not be taken for a query
+    # value again ("token=<the token> token>").
+    text = re.sub(r"(?<=://)[^/@\s]*@", "", text)
+    text = re.sub(r"(?i)(token=)[^&#\s'\"]*", r"\1<the token>", text)
+    if token:
+        for secret in {token, quote(token, safe="")}:
+            text = text.replace(secret, "<the token>")
+    return text

@@ -43,7 +43,7 @@ from .._errors import (
     RequestTimeout,
     TlsError,
 )
-from .pump import _duration, _keywords_checked, _millis, _Pump, _seconds, _WsWriter, now_ms
+from .pump import _duration, _keywords_checked, _millis, _Pump, _seconds, _without_secrets, _WsWriter, now_ms
 
 __all__ = ["RexdClient", "ExecOutput", "ExecExit", "Pty", "PtyOutput", "PtyExit"]
 
@@ -528,13 +528,13 @@ def _ws_url(target: str) -> Optional[str]:
             break
     if not rest or any(c in rest for c in "/@?#"):
         raise LocalError(
-            "bad_target", f"{target!r}: give only host and port (https://host:7070)"
+            "bad_target", f"{_without_secrets(target)!r}: give only host and port (https://host:7070)"
         )
     url = f"{_NETWORK_SCHEMES[scheme]}://{rest}/ws"
     if url.startswith("ws://") and not _is_loopback(url):
         raise LocalError(
             "bad_target",
-            f"{target!r}: http:// and ws:// are for loopback only (127.0.0.1, ::1, localhost): "
+            f"{_without_secrets(target)!r}: http:// and ws:// are for loopback only (127.0.0.1, ::1, localhost): "
             "the token would cross the network in clear; use https:// (wss://)",
         )
     return url
