@@ -11,10 +11,8 @@ import kotlinx.coroutines.SupervisorJob
 import kotlinx.coroutines.cancel
 import kotlinx.coroutines.future.future
 import kotlinx.coroutines.flow.Flow
-import kotlinx.coroutines.flow.MutableSharedFlow
 import kotlinx.coroutines.flow.MutableStateFlow
 import kotlinx.coroutines.flow.StateFlow
-import kotlinx.coroutines.flow.asSharedFlow
 import kotlinx.coroutines.flow.asStateFlow
 import kotlinx.coroutines.flow.first
 import kotlinx.coroutines.launch
@@ -94,7 +92,7 @@ class DeskConnection private constructor(
 
     private val waiting = HashMap<String, CompletableDeferred<String>>()
     private val _state = MutableStateFlow(ConnectionState.REGISTERING)
-    private val _events = MutableSharedFlow<ConnectionEvent>(extraBufferCapacity = 64)
+    private val _events = EventStream<ConnectionEvent>(capacity = 64)
 
     /** Bumped each time a new connection (engine and socket) takes over. */
     private val generation = MutableStateFlow(0)
@@ -121,6 +119,7 @@ class DeskConnection private constructor(
         val orphans = synchronized(waiting) { waiting.values.toList().also { waiting.clear() } }
         if (closing || !established || redialer == null) {
             orphans.forEach { it.cancel(CancellationException("the connection is closed")) }
+            _events.end()
             return
         }
         orphans.forEach {
@@ -144,9 +143,10 @@ class DeskConnection private constructor(
      * Every event of the connection (IRC, OA1, link), as the engine reports it from when it is
      * collected: those of the start (before [connect] returned) are not replayed; [state],
      * [nick] and [members] say where the connection stands. With a reconnect policy, the
-     * events of every connection in turn.
+     * events of every connection in turn. Collecting ends (`collect` returns) when the
+     * connection is closed, after the events before that.
      */
-    val events: Flow<ConnectionEvent> = _events.asSharedFlow()
+    val events: Flow<ConnectionEvent> = _events.flow
 
     /**
      * Where the connection stands: `READY` once the channel is joined and the remote is there;

@@ -5,7 +5,6 @@ import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.Job
-import kotlinx.coroutines.TimeoutCancellationException
 import kotlinx.coroutines.async
 import kotlinx.coroutines.channels.Channel
 import kotlinx.coroutines.flow.Flow
@@ -16,7 +15,7 @@ import kotlinx.coroutines.flow.asSharedFlow
 import kotlinx.coroutines.flow.asStateFlow
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.launch
-import kotlinx.coroutines.withTimeout
+import kotlinx.coroutines.withTimeoutOrNull
 import java.net.InetSocketAddress
 import java.net.Socket
 
@@ -296,10 +295,15 @@ internal class IrcSocketLoop(
      */
     suspend fun awaitReady(timeoutMs: Long, waitingFor: () -> String?, members: () -> List<String>) {
         val failure = try {
-            withTimeout(timeoutMs) { started.await() } ?: return
-        } catch (_: TimeoutCancellationException) {
-            val what = waitingFor() ?: return // ready at the last moment
-            Oa1Failure.NotReady("not ready after ${formatMs(timeoutMs)}: waiting for $what")
+            // withTimeoutOrNull, not withTimeout: a caller's own withTimeout around this call
+            // must end it as the caller's timeout, not be taken for this one.
+            when (val outcome = withTimeoutOrNull(timeoutMs) { Started(started.await()) }) {
+                null -> {
+                    val what = waitingFor() ?: return // ready at the last moment
+                    Oa1Failure.NotReady("not ready after ${formatMs(timeoutMs)}: waiting for $what")
+                }
+                else -> outcome.failure ?: return
+            }
         } catch (e: Throwable) {
             close()
             throw e
@@ -348,3 +352,6 @@ internal class IrcSocketLoop(
         }
     }
 }
+
+/** How the start ended, boxed: `null` from `withTimeoutOrNull` is its timeout. */
+private class Started(val failure: Oa1Failure?)

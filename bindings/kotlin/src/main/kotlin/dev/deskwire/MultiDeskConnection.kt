@@ -8,7 +8,6 @@ import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.DisposableHandle
 import kotlinx.coroutines.Job
 import kotlinx.coroutines.SupervisorJob
-import kotlinx.coroutines.TimeoutCancellationException
 import kotlinx.coroutines.cancel
 import kotlinx.coroutines.channels.BufferOverflow
 import kotlinx.coroutines.channels.Channel
@@ -22,7 +21,7 @@ import kotlinx.coroutines.flow.asStateFlow
 import kotlinx.coroutines.flow.first
 import kotlinx.coroutines.future.future
 import kotlinx.coroutines.launch
-import kotlinx.coroutines.withTimeout
+import kotlinx.coroutines.withTimeoutOrNull
 import java.net.Socket
 import java.security.SecureRandom
 import java.util.concurrent.CompletableFuture
@@ -231,11 +230,12 @@ class MultiDeskConnection private constructor(
      */
     suspend fun awaitReady(channel: String, timeoutMs: Long = readyTimeoutMs) {
         open().channelState(channel) // an unknown channel throws here
-        try {
-            withTimeout(timeoutMs) {
-                turns.first { engine.channelState(channel) == ConnectionState.READY || closing }
-            }
-        } catch (_: TimeoutCancellationException) {
+        // withTimeoutOrNull, not withTimeout: a caller's own withTimeout around this call must
+        // end it as the caller's timeout, not be taken for this one.
+        val ready = withTimeoutOrNull(timeoutMs) {
+            turns.first { engine.channelState(channel) == ConnectionState.READY || closing }
+        }
+        if (ready == null) {
             val what = engine.waitingFor(channel) ?: return
             throw Oa1ConnectException(
                 Oa1Failure.NotReady("not ready after ${formatMs(timeoutMs)}: waiting for $what"),
@@ -409,9 +409,13 @@ class MultiDeskConnection private constructor(
             val owner = scope?.coroutineContext?.get(Job)
             connection.watch = owner?.invokeOnCompletion { cause -> if (cause != null) connection.close() }
             val failure = try {
-                withTimeout(config.oa1.readyTimeoutMs) { connection.registered.await() }
-            } catch (e: TimeoutCancellationException) {
-                Oa1Failure.NotReady("not registered after ${formatMs(config.oa1.readyTimeoutMs)}")
+                // Boxed: null is this wait's own timeout, never a caller's withTimeout.
+                val outcome = withTimeoutOrNull(config.oa1.readyTimeoutMs) { listOf(connection.registered.await()) }
+                if (outcome == null) {
+                    Oa1Failure.NotReady("not registered after ${formatMs(config.oa1.readyTimeoutMs)}")
+                } else {
+                    outcome.single()
+                }
             } catch (e: Throwable) {
                 connection.close()
                 throw e

@@ -10,10 +10,8 @@ import kotlinx.coroutines.cancel
 import kotlinx.coroutines.currentCoroutineContext
 import kotlinx.coroutines.ensureActive
 import kotlinx.coroutines.flow.Flow
-import kotlinx.coroutines.flow.MutableSharedFlow
 import kotlinx.coroutines.flow.MutableStateFlow
 import kotlinx.coroutines.flow.StateFlow
-import kotlinx.coroutines.flow.asSharedFlow
 import kotlinx.coroutines.flow.asStateFlow
 import kotlinx.coroutines.launch
 import java.net.Socket
@@ -87,7 +85,7 @@ class RemoteConnection private constructor(
 ) : AutoCloseable {
     private val handlers = HashMap<String, Job>()
     private val _state = MutableStateFlow(ConnectionState.REGISTERING)
-    private val _events = MutableSharedFlow<ConnectionEvent>(extraBufferCapacity = 64)
+    private val _events = EventStream<ConnectionEvent>(capacity = 64)
 
     /** One connection's engine, socket loop and handlers' scope. */
     private inner class Link(val remote: Remote, socket: Socket) {
@@ -113,8 +111,11 @@ class RemoteConnection private constructor(
     @Volatile var reconnects: Int = 0
         private set
 
-    /** Every event of the connection (IRC, OA1 requests and cancellations, link), of every link. */
-    val events: Flow<ConnectionEvent> = _events.asSharedFlow()
+    /**
+     * Every event of the connection (IRC, OA1 requests and cancellations, link), of every link.
+     * Collecting ends (`collect` returns) when the connection is closed.
+     */
+    val events: Flow<ConnectionEvent> = _events.flow
 
     /**
      * Where the connection stands (`READY` once the channel is joined; with a reconnect policy,
@@ -138,7 +139,11 @@ class RemoteConnection private constructor(
     }
 
     private fun ended(lost: Link) {
-        if (closing || !established || redialer == null || lost !== link) return
+        if (lost !== link) return // a link already replaced
+        if (closing || !established || redialer == null) {
+            _events.end()
+            return
+        }
         _state.value = ConnectionState.REGISTERING
         scope.launch { comeBack() }
     }

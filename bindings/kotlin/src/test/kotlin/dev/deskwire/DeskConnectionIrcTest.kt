@@ -8,8 +8,11 @@ import kotlinx.coroutines.SupervisorJob
 import kotlinx.coroutines.async
 import kotlinx.coroutines.cancel
 import kotlinx.coroutines.flow.first
+import kotlinx.coroutines.TimeoutCancellationException
+import kotlinx.coroutines.flow.toList
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
+import kotlinx.coroutines.withTimeoutOrNull
 import org.junit.jupiter.api.AfterAll
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.TestInstance
@@ -84,6 +87,34 @@ class DeskConnectionIrcTest {
         } finally {
             chatter.close()
         }
+    }
+
+    @Test
+    fun `a caller's own timeout around connect ends it as the caller's, not as connect's`() = runBlocking {
+        // No remote ever comes to #waiting: connect would wait its readyTimeoutMs (30 s).
+        val config = connectionConfig(nick = "desk", channel = "#waiting", peer = "rexd")
+        assertEquals(null, withTimeoutOrNull(1_000) { connect(config) })
+        assertFailsWith<TimeoutCancellationException> { withTimeout(1_000) { connect(config) } }
+        Unit
+    }
+
+    @Test
+    fun `collecting events ends when the connection is closed`() = runBlocking {
+        val echo = RemoteConnection.serve(
+            "127.0.0.1", ngircd.port, connectionConfig(nick = "rexd", channel = "#ends"), scope,
+        ) { call -> call.payload }
+        val remoteSeen = scope.async { echo.events.toList() }
+        val desk = withTimeout(20_000) { connect(connectionConfig(nick = "desk", channel = "#ends", peer = "rexd")) }
+        val deskSeen = scope.async { desk.events.toList() }
+        assertEquals("hi", withTimeout(20_000) { desk.request("hi") })
+        desk.close()
+        echo.close()
+        // Both collections return after close, with what came before it.
+        assertTrue(withTimeout(10_000) { deskSeen.await() }.any { it is ConnectionEvent.Oa1 })
+        assertTrue(withTimeout(10_000) { remoteSeen.await() }.any { it is ConnectionEvent.Oa1 })
+        // A collector that comes after the end returns at once.
+        assertEquals(emptyList(), withTimeout(5_000) { desk.events.toList() })
+        assertEquals(emptyList(), withTimeout(5_000) { echo.events.toList() })
     }
 
     @Test

@@ -12,8 +12,10 @@ import kotlinx.coroutines.channels.Channel
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.flow.onSubscription
 import kotlinx.coroutines.launch
+import kotlinx.coroutines.TimeoutCancellationException
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
+import kotlinx.coroutines.withTimeoutOrNull
 import org.junit.jupiter.api.AfterAll
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.TestInstance
@@ -268,6 +270,19 @@ class MultiDeskConnectionIrcTest {
             assertEquals(ErrorKind.CLOSED, assertFailsWith<DeskwireException.Misuse> { desks.sendText("#a", "hi") }.kind)
             assertEquals(ErrorKind.CLOSED, assertFailsWith<DeskwireException.Misuse> { desks.addDesk("#b", "rexd") }.kind)
         }
+    }
+
+    @Test
+    fun `a caller's own timeout around awaitReady ends it as the caller's`() = runBlocking {
+        connect().use { desks ->
+            desks.addDesk("#nobody-here", "rexd") // no remote comes: awaitReady would wait 60 s
+            assertEquals(null, withTimeoutOrNull(1_000) { desks.awaitReady("#nobody-here") })
+            assertFailsWith<TimeoutCancellationException> { withTimeout(1_000) { desks.awaitReady("#nobody-here") } }
+            // Its own timeout is still its own, typed.
+            val e = assertFailsWith<Oa1ConnectException> { desks.awaitReady("#nobody-here", timeoutMs = 500) }
+            assertIs<Oa1Failure.NotReady>(e.failure)
+        }
+        Unit
     }
 
     @Test
