@@ -440,6 +440,13 @@ fn config_file_and_bad_config() {
     let s = d.open_session();
     let e = d.call_err("session.open", json!({"client_name": "second"}));
     assert_eq!(e["code"], -32008);
+    // It names the limit, and what holds the places.
+    let said = e["message"].as_str().unwrap();
+    assert!(
+        said.contains("limits.max_concurrent_sessions") && said.contains("POST /rpc"),
+        "{said}"
+    );
+    assert_eq!(e["data"]["limit"], 1);
     let e = d.call_err(
         "exec.start",
         json!({"session_id": s, "shell": true, "command": "true"}),

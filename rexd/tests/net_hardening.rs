@@ -501,6 +501,21 @@ fn one_principal_cannot_take_every_connection() {
     );
     let r = post(&d.url, Some(TOKEN), OPEN);
     assert_eq!(r.status, 429, "{r:?}");
+    // rex says it was refused, and why: exit 1 (refused), not 255 (unreachable).
+    let rex = std::process::Command::new(env!("CARGO_BIN_EXE_rex"))
+        .args(["-t", &d.url, "exec", "--", "true"])
+        .env("REXD_TOKEN", TOKEN)
+        .env("REX_TARGETS_FILE", place.path().join("targets.toml"))
+        .env_remove("REX_TARGET")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&rex.stderr);
+    assert_eq!(rex.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("refused the connection (HTTP 429)")
+            && said.contains("--max-connections-per-principal"),
+        "{said}"
+    );
     // Bob is served, over /ws and /rpc.
     let (_b, a) = ws_upgrade(d.port, OTHER_TOKEN, None);
     assert_eq!(a.status(), 101, "{}", a.head);

@@ -323,6 +323,7 @@ fn main() -> ExitCode {
                 | ClientError::UnknownTarget { .. }
                 | ClientError::TargetsFile { .. }
                 | ClientError::Unauthorized { .. }
+                | ClientError::Busy { .. }
                 | ClientError::TooLarge { .. }
                 | ClientError::Setting { .. }
                 | ClientError::Output(_) => code::REFUSED,

@@ -110,6 +110,17 @@ pub enum ClientError {
         /// What was wrong with what was sent, as far as this side can tell, and the fix.
         hint: String,
     },
+    /// A network daemon refused the connection for a limit it names (`429`: this client's
+    /// connections, `--max-connections-per-principal`; `503`: the daemon's), with its words.
+    #[error("{target} refused the connection (HTTP {status}): {message}")]
+    Busy {
+        /// The target.
+        target: String,
+        /// The HTTP status.
+        status: u16,
+        /// The daemon's answer (its first line), or the status's name.
+        message: String,
+    },
     /// The daemon refused a call.
     #[error("{method}: {}{message}{}", code_text(*.code), data_text(.data))]
     Remote {

@@ -377,6 +377,26 @@ async fn open(
                 hint: refusal_hint(status, sent.as_deref()),
             })
         }
+        // A limit of the daemon's: its answer says which (and it is a refusal, not a link
+        // that could not be made).
+        Err(WsError::Http(r)) if matches!(r.status().as_u16(), 429 | 503) => {
+            let status = r.status();
+            let said = r
+                .body()
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .and_then(|b| {
+                    b.lines()
+                        .next()
+                        .map(|l| l.trim().chars().take(300).collect::<String>())
+                })
+                .filter(|l| !l.is_empty());
+            Err(ClientError::Busy {
+                target: given.to_owned(),
+                status: status.as_u16(),
+                message: said.unwrap_or_else(|| status.canonical_reason().unwrap_or("").to_owned()),
+            })
+        }
         // With TLS 1.3 a refused client certificate shows only after the handshake.
         Err(WsError::Io(e)) => Err(tls_err(e)),
         // Bytes that are not HTTP on a plain connection: most likely a TLS port dialled as

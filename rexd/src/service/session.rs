@@ -103,8 +103,14 @@ impl Service {
         if self.sessions.len() as u64 >= max {
             return Err(err(
                 ErrorCode::ResourceLimit,
-                format!("{max} sessions already open"),
-            ));
+                format!(
+                    "{max} sessions already open, the daemon's most \
+                     (limits.max_concurrent_sessions): try again when one closes (a session \
+                     opened over POST /rpc holds its place until session.close, or until \
+                     --rpc-session-idle-ms pass without a request)"
+                ),
+            )
+            .with_data(json!({"limit": max})));
         }
         let offered = self.offered();
         if p.resumable && !self.resumable {
