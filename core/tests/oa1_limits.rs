@@ -247,3 +247,64 @@ fn utf8_is_checked_on_the_whole_message() {
     );
     assert_eq!(client.stats().bytes_buffered, 0);
 }
+
+/// A peer that floods past `max_streams` with whole requests and never lets one finish: the
+/// first `max_streams` are taken, each later one is answered `ERR busy` while the outbox holds
+/// fewer than four lines per stream, and past that nothing more is queued, so the outbox does
+/// not grow with the flood (and each refusal costs the same, not a read of the whole outbox).
+#[test]
+fn a_flood_of_requests_past_max_streams_leaves_a_bounded_outbox() {
+    let mut cfg = Config::new("#desk", "bot");
+    cfg.pacing = Pacing::UNLIMITED;
+    cfg.allowed_sender = Some("desk".into());
+    let mut server = Server::new(cfg.clone());
+    for i in 0..8_000 {
+        let line = format!(":desk!~d@h PRIVMSG #desk :OA1 REQ q{i} 1 0 echo\\s{i}");
+        server.handle_line(0, line.as_bytes());
+    }
+    let (lines, events, _) = drain(&mut || server.poll_output(0));
+    let requests = events
+        .iter()
+        .filter(|e| matches!(e, Event::Request { .. }))
+        .count();
+    assert_eq!(
+        requests, cfg.max_streams,
+        "the first max_streams are served"
+    );
+    let busy: Vec<&String> = lines.iter().filter(|l| l.contains(" busy:")).collect();
+    assert_eq!(busy.len(), 4 * cfg.max_streams, "{} lines", lines.len());
+    assert!(
+        busy[0].contains(&format!("ERR q{} ", cfg.max_streams)),
+        "{}",
+        busy[0]
+    );
+    // Once the outbox has drained, a new request past the limit is refused again.
+    server.handle_line(0, b":desk!~d@h PRIVMSG #desk :OA1 REQ late 1 0 echo");
+    let (lines, _, _) = drain(&mut || server.poll_output(1));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("ERR late ") && l.contains("busy")),
+        "{lines:?}"
+    );
+}
+
+/// An authenticated sender whose clock sits at the top of `u64` (a host's bad epoch) repeats
+/// its last timestamp instead of wrapping to 0 or panicking.
+#[test]
+fn an_authenticated_clock_at_the_top_of_u64_does_not_wrap() {
+    let mut cfg = Config::new("#desk", "desk");
+    cfg.pacing = Pacing::UNLIMITED;
+    cfg.auth = Some(AuthConfig::new(b"0123456789abcdef".to_vec(), u64::MAX - 5));
+    let mut client = Client::new(cfg, 1);
+    let now = u64::MAX - 10;
+    client.request(now, "x", None).unwrap();
+    client.request(now, "y", None).unwrap();
+    let (lines, _, _) = drain(&mut || client.poll_output(now));
+    let stamps: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.split(" :OA1A ").nth(1)?.split(' ').next())
+        .collect();
+    assert_eq!(stamps.len(), 2, "{lines:?}");
+    assert_eq!(stamps[0], stamps[1], "saturated, not wrapped: {lines:?}");
+}

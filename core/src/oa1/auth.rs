@@ -238,7 +238,9 @@ impl Authenticator {
     /// in place of `OA1 `: `OA1A <TS> <TAG> `, sent at `now`. Made on the stack, so a host
     /// that seals a line where it lies allocates nothing per frame.
     pub(crate) fn seal_prefix(&mut self, now: u64, inner: &str) -> SealPrefix {
-        let ts = self.wall(now).max(self.last_sent_ts + 1);
+        // Saturating: a clock at the top of u64 (a host's bad epoch) repeats its last TS rather
+        // than wrapping to 0 (or panicking in a debug build).
+        let ts = self.wall(now).max(self.last_sent_ts.saturating_add(1));
         self.last_sent_ts = ts;
         let mut digits = [0u8; 13];
         let ts = base36_digits(ts, &mut digits);

@@ -624,6 +624,11 @@ impl Link {
         self.outbox.clear();
     }
 
+    /// Lines waiting in the outbox.
+    pub(crate) fn queued_lines(&self) -> usize {
+        self.outbox.lines.len()
+    }
+
     pub(crate) fn queued_bytes(&self) -> usize {
         self.outbox.bytes()
     }

@@ -88,6 +88,10 @@ impl Reply {
     }
 }
 
+/// Refusals (`ERR busy`) are queued only while the outbox holds fewer than this many lines
+/// per `max_streams`: past that a flooding peer's requests get no answer and time out.
+const BUSY_BACKLOG: usize = 4;
+
 /// An `ACCEPT` seen for a request that is not whole yet.
 #[derive(Debug)]
 struct Offer {
@@ -360,7 +364,7 @@ impl Server {
                 let offered = self.take_offer(now, sender, frame.id);
                 let compressed = frame.kind == FrameType::ReqZ;
                 if self.replies.len() >= self.link.config.max_streams {
-                    self.queue_error(frame.id, "busy", "too many requests in progress");
+                    self.refuse_busy(frame.id);
                     return;
                 }
                 let max = self.link.config.max_message_bytes;
@@ -527,12 +531,28 @@ impl Server {
         Ok(())
     }
 
+    /// `ERR busy` for a request past `max_streams`. It was never accepted, so no line of its
+    /// is queued to withdraw (a withdrawal reads every queued line: a flood of refusals would
+    /// cost the square of its length). While the outbox already holds [`BUSY_BACKLOG`] lines
+    /// per stream, no more refusals are queued: a peer that floods past `max_streams` gets
+    /// its later requests timed out instead of an outbox that grows with the flood.
+    fn refuse_busy(&mut self, id: &str) {
+        if self.link.queued_lines() < BUSY_BACKLOG * self.link.config.max_streams.max(1) {
+            self.queue_err_frame(id, "busy: too many requests in progress");
+        }
+    }
+
     fn queue_error(&mut self, id: &str, code: &str, message: &str) {
         self.queue_error_text(id, &format!("{code}: {message}"));
     }
 
     fn queue_error_text(&mut self, id: &str, text: &str) {
         self.link.withdraw(id);
+        self.queue_err_frame(id, text);
+    }
+
+    /// Queues `ERR <id> <text>`, after whatever is queued.
+    fn queue_err_frame(&mut self, id: &str, text: &str) {
         let extended = self.link.authenticated();
         let escaped = match extended {
             true => escape(text),
