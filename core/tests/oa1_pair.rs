@@ -276,6 +276,22 @@ fn oversized_request_is_refused_locally() {
     );
 }
 
+/// A request timeout of zero would fail the request at once, as a timeout blaming the remote:
+/// refused before anything is sent, as a zero `request_timeout_ms` in the config is.
+#[test]
+fn a_zero_request_timeout_is_refused_locally() {
+    let mut pair = Pair::default_with(echo_app());
+    let err = pair.client.request(pair.now, "ls", Some(0)).unwrap_err();
+    assert_eq!(err.code(), "invalid_config");
+    assert!(
+        err.to_string()
+            .contains("timeout_ms is 0, so every request would fail at once"),
+        "{err}"
+    );
+    assert_eq!(pair.client.in_flight(), 0);
+    assert!(pair.client.request(pair.now, "ls", Some(1)).is_ok());
+}
+
 #[test]
 fn oversized_request_from_a_peer_is_answered_too_large() {
     // A client with a larger cap than the server's.

@@ -520,3 +520,50 @@ fn slash_commands_get_ids_of_their_own() {
         "{ids:?} {approval}"
     );
 }
+
+/// The gate refuses the RemoteBash arguments the tool would refuse (an empty or blank command,
+/// a NUL byte, a timeout that is not a positive integer), with an observation for the model:
+/// a host that runs whatever the gate lets through never meets a second refusal.
+#[test]
+fn remote_bash_arguments_the_tool_refuses_are_refused_at_the_gate() {
+    let mut tools = Toolbox::new(
+        Registry::with_builtins(),
+        Policy::allow_all(),
+        Config::default(),
+        1,
+    );
+    tools
+        .set_context("npc-1", Context::bound_to("npc-1"))
+        .unwrap();
+    let check = |tools: &mut Toolbox, args| {
+        tools
+            .check_call(
+                0,
+                "npc-1",
+                &ToolCall::new("c1", "RemoteBash", args),
+                Origin::Model,
+            )
+            .unwrap()
+    };
+    for (args, says) in [
+        (json!({"command": ""}), "the command is empty"),
+        (json!({"command": "  \n"}), "the command is empty"),
+        (json!({"command": "echo a\u{0}b"}), "NUL byte at byte 6"),
+        (json!({"command": "ls", "timeout_sec": 0}), "more than zero"),
+        (json!({"command": "ls", "timeout_sec": -1}), "invalid value"),
+    ] {
+        match check(&mut tools, args.clone()) {
+            Verdict::Refuse { observation } => {
+                assert!(
+                    observation.starts_with("Invalid arguments: ") && observation.contains(says),
+                    "{args}: {observation}"
+                );
+            }
+            other => panic!("{args}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        check(&mut tools, json!({"command": "ls", "timeout_sec": 5})),
+        Verdict::Run
+    );
+}

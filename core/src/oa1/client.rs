@@ -144,6 +144,15 @@ impl Client {
                 max,
             });
         }
+        if timeout_ms == Some(0) {
+            // It would fail at once, as a timeout blaming the remote: refused as the config's
+            // zero `request_timeout_ms` is.
+            return Err(LocalError::InvalidConfig(super::ConfigError::ZeroTimeout {
+                field: "timeout_ms",
+                what: "request",
+                default: self.link.config.request_timeout_ms,
+            }));
+        }
         if self.requests.len() >= self.link.config.max_streams {
             return Err(LocalError::TooManyInFlight(self.requests.len()));
         }

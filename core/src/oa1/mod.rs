@@ -391,6 +391,16 @@ pub enum Failure {
     },
 }
 
+/// `code: message` (`timeout: no complete response before ...`), as the bindings write it.
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code(), self.message())
+    }
+}
+
+/// So that `outcome.into_result()?` works in a function returning `Box<dyn Error>`.
+impl std::error::Error for Failure {}
+
 impl Failure {
     /// The error code for a tool result: the remote's code, or `timeout`, `incomplete`,
     /// `disconnected`, `malformed`, `not_ready`, `join_failed`, `kicked`, `peer_left`.

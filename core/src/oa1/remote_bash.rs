@@ -339,6 +339,26 @@ pub fn failure_object(code: &str, message: &str) -> String {
 mod tests {
     use super::*;
 
+    /// `into_result()?` in a function that returns `Box<dyn Error>`: a failure is an error
+    /// that says its code and message.
+    #[test]
+    fn a_failed_outcome_is_a_std_error() {
+        fn output(outcome: Outcome) -> Result<String, Box<dyn std::error::Error>> {
+            Ok(outcome.into_result()?)
+        }
+        let failed = Outcome::Failed(Failure::Remote {
+            code: "busy".into(),
+            message: "too many requests in progress".into(),
+        });
+        let e = output(failed).unwrap_err();
+        assert_eq!(e.to_string(), "busy: too many requests in progress");
+        let ok = Outcome::Output {
+            text: "hi\n".into(),
+            truncated: false,
+        };
+        assert_eq!(output(ok).unwrap(), "hi\n");
+    }
+
     #[test]
     fn an_answers_last_line_says_how_the_command_ended() {
         let cut = format!("partial{}", super::super::timeout_marker(30_000, 7));

@@ -23,6 +23,21 @@ pub fn remote_bash() -> ToolSpec {
     .expect("the RemoteBash schema is a valid object schema")
 }
 
+/// The checks a built-in tool's arguments need beyond their schema's top level, so that a
+/// call the gate lets through is one the tool takes: `RemoteBash`'s are
+/// [`remote_bash::RemoteBashArgs::new`]'s (a command that is not empty or all white space and
+/// has no NUL byte, a `timeout_sec` of at least 1). Other tools: nothing more.
+pub fn check_args(call: &ToolCall) -> Result<(), String> {
+    if call.name != remote_bash::TOOL_NAME {
+        return Ok(());
+    }
+    remote_bash::RemoteBashArgs::deserialize(&call.args)
+        .map_err(remote_bash::ArgsError::from)
+        .and_then(|a| remote_bash::RemoteBashArgs::new(a.command, a.timeout_sec))
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// Names of REXD's logical tools, in [`rexd_tools`] order.
 pub const REXD_TOOL_NAMES: [&str; 6] = ["bash", "read", "write", "list", "glob", "stat"];
 

@@ -286,7 +286,11 @@ pub fn authorize(
             ),
         };
     }
-    if let Err(message) = entry.spec.check_args(&call.args) {
+    if let Err(message) = entry
+        .spec
+        .check_args(&call.args)
+        .and_then(|()| super::builtin::check_args(call))
+    {
         return Authorization::Denied {
             observation: format!("Invalid arguments: {message}. It was not run."),
             reason: DenyReason::InvalidArguments(message),
