@@ -112,6 +112,19 @@ fn shell_mode_needs_allow_shell_and_launch_errors_are_events() {
     let c = d.collect(&p);
     assert_eq!(c.exit["method"], "exec.error");
     assert_eq!(c.exit["params"]["errno"], libc_enoent());
+    // exec.wait says so too, for a client that gets no events (POST /rpc): not a bare
+    // "exited" with neither an exit code nor a signal.
+    let waited = d.call("exec.wait", json!({"session_id": s, "process_id": p}));
+    assert_eq!(waited["status"], "exited", "{waited}");
+    assert!(
+        waited["exit_code"].is_null() && waited["signal"].is_null(),
+        "{waited}"
+    );
+    let error = waited["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("cannot start /nonexistent/program: ") && error.contains("No such file"),
+        "{waited}"
+    );
     let (_r2, mut d2, s2) = setup();
     let p = start(
         &mut d2,

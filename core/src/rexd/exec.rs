@@ -286,6 +286,12 @@ pub struct ExecWaitResult {
     /// addition; omitted otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<CollectedOutput>,
+    /// Why the process never ran (`cannot start echo: Argument list too long`), as its
+    /// `exec.error` event said, for a client that gets no events (`POST /rpc`): then `status`
+    /// is `exited` with neither `exit_code` nor `signal` (a deskwire addition; omitted
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The output a daemon kept for a session without an event stream, answered by `exec.wait`

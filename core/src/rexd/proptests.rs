@@ -395,6 +395,7 @@ fn response() -> impl Strategy<Value = Response> {
                     bytes_stderr: e,
                     truncated: t,
                     output: None,
+                    error: None,
                 })
             }),
         (

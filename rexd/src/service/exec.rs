@@ -78,6 +78,7 @@ impl Service {
             detached,
             orphaned: false,
             failed: false,
+            launch_error: None,
             finished: false,
             waiters: Vec::new(),
             input_waiters: Vec::new(),
@@ -167,6 +168,7 @@ impl Service {
                 };
                 let message = format!("cannot start {what}: {e}");
                 proc_.failed = true;
+                proc_.launch_error = Some(message.clone());
                 proc_.finished = true;
                 proc_.exit = None;
                 self.settings.metrics.exec(&proc_.class, "launch_error");

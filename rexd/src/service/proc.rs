@@ -103,6 +103,8 @@ pub(super) struct Proc {
     pub(super) orphaned: bool,
     /// Launch failed (`exec.error` sent).
     pub(super) failed: bool,
+    /// What the `exec.error` said, for `exec.wait`.
+    pub(super) launch_error: Option<String>,
     pub(super) finished: bool,
     pub(super) waiters: Vec<u64>,
     /// `exec.input` calls answered once their bytes are in the pipe (or stdin closed):
@@ -155,6 +157,7 @@ impl Proc {
             bytes_stderr: self.bytes_stderr,
             truncated: self.truncated,
             output: None,
+            error: self.launch_error.clone(),
         }
     }
 
