@@ -675,3 +675,63 @@ fn web_pages_are_refused_unless_their_origin_is_allowed() {
     let (_s, a) = ws_upgrade(d.port, TOKEN, Some("https://evil.example"));
     assert_eq!(a.status(), 403, "{}", a.head);
 }
+
+/// From an operator trial: two clients leaving `POST /rpc` sessions open filled every session
+/// of the daemon, and every other client was refused until their idle time (10 minutes) ran
+/// out. A newcomer now takes the place of the least recently used idle `/rpc` session of the
+/// client holding the most, as long as that client holds more than the newcomer would; a
+/// session with a process running is never taken.
+#[test]
+fn idle_rpc_sessions_give_their_place_to_a_client_with_fewer() {
+    let place = Place::new("net-fair");
+    let text = std::fs::read_to_string(&place.config).unwrap();
+    let text = text.replace(
+        "max_concurrent_sessions = 256",
+        "max_concurrent_sessions = 4",
+    );
+    std::fs::write(&place.config, text).unwrap();
+    let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    // Alice takes every place; the first of hers runs a command.
+    let alice: Vec<String> = (0..4).map(|_| open_session(&d.url, TOKEN)).collect();
+    let busy = json!({"jsonrpc": "2.0", "id": 2, "method": "exec.start",
+                      "params": {"session_id": alice[0], "argv": ["sleep", "30"]}});
+    assert_eq!(post(&d.url, Some(TOKEN), &busy.to_string()).status, 200);
+    for (i, sid) in alice.iter().enumerate().skip(1) {
+        let touch = json!({"jsonrpc": "2.0", "id": 3, "method": "session.info",
+                           "params": {"session_id": sid}});
+        assert_eq!(
+            post(&d.url, Some(TOKEN), &touch.to_string()).status,
+            200,
+            "{i}"
+        );
+    }
+    // Alice herself gets no more: she holds as many as anyone.
+    let r = post(&d.url, Some(TOKEN), OPEN);
+    assert!(r.body.contains("limits.max_concurrent_sessions"), "{r:?}");
+    // Bob gets a place: alice's least recently used idle session (not the busy one) goes.
+    let bob = open_session(&d.url, OTHER_TOKEN);
+    let gone = json!({"jsonrpc": "2.0", "id": 4, "method": "session.info",
+                      "params": {"session_id": alice[1]}});
+    let r = post(&d.url, Some(TOKEN), &gone.to_string());
+    assert!(r.body.contains("unknown session_id"), "{r:?}");
+    let alive = json!({"jsonrpc": "2.0", "id": 5, "method": "session.info",
+                       "params": {"session_id": alice[0]}});
+    assert!(
+        post(&d.url, Some(TOKEN), &alive.to_string())
+            .body
+            .contains("\"result\"")
+    );
+    // Bob's second: alice still holds 3, more than bob's 2 would be.
+    open_session(&d.url, OTHER_TOKEN);
+    // Now alice holds 2 and bob 2: bob's third is refused, naming the limit.
+    let r = post(&d.url, Some(OTHER_TOKEN), OPEN);
+    assert!(r.body.contains("limits.max_concurrent_sessions"), "{r:?}");
+    drop(bob);
+    let audit = place.audit_lines();
+    let evicted = audit
+        .iter()
+        .filter(|e| e["method"] == "session.end" && e["result"]["cause"] == "evicted")
+        .count();
+    assert_eq!(evicted, 2, "{audit:?}");
+    d.wait_for_log("closed to give its place to bob");
+}

@@ -307,6 +307,51 @@ struct HubSession {
     collected: Option<Collected>,
 }
 
+/// The daemon's sessions are all taken and `principal`, holding `open` of them, asks for one
+/// more: the least recently used idle session of pointed calls (`POST /rpc`, no process
+/// running) of the client holding the most gives its place, if that client holds more than
+/// `principal` would with this one. So a few clients that leave `/rpc` sessions open cannot
+/// lock every other client out until their idle time runs out, and nobody loses a session to
+/// a client that already holds as many.
+fn make_room(
+    sessions: &mut HashMap<String, HubSession>,
+    service: &mut Service,
+    now: u64,
+    principal: &str,
+    open: usize,
+) {
+    let mut held: HashMap<&str, usize> = HashMap::new();
+    for s in sessions.values() {
+        *held.entry(s.principal.as_str()).or_default() += 1;
+    }
+    let Some((richest, count)) = held
+        .into_iter()
+        .filter(|(p, _)| *p != principal)
+        .max_by_key(|(_, n)| *n)
+    else {
+        return;
+    };
+    if count <= open + 1 {
+        return;
+    }
+    let richest = richest.to_owned();
+    let victim = sessions
+        .iter()
+        .filter(|(id, s)| {
+            s.principal == richest && s.pointed && s.replay.is_none() && service.session_is_idle(id)
+        })
+        .min_by_key(|(_, s)| s.last_used)
+        .map(|(id, _)| id.clone());
+    if let Some(id) = victim {
+        crate::log::info(&format!(
+            "session {id} of {richest}: idle, closed to give its place to {principal} (every \
+             session was taken, and {richest} held {count})"
+        ));
+        sessions.remove(&id);
+        service.close_session_now(now, &id, SessionEnd::Evicted);
+    }
+}
+
 /// An event's line and the raw bytes after it (empty for most events).
 type EventFrame = (Vec<u8>, Vec<u8>);
 
@@ -923,6 +968,9 @@ impl Hub {
                 self.service.metrics().error(e.code);
                 let _ = c.peer.respond_error(now, &id, remote_error(e));
                 return;
+            }
+            if self.service.sessions_full() {
+                make_room(&mut self.sessions, &mut self.service, now, principal, open);
             }
         }
         self.next_handle += 1;

@@ -528,6 +528,20 @@ impl Service {
     pub fn session_count(&self) -> usize {
         self.sessions.len()
     }
+
+    /// Whether a new session would pass `limits.max_concurrent_sessions`.
+    pub fn sessions_full(&self) -> bool {
+        self.sessions.len() as u64 >= self.settings.limits.max_concurrent_sessions
+    }
+
+    /// Whether session `id` has no process running (so ending it ends nothing of its client's).
+    pub fn session_is_idle(&self, id: &str) -> bool {
+        self.sessions.get(id).is_some_and(|s| {
+            s.procs
+                .iter()
+                .all(|p| self.procs.get(p).is_none_or(|p| p.finished))
+        })
+    }
 }
 
 /// The service's end is its processes' end: every tree still alive is killed (detached ones

@@ -20,6 +20,9 @@ pub enum SessionEnd {
     Revoked,
     /// A reload removed a root it works in.
     RootRemoved,
+    /// An idle session of pointed calls gave its place to another client's new session: the
+    /// daemon's sessions were all taken, and its client held more than the newcomer.
+    Evicted,
 }
 
 impl SessionEnd {
@@ -33,6 +36,7 @@ impl SessionEnd {
             SessionEnd::Shutdown => "shutdown",
             SessionEnd::Revoked => "revoked",
             SessionEnd::RootRemoved => "root_removed",
+            SessionEnd::Evicted => "evicted",
         }
     }
 }
