@@ -735,3 +735,31 @@ fn idle_rpc_sessions_give_their_place_to_a_client_with_fewer() {
     assert_eq!(evicted, 2, "{audit:?}");
     d.wait_for_log("closed to give its place to bob");
 }
+
+/// From an operator trial: a request naming a session its client does not hold (another
+/// client's, perhaps a leaked id) was refused but left no trace. It is audited now, with who
+/// asked, where from, and the refusal.
+#[test]
+fn a_request_naming_another_clients_session_is_audited() {
+    let place = Place::new("net-probe");
+    let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    let alices = open_session(&d.url, TOKEN);
+    let probe = json!({"jsonrpc": "2.0", "id": 7, "method": "fs.read",
+                       "params": {"session_id": alices, "path": "secret.txt"}});
+    let r = post(&d.url, Some(OTHER_TOKEN), &probe.to_string());
+    assert!(r.body.contains("unknown session_id"), "{r:?}");
+    let audit = place.audit_lines();
+    let entry = audit
+        .iter()
+        .find(|e| e["principal"] == "bob" && e["method"] == "fs.read")
+        .unwrap_or_else(|| panic!("no entry of bob's probe: {audit:?}"));
+    assert_eq!(entry["session_id"], alices.as_str(), "{entry}");
+    assert_eq!(entry["result"]["error"], -32602, "{entry}");
+    assert_eq!(entry["params"]["path"], "secret.txt", "{entry}");
+    assert!(
+        entry["address"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("127.0.0.1:")),
+        "{entry}"
+    );
+}

@@ -919,6 +919,13 @@ impl Hub {
                 }
                 Err(e) => {
                     self.service.metrics().error(e.code);
+                    let who = crate::audit::Who {
+                        principal: Some(&c.info.principal),
+                        address: c.info.address.as_deref(),
+                    };
+                    // The secret is not written: only which session was asked for.
+                    let asked = json!({"session_id": p.session_id});
+                    self.service.audit_refused("session.resume", asked, who, &e);
                     let _ = c.peer.respond_error(now, &id, remote_error(e));
                 }
             }
@@ -942,6 +949,16 @@ impl Hub {
                     } else {
                         unknown_session(sid)
                     };
+                    let who = crate::audit::Who {
+                        principal: Some(&c.info.principal),
+                        address: c.info.address.as_deref(),
+                    };
+                    self.service.audit_refused(
+                        request.method().as_str(),
+                        request.params_value(),
+                        who,
+                        &e,
+                    );
                     let _ = c.peer.respond_error(now, &id, remote_error(e));
                     return;
                 }

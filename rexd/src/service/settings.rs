@@ -174,6 +174,32 @@ impl Service {
             .record(None, None, Who::default(), method, Value::Null, result);
     }
 
+    /// An entry for a request the transport refused before the service saw it (a session id
+    /// this client does not hold, a resume that failed): the probes of a leaked or guessed id
+    /// leave a trace too.
+    pub fn audit_refused(
+        &mut self,
+        method: &str,
+        params: Value,
+        who: Who<'_>,
+        error: &deskwire::rexd::ErrorObject,
+    ) {
+        if self.settings.audit.enabled() {
+            let session = params
+                .get("session_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            self.settings.audit.record(
+                session.as_deref(),
+                None,
+                who,
+                method,
+                crate::audit::redact(params),
+                serde_json::json!({"error": error.code, "message": error.message}),
+            );
+        }
+    }
+
     /// Opens the audit file again at its path (`SIGUSR1`, after logrotate moved it).
     pub fn reopen_audit(&mut self) -> io::Result<()> {
         self.settings.audit.reopen()
