@@ -216,6 +216,8 @@ fn a_resume_that_cannot_replay_says_how_many_events_were_lost() {
     let dir = tempfile::tempdir().unwrap();
     let mut settings = rexd::service::Settings::for_roots(&[dir.path().to_owned()]).unwrap();
     settings.allow_shell = true;
+    let audit_path = dir.path().join("audit.log");
+    settings.audit = rexd::audit::Audit::file(&audit_path).unwrap();
     let config = HubConfig {
         replay_events: 5,
         ..HubConfig::default()
@@ -292,6 +294,23 @@ fn a_resume_that_cannot_replay_says_how_many_events_were_lost() {
         serde_json::json!({"jsonrpc":"2.0","id":4,"method":"session.resume","params":{"session_id":sid,"resume_secret":"00","last_seq":last}}),
     );
     assert_eq!(wait(&b, &|v| v["id"] == 4)["error"]["code"], -32602);
+    // The failed attempts are in the audit log, without the secret.
+    let audit = std::fs::read_to_string(&audit_path).unwrap();
+    let refused: Vec<&str> = audit
+        .lines()
+        .filter(|l| l.contains("\"session.resume\"") && l.contains("\"error\""))
+        .collect();
+    assert_eq!(refused.len(), 2, "{audit}");
+    assert!(
+        refused
+            .iter()
+            .all(|l| l.contains(&sid) && l.contains("\"principal\":\"p\"")),
+        "{audit}"
+    );
+    assert!(
+        !audit.contains(&secret),
+        "the resume secret is never written"
+    );
     // Accepting the loss: the five kept events come again.
     send(
         c2,
