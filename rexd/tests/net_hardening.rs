@@ -763,3 +763,22 @@ fn a_request_naming_another_clients_session_is_audited() {
         "{entry}"
     );
 }
+
+/// From an operator trial: the log's "flagged" line named no client, so an operator watching
+/// the log could not tell who ran what. It names the command, the principal and the address.
+#[test]
+fn a_flagged_command_is_logged_with_who_ran_it() {
+    let place = Place::with_config(
+        "net-flag",
+        "[policy]\ndefault = \"allow\"\n[policy.classes]\nwrite = \"flag\"\n\
+         [[policy.rules]]\nname = \"writers\"\nclass = \"write\"\nprograms = [\"touch\"]\n",
+    );
+    let d = Daemon::start(&place, &["--token-file", place.tokens.to_str().unwrap()]);
+    let sid = open_session(&d.url, TOKEN);
+    let touch = json!({"jsonrpc": "2.0", "id": 2, "method": "exec.start",
+                       "params": {"session_id": sid, "argv": ["touch", "flagged.txt"]}});
+    let r = post(&d.url, Some(TOKEN), &touch.to_string());
+    assert!(r.body.contains("process_id"), "{r:?}");
+    d.wait_for_log("exec.start of \"touch\" by alice from 127.0.0.1:");
+    d.wait_for_log("flagged by policy rule \"writers\" (class write)");
+}

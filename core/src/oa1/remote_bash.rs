@@ -266,7 +266,9 @@ pub enum Outcome {
     Output {
         /// The text (with [`TRUNCATION_MARKER`](super::TRUNCATION_MARKER) when cut).
         text: String,
-        /// Whether it was cut at the size cap.
+        /// Whether the text is not the whole answer: cut at the size cap, or the part that
+        /// arrived before a timeout or the end of the remote or the link (see
+        /// [`Event::Response`]'s `truncated`; [`ending`] tells which).
         truncated: bool,
     },
     /// The request failed; [`Failure::is_timeout`] tells the timeouts apart.

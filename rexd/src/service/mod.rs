@@ -306,6 +306,16 @@ impl Service {
     pub fn call_from(&mut self, now: u64, handle: u64, request: Request, principal: Option<&str>) {
         self.opening_principal = principal.map(str::to_owned);
         let method = request.method();
+        // What a flagged command was, for the log line that says so (the audit has it all).
+        let program = match &request {
+            Request::ExecStart(p) => Some(&p.program),
+            Request::PtyOpen(p) => Some(&p.program),
+            _ => None,
+        }
+        .map(|p| match p {
+            Program::Argv(argv) => argv.first().cloned().unwrap_or_default(),
+            _ => "sh -c".to_owned(),
+        });
         // The params as JSON only for the audit log (an fs.write's content would be copied).
         let params = match self.settings.audit.enabled() {
             true => request.params_value(),
@@ -321,9 +331,17 @@ impl Service {
         let decision = self.last_decision.take();
         self.count(method, &result, decision.as_ref());
         if let Some(d) = decision.as_ref().filter(|d| d.action == Action::Flag) {
+            let who = principal.unwrap_or("the local client");
+            let from = self
+                .opening_address
+                .as_deref()
+                .map(|a| format!(" from {a}"))
+                .unwrap_or_default();
             crate::log::warn(&format!(
-                "{method} flagged by policy rule {:?} (class {})",
-                d.rule, d.class
+                "{method} of {:?} by {who}{from} flagged by policy rule {:?} (class {})",
+                program.as_deref().unwrap_or_default(),
+                d.rule,
+                d.class
             ));
         }
         if self.settings.audit.enabled() {

@@ -173,9 +173,14 @@ class DeskConnection private constructor(
      * Runs [command] on the remote machine (OA1 `RemoteBash`, through the core's typed call) and
      * returns its combined output. [timeout] (`null`: the configured `oa1.requestTimeoutMs`)
      * counts from when the request may leave, rounded up to a whole millisecond; on expiry the
-     * engine sends `CANCEL` and this throws [Oa1RequestException] with [Oa1Failure.Timeout]. A
-     * timeout that is not positive throws [DeskwireException.InvalidInput] with kind
-     * [ErrorKind.ZERO_TIMEOUT]; a refused request throws as [request] does.
+     * engine sends `CANCEL`. What arrived before then is returned, ending with a line
+     * `...[cut at the 30 s timeout: N bytes arrived; the rest was cancelled]...`; so is what
+     * arrived before the remote or the link went away (`...[cut short: ...]...`), and an
+     * answer over the 128 KiB cap ends with `...[truncated]...`: the last line says which.
+     * Only a request of which nothing arrived throws [Oa1RequestException]
+     * ([Oa1Failure.Timeout], [Oa1Failure.PeerLeft], ...). A timeout that is not positive
+     * throws [DeskwireException.InvalidInput] with kind [ErrorKind.ZERO_TIMEOUT]; a refused
+     * request throws as [request] does.
      */
     suspend fun remoteBash(command: String, timeout: Duration? = null): String {
         val javaTimeout = timeout?.coerceAtLeast(Duration.ZERO)?.toJavaDuration()
