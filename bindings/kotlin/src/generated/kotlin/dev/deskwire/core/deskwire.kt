@@ -5819,7 +5819,11 @@ sealed class Oa1Event {
          */
         val `text`: kotlin.String, 
         /**
-         * Whether the response was cut at the size cap (here or by the remote).
+         * Whether the text is not the whole answer: cut at the size cap (here or by the
+         * remote; it ends with [`TRUNCATION_MARKER`]), or the part that arrived before a
+         * timeout or the end of the remote or the link (it ends with [`timeout_marker`],
+         * [`remote_timeout_marker`] or [`cut_short_marker`]'s line, which
+         * [`remote_bash::ending`] reads).
          */
         val `truncated`: kotlin.Boolean) : Oa1Event()
         
