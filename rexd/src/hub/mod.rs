@@ -95,6 +95,16 @@ pub struct ConnInfo {
     pub raw_frames: bool,
 }
 
+impl ConnInfo {
+    /// Who the connection's requests are from, as the audit names them.
+    fn who(&self) -> crate::audit::Who<'_> {
+        crate::audit::Who {
+            principal: Some(&self.principal),
+            address: self.address.as_deref(),
+        }
+    }
+}
+
 /// The hub's way back to one client; implemented by the transport.
 pub trait ConnSink: Send {
     /// Queues one outbound message (a JSON-RPC message without a newline).
@@ -919,13 +929,10 @@ impl Hub {
                 }
                 Err(e) => {
                     self.service.metrics().error(e.code);
-                    let who = crate::audit::Who {
-                        principal: Some(&c.info.principal),
-                        address: c.info.address.as_deref(),
-                    };
                     // The secret is not written: only which session was asked for.
                     let asked = json!({"session_id": p.session_id});
-                    self.service.audit_refused("session.resume", asked, who, &e);
+                    self.service
+                        .audit_refused("session.resume", asked, c.info.who(), &e);
                     let _ = c.peer.respond_error(now, &id, remote_error(e));
                 }
             }
@@ -949,14 +956,10 @@ impl Hub {
                     } else {
                         unknown_session(sid)
                     };
-                    let who = crate::audit::Who {
-                        principal: Some(&c.info.principal),
-                        address: c.info.address.as_deref(),
-                    };
                     self.service.audit_refused(
                         request.method().as_str(),
                         request.params_value(),
-                        who,
+                        c.info.who(),
                         &e,
                     );
                     let _ = c.peer.respond_error(now, &id, remote_error(e));

@@ -77,7 +77,6 @@ impl Service {
             killed: false,
             detached,
             orphaned: false,
-            failed: false,
             launch_error: None,
             finished: false,
             waiters: Vec::new(),
@@ -167,7 +166,6 @@ impl Service {
                     _ => "the shell",
                 };
                 let message = format!("cannot start {what}: {e}");
-                proc_.failed = true;
                 proc_.launch_error = Some(message.clone());
                 proc_.finished = true;
                 proc_.exit = None;

@@ -528,7 +528,7 @@ impl Service {
     pub fn running(&self) -> usize {
         self.procs
             .values()
-            .filter(|p| !p.finished && !p.failed)
+            .filter(|p| !p.finished && !p.failed())
             .count()
     }
 
@@ -578,7 +578,7 @@ impl Drop for Service {
         let mut leaders: Vec<libc::pid_t> = self
             .procs
             .values()
-            .filter(|p| p.pid > 1 && p.exit.is_none() && !p.failed)
+            .filter(|p| p.pid > 1 && p.exit.is_none() && !p.failed())
             .map(|p| p.pid)
             .collect();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);

@@ -101,9 +101,7 @@ pub(super) struct Proc {
     pub(super) detached: bool,
     /// Its session closed: no more events.
     pub(super) orphaned: bool,
-    /// Launch failed (`exec.error` sent).
-    pub(super) failed: bool,
-    /// What the `exec.error` said, for `exec.wait`.
+    /// Launch failed: what its `exec.error` said, for `exec.wait` too.
     pub(super) launch_error: Option<String>,
     pub(super) finished: bool,
     pub(super) waiters: Vec<u64>,
@@ -122,6 +120,11 @@ pub(super) struct Proc {
 }
 
 impl Proc {
+    /// Whether it never ran (`exec.error` sent).
+    pub(super) fn failed(&self) -> bool {
+        self.launch_error.is_some()
+    }
+
     pub(super) fn status(&self) -> ProcessStatus {
         if !self.finished {
             ProcessStatus::Running

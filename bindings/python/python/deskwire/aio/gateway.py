@@ -432,8 +432,8 @@ class GatewayClient:
         self._streams: Dict[str, List["asyncio.Queue[Any]"]] = {}
         self._ended: Optional[str] = None
         self._dropped_events = 0
-        self._dial = dial if policy is not None else None
-        self._policy = policy
+        self._dial = dial
+        self._policy = policy  # None: a lost connection ends the client
         self._closing = False
         self._redial: "Optional[asyncio.Task[None]]" = None
         self._attempt = 0  # back to 0 when an answer comes: a gateway that drops us at once waits longer
@@ -619,7 +619,7 @@ class GatewayClient:
     def _lost(self, why: str) -> None:
         """The pump's end: the connection is gone. With a reconnect policy (and no
         :meth:`close`) another one is dialled; otherwise the client ends."""
-        if self._dial is None or self._closing or self._ended is not None:
+        if self._policy is None or self._closing or self._ended is not None:
             self._end(why)
             return
         # Calls in flight may or may not have reached the gateway: they end here.
